@@ -1,0 +1,86 @@
+"""One error hierarchy for everything gitmem raises on purpose.
+
+Every error carries an ``exit_code`` so the command line maps errors to exit
+codes in one place (``gitmem.cli``), and a ``hint`` telling the user what to do.
+"""
+
+from __future__ import annotations
+
+
+class GitmemError(Exception):
+    """Base of every error gitmem raises deliberately."""
+
+    exit_code: int = 1
+    default_hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFoundError(GitmemError, LookupError):
+    """A memory, revision or store that was asked for does not exist."""
+
+    exit_code = 3
+
+
+class InvalidInputError(GitmemError, ValueError):
+    """The caller passed something gitmem cannot accept."""
+
+    exit_code = 4
+
+
+class InvalidIdError(InvalidInputError):
+    """An id or name that is unsafe or malformed (path traversal, control characters...)."""
+
+
+class InvalidMemoryError(InvalidInputError):
+    """A memory file or front-matter that does not parse or does not match the schema."""
+
+
+class TooLargeError(InvalidInputError):
+    """A body or front-matter over the configured size bound."""
+
+
+class AlreadyExistsError(GitmemError):
+    """A memory with that id is already stored."""
+
+    exit_code = 5
+
+
+class ConflictError(GitmemError):
+    """Someone else changed the memory first (optimistic concurrency), or the write lost every retry."""
+
+    exit_code = 6
+
+
+class DirtyWorktreeError(ConflictError):
+    """A write would overwrite a file in the work tree that has uncommitted edits."""
+
+    default_hint = "commit or discard the edit (git -C STORE status) and try again"
+
+
+class StoreError(GitmemError):
+    """The store itself is missing, not a gitmem store, or damaged."""
+
+    exit_code = 7
+
+
+class LockTimeoutError(ConflictError):
+    """A lock stayed held by a live process for longer than the wait bound."""
+
+
+EXIT_CODES: dict[str, int] = {
+    "error": GitmemError.exit_code,
+    "usage": 2,
+    "not-found": NotFoundError.exit_code,
+    "invalid-input": InvalidInputError.exit_code,
+    "already-exists": AlreadyExistsError.exit_code,
+    "conflict": ConflictError.exit_code,
+    "store": StoreError.exit_code,
+}
+"""Documented exit codes of the command line, by name (docs/cli.md)."""

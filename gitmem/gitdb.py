@@ -1,0 +1,599 @@
+"""The git layer: trees at a revision, commits with trailers, compare-and-swap, retry.
+
+Everything here uses pygit2 only; no ``git`` subprocess and no work-tree round
+trip is on the write path. A write is a *plan*: a function that reads a
+:class:`Snapshot` of the branch tip, stages changes in it, and says what the
+commit should say. :meth:`GitDB.write` runs the plan, builds the new tree
+bottom-up along the touched paths only, commits with the tip it read as parent,
+and moves the branch with compare-and-swap. When another writer moved the
+branch first, the plan runs again on the new tip, so nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import logging
+import os
+import random
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pygit2
+from pygit2.enums import FileMode, SortMode
+
+from .clock import Clock, SystemClock, parse_timestamp, to_utc
+from .errors import (
+    ConflictError,
+    DirtyWorktreeError,
+    InvalidInputError,
+    LockTimeoutError,
+    NotFoundError,
+    StoreError,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+COMMITTER_NAME = "gitmem"
+COMMITTER_EMAIL = "gitmem@gitmem.invalid"
+STATE_DIR = "gitmem"
+"""Derived state lives in ``<gitdir>/gitmem/``: never committed, rebuilt from git."""
+
+_TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
+_UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+@dataclass
+class CommitSpec:
+    """What a plan wants the commit to say."""
+
+    subject: str
+    body: str | None = None
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    author: Author | None = None
+
+
+class Snapshot:
+    """The tree of one commit plus the changes a plan has staged on top of it."""
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree: pygit2.Tree | None = commit.tree if commit is not None else None
+        self.changes: dict[str, bytes | None] = {}
+
+    def _entry(self, path: str) -> pygit2.Object | None:
+        if self.tree is None:
+            return None
+        try:
+            return self.tree[path]
+        except KeyError:
+            return None
+
+    def blob_id(self, path: str) -> pygit2.Oid | None:
+        """The committed blob id at ``path`` (ignoring staged changes), None if absent or not a file."""
+        entry = self._entry(path)
+        if entry is None or entry.type_str != "blob":
+            return None
+        return entry.id
+
+    def read(self, path: str) -> bytes | None:
+        if path in self.changes:
+            return self.changes[path]
+        entry = self._entry(path)
+        if entry is None:
+            return None
+        if entry.type_str != "blob" or entry.filemode == FileMode.LINK:
+            # A symlink or a directory is never read as a memory: a link inside a
+            # store could point anywhere on the disk of whoever reads it.
+            return None
+        data: bytes = self.repo[entry.id].data
+        return data
+
+    def exists(self, path: str) -> bool:
+        if path in self.changes:
+            return self.changes[path] is not None
+        return self._entry(path) is not None
+
+    def put(self, path: str, data: bytes) -> None:
+        self.changes[path] = data
+
+    def remove(self, path: str) -> None:
+        self.changes[path] = None
+
+    def iter_files(self, prefix: str) -> Iterator[str]:
+        """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
+        seen: set[str] = set()
+        entry = self._entry(prefix) if prefix else self.tree
+        if entry is not None and entry.type_str == "tree":
+            for path in _walk_tree(self.repo, self.repo[entry.id], prefix):
+                seen.add(path)
+                if self.changes.get(path, b"") is not None:
+                    yield path
+        for path, data in self.changes.items():
+            if data is not None and path not in seen and path.startswith(prefix + "/"):
+                yield path
+
+
+def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
+    for entry in tree:
+        path = f"{prefix}/{entry.name}" if prefix else entry.name
+        if entry.type_str == "tree":
+            yield from _walk_tree(repo, repo[entry.id], path)
+        elif entry.type_str == "blob" and entry.filemode != FileMode.LINK:
+            yield path
+
+
+def build_tree(
+    repo: pygit2.Repository, base: pygit2.Tree | None, changes: dict[str, bytes | None]
+) -> pygit2.Oid:
+    """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
+
+    Cost grows with the depth of the touched paths and the size of the touched
+    directories, never with the number of files in the store.
+    """
+    nested: dict[str, Any] = {}
+    for path, data in changes.items():
+        parts = path.split("/")
+        node = nested
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InvalidInputError(f"path {path!r} runs through a file")
+            node = child
+        node[parts[-1]] = data
+
+    def apply(tree: pygit2.Tree | None, node: dict[str, Any]) -> pygit2.Oid | None:
+        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        for name, sub in node.items():
+            existing = tree[name] if tree is not None and name in tree else None
+            if isinstance(sub, dict):
+                subtree = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
+                if existing is not None and subtree is None:
+                    raise InvalidInputError(f"{name!r} is a file where a directory is needed")
+                oid = apply(subtree, sub)
+                if oid is None:
+                    if existing is not None:
+                        builder.remove(name)
+                else:
+                    builder.insert(name, oid, FileMode.TREE)
+            elif sub is None:
+                if existing is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, repo.create_blob(sub), FileMode.BLOB)
+        if len(builder) == 0:
+            return None
+        oid: pygit2.Oid = builder.write()
+        return oid
+
+    result = apply(base, nested)
+    if result is None:
+        empty: pygit2.Oid = repo.TreeBuilder().write()
+        return empty
+    return result
+
+
+def format_message(spec: CommitSpec) -> str:
+    subject = _UNSAFE_LINE_RE.sub(" ", spec.subject).strip() or "gitmem write"
+    if len(subject) > 100:
+        subject = subject[:99] + "…"
+    parts = [subject]
+    if spec.body and spec.body.strip():
+        parts.append(spec.body.strip())
+    if spec.trailers:
+        parts.append("\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers))
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_trailers(message: str) -> list[tuple[str, str]]:
+    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return []
+    out: list[tuple[str, str]] = []
+    for line in paragraphs[-1].splitlines():
+        match = _TRAILER_RE.match(line)
+        if match is None:
+            return []
+        out.append((match.group(1), match.group(2).strip()))
+    return out
+
+
+def commit_time(commit: pygit2.Commit) -> dt.datetime:
+    return dt.datetime.fromtimestamp(commit.commit_time, dt.UTC)
+
+
+def author_time(commit: pygit2.Commit) -> dt.datetime:
+    return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
+
+
+class GitDB:
+    """One git repository seen as a store: snapshots, writes, and the branch they move.
+
+    A pygit2 Repository is never shared between threads or across a fork: each
+    thread (and each process after fork) opens its own.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        branch: str = "main",
+        clock: Clock | None = None,
+        durable: bool = False,
+        lock_timeout: float = 60.0,
+        stale_lock_age: float = 30.0,
+    ) -> None:
+        try:
+            repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except (pygit2.GitError, KeyError) as exc:
+            raise StoreError(f"{os.fspath(path)} is not a git repository: {exc}") from None
+        self.path = Path(path)
+        self.branch = branch
+        self.ref_name = f"refs/heads/{branch}"
+        self.clock: Clock = clock or SystemClock()
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self.stale_lock_age = stale_lock_age
+        self.gitdir = Path(repo.path)
+        self.workdir: Path | None = Path(repo.workdir) if repo.workdir else None
+        self.state_dir = self.gitdir / STATE_DIR
+        self._local = threading.local()
+        self._local.repo = repo
+        self._local.pid = os.getpid()
+        if durable:
+            pygit2.settings.enable_fsync_gitdir = True
+
+    # -- repository handles ---------------------------------------------------
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None or self._local.pid != os.getpid():
+            repo = pygit2.Repository(str(self.gitdir))
+            self._local.repo = repo
+            self._local.pid = os.getpid()
+        return repo
+
+    @property
+    def bare(self) -> bool:
+        return self.workdir is None
+
+    # -- reading ----------------------------------------------------------------
+
+    def tip(self) -> pygit2.Commit | None:
+        repo = self.repo
+        try:
+            ref = repo.lookup_reference(self.ref_name)
+        except KeyError:
+            return None
+        commit: pygit2.Commit = repo[ref.target]
+        return commit
+
+    def resolve(self, at: str | dt.datetime | dt.date | None) -> pygit2.Commit | None:
+        """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time.
+
+        A time picks the newest commit on the branch made at or before it; None
+        means nothing existed yet.
+        """
+        if at is None:
+            return self.tip()
+        if isinstance(at, str):
+            try:
+                obj = self.repo.revparse_single(at)
+                commit: pygit2.Commit = obj.peel(pygit2.Commit)
+                return commit
+            except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+                pass
+            try:
+                when = parse_timestamp(at)
+            except ValueError:
+                raise NotFoundError(f"no revision or date {at!r} in this store") from None
+        else:
+            when = parse_timestamp(at) if not isinstance(at, dt.datetime) else to_utc(at)
+        return self.commit_at_time(when)
+
+    def commit_at_time(self, when: dt.datetime) -> pygit2.Commit | None:
+        tip = self.tip()
+        if tip is None:
+            return None
+        limit = when.timestamp()
+        for commit in self.repo.walk(tip.id, SortMode.TIME):
+            if commit.commit_time <= limit:
+                return commit  # type: ignore[no-any-return]
+        return None
+
+    def snapshot(self, at: str | dt.datetime | dt.date | None = None) -> Snapshot:
+        return Snapshot(self.repo, self.resolve(at))
+
+    def walk(self, *, reverse: bool = False) -> Iterator[pygit2.Commit]:
+        tip = self.tip()
+        if tip is None:
+            return
+        mode = SortMode.TOPOLOGICAL | SortMode.TIME
+        if reverse:
+            mode |= SortMode.REVERSE
+        yield from self.repo.walk(tip.id, mode)
+
+    # -- writing ----------------------------------------------------------------
+
+    def default_author(self) -> Author:
+        config = self.repo.config
+        name = _config_get(config, "user.name") or os.environ.get("GIT_AUTHOR_NAME") or "gitmem-user"
+        email = (
+            _config_get(config, "user.email")
+            or os.environ.get("GIT_AUTHOR_EMAIL")
+            or f"{_email_local(name)}@gitmem.invalid"
+        )
+        return Author(name, email)
+
+    def write(self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]) -> tuple[T, pygit2.Oid | None]:
+        """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
+
+        Returns the plan's value and the new commit id (None when the plan staged
+        nothing). Errors the plan raises (not found, conflict...) propagate and
+        nothing is written.
+        """
+        deadline = time.monotonic() + self.lock_timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._writer_lock(deadline):
+                repo = self.repo
+                try:
+                    ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
+                except KeyError:
+                    ref = None
+                tip: pygit2.Commit | None = repo[ref.target] if ref is not None else None
+                if self.workdir is not None:
+                    self._heal_worktree(tip)
+                snap = Snapshot(repo, tip)
+                spec, value = plan(snap)
+                changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+                if not changes:
+                    return value, None
+                if self.workdir is not None:
+                    self._check_clean(snap, changes)
+                tree = build_tree(repo, snap.tree, changes)
+                now = self.clock.now()
+                author = spec.author or self.default_author()
+                offset = 0
+                author_sig = pygit2.Signature(author.name, author.email, int(now.timestamp()), offset)
+                committer = pygit2.Signature(COMMITTER_NAME, COMMITTER_EMAIL, int(now.timestamp()), offset)
+                parents = [tip.id] if tip is not None else []
+                oid = repo.create_commit(None, author_sig, committer, format_message(spec), tree, parents)
+                try:
+                    if ref is None:
+                        repo.references.create(self.ref_name, oid)
+                    else:
+                        ref.set_target(oid, f"gitmem: {spec.subject}")
+                except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
+                    self._after_lost_race(exc, attempt, deadline)
+                    continue
+                if self.workdir is not None:
+                    self._sync_worktree(tip, repo[oid], changes)
+                return value, oid
+
+    def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
+        """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
+        self._clear_stale_lock(self.gitdir / (self.ref_name + ".lock"))
+        if time.monotonic() > deadline:
+            raise ConflictError(
+                f"could not move {self.ref_name} after {attempt} attempts: {exc}",
+                hint="another writer kept the branch busy; try again",
+            ) from exc
+        # Jittered exponential backoff: spreads contending writers apart.
+        delay = min(0.2, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
+        time.sleep(delay)
+
+    def _clear_stale_lock(self, lock: Path) -> None:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > self.stale_lock_age:
+            log.warning("removing stale lock %s (left %.0f s ago by a process that died)", lock, age)
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    @contextlib.contextmanager
+    def _writer_lock(self, deadline: float) -> Iterator[None]:
+        """Serialize writers of a work-tree store; bare stores rely on CAS alone.
+
+        The work tree and git's index are shared mutable state outside the object
+        database, so two writers syncing them at once could leave one's file on
+        top of the other's newer commit. An advisory ``flock`` is released by the
+        kernel when its holder dies, so a killed writer never leaves it behind.
+        """
+        if self.workdir is None:
+            yield
+            return
+        self.state_dir.mkdir(exist_ok=True)
+        fd = os.open(self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise LockTimeoutError(
+                            "another gitmem writer held the store's write lock for too long",
+                            hint="wait for it to finish, or check for a hung gitmem process",
+                        ) from None
+                    time.sleep(delay * random.uniform(0.5, 1.5))
+                    delay = min(0.05, delay * 2)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    # -- work tree ----------------------------------------------------------------
+
+    def _synced_marker(self) -> Path:
+        return self.state_dir / "worktree-synced"
+
+    def _read_marker(self) -> pygit2.Oid | None:
+        try:
+            text = self._synced_marker().read_text().strip()
+            return pygit2.Oid(hex=text)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _write_marker(self, oid: pygit2.Oid) -> None:
+        self.state_dir.mkdir(exist_ok=True)
+        tmp = self._synced_marker().with_suffix(".tmp")
+        tmp.write_text(str(oid) + "\n")
+        os.replace(tmp, self._synced_marker())
+
+    def _worktree_blob(self, path: str) -> pygit2.Oid | None | bool:
+        """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
+        assert self.workdir is not None
+        full = self.workdir / path
+        try:
+            st = full.lstat()
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return pygit2.hash(full.read_bytes())
+
+    def _check_clean(self, snap: Snapshot, changes: dict[str, bytes | None]) -> None:
+        """Refuse a write that would overwrite uncommitted edits in the work tree."""
+        for path in changes:
+            on_disk = self._worktree_blob(path)
+            committed = snap.blob_id(path)
+            if on_disk is False:
+                raise DirtyWorktreeError(f"{path} in the work tree is not a regular file; refusing to replace it")
+            if on_disk != committed:
+                state = "is untracked" if committed is None else "has uncommitted edits"
+                if on_disk is None:
+                    state = "was deleted in the work tree but not committed"
+                raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
+
+    def _heal_worktree(self, tip: pygit2.Commit | None) -> None:
+        """Bring files left behind by an interrupted write up to the tip.
+
+        A writer killed between moving the branch and updating the work tree
+        leaves files at the previous commit. Any file that still matches what
+        gitmem last synced (so nobody edited it) is brought forward.
+        """
+        if tip is None:
+            return
+        marker = self._read_marker()
+        if marker is None:
+            self._write_marker(tip.id)
+            return
+        if marker == tip.id:
+            return
+        repo = self.repo
+        try:
+            old = repo[marker]
+        except KeyError:
+            old = None
+        old_tree = old.tree if isinstance(old, pygit2.Commit) else None
+        diff = repo.diff(old_tree, tip.tree) if old_tree is not None else tip.tree.diff_to_tree(swap=True)
+        changes: dict[str, bytes | None] = {}
+        old_snap = Snapshot(repo, old if isinstance(old, pygit2.Commit) else None)
+        for delta in diff.deltas:
+            for path in {delta.old_file.path, delta.new_file.path}:
+                if self._worktree_blob(path) == old_snap.blob_id(path):
+                    new_id = Snapshot(repo, tip).blob_id(path)
+                    changes[path] = repo[new_id].data if new_id is not None else None
+        self._sync_worktree(old if isinstance(old, pygit2.Commit) else None, tip, changes)
+
+    def _sync_worktree(
+        self, before: pygit2.Commit | None, after: pygit2.Commit, changes: dict[str, bytes | None]
+    ) -> None:
+        """Write the touched files and git's index so ``git status`` is clean."""
+        assert self.workdir is not None
+        repo = self.repo
+        index = repo.index
+        index.read(False)
+        for path, data in changes.items():
+            full = self.workdir / path
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    full.unlink()
+                _prune_empty_dirs(full.parent, self.workdir)
+                with contextlib.suppress(OSError, KeyError):
+                    index.remove(path)
+            else:
+                full.parent.mkdir(parents=True, exist_ok=True)
+                tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    if self.durable:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                os.replace(tmp, full)
+                index.add(path)
+        self._write_index(index)
+        self._write_marker(after.id)
+
+    def _write_index(self, index: pygit2.Index) -> None:
+        lock = self.gitdir / "index.lock"
+        for attempt in range(50):
+            try:
+                index.write()
+                return
+            except (pygit2.GitError, OSError):
+                self._clear_stale_lock(lock)
+                if attempt == 49:
+                    raise
+                time.sleep(0.01 * random.uniform(0.5, 1.5))
+
+
+def _differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
+    current = snap.blob_id(path)
+    if data is None:
+        return current is not None
+    return current is None or current != pygit2.hash(data)
+
+
+def _prune_empty_dirs(directory: Path, root: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
+def _config_get(config: pygit2.Config, key: str) -> str | None:
+    try:
+        value = config[key]
+    except (KeyError, pygit2.GitError):
+        return None
+    return str(value) if value else None
+
+
+def _email_local(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return cleaned or "agent"
+
+
+def agent_author(agent: str) -> Author:
+    """The commit author for an agent: ``git log --author=<agent>`` finds its writes."""
+    return Author(agent, f"{_email_local(agent)}@agents.gitmem.invalid")

@@ -1,0 +1,1184 @@
+"""The Store: create, read, update, append, delete, restore, supersede, list, history, log.
+
+Every write is one commit made through :class:`gitmem.gitdb.GitDB`. Each
+operation is an *action*: a function that reads and stages changes in a
+snapshot. Outside a transaction an action gets a commit of its own; inside
+``with store.transaction():`` actions share one commit, replayed on the newest
+tip if another writer moved the branch in between.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import datetime as dt
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from . import codec, schema
+from .clock import Clock, SystemClock, parse_timestamp
+from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
+from .errors import (
+    AlreadyExistsError,
+    ConflictError,
+    GitmemError,
+    InvalidIdError,
+    InvalidInputError,
+    InvalidMemoryError,
+    NotFoundError,
+    StoreError,
+    TooLargeError,
+)
+from .gitdb import (
+    Author,
+    CommitSpec,
+    GitDB,
+    Snapshot,
+    agent_author,
+    author_time,
+    parse_trailers,
+)
+from .layout import (
+    ATTRIBUTES_FILE,
+    CONFIG_FILE,
+    MEMORIES_DIR,
+    check_id,
+    id_from_path,
+    memory_path,
+    new_id,
+)
+from .model import (
+    EDITABLE_FIELDS,
+    Memory,
+    Op,
+    Related,
+    Relationship,
+    Scope,
+    Status,
+    Trigger,
+    memory_from_document,
+)
+from .versions import Chain, successor_map, walk_back, walk_forward
+
+log = logging.getLogger(__name__)
+
+At = str | dt.datetime | dt.date | None
+RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Version:
+    """One step of a memory's history: a commit that changed one file of the chain."""
+
+    memory_id: str
+    version: int | None
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    memory: Memory | None
+    """The content at that point; None for a deletion."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory_id,
+            "version": self.version,
+            "commit": self.commit,
+            "time": _iso(self.time),
+            "author": self.author,
+            "agent": self.agent,
+            "op": self.op,
+            "memory": self.memory.to_dict() if self.memory is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class History:
+    versions: list[Version]
+    warnings: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Version]:
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __getitem__(self, index: int) -> Version:
+        return self.versions[index]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    commit: str
+    time: dt.datetime
+    author: str
+    author_email: str
+    subject: str
+    ops: list[str]
+    ids: list[str]
+    supersedes: list[str]
+    agent: str | None
+    session: str | None
+    scope: Scope | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "time": _iso(self.time),
+            "author": self.author,
+            "author_email": self.author_email,
+            "subject": self.subject,
+            "ops": self.ops,
+            "ids": self.ids,
+            "supersedes": self.supersedes,
+            "agent": self.agent,
+            "session": self.session,
+            "scope": str(self.scope) if self.scope else None,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file in the store that gitmem cannot read as a memory."""
+
+    path: str
+    message: str
+    scope: Scope | None = None
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- actions ---------------------------------------------------------------------
+
+
+@dataclass
+class _Effect:
+    """What one action did, for the commit message and trailers."""
+
+    op: Op
+    ids: list[str]
+    title: str | None = None
+    supersedes: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+
+_Action = Callable[[Snapshot], tuple[_Effect, Any]]
+
+
+def _spec(effects: Sequence[_Effect], message: str | None, tx_message: str | None = None) -> CommitSpec:
+    trailers: list[tuple[str, str]] = []
+    ops: list[str] = []
+    for effect in effects:
+        if str(effect.op) not in ops:
+            ops.append(str(effect.op))
+    if len(effects) == 1:
+        effect = effects[0]
+        what = effect.title or effect.ids[0]
+        subject = f"{effect.op}: {what}"
+    else:
+        subject = tx_message or f"transaction: {len(effects)} operations"
+        message = message if tx_message is None else None
+    trailers.extend(("Gitmem-Op", op) for op in ops)
+    seen_ids: list[str] = []
+    for effect in effects:
+        for mid in effect.ids:
+            if mid not in seen_ids:
+                seen_ids.append(mid)
+    trailers.extend(("Gitmem-Id", mid) for mid in seen_ids)
+    for effect in effects:
+        if effect.supersedes:
+            trailers.append(("Gitmem-Supersedes", effect.supersedes))
+    agents = [e.agent for e in effects if e.agent]
+    sessions = [e.session for e in effects if e.session]
+    if agents:
+        trailers.append(("Gitmem-Agent", agents[0]))
+    if sessions:
+        trailers.append(("Gitmem-Session", sessions[0]))
+    author: Author | None = agent_author(agents[0]) if agents else None
+    return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
+
+
+class Transaction:
+    """Many operations, one commit, all or nothing. Made by :meth:`Store.transaction`.
+
+    Its write methods are the Store's; reads through the store inside the block
+    see what the transaction staged.
+    """
+
+    def __init__(self, store: Store, backend: _Backend, message: str | None) -> None:
+        self.store = store
+        self.backend = backend
+        self.message = message
+        self.actions: list[_Action] = []
+        self.snapshot = backend.db.snapshot()
+        self.commit: str | None = None
+
+    def run(self, action: _Action) -> Any:
+        _, value = action(self.snapshot)
+        self.actions.append(action)
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        # tx.create(...), tx.update(...), tx.read(...): the store's own methods,
+        # which join this transaction because it is active on this thread.
+        return getattr(self.store, name)
+
+
+# -- the store -------------------------------------------------------------------------
+
+
+@dataclass
+class _Backend:
+    scope: Scope
+    db: GitDB
+    config: StoreConfig
+
+
+class Store:
+    """A gitmem store: one git repository, or a repo-scope and a user-scope one read together.
+
+    Open one with :func:`gitmem.open` or :func:`gitmem.init`. Writes go to
+    ``default_scope`` unless a ``scope=`` says otherwise.
+    """
+
+    def __init__(self, backends: Sequence[_Backend], *, clock: Clock | None = None) -> None:
+        if not backends:
+            raise StoreError("a Store needs at least one repository")
+        self._backends: dict[Scope, _Backend] = {}
+        for backend in backends:
+            self._backends.setdefault(backend.scope, backend)
+        self.default_scope = backends[0].scope
+        self.clock: Clock = clock or SystemClock()
+        for backend in self._backends.values():
+            backend.db.clock = self.clock
+        self._tx = threading.local()
+
+    # -- opening ---------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The path of the default scope's repository (its work tree, or the bare git dir)."""
+        return self._backend(None).db.path
+
+    @property
+    def scopes(self) -> list[Scope]:
+        return list(self._backends)
+
+    def db(self, scope: Scope | str | None = None) -> GitDB:
+        return self._backend(scope).db
+
+    def config(self, scope: Scope | str | None = None) -> StoreConfig:
+        return self._backend(scope).config
+
+    def _backend(self, scope: Scope | str | None) -> _Backend:
+        if scope is None:
+            return self._backends[self.default_scope]
+        try:
+            key = Scope(scope)
+        except ValueError:
+            raise InvalidInputError(f"scope {scope!r} is not 'repo' or 'user'") from None
+        if key not in self._backends:
+            raise InvalidInputError(
+                f"this store has no {key} scope (it has: {', '.join(map(str, self._backends))})"
+            )
+        return self._backends[key]
+
+    def _ordered(self, scope: Scope | str | None) -> list[_Backend]:
+        if scope is not None:
+            return [self._backend(scope)]
+        return list(self._backends.values())
+
+    # -- transactions ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(
+        self, message: str | None = None, *, scope: Scope | str | None = None
+    ) -> Iterator[Transaction]:
+        """Group writes into one commit: all of them land, or none does.
+
+        Inside the block, the store's write methods stage changes; reads see them.
+        The commit is made when the block ends without an exception. If another
+        writer moved the branch meanwhile, the staged operations are replayed on
+        the new tip (so they may see newer versions), or the commit fails with the
+        error a replayed operation raised and nothing is written.
+        """
+        if getattr(self._tx, "active", None) is not None:
+            raise InvalidInputError("transactions do not nest")
+        backend = self._backend(scope)
+        tx = Transaction(self, backend, message)
+        self._tx.active = tx
+        try:
+            yield tx
+        finally:
+            self._tx.active = None
+        if not tx.actions:
+            return
+
+        def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+            effects = [action(snap)[0] for action in tx.actions]
+            return _spec(effects, None, message or f"transaction: {len(effects)} operations"), None
+
+        _, oid = backend.db.write(plan)
+        tx.commit = str(oid) if oid is not None else None
+
+    def _active_tx(self) -> Transaction | None:
+        return getattr(self._tx, "active", None)
+
+    def _run(self, backend: _Backend, action: _Action, message: str | None) -> Any:
+        tx = self._active_tx()
+        if tx is not None:
+            if tx.backend is not backend:
+                raise InvalidInputError(
+                    f"this transaction writes to the {tx.backend.scope} scope, not {backend.scope}"
+                )
+            return tx.run(action)
+
+        def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
+            effect, value = action(snap)
+            return _spec([effect], message), value
+
+        value, _ = backend.db.write(plan)
+        return value
+
+    def _snapshot(self, backend: _Backend, at: At) -> Snapshot:
+        tx = self._active_tx()
+        if at is None and tx is not None and tx.backend is backend:
+            return tx.snapshot
+        return backend.db.snapshot(at)
+
+    # -- encoding ---------------------------------------------------------------------
+
+    def _encode(self, backend: _Backend, memory: Memory) -> bytes:
+        metadata = memory.to_metadata()
+        schema.validate(metadata)
+        if memory.document is not None:
+            doc = memory.document.with_changes(metadata, memory.body)
+        else:
+            doc = codec.Document(metadata, memory.body)
+        data = codec.serialize(doc).encode("utf-8")
+        limit = backend.config.max_body_bytes
+        body_size = len(memory.body.encode("utf-8"))
+        if body_size > limit:
+            raise TooLargeError(
+                f"body of {memory.id} is {body_size} bytes, over the store's limit of {limit}",
+                hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+            )
+        return data
+
+    def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
+        text = codec.decode(data, what=path)
+        doc = codec.parse(text)
+        if not doc.has_front_matter:
+            raise InvalidMemoryError(f"{path} has no front-matter")
+        schema.validate(doc.metadata, what=path)
+        memory = memory_from_document(doc, path=path)
+        expected = id_from_path(path)
+        if expected is not None and memory.id != expected:
+            raise InvalidMemoryError(f"{path} carries id {memory.id!r}, but its path says {expected!r}")
+        return replace(memory, store_scope=backend.scope)
+
+    def _load(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory | None:
+        path = memory_path(memory_id)
+        data = snap.read(path)
+        if data is None:
+            return None
+        return self._decode(backend, data, path)
+
+    def _require(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory:
+        memory = self._load(backend, snap, memory_id)
+        if memory is None:
+            raise NotFoundError(f"no memory {memory_id} in the {backend.scope} store")
+        return memory
+
+    def _locate(self, memory_id: str, scope: Scope | str | None = None) -> _Backend:
+        """The backend that holds ``memory_id`` now (inside a transaction: as staged)."""
+        check_id(memory_id)
+        path = memory_path(memory_id)
+        for backend in self._ordered(scope):
+            if self._snapshot(backend, None).exists(path):
+                return backend
+        raise NotFoundError(f"no memory {memory_id}", hint="gitmem ls --all lists every memory")
+
+    # -- input checks -------------------------------------------------------------------
+
+    @staticmethod
+    def _body(body: str | bytes) -> str:
+        if isinstance(body, bytes):
+            body = codec.decode(body, what="body")
+        if not isinstance(body, str):
+            raise InvalidInputError(f"body must be text, not {type(body).__name__}")
+        if "\x00" in body:
+            raise InvalidInputError("body contains a NUL byte; memories are text")
+        return body
+
+    def _fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and normalise caller-settable fields; raises naming the bad one."""
+        unknown = set(fields) - EDITABLE_FIELDS - {"extra"}
+        if unknown:
+            raise InvalidInputError(
+                f"cannot set {', '.join(sorted(unknown))}: settable fields are "
+                f"{', '.join(sorted(EDITABLE_FIELDS))} and extra"
+            )
+        out: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key in {"title", "category", "agent", "session_id"}:
+                out[key] = _line(key, value)
+            elif key == "tags":
+                out[key] = _tags(value)
+            elif key == "related":
+                out[key] = _related(value)
+            elif key == "trigger":
+                out[key] = _enum(Trigger, key, value)
+            elif key == "status":
+                out[key] = _enum(Status, key, value) or Status.ACTIVE
+            elif key == "extra":
+                out[key] = _extra(value)
+        return out
+
+    # -- create / read ----------------------------------------------------------------------
+
+    def create(
+        self,
+        body: str | bytes,
+        *,
+        title: str | None = None,
+        category: str | None = None,
+        scope: Scope | str | None = None,
+        tags: Iterable[str] = (),
+        related: Iterable[RelatedInput] = (),
+        agent: str | None = None,
+        session_id: str | None = None,
+        trigger: Trigger | str | None = None,
+        status: Status | str | None = None,
+        id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Store a new memory in one commit and return it (with its new ``mem_<uuid>`` id).
+
+        Raises AlreadyExistsError if ``id`` is given and taken, InvalidInputError
+        for bad fields, TooLargeError over the body bound.
+        """
+        backend = self._backend(scope)
+        memory_id = check_id(id) if id is not None else new_id()
+        body = self._body(body)
+        fields = self._fields(
+            {"title": title, "category": category, "tags": tags, "related": related,
+             "agent": agent, "session_id": session_id, "trigger": trigger, "status": status,
+             "extra": extra}
+        )
+        path = memory_path(memory_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            if snap.exists(path):
+                raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
+            now = self.clock.now()
+            memory = Memory(
+                id=memory_id, body=body, created_at=now, updated_at=now, version=1,
+                scope=backend.scope, path=path, store_scope=backend.scope,
+                **_memory_fields(fields),
+            )
+            snap.put(path, self._encode(backend, memory))
+            return _Effect(Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id), memory
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def read(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory:
+        """The memory with this id, now or ``at`` a revision or time. Raises NotFoundError."""
+        memory = self.get(id, at=at, scope=scope)
+        if memory is None:
+            when = f" at {at}" if at is not None else ""
+            raise NotFoundError(f"no memory {id}{when}", hint="gitmem ls --all lists every memory")
+        return memory
+
+    def get(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory | None:
+        """Like :meth:`read`, but None when there is no such memory."""
+        check_id(id)
+        for backend in self._ordered(scope):
+            memory = self._load(backend, self._snapshot(backend, at), id)
+            if memory is not None:
+                return memory
+        return None
+
+    def exists(self, id: str, *, at: At = None) -> bool:
+        return self.get(id, at=at) is not None
+
+    # -- update / append / delete / restore ----------------------------------------------------
+
+    def update(
+        self,
+        id: str,
+        body: str | bytes | None = None,
+        *,
+        expected_version: int | None = None,
+        message: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """Change a memory in place: same id and path, ``version`` + 1, ``updated_at`` now.
+
+        ``fields`` are any of title, category, tags, related, agent, session_id,
+        trigger, status, and ``extra`` (a mapping merged into unknown keys; a None
+        value removes that key). With ``expected_version`` the update fails with
+        ConflictError when the stored version differs (someone else changed it).
+        An update that changes nothing makes no commit.
+        """
+        backend = self._locate(id)
+        new_body = self._body(body) if body is not None else None
+        changes = self._fields(fields)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            updated = _apply_fields(current, changes, new_body)
+            if updated == current:
+                return _Effect(Op.UPDATE, [id], current.title), current
+            updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
+            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            return _Effect(Op.UPDATE, [id], updated.title, None, changes.get("agent"), changes.get("session_id")), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def append(
+        self,
+        id: str,
+        text: str | bytes,
+        *,
+        expected_version: int | None = None,
+        agent: str | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Add ``text`` at the end of the body (on a new line), as an update."""
+        backend = self._locate(id)
+        addition = self._body(text)
+        agent = _line("agent", agent)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            body = current.body
+            separator = "" if not body or body.endswith("\n") else "\n"
+            updated = replace(
+                current, body=body + separator + addition,
+                version=current.version + 1, updated_at=self.clock.now(),
+            )
+            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            return _Effect(Op.APPEND, [id], updated.title, None, agent), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def delete(self, id: str, *, agent: str | None = None, message: str | None = None) -> bool:
+        """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
+
+        Returns False when there was nothing to delete.
+        """
+        check_id(id)
+        try:
+            backend = self._locate(id)
+        except NotFoundError:
+            return False
+        path = memory_path(id)
+        agent = _line("agent", agent)
+
+        def action(snap: Snapshot) -> tuple[_Effect, bool]:
+            data = snap.read(path)
+            if data is None:
+                return _Effect(Op.DELETE, [id]), False
+            title = None
+            with contextlib.suppress(GitmemError):
+                title = self._decode(backend, data, path).title
+            snap.remove(path)
+            return _Effect(Op.DELETE, [id], title, None, agent), True
+
+        result: bool = self._run(backend, action, message)
+        return result
+
+    def restore(
+        self,
+        id: str,
+        *,
+        at: At = None,
+        scope: Scope | str | None = None,
+        agent: str | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Bring back a deleted memory as it last was, or roll one back to its content ``at``.
+
+        The restored memory gets a new version number (one above any it had), so
+        restoring is itself a visible step of its history.
+        """
+        check_id(id)
+        path = memory_path(id)
+        agent = _line("agent", agent)
+        backend = self._backend(scope)
+        if scope is None:
+            for candidate in self._ordered(None):
+                if self._find_past(candidate, path, at) is not None:
+                    backend = candidate
+                    break
+        found = self._find_past(backend, path, at)
+        if found is None:
+            raise NotFoundError(f"memory {id} is not in this store's history")
+        past = self._decode(backend, found, path)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._load(backend, snap, id)
+            if current is not None and at is None:
+                raise AlreadyExistsError(
+                    f"memory {id} exists; pass at=REVISION|DATE to roll it back to an earlier content"
+                )
+            highest = max(past.version, current.version if current else 0)
+            restored = replace(past, version=highest + 1, updated_at=self.clock.now())
+            if current is not None:
+                restored = replace(restored, document=current.document)
+            snap.put(path, self._encode(backend, restored))
+            return _Effect(Op.RESTORE, [id], restored.title, None, agent), restored
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def _find_past(self, backend: _Backend, path: str, at: At) -> bytes | None:
+        """The file's content at ``at``, or (at=None) its last content before it was deleted."""
+        if at is not None:
+            return backend.db.snapshot(at).read(path)
+        repo = backend.db.repo
+        for commit in backend.db.walk():
+            try:
+                entry = commit.tree[path]
+            except KeyError:
+                continue
+            data: bytes = repo[entry.id].data
+            return data
+        return None
+
+    # -- versions ---------------------------------------------------------------------
+
+    def supersede(
+        self,
+        old_id: str,
+        body: str | bytes,
+        *,
+        id: str | None = None,
+        message: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """Write a new memory that replaces ``old_id``; the old file is not touched.
+
+        The new memory's ``supersedes`` names the old one and its ``version`` is
+        the old one's + 1. Title, category, tags and related are carried forward
+        unless given; scope is the old memory's store.
+        """
+        backend = self._locate(old_id)
+        new_memory_id = check_id(id) if id is not None else new_id()
+        if new_memory_id == old_id:
+            raise InvalidIdError("a memory cannot supersede itself")
+        new_body = self._body(body)
+        given = self._fields(fields)
+        path = memory_path(new_memory_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            old = self._require(backend, snap, old_id)
+            if snap.exists(path):
+                raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
+            now = self.clock.now()
+            carried: dict[str, Any] = {
+                "title": old.title, "category": old.category, "tags": old.tags,
+                "related": old.related,
+            }
+            carried.update(given)
+            memory = Memory(
+                id=new_memory_id, body=new_body, created_at=now, updated_at=now,
+                version=old.version + 1, supersedes=old_id, scope=backend.scope, path=path,
+                store_scope=backend.scope, **_memory_fields(carried),
+            )
+            snap.put(path, self._encode(backend, memory))
+            effect = _Effect(Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id)
+            return effect, memory
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def list(
+        self,
+        *,
+        scope: Scope | str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        at: At = None,
+    ) -> builtins.list[Memory]:
+        """Memories, oldest first; superseded and archived ones only when asked for.
+
+        Files that cannot be read as memories are skipped and logged; see
+        :meth:`problems` for the full list.
+        """
+        wanted_tags = set(_tags(tags)) if tags else set()
+        out: builtins.list[Memory] = []
+        for backend in self._ordered(scope):
+            memories, _ = self._scan(backend, self._snapshot(backend, at))
+            superseded = {m.supersedes for m in memories if m.supersedes}
+            for memory in memories:
+                if not include_superseded and memory.id in superseded:
+                    continue
+                if not include_archived and memory.archived:
+                    continue
+                if category is not None and memory.category != category:
+                    continue
+                if wanted_tags and not wanted_tags.issubset(memory.tags):
+                    continue
+                out.append(memory)
+        out.sort(key=lambda m: (m.created_at, m.id))
+        return out
+
+    def problems(self, *, scope: Scope | str | None = None) -> builtins.list[Problem]:
+        """Files under ``memories/`` that are not valid memories, with the reason."""
+        found: builtins.list[Problem] = []
+        for backend in self._ordered(scope):
+            _, problems = self._scan(backend, self._snapshot(backend, None))
+            found.extend(problems)
+        return found
+
+    def _scan(self, backend: _Backend, snap: Snapshot) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
+        memories: builtins.list[Memory] = []
+        problems: builtins.list[Problem] = []
+        seen: dict[str, str] = {}
+        for path in snap.iter_files(MEMORIES_DIR):
+            data = snap.read(path)
+            if data is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidMemoryError(f"{path} is not at a memory path (memories/<shard>/<id>.md)")
+                memory = self._decode(backend, data, path)
+            except GitmemError as exc:
+                log.warning("skipping %s: %s", path, exc)
+                problems.append(Problem(path, str(exc), backend.scope))
+                continue
+            if memory.id in seen:
+                problems.append(Problem(path, f"duplicate id {memory.id} (also in {seen[memory.id]})", backend.scope))
+                continue
+            seen[memory.id] = path
+            memories.append(memory)
+        return memories, problems
+
+    def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
+        """The chain of memories ``id`` replaces, root first, ending at ``id``."""
+        start = self.read(id, at=at)
+
+        def lookup(other: str) -> Memory | None:
+            try:
+                found = self.get(other, at=at)
+            except InvalidIdError:
+                return None
+            if found is None:
+                found = self._last_known(other)
+            return found
+
+        chain = walk_back(start, lookup, max_depth)
+        for warning in chain.warnings:
+            log.warning("%s", warning)
+        return chain
+
+    def _last_known(self, id: str) -> Memory | None:
+        """A deleted memory as it last was, from history (chains may run through deleted ones)."""
+        for backend in self._ordered(None):
+            data = self._find_past(backend, memory_path(id), None)
+            if data is not None:
+                with contextlib.suppress(GitmemError):
+                    return self._decode(backend, data, memory_path(id))
+        return None
+
+    def latest_version(self, id: str) -> Memory:
+        """The newest memory that (transitively) supersedes ``id``, or ``id`` itself.
+
+        When two memories supersede the same one (a fork), the higher version wins,
+        then the later ``updated_at``, then the id; a warning is logged.
+        """
+        check_id(id)
+        all_memories = self.list(include_superseded=True, include_archived=True)
+        successors = successor_map(all_memories)
+        latest_id, _, warnings = walk_forward(id, successors)
+        for warning in warnings:
+            log.warning("%s", warning)
+        return self.read(latest_id)
+
+    def successors(self, id: str) -> builtins.list[Memory]:
+        """Memories that name ``id`` in ``supersedes`` (more than one is a fork)."""
+        check_id(id)
+        all_memories = self.list(include_superseded=True, include_archived=True)
+        return successor_map(all_memories).get(id, [])
+
+    def history(self, id: str, *, max_depth: int = 1000) -> History:
+        """Every version along the chain ending at ``id``, oldest first.
+
+        Follows ``supersedes`` back to the root and expands each memory's file into
+        the commits that changed it: version, commit, time, author, agent,
+        operation, and the content at that point.
+        """
+        check_id(id)
+        current = self.get(id) or self._last_known(id)
+        if current is None:
+            raise NotFoundError(f"no memory {id} in this store or its history")
+        chain = walk_back(current, lambda other: self.get(other) or self._last_known(other), max_depth)
+        warnings = builtins.list(chain.warnings)
+        versions: builtins.list[Version] = []
+        for backend in self._ordered(None):
+            versions.extend(self._file_versions(backend, chain.ids, warnings))
+        order = {mid: i for i, mid in enumerate(chain.ids)}
+        versions.sort(key=lambda v: (v.time, order.get(v.memory_id, 0), v.version or 0))
+        for warning in warnings:
+            log.warning("%s", warning)
+        return History(versions, warnings)
+
+    def _file_versions(
+        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+    ) -> builtins.list[Version]:
+        paths = {memory_path(mid): mid for mid in ids}
+        repo = backend.db.repo
+        out: builtins.list[Version] = []
+        for commit in backend.db.walk(reverse=True):
+            parents = commit.parents
+            for path, mid in paths.items():
+                now = _blob_at(commit.tree, path)
+                befores = [_blob_at(p.tree, path) for p in parents] or [None]
+                if any(now == before for before in befores):
+                    continue  # unchanged, or a merge that took one side as it was
+                trailers = parse_trailers(commit.message)
+                ops = [v for k, v in trailers if k == "Gitmem-Op"]
+                agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+                memory: Memory | None = None
+                if now is not None:
+                    try:
+                        memory = self._decode(backend, repo[now].data, path)
+                    except GitmemError as exc:
+                        warnings.append(f"{path} at {str(commit.id)[:12]} is not readable: {exc}")
+                op = ops[0] if len(ops) == 1 else _infer_op(befores[0], now, bool(trailers))
+                out.append(Version(
+                    memory_id=mid, version=memory.version if memory else None, commit=str(commit.id),
+                    time=author_time(commit), author=commit.author.name, agent=agent, op=op, memory=memory,
+                ))
+        return out
+
+    # -- the audit log --------------------------------------------------------------------
+
+    def log(
+        self,
+        *,
+        agent: str | None = None,
+        op: str | Op | None = None,
+        id: str | None = None,
+        since: str | dt.datetime | dt.date | None = None,
+        until: str | dt.datetime | dt.date | None = None,
+        limit: int | None = None,
+        scope: Scope | str | None = None,
+    ) -> builtins.list[LogEntry]:
+        """Commits, newest first, filtered by the facts in their trailers."""
+        since_dt = _when(since, "since")
+        until_dt = _when(until, "until")
+        entries: builtins.list[LogEntry] = []
+        for backend in self._ordered(scope):
+            for commit in backend.db.walk():
+                entry = _log_entry(commit, backend.scope)
+                if since_dt and entry.time < since_dt:
+                    continue
+                if until_dt and entry.time > until_dt:
+                    continue
+                if agent and agent not in {entry.agent, entry.author}:
+                    continue
+                if op and str(op) not in entry.ops:
+                    continue
+                if id and id not in entry.ids and id not in entry.supersedes:
+                    continue
+                entries.append(entry)
+        entries.sort(key=lambda e: e.time, reverse=True)
+        return entries[:limit] if limit is not None else entries
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return entry.id if entry.type_str == "blob" else None
+
+
+def _infer_op(before: pygit2.Oid | None, now: pygit2.Oid | None, gitmem_commit: bool) -> str:
+    if not gitmem_commit:
+        return "edit" if before is not None and now is not None else ("add" if now else "remove")
+    if before is None:
+        return str(Op.CREATE)
+    if now is None:
+        return str(Op.DELETE)
+    return str(Op.UPDATE)
+
+
+def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
+    trailers = parse_trailers(commit.message)
+    return LogEntry(
+        commit=str(commit.id),
+        time=author_time(commit),
+        author=commit.author.name,
+        author_email=commit.author.email,
+        subject=commit.message.splitlines()[0] if commit.message else "",
+        ops=[v for k, v in trailers if k == "Gitmem-Op"],
+        ids=[v for k, v in trailers if k == "Gitmem-Id"],
+        supersedes=[v for k, v in trailers if k == "Gitmem-Supersedes"],
+        agent=next((v for k, v in trailers if k == "Gitmem-Agent"), None),
+        session=next((v for k, v in trailers if k == "Gitmem-Session"), None),
+        scope=scope,
+    )
+
+
+def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
+
+
+def _check_expected(current: Memory, expected: int | None) -> None:
+    if expected is not None and current.version != expected:
+        raise ConflictError(
+            f"{current.id} is at version {current.version}, not {expected}: someone else changed it",
+            hint="read it again and retry with the new version",
+        )
+
+
+def _line(what: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be text, not {type(value).__name__}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} must be one line without control characters")
+    value = value.strip()
+    return value or None
+
+
+def _tags(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    out: builtins.list[str] = []
+    for tag in value:
+        clean = _line("tag", tag)
+        if clean and clean not in out:
+            out.append(clean)
+    return tuple(out)
+
+
+def _related(value: Iterable[RelatedInput] | None) -> tuple[Related, ...]:
+    if value is None:
+        return ()
+    out: builtins.list[Related] = []
+    for item in value:
+        if isinstance(item, Related):
+            rid, rel = item.id, str(item.relationship)
+        elif isinstance(item, str):
+            rid, _, rel = item.partition(":")
+            rel = rel or str(Relationship.RELATES_TO)
+        elif isinstance(item, tuple):
+            rid, rel = item
+        elif isinstance(item, Mapping):
+            rid, rel = item.get("id", ""), item.get("relationship", str(Relationship.RELATES_TO))
+        else:
+            raise InvalidInputError(f"related entry {item!r} is not an id, (id, relationship) or mapping")
+        check_id(rid, what="related id")
+        out.append(Related(rid, _enum(Relationship, "relationship", rel) or Relationship.RELATES_TO))
+    return tuple(out)
+
+
+def _enum(kind: Any, what: str, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m) for m in kind)
+        raise InvalidInputError(f"{what} {value!r} is not one of {allowed}") from None
+
+
+def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("extra must be a mapping of front-matter keys to values")
+    from .model import KNOWN_KEYS
+
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
+        if key in KNOWN_KEYS:
+            raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        out[key] = item
+    return out
+
+
+def _memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in fields.items() if k != "extra" and v is not None}
+    if "extra" in fields and fields["extra"]:
+        out["extra"] = {k: v for k, v in fields["extra"].items() if v is not None}
+    return out
+
+
+def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) -> Memory:
+    updates: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key == "extra":
+            merged = dict(current.extra)
+            for k, v in value.items():
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = v
+            updates["extra"] = merged
+        else:
+            updates[key] = value
+    if body is not None:
+        updates["body"] = body
+    return replace(current, **updates)
+
+
+# -- opening stores ------------------------------------------------------------------------
+
+
+def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend:
+    db = GitDB(path, clock=clock, durable=durable)
+    snap = db.snapshot()
+    data = snap.read(CONFIG_FILE)
+    if data is None:
+        if snap.commit is None:
+            raise StoreError(f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init")
+        raise StoreError(f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
+                         hint="run gitmem init in an empty directory")
+    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    return _Backend(config.scope, db, config)
+
+
+def _is_store(path: Path) -> bool:
+    return (path / ".git").exists() or (path / "HEAD").is_file()
+
+
+def init_store(
+    path: str | os.PathLike[str],
+    *,
+    bare: bool = False,
+    scope: Scope | str = Scope.REPO,
+    clock: Clock | None = None,
+    durable: bool = False,
+) -> Store:
+    """Create a store at ``path`` (a new or empty directory) and return it opened.
+
+    Initialising an existing gitmem store is harmless: it is opened as it is.
+    """
+    target = Path(path).expanduser()
+    scope = Scope(scope)
+    if _is_store(target):
+        with contextlib.suppress(StoreError):
+            return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+    if target.exists() and any(target.iterdir()) and not _is_store(target):
+        raise StoreError(f"{target} exists and is not empty; gitmem init wants a new or empty directory")
+    target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
+    repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
+    repo.config["gitmem.format"] = "1"
+    db = GitDB(target, clock=clock, durable=durable)
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        snap.put(CONFIG_FILE, initial_text(scope).encode())
+        snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
+        return CommitSpec(subject="init: gitmem store", trailers=[("Gitmem-Op", str(Op.INIT))]), None
+
+    if db.tip() is None:
+        db.write(plan)
+    return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    clock: Clock | None = None,
+    durable: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Store:
+    """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
+    found by walking up from the current directory (read together with the user
+    store when that exists), else the user store at ``$GITMEM_HOME`` (default
+    ``~/.gitmem``), created on first use.
+    """
+    if path is not None:
+        target = Path(path).expanduser()
+        if not target.exists():
+            raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
+        return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+    env_dir = os.environ.get("GITMEM_DIR")
+    if env_dir:
+        return open_store(env_dir, clock=clock, durable=durable)
+    user_path = user_store_path()
+    project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
+    if project is not None:
+        backends = [_open_backend(project, clock=clock, durable=durable)]
+        if _is_store(user_path) and user_path.resolve() != project.resolve():
+            with contextlib.suppress(StoreError):
+                backends.append(_open_backend(user_path, clock=clock, durable=durable))
+        return Store(backends, clock=clock)
+    if not _is_store(user_path):
+        return init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
+    return Store([_open_backend(user_path, clock=clock, durable=durable)], clock=clock)
+
+
+def user_store_path() -> Path:
+    return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
+
+
+def find_project_store(start: Path) -> Path | None:
+    """Walk up from ``start`` to the first directory holding a ``.gitmem/`` store."""
+    current = start.resolve()
+    for directory in (current, *current.parents):
+        candidate = directory / ".gitmem"
+        if candidate.is_dir() and _is_store(candidate):
+            return candidate
+    return None
+
+
+def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
+    """Create ``<project>/.gitmem/`` and hide it from the project's git via ``.git/info/exclude``."""
+    root = Path(project).resolve()
+    try:
+        project_repo = pygit2.Repository(str(root), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError):
+        raise StoreError(f"{root} is not the top of a git repository",
+                         hint="run gitmem init --project at the root of a project repository") from None
+    store = init_store(root / ".gitmem", scope=Scope.REPO, clock=clock)
+    exclude = Path(project_repo.path) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    existing = exclude.read_text() if exclude.exists() else ""
+    if not any(line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"} for line in existing.splitlines()):
+        with open(exclude, "a") as fh:
+            if existing and not existing.endswith("\n"):
+                fh.write("\n")
+            fh.write("# gitmem: the project's memory store is a repository of its own\n/.gitmem/\n")
+    return store
