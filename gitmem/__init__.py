@@ -58,7 +58,7 @@ def init(
     return _init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
 
 
-def open(  # noqa: A001 - the public name the API promises
+def open(
     path: str | os.PathLike[str] | None = None,
     *,
     clock: Clock | None = None,

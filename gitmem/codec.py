@@ -50,9 +50,9 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise InvalidMemoryError(
                 f"front-matter uses a YAML alias (*{event.anchor}) at line "
                 f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
@@ -61,14 +61,14 @@ class _Loader(yaml.SafeLoader):
         try:
             if self._depth > MAX_DEPTH:
                 raise InvalidMemoryError(f"front-matter is nested deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen
             except TypeError as exc:
@@ -130,7 +130,7 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidMemoryError(
-            f"{what} is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r})"
+            f"{what} is not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
         ) from None
 
 
@@ -143,7 +143,9 @@ def load_yaml(text: str) -> tuple[Any, Node | None]:
     except InvalidMemoryError:
         raise
     except yaml.constructor.ConstructorError as exc:
-        raise InvalidMemoryError(f"front-matter uses a YAML tag that is not allowed: {_yaml_problem(exc)}") from None
+        raise InvalidMemoryError(
+            f"front-matter uses a YAML tag that is not allowed: {_yaml_problem(exc)}"
+        ) from None
     except yaml.YAMLError as exc:
         raise InvalidMemoryError(f"front-matter is not valid YAML: {_yaml_problem(exc)}") from None
     except RecursionError:
@@ -163,7 +165,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) -> Document:
     """Split and parse a markdown file. Files without front-matter parse with empty metadata."""
     bom = BOM if text.startswith(BOM) else ""
-    rest = text[len(bom):]
+    rest = text[len(bom) :]
     opening = _OPEN_RE.match(rest)
     if opening is None:
         return Document({}, text, has_front_matter=False)
@@ -172,7 +174,7 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
     closing = _CLOSE_RE.search(rest, after_open)
     if closing is None:
         raise InvalidMemoryError("front-matter is opened with '---' but never closed")
-    raw = rest[after_open:closing.start()]
+    raw = rest[after_open : closing.start()]
     if len(raw.encode("utf-8")) > max_front_matter_bytes:
         raise TooLargeError(f"front-matter is larger than {max_front_matter_bytes} bytes")
     close_end = closing.end()
@@ -198,7 +200,7 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
         bom=bom,
         opening=rest[:after_open],
         raw=raw,
-        closing=rest[closing.start():close_end],
+        closing=rest[closing.start() : close_end],
         newline=newline,
         parsed=value,
         segments=segments,

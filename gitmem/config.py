@@ -36,7 +36,9 @@ class StoreConfig:
         try:
             scope = Scope(data.get("scope", "repo"))
         except ValueError:
-            raise InvalidMemoryError(f"gitmem.yaml scope {data.get('scope')!r} is not repo or user") from None
+            raise InvalidMemoryError(
+                f"gitmem.yaml scope {data.get('scope')!r} is not repo or user"
+            ) from None
         max_body = limits.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body <= 0:
             raise InvalidMemoryError("gitmem.yaml limits.max_body_bytes must be a positive integer")
@@ -53,4 +55,7 @@ def initial_text(scope: Scope) -> str:
     )
 
 
-ATTRIBUTES_TEXT = "# memory-aware merges for plain git merge / pull / rebase (gitmem merge-driver)\n*.md merge=gitmem\n"
+ATTRIBUTES_TEXT = (
+    "# memory-aware merges for plain git merge / pull / rebase (gitmem merge-driver)\n"
+    "*.md merge=gitmem\n"
+)

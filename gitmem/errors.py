@@ -53,7 +53,7 @@ class AlreadyExistsError(GitmemError):
 
 
 class ConflictError(GitmemError):
-    """Someone else changed the memory first (optimistic concurrency), or the write lost every retry."""
+    """Someone else changed the memory first, or the write lost every retry."""
 
     exit_code = 6
 

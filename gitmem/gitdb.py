@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pygit2
 from pygit2.enums import FileMode, SortMode
@@ -87,7 +87,7 @@ class Snapshot:
             return None
 
     def blob_id(self, path: str) -> pygit2.Oid | None:
-        """The committed blob id at ``path`` (ignoring staged changes), None if absent or not a file."""
+        """The committed blob id at ``path`` (staged changes ignored); None if absent."""
         entry = self._entry(path)
         if entry is None or entry.type_str != "blob":
             return None
@@ -103,8 +103,7 @@ class Snapshot:
             # A symlink or a directory is never read as a memory: a link inside a
             # store could point anywhere on the disk of whoever reads it.
             return None
-        data: bytes = self.repo[entry.id].data
-        return data
+        return blob_data(self.repo, entry.id)
 
     def exists(self, path: str) -> bool:
         if path in self.changes:
@@ -122,7 +121,7 @@ class Snapshot:
         seen: set[str] = set()
         entry = self._entry(prefix) if prefix else self.tree
         if entry is not None and entry.type_str == "tree":
-            for path in _walk_tree(self.repo, self.repo[entry.id], prefix):
+            for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
                 seen.add(path)
                 if self.changes.get(path, b"") is not None:
                     yield path
@@ -131,11 +130,32 @@ class Snapshot:
                 yield path
 
 
+def get_commit(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
+    obj = repo[oid]
+    if obj.type_str != "commit":
+        raise StoreError(f"{oid} is a {obj.type_str}, not a commit")
+    return cast(pygit2.Commit, obj)
+
+
+def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Tree):
+        raise StoreError(f"{oid} is a {obj.type_str}, not a tree")
+    return obj
+
+
+def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
+    obj = repo[oid]
+    if not isinstance(obj, pygit2.Blob):
+        raise StoreError(f"{oid} is a {obj.type_str}, not a blob")
+    return obj.data
+
+
 def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
     for entry in tree:
-        path = f"{prefix}/{entry.name}" if prefix else entry.name
+        path = f"{prefix}/{entry.name}" if prefix else str(entry.name)
         if entry.type_str == "tree":
-            yield from _walk_tree(repo, repo[entry.id], path)
+            yield from _walk_tree(repo, get_tree(repo, entry.id), path)
         elif entry.type_str == "blob" and entry.filemode != FileMode.LINK:
             yield path
 
@@ -164,15 +184,19 @@ def build_tree(
         for name, sub in node.items():
             existing = tree[name] if tree is not None and name in tree else None
             if isinstance(sub, dict):
-                subtree = repo[existing.id] if existing is not None and existing.type_str == "tree" else None
+                subtree = (
+                    get_tree(repo, existing.id)
+                    if existing is not None and existing.type_str == "tree"
+                    else None
+                )
                 if existing is not None and subtree is None:
                     raise InvalidInputError(f"{name!r} is a file where a directory is needed")
-                oid = apply(subtree, sub)
-                if oid is None:
+                sub_oid = apply(subtree, sub)
+                if sub_oid is None:
                     if existing is not None:
                         builder.remove(name)
                 else:
-                    builder.insert(name, oid, FileMode.TREE)
+                    builder.insert(name, sub_oid, FileMode.TREE)
             elif sub is None:
                 if existing is not None:
                     builder.remove(name)
@@ -198,7 +222,9 @@ def format_message(spec: CommitSpec) -> str:
     if spec.body and spec.body.strip():
         parts.append(spec.body.strip())
     if spec.trailers:
-        parts.append("\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers))
+        parts.append(
+            "\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers)
+        )
     return "\n\n".join(parts) + "\n"
 
 
@@ -259,7 +285,8 @@ class GitDB:
         self._local.repo = repo
         self._local.pid = os.getpid()
         if durable:
-            pygit2.settings.enable_fsync_gitdir = True
+            # Process-wide in libgit2: once one durable store is open, all fsync.
+            pygit2.settings.enable_fsync_gitdir = True  # type: ignore[method-assign,assignment]
 
     # -- repository handles ---------------------------------------------------
 
@@ -284,8 +311,7 @@ class GitDB:
             ref = repo.lookup_reference(self.ref_name)
         except KeyError:
             return None
-        commit: pygit2.Commit = repo[ref.target]
-        return commit
+        return get_commit(repo, ref.target)
 
     def resolve(self, at: str | dt.datetime | dt.date | None) -> pygit2.Commit | None:
         """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time.
@@ -317,7 +343,7 @@ class GitDB:
         limit = when.timestamp()
         for commit in self.repo.walk(tip.id, SortMode.TIME):
             if commit.commit_time <= limit:
-                return commit  # type: ignore[no-any-return]
+                return get_commit(self.repo, commit.id)
         return None
 
     def snapshot(self, at: str | dt.datetime | dt.date | None = None) -> Snapshot:
@@ -336,7 +362,9 @@ class GitDB:
 
     def default_author(self) -> Author:
         config = self.repo.config
-        name = _config_get(config, "user.name") or os.environ.get("GIT_AUTHOR_NAME") or "gitmem-user"
+        name = (
+            _config_get(config, "user.name") or os.environ.get("GIT_AUTHOR_NAME") or "gitmem-user"
+        )
         email = (
             _config_get(config, "user.email")
             or os.environ.get("GIT_AUTHOR_EMAIL")
@@ -344,7 +372,9 @@ class GitDB:
         )
         return Author(name, email)
 
-    def write(self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]) -> tuple[T, pygit2.Oid | None]:
+    def write(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
         """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
 
         Returns the plan's value and the new commit id (None when the plan staged
@@ -361,7 +391,7 @@ class GitDB:
                     ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
                 except KeyError:
                     ref = None
-                tip: pygit2.Commit | None = repo[ref.target] if ref is not None else None
+                tip = get_commit(repo, ref.target) if ref is not None else None
                 if self.workdir is not None:
                     self._heal_worktree(tip)
                 snap = Snapshot(repo, tip)
@@ -375,10 +405,16 @@ class GitDB:
                 now = self.clock.now()
                 author = spec.author or self.default_author()
                 offset = 0
-                author_sig = pygit2.Signature(author.name, author.email, int(now.timestamp()), offset)
-                committer = pygit2.Signature(COMMITTER_NAME, COMMITTER_EMAIL, int(now.timestamp()), offset)
+                author_sig = pygit2.Signature(
+                    author.name, author.email, int(now.timestamp()), offset
+                )
+                committer = pygit2.Signature(
+                    COMMITTER_NAME, COMMITTER_EMAIL, int(now.timestamp()), offset
+                )
                 parents = [tip.id] if tip is not None else []
-                oid = repo.create_commit(None, author_sig, committer, format_message(spec), tree, parents)
+                oid = repo.create_commit(
+                    None, author_sig, committer, format_message(spec), tree, parents
+                )
                 try:
                     if ref is None:
                         repo.references.create(self.ref_name, oid)
@@ -388,7 +424,7 @@ class GitDB:
                     self._after_lost_race(exc, attempt, deadline)
                     continue
                 if self.workdir is not None:
-                    self._sync_worktree(tip, repo[oid], changes)
+                    self._sync_worktree(tip, get_commit(repo, oid), changes)
                 return value, oid
 
     def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
@@ -409,7 +445,9 @@ class GitDB:
         except FileNotFoundError:
             return
         if age > self.stale_lock_age:
-            log.warning("removing stale lock %s (left %.0f s ago by a process that died)", lock, age)
+            log.warning(
+                "removing stale lock %s (left %.0f s ago by a process that died)", lock, age
+            )
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
 
@@ -465,7 +503,7 @@ class GitDB:
         tmp.write_text(str(oid) + "\n")
         os.replace(tmp, self._synced_marker())
 
-    def _worktree_blob(self, path: str) -> pygit2.Oid | None | bool:
+    def _worktree_blob(self, path: str) -> pygit2.Oid | bool | None:
         """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
         assert self.workdir is not None
         full = self.workdir / path
@@ -485,7 +523,9 @@ class GitDB:
             on_disk = self._worktree_blob(path)
             committed = snap.blob_id(path)
             if on_disk is False:
-                raise DirtyWorktreeError(f"{path} in the work tree is not a regular file; refusing to replace it")
+                raise DirtyWorktreeError(
+                    f"{path} in the work tree is not a regular file; refusing to replace it"
+                )
             if on_disk != committed:
                 state = "is untracked" if committed is None else "has uncommitted edits"
                 if on_disk is None:
@@ -513,14 +553,18 @@ class GitDB:
         except KeyError:
             old = None
         old_tree = old.tree if isinstance(old, pygit2.Commit) else None
-        diff = repo.diff(old_tree, tip.tree) if old_tree is not None else tip.tree.diff_to_tree(swap=True)
+        diff = (
+            repo.diff(old_tree, tip.tree)
+            if old_tree is not None
+            else tip.tree.diff_to_tree(swap=True)
+        )
         changes: dict[str, bytes | None] = {}
         old_snap = Snapshot(repo, old if isinstance(old, pygit2.Commit) else None)
         for delta in diff.deltas:
             for path in {delta.old_file.path, delta.new_file.path}:
                 if self._worktree_blob(path) == old_snap.blob_id(path):
                     new_id = Snapshot(repo, tip).blob_id(path)
-                    changes[path] = repo[new_id].data if new_id is not None else None
+                    changes[path] = blob_data(repo, new_id) if new_id is not None else None
         self._sync_worktree(old if isinstance(old, pygit2.Commit) else None, tip, changes)
 
     def _sync_worktree(

@@ -204,7 +204,9 @@ def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:
     try:
         return parse_timestamp(value)
     except (TypeError, ValueError):
-        raise InvalidMemoryError(f"front-matter {key!r} is not an RFC 3339 timestamp: {value!r}") from None
+        raise InvalidMemoryError(
+            f"front-matter {key!r} is not an RFC 3339 timestamp: {value!r}"
+        ) from None
 
 
 def memory_from_document(doc: Document, *, path: str | None = None) -> Memory:

@@ -37,7 +37,7 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
-    return cls(schema)  # type: ignore[no-any-return]
+    return cls(schema)
 
 
 def to_json_value(value: Any) -> Any:
@@ -53,7 +53,9 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
-def validate(metadata: dict[str, Any], *, schema: str = MEMORY_SCHEMA, what: str = "memory") -> None:
+def validate(
+    metadata: dict[str, Any], *, schema: str = MEMORY_SCHEMA, what: str = "memory"
+) -> None:
     """Raise InvalidMemoryError naming the first field that breaks the schema."""
     errors = sorted(
         _validator(schema).iter_errors(to_json_value(metadata)),

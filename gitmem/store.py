@@ -43,6 +43,7 @@ from .gitdb import (
     Snapshot,
     agent_author,
     author_time,
+    blob_data,
     parse_trailers,
 )
 from .layout import (
@@ -179,7 +180,9 @@ class _Effect:
 _Action = Callable[[Snapshot], tuple[_Effect, Any]]
 
 
-def _spec(effects: Sequence[_Effect], message: str | None, tx_message: str | None = None) -> CommitSpec:
+def _spec(
+    effects: Sequence[_Effect], message: str | None, tx_message: str | None = None
+) -> CommitSpec:
     trailers: list[tuple[str, str]] = []
     ops: list[str] = []
     for effect in effects:
@@ -388,7 +391,9 @@ class Store:
         memory = memory_from_document(doc, path=path)
         expected = id_from_path(path)
         if expected is not None and memory.id != expected:
-            raise InvalidMemoryError(f"{path} carries id {memory.id!r}, but its path says {expected!r}")
+            raise InvalidMemoryError(
+                f"{path} carries id {memory.id!r}, but its path says {expected!r}"
+            )
         return replace(memory, store_scope=backend.scope)
 
     def _load(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory | None:
@@ -477,9 +482,17 @@ class Store:
         memory_id = check_id(id) if id is not None else new_id()
         body = self._body(body)
         fields = self._fields(
-            {"title": title, "category": category, "tags": tags, "related": related,
-             "agent": agent, "session_id": session_id, "trigger": trigger, "status": status,
-             "extra": extra}
+            {
+                "title": title,
+                "category": category,
+                "tags": tags,
+                "related": related,
+                "agent": agent,
+                "session_id": session_id,
+                "trigger": trigger,
+                "status": status,
+                "extra": extra,
+            }
         )
         path = memory_path(memory_id)
 
@@ -488,12 +501,20 @@ class Store:
                 raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
             now = self.clock.now()
             memory = Memory(
-                id=memory_id, body=body, created_at=now, updated_at=now, version=1,
-                scope=backend.scope, path=path, store_scope=backend.scope,
+                id=memory_id,
+                body=body,
+                created_at=now,
+                updated_at=now,
+                version=1,
+                scope=backend.scope,
+                path=path,
+                store_scope=backend.scope,
                 **_memory_fields(fields),
             )
             snap.put(path, self._encode(backend, memory))
-            return _Effect(Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id), memory
+            return _Effect(
+                Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id
+            ), memory
 
         result: Memory = self._run(backend, action, message)
         return result
@@ -549,7 +570,14 @@ class Store:
                 return _Effect(Op.UPDATE, [id], current.title), current
             updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
             snap.put(current.path or memory_path(id), self._encode(backend, updated))
-            return _Effect(Op.UPDATE, [id], updated.title, None, changes.get("agent"), changes.get("session_id")), updated
+            return _Effect(
+                Op.UPDATE,
+                [id],
+                updated.title,
+                None,
+                changes.get("agent"),
+                changes.get("session_id"),
+            ), updated
 
         result: Memory = self._run(backend, action, message)
         return result
@@ -574,8 +602,10 @@ class Store:
             body = current.body
             separator = "" if not body or body.endswith("\n") else "\n"
             updated = replace(
-                current, body=body + separator + addition,
-                version=current.version + 1, updated_at=self.clock.now(),
+                current,
+                body=body + separator + addition,
+                version=current.version + 1,
+                updated_at=self.clock.now(),
             )
             snap.put(current.path or memory_path(id), self._encode(backend, updated))
             return _Effect(Op.APPEND, [id], updated.title, None, agent), updated
@@ -641,7 +671,7 @@ class Store:
             current = self._load(backend, snap, id)
             if current is not None and at is None:
                 raise AlreadyExistsError(
-                    f"memory {id} exists; pass at=REVISION|DATE to roll it back to an earlier content"
+                    f"memory {id} exists; pass at=REVISION|DATE to roll it back"
                 )
             highest = max(past.version, current.version if current else 0)
             restored = replace(past, version=highest + 1, updated_at=self.clock.now())
@@ -663,8 +693,7 @@ class Store:
                 entry = commit.tree[path]
             except KeyError:
                 continue
-            data: bytes = repo[entry.id].data
-            return data
+            return blob_data(repo, entry.id)
         return None
 
     # -- versions ---------------------------------------------------------------------
@@ -698,17 +727,28 @@ class Store:
                 raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
             now = self.clock.now()
             carried: dict[str, Any] = {
-                "title": old.title, "category": old.category, "tags": old.tags,
+                "title": old.title,
+                "category": old.category,
+                "tags": old.tags,
                 "related": old.related,
             }
             carried.update(given)
             memory = Memory(
-                id=new_memory_id, body=new_body, created_at=now, updated_at=now,
-                version=old.version + 1, supersedes=old_id, scope=backend.scope, path=path,
-                store_scope=backend.scope, **_memory_fields(carried),
+                id=new_memory_id,
+                body=new_body,
+                created_at=now,
+                updated_at=now,
+                version=old.version + 1,
+                supersedes=old_id,
+                scope=backend.scope,
+                path=path,
+                store_scope=backend.scope,
+                **_memory_fields(carried),
             )
             snap.put(path, self._encode(backend, memory))
-            effect = _Effect(Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id)
+            effect = _Effect(
+                Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id
+            )
             return effect, memory
 
         result: Memory = self._run(backend, action, message)
@@ -755,7 +795,9 @@ class Store:
             found.extend(problems)
         return found
 
-    def _scan(self, backend: _Backend, snap: Snapshot) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
+    def _scan(
+        self, backend: _Backend, snap: Snapshot
+    ) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
         memories: builtins.list[Memory] = []
         problems: builtins.list[Problem] = []
         seen: dict[str, str] = {}
@@ -765,14 +807,20 @@ class Store:
                 continue
             try:
                 if id_from_path(path) is None:
-                    raise InvalidMemoryError(f"{path} is not at a memory path (memories/<shard>/<id>.md)")
+                    raise InvalidMemoryError(
+                        f"{path} is not at a memory path (memories/<shard>/<id>.md)"
+                    )
                 memory = self._decode(backend, data, path)
             except GitmemError as exc:
                 log.warning("skipping %s: %s", path, exc)
                 problems.append(Problem(path, str(exc), backend.scope))
                 continue
             if memory.id in seen:
-                problems.append(Problem(path, f"duplicate id {memory.id} (also in {seen[memory.id]})", backend.scope))
+                problems.append(
+                    Problem(
+                        path, f"duplicate id {memory.id} (also in {seen[memory.id]})", backend.scope
+                    )
+                )
                 continue
             seen[memory.id] = path
             memories.append(memory)
@@ -836,7 +884,9 @@ class Store:
         current = self.get(id) or self._last_known(id)
         if current is None:
             raise NotFoundError(f"no memory {id} in this store or its history")
-        chain = walk_back(current, lambda other: self.get(other) or self._last_known(other), max_depth)
+        chain = walk_back(
+            current, lambda other: self.get(other) or self._last_known(other), max_depth
+        )
         warnings = builtins.list(chain.warnings)
         versions: builtins.list[Version] = []
         for backend in self._ordered(None):
@@ -866,14 +916,22 @@ class Store:
                 memory: Memory | None = None
                 if now is not None:
                     try:
-                        memory = self._decode(backend, repo[now].data, path)
+                        memory = self._decode(backend, blob_data(repo, now), path)
                     except GitmemError as exc:
                         warnings.append(f"{path} at {str(commit.id)[:12]} is not readable: {exc}")
                 op = ops[0] if len(ops) == 1 else _infer_op(befores[0], now, bool(trailers))
-                out.append(Version(
-                    memory_id=mid, version=memory.version if memory else None, commit=str(commit.id),
-                    time=author_time(commit), author=commit.author.name, agent=agent, op=op, memory=memory,
-                ))
+                out.append(
+                    Version(
+                        memory_id=mid,
+                        version=memory.version if memory else None,
+                        commit=str(commit.id),
+                        time=author_time(commit),
+                        author=commit.author.name,
+                        agent=agent,
+                        op=op,
+                        memory=memory,
+                    )
+                )
         return out
 
     # -- the audit log --------------------------------------------------------------------
@@ -961,7 +1019,8 @@ def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime |
 def _check_expected(current: Memory, expected: int | None) -> None:
     if expected is not None and current.version != expected:
         raise ConflictError(
-            f"{current.id} is at version {current.version}, not {expected}: someone else changed it",
+            f"{current.id} is at version {current.version}, not {expected}: "
+            "someone else changed it",
             hint="read it again and retry with the new version",
         )
 
@@ -1005,9 +1064,13 @@ def _related(value: Iterable[RelatedInput] | None) -> tuple[Related, ...]:
         elif isinstance(item, Mapping):
             rid, rel = item.get("id", ""), item.get("relationship", str(Relationship.RELATES_TO))
         else:
-            raise InvalidInputError(f"related entry {item!r} is not an id, (id, relationship) or mapping")
+            raise InvalidInputError(
+                f"related entry {item!r} is not an id, (id, relationship) or mapping"
+            )
         check_id(rid, what="related id")
-        out.append(Related(rid, _enum(Relationship, "relationship", rel) or Relationship.RELATES_TO))
+        out.append(
+            Related(rid, _enum(Relationship, "relationship", rel) or Relationship.RELATES_TO)
+        )
     return tuple(out)
 
 
@@ -1040,7 +1103,7 @@ def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in fields.items() if k != "extra" and v is not None}
-    if "extra" in fields and fields["extra"]:
+    if fields.get("extra"):
         out["extra"] = {k: v for k, v in fields["extra"].items() if v is not None}
     return out
 
@@ -1072,9 +1135,13 @@ def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend
     data = snap.read(CONFIG_FILE)
     if data is None:
         if snap.commit is None:
-            raise StoreError(f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init")
-        raise StoreError(f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
-                         hint="run gitmem init in an empty directory")
+            raise StoreError(
+                f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init"
+            )
+        raise StoreError(
+            f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
+            hint="run gitmem init in an empty directory",
+        )
     config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
     return _Backend(config.scope, db, config)
 
@@ -1101,7 +1168,9 @@ def init_store(
         with contextlib.suppress(StoreError):
             return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
     if target.exists() and any(target.iterdir()) and not _is_store(target):
-        raise StoreError(f"{target} exists and is not empty; gitmem init wants a new or empty directory")
+        raise StoreError(
+            f"{target} exists and is not empty; gitmem init wants a new or empty directory"
+        )
     target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
@@ -1110,7 +1179,9 @@ def init_store(
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         snap.put(CONFIG_FILE, initial_text(scope).encode())
         snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
-        return CommitSpec(subject="init: gitmem store", trailers=[("Gitmem-Op", str(Op.INIT))]), None
+        return CommitSpec(
+            subject="init: gitmem store", trailers=[("Gitmem-Op", str(Op.INIT))]
+        ), None
 
     if db.tip() is None:
         db.write(plan)
@@ -1165,18 +1236,23 @@ def find_project_store(start: Path) -> Path | None:
 
 
 def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
-    """Create ``<project>/.gitmem/`` and hide it from the project's git via ``.git/info/exclude``."""
+    """Create ``<project>/.gitmem/`` and exclude it in the project's ``.git/info/exclude``."""
     root = Path(project).resolve()
     try:
         project_repo = pygit2.Repository(str(root), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
     except (pygit2.GitError, KeyError):
-        raise StoreError(f"{root} is not the top of a git repository",
-                         hint="run gitmem init --project at the root of a project repository") from None
+        raise StoreError(
+            f"{root} is not the top of a git repository",
+            hint="run gitmem init --project at the root of a project repository",
+        ) from None
     store = init_store(root / ".gitmem", scope=Scope.REPO, clock=clock)
     exclude = Path(project_repo.path) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     existing = exclude.read_text() if exclude.exists() else ""
-    if not any(line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"} for line in existing.splitlines()):
+    if not any(
+        line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"}
+        for line in existing.splitlines()
+    ):
         with open(exclude, "a") as fh:
             if existing and not existing.endswith("\n"):
                 fh.write("\n")

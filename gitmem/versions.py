@@ -42,7 +42,9 @@ def walk_back(
     while current.supersedes:
         target = current.supersedes
         if target in seen:
-            warnings.append(f"version chain has a cycle: {current.id} supersedes {target}, already in the chain")
+            warnings.append(
+                f"version chain has a cycle: {current.id} supersedes {target}, already in the chain"
+            )
             break
         if len(ids) > max_depth:
             warnings.append(f"version chain is deeper than {max_depth}; stopped at {current.id}")
@@ -95,7 +97,8 @@ def walk_forward(
         if len(nexts) > 1:
             forks.append(current)
             warnings.append(
-                f"{current} has {len(nexts)} successors ({', '.join(sorted(m.id for m in nexts))}); "
+                f"{current} has {len(nexts)} successors "
+                f"({', '.join(sorted(m.id for m in nexts))}); "
                 "following the newest"
             )
         best = max(nexts, key=_rank)

@@ -1,0 +1,78 @@
+"""Shared fixtures: real git repositories in temporary directories, and an isolated home.
+
+Following pre-commit's tests: an autouse fixture keeps every test away from the
+real home directory and the machine's git configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem import FixedClock, Store
+
+GitRunner = Callable[..., str]
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITMEM_HOME", str(home / ".gitmem"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("GITMEM_DIR", "GIT_DIR", "GIT_WORK_TREE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
+                "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EDITOR", "VISUAL"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock("2026-11-22T10:00:00Z")
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
+    """A store with a work tree."""
+    yield gitmem.init(tmp_path / "store", clock=clock)
+
+
+@pytest.fixture
+def bare_store(tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
+    yield gitmem.init(tmp_path / "bare.git", bare=True, clock=clock)
+
+
+@pytest.fixture(params=["worktree", "bare"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Store:
+    """Both kinds of store, for behaviour that must hold in each."""
+    if request.param == "bare":
+        return gitmem.init(tmp_path / "bare.git", bare=True, clock=clock)
+    return gitmem.init(tmp_path / "store", clock=clock)
+
+
+def run_git(path: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:
+    """Run the real git binary in ``path`` and return its stdout."""
+    result = subprocess.run(
+        ["git", "-C", str(path), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=input,
+        env={**os.environ, "GIT_PAGER": "cat", "LC_ALL": "C"},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result.stdout
+
+
+@pytest.fixture
+def git() -> GitRunner:
+    return run_git
