@@ -1,0 +1,101 @@
+"""A fast emitter for the front-matter values gitmem writes itself.
+
+PyYAML's pure-Python dumper costs about a millisecond per key, which would be
+most of a write's cost. Nearly every value the store writes is a short string,
+an integer, a timestamp, a list of tags or a list of ``{id, relationship}``
+mappings; those are emitted here directly. Anything else (or any string that
+plain/double-quoted emission could misrepresent) returns None and the caller
+falls back to ``yaml.dump``. The tests check that everything emitted here
+parses back to the same value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+import yaml
+import yaml.resolver
+
+from .clock import format_timestamp
+
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# Plain scalars: start with a letter, digit or one of "_./", no character that
+# means something to YAML (":", "#", quotes, flow indicators...) anywhere.
+_PLAIN_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
+_PLAIN_FLOW_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _printable(text: str) -> bool:
+    """Characters YAML accepts inside a double-quoted scalar once JSON has escaped C0 controls."""
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20:
+            continue  # json.dumps escapes these
+        if code == 0x7F or 0x80 <= code < 0xA0 or code in (0x2028, 0x2029, 0xFEFF):
+            return False
+        if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+            return False
+    return True
+
+
+def scalar(value: Any, *, flow: bool = False) -> str | None:
+    """One scalar as YAML text, or None when this emitter does not handle it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return format_timestamp(value)
+    if isinstance(value, str):
+        pattern = _PLAIN_FLOW_RE if flow else _PLAIN_RE
+        if (
+            pattern.fullmatch(value)
+            and value == value.strip()
+            and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
+        ):
+            return value
+        if _printable(value):
+            return json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def dump_entry(key: str, value: Any) -> str | None:
+    """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump."""
+    if (
+        not _KEY_RE.fullmatch(key)
+        or _RESOLVER.resolve(yaml.ScalarNode, key, (True, False)) != _STR_TAG
+    ):
+        return None
+    if isinstance(value, list):
+        if not value:
+            return f"{key}: []\n"
+        if key == "tags" or all(not isinstance(v, dict | list) for v in value):
+            items = [scalar(v, flow=True) for v in value]
+            if any(i is None for i in items):
+                return None
+            return f"{key}: [{', '.join(i for i in items if i is not None)}]\n"
+        lines = [f"{key}:\n"]
+        for item in value:
+            if not isinstance(item, dict) or not item:
+                return None
+            first = True
+            for k, v in item.items():
+                if not isinstance(k, str) or not _KEY_RE.fullmatch(k):
+                    return None
+                text = scalar(v)
+                if text is None:
+                    return None
+                lines.append(f"{'- ' if first else '  '}{k}: {text}\n")
+                first = False
+        return "".join(lines)
+    if isinstance(value, dict):
+        return None
+    text = scalar(value)
+    return None if text is None else f"{key}: {text}\n"
