@@ -16,14 +16,15 @@ interchange object for tools built on python-frontmatter (:meth:`Document.to_pos
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import frontmatter
 import yaml
 from yaml.events import AliasEvent
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .clock import format_timestamp
 from .errors import InvalidMemoryError, TooLargeError
@@ -37,6 +38,16 @@ _CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\n|$)", re.MULTILINE)
 _LEGACY_RE = re.compile(r"\A<!--\s*Last Updated:\s*(\d{4}-\d{2}-\d{2})\s*-->")
 
 
+# The tags front-matter may use: JSON's data model plus timestamps and dates.
+# SafeLoader would also build bytes (!!binary), sets (!!set) and lists of
+# pairs (!!omap, !!pairs), which JSON Schema validation and JSON output cannot
+# hold, so those are refused like any unknown tag.
+_ALLOWED_TAGS = frozenset(
+    "tag:yaml.org,2002:" + name
+    for name in ("null", "bool", "int", "float", "str", "timestamp", "seq", "map")
+)
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses what a memory's front-matter never needs.
 
@@ -44,7 +55,15 @@ class _Loader(yaml.SafeLoader):
     in memory but explodes when anything walks it (schema validation, JSON
     output). Duplicate keys are refused because YAML would silently keep the
     last one, and a hand edit that repeats ``id`` must not pass unnoticed.
+    Tags outside JSON's data model (plus timestamps) are refused, and so are
+    merge keys (``<<``), which only make sense with aliases.
     """
+
+    yaml_constructors: ClassVar[dict[Any, Any]] = {
+        tag: constructor
+        for tag, constructor in yaml.SafeLoader.yaml_constructors.items()
+        if tag in _ALLOWED_TAGS or tag is None
+    }
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -64,6 +83,17 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            shown = f" {_clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
+            detail = f": {exc}" if isinstance(exc, ValueError | OverflowError) else ""
+            raise InvalidMemoryError(
+                f"front-matter value{shown} at line {node.start_mark.line + 1} "
+                f"cannot be read as {node.tag.rsplit(':', 1)[-1]}{detail}"
+            ) from None
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -88,10 +118,31 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", format_timestamp(value))
+    # Aware times are written the way gitmem writes every timestamp (RFC 3339,
+    # UTC, ``Z``). A naive one is written naive, so it reads back as what it was.
+    text = format_timestamp(value) if value.tzinfo is not None else value.isoformat()
+    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
 
 
 _Dumper.add_representer(dt.datetime, _represent_datetime)
+# str and int subclasses (StrEnum values such as Scope.REPO) are written as
+# their plain values; SafeDumper would refuse them.
+_Dumper.add_multi_representer(str, yaml.SafeDumper.represent_str)
+_Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """The raw text of one top-level key of a block mapping."""
+
+    lead: str
+    """Comment and blank lines between the previous key's value and this key."""
+    text: str
+    """The key's own lines: from the key to the end of its value, inline comment included."""
+    inline: tuple[int, int] | None
+    """Columns of the value in ``text`` when it sits on the key's line, else None."""
+    flow: bool = False
+    """The value was written in flow style (``[a, b]``, ``{k: v}``)."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +155,9 @@ class _Source:
     closing: str
     newline: str
     parsed: dict[str, Any]
-    segments: dict[str, str] | None
+    segments: dict[str, _Segment] | None
     head: str
+    tail: str
 
 
 @dataclass(frozen=True)
@@ -136,8 +188,11 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
 
 def load_yaml(text: str) -> tuple[Any, Node | None]:
     """Parse YAML with the hardened loader; returns the value and its node."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        # The reader checks for unprintable characters as it is built, so the
+        # constructor call belongs inside the try too.
+        loader = _Loader(text)
         node = loader.get_single_node()
         value = None if node is None else loader.construct_document(node)
     except InvalidMemoryError:
@@ -150,9 +205,19 @@ def load_yaml(text: str) -> tuple[Any, Node | None]:
         raise InvalidMemoryError(f"front-matter is not valid YAML: {_yaml_problem(exc)}") from None
     except RecursionError:
         raise InvalidMemoryError("front-matter is nested too deeply") from None
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # A scalar the resolver or an explicit tag sent to a constructor that
+        # cannot build it: an impossible date (2026-13-45), an integer longer
+        # than Python converts, ``!!bool maybe``, ``!!timestamp soon``.
+        raise InvalidMemoryError(f"front-matter holds a value that cannot be read: {exc}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return value, node
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -186,8 +251,8 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
             close_end += len(blank)
             break
     value, node = load_yaml(raw)
-    if value is None:
-        value = {}
+    if node is None:
+        value = {}  # nothing but comments and blank lines
     if not isinstance(value, dict):
         raise InvalidMemoryError(
             f"front-matter must be a mapping of keys to values, not a {_yaml_kind(value)}"
@@ -195,7 +260,7 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
     for key in value:
         if not isinstance(key, str):
             raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
-    segments, head = _segments(raw, node)
+    segments, head, tail = _segments(raw, node)
     source = _Source(
         bom=bom,
         opening=rest[:after_open],
@@ -205,6 +270,7 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
         parsed=value,
         segments=segments,
         head=head,
+        tail=tail,
     )
     return Document(_copy(value), rest[close_end:], True, source)
 
@@ -212,37 +278,65 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
 def _yaml_kind(value: Any) -> str:
     if isinstance(value, list):
         return "list"
+    if value is None:
+        return "null"
     return f"scalar ({type(value).__name__})"
 
 
-def _segments(raw: str, node: Node | None) -> tuple[dict[str, str] | None, str]:
-    """Cut the raw YAML into one text segment per top-level key, when the layout allows it.
+def _segments(raw: str, node: Node | None) -> tuple[dict[str, _Segment] | None, str, str]:
+    """Cut the raw YAML into head, one segment per top-level key, and tail.
 
-    Only plain block mappings with every key at column 0 on its own line are cut;
+    Only block mappings with every key at column 0 on its own line are cut;
     anything else (flow style, complex keys) is re-dumped whole when it changes.
+    Comment and blank lines before a key travel with that key (its ``lead``);
+    those before the first key (``head``) and after the last value (``tail``)
+    stay put whatever changes.
     """
+    if node is None:
+        return {}, raw, ""
     if not isinstance(node, MappingNode) or node.flow_style:
-        return None, ""
+        return None, "", ""
+    # str.splitlines and YAML's marks agree on line breaks here: the extra
+    # breaks splitlines knows (\v, \f, \x1c-\x1e) are unprintable in YAML and
+    # were refused by the loader.
     lines = raw.splitlines(keepends=True)
-    starts: list[tuple[str, int]] = []
-    for key_node, _ in node.value:
+    segments: dict[str, _Segment] = {}
+    head = ""
+    previous_end = -1
+    for key_node, value_node in node.value:
         mark = key_node.start_mark
-        if mark.column != 0 or not isinstance(key_node.value, str):
-            return None, ""
-        if starts and starts[-1][1] >= mark.line:
-            return None, ""
-        starts.append((key_node.value, mark.line))
-    if not starts:
-        return None, raw
-    head = "".join(lines[: starts[0][1]])
-    segments: dict[str, str] = {}
-    for i, (key, line) in enumerate(starts):
-        end = starts[i + 1][1] if i + 1 < len(starts) else len(lines)
-        text = "".join(lines[line:end])
-        if not text.endswith("\n"):
-            text += "\n"
-        segments[key] = text
-    return segments, head
+        if mark.column != 0 or not isinstance(key_node, ScalarNode) or mark.line <= previous_end:
+            return None, "", ""
+        end = _node_end(value_node)
+        last_line = end.line if end.column > 0 else end.line - 1
+        inline = None
+        value_start = value_node.start_mark
+        if value_start.line == mark.line == end.line and end.index > value_start.index:
+            inline = (value_start.column, end.column)
+        if previous_end < 0:
+            head = "".join(lines[: mark.line])
+            lead = ""
+        else:
+            lead = "".join(lines[previous_end + 1 : mark.line])
+        text = "".join(lines[mark.line : last_line + 1])
+        flow = isinstance(value_node, MappingNode | SequenceNode) and bool(value_node.flow_style)
+        segments[key_node.value] = _Segment(lead, text, inline, flow)
+        previous_end = last_line
+    tail = "".join(lines[previous_end + 1 :])
+    return segments, head, tail
+
+
+def _node_end(node: Node) -> yaml.Mark:
+    """Where a node's own text ends.
+
+    A block collection's end mark lies at the next token, past any comments
+    that follow it, so its end is taken from its last entry instead.
+    """
+    if isinstance(node, MappingNode | SequenceNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        return _node_end(last[1] if isinstance(node, MappingNode) else last)
+    mark: yaml.Mark = node.end_mark
+    return mark
 
 
 def _copy(value: Any) -> Any:
@@ -254,9 +348,17 @@ def _copy(value: Any) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equality that also compares types (``1 == True`` in Python, not in YAML)."""
+    """Equality that also compares types (``1 == True`` in Python, not in YAML).
+
+    NaN is the same as NaN and ``-0.0`` differs from ``0.0``, so an unchanged
+    ``.nan`` keeps its spelling and a changed sign is written.
+    """
     if type(a) is not type(b):
         return False
+    if isinstance(a, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
@@ -264,17 +366,30 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def dump_value(key: str, value: Any) -> str:
-    """One top-level ``key: value`` entry as YAML text ending in a newline."""
-    flow = None if key == "tags" else False
-    text = yaml.dump(
-        {key: value},
-        Dumper=_Dumper,
-        sort_keys=False,
-        allow_unicode=True,
-        default_flow_style=flow,
-        width=1_000_000,
-    )
+def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
+    """One top-level ``key: value`` entry as YAML text ending in a newline.
+
+    Collections are written in block style, except ``tags`` (and any value
+    with ``flow=True``), which are written in flow style when they hold only scalars.
+    """
+    if flow is None:
+        flow = None if key == "tags" else False
+    elif flow:
+        flow = None
+    try:
+        text = yaml.dump(
+            {key: value},
+            Dumper=_Dumper,
+            sort_keys=False,
+            allow_unicode=True,
+            default_flow_style=flow,
+            width=1_000_000,
+        )
+    except yaml.representer.RepresenterError as exc:
+        problem = exc.args[0] if exc.args else exc
+        raise InvalidMemoryError(
+            f"front-matter {key!r} holds a value YAML cannot write: {problem}"
+        ) from None
     return str(text)
 
 
@@ -286,7 +401,10 @@ def serialize(doc: Document) -> str:
     """Turn a document back into file text, reusing raw pieces for everything unchanged."""
     src = doc.source
     if not doc.has_front_matter and not doc.metadata:
-        return doc.body
+        if _OPEN_RE.match(doc.body.removeprefix(BOM)) is None:
+            return doc.body
+        # The body would read back as front-matter: put an empty block before it.
+        return "---\n---\n\n" + doc.body
     if src is None:
         return "---\n" + dump_mapping(doc.metadata) + "---\n\n" + doc.body
     if same(doc.metadata, src.parsed):
@@ -296,14 +414,37 @@ def serialize(doc: Document) -> str:
     else:
         parts = [src.head]
         for key, value in doc.metadata.items():
-            if key in src.segments and same(value, src.parsed.get(key)):
-                parts.append(src.segments[key])
-            else:
+            segment = src.segments.get(key)
+            if segment is None:
                 parts.append(_newlines(dump_value(key, value), src.newline))
+                continue
+            parts.append(segment.lead)
+            if key in src.parsed and same(value, src.parsed[key]):
+                parts.append(segment.text)
+            else:
+                parts.append(_rewrite(segment, key, value, src.newline))
+        parts.append(src.tail)
         raw = "".join(parts)
     if raw and not raw.endswith("\n"):
         raw += src.newline
     return src.bom + src.opening + raw + src.closing + doc.body
+
+
+def _rewrite(segment: _Segment, key: str, value: Any, newline: str) -> str:
+    """A changed key's new text: only the value is swapped when old and new fit on one line.
+
+    That keeps the key's own spelling and an inline comment after the value.
+    """
+    text = dump_value(key, value, flow=True if segment.flow else None)
+    if segment.inline is not None and text.count("\n") == 1:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if isinstance(node, MappingNode) and len(node.value) == 1:
+            new = node.value[0][1]
+            if new.start_mark.line == new.end_mark.line == 0:
+                start, end = segment.inline
+                value_text = text[new.start_mark.index : new.end_mark.index]
+                return segment.text[:start] + value_text + segment.text[end:]
+    return _newlines(text, newline)
 
 
 def _newlines(text: str, newline: str) -> str:
