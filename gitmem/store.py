@@ -613,6 +613,78 @@ class Store:
         result: Memory = self._run(backend, action, message)
         return result
 
+    def update_from_text(
+        self,
+        id: str,
+        text: str | bytes,
+        *,
+        expected_version: int | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Replace a memory with the whole file text a person edited (``gitmem edit``).
+
+        The text is parsed and schema-validated like a stored file; every key in
+        it, known or unknown, keeps the order and spelling the person wrote. The
+        id must not change (:meth:`supersede` writes under a new id).
+        ``version``, ``created_at`` and ``updated_at`` belong to the store:
+        whatever the text says, the result has ``version`` = current + 1, the
+        stored ``created_at`` and ``updated_at`` = now. Text that differs from the
+        stored file only in those fields makes no commit and returns the memory as
+        it is. When anything is wrong nothing is written.
+        """
+        backend = self._locate(id)
+        if isinstance(text, bytes):
+            text = codec.decode(text, what="edited text")
+        doc = codec.parse(self._body(text))
+        if not doc.has_front_matter:
+            raise InvalidMemoryError(
+                "the edited text has no front-matter (it must start with a '---' line)"
+            )
+        given_id = doc.metadata.get("id")
+        if given_id != id:
+            raise InvalidMemoryError(
+                f"the id cannot change: it is {id}, the edited text says {given_id!r}",
+                hint="put the id back; gitmem supersede writes a memory under a new id",
+            )
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            path = current.path or memory_path(id)
+            stored = current.to_metadata()
+
+            def build(**managed: Any) -> Memory:
+                metadata = {**doc.metadata, **managed}
+                schema.validate(metadata, what="edited text")
+                edited = memory_from_document(doc.with_changes(metadata, doc.body), path=path)
+                return replace(edited, store_scope=backend.scope)
+
+            unchanged = build(
+                created_at=stored["created_at"],
+                updated_at=stored["updated_at"],
+                version=current.version,
+            )
+            if self._encode(backend, unchanged) == snap.read(path):
+                return _Effect(Op.UPDATE, [id], current.title), current
+            updated = build(
+                created_at=stored["created_at"],
+                updated_at=self.clock.now(),
+                version=current.version + 1,
+            )
+            target = updated.supersedes
+            if target is not None and target != current.supersedes:
+                if target == id:
+                    raise InvalidIdError("a memory cannot supersede itself")
+                if not snap.exists(memory_path(target)):
+                    raise InvalidInputError(
+                        f"supersedes names {target}, which is not in the {backend.scope} store"
+                    )
+            snap.put(path, self._encode(backend, updated))
+            return _Effect(Op.UPDATE, [id], updated.title), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
     def delete(self, id: str, *, agent: str | None = None, message: str | None = None) -> bool:
         """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
 

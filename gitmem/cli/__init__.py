@@ -1,0 +1,116 @@
+"""The ``gitmem`` command line: click commands, one module per area, thin over the library.
+
+Each command opens the store, calls one library method and prints the result
+(text, or JSON with ``--json``). Errors are turned into one line on stderr and
+the error's exit code in one place (:mod:`gitmem.cli.errors`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import click
+
+import gitmem
+
+from . import demo as _demo
+from . import memory as _memory
+from . import store as _store
+from .common import State, json_option
+from .errors import report
+
+__all__ = ["cli", "main"]
+
+
+class GitmemGroup(click.Group):
+    """A click group that reports every error as one line with the right exit code."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        state: State = extra.setdefault("obj", State())
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except SystemExit:
+            raise
+        except BaseException as exc:
+            sys.exit(report(exc, debug=state.debug))
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(State).debug = True
+
+
+@click.group(cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store",
+    "store_path",
+    metavar="PATH",
+    help="The store to use (default: $GITMEM_DIR, the project's .gitmem/, else $GITMEM_HOME).",
+)
+@json_option
+@click.option(
+    "--debug",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_set_debug,
+    envvar="GITMEM_DEBUG",
+    help="Show the traceback when something fails.",
+)
+@click.version_option(gitmem.__version__, prog_name="gitmem")
+@click.pass_context
+def cli(ctx: click.Context, store_path: str | None) -> None:
+    """gitmem: a Git-native versioned memory store.
+
+    Memories are markdown files with YAML front-matter in a git repository;
+    every write is one commit whose trailers say who remembered what.
+
+    \b
+    Examples:
+      gitmem init ~/notes-store
+      id=$(gitmem --store ~/notes-store add "Use pytest fixtures" --title Testing)
+      gitmem --store ~/notes-store history "$id"
+      GITMEM_HOME=./demo-store gitmem demo
+
+    Errors are one line on stderr; exit codes: 1 unexpected, 2 usage,
+    3 not found, 4 invalid input, 5 already exists, 6 conflict, 7 store error.
+    """
+    state = ctx.ensure_object(State)
+    if store_path is not None:
+        state.store_path = store_path
+
+
+for _command in (
+    _store.init,
+    _memory.add,
+    _memory.show,
+    _memory.edit,
+    _memory.update,
+    _memory.append,
+    _memory.supersede,
+    _memory.rm,
+    _memory.restore,
+    _store.ls,
+    _store.history,
+    _store.log,
+    _demo.demo,
+):
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The console script ``gitmem``."""
+    cli.main(args=argv, prog_name="gitmem")
+    raise SystemExit(0)  # cli.main always exits; this keeps the type checker honest

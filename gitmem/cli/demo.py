@@ -1,0 +1,145 @@
+"""``gitmem demo``: the README's main job, a narrated tour on a real store."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import click
+
+from gitmem import Store
+
+from .common import State, file_text, pass_state, table
+from .store import history_text, log_text
+
+AGENT = "demo-agent"
+GIT_LOG_FORMAT = (
+    "%h %an: %s%n%(trailers:key=Gitmem-Op,key=Gitmem-Id,key=Gitmem-Supersedes,key=Gitmem-Agent)"
+)
+
+
+def _step(number: int, text: str) -> None:
+    click.echo()
+    click.secho(f"{number}. {text}", bold=True)
+
+
+def _indented(text: str) -> None:
+    for line in text.rstrip("\n").splitlines():
+        click.echo(f"   {line}" if line else "")
+
+
+def _git_log(store: Store, count: int) -> None:
+    """The store's real ``git log`` for the demo's commits; Store.log when git is missing."""
+    path = store.path
+    git = shutil.which("git")
+    if git is not None:
+        command = [git, "-C", str(path), "log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"]
+        shown = f"git -C {path} log -n{count} --format='{GIT_LOG_FORMAT}'"
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode == 0:
+            click.echo(f"   $ {shown}")
+            # Trailer lines indented under their subject line, for the eye.
+            _indented(result.stdout.replace("\nGitmem-", "\n  Gitmem-"))
+            return
+    click.echo("   (git is not installed here; the same commits as gitmem reads them)")
+    _indented(log_text(store.log(limit=count)))
+
+
+@click.command()
+@click.option(
+    "--store",
+    "store_path",
+    metavar="PATH",
+    help="Run on this store instead of the default one (same as the global --store).",
+)
+@pass_state
+def demo(state: State, store_path: str | None) -> None:
+    """A short narrated tour: add, update, supersede, list, history and git log.
+
+    It writes to the default store (the one `gitmem.open()` finds: --store,
+    $GITMEM_DIR, the project's .gitmem/, else $GITMEM_HOME), so point it at a
+    scratch store. The demo's memories carry the tag `demo`; it can be run
+    again and again.
+
+    \b
+    Example:
+      GITMEM_HOME=./demo-store gitmem demo
+    """
+    if store_path is not None:
+        state.store_path = store_path
+    store = state.store()
+    path = store.path
+    click.secho("gitmem demo", bold=True)
+    click.echo(
+        f"Store: {path} -- a git repository of markdown files; every write below is one commit."
+    )
+
+    _step(1, "An agent remembers three things (gitmem add):")
+    fixtures = store.create(
+        "Fixtures live in tests/conftest.py (sample_user, mock_db).\n",
+        title="Prefer pytest fixtures over setUp",
+        category="coding-preferences",
+        tags=["testing", "python", "demo"],
+        agent=AGENT,
+        trigger="manual",
+    )
+    branches = store.create(
+        "Release branches are named release/X.Y.\n",
+        title="Release branch naming",
+        category="project-conventions",
+        tags=["git", "demo"],
+        agent=AGENT,
+        trigger="manual",
+    )
+    answers = store.create(
+        "The user prefers short answers with a code example first.\n",
+        title="Short answers, code first",
+        category="user-facts",
+        tags=["demo"],
+        agent=AGENT,
+        trigger="manual",
+    )
+    for memory in (fixtures, branches, answers):
+        click.echo(f"   {memory.id}  {memory.title}")
+
+    _step(2, "It learns more and updates one in place (gitmem update): same id, version 1 -> 2")
+    fixtures = store.update(
+        fixtures.id,
+        "Fixtures live in tests/conftest.py (sample_user, mock_db);\n"
+        "files go in tmp_path, never in the source tree.\n",
+        agent=AGENT,
+        message="learned in review: tests must not write into the repository",
+    )
+    click.echo(f"   {fixtures.id} is now version {fixtures.version}; the file (gitmem show):")
+    _indented(file_text(store.read(fixtures.id)))
+
+    _step(3, "A convention changed, so a new memory supersedes the old one (gitmem supersede):")
+    renamed = store.supersede(
+        branches.id,
+        "Release branches are named release/vX.Y (with a v) since the 2.0 release.\n",
+        agent=AGENT,
+    )
+    click.echo(f"   {renamed.id} supersedes {branches.id}, version {renamed.version};")
+    click.echo("   the old file is not touched, and it drops out of the listing.")
+
+    _step(4, "What the store remembers now (gitmem ls --tag demo):")
+    current = store.list(tags=["demo"])
+    _indented(
+        table(
+            ["ID", "VER", "CATEGORY", "TITLE"],
+            ([m.id, str(m.version), m.category or "-", m.title or "-"] for m in current),
+        )
+    )
+
+    _step(5, f"The history of {renamed.id}, back through what it superseded (gitmem history):")
+    _indented(history_text(store.history(renamed.id)))
+
+    writes = 5
+    _step(6, "Every write was a git commit with trailers; this is git's own log:")
+    _git_log(store, writes)
+
+    click.echo()
+    click.echo("Next: look around with")
+    click.echo(f"   gitmem --store {path} ls --all")
+    click.echo(f"   gitmem --store {path} history {fixtures.id}")
+    click.echo(f"   git -C {path} log -p")

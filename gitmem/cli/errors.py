@@ -1,0 +1,54 @@
+"""Errors to exit codes and one line on stderr, in one place (pre-commit's error_handler).
+
+Every :class:`gitmem.GitmemError` carries its exit code and a hint; click's
+usage errors exit 2; anything unexpected is one line and exit 1. A traceback
+reaches the user only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import click
+import pygit2
+
+from gitmem.errors import EXIT_CODES, GitmemError, StoreError
+
+USAGE = EXIT_CODES["usage"]
+UNEXPECTED = EXIT_CODES["error"]
+
+
+def describe(exc: BaseException) -> tuple[str, str, int]:
+    """The message, hint and exit code to report for ``exc``."""
+    if isinstance(exc, GitmemError):
+        return exc.message, exc.hint, exc.exit_code
+    if isinstance(exc, click.UsageError):
+        command = exc.ctx.command_path if exc.ctx is not None else "gitmem"
+        return exc.format_message(), f"see '{command} --help'", exc.exit_code
+    if isinstance(exc, click.ClickException):
+        return exc.format_message(), "", exc.exit_code
+    if isinstance(exc, click.Abort):
+        return "aborted", "", UNEXPECTED
+    if isinstance(exc, pygit2.GitError):
+        return f"git: {exc}", "", StoreError.exit_code
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}", "", UNEXPECTED
+    name = type(exc).__name__
+    return (
+        f"unexpected {name}: {exc}" if str(exc) else f"unexpected {name}",
+        "run again with --debug for the traceback, and please report it",
+        UNEXPECTED,
+    )
+
+
+def report(exc: BaseException, *, debug: bool) -> int:
+    """Print ``exc`` as one line on stderr (after its traceback with --debug); return the code."""
+    if debug:
+        click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+    message, hint, code = describe(exc)
+    line = " ".join(message.split())
+    if hint:
+        line += f" (hint: {' '.join(hint.split())})"
+    click.echo(f"gitmem: error: {line}", err=True)
+    return code

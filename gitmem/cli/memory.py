@@ -1,0 +1,313 @@
+"""Commands on one memory: add, show, edit, update, append, supersede, rm, restore."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gitmem import GitmemError, Memory, NotFoundError
+
+from .common import (
+    State,
+    emit_json,
+    field_options,
+    file_text,
+    given_fields,
+    json_option,
+    pass_state,
+    read_text_arg,
+)
+
+AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
+
+
+def _done(state: State, memory: Memory, text: str) -> None:
+    if state.json:
+        emit_json(memory.to_dict())
+    else:
+        click.echo(text)
+
+
+@click.command()
+@click.argument("body", required=False, metavar="[BODY|-]")
+@field_options
+@click.option("--scope", metavar="repo|user", help="Which store to write to, when both are open.")
+@click.option("--id", "memory_id", metavar="ID", help="Use this id instead of a new mem_<uuid>.")
+@json_option
+@pass_state
+def add(
+    state: State, /, body: str | None, scope: str | None, memory_id: str | None, **options: Any
+) -> None:
+    """Store a new memory and print its id.
+
+    The body is BODY, or stdin when BODY is '-' or left out.
+
+    \b
+    Examples:
+      gitmem add "Fixtures live in tests/conftest.py" --title "Prefer pytest fixtures" \\
+          --category coding-preferences --tag testing --tag python --agent hephaestus
+      git diff --stat | gitmem add - --title "What changed today" --trigger manual
+      gitmem add "Use tabs" --related mem_0a9d...:contradicts
+    """
+    memory = state.store().create(
+        read_text_arg(body),
+        scope=scope,
+        id=memory_id,
+        message=options.get("message"),
+        **given_fields(options),
+    )
+    _done(state, memory, memory.id)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--at", metavar="REV|DATE", help=AT_HELP)
+@json_option
+@pass_state
+def show(state: State, memory_id: str, at: str | None) -> None:
+    """Print a memory's file as it is stored: front-matter and body.
+
+    \b
+    Examples:
+      gitmem show mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab
+      gitmem show mem_5f0c... --at HEAD~3
+      gitmem show mem_5f0c... --at 2026-11-01 --json
+    """
+    memory = state.store().read(memory_id, at=at)
+    if state.json:
+        emit_json(memory.to_dict())
+    else:
+        click.echo(file_text(memory), nl=False)
+
+
+def _pending_paths(store_gitdir: Path, memory_id: str) -> tuple[Path, Path]:
+    edits = store_gitdir / "gitmem" / "edits"
+    return edits / f"{memory_id}.md", edits / f"{memory_id}.base"
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--message", "-m", help="Why: written in the commit message body.")
+@click.option(
+    "--discard", is_flag=True, help="Drop a kept unfinished edit and start from the stored file."
+)
+@json_option
+@pass_state
+def edit(state: State, memory_id: str, message: str | None, discard: bool) -> None:
+    """Edit a memory's file in $VISUAL or $EDITOR and commit it as one update.
+
+    The edited file is validated before anything is written. The store manages
+    id, version, created_at and updated_at: the id must stay, the others are set
+    for you. If the edit is broken (bad YAML, schema error, changed id) it is
+    refused with the reason and kept under <gitdir>/gitmem/edits/; the next
+    `gitmem edit ID` opens it again so nothing typed is lost. An edit that
+    changes nothing makes no commit. If someone else changed the memory while
+    you edited, the edit is refused as a conflict and kept as well.
+
+    \b
+    Examples:
+      gitmem edit mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab
+      EDITOR="code --wait" gitmem edit mem_5f0c... -m "fix the typo"
+      gitmem edit mem_5f0c... --discard     # forget a kept broken edit
+    """
+    store = state.store()
+    memory = store.read(memory_id)
+    pending, base_file = _pending_paths(store.db(memory.store_scope).gitdir, memory_id)
+    base = memory.version
+    if discard:
+        pending.unlink(missing_ok=True)
+        base_file.unlink(missing_ok=True)
+    if pending.exists():
+        text = pending.read_bytes()
+        with contextlib.suppress(OSError, ValueError):
+            base = int(base_file.read_text().strip())
+        click.echo(f"gitmem: resuming your unfinished edit of {memory_id} ({pending})", err=True)
+    else:
+        text = file_text(memory).encode("utf-8")
+    edited = click.edit(text, extension=".md", require_save=False)
+    if edited is None:  # only when the editor could not save; nothing to apply
+        edited = text
+    try:
+        updated = store.update_from_text(memory_id, edited, expected_version=base, message=message)
+    except Exception as exc:
+        # Never lose what was typed: keep it for the next `gitmem edit ID`.
+        pending.parent.mkdir(parents=True, exist_ok=True)
+        pending.write_bytes(edited)
+        base_file.write_text(f"{base}\n")
+        keep = (
+            f"your edit is kept in {pending}; run gitmem edit {memory_id} to fix and retry "
+            "(--discard starts over)"
+        )
+        if isinstance(exc, GitmemError):
+            exc.hint = f"{exc.hint}; {keep}" if exc.hint else keep
+        else:
+            click.echo(f"gitmem: {keep}", err=True)
+        raise
+    pending.unlink(missing_ok=True)
+    base_file.unlink(missing_ok=True)
+    if updated.version == memory.version:
+        _done(state, updated, f"No changes to {memory_id} (version {updated.version})")
+    else:
+        _done(state, updated, f"Updated {memory_id} to version {updated.version}")
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.argument("body", required=False, metavar="[BODY|-]")
+@click.option(
+    "--expected-version",
+    type=int,
+    metavar="N",
+    help="Refuse (conflict, exit 6) unless the stored version is N.",
+)
+@field_options
+@json_option
+@pass_state
+def update(
+    state: State,
+    /,
+    memory_id: str,
+    body: str | None,
+    expected_version: int | None,
+    **options: Any,
+) -> None:
+    """Change a memory in place: same id, version + 1.
+
+    BODY replaces the body ('-' reads it from stdin); without BODY only the
+    given fields change. --tag and --related replace the whole list. An update
+    that changes nothing makes no commit.
+
+    \b
+    Examples:
+      gitmem update mem_5f0c... "Fixtures live in tests/conftest.py and tests/fixtures/"
+      gitmem update mem_5f0c... --tag testing --tag pytest --expected-version 2
+      gitmem update mem_5f0c... --status archived -m "no longer true"
+      cat body.md | gitmem update mem_5f0c... -
+    """
+    memory = state.store().update(
+        memory_id,
+        read_text_arg(body) if body is not None else None,
+        expected_version=expected_version,
+        message=options.get("message"),
+        **given_fields(options),
+    )
+    _done(state, memory, f"{memory_id} is at version {memory.version}")
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.argument("text", metavar="TEXT|-")
+@click.option("--expected-version", type=int, metavar="N", help="Refuse unless at version N.")
+@click.option("--agent", help="The agent (or person) writing; the commit's author.")
+@click.option("--message", "-m", help="Why: written in the commit message body.")
+@json_option
+@pass_state
+def append(
+    state: State,
+    memory_id: str,
+    text: str,
+    expected_version: int | None,
+    agent: str | None,
+    message: str | None,
+) -> None:
+    """Add TEXT at the end of a memory's body, on a new line ('-' reads stdin).
+
+    \b
+    Examples:
+      gitmem append mem_5f0c... "Also: sample_user is session-scoped."
+      pytest -q 2>&1 | tail -3 | gitmem append mem_5f0c... -
+    """
+    memory = state.store().append(
+        memory_id,
+        read_text_arg(text, "text"),
+        expected_version=expected_version,
+        agent=agent,
+        message=message,
+    )
+    _done(state, memory, f"{memory_id} is at version {memory.version}")
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.argument("body", required=False, metavar="[BODY|-]")
+@field_options
+@click.option(
+    "--id", "new_id", metavar="ID", help="Id of the new memory (default: a new mem_<uuid>)."
+)
+@json_option
+@pass_state
+def supersede(
+    state: State, /, memory_id: str, body: str | None, new_id: str | None, **options: Any
+) -> None:
+    """Write a new memory that replaces ID, and print the new id.
+
+    The old memory is not changed; the new one says `supersedes: ID`, has the
+    old version + 1, and carries title, category, tags and related forward
+    unless given. The body is BODY, or stdin when BODY is '-' or left out.
+
+    \b
+    Examples:
+      gitmem supersede mem_0a9d... "Release branches are named release/vX.Y"
+      gitmem supersede mem_0a9d... - --title "New convention" < note.md
+    """
+    memory = state.store().supersede(
+        memory_id,
+        read_text_arg(body),
+        id=new_id,
+        message=options.get("message"),
+        **given_fields(options),
+    )
+    _done(state, memory, memory.id)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--agent", help="The agent (or person) deleting; the commit's author.")
+@click.option("--message", "-m", help="Why: written in the commit message body.")
+@json_option
+@pass_state
+def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> None:
+    """Delete a memory (one commit; history keeps it, `gitmem restore ID` brings it back).
+
+    \b
+    Example:
+      gitmem rm mem_5f0c... -m "duplicate of mem_77e1..."
+    """
+    if not state.store().delete(memory_id, agent=agent, message=message):
+        raise NotFoundError(f"no memory {memory_id}", hint="gitmem ls --all lists every memory")
+    if state.json:
+        emit_json({"id": memory_id, "deleted": True})
+    else:
+        click.echo(f"Deleted {memory_id} (gitmem restore {memory_id} brings it back)")
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option(
+    "--at",
+    metavar="REV|DATE",
+    help="Roll back to the content at this revision or time. " + AT_HELP,
+)
+@click.option("--agent", help="The agent (or person) restoring; the commit's author.")
+@click.option("--message", "-m", help="Why: written in the commit message body.")
+@json_option
+@pass_state
+def restore(
+    state: State, memory_id: str, at: str | None, agent: str | None, message: str | None
+) -> None:
+    """Bring back a deleted memory as it last was, or roll one back with --at.
+
+    The restored memory gets a new version (one above any it had), so the
+    restore is itself a step of its history.
+
+    \b
+    Examples:
+      gitmem restore mem_5f0c...
+      gitmem restore mem_5f0c... --at HEAD~2
+      gitmem restore mem_5f0c... --at 2026-11-01
+    """
+    memory = state.store().restore(memory_id, at=at, agent=agent, message=message)
+    _done(state, memory, f"Restored {memory_id} as version {memory.version}")

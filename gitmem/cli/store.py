@@ -1,0 +1,268 @@
+"""Commands on the whole store: init, ls, history, log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import pygit2
+
+import gitmem
+from gitmem import Memory, Scope, Store
+from gitmem.clock import format_timestamp
+from gitmem.store import History, LogEntry, user_store_path
+
+from .common import State, emit_json, json_option, pass_state, short, table, warn
+
+
+def _git_top(start: Path) -> Path | None:
+    """The work tree of the git repository around ``start``, if any."""
+    found = pygit2.discover_repository(str(start))
+    if found is None:
+        return None
+    workdir = pygit2.Repository(found).workdir
+    return Path(workdir) if workdir else None
+
+
+def _has_store(path: Path) -> bool:
+    return (path / ".git").exists() or (path / "HEAD").is_file()
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--bare", is_flag=True, help="No work tree: the fast path for agents and servers.")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Make the project's repo-scope store in <project>/.gitmem/ (PATH defaults to the "
+    "top of the git repository you are in) and exclude it in .git/info/exclude.",
+)
+@click.option(
+    "--scope",
+    type=click.Choice([str(s) for s in Scope]),
+    help="The store's scope (default: user for the user store, repo otherwise).",
+)
+@json_option
+@pass_state
+def init(state: State, path: Path | None, bare: bool, project: bool, scope: str | None) -> None:
+    """Create a store (harmless on an existing one).
+
+    PATH defaults to --store, then $GITMEM_DIR, then the user store
+    ($GITMEM_HOME, default ~/.gitmem).
+
+    \b
+    Examples:
+      gitmem init ~/notes-store
+      gitmem init --bare /srv/agent-memory.git
+      cd my-project && gitmem init --project
+    """
+    if project:
+        if bare:
+            raise click.UsageError("--project makes a store with a work tree; drop --bare")
+        root = path or _git_top(Path.cwd()) or Path.cwd()
+        existed = _has_store(root / ".gitmem")
+        store = gitmem.init_project(root)
+    else:
+        target = path or Path(state.store_path or os.environ.get("GITMEM_DIR") or user_store_path())
+        if scope is None:
+            is_user = target.expanduser().absolute() == user_store_path().absolute()
+            scope = str(Scope.USER if is_user else Scope.REPO)
+        existed = _has_store(target.expanduser())
+        store = gitmem.init(target, bare=bare, scope=scope)
+    db = store.db()
+    if state.json:
+        emit_json(
+            {
+                "path": str(db.path.absolute()),
+                "gitdir": str(db.gitdir),
+                "bare": db.bare,
+                "scope": str(store.default_scope),
+                "created": not existed,
+            }
+        )
+        return
+    kind = "bare" if db.bare else "work-tree"
+    verb = "Opened existing" if existed else "Initialized"
+    click.echo(f"{verb} {store.default_scope}-scope {kind} gitmem store in {db.path.absolute()}")
+    if project:
+        click.echo("It is listed in the project's .git/info/exclude as /.gitmem/")
+
+
+def _status(memory: Memory, superseded: set[str]) -> str:
+    if memory.id in superseded:
+        return "superseded"
+    return str(memory.status)
+
+
+@click.command(name="ls")
+@click.option("--category", help="Only this category.")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only memories with this tag (repeat: all)."
+)
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
+@click.option("--at", metavar="REV|DATE", help="The store as it was at a revision or time.")
+@json_option
+@pass_state
+def ls(
+    state: State,
+    category: str | None,
+    tags: tuple[str, ...],
+    scope: str | None,
+    show_all: bool,
+    at: str | None,
+) -> None:
+    """List memories, oldest first: id, version, category, title, scope.
+
+    Superseded and archived memories are hidden unless --all is given.
+
+    \b
+    Examples:
+      gitmem ls
+      gitmem ls --category coding-preferences --tag testing
+      gitmem ls --all --json
+    """
+    store = state.store()
+    memories = store.list(
+        scope=scope,
+        category=category,
+        tags=list(tags) or None,
+        include_superseded=show_all,
+        include_archived=show_all,
+        at=at,
+    )
+    if state.json:
+        emit_json([memory.to_dict() for memory in memories])
+        return
+    if not memories:
+        click.echo("No memories.")
+        return
+    superseded = {m.supersedes for m in memories if m.supersedes}
+    headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"]
+    if show_all:
+        headers.append("STATUS")
+    rows = []
+    for m in memories:
+        row = [
+            m.id,
+            str(m.version),
+            m.category or "-",
+            m.title or "-",
+            str(m.store_scope or m.scope or "-"),
+        ]
+        if show_all:
+            row.append(_status(m, superseded))
+        rows.append(row)
+    click.echo(table(headers, rows))
+
+
+def history_text(history: History) -> str:
+    """A history as text: one heading per memory of the chain, one line per version."""
+    lines: list[str] = []
+    current: str | None = None
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if rows:
+            text = table(["VER", "TIME", "OP", "AUTHOR", "COMMIT", "TITLE"], rows)
+            lines.extend("  " + line for line in text.splitlines())
+            rows.clear()
+
+    for version in history:
+        if version.memory_id != current:
+            flush()
+            current = version.memory_id
+            supersedes = version.memory.supersedes if version.memory else None
+            lines.append(current + (f" (supersedes {supersedes})" if supersedes else ""))
+        title = version.memory.title if version.memory else None
+        rows.append(
+            [
+                str(version.version) if version.version is not None else "-",
+                format_timestamp(version.time),
+                version.op,
+                version.agent or version.author,
+                short(version.commit),
+                title or ("(deleted)" if version.memory is None else "-"),
+            ]
+        )
+    flush()
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@json_option
+@pass_state
+def history(state: State, memory_id: str) -> None:
+    """Every version of a memory, oldest first, back through what it supersedes.
+
+    Each line: version, time, operation, author (the agent, else the git
+    author), short commit id, title. --json adds the content at each step.
+
+    \b
+    Examples:
+      gitmem history mem_5f0c...
+      gitmem history mem_5f0c... --json | jq '.versions[].memory.body'
+    """
+    result = state.store().history(memory_id)
+    if state.json:
+        emit_json(
+            {
+                "id": memory_id,
+                "versions": [v.to_dict() for v in result],
+                "warnings": result.warnings,
+            }
+        )
+        return
+    for message in result.warnings:
+        warn(message)
+    click.echo(history_text(result))
+
+
+def log_text(entries: list[LogEntry]) -> str:
+    return table(
+        ["COMMIT", "TIME", "AUTHOR", "SUBJECT"],
+        (
+            [short(e.commit), format_timestamp(e.time), e.agent or e.author, e.subject]
+            for e in entries
+        ),
+    )
+
+
+@click.command()
+@click.option("--agent", help="Only commits by this agent (Gitmem-Agent trailer or author).")
+@click.option(
+    "--op",
+    metavar="OP",
+    help="Only this operation: create, update, append, supersede, delete, restore, ...",
+)
+@click.option("--id", "memory_id", metavar="ID", help="Only commits that touched this memory.")
+@click.option("--since", metavar="DATE", help="Only commits at or after this date/time.")
+@click.option("--until", metavar="DATE", help="Only commits at or before this date/time.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N commits.")
+@json_option
+@pass_state
+def log(
+    state: State,
+    agent: str | None,
+    op: str | None,
+    memory_id: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+) -> None:
+    """The audit log: the store's commits, newest first, filtered by their trailers.
+
+    \b
+    Examples:
+      gitmem log --agent hephaestus --since 2026-11-01
+      gitmem log --op supersede -n 5
+      gitmem log --id mem_5f0c... --json
+    """
+    store: Store = state.store()
+    entries = store.log(agent=agent, op=op, id=memory_id, since=since, until=until, limit=limit)
+    if state.json:
+        emit_json([e.to_dict() for e in entries])
+    elif entries:
+        click.echo(log_text(entries))
