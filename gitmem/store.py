@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
+import heapq
 import logging
 import os
 import threading
@@ -380,10 +381,22 @@ class Store:
                 f"body of {memory.id} is {body_size} bytes, over the store's limit of {limit}",
                 hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
             )
+        # The reader refuses front-matter over its bound; never write a file it would refuse.
+        head_size = len(data) - body_size
+        if head_size > codec.MAX_FRONT_MATTER_BYTES:
+            raise TooLargeError(
+                f"front-matter of {memory.id} is about {head_size} bytes, over the limit of "
+                f"{codec.MAX_FRONT_MATTER_BYTES}",
+                hint="keep large content in the body, not in front-matter fields",
+            )
         return data
 
     def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
         text = codec.decode(data, what=path)
+        if "\x00" in text:
+            # The write path refuses NUL (memories are text; git would call the file binary),
+            # so a planted one is a broken file, not a memory to carry forward.
+            raise InvalidMemoryError(f"{path} contains a NUL byte; memories are text")
         doc = codec.parse(text)
         if not doc.has_front_matter:
             raise InvalidMemoryError(f"{path} has no front-matter")
@@ -901,20 +914,28 @@ class Store:
     def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
         """The chain of memories ``id`` replaces, root first, ending at ``id``."""
         start = self.read(id, at=at)
-
-        def lookup(other: str) -> Memory | None:
-            try:
-                found = self.get(other, at=at)
-            except InvalidIdError:
-                return None
-            if found is None:
-                found = self._last_known(other)
-            return found
-
-        chain = walk_back(start, lookup, max_depth)
+        found: builtins.list[str] = []
+        chain = walk_back(start, lambda other: self._predecessor(other, at, found), max_depth)
+        chain = replace(chain, warnings=found + chain.warnings)
         for warning in chain.warnings:
             log.warning("%s", warning)
         return chain
+
+    def _predecessor(self, other: str, at: At, warnings: builtins.list[str]) -> Memory | None:
+        """A memory named in ``supersedes``, now or as it last was before a delete.
+
+        None when there is none or it cannot be read: links are written by hand too,
+        so a broken one is reported (in ``warnings``), never fatal.
+        """
+        try:
+            found = self.get(other, at=at)
+        except InvalidIdError:
+            warnings.append(f"supersedes names {other!r}, which is not a valid id")
+            return None
+        except GitmemError as exc:
+            warnings.append(f"{other} cannot be read: {exc}")
+            return None
+        return found if found is not None else self._last_known(other)
 
     def _last_known(self, id: str) -> Memory | None:
         """A deleted memory as it last was, from history (chains may run through deleted ones)."""
@@ -953,18 +974,31 @@ class Store:
         operation, and the content at that point.
         """
         check_id(id)
-        current = self.get(id) or self._last_known(id)
-        if current is None:
-            raise NotFoundError(f"no memory {id} in this store or its history")
-        chain = walk_back(
-            current, lambda other: self.get(other) or self._last_known(other), max_depth
+        warnings: builtins.list[str] = []
+        try:
+            current = self.get(id) or self._last_known(id)
+        except GitmemError as exc:
+            # A file broken now still has a history worth seeing (to restore from).
+            warnings.append(f"{id} cannot be read now, so its supersedes link is unknown: {exc}")
+            ids = [id]
+        else:
+            if current is None:
+                raise NotFoundError(f"no memory {id} in this store or its history")
+            chain = walk_back(
+                current, lambda other: self._predecessor(other, None, warnings), max_depth
+            )
+            warnings.extend(chain.warnings)
+            ids = chain.ids
+        # Steps follow the commits (many land within one second, and a hand commit's
+        # clock may disagree with gitmem's); only separate scopes are merged by time.
+        versions = builtins.list(
+            heapq.merge(
+                *(self._file_versions(b, ids, warnings) for b in self._ordered(None)),
+                key=lambda v: v.time,
+            )
         )
-        warnings = builtins.list(chain.warnings)
-        versions: builtins.list[Version] = []
-        for backend in self._ordered(None):
-            versions.extend(self._file_versions(backend, chain.ids, warnings))
-        order = {mid: i for i, mid in enumerate(chain.ids)}
-        versions.sort(key=lambda v: (v.time, order.get(v.memory_id, 0), v.version or 0))
+        if not versions:
+            raise NotFoundError(f"no memory {id} in this store or its history")
         for warning in warnings:
             log.warning("%s", warning)
         return History(versions, warnings)

@@ -11,7 +11,9 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pygit2
 import pytest
+from pygit2.enums import ConfigLevel
 
 import gitmem
 from gitmem import FixedClock, Store
@@ -20,10 +22,15 @@ GitRunner = Callable[..., str]
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     gitconfig = home / ".gitconfig"
-    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")
+    gitconfig.write_text(
+        "[user]\n\tname = Test User\n\temail = test@example.com\n"
+        "[init]\n\tdefaultBranch = main\n"
+    )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GITMEM_HOME", str(home / ".gitmem"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
@@ -31,7 +38,22 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     for var in ("GITMEM_DIR", "GIT_DIR", "GIT_WORK_TREE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EDITOR", "VISUAL"):
         monkeypatch.delenv(var, raising=False)
-    return home
+    # libgit2 fixes its config search path from $HOME when pygit2 is imported and never
+    # reads GIT_CONFIG_GLOBAL, so point it at the isolated home too (else the real
+    # ~/.gitconfig decides who authors the library's commits).
+    search_path = pygit2.settings.search_path
+    saved = {level: search_path[level] for level in _CONFIG_LEVELS}
+    empty = home / "no-config"
+    empty.mkdir()
+    search_path[ConfigLevel.GLOBAL] = str(home)
+    search_path[ConfigLevel.XDG] = str(empty)
+    search_path[ConfigLevel.SYSTEM] = str(empty)
+    yield home
+    for level, value in saved.items():
+        search_path[level] = value
+
+
+_CONFIG_LEVELS = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
 
 
 @pytest.fixture

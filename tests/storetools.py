@@ -1,0 +1,92 @@
+"""Helpers for the store tests: branch tips, commit counts, files planted through the git binary.
+
+Planting goes through the real ``git`` command in a work-tree store, the way a
+person (or another tool) would put a file there, so the library sees exactly
+what it would meet in the wild.
+"""
+
+from __future__ import annotations
+
+from conftest import run_git
+
+from gitmem import Scope, Store
+
+__all__ = ["run_git"]
+
+
+def tip(store: Store, scope: Scope | str | None = None) -> str | None:
+    """The commit id the store's branch points at (None for an empty repository)."""
+    commit = store.db(scope).tip()
+    return str(commit.id) if commit is not None else None
+
+
+def commit_count(store: Store, scope: Scope | str | None = None) -> int:
+    return int(run_git(store.db(scope).gitdir, "rev-list", "--count", "main").strip())
+
+
+def blob_at(store: Store, path: str, rev: str = "main") -> str | None:
+    """The blob id of ``path`` at ``rev`` according to the git binary, None if absent."""
+    out = run_git(store.db().gitdir, "rev-parse", "--verify", "--quiet", f"{rev}:{path}",
+                  check=False)
+    return out.strip() or None
+
+
+def plant(store: Store, path: str, content: str | bytes, message: str = "hand edit") -> str:
+    """Commit ``content`` at ``path`` with the git binary, as a person would; returns the commit.
+
+    In a work-tree store the file is written and committed in place; a bare store
+    gets it through a clone and a push.
+    """
+    db = store.db()
+    if db.bare:
+        root = db.gitdir.parent / f"{db.gitdir.name}-plant"
+        if not root.exists():
+            run_git(db.gitdir.parent, "clone", "-q", str(db.gitdir), str(root))
+        run_git(root, "pull", "-q", "--ff-only")
+    else:
+        root = store.path
+    full = root / path
+    full.parent.mkdir(parents=True, exist_ok=True)
+    full.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    run_git(root, "add", "--", path)
+    run_git(root, "commit", "-q", "-m", message)
+    if db.bare:
+        run_git(root, "push", "-q", "origin", "HEAD:main")
+    return run_git(root, "rev-parse", "HEAD").strip()
+
+
+def plant_symlink(store: Store, path: str, target: str, message: str = "hand link") -> str:
+    root = store.path
+    full = root / path
+    full.parent.mkdir(parents=True, exist_ok=True)
+    full.symlink_to(target)
+    run_git(root, "add", "--", path)
+    run_git(root, "commit", "-q", "-m", message)
+    return run_git(root, "rev-parse", "HEAD").strip()
+
+
+def memory_text(
+    memory_id: str,
+    body: str = "planted body\n",
+    *,
+    version: int = 1,
+    supersedes: str | None = None,
+    extra: str = "",
+) -> str:
+    """A valid memory file, written by hand the way a person would."""
+    lines = [
+        "---",
+        f"id: {memory_id}",
+        "title: planted",
+        "created_at: 2026-11-22T09:00:00Z",
+        "updated_at: 2026-11-22T09:00:00Z",
+        f"version: {version}",
+    ]
+    if supersedes is not None:
+        lines.append(f"supersedes: {supersedes}")
+    text = "\n".join(lines) + "\n" + extra + "---\n\n" + body
+    return text
+
+
+def status_porcelain(store: Store) -> str:
+    return run_git(store.path, "status", "--porcelain", "--untracked-files=all")
