@@ -341,7 +341,8 @@ class GitDB:
         if tip is None:
             return None
         limit = when.timestamp()
-        for commit in self.repo.walk(tip.id, SortMode.TIME):
+        # Topological too: commits made within one second must still come child first.
+        for commit in self.repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.TIME):
             if commit.commit_time <= limit:
                 return get_commit(self.repo, commit.id)
         return None
@@ -559,22 +560,47 @@ class GitDB:
             else tip.tree.diff_to_tree(swap=True)
         )
         changes: dict[str, bytes | None] = {}
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] = {}
         old_snap = Snapshot(repo, old if isinstance(old, pygit2.Commit) else None)
+        tip_snap = Snapshot(repo, tip)
         for delta in diff.deltas:
             for path in {delta.old_file.path, delta.new_file.path}:
-                if self._worktree_blob(path) == old_snap.blob_id(path):
-                    new_id = Snapshot(repo, tip).blob_id(path)
+                old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
+                if self._worktree_blob(path) == old_id:
                     changes[path] = blob_data(repo, new_id) if new_id is not None else None
-        self._sync_worktree(old if isinstance(old, pygit2.Commit) else None, tip, changes)
+                else:
+                    # Edited by someone since: the file stays, but the index follows the
+                    # branch, so `git status` shows their edit against the tip rather
+                    # than a staged revert of the commit the dead writer left behind.
+                    index_only[path] = (old_id, new_id)
+        self._sync_worktree(
+            old if isinstance(old, pygit2.Commit) else None, tip, changes, index_only
+        )
 
     def _sync_worktree(
-        self, before: pygit2.Commit | None, after: pygit2.Commit, changes: dict[str, bytes | None]
+        self,
+        before: pygit2.Commit | None,
+        after: pygit2.Commit,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] | None = None,
     ) -> None:
-        """Write the touched files and git's index so ``git status`` is clean."""
+        """Write the touched files and git's index so ``git status`` is clean.
+
+        ``index_only`` maps paths to (old, new) blob ids whose index entry moves from
+        old to new without touching the file (an entry someone staged is left alone).
+        """
         assert self.workdir is not None
         repo = self.repo
         index = repo.index
         index.read(False)
+        for path, (old_id, new_id) in (index_only or {}).items():
+            staged = index[path].id if path in index else None
+            if staged != old_id:
+                continue
+            if new_id is None:
+                index.remove(path)
+            else:
+                index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
         for path, data in changes.items():
             full = self.workdir / path
             if data is None:
