@@ -52,7 +52,9 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
         ctx.ensure_object(State).debug = True
 
 
-@click.group(cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="gitmem", cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.option(
     "--store",
     "store_path",

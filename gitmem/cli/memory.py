@@ -80,7 +80,7 @@ def show(state: State, memory_id: str, at: str | None) -> None:
     if state.json:
         emit_json(memory.to_dict())
     else:
-        click.echo(file_text(memory), nl=False)
+        click.echo(file_text(memory).encode("utf-8"), nl=False)  # bytes: exactly as stored
 
 
 def _pending_paths(store_gitdir: Path, memory_id: str) -> tuple[Path, Path]:
