@@ -425,7 +425,18 @@ class GitDB:
                     self._after_lost_race(exc, attempt, deadline)
                     continue
                 if self.workdir is not None:
-                    self._sync_worktree(tip, get_commit(repo, oid), changes)
+                    try:
+                        self._sync_worktree(tip, get_commit(repo, oid), changes)
+                    except (pygit2.GitError, OSError) as exc:
+                        # The commit has landed: raising now would tell the caller a
+                        # write failed that did not (a retry would write it twice). The
+                        # next write heals the work tree, as after a killed writer.
+                        log.warning(
+                            "committed %s, but could not update the work tree (%s); "
+                            "the next write brings it up to date",
+                            str(oid)[:12],
+                            exc,
+                        )
                 return value, oid
 
     def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
