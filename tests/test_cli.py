@@ -701,6 +701,8 @@ def test_debug_keeps_the_exit_code(gm: Gitmem) -> None:
     assert "Traceback (most recent call last)" in result.stderr
     assert "NotFoundError" in result.stderr
     assert result.stderr.rstrip().splitlines()[-1].startswith("gitmem: error: no memory")
+    from_env = gm("show", "mem_missing", code=3, env={"GITMEM_DEBUG": "1"})
+    assert "Traceback (most recent call last)" in from_env.stderr
 
 
 def test_every_command_has_help_with_examples() -> None:
@@ -722,3 +724,39 @@ def test_version() -> None:
 def test_one_line_error_helper_rejects_tracebacks() -> None:
     with pytest.raises(AssertionError):
         one_line_error("Traceback (most recent call last):\ngitmem: error: x\n")
+
+
+def test_library_warnings_are_lines_on_stderr(gm: Gitmem, store: Store, git: GitRunner) -> None:
+    memory_id = add(gm, "fine\n", "--title", "Fine")
+    broken = store.path / "memories" / "zz" / "mem_zz.md"
+    broken.parent.mkdir()
+    broken.write_text("---\nid: [unclosed\n---\nbody\n")
+    git(store.path, "add", "-A")
+    git(store.path, "commit", "-qm", "a file written by hand, badly")
+    result = gm("ls")
+    assert memory_id in result.stdout
+    assert "mem_zz" not in result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("gitmem: warning: skipping memories/zz/mem_zz.md: ")
+
+
+def test_project_and_user_stores_together(
+    tmp_path: Path, git: GitRunner, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    gm = Gitmem(None, make_runner())
+    gm("init")  # the user store, at $GITMEM_HOME
+    project = tmp_path / "project"
+    git(tmp_path, "init", "-q", str(project))
+    monkeypatch.chdir(project)
+    gm("init", "--project")
+    in_project = add(gm, "project fact", "--title", "P")
+    personal = add(gm, "personal fact", "--title", "U", "--scope", "user")
+    lines = gm("ls").stdout.splitlines()
+    rows = {line.split()[0]: line.split()[-1] for line in lines[1:]}
+    assert rows == {in_project: "repo", personal: "user"}
+    assert [m["id"] for m in gm.json("ls", "--scope", "user")] == [personal]
+    assert gitmem.open(isolated_home / ".gitmem").read(personal).body == "personal fact"
+    # writes to a memory go to the store that holds it
+    gm("append", personal, "more")
+    assert gitmem.open(isolated_home / ".gitmem").read(personal).version == 2

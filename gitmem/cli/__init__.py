@@ -7,6 +7,7 @@ the error's exit code in one place (:mod:`gitmem.cli.errors`).
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -24,8 +25,27 @@ from .errors import report
 __all__ = ["cli", "main"]
 
 
+class _WarningHandler(logging.Handler):
+    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
+        click.echo(f"gitmem: {level}: {record.getMessage()}", err=True)
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("gitmem")
+    if not any(isinstance(h, _WarningHandler) for h in logger.handlers):
+        # Propagation stays on: with a handler here, Python's last-resort printer is
+        # not used, and handlers further up (an embedding app, pytest) still see records.
+        logger.addHandler(_WarningHandler(logging.WARNING))
+
+
 class GitmemGroup(click.Group):
     """A click group that reports every error as one line with the right exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order they were added: the order of a workflow
 
     def main(
         self,
@@ -36,6 +56,7 @@ class GitmemGroup(click.Group):
         **extra: Any,
     ) -> Any:
         state: State = extra.setdefault("obj", State())
+        _log_to_stderr()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:

@@ -61,10 +61,6 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def warn(message: str) -> None:
-    click.echo(f"gitmem: warning: {message}", err=True)
-
-
 def read_text_arg(value: str | None, what: str = "body") -> str | bytes:
     """The argument itself, or stdin for ``-`` (and for no argument when stdin is not a terminal).
 

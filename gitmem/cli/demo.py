@@ -54,12 +54,13 @@ def _git_log(store: Store, count: int) -> None:
 )
 @pass_state
 def demo(state: State, store_path: str | None) -> None:
-    """A short narrated tour: add, update, supersede, list, history and git log.
+    """A narrated tour on a real store.
 
-    It writes to the default store (the one `gitmem.open()` finds: --store,
-    $GITMEM_DIR, the project's .gitmem/, else $GITMEM_HOME), so point it at a
-    scratch store. The demo's memories carry the tag `demo`; it can be run
-    again and again.
+    It adds, updates, supersedes, lists, shows a history and git's own log,
+    saying what each step does. It writes to the default store (the one
+    `gitmem.open()` finds: --store, $GITMEM_DIR, the project's .gitmem/, else
+    $GITMEM_HOME), so point it at a scratch store. The demo's memories carry the
+    tag `demo`; it can be run again and again.
 
     \b
     Example:

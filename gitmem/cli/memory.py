@@ -68,7 +68,9 @@ def add(
 @json_option
 @pass_state
 def show(state: State, memory_id: str, at: str | None) -> None:
-    """Print a memory's file as it is stored: front-matter and body.
+    """Print a memory's file as stored.
+
+    Front-matter and body, byte for byte; --json gives the parsed fields.
 
     \b
     Examples:
@@ -97,15 +99,16 @@ def _pending_paths(store_gitdir: Path, memory_id: str) -> tuple[Path, Path]:
 @json_option
 @pass_state
 def edit(state: State, memory_id: str, message: str | None, discard: bool) -> None:
-    """Edit a memory's file in $VISUAL or $EDITOR and commit it as one update.
+    """Edit a memory's file in $EDITOR, as one update.
 
-    The edited file is validated before anything is written. The store manages
-    id, version, created_at and updated_at: the id must stay, the others are set
-    for you. If the edit is broken (bad YAML, schema error, changed id) it is
-    refused with the reason and kept under <gitdir>/gitmem/edits/; the next
-    `gitmem edit ID` opens it again so nothing typed is lost. An edit that
-    changes nothing makes no commit. If someone else changed the memory while
-    you edited, the edit is refused as a conflict and kept as well.
+    Opens the file in $VISUAL or $EDITOR. The edited file is validated before
+    anything is written. The store manages id, version, created_at and
+    updated_at: the id must stay, the others are set for you. If the edit is
+    broken (bad YAML, schema error, changed id) it is refused with the reason
+    and kept under <gitdir>/gitmem/edits/; the next `gitmem edit ID` opens it
+    again so nothing typed is lost. An edit that changes nothing makes no
+    commit. If someone else changed the memory while you edited, the edit is
+    refused as a conflict and kept as well.
 
     \b
     Examples:
@@ -174,7 +177,7 @@ def update(
     expected_version: int | None,
     **options: Any,
 ) -> None:
-    """Change a memory in place: same id, version + 1.
+    """Change a memory in place (same id, version + 1).
 
     BODY replaces the body ('-' reads it from stdin); without BODY only the
     given fields change. --tag and --related replace the whole list. An update
@@ -213,7 +216,9 @@ def append(
     agent: str | None,
     message: str | None,
 ) -> None:
-    """Add TEXT at the end of a memory's body, on a new line ('-' reads stdin).
+    """Add text at the end of a memory's body.
+
+    TEXT goes on a new line after the body ('-' reads it from stdin).
 
     \b
     Examples:
@@ -242,7 +247,7 @@ def append(
 def supersede(
     state: State, /, memory_id: str, body: str | None, new_id: str | None, **options: Any
 ) -> None:
-    """Write a new memory that replaces ID, and print the new id.
+    """Replace a memory with a new one; print its id.
 
     The old memory is not changed; the new one says `supersedes: ID`, has the
     old version + 1, and carries title, category, tags and related forward
@@ -270,7 +275,10 @@ def supersede(
 @json_option
 @pass_state
 def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> None:
-    """Delete a memory (one commit; history keeps it, `gitmem restore ID` brings it back).
+    """Delete a memory (restore brings it back).
+
+    The deletion is one commit; history keeps the content, and
+    `gitmem restore ID` brings it back.
 
     \b
     Example:
@@ -298,10 +306,12 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
 def restore(
     state: State, memory_id: str, at: str | None, agent: str | None, message: str | None
 ) -> None:
-    """Bring back a deleted memory as it last was, or roll one back with --at.
+    """Bring back a deleted memory, or roll one back.
 
-    The restored memory gets a new version (one above any it had), so the
-    restore is itself a step of its history.
+    Without --at, a deleted memory comes back as it last was; with --at, a
+    memory is rolled back to its content then. The restored memory gets a new
+    version (one above any it had), so the restore is itself a step of its
+    history.
 
     \b
     Examples:

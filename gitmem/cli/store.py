@@ -13,7 +13,7 @@ from gitmem import Memory, Scope, Store
 from gitmem.clock import format_timestamp
 from gitmem.store import History, LogEntry, user_store_path
 
-from .common import State, emit_json, json_option, pass_state, short, table, warn
+from .common import State, emit_json, json_option, pass_state, short, table
 
 
 def _git_top(start: Path) -> Path | None:
@@ -113,9 +113,10 @@ def ls(
     show_all: bool,
     at: str | None,
 ) -> None:
-    """List memories, oldest first: id, version, category, title, scope.
+    """List memories (id, version, category, title).
 
-    Superseded and archived memories are hidden unless --all is given.
+    Oldest first, with the scope each came from. Superseded and archived
+    memories are hidden unless --all is given.
 
     \b
     Examples:
@@ -195,10 +196,11 @@ def history_text(history: History) -> str:
 @json_option
 @pass_state
 def history(state: State, memory_id: str) -> None:
-    """Every version of a memory, oldest first, back through what it supersedes.
+    """Every version of a memory, oldest first.
 
-    Each line: version, time, operation, author (the agent, else the git
-    author), short commit id, title. --json adds the content at each step.
+    The history runs back through the memories it supersedes. Each line:
+    version, time, operation, author (the agent, else the git author), short
+    commit id, title. --json adds the content at each step.
 
     \b
     Examples:
@@ -215,8 +217,6 @@ def history(state: State, memory_id: str) -> None:
             }
         )
         return
-    for message in result.warnings:
-        warn(message)
     click.echo(history_text(result))
 
 
@@ -252,7 +252,9 @@ def log(
     until: str | None,
     limit: int | None,
 ) -> None:
-    """The audit log: the store's commits, newest first, filtered by their trailers.
+    """The audit log: commits, newest first.
+
+    Filters use the facts in each commit's Gitmem-* trailers.
 
     \b
     Examples:
