@@ -760,3 +760,18 @@ def test_project_and_user_stores_together(
     # writes to a memory go to the store that holds it
     gm("append", personal, "more")
     assert gitmem.open(isolated_home / ".gitmem").read(personal).version == 2
+
+
+def test_no_command_prints_the_help() -> None:
+    result = make_runner().invoke(cli, [])
+    assert result.exit_code in {0, 2}  # click < 8.2 exits 0, later versions 2
+    assert "Usage: gitmem [OPTIONS] COMMAND" in result.output
+    assert "gitmem: error" not in result.output
+
+
+def test_init_at_the_global_store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = Gitmem(tmp_path / "via-option", make_runner()).json("init")
+    assert (data["path"], data["scope"]) == (str(tmp_path / "via-option"), "repo")
+    monkeypatch.setenv("GITMEM_DIR", str(tmp_path / "via-env"))
+    data = Gitmem(None, make_runner()).json("init", "--scope", "user")
+    assert (data["path"], data["scope"]) == (str(tmp_path / "via-env"), "user")

@@ -44,6 +44,9 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
 
 def report(exc: BaseException, *, debug: bool) -> int:
     """Print ``exc`` as one line on stderr (after its traceback with --debug); return the code."""
+    if isinstance(exc, click.UsageError) and type(exc).__name__ == "NoArgsIsHelpError":
+        exc.show()  # plain `gitmem` (click >= 8.2): the help itself, not an error line
+        return exc.exit_code
     if debug:
         click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
     message, hint, code = describe(exc)
