@@ -1,0 +1,118 @@
+"""The markdown table, and the machine it was measured on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pygit2
+
+import gitmem
+from bench.harness import Config, Row, fmt_value
+
+COLUMNS = (
+    "scenario",
+    "size",
+    "metric",
+    "gitmem",
+    "baseline (same run)",
+    "baseline",
+    "gitmem vs baseline",
+    "target",
+    "runs",
+    "notes",
+)
+
+
+def _command_output(*command: str) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError:
+        return "unknown"
+    return result.stdout.strip() or "unknown"
+
+
+def machine() -> dict[str, str]:
+    """What the figures depend on: cores, Python, git, pygit2 and libgit2, the gitmem commit."""
+    repo_dir = Path(gitmem.__file__).resolve().parent.parent
+    commit = _command_output("git", "-C", str(repo_dir), "rev-parse", "--short", "HEAD")
+    return {
+        "cpus": str(os.cpu_count()),
+        "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "python": sys.version.split()[0],
+        "git": _command_output("git", "--version").removeprefix("git version "),
+        "pygit2": str(getattr(pygit2, "__version__", "unknown")),
+        "libgit2": str(pygit2.LIBGIT2_VERSION),
+        "gitmem": f"{gitmem.__version__} (commit {commit})",
+    }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _target(row: Row) -> str:
+    if not row.target:
+        return ""
+    if row.met is None:
+        return row.target
+    return f"{row.target}: {'met' if row.met else '**missed**'}"
+
+
+def table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---:" if c in {"gitmem", "baseline", "runs"} else "---" for c in COLUMNS)
+        + "|",
+    ]
+    for row in rows:
+        cells = [
+            row.scenario,
+            row.size,
+            row.metric,
+            fmt_value(row.value),
+            row.baseline or "—",
+            fmt_value(row.baseline_value) if row.baseline_value is not None else "—",
+            row.ratio_text(),
+            _target(row),
+            str(row.runs) if row.runs else "—",
+            row.note,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def document(
+    rows: Sequence[Row],
+    config: Config,
+    command: str,
+    seconds: float,
+    load: tuple[float, float] = (0.0, 0.0),
+) -> str:
+    info = machine()
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "\n".join(
+        [
+            f"## gitmem benchmarks: {config.mode}",
+            "",
+            f"- command: `{command}` ({seconds:.0f} s, {when})",
+            f"- machine: {info['cpus']} CPUs, {info['platform']}; Python {info['python']}, "
+            f"git {info['git']}, pygit2 {info['pygit2']} (libgit2 {info['libgit2']}), "
+            f"gitmem {info['gitmem']}; 1-minute load average {load[0]:.2f} at the start, "
+            f"{load[1]:.2f} at the end (other work on the machine slows every figure)",
+            f"- each figure is the median of `runs` timed runs after {config.warmup} warm-up "
+            f"operation(s); a create run is {config.ops} creates ({config.git_ops} for the "
+            "git baseline), a read run is one pass over the sampled ids; the baseline is "
+            "measured in the same run on the same files",
+            "- gitmem vs baseline: how many times faster gitmem is (for sizes: store bytes "
+            "over raw file bytes)",
+            "",
+            table(rows),
+            "",
+        ]
+    )

@@ -1,0 +1,612 @@
+"""The scenarios of issue 3, each beside the tool people would otherwise use.
+
+Scenarios run in registration order, which matters: stores are shared, creates add
+memories, and ``git gc`` (store size) repacks, so read-only scenarios come before the
+writers, and maintenance comes last.
+
+Hooks for work not done yet are registered here too, with a ``requires`` check that tells
+the runner why they cannot run; they turn on when their feature lands:
+
+* ``search``: written against the issue's ``Store.search(query, mode=...)`` signature;
+  runs as soon as ``Store.search`` exists.
+* ``index-catchup`` and ``index-rebuild``: fill in the function bodies once the index
+  module has its API (their docstrings say what to measure).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+
+import gitmem
+from bench.fixtures import (
+    Context,
+    Fields,
+    Populated,
+    disk_usage,
+    fields_for,
+    iter_blobs,
+    memory_text,
+    new_memory_id,
+    populate,
+    write_import_stream,
+)
+from bench.harness import (
+    OpStats,
+    Row,
+    Stopwatch,
+    git,
+    log,
+    measure_ops,
+    median,
+    ms,
+    scenario,
+    size_label,
+)
+from bench.writers import lost_writes, run_rounds
+from gitmem.layout import memory_path
+
+TARGET_MEMORIES = 100_000
+TARGET_WORKTREE = 10_000
+TARGET_COMMITS = 100_000
+TARGET_WRITERS = 8
+
+
+def _at(size: int, target_size: int) -> str:
+    """A note when a target stated for one size is checked at another."""
+    return "" if size == target_size else f"target is stated for {size_label(target_size)}"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+# -- creating one memory ---------------------------------------------------------------------
+
+
+def _pool(ctx: Context, count: int) -> list[Fields]:
+    rng = random.Random(ctx.rng.random())
+    return [fields_for(i, rng) for i in range(count)]
+
+
+def _gitmem_creates(ctx: Context, path: Path) -> OpStats:
+    config = ctx.config
+    store = gitmem.open(path)
+    pool = _pool(ctx, config.warmup + config.repeat * config.ops)
+
+    def op(i: int) -> None:
+        fields = pool[i]
+        store.create(fields.body, **fields.create_kwargs())
+
+    return measure_ops(op, ops=config.ops, repeat=config.repeat, warmup=config.warmup)
+
+
+def _rendered(ctx: Context, count: int) -> list[tuple[str, bytes, str]]:
+    """(path, file bytes, commit message) of new memories, rendered before any timing."""
+    rng = random.Random(ctx.rng.random())
+    out: list[tuple[str, bytes, str]] = []
+    for fields in _pool(ctx, count):
+        memory_id = new_memory_id(rng)
+        text = memory_text(memory_id, fields, created=gitmem.SystemClock().now())
+        message = f"create: {fields.title}\n\nGitmem-Op: create\nGitmem-Id: {memory_id}\n"
+        out.append((memory_path(memory_id), text.encode(), message))
+    return out
+
+
+def _git_creates(ctx: Context, size: int) -> OpStats:
+    """``git add`` + ``git commit`` of one new file per memory, in a checkout of ``size`` files."""
+    config = ctx.config
+    checkout = ctx.checkout(size)
+    items = _rendered(ctx, config.warmup + config.repeat * config.git_ops)
+    for rel, _, _ in items:
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+
+    def op(i: int) -> None:
+        rel, data, message = items[i]
+        (checkout / rel).write_bytes(data)
+        git(checkout, "add", "--", rel)
+        git(checkout, "commit", "-q", "--no-verify", "-m", message)
+
+    log(f"  baseline: git add + git commit in a checkout of {size:,} files")
+    return measure_ops(op, ops=config.git_ops, repeat=config.repeat, warmup=config.warmup)
+
+
+def _plain_writes(ctx: Context, size: int) -> OpStats:
+    """The same files written into the same directory tree, without git; removed afterwards."""
+    config = ctx.config
+    checkout = ctx.checkout(size)
+    items = _rendered(ctx, config.warmup + config.repeat * config.ops)
+    paths = [str(checkout / rel) for rel, _, _ in items]
+    for path in paths:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    def op(i: int) -> None:
+        with open(paths[i], "wb") as fh:
+            fh.write(items[i][1])
+
+    try:
+        return measure_ops(op, ops=config.ops, repeat=config.repeat, warmup=config.warmup)
+    finally:
+        for path in paths:
+            Path(path).unlink(missing_ok=True)
+
+
+def _create_rows(
+    ctx: Context,
+    kind: str,
+    populated: Populated,
+    target: str,
+    met: Callable[[float], bool],
+    target_size: int,
+) -> list[Row]:
+    size = populated.size
+    log(f"create into a {kind} store of {size:,} memories")
+    stats = _gitmem_creates(ctx, populated.path)
+    git_stats = ctx.cached_stats(("git-create", size), lambda: _git_creates(ctx, size))
+    plain = ctx.cached_stats(("plain-create", size), lambda: _plain_writes(ctx, size))
+    label = f"{size_label(size)} memories"
+    latency = f"p50 {ms(stats.p50):.2f} ms, p99 {ms(stats.p99):.2f} ms per create"
+    return [
+        Row(
+            f"create one memory, {kind} store",
+            label,
+            "commits/s",
+            stats.rate,
+            "`git add` + `git commit` per file",
+            git_stats.rate,
+            runs=stats.runs,
+            target=target,
+            met=met(stats.rate),
+            note=_join(latency, _at(size, target_size)),
+        ),
+        Row(
+            f"create one memory, {kind} store",
+            label,
+            "commits/s",
+            stats.rate,
+            "plain file write, no git",
+            plain.rate,
+            runs=stats.runs,
+        ),
+    ]
+
+
+@scenario("create-bare", "single-memory create into a bare store")
+def create_bare(ctx: Context) -> list[Row]:
+    rows: list[Row] = []
+    rates: dict[int, float] = {}
+    for size in ctx.config.sizes:
+        populated = ctx.bare_store(size)
+        new = _create_rows(
+            ctx, "bare", populated, "≥ 1,000/s at 100k", lambda r: r >= 1000, TARGET_MEMORIES
+        )
+        rates[size] = new[0].value or 0.0
+        rows.extend(new)
+    if len(rates) > 1:
+        small, large = min(rates), max(rates)
+        kept = 100.0 * rates[large] / rates[small]
+        rows.append(
+            Row(
+                "create one memory, bare store: rate kept as the store grows",
+                f"{size_label(large)} vs {size_label(small)}",
+                f"% of the {size_label(small)} rate",
+                kept,
+                compare="none",
+                runs=ctx.config.repeat,
+                target="≥ 80% (100k vs 1k)",
+                met=kept >= 80.0,
+            )
+        )
+    return rows
+
+
+@scenario("create-worktree", "single-memory create into a store with a work tree")
+def create_worktree(ctx: Context) -> list[Row]:
+    rows: list[Row] = []
+    for size in ctx.config.worktree_sizes:
+        populated = ctx.worktree_store(size)
+        rows.extend(
+            _create_rows(
+                ctx, "work-tree", populated, "≥ 100/s at 10k", lambda r: r >= 100, TARGET_WORKTREE
+            )
+        )
+    return rows
+
+
+# -- bulk import -----------------------------------------------------------------------------
+
+
+@scenario("bulk-import", "bulk import in one transaction vs git fast-import")
+def bulk_import(ctx: Context) -> list[Row]:
+    config = ctx.config
+    rows: list[Row] = []
+    for size in config.sizes:
+        populated = ctx.bare_store(size)
+        seconds = [populated.import_seconds]
+        if size <= config.bulk_repeat_max:
+            for _ in range(config.repeat - 1):
+                path = ctx.new_dir(f"reimport-{size_label(size)}") / "store.git"
+                seconds.append(populate(path, size, bare=True, rng=ctx.rng).import_seconds)
+        stream = ctx.new_dir(f"stream-{size_label(size)}") / "import.fast-import"
+        raw = write_import_stream(populated.path, populated.commit, stream)
+
+        timings: list[float] = []
+        for _ in range(config.repeat):
+            target = ctx.new_dir("fast-import") / "repo.git"
+            git(target.parent, "init", "-q", "--bare", str(target))
+            with Stopwatch() as watch:
+                git(target, "fast-import", "--quiet", "--date-format=raw", stdin_path=stream)
+            timings.append(watch.seconds)
+        took = median(seconds)
+        runs_note = (
+            f"one run: imports over {config.bulk_repeat_max:,} memories are not repeated"
+            if size > config.bulk_repeat_max
+            else ""
+        )
+        rows.append(
+            Row(
+                "bulk import, one `store.transaction()`",
+                f"{size_label(size)} memories",
+                "seconds",
+                took,
+                "`git fast-import` of the same files",
+                median(timings),
+                higher_is_better=False,
+                runs=len(seconds),
+                target="≤ 60 s at 100k",
+                met=took <= 60.0 if size >= TARGET_MEMORIES else None,
+                note=_join(
+                    f"{size / took:,.0f} memories/s, {raw / 1e6:.1f} MB of files",
+                    runs_note,
+                ),
+            )
+        )
+    return rows
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _file_reads(ctx: Context, checkout: Path, sample: list[str]) -> OpStats:
+    config = ctx.config
+    paths = [str(checkout / memory_path(mid)) for mid in sample]
+
+    def op(i: int) -> None:
+        with open(paths[i % len(paths)], "rb") as fh:
+            fh.read()
+
+    return measure_ops(op, ops=len(paths), repeat=config.repeat, warmup=min(50, len(paths)))
+
+
+def _read_stats(ctx: Context, populated: Populated) -> tuple[OpStats, OpStats, int]:
+    config = ctx.config
+    sample = random.Random(config.seed).sample(populated.ids, min(config.reads, len(populated.ids)))
+    store = gitmem.open(populated.path)
+
+    def op(i: int) -> None:
+        store.read(sample[i % len(sample)])
+
+    stats = measure_ops(op, ops=len(sample), repeat=config.repeat, warmup=min(50, len(sample)))
+    assert populated.checkout is not None
+    checkout = populated.checkout
+    baseline = ctx.cached_stats(
+        ("file-read", populated.size), lambda: _file_reads(ctx, checkout, sample)
+    )
+    return stats, baseline, len(sample)
+
+
+def _read_rows(stats: OpStats, baseline: OpStats, size: int, reads: int, when: str) -> list[Row]:
+    label = f"{size_label(size)} memories"
+    return [
+        Row(
+            f"read by id{when}",
+            label,
+            "p50 ms",
+            ms(stats.p50),
+            "read the file from a checkout",
+            ms(baseline.p50),
+            higher_is_better=False,
+            runs=stats.runs,
+            target="≤ 1 ms",
+            met=ms(stats.p50) <= 1.0,
+            note=_join(f"{reads} random ids per run", _at(size, TARGET_MEMORIES)),
+        ),
+        Row(
+            f"read by id{when}",
+            label,
+            "p99 ms",
+            ms(stats.p99),
+            "read the file from a checkout",
+            ms(baseline.p99),
+            higher_is_better=False,
+            runs=stats.runs,
+        ),
+    ]
+
+
+@scenario("read", "read by id, p50 and p99")
+def read(ctx: Context) -> list[Row]:
+    populated = ctx.bare_store(ctx.config.read_size)
+    log(f"read by id in a store of {populated.size:,} memories")
+    stats, baseline, reads = _read_stats(ctx, populated)
+    return _read_rows(stats, baseline, populated.size, reads, "")
+
+
+# -- history and versions --------------------------------------------------------------------
+
+
+@scenario("history", "history of one memory vs git log --follow")
+def history(ctx: Context) -> list[Row]:
+    config = ctx.config
+    hist = ctx.history_store(config.history_commits)
+    store = gitmem.open(hist.path)
+    log(f"history of one memory in {hist.commits:,} commits")
+
+    def op(_: int) -> None:
+        found = store.history(hist.tracked_id)
+        if len(found) != hist.versions or found.warnings:
+            raise AssertionError(
+                f"history found {len(found)} versions (expected {hist.versions}); "
+                f"warnings: {found.warnings}"
+            )
+
+    def git_op(_: int) -> None:
+        out = git(hist.path, "log", "--follow", "--format=%H", "--", hist.tracked_path)
+        if len(out.split()) != hist.versions:
+            raise AssertionError(f"git log --follow found {len(out.split())} commits")
+
+    stats = measure_ops(op, ops=1, repeat=config.slow_repeat, warmup=1)
+    baseline = measure_ops(git_op, ops=1, repeat=config.slow_repeat, warmup=1)
+    value = ms(stats.p50)
+    ratio = baseline.p50 / stats.p50
+    return [
+        Row(
+            f"history of one memory ({hist.versions} versions)",
+            f"{size_label(hist.commits)} commits",
+            "ms",
+            value,
+            "`git log --follow -- <path>`",
+            ms(baseline.p50),
+            higher_is_better=False,
+            runs=stats.runs,
+            target="≤ 10 ms and ≥ 50x faster",
+            met=value <= 10.0 and ratio >= 50.0,
+            note=_join(
+                f"history written with git fast-import in {hist.build_seconds:.0f} s",
+                _at(hist.commits, TARGET_COMMITS),
+            ),
+        )
+    ]
+
+
+def seed_latest_version(checkout: Path, start: str) -> str:
+    """The seed's LatestVersion: read every memory file, parse its front-matter, follow
+    ``supersedes`` forward (the highest version wins a fork)."""
+    successors: dict[str, list[tuple[int, str]]] = {}
+    for path in (checkout / "memories").glob("*/*.md"):
+        meta = frontmatter.loads(path.read_text(encoding="utf-8")).metadata
+        old = meta.get("supersedes")
+        if old:
+            version = int(str(meta.get("version", 1)))
+            successors.setdefault(str(old), []).append((version, str(meta["id"])))
+    current, seen = start, {start}
+    while successors.get(current):
+        _, nxt = max(successors[current])
+        if nxt in seen:
+            break
+        seen.add(nxt)
+        current = nxt
+    return current
+
+
+@scenario("latest-version", "latest_version vs a scan of every memory's supersedes")
+def latest_version(ctx: Context) -> list[Row]:
+    config = ctx.config
+    populated = ctx.bare_store(config.latest_size)
+    checkout = ctx.checkout(config.latest_size)
+    store = gitmem.open(populated.path)
+    root, last = populated.chain[0], populated.chain[-1]
+    log(f"latest_version in a store of {populated.size:,} memories")
+
+    def op(_: int) -> None:
+        found = store.latest_version(root).id
+        if found != last:
+            raise AssertionError(f"latest_version gave {found}, expected {last}")
+
+    def seed_op(_: int) -> None:
+        found = seed_latest_version(checkout, root)
+        if found != last:
+            raise AssertionError(f"the seed scan gave {found}, expected {last}")
+
+    stats = measure_ops(op, ops=1, repeat=config.slow_repeat, warmup=1)
+    baseline = measure_ops(seed_op, ops=1, repeat=config.slow_repeat, warmup=1)
+    value = ms(stats.p50)
+    slow = config.latest_size < TARGET_MEMORIES
+    linear = stats.p50 * TARGET_MEMORIES / populated.size
+    return [
+        Row(
+            f"latest_version (chain of {len(populated.chain)})",
+            f"{size_label(populated.size)} memories",
+            "ms",
+            value,
+            "read + parse every file's front-matter",
+            ms(baseline.p50),
+            higher_is_better=False,
+            runs=stats.runs,
+            target="≤ 1 ms",
+            met=value <= 1.0,
+            note=_join(
+                "size set by --latest-size: without the index each call parses every "
+                f"memory, so ≈ {linear:.0f} s at 100k if linear"
+                if slow
+                else "",
+                _at(populated.size, TARGET_MEMORIES),
+            ),
+        )
+    ]
+
+
+# -- hooks for the index (issue 3): they run once their feature exists -----------------------
+
+
+def _needs_search() -> str | None:
+    if hasattr(gitmem.Store, "search"):
+        return None
+    return "Store.search does not exist yet (issue 3: index and search)"
+
+
+@scenario("search", "search FTS and regex (p50) vs grep -rn", requires=_needs_search)
+def search(ctx: Context) -> list[Row]:
+    """FTS and regex search over the read-size store, beside ``grep -rn`` over a checkout."""
+    config = ctx.config
+    populated = ctx.bare_store(config.read_size)
+    checkout = ctx.checkout(config.read_size)
+    store: Any = gitmem.open(populated.path)
+    queries = [("fts", "migration", "migration"), ("regex", r"retry\s+timeout", r"retry\s+timeout")]
+    rows: list[Row] = []
+    for mode, query, pattern in queries:
+
+        def op(_: int, mode: str = mode, query: str = query) -> None:
+            store.search(query, mode=mode)
+
+        def grep_op(_: int, pattern: str = pattern) -> None:
+            command = ["grep", "-rnE", pattern, "memories"]
+            subprocess.run(command, cwd=checkout, capture_output=True, check=False)
+
+        stats = measure_ops(op, ops=5, repeat=config.repeat, warmup=2)
+        baseline = measure_ops(grep_op, ops=1, repeat=config.repeat, warmup=1)
+        value = ms(stats.p50)
+        ratio = baseline.p50 / stats.p50
+        fts = mode == "fts"
+        rows.append(
+            Row(
+                f"search, {mode} (`{query}`)",
+                f"{size_label(populated.size)} memories",
+                "p50 ms",
+                value,
+                "`grep -rn` over a checkout",
+                ms(baseline.p50),
+                higher_is_better=False,
+                runs=stats.runs,
+                target="≤ 20 ms and ≥ 20x faster than grep" if fts else "",
+                met=(value <= 20.0 and ratio >= 20.0) if fts else None,
+                note=_at(populated.size, TARGET_MEMORIES),
+            )
+        )
+    return rows
+
+
+def _needs_index_api() -> str | None:
+    if importlib.util.find_spec("gitmem.index") is None:
+        return "gitmem.index does not exist yet (issue 3: the derived SQLite index)"
+    return "hook not filled in yet: write bench/scenarios.py index_catchup/index_rebuild"
+
+
+@scenario("index-catchup", "index catch-up after 10k new commits", requires=_needs_index_api)
+def index_catchup(ctx: Context) -> list[Row]:
+    """To fill in when the index lands: on the read-size store, query once so the index is
+    current, add 10k commits (``fixtures.build_history`` writes them with fast-import on top
+    of any store), then time the first query, which catches up. Target ≤ 10 s."""
+    raise NotImplementedError
+
+
+@scenario("index-rebuild", "index full rebuild at 100k", requires=_needs_index_api)
+def index_rebuild(ctx: Context) -> list[Row]:
+    """To fill in when the index lands: delete the index of the read-size store (or call the
+    reindex API) and time the rebuild. Target ≤ 60 s at 100k."""
+    raise NotImplementedError
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+
+@scenario("writers", "concurrent writers, processes on one bare store")
+def writers(ctx: Context) -> list[Row]:
+    config = ctx.config
+    populated = ctx.bare_store(config.writers_size)
+    counts = sorted(set(config.writers) | {1})
+    rates: dict[int, float] = {}
+    rows: list[Row] = []
+    for count in counts:
+        log(f"{count} concurrent writer(s) on a store of {populated.size:,} memories")
+        rounds = run_rounds(
+            populated.path, count, config.writer_ops, config.repeat, config.seed + count
+        )
+        acknowledged = [mid for r in rounds for mid in r.acknowledged]
+        lost = lost_writes(populated.path, acknowledged)
+        errors = sum(len(r.errors) for r in rounds)
+        rates[count] = median([r.rate for r in rounds])
+        if count not in config.writers:
+            continue
+        eight = count >= TARGET_WRITERS
+        met = not lost and (rates[count] >= rates[1] if eight else True)
+        rows.append(
+            Row(
+                "concurrent writers, aggregate",
+                f"{count} process{'es' if count > 1 else ''}, "
+                f"{size_label(populated.size)} memories",
+                "commits/s",
+                rates[count],
+                "1 writer",
+                rates[1],
+                runs=len(rounds),
+                target="0 lost writes" + ("; ≥ 1 writer's rate" if eight else ""),
+                met=met,
+                note=f"{len(lost)} lost of {len(acknowledged)} acknowledged; {errors} errors"
+                + (f" (first: {rounds[0].errors[0][:80]})" if errors and rounds[0].errors else ""),
+            )
+        )
+    return rows
+
+
+# -- maintenance -----------------------------------------------------------------------------
+
+
+@scenario("store-size", "store size on disk before and after git gc")
+def store_size(ctx: Context) -> list[Row]:
+    """Runs last: ``git gc`` packs the store, so reads are measured again after it."""
+    import pygit2
+
+    populated = ctx.bare_store(ctx.config.read_size)
+    path = populated.path
+    repo = pygit2.Repository(str(path))
+    tree = repo.revparse_single("refs/heads/main").peel(pygit2.Tree)
+    raw = sum(len(data) for _, data in iter_blobs(repo, tree, ""))
+    before = disk_usage(path)
+    log(f"git gc on a store of {populated.size:,} memories")
+    with Stopwatch() as watch:
+        git(path, "gc", "--quiet", "--prune=now")
+    after = disk_usage(path)
+    label = f"{size_label(populated.size)} memories"
+    rows = [
+        Row(
+            "store size on disk, as written (loose objects)",
+            label,
+            "MB",
+            before / 1e6,
+            "raw bytes of the files",
+            raw / 1e6,
+            compare="size",
+            runs=1,
+            note="disk blocks, as du counts them; includes every commit the run made",
+        ),
+        Row(
+            "store size on disk after `git gc`",
+            label,
+            "MB",
+            after / 1e6,
+            "raw bytes of the files",
+            raw / 1e6,
+            compare="size",
+            runs=1,
+            note=f"git gc took {watch.seconds:.1f} s",
+        ),
+    ]
+    stats, baseline, reads = _read_stats(ctx, populated)
+    return rows + _read_rows(stats, baseline, populated.size, reads, " after `git gc`")

@@ -1,0 +1,114 @@
+"""The benchmark command works and its fixtures are faithful; no timing is asserted here."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pygit2
+import pytest
+
+import gitmem
+from bench.fixtures import build_history, fields_for, memory_text, new_memory_id
+from bench.harness import SCENARIOS, Row, fmt_value, percentile
+from bench.scenarios import seed_latest_version
+from gitmem.layout import memory_path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _blob(path: Path, memory_id: str) -> bytes:
+    repo = pygit2.Repository(str(path))
+    tree = repo.revparse_single("refs/heads/main").peel(pygit2.Tree)
+    blob = repo[tree[memory_path(memory_id)].id]
+    assert isinstance(blob, pygit2.Blob)
+    return blob.data
+
+
+def test_memory_text_is_what_gitmem_writes(tmp_path: Path) -> None:
+    # Baselines and fast-imported histories use this template: it must be gitmem's format.
+    when = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
+    store = gitmem.init(tmp_path / "s.git", bare=True, clock=gitmem.FixedClock(when))
+    rng = random.Random(3)
+    first, second = fields_for(1, rng), fields_for(2, rng)
+    old = store.create(first.body, id=new_memory_id(rng), **first.create_kwargs())
+    new = store.supersede(old.id, second.body, id=new_memory_id(rng), **second.create_kwargs())
+    assert _blob(tmp_path / "s.git", old.id) == memory_text(old.id, first, created=when).encode()
+    expected = memory_text(new.id, second, created=when, version=2, supersedes=old.id)
+    assert _blob(tmp_path / "s.git", new.id) == expected.encode()
+
+
+def test_fast_imported_history_reads_back(tmp_path: Path) -> None:
+    hist = build_history(tmp_path / "h.git", 20, 3, random.Random(5), tmp_path)
+    store = gitmem.open(hist.path)
+    history = store.history(hist.tracked_id)
+    assert len(history) == hist.versions == 4
+    assert not history.warnings
+    assert [v.version for v in history] == [1, 2, 3, 4]
+    assert len(store.list()) == 20 - 3
+
+
+def test_seed_latest_version_follows_the_chain(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "wt")
+    root = store.create("one", title="one")
+    middle = store.supersede(root.id, "two")
+    last = store.supersede(middle.id, "three")
+    store.create("unrelated", title="other")
+    assert seed_latest_version(tmp_path / "wt", root.id) == last.id
+    assert store.latest_version(root.id).id == last.id
+
+
+def test_percentile_and_formatting() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+    assert fmt_value(1234.4) == "1,234"
+    assert fmt_value(0.01234) == "0.0123"
+    faster = Row("s", "1k", "ms", 1.0, "b", 4.0, higher_is_better=False)
+    assert faster.ratio() == 4.0 and "faster" in faster.ratio_text()
+    slower = Row("s", "1k", "commits/s", 50.0, "b", 100.0)
+    assert slower.ratio() == 0.5 and "slower" in slower.ratio_text()
+
+
+def _bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def test_list_names_every_scenario(tmp_path: Path) -> None:
+    result = _bench("--list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for name in SCENARIOS:
+        assert name in result.stdout
+
+
+def test_tiny_benchmark_writes_the_table(tmp_path: Path) -> None:
+    out, rows_json = tmp_path / "bench.md", tmp_path / "bench.json"
+    result = _bench(
+        "--tiny", "--out", str(out), "--json", str(rows_json), "--workdir", str(tmp_path / "w"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = out.read_text()
+    assert table in result.stdout
+    assert "| scenario | size | metric | gitmem |" in table
+    assert "FAILED" not in table
+    rows = json.loads(rows_json.read_text())
+    measured = [r for r in rows if r["value"] is not None]
+    for scenario in ("create one memory, bare store", "create one memory, work-tree store",
+                     "bulk import", "read by id", "history of one memory", "latest_version",
+                     "concurrent writers", "store size on disk"):
+        assert any(r["scenario"].startswith(scenario) for r in measured), scenario
+    writers = [r for r in measured if r["scenario"].startswith("concurrent writers")]
+    assert all(r["note"].startswith("0 lost") for r in writers)
+    assert list((tmp_path / "w").iterdir()) == []  # scratch stores were removed
