@@ -82,6 +82,7 @@ BAD_IDS = {
     "dot": ".",
     "hidden": ".hidden",
     "space": "a b",
+    "non-ascii": "café",
     "too-long": "a" * 201,
     "md-suffix": "note.md",
     "not-a-string": 42,
@@ -270,6 +271,11 @@ BAD_FIELDS: dict[str, dict[str, Any]] = {
     "extra-non-string-key": {"extra": {1: "x"}},
     "extra-empty-key": {"extra": {"": "x"}},
     "title-too-long": {"title": "t" * 501},
+    # Values YAML would write with a tag the safe reader refuses: never stored unreadable.
+    "extra-set": {"extra": {"s": {1, 2}}},
+    "extra-bytes": {"extra": {"b": b"raw"}},
+    "extra-nested-set": {"extra": {"n": [{"deep": frozenset({"x"})}]}},
+    "extra-object": {"extra": {"o": object()}},
 }
 
 
@@ -279,6 +285,7 @@ def test_bad_field_value(any_store: Store, fields: dict[str, Any]) -> None:
     refused(any_store, InvalidInputError, lambda: any_store.create("y", **fields))
     refused(any_store, InvalidInputError, lambda: any_store.update(m.id, **fields))
     assert any_store.read(m.id).version == 1
+    assert any_store.problems() == []
 
 
 def test_bad_revision_or_date(any_store: Store) -> None:
