@@ -16,6 +16,7 @@ interchange object for tools built on python-frontmatter (:meth:`Document.to_pos
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ _ALLOWED_TAGS = frozenset(
     "tag:yaml.org,2002:" + name
     for name in ("null", "bool", "int", "float", "str", "timestamp", "seq", "map")
 )
+
+
+# What PyYAML's constructors raise on a scalar they cannot build (``!!int`` with
+# no value, ``!!bool maybe``, ``2026-13-45``...), instead of a YAMLError.
+_CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
 
 
 class _Loader(yaml.SafeLoader):
@@ -87,9 +93,9 @@ class _Loader(yaml.SafeLoader):
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        except _CONSTRUCT_ERRORS as exc:
             shown = f" {_clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
-            detail = f": {exc}" if isinstance(exc, ValueError | OverflowError) else ""
+            detail = f": {exc}" if isinstance(exc, ValueError | ArithmeticError) else ""
             raise InvalidMemoryError(
                 f"front-matter value{shown} at line {node.start_mark.line + 1} "
                 f"cannot be read as {node.tag.rsplit(':', 1)[-1]}{detail}"
@@ -114,7 +120,22 @@ class _Loader(yaml.SafeLoader):
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data: Any) -> bool:
+        # The loader refuses aliases, so the dumper must never write one (it would
+        # for the same list or mapping object reached twice).
+        return True
+
+
+# PyYAML writes these line breaks raw inside single-quoted and plain scalars,
+# where the reader folds them away ('\x85' reads back as ' '); double quotes
+# escape them.
+_FOLDED_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if any(ch in value for ch in _FOLDED_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style='"')
+    return dumper.represent_str(str(value))
 
 
 def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
@@ -127,7 +148,8 @@ def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.Sca
 _Dumper.add_representer(dt.datetime, _represent_datetime)
 # str and int subclasses (StrEnum values such as Scope.REPO) are written as
 # their plain values; SafeDumper would refuse them.
-_Dumper.add_multi_representer(str, yaml.SafeDumper.represent_str)
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_multi_representer(str, _represent_str)
 _Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
 
 
@@ -170,7 +192,9 @@ class Document:
     source: _Source | None = field(default=None, repr=False, compare=False)
 
     def with_changes(self, metadata: dict[str, Any], body: str) -> Document:
-        return Document(metadata, body, True, self.source)
+        """The same file with new metadata and body (a file without front-matter gains
+        one only when there is metadata to put in it)."""
+        return Document(metadata, body, self.has_front_matter or bool(metadata), self.source)
 
     def to_post(self) -> frontmatter.Post:
         """The document as a :class:`frontmatter.Post`, for tools built on python-frontmatter."""
@@ -205,7 +229,7 @@ def load_yaml(text: str) -> tuple[Any, Node | None]:
         raise InvalidMemoryError(f"front-matter is not valid YAML: {_yaml_problem(exc)}") from None
     except RecursionError:
         raise InvalidMemoryError("front-matter is nested too deeply") from None
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+    except _CONSTRUCT_ERRORS as exc:
         # A scalar the resolver or an explicit tag sent to a constructor that
         # cannot build it: an impossible date (2026-13-45), an integer longer
         # than Python converts, ``!!bool maybe``, ``!!timestamp soon``.
@@ -376,21 +400,27 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
         flow = None if key == "tags" else False
     elif flow:
         flow = None
+    stream = io.StringIO()
+    dumper = _Dumper(
+        stream, default_flow_style=flow, sort_keys=False, allow_unicode=True, width=1_000_000
+    )
     try:
-        text = yaml.dump(
-            {key: value},
-            Dumper=_Dumper,
-            sort_keys=False,
-            allow_unicode=True,
-            default_flow_style=flow,
-            width=1_000_000,
-        )
+        dumper.open()
+        node = dumper.represent_data({key: value})
+        # The entry itself is always a block line: with flow style left to
+        # PyYAML, ``{tags: null}`` would come out as a flow mapping.
+        if isinstance(node, MappingNode):
+            node.flow_style = False
+        dumper.serialize(node)
+        dumper.close()
     except yaml.representer.RepresenterError as exc:
         problem = exc.args[0] if exc.args else exc
         raise InvalidMemoryError(
             f"front-matter {key!r} holds a value YAML cannot write: {problem}"
         ) from None
-    return str(text)
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
 
 
 def dump_mapping(metadata: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .clock import format_timestamp, parse_timestamp
 from .codec import Document
-from .errors import InvalidMemoryError
+from .errors import GitmemError, InvalidMemoryError
 
 
 class Scope(enum.StrEnum):
@@ -145,15 +145,18 @@ class Memory:
             "status": None if self.status is Status.ACTIVE else str(self.status),
         }
         original = self.document.metadata if self.document is not None else {}
-        if original.get("status") == "active" and self.status is Status.ACTIVE:
-            known["status"] = "active"
-        if "tags" in original and original["tags"] == [] and not self.tags:
-            known["tags"] = []
+        before = _fields_of(self.document)
         out: dict[str, Any] = {}
         for key in original:
             if key in known:
-                if known[key] is not None:
-                    out[key] = _keep_spelling(original[key], known[key])
+                if before is not None and key in before and before[key] == _field(self, key):
+                    # Unchanged in meaning: keep the file's own value verbatim (timestamp
+                    # spelling, `status: active`, `tags: []`, unknown keys inside `related`).
+                    out[key] = original[key]
+                elif key == "related" and self.related:
+                    out[key] = _related_entries(self.related, original[key])
+                elif known[key] is not None:
+                    out[key] = known[key]
             elif key in self.extra:
                 out[key] = self.extra[key]
         for key in KNOWN_KEYS:
@@ -174,15 +177,29 @@ class Memory:
         return meta
 
 
-def _keep_spelling(original: Any, new: Any) -> Any:
-    """Keep a hand-written timestamp's spelling when it still means the same instant."""
-    if isinstance(new, dt.datetime):
-        try:
-            if parse_timestamp(original) == new:
-                return original
-        except (TypeError, ValueError):
-            pass
-    return new
+def _field(memory: Memory, key: str) -> Any:
+    return getattr(memory, key)
+
+
+def _fields_of(document: Document | None) -> dict[str, Any] | None:
+    """The known fields as a Memory read from ``document`` holds them, or None if it cannot."""
+    if document is None:
+        return None
+    try:
+        before = memory_from_document(document)
+    except (GitmemError, ValueError, TypeError, KeyError):
+        return None
+    return {key: _field(before, key) for key in KNOWN_KEYS}
+
+
+def _related_entries(related: tuple[Related, ...], original: Any) -> list[dict[str, Any]]:
+    """``related`` as front-matter, reusing the file's own entry (unknown keys and all) for
+    every relation that is still there."""
+    kept: dict[tuple[str, str], Any] = {}
+    for entry in original if isinstance(original, list) else ():
+        if isinstance(entry, dict):
+            kept.setdefault((str(entry.get("id")), str(entry.get("relationship"))), entry)
+    return [kept.get((r.id, str(r.relationship)), r.to_dict()) for r in related]
 
 
 def _jsonable(value: Any) -> Any:

@@ -63,10 +63,36 @@ def validate(
     )
     if not errors:
         return
-    err = errors[0]
-    where = ".".join(str(p) for p in err.absolute_path) or "front-matter"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise InvalidMemoryError(f"{what} {where}: {_shorten(err.message)}{more}")
+    first = _describe(errors[0])
+    others = sorted({_field_of(e) for e in errors[1:]} - {_field_of(errors[0])})
+    more = f" (also wrong: {', '.join(others)})" if others else ""
+    raise InvalidMemoryError(f"{what} {first}{more}")
+
+
+def _field_of(err: jsonschema.ValidationError) -> str:
+    """The dotted path of the field an error is about (a missing field's own name)."""
+    path = [str(p) for p in err.absolute_path]
+    if err.validator == "required":
+        path.append(_missing(err))
+    return ".".join(path) or "front-matter"
+
+
+def _missing(err: jsonschema.ValidationError) -> str:
+    instance = err.instance if isinstance(err.instance, dict) else {}
+    required = err.validator_value if isinstance(err.validator_value, list) else []
+    names = [str(n) for n in required if n not in instance]
+    return next((n for n in names if repr(n) in err.message), names[0] if names else "?")
+
+
+def _describe(err: jsonschema.ValidationError) -> str:
+    if err.validator == "required":
+        return f"{_field_of(err)}: required field is missing"
+    message = err.message
+    shown = repr(err.instance)
+    if len(shown) > 60 and shown in message:
+        # Clip the value, not the message: "'xxxx…' is too long" must keep its end.
+        message = message.replace(shown, shown[:50] + "…" + shown[-1], 1)
+    return f"{_field_of(err)}: {_shorten(message)}"
 
 
 def _shorten(text: str, limit: int = 200) -> str:

@@ -1,0 +1,285 @@
+"""The front-matter JSON Schema (schemas/memory.schema.json) and its validation (DESIGN §2)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gitmem import schema
+from gitmem.codec import parse
+from gitmem.errors import InvalidMemoryError
+from gitmem.model import (
+    BUILTIN_CATEGORIES,
+    KNOWN_KEYS,
+    Relationship,
+    Scope,
+    Status,
+    Trigger,
+    memory_from_document,
+)
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "memory.schema.json"
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
+
+def valid(**changes: Any) -> dict[str, Any]:
+    """A minimal valid front-matter mapping; a value of None removes that key."""
+    meta: dict[str, Any] = {
+        "id": "mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab",
+        "created_at": dt.datetime(2026, 11, 22, 10, 30, tzinfo=dt.UTC),
+        "updated_at": "2026-11-22T14:02:11Z",
+        "version": 1,
+    }
+    for key, value in changes.items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    return meta
+
+
+def error_of(meta: dict[str, Any]) -> str:
+    with pytest.raises(InvalidMemoryError) as info:
+        schema.validate(meta)
+    return str(info.value)
+
+
+# -- the schema file itself ---------------------------------------------------------------
+
+
+def test_schema_file_is_a_valid_draft_2020_12_schema() -> None:
+    data = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert data["$schema"] == DRAFT_2020_12
+    jsonschema.Draft202012Validator.check_schema(data)
+    assert jsonschema.validators.validator_for(data) is jsonschema.Draft202012Validator
+
+
+def test_loaded_schema_is_the_file() -> None:
+    assert schema.load_schema(schema.MEMORY_SCHEMA) == json.loads(SCHEMA_FILE.read_text("utf-8"))
+
+
+def test_validation_uses_jsonschema() -> None:
+    validator = schema._validator(schema.MEMORY_SCHEMA)
+    assert isinstance(validator, jsonschema.Draft202012Validator)
+    # The message is jsonschema's own, not a hand-written check.
+    assert "is not one of ['repo', 'user']" in error_of(valid(scope="team"))
+
+
+def test_schema_knows_every_field_the_model_knows() -> None:
+    data = schema.load_schema(schema.MEMORY_SCHEMA)
+    assert set(data["properties"]) == set(KNOWN_KEYS)
+    assert data["required"] == ["id", "created_at", "updated_at", "version"]
+    assert data["additionalProperties"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "enum"),
+    [
+        (("scope",), Scope),
+        (("trigger",), Trigger),
+        (("status",), Status),
+        (("related", "items", "properties", "relationship"), Relationship),
+    ],
+)
+def test_schema_enums_match_the_model(path: tuple[str, ...], enum: Any) -> None:
+    node: Any = schema.load_schema(schema.MEMORY_SCHEMA)["properties"]
+    for part in path:
+        node = node[part]
+    assert node["enum"] == [str(member) for member in enum]
+
+
+# -- what passes ------------------------------------------------------------------------
+
+
+def test_minimal_memory_is_valid() -> None:
+    schema.validate(valid())
+
+
+def test_full_memory_is_valid() -> None:
+    schema.validate(
+        valid(
+            title="Prefer pytest fixtures over setUp",
+            scope="repo",
+            category="coding-preferences",
+            tags=["testing", "python"],
+            version=2,
+            supersedes="mem_0a9d",
+            related=[{"id": "mem_77e1", "relationship": "refines"}],
+            agent="hephaestus",
+            session_id="9b1f",
+            trigger="cadence",
+            status="active",
+        )
+    )
+
+
+def test_path_derived_ids_are_valid() -> None:
+    schema.validate(valid(id="skill-specific/python-code-review/my-api/review_history"))
+
+
+@pytest.mark.parametrize("category", [*BUILTIN_CATEGORIES, "team-rituals", "x"])
+def test_category_is_an_open_set(category: str) -> None:
+    schema.validate(valid(category=category))
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "2026-11-22T10:30:00Z",
+        "2026-11-22 10:30:00+00:00",
+        "2026-11-22t10:30:00.123z",
+        "2026-11-22T10:30:00-0500",
+        "2026-11-22",
+        dt.datetime(2026, 11, 22, 10, 30, tzinfo=dt.UTC),
+        dt.datetime(2026, 11, 22, 10, 30),  # naive: taken as UTC
+        dt.date(2026, 11, 22),
+    ],
+)
+def test_timestamp_spellings_are_valid(stamp: Any) -> None:
+    schema.validate(valid(created_at=stamp, updated_at=stamp))
+
+
+def test_unknown_keys_are_allowed_anywhere() -> None:
+    schema.validate(
+        valid(
+            **{"x-reviewed-by": "ana", "confidence": 0.9, "nested": {"when": dt.date(2026, 1, 1)}},
+            related=[{"id": "mem_1", "relationship": "relates-to", "note": "extra key"}],
+        )
+    )
+
+
+def test_design_example_file_validates_and_builds_a_memory() -> None:
+    text = (
+        "---\nid: mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab\ntitle: Prefer pytest fixtures\n"
+        "scope: repo\ncategory: coding-preferences\ntags: [testing, python]\n"
+        "created_at: 2026-11-22T10:30:00Z\nupdated_at: 2026-11-22T14:02:11Z\nversion: 2\n"
+        "supersedes: mem_0a9d\nrelated:\n  - id: mem_77e1\n    relationship: refines\n"
+        "agent: hephaestus\nsession_id: 9b1f\ntrigger: cadence\n---\n\nbody\n"
+    )
+    doc = parse(text)
+    schema.validate(doc.metadata)
+    memory = memory_from_document(doc)
+    assert memory.scope is Scope.REPO
+    assert memory.trigger is Trigger.CADENCE
+    assert memory.related[0].relationship is Relationship.REFINES
+
+
+# -- what fails, and how the message says so ------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["id", "created_at", "updated_at", "version"])
+def test_required_fields(field: str) -> None:
+    message = error_of(valid(**{field: None}))
+    assert message.startswith(f"memory {field}: required field is missing")
+
+
+def test_every_missing_field_is_named() -> None:
+    message = error_of({"title": "t"})
+    assert message.startswith("memory id: required field is missing")
+    assert "also wrong: created_at, updated_at, version" in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "detail"),
+    [
+        ({"scope": "team"}, "scope", "'team' is not one of ['repo', 'user']"),
+        ({"scope": "Repo"}, "scope", "is not one of"),
+        ({"trigger": "cron"}, "trigger", "'cron' is not one of ['cadence', 'compaction'"),
+        ({"status": "deleted"}, "status", "'deleted' is not one of ['active', 'archived']"),
+        (
+            {"related": [{"id": "mem_1", "relationship": "likes"}]},
+            "related.0.relationship",
+            "'likes' is not one of ['supersedes', 'refines', 'contradicts', 'relates-to']",
+        ),
+        ({"related": [{"id": "mem_1"}]}, "related.0.relationship", "required field is missing"),
+        ({"related": [{"relationship": "refines"}]}, "related.0.id", "required field is missing"),
+        ({"related": "mem_1"}, "related", "is not of type 'array'"),
+        ({"related": ["mem_1"]}, "related.0", "is not of type 'object'"),
+        ({"category": ""}, "category", "should be non-empty"),
+        ({"category": 7}, "category", "is not of type 'string'"),
+        ({"tags": "python"}, "tags", "is not of type 'array'"),
+        ({"tags": ["ok", 3]}, "tags.1", "is not of type 'string'"),
+        ({"tags": [""]}, "tags.0", "should be non-empty"),
+        ({"id": ""}, "id", "should be non-empty"),
+        ({"id": "../etc/passwd"}, "id", "does not match"),
+        ({"id": "a/../b"}, "id", "does not match"),
+        ({"id": "/abs"}, "id", "does not match"),
+        ({"id": "has space"}, "id", "does not match"),
+        ({"id": 5}, "id", "is not of type 'string'"),
+        ({"version": 0}, "version", "less than the minimum of 1"),
+        ({"version": "2"}, "version", "is not of type 'integer'"),
+        ({"version": True}, "version", "is not of type 'integer'"),
+        ({"version": 1.5}, "version", "is not of type 'integer'"),
+        ({"created_at": "yesterday"}, "created_at", "does not match"),
+        ({"updated_at": 1732271400}, "updated_at", "is not of type 'string'"),
+        ({"title": True}, "title", "is not of type 'string'"),
+        ({"title": "x" * 501}, "title", "is too long"),
+        ({"supersedes": ""}, "supersedes", "should be non-empty"),
+        ({"agent": ["a"]}, "agent", "is not of type 'string'"),
+        ({"session_id": ""}, "session_id", "should be non-empty"),
+    ],
+)
+def test_bad_fields_are_named(changes: dict[str, Any], field: str, detail: str) -> None:
+    message = error_of(valid(**changes))
+    assert message.startswith(f"memory {field}: ")
+    assert detail in message
+
+
+def test_what_names_the_file() -> None:
+    with pytest.raises(InvalidMemoryError, match=r"^memories/ab/mem_x.md scope: "):
+        schema.validate(valid(scope="team"), what="memories/ab/mem_x.md")
+
+
+def test_long_values_are_shortened_in_messages() -> None:
+    message = error_of(valid(scope="z" * 1000))
+    assert len(message) < 200
+    assert "zzz…' is not one of ['repo', 'user']" in message
+    assert "is too long" in error_of(valid(title="x" * 501))
+
+
+def test_front_matter_that_is_not_a_mapping() -> None:
+    message = error_of(["id", "mem_1"])  # type: ignore[arg-type]
+    assert message.startswith("memory front-matter: ")
+    assert "is not of type 'object'" in message
+
+
+# -- agreement with jsonschema over random documents ----------------------------------------
+
+FIELD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 3),
+    st.sampled_from(["", "repo", "user", "team", "cadence", "active", "archived", "refines",
+                     "mem_1", "2026-11-22T10:30:00Z", "2026-11-22", "not a date", "../x"]),
+    st.lists(st.sampled_from(["a", "", "python"]), max_size=2),
+    st.lists(
+        st.fixed_dictionaries(
+            {"id": st.sampled_from(["mem_1", ""])},
+            optional={"relationship": st.sampled_from(["refines", "likes"])},
+        ),
+        max_size=2,
+    ),
+    st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2100, 1, 1)),
+)
+DOCS = st.dictionaries(st.sampled_from([*KNOWN_KEYS, "x-extra"]), FIELD_VALUES, max_size=8)
+
+
+@given(meta=DOCS)
+def test_property_validate_agrees_with_jsonschema(meta: dict[str, Any]) -> None:
+    expected = jsonschema.Draft202012Validator(schema.load_schema(schema.MEMORY_SCHEMA)).is_valid(
+        schema.to_json_value(meta)
+    )
+    try:
+        schema.validate(meta)
+    except InvalidMemoryError as exc:
+        assert not expected
+        assert str(exc).startswith("memory ")
+    else:
+        assert expected
