@@ -321,3 +321,22 @@ def test_healing_never_overwrites_a_hand_edit(store: Store) -> None:
     assert status_porcelain(store) == f" M {m.path}\n"
     with pytest.raises(DirtyWorktreeError):
         store.update(m.id, "x")
+
+
+def test_store_keeps_working_after_git_gc(any_store: Store, clock: FixedClock) -> None:
+    """Packed objects and packed refs (git gc, git pack-refs) change nothing for the library."""
+    made = a_series_of_writes(any_store, clock)
+    gitdir = any_store.db().gitdir
+    run_git(gitdir, "gc", "-q", "--prune=now")
+    run_git(gitdir, "pack-refs", "--all")
+    assert not (gitdir / "refs" / "heads" / "main").exists()  # the branch lives in packed-refs
+    reopened = gitmem.open(location(any_store), clock=clock)
+    assert reopened.read(made["d"].id).body == "delta\n"
+    head = tip(reopened)
+    u = reopened.update(made["d"].id, "delta, after gc\n")
+    assert u.version == 2
+    assert run_git(gitdir, "log", "-1", "--format=%P").strip() == head
+    assert len(reopened.history(made["c"].id)) == len(any_store.history(made["c"].id))
+    run_git(gitdir, "fsck", "--strict", "--no-dangling")
+    if not any_store.db().bare:
+        assert status_porcelain(reopened) == ""

@@ -599,6 +599,15 @@ def test_open_uses_gitmem_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     opened = gitmem.open()
     assert opened.path == tmp_path / "env-store"
     assert opened.read(m.id).body == "from env"
+    # GITMEM_DIR wins over a project store, and naming nothing is an error, not a new store.
+    run_git(tmp_path, "init", "-q", "project")
+    gitmem.init_project(tmp_path / "project")
+    monkeypatch.chdir(tmp_path / "project")
+    assert gitmem.open().read(m.id).body == "from env"
+    monkeypatch.setenv("GITMEM_DIR", str(tmp_path / "missing"))
+    with pytest.raises(StoreError):
+        gitmem.open()
+    assert not (tmp_path / "missing").exists()
 
 
 def test_open_walks_up_to_the_project_store(tmp_path: Path,
