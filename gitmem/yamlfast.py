@@ -30,6 +30,12 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = yaml.resolver.Resolver()
 
 
+def _resolves_to_str(text: str) -> bool:
+    """Whether a plain scalar reads back as a string (not a bool, number, null, date...)."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return tag == _STR_TAG
+
+
 def _printable(text: str) -> bool:
     """Characters YAML accepts inside a double-quoted scalar once JSON has escaped C0 controls."""
     for ch in text:
@@ -58,7 +64,7 @@ def scalar(value: Any, *, flow: bool = False) -> str | None:
         if (
             pattern.fullmatch(value)
             and value == value.strip()
-            and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
+            and _resolves_to_str(value)
         ):
             return value
         if _printable(value):
@@ -70,7 +76,7 @@ def dump_entry(key: str, value: Any) -> str | None:
     """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump."""
     if (
         not _KEY_RE.fullmatch(key)
-        or _RESOLVER.resolve(yaml.ScalarNode, key, (True, False)) != _STR_TAG
+        or not _resolves_to_str(key)
     ):
         return None
     if isinstance(value, list):
