@@ -232,6 +232,7 @@ class Transaction:
         self.commit: str | None = None
 
     def run(self, action: _Action) -> Any:
+        self.store._refresh_config(self.backend, self.snapshot)
         _, value = action(self.snapshot)
         self.actions.append(action)
         return value
@@ -250,6 +251,8 @@ class _Backend:
     scope: Scope
     db: GitDB
     config: StoreConfig
+    config_blob: pygit2.Oid | None = None
+    """The blob ``config`` was read from, so a newly committed policy is noticed."""
 
 
 class Store:
@@ -287,6 +290,17 @@ class Store:
 
     def config(self, scope: Scope | str | None = None) -> StoreConfig:
         return self._backend(scope).config
+
+    def _refresh_config(self, backend: _Backend, snap: Snapshot) -> None:
+        """Use the config committed at the tip being written to, not the one seen at open:
+        a policy change (a smaller body bound) governs a long-lived store's next write."""
+        blob = snap.blob_id(CONFIG_FILE)
+        if blob is None or blob == backend.config_blob:
+            return
+        data = snap.read(CONFIG_FILE)
+        if data is not None:
+            backend.config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+            backend.config_blob = blob
 
     def _backend(self, scope: Scope | str | None) -> _Backend:
         if scope is None:
@@ -333,6 +347,7 @@ class Store:
             return
 
         def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+            self._refresh_config(backend, snap)
             effects = [action(snap)[0] for action in tx.actions]
             return _spec(effects, None, message or f"transaction: {len(effects)} operations"), None
 
@@ -352,6 +367,7 @@ class Store:
             return tx.run(action)
 
         def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
+            self._refresh_config(backend, snap)
             effect, value = action(snap)
             return _spec([effect], message), value
 

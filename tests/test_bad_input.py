@@ -193,6 +193,19 @@ def test_body_over_the_configured_bound(any_store: Store) -> None:
     assert store.read(exact.id).version == 1
 
 
+def test_a_committed_bound_applies_without_reopening(any_store: Store) -> None:
+    """A policy change that lands while a store is open (a long-lived server) governs its
+    next write: the bound is the one committed at the tip being written to."""
+    first = any_store.create("x" * 150)
+    set_max_body(any_store, 100)  # committed by someone else; any_store is not reopened
+    refused(any_store, TooLargeError, lambda: any_store.create("y" * 101))
+    refused(any_store, TooLargeError, lambda: any_store.append(first.id, "more"))
+    with pytest.raises(TooLargeError), any_store.transaction():
+        any_store.create("z" * 101)
+    assert any_store.config().max_body_bytes == 100
+    assert any_store.create("y" * 100).body == "y" * 100
+
+
 def test_broken_config_is_refused_on_open(any_store: Store) -> None:
     config = any_store.db().snapshot().read("gitmem.yaml")
     assert config is not None
