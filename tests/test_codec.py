@@ -353,10 +353,18 @@ def test_naive_and_enum_values_are_written_faithfully() -> None:
     assert meta["n"] is True
 
 
-def test_unwritable_value_is_a_clear_error() -> None:
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [(object(), "cannot represent an object"), ({"a", "b"}, "a set is not front-matter data"),
+     (b"raw", "a bytes is not front-matter data"), ([frozenset()], "a frozenset is not")],
+)
+def test_unwritable_value_is_a_clear_error(value: Any, what: str) -> None:
+    # Whatever serialize writes, parse must read back: values the hardened loader
+    # would refuse (!!set, !!binary, python tags) are refused on the way out.
     doc = parse(fm("id: a\n"))
-    with pytest.raises(InvalidMemoryError, match="'thing' holds a value YAML cannot write"):
-        serialize(doc.with_changes({"id": "a", "thing": object()}, doc.body))
+    message = f"'thing' holds a value YAML cannot write: {what}"
+    with pytest.raises(InvalidMemoryError, match=message):
+        serialize(doc.with_changes({"id": "a", "thing": value}, doc.body))
 
 
 # -- through the model: a Memory read and written back -----------------------------------
