@@ -519,6 +519,15 @@ class GitDB:
         """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
         assert self.workdir is not None
         full = self.workdir / path
+        # A directory on the way that is a link (or a file) would carry the write
+        # out of the store: lstat only guards the last component.
+        for parent in full.relative_to(self.workdir).parents[:-1]:  # not the root itself
+            try:
+                mode = (self.workdir / parent).lstat().st_mode
+            except FileNotFoundError:
+                continue  # made by the sync
+            if not stat.S_ISDIR(mode):
+                return False
         try:
             st = full.lstat()
         except FileNotFoundError:

@@ -340,3 +340,45 @@ def test_store_keeps_working_after_git_gc(any_store: Store, clock: FixedClock) -
     run_git(gitdir, "fsck", "--strict", "--no-dangling")
     if not any_store.db().bare:
         assert status_porcelain(reopened) == ""
+
+
+def test_symlinked_directory_in_the_worktree_is_not_written_through(store: Store,
+                                                                    tmp_path: Path) -> None:
+    """A directory someone replaced by a link (not committed) must not carry a write out of
+    the store: the library refuses instead of following it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shard_dir = (store.path / memory_path("linked-note")).parent
+    shard_dir.parent.mkdir(parents=True, exist_ok=True)
+    shard_dir.symlink_to(outside)
+    head = tip(store)
+    with pytest.raises(DirtyWorktreeError):
+        store.create("must not land outside", id="linked-note")
+    assert list(outside.iterdir()) == []
+    assert tip(store) == head
+    # The same for a memory already committed in that directory, and for a delete.
+    shard_dir.unlink()
+    m = store.create("inside", id="linked-note")
+    (outside / "linked-note.md").write_bytes((store.path / (m.path or "")).read_bytes())
+    real = store.path / "moved-away"
+    shard_dir.rename(real)
+    shard_dir.symlink_to(outside)
+    head = tip(store)
+    with pytest.raises(DirtyWorktreeError):
+        store.update(m.id, "changed through the link")
+    with pytest.raises(DirtyWorktreeError):
+        store.delete(m.id)
+    assert tip(store) == head
+    assert (outside / "linked-note.md").read_text().endswith("inside")
+
+
+def test_store_reached_through_a_symlinked_path(tmp_path: Path) -> None:
+    """Only links inside the store are refused; the store's own path may be a link."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    gitmem.init(tmp_path / "link" / "store")
+    store = gitmem.open(tmp_path / "link" / "store")
+    m = store.create("through a linked home")
+    assert store.update(m.id, "still fine").version == 2
+    assert (tmp_path / "real" / "store" / (m.path or "")).read_text().endswith("still fine")
+    assert status_porcelain(store) == ""
