@@ -251,3 +251,15 @@ def test_busy_git_index_does_not_fail_a_landed_write(store: Store,
     index_lock.unlink()
     store.create("the next write")
     assert_healthy(store)
+
+
+def test_stale_index_lock_is_removed(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    index_lock = store.db().gitdir / "index.lock"
+    index_lock.write_text("")
+    old = time.time() - 10 * store.db().stale_lock_age
+    os.utime(index_lock, (old, old))
+    with caplog.at_level(logging.WARNING, logger="gitmem"):
+        store.create("written after a crashed git left index.lock")
+    assert not index_lock.exists()
+    assert "stale lock" in caplog.text
+    assert_healthy(store)
