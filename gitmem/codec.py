@@ -27,7 +27,6 @@ import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .clock import format_timestamp
 from .errors import InvalidMemoryError, TooLargeError
 
 MAX_FRONT_MATTER_BYTES = 64 * 1024
@@ -141,7 +140,12 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
     # Aware times are written the way gitmem writes every timestamp (RFC 3339,
     # UTC, ``Z``). A naive one is written naive, so it reads back as what it was.
-    text = format_timestamp(value) if value.tzinfo is not None else value.isoformat()
+    # isoformat, not strftime: glibc's %Y writes year 999 as "999", which YAML
+    # does not read as a timestamp.
+    if value.tzinfo is None:
+        text = value.isoformat()
+    else:
+        text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
     return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
 
 
