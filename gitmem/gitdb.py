@@ -362,13 +362,14 @@ class GitDB:
     # -- writing ----------------------------------------------------------------
 
     def default_author(self) -> Author:
+        # The precedence git itself uses: the environment over user.name / user.email.
         config = self.repo.config
         name = (
-            _config_get(config, "user.name") or os.environ.get("GIT_AUTHOR_NAME") or "gitmem-user"
+            os.environ.get("GIT_AUTHOR_NAME") or _config_get(config, "user.name") or "gitmem-user"
         )
         email = (
-            _config_get(config, "user.email")
-            or os.environ.get("GIT_AUTHOR_EMAIL")
+            os.environ.get("GIT_AUTHOR_EMAIL")
+            or _config_get(config, "user.email")
             or f"{_email_local(name)}@gitmem.invalid"
         )
         return Author(name, email)

@@ -382,3 +382,17 @@ def test_store_reached_through_a_symlinked_path(tmp_path: Path) -> None:
     assert store.update(m.id, "still fine").version == 2
     assert (tmp_path / "real" / "store" / (m.path or "")).read_text().endswith("still fine")
     assert status_porcelain(store) == ""
+
+
+def test_author_follows_git_precedence(any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an agent the author is whoever git would name: GIT_AUTHOR_* beat user.*."""
+    any_store.create("by the configured user")
+    assert log_field(any_store, "%an <%ae>", "-1") == ["Test User <test@example.com>"]
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Env Person")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "env@example.com")
+    any_store.create("by the environment's author")
+    assert log_field(any_store, "%an <%ae>", "-1") == ["Env Person <env@example.com>"]
+    expected = run_git(any_store.db().gitdir, "var", "GIT_AUTHOR_IDENT").rsplit(" ", 2)[0]
+    assert expected == "Env Person <env@example.com>"
+    any_store.create("an agent still wins", agent="hermes")
+    assert log_field(any_store, "%an", "-1") == ["hermes"]
