@@ -16,18 +16,16 @@ import random
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pygit2
 
 import gitmem
-from bench.harness import Config, OpStats, Stopwatch, git, log, size_label
+from bench.harness import Config, Stopwatch, git, log, size_label
 from gitmem.layout import memory_path
-
-T = TypeVar("T")
 
 CHAIN_LENGTH = 5
 """Each populated store holds a supersede chain this long (root plus 4 successors)."""
@@ -151,7 +149,7 @@ class HistoryStore:
 
 @dataclass
 class Context:
-    """Shared state of one benchmark run: configuration, scratch space, fixtures, caches."""
+    """Shared state of one benchmark run: configuration, scratch space, fixtures."""
 
     config: Config
     root: Path
@@ -159,7 +157,6 @@ class Context:
     _bare: dict[int, Populated] = field(default_factory=dict)
     _worktree: dict[int, Populated] = field(default_factory=dict)
     _history: dict[int, HistoryStore] = field(default_factory=dict)
-    _cache: dict[tuple[str, int], Any] = field(default_factory=dict)
     _counter: int = 0
 
     # -- scratch space --------------------------------------------------------------
@@ -169,16 +166,6 @@ class Context:
         path = self.root / f"{self._counter:03d}-{name}"
         path.mkdir(parents=True)
         return path
-
-    def cached(self, key: tuple[str, int], build: Callable[[], T]) -> T:
-        """A measurement shared by scenarios (a baseline measured once per run and size)."""
-        if key not in self._cache:
-            self._cache[key] = build()
-        value: T = self._cache[key]
-        return value
-
-    def cached_stats(self, key: tuple[str, int], build: Callable[[], OpStats]) -> OpStats:
-        return self.cached(key, build)
 
     # -- stores -------------------------------------------------------------------------
 

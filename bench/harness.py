@@ -2,7 +2,7 @@
 
 A scenario is a function ``(ctx) -> list[Row]`` registered with :func:`scenario`. It asks
 the :class:`bench.fixtures.Context` for the stores and checkouts it needs (built once per
-run and shared), times gitmem and its baseline with :func:`measure_ops`, and returns rows
+run and shared), times gitmem and its baseline with :func:`measure_alternating`, and returns rows
 for the table. A scenario whose feature does not exist yet names a ``requires`` check: the
 runner then reports it as pending instead of failing.
 """
@@ -65,18 +65,22 @@ def preset(mode: str) -> Config:
     if mode == "full":
         return Config(
             mode="full",
-            sizes=[1_000, 10_000, 100_000],
+            # The issue's sizes are 1k, 10k and 100k memories and 100k commits. Until the
+            # write path and the index land, importing 100k memories takes ~10 minutes,
+            # history over 100k commits ~30 s a call and latest_version parses every
+            # memory, so the defaults stop where a run takes minutes; the table names the
+            # option that sets each one (--sizes 1000,10000,100000 --history-commits
+            # 100000 --latest-size 100000 for the issue's sizes).
+            sizes=[1_000, 10_000],
             worktree_sizes=[1_000, 10_000],
-            read_size=100_000,
-            history_commits=100_000,
-            # The issue asks for 100k; without the index one call parses every memory
-            # (2-5 ms each), so 100k would take minutes per call. --latest-size 100000.
+            read_size=10_000,
+            history_commits=20_000,
             latest_size=1_000,
             writers=[1, 2, 4, 8],
             writers_size=10_000,
             repeat=5,
             ops=100,
-            git_ops=30,
+            git_ops=20,
             reads=1_000,
             writer_ops=50,
         )
@@ -124,7 +128,7 @@ def sizes_config(base: Config, sizes: Sequence[int]) -> Config:
     base.sizes = sorted(set(sizes))
     base.worktree_sizes = [n for n in base.sizes if n <= 10_000] or [min(base.sizes)]
     base.read_size = top
-    base.history_commits = max(top, base.history_updates + 2)
+    base.history_commits = max(min(top, base.history_commits), base.history_updates + 2)
     base.latest_size = min(base.sizes)
     base.writers_size = min(top, 10_000)
     base.mode = f"{base.mode}, sizes {','.join(size_label(n) for n in base.sizes)}"
@@ -152,10 +156,14 @@ class OpStats:
     """Repeated timed runs of one operation: per-run throughput and latency percentiles."""
 
     rates: list[float]
-    """Operations per second, one per run."""
+    """Operations per second of wall time, one per run."""
     p50s: list[float]
     """Median latency of one operation in seconds, one per run."""
     p99s: list[float]
+    cpu_rates: list[float]
+    """Operations per second of this process's CPU time, one per run. Other work on the
+    machine barely moves it, so it shows what wall-clock figures lose to a busy machine
+    (meaningless for baselines that run in a child process)."""
     ops: int
 
     @property
@@ -167,6 +175,10 @@ class OpStats:
         return statistics.median(self.rates)
 
     @property
+    def cpu_rate(self) -> float:
+        return statistics.median(self.cpu_rates)
+
+    @property
     def p50(self) -> float:
         return statistics.median(self.p50s)
 
@@ -175,35 +187,64 @@ class OpStats:
         return statistics.median(self.p99s)
 
 
-def measure_ops(
-    op: Callable[[int], object], *, ops: int, repeat: int, warmup: int, start: int = 0
-) -> OpStats:
-    """Time ``repeat`` runs of ``ops`` calls of ``op(i)`` after ``warmup`` untimed calls.
+@dataclass
+class Timed:
+    """One operation to time: ``op(i)`` is called with a counter unique across all its calls."""
 
-    ``i`` counts every call (warm-up included) from ``start``, so an operation that
-    creates something can make it unique.
-    """
-    counter = start
-    for _ in range(warmup):
-        op(counter)
-        counter += 1
-    rates: list[float] = []
-    p50s: list[float] = []
-    p99s: list[float] = []
-    clock = time.perf_counter
-    for _ in range(repeat):
+    op: Callable[[int], object]
+    ops: int
+    warmup: int
+    counter: int = 0
+    latencies: list[list[float]] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+
+    def warm(self) -> None:
+        for _ in range(self.warmup):
+            self.op(self.counter)
+            self.counter += 1
+
+    def run(self) -> None:
+        clock, cpu = time.perf_counter, time.process_time
         latencies: list[float] = []
+        cpu_start = cpu()
         run_start = clock()
-        for _ in range(ops):
+        for _ in range(self.ops):
             t0 = clock()
-            op(counter)
+            self.op(self.counter)
             latencies.append(clock() - t0)
-            counter += 1
-        elapsed = clock() - run_start
-        rates.append(ops / elapsed if elapsed > 0 else math.inf)
-        p50s.append(percentile(latencies, 50))
-        p99s.append(percentile(latencies, 99))
-    return OpStats(rates, p50s, p99s, ops)
+            self.counter += 1
+        self.walls.append(clock() - run_start)
+        self.cpus.append(cpu() - cpu_start)
+        self.latencies.append(latencies)
+
+    def stats(self) -> OpStats:
+        return OpStats(
+            rates=[self.ops / w if w > 0 else math.inf for w in self.walls],
+            p50s=[percentile(lat, 50) for lat in self.latencies],
+            p99s=[percentile(lat, 99) for lat in self.latencies],
+            cpu_rates=[self.ops / c if c > 0 else math.inf for c in self.cpus],
+            ops=self.ops,
+        )
+
+
+def measure_alternating(items: Sequence[Timed], repeat: int) -> list[OpStats]:
+    """Time ``repeat`` runs of each item, alternating items run by run, after their warm-ups.
+
+    Alternating puts gitmem and its baseline under the same conditions: a burst of other
+    work on the machine lands on both instead of on whichever ran at the time.
+    """
+    for item in items:
+        item.warm()
+    for _ in range(repeat):
+        for item in items:
+            item.run()
+    return [item.stats() for item in items]
+
+
+def measure_ops(op: Callable[[int], object], *, ops: int, repeat: int, warmup: int) -> OpStats:
+    """Time ``repeat`` runs of ``ops`` calls of ``op(i)`` after ``warmup`` untimed calls."""
+    return measure_alternating([Timed(op, ops, warmup)], repeat)[0]
 
 
 def median(values: Sequence[float]) -> float:

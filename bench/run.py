@@ -3,7 +3,8 @@
 Examples::
 
     python -m bench --quick                 # about a minute
-    python -m bench --out docs/bench.md     # the sizes (1k, 10k, 100k): minutes
+    python -m bench --out results.md        # 1k and 10k memories, 20k commits: minutes
+    python -m bench --sizes 1000,10000,100000 --history-commits 100000   # the sizes
     python -m bench --sizes 1000,10000 --repeat 3
     python -m bench --tiny                  # seconds: proves the command works
     python -m bench --only read,history --quick
@@ -64,8 +65,9 @@ def parser() -> argparse.ArgumentParser:
         "--sizes",
         type=_ints,
         help="store sizes for create and bulk import, e.g. 1000,10000,100000 "
-        "(the largest also sets read and store size; history, latest_version and writers "
-        "follow, capped at 10k for the slow ones)",
+        "(the largest also sets read and store size; work-tree create uses those up to 10k, "
+        "writers the largest up to 10k, latest_version the smallest, history the largest "
+        "up to the preset's commits)",
     )
     p.add_argument("--worktree-sizes", type=_ints, help="sizes for work-tree create")
     p.add_argument("--history-commits", type=int, help="commits in the history store")

@@ -41,9 +41,10 @@ from bench.harness import (
     OpStats,
     Row,
     Stopwatch,
+    Timed,
     git,
     log,
-    measure_ops,
+    measure_alternating,
     median,
     ms,
     scenario,
@@ -58,9 +59,11 @@ TARGET_COMMITS = 100_000
 TARGET_WRITERS = 8
 
 
-def _at(size: int, target_size: int) -> str:
+def _at(size: int, target_size: int, option: str) -> str:
     """A note when a target stated for one size is checked at another."""
-    return "" if size == target_size else f"target is stated for {size_label(target_size)}"
+    if size == target_size:
+        return ""
+    return f"the issue's size is {size_label(target_size)} (set it with {option})"
 
 
 def _join(*notes: str) -> str:
@@ -75,7 +78,7 @@ def _pool(ctx: Context, count: int) -> list[Fields]:
     return [fields_for(i, rng) for i in range(count)]
 
 
-def _gitmem_creates(ctx: Context, path: Path) -> OpStats:
+def _gitmem_creates(ctx: Context, path: Path) -> Timed:
     config = ctx.config
     store = gitmem.open(path)
     pool = _pool(ctx, config.warmup + config.repeat * config.ops)
@@ -84,7 +87,7 @@ def _gitmem_creates(ctx: Context, path: Path) -> OpStats:
         fields = pool[i]
         store.create(fields.body, **fields.create_kwargs())
 
-    return measure_ops(op, ops=config.ops, repeat=config.repeat, warmup=config.warmup)
+    return Timed(op, config.ops, config.warmup)
 
 
 def _rendered(ctx: Context, count: int) -> list[tuple[str, bytes, str]]:
@@ -99,10 +102,9 @@ def _rendered(ctx: Context, count: int) -> list[tuple[str, bytes, str]]:
     return out
 
 
-def _git_creates(ctx: Context, size: int) -> OpStats:
-    """``git add`` + ``git commit`` of one new file per memory, in a checkout of ``size`` files."""
+def _git_creates(ctx: Context, checkout: Path) -> Timed:
+    """``git add`` + ``git commit`` of one new file per memory, in a checkout."""
     config = ctx.config
-    checkout = ctx.checkout(size)
     items = _rendered(ctx, config.warmup + config.repeat * config.git_ops)
     for rel, _, _ in items:
         (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -113,28 +115,23 @@ def _git_creates(ctx: Context, size: int) -> OpStats:
         git(checkout, "add", "--", rel)
         git(checkout, "commit", "-q", "--no-verify", "-m", message)
 
-    log(f"  baseline: git add + git commit in a checkout of {size:,} files")
-    return measure_ops(op, ops=config.git_ops, repeat=config.repeat, warmup=config.warmup)
+    return Timed(op, config.git_ops, config.warmup)
 
 
-def _plain_writes(ctx: Context, size: int) -> OpStats:
-    """The same files written into the same directory tree, without git; removed afterwards."""
+def _plain_writes(ctx: Context, checkout: Path) -> tuple[Timed, list[Path]]:
+    """The same files written into the checkout's tree, without git (remove them after)."""
     config = ctx.config
-    checkout = ctx.checkout(size)
     items = _rendered(ctx, config.warmup + config.repeat * config.ops)
-    paths = [str(checkout / rel) for rel, _, _ in items]
+    paths = [checkout / rel for rel, _, _ in items]
     for path in paths:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    names = [str(path) for path in paths]
 
     def op(i: int) -> None:
-        with open(paths[i], "wb") as fh:
+        with open(names[i], "wb") as fh:
             fh.write(items[i][1])
 
-    try:
-        return measure_ops(op, ops=config.ops, repeat=config.repeat, warmup=config.warmup)
-    finally:
-        for path in paths:
-            Path(path).unlink(missing_ok=True)
+    return Timed(op, config.ops, config.warmup), paths
 
 
 def _create_rows(
@@ -144,14 +141,25 @@ def _create_rows(
     target: str,
     met: Callable[[float], bool],
     target_size: int,
+    option: str,
 ) -> list[Row]:
     size = populated.size
-    log(f"create into a {kind} store of {size:,} memories")
-    stats = _gitmem_creates(ctx, populated.path)
-    git_stats = ctx.cached_stats(("git-create", size), lambda: _git_creates(ctx, size))
-    plain = ctx.cached_stats(("plain-create", size), lambda: _plain_writes(ctx, size))
+    checkout = ctx.checkout(size)
+    log(f"create into a {kind} store of {size:,} memories, beside git and plain writes")
+    plain_timed, written = _plain_writes(ctx, checkout)
+    try:
+        stats, git_stats, plain = measure_alternating(
+            [_gitmem_creates(ctx, populated.path), _git_creates(ctx, checkout), plain_timed],
+            ctx.config.repeat,
+        )
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)
     label = f"{size_label(size)} memories"
-    latency = f"p50 {ms(stats.p50):.2f} ms, p99 {ms(stats.p99):.2f} ms per create"
+    latency = (
+        f"p50 {ms(stats.p50):.2f} ms, p99 {ms(stats.p99):.2f} ms per create; "
+        f"{stats.cpu_rate:,.0f}/s of CPU time"
+    )
     return [
         Row(
             f"create one memory, {kind} store",
@@ -163,7 +171,7 @@ def _create_rows(
             runs=stats.runs,
             target=target,
             met=met(stats.rate),
-            note=_join(latency, _at(size, target_size)),
+            note=_join(latency, _at(size, target_size, option)),
         ),
         Row(
             f"create one memory, {kind} store",
@@ -184,7 +192,13 @@ def create_bare(ctx: Context) -> list[Row]:
     for size in ctx.config.sizes:
         populated = ctx.bare_store(size)
         new = _create_rows(
-            ctx, "bare", populated, "≥ 1,000/s at 100k", lambda r: r >= 1000, TARGET_MEMORIES
+            ctx,
+            "bare",
+            populated,
+            "≥ 1,000/s at 100k",
+            lambda r: r >= 1000,
+            TARGET_MEMORIES,
+            "--sizes",
         )
         rates[size] = new[0].value or 0.0
         rows.extend(new)
@@ -213,7 +227,13 @@ def create_worktree(ctx: Context) -> list[Row]:
         populated = ctx.worktree_store(size)
         rows.extend(
             _create_rows(
-                ctx, "work-tree", populated, "≥ 100/s at 10k", lambda r: r >= 100, TARGET_WORKTREE
+                ctx,
+                "work-tree",
+                populated,
+                "≥ 100/s at 10k",
+                lambda r: r >= 100,
+                TARGET_WORKTREE,
+                "--worktree-sizes",
             )
         )
     return rows
@@ -230,14 +250,14 @@ def bulk_import(ctx: Context) -> list[Row]:
         populated = ctx.bare_store(size)
         seconds = [populated.import_seconds]
         if size <= config.bulk_repeat_max:
-            for _ in range(config.repeat - 1):
+            for _ in range(config.slow_repeat - 1):
                 path = ctx.new_dir(f"reimport-{size_label(size)}") / "store.git"
                 seconds.append(populate(path, size, bare=True, rng=ctx.rng).import_seconds)
         stream = ctx.new_dir(f"stream-{size_label(size)}") / "import.fast-import"
         raw = write_import_stream(populated.path, populated.commit, stream)
 
         timings: list[float] = []
-        for _ in range(config.repeat):
+        for _ in range(config.slow_repeat):
             target = ctx.new_dir("fast-import") / "repo.git"
             git(target.parent, "init", "-q", "--bare", str(target))
             with Stopwatch() as watch:
@@ -273,30 +293,24 @@ def bulk_import(ctx: Context) -> list[Row]:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _file_reads(ctx: Context, checkout: Path, sample: list[str]) -> OpStats:
-    config = ctx.config
-    paths = [str(checkout / memory_path(mid)) for mid in sample]
-
-    def op(i: int) -> None:
-        with open(paths[i % len(paths)], "rb") as fh:
-            fh.read()
-
-    return measure_ops(op, ops=len(paths), repeat=config.repeat, warmup=min(50, len(paths)))
-
-
 def _read_stats(ctx: Context, populated: Populated) -> tuple[OpStats, OpStats, int]:
+    """store.read of random ids, alternating with reads of the same files from the checkout."""
     config = ctx.config
     sample = random.Random(config.seed).sample(populated.ids, min(config.reads, len(populated.ids)))
     store = gitmem.open(populated.path)
+    assert populated.checkout is not None
+    paths = [str(populated.checkout / memory_path(mid)) for mid in sample]
 
     def op(i: int) -> None:
         store.read(sample[i % len(sample)])
 
-    stats = measure_ops(op, ops=len(sample), repeat=config.repeat, warmup=min(50, len(sample)))
-    assert populated.checkout is not None
-    checkout = populated.checkout
-    baseline = ctx.cached_stats(
-        ("file-read", populated.size), lambda: _file_reads(ctx, checkout, sample)
+    def file_op(i: int) -> None:
+        with open(paths[i % len(paths)], "rb") as fh:
+            fh.read()
+
+    warmup = min(50, len(sample))
+    stats, baseline = measure_alternating(
+        [Timed(op, len(sample), warmup), Timed(file_op, len(paths), warmup)], config.repeat
     )
     return stats, baseline, len(sample)
 
@@ -315,7 +329,10 @@ def _read_rows(stats: OpStats, baseline: OpStats, size: int, reads: int, when: s
             runs=stats.runs,
             target="≤ 1 ms",
             met=ms(stats.p50) <= 1.0,
-            note=_join(f"{reads} random ids per run", _at(size, TARGET_MEMORIES)),
+            note=_join(
+                f"{reads} random ids per run; {1e3 / stats.cpu_rate:.2f} ms of CPU per read",
+                _at(size, TARGET_MEMORIES, "--sizes"),
+            ),
         ),
         Row(
             f"read by id{when}",
@@ -361,8 +378,9 @@ def history(ctx: Context) -> list[Row]:
         if len(out.split()) != hist.versions:
             raise AssertionError(f"git log --follow found {len(out.split())} commits")
 
-    stats = measure_ops(op, ops=1, repeat=config.slow_repeat, warmup=1)
-    baseline = measure_ops(git_op, ops=1, repeat=config.slow_repeat, warmup=1)
+    stats, baseline = measure_alternating(
+        [Timed(op, 1, 1), Timed(git_op, 1, 1)], config.slow_repeat
+    )
     value = ms(stats.p50)
     ratio = baseline.p50 / stats.p50
     return [
@@ -378,8 +396,9 @@ def history(ctx: Context) -> list[Row]:
             target="≤ 10 ms and ≥ 50x faster",
             met=value <= 10.0 and ratio >= 50.0,
             note=_join(
+                f"{ms(1 / stats.cpu_rate):,.0f} ms of CPU per call",
                 f"history written with git fast-import in {hist.build_seconds:.0f} s",
-                _at(hist.commits, TARGET_COMMITS),
+                _at(hist.commits, TARGET_COMMITS, "--history-commits"),
             ),
         )
     ]
@@ -424,8 +443,9 @@ def latest_version(ctx: Context) -> list[Row]:
         if found != last:
             raise AssertionError(f"the seed scan gave {found}, expected {last}")
 
-    stats = measure_ops(op, ops=1, repeat=config.slow_repeat, warmup=1)
-    baseline = measure_ops(seed_op, ops=1, repeat=config.slow_repeat, warmup=1)
+    stats, baseline = measure_alternating(
+        [Timed(op, 1, 1), Timed(seed_op, 1, 1)], config.slow_repeat
+    )
     value = ms(stats.p50)
     slow = config.latest_size < TARGET_MEMORIES
     linear = stats.p50 * TARGET_MEMORIES / populated.size
@@ -442,11 +462,11 @@ def latest_version(ctx: Context) -> list[Row]:
             target="≤ 1 ms",
             met=value <= 1.0,
             note=_join(
-                "size set by --latest-size: without the index each call parses every "
-                f"memory, so ≈ {linear:.0f} s at 100k if linear"
+                "without the index each call parses every memory, "
+                f"so ≈ {linear:.0f} s at 100k if linear"
                 if slow
                 else "",
-                _at(populated.size, TARGET_MEMORIES),
+                _at(populated.size, TARGET_MEMORIES, "--latest-size"),
             ),
         )
     ]
@@ -479,8 +499,9 @@ def search(ctx: Context) -> list[Row]:
             command = ["grep", "-rnE", pattern, "memories"]
             subprocess.run(command, cwd=checkout, capture_output=True, check=False)
 
-        stats = measure_ops(op, ops=5, repeat=config.repeat, warmup=2)
-        baseline = measure_ops(grep_op, ops=1, repeat=config.repeat, warmup=1)
+        stats, baseline = measure_alternating(
+            [Timed(op, 5, 2), Timed(grep_op, 1, 1)], config.repeat
+        )
         value = ms(stats.p50)
         ratio = baseline.p50 / stats.p50
         fts = mode == "fts"
@@ -496,7 +517,7 @@ def search(ctx: Context) -> list[Row]:
                 runs=stats.runs,
                 target="≤ 20 ms and ≥ 20x faster than grep" if fts else "",
                 met=(value <= 20.0 and ratio >= 20.0) if fts else None,
-                note=_at(populated.size, TARGET_MEMORIES),
+                note=_at(populated.size, TARGET_MEMORIES, "--sizes"),
             )
         )
     return rows
@@ -541,6 +562,7 @@ def writers(ctx: Context) -> list[Row]:
         acknowledged = [mid for r in rounds for mid in r.acknowledged]
         lost = lost_writes(populated.path, acknowledged)
         errors = sum(len(r.errors) for r in rounds)
+        cpu_ms = 1e3 * sum(r.cpu_seconds for r in rounds) / max(1, sum(r.timed for r in rounds))
         rates[count] = median([r.rate for r in rounds])
         if count not in config.writers:
             continue
@@ -559,7 +581,8 @@ def writers(ctx: Context) -> list[Row]:
                 target="0 lost writes" + ("; ≥ 1 writer's rate" if eight else ""),
                 met=met,
                 note=f"{len(lost)} lost of {len(acknowledged)} acknowledged; {errors} errors"
-                + (f" (first: {rounds[0].errors[0][:80]})" if errors and rounds[0].errors else ""),
+                + (f" (first: {rounds[0].errors[0][:80]})" if errors and rounds[0].errors else "")
+                + f"; {cpu_ms:.1f} ms of CPU per commit, all writers together",
             )
         )
     return rows

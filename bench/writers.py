@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import resource
 import time
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
@@ -32,6 +33,8 @@ class WriterResult:
     errors: list[str]
     start: float
     end: float
+    cpu: float
+    """CPU seconds (user + system) this writer spent in the round."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class RoundResult:
     """Creates inside the timed span."""
     errors: list[str]
     seconds: float
+    cpu_seconds: float
+    """CPU time of all writers in the round: above one writer's per-commit share, it is
+    work thrown away by lost compare-and-swap races and retries."""
 
     @property
     def rate(self) -> float:
@@ -68,6 +74,7 @@ def _writer(
         ids: list[str] = warm_ids if number == 0 else []
         errors: list[str] = warm_errors if number == 0 else []
         barrier.wait()
+        cpu_start = _cpu()
         start = time.perf_counter()
         for fields in batch:
             try:
@@ -75,8 +82,14 @@ def _writer(
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
         end = time.perf_counter()
+        cpu = _cpu() - cpu_start
         timed = len(ids) - (len(warm_ids) if number == 0 else 0)
-        results.put((number, WriterResult(ids, errors, start, end), timed))
+        results.put((number, WriterResult(ids, errors, start, end, cpu), timed))
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_rounds(path: Path, writers: int, ops: int, rounds: int, seed: int) -> list[RoundResult]:
@@ -114,6 +127,7 @@ def run_rounds(path: Path, writers: int, ops: int, rounds: int, seed: int) -> li
                 sum(timed for _, timed in mine),
                 [err for result, _ in mine for err in result.errors],
                 max(r.end for r, _ in mine) - min(r.start for r, _ in mine),
+                sum(r.cpu for r, _ in mine),
             )
         )
     return out
