@@ -52,6 +52,19 @@ def machine() -> dict[str, str]:
     }
 
 
+def cpu_stall_total() -> float | None:
+    """Seconds some task has waited for a CPU since boot (Linux PSI), or None if unknown."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("some "):
+                    fields = dict(part.split("=") for part in line.split()[1:])
+                    return int(fields["total"]) / 1e6
+    except (OSError, KeyError, ValueError):
+        return None
+    return None
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -93,6 +106,7 @@ def document(
     command: str,
     seconds: float,
     load: tuple[float, float] = (0.0, 0.0),
+    cpu_stall: float | None = None,
 ) -> str:
     info = machine()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -103,8 +117,17 @@ def document(
             f"- command: `{command}` ({seconds:.0f} s, {when})",
             f"- machine: {info['cpus']} CPUs, {info['platform']}; Python {info['python']}, "
             f"git {info['git']}, pygit2 {info['pygit2']} (libgit2 {info['libgit2']}), "
-            f"gitmem {info['gitmem']}; 1-minute load average {load[0]:.2f} at the start, "
-            f"{load[1]:.2f} at the end (other work on the machine slows every figure)",
+            f"gitmem {info['gitmem']}",
+            f"- machine load: 1-minute load average {load[0]:.2f} at the start, {load[1]:.2f} "
+            "at the end"
+            + (
+                f"; some task was waiting for a CPU {100 * cpu_stall:.0f}% of the run "
+                "(Linux PSI)"
+                if cpu_stall is not None
+                else ""
+            )
+            + ". Other work on the machine slows every wall-clock figure; the CPU-time "
+            "figures in the notes move much less",
             f"- each figure is the median of `runs` timed runs after {config.warmup} warm-up "
             f"operation(s); a create run is {config.ops} creates ({config.git_ops} for the "
             "git baseline), a read run is one pass over the sampled ids; the baseline is "

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import bench.scenarios  # noqa: F401  (registers the scenarios)
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config
-from bench.report import document
+from bench.report import cpu_stall_total, document
 
 
 def _ints(text: str) -> list[int]:
@@ -172,9 +172,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
+    stall_before = cpu_stall_total()
     rows, ok = run(config)
+    seconds = time.perf_counter() - started
     load = (load_before, os.getloadavg()[0])
-    text = document(rows, config, command.strip(), time.perf_counter() - started, load)
+    stall_after = cpu_stall_total()
+    stall = (
+        (stall_after - stall_before) / seconds
+        if stall_before is not None and stall_after is not None and seconds > 0
+        else None
+    )
+    text = document(rows, config, command.strip(), seconds, load, stall)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

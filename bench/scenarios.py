@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import frontmatter
+import pygit2
 
 import gitmem
 from bench.fixtures import (
@@ -134,6 +135,37 @@ def _plain_writes(ctx: Context, checkout: Path) -> tuple[Timed, list[Path]]:
     return Timed(op, config.ops, config.warmup), paths
 
 
+def _pygit2_floor(ctx: Context, path: Path) -> Timed:
+    """The same commit made with bare pygit2 calls: a blob, the three trees along its path,
+    the commit, the ref update. No encoding, validation or retry: what the write path's git
+    work costs, so the distance to gitmem's rate is gitmem's own Python."""
+    config = ctx.config
+    repo = pygit2.Repository(str(path))
+    items = _rendered(ctx, config.warmup + config.repeat * config.ops)
+    signature = pygit2.Signature("bench", "bench@bench.invalid")
+
+    def op(i: int) -> None:
+        rel, data, message = items[i]
+        top, shard, name = rel.split("/")
+        ref = repo.lookup_reference("refs/heads/main")
+        parent = repo[ref.target].peel(pygit2.Commit)
+        root = parent.tree
+        memories = repo[root[top].id].peel(pygit2.Tree)
+        existing = repo[memories[shard].id].peel(pygit2.Tree) if shard in memories else None
+        leaf = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
+        leaf.insert(name, repo.create_blob(data), pygit2.enums.FileMode.BLOB)
+        middle = repo.TreeBuilder(memories)
+        middle.insert(shard, leaf.write(), pygit2.enums.FileMode.TREE)
+        top_builder = repo.TreeBuilder(root)
+        top_builder.insert(top, middle.write(), pygit2.enums.FileMode.TREE)
+        commit = repo.create_commit(
+            None, signature, signature, message, top_builder.write(), [parent.id]
+        )
+        ref.set_target(commit, "bench: pygit2 floor")
+
+    return Timed(op, config.ops, config.warmup)
+
+
 def _create_rows(
     ctx: Context,
     kind: str,
@@ -145,13 +177,13 @@ def _create_rows(
 ) -> list[Row]:
     size = populated.size
     checkout = ctx.checkout(size)
-    log(f"create into a {kind} store of {size:,} memories, beside git and plain writes")
+    log(f"create into a {kind} store of {size:,} memories, beside its baselines")
     plain_timed, written = _plain_writes(ctx, checkout)
+    items = [_gitmem_creates(ctx, populated.path), _git_creates(ctx, checkout), plain_timed]
+    if populated.bare:  # raw commits would leave a work tree behind its branch
+        items.append(_pygit2_floor(ctx, populated.path))
     try:
-        stats, git_stats, plain = measure_alternating(
-            [_gitmem_creates(ctx, populated.path), _git_creates(ctx, checkout), plain_timed],
-            ctx.config.repeat,
-        )
+        stats, git_stats, plain, *floor = measure_alternating(items, ctx.config.repeat)
     finally:
         for path in written:
             path.unlink(missing_ok=True)
@@ -182,6 +214,18 @@ def _create_rows(
             plain.rate,
             runs=stats.runs,
         ),
+    ] + [
+        Row(
+            f"create one memory, {kind} store",
+            label,
+            "commits/s",
+            stats.rate,
+            "pygit2 floor: blob + 3 trees + commit + ref, no encoding",
+            raw.rate,
+            runs=stats.runs,
+            note=f"floor: {raw.cpu_rate:,.0f}/s of CPU time",
+        )
+        for raw in floor
     ]
 
 
@@ -594,8 +638,6 @@ def writers(ctx: Context) -> list[Row]:
 @scenario("store-size", "store size on disk before and after git gc")
 def store_size(ctx: Context) -> list[Row]:
     """Runs last: ``git gc`` packs the store, so reads are measured again after it."""
-    import pygit2
-
     populated = ctx.bare_store(ctx.config.read_size)
     path = populated.path
     repo = pygit2.Repository(str(path))
