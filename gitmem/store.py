@@ -47,6 +47,7 @@ from .gitdb import (
     blob_data,
     parse_trailers,
 )
+from .index import Index, IndexStats, Progress
 from .layout import (
     ATTRIBUTES_FILE,
     CONFIG_FILE,
@@ -253,6 +254,8 @@ class _Backend:
     config: StoreConfig
     config_blob: pygit2.Oid | None = None
     """The blob ``config`` was read from, so a newly committed policy is noticed."""
+    index: Index | None = None
+    """The derived SQLite index, opened on first use."""
 
 
 class Store:
@@ -262,7 +265,13 @@ class Store:
     ``default_scope`` unless a ``scope=`` says otherwise.
     """
 
-    def __init__(self, backends: Sequence[_Backend], *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        backends: Sequence[_Backend],
+        *,
+        clock: Clock | None = None,
+        use_index: bool = True,
+    ) -> None:
         if not backends:
             raise StoreError("a Store needs at least one repository")
         self._backends: dict[Scope, _Backend] = {}
@@ -273,6 +282,8 @@ class Store:
         for backend in self._backends.values():
             backend.db.clock = self.clock
         self._tx = threading.local()
+        self.use_index = use_index
+        """Serve list, history, latest_version and search from the SQLite index (else scan git)."""
 
     # -- opening ---------------------------------------------------------------------
 
@@ -353,6 +364,38 @@ class Store:
 
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
+
+    def _index(self, backend: _Backend, at: At = None) -> Index | None:
+        """The backend's index, or None where it cannot answer (a past ``at``, a
+        transaction's staged writes, or the index switched off)."""
+        if not self.use_index or at is not None:
+            return None
+        tx = self._active_tx()
+        if tx is not None and tx.backend is backend:
+            return None
+        if backend.index is None:
+            backend.index = Index(
+                backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
+            )
+        return backend.index
+
+    def index(self, scope: Scope | str | None = None) -> Index:
+        """The derived index of one scope (opened, not yet caught up)."""
+        backend = self._backend(scope)
+        found = self._index(backend)
+        if found is None:
+            if backend.index is None:
+                backend.index = Index(
+                    backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
+                )
+            return backend.index
+        return found
+
+    def reindex(
+        self, *, scope: Scope | str | None = None, progress: Progress | None = None
+    ) -> builtins.list[IndexStats]:
+        """Rebuild the index from git (``gitmem reindex``); returns what each scope holds."""
+        return [self.index(b.scope).rebuild(progress) for b in self._ordered(scope)]
 
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)
@@ -873,6 +916,19 @@ class Store:
         wanted_tags = set(_tags(tags)) if tags else set()
         out: builtins.list[Memory] = []
         for backend in self._ordered(scope):
+            index = self._index(backend, at)
+            if index is not None:
+                out.extend(
+                    index.select(
+                        category=category,
+                        tags=sorted(wanted_tags),
+                        include_superseded=include_superseded,
+                        include_archived=include_archived,
+                    )
+                )
+                for path, problem in index.problems():
+                    log.warning("skipping %s: %s", path, problem)
+                continue
             memories, _ = self._scan(backend, self._snapshot(backend, at))
             superseded = {m.supersedes for m in memories if m.supersedes}
             for memory in memories:
@@ -892,6 +948,10 @@ class Store:
         """Files under ``memories/`` that are not valid memories, with the reason."""
         found: builtins.list[Problem] = []
         for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is not None:
+                found.extend(Problem(p, m, backend.scope) for p, m in index.problems())
+                continue
             _, problems = self._scan(backend, self._snapshot(backend, None))
             found.extend(problems)
         return found
@@ -956,7 +1016,12 @@ class Store:
     def _last_known(self, id: str) -> Memory | None:
         """A deleted memory as it last was, from history (chains may run through deleted ones)."""
         for backend in self._ordered(None):
-            data = self._find_past(backend, memory_path(id), None)
+            index = self._index(backend)
+            if index is not None:
+                blob = index.last_blob(id)
+                data = blob_data(backend.db.repo, pygit2.Oid(hex=blob)) if blob else None
+            else:
+                data = self._find_past(backend, memory_path(id), None)
             if data is not None:
                 with contextlib.suppress(GitmemError):
                     return self._decode(backend, data, memory_path(id))
@@ -969,9 +1034,7 @@ class Store:
         then the later ``updated_at``, then the id; a warning is logged.
         """
         check_id(id)
-        all_memories = self.list(include_superseded=True, include_archived=True)
-        successors = successor_map(all_memories)
-        latest_id, _, warnings = walk_forward(id, successors)
+        latest_id, _, warnings = walk_forward(id, self._successors_of)
         for warning in warnings:
             log.warning("%s", warning)
         return self.read(latest_id)
@@ -979,8 +1042,18 @@ class Store:
     def successors(self, id: str) -> builtins.list[Memory]:
         """Memories that name ``id`` in ``supersedes`` (more than one is a fork)."""
         check_id(id)
-        all_memories = self.list(include_superseded=True, include_archived=True)
-        return successor_map(all_memories).get(id, [])
+        return self._successors_of(id)
+
+    def _successors_of(self, id: str) -> builtins.list[Memory]:
+        found: builtins.list[Memory] = []
+        for backend in self._ordered(None):
+            index = self._index(backend)
+            if index is not None:
+                found.extend(index.successors(id))
+                continue
+            memories, _ = self._scan(backend, self._snapshot(backend, None))
+            found.extend(successor_map(memories).get(id, []))
+        return found
 
     def history(self, id: str, *, max_depth: int = 1000) -> History:
         """Every version along the chain ending at ``id``, oldest first.
@@ -1009,7 +1082,7 @@ class Store:
         # clock may disagree with gitmem's); only separate scopes are merged by time.
         versions = builtins.list(
             heapq.merge(
-                *(self._file_versions(b, ids, warnings) for b in self._ordered(None)),
+                *(self._versions_of(b, ids, warnings) for b in self._ordered(None)),
                 key=lambda v: v.time,
             )
         )
@@ -1019,9 +1092,41 @@ class Store:
             log.warning("%s", warning)
         return History(versions, warnings)
 
+    def _versions_of(
+        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+    ) -> builtins.list[Version]:
+        index = self._index(backend)
+        if index is None:
+            return self._file_versions(backend, ids, warnings)
+        repo = backend.db.repo
+        out: builtins.list[Version] = []
+        for row in index.versions(ids):
+            memory: Memory | None = None
+            if row.blob is not None:
+                try:
+                    memory = self._decode(
+                        backend, blob_data(repo, pygit2.Oid(hex=row.blob)), row.path
+                    )
+                except GitmemError as exc:
+                    warnings.append(f"{row.path} at {row.commit[:12]} is not readable: {exc}")
+            out.append(
+                Version(
+                    memory_id=row.id,
+                    version=memory.version if memory else None,
+                    commit=row.commit,
+                    time=row.time,
+                    author=row.author,
+                    agent=row.agent,
+                    op=row.op,
+                    memory=memory,
+                )
+            )
+        return out
+
     def _file_versions(
         self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
+        """History rows by walking every commit (the index's reference implementation)."""
         paths = {memory_path(mid): mid for mid in ids}
         repo = backend.db.repo
         out: builtins.list[Version] = []

@@ -76,7 +76,7 @@ def _rank(memory: Memory) -> tuple[int, dt.datetime, str]:
 
 def walk_forward(
     start_id: str,
-    successors: Mapping[str, Sequence[Memory]],
+    successors: Mapping[str, Sequence[Memory]] | Callable[[str], Sequence[Memory]],
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> tuple[str, list[str], list[str]]:
     """The newest memory reachable from ``start_id`` through successors.
@@ -86,12 +86,18 @@ def walk_forward(
     ``updated_at``, then the id, so every reader picks the same one.
     Returns ``(latest_id, forked_ids, warnings)``.
     """
+    next_of: Callable[[str], Sequence[Memory]]
+    if isinstance(successors, Mapping):
+        table = successors
+        next_of = lambda memory_id: table.get(memory_id, ())  # noqa: E731
+    else:
+        next_of = successors
     current = start_id
     seen = {start_id}
     forks: list[str] = []
     warnings: list[str] = []
     for _ in range(max_depth):
-        nexts = [m for m in successors.get(current, ()) if m.id not in seen]
+        nexts = [m for m in next_of(current) if m.id not in seen]
         if not nexts:
             return current, forks, warnings
         if len(nexts) > 1:

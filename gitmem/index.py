@@ -1,0 +1,824 @@
+"""The derived SQLite/FTS5 index of one store: fast reads, never the source of truth.
+
+One database per repository at ``<gitdir>/gitmem/index.sqlite`` (WAL mode, a
+busy timeout, safe for several processes). It records the commit it reflects.
+Before every query it catches up with the branch tip:
+
+- the current memories come from one tree diff between the indexed commit and
+  the tip (libgit2 skips unchanged subtrees by object id);
+- per-memory version rows come from walking the new commits (merges included)
+  and diffing each against its parents.
+
+When the indexed commit is no longer an ancestor of the tip (history rewritten,
+branch reset), or the database is missing, corrupt or of an older layout, it is
+rebuilt from scratch. Deleting it loses nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from pygit2.enums import SortMode
+
+from .clock import parse_timestamp
+from .errors import GitmemError, InvalidInputError
+from .gitdb import GitDB, blob_data, get_commit, parse_trailers
+from .layout import MEMORIES_DIR, id_from_path
+from .model import Memory, Related, Relationship, Scope, Status, Trigger
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+DB_NAME = "index.sqlite"
+
+Decoder = Callable[[bytes, str], Memory]
+Progress = Callable[[int, int], None]
+
+_VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL UNIQUE,
+    blob TEXT NOT NULL,
+    title TEXT,
+    scope TEXT,
+    category TEXT,
+    tags TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    updated_us INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    supersedes TEXT,
+    related TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    trigger_ TEXT,
+    status TEXT NOT NULL,
+    extra TEXT NOT NULL,
+    layer TEXT,
+    project TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX memories_created ON memories (created_us, id);
+CREATE INDEX memories_updated ON memories (updated_us);
+CREATE INDEX memories_category ON memories (category);
+CREATE INDEX memories_supersedes ON memories (supersedes);
+CREATE INDEX memories_layer ON memories (layer, project);
+CREATE TABLE tags (memory INTEGER NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX tags_tag ON tags (tag, memory);
+CREATE INDEX tags_memory ON tags (memory);
+CREATE TABLE edges (src TEXT NOT NULL, dst TEXT NOT NULL, relationship TEXT NOT NULL);
+CREATE INDEX edges_src ON edges (src);
+CREATE INDEX edges_dst ON edges (dst, relationship);
+CREATE TABLE versions (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    commit_id TEXT NOT NULL,
+    time_us INTEGER NOT NULL,
+    author TEXT NOT NULL,
+    agent TEXT,
+    op TEXT NOT NULL,
+    version INTEGER,
+    blob TEXT
+);
+CREATE INDEX versions_id ON versions (id, seq);
+CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
+CREATE VIRTUAL TABLE fts USING fts5(
+    title, body, tags, names, tokenize = 'unicode61 remove_diacritics 2'
+);
+"""
+
+_MEMORY_COLUMNS = (
+    "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
+    "supersedes, related, agent, session_id, trigger_, status, extra, body"
+)
+
+
+# -- typed JSON for unknown front-matter values ----------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return {"$gitmem": "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$gitmem": "date", "v": value.isoformat()}
+    if isinstance(value, bytes):
+        return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
+    raise TypeError(f"cannot index a {type(value).__name__}")
+
+
+def _json_hook(obj: dict[str, Any]) -> Any:
+    kind = obj.get("$gitmem")
+    if kind == "datetime":
+        return dt.datetime.fromisoformat(obj["v"])
+    if kind == "date":
+        return dt.date.fromisoformat(obj["v"])
+    if kind == "bytes":
+        return base64.b64decode(obj["v"])
+    return obj
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, object_hook=_json_hook)
+
+
+def _us(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1_000_000)
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One commit that changed one memory file, as the index recorded it."""
+
+    id: str
+    path: str
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    version: int | None
+    blob: str | None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory a query selected, with its rank (higher is better)."""
+
+    memory: Memory
+    score: float
+
+
+@dataclass
+class IndexStats:
+    commit: str | None
+    memories: int
+    versions: int
+    rebuilt: bool = False
+    applied_commits: int = 0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+# -- the index --------------------------------------------------------------------------
+
+
+class Index:
+    """The SQLite index of one repository. Every public query catches up first."""
+
+    def __init__(self, db: GitDB, decode: Decoder, scope: Scope) -> None:
+        self.db = db
+        self.decode = decode
+        self.scope = scope
+        self.path = db.state_dir / DB_NAME
+        self._local = threading.local()
+        self._catchup_lock = threading.Lock()
+
+    # -- connection -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        self.db.state_dir.mkdir(exist_ok=True)
+        conn = self._open()
+        self._local.conn = conn
+        self._local.pid = os.getpid()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._ensure_schema(conn)
+                return conn
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if attempt:
+                    raise
+                log.warning("index %s is unreadable (%s); rebuilding it", self.path, exc)
+                self._discard_files()
+        raise AssertionError("unreachable")
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        row = None
+        with contextlib.suppress(sqlite3.OperationalError):
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is not None and row[0] == str(SCHEMA_VERSION):
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = None
+            with contextlib.suppress(sqlite3.OperationalError):
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None or row[0] != str(SCHEMA_VERSION):
+                tables = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' "
+                        "AND name NOT LIKE 'fts_%' AND name NOT LIKE 'sqlite_%'"
+                    )
+                ]
+                for table in tables:
+                    conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+                # executescript would commit the open transaction; run statements one by one.
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def _discard_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def close(self) -> None:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextlib.contextmanager
+    def _query(self) -> Iterator[sqlite3.Connection]:
+        """A caught-up connection; a corrupt database is rebuilt, never an error."""
+        try:
+            conn = self._connect()
+            self.catch_up()
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            log.warning("index %s failed (%s); rebuilding it", self.path, exc)
+            self.close()
+            self._discard_files()
+            conn = self._connect()
+            self.catch_up()
+            yield conn
+
+    # -- catching up -------------------------------------------------------------------
+
+    def indexed_commit(self) -> str | None:
+        row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        return None if row is None else str(row[0])
+
+    def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
+        """Bring the index to the branch tip. Returns None when it already was there."""
+        tip = self.db.tip()
+        tip_hex = str(tip.id) if tip is not None else None
+        conn = self._connect()
+        if self.indexed_commit() == tip_hex and tip_hex is not None:
+            return None
+        with self._catchup_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                stats = self._catch_up_locked(conn, tip, progress)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        return stats
+
+    def rebuild(self, progress: Progress | None = None) -> IndexStats:
+        """Forget everything and index the whole history again."""
+        conn = self._connect()
+        with self._catchup_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._clear(conn)
+                stats = self._catch_up_locked(conn, self.db.tip(), progress)
+                stats.rebuilt = True
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        return stats
+
+    def _clear(self, conn: sqlite3.Connection) -> None:
+        for table in ("memories", "tags", "edges", "versions", "problems", "fts"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("DELETE FROM meta WHERE key = 'commit'")
+
+    def _catch_up_locked(
+        self, conn: sqlite3.Connection, tip: pygit2.Commit | None, progress: Progress | None
+    ) -> IndexStats:
+        repo = self.db.repo
+        # Another process may have caught up while this one waited for the write lock.
+        row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        indexed = str(row[0]) if row is not None else None
+        tip_hex = str(tip.id) if tip is not None else None
+        stats = IndexStats(commit=tip_hex, memories=0, versions=0)
+        if indexed == tip_hex and indexed is not None:
+            return stats
+        old: pygit2.Commit | None = None
+        if indexed is not None:
+            try:
+                old = get_commit(repo, indexed)
+            except (KeyError, ValueError, GitmemError):
+                old = None
+            if (
+                old is None
+                or tip is None
+                or not (old.id == tip.id or repo.descendant_of(tip.id, old.id))
+            ):
+                log.info("index: %s is not an ancestor of the tip any more; rebuilding", indexed)
+                self._clear(conn)
+                old = None
+                stats.rebuilt = True
+        if tip is None:
+            self._clear(conn)
+            return stats
+        stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress)
+        self._apply_tree_diff(conn, repo, old.tree if old is not None else None, tip.tree)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
+        stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
+        stats.problems = [tuple(r) for r in conn.execute("SELECT path, message FROM problems")]
+        return stats
+
+    def _apply_tree_diff(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        old: pygit2.Tree | None,
+        new: pygit2.Tree,
+    ) -> None:
+        for path, blob in _changed_memory_files(repo, old, new):
+            self._forget(conn, path)
+            if blob is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidInputError(
+                        f"{path} is not at a memory path (memories/<shard>/<id>.md)"
+                    )
+                memory = self.decode(blob_data(repo, blob), path)
+            except GitmemError as exc:
+                conn.execute("INSERT OR REPLACE INTO problems VALUES (?, ?)", (path, str(exc)))
+                continue
+            self._insert(conn, memory, str(blob))
+
+    def _forget(self, conn: sqlite3.Connection, path: str) -> None:
+        conn.execute("DELETE FROM problems WHERE path = ?", (path,))
+        row = conn.execute("SELECT rowid, id FROM memories WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return
+        rowid, memory_id = row
+        conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM tags WHERE memory = ?", (rowid,))
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
+
+    def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> None:
+        layer = memory.extra.get("layer") if isinstance(memory.extra.get("layer"), str) else None
+        project = (
+            memory.extra.get("project") if isinstance(memory.extra.get("project"), str) else None
+        )
+        cur = conn.execute(
+            "INSERT INTO memories (id, path, blob, title, scope, category, tags, created_at, "
+            "created_us, updated_at, updated_us, version, supersedes, related, agent, session_id, "
+            "trigger_, status, extra, layer, project, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                memory.id,
+                memory.path,
+                blob,
+                memory.title,
+                str(memory.scope) if memory.scope else None,
+                memory.category,
+                _dumps(list(memory.tags)),
+                memory.created_at.isoformat(),
+                _us(memory.created_at),
+                memory.updated_at.isoformat(),
+                _us(memory.updated_at),
+                memory.version,
+                memory.supersedes,
+                _dumps([r.to_dict() for r in memory.related]),
+                memory.agent,
+                memory.session_id,
+                str(memory.trigger) if memory.trigger else None,
+                str(memory.status),
+                _dumps(memory.extra),
+                layer,
+                project,
+                memory.body,
+            ),
+        )
+        rowid = cur.lastrowid
+        conn.executemany(
+            "INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
+        )
+        names = " ".join(x for x in (memory.category, memory.id) if x)
+        conn.execute(
+            "INSERT INTO fts (rowid, title, body, tags, names) VALUES (?, ?, ?, ?, ?)",
+            (rowid, memory.title or "", memory.body, " ".join(memory.tags), names),
+        )
+        edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
+        edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
+        conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+
+    def _apply_versions(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        tip: pygit2.Commit,
+        old: pygit2.Commit | None,
+        progress: Progress | None,
+    ) -> int:
+        walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+        if old is not None:
+            walker.hide(old.id)
+        total = 0
+        if progress is not None:
+            commits = list(walker)
+            total = len(commits)
+            source: Iterable[pygit2.Commit] = commits
+        else:
+            source = walker
+        rows: list[tuple[Any, ...]] = []
+        count = 0
+        for commit in source:
+            count += 1
+            rows.extend(_version_rows(repo, commit))
+            if len(rows) >= 5000:
+                _insert_versions(conn, rows)
+                rows.clear()
+            if progress is not None and (count % 500 == 0 or count == total):
+                progress(count, total)
+        _insert_versions(conn, rows)
+        return count
+
+    # -- queries -------------------------------------------------------------------------
+
+    def _memory(self, row: Sequence[Any]) -> Memory:
+        (
+            _rowid,
+            memory_id,
+            path,
+            _blob,
+            title,
+            scope,
+            category,
+            tags,
+            created_at,
+            updated_at,
+            version,
+            supersedes,
+            related,
+            agent,
+            session_id,
+            trigger,
+            status,
+            extra,
+            body,
+        ) = row
+        return Memory(
+            id=memory_id,
+            body=body,
+            created_at=parse_timestamp(created_at),
+            updated_at=parse_timestamp(updated_at),
+            version=version,
+            title=title,
+            scope=Scope(scope) if scope else None,
+            category=category,
+            tags=tuple(_loads(tags)),
+            supersedes=supersedes,
+            related=tuple(
+                Related(r["id"], Relationship(r["relationship"])) for r in _loads(related)
+            ),
+            agent=agent,
+            session_id=session_id,
+            trigger=Trigger(trigger) if trigger else None,
+            status=Status(status),
+            extra=_loads(extra),
+            path=path,
+            store_scope=self.scope,
+        )
+
+    def select(
+        self,
+        *,
+        category: str | None = None,
+        tags: Sequence[str] = (),
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        layer: str | None = None,
+        project: str | None = None,
+    ) -> list[Memory]:
+        where, params = _filters(
+            category=category,
+            tags=tags,
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            layer=layer,
+            project=project,
+        )
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY created_us, id"
+        with self._query() as conn:
+            return [self._memory(r) for r in conn.execute(sql, params)]
+
+    def get(self, memory_id: str) -> Memory | None:
+        with self._query() as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+        return None if row is None else self._memory(row)
+
+    def successors(self, memory_id: str) -> list[Memory]:
+        with self._query() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id",
+                (memory_id,),
+            ).fetchall()
+        return [self._memory(r) for r in rows]
+
+    def versions(self, ids: Sequence[str]) -> list[VersionRow]:
+        """Version rows of these memories, in the order their commits were indexed."""
+        marks = ", ".join("?" for _ in ids)
+        with self._query() as conn:
+            rows = conn.execute(
+                "SELECT id, path, commit_id, time_us, author, agent, op, version, blob "
+                f"FROM versions WHERE id IN ({marks}) ORDER BY seq",
+                list(ids),
+            ).fetchall()
+        return [
+            VersionRow(
+                id=r[0],
+                path=r[1],
+                commit=r[2],
+                time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
+                author=r[4],
+                agent=r[5],
+                op=r[6],
+                version=r[7],
+                blob=r[8],
+            )
+            for r in rows
+        ]
+
+    def last_blob(self, memory_id: str) -> str | None:
+        """The newest blob this memory had in any indexed commit (for deleted ones)."""
+        with self._query() as conn:
+            row = conn.execute(
+                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
+                "ORDER BY seq DESC LIMIT 1",
+                (memory_id,),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def problems(self) -> list[tuple[str, str]]:
+        with self._query() as conn:
+            return [
+                (r[0], r[1])
+                for r in conn.execute("SELECT path, message FROM problems ORDER BY path")
+            ]
+
+    def stale(self, before: dt.datetime) -> list[Memory]:
+        """Current memories whose ``updated_at`` is older than ``before``."""
+        with self._query() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE updated_us < ? ORDER BY updated_us",
+                (_us(before),),
+            ).fetchall()
+        return [self._memory(r) for r in rows]
+
+    def fts(
+        self,
+        query: str,
+        *,
+        title_text: str,
+        limit: int,
+        filters: dict[str, Any],
+    ) -> list[Hit]:
+        """FTS5 query ranked by bm25 (title weighted), after a title-match tier.
+
+        Raises sqlite3.OperationalError for a malformed FTS5 query; the caller
+        decides whether to fall back to a literal search.
+        """
+        where, params = _filters(**filters)
+        where = where.replace("WHERE", "AND", 1) if where else ""
+        needle = title_text.casefold()
+        sql = (
+            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, "
+            "bm25(fts, 10.0, 1.0, 3.0, 5.0) AS rank, "
+            "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
+            "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
+            "ELSE 0 END AS tier "
+            "FROM fts JOIN memories m ON m.rowid = fts.rowid "
+            f"WHERE fts MATCH :query {where} "
+            "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
+        )
+        named = {f"p{i}": p for i, p in enumerate(params)}
+        sql = _number_params(sql)
+        with self._query() as conn:
+            rows = conn.execute(
+                sql, {**named, "needle": needle, "query": query, "limit": limit}
+            ).fetchall()
+        return [Hit(self._memory(r[:19]), float(r[20]) * 1000.0 - float(r[19])) for r in rows]
+
+    def scan(self, *, filters: dict[str, Any]) -> Iterator[Memory]:
+        """Every current memory passing the filters (for regex and substring search)."""
+        where, params = _filters(**filters)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
+        with self._query() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        for row in rows:
+            yield self._memory(row)
+
+    def count(self) -> int:
+        with self._query() as conn:
+            return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def _number_params(sql: str) -> str:
+    """Turn the positional ``?`` of the filter clause into named ``:pN`` parameters."""
+    counter = iter(range(1_000_000))
+    return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
+
+
+def _filters(
+    *,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    layer: str | None = None,
+    project: str | None = None,
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if category is not None:
+        clauses.append("m.category = ?")
+        params.append(category)
+    for tag in tags:
+        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
+        params.append(tag)
+    if not include_superseded:
+        clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
+    if not include_archived:
+        clauses.append("m.status != 'archived'")
+    if layer is not None:
+        clauses.append("m.layer = ?")
+        params.append(layer)
+    if project is not None:
+        clauses.append("m.project = ?")
+        params.append(project)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _changed_memory_files(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    """(path, new blob or None) for every file under memories/ that differs between the trees."""
+    old_sub = _subtree(repo, old, MEMORIES_DIR)
+    new_sub = _subtree(repo, new, MEMORIES_DIR)
+    if old_sub is None and new_sub is None:
+        return
+    if old_sub is not None and new_sub is not None and old_sub.id == new_sub.id:
+        return
+    if old_sub is None:
+        assert new_sub is not None
+        diff = new_sub.diff_to_tree(swap=True)
+    elif new_sub is None:
+        diff = old_sub.diff_to_tree()
+    else:
+        diff = old_sub.diff_to_tree(new_sub)
+    for delta in diff.deltas:
+        status = delta.status_char()
+        if status == "D":
+            yield f"{MEMORIES_DIR}/{delta.old_file.path}", None
+        else:
+            if delta.old_file.path != delta.new_file.path:
+                yield f"{MEMORIES_DIR}/{delta.old_file.path}", None
+            mode = delta.new_file.mode
+            blob = delta.new_file.id if mode in (0o100644, 0o100755) else None
+            yield f"{MEMORIES_DIR}/{delta.new_file.path}", blob
+
+
+def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
+    if tree is None:
+        return None
+    try:
+        entry = tree[name]
+    except KeyError:
+        return None
+    if entry.type_str != "tree":
+        return None
+    obj = repo[entry.id]
+    return obj if isinstance(obj, pygit2.Tree) else None
+
+
+def _paths_changed(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
+) -> dict[str, pygit2.Oid | None]:
+    return dict(_changed_memory_files(repo, old, new))
+
+
+def _version_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[Any, ...]]:
+    """One row per memory file this commit changed (against every parent, for merges)."""
+    parents = commit.parents
+    if not parents:
+        changed = _paths_changed(repo, None, commit.tree)
+    else:
+        changed = _paths_changed(repo, parents[0].tree, commit.tree)
+        for parent in parents[1:]:
+            if not changed:
+                break
+            other = _paths_changed(repo, parent.tree, commit.tree)
+            changed = {p: b for p, b in changed.items() if p in other}
+    if not changed:
+        return []
+    trailers = parse_trailers(commit.message)
+    ops = [v for k, v in trailers if k == "Gitmem-Op"]
+    agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+    time_us = commit.author.time * 1_000_000
+    rows: list[tuple[Any, ...]] = []
+    first_parent = parents[0].tree if parents else None
+    for path, blob in sorted(changed.items()):
+        memory_id = id_from_path(path)
+        if memory_id is None:
+            continue
+        version: int | None = None
+        if blob is not None:
+            match = _VERSION_RE.search(blob_data(repo, blob)[:65536])
+            version = int(match.group(1)) if match else None
+        if len(ops) == 1:
+            op = ops[0]
+        else:
+            existed = first_parent is not None and _has(first_parent, path)
+            op = infer_op(existed, blob is not None, bool(trailers))
+        rows.append(
+            (
+                memory_id,
+                path,
+                str(commit.id),
+                time_us,
+                commit.author.name,
+                agent,
+                op,
+                version,
+                str(blob) if blob is not None else None,
+            )
+        )
+    return rows
+
+
+def _has(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
+
+
+def infer_op(existed: bool, exists: bool, gitmem_commit: bool) -> str:
+    """The operation of a commit with no single ``Gitmem-Op``, from what happened to the file."""
+    if not gitmem_commit:
+        return "edit" if existed and exists else ("add" if exists else "remove")
+    if not existed:
+        return "create"
+    if not exists:
+        return "delete"
+    return "update"
+
+
+def _insert_versions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    if rows:
+        conn.executemany(
+            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
