@@ -150,8 +150,8 @@ def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.Sca
 
 
 _Dumper.add_representer(dt.datetime, _represent_datetime)
-# str and int subclasses (StrEnum values such as Scope.REPO) are written as
-# their plain values; SafeDumper would refuse them.
+
+
 def _refuse(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
     # Written as !!set / !!binary these would make a file the loader refuses.
     raise yaml.representer.RepresenterError(
@@ -163,6 +163,8 @@ def _refuse(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
 for _type in (set, frozenset, bytes, bytearray):
     _Dumper.add_representer(_type, _refuse)
 _Dumper.add_representer(str, _represent_str)
+# str and int subclasses (StrEnum values such as Scope.REPO) are written as
+# their plain values; SafeDumper would refuse them.
 _Dumper.add_multi_representer(str, _represent_str)
 _Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
 
