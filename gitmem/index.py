@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pygit2
 from pygit2.enums import SortMode
@@ -45,6 +46,7 @@ SCHEMA_VERSION = 1
 DB_NAME = "index.sqlite"
 
 Decoder = Callable[[bytes, str], Memory]
+F = TypeVar("F", bound=Callable[..., Any])
 Progress = Callable[[int, int], None]
 
 _VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
@@ -187,6 +189,20 @@ class IndexStats:
 # -- the index --------------------------------------------------------------------------
 
 
+def _recovering(method: F) -> F:
+    """Run an index query; when the database turns out corrupt, rebuild it and run it again."""
+
+    @functools.wraps(method)
+    def wrapper(self: Index, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class Index:
     """The SQLite index of one repository. Every public query catches up first."""
 
@@ -272,20 +288,18 @@ class Index:
 
     @contextlib.contextmanager
     def _query(self) -> Iterator[sqlite3.Connection]:
-        """A caught-up connection; a corrupt database is rebuilt, never an error."""
-        try:
-            conn = self._connect()
-            self.catch_up()
-            yield conn
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
-            log.warning("index %s failed (%s); rebuilding it", self.path, exc)
-            self.close()
-            self._discard_files()
-            conn = self._connect()
-            self.catch_up()
-            yield conn
+        """A connection caught up with the tip (query methods recover from corruption)."""
+        conn = self._connect()
+        self.catch_up()
+        yield conn
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Throw away a database that failed as corrupt, so the retry rebuilds it."""
+        if isinstance(exc, sqlite3.OperationalError):
+            raise exc  # locked, busy, a malformed FTS query: not corruption
+        log.warning("index %s failed (%s); rebuilding it", self.path, exc)
+        self.close()
+        self._discard_files()
 
     # -- catching up -------------------------------------------------------------------
 
@@ -528,6 +542,7 @@ class Index:
             store_scope=self.scope,
         )
 
+    @_recovering
     def select(
         self,
         *,
@@ -550,6 +565,7 @@ class Index:
         with self._query() as conn:
             return [self._memory(r) for r in conn.execute(sql, params)]
 
+    @_recovering
     def get(self, memory_id: str) -> Memory | None:
         with self._query() as conn:
             row = conn.execute(
@@ -557,6 +573,7 @@ class Index:
             ).fetchone()
         return None if row is None else self._memory(row)
 
+    @_recovering
     def successors(self, memory_id: str) -> list[Memory]:
         with self._query() as conn:
             rows = conn.execute(
@@ -565,6 +582,7 @@ class Index:
             ).fetchall()
         return [self._memory(r) for r in rows]
 
+    @_recovering
     def versions(self, ids: Sequence[str]) -> list[VersionRow]:
         """Version rows of these memories, in the order their commits were indexed."""
         marks = ", ".join("?" for _ in ids)
@@ -589,6 +607,7 @@ class Index:
             for r in rows
         ]
 
+    @_recovering
     def last_blob(self, memory_id: str) -> str | None:
         """The newest blob this memory had in any indexed commit (for deleted ones)."""
         with self._query() as conn:
@@ -599,6 +618,7 @@ class Index:
             ).fetchone()
         return None if row is None else row[0]
 
+    @_recovering
     def problems(self) -> list[tuple[str, str]]:
         with self._query() as conn:
             return [
@@ -606,6 +626,7 @@ class Index:
                 for r in conn.execute("SELECT path, message FROM problems ORDER BY path")
             ]
 
+    @_recovering
     def stale(self, before: dt.datetime) -> list[Memory]:
         """Current memories whose ``updated_at`` is older than ``before``."""
         with self._query() as conn:
@@ -615,6 +636,7 @@ class Index:
             ).fetchall()
         return [self._memory(r) for r in rows]
 
+    @_recovering
     def fts(
         self,
         query: str,
@@ -649,15 +671,16 @@ class Index:
             ).fetchall()
         return [Hit(self._memory(r[:19]), float(r[20]) * 1000.0 - float(r[19])) for r in rows]
 
-    def scan(self, *, filters: dict[str, Any]) -> Iterator[Memory]:
-        """Every current memory passing the filters (for regex and substring search)."""
+    @_recovering
+    def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
+        """Every current memory passing the filters, by path (for regex and substring search)."""
         where, params = _filters(**filters)
         sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
         with self._query() as conn:
             rows = conn.execute(sql, params).fetchall()
-        for row in rows:
-            yield self._memory(row)
+        return [self._memory(row) for row in rows]
 
+    @_recovering
     def count(self) -> int:
         with self._query() as conn:
             return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])

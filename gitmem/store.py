@@ -13,8 +13,10 @@ import builtins
 import contextlib
 import datetime as dt
 import heapq
+import itertools
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +26,7 @@ from typing import Any
 import pygit2
 
 from . import codec, schema
+from . import search as search_mod
 from .clock import Clock, SystemClock, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from .errors import (
@@ -68,6 +71,7 @@ from .model import (
     Trigger,
     memory_from_document,
 )
+from .search import SearchResults
 from .versions import Chain, successor_map, walk_back, walk_forward
 
 log = logging.getLogger(__name__)
@@ -1160,6 +1164,101 @@ class Store:
                     )
                 )
         return out
+
+    # -- search --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "fts",
+        scope: Scope | str | None = None,
+        layer: str | None = None,
+        project: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        limit: int = 20,
+    ) -> SearchResults:
+        """Search the current memories; best matches first.
+
+        ``mode="fts"`` takes FTS5 syntax (``AND``, ``OR``, ``NOT``, ``"phrases"``,
+        ``prefix*``) and ranks title matches first, then by bm25. A query FTS5
+        cannot parse is searched as literal words and ``notice`` says so.
+        ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
+        line; ``"substring"`` is the same for a case-insensitive literal.
+        """
+        checked_mode = search_mod.check_mode(mode)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("the search query is empty")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        filters: dict[str, Any] = {
+            "category": category,
+            "tags": sorted(set(_tags(tags))) if tags else [],
+            "include_superseded": include_superseded,
+            "include_archived": include_archived,
+            "layer": layer,
+            "project": project,
+        }
+        results = SearchResults(query=query, mode=checked_mode)
+        if checked_mode != "fts":
+            pattern = search_mod.compile_line_pattern(query, checked_mode)
+            memories = itertools.chain.from_iterable(
+                self._search_candidates(b, filters) for b in self._ordered(scope)
+            )
+            results.matches = search_mod.grep(memories, pattern, limit)
+            return results
+        terms = search_mod.query_terms(query)
+        hits: builtins.list[tuple[float, Memory]] = []
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is None:
+                hits.extend(
+                    (1.0, m)
+                    for m in self._search_candidates(backend, filters)
+                    if search_mod.literal_matches(m, terms)
+                )
+                continue
+            title = search_mod.title_text(query)
+            try:
+                found = index.fts(query, title_text=title, limit=limit, filters=filters)
+            except sqlite3.OperationalError as exc:
+                if not search_mod.is_fts_syntax_error(exc):
+                    raise
+                literal = search_mod.literal_fts_query(query)
+                results.notice = (
+                    f"FTS5 could not parse {query!r} ({exc}); searched for its words literally"
+                )
+                found = (
+                    index.fts(literal, title_text=title, limit=limit, filters=filters)
+                    if literal
+                    else []
+                )
+            hits.extend((h.score, h.memory) for h in found)
+        hits.sort(key=lambda pair: -pair[0])
+        term_pattern = search_mod.term_pattern(terms)
+        results.matches = [search_mod.locate(m, term_pattern, score) for score, m in hits[:limit]]
+        return results
+
+    def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        index = self._index(backend)
+        if index is not None:
+            yield from index.scan(filters=dict(filters))
+            return
+        for memory in self.list(
+            scope=backend.scope,
+            category=filters["category"],
+            tags=filters["tags"] or None,
+            include_superseded=filters["include_superseded"],
+            include_archived=filters["include_archived"],
+        ):
+            if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
+                continue
+            if filters["project"] is not None and memory.extra.get("project") != filters["project"]:
+                continue
+            yield memory
 
     # -- the audit log --------------------------------------------------------------------
 

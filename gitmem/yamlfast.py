@@ -61,11 +61,7 @@ def scalar(value: Any, *, flow: bool = False) -> str | None:
         return format_timestamp(value)
     if isinstance(value, str):
         pattern = _PLAIN_FLOW_RE if flow else _PLAIN_RE
-        if (
-            pattern.fullmatch(value)
-            and value == value.strip()
-            and _resolves_to_str(value)
-        ):
+        if pattern.fullmatch(value) and value == value.strip() and _resolves_to_str(value):
             return value
         if _printable(value):
             return json.dumps(value, ensure_ascii=False)
@@ -74,10 +70,7 @@ def scalar(value: Any, *, flow: bool = False) -> str | None:
 
 def dump_entry(key: str, value: Any) -> str | None:
     """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump."""
-    if (
-        not _KEY_RE.fullmatch(key)
-        or not _resolves_to_str(key)
-    ):
+    if not _KEY_RE.fullmatch(key) or not _resolves_to_str(key):
         return None
     if isinstance(value, list):
         if not value:
