@@ -179,15 +179,25 @@ def compile_line_pattern(query: str, mode: Mode) -> re.Pattern[str]:
 
 
 def grep(memories: Iterable[Memory], pattern: re.Pattern[str], limit: int) -> list[SearchMatch]:
-    """One match per matching body line, in the order the memories come, up to ``limit``."""
+    """One match per matching body line, in the order the memories come, up to ``limit``.
+
+    A memory whose title matches but no body line does gives one match with no
+    line number, as FTS does.
+    """
     out: list[SearchMatch] = []
     for memory in memories:
         lines = memory.body.splitlines()
+        found = False
         for number, line in enumerate(lines, start=1):
             spans = tuple(m.span() for m in pattern.finditer(line) if m.end() > m.start())
             if not spans and not pattern.search(line):
                 continue
+            found = True
             out.append(_match(memory, float(len(spans) or 1), lines, number, spans))
+            if len(out) >= limit:
+                return out
+        if not found and memory.title and pattern.search(memory.title):
+            out.append(locate(memory, None, 1.0))
             if len(out) >= limit:
                 return out
     return out

@@ -25,7 +25,7 @@ from typing import Any
 
 import pygit2
 
-from . import codec, schema
+from . import codec, maintenance, schema
 from . import search as search_mod
 from .clock import Clock, SystemClock, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
@@ -60,6 +60,7 @@ from .layout import (
     memory_path,
     new_id,
 )
+from .maintenance import GcResult
 from .model import (
     EDITABLE_FIELDS,
     Memory,
@@ -400,6 +401,10 @@ class Store:
     ) -> builtins.list[IndexStats]:
         """Rebuild the index from git (``gitmem reindex``); returns what each scope holds."""
         return [self.index(b.scope).rebuild(progress) for b in self._ordered(scope)]
+
+    def gc(self, *, scope: Scope | str | None = None) -> builtins.list[GcResult]:
+        """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``)."""
+        return [maintenance.gc(b.db) for b in self._ordered(scope)]
 
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)
@@ -1187,7 +1192,8 @@ class Store:
         ``prefix*``) and ranks title matches first, then by bm25. A query FTS5
         cannot parse is searched as literal words and ``notice`` says so.
         ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
-        line; ``"substring"`` is the same for a case-insensitive literal.
+        line (a title-only match has no line number); ``"substring"`` is the same
+        for a case-insensitive literal.
         """
         checked_mode = search_mod.check_mode(mode)
         if not isinstance(query, str) or not query.strip():

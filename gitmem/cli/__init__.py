@@ -17,6 +17,7 @@ import click
 import gitmem
 
 from . import demo as _demo
+from . import index as _index
 from . import memory as _memory
 from . import store as _store
 from .common import State, json_option
@@ -128,6 +129,9 @@ for _command in (
     _store.ls,
     _store.history,
     _store.log,
+    _index.search,
+    _index.reindex,
+    _index.gc,
     _demo.demo,
 ):
     cli.add_command(_command)

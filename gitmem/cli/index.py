@@ -1,0 +1,222 @@
+"""Commands over the derived index and the repository: search, reindex, gc."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gitmem.search import MODES, SearchMatch, SearchResults
+
+from .common import State, emit_json, json_option, pass_state
+
+
+def _highlight(match: SearchMatch) -> str:
+    """The matching line with its matched spans in bold (plain text when not a terminal)."""
+    line = match.line
+    if not match.spans:
+        return line
+    parts: list[str] = []
+    last = 0
+    for start, end in match.spans:
+        parts.append(line[last:start])
+        parts.append(click.style(line[start:end], bold=True, fg="red"))
+        last = end
+    parts.append(line[last:])
+    return "".join(parts)
+
+
+def results_text(results: SearchResults) -> str:
+    lines: list[str] = []
+    if results.notice:
+        lines.append(f"note: {results.notice}")
+    if not results.matches:
+        lines.append("No matches.")
+        return "\n".join(lines)
+    current: str | None = None
+    for match in results:
+        if match.id != current or match.line_number is None:
+            current = match.id
+            heading = f"{match.id}  {match.title or '(untitled)'}"
+            if results.mode == "fts":
+                heading += f"  [score {match.score:.2f}]"
+            lines.append(click.style(heading, bold=True))
+        if match.line_number is None:
+            continue
+        first = match.line_number - len(match.context_before)
+        for offset, text in enumerate(match.context_before):
+            lines.append(click.style(f"  {first + offset:>4}- {text}", dim=True))
+        lines.append(f"  {match.line_number:>4}: {_highlight(match)}")
+        for offset, text in enumerate(match.context_after, start=1):
+            lines.append(click.style(f"  {match.line_number + offset:>4}- {text}", dim=True))
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("query")
+@click.option("--regex", "mode", flag_value="regex", help="QUERY is a regular expression (grep).")
+@click.option(
+    "--substring", "mode", flag_value="substring", help="QUERY is literal text, any case."
+)
+@click.option(
+    "--fts", "mode", flag_value="fts", default=True, help="QUERY is FTS5 syntax (the default)."
+)
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@click.option("--layer", help="Only documents of this layer.")
+@click.option("--project", help="Only documents of this project.")
+@click.option("--category", help="Only this category.")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
+)
+@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
+@json_option
+@pass_state
+def search(
+    state: State,
+    query: str,
+    mode: str,
+    scope: str | None,
+    layer: str | None,
+    project: str | None,
+    category: str | None,
+    tags: tuple[str, ...],
+    show_all: bool,
+    limit: int,
+) -> None:
+    """Search the current memories.
+
+    The default mode takes FTS5 syntax: words (all required), OR, NOT,
+    "exact phrases", prefix*. Title matches rank first, then bm25. A query
+    FTS5 cannot parse is searched as literal words, with a note saying so.
+    --regex greps the bodies; --substring finds literal text in any case.
+    Each match shows the line and two lines of context either side.
+
+    \b
+    Examples:
+      gitmem search pytest fixtures
+      gitmem search '"docker compose" OR podman' --category project-conventions
+      gitmem search 'mock_\\w+' --regex --json
+    """
+    assert mode in MODES
+    results = state.store().search(
+        query,
+        mode=mode,
+        scope=scope,
+        layer=layer,
+        project=project,
+        category=category,
+        tags=list(tags) or None,
+        include_superseded=show_all,
+        include_archived=show_all,
+        limit=limit,
+    )
+    if state.json:
+        emit_json(results.to_dict())
+        return
+    click.echo(results_text(results))
+
+
+class _ProgressBar:
+    """A click progress bar that appears only once the work is large enough to wait for."""
+
+    MIN_TOTAL = 2000
+
+    def __init__(self, label: str, *, quiet: bool) -> None:
+        self.label = label
+        self.quiet = quiet
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, count: int, total: int) -> None:
+        if self.quiet or total < self.MIN_TOTAL:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label=self.label)
+            self.bar.__enter__()
+        self.bar.update(count - self.done)
+        self.done = count
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+@click.command()
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@json_option
+@pass_state
+def reindex(state: State, scope: str | None) -> None:
+    """Rebuild the search index from git.
+
+    The index lives in the git directory, is never committed, and catches up
+    by itself before every query; this throws it away and builds it again
+    (with a progress bar on large stores).
+
+    \b
+    Example:
+      gitmem reindex
+    """
+    store = state.store()
+    stats = []
+    for backend_scope in [scope] if scope else [str(s) for s in store.scopes]:
+        with _ProgressBar(f"indexing {backend_scope}", quiet=state.json) as progress:
+            stats.append(store.index(backend_scope).rebuild(progress))
+    if state.json:
+        emit_json(
+            [
+                {
+                    "commit": s.commit,
+                    "memories": s.memories,
+                    "versions": s.versions,
+                    "commits": s.applied_commits,
+                    "problems": len(s.problems),
+                }
+                for s in stats
+            ]
+        )
+        return
+    for s in stats:
+        click.echo(
+            f"Indexed {s.memories} memories and {s.versions} versions "
+            f"from {s.applied_commits} commits (at {(s.commit or 'no commit')[:10]})."
+        )
+        if s.problems:
+            click.echo(f"{len(s.problems)} file(s) could not be read; see gitmem ls warnings.")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    return f"{n} B"
+
+
+@click.command()
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@json_option
+@pass_state
+def gc(state: State, scope: str | None) -> None:
+    """Pack the store's git repository and report its size before and after.
+
+    Runs 'git gc' (pygit2 cannot prune loose objects), so it needs the git
+    binary. Safe at any time: it never drops a reachable memory version.
+
+    \b
+    Example:
+      gitmem gc
+    """
+    results = state.store().gc(scope=scope)
+    if state.json:
+        emit_json([r.to_dict() for r in results])
+        return
+    for r in results:
+        click.echo(
+            f"{r.path}: {_size(r.bytes_before)} -> {_size(r.bytes_after)} "
+            f"({r.loose_before} -> {r.loose_after} loose objects)"
+        )
