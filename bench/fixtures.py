@@ -203,6 +203,17 @@ class Context:
         git(target.parent, "clone", "-q", "--branch", "main", str(populated.path), str(target))
         return target
 
+    def indexed(self, path: Path) -> gitmem.Store:
+        """The store at ``path``, its index caught up with the branch (untimed)."""
+        store = gitmem.open(path)
+        if not hasattr(store, "index"):  # a gitmem without the index
+            return store
+        with Stopwatch() as watch:
+            store.index().catch_up()
+        if watch.seconds > 1:
+            log(f"  brought the index of {path.parent.name} up to date in {watch.seconds:.1f} s")
+        return store
+
     def history_store(self, commits: int) -> HistoryStore:
         if commits not in self._history:
             path = self.new_dir(f"history-{size_label(commits)}") / "store.git"
@@ -318,6 +329,32 @@ def build_history(
     return HistoryStore(
         path, commits, tracked_id, memory_path(tracked_id), updates + 1, watch.seconds
     )
+
+
+def append_commits(path: Path, count: int, rng: random.Random, scratch: Path) -> float:
+    """``count`` more commits on the branch, each creating one memory (git fast-import).
+
+    Returns the seconds it took (not a measurement: it prepares the index catch-up).
+    """
+    with Stopwatch() as watch:
+        repo = pygit2.Repository(str(path))
+        parent = repo.revparse_single("refs/heads/main").peel(pygit2.Commit)
+        start = parent.commit_time + 1
+        stream = scratch / f"append-{count}.fast-import"
+        with open(stream, "wb") as out:
+            for c in range(count):
+                when = dt.datetime.fromtimestamp(start + c, dt.UTC)
+                memory_id = new_memory_id(rng)
+                fields = fields_for(c, rng)
+                message = commit_message("create", memory_id, fields.title).encode()
+                out.write(_commit_header(int(when.timestamp()), message))
+                if c == 0:
+                    out.write(f"from {parent.id}\n".encode())
+                text = memory_text(memory_id, fields, created=when)
+                out.write(_inline(memory_path(memory_id), text.encode()))
+        git(path, "fast-import", "--quiet", "--date-format=raw", stdin_path=stream)
+        stream.unlink()
+    return watch.seconds
 
 
 def write_import_stream(source: Path, commit: str, out_path: Path) -> int:

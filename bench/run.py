@@ -66,12 +66,20 @@ def parser() -> argparse.ArgumentParser:
         type=_ints,
         help="store sizes for create and bulk import, e.g. 1000,10000,100000 "
         "(the largest also sets read and store size; work-tree create uses those up to 10k, "
-        "writers the largest up to 10k, latest_version the smallest, history the largest "
+        "writers the largest up to 10k, latest_version the largest, history the largest "
         "up to the preset's commits)",
     )
     p.add_argument("--worktree-sizes", type=_ints, help="sizes for work-tree create")
     p.add_argument("--history-commits", type=int, help="commits in the history store")
     p.add_argument("--latest-size", type=int, help="store size for latest_version")
+    p.add_argument(
+        "--catchup-commits", type=int, help="new commits the index catches up with"
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        help="seconds after which a slow scenario (index rebuild, catch-up) stops repeating",
+    )
     p.add_argument("--writers", type=_ints, help="writer process counts, e.g. 1,2,4,8")
     p.add_argument("--writers-size", type=int, help="store size for concurrent writers")
     p.add_argument("--repeat", type=int, help="timed runs per figure (the median is reported)")
@@ -103,6 +111,8 @@ def config_from(args: argparse.Namespace) -> Config:
         "worktree_sizes": args.worktree_sizes,
         "history_commits": args.history_commits,
         "latest_size": args.latest_size,
+        "catchup_commits": args.catchup_commits,
+        "budget": args.budget,
         "writers": args.writers,
         "writers_size": args.writers_size,
         "repeat": args.repeat,

@@ -71,8 +71,9 @@ def _writer(
         warm_errors.append(f"warm-up: {type(exc).__name__}: {exc}")
     contents = [[fields_for(i, rng) for i in range(ops)] for _ in range(rounds)]
     for number, batch in enumerate(contents):
-        ids: list[str] = warm_ids if number == 0 else []
-        errors: list[str] = warm_errors if number == 0 else []
+        # Round 0 reports the warm-up create too, so it is checked for loss (not timed).
+        ids: list[str] = list(warm_ids) if number == 0 else []
+        errors: list[str] = list(warm_errors) if number == 0 else []
         barrier.wait()
         cpu_start = _cpu()
         start = time.perf_counter()

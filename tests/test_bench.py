@@ -17,6 +17,7 @@ import gitmem
 from bench.fixtures import build_history, fields_for, memory_text, new_memory_id
 from bench.harness import SCENARIOS, Row, fmt_value, percentile
 from bench.scenarios import seed_latest_version
+from bench.writers import lost_writes, run_rounds
 from gitmem.layout import memory_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -112,3 +113,14 @@ def test_tiny_benchmark_writes_the_table(tmp_path: Path) -> None:
     writers = [r for r in measured if r["scenario"].startswith("concurrent writers")]
     assert all(r["note"].startswith("0 lost") for r in writers)
     assert list((tmp_path / "w").iterdir()) == []  # scratch stores were removed
+
+
+def test_writer_rounds_count_every_create(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "w.git", bare=True)
+    rounds = run_rounds(store.path, writers=2, ops=3, rounds=2, seed=1)
+    assert [r.timed for r in rounds] == [6, 6]
+    assert [len(r.acknowledged) for r in rounds] == [8, 6]  # round 0 adds the warm-ups
+    assert all(not r.errors for r in rounds)
+    acknowledged = [mid for r in rounds for mid in r.acknowledged]
+    assert len(set(acknowledged)) == 14
+    assert lost_writes(store.path, acknowledged) == []
