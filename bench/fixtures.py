@@ -386,10 +386,12 @@ def iter_blobs(
             yield path, obj.data
 
 
-def disk_usage(path: Path) -> int:
-    """Bytes allocated on disk under ``path`` (what ``du`` counts)."""
+def disk_usage(path: Path, *, exclude: Path | None = None) -> int:
+    """Bytes allocated on disk under ``path`` (what ``du`` counts), leaving out ``exclude``."""
     total = 0
     for item in [path, *path.rglob("*")]:
+        if exclude is not None and (item == exclude or exclude in item.parents):
+            continue
         try:
             st = item.lstat()
         except FileNotFoundError:

@@ -104,7 +104,7 @@ def preset(mode: str) -> Config:
             writer_ops=15,
             bulk_repeat_max=500,
             catchup_commits=1_000,
-            budget=15.0,
+            budget=10.0,
         )
     if mode == "tiny":
         return Config(
