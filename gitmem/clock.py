@@ -46,10 +46,8 @@ def to_utc(value: dt.datetime) -> dt.datetime:
 
 def format_timestamp(value: dt.datetime) -> str:
     """RFC 3339 UTC with a ``Z`` suffix, the spelling gitmem writes."""
-    value = to_utc(value)
-    if value.microsecond:
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, not strftime: glibc's %Y writes year 999 as "999", not "0999".
+    return to_utc(value).replace(tzinfo=None).isoformat() + "Z"
 
 
 def parse_timestamp(value: str | dt.datetime | dt.date) -> dt.datetime:

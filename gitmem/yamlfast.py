@@ -58,28 +58,41 @@ def scalar(value: Any, *, flow: bool = False) -> str | None:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, dt.datetime):
-        return format_timestamp(value)
+        # A naive time is written naive by the codec; only aware ones are ours to spell.
+        return format_timestamp(value) if value.tzinfo is not None else None
     if isinstance(value, str):
         pattern = _PLAIN_FLOW_RE if flow else _PLAIN_RE
         if pattern.fullmatch(value) and value == value.strip() and _resolves_to_str(value):
             return value
         if _printable(value):
+            if value and all(ord(c) >= 0x20 for c in value) and value == value.strip(" "):
+                # Single quotes, as PyYAML would choose: no escapes but a doubled quote.
+                return "'" + value.replace("'", "''") + "'"
             return json.dumps(value, ensure_ascii=False)
     return None
 
 
-def dump_entry(key: str, value: Any) -> str | None:
-    """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump."""
+def dump_entry(key: str, value: Any, *, flow: bool | None = None) -> str | None:
+    """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump.
+
+    Lists of scalars are written in flow style for ``tags`` (or ``flow=True``) and
+    in block style otherwise, as the codec's rule says.
+    """
     if not _KEY_RE.fullmatch(key) or not _resolves_to_str(key):
         return None
     if isinstance(value, list):
         if not value:
             return f"{key}: []\n"
-        if key == "tags" or all(not isinstance(v, dict | list) for v in value):
-            items = [scalar(v, flow=True) for v in value]
+        if all(not isinstance(v, dict | list) for v in value):
+            in_flow = flow if flow is not None else key == "tags"
+            items = [scalar(v, flow=in_flow) for v in value]
             if any(i is None for i in items):
                 return None
-            return f"{key}: [{', '.join(i for i in items if i is not None)}]\n"
+            if in_flow:
+                return f"{key}: [{', '.join(i for i in items if i is not None)}]\n"
+            return f"{key}:\n" + "".join(f"- {i}\n" for i in items)
+        if key == "tags" or flow:
+            return None
         lines = [f"{key}:\n"]
         for item in value:
             if not isinstance(item, dict) or not item:

@@ -66,7 +66,7 @@ def test_strings_that_yaml_would_misread_are_quoted() -> None:
         " x",
     ]:
         line = yamlfast.dump_entry("title", text)
-        assert line is not None and line.startswith('title: "'), line
+        assert line is not None and line[7] in "'\"", line
         assert yaml.safe_load(line) == {"title": text}
 
 
