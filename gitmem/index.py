@@ -42,7 +42,7 @@ from .model import Memory, Related, Relationship, Scope, Status, Trigger
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "index.sqlite"
 
 Decoder = Callable[[bytes, str], Memory]
@@ -66,7 +66,7 @@ CREATE TABLE memories (
     created_us INTEGER NOT NULL,
     updated_at TEXT NOT NULL,
     updated_us INTEGER NOT NULL,
-    version INTEGER NOT NULL,
+    version NOT NULL, -- no affinity: a number past 64 bits is kept as text
     supersedes TEXT,
     related TEXT NOT NULL,
     agent TEXT,
@@ -98,7 +98,7 @@ CREATE TABLE versions (
     author TEXT NOT NULL,
     agent TEXT,
     op TEXT NOT NULL,
-    version INTEGER,
+    version, -- no affinity, as in memories
     blob TEXT
 );
 CREATE INDEX versions_id ON versions (id, seq);
@@ -117,13 +117,27 @@ _MEMORY_COLUMNS = (
 # -- typed JSON for unknown front-matter values ----------------------------------------
 
 
-def _json_default(value: Any) -> Any:
+def _tagged(value: Any) -> Any:
+    """A front-matter value as plain JSON, with tags for what JSON cannot hold.
+
+    Dates and timestamps are tagged, and so is every mapping whose keys are not
+    all text (YAML keys may be numbers, booleans or dates; JSON would turn them
+    into text or refuse them), so ``_loads(_dumps(v)) == v``.
+    """
     if isinstance(value, dt.datetime):
         return {"$gitmem": "datetime", "v": value.isoformat()}
     if isinstance(value, dt.date):
         return {"$gitmem": "date", "v": value.isoformat()}
     if isinstance(value, bytes):
         return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
+            return {k: _tagged(v) for k, v in value.items()}
+        return {"$gitmem": "map", "v": [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    if isinstance(value, list | tuple):
+        return [_tagged(v) for v in value]
+    if value is None or isinstance(value, str | int | float):
+        return value
     raise TypeError(f"cannot index a {type(value).__name__}")
 
 
@@ -135,15 +149,24 @@ def _json_hook(obj: dict[str, Any]) -> Any:
         return dt.date.fromisoformat(obj["v"])
     if kind == "bytes":
         return base64.b64decode(obj["v"])
+    if kind == "map":
+        return dict(obj["v"])
     return obj
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, ensure_ascii=False)
+    return json.dumps(_tagged(value), ensure_ascii=False)
 
 
 def _loads(text: str) -> Any:
     return json.loads(text, object_hook=_json_hook)
+
+
+def _big(value: int | None) -> int | str | None:
+    """An integer as SQLite can hold it: as text past 64 bits (versions are written by hand too)."""
+    if value is None or -(2**63) <= value < 2**63:
+        return value
+    return str(value)
 
 
 def _us(value: dt.datetime) -> int:
@@ -361,13 +384,11 @@ class Index:
         if indexed is not None:
             try:
                 old = get_commit(repo, indexed)
-            except (KeyError, ValueError, GitmemError):
-                old = None
-            if (
-                old is None
-                or tip is None
-                or not (old.id == tip.id or repo.descendant_of(tip.id, old.id))
-            ):
+                if tip is None or not (old.id == tip.id or repo.descendant_of(tip.id, old.id)):
+                    old = None
+            except (KeyError, ValueError, GitmemError, pygit2.GitError):
+                old = None  # pruned after a rewrite, or never in this repository
+            if old is None:
                 log.info("index: %s is not an ancestor of the tip any more; rebuilding", indexed)
                 self._clear(conn)
                 old = None
@@ -438,7 +459,7 @@ class Index:
                 _us(memory.created_at),
                 memory.updated_at.isoformat(),
                 _us(memory.updated_at),
-                memory.version,
+                _big(memory.version),
                 memory.supersedes,
                 _dumps([r.to_dict() for r in memory.related]),
                 memory.agent,
@@ -524,7 +545,7 @@ class Index:
             body=body,
             created_at=parse_timestamp(created_at),
             updated_at=parse_timestamp(updated_at),
-            version=version,
+            version=int(version),
             title=title,
             scope=Scope(scope) if scope else None,
             category=category,
@@ -601,7 +622,7 @@ class Index:
                 author=r[4],
                 agent=r[5],
                 op=r[6],
-                version=r[7],
+                version=None if r[7] is None else int(r[7]),
                 blob=r[8],
             )
             for r in rows
@@ -812,7 +833,7 @@ def _version_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[
                 commit.author.name,
                 agent,
                 op,
-                version,
+                _big(version),
                 str(blob) if blob is not None else None,
             )
         )

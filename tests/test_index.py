@@ -1,0 +1,658 @@
+"""The derived SQLite index against real repositories: its answers equal a scan of git.
+
+Every check here asks the same store twice, once served from the index and once
+with ``use_index`` off (the reference implementation walks git), and compares
+the answers whole: ids, order, every field, scopes, versions, commits, ops and
+content. The index is then abused the ways it will be in the wild (history
+rewritten, merges made with the git binary, files deleted, corrupted or left
+by an older gitmem, several processes at once) and must answer the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import multiprocessing
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from storetools import memory_text, plant, run_git, tip
+
+import gitmem
+from gitmem import FixedClock, GitmemError, Memory, Store
+from gitmem.index import IndexStats
+from gitmem.layout import memory_path, new_id
+from gitmem.store import init_project_store, open_store
+
+SPAWN = multiprocessing.get_context("spawn")
+CATEGORIES = ["patterns", "corrections", "user-facts"]
+TAGS = ["alpha", "beta", "gamma", "delta"]
+BROKEN = "---\nid: [unclosed\n---\nbody\n"
+
+
+# -- comparing the index with a scan of git ----------------------------------------------
+
+
+def outcome(call: Callable[[], Any]) -> Any:
+    """A call's result, or the error it raised (type and message), so both can be compared."""
+    try:
+        return ("ok", call())
+    except GitmemError as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def mem(m: Memory | None) -> Any:
+    """Everything a caller sees of a memory (equality ignores the scope it came from)."""
+    if m is None:
+        return None
+    return (m.id, str(m.store_scope), m)
+
+
+def hist(store: Store, memory_id: str) -> Any:
+    h = store.history(memory_id)
+    rows = [
+        (v.memory_id, v.version, v.commit, v.time, v.author, v.agent, v.op, mem(v.memory))
+        for v in h
+    ]
+    return rows, h.warnings
+
+
+def answers(store: Store, ids: list[str], *, use_index: bool) -> dict[str, Any]:
+    """Every query the index serves, asked every way, keyed by what was asked."""
+    saved = store.use_index
+    store.use_index = use_index
+    try:
+        out: dict[str, Any] = {}
+        listed = store.list(include_superseded=True, include_archived=True)
+        categories = [*sorted({m.category for m in listed if m.category}), "no-such-category"]
+        tags = sorted({t for m in listed for t in m.tags})
+        tag_sets: list[tuple[str, ...] | None] = [None, ("no-such-tag",)]
+        tag_sets += [(t,) for t in tags] + list(itertools.combinations(tags, 2))[:4]
+        scopes: list[str | None] = [None, *map(str, store.scopes)]
+        for scope, category, tag_set, sup, arch in itertools.product(
+            scopes, [None, *categories], tag_sets, (False, True), (False, True)
+        ):
+            key = f"list scope={scope} category={category} tags={tag_set} sup={sup} arch={arch}"
+            out[key] = outcome(
+                lambda s=scope, c=category, t=tag_set, a=sup, b=arch: [  # type: ignore[misc]
+                    mem(m)
+                    for m in store.list(
+                        scope=s, category=c, tags=t, include_superseded=a, include_archived=b
+                    )
+                ]
+            )
+        for scope in scopes:
+            out[f"problems scope={scope}"] = [
+                (p.path, p.message, str(p.scope)) for p in store.problems(scope=scope)
+            ]
+        for memory_id in [*ids, "mem_never-created"]:
+            out[f"successors {memory_id}"] = outcome(
+                lambda i=memory_id: [mem(m) for m in store.successors(i)]  # type: ignore[misc]
+            )
+            out[f"latest_version {memory_id}"] = outcome(
+                lambda i=memory_id: mem(store.latest_version(i))  # type: ignore[misc]
+            )
+            out[f"history {memory_id}"] = outcome(
+                lambda i=memory_id: hist(store, i)  # type: ignore[misc]
+            )
+        return out
+    finally:
+        store.use_index = saved
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], key
+
+
+def assert_matches_scan(store: Store, ids: list[str] | None = None) -> dict[str, Any]:
+    """The index's answers equal the scan's; returns them (for comparing with a rebuild)."""
+    if ids is None:
+        ids = sorted({m.id for m in store.list(include_superseded=True, include_archived=True)})
+    from_index = answers(store, ids, use_index=True)
+    for scope in store.scopes:
+        assert store.index(scope).indexed_commit() == tip(store, scope)
+    assert_same(from_index, answers(store, ids, use_index=False))
+    return from_index
+
+
+# -- random stores ------------------------------------------------------------------------
+
+keys = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.dates())
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=6),
+    st.dates(),
+    st.datetimes(
+        min_value=dt.datetime(1900, 1, 1), timezones=st.just(dt.UTC), allow_imaginary=False
+    ),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(keys, inner, max_size=3)
+    ),
+    max_leaves=5,
+)
+extras = st.dictionaries(st.sampled_from(["layer", "project", "note", "x-data"]), values,
+                         max_size=2)
+tag_lists = st.lists(st.sampled_from(TAGS), max_size=3)
+categories = st.sampled_from([None, *CATEGORIES])
+targets = st.integers(0, 1000)
+
+simple_ops = st.one_of(
+    st.tuples(st.just("create"), categories, tag_lists, extras, targets),
+    st.tuples(st.just("update"), targets, categories, tag_lists, extras),
+    st.tuples(st.just("append"), targets),
+    st.tuples(st.just("supersede"), targets, categories, tag_lists),
+    st.tuples(st.just("delete"), targets),
+    st.tuples(st.just("restore"), targets),
+    st.tuples(st.just("archive"), targets, st.booleans()),
+    st.tuples(st.just("advance"), st.sampled_from([0.0, 0.000001, 1.0, 86400.0])),
+    st.tuples(st.just("query")),
+)
+hand_ops = st.one_of(
+    st.tuples(st.just("plant-broken")),
+    st.tuples(st.just("fix"), targets),
+    st.tuples(st.just("plant-stray")),
+    st.tuples(st.just("hand-delete"), targets),
+    st.tuples(st.just("hand-edit"), targets),
+)
+ops = st.one_of(
+    simple_ops,
+    simple_ops,
+    st.tuples(st.just("tx"), targets, st.lists(simple_ops, min_size=1, max_size=3)),
+    hand_ops,
+)
+
+
+class World:
+    """A store under random operations, and every id it has handed out."""
+
+    def __init__(self, store: Store, clock: FixedClock, hands: bool) -> None:
+        self.store = store
+        self.clock = clock
+        self.hands = hands
+        self.ids: list[str] = []
+        self.broken: list[str] = []
+        self.counter = 0
+
+    def pick(self, n: int) -> str | None:
+        return self.ids[n % len(self.ids)] if self.ids else None
+
+    def apply(self, op: tuple[Any, ...], scope: str | None = None) -> None:
+        # A refused operation (gone, exists, wrong scope) writes nothing; go on.
+        with contextlib.suppress(GitmemError):
+            self._apply(op, scope)
+
+    def _apply(self, op: tuple[Any, ...], scope: str | None) -> None:
+        store = self.store
+        kind = op[0]
+        self.counter += 1
+        body = f"body {self.counter}\n"
+        if kind == "create":
+            _, category, tags, extra, n = op
+            where = scope or str(store.scopes[n % len(store.scopes)])
+            m = store.create(body, title=f"t{self.counter}", category=category, tags=tags,
+                             extra=extra, scope=where, agent=f"agent-{n % 3}")
+            self.ids.append(m.id)
+        elif kind == "update" and self.ids:
+            _, n, category, tags, extra = op
+            store.update(self.pick(n), body if n % 2 else None, category=category, tags=tags,
+                         extra=extra)
+        elif kind == "append" and self.ids:
+            store.append(self.pick(op[1]), f"line {self.counter}")
+        elif kind == "supersede" and self.ids:
+            _, n, category, tags = op
+            m = store.supersede(self.pick(n), body, category=category, tags=tags or None)
+            self.ids.append(m.id)
+        elif kind == "delete" and self.ids:
+            store.delete(self.pick(op[1]))
+        elif kind == "restore" and self.ids:
+            store.restore(self.pick(op[1]))
+        elif kind == "archive" and self.ids:
+            store.update(self.pick(op[1]), status="archived" if op[2] else "active")
+        elif kind == "advance":
+            self.clock.advance(seconds=op[1])
+        elif kind == "query":
+            store.list()
+        elif kind == "tx":
+            where = str(store.scopes[op[1] % len(store.scopes)])
+            with store.transaction(scope=where):
+                for inner in op[2]:
+                    self.apply(inner, where)
+        elif not self.hands or scope is not None:
+            return  # hand edits go through a work tree, never inside a transaction
+        elif kind == "plant-broken":
+            memory_id = new_id()
+            plant(store, memory_path(memory_id), BROKEN)
+            self.broken.append(memory_id)
+            self.ids.append(memory_id)
+        elif kind == "fix" and self.broken:
+            memory_id = self.broken.pop(op[1] % len(self.broken))
+            plant(store, memory_path(memory_id), memory_text(memory_id, f"fixed {self.counter}\n"))
+        elif kind == "plant-stray":
+            plant(store, f"memories/zz/stray-{self.counter}.txt", "not a memory\n")
+        elif kind in ("hand-delete", "hand-edit") and self.ids:
+            memory_id = self.pick(op[1])
+            assert memory_id is not None
+            path = memory_path(memory_id)
+            if not (store.path / path).exists():
+                return
+            if kind == "hand-delete":
+                run_git(store.path, "rm", "-q", "--", path)
+                run_git(store.path, "commit", "-q", "-m", "hand delete")
+            else:
+                text = (store.path / path).read_text() + f"edited by hand {self.counter}\n"
+                plant(store, path, text)
+
+
+def make_store(kind: str, root: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch) -> Store:
+    if kind == "worktree":
+        return gitmem.init(root / "store", clock=clock)
+    if kind == "bare":
+        return gitmem.init(root / "bare.git", bare=True, clock=clock)
+    assert kind == "two-scopes"
+    project = root / "project"
+    pygit2.init_repository(str(project), initial_head="main")
+    init_project_store(project, clock=clock)
+    monkeypatch.setenv("GITMEM_HOME", str(root / "user-store"))
+    gitmem.init(root / "user-store", scope="user", clock=clock)
+    return open_store(cwd=project, clock=clock)
+
+
+@settings(
+    max_examples=int(os.environ.get("GITMEM_INDEX_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(kind=st.sampled_from(["worktree", "bare", "two-scopes"]),
+       steps=st.lists(ops, min_size=1, max_size=14))
+def test_random_stores_index_equals_scan(
+    kind: str,
+    steps: list[tuple[Any, ...]],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FixedClock("2026-11-22T10:00:00Z")
+    store = make_store(kind, tmp_path_factory.mktemp("random"), clock, monkeypatch)
+    world = World(store, clock, hands=kind != "bare")
+    for step in steps:
+        world.apply(step)
+    incremental = assert_matches_scan(store, world.ids)
+    # A rebuild from scratch answers exactly what the caught-up index did.
+    for stats in store.reindex():
+        assert stats.rebuilt
+    assert_same(answers(store, world.ids, use_index=True), incremental)
+
+
+# -- the use_index switch really switches ---------------------------------------------
+
+
+def test_scan_path_never_touches_the_index(any_store: Store) -> None:
+    """The reference answers come from git alone, else comparing them would prove nothing."""
+    any_store.use_index = False
+    a = any_store.create("a\n", title="A", category="patterns", tags=["alpha"])
+    b = any_store.supersede(a.id, "b\n")
+    any_store.delete(a.id)
+    assert [m.id for m in any_store.list(include_superseded=True)] == [b.id]
+    assert any_store.latest_version(a.id).id == b.id
+    assert [v.op for v in any_store.history(b.id)] == ["create", "supersede", "delete"]
+    assert any_store.problems() == []
+    assert not any_store.index().path.exists()
+    off = gitmem.open(any_store.db().gitdir if any_store.db().bare else any_store.path)
+    off.use_index = False
+    off.list()
+    assert not off.index().path.exists()
+    assert any_store.index().path.parent == any_store.db().gitdir / "gitmem"
+
+
+def test_store_constructor_switch(store: Store) -> None:
+    off = Store(list(store._backends.values()), use_index=False)
+    off.create("x\n")
+    assert len(off.list()) == 1
+    assert not store.index().path.exists()
+    assert len(store.list()) == 1
+    assert store.index().path.exists()
+
+
+# -- catching up -------------------------------------------------------------------------
+
+
+def test_catch_up_applies_only_the_new_commits(any_store: Store, clock: FixedClock) -> None:
+    store = any_store
+    a = store.create("a\n", title="A", category="patterns", tags=["alpha"])
+    clock.advance(seconds=1)
+    b = store.create("b\n", title="B")
+    index = store.index()
+    assert [m.id for m in store.list()] == [a.id, b.id]
+    assert index.indexed_commit() == tip(store)
+    assert index.catch_up() is None  # nothing new
+
+    clock.advance(seconds=5)
+    store.update(a.id, "a2\n", tags=["beta"])
+    store.delete(b.id)
+    c = store.supersede(a.id, "a3\n", category="corrections")
+    store.restore(b.id)
+    store.append(b.id, "more")
+    stats = index.catch_up()
+    assert isinstance(stats, IndexStats)
+    assert not stats.rebuilt
+    assert stats.applied_commits == 5
+    assert stats.commit == tip(store) == index.indexed_commit()
+    assert stats.memories == 3
+    assert index.catch_up() is None
+
+    assert [m.id for m in store.list()] == [b.id, c.id]
+    assert store.latest_version(a.id).id == c.id
+    assert [(v.memory_id, v.op, v.version) for v in store.history(c.id)] == [
+        (a.id, "create", 1), (a.id, "update", 2), (c.id, "supersede", 3)
+    ]
+    assert [(v.op, v.version) for v in store.history(b.id)] == [
+        ("create", 1), ("delete", None), ("restore", 2), ("append", 3)
+    ]
+    assert_matches_scan(store, [a.id, b.id, c.id])
+
+
+def test_every_query_catches_up_first(any_store: Store) -> None:
+    store = any_store
+    a = store.create("a\n")
+    assert store.successors(a.id) == []
+    b = store.supersede(a.id, "b\n")
+    assert [m.id for m in store.successors(a.id)] == [b.id]
+    c = store.supersede(b.id, "c\n")
+    assert store.latest_version(a.id).id == c.id
+    store.update(c.id, status="archived")
+    assert store.list() == []
+    assert [m.id for m in store.list(include_archived=True)] == [c.id]
+    assert len(store.history(c.id)) == 4
+    store.delete(c.id)
+    assert [v.op for v in store.history(c.id)][-1] == "delete"
+    assert store.index().indexed_commit() == tip(store)
+
+
+def test_reindex_rebuilds_and_reports_progress(any_store: Store) -> None:
+    store = any_store
+    ids = [store.create(f"{i}\n", tags=["alpha"]).id for i in range(4)]
+    store.delete(ids[0])
+    before = assert_matches_scan(store, ids)
+    calls: list[tuple[int, int]] = []
+    [stats] = store.reindex(progress=lambda done, total: calls.append((done, total)))
+    commits = int(run_git(store.db().gitdir, "rev-list", "--count", "main"))
+    assert stats.rebuilt
+    assert stats.applied_commits == commits == 6
+    assert stats.memories == 3
+    assert stats.versions == 5  # four creates and a delete; the init commit holds no memory
+    assert stats.commit == tip(store)
+    assert calls and calls[-1] == (commits, commits)
+    assert calls == sorted(calls)
+    assert_same(answers(store, ids, use_index=True), before)
+    # A rebuild without a progress callback works as well.
+    [again] = store.reindex()
+    assert again.rebuilt and again.memories == 3
+
+
+def test_transaction_reads_its_own_writes_then_the_index_catches_up(store: Store) -> None:
+    a = store.create("a\n", category="patterns")
+    store.list()
+    with store.transaction() as tx:
+        b = tx.create("b\n", category="patterns")
+        c = tx.supersede(a.id, "c\n")
+        # Inside the block reads see the staged writes (the index cannot).
+        assert {m.id for m in store.list(category="patterns")} == {b.id, c.id}
+        assert store.latest_version(a.id).id == c.id
+    assert store.index().indexed_commit() != tip(store)
+    assert {m.id for m in store.list(category="patterns")} == {b.id, c.id}
+    # One commit with two ops: the history rows of both ids come from it.
+    rows = [(v.memory_id, v.op) for v in store.history(c.id)]
+    assert rows[0] == (a.id, "create")
+    assert {r[0] for r in rows[1:]} == {c.id}
+    assert_matches_scan(store, [a.id, b.id, c.id])
+
+
+# -- hand edits: broken files, renames, merges, rewritten history -------------------------
+
+
+def test_hand_committed_broken_files_are_problems_until_fixed(store: Store) -> None:
+    good = store.create("good\n")
+    broken_id = new_id()
+    path = memory_path(broken_id)
+    plant(store, path, BROKEN)
+    plant(store, "memories/zz/notes.txt", "not a memory\n")
+    plant(store, memory_path(new_id()), b"\xff\xfe not utf-8 \x00\n")
+    problems = {p.path for p in store.problems()}
+    assert path in problems and "memories/zz/notes.txt" in problems
+    assert len(problems) == 3
+    assert [m.id for m in store.list()] == [good.id]
+    assert_matches_scan(store, [good.id, broken_id])
+
+    plant(store, path, memory_text(broken_id, "fixed\n"), message="fix it")
+    assert path not in {p.path for p in store.problems()}
+    assert {m.id for m in store.list()} == {good.id, broken_id}
+    assert [v.op for v in store.history(broken_id)] == ["add", "edit"]
+    run_git(store.path, "rm", "-q", "memories/zz/notes.txt")
+    run_git(store.path, "commit", "-q", "-m", "tidy")
+    assert len(store.problems()) == 1
+    assert_matches_scan(store, [good.id, broken_id])
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    [
+        "version: 99999999999999999999999\n",  # beyond SQLite's 64-bit integers
+        "extra_map: {1: one, 2020-01-02: two, true: yes}\n",
+        "extra_when: 2020-01-02T03:04:05.123456+02:00\n",
+        'extra_tagged: {"$gitmem": date, v: "2020-01-01"}\n',
+        "created_at: 9999-12-31T23:59:59.999999Z\n",
+        "created_at: 0001-01-01T00:00:00Z\n",
+    ],
+)
+def test_hand_written_front_matter_reads_back_exactly(store: Store, front_matter: str) -> None:
+    memory_id = new_id()
+    lines = memory_text(memory_id).splitlines(keepends=True)
+    key = front_matter.split(":", 1)[0]
+    lines = [line for line in lines if not line.startswith(key + ":")]
+    lines.insert(1, front_matter)
+    plant(store, memory_path(memory_id), "".join(lines))
+    store.create("beside it\n")
+    assert_matches_scan(store, [memory_id])
+
+
+def test_created_at_order_is_exact_to_the_microsecond(store: Store) -> None:
+    """Ties broken by id, so the order must never come from a rounded timestamp."""
+    ids = sorted(new_id() for _ in range(3))
+    stamps = ["9999-01-01T00:00:00.000003Z", "9999-01-01T00:00:00.000002Z",
+              "9999-01-01T00:00:00.000001Z"]
+    for memory_id, stamp in zip(ids, stamps, strict=True):
+        text = memory_text(memory_id).replace("created_at: 2026-11-22T09:00:00Z",
+                                              f"created_at: {stamp}")
+        plant(store, memory_path(memory_id), text)
+    assert [m.id for m in store.list()] == list(reversed(ids))
+    assert_matches_scan(store, ids)
+
+
+def git_mv(store: Store, old: str, new: str, text: str | None = None) -> None:
+    (store.path / new).parent.mkdir(parents=True, exist_ok=True)
+    run_git(store.path, "mv", old, new)
+    if text is not None:
+        (store.path / new).write_text(text)
+        run_git(store.path, "add", new)
+    run_git(store.path, "commit", "-q", "-m", f"move {old}")
+
+
+def test_renames_by_hand(store: Store) -> None:
+    a = store.create("a\n", title="A")
+    b = store.create("b\n", title="B")
+    store.list()
+    index = store.index()
+    # A real rename: the file moves and its id changes with it.
+    renamed = new_id()
+    text = (store.path / memory_path(a.id)).read_text().replace(a.id, renamed)
+    git_mv(store, memory_path(a.id), memory_path(renamed), text)
+    # A move that keeps the old id inside: the path and the id disagree.
+    stray = new_id()
+    git_mv(store, memory_path(b.id), memory_path(stray))
+    stats = index.catch_up()
+    assert stats is not None and not stats.rebuilt and stats.applied_commits == 2
+    assert [m.id for m in store.list()] == [renamed]
+    assert store.get(a.id) is None
+    assert [p.path for p in store.problems()] == [memory_path(stray)]
+    assert [v.op for v in store.history(renamed)] == ["add"]
+    assert [v.op for v in store.history(a.id)] == ["create", "remove"]
+    assert_matches_scan(store, [a.id, b.id, renamed, stray])
+    # Moved back where it belongs: no problem any more.
+    git_mv(store, memory_path(stray), memory_path(b.id))
+    assert store.problems() == []
+    assert sorted(m.id for m in store.list()) == sorted([b.id, renamed])
+    # Into the wrong shard: not at a memory path.
+    wrong = f"memories/zz/{b.id}.md"
+    git_mv(store, memory_path(b.id), wrong)
+    assert [p.path for p in store.problems()] == [wrong]
+    assert_matches_scan(store, [a.id, b.id, renamed, stray])
+
+
+def at_time(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    """Date the git binary's next commits (author and committer)."""
+    monkeypatch.setenv("GIT_AUTHOR_DATE", when)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", when)
+
+
+@pytest.mark.parametrize("side_first", [False, True], ids=["side-later", "side-earlier"])
+def test_merges_bring_version_rows_from_both_sides(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, side_first: bool
+) -> None:
+    """A branch made and merged with the git binary; the index walks both parents."""
+    a = store.create("a\n", title="A")
+    clock.advance(seconds=1)
+    b = store.create("b\n", title="B")
+    store.list()
+    index = store.index()
+    base = tip(store)
+    side_time = "2026-11-22T09:00:00Z" if side_first else "2026-11-23T09:00:00Z"
+    clock.advance(hours=3)  # main's own commit lands between the two
+
+    run_git(store.path, "checkout", "-q", "-b", "side")
+    at_time(monkeypatch, side_time)
+    plant(store, memory_path(a.id), (store.path / memory_path(a.id)).read_text() + "side\n",
+          message="side: edit a")
+    side_a = run_git(store.path, "rev-parse", "HEAD").strip()
+    c_id = new_id()
+    side_c = plant(store, memory_path(c_id), memory_text(c_id, "c\n"), message="side: add c")
+    run_git(store.path, "checkout", "-q", "main")
+
+    main_b = store.update(b.id, "b2\n")
+    main_commit = tip(store)
+    assert [m.id for m in store.list()] == [a.id, b.id]  # the index is at main's commit
+    assert index.indexed_commit() == main_commit
+
+    at_time(monkeypatch, "2026-11-24T09:00:00Z")
+    run_git(store.path, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = tip(store)
+    stats = index.catch_up()
+    assert stats is not None and not stats.rebuilt
+    assert stats.applied_commits == 3  # two from the side, and the merge
+    assert index.indexed_commit() == merge
+
+    assert [m.id for m in store.list()] == [c_id, a.id, b.id]
+    assert [v.commit for v in store.history(a.id)][-1] == side_a
+    assert [v.commit for v in store.history(c_id)] == [side_c]
+    assert [v.commit for v in store.history(b.id)][-1] == main_commit
+    assert store.read(b.id) == main_b
+    assert base is not None and merge not in {v.commit for v in store.history(a.id)}
+    assert_matches_scan(store, [a.id, b.id, c_id])
+
+
+def test_a_conflicted_merge_resolved_by_hand_is_a_version(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = store.create("a\n", title="A")
+    path = memory_path(a.id)
+    store.list()
+    run_git(store.path, "checkout", "-q", "-b", "side")
+    at_time(monkeypatch, "2026-11-23T09:00:00Z")
+    plant(store, path, (store.path / path).read_text() + "from side\n", message="side")
+    run_git(store.path, "checkout", "-q", "main")
+    store.append(a.id, "from main")
+    store.list()
+    at_time(monkeypatch, "2026-11-24T09:00:00Z")
+    run_git(store.path, "merge", "-q", "-m", "merge side", "side", check=False)
+    resolved = (store.path / path).read_text()
+    resolved = "".join(
+        line for line in resolved.splitlines(keepends=True)
+        if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))
+    )
+    (store.path / path).write_text(resolved)
+    run_git(store.path, "add", path)
+    run_git(store.path, "commit", "-q", "--no-edit")
+    merge = tip(store)
+    rows = store.history(a.id)
+    assert rows[-1].commit == merge and rows[-1].op == "edit"
+    assert "from side" in rows[-1].memory.body and "from main" in rows[-1].memory.body  # type: ignore[union-attr]
+    assert len(rows) == 4
+    assert_matches_scan(store, [a.id])
+
+
+@pytest.mark.parametrize("rewrite", ["reset", "amend", "reset-and-prune"])
+def test_rewritten_history_rebuilds(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, rewrite: str
+) -> None:
+    a = store.create("a\n", title="A", tags=["alpha"])
+    clock.advance(seconds=1)
+    b = store.create("b\n", title="B")
+    keep = tip(store)
+    clock.advance(seconds=30)
+    c = store.supersede(a.id, "c\n")
+    store.delete(b.id)
+    assert [m.id for m in store.list()] == [c.id]
+    index = store.index()
+    gone = index.indexed_commit()
+    if rewrite == "amend":
+        at_time(monkeypatch, "2026-11-25T09:00:00Z")
+        run_git(store.path, "commit", "-q", "--amend", "-m", "delete b, reworded")
+    else:
+        run_git(store.path, "reset", "-q", "--hard", str(keep))
+    if rewrite == "reset-and-prune":
+        (store.db().gitdir / "ORIG_HEAD").unlink()
+        run_git(store.path, "reflog", "expire", "--expire=now", "--all")
+        run_git(store.path, "gc", "-q", "--prune=now")
+        kind = run_git(store.path, "cat-file", "-t", str(gone), check=False)
+        assert kind == "", "the old tip should be gone from the object store"
+    stats = index.catch_up()
+    assert stats is not None and stats.rebuilt
+    assert index.indexed_commit() == tip(store)
+    ids = [a.id, b.id, c.id]
+    assert_matches_scan(store, ids)
+    if rewrite == "amend":
+        assert [m.id for m in store.list()] == [c.id]
+        assert [v.commit for v in store.history(b.id)][-1] == tip(store)
+    else:
+        assert [m.id for m in store.list()] == [a.id, b.id]
+        assert store.successors(a.id) == []
+        assert gone not in {v.commit for i in (a.id, b.id) for v in store.history(i)}
+    # Writing on the rewritten branch is an ordinary catch-up again.
+    store.create("d\n")
+    again = index.catch_up()
+    assert again is not None and not again.rebuilt and again.applied_commits == 1
+    assert_matches_scan(store, ids)
+
+
+def test_bare_store_branch_moved_back(bare_store: Store) -> None:
+    a = bare_store.create("a\n")
+    first = tip(bare_store)
+    bare_store.update(a.id, "a2\n")
+    assert bare_store.list()[0].body == "a2\n"
+    run_git(bare_store.db().gitdir, "update-ref", "refs/heads/main", str(first))
+    assert bare_store.list()[0].body == "a\n"
+    assert [v.version for v in bare_store.history(a.id)] == [1]
+    assert_matches_scan(bare_store, [a.id])
