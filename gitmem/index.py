@@ -42,7 +42,7 @@ from .model import Memory, Related, Relationship, Scope, Status, Trigger
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "index.sqlite"
 
 Decoder = Callable[[bytes, str], Memory]
@@ -99,9 +99,11 @@ CREATE TABLE versions (
     agent TEXT,
     op TEXT NOT NULL,
     version, -- no affinity, as in memories
-    blob TEXT
+    blob TEXT,
+    gen INTEGER NOT NULL
 );
 CREATE INDEX versions_id ON versions (id, seq);
+CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(
     title, body, tags, names, tokenize = 'unicode61 remove_diacritics 2'
@@ -365,7 +367,7 @@ class Index:
         return stats
 
     def _clear(self, conn: sqlite3.Connection) -> None:
-        for table in ("memories", "tags", "edges", "versions", "problems", "fts"):
+        for table in ("memories", "tags", "edges", "versions", "commits", "problems", "fts"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("DELETE FROM meta WHERE key = 'commit'")
 
@@ -504,17 +506,55 @@ class Index:
         else:
             source = walker
         rows: list[tuple[Any, ...]] = []
+        gens: dict[str, int] = {}
+        new_commits: list[tuple[str, int]] = []
         count = 0
         for commit in source:
             count += 1
-            rows.extend(_version_rows(repo, commit))
-            if len(rows) >= 5000:
-                _insert_versions(conn, rows)
+            gen = 1 + max(
+                (self._generation(conn, repo, p, gens) for p in commit.parent_ids), default=0
+            )
+            gens[str(commit.id)] = gen
+            new_commits.append((str(commit.id), gen))
+            rows.extend(_version_rows(repo, commit, gen))
+            if len(rows) >= 5000 or len(new_commits) >= 5000:
+                _insert_versions(conn, rows, new_commits)
                 rows.clear()
+                new_commits.clear()
             if progress is not None and (count % 500 == 0 or count == total):
                 progress(count, total)
-        _insert_versions(conn, rows)
+        _insert_versions(conn, rows, new_commits)
         return count
+
+    def _generation(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        oid: pygit2.Oid,
+        gens: dict[str, int],
+    ) -> int:
+        """A commit's generation: 1 for a root, else one more than its highest parent's.
+
+        Every ancestor of the indexed commit is in the ``commits`` table; one that is
+        not (a table damaged by hand) is counted again from its ancestry.
+        """
+        key = str(oid)
+        gen = gens.get(key)
+        if gen is not None:
+            return gen
+        row = conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
+        if row is not None:
+            gens[key] = int(row[0])
+            return gens[key]
+        try:
+            for commit in repo.walk(oid, SortMode.TOPOLOGICAL | SortMode.REVERSE):
+                gens.setdefault(
+                    str(commit.id),
+                    1 + max((gens.get(str(p), 0) for p in commit.parent_ids), default=0),
+                )
+        except (KeyError, ValueError, pygit2.GitError):
+            gens.setdefault(key, 0)  # a parent missing from a shallow repository
+        return gens.get(key, 0)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -605,14 +645,23 @@ class Index:
 
     @_recovering
     def versions(self, ids: Sequence[str]) -> list[VersionRow]:
-        """Version rows of these memories, in the order their commits were indexed."""
+        """Version rows of these memories, oldest first.
+
+        A commit comes after its parents (by generation), then by author time and
+        commit id, so the order depends on the history alone, never on when the
+        index caught up with it; rows of one commit follow the order of ``ids``.
+        """
         marks = ", ".join("?" for _ in ids)
+        position: dict[str, int] = {}
+        for i, memory_id in enumerate(ids):
+            position.setdefault(memory_id, i)
         with self._query() as conn:
             rows = conn.execute(
-                "SELECT id, path, commit_id, time_us, author, agent, op, version, blob "
-                f"FROM versions WHERE id IN ({marks}) ORDER BY seq",
+                "SELECT id, path, commit_id, time_us, author, agent, op, version, blob, gen "
+                f"FROM versions WHERE id IN ({marks})",
                 list(ids),
             ).fetchall()
+        rows.sort(key=lambda r: (r[9], r[3], r[2], position[r[0]]))
         return [
             VersionRow(
                 id=r[0],
@@ -791,7 +840,9 @@ def _paths_changed(
     return dict(_changed_memory_files(repo, old, new))
 
 
-def _version_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[Any, ...]]:
+def _version_rows(
+    repo: pygit2.Repository, commit: pygit2.Commit, gen: int
+) -> list[tuple[Any, ...]]:
     """One row per memory file this commit changed (against every parent, for merges)."""
     parents = commit.parents
     if not parents:
@@ -835,6 +886,7 @@ def _version_rows(repo: pygit2.Repository, commit: pygit2.Commit) -> list[tuple[
                 op,
                 _big(version),
                 str(blob) if blob is not None else None,
+                gen,
             )
         )
     return rows
@@ -859,10 +911,14 @@ def infer_op(existed: bool, exists: bool, gitmem_commit: bool) -> str:
     return "update"
 
 
-def _insert_versions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+def _insert_versions(
+    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], commits: list[tuple[str, int]]
+) -> None:
     if rows:
         conn.executemany(
-            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob, "
+            "gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+    if commits:
+        conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)

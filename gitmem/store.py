@@ -1135,12 +1135,22 @@ class Store:
     def _file_versions(
         self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
-        """History rows by walking every commit (the index's reference implementation)."""
+        """History rows by walking every commit (the index's reference implementation).
+
+        Oldest first: a commit after its parents (by generation: 1 for a root, else
+        one more than its highest parent's), then by author time and commit id, so
+        commits on the two sides of a merge have one order whoever walks them; rows
+        of one commit follow the order of ``ids``.
+        """
         paths = {memory_path(mid): mid for mid in ids}
+        position = {mid: i for i, mid in enumerate(paths.values())}
         repo = backend.db.repo
-        out: builtins.list[Version] = []
+        gens: dict[pygit2.Oid, int] = {}
+        found: builtins.list[tuple[tuple[int, int, str, int], Version, str | None]] = []
         for commit in backend.db.walk(reverse=True):
             parents = commit.parents
+            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
+            gens[commit.id] = gen
             for path, mid in paths.items():
                 now = _blob_at(commit.tree, path)
                 befores = [_blob_at(p.tree, path) for p in parents] or [None]
@@ -1150,25 +1160,28 @@ class Store:
                 ops = [v for k, v in trailers if k == "Gitmem-Op"]
                 agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
                 memory: Memory | None = None
+                problem: str | None = None
                 if now is not None:
                     try:
                         memory = self._decode(backend, blob_data(repo, now), path)
                     except GitmemError as exc:
-                        warnings.append(f"{path} at {str(commit.id)[:12]} is not readable: {exc}")
+                        problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
                 op = ops[0] if len(ops) == 1 else _infer_op(befores[0], now, bool(trailers))
-                out.append(
-                    Version(
-                        memory_id=mid,
-                        version=memory.version if memory else None,
-                        commit=str(commit.id),
-                        time=author_time(commit),
-                        author=commit.author.name,
-                        agent=agent,
-                        op=op,
-                        memory=memory,
-                    )
+                version = Version(
+                    memory_id=mid,
+                    version=memory.version if memory else None,
+                    commit=str(commit.id),
+                    time=author_time(commit),
+                    author=commit.author.name,
+                    agent=agent,
+                    op=op,
+                    memory=memory,
                 )
-        return out
+                key = (gen, commit.author.time, str(commit.id), position[mid])
+                found.append((key, version, problem))
+        found.sort(key=lambda item: item[0])
+        warnings.extend(problem for _, _, problem in found if problem is not None)
+        return [version for _, version, _ in found]
 
     # -- search --------------------------------------------------------------------------
 

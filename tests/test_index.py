@@ -15,13 +15,13 @@ import datetime as dt
 import itertools
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pygit2
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from storetools import memory_text, plant, run_git, tip
 
@@ -168,6 +168,7 @@ hand_ops = st.one_of(
     st.tuples(st.just("plant-stray")),
     st.tuples(st.just("hand-delete"), targets),
     st.tuples(st.just("hand-edit"), targets),
+    st.tuples(st.just("merge"), st.integers(0, 8), targets, st.integers(-48, 48)),
 )
 ops = st.one_of(
     simple_ops,
@@ -256,6 +257,47 @@ class World:
             else:
                 text = (store.path / path).read_text() + f"edited by hand {self.counter}\n"
                 plant(store, path, text)
+        elif kind == "merge":
+            self.merge(*op[1:])
+
+    def merge(self, back: int, n: int, hours: int) -> None:
+        """A branch from an older commit, one hand commit on it dated ``hours`` from the
+        store's clock, merged into main with the git binary."""
+        root = self.store.path
+        depth = int(run_git(root, "rev-list", "--count", "--first-parent", "main"))
+        branch = f"side-{self.counter}"
+        run_git(root, "checkout", "-q", "-b", branch, f"main~{back % depth}")
+        memory_id = self.pick(n)
+        with dated(self.clock.now() + dt.timedelta(hours=hours)):
+            if memory_id is not None and (root / memory_path(memory_id)).exists():
+                path = memory_path(memory_id)
+                plant(self.store, path, (root / path).read_text() + f"side {self.counter}\n")
+            else:
+                memory_id = new_id()
+                plant(self.store, memory_path(memory_id), memory_text(memory_id))
+                self.ids.append(memory_id)
+            run_git(root, "checkout", "-q", "main")
+            merged = run_git(root, "merge", "-q", "--no-ff", "-X", "theirs", "-m", "merge",
+                             branch, check=False)
+        if run_git(root, "status", "--porcelain"):
+            run_git(root, "merge", "--abort")  # a modify/delete conflict: leave it unmerged
+        del merged
+
+
+@contextlib.contextmanager
+def dated(when: dt.datetime) -> Iterator[None]:
+    """The git binary's commits inside the block are authored and committed at ``when``."""
+    saved = {k: os.environ.get(k) for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")}
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%S+0000")
+    os.environ.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def make_store(kind: str, root: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch) -> Store:
@@ -279,6 +321,16 @@ def make_store(kind: str, root: Path, clock: FixedClock, monkeypatch: pytest.Mon
 )
 @given(kind=st.sampled_from(["worktree", "bare", "two-scopes"]),
        steps=st.lists(ops, min_size=1, max_size=14))
+@example(  # one memory changed on both sides of a merge, the side's commit the older
+    kind="worktree",
+    steps=[("create", None, [], {}, 0), ("append", 0), ("append", 0), ("query",),
+           ("merge", 2, 0, -1)],
+)
+@example(  # a memory and its successor written by one commit
+    kind="two-scopes",
+    steps=[("create", None, [], {}, 1), ("tx", 1, [("create", None, [], {}, 0),
+                                                  ("supersede", 1, None, [])])],
+)
 def test_random_stores_index_equals_scan(
     kind: str,
     steps: list[tuple[Any, ...]],
@@ -573,16 +625,21 @@ def test_merges_bring_version_rows_from_both_sides(
     assert_matches_scan(store, [a.id, b.id, c_id])
 
 
+@pytest.mark.parametrize("side_time", ["2026-11-23T09:00:00Z", "2026-11-22T11:00:00Z"],
+                         ids=["side-later", "side-earlier"])
 def test_a_conflicted_merge_resolved_by_hand_is_a_version(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, side_time: str
 ) -> None:
+    """Both sides change one memory; with the side's commit older than main's, a full walk
+    and a catch-up meet the two in different orders, and history must not care."""
     a = store.create("a\n", title="A")
     path = memory_path(a.id)
     store.list()
     run_git(store.path, "checkout", "-q", "-b", "side")
-    at_time(monkeypatch, "2026-11-23T09:00:00Z")
+    at_time(monkeypatch, side_time)
     plant(store, path, (store.path / path).read_text() + "from side\n", message="side")
     run_git(store.path, "checkout", "-q", "main")
+    clock.advance(hours=3)
     store.append(a.id, "from main")
     store.list()
     at_time(monkeypatch, "2026-11-24T09:00:00Z")
