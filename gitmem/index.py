@@ -244,12 +244,24 @@ class Index:
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
-            return conn
+            if self._file_id() == self._local.file_id:
+                return conn
+            # Deleted or replaced under an open connection: let go of the old file (a
+            # new database beside its -wal and -shm would meet them) and open the new one.
+            self.close()
         self.db.state_dir.mkdir(exist_ok=True)
         conn = self._open()
         self._local.conn = conn
         self._local.pid = os.getpid()
+        self._local.file_id = self._file_id()
         return conn
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
 
     def _open(self) -> sqlite3.Connection:
         for attempt in range(2):
@@ -262,7 +274,7 @@ class Index:
                 return conn
             except sqlite3.DatabaseError as exc:
                 conn.close()
-                if attempt:
+                if attempt or not _is_damage(exc):
                     raise
                 log.warning("index %s is unreadable (%s); rebuilding it", self.path, exc)
                 self._discard_files()
@@ -320,7 +332,7 @@ class Index:
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """Throw away a database that failed as corrupt, so the retry rebuilds it."""
-        if isinstance(exc, sqlite3.OperationalError):
+        if not _is_damage(exc):
             raise exc  # locked, busy, a malformed FTS query: not corruption
         log.warning("index %s failed (%s); rebuilding it", self.path, exc)
         self.close()
@@ -754,6 +766,17 @@ class Index:
     def count(self) -> int:
         with self._query() as conn:
             return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+_SQLITE_IOERR = 10
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """A database that is corrupt, not a database, or cannot be read (SQLITE_IOERR: say a
+    file truncated or deleted under it), as opposed to busy, locked or a bad query."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_IOERR
 
 
 def _number_params(sql: str) -> str:

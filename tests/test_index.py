@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import itertools
+import logging
 import multiprocessing
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from storetools import memory_text, plant, run_git, tip
 
 import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
-from gitmem.index import IndexStats
+from gitmem.index import SCHEMA_VERSION, IndexStats
 from gitmem.layout import memory_path, new_id
 from gitmem.store import init_project_store, open_store
 
@@ -713,3 +715,179 @@ def test_bare_store_branch_moved_back(bare_store: Store) -> None:
     assert bare_store.list()[0].body == "a\n"
     assert [v.version for v in bare_store.history(a.id)] == [1]
     assert_matches_scan(bare_store, [a.id])
+
+
+# -- the index lost, broken or out of date ----------------------------------------------
+
+
+def db_files(store: Store) -> list[Path]:
+    path = store.index().path
+    return [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
+
+
+def filled(store: Store, clock: FixedClock) -> list[str]:
+    a = store.create("a\n", title="A", category="patterns", tags=["alpha"])
+    clock.advance(seconds=1)
+    b = store.create("b\n", title="B", tags=["beta"])
+    c = store.supersede(a.id, "c\n")
+    store.delete(b.id)
+    assert_matches_scan(store, [a.id, b.id, c.id])
+    return [a.id, b.id, c.id]
+
+
+def reopen(store: Store) -> Store:
+    db = store.db()
+    return gitmem.open(db.gitdir if db.bare else store.path)
+
+
+@pytest.mark.parametrize("which", ["all", "main-only", "wal-only"])
+def test_index_deleted_mid_use(any_store: Store, clock: FixedClock, which: str) -> None:
+    ids = filled(any_store, clock)
+    main, wal, shm = db_files(any_store)
+    doomed = {"all": [main, wal, shm], "main-only": [main], "wal-only": [wal]}[which]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    # The store that had it open, one opened afresh, and a write in between.
+    assert_matches_scan(any_store, ids)
+    fresh = reopen(any_store)
+    assert_matches_scan(fresh, ids)
+    d = any_store.create("d\n", tags=["alpha"])
+    assert_matches_scan(any_store, [*ids, d.id])
+    assert_matches_scan(fresh, [*ids, d.id])
+    assert fresh.index().path.exists()
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(max(path.stat().st_size, 8192)))
+
+
+def tail_garbage(path: Path) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(size // 3)
+        fh.write(os.urandom(size - size // 3))
+
+
+def truncate_half(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def truncate_all(path: Path) -> None:
+    os.truncate(path, 0)
+
+
+def header_only(path: Path) -> None:
+    os.truncate(path, 100)
+
+
+@pytest.mark.parametrize(
+    "damage", [garbage, tail_garbage, truncate_half, truncate_all, header_only],
+    ids=lambda f: f.__name__,
+)
+@pytest.mark.parametrize("open_while_damaged", [False, True], ids=["closed", "open"])
+def test_corrupt_index_is_rebuilt_silently(
+    any_store: Store,
+    clock: FixedClock,
+    damage: Callable[[Path], None],
+    open_while_damaged: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ids = filled(any_store, clock)
+    index = any_store.index()
+    if not open_while_damaged:
+        index.close()
+    # Checkpoint so the main file holds the data (else damage to it may hit empty pages).
+    with contextlib.closing(sqlite3.connect(index.path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    damage(index.path)
+    assert_matches_scan(any_store, ids)
+    assert_matches_scan(reopen(any_store), ids)
+    d = any_store.create("d\n")
+    assert_matches_scan(any_store, [*ids, d.id])
+    with contextlib.closing(sqlite3.connect(index.path)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_corrupt_write_ahead_log(any_store: Store, clock: FixedClock) -> None:
+    ids = filled(any_store, clock)
+    index = any_store.index()
+    index.close()
+    _, wal, _ = db_files(any_store)
+    wal.write_bytes(os.urandom(64 * 1024))
+    assert_matches_scan(any_store, ids)
+    assert_matches_scan(reopen(any_store), ids)
+
+
+def sql(path: Path, statement: str, *params: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(statement, params)
+
+
+def meta(path: Path, key: str) -> str | None:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_older_schema_is_rebuilt(any_store: Store, clock: FixedClock) -> None:
+    ids = filled(any_store, clock)
+    path = any_store.index().path
+    sql(path, "UPDATE meta SET value = ? WHERE key = 'schema'", str(SCHEMA_VERSION - 1))
+    assert_matches_scan(any_store, ids)  # the open connection goes on, and still answers right
+    fresh = reopen(any_store)
+    assert_matches_scan(fresh, ids)
+    assert meta(path, "schema") == str(SCHEMA_VERSION)
+    assert meta(path, "commit") == tip(any_store)
+
+
+def test_an_older_layout_is_replaced(any_store: Store, clock: FixedClock) -> None:
+    """What an older gitmem might have left: other tables, other columns, an old version."""
+    ids = filled(any_store, clock)
+    any_store.index().close()
+    path = any_store.index().path
+    for p in db_files(any_store):
+        p.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+            "INSERT INTO meta VALUES ('schema', '0'), ('commit', 'deadbeef');"
+            "CREATE TABLE memories (id TEXT, body TEXT);"
+            "INSERT INTO memories VALUES ('mem_ghost', 'boo');"
+            "CREATE TABLE leftovers (x);"
+            "CREATE VIRTUAL TABLE fts USING fts5(body);"
+        )
+    fresh = reopen(any_store)
+    assert_matches_scan(fresh, ids)
+    assert "mem_ghost" not in {m.id for m in fresh.list(include_superseded=True)}
+    assert meta(path, "schema") == str(SCHEMA_VERSION)
+
+
+def test_a_stranger_sqlite_file_is_replaced(store: Store, clock: FixedClock) -> None:
+    ids = filled(store, clock)
+    store.index().close()
+    for p in db_files(store):
+        p.unlink(missing_ok=True)
+    sql(store.index().path, "CREATE TABLE notes (text TEXT)")
+    assert_matches_scan(reopen(store), ids)
+
+
+def test_an_index_from_another_repository_is_rebuilt(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """A copied index (say, the whole .git copied beside another store) names a commit
+    this repository does not have."""
+    one = gitmem.init(tmp_path / "one", clock=clock)
+    two = gitmem.init(tmp_path / "two", clock=clock)
+    one.create("one\n", tags=["alpha"])
+    x = two.create("two\n")
+    one.list()
+    one.index().close()
+    (two.db().gitdir / "gitmem").mkdir(exist_ok=True)
+    for src in db_files(one):
+        if src.exists():
+            (two.db().gitdir / "gitmem" / src.name).write_bytes(src.read_bytes())
+    stats = two.index().catch_up()
+    assert stats is not None and stats.rebuilt
+    assert [m.id for m in two.list()] == [x.id]
+    assert_matches_scan(two, [x.id])
