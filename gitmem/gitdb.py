@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 import pygit2
 from pygit2.enums import FileMode, SortMode
 
+from . import gitindex
 from .clock import Clock, SystemClock, parse_timestamp, to_utc
 from .errors import (
     ConflictError,
@@ -281,6 +282,7 @@ class GitDB:
         self.gitdir = Path(repo.path)
         self.workdir: Path | None = Path(repo.workdir) if repo.workdir else None
         self.state_dir = self.gitdir / STATE_DIR
+        self._gitindex: gitindex.GitIndex | None = None
         self._local = threading.local()
         self._local.repo = repo
         self._local.pid = os.getpid()
@@ -611,10 +613,82 @@ class GitDB:
         old to new without touching the file (an entry someone staged is left alone).
         """
         assert self.workdir is not None
+        self._write_files(changes)
+        try:
+            self._update_index_fast(changes, index_only or {})
+        except gitindex.Unsupported as exc:
+            log.debug("git index: %s; updating it through libgit2", exc)
+            self._update_index_libgit2(changes, index_only or {})
+        self._write_marker(after.id)
+
+    def _write_files(self, changes: dict[str, bytes | None]) -> None:
+        """Each touched file written atomically (temp file + rename), or removed."""
+        assert self.workdir is not None
+        for path, data in changes.items():
+            full = self.workdir / path
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    full.unlink()
+                _prune_empty_dirs(full.parent, self.workdir)
+                continue
+            full.parent.mkdir(parents=True, exist_ok=True)
+            tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                if self.durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, full)
+
+    def _update_index_fast(
+        self,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+    ) -> None:
+        """Stage the written files in git's index with :mod:`gitmem.gitindex`.
+
+        Only called under the writer lock, so the parsed index this GitDB keeps
+        is never updated by two threads at once.
+        """
+        assert self.workdir is not None
+        if self._gitindex is None:
+            self._gitindex = gitindex.GitIndex(self.gitdir / "index")
+        index = self._gitindex
+        for attempt in range(50):
+            index.load()
+            for path, (old_id, new_id) in index_only.items():
+                staged = index.get(path)
+                if staged != (old_id.raw if old_id is not None else None):
+                    continue
+                if new_id is None:
+                    index.remove(path)
+                else:
+                    index.add_entry(path, new_id.raw)
+            for path, data in changes.items():
+                if data is None:
+                    index.remove(path)
+                else:
+                    index.add_file(path, self.workdir / path, gitindex.blob_id(data))
+            try:
+                index.write(durable=self.durable)
+                return
+            except FileExistsError:
+                # Someone's git holds index.lock: wait for it, or clear it when stale.
+                self._clear_stale_lock(self.gitdir / "index.lock")
+                if attempt == 49:
+                    raise
+                time.sleep(0.01 * random.uniform(0.5, 1.5))
+                index.load()
+
+    def _update_index_libgit2(
+        self,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+    ) -> None:
         repo = self.repo
         index = repo.index
         index.read(False)
-        for path, (old_id, new_id) in (index_only or {}).items():
+        for path, (old_id, new_id) in index_only.items():
             staged = index[path].id if path in index else None
             if staged != old_id:
                 continue
@@ -623,25 +697,12 @@ class GitDB:
             else:
                 index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
         for path, data in changes.items():
-            full = self.workdir / path
             if data is None:
-                with contextlib.suppress(FileNotFoundError):
-                    full.unlink()
-                _prune_empty_dirs(full.parent, self.workdir)
                 with contextlib.suppress(OSError, KeyError):
                     index.remove(path)
             else:
-                full.parent.mkdir(parents=True, exist_ok=True)
-                tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
-                with open(tmp, "wb") as fh:
-                    fh.write(data)
-                    if self.durable:
-                        fh.flush()
-                        os.fsync(fh.fileno())
-                os.replace(tmp, full)
                 index.add(path)
         self._write_index(index)
-        self._write_marker(after.id)
 
     def _write_index(self, index: pygit2.Index) -> None:
         lock = self.gitdir / "index.lock"
