@@ -354,7 +354,9 @@ class Index:
         with self._catchup_lock:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                stats = self._catch_up_locked(conn, tip, progress)
+                # Read the tip again under the write lock: another process may have indexed a
+                # newer one meanwhile, and the tip read before would not descend from it.
+                stats = self._catch_up_locked(conn, self.db.tip(), progress)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):

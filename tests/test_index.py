@@ -66,8 +66,9 @@ def hist(store: Store, memory_id: str) -> Any:
     return rows, h.warnings
 
 
-def answers(store: Store, ids: list[str], *, use_index: bool) -> dict[str, Any]:
-    """Every query the index serves, asked every way, keyed by what was asked."""
+def answers(store: Store, ids: list[str], *, use_index: bool, few: bool = False) -> dict[str, Any]:
+    """Every query the index serves, asked every way, keyed by what was asked
+    (``few``: one category and one tag, for stores too big to ask every way)."""
     saved = store.use_index
     store.use_index = use_index
     try:
@@ -78,6 +79,8 @@ def answers(store: Store, ids: list[str], *, use_index: bool) -> dict[str, Any]:
         tag_sets: list[tuple[str, ...] | None] = [None, ("no-such-tag",)]
         tag_sets += [(t,) for t in tags] + list(itertools.combinations(tags, 2))[:4]
         scopes: list[str | None] = [None, *map(str, store.scopes)]
+        if few:
+            categories, tag_sets, scopes = categories[:1], tag_sets[:3], scopes[:2]
         for scope, category, tag_set, sup, arch in itertools.product(
             scopes, [None, *categories], tag_sets, (False, True), (False, True)
         ):
@@ -115,14 +118,16 @@ def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
         assert got[key] == want[key], key
 
 
-def assert_matches_scan(store: Store, ids: list[str] | None = None) -> dict[str, Any]:
+def assert_matches_scan(
+    store: Store, ids: list[str] | None = None, *, few: bool = False
+) -> dict[str, Any]:
     """The index's answers equal the scan's; returns them (for comparing with a rebuild)."""
     if ids is None:
         ids = sorted({m.id for m in store.list(include_superseded=True, include_archived=True)})
-    from_index = answers(store, ids, use_index=True)
+    from_index = answers(store, ids, use_index=True, few=few)
     for scope in store.scopes:
         assert store.index(scope).indexed_commit() == tip(store, scope)
-    assert_same(from_index, answers(store, ids, use_index=False))
+    assert_same(from_index, answers(store, ids, use_index=False, few=few))
     return from_index
 
 
@@ -891,3 +896,96 @@ def test_an_index_from_another_repository_is_rebuilt(
     assert stats is not None and stats.rebuilt
     assert [m.id for m in two.list()] == [x.id]
     assert_matches_scan(two, [x.id])
+
+
+# -- several processes at once --------------------------------------------------------------
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def write_worker(path: str, count: int, acked: Any, started: Any) -> None:
+    store = gitmem.open(path)
+    started.wait()
+    previous: str | None = None
+    for i in range(count):
+        if previous is not None and i % 4 == 0:
+            memory = store.supersede(previous, f"again {i}\n", tags=["again"])
+        else:
+            memory = store.create(f"write {i}\n", category=CATEGORIES[i % 3], tags=[TAGS[i % 4]])
+        acked.put(memory.id)  # acknowledged: the commit has landed
+        previous = memory.id
+        if i % 10 == 0:
+            store.list()  # the writer queries as well, so three processes share the index
+
+
+def read_worker(path: str, done: Any, started: Any, report: Any) -> None:
+    handler = _Records()
+    logging.getLogger("gitmem").addHandler(handler)
+    logging.getLogger("gitmem").setLevel(logging.DEBUG)
+    store = gitmem.open(path)
+    errors: list[str] = []
+    sizes: list[int] = []
+    rounds = 0
+    started.wait()
+    while True:
+        finished = done.is_set()
+        try:
+            listed = store.list(include_superseded=True)
+            sizes.append(len(listed))
+            if listed:
+                newest = listed[-1]
+                assert store.latest_version(newest.id).version >= newest.version
+                assert store.history(newest.id)[-1].commit
+            store.list(category=CATEGORIES[rounds % 3], tags=[TAGS[rounds % 4]])
+            store.problems()
+        except Exception as exc:  # every error is a failure; report it rather than die
+            errors.append(repr(exc))
+        rounds += 1
+        if finished:
+            break
+    rebuilds = [m for m in handler.messages if "rebuild" in m]
+    report.put((errors, sizes, rounds, rebuilds))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["worktree", "bare"])
+def test_two_processes_query_while_a_third_writes(
+    tmp_path: Path, clock: FixedClock, kind: str
+) -> None:
+    store = make_store(kind, tmp_path, clock, pytest.MonkeyPatch())
+    store.create("before\n")
+    store.list()  # an index already there, to catch up from
+    location = str(store.db().gitdir if store.db().bare else store.path)
+    acked, report = SPAWN.Queue(), SPAWN.Queue()
+    done, started = SPAWN.Event(), SPAWN.Barrier(3)
+    writer = SPAWN.Process(target=write_worker, args=(location, 60, acked, started))
+    readers = [
+        SPAWN.Process(target=read_worker, args=(location, done, started, report))
+        for _ in range(2)
+    ]
+    for p in [writer, *readers]:
+        p.start()
+    writer.join(timeout=300)
+    done.set()
+    for p in readers:
+        p.join(timeout=300)
+    assert [p.exitcode for p in [writer, *readers]] == [0, 0, 0]
+    ids = [acked.get(timeout=5) for _ in range(60)]
+    for _ in readers:
+        errors, sizes, rounds, rebuilds = report.get(timeout=5)
+        assert errors == []
+        assert rounds >= 2
+        assert sizes == sorted(sizes), "a reader saw the store go back in time"
+        assert sizes[-1] == 61  # its last round began after the writer had finished
+        assert rebuilds == [], "catching up must never throw the index away"
+    after = reopen(store)
+    listed = {m.id for m in after.list(include_superseded=True)}
+    assert set(ids) <= listed and len(listed) == 61
+    assert_matches_scan(after, ids[::6], few=True)
