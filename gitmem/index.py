@@ -693,11 +693,12 @@ class Index:
 
     @_recovering
     def last_blob(self, memory_id: str) -> str | None:
-        """The newest blob this memory had in any indexed commit (for deleted ones)."""
+        """The newest blob this memory had in any indexed commit (for deleted ones), newest
+        in the order of :meth:`versions`, whenever the index caught up."""
         with self._query() as conn:
             row = conn.execute(
                 "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
-                "ORDER BY seq DESC LIMIT 1",
+                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
                 (memory_id,),
             ).fetchone()
         return None if row is None else row[0]

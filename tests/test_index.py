@@ -462,6 +462,29 @@ def test_reindex_rebuilds_and_reports_progress(any_store: Store) -> None:
     assert again.rebuilt and again.memories == 3
 
 
+def test_get_count_and_stale_come_from_the_caught_up_index(
+    any_store: Store, clock: FixedClock
+) -> None:
+    start = clock.now()
+    a = any_store.create("a\n")
+    clock.advance(days=10)
+    b = any_store.create("b\n")
+    clock.advance(days=10)
+    c = any_store.supersede(b.id, "c\n")
+    index = any_store.index()
+    cutoff = start + dt.timedelta(days=15)
+    assert [m.id for m in index.stale(cutoff)] == [a.id, b.id]
+    assert index.count() == 3
+    clock.advance(days=10)
+    any_store.update(a.id, "a2\n")
+    any_store.delete(c.id)
+    assert [m.id for m in index.stale(cutoff)] == [b.id]
+    assert index.count() == 2
+    assert index.get(a.id) == any_store.read(a.id)
+    assert index.get(c.id) is None
+    assert index.get("mem_never-created") is None
+
+
 def test_transaction_reads_its_own_writes_then_the_index_catches_up(store: Store) -> None:
     a = store.create("a\n", category="patterns")
     store.list()
@@ -989,3 +1012,45 @@ def test_two_processes_query_while_a_third_writes(
     listed = {m.id for m in after.list(include_superseded=True)}
     assert set(ids) <= listed and len(listed) == 61
     assert_matches_scan(after, ids[::6], few=True)
+
+
+# -- a project store read together with the user store -----------------------------------
+
+
+def test_project_and_user_scopes_list_from_both_indexes(
+    tmp_path: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store("two-scopes", tmp_path, clock, monkeypatch)
+    assert [str(s) for s in store.scopes] == ["repo", "user"]
+    project = store.create("project fact\n", category="patterns", tags=["alpha"])
+    clock.advance(seconds=1)
+    user = store.create("user fact\n", category="patterns", tags=["alpha"], scope="user")
+    clock.advance(seconds=1)
+    newer = store.supersede(user.id, "user fact, revised\n")
+    assert newer.store_scope is not None and str(newer.store_scope) == "user"
+
+    assert [(m.id, str(m.store_scope)) for m in store.list(category="patterns")] == [
+        (project.id, "repo"), (newer.id, "user")
+    ]
+    assert [m.id for m in store.list(scope="user", include_superseded=True)] == [user.id, newer.id]
+    assert [m.id for m in store.list(scope="repo")] == [project.id]
+    assert store.latest_version(user.id).id == newer.id
+    repo_index, user_index = store.index("repo"), store.index("user")
+    assert repo_index.path != user_index.path
+    assert repo_index.indexed_commit() == tip(store, "repo")
+    assert user_index.indexed_commit() == tip(store, "user")
+    assert [m.id for m in repo_index.select()] == [project.id]
+    assert [m.id for m in user_index.select()] == [newer.id]
+
+    # Each scope catches up on its own: a write to one leaves the other's index alone.
+    before = repo_index.indexed_commit()
+    store.create("another user fact\n", scope="user", tags=["beta"])
+    stats = user_index.catch_up()
+    assert stats is not None and stats.applied_commits == 1 and not stats.rebuilt
+    assert repo_index.catch_up() is None and repo_index.indexed_commit() == before
+    assert_matches_scan(store)
+    # A fresh open from inside the project finds both stores and both indexes.
+    (tmp_path / "project" / "src").mkdir()
+    again = open_store(cwd=tmp_path / "project" / "src", clock=clock)
+    assert len(again.list(tags=["alpha"])) == 2
+    assert_matches_scan(again)
