@@ -417,7 +417,7 @@ class Index:
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
-        stats.problems = [tuple(r) for r in conn.execute("SELECT path, message FROM problems")]
+        stats.problems = _problem_rows(conn)
         return stats
 
     def _apply_tree_diff(
@@ -438,13 +438,17 @@ class Index:
                     )
                 memory = self.decode(blob_data(repo, blob), path)
             except GitmemError as exc:
-                conn.execute("INSERT OR REPLACE INTO problems VALUES (?, ?)", (path, str(exc)))
+                conn.execute(
+                    "INSERT OR REPLACE INTO problems VALUES (?, ?)", (_raw(path), _raw(str(exc)))
+                )
                 continue
             self._insert(conn, memory, str(blob))
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> None:
-        conn.execute("DELETE FROM problems WHERE path = ?", (path,))
-        row = conn.execute("SELECT rowid, id FROM memories WHERE path = ?", (path,)).fetchone()
+        conn.execute("DELETE FROM problems WHERE path = ?", (_raw(path),))
+        row = conn.execute(
+            "SELECT rowid, id FROM memories WHERE path = ?", (_raw(path),)
+        ).fetchone()
         if row is None:
             return
         rowid, memory_id = row
@@ -706,10 +710,7 @@ class Index:
     @_recovering
     def problems(self) -> list[tuple[str, str]]:
         with self._query() as conn:
-            return [
-                (r[0], r[1])
-                for r in conn.execute("SELECT path, message FROM problems ORDER BY path")
-            ]
+            return _problem_rows(conn)
 
     @_recovering
     def stale(self, before: dt.datetime) -> list[Memory]:
@@ -772,6 +773,27 @@ class Index:
 
 
 _SQLITE_IOERR = 10
+
+
+def _raw(text: str) -> str | bytes:
+    """Text for SQLite. A path git holds in bytes that are not UTF-8 reaches Python with
+    surrogate escapes, which SQLite cannot store as text: it is kept as those bytes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+    return text
+
+
+def _cooked(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Problems by path in git's byte order (SQLite would put the byte paths last)."""
+    rows = [(_cooked(p), _cooked(m)) for p, m in conn.execute("SELECT path, message FROM problems")]
+    rows.sort(key=lambda row: row[0].encode("utf-8", "surrogateescape"))
+    return rows
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
@@ -844,6 +866,13 @@ def _changed_memory_files(
                 yield f"{MEMORIES_DIR}/{delta.old_file.path}", None
             mode = delta.new_file.mode
             blob = delta.new_file.id if mode in (0o100644, 0o100755) else None
+            if (
+                blob is not None
+                and delta.old_file.path == delta.new_file.path
+                and delta.old_file.mode in (0o100644, 0o100755)
+                and delta.old_file.id == blob
+            ):
+                continue  # only the executable bit changed: the memory did not
             yield f"{MEMORIES_DIR}/{delta.new_file.path}", blob
 
 

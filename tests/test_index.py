@@ -25,7 +25,7 @@ import pygit2
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from storetools import memory_text, plant, run_git, tip
+from storetools import memory_text, plant, plant_symlink, run_git, tip
 
 import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
@@ -528,6 +528,35 @@ def test_hand_committed_broken_files_are_problems_until_fixed(store: Store) -> N
     run_git(store.path, "commit", "-q", "-m", "tidy")
     assert len(store.problems()) == 1
     assert_matches_scan(store, [good.id, broken_id])
+
+
+def test_odd_tree_entries_under_memories(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    """What a person's git can put there: a link, files outside the shard layout, the
+    executable bit, a name that is not UTF-8."""
+    # The warnings would name the Latin-1 path, which pytest-xdist cannot send back.
+    caplog.set_level(logging.CRITICAL, logger="gitmem")
+    store.create("a\n")
+    plant_symlink(store, memory_path(new_id()), "../../gitmem.yaml")
+    plant(store, "memories/README.md", "about this store\n")
+    plant(store, "memories/ab/cd/deep.md", "too deep\n")
+    executable = new_id()
+    path = memory_path(executable)
+    plant(store, path, memory_text(executable))
+    (store.path / path).chmod(0o755)
+    run_git(store.path, "add", path)
+    run_git(store.path, "commit", "-q", "-m", "chmod +x")
+    (store.path / "memories" / "zz").mkdir()
+    with open(os.fsencode(store.path / "memories" / "zz") + b"/\xff\xfe.md", "wb") as fh:
+        fh.write(b"x\n")
+    run_git(store.path, "add", "memories/zz")
+    run_git(store.path, "commit", "-q", "-m", "a name in Latin-1")
+    assert len(store.problems()) == 3
+    assert [v.op for v in store.history(executable)] == ["add"]  # a mode is not a version
+    assert_matches_scan(store)
+    run_git(store.path, "rm", "-q", "-r", "memories/zz")
+    run_git(store.path, "commit", "-q", "-m", "gone")
+    assert len(store.problems()) == 2
+    assert_matches_scan(store)
 
 
 @pytest.mark.parametrize(
