@@ -311,6 +311,8 @@ class Row:
             return "—"
         if self.compare == "size":
             return f"{ratio:.2f}x raw"
+        if 0.995 <= ratio <= 1.005:
+            return "1.00x (same)"
         if ratio >= 1:
             return f"**{fmt_ratio(ratio)}x faster**"
         return f"{fmt_ratio(1 / ratio)}x slower"

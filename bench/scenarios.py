@@ -673,8 +673,8 @@ def search(ctx: Context) -> list[Row]:
                 met=(value <= 20.0 and ratio >= 20.0) if fts else None,
                 note=_join(
                     what,
-                    f"{len(store.search(query, mode=mode))} results (limit 20); grep prints "
-                    "every match",
+                    f"{len(store.search(query, mode=mode))} result(s) (limit 20); grep "
+                    "prints every match",
                     _at(populated.size, TARGET_MEMORIES, "--sizes"),
                 ),
             )
