@@ -18,6 +18,7 @@ import gitmem
 
 from . import demo as _demo
 from . import index as _index
+from . import lifecycle as _lifecycle
 from . import memory as _memory
 from . import store as _store
 from .common import State, json_option
@@ -132,6 +133,8 @@ for _command in (
     _index.search,
     _index.reindex,
     _index.gc,
+    _lifecycle.stale,
+    _lifecycle.check,
     _demo.demo,
 ):
     cli.add_command(_command)
