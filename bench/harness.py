@@ -95,7 +95,7 @@ def preset(mode: str) -> Config:
             sizes=[200, 1_000],
             worktree_sizes=[200, 1_000],
             read_size=1_000,
-            history_commits=3_000,
+            history_commits=2_000,
             latest_size=1_000,
             writers=[1, 2, 4, 8],
             writers_size=1_000,
@@ -105,7 +105,7 @@ def preset(mode: str) -> Config:
             reads=300,
             writer_ops=15,
             bulk_repeat_max=500,
-            catchup_commits=1_000,
+            catchup_commits=500,
             budget=10.0,
         )
     if mode == "tiny":
