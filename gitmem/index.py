@@ -26,6 +26,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,7 +269,7 @@ class Index:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             try:
                 conn.execute("PRAGMA busy_timeout = 30000")
-                conn.execute("PRAGMA journal_mode = WAL")
+                _wal_mode(conn)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
                 return conn
@@ -772,7 +773,25 @@ class Index:
             return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
 
 
-_SQLITE_IOERR = 10
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
+
+
+def _wal_mode(conn: sqlite3.Connection, timeout: float = 30.0) -> None:
+    """Switch to WAL, waiting for other processes: SQLite answers "database is locked"
+    at once, without its busy handler, while another connection is making a new
+    database (several processes' first query at the same moment)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (_SQLITE_BUSY, _SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _raw(text: str) -> str | bytes:

@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -1084,3 +1085,64 @@ def test_project_and_user_scopes_list_from_both_indexes(
     again = open_store(cwd=tmp_path / "project" / "src", clock=clock)
     assert len(again.list(tags=["alpha"])) == 2
     assert_matches_scan(again)
+
+
+def first_query_worker(path: str, started: Any, report: Any) -> None:
+    store = gitmem.open(path)
+    started.wait()
+    try:
+        report.put(("ok", len(store.list(include_superseded=True))))
+    except Exception as exc:  # report rather than die: the parent asserts on it
+        report.put(("error", repr(exc)))
+
+
+@pytest.mark.slow
+def test_processes_creating_the_index_at_once(tmp_path: Path, clock: FixedClock) -> None:
+    """Nobody has built the index yet and four processes query at the same moment."""
+    store = gitmem.init(tmp_path / "bare.git", bare=True, clock=clock)
+    for i in range(20):
+        store.create(f"{i}\n")
+    for round_ in range(3):
+        for path in db_files(store):
+            path.unlink(missing_ok=True)
+        started, report = SPAWN.Barrier(4), SPAWN.Queue()
+        procs = [
+            SPAWN.Process(target=first_query_worker, args=(str(store.db().gitdir), started, report))
+            for _ in range(4)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        assert [p.exitcode for p in procs] == [0] * 4
+        assert sorted(report.get(timeout=5) for _ in procs) == [("ok", 20)] * 4, round_
+
+
+def test_threads_query_while_the_store_writes(any_store: Store) -> None:
+    """One Store shared by threads: each has its own connection, catch-ups take turns."""
+    stop = threading.Event()
+    errors: list[str] = []
+    seen: list[list[int]] = [[] for _ in range(3)]
+
+    def reader(k: int) -> None:
+        while not stop.is_set():
+            try:
+                listed = any_store.list(include_superseded=True)
+                seen[k].append(len(listed))
+                if listed:
+                    any_store.history(listed[-1].id)
+            except Exception as exc:  # collected, asserted below
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    ids = [any_store.create(f"{i}\n").id for i in range(15)]
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for sizes in seen:
+        assert sizes == sorted(sizes)
+    assert {m.id for m in any_store.list()} == set(ids)
+    assert_matches_scan(any_store, ids[:3])
