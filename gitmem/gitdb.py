@@ -43,6 +43,10 @@ from .errors import (
 
 log = logging.getLogger(__name__)
 
+# libgit2 caches only trees under 4 KiB by default; the memories/ tree and its
+# shard trees are larger in big stores and would be inflated again on every read.
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 1 << 20)
+
 T = TypeVar("T")
 
 COMMITTER_NAME = "gitmem"

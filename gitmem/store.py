@@ -234,14 +234,23 @@ class Transaction:
         self.backend = backend
         self.message = message
         self.actions: list[_Action] = []
+        self.effects: list[_Effect] = []
         self.snapshot = backend.db.snapshot()
         self.commit: str | None = None
 
     def run(self, action: _Action) -> Any:
         self.store._refresh_config(self.backend, self.snapshot)
-        _, value = action(self.snapshot)
+        effect, value = action(self.snapshot)
         self.actions.append(action)
+        self.effects.append(effect)
         return value
+
+    def built_on(self, snap: Snapshot) -> bool:
+        """Whether ``snap`` is the commit this transaction staged its changes on."""
+        mine, theirs = self.snapshot.commit, snap.commit
+        if mine is None or theirs is None:
+            return mine is None and theirs is None
+        return bool(mine.id == theirs.id)
 
     def __getattr__(self, name: str) -> Any:
         # tx.create(...), tx.update(...), tx.read(...): the store's own methods,
@@ -363,8 +372,13 @@ class Store:
             return
 
         def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-            self._refresh_config(backend, snap)
-            effects = [action(snap)[0] for action in tx.actions]
+            if tx.built_on(snap):
+                # Nobody moved the branch: what was staged is what would be replayed.
+                snap.changes.update(tx.snapshot.changes)
+                effects = tx.effects
+            else:
+                self._refresh_config(backend, snap)
+                effects = [action(snap)[0] for action in tx.actions]
             return _spec(effects, None, message or f"transaction: {len(effects)} operations"), None
 
         _, oid = backend.db.write(plan)
