@@ -239,6 +239,12 @@ class Index:
         self.path = db.state_dir / DB_NAME
         self._local = threading.local()
         self._catchup_lock = threading.Lock()
+        self.busy_timeout = 30.0
+        """Seconds one SQLite call waits for another connection's lock."""
+        self.write_wait = 1800.0
+        """Seconds a catch-up waits for another process's catch-up or rebuild to finish
+        (a rebuild of a large store outlasts the busy timeout; a held lock means a live
+        process, since the operating system drops the locks of one that died)."""
 
     # -- connection -------------------------------------------------------------------
 
@@ -266,10 +272,10 @@ class Index:
 
     def _open(self) -> sqlite3.Connection:
         for attempt in range(2):
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
-                conn.execute("PRAGMA busy_timeout = 30000")
-                _wal_mode(conn)
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                _wal_mode(conn, self.busy_timeout)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
                 return conn
@@ -287,7 +293,7 @@ class Index:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is not None and row[0] == str(SCHEMA_VERSION):
             return
-        conn.execute("BEGIN IMMEDIATE")
+        _begin_write(conn, self.write_wait)
         try:
             row = None
             with contextlib.suppress(sqlite3.OperationalError):
@@ -353,7 +359,7 @@ class Index:
         if self.indexed_commit() == tip_hex and tip_hex is not None:
             return None
         with self._catchup_lock:
-            conn.execute("BEGIN IMMEDIATE")
+            _begin_write(conn, self.write_wait)
             try:
                 # Read the tip again under the write lock: another process may have indexed a
                 # newer one meanwhile, and the tip read before would not descend from it.
@@ -369,7 +375,7 @@ class Index:
         """Forget everything and index the whole history again."""
         conn = self._connect()
         with self._catchup_lock:
-            conn.execute("BEGIN IMMEDIATE")
+            _begin_write(conn, self.write_wait)
             try:
                 self._clear(conn)
                 stats = self._catch_up_locked(conn, self.db.tip(), progress)
@@ -776,7 +782,20 @@ class Index:
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
 
 
-def _wal_mode(conn: sqlite3.Connection, timeout: float = 30.0) -> None:
+def _begin_write(conn: sqlite3.Connection, wait: float) -> None:
+    """BEGIN IMMEDIATE, trying again after each busy timeout for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (_SQLITE_BUSY, _SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+
+
+def _wal_mode(conn: sqlite3.Connection, timeout: float) -> None:
     """Switch to WAL, waiting for other processes: SQLite answers "database is locked"
     at once, without its busy handler, while another connection is making a new
     database (several processes' first query at the same moment)."""

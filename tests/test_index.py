@@ -1087,6 +1087,36 @@ def test_project_and_user_scopes_list_from_both_indexes(
     assert_matches_scan(again)
 
 
+def test_a_query_waits_out_a_catch_up_longer_than_the_busy_timeout(any_store: Store) -> None:
+    """Another process rebuilding a large store holds the write lock for a long time;
+    a query that needs to catch up waits for it instead of failing "database is locked"."""
+    a = any_store.create("a\n")
+    any_store.list()
+    index = any_store.index()
+    index.close()
+    index.busy_timeout = 0.05  # far shorter than the other writer takes
+    holding, release = threading.Event(), threading.Event()
+
+    def long_writer() -> None:
+        with contextlib.closing(sqlite3.connect(index.path, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            holding.set()
+            release.wait(timeout=30)
+            conn.execute("COMMIT")
+
+    other = threading.Thread(target=long_writer)
+    other.start()
+    try:
+        assert holding.wait(timeout=30)
+        b = any_store.create("b\n")  # the index must catch up, so it needs the lock
+        threading.Timer(1.0, release.set).start()
+        assert {m.id for m in any_store.list()} == {a.id, b.id}
+    finally:
+        release.set()
+        other.join()
+    assert index.indexed_commit() == tip(any_store)
+
+
 def first_query_worker(path: str, started: Any, report: Any) -> None:
     store = gitmem.open(path)
     started.wait()
