@@ -17,6 +17,7 @@ import click
 import gitmem
 
 from . import demo as _demo
+from . import hooks as _hooks
 from . import index as _index
 from . import lifecycle as _lifecycle
 from . import memory as _memory
@@ -136,6 +137,8 @@ for _command in (
     _lifecycle.stale,
     _lifecycle.check,
     _demo.demo,
+    _hooks.hooks,
+    _hooks.hook_run,
 ):
     cli.add_command(_command)
 

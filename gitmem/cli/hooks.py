@@ -1,0 +1,127 @@
+"""Git hooks: ``gitmem hooks install|uninstall|status`` and the hidden ``gitmem hook-run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pygit2
+
+from gitmem import hooks as _hooks
+from gitmem.errors import StoreError
+from gitmem.hooks import Report
+
+from .common import State, emit_json, json_option, pass_state
+
+_project_option = click.option(
+    "--project",
+    "project",
+    metavar="PATH",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A project repository (its post-merge, post-checkout and post-commit hooks run "
+    "gitmem check); without it, the store's own repository.",
+)
+
+
+def _target(state: State, project: Path | None) -> tuple[Path, str]:
+    """The repository to work on and its role."""
+    if project is not None:
+        found = pygit2.discover_repository(str(project))
+        if found is None:
+            raise StoreError(f"{project} is not in a git repository")
+        repo = pygit2.Repository(found)
+        return Path(repo.workdir or repo.path), "project"
+    db = state.store().db()
+    return Path(db.path), "memory"
+
+
+def _show(state: State, report: Report, verb: str) -> None:
+    if state.json:
+        emit_json(report.to_dict())
+        return
+    if verb:
+        done = ", ".join(report.changed) if report.changed else "nothing (already so)"
+        click.echo(f"{verb} in {report.hooks_dir}: {done}")
+        return
+    click.echo(f"hooks directory: {report.hooks_dir}")
+    for hook in report.hooks:
+        if hook.installed:
+            chained = ", chained to the earlier hook" if hook.chained else ""
+            what = f"gitmem ({hook.role}){chained}"
+        elif hook.foreign:
+            what = "another hook (not gitmem's)"
+        else:
+            what = "none"
+        click.echo(f"  {hook.name:<14} {what}")
+
+
+@click.group(name="hooks")
+def hooks() -> None:
+    """Install, remove or show gitmem's git hooks.
+
+    \b
+    In the store's repository: pre-commit validates staged memory files and
+    stamps hand edits; post-merge and post-checkout update the index and report
+    forks. In a project repository (--project PATH): post-merge, post-checkout
+    and post-commit run gitmem check, and never fail the git command.
+    Existing hooks are kept and still run first.
+
+    \b
+    Examples:
+      gitmem hooks install
+      gitmem hooks install --project ~/src/app
+      gitmem hooks status --json
+      gitmem hooks uninstall --project ~/src/app
+    """
+
+
+@hooks.command(name="install")
+@_project_option
+@json_option
+@pass_state
+def install(state: State, project: Path | None) -> None:
+    """Install the hooks (again: harmless; an existing hook is chained)."""
+    repo, role = _target(state, project)
+    _show(state, _hooks.install(repo, role), "installed")
+
+
+@hooks.command(name="uninstall")
+@_project_option
+@json_option
+@pass_state
+def uninstall(state: State, project: Path | None) -> None:
+    """Remove gitmem's hooks and put back the hooks they replaced."""
+    repo, _ = _target(state, project)
+    _show(state, _hooks.uninstall(repo), "removed")
+
+
+@hooks.command(name="status")
+@_project_option
+@json_option
+@pass_state
+def status(state: State, project: Path | None) -> None:
+    """Show which hooks are installed."""
+    repo, _ = _target(state, project)
+    _show(state, _hooks.status(repo), "")
+
+
+@click.command(
+    name="hook-run",
+    hidden=True,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--role", type=click.Choice(["auto", *_hooks.ROLES]), default="auto", show_default=True
+)
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def hook_run(ctx: click.Context, role: str, name: str, args: tuple[str, ...]) -> None:
+    """Do the work of git hook NAME (called by the installed hook scripts).
+
+    \b
+    Examples:
+      gitmem hook-run pre-commit
+      gitmem hook-run --role project post-checkout OLD NEW 1
+    """
+    ctx.exit(_hooks.run(name, list(args), role=role))

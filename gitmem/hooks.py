@@ -1,0 +1,600 @@
+"""Git hooks: install them into a memory or project repository, and the work they do.
+
+``gitmem hooks install`` writes one small sh script per hook (from the template
+``hooks/gitmem-hook.sh``) into the repository's hooks directory, wherever
+``core.hooksPath`` puts it. A hook that was there before is moved aside to
+``<name>.pre-gitmem`` and still runs first; ``uninstall`` puts it back.
+
+The scripts call ``python -m gitmem hook-run`` with the interpreter recorded at
+install time, so a gitmem installed in a virtualenv works from any shell. The
+work itself is :func:`run`:
+
+- memory repository: ``pre-commit`` validates the staged memory files and stamps
+  ``updated_at``/``version`` on hand-edited ones; ``post-merge`` and
+  ``post-checkout`` catch the index up and report version-chain forks.
+- project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
+  ``gitmem check --project`` when that command exists, else catch the index up.
+  They never fail the user's git command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import codec, schema
+from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
+from .layout import MEMORIES_DIR, id_from_path, memory_path
+from .model import memory_from_document
+
+MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
+PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
+ALL_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-commit")
+ROLES = ("memory", "project")
+MARKER = "# gitmem-hook:"
+CHAINED = ".pre-gitmem"
+"""Suffix of an existing hook moved aside by install (run first by ours, restored by uninstall)."""
+
+_GIT_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+)
+
+Out = Callable[[str], None]
+
+
+# -- running git -----------------------------------------------------------------------
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without the variables that would point git at another repository."""
+    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+
+
+def _git(
+    cwd: Path,
+    *args: str,
+    input: bytes | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> bytes:
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=cwd, input=input, capture_output=True, env=env, check=False
+        )
+    except FileNotFoundError:
+        raise StoreError("the git binary is not on PATH") from None
+    if check and result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise StoreError(f"git {args[0]} failed: {message[-1] if message else result.returncode}")
+    return result.stdout
+
+
+# -- installing --------------------------------------------------------------------------
+
+
+def template() -> str:
+    """The hook script template (``hooks/gitmem-hook.sh``; in a wheel, ``gitmem/_hooks``)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_hooks", here.parent / "hooks"):
+        path = candidate / "gitmem-hook.sh"
+        if path.is_file():
+            return path.read_text()
+    raise StoreError("the hook script template gitmem-hook.sh is missing from this installation")
+
+
+def _shell_quote_free(value: str) -> str:
+    if "'" in value:
+        raise InvalidInputError(f"cannot install hooks for an interpreter path with ': {value}")
+    return value
+
+
+def render(hook: str, role: str, python: str | None = None) -> str:
+    """The script installed as ``hook`` for a repository of ``role``."""
+    if hook not in ALL_HOOKS:
+        raise InvalidInputError(f"unknown hook {hook!r} (gitmem has: {', '.join(ALL_HOOKS)})")
+    if role not in ROLES:
+        raise InvalidInputError(f"unknown role {role!r} (memory or project)")
+    interpreter = _shell_quote_free(python or sys.executable)
+    return (
+        template().replace("@HOOK@", hook).replace("@ROLE@", role).replace("@PYTHON@", interpreter)
+    )
+
+
+def hooks_dir(repo: Path) -> Path:
+    """The directory git runs ``repo``'s hooks from (``core.hooksPath`` respected)."""
+    if not repo.exists():
+        raise StoreError(f"no repository at {repo}")
+    found = _git(repo, "rev-parse", "--git-path", "hooks", env=_clean_env()).decode().strip()
+    return (repo / found).resolve() if not Path(found).is_absolute() else Path(found)
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(200)
+    except OSError:
+        return False
+    return MARKER.encode() in head
+
+
+def _script_field(path: Path, name: str) -> str | None:
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines()[:12]:
+            if line.startswith(f"{name}='"):
+                return line.split("'")[1]
+    return None
+
+
+@dataclass
+class HookState:
+    """One hook name in one hooks directory."""
+
+    name: str
+    path: Path
+    installed: bool
+    """Our script is in place."""
+    chained: bool
+    """An earlier hook is kept as ``<name>.pre-gitmem`` and run first."""
+    foreign: bool
+    """Some other hook is in place (not ours)."""
+    role: str | None = None
+    python: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "installed": self.installed,
+            "chained": self.chained,
+            "foreign": self.foreign,
+            "role": self.role,
+            "python": self.python,
+        }
+
+
+def _state(directory: Path, name: str) -> HookState:
+    path = directory / name
+    ours = _is_ours(path)
+    return HookState(
+        name=name,
+        path=path,
+        installed=ours,
+        chained=(directory / f"{name}{CHAINED}").exists(),
+        foreign=path.exists() and not ours,
+        role=_script_field(path, "role") if ours else None,
+        python=_script_field(path, "python") if ours else None,
+    )
+
+
+@dataclass
+class Report:
+    """What install, uninstall or status found or did in one repository."""
+
+    repo: Path
+    hooks_dir: Path
+    role: str | None
+    hooks: list[HookState] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    """Hook names written (install) or removed (uninstall)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo": str(self.repo),
+            "hooks_dir": str(self.hooks_dir),
+            "role": self.role,
+            "changed": self.changed,
+            "hooks": [h.to_dict() for h in self.hooks],
+        }
+
+
+def install(repo: Path, role: str, *, python: str | None = None) -> Report:
+    """Put gitmem's hooks for ``role`` in ``repo``; idempotent; existing hooks are chained."""
+    names = MEMORY_HOOKS if role == "memory" else PROJECT_HOOKS
+    directory = hooks_dir(repo)
+    directory.mkdir(parents=True, exist_ok=True)
+    report = Report(repo, directory, role)
+    for name in names:
+        path = directory / name
+        text = render(name, role, python)
+        if path.exists() or path.is_symlink():
+            if _is_ours(path):
+                if path.read_text() == text and os.access(path, os.X_OK):
+                    continue
+            else:
+                aside = directory / f"{name}{CHAINED}"
+                if aside.exists() or aside.is_symlink():
+                    raise StoreError(
+                        f"{path} is not gitmem's and {aside.name} is taken",
+                        hint="move one of them away, then run gitmem hooks install again",
+                    )
+                path.rename(aside)
+        tmp = directory / f".{name}.gitmem-tmp"
+        tmp.write_text(text)
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | 0o644)
+        tmp.replace(path)
+        report.changed.append(name)
+    report.hooks = [_state(directory, name) for name in ALL_HOOKS]
+    return report
+
+
+def uninstall(repo: Path) -> Report:
+    """Remove gitmem's hooks from ``repo`` and put back the hooks they replaced."""
+    directory = hooks_dir(repo)
+    report = Report(repo, directory, None)
+    for name in ALL_HOOKS:
+        path = directory / name
+        if not _is_ours(path):
+            continue
+        path.unlink()
+        aside = directory / f"{name}{CHAINED}"
+        if aside.exists() or aside.is_symlink():
+            aside.rename(path)
+        report.changed.append(name)
+    report.hooks = [_state(directory, name) for name in ALL_HOOKS]
+    return report
+
+
+def status(repo: Path) -> Report:
+    directory = hooks_dir(repo)
+    states = [_state(directory, name) for name in ALL_HOOKS]
+    roles = {s.role for s in states if s.role}
+    return Report(repo, directory, roles.pop() if len(roles) == 1 else None, states)
+
+
+# -- validating staged files --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Staged:
+    path: str
+    mode: str
+    oid: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: str
+    reason: str
+
+    def line(self) -> str:
+        return f"gitmem: refused: {self.path}: {self.reason}"
+
+
+def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
+    """Every index entry under ``memories/``: path -> (mode, blob id)."""
+    out: dict[str, tuple[str, str]] = {}
+    raw = _git(top, "ls-files", "-s", "-z", "--", f"{MEMORIES_DIR}/")
+    for record in raw.split(b"\0"):
+        if not record:
+            continue
+        info, _, path = record.partition(b"\t")
+        mode, oid, _stage = info.decode().split()
+        out[path.decode("utf-8", "surrogateescape")] = (mode, oid)
+    return out
+
+
+def _changed_paths(top: Path) -> list[str]:
+    raw = _git(
+        top,
+        "diff",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-filter=ACMRT",
+        "--",
+        f"{MEMORIES_DIR}/",
+    )
+    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
+
+
+def _read_blobs(top: Path, oids: Sequence[str]) -> list[bytes]:
+    if not oids:
+        return []
+    raw = _git(top, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    out: list[bytes] = []
+    pos = 0
+    for _ in oids:
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].split()
+        size = int(header[2])
+        out.append(raw[end + 1 : end + 1 + size])
+        pos = end + 1 + size + 1
+    return out
+
+
+def _head_blob(top: Path, path: str) -> bytes | None:
+    result = subprocess.run(
+        ["git", "cat-file", "blob", f"HEAD:{path}"], cwd=top, capture_output=True, check=False
+    )
+    return result.stdout if result.returncode == 0 else None
+
+
+def _ever_existed(top: Path, path: str) -> bool:
+    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", path, check=False).strip())
+
+
+def decode_memory(data: bytes, path: str) -> Any:
+    """Parse and validate one memory file the way the store reads it (a Memory, or raises)."""
+    if id_from_path(path) is None:
+        raise InvalidMemoryError("not at a memory path (memories/<shard>/<id>.md)")
+    text = codec.decode(data, what=path)
+    if "\x00" in text:
+        raise InvalidMemoryError("contains a NUL byte; memories are text")
+    doc = codec.parse(text)
+    if not doc.has_front_matter:
+        raise InvalidMemoryError("has no front-matter (it must start with a '---' line)")
+    schema.validate(doc.metadata, what=path)
+    memory = memory_from_document(doc, path=path)
+    expected = id_from_path(path)
+    if memory.id != expected:
+        raise InvalidMemoryError(f"carries id {memory.id!r}, but its path says {expected!r}")
+    return memory
+
+
+Validator = Callable[[bytes, str], Any]
+VALIDATORS: list[tuple[Callable[[str], bool], Validator]] = [
+    (lambda path: path.startswith(f"{MEMORIES_DIR}/"), decode_memory),
+]
+"""Which staged paths are validated, and how. Layered documents add their own entry."""
+
+
+def _reason(exc: Exception, path: str) -> str:
+    message = str(exc)
+    for prefix in (f"{path}: ", f"{path} "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return " ".join(message.split())
+
+
+_MANAGED = ("updated_at", "version")
+
+
+def _without_managed(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in _MANAGED}
+
+
+def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
+    """The stamped file text for a hand edit of a committed memory, or None to leave it."""
+    before = _head_blob(top, item.path)
+    if before is None:
+        return None
+    try:
+        old = codec.parse(codec.decode(before, what=item.path))
+    except GitmemError:
+        return None
+    new = codec.parse(codec.decode(item.data, what=item.path))
+    if not codec.same(new.metadata.get("version"), old.metadata.get("version")):
+        return None  # the person set the version: theirs to keep
+    if new.body == old.body and codec.same(
+        _without_managed(new.metadata), _without_managed(old.metadata)
+    ):
+        return None  # only the managed fields changed (or nothing did)
+    version = old.metadata.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        return None
+    metadata = {**new.metadata, "updated_at": now, "version": version + 1}
+    schema.validate(metadata, what=item.path)
+    return codec.serialize(new.with_changes(metadata, new.body)).encode("utf-8")
+
+
+def _restage(top: Path, item: Staged, data: bytes) -> None:
+    oid = _git(top, "hash-object", "-w", "--no-filters", "--stdin", input=data).decode().strip()
+    _git(top, "update-index", "--cacheinfo", f"{item.mode},{oid},{item.path}")
+    work = top / item.path
+    with contextlib.suppress(OSError):
+        if work.is_file() and not work.is_symlink() and work.read_bytes() == item.data:
+            work.write_bytes(data)
+
+
+def pre_commit(top: Path, out: Out, *, now: Any) -> int:
+    """Validate (and stamp) the staged memory files; 1 with one line per bad file, else 0."""
+    changed = _changed_paths(top)
+    if not changed:
+        return 0
+    index = _staged_index(top)
+    todo = [p for p in changed if p in index and any(ok(p) for ok, _ in VALIDATORS)]
+    blobs = _read_blobs(top, [index[p][1] for p in todo])
+    staged = [
+        Staged(p, index[p][0], index[p][1], data) for p, data in zip(todo, blobs, strict=True)
+    ]
+    refusals: list[Refusal] = []
+    valid: list[tuple[Staged, Any]] = []
+    for item in staged:
+        if item.mode not in {"100644", "100755"}:
+            refusals.append(Refusal(item.path, "is not a regular file"))
+            continue
+        validate = next(v for ok, v in VALIDATORS if ok(item.path))
+        try:
+            valid.append((item, validate(item.data, item.path)))
+        except GitmemError as exc:
+            refusals.append(Refusal(item.path, _reason(exc, item.path)))
+    present = {id_from_path(p) for p in index} - {None}
+    seen: dict[str, str] = {}
+    for item, memory in valid:
+        other = seen.setdefault(memory.id, item.path)
+        if other != item.path:
+            refusals.append(Refusal(item.path, f"duplicate id {memory.id} (also in {other})"))
+        target = memory.supersedes
+        if target is None or target in present:
+            continue
+        if target == memory.id:
+            refusals.append(Refusal(item.path, "supersedes itself"))
+        elif not _ever_existed(top, memory_path(target)):
+            refusals.append(Refusal(item.path, f"supersedes {target}, which is not in this store"))
+    if refusals:
+        for refusal in refusals:
+            out(refusal.line())
+        out(f"gitmem: commit refused: {len(refusals)} problem(s) in staged memory files")
+        return 1
+    for item, _memory in valid:
+        stamped = _stamp(top, item, now)
+        if stamped is not None and stamped != item.data:
+            _restage(top, item, stamped)
+            out(f"gitmem: stamped {item.path} (version and updated_at)")
+    return 0
+
+
+# -- after merge and checkout ----------------------------------------------------------------
+
+
+def _changed_between(top: Path, old: str, new: str) -> list[str]:
+    raw = _git(
+        top,
+        "diff",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-filter=AMRT",
+        old,
+        new,
+        "--",
+        f"{MEMORIES_DIR}/",
+        check=False,
+    )
+    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
+
+
+def _rev(top: Path, name: str) -> str | None:
+    value = _git(top, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False).strip()
+    return value.decode() if value else None
+
+
+def memory_after(top: Path, out: Out, old: str | None, new: str | None) -> int:
+    """Catch the store's index up, and report forks among memories changed from old to new."""
+    from .store import open_store
+
+    store = open_store(top)
+    store.index().catch_up()
+    if not old or not new or set(old) == {"0"}:
+        return 0
+    reported: set[str] = set()
+    for path in _changed_between(top, old, new):
+        memory_id = id_from_path(path)
+        if memory_id is None:
+            continue
+        try:
+            memory = store.get(memory_id)
+        except GitmemError:
+            continue
+        target = memory.supersedes if memory is not None else None
+        if target is None or target in reported:
+            continue
+        successors = store.successors(target)
+        if len(successors) > 1:
+            reported.add(target)
+            ids = ", ".join(m.id for m in successors)
+            out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
+    return 0
+
+
+def check_available() -> bool:
+    """Whether this gitmem has the ``check`` command (code-aware staleness)."""
+    from .cli import cli
+
+    return "check" in cli.commands
+
+
+def project_after(top: Path, out: Out) -> int:
+    """In a project repository: ``gitmem check --project``, else catch the index up."""
+    from .store import _is_store, find_project_store, open_store, user_store_path
+
+    if find_project_store(top) is None and not _is_store(user_store_path()):
+        return 0  # no store to check against, and a hook creates none
+    if check_available():
+        from .cli import cli
+
+        cli.main(args=["check", "--project", str(top)], prog_name="gitmem", standalone_mode=False)
+        return 0
+    if find_project_store(top) is None:
+        return 0
+    store = open_store(cwd=top)
+    for scope in store.scopes:
+        store.index(scope).catch_up()
+    return 0
+
+
+# -- hook-run ------------------------------------------------------------------------------
+
+
+def detect_role(top: Path) -> str:
+    """memory when ``top`` is a gitmem store, else project."""
+    from .layout import CONFIG_FILE
+
+    try:
+        config = _git(top, "config", "--get", "gitmem.format", check=False).strip()
+    except StoreError:
+        config = b""
+    return "memory" if config and (top / CONFIG_FILE).exists() else "project"
+
+
+def _now() -> Any:
+    from .clock import SystemClock
+
+    return SystemClock().now()
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    *,
+    role: str = "auto",
+    cwd: Path | None = None,
+    out: Out | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """The work of hook ``name``; returns its exit code (only a memory pre-commit refuses)."""
+    write = out or (lambda line: print(line, file=sys.stderr))
+    env = dict(os.environ) if env is None else env
+    top = (cwd or Path.cwd()).resolve()
+    if role == "auto":
+        role = detect_role(top)
+    if role == "project":
+        try:
+            for var in _GIT_ENV:
+                os.environ.pop(var, None)
+            if name in PROJECT_HOOKS:
+                return project_after(top, write)
+            return 0
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                return 0
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message} (your git command is unaffected)")
+            return 0
+    if name == "pre-commit":
+        return pre_commit(top, write, now=_now())
+    if name in {"post-merge", "post-checkout"}:
+        try:
+            old, new = _refs(top, name, args, env)
+            return memory_after(top, write, old, new)
+        except Exception as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message}")
+            return 0
+    return 0
+
+
+def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tuple[str | None, ...]:
+    """The commits before and after, from git's arguments or the pre-commit framework's env."""
+    if name == "post-checkout":
+        if len(args) >= 2:
+            return args[0], args[1]
+        old = env.get("PRE_COMMIT_FROM_REF")
+        new = env.get("PRE_COMMIT_TO_REF")
+        return old, new
+    return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")

@@ -1,0 +1,35 @@
+#!/bin/sh
+# gitmem-hook: @HOOK@ (@ROLE@ repository)
+# Installed by `gitmem hooks install`; `gitmem hooks uninstall` removes it and puts
+# back the hook it replaced (kept beside it as @HOOK@.pre-gitmem, and still run first).
+hook='@HOOK@'
+role='@ROLE@'
+python='@PYTHON@'
+here=$(dirname "$0")
+status=0
+if [ -x "$here/$hook.pre-gitmem" ]; then
+    "$here/$hook.pre-gitmem" "$@" || status=$?
+    # A commit the existing hook refused stays refused.
+    if [ "$hook" = pre-commit ] && [ "$status" -ne 0 ]; then exit "$status"; fi
+fi
+if [ "$role" = project ]; then
+    # The memory store is a repository of its own: never let the project's git
+    # environment point gitmem at the project repository.
+    unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_PREFIX GIT_OBJECT_DIRECTORY \
+        GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_COMMON_DIR
+fi
+run_gitmem() {
+    if [ -x "$python" ]; then
+        "$python" -m gitmem hook-run --role "$role" "$hook" "$@"
+    elif command -v gitmem >/dev/null 2>&1; then
+        gitmem hook-run --role "$role" "$hook" "$@"
+    else
+        echo "gitmem: warning: gitmem is not installed; the $hook hook did nothing" >&2
+    fi
+}
+if [ "$hook" = pre-commit ]; then
+    run_gitmem "$@" || exit $?
+    exit "$status"
+fi
+run_gitmem "$@" || echo "gitmem: warning: the gitmem $hook hook failed; git is unaffected" >&2
+exit "$status"

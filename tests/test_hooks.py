@@ -1,0 +1,400 @@
+"""Git hooks with the real git binary: install, chaining, validation, stamping, merges, projects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from storetools import memory_text
+
+import gitmem
+from gitmem import Store
+from gitmem import hooks as gh
+from gitmem.layout import memory_path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git(path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run git in ``path`` (its own cwd, as a person would) with extra environment ``env``."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_PAGER": "cat", "LC_ALL": "C", **env},
+    )
+
+
+def ok(path: Path, *args: str) -> str:
+    result = git(path, *args)
+    assert result.returncode == 0, f"git {args} failed: {result.stderr}"
+    return result.stdout
+
+
+def head(path: Path) -> str:
+    return ok(path, "rev-parse", "HEAD").strip()
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    full = root / rel
+    full.parent.mkdir(parents=True, exist_ok=True)
+    full.write_text(text)
+
+
+def gitmem_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture
+def hooked(store: Store) -> Store:
+    gh.install(store.path, "memory")
+    return store
+
+
+# -- memory repository: pre-commit ----------------------------------------------------------
+
+ID = "mem_0a000000-0000-4000-8000-000000000001"
+OTHER = "mem_0b000000-0000-4000-8000-000000000002"
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "message"),
+    [
+        (memory_path(ID), "no front-matter here\n", "has no front-matter"),
+        (memory_path(ID), memory_text(ID, extra="version: x\n"), "version"),
+        (memory_path(ID), memory_text(OTHER), f"its path says '{ID}'"),
+        (memory_path(ID), memory_text(ID, supersedes=OTHER), f"supersedes {OTHER}"),
+        (memory_path(ID), "---\nid: [unclosed\n---\n", ""),
+        ("memories/zz/stray.md", memory_text(ID), "not at a memory path"),
+    ],
+    ids=["no-front-matter", "schema", "id-path", "dangling-supersedes", "yaml", "stray-path"],
+)
+def test_bad_memory_commit_is_refused(hooked: Store, path: str, text: str, message: str) -> None:
+    root = hooked.path
+    before = head(root)
+    write(root, path, text)
+    ok(root, "add", "--", path)
+    result = git(root, "commit", "-m", "hand edit")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("gitmem: refused:")]
+    assert len(lines) == 1, result.stderr
+    assert path in lines[0]
+    assert message in lines[0]
+    assert head(root) == before
+
+
+def test_every_bad_file_gets_its_own_line(hooked: Store) -> None:
+    root = hooked.path
+    write(root, memory_path(ID), "plain text\n")
+    write(root, memory_path(OTHER), memory_text(ID))
+    ok(root, "add", "memories")
+    result = git(root, "commit", "-m", "two bad")
+    assert result.returncode != 0
+    refused = [line for line in result.stderr.splitlines() if line.startswith("gitmem: refused:")]
+    assert len(refused) == 2
+    assert "2 problem(s)" in result.stderr
+
+
+def test_good_new_memory_commits_unstamped(hooked: Store) -> None:
+    root = hooked.path
+    text = memory_text(ID)
+    write(root, memory_path(ID), text)
+    ok(root, "add", "memories")
+    ok(root, "commit", "-q", "-m", "by hand")
+    assert ok(root, "show", f"HEAD:{memory_path(ID)}") == text
+    assert hooked.read(ID).version == 1
+
+
+def test_hand_edit_is_stamped(hooked: Store) -> None:
+    root = hooked.path
+    memory = hooked.create("first body", title="T")
+    path = root / memory_path(memory.id)
+    path.write_text(path.read_text().replace("first body", "edited body"))
+    ok(root, "add", "-A")
+    result = git(root, "commit", "-m", "edit by hand")
+    assert result.returncode == 0, result.stderr
+    assert "stamped" in result.stderr
+    now = hooked.read(memory.id)
+    assert now.body.strip() == "edited body"
+    assert now.version == 2
+    assert now.updated_at != memory.updated_at
+    assert now.created_at == memory.created_at
+    # the work tree and the index carry the stamped text: nothing left to commit
+    assert ok(root, "status", "--porcelain") == ""
+    assert "version: 2" in path.read_text()
+
+
+def test_edit_of_managed_fields_only_is_not_stamped(hooked: Store) -> None:
+    root = hooked.path
+    memory = hooked.create("body", title="T")
+    path = root / memory_path(memory.id)
+    path.write_text(
+        path.read_text().replace(
+            "updated_at: 2026-11-22T10:00:00Z", "updated_at: 2027-01-01T00:00:00Z"
+        )
+    )
+    ok(root, "commit", "-qam", "touch")
+    assert hooked.read(memory.id).version == 1
+
+
+def test_version_set_by_hand_is_kept(hooked: Store) -> None:
+    root = hooked.path
+    memory = hooked.create("body", title="T")
+    path = root / memory_path(memory.id)
+    path.write_text(path.read_text().replace("version: 1", "version: 7").replace("body", "new"))
+    ok(root, "commit", "-qam", "mine")
+    assert hooked.read(memory.id).version == 7
+
+
+def test_commit_outside_memories_is_untouched(hooked: Store) -> None:
+    root = hooked.path
+    write(root, "notes.txt", "anything\n")
+    ok(root, "add", "notes.txt")
+    ok(root, "commit", "-qm", "notes")
+
+
+# -- install, chaining, uninstall ---------------------------------------------------------------
+
+
+def _existing_hook(directory: Path, name: str, body: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    hook = directory / name
+    hook.write_text(f"#!/bin/sh\n{body}\n")
+    hook.chmod(0o755)
+    return hook
+
+
+def test_existing_hook_is_chained_and_still_runs(store: Store) -> None:
+    root = store.path
+    directory = gh.hooks_dir(root)
+    marker = root.parent / "marker"
+    original = _existing_hook(directory, "pre-commit", f"echo ran >> '{marker}'")
+    text = original.read_text()
+    gh.install(root, "memory")
+    assert (directory / "pre-commit.pre-gitmem").read_text() == text
+    write(root, "a.txt", "a\n")
+    ok(root, "add", "a.txt")
+    ok(root, "commit", "-qm", "a")
+    assert marker.read_text() == "ran\n"
+    # ours still refuses a bad memory after the chained hook ran
+    write(root, memory_path(ID), "bad\n")
+    ok(root, "add", "memories")
+    assert git(root, "commit", "-qm", "bad").returncode != 0
+    assert marker.read_text() == "ran\nran\n"
+
+
+def test_chained_hook_refusal_stands(store: Store) -> None:
+    root = store.path
+    _existing_hook(gh.hooks_dir(root), "pre-commit", "echo no >&2; exit 3")
+    gh.install(root, "memory")
+    write(root, "a.txt", "a\n")
+    ok(root, "add", "a.txt")
+    before = head(root)
+    assert git(root, "commit", "-qm", "a").returncode != 0
+    assert head(root) == before
+
+
+def test_install_twice_is_install_once(store: Store) -> None:
+    root = store.path
+    directory = gh.hooks_dir(root)
+    _existing_hook(directory, "post-merge", "true")
+    first = gh.install(root, "memory")
+    listing = {p.name: p.read_text() for p in directory.iterdir()}
+    second = gh.install(root, "memory")
+    assert set(first.changed) == set(gh.MEMORY_HOOKS)
+    assert second.changed == []
+    assert {p.name: p.read_text() for p in directory.iterdir()} == listing
+    assert "gitmem-hook" not in (directory / "post-merge.pre-gitmem").read_text()
+
+
+def test_uninstall_restores(store: Store) -> None:
+    root = store.path
+    directory = gh.hooks_dir(root)
+    before = {p.name for p in directory.iterdir()}
+    original = _existing_hook(directory, "pre-commit", "echo mine")
+    text = original.read_text()
+    gh.install(root, "memory")
+    report = gh.uninstall(root)
+    assert set(report.changed) == set(gh.MEMORY_HOOKS)
+    assert (directory / "pre-commit").read_text() == text
+    assert {p.name for p in directory.iterdir()} == before | {"pre-commit"}
+    assert not any(s.installed for s in gh.status(root).hooks)
+    assert gh.uninstall(root).changed == []
+
+
+def test_core_hooks_path_is_respected(store: Store) -> None:
+    root = store.path
+    ok(root, "config", "core.hooksPath", ".githooks")
+    report = gh.install(root, "memory")
+    assert report.hooks_dir == (root / ".githooks").resolve()
+    assert (root / ".githooks" / "pre-commit").is_file()
+    assert not (root / ".git" / "hooks" / "pre-commit").exists()
+    write(root, memory_path(ID), "bad\n")
+    ok(root, "add", memory_path(ID))
+    result = git(root, "commit", "-m", "bad")
+    assert result.returncode != 0
+    assert "gitmem: refused:" in result.stderr
+
+
+def test_status_reports(store: Store) -> None:
+    root = store.path
+    assert not any(s.installed for s in gh.status(root).hooks)
+    gh.install(root, "memory")
+    report = gh.status(root)
+    assert report.role == "memory"
+    states = {s.name: s for s in report.hooks}
+    assert all(states[name].installed for name in gh.MEMORY_HOOKS)
+    assert states["pre-commit"].python == sys.executable
+    assert not states["post-commit"].installed
+
+
+def test_cli_install_status_uninstall(store: Store) -> None:
+    result = gitmem_cli("--store", str(store.path), "hooks", "install", "--json")
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(result.stdout)["changed"]) == set(gh.MEMORY_HOOKS)
+    result = gitmem_cli("--store", str(store.path), "hooks", "status", "--json")
+    data = json.loads(result.stdout)
+    assert data["role"] == "memory"
+    result = gitmem_cli("--store", str(store.path), "hooks", "uninstall")
+    assert result.returncode == 0
+    assert "removed" in result.stdout
+
+
+# -- memory repository: post-merge -----------------------------------------------------------
+
+
+def test_merge_runs_post_merge_catches_up_and_reports_fork(hooked: Store) -> None:
+    root = hooked.path
+    base = hooked.create("the original", title="T")
+    index = hooked.index()
+    index.catch_up()
+    left = "mem_1a000000-0000-4000-8000-000000000001"
+    right = "mem_1b000000-0000-4000-8000-000000000002"
+    ok(root, "checkout", "-q", "-b", "side")
+    write(root, memory_path(right), memory_text(right, supersedes=base.id))
+    ok(root, "add", "memories")
+    ok(root, "commit", "-qm", "right")
+    ok(root, "checkout", "-q", "main")
+    write(root, memory_path(left), memory_text(left, supersedes=base.id))
+    ok(root, "add", "memories")
+    ok(root, "commit", "-qm", "left")
+    result = git(root, "merge", "--no-edit", "side")
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert f"fork: {base.id} has 2 successors" in output
+    assert index.indexed_commit() == head(root)
+    assert {m.id for m in hooked.successors(base.id)} == {left, right}
+
+
+def test_checkout_catches_index_up(hooked: Store) -> None:
+    root = hooked.path
+    hooked.create("one", title="T")
+    ok(root, "checkout", "-q", "-b", "other")
+    result = git(root, "checkout", "-q", "main")
+    assert result.returncode == 0
+    assert "warning" not in result.stderr
+    assert hooked.index().indexed_commit() == head(root)
+
+
+# -- project repository ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    ok(root, "init", "-q")
+    write(root, "a.py", "print(1)\n")
+    ok(root, "add", "a.py")
+    ok(root, "commit", "-qm", "one")
+    return root
+
+
+def _project_workflow(root: Path) -> list[subprocess.CompletedProcess[str]]:
+    results = [git(root, "checkout", "-q", "-b", "feature")]
+    write(root, "b.py", "print(2)\n")
+    ok(root, "add", "b.py")
+    results.append(git(root, "commit", "-qm", "two"))
+    results.append(git(root, "checkout", "-q", "main"))
+    results.append(git(root, "merge", "-q", "--no-edit", "feature"))
+    return results
+
+
+@pytest.mark.parametrize("kind", ["missing", "broken", "healthy"])
+def test_project_hooks_never_fail_git(project: Path, kind: str) -> None:
+    if kind != "missing":
+        store = gitmem.init_project(project)
+        store.create("about a.py", title="A")
+    if kind == "broken":
+        shutil.rmtree(project / ".gitmem" / ".git")
+        (project / ".gitmem" / ".git").write_text("gitdir: /nonexistent/store.git\n")
+    report = gh.install(project, "project")
+    assert set(report.changed) == set(gh.PROJECT_HOOKS)
+    for result in _project_workflow(project):
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        if kind == "broken":
+            assert "gitmem: warning:" in result.stderr
+        else:
+            assert "gitmem: warning" not in result.stderr
+    assert (project / "b.py").exists()
+
+
+def test_project_hook_ignores_git_env(project: Path) -> None:
+    store = gitmem.init_project(project)
+    store.create("about a.py", title="A")
+    gh.install(project, "project")
+    result = git(
+        project,
+        "checkout",
+        "-q",
+        "-b",
+        "x",
+        GIT_DIR=str(project / ".git"),
+        GIT_WORK_TREE=str(project),
+    )
+    assert result.returncode == 0
+    assert "warning" not in result.stderr
+
+
+def test_cli_install_project(project: Path) -> None:
+    result = gitmem_cli("hooks", "install", "--project", str(project), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["role"] == "project"
+    assert (project / ".git" / "hooks" / "post-commit").is_file()
+
+
+def test_hook_script_without_gitmem_warns_and_passes(project: Path) -> None:
+    gh.install(project, "project", python="/nonexistent/python")
+    result = git(project, "commit", "-q", "--allow-empty", "-m", "e", PATH="/usr/bin:/bin")
+    assert result.returncode == 0
+
+
+# -- the pre-commit framework's manifest ---------------------------------------------------------
+
+
+def test_pre_commit_manifest() -> None:
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO_ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"gitmem-validate", "gitmem-post-merge", "gitmem-post-checkout"}
+    assert hooks["gitmem-validate"]["stages"] == ["pre-commit"]
+    for name in ("post-merge", "post-checkout"):
+        hook = hooks[f"gitmem-{name}"]
+        assert hook["always_run"] is True
+        assert hook["pass_filenames"] is False
+        assert hook["stages"] == [name]
+        assert name in hook["entry"]
