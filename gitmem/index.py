@@ -275,7 +275,7 @@ class Index:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                _wal_mode(conn, self.busy_timeout)
+                _patiently(conn, "PRAGMA journal_mode = WAL", self.busy_timeout)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
                 return conn
@@ -293,7 +293,7 @@ class Index:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is not None and row[0] == str(SCHEMA_VERSION):
             return
-        _begin_write(conn, self.write_wait)
+        _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
         try:
             row = None
             with contextlib.suppress(sqlite3.OperationalError):
@@ -359,7 +359,7 @@ class Index:
         if self.indexed_commit() == tip_hex and tip_hex is not None:
             return None
         with self._catchup_lock:
-            _begin_write(conn, self.write_wait)
+            _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
             try:
                 # Read the tip again under the write lock: another process may have indexed a
                 # newer one meanwhile, and the tip read before would not descend from it.
@@ -375,7 +375,7 @@ class Index:
         """Forget everything and index the whole history again."""
         conn = self._connect()
         with self._catchup_lock:
-            _begin_write(conn, self.write_wait)
+            _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
             try:
                 self._clear(conn)
                 stats = self._catch_up_locked(conn, self.db.tip(), progress)
@@ -782,28 +782,17 @@ class Index:
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
 
 
-def _begin_write(conn: sqlite3.Connection, wait: float) -> None:
-    """BEGIN IMMEDIATE, trying again after each busy timeout for up to ``wait`` seconds."""
+def _patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
+    """Run ``statement``, trying again while another connection holds the lock, for up to
+    ``wait`` seconds. BEGIN IMMEDIATE waits out the busy timeout on each try (another
+    process's rebuild of a large store outlasts it); ``PRAGMA journal_mode`` answers
+    "database is locked" at once, without the busy handler, while another connection
+    is making a new database (several processes' first query at the same moment)."""
     deadline = time.monotonic() + wait
-    while True:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-            if code not in (_SQLITE_BUSY, _SQLITE_LOCKED) or time.monotonic() > deadline:
-                raise
-
-
-def _wal_mode(conn: sqlite3.Connection, timeout: float) -> None:
-    """Switch to WAL, waiting for other processes: SQLite answers "database is locked"
-    at once, without its busy handler, while another connection is making a new
-    database (several processes' first query at the same moment)."""
-    deadline = time.monotonic() + timeout
     delay = 0.001
     while True:
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(statement)
             return
         except sqlite3.OperationalError as exc:
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
