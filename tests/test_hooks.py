@@ -398,3 +398,32 @@ def test_pre_commit_manifest() -> None:
         assert hook["pass_filenames"] is False
         assert hook["stages"] == [name]
         assert name in hook["entry"]
+
+
+@pytest.mark.slow
+def test_pre_commit_framework_try_repo(store: Store, tmp_path: Path) -> None:
+    """The manifest works through the real pre-commit framework (installs gitmem into its venv)."""
+    pytest.importorskip("pre_commit")
+    clone = tmp_path / "gitmem-src"
+    ok(tmp_path, "clone", "-q", str(REPO_ROOT), str(clone))  # HEAD, not the work in progress
+    root = store.path
+
+    def try_repo() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "try-repo", str(clone), "gitmem-validate"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")},
+        )
+
+    write(root, memory_path(ID), memory_text(OTHER))
+    ok(root, "add", "memories")
+    bad = try_repo()
+    assert bad.returncode != 0, bad.stdout + bad.stderr
+    assert f"gitmem: refused: {memory_path(ID)}" in bad.stdout + bad.stderr
+    write(root, memory_path(ID), memory_text(ID))
+    ok(root, "add", "memories")
+    good = try_repo()
+    assert good.returncode == 0, good.stdout + good.stderr

@@ -30,9 +30,9 @@ def _target(state: State, project: Path | None) -> tuple[Path, str]:
         if found is None:
             raise StoreError(f"{project} is not in a git repository")
         repo = pygit2.Repository(found)
-        return Path(repo.workdir or repo.path), "project"
+        return Path(repo.workdir or repo.path).resolve(), "project"
     db = state.store().db()
-    return Path(db.path), "memory"
+    return Path(db.path).resolve(), "memory"
 
 
 def _show(state: State, report: Report, verb: str) -> None:
