@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
+from pygit2.enums import DeltaStatus
 
 from gitmem.clock import format_timestamp, to_utc
 from gitmem.errors import InvalidInputError
+from gitmem.lifecycle.records import MemoryRecord, current_records
 
 if TYPE_CHECKING:
-    from gitmem.model import Memory
     from gitmem.store import Store
 
 VERIFY_KEY = "verify"
@@ -48,8 +49,12 @@ _FENCE_RE = re.compile(
     r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.M | re.S
 )
 _SPAN_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_LOCATION_RE = re.compile(r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)$")
-_PATH_CHARS_RE = re.compile(r"[A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*")
+# The content of a span that is a path: optional ./ prefixes, /-separated parts, an
+# optional trailing / (a folder), an optional location (:12, :12:3, :12-40, #L12-L40).
+_SPAN_PATH_RE = re.compile(
+    r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
+    r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
+)
 _EXTENSION_RE = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*$")
 
 
@@ -77,27 +82,22 @@ def backtick_paths(body: str) -> list[str]:
     with a letter (``README.md``, ``src/app.py``, ``docs/``). Spans inside fenced
     code blocks and double-backtick spans are not read.
     """
-    text = _FENCE_RE.sub("", body)
+    text = _FENCE_RE.sub("", body) if ("```" in body or "~~~" in body) else body
     out: list[str] = []
     seen: set[str] = set()
-    for match in _SPAN_RE.finditer(text):
-        candidate = match.group(1).strip()
-        while candidate.startswith("./"):
-            candidate = candidate[2:]
-        candidate = _LOCATION_RE.sub("", candidate)
-        if candidate.endswith("/"):
-            candidate = candidate.rstrip("/")
-            if not candidate:
-                continue
-            candidate_is_dir = True
-        else:
-            candidate_is_dir = False
-        if not _PATH_CHARS_RE.fullmatch(candidate):
+    for content in _SPAN_RE.findall(text):
+        if "/" not in content and "." not in content:
+            continue  # most code spans (names, calls) end here, cheaply
+        match = _SPAN_PATH_RE.fullmatch(content)
+        if match is None:
             continue
-        if "/" not in candidate and not candidate_is_dir and not _EXTENSION_RE.fullmatch(candidate):
+        path, slash = match.groups()
+        if not slash and "/" not in path and not _EXTENSION_RE.fullmatch(path):
             continue
-        path = normalize_path(candidate)
-        if path is not None and path not in seen:
+        dotted = path.startswith(".") or "/." in path
+        if dotted and any(part in (".", "..") for part in path.split("/")):
+            continue
+        if path not in seen:
             seen.add(path)
             out.append(path)
     return out
@@ -234,6 +234,7 @@ class _Project:
         self._walker: pygit2.Commit | None = self.head
         self._entries: dict[tuple[str, str], pygit2.Oid | None] = {}
         self._renames: dict[str, dict[str, str]] = {}
+        self._changes: dict[pygit2.Oid, tuple[dict[str, str], set[str]]] = {}
 
     def base(self, when: dt.datetime) -> pygit2.Commit | None:
         """The newest first-parent commit at or before ``when`` (walking only as far as needed)."""
@@ -261,6 +262,25 @@ class _Project:
                 self._entries[key] = None
         return self._entries[key]
 
+    def changes(self, base: pygit2.Commit) -> tuple[dict[str, str], set[str]]:
+        """Files changed between ``base`` and HEAD (path -> changed/deleted/added), and the
+        folders that hold them: one tree diff per distinct base, unchanged subtrees skipped."""
+        key = base.id
+        if key not in self._changes:
+            assert self.head is not None
+            files: dict[str, str] = {}
+            if base.id != self.head.id:
+                for delta in self.repo.diff(base, self.head).deltas:
+                    if delta.status == DeltaStatus.DELETED:
+                        files[delta.old_file.path] = "deleted"
+                    elif delta.status == DeltaStatus.ADDED:
+                        files[delta.new_file.path] = "added"
+                    else:
+                        files[delta.old_file.path] = "changed"
+            folders = {p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1)}
+            self._changes[key] = (files, folders)
+        return self._changes[key]
+
     def renames(self, base: pygit2.Commit) -> dict[str, str]:
         key = str(base.id)
         if key not in self._renames:
@@ -270,37 +290,61 @@ class _Project:
             self._renames[key] = {
                 d.old_file.path: d.new_file.path
                 for d in diff.deltas
-                if d.status == pygit2.enums.DeltaStatus.RENAMED
+                if d.status == DeltaStatus.RENAMED
             }
         return self._renames[key]
+
+
+def _gone(project: _Project, base: pygit2.Commit, path: str, source: str) -> AnchorFinding:
+    moved = project.renames(base).get(path)
+    if moved is not None:
+        return AnchorFinding(path, "renamed", source, moved)
+    return AnchorFinding(path, "deleted", source)
+
+
+def _finding(
+    project: _Project, base: pygit2.Commit | None, path: str, source: str
+) -> AnchorFinding | None:
+    assert project.head is not None
+    if base is None:
+        # Older than the project's history: nothing to compare with, but an anchor that
+        # names no file at HEAD is still worth saying.
+        if source == "anchor" and project.entry(project.head, path) is None:
+            return AnchorFinding(path, "missing", source)
+        return None
+    files, folders = project.changes(base)
+    status = files.get(path)
+    if status == "changed":
+        return AnchorFinding(path, "changed", source)
+    if status == "deleted":
+        return _gone(project, base, path, source)
+    if status == "added":
+        return AnchorFinding(path, "added", source) if source == "anchor" else None
+    if path in folders:
+        before = project.entry(base, path)
+        now = project.entry(project.head, path)
+        if before is None:
+            return AnchorFinding(path, "added", source) if source == "anchor" else None
+        if now is None:
+            return AnchorFinding(path, "deleted", source)
+        return AnchorFinding(path, "changed", source)
+    if source == "anchor" and project.entry(project.head, path) is None:
+        return AnchorFinding(path, "missing", source)
+    return None
 
 
 def _findings(
     project: _Project, base: pygit2.Commit | None, named: Sequence[tuple[str, str]]
 ) -> list[AnchorFinding]:
-    assert project.head is not None
-    out: list[AnchorFinding] = []
+    out = []
     for path, source in named:
-        now = project.entry(project.head, path)
-        before = project.entry(base, path) if base is not None else None
-        if before is not None:
-            if now is None:
-                moved = project.renames(base).get(path) if base is not None else None
-                if moved is not None:
-                    out.append(AnchorFinding(path, "renamed", source, moved))
-                else:
-                    out.append(AnchorFinding(path, "deleted", source))
-            elif now != before:
-                out.append(AnchorFinding(path, "changed", source))
-        elif source == "anchor":
-            if now is None:
-                out.append(AnchorFinding(path, "missing", source))
-            elif base is not None:
-                out.append(AnchorFinding(path, "added", source))
+        finding = _finding(project, base, path, source)
+        if finding is not None:
+            out.append(finding)
     return out
 
 
-def named_paths(memory: Memory) -> list[tuple[str, str]]:
+def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
     """(path, source) of every project path a memory names; anchors first."""
     named = [(p, "anchor") for p in anchors_of(memory.extra)]
     seen = {p for p, _ in named}
@@ -312,7 +356,27 @@ def reason_text(findings: Iterable[AnchorFinding], head: str) -> str:
     return f"project {head[:12]}: " + "; ".join(f.describe() for f in findings)
 
 
-def check_memories(memories: Iterable[Memory], project_path: str | Path) -> CheckReport:
+def _checked(
+    memory: MemoryRecord,
+    base: pygit2.Commit | None,
+    findings: list[AnchorFinding],
+    reason: str,
+    *,
+    already_flagged: bool = False,
+) -> CheckedMemory:
+    return CheckedMemory(
+        memory.id,
+        memory.path,
+        memory.title,
+        memory.updated_at,
+        None if base is None else str(base.id),
+        findings,
+        already_flagged=already_flagged,
+        reason=reason,
+    )
+
+
+def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
     """Compare memories with the project's HEAD (no writes)."""
     repo = open_project(project_path)
     project = _Project(repo)
@@ -327,18 +391,8 @@ def check_memories(memories: Iterable[Memory], project_path: str | Path) -> Chec
     for memory in memories:
         if memory.extra.get(VERIFY_KEY) is True:
             report.checked += 1
-            report.memories.append(
-                CheckedMemory(
-                    memory.id,
-                    memory.path,
-                    memory.title,
-                    memory.updated_at,
-                    None,
-                    [],
-                    already_flagged=True,
-                    reason=str(memory.extra.get(REASON_KEY) or ""),
-                )
-            )
+            reason = str(memory.extra.get(REASON_KEY) or "")
+            report.memories.append(_checked(memory, None, [], reason, already_flagged=True))
             continue
         if "`" not in memory.body and "anchors" not in memory.extra:
             continue
@@ -349,17 +403,8 @@ def check_memories(memories: Iterable[Memory], project_path: str | Path) -> Chec
         base = project.base(memory.updated_at)
         findings = _findings(project, base, named)
         if findings:
-            report.memories.append(
-                CheckedMemory(
-                    memory.id,
-                    memory.path,
-                    memory.title,
-                    memory.updated_at,
-                    None if base is None else str(base.id),
-                    findings,
-                    reason=reason_text(findings, head_id),
-                )
-            )
+            reason = reason_text(findings, head_id)
+            report.memories.append(_checked(memory, base, findings, reason))
     return report
 
 
@@ -369,12 +414,13 @@ def check_project(
     """Report current memories whose named project files changed since the memory was
     written; with ``flag``, set ``verify: true`` and ``verify_reason`` on the newly
     found ones in one commit per store scope (already flagged ones are left alone)."""
-    report = check_memories(store.list(), project_path)
+    records = current_records(store)
+    report = check_memories(records, project_path)
     if not flag:
         return report
     todo = [m for m in report.memories if not m.already_flagged]
     by_scope: dict[Any, list[CheckedMemory]] = {}
-    scopes = {m.id: m.store_scope for m in store.list()} if todo else {}
+    scopes = {r.id: r.store_scope for r in records}
     for checked in todo:
         by_scope.setdefault(scopes.get(checked.id), []).append(checked)
     for scope, group in by_scope.items():

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gitmem import codec
 from gitmem.clock import format_timestamp, parse_timestamp, to_utc
 from gitmem.errors import GitmemError, InvalidMemoryError
+from gitmem.lifecycle.records import current_records
 
 if TYPE_CHECKING:
     from gitmem.model import Memory, Scope
@@ -217,7 +218,15 @@ def store_staleness(
     ``now`` defaults to the store's clock.
     """
     policy = StalenessPolicy.from_config(store.config(scope).raw)
-    memories = store.list(
-        scope=scope, include_superseded=include_superseded, include_archived=include_archived
+    records = current_records(
+        store,
+        scope=scope,
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        text=False,
     )
-    return staleness_report((record_of(m) for m in memories), now or store.clock.now(), policy)
+    return staleness_report(
+        (StalenessRecord(r.id, r.path, r.updated_at) for r in records),
+        now or store.clock.now(),
+        policy,
+    )
