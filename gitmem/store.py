@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from pygit2.enums import FileMode
 
 from . import codec, maintenance, schema
 from . import search as search_mod
@@ -856,11 +857,9 @@ class Store:
             return backend.db.snapshot(at).read(path)
         repo = backend.db.repo
         for commit in backend.db.walk():
-            try:
-                entry = commit.tree[path]
-            except KeyError:
-                continue
-            return blob_data(repo, entry.id)
+            blob = _blob_at(commit.tree, path)
+            if blob is not None:
+                return blob_data(repo, blob)
         return None
 
     # -- versions ---------------------------------------------------------------------
@@ -1332,11 +1331,12 @@ class Store:
 
 
 def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    """The file's blob, None when absent or not a regular file (a link is never a memory)."""
     try:
         entry = tree[path]
     except KeyError:
         return None
-    return entry.id if entry.type_str == "blob" else None
+    return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
 
 
 def _infer_op(before: pygit2.Oid | None, now: pygit2.Oid | None, gitmem_commit: bool) -> str:

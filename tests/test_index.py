@@ -560,6 +560,18 @@ def test_odd_tree_entries_under_memories(store: Store, caplog: pytest.LogCapture
     assert_matches_scan(store)
 
 
+def test_a_memory_replaced_by_a_link_is_gone_with_its_history_kept(store: Store) -> None:
+    a = store.create("a\n")
+    path = memory_path(a.id)
+    run_git(store.path, "rm", "-q", path)
+    plant_symlink(store, path, "../../gitmem.yaml")
+    assert store.list() == [] and store.problems() == []
+    assert [(v.op, v.memory is not None) for v in store.history(a.id)] == [
+        ("create", True), ("remove", False)
+    ]
+    assert_matches_scan(store, [a.id])
+
+
 @pytest.mark.parametrize(
     "front_matter",
     [
@@ -1011,9 +1023,9 @@ def read_worker(path: str, done: Any, started: Any, report: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["worktree", "bare"])
 def test_two_processes_query_while_a_third_writes(
-    tmp_path: Path, clock: FixedClock, kind: str
+    tmp_path: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    store = make_store(kind, tmp_path, clock, pytest.MonkeyPatch())
+    store = make_store(kind, tmp_path, clock, monkeypatch)
     store.create("before\n")
     store.list()  # an index already there, to catch up from
     location = str(store.db().gitdir if store.db().bare else store.path)
