@@ -867,40 +867,51 @@ def _filters(
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+_REGULAR = (0o100644, 0o100755)
+
+
 def _changed_memory_files(
     repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """(path, new blob or None) for every file under memories/ that differs between the trees."""
-    old_sub = _subtree(repo, old, MEMORIES_DIR)
-    new_sub = _subtree(repo, new, MEMORIES_DIR)
-    if old_sub is None and new_sub is None:
+    """(path, new blob or None) for every file under memories/ that differs between the trees.
+
+    Walks the two trees side by side and descends only into subtrees whose ids
+    differ, so the cost follows the change (one shard of ~1/256 of the
+    memories), not the store. libgit2's tree-to-tree diff visits every entry.
+    """
+    yield from _tree_changes(
+        repo, _subtree(repo, old, MEMORIES_DIR), _subtree(repo, new, MEMORIES_DIR), MEMORIES_DIR
+    )
+
+
+def _tree_changes(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    if old is not None and new is not None and old.id == new.id:
         return
-    if old_sub is not None and new_sub is not None and old_sub.id == new_sub.id:
-        return
-    if old_sub is None:
-        assert new_sub is not None
-        diff = new_sub.diff_to_tree(swap=True)
-    elif new_sub is None:
-        diff = old_sub.diff_to_tree()
-    else:
-        diff = old_sub.diff_to_tree(new_sub)
-    for delta in diff.deltas:
-        status = delta.status_char()
-        if status == "D":
-            yield f"{MEMORIES_DIR}/{delta.old_file.path}", None
-        else:
-            if delta.old_file.path != delta.new_file.path:
-                yield f"{MEMORIES_DIR}/{delta.old_file.path}", None
-            mode = delta.new_file.mode
-            blob = delta.new_file.id if mode in (0o100644, 0o100755) else None
-            if (
-                blob is not None
-                and delta.old_file.path == delta.new_file.path
-                and delta.old_file.mode in (0o100644, 0o100755)
-                and delta.old_file.id == blob
-            ):
-                continue  # only the executable bit changed: the memory did not
-            yield f"{MEMORIES_DIR}/{delta.new_file.path}", blob
+    before = {str(e.name): e for e in old} if old is not None else {}
+    after = {str(e.name): e for e in new} if new is not None else {}
+    for name in sorted(before.keys() | after.keys()):
+        o, n = before.get(name), after.get(name)
+        if o is not None and n is not None and o.id == n.id and o.filemode == n.filemode:
+            continue
+        path = f"{prefix}/{name}"
+        o_tree = _as_tree(repo, o)
+        n_tree = _as_tree(repo, n)
+        if o_tree is not None or n_tree is not None:
+            yield from _tree_changes(repo, o_tree, n_tree, path)
+        o_blob = o.id if o is not None and o.filemode in _REGULAR else None
+        n_blob = n.id if n is not None and n.filemode in _REGULAR else None
+        if o_blob == n_blob:
+            continue  # only the executable bit changed, or neither side is a file
+        yield path, n_blob
+
+
+def _as_tree(repo: pygit2.Repository, entry: pygit2.Object | None) -> pygit2.Tree | None:
+    if entry is None or entry.type_str != "tree":
+        return None
+    obj = repo[entry.id]
+    return obj if isinstance(obj, pygit2.Tree) else None
 
 
 def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
