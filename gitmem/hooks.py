@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import codec, schema
 from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
@@ -368,6 +368,10 @@ def _without_managed(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in _MANAGED}
 
 
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
     """The stamped file text for a hand edit of a committed memory, or None to leave it."""
     before = _head_blob(top, item.path)
@@ -378,16 +382,19 @@ def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
     except GitmemError:
         return None
     new = codec.parse(codec.decode(item.data, what=item.path))
-    if not codec.same(new.metadata.get("version"), old.metadata.get("version")):
-        return None  # the person set the version: theirs to keep
-    if new.body == old.body and codec.same(
+    version, staged = old.metadata.get("version"), new.metadata.get("version")
+    if not _is_int(version) or not _is_int(staged) or staged > version:
+        return None  # the person set a newer version: theirs to keep
+    if new.body != old.body or not codec.same(
         _without_managed(new.metadata), _without_managed(old.metadata)
     ):
-        return None  # only the managed fields changed (or nothing did)
-    version = old.metadata.get("version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        return None
-    metadata = {**new.metadata, "updated_at": now, "version": version + 1}
+        metadata = {**new.metadata, "updated_at": now, "version": version + 1}
+    elif staged < version:
+        # Only the managed fields differ, and backwards (an index left behind by a
+        # partial commit): a version never goes back, so HEAD's fields are kept.
+        metadata = {**new.metadata, **{k: old.metadata[k] for k in _MANAGED if k in old.metadata}}
+    else:
+        return None  # nothing but updated_at changed, or nothing at all
     schema.validate(metadata, what=item.path)
     return codec.serialize(new.with_changes(metadata, new.body)).encode("utf-8")
 

@@ -160,6 +160,21 @@ def test_version_set_by_hand_is_kept(hooked: Store) -> None:
     assert hooked.read(memory.id).version == 7
 
 
+def test_partial_commit_never_takes_the_version_back(hooked: Store) -> None:
+    """``git commit PATH`` stamps the commit; the index it leaves behind must not undo that."""
+    root = hooked.path
+    memory = hooked.create("first", title="T")
+    path = root / memory_path(memory.id)
+    path.write_text(path.read_text().replace("first", "second"))
+    write(root, "other.txt", "x\n")
+    ok(root, "add", "other.txt")
+    ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
+    assert hooked.read(memory.id).version == 2
+    ok(root, "commit", "-qm", "the rest")
+    assert hooked.read(memory.id).version == 2
+    assert hooked.read(memory.id).body.strip() == "second"
+
+
 def test_commit_outside_memories_is_untouched(hooked: Store) -> None:
     root = hooked.path
     write(root, "notes.txt", "anything\n")
@@ -308,6 +323,38 @@ def test_checkout_catches_index_up(hooked: Store) -> None:
     assert result.returncode == 0
     assert "warning" not in result.stderr
     assert hooked.index().indexed_commit() == head(root)
+
+
+def test_framework_post_checkout_reads_refs_from_env(hooked: Store) -> None:
+    """Under the pre-commit framework post-checkout gets no arguments, only PRE_COMMIT_* refs."""
+    root = hooked.path
+    base = hooked.create("the original", title="T")
+    before = head(root)
+    for other in ("mem_1a000000-0000-4000-8000-000000000001", OTHER):
+        write(root, memory_path(other), memory_text(other, supersedes=base.id))
+    ok(root, "add", "memories")
+    ok(root, "commit", "-qm", "two successors")
+    lines: list[str] = []
+    env = {"PRE_COMMIT_FROM_REF": before, "PRE_COMMIT_TO_REF": head(root)}
+    assert gh.run("post-checkout", [], cwd=root, out=lines.append, env=env) == 0
+    assert lines == [
+        f"gitmem: fork: {base.id} has 2 successors: "
+        f"{OTHER}, mem_1a000000-0000-4000-8000-000000000001"
+    ]
+
+
+def test_role_is_detected(store: Store, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    ok(plain, "init", "-q")
+    assert gh.detect_role(store.path) == "memory"
+    assert gh.detect_role(plain) == "project"
+
+
+def test_install_into_bare_store(bare_store: Store) -> None:
+    report = gh.install(bare_store.path, "memory")
+    assert report.hooks_dir == (bare_store.db().gitdir / "hooks").resolve()
+    assert all((report.hooks_dir / name).is_file() for name in gh.MEMORY_HOOKS)
 
 
 # -- project repository ------------------------------------------------------------------------
