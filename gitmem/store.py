@@ -1043,7 +1043,13 @@ class Store:
                 blob = index.last_blob(id)
                 data = blob_data(backend.db.repo, pygit2.Oid(hex=blob)) if blob else None
             else:
-                data = self._find_past(backend, memory_path(id), None)
+                # What the index answers, by walking git: the newest change that left content.
+                kept = [
+                    (key, blob)
+                    for key, _, _, blob, _ in self._file_changes(backend, [memory_path(id)])
+                    if blob is not None
+                ]
+                data = blob_data(backend.db.repo, max(kept)[1]) if kept else None
             if data is not None:
                 with contextlib.suppress(GitmemError):
                     return self._decode(backend, data, memory_path(id))
@@ -1158,43 +1164,54 @@ class Store:
         paths = {memory_path(mid): mid for mid in ids}
         position = {mid: i for i, mid in enumerate(paths.values())}
         repo = backend.db.repo
-        gens: dict[pygit2.Oid, int] = {}
         found: builtins.list[tuple[tuple[int, int, str, int], Version, str | None]] = []
-        for commit in backend.db.walk(reverse=True):
-            parents = commit.parents
-            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
-            gens[commit.id] = gen
-            for path, mid in paths.items():
-                now = _blob_at(commit.tree, path)
-                befores = [_blob_at(p.tree, path) for p in parents] or [None]
-                if any(now == before for before in befores):
-                    continue  # unchanged, or a merge that took one side as it was
-                trailers = parse_trailers(commit.message)
-                ops = [v for k, v in trailers if k == "Gitmem-Op"]
-                agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
-                memory: Memory | None = None
-                problem: str | None = None
-                if now is not None:
-                    try:
-                        memory = self._decode(backend, blob_data(repo, now), path)
-                    except GitmemError as exc:
-                        problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
-                op = ops[0] if len(ops) == 1 else _infer_op(befores[0], now, bool(trailers))
-                version = Version(
-                    memory_id=mid,
-                    version=memory.version if memory else None,
-                    commit=str(commit.id),
-                    time=author_time(commit),
-                    author=commit.author.name,
-                    agent=agent,
-                    op=op,
-                    memory=memory,
-                )
-                key = (gen, commit.author.time, str(commit.id), position[mid])
-                found.append((key, version, problem))
+        for key, commit, path, now, before in self._file_changes(backend, builtins.list(paths)):
+            mid = paths[path]
+            trailers = parse_trailers(commit.message)
+            ops = [v for k, v in trailers if k == "Gitmem-Op"]
+            agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+            memory: Memory | None = None
+            problem: str | None = None
+            if now is not None:
+                try:
+                    memory = self._decode(backend, blob_data(repo, now), path)
+                except GitmemError as exc:
+                    problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
+            op = ops[0] if len(ops) == 1 else _infer_op(before, now, bool(trailers))
+            version = Version(
+                memory_id=mid,
+                version=memory.version if memory else None,
+                commit=str(commit.id),
+                time=author_time(commit),
+                author=commit.author.name,
+                agent=agent,
+                op=op,
+                memory=memory,
+            )
+            found.append(((*key, position[mid]), version, problem))
         found.sort(key=lambda item: item[0])
         warnings.extend(problem for _, _, problem in found if problem is not None)
         return [version for _, version, _ in found]
+
+    def _file_changes(
+        self, backend: _Backend, paths: Sequence[str]
+    ) -> Iterator[
+        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
+    ]:
+        """Every commit that changed one of ``paths``: (history-order key, commit, path,
+        blob now, blob in the first parent). The key is (generation, author time, commit
+        id); a merge that took one side's file as it was changed nothing."""
+        gens: dict[pygit2.Oid, int] = {}
+        for commit in backend.db.walk(reverse=True):
+            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
+            gens[commit.id] = gen
+            parents = commit.parents
+            for path in paths:
+                now = _blob_at(commit.tree, path)
+                befores = [_blob_at(p.tree, path) for p in parents] or [None]
+                if any(now == before for before in befores):
+                    continue
+                yield (gen, commit.author.time, str(commit.id)), commit, path, now, befores[0]
 
     # -- search --------------------------------------------------------------------------
 

@@ -335,6 +335,11 @@ def make_store(kind: str, root: Path, clock: FixedClock, monkeypatch: pytest.Mon
     steps=[("create", None, [], {}, 0), ("append", 0), ("append", 0), ("query",),
            ("merge", 2, 0, -1)],
 )
+@example(  # deleted on main; a side branch from before holds an older, broken version
+    kind="worktree",
+    steps=[("create", None, [], {}, 0), ("plant-broken",), ("fix", 0), ("update", 1, None, [], {}),
+           ("hand-delete", 1), ("plant-broken",), ("merge", 4, 0, 0)],
+)
 @example(  # a memory and its successor written by one commit
     kind="two-scopes",
     steps=[("create", None, [], {}, 1), ("tx", 1, [("create", None, [], {}, 0),
