@@ -198,3 +198,22 @@ def test_cli_check(store: Store, clock: FixedClock, project: Path) -> None:
     out = run("check", "--project", str(project), "--flag", "-v").stdout
     assert "4 flagged earlier" in out and "flagged 4" not in out
     run.fails(2, "check")  # --project is required
+
+
+def test_cached_paths_follow_edits(store: Store, clock: FixedClock, project: Path) -> None:
+    ids = _memories(store, clock)
+    _second_commit(project)
+    first = check_project(store, project).to_dict()
+    assert check_project(store, project).to_dict() == first  # served from the cache
+    assert (store.db().state_dir / "lifecycle-named.sqlite").exists()
+    # A new version of a memory is a new blob: its paths are read again.
+    clock.current = dt.datetime(2026, 11, 14, tzinfo=dt.UTC)
+    store.update(ids["plain"], "Now about `src/gone.py`.")
+    clock.current = dt.datetime(2026, 11, 22, 10, tzinfo=dt.UTC)
+    report = check_project(store, project)
+    plain = next(m for m in report.memories if m.id == ids["plain"])
+    assert [(f.path, f.kind, f.source) for f in plain.findings] == [
+        ("src/gone.py", "deleted", "body")
+    ]
+    store.use_index = False
+    assert check_project(store, project).to_dict() == report.to_dict()

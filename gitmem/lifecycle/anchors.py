@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import json
 import re
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ from pygit2.enums import DeltaStatus
 
 from gitmem.clock import format_timestamp, to_utc
 from gitmem.errors import InvalidInputError
+from gitmem.lifecycle import records as records_module
 from gitmem.lifecycle.records import MemoryRecord, current_records
 
 if TYPE_CHECKING:
@@ -394,9 +397,12 @@ def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -
             reason = str(memory.extra.get(REASON_KEY) or "")
             report.memories.append(_checked(memory, None, [], reason, already_flagged=True))
             continue
-        if "`" not in memory.body and "anchors" not in memory.extra:
+        if memory.named is not None:
+            named = list(memory.named)
+        elif "`" not in memory.body and "anchors" not in memory.extra:
             continue
-        named = named_paths(memory)
+        else:
+            named = named_paths(memory)
         if not named:
             continue
         report.checked += 1
@@ -414,7 +420,7 @@ def check_project(
     """Report current memories whose named project files changed since the memory was
     written; with ``flag``, set ``verify: true`` and ``verify_reason`` on the newly
     found ones in one commit per store scope (already flagged ones are left alone)."""
-    records = current_records(store)
+    records = check_records(store)
     report = check_memories(records, project_path)
     if not flag:
         return report
@@ -434,3 +440,90 @@ def check_project(
             report.commits.append(tx.commit)
         report.flagged.extend(c.id for c in group)
     return report
+
+
+# -- the paths each memory names, cached by blob ------------------------------------------
+
+_CACHE_NAME = "lifecycle-named.sqlite"
+_CACHE_SCHEMA = "CREATE TABLE IF NOT EXISTS named (blob TEXT PRIMARY KEY, named TEXT, extra TEXT)"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _cached_records(store: Store, scope: Any) -> list[MemoryRecord] | None:
+    """Records with ``named`` filled from a cache keyed by blob id (derived state beside the
+    index): a file's content decides what it names, so only new blobs are parsed."""
+    from gitmem import index as index_module
+
+    index = store.index(scope)
+    where, params = index_module._filters()
+    sql = (
+        "SELECT id, path, title, created_us, updated_us, blob "
+        f"FROM memories m {where} ORDER BY created_us, id"
+    )
+    try:
+        with index._query() as conn:
+            rows = conn.execute(sql, params).fetchall()
+            cache = sqlite3.connect(store.db(scope).state_dir / _CACHE_NAME, timeout=5)
+            try:
+                cache.execute(_CACHE_SCHEMA)
+                wanted = {r[5] for r in rows}
+                known = {
+                    b: (n, e)
+                    for b, n, e in cache.execute("SELECT blob, named, extra FROM named")
+                    if b in wanted
+                }
+                missing = sorted(wanted - set(known))
+                fresh: list[tuple[str, str, str]] = []
+                for i in range(0, len(missing), 500):
+                    chunk = missing[i : i + 500]
+                    marks = ", ".join("?" for _ in chunk)
+                    for blob, body, extra in conn.execute(
+                        f"SELECT blob, body, extra FROM memories WHERE blob IN ({marks})", chunk
+                    ):
+                        small = records_module._extra(extra)
+                        probe = MemoryRecord("", None, None, _EPOCH, _EPOCH, body, small)
+                        entry = (blob, json.dumps(named_paths(probe)), json.dumps(small))
+                        known[blob] = (entry[1], entry[2])
+                        fresh.append(entry)
+                if fresh:
+                    if len(known) < 2 * len(wanted):
+                        cache.executemany("INSERT OR REPLACE INTO named VALUES (?, ?, ?)", fresh)
+                    else:  # mostly old blobs: start over with the current ones
+                        cache.execute("DELETE FROM named")
+                        cache.executemany(
+                            "INSERT INTO named VALUES (?, ?, ?)",
+                            [(b, n, e) for b, (n, e) in known.items()],
+                        )
+                    cache.commit()
+            finally:
+                cache.close()
+    except (sqlite3.DatabaseError, OSError, ValueError):
+        return None
+    out = []
+    for memory_id, path, title, created_us, updated_us, blob in rows:
+        named, extra = known[blob]
+        out.append(
+            MemoryRecord(
+                memory_id,
+                path,
+                title,
+                records_module._when(created_us),
+                records_module._when(updated_us),
+                "",
+                json.loads(extra),
+                index.scope,
+                tuple((p, src) for p, src in json.loads(named)),
+            )
+        )
+    return out
+
+
+def check_records(store: Store) -> list[MemoryRecord]:
+    """The current memories with the paths they name: from the cache where the index is on,
+    else from :func:`current_records` (the same answers either way)."""
+    out: list[MemoryRecord] = []
+    for scope in store.scopes:
+        found = _cached_records(store, scope) if store.use_index else None
+        out.extend(found if found is not None else current_records(store, scope=scope))
+    out.sort(key=lambda r: (r.created_at, r.id))
+    return out
