@@ -583,6 +583,8 @@ def run(
             message = " ".join(str(exc).split()) or type(exc).__name__
             write(f"gitmem: warning: {name} hook: {message} (your git command is unaffected)")
             return 0
+    if detect_role(top) != "memory":
+        return 0  # memory hooks in a shared core.hooksPath, run from some other repository
     if name == "pre-commit":
         return pre_commit(top, write, now=_now())
     if name in {"post-merge", "post-checkout"}:

@@ -265,6 +265,20 @@ def test_core_hooks_path_is_respected(store: Store) -> None:
     assert "gitmem: refused:" in result.stderr
 
 
+def test_memory_hooks_in_a_shared_hooks_dir_leave_other_repos_alone(
+    store: Store, project: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared-hooks"
+    for root in (store.path, project):
+        ok(root, "config", "core.hooksPath", str(shared))
+    gh.install(store.path, "memory")
+    write(project, memory_path(ID), "not a memory, just a project file\n")
+    ok(project, "add", "memories")
+    result = git(project, "commit", "-m", "project file")
+    assert result.returncode == 0, result.stderr
+    assert "gitmem" not in result.stderr
+
+
 def test_status_reports(store: Store) -> None:
     root = store.path
     assert not any(s.installed for s in gh.status(root).hooks)
