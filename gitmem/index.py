@@ -358,34 +358,32 @@ class Index:
         conn = self._connect()
         if self.indexed_commit() == tip_hex and tip_hex is not None:
             return None
-        with self._catchup_lock:
-            _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
-            try:
-                # Read the tip again under the write lock: another process may have indexed a
-                # newer one meanwhile, and the tip read before would not descend from it.
-                stats = self._catch_up_locked(conn, self.db.tip(), progress)
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-        return stats
+        with self._writing(conn):
+            # Read the tip again under the write lock: another process may have indexed a
+            # newer one meanwhile, and the tip read before would not descend from it.
+            return self._catch_up_locked(conn, self.db.tip(), progress)
 
     def rebuild(self, progress: Progress | None = None) -> IndexStats:
         """Forget everything and index the whole history again."""
         conn = self._connect()
+        with self._writing(conn):
+            self._clear(conn)
+            stats = self._catch_up_locked(conn, self.db.tip(), progress)
+            stats.rebuilt = True
+            return stats
+
+    @contextlib.contextmanager
+    def _writing(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction, this thread's and (BEGIN IMMEDIATE) this process's alone."""
         with self._catchup_lock:
             _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
             try:
-                self._clear(conn)
-                stats = self._catch_up_locked(conn, self.db.tip(), progress)
-                stats.rebuilt = True
+                yield
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise
-        return stats
 
     def _clear(self, conn: sqlite3.Connection) -> None:
         for table in ("memories", "tags", "edges", "versions", "commits", "problems", "fts"):
