@@ -7,9 +7,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clock import format_timestamp, parse_timestamp
+from .clock import parse_timestamp
 from .codec import Document
 from .errors import GitmemError, InvalidMemoryError
+from .schema import to_json_value
 
 
 class Scope(enum.StrEnum):
@@ -169,7 +170,7 @@ class Memory:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the memory (timestamps as RFC 3339 strings)."""
-        meta = {k: _jsonable(v) for k, v in self.to_metadata().items()}
+        meta = {k: to_json_value(v) for k, v in self.to_metadata().items()}
         meta["body"] = self.body
         meta["path"] = self.path
         if self.store_scope is not None:
@@ -200,18 +201,6 @@ def _related_entries(related: tuple[Related, ...], original: Any) -> list[dict[s
         if isinstance(entry, dict):
             kept.setdefault((str(entry.get("id")), str(entry.get("relationship"))), entry)
     return [kept.get((r.id, str(r.relationship)), r.to_dict()) for r in related]
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return format_timestamp(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:

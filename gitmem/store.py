@@ -28,7 +28,7 @@ from pygit2.enums import FileMode
 
 from . import codec, maintenance, schema
 from . import search as search_mod
-from .clock import Clock, SystemClock, parse_timestamp
+from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from .errors import (
     AlreadyExistsError,
@@ -51,7 +51,7 @@ from .gitdb import (
     blob_data,
     parse_trailers,
 )
-from .index import Index, IndexStats, Progress
+from .index import Index, IndexStats, Progress, infer_op
 from .layout import (
     ATTRIBUTES_FILE,
     CONFIG_FILE,
@@ -104,7 +104,7 @@ class Version:
             "id": self.memory_id,
             "version": self.version,
             "commit": self.commit,
-            "time": _iso(self.time),
+            "time": format_timestamp(self.time),
             "author": self.author,
             "agent": self.agent,
             "op": self.op,
@@ -144,7 +144,7 @@ class LogEntry:
     def to_dict(self) -> dict[str, Any]:
         return {
             "commit": self.commit,
-            "time": _iso(self.time),
+            "time": format_timestamp(self.time),
             "author": self.author,
             "author_email": self.author_email,
             "subject": self.subject,
@@ -164,10 +164,6 @@ class Problem:
     path: str
     message: str
     scope: Scope | None = None
-
-
-def _iso(value: dt.datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- actions ---------------------------------------------------------------------
@@ -1177,7 +1173,11 @@ class Store:
                     memory = self._decode(backend, blob_data(repo, now), path)
                 except GitmemError as exc:
                     problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
-            op = ops[0] if len(ops) == 1 else _infer_op(before, now, bool(trailers))
+            op = (
+                ops[0]
+                if len(ops) == 1
+                else infer_op(before is not None, now is not None, bool(trailers))
+            )
             version = Version(
                 memory_id=mid,
                 version=memory.version if memory else None,
@@ -1354,16 +1354,6 @@ def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     except KeyError:
         return None
     return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
-
-
-def _infer_op(before: pygit2.Oid | None, now: pygit2.Oid | None, gitmem_commit: bool) -> str:
-    if not gitmem_commit:
-        return "edit" if before is not None and now is not None else ("add" if now else "remove")
-    if before is None:
-        return str(Op.CREATE)
-    if now is None:
-        return str(Op.DELETE)
-    return str(Op.UPDATE)
 
 
 def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
