@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from ._version import __version__
 from .clock import Clock, FixedClock, SystemClock
 from .errors import (
     AlreadyExistsError,
@@ -42,8 +43,6 @@ from .store import init_project_store as _init_project_store
 from .store import init_store as _init_store
 from .store import open_store as _open_store
 from .versions import Chain
-
-__version__ = "0.1.0"
 
 
 def init(

@@ -7,6 +7,7 @@ the error's exit code in one place (:mod:`gitmem.cli.errors`).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -14,14 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
-import gitmem
+from gitmem._version import __version__
 
-from . import demo as _demo
-from . import hooks as _hooks
-from . import index as _index
-from . import lifecycle as _lifecycle
-from . import memory as _memory
-from . import store as _store
 from .common import State, json_option
 from .errors import report
 
@@ -44,11 +39,79 @@ def _log_to_stderr() -> None:
         logger.addHandler(_WarningHandler(logging.WARNING))
 
 
+# Command name -> "module:attribute" under gitmem.cli, in the order `gitmem --help` lists them
+# (the order of a workflow). Modules are imported only when their command runs, so a git hook
+# calling `gitmem hook-run` does not pay for importing every area of the command line.
+# A module that is not there (an area still being built on a branch) is left out of the
+# listing rather than breaking every other command.
+LAZY_COMMANDS: dict[str, str] = {
+    "init": "store:init",
+    "add": "memory:add",
+    "show": "memory:show",
+    "edit": "memory:edit",
+    "update": "memory:update",
+    "append": "memory:append",
+    "supersede": "memory:supersede",
+    "rm": "memory:rm",
+    "restore": "memory:restore",
+    "ls": "store:ls",
+    "history": "store:history",
+    "log": "store:log",
+    "search": "index:search",
+    "reindex": "index:reindex",
+    "gc": "index:gc",
+    "stale": "lifecycle:stale",
+    "check": "lifecycle:check",
+    "prune": "lifecycle:prune",
+    "validate": "lifecycle:validate",
+    "layer": "forge:layer",
+    "remote": "collab:remote",
+    "sync": "collab:sync",
+    "conflicts": "collab:conflicts",
+    "resolve": "collab:resolve",
+    "review": "collab:review",
+    "blame": "collab:blame",
+    "diff": "collab:diff",
+    "undo": "collab:undo",
+    "merge-driver": "collab:merge_driver",
+    "entity": "integrations:entity",
+    "graph": "integrations:graph",
+    "mcp": "integrations:mcp",
+    "import": "integrations:import_",
+    "export": "integrations:export",
+    "doctor": "doctor:doctor",
+    "secrets": "doctor:secrets",
+    "demo": "demo:demo",
+    "hooks": "hooks:hooks",
+    "hook-run": "hooks:hook_run",
+}
+
+
+def _load(name: str) -> click.Command | None:
+    module_name, _, attribute = LAZY_COMMANDS[name].partition(":")
+    qualified = f"{__name__}.{module_name}"
+    try:
+        module = importlib.import_module(qualified)
+    except ModuleNotFoundError as exc:
+        if exc.name == qualified:
+            return None
+        raise
+    command = getattr(module, attribute, None)
+    return command if isinstance(command, click.Command) else None
+
+
 class GitmemGroup(click.Group):
     """A click group that reports every error as one line with the right exit code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order they were added: the order of a workflow
+        names = [name for name in LAZY_COMMANDS if name not in self.commands]
+        return list(self.commands) + [name for name in names if _load(name) is not None]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            command = _load(cmd_name)
+        return command
 
     def main(
         self,
@@ -95,7 +158,7 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     envvar="GITMEM_DEBUG",
     help="Show the traceback when something fails.",
 )
-@click.version_option(gitmem.__version__, prog_name="gitmem")
+@click.version_option(__version__, prog_name="gitmem")
 @click.pass_context
 def cli(ctx: click.Context, store_path: str | None) -> None:
     """gitmem: a Git-native versioned memory store.
@@ -116,31 +179,6 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     state = ctx.ensure_object(State)
     if store_path is not None:
         state.store_path = store_path
-
-
-for _command in (
-    _store.init,
-    _memory.add,
-    _memory.show,
-    _memory.edit,
-    _memory.update,
-    _memory.append,
-    _memory.supersede,
-    _memory.rm,
-    _memory.restore,
-    _store.ls,
-    _store.history,
-    _store.log,
-    _index.search,
-    _index.reindex,
-    _index.gc,
-    _lifecycle.stale,
-    _lifecycle.check,
-    _demo.demo,
-    _hooks.hooks,
-    _hooks.hook_run,
-):
-    cli.add_command(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
