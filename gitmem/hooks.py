@@ -31,7 +31,7 @@ from typing import Any, TypeGuard
 
 from . import codec, schema
 from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
-from .layout import MEMORIES_DIR, id_from_path, memory_path
+from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file, memory_path
 from .model import memory_from_document
 
 MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
@@ -274,10 +274,13 @@ class Refusal:
         return f"gitmem: refused: {self.path}: {self.reason}"
 
 
+_ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
+
+
 def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
-    """Every index entry under ``memories/``: path -> (mode, blob id)."""
+    """Every index entry under the memory folders: path -> (mode, blob id)."""
     out: dict[str, tuple[str, str]] = {}
-    raw = _git(top, "ls-files", "-s", "-z", "--", f"{MEMORIES_DIR}/")
+    raw = _git(top, "ls-files", "-s", "-z", "--", *_ROOT_PATHSPECS)
     for record in raw.split(b"\0"):
         if not record:
             continue
@@ -297,7 +300,7 @@ def _changed_paths(top: Path) -> list[str]:
         "--no-renames",
         "--diff-filter=ACMRT",
         "--",
-        f"{MEMORIES_DIR}/",
+        *_ROOT_PATHSPECS,
     )
     return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
 
@@ -331,7 +334,7 @@ def _ever_existed(top: Path, path: str) -> bool:
 def decode_memory(data: bytes, path: str) -> Any:
     """Parse and validate one memory file the way the store reads it (a Memory, or raises)."""
     if id_from_path(path) is None:
-        raise InvalidMemoryError("not at a memory path (memories/<shard>/<id>.md)")
+        raise InvalidMemoryError(f"not at a memory path ({expected_path_form(path)})")
     text = codec.decode(data, what=path)
     if "\x00" in text:
         raise InvalidMemoryError("contains a NUL byte; memories are text")
@@ -348,7 +351,7 @@ def decode_memory(data: bytes, path: str) -> Any:
 
 Validator = Callable[[bytes, str], Any]
 VALIDATORS: list[tuple[Callable[[str], bool], Validator]] = [
-    (lambda path: path.startswith(f"{MEMORIES_DIR}/"), decode_memory),
+    (is_memory_file, decode_memory),
 ]
 """Which staged paths are validated, and how. Layered documents add their own entry."""
 
@@ -470,7 +473,7 @@ def _changed_between(top: Path, old: str, new: str) -> list[str]:
         old,
         new,
         "--",
-        f"{MEMORIES_DIR}/",
+        *_ROOT_PATHSPECS,
         check=False,
     )
     return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]

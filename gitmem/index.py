@@ -38,7 +38,7 @@ from pygit2.enums import SortMode
 from .clock import parse_timestamp
 from .errors import GitmemError, InvalidInputError
 from .gitdb import GitDB, blob_data, get_commit, parse_trailers
-from .layout import MEMORIES_DIR, id_from_path
+from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file
 from .model import Memory, Related, Relationship, Scope, Status, Trigger
 
 log = logging.getLogger(__name__)
@@ -439,7 +439,7 @@ class Index:
             try:
                 if id_from_path(path) is None:
                     raise InvalidInputError(
-                        f"{path} is not at a memory path (memories/<shard>/<id>.md)"
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
                     )
                 memory = self.decode(blob_data(repo, blob), path)
             except GitmemError as exc:
@@ -871,15 +871,18 @@ _REGULAR = (0o100644, 0o100755)
 def _changed_memory_files(
     repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """(path, new blob or None) for every file under memories/ that differs between the trees.
+    """(path, new blob or None) for every memory file that differs between the trees.
 
     Walks the two trees side by side and descends only into subtrees whose ids
     differ, so the cost follows the change (one shard of ~1/256 of the
     memories), not the store. libgit2's tree-to-tree diff visits every entry.
     """
-    yield from _tree_changes(
-        repo, _subtree(repo, old, MEMORIES_DIR), _subtree(repo, new, MEMORIES_DIR), MEMORIES_DIR
-    )
+    for root in MEMORY_ROOTS:
+        for path, blob in _tree_changes(
+            repo, _subtree(repo, old, root), _subtree(repo, new, root), root
+        ):
+            if is_memory_file(path):
+                yield path, blob
 
 
 def _tree_changes(

@@ -55,9 +55,11 @@ from .index import Index, IndexStats, Progress, infer_op
 from .layout import (
     ATTRIBUTES_FILE,
     CONFIG_FILE,
-    MEMORIES_DIR,
+    MEMORY_ROOTS,
     check_id,
+    expected_path_form,
     id_from_path,
+    is_memory_file,
     memory_path,
     new_id,
 )
@@ -963,7 +965,7 @@ class Store:
         return out
 
     def problems(self, *, scope: Scope | str | None = None) -> builtins.list[Problem]:
-        """Files under ``memories/`` that are not valid memories, with the reason."""
+        """Files under the memory folders that are not valid memories, with the reason."""
         found: builtins.list[Problem] = []
         for backend in self._ordered(scope):
             index = self._index(backend)
@@ -980,14 +982,15 @@ class Store:
         memories: builtins.list[Memory] = []
         problems: builtins.list[Problem] = []
         seen: dict[str, str] = {}
-        for path in snap.iter_files(MEMORIES_DIR):
+        paths = (p for root in MEMORY_ROOTS for p in snap.iter_files(root) if is_memory_file(p))
+        for path in paths:
             data = snap.read(path)
             if data is None:
                 continue
             try:
                 if id_from_path(path) is None:
                     raise InvalidMemoryError(
-                        f"{path} is not at a memory path (memories/<shard>/<id>.md)"
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
                     )
                 memory = self._decode(backend, data, path)
             except GitmemError as exc:

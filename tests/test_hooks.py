@@ -80,8 +80,14 @@ OTHER = "mem_0b000000-0000-4000-8000-000000000002"
         (memory_path(ID), memory_text(ID, supersedes=OTHER), f"supersedes {OTHER}"),
         (memory_path(ID), "---\nid: [unclosed\n---\n", ""),
         ("memories/zz/stray.md", memory_text(ID), "not at a memory path"),
+        ("projects/acme/known_issues.md", "no front-matter here\n", "has no front-matter"),
+        ("projects/acme/known_issues.md", memory_text(ID), "its path says 'projects/acme"),
+        ("projects/Acme Co/x.md", memory_text(ID), "not at a memory path"),
     ],
-    ids=["no-front-matter", "schema", "id-path", "dangling-supersedes", "yaml", "stray-path"],
+    ids=[
+        "no-front-matter", "schema", "id-path", "dangling-supersedes", "yaml", "stray-path",
+        "doc-no-front-matter", "doc-id-path", "doc-bad-segment",
+    ],
 )
 def test_bad_memory_commit_is_refused(hooked: Store, path: str, text: str, message: str) -> None:
     root = hooked.path
