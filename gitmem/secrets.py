@@ -1,0 +1,558 @@
+"""Credential detection: memory content and staged files are scanned before they are stored.
+
+A memory is plain text in a git repository that is pushed, cloned and read by
+agents; a credential written into one leaks to everyone who can read the store,
+and stays in history after it is deleted. So the store refuses content that
+looks like a credential unless the caller explicitly allows it, and the
+pre-commit hook refuses staged memory files that hold one.
+
+:func:`scan_text` is the one entry point: it returns one :class:`SecretFinding`
+per credential found (its kind, its 1-based line and a masked excerpt that never
+contains the secret itself). The built-in :data:`DEFAULT_PATTERNS` cover cloud
+access keys (AWS key ids and secret keys, GCP service-account keys, Google API
+keys), git host tokens (GitHub, GitLab), Slack tokens and webhooks, AI provider
+and Stripe keys, JWTs, private-key PEM blocks, credentials in URLs, and
+high-entropy ``key=value`` / ``key: value`` assignments whose name says secret
+(password, token, api_key, ...).
+
+A store extends or narrows them in its committed ``gitmem.yaml``
+(:func:`policy_from_config`)::
+
+    secrets:
+      patterns:                 # extra kinds: a name and a regular expression
+        - kind: acme-token
+          regex: 'acme_[A-Za-z0-9]{32}'
+          group: 0              # optional: which group is the secret (default: the whole match)
+          keep: 5               # optional: leading characters shown unmasked (a public prefix)
+          min_entropy: 3.0      # optional: skip matches less random than this (bits per char)
+      allow:                    # regular expressions: a finding whose secret matches one is dropped
+        - 'AKIA[A-Z0-9]{12}EXAMPLE'
+      disable: [jwt]            # built-in kinds not to look for
+
+A line that contains ``gitmem:allow-secret`` is never reported (for documented
+example keys that must stay in a memory).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidInputError, InvalidMemoryError
+
+ALLOW_MARKER = "gitmem:allow-secret"
+"""A line containing this is never reported."""
+
+EXCERPT_WIDTH = 80
+"""Characters of context an excerpt shows around a masked secret, at most."""
+
+
+@dataclass(frozen=True)
+class SecretPattern:
+    """One kind of credential: a regular expression and how to judge and mask its matches."""
+
+    kind: str
+    regex: re.Pattern[str]
+    description: str = ""
+    group: int | str = 0
+    """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
+    keep: int = 0
+    """Leading characters of the secret shown unmasked: a fixed public prefix such as ``ghp_``."""
+    min_entropy: float | None = None
+    """Shannon entropy (bits per character) the secret must reach: tells keys from prose."""
+    needs_digit_and_letter: bool = False
+    """Only report secrets with both letters and digits (generated keys; not words)."""
+    name_group: int | None = None
+    """The regex group holding the assigned name, if any: names of things that are not secrets
+    (``private_key_id``, ``token_url``) are not reported."""
+    hints: tuple[str, ...] = ()
+    """Lowercase substrings one of which every match contains: a text holding none of them is
+    skipped without running the regex (a plain ``in`` is many times faster). Empty: always run."""
+
+
+@dataclass(frozen=True)
+class SecretFinding:
+    """A credential found in a text. ``excerpt`` is the line with the secret masked."""
+
+    kind: str
+    line: int
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.kind}: {self.excerpt}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "line": self.line, "excerpt": self.excerpt}
+
+
+@dataclass(frozen=True)
+class SecretPolicy:
+    """The patterns to look for and the allow-list, as a store's ``gitmem.yaml`` sets them."""
+
+    patterns: tuple[SecretPattern, ...]
+    allow: tuple[re.Pattern[str], ...] = ()
+
+    def scan(self, text: str) -> list[SecretFinding]:
+        return scan_text(text, self.patterns, allow=self.allow)
+
+
+class SecretsFoundError(InvalidInputError):
+    """Content holds what looks like a credential, and the caller did not allow it."""
+
+    default_hint = (
+        "remove the credential (store a reference to where it is kept instead), or pass "
+        "allow_secrets=True (CLI: --allow-secrets) if it is not a real secret"
+    )
+
+    def __init__(self, what: str, findings: Sequence[SecretFinding]) -> None:
+        self.findings = list(findings)
+        first = self.findings[0]
+        more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        # Only the kind and line: never the secret, not even masked, in an error message
+        # that may end up in logs.
+        super().__init__(
+            f"{what} looks like it holds a secret: {first.kind} on line {first.line}{more}"
+        )
+
+
+# -- the built-in patterns --------------------------------------------------------------
+
+_SECRET_NAMES = (
+    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|auth[_-]?token|credentials?|bearer|session[_-]?key"
+    r"|signing[_-]?key|encryption[_-]?key"
+)
+
+
+def _pattern(
+    kind: str,
+    regex: str,
+    description: str,
+    *,
+    group: int | str = 0,
+    keep: int = 0,
+    min_entropy: float | None = None,
+    needs_digit_and_letter: bool = False,
+    name_group: int | None = None,
+    hints: tuple[str, ...] = (),
+    flags: int = 0,
+) -> SecretPattern:
+    return SecretPattern(
+        kind,
+        re.compile(regex, flags),
+        description,
+        group=group,
+        keep=keep,
+        min_entropy=min_entropy,
+        needs_digit_and_letter=needs_digit_and_letter,
+        name_group=name_group,
+        hints=hints,
+    )
+
+
+_NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credential", "bearer")
+
+# Order matters: where two patterns cover the same characters, the earlier one is reported
+# (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
+DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
+    _pattern(
+        "gcp-service-account-key",
+        r'"private_key"\s*:\s*"(-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*)',
+        "the private key of a Google Cloud service-account JSON key file",
+        group=1,
+        keep=11,
+        hints=("private_key",),
+    ),
+    _pattern(
+        "private-key",
+        r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2) )?PRIVATE KEY( BLOCK)?-----",
+        "a PEM/OpenSSH/PGP private-key block (reported at its BEGIN line)",
+        keep=64,
+        hints=("private key",),
+    ),
+    _pattern(
+        "aws-access-key-id",
+        r"(?<![A-Z0-9])((?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16})(?![A-Z0-9])",
+        "an AWS access key id (long-term AKIA..., temporary ASIA...)",
+        group=1,
+        keep=4,
+        hints=("akia", "asia", "abia", "acca", "aida", "aroa", "anpa"),
+    ),
+    _pattern(
+        "aws-secret-access-key",
+        r"(?i)(?:aws)?_?secret_?(?:access)?_?key[\"']?\s*[:=]\s*[\"']?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        "an AWS secret access key assigned to a name such as aws_secret_access_key",
+        group=1,
+        min_entropy=3.5,
+        hints=("secret",),
+    ),
+    _pattern(
+        "google-api-key",
+        r"(?<![A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
+        "a Google API key",
+        group=1,
+        keep=4,
+        hints=("aiza",),
+    ),
+    _pattern(
+        "github-token",
+        r"(?<![A-Za-z0-9_])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9_])",
+        "a GitHub personal, OAuth, app or refresh token",
+        group=1,
+        keep=4,
+        hints=("ghp_", "gho_", "ghs_", "ghu_", "ghr_"),
+    ),
+    _pattern(
+        "github-fine-grained-token",
+        r"(?<![A-Za-z0-9_])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
+        "a GitHub fine-grained personal access token",
+        group=1,
+        keep=11,
+        hints=("github_pat_",),
+    ),
+    _pattern(
+        "gitlab-token",
+        r"(?<![A-Za-z0-9_-])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
+        "a GitLab personal, deploy, trigger or runner token",
+        group=1,
+        keep=6,
+        hints=("glpat-", "gldt-", "glptt-", "glrt-", "gloas-"),
+    ),
+    _pattern(
+        "slack-token",
+        r"(?<![A-Za-z0-9-])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
+        "a Slack bot, user, app or refresh token",
+        group=1,
+        keep=5,
+        hints=("xox",),
+    ),
+    _pattern(
+        "slack-webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows)/(T[A-Za-z0-9_/]{8,})",
+        "a Slack incoming-webhook URL",
+        group=1,
+        keep=1,
+        hints=("hooks.slack.com",),
+    ),
+    _pattern(
+        "anthropic-api-key",
+        r"(?<![A-Za-z0-9_-])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
+        "an Anthropic API key",
+        group=1,
+        keep=7,
+        hints=("sk-ant-",),
+    ),
+    _pattern(
+        "openai-api-key",
+        r"(?<![A-Za-z0-9_-])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
+        "an OpenAI API key",
+        group=1,
+        keep=3,
+        hints=("t3blbkfj",),
+    ),
+    _pattern(
+        "stripe-key",
+        r"(?<![A-Za-z0-9_])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9_])",
+        "a Stripe live secret or restricted key",
+        group=1,
+        keep=8,
+        hints=("_live_",),
+    ),
+    _pattern(
+        "jwt",
+        r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
+        "a JSON Web Token (signed bearer credential)",
+        group=1,
+        keep=3,
+        hints=("eyj",),
+    ),
+    _pattern(
+        "url-credentials",
+        r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",
+        "a password embedded in a URL (scheme://user:password@host)",
+        group=1,
+        hints=("://",),
+    ),
+    _pattern(
+        "authorization-header",
+        r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{16,})",
+        "an HTTP Authorization header with a credential",
+        group=1,
+        min_entropy=3.0,
+        hints=("authorization",),
+    ),
+    _pattern(
+        "secret-assignment",
+        # The name keyword starts a word or a camelCase part and ends one (``tokenizer`` is no
+        # token); searching for the keyword first keeps the scan linear on hostile text.
+        r"(?i)(?:(?<![A-Za-z])|(?-i:(?<=[a-z])(?=[A-Z])))((?:" + _SECRET_NAMES + r")s?"
+        r"(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}+)"
+        r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;]{12,})",
+        "a high-entropy value assigned to a name such as password, token or api_key",
+        group=2,
+        name_group=1,
+        min_entropy=3.5,
+        needs_digit_and_letter=True,
+        hints=_NAME_HINTS,
+    ),
+)
+"""The built-in credential patterns, most specific first."""
+
+_PLACEHOLDER = re.compile(
+    r"^(?:\$|<|\{|%|\(|\[)|(?:xxxx|\*\*\*\*|\.\.\.|example|placeholder|changeme|redacted|your[_-])",
+    re.IGNORECASE,
+)
+"""Values that stand for a secret rather than being one: ${VAR}, <token>, xxxx, your_key..."""
+
+_NOT_A_SECRET_NAME = re.compile(
+    r"(?i)(?:id|ids|name|url|uri|endpoint|path|file|dir|type|count|length|len|size|env|var"
+    r"|ttl|expiry|expires|header|field|hash|policy|scope)$"
+)
+"""Name endings that say the value is about a secret, not the secret: ``private_key_id``."""
+
+_URL_VALUE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits of entropy per character of ``value`` (0 for the empty string)."""
+    if not value:
+        return 0.0
+    counts = Counter(value)
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def _plausible(pattern: SecretPattern, secret: str) -> bool:
+    """Whether a match is a credential rather than a placeholder, a word or a reference."""
+    if pattern.min_entropy is None and not pattern.needs_digit_and_letter:
+        return True  # a fixed-format token: its shape alone says what it is
+    if _PLACEHOLDER.search(secret) or _URL_VALUE.match(secret):
+        return False
+    if pattern.needs_digit_and_letter and not (
+        any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
+    ):
+        return False
+    return pattern.min_entropy is None or shannon_entropy(secret) >= pattern.min_entropy
+
+
+def _mask(secret: str, keep: int) -> str:
+    # ``keep`` covers a public prefix; a pattern whose whole match is public (a PEM header)
+    # keeps it all. Otherwise never more than half, so a short secret is never shown.
+    shown = secret if keep >= len(secret) else secret[: min(keep, len(secret) // 2)]
+    return shown + "*" * 8
+
+
+@dataclass
+class _Hit:
+    start: int
+    end: int
+    kind: str
+    keep: int
+    line: int = 0
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def scan_text(
+    text: str,
+    patterns: Iterable[SecretPattern] | None = None,
+    *,
+    allow: Iterable[re.Pattern[str] | str] = (),
+) -> list[SecretFinding]:
+    """Every credential in ``text``, in order of position: kind, 1-based line, masked excerpt.
+
+    ``patterns`` defaults to :data:`DEFAULT_PATTERNS`; ``allow`` drops findings whose
+    secret matches one of its regular expressions. Lines containing
+    :data:`ALLOW_MARKER` are skipped.
+    """
+    chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
+    allowed = [re.compile(a) if isinstance(a, str) else a for a in allow]
+    hits: list[_Hit] = []
+    taken: list[tuple[int, int]] = []
+    lowered = text.lower()
+    for pattern in chosen:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            if start < 0:  # the secret group did not take part in this match
+                continue
+            secret = text[start:end]
+            if not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in allowed):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end in taken):
+                continue  # an earlier, more specific pattern already reported these characters
+            taken.append((start, end))
+            hits.append(_Hit(start, end, pattern.kind, pattern.keep))
+    if not hits:
+        return []
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    findings: list[SecretFinding] = []
+    hits.sort(key=lambda h: h.start)
+    for hit in hits:
+        index = bisect.bisect_right(line_starts, hit.start) - 1
+        line_start = line_starts[index]
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[line_start:line_end]
+        if ALLOW_MARKER in line:
+            continue
+        # Mask every secret on this line, not only this one: the excerpt must leak none.
+        same_line = [h for h in hits if line_start <= h.start < line_end]
+        findings.append(
+            SecretFinding(hit.kind, index + 1, _excerpt(line, line_start, hit, same_line))
+        )
+    return findings
+
+
+def _excerpt(line: str, offset: int, hit: _Hit, same_line: Sequence[_Hit]) -> str:
+    pieces: list[str] = []
+    pos = 0
+    focus = 0
+    for other in sorted(same_line, key=lambda h: h.start):
+        start = other.start - offset
+        end = min(other.end - offset, len(line))
+        pieces.append(line[pos:start])
+        if other is hit:
+            focus = sum(len(p) for p in pieces)
+        pieces.append(_mask(line[start:end], other.keep))
+        pos = end
+    pieces.append(line[pos:])
+    masked = "".join(pieces)
+    masked = "".join(c if c.isprintable() else "?" for c in masked).strip()
+    if len(masked) <= EXCERPT_WIDTH:
+        return masked
+    begin = max(0, min(focus - EXCERPT_WIDTH // 3, len(masked) - EXCERPT_WIDTH))
+    cut = masked[begin : begin + EXCERPT_WIDTH]
+    return ("..." if begin else "") + cut + ("..." if begin + EXCERPT_WIDTH < len(masked) else "")
+
+
+def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_text` over file content (undecodable bytes are replaced, not fatal)."""
+    text = data.decode("utf-8", "replace")
+    return policy.scan(text) if policy is not None else scan_text(text)
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
+    """The secret policy of a store from its ``gitmem.yaml`` mapping (its ``secrets`` section).
+
+    Raises InvalidMemoryError naming the bad key for a malformed section, so a
+    broken policy is reported instead of silently scanning for nothing.
+    """
+    section = (raw or {}).get("secrets")
+    if section is None:
+        return DEFAULT_POLICY
+    if not isinstance(section, Mapping):
+        raise InvalidMemoryError("gitmem.yaml 'secrets' must be a mapping")
+    unknown = set(section) - {"patterns", "allow", "disable"}
+    if unknown:
+        raise InvalidMemoryError(
+            f"gitmem.yaml secrets has unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+            "(known: patterns, allow, disable)"
+        )
+    disable = _strings(section.get("disable"), "secrets.disable")
+    known = {p.kind for p in DEFAULT_PATTERNS}
+    bad = [kind for kind in disable if kind not in known]
+    if bad:
+        raise InvalidMemoryError(
+            f"gitmem.yaml secrets.disable names unknown kind(s) {', '.join(bad)} "
+            f"(built-in kinds: {', '.join(sorted(known))})"
+        )
+    patterns = [p for p in DEFAULT_PATTERNS if p.kind not in disable]
+    extra = section.get("patterns") or []
+    if not isinstance(extra, list):
+        raise InvalidMemoryError("gitmem.yaml secrets.patterns must be a list")
+    patterns.extend(_custom(entry, n) for n, entry in enumerate(extra))
+    allow = tuple(
+        _compile(text, f"secrets.allow[{n}]")
+        for n, text in enumerate(_strings(section.get("allow"), "secrets.allow"))
+    )
+    return SecretPolicy(tuple(patterns), allow)
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidMemoryError(f"gitmem.yaml {where} must be a list of strings")
+    return list(value)
+
+
+def _compile(text: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where} is not a valid regular expression: {exc}"
+        ) from None
+
+
+def _custom(entry: Any, n: int) -> SecretPattern:
+    where = f"secrets.patterns[{n}]"
+    if not isinstance(entry, Mapping):
+        raise InvalidMemoryError(f"gitmem.yaml {where} must be a mapping with kind and regex")
+    unknown = set(entry) - {"kind", "regex", "group", "keep", "min_entropy", "description"}
+    if unknown:
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where} has unknown key(s) {', '.join(sorted(map(str, unknown)))}"
+        )
+    kind, regex = entry.get("kind"), entry.get("regex")
+    if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where}.kind must be a lowercase name like acme-token"
+        )
+    if not isinstance(regex, str) or not regex:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.regex must be a regular expression")
+    compiled = _compile(regex, f"{where}.regex")
+    group = entry.get("group", 0)
+    if not isinstance(group, (int, str)) or isinstance(group, bool):
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group must be a group number or name")
+    if isinstance(group, int) and not 0 <= group <= compiled.groups:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group} is not a group of its regex")
+    if isinstance(group, str) and group not in compiled.groupindex:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group!r} is not a group of its regex")
+    keep = entry.get("keep", 0)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.keep must be a non-negative integer")
+    entropy = entry.get("min_entropy")
+    if entropy is not None and (
+        not isinstance(entropy, (int, float)) or isinstance(entropy, bool) or entropy < 0
+    ):
+        raise InvalidMemoryError(f"gitmem.yaml {where}.min_entropy must be a non-negative number")
+    description = entry.get("description", "")
+    return SecretPattern(
+        kind,
+        compiled,
+        str(description),
+        group=group,
+        keep=keep,
+        min_entropy=None if entropy is None else float(entropy),
+    )
+
+
+DEFAULT_POLICY = SecretPolicy(DEFAULT_PATTERNS)
+"""The built-in patterns with nothing allowed: what a store without a ``secrets`` section uses."""
+
+
+def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
+    """Raise :class:`SecretsFoundError` if ``text`` holds a credential under ``policy``."""
+    findings = (policy or DEFAULT_POLICY).scan(text)
+    if findings:
+        raise SecretsFoundError(what, findings)

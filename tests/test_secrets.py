@@ -1,0 +1,277 @@
+"""Credential detection (gitmem.secrets): realistic FAKE credentials, built at run time.
+
+Every credential below is assembled by concatenation, so no scanner (ours in a
+pre-commit hook, GitHub's push protection) flags this repository itself. None of
+them is or was ever valid.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gitmem.errors import InvalidInputError, InvalidMemoryError
+from gitmem.secrets import (
+    ALLOW_MARKER,
+    DEFAULT_PATTERNS,
+    SecretFinding,
+    SecretsFoundError,
+    policy_from_config,
+    refuse,
+    scan_bytes,
+    scan_text,
+    shannon_entropy,
+)
+
+# -- fake credentials, one per built-in kind ------------------------------------------------
+
+AWS_KEY_ID = "AKIA" + "Z7Q2LMNO3PXY4RST"
+AWS_TEMP_KEY_ID = "ASIA" + "QX4MZ7RT2LPN6VWB"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzK8Q2LmN0p"
+GITHUB_PAT = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+GITHUB_OAUTH = "gho_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8"
+GITHUB_APP = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a"
+GITHUB_FINE = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF"
+GITLAB = "glpat-" + "xY9z_8Wv7Ut6Sr5Qp4On"
+SLACK_BOT = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+SLACK_HOOK = (
+    "https://hooks.slack.com/services/" + "T0A1B2C3D/B4E5F6G7H/" + "x1Y2z3A4b5C6d7E8f9G0h1I2"
+)
+GOOGLE_API = "AIza" + "SyD4x9Qm2LkP7vN3bR8tW1cZ6yH5jF0gE2u"
+ANTHROPIC = "sk-ant-api03-" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab9Cd1Ef3Gh5Ij7Kl9Mn1Op3Qr5"
+OPENAI = "sk-proj-" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7" + "T3Blbk" + "FJ" + "Qr9St1Uv3Wx5Yz7Ab9Cd1Ef3"
+STRIPE = "sk_" + "live_" + "51Hx2Ab3Cd4Ef5Gh6Ij7Kl8Mn9Op"
+JWT = (
+    "eyJ"
+    + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+    + "eyJ"
+    + "zdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkphbmUifQ."
+    + "Sfl"
+    + "KxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+DB_PASSWORD = "Xk9#mP2q" + "L7vR4tZ8"
+PEM = (
+    "-----BEGIN " + "RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+OPENSSH = "-----BEGIN " + "OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+GCP_JSON = (
+    '{\n  "type": "service_account",\n  "project_id": "demo-123",\n'
+    '  "private_key_id": "0123456789abcdef0123456789abcdef01234567",\n'
+    '  "private_key": "-----BEGIN ' + "PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n"
+    '-----END PRIVATE KEY-----\\n",\n  "client_email": "bot@demo-123.iam.gserviceaccount.com"\n}\n'
+)
+
+CASES: list[tuple[str, str, str]] = [
+    ("aws-access-key-id", f"aws_access_key_id = {AWS_KEY_ID}", AWS_KEY_ID),
+    ("aws-access-key-id", f"export AWS_ACCESS_KEY_ID={AWS_TEMP_KEY_ID}", AWS_TEMP_KEY_ID),
+    ("aws-secret-access-key", f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
+    ("aws-secret-access-key", f'"SecretAccessKey": "{AWS_SECRET}"', AWS_SECRET),
+    ("github-token", f"use token {GITHUB_PAT} for the CI", GITHUB_PAT),
+    ("github-token", f"GH_TOKEN={GITHUB_OAUTH}", GITHUB_OAUTH),
+    ("github-token", f"installation token: {GITHUB_APP}", GITHUB_APP),
+    ("github-fine-grained-token", f"the PAT is {GITHUB_FINE}", GITHUB_FINE),
+    ("gitlab-token", f"CI_JOB: {GITLAB}", GITLAB),
+    ("slack-token", f"bot = {SLACK_BOT}", SLACK_BOT),
+    ("slack-webhook", f"post alerts to {SLACK_HOOK}", SLACK_HOOK.split("/services/")[1]),
+    ("google-api-key", f"maps key {GOOGLE_API}", GOOGLE_API),
+    ("anthropic-api-key", f"ANTHROPIC_API_KEY={ANTHROPIC}", ANTHROPIC),
+    ("openai-api-key", f"OPENAI_API_KEY={OPENAI}", OPENAI),
+    ("stripe-key", f"stripe {STRIPE}", STRIPE),
+    ("jwt", f"cookie session={JWT}", JWT),
+    ("secret-assignment", f"db_password = {DB_PASSWORD}", DB_PASSWORD),
+    ("secret-assignment", f"dbPassword: '{DB_PASSWORD}'", DB_PASSWORD),
+    ("secret-assignment", "GITHUB_TOKEN=" + "a1b2c3d4e5f6" * 3 + "abcd", "a1b2c3d4e5f6" * 3),
+    ("url-credentials", f"postgres://admin:{DB_PASSWORD}@db.internal:5432/app", DB_PASSWORD),
+    ("authorization-header", "Authorization: Bearer " + "abcDEF123456" + "ghiJKL789mno", "ghiJKL"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "secret"), CASES, ids=[c[0] for c in CASES])
+def test_each_kind_is_found_and_masked(kind: str, text: str, secret: str) -> None:
+    body = f"# Notes\n\nsome context\n{text}\nmore text\n"
+    findings = scan_text(body)
+    assert [(f.kind, f.line) for f in findings] == [(kind, 4)]
+    assert secret not in findings[0].excerpt
+    assert "********" in findings[0].excerpt
+
+
+def test_every_built_in_kind_has_a_case() -> None:
+    tested = {c[0] for c in CASES} | {"private-key", "gcp-service-account-key"}
+    assert tested == {p.kind for p in DEFAULT_PATTERNS}
+
+
+def test_private_key_blocks_are_found_at_their_begin_line() -> None:
+    text = "deploy key below\n" + PEM + "\nand\n" + OPENSSH
+    findings = scan_text(text)
+    assert [(f.kind, f.line) for f in findings] == [("private-key", 2), ("private-key", 7)]
+    assert "MIIEow" not in findings[0].excerpt
+    assert findings[0].excerpt.startswith("-----BEGIN RSA PRIVATE KEY-----")
+
+
+def test_a_gcp_service_account_file_is_one_finding_not_two() -> None:
+    findings = scan_text(GCP_JSON)
+    assert [(f.kind, f.line) for f in findings] == [("gcp-service-account-key", 5)]
+    assert "MIIEvQ" not in findings[0].excerpt
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password: hunter2",  # short: a human password, not a generated key
+        "api_key: ${API_KEY}",
+        "token: <your token here>",
+        "AWS_SECRET_ACCESS_KEY=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "password = your_password_123",
+        "the deploy token is kept in vault under prod/deploy",
+        "author: Jane Doe",
+        "tokenizer_model: bert-base-uncased123",
+        "max_tokens: 40961234567890",
+        "commit 0123456789abcdef0123456789abcdef01234567 fixed it",
+        "id: mem_0123456789abcdef0123456789abcdef",
+        "session_id: 7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        "see https://example.com/docs/auth#tokens and http://localhost:8080/",
+        "secret_sauce: butter",
+        "token_url: https://auth.example.com/oauth2/token",
+        "key: value",
+        "token_file: ~/.config/tool/t0ken1234abcd",
+        "private_key_id: 0f3c9a7b21e84d56a0b1c2d3e4f5a6b7c8d9e0f1",
+        "password_hash: $2b$12$KIXQJ1n8b3ZWc5l8eP0Q2e",
+        "The private key never leaves the HSM.",
+        "",
+    ],
+)
+def test_ordinary_text_is_not_reported(text: str) -> None:
+    assert scan_text(text) == []
+
+
+def test_findings_come_in_text_order_and_mask_every_secret_on_the_line() -> None:
+    text = f"line one\nkeys {AWS_KEY_ID} and {GITHUB_PAT}\n{PEM}"
+    findings = scan_text(text)
+    assert [(f.kind, f.line) for f in findings] == [
+        ("aws-access-key-id", 2),
+        ("github-token", 2),
+        ("private-key", 3),
+    ]
+    for finding in findings[:2]:
+        assert AWS_KEY_ID not in finding.excerpt
+        assert GITHUB_PAT not in finding.excerpt
+
+
+def test_line_numbers_count_crlf_and_lone_lines() -> None:
+    text = f"a\r\nb\r\n\r\ntoken {GITLAB}\r\n"
+    assert [f.line for f in scan_text(text)] == [4]
+
+
+def test_long_lines_are_cut_around_the_secret() -> None:
+    text = "x " * 200 + GITHUB_PAT + " y" * 200
+    (finding,) = scan_text(text)
+    assert len(finding.excerpt) <= 90
+    assert "ghp_********" in finding.excerpt
+
+
+def test_control_characters_in_excerpts_are_replaced() -> None:
+    (finding,) = scan_text(f"\x1b[31m {GITHUB_PAT}\x07")
+    assert "\x1b" not in finding.excerpt and "\x07" not in finding.excerpt
+
+
+def test_allow_marker_skips_a_line() -> None:
+    text = f"example: {AWS_KEY_ID}  <!-- {ALLOW_MARKER} -->\nreal: {GITHUB_PAT}\n"
+    assert [(f.kind, f.line) for f in scan_text(text)] == [("github-token", 2)]
+
+
+def test_allow_list_drops_matching_secrets() -> None:
+    text = f"{AWS_KEY_ID}\n{GITHUB_PAT}\n"
+    assert [f.kind for f in scan_text(text, allow=[r"^AKIA"])] == ["github-token"]
+
+
+def test_entropy() -> None:
+    assert shannon_entropy("") == 0
+    assert shannon_entropy("aaaa") == 0
+    assert shannon_entropy("abcd") == 2
+    assert shannon_entropy(DB_PASSWORD) > 3.5
+
+
+def test_scan_bytes_survives_undecodable_content() -> None:
+    data = b"\xff\xfe garbage\n" + GITHUB_PAT.encode()
+    assert [(f.kind, f.line) for f in scan_bytes(data)] == [("github-token", 2)]
+
+
+def test_the_error_names_kind_and_line_and_never_the_secret() -> None:
+    text = f"a\nb\nkey {STRIPE}\n{GITHUB_PAT}\n"
+    with pytest.raises(SecretsFoundError) as info:
+        refuse(text, "body of mem_1")
+    error = info.value
+    assert isinstance(error, InvalidInputError)
+    assert error.exit_code == 4
+    assert str(error) == (
+        "body of mem_1 looks like it holds a secret: stripe-key on line 3 (and 1 more)"
+    )
+    assert STRIPE not in str(error) and GITHUB_PAT[4:] not in str(error)
+    assert "allow" in error.hint
+    assert [f.kind for f in error.findings] == ["stripe-key", "github-token"]
+    refuse("nothing to see", "body")  # no error
+
+
+def test_findings_serialise() -> None:
+    finding = SecretFinding("jwt", 3, "x eyJ********")
+    assert finding.to_dict() == {"kind": "jwt", "line": 3, "excerpt": "x eyJ********"}
+    assert str(finding) == "line 3: jwt: x eyJ********"
+
+
+# -- the policy in gitmem.yaml ---------------------------------------------------------------
+
+
+def test_no_section_means_the_built_in_patterns() -> None:
+    policy = policy_from_config({"format": 1})
+    assert policy.patterns == DEFAULT_PATTERNS
+    assert policy.allow == ()
+    assert policy_from_config(None).patterns == DEFAULT_PATTERNS
+
+
+def test_config_adds_patterns_allows_and_disables() -> None:
+    acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
+    policy = policy_from_config(
+        {
+            "secrets": {
+                "patterns": [
+                    {"kind": "acme-token", "regex": r"acme_[A-Za-z0-9]{32}", "keep": 5},
+                    {"kind": "pin", "regex": r"PIN=(\d{6})", "group": 1, "min_entropy": 2.0},
+                ],
+                "allow": [r"^AKIA"],
+                "disable": ["jwt"],
+            }
+        }
+    )
+    text = f"{acme}\n{AWS_KEY_ID}\n{JWT}\nPIN=918273\nPIN=111111\n"
+    findings = policy.scan(text)
+    assert [(f.kind, f.line) for f in findings] == [("acme-token", 1), ("pin", 4)]
+    assert findings[0].excerpt == "acme_********"
+    assert "918273" not in findings[1].excerpt
+    assert "jwt" not in {p.kind for p in policy.patterns}
+
+
+@pytest.mark.parametrize(
+    ("section", "complaint"),
+    [
+        ([], "'secrets' must be a mapping"),
+        ({"patterns": "x"}, "secrets.patterns must be a list"),
+        ({"patterns": ["x"]}, "secrets.patterns[0] must be a mapping"),
+        ({"patterns": [{"kind": "Bad Kind", "regex": "x"}]}, "secrets.patterns[0].kind"),
+        ({"patterns": [{"kind": "k", "regex": "("}]}, "secrets.patterns[0].regex is not a valid"),
+        ({"patterns": [{"kind": "k"}]}, "secrets.patterns[0].regex must be"),
+        ({"patterns": [{"kind": "k", "regex": "x", "group": 2}]}, "group 2 is not a group"),
+        ({"patterns": [{"kind": "k", "regex": "x", "group": "n"}]}, "group 'n' is not a group"),
+        ({"patterns": [{"kind": "k", "regex": "x", "keep": -1}]}, "keep must be"),
+        ({"patterns": [{"kind": "k", "regex": "x", "min_entropy": "hi"}]}, "min_entropy must"),
+        ({"patterns": [{"kind": "k", "regex": "x", "flavour": 1}]}, "unknown key(s) flavour"),
+        ({"allow": "x"}, "secrets.allow must be a list of strings"),
+        ({"allow": ["["]}, "secrets.allow[0] is not a valid regular expression"),
+        ({"disable": ["nope"]}, "secrets.disable names unknown kind(s) nope"),
+        ({"ignore": []}, "secrets has unknown key(s) ignore"),
+    ],
+)
+def test_a_broken_policy_is_an_error_naming_the_key(section: object, complaint: str) -> None:
+    with pytest.raises(InvalidMemoryError) as info:
+        policy_from_config({"secrets": section})
+    assert complaint in str(info.value)
