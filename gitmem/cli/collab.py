@@ -1,0 +1,106 @@
+"""Collaboration commands: remote, sync, conflicts, resolve, review, blame, diff, undo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gitmem import merge as merging
+from gitmem import sync as syncing
+
+from .common import State, emit_json, json_option, pass_state, table
+
+
+@click.command(name="merge-driver", hidden=True)
+@click.argument("base", metavar="%O")
+@click.argument("ours", metavar="%A")
+@click.argument("theirs", metavar="%B")
+@click.argument("path", metavar="%P")
+@click.pass_context
+def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: str) -> None:
+    """git's merge driver for memory files (registered as merge.gitmem.driver).
+
+    Writes the memory-aware merge of %O (base), %A (ours) and %B (theirs) for
+    path %P into %A. git runs it; people do not.
+    """
+    ctx.exit(merging.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
+
+
+@click.group()
+def remote() -> None:
+    """The store's git remotes (plain git remotes: git remote works too)."""
+
+
+@remote.command(name="add")
+@click.argument("name")
+@click.argument("url")
+@json_option
+@pass_state
+def remote_add(state: State, name: str, url: str) -> None:
+    """Add a remote to sync with.
+
+    \b
+    Examples:
+      gitmem remote add origin git@github.com:me/memory.git
+      gitmem remote add backup /srv/memory.git
+    """
+    syncing.add_remote(state.store(), name, url)
+    if state.json:
+        emit_json({"name": name, "url": url})
+    else:
+        click.echo(f"Added remote {name} -> {url}")
+
+
+@remote.command(name="list")
+@json_option
+@pass_state
+def remote_list(state: State) -> None:
+    """List the store's remotes."""
+    repo = state.store().db().repo
+    rows = [(r.name or "", r.url or "") for r in repo.remotes]
+    if state.json:
+        emit_json([{"name": n, "url": u} for n, u in rows])
+    elif rows:
+        click.echo(table(["NAME", "URL"], rows))
+
+
+@click.command()
+@click.argument("remote_name", metavar="[REMOTE]", default="origin")
+@click.option("--branch", "-b", metavar="B", help="The remote branch (default: the store's).")
+@json_option
+@pass_state
+def sync(state: State, remote_name: str, branch: str | None) -> None:
+    """Fetch, merge memory-aware, and push (never forced).
+
+    When the push is rejected because the remote moved, sync fetches and
+    merges again (up to 5 times). A network or authentication failure leaves
+    the store as it was. Memories changed on both sides in the same lines are
+    kept both: one at its path, the other as a fork (see gitmem conflicts).
+
+    \b
+    Examples:
+      gitmem sync
+      gitmem sync backup --branch main
+      gitmem sync --json
+    """
+    result = syncing.sync(state.store(), remote_name, branch=branch)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    what = {
+        "none": "already up to date with",
+        "fast-forward": "fast-forwarded to",
+        "merge": "merged",
+    }[result.merge]
+    click.echo(
+        f"{what} {result.remote}/{result.branch}: {result.fetched} commit(s) fetched, "
+        f"{len(result.added)} added, {len(result.changed)} changed, "
+        f"{len(result.deleted)} deleted; " + ("pushed" if result.pushed else "nothing to push")
+    )
+    for fork in result.forks:
+        click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
+    for memory_id in result.kept_over_delete:
+        click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
+    for memory_id in result.pending_committed:
+        click.echo(f"committed fork {memory_id} left by a git merge")

@@ -1,0 +1,523 @@
+"""Sync a store through a git remote: fetch, merge memory-aware, push; never force.
+
+Talking to the remote goes through the git binary (its credential helpers, ssh
+configuration and protocols are the user's own); everything that changes the
+local store is done here with pygit2, under the store's write lock and with
+compare-and-swap on the branch, like every other write. pygit2 runs no external
+merge driver, so the trees are merged here with :mod:`gitmem.merge`, the same
+functions ``gitmem merge-driver`` runs inside plain ``git merge``.
+
+A failure while fetching (network, authentication, a remote that is gone)
+leaves the local store exactly as it was. A rejected push (the remote moved in
+between) fetches and merges again, up to ``max_attempts`` times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from . import merge as merging
+from .errors import ConflictError, InvalidInputError, StoreError
+from .gitdb import (
+    COMMITTER_EMAIL,
+    COMMITTER_NAME,
+    CommitSpec,
+    GitDB,
+    Snapshot,
+    build_tree,
+    format_message,
+    get_commit,
+)
+from .hooks import _clean_env
+from .layout import id_from_path
+
+if TYPE_CHECKING:
+    from .store import Store
+
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a git merge",
+    "rebase-merge": "a git rebase",
+    "rebase-apply": "a git rebase or am",
+    "CHERRY_PICK_HEAD": "a git cherry-pick",
+    "REVERT_HEAD": "a git revert",
+}
+MERGE_OP = "merge"
+
+
+class RemoteError(StoreError):
+    """The remote could not be reached, read or written (network, authentication, path)."""
+
+    default_hint = "check the remote's URL and your access (git remote -v), then sync again"
+
+
+class MergeConflictError(ConflictError):
+    """A file that is not a memory was changed on both sides in a way that cannot merge."""
+
+    default_hint = "merge it with git (git pull), or fix the file on one side, then sync again"
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeMerge:
+    """The merge of two trees, as changes to apply on top of ``ours``."""
+
+    changes: dict[str, bytes | None] = field(default_factory=dict)
+    forks: list[merging.Fork] = field(default_factory=list)
+    kept_over_delete: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    """Memories both sides changed, merged field by field."""
+    conflicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SyncResult:
+    """What ``Store.sync`` did."""
+
+    remote: str
+    branch: str
+    fetched: int = 0
+    """Commits that came from the remote and were not in the local branch."""
+    merge: str = "none"
+    """none (nothing new), fast-forward, or merge (a merge commit was made)."""
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    forks: list[merging.Fork] = field(default_factory=list)
+    kept_over_delete: list[str] = field(default_factory=list)
+    pushed: bool = False
+    attempts: int = 0
+    commit: str | None = None
+    pending_committed: list[str] = field(default_factory=list)
+    """Forks left by ``gitmem merge-driver`` in a plain git merge, committed by this sync."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "remote": self.remote,
+            "branch": self.branch,
+            "fetched": self.fetched,
+            "merge": self.merge,
+            "added": self.added,
+            "changed": self.changed,
+            "deleted": self.deleted,
+            "forks": [f.to_dict() for f in self.forks],
+            "kept_over_delete": self.kept_over_delete,
+            "pushed": self.pushed,
+            "attempts": self.attempts,
+            "commit": self.commit,
+            "pending_committed": self.pending_committed,
+        }
+
+
+# -- git, the binary ------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = _clean_env()
+    # Never wait for a password on a terminal nobody watches; parse English messages.
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
+    return env
+
+
+def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["git", f"--git-dir={db.gitdir}", *args],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            check=False,
+            timeout=600,
+        )
+    except FileNotFoundError:
+        raise StoreError("the git binary is not on PATH; gitmem sync needs it") from None
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def in_progress(db: GitDB) -> str | None:
+    """What git operation the repository is in the middle of, if any."""
+    for name, what in _IN_PROGRESS.items():
+        if (db.gitdir / name).exists():
+            return what
+    return None
+
+
+def _refuse_in_progress(db: GitDB) -> None:
+    what = in_progress(db)
+    if what is not None:
+        raise ConflictError(
+            f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
+            hint="finish it (resolve, git add, git commit / git rebase --continue) or abort it "
+            "(git merge --abort / git rebase --abort), then sync again",
+        )
+
+
+def remote_names(db: GitDB) -> list[str]:
+    return [name for name in db.repo.remotes.names() if name]
+
+
+def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -> str:
+    """``git remote add NAME URL`` on the store (its fetch refspec is git's default)."""
+    db = store.db(scope)
+    if not name or name.startswith("-") or any(c.isspace() for c in name) or ".." in name:
+        raise InvalidInputError(f"remote name {name!r} is not a valid git remote name")
+    if not url or url.startswith("-"):
+        raise InvalidInputError(f"remote URL {url!r} is not valid")
+    if name in remote_names(db):
+        raise InvalidInputError(
+            f"remote {name} already exists ({db.repo.remotes[name].url})",
+            hint=f"git -C {db.path} remote set-url {name} URL changes it",
+        )
+    try:
+        db.repo.remotes.create(name, url)
+    except (pygit2.GitError, ValueError) as exc:
+        raise InvalidInputError(f"cannot add remote {name!r}: {exc}") from None
+    return name
+
+
+def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
+    """Fetch the remote branch into ``refs/remotes/<remote>/<branch>``; None if it has none."""
+    tracking = f"refs/remotes/{remote}/{branch}"
+    result = _git(db, "fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:{tracking}")
+    if result.returncode != 0:
+        message = result.stderr
+        if "couldn't find remote ref" in message:
+            return None  # an empty remote, or one without this branch yet: the push creates it
+        raise RemoteError(f"cannot fetch from {remote}: {_last_line(message)}")
+    try:
+        return get_commit(db.repo, db.repo.lookup_reference(tracking).target)
+    except KeyError:
+        return None
+
+
+def _push(db: GitDB, remote: str, branch: str) -> str:
+    """Push the local branch (never forced): ``pushed``, ``up-to-date`` or ``rejected``."""
+    result = _git(db, "push", "--porcelain", remote, f"{db.ref_name}:refs/heads/{branch}")
+    lines = [line for line in result.stdout.splitlines() if "\t" in line]
+    if result.returncode == 0:
+        return "up-to-date" if lines and all(line.startswith("=") for line in lines) else "pushed"
+    for line in lines:
+        if not line.startswith("!"):
+            continue
+        summary = line.split("\t")[-1]
+        # A plain rejection (the remote moved: fetch first / non-fast-forward), or the
+        # remote's ref changed between our read and its update (a race with another push).
+        raced = ("rejected" in summary and "remote rejected" not in summary) or any(
+            word in summary for word in ("fetch first", "non-fast-forward", "lock", "expected")
+        )
+        if raced:
+            return "rejected"
+        raise RemoteError(f"{remote} refused the push: {summary}")
+    raise RemoteError(f"cannot push to {remote}: {_last_line(result.stderr)}")
+
+
+# -- merging trees ----------------------------------------------------------------------------
+
+
+def _changed_paths(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None
+) -> set[str]:
+    if old is None and new is None:
+        return set()
+    if old is None:
+        assert new is not None
+        diff = new.diff_to_tree(swap=True)
+    elif new is None:
+        diff = old.diff_to_tree()
+    else:
+        diff = old.diff_to_tree(new)
+    paths: set[str] = set()
+    for delta in diff.deltas:
+        paths.add(delta.old_file.path)
+        paths.add(delta.new_file.path)
+    return paths
+
+
+def merge_trees(
+    repo: pygit2.Repository,
+    base: pygit2.Commit | None,
+    ours: pygit2.Commit,
+    theirs: pygit2.Commit,
+) -> TreeMerge:
+    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree."""
+    base_snap = Snapshot(repo, base)
+    ours_snap = Snapshot(repo, ours)
+    theirs_snap = Snapshot(repo, theirs)
+    out = TreeMerge()
+    base_tree = base.tree if base is not None else None
+    for path in sorted(_changed_paths(repo, base_tree, theirs.tree)):
+        b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
+        if o == t:
+            continue
+        if o == b:
+            out.changes[path] = t
+            continue
+        result = merging.merge_file(path, b, o, t)
+        if result.conflict is not None:
+            out.conflicts.append(result.conflict)
+            continue
+        if result.data != o:
+            out.changes[path] = result.data
+        if result.memory_id is not None and o is not None and t is not None:
+            out.merged.append(result.memory_id)
+        if result.kept_over_delete and result.memory_id is not None:
+            out.kept_over_delete.append(result.memory_id)
+        for fork in result.forks:
+            if ours_snap.read(fork.path) != fork.data:
+                out.changes[fork.path] = fork.data
+            out.forks.append(fork)
+    return out
+
+
+def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
+    ids: list[str] = []
+    for path in tm.changes:
+        memory_id = id_from_path(path)
+        if memory_id is not None and memory_id not in ids:
+            ids.append(memory_id)
+    trailers = [("Gitmem-Op", MERGE_OP)]
+    trailers += [("Gitmem-Id", memory_id) for memory_id in ids]
+    trailers += [("Gitmem-Fork", f"{f.id} of {f.of}") for f in tm.forks]
+    trailers += [("Gitmem-Kept-Over-Delete", memory_id) for memory_id in tm.kept_over_delete]
+    body = None
+    if tm.forks:
+        body = (
+            f"{len(tm.forks)} memor{'y' if len(tm.forks) == 1 else 'ies'} changed on both sides "
+            "in the same lines: both versions are kept (gitmem conflicts lists them)."
+        )
+    return CommitSpec(subject=f"merge: {label}", body=body, trailers=trailers)
+
+
+# -- moving the branch ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(db: GitDB) -> Iterator[None]:
+    with db._writer_lock(time.monotonic() + db.lock_timeout):
+        yield
+
+
+def _move(
+    db: GitDB,
+    ref: pygit2.Reference | None,
+    tip: pygit2.Commit | None,
+    new: pygit2.Commit,
+    changes: dict[str, bytes | None],
+    reason: str,
+) -> bool:
+    """Compare-and-swap the branch from ``tip`` to ``new`` and bring the work tree along."""
+    repo = db.repo
+    try:
+        if ref is None:
+            repo.references.create(db.ref_name, new.id)
+        else:
+            ref.set_target(new.id, reason)
+    except (pygit2.GitError, pygit2.AlreadyExistsError, OSError):
+        return False
+    if db.workdir is not None:
+        try:
+            db._sync_worktree(tip, new, changes)
+        except (pygit2.GitError, OSError) as exc:
+            # The branch has moved: the next write heals the work tree, as after a
+            # killed writer (gitdb's own policy).
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "synced %s, but could not update the work tree (%s)", str(new.id)[:12], exc
+            )
+    return True
+
+
+def integrate(
+    db: GitDB, theirs: pygit2.Commit, label: str, *, attempts: int = 50
+) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
+    """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
+
+    kind is none (already in), fast-forward or merge. Raises MergeConflictError
+    (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
+    when a file to change has uncommitted edits.
+    """
+    for _ in range(attempts):
+        with _locked(db):
+            repo = db.repo
+            try:
+                ref: pygit2.Reference | None = repo.lookup_reference(db.ref_name)
+            except KeyError:
+                ref = None
+            tip = get_commit(repo, ref.target) if ref is not None else None
+            if db.workdir is not None:
+                db._heal_worktree(tip)
+            if tip is not None and (tip.id == theirs.id or repo.descendant_of(tip.id, theirs.id)):
+                return "none", TreeMerge(), tip, tip
+            snap = Snapshot(repo, tip)
+            if tip is None or repo.descendant_of(theirs.id, tip.id):
+                tm = TreeMerge()
+                for path in _changed_paths(repo, tip.tree if tip else None, theirs.tree):
+                    tm.changes[path] = Snapshot(repo, theirs).read(path)
+                if db.workdir is not None:
+                    db._check_clean(snap, tm.changes)
+                if _move(db, ref, tip, theirs, tm.changes, f"gitmem sync: fast-forward {label}"):
+                    return "fast-forward", tm, tip, theirs
+                continue
+            base_id = repo.merge_base(tip.id, theirs.id)
+            base = get_commit(repo, base_id) if base_id is not None else None
+            tm = merge_trees(repo, base, tip, theirs)
+            if tm.conflicts:
+                raise MergeConflictError(
+                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)"
+                )
+            if db.workdir is not None:
+                db._check_clean(snap, tm.changes)
+            tree = build_tree(repo, tip.tree, tm.changes)
+            spec = _merge_spec(label, tm)
+            now = db.clock.now()
+            author = db.default_author()
+            stamp = int(now.timestamp())
+            oid = repo.create_commit(
+                None,
+                pygit2.Signature(author.name, author.email, stamp, 0),
+                pygit2.Signature(COMMITTER_NAME, COMMITTER_EMAIL, stamp, 0),
+                format_message(spec),
+                tree,
+                [tip.id, theirs.id],
+            )
+            new = get_commit(repo, oid)
+            if _move(db, ref, tip, new, tm.changes, f"gitmem sync: merge {label}"):
+                return "merge", tm, tip, new
+        time.sleep(0.01)
+    raise ConflictError(f"could not move {db.ref_name}: other writers kept it busy")
+
+
+# -- forks from the git merge driver ---------------------------------------------------------------
+
+
+def _landed(db: GitDB, path: str, blob: str, limit: int = 2000) -> bool:
+    """Whether a commit on the branch (within ``limit``) has ``blob`` at ``path``."""
+    target = pygit2.Oid(hex=blob)
+    for n, commit in enumerate(db.walk()):
+        if n >= limit:
+            return False
+        if Snapshot(db.repo, commit).blob_id(path) == target:
+            return True
+    return False
+
+
+def commit_pending_forks(db: GitDB) -> list[merging.Fork]:
+    """Commit the forks ``gitmem merge-driver`` saved during a plain git merge.
+
+    A fork is committed once its merge has landed (the blob the driver wrote is
+    on the branch); while a merge is still in progress it waits; a fork whose
+    merge was aborted is dropped (both versions are still in their own commits).
+    """
+    pending = merging.load_pending(db.gitdir)
+    if not pending:
+        return []
+    if in_progress(db) is not None:
+        return []
+    ready = [p for p in pending if _landed(db, p.path, p.kept_blob)]
+    forks = [p.fork for p in ready]
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        for fork in forks:
+            if not snap.exists(fork.path):
+                snap.put(fork.path, fork.data)
+        tm = TreeMerge(forks=forks)
+        spec = _merge_spec("keep forks from a git merge", tm)
+        spec.trailers[1:1] = [("Gitmem-Id", f.id) for f in forks]
+        return spec, None
+
+    if forks:
+        db.write(plan)
+    for item in pending:
+        item.file.unlink(missing_ok=True)
+    return forks
+
+
+# -- sync ---------------------------------------------------------------------------------------
+
+
+def sync(
+    store: Store,
+    remote: str = "origin",
+    *,
+    branch: str | None = None,
+    scope: str | None = None,
+    max_attempts: int = 5,
+) -> SyncResult:
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races."""
+    db = store.db(scope)
+    _refuse_in_progress(db)
+    if remote not in remote_names(db):
+        raise InvalidInputError(
+            f"the store has no remote {remote!r}"
+            + (f" (it has: {', '.join(remote_names(db))})" if remote_names(db) else ""),
+            hint="add one with: gitmem remote add NAME URL",
+        )
+    target = branch or db.branch
+    result = SyncResult(remote=remote, branch=target)
+    result.pending_committed = [f.id for f in commit_pending_forks(db)]
+    start = db.tip()
+    for attempt in range(1, max_attempts + 1):
+        result.attempts = attempt
+        theirs = _fetch(db, remote, target)
+        if theirs is not None:
+            local = db.tip()
+            walker = db.repo.walk(theirs.id)
+            if local is not None:
+                walker.hide(local.id)
+            result.fetched += sum(1 for _ in walker)
+            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}")
+            if kind != "none":
+                result.merge = "merge" if "merge" in (kind, result.merge) else kind
+            result.forks.extend(tm.forks)
+            result.kept_over_delete.extend(tm.kept_over_delete)
+        local = db.tip()
+        if local is None or (theirs is not None and local.id == theirs.id):
+            break
+        outcome = _push(db, remote, target)
+        if outcome != "rejected":
+            result.pushed = outcome == "pushed"
+            break
+    else:
+        raise ConflictError(
+            f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",
+            hint="sync again",
+        )
+    end = db.tip()
+    result.commit = str(end.id) if end is not None else None
+    if start is not None and end is not None and start.id != end.id:
+        for path in sorted(_changed_paths(db.repo, start.tree, end.tree)):
+            memory_id = id_from_path(path)
+            if memory_id is None:
+                continue
+            before, after = (
+                Snapshot(db.repo, start).exists(path),
+                Snapshot(db.repo, end).exists(path),
+            )
+            bucket = (
+                result.changed if before and after else result.added if after else result.deleted
+            )
+            bucket.append(memory_id)
+    if db.workdir is not None and not merging.driver_registered(db.path):
+        merging.register_driver(db.path)
+    store.index(scope).catch_up()
+    return result
+
+
+def pending_forks(db: GitDB) -> list[merging.PendingFork]:
+    return merging.load_pending(Path(db.gitdir))

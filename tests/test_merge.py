@@ -1,0 +1,381 @@
+"""The memory-aware merge: pure functions, and the git merge driver inside real `git merge`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_git
+from storetools import memory_text
+
+import gitmem
+from gitmem import FixedClock, Store, codec
+from gitmem import merge as M
+from gitmem import sync as S
+
+MID = "mem_0a000000-0000-4000-8000-000000000001"
+PATH = f"memories/0a/{MID}.md"
+MARKERS = ("<<<<<<<", ">>>>>>>", "\n=======\n")
+
+
+def doc(body: str, *, updated: str = "09:00:00", version: int = 1, extra: str = "") -> bytes:
+    text = memory_text(MID, body, version=version, extra=extra)
+    return text.replace(
+        "updated_at: 2026-11-22T09:00:00Z", f"updated_at: 2026-11-22T{updated}Z"
+    ).encode()
+
+
+def parsed(data: bytes | None) -> codec.Document:
+    assert data is not None
+    return codec.parse(data.decode())
+
+
+def no_markers(data: bytes | None) -> None:
+    assert data is not None
+    assert not any(marker in data.decode() for marker in MARKERS)
+
+
+# -- lines ------------------------------------------------------------------------------------
+
+
+def test_disjoint_line_edits_merge() -> None:
+    base = "a\nb\nc\nd\ne\n"
+    assert M.merge_text(base, "A\nb\nc\nd\ne\n", "a\nb\nc\nd\nE\n") == "A\nb\nc\nd\nE\n"
+
+
+def test_overlapping_edits_do_not_merge() -> None:
+    assert M.merge_text("a\nb\nc\n", "a\nX\nc\n", "a\nY\nc\n") is None
+
+
+def test_the_same_change_on_both_sides_is_taken_once() -> None:
+    assert M.merge_text("a\nb\n", "a\nX\n", "a\nX\n") == "a\nX\n"
+    assert M.merge_lines(["a\n", "b\n"], ["a\n", "X\n", "b\n"], ["a\n", "X\n", "b\n"]) == [
+        "a\n",
+        "X\n",
+        "b\n",
+    ]
+
+
+def test_insert_and_delete_elsewhere() -> None:
+    base = "one\ntwo\nthree\nfour\n"
+    ours = "zero\none\ntwo\nthree\nfour\n"
+    theirs = "one\ntwo\nfour\n"
+    assert M.merge_text(base, ours, theirs) == "zero\none\ntwo\nfour\n"
+    assert M.merge_text(base, theirs, ours) == "zero\none\ntwo\nfour\n"
+
+
+# -- appended sections ------------------------------------------------------------------------
+
+
+def test_appended_sections_are_kept_in_date_order() -> None:
+    base = "# Review history\n\n## 2026-11-20 first\nok\n"
+    ours = base + "## 2026-11-23 late\nfrom ours\n"
+    theirs = base + "## 2026-11-21 early\nfrom theirs\n## 2026-11-24 last\nmore\n"
+    merged = M.merge_appended(base, ours, theirs, ("2026-11-23", "2026-11-24"))
+    assert merged == (
+        base + "## 2026-11-21 early\nfrom theirs\n## 2026-11-23 late\nfrom ours\n"
+        "## 2026-11-24 last\nmore\n"
+    )
+
+
+def test_a_section_both_sides_appended_is_kept_once() -> None:
+    base = "log\n"
+    same = "## 2026-11-22 run\npassed\n"
+    merged = M.merge_appended(base, base + same, base + same + "## 2026-11-23 x\ny\n", ("a", "b"))
+    assert merged == base + same + "## 2026-11-23 x\ny\n"
+
+
+def test_edits_that_are_not_appends_are_not_section_merged() -> None:
+    assert M.merge_appended("a\n", "b\nmore\n", "a\nmore\n", ("x", "y")) is None
+
+
+def test_append_to_a_body_without_final_newline() -> None:
+    base = "head"
+    merged = M.merge_appended(
+        base, base + "\n## 2026-11-23 b\n", base + "\n## 2026-11-22 a\n", ("", "")
+    )
+    assert merged == "head\n## 2026-11-22 a\n## 2026-11-23 b\n"
+
+
+# -- front-matter -------------------------------------------------------------------------------
+
+
+def test_front_matter_merges_field_by_field() -> None:
+    base = {"id": MID, "title": "T", "tags": ["a", "b"], "version": 2, "category": "c"}
+    later = {"id": MID, "title": "T2", "tags": ["a", "b", "new1"], "version": 4, "category": "c"}
+    earlier = {"id": MID, "title": "T", "tags": ["b", "new2"], "version": 3, "category": "moved"}
+    out = M.merge_metadata(base, later, earlier)
+    assert out["title"] == "T2"  # changed on the later side only
+    assert out["category"] == "moved"  # changed on the earlier side only: still taken
+    assert out["tags"] == ["b", "new1", "new2"]  # union of additions; "a" removed by one side
+    assert out["version"] == 5
+
+
+def test_a_scalar_changed_on_both_sides_comes_from_the_later_side() -> None:
+    out = M.merge_metadata({"title": "base"}, {"title": "later"}, {"title": "earlier"})
+    assert out["title"] == "later"
+
+
+def test_a_key_removed_on_one_side_goes() -> None:
+    out = M.merge_metadata({"k": 1, "j": 2}, {"k": 1, "j": 2}, {"j": 2})
+    assert "k" not in out
+
+
+# -- one memory ------------------------------------------------------------------------------------
+
+
+def test_both_change_different_lines() -> None:
+    base = doc("one\ntwo\nthree\nfour\n")
+    ours = doc("ONE\ntwo\nthree\nfour\n", updated="10:00:00", version=2, extra="tags: [x]\n")
+    theirs = doc("one\ntwo\nthree\nFOUR\n", updated="11:00:00", version=2, extra="tags: [y]\n")
+    result = M.merge_memory(PATH, base, ours, theirs)
+    assert result.forks == () and result.conflict is None
+    merged = parsed(result.data)
+    assert merged.body == "ONE\ntwo\nthree\nFOUR\n"
+    assert merged.metadata["version"] == 3
+    assert merged.metadata["tags"] == ["y", "x"]
+    assert merged.metadata["updated_at"] == dt.datetime(2026, 11, 22, 11, tzinfo=dt.UTC)
+    assert M.merge_memory(PATH, base, theirs, ours).data == result.data
+
+
+def test_both_change_the_same_lines_makes_a_fork() -> None:
+    base = doc("shared\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
+    ours = doc(
+        "ours\n",
+        updated="10:00:00",
+        version=2,
+        extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n",
+    )
+    theirs = doc(
+        "theirs\n",
+        updated="11:00:00",
+        version=2,
+        extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n",
+    )
+    result = M.merge_memory(PATH, base, ours, theirs)
+    no_markers(result.data)
+    assert parsed(result.data).body == "theirs\n"  # the later side keeps the path
+    [fork] = result.forks
+    no_markers(fork.data)
+    fork_doc = parsed(fork.data)
+    assert fork_doc.body == "ours\n"
+    assert fork_doc.metadata["id"] == fork.id == M.fork_id(MID, ours)
+    assert fork_doc.metadata[M.FORK_KEY] == MID
+    assert fork_doc.metadata["supersedes"] == "mem_0b000000-0000-4000-8000-000000000009"
+    assert fork.path == gitmem.layout.memory_path(fork.id)
+    other = M.merge_memory(PATH, base, theirs, ours)
+    assert other.data == result.data and other.forks == result.forks
+
+
+def test_delete_against_change_keeps_the_change() -> None:
+    base, changed = doc("x\n"), doc("y\n", version=2)
+    for ours, theirs in ((None, changed), (changed, None)):
+        result = M.merge_memory(PATH, base, ours, theirs)
+        assert result.data == changed and result.kept_over_delete
+
+
+def test_delete_against_nothing_deletes() -> None:
+    base = doc("x\n")
+    assert M.merge_memory(PATH, base, None, base).data is None
+
+
+def test_add_add_with_different_bodies_forks() -> None:
+    ours, theirs = doc("a\n"), doc("b\n", updated="09:30:00")
+    result = M.merge_memory(PATH, None, ours, theirs)
+    assert parsed(result.data).body == "b\n"
+    assert [parsed(f.data).body for f in result.forks] == ["a\n"]
+
+
+def test_unreadable_side_is_a_conflict_not_markers() -> None:
+    base = doc("x\n")
+    result = M.merge_memory(PATH, base, b"---\nid: [broken\n---\nbody\n", doc("y\n", version=2))
+    assert result.conflict is not None
+    no_markers(result.data)
+
+
+def test_other_files_merge_as_text_or_report_a_conflict() -> None:
+    ok = M.merge_file("gitmem.yaml", b"a\nb\nc\n", b"A\nb\nc\n", b"a\nb\nC\n")
+    assert ok.data == b"A\nb\nC\n" and ok.conflict is None
+    bad = M.merge_file("gitmem.yaml", b"a\n", b"b\n", b"c\n")
+    assert bad.conflict is not None
+
+
+def test_fork_ids_stay_within_the_id_limit() -> None:
+    long_id = "mem_" + "a" * 190
+    fork = M.fork_id(long_id, b"data")
+    assert len(fork) <= gitmem.layout.MAX_ID_LENGTH
+    gitmem.layout.check_id(fork)
+
+
+# -- with a store: appended documents -----------------------------------------------------------
+
+
+def test_appended_documents_through_a_merge(tmp_path: Path) -> None:
+    clock = FixedClock("2026-11-22T10:00:00Z")
+    origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)
+    doc_id = "projects/demo/review_history"
+    origin.create("# Review history\n", id=doc_id, title="Reviews")
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    clock.advance(hours=1)
+    a.append(doc_id, "## 2026-11-22T11:00:00Z review by a\nfine\n")
+    clock.advance(hours=1)
+    b.append(doc_id, "## 2026-11-22T12:00:00Z review by b\nalso fine\n")
+    S.sync(a)
+    result = S.sync(b)
+    assert result.forks == []
+    body = b.read(doc_id).body
+    assert body == (
+        "# Review history\n## 2026-11-22T11:00:00Z review by a\nfine\n"
+        "## 2026-11-22T12:00:00Z review by b\nalso fine\n"
+    )
+
+
+# -- the git merge driver -----------------------------------------------------------------------
+
+
+def clone(
+    tmp_path: Path, name: str, clock: FixedClock | None = None, *, driver: bool = True
+) -> Store:
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), name)
+    if driver:
+        M.register_driver(tmp_path / name)
+    return gitmem.open(tmp_path / name, clock=clock)
+
+
+def test_register_driver(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q", "repo")
+    assert not M.driver_registered(tmp_path / "repo")
+    M.register_driver(tmp_path / "repo", python="/opt/my python's/bin/python3")
+    assert M.driver_registered(tmp_path / "repo")
+    value = run_git(tmp_path / "repo", "config", "merge.gitmem.driver").strip()
+    assert value == "'/opt/my python'\"'\"'s/bin/python3' -m gitmem merge-driver %O %A %B %P"
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Store, Store, str]:
+    clock = FixedClock("2026-11-22T10:00:00Z")
+    origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)
+    memory = origin.create("one\ntwo\nthree\nfour\n", title="Shared", tags=["base"])
+    return clone(tmp_path, "a", clock), clone(tmp_path, "b", clock), memory.id
+
+
+def test_git_pull_merges_different_lines_with_the_driver(pair: tuple[Store, Store, str]) -> None:
+    a, b, mid = pair
+    a.update(mid, "ONE\ntwo\nthree\nfour\n", tags=["base", "from-a"])
+    b.clock.advance(seconds=5)  # type: ignore[attr-defined]
+    b.update(mid, "one\ntwo\nthree\nFOUR\n", title="Shared (b)")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
+    text = (b.path / b.read(mid).path).read_text()  # type: ignore[operator]
+    merged = codec.parse(text)
+    assert merged.body == "ONE\ntwo\nthree\nFOUR\n"
+    assert merged.metadata["title"] == "Shared (b)"
+    assert merged.metadata["tags"] == ["base", "from-a"]
+    assert merged.metadata["version"] == 3
+    assert run_git(b.path, "status", "--porcelain") == ""
+
+
+def test_git_pull_keeps_a_fork_without_markers(pair: tuple[Store, Store, str]) -> None:
+    a, b, mid = pair
+    a.update(mid, "changed by a\n")
+    b.update(mid, "changed by b\n")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
+    path = b.path / b.read(mid).path  # type: ignore[operator]
+    no_markers(path.read_bytes())
+    [pending] = M.load_pending(b.db().gitdir)
+    forks = S.commit_pending_forks(b.db())
+    assert [f.id for f in forks] == [pending.fork.id]
+    bodies = {b.read(mid).body, b.read(pending.fork.id).body}
+    assert bodies == {"changed by a\n", "changed by b\n"}
+    assert b.read(pending.fork.id).extra[M.FORK_KEY] == mid
+    assert M.load_pending(b.db().gitdir) == []
+    assert run_git(b.path, "status", "--porcelain") == ""
+    message = run_git(b.path, "log", "-1", "--format=%B")
+    assert f"Gitmem-Fork: {pending.fork.id} of {mid}" in message
+
+
+def test_pending_forks_of_an_aborted_merge_are_dropped(pair: tuple[Store, Store, str]) -> None:
+    a, b, mid = pair
+    a.update(mid, "changed by a\n")
+    (a.path / "gitmem.yaml").write_text("format: 1\nscope: repo\n# a\n")
+    run_git(a.path, "commit", "-qam", "config a")
+    b.update(mid, "changed by b\n")
+    (b.path / "gitmem.yaml").write_text("format: 1\nscope: repo\n# b\n")
+    run_git(b.path, "commit", "-qam", "config b")
+    S.sync(a)
+    out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
+    assert "CONFLICT" in out  # gitmem.yaml, not the memory
+    assert len(M.load_pending(b.db().gitdir)) == 1
+    assert S.commit_pending_forks(b.db()) == []  # still merging: wait
+    run_git(b.path, "merge", "--abort")
+    assert S.commit_pending_forks(b.db()) == []
+    assert M.load_pending(b.db().gitdir) == []
+
+
+def test_an_unregistered_clone_falls_back_visibly(tmp_path: Path) -> None:
+    clock = FixedClock("2026-11-22T10:00:00Z")
+    origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)
+    mid = origin.create("base\n").id
+    a = clone(tmp_path, "a", clock)
+    b = clone(tmp_path, "b", clock, driver=False)
+    assert not M.driver_registered(b.path)
+    a.update(mid, "a\n")
+    b.update(mid, "b\n")
+    S.sync(a)
+    out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
+    assert "CONFLICT" in out  # git's own text merge: the user sees it and can register
+
+
+def test_hostile_paths_cannot_inject_commands(tmp_path: Path) -> None:
+    """git single-quotes %P; the driver gets the path as one argument, and runs nothing."""
+    run_git(tmp_path, "init", "-q", "-b", "main", "repo")
+    repo = tmp_path / "repo"
+    # An "interpreter" that records the arguments it gets, then runs the real driver.
+    spy = tmp_path / "spy python"
+    spy.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, runpy\n"
+        f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        "sys.argv = sys.argv[2:]\n"
+        "runpy.run_module('gitmem', run_name='__main__')\n"
+    )
+    spy.chmod(0o755)
+    M.register_driver(repo, python=str(spy))
+    (repo / ".gitattributes").write_text("*.md merge=gitmem\n")
+    name = "x'; touch pwned; echo '$(touch pwned2).md"
+    (repo / name).write_text("a\nb\nc\n")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-qm", "base")
+    run_git(repo, "checkout", "-qb", "side")
+    (repo / name).write_text("A\nb\nc\n")
+    run_git(repo, "commit", "-qam", "side")
+    run_git(repo, "checkout", "-q", "main")
+    (repo / name).write_text("a\nb\nC\n")
+    run_git(repo, "commit", "-qam", "main")
+    run_git(repo, "merge", "-q", "side", "-m", "merge")
+    assert (repo / name).read_text() == "A\nb\nC\n"  # git merge-file through our driver
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["-m", "gitmem"] and argv[2] == "merge-driver" and argv[-1] == name
+    assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
+    assert not list(tmp_path.glob("pwned*"))
+
+
+def test_driver_runs_from_the_command_line(tmp_path: Path) -> None:
+    base, ours, theirs = tmp_path / "o", tmp_path / "a", tmp_path / "b"
+    base.write_bytes(doc("one\ntwo\nthree\n"))
+    ours.write_bytes(doc("ONE\ntwo\nthree\n", version=2))
+    theirs.write_bytes(doc("one\ntwo\nTHREE\n", version=2, updated="10:00:00"))
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "gitmem", "merge-driver", str(base), str(ours), str(theirs), PATH],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert parsed(ours.read_bytes()).body == "ONE\ntwo\nTHREE\n"
