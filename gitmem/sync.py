@@ -218,7 +218,14 @@ def _push(db: GitDB, remote: str, branch: str) -> str:
         # A plain rejection (the remote moved: fetch first / non-fast-forward), or the
         # remote's ref changed between our read and its update (a race with another push).
         raced = ("rejected" in summary and "remote rejected" not in summary) or any(
-            word in summary for word in ("fetch first", "non-fast-forward", "lock", "expected")
+            word in summary
+            for word in (
+                "fetch first",
+                "non-fast-forward",
+                "lock",
+                "expected",
+                "failed to update ref",
+            )
         )
         if raced:
             return "rejected"
