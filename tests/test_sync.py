@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from clitools import Gitmem, make_runner
+from clitools import Editor, Gitmem, make_runner
 from conftest import run_git
+from storetools import commit_count
 
 import gitmem
 from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store, codec
 from gitmem import merge as M
 from gitmem import sync as S
+from gitmem.cli.common import file_text
 from gitmem.gitdb import build_tree
 from gitmem.layout import id_from_path
 
@@ -436,3 +438,84 @@ def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> No
     # ... and readable through history (a sample: history is the slow part).
     sample = rng.sample(heads[-CLONES:], 2)
     assert_nothing_lost(clones[1], sample)
+
+
+# -- conflicts and resolve ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def forked(tmp_path: Path, origin: Store, clock: FixedClock) -> tuple[Store, str, str]:
+    """A clone with one fork: ``a``'s version at the path, ``b``'s version in the fork."""
+    shared = origin.create("original\n", title="Shared", tags=["t"])
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    b.update(shared.id, "b's version\n", tags=["t", "b"], extra={"source": "b"})
+    clock.advance(seconds=1)
+    a.update(shared.id, "a's version\n", title="Shared, by a")
+    S.sync(b)
+    [fork] = S.sync(a).forks
+    return a, shared.id, fork.id
+
+
+def test_conflicts_lists_forks(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    [conflict] = S.conflicts(store)
+    assert (conflict.fork.id, conflict.of) == (fork, of)
+    assert conflict.kept is not None and conflict.kept.body == "a's version\n"
+    assert conflict.fork.body == "b's version\n"
+
+
+def test_resolve_keep_ours(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    before = commit_count(store)
+    S.resolve(store, of, "ours")
+    assert store.get(fork) is None and store.read(of).body == "a's version\n"
+    assert S.conflicts(store) == [] and commit_count(store) == before + 1
+
+
+def test_resolve_keep_theirs(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    S.resolve(store, fork, "theirs", agent="reviewer")
+    memory = store.read(of)
+    assert memory.body == "b's version\n" and memory.tags == ("t", "b")
+    assert memory.title == "Shared" and memory.extra == {"source": "b"}
+    assert store.get(fork) is None and S.conflicts(store) == []
+
+
+def test_resolve_keep_both(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    S.resolve(store, of, "both")
+    assert M.FORK_KEY not in store.read(fork).extra
+    assert store.read(of).body == "a's version\n" and S.conflicts(store) == []
+
+
+def test_resolve_by_edit(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    text = file_text(store.read(of)).replace("a's version\n", "both versions, merged\n")
+    S.resolve(store, of, "edit", text=text)
+    assert store.read(of).body == "both versions, merged\n" and store.get(fork) is None
+
+
+def test_resolve_refuses_what_is_not_a_fork(forked: tuple[Store, str, str]) -> None:
+    store, _, _ = forked
+    other = store.create("plain")
+    with pytest.raises(gitmem.NotFoundError, match="no unresolved fork"):
+        S.resolve(store, other.id, "ours")
+    with pytest.raises(gitmem.InvalidInputError):
+        S.resolve(store, other.id, "mine")
+
+
+def test_cli_conflicts_and_resolve(
+    forked: tuple[Store, str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    store, of, fork = forked
+    cli = Gitmem(store.path, make_runner())
+    assert fork in cli("conflicts").stdout
+    assert cli.json("conflicts")[0]["of"] == of
+    cli.fails(2, "resolve", of)
+    editor = Editor(tmp_path / "editor", monkeypatch)
+    editor.will("import re\ntext = re.sub(r'<!-- gitmem resolve.*?-->\\n', '', text)\n")
+    out = cli("resolve", of, "--edit").stdout
+    assert "Resolved" in out
+    assert "the other version" in editor.seen and "b's version" in editor.seen
+    assert store.read(of).body == "a's version\nb's version\n"
+    assert cli("conflicts").stdout.strip() == "No unresolved forks."
