@@ -527,7 +527,7 @@ def _is_summary(section: Section) -> bool:
     return section.level == 2 and bool(_SUMMARY_TITLE_RE.match(section.title))
 
 
-def test_counts(text: str) -> dict[str, int]:
+def session_counts(text: str) -> dict[str, int]:
     """The passed / failed counts a session states: for each of the two, the first
     ``Passed: N`` form (label, colon or ``=``, bold allowed) anywhere in the text, else the
     first ``N passed`` form (``N tests passed`` too). Missing keys = not stated."""
@@ -539,9 +539,6 @@ def test_counts(text: str) -> dict[str, int]:
         if key not in counts:
             counts[key] = int(match[1])
     return counts
-
-
-test_counts.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 @dataclass(frozen=True)
@@ -648,7 +645,7 @@ def summarize_sessions(sessions: Sequence[Section]) -> SessionSummary:
     dates = [d for d in (section_date(s) for s in sessions) if d is not None]
     passed = failed = passed_stated = failed_stated = 0
     for section in sessions:
-        counts = test_counts(section.text)
+        counts = session_counts(section.text)
         if "passed" in counts:
             passed += counts["passed"]
             passed_stated += 1
