@@ -16,6 +16,7 @@ import heapq
 import itertools
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import FileMode
 
-from . import codec, maintenance, schema, secrets
+from . import codec, maintenance, schema
 from . import search as search_mod
 from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
@@ -55,11 +56,13 @@ from .index import Index, IndexStats, Progress, infer_op
 from .layout import (
     ATTRIBUTES_FILE,
     CONFIG_FILE,
+    DOCUMENT_ROOTS,
     MEMORY_ROOTS,
     check_id,
     expected_path_form,
     id_from_path,
     is_memory_file,
+    is_path_id,
     memory_path,
     new_id,
 )
@@ -187,7 +190,10 @@ _Action = Callable[[Snapshot], tuple[_Effect, Any]]
 
 
 def _spec(
-    effects: Sequence[_Effect], message: str | None, tx_message: str | None = None
+    effects: Sequence[_Effect],
+    message: str | None,
+    tx_message: str | None = None,
+    extra_trailers: Sequence[tuple[str, str]] = (),
 ) -> CommitSpec:
     trailers: list[tuple[str, str]] = []
     ops: list[str] = []
@@ -217,6 +223,7 @@ def _spec(
         trailers.append(("Gitmem-Agent", agents[0]))
     if sessions:
         trailers.append(("Gitmem-Session", sessions[0]))
+    trailers.extend(extra_trailers)
     author: Author | None = agent_author(agents[0]) if agents else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
 
@@ -236,6 +243,7 @@ class Transaction:
         self.effects: list[_Effect] = []
         self.snapshot = backend.db.snapshot()
         self.commit: str | None = None
+        self.trailers: list[tuple[str, str]] = []
 
     def run(self, action: _Action) -> Any:
         self.store._refresh_config(self.backend, self.snapshot)
@@ -297,24 +305,6 @@ class Store:
         self._tx = threading.local()
         self.use_index = use_index
         """Serve list, history, latest_version and search from the SQLite index (else scan git)."""
-        self.allow_secrets = False
-        """Store content that looks like a credential instead of refusing it (see
-        :mod:`gitmem.secrets`); :meth:`secrets_allowed` allows it for one block only."""
-        self._secrets_ok = threading.local()
-
-    @contextlib.contextmanager
-    def secrets_allowed(self) -> Iterator[None]:
-        """Writes in this block (in this thread) may store content that looks like a credential.
-
-        Without it every write that would store a credential raises
-        :class:`gitmem.secrets.SecretsFoundError` naming its kind and line.
-        """
-        before = getattr(self._secrets_ok, "on", False)
-        self._secrets_ok.on = True
-        try:
-            yield
-        finally:
-            self._secrets_ok.on = before
 
     # -- opening ---------------------------------------------------------------------
 
@@ -366,9 +356,18 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(
-        self, message: str | None = None, *, scope: Scope | str | None = None
+        self,
+        message: str | None = None,
+        *,
+        scope: Scope | str | None = None,
+        trailers: Sequence[tuple[str, str]] = (),
     ) -> Iterator[Transaction]:
         """Group writes into one commit: all of them land, or none does.
+
+        ``trailers`` are added after gitmem's own (``("Gitmem-Prune", "...")``): a
+        caller that knows *why* it writes, such as a prune run, records it in the
+        commit itself. The list may still be extended inside the block
+        (``tx.trailers.append(...)``), for reasons found while staging.
 
         Inside the block, the store's write methods stage changes; reads see them.
         The commit is made when the block ends without an exception. If another
@@ -379,7 +378,10 @@ class Store:
         if getattr(self._tx, "active", None) is not None:
             raise InvalidInputError("transactions do not nest")
         backend = self._backend(scope)
+        for key, value in trailers:
+            _check_trailer(key, value)
         tx = Transaction(self, backend, message)
+        tx.trailers.extend(trailers)
         self._tx.active = tx
         try:
             yield tx
@@ -396,7 +398,10 @@ class Store:
             else:
                 self._refresh_config(backend, snap)
                 effects = [action(snap)[0] for action in tx.actions]
-            return _spec(effects, None, message or f"transaction: {len(effects)} operations"), None
+            for key, value in tx.trailers:
+                _check_trailer(key, value)
+            subject = message or f"transaction: {len(effects)} operations"
+            return _spec(effects, None, subject, tx.trailers), None
 
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
@@ -488,11 +493,6 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
-        if not (self.allow_secrets or getattr(self._secrets_ok, "on", False)):
-            # Every write that stores content passes here: the one place credentials are kept
-            # out. The policy is the committed gitmem.yaml's, refreshed with the config.
-            policy = secrets.policy_from_config(backend.config.raw)
-            secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
 
     def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
@@ -987,6 +987,32 @@ class Store:
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
 
+    def documents(
+        self, folder: str, *, recursive: bool = False, scope: Scope | str | None = None
+    ) -> builtins.list[str]:
+        """Path ids of the documents in ``folder`` (``projects/acme``), sorted; [] if none.
+
+        Read from the tip's tree (inside a transaction: as staged), so it costs the
+        folder's size, not the store's. ``recursive`` includes sub-folders.
+        """
+        folder = folder.strip("/")
+        if folder not in DOCUMENT_ROOTS:
+            check_id(folder, what="folder")
+            if not is_path_id(folder):
+                raise InvalidIdError(
+                    f"folder {folder!r} is not under one of the document roots "
+                    + ", ".join(DOCUMENT_ROOTS)
+                )
+        found: set[str] = set()
+        for backend in self._ordered(scope):
+            for path in self._snapshot(backend, None).iter_files(folder):
+                if not recursive and "/" in path[len(folder) + 1 :]:
+                    continue
+                memory_id = id_from_path(path)
+                if memory_id is not None:
+                    found.add(memory_id)
+        return sorted(found)
+
     def problems(self, *, scope: Scope | str | None = None) -> builtins.list[Problem]:
         """Files under the memory folders that are not valid memories, with the reason."""
         found: builtins.list[Problem] = []
@@ -1406,6 +1432,17 @@ def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime |
         return parse_timestamp(value)
     except (TypeError, ValueError):
         raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
+
+
+_TRAILER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def _check_trailer(key: str, value: str) -> None:
+    """A trailer is one line ``Key: value``; anything else would corrupt the commit's trailers."""
+    if not _TRAILER_KEY.fullmatch(key):
+        raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
+    if not value or "\n" in value or "\r" in value:
+        raise InvalidInputError(f"trailer {key} must be one non-empty line")
 
 
 def _check_expected(current: Memory, expected: int | None) -> None:
