@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from . import codec, schema
+from . import codec, schema, secrets
 from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
 from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file, memory_path
 from .model import memory_from_document
@@ -351,7 +351,8 @@ def decode_memory(data: bytes, path: str) -> Any:
 
 Validator = Callable[[bytes, str], Any]
 VALIDATORS: list[tuple[Callable[[str], bool], Validator]] = [
-    (is_memory_file, decode_memory),
+    # Credentials are refused before anything else is said about the file.
+    (is_memory_file, secrets.staged_validator(decode_memory)),
 ]
 """Which staged paths are validated, and how. Layered documents add their own entry."""
 

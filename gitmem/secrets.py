@@ -38,12 +38,15 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import subprocess
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codec import load_yaml
 from .errors import InvalidInputError, InvalidMemoryError
+from .layout import CONFIG_FILE
 
 ALLOW_MARKER = "gitmem:allow-secret"
 """A line containing this is never reported."""
@@ -556,3 +559,40 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
     findings = (policy or DEFAULT_POLICY).scan(text)
     if findings:
         raise SecretsFoundError(what, findings)
+
+
+# -- the pre-commit hook -------------------------------------------------------------------
+
+
+def _staged_policy() -> SecretPolicy:
+    """The policy of the ``gitmem.yaml`` staged in the repository git runs the hook in.
+
+    Git runs hooks at the top of the work tree, so the staged config (``:gitmem.yaml``)
+    is the one this commit will have; without one, the built-in patterns.
+    """
+    try:
+        result = subprocess.run(
+            ["git", "show", f":{CONFIG_FILE}"], capture_output=True, check=False, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_POLICY
+    if result.returncode != 0:
+        return DEFAULT_POLICY
+    data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    return policy_from_config(data if isinstance(data, Mapping) else None)
+
+
+def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:
+    """A pre-commit validator (``gitmem.hooks.VALIDATORS``) that refuses a staged memory file
+    holding a credential, and otherwise returns what ``inner`` makes of it."""
+    policies: list[SecretPolicy] = []
+
+    def validate(data: bytes, path: str) -> Any:
+        if not policies:
+            policies.append(_staged_policy())  # once per hook run, not once per file
+        findings = scan_bytes(data, policies[0])
+        if findings:
+            raise SecretsFoundError("the file", findings)
+        return inner(data, path)
+
+    return validate

@@ -27,7 +27,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import FileMode
 
-from . import codec, maintenance, schema
+from . import codec, maintenance, schema, secrets
 from . import search as search_mod
 from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
@@ -305,6 +305,24 @@ class Store:
         self._tx = threading.local()
         self.use_index = use_index
         """Serve list, history, latest_version and search from the SQLite index (else scan git)."""
+        self.allow_secrets = False
+        """Store content that looks like a credential instead of refusing it (see
+        :mod:`gitmem.secrets`); :meth:`secrets_allowed` allows it for one block only."""
+        self._secrets_ok = threading.local()
+
+    @contextlib.contextmanager
+    def secrets_allowed(self) -> Iterator[None]:
+        """Writes in this block (in this thread) may store content that looks like a credential.
+
+        Without it every write that would store a credential raises
+        :class:`gitmem.secrets.SecretsFoundError` naming its kind and line.
+        """
+        before = getattr(self._secrets_ok, "on", False)
+        self._secrets_ok.on = True
+        try:
+            yield
+        finally:
+            self._secrets_ok.on = before
 
     # -- opening ---------------------------------------------------------------------
 
@@ -493,6 +511,11 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
+        if not (self.allow_secrets or getattr(self._secrets_ok, "on", False)):
+            # Every write that stores content passes here: the one place credentials are kept
+            # out. The policy is the committed gitmem.yaml's, refreshed with the config.
+            policy = secrets.policy_from_config(backend.config.raw)
+            secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
 
     def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:

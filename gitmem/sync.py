@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from . import merge as merging
-from .errors import ConflictError, InvalidInputError, StoreError
+from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
 from .gitdb import (
     COMMITTER_EMAIL,
     COMMITTER_NAME,
@@ -38,6 +38,7 @@ from .gitdb import (
 )
 from .hooks import _clean_env
 from .layout import id_from_path
+from .model import Memory
 
 if TYPE_CHECKING:
     from .store import Store
@@ -218,7 +219,14 @@ def _push(db: GitDB, remote: str, branch: str) -> str:
         # A plain rejection (the remote moved: fetch first / non-fast-forward), or the
         # remote's ref changed between our read and its update (a race with another push).
         raced = ("rejected" in summary and "remote rejected" not in summary) or any(
-            word in summary for word in ("fetch first", "non-fast-forward", "lock", "expected")
+            word in summary
+            for word in (
+                "fetch first",
+                "non-fast-forward",
+                "lock",
+                "expected",
+                "failed to update ref",
+            )
         )
         if raced:
             return "rejected"
@@ -521,3 +529,115 @@ def sync(
 
 def pending_forks(db: GitDB) -> list[merging.PendingFork]:
     return merging.load_pending(Path(db.gitdir))
+
+
+# -- forks: list and resolve -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """An unresolved fork: ``fork`` holds the version that lost the path of ``of``."""
+
+    fork: Memory
+    of: str
+    kept: Memory | None
+    """The memory at the path now (None if it was deleted since)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fork": self.fork.id,
+            "of": self.of,
+            "title": self.fork.title,
+            "fork_version": self.fork.version,
+            "kept_version": self.kept.version if self.kept else None,
+            "fork_body": self.fork.body,
+            "kept_body": self.kept.body if self.kept else None,
+        }
+
+
+RESOLUTIONS = ("ours", "theirs", "both", "edit")
+
+
+def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
+    """Unresolved forks, oldest first (forks a plain git merge left waiting are committed first)."""
+    for backend_scope in [scope] if scope else store.scopes:
+        commit_pending_forks(store.db(backend_scope))
+    out: list[Conflict] = []
+    for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
+        of = memory.extra.get(merging.FORK_KEY)
+        if isinstance(of, str) and of:
+            out.append(Conflict(memory, of, store.get(of)))
+    return out
+
+
+def find_conflict(store: Store, memory_id: str) -> Conflict:
+    found = conflicts(store)
+    mine = [c for c in found if c.fork.id == memory_id]
+    if not mine:
+        mine = [c for c in found if c.of == memory_id]
+    if not mine:
+        raise NotFoundError(
+            f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
+        )
+    if len(mine) > 1:
+        raise InvalidInputError(
+            f"{memory_id} has {len(mine)} forks ({', '.join(c.fork.id for c in mine)}); "
+            "resolve them one by one by fork id"
+        )
+    return mine[0]
+
+
+def resolve(
+    store: Store,
+    memory_id: str,
+    keep: str,
+    *,
+    text: str | bytes | None = None,
+    agent: str | None = None,
+    message: str | None = None,
+) -> Conflict:
+    """Settle one fork in one commit.
+
+    ``keep``: ``ours`` keeps the memory at the path and deletes the fork;
+    ``theirs`` puts the fork's content at the path and deletes the fork; ``both``
+    keeps both as separate memories (the fork loses its marker); ``edit`` writes
+    ``text`` (a whole memory file, as ``gitmem edit`` takes it) at the path and
+    deletes the fork. ``memory_id`` is the fork's id or the forked memory's.
+    """
+    if keep not in RESOLUTIONS:
+        raise InvalidInputError(f"keep {keep!r} is not one of {', '.join(RESOLUTIONS)}")
+    if (keep == "edit") != (text is not None):
+        raise InvalidInputError("the edited text goes with keep='edit', and only with it")
+    conflict = find_conflict(store, memory_id)
+    fork, of = conflict.fork, conflict.of
+    if conflict.kept is None and keep != "both":
+        raise NotFoundError(
+            f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
+        )
+    subject = message or f"resolve: {of} keep {keep}"
+    who: dict[str, Any] = {"agent": agent} if agent else {}
+    with store.transaction(message=subject):
+        if keep == "both":
+            store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
+            return conflict
+        if keep == "theirs":
+            assert conflict.kept is not None
+            extra: dict[str, Any] = {k: None for k in conflict.kept.extra if k not in fork.extra}
+            extra.update({k: v for k, v in fork.extra.items() if k != merging.FORK_KEY})
+            fields: dict[str, Any] = {
+                "title": fork.title,
+                "category": fork.category,
+                "tags": list(fork.tags),
+                "related": list(fork.related),
+                "trigger": fork.trigger,
+                "status": fork.status,
+                "extra": extra,
+            }
+            if agent or fork.agent:
+                fields["agent"] = agent or fork.agent
+            store.update(of, fork.body, **fields)
+        elif keep == "edit":
+            assert text is not None
+            store.update_from_text(of, text)
+        store.delete(fork.id, agent=agent)
+    return conflict

@@ -19,6 +19,7 @@ from gitmem.graph import (
     parse_observations,
     sanitise,
 )
+from tests.clitools import Gitmem, make_runner
 from tests.storetools import commit_count, plant
 
 
@@ -494,3 +495,36 @@ def test_concurrent_writers_lose_nothing(any_store: Store) -> None:
     assert alice is not None
     assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(8))
     assert len(Graph(any_store).read_graph().relations) == 16
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def test_entity_commands(store: Store) -> None:
+    gm = Gitmem(store.path, make_runner())
+    assert gm(
+        "entity", "add", "Alice", "--type", "person", "--observe", "works at Acme"
+    ).stdout == ("created Alice\n")
+    assert "already exists" in gm("entity", "add", "Alice", "--type", "robot").stdout
+    assert gm.json("entity", "observe", "Alice", "likes coffee", "works at Acme") == {
+        "results": [{"entityName": "Alice", "addedObservations": ["likes coffee"]}]
+    }
+    gm("entity", "relate", "Alice", "works_at", "Acme Corp", "--agent", "cli-agent")
+    assert gm("entity", "show", "Alice").stdout == (
+        "Alice (person)\n  - works at Acme\n  - likes coffee\n"
+        "relations:\n  Alice --works_at--> Acme Corp\n"
+    )
+    assert gm.json("entity", "search", "ACME")["relations"] == [
+        {"from": "Alice", "to": "Acme Corp", "relationType": "works_at"}
+    ]
+    gm("entity", "forget", "Alice", "likes coffee")
+    gm("entity", "unrelate", "Alice", "works_at", "Acme Corp")
+    assert gm.json("entity", "ls") == {
+        "entities": [{"name": "Alice", "entityType": "person", "observations": ["works at Acme"]}],
+        "relations": [],
+    }
+    assert "Entity with name Bob not found" in gm.fails(3, "entity", "observe", "Bob", "x")
+    gm("entity", "rm", "Alice")
+    assert gm.json("entity", "ls") == {"entities": [], "relations": []}
+    history = gm.json("history", "entities/person/Alice")
+    assert [v["op"] for v in history["versions"]][-1] == "delete"

@@ -32,10 +32,10 @@ from gitmem.lifecycle.rules import (
     register_rule,
     registry_from_config,
     rule_for,
+    session_counts,
     size_limits_from_config,
     size_warnings,
     split_sections,
-    test_counts,
     unregister_rule,
 )
 
@@ -399,7 +399,7 @@ def test_summary_without_stated_counts_or_dates() -> None:
     ],
 )
 def test_accepted_test_count_forms(text: str, expected: dict[str, int]) -> None:
-    assert test_counts(text) == expected
+    assert session_counts(text) == expected
 
 
 def test_max_sessions_override() -> None:
@@ -458,6 +458,31 @@ def test_custom_rule_in_a_registry() -> None:
     assert apply_rule("decisions", "a", today=TODAY, registry=registry, config=config).body == "A?"
     assert apply_rule("review_history", "x", today=TODAY, registry=registry) == RuleResult("x")
     assert registry.file_types() == ["decisions"]
+
+
+def test_custom_rule_with_an_archive_sees_only_its_own_archive() -> None:
+    seen: list[tuple[str | None, str | None, dt.date, int]] = []
+
+    def keeper(ctx: RuleContext) -> RuleResult:
+        seen.append((ctx.archive_name, ctx.archive_text, ctx.today, ctx.write_count))
+        return RuleResult("", (ctx.archive_text or "") + ctx.body, ())
+
+    registry = RuleRegistry()
+    registry.register("log", keeper, archive="log_archive")
+    registry.register("plain", shout_rule)
+    now = dt.datetime(2026, 11, 22, 23, 59, tzinfo=dt.UTC)
+    result = apply_rule(
+        "log", "new\n", today=now, write_count=7, archive_text="old\n", registry=registry
+    )
+    assert result.archive_text == "old\nnew\n"
+    assert seen == [("log_archive", "old\n", TODAY, 7)]
+    # A rule without an archive is never handed one.
+    registry.register("peek", lambda ctx: RuleResult(str(ctx.archive_text)))
+    assert apply_rule("peek", "x", today=TODAY, archive_text="a", registry=registry).body == (
+        "None"
+    )
+    with pytest.raises(InvalidInputError, match="is not a plain name"):
+        registry.register("x", keeper, archive="../escape")
 
 
 def test_register_rule_in_the_default_registry() -> None:

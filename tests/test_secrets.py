@@ -7,9 +7,16 @@ them is or was ever valid.
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+from pathlib import Path
 
+import pytest
+from storetools import commit_count, memory_text, plant, tip
+
+from gitmem import Store
+from gitmem import hooks as gh
 from gitmem.errors import InvalidInputError, InvalidMemoryError
+from gitmem.layout import memory_path
 from gitmem.secrets import (
     ALLOW_MARKER,
     DEFAULT_PATTERNS,
@@ -275,3 +282,157 @@ def test_a_broken_policy_is_an_error_naming_the_key(section: object, complaint: 
     with pytest.raises(InvalidMemoryError) as info:
         policy_from_config({"secrets": section})
     assert complaint in str(info.value)
+
+
+# -- the store refuses to keep credentials ------------------------------------------------------
+
+
+def _refused(call: object) -> SecretsFoundError:
+    assert callable(call)
+    with pytest.raises(SecretsFoundError) as info:
+        call()
+    return info.value
+
+
+def test_create_with_a_credential_is_refused_and_nothing_is_written(any_store: Store) -> None:
+    before, count = tip(any_store), commit_count(any_store)
+    body = f"CI notes\n\nthe deploy uses {GITHUB_PAT}\n"
+    error = _refused(lambda: any_store.create(body, title="ci"))
+    assert "github-token on line" in str(error)
+    assert GITHUB_PAT not in str(error) and GITHUB_PAT not in error.hint
+    assert str(error).startswith("memories/")
+    assert tip(any_store) == before and commit_count(any_store) == count
+    assert any_store.list() == []
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda s, i: s.update(i, body=f"now: {AWS_KEY_ID}\n"),
+        lambda s, i: s.update(i, title=f"key {SLACK_BOT}"),
+        lambda s, i: s.append(i, PEM),
+        lambda s, i: s.supersede(i, f"db_password = {DB_PASSWORD}\n"),
+        lambda s, i: s.create("x", tags=[GITLAB]),
+    ],
+    ids=["update-body", "update-title", "append", "supersede", "tag"],
+)
+def test_every_write_path_is_guarded(store: Store, write: object) -> None:
+    memory = store.create("harmless", title="t")
+    before = tip(store)
+    assert callable(write)
+    _refused(lambda: write(store, memory.id))
+    assert tip(store) == before
+    assert store.read(memory.id).body == "harmless"
+    assert not list((store.path / "memories").rglob(".*.tmp"))
+
+
+def test_a_transaction_with_one_credential_commits_nothing(store: Store) -> None:
+    before = tip(store)
+    with pytest.raises(SecretsFoundError), store.transaction("two") as tx:
+        tx.create("fine")
+        tx.create(f"token {GITHUB_APP}")
+    assert tip(store) == before
+
+
+def test_an_explicit_allow_stores_it(store: Store) -> None:
+    with store.secrets_allowed():
+        memory = store.create(f"the documented test key is {AWS_KEY_ID}")
+    assert AWS_KEY_ID in store.read(memory.id).body
+    _refused(lambda: store.create(f"again {AWS_KEY_ID}"))  # the allowance ended with the block
+    store.allow_secrets = True
+    store.update(memory.id, body=f"rotated to {AWS_TEMP_KEY_ID}")
+    assert AWS_TEMP_KEY_ID in store.read(memory.id).body
+
+
+def test_the_allowance_is_per_thread(store: Store) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            store.create(f"from another thread {GITHUB_PAT}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    with store.secrets_allowed():
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], SecretsFoundError)
+
+
+def _commit_config(store: Store, extra: str) -> None:
+    config = store.db().snapshot().read("gitmem.yaml")
+    assert config is not None
+    plant(store, "gitmem.yaml", config.decode() + extra, "secrets policy")
+
+
+def test_the_committed_policy_governs_writes(any_store: Store) -> None:
+    acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
+    any_store.create(f"before the policy {acme}")  # not a built-in kind
+    _commit_config(
+        any_store,
+        "secrets:\n"
+        "  patterns:\n"
+        "    - kind: acme-token\n"
+        "      regex: 'acme_[A-Za-z0-9]{32}'\n"
+        "  allow: ['^AKIA']\n",
+    )
+    error = _refused(lambda: any_store.create(f"after {acme}"))
+    assert "acme-token" in str(error)
+    any_store.create(f"an allowed key {AWS_KEY_ID}")
+
+
+def test_a_broken_policy_is_reported_on_write(store: Store) -> None:
+    _commit_config(store, "secrets:\n  disable: [nope]\n")
+    with pytest.raises(InvalidMemoryError, match=r"secrets\.disable"):
+        store.create("anything")
+
+
+def test_the_allow_marker_works_through_the_store(store: Store) -> None:
+    memory = store.create(f"example only: {AWS_KEY_ID} ({ALLOW_MARKER})\n")
+    assert AWS_KEY_ID in store.read(memory.id).body
+
+
+# -- the pre-commit hook ------------------------------------------------------------------------
+
+HAND_ID = "mem_0a000000-0000-4000-8000-00000000000a"
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def _hand_write(store: Store, body: str) -> tuple[Path, str]:
+    gh.install(store.path, "memory")
+    path = memory_path(HAND_ID)
+    (store.path / path).parent.mkdir(parents=True, exist_ok=True)
+    (store.path / path).write_text(memory_text(HAND_ID, body))
+    return store.path, path
+
+
+def test_the_hook_refuses_a_staged_memory_with_a_credential(store: Store) -> None:
+    root, path = _hand_write(store, f"note\nkey: {GITHUB_FINE}\n")
+    assert _git(root, "add", "--", path).returncode == 0
+    before = tip(store)
+    result = _git(root, "commit", "-m", "hand edit")
+    assert result.returncode != 0
+    refused = [line for line in result.stderr.splitlines() if line.startswith("gitmem: refused:")]
+    assert len(refused) == 1, result.stderr
+    assert path in refused[0] and "github-fine-grained-token on line 10" in refused[0]
+    assert GITHUB_FINE not in result.stderr + result.stdout
+    assert tip(store) == before
+    # The same file without the credential commits.
+    (root / path).write_text(memory_text(HAND_ID, "note\nkey: kept in the vault\n"))
+    assert _git(root, "add", "--", path).returncode == 0
+    assert _git(root, "commit", "-m", "hand edit").returncode == 0, result.stderr
+
+
+def test_the_hook_uses_the_staged_policy(store: Store) -> None:
+    root, path = _hand_write(store, f"documented example {AWS_KEY_ID}\n")
+    with (root / "gitmem.yaml").open("a") as fh:
+        fh.write("secrets:\n  allow: ['^AKIA']\n")
+    assert _git(root, "add", "--", path, "gitmem.yaml").returncode == 0
+    result = _git(root, "commit", "-m", "allowed example")
+    assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import click
 from gitmem import merge as merging
 from gitmem import sync as syncing
 
-from .common import State, emit_json, json_option, pass_state, table
+from .common import State, emit_json, file_text, json_option, pass_state, table
 
 
 @click.command(name="merge-driver", hidden=True)
@@ -104,3 +104,103 @@ def sync(state: State, remote_name: str, branch: str | None) -> None:
         click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
     for memory_id in result.pending_committed:
         click.echo(f"committed fork {memory_id} left by a git merge")
+
+
+@click.command()
+@json_option
+@pass_state
+def conflicts(state: State) -> None:
+    """List unresolved forks: memories both sides changed in the same lines.
+
+    Each fork is the version that lost the path in a merge; the memory it
+    forked from holds the other. Forks a plain `git merge` left waiting (the
+    merge driver cannot add files) are committed first.
+
+    \b
+    Examples:
+      gitmem conflicts
+      gitmem conflicts --json | jq '.[].fork'
+    """
+    found = syncing.conflicts(state.store())
+    if state.json:
+        emit_json([c.to_dict() for c in found])
+        return
+    if not found:
+        click.echo("No unresolved forks.")
+        return
+    click.echo(
+        table(
+            ["FORK", "OF", "TITLE"],
+            (
+                [c.fork.id, c.of + ("" if c.kept else " (deleted)"), c.fork.title or "-"]
+                for c in found
+            ),
+        )
+    )
+
+
+EDIT_NOTE = (
+    "<!-- gitmem resolve: the other version ({fork}) follows. Edit the body into one "
+    "and delete this line. -->\n"
+)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option(
+    "--keep",
+    type=click.Choice(["ours", "theirs", "both"]),
+    help="ours: the memory at the path stays, the fork goes; theirs: the fork's content "
+    "takes the path; both: keep both as separate memories.",
+)
+@click.option("--edit", is_flag=True, help="Merge the two by hand in $EDITOR.")
+@click.option("--agent", help="Who resolves (the commit's author).")
+@click.option("--message", "-m", help="The commit message.")
+@json_option
+@pass_state
+def resolve(
+    state: State,
+    memory_id: str,
+    keep: str | None,
+    edit: bool,
+    agent: str | None,
+    message: str | None,
+) -> None:
+    """Settle one fork in one commit.
+
+    ID is the fork's id or the id of the memory it forked from.
+
+    \b
+    Examples:
+      gitmem resolve mem_5f0c... --keep theirs
+      gitmem resolve mem_5f0c....fork-1a2b3c4d5e --keep both
+      gitmem resolve mem_5f0c... --edit
+    """
+    if (keep is None) == (not edit):
+        raise click.UsageError("give one of --keep ours|theirs|both or --edit")
+    store = state.store()
+    text: str | None = None
+    if edit:
+        conflict = syncing.find_conflict(store, memory_id)
+        if conflict.kept is None:
+            raise click.UsageError(f"{conflict.of} was deleted since; use --keep both")
+        body = conflict.kept.body
+        separator = "" if body.endswith("\n") else "\n"
+        prefilled = (
+            file_text(conflict.kept)
+            + separator
+            + EDIT_NOTE.format(fork=conflict.fork.id)
+            + conflict.fork.body
+        )
+        edited = click.edit(prefilled, extension=".md", require_save=True)
+        if edited is None:
+            raise click.UsageError("the editor saved nothing; nothing was resolved")
+        text = edited
+        memory_id = conflict.fork.id
+    result = syncing.resolve(
+        store, memory_id, keep or "edit", text=text, agent=agent, message=message
+    )
+    if state.json:
+        emit_json({"fork": result.fork.id, "of": result.of, "keep": keep or "edit"})
+    else:
+        click.echo(f"Resolved {result.of} (fork {result.fork.id}): kept {keep or 'an edit'}")

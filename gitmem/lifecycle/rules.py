@@ -168,7 +168,7 @@ def heading_of(line: str) -> tuple[int, str] | None:
     return len(match.group(1)), title
 
 
-def _fence_states(lines: Sequence[str]) -> Iterator[tuple[str, bool]]:
+def fenced_lines(lines: Sequence[str]) -> Iterator[tuple[str, bool]]:
     """Each line with True when it is inside a fenced code block (the fences included)."""
     fence: str | None = None
     for line in lines:
@@ -189,7 +189,7 @@ def _fence_states(lines: Sequence[str]) -> Iterator[tuple[str, bool]]:
 
 def prose_lines(text: str) -> list[str]:
     """The lines of ``text`` outside fenced code blocks (without their ``\\n``)."""
-    return [line.rstrip("\n") for line, fenced in _fence_states(lines_of(text)) if not fenced]
+    return [line.rstrip("\n") for line, fenced in fenced_lines(lines_of(text)) if not fenced]
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def split_sections(body: str, level: int) -> list[Section]:
     blocks: list[Section] = []
     current: list[str] = []
     cur_level, cur_title = 0, ""
-    for line, fenced in _fence_states(lines_of(body)):
+    for line, fenced in fenced_lines(lines_of(body)):
         head = None if fenced else heading_of(line)
         if head is not None and head[0] <= level:
             blocks.append(Section(cur_level, cur_title, "".join(current)))
@@ -446,7 +446,7 @@ def _mark_verify(section: Section) -> Section:
     """The section with `` [VERIFY STATUS]`` at the end of its status line (else heading)."""
     lines = lines_of(section.text)
     target = 0
-    for i, (line, fenced) in enumerate(_fence_states(lines)):
+    for i, (line, fenced) in enumerate(fenced_lines(lines)):
         if i == 0 or fenced:
             continue
         parsed = field_of(line.rstrip("\n"))
@@ -527,7 +527,7 @@ def _is_summary(section: Section) -> bool:
     return section.level == 2 and bool(_SUMMARY_TITLE_RE.match(section.title))
 
 
-def test_counts(text: str) -> dict[str, int]:
+def session_counts(text: str) -> dict[str, int]:
     """The passed / failed counts a session states: for each of the two, the first
     ``Passed: N`` form (label, colon or ``=``, bold allowed) anywhere in the text, else the
     first ``N passed`` form (``N tests passed`` too). Missing keys = not stated."""
@@ -539,9 +539,6 @@ def test_counts(text: str) -> dict[str, int]:
         if key not in counts:
             counts[key] = int(match[1])
     return counts
-
-
-test_counts.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 @dataclass(frozen=True)
@@ -648,7 +645,7 @@ def summarize_sessions(sessions: Sequence[Section]) -> SessionSummary:
     dates = [d for d in (section_date(s) for s in sessions) if d is not None]
     passed = failed = passed_stated = failed_stated = 0
     for section in sessions:
-        counts = test_counts(section.text)
+        counts = session_counts(section.text)
         if "passed" in counts:
             passed += counts["passed"]
             passed_stated += 1
@@ -732,7 +729,7 @@ def prune_common_patterns(ctx: RuleContext) -> RuleResult:
     lines = lines_of(ctx.body)
     if flagged_writes:
         # One marker at a time: the newest flag replaces the first marker outside code.
-        for i, (line, fenced) in enumerate(_fence_states(lines)):
+        for i, (line, fenced) in enumerate(fenced_lines(lines)):
             if not fenced and _PATTERNS_MARKER_RE.match(line.rstrip("\n")):
                 lines[i] = marker + ("\n" if line.endswith("\n") else "")
                 break
@@ -826,7 +823,7 @@ class RuleRegistry:
         otherwise be silently ignored); a rule without defaults takes any keys."""
         rule = self.get(file_type)
         defaults = dict(rule.defaults) if rule is not None else {}
-        prune = _lifecycle_mapping(config, "prune")
+        prune = lifecycle_section(config, "prune")
         raw = prune.get(file_type)
         if raw is None:
             return defaults
@@ -890,7 +887,8 @@ def _same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
-def _lifecycle_mapping(config: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+def lifecycle_section(config: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    """``lifecycle.<key>`` of a raw gitmem.yaml mapping ({} when absent)."""
     lifecycle: Any = (config or {}).get("lifecycle")
     if lifecycle is None:
         return {}
@@ -997,7 +995,7 @@ def registry_from_config(
     gitmem.yaml applied: ``<file_type>: "package.module:function"`` adds or replaces a
     rule, ``<file_type>: null`` (or ``false``) removes one."""
     registry = (base or DEFAULT_REGISTRY).copy()
-    for file_type, spec in _lifecycle_mapping(config, "rules").items():
+    for file_type, spec in lifecycle_section(config, "rules").items():
         _check_file_type(str(file_type))
         if spec is None or spec is False:
             registry.unregister(str(file_type))
@@ -1046,7 +1044,7 @@ DEFAULT_SIZE_LIMITS: Mapping[str, int] = {
 def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
     """``DEFAULT_SIZE_LIMITS`` overridden by ``lifecycle.size_limits`` of gitmem.yaml."""
     limits = dict(DEFAULT_SIZE_LIMITS)
-    for key, value in _lifecycle_mapping(config, "size_limits").items():
+    for key, value in lifecycle_section(config, "size_limits").items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise LifecycleConfigError(
                 f"gitmem.yaml lifecycle.size_limits.{key} must be a whole number >= 1"

@@ -1,0 +1,197 @@
+"""Agent integrations on the command line: ``gitmem entity``, ``gitmem mcp``."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import click
+
+from gitmem.graph import Entity, Graph, KnowledgeGraph
+
+from .common import State, emit_json, json_option, pass_state
+
+
+def _graph(state: State, agent: str | None = None) -> Graph:
+    return Graph(state.store(), agent=agent)
+
+
+def _print_graph(state: State, graph: KnowledgeGraph) -> None:
+    if state.json:
+        emit_json(graph.to_dict())
+        return
+    for entity in graph.entities:
+        _print_entity(entity)
+    if graph.relations:
+        click.echo("relations:")
+        for r in graph.relations:
+            click.echo(f"  {r.source} --{r.relation_type}--> {r.target}")
+
+
+def _print_entity(entity: Entity) -> None:
+    click.echo(f"{entity.name} ({entity.entity_type})")
+    for observation in entity.observations:
+        lines = observation.split("\n")
+        click.echo(f"  - {lines[0]}")
+        for line in lines[1:]:
+            click.echo(f"    {line}")
+
+
+_agent = click.option("--agent", help="The agent (or person) writing; the commit's author.")
+
+
+@click.group()
+def entity() -> None:
+    """The knowledge graph: entities, their observations and relations.
+
+    The same graph the MCP server's create_entities/.../open_nodes tools work
+    on: each entity is a file entities/<type>/<name>.md, each command one commit.
+
+    \b
+    Examples:
+      gitmem entity add Alice --type person --observe "works at Acme"
+      gitmem entity relate Alice works_at "Acme Corp"
+      gitmem entity observe Alice "likes coffee"
+      gitmem entity show Alice
+      gitmem entity search acme --json
+    """
+
+
+@entity.command("add")
+@click.argument("name")
+@click.option("--type", "entity_type", required=True, help="The entity's type (person, ...).")
+@click.option("--observe", "observations", multiple=True, metavar="TEXT", help="An observation.")
+@_agent
+@json_option
+@pass_state
+def entity_add(
+    state: State, name: str, entity_type: str, observations: tuple[str, ...], agent: str | None
+) -> None:
+    """Create the entity NAME (nothing happens if it exists)."""
+    created = _graph(state, agent).create_entities([Entity(name, entity_type, observations)])
+    if state.json:
+        emit_json({"entities": [e.to_dict() for e in created]})
+    elif created:
+        click.echo(f"created {name}")
+    else:
+        click.echo(f"{name} already exists; nothing changed")
+
+
+@entity.command("observe")
+@click.argument("name")
+@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
+@_agent
+@json_option
+@pass_state
+def entity_observe(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
+    """Add observations to the entity NAME (ones it already has are skipped)."""
+    results = _graph(state, agent).add_observations([{"entityName": name, "contents": list(texts)}])
+    if state.json:
+        emit_json({"results": results})
+    else:
+        added = results[0]["addedObservations"]
+        click.echo(f"added {len(added)} observation{'s' if len(added) != 1 else ''} to {name}")
+
+
+@entity.command("relate")
+@click.argument("source", metavar="FROM")
+@click.argument("relation_type", metavar="RELATION")
+@click.argument("target", metavar="TO")
+@_agent
+@json_option
+@pass_state
+def entity_relate(
+    state: State, source: str, relation_type: str, target: str, agent: str | None
+) -> None:
+    """Relate FROM to TO (in active voice: Alice works_at Acme)."""
+    created = _graph(state, agent).create_relations(
+        [{"from": source, "to": target, "relationType": relation_type}]
+    )
+    if state.json:
+        emit_json({"relations": [r.to_dict() for r in created]})
+    else:
+        click.echo("related" if created else "that relation exists; nothing changed")
+
+
+@entity.command("unrelate")
+@click.argument("source", metavar="FROM")
+@click.argument("relation_type", metavar="RELATION")
+@click.argument("target", metavar="TO")
+@_agent
+@pass_state
+def entity_unrelate(
+    state: State, source: str, relation_type: str, target: str, agent: str | None
+) -> None:
+    """Delete the relation FROM RELATION TO."""
+    _graph(state, agent).delete_relations(
+        [{"from": source, "to": target, "relationType": relation_type}]
+    )
+
+
+@entity.command("forget")
+@click.argument("name")
+@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
+@_agent
+@pass_state
+def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
+    """Delete observations (exact texts) from the entity NAME."""
+    _graph(state, agent).delete_observations([{"entityName": name, "observations": list(texts)}])
+
+
+@entity.command("show")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@json_option
+@pass_state
+def entity_show(state: State, names: tuple[str, ...]) -> None:
+    """Show entities and every relation touching them (the open_nodes tool)."""
+    _print_graph(state, _graph(state).open_nodes(list(names)))
+
+
+@entity.command("search")
+@click.argument("query")
+@json_option
+@pass_state
+def entity_search(state: State, query: str) -> None:
+    """Entities whose name, type or an observation contains QUERY (ignoring case)."""
+    _print_graph(state, _graph(state).search_nodes(query))
+
+
+@entity.command("ls")
+@json_option
+@pass_state
+def entity_ls(state: State) -> None:
+    """The whole graph (the read_graph tool)."""
+    _print_graph(state, _graph(state).read_graph())
+
+
+@entity.command("rm")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@_agent
+@pass_state
+def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
+    """Delete entities and every relation touching them (history keeps them)."""
+    _graph(state, agent).delete_entities(list(names))
+
+
+@click.command()
+@click.option("--agent", help="Author of the commits the server makes (default: the git user).")
+@pass_state
+def mcp(state: State, agent: str | None) -> None:
+    """Serve the store over MCP on stdin/stdout (needs the mcp extra).
+
+    Tools: the reference knowledge-graph server's (create_entities ...
+    open_nodes, and the memory://knowledge-graph resource) and gitmem's own
+    (remember, recall, get_memory, update_memory, supersede_memory, forget,
+    memory_history, staleness_report). See docs/integrations.md for client setup.
+
+    \b
+    Example (Claude Desktop, claude_desktop_config.json):
+      {"mcpServers": {"memory": {"command": "gitmem",
+                                 "args": ["--store", "/home/me/.gitmem", "mcp"]}}}
+    """
+    if importlib.util.find_spec("mcp") is None:
+        raise click.ClickException(
+            "gitmem mcp needs the MCP SDK, which is not installed: pip install 'gitmem-store[mcp]'"
+        )
+    from gitmem import mcp_server
+
+    mcp_server.run(state.store(), agent=agent)

@@ -1,0 +1,337 @@
+"""``gitmem mcp`` driven by the MCP SDK's own client over stdio, as a real client would.
+
+Each test starts ``python -m gitmem --store S mcp`` as a subprocess (the SDK
+takes ~2 s to import, so each test does a whole session's worth of calls).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gitmem
+from gitmem import Store
+from gitmem.graph import Graph
+from tests.storetools import commit_count
+
+pytest.importorskip("mcp")
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+GRAPH_TOOLS = [
+    "create_entities",
+    "create_relations",
+    "add_observations",
+    "delete_entities",
+    "delete_observations",
+    "delete_relations",
+    "read_graph",
+    "search_nodes",
+    "open_nodes",
+]
+OWN_TOOLS = [
+    "remember",
+    "recall",
+    "get_memory",
+    "update_memory",
+    "supersede_memory",
+    "forget",
+    "memory_history",
+    "staleness_report",
+]
+
+
+def serve(
+    store_path: Path,
+    body: Callable[[Client], Awaitable[None]],
+    *,
+    mode: str = "auto",
+    on_message: Any = None,
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gitmem", "--store", str(store_path), "mcp", "--agent", "claude"],
+    )
+
+    async def main() -> None:
+        async with Client(
+            params, mode=mode, read_timeout_seconds=60, message_handler=on_message
+        ) as client:
+            await body(client)
+
+    anyio.run(main)
+
+
+async def ok(client: Client, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    result = await client.call_tool(tool, args)
+    assert isinstance(result, types.CallToolResult)
+    assert not result.is_error, result.content
+    return result
+
+
+async def fails(client: Client, tool: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, args)
+    assert isinstance(result, types.CallToolResult)
+    assert result.is_error
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def text_json(result: types.CallToolResult) -> Any:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text)
+
+
+def test_tools_are_the_reference_servers_plus_gitmems_with_truthful_annotations(
+    store: Store,
+) -> None:
+    async def body(client: Client) -> None:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert list(listed) == GRAPH_TOOLS + OWN_TOOLS
+        entities = listed["create_entities"].input_schema
+        assert entities["required"] == ["entities"]
+        item = entities["properties"]["entities"]["items"]
+        assert item["required"] == ["name", "entityType", "observations"]
+        assert item["properties"]["name"]["description"] == "The name of the entity"
+        relation = listed["create_relations"].input_schema["properties"]["relations"]["items"]
+        assert set(relation["properties"]) == {"from", "to", "relationType"}
+        assert listed["add_observations"].input_schema["properties"]["observations"]["items"][
+            "required"
+        ] == ["entityName", "contents"]
+        assert listed["delete_entities"].input_schema["required"] == ["entityNames"]
+        assert listed["delete_observations"].input_schema["required"] == ["deletions"]
+        assert listed["search_nodes"].input_schema["required"] == ["query"]
+        assert listed["open_nodes"].input_schema["required"] == ["names"]
+        assert listed["read_graph"].input_schema["properties"] == {}
+        hints = {
+            name: (
+                t.annotations.read_only_hint,
+                t.annotations.destructive_hint,
+                t.annotations.idempotent_hint,
+            )
+            for name, t in listed.items()
+            if t.annotations is not None
+        }
+        assert len(hints) == len(listed)
+        read, add, delete = (True, False, True), (False, False, False), (False, True, True)
+        assert hints == {
+            "create_entities": add,
+            "create_relations": add,
+            "add_observations": add,
+            "delete_entities": delete,
+            "delete_observations": delete,
+            "delete_relations": delete,
+            "read_graph": read,
+            "search_nodes": read,
+            "open_nodes": read,
+            "remember": add,
+            "recall": read,
+            "get_memory": read,
+            "update_memory": (False, True, True),
+            "supersede_memory": add,
+            "forget": delete,
+            "memory_history": read,
+            "staleness_report": read,
+        }
+        resources = (await client.list_resources()).resources
+        assert [(r.name, r.uri, r.mime_type) for r in resources] == [
+            ("knowledge-graph", "memory://knowledge-graph", "application/json")
+        ]
+
+    serve(store.path, body)
+
+
+def test_knowledge_graph_tools_match_the_reference_results(store: Store) -> None:
+    before = commit_count(store)
+
+    async def body(client: Client) -> None:
+        alice = {"name": "Alice", "entityType": "person", "observations": ["works at Acme Corp"]}
+        bob = {"name": "Bob", "entityType": "person", "observations": []}
+        result = await ok(client, "create_entities", {"entities": [alice, bob]})
+        assert result.structured_content == {"entities": [alice, bob]}
+        assert text_json(result) == [alice, bob]
+        block = result.content[0]
+        assert isinstance(block, types.TextContent)
+        assert block.text == json.dumps([alice, bob], indent=2)
+        again = await ok(client, "create_entities", {"entities": [alice]})
+        assert again.structured_content == {"entities": []}
+
+        knows = {"from": "Alice", "to": "Bob", "relationType": "knows"}
+        result = await ok(client, "create_relations", {"relations": [knows]})
+        assert result.structured_content == {"relations": [knows]}
+        added = await ok(
+            client,
+            "add_observations",
+            {"observations": [{"entityName": "Alice", "contents": ["likes coffee"]}]},
+        )
+        assert added.structured_content == {
+            "results": [{"entityName": "Alice", "addedObservations": ["likes coffee"]}]
+        }
+        message = await fails(
+            client,
+            "add_observations",
+            {"observations": [{"entityName": "Nobody", "contents": ["x"]}]},
+        )
+        assert message == "Entity with name Nobody not found"
+
+        found = await ok(client, "search_nodes", {"query": "COFFEE"})
+        assert found.structured_content == {
+            "entities": [
+                {
+                    "name": "Alice",
+                    "entityType": "person",
+                    "observations": ["works at Acme Corp", "likes coffee"],
+                }
+            ],
+            "relations": [knows],
+        }
+        opened = await ok(client, "open_nodes", {"names": ["Bob"]})
+        assert opened.structured_content == {"entities": [bob], "relations": [knows]}
+
+        resource = await client.read_resource("memory://knowledge-graph")
+        content = resource.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert content.mime_type == "application/json"
+        full = await ok(client, "read_graph", {})
+        assert json.loads(content.text) == full.structured_content == text_json(full)
+
+        deleted = await ok(
+            client,
+            "delete_observations",
+            {"deletions": [{"entityName": "Alice", "observations": ["likes coffee"]}]},
+        )
+        assert deleted.structured_content == {
+            "success": True,
+            "message": "Observations deleted successfully",
+        }
+        await ok(client, "delete_relations", {"relations": [knows]})
+        result = await ok(client, "delete_entities", {"entityNames": ["Bob", "Nobody"]})
+        block = result.content[0]
+        assert (
+            isinstance(block, types.TextContent) and block.text == "Entities deleted successfully"
+        )
+        final = await ok(client, "read_graph", {})
+        assert final.structured_content == {
+            "entities": [
+                {"name": "Alice", "entityType": "person", "observations": ["works at Acme Corp"]}
+            ],
+            "relations": [],
+        }
+
+        # Bad calls are error results, and the server keeps serving.
+        assert "entities" in await fails(client, "create_entities", {"entities": "Alice"})
+        assert "observations" in await fails(
+            client, "create_entities", {"entities": [{"name": "x", "entityType": "t"}]}
+        )
+        assert "unknown tool" in await fails(client, "no_such_tool", {})
+        assert (await ok(client, "read_graph", {})).structured_content == final.structured_content
+
+    serve(store.path, body)
+    # One commit per successful mutation: create, create relation, observe, and three deletes.
+    assert commit_count(store) == before + 6
+    assert {e.agent for e in store.log() if e.ops != ["init"]} == {"claude"}
+    alice = Graph(store).entity("Alice")
+    assert alice is not None and alice.observations == ("works at Acme Corp",)
+
+
+def test_gitmem_memory_tools(store: Store) -> None:
+    async def body(client: Client) -> None:
+        made = await ok(
+            client,
+            "remember",
+            {
+                "content": "Fixtures live in conftest.py",
+                "title": "Pytest fixtures",
+                "tags": ["testing"],
+            },
+        )
+        assert made.structured_content is not None
+        memory = made.structured_content["memory"]
+        mid = memory["id"]
+        assert mid.startswith("mem_") and memory["version"] == 1 and memory["agent"] == "claude"
+
+        found = await ok(client, "recall", {"query": "fixtures"})
+        assert found.structured_content is not None
+        assert [m["id"] for m in found.structured_content["matches"]] == [mid]
+
+        got = await ok(client, "get_memory", {"id": mid})
+        assert got.structured_content is not None
+        assert got.structured_content["memory"]["body"] == "Fixtures live in conftest.py"
+
+        updated = await ok(
+            client,
+            "update_memory",
+            {"id": mid, "content": "Fixtures: tests/conftest.py", "expected_version": 1},
+        )
+        assert updated.structured_content is not None
+        assert updated.structured_content["memory"]["version"] == 2
+        conflict = await fails(
+            client, "update_memory", {"id": mid, "content": "lost", "expected_version": 1}
+        )
+        assert "version" in conflict
+
+        newer = await ok(client, "supersede_memory", {"id": mid, "content": "Use fixtures, always"})
+        assert newer.structured_content is not None
+        new_id = newer.structured_content["memory"]["id"]
+        assert newer.structured_content["memory"]["supersedes"] == mid
+
+        history = await ok(client, "memory_history", {"id": new_id})
+        assert history.structured_content is not None
+        versions = history.structured_content["versions"]
+        assert [v["version"] for v in versions] == [1, 2, 3]
+
+        report = await ok(client, "staleness_report", {})
+        assert report.structured_content is not None
+        assert report.structured_content["counts"] == {"fresh": 1, "aging": 0, "stale": 0}
+
+        gone = await ok(client, "forget", {"id": new_id, "reason": "obsolete"})
+        assert gone.structured_content == {"id": new_id, "deleted": True}
+        again = await ok(client, "forget", {"id": new_id})
+        assert again.structured_content == {"id": new_id, "deleted": False}
+        assert "no memory" in await fails(client, "get_memory", {"id": new_id})
+        assert "path separator" in await fails(client, "get_memory", {"id": "../../etc/passwd"})
+        assert "required" in await fails(client, "remember", {})
+
+    serve(store.path, body)
+    ops = sorted(op for e in store.log() for op in e.ops)
+    assert ops == ["create", "delete", "init", "supersede", "update"]
+    # The superseding memory is gone, so the one it replaced is current again.
+    assert [m.body for m in store.list()] == ["Fixtures: tests/conftest.py"]
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
+    """Clients on the initialize handshake (most desktop clients today) get the same tools,
+    and a subscriber to memory://knowledge-graph hears about every change."""
+    store = gitmem.init(tmp_path / "store")
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async def body(client: Client) -> None:
+        assert client.protocol_version != "2026-07-28"
+        await client.subscribe_resource("memory://knowledge-graph")
+        await ok(
+            client,
+            "create_entities",
+            {"entities": [{"name": "A", "entityType": "t", "observations": []}]},
+        )
+        await ok(client, "read_graph", {})
+        with anyio.fail_after(30):
+            while not updates:
+                await anyio.sleep(0.05)
+
+    serve(store.path, body, mode="legacy", on_message=on_message)
+    assert updates == ["memory://knowledge-graph"]
+    assert Graph(store).entity("A") is not None

@@ -1,0 +1,364 @@
+"""Claude's memory tool over a store: the six commands, the /memories path contract and
+every refusal, one commit per change, and the Anthropic SDK adapter (offline)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitmem import Store
+from gitmem.memtool import MemoryTool, MemoryToolError, MemoryToolNotFoundError
+from tests.storetools import commit_count, run_git
+
+
+@pytest.fixture
+def tool(any_store: Store) -> MemoryTool:
+    return MemoryTool(any_store, agent="claude")
+
+
+def unchanged(tool: MemoryTool) -> int:
+    return commit_count(tool.store)
+
+
+# -- paths ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc/passwd", "outside /memories"),
+        ("memories/x.md", "outside /memories"),
+        ("/memoriesx/a.md", "outside /memories"),
+        ("/memories/../etc/passwd", "escape"),
+        ("/memories/a/../../x.md", "escape"),
+        ("/memories/./x.md", "escape"),
+        ("/memories//x.md", "escape"),
+        ("/memories/%2e%2e/x.md", "percent-escapes"),
+        ("/memories/a%2Fb.md", "percent-escapes"),
+        ("/memories/..%2fx", "percent-escapes"),
+        ("/memories/a\\..\\x.md", "backslash"),
+        ("/memories/a\x00.md", "control"),
+        ("/memories/new\nline.md", "control"),
+        ("/memories/my notes.md", "letters, digits"),
+        ("/memories/.hidden", "letters, digits"),
+        ("/memories/café.md", "letters, digits"),
+        ("/memories/a..b.md", "escape"),
+        ("/memories/.md", "letters, digits"),
+        ("/memories/x.md.md", "without .md"),
+        ("/memories/a/b/c/d/e/f/g/h.md", "nested too deeply"),
+    ],
+)
+def test_unsafe_paths_are_refused_before_anything_is_touched(
+    tool: MemoryTool, path: str, why: str
+) -> None:
+    before = unchanged(tool)
+    for call in (
+        lambda: tool.create(path, "x"),
+        lambda: tool.view(path),
+        lambda: tool.delete(path),
+        lambda: tool.rename(path, "/memories/ok.md"),
+    ):
+        with pytest.raises(MemoryToolError, match=why):
+            call()
+    assert unchanged(tool) == before
+
+
+def test_symlink_escapes_are_refused(store: Store, tmp_path: Path) -> None:
+    tool = MemoryTool(store)
+    tool.create("/memories/inside.md", "fine\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("---\nid: notes/evil/secret\n---\n\nsecret\n")
+    (store.path / "notes" / "evil").symlink_to(outside)
+    (store.path / "notes" / "leak.md").symlink_to(outside / "secret.md")
+    run_git(store.path, "add", "notes/evil", "notes/leak.md")
+    run_git(store.path, "commit", "-qm", "links")
+    for path in ("/memories/evil/secret.md", "/memories/evil", "/memories/leak.md"):
+        with pytest.raises(MemoryToolError, match="escape /memories via a symlink"):
+            tool.view(path)
+    with pytest.raises(MemoryToolError, match="symlink"):
+        tool.create("/memories/evil/new.md", "x")
+    with pytest.raises(MemoryToolError, match="symlink"):
+        tool.rename("/memories/inside.md", "/memories/evil/moved.md")
+    assert not (outside / "new.md").exists() and not (outside / "moved.md").exists()
+    assert (outside / "secret.md").read_text().endswith("secret\n")
+
+
+def test_a_link_only_on_disk_is_refused_too(store: Store, tmp_path: Path) -> None:
+    tool = MemoryTool(store)
+    (store.path / "notes").mkdir()
+    (store.path / "notes" / "sneaky").symlink_to(tmp_path)
+    with pytest.raises(MemoryToolError, match="symlink"):
+        tool.create("/memories/sneaky/x.md", "x")
+
+
+# -- create / view ----------------------------------------------------------------------------
+
+
+def test_create_stores_the_text_exactly_as_one_commit(tool: MemoryTool) -> None:
+    before = unchanged(tool)
+    text = "# Prefs\r\n\nlikes: tea ✓\n---\nno trailing newline"
+    assert tool.create("/memories/prefs/user.md", text) == (
+        "File created successfully at: /memories/prefs/user.md"
+    )
+    assert unchanged(tool) == before + 1
+    memory = tool.store.read("notes/prefs/user")
+    assert memory.body == text
+    assert memory.title == "/memories/prefs/user.md"
+    log = tool.store.log(limit=1)[0]
+    assert log.ops == ["create"] and log.ids == ["notes/prefs/user"] and log.agent == "claude"
+    with pytest.raises(MemoryToolError, match="already exists"):
+        tool.create("/memories/prefs/user.md", "again")
+    assert tool.store.read("notes/prefs/user").body == text
+
+
+def test_names_without_md_keep_their_name_and_never_share_a_place(tool: MemoryTool) -> None:
+    tool.create("/memories/prefs.xml", "<a/>")
+    tool.create("/memories/todo", "- milk\n")
+    assert tool.store.read("notes/prefs.xml").body == "<a/>"
+    assert tool.store.read("notes/todo").extra["memory_file"] == "todo"
+    assert "1\t<a/>" in tool.view("/memories/prefs.xml")
+    with pytest.raises(MemoryToolError, match=r"stored where /memories/prefs\.xml is"):
+        tool.create("/memories/prefs.xml.md", "clash")
+    with pytest.raises(MemoryToolError, match="stored where /memories/todo is"):
+        tool.create("/memories/todo.md", "clash")
+    with pytest.raises(MemoryToolNotFoundError):
+        tool.view("/memories/todo.md")
+    listing = tool.view("/memories")
+    assert "\t/memories/prefs.xml\n" in listing + "\n" and "/memories/todo" in listing
+    assert "todo.md" not in listing
+
+
+def test_files_and_directories_do_not_overlap(tool: MemoryTool) -> None:
+    tool.create("/memories/a", "file a")
+    with pytest.raises(MemoryToolError, match="is a file"):
+        tool.create("/memories/a/b.md", "x")
+    tool.create("/memories/d/x.md", "x")
+    with pytest.raises(MemoryToolError, match="already exists as a directory"):
+        tool.create("/memories/d", "x")
+    with pytest.raises(MemoryToolError, match="is a directory"):
+        tool.str_replace("/memories/d", "x", "y")
+    with pytest.raises(MemoryToolError, match="/memories is a directory"):
+        tool.create("/memories", "x")
+
+
+def test_view_file_with_numbered_lines_and_ranges(tool: MemoryTool) -> None:
+    tool.create("/memories/n.md", "one\ntwo\nthree\nfour\n")
+    assert tool.view("/memories/n.md") == (
+        "Here's the content of /memories/n.md with line numbers:\n"
+        "     1\tone\n     2\ttwo\n     3\tthree\n     4\tfour"
+    )
+    assert tool.view("/memories/n.md", [2, 3]).splitlines()[1:] == ["     2\ttwo", "     3\tthree"]
+    assert tool.view("/memories/n.md", [3, -1]).splitlines()[1:] == [
+        "     3\tthree",
+        "     4\tfour",
+    ]
+    for bad in ([0, 2], [5, 5], [3, 2], [1, 9], [1], "1-2"):
+        with pytest.raises(MemoryToolError, match="view_range"):
+            tool.view("/memories/n.md", bad)  # type: ignore[arg-type]
+    with pytest.raises(MemoryToolNotFoundError, match="does not exist"):
+        tool.view("/memories/missing.md")
+
+
+def test_view_directory_lists_two_levels_with_sizes(tool: MemoryTool) -> None:
+    assert tool.view("/memories") == (
+        "Here're the files and directories up to 2 levels deep in /memories, "
+        "excluding hidden items:\n0B\t/memories"
+    )
+    tool.create("/memories/top.md", "x" * 10)
+    tool.create("/memories/a/one.md", "y" * 2000)
+    tool.create("/memories/a/b/deep.md", "z" * 5)
+    tool.create("/memories/a/b/c/deeper.md", "w")
+    assert tool.view("/memories").splitlines()[1:] == [
+        "2.0K\t/memories",
+        "2.0K\t/memories/a/",
+        "6B\t/memories/a/b/",
+        "2.0K\t/memories/a/one.md",
+        "10B\t/memories/top.md",
+    ]
+    assert tool.view("/memories/a/").splitlines()[1:] == [
+        "2.0K\t/memories/a",
+        "6B\t/memories/a/b/",
+        "1B\t/memories/a/b/c/",
+        "5B\t/memories/a/b/deep.md",
+        "2.0K\t/memories/a/one.md",
+    ]
+
+
+# -- edits -------------------------------------------------------------------------------------
+
+
+def test_str_replace_once_with_a_snippet(tool: MemoryTool) -> None:
+    tool.create("/memories/n.md", "a\nb\nc\nold\nd\ne\nf\n")
+    before = unchanged(tool)
+    out = tool.str_replace("/memories/n.md", "old", "new")
+    assert out.splitlines()[1:] == [
+        "     2\tb",
+        "     3\tc",
+        "     4\tnew",
+        "     5\td",
+        "     6\te",
+    ]
+    assert tool.store.read("notes/n").body == "a\nb\nc\nnew\nd\ne\nf\n"
+    assert unchanged(tool) == before + 1
+    assert tool.store.read("notes/n").version == 2
+
+
+def test_str_replace_refuses_missing_or_repeated_text_saying_where(tool: MemoryTool) -> None:
+    tool.create("/memories/n.md", "cat\ndog\ncat\nbird cat\n")
+    before = unchanged(tool)
+    with pytest.raises(MemoryToolError, match=r"did not appear verbatim in /memories/n\.md"):
+        tool.str_replace("/memories/n.md", "horse", "x")
+    with pytest.raises(MemoryToolError, match="in lines: 1, 3, 4"):
+        tool.str_replace("/memories/n.md", "cat", "x")
+    with pytest.raises(MemoryToolError, match="must not be empty"):
+        tool.str_replace("/memories/n.md", "", "x")
+    with pytest.raises(MemoryToolNotFoundError):
+        tool.str_replace("/memories/none.md", "a", "b")
+    assert unchanged(tool) == before
+
+
+def test_insert_checks_the_line_number(tool: MemoryTool) -> None:
+    tool.create("/memories/n.md", "one\ntwo\n")
+    assert tool.insert("/memories/n.md", 0, "zero") == "The file /memories/n.md has been edited."
+    tool.insert("/memories/n.md", 3, "three\nfour\n")
+    tool.insert("/memories/n.md", 1, "half")
+    assert tool.store.read("notes/n").body == "zero\nhalf\none\ntwo\nthree\nfour\n"
+    before = unchanged(tool)
+    for bad in (-1, 7):
+        with pytest.raises(MemoryToolError, match=r"within the range \[0, 6\]"):
+            tool.insert("/memories/n.md", bad, "x")
+    with pytest.raises(MemoryToolError, match="integer"):
+        tool.insert("/memories/n.md", True, "x")
+    assert unchanged(tool) == before
+
+
+def test_delete_file_and_directory_each_one_commit(tool: MemoryTool) -> None:
+    tool.create("/memories/a.md", "a")
+    tool.create("/memories/d/x.md", "x")
+    tool.create("/memories/d/e/y.md", "y")
+    before = unchanged(tool)
+    assert tool.delete("/memories/a.md") == "Successfully deleted /memories/a.md"
+    assert tool.delete("/memories/d") == "Successfully deleted /memories/d"
+    assert unchanged(tool) == before + 2
+    assert tool.store.get("notes/d/e/y") is None
+    with pytest.raises(MemoryToolNotFoundError):
+        tool.delete("/memories/d")
+    with pytest.raises(MemoryToolError, match="itself"):
+        tool.delete("/memories")
+    # Deleted, not lost.
+    history = tool.store.history("notes/d/e/y")
+    assert history.versions[0].memory is not None and history.versions[0].memory.body == "y"
+
+
+def test_rename_file_and_directory(tool: MemoryTool) -> None:
+    tool.create("/memories/a.md", "a")
+    tool.create("/memories/d/x.md", "x")
+    tool.create("/memories/d/e/y.txt", "y")
+    before = unchanged(tool)
+    assert tool.rename("/memories/a.md", "/memories/b/a2.md") == (
+        "Successfully renamed /memories/a.md to /memories/b/a2.md"
+    )
+    tool.rename("/memories/d", "/memories/z")
+    assert unchanged(tool) == before + 2
+    assert tool.store.read("notes/b/a2").body == "a"
+    assert tool.store.read("notes/b/a2").extra["renamed_from"] == "notes/a"
+    assert tool.view("/memories/z/e/y.txt").endswith("1\ty")
+    assert tool.store.get("notes/d/x") is None
+    with pytest.raises(MemoryToolError, match="destination /memories/z already exists"):
+        tool.rename("/memories/b", "/memories/z")
+    with pytest.raises(MemoryToolError, match="already exists"):
+        tool.rename("/memories/b/a2.md", "/memories/z/x.md")
+    with pytest.raises(MemoryToolError, match="into itself"):
+        tool.rename("/memories/z", "/memories/z/inner")
+    with pytest.raises(MemoryToolNotFoundError):
+        tool.rename("/memories/nothing.md", "/memories/q.md")
+    with pytest.raises(MemoryToolError, match="itself"):
+        tool.rename("/memories", "/memories/q")
+    assert unchanged(tool) == before + 2
+
+
+def test_execute_takes_the_tool_input_as_claude_sends_it(tool: MemoryTool) -> None:
+    tool.execute({"command": "create", "path": "/memories/x.md", "file_text": "hi\n"})
+    assert "1\thi" in tool.execute({"command": "view", "path": "/memories/x.md"})
+    tool.execute(
+        {"command": "str_replace", "path": "/memories/x.md", "old_str": "hi", "new_str": "ho"}
+    )
+    tool.execute(
+        {"command": "insert", "path": "/memories/x.md", "insert_line": 1, "insert_text": "x"}
+    )
+    tool.execute({"command": "rename", "old_path": "/memories/x.md", "new_path": "/memories/y.md"})
+    assert tool.store.read("notes/y").body == "ho\nx\n"
+    tool.execute({"command": "delete", "path": "/memories/y.md"})
+    with pytest.raises(MemoryToolError, match="Unknown command 'format'"):
+        tool.execute({"command": "format", "path": "/memories"})
+    with pytest.raises(MemoryToolError, match="create needs file_text"):
+        tool.execute({"command": "create", "path": "/memories/q.md"})
+
+
+def test_a_root_below_notes(any_store: Store) -> None:
+    tool = MemoryTool(any_store, root="notes/claude")
+    tool.create("/memories/x.md", "x")
+    assert any_store.read("notes/claude/x").body == "x"
+    for bad in ("projects", "notes/../x", "notes/a b", ""):
+        with pytest.raises(Exception, match="root"):
+            MemoryTool(any_store, root=bad)
+
+
+def test_clear_all_memory(tool: MemoryTool) -> None:
+    tool.create("/memories/a.md", "a")
+    tool.create("/memories/b/c.md", "c")
+    before = unchanged(tool)
+    assert tool.clear_all_memory() == "All memory cleared"
+    assert unchanged(tool) == before + 1
+    assert tool.view("/memories").endswith("0B\t/memories")
+
+
+# -- the Anthropic SDK -------------------------------------------------------------------------
+
+
+def test_anthropic_sdk_adapter(any_store: Store) -> None:
+    pytest.importorskip("anthropic")
+    from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+
+    from gitmem.memtool import anthropic_memory_tool
+
+    tool = anthropic_memory_tool(any_store, agent="claude")
+    assert isinstance(tool, BetaAbstractMemoryTool)
+    assert tool.to_dict() == {"type": "memory_20250818", "name": "memory"}
+    out = tool.call({"command": "create", "path": "/memories/p.md", "file_text": "tea\n"})
+    assert out == "File created successfully at: /memories/p.md"
+    assert "1\ttea" in str(tool.call({"command": "view", "path": "/memories/p.md"}))
+    assert "in lines: 1, 2" in _tool_error(
+        ToolError,
+        lambda: (
+            tool.call({"command": "create", "path": "/memories/q.md", "file_text": "a\na\n"})
+            and tool.call(
+                {"command": "str_replace", "path": "/memories/q.md", "old_str": "a", "new_str": "b"}
+            )
+        ),
+    )
+    assert "outside /memories" in _tool_error(
+        ToolError, lambda: tool.call({"command": "view", "path": "/etc"})
+    )
+    assert any_store.read("notes/p").agent == "claude"
+
+
+def _tool_error(kind: type[Exception], call: object) -> str:
+    with pytest.raises(kind) as info:
+        call()  # type: ignore[operator]
+    return str(info.value)
+
+
+def test_git_sees_ordinary_files(store: Store) -> None:
+    tool = MemoryTool(store)
+    tool.create("/memories/plan.md", "step 1\n")
+    out = subprocess.run(
+        ["git", "-C", str(store.path), "show", "HEAD:notes/plan.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.endswith("---\n\nstep 1\n") and "title: /memories/plan.md" in out
