@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gitmem import merge as merging
+from gitmem import review as reviewing
 from gitmem import sync as syncing
 
 from .common import State, emit_json, file_text, json_option, pass_state, table
@@ -204,3 +205,55 @@ def resolve(
         emit_json({"fork": result.fork.id, "of": result.of, "keep": keep or "edit"})
     else:
         click.echo(f"Resolved {result.of} (fork {result.fork.id}): kept {keep or 'an edit'}")
+
+
+@click.command()
+@click.argument("spec", metavar="BASE..HEAD")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(reviewing.FORMATS)),
+    default="markdown",
+    show_default=True,
+    help="markdown (a pull-request comment), text, or json.",
+)
+@click.option("--strict", is_flag=True, help="Exit 1 when the review finds problems (for CI).")
+@click.option(
+    "--full", is_flag=True, help=f"Whole body diffs (default: {reviewing.DIFF_LIMIT} lines)."
+)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A project repository: report anchors to files missing at its HEAD.",
+)
+@json_option
+@pass_state
+@click.pass_context
+def review(
+    ctx: click.Context,
+    state: State,
+    spec: str,
+    fmt: str,
+    strict: bool,
+    full: bool,
+    project: Path | None,
+) -> None:
+    """Review the memory changes of a commit range (for pull requests and CI).
+
+    Per memory: added, updated, superseded, deleted, archived, pruned or
+    moved; who, in which commits; the front-matter fields that changed; the
+    body diff. Then the problems: schema violations, dangling supersedes or
+    related links, new forks, cycles, secrets, anchors to missing files.
+    BASE...HEAD starts from their merge base; a single BASE runs to the tip.
+
+    \b
+    Examples:
+      gitmem review origin/main..HEAD
+      gitmem review main...feature --format text
+      gitmem review origin/main..HEAD --strict > review.md
+    """
+    result = reviewing.review(state.store(), spec, full=full, project=project)
+    click.echo(reviewing.render(result, "json" if state.json else fmt), nl=False)
+    if strict and result.problems:
+        click.echo(f"gitmem: review found {len(result.problems)} problem(s)", err=True)
+        ctx.exit(1)
