@@ -34,6 +34,7 @@ from . import schema
 from .clock import format_timestamp
 from .errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from .layout import check_id, is_path_id
+from .lifecycle import quality as _quality
 from .lifecycle import rules as _rules
 from .lifecycle.staleness import (
     Staleness,
@@ -399,6 +400,27 @@ class PruneReport:
         }
 
 
+@dataclass(frozen=True)
+class ValidationResult:
+    """``validate(id)``: the quality checks that apply to the document's file type."""
+
+    id: str
+    report: _quality.QualityReport
+    write_count: int
+
+    @property
+    def checks(self) -> dict[str, Any]:
+        checks: dict[str, Any] = self.report.to_dict()["checks"]
+        return checks
+
+    @property
+    def suggestions(self) -> tuple[str, ...]:
+        return self.report.suggestions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "writeCount": self.write_count, **self.report.to_dict()}
+
+
 # -- the store -----------------------------------------------------------------------
 
 
@@ -754,6 +776,36 @@ class LayeredStore:
         except _DryRun:
             return PruneReport(tuple(items), tuple(warnings), True, None)
         return PruneReport(tuple(items), tuple(warnings), False, tx.commit)
+
+    def validate(self, id: str) -> ValidationResult:
+        """Quality checks of one document: completeness (project_overview), specificity,
+        growth (common_patterns, from its line counts across its writes in git history)
+        and accuracy suggestions (every 5th write)."""
+        current = self._require_doc(id)
+        file_type = (placement(id) or {})["file_type"]
+        line_counts = [
+            _line_count(v.memory.body)
+            for v in self.store.history(id)
+            if v.memory_id == id and v.memory is not None
+        ]
+        report = _quality.validate_document(
+            file_type,
+            current.body,
+            line_counts=line_counts,
+            write_count=len(line_counts),
+            policy=_quality.QualityPolicy.from_config(self._config),
+        )
+        return ValidationResult(id, report, len(line_counts))
+
+    def validate_all(self) -> list[ValidationResult]:
+        """``validate`` for every layered document (structural files left out)."""
+        out: list[ValidationResult] = []
+        for root in LAYER_ROOTS.values():
+            for memory_id in self.store.documents(root, recursive=True):
+                where = placement(memory_id)
+                if where is not None and where["file_type"] not in STRUCTURAL_FILE_TYPES:
+                    out.append(self.validate(memory_id))
+        return out
 
     def get_staleness_report(self, *, now: dt.datetime | None = None) -> StalenessReport:
         """Fresh / aging / stale across every layer (structural files left out)."""

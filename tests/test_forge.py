@@ -366,3 +366,38 @@ def test_documents_are_plain_files_git_can_read(store: Store, tmp_path: Path) ->
     assert text.startswith("---\nid: projects/acme/known_issues\n")
     assert text.endswith("---\n\nplain markdown\n")
     assert run_git(store.path, "status", "--porcelain") == ""
+
+
+# -- validate -----------------------------------------------------------------------------
+
+
+def test_validate_project_overview_names_what_is_missing(layered: LayeredStore) -> None:
+    layered.create(entry(file_type="project_overview", content=(
+        "# Overview\n\n- Language: Python 3.11\n- Framework: Flask 3.0\n"
+        "- The app starts in `src/app.py`.\n")))
+    result = layered.validate("projects/acme/project_overview").to_dict()
+    assert result["id"] == "projects/acme/project_overview"
+    completeness = result["checks"]["completeness"]
+    assert completeness is not None and completeness["complete"] is False
+    assert result["checks"]["growthRate"] is None
+    assert any("testing" in s.lower() for s in result["suggestions"])
+
+
+def test_validate_common_patterns_growth_comes_from_git_history(layered: LayeredStore) -> None:
+    layered.create({"layer": "skill-specific", "skill": "lint", "project": "acme",
+                    "fileType": "common_patterns", "content": "- `a.py`: pattern\n"})
+    doc = "skills/lint/acme/common_patterns"
+    for _ in range(5):
+        layered.update(doc, "- `a.py`: pattern\n")  # no growth; a no-op makes no commit
+        layered.update(doc, "- `a.py`: pattern \n")
+    result = layered.validate(doc)
+    assert result.write_count == 10  # create + 9 real updates (the first is a no-op)
+    assert result.checks["growthRate"]["status"] == "stagnant"
+    layered.update(doc, "".join(f"- `f{i}.py`: pattern {i}\n" for i in range(8)))
+    grown = layered.validate(doc)
+    assert grown.checks["growthRate"]["status"] == "healthy"
+
+
+def test_validate_of_an_unknown_document_is_not_found(layered: LayeredStore) -> None:
+    with pytest.raises(NotFoundError):
+        layered.validate("projects/acme/ghost")
