@@ -44,8 +44,8 @@ import pygit2
 
 from . import codec, schema
 from .errors import GitmemError, InvalidInputError, StoreError
+from .hooks import decode_memory
 from .layout import MAX_ID_LENGTH, id_from_path, memory_path
-from .model import memory_from_document
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""
@@ -299,17 +299,10 @@ def _parse(data: bytes | None, path: str) -> _Side | None:
     if data is None:
         return None
     try:
-        text = codec.decode(data, what=path)
-        if "\x00" in text:
-            return None
-        doc = codec.parse(text)
-        if not doc.has_front_matter:
-            return None
-        schema.validate(doc.metadata, what=path)
-        memory = memory_from_document(doc, path=path)
+        memory = decode_memory(data, path)
     except (GitmemError, ValueError, TypeError, KeyError):
         return None
-    return _Side(data, doc, memory.updated_at, memory.version)
+    return _Side(data, memory.document, memory.updated_at, memory.version)
 
 
 def fork_id(memory_id: str, data: bytes) -> str:

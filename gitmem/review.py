@@ -24,11 +24,12 @@ import pygit2
 from pygit2.enums import SortMode
 
 from . import codec, schema, secrets
-from .errors import GitmemError, InvalidInputError, InvalidMemoryError, NotFoundError
+from .errors import GitmemError, InvalidInputError, NotFoundError
 from .gitdb import Snapshot, get_commit, parse_trailers
+from .hooks import decode_memory
 from .layout import MEMORY_ROOTS, id_from_path, memory_path
 from .merge import FORK_KEY
-from .model import Memory, Status, memory_from_document
+from .model import Memory, Status
 
 if TYPE_CHECKING:
     from .store import Store
@@ -150,23 +151,13 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
 
 
 def _read(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
-    """The memory in ``data``, or the reason it is not one."""
+    """The memory in ``data``, or the reason it is not one (as the store reads files)."""
     if data is None:
         return None, None
     try:
-        text = codec.decode(data, what=path)
-        if "\x00" in text:
-            raise InvalidMemoryError(f"{path} contains a NUL byte")
-        doc = codec.parse(text)
-        if not doc.has_front_matter:
-            raise InvalidMemoryError(f"{path} has no front-matter")
-        schema.validate(doc.metadata, what=path)
-        memory = memory_from_document(doc, path=path)
-        expected = id_from_path(path)
-        if expected is not None and memory.id != expected:
-            raise InvalidMemoryError(f"{path} carries id {memory.id!r}, its path says {expected!r}")
+        memory: Memory = decode_memory(data, path)
     except (GitmemError, ValueError, TypeError, KeyError) as exc:
-        return None, str(exc)
+        return None, f"{path}: {exc}"
     return memory, None
 
 

@@ -91,7 +91,7 @@ def crafted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     hand(store, memory_path(mid(10)), memory_text(mid(10), supersedes=mid(98)), "dangling")
     hand(store, memory_path(mid(11)), memory_text(mid(11), supersedes=mid(12)), "cycle 1")
     hand(store, memory_path(mid(12)), memory_text(mid(12), supersedes=mid(11)), "cycle 2")
-    hand(store, "memories/13/broken.md", "---\nid: [broken\n---\nbody\n", "broken file")
+    hand(store, memory_path(mid(13)), "---\nid: [broken\n---\nbody\n", "broken file")
     hand(
         store,
         "projects/demo/review_history.md",
