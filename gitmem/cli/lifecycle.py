@@ -1,4 +1,4 @@
-"""Lifecycle commands: ``gitmem stale`` and ``gitmem check``."""
+"""Lifecycle commands: ``gitmem stale``, ``check``, ``prune`` and ``validate``."""
 
 from __future__ import annotations
 
@@ -95,3 +95,91 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
                 click.echo(f"    {memory.reason}")
             for finding in memory.findings:
                 click.echo(f"    {finding.describe()} [{finding.source}]")
+
+
+@click.command()
+@click.option(
+    "--scope",
+    "prune_scope",
+    type=click.Choice(["all", "project", "skill"]),
+    default="all",
+    show_default=True,
+    help="Which layered documents to prune.",
+)
+@click.option("--project", "-p", help="The project (required with --scope project).")
+@click.option("--skill", help="The skill (required with --scope skill).")
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@click.option("--agent", help="Who prunes (the commit's author).")
+@json_option
+@pass_state
+def prune(
+    state: State,
+    prune_scope: str,
+    project: str | None,
+    skill: str | None,
+    dry_run: bool,
+    agent: str | None,
+) -> None:
+    """Apply the prune rules of each layered document's file type, in one commit.
+
+    review_history: more than 10 reviews -> the oldest to review_history_archive.md;
+    known_issues: resolved 30+ days ago removed, no status update for 90+ days
+    flagged [VERIFY STATUS]; test_results_history: more than 15 sessions -> one
+    Historical Summary; common_patterns: flagged every 5th write. Size limits are
+    reported as warnings. Rules and thresholds: lifecycle in gitmem.yaml.
+
+    \b
+    Examples:
+      gitmem prune --dry-run
+      gitmem prune --scope project -p my-api --json
+    """
+    from gitmem.forge import LayeredStore, PrunePolicy
+
+    policy = PrunePolicy(scope=prune_scope, project=project, skill=skill, dry_run=dry_run)
+    report = LayeredStore(state.store(), agent=agent).prune(policy)
+    if state.json:
+        emit_json(report.to_dict())
+        return
+    verb = "would prune" if report.dry_run else "pruned"
+    click.echo(f"{verb} {len(report.pruned)} section(s)" + (
+        f" in commit {report.commit[:10]}" if report.commit else ""))
+    for item in report.pruned:
+        where = f" [{item.section}]" if item.section else ""
+        click.echo(f"  {item.action}: {item.id}{where}: {item.reason}")
+    for warning in report.warnings:
+        click.echo(f"gitmem: warning: {warning}", err=True)
+
+
+@click.command()
+@click.argument("doc_id", metavar="ID", required=False)
+@click.option("--all", "every", is_flag=True, help="Validate every layered document.")
+@json_option
+@pass_state
+def validate(state: State, doc_id: str | None, every: bool) -> None:
+    """Quality checks of layered documents: completeness, specificity, growth.
+
+    \b
+    Examples:
+      gitmem validate projects/my-api/project_overview
+      gitmem validate --all --json
+    """
+    from gitmem.forge import LayeredStore
+
+    if (doc_id is None) == (not every):
+        raise click.UsageError("give one ID or --all")
+    layered = LayeredStore(state.store())
+    results = layered.validate_all() if every else [layered.validate(doc_id or "")]
+    if state.json:
+        emit_json([r.to_dict() for r in results] if every else results[0].to_dict())
+        return
+    for result in results:
+        checks = result.checks
+        parts = []
+        if checks.get("completeness") is not None:
+            parts.append("complete" if checks["completeness"]["complete"] else "incomplete")
+        parts.append("specific" if checks["specificity"]["specific"] else "unspecific")
+        if checks.get("growthRate") is not None:
+            parts.append(f"growth {checks['growthRate']['status']}")
+        click.echo(f"{result.id}: {', '.join(parts)}")
+        for suggestion in result.suggestions:
+            click.echo(f"  - {suggestion}")

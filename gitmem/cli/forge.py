@@ -1,0 +1,289 @@
+"""``gitmem layer ...``: the layered Forge MemoryStore from the command line.
+
+Each subcommand maps to one :class:`gitmem.forge.LayeredStore` method and prints
+its result (``--json``: the camelCase shape agents get from ``to_dict()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from gitmem.forge import Document, Layer, LayeredStore, MemoryEntry
+
+from .common import State, emit_json, json_option, pass_state, read_text_arg, table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_LAYERS = click.Choice([str(layer) for layer in Layer])
+
+
+def _place_options(f: F) -> F:
+    for option in reversed(
+        [
+            click.option("--project", "-p", help="The project (shared-project, skill, command)."),
+            click.option("--skill", help="The skill (skill-specific layer)."),
+            click.option("--command", "command_name", help="The command (command layer)."),
+            click.option("--agent-name", "agent_name", help="The agent (agent layer)."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _layered(state: State, agent: str | None = None) -> LayeredStore:
+    return LayeredStore(state.store(), agent=agent)
+
+
+def _show_documents(state: State, docs: list[Document]) -> None:
+    if state.json:
+        emit_json([d.to_dict() for d in docs])
+        return
+    rows = [
+        [
+            d.id,
+            str(d.staleness),
+            str(d.line_count),
+            "-" if d.updated_at is None else d.updated_at.date().isoformat(),
+        ]
+        for d in docs
+    ]
+    click.echo(table(["ID", "STALENESS", "LINES", "UPDATED"], rows) if rows else "(none)")
+
+
+@click.group()
+def layer() -> None:
+    """Layered documents: projects/, skills/, commands/, agents/ (the Forge layout).
+
+    \b
+    Examples:
+      gitmem layer create shared-project known_issues -p my-api --content "# Known issues"
+      gitmem layer read shared-project known_issues -p my-api
+      gitmem layer append projects/my-api/review_history - < review.md
+      gitmem layer by-project my-api --json
+    """
+
+
+@layer.command("create")
+@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("file_type")
+@_place_options
+@click.option("--content", help="The markdown content ('-' or none: read stdin).")
+@click.option("--title", help="A title (default: file type and owner).")
+@click.option("--agent", help="Who writes (the commit's author).")
+@json_option
+@pass_state
+def create(
+    state: State,
+    layer_name: str,
+    file_type: str,
+    project: str | None,
+    skill: str | None,
+    command_name: str | None,
+    agent_name: str | None,
+    content: str | None,
+    title: str | None,
+    agent: str | None,
+) -> None:
+    """Create a document at its layer path; fails if it exists."""
+    text = read_text_arg(content, "content")
+    data: dict[str, Any] = {
+        "layer": layer_name,
+        "fileType": file_type,
+        "content": text.decode("utf-8", "strict") if isinstance(text, bytes) else text,
+    }
+    for key, value in (
+        ("project", project),
+        ("skill", skill),
+        ("command", command_name),
+        ("agent", agent_name),
+        ("title", title),
+    ):
+        if value is not None:
+            data[key] = value
+    result = _layered(state, agent).create(MemoryEntry.from_dict(data))
+    if state.json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(result.id)
+
+
+@layer.command("read")
+@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("file_type")
+@_place_options
+@json_option
+@pass_state
+def read(
+    state: State,
+    layer_name: str,
+    file_type: str,
+    project: str | None,
+    skill: str | None,
+    command_name: str | None,
+    agent_name: str | None,
+) -> None:
+    """Print a document (with a [POTENTIALLY STALE] advisory when it is stale).
+
+    Exits 3 when there is no such document (JSON: null).
+    """
+    doc = _layered(state).read(
+        layer_name, project, file_type, skill=skill, command=command_name, agent=agent_name
+    )
+    if doc is None:
+        if state.json:
+            emit_json(None)
+        raise click.exceptions.Exit(3)
+    if state.json:
+        emit_json(doc.to_dict())
+        return
+    if doc.advisory:
+        click.echo(doc.advisory, err=True)
+    click.echo(doc.content, nl=not doc.content.endswith("\n"))
+
+
+@layer.command("update")
+@click.argument("doc_id", metavar="ID")
+@click.argument("content", required=False)
+@click.option("--agent", help="Who writes (the commit's author).")
+@json_option
+@pass_state
+def update(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
+    """Replace a document's content (CONTENT, or stdin)."""
+    text = read_text_arg(content, "content")
+    value = text.decode("utf-8", "strict") if isinstance(text, bytes) else text
+    result = _layered(state, agent).update(doc_id, value)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"updated {result.id} ({result.line_count} lines)")
+    if result.warning:
+        click.echo(f"gitmem: warning: {result.warning}", err=True)
+
+
+@layer.command("append")
+@click.argument("doc_id", metavar="ID")
+@click.argument("content", required=False)
+@click.option("--agent", help="Who writes (the commit's author).")
+@json_option
+@pass_state
+def append(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
+    """Append to a document, then apply its file type's prune rule (one commit)."""
+    text = read_text_arg(content, "content")
+    value = text.decode("utf-8", "strict") if isinstance(text, bytes) else text
+    result = _layered(state, agent).append(doc_id, value)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"appended to {result.id} ({result.line_count} lines)")
+    for item in result.prune_details:
+        click.echo(f"  {item.action}: {item.section or item.id}: {item.reason}")
+    if result.warning:
+        click.echo(f"gitmem: warning: {result.warning}", err=True)
+
+
+@layer.command("delete")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@pass_state
+def delete(state: State, doc_id: str) -> None:
+    """Delete a document (gitmem restore ID brings it back)."""
+    result = _layered(state).delete(doc_id)
+    if state.json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(f"deleted {doc_id}" if result.deleted else f"no document {doc_id}")
+
+
+@layer.command("by-project")
+@click.argument("project")
+@json_option
+@pass_state
+def by_project(state: State, project: str) -> None:
+    """A project's documents: shared, per skill, commands."""
+    grouped = _layered(state).get_by_project(project)
+    if state.json:
+        emit_json(grouped.to_dict())
+        return
+    docs = [*grouped.shared, *(d for ds in grouped.skills.values() for d in ds), *grouped.commands]
+    _show_documents(state, docs)
+
+
+@layer.command("profile")
+@click.argument("project")
+@json_option
+@pass_state
+def profile(state: State, project: str) -> None:
+    """A project's overview and what else is known about it."""
+    result = _layered(state).get_project_profile(project)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"project: {result.project}")
+    click.echo(f"documents: {', '.join(result.file_types) or '(none)'}")
+    click.echo(f"skills: {', '.join(result.skills) or '(none)'}")
+    if result.staleness is not None:
+        click.echo(f"staleness: {result.staleness}")
+    if result.overview is not None:
+        click.echo("")
+        click.echo(result.overview.content, nl=not result.overview.content.endswith("\n"))
+
+
+@layer.command("list")
+@click.argument("what", type=click.Choice(["project", "skill", "command", "agent"]))
+@click.argument("name")
+@click.option("--project", "-p", help="With skill: only this project.")
+@json_option
+@pass_state
+def list_(state: State, what: str, name: str, project: str | None) -> None:
+    """Documents of one project (shared layer), skill, command-layer project or agent."""
+    layered = _layered(state)
+    if what == "project":
+        docs = layered.get_shared_project_memory(name)
+    elif what == "skill":
+        docs = layered.get_skill_memory(name, project)
+    elif what == "command":
+        docs = layered.get_command_memory(name)
+    else:
+        docs = layered.get_agent_memory(name)
+    _show_documents(state, docs)
+
+
+@layer.command("staleness")
+@json_option
+@pass_state
+def staleness(state: State) -> None:
+    """Fresh, aging and stale documents across all layers."""
+    report = _layered(state).get_staleness_report()
+    if state.json:
+        emit_json(report.to_dict(camel=True))
+        return
+    click.echo(f"{len(report.fresh)} fresh, {len(report.aging)} aging, {len(report.stale)} stale")
+    rows = [
+        [e.id, str(e.staleness), "-" if e.days_since_update is None else str(e.days_since_update)]
+        for e in [*report.stale, *report.aging]
+    ]
+    if rows:
+        click.echo(table(["ID", "STALENESS", "DAYS"], rows))
+
+
+@layer.command("search")
+@click.argument("pattern")
+@click.option("--layer", "layer_name", type=_LAYERS, help="Only this layer.")
+@click.option("--project", "-p", help="Only this project.")
+@click.option("--limit", type=int, default=20, show_default=True)
+@json_option
+@pass_state
+def search(
+    state: State, pattern: str, layer_name: str | None, project: str | None, limit: int
+) -> None:
+    """Full-text search over layered documents."""
+    results = _layered(state).search(pattern, layer=layer_name, project=project, limit=limit)
+    if state.json:
+        emit_json(results.to_dict())
+        return
+    for match in results:
+        line = f":{match.line_number}: {match.line}" if match.line_number else ""
+        click.echo(f"{match.id}{line}")
