@@ -67,6 +67,7 @@ from .layout import (
     new_id,
 )
 from .maintenance import GcResult
+from .merge import register_driver
 from .model import (
     EDITABLE_FIELDS,
     Memory,
@@ -1654,6 +1655,8 @@ def init_store(
     target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
+    register_driver(target)
     db = GitDB(target, clock=clock, durable=durable)
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:

@@ -379,3 +379,9 @@ def test_driver_runs_from_the_command_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert parsed(ours.read_bytes()).body == "ONE\ntwo\nTHREE\n"
+
+
+def test_init_registers_the_driver(tmp_path: Path) -> None:
+    for store in (gitmem.init(tmp_path / "s"), gitmem.init(tmp_path / "b.git", bare=True)):
+        assert M.driver_registered(store.db().gitdir)
+    assert "merge-driver %O %A %B %P" in run_git(tmp_path / "s", "config", "merge.gitmem.driver")
