@@ -280,6 +280,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",
         "a password embedded in a URL (scheme://user:password@host)",
         group=1,
+        min_entropy=1.0,
         hints=("://",),
     ),
     _pattern(
@@ -296,7 +297,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         # token); searching for the keyword first keeps the scan linear on hostile text.
         r"(?i)(?:(?<![A-Za-z])|(?-i:(?<=[a-z])(?=[A-Z])))((?:" + _SECRET_NAMES + r")s?"
         r"(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}+)"
-        r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;]{12,})",
+        r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;(){}\[\]<>]{12,})(?![^\s\"'`,;])",
         "a high-entropy value assigned to a name such as password, token or api_key",
         group=2,
         name_group=1,
@@ -308,7 +309,9 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
 """The built-in credential patterns, most specific first."""
 
 _PLACEHOLDER = re.compile(
-    r"^(?:\$|<|\{|%|\(|\[)|(?:xxxx|\*\*\*\*|\.\.\.|example|placeholder|changeme|redacted|your[_-])",
+    r"^(?:\$|<|\{|%|\(|\[)|(?:xxxx|\*\*\*\*|\.\.\.|example|placeholder|changeme|redacted|your[_-])"
+    r"|^(?:pass(?:word)?|passwd|pwd|secret|token|user(?:name)?)$"
+    r"|^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$",
     re.IGNORECASE,
 )
 """Values that stand for a secret rather than being one: ${VAR}, <token>, xxxx, your_key..."""
@@ -564,15 +567,19 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
 # -- the pre-commit hook -------------------------------------------------------------------
 
 
-def _staged_policy() -> SecretPolicy:
-    """The policy of the ``gitmem.yaml`` staged in the repository git runs the hook in.
+def staged_policy(cwd: str | None = None) -> SecretPolicy:
+    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here).
 
-    Git runs hooks at the top of the work tree, so the staged config (``:gitmem.yaml``)
-    is the one this commit will have; without one, the built-in patterns.
+    Git runs hooks at the top of the work tree, so there the staged config
+    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
     """
     try:
         result = subprocess.run(
-            ["git", "show", f":{CONFIG_FILE}"], capture_output=True, check=False, timeout=30
+            ["git", "show", f":{CONFIG_FILE}"],
+            cwd=cwd,
+            capture_output=True,
+            check=False,
+            timeout=30,
         )
     except (OSError, subprocess.SubprocessError):
         return DEFAULT_POLICY
@@ -589,7 +596,7 @@ def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str
 
     def validate(data: bytes, path: str) -> Any:
         if not policies:
-            policies.append(_staged_policy())  # once per hook run, not once per file
+            policies.append(staged_policy())  # once per hook run, not once per file
         findings = scan_bytes(data, policies[0])
         if findings:
             raise SecretsFoundError("the file", findings)

@@ -33,7 +33,7 @@ from gitmem.secrets import (
 
 AWS_KEY_ID = "AKIA" + "Z7Q2LMNO3PXY4RST"
 AWS_TEMP_KEY_ID = "ASIA" + "QX4MZ7RT2LPN6VWB"
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzK8Q2LmN0p"
+AWS_SECRET = "wJalrXUtnF" + "EMI/K7MDENG/" + "bPxRfiCYzK8Q2LmN0p"
 GITHUB_PAT = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 GITHUB_OAUTH = "gho_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8"
 GITHUB_APP = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a"
@@ -113,7 +113,7 @@ def test_private_key_blocks_are_found_at_their_begin_line() -> None:
     findings = scan_text(text)
     assert [(f.kind, f.line) for f in findings] == [("private-key", 2), ("private-key", 7)]
     assert "MIIEow" not in findings[0].excerpt
-    assert findings[0].excerpt.startswith("-----BEGIN RSA PRIVATE KEY-----")
+    assert findings[0].excerpt.startswith("-----BEGIN " + "RSA PRIVATE KEY-----")
 
 
 def test_a_gcp_service_account_file_is_one_finding_not_two() -> None:

@@ -1,0 +1,111 @@
+"""``gitmem doctor [--fix]`` and ``gitmem secrets [PATH...]``: health checks, credential scans."""
+
+from __future__ import annotations
+
+import click
+
+from gitmem import doctor as _doctor
+
+from .common import State, emit_json, json_option, pass_state
+
+_MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
+
+
+@click.command()
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (they never change a memory).")
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    type=click.Choice(_doctor.CHECKS),
+    help="Run only this check; repeat for more (default: all).",
+)
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@json_option
+@pass_state
+@click.pass_context
+def doctor(
+    ctx: click.Context, state: State, fix: bool, checks: tuple[str, ...], scope: str | None
+) -> None:
+    """Check the store's health; say how to fix each problem.
+
+    Checks: git fsck, stale git locks, files a dead writer left, the work tree
+    against the branch, the index against git, merge driver and hooks
+    registration, unreadable memory files, dangling supersedes/related links,
+    version-chain cycles and forks, stored credentials, permissions. Each
+    finding comes with the command that fixes it; --fix applies the safe ones
+    (removing stale locks and leftovers, rebuilding the index, registering the
+    merge driver, syncing the work tree, permissions) and never changes a memory.
+
+    Exit status: 0 when no error or warning remains, 1 otherwise.
+
+    \b
+    Examples:
+      gitmem doctor
+      gitmem doctor --fix
+      gitmem doctor --check index --check locks --json
+    """
+    report = _doctor.diagnose(state.store(), fix=fix, checks=checks or None, scope=scope)
+    if state.json:
+        emit_json(report.to_dict())
+    else:
+        for finding in report.findings:
+            done = " (fixed)" if finding.fixed else ""
+            click.echo(f"{_MARK[finding.severity]} {finding.check}: {finding.message}{done}")
+            if finding.fix and not finding.fixed:
+                safe = "  [doctor --fix does this]" if finding.safe else ""
+                click.echo(f"       fix: {finding.fix}{safe}")
+            if finding.fix_error:
+                click.echo(f"       the fix failed: {finding.fix_error}")
+        fixed = sum(1 for f in report.findings if f.fixed)
+        remaining = len(report.remaining)
+        summary = "healthy" if report.healthy else f"{remaining} problem(s) remain"
+        if fixed:
+            summary += f"; {fixed} fixed"
+        click.echo(f"{', '.join(report.stores)}: {summary}")
+    if not report.healthy:
+        ctx.exit(1)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--staged", is_flag=True, help="Scan the files staged in the git repository here (its index)."
+)
+@json_option
+@pass_state
+@click.pass_context
+def secrets(ctx: click.Context, state: State, paths: tuple[str, ...], staged: bool) -> None:
+    """Look for credentials: in files, in staged files, or in the store's memories.
+
+    With PATHs: those files (directories: every file below, .git skipped,
+    links not followed). With --staged: the files staged for the next commit
+    of the repository in the current directory. Otherwise: every memory in the
+    store, under the store's policy (secrets: in gitmem.yaml). Each finding is
+    'path:line: kind: excerpt' with the secret masked.
+
+    Exit status: 0 when nothing is found, 1 when something is.
+
+    \b
+    Examples:
+      gitmem secrets
+      gitmem secrets notes/ ~/.config/tool/config.yaml
+      gitmem secrets --staged --json
+    """
+    if staged and paths:
+        raise click.UsageError("give PATHs or --staged, not both")
+    if staged:
+        found = _doctor.scan_staged(".")
+    elif paths:
+        found = _doctor.scan_paths(paths)
+    else:
+        found = _doctor.scan_store(state.store())
+    if state.json:
+        emit_json([f.to_dict() for f in found])
+    else:
+        for item in found:
+            click.echo(item.line())
+        if not found:
+            click.echo("No credentials found.")
+    if found:
+        ctx.exit(1)

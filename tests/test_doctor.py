@@ -1,0 +1,380 @@
+"""gitmem doctor and gitmem secrets: each check against a store damaged the way it happens."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clitools import Gitmem, make_runner
+from storetools import memory_text, plant, run_git, tip
+
+import gitmem
+from gitmem import Store
+from gitmem import doctor as D
+from gitmem import hooks as gh
+from gitmem import merge as gm
+from gitmem.layout import memory_path
+
+FAKE_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+ID_A = "mem_0a000000-0000-4000-8000-0000000000a1"
+ID_B = "mem_0b000000-0000-4000-8000-0000000000b2"
+ID_C = "mem_0c000000-0000-4000-8000-0000000000c3"
+MISSING = "mem_0d000000-0000-4000-8000-0000000000d4"
+
+
+def findings(store: Store, check: str, *, fix: bool = False) -> list[D.Finding]:
+    return D.diagnose(store, checks=[check], fix=fix).findings
+
+
+def make_old(path: Path, seconds: float = 120) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_a_new_store_is_healthy_once_the_safe_fixes_are_applied(any_store: Store) -> None:
+    any_store.create("one", title="a")
+    report = D.diagnose(any_store, fix=True)
+    assert report.healthy, [f.message for f in report.remaining]
+    again = D.diagnose(any_store)
+    assert again.healthy
+    assert [f.check for f in again.findings] == ["hooks"]  # only the optional hooks, as info
+    assert again.findings[0].severity == D.INFO
+
+
+def test_unknown_check_is_an_error(store: Store) -> None:
+    with pytest.raises(gitmem.StoreError, match="unknown check"):
+        D.diagnose(store, checks=["nope"])
+
+
+# -- fsck ------------------------------------------------------------------------------------
+
+
+def test_fsck_reports_a_damaged_object(any_store: Store) -> None:
+    memory = any_store.create("a body that will be damaged on disk")
+    assert findings(any_store, "fsck") == []
+    blob = run_git(any_store.db().gitdir, "rev-parse", f"main:{memory.path}").strip()
+    obj = any_store.db().gitdir / "objects" / blob[:2] / blob[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"not a zlib stream")
+    (found,) = findings(any_store, "fsck")
+    assert found.severity == D.ERROR
+    assert "fsck" in found.message and found.fix is not None and "fetch" in found.fix
+    assert not found.safe
+
+
+# -- locks and leftovers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["refs/heads/main.lock", "index.lock", "HEAD.lock"])
+def test_a_stale_git_lock_is_removed_by_fix(store: Store, name: str) -> None:
+    lock = store.db().gitdir / name
+    lock.write_text("")
+    make_old(lock)
+    (found,) = findings(store, "locks")
+    assert found.severity == D.WARNING and found.safe and found.fix == f"rm {lock}"
+    (fixed,) = findings(store, "locks", fix=True)
+    assert fixed.fixed and not lock.exists()
+    store.create("writes work again")
+
+
+def test_a_live_lock_is_never_stolen(store: Store) -> None:
+    lock = store.db().gitdir / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    (found,) = findings(store, "locks", fix=True)
+    assert found.severity == D.INFO and not found.fixed
+    assert lock.exists()
+
+
+def test_a_lock_retaken_between_check_and_fix_is_left_alone(store: Store) -> None:
+    lock = store.db().gitdir / "index.lock"
+    lock.write_text("")
+    make_old(lock)
+    (found,) = findings(store, "locks")
+    lock.touch()  # someone's git took it again
+    assert found.apply is not None
+    with pytest.raises(gitmem.StoreError):
+        found.apply()
+    assert lock.exists()
+
+
+def test_a_dead_writers_temporary_file_is_a_leftover(store: Store) -> None:
+    memory = store.create("whole")
+    path = store.path / (memory.path or "")
+    dead = path.with_name(f".{path.name}.999999999.tmp")  # no such pid
+    dead.write_text("half of a memo")
+    make_old(dead)
+    (found,) = findings(store, "leftovers")
+    assert found.safe and str(dead) in found.message
+    findings(store, "leftovers", fix=True)
+    assert not dead.exists() and path.read_text().endswith("whole")
+
+
+def test_a_temporary_file_of_a_live_writer_is_not_touched(store: Store) -> None:
+    memory = store.create("whole")
+    path = store.path / (memory.path or "")
+    live = path.with_name(f".{path.name}.{os.getppid()}.tmp")
+    live.write_text("being written")
+    make_old(live)
+    assert findings(store, "leftovers", fix=True) == []
+    assert live.exists()
+
+
+# -- work tree ---------------------------------------------------------------------------------
+
+
+def test_a_work_tree_left_behind_by_a_dead_writer_is_synced_by_fix(store: Store) -> None:
+    memory = store.create("first")
+    before = tip(store)
+    store.update(memory.id, body="second")
+    # What a writer killed between moving the branch and writing the files leaves behind.
+    marker = store.db().state_dir / "worktree-synced"
+    marker.write_text(f"{before}\n")
+    file = store.path / (memory.path or "")
+    file.write_bytes(store.db().snapshot(before).read(memory.path or "") or b"")
+    (found,) = findings(store, "worktree")
+    assert found.severity == D.WARNING and found.safe and "behind" in found.message
+    findings(store, "worktree", fix=True)
+    assert file.read_text().endswith("second")
+    assert marker.read_text().strip() == tip(store)
+    assert run_git(store.path, "status", "--porcelain") == ""
+    assert findings(store, "worktree") == []
+
+
+def test_uncommitted_edits_are_reported_not_touched(store: Store) -> None:
+    memory = store.create("committed")
+    file = store.path / (memory.path or "")
+    file.write_text(file.read_text() + "\nan edit\n")
+    (found,) = findings(store, "worktree", fix=True)
+    assert found.severity == D.WARNING and not found.safe and "uncommitted" in found.message
+    assert found.fix is not None and "git -C" in found.fix
+    assert file.read_text().endswith("an edit\n")
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+def _tamper_index(store: Store, sql: str) -> None:
+    store.index().close()
+    path = store.db().state_dir / "index.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE memories SET title = 'wrong'",
+        "DELETE FROM memories",
+    ],
+    ids=["stale-row", "missing-rows"],
+)
+def test_an_index_that_disagrees_with_git_is_rebuilt_by_fix(any_store: Store, sql: str) -> None:
+    any_store.create("one", title="right")
+    any_store.create("two", title="right")
+    assert findings(any_store, "index") == []
+    _tamper_index(any_store, sql)
+    (found,) = findings(any_store, "index")
+    assert found.safe and "disagrees" in found.message and "reindex" in (found.fix or "")
+    (fixed,) = findings(any_store, "index", fix=True)
+    assert fixed.fixed
+    assert findings(any_store, "index") == []
+    assert [m.title for m in any_store.list()] == ["right", "right"]
+
+
+def test_an_index_row_for_a_memory_git_does_not_have(store: Store) -> None:
+    store.create("one")
+    store.list()  # the index is made
+    store.index().close()
+    # A row git has no file for: copy one row under another id.
+    conn = sqlite3.connect(store.db().state_dir / "index.sqlite")
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(memories)")]
+    ghost = {"rowid": "NULL", "id": "?", "path": "'memories/zz/ghost.md'"}
+    select = ", ".join(ghost.get(c, c) for c in columns)
+    conn.execute(f"INSERT INTO memories SELECT {select} FROM memories LIMIT 1", (MISSING,))
+    conn.commit()
+    conn.close()
+    (found,) = findings(store, "index")
+    assert "1 not in git" in found.message and MISSING in found.message
+
+
+# -- registration -----------------------------------------------------------------------------
+
+
+def test_merge_driver_registration(store: Store, bare_store: Store) -> None:
+    (found,) = findings(store, "merge-driver")
+    assert found.safe and "merge.gitmem.driver" in (found.fix or "")
+    findings(store, "merge-driver", fix=True)
+    assert gm.driver_registered(store.path)
+    assert findings(store, "merge-driver") == []
+    assert findings(bare_store, "merge-driver") == []  # nothing merges in a bare store
+
+
+def test_hooks_missing_one_or_pointing_at_a_gone_python_are_reinstalled(store: Store) -> None:
+    (info,) = findings(store, "hooks")
+    assert info.severity == D.INFO and not info.safe and "hooks install" in (info.fix or "")
+    gh.install(store.path, "memory", python="/nonexistent/python3")
+    (gone,) = findings(store, "hooks")
+    assert gone.severity == D.WARNING and "no longer exists" in gone.message
+    findings(store, "hooks", fix=True)
+    assert findings(store, "hooks") == []
+    (gh.hooks_dir(store.path) / "post-merge").unlink()
+    (partial,) = findings(store, "hooks")
+    assert "missing: post-merge" in partial.message
+    findings(store, "hooks", fix=True)
+    assert all(h.installed for h in gh.status(store.path).hooks if h.name in gh.MEMORY_HOOKS)
+
+
+# -- memories ---------------------------------------------------------------------------------
+
+
+def test_schema_violations_are_errors_with_the_command_to_fix(any_store: Store) -> None:
+    plant(any_store, memory_path(ID_A), "no front-matter at all\n")
+    (found,) = findings(any_store, "schema", fix=True)
+    assert found.severity == D.ERROR and not found.fixed
+    assert found.path == memory_path(ID_A) and "front-matter" in found.message
+    assert "rm --" in (found.fix or "")
+    if any_store.db().bare:
+        assert (found.fix or "").startswith("in a clone")
+
+
+def test_dangling_supersedes_and_related(store: Store) -> None:
+    gone = store.create("soon deleted")
+    store.delete(gone.id)
+    plant(store, memory_path(ID_A), memory_text(ID_A, supersedes=MISSING))
+    plant(store, memory_path(ID_B), memory_text(ID_B, supersedes=gone.id))
+    plant(
+        store,
+        memory_path(ID_C),
+        memory_text(ID_C, extra=f"related:\n- id: {MISSING}\n  relationship: refines\n"),
+    )
+    found = {f.message: f for f in findings(store, "links")}
+    assert set(found) == {
+        f"{ID_A} supersedes {MISSING}, which is not in the store",
+        f"{ID_B} supersedes {gone.id}, which is deleted",
+        f"{ID_C} is related (refines) to {MISSING}, which is not in the store",
+    }
+    assert f"restore {gone.id}" in (
+        found[f"{ID_B} supersedes {gone.id}, which is deleted"].fix or ""
+    )
+
+
+def test_version_chain_cycles_and_forks(store: Store) -> None:
+    plant(store, memory_path(ID_A), memory_text(ID_A, supersedes=ID_B))
+    plant(store, memory_path(ID_B), memory_text(ID_B, supersedes=ID_A))
+    root = store.create("the original")
+    first = store.supersede(root.id, "one successor")
+    plant(store, memory_path(ID_C), memory_text(ID_C, supersedes=root.id, version=2))
+    found = findings(store, "chains")
+    cycles = [f for f in found if "cycle" in f.message]
+    forks = [f for f in found if "fork" in f.message]
+    assert len(cycles) == 1, [f.message for f in found]  # one cycle, reported once
+    assert cycles[0].severity == D.ERROR
+    assert cycles[0].message.startswith(f"version chain cycle: {ID_A} -> {ID_B} -> {ID_A}")
+    assert len(forks) == 1
+    assert root.id in forks[0].message
+    assert first.id in forks[0].message and ID_C in forks[0].message
+
+
+def test_stored_credentials_are_reported_masked(store: Store) -> None:
+    with store.secrets_allowed():
+        memory = store.create(f"ci\ntoken {FAKE_TOKEN}\n")
+    (found,) = findings(store, "secrets")
+    assert memory.id in found.message and "github-token (line" in found.message
+    assert FAKE_TOKEN not in found.message
+    assert "rotate" in (found.fix or "")
+
+
+# -- permissions ------------------------------------------------------------------------------
+
+
+def test_a_user_store_open_to_others_and_world_writable_files(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "user", scope="user")
+    store.create("private")
+    assert findings(store, "permissions") == []
+    (tmp_path / "user").chmod(0o755)
+    config = store.path / "gitmem.yaml"
+    config.chmod(0o666)
+    found = findings(store, "permissions")
+    assert {f.check for f in found} == {"permissions"} and len(found) == 2
+    findings(store, "permissions", fix=True)
+    assert stat.S_IMODE((tmp_path / "user").stat().st_mode) == 0o700
+    assert not config.stat().st_mode & stat.S_IWOTH
+    assert findings(store, "permissions") == []
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_cli_doctor_text_json_and_exit_codes(store: Store) -> None:
+    cli = Gitmem(store.path, make_runner())
+    plant(store, memory_path(ID_A), "broken\n")
+    result = cli("doctor", code=1)
+    assert "ERROR schema:" in result.stdout and "fix:" in result.stdout
+    assert "problem(s) remain" in result.stdout.splitlines()[-1]
+    raw = cli("doctor", "--check", "merge-driver", "--json", code=1).stdout
+    report = json.loads(raw)
+    assert report["healthy"] is False and report["findings"][0]["check"] == "merge-driver"
+    fixed = cli("doctor", "--check", "merge-driver", "--fix")
+    assert "(fixed)" in fixed.stdout and "healthy; 1 fixed" in fixed.stdout
+    cli("doctor", "--check", "merge-driver")
+    assert "Invalid value" in cli("doctor", "--check", "nope", code=2).stderr
+
+
+def test_cli_secrets_over_the_store_files_and_staged(store: Store, tmp_path: Path) -> None:
+    cli = Gitmem(store.path, make_runner())
+    assert cli("secrets").stdout.strip() == "No credentials found."
+    with store.secrets_allowed():
+        memory = store.create(f"x\n{FAKE_TOKEN}\n")
+    out = cli("secrets", code=1).stdout
+    assert out.startswith(f"{memory.path}:") and "github-token" in out and FAKE_TOKEN not in out
+    notes = tmp_path / "notes"
+    (notes / "deep").mkdir(parents=True)
+    (notes / "deep" / "a.txt").write_text(f"line\nAWS {'AKIA' + 'Z7Q2LMNO3PXY4RST'}\n")
+    (notes / "clean.md").write_text("nothing here\n")
+    (notes / "link").symlink_to("/etc/passwd")
+    (notes / "blob.bin").write_bytes(b"\0\1" + FAKE_TOKEN.encode())
+    items = json.loads(cli("secrets", str(notes), "--json", code=1).stdout)
+    assert [(Path(i["path"]).name, i["line"], i["kind"]) for i in items] == [
+        ("a.txt", 2, "aws-access-key-id")
+    ]
+    missing = cli("secrets", str(tmp_path / "nope"), code=7)
+    assert "no such file" in missing.stderr
+
+
+def test_cli_secrets_staged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    run_git(repo, "init", "-q")
+    (repo / "config.env").write_text(f"GH={FAKE_TOKEN}\n")
+    (repo / "unstaged.env").write_text(f"GH={FAKE_TOKEN}\n")
+    run_git(repo, "add", "config.env")
+    monkeypatch.chdir(repo)
+    cli = Gitmem(None, make_runner())
+    out = cli("secrets", "--staged", code=1).stdout
+    assert out.startswith("config.env:1: github-token:") and "unstaged" not in out
+    run_git(repo, "rm", "-q", "--cached", "config.env")
+    assert "No credentials" in cli("secrets", "--staged").stdout
+    assert "not both" in cli("secrets", "--staged", "x", code=2).stderr
+    monkeypatch.chdir(tmp_path)
+    assert "not a git repository" in cli("secrets", "--staged", code=7).stderr
+
+
+def test_doctor_through_the_real_console_script(store: Store) -> None:
+    plant(store, memory_path(ID_A), "broken\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--store", str(store.path), "doctor", "--fix"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "(fixed)" in result.stdout  # the merge driver
+    assert gm.driver_registered(store.path)
