@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -413,6 +413,8 @@ class Graph:
         self.store = store
         self.agent = agent
         self._batch: Transaction | None = None
+        self.progress: Callable[[int], None] | None = None
+        """Called with the number of files written so far while a call writes (imports)."""
         self._cache: dict[str, _File | None] = {}
         """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
 
@@ -541,9 +543,13 @@ class Graph:
         store, agent = self.store, self.agent
         for f in state.deleted:
             store.delete(f.id, agent=agent)
+        written = 0
         for f in state.files:
             if not f.dirty:
                 continue
+            written += 1
+            if self.progress is not None:
+                self.progress(written)
             relations = [{"type": kind, "to": target} for kind, target in f.relations]
             body = format_observations(f.observations)
             if f.version is None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import click
 
+from gitmem import transfer
 from gitmem.graph import Entity, Graph, KnowledgeGraph
+from gitmem.transfer import Fidelity
 
 from .common import State, emit_json, json_option, pass_state
 
@@ -195,3 +202,121 @@ def mcp(state: State, agent: str | None) -> None:
     from gitmem import mcp_server
 
     mcp_server.run(state.store(), agent=agent)
+
+
+def _report(state: State, report: Fidelity) -> None:
+    if state.json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(report.summary())
+    if not report.ok:
+        raise click.exceptions.Exit(1)
+
+
+@contextlib.contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while entries are written (nothing when stderr is no terminal)."""
+    bar: Any = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+@click.group("import")
+def import_() -> None:
+    """Bring memory in from other tools: one commit, then a fidelity report.
+
+    The report counts what was read and written, says what was skipped and
+    why, and checks every entry against what the store now holds (exit 1 if
+    any differs).
+
+    \b
+    Examples:
+      gitmem import mcp-jsonl ~/.npm/.../memory.jsonl
+      gitmem import mcp-jsonl memory.jsonl --skip-bad --json
+      gitmem import files ./exported
+    """
+
+
+@import_.command("mcp-jsonl")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--skip-bad", is_flag=True, help="Leave out lines that cannot be read; list them.")
+@_agent
+@json_option
+@pass_state
+def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None) -> None:
+    """The reference MCP memory server's memory.jsonl, into the knowledge graph.
+
+    A line that is not a valid entity or relation stops the import (nothing is
+    written) unless --skip-bad.
+    """
+    with _progress("importing") as progress:
+        report = transfer.import_mcp_jsonl(
+            state.store(), file, skip_bad=skip_bad, agent=agent, progress=progress
+        )
+    _report(state, report)
+
+
+@import_.command("files")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
+@json_option
+@pass_state
+def import_files(state: State, directory: Path, skip_bad: bool) -> None:
+    """Memory files (mem_<uuid>.md and path-id documents) copied byte for byte.
+
+    Folders named repo/ and user/ go to that scope of the store. Ids, versions,
+    times and supersedes are kept; an id already stored with other content
+    stops the import unless --skip-bad.
+    """
+    with _progress("importing") as progress:
+        report = transfer.import_files(
+            state.store(), directory, skip_bad=skip_bad, progress=progress
+        )
+    _report(state, report)
+
+
+@click.group()
+def export() -> None:
+    """Take memory out again, so nobody is locked in (then a fidelity report).
+
+    \b
+    Examples:
+      gitmem export mcp-jsonl memory.jsonl
+      gitmem export mcp-jsonl - | jq .
+      gitmem export files ./backup
+    """
+
+
+@export.command("mcp-jsonl")
+@click.argument("dest", metavar="FILE|-")
+@json_option
+@pass_state
+def export_mcp_jsonl(state: State, dest: str) -> None:
+    """The knowledge graph as the reference MCP memory server's memory.jsonl ('-': stdout)."""
+    text, report = transfer.export_mcp_jsonl(state.store(), dest)
+    if dest == "-":
+        click.echo(text)
+        if not report.ok:
+            raise click.exceptions.Exit(1)
+        return
+    _report(state, report)
+
+
+@export.command("files")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@pass_state
+def export_files(state: State, dest: Path) -> None:
+    """Every memory file, byte for byte, under DEST/<scope>/ (re-importable with import files)."""
+    _report(state, transfer.export_files(state.store(), dest))

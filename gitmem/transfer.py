@@ -1,0 +1,508 @@
+"""Import and export: bring memory in from other tools, take it out again, check every entry.
+
+Formats:
+
+- ``mcp-jsonl``: the reference MCP knowledge-graph server's ``memory.jsonl``
+  (one JSON object a line: ``{"type":"entity","name",...,"entityType",...,
+  "observations":[...]}`` or ``{"type":"relation","from",...,"to",...,
+  "relationType",...}``), read into and written from the knowledge graph
+  (:mod:`gitmem.graph`);
+- ``files``: memory files as they are (``mem_<uuid>.md`` with front-matter, and
+  path-id documents), in folders per scope (``repo/``, ``user/``), copied byte
+  for byte so ids, versions, times and ``supersedes`` are kept.
+
+Every import is one commit (all or nothing) and ends with a :class:`Fidelity`
+report: what was read, what was written, what was skipped and why, and a
+content check of every entry against what the store now holds. An export
+ends with the same check against the files it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import codec, schema, secrets
+from .errors import AlreadyExistsError, GitmemError, InvalidInputError, InvalidMemoryError
+from .gitdb import CommitSpec, Snapshot
+from .graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
+from .layout import MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_path_id, memory_path
+from .model import Scope
+from .store import Store
+
+__all__ = [
+    "Fidelity",
+    "JsonlEntry",
+    "export_files",
+    "export_mcp_jsonl",
+    "format_mcp_jsonl",
+    "import_files",
+    "import_mcp_jsonl",
+    "parse_mcp_jsonl",
+]
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called as entries are written."""
+
+
+@dataclass
+class Fidelity:
+    """What an import or export did, and whether every entry arrived intact."""
+
+    operation: str
+    source: str
+    read: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    checked: int = 0
+    commit: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "source": self.source,
+            "read": self.read,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "checked": self.checked,
+            "mismatches": self.mismatches,
+            "ok": self.ok,
+            "commit": self.commit,
+        }
+
+    def summary(self) -> str:
+        def counts(d: Mapping[str, int]) -> str:
+            return ", ".join(f"{n} {k}" for k, n in d.items()) or "nothing"
+
+        lines = [
+            f"{self.operation} {self.source}",
+            f"  read:      {counts(self.read)}",
+            f"  written:   {counts(self.written)}",
+        ]
+        if any(self.unchanged.values()):
+            lines.append(f"  unchanged: {counts(self.unchanged)} (already there, identical)")
+        lines.extend(f"  skipped:   {reason}" for reason in self.skipped)
+        verdict = "every entry matches" if self.ok else f"{len(self.mismatches)} MISMATCHES"
+        lines.append(f"  checked:   {self.checked} entries, {verdict}")
+        lines.extend(f"  mismatch:  {m}" for m in self.mismatches)
+        if self.commit:
+            lines.append(f"  commit:    {self.commit[:10]}")
+        return "\n".join(lines)
+
+
+class BadInputError(InvalidInputError):
+    """Input lines or files that cannot be imported; nothing was written."""
+
+
+# -- mcp-jsonl -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonlEntry:
+    line: int
+    item: Entity | Relation
+
+
+def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
+    """The entities and relations of a reference-server file, and its bad lines.
+
+    Lines are split on ``\\n`` (a final line without one counts, as the reference
+    writes it); blank lines are skipped as the reference does. A bad line is
+    reported as ``line N: why``.
+    """
+    entries: list[JsonlEntry] = []
+    bad: list[str] = []
+    for number, raw in enumerate(text.split("\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            bad.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            continue
+        except ValueError as exc:  # e.g. a number too long to convert
+            bad.append(f"line {number}: not JSON ({exc})")
+            continue
+        if not isinstance(value, dict):
+            bad.append(f"line {number}: not a JSON object")
+            continue
+        kind = value.get("type")
+        try:
+            if kind == "entity":
+                entries.append(JsonlEntry(number, to_entity(value, "entity")))
+            elif kind == "relation":
+                entries.append(JsonlEntry(number, to_relation(value, "relation")))
+            else:
+                bad.append(f"line {number}: type is {kind!r}, not 'entity' or 'relation'")
+        except InvalidInputError as exc:
+            bad.append(f"line {number}: {exc.message}")
+    return entries, bad
+
+
+def _jsonl_line(item: Entity | Relation) -> str:
+    # JSON.stringify's output: no spaces, non-ASCII as is, the reference's key order.
+    data: dict[str, Any] = {"type": "entity" if isinstance(item, Entity) else "relation"}
+    data.update(item.to_dict())
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def format_mcp_jsonl(graph: KnowledgeGraph) -> str:
+    """The graph as the reference server saves it: entities, then relations, one per line,
+    joined by newlines with none at the end."""
+    items: list[Entity | Relation] = [*graph.entities, *graph.relations]
+    return "\n".join(_jsonl_line(item) for item in items)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror}") from None
+    return codec.decode(data, what=str(path))
+
+
+def import_mcp_jsonl(
+    store: Store,
+    path: str | Path,
+    *,
+    skip_bad: bool = False,
+    agent: str | None = None,
+    progress: Progress | None = None,
+) -> Fidelity:
+    """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit.
+
+    A bad line stops the import with an error naming it (nothing is written)
+    unless ``skip_bad``, which leaves bad lines out and lists them. Entities
+    already in the store keep their type; observations they lack are added.
+    """
+    path = Path(path)
+    entries, bad = parse_mcp_jsonl(_read_text(path, "file"))
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{path}: {bad[0]}{more}; nothing was imported",
+            hint="fix the line, or pass --skip-bad to import the rest",
+        )
+    report = Fidelity("import mcp-jsonl", str(path))
+    report.skipped.extend(bad)
+    entities: dict[str, Entity] = {}
+    relations: dict[tuple[str, str, str], Relation] = {}
+    for entry in entries:
+        item = entry.item
+        if isinstance(item, Entity):
+            if item.name in entities:
+                first = entities[item.name]
+                merged = tuple(dict.fromkeys([*first.observations, *item.observations]))
+                entities[item.name] = Entity(item.name, first.entity_type, merged)
+                report.skipped.append(
+                    f"line {entry.line}: entity {item.name!r} appears again; "
+                    "its observations were merged into the first"
+                )
+            else:
+                entities[item.name] = item
+        elif item.key in relations:
+            report.skipped.append(f"line {entry.line}: the same relation again")
+        else:
+            relations[item.key] = item
+    report.read = {
+        "entities": sum(isinstance(e.item, Entity) for e in entries),
+        "relations": sum(isinstance(e.item, Relation) for e in entries),
+    }
+    total = len(entities) + len(relations)
+    graph = Graph(store, agent=agent)
+    before = graph.read_graph()
+    existing = {e.name: e for e in before.entities}
+    existing_relations = {r.key for r in before.relations}
+    new_entities = [e for e in entities.values() if e.name not in existing]
+    additions = [
+        {"entityName": e.name, "contents": list(e.observations)}
+        for e in entities.values()
+        if e.name in existing
+    ]
+    for name in entities:
+        if name in existing and existing[name].entity_type != entities[name].entity_type:
+            report.skipped.append(
+                f"entity {name!r}: already in the store as type "
+                f"{existing[name].entity_type!r}; kept that type"
+            )
+    with graph.batch(f"import mcp-jsonl: {path.name}"):
+        graph.progress = (lambda n: progress(n, total)) if progress else None
+        try:
+            created = graph.create_entities(new_entities)
+            added = graph.add_observations(additions) if additions else []
+            made = graph.create_relations(list(relations.values()))
+        finally:
+            graph.progress = None
+    report.written = {
+        "entities": len(created),
+        "observations added to existing entities": sum(len(a["addedObservations"]) for a in added),
+        "relations": len(made),
+    }
+    report.unchanged = {
+        "entities": len(additions),
+        "relations": sum(1 for k in relations if k in existing_relations),
+    }
+    report.commit = _tip(store)
+    after = graph.read_graph()
+    stored = {e.name: e for e in after.entities}
+    stored_relations = {r.key for r in after.relations}
+    for entity in entities.values():
+        report.checked += 1
+        got = stored.get(entity.name)
+        if got is None:
+            report.mismatches.append(f"entity {entity.name!r} is not in the store")
+            continue
+        if entity.name not in existing:
+            if got != entity:
+                report.mismatches.append(f"entity {entity.name!r} differs: {got.to_dict()}")
+        elif not set(entity.observations) <= set(got.observations):
+            report.mismatches.append(f"entity {entity.name!r} lacks some observations")
+    for key in relations:
+        report.checked += 1
+        if key not in stored_relations:
+            report.mismatches.append(f"relation {key} is not in the store")
+    if progress:
+        progress(total, total)
+    return report
+
+
+def export_mcp_jsonl(store: Store, dest: str | Path) -> tuple[str, Fidelity]:
+    """Write the knowledge graph as a reference-server ``memory.jsonl`` at ``dest`` (``-``:
+    return the text only). Returns the text and the check of every line against the graph."""
+    graph = Graph(store).read_graph()
+    text = format_mcp_jsonl(graph)
+    report = Fidelity("export mcp-jsonl", str(dest))
+    report.read = {"entities": len(graph.entities), "relations": len(graph.relations)}
+    if str(dest) != "-":
+        target = Path(dest)
+        if target.is_dir():
+            raise InvalidInputError(f"{target} is a directory; give a file name (memory.jsonl)")
+        target.write_text(text, encoding="utf-8")
+        text_back = _read_text(target, "file")
+    else:
+        text_back = text
+    entries, bad = parse_mcp_jsonl(text_back)
+    report.mismatches.extend(bad)
+    items = [e.item for e in entries]
+    report.written = {
+        "entities": sum(isinstance(i, Entity) for i in items),
+        "relations": sum(isinstance(i, Relation) for i in items),
+    }
+    expected: list[Entity | Relation] = [*graph.entities, *graph.relations]
+    report.checked = len(expected)
+    if items != expected:
+        missing = [i for i in expected if i not in items]
+        report.mismatches.extend(f"not written exactly: {i.to_dict()}" for i in missing)
+        if not missing:
+            report.mismatches.append("the written lines are not in the graph's order")
+    return text, report
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SourceFile:
+    source: Path
+    scope: Scope | None
+    id: str
+    path: str
+    data: bytes
+
+
+def _scope_of(relative: Path, metadata: Mapping[str, Any]) -> Scope | None:
+    first = relative.parts[0] if len(relative.parts) > 1 else None
+    for candidate in (first, metadata.get("scope")):
+        if candidate in {"repo", "user"}:
+            return Scope(candidate)
+    return None
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(MEMORY_SUFFIX) and not name.startswith("."):
+                yield Path(folder) / name
+
+
+def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
+    """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why."""
+    text = codec.decode(data, what=shown)
+    if "\x00" in text:
+        raise InvalidMemoryError(f"{shown} contains a NUL byte")
+    doc = codec.parse(text)
+    if not doc.has_front_matter:
+        raise InvalidMemoryError(f"{shown} has no front-matter")
+    schema.validate(doc.metadata, what=shown)
+    memory_id = doc.metadata["id"]
+    path = memory_path(memory_id)
+    limit = store.config().max_body_bytes
+    if len(doc.body.encode("utf-8")) > limit:
+        raise InvalidMemoryError(f"{shown}: body over the store's limit of {limit} bytes")
+    if not getattr(store, "allow_secrets", False):
+        secrets.refuse(text, shown, secrets.policy_from_config(store.config().raw))
+    return memory_id, path, doc.metadata
+
+
+def import_files(
+    store: Store,
+    directory: str | Path,
+    *,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+) -> Fidelity:
+    """Import memory files from ``directory`` byte for byte, one commit per scope.
+
+    Files are found recursively (``*.md``, hidden names skipped). A file's scope
+    is its top folder when that is ``repo`` or ``user``, else its ``scope``
+    field, else the store's default. Its place is the one its id names
+    (``memories/<shard>/<id>.md`` or the path id), whatever its name in the
+    folder, so ``supersedes`` links keep pointing at the right files. An id
+    already in the store with the same bytes is left alone; with other bytes,
+    or a file that is not a valid memory, the import stops (nothing is
+    written) unless ``skip_bad``.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory")
+    report = Fidelity("import files", str(root))
+    bad: list[str] = []
+    files: list[_SourceFile] = []
+    seen: dict[tuple[Scope | None, str], Path] = {}
+    for source in _walk(root):
+        relative = source.relative_to(root)
+        try:
+            data = source.read_bytes()
+            memory_id, path, metadata = _check_file(store, data, str(relative))
+        except (GitmemError, OSError) as exc:
+            bad.append(f"{relative}: {exc}")
+            continue
+        scope = _scope_of(relative, metadata)
+        if scope is not None and scope not in store.scopes:
+            scope = None
+        key = (scope, memory_id)
+        if key in seen:
+            bad.append(f"{relative}: id {memory_id} is also in {seen[key].relative_to(root)}")
+            continue
+        seen[key] = source
+        files.append(_SourceFile(source, scope, memory_id, path, data))
+    report.read = {"files": len(files) + len(bad)}
+    by_scope: dict[Scope, list[_SourceFile]] = {}
+    for f in files:
+        by_scope.setdefault(f.scope or store.default_scope, []).append(f)
+    conflicting: set[Path] = set()
+    for scope, group in by_scope.items():
+        snap = store.db(scope).snapshot()
+        for f in group:
+            current = snap.read(f.path)
+            if current is not None and current != f.data:
+                conflicting.add(f.source)
+                bad.append(
+                    f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
+                    "with other content"
+                )
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{bad[0]}{more}; nothing was imported",
+            hint="fix or remove those files, or pass --skip-bad to import the rest",
+        )
+    report.skipped.extend(bad)
+    files = [f for f in files if f.source not in conflicting]
+    total = len(files)
+    done = 0
+    written = unchanged = 0
+    commits: list[str] = []
+    for scope, group in by_scope.items():
+        group = [f for f in group if f.source not in conflicting]
+        start = done
+
+        def plan(
+            snap: Snapshot, group: list[_SourceFile] = group, start: int = start
+        ) -> tuple[CommitSpec, int]:
+            nonlocal done
+            done = start
+            count = 0
+            ids: list[str] = []
+            for f in group:
+                if snap.read(f.path) == f.data:
+                    continue
+                if snap.exists(f.path):
+                    raise AlreadyExistsError(f"{f.id} was written by someone else meanwhile")
+                snap.put(f.path, f.data)
+                ids.append(f.id)
+                count += 1
+                done += 1
+                if progress:
+                    progress(done, total)
+            spec = CommitSpec(
+                subject=f"import: {count} memor{'y' if count == 1 else 'ies'} from {root.name}",
+                trailers=[("Gitmem-Op", "create"), *(("Gitmem-Id", i) for i in ids)],
+            )
+            return spec, count
+
+        count, oid = store.db(scope).write(plan)
+        written += count
+        unchanged += len(group) - count
+        if oid is not None:
+            commits.append(str(oid))
+    report.written = {"files": written}
+    report.unchanged = {"files": unchanged}
+    report.commit = commits[-1] if commits else None
+    for f in files:
+        report.checked += 1
+        got = store.db(f.scope or store.default_scope).snapshot().read(f.path)
+        if got != f.data:
+            report.mismatches.append(f"{f.id}: the stored file differs from {f.source}")
+        elif store.get(f.id, scope=f.scope or store.default_scope) is None:
+            report.mismatches.append(f"{f.id}: stored but not readable as a memory")
+    if progress:
+        progress(total, total)
+    return report
+
+
+def export_files(store: Store, dest: str | Path) -> Fidelity:
+    """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``,
+    byte for byte, and check each copy."""
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    report = Fidelity("export files", str(target))
+    count = 0
+    for scope in store.scopes:
+        snap = store.db(scope).snapshot()
+        for root in MEMORY_ROOTS:
+            for path in snap.iter_files(root):
+                if id_from_path(path) is None:
+                    continue
+                data = snap.read(path)
+                if data is None:
+                    continue
+                relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
+                out = target / str(scope) / relative
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(data)
+                count += 1
+                report.checked += 1
+                if out.read_bytes() != data:
+                    report.mismatches.append(f"{out}: differs from {path}")
+    report.read = {"files": count}
+    report.written = {"files": count}
+    return report
+
+
+def _tip(store: Store) -> str | None:
+    commit = store.db().tip()
+    return str(commit.id) if commit is not None else None
