@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 from pygit2.enums import FileMode
@@ -81,6 +81,9 @@ from .model import (
 )
 from .search import SearchResults
 from .versions import Chain, successor_map, walk_back, walk_forward
+
+if TYPE_CHECKING:
+    from .sync import SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +463,23 @@ class Store:
     def gc(self, *, scope: Scope | str | None = None) -> builtins.list[GcResult]:
         """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``)."""
         return [maintenance.gc(b.db) for b in self._ordered(scope)]
+
+    def sync(
+        self,
+        remote: str = "origin",
+        *,
+        branch: str | None = None,
+        scope: Scope | str | None = None,
+        max_attempts: int = 5,
+    ) -> SyncResult:
+        """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
+
+        See :func:`gitmem.sync.sync`: forks are reported, never conflict markers;
+        a network failure leaves the store as it was.
+        """
+        from .sync import sync
+
+        return sync(self, remote, branch=branch, scope=scope, max_attempts=max_attempts)
 
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)
