@@ -38,7 +38,7 @@ from .gitdb import (
 )
 from .hooks import _clean_env
 from .layout import id_from_path
-from .model import Memory
+from .model import Memory, Scope
 
 if TYPE_CHECKING:
     from .store import Store
@@ -464,7 +464,7 @@ def sync(
     remote: str = "origin",
     *,
     branch: str | None = None,
-    scope: str | None = None,
+    scope: Scope | str | None = None,
     max_attempts: int = 5,
 ) -> SyncResult:
     """Fetch ``remote``, merge its branch into the store's, push; retry when the push races."""

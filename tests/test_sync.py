@@ -91,7 +91,7 @@ def test_first_sync_pushes_to_an_empty_remote(tmp_path: Path, clock: FixedClock)
     store = gitmem.init(tmp_path / "local", clock=clock)
     memory = store.create("hello")
     S.add_remote(store, "origin", str(tmp_path / "empty.git"))
-    result = S.sync(store)
+    result = store.sync()  # the Store method is the library call behind gitmem sync
     assert result.pushed and result.fetched == 0 and result.merge == "none"
     run_git(tmp_path, "clone", "-q", str(tmp_path / "empty.git"), "other")
     assert gitmem.open(tmp_path / "other").read(memory.id).body == "hello"

@@ -85,7 +85,7 @@ def sync(state: State, remote_name: str, branch: str | None) -> None:
       gitmem sync backup --branch main
       gitmem sync --json
     """
-    result = syncing.sync(state.store(), remote_name, branch=branch)
+    result = state.store().sync(remote_name, branch=branch)
     if state.json:
         emit_json(result.to_dict())
         return
