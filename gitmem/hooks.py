@@ -226,6 +226,11 @@ def install(repo: Path, role: str, *, python: str | None = None) -> Report:
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | 0o644)
         tmp.replace(path)
         report.changed.append(name)
+    if role == "memory":
+        # A clone has no merge.gitmem.driver (git never copies config): set it with the hooks.
+        from .merge import register_driver
+
+        register_driver(repo, python)
     report.hooks = [_state(directory, name) for name in ALL_HOOKS]
     return report
 
@@ -485,14 +490,23 @@ def _rev(top: Path, name: str) -> str | None:
     return value.decode() if value else None
 
 
-def memory_after(top: Path, out: Out, old: str | None, new: str | None) -> int:
-    """Catch the store's index up, and report forks among memories changed from old to new."""
+def memory_after(
+    top: Path, out: Out, old: str | None, new: str | None, *, hook: str = "post-merge"
+) -> int:
+    """Catch the store's index up, report forks among memories changed from old to new,
+    and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
+    from .lifecycle.jobs import run_jobs
     from .store import open_store
 
     store = open_store(top)
     store.index().catch_up()
-    if not old or not new or set(old) == {"0"}:
-        return 0
+    if old and new and set(old) != {"0"}:
+        _report_forks(store, top, out, old, new)
+    run_jobs(store, hook, out)
+    return 0
+
+
+def _report_forks(store: Any, top: Path, out: Out, old: str, new: str) -> None:
     reported: set[str] = set()
     for path in _changed_between(top, old, new):
         memory_id = id_from_path(path)
@@ -510,14 +524,13 @@ def memory_after(top: Path, out: Out, old: str | None, new: str | None) -> int:
             reported.add(target)
             ids = ", ".join(m.id for m in successors)
             out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
-    return 0
 
 
 def check_available() -> bool:
     """Whether this gitmem has the ``check`` command (code-aware staleness)."""
-    from .cli import cli
+    from .cli import LAZY_COMMANDS
 
-    return "check" in cli.commands
+    return "check" in LAZY_COMMANDS
 
 
 def project_after(top: Path, out: Out) -> int:
@@ -594,7 +607,7 @@ def run(
     if name in {"post-merge", "post-checkout"}:
         try:
             old, new = _refs(top, name, args, env)
-            return memory_after(top, write, old, new)
+            return memory_after(top, write, old, new, hook=name)
         except Exception as exc:
             message = " ".join(str(exc).split()) or type(exc).__name__
             write(f"gitmem: warning: {name} hook: {message}")
