@@ -385,3 +385,13 @@ def test_init_registers_the_driver(tmp_path: Path) -> None:
     for store in (gitmem.init(tmp_path / "s"), gitmem.init(tmp_path / "b.git", bare=True)):
         assert M.driver_registered(store.db().gitdir)
     assert "merge-driver %O %A %B %P" in run_git(tmp_path / "s", "config", "merge.gitmem.driver")
+
+
+def test_hooks_install_registers_the_driver(tmp_path: Path) -> None:
+    from gitmem import hooks
+
+    gitmem.init(tmp_path / "origin.git", bare=True)
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "clone")
+    assert not M.driver_registered(tmp_path / "clone")
+    hooks.install(tmp_path / "clone", "memory")
+    assert M.driver_registered(tmp_path / "clone")
