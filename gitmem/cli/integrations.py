@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from gitmem import transfer
+from gitmem import pictures, transfer
 from gitmem.graph import Entity, Graph, KnowledgeGraph
 from gitmem.transfer import Fidelity
 
@@ -320,3 +320,37 @@ def export_mcp_jsonl(state: State, dest: str) -> None:
 def export_files(state: State, dest: Path) -> None:
     """Every memory file, byte for byte, under DEST/<scope>/ (re-importable with import files)."""
     _report(state, transfer.export_files(state.store(), dest))
+
+
+@click.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(pictures.FORMATS),
+    default="mermaid",
+    show_default=True,
+    help="mermaid renders in pull requests and markdown viewers; dot goes to Graphviz.",
+)
+@click.option("--id", "start", metavar="ID", help="Only around this memory id or entity name.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="With --id: how many links away to draw.",
+)
+@pass_state
+def graph(state: State, fmt: str, start: str | None, depth: int) -> None:
+    """Draw the knowledge graph and the version chains (forks in red).
+
+    Entities with their relations; memories with supersedes arrows from the
+    newer to the older version (a memory superseded twice is a fork, drawn in
+    red) and related links dotted.
+
+    \b
+    Examples:
+      gitmem graph > memory.mmd
+      gitmem graph --id Alice --depth 1
+      gitmem graph --format dot | dot -Tsvg > memory.svg
+    """
+    click.echo(pictures.draw(state.store(), fmt=fmt, start=start, depth=depth), nl=False)
