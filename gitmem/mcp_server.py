@@ -7,7 +7,8 @@ Two sets of tools:
   content, plus its ``memory://knowledge-graph`` resource, so a client set up
   for ``@modelcontextprotocol/server-memory`` works unchanged;
 - gitmem's own: ``remember``, ``recall``, ``get_memory``, ``update_memory``,
-  ``supersede_memory``, ``forget``, ``memory_history``, ``staleness_report``.
+  ``supersede_memory``, ``forget``, ``memory_history``, ``staleness_report``,
+  ``prune`` (the layered store's lifecycle rules; a dry run unless asked).
 
 Each tool is a :class:`ToolSpec` whose handler is a plain function over the
 library (no SDK types), so the logic is the library's and the SDK only carries
@@ -375,6 +376,18 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         data = report.to_dict()
         return ToolResult(_json(data), data)
 
+    def prune(args: dict[str, Any]) -> ToolResult:
+        from .forge import LayeredStore, PrunePolicy
+
+        policy = PrunePolicy(
+            scope=args.get("scope", "all"),
+            project=args.get("project"),
+            skill=args.get("skill"),
+            dry_run=args.get("dry_run", True),
+        )
+        data = LayeredStore(store, agent=agent).prune(policy).to_dict()
+        return ToolResult(_json(data), data)
+
     reason = _str("Why: written in the commit message")
     return [
         ToolSpec(
@@ -512,6 +525,30 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             read_only=True,
             destructive=False,
             idempotent=True,
+        ),
+        ToolSpec(
+            "prune",
+            "Prune",
+            "Run the lifecycle prune rules over the layered documents (resolved known issues "
+            "removed, old review history archived, ...). A dry run unless dry_run is false; a "
+            "real run is one commit, and everything removed stays restorable from history.",
+            _obj(
+                {
+                    "scope": {"type": "string", "enum": ["all", "project", "skill"]},
+                    "project": _str("With scope project (or skill): the project"),
+                    "skill": _str("With scope skill: the skill"),
+                    "dry_run": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "Only report what would be pruned (the default)",
+                    },
+                },
+                [],
+            ),
+            prune,
+            read_only=False,
+            destructive=True,
+            idempotent=False,
         ),
     ]
 

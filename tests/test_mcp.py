@@ -45,6 +45,7 @@ OWN_TOOLS = [
     "forget",
     "memory_history",
     "staleness_report",
+    "prune",
 ]
 
 
@@ -141,6 +142,7 @@ def test_tools_are_the_reference_servers_plus_gitmems_with_truthful_annotations(
             "forget": delete,
             "memory_history": read,
             "staleness_report": read,
+            "prune": (False, True, False),
         }
         resources = (await client.list_resources()).resources
         assert [(r.name, r.uri, r.mime_type) for r in resources] == [
@@ -301,11 +303,29 @@ def test_gitmem_memory_tools(store: Store) -> None:
         assert "path separator" in await fails(client, "get_memory", {"id": "../../etc/passwd"})
         assert "required" in await fails(client, "remember", {})
 
+        # prune: the layered store's rules, a dry run unless asked.
+        issues = (
+            "# Known issues\n\n### Crash on start\n**Status**: Resolved 2026-01-01\n\n"
+            "### Slow search\n**Status**: In Progress\n"
+        )
+        await ok(client, "remember", {"content": issues, "id": "projects/acme/known_issues"})
+        dry = await ok(client, "prune", {})
+        assert dry.structured_content is not None
+        assert dry.structured_content["dryRun"] is True and dry.structured_content["commit"] is None
+        assert [p["id"] for p in dry.structured_content["pruned"]] == ["projects/acme/known_issues"]
+        real = await ok(client, "prune", {"scope": "project", "project": "acme", "dry_run": False})
+        assert real.structured_content is not None and real.structured_content["commit"]
+        assert real.structured_content["pruned"] == dry.structured_content["pruned"]
+        assert "needs a project" in await fails(client, "prune", {"scope": "project"})
+
     serve(store.path, body)
     ops = sorted(op for e in store.log() for op in e.ops)
-    assert ops == ["create", "delete", "init", "supersede", "update"]
+    assert ops == ["create", "create", "delete", "init", "supersede", "update", "update"]
     # The superseding memory is gone, so the one it replaced is current again.
-    assert [m.body for m in store.list()] == ["Fixtures: tests/conftest.py"]
+    assert [m.body for m in store.list() if m.id.startswith("mem_")] == [
+        "Fixtures: tests/conftest.py"
+    ]
+    assert "Crash on start" not in store.read("projects/acme/known_issues").body
 
 
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")

@@ -188,7 +188,7 @@ def mcp(state: State, agent: str | None) -> None:
     Tools: the reference knowledge-graph server's (create_entities ...
     open_nodes, and the memory://knowledge-graph resource) and gitmem's own
     (remember, recall, get_memory, update_memory, supersede_memory, forget,
-    memory_history, staleness_report). See docs/integrations.md for client setup.
+    memory_history, staleness_report, prune). See docs/integrations.md for client setup.
 
     \b
     Example (Claude Desktop, claude_desktop_config.json):
