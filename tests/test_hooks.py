@@ -494,3 +494,79 @@ def test_pre_commit_framework_try_repo(store: Store, tmp_path: Path) -> None:
     ok(root, "add", "memories")
     good = try_repo()
     assert good.returncode == 0, good.stdout + good.stderr
+
+
+# -- memory repository: lifecycle jobs after a merge ---------------------------------------
+
+
+def _configure_jobs(root: Path, jobs: str) -> None:
+    config = root / "gitmem.yaml"
+    config.write_text(config.read_text() + f"lifecycle:\n  jobs:\n{jobs}")
+    ok(root, "add", "gitmem.yaml")
+    ok(root, "commit", "-qm", "configure lifecycle jobs")
+
+
+def _merge_side_branch(root: Path, hooked: Store, doc_id: str, body: str) -> str:
+    """A person edits a document's body on a branch (the hook stamps it); main moves on;
+    the branch is merged with the real git binary."""
+    ok(root, "checkout", "-q", "-b", "side")
+    path = root / f"{doc_id}.md"
+    front, _, _ = path.read_text().partition("\n---\n")
+    path.write_text(f"{front}\n---\n{body}")
+    ok(root, "add", f"{doc_id}.md")
+    ok(root, "commit", "-qm", "hand edit on a branch")
+    ok(root, "checkout", "-q", "main")
+    hooked.create("unrelated on main\n", title="main side")
+    result = git(root, "merge", "--no-edit", "side")
+    assert result.returncode == 0, result.stderr
+    return result.stdout + result.stderr
+
+
+def _reviews(n: int) -> str:
+    return "".join(f"## Review 2026-01-{i + 1:02d}\n\n- finding {i}\n\n" for i in range(n))
+
+
+def test_post_merge_runs_the_default_staleness_job(hooked: Store) -> None:
+    hooked.create("a memory\n", title="T")
+    hooked.create("doc\n", id="projects/acme/notes")
+    output = _merge_side_branch(hooked.path, hooked, "projects/acme/notes", "doc v2\n")
+    assert "gitmem: staleness: 3 fresh, 0 aging, 0 stale" in output
+
+
+def test_post_merge_runs_configured_prune_in_its_own_commit(hooked: Store) -> None:
+    root = hooked.path
+    doc = "projects/acme/review_history"
+    hooked.create(_reviews(3), id=doc)
+    _configure_jobs(root, "    post-merge: [prune]\n")
+    output = _merge_side_branch(root, hooked, doc, _reviews(12))
+    assert "gitmem: prune: pruned 2 section(s)" in output
+    subject = ok(root, "log", "-1", "--format=%s%n%(trailers:key=Gitmem-Prune,valueonly)")
+    assert subject.startswith("prune: lifecycle rules")
+    assert subject.count(doc) == 2
+    assert hooked.read(doc).body.count("## Review") == 10
+    assert hooked.read("projects/acme/review_history_archive").body.count("\n## Review") == 2
+    assert ok(root, "status", "--porcelain") == ""
+
+
+def test_unknown_or_failing_jobs_warn_and_the_merge_stands(hooked: Store) -> None:
+    root = hooked.path
+    hooked.create("doc\n", id="projects/acme/notes")
+    _configure_jobs(root, "    post-merge: [no-such-job, staleness]\n")
+    output = _merge_side_branch(root, hooked, "projects/acme/notes", "doc v2\n")
+    assert "unknown lifecycle job 'no-such-job'" in output
+    assert "gitmem: staleness:" in output
+    assert hooked.read("projects/acme/notes").body == "doc v2\n"
+
+
+def test_jobs_config_is_checked() -> None:
+    from gitmem.errors import InvalidMemoryError
+    from gitmem.lifecycle.jobs import jobs_for
+
+    assert jobs_for("post-merge", {}) == ["staleness"]
+    assert jobs_for("post-checkout", {}) == []
+    assert jobs_for("post-merge", {"lifecycle": {"jobs": {"post-merge": None}}}) == []
+    assert jobs_for("post-checkout", {"lifecycle": {"jobs": {"post-checkout": ["prune"]}}}) == [
+        "prune"
+    ]
+    with pytest.raises(InvalidMemoryError, match="list of job names"):
+        jobs_for("post-merge", {"lifecycle": {"jobs": {"post-merge": "prune"}}})
