@@ -19,6 +19,7 @@ ends with the same check against the files it wrote.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -30,17 +31,19 @@ from . import codec, schema, secrets
 from .errors import AlreadyExistsError, GitmemError, InvalidInputError, InvalidMemoryError
 from .gitdb import CommitSpec, Snapshot
 from .graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
-from .layout import MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_path_id, memory_path
-from .model import Scope
+from .layout import MEMORY_ROOTS, MEMORY_SUFFIX, check_id, id_from_path, is_path_id, memory_path
+from .model import Memory, Scope, Trigger
 from .store import Store
 
 __all__ = [
     "Fidelity",
     "JsonlEntry",
     "export_files",
+    "export_forge",
     "export_mcp_jsonl",
     "format_mcp_jsonl",
     "import_files",
+    "import_forge",
     "import_mcp_jsonl",
     "parse_mcp_jsonl",
 ]
@@ -59,6 +62,8 @@ class Fidelity:
     written: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Things done differently from what the source said (a date that was missing...)."""
     mismatches: list[str] = field(default_factory=list)
     checked: int = 0
     commit: str | None = None
@@ -75,6 +80,7 @@ class Fidelity:
             "written": self.written,
             "unchanged": self.unchanged,
             "skipped": self.skipped,
+            "notes": self.notes,
             "checked": self.checked,
             "mismatches": self.mismatches,
             "ok": self.ok,
@@ -93,6 +99,7 @@ class Fidelity:
         if any(self.unchanged.values()):
             lines.append(f"  unchanged: {counts(self.unchanged)} (already there, identical)")
         lines.extend(f"  skipped:   {reason}" for reason in self.skipped)
+        lines.extend(f"  note:      {note}" for note in self.notes)
         verdict = "every entry matches" if self.ok else f"{len(self.mismatches)} MISMATCHES"
         lines.append(f"  checked:   {self.checked} entries, {verdict}")
         lines.extend(f"  mismatch:  {m}" for m in self.mismatches)
@@ -391,6 +398,10 @@ def import_files(
             continue
         scope = _scope_of(relative, metadata)
         if scope is not None and scope not in store.scopes:
+            report.notes.append(
+                f"{relative}: no {scope} store is open, so it went to the "
+                f"{store.default_scope} store"
+            )
             scope = None
         key = (scope, memory_id)
         if key in seen:
@@ -399,20 +410,33 @@ def import_files(
         seen[key] = source
         files.append(_SourceFile(source, scope, memory_id, path, data))
     report.read = {"files": len(files) + len(bad)}
-    by_scope: dict[Scope, list[_SourceFile]] = {}
+    files = _drop_conflicts(store, files, root, bad)
+    _stop_or_skip(bad, skip_bad, report)
+    _write_files(store, files, report, f"import: {{}} from {root.name}", progress)
+    return report
+
+
+def _drop_conflicts(
+    store: Store, files: list[_SourceFile], root: Path, bad: list[str]
+) -> list[_SourceFile]:
+    """The files whose place is free or holds the same bytes; the others are reported."""
+    snapshots: dict[Scope, Snapshot] = {}
+    kept: list[_SourceFile] = []
     for f in files:
-        by_scope.setdefault(f.scope or store.default_scope, []).append(f)
-    conflicting: set[Path] = set()
-    for scope, group in by_scope.items():
-        snap = store.db(scope).snapshot()
-        for f in group:
-            current = snap.read(f.path)
-            if current is not None and current != f.data:
-                conflicting.add(f.source)
-                bad.append(
-                    f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
-                    "with other content"
-                )
+        scope = f.scope or store.default_scope
+        snap = snapshots.setdefault(scope, store.db(scope).snapshot())
+        current = snap.read(f.path)
+        if current is not None and current != f.data:
+            bad.append(
+                f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
+                "with other content"
+            )
+        else:
+            kept.append(f)
+    return kept
+
+
+def _stop_or_skip(bad: list[str], skip_bad: bool, report: Fidelity) -> None:
     if bad and not skip_bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise BadInputError(
@@ -420,13 +444,28 @@ def import_files(
             hint="fix or remove those files, or pass --skip-bad to import the rest",
         )
     report.skipped.extend(bad)
-    files = [f for f in files if f.source not in conflicting]
+
+
+def _write_files(
+    store: Store,
+    files: list[_SourceFile],
+    report: Fidelity,
+    subject: str,
+    progress: Progress | None,
+) -> None:
+    """Put each file's bytes at its place, one commit per scope, and check every one.
+
+    Files already there with the same bytes are left alone (counted unchanged);
+    a place someone else filled meanwhile fails the whole import.
+    """
+    by_scope: dict[Scope, list[_SourceFile]] = {}
+    for f in files:
+        by_scope.setdefault(f.scope or store.default_scope, []).append(f)
     total = len(files)
     done = 0
     written = unchanged = 0
     commits: list[str] = []
     for scope, group in by_scope.items():
-        group = [f for f in group if f.source not in conflicting]
         start = done
 
         def plan(
@@ -434,7 +473,6 @@ def import_files(
         ) -> tuple[CommitSpec, int]:
             nonlocal done
             done = start
-            count = 0
             ids: list[str] = []
             for f in group:
                 if snap.read(f.path) == f.data:
@@ -443,15 +481,15 @@ def import_files(
                     raise AlreadyExistsError(f"{f.id} was written by someone else meanwhile")
                 snap.put(f.path, f.data)
                 ids.append(f.id)
-                count += 1
                 done += 1
                 if progress:
                     progress(done, total)
+            count = f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'}"
             spec = CommitSpec(
-                subject=f"import: {count} memor{'y' if count == 1 else 'ies'} from {root.name}",
+                subject=subject.format(count),
                 trailers=[("Gitmem-Op", "create"), *(("Gitmem-Id", i) for i in ids)],
             )
-            return spec, count
+            return spec, len(ids)
 
         count, oid = store.db(scope).write(plan)
         written += count
@@ -470,7 +508,6 @@ def import_files(
             report.mismatches.append(f"{f.id}: stored but not readable as a memory")
     if progress:
         progress(total, total)
-    return report
 
 
 def export_files(store: Store, dest: str | Path) -> Fidelity:
@@ -499,6 +536,158 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
                 if out.read_bytes() != data:
                     report.mismatches.append(f"{out}: differs from {path}")
     report.read = {"files": count}
+    report.written = {"files": count}
+    return report
+
+
+# -- forge ---------------------------------------------------------------------------------------
+
+FORGE_ROOTS = ("projects", "skills", "commands", "agents")
+"""The layer folders of a Forge memory folder (and of the store)."""
+
+
+def _forge_title(body: str, memory_id: str) -> str:
+    for line in body.split("\n"):
+        if line.startswith("# ") and line[2:].strip():
+            return " ".join(line[2:].split())[:200]
+    return memory_id.rsplit("/", 1)[-1].replace("_", " ")
+
+
+@dataclass(frozen=True)
+class _ForgeDoc:
+    data: bytes
+    body: str
+    date: dt.date | None
+    """From the ``Last Updated`` line; None when the file has none (then it is dated now)."""
+
+
+def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
+    """A Forge document as a memory file dated by its ``Last Updated`` line."""
+    from .forge import placement  # the layer names, as the layered store writes them
+
+    date = codec.legacy_last_updated(text)
+    if date is not None:
+        body = text.split("\n", 1)[1] if "\n" in text else ""
+        when = dt.datetime.combine(date, dt.time(0), tzinfo=dt.UTC)
+    else:
+        body = text.removeprefix(codec.BOM)
+        when = store.clock.now()
+    extra: dict[str, Any] = {}
+    where = placement(memory_id)
+    if where is not None:
+        extra = {"layer": str(where["layer"]), "file_type": where["file_type"]}
+        for key in ("project", "skill"):
+            if where.get(key):
+                extra[key] = where[key]
+    memory = Memory(
+        id=memory_id,
+        body=body,
+        created_at=when,
+        updated_at=when,
+        version=1,
+        title=_forge_title(body, memory_id),
+        scope=store.default_scope,
+        trigger=Trigger.IMPORT,
+        extra=extra,
+    )
+    data = codec.serialize(codec.Document(memory.to_metadata(), body)).encode("utf-8")
+    return _ForgeDoc(data, body, date)
+
+
+def import_forge(
+    store: Store,
+    directory: str | Path,
+    *,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+) -> Fidelity:
+    """Import a Forge plugin memory folder (``projects/``, ``skills/``, ``commands/``,
+    ``agents/``) as layered documents dated by their ``<!-- Last Updated -->`` lines.
+
+    Each ``<layer path>/<file>.md`` becomes the document with that path id; its
+    body is the file after the date line, byte for byte. Files that already
+    have gitmem front-matter are imported as they are. One commit; a file that
+    cannot be imported (a name that is no safe path id, a conflicting document)
+    stops it unless ``skip_bad``.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory")
+    report = Fidelity("import forge", str(root))
+    bad: list[str] = []
+    files: list[_SourceFile] = []
+    bodies: dict[str, tuple[str, dt.date | None]] = {}
+    for source in _walk(root):
+        relative = source.relative_to(root)
+        if relative.parts[0] not in FORGE_ROOTS:
+            report.skipped.append(f"{relative}: not under {', '.join(FORGE_ROOTS)}")
+            continue
+        memory_id = relative.as_posix()[: -len(MEMORY_SUFFIX)]
+        try:
+            check_id(memory_id)
+            text = codec.decode(source.read_bytes(), what=str(relative))
+            if codec.parse(text).has_front_matter:
+                data = text.encode("utf-8")
+            else:
+                doc = _forge_file(store, memory_id, text)
+                data = doc.data
+                bodies[memory_id] = (doc.body, doc.date)
+                if doc.date is None:
+                    report.notes.append(
+                        f"{relative}: no <!-- Last Updated --> line, so it is dated now"
+                    )
+            checked_id, path, _ = _check_file(store, data, str(relative))
+            if checked_id != memory_id:
+                raise InvalidMemoryError(f"{relative} carries id {checked_id!r}")
+        except (GitmemError, OSError) as exc:
+            bad.append(f"{relative}: {exc}")
+            continue
+        files.append(_SourceFile(source, None, memory_id, path, data))
+    report.read = {"files": len(files) + len(bad)}
+    files = _drop_conflicts(store, files, root, bad)
+    _stop_or_skip(bad, skip_bad, report)
+    _write_files(store, files, report, f"import: {{}} from Forge folder {root.name}", progress)
+    for f in files:
+        if f.id not in bodies:
+            continue
+        body, date = bodies[f.id]
+        got = store.get(f.id)
+        if got is None or got.body != body:
+            report.mismatches.append(f"{f.id}: the stored body differs from {f.source}")
+        elif date is not None and got.updated_at.date() != date:
+            report.mismatches.append(f"{f.id}: dated {got.updated_at.date()}, not {date}")
+    return report
+
+
+def forge_text(memory: Memory) -> str:
+    """A layered document as the Forge plugin keeps it: the date line, then the body."""
+    return f"<!-- Last Updated: {memory.updated_at.date().isoformat()} -->\n{memory.body}"
+
+
+def export_forge(store: Store, dest: str | Path) -> Fidelity:
+    """Write every layered document to ``dest/<its path>.md`` in the Forge plugin's format
+    (``<!-- Last Updated: YYYY-MM-DD -->`` then the body), and check each file."""
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    report = Fidelity("export forge", str(target))
+    count = 0
+    for folder in FORGE_ROOTS:
+        for memory_id in store.documents(folder, recursive=True):
+            memory = store.get(memory_id)
+            if memory is None:
+                continue
+            out = target / f"{memory_id}{MEMORY_SUFFIX}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(forge_text(memory).encode("utf-8"))
+            count += 1
+            report.checked += 1
+            text = codec.decode(out.read_bytes(), what=str(out))
+            if codec.legacy_last_updated(text) != memory.updated_at.date() or (
+                text.split("\n", 1)[1] != memory.body
+            ):
+                report.mismatches.append(f"{out}: does not read back as {memory_id}")
+    report.read = {"documents": count}
     report.written = {"files": count}
     return report
 

@@ -334,3 +334,89 @@ def test_import_and_export_commands(store: Store, jsonl: Path, tmp_path: Path) -
     gm("export", "files", str(tmp_path / "files"))
     assert gm.json("import", "files", str(tmp_path / "files"))["unchanged"] == {"files": 4}
     assert "No such file" in gm.fails(4, "import", "mcp-jsonl", str(tmp_path / "missing.jsonl"))
+
+
+# -- forge -----------------------------------------------------------------------------------------
+
+FORGE = {
+    "projects/acme/project_profile.md": (
+        "<!-- Last Updated: 2025-10-01 -->\n# Acme\n\nFastAPI with PostgreSQL.\n"
+    ),
+    "projects/index.md": "<!-- Last Updated: 2025-09-01 -->\n# Projects\n",
+    "skills/py-review/acme/review_history.md": (
+        "<!-- Last Updated: 2025-11-20 -->\n\n## 2025-11-20\n- fixtures everywhere\n"
+    ),
+    "commands/acme/known_issues.md": "<!-- Last Updated: 2024-02-29 -->\n### Slow search",
+    "agents/reviewer/notes.md": "<!-- Last Updated: 2025-01-05 -->\n",
+}
+
+
+@pytest.fixture
+def forge_dir(tmp_path: Path) -> Path:
+    """A Forge plugin memory folder, written as the plugin writes it."""
+    root = tmp_path / "memory"
+    for relative, text in FORGE.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="utf-8")
+    (root / "README.md").write_text("about this folder\n")
+    return root
+
+
+def test_import_forge_keeps_bodies_and_dates(store: Store, forge_dir: Path) -> None:
+    from gitmem.forge import LayeredStore
+    from gitmem.transfer import import_forge
+
+    before = commit_count(store)
+    report = import_forge(store, forge_dir)
+    assert report.ok, report.mismatches
+    assert commit_count(store) == before + 1
+    assert report.read == {"files": 5} and report.written == {"files": 5}
+    assert report.skipped == ["README.md: not under projects, skills, commands, agents"]
+    profile = store.read("projects/acme/project_profile")
+    assert profile.body == "# Acme\n\nFastAPI with PostgreSQL.\n"
+    assert profile.title == "Acme"
+    assert profile.updated_at.isoformat() == "2025-10-01T00:00:00+00:00"
+    assert profile.extra["layer"] == "shared-project" and profile.extra["project"] == "acme"
+    review = LayeredStore(store).get("skills/py-review/acme/review_history")
+    assert review is not None
+    assert review.layer == "skill-specific" and review.skill == "py-review"
+    assert review.content.startswith("\n## 2025-11-20")
+    assert store.read("commands/acme/known_issues").body == "### Slow search"
+    assert store.read("projects/index").updated_at.date().isoformat() == "2025-09-01"
+
+
+def test_forge_round_trip_is_byte_for_byte(store: Store, forge_dir: Path, tmp_path: Path) -> None:
+    from gitmem.transfer import export_forge, import_forge
+
+    import_forge(store, forge_dir)
+    report = export_forge(store, tmp_path / "out")
+    assert report.ok and report.written == {"files": 5}
+    for relative, text in FORGE.items():
+        assert (tmp_path / "out" / relative).read_text(encoding="utf-8") == text
+
+
+def test_forge_files_without_a_date_or_with_bad_names(store: Store, tmp_path: Path) -> None:
+    from gitmem.transfer import import_forge
+
+    root = tmp_path / "memory"
+    (root / "projects" / "acme").mkdir(parents=True)
+    (root / "projects" / "acme" / "undated.md").write_text("# No date\n")
+    (root / "projects" / "my project").mkdir()
+    (root / "projects" / "my project" / "x.md").write_text("<!-- Last Updated: 2025-01-01 -->\n")
+    with pytest.raises(InvalidInputError, match=r"my project/x\.md"):
+        import_forge(store, root)
+    report = import_forge(store, root, skip_bad=True)
+    assert report.ok and report.written == {"files": 1}
+    assert report.notes == [
+        "projects/acme/undated.md: no <!-- Last Updated --> line, so it is dated now"
+    ]
+    assert store.read("projects/acme/undated").updated_at == store.clock.now()
+
+
+def test_forge_commands(store: Store, forge_dir: Path, tmp_path: Path) -> None:
+    gm = Gitmem(store.path, make_runner())
+    assert gm.json("import", "forge", str(forge_dir))["written"] == {"files": 5}
+    assert "every entry matches" in gm("export", "forge", str(tmp_path / "out")).stdout
+    assert (tmp_path / "out" / "agents" / "reviewer" / "notes.md").read_text() == (
+        "<!-- Last Updated: 2025-01-05 -->\n"
+    )

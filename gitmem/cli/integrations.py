@@ -245,6 +245,7 @@ def import_() -> None:
       gitmem import mcp-jsonl ~/.npm/.../memory.jsonl
       gitmem import mcp-jsonl memory.jsonl --skip-bad --json
       gitmem import files ./exported
+      gitmem import forge ~/.claude/memory
     """
 
 
@@ -286,6 +287,21 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     _report(state, report)
 
 
+@import_.command("forge")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
+@json_option
+@pass_state
+def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
+    """A Forge plugin memory folder (projects/, skills/, commands/, agents/) as layered
+    documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""
+    with _progress("importing") as progress:
+        report = transfer.import_forge(
+            state.store(), directory, skip_bad=skip_bad, progress=progress
+        )
+    _report(state, report)
+
+
 @click.group()
 def export() -> None:
     """Take memory out again, so nobody is locked in (then a fidelity report).
@@ -295,6 +311,7 @@ def export() -> None:
       gitmem export mcp-jsonl memory.jsonl
       gitmem export mcp-jsonl - | jq .
       gitmem export files ./backup
+      gitmem export forge ./forge-memory
     """
 
 
@@ -354,3 +371,12 @@ def graph(state: State, fmt: str, start: str | None, depth: int) -> None:
       gitmem graph --format dot | dot -Tsvg > memory.svg
     """
     click.echo(pictures.draw(state.store(), fmt=fmt, start=start, depth=depth), nl=False)
+
+
+@export.command("forge")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@pass_state
+def export_forge(state: State, dest: Path) -> None:
+    """The layered documents as a Forge plugin memory folder (<!-- Last Updated --> lines)."""
+    _report(state, transfer.export_forge(state.store(), dest))
