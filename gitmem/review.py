@@ -150,7 +150,7 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
     return str(_resolve(repo, spec).id), str(_resolve(repo, tip).id)
 
 
-def _read(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
+def read_memory(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
     """The memory in ``data``, or the reason it is not one (as the store reads files)."""
     if data is None:
         return None, None
@@ -161,7 +161,7 @@ def _read(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
     return memory, None
 
 
-def _memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
+def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
     diff = old.tree.diff_to_tree(new.tree)
     paths: set[str] = set()
     for delta in diff.deltas:
@@ -208,7 +208,7 @@ def _json_value(value: Any) -> Any:
     return schema.to_json_value(value)
 
 
-def _field_changes(before: Memory, after: Memory) -> list[FieldChange]:
+def field_changes(before: Memory, after: Memory) -> list[FieldChange]:
     old, new = before.to_metadata(), after.to_metadata()
     out: list[FieldChange] = []
     for key in list(old) + [k for k in new if k not in old]:
@@ -219,7 +219,7 @@ def _field_changes(before: Memory, after: Memory) -> list[FieldChange]:
     return out
 
 
-def _body_diff(path: str, before: str, after: str, full: bool) -> tuple[list[str], int]:
+def body_diff(path: str, before: str, after: str, full: bool) -> tuple[list[str], int]:
     lines = list(
         difflib.unified_diff(
             before.splitlines(),
@@ -253,7 +253,7 @@ def review(
     result = Review(range=spec, base=base_id, head=head_id)
     commits = _commits(repo, base_id, head_id)
     result.commits = [str(c.id) for c in commits]
-    paths = _memory_paths(repo, base, head)
+    paths = memory_paths(repo, base, head)
     touching = _touching(commits, paths)
     base_snap, head_snap = Snapshot(repo, base), Snapshot(repo, head)
     policy = secrets.policy_from_config(store.config(scope).raw)
@@ -263,8 +263,8 @@ def review(
         old_data, new_data = base_snap.read(path), head_snap.read(path)
         if old_data == new_data:
             continue
-        before, _ = _read(old_data, path)
-        after, problem = _read(new_data, path)
+        before, _ = read_memory(old_data, path)
+        after, problem = read_memory(new_data, path)
         memory_id = id_from_path(path) or (after.id if after else path)
         if problem is not None:
             result.problems.append(ReviewProblem("invalid", memory_id, problem))
@@ -285,8 +285,8 @@ def review(
             if who not in change.agents:
                 change.agents.append(who)
         if before is not None and after is not None:
-            change.fields = _field_changes(before, after)
-        change.diff, change.diff_truncated = _body_diff(
+            change.fields = field_changes(before, after)
+        change.diff, change.diff_truncated = body_diff(
             path, before.body if before else "", after.body if after else "", full
         )
         if before is not None and after is None and new_data is None:
@@ -374,7 +374,7 @@ def _head_memory(snap: Snapshot, memory_id: str) -> Memory | None:
         path = memory_path(memory_id)
     except GitmemError:
         return None
-    memory, _ = _read(snap.read(path), path)
+    memory, _ = read_memory(snap.read(path), path)
     return memory
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
+from gitmem import audit as auditing
 from gitmem import merge as merging
 from gitmem import review as reviewing
 from gitmem import sync as syncing
+from gitmem.clock import format_timestamp
 
-from .common import State, emit_json, file_text, json_option, pass_state, table
+from .common import State, emit_json, file_text, json_option, pass_state, short, table
 
 
 @click.command(name="merge-driver", hidden=True)
@@ -257,3 +260,118 @@ def review(
     if strict and result.problems:
         click.echo(f"gitmem: review found {len(result.problems)} problem(s)", err=True)
         ctx.exit(1)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@json_option
+@pass_state
+def blame(state: State, memory_id: str) -> None:
+    """Which commit, agent and session wrote each line of a memory's body.
+
+    Lines merged in from another clone keep the commit that wrote them, and
+    lines a successor carried over from the memory it supersedes keep theirs.
+
+    \b
+    Examples:
+      gitmem blame mem_5f0c...
+      gitmem blame projects/demo/review_history --json
+    """
+    lines = auditing.blame(state.store(), memory_id)
+    if state.json:
+        emit_json([line.to_dict() for line in lines])
+        return
+    rows = [
+        [
+            short(line.origin.commit),
+            line.origin.agent or line.origin.author,
+            line.origin.session or "-",
+            format_timestamp(line.origin.time),
+            f"{line.number:>3} {line.text}",
+        ]
+        for line in lines
+    ]
+    click.echo(table(["COMMIT", "BY", "SESSION", "TIME", "LINE"], rows))
+
+
+@click.command(name="diff")
+@click.argument("args", nargs=-1, required=True, metavar="REV1 [REV2] [ID]")
+@json_option
+@pass_state
+def diff(state: State, args: tuple[str, ...]) -> None:
+    """Memory-aware diff between two revisions (REV2 defaults to the tip).
+
+    Front-matter is compared by field name, the body as text. With ID, only
+    that memory. The second argument is REV2 if it names a revision, else ID.
+
+    \b
+    Examples:
+      gitmem diff HEAD~3
+      gitmem diff v1 v2
+      gitmem diff 2026-11-01 mem_5f0c...
+    """
+    if len(args) > 3:
+        raise click.UsageError("give REV1 [REV2] [ID]")
+    store = state.store()
+    rev1, rev2, memory_id = args[0], None, None
+    if len(args) == 3:
+        rev2, memory_id = args[1], args[2]
+    elif len(args) == 2:
+        if auditing.is_revision(store, args[1]):
+            rev2 = args[1]
+        else:
+            memory_id = args[1]
+    entries = auditing.diff(store, rev1, rev2, memory_id)
+    if state.json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    for entry in entries:
+        click.echo(f"{entry.status} {entry.id}")
+        for change in entry.fields:
+            click.echo(f"  {change.name}: {_shown(change.before)} -> {_shown(change.after)}")
+        for line in entry.diff:
+            click.echo(f"  {line}")
+
+
+def _shown(value: object) -> str:
+    return "-" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+@click.command()
+@click.option("--session", metavar="S", help="Undo every write of this agent session.")
+@click.option("--commit", "commit_id", metavar="C", help="Undo this one commit.")
+@click.option("--agent", help="Who undoes (the commit's author).")
+@click.option("--message", "-m", help="Why: the commit message body.")
+@json_option
+@pass_state
+def undo(
+    state: State,
+    session: str | None,
+    commit_id: str | None,
+    agent: str | None,
+    message: str | None,
+) -> None:
+    """Revert every write of an agent session, or one commit, in one new commit.
+
+    Memories go back to their content before the first undone write (created
+    ones are removed, deleted ones come back) as a new version. Refused, with
+    the reason, when a later write depends on them.
+
+    \b
+    Examples:
+      gitmem undo --session 9b1f...
+      gitmem undo --commit a1b2c3d -m "bad import"
+    """
+    if (session is None) == (commit_id is None):
+        raise click.UsageError("give one of --session S or --commit C")
+    result = auditing.undo(
+        state.store(), session=session, commit=commit_id, agent=agent, message=message
+    )
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(
+        f"Undid {len(result.undone)} commit(s) in {short(result.commit or '-')}: "
+        f"{len(result.reverted)} reverted, {len(result.restored)} restored, "
+        f"{len(result.removed)} removed"
+    )
