@@ -660,6 +660,13 @@ class Store:
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             if snap.exists(path):
                 raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
+            twin = _case_twin(snap, path) if id is not None else None  # new ids are lowercase
+            if twin is not None:
+                raise AlreadyExistsError(
+                    f"{path} differs only in case from {twin}, which exists: on a "
+                    "case-insensitive file system (macOS, Windows) the two are one file",
+                    hint="use the existing name, or one that differs in more than case",
+                )
             now = self.clock.now()
             memory = Memory(
                 id=memory_id,
@@ -1487,6 +1494,27 @@ def _check_trailer(key: str, value: str) -> None:
         raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
     if not value or "\n" in value or "\r" in value:
         raise InvalidInputError(f"trailer {key} must be one non-empty line")
+
+
+def _case_twin(snap: Snapshot, path: str) -> str | None:
+    """A path in ``snap`` equal to ``path`` but for letter case, at the file or any folder on
+    the way; None if there is none. Git keeps such twins apart; a checkout on a
+    case-insensitive file system would write one over the other."""
+    parts = path.split("/")
+    for depth, name in enumerate(parts):
+        parent = "/".join(parts[:depth])
+        entry = snap._entry(parent) if parent else snap.tree
+        names = {e.name for e in entry if e.name} if isinstance(entry, pygit2.Tree) else set()
+        prefix = f"{parent}/" if parent else ""
+        names.update(
+            p[len(prefix) :].split("/", 1)[0]
+            for p, data in snap.changes.items()
+            if data is not None and p.startswith(prefix)
+        )
+        for other in names:
+            if other != name and other.casefold() == name.casefold():
+                return "/".join([*parts[:depth], other])
+    return None
 
 
 def _check_expected(current: Memory, expected: int | None) -> None:
