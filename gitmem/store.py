@@ -228,7 +228,7 @@ def _spec(
     if sessions:
         trailers.append(("Gitmem-Session", sessions[0]))
     trailers.extend(extra_trailers)
-    author: Author | None = agent_author(agents[0]) if agents else None
+    author: Author | None = agent_author(_author_name(agents[0])) if agents else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
 
 
@@ -1494,6 +1494,17 @@ def _check_trailer(key: str, value: str) -> None:
         raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
     if not value or "\n" in value or "\r" in value:
         raise InvalidInputError(f"trailer {key} must be one non-empty line")
+
+
+_SIGNATURE_CRUD = " .,:;<>\"\\'"
+"""Characters git (libgit2) trims from the ends of an author name; '<' and '>' may not occur."""
+
+
+def _author_name(agent: str) -> str:
+    """The agent as a git author name: any agent text is accepted (the Gitmem-Agent trailer
+    keeps it exactly), but git refuses angle brackets and names that are only punctuation."""
+    name = agent.replace("<", "").replace(">", "").strip(_SIGNATURE_CRUD)
+    return name or "agent"
 
 
 def _case_twin(snap: Snapshot, path: str) -> str | None:
