@@ -29,6 +29,11 @@ ID_C = "mem_0c000000-0000-4000-8000-0000000000c3"
 MISSING = "mem_0d000000-0000-4000-8000-0000000000d4"
 
 
+def unregister_driver(store: Store) -> None:
+    """Forget the merge driver (init may register it): the state of a clone made by plain git."""
+    run_git(store.db().gitdir, "config", "--unset-all", "merge.gitmem.driver", check=False)
+
+
 def findings(store: Store, check: str, *, fix: bool = False) -> list[D.Finding]:
     return D.diagnose(store, checks=[check], fix=fix).findings
 
@@ -208,6 +213,8 @@ def test_an_index_row_for_a_memory_git_does_not_have(store: Store) -> None:
 
 
 def test_merge_driver_registration(store: Store, bare_store: Store) -> None:
+    unregister_driver(store)
+    unregister_driver(bare_store)
     (found,) = findings(store, "merge-driver")
     assert found.safe and "merge.gitmem.driver" in (found.fix or "")
     findings(store, "merge-driver", fix=True)
@@ -314,6 +321,7 @@ def test_a_user_store_open_to_others_and_world_writable_files(tmp_path: Path) ->
 
 def test_cli_doctor_text_json_and_exit_codes(store: Store) -> None:
     cli = Gitmem(store.path, make_runner())
+    unregister_driver(store)
     plant(store, memory_path(ID_A), "broken\n")
     result = cli("doctor", code=1)
     assert "ERROR schema:" in result.stdout and "fix:" in result.stdout
@@ -367,6 +375,7 @@ def test_cli_secrets_staged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_doctor_through_the_real_console_script(store: Store) -> None:
+    unregister_driver(store)
     plant(store, memory_path(ID_A), "broken\n")
     result = subprocess.run(
         [sys.executable, "-m", "gitmem", "--store", str(store.path), "doctor", "--fix"],
