@@ -27,13 +27,24 @@ def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: st
 
     Writes the memory-aware merge of %O (base), %A (ours) and %B (theirs) for
     path %P into %A. git runs it; people do not.
+
+    \b
+    Example (what gitmem init puts in .git/config):
+      [merge "gitmem"]
+        driver = python -m gitmem merge-driver %O %A %B %P
     """
     ctx.exit(merging.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
 
 @click.group()
 def remote() -> None:
-    """The store's git remotes (plain git remotes: git remote works too)."""
+    """The store's git remotes (plain git remotes: git remote works too).
+
+    \b
+    Examples:
+      gitmem remote add origin git@github.com:me/memory.git
+      gitmem remote list
+    """
 
 
 @remote.command(name="add")
