@@ -379,19 +379,28 @@ class _State:
     pending_dirty: bool = False
     deleted: list[_File] = field(default_factory=list)
 
+    _directories: tuple[dict[str, set[str]], dict[str, set[str]]] | None = None
+
     def __post_init__(self) -> None:
         for f in self.files:
             self.by_name.setdefault(f.name, f)
 
+    def directories(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """Type folder -> entity types in it, and type folder -> file names taken in it
+        (casefolded; deleted files count, since their place is still in this commit).
+        Built once per call and kept up to date as files are added."""
+        if self._directories is None:
+            kinds: dict[str, set[str]] = {}
+            taken: dict[str, set[str]] = {}
+            for f in [*self.files, *self.deleted]:
+                kinds.setdefault(f.directory, set()).add(f.entity_type)
+                taken.setdefault(f.directory, set()).add(f.id.split("/")[2].casefold())
+            self._directories = (kinds, taken)
+        return self._directories
+
     def relations(self) -> list[Relation]:
         out = [Relation(f.name, target, kind) for f in self.files for kind, target in f.relations]
         return out + list(self.pending)
-
-    def has_relation(self, rel: Relation) -> bool:
-        source = self.by_name.get(rel.source)
-        if source is not None:
-            return (rel.relation_type, rel.target) in source.relations
-        return rel in self.pending
 
     def graph(self) -> KnowledgeGraph:
         entities = [Entity(f.name, f.entity_type, tuple(f.observations)) for f in self.files]
@@ -618,24 +627,20 @@ class Graph:
         return result
 
     def _new_file(self, state: _State, entity: Entity) -> _File:
-        directories: dict[str, set[str]] = {}
-        for f in state.files:
-            directories.setdefault(f.directory, set()).add(f.entity_type)
+        kinds, taken = state.directories()
         directory = next(
-            (d for d, kinds in sorted(directories.items()) if entity.entity_type in kinds), None
+            (d for d, seen in sorted(kinds.items()) if entity.entity_type in seen), None
         )
         if directory is None:
             directory = _free_segment(
-                entity.entity_type,
-                {d.casefold() for d in directories},
-                MAX_TYPE_SEGMENT,
-                "untyped",
+                entity.entity_type, {d.casefold() for d in kinds}, MAX_TYPE_SEGMENT, "untyped"
             )
-        taken = {f.id.split("/")[2].casefold() for f in state.files if f.directory == directory} | {
-            f.id.split("/")[2].casefold() for f in state.deleted if f.directory == directory
-        }
-        segment = _free_segment(entity.name, taken, MAX_NAME_SEGMENT, "unnamed")
-        f = _File(
+        segment = _free_segment(
+            entity.name, taken.setdefault(directory, set()), MAX_NAME_SEGMENT, "unnamed"
+        )
+        kinds.setdefault(directory, set()).add(entity.entity_type)
+        taken[directory].add(segment.casefold())
+        return _File(
             id=f"{ENTITIES_ROOT}/{directory}/{segment}",
             version=None,
             name=entity.name,
@@ -644,7 +649,6 @@ class Graph:
             relations=[],
             dirty=True,
         )
-        return f
 
     def create_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> list[Relation]:
         """Create the relations not already there; return those. Endpoints need not exist."""
@@ -654,9 +658,11 @@ class Graph:
 
         def change(state: _State) -> list[Relation]:
             created: list[Relation] = []
+            existing = {r.key for r in state.relations()}
             for rel in wanted:
-                if state.has_relation(rel):
+                if rel.key in existing:
                     continue
+                existing.add(rel.key)
                 source = state.by_name.get(rel.source)
                 if source is not None:
                     source.relations.append((rel.relation_type, rel.target))
