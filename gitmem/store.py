@@ -1424,8 +1424,17 @@ class Store:
         until: str | dt.datetime | dt.date | None = None,
         limit: int | None = None,
         scope: Scope | str | None = None,
+        path: str | None = None,
+        category: str | None = None,
     ) -> builtins.list[LogEntry]:
-        """Commits, newest first, filtered by the facts in their trailers."""
+        """Commits, newest first, filtered by the facts in their trailers.
+
+        ``path`` keeps commits that changed a file under it (a file, a directory or
+        a glob); ``category`` those that changed a memory of that category (see
+        :func:`gitmem.audit.touches`).
+        """
+        from .audit import touches
+
         since_dt = _when(since, "since")
         until_dt = _when(until, "until")
         entries: builtins.list[LogEntry] = []
@@ -1441,6 +1450,10 @@ class Store:
                 if op and str(op) not in entry.ops:
                     continue
                 if id and id not in entry.ids and id not in entry.supersedes:
+                    continue
+                if (path or category) and not touches(
+                    backend.db.repo, commit, path=path, category=category
+                ):
                     continue
                 entries.append(entry)
         entries.sort(key=lambda e: e.time, reverse=True)
