@@ -194,3 +194,37 @@ def test_cli_undo(sessions: tuple[Store, dict[str, str]]) -> None:
     out = cli("undo", "--session", "bad").stdout
     assert "Undid 2 commit(s)" in out
     assert "nothing to undo" in cli.fails(3, "undo", "--session", "nothing to undo")
+
+
+# -- log filters and formats ----------------------------------------------------------------------
+
+
+def test_log_filters_by_path_and_category(store: Store, clock: FixedClock) -> None:
+    prefs = store.create("tabs", category="coding-preferences", agent="ada")
+    fact = store.create("likes tea", category="user-facts", agent="bob")
+    doc = store.create("# notes\n", id="projects/demo/notes", title="Notes")
+    store.update(prefs.id, "spaces")
+    store.delete(fact.id)
+    subjects = [e.ids for e in store.log(category="coding-preferences")]
+    assert subjects == [[prefs.id], [prefs.id]]
+    assert [e.ids for e in store.log(category="user-facts")] == [[fact.id], [fact.id]]
+    assert [e.ids for e in store.log(path="projects/")] == [[doc.id]]
+    assert [e.ids for e in store.log(path="projects/*/notes.md")] == [[doc.id]]
+    assert [e.ids for e in store.log(path=prefs.path)] == [[prefs.id], [prefs.id]]
+    assert store.log(path="projects", category="user-facts") == []
+
+
+def test_log_formats(store: Store) -> None:
+    memory = store.create("x", agent="ada", session_id="s9")
+    cli = Gitmem(store.path, make_runner())
+    out = cli("log", "--format", "{short}\\t{agent}\\t{session}\\t{ops}\\t{ids}", "-n", "1").stdout
+    assert out == f"{memory_commit(store)[:10]}\tada\ts9\tcreate\t{memory.id}\n"
+    assert cli("log", "--format", "oneline", "-n", "1").stdout.endswith(f" create: {memory.id}\n")
+    lines = cli("log", "--format", "jsonl").stdout.splitlines()
+    assert len(lines) == 2 and '"ops": ["create"]' in lines[0]
+    assert "unknown log field {nope}" in cli.fails(4, "log", "--format", "{nope}")
+    assert cli.json("log", "--category", "none-such") == []
+
+
+def memory_commit(store: Store) -> str:
+    return run_git(store.path, "rev-parse", "HEAD").strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pygit2
 
 import gitmem
 from gitmem import Memory, Scope, Store
+from gitmem.audit import format_entry
 from gitmem.clock import format_timestamp
 from gitmem.store import History, LogEntry, user_store_path
 
@@ -241,6 +243,20 @@ def log_text(entries: list[LogEntry]) -> str:
 @click.option("--since", metavar="DATE", help="Only commits at or after this date/time.")
 @click.option("--until", metavar="DATE", help="Only commits at or before this date/time.")
 @click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N commits.")
+@click.option(
+    "--path",
+    metavar="PATH",
+    help="Only commits that changed a file under PATH (a file, a folder or a glob).",
+)
+@click.option("--category", help="Only commits that changed a memory of this category.")
+@click.option(
+    "--format",
+    "fmt",
+    default="table",
+    metavar="FORMAT",
+    help="table (default), oneline, json, jsonl, or a template of {commit} {short} {time} "
+    "{author} {email} {agent} {session} {subject} {ops} {ids} {supersedes} {scope}.",
+)
 @json_option
 @pass_state
 def log(
@@ -251,20 +267,45 @@ def log(
     since: str | None,
     until: str | None,
     limit: int | None,
+    path: str | None,
+    category: str | None,
+    fmt: str,
 ) -> None:
     """The audit log: commits, newest first.
 
-    Filters use the facts in each commit's Gitmem-* trailers.
+    Filters use the facts in each commit's Gitmem-* trailers, the files a
+    commit changed (--path) and the category of the memories it changed.
 
     \b
     Examples:
       gitmem log --agent hephaestus --since 2026-11-01
       gitmem log --op supersede -n 5
       gitmem log --id mem_5f0c... --json
+      gitmem log --category coding-preferences --path projects/
+      gitmem log --format '{short} {agent} {ops} {subject}'
     """
     store: Store = state.store()
-    entries = store.log(agent=agent, op=op, id=memory_id, since=since, until=until, limit=limit)
-    if state.json:
+    entries = store.log(
+        agent=agent,
+        op=op,
+        id=memory_id,
+        since=since,
+        until=until,
+        limit=limit,
+        path=path,
+        category=category,
+    )
+    if state.json or fmt == "json":
         emit_json([e.to_dict() for e in entries])
+    elif fmt == "jsonl":
+        for entry in entries:
+            click.echo(json.dumps(entry.to_dict(), ensure_ascii=False))
+    elif fmt == "oneline":
+        for entry in entries:
+            click.echo(f"{short(entry.commit)} {entry.subject}")
+    elif fmt != "table":
+        for entry in entries:
+            values = {**entry.to_dict(), "short": short(entry.commit), "email": entry.author_email}
+            click.echo(format_entry(fmt, values))
     elif entries:
         click.echo(log_text(entries))
