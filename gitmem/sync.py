@@ -497,7 +497,17 @@ def sync(
         local = db.tip()
         if local is None or (theirs is not None and local.id == theirs.id):
             break
-        outcome = _push(db, remote, target)
+        try:
+            outcome = _push(db, remote, target)
+        except RemoteError as exc:
+            if result.merge == "none":
+                raise
+            # The remote's work is already merged here; say so rather than hide it.
+            raise RemoteError(
+                f"{exc.message}; the local store has {remote}/{target} merged in "
+                f"({str(local.id)[:10]}) but it is not pushed",
+                hint="fix the remote's access and run gitmem sync again to push",
+            ) from None
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
