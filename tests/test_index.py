@@ -721,6 +721,9 @@ def test_a_conflicted_merge_resolved_by_hand_is_a_version(
     store.append(a.id, "from main")
     store.list()
     at_time(monkeypatch, "2026-11-24T09:00:00Z")
+    # Without gitmem's merge driver (a clone that never registered it): git's text merge
+    # conflicts, and a person resolves it by hand.
+    run_git(store.path, "config", "--remove-section", "merge.gitmem", check=False)
     run_git(store.path, "merge", "-q", "-m", "merge side", "side", check=False)
     resolved = (store.path / path).read_text()
     resolved = "".join(
