@@ -291,8 +291,13 @@ class GitDB:
         self._local.repo = repo
         self._local.pid = os.getpid()
         if durable:
-            # Process-wide in libgit2: once one durable store is open, all fsync.
-            pygit2.settings.enable_fsync_gitdir = True  # type: ignore[method-assign,assignment]
+            # Process-wide in libgit2: once one durable store is open, all fsync. A method in
+            # recent pygit2 (assigning to it raised AttributeError), a property in older ones.
+            settings: Any = pygit2.settings
+            if callable(settings.enable_fsync_gitdir):
+                settings.enable_fsync_gitdir(True)
+            else:
+                settings.enable_fsync_gitdir = True
 
     # -- repository handles ---------------------------------------------------
 
