@@ -1,0 +1,425 @@
+"""Crash injection: writers killed with SIGKILL at random moments, and what must hold after.
+
+A child process works on the store (creates, updates, appends, deletes,
+supersedes, transactions, index catch-ups and rebuilds, syncs with a remote) and
+writes a journal line *before* each operation (``B``) and after it returned
+(``A``, the acknowledgement). The parent kills it at a random moment, then checks:
+
+- the store opens without any repair;
+- ``git fsck --strict`` is clean and no file in git is an unreadable memory;
+- every acknowledged write is there with its content (the one in flight may have
+  landed or not, but nothing else);
+- the branch never moves backwards;
+- no memory file in the work tree is torn: each is the blob of the tip or of the
+  commit the work tree was last synced to (the next write brings it forward);
+- a lock the dead writer left behind is recovered by the next writer once it is
+  stale (time is advanced by ageing the file, as waiting would), a live one never;
+- the index, caught up, agrees with a scan of git.
+
+Sizes: ``GITMEM_CRASH_KILLS`` kills per store kind (default 6, so CI stays fast);
+docs/reliability.md has the full-size command and the numbers it produced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storetools import run_git
+
+import gitmem
+from gitmem import GitmemError, Store
+from gitmem import doctor as D
+from gitmem.layout import MEMORY_ROOTS
+
+KILLS = int(os.environ.get("GITMEM_CRASH_KILLS", "6"))
+CTX = multiprocessing.get_context("forkserver")
+CTX.set_forkserver_preload(["gitmem", "gitmem.store", "gitmem.sync", "gitmem.index"])
+
+
+# -- the child: a writer that journals what it starts and what it was told succeeded -------------
+
+
+def child_main(
+    path: str, journal: str, seed: int, live: list[str], origin: str | None, durable: bool
+) -> None:
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def note(line: str) -> None:
+        os.write(fd, (line + "\n").encode())  # in the kernel once written: survives SIGKILL
+
+    store = gitmem.open(path, durable=durable)
+    note("R")  # ready: the parent's random delay starts now, so kills land in the work
+    run_ops(store, seed, live, note, 400, origin=origin)
+    os.close(fd)
+
+
+def run_ops(
+    store: Store,
+    seed: int,
+    live: list[str],
+    note: Callable[[str], None],
+    count: int,
+    *,
+    origin: str | None = None,
+    shared: str | None = None,
+) -> None:
+    """``count`` random operations on the memories this worker owns (and appends to a shared
+    one), each journalled before (B) and after it returned (A)."""
+    rng = random.Random(seed)
+    store.allow_secrets = True  # random markers are not credentials; keep the scan out of it
+    ids = list(live)
+    for n in range(count):
+        marker = f"m{seed}x{n}"
+        roll = rng.random()
+        try:
+            if shared is not None and roll < 0.1:
+                note(f"B append {shared} {marker}")
+                store.append(shared, marker)
+                note(f"A append {shared} {marker}")
+            elif roll < 0.3 or not ids:
+                new = f"notes/crash/k{seed}-{n}" if rng.random() < 0.5 else f"k{seed}-{n}"
+                note(f"B create {new} {marker}")
+                store.create(f"{marker}\n", id=new, title=f"t {n}")
+                note(f"A create {new} {marker}")
+                ids.append(new)
+            elif roll < 0.5:
+                target = rng.choice(ids)
+                note(f"B update {target} {marker}")
+                store.update(target, body=f"{marker}\n")
+                note(f"A update {target} {marker}")
+            elif roll < 0.62:
+                target = rng.choice(ids)
+                note(f"B append {target} {marker}")
+                store.append(target, marker)
+                note(f"A append {target} {marker}")
+            elif roll < 0.7:
+                target = ids.pop(rng.randrange(len(ids)))
+                note(f"B delete {target} {marker}")
+                store.delete(target)
+                note(f"A delete {target} {marker}")
+            elif roll < 0.78:
+                target = rng.choice(ids)
+                new = f"k{seed}-{n}s"
+                note(f"B supersede {target} {marker} {new}")
+                store.supersede(target, f"{marker}\n", id=new)
+                note(f"A supersede {target} {marker} {new}")
+                ids.append(new)
+            elif roll < 0.84:
+                first, second = f"k{seed}-{n}a", f"k{seed}-{n}b"
+                note(f"B pair {first} {marker} {second}")
+                with store.transaction("pair") as tx:
+                    tx.create(f"{marker}\n", id=first)
+                    tx.create(f"{marker}\n", id=second)
+                note(f"A pair {first} {marker} {second}")
+                ids += [first, second]
+            elif roll < 0.94:
+                store.list()  # the index catches up
+                store.search(marker)
+            elif roll < 0.97:
+                store.index().rebuild()
+            elif origin is not None:
+                from gitmem import sync
+
+                sync.sync(store, origin)
+        except GitmemError as exc:
+            note(f"E {type(exc).__name__} {exc}".replace("\n", " "))
+
+
+# -- the parent: the model of what must be in the store ------------------------------------------
+
+
+@dataclass
+class Model:
+    """What acknowledged writes say the store holds: id -> the markers that must be in its
+    body (None: deleted)."""
+
+    state: dict[str, list[str] | None] = field(default_factory=dict)
+    supersedes: dict[str, str] = field(default_factory=dict)
+    acked: int = 0
+    in_flight_landed: int = 0
+    in_flight_lost: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def live(self) -> list[str]:
+        return sorted(i for i, m in self.state.items() if m is not None)
+
+
+def _apply(model: Model, op: str, args: list[str]) -> None:
+    if op in {"create", "update"}:
+        model.state[args[0]] = [args[1]]
+    elif op == "append":
+        model.state[args[0]] = [*(model.state.get(args[0]) or []), args[1]]
+    elif op == "delete":
+        model.state[args[0]] = None
+    elif op == "supersede":
+        model.state[args[2]] = [args[1]]
+        model.supersedes[args[2]] = args[0]
+    elif op == "pair":
+        model.state[args[0]] = [args[1]]
+        model.state[args[2]] = [args[1]]
+
+
+def _has(memories: dict[str, Any], memory_id: str, markers: list[str] | None) -> bool:
+    if markers is None:
+        return memory_id not in memories
+    memory = memories.get(memory_id)
+    return memory is not None and all(m in memory.body for m in markers)
+
+
+def _holds(model: Model, memories: dict[str, Any], op: str, args: list[str]) -> bool:
+    """Whether the store shows the effect of one operation (for the one in flight)."""
+    trial = Model(dict(model.state), dict(model.supersedes))
+    _apply(trial, op, args)
+    touched = {args[0], args[2]} if op in {"supersede", "pair"} else {args[0]}
+    if op == "supersede":
+        touched = {args[2]}
+    return all(_has(memories, i, trial.state[i]) for i in touched)
+
+
+def absorb(model: Model, journal: Path, memories: dict[str, Any]) -> None:
+    """Apply the acknowledged operations; settle the one in flight by what the store shows."""
+    pending: tuple[str, list[str]] | None = None
+    for line in journal.read_text().splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "R":
+            continue
+        if kind == "E":
+            model.errors.append(rest)
+            continue
+        op, *args = rest.split(" ")
+        if kind == "B":
+            pending = (op, args)
+        elif kind == "A":
+            _apply(model, op, args)
+            model.acked += 1
+            pending = None
+    if pending is not None:
+        op, args = pending
+        if _holds(model, memories, op, args):
+            _apply(model, op, args)
+            model.in_flight_landed += 1
+        else:
+            model.in_flight_lost += 1
+    journal.unlink()
+
+
+def check_model(model: Model, memories: dict[str, Any]) -> None:
+    wrong = [
+        (i, marker, getattr(memories.get(i), "body", None))
+        for i, marker in model.state.items()
+        if not _has(memories, i, marker)
+    ]
+    assert not wrong, f"acknowledged writes missing or wrong: {wrong[:5]}"
+    for new, old in model.supersedes.items():
+        if model.state.get(new) is not None:
+            assert memories[new].supersedes == old
+
+
+@dataclass
+class Tally:
+    kills: int = 0
+    ref_locks: int = 0
+    index_locks: int = 0
+    leftovers: int = 0
+    behind: int = 0
+
+
+def _tree_blob(repo: Any, commit: Any, path: str) -> bytes | None:
+    try:
+        entry = commit.tree[path]
+    except KeyError:
+        return None
+    return bytes(repo[entry.id].data)
+
+
+def _work_tree_files(root: Path) -> Iterator[Path]:
+    for top in MEMORY_ROOTS:
+        if (root / top).is_dir():
+            yield from (p for p in (root / top).rglob("*") if p.is_file())
+
+
+def check_after_kill(store_path: Path, model: Model, tally: Tally, journal: Path) -> str:
+    store = gitmem.open(store_path)  # no repair step exists: opening must just work
+    db = store.db()
+    fsck = subprocess.run(
+        ["git", f"--git-dir={db.gitdir}", "fsck", "--strict", "--no-dangling", "--no-progress"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+    scan = gitmem.open(store_path)
+    scan.use_index = False
+    memories = {m.id: m for m in scan.list(include_superseded=True, include_archived=True)}
+    assert scan.problems() == []
+    absorb(model, journal, memories)
+    check_model(model, memories)
+    # The index, caught up, agrees with git.
+    indexed = {m.id: m.version for m in store.list(include_superseded=True, include_archived=True)}
+    assert indexed == {i: m.version for i, m in memories.items()}
+    tip = db.tip()
+    assert tip is not None
+    if db.workdir is not None:
+        marker = db.state_dir / "worktree-synced"
+        synced_hex = marker.read_text().strip() if marker.is_file() else str(tip.id)
+        synced = db.repo[synced_hex] if synced_hex != str(tip.id) else tip
+        if synced.id != tip.id:
+            tally.behind += 1
+        for file in _work_tree_files(db.workdir):
+            rel = file.relative_to(db.workdir).as_posix()
+            if file.name.startswith(".") and file.name.endswith(".tmp"):
+                tally.leftovers += 1
+                continue
+            data = file.read_bytes()
+            allowed = {_tree_blob(db.repo, tip, rel), _tree_blob(db.repo, synced, rel)}
+            assert data in allowed, f"{rel} in the work tree is torn or foreign"
+    # A lock the dead writer held: let time pass (age it); the next writer recovers it.
+    for lock, counter in (
+        (db.gitdir / "refs" / "heads" / "main.lock", "ref_locks"),
+        (db.gitdir / "index.lock", "index_locks"),
+    ):
+        if lock.exists():
+            setattr(tally, counter, getattr(tally, counter) + 1)
+            old = time.time() - 120
+            os.utime(lock, (old, old))
+    return str(tip.id)
+
+
+def _wait_ready(journal: Path, proc: Any) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.is_alive():
+        if journal.exists() and journal.read_bytes().startswith(b"R\n"):
+            return
+        time.sleep(0.005)
+
+
+def crash_run(
+    store: Store,
+    kills: int,
+    *,
+    seed: int,
+    origin: str | None = None,
+    durable: bool = False,
+    between: Callable[[int], None] | None = None,
+) -> tuple[Model, Tally]:
+    rng = random.Random(seed)
+    model, tally = Model(), Tally()
+    path = store.db().gitdir if store.db().bare else store.path
+    journal = Path(str(path) + ".journal")
+    last_tip: str | None = None
+    repo = store.db().repo
+    for k in range(kills):
+        if between is not None:
+            between(k)
+        proc = CTX.Process(
+            target=child_main,
+            args=(str(path), str(journal), seed * 10_000 + k, model.live, origin, durable),
+        )
+        proc.start()
+        _wait_ready(journal, proc)
+        time.sleep(rng.uniform(0.0, 0.4))
+        proc.kill()
+        proc.join()
+        tally.kills += 1
+        if not journal.exists():
+            journal.write_text("")
+        tip = check_after_kill(Path(path), model, tally, journal)
+        if last_tip is not None and tip != last_tip:
+            assert repo.descendant_of(tip, last_tip), "the branch moved backwards"
+        last_tip = tip
+    # After the last kill: one more write succeeds (stale locks recovered), and doctor's safe
+    # fixes leave the repository, the work tree and the index clean. (Links and chains are
+    # left out: the workload itself deletes superseded memories and forks chains.)
+    final = gitmem.open(path)
+    final.create("after the crashes")
+    crash_checks = ["fsck", "locks", "leftovers", "worktree", "index", "schema"]
+    report = D.diagnose(final, fix=True, checks=crash_checks)
+    assert report.healthy, [f.message for f in report.remaining]
+    if not final.db().bare:
+        assert run_git(final.path, "status", "--porcelain", "--untracked-files=all") == ""
+    return model, tally
+
+
+def _summary(kind: str, model: Model, tally: Tally) -> str:
+    return (
+        f"{kind}: {tally.kills} kills, {model.acked} acknowledged writes, in flight "
+        f"{model.in_flight_landed} landed / {model.in_flight_lost} not, "
+        f"{len(model.live)} live memories, work tree behind {tally.behind}x, "
+        f"leftover temp files {tally.leftovers}, stale ref locks {tally.ref_locks}, "
+        f"index locks {tally.index_locks}, errors {len(model.errors)}"
+    )
+
+
+@pytest.mark.slow
+def test_sigkill_writers_of_a_work_tree_store(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, tally = crash_run(store, KILLS, seed=1)
+    assert model.acked > KILLS // 2  # the children did real work before being killed
+    assert not [e for e in model.errors if not e.startswith(("AlreadyExists", "NotFound"))]
+    with capsys.disabled():
+        print("\n" + _summary("work tree", model, tally))
+
+
+@pytest.mark.slow
+def test_sigkill_writers_of_a_bare_store(
+    bare_store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, tally = crash_run(bare_store, KILLS, seed=2)
+    assert model.acked > KILLS // 2
+    with capsys.disabled():
+        print("\n" + _summary("bare", model, tally))
+
+
+@pytest.mark.slow
+def test_sigkill_during_syncs_and_durable_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A clone that syncs with a remote (merges) and writes with durable=True (fsync)."""
+    origin = gitmem.init(tmp_path / "origin.git", bare=True)
+    origin.create("from the start")
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "clone")
+    clone = gitmem.open(tmp_path / "clone", durable=True)
+    other = gitmem.open(tmp_path / "origin.git")
+    model, tally = crash_run(
+        clone,
+        max(4, KILLS // 2),
+        seed=3,
+        origin="origin",
+        durable=True,
+        between=lambda k: other.create(f"remote write {k}"),  # for the next sync to merge
+    )
+    assert model.acked > 0
+    assert clone.db().durable
+    with capsys.disabled():
+        print("\n" + _summary("sync + durable", model, tally))
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["worktree", "bare"])
+def test_a_durable_store_reads_back_what_it_wrote(tmp_path: Path, bare: bool) -> None:
+    """durable=True (fsync of objects, refs and work-tree files) changes cost, not results."""
+    path = tmp_path / ("d.git" if bare else "d")
+    store = gitmem.init(path, bare=bare, durable=True)
+    assert store.db().durable
+    memory = store.create("one", title="durable")
+    store.update(memory.id, body="two")
+    store.append(memory.id, "three")
+    with store.transaction("pair") as tx:
+        tx.create("four", id="notes/durable/four")
+    again = gitmem.open(path, durable=True)
+    assert again.read(memory.id).body == "two\nthree"
+    assert again.read("notes/durable/four").body == "four"
+    assert [m.id for m in again.search("three")] == [memory.id]
+    run_git(again.db().gitdir, "fsck", "--strict", "--no-progress")
+    if not bare:
+        assert run_git(path, "status", "--porcelain") == ""
