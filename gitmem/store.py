@@ -1725,6 +1725,10 @@ def init_store(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"
         )
     target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
+    if scope is Scope.USER:
+        # A user store holds one person's memories: owner only, also when the (empty)
+        # directory was there before and mkdir's mode did not apply.
+        target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
