@@ -596,8 +596,12 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
     """The MCP server (an ``mcp.server.lowlevel.Server``) for ``store``."""
     import mcp_types as types
     from mcp.server import Server, ServerRequestContext
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 
     graph = Graph(store, agent=agent)
+    # Change notifications both ways the SDK speaks: resources/subscribe on the initialize
+    # handshake, subscriptions/listen streams on the 2026-07-28 protocol.
+    bus = InMemorySubscriptionBus()
     specs = {spec.name: spec for spec in tools(store, agent=agent, graph=graph)}
     subscribed: set[str] = set()
 
@@ -633,8 +637,10 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
                 content=[types.TextContent(text=f"unknown tool {params.name!r}")], is_error=True
             )
         result, failed = call(spec, params.arguments)
-        if not failed and not spec.read_only and RESOURCE_URI in subscribed:
-            await ctx.session.send_resource_updated(RESOURCE_URI)
+        if not failed and not spec.read_only:
+            if RESOURCE_URI in subscribed:
+                await ctx.session.send_resource_updated(RESOURCE_URI)
+            await bus.publish(ResourceUpdated(uri=RESOURCE_URI))
         return types.CallToolResult(
             content=[types.TextContent(text=result.text)],
             structured_content=result.structured,
@@ -698,6 +704,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
         on_read_resource=read_resource,
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=ListenHandler(bus),
     )
 
 

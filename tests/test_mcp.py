@@ -355,3 +355,26 @@ def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
     serve(store.path, body, mode="legacy", on_message=on_message)
     assert updates == ["memory://knowledge-graph"]
     assert Graph(store).entity("A") is not None
+
+
+def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
+    """On the 2026-07-28 protocol a client listens with subscriptions/listen instead."""
+    store = gitmem.init(tmp_path / "store")
+    events: list[str] = []
+
+    async def body(client: Client) -> None:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=["memory://knowledge-graph"]) as sub:
+            assert list(sub.honored.resource_subscriptions or []) == ["memory://knowledge-graph"]
+            await ok(
+                client,
+                "create_entities",
+                {"entities": [{"name": "A", "entityType": "t", "observations": []}]},
+            )
+            with anyio.fail_after(30):
+                async for event in sub:
+                    events.append(str(getattr(event, "uri", event)))
+                    break
+
+    serve(store.path, body)
+    assert events == ["memory://knowledge-graph"]
