@@ -395,3 +395,59 @@ def test_hooks_install_registers_the_driver(tmp_path: Path) -> None:
     assert not M.driver_registered(tmp_path / "clone")
     hooks.install(tmp_path / "clone", "memory")
     assert M.driver_registered(tmp_path / "clone")
+
+
+# -- the merge table through plain git -------------------------------------------------------------
+
+
+def test_git_pull_appended_documents(pair: tuple[Store, Store, str]) -> None:
+    a, b, _ = pair
+    doc_id = "projects/demo/command_history"
+    a.create("# Commands\n", id=doc_id, title="Commands")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
+    a.append(doc_id, "## 2026-11-22T10:05:00Z ran tests\nok\n")
+    b.append(doc_id, "## 2026-11-22T10:01:00Z ran lint\nok\n")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
+    assert b.read(doc_id).body == (
+        "# Commands\n## 2026-11-22T10:01:00Z ran lint\nok\n## 2026-11-22T10:05:00Z ran tests\nok\n"
+    )
+    assert M.load_pending(b.db().gitdir) == []
+
+
+def test_git_pull_both_add_and_both_supersede(pair: tuple[Store, Store, str]) -> None:
+    a, b, mid = pair
+    new_a, new_b = a.supersede(mid, "by a\n"), b.supersede(mid, "by b\n")
+    only_a, only_b = a.create("a\n"), b.create("b\n")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
+    assert {m.id for m in b.successors(mid)} == {new_a.id, new_b.id}
+    assert {only_a.id, only_b.id} <= {m.id for m in b.list()}
+
+
+def test_git_stops_on_delete_against_change_and_sync_keeps_the_change(
+    pair: tuple[Store, Store, str],
+) -> None:
+    a, b, mid = pair
+    a.delete(mid)
+    b.update(mid, "changed\n")
+    S.sync(a)
+    out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
+    assert "CONFLICT (modify/delete)" in out  # git calls no driver for this one
+    run_git(b.path, "merge", "--abort")
+    result = S.sync(b)
+    assert result.kept_over_delete == [mid] and b.read(mid).body == "changed\n"
+
+
+def test_git_rebase_uses_the_driver_and_keeps_a_fork(pair: tuple[Store, Store, str]) -> None:
+    a, b, mid = pair
+    a.update(mid, "rebased onto\n")
+    b.update(mid, "rebased commit\n")
+    S.sync(a)
+    run_git(b.path, "pull", "-q", "--rebase", "origin", "main")
+    assert S.in_progress(b.db()) is None
+    [fork] = S.commit_pending_forks(b.db())
+    bodies = {b.read(mid).body, b.read(fork.id).body}
+    assert bodies == {"rebased onto\n", "rebased commit\n"}
+    assert run_git(b.path, "status", "--porcelain") == ""
