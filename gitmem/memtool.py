@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "MemoryTool",
     "MemoryToolError",
     "MemoryToolNotFoundError",
+    "anthropic_async_memory_tool",
     "anthropic_memory_tool",
 ]
 
@@ -539,6 +540,19 @@ _MANAGED = {
 }  # fmt: skip
 
 
+def _command_call(backend: MemoryTool, command: Any) -> Callable[[], str]:
+    """The backend call for one of the SDK's typed memory-tool commands."""
+    calls: dict[str, Callable[[], str]] = {
+        "view": lambda: backend.view(command.path, command.view_range),
+        "create": lambda: backend.create(command.path, command.file_text),
+        "str_replace": lambda: backend.str_replace(command.path, command.old_str, command.new_str),
+        "insert": lambda: backend.insert(command.path, command.insert_line, command.insert_text),
+        "delete": lambda: backend.delete(command.path),
+        "rename": lambda: backend.rename(command.old_path, command.new_path),
+    }
+    return calls[command.command]
+
+
 def anthropic_memory_tool(
     store: Store, *, root: str = "notes", agent: str | None = None, **kwargs: Any
 ) -> Any:
@@ -552,10 +566,9 @@ def anthropic_memory_tool(
 
     backend = MemoryTool(store, root=root, agent=agent)
 
-    def run(call: Any) -> str:
+    def run(call: Callable[[], str]) -> str:
         try:
-            result: str = call()
-            return result
+            return call()
         except GitmemError as exc:
             raise ToolError(exc.message) from exc
 
@@ -565,26 +578,43 @@ def anthropic_memory_tool(
         memory = backend
 
         def view(self, command: Any) -> str:
-            return run(lambda: backend.view(command.path, command.view_range))
+            return run(_command_call(backend, command))
 
-        def create(self, command: Any) -> str:
-            return run(lambda: backend.create(command.path, command.file_text))
-
-        def str_replace(self, command: Any) -> str:
-            return run(lambda: backend.str_replace(command.path, command.old_str, command.new_str))
-
-        def insert(self, command: Any) -> str:
-            return run(
-                lambda: backend.insert(command.path, command.insert_line, command.insert_text)
-            )
-
-        def delete(self, command: Any) -> str:
-            return run(lambda: backend.delete(command.path))
-
-        def rename(self, command: Any) -> str:
-            return run(lambda: backend.rename(command.old_path, command.new_path))
+        create = str_replace = insert = delete = rename = view
 
         def clear_all_memory(self) -> str:
             return run(backend.clear_all_memory)
 
     return GitmemMemoryTool(**kwargs)
+
+
+def anthropic_async_memory_tool(
+    store: Store, *, root: str = "notes", agent: str | None = None, **kwargs: Any
+) -> Any:
+    """The same as :func:`anthropic_memory_tool` for the SDK's async runner
+    (``BetaAsyncAbstractMemoryTool``); the store's work runs in a worker thread."""
+    import anyio.to_thread
+    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
+
+    backend = MemoryTool(store, root=root, agent=agent)
+
+    async def run(call: Callable[[], str]) -> str:
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except GitmemError as exc:
+            raise ToolError(exc.message) from exc
+
+    class GitmemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+        """Claude's memory tool over a gitmem store, for async clients."""
+
+        memory = backend
+
+        async def view(self, command: Any) -> str:
+            return await run(_command_call(backend, command))
+
+        create = str_replace = insert = delete = rename = view
+
+        async def clear_all_memory(self) -> str:
+            return await run(backend.clear_all_memory)
+
+    return GitmemAsyncMemoryTool(**kwargs)

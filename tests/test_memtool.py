@@ -346,6 +346,30 @@ def test_anthropic_sdk_adapter(any_store: Store) -> None:
     assert any_store.read("notes/p").agent == "claude"
 
 
+def test_anthropic_sdk_async_adapter(any_store: Store) -> None:
+    pytest.importorskip("anthropic")
+    import anyio
+    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
+
+    from gitmem.memtool import anthropic_async_memory_tool
+
+    tool = anthropic_async_memory_tool(any_store)
+    assert isinstance(tool, BetaAsyncAbstractMemoryTool)
+
+    async def main() -> None:
+        await tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x\n"})
+        await tool.call(
+            {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"}
+        )
+        assert "1\tx" in await tool.call({"command": "view", "path": "/memories/b.md"})
+        with pytest.raises(ToolError, match="does not exist"):
+            await tool.call({"command": "delete", "path": "/memories/a.md"})
+        assert await tool.clear_all_memory() == "All memory cleared"
+
+    anyio.run(main)
+    assert any_store.get("notes/b") is None
+
+
 def _tool_error(kind: type[Exception], call: object) -> str:
     with pytest.raises(kind) as info:
         call()  # type: ignore[operator]
