@@ -303,7 +303,7 @@ def review(
             ]
         result.changes.append(change)
     _moves(result, removed, added)
-    _links(result, store, repo, head_snap, base_snap, project)
+    _links(result, store, repo, head_snap, base_snap, project, scope)
     return result
 
 
@@ -399,6 +399,7 @@ def _links(
     head: Snapshot,
     base: Snapshot,
     project: str | Path | None,
+    scope: str | None,
 ) -> None:
     present = {c.id: c for c in result.changes if head.exists(c.path)}
     wanted_forks: set[str] = set()
@@ -443,9 +444,22 @@ def _links(
             _anchors(result, memory, project)
     if wanted_forks:
         successors: dict[str, list[str]] = {}
-        for new, old in _successors(repo, head):
-            if old in wanted_forks:
-                successors.setdefault(old, []).append(new)
+        tip = store.db(scope).tip()
+        if (
+            store.use_index
+            and tip is not None
+            and head.commit is not None
+            and tip.id == head.commit.id
+        ):
+            # Reviewing up to the tip (the usual PR check): the index knows the successors.
+            for target in sorted(wanted_forks):
+                found = [m.id for m in store.index(scope).successors(target)]
+                if found:
+                    successors[target] = found
+        else:
+            for new, old in _successors(repo, head):
+                if old in wanted_forks:
+                    successors.setdefault(old, []).append(new)
         for target, ids in sorted(successors.items()):
             if len(ids) > 1:
                 result.problems.append(

@@ -192,3 +192,11 @@ def test_cli_strict_exit_codes(crafted: Store, project: Path) -> None:
     assert clean
     text = cli("review", "HEAD~1..HEAD", "--strict", "--format", "text").stdout
     assert "1 added" in text
+
+
+def test_forks_found_without_the_index_too(crafted: Store) -> None:
+    """Up to the tip the index answers successors; an older HEAD is scanned: same problems."""
+    at_tip = R.review(crafted, "base..HEAD").problems
+    crafted.create("one more", id=mid(30))
+    older = R.review(crafted, "base..HEAD~1").problems
+    assert at_tip == older
