@@ -108,8 +108,9 @@ class SecretsFoundError(InvalidInputError):
     """Content holds what looks like a credential, and the caller did not allow it."""
 
     default_hint = (
-        "remove the credential (store a reference to where it is kept instead), or pass "
-        "allow_secrets=True (CLI: --allow-secrets) if it is not a real secret"
+        "remove the credential (write where it is kept instead); if it is not a real one, "
+        f"put {ALLOW_MARKER} on its line or list it under secrets.allow in gitmem.yaml "
+        "(API: Store.secrets_allowed())"
     )
 
     def __init__(self, what: str, findings: Sequence[SecretFinding]) -> None:
