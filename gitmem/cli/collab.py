@@ -83,9 +83,10 @@ def remote_list(state: State) -> None:
 @click.command()
 @click.argument("remote_name", metavar="[REMOTE]", default="origin")
 @click.option("--branch", "-b", metavar="B", help="The remote branch (default: the store's).")
+@click.option("--scope", metavar="repo|user", help="Which store, when both are open.")
 @json_option
 @pass_state
-def sync(state: State, remote_name: str, branch: str | None) -> None:
+def sync(state: State, remote_name: str, branch: str | None, scope: str | None) -> None:
     """Fetch, merge memory-aware, and push (never forced).
 
     When the push is rejected because the remote moved, sync fetches and
@@ -99,7 +100,7 @@ def sync(state: State, remote_name: str, branch: str | None) -> None:
       gitmem sync backup --branch main
       gitmem sync --json
     """
-    result = state.store().sync(remote_name, branch=branch)
+    result = state.store().sync(remote_name, branch=branch, scope=scope)
     if state.json:
         emit_json(result.to_dict())
         return
