@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from storetools import memory_text
 
 import gitmem
@@ -451,3 +453,71 @@ def test_git_rebase_uses_the_driver_and_keeps_a_fork(pair: tuple[Store, Store, s
     bodies = {b.read(mid).body, b.read(fork.id).body}
     assert bodies == {"rebased onto\n", "rebased commit\n"}
     assert run_git(b.path, "status", "--porcelain") == ""
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+_LINES = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d\n", "e\n", "\n"]), max_size=12)
+
+
+def _edit(lines: list[str], data: st.DataObject) -> list[str]:
+    out = list(lines)
+    for _ in range(data.draw(st.integers(0, 3))):
+        kind = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        at = data.draw(st.integers(0, len(out)))
+        line = data.draw(st.sampled_from(["X\n", "Y\n", "Z\n", "a\n"]))
+        if kind == "insert":
+            out.insert(at, line)
+        elif out and at < len(out):
+            if kind == "delete":
+                del out[at]
+            else:
+                out[at] = line
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=_LINES, data=st.data())
+def test_line_merge_properties(base: list[str], data: st.DataObject) -> None:
+    ours, theirs = _edit(base, data), _edit(base, data)
+    merged = M.merge_lines(base, ours, theirs)
+    assert merged == M.merge_lines(base, theirs, ours)  # the direction does not matter
+    assert M.merge_lines(base, base, theirs) == theirs
+    assert M.merge_lines(base, ours, base) == ours
+    assert M.merge_lines(base, ours, ours) == ours
+
+
+_BODIES = st.lists(st.sampled_from(["one\n", "two\n", "three\n", "four\n"]), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> None:
+    base_body = "".join(data.draw(_BODIES))
+
+    def side() -> bytes:
+        body = "".join(_edit(base_body.splitlines(keepends=True), data)) or "x\n"
+        hour = data.draw(st.sampled_from(["10:00:00", "11:00:00"]))
+        tags = data.draw(st.sampled_from(["", "tags: [a]\n", "tags: [a, b]\n", "tags: [c]\n"]))
+        return doc(body, updated=hour, version=data.draw(st.integers(2, 4)), extra=tags)
+
+    base, ours, theirs = doc(base_body), side(), side()
+    one = M.merge_memory(PATH, base, ours, theirs)
+    other = M.merge_memory(PATH, base, theirs, ours)
+    assert (one.data, one.forks) == (other.data, other.forks)
+    assert one.conflict is None
+    from gitmem.hooks import decode_memory
+
+    kept = decode_memory(one.data, PATH)
+    no_markers(one.data)
+    for fork in one.forks:
+        assert decode_memory(fork.data, fork.path).extra[M.FORK_KEY] == MID
+    # Nothing lost: each side's body is at the path, in a fork, or merged in line by line.
+    bodies = [kept.body] + [parsed(f.data).body for f in one.forks]
+    for data_side in (ours, theirs):
+        side_body = parsed(data_side).body
+        assert side_body in bodies or all(
+            line in kept.body.splitlines(keepends=True)
+            for line in side_body.splitlines(keepends=True)
+            if line not in base_body.splitlines(keepends=True)
+        )
