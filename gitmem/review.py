@@ -245,9 +245,18 @@ def review(
     project: str | Path | None = None,
     scope: str | None = None,
 ) -> Review:
-    """Review the memory changes of ``spec`` (``BASE..HEAD``) in one store."""
+    """Review the memory changes of ``spec`` (``BASE..HEAD``) in one store.
+
+    Anchors are checked against ``project``'s HEAD; a project store
+    (``<project>/.gitmem/``) checks its own project without being told.
+    """
     db = store.db(scope)
     repo = db.repo
+    if project is None and db.workdir is not None and db.workdir.resolve().name == ".gitmem":
+        # A project's own store (<project>/.gitmem/): its anchors name the project's files.
+        parent = db.workdir.resolve().parent
+        if (parent / ".git").exists():
+            project = parent
     base_id, head_id = parse_range(repo, spec)
     base, head = get_commit(repo, base_id), get_commit(repo, head_id)
     result = Review(range=spec, base=base_id, head=head_id)

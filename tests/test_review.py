@@ -200,3 +200,12 @@ def test_forks_found_without_the_index_too(crafted: Store) -> None:
     crafted.create("one more", id=mid(30))
     older = R.review(crafted, "base..HEAD~1").problems
     assert at_tip == older
+
+
+def test_a_project_store_checks_its_own_project(project: Path) -> None:
+    store = gitmem.init_project(project, clock=FixedClock("2026-11-22T10:00:00Z"))
+    store.create("x", id=mid(40), extra={"anchors": ["src/app.py", "src/gone.py"]})
+    problems = R.review(store, "HEAD~1..HEAD").problems
+    assert [(p.kind, p.message) for p in problems] == [
+        ("missing-anchor", "anchor src/gone.py does not exist at the project's HEAD")
+    ]
