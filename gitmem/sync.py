@@ -15,6 +15,7 @@ between) fetches and merges again, up to ``max_attempts`` times.
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -145,9 +146,13 @@ def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
         raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
 
 
+_CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
+
+
 def _last_line(text: str) -> str:
+    """git's last message line, without any ``user:token@`` a URL in it carries."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    return _CREDENTIALS_RE.sub(r"\1***@", lines[-1]) if lines else "no message"
 
 
 def in_progress(db: GitDB) -> str | None:

@@ -229,6 +229,16 @@ def test_network_failure_leaves_the_store_as_it_was(
     assert (a.db().gitdir / "index").read_bytes() == index_before
 
 
+def test_failure_messages_never_show_credentials(
+    tmp_path: Path, origin: Store, clock: FixedClock
+) -> None:
+    a = clone(tmp_path, "a", clock)
+    S.add_remote(a, "private", "https://bob:sekrit-token@127.0.0.1:9/memory.git")
+    with pytest.raises(S.RemoteError) as failure:
+        S.sync(a, "private")
+    assert "sekrit" not in str(failure.value) and "cannot fetch from private" in str(failure.value)
+
+
 def test_unknown_remote_is_refused(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
     a = clone(tmp_path, "a", clock)
     with pytest.raises(gitmem.InvalidInputError, match="no remote 'nowhere'"):
