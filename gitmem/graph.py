@@ -26,9 +26,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import random
 import re
+import time
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +71,11 @@ _WINDOWS_RESERVED = {
     *(f"COM{i}" for i in range(1, 10)),
     *(f"LPT{i}" for i in range(1, 10)),
 }  # fmt: skip
-_RETRIES = 8
+_RETRIES = 30
 """How often a call is re-run when another writer changed a file it was about to write."""
+_BACKOFF = 0.004
+"""Seconds; the jittered pause before a re-run grows with each attempt, so two writers in a
+tight loop on one entity do not keep beating each other to the branch."""
 
 
 # -- values ------------------------------------------------------------------------------
@@ -422,8 +427,6 @@ class Graph:
         self.store = store
         self.agent = agent
         self._batch: Transaction | None = None
-        self.progress: Callable[[int], None] | None = None
-        """Called with the number of files written so far while a call writes (imports)."""
         self._cache: dict[str, _File | None] = {}
         """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
 
@@ -546,19 +549,16 @@ class Graph:
             except (ConflictError, AlreadyExistsError) as exc:
                 if type(exc) not in {ConflictError, AlreadyExistsError} or attempt == _RETRIES - 1:
                     raise
+                time.sleep(random.uniform(0, _BACKOFF * min(attempt + 1, 10)))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _flush(self, state: _State) -> None:
         store, agent = self.store, self.agent
         for f in state.deleted:
             store.delete(f.id, agent=agent)
-        written = 0
         for f in state.files:
             if not f.dirty:
                 continue
-            written += 1
-            if self.progress is not None:
-                self.progress(written)
             relations = [{"type": kind, "to": target} for kind, target in f.relations]
             body = format_observations(f.observations)
             if f.version is None:

@@ -186,8 +186,10 @@ def import_mcp_jsonl(
     skip_bad: bool = False,
     agent: str | None = None,
     progress: Progress | None = None,
+    batch_size: int = 1000,
 ) -> Fidelity:
-    """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit.
+    """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit
+    (or one commit per ``batch_size`` entries when there are more).
 
     A bad line stops the import with an error naming it (nothing is written)
     unless ``skip_bad``, which leaves bad lines out and lists them. Entities
@@ -226,7 +228,6 @@ def import_mcp_jsonl(
         "entities": sum(isinstance(e.item, Entity) for e in entries),
         "relations": sum(isinstance(e.item, Relation) for e in entries),
     }
-    total = len(entities) + len(relations)
     graph = Graph(store, agent=agent)
     before = graph.read_graph()
     existing = {e.name: e for e in before.entities}
@@ -237,20 +238,46 @@ def import_mcp_jsonl(
         for e in entities.values()
         if e.name in existing
     ]
+    wanted = list(relations.values())
+    total = len(new_entities) + len(additions) + len(wanted)
     for name in entities:
         if name in existing and existing[name].entity_type != entities[name].entity_type:
             report.skipped.append(
                 f"entity {name!r}: already in the store as type "
                 f"{existing[name].entity_type!r}; kept that type"
             )
-    with graph.batch(f"import mcp-jsonl: {path.name}"):
-        graph.progress = (lambda n: progress(n, total)) if progress else None
-        try:
-            created = graph.create_entities(new_entities)
-            added = graph.add_observations(additions) if additions else []
-            made = graph.create_relations(list(relations.values()))
-        finally:
-            graph.progress = None
+    created: list[Entity] = []
+    added: list[dict[str, Any]] = []
+    made: list[Relation] = []
+    work: list[tuple[str, list[Any]]] = [
+        *(
+            ("create", new_entities[i : i + batch_size])
+            for i in range(0, len(new_entities), batch_size)
+        ),
+        *(("observe", additions[i : i + batch_size]) for i in range(0, len(additions), batch_size)),
+        *(("relate", wanted[i : i + batch_size]) for i in range(0, len(wanted), batch_size)),
+    ]
+    # One commit, unless the input is large: the store checks each new path against every
+    # change staged in the transaction, so one huge transaction costs quadratic time.
+    groups = [work] if total <= batch_size else [[step] for step in work]
+    done = 0
+    for number, group in enumerate(groups, 1):
+        part = f" ({number}/{len(groups)})" if len(groups) > 1 else ""
+        with graph.batch(f"import mcp-jsonl: {path.name}{part}"):
+            for kind, items in group:
+                if kind == "create":
+                    created.extend(graph.create_entities(items))
+                elif kind == "observe":
+                    added.extend(graph.add_observations(items))
+                else:
+                    made.extend(graph.create_relations(items))
+                done += len(items)
+                if progress:
+                    progress(done, total)
+    if len(groups) > 1:
+        report.notes.append(
+            f"{total} entries imported in {len(groups)} commits of at most {batch_size}"
+        )
     report.written = {
         "entities": len(created),
         "observations added to existing entities": sum(len(a["addedObservations"]) for a in added),
@@ -279,8 +306,6 @@ def import_mcp_jsonl(
         report.checked += 1
         if key not in stored_relations:
             report.mismatches.append(f"relation {key} is not in the store")
-    if progress:
-        progress(total, total)
     return report
 
 

@@ -96,6 +96,21 @@ def test_import_reference_jsonl_is_one_commit_with_a_clean_fidelity_report(
     assert any(e.subject == "import mcp-jsonl: memory.jsonl" for e in log)
 
 
+def test_large_inputs_are_imported_in_batches(store: Store, tmp_path: Path) -> None:
+    entities = [{"name": f"E{i}", "entityType": "t", "observations": [str(i)]} for i in range(7)]
+    relations = [{"from": f"E{i}", "to": f"E{i + 1}", "relationType": "next"} for i in range(6)]
+    path = tmp_path / "big.jsonl"
+    path.write_text(reference_jsonl(entities, relations))
+    before = commit_count(store)
+    seen: list[int] = []
+    report = import_mcp_jsonl(store, path, batch_size=3, progress=lambda d, t: seen.append(d))
+    assert report.ok and report.checked == 13
+    assert commit_count(store) == before + 5  # 3 + 3 + 1 entities, then 3 + 3 relations
+    assert report.notes == ["13 entries imported in 5 commits of at most 3"]
+    assert seen == [3, 6, 7, 10, 13]
+    assert len(Graph(store).read_graph().relations) == 6
+
+
 @pytest.mark.parametrize(
     "variant",
     [
