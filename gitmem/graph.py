@@ -383,6 +383,8 @@ class _State:
     by_name: dict[str, _File] = field(default_factory=dict)
     pending_dirty: bool = False
     deleted: list[_File] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    """Every file under entities/, readable or not: a new entity must not land on any."""
 
     _directories: tuple[dict[str, set[str]], dict[str, set[str]]] | None = None
 
@@ -399,7 +401,12 @@ class _State:
             taken: dict[str, set[str]] = {}
             for f in [*self.files, *self.deleted]:
                 kinds.setdefault(f.directory, set()).add(f.entity_type)
-                taken.setdefault(f.directory, set()).add(f.id.split("/")[2].casefold())
+            for path in self.paths:
+                parts = path.split("/")
+                if len(parts) == 3:
+                    taken.setdefault(parts[1], set()).add(parts[2].removesuffix(".md").casefold())
+                if len(parts) >= 2:
+                    kinds.setdefault(parts[1].removesuffix(".md"), set())
             self._directories = (kinds, taken)
         return self._directories
 
@@ -457,7 +464,8 @@ class Graph:
         files: list[_File] = []
         pending: list[Relation] = []
         pending_version: int | None = None
-        for path in snap.iter_files(ENTITIES_ROOT):
+        paths = list(snap.iter_files(ENTITIES_ROOT))
+        for path in paths:
             if not path.endswith(".md"):
                 continue
             parts = path.split("/")
@@ -478,7 +486,7 @@ class Graph:
             if parsed is not None:
                 files.append(parsed)
         files.sort(key=lambda f: (f.created, f.id))
-        return _State(files, pending, pending_version)
+        return _State(files, pending, pending_version, paths=paths)
 
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
@@ -540,14 +548,19 @@ class Graph:
             self._flush(state)
             return result
         for attempt in range(_RETRIES):
+            committing = False
             try:
                 with self.store.transaction(message=message) as tx:
                     state = self._state(tx.snapshot)
                     result = change(state)
                     self._flush(state)
+                    committing = True
                 return result
             except (ConflictError, AlreadyExistsError) as exc:
-                if type(exc) not in {ConflictError, AlreadyExistsError} or attempt == _RETRIES - 1:
+                # Only the commit's replay on a moved tip is a lost race; the same error
+                # from the call itself (a dirty work tree, a locked store) is final.
+                lost_race = committing and type(exc) in {ConflictError, AlreadyExistsError}
+                if not lost_race or attempt == _RETRIES - 1:
                     raise
                 time.sleep(random.uniform(0, _BACKOFF * min(attempt + 1, 10)))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -221,6 +221,11 @@ def test_unreadable_entity_files_are_skipped(store: Store) -> None:
     graph.create_entities([ent("Alice")])
     plant(store, "entities/person/Broken.md", "---\nname: [unclosed\n---\n")
     assert names(graph.read_graph()) == ["Alice"]
+    # A new entity never lands on the unreadable file's place.
+    before = commit_count(store)
+    graph.create_entities([ent("broken")])
+    assert commit_count(store) == before + 1
+    assert graph.entity_id("broken") == f"entities/person/broken-{sha1(b'broken').hexdigest()[:8]}"
 
 
 # -- create_relations -----------------------------------------------------------------------
