@@ -559,7 +559,7 @@ def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None)
     specs = _graph_tools(graph) + _memory_tools(store, agent)
     out: list[ToolSpec] = []
     for spec in specs:
-        validator = jsonschema.Draft202012Validator(spec.input_schema)
+        validator = jsonschema.Draft202012Validator(_lenient(spec.input_schema))
         out.append(
             ToolSpec(
                 spec.name,
@@ -575,6 +575,16 @@ def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None)
             )
         )
     return out
+
+
+def _lenient(schema: Any) -> Any:
+    """The schema without ``additionalProperties: false``: the reference's zod objects drop
+    unknown keys instead of failing, so a client sending one more key still works here."""
+    if isinstance(schema, dict):
+        return {k: _lenient(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [_lenient(v) for v in schema]
+    return schema
 
 
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:

@@ -378,3 +378,29 @@ def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
 
     serve(store.path, body)
     assert events == ["memory://knowledge-graph"]
+
+
+def test_tool_layer_without_a_transport(store: Store) -> None:
+    """The specs the server serves, called directly: extra keys are dropped as zod drops them,
+    and a bug in a handler is an error result, not an exception."""
+    from gitmem.mcp_server import ToolResult, ToolSpec, call, tools
+
+    specs = {spec.name: spec for spec in tools(store)}
+    result, failed = call(
+        specs["create_entities"],
+        {"entities": [{"name": "A", "entityType": "t", "observations": [], "x": 1}], "y": 2},
+    )
+    assert not failed and result.structured == {
+        "entities": [{"name": "A", "entityType": "t", "observations": []}]
+    }
+    assert specs["create_entities"].input_schema["additionalProperties"] is False
+
+    def broken(args: dict[str, Any]) -> ToolResult:
+        raise RuntimeError("boom")
+
+    spec = specs["read_graph"]
+    buggy = ToolSpec(
+        "buggy", "Buggy", "", spec.input_schema, broken, True, False, True, None, spec.validator
+    )
+    result, failed = call(buggy, {})
+    assert failed and result.text == "internal error in buggy: RuntimeError: boom"
