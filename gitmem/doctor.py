@@ -48,7 +48,7 @@ from .errors import GitmemError, StoreError
 from .gitdb import CommitSpec, GitDB, Snapshot
 from .layout import MEMORY_ROOTS, is_memory_file
 from .model import Memory, Scope
-from .store import Store, open_store
+from .store import Problem, Store, open_store
 from .versions import successor_map, walk_back
 
 CHECKS: tuple[str, ...] = (
@@ -185,6 +185,8 @@ class _Context:
     db: GitDB
     scope: Scope
     _scan: Store | None = None
+    _memories: list[Memory] | None = None
+    _problems: list[Problem] | None = None
 
     @property
     def where(self) -> str:
@@ -198,7 +200,29 @@ class _Context:
         return self._scan
 
     def memories(self) -> list[Memory]:
-        return self.reference().list(include_superseded=True, include_archived=True)
+        """Every memory as git has it (read once per run: four checks need them all)."""
+        if self._memories is None:
+            self._memories = self.reference().list(include_superseded=True, include_archived=True)
+        return self._memories
+
+    def problems(self) -> list[Problem]:
+        """Files under the memory folders git has that are not valid memories (read once).
+
+        Parsing every memory is most of doctor's cost, so the scan that listed them is not
+        repeated when no file is left over: the full scan runs only if some memory file
+        under the tip did not come back as a memory.
+        """
+        if self._problems is None:
+            snap = self.db.snapshot()
+            parsed = {m.path for m in self.memories()}
+            leftover = [
+                path
+                for root in MEMORY_ROOTS
+                for path in snap.iter_files(root)
+                if is_memory_file(path) and path not in parsed and snap.read(path) is not None
+            ]
+            self._problems = self.reference().problems() if leftover else []
+        return self._problems
 
 
 def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -412,7 +436,7 @@ def check_index(ctx: _Context) -> Iterator[Finding]:
         yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
         return
     scanned = _by_id(ctx.memories())
-    scanned_problems = {p.path for p in ctx.reference().problems()}
+    scanned_problems = {p.path for p in ctx.problems()}
     missing = sorted(set(scanned) - set(indexed))
     extra = sorted(set(indexed) - set(scanned))
     differ = sorted(i for i in set(scanned) & set(indexed) if scanned[i] != indexed[i])
@@ -505,7 +529,7 @@ def _reinstall_hooks(path: Path) -> None:
 
 
 def check_schema(ctx: _Context) -> Iterator[Finding]:
-    for problem in ctx.reference().problems():
+    for problem in ctx.problems():
         quoted = shlex.quote(problem.path)
         fix = (
             f"repair the file by hand (its history: git -C {ctx.where} log -p -- {quoted}), "
