@@ -55,10 +55,13 @@ def serve(
     *,
     mode: str = "auto",
     on_message: Any = None,
+    store_after: bool = False,
 ) -> None:
+    where = (
+        ["mcp", "--store", str(store_path)] if store_after else ["--store", str(store_path), "mcp"]
+    )
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "gitmem", "--store", str(store_path), "mcp", "--agent", "claude"],
+        command=sys.executable, args=["-m", "gitmem", *where, "--agent", "claude"]
     )
 
     async def main() -> None:
@@ -331,7 +334,8 @@ def test_gitmem_memory_tools(store: Store) -> None:
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
     """Clients on the initialize handshake (most desktop clients today) get the same tools,
-    and a subscriber to memory://knowledge-graph hears about every change."""
+    and a subscriber to memory://knowledge-graph hears about every change. (This one starts
+    the server as `gitmem mcp --store PATH`, the other spelling.)"""
     store = gitmem.init(tmp_path / "store")
     updates: list[str] = []
 
@@ -352,7 +356,7 @@ def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
             while not updates:
                 await anyio.sleep(0.05)
 
-    serve(store.path, body, mode="legacy", on_message=on_message)
+    serve(store.path, body, mode="legacy", on_message=on_message, store_after=True)
     assert updates == ["memory://knowledge-graph"]
     assert Graph(store).entity("A") is not None
 

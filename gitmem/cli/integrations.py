@@ -179,7 +179,19 @@ def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
     _graph(state, agent).delete_entities(list(names))
 
 
+def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(State).store_path = value
+
+
 @click.command()
+@click.option(
+    "--store",
+    metavar="PATH",
+    expose_value=False,
+    callback=_set_store,
+    help="The store to serve (the same as gitmem --store PATH mcp).",
+)
 @click.option("--agent", help="Author of the commits the server makes (default: the git user).")
 @pass_state
 def mcp(state: State, agent: str | None) -> None:
