@@ -347,7 +347,7 @@ def check_leftovers(ctx: _Context) -> Iterator[Finding]:
             age = now - path.lstat().st_mtime
         except FileNotFoundError:
             continue
-        if (pid is not None and _alive(pid) and pid != os.getpid()) or age <= STALE_LOCK_AGE:
+        if _writing(pid, age):
             continue  # a write in progress
         yield Finding(
             "leftovers",
@@ -357,8 +357,30 @@ def check_leftovers(ctx: _Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(path))}",
             safe=True,
             path=str(path),
-            apply=_remover(path, STALE_LOCK_AGE),
+            apply=_leftover_remover(path, pid),
         )
+
+
+def _writing(pid: int | None, age: float) -> bool:
+    """Whether a temporary file may still be being written: its writer (named by the pid in
+    its name) is alive, or, for a file without a pid, it is younger than the stale age."""
+    if pid is not None:
+        return pid == os.getpid() or _alive(pid)
+    return age <= STALE_LOCK_AGE
+
+
+def _leftover_remover(path: Path, pid: int | None) -> Callable[[], None]:
+    def remove() -> None:
+        try:
+            age = time.time() - path.lstat().st_mtime
+        except FileNotFoundError:
+            return
+        if _writing(pid, age):  # looked at again: a writer that started since keeps its file
+            raise StoreError(f"{path} is being written again; left alone")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    return remove
 
 
 def _heal(db: GitDB) -> None:
