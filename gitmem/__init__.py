@@ -7,54 +7,109 @@ write is one commit with trailers saying who remembered what, and when.
     >>> store = gitmem.init("/tmp/memory")              # doctest: +SKIP
     >>> m = store.create("Use pytest fixtures", title="Testing style")  # doctest: +SKIP
     >>> store.history(m.id)                             # doctest: +SKIP
+
+The public names are loaded on first use (PEP 562): ``import gitmem`` alone, which
+every ``gitmem`` command and git hook pays before doing anything, costs no more than
+the version string. ``from gitmem import Store`` works as usual.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .clock import Clock, FixedClock, SystemClock
-from .errors import (
-    AlreadyExistsError,
-    ConflictError,
-    DirtyWorktreeError,
-    GitmemError,
-    InvalidIdError,
-    InvalidInputError,
-    InvalidMemoryError,
-    LockTimeoutError,
-    NotFoundError,
-    StoreError,
-    TooLargeError,
-)
-from .model import (
-    BUILTIN_CATEGORIES,
-    Memory,
-    Op,
-    Related,
-    Relationship,
-    Scope,
-    Status,
-    Trigger,
-)
-from .store import History, LogEntry, Problem, Store, Transaction, Version
-from .store import init_project_store as _init_project_store
-from .store import init_store as _init_store
-from .store import open_store as _open_store
-from .versions import Chain
+
+if TYPE_CHECKING:
+    from .clock import Clock, FixedClock, SystemClock
+    from .errors import (
+        AlreadyExistsError,
+        ConflictError,
+        DirtyWorktreeError,
+        GitmemError,
+        InvalidIdError,
+        InvalidInputError,
+        InvalidMemoryError,
+        LockTimeoutError,
+        NotFoundError,
+        StoreError,
+        TooLargeError,
+    )
+    from .model import (
+        BUILTIN_CATEGORIES,
+        Memory,
+        Op,
+        Related,
+        Relationship,
+        Scope,
+        Status,
+        Trigger,
+    )
+    from .store import History, LogEntry, Problem, Store, Transaction, Version
+    from .versions import Chain
+
+# Public name -> the submodule that defines it (imported the first time the name is used).
+_LAZY: dict[str, str] = {
+    "Clock": "clock",
+    "FixedClock": "clock",
+    "SystemClock": "clock",
+    "AlreadyExistsError": "errors",
+    "ConflictError": "errors",
+    "DirtyWorktreeError": "errors",
+    "GitmemError": "errors",
+    "InvalidIdError": "errors",
+    "InvalidInputError": "errors",
+    "InvalidMemoryError": "errors",
+    "LockTimeoutError": "errors",
+    "NotFoundError": "errors",
+    "StoreError": "errors",
+    "TooLargeError": "errors",
+    "BUILTIN_CATEGORIES": "model",
+    "Memory": "model",
+    "Op": "model",
+    "Related": "model",
+    "Relationship": "model",
+    "Scope": "model",
+    "Status": "model",
+    "Trigger": "model",
+    "History": "store",
+    "LogEntry": "store",
+    "Problem": "store",
+    "Store": "store",
+    "Transaction": "store",
+    "Version": "store",
+    "Chain": "versions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def init(
     path: str | os.PathLike[str],
     *,
     bare: bool = False,
-    scope: Scope | str = Scope.REPO,
+    scope: Scope | str = "repo",
     clock: Clock | None = None,
     durable: bool = False,
 ) -> Store:
-    """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree."""
-    return _init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
+    """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
+
+    ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value)."""
+    from .store import init_store
+
+    return init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
 
 
 def open(
@@ -64,12 +119,16 @@ def open(
     durable: bool = False,
 ) -> Store:
     """Open the store at ``path``, or find the default one (see :func:`gitmem.store.open_store`)."""
-    return _open_store(path, clock=clock, durable=durable)
+    from .store import open_store
+
+    return open_store(path, clock=clock, durable=durable)
 
 
 def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
     """Create the repo-scope store ``<project>/.gitmem/`` and exclude it from the project's git."""
-    return _init_project_store(project, clock=clock)
+    from .store import init_project_store
+
+    return init_project_store(project, clock=clock)
 
 
 __all__ = [

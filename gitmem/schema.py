@@ -1,4 +1,9 @@
-"""JSON Schema validation of front-matter, against the files in ``schemas/``."""
+"""JSON Schema validation of front-matter, against the files in ``schemas/``.
+
+jsonschema is imported when the first document is validated, not with this module:
+importing it costs more than everything else a git hook's ``gitmem check`` loads, and
+the model imports :func:`to_json_value` from here.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import functools
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from .clock import format_timestamp
 from .errors import InvalidMemoryError
+
+if TYPE_CHECKING:
+    import jsonschema
+    import jsonschema.protocols
 
 MEMORY_SCHEMA = "memory.schema.json"
 
@@ -34,6 +41,8 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @functools.cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
+    import jsonschema
+
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)

@@ -3,6 +3,10 @@
 Commands stay thin: parse, call one library method, print. Everything they
 have in common (opening the store once, reading a body from stdin, ``--json``,
 the field options of add/update/supersede, tables) lives here.
+
+Nothing here imports the store or the model at module level: every command, and
+the git hooks, import this module, and ``gitmem --version`` should not pay for
+opening a store it never opens.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-import gitmem
-from gitmem import Memory, Status, Store, Trigger, codec
+if TYPE_CHECKING:
+    from gitmem import Memory, Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +37,8 @@ class State:
     def store(self) -> Store:
         """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``."""
         if self._store is None:
+            import gitmem
+
             self._store = gitmem.open(self.store_path)
         return self._store
 
@@ -79,6 +85,8 @@ def read_text_arg(value: str | None, what: str = "body") -> str | bytes:
 
 def file_text(memory: Memory) -> str:
     """The memory's file as it is stored (front-matter and body, byte for byte)."""
+    from gitmem import codec
+
     doc = memory.document or codec.Document(memory.to_metadata(), memory.body)
     return codec.serialize(doc)
 
@@ -87,31 +95,38 @@ def _choices(kind: Iterable[Any]) -> str:
     return "|".join(str(member) for member in kind)
 
 
-_FIELD_OPTIONS: list[Callable[[F], F]] = [
-    click.option("--title", help="A one-line title."),
-    click.option(
-        "--category",
-        help="Category (open set; built in: " + ", ".join(gitmem.BUILTIN_CATEGORIES) + ").",
-    ),
-    click.option("--tag", "tags", multiple=True, metavar="TAG", help="A tag; repeat for more."),
-    click.option("--agent", help="The agent (or person) writing; the commit's author."),
-    click.option("--session", "session_id", metavar="ID", help="The agent's session id."),
-    click.option("--trigger", metavar=_choices(Trigger), help="What prompted the write."),
-    click.option(
-        "--related",
-        multiple=True,
-        metavar="ID[:REL]",
-        help="A related memory, REL one of supersedes|refines|contradicts|relates-to "
-        "(default relates-to); repeat for more.",
-    ),
-    click.option("--status", metavar=_choices(Status), help="active, or archived to retire it."),
-    click.option("--message", "-m", help="Why: written in the commit message body."),
-]
+def _field_options() -> list[Callable[[Any], Any]]:
+    # Built when a command that has them is defined, so importing this module does not
+    # import the model (and what it imports) for commands that never take these options.
+    from gitmem.model import BUILTIN_CATEGORIES, Status, Trigger
+
+    return [
+        click.option("--title", help="A one-line title."),
+        click.option(
+            "--category",
+            help="Category (open set; built in: " + ", ".join(BUILTIN_CATEGORIES) + ").",
+        ),
+        click.option("--tag", "tags", multiple=True, metavar="TAG", help="A tag; repeat for more."),
+        click.option("--agent", help="The agent (or person) writing; the commit's author."),
+        click.option("--session", "session_id", metavar="ID", help="The agent's session id."),
+        click.option("--trigger", metavar=_choices(Trigger), help="What prompted the write."),
+        click.option(
+            "--related",
+            multiple=True,
+            metavar="ID[:REL]",
+            help="A related memory, REL one of supersedes|refines|contradicts|relates-to "
+            "(default relates-to); repeat for more.",
+        ),
+        click.option(
+            "--status", metavar=_choices(Status), help="active, or archived to retire it."
+        ),
+        click.option("--message", "-m", help="Why: written in the commit message body."),
+    ]
 
 
 def field_options(f: F) -> F:
     """The memory-field options shared by add, update and supersede."""
-    for option in reversed(_FIELD_OPTIONS):
+    for option in reversed(_field_options()):
         f = option(f)
     return f
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import json
+import functools
 import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
-from pygit2.enums import DeltaStatus
 
 from gitmem.clock import format_timestamp, to_utc
 from gitmem.errors import InvalidInputError
@@ -47,18 +46,24 @@ if TYPE_CHECKING:
 VERIFY_KEY = "verify"
 REASON_KEY = "verify_reason"
 
-# Fenced code blocks are examples, not references: their spans are not read.
-_FENCE_RE = re.compile(
-    r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.M | re.S
-)
-_SPAN_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-# The content of a span that is a path: optional ./ prefixes, /-separated parts, an
-# optional trailing / (a folder), an optional location (:12, :12:3, :12-40, #L12-L40).
-_SPAN_PATH_RE = re.compile(
-    r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
-    r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
-)
-_EXTENSION_RE = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*$")
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The patterns :func:`backtick_paths` reads bodies with, compiled on first use: a warm
+    hook run takes what each memory names from the cache and never needs them."""
+    # Fenced code blocks are examples, not references: their spans are not read.
+    fence = re.compile(
+        r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.M | re.S
+    )
+    span = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+    # The content of a span that is a path: optional ./ prefixes, /-separated parts, an
+    # optional trailing / (a folder), an optional location (:12, :12:3, :12-40, #L12-L40).
+    span_path = re.compile(
+        r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
+        r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
+    )
+    extension = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*$")
+    return fence, span, span_path, extension
 
 
 def normalize_path(value: str) -> str | None:
@@ -85,17 +90,18 @@ def backtick_paths(body: str) -> list[str]:
     with a letter (``README.md``, ``src/app.py``, ``docs/``). Spans inside fenced
     code blocks and double-backtick spans are not read.
     """
-    text = _FENCE_RE.sub("", body) if ("```" in body or "~~~" in body) else body
+    fence, span, span_path, extension = _patterns()
+    text = fence.sub("", body) if ("```" in body or "~~~" in body) else body
     out: list[str] = []
     seen: set[str] = set()
-    for content in _SPAN_RE.findall(text):
+    for content in span.findall(text):
         if "/" not in content and "." not in content:
             continue  # most code spans (names, calls) end here, cheaply
-        match = _SPAN_PATH_RE.fullmatch(content)
+        match = span_path.fullmatch(content)
         if match is None:
             continue
         path, slash = match.groups()
-        if not slash and "/" not in path and not _EXTENSION_RE.fullmatch(path):
+        if not slash and "/" not in path and not extension.fullmatch(path):
             continue
         dotted = path.startswith(".") or "/." in path
         if dotted and any(part in (".", "..") for part in path.split("/")):
@@ -235,13 +241,21 @@ class _Project:
         self._chain: list[pygit2.Commit] = []
         self._times: list[int] = []  # negated committer times, ascending for bisect
         self._walker: pygit2.Commit | None = self.head
+        self._bases: dict[int, pygit2.Commit | None] = {}
         self._entries: dict[tuple[str, str], pygit2.Oid | None] = {}
-        self._renames: dict[str, dict[str, str]] = {}
+        self._renames: dict[pygit2.Oid, dict[str, str]] = {}
         self._changes: dict[pygit2.Oid, tuple[dict[str, str], set[str]]] = {}
+        self._diffs: dict[pygit2.Oid, pygit2.Diff] = {}
 
     def base(self, when: dt.datetime) -> pygit2.Commit | None:
         """The newest first-parent commit at or before ``when`` (walking only as far as needed)."""
-        target = int(to_utc(when).timestamp())
+        return self.base_at(int(to_utc(when).timestamp()))
+
+    def base_at(self, target: int) -> pygit2.Commit | None:
+        """:meth:`base` for a time in whole seconds since the epoch (truncated, as
+        ``int(datetime.timestamp())``)."""
+        if target in self._bases:
+            return self._bases[target]
         while self._walker is not None and (
             not self._chain or self._chain[-1].commit_time > target
         ):
@@ -254,7 +268,9 @@ class _Project:
         # commit (from HEAD) that is not newer than the memory.
         while i < len(self._chain) and self._chain[i].commit_time > target:
             i += 1
-        return self._chain[i] if i < len(self._chain) else None
+        found = self._chain[i] if i < len(self._chain) else None
+        self._bases[target] = found
+        return found
 
     def entry(self, commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
         key = (str(commit.id), path)
@@ -269,33 +285,52 @@ class _Project:
         """Files changed between ``base`` and HEAD (path -> changed/deleted/added), and the
         folders that hold them: one tree diff per distinct base, unchanged subtrees skipped."""
         key = base.id
-        if key not in self._changes:
+        found = self._changes.get(key)
+        if found is None:
             assert self.head is not None
             files: dict[str, str] = {}
-            if base.id != self.head.id:
-                for delta in self.repo.diff(base, self.head).deltas:
-                    if delta.status == DeltaStatus.DELETED:
+            if key != self.head.id:
+                diff = self.repo.diff(base, self.head)
+                self._diffs[key] = diff  # kept for renames(): find_similar works on it
+                # status_char() is a plain str; .status builds an enum member per delta,
+                # which cost more than the diff itself on a large project.
+                for delta in diff.deltas:
+                    status = delta.status_char()
+                    if status == "D":
                         files[delta.old_file.path] = "deleted"
-                    elif delta.status == DeltaStatus.ADDED:
+                    elif status == "A":
                         files[delta.new_file.path] = "added"
                     else:
                         files[delta.old_file.path] = "changed"
-            folders = {p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1)}
-            self._changes[key] = (files, folders)
-        return self._changes[key]
+            folders: set[str] = set()
+            for path in files:
+                cut = path.rfind("/")
+                while cut > 0:
+                    folder = path[:cut]
+                    if folder in folders:
+                        break  # and so are all of its parents
+                    folders.add(folder)
+                    cut = path.rfind("/", 0, cut)
+            found = self._changes[key] = (files, folders)
+        return found
 
     def renames(self, base: pygit2.Commit) -> dict[str, str]:
-        key = str(base.id)
-        if key not in self._renames:
+        """Where files gone since ``base`` went (old path -> new path), by git's rename
+        detection between base and HEAD; computed once per base, on the diff of
+        :meth:`changes`."""
+        key = base.id
+        found = self._renames.get(key)
+        if found is None:
             assert self.head is not None
-            diff = self.repo.diff(base, self.head)
+            self.changes(base)
+            diff = self._diffs.get(key)
+            if diff is None:
+                diff = self.repo.diff(base, self.head)
             diff.find_similar()
-            self._renames[key] = {
-                d.old_file.path: d.new_file.path
-                for d in diff.deltas
-                if d.status == DeltaStatus.RENAMED
+            found = self._renames[key] = {
+                d.old_file.path: d.new_file.path for d in diff.deltas if d.status_char() == "R"
             }
-        return self._renames[key]
+        return found
 
 
 def _gone(project: _Project, base: pygit2.Commit, path: str, source: str) -> AnchorFinding:
@@ -336,17 +371,6 @@ def _finding(
     return None
 
 
-def _findings(
-    project: _Project, base: pygit2.Commit | None, named: Sequence[tuple[str, str]]
-) -> list[AnchorFinding]:
-    out = []
-    for path, source in named:
-        finding = _finding(project, base, path, source)
-        if finding is not None:
-            out.append(finding)
-    return out
-
-
 def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
     """(path, source) of every project path a memory names; anchors first."""
     named = [(p, "anchor") for p in anchors_of(memory.extra)]
@@ -359,28 +383,101 @@ def reason_text(findings: Iterable[AnchorFinding], head: str) -> str:
     return f"project {head[:12]}: " + "; ".join(f.describe() for f in findings)
 
 
-def _checked(
-    memory: MemoryRecord,
-    base: pygit2.Commit | None,
-    findings: list[AnchorFinding],
-    reason: str,
-    *,
-    already_flagged: bool = False,
-) -> CheckedMemory:
-    return CheckedMemory(
-        memory.id,
-        memory.path,
-        memory.title,
-        memory.updated_at,
-        None if base is None else str(base.id),
-        findings,
-        already_flagged=already_flagged,
-        reason=reason,
+class _Candidate:
+    """One memory as the check sees it: what it names, and enough to report it.
+
+    Made for every current memory on every hook run, so it is a plain slotted object
+    and its ``updated_at`` datetime is built only for the memories that get reported.
+    """
+
+    __slots__ = (
+        "created",
+        "flagged",
+        "id",
+        "named",
+        "path",
+        "reason",
+        "scope",
+        "seconds",
+        "title",
+        "when",
     )
 
+    def __init__(
+        self,
+        memory_id: str,
+        path: str | None,
+        title: str | None,
+        created: int,
+        when: dt.datetime | int,
+        seconds: int,
+        named: Sequence[tuple[str, str]],
+        flagged: bool,
+        reason: str,
+        scope: Any,
+    ) -> None:
+        self.id = memory_id
+        self.path = path
+        self.title = title
+        self.created = created
+        """``created_at`` in microseconds since the epoch (the order memories are read in)."""
+        self.when = when
+        """``updated_at``, or its microseconds since the epoch as the index holds them."""
+        self.seconds = seconds
+        """``updated_at`` in whole seconds, truncated as ``int(datetime.timestamp())``."""
+        self.named = named
+        self.flagged = flagged
+        self.reason = reason
+        self.scope = scope
 
-def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
-    """Compare memories with the project's HEAD (no writes)."""
+    @classmethod
+    def of(cls, memory: MemoryRecord) -> _Candidate:
+        flagged = memory.extra.get(VERIFY_KEY) is True
+        named: Sequence[tuple[str, str]] = ()
+        if flagged:
+            pass
+        elif memory.named is not None:
+            named = memory.named
+        elif "`" in memory.body or "anchors" in memory.extra:
+            named = named_paths(memory)
+        return cls(
+            memory.id,
+            memory.path,
+            memory.title,
+            (to_utc(memory.created_at) - _EPOCH) // _MICROSECOND,
+            memory.updated_at,
+            int(to_utc(memory.updated_at).timestamp()),
+            named,
+            flagged,
+            str(memory.extra.get(REASON_KEY) or "") if flagged else "",
+            memory.store_scope,
+        )
+
+    def updated_at(self) -> dt.datetime:
+        when = self.when
+        return records_module._when(when) if isinstance(when, int) else when
+
+    def checked(
+        self, base: pygit2.Commit | None, findings: list[AnchorFinding], reason: str
+    ) -> CheckedMemory:
+        return CheckedMemory(
+            self.id,
+            self.path,
+            self.title,
+            self.updated_at(),
+            None if base is None else str(base.id),
+            findings,
+            already_flagged=self.flagged,
+            reason=reason,
+        )
+
+
+_UNSEEN = AnchorFinding("", "", "")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def _check(candidates: Iterable[_Candidate], project_path: str | Path) -> CheckReport:
     repo = open_project(project_path)
     project = _Project(repo)
     report = CheckReport(
@@ -391,27 +488,35 @@ def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -
     if project.head is None:
         return report
     head_id = str(project.head.id)
-    for memory in memories:
-        if memory.extra.get(VERIFY_KEY) is True:
+    # Many memories name the same path and compare from the same base: each
+    # (base, path, source) is looked up once.
+    seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
+    for memory in candidates:
+        if memory.flagged:
             report.checked += 1
-            reason = str(memory.extra.get(REASON_KEY) or "")
-            report.memories.append(_checked(memory, None, [], reason, already_flagged=True))
+            report.memories.append(memory.checked(None, [], memory.reason))
             continue
-        if memory.named is not None:
-            named = list(memory.named)
-        elif "`" not in memory.body and "anchors" not in memory.extra:
-            continue
-        else:
-            named = named_paths(memory)
-        if not named:
+        if not memory.named:
             continue
         report.checked += 1
-        base = project.base(memory.updated_at)
-        findings = _findings(project, base, named)
+        base = project.base_at(memory.seconds)
+        base_id = None if base is None else base.id
+        findings: list[AnchorFinding] = []
+        for path, source in memory.named:
+            key = (base_id, path, source)
+            finding = seen.get(key, _UNSEEN)
+            if finding is _UNSEEN:
+                finding = seen[key] = _finding(project, base, path, source)
+            if finding is not None:
+                findings.append(finding)
         if findings:
-            reason = reason_text(findings, head_id)
-            report.memories.append(_checked(memory, base, findings, reason))
+            report.memories.append(memory.checked(base, findings, reason_text(findings, head_id)))
     return report
+
+
+def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
+    """Compare memories with the project's HEAD (no writes)."""
+    return _check((_Candidate.of(m) for m in memories), project_path)
 
 
 def check_project(
@@ -420,13 +525,13 @@ def check_project(
     """Report current memories whose named project files changed since the memory was
     written; with ``flag``, set ``verify: true`` and ``verify_reason`` on the newly
     found ones in one commit per store scope (already flagged ones are left alone)."""
-    records = check_records(store)
-    report = check_memories(records, project_path)
+    candidates = _candidates(store)
+    report = _check(candidates, project_path)
     if not flag:
         return report
     todo = [m for m in report.memories if not m.already_flagged]
     by_scope: dict[Any, list[CheckedMemory]] = {}
-    scopes = {r.id: r.store_scope for r in records}
+    scopes = {c.id: c.scope for c in candidates}
     for checked in todo:
         by_scope.setdefault(scopes.get(checked.id), []).append(checked)
     for scope, group in by_scope.items():
@@ -445,85 +550,124 @@ def check_project(
 # -- the paths each memory names, cached by blob ------------------------------------------
 
 _CACHE_NAME = "lifecycle-named.sqlite"
-_CACHE_SCHEMA = "CREATE TABLE IF NOT EXISTS named (blob TEXT PRIMARY KEY, named TEXT, extra TEXT)"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_CACHE_VERSION = 2
+_CACHE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS named2 "
+    "(blob TEXT PRIMARY KEY, named TEXT NOT NULL, flagged INTEGER NOT NULL, reason TEXT NOT NULL)"
+)
+_SOURCE_CODES = {"anchor": "a", "body": "b"}
+_SOURCES = {"a": "anchor", "b": "body"}
 
 
-def _cached_records(store: Store, scope: Any) -> list[MemoryRecord] | None:
-    """Records with ``named`` filled from a cache keyed by blob id (derived state beside the
-    index): a file's content decides what it names, so only new blobs are parsed."""
-    from gitmem import index as index_module
+def _encode_named(named: Sequence[tuple[str, str]]) -> str:
+    # One string, split without a JSON parser on every hook run: a source letter then the
+    # path, NUL-separated (normalize_path and backtick_paths never let a NUL through).
+    return "\x00".join(_SOURCE_CODES[source] + path for path, source in named)
 
-    index = store.index(scope)
-    where, params = index_module._filters()
-    sql = (
-        "SELECT id, path, title, created_us, updated_us, blob "
-        f"FROM memories m {where} ORDER BY created_us, id"
-    )
+
+def _decode_named(text: str) -> tuple[tuple[str, str], ...]:
+    if not text:
+        return ()
+    return tuple((item[1:], _SOURCES[item[0]]) for item in text.split("\x00"))
+
+
+def _open_cache(store: Store, scope: Any) -> sqlite3.Connection:
+    cache = sqlite3.connect(store.db(scope).state_dir / _CACHE_NAME, timeout=5)
     try:
-        with index._query() as conn:
-            rows = conn.execute(sql, params).fetchall()
-            cache = sqlite3.connect(store.db(scope).state_dir / _CACHE_NAME, timeout=5)
-            try:
-                cache.execute(_CACHE_SCHEMA)
-                wanted = {r[5] for r in rows}
-                known = {
-                    b: (n, e)
-                    for b, n, e in cache.execute("SELECT blob, named, extra FROM named")
-                    if b in wanted
-                }
-                missing = sorted(wanted - set(known))
-                fresh: list[tuple[str, str, str]] = []
-                for i in range(0, len(missing), 500):
-                    chunk = missing[i : i + 500]
-                    marks = ", ".join("?" for _ in chunk)
-                    for blob, body, extra in conn.execute(
-                        f"SELECT blob, body, extra FROM memories WHERE blob IN ({marks})", chunk
-                    ):
-                        small = records_module._extra(extra)
-                        probe = MemoryRecord("", None, None, _EPOCH, _EPOCH, body, small)
-                        entry = (blob, json.dumps(named_paths(probe)), json.dumps(small))
-                        known[blob] = (entry[1], entry[2])
-                        fresh.append(entry)
-                if fresh:
-                    if len(known) < 2 * len(wanted):
-                        cache.executemany("INSERT OR REPLACE INTO named VALUES (?, ?, ?)", fresh)
-                    else:  # mostly old blobs: start over with the current ones
-                        cache.execute("DELETE FROM named")
-                        cache.executemany(
-                            "INSERT INTO named VALUES (?, ?, ?)",
-                            [(b, n, e) for b, (n, e) in known.items()],
-                        )
-                    cache.commit()
-            finally:
-                cache.close()
+        if cache.execute("PRAGMA user_version").fetchone()[0] != _CACHE_VERSION:
+            # An older layout (one JSON column per blob): replaced, it is derived state.
+            cache.execute("DROP TABLE IF EXISTS named")
+            cache.execute(_CACHE_TABLE)
+            cache.execute(f"PRAGMA user_version = {_CACHE_VERSION}")
+            cache.commit()
+    except BaseException:
+        cache.close()
+        raise
+    return cache
+
+
+def _parse(body: str, extra_text: str) -> tuple[str, int, str]:
+    """What a memory file names, whether it is flagged and why, as the cache holds them."""
+    extra = records_module._extra(extra_text)
+    probe = MemoryRecord("", None, None, _EPOCH, _EPOCH, body, extra)
+    flagged = extra.get(VERIFY_KEY) is True
+    reason = str(extra.get(REASON_KEY) or "") if flagged else ""
+    return _encode_named(named_paths(probe)), int(flagged), reason
+
+
+def _cached_candidates(store: Store, scope: Any) -> list[_Candidate] | None:
+    """The current memories of one scope, with what each names from a cache keyed by blob
+    id (derived state beside the index): a file's content decides what it names, so only
+    new blobs are parsed. None when the index or the cache cannot answer."""
+    index = store.index(scope)
+    try:
+        rows = index.rows(("id", "path", "title", "created_us", "updated_us", "blob"))
+        cache = _open_cache(store, scope)
+        try:
+            wanted = {r[5] for r in rows}
+            known = {
+                b: (n, f, why)
+                for b, n, f, why in cache.execute("SELECT blob, named, flagged, reason FROM named2")
+                if b in wanted
+            }
+            missing_ids = [r[0] for r in rows if r[5] not in known]
+            fresh: list[tuple[str, str, int, str]] = []
+            if missing_ids:
+                for blob, body, extra in index.rows(
+                    ("blob", "body", "extra"),
+                    ids=missing_ids,
+                    include_superseded=True,
+                    include_archived=True,
+                ):
+                    if blob not in known:
+                        known[blob] = _parse(body, extra)
+                        fresh.append((blob, *known[blob]))
+            if fresh:
+                if len(known) < 2 * len(wanted):
+                    cache.executemany("INSERT OR REPLACE INTO named2 VALUES (?, ?, ?, ?)", fresh)
+                else:  # mostly old blobs: start over with the current ones
+                    cache.execute("DELETE FROM named2")
+                    cache.executemany(
+                        "INSERT INTO named2 VALUES (?, ?, ?, ?)",
+                        [(b, *entry) for b, entry in known.items() if b in wanted],
+                    )
+                cache.commit()
+        finally:
+            cache.close()
     except (sqlite3.DatabaseError, OSError, ValueError):
         return None
     out = []
     for memory_id, path, title, created_us, updated_us, blob in rows:
-        named, extra = known[blob]
+        entry = known.get(blob)
+        if entry is None:
+            return None  # the index moved on between the two queries: read it the slow way
+        named, flagged, reason = entry
         out.append(
-            MemoryRecord(
+            _Candidate(
                 memory_id,
                 path,
                 title,
-                records_module._when(created_us),
-                records_module._when(updated_us),
-                "",
-                json.loads(extra),
+                created_us,
+                updated_us,
+                int(updated_us / 1_000_000),  # as int(datetime.timestamp()) truncates
+                _decode_named(named),
+                bool(flagged),
+                reason,
                 index.scope,
-                tuple((p, src) for p, src in json.loads(named)),
             )
         )
     return out
 
 
-def check_records(store: Store) -> list[MemoryRecord]:
-    """The current memories with the paths they name: from the cache where the index is on,
-    else from :func:`current_records` (the same answers either way)."""
-    out: list[MemoryRecord] = []
+def _candidates(store: Store) -> list[_Candidate]:
+    """The current memories with the paths they name, oldest first: from the cache where
+    the index is on, else from :func:`current_records` (the same answers either way)."""
+    out: list[_Candidate] = []
     for scope in store.scopes:
-        found = _cached_records(store, scope) if store.use_index else None
-        out.extend(found if found is not None else current_records(store, scope=scope))
-    out.sort(key=lambda r: (r.created_at, r.id))
+        found = _cached_candidates(store, scope) if store.use_index else None
+        if found is None:
+            found = [_Candidate.of(r) for r in current_records(store, scope=scope)]
+        out.extend(found)
+    if len(store.scopes) > 1:  # each scope's list is already oldest first
+        out.sort(key=lambda c: (c.created, c.id))
     return out

@@ -66,19 +66,13 @@ def _extra(text: str) -> dict[str, Any]:
 def _from_index(
     store: Store, scope: Scope, *, include_superseded: bool, include_archived: bool, text: bool
 ) -> list[MemoryRecord] | None:
-    # The index has no public query for a few columns of every row yet; this reads its
-    # table directly (schema in gitmem/index.py) and falls back to Store.list() on error.
-    from gitmem import index as index_module
-
-    index = store.index(scope)
-    where, params = index_module._filters(
-        include_superseded=include_superseded, include_archived=include_archived
+    columns = ("id", "path", "title", "created_us", "updated_us") + (
+        ("body", "extra") if text else ()
     )
-    columns = "id, path, title, created_us, updated_us" + (", body, extra" if text else "")
-    sql = f"SELECT {columns} FROM memories m {where} ORDER BY created_us, id"
     try:
-        with index._query() as conn:
-            rows = conn.execute(sql, params).fetchall()
+        rows = store.index(scope).rows(
+            columns, include_superseded=include_superseded, include_archived=include_archived
+        )
     except sqlite3.DatabaseError:
         return None
     return [
