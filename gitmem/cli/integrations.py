@@ -232,6 +232,8 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
 
     def update(done: int, total: int) -> None:
         nonlocal bar
+        if not sys.stderr.isatty():
+            return
         if bar is None:
             bar = click.progressbar(length=total, label=label, file=sys.stderr)
             bar.__enter__()
