@@ -99,6 +99,24 @@ def test_first_sync_pushes_to_an_empty_remote(tmp_path: Path, clock: FixedClock)
     assert not again.pushed and again.merge == "none"
 
 
+def test_two_stores_made_apart_meet_through_one_remote(tmp_path: Path, clock: FixedClock) -> None:
+    """gitmem init on two machines, one empty remote: unrelated histories merge."""
+    run_git(tmp_path, "init", "-q", "--bare", "hub.git")
+    one = gitmem.init(tmp_path / "one", clock=clock)
+    clock.advance(seconds=5)
+    two = gitmem.init(tmp_path / "two", clock=clock)
+    first, second = one.create("from one"), two.create("from two")
+    for store in (one, two):
+        S.add_remote(store, "hub", str(tmp_path / "hub.git"))
+    one.sync("hub")
+    result = two.sync("hub")
+    assert result.merge == "merge" and result.added == [first.id]
+    one.sync("hub")
+    for store in (one, two):
+        assert {first.id, second.id} <= {m.id for m in store.list()}
+    assert tip(one) == tip(two)
+
+
 def test_both_sides_add_and_change_memories(
     tmp_path: Path, origin: Store, clock: FixedClock
 ) -> None:
