@@ -300,6 +300,12 @@ _RELATED = _list(
     ),
     "Links to other memories",
 )
+_SCOPE = {
+    "type": "string",
+    "enum": ["repo", "user"],
+    "description": "The project's store or the user's (when both are open; default: both for "
+    "reads, the project's for writes)",
+}
 _ID = _str("The memory's id (mem_<uuid> or a path id such as projects/acme/known_issues)")
 
 
@@ -314,13 +320,20 @@ def _fields(args: Mapping[str, Any]) -> dict[str, Any]:
 
 def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     def remember(args: dict[str, Any]) -> ToolResult:
-        memory = store.create(args["content"], id=args.get("id"), agent=agent, **_fields(args))
+        memory = store.create(
+            args["content"],
+            id=args.get("id"),
+            scope=args.get("scope"),
+            agent=agent,
+            **_fields(args),
+        )
         return _memory_result(memory)
 
     def recall(args: dict[str, Any]) -> ToolResult:
         results = store.search(
             args["query"],
             mode=args.get("mode", "fts"),
+            scope=args.get("scope"),
             category=args.get("category"),
             tags=args.get("tags"),
             include_superseded=args.get("include_superseded", False),
@@ -402,6 +415,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
                     "tags": _TAGS,
                     "related": _RELATED,
                     "id": _str("A path id to store it at (default: a new mem_<uuid>)"),
+                    "scope": _SCOPE,
                 },
                 ["content"],
             ),
@@ -423,6 +437,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
                     "category": _str("Only this category"),
                     "tags": _list(_str(), "Only memories with all these tags"),
                     "include_superseded": {"type": "boolean"},
+                    "scope": _SCOPE,
                 },
                 ["query"],
             ),
