@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import codec, schema, secrets
+from . import codec, secrets
 from .errors import AlreadyExistsError, GitmemError, InvalidInputError, InvalidMemoryError
 from .gitdb import CommitSpec, Snapshot
 from .graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
@@ -370,22 +370,28 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
-    """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why."""
+    """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why.
+
+    The file is read as the store reads it (``hooks.decode_memory``, at the place its id
+    names), then held to what the store refuses on a write: the body bound and credentials.
+    """
+    from .hooks import decode_memory
+
     text = codec.decode(data, what=shown)
-    if "\x00" in text:
-        raise InvalidMemoryError(f"{shown} contains a NUL byte")
-    doc = codec.parse(text)
-    if not doc.has_front_matter:
-        raise InvalidMemoryError(f"{shown} has no front-matter")
-    schema.validate(doc.metadata, what=shown)
-    memory_id = doc.metadata["id"]
+    memory_id = codec.parse(text).metadata.get("id")
+    if not isinstance(memory_id, str):
+        raise InvalidMemoryError(f"{shown} has no id in its front-matter")
     path = memory_path(memory_id)
+    try:
+        memory = decode_memory(data, path)
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(f"{shown}: {exc}") from None
     limit = store.config().max_body_bytes
-    if len(doc.body.encode("utf-8")) > limit:
+    if len(memory.body.encode("utf-8")) > limit:
         raise InvalidMemoryError(f"{shown}: body over the store's limit of {limit} bytes")
     if not getattr(store, "allow_secrets", False):
         secrets.refuse(text, shown, secrets.policy_from_config(store.config().raw))
-    return memory_id, path, doc.metadata
+    return memory_id, path, memory.to_metadata()
 
 
 def import_files(
