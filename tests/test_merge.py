@@ -521,3 +521,25 @@ def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> Non
             for line in side_body.splitlines(keepends=True)
             if line not in base_body.splitlines(keepends=True)
         )
+
+
+def test_driver_exit_codes(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q", "repo")
+    repo = tmp_path / "repo"
+    files = [repo / n for n in ("o", "a", "b")]
+
+    def run(path: str, base: bytes, ours: bytes, theirs: bytes) -> tuple[int, bytes]:
+        for file, data in zip(files, (base, ours, theirs), strict=True):
+            file.write_bytes(data)
+        code = M.run_driver(*(str(f) for f in files), path, cwd=repo)
+        return code, files[1].read_bytes()
+
+    # A memory with an unreadable side: git is told it conflicted, and no markers are written.
+    code, out = run(PATH, doc("x\n"), b"---\nid: [broken\n---\nbody\n", doc("y\n", version=2))
+    assert code == 1
+    no_markers(out)
+    # A markdown file that is not a memory: git's own text merge, markers and all.
+    code, out = run("README.md", b"a\n", b"b\n", b"c\n")
+    assert code == 1 and b"<<<<<<<" in out
+    code, out = run("README.md", b"a\nb\nc\n", b"A\nb\nc\n", b"a\nb\nC\n")
+    assert code == 0 and out == b"A\nb\nC\n"
