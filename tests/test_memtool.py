@@ -51,8 +51,9 @@ def unchanged(tool: MemoryTool) -> int:
     ],
 )
 def test_unsafe_paths_are_refused_before_anything_is_touched(
-    tool: MemoryTool, path: str, why: str
+    store: Store, path: str, why: str
 ) -> None:
+    tool = MemoryTool(store)
     before = unchanged(tool)
     for call in (
         lambda: tool.create(path, "x"),
