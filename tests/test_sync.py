@@ -402,7 +402,7 @@ def test_cli_sync_reports_forks(tmp_path: Path, origin: Store, clock: FixedClock
 # -- convergence ---------------------------------------------------------------------------------
 
 
-OPS_PER_CLONE = 40
+OPS_PER_CLONE = 30
 CLONES = 5
 
 
@@ -428,8 +428,8 @@ def _random_op(rng: random.Random, store: Store, clock: FixedClock) -> None:
 
 @pytest.mark.slow
 def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
-    """5 clones x 40 random operations each (the issue asks for 200: scaled down to keep the
-    test near 20 s on a shared 2-core machine), syncing in random order, converge."""
+    """5 clones x 30 random operations each (the issue asks for 200: scaled down to keep the
+    test near 20 s on a shared, loaded 2-core machine), syncing in random order, converge."""
     rng = random.Random(20261122)
     origin.create("seed\n")
     clocks = [FixedClock("2026-11-22T10:00:00Z") for _ in range(CLONES)]
@@ -438,7 +438,7 @@ def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> No
     for step in range(OPS_PER_CLONE):
         for i, store in enumerate(clones):
             _random_op(rng, store, clocks[i])
-        if step % 8 == 7:
+        if step % 10 == 9:
             order = list(range(CLONES))
             rng.shuffle(order)
             for i in order[:3]:
@@ -451,6 +451,7 @@ def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> No
     tips = {tip(store) for store in clones}
     assert len(tips) == 1
     final = memory_files(clones[0])
+    assert any(".fork-" in path for path in final)  # the run did exercise overlapping edits
     for store in clones:
         assert memory_files(store) == final
         assert_no_markers(store)
