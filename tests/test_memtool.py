@@ -387,3 +387,22 @@ def test_git_sees_ordinary_files(store: Store) -> None:
         check=True,
     ).stdout
     assert out.endswith("---\n\nstep 1\n") and "title: /memories/plan.md" in out
+
+
+def test_a_link_in_a_bare_stores_tree_is_refused(bare_store: Store, tmp_path: Path) -> None:
+    """A bare store has no files on disk: the link is only an entry in git's tree."""
+    clone = tmp_path / "clone"
+    run_git(tmp_path, "clone", "-q", str(bare_store.db().gitdir), str(clone))
+    (clone / "notes").mkdir()
+    (clone / "notes" / "out").symlink_to("/etc")
+    run_git(clone, "add", "notes/out")
+    run_git(clone, "commit", "-qm", "link")
+    run_git(clone, "push", "-q", "origin", "HEAD:main")
+    tool = MemoryTool(bare_store)
+    for call in (
+        lambda: tool.view("/memories/out/passwd"),
+        lambda: tool.create("/memories/out/x.md", "x"),
+        lambda: tool.delete("/memories/out"),
+    ):
+        with pytest.raises(MemoryToolError, match="via a symlink"):
+            call()
