@@ -311,7 +311,9 @@ def fork_id(memory_id: str, data: bytes) -> str:
     Derived from the content, so both merge directions name the fork alike.
     """
     suffix = ".fork-" + hashlib.sha1(data).hexdigest()[:10]
-    return memory_id[: MAX_ID_LENGTH - len(suffix)] + suffix
+    # Cut to stay within the id limit, never leaving "..", "./" or a dangling separator.
+    head = memory_id[: MAX_ID_LENGTH - len(suffix)].rstrip("./-_")
+    return head + suffix
 
 
 def _serialize(doc: codec.Document, metadata: dict[str, Any], body: str, path: str) -> bytes:
@@ -381,7 +383,10 @@ def merge_memory(
         kept = _serialize(first.doc, meta, body, path)
     except GitmemError:
         kept = first.data
-    fork = _make_fork(second, meta, mid, path)
+    try:
+        fork = _make_fork(second, meta, mid, path)
+    except GitmemError as exc:
+        return FileMerge(path, kept, memory_id, conflict=f"{path}: cannot keep a fork: {exc}")
     return FileMerge(path, kept, memory_id, forks=(fork,))
 
 

@@ -205,8 +205,11 @@ def test_other_files_merge_as_text_or_report_a_conflict() -> None:
     assert bad.conflict is not None
 
 
-def test_fork_ids_stay_within_the_id_limit() -> None:
-    long_id = "mem_" + "a" * 190
+@pytest.mark.parametrize(
+    "long_id",
+    ["mem_" + "a" * 196, "mem_" + "a" * 184 + "." * 12, "notes/" + "b" * 182 + "/c" + "d" * 10],
+)
+def test_fork_ids_stay_valid_within_the_id_limit(long_id: str) -> None:
     fork = M.fork_id(long_id, b"data")
     assert len(fork) <= gitmem.layout.MAX_ID_LENGTH
     gitmem.layout.check_id(fork)
