@@ -529,6 +529,8 @@ def test_entity_commands(store: Store) -> None:
         "relations": [],
     }
     assert "Entity with name Bob not found" in gm.fails(3, "entity", "observe", "Bob", "x")
+    assert gm("entity", "id", "Alice").stdout == "entities/person/Alice\n"
+    assert "no entity named 'Nobody'" in gm.fails(3, "entity", "id", "Nobody")
     gm("entity", "rm", "Alice")
     assert gm.json("entity", "ls") == {"entities": [], "relations": []}
     history = gm.json("history", "entities/person/Alice")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from gitmem import pictures, transfer
+from gitmem import NotFoundError, pictures, transfer
 from gitmem.graph import Entity, Graph, KnowledgeGraph
 from gitmem.transfer import Fidelity
 
@@ -151,6 +151,22 @@ def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | 
 def entity_show(state: State, names: tuple[str, ...]) -> None:
     """Show entities and every relation touching them (the open_nodes tool)."""
     _print_graph(state, _graph(state).open_nodes(list(names)))
+
+
+@entity.command("id")
+@click.argument("name")
+@pass_state
+def entity_id(state: State, name: str) -> None:
+    """Print the document id of the entity NAME (for gitmem history, show, restore).
+
+    \b
+    Example:
+      gitmem history "$(gitmem entity id Alice)"
+    """
+    doc_id = _graph(state).entity_id(name)
+    if doc_id is None:
+        raise NotFoundError(f"no entity named {name!r}")
+    click.echo(doc_id)
 
 
 @entity.command("search")
