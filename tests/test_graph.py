@@ -535,3 +535,31 @@ def test_entity_commands(store: Store) -> None:
     assert gm.json("entity", "ls") == {"entities": [], "relations": []}
     history = gm.json("history", "entities/person/Alice")
     assert [v["op"] for v in history["versions"]][-1] == "delete"
+
+
+@pytest.mark.slow
+def test_two_processes_writing_one_entity_lose_nothing(any_store: Store) -> None:
+    """Separate processes (two MCP servers, a CLI and a server) race through the branch's
+    compare-and-swap and, in a work-tree store, its write lock."""
+    import subprocess
+    import sys
+
+    Graph(any_store).create_entities([ent("Alice")])
+    script = (
+        "import sys, gitmem\n"
+        "from gitmem.graph import Graph\n"
+        "g = Graph(gitmem.open(sys.argv[1]))\n"
+        "for i in range(10):\n"
+        "    g.add_observations([{'entityName': 'Alice', 'contents': [sys.argv[2] + str(i)]}])\n"
+        "    g.create_relations([{'from': 'Alice', 'to': sys.argv[2] + str(i),"
+        " 'relationType': 'r'}])\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(any_store.path), tag])
+        for tag in ("a", "b")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    alice = Graph(any_store).entity("Alice")
+    assert alice is not None
+    assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(10))
+    assert len(Graph(any_store).read_graph().relations) == 20
