@@ -1,4 +1,4 @@
-"""Agent integrations on the command line: ``gitmem entity``, ``gitmem mcp``."""
+"""Agent integrations on the command line: entity, mcp, import, export, graph."""
 
 from __future__ import annotations
 
