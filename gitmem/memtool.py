@@ -186,6 +186,13 @@ class MemoryTool:
                 raise MemoryToolError(
                     f"The {what} {shown} cannot be stored: its name without .md is not a safe name"
                 )
+            for folder in segments[:-1]:
+                if folder.lower().endswith(MEMORY_SUFFIX):
+                    # notes/x.md/ would sit beside the file notes/x.md of /memories/x.md.
+                    raise MemoryToolError(
+                        f"The {what} {shown} has a directory named {folder!r}: directory "
+                        "names cannot end in .md"
+                    )
         normal = MEMORY_ROOT + "".join(f"/{s}" for s in segments)
         return _Target(normal, segments, "/".join([self.root, *segments]))
 

@@ -47,6 +47,7 @@ def unchanged(tool: MemoryTool) -> int:
         ("/memories/a..b.md", "escape"),
         ("/memories/.md", "letters, digits"),
         ("/memories/x.md.md", "without .md"),
+        ("/memories/dir.md/x.md", "cannot end in .md"),
         ("/memories/a/b/c/d/e/f/g/h.md", "nested too deeply"),
     ],
 )
