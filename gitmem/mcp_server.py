@@ -61,7 +61,8 @@ class ToolSpec:
 
     def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
         args = dict(arguments or {})
-        errors = sorted(self.validator.iter_errors(args), key=lambda e: list(e.path))
+        # Paths mix keys and list indexes, so they are compared as text.
+        errors = sorted(self.validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
         if errors:
             first = errors[0]
             where = "/".join(str(p) for p in first.absolute_path) or "arguments"
