@@ -130,6 +130,7 @@ def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
     """
     entries: list[JsonlEntry] = []
     bad: list[str] = []
+    text = text.removeprefix(codec.BOM)  # an editor's byte-order mark is not part of line 1
     for number, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue

@@ -117,6 +117,7 @@ def test_large_inputs_are_imported_in_batches(store: Store, tmp_path: Path) -> N
         lambda t: t + "\n",
         lambda t: t.replace("\n", "\r\n"),
         lambda t: "\n" + t.replace("\n", "\n\n  \n") + "\n\n",
+        lambda t: "\ufeff" + t,
     ],
 )
 def test_trailing_newlines_blank_lines_and_crlf_are_fine(
