@@ -497,8 +497,16 @@ def memory_after(
     and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
     from .lifecycle.jobs import run_jobs
     from .store import open_store
+    from .sync import commit_pending_forks
 
     store = open_store(top)
+    # Forks the merge driver had to leave waiting (it can write only the one file git asks
+    # for) are committed now that the merge has landed, before the index catches up.
+    # git still has MERGE_HEAD in place while post-merge runs, though the merge commit
+    # has landed: tell the sync code not to wait for the merge to finish.
+    forks = commit_pending_forks(store.db(), merge_landed=hook == "post-merge")
+    for fork in forks:
+        out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
     store.index().catch_up()
     if old and new and set(old) != {"0"}:
         _report_forks(store, top, out, old, new)
@@ -559,11 +567,24 @@ def detect_role(top: Path) -> str:
     """memory when ``top`` is a gitmem store, else project."""
     from .layout import CONFIG_FILE
 
+    config_file = top / CONFIG_FILE
+    if not config_file.is_file():
+        return "project"
     try:
         config = _git(top, "config", "--get", "gitmem.format", check=False).strip()
     except StoreError:
         config = b""
-    return "memory" if config and (top / CONFIG_FILE).exists() else "project"
+    if config:
+        return "memory"
+    # A clone of a store has no gitmem.* git config (git never copies config), but it
+    # has the committed gitmem.yaml: a store's config says which format it is.
+    try:
+        import yaml
+
+        data = yaml.safe_load(config_file.read_text(encoding="utf-8")[:65536])
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "project"
+    return "memory" if isinstance(data, dict) and "format" in data else "project"
 
 
 def _now() -> Any:

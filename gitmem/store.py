@@ -757,12 +757,18 @@ class Store:
         *,
         expected_version: int | None = None,
         agent: str | None = None,
+        session_id: str | None = None,
         message: str | None = None,
     ) -> Memory:
-        """Add ``text`` at the end of the body (on a new line), as an update."""
+        """Add ``text`` at the end of the body (on a new line), as an update.
+
+        ``agent`` and ``session_id`` go into the commit's trailers (so ``gitmem undo
+        --session`` finds the write); the memory's own fields are left as they are.
+        """
         backend = self._locate(id)
         addition = self._body(text)
         agent = _line("agent", agent)
+        session = _line("session_id", session_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
@@ -776,7 +782,7 @@ class Store:
                 updated_at=self.clock.now(),
             )
             snap.put(current.path or memory_path(id), self._encode(backend, updated))
-            return _Effect(Op.APPEND, [id], updated.title, None, agent), updated
+            return _Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
 
         result: Memory = self._run(backend, action, message)
         return result
@@ -853,10 +859,18 @@ class Store:
         result: Memory = self._run(backend, action, message)
         return result
 
-    def delete(self, id: str, *, agent: str | None = None, message: str | None = None) -> bool:
+    def delete(
+        self,
+        id: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        message: str | None = None,
+    ) -> bool:
         """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
 
-        Returns False when there was nothing to delete.
+        Returns False when there was nothing to delete. ``agent`` and ``session_id`` go
+        into the commit's trailers.
         """
         check_id(id)
         try:
@@ -865,6 +879,7 @@ class Store:
             return False
         path = memory_path(id)
         agent = _line("agent", agent)
+        session = _line("session_id", session_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, bool]:
             data = snap.read(path)
@@ -874,7 +889,7 @@ class Store:
             with contextlib.suppress(GitmemError):
                 title = self._decode(backend, data, path).title
             snap.remove(path)
-            return _Effect(Op.DELETE, [id], title, None, agent), True
+            return _Effect(Op.DELETE, [id], title, None, agent, session), True
 
         result: bool = self._run(backend, action, message)
         return result

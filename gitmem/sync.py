@@ -430,17 +430,19 @@ def _landed(db: GitDB, path: str, blob: str, limit: int = 2000) -> bool:
     return False
 
 
-def commit_pending_forks(db: GitDB) -> list[merging.Fork]:
+def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[merging.Fork]:
     """Commit the forks ``gitmem merge-driver`` saved during a plain git merge.
 
     A fork is committed once its merge has landed (the blob the driver wrote is
     on the branch); while a merge is still in progress it waits; a fork whose
     merge was aborted is dropped (both versions are still in their own commits).
+    ``merge_landed`` (the post-merge hook, which git runs before it removes
+    MERGE_HEAD) skips the wait: whether each fork's merge landed is still checked.
     """
     pending = merging.load_pending(db.gitdir)
     if not pending:
         return []
-    if in_progress(db) is not None:
+    if not merge_landed and in_progress(db) is not None:
         return []
     ready = [p for p in pending if _landed(db, p.path, p.kept_blob)]
     forks = [p.fork for p in ready]

@@ -228,3 +228,12 @@ def test_log_formats(store: Store) -> None:
 
 def memory_commit(store: Store) -> str:
     return run_git(store.path, "rev-parse", "HEAD").strip()
+
+
+def test_append_and_delete_record_the_session(any_store: Store) -> None:
+    """Every write takes agent and session, so gitmem undo --session finds appends and deletes."""
+    m = any_store.create("a\n", title="A")
+    any_store.append(m.id, "b", agent="scout", session_id="s-42")
+    any_store.delete(m.id, agent="scout", session_id="s-42")
+    sessions = [e.session for e in any_store.log(id=m.id)]
+    assert sessions[:2] == ["s-42", "s-42"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -546,3 +547,25 @@ def test_driver_exit_codes(tmp_path: Path) -> None:
     assert code == 1 and b"<<<<<<<" in out
     code, out = run("README.md", b"a\nb\nc\n", b"A\nb\nc\n", b"a\nb\nC\n")
     assert code == 0 and out == b"A\nb\nC\n"
+
+
+def test_post_merge_hook_commits_the_waiting_fork(pair: tuple[Store, Store, str]) -> None:
+    """With the hooks installed, a plain git pull leaves nothing waiting: post-merge commits it."""
+    from gitmem import hooks as gh
+
+    a, b, mid = pair
+    gh.install(b.path, "memory")
+    a.update(mid, "changed by a\n")
+    b.update(mid, "changed by b\n")
+    S.sync(a)
+    result = subprocess.run(
+        ["git", "-C", str(b.path), "pull", "--no-rebase", "origin", "main"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "gitmem: fork: kept" in result.stdout + result.stderr
+    assert M.load_pending(b.db().gitdir) == []
+    forks = [m for m in b.list() if m.extra.get(M.FORK_KEY) == mid]
+    assert len(forks) == 1
+    assert {b.read(mid).body, forks[0].body} == {"changed by a\n", "changed by b\n"}
+    assert run_git(b.path, "status", "--porcelain") == ""
