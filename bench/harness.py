@@ -49,6 +49,8 @@ class Config:
     writer_ops: int
     catchup_commits: int = 10_000
     """New commits the index catches up with (issue: 10k, on a 100k store)."""
+    hook_size: int = 10_000
+    """Memories in the project store of the hook-run scenario (issue 4: 10k)."""
     budget: float = 120.0
     """Seconds after which a scenario whose single run takes long stops repeating it."""
     slow_repeat: int = 3
@@ -107,6 +109,7 @@ def preset(mode: str) -> Config:
             bulk_repeat_max=500,
             catchup_commits=500,
             budget=10.0,
+            hook_size=2_000,
         )
     if mode == "tiny":
         return Config(
@@ -127,6 +130,7 @@ def preset(mode: str) -> Config:
             warmup=1,
             catchup_commits=10,
             budget=5.0,
+            hook_size=30,
         )
     raise ValueError(f"unknown mode {mode!r}")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench.scenarios  # noqa: F401  (registers the scenarios)
+import bench.hookrun  # noqa: F401  (registers the scenarios, hook-run last)
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config
 from bench.report import cpu_stall_total, document
@@ -76,6 +76,9 @@ def parser() -> argparse.ArgumentParser:
         "--catchup-commits", type=int, help="new commits the index catches up with"
     )
     p.add_argument(
+        "--hook-size", type=int, help="memories in the project store of the hook-run scenario"
+    )
+    p.add_argument(
         "--budget",
         type=float,
         help="seconds after which a slow scenario (index rebuild, catch-up) stops repeating",
@@ -112,6 +115,7 @@ def config_from(args: argparse.Namespace) -> Config:
         "history_commits": args.history_commits,
         "latest_size": args.latest_size,
         "catchup_commits": args.catchup_commits,
+        "hook_size": args.hook_size,
         "budget": args.budget,
         "writers": args.writers,
         "writers_size": args.writers_size,
@@ -130,7 +134,10 @@ def config_from(args: argparse.Namespace) -> Config:
     config.keep = args.keep
     config.only = args.only
     config.skip = args.skip
-    smallest = min([*config.sizes, *config.worktree_sizes, config.read_size, config.latest_size])
+    smallest = min(
+        [*config.sizes, *config.worktree_sizes, config.read_size, config.latest_size,
+         config.hook_size]
+    )
     if smallest < 10:
         raise SystemExit("python -m bench: store sizes must be at least 10")
     if config.history_commits < config.history_updates + 2:
