@@ -618,7 +618,9 @@ class LayeredStore:
         check_id(id)
         if placement(id) is None:
             raise InvalidInputError(f"{id!r} is not a layered document id")
-        return DeleteResult(id, self.store.delete(id, agent=self.agent))
+        return DeleteResult(
+            id, self.store.delete(id, agent=self.agent, session_id=self.session_id)
+        )
 
     # -- getters ----------------------------------------------------------------------
 
