@@ -82,6 +82,42 @@ class Snapshot:
         self.commit = commit
         self.tree: pygit2.Tree | None = commit.tree if commit is not None else None
         self.changes: dict[str, bytes | None] = {}
+        # casefold(path or folder) -> the spellings staged under it, so a create can ask
+        # "is a case twin staged?" without scanning every staged change (bulk imports stage
+        # thousands). Kept up to date by put/remove; rebuilt if changes was written directly.
+        self._spellings: dict[str, set[str]] = {}
+        self._indexed = 0
+        self._folder_folds: dict[str, dict[str, set[str]]] = {}
+
+    def _index(self, path: str) -> None:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            self._spellings.setdefault(prefix.casefold(), set()).add(prefix)
+
+    def committed_spellings(self, folder: str, name: str) -> set[str]:
+        """Names in the committed ``folder`` ("" for the root) equal to ``name`` but for
+        letter case (itself included). Each folder is read once per snapshot."""
+        folds = self._folder_folds.get(folder)
+        if folds is None:
+            entry = self._entry(folder) if folder else self.tree
+            folds = {}
+            if isinstance(entry, pygit2.Tree):
+                for item in entry:
+                    if item.name:
+                        folds.setdefault(item.name.casefold(), set()).add(item.name)
+            self._folder_folds[folder] = folds
+        return folds.get(name.casefold(), set())
+
+    def staged_spellings(self, path: str) -> set[str]:
+        """Every staged path or folder that equals ``path`` but for letter case (itself
+        included when staged). Entries of removed files may remain: callers confirm."""
+        if self._indexed != len(self.changes):
+            self._spellings.clear()
+            for staged in self.changes:
+                self._index(staged)
+            self._indexed = len(self.changes)
+        return self._spellings.get(path.casefold(), set())
 
     def _entry(self, path: str) -> pygit2.Object | None:
         if self.tree is None:
@@ -116,10 +152,17 @@ class Snapshot:
         return self._entry(path) is not None
 
     def put(self, path: str, data: bytes) -> None:
-        self.changes[path] = data
+        self._stage(path, data)
 
     def remove(self, path: str) -> None:
-        self.changes[path] = None
+        self._stage(path, None)
+
+    def _stage(self, path: str, data: bytes | None) -> None:
+        new = path not in self.changes
+        self.changes[path] = data
+        if new and self._indexed == len(self.changes) - 1:
+            self._index(path)
+            self._indexed += 1
 
     def iter_files(self, prefix: str) -> Iterator[str]:
         """Paths of every regular file under the directory ``prefix`` (committed and staged)."""

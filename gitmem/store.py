@@ -1542,18 +1542,23 @@ def _case_twin(snap: Snapshot, path: str) -> str | None:
     parts = path.split("/")
     for depth, name in enumerate(parts):
         parent = "/".join(parts[:depth])
-        entry = snap._entry(parent) if parent else snap.tree
-        names = {e.name for e in entry if e.name} if isinstance(entry, pygit2.Tree) else set()
-        prefix = f"{parent}/" if parent else ""
-        names.update(
-            p[len(prefix) :].split("/", 1)[0]
-            for p, data in snap.changes.items()
-            if data is not None and p.startswith(prefix)
-        )
-        for other in names:
-            if other != name and other.casefold() == name.casefold():
+        for other in snap.committed_spellings(parent, name):
+            if other != name:
                 return "/".join([*parts[:depth], other])
+        here = "/".join(parts[: depth + 1])
+        for staged in snap.staged_spellings(here):
+            if staged != here and _staged_live(snap, staged):
+                return staged
     return None
+
+
+def _staged_live(snap: Snapshot, path: str) -> bool:
+    """Whether a staged file is at ``path`` or under it (a staged removal is not one).
+    Only asked when a case twin was staged, so the scan is rare."""
+    inside = f"{path}/"
+    return any(
+        data is not None and (p == path or p.startswith(inside)) for p, data in snap.changes.items()
+    )
 
 
 def _check_expected(current: Memory, expected: int | None) -> None:
