@@ -187,7 +187,7 @@ def import_mcp_jsonl(
     skip_bad: bool = False,
     agent: str | None = None,
     progress: Progress | None = None,
-    batch_size: int = 1000,
+    batch_size: int = 20_000,
 ) -> Fidelity:
     """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit
     (or one commit per ``batch_size`` entries when there are more).
