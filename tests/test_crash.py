@@ -1,7 +1,8 @@
 """Crash injection: writers killed with SIGKILL at random moments, and what must hold after.
 
 A child process works on the store (creates, updates, appends, deletes,
-supersedes, transactions, index catch-ups and rebuilds, syncs with a remote) and
+supersedes, transactions, index catch-ups and rebuilds, layered-document prunes,
+syncs with a remote) and
 writes a journal line *before* each operation (``B``) and after it returned
 (``A``, the acknowledgement). The parent kills it at a random moment, then checks:
 
@@ -121,9 +122,11 @@ def run_ops(
                     tx.create(f"{marker}\n", id=second)
                 note(f"A pair {first} {marker} {second}")
                 ids += [first, second]
-            elif roll < 0.94:
+            elif roll < 0.9:
                 store.list()  # the index catches up
                 store.search(marker)
+            elif roll < 0.94:
+                _prune_work(store, rng, marker)
             elif roll < 0.97:
                 store.index().rebuild()
             elif origin is not None:
@@ -132,6 +135,22 @@ def run_ops(
                 sync.sync(store, origin)
         except GitmemError as exc:
             note(f"E {type(exc).__name__} {exc}".replace("\n", " "))
+
+
+def _prune_work(store: Store, rng: random.Random, marker: str) -> None:
+    """Layered-document appends that prune by their rule, and whole prune runs (outside the
+    model: pruning removes text by design; the invariants after a kill still hold)."""
+    from gitmem.forge import LayeredStore, document_id
+
+    layered = LayeredStore(store)
+    doc = document_id("shared-project", "known_issues", project="crash")
+    if not store.exists(doc):
+        store.create("# Known issues\n", id=doc)
+    if rng.random() < 0.6:
+        resolved = "resolved 2020-01-01" if rng.random() < 0.5 else "open"
+        layered.append(doc, f"### {marker}\nStatus: {resolved}\n")
+    else:
+        layered.prune()
 
 
 # -- the parent: the model of what must be in the store ------------------------------------------
