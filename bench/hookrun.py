@@ -134,10 +134,12 @@ def populate_anchored(
     start: dt.datetime,
     end: dt.datetime,
     rng: random.Random,
+    named_every: int = 1,
 ) -> None:
-    """``size`` memories in one transaction, every one naming a project path in its body and
-    every other one also anchoring one in its front-matter; ``updated_at`` spread evenly from
-    ``start`` to ``end`` (so the memories compare from many project commits)."""
+    """``size`` memories in one transaction, every ``named_every``-th one naming a project
+    path in its body and every other of those also anchoring one in its front-matter (the
+    rest name nothing); ``updated_at`` spread evenly from ``start`` to ``end`` (so the
+    memories compare from many project commits)."""
     clock = gitmem.FixedClock(start)
     store = gitmem.open(store_path, clock=clock)
     step = (end - start) / max(1, size)
@@ -146,16 +148,19 @@ def populate_anchored(
             clock.current = start + step * i
             named = rng.choice(paths)
             words = " ".join(rng.choices(_WORDS, k=12))
+            if i % named_every:
+                store.create(f"Memory {i}: {words}.\n", title=f"Memory {i}")
+                continue
             body = f"Memory {i}: the code is in `{named}:{rng.randint(1, 40)}`. {words}.\n"
-            extra = {"anchors": [rng.choice(paths)]} if i % 2 == 0 else None
+            extra = {"anchors": [rng.choice(paths)]} if (i // named_every) % 2 == 0 else None
             store.create(body, title=f"Anchored memory {i}", extra=extra)
     store.index().catch_up()
 
 
-def hook_project(ctx: Context, size: int) -> HookProject:
+def hook_project(ctx: Context, size: int, named_every: int = 1) -> HookProject:
     """The project, its store of ``size`` memories, gitmem's hooks installed; the index and
     the named-paths cache warmed by one check (untimed)."""
-    root = ctx.new_dir(f"hook-project-{size_label(size)}")
+    root = ctx.new_dir(f"hook-project-{size_label(size)}-{named_every}")
     project = root / "project"
     end = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)
     home = root / "no-user-store"
@@ -178,6 +183,7 @@ def hook_project(ctx: Context, size: int) -> HookProject:
             start=end - dt.timedelta(days=PROJECT_DAYS + 1),
             end=end,
             rng=ctx.rng,
+            named_every=named_every,
         )
         gitmem_cli(project, "hooks", "install", "--project", str(project), home=home)
     log(f"  {watch.seconds:.1f} s")
@@ -304,4 +310,28 @@ def hook_run(ctx: Context) -> list[Row]:
             "p50 ms", ms(library.p50), compare="none", runs=library.runs,
             note=f"{ms(1 / library.cpu_rate):,.0f} ms of CPU per call; first run, cache "
             f"cold, as a process: {first.seconds:.2f} s; {each}"),
+    ]
+
+
+@scenario("hook-run-typical", "a project hook run when 1 memory in 10 names a project file")
+def hook_run_typical(ctx: Context) -> list[Row]:
+    size = ctx.config.hook_size
+    hp = hook_project(ctx, size, named_every=10)
+    env = hook_env(hp.home)
+    calls = _calls(ctx)
+    summary = gitmem_cli(hp.path, "check", "--project", str(hp.path), home=hp.home).strip()
+    hook = _process([str(hp.path / ".git" / "hooks" / "post-commit")], hp.path, env,
+                    b"gitmem check:")
+    rev_parse = _process(["git", "rev-parse", "HEAD"], hp.path, env)
+    for item in (hook, rev_parse):
+        item.timed.ops = calls
+    run, base = measure_alternating([hook.timed, rev_parse.timed], ctx.config.repeat)
+    met = ms(run.p50) <= 500.0 if size >= 10_000 else None
+    return [
+        Row("project `post-commit` hook, 1 memory in 10 names a project file",
+            f"{size_label(size)} memories", "p50 ms", ms(run.p50),
+            "`git rev-parse HEAD` in the project", ms(base.p50), higher_is_better=False,
+            runs=run.runs, target="well under 1 s at 10k (≤ 0.5 s)", met=met,
+            note=f"{summary.removeprefix('gitmem check: ')}; CPU per call: "
+            f"{hook.cpu_ms():,.0f} ms; {calls} calls per run"),
     ]

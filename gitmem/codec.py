@@ -20,12 +20,14 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import frontmatter
 import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+if TYPE_CHECKING:
+    import frontmatter
 
 from . import yamlfast
 from .errors import InvalidMemoryError, TooLargeError
@@ -245,6 +247,8 @@ class Document:
 
     def to_post(self) -> frontmatter.Post:
         """The document as a :class:`frontmatter.Post`, for tools built on python-frontmatter."""
+        import frontmatter  # only here: every command would pay for it at start-up otherwise
+
         return frontmatter.Post(self.body, **self.metadata)
 
 

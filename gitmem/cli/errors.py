@@ -7,10 +7,10 @@ reaches the user only with ``--debug``.
 
 from __future__ import annotations
 
+import sys
 import traceback
 
 import click
-import pygit2
 
 from gitmem.errors import EXIT_CODES, GitmemError, StoreError
 
@@ -29,7 +29,8 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         return exc.format_message(), "", exc.exit_code
     if isinstance(exc, click.Abort):
         return "aborted", "", UNEXPECTED
-    if isinstance(exc, pygit2.GitError):
+    pygit2 = sys.modules.get("pygit2")  # a GitError exists only if pygit2 was loaded
+    if pygit2 is not None and isinstance(exc, pygit2.GitError):
         return f"git: {exc}", "", StoreError.exit_code
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
