@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
@@ -402,7 +403,9 @@ def test_cli_sync_reports_forks(tmp_path: Path, origin: Store, clock: FixedClock
 # -- convergence ---------------------------------------------------------------------------------
 
 
-OPS_PER_CLONE = 30
+# GITMEM_CONVERGENCE_OPS=200 runs the issue's full size (passed in 66 s here at 07:25 UTC on
+# 2026-11-22, and in 95 s under heavier load); CI runs 30 per clone to keep the suite near its time budget.
+OPS_PER_CLONE = int(os.environ.get("GITMEM_CONVERGENCE_OPS", "30"))
 CLONES = 5
 
 
@@ -428,8 +431,9 @@ def _random_op(rng: random.Random, store: Store, clock: FixedClock) -> None:
 
 @pytest.mark.slow
 def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
-    """5 clones x 30 random operations each (the issue asks for 200: scaled down to keep the
-    test near 20 s on a shared, loaded 2-core machine), syncing in random order, converge."""
+    """5 clones x OPS_PER_CLONE random operations each (the issue asks for 200: CI runs 30 to
+    keep the test near 20 s on a shared 2-core machine; set GITMEM_CONVERGENCE_OPS=200 for the
+    full size), syncing in random order, converge."""
     rng = random.Random(20261122)
     origin.create("seed\n")
     clocks = [FixedClock("2026-11-22T10:00:00Z") for _ in range(CLONES)]
