@@ -26,6 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +53,10 @@ CTX.set_forkserver_preload(["gitmem", "gitmem.store", "gitmem.sync", "gitmem.ind
 def child_main(
     path: str, journal: str, seed: int, live: list[str], origin: str | None, durable: bool
 ) -> None:
+    # A process group of its own: the kill takes the git commands it runs (sync's fetch and
+    # push) with it, as a terminal's or a supervisor's kill would. Left running, an orphaned
+    # fetch makes fsck see objects it has not finished writing.
+    os.setpgid(0, 0)
     fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def note(line: str) -> None:
@@ -347,7 +352,10 @@ def crash_run(
         proc.start()
         _wait_ready(journal, proc)
         time.sleep(rng.uniform(0.0, 0.4))
-        proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            proc.kill()
         proc.join()
         tally.kills += 1
         if not journal.exists():
