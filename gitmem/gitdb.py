@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import glob
 import logging
 import os
 import random
@@ -640,6 +641,7 @@ class GitDB:
         tip_snap = Snapshot(repo, tip)
         for delta in diff.deltas:
             for path in {delta.old_file.path, delta.new_file.path}:
+                self._remove_dead_temp_files(path)
                 old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
                 if self._worktree_blob(path) == old_id:
                     changes[path] = blob_data(repo, new_id) if new_id is not None else None
@@ -651,6 +653,27 @@ class GitDB:
         self._sync_worktree(
             old if isinstance(old, pygit2.Commit) else None, tip, changes, index_only
         )
+
+    def _remove_dead_temp_files(self, path: str) -> None:
+        """Remove ``.<name>.<pid>.tmp`` files a killed writer left beside ``path``.
+
+        Files are written only after their commit landed and before the synced marker
+        moves, so every temp file a dead writer left is beside a path of the commits
+        being healed. A temp file of a live process (a writer at work) is left alone.
+        """
+        assert self.workdir is not None
+        full = self.workdir / path
+        try:
+            candidates = list(full.parent.glob(f".{glob.escape(full.name)}.*.tmp"))
+        except OSError:
+            return
+        for tmp in candidates:
+            pid_text = tmp.name[len(full.name) + 2 : -len(".tmp")]
+            if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+                continue
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.info("removed %s, left by a writer that died", tmp)
 
     def _sync_worktree(
         self,
@@ -774,6 +797,18 @@ def _differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
     if data is None:
         return current is not None
     return current is None or current != pygit2.hash(data)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def _prune_empty_dirs(directory: Path, root: Path) -> None:

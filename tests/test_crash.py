@@ -450,3 +450,29 @@ def test_a_durable_store_reads_back_what_it_wrote(tmp_path: Path, bare: bool) ->
     run_git(again.db().gitdir, "fsck", "--strict", "--no-progress")
     if not bare:
         assert run_git(path, "status", "--porcelain") == ""
+
+
+def test_the_next_write_removes_temp_files_of_a_dead_writer(store: Store) -> None:
+    """A writer killed inside its file writes leaves `.<name>.<pid>.tmp` beside a memory and
+    the synced marker behind the branch; the next write heals the work tree and removes the
+    temp file of the dead pid, but never one of a live process."""
+    import sys
+
+    first = store.create("one\n", title="first")
+    db = store.db()
+    marker = db.state_dir / "worktree-synced"
+    before = marker.read_text()
+    second = store.create("two\n", title="second")
+    path = store.path / (second.path or "")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    dead_tmp = path.with_name(f".{path.name}.{dead.pid}.tmp")
+    live_tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    dead_tmp.write_bytes(b"half a mem")
+    live_tmp.write_bytes(b"being written")
+    marker.write_text(before)  # as if the writer died before it recorded the sync
+    store.update(first.id, "one, again\n")
+    assert not dead_tmp.exists()
+    assert live_tmp.exists()
+    live_tmp.unlink()
+    assert run_git(store.path, "status", "--porcelain") == ""
