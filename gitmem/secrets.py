@@ -110,7 +110,7 @@ class SecretsFoundError(InvalidInputError):
     default_hint = (
         "remove the credential (write where it is kept instead); if it is not a real one, "
         f"put {ALLOW_MARKER} on its line or list it under secrets.allow in gitmem.yaml "
-        "(API: Store.secrets_allowed())"
+        "(command line: gitmem --allow-secrets ...; API: Store.secrets_allowed())"
     )
 
     def __init__(self, what: str, findings: Sequence[SecretFinding]) -> None:

@@ -200,3 +200,16 @@ def test_open_of_a_damaged_config_is_one_line(tmp_path: Path) -> None:
     result = _invoke(store.path, ["ls"])
     assert result.exit_code == 4  # type: ignore[attr-defined]
     assert_one_line(result.stderr, "gitmem.yaml")  # type: ignore[attr-defined]
+
+
+def test_allow_secrets_is_the_explicit_allow_on_the_command_line(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s")
+    runner = make_runner()
+    refused = runner.invoke(gitmem_cli, ["--store", str(store.path), "add", f"token {FAKE_TOKEN}"])
+    assert refused.exit_code == 4 and "--allow-secrets" in refused.stderr
+    assert store.list() == []
+    allowed = runner.invoke(
+        gitmem_cli, ["--store", str(store.path), "--allow-secrets", "add", f"token {FAKE_TOKEN}"]
+    )
+    assert allowed.exit_code == 0, allowed.stderr
+    assert FAKE_TOKEN in store.read(allowed.stdout.strip()).body

@@ -404,7 +404,8 @@ def test_cli_sync_reports_forks(tmp_path: Path, origin: Store, clock: FixedClock
 
 
 # GITMEM_CONVERGENCE_OPS=200 runs the full size (passed in 66 s here at 07:25 UTC on
-# 2026-11-22, and in 95 s under heavier load); CI runs 30 per clone to keep the suite near its time budget.
+# 2026-11-22, and in 95 s under heavier load); CI runs 30 per clone to keep the suite near
+# its time budget.
 OPS_PER_CLONE = int(os.environ.get("GITMEM_CONVERGENCE_OPS", "30"))
 CLONES = 5
 

@@ -158,9 +158,14 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     envvar="GITMEM_DEBUG",
     help="Show the traceback when something fails.",
 )
+@click.option(
+    "--allow-secrets",
+    is_flag=True,
+    help="Store content that looks like a credential (refused otherwise).",
+)
 @click.version_option(__version__, prog_name="gitmem")
 @click.pass_context
-def cli(ctx: click.Context, store_path: str | None) -> None:
+def cli(ctx: click.Context, store_path: str | None, allow_secrets: bool) -> None:
     """gitmem: a Git-native versioned memory store.
 
     Memories are markdown files with YAML front-matter in a git repository;
@@ -179,6 +184,7 @@ def cli(ctx: click.Context, store_path: str | None) -> None:
     state = ctx.ensure_object(State)
     if store_path is not None:
         state.store_path = store_path
+    state.allow_secrets = allow_secrets
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -32,6 +32,7 @@ class State:
     store_path: str | None = None
     json: bool = False
     debug: bool = False
+    allow_secrets: bool = False
     _store: Store | None = None
 
     def store(self) -> Store:
@@ -40,6 +41,8 @@ class State:
             import gitmem
 
             self._store = gitmem.open(self.store_path)
+            # --allow-secrets: the explicit allow the library asks for, for this one command.
+            self._store.allow_secrets = self.allow_secrets
         return self._store
 
 
