@@ -706,9 +706,12 @@ class GitDB:
                     full.unlink()
                 _prune_empty_dirs(full.parent, self.workdir)
                 continue
-            full.parent.mkdir(parents=True, exist_ok=True)
+            _make_dirs(full.parent, self.workdir)
             tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
+            # 0o664 before the umask: as git would write it, but never world-writable even
+            # under umask 000 (memories are shared with people, not with everyone).
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 if self.durable:
                     fh.flush()
@@ -797,6 +800,17 @@ def _differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
     if data is None:
         return current is not None
     return current is None or current != pygit2.hash(data)
+
+
+def _make_dirs(path: Path, top: Path) -> None:
+    """``mkdir -p`` below ``top`` with 0o775 before the umask: never world-writable."""
+    missing: list[Path] = []
+    while not path.exists() and path != top and top in path.parents:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o775)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -95,3 +95,26 @@ def test_nothing_in_a_repo_store_is_world_writable(tmp_path: Path, umask: int, b
     for name in ("index.sqlite", "write.lock"):
         if (state / name).exists():
             assert not (state / name).stat().st_mode & stat.S_IWOTH
+
+
+def test_work_tree_files_are_not_world_writable_even_under_umask_000(tmp_path: Path) -> None:
+    """The memory files and folders gitmem writes in the work tree get 0o664/0o775 before
+    the umask, so even a umask of 000 leaves others read-only. (Git's own objects follow
+    the umask, as git does; doctor reports and fixes those.)"""
+    store = gitmem.init(tmp_path / "repo")
+    before = os.umask(0)
+    try:
+        store.create("one", id="projects/acme/known_issues")
+        memory = store.create("two", title="t")
+        store.update(memory.id, "two, again")
+    finally:
+        os.umask(before)
+    written = [
+        tmp_path / "repo" / "projects",
+        tmp_path / "repo" / "projects" / "acme",
+        tmp_path / "repo" / "projects" / "acme" / "known_issues.md",
+        tmp_path / "repo" / (memory.path or ""),
+        (tmp_path / "repo" / (memory.path or "")).parent,
+    ]
+    for path in written:
+        assert not path.stat().st_mode & stat.S_IWOTH, path
