@@ -96,3 +96,9 @@ def test_validate_one_and_all(gm: Gitmem) -> None:
     assert [r["id"] for r in every] == ["projects/acme/project_overview"]
     assert "incomplete" in gm("validate", "projects/acme/project_overview").stdout
     gm("validate", code=2)
+
+
+def test_content_that_is_not_utf8_is_a_clear_error(gm: Gitmem) -> None:
+    gm("layer", "create", "agent", "notes", "--agent-name", "scout", "--content", "x\n")
+    assert "not UTF-8" in gm.fails(4, "layer", "update", "agents/scout/notes", "-",
+                                   input=b"\xff\xfe bad")

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from gitmem.errors import InvalidInputError
 from gitmem.forge import Document, Layer, LayeredStore, MemoryEntry
 
 from .common import State, emit_json, json_option, pass_state, read_text_arg, table
@@ -88,11 +89,10 @@ def create(
     agent: str | None,
 ) -> None:
     """Create a document at its layer path; fails if it exists."""
-    text = read_text_arg(content, "content")
     data: dict[str, Any] = {
         "layer": layer_name,
         "fileType": file_type,
-        "content": text.decode("utf-8", "strict") if isinstance(text, bytes) else text,
+        "content": _content_text(content),
     }
     for key, value in (
         ("project", project),
@@ -144,44 +144,65 @@ def read(
     click.echo(doc.content, nl=not doc.content.endswith("\n"))
 
 
-@layer.command("update")
-@click.argument("doc_id", metavar="ID")
-@click.argument("content", required=False)
-@click.option("--agent", help="Who writes (the commit's author).")
-@json_option
-@pass_state
-def update(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
-    """Replace a document's content (CONTENT, or stdin)."""
+def _content_text(content: str | None) -> str:
+    """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
     text = read_text_arg(content, "content")
-    value = text.decode("utf-8", "strict") if isinstance(text, bytes) else text
-    result = _layered(state, agent).update(doc_id, value)
+    if isinstance(text, str):
+        return text
+    try:
+        return text.decode("utf-8", "strict")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"content is not UTF-8 text (byte {exc.start})") from None
+
+
+def _write_command(
+    name: str, help_text: str
+) -> Callable[[Callable[..., Any]], click.Command]:
+    """``layer update`` and ``layer append``: ID, CONTENT or stdin, --agent, --json."""
+
+    def decorate(f: Callable[..., Any]) -> click.Command:
+        f.__doc__ = help_text
+        decorators: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+            pass_state,
+            json_option,
+            click.option("--agent", help="Who writes (the commit's author)."),
+            click.argument("content", required=False),
+            click.argument("doc_id", metavar="ID"),
+        )
+        for option in decorators:
+            f = option(f)
+        return layer.command(name)(f)
+
+    return decorate
+
+
+def _warn(warning: str | None) -> None:
+    if warning:
+        click.echo(f"gitmem: warning: {warning}", err=True)
+
+
+@_write_command("update", "Replace a document's content (CONTENT, or stdin).")
+def update(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
+    result = _layered(state, agent).update(doc_id, _content_text(content))
     if state.json:
         emit_json(result.to_dict())
         return
     click.echo(f"updated {result.id} ({result.line_count} lines)")
-    if result.warning:
-        click.echo(f"gitmem: warning: {result.warning}", err=True)
+    _warn(result.warning)
 
 
-@layer.command("append")
-@click.argument("doc_id", metavar="ID")
-@click.argument("content", required=False)
-@click.option("--agent", help="Who writes (the commit's author).")
-@json_option
-@pass_state
+@_write_command(
+    "append", "Append to a document, then apply its file type's prune rule (one commit)."
+)
 def append(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
-    """Append to a document, then apply its file type's prune rule (one commit)."""
-    text = read_text_arg(content, "content")
-    value = text.decode("utf-8", "strict") if isinstance(text, bytes) else text
-    result = _layered(state, agent).append(doc_id, value)
+    result = _layered(state, agent).append(doc_id, _content_text(content))
     if state.json:
         emit_json(result.to_dict())
         return
     click.echo(f"appended to {result.id} ({result.line_count} lines)")
     for item in result.prune_details:
         click.echo(f"  {item.action}: {item.section or item.id}: {item.reason}")
-    if result.warning:
-        click.echo(f"gitmem: warning: {result.warning}", err=True)
+    _warn(result.warning)
 
 
 @layer.command("delete")
