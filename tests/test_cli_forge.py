@@ -35,7 +35,8 @@ def test_create_read_update_append_delete(gm: Gitmem) -> None:
     assert appended["lineCount"] == 3 and appended["pruned"] is False
     assert gm.json("layer", "delete", "projects/acme/known_issues") == {
         "id": "projects/acme/known_issues", "deleted": True}
-    gm("layer", "read", "shared-project", "known_issues", "-p", "acme", code=3)
+    assert "no layered document projects/acme/known_issues" in gm.fails(
+        3, "layer", "read", "shared-project", "known_issues", "-p", "acme")
 
 
 def test_create_twice_and_bad_names_are_one_line_errors(gm: Gitmem) -> None:

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem.errors import InvalidInputError
-from gitmem.forge import Document, Layer, LayeredStore, MemoryEntry
+from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.forge import Document, Layer, LayeredStore, MemoryEntry, document_id
 
 from .common import State, emit_json, json_option, pass_state, read_text_arg, table
 
@@ -135,7 +135,12 @@ def read(
     if doc is None:
         if state.json:
             emit_json(None)
-        raise click.exceptions.Exit(3)
+            raise click.exceptions.Exit(NotFoundError.exit_code)
+        where = document_id(
+            layer_name, file_type, project=project, skill=skill, command=command_name,
+            agent=agent_name,
+        )
+        raise NotFoundError(f"no layered document {where}", hint="gitmem layer create ...")
     if state.json:
         emit_json(doc.to_dict())
         return
