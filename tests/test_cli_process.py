@@ -119,11 +119,13 @@ def test_demo_runs_twice_on_the_default_store(tmp_path: Path, git: GitRunner) ->
     for step in ("gitmem add", "gitmem update", "gitmem supersede", "gitmem ls", "gitmem history"):
         assert step in first
     assert "Gitmem-Op: supersede" in first  # git's own log, with the trailers
+    assert "Gitmem-Prune: projects/demo/review_history archived [Review 2026-01-01]" in first
     store = tmp_path / "demo-store"
-    assert commit_count(store, git) == 1 + 5
+    assert commit_count(store, git) == 1 + 5 + 2  # the layered document: create, append
     second = demo_output(run("demo", cwd=tmp_path, env=env))
     assert "Gitmem-Op: supersede" in second
-    assert commit_count(store, git) == 1 + 5 + 5
+    assert "archived: Review 2026-01-02" in second  # the next oldest, on the next append
+    assert commit_count(store, git) == 1 + 5 + 2 + 5 + 1
     assert git(store, "status", "--porcelain") == ""
     git(store, "fsck", "--strict")
     listed = run("--store", str(store), "ls", "--tag", "demo", "--json", cwd=tmp_path)
@@ -146,7 +148,7 @@ def test_demo_with_store_option(tmp_path: Path, git: GitRunner) -> None:
     assert run("init", "--bare", str(store), cwd=tmp_path).returncode == 0
     output = demo_output(run("demo", "--store", str(store), cwd=tmp_path))
     assert f"Store: {store}" in output
-    assert commit_count(store, git) == 1 + 5
+    assert commit_count(store, git) == 1 + 5 + 2
 
 
 def readme_demo_command() -> str:
@@ -172,4 +174,5 @@ def test_the_readme_demo_command_runs(tmp_path: Path, git: GitRunner) -> None:
             ["bash", "-c", line], cwd=tmp_path, capture_output=True, check=False, timeout=120
         )
         assert "Gitmem-Op: supersede" in demo_output(result)
-    assert commit_count(tmp_path / "demo-store", git) == 1 + 5 + 5
+    # Each run: 5 memory writes; the layered document is created once and appended each run.
+    assert commit_count(tmp_path / "demo-store", git) == 1 + (5 + 2) + (5 + 1)

@@ -14,7 +14,8 @@ from .store import history_text, log_text
 
 AGENT = "demo-agent"
 GIT_LOG_FORMAT = (
-    "%h %an: %s%n%(trailers:key=Gitmem-Op,key=Gitmem-Id,key=Gitmem-Supersedes,key=Gitmem-Agent)"
+    "%h %an: %s%n%(trailers:key=Gitmem-Op,key=Gitmem-Id,key=Gitmem-Supersedes,"
+    "key=Gitmem-Prune,key=Gitmem-Agent)"
 )
 
 
@@ -45,6 +46,36 @@ def _git_log(store: Store, count: int) -> None:
     _indented(log_text(store.log(limit=count)))
 
 
+REVIEWS = "projects/demo/review_history"
+
+
+def _layered_step(store: Store) -> int:
+    """Append a review to a layered document; the 11th and later reviews push the oldest
+    into review_history_archive.md in the same commit. Returns the commits it made."""
+    from gitmem.forge import LayeredStore
+
+    layered = LayeredStore(store, agent=AGENT)
+    made = 0
+    if layered.get(REVIEWS) is None:
+        reviews = "".join(
+            f"## Review 2026-01-{day:02d}\n\n- checked `src/app.py`: fine\n\n"
+            for day in range(1, 11)
+        )
+        layered.create(
+            {"layer": "shared-project", "project": "demo", "fileType": "review_history",
+             "content": "# Review history\n\n" + reviews}
+        )
+        click.echo(f"   created {REVIEWS} with 10 reviews (the limit)")
+        made += 1
+    today = store.clock.now().date().isoformat()
+    result = layered.append(REVIEWS, f"## Review {today}\n\n- checked `src/app.py`: fine\n")
+    made += 1
+    click.echo(f"   appended a review: {result.line_count} lines; in the same commit:")
+    for item in result.prune_details:
+        click.echo(f"   {item.action}: {item.section} ({item.reason})")
+    return made
+
+
 @click.command()
 @click.option(
     "--store",
@@ -56,8 +87,9 @@ def _git_log(store: Store, count: int) -> None:
 def demo(state: State, store_path: str | None) -> None:
     """A narrated tour on a real store.
 
-    It adds, updates, supersedes, lists, shows a history and git's own log,
-    saying what each step does. It writes to the default store (the one
+    It adds, updates, supersedes, lists, shows a history, appends to a layered
+    document that prunes itself, and shows git's own log, saying what each step
+    does. It writes to the default store (the one
     `gitmem.open()` finds: --store, $GITMEM_DIR, the project's .gitmem/, else
     $GITMEM_HOME), so point it at a scratch store. The demo's memories carry the
     tag `demo`; it can be run again and again.
@@ -135,8 +167,10 @@ def demo(state: State, store_path: str | None) -> None:
     _step(5, f"The history of {renamed.id}, back through what it superseded (gitmem history):")
     _indented(history_text(store.history(renamed.id)))
 
-    writes = 5
-    _step(6, "Every write was a git commit with trailers; this is git's own log:")
+    _step(6, "A layered Forge document: a review history that prunes itself (gitmem layer):")
+    writes = 5 + _layered_step(store)
+
+    _step(7, "Every write was a git commit with trailers; this is git's own log:")
     _git_log(store, writes)
 
     click.echo()
