@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import json
 import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
@@ -239,7 +240,9 @@ class _Project:
         if not repo.head_is_unborn:
             self.head = repo.head.peel(pygit2.Commit)
         self._chain: list[pygit2.Commit] = []
-        self._times: list[int] = []  # negated committer times, ascending for bisect
+        # The negated running minimum of the chain's committer times: ascending whatever
+        # order the times come in, so the first commit not newer than a time is a bisection.
+        self._floor: list[int] = []
         self._walker: pygit2.Commit | None = self.head
         self._bases: dict[int, pygit2.Commit | None] = {}
         self._entries: dict[tuple[str, str], pygit2.Oid | None] = {}
@@ -256,18 +259,16 @@ class _Project:
         ``int(datetime.timestamp())``)."""
         if target in self._bases:
             return self._bases[target]
-        while self._walker is not None and (
-            not self._chain or self._chain[-1].commit_time > target
-        ):
+        while self._walker is not None and (not self._floor or -self._floor[-1] > target):
             commit = self._walker
             self._chain.append(commit)
-            self._times.append(-commit.commit_time)
+            floor = -commit.commit_time
+            self._floor.append(max(floor, self._floor[-1]) if self._floor else floor)
             self._walker = commit.parents[0] if commit.parents else None
-        i = bisect.bisect_left(self._times, -target)
-        # Committer times along first parents are not always monotonic: take the first
-        # commit (from HEAD) that is not newer than the memory.
-        while i < len(self._chain) and self._chain[i].commit_time > target:
-            i += 1
+        # Committer times along first parents are not always monotonic (a wrong clock):
+        # the base is the first commit from HEAD that is not newer than the memory, so a
+        # commit in front of HEAD never changes the base of a memory older than it.
+        i = bisect.bisect_left(self._floor, -target)
         found = self._chain[i] if i < len(self._chain) else None
         self._bases[target] = found
         return found
@@ -459,14 +460,14 @@ class _Candidate:
         return records_module._when(when) if isinstance(when, int) else when
 
     def checked(
-        self, base: pygit2.Commit | None, findings: list[AnchorFinding], reason: str
+        self, base: str | None, findings: list[AnchorFinding], reason: str
     ) -> CheckedMemory:
         return CheckedMemory(
             self.id,
             self.path,
             self.title,
             self.updated_at(),
-            None if base is None else str(base.id),
+            base,
             findings,
             already_flagged=self.flagged,
             reason=reason,
@@ -478,41 +479,70 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
 
-def _check(candidates: Iterable[_Candidate], project_path: str | Path) -> CheckReport:
-    repo = open_project(project_path)
-    project = _Project(repo)
-    report = CheckReport(
+def _examine(
+    project: _Project,
+    memory: _Candidate,
+    seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None],
+) -> tuple[str | None, list[AnchorFinding]]:
+    """The base (hex) a memory that names paths compares from, and what it finds there."""
+    base = project.base_at(memory.seconds)
+    base_id = None if base is None else base.id
+    findings: list[AnchorFinding] = []
+    for path, source in memory.named:
+        # Many memories name the same path and compare from the same base: each
+        # (base, path, source) is looked up once.
+        key = (base_id, path, source)
+        finding = seen.get(key, _UNSEEN)
+        if finding is _UNSEEN:
+            finding = seen[key] = _finding(project, base, path, source)
+        if finding is not None:
+            findings.append(finding)
+    return (None if base is None else str(base.id)), findings
+
+
+_Outcome = tuple[_Candidate, str | None, list[AnchorFinding]]
+"""A checked memory (flagged, or naming paths), its base and its findings."""
+
+
+def _outcomes(project: _Project, candidates: Iterable[_Candidate]) -> list[_Outcome]:
+    seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
+    out: list[_Outcome] = []
+    for memory in candidates:
+        if memory.flagged:
+            out.append((memory, None, []))
+        elif memory.named:
+            out.append((memory, *_examine(project, memory, seen)))
+    return out
+
+
+def _new_report(repo: pygit2.Repository, project: _Project) -> CheckReport:
+    return CheckReport(
         project=str(Path(repo.workdir or repo.path).resolve()),
         head=None if project.head is None else str(project.head.id),
         checked=0,
     )
+
+
+def _fill(report: CheckReport, outcomes: Iterable[_Outcome]) -> CheckReport:
+    assert report.head is not None
+    for memory, base, findings in outcomes:
+        report.checked += 1
+        if memory.flagged:
+            report.memories.append(memory.checked(None, [], memory.reason))
+        elif findings:
+            report.memories.append(
+                memory.checked(base, findings, reason_text(findings, report.head))
+            )
+    return report
+
+
+def _check(candidates: Iterable[_Candidate], project_path: str | Path) -> CheckReport:
+    repo = open_project(project_path)
+    project = _Project(repo)
+    report = _new_report(repo, project)
     if project.head is None:
         return report
-    head_id = str(project.head.id)
-    # Many memories name the same path and compare from the same base: each
-    # (base, path, source) is looked up once.
-    seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
-    for memory in candidates:
-        if memory.flagged:
-            report.checked += 1
-            report.memories.append(memory.checked(None, [], memory.reason))
-            continue
-        if not memory.named:
-            continue
-        report.checked += 1
-        base = project.base_at(memory.seconds)
-        base_id = None if base is None else base.id
-        findings: list[AnchorFinding] = []
-        for path, source in memory.named:
-            key = (base_id, path, source)
-            finding = seen.get(key, _UNSEEN)
-            if finding is _UNSEEN:
-                finding = seen[key] = _finding(project, base, path, source)
-            if finding is not None:
-                findings.append(finding)
-        if findings:
-            report.memories.append(memory.checked(base, findings, reason_text(findings, head_id)))
-    return report
+    return _fill(report, _outcomes(project, candidates))
 
 
 def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
@@ -521,15 +551,27 @@ def check_memories(memories: Iterable[MemoryRecord], project_path: str | Path) -
 
 
 def check_project(
-    store: Store, project_path: str | Path, *, flag: bool = False, agent: str | None = None
+    store: Store,
+    project_path: str | Path,
+    *,
+    flag: bool = False,
+    agent: str | None = None,
+    incremental: bool = True,
 ) -> CheckReport:
     """Report current memories whose named project files changed since the memory was
     written; with ``flag``, set ``verify: true`` and ``verify_reason`` on the newly
-    found ones in one commit per store scope (already flagged ones are left alone)."""
+    found ones in one commit per store scope (already flagged ones are left alone).
+
+    Without ``flag`` (as the hooks run it) and with the index on, the answer is carried
+    over from the previous run when the store is where it was and the project moved by
+    one commit (see :func:`_advance`); ``incremental=False`` always checks everything
+    and leaves the saved run alone. The answers are the same either way."""
+    if not flag:
+        if incremental and store.use_index:
+            return _check_incremental(store, project_path)
+        return _check(_candidates(store), project_path)
     candidates = _candidates(store)
     report = _check(candidates, project_path)
-    if not flag:
-        return report
     todo = [m for m in report.memories if not m.already_flagged]
     by_scope: dict[Any, list[CheckedMemory]] = {}
     scopes = {c.id: c.scope for c in candidates}
@@ -672,3 +714,186 @@ def _candidates(store: Store) -> list[_Candidate]:
     if len(store.scopes) > 1:  # each scope's list is already oldest first
         out.sort(key=lambda c: (c.created, c.id))
     return out
+
+
+# -- carrying a run over to the next project commit ---------------------------------------
+
+_RUN_TABLE = (
+    "CREATE TABLE IF NOT EXISTS runs (project TEXT PRIMARY KEY, key TEXT NOT NULL, "
+    "head TEXT NOT NULL, outcomes TEXT NOT NULL)"
+)
+_REGULAR = (0o100644, 0o100755)
+
+
+def _config(config: pygit2.Config, name: str) -> str | None:
+    return str(config[name]) if name in config else None
+
+
+def _run_key(store: Store, repo: pygit2.Repository) -> str:
+    """What a saved run is valid for besides the project HEAD: every store scope at its tip
+    (the memories, what they name, and their times follow from it) and the config that
+    steers git's rename detection."""
+    tips = []
+    for scope in store.scopes:
+        db = store.db(scope)
+        tip = db.tip()
+        tips.append([str(scope), str(db.path), None if tip is None else str(tip.id)])
+    config = repo.config
+    renames = [_config(config, k) for k in ("diff.renames", "diff.renameLimit")]
+    return json.dumps([_CACHE_VERSION, tips, renames])
+
+
+def _encode_outcomes(outcomes: list[_Outcome]) -> str | None:
+    rows: list[list[Any]] = []
+    for m, base, findings in outcomes:
+        if not isinstance(m.when, int):
+            return None  # read without the index: not carried over
+        rows.append(
+            [
+                m.id,
+                m.path,
+                m.title,
+                m.created,
+                m.when,
+                m.seconds,
+                _encode_named(m.named),
+                m.flagged,
+                m.reason,
+                base,
+                [[f.path, f.kind, f.source, f.new_path] for f in findings],
+            ]
+        )
+    return json.dumps(rows, separators=(",", ":"))
+
+
+def _decode_outcomes(text: str) -> list[_Outcome]:
+    out: list[_Outcome] = []
+    for mid, path, title, created, when, seconds, named, flagged, reason, base, found in json.loads(
+        text
+    ):
+        memory = _Candidate(
+            mid, path, title, created, when, seconds, _decode_named(named), flagged, reason, None
+        )
+        out.append((memory, base, [AnchorFinding(*f) for f in found]))
+    return out
+
+
+def _touches(touched: set[str], ordered: list[str], path: str) -> bool:
+    """Whether a changed file is ``path`` or lies under it. (A change to a folder above it
+    alone cannot matter: whatever is at ``path`` or below it is the same on both sides,
+    else the diff would list it.)"""
+    return path in touched or _holds_change(ordered, path)
+
+
+def _regular(commit: pygit2.Commit, path: str) -> bool:
+    try:
+        entry = commit.tree[path]
+    except (KeyError, ValueError):
+        return False
+    return entry.type_str == "blob" and int(entry.filemode) in _REGULAR
+
+
+def _advance(
+    project: _Project, head: str, outcomes: list[_Outcome], renames_plain: bool
+) -> list[_Outcome] | None:
+    """The outcomes a full run at the project's HEAD would give, from those of the run at
+    ``head``, when HEAD's first parent is ``head`` (None: run the whole check).
+
+    Why it is exact: HEAD's first-parent chain is the old one with HEAD in front, and a
+    memory's base is the first commit of the chain not newer than it, so a memory older
+    than HEAD keeps its base, and its finding for a path can only differ
+    when the new commit changed that path, something under it or a folder above it -- or,
+    for a path gone since the base, when the new commit moved what git's rename detection
+    (between base and HEAD) pairs: its sources are the files deleted and its targets the
+    files added since the base, so a commit that only edits regular files present at the
+    base changes neither. Those memories, and the ones not older than HEAD (whose base
+    becomes HEAD), are checked again with the same code as a full run; the others keep
+    their findings."""
+    now = project.head
+    assert now is not None
+    if str(now.id) == head:
+        return outcomes
+    if not now.parents or str(now.parents[0].id) != head:
+        return None
+    parent = now.parents[0]
+    touched: set[str] = set()
+    for delta in project.repo.diff(parent, now).deltas:
+        touched.add(delta.old_file.path)
+        touched.add(delta.new_file.path)
+    ordered = sorted(touched)
+    stable: dict[str | None, bool] = {}
+
+    def renames_kept(base: str | None) -> bool:
+        if not touched:
+            return True
+        if base not in stable:
+            stable[base] = (
+                base is not None
+                and renames_plain
+                and all(
+                    _regular(commit, p) and _regular(parent, p) and _regular(now, p)
+                    for commit in (project.repo[base].peel(pygit2.Commit),)
+                    for p in touched
+                )
+            )
+        return stable[base]
+
+    seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
+    out: list[_Outcome] = []
+    for outcome in outcomes:
+        memory, base, findings = outcome
+        if memory.flagged:
+            out.append(outcome)
+            continue
+        again = (
+            memory.seconds >= now.commit_time
+            or any(_touches(touched, ordered, path) for path, _ in memory.named)
+            or (any(f.kind in ("deleted", "renamed") for f in findings) and not renames_kept(base))
+        )
+        out.append((memory, *_examine(project, memory, seen)) if again else outcome)
+    return out
+
+
+def _check_incremental(store: Store, project_path: str | Path) -> CheckReport:
+    """:func:`_check` of every current memory, carried over from the saved run where
+    :func:`_advance` can, and saved for the next one."""
+    repo = open_project(project_path)
+    project = _Project(repo)
+    report = _new_report(repo, project)
+    if project.head is None:
+        return report
+    key = _run_key(store, repo)
+    value = _config(repo.config, "diff.renames") or "true"
+    renames_plain = value.strip().lower() not in ("copies", "copy")
+    try:
+        cache = _open_cache(store, None)
+    except (sqlite3.DatabaseError, OSError):
+        return _fill(report, _outcomes(project, _candidates(store)))
+    try:
+        outcomes: list[_Outcome] | None = None
+        try:
+            cache.execute(_RUN_TABLE)
+            row = cache.execute(
+                "SELECT key, head, outcomes FROM runs WHERE project = ?", (report.project,)
+            ).fetchone()
+            if row is not None and row[0] == key:
+                outcomes = _advance(project, row[1], _decode_outcomes(row[2]), renames_plain)
+        except (sqlite3.DatabaseError, ValueError, TypeError):
+            outcomes = None
+        if outcomes is None:
+            outcomes = _outcomes(project, _candidates(store))
+        text = _encode_outcomes(outcomes)
+        try:
+            if text is None:
+                cache.execute("DELETE FROM runs WHERE project = ?", (report.project,))
+            else:
+                cache.execute(
+                    "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?)",
+                    (report.project, key, report.head, text),
+                )
+            cache.commit()
+        except sqlite3.DatabaseError:
+            pass  # derived state: the next run checks everything
+    finally:
+        cache.close()
+    return _fill(report, outcomes)
