@@ -26,6 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench.doctorbench  # registers the doctor scenario (after hook-run: it imports that)
 import bench.hookrun  # noqa: F401  (registers the scenarios, hook-run last)
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config

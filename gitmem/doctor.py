@@ -30,6 +30,8 @@ The checks, in order (``CHECKS``):
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -41,15 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from . import hooks as hooks_mod
 from . import merge as merge_mod
 from . import secrets as secrets_mod
 from .errors import GitmemError, StoreError
-from .gitdb import CommitSpec, GitDB, Snapshot
-from .layout import MEMORY_ROOTS, is_memory_file
+from .gitdb import CommitSpec, GitDB, Snapshot, blob_data, get_commit, get_tree
+from .index import Index
+from .layout import MEMORIES_DIR, MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_memory_file
 from .model import Memory, Scope
 from .store import Problem, Store, open_store
-from .versions import successor_map, walk_back
 
 CHECKS: tuple[str, ...] = (
     "fsck",
@@ -143,8 +147,16 @@ def diagnose(
     fix: bool = False,
     checks: Iterable[str] | None = None,
     scope: Scope | str | None = None,
+    deep: bool = False,
 ) -> DoctorReport:
-    """Run the checks on every scope of ``store`` (or one); with ``fix``, apply the safe fixes."""
+    """Run the checks on every scope of ``store`` (or one); with ``fix``, apply the safe fixes.
+
+    The memory checks (schema, links, chains, secrets) read the derived index once its rows
+    match git's tree blob for blob (checked on every run: one tree walk, no decoding), and
+    the git scan otherwise. ``deep`` also decodes every memory from git and compares it
+    field by field with its index row (what the index check samples by default), and runs
+    the memory checks on that scan.
+    """
     chosen = list(CHECKS if checks is None else checks)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:
@@ -153,9 +165,12 @@ def diagnose(
         )
     scopes = [Scope(scope)] if scope is not None else store.scopes
     report = DoctorReport([str(store.db(s).path) for s in scopes], chosen)
+    # One context per scope of the store, shared: a link may point into the other scope.
+    peers: dict[Scope, _Context] = {}
+    for each in store.scopes:
+        peers[each] = _Context(store, store.db(each), each, deep=deep, peers=peers)
     for each in scopes:
-        db = store.db(each)
-        context = _Context(store, db, each)
+        context = peers[each]
         for name in chosen:
             found = list(_CHECKERS[name](context))
             for finding in found:
@@ -177,16 +192,65 @@ def _apply(findings: Sequence[Finding]) -> None:
             finding.fix_error = str(exc)
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """What the memory checks need of one memory, from an index row or a decoded file."""
+
+    id: str
+    path: str
+    blob: str | None
+    supersedes: str | None
+    related: tuple[tuple[str, str], ...]
+    """(id, relationship) of each ``related`` link."""
+
+
+@dataclass
+class _IndexView:
+    """The index's rows at one commit beside git's tree at that commit."""
+
+    commit: str | None
+    rows: list[tuple[Any, ...]]
+    """``_ROW_COLUMNS`` of every current memory the index holds, oldest first."""
+    problems: list[tuple[str, str]]
+    files: dict[str, str]
+    """Every memory file git has at ``commit``: path -> blob id."""
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    problem_diff: set[str] = field(default_factory=set)
+
+    @property
+    def agrees(self) -> bool:
+        return not (self.missing or self.extra or self.stale or self.problem_diff)
+
+
+_ROW_COLUMNS = ("id", "path", "blob", "supersedes", "related")
+
+CONTENT_SAMPLE = 16
+"""Index rows decoded from git and compared field by field on each run (``deep``: all).
+Each costs a lookup of the tip commit (about 6 ms at 10k loose objects) and a decode."""
+
+
 @dataclass
 class _Context:
-    """One scope's repository, with the git scan shared by the checks that need it."""
+    """One scope's repository, with what the checks share computed once per run.
+
+    The memory checks read the derived index (no decoding) when its rows match git's tree
+    path for path and blob for blob; otherwise, or with ``deep``, every memory is decoded
+    from git, as the index would be rebuilt.
+    """
 
     store: Store
     db: GitDB
     scope: Scope
+    deep: bool = False
+    peers: dict[Scope, _Context] = field(default_factory=dict)
     _scan: Store | None = None
     _memories: list[Memory] | None = None
     _problems: list[Problem] | None = None
+    _view: _IndexView | None = None
+    _view_error: str | None = None
+    _entries: list[_Entry] | None = None
 
     @property
     def where(self) -> str:
@@ -200,15 +264,15 @@ class _Context:
         return self._scan
 
     def memories(self) -> list[Memory]:
-        """Every memory as git has it (read once per run: four checks need them all)."""
+        """Every memory as git has it, decoded (read once per run)."""
         if self._memories is None:
             self._memories = self.reference().list(include_superseded=True, include_archived=True)
         return self._memories
 
-    def problems(self) -> list[Problem]:
+    def scanned_problems(self) -> list[Problem]:
         """Files under the memory folders git has that are not valid memories (read once).
 
-        Parsing every memory is most of doctor's cost, so the scan that listed them is not
+        Parsing every memory is most of this cost, so the scan that listed them is not
         repeated when no file is left over: the full scan runs only if some memory file
         under the tip did not come back as a memory.
         """
@@ -223,6 +287,165 @@ class _Context:
             ]
             self._problems = self.reference().problems() if leftover else []
         return self._problems
+
+    def view(self) -> _IndexView | None:
+        """The index beside git (computed once); None if the index cannot be read."""
+        if self._view is None and self._view_error is None:
+            try:
+                self._view = _index_view(self.store.index(self.scope), self.db)
+            except Exception as exc:  # any failure of the derived index is a finding
+                self._view_error = f"{type(exc).__name__}: {exc}"
+        return self._view
+
+    def trusted(self) -> _IndexView | None:
+        """The index view when the memory checks may read it instead of decoding git."""
+        if self.deep:
+            return None
+        view = self.view()
+        return view if view is not None and view.agrees else None
+
+    def entries(self) -> list[_Entry]:
+        """Every memory, oldest first: from the index when it matches git, else decoded."""
+        if self._entries is None:
+            view = self.trusted()
+            if view is not None:
+                self._entries = [_row_entry(row) for row in view.rows]
+            else:
+                snap = self.db.snapshot()
+                self._entries = [_memory_entry(m, snap) for m in self.memories()]
+        return self._entries
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(path, message) of each file under the memory folders that is not a memory."""
+        view = self.trusted()
+        if view is not None:
+            return view.problems
+        return [(p.path, p.message) for p in self.scanned_problems()]
+
+    def ever_existed(self, memory_id: str) -> bool:
+        """Whether git's history holds a version of ``memory_id`` (a deleted memory)."""
+        if self.trusted() is not None:
+            with contextlib.suppress(Exception):
+                return bool(self.store.index(self.scope).versions([memory_id]))
+        try:
+            return len(self.reference().history(memory_id)) > 0
+        except GitmemError:
+            return False
+
+
+def _row_entry(row: Sequence[Any]) -> _Entry:
+    memory_id, path, blob, supersedes, related = row
+    links = tuple((str(r["id"]), str(r["relationship"])) for r in json.loads(related))
+    return _Entry(memory_id, path, blob, supersedes, links)
+
+
+def _memory_entry(memory: Memory, snap: Snapshot) -> _Entry:
+    path = memory.path or ""
+    blob = snap.blob_id(path) if path else None
+    return _Entry(
+        memory.id,
+        path,
+        str(blob) if blob is not None else None,
+        memory.supersedes,
+        tuple((r.id, str(r.relationship)) for r in memory.related),
+    )
+
+
+def _memory_files(db: GitDB, commit: str | None) -> dict[str, str]:
+    """path -> blob id of every memory file at ``commit``: what the index must hold, as the
+    index itself and the store's scan see it (regular files under the memory roots)."""
+    out: dict[str, str] = {}
+    if commit is None:
+        return out
+    repo = db.repo
+    tree = get_commit(repo, commit).tree
+    stack: list[tuple[pygit2.Tree, str]] = []
+    for root in MEMORY_ROOTS:
+        try:
+            top = tree[root]
+        except KeyError:
+            continue
+        if top.type_str == "tree":
+            stack.append((get_tree(repo, top.id), root))
+    while stack:
+        folder, prefix = stack.pop()
+        for item in folder:
+            path = f"{prefix}/{item.name}"
+            if item.type_str == "tree":
+                stack.append((get_tree(repo, item.id), path))
+            elif item.filemode in _REGULAR and is_memory_file(path):
+                out[path] = str(item.id)
+    return out
+
+
+_REGULAR = (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE)
+
+
+def _index_view(index: Index, db: GitDB) -> _IndexView:
+    """The index's rows and problems beside git's tree at the commit they reflect.
+
+    A query catches the index up to the branch tip first; if the tip did not move while
+    the rows were read, they reflect exactly that tip (else read again). Then paths and
+    blob ids are compared, and the few files the two disagree about are decoded to say
+    how. Content is compared field by field only for a sample (``_check_content``).
+    """
+    for _attempt in range(5):
+        before = db.tip()
+        rows = index.rows(_ROW_COLUMNS, include_superseded=True, include_archived=True)
+        problems = index.problems()
+        after = db.tip()
+        commit = str(after.id) if after is not None else None
+        if commit == (str(before.id) if before is not None else None):
+            break
+    view = _IndexView(commit, rows, problems, _memory_files(db, commit))
+    files = view.files
+    indexed: dict[str, str] = {}
+    for memory_id, path, blob, _supersedes, _related in rows:
+        indexed[path] = memory_id
+        if path not in files:
+            view.extra.append(memory_id)
+        elif files[path] != blob or not _id_matches(path, memory_id):
+            view.stale.append(memory_id)
+    problem_paths = {path for path, _ in problems}
+    view.problem_diff = {p for p in problem_paths if p not in files or p in indexed}
+    # Files the index has no row for, and files it calls unreadable: decode those (few
+    # unless the index is damaged) to say which side is wrong, as a rebuild would.
+    for path in sorted(files):
+        if path in indexed or (path in problem_paths and path in view.problem_diff):
+            continue
+        readable = _decodes(index, db, path, files[path])
+        if path in problem_paths:
+            if readable is not None:
+                view.missing.append(readable)
+                view.problem_diff.add(path)
+        elif readable is not None:
+            view.missing.append(readable)
+        else:
+            view.problem_diff.add(path)
+    view.missing.sort()
+    view.extra.sort()
+    view.stale.sort()
+    return view
+
+
+def _id_matches(path: str, memory_id: str) -> bool:
+    """Whether ``path`` is where ``memory_id`` lives, without validating the id again (the
+    row's file matched git's blob, and the index only stores ids it checked): a plain id
+    as the name of its shard's file, a path id as the path itself."""
+    if path.startswith(MEMORIES_DIR + "/"):
+        return "/" not in memory_id and path.endswith(f"/{memory_id}{MEMORY_SUFFIX}")
+    return path == memory_id + MEMORY_SUFFIX
+
+
+def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:
+    """The id of the memory in this file, or None when it is not a valid memory (decoded
+    as the index decodes it)."""
+    try:
+        if id_from_path(path) is None:
+            return None
+        return index.decode(blob_data(db.repo, pygit2.Oid(hex=blob)), path).id
+    except GitmemError:
+        return None
 
 
 def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -450,30 +673,80 @@ def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
 
 
 def check_index(ctx: _Context) -> Iterator[Finding]:
-    index = ctx.store.index(ctx.scope)
-    try:
-        indexed = _by_id(index.select(include_superseded=True, include_archived=True))
-        indexed_problems = {path for path, _ in index.problems()}
-    except Exception as exc:  # any failure of the derived index is a finding, not a crash
-        yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
+    view = ctx.view()
+    if view is None:
+        yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")
         return
+    if ctx.deep:
+        try:
+            yield from _deep_index_check(ctx)
+        except Exception as exc:  # any failure of the derived index is a finding, not a crash
+            yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
+        return
+    stale = list(view.stale)
+    if view.agrees:
+        try:
+            stale = _check_content(ctx, view)
+        except Exception as exc:  # as above
+            yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
+            return
+    message = _disagreement(view.missing, view.extra, stale, len(view.problem_diff))
+    if message:
+        yield _rebuild_finding(ctx, message)
+
+
+def _check_content(ctx: _Context, view: _IndexView) -> list[str]:
+    """Ids among a spread sample of rows whose fields differ from their file decoded from
+    git. Matching blob ids say each row was made from the right file; this says it was
+    made right (and catches a tampered row) without decoding the whole store."""
+    rows = view.rows
+    step = max(1, -(-len(rows) // CONTENT_SAMPLE))
+    sample = [row[1] for row in rows[::step]]
+    index = ctx.store.index(ctx.scope)
+    differ = []
+    for path in sample:
+        memory_id = id_from_path(path) or ""
+        indexed = index.get(memory_id)
+        try:
+            decoded = index.decode(blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path)
+        except GitmemError:
+            differ.append(memory_id)
+            continue
+        if indexed is None or _by_id([indexed]) != _by_id([decoded]):
+            differ.append(memory_id)
+    if differ:
+        # The rows were read one by one: a write since the view may have changed one.
+        now = ctx.db.snapshot()
+        changed = {id_from_path(p) for p in sample if str(now.blob_id(p)) != view.files[p]}
+        differ = [i for i in differ if i not in changed]
+    return sorted(differ)
+
+
+def _deep_index_check(ctx: _Context) -> Iterator[Finding]:
+    """Every memory decoded from git and compared with its index row, field by field."""
+    index = ctx.store.index(ctx.scope)
+    indexed = _by_id(index.select(include_superseded=True, include_archived=True))
+    indexed_problems = {path for path, _ in index.problems()}
     scanned = _by_id(ctx.memories())
-    scanned_problems = {p.path for p in ctx.problems()}
+    scanned_problems = {p.path for p in ctx.scanned_problems()}
     missing = sorted(set(scanned) - set(indexed))
     extra = sorted(set(indexed) - set(scanned))
     differ = sorted(i for i in set(scanned) & set(indexed) if scanned[i] != indexed[i])
-    problems = scanned_problems ^ indexed_problems
-    if not (missing or extra or differ or problems):
-        return
+    message = _disagreement(missing, extra, differ, len(scanned_problems ^ indexed_problems))
+    if message:
+        yield _rebuild_finding(ctx, message)
+
+
+def _disagreement(missing: list[str], extra: list[str], stale: list[str], problems: int) -> str:
     parts = []
-    for label, ids in (("missing", missing), ("not in git", extra), ("stale", differ)):
+    for label, ids in (("missing", missing), ("not in git", extra), ("stale", stale)):
         if ids:
             parts.append(
                 f"{len(ids)} {label} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
             )
     if problems:
-        parts.append(f"{len(problems)} unreadable file(s) seen differently")
-    yield _rebuild_finding(ctx, "the index disagrees with git: " + "; ".join(parts))
+        parts.append(f"{problems} unreadable file(s) seen differently")
+    return "the index disagrees with git: " + "; ".join(parts) if parts else ""
 
 
 def _rebuild_finding(ctx: _Context, message: str) -> Finding:
@@ -551,83 +824,64 @@ def _reinstall_hooks(path: Path) -> None:
 
 
 def check_schema(ctx: _Context) -> Iterator[Finding]:
-    for problem in ctx.problems():
-        quoted = shlex.quote(problem.path)
+    for path, message in ctx.problems():
+        quoted = shlex.quote(path)
         fix = (
             f"repair the file by hand (its history: git -C {ctx.where} log -p -- {quoted}), "
             f"or remove it: git -C {ctx.where} rm -- {quoted} && git -C {ctx.where} commit"
         )
         if ctx.db.workdir is None:
             fix = f"in a clone of {ctx.where}: {fix.replace(f'-C {ctx.where} ', '')}, then push"
-        yield Finding("schema", ERROR, problem.message, fix=fix, path=problem.path)
+        yield Finding("schema", ERROR, message, fix=fix, path=path)
 
 
 def _all_ids(ctx: _Context) -> set[str]:
     """Ids of every scope: a link may point into the other store of a combined view."""
-    ids = {m.id for m in ctx.memories()}
-    for other in ctx.store.scopes:
+    ids = {e.id for e in ctx.entries()}
+    for other, peer in ctx.peers.items():
         if other != ctx.scope:
             with contextlib.suppress(GitmemError):
-                ids |= {m.id for m in _Context(ctx.store, ctx.store.db(other), other).memories()}
+                ids |= {e.id for e in peer.entries()}
     return ids
 
 
 def check_links(ctx: _Context) -> Iterator[Finding]:
-    memories = ctx.memories()
+    entries = ctx.entries()
     ids = _all_ids(ctx)
-    store = ctx.reference()
-    for memory in memories:
-        target = memory.supersedes
+    for entry in entries:
+        target = entry.supersedes
         if target and target not in ids:
-            existed = _ever_existed(store, target)
+            existed = ctx.ever_existed(target)
             yield Finding(
                 "links",
                 WARNING,
-                f"{memory.id} supersedes {target}, which is "
+                f"{entry.id} supersedes {target}, which is "
                 + ("deleted" if existed else "not in the store"),
                 fix=(
                     f"gitmem --store {ctx.where} restore {target}"
                     if existed
-                    else f"gitmem --store {ctx.where} edit {memory.id} (remove its supersedes line)"
+                    else f"gitmem --store {ctx.where} edit {entry.id} (remove its supersedes line)"
                 ),
-                path=memory.path,
+                path=entry.path,
             )
-        for related in memory.related:
-            if related.id in ids or related.id == target:
+        for related_id, relationship in entry.related:
+            if related_id in ids or related_id == target:
                 continue
             yield Finding(
                 "links",
                 WARNING,
-                f"{memory.id} is related ({related.relationship}) to {related.id}, which is not "
+                f"{entry.id} is related ({relationship}) to {related_id}, which is not "
                 "in the store",
-                fix=f"gitmem --store {ctx.where} edit {memory.id} (drop the link), or "
-                f"gitmem --store {ctx.where} restore {related.id} if it was deleted",
-                path=memory.path,
+                fix=f"gitmem --store {ctx.where} edit {entry.id} (drop the link), or "
+                f"gitmem --store {ctx.where} restore {related_id} if it was deleted",
+                path=entry.path,
             )
 
 
-def _ever_existed(store: Store, memory_id: str) -> bool:
-    try:
-        return len(store.history(memory_id)) > 0
-    except GitmemError:
-        return False
-
-
 def check_chains(ctx: _Context) -> Iterator[Finding]:
-    memories = ctx.memories()
-    by_id = {m.id: m for m in memories}
-    reported: set[frozenset[str]] = set()
-    for memory in memories:
-        if not memory.supersedes:
-            continue
-        chain = walk_back(memory, by_id.get)
-        if not any("cycle" in w for w in chain.warnings):
-            continue
-        members = _cycle_members(memory, by_id)
-        key = frozenset(members)
-        if key in reported:
-            continue
-        reported.add(key)
+    entries = ctx.entries()
+    by_id = {e.id: e for e in entries}
+    for members in _cycles(entries, by_id):
         first = min(members)
         yield Finding(
             "chains",
@@ -637,10 +891,14 @@ def check_chains(ctx: _Context) -> Iterator[Finding]:
             fix=f"gitmem --store {ctx.where} edit {first} (remove its supersedes line)",
             path=by_id[first].path,
         )
-    for old_id, successors in sorted(successor_map(memories).items()):
-        if len(successors) < 2:
+    successors: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.supersedes:
+            successors.setdefault(entry.supersedes, []).append(entry.id)
+    for old_id, names in sorted(successors.items()):
+        if len(names) < 2:
             continue
-        names = sorted(m.id for m in successors)
+        names = sorted(names)
         yield Finding(
             "chains",
             WARNING,
@@ -654,54 +912,120 @@ def check_chains(ctx: _Context) -> Iterator[Finding]:
         )
 
 
-def _cycle_members(start: Memory, by_id: dict[str, Memory]) -> list[str]:
-    """The ids on the cycle ``start``'s chain runs into, rotated to begin at the smallest."""
-    seen: list[str] = []
-    current: Memory | None = start
-    while current is not None and current.id not in seen:
-        seen.append(current.id)
-        current = by_id.get(current.supersedes) if current.supersedes else None
-    if current is None:
-        return seen
-    cycle = seen[seen.index(current.id) :]
-    pivot = cycle.index(min(cycle))
-    return cycle[pivot:] + cycle[:pivot]
+def _cycles(entries: Sequence[_Entry], by_id: dict[str, _Entry]) -> Iterator[list[str]]:
+    """Each ``supersedes`` cycle once, rotated to begin at its smallest id, in the order
+    the oldest memory leading into it comes (each memory supersedes at most one, so every
+    chain is a path that ends, or runs into exactly one cycle: one pass over all)."""
+    done: set[str] = set()
+    for entry in entries:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: _Entry | None = entry
+        while current is not None and current.id not in done and current.id not in on_path:
+            path.append(current.id)
+            on_path.add(current.id)
+            current = by_id.get(current.supersedes) if current.supersedes else None
+        if current is not None and current.id in on_path:
+            cycle = path[path.index(current.id) :]
+            pivot = cycle.index(min(cycle))
+            yield cycle[pivot:] + cycle[:pivot]
+        done.update(path)
 
 
-def _memory_secrets(ctx: _Context) -> Iterator[tuple[Memory, list[secrets_mod.SecretFinding]]]:
+def _memory_secrets(ctx: _Context) -> Iterator[tuple[_Entry, list[secrets_mod.SecretFinding]]]:
     policy = secrets_mod.policy_from_config(ctx.store.config(ctx.scope).raw)
-    snap = ctx.db.snapshot()
-    for memory in ctx.memories():
-        data = snap.read(memory.path) if memory.path else None
-        if data is not None:
-            findings = secrets_mod.scan_bytes(data, policy)
-            if findings:
-                yield memory, findings
+    repo = ctx.db.repo
+    cache = _CleanBlobs(ctx.db.state_dir / _CLEAN_BLOBS, policy)
+    clean: set[str] = set()
+    for entry in ctx.entries():
+        if not entry.blob:
+            continue
+        if entry.blob in cache.known:
+            clean.add(entry.blob)  # scanned clean under this policy by an earlier run
+            continue
+        findings = secrets_mod.scan_bytes(blob_data(repo, pygit2.Oid(hex=entry.blob)), policy)
+        if findings:
+            yield entry, findings
+        else:
+            clean.add(entry.blob)
+    cache.save(clean)
+
+
+_CLEAN_BLOBS = "doctor-clean-blobs"
+
+
+class _CleanBlobs:
+    """Blob ids a credential scan found clean, kept between runs (a derived cache, like
+    the index: deleting it only costs one full scan).
+
+    A blob's content never changes, so a blob clean once is clean again under the same
+    policy and the same scanner; the file's first line is a digest of both (the policy's
+    patterns and allow-list, and the source of :mod:`gitmem.secrets`), and a file made
+    under another is ignored. Only the blobs of current memories are kept.
+    """
+
+    def __init__(self, path: Path, policy: secrets_mod.SecretPolicy) -> None:
+        self.path = path
+        digest = hashlib.sha256(repr(policy).encode("utf-8", "surrogateescape"))
+        with contextlib.suppress(OSError):
+            digest.update(Path(secrets_mod.__file__).read_bytes())
+        self.key = digest.hexdigest()
+        self.known: set[str] = set()
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            lines = self.path.read_text("ascii").splitlines()
+            if lines and lines[0] == self.key:
+                self.known = set(lines[1:])
+
+    def save(self, clean: set[str]) -> None:
+        if clean == self.known:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # A store that cannot be written (read-only, another user's) is scanned every run.
+        with contextlib.suppress(OSError):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write("\n".join([self.key, *sorted(clean)]) + "\n")
+            os.replace(tmp, self.path)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def check_secrets(ctx: _Context) -> Iterator[Finding]:
-    for memory, findings in _memory_secrets(ctx):
+    for entry, findings in _memory_secrets(ctx):
         kinds = ", ".join(f"{f.kind} (line {f.line})" for f in findings)
         yield Finding(
             "secrets",
             WARNING,
-            f"{memory.id} holds what looks like a credential: {kinds}",
+            f"{entry.id} holds what looks like a credential: {kinds}",
             fix=(
-                f"gitmem --store {ctx.where} edit {memory.id} to remove it, and rotate the "
+                f"gitmem --store {ctx.where} edit {entry.id} to remove it, and rotate the "
                 "credential: it stays in git history"
             ),
-            path=memory.path,
+            path=entry.path,
         )
 
 
 def _world_writable(root: Path) -> Iterator[Path]:
-    for directory, dirnames, filenames in os.walk(root):
-        for name in [*dirnames, *filenames]:
-            path = Path(directory) / name
-            with contextlib.suppress(FileNotFoundError):
-                st = path.lstat()
-                if not stat.S_ISLNK(st.st_mode) and st.st_mode & stat.S_IWOTH:
-                    yield path
+    """Paths below ``root`` (links not followed) that anyone may write: one ``lstat`` each,
+    without building a Path per file (a large store has tens of thousands)."""
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue  # removed, or not readable: nothing to say about what is inside
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if st.st_mode & stat.S_IWOTH:
+                yield Path(entry.path)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
 
 
 def check_permissions(ctx: _Context) -> Iterator[Finding]:
@@ -719,7 +1043,9 @@ def check_permissions(ctx: _Context) -> Iterator[Finding]:
                 apply=lambda: top.chmod(0o700),
             )
     roots = {top, ctx.db.gitdir}
-    found = sorted({p for root in roots for p in _world_writable(root)})
+    # The work tree holds .git: walk it once.
+    walked = [r for r in roots if not any(r != o and r.is_relative_to(o) for o in roots)]
+    found = sorted({p for root in walked for p in _world_writable(root)})
     if found:
         shown = ", ".join(str(p) for p in found[:3]) + (", ..." if len(found) > 3 else "")
         yield Finding(
@@ -847,6 +1173,6 @@ def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFindi
     out: list[FileFinding] = []
     for each in [Scope(scope)] if scope is not None else store.scopes:
         ctx = _Context(store, store.db(each), each)
-        for memory, findings in _memory_secrets(ctx):
-            out.extend(FileFinding(memory.path or memory.id, f) for f in findings)
+        for entry, findings in _memory_secrets(ctx):
+            out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
     return out

@@ -208,6 +208,59 @@ def test_an_index_row_for_a_memory_git_does_not_have(store: Store) -> None:
     assert "1 not in git" in found.message and MISSING in found.message
 
 
+def test_an_index_row_made_from_another_blob_is_stale(any_store: Store) -> None:
+    memory = any_store.create("first words")
+    any_store.create("another")
+    any_store.update(memory.id, body="second words")
+    old_blob = run_git(any_store.db().gitdir, "rev-parse", f"main~1:{memory.path}").strip()
+    assert findings(any_store, "index") == []
+    _tamper_index(any_store, f"UPDATE memories SET blob = '{old_blob}' WHERE id = '{memory.id}'")
+    (found,) = findings(any_store, "index")
+    assert f"1 stale ({memory.id})" in found.message
+    findings(any_store, "index", fix=True)
+    assert findings(any_store, "index") == []
+
+
+def test_unreadable_files_the_index_sees_differently(store: Store) -> None:
+    plant(store, memory_path(ID_A), "no front-matter\n")
+    good = store.create("fine")
+    assert findings(store, "index") == []
+    _tamper_index(store, "DELETE FROM problems")  # the broken file forgotten
+    (found,) = findings(store, "index")
+    assert found.message.endswith("1 unreadable file(s) seen differently")
+    findings(store, "index", fix=True)
+    _tamper_index(store, f"INSERT INTO problems VALUES ('{good.path}', 'said to be broken')")
+    (found,) = findings(store, "index")
+    assert "1 unreadable file(s) seen differently" in found.message
+    findings(store, "index", fix=True)
+    assert findings(store, "index") == []
+
+
+def test_a_tampered_row_outside_the_content_sample_is_found_by_deep(store: Store) -> None:
+    # Blob ids are compared for every row; fields only for a spread sample, or all with deep.
+    with store.transaction():
+        for i in range(D.CONTENT_SAMPLE * 2 + 2):
+            store.create(f"memory {i}", title="right")
+    rows = store.index().rows(["id"], include_superseded=True, include_archived=True)
+    victim = rows[1][0]  # the sample takes every third row from the first
+    _tamper_index(store, f"UPDATE memories SET title = 'wrong' WHERE id = '{victim}'")
+    assert findings(store, "index") == []
+    (found,) = D.diagnose(store, checks=["index"], deep=True).findings
+    assert f"1 stale ({victim})" in found.message
+    _tamper_index(store, f"UPDATE memories SET title = 'wrong' WHERE id = '{rows[3][0]}'")
+    (sampled,) = findings(store, "index")
+    assert f"1 stale ({rows[3][0]})" in sampled.message
+
+
+def test_an_index_row_under_another_id_is_stale(store: Store) -> None:
+    memory = store.create("one")
+    store.create("two")
+    assert findings(store, "index") == []
+    _tamper_index(store, f"UPDATE memories SET id = '{MISSING}' WHERE id = '{memory.id}'")
+    (found,) = findings(store, "index")
+    assert f"1 stale ({MISSING})" in found.message
+
+
 # -- registration -----------------------------------------------------------------------------
 
 
@@ -288,6 +341,82 @@ def test_version_chain_cycles_and_forks(store: Store) -> None:
     assert first.id in forks[0].message and ID_C in forks[0].message
 
 
+def test_a_cycle_reached_through_a_tail_is_reported_once(store: Store) -> None:
+    plant(store, memory_path(ID_A), memory_text(ID_A, supersedes=ID_B))
+    plant(store, memory_path(ID_B), memory_text(ID_B, supersedes=ID_C))
+    plant(store, memory_path(ID_C), memory_text(ID_C, supersedes=ID_B))
+    cycle, fork = findings(store, "chains")  # A and C both supersede B: a fork as well
+    assert cycle.message.startswith(f"version chain cycle: {ID_B} -> {ID_C} -> {ID_B} (")
+    assert cycle.path == memory_path(ID_B)
+    assert fork.message.startswith(f"version-chain fork: {ID_B} is superseded by 2 memories")
+
+
+def _damage_every_memory_check(store: Store) -> None:
+    """A broken file, dangling links, a cycle, a fork and a stored credential."""
+    gone = store.create("soon deleted")
+    store.delete(gone.id)
+    plant(store, "memories/zz/not-an-id.md", memory_text(ID_A))
+    plant(store, memory_path(ID_A), memory_text(ID_A, supersedes=ID_B))
+    plant(store, memory_path(ID_B), memory_text(ID_B, supersedes=ID_A))
+    plant(
+        store,
+        memory_path(ID_C),
+        memory_text(
+            ID_C,
+            supersedes=gone.id,
+            extra=f"related:\n- id: {MISSING}\n  relationship: contradicts\n",
+        ),
+    )
+    root = store.create("the original")
+    store.supersede(root.id, "one successor")
+    store.supersede(root.id, "another successor")
+    store.create("a document", id="projects/acme/readme", related=[{"id": MISSING}])
+    plant(store, "notes/broken.md", "a note without front-matter\n")
+    with store.secrets_allowed():
+        store.create(f"ci\ntoken {FAKE_TOKEN}\n")
+
+
+MEMORY_CHECKS = ["schema", "links", "chains", "secrets"]
+
+
+def _seen(found: list[D.Finding]) -> list[tuple[object, ...]]:
+    return [(f.check, f.severity, f.message, f.fix, f.path) for f in found]
+
+
+def test_the_memory_checks_find_the_same_from_the_index_as_from_git(any_store: Store) -> None:
+    _damage_every_memory_check(any_store)
+    fast = D.diagnose(any_store, checks=["index", *MEMORY_CHECKS]).findings
+    deep = D.diagnose(any_store, checks=["index", *MEMORY_CHECKS], deep=True).findings
+    assert _seen(fast) == _seen(deep)
+    checks = [f.check for f in fast]  # and no index finding: the index agrees with git
+    assert checks == ["schema"] * 2 + ["links"] * 3 + ["chains"] * 2 + ["secrets"], _seen(fast)
+    assert any(f.path == "projects/acme/readme.md" for f in fast)
+    assert any("deleted" in f.message for f in fast)
+
+
+def test_when_the_index_disagrees_the_memory_checks_read_git(store: Store) -> None:
+    _damage_every_memory_check(store)
+    expected = _seen(D.diagnose(store, checks=MEMORY_CHECKS).findings)
+    _tamper_index(store, "DELETE FROM memories")
+    _tamper_index(store, "DELETE FROM problems")
+    found = D.diagnose(store, checks=["index", *MEMORY_CHECKS]).findings
+    assert found[0].check == "index" and "missing" in found[0].message
+    assert _seen(found[1:]) == expected
+
+
+def test_a_row_whose_fields_lie_is_stale_and_deep_reads_git(store: Store) -> None:
+    # The index row keeps the right blob but loses its supersedes link: the index check
+    # reports it (the sample covers every row of a small store), and --deep's memory checks
+    # read git, so the dangling link is still found there.
+    plant(store, memory_path(ID_A), memory_text(ID_A, supersedes=MISSING))
+    assert findings(store, "index") == []  # the index is made, and agrees
+    _tamper_index(store, f"UPDATE memories SET supersedes = NULL WHERE id = '{ID_A}'")
+    (stale,) = findings(store, "index")
+    assert f"1 stale ({ID_A})" in stale.message
+    deep = D.diagnose(store, checks=["links"], deep=True).findings
+    assert [f.message for f in deep] == [f"{ID_A} supersedes {MISSING}, which is not in the store"]
+
+
 def test_stored_credentials_are_reported_masked(store: Store) -> None:
     with store.secrets_allowed():
         memory = store.create(f"ci\ntoken {FAKE_TOKEN}\n")
@@ -295,6 +424,23 @@ def test_stored_credentials_are_reported_masked(store: Store) -> None:
     assert memory.id in found.message and "github-token (line" in found.message
     assert FAKE_TOKEN not in found.message
     assert "rotate" in (found.fix or "")
+
+
+def test_the_credential_scan_remembers_clean_blobs_per_policy(store: Store) -> None:
+    memory = store.create("the door code is PIN=918273\n")
+    assert findings(store, "secrets") == []
+    cache = store.db().state_dir / "doctor-clean-blobs"
+    blob = run_git(store.db().gitdir, "rev-parse", f"main:{memory.path}").strip()
+    assert blob in cache.read_text().split()
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    # A new policy is a new scan: the blob clean under the old one is looked at again.
+    config = store.db().snapshot().read("gitmem.yaml") or b""
+    extra = "secrets:\n  patterns:\n    - kind: door-pin\n      regex: 'PIN=(\\d{6})'\n"
+    plant(store, "gitmem.yaml", config.decode() + extra, "secrets policy")
+    (found,) = findings(gitmem.open(store.path), "secrets")
+    assert memory.id in found.message and "door-pin (line" in found.message
+    cache.write_text("garbage\n")  # a damaged cache is ignored, not trusted
+    assert len(findings(gitmem.open(store.path), "secrets")) == 1
 
 
 # -- permissions ------------------------------------------------------------------------------
@@ -332,6 +478,15 @@ def test_cli_doctor_text_json_and_exit_codes(store: Store) -> None:
     assert "(fixed)" in fixed.stdout and "healthy; 1 fixed" in fixed.stdout
     cli("doctor", "--check", "merge-driver")
     assert "Invalid value" in cli("doctor", "--check", "nope", code=2).stderr
+
+
+def test_cli_doctor_deep(store: Store) -> None:
+    cli = Gitmem(store.path, make_runner())
+    store.create("one")
+    assert "healthy" in cli("doctor", "--deep", "--check", "index", "--check", "links").stdout
+    _tamper_index(store, "UPDATE memories SET title = 'wrong'")
+    out = cli("doctor", "--deep", "--check", "index", code=1).stdout
+    assert "1 stale" in out and "reindex" in out
 
 
 def test_cli_secrets_over_the_store_files_and_staged(store: Store, tmp_path: Path) -> None:

@@ -21,11 +21,21 @@ _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
     help="Run only this check; repeat for more (default: all).",
 )
 @click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Decode every memory from git and compare each with the index (slow on large stores).",
+)
 @json_option
 @pass_state
 @click.pass_context
 def doctor(
-    ctx: click.Context, state: State, fix: bool, checks: tuple[str, ...], scope: str | None
+    ctx: click.Context,
+    state: State,
+    fix: bool,
+    checks: tuple[str, ...],
+    scope: str | None,
+    deep: bool,
 ) -> None:
     """Check the store's health; say how to fix each problem.
 
@@ -37,6 +47,10 @@ def doctor(
     (removing stale locks and leftovers, rebuilding the index, registering the
     merge driver, syncing the work tree, permissions) and never changes a memory.
 
+    The memory checks read the index once its files match git's blob for blob;
+    --deep decodes every memory from git instead and compares each with its
+    index row (by default a sample of 64 is compared field by field).
+
     Exit status: 0 when no error or warning remains, 1 otherwise.
 
     \b
@@ -44,8 +58,9 @@ def doctor(
       gitmem doctor
       gitmem doctor --fix
       gitmem doctor --check index --check locks --json
+      gitmem doctor --deep
     """
-    report = _doctor.diagnose(state.store(), fix=fix, checks=checks or None, scope=scope)
+    report = _doctor.diagnose(state.store(), fix=fix, checks=checks or None, scope=scope, deep=deep)
     if state.json:
         emit_json(report.to_dict())
     else:
