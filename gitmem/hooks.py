@@ -20,6 +20,7 @@ work itself is :func:`run`:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import subprocess
@@ -29,10 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from . import codec, schema, secrets
 from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
 from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file, memory_path
-from .model import memory_from_document
 
 MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
 PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
@@ -338,6 +337,10 @@ def _ever_existed(top: Path, path: str) -> bool:
 
 def decode_memory(data: bytes, path: str) -> Any:
     """Parse and validate one memory file the way the store reads it (a Memory, or raises)."""
+    # Imported here: a project hook (gitmem check) never parses a memory file itself.
+    from . import codec, schema
+    from .model import memory_from_document
+
     if id_from_path(path) is None:
         raise InvalidMemoryError(f"not at a memory path ({expected_path_form(path)})")
     text = codec.decode(data, what=path)
@@ -355,9 +358,25 @@ def decode_memory(data: bytes, path: str) -> Any:
 
 
 Validator = Callable[[bytes, str], Any]
+
+
+@functools.cache
+def _secrets_then_memory() -> Validator:
+    # Built on first use: gitmem.secrets compiles its patterns when imported, which a
+    # project hook that validates nothing should not pay for.
+    from . import secrets
+
+    return secrets.staged_validator(decode_memory)
+
+
+def _validate_memory_file(data: bytes, path: str) -> Any:
+    """Refuse a staged memory file holding a credential, else :func:`decode_memory` it."""
+    return _secrets_then_memory()(data, path)
+
+
 VALIDATORS: list[tuple[Callable[[str], bool], Validator]] = [
     # Credentials are refused before anything else is said about the file.
-    (is_memory_file, secrets.staged_validator(decode_memory)),
+    (is_memory_file, _validate_memory_file),
 ]
 """Which staged paths are validated, and how. Layered documents add their own entry."""
 
@@ -383,6 +402,8 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
     """The stamped file text for a hand edit of a committed memory, or None to leave it."""
+    from . import codec, schema
+
     before = _head_blob(top, item.path)
     if before is None:
         return None

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 from pygit2.enums import FileMode
 
-from . import codec, maintenance, schema, secrets
-from . import search as search_mod
+from . import codec, schema
 from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from .errors import (
@@ -66,8 +65,6 @@ from .layout import (
     memory_path,
     new_id,
 )
-from .maintenance import GcResult
-from .merge import register_driver
 from .model import (
     EDITABLE_FIELDS,
     Memory,
@@ -79,10 +76,11 @@ from .model import (
     Trigger,
     memory_from_document,
 )
-from .search import SearchResults
 from .versions import Chain, successor_map, walk_back, walk_forward
 
 if TYPE_CHECKING:
+    from .maintenance import GcResult
+    from .search import SearchResults
     from .sync import SyncResult
 
 log = logging.getLogger(__name__)
@@ -462,6 +460,8 @@ class Store:
 
     def gc(self, *, scope: Scope | str | None = None) -> builtins.list[GcResult]:
         """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``)."""
+        from . import maintenance
+
         return [maintenance.gc(b.db) for b in self._ordered(scope)]
 
     def sync(
@@ -535,6 +535,9 @@ class Store:
         if not (self.allow_secrets or getattr(self._secrets_ok, "on", False)):
             # Every write that stores content passes here: the one place credentials are kept
             # out. The policy is the committed gitmem.yaml's, refreshed with the config.
+            # (Imported here: compiling its patterns is a cost a read-only command skips.)
+            from . import secrets
+
             policy = secrets.policy_from_config(backend.config.raw)
             secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
@@ -1356,6 +1359,9 @@ class Store:
         line (a title-only match has no line number); ``"substring"`` is the same
         for a case-insensitive literal.
         """
+        from . import search as search_mod
+        from .search import SearchResults
+
         checked_mode = search_mod.check_mode(mode)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the search query is empty")
@@ -1752,6 +1758,8 @@ def init_store(
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
+    from .merge import register_driver
+
     register_driver(target)
     db = GitDB(target, clock=clock, durable=durable)
 
