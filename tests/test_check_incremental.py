@@ -15,6 +15,7 @@ import os
 import random
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,42 @@ def test_a_rename_target_appearing_later_is_seen(
     found = report.memories[0]
     assert found.id == memory.id
     assert [(f.kind, f.new_path) for f in found.findings] == [("renamed", "lib/moved.py")]
+
+
+def test_project_hook_run_loads_no_secret_patterns_merge_or_search(
+    store: Store, clock: FixedClock, tmp_path: Path
+) -> None:
+    """The post-commit hook's process imports what ``gitmem check`` needs and not the
+    modules of writes, merges, searches and maintenance."""
+    project = Project(tmp_path / "project", random.Random(5))
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
+    env["GITMEM_HOME"] = str(home)
+    subprocess.run(
+        [sys.executable, "-m", "gitmem", "init", "--project", str(project.path)],
+        env=env,
+        cwd=project.path,
+        capture_output=True,
+        check=True,
+    )
+    code = (
+        "import sys\n"
+        "from gitmem.cli import main\n"
+        "try:\n"
+        "    main(['hook-run', '--role', 'project', 'post-commit'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('gitmem'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "gitmem check:" in out
+    loaded = set(out.split())
+    assert "gitmem.lifecycle.anchors" in loaded  # the check did run in this process
+    assert not {"gitmem.secrets", "gitmem.merge", "gitmem.search", "gitmem.maintenance"} & loaded
