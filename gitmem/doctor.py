@@ -171,13 +171,27 @@ def diagnose(
         peers[each] = _Context(store, store.db(each), each, deep=deep, peers=peers)
     for each in scopes:
         context = peers[each]
-        for name in chosen:
-            found = list(_CHECKERS[name](context))
-            for finding in found:
-                finding.scope = str(each)
-            report.findings.extend(found)
-            if fix:
-                _apply(found)
+        order = chosen
+        if "fsck" in chosen and not fix:
+            # git fsck is its own process: let it run beside the other checks (reported in
+            # its place all the same). Not with --fix, whose repairs may commit meanwhile.
+            context.fsck = _start_git(context.db, *_FSCK_ARGS)
+            order = [c for c in chosen if c != "fsck"] + ["fsck"]
+        results: dict[str, list[Finding]] = {}
+        try:
+            for name in order:
+                found = list(_CHECKERS[name](context))
+                for finding in found:
+                    finding.scope = str(each)
+                results[name] = found
+                if fix:
+                    _apply(found)
+        finally:
+            if context.fsck is not None:  # a check failed before fsck was collected
+                context.fsck.kill()
+                context.fsck.communicate()
+        for name in dict.fromkeys(chosen):
+            report.findings.extend(results[name])
     return report
 
 
@@ -251,6 +265,8 @@ class _Context:
     _view: _IndexView | None = None
     _view_error: str | None = None
     _entries: list[_Entry] | None = None
+    fsck: subprocess.Popen[bytes] | None = None
+    """``git fsck`` started early, running beside the other checks."""
 
     @property
     def where(self) -> str:
@@ -448,17 +464,20 @@ def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:
         return None
 
 
-def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[bytes]:
+def _start_git(db: GitDB, *args: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEEP_ENV}
     try:
-        return subprocess.run(
+        return subprocess.Popen(
             ["git", f"--git-dir={db.gitdir}", *args],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
-            check=False,
         )
     except FileNotFoundError:
         raise StoreError("the git binary is not on PATH") from None
+
+
+_FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
 
 
 _KEEP_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
@@ -468,19 +487,21 @@ _KEEP_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
 
 
 def check_fsck(ctx: _Context) -> Iterator[Finding]:
-    result = _git(ctx.db, "fsck", "--strict", "--no-dangling", "--no-progress")
+    process, ctx.fsck = ctx.fsck or _start_git(ctx.db, *_FSCK_ARGS), None
+    stdout, stderr = process.communicate()
+    returncode = process.returncode
     lines = [
         line.strip()
-        for line in (result.stdout + result.stderr).decode("utf-8", "replace").splitlines()
+        for line in (stdout + stderr).decode("utf-8", "replace").splitlines()
         if line.strip()
     ]
-    if result.returncode == 0 and not lines:
+    if returncode == 0 and not lines:
         return
     shown = "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else "")
     yield Finding(
         "fsck",
-        ERROR if result.returncode != 0 else WARNING,
-        f"git fsck --strict reports: {shown or 'exit ' + str(result.returncode)}",
+        ERROR if returncode != 0 else WARNING,
+        f"git fsck --strict reports: {shown or 'exit ' + str(returncode)}",
         fix=(
             f"git --git-dir={shlex.quote(str(ctx.db.gitdir))} fsck --full for details; fetch the "
             "missing objects from a clone (git fetch <clone>) or restore the repository from one"

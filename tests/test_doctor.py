@@ -74,6 +74,31 @@ def test_fsck_reports_a_damaged_object(any_store: Store) -> None:
     assert not found.safe
 
 
+def test_fsck_runs_beside_the_other_checks_and_is_reported_first(store: Store) -> None:
+    memory = store.create("first version")
+    store.update(memory.id, body="second version")
+    plant(store, memory_path(ID_A), "no front-matter\n")
+    assert findings(store, "index") == []  # the index holds the history already
+    old_blob = run_git(store.db().gitdir, "rev-parse", f"main~2:{memory.path}").strip()
+    obj = store.db().gitdir / "objects" / old_blob[:2] / old_blob[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"not a zlib stream")  # an old version: today's reads never need it
+    checked = D.diagnose(store, checks=["schema", "fsck", "index"])
+    assert [f.check for f in checked.findings] == ["schema", "fsck"]
+    assert checked.findings[1].severity == D.ERROR
+    report = D.diagnose(store)
+    assert report.findings[0].check == "fsck"
+    assert [f.check for f in report.findings if f.check in ("fsck", "schema")] == [
+        "fsck",
+        "schema",
+    ]
+    fixing = D.diagnose(store, fix=True)  # --fix runs fsck in its turn, not beside
+    assert [f.check for f in fixing.findings if f.check in ("fsck", "schema")] == [
+        "fsck",
+        "schema",
+    ]
+
+
 # -- locks and leftovers ------------------------------------------------------------------------
 
 
