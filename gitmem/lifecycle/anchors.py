@@ -27,6 +27,7 @@ import bisect
 import datetime as dt
 import functools
 import json
+import marshal
 import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
@@ -720,7 +721,7 @@ def _candidates(store: Store) -> list[_Candidate]:
 
 _RUN_TABLE = (
     "CREATE TABLE IF NOT EXISTS runs (project TEXT PRIMARY KEY, key TEXT NOT NULL, "
-    "head TEXT NOT NULL, outcomes TEXT NOT NULL)"
+    "head TEXT NOT NULL, outcomes BLOB NOT NULL)"
 )
 _REGULAR = (0o100644, 0o100755)
 
@@ -740,49 +741,82 @@ def _run_key(store: Store, repo: pygit2.Repository) -> str:
         tips.append([str(scope), str(db.path), None if tip is None else str(tip.id)])
     config = repo.config
     renames = [_config(config, k) for k in ("diff.renames", "diff.renameLimit")]
-    return json.dumps([_CACHE_VERSION, tips, renames])
+    return json.dumps([_CACHE_VERSION, _SAVED_FIELDS, tips, renames])
 
 
-def _encode_outcomes(outcomes: list[_Outcome]) -> str | None:
-    rows: list[list[Any]] = []
-    for m, base, findings in outcomes:
-        if not isinstance(m.when, int):
-            return None  # read without the index: not carried over
-        rows.append(
-            [
-                m.id,
-                m.path,
-                m.title,
-                m.created,
-                m.when,
-                m.seconds,
-                _encode_named(m.named),
-                m.flagged,
-                m.reason,
-                base,
-                [[f.path, f.kind, f.source, f.new_path] for f in findings],
-            ]
-        )
-    return json.dumps(rows, separators=(",", ":"))
+_Saved = tuple[Any, ...]
+"""One checked memory as a saved run holds it: id, path, title, created and updated (µs),
+updated (whole seconds), named paths (:func:`_encode_named`), flagged, reason, base and
+findings (tuples of path, kind, source, new path) and their description (the reason
+without its head). Plain values: the run is kept with
+:mod:`marshal`, which reads 10k of them in milliseconds and builds nothing but them."""
 
 
-def _decode_outcomes(text: str) -> list[_Outcome]:
-    out: list[_Outcome] = []
-    for mid, path, title, created, when, seconds, named, flagged, reason, base, found in json.loads(
-        text
-    ):
-        memory = _Candidate(
-            mid, path, title, created, when, seconds, _decode_named(named), flagged, reason, None
-        )
-        out.append((memory, base, [AnchorFinding(*f) for f in found]))
-    return out
+_SAVED_FIELDS = 12
 
 
-def _touches(touched: set[str], ordered: list[str], path: str) -> bool:
-    """Whether a changed file is ``path`` or lies under it. (A change to a folder above it
-    alone cannot matter: whatever is at ``path`` or below it is the same on both sides,
-    else the diff would list it.)"""
-    return path in touched or _holds_change(ordered, path)
+def _saved(outcome: _Outcome) -> _Saved | None:
+    m, base, findings = outcome
+    if not isinstance(m.when, int):
+        return None  # read without the index: not carried over
+    return (
+        m.id,
+        m.path,
+        m.title,
+        m.created,
+        m.when,
+        m.seconds,
+        _encode_named(m.named),
+        m.flagged,
+        m.reason,
+        base,
+        tuple((f.path, f.kind, f.source, f.new_path) for f in findings),
+        "; ".join(f.describe() for f in findings),
+    )
+
+
+def _candidate_of(row: _Saved) -> _Candidate:
+    mid, path, title, created, when, seconds, named, flagged, reason = row[:9]
+    return _Candidate(
+        mid, path, title, created, when, seconds, _decode_named(named), flagged, reason, None
+    )
+
+
+def _fill_saved(report: CheckReport, rows: Iterable[_Saved]) -> CheckReport:
+    """:func:`_fill` from saved rows: objects are built only for the memories reported."""
+    assert report.head is not None
+    head = reason_text([], report.head)  # "project <head>: ", as reason_text starts
+    # Findings are immutable and many memories share one (as a full run's do): built once.
+    made: dict[tuple[str, str, str, str | None], AnchorFinding] = {}
+    for row in rows:
+        report.checked += 1
+        if row[7]:
+            report.memories.append(
+                CheckedMemory(
+                    row[0],
+                    row[1],
+                    row[2],
+                    records_module._when(row[4]),
+                    None,
+                    [],
+                    already_flagged=True,
+                    reason=row[8],
+                )
+            )
+        elif row[10]:
+            findings = [made.get(f) or made.setdefault(f, AnchorFinding(*f)) for f in row[10]]
+            report.memories.append(
+                CheckedMemory(
+                    row[0],
+                    row[1],
+                    row[2],
+                    records_module._when(row[4]),
+                    row[9],
+                    findings,
+                    reason=head + row[11],
+                )
+            )
+    return report
 
 
 def _regular(commit: pygit2.Commit, path: str) -> bool:
@@ -794,15 +828,15 @@ def _regular(commit: pygit2.Commit, path: str) -> bool:
 
 
 def _advance(
-    project: _Project, head: str, outcomes: list[_Outcome], renames_plain: bool
-) -> list[_Outcome] | None:
+    project: _Project, head: str, rows: list[_Saved], renames_plain: bool
+) -> list[_Saved] | None:
     """The outcomes a full run at the project's HEAD would give, from those of the run at
     ``head``, when HEAD's first parent is ``head`` (None: run the whole check).
 
     Why it is exact: HEAD's first-parent chain is the old one with HEAD in front, and a
     memory's base is the first commit of the chain not newer than it, so a memory older
     than HEAD keeps its base, and its finding for a path can only differ
-    when the new commit changed that path, something under it or a folder above it -- or,
+    when the new commit changed that path or something under it -- or,
     for a path gone since the base, when the new commit moved what git's rename detection
     (between base and HEAD) pairs: its sources are the files deleted and its targets the
     files added since the base, so a commit that only edits regular files present at the
@@ -812,7 +846,7 @@ def _advance(
     now = project.head
     assert now is not None
     if str(now.id) == head:
-        return outcomes
+        return rows
     if not now.parents or str(now.parents[0].id) != head:
         return None
     parent = now.parents[0]
@@ -820,7 +854,13 @@ def _advance(
     for delta in project.repo.diff(parent, now).deltas:
         touched.add(delta.old_file.path)
         touched.add(delta.new_file.path)
-    ordered = sorted(touched)
+    # A named path is touched when it is a changed file or a folder above one.
+    above = set(touched)
+    for path in touched:
+        i = path.find("/")
+        while i != -1:
+            above.add(path[:i])
+            i = path.find("/", i + 1)
     stable: dict[str | None, bool] = {}
 
     def renames_kept(base: str | None) -> bool:
@@ -839,18 +879,24 @@ def _advance(
         return stable[base]
 
     seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
-    out: list[_Outcome] = []
-    for outcome in outcomes:
-        memory, base, findings = outcome
-        if memory.flagged:
-            out.append(outcome)
+    out: list[_Saved] = []
+    t1 = now.commit_time
+    for row in rows:
+        if row[7]:  # flagged: reported as it is, whatever the project does
+            out.append(row)
             continue
         again = (
-            memory.seconds >= now.commit_time
-            or any(_touches(touched, ordered, path) for path, _ in memory.named)
-            or (any(f.kind in ("deleted", "renamed") for f in findings) and not renames_kept(base))
+            row[5] >= t1
+            or any(item[1:] in above for item in row[6].split("\x00"))
+            or (any(f[1] in ("deleted", "renamed") for f in row[10]) and not renames_kept(row[9]))
         )
-        out.append((memory, *_examine(project, memory, seen)) if again else outcome)
+        if again:
+            memory = _candidate_of(row)
+            fresh = _saved((memory, *_examine(project, memory, seen)))
+            if fresh is None:
+                return None
+            row = fresh
+        out.append(row)
     return out
 
 
@@ -870,30 +916,39 @@ def _check_incremental(store: Store, project_path: str | Path) -> CheckReport:
     except (sqlite3.DatabaseError, OSError):
         return _fill(report, _outcomes(project, _candidates(store)))
     try:
-        outcomes: list[_Outcome] | None = None
+        rows: list[_Saved] | None = None
         try:
             cache.execute(_RUN_TABLE)
-            row = cache.execute(
+            found = cache.execute(
                 "SELECT key, head, outcomes FROM runs WHERE project = ?", (report.project,)
             ).fetchone()
-            if row is not None and row[0] == key:
-                outcomes = _advance(project, row[1], _decode_outcomes(row[2]), renames_plain)
-        except (sqlite3.DatabaseError, ValueError, TypeError):
-            outcomes = None
-        if outcomes is None:
+            if found is not None and found[0] == key:
+                saved = marshal.loads(found[2])
+                if not isinstance(saved, list) or any(
+                    type(row) is not tuple or len(row) != _SAVED_FIELDS for row in saved
+                ):
+                    raise ValueError("not a saved run")
+                rows = _advance(project, found[1], saved, renames_plain)
+        except (sqlite3.DatabaseError, ValueError, TypeError, EOFError, IndexError):
+            rows = None  # unreadable: derived state, checked again in full
+        outcomes: list[_Outcome] = []
+        if rows is None:
             outcomes = _outcomes(project, _candidates(store))
-        text = _encode_outcomes(outcomes)
+            every = [_saved(o) for o in outcomes]
+            rows = [row for row in every if row is not None]
+            if len(rows) < len(every):
+                rows = None  # read by the scan (the index failed): not carried over
         try:
-            if text is None:
+            if rows is None:
                 cache.execute("DELETE FROM runs WHERE project = ?", (report.project,))
             else:
                 cache.execute(
                     "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?)",
-                    (report.project, key, report.head, text),
+                    (report.project, key, report.head, marshal.dumps(rows)),
                 )
             cache.commit()
         except sqlite3.DatabaseError:
             pass  # derived state: the next run checks everything
     finally:
         cache.close()
-    return _fill(report, outcomes)
+    return _fill(report, outcomes) if rows is None else _fill_saved(report, rows)
