@@ -454,12 +454,17 @@ class LayeredStore:
     def _policy(self) -> StalenessPolicy:
         return StalenessPolicy.from_config(self._config)
 
-    def _document(self, memory: Memory, now: dt.datetime | None = None) -> Document:
+    def _document(
+        self,
+        memory: Memory,
+        now: dt.datetime | None = None,
+        policy: StalenessPolicy | None = None,
+    ) -> Document:
         where = placement(memory.id)
         if where is None:
             raise InvalidInputError(f"{memory.id} is not a layered document id")
         now = now or self._now()
-        state = classify(memory.updated_at, now, self._policy())
+        state = classify(memory.updated_at, now, policy or self._policy())
         days = days_since(memory.updated_at, now)
         advisory = None
         if state is Staleness.STALE:
@@ -486,16 +491,26 @@ class LayeredStore:
             advisory=advisory,
         )
 
-    def _documents(self, folder: str, *, recursive: bool = False) -> list[Document]:
-        now = self._now()
-        out: list[Document] = []
+    def _content_ids(self, folder: str, *, recursive: bool = False) -> list[str]:
+        """Ids of the layered documents in ``folder``, structural files (index.md) left out."""
+        out: list[str] = []
         for memory_id in self.store.documents(folder, recursive=recursive):
             where = placement(memory_id)
-            if where is None or where["file_type"] in STRUCTURAL_FILE_TYPES:
-                continue
+            if where is not None and where["file_type"] not in STRUCTURAL_FILE_TYPES:
+                out.append(memory_id)
+        return out
+
+    def _all_content_ids(self) -> list[str]:
+        """``_content_ids`` of every layer, layer by layer."""
+        return [i for root in LAYER_ROOTS.values() for i in self._content_ids(root, recursive=True)]
+
+    def _documents(self, folder: str, *, recursive: bool = False) -> list[Document]:
+        now, policy = self._now(), self._policy()  # once per listing, not per document
+        out: list[Document] = []
+        for memory_id in self._content_ids(folder, recursive=recursive):
             memory = self.store.get(memory_id)
             if memory is not None:
-                out.append(self._document(memory, now))
+                out.append(self._document(memory, now, policy))
         return out
 
     def _require_doc(self, id: str) -> Memory:
@@ -524,8 +539,11 @@ class LayeredStore:
             out["session_id"] = self.session_id
         return out
 
-    def _size_warning(self, file_type: str, line_count: int) -> str | None:
-        limits = _rules.size_limits_from_config(self._config)
+    def _size_warning(
+        self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
+    ) -> str | None:
+        if limits is None:
+            limits = _rules.size_limits_from_config(self._config)
         warnings = _rules.size_warnings(file_type, line_count, limits)
         return "; ".join(warnings) if warnings else None
 
@@ -680,11 +698,18 @@ class LayeredStore:
     # -- lifecycle ----------------------------------------------------------------------
 
     def _prune_one(
-        self, id: str, file_type: str, body: str, write_count: int
+        self,
+        id: str,
+        file_type: str,
+        body: str,
+        write_count: int,
+        registry: _rules.RuleRegistry | None = None,
     ) -> list[PrunedItem]:
         """Run the file type's rule over ``body`` and stage what it says (in the caller's
-        transaction, or as its own commits when there is none). Returns the actions."""
-        registry = _rules.registry_from_config(self._config)
+        transaction, or as its own commits when there is none). Returns the actions.
+        ``registry``: the config's rules, built once by a caller pruning many documents."""
+        if registry is None:
+            registry = _rules.registry_from_config(self._config)
         rule = registry.get(file_type)
         if rule is None:
             return []
@@ -721,17 +746,13 @@ class LayeredStore:
         self.store.create(text, id=archive_id, title=title, extra=extra, **self._who())
 
     def _in_scope(self, policy: PrunePolicy) -> list[str]:
-        ids: list[str] = []
         if policy.scope in {"all", "project"}:
-            for root in LAYER_ROOTS.values():
-                ids.extend(self.store.documents(root, recursive=True))
+            ids = self._all_content_ids()
         else:
-            ids.extend(self.store.documents(f"skills/{policy.skill}", recursive=True))
+            ids = self._content_ids(f"skills/{policy.skill}", recursive=True)
         chosen: list[str] = []
         for memory_id in ids:
-            where = placement(memory_id)
-            if where is None or where["file_type"] in STRUCTURAL_FILE_TYPES:
-                continue
+            where = placement(memory_id) or {}
             if policy.project is not None and where.get("project") != policy.project:
                 continue
             if policy.skill is not None and where.get("skill") != policy.skill:
@@ -755,6 +776,8 @@ class LayeredStore:
         # Write counts come from history, read before the transaction: inside one the
         # index cannot see staged writes and history would fall back to a full scan.
         counts = {memory_id: self._write_count(memory_id) for memory_id in ids}
+        registry = _rules.registry_from_config(self._config)  # once per run, not per document
+        limits = _rules.size_limits_from_config(self._config)
         items: list[PrunedItem] = []
         warnings: list[str] = []
         try:
@@ -765,11 +788,13 @@ class LayeredStore:
                         continue
                     file_type = (placement(memory_id) or {})["file_type"]
                     items.extend(
-                        self._prune_one(memory_id, file_type, memory.body, counts[memory_id])
+                        self._prune_one(
+                            memory_id, file_type, memory.body, counts[memory_id], registry
+                        )
                     )
                     final = self.store.get(memory_id)
                     lines = _line_count(final.body if final is not None else "")
-                    warning = self._size_warning(file_type, lines)
+                    warning = self._size_warning(file_type, lines, limits)
                     if warning:
                         warnings.append(f"{memory_id}: {warning}")
                 tx.trailers.extend(_trailers(items))
@@ -801,25 +826,15 @@ class LayeredStore:
 
     def validate_all(self) -> list[ValidationResult]:
         """``validate`` for every layered document (structural files left out)."""
-        out: list[ValidationResult] = []
-        for root in LAYER_ROOTS.values():
-            for memory_id in self.store.documents(root, recursive=True):
-                where = placement(memory_id)
-                if where is not None and where["file_type"] not in STRUCTURAL_FILE_TYPES:
-                    out.append(self.validate(memory_id))
-        return out
+        return [self.validate(memory_id) for memory_id in self._all_content_ids()]
 
     def get_staleness_report(self, *, now: dt.datetime | None = None) -> StalenessReport:
         """Fresh / aging / stale across every layer (structural files left out)."""
         records: list[StalenessRecord] = []
-        for root in LAYER_ROOTS.values():
-            for memory_id in self.store.documents(root, recursive=True):
-                where = placement(memory_id)
-                if where is None or where["file_type"] in STRUCTURAL_FILE_TYPES:
-                    continue
-                memory = self.store.get(memory_id)
-                if memory is not None:
-                    records.append(StalenessRecord(memory.id, memory.path, memory.updated_at))
+        for memory_id in self._all_content_ids():
+            memory = self.store.get(memory_id)
+            if memory is not None:
+                records.append(StalenessRecord(memory.id, memory.path, memory.updated_at))
         return staleness_report(records, now or self._now(), self._policy())
 
     def search(
