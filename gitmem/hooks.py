@@ -599,11 +599,13 @@ def detect_role(top: Path) -> str:
         return "memory"
     # A clone of a store has no gitmem.* git config (git never copies config), but it
     # has the committed gitmem.yaml: a store's config says which format it is.
-    try:
-        import yaml
+    # Read with the store's own hardened loader (no aliases, no tags, bounded depth): this
+    # file arrives from a remote.
+    from .codec import load_yaml
 
-        data = yaml.safe_load(config_file.read_text(encoding="utf-8")[:65536])
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    try:
+        data, _ = load_yaml(config_file.read_text(encoding="utf-8")[:65536])
+    except (OSError, UnicodeDecodeError, GitmemError):
         return "project"
     return "memory" if isinstance(data, dict) and "format" in data else "project"
 

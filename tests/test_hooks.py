@@ -570,3 +570,17 @@ def test_jobs_config_is_checked() -> None:
     ]
     with pytest.raises(InvalidMemoryError, match="list of job names"):
         jobs_for("post-merge", {"lifecycle": {"jobs": {"post-merge": "prune"}}})
+
+
+def test_role_of_a_clone_comes_from_its_committed_config_read_safely(tmp_path: Path) -> None:
+    """A clone has no gitmem.* git config; its gitmem.yaml says it is a store. That file comes
+    from a remote, so it is read with the hardened loader: an alias bomb is not a store."""
+    root = tmp_path / "clone"
+    root.mkdir()
+    ok(root, "init", "-q")
+    (root / "gitmem.yaml").write_text("format: 1\nscope: repo\n")
+    assert gh.detect_role(root) == "memory"
+    (root / "gitmem.yaml").write_text("a: &a [x, x]\nb: &b [*a, *a]\nformat: *b\n")
+    assert gh.detect_role(root) == "project"
+    (root / "gitmem.yaml").write_text("just: a project file\n")
+    assert gh.detect_role(root) == "project"
