@@ -36,7 +36,8 @@ def isolated_home(
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for var in ("GITMEM_DIR", "GIT_DIR", "GIT_WORK_TREE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
-                "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EDITOR", "VISUAL"):
+                "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EDITOR", "VISUAL",
+                "GITMEM_CONFIG", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(var, raising=False)
     # libgit2 fixes its config search path from $HOME when pygit2 is imported and never
     # reads GIT_CONFIG_GLOBAL, so point it at the isolated home too (else the real
