@@ -1729,6 +1729,22 @@ def _is_store(path: Path) -> bool:
     return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.trust)."""
+    from . import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
 def init_store(
     path: str | os.PathLike[str],
     *,
@@ -1757,6 +1773,7 @@ def init_store(
         target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
     from .merge import register_driver
 
