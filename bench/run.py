@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import bench.doctorbench  # registers the doctor scenario (after hook-run: it imports that)
 import bench.hookrun  # noqa: F401  (registers the scenarios, hook-run last)
+from bench import recall_quality  # noqa: F401  (registers recall-quality)
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config
 from bench.report import cpu_stall_total, document
