@@ -42,6 +42,16 @@ class InvalidMemoryError(InvalidInputError):
     """A memory file or front-matter that does not parse or does not match the schema."""
 
 
+class AmbiguousIdError(InvalidInputError):
+    """An id prefix that names more than one memory; ``candidates`` are their full ids."""
+
+    def __init__(
+        self, message: str, *, candidates: list[str] | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.candidates = list(candidates or [])
+
+
 class TooLargeError(InvalidInputError):
     """A body or front-matter over the configured size bound."""
 
@@ -74,6 +84,13 @@ class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 
 
+class EmbedderError(GitmemError):
+    """An embedder could not be loaded or did not answer as configured (recall then runs
+    lexical only)."""
+
+    default_hint = "check the embedder section of your local config (docs/recall.md)"
+
+
 EXIT_CODES: dict[str, int] = {
     "error": GitmemError.exit_code,
     "usage": 2,
@@ -82,5 +99,8 @@ EXIT_CODES: dict[str, int] = {
     "already-exists": AlreadyExistsError.exit_code,
     "conflict": ConflictError.exit_code,
     "store": StoreError.exit_code,
+    # Not an error: `gitmem review --strict` ran and found problems to fix before merging.
+    # A code of its own, so CI can tell "the memories need work" from "gitmem broke" (1).
+    "review-problems": 8,
 }
 """Documented exit codes of the command line, by name (docs/cli.md)."""
