@@ -85,6 +85,9 @@ EXIT_CODES: dict[str, int] = {
     "already-exists": AlreadyExistsError.exit_code,
     "conflict": ConflictError.exit_code,
     "store": StoreError.exit_code,
+    # Not an error: `gitmem review --strict` ran and found problems to fix before merging.
+    # A code of its own, so CI can tell "the memories need work" from "gitmem broke" (1).
+    "review-problems": 8,
 }
 """Documented exit codes of the command line, by name (docs/cli.md)."""
 
