@@ -77,6 +77,13 @@ class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 
 
+class EmbedderError(GitmemError):
+    """An embedder could not be loaded or did not answer as configured (recall then runs
+    lexical only)."""
+
+    default_hint = "check the embedder section of your local config (docs/recall.md)"
+
+
 EXIT_CODES: dict[str, int] = {
     "error": GitmemError.exit_code,
     "usage": 2,
