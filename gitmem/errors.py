@@ -74,6 +74,13 @@ class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 
 
+class EmbedderError(GitmemError):
+    """An embedder could not be loaded or did not answer as configured (recall then runs
+    lexical only)."""
+
+    default_hint = "check the embedder section of your local config (docs/recall.md)"
+
+
 EXIT_CODES: dict[str, int] = {
     "error": GitmemError.exit_code,
     "usage": 2,
@@ -82,5 +89,8 @@ EXIT_CODES: dict[str, int] = {
     "already-exists": AlreadyExistsError.exit_code,
     "conflict": ConflictError.exit_code,
     "store": StoreError.exit_code,
+    # Not an error: `gitmem review --strict` ran and found problems to fix before merging.
+    # A code of its own, so CI can tell "the memories need work" from "gitmem broke" (1).
+    "review-problems": 8,
 }
 """Documented exit codes of the command line, by name (docs/cli.md)."""

@@ -74,6 +74,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "diff": "collab:diff",
     "undo": "collab:undo",
     "merge-driver": "collab:merge_driver",
+    "ci": "collab:ci",
     "entity": "integrations:entity",
     "graph": "integrations:graph",
     "mcp": "integrations:mcp",
