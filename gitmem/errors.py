@@ -45,6 +45,16 @@ class InvalidMemoryError(InvalidInputError):
     """A memory file or front-matter that does not parse or does not match the schema."""
 
 
+class AmbiguousIdError(InvalidInputError):
+    """An id prefix that names more than one memory; ``candidates`` are their full ids."""
+
+    def __init__(
+        self, message: str, *, candidates: list[str] | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.candidates = list(candidates or [])
+
+
 class TooLargeError(InvalidInputError):
     """A body or front-matter over the configured size bound."""
 

@@ -32,6 +32,7 @@ from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from .errors import (
     AlreadyExistsError,
+    AmbiguousIdError,
     ConflictError,
     GitmemError,
     InvalidIdError,
@@ -84,6 +85,10 @@ if TYPE_CHECKING:
     from .sync import SyncResult
 
 log = logging.getLogger(__name__)
+
+_NOT_FOUND_HINT = (
+    "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
+)
 
 At = str | dt.datetime | dt.date | None
 RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
@@ -619,7 +624,7 @@ class Store:
         for backend in self._ordered(scope):
             if self._snapshot(backend, None).exists(path):
                 return backend
-        raise NotFoundError(f"no memory {memory_id}", hint="gitmem ls --all lists every memory")
+        raise NotFoundError(f"no memory {memory_id}", hint=_NOT_FOUND_HINT)
 
     # -- input checks -------------------------------------------------------------------
 
@@ -734,7 +739,7 @@ class Store:
         memory = self.get(id, at=at, scope=scope)
         if memory is None:
             when = f" at {at}" if at is not None else ""
-            raise NotFoundError(f"no memory {id}{when}", hint="gitmem ls --all lists every memory")
+            raise NotFoundError(f"no memory {id}{when}", hint=_NOT_FOUND_HINT)
         return memory
 
     def get(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory | None:
@@ -748,6 +753,46 @@ class Store:
 
     def exists(self, id: str, *, at: At = None) -> bool:
         return self.get(id, at=at) is not None
+
+    def resolve_id(self, prefix: str, *, scope: Scope | str | None = None) -> str:
+        """The full id of the one memory whose id starts with ``prefix``, in every scope.
+
+        For people typing ids: ``mem_5f0c`` (or ``mem_5f0c...`` as help texts write it)
+        names ``mem_5f0c2c1e-...`` when no other id starts that way. An id that exists is
+        returned as it is; otherwise current memories are searched first, then ids that
+        delete commits removed (so ``restore`` takes a prefix too). Raises
+        :class:`AmbiguousIdError` listing the candidates when several match, and
+        NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
+        """
+        wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
+        check_id(wanted)
+        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+            return wanted
+        current: set[str] = set()
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is not None:
+                current.update(str(row[0]) for row in index.rows(
+                    ["id"], include_superseded=True, include_archived=True
+                ))
+            else:
+                memories, _ = self._scan(backend, self._snapshot(backend, None))
+                current.update(m.id for m in memories)
+        found = sorted(i for i in current if i.startswith(wanted))
+        if not found:
+            deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
+            found = sorted(i for i in deleted if i.startswith(wanted))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            shown = ", ".join(found[:10]) + more
+            raise AmbiguousIdError(
+                f"id prefix {wanted} matches {len(found)} memories: {shown}",
+                candidates=found,
+                hint="give more characters of the id",
+            )
+        raise NotFoundError(f"no memory {wanted}", hint=_NOT_FOUND_HINT)
 
     # -- update / append / delete / restore ----------------------------------------------------
 
