@@ -1180,3 +1180,122 @@ def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFindi
         for entry, findings in _memory_secrets(ctx):
             out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
     return out
+
+
+@dataclass(frozen=True)
+class HistoryFinding:
+    """A credential in a past commit: in a file it added, or in its message."""
+
+    commit: str
+    """The commit that introduced it (the oldest, in topological order, that holds it)."""
+    path: str
+    """The file's path in that commit, or ``"(commit message)"``."""
+    finding: secrets_mod.SecretFinding
+    present: bool
+    """Whether a branch tip still holds that file content (else only history does)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "path": self.path,
+            "present": self.present,
+            **self.finding.to_dict(),
+        }
+
+    def line(self) -> str:
+        where = "" if self.present else " (history only)"
+        return (
+            f"{self.commit[:10]} {self.path}:{self.finding.line}: {self.finding.kind}: "
+            f"{self.finding.excerpt}{where}"
+        )
+
+
+MESSAGE_PATH = "(commit message)"
+
+
+def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
+    """The commits every local branch, remote-tracking branch and tag points at."""
+    tips: list[pygit2.Oid] = []
+    for name in repo.references:
+        if not name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/")):
+            continue
+        try:
+            target = repo.references[name].peel(pygit2.Commit)
+        except (pygit2.GitError, KeyError, ValueError):
+            continue  # a symbolic HEAD, a tag of a tree, a ref to a missing object
+        if target.id not in tips:
+            tips.append(target.id)
+    return tips
+
+
+def scan_history(store: Store, scope: Scope | str | None = None) -> list[HistoryFinding]:
+    """Credentials anywhere in the store's history: every blob any commit reachable from a
+    branch, remote-tracking branch or tag ever held (each blob scanned once, reported at the
+    commit that introduced it) and every commit message.
+
+    What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
+    commit that added it, on every clone.
+    """
+    out: list[HistoryFinding] = []
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        db = store.db(each)
+        repo = db.repo
+        policy = secrets_mod.policy_from_config(store.config(each).raw)
+        tips = _history_tips(repo)
+        if not tips:
+            continue
+        present: set[pygit2.Oid] = set()
+        for tip in tips:
+            _tree_blobs(repo, repo[tip].peel(pygit2.Commit).tree, "", present, None)
+        order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        walker = repo.walk(tips[0], order)
+        for tip in tips[1:]:
+            walker.push(tip)
+        seen: set[pygit2.Oid] = set()
+        for commit in walker:
+            hexsha = str(commit.id)
+            for found in policy.scan(commit.message):
+                out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
+            new: dict[pygit2.Oid, str] = {}
+            _tree_blobs(repo, commit.tree, "", seen, new)
+            for oid, path in new.items():
+                try:
+                    obj = repo[oid]
+                except KeyError:
+                    continue  # a missing object: doctor's fsck check reports it
+                if not isinstance(obj, pygit2.Blob) or obj.size > MAX_SCAN_BYTES:
+                    continue
+                data = obj.data
+                if b"\0" in data[:8192]:
+                    continue
+                for found in secrets_mod.scan_bytes(data, policy):
+                    out.append(HistoryFinding(hexsha, path, found, oid in present))
+    return out
+
+
+def _tree_blobs(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree,
+    prefix: str,
+    seen: set[pygit2.Oid],
+    new: dict[pygit2.Oid, str] | None,
+) -> None:
+    """Add to ``seen`` every tree and blob below ``tree`` not in it yet; record each new blob's
+    path in ``new``. A tree already seen is skipped whole: its blobs were recorded with it.
+    Iterative: a hostile history may nest trees deeper than Python recurses."""
+    stack: list[tuple[pygit2.Tree, str]] = [(tree, prefix)]
+    while stack:
+        current, base = stack.pop()
+        for entry in current:
+            if entry.id in seen:
+                continue
+            seen.add(entry.id)
+            if entry.type_str == "tree":
+                try:
+                    sub = repo[entry.id]
+                except KeyError:
+                    continue  # a missing object: doctor's fsck check reports it
+                if isinstance(sub, pygit2.Tree):
+                    stack.append((sub, f"{base}{entry.name}/"))
+            elif entry.type_str == "blob" and new is not None:
+                new[entry.id] = f"{base}{entry.name}"
