@@ -86,6 +86,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "secrets": "doctor:secrets",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
+    "trust": "trust:trust",
     "hook-run": "hooks:hook_run",
 }
 
