@@ -27,6 +27,7 @@ import pygit2
 
 from . import merge as merging
 from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from .gitcmd import run_git
 from .gitdb import (
     COMMITTER_EMAIL,
     COMMITTER_NAME,
@@ -37,7 +38,6 @@ from .gitdb import (
     format_message,
     get_commit,
 )
-from .hooks import _clean_env
 from .layout import id_from_path
 from .model import Memory, Scope
 
@@ -123,27 +123,18 @@ class SyncResult:
 # -- git, the binary ------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = _clean_env()
-    # Never wait for a password on a terminal nobody watches; parse English messages.
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
-    return env
-
-
 def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.gitcmd`)."""
     try:
-        return subprocess.run(
-            ["git", f"--git-dir={db.gitdir}", *args],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            check=False,
-            timeout=600,
-        )
-    except FileNotFoundError:
-        raise StoreError("the git binary is not on PATH; gitmem sync needs it") from None
+        result = run_git(args, gitdir=db.gitdir, check=False, timeout=600)
     except subprocess.TimeoutExpired:
         raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode("utf-8", "replace"),
+        result.stderr.decode("utf-8", "replace"),
+    )
 
 
 _CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
