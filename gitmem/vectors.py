@@ -20,14 +20,25 @@ generation counter moves: any write bumps it) and ranks by one matrix-vector pro
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
+import pygit2
+
+from gitmem.index import RowChanges, RowProvider, register
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from gitmem.embed import Embedder
+    from gitmem.index import Index
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_CODE_BYTES",
@@ -55,7 +66,8 @@ CREATE TABLE IF NOT EXISTS vector_models (
     id INTEGER PRIMARY KEY,
     model TEXT NOT NULL UNIQUE,
     dim INTEGER NOT NULL,
-    gen INTEGER NOT NULL
+    gen INTEGER NOT NULL,
+    complete INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS vectors (
     model INTEGER NOT NULL,
@@ -90,6 +102,8 @@ def kind_for(dim: int) -> str:
 
 def encode(vecs: NDArray[Any], kind: str | None = None) -> list[bytes]:
     """Codes of the rows of ``vecs`` (unit vectors, as embedders return them)."""
+    import numpy as np
+
     matrix = np.asarray(vecs, dtype=np.float32)
     if matrix.ndim != 2:
         raise ValueError(f"vectors must be a 2-d array, not shape {matrix.shape}")
@@ -121,6 +135,8 @@ def encode(vecs: NDArray[Any], kind: str | None = None) -> list[bytes]:
 
 def decode(codes: Sequence[bytes], dim: int) -> NDArray[np.float32]:
     """Unit float32 vectors (rows of zeros for zero codes) from codes of one kind and ``dim``."""
+    import numpy as np
+
     out = np.zeros((len(codes), dim), dtype=np.float32)
     if not codes:
         return out
@@ -308,7 +324,7 @@ class _Matrix:
     gen: int
     blobs: list[str]
     row_of: dict[str, int]
-    vectors: NDArray[np.float32]
+    vectors: NDArray[Any]
 
 
 _matrices: dict[tuple[str, str], _Matrix] = {}
@@ -328,6 +344,8 @@ def matrix(conn: sqlite3.Connection, model: str) -> tuple[list[str], NDArray[np.
 
 
 def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
+    import numpy as np
+
     row = conn.execute(
         "SELECT id, dim, gen FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
@@ -362,6 +380,8 @@ def top_k(
     ``allowed_blobs`` limits the candidates (the current memories that pass recall's
     filters); vectors of other blobs are never returned.
     """
+    import numpy as np
+
     if k <= 0:
         return []
     found = _load(conn, model)
@@ -404,3 +424,178 @@ def clear_cache() -> None:
     """Forget decoded matrices (tests; memory)."""
     with _matrices_lock:
         _matrices.clear()
+
+
+# -- the index's row provider: which blobs need a vector -------------------------------------
+
+PENDING_DDL = "CREATE TABLE vector_pending (blob BLOB PRIMARY KEY) WITHOUT ROWID"
+VECTORS_VERSION = 1
+
+
+def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+    """Catch-up's part: forget the vectors of blobs no current memory has any more, and
+    mark the blobs of added memories as pending. The embedding itself waits for the first
+    semantic query (:func:`sync`): commands that never recall (a hook, ``gitmem list``)
+    must not load an embedder."""
+    added = {a.blob for a in changes.added}
+    gone = {r.blob for r in changes.removed} - added
+    if gone:
+        # Two memories may hold the same text (one blob); keep a vector someone still uses.
+        still = _still_used(conn, gone)
+        dead = [_key(b) for b in gone - still]
+        for chunk in _chunks(dead):
+            marks = ",".join("?" * len(chunk))
+            conn.execute(f"DELETE FROM vectors WHERE blob IN ({marks})", tuple(chunk))
+            conn.execute(f"DELETE FROM vector_pending WHERE blob IN ({marks})", tuple(chunk))
+        if dead:
+            _bump_all(conn)
+    if added:
+        conn.executemany(
+            "INSERT OR IGNORE INTO vector_pending (blob) VALUES (?)",
+            ((_key(b),) for b in added),
+        )
+
+
+def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
+    used: set[str] = set()
+    ordered = sorted(blobs)
+    for chunk in _chunks(ordered):
+        marks = ",".join("?" * len(chunk))
+        used.update(
+            r[0] for r in conn.execute(f"SELECT blob FROM memories WHERE blob IN ({marks})", chunk)
+        )
+    return used
+
+
+VECTORS = RowProvider(
+    name="vectors",
+    version=VECTORS_VERSION,
+    tables=("vector_pending", "vectors", "vector_models"),
+    ddl=(
+        *(statement.replace("IF NOT EXISTS ", "") for statement in SCHEMA.split(";")
+          if statement.strip()),
+        PENDING_DDL,
+    ),
+    apply=_apply,
+)
+register(VECTORS)
+
+
+# -- embedding what is pending, and semantic queries -------------------------------------------
+
+SYNC_BATCH = 1000
+"""Memories embedded and written per step of :func:`sync`."""
+MAX_TEXT = 8000
+"""Characters of a memory handed to the embedder (its title and the start of its body)."""
+
+
+def embed_text(title: str | None, body: str) -> str:
+    """The text of a memory that is embedded: its title, then its body, bounded."""
+    text = f"{title}\n{body}" if title else body
+    return text[:MAX_TEXT]
+
+
+def _complete(conn: sqlite3.Connection, model: str) -> bool:
+    """Whether every current memory has a vector of ``model`` (nothing pending)."""
+    row = conn.execute("SELECT complete FROM vector_models WHERE model = ?", (model,)).fetchone()
+    if row is None or not row[0]:
+        return False
+    return conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is None
+
+
+def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
+    """Embed the current memories that have no vector for ``embedder`` yet; returns how many.
+
+    Cheap when nothing is pending (two indexed lookups). After a catch-up it embeds the
+    memories that catch-up added; for a model the index has not seen (the user changed
+    embedders, or the index was rebuilt) it embeds every current memory, at the default
+    embedder's ten thousand or more short memories a second.
+    """
+    conn = index._connect()
+    index.catch_up()
+    model = embedder.name
+    if _complete(conn, model):
+        return 0
+    written = 0
+    with index._writing(conn):
+        row = conn.execute(
+            "SELECT complete FROM vector_models WHERE model = ?", (model,)
+        ).fetchone()
+        if row is not None and row[0]:
+            wanted = [_unkey(r[0]) for r in conn.execute("SELECT blob FROM vector_pending")]
+        else:
+            wanted = [r[0] for r in conn.execute("SELECT DISTINCT blob FROM memories")]
+        need = sorted(missing(conn, model, wanted))
+        for start in range(0, len(need), SYNC_BATCH):
+            chunk = need[start : start + SYNC_BATCH]
+            texts = _texts(conn, chunk)
+            present = [b for b in chunk if b in texts]
+            if not present:
+                continue
+            vecs = embedder.embed([texts[b] for b in present])
+            written += store_vectors(
+                conn, model, zip(present, encode(vecs), strict=True), dim=embedder.dim
+            )
+            if progress is not None:
+                progress(written, len(need))
+        if conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is not None:
+            # Every other model that was complete has now missed these blobs.
+            conn.execute("UPDATE vector_models SET complete = 0 WHERE model != ?", (model,))
+            conn.execute("DELETE FROM vector_pending")
+        _bump(conn, model, embedder.dim)
+        conn.execute("UPDATE vector_models SET complete = 1 WHERE model = ?", (model,))
+    return written
+
+
+def _texts(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for chunk in _chunks(list(blobs)):
+        marks = ",".join("?" * len(chunk))
+        for blob, title, body in conn.execute(
+            f"SELECT blob, title, body FROM memories WHERE blob IN ({marks})", tuple(chunk)
+        ):
+            out.setdefault(blob, embed_text(title, body or ""))
+    return out
+
+
+def nearest(
+    index: Index, text: str, k: int, *, embedder: Embedder | None = None
+) -> list[tuple[int, float]]:
+    """The current memories nearest ``text`` in meaning: (``memories.rowid``, cosine), best
+    first, at most ``k`` blobs (a blob two memories share gives both rows).
+
+    The store's embedder comes from the user's local configuration (or the offline
+    default); with none available the answer is empty and recall stays lexical. Pending
+    memories are embedded first (:func:`sync`).
+    """
+    if embedder is None:
+        from gitmem.embed import get_embedder
+
+        embedder = get_embedder(str(index.db.gitdir))
+        if embedder is None:
+            return []
+    from gitmem.errors import EmbedderError
+
+    try:
+        sync(index, embedder)
+        query = embedder.embed([text])[0]
+    except EmbedderError as exc:
+        log.warning("semantic recall skipped: %s", exc)
+        return []
+    conn = index._connect()
+    hits = top_k(conn, embedder.name, query, k)
+    if not hits:
+        return []
+    cosine = dict(hits)
+    rows: list[tuple[int, float]] = []
+    by_blob: dict[str, list[int]] = {}
+    for chunk in _chunks([b for b, _ in hits]):
+        marks = ",".join("?" * len(chunk))
+        for rowid, blob in conn.execute(
+            f"SELECT rowid, blob FROM memories WHERE blob IN ({marks}) ORDER BY rowid",
+            tuple(chunk),
+        ):
+            by_blob.setdefault(blob, []).append(int(rowid))
+    for blob, _ in hits:
+        rows.extend((rowid, cosine[blob]) for rowid in by_blob.get(blob, []))
+    return rows

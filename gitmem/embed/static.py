@@ -13,8 +13,8 @@ reading the files directly means no code path here can reach the network, ever.
 from __future__ import annotations
 
 import importlib.metadata
-import itertools
 import importlib.util
+import itertools
 import json
 import mmap
 import struct
