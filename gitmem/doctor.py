@@ -49,6 +49,7 @@ from . import hooks as hooks_mod
 from . import merge as merge_mod
 from . import secrets as secrets_mod
 from .errors import GitmemError, StoreError
+from .gitcmd import popen_git, run_git
 from .gitdb import CommitSpec, GitDB, Snapshot, blob_data, get_commit, get_tree
 from .index import Index
 from .layout import MEMORIES_DIR, MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_memory_file
@@ -465,22 +466,10 @@ def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:
 
 
 def _start_git(db: GitDB, *args: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEEP_ENV}
-    try:
-        return subprocess.Popen(
-            ["git", f"--git-dir={db.gitdir}", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-    except FileNotFoundError:
-        raise StoreError("the git binary is not on PATH") from None
+    return popen_git(args, gitdir=db.gitdir)
 
 
 _FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
-
-
-_KEEP_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -654,10 +643,9 @@ def check_worktree(ctx: _Context) -> Iterator[Finding]:
             apply=lambda: _heal(db),
         )
         return  # the edits below would all be that lag
-    result = subprocess.run(
-        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
+    result = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
         cwd=db.workdir,
-        capture_output=True,
         check=False,
     )
     if result.returncode != 0:
@@ -694,6 +682,16 @@ def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
 
 
 def check_index(ctx: _Context) -> Iterator[Finding]:
+    from .store import index_writable
+
+    if not index_writable(ctx.store.db(ctx.scope)):
+        # Not a fault to rebuild (reindex would fail the same way): reads scan git instead.
+        yield Finding(
+            "index",
+            INFO,
+            "the store is read-only for you: its index is not used or updated (reads scan git)",
+        )
+        return
     view = ctx.view()
     if view is None:
         yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")
@@ -1164,11 +1162,8 @@ def _files(root: Path) -> Iterator[Path]:
 def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
     """Credentials in the files staged in the git repository at ``repo`` (its index)."""
     cwd = Path(repo)
-    names = subprocess.run(
-        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR"],
-        cwd=cwd,
-        capture_output=True,
-        check=False,
+    names = run_git(
+        ["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR"], cwd=cwd, check=False
     )
     if names.returncode != 0:
         message = names.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -1180,9 +1175,7 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
     for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if not name:
             continue
-        blob = subprocess.run(
-            ["git", "cat-file", "blob", f":{name}"], cwd=cwd, capture_output=True, check=False
-        )
+        blob = run_git(["cat-file", "blob", f":{name}"], cwd=cwd, check=False)
         if blob.returncode != 0 or b"\0" in blob.stdout[:8192]:
             continue
         out.extend(FileFinding(name, f) for f in secrets_mod.scan_bytes(blob.stdout, policy))

@@ -46,7 +46,7 @@ from typing import Any
 
 from . import codec
 from .codec import load_yaml
-from .errors import InvalidInputError, InvalidMemoryError
+from .errors import InvalidInputError, InvalidMemoryError, StoreError
 from .layout import CONFIG_FILE
 
 ALLOW_MARKER = "gitmem:allow-secret"
@@ -746,15 +746,18 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     Git runs hooks at the top of the work tree, so there the staged config
     (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
     """
+    from .gitcmd import run_git
+
     try:
-        result = subprocess.run(
-            ["git", "show", f":{CONFIG_FILE}"],
+        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
+        result = run_git(
+            ["show", f":{CONFIG_FILE}"],
             cwd=cwd,
-            capture_output=True,
             check=False,
             timeout=30,
+            keep_repo_env=True,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, StoreError):
         return DEFAULT_POLICY
     if result.returncode != 0:
         return DEFAULT_POLICY

@@ -444,6 +444,10 @@ class Store:
         tx = self._active_tx()
         if tx is not None and tx.backend is backend:
             return None
+        if backend.index is None and not index_writable(backend.db):
+            # A read-only store (a read-only mount, another user's files): the index cannot
+            # be built or caught up there, so reads scan git instead of failing.
+            return None
         if backend.index is None:
             backend.index = Index(
                 backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
@@ -1568,6 +1572,17 @@ class Store:
 # -- helpers ---------------------------------------------------------------------------
 
 
+def index_writable(db: GitDB) -> bool:
+    """Whether this process may create or update the store's index file."""
+    from .index import DB_NAME
+
+    state = db.state_dir
+    index_file = state / DB_NAME
+    if index_file.exists():
+        return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
+    return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
 def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     """The file's blob, None when absent or not a regular file (a link is never a memory)."""
     try:
@@ -1813,6 +1828,22 @@ def _is_store(path: Path) -> bool:
     return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.trust)."""
+    from . import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
 def init_store(
     path: str | os.PathLike[str],
     *,
@@ -1841,6 +1872,7 @@ def init_store(
         target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
     from .merge import register_driver
 

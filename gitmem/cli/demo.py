@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import click
 
 from gitmem import Store
+from gitmem.gitcmd import run_git
 
 from .common import State, file_text, pass_state, table
 from .store import history_text, log_text
@@ -32,15 +32,17 @@ def _indented(text: str) -> None:
 def _git_log(store: Store, count: int) -> None:
     """The store's real ``git log`` for the demo's commits; Store.log when git is missing."""
     path = store.path
-    git = shutil.which("git")
-    if git is not None:
-        command = [git, "-C", str(path), "log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"]
+    if shutil.which("git") is not None:
         shown = f"git -C {path} log -n{count} --format='{GIT_LOG_FORMAT}'"
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        result = run_git(
+            ["log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"],
+            gitdir=store.db().gitdir,
+            check=False,
+        )
         if result.returncode == 0:
             click.echo(f"   $ {shown}")
             # Trailer lines indented under their subject line, for the eye.
-            _indented(result.stdout.replace("\nGitmem-", "\n  Gitmem-"))
+            _indented(result.stdout.decode("utf-8", "replace").replace("\nGitmem-", "\n  Gitmem-"))
             return
     click.echo("   (git is not installed here; the same commits as gitmem reads them)")
     _indented(log_text(store.log(limit=count)))
