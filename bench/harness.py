@@ -293,7 +293,7 @@ class Row:
     higher_is_better: bool = True
     compare: str = "speed"
     """``speed``: the ratio says how many times faster gitmem is; ``size``: x times the raw bytes;
-    ``none``: no ratio."""
+    ``quality``: x times the baseline's score (recall@k, MRR); ``none``: no ratio."""
     runs: int = 0
     target: str = ""
     met: bool | None = None
@@ -313,6 +313,8 @@ class Row:
         ratio = self.ratio()
         if ratio is None or self.compare == "none":
             return "—"
+        if self.compare == "quality":  # a score beside the baseline's: x times its value
+            return f"{ratio:.2f}x baseline"
         if self.compare == "size":
             return f"{ratio:.2f}x raw"
         if 0.995 <= ratio <= 1.005:

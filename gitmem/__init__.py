@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .clock import Clock, FixedClock, SystemClock
     from .errors import (
         AlreadyExistsError,
+        AmbiguousIdError,
         ConflictError,
         DirtyWorktreeError,
         GitmemError,
@@ -55,6 +56,7 @@ _LAZY: dict[str, str] = {
     "FixedClock": "clock",
     "SystemClock": "clock",
     "AlreadyExistsError": "errors",
+    "AmbiguousIdError": "errors",
     "ConflictError": "errors",
     "DirtyWorktreeError": "errors",
     "GitmemError": "errors",
@@ -134,6 +136,7 @@ def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None)
 __all__ = [
     "BUILTIN_CATEGORIES",
     "AlreadyExistsError",
+    "AmbiguousIdError",
     "Chain",
     "Clock",
     "ConflictError",

@@ -14,9 +14,12 @@ class GitmemError(Exception):
     default_hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # Never echo a secret: a check that quotes the value it refuses (an id, a tag, a
+        # schema error) may run before the credential scan does, and errors end up in logs.
+        message = _redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint if hint is not None else self.default_hint
+        self.hint = _redact(hint) if hint is not None else self.default_hint
 
     def __str__(self) -> str:
         return self.message
@@ -40,6 +43,16 @@ class InvalidIdError(InvalidInputError):
 
 class InvalidMemoryError(InvalidInputError):
     """A memory file or front-matter that does not parse or does not match the schema."""
+
+
+class AmbiguousIdError(InvalidInputError):
+    """An id prefix that names more than one memory; ``candidates`` are their full ids."""
+
+    def __init__(
+        self, message: str, *, candidates: list[str] | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.candidates = list(candidates or [])
 
 
 class TooLargeError(InvalidInputError):
@@ -74,6 +87,13 @@ class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 
 
+class EmbedderError(GitmemError):
+    """An embedder could not be loaded or did not answer as configured (recall then runs
+    lexical only)."""
+
+    default_hint = "check the embedder section of your local config (docs/recall.md)"
+
+
 EXIT_CODES: dict[str, int] = {
     "error": GitmemError.exit_code,
     "usage": 2,
@@ -82,5 +102,16 @@ EXIT_CODES: dict[str, int] = {
     "already-exists": AlreadyExistsError.exit_code,
     "conflict": ConflictError.exit_code,
     "store": StoreError.exit_code,
+    # Not an error: `gitmem review --strict` ran and found problems to fix before merging.
+    # A code of its own, so CI can tell "the memories need work" from "gitmem broke" (1).
+    "review-problems": 8,
 }
 """Documented exit codes of the command line, by name (docs/cli.md)."""
+
+
+def _redact(text: str) -> str:
+    # Imported on first error, not with this module: compiling the patterns is a cost
+    # a run that raises nothing never pays.
+    from .secrets import redact
+
+    return redact(str(text))

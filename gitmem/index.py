@@ -12,6 +12,17 @@ Before every query it catches up with the branch tip:
 When the indexed commit is no longer an ancestor of the tip (history rewritten,
 branch reset), or the database is missing, corrupt or of an older layout, it is
 rebuilt from scratch. Deleting it loses nothing.
+
+Two version numbers say when what is stored is out of date:
+
+- :data:`SCHEMA_VERSION` (``meta.schema``) is the layout of the core tables
+  below; a database of another version is dropped whole and rebuilt.
+- every :class:`RowProvider` (``meta."provider:<name>"`` = ``"<version> <commit>"``)
+  owns derived tables of its own (the full-text table, vectors, graph rows). It
+  is handed the memories that changed at each catch-up, inside the same
+  transaction; when its version changes, or it missed commits (it was not
+  registered when they were indexed), only its tables are dropped and refilled.
+  Register one with :func:`register` at import time of the module that owns it.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from typing import Any, TypeVar
 import pygit2
 from pygit2.enums import SortMode
 
+from . import lexical
 from .clock import parse_timestamp
 from .errors import GitmemError, InvalidInputError
 from .gitdb import GitDB, blob_data, get_commit, parse_trailers
@@ -43,7 +55,9 @@ from .model import Memory, Related, Relationship, Scope, Status, Trigger
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""The layout of the core tables (``_SCHEMA``). Bump it when they change: every table is
+dropped and rebuilt. Tables of a :class:`RowProvider` carry their own version instead."""
 DB_NAME = "index.sqlite"
 
 Decoder = Callable[[bytes, str], Memory]
@@ -106,9 +120,6 @@ CREATE TABLE versions (
 CREATE INDEX versions_id ON versions (id, seq);
 CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
-CREATE VIRTUAL TABLE fts USING fts5(
-    title, body, tags, names, tokenize = 'unicode61 remove_diacritics 2'
-);
 """
 
 ROW_COLUMNS: tuple[str, ...] = (
@@ -219,6 +230,134 @@ class IndexStats:
     problems: list[tuple[str, str]] = field(default_factory=list)
 
 
+# -- derived rows other modules own ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexedMemory:
+    """One memory as a catch-up hands it to a :class:`RowProvider`."""
+
+    rowid: int
+    """Its ``memories.rowid`` (key your rows by it, or by ``memory.id``). A rowid freed by a
+    removal may be given to a memory added in the same catch-up: apply removals first."""
+    blob: str
+    """The git blob id of its file: the same text always has the same blob."""
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """What a catch-up changed, for one call of :attr:`RowProvider.apply`.
+
+    A changed memory is in ``removed`` (its old row) and in ``added`` (its new one).
+    Apply ``removed`` before ``added``.
+    """
+
+    full: bool
+    """The provider's tables were just (re)created empty: ``added`` holds current memories
+    (every one of them over this and the following calls of the same fill), ``removed``
+    is empty."""
+    added: tuple[IndexedMemory, ...] = ()
+    removed: tuple[IndexedMemory, ...] = ()
+
+
+RowApply = Callable[[sqlite3.Connection, pygit2.Repository, RowChanges], None]
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
+
+
+@dataclass(frozen=True)
+class RowProvider:
+    """Derived tables another module owns, kept current by catch-up and rebuild.
+
+    ``ddl`` creates ``tables`` (every table it creates, virtual ones included, in an
+    order that ``DROP TABLE IF EXISTS`` can follow); ``apply`` runs inside the catch-up's
+    write transaction, after the core tables took the change, so it may read them (a
+    removed memory's core row is already gone: use what :class:`RowChanges` hands over).
+    It must not commit, and must be a pure function of what it is given (plus the
+    repository's objects): catch-up must equal a rebuild. An exception rolls the whole
+    catch-up back, so the query fails rather than serving half-applied rows.
+
+    Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
+    drops the provider's tables and fills them again from every current memory, without
+    touching anything else.
+    """
+
+    name: str
+    version: int
+    tables: tuple[str, ...]
+    ddl: tuple[str, ...]
+    apply: RowApply
+
+
+_PROVIDERS: dict[str, RowProvider] = {}
+_CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
+FULL_FILL_CHUNK = 1000
+"""Memories per :attr:`RowProvider.apply` call while a provider's tables are filled."""
+
+
+def register(provider: RowProvider) -> None:
+    """Add (or replace, by name) a row provider; every index then keeps its tables current.
+
+    Raises InvalidInputError for a malformed name or a table the core owns.
+    """
+    if not _NAME_RE.fullmatch(provider.name):
+        raise InvalidInputError(
+            f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
+        )
+    for table in provider.tables:
+        if not _NAME_RE.fullmatch(table) or table in _CORE_TABLES:
+            raise InvalidInputError(f"row provider {provider.name}: bad table name {table!r}")
+    for other in _PROVIDERS.values():
+        if other.name != provider.name and set(other.tables) & set(provider.tables):
+            raise InvalidInputError(
+                f"row providers {other.name} and {provider.name} both claim "
+                f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
+            )
+    _PROVIDERS[provider.name] = provider
+
+
+def providers() -> list[RowProvider]:
+    """The registered row providers, in registration order."""
+    return list(_PROVIDERS.values())
+
+
+def _provider_key(provider: RowProvider) -> str:
+    return f"provider:{provider.name}"
+
+
+# -- the full-text rows: the first provider ------------------------------------------------
+
+
+def _apply_lexical(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+    # Contentless: a row is deleted by handing back exactly the text it was indexed with,
+    # which fts_row recomputes from the memory the catch-up read before deleting it.
+    cols = ", ".join(lexical.COLUMNS)
+    marks = ", ".join("?" for _ in lexical.COLUMNS)
+    if changes.removed:
+        conn.executemany(
+            f"INSERT INTO fts (fts, rowid, {cols}) VALUES ('delete', ?, {marks})",
+            [(r.rowid, *lexical.fts_row(r.memory)) for r in changes.removed],
+        )
+    if changes.added:
+        conn.executemany(
+            f"INSERT INTO fts (rowid, {cols}) VALUES (?, {marks})",
+            [(a.rowid, *lexical.fts_row(a.memory)) for a in changes.added],
+        )
+
+
+LEXICAL = RowProvider(
+    name="lexical",
+    version=lexical.LEXICAL_VERSION,
+    tables=("fts",),
+    ddl=(
+        f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(lexical.COLUMNS)}, "
+        f"content = '', tokenize = '{lexical.TOKENIZER}')",
+    ),
+    apply=_apply_lexical,
+)
+register(LEXICAL)
+
+
 # -- the index --------------------------------------------------------------------------
 
 
@@ -246,6 +385,8 @@ class Index:
         self.path = db.state_dir / DB_NAME
         self._local = threading.local()
         self._catchup_lock = threading.Lock()
+        self._failed: set[tuple[str, str]] = set()
+        """(row provider, tip) pairs whose rows failed in this process: not retried at that tip."""
         self.busy_timeout = 30.0
         """Seconds one SQLite call waits for another connection's lock."""
         self.write_wait = 1800.0
@@ -306,15 +447,18 @@ class Index:
             with contextlib.suppress(sqlite3.OperationalError):
                 row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None or row[0] != str(SCHEMA_VERSION):
-                tables = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table' "
-                        "AND name NOT LIKE 'fts_%' AND name NOT LIKE 'sqlite_%'"
-                    )
-                ]
-                for table in tables:
-                    conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+                # Virtual tables first: dropping one drops its shadow tables with it.
+                for virtual in (True, False):
+                    tables = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table' "
+                            "AND name NOT LIKE 'sqlite_%' AND "
+                            f"{'' if virtual else 'NOT '}sql LIKE 'CREATE VIRTUAL%'"
+                        )
+                    ]
+                    for table in tables:
+                        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
                 # executescript would commit the open transaction; run statements one by one.
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -358,23 +502,43 @@ class Index:
         row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
 
+    def meta(self) -> dict[str, str]:
+        """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
+        ``provider:<name>`` = ``"<version> <commit>"`` per row provider that has run."""
+        return {str(k): str(v) for k, v in self._connect().execute("SELECT key, value FROM meta")}
+
     def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
         """Bring the index to the branch tip. Returns None when it already was there."""
         tip = self.db.tip()
         tip_hex = str(tip.id) if tip is not None else None
         conn = self._connect()
-        if self.indexed_commit() == tip_hex and tip_hex is not None:
+        if self._current(conn, tip_hex):
             return None
         with self._writing(conn):
             # Read the tip again under the write lock: another process may have indexed a
             # newer one meanwhile, and the tip read before would not descend from it.
             return self._catch_up_locked(conn, self.db.tip(), progress)
 
+    def _current(self, conn: sqlite3.Connection, tip_hex: str | None) -> bool:
+        """Whether the core tables and every registered provider's reflect ``tip_hex``."""
+        if tip_hex is None:
+            return False
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("commit") != tip_hex:
+            return False
+        return all(
+            meta.get(_provider_key(p)) == f"{p.version} {tip_hex}"
+            or (p.name, tip_hex) in self._failed
+            for p in _PROVIDERS.values()
+        )
+
     def rebuild(self, progress: Progress | None = None) -> IndexStats:
         """Forget everything and index the whole history again."""
         conn = self._connect()
         with self._writing(conn):
             self._clear(conn)
+            # Every provider refills its tables too, whatever commit they say they follow.
+            conn.execute("DELETE FROM meta WHERE key LIKE 'provider:%'")
             stats = self._catch_up_locked(conn, self.db.tip(), progress)
             stats.rebuilt = True
             return stats
@@ -393,7 +557,7 @@ class Index:
                 raise
 
     def _clear(self, conn: sqlite3.Connection) -> None:
-        for table in ("memories", "tags", "edges", "versions", "commits", "problems", "fts"):
+        for table in ("memories", "tags", "edges", "versions", "commits", "problems"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("DELETE FROM meta WHERE key = 'commit'")
 
@@ -407,6 +571,7 @@ class Index:
         tip_hex = str(tip.id) if tip is not None else None
         stats = IndexStats(commit=tip_hex, memories=0, versions=0)
         if indexed == tip_hex and indexed is not None:
+            self._apply_providers(conn, repo, indexed, indexed, [], [])
             return stats
         old: pygit2.Commit | None = None
         if indexed is not None:
@@ -423,10 +588,20 @@ class Index:
                 stats.rebuilt = True
         if tip is None:
             self._clear(conn)
+            # "" stands for "no commit": providers refill once, then follow it cheaply.
+            self._apply_providers(conn, repo, "", "", [], [])
             return stats
         stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress)
-        self._apply_tree_diff(conn, repo, old.tree if old is not None else None, tip.tree)
+        added: list[IndexedMemory] = []
+        removed: list[IndexedMemory] = []
+        self._apply_tree_diff(
+            conn, repo, old.tree if old is not None else None, tip.tree, added, removed
+        )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
+        assert tip_hex is not None
+        self._apply_providers(
+            conn, repo, tip_hex, str(old.id) if old is not None else None, added, removed
+        )
         stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
         stats.problems = _problem_rows(conn)
@@ -438,9 +613,13 @@ class Index:
         repo: pygit2.Repository,
         old: pygit2.Tree | None,
         new: pygit2.Tree,
+        added: list[IndexedMemory],
+        removed: list[IndexedMemory],
     ) -> None:
         for path, blob in _changed_memory_files(repo, old, new):
-            self._forget(conn, path)
+            gone = self._forget(conn, path)
+            if gone is not None:
+                removed.append(gone)
             if blob is None:
                 continue
             try:
@@ -454,22 +633,100 @@ class Index:
                     "INSERT OR REPLACE INTO problems VALUES (?, ?)", (_raw(path), _raw(str(exc)))
                 )
                 continue
-            self._insert(conn, memory, str(blob))
+            added.append(self._insert(conn, memory, str(blob)))
 
-    def _forget(self, conn: sqlite3.Connection, path: str) -> None:
+    def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
+        """Delete the row at ``path``; returns what it held, for the row providers."""
         conn.execute("DELETE FROM problems WHERE path = ?", (_raw(path),))
         row = conn.execute(
-            "SELECT rowid, id FROM memories WHERE path = ?", (_raw(path),)
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE path = ?", (_raw(path),)
         ).fetchone()
         if row is None:
-            return
-        rowid, memory_id = row
+            return None
+        rowid, memory_id, blob = row[0], row[1], row[3]
+        gone = IndexedMemory(rowid, blob, self._memory(row))
         conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
         conn.execute("DELETE FROM tags WHERE memory = ?", (rowid,))
-        conn.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
+        return gone
 
-    def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> None:
+    def _apply_providers(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        tip_hex: str,
+        base: str | None,
+        added: list[IndexedMemory],
+        removed: list[IndexedMemory],
+    ) -> None:
+        """Hand the change from ``base`` to ``tip_hex`` to every provider that reflects
+        ``base``; refill the others (new version, missed commits, or a rebuild)."""
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
+        for provider in _PROVIDERS.values():
+            state = meta.get(_provider_key(provider))
+            # A provider's failure must not take the store's reads down with it: its own
+            # work is undone (savepoint), its state left behind so a later catch-up
+            # refills it, and this process stops retrying at this tip.
+            conn.execute("SAVEPOINT provider")
+            try:
+                if base is not None and state == f"{provider.version} {base}":
+                    if added or removed:
+                        changes = RowChanges(False, tuple(added), tuple(removed))
+                        provider.apply(conn, repo, changes)
+                else:
+                    self._refill(conn, repo, provider)
+            except Exception as exc:
+                if isinstance(exc, sqlite3.DatabaseError) and (
+                    type(exc) is sqlite3.DatabaseError or _is_damage(exc)
+                ):
+                    raise  # the database itself is damaged: the caller rebuilds it
+                conn.execute("ROLLBACK TO provider")
+                conn.execute("RELEASE provider")
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    (_provider_key(provider), f"{provider.version} failed"),
+                )
+                self._failed.add((provider.name, tip_hex))
+                log.warning(
+                    "index: row provider %s failed (%s: %s); its tables are left empty",
+                    provider.name, type(exc).__name__, exc,
+                )
+                if provider.tables:
+                    self._empty(conn, provider)
+                continue
+            conn.execute("RELEASE provider")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (_provider_key(provider), f"{provider.version} {tip_hex}"),
+            )
+
+    def _empty(self, conn: sqlite3.Connection, provider: RowProvider) -> None:
+        """Leave a failed provider's tables existing and empty, so its queries find nothing
+        rather than rows of another commit."""
+        with contextlib.suppress(sqlite3.Error):
+            for table in provider.tables:
+                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            for statement in provider.ddl:
+                conn.execute(statement)
+
+    def _refill(
+        self, conn: sqlite3.Connection, repo: pygit2.Repository, provider: RowProvider
+    ) -> None:
+        """Drop a provider's tables, create them again and hand it every current memory."""
+        for table in provider.tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        for statement in provider.ddl:
+            conn.execute(statement)
+        provider.apply(conn, repo, RowChanges(True))
+        cursor = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories ORDER BY rowid")
+        while True:
+            rows = cursor.fetchmany(FULL_FILL_CHUNK)
+            if not rows:
+                break
+            chunk = tuple(IndexedMemory(r[0], r[3], self._memory(r)) for r in rows)
+            provider.apply(conn, repo, RowChanges(True, chunk))
+
+    def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> IndexedMemory:
         layer = memory.extra.get("layer") if isinstance(memory.extra.get("layer"), str) else None
         project = (
             memory.extra.get("project") if isinstance(memory.extra.get("project"), str) else None
@@ -505,17 +762,14 @@ class Index:
             ),
         )
         rowid = cur.lastrowid
+        assert rowid is not None
         conn.executemany(
             "INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
-        )
-        names = " ".join(x for x in (memory.category, memory.id) if x)
-        conn.execute(
-            "INSERT INTO fts (rowid, title, body, tags, names) VALUES (?, ?, ?, ?, ?)",
-            (rowid, memory.title or "", memory.body, " ".join(memory.tags), names),
         )
         edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
         edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
         conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+        return IndexedMemory(rowid, blob, memory)
 
     def _apply_versions(
         self,
@@ -1072,3 +1326,9 @@ def _insert_versions(
         )
     if commits:
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
+
+
+# The vector rows (gitmem.vectors) register as a row provider when that module is imported;
+# importing it here keeps them current in every process that opens an index, so a command
+# that never recalls cannot leave them behind (a provider that missed commits is refilled).
+from . import vectors  # noqa: E402, F401

@@ -32,8 +32,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ import pygit2
 
 from . import codec, schema
 from .errors import GitmemError, InvalidInputError, StoreError
+from .gitcmd import run_git
 from .hooks import decode_memory
 from .layout import MAX_ID_LENGTH, id_from_path, memory_path
 
@@ -216,6 +215,101 @@ def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -
             out += "\n"
         out += text
     return out
+
+
+_UNIT_START = re.compile(r"#|[-*+][ \t]|\d{1,9}[.)][ \t]")
+
+
+def _units(text: str) -> list[str]:
+    """Split a body into entries: a unit starts at a heading or a list item at column 0.
+
+    Other lines (continuations, paragraphs, blank lines) belong to the unit before them, and
+    a unit of blank lines only is joined by what follows it.
+    """
+    parts: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if parts and (not _UNIT_START.match(line) or not parts[-1].strip()):
+            parts[-1] += line
+        else:
+            parts.append(line)
+    return parts
+
+
+def _unit_key(unit: str) -> str:
+    # A body saved from the command line has no final newline, so the last entry of one
+    # version is "x" where the next version, with an entry after it, has "x\n": one entry.
+    return unit[:-1] if unit.endswith("\n") else unit
+
+
+def _dated(units: Sequence[str], fallback: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    date = fallback
+    for unit in units:
+        found = _DATE_RE.search(unit.splitlines()[0] if unit else "")
+        if found:
+            date = found.group(0).replace(" ", "T")
+        out.append((date, unit))
+    return out
+
+
+def _interleave(
+    first: Sequence[str], second: Sequence[str], dates: tuple[str, str]
+) -> list[str]:
+    """Entries both sides inserted at one place: each side's own order kept, merged by date."""
+    left = _dated(first, dates[0])
+    seen = {_unit_key(unit) for unit in first}
+    right = [(d, u) for d, u in _dated(second, dates[1]) if _unit_key(u) not in seen]
+    merged: list[str] = []
+    while left or right:
+        if right and (not left or right[0][0] < left[0][0]):
+            merged.append(right.pop(0)[1])
+        else:
+            merged.append(left.pop(0)[1])
+    return merged
+
+
+def merge_sections(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
+    """A three-way merge of entry-structured text (headings and list items, see :func:`_units`).
+
+    Entries both sides kept are stable; between them, a run changed by one side takes that
+    side, and runs *inserted* by both sides at one place are both kept (:func:`_interleave`):
+    so appends by any number of agents, merged in any order and from any base, never fork,
+    and an entry a clone already published is never moved in front of. ``first`` is the
+    side ranked higher (it wins ties). None when both sides changed or removed the same entry.
+    """
+    base_units, first_units, second_units = _units(base), _units(first), _units(second)
+    keys = [_unit_key(u) for u in base_units]
+    first_keys = [_unit_key(u) for u in first_units]
+    second_keys = [_unit_key(u) for u in second_units]
+    to_first, to_second = _matches(keys, first_keys), _matches(keys, second_keys)
+    out: list[str] = []
+    i = j = k = 0
+    while True:
+        stable = i
+        while stable < len(keys) and not (stable in to_first and stable in to_second):
+            stable += 1
+        j_end = to_first[stable] if stable < len(keys) else len(first_units)
+        k_end = to_second[stable] if stable < len(keys) else len(second_units)
+        b, f, s = keys[i:stable], first_units[j:j_end], second_units[k:k_end]
+        f_keys, s_keys = first_keys[j:j_end], second_keys[k:k_end]
+        if f_keys == s_keys or s_keys == b:
+            out.extend(f)
+        elif f_keys == b:
+            out.extend(s)
+        elif not b:
+            out.extend(_interleave(f, s, dates))
+        else:
+            return None
+        if stable >= len(keys):
+            break
+        out.append(first_units[to_first[stable]])
+        i, j, k = stable + 1, to_first[stable] + 1, to_second[stable] + 1
+    text = ""
+    for unit in out:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += unit
+    return text
 
 
 # -- front-matter -----------------------------------------------------------------------------
@@ -396,12 +490,14 @@ def _merge_body(base: str | None, first: _Side, second: _Side) -> str | None:
         return a
     if base is None:
         return None  # both added different bodies under one id: keep both whole
-    appended = merge_appended(
-        base, a, b, (_date_text(first.updated_at), _date_text(second.updated_at))
-    )
+    dates = (_date_text(first.updated_at), _date_text(second.updated_at))
+    appended = merge_appended(base, a, b, dates)
     if appended is not None and a != base and b != base:
         return appended
-    return merge_text(base, a, b)
+    # Entries inserted anywhere (not only at the end) by both sides, as happens once one
+    # merge has put a side's earlier-dated entry before the other's; then plain lines.
+    sections = merge_sections(base, a, b, dates)
+    return sections if sections is not None else merge_text(base, a, b)
 
 
 def _date_text(value: dt.datetime) -> str:
@@ -452,8 +548,9 @@ def driver_command(python: str | None = None) -> str:
     reaches the driver as one argument; quoting ``%P`` again would break that.
     ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
     """
-    interpreter = shlex.quote(python or sys.executable)
-    return f"{interpreter} -m gitmem merge-driver %O %A %B %P"
+    from .gitcmd import gitmem_command
+
+    return f"{gitmem_command(python)} merge-driver %O %A %B %P"
 
 
 def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
@@ -499,23 +596,18 @@ def run_driver(
     ours = Path(ours_file).read_bytes()
     theirs = Path(theirs_file).read_bytes()
     if id_from_path(path) is None:
-        result = subprocess.run(
+        # merge-file reads no repository settings; it runs under the one git policy anyway.
+        result = run_git(
             [
-                "git",
-                "merge-file",
-                "-L",
-                "ours",
-                "-L",
-                "base",
-                "-L",
-                "theirs",
-                "--",
-                ours_file,
-                base_file,
-                theirs_file,
+                *("merge-file", "-L", "ours", "-L", "base", "-L", "theirs", "--"),
+                *(ours_file, base_file, theirs_file),
             ],
+            cwd=cwd,
             check=False,
+            trusted=True,
         )
+        if result.stderr:
+            sys.stderr.write(result.stderr.decode("utf-8", "replace"))
         return 1 if result.returncode != 0 else 0
     # git passes an empty file for a missing base (an add/add): no memory is empty.
     outcome = merge_memory(path, base or None, ours, theirs)

@@ -177,12 +177,17 @@ def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commi
     return list(walker)
 
 
-def _blob(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return entry.id if entry.type_str == "blob" else None
+def _changed(old: pygit2.Tree | None, new: pygit2.Tree, wanted: set[str]) -> set[str]:
+    """The paths of ``wanted`` whose blob differs between the two trees (one tree diff)."""
+    # libgit2 skips subtrees whose ids are equal, so one commit's diff costs what it
+    # changed, not the store: looking each path up in every commit was O(commits x paths).
+    diff = new.diff_to_tree(swap=True) if old is None else old.diff_to_tree(new)
+    found: set[str] = set()
+    for delta in diff.deltas:
+        for path in (delta.old_file.path, delta.new_file.path):
+            if path in wanted:
+                found.add(path)
+    return found
 
 
 def _touching(
@@ -190,16 +195,22 @@ def _touching(
 ) -> dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]]:
     """For each path, the commits of the range that changed it (differs from every parent)."""
     out: dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]] = {p: [] for p in paths}
+    wanted = set(paths)
     for commit in commits:
-        trailers: list[tuple[str, str]] | None = None
         parents = commit.parents
-        for path in paths:
-            now = _blob(commit.tree, path)
-            befores = [_blob(p.tree, path) for p in parents] or [None]
-            if any(now == before for before in befores):
-                continue
-            if trailers is None:
-                trailers = parse_trailers(commit.message)
+        if parents:
+            # A merge changed a path only where it differs from every parent, as git log says.
+            changed = _changed(parents[0].tree, commit.tree, wanted)
+            for parent in parents[1:]:
+                if not changed:
+                    break
+                changed &= _changed(parent.tree, commit.tree, changed)
+        else:
+            changed = _changed(None, commit.tree, wanted)
+        if not changed:
+            continue
+        trailers = parse_trailers(commit.message)
+        for path in sorted(changed):
             out[path].append((commit, trailers))
     return out
 
@@ -268,6 +279,7 @@ def review(
     policy = secrets.policy_from_config(store.config(scope).raw)
     removed: dict[str, MemoryChange] = {}
     added: dict[str, str] = {}
+    decoded: dict[str, Memory | None] = {}
     for path in paths:
         old_data, new_data = base_snap.read(path), head_snap.read(path)
         if old_data == new_data:
@@ -275,6 +287,8 @@ def review(
         before, _ = read_memory(old_data, path)
         after, problem = read_memory(new_data, path)
         memory_id = id_from_path(path) or (after.id if after else path)
+        if new_data is not None and id_from_path(path) == memory_id:
+            decoded[memory_id] = after
         if problem is not None:
             result.problems.append(ReviewProblem("invalid", memory_id, problem))
         shown = after or before
@@ -312,7 +326,7 @@ def review(
             ]
         result.changes.append(change)
     _moves(result, removed, added)
-    _links(result, store, repo, head_snap, base_snap, project, scope)
+    _links(result, store, repo, head_snap, base_snap, project, scope, decoded)
     return result
 
 
@@ -378,12 +392,16 @@ def _secrets(
     return masked
 
 
-def _head_memory(snap: Snapshot, memory_id: str) -> Memory | None:
+def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]) -> Memory | None:
+    """The memory at HEAD, decoded once per review (decoding validates: it is most of the cost)."""
+    if memory_id in cache:
+        return cache[memory_id]
     try:
         path = memory_path(memory_id)
     except GitmemError:
         return None
     memory, _ = read_memory(snap.read(path), path)
+    cache[memory_id] = memory
     return memory
 
 
@@ -409,11 +427,12 @@ def _links(
     base: Snapshot,
     project: str | Path | None,
     scope: str | None,
+    decoded: dict[str, Memory | None],
 ) -> None:
     present = {c.id: c for c in result.changes if head.exists(c.path)}
     wanted_forks: set[str] = set()
     for change in result.changes:
-        memory = _head_memory(head, change.id) if change.id in present else None
+        memory = _head_memory(head, change.id, decoded) if change.id in present else None
         if memory is None:
             continue
         if memory.supersedes:
@@ -433,9 +452,9 @@ def _links(
                 )
             result.chains.append((target, memory.id, "supersedes"))
             wanted_forks.add(target)
-            _cycle(result, head, memory)
+            _cycle(result, head, memory, decoded)
         for related in memory.related:
-            if _head_memory(head, related.id) is None:
+            if _head_memory(head, related.id, decoded) is None:
                 result.problems.append(
                     ReviewProblem(
                         "dangling-related",
@@ -483,7 +502,9 @@ def _links(
                         result.chains.append((target, other, "supersedes"))
 
 
-def _cycle(result: Review, head: Snapshot, start: Memory) -> None:
+def _cycle(
+    result: Review, head: Snapshot, start: Memory, decoded: dict[str, Memory | None]
+) -> None:
     seen = {start.id}
     current: Memory | None = start
     for _ in range(1000):
@@ -498,7 +519,7 @@ def _cycle(result: Review, head: Snapshot, start: Memory) -> None:
             )
             return
         seen.add(target)
-        current = _head_memory(head, target)
+        current = _head_memory(head, target, decoded)
 
 
 def _anchors(result: Review, memory: Memory, project: str | Path) -> None:
@@ -525,14 +546,28 @@ def _anchors(result: Review, memory: Memory, project: str | Path) -> None:
 # -- output ---------------------------------------------------------------------------------------
 
 
-def render(result: Review, fmt: str = "markdown") -> str:
+COMMENT_LIMIT = 65_536
+"""A GitHub pull-request comment's length limit in characters (GitLab allows 1,000,000)."""
+
+
+def render(result: Review, fmt: str = "markdown", *, max_chars: int | None = None) -> str:
+    """The review as ``fmt``; markdown cut to at most ``max_chars`` characters when given.
+
+    The cut keeps what a reviewer must see first: the summary and every problem, then the
+    table of changes, then the per-memory details, and ends with a line counting what was
+    left out. JSON and text are never cut (they are artifacts, not comments).
+    """
     if fmt not in FORMATS:
         raise InvalidInputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if max_chars is not None and (
+        isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1024
+    ):
+        raise InvalidInputError(f"max_chars must be an integer of at least 1024, not {max_chars!r}")
     if fmt == "json":
         return json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
     if fmt == "text":
         return _text(result)
-    return _markdown(result)
+    return _markdown(result, max_chars)
 
 
 def _summary(result: Review) -> str:
@@ -555,67 +590,112 @@ def _short(commits: list[str]) -> str:
     return ", ".join(f"`{c[:7]}`" for c in commits)
 
 
-def _markdown(result: Review) -> str:
-    out = [f"## gitmem review `{result.base[:7]}..{result.head[:7]}`", "", _summary(result), ""]
-    if result.changes:
-        out += ["| change | id | title | category | by | commits |", "|---|---|---|---|---|---|"]
+class _Budget:
+    """Markdown blocks added while they fit; what does not fit is counted, not shown."""
+
+    # Room kept for the closing line that says what was cut.
+    RESERVE = 400
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.out: list[str] = []
+        self.size = 0
+        self.cut: dict[str, int] = {}
+
+    def add(self, lines: list[str], what: str | None = None) -> bool:
+        """Add ``lines`` (one block) if they fit; else count one ``what`` left out."""
+        size = sum(len(line) + 1 for line in lines)
+        if self.limit is not None and self.size + size > self.limit - self.RESERVE:
+            if what is not None:
+                self.cut[what] = self.cut.get(what, 0) + 1
+            return False
+        self.out += lines
+        self.size += size
+        return True
+
+    def text(self) -> str:
+        if self.cut:
+            left = ", ".join(f"{n} {what}" for what, n in self.cut.items())
+            self.out += [
+                "",
+                f"**Cut to fit a {self.limit:,}-character comment:** {left} not shown here. "
+                "The full report is the CI job's artifact "
+                "(`gitmem review RANGE > review.md` prints it all).",
+            ]
+        return "\n".join(self.out).rstrip("\n") + "\n"
+
+
+def _markdown(result: Review, max_chars: int | None = None) -> str:
+    doc = _Budget(max_chars)
+    doc.add([f"## gitmem review `{result.base[:7]}..{result.head[:7]}`", "", _summary(result), ""])
+    # Problems come before the table: a cut comment must still show every reason to block.
+    doc.add(["### Problems", ""])
+    if result.problems:
+        for p in result.problems:
+            where = f" `{p.memory_id}`" if p.memory_id else ""
+            doc.add([f"- **{p.kind}**{where}: {p.message}"], "problem(s)")
+    else:
+        doc.add(["None found."])
+    doc.add([""])
+    if result.changes and doc.add(
+        [
+            "### Changed memories",
+            "",
+            "| change | id | title | category | by | commits |",
+            "|---|---|---|---|---|---|",
+        ]
+    ):
         for c in result.changes:
             what = c.kind + (f" from `{c.moved_from}`" if c.moved_from else "")
-            out.append(
-                f"| {what} | `{c.id}` | {_cell(c.title or '-')} | {_cell(c.category or '-')} | "
-                f"{_cell(', '.join(c.agents) or '-')} | {_short(c.commits)} |"
+            doc.add(
+                [
+                    f"| {what} | `{c.id}` | {_cell(c.title or '-')} | {_cell(c.category or '-')} | "
+                    f"{_cell(', '.join(c.agents) or '-')} | {_short(c.commits)} |"
+                ],
+                "table row(s)",
             )
-        out.append("")
-    out.append("### Problems")
-    out.append("")
-    if result.problems:
-        out += [
-            f"- **{p.kind}**" + (f" `{p.memory_id}`" if p.memory_id else "") + f": {p.message}"
-            for p in result.problems
-        ]
-    else:
-        out.append("None found.")
-    out.append("")
+        doc.add([""])
     if result.chains:
-        out += ["### Version chains", "", "```mermaid", "graph LR"]
+        chart = ["### Version chains", "", "```mermaid", "graph LR"]
         names: dict[str, str] = {}
 
         def node(memory_id: str) -> str:
             if memory_id not in names:
                 names[memory_id] = f"n{len(names)}"
-                out.append(f'  {names[memory_id]}["{memory_id}"]')
+                chart.append(f'  {names[memory_id]}["{memory_id}"]')
             return names[memory_id]
 
         for a, b, kind in result.chains:
             left, right = node(a), node(b)
             arrow = "-.->|fork|" if kind == "fork" else "-->|superseded by|"
-            out.append(f"  {left} {arrow} {right}")
-        out += ["```", ""]
+            chart.append(f"  {left} {arrow} {right}")
+        doc.add([*chart, "```", ""], "version-chain diagram")
     if result.changes:
-        out += ["### Changes", ""]
+        doc.add(["### Changes", ""])
     for c in result.changes:
         title = f" {c.title}" if c.title else ""
-        out += [
+        block = [
             f"<details><summary><b>{c.kind}</b> <code>{c.id}</code>{_html(title)}</summary>",
             "",
         ]
         if c.supersedes:
-            out += [f"Supersedes `{c.supersedes}`.", ""]
+            block += [f"Supersedes `{c.supersedes}`.", ""]
         if c.fields:
-            out += ["| field | before | after |", "|---|---|---|"]
-            out += [
+            block += ["| field | before | after |", "|---|---|---|"]
+            block += [
                 f"| {f.name} | {_cell(f.before if f.before is not None else '-')} | "
                 f"{_cell(f.after if f.after is not None else '-')} |"
                 for f in c.fields
             ]
-            out.append("")
+            block.append("")
         if c.diff:
-            out += ["```diff", *c.diff, "```"]
+            block += ["```diff", *c.diff, "```"]
             if c.diff_truncated:
-                out.append(f"… {c.diff_truncated} more line(s) (--full shows them)")
-            out.append("")
-        out += ["</details>", ""]
-    return "\n".join(out).rstrip("\n") + "\n"
+                block.append(f"… {c.diff_truncated} more line(s) (--full shows them)")
+            block.append("")
+        block += ["</details>", ""]
+        doc.add(block, "change detail(s)")
+    return doc.text()
 
 
 def _html(text: str) -> str:

@@ -32,6 +32,7 @@ from .clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from .config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from .errors import (
     AlreadyExistsError,
+    AmbiguousIdError,
     ConflictError,
     GitmemError,
     InvalidIdError,
@@ -84,6 +85,10 @@ if TYPE_CHECKING:
     from .sync import SyncResult
 
 log = logging.getLogger(__name__)
+
+_NOT_FOUND_HINT = (
+    "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
+)
 
 At = str | dt.datetime | dt.date | None
 RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
@@ -400,6 +405,9 @@ class Store:
         backend = self._backend(scope)
         for key, value in trailers:
             _check_trailer(key, value)
+        # Refused up front, not only when the commit is made: the block's writes are wasted
+        # otherwise, and a one-write transaction's commit does not carry its message.
+        self._check_commit_text(backend, CommitSpec(subject=message or "", trailers=list(trailers)))
         tx = Transaction(self, backend, message)
         tx.trailers.extend(trailers)
         self._tx.active = tx
@@ -421,7 +429,9 @@ class Store:
             for key, value in tx.trailers:
                 _check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
-            return _spec(effects, None, subject, tx.trailers), None
+            return self._check_commit_text(
+                backend, _spec(effects, None, subject, tx.trailers)
+            ), None
 
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
@@ -433,6 +443,10 @@ class Store:
             return None
         tx = self._active_tx()
         if tx is not None and tx.backend is backend:
+            return None
+        if backend.index is None and not index_writable(backend.db):
+            # A read-only store (a read-only mount, another user's files): the index cannot
+            # be built or caught up there, so reads scan git instead of failing.
             return None
         if backend.index is None:
             backend.index = Index(
@@ -496,7 +510,7 @@ class Store:
         def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
             self._refresh_config(backend, snap)
             effect, value = action(snap)
-            return _spec([effect], message), value
+            return self._check_commit_text(backend, _spec([effect], message)), value
 
         value, _ = backend.db.write(plan)
         return value
@@ -509,8 +523,41 @@ class Store:
 
     # -- encoding ---------------------------------------------------------------------
 
+    def _secrets_refused(self) -> bool:
+        return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
+
+    def _secret_policy(self, backend: _Backend) -> Any:
+        # Imported here: compiling its patterns is a cost a read-only command skips.
+        from . import secrets
+
+        return secrets.policy_from_config(backend.config.raw)
+
+    def _check_commit_text(self, backend: _Backend, spec: CommitSpec) -> CommitSpec:
+        """Refuse a commit whose message (subject, body, trailers) holds a credential: a
+        message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
+        ``message=``, a transaction's message and trailers)."""
+        if self._secrets_refused():
+            from . import secrets
+
+            secrets.refuse_commit_message(
+                spec.subject, spec.body, spec.trailers, self._secret_policy(backend)
+            )
+        return spec
+
     def _encode(self, backend: _Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
+        if self._secrets_refused():
+            # Before the schema check and anything else that may quote a value: a length
+            # error on a tag must not print the token in it.
+            from . import secrets
+
+            secrets.refuse_memory(
+                memory_id=memory.id,
+                metadata=metadata,
+                body=memory.body,
+                policy=self._secret_policy(backend),
+                path=memory.path or memory_path(memory.id),
+            )
         schema.validate(metadata)
         if memory.document is not None:
             doc = memory.document.with_changes(metadata, memory.body)
@@ -532,13 +579,14 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
-        if not (self.allow_secrets or getattr(self._secrets_ok, "on", False)):
+        if self._secrets_refused():
             # Every write that stores content passes here: the one place credentials are kept
-            # out. The policy is the committed gitmem.yaml's, refreshed with the config.
-            # (Imported here: compiling its patterns is a cost a read-only command skips.)
+            # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
+            # fields were scanned as values above; the file is scanned too, for pairs such as
+            # ``db_password: ...`` that span a key and its value.
             from . import secrets
 
-            policy = secrets.policy_from_config(backend.config.raw)
+            policy = self._secret_policy(backend)
             secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
 
@@ -580,7 +628,7 @@ class Store:
         for backend in self._ordered(scope):
             if self._snapshot(backend, None).exists(path):
                 return backend
-        raise NotFoundError(f"no memory {memory_id}", hint="gitmem ls --all lists every memory")
+        raise NotFoundError(f"no memory {memory_id}", hint=_NOT_FOUND_HINT)
 
     # -- input checks -------------------------------------------------------------------
 
@@ -695,7 +743,7 @@ class Store:
         memory = self.get(id, at=at, scope=scope)
         if memory is None:
             when = f" at {at}" if at is not None else ""
-            raise NotFoundError(f"no memory {id}{when}", hint="gitmem ls --all lists every memory")
+            raise NotFoundError(f"no memory {id}{when}", hint=_NOT_FOUND_HINT)
         return memory
 
     def get(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory | None:
@@ -709,6 +757,46 @@ class Store:
 
     def exists(self, id: str, *, at: At = None) -> bool:
         return self.get(id, at=at) is not None
+
+    def resolve_id(self, prefix: str, *, scope: Scope | str | None = None) -> str:
+        """The full id of the one memory whose id starts with ``prefix``, in every scope.
+
+        For people typing ids: ``mem_5f0c`` (or ``mem_5f0c...`` as help texts write it)
+        names ``mem_5f0c2c1e-...`` when no other id starts that way. An id that exists is
+        returned as it is; otherwise current memories are searched first, then ids that
+        delete commits removed (so ``restore`` takes a prefix too). Raises
+        :class:`AmbiguousIdError` listing the candidates when several match, and
+        NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
+        """
+        wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
+        check_id(wanted)
+        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+            return wanted
+        current: set[str] = set()
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is not None:
+                current.update(str(row[0]) for row in index.rows(
+                    ["id"], include_superseded=True, include_archived=True
+                ))
+            else:
+                memories, _ = self._scan(backend, self._snapshot(backend, None))
+                current.update(m.id for m in memories)
+        found = sorted(i for i in current if i.startswith(wanted))
+        if not found:
+            deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
+            found = sorted(i for i in deleted if i.startswith(wanted))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            shown = ", ".join(found[:10]) + more
+            raise AmbiguousIdError(
+                f"id prefix {wanted} matches {len(found)} memories: {shown}",
+                candidates=found,
+                hint="give more characters of the id",
+            )
+        raise NotFoundError(f"no memory {wanted}", hint=_NOT_FOUND_HINT)
 
     # -- update / append / delete / restore ----------------------------------------------------
 
@@ -1484,6 +1572,17 @@ class Store:
 # -- helpers ---------------------------------------------------------------------------
 
 
+def index_writable(db: GitDB) -> bool:
+    """Whether this process may create or update the store's index file."""
+    from .index import DB_NAME
+
+    state = db.state_dir
+    index_file = state / DB_NAME
+    if index_file.exists():
+        return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
+    return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
 def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     """The file's blob, None when absent or not a regular file (a link is never a memory)."""
     try:
@@ -1729,6 +1828,22 @@ def _is_store(path: Path) -> bool:
     return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.trust)."""
+    from . import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
 def init_store(
     path: str | os.PathLike[str],
     *,
@@ -1757,6 +1872,7 @@ def init_store(
         target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
     from .merge import register_driver
 

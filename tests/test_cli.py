@@ -251,7 +251,10 @@ def test_show_json_is_to_dict(gm: Gitmem, store: Store) -> None:
 
 def test_show_missing_is_not_found(gm: Gitmem) -> None:
     line = gm.fails(3, "show", "mem_missing")
-    assert line == "gitmem: error: no memory mem_missing (hint: gitmem ls --all lists every memory)"
+    assert line == (
+        "gitmem: error: no memory mem_missing (hint: gitmem ls --all lists current memories; "
+        "gitmem log --op delete shows deleted ones)"
+    )
 
 
 # -- edit ------------------------------------------------------------------------------------------
@@ -505,7 +508,8 @@ def test_rm_and_restore(gm: Gitmem, store: Store, git: GitRunner) -> None:
     )
     line = gm.fails(3, "rm", memory_id)
     assert line == (
-        f"gitmem: error: no memory {memory_id} (hint: gitmem ls --all lists every memory)"
+        f"gitmem: error: no memory {memory_id} (hint: gitmem ls --all lists current memories; "
+        "gitmem log --op delete shows deleted ones)"
     )
     assert gm("restore", memory_id).stdout == f"Restored {memory_id} as version 2\n"
     assert store.read(memory_id).body == "keep me\n"

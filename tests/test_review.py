@@ -187,7 +187,7 @@ def test_cli_strict_exit_codes(crafted: Store, project: Path) -> None:
     cli = Gitmem(crafted.path, make_runner())
     out = cli("review", "base..HEAD", "--project", str(project)).stdout
     assert out.startswith("## gitmem review")
-    result = cli("review", "base..HEAD", "--strict", code=1)
+    result = cli("review", "base..HEAD", "--strict", code=8)
     assert "problem(s)" in result.stderr
     data = json.loads(cli("review", "base..HEAD", "--json").stdout)
     assert data["counts"]["moved"] == 1

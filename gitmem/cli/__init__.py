@@ -7,6 +7,7 @@ the error's exit code in one place (:mod:`gitmem.cli.errors`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import sys
@@ -16,8 +17,9 @@ from typing import Any, NoReturn
 import click
 
 from gitmem._version import __version__
+from gitmem.errors import InvalidInputError
 
-from .common import State, json_option
+from .common import State, SuggestingGroup, _set_json, json_option, resolve_with_suggestions
 from .errors import report
 
 __all__ = ["cli", "main"]
@@ -46,6 +48,7 @@ def _log_to_stderr() -> None:
 # listing rather than breaking every other command.
 LAZY_COMMANDS: dict[str, str] = {
     "init": "store:init",
+    "status": "store:status",
     "add": "memory:add",
     "show": "memory:show",
     "edit": "memory:edit",
@@ -74,6 +77,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "diff": "collab:diff",
     "undo": "collab:undo",
     "merge-driver": "collab:merge_driver",
+    "ci": "collab:ci",
     "entity": "integrations:entity",
     "graph": "integrations:graph",
     "mcp": "integrations:mcp",
@@ -81,6 +85,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "export": "integrations:export",
     "doctor": "doctor:doctor",
     "secrets": "doctor:secrets",
+    "purge": "purge:purge",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
     "hook-run": "hooks:hook_run",
@@ -100,7 +105,112 @@ def _load(name: str) -> click.Command | None:
     return command if isinstance(command, click.Command) else None
 
 
-class GitmemGroup(click.Group):
+# The sections of `gitmem --help`, in order. A command in LAZY_COMMANDS that no section
+# names is listed under "other", so a helper adding a command needs only its LAZY_COMMANDS line.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "Memories": ("init", "add", "show", "edit", "update", "append", "supersede", "rm", "restore"),
+    "History": ("ls", "history", "log", "blame", "diff", "undo"),
+    "Search": ("search", "recall"),
+    "Layered documents": ("layer", "stale", "check", "prune", "validate"),
+    "Collaboration": ("remote", "sync", "conflicts", "resolve", "review", "merge-driver"),
+    "Integrations": ("entity", "graph", "mcp", "import", "export"),
+    "Maintenance": (
+        "status", "doctor", "secrets", "trust", "purge", "reindex", "gc", "hooks", "demo",
+    ),
+}
+
+# Options of the whole command line that are also accepted after the command name
+# (`gitmem ls --store X`): added to every command that does not have an option of that
+# name already (`demo --store` and `mcp --store` keep theirs).
+_TRAILING_GLOBALS = ("--store", "--json", "--debug", "--allow-secrets")
+
+
+def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(State).store_path = value
+
+
+def _set_allow_secrets(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(State).allow_secrets = True
+
+
+def _trailing_option(name: str) -> click.Option:
+    if name == "--store":
+        return click.Option(
+            ["--store"], metavar="PATH", expose_value=False, callback=_set_store,
+            is_eager=True, help="The store to use (same as before the command name).",
+        )
+    if name == "--json":
+        return click.Option(
+            ["--json"], is_flag=True, expose_value=False, callback=_set_json, hidden=True
+        )
+    if name == "--debug":
+        return click.Option(
+            ["--debug"], is_flag=True, expose_value=False, callback=_set_debug, is_eager=True,
+            hidden=True,
+        )
+    return click.Option(
+        ["--allow-secrets"], is_flag=True, expose_value=False, callback=_set_allow_secrets,
+        hidden=True,
+    )
+
+
+def _with_globals(command: click.Command) -> click.Command:
+    """``command`` (and every subcommand of a group) taking the global options too."""
+    if getattr(command, "_gitmem_globals", False):
+        return command
+    taken = {opt for param in command.params for opt in getattr(param, "opts", ())}
+    for name in _TRAILING_GLOBALS:
+        if name not in taken:
+            command.params.append(_trailing_option(name))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _with_globals(sub)
+        if not isinstance(command, SuggestingGroup):
+            base = type(command).resolve_command
+            command.resolve_command = functools.partial(  # type: ignore[method-assign]
+                resolve_with_suggestions, command, base=base
+            )
+    command._gitmem_globals = True  # type: ignore[attr-defined]
+    return command
+
+
+def _text_args_last(args: list[str]) -> list[str]:
+    """Arguments such as ``"- a bullet"`` (a dash, then a space) are text, never an option:
+    move them after a ``--`` at the end, so ``gitmem append ID "- bullet"`` needs no ``--``.
+    Positional order is kept among them; an explicit ``--`` leaves everything as given."""
+    if "--" in args:
+        return args
+    text: list[int] = []
+    for i, arg in enumerate(args):
+        if not (len(arg) > 1 and arg[0] == "-" and arg[1].isspace()):
+            continue
+        before = args[i - 1] if i else ""
+        if len(before) > 1 and before[0] == "-" and "=" not in before:
+            continue  # most likely an option's value (--content "- a"), which click takes as is
+        text.append(i)
+    if not text:
+        return args
+    return [a for i, a in enumerate(args) if i not in text] + ["--", *(args[i] for i in text)]
+
+
+def _check_utf8(args: Sequence[str]) -> None:
+    """Arguments that are not UTF-8 (Python keeps their bytes as lone surrogates) are
+    refused as invalid input, naming the argument, before anything tries to store them."""
+    for number, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = arg.encode("utf-8", "surrogateescape")
+            shown = ascii(raw)[2:-1][:60]
+            raise InvalidInputError(
+                f"argument {number} ('{shown}') is not UTF-8 text",
+                hint="gitmem takes text as UTF-8; convert it first (iconv -t UTF-8)",
+            ) from None
+
+
+class GitmemGroup(SuggestingGroup):
     """A click group that reports every error as one line with the right exit code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -111,7 +221,33 @@ class GitmemGroup(click.Group):
         command = self.commands.get(cmd_name)
         if command is None and cmd_name in LAZY_COMMANDS:
             command = _load(cmd_name)
-        return command
+        return None if command is None else _with_globals(command)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands under the sections of SECTIONS, the rest under "Other"."""
+        listed: dict[str, click.Command] = {}
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                listed[name] = command
+        if not listed:
+            return
+        width = formatter.width - 6 - max(len(name) for name in listed)
+        placed: set[str] = set()
+        groups: list[tuple[str, list[str]]] = []
+        for title, names in SECTIONS.items():
+            present = [name for name in names if name in listed]
+            placed.update(present)
+            if present:
+                groups.append((title, present))
+        rest = [name for name in listed if name not in placed]
+        if rest:
+            groups.append(("Other", rest))
+        for title, members in groups:
+            with formatter.section(title):
+                formatter.write_dl(
+                    [(name, listed[name].get_short_help_str(width)) for name in members]
+                )
 
     def main(
         self,
@@ -123,14 +259,19 @@ class GitmemGroup(click.Group):
     ) -> Any:
         state: State = extra.setdefault("obj", State())
         _log_to_stderr()
+        argv = list(sys.argv[1:] if args is None else args)
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            _check_utf8(argv)
+            argv = _text_args_last(argv)
+            return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            _check_utf8(argv)
+            argv = _text_args_last(argv)
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except SystemExit:
             raise
         except BaseException as exc:
-            sys.exit(report(exc, debug=state.debug))
+            sys.exit(report(exc, debug=state.debug or "--debug" in argv))
         sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 import click
 
 from gitmem import audit as auditing
+from gitmem import ci as ciing
 from gitmem import merge as merging
 from gitmem import review as reviewing
 from gitmem import sync as syncing
 from gitmem.clock import format_timestamp
+from gitmem.errors import EXIT_CODES, InvalidInputError
 
 from .common import State, emit_json, file_text, json_option, pass_state, short, table
 
@@ -232,7 +234,20 @@ def resolve(
     show_default=True,
     help="markdown (a pull-request comment), text, or json.",
 )
-@click.option("--strict", is_flag=True, help="Exit 1 when the review finds problems (for CI).")
+@click.option("--strict", is_flag=True, help="Exit 8 when the review finds problems (for CI).")
+@click.option(
+    "--max-chars",
+    type=int,
+    default=None,
+    help="Cut the markdown to fit a comment of this many characters "
+    f"(GitHub: {reviewing.COMMENT_LIMIT}); problems first, then what fits, then a count.",
+)
+@click.option(
+    "--full-report",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write the whole, uncut report to this file (the CI job's artifact).",
+)
 @click.option(
     "--full", is_flag=True, help=f"Whole body diffs (default: {reviewing.DIFF_LIMIT} lines)."
 )
@@ -250,6 +265,8 @@ def review(
     spec: str,
     fmt: str,
     strict: bool,
+    max_chars: int | None,
+    full_report: Path | None,
     full: bool,
     project: Path | None,
 ) -> None:
@@ -266,12 +283,22 @@ def review(
       gitmem review origin/main..HEAD
       gitmem review main...feature --format text
       gitmem review origin/main..HEAD --strict > review.md
+      gitmem review origin/main...HEAD --strict --max-chars 65536 \\
+          --full-report review-full.md > comment.md
+
+    Exit codes: 0 reviewed, 8 --strict and problems found, others as every command.
     """
     result = reviewing.review(state.store(), spec, full=full, project=project)
-    click.echo(reviewing.render(result, "json" if state.json else fmt), nl=False)
+    fmt = "json" if state.json else fmt
+    if full_report is not None:
+        try:
+            full_report.write_text(reviewing.render(result, fmt), encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write {full_report}: {exc.strerror}") from None
+    click.echo(reviewing.render(result, fmt, max_chars=max_chars), nl=False)
     if strict and result.problems:
         click.echo(f"gitmem: review found {len(result.problems)} problem(s)", err=True)
-        ctx.exit(1)
+        ctx.exit(EXIT_CODES["review-problems"])
 
 
 @click.command()
@@ -387,3 +414,52 @@ def undo(
         f"{len(result.reverted)} reverted, {len(result.restored)} restored, "
         f"{len(result.removed)} removed"
     )
+
+
+@click.group()
+def ci() -> None:
+    """CI recipes that review memory changes on every pull request.
+
+    \b
+    Examples:
+      gitmem ci init --host github
+      gitmem ci init --host gitlab
+    """
+
+
+@ci.command("init")
+@click.option(
+    "--host",
+    type=click.Choice(sorted(ciing.HOSTS)),
+    required=True,
+    help="github: a GitHub Actions workflow; gitlab: a GitLab CI job.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The repository to write into (default: the store's work tree).",
+)
+@click.option("--force", is_flag=True, help="Replace a recipe that is already there.")
+@pass_state
+def ci_init(state: State, host: str, directory: Path | None, force: bool) -> None:
+    """Write a CI recipe that runs `gitmem review --strict` on each pull request.
+
+    The job posts the review as one comment cut to the host's size limit
+    (problems first, then a count of what was left out), keeps the whole report
+    as an artifact, and fails when the review finds problems. Review the file,
+    then commit it.
+
+    \b
+    Examples:
+      gitmem ci init --host github
+      gitmem ci init --host gitlab --dir ~/src/team-memory
+    """
+    root = directory if directory is not None else state.store().path
+    written = ciing.write_recipe(root, host, force=force)
+    for path in written.files:
+        click.echo(f"wrote {path}")
+    if written.todo:
+        click.echo(written.todo)
+    click.echo("next: review it, then git add and commit it in that repository")

@@ -11,7 +11,9 @@ opening a store it never opens.
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,16 +36,91 @@ class State:
     debug: bool = False
     allow_secrets: bool = False
     _store: Store | None = None
+    reason: str = ""
+    """Why this store: "--store", "$GITMEM_DIR", "project" (walked up to it) or "user"."""
 
     def store(self) -> Store:
-        """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``."""
+        """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``.
+
+        When ``gitmem.open()`` creates the user store on first use, a notice on stderr says
+        where, so nobody is surprised by a ``~/.gitmem`` they did not ask for.
+        """
         if self._store is None:
             import gitmem
+            from gitmem.store import user_store_path
 
+            self.reason = store_reason(self.store_path)
+            user = user_store_path()
+            created = self.reason == "user" and not _is_store_dir(user)
             self._store = gitmem.open(self.store_path)
+            if created:
+                click.echo(
+                    f"gitmem: created the user store at {user} (no --store, $GITMEM_DIR or "
+                    "project .gitmem/ here; $GITMEM_HOME moves it)",
+                    err=True,
+                )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
+            from gitmem.store import index_writable
+
+            if not all(index_writable(self._store.db(s)) for s in self._store.scopes):
+                # A read-only store: every reading command scans git rather than fail on
+                # an index it cannot build or catch up (writes fail with their own error).
+                self._store.use_index = False
         return self._store
+
+
+def _is_store_dir(path: Any) -> bool:
+    return bool((path / ".git").exists() or (path / "HEAD").is_file())
+
+
+def store_reason(store_path: str | None) -> str:
+    """Which rule of store discovery picks the store: the same order ``gitmem.open()`` uses."""
+    if store_path is not None:
+        return "--store"
+    if os.environ.get("GITMEM_DIR"):
+        return "$GITMEM_DIR"
+    from pathlib import Path
+
+    from gitmem.store import find_project_store
+
+    return "project" if find_project_store(Path.cwd()) is not None else "user"
+
+
+Resolver = Callable[
+    [click.Group, click.Context, list[str]], tuple[str | None, click.Command | None, list[str]]
+]
+
+
+def resolve_with_suggestions(
+    group: click.Group, ctx: click.Context, args: list[str], base: Resolver | None = None
+) -> tuple[str | None, click.Command | None, list[str]]:
+    """``group.resolve_command``, but an unknown command's error names the closest ones.
+
+    ``base`` is the group's own resolution (click's by default), run when the name is known.
+    """
+    name = args[0] if args else ""
+    if (
+        name
+        and not name.startswith("-")
+        and not ctx.resilient_parsing
+        and group.get_command(ctx, name) is None
+    ):
+        known = group.list_commands(ctx)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        close += [c for c in known if c.startswith(name) and c not in close][:3]
+        suggestion = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
+    return (base or click.Group.resolve_command)(group, ctx, args)
+
+
+class SuggestingGroup(click.Group):
+    """A click group whose unknown-command error names the closest commands."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        return resolve_with_suggestions(self, ctx, args)
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -70,20 +147,37 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def read_text_arg(value: str | None, what: str = "body") -> str | bytes:
+def read_text_arg(
+    value: str | None, what: str = "body", *, allow_empty: bool = False
+) -> str | bytes:
     """The argument itself, or stdin for ``-`` (and for no argument when stdin is not a terminal).
 
-    stdin is read as bytes so the library decodes it and refuses non-UTF-8
-    with its own error.
+    One rule for empty text, however it is given (``""``, ``-`` with nothing piped, no
+    argument): refused as a usage error unless ``allow_empty`` (``--allow-empty``).
+    Whitespace alone counts as empty. stdin is read as bytes so the library decodes it
+    and refuses non-UTF-8 with its own error.
     """
     if value is not None and value != "-":
-        return value
-    if value is None and sys.stdin.isatty():
+        data: str | bytes = value
+    elif value is None and sys.stdin.isatty():
         raise click.UsageError(f"no {what}: give it as an argument, or '-' to read it from stdin")
-    data: bytes = sys.stdin.buffer.read()
-    if value is None and not data:
-        raise click.UsageError(f"no {what}: give it as an argument, or pipe it on stdin")
+    else:
+        data = sys.stdin.buffer.read()
+    if not allow_empty and not data.strip():
+        raise click.UsageError(
+            f"the {what} is empty; pass --allow-empty to store it anyway"
+            if data or value is not None
+            else f"no {what}: give it as an argument, or pipe it on stdin"
+        )
     return data
+
+
+def allow_empty_option(f: F) -> F:
+    """``--allow-empty``: accept an empty (or whitespace-only) body or text."""
+    option = click.option(
+        "--allow-empty", is_flag=True, help="Accept an empty body (refused otherwise)."
+    )
+    return option(f)
 
 
 def file_text(memory: Memory) -> str:

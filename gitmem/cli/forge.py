@@ -12,13 +12,98 @@ from typing import Any, TypeVar
 import click
 
 from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.forge import Document, Layer, LayeredStore, MemoryEntry, document_id
+from gitmem.forge import (
+    LAYER_ROOTS,
+    STRUCTURAL_FILE_TYPES,
+    Document,
+    Layer,
+    LayeredStore,
+    MemoryEntry,
+    document_id,
+    placement,
+)
 
-from .common import State, emit_json, json_option, pass_state, read_text_arg, table
+from .common import (
+    State,
+    SuggestingGroup,
+    allow_empty_option,
+    emit_json,
+    json_option,
+    pass_state,
+    read_text_arg,
+    table,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_LAYERS = click.Choice([str(layer) for layer in Layer])
+# One set of layer names for every layer command: the layer's own name, or the short
+# word `layer list` used to take (project, skill, command, agent).
+_ALIASES: dict[str, Layer] = {
+    **{str(layer): layer for layer in Layer},
+    "project": Layer.SHARED_PROJECT,
+    "skill": Layer.SKILL,
+}
+
+
+class _LayerName(click.ParamType):  # type: ignore[type-arg]
+    name = "layer"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "|".join(str(layer) for layer in Layer)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        found = _ALIASES.get(str(value))
+        if found is None:
+            self.fail(
+                f"{value!r} is not a layer: {', '.join(str(x) for x in Layer)} "
+                "(or project, skill for short)",
+                param,
+                ctx,
+            )
+        return str(found)
+
+
+_LAYERS = _LayerName()
+
+# Conventional file types beside the prune rules' (layered.md): a project overview.
+_CONVENTIONAL_TYPES = frozenset({"project_overview", *STRUCTURAL_FILE_TYPES})
+
+
+def _known_file_types(layered: LayeredStore) -> set[str]:
+    """File types a create may use without --new-type: those with a prune rule (built in
+    or from gitmem.yaml), their archives, the conventional ones, and any already stored."""
+    from gitmem.lifecycle import rules
+
+    known = set(_CONVENTIONAL_TYPES)
+    for file_type in rules.registry_from_config(layered.store.config().raw).file_types():
+        known.update({file_type, f"{file_type}_archive"})
+    for root in LAYER_ROOTS.values():
+        for doc_id in layered.store.documents(root, recursive=True):
+            where = placement(doc_id)
+            if where is not None:
+                known.add(where["file_type"])
+    return known
+
+
+def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> None:
+    """A file type one letter or two away from a known one (known_isues) is refused, naming
+    the known ones, rather than silently starting a document no prune rule or listing
+    expects. A name unlike any known one (deploy_notes) is a new kind and is accepted."""
+    if new_type:
+        return
+    known = _known_file_types(layered)
+    if file_type in known:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(file_type, sorted(known), n=1, cutoff=0.8)
+    if not close:
+        return
+    raise InvalidInputError(
+        f"file type {file_type!r} is not one this store knows; did you mean {close[0]!r}? "
+        f"(known: {', '.join(sorted(known))})",
+        hint="pass --new-type to start a new kind of document with this name",
+    )
 
 
 def _place_options(f: F) -> F:
@@ -54,7 +139,7 @@ def _show_documents(state: State, docs: list[Document]) -> None:
     click.echo(table(["ID", "STALENESS", "LINES", "UPDATED"], rows) if rows else "(none)")
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def layer() -> None:
     """Layered documents: projects/, skills/, commands/, agents/ (the Forge layout).
 
@@ -64,6 +149,9 @@ def layer() -> None:
       gitmem layer read shared-project known_issues -p my-api
       gitmem layer append projects/my-api/review_history - < review.md
       gitmem layer by-project my-api --json
+
+    LAYER is shared-project, skill-specific, command or agent (project and skill
+    for short), the same names in every layer command.
     """
 
 
@@ -74,6 +162,10 @@ def layer() -> None:
 @click.option("--content", help="The markdown content ('-' or none: read stdin).")
 @click.option("--title", help="A title (default: file type and owner).")
 @click.option("--agent", help="Who writes (the commit's author).")
+@click.option(
+    "--new-type", is_flag=True, help="Allow a file type close to a known one (not a typo)."
+)
+@allow_empty_option
 @json_option
 @pass_state
 def create(
@@ -87,12 +179,21 @@ def create(
     content: str | None,
     title: str | None,
     agent: str | None,
+    new_type: bool,
+    allow_empty: bool,
 ) -> None:
-    """Create a document at its layer path; fails if it exists."""
+    """Create a document at its layer path; fails if it exists.
+
+    A FILE_TYPE one or two letters away from a known one (a prune rule's, or a
+    stored document's) is refused as a likely typo, naming the known ones;
+    --new-type creates it all the same.
+    """
+    layered = _layered(state, agent)
+    _check_file_type(layered, file_type, new_type)
     data: dict[str, Any] = {
         "layer": layer_name,
         "fileType": file_type,
-        "content": _content_text(content),
+        "content": _content_text(content, allow_empty),
     }
     for key, value in (
         ("project", project),
@@ -103,7 +204,7 @@ def create(
     ):
         if value is not None:
             data[key] = value
-    result = _layered(state, agent).create(MemoryEntry.from_dict(data))
+    result = layered.create(MemoryEntry.from_dict(data))
     if state.json:
         emit_json(result.to_dict())
     else:
@@ -149,9 +250,9 @@ def read(
     click.echo(doc.content, nl=not doc.content.endswith("\n"))
 
 
-def _content_text(content: str | None) -> str:
+def _content_text(content: str | None, allow_empty: bool = False) -> str:
     """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
-    text = read_text_arg(content, "content")
+    text = read_text_arg(content, "content", allow_empty=allow_empty)
     if isinstance(text, str):
         return text
     try:
@@ -170,6 +271,7 @@ def _write_command(
         decorators: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
             pass_state,
             json_option,
+            allow_empty_option,
             click.option("--agent", help="Who writes (the commit's author)."),
             click.argument("content", required=False),
             click.argument("doc_id", metavar="ID"),
@@ -187,8 +289,10 @@ def _warn(warning: str | None) -> None:
 
 
 @_write_command("update", "Replace a document's content (CONTENT, or stdin).")
-def update(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
-    result = _layered(state, agent).update(doc_id, _content_text(content))
+def update(
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+) -> None:
+    result = _layered(state, agent).update(doc_id, _content_text(content, allow_empty))
     if state.json:
         emit_json(result.to_dict())
         return
@@ -197,10 +301,27 @@ def update(state: State, doc_id: str, content: str | None, agent: str | None) ->
 
 
 @_write_command(
-    "append", "Append to a document, then apply its file type's prune rule (one commit)."
+    "append",
+    "Append to a document, then apply its file type's prune rule (one commit).\n\n"
+    "A document that does not exist yet is created with the text (its layer and names "
+    "read from ID, projects/<project>/<file_type> and the like).",
 )
-def append(state: State, doc_id: str, content: str | None, agent: str | None) -> None:
-    result = _layered(state, agent).append(doc_id, _content_text(content))
+def append(
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+) -> None:
+    layered = _layered(state, agent)
+    text = _content_text(content, allow_empty)
+    where = placement(doc_id)
+    if where is not None and layered.get(doc_id) is None:
+        _check_file_type(layered, where["file_type"], False)
+        entry = {("fileType" if k == "file_type" else k): str(v) for k, v in where.items()}
+        created = layered.create({**entry, "content": text})
+        if state.json:
+            emit_json(created.to_dict())
+        else:
+            click.echo(f"created {created.id} (it did not exist)")
+        return
+    result = layered.append(doc_id, text)
     if state.json:
         emit_json(result.to_dict())
         return
@@ -258,19 +379,23 @@ def profile(state: State, project: str) -> None:
 
 
 @layer.command("list")
-@click.argument("what", type=click.Choice(["project", "skill", "command", "agent"]))
+@click.argument("what", metavar="LAYER", type=_LAYERS)
 @click.argument("name")
 @click.option("--project", "-p", help="With skill: only this project.")
 @json_option
 @pass_state
 def list_(state: State, what: str, name: str, project: str | None) -> None:
-    """Documents of one project (shared layer), skill, command-layer project or agent."""
+    """Documents of one project (shared layer), skill, command-layer project or agent.
+
+    NAME is the project for shared-project and command, the skill for
+    skill-specific, the agent for agent.
+    """
     layered = _layered(state)
-    if what == "project":
+    if what == Layer.SHARED_PROJECT:
         docs = layered.get_shared_project_memory(name)
-    elif what == "skill":
+    elif what == Layer.SKILL:
         docs = layered.get_skill_memory(name, project)
-    elif what == "command":
+    elif what == Layer.COMMAND:
         docs = layered.get_command_memory(name)
     else:
         docs = layered.get_agent_memory(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from gitmem import GitmemError, Memory, NotFoundError
 
 from .common import (
     State,
+    allow_empty_option,
     emit_json,
     field_options,
     file_text,
@@ -36,14 +38,31 @@ def _done(state: State, memory: Memory, text: str) -> None:
 @field_options
 @click.option("--scope", metavar="repo|user", help="Which store to write to, when both are open.")
 @click.option("--id", "memory_id", metavar="ID", help="Use this id instead of a new mem_<uuid>.")
+@click.option(
+    "--jsonl",
+    "jsonl",
+    metavar="FILE|-",
+    help="Add one memory per line of FILE ('-': stdin), each a JSON object with 'body' and "
+    "field keys; all in one commit, or none if a line is bad.",
+)
+@allow_empty_option
 @json_option
 @pass_state
 def add(
-    state: State, /, body: str | None, scope: str | None, memory_id: str | None, **options: Any
+    state: State,
+    /,
+    body: str | None,
+    scope: str | None,
+    memory_id: str | None,
+    jsonl: str | None,
+    allow_empty: bool,
+    **options: Any,
 ) -> None:
     """Store a new memory and print its id.
 
-    The body is BODY, or stdin when BODY is '-' or left out.
+    The body is BODY, or stdin when BODY is '-' or left out. An empty body is
+    refused unless --allow-empty. --jsonl adds many memories in one commit and
+    prints their ids, one a line.
 
     \b
     Examples:
@@ -51,15 +70,89 @@ def add(
           --category coding-preferences --tag testing --tag python --agent hephaestus
       git diff --stat | gitmem add - --title "What changed today" --trigger manual
       gitmem add "Use tabs" --related mem_0a9d...:contradicts
+      printf '{"body": "a", "title": "A"}\\n{"body": "b", "tags": ["x"]}\\n' | gitmem add --jsonl -
     """
+    if jsonl is not None:
+        if body is not None or memory_id is not None:
+            raise click.UsageError("--jsonl takes bodies and ids from its lines; drop BODY/--id")
+        _add_jsonl(state, jsonl, scope, allow_empty, given_fields(options), options.get("message"))
+        return
     memory = state.store().create(
-        read_text_arg(body),
+        read_text_arg(body, allow_empty=allow_empty),
         scope=scope,
         id=memory_id,
         message=options.get("message"),
         **given_fields(options),
     )
     _done(state, memory, memory.id)
+
+
+_JSONL_KEYS = frozenset(
+    {"body", "title", "category", "tags", "related", "agent", "session_id", "trigger",
+     "status", "id", "extra"}
+)
+
+
+def _add_jsonl(
+    state: State,
+    source: str,
+    scope: str | None,
+    allow_empty: bool,
+    defaults: dict[str, Any],
+    message: str | None,
+) -> None:
+    """``add --jsonl``: every line one memory, all in one transaction (one commit)."""
+    import json
+    import sys
+
+    from gitmem.errors import InvalidInputError
+
+    if source == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise NotFoundError(f"cannot read {source}: {exc.strerror}") from None
+    entries: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            entry = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"line {number}: not a JSON object of UTF-8 text ({exc})"
+            ) from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("body"), str):
+            raise InvalidInputError(f"line {number}: want a JSON object with a text 'body'")
+        unknown = sorted(set(entry) - _JSONL_KEYS)
+        if unknown:
+            raise InvalidInputError(
+                f"line {number}: unknown key(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(_JSONL_KEYS))})"
+            )
+        if not allow_empty and not entry["body"].strip():
+            raise click.UsageError(f"line {number}: the body is empty; pass --allow-empty")
+        entries.append(entry)
+    if not entries:
+        raise click.UsageError("--jsonl: no memories in the input")
+    store = state.store()
+    created: list[Memory] = []
+    with store.transaction(message=message or f"add: {len(entries)} memories", scope=scope):
+        for number, entry in enumerate(entries, 1):
+            fields = {**defaults, **{k: v for k, v in entry.items() if k != "body"}}
+            try:
+                created.append(store.create(entry["body"], scope=scope, **fields))
+            except GitmemError as exc:
+                exc.message = f"line {number}: {exc.message}"
+                exc.args = (exc.message,)
+                raise
+    if state.json:
+        emit_json([m.to_dict() for m in created])
+    else:
+        for memory in created:
+            click.echo(memory.id)
 
 
 @click.command()
@@ -78,11 +171,15 @@ def show(state: State, memory_id: str, at: str | None) -> None:
       gitmem show mem_5f0c... --at HEAD~3
       gitmem show mem_5f0c... --at 2026-11-01 --json
     """
-    memory = state.store().read(memory_id, at=at)
+    store = state.store()
+    memory = store.read(store.resolve_id(memory_id), at=at)
     if state.json:
         emit_json(memory.to_dict())
-    else:
-        click.echo(file_text(memory).encode("utf-8"), nl=False)  # bytes: exactly as stored
+        return
+    data = file_text(memory).encode("utf-8")
+    click.echo(data, nl=False)  # bytes: exactly as stored
+    if not data.endswith(b"\n") and sys.stdout.isatty():
+        click.echo()  # a terminal's prompt goes on its own line; a pipe gets the exact bytes
 
 
 def _pending_paths(store_gitdir: Path, memory_id: str) -> tuple[Path, Path]:
@@ -117,6 +214,7 @@ def edit(state: State, memory_id: str, message: str | None, discard: bool) -> No
       gitmem edit mem_5f0c... --discard     # forget a kept broken edit
     """
     store = state.store()
+    memory_id = store.resolve_id(memory_id)
     memory = store.read(memory_id)
     pending, base_file = _pending_paths(store.db(memory.store_scope).gitdir, memory_id)
     base = memory.version
@@ -167,6 +265,7 @@ def edit(state: State, memory_id: str, message: str | None, discard: bool) -> No
     help="Refuse (conflict, exit 6) unless the stored version is N.",
 )
 @field_options
+@allow_empty_option
 @json_option
 @pass_state
 def update(
@@ -175,6 +274,7 @@ def update(
     memory_id: str,
     body: str | None,
     expected_version: int | None,
+    allow_empty: bool,
     **options: Any,
 ) -> None:
     """Change a memory in place (same id, version + 1).
@@ -190,9 +290,11 @@ def update(
       gitmem update mem_5f0c... --status archived -m "no longer true"
       cat body.md | gitmem update mem_5f0c... -
     """
-    memory = state.store().update(
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    memory = store.update(
         memory_id,
-        read_text_arg(body) if body is not None else None,
+        read_text_arg(body, allow_empty=allow_empty) if body is not None else None,
         expected_version=expected_version,
         message=options.get("message"),
         **given_fields(options),
@@ -206,6 +308,7 @@ def update(
 @click.option("--expected-version", type=int, metavar="N", help="Refuse unless at version N.")
 @click.option("--agent", help="The agent (or person) writing; the commit's author.")
 @click.option("--message", "-m", help="Why: written in the commit message body.")
+@allow_empty_option
 @json_option
 @pass_state
 def append(
@@ -215,19 +318,24 @@ def append(
     expected_version: int | None,
     agent: str | None,
     message: str | None,
+    allow_empty: bool,
 ) -> None:
     """Add text at the end of a memory's body.
 
-    TEXT goes on a new line after the body ('-' reads it from stdin).
+    TEXT goes on a new line after the body ('-' reads it from stdin). Text that
+    starts with a dash and a space is text, not an option: no '--' needed.
 
     \b
     Examples:
       gitmem append mem_5f0c... "Also: sample_user is session-scoped."
+      gitmem append mem_5f0c "- a bullet point"
       pytest -q 2>&1 | tail -3 | gitmem append mem_5f0c... -
     """
-    memory = state.store().append(
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    memory = store.append(
         memory_id,
-        read_text_arg(text, "text"),
+        read_text_arg(text, "text", allow_empty=allow_empty),
         expected_version=expected_version,
         agent=agent,
         message=message,
@@ -242,10 +350,17 @@ def append(
 @click.option(
     "--id", "new_id", metavar="ID", help="Id of the new memory (default: a new mem_<uuid>)."
 )
+@allow_empty_option
 @json_option
 @pass_state
 def supersede(
-    state: State, /, memory_id: str, body: str | None, new_id: str | None, **options: Any
+    state: State,
+    /,
+    memory_id: str,
+    body: str | None,
+    new_id: str | None,
+    allow_empty: bool,
+    **options: Any,
 ) -> None:
     """Replace a memory with a new one; print its id.
 
@@ -258,9 +373,10 @@ def supersede(
       gitmem supersede mem_0a9d... "Release branches are named release/vX.Y"
       gitmem supersede mem_0a9d... - --title "New convention" < note.md
     """
-    memory = state.store().supersede(
-        memory_id,
-        read_text_arg(body),
+    store = state.store()
+    memory = store.supersede(
+        store.resolve_id(memory_id),
+        read_text_arg(body, allow_empty=allow_empty),
         id=new_id,
         message=options.get("message"),
         **given_fields(options),
@@ -284,8 +400,14 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
     Example:
       gitmem rm mem_5f0c... -m "duplicate of mem_77e1..."
     """
-    if not state.store().delete(memory_id, agent=agent, message=message):
-        raise NotFoundError(f"no memory {memory_id}", hint="gitmem ls --all lists every memory")
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    if not store.delete(memory_id, agent=agent, message=message):
+        raise NotFoundError(
+            f"no memory {memory_id}",
+            hint="gitmem ls --all lists current memories; "
+            "gitmem log --op delete shows deleted ones",
+        )
     if state.json:
         emit_json({"id": memory_id, "deleted": True})
     else:
@@ -319,5 +441,7 @@ def restore(
       gitmem restore mem_5f0c... --at HEAD~2
       gitmem restore mem_5f0c... --at 2026-11-01
     """
-    memory = state.store().restore(memory_id, at=at, agent=agent, message=message)
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    memory = store.restore(memory_id, at=at, agent=agent, message=message)
     _done(state, memory, f"Restored {memory_id} as version {memory.version}")

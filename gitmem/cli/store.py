@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 import pygit2
@@ -209,7 +211,9 @@ def history(state: State, memory_id: str) -> None:
       gitmem history mem_5f0c...
       gitmem history mem_5f0c... --json | jq '.versions[].memory.body'
     """
-    result = state.store().history(memory_id)
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    result = store.history(memory_id)
     if state.json:
         emit_json(
             {
@@ -285,6 +289,8 @@ def log(
       gitmem log --format '{short} {agent} {ops} {subject}'
     """
     store: Store = state.store()
+    if memory_id is not None:
+        memory_id = store.resolve_id(memory_id)
     entries = store.log(
         agent=agent,
         op=op,
@@ -309,3 +315,115 @@ def log(
             click.echo(format_entry(fmt, values))
     elif entries:
         click.echo(log_text(entries))
+
+
+_REASONS = {
+    "--store": "given with --store",
+    "$GITMEM_DIR": "named by $GITMEM_DIR",
+    "project": "the project's store, found by walking up from the current directory",
+    "user": "the user store ($GITMEM_HOME, default ~/.gitmem)",
+}
+
+
+def _index_state(store: Store, scope: Scope, tip: str | None) -> str:
+    """current / behind (catches up on the next read) / not built / unreadable: never writes."""
+    from gitmem.store import index_writable
+
+    if not index_writable(store.db(scope)):
+        return "not used: the store is read-only for you (reads scan git)"
+    index = store.index(scope)
+    if not index.path.exists():
+        return "not built (built on the next read)"
+    try:
+        import sqlite3
+
+        uri = f"file:{index.path}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+    except Exception as exc:  # a damaged or locked file: say so, status must not fail
+        return f"unreadable ({exc}; gitmem reindex rebuilds it)"
+    indexed = None if row is None else str(row[0])
+    if indexed == tip:
+        return "current"
+    return "behind the tip (catches up on the next read)"
+
+
+def _store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
+    from gitmem import hooks as gh
+    from gitmem.merge import DRIVER_CONFIG
+
+    db = store.db(scope)
+    tip = db.tip()
+    repo = db.repo
+    branch = None if repo.head_is_unborn and tip is None else repo.head.shorthand
+    if branch is None:
+        with contextlib.suppress(Exception):
+            branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/")
+    hooks: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a bare store's hooks dir may be absent
+        report = gh.status(db.path)
+        hooks = {h.name: h.installed for h in report.hooks}
+    driver = None
+    if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
+        driver = str(repo.config[DRIVER_CONFIG])
+    tip_id = str(tip.id) if tip is not None else None
+    return {
+        "scope": str(scope),
+        "path": str(db.path.absolute()),
+        "gitdir": str(db.gitdir),
+        "bare": db.bare,
+        "why": why,
+        "branch": branch,
+        "tip": tip_id,
+        "tip_subject": tip.message.splitlines()[0] if tip is not None and tip.message else None,
+        "index": _index_state(store, scope, tip_id),
+        "hooks": hooks,
+        "merge_driver": driver,
+        "writable": os.access(db.gitdir, os.W_OK),
+    }
+
+
+@click.command()
+@json_option
+@pass_state
+def status(state: State) -> None:
+    """Which store(s) are in use and why; branch, tip, index, hooks, merge driver.
+
+    The store is chosen by --store, else $GITMEM_DIR, else the project's
+    .gitmem/ found by walking up from here (read together with the user
+    store), else the user store at $GITMEM_HOME (default ~/.gitmem).
+
+    \b
+    Examples:
+      gitmem status
+      gitmem --store ~/notes-store status --json
+    """
+    store = state.store()
+    rows = []
+    for scope in store.scopes:
+        why = _REASONS.get(state.reason, state.reason)
+        if scope != store.default_scope:
+            why = "the user store, read together with the project's"
+        rows.append(_store_status(store, scope, why))
+    if state.json:
+        emit_json({"default_scope": str(store.default_scope), "stores": rows})
+        return
+    for n, row in enumerate(rows):
+        if n:
+            click.echo()
+        kind = "bare" if row["bare"] else "work-tree"
+        default = " (writes go here)" if row["scope"] == str(store.default_scope) else ""
+        click.echo(f"{row['scope']} store{default}: {row['path']}")
+        click.echo(f"  why:     {row['why']}")
+        click.echo(f"  kind:    {kind}{'' if row['writable'] else ', read-only for you'}")
+        tip = f"{short(row['tip'])} {row['tip_subject'] or ''}".rstrip() if row["tip"] else "none"
+        click.echo(f"  branch:  {row['branch'] or '-'} at {tip}")
+        click.echo(f"  index:   {row['index']}")
+        installed = [name for name, on in row["hooks"].items() if on]
+        click.echo(
+            "  hooks:   " + (", ".join(installed) if installed else "none (gitmem hooks install)")
+        )
+        click.echo(
+            "  merge driver: "
+            + ("registered" if row["merge_driver"] else "not registered (gitmem sync sets it)")
+        )

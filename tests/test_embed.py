@@ -1,0 +1,368 @@
+"""Embedders (gitmem.embed): the offline default, the configuration, the HTTP providers.
+
+The HTTP providers are tested against a real HTTP server on 127.0.0.1 started by the test,
+with its errors, a timeout and wrong dimensions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gitmem import embed
+from gitmem.embed.http import HttpEmbedder, load_http, redact
+from gitmem.errors import EmbedderError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    embed.clear_cache()
+    yield
+    embed.clear_cache()
+
+
+def _write_config(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(text))
+    os.environ["GITMEM_CONFIG"] = str(path)
+
+
+# -- the default embedder ----------------------------------------------------------------------
+
+
+def test_default_embedder_loads_from_the_installed_package_with_the_network_unreachable(
+    tmp_path: Path,
+) -> None:
+    """A fresh interpreter, every socket connection refused and recorded, an empty home (no
+    model cache): the default embedder loads and embeds, and nothing tried to connect."""
+    script = textwrap.dedent(
+        """
+        import socket, sys
+        attempts = []
+        def refuse(*args, **kwargs):
+            attempts.append(repr(args)[:80])
+            raise OSError("network is unreachable (blocked by the test)")
+        socket.socket.connect = refuse
+        socket.socket.connect_ex = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        import numpy as np
+        from gitmem.embed import get_embedder
+        e = get_embedder()
+        assert e is not None, "no default embedder"
+        v = e.embed(["The deploy target is staging", "Fixtures live in tests/conftest.py", ""])
+        assert v.shape == (3, e.dim) and v.dtype == np.float32, v.shape
+        norms = np.linalg.norm(v, axis=1)
+        assert abs(norms[0] - 1) < 1e-5 and abs(norms[1] - 1) < 1e-5 and norms[2] == 0, norms
+        print(e.name, e.dim, len(attempts))
+        sys.exit(3 if attempts else 0)
+        """
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "HF_HUB_OFFLINE": "1",
+        "GITMEM_CONFIG": str(tmp_path / "absent.yaml"),
+        "PYTHONPATH": str(REPO),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    name, dim, attempts = result.stdout.split()
+    assert name.startswith("wordllama-l2_supercat-256@") and dim == "256" and attempts == "0"
+    assert list(home.rglob("*")) == []  # no cache, no download folder
+
+
+def test_default_embedder_ranks_a_paraphrase_above_an_unrelated_memory() -> None:
+    e = embed.load_embedder(None)
+    assert e is not None
+    memories = e.embed(["The deploy target is staging; production deploys need a tag",
+                        "Fixtures live in tests/conftest.py"])
+    question = e.embed(["how do we deploy to staging?"])[0]
+    scores = memories @ question
+    assert scores[0] > scores[1]
+    again = e.embed(["Fixtures live in tests/conftest.py"])
+    assert np.array_equal(again[0], memories[1])  # batch-independent
+
+
+def test_default_embedder_handles_any_text() -> None:
+    e = embed.load_embedder(None)
+    assert e is not None
+    texts = ["", " ", "\x00", "日本語のテキスト", "🙂" * 3000, "a" * 100_000, "x\ny\r\nz"]
+    vectors = e.embed(texts)
+    assert vectors.shape == (len(texts), e.dim)
+    assert np.isfinite(vectors).all()
+    assert e.embed([]).shape == (0, e.dim)
+
+
+def test_default_embedder_tokenizes_as_the_shipped_tokenizer_does() -> None:
+    """The per-word cache gives the plain tokenizer's ids (runs of spaces aside, where the
+    plain one merges "▁▁")."""
+    from tokenizers import Tokenizer
+
+    from gitmem.embed import static
+
+    e = static.load_default()
+    folder = static.package_dir()
+    assert folder is not None
+    plain = Tokenizer.from_file(str(folder / static.TOKENIZER))
+    texts = ["Caroline: I went to the LGBTQ support group yesterday!",
+             "Fixtures live in tests/conftest.py; see `sample_user` and CamelCaseName.",
+             "naïve café — 日本語のテキスト 🙂", "tabs\tand\nnewlines stay inside a piece", "x"]
+    for text in texts * 2:  # the second round comes from the cache
+        assert e.token_ids(text) == plain.encode(text, add_special_tokens=False).ids
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+def test_embedder_none_in_local_config_turns_embeddings_off(tmp_path: Path) -> None:
+    _write_config(tmp_path, "embedder: none\n")
+    assert embed.get_embedder() is None
+
+
+def test_per_store_config_wins_over_the_global_section(tmp_path: Path) -> None:
+    gitdir = tmp_path / "s.git"
+    gitdir.mkdir()
+    _write_config(
+        tmp_path,
+        f"""
+        embedder: none
+        stores:
+          {gitdir.resolve()}:
+            embedder: {{provider: default}}
+        """,
+    )
+    assert embed.get_embedder() is None
+    found = embed.get_embedder(str(gitdir))
+    assert found is not None and found.dim == 256
+
+
+def test_a_bad_config_gives_one_notice_and_lexical_recall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _write_config(tmp_path, "embedder: {provider: telepathy}\n")
+    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+        assert embed.get_embedder() is None
+        assert embed.get_embedder() is None
+    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.embed"]
+    assert len(notices) == 1
+    assert "unknown embedder provider 'telepathy'" in notices[0]
+    with pytest.raises(EmbedderError, match="telepathy"):
+        embed.load_embedder({"provider": "telepathy"})
+
+
+def test_missing_default_package_degrades_with_one_notice(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from gitmem.embed import static
+
+    monkeypatch.setattr(static, "PACKAGE", "gitmem_no_such_package")
+    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+        assert embed.get_embedder() is None
+        assert embed.get_embedder() is None
+    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.embed"]
+    assert len(notices) == 1 and "lexical only" in notices[0]
+    assert "pip install 'gitmem-store[embed]'" in notices[0]
+
+
+def test_an_api_key_in_the_config_file_is_refused_without_echoing_it() -> None:
+    with pytest.raises(EmbedderError) as info:
+        load_http({"provider": "openai", "model": "m", "api_key": "sk-secret-123"})
+    assert "api_key_env" in str(info.value) and "sk-secret-123" not in str(info.value)
+
+
+def test_local_providers_fail_clearly_when_their_library_is_missing() -> None:
+    for provider in ("sentence-transformers", "fastembed"):
+        try:
+            __import__(provider.replace("-", "_"))
+        except ImportError:
+            with pytest.raises(EmbedderError, match=f"needs the {provider}"):
+                embed.load_embedder({"provider": provider, "model": "/no/such/model"})
+
+
+# -- the HTTP providers, against a local server -------------------------------------------
+
+
+def _vector(text: str, dim: int) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [float(digest[i % len(digest)]) - 127.5 for i in range(dim)]
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+        self.dim = 8
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length))
+                owner.requests.append((self.path, dict(self.headers), body))
+                texts = body.get("input", [])
+                if self.path == "/slow/v1/embeddings":
+                    time.sleep(1.5)
+                if self.path == "/fail/v1/embeddings":
+                    self._send(500, b'{"error": "model exploded"}')
+                elif self.path == "/redirect/v1/embeddings":
+                    self.send_response(307)
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+                    self.end_headers()
+                elif self.path == "/html/v1/embeddings":
+                    self._send(200, b"<html>not json</html>")
+                elif self.path == "/short/v1/embeddings":
+                    self._json({"data": [{"index": 0, "embedding": _vector("x", owner.dim)}]})
+                elif self.path == "/nan/v1/embeddings":
+                    row = [float("nan")] + [1.0] * (owner.dim - 1)
+                    self._json({"data": [{"index": i, "embedding": row} for i in range(2)]})
+                elif self.path == "/api/embed":
+                    self._json({"embeddings": [_vector(t, owner.dim) for t in texts]})
+                else:
+                    # OpenAI-compatible, answered in reverse order: the client sorts by index.
+                    items = [
+                        {"index": i, "embedding": _vector(t, owner.dim)}
+                        for i, t in enumerate(texts)
+                    ]
+                    self._json({"data": items[::-1], "model": body.get("model")})
+
+            def _json(self, data: Any) -> None:
+                self._send(200, json.dumps(data).encode())
+
+            def _send(self, code: int, payload: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that timed out closed its end: nothing to report
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, prefix: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{prefix}/v1/embeddings"
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    s = _Server()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+def test_openai_compatible_endpoint(server: _Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_EMBED_KEY", "sk-test-key-42")
+    e = embed.load_embedder(
+        {"provider": "openai", "url": server.url(), "model": "tiny",
+         "api_key_env": "TEST_EMBED_KEY", "batch": 2}
+    )
+    assert e is not None and e.dim == 8 and e.name == "openai:tiny"
+    texts = ["alpha", "beta", "gamma"]
+    vectors = e.embed(texts)
+    expected = np.asarray([_vector(t, 8) for t in texts])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    assert np.allclose(vectors, expected, atol=1e-6)  # in input order, normalised
+    _, headers, body = server.requests[-1]
+    assert headers["Authorization"] == "Bearer sk-test-key-42"
+    assert body == {"model": "tiny", "input": ["gamma"]}  # batches of 2: the last one
+    assert len(server.requests) == 1 + 2  # the dimension probe, then two batches
+
+
+def test_ollama_endpoint(server: _Server) -> None:
+    e = embed.load_embedder(
+        {"provider": "ollama", "url": f"http://127.0.0.1:{server.port}", "model": "nomic",
+         "dim": 8}
+    )
+    assert e is not None and e.name == "ollama:nomic:8"
+    vectors = e.embed(["one", "two"])
+    assert vectors.shape == (2, 8)
+    assert server.requests[-1][0] == "/api/embed"
+    assert server.requests[-1][2] == {"model": "nomic", "input": ["one", "two"]}
+
+
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("/fail", "answered HTTP 500: {\"error\": \"model exploded\"}"),
+        ("/redirect", "answered HTTP 307"),
+        ("/html", "did not answer with JSON"),
+        ("/short", "returned 1 vectors for 2 texts"),
+        ("/nan", "returned a vector with NaN or infinity"),
+    ],
+)
+def test_endpoint_errors_are_one_line_embedder_errors(
+    server: _Server, prefix: str, message: str
+) -> None:
+    e = HttpEmbedder("openai", server.url(prefix), "m", dim=8)  # dim given: no probe at load
+    with pytest.raises(EmbedderError, match=message) as info:
+        e.embed(["a", "b"])
+    assert "\n" not in str(info.value)
+
+
+def test_endpoint_timeout(server: _Server) -> None:
+    e = HttpEmbedder("openai", server.url("/slow"), "m", dim=8, timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(EmbedderError, match=r"did not answer within 0.3 s"):
+        e.embed(["a"])
+    assert time.monotonic() - started < 1.4
+
+
+def test_wrong_dimension_is_refused(server: _Server) -> None:
+    e = HttpEmbedder("openai", server.url(), "m", dim=8)
+    server.dim = 12  # the model behind the endpoint changed
+    with pytest.raises(EmbedderError, match="returned 12-d vectors where 8-d were expected"):
+        e.embed(["a"])
+
+
+def test_unreachable_endpoint_and_credentials_kept_out_of_messages() -> None:
+    e_url = "http://user:hunter2@127.0.0.1:9/v1/embeddings?key=abc"
+    assert redact(e_url) == "http://127.0.0.1:9/v1/embeddings"
+    with pytest.raises(EmbedderError) as info:
+        HttpEmbedder("openai", e_url, "m", dim=4, timeout=2).embed(["a"])
+    text = str(info.value)
+    assert "unreachable" in text and "hunter2" not in text and "key=abc" not in text
+    with pytest.raises(EmbedderError, match="not an http"):
+        HttpEmbedder("openai", "file:///etc/passwd", "m", dim=4)
+
+
+def test_unreachable_configured_endpoint_degrades_to_lexical(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _write_config(
+        tmp_path,
+        "embedder: {provider: ollama, url: 'http://127.0.0.1:9', model: m, timeout: 2}\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+        assert embed.get_embedder() is None
+    assert any("unreachable" in r.getMessage() for r in caplog.records)
