@@ -85,6 +85,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "export": "integrations:export",
     "doctor": "doctor:doctor",
     "secrets": "doctor:secrets",
+    "purge": "purge:purge",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
     "trust": "trust:trust",
