@@ -395,17 +395,26 @@ def test_popen_variant_runs_under_the_same_policy(tmp_path: Path) -> None:
     assert process.returncode == 0 and not marker.exists()
 
 
+STARTS_A_PROCESS = ("subprocess.run(", "Popen(", "os.system(", "check_output(")
+
+
 def test_every_git_call_goes_through_gitcmd() -> None:
-    """No module but gitmem/gitcmd.py starts a process (the one policy has no way around it)."""
+    """No module but gitmem/gitcmd.py starts git (the one policy has no way around it);
+    a module that starts Python does so with -I or -P (nothing importable from the
+    current directory)."""
     root = Path(__file__).resolve().parent.parent / "gitmem"
     offenders = []
     for path in sorted(root.rglob("*.py")):
         if path.name == "gitcmd.py":
             continue
-        text = path.read_text()
-        for needle in ("subprocess.run(", "subprocess.Popen(", "os.system(", "check_output("):
-            if needle in text:
-                offenders.append(f"{path.relative_to(root)}: {needle}")
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if not any(needle in line for needle in STARTS_A_PROCESS):
+                continue
+            call = " ".join(lines[number : number + 3])
+            python = "sys.executable" in call and ('"-I"' in call or '"-P"' in call)
+            if not python:
+                offenders.append(f"{path.relative_to(root)}:{number + 1}: {line.strip()}")
     assert offenders == []
 
 
