@@ -99,7 +99,9 @@ class SuggestingGroup(click.Group):
             close += [c for c in known if c.startswith(name) and c not in close][:3]
             suggestion = f"; did you mean {' or '.join(repr(c) for c in close)}" if close else ""
             raise click.UsageError(f"No such command {name!r}{suggestion}.", ctx)
-        return super().resolve_command(ctx, args)
+        # Named, not super(): gitmem.cli binds this method onto plain click groups too
+        # (`remote`, `ci`, ...), where a zero-argument super() raises TypeError.
+        return click.Group.resolve_command(self, ctx, args)
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
