@@ -682,6 +682,16 @@ def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
 
 
 def check_index(ctx: _Context) -> Iterator[Finding]:
+    from .store import index_writable
+
+    if not index_writable(ctx.store.db(ctx.scope)):
+        # Not a fault to rebuild (reindex would fail the same way): reads scan git instead.
+        yield Finding(
+            "index",
+            INFO,
+            "the store is read-only for you: its index is not used or updated (reads scan git)",
+        )
+        return
     view = ctx.view()
     if view is None:
         yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")

@@ -608,6 +608,42 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
         raise SecretsFoundError(what, findings)
 
 
+def secret_spans(
+    text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
+) -> list[tuple[int, int, str]]:
+    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
+    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
+    policy = policy or DEFAULT_POLICY
+    lowered = text.lower()
+    spans: list[tuple[int, int, str]] = []
+    for pattern in policy.patterns:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            secret = text[start:end]
+            if start < 0 or not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in policy.allow):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
+                continue
+            if honour_marker:
+                line_start = text.rfind("\n", 0, start) + 1
+                line_end = text.find("\n", start)
+                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
+                    continue
+            spans.append((start, end, pattern.kind))
+    return sorted(spans)
+
+
 def redact(text: str) -> str:
     """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
 
@@ -616,21 +652,7 @@ def redact(text: str) -> str:
     token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER` are
     redacted too: an error message is no place for an allowed key either.
     """
-    lowered = text.lower()
-    spans: list[tuple[int, int, str]] = []
-    for pattern in DEFAULT_PATTERNS:
-        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
-            continue
-        for match in pattern.regex.finditer(text):
-            try:
-                start, end = match.span(pattern.group)
-            except (IndexError, re.error):
-                start, end = match.span()
-            if start < 0 or not _plausible(pattern, text[start:end]):
-                continue
-            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
-                continue
-            spans.append((start, end, pattern.kind))
+    spans = secret_spans(text)
     if not spans:
         return text
     out: list[str] = []

@@ -444,6 +444,10 @@ class Store:
         tx = self._active_tx()
         if tx is not None and tx.backend is backend:
             return None
+        if backend.index is None and not index_writable(backend.db):
+            # A read-only store (a read-only mount, another user's files): the index cannot
+            # be built or caught up there, so reads scan git instead of failing.
+            return None
         if backend.index is None:
             backend.index = Index(
                 backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
@@ -1566,6 +1570,17 @@ class Store:
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def index_writable(db: GitDB) -> bool:
+    """Whether this process may create or update the store's index file."""
+    from .index import DB_NAME
+
+    state = db.state_dir
+    index_file = state / DB_NAME
+    if index_file.exists():
+        return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
+    return os.access(state if state.exists() else db.gitdir, os.W_OK)
 
 
 def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
