@@ -81,6 +81,7 @@ from .versions import Chain, successor_map, walk_back, walk_forward
 
 if TYPE_CHECKING:
     from .maintenance import GcResult
+    from .recall import RecallResults
     from .search import SearchResults
     from .sync import SyncResult
 
@@ -1459,6 +1460,49 @@ class Store:
         term_pattern = search_mod.term_pattern(terms)
         results.matches = [search_mod.locate(m, term_pattern, score) for score, m in hits[:limit]]
         return results
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        scope: Scope | str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        at: At = None,
+        budget: int | None = None,
+    ) -> RecallResults:
+        """The memories that answer ``query`` (a question, keywords, an identifier, a path),
+        best first, each with its best-matching lines and why it ranked.
+
+        No query raises: one with no words finds nothing, with a notice. Superseded
+        memories count for the newest version of their chain; archived ones are left out.
+        ``budget`` (tokens) also packs the best whole memories into ``results.packed``.
+        See :mod:`gitmem.recall` and docs/recall.md. Raises InvalidInputError for a bad
+        ``limit`` or ``budget``.
+        """
+        from .recall import recall
+
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget < 0
+        ):
+            raise InvalidInputError(f"budget must be a number of tokens >= 0, not {budget!r}")
+        return recall(
+            self,
+            query,
+            limit=limit,
+            scope=scope,
+            category=category,
+            tags=sorted(set(_tags(tags))) if tags else (),
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            at=at,
+            budget=budget,
+        )
 
     def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
         index = self._index(backend)
