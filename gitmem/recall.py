@@ -58,6 +58,9 @@ LINES = 2
 CHARS_PER_TOKEN = 4
 """The budget's estimate of a token: about four characters of English text."""
 
+EXCERPT_CHARS = 240
+"""An excerpt's line is cut to this many characters."""
+
 _LINE_BITS = 20
 _TITLE_LINE, _TAGS_LINE = 0, 1
 
@@ -236,11 +239,15 @@ class _Candidate:
 _FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
 
 
-def _filters(
-    category: str | None, tags: Sequence[str], include_archived: bool
-) -> tuple[str, list[Any]]:
+def _filters(options: _Options) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
+    category, tags, include_archived = options.category, options.tags, options.include_archived
+    for column in ("layer", "project"):
+        value = getattr(options, column)
+        if value is not None:
+            clauses.append(f"m.{column} = ?")
+            params.append(value)
     if category is not None:
         clauses.append("m.category = ?")
         params.append(category)
@@ -330,6 +337,8 @@ class _Options:
     tags: tuple[str, ...]
     include_superseded: bool
     include_archived: bool
+    layer: str | None = None
+    project: str | None = None
 
 
 def _rank_source(
@@ -339,7 +348,7 @@ def _rank_source(
     semantic: list[tuple[int, float]] | None,
 ) -> list[_Candidate]:
     """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused."""
-    where, params = _filters(options.category, options.tags, options.include_archived)
+    where, params = _filters(options)
     found: dict[int, _Candidate] = {}
     lex_rows = _lexical(conn, query, where, params, DEPTH)
     lex = [(rowid, mid, upd, score) for rowid, mid, _sup, upd, score in lex_rows]
@@ -485,8 +494,11 @@ def recall(
     include_archived: bool = False,
     at: At = None,
     budget: int | None = None,
+    layer: str | None = None,
+    project: str | None = None,
 ) -> RecallResults:
-    """The memories that answer ``query``, best first (see the module's docstring)."""
+    """The memories that answer ``query``, best first (see the module's docstring).
+    ``layer`` and ``project`` keep layered documents of that layer / project only."""
     parsed = parse(query)
     results = RecallResults(query=_clean(query), budget=budget)
     options = _Options(
@@ -495,6 +507,8 @@ def recall(
         tags=tuple(sorted(set(tags or ()))),
         include_superseded=include_superseded,
         include_archived=include_archived,
+        layer=layer,
+        project=project,
     )
     if not parsed.terms:
         results.notice = "the query has no words to look for"
@@ -549,7 +563,7 @@ def _from_index(
 
 _SCRATCH_SCHEMA = (
     "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT, supersedes TEXT, "
-    "status TEXT, category TEXT, updated_us INTEGER, blob TEXT)",
+    "status TEXT, category TEXT, updated_us INTEGER, layer TEXT, project TEXT)",
     "CREATE TABLE tags (memory INTEGER, tag TEXT)",
 )
 
@@ -568,8 +582,9 @@ def _from_memories(
         marks = ", ".join("?" for _ in lexical.COLUMNS)
         for rowid, memory in enumerate(memories, start=1):
             by_rowid[rowid] = memory
+            layer, project = (memory.extra.get(k) for k in ("layer", "project"))
             conn.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     rowid,
                     memory.id,
@@ -577,6 +592,8 @@ def _from_memories(
                     str(memory.status),
                     memory.category,
                     int(memory.updated_at.timestamp() * 1_000_000),
+                    layer if isinstance(layer, str) else None,
+                    project if isinstance(project, str) else None,
                 ),
             )
             conn.executemany(
@@ -620,16 +637,24 @@ def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
         else:
             skipped.append(hit)
     for hit in skipped:
-        if not hit.lines:
-            continue
-        text = "\n".join(f"{line.number}: {line.text}" for line in hit.lines)
-        if hit.title:
-            text = f"# {hit.title} (excerpt)\n{text}"
-        cost = estimate_tokens(text)
-        if cost <= left:
+        # An excerpt: the heading, then as many of its best lines (each cut to a bounded
+        # length) as still fit.
+        text = f"# {hit.title} (excerpt)" if hit.title else ""
+        added = 0
+        for line in hit.lines:
+            piece = f"{line.number}: {_cut(line.text)}"
+            longer = f"{text}\n{piece}" if text else piece
+            if estimate_tokens(longer) <= left:
+                text, added = longer, added + 1
+        if added:
+            cost = estimate_tokens(text)
             out.append(Packed(hit.id, hit.title, text, False, cost))
             left -= cost
     return out
+
+
+def _cut(line: str, limit: int = EXCERPT_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def dumps(results: RecallResults) -> str:
