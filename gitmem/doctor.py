@@ -49,6 +49,7 @@ from . import hooks as hooks_mod
 from . import merge as merge_mod
 from . import secrets as secrets_mod
 from .errors import GitmemError, StoreError
+from .gitcmd import popen_git, run_git
 from .gitdb import CommitSpec, GitDB, Snapshot, blob_data, get_commit, get_tree
 from .index import Index
 from .layout import MEMORIES_DIR, MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_memory_file
@@ -465,22 +466,10 @@ def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:
 
 
 def _start_git(db: GitDB, *args: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEEP_ENV}
-    try:
-        return subprocess.Popen(
-            ["git", f"--git-dir={db.gitdir}", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-    except FileNotFoundError:
-        raise StoreError("the git binary is not on PATH") from None
+    return popen_git(args, gitdir=db.gitdir)
 
 
 _FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
-
-
-_KEEP_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -654,10 +643,9 @@ def check_worktree(ctx: _Context) -> Iterator[Finding]:
             apply=lambda: _heal(db),
         )
         return  # the edits below would all be that lag
-    result = subprocess.run(
-        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
+    result = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
         cwd=db.workdir,
-        capture_output=True,
         check=False,
     )
     if result.returncode != 0:
@@ -694,6 +682,16 @@ def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
 
 
 def check_index(ctx: _Context) -> Iterator[Finding]:
+    from .store import index_writable
+
+    if not index_writable(ctx.store.db(ctx.scope)):
+        # Not a fault to rebuild (reindex would fail the same way): reads scan git instead.
+        yield Finding(
+            "index",
+            INFO,
+            "the store is read-only for you: its index is not used or updated (reads scan git)",
+        )
+        return
     view = ctx.view()
     if view is None:
         yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")
@@ -1164,11 +1162,8 @@ def _files(root: Path) -> Iterator[Path]:
 def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
     """Credentials in the files staged in the git repository at ``repo`` (its index)."""
     cwd = Path(repo)
-    names = subprocess.run(
-        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR"],
-        cwd=cwd,
-        capture_output=True,
-        check=False,
+    names = run_git(
+        ["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR"], cwd=cwd, check=False
     )
     if names.returncode != 0:
         message = names.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -1180,9 +1175,7 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
     for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if not name:
             continue
-        blob = subprocess.run(
-            ["git", "cat-file", "blob", f":{name}"], cwd=cwd, capture_output=True, check=False
-        )
+        blob = run_git(["cat-file", "blob", f":{name}"], cwd=cwd, check=False)
         if blob.returncode != 0 or b"\0" in blob.stdout[:8192]:
             continue
         out.extend(FileFinding(name, f) for f in secrets_mod.scan_bytes(blob.stdout, policy))
@@ -1197,3 +1190,122 @@ def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFindi
         for entry, findings in _memory_secrets(ctx):
             out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
     return out
+
+
+@dataclass(frozen=True)
+class HistoryFinding:
+    """A credential in a past commit: in a file it added, or in its message."""
+
+    commit: str
+    """The commit that introduced it (the oldest, in topological order, that holds it)."""
+    path: str
+    """The file's path in that commit, or ``"(commit message)"``."""
+    finding: secrets_mod.SecretFinding
+    present: bool
+    """Whether a branch tip still holds that file content (else only history does)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "path": self.path,
+            "present": self.present,
+            **self.finding.to_dict(),
+        }
+
+    def line(self) -> str:
+        where = "" if self.present else " (history only)"
+        return (
+            f"{self.commit[:10]} {self.path}:{self.finding.line}: {self.finding.kind}: "
+            f"{self.finding.excerpt}{where}"
+        )
+
+
+MESSAGE_PATH = "(commit message)"
+
+
+def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
+    """The commits every local branch, remote-tracking branch and tag points at."""
+    tips: list[pygit2.Oid] = []
+    for name in repo.references:
+        if not name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/")):
+            continue
+        try:
+            target = repo.references[name].peel(pygit2.Commit)
+        except (pygit2.GitError, KeyError, ValueError):
+            continue  # a symbolic HEAD, a tag of a tree, a ref to a missing object
+        if target.id not in tips:
+            tips.append(target.id)
+    return tips
+
+
+def scan_history(store: Store, scope: Scope | str | None = None) -> list[HistoryFinding]:
+    """Credentials anywhere in the store's history: every blob any commit reachable from a
+    branch, remote-tracking branch or tag ever held (each blob scanned once, reported at the
+    commit that introduced it) and every commit message.
+
+    What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
+    commit that added it, on every clone.
+    """
+    out: list[HistoryFinding] = []
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        db = store.db(each)
+        repo = db.repo
+        policy = secrets_mod.policy_from_config(store.config(each).raw)
+        tips = _history_tips(repo)
+        if not tips:
+            continue
+        present: set[pygit2.Oid] = set()
+        for tip in tips:
+            _tree_blobs(repo, repo[tip].peel(pygit2.Commit).tree, "", present, None)
+        order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        walker = repo.walk(tips[0], order)
+        for tip in tips[1:]:
+            walker.push(tip)
+        seen: set[pygit2.Oid] = set()
+        for commit in walker:
+            hexsha = str(commit.id)
+            for found in policy.scan(commit.message):
+                out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
+            new: dict[pygit2.Oid, str] = {}
+            _tree_blobs(repo, commit.tree, "", seen, new)
+            for oid, path in new.items():
+                try:
+                    obj = repo[oid]
+                except KeyError:
+                    continue  # a missing object: doctor's fsck check reports it
+                if not isinstance(obj, pygit2.Blob) or obj.size > MAX_SCAN_BYTES:
+                    continue
+                data = obj.data
+                if b"\0" in data[:8192]:
+                    continue
+                for found in secrets_mod.scan_bytes(data, policy):
+                    out.append(HistoryFinding(hexsha, path, found, oid in present))
+    return out
+
+
+def _tree_blobs(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree,
+    prefix: str,
+    seen: set[pygit2.Oid],
+    new: dict[pygit2.Oid, str] | None,
+) -> None:
+    """Add to ``seen`` every tree and blob below ``tree`` not in it yet; record each new blob's
+    path in ``new``. A tree already seen is skipped whole: its blobs were recorded with it.
+    Iterative: a hostile history may nest trees deeper than Python recurses."""
+    stack: list[tuple[pygit2.Tree, str]] = [(tree, prefix)]
+    while stack:
+        current, base = stack.pop()
+        for entry in current:
+            if entry.id in seen:
+                continue
+            seen.add(entry.id)
+            if entry.type_str == "tree":
+                try:
+                    sub = repo[entry.id]
+                except KeyError:
+                    continue  # a missing object: doctor's fsck check reports it
+                if isinstance(sub, pygit2.Tree):
+                    stack.append((sub, f"{base}{entry.name}/"))
+            elif entry.type_str == "blob" and new is not None:
+                new[entry.id] = f"{base}{entry.name}"

@@ -14,9 +14,12 @@ class GitmemError(Exception):
     default_hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # Never echo a secret: a check that quotes the value it refuses (an id, a tag, a
+        # schema error) may run before the credential scan does, and errors end up in logs.
+        message = _redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint if hint is not None else self.default_hint
+        self.hint = _redact(hint) if hint is not None else self.default_hint
 
     def __str__(self) -> str:
         return self.message
@@ -104,3 +107,11 @@ EXIT_CODES: dict[str, int] = {
     "review-problems": 8,
 }
 """Documented exit codes of the command line, by name (docs/cli.md)."""
+
+
+def _redact(text: str) -> str:
+    # Imported on first error, not with this module: compiling the patterns is a cost
+    # a run that raises nothing never pays.
+    from .secrets import redact
+
+    return redact(str(text))

@@ -23,7 +23,6 @@ import contextlib
 import functools
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
+from .gitcmd import REPO_ENV, clean_env, run_git
 from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file, memory_path
 
 MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
@@ -41,15 +41,8 @@ MARKER = "# gitmem-hook:"
 CHAINED = ".pre-gitmem"
 """Suffix of an existing hook moved aside by install (run first by ours, restored by uninstall)."""
 
-_GIT_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_PREFIX",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-)
+_GIT_ENV = REPO_ENV
+"""What a project's hook drops before gitmem opens the store (a repository of its own)."""
 
 Out = Callable[[str], None]
 
@@ -59,25 +52,27 @@ Out = Callable[[str], None]
 
 def _clean_env() -> dict[str, str]:
     """The environment without the variables that would point git at another repository."""
-    return {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+    return clean_env()
 
 
 def _git(
     cwd: Path,
     *args: str,
     input: bytes | None = None,
-    env: dict[str, str] | None = None,
     check: bool = True,
+    keep_repo_env: bool = True,
 ) -> bytes:
-    try:
-        result = subprocess.run(
-            ["git", *args], cwd=cwd, input=input, capture_output=True, env=env, check=False
-        )
-    except FileNotFoundError:
-        raise StoreError("the git binary is not on PATH") from None
-    if check and result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise StoreError(f"git {args[0]} failed: {message[-1] if message else result.returncode}")
+    """git in the repository a hook runs in.
+
+    Trusted: inside a hook, git is already running this repository's configuration at
+    the user's request, so gitmem's policy would protect nothing there; outside a hook
+    (``hooks install``/``status``) only ``rev-parse`` runs, which starts no program.
+    Git's environment is kept in a hook: the pre-commit hook must read the index git
+    commits (``GIT_INDEX_FILE``).
+    """
+    result = run_git(
+        args, cwd=cwd, input=input, check=check, trusted=True, keep_repo_env=keep_repo_env
+    )
     return result.stdout
 
 
@@ -116,7 +111,7 @@ def hooks_dir(repo: Path) -> Path:
     """The directory git runs ``repo``'s hooks from (``core.hooksPath`` respected)."""
     if not repo.exists():
         raise StoreError(f"no repository at {repo}")
-    found = _git(repo, "rev-parse", "--git-path", "hooks", env=_clean_env()).decode().strip()
+    found = _git(repo, "rev-parse", "--git-path", "hooks", keep_repo_env=False).decode().strip()
     return (repo / found).resolve() if not Path(found).is_absolute() else Path(found)
 
 
@@ -325,8 +320,8 @@ def _read_blobs(top: Path, oids: Sequence[str]) -> list[bytes]:
 
 
 def _head_blob(top: Path, path: str) -> bytes | None:
-    result = subprocess.run(
-        ["git", "cat-file", "blob", f"HEAD:{path}"], cwd=top, capture_output=True, check=False
+    result = run_git(
+        ["cat-file", "blob", f"HEAD:{path}"], cwd=top, check=False, trusted=True, keep_repo_env=True
     )
     return result.stdout if result.returncode == 0 else None
 

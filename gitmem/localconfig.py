@@ -15,14 +15,18 @@ A missing file is an empty configuration; a malformed one is a clear error namin
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import InvalidMemoryError
 
-__all__ = ["LocalConfig", "config_path", "load"]
+__all__ = ["LocalConfig", "config_path", "load", "update"]
 
 
 def config_path() -> Path:
@@ -72,4 +76,57 @@ def load() -> LocalConfig:
         data = {}
     if not isinstance(data, dict):
         raise InvalidMemoryError(f"{path} must hold a YAML mapping")
+    return LocalConfig(path, data)
+
+
+_cache: dict[str, tuple[tuple[int, int, int], LocalConfig]] = {}
+
+
+def load_cached() -> LocalConfig:
+    """:func:`load`, re-read only when the file changed (git runs ask it once per call)."""
+    path = config_path()
+    try:
+        st = path.stat()
+    except OSError:
+        return LocalConfig(path)
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = _cache.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    config = load()
+    _cache[str(path)] = (stamp, config)
+    return config
+
+
+def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
+    """Apply ``change`` to the configuration's mapping and write the file back.
+
+    Under an exclusive lock (a ``.lock`` file beside it), so two gitmem processes
+    recording a store at once both land; written to a temporary file and renamed
+    (a reader sees the old file or the new one); owner-only mode, since the file
+    decides what runs. Comments in a hand-written file are not kept.
+    """
+    import yaml
+
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = dict(load().data)
+        change(data)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(
+                    "# gitmem's local configuration: yours alone, never committed "
+                    "(see docs/security.md).\n"
+                )
+                yaml.safe_dump(data, fh, sort_keys=False, allow_unicode=True)
+            Path(tmp).chmod(0o600)
+            Path(tmp).replace(path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink()
+            raise
+    _cache.pop(str(path), None)
     return LocalConfig(path, data)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .gitcmd import run_git
 from .gitdb import STATE_DIR, GitDB
 
 
@@ -60,18 +60,18 @@ def repository_size(gitdir: Path) -> tuple[int, int]:
 
 def gc(db: GitDB, *, aggressive: bool = False) -> GcResult:
     """Pack the repository with ``git gc`` and report its size before and after."""
-    git = shutil.which("git")
-    if git is None:
+    if shutil.which("git") is None:
         raise StoreError(
             "gitmem gc needs the git binary (pygit2 cannot prune loose objects)",
             hint="install git, or run 'git gc' wherever git is available",
         )
     before, loose_before = repository_size(db.gitdir)
-    command = [git, f"--git-dir={db.gitdir}", "gc", "--quiet"]
+    command = ["gc", "--quiet"]
     if aggressive:
         command.append("--aggressive")
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = run_git(command, gitdir=db.gitdir, check=False)
     if result.returncode != 0:
-        raise StoreError(f"git gc failed: {result.stderr.strip() or result.returncode}")
+        stderr = result.stderr.decode("utf-8", "replace").strip()
+        raise StoreError(f"git gc failed: {stderr or result.returncode}")
     after, loose_after = repository_size(db.gitdir)
     return GcResult(str(db.gitdir), before, after, loose_before, loose_after)

@@ -32,8 +32,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ import pygit2
 
 from . import codec, schema
 from .errors import GitmemError, InvalidInputError, StoreError
+from .gitcmd import run_git
 from .hooks import decode_memory
 from .layout import MAX_ID_LENGTH, id_from_path, memory_path
 
@@ -549,8 +548,9 @@ def driver_command(python: str | None = None) -> str:
     reaches the driver as one argument; quoting ``%P`` again would break that.
     ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
     """
-    interpreter = shlex.quote(python or sys.executable)
-    return f"{interpreter} -m gitmem merge-driver %O %A %B %P"
+    from .gitcmd import gitmem_command
+
+    return f"{gitmem_command(python)} merge-driver %O %A %B %P"
 
 
 def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
@@ -596,23 +596,18 @@ def run_driver(
     ours = Path(ours_file).read_bytes()
     theirs = Path(theirs_file).read_bytes()
     if id_from_path(path) is None:
-        result = subprocess.run(
+        # merge-file reads no repository settings; it runs under the one git policy anyway.
+        result = run_git(
             [
-                "git",
-                "merge-file",
-                "-L",
-                "ours",
-                "-L",
-                "base",
-                "-L",
-                "theirs",
-                "--",
-                ours_file,
-                base_file,
-                theirs_file,
+                *("merge-file", "-L", "ours", "-L", "base", "-L", "theirs", "--"),
+                *(ours_file, base_file, theirs_file),
             ],
+            cwd=cwd,
             check=False,
+            trusted=True,
         )
+        if result.stderr:
+            sys.stderr.write(result.stderr.decode("utf-8", "replace"))
         return 1 if result.returncode != 0 else 0
     # git passes an empty file for a missing base (an add/add): no memory is empty.
     outcome = merge_memory(path, base or None, ours, theirs)

@@ -40,12 +40,13 @@ import math
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import codec
 from .codec import load_yaml
-from .errors import InvalidInputError, InvalidMemoryError
+from .errors import InvalidInputError, InvalidMemoryError, StoreError
 from .layout import CONFIG_FILE
 
 ALLOW_MARKER = "gitmem:allow-secret"
@@ -259,6 +260,48 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         group=1,
         keep=3,
         hints=("t3blbkfj",),
+    ),
+    _pattern(
+        "openai-api-key",
+        # Project, service-account and admin keys issued since 2024 need not carry the
+        # T3BlbkFJ marker; their prefix and length alone tell them from prose.
+        r"(?<![A-Za-z0-9_-])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
+        "an OpenAI project, service-account or admin key",
+        group=1,
+        keep=8,
+        hints=("sk-proj-", "sk-svcacct-", "sk-admin-"),
+    ),
+    _pattern(
+        "huggingface-token",
+        r"(?<![A-Za-z0-9_])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9_])",
+        "a Hugging Face access token",
+        group=1,
+        keep=3,
+        hints=("hf_",),
+    ),
+    _pattern(
+        "npm-token",
+        r"(?<![A-Za-z0-9_])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])",
+        "an npm access token",
+        group=1,
+        keep=4,
+        hints=("npm_",),
+    ),
+    _pattern(
+        "pypi-token",
+        r"(?<![A-Za-z0-9_-])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
+        "a PyPI API token",
+        group=1,
+        keep=5,
+        hints=("pypi-ageichlwas5vcmc",),
+    ),
+    _pattern(
+        "sendgrid-api-key",
+        r"(?<![A-Za-z0-9_-])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
+        "a SendGrid API key",
+        group=1,
+        keep=3,
+        hints=("sg.",),
     ),
     _pattern(
         "stripe-key",
@@ -565,6 +608,135 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
         raise SecretsFoundError(what, findings)
 
 
+def secret_spans(
+    text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
+) -> list[tuple[int, int, str]]:
+    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
+    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
+    policy = policy or DEFAULT_POLICY
+    lowered = text.lower()
+    spans: list[tuple[int, int, str]] = []
+    for pattern in policy.patterns:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            secret = text[start:end]
+            if start < 0 or not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in policy.allow):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
+                continue
+            if honour_marker:
+                line_start = text.rfind("\n", 0, start) + 1
+                line_end = text.find("\n", start)
+                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
+                    continue
+            spans.append((start, end, pattern.kind))
+    return sorted(spans)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
+
+    The last line of defence for error messages (:class:`gitmem.errors.GitmemError` passes
+    every message through it): a check that echoes the value it refuses must not print a
+    token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER` are
+    redacted too: an error message is no place for an allowed key either.
+    """
+    spans = secret_spans(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end, kind in sorted(spans):
+        out.append(text[pos:start])
+        out.append(f"[{kind}]")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
+    """Every text in a front-matter value, depth first: (where, text, is_key).
+
+    A mapping's key comes before its value, so a key holding a credential is reported
+    (as "a key under ...") before any path that would spell it out is built.
+    """
+    if isinstance(value, str):
+        yield where, value, False
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield where, str(key), True
+            yield from _field_texts(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for n, item in enumerate(value):
+            yield from _field_texts(item, f"{where}[{n}]")
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        yield where, str(value), False
+
+
+def refuse_memory(
+    *,
+    memory_id: str | None,
+    metadata: Mapping[str, Any],
+    body: str,
+    policy: SecretPolicy | None = None,
+    path: str | None = None,
+) -> None:
+    """Raise :class:`SecretsFoundError` if a memory's id, any front-matter field or its body
+    holds a credential, naming where (the field, the line) and never the value.
+
+    Runs before any other check of the fields, so no length or schema error can echo a
+    token first; fields are scanned as values, not as YAML text, so quoting and escapes
+    (``"gh\\x70_..."``) hide nothing. The serialised file is scanned as well by the
+    caller (:func:`refuse`): a ``password: ...`` pair spans a key and its value.
+    """
+    policy = policy or DEFAULT_POLICY
+    if memory_id is not None:
+        findings = policy.scan(memory_id)
+        if findings:
+            raise SecretsFoundError("the id", findings)
+    # ``path`` is named only once the id it is made of is known to be clean.
+    named = path if path and not policy.scan(path) else None
+
+    def place(what: str) -> str:
+        return f"{named} ({what})" if named else what
+
+    for where, text, is_key in _field_texts(dict(metadata), ""):
+        findings = policy.scan(text)
+        if findings:
+            if is_key:
+                under = f" under {where}" if where else ""
+                raise SecretsFoundError(place(f"a front-matter key{under}"), findings)
+            raise SecretsFoundError(place(f"front-matter field {where}"), findings)
+    findings = policy.scan(body)
+    if findings:
+        raise SecretsFoundError(place("body"), findings)
+
+
+def refuse_commit_message(
+    subject: str,
+    body: str | None,
+    trailers: Iterable[tuple[str, str]],
+    policy: SecretPolicy | None = None,
+) -> None:
+    """Raise :class:`SecretsFoundError` if a commit message (subject, body, trailers) holds a
+    credential: a message is pushed and kept in history exactly like a memory."""
+    text = "\n".join([subject, body or "", *(f"{key}: {value}" for key, value in trailers)])
+    findings = (policy or DEFAULT_POLICY).scan(text)
+    if findings:
+        raise SecretsFoundError("the commit message", findings)
+
+
 # -- the pre-commit hook -------------------------------------------------------------------
 
 
@@ -574,15 +746,18 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     Git runs hooks at the top of the work tree, so there the staged config
     (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
     """
+    from .gitcmd import run_git
+
     try:
-        result = subprocess.run(
-            ["git", "show", f":{CONFIG_FILE}"],
+        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
+        result = run_git(
+            ["show", f":{CONFIG_FILE}"],
             cwd=cwd,
-            capture_output=True,
             check=False,
             timeout=30,
+            keep_repo_env=True,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, StoreError):
         return DEFAULT_POLICY
     if result.returncode != 0:
         return DEFAULT_POLICY
@@ -601,6 +776,13 @@ def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str
         findings = scan_bytes(data, policies[0])
         if findings:
             raise SecretsFoundError("the file", findings)
+        try:
+            doc = codec.parse(data.decode("utf-8", "replace"))
+        except InvalidInputError:
+            doc = None  # not readable as a memory: ``inner`` says why
+        if doc is not None:
+            # Fields as values too: YAML quoting and escapes must hide nothing.
+            refuse_memory(memory_id=None, metadata=doc.metadata, body=doc.body, policy=policies[0])
         return inner(data, path)
 
     return validate

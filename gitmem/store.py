@@ -406,6 +406,9 @@ class Store:
         backend = self._backend(scope)
         for key, value in trailers:
             _check_trailer(key, value)
+        # Refused up front, not only when the commit is made: the block's writes are wasted
+        # otherwise, and a one-write transaction's commit does not carry its message.
+        self._check_commit_text(backend, CommitSpec(subject=message or "", trailers=list(trailers)))
         tx = Transaction(self, backend, message)
         tx.trailers.extend(trailers)
         self._tx.active = tx
@@ -427,7 +430,9 @@ class Store:
             for key, value in tx.trailers:
                 _check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
-            return _spec(effects, None, subject, tx.trailers), None
+            return self._check_commit_text(
+                backend, _spec(effects, None, subject, tx.trailers)
+            ), None
 
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
@@ -439,6 +444,10 @@ class Store:
             return None
         tx = self._active_tx()
         if tx is not None and tx.backend is backend:
+            return None
+        if backend.index is None and not index_writable(backend.db):
+            # A read-only store (a read-only mount, another user's files): the index cannot
+            # be built or caught up there, so reads scan git instead of failing.
             return None
         if backend.index is None:
             backend.index = Index(
@@ -502,7 +511,7 @@ class Store:
         def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
             self._refresh_config(backend, snap)
             effect, value = action(snap)
-            return _spec([effect], message), value
+            return self._check_commit_text(backend, _spec([effect], message)), value
 
         value, _ = backend.db.write(plan)
         return value
@@ -515,8 +524,41 @@ class Store:
 
     # -- encoding ---------------------------------------------------------------------
 
+    def _secrets_refused(self) -> bool:
+        return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
+
+    def _secret_policy(self, backend: _Backend) -> Any:
+        # Imported here: compiling its patterns is a cost a read-only command skips.
+        from . import secrets
+
+        return secrets.policy_from_config(backend.config.raw)
+
+    def _check_commit_text(self, backend: _Backend, spec: CommitSpec) -> CommitSpec:
+        """Refuse a commit whose message (subject, body, trailers) holds a credential: a
+        message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
+        ``message=``, a transaction's message and trailers)."""
+        if self._secrets_refused():
+            from . import secrets
+
+            secrets.refuse_commit_message(
+                spec.subject, spec.body, spec.trailers, self._secret_policy(backend)
+            )
+        return spec
+
     def _encode(self, backend: _Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
+        if self._secrets_refused():
+            # Before the schema check and anything else that may quote a value: a length
+            # error on a tag must not print the token in it.
+            from . import secrets
+
+            secrets.refuse_memory(
+                memory_id=memory.id,
+                metadata=metadata,
+                body=memory.body,
+                policy=self._secret_policy(backend),
+                path=memory.path or memory_path(memory.id),
+            )
         schema.validate(metadata)
         if memory.document is not None:
             doc = memory.document.with_changes(metadata, memory.body)
@@ -538,13 +580,14 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
-        if not (self.allow_secrets or getattr(self._secrets_ok, "on", False)):
+        if self._secrets_refused():
             # Every write that stores content passes here: the one place credentials are kept
-            # out. The policy is the committed gitmem.yaml's, refreshed with the config.
-            # (Imported here: compiling its patterns is a cost a read-only command skips.)
+            # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
+            # fields were scanned as values above; the file is scanned too, for pairs such as
+            # ``db_password: ...`` that span a key and its value.
             from . import secrets
 
-            policy = secrets.policy_from_config(backend.config.raw)
+            policy = self._secret_policy(backend)
             secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
 
@@ -1591,6 +1634,17 @@ class Store:
 # -- helpers ---------------------------------------------------------------------------
 
 
+def index_writable(db: GitDB) -> bool:
+    """Whether this process may create or update the store's index file."""
+    from .index import DB_NAME
+
+    state = db.state_dir
+    index_file = state / DB_NAME
+    if index_file.exists():
+        return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
+    return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
 def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     """The file's blob, None when absent or not a regular file (a link is never a memory)."""
     try:
@@ -1836,6 +1890,22 @@ def _is_store(path: Path) -> bool:
     return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.trust)."""
+    from . import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
 def init_store(
     path: str | os.PathLike[str],
     *,
@@ -1864,6 +1934,7 @@ def init_store(
         target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
     from .merge import register_driver
 

@@ -27,6 +27,7 @@ import pygit2
 
 from . import merge as merging
 from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from .gitcmd import run_git
 from .gitdb import (
     COMMITTER_EMAIL,
     COMMITTER_NAME,
@@ -37,7 +38,6 @@ from .gitdb import (
     format_message,
     get_commit,
 )
-from .hooks import _clean_env
 from .layout import id_from_path
 from .model import Memory, Scope
 
@@ -123,27 +123,18 @@ class SyncResult:
 # -- git, the binary ------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = _clean_env()
-    # Never wait for a password on a terminal nobody watches; parse English messages.
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
-    return env
-
-
 def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.gitcmd`)."""
     try:
-        return subprocess.run(
-            ["git", f"--git-dir={db.gitdir}", *args],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            check=False,
-            timeout=600,
-        )
-    except FileNotFoundError:
-        raise StoreError("the git binary is not on PATH; gitmem sync needs it") from None
+        result = run_git(args, gitdir=db.gitdir, check=False, timeout=600)
     except subprocess.TimeoutExpired:
         raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode("utf-8", "replace"),
+        result.stderr.decode("utf-8", "replace"),
+    )
 
 
 _CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
@@ -261,32 +252,52 @@ def _changed_paths(
     return paths
 
 
+def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:
+    """Documents one side moved (old path -> new path), by git's rename detection.
+
+    Only documents with path ids move: a ``memories/`` file's path follows from its id, so
+    a deleted memory and a new, similar one are two memories, never a move.
+    """
+    diff = base.diff_to_tree(side)
+    diff.find_similar()
+    out: dict[str, str] = {}
+    for delta in diff.deltas:
+        old, new = delta.old_file.path, delta.new_file.path
+        if delta.status_char() == "R" and _path_id(old) and _path_id(new):
+            out[old] = new
+    return out
+
+
+def _path_id(path: str) -> bool:
+    return path.endswith(".md") and id_from_path(path) == path[:-3]
+
+
 def merge_trees(
     repo: pygit2.Repository,
     base: pygit2.Commit | None,
     ours: pygit2.Commit,
     theirs: pygit2.Commit,
 ) -> TreeMerge:
-    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree."""
+    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
+
+    A memory one side moved (a layered document renamed) and the other side edited is
+    merged at its new path, and the old path stays gone: an edit never brings back a path
+    its document moved away from.
+    """
     base_snap = Snapshot(repo, base)
     ours_snap = Snapshot(repo, ours)
     theirs_snap = Snapshot(repo, theirs)
     out = TreeMerge()
     base_tree = base.tree if base is not None else None
-    for path in sorted(_changed_paths(repo, base_tree, theirs.tree)):
-        b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
-        if o == t:
-            continue
-        if o == b:
-            out.changes[path] = t
-            continue
-        result = merging.merge_file(path, b, o, t)
+
+    def take(path: str, result: merging.FileMerge, at_path: bytes | None, both: bool) -> None:
+        """Apply one file's merge; ``at_path`` is what ours has there now."""
         if result.conflict is not None:
             out.conflicts.append(result.conflict)
-            continue
-        if result.data != o:
+            return
+        if result.data != at_path:
             out.changes[path] = result.data
-        if result.memory_id is not None and o is not None and t is not None:
+        if result.memory_id is not None and both:
             out.merged.append(result.memory_id)
         if result.kept_over_delete and result.memory_id is not None:
             out.kept_over_delete.append(result.memory_id)
@@ -294,6 +305,39 @@ def merge_trees(
             if ours_snap.read(fork.path) != fork.data:
                 out.changes[fork.path] = fork.data
             out.forks.append(fork)
+
+    changed = sorted(_changed_paths(repo, base_tree, theirs.tree))
+    done: set[str] = set()
+    if base_tree is not None:
+        ours_moves = _moves(repo, base_tree, ours.tree)
+        theirs_moves = _moves(repo, base_tree, theirs.tree)
+        for old, new in theirs_moves.items():
+            b, o = base_snap.read(old), ours_snap.read(old)
+            if old in ours_moves or o is None or o == b or ours_snap.read(new) is not None:
+                continue
+            # Theirs moved what ours edited: ours's edit goes to the new path.
+            t = theirs_snap.read(new)
+            take(new, merging.merge_file(new, b, o, t), None, True)
+            out.changes[old] = None
+            done.update((old, new))
+        for old, new in ours_moves.items():
+            b, t = base_snap.read(old), theirs_snap.read(old)
+            if old in theirs_moves or old in done or t is None or t == b:
+                continue
+            # Ours moved what theirs edited: theirs's edit follows it to the new path.
+            o = ours_snap.read(new)
+            take(new, merging.merge_file(new, b, o, t), o, True)
+            done.update((old, new))
+    for path in changed:
+        if path in done:
+            continue
+        b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
+        if o == t:
+            continue
+        if o == b:
+            out.changes[path] = t
+            continue
+        take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
     return out
 
 

@@ -379,7 +379,16 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
     from .hooks import decode_memory
 
     text = codec.decode(data, what=shown)
-    memory_id = codec.parse(text).metadata.get("id")
+    parsed = codec.parse(text)
+    if not getattr(store, "allow_secrets", False):
+        # Before the id and schema checks, which quote what they refuse; every field as a
+        # value, so YAML quoting and escapes hide nothing (gitmem.secrets.refuse_memory).
+        policy = secrets.policy_from_config(store.config().raw)
+        secrets.refuse_memory(
+            memory_id=None, metadata=parsed.metadata, body=parsed.body, policy=policy
+        )
+        secrets.refuse(text, shown, policy)
+    memory_id = parsed.metadata.get("id")
     if not isinstance(memory_id, str):
         raise InvalidMemoryError(f"{shown} has no id in its front-matter")
     path = memory_path(memory_id)
@@ -390,8 +399,6 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
     limit = store.config().max_body_bytes
     if len(memory.body.encode("utf-8")) > limit:
         raise InvalidMemoryError(f"{shown}: body over the store's limit of {limit} bytes")
-    if not getattr(store, "allow_secrets", False):
-        secrets.refuse(text, shown, secrets.policy_from_config(store.config().raw))
     return memory_id, path, memory.to_metadata()
 
 

@@ -20,7 +20,9 @@ if [ "$role" = project ]; then
 fi
 run_gitmem() {
     if [ -x "$python" ]; then
-        "$python" -m gitmem hook-run --role "$role" "$hook" "$@"
+        # -P: nothing from the current directory (the work tree, which others write) is
+        # importable; a store holding gitmem/ or a module its config names runs nothing.
+        "$python" -P -m gitmem hook-run --role "$role" "$hook" "$@"
     elif command -v gitmem >/dev/null 2>&1; then
         gitmem hook-run --role "$role" "$hook" "$@"
     else

@@ -112,9 +112,9 @@ def test_global_options_after_the_command(store: Store, tmp_path: Path) -> None:
 
 def test_did_you_mean(gm: Gitmem) -> None:
     line = gm.fails(2, "lss")
-    assert "No such command 'lss'; did you mean 'ls'" in line
-    assert "did you mean 'history'" in gm.fails(2, "histroy")
-    assert "did you mean 'create'" in gm.fails(2, "layer", "crate")
+    assert "No such command 'lss'. Did you mean 'ls'?" in line
+    assert "Did you mean 'history'?" in gm.fails(2, "histroy")
+    assert "Did you mean 'create'?" in gm.fails(2, "layer", "crate")
 
 
 def test_help_in_sections(gm: Gitmem) -> None:

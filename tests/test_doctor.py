@@ -548,7 +548,7 @@ def test_cli_secrets_staged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert out.startswith("config.env:1: github-token:") and "unstaged" not in out
     run_git(repo, "rm", "-q", "--cached", "config.env")
     assert "No credentials" in cli("secrets", "--staged").stdout
-    assert "not both" in cli("secrets", "--staged", "x", code=2).stderr
+    assert "give one of PATHs" in cli("secrets", "--staged", "x", code=2).stderr
     monkeypatch.chdir(tmp_path)
     assert "not a git repository" in cli("secrets", "--staged", code=7).stderr
 

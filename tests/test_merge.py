@@ -257,7 +257,7 @@ def test_register_driver(tmp_path: Path) -> None:
     M.register_driver(tmp_path / "repo", python="/opt/my python's/bin/python3")
     assert M.driver_registered(tmp_path / "repo")
     value = run_git(tmp_path / "repo", "config", "merge.gitmem.driver").strip()
-    assert value == "'/opt/my python'\"'\"'s/bin/python3' -m gitmem merge-driver %O %A %B %P"
+    assert value == "'/opt/my python'\"'\"'s/bin/python3' -P -m gitmem merge-driver %O %A %B %P"
 
 
 @pytest.fixture
@@ -346,7 +346,7 @@ def test_hostile_paths_cannot_inject_commands(tmp_path: Path) -> None:
         f"#!{sys.executable}\n"
         "import json, sys, runpy\n"
         f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
-        "sys.argv = sys.argv[2:]\n"
+        "sys.argv = sys.argv[3:]\n"
         "runpy.run_module('gitmem', run_name='__main__')\n"
     )
     spy.chmod(0o755)
@@ -365,7 +365,7 @@ def test_hostile_paths_cannot_inject_commands(tmp_path: Path) -> None:
     run_git(repo, "merge", "-q", "side", "-m", "merge")
     assert (repo / name).read_text() == "A\nb\nC\n"  # git merge-file through our driver
     argv = json.loads((tmp_path / "argv.json").read_text())
-    assert argv[:2] == ["-m", "gitmem"] and argv[2] == "merge-driver" and argv[-1] == name
+    assert argv[:3] == ["-P", "-m", "gitmem"] and argv[3] == "merge-driver" and argv[-1] == name
     assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
     assert not list(tmp_path.glob("pwned*"))
 

@@ -139,3 +139,34 @@ def test_appends_to_a_capped_review_history_merge(tmp_path: Path) -> None:
     archive = a.read(f"{doc}_archive").body
     assert archive.count("## Review 2026-01-01") == 1
     assert forks(a) == forks(b) == []
+
+
+def _move(store: Store, old: str, new: str) -> None:
+    """A person moves a layered document with git mv, fixing its id line."""
+    root = store.path
+    (root / new).parent.mkdir(parents=True, exist_ok=True)
+    run_git(root, "mv", old + ".md", new + ".md")
+    path = root / (new + ".md")
+    path.write_text(path.read_text().replace(f"id: {old}\n", f"id: {new}\n"))
+    run_git(root, "commit", "-qam", f"move {old} to {new}")
+
+
+@pytest.mark.parametrize("mover", ["first", "second"])
+def test_a_moved_document_merged_with_an_edit_stays_moved(tmp_path: Path, mover: str) -> None:
+    clock = FixedClock("2026-11-22T10:00:00Z")
+    origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)
+    old, new = "projects/old-name/known_issues", "projects/new-name/known_issues"
+    body = "# Known issues\n\n- flaky login test\n\n- slow build\n"
+    origin.create(body, id=old, title="Known issues")
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    moving, editing = (a, b) if mover == "first" else (b, a)
+    _move(moving, old, new)
+    editing.update(old, body.replace("slow build", "slow build (fixed in 2.3)"))
+    S.sync(a)
+    S.sync(b)
+    S.sync(a)
+    for store in (a, b):
+        assert store.get(old) is None, "the edit brought the old path back"
+        moved = store.read(new)
+        assert "fixed in 2.3" in moved.body and moved.id == new
+    assert forks(a) == forks(b) == []

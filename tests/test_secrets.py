@@ -47,6 +47,11 @@ GOOGLE_API = "AIza" + "SyD4x9Qm2LkP7vN3bR8tW1cZ6yH5jF0gE2u"
 ANTHROPIC = "sk-ant-api03-" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab9Cd1Ef3Gh5Ij7Kl9Mn1Op3Qr5"
 OPENAI = "sk-proj-" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7" + "T3Blbk" + "FJ" + "Qr9St1Uv3Wx5Yz7Ab9Cd1Ef3"
 STRIPE = "sk_" + "live_" + "51Hx2Ab3Cd4Ef5Gh6Ij7Kl8Mn9Op"
+OPENAI_PROJECT = "sk-proj-" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab9Cd1Ef3Gh5Ij7"
+HUGGINGFACE = "hf_" + "kQzRbTnWmXpLvYcJhGfDsAeUiOoPlKjHgF"
+NPM = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+PYPI = "pypi-" + "AgEIcHlwaS5vcmc" + "CJDk5ZjY4NzE2LTc3YzItNGQ1MS1hYjM3LTg2YjY5ZGRkNzRhZgACKlsz"
+SENDGRID = "SG." + "a1B2c3D4e5F6g7H8i9J0kL" + "." + "m3N4o5P6q7R8s9T0u1V2w3X4y5Z6a7B8c9D0e1F2g3H"
 JWT = (
     "eyJ"
     + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
@@ -85,6 +90,12 @@ CASES: list[tuple[str, str, str]] = [
     ("anthropic-api-key", f"ANTHROPIC_API_KEY={ANTHROPIC}", ANTHROPIC),
     ("openai-api-key", f"OPENAI_API_KEY={OPENAI}", OPENAI),
     ("stripe-key", f"stripe {STRIPE}", STRIPE),
+    ("openai-api-key", f"key: {OPENAI_PROJECT}", OPENAI_PROJECT),
+    ("huggingface-token", f"HF_TOKEN={HUGGINGFACE}", HUGGINGFACE),
+    ("huggingface-token", f"login with {HUGGINGFACE} then", HUGGINGFACE),
+    ("npm-token", f"//registry.npmjs.org/:_authToken={NPM}", NPM),
+    ("pypi-token", f"password = {PYPI}", PYPI),
+    ("sendgrid-api-key", f"mail via {SENDGRID}", SENDGRID),
     ("jwt", f"cookie session={JWT}", JWT),
     ("secret-assignment", f"db_password = {DB_PASSWORD}", DB_PASSWORD),
     ("secret-assignment", f"dbPassword: '{DB_PASSWORD}'", DB_PASSWORD),

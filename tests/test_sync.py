@@ -20,6 +20,7 @@ from gitmem import sync as S
 from gitmem.cli.common import file_text
 from gitmem.gitdb import build_tree
 from gitmem.layout import id_from_path
+from gitmem.trust import trust
 
 MARKERS = ("<<<<<<<", ">>>>>>>", "\n=======\n")
 
@@ -324,6 +325,7 @@ def test_push_race_between_two_syncs(tmp_path: Path, origin: Store, clock: Fixed
         f"git -C '{b.path}' push -q origin main || exit 1; fi\nexit 0\n"
     )
     hook.chmod(0o755)
+    trust(a.path)  # a clone's hooks run only once its user trusts it (gitmem.gitcmd)
     result = S.sync(a)
     assert flag.exists()
     assert result.pushed and result.attempts == 2 and result.merge == "merge"

@@ -7,6 +7,7 @@ the error's exit code in one place (:mod:`gitmem.cli.errors`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import sys
@@ -18,7 +19,7 @@ import click
 from gitmem._version import __version__
 from gitmem.errors import InvalidInputError
 
-from .common import State, SuggestingGroup, _set_json, json_option
+from .common import State, SuggestingGroup, _set_json, json_option, resolve_with_suggestions
 from .errors import report
 
 __all__ = ["cli", "main"]
@@ -84,6 +85,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "export": "integrations:export",
     "doctor": "doctor:doctor",
     "secrets": "doctor:secrets",
+    "purge": "purge:purge",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
     "hook-run": "hooks:hook_run",
@@ -166,7 +168,10 @@ def _with_globals(command: click.Command) -> click.Command:
         for sub in command.commands.values():
             _with_globals(sub)
         if not isinstance(command, SuggestingGroup):
-            command.resolve_command = SuggestingGroup.resolve_command.__get__(command)  # type: ignore[method-assign]
+            base = type(command).resolve_command
+            command.resolve_command = functools.partial(  # type: ignore[method-assign]
+                resolve_with_suggestions, command, base=base
+            )
     command._gitmem_globals = True  # type: ignore[attr-defined]
     return command
 

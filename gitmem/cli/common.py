@@ -61,6 +61,12 @@ class State:
                 )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
+            from gitmem.store import index_writable
+
+            if not all(index_writable(self._store.db(s)) for s in self._store.scopes):
+                # A read-only store: every reading command scans git rather than fail on
+                # an index it cannot build or catch up (writes fail with their own error).
+                self._store.use_index = False
         return self._store
 
 
@@ -81,25 +87,40 @@ def store_reason(store_path: str | None) -> str:
     return "project" if find_project_store(Path.cwd()) is not None else "user"
 
 
+Resolver = Callable[
+    [click.Group, click.Context, list[str]], tuple[str | None, click.Command | None, list[str]]
+]
+
+
+def resolve_with_suggestions(
+    group: click.Group, ctx: click.Context, args: list[str], base: Resolver | None = None
+) -> tuple[str | None, click.Command | None, list[str]]:
+    """``group.resolve_command``, but an unknown command's error names the closest ones.
+
+    ``base`` is the group's own resolution (click's by default), run when the name is known.
+    """
+    name = args[0] if args else ""
+    if (
+        name
+        and not name.startswith("-")
+        and not ctx.resilient_parsing
+        and group.get_command(ctx, name) is None
+    ):
+        known = group.list_commands(ctx)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        close += [c for c in known if c.startswith(name) and c not in close][:3]
+        suggestion = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
+    return (base or click.Group.resolve_command)(group, ctx, args)
+
+
 class SuggestingGroup(click.Group):
     """A click group whose unknown-command error names the closest commands."""
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        name = args[0] if args else ""
-        if (
-            name
-            and not name.startswith("-")
-            and not ctx.resilient_parsing
-            and self.get_command(ctx, name) is None
-        ):
-            known = self.list_commands(ctx)
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-            close += [c for c in known if c.startswith(name) and c not in close][:3]
-            suggestion = f"; did you mean {' or '.join(repr(c) for c in close)}" if close else ""
-            raise click.UsageError(f"No such command {name!r}{suggestion}.", ctx)
-        return super().resolve_command(ctx, args)
+        return resolve_with_suggestions(self, ctx, args)
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
-import subprocess
+import sys
+from pathlib import Path
 
 import click
 
 from gitmem import Store
+from gitmem.gitcmd import run_git
 
 from .common import State, file_text, pass_state, table
 from .store import history_text, log_text
@@ -32,15 +36,17 @@ def _indented(text: str) -> None:
 def _git_log(store: Store, count: int) -> None:
     """The store's real ``git log`` for the demo's commits; Store.log when git is missing."""
     path = store.path
-    git = shutil.which("git")
-    if git is not None:
-        command = [git, "-C", str(path), "log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"]
+    if shutil.which("git") is not None:
         shown = f"git -C {path} log -n{count} --format='{GIT_LOG_FORMAT}'"
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        result = run_git(
+            ["log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"],
+            gitdir=store.db().gitdir,
+            check=False,
+        )
         if result.returncode == 0:
             click.echo(f"   $ {shown}")
             # Trailer lines indented under their subject line, for the eye.
-            _indented(result.stdout.replace("\nGitmem-", "\n  Gitmem-"))
+            _indented(result.stdout.decode("utf-8", "replace").replace("\nGitmem-", "\n  Gitmem-"))
             return
     click.echo("   (git is not installed here; the same commits as gitmem reads them)")
     _indented(log_text(store.log(limit=count)))
@@ -74,6 +80,24 @@ def _layered_step(store: Store) -> int:
     for item in result.prune_details:
         click.echo(f"   {item.action}: {item.section} ({item.reason})")
     return made
+
+
+def program() -> str:
+    """How to run gitmem again the way it was just run, for hints that work as printed.
+
+    After the README's install (``.venv/bin/gitmem demo``) ``gitmem`` is not on PATH, so
+    a hint saying ``gitmem ...`` would fail; the path that was typed does not.
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    ran = Path(argv0)
+    if ran.name == "__main__.py":
+        return f"{shlex.quote(sys.executable)} -m gitmem"
+    if ran.name != "gitmem" or os.sep not in argv0:
+        return "gitmem"  # found on PATH (or run in-process, as by tests)
+    found = shutil.which("gitmem")
+    if found is not None and ran.exists() and ran.samefile(found):
+        return "gitmem"
+    return shlex.quote(argv0)
 
 
 @click.command()
@@ -175,6 +199,8 @@ def demo(state: State, store_path: str | None) -> None:
 
     click.echo()
     click.echo("Next: look around with")
-    click.echo(f"   gitmem --store {path} ls --all")
-    click.echo(f"   gitmem --store {path} history {fixtures.id}")
-    click.echo(f"   git -C {path} log -p")
+    me, where = program(), shlex.quote(str(path))
+    click.echo(f"   {me} --store {where} ls --all")
+    click.echo(f"   {me} --store {where} history {fixtures.id[:12]}")
+    click.echo(f"   {me} --store {where} status")
+    click.echo(f"   git -C {where} log -p")

@@ -87,10 +87,18 @@ def doctor(
 @click.option(
     "--staged", is_flag=True, help="Scan the files staged in the git repository here (its index)."
 )
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Scan the store's whole history: every file any commit held, and every commit "
+    "message (each finding names the commit that introduced it).",
+)
 @json_option
 @pass_state
 @click.pass_context
-def secrets(ctx: click.Context, state: State, paths: tuple[str, ...], staged: bool) -> None:
+def secrets(
+    ctx: click.Context, state: State, paths: tuple[str, ...], staged: bool, history: bool
+) -> None:
     """Look for credentials: in files, in staged files, or in the store's memories.
 
     With PATHs: those files (directories: every file below, .git skipped,
@@ -99,6 +107,10 @@ def secrets(ctx: click.Context, state: State, paths: tuple[str, ...], staged: bo
     store, under the store's policy (secrets: in gitmem.yaml). Each finding is
     'path:line: kind: excerpt' with the secret masked.
 
+    With --history: every file any commit of the store ever held and every
+    commit message, each finding as 'commit path:line: kind: excerpt' ("history
+    only" when no branch holds that content any more: gitmem purge removes it).
+
     Exit status: 0 when nothing is found, 1 when something is.
 
     \b
@@ -106,9 +118,22 @@ def secrets(ctx: click.Context, state: State, paths: tuple[str, ...], staged: bo
       gitmem secrets
       gitmem secrets notes/ ~/.config/tool/config.yaml
       gitmem secrets --staged --json
+      gitmem secrets --history
     """
-    if staged and paths:
-        raise click.UsageError("give PATHs or --staged, not both")
+    if sum([staged, bool(paths), history]) > 1:
+        raise click.UsageError("give one of PATHs, --staged or --history")
+    if history:
+        past = _doctor.scan_history(state.store())
+        if state.json:
+            emit_json([f.to_dict() for f in past])
+        else:
+            for each in past:
+                click.echo(each.line())
+            if not past:
+                click.echo("No credentials found in history.")
+        if past:
+            ctx.exit(1)
+        return
     if staged:
         found = _doctor.scan_staged(".")
     elif paths:

@@ -7,6 +7,7 @@ reaches the user only with ``--debug``.
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 
@@ -17,11 +18,21 @@ from gitmem.errors import EXIT_CODES, GitmemError, StoreError
 USAGE = EXIT_CODES["usage"]
 UNEXPECTED = EXIT_CODES["error"]
 
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_READ_ONLY_PHRASES = ("Read-only file system", "Permission denied")
+READ_ONLY_HINT = (
+    "the store is read-only for you: reading commands work, writing needs write access "
+    "(run as the store's owner, or work on a copy: git clone STORE COPY)"
+)
+
 
 def describe(exc: BaseException) -> tuple[str, str, int]:
     """The message, hint and exit code to report for ``exc``."""
     if isinstance(exc, GitmemError):
-        return exc.message, exc.hint, exc.exit_code
+        hint = exc.hint
+        if not hint and any(s in exc.message for s in _READ_ONLY_PHRASES):
+            hint = READ_ONLY_HINT  # a git process that could not write in the store
+        return exc.message, hint, exc.exit_code
     if isinstance(exc, click.UsageError):
         command = exc.ctx.command_path if exc.ctx is not None else "gitmem"
         return exc.format_message(), f"see '{command} --help'", exc.exit_code
@@ -32,9 +43,17 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
     pygit2 = sys.modules.get("pygit2")  # a GitError exists only if pygit2 was loaded
     if pygit2 is not None and isinstance(exc, pygit2.GitError):
         return f"git: {exc}", "", StoreError.exit_code
+    if isinstance(exc, OSError) and exc.errno in _READ_ONLY_ERRNOS:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}", READ_ONLY_HINT, StoreError.exit_code
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}", "", UNEXPECTED
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError) and any(
+        phrase in str(exc) for phrase in ("readonly", "unable to open", "read-only")
+    ):
+        return f"the index cannot be written: {exc}", READ_ONLY_HINT, StoreError.exit_code
     name = type(exc).__name__
     return (
         f"unexpected {name}: {exc}" if str(exc) else f"unexpected {name}",
@@ -54,5 +73,8 @@ def report(exc: BaseException, *, debug: bool) -> int:
     line = " ".join(message.split())
     if hint:
         line += f" (hint: {' '.join(hint.split())})"
+    # Text that came from the command line may hold undecodable bytes (as lone surrogates):
+    # shown escaped, so reporting an error never fails itself.
+    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
     click.echo(f"gitmem: error: {line}", err=True)
     return code

@@ -327,6 +327,10 @@ _REASONS = {
 
 def _index_state(store: Store, scope: Scope, tip: str | None) -> str:
     """current / behind (catches up on the next read) / not built / unreadable: never writes."""
+    from gitmem.store import index_writable
+
+    if not index_writable(store.db(scope)):
+        return "not used: the store is read-only for you (reads scan git)"
     index = store.index(scope)
     if not index.path.exists():
         return "not built (built on the next read)"
