@@ -1326,3 +1326,9 @@ def _insert_versions(
         )
     if commits:
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
+
+
+# The vector rows (gitmem.vectors) register as a row provider when that module is imported;
+# importing it here keeps them current in every process that opens an index, so a command
+# that never recalls cannot leave them behind (a provider that missed commits is refilled).
+from . import vectors  # noqa: E402, F401
