@@ -81,6 +81,7 @@ from .versions import Chain, successor_map, walk_back, walk_forward
 
 if TYPE_CHECKING:
     from .maintenance import GcResult
+    from .recall import RecallResults
     from .search import SearchResults
     from .sync import SyncResult
 
@@ -1441,8 +1442,9 @@ class Store:
         """Search the current memories; best matches first.
 
         ``mode="fts"`` takes FTS5 syntax (``AND``, ``OR``, ``NOT``, ``"phrases"``,
-        ``prefix*``) and ranks title matches first, then by bm25. A query FTS5
-        cannot parse is searched as literal words and ``notice`` says so.
+        ``prefix*``) and ranks title matches first, then by bm25. A query that is not
+        FTS5 syntax (FTS5 cannot parse it, or it has no operator and no memory holds all
+        its words) is answered by :meth:`recall` instead, and ``notice`` says so.
         ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
         line (a title-only match has no line number); ``"substring"`` is the same
         for a case-insensitive literal.
@@ -1488,20 +1490,80 @@ class Store:
             except sqlite3.OperationalError as exc:
                 if not search_mod.is_fts_syntax_error(exc):
                     raise
-                literal = search_mod.literal_fts_query(query)
-                results.notice = (
-                    f"FTS5 could not parse {query!r} ({exc}); searched for its words literally"
-                )
-                found = (
-                    index.fts(literal, title_text=title, limit=limit, filters=filters)
-                    if literal
-                    else []
-                )
+                refused = str(exc)
+                break
             hits.extend((h.score, h.memory) for h in found)
+        else:
+            refused = None
+        if refused is not None or (not hits and not search_mod.uses_fts_syntax(query)):
+            # Not FTS5 syntax: a question, punctuation, words no memory holds all of.
+            why = f"FTS5 could not parse it: {refused}" if refused else "no memory holds every word"
+            recalled = self.recall(
+                query,
+                limit=limit,
+                scope=scope,
+                category=category,
+                tags=tags,
+                include_superseded=include_superseded,
+                include_archived=include_archived,
+                layer=layer,
+                project=project,
+            )
+            results.notice = f"searched {query!r} as natural language ({why})"
+            results.matches = [search_mod.from_recall(h) for h in recalled]
+            return results
         hits.sort(key=lambda pair: -pair[0])
         term_pattern = search_mod.term_pattern(terms)
         results.matches = [search_mod.locate(m, term_pattern, score) for score, m in hits[:limit]]
         return results
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        scope: Scope | str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        at: At = None,
+        budget: int | None = None,
+        layer: str | None = None,
+        project: str | None = None,
+    ) -> RecallResults:
+        """The memories that answer ``query`` (a question, keywords, an identifier, a path),
+        best first, each with its best-matching lines and why it ranked.
+
+        No query raises: one with no words finds nothing, with a notice. Superseded
+        memories count for the newest version of their chain; archived ones are left out.
+        ``budget`` (tokens) also packs the best whole memories into ``results.packed``.
+        ``layer`` / ``project`` keep layered documents of that layer / project.
+        See :mod:`gitmem.recall` and docs/recall.md. Raises InvalidInputError for a bad
+        ``limit`` or ``budget``.
+        """
+        from .recall import recall
+
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget < 0
+        ):
+            raise InvalidInputError(f"budget must be a number of tokens >= 0, not {budget!r}")
+        return recall(
+            self,
+            query,
+            limit=limit,
+            scope=scope,
+            category=category,
+            tags=sorted(set(_tags(tags))) if tags else (),
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            at=at,
+            budget=budget,
+            layer=layer,
+            project=project,
+        )
 
     def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
         index = self._index(backend)

@@ -15,6 +15,7 @@ between) fetches and merges again, up to ``max_attempts`` times.
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import subprocess
 import time
@@ -510,15 +511,27 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
 # -- sync ---------------------------------------------------------------------------------------
 
 
+def _backoff(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
+    return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
+
+
 def sync(
     store: Store,
     remote: str = "origin",
     *,
     branch: str | None = None,
     scope: Scope | str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = 40,
 ) -> SyncResult:
-    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races."""
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+
+    Between a rejected push and the next fetch the sync sleeps a random time up to a bound
+    that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
+    lost the race to the same push spread out instead of colliding again in step. Eight
+    clones starting to sync at once took up to 21 attempts for their first sync on a loaded
+    2-core machine (tests/test_sync_contention.py), hence the bound of 40.
+    """
     db = store.db(scope)
     _refuse_in_progress(db)
     if remote not in remote_names(db):
@@ -562,6 +575,8 @@ def sync(
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
+        if attempt < max_attempts:
+            time.sleep(_backoff(attempt))
     else:
         raise ConflictError(
             f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",

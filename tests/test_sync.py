@@ -387,7 +387,9 @@ def test_cli_remote_add_and_sync(tmp_path: Path, origin: Store, clock: FixedCloc
     out = cli.json("sync", "second")
     assert out["pushed"] is True and out["remote"] == "second"
     text = cli("sync", "second").stdout
-    assert "already up to date with second/main" in text
+    assert text == "nothing new from second/main; nothing to push\n"
+    a.create("two")
+    assert cli("sync", "second").stdout == "nothing new from second/main; pushed\n"
     error = cli.fails(4, "sync", "nowhere")
     assert "gitmem remote add" in error
 

@@ -106,16 +106,17 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     if state.json:
         emit_json(result.to_dict())
         return
-    what = {
-        "none": "already up to date with",
-        "fast-forward": "fast-forwarded to",
-        "merge": "merged",
-    }[result.merge]
-    click.echo(
-        f"{what} {result.remote}/{result.branch}: {result.fetched} commit(s) fetched, "
-        f"{len(result.added)} added, {len(result.changed)} changed, "
-        f"{len(result.deleted)} deleted; " + ("pushed" if result.pushed else "nothing to push")
-    )
+    upstream = f"{result.remote}/{result.branch}"
+    if result.merge == "none":
+        head = f"nothing new from {upstream}"
+    else:
+        what = "fast-forwarded to" if result.merge == "fast-forward" else "merged"
+        head = (
+            f"{what} {upstream}: {result.fetched} commit(s) fetched, "
+            f"{len(result.added)} added, {len(result.changed)} changed, "
+            f"{len(result.deleted)} deleted"
+        )
+    click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
     for memory_id in result.kept_over_delete:
