@@ -2005,6 +2005,7 @@ def open_store(
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
+        _refuse_committed_store(project)
         backends = [_open_backend(project, clock=clock, durable=durable)]
         if _is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
@@ -2017,6 +2018,50 @@ def open_store(
 
 def user_store_path() -> Path:
     return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
+
+
+def committed_in_project(store_dir: Path) -> Path | None:
+    """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
+    the store's git configuration and hooks then came from the project's author."""
+    try:
+        found = pygit2.discover_repository(str(store_dir.parent))
+        if found is None:
+            return None
+        project = pygit2.Repository(found)
+    except (pygit2.GitError, KeyError, OSError):
+        return None
+    if project.is_bare:
+        return None
+    top = Path(project.workdir).resolve()
+    try:
+        rel = store_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, AttributeError):
+        tree = project.head.peel(pygit2.Tree)
+        tree[rel]  # a KeyError when the project does not track it
+        return top
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
+        index = project.index
+        if any(f"{rel}/{name}" in index for name in ("HEAD", "config")) or rel in index:
+            return top
+    return None
+
+
+def _refuse_committed_store(store_dir: Path) -> None:
+    from . import trust
+
+    top = committed_in_project(store_dir)
+    if top is None or trust.is_trusted(store_dir):
+        return
+    raise StoreError(
+        f"{store_dir} is committed in the project at {top}, so its git settings and hooks "
+        "come from the project's author; gitmem does not use it unasked",
+        hint=(
+            f"name it with --store {store_dir} (git then runs without its settings), "
+            f"or trust its author: gitmem trust {store_dir}"
+        ),
+    )
 
 
 def find_project_store(start: Path) -> Path | None:
