@@ -202,20 +202,29 @@ def _spec(
     message: str | None,
     tx_message: str | None = None,
     extra_trailers: Sequence[tuple[str, str]] = (),
+    *,
+    op: str | None = None,
+    by: str | None = None,
 ) -> CommitSpec:
+    """The commit of ``effects``; ``op`` and ``by`` name the operation and who ran it when a
+    transaction is one act of its own (``resolve``), not the sum of its writes."""
     trailers: list[tuple[str, str]] = []
     ops: list[str] = []
     for effect in effects:
         if str(effect.op) not in ops:
             ops.append(str(effect.op))
-    if len(effects) == 1:
+    if op is not None:
+        ops = [op]
+        subject = tx_message or op
+        agents = [by] if by else []
+    elif len(effects) == 1:
         effect = effects[0]
         what = effect.title or effect.ids[0]
         subject = f"{effect.op}: {what}"
     else:
         subject = tx_message or f"transaction: {len(effects)} operations"
         message = message if tx_message is None else None
-    trailers.extend(("Gitmem-Op", op) for op in ops)
+    trailers.extend(("Gitmem-Op", name) for name in ops)
     seen_ids: list[str] = []
     for effect in effects:
         for mid in effect.ids:
@@ -225,7 +234,8 @@ def _spec(
     for effect in effects:
         if effect.supersedes:
             trailers.append(("Gitmem-Supersedes", effect.supersedes))
-    agents = [e.agent for e in effects if e.agent]
+    if op is None:
+        agents = [e.agent for e in effects if e.agent]
     sessions = [e.session for e in effects if e.session]
     if agents:
         trailers.append(("Gitmem-Agent", agents[0]))
@@ -252,6 +262,9 @@ class Transaction:
         self.snapshot = backend.db.snapshot()
         self.commit: str | None = None
         self.trailers: list[tuple[str, str]] = []
+        self.op: str | None = None
+        self.by: str | None = None
+        self.body: str | None = None
 
     def run(self, action: _Action) -> Any:
         self.store._refresh_config(self.backend, self.snapshot)
@@ -387,8 +400,16 @@ class Store:
         *,
         scope: Scope | str | None = None,
         trailers: Sequence[tuple[str, str]] = (),
+        op: str | None = None,
+        by: str | None = None,
+        body: str | None = None,
     ) -> Iterator[Transaction]:
         """Group writes into one commit: all of them land, or none does.
+
+        ``op`` makes the commit one operation of that name (its only ``Gitmem-Op``, its
+        subject ``message`` however many writes it holds, ``body`` the caller's reason),
+        attributed to ``by`` (the agent or person who ran it; else the git user), not to
+        the agents of the memories it rewrites: ``gitmem resolve`` is such a commit.
 
         ``trailers`` are added after gitmem's own (``("Gitmem-Prune", "...")``): a
         caller that knows *why* it writes, such as a prune run, records it in the
@@ -408,9 +429,17 @@ class Store:
             _check_trailer(key, value)
         # Refused up front, not only when the commit is made: the block's writes are wasted
         # otherwise, and a one-write transaction's commit does not carry its message.
-        self._check_commit_text(backend, CommitSpec(subject=message or "", trailers=list(trailers)))
+        self._check_commit_text(
+            backend, CommitSpec(subject=message or "", body=body, trailers=list(trailers))
+        )
+        if op is not None:
+            _check_trailer("Gitmem-Op", op)
+            by = _line("agent", by)
+        if body is not None and not isinstance(body, str):
+            raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
         tx = Transaction(self, backend, message)
         tx.trailers.extend(trailers)
+        tx.op, tx.by, tx.body = op, by, body
         self._tx.active = tx
         try:
             yield tx
@@ -431,7 +460,7 @@ class Store:
                 _check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
             return self._check_commit_text(
-                backend, _spec(effects, None, subject, tx.trailers)
+                backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
             ), None
 
         _, oid = backend.db.write(plan)

@@ -129,11 +129,13 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
 @json_option
 @pass_state
 def conflicts(state: State) -> None:
-    """List unresolved forks: memories both sides changed in the same lines.
+    """List what merges kept both sides of: forks and double supersedes.
 
-    Each fork is the version that lost the path in a merge; the memory it
-    forked from holds the other. Forks a plain `git merge` left waiting (the
-    merge driver cannot add files) are committed first.
+    A fork is the version that lost the path in a merge (both sides changed the
+    same lines); the memory it forked from holds the other. A double supersede is
+    a memory two clones each superseded: both successors are listed, the one
+    readers follow as KEPT. Forks a plain `git merge` left waiting (the merge
+    driver cannot add files) are committed first.
 
     \b
     Examples:
@@ -149,9 +151,15 @@ def conflicts(state: State) -> None:
         return
     click.echo(
         table(
-            ["FORK", "OF", "TITLE"],
+            ["KIND", "FORK", "OF", "KEPT", "TITLE"],
             (
-                [c.fork.id, c.of + ("" if c.kept else " (deleted)"), c.fork.title or "-"]
+                [
+                    c.kind,
+                    c.fork.id,
+                    c.of,
+                    c.kept.id if c.kept else "(deleted)",
+                    c.fork.title or "-",
+                ]
                 for c in found
             ),
         )
