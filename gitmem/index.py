@@ -498,6 +498,20 @@ class Index:
 
     # -- catching up -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction, for a row provider's own queries
+        (gitmem.graphindex): every statement in the block sees the same commit. It does
+        not catch up (call :meth:`catch_up` first); call no other method of the index
+        inside the block."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+
     def indexed_commit(self) -> str | None:
         row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
@@ -1326,3 +1340,9 @@ def _insert_versions(
         )
     if commits:
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
+
+
+# The knowledge graph's rows (gitmem.graphindex) are kept by every index, whoever opens it:
+# a provider registered only by the processes that import it would be refilled whole each
+# time another process had written in between.
+from . import graphindex as _graphindex  # noqa: E402, F401
