@@ -34,6 +34,12 @@ from .errors import InvalidMemoryError, TooLargeError
 
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 MAX_DEPTH = 32
+# Nodes one YAML text may hold. 64 KiB of front-matter holds at most ~32,000; the
+# budget bounds the work of a larger text (gitmem.yaml, the local config).
+MAX_NODES = 100_000
+# The largest YAML text read at all (gitmem.yaml, the local config, merge inputs);
+# front-matter has its own, smaller bound.
+MAX_YAML_BYTES = 1024 * 1024
 BOM = "\ufeff"
 
 _OPEN_RE = re.compile(r"---[ \t]*(\r\n|\n)")
@@ -68,6 +74,8 @@ class _Hardened:
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)  # type: ignore[misc]
+        except InvalidMemoryError:
+            raise  # already names what is wrong (an inner node's own error)
         except _CONSTRUCT_ERRORS as exc:
             shown = f" {_clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
             detail = f": {exc}" if isinstance(exc, ValueError | ArithmeticError) else ""
@@ -108,6 +116,7 @@ class _Loader(_Hardened, yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
@@ -117,7 +126,10 @@ class _Loader(_Hardened, yaml.SafeLoader):
                 f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
             )
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > MAX_NODES:
+                raise InvalidMemoryError(f"YAML text holds more than {MAX_NODES} values")
             if self._depth > MAX_DEPTH:
                 raise InvalidMemoryError(f"front-matter is nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
@@ -140,15 +152,58 @@ if _CSafeLoader is not None:
         """
 
 
+# A block indicator: "-", "?" or ":" followed by a blank or the end of the text.
+# Each one can open at most one block collection (one indent level).
+_BLOCK_INDICATOR_RE = re.compile(r"[-?:](?=[ \t\n]|\Z)")
+
+
+def depth_bound(text: str) -> int | None:
+    """An upper bound on the nesting depth of the YAML node tree in ``text``, or None.
+
+    libyaml composes recursively in C, with no depth check and no Python
+    recursion limit: a front-matter of 26,000 ``? `` indicators overflowed the C
+    stack and killed the process. So the fast loader only sees text whose depth
+    is bounded from above by this scan, which costs one pass in C-backed
+    string methods.
+
+    The bound follows the scanner: block nesting is the scanner's indent stack,
+    strictly increasing columns. At the first token of a line the stack is
+    unwound to that token's column (at most ``column + 1`` entries remain), and
+    later on that line only a block indicator (``-``, ``?``, ``:`` + blank) pushes
+    a level. A mapping's value may be a sequence at the same indent, so a node
+    chain is at most two nodes per indent level, plus one per flow bracket in
+    the whole text (quoted brackets counted too: it is an upper bound), plus the
+    leaf. Line breaks other than LF and CRLF (CR alone, NEL, LS, PS) would make
+    this line split differ from the scanner's: None then, and the caller uses
+    the loader that checks depth node by node.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            return None
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return None
+    block = 0
+    for line in text.split("\n"):
+        if not line:
+            continue
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped[0] == "#":
+            continue
+        levels = len(line) - len(stripped) + 1
+        if "-" in stripped or "?" in stripped or ":" in stripped:
+            levels += len(_BLOCK_INDICATOR_RE.findall(stripped))
+        block = max(block, levels)
+    return 2 * block + text.count("[") + text.count("{") + 1
+
+
 def _fast_path_safe(text: str) -> bool:
     if _CSafeLoader is None or any(c in text for c in "&*!") or "<<" in text:
         return False
-    # Every nesting level needs an indent column, a bracket or a dash, so this
-    # bounds the depth of the node tree from above.
-    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
-    dashes = text.count("- ") + text.count("-\n") + text.count("-\r")
-    levels = indent + text.count("[") + text.count("{") + dashes
-    return levels + 2 < MAX_DEPTH
+    if len(text) > 2 * MAX_NODES:
+        return False  # every node needs a character and a separator: the budget holds
+    bound = depth_bound(text)
+    return bound is not None and bound < MAX_DEPTH
 
 
 class _Dumper(yaml.SafeDumper):
@@ -261,8 +316,17 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
         ) from None
 
 
-def load_yaml(text: str) -> tuple[Any, Node | None]:
-    """Parse YAML with the hardened loader; returns the value and its node."""
+def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
+    """Parse YAML with the hardened loader; returns the value and its node.
+
+    Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
+    local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
+    (:data:`MAX_NODES`) whichever parser runs.
+    """
+    if len(text) > max_bytes or (
+        len(text) * 4 > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
+    ):
+        raise TooLargeError(f"YAML text is larger than {max_bytes} bytes")
     loader: Any = None
     try:
         # The reader checks for unprintable characters as it is built, so the
@@ -521,7 +585,11 @@ def _rewrite(segment: _Segment, key: str, value: Any, newline: str) -> str:
     """
     text = dump_value(key, value, flow=True if segment.flow else None)
     if segment.inline is not None and text.count("\n") == 1:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _Loader(text)  # bounded like every other read, though the text is ours
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
         if isinstance(node, MappingNode) and len(node.value) == 1:
             new = node.value[0][1]
             if new.start_mark.line == new.end_mark.line == 0:

@@ -83,6 +83,19 @@ class StoreError(GitmemError):
     exit_code = 7
 
 
+class RepositoryDamagedError(StoreError):
+    """An object the store needs is missing from git's object database or cannot be read
+    (a corrupt loose object, a branch pointing at a commit that is not there)."""
+
+    default_hint = (
+        "the repository is damaged, not the derived index (rebuilding that cannot help): run "
+        "git -C STORE fsck --full to list what is missing or corrupt, move each corrupt object "
+        "file it names aside, then fetch the objects from a clone "
+        "(git -C STORE fetch CLONE 'refs/heads/*:refs/remotes/clone/*') or clone the store "
+        "again from the hub"
+    )
+
+
 class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 

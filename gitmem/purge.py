@@ -39,7 +39,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -424,6 +424,41 @@ class _Rewriter:
         return result
 
 
+def new_blobs(
+    repo: pygit2.Repository, tree: pygit2.Tree, seen: set[pygit2.Oid]
+) -> Iterator[tuple[pygit2.Oid, str]]:
+    """Each blob below ``tree`` not in ``seen`` yet, with its path; every tree and blob met is
+    added to ``seen``, and a tree already there is skipped whole (its blobs were met with it),
+    so walking every commit of a history reads each tree and blob once. Iterative: a hostile
+    history may nest trees deeper than Python recurses; a missing subtree is skipped (doctor's
+    fsck check reports it)."""
+    stack: list[tuple[pygit2.Tree, str]] = [(tree, "")]
+    while stack:
+        current, base = stack.pop()
+        for entry in current:
+            if entry.id in seen:
+                continue
+            seen.add(entry.id)
+            if entry.type_str == "tree":
+                sub = repo.get(entry.id)
+                if isinstance(sub, pygit2.Tree):
+                    stack.append((sub, f"{base}{entry.name}/"))
+            elif entry.type_str == "blob":
+                yield entry.id, f"{base}{entry.name}"
+
+
+def text_blob(
+    repo: pygit2.Repository, oid: pygit2.Oid, limit: int = MAX_TEXT_BYTES
+) -> bytes | None:
+    """The blob's content if it is text (no NUL in its first 8 KiB) and at most ``limit``
+    bytes; None for binary, oversized or missing blobs."""
+    blob = repo.get(oid)
+    if not isinstance(blob, pygit2.Blob) or blob.size > limit:
+        return None
+    data = blob.data
+    return None if b"\0" in data[:8192] else data
+
+
 def _collect(
     repo: pygit2.Repository, commits: list[pygit2.Commit]
 ) -> tuple[dict[pygit2.Oid, str], dict[pygit2.Oid, str], dict[pygit2.Oid, tuple[str, str]]]:
@@ -435,26 +470,11 @@ def _collect(
     seen: set[pygit2.Oid] = set()
     for commit in commits:
         messages[commit.id] = commit.message
-        stack: list[tuple[pygit2.Tree, str]] = [(commit.tree, "")]
-        while stack:
-            tree, base = stack.pop()
-            for entry in tree:
-                if entry.id in seen:
-                    continue
-                seen.add(entry.id)
-                if entry.type_str == "tree":
-                    sub = repo[entry.id]
-                    if isinstance(sub, pygit2.Tree):
-                        stack.append((sub, f"{base}{entry.name}/"))
-                elif entry.type_str == "blob":
-                    first[entry.id] = (str(commit.id), f"{base}{entry.name}")
-                    blob = repo[entry.id]
-                    if not isinstance(blob, pygit2.Blob) or blob.size > MAX_TEXT_BYTES:
-                        continue
-                    data = blob.data
-                    if b"\0" in data[:8192]:
-                        continue  # binary
-                    texts[entry.id] = data.decode("utf-8", "surrogateescape")
+        for oid, path in new_blobs(repo, commit.tree, seen):
+            first[oid] = (str(commit.id), path)
+            data = text_blob(repo, oid)
+            if data is not None:
+                texts[oid] = data.decode("utf-8", "surrogateescape")
     return texts, messages, first
 
 

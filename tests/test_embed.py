@@ -115,6 +115,24 @@ def test_default_embedder_handles_any_text() -> None:
     assert e.embed([]).shape == (0, e.dim)
 
 
+def test_default_embedder_tokenizes_as_the_shipped_tokenizer_does() -> None:
+    """The per-word cache gives the plain tokenizer's ids (runs of spaces aside, where the
+    plain one merges "▁▁")."""
+    from tokenizers import Tokenizer
+
+    from gitmem.embed import static
+
+    e = static.load_default()
+    folder = static.package_dir()
+    assert folder is not None
+    plain = Tokenizer.from_file(str(folder / static.TOKENIZER))
+    texts = ["Caroline: I went to the LGBTQ support group yesterday!",
+             "Fixtures live in tests/conftest.py; see `sample_user` and CamelCaseName.",
+             "naïve café — 日本語のテキスト 🙂", "tabs\tand\nnewlines stay inside a piece", "x"]
+    for text in texts * 2:  # the second round comes from the cache
+        assert e.token_ids(text) == plain.encode(text, add_special_tokens=False).ids
+
+
 # -- configuration --------------------------------------------------------------------------
 
 
