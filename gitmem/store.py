@@ -514,7 +514,7 @@ class Store:
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 40,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
