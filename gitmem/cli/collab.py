@@ -33,7 +33,7 @@ def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: st
     \b
     Example (what gitmem init puts in .git/config):
       [merge "gitmem"]
-        driver = python -m gitmem merge-driver %O %A %B %P
+        driver = python -P -m gitmem merge-driver %O %A %B %P
     """
     ctx.exit(merging.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
