@@ -514,7 +514,7 @@ class Store:
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 40,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
@@ -1989,7 +1989,14 @@ def init_store(
     scope = Scope(scope)
     if _is_store(target):
         with contextlib.suppress(StoreError):
-            return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from .merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
     if target.exists() and any(target.iterdir()) and not _is_store(target):
         raise StoreError(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"
