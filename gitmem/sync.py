@@ -15,6 +15,7 @@ between) fetches and merges again, up to ``max_attempts`` times.
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import subprocess
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from . import codec
 from . import merge as merging
 from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
 from .gitcmd import run_git
@@ -40,6 +42,7 @@ from .gitdb import (
 )
 from .layout import id_from_path
 from .model import Memory, Scope
+from .versions import newest
 
 if TYPE_CHECKING:
     from .store import Store
@@ -510,15 +513,27 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
 # -- sync ---------------------------------------------------------------------------------------
 
 
+def _backoff(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
+    return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
+
+
 def sync(
     store: Store,
     remote: str = "origin",
     *,
     branch: str | None = None,
     scope: Scope | str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = 40,
 ) -> SyncResult:
-    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races."""
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+
+    Between a rejected push and the next fetch the sync sleeps a random time up to a bound
+    that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
+    lost the race to the same push spread out instead of colliding again in step. Eight
+    clones starting to sync at once took up to 21 attempts for their first sync on a loaded
+    2-core machine (tests/test_sync_contention.py), hence the bound of 40.
+    """
     db = store.db(scope)
     _refuse_in_progress(db)
     if remote not in remote_names(db):
@@ -562,6 +577,8 @@ def sync(
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
+        if attempt < max_attempts:
+            time.sleep(_backoff(attempt))
     else:
         raise ConflictError(
             f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",
@@ -597,15 +614,22 @@ def pending_forks(db: GitDB) -> list[merging.PendingFork]:
 
 @dataclass(frozen=True)
 class Conflict:
-    """An unresolved fork: ``fork`` holds the version that lost the path of ``of``."""
+    """Something a merge kept both sides of, for a person or agent to settle.
+
+    ``kind`` ``fork``: ``fork`` holds the version that lost the path of ``of``; ``kept`` is
+    the memory at the path now (None if it was deleted since). ``kind`` ``supersede``: two
+    clones each superseded ``of``; ``kept`` is the successor readers follow (the newest),
+    ``fork`` the other one.
+    """
 
     fork: Memory
     of: str
     kept: Memory | None
-    """The memory at the path now (None if it was deleted since)."""
+    kind: str = "fork"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "fork": self.fork.id,
             "of": self.of,
             "title": self.fork.title,
@@ -624,10 +648,18 @@ def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
     for backend_scope in [scope] if scope else store.scopes:
         commit_pending_forks(store.db(backend_scope))
     out: list[Conflict] = []
+    successors: dict[str, list[Memory]] = {}
     for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
         of = memory.extra.get(merging.FORK_KEY)
         if isinstance(of, str) and of:
             out.append(Conflict(memory, of, store.get(of)))
+        elif memory.supersedes:
+            # A fork keeps its memory's `supersedes`: it is listed above, not here.
+            successors.setdefault(memory.supersedes, []).append(memory)
+    for of, found in sorted(successors.items()):
+        if len(found) > 1:
+            kept = newest(found)
+            out += [Conflict(m, of, kept, "supersede") for m in found if m.id != kept.id]
     return out
 
 
@@ -636,6 +668,10 @@ def find_conflict(store: Store, memory_id: str) -> Conflict:
     mine = [c for c in found if c.fork.id == memory_id]
     if not mine:
         mine = [c for c in found if c.of == memory_id]
+    if not mine:
+        mine = [
+            c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id
+        ]
     if not mine:
         raise NotFoundError(
             f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
@@ -670,14 +706,18 @@ def resolve(
     if (keep == "edit") != (text is not None):
         raise InvalidInputError("the edited text goes with keep='edit', and only with it")
     conflict = find_conflict(store, memory_id)
+    if conflict.kind == "supersede":
+        return _resolve_supersede(store, conflict, keep, text, agent, message)
     fork, of = conflict.fork, conflict.of
     if conflict.kept is None and keep != "both":
         raise NotFoundError(
             f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
         )
-    subject = message or f"resolve: {of} keep {keep}"
+    # One act of its own: `Gitmem-Op: resolve`, the reason (-m) in the body, and the commit
+    # attributed to who resolved (``agent``, else the git user), not to the memory's agent.
     who: dict[str, Any] = {"agent": agent} if agent else {}
-    with store.transaction(message=subject):
+    subject = f"resolve: {of} keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
         if keep == "both":
             store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
             return conflict
@@ -701,4 +741,40 @@ def resolve(
             assert text is not None
             store.update_from_text(of, text)
         store.delete(fork.id, agent=agent)
+    return conflict
+
+
+def _resolve_supersede(
+    store: Store,
+    conflict: Conflict,
+    keep: str,
+    text: str | bytes | None,
+    agent: str | None,
+    message: str | None,
+) -> Conflict:
+    """Settle a memory two clones superseded: one successor stays, or both as a chain.
+
+    ``ours`` keeps the successor readers follow and deletes the other; ``theirs`` the
+    reverse; ``both`` keeps both, the one readers follow now superseding the other (so
+    the chain is linear again and its latest version unchanged); ``edit`` writes ``text``
+    over the kept successor and deletes the other. Deleted text stays in history.
+    """
+    assert conflict.kept is not None
+    kept, other = conflict.kept, conflict.fork
+    if keep == "theirs":
+        kept, other = other, kept
+    subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        if keep == "both":
+            doc = store.read(kept.id).document  # listed from the index: no file text
+            if doc is None:
+                raise InvalidInputError(f"{kept.id} cannot be rewritten (its file did not parse)")
+            meta = dict(doc.metadata)
+            meta["supersedes"] = other.id
+            store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
+            return conflict
+        if keep == "edit":
+            assert text is not None
+            store.update_from_text(kept.id, text)
+        store.delete(other.id, agent=agent)
     return conflict

@@ -88,6 +88,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "purge": "purge:purge",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
+    "trust": "trust:trust",
     "hook-run": "hooks:hook_run",
 }
 

@@ -106,16 +106,17 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     if state.json:
         emit_json(result.to_dict())
         return
-    what = {
-        "none": "already up to date with",
-        "fast-forward": "fast-forwarded to",
-        "merge": "merged",
-    }[result.merge]
-    click.echo(
-        f"{what} {result.remote}/{result.branch}: {result.fetched} commit(s) fetched, "
-        f"{len(result.added)} added, {len(result.changed)} changed, "
-        f"{len(result.deleted)} deleted; " + ("pushed" if result.pushed else "nothing to push")
-    )
+    upstream = f"{result.remote}/{result.branch}"
+    if result.merge == "none":
+        head = f"nothing new from {upstream}"
+    else:
+        what = "fast-forwarded to" if result.merge == "fast-forward" else "merged"
+        head = (
+            f"{what} {upstream}: {result.fetched} commit(s) fetched, "
+            f"{len(result.added)} added, {len(result.changed)} changed, "
+            f"{len(result.deleted)} deleted"
+        )
+    click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
     for memory_id in result.kept_over_delete:
@@ -128,11 +129,13 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
 @json_option
 @pass_state
 def conflicts(state: State) -> None:
-    """List unresolved forks: memories both sides changed in the same lines.
+    """List what merges kept both sides of: forks and double supersedes.
 
-    Each fork is the version that lost the path in a merge; the memory it
-    forked from holds the other. Forks a plain `git merge` left waiting (the
-    merge driver cannot add files) are committed first.
+    A fork is the version that lost the path in a merge (both sides changed the
+    same lines); the memory it forked from holds the other. A double supersede is
+    a memory two clones each superseded: both successors are listed, the one
+    readers follow as KEPT. Forks a plain `git merge` left waiting (the merge
+    driver cannot add files) are committed first.
 
     \b
     Examples:
@@ -148,9 +151,15 @@ def conflicts(state: State) -> None:
         return
     click.echo(
         table(
-            ["FORK", "OF", "TITLE"],
+            ["KIND", "FORK", "OF", "KEPT", "TITLE"],
             (
-                [c.fork.id, c.of + ("" if c.kept else " (deleted)"), c.fork.title or "-"]
+                [
+                    c.kind,
+                    c.fork.id,
+                    c.of,
+                    c.kept.id if c.kept else "(deleted)",
+                    c.fork.title or "-",
+                ]
                 for c in found
             ),
         )
