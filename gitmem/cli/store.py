@@ -173,8 +173,8 @@ def _ls_rows(store: Store, scope: str | None, show_all: bool) -> None:
     log = logging.getLogger("gitmem.store")
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
     rows: list[tuple[Any, ...]] = []
-    for each in [Scope(scope)] if scope else store.scopes:
-        index = store.index(each)
+    for each in [scope] if scope else [str(s) for s in store.scopes]:
+        index = store.index(each)  # an unknown scope is refused here, naming the known ones
         rows.extend((*row, str(each)) for row in index.rows(
             columns, include_superseded=show_all, include_archived=show_all
         ))
