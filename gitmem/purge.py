@@ -60,6 +60,8 @@ REPLACEMENT = "(purged)"
 """What a match is replaced with: no YAML indicator, so a plain front-matter value stays
 a plain string (``[purged]`` would turn it into a list)."""
 
+MIN_TITLE = 4
+"""Titles shorter than this are not replaced in commit messages (too likely elsewhere)."""
 MAX_PATTERN_LENGTH = 1000
 REGEX_TIMEOUT = 30.0
 """Seconds the whole pattern search over a store's history may take."""
@@ -159,9 +161,25 @@ class _MemoryTarget(_Target):
     def __init__(self, memory_id: str) -> None:
         self.path = memory_path(check_id(memory_id))
         self.label = f"memory {memory_id}"
+        self.titles: list[str] = []
+        """Every title the memory had: gitmem's commit subjects spell it out."""
+        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
 
     def drop_path(self) -> str | None:
         return self.path
+
+    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        # Longest first, so a title containing another is replaced whole.
+        titles = sorted({t for t in self.titles if len(t) >= MIN_TITLE}, key=len, reverse=True)
+        for oid, message in messages.items():
+            new = message
+            for title in titles:
+                new = new.replace(title, REPLACEMENT)
+            if new != message:
+                self.messages[oid] = (new, "the memory's title replaced")
+
+    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
+        return self.messages.get(oid)
 
 
 class _ReplaceTarget(_Target):
@@ -228,6 +246,19 @@ class _PatternTarget(_ReplaceTarget):
 
     def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
         return _bounded_finditer(self.pattern, texts, self.timeout)
+
+
+def _title(text: str | None) -> str | None:
+    """The ``title`` of a memory file's front-matter, if it parses and has one."""
+    if text is None:
+        return None
+    from . import codec
+
+    try:
+        title = codec.parse(text).metadata.get("title")
+    except (InvalidInputError, ValueError, RecursionError):
+        return None
+    return title.strip() if isinstance(title, str) and title.strip() else None
 
 
 def _replace(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
@@ -537,6 +568,13 @@ def purge(
                 report.removals.append(Removal(str(commit.id), target.path, "file removed"))
         if not versions:
             raise NotFoundError(f"{target.label[len('memory ') :]} was never in the store")
+        for oid in versions:
+            title = _title(texts.get(oid))
+            if title:
+                target.titles.append(title)
+        target.prepare(texts, messages)
+        for oid, (_, what) in target.messages.items():
+            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
     elif isinstance(target, _ReplaceTarget):
         for oid, (_, what) in target.blobs.items():
             commit_id, path = first[oid]

@@ -132,13 +132,19 @@ def test_a_memory_purged_from_all_history(
 ) -> None:
     hub, alice, bob = hub_and_clones
     keep = alice.create("an ordinary fact\n", title="fact")
-    gone = alice.create(f"about {PERSONAL}\n", title="person")
+    gone = alice.create(f"about {PERSONAL}\n", title=f"{PERSONAL}")
     clock.advance(seconds=5)
-    alice.update(gone.id, body=f"about {PERSONAL}, updated\n")
+    # Its title is in gitmem's commit subjects: the purge replaces it there too.
+    alice.update(gone.id, body=f"about {PERSONAL}, updated\n", title=f"{PERSONAL} (2)")
     alice.sync()
     bob.sync()
     report = purge(alice, memory=gone.id, apply=True)
-    assert [r.what for r in report.removals] == ["file removed", "file removed"]
+    assert [r.what for r in report.removals] == [
+        "file removed",
+        "file removed",
+        "the memory's title replaced",
+        "the memory's title replaced",
+    ]
     by_place = {step.where: step for step in report.steps}
     for place in ("the hub", "the hub's own copy", "this store"):
         _run_steps(by_place[place].commands)
