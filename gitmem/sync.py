@@ -40,7 +40,7 @@ from .gitdb import (
     format_message,
     get_commit,
 )
-from .layout import id_from_path
+from .layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from .model import Memory, Scope
 from .versions import newest
 
@@ -329,6 +329,8 @@ def merge_trees(
     base: pygit2.Commit | None,
     ours: pygit2.Commit,
     theirs: pygit2.Commit,
+    *,
+    theirs_wins: frozenset[str] = frozenset(),
 ) -> TreeMerge:
     """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
 
@@ -386,7 +388,7 @@ def merge_trees(
         b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
         if o == t:
             continue
-        if o == b:
+        if o == b or (path in theirs_wins and t is not None):
             out.changes[path] = t
             continue
         take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
@@ -453,13 +455,19 @@ def _move(
 
 
 def integrate(
-    db: GitDB, theirs: pygit2.Commit, label: str, *, attempts: int = 50
+    db: GitDB,
+    theirs: pygit2.Commit,
+    label: str,
+    *,
+    attempts: int = 50,
+    join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
     """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
 
     kind is none (already in), fast-forward or merge. Raises MergeConflictError
     (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
-    when a file to change has uncommitted edits.
+    when a file to change has uncommitted edits. Two unrelated histories merge only
+    with ``join`` (``gitmem join``: the team's configuration files win).
     """
     for _ in range(attempts):
         with _locked(db):
@@ -485,10 +493,19 @@ def integrate(
                 continue
             base_id = repo.merge_base(tip.id, theirs.id)
             base = get_commit(repo, base_id) if base_id is not None else None
-            tm = merge_trees(repo, base, tip, theirs)
+            # Two stores made apart (unrelated histories) merge like any other two sides;
+            # `gitmem join` brings a personal store into a team's, whose configuration wins.
+            wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
+            tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
             if tm.conflicts:
                 raise MergeConflictError(
-                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)"
+                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
+                    hint=(
+                        f"this store and {label} were made apart; to bring this one into "
+                        "that one, keeping both histories and its configuration: gitmem join URL"
+                    )
+                    if base is None
+                    else None,
                 )
             if db.workdir is not None:
                 db._check_clean(snap, tm.changes)
@@ -574,6 +591,7 @@ def sync(
     branch: str | None = None,
     scope: Scope | str | None = None,
     max_attempts: int = 40,
+    join: bool = False,
 ) -> SyncResult:
     """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
 
@@ -608,7 +626,7 @@ def sync(
             if local is not None:
                 walker.hide(local.id)
             result.fetched += sum(1 for _ in walker)
-            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}")
+            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind
             result.forks.extend(tm.forks)
