@@ -514,7 +514,7 @@ class Store:
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 40,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
@@ -576,6 +576,8 @@ class Store:
 
     def _encode(self, backend: _Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
+        # First: everything below walks the values recursively.
+        codec.check_writable_depth(metadata)
         if self._secrets_refused():
             # Before the schema check and anything else that may quote a value: a length
             # error on a tag must not print the token in it.
@@ -593,7 +595,14 @@ class Store:
             doc = memory.document.with_changes(metadata, memory.body)
         else:
             doc = codec.Document(metadata, memory.body)
-        data = codec.serialize(doc).encode("utf-8")
+        text = codec.serialize(doc)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
+                "cannot store"
+            ) from None
         limit = backend.config.max_body_bytes
         body_size = len(memory.body.encode("utf-8"))
         if body_size > limit:
@@ -609,6 +618,9 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
+        # Writes refuse whatever reads cannot read: the file is parsed back as every
+        # reader parses it (depth, size, values YAML does not carry exactly).
+        codec.check_reads_back(text, metadata, memory.body)
         if self._secrets_refused():
             # Every write that stores content passes here: the one place credentials are kept
             # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
@@ -1842,6 +1854,7 @@ def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
         if key in KNOWN_KEYS:
             raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        codec.check_writable_depth({key: item})  # before the recursive walk below
         _check_plain(item, key)
         out[key] = item
     return out
@@ -1955,7 +1968,14 @@ def init_store(
     scope = Scope(scope)
     if _is_store(target):
         with contextlib.suppress(StoreError):
-            return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from .merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
     if target.exists() and any(target.iterdir()) and not _is_store(target):
         raise StoreError(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"
