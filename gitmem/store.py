@@ -812,7 +812,11 @@ class Store:
         """
         wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
         check_id(wanted)
-        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+        path = memory_path(wanted)
+        if is_path_id(wanted) or any(
+            # whether the file is there, without decoding it (the caller reads it next)
+            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+        ):
             return wanted
         current: set[str] = set()
         for backend in self._ordered(scope):
