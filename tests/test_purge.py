@@ -242,3 +242,14 @@ def test_a_clone_that_syncs_before_following_the_steps_is_refused(
     assert run_git(bob.path, "log", "--oneline", "origin/main..main").strip()
     _run_steps(clone_step.commands, clone=bob.path)
     assert gitmem.open(bob.path).sync().fetched == 0
+
+
+def test_a_bare_store_is_purged_too(bare_store: Store) -> None:
+    with bare_store.secrets_allowed():
+        memory = bare_store.create(f"token {SECRET}\n", title="t")
+    report = purge(bare_store, secrets=True, apply=True)
+    assert report.applied and report.refs
+    gitdir = bare_store.db().gitdir
+    _run_steps(next(s for s in report.steps if s.where == "this store").commands)
+    assert _holds(gitdir, SECRET) == []
+    assert gitmem.open(gitdir).read(memory.id).body == f"token {REPLACEMENT}\n"
