@@ -235,10 +235,10 @@ def test_the_hook_refuses_a_staged_escaped_token(store: Store) -> None:
 
 def test_memory_tool_writes_are_scanned(store: Store, git: GitRunner) -> None:
     tool = MemoryTool(store)
-    _refused(lambda: tool.create("/memories/notes.md", f"key {HUGGINGFACE}\n"), "body")
+    _refused(lambda: tool.create("/memories/notes.md", f"key {HUGGINGFACE}\n"), "huggingface")
     tool.create("/memories/a.md", "hello\n")
-    _refused(lambda: tool.str_replace("/memories/a.md", "hello", NPM), "body")
-    _refused(lambda: tool.insert("/memories/a.md", 0, GITHUB_PAT), "body")
+    _refused(lambda: tool.str_replace("/memories/a.md", "hello", NPM), "npm-token")
+    _refused(lambda: tool.insert("/memories/a.md", 0, GITHUB_PAT), "github-token")
     _refused(lambda: tool.create(f"/memories/{GITHUB_PAT}.md", "x"), "the id")
     # Its transaction message names the new path: refused there, before any write.
     _refused(lambda: tool.rename("/memories/a.md", f"/memories/{NPM}.md"), "npm-token")
