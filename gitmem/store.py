@@ -812,7 +812,11 @@ class Store:
         """
         wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
         check_id(wanted)
-        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+        path = memory_path(wanted)
+        if is_path_id(wanted) or any(
+            # whether the file is there, without decoding it (the caller reads it next)
+            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+        ):
             return wanted
         current: set[str] = set()
         for backend in self._ordered(scope):
@@ -1913,6 +1917,7 @@ def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None)
 
 def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend:
     db = GitDB(path, clock=clock, durable=durable)
+    _refuse_foreign_worktree(path, db)
     snap = db.snapshot()
     data = snap.read(CONFIG_FILE)
     if data is None:
@@ -1926,6 +1931,30 @@ def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend
         )
     config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
     return _Backend(config.scope, db, config)
+
+
+def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
+    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
+    git config can point anywhere, and gitmem writes memory files into the work tree: in a
+    store the user does not trust, that setting came from someone else."""
+    target = path.expanduser().resolve()
+    if target.name == ".git":
+        expected: Path | None = target.parent
+    else:
+        expected = target if (target / ".git").exists() else None
+    actual = db.workdir.resolve() if db.workdir is not None else None
+    if actual == expected:
+        return
+    from . import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
+        "gitmem writes memory files there, so it does not follow that for a store you have "
+        "not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}",
+    )
 
 
 def _is_store(path: Path) -> bool:

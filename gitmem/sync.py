@@ -63,6 +63,11 @@ class RemoteError(StoreError):
     default_hint = "check the remote's URL and your access (git remote -v), then sync again"
 
 
+class HistoryRewrittenError(ConflictError):
+    """The remote branch was rewritten (``gitmem purge`` on another clone, a force-push):
+    merging it with this clone's old history would bring back what the rewrite removed."""
+
+
 class MergeConflictError(ConflictError):
     """A file that is not a memory was changed on both sides in a way that cannot merge."""
 
@@ -162,8 +167,11 @@ def _refuse_in_progress(db: GitDB) -> None:
     if what is not None:
         raise ConflictError(
             f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
-            hint="finish it (resolve, git add, git commit / git rebase --continue) or abort it "
-            "(git merge --abort / git rebase --abort), then sync again",
+            # Abort first: "git add, git commit" of a file that still holds conflict markers
+        # stores them (gitmem doctor says how to finish safely).
+        hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
+            "then sync again, which merges memories itself; or finish it only once no file "
+            "holds conflict markers (gitmem doctor checks)",
         )
 
 
@@ -203,6 +211,47 @@ def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
         return get_commit(db.repo, db.repo.lookup_reference(tracking).target)
     except KeyError:
         return None
+
+
+def _ref_target(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    try:
+        target = repo.references[name].target
+    except (KeyError, pygit2.GitError):
+        return None
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+def _refuse_rewritten(
+    db: GitDB,
+    remote: str,
+    branch: str,
+    tracking: str,
+    before: pygit2.Oid,
+    theirs: pygit2.Commit,
+) -> None:
+    """Refuse to merge a remote branch whose history was rewritten since the last fetch.
+
+    After a ``gitmem purge`` on another clone, the hub's branch no longer descends from what
+    this clone fetched before; merging the two would put every purged object back (and push
+    it). The remote-tracking branch goes back to where it was, so the purge's steps for
+    every other clone (``git log REMOTE/BRANCH..BRANCH``, fetch, reset) apply as printed.
+    """
+    if before == theirs.id:
+        return
+    try:
+        if db.repo.descendant_of(theirs.id, before):
+            return
+    except (KeyError, pygit2.GitError):
+        return  # the old commit is gone from here: nothing of it to bring back
+    db.repo.references.create(tracking, before, force=True)
+    raise HistoryRewrittenError(
+        f"{remote}/{branch} was rewritten (gitmem purge or a force-push): it no longer "
+        f"contains {str(before)[:10]}, which this clone fetched before; merging would bring "
+        "back what the rewrite removed",
+        hint=f"follow the purge's steps for other clones: git -C {db.path} log --oneline "
+        f"{remote}/{branch}..{branch} (work not pushed yet), git -C {db.path} fetch {remote}, "
+        f"git -C {db.path} reset --hard {remote}/{branch} (docs/security.md, gitmem purge)",
+    )
 
 
 def _push(db: GitDB, remote: str, branch: str) -> str:
@@ -566,7 +615,11 @@ def sync(
     start = db.tip()
     for attempt in range(1, max_attempts + 1):
         result.attempts = attempt
+        tracking = f"refs/remotes/{remote}/{target}"
+        fetched_before = _ref_target(db.repo, tracking)
         theirs = _fetch(db, remote, target)
+        if theirs is not None and fetched_before is not None:
+            _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
         if theirs is not None:
             local = db.tip()
             walker = db.repo.walk(theirs.id)
