@@ -745,8 +745,9 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
             Step(
                 "every copy of this store",
                 [],
-                "no remote is configured here: any copy made earlier still holds what was "
-                "purged; replace each with a fresh clone of this store",
+                "the branch is on no remote this store knows of (none configured, or never "
+                "pushed): any copy made earlier still holds what was purged; replace each "
+                "with a fresh clone of this store",
             )
         )
     return steps

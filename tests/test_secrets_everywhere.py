@@ -9,6 +9,7 @@ are FAKE and assembled at run time (see tests/test_secrets.py).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -287,6 +288,11 @@ def test_history_scan_finds_past_blobs_and_messages_once(store: Store, git: GitR
         f"{second[:10]} (commit message):1: npm-token: copy npm_********",
     ]
     assert gm("secrets", code=0).stdout.strip() == "No credentials found."
+    data = json.loads(gm("secrets", "--history", "--json", code=1).stdout)
+    assert [(d["commit"], d["path"], d["kind"], d["present"]) for d in data] == [
+        (first, "notes/ci.txt", "github-token", False),
+        (second, "(commit message)", "npm-token", True),
+    ]
 
 
 # -- what is already stored: reads, doctor and the history scan never print it ---------------
