@@ -661,3 +661,25 @@ def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
     assert chosen is None or not chosen.name.startswith(("openai", "ollama", "http"))
     localconfig.update(lambda data: data.update(embedder="none"))
     assert get_embedder(str(store.db().gitdir)) is None  # the user's own choice is read
+
+
+def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -> None:
+    """In the cloned project, gitmem's project hooks refuse the committed store with one
+    warning line; the user's git command succeeds and nothing the store names runs."""
+    from gitmem import hooks
+
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    hooks.install(victim, "project")
+    committed = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "work"],
+        cwd=victim,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert committed.returncode == 0, committed.stderr
+    warnings = [line for line in committed.stderr.splitlines() if line.startswith("gitmem:")]
+    assert len(warnings) == 1 and "is committed in the project" in warnings[0], committed.stderr
+    assert not marker.exists()
