@@ -460,7 +460,7 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
         # value, so YAML quoting and escapes hide nothing (gitmem.secrets.refuse_memory).
         policy = secrets.policy_from_config(store.config().raw)
         secrets.refuse_memory(
-            memory_id=None, metadata=parsed.metadata, body=parsed.body, policy=policy
+            memory_id=None, metadata=parsed.metadata, body="", policy=policy
         )
         secrets.refuse(text, shown, policy)
     memory_id = parsed.metadata.get("id")
