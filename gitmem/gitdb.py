@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 import pygit2
 from pygit2.enums import FileMode, SortMode
 
-from . import gitindex
+from . import autopack, gitindex
 from .clock import Clock, SystemClock, parse_timestamp, to_utc
 from .errors import (
     ConflictError,
@@ -331,6 +331,8 @@ class GitDB:
         self.workdir: Path | None = Path(repo.workdir) if repo.workdir else None
         self.state_dir = self.gitdir / STATE_DIR
         self._gitindex: gitindex.GitIndex | None = None
+        self.autopack = autopack.AutoPacker(self.gitdir)
+        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
         self._local = threading.local()
         self._local.repo = repo
         self._local.pid = os.getpid()
@@ -493,6 +495,7 @@ class GitDB:
                             str(oid)[:12],
                             exc,
                         )
+                self.autopack.after_write(repo)
                 return value, oid
 
     def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
