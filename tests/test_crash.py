@@ -583,3 +583,90 @@ def test_the_next_write_removes_temp_files_of_a_dead_writer(store: Store) -> Non
     assert live_tmp.exists()
     live_tmp.unlink()
     assert run_git(store.path, "status", "--porcelain") == ""
+
+
+# -- group commit under kills ------------------------------------------------------------------
+
+
+def creator_main(path: str, journal: str, seed: int) -> None:
+    """A writer of a bare store (group commit): creates with unique markers, journalled."""
+    os.setpgid(0, 0)
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    store = gitmem.open(path)
+    store.allow_secrets = True
+    os.write(fd, b"R\n")
+    for n in range(400):
+        marker = f"g{seed}x{n}"
+        os.write(fd, f"B {marker}\n".encode())
+        store.create(f"{marker}\n", title=f"g {n}")
+        os.write(fd, f"A {marker}\n".encode())
+
+
+@pytest.mark.slow
+def test_sigkill_group_commit_writers(
+    bare_store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four writers of a bare store commit through each other (group commit) and are all
+    killed at once, at random moments, leaders and followers alike: every acknowledged
+    write is on the branch exactly once, one in flight at most once, fsck is clean, and the
+    next writer settles whatever the dead left queued."""
+    rng = random.Random(6)
+    gitdir = bare_store.db().gitdir
+    acked: set[str] = set()
+    in_flight: set[str] = set()
+    for k in range(max(3, KILLS // 2)):
+        journals = [Path(f"{gitdir}.g{k}-{w}") for w in range(4)]
+        procs = [
+            CTX.Process(target=creator_main, args=(str(gitdir), str(j), k * 10 + w))
+            for w, j in enumerate(journals)
+        ]
+        for proc in procs:
+            proc.start()
+        for proc, journal in zip(procs, journals, strict=True):
+            _wait_ready(journal, proc)
+        _wait_acknowledged(journals[0], procs[0])
+        time.sleep(rng.uniform(0.0, 0.3))
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.join()
+        for journal in journals:
+            pending = None
+            for line in journal.read_text().splitlines():
+                kind, _, marker = line.partition(" ")
+                if kind == "B":
+                    pending = marker
+                elif kind == "A":
+                    acked.add(marker)
+                    pending = None
+            if pending is not None:
+                in_flight.add(pending)
+            journal.unlink()
+        fsck = subprocess.run(
+            ["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling", "--no-progress"],
+            capture_output=True, text=True, check=False,
+        )
+        assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+        scan = gitmem.open(gitdir)
+        scan.use_index = False
+        bodies = [m.body.strip() for m in scan.list()]
+        for marker in acked:
+            assert bodies.count(marker) == 1, f"{marker}: {bodies.count(marker)} copies"
+        for marker in in_flight:
+            assert bodies.count(marker) <= 1
+    # The next writer leads, and settles what dead writers left queued or half-committed.
+    final = gitmem.open(gitdir)
+    final.create("after the kills")
+    queue = gitdir / "gitmem" / "commitq"
+    left = [p.name for p in queue.iterdir() if p.name.endswith((".req", ".claimed"))]
+    assert left == [] and not (queue / "batch").exists()
+    scan = gitmem.open(gitdir)
+    scan.use_index = False
+    bodies = [m.body.strip() for m in scan.list()]
+    assert all(bodies.count(marker) == 1 for marker in acked)
+    assert all(bodies.count(marker) <= 1 for marker in in_flight)
+    assert run_git(gitdir, "rev-list", "--merges", "main") == ""
+    with capsys.disabled():
+        landed = sum(1 for m in in_flight if m in bodies)
+        print(f"\ngroup commit: {len(acked)} acknowledged, in flight {landed} landed / "
+              f"{len(in_flight) - landed} not")
