@@ -34,6 +34,12 @@ from .errors import InvalidMemoryError, TooLargeError
 
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 MAX_DEPTH = 32
+# Nodes one YAML text may hold. 64 KiB of front-matter holds at most ~32,000; the
+# budget bounds the work of a larger text (gitmem.yaml, the local config).
+MAX_NODES = 100_000
+# The largest YAML text read at all (gitmem.yaml, the local config, merge inputs);
+# front-matter has its own, smaller bound.
+MAX_YAML_BYTES = 1024 * 1024
 BOM = "\ufeff"
 
 _OPEN_RE = re.compile(r"---[ \t]*(\r\n|\n)")
@@ -68,6 +74,8 @@ class _Hardened:
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)  # type: ignore[misc]
+        except InvalidMemoryError:
+            raise  # already names what is wrong (an inner node's own error)
         except _CONSTRUCT_ERRORS as exc:
             shown = f" {_clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
             detail = f": {exc}" if isinstance(exc, ValueError | ArithmeticError) else ""
@@ -108,6 +116,7 @@ class _Loader(_Hardened, yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
@@ -117,7 +126,10 @@ class _Loader(_Hardened, yaml.SafeLoader):
                 f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
             )
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > MAX_NODES:
+                raise InvalidMemoryError(f"YAML text holds more than {MAX_NODES} values")
             if self._depth > MAX_DEPTH:
                 raise InvalidMemoryError(f"front-matter is nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
@@ -140,15 +152,58 @@ if _CSafeLoader is not None:
         """
 
 
+# A block indicator: "-", "?" or ":" followed by a blank or the end of the text.
+# Each one can open at most one block collection (one indent level).
+_BLOCK_INDICATOR_RE = re.compile(r"[-?:](?=[ \t\n]|\Z)")
+
+
+def depth_bound(text: str) -> int | None:
+    """An upper bound on the nesting depth of the YAML node tree in ``text``, or None.
+
+    libyaml composes recursively in C, with no depth check and no Python
+    recursion limit: a front-matter of 26,000 ``? `` indicators overflowed the C
+    stack and killed the process. So the fast loader only sees text whose depth
+    is bounded from above by this scan, which costs one pass in C-backed
+    string methods.
+
+    The bound follows the scanner: block nesting is the scanner's indent stack,
+    strictly increasing columns. At the first token of a line the stack is
+    unwound to that token's column (at most ``column + 1`` entries remain), and
+    later on that line only a block indicator (``-``, ``?``, ``:`` + blank) pushes
+    a level. A mapping's value may be a sequence at the same indent, so a node
+    chain is at most two nodes per indent level, plus one per flow bracket in
+    the whole text (quoted brackets counted too: it is an upper bound), plus the
+    leaf. Line breaks other than LF and CRLF (CR alone, NEL, LS, PS) would make
+    this line split differ from the scanner's: None then, and the caller uses
+    the loader that checks depth node by node.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            return None
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return None
+    block = 0
+    for line in text.split("\n"):
+        if not line:
+            continue
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped[0] == "#":
+            continue
+        levels = len(line) - len(stripped) + 1
+        if "-" in stripped or "?" in stripped or ":" in stripped:
+            levels += len(_BLOCK_INDICATOR_RE.findall(stripped))
+        block = max(block, levels)
+    return 2 * block + text.count("[") + text.count("{") + 1
+
+
 def _fast_path_safe(text: str) -> bool:
     if _CSafeLoader is None or any(c in text for c in "&*!") or "<<" in text:
         return False
-    # Every nesting level needs an indent column, a bracket or a dash, so this
-    # bounds the depth of the node tree from above.
-    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
-    dashes = text.count("- ") + text.count("-\n") + text.count("-\r")
-    levels = indent + text.count("[") + text.count("{") + dashes
-    return levels + 2 < MAX_DEPTH
+    if len(text) > 2 * MAX_NODES:
+        return False  # every node needs a character and a separator: the budget holds
+    bound = depth_bound(text)
+    return bound is not None and bound < MAX_DEPTH
 
 
 class _Dumper(yaml.SafeDumper):
@@ -261,8 +316,17 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
         ) from None
 
 
-def load_yaml(text: str) -> tuple[Any, Node | None]:
-    """Parse YAML with the hardened loader; returns the value and its node."""
+def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
+    """Parse YAML with the hardened loader; returns the value and its node.
+
+    Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
+    local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
+    (:data:`MAX_NODES`) whichever parser runs.
+    """
+    if len(text) > max_bytes or (
+        len(text) * 4 > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
+    ):
+        raise TooLargeError(f"YAML text is larger than {max_bytes} bytes")
     loader: Any = None
     try:
         # The reader checks for unprintable characters as it is built, so the
@@ -441,13 +505,114 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def value_depth(value: Any, *, limit: int = MAX_DEPTH) -> int:
+    """How many YAML nodes deep ``value`` is (a scalar is 1), counted up to ``limit + 1``.
+
+    Iterative, so a caller's list nested 100,000 deep is measured, not a RecursionError.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item if isinstance(k, tuple))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def check_writable_depth(metadata: dict[str, Any]) -> None:
+    """Refuse a front-matter value nested deeper than the reader takes, naming the field.
+
+    The document's mapping is one level, so a field's value may be MAX_DEPTH - 1 deep.
+    """
+    for key, value in metadata.items():
+        if not isinstance(value, dict | list | tuple):
+            continue
+        depth = value_depth(value, limit=MAX_DEPTH - 1)
+        if depth > MAX_DEPTH - 1:
+            raise InvalidMemoryError(
+                f"front-matter field {_clip(str(key))!r} is nested more than {MAX_DEPTH - 1} "
+                "levels deep; the reader refuses deeper front-matter, so it is not written"
+            )
+
+
+def _written_as(value: Any, read: Any) -> bool:
+    """Whether ``read`` (the value parsed back) is what was written as ``value``.
+
+    Like :func:`same`, but a str or int subclass (an enum member) reads back as its
+    plain value and a tuple as a list, which is what writing them means.
+    """
+    if isinstance(value, bool) or isinstance(read, bool):
+        return type(value) is type(read) and value == read
+    if isinstance(value, str):
+        return type(read) is str and str.__str__(value) == read
+    if isinstance(value, int) and not isinstance(value, bool):
+        return type(read) is int and int(value) == read
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, dict) and isinstance(read, dict):
+        return list(value) == list(read) and all(_written_as(value[k], read[k]) for k in value)
+    if isinstance(value, list) and isinstance(read, list):
+        return len(value) == len(read) and all(
+            _written_as(a, b) for a, b in zip(value, read, strict=True)
+        )
+    return same(value, read)
+
+
+def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
+    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``.
+
+    Every file the store writes passes here (``Store._encode``), so a write the
+    reader would refuse or read differently (a value YAML cannot carry, a string
+    the emitter spelled ambiguously) fails before anything is committed, naming the
+    field, instead of leaving a memory no read or update can load.
+    """
+    try:
+        doc = parse(text)
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(
+            f"{_culprit(metadata)}would not read back ({exc}); nothing was written"
+        ) from None
+    for key, value in metadata.items():
+        if key not in doc.metadata or not _written_as(value, doc.metadata[key]):
+            raise InvalidMemoryError(
+                f"front-matter field {_clip(str(key))!r} would not read back as written "
+                f"(a {type(value).__name__} YAML does not carry exactly); nothing was written"
+            )
+    extra = [k for k in doc.metadata if k not in metadata]
+    if extra:
+        raise InvalidMemoryError(
+            f"front-matter would read back with the unexpected field {_clip(extra[0])!r}"
+        )
+    if doc.body != body:
+        raise InvalidMemoryError("the body would not read back as written; nothing was written")
+
+
+def _culprit(metadata: dict[str, Any]) -> str:
+    """``front-matter field 'k' `` for the first field that does not read back alone."""
+    for key, value in metadata.items():
+        try:
+            load_yaml(dump_value(key, value))
+        except InvalidMemoryError:
+            return f"front-matter field {_clip(str(key))!r} "
+    return "the file "
+
+
 def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
     """One top-level ``key: value`` entry as YAML text ending in a newline.
 
     Collections are written in block style, except ``tags`` (and any value
     with ``flow=True``), which are written in flow style when they hold only scalars.
     """
-    fast = yamlfast.dump_entry(key, value, flow=flow)
+    try:
+        fast = yamlfast.dump_entry(key, value, flow=flow)
+    except ValueError as exc:  # str() of an integer over Python's 4,300-digit bound
+        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
     if fast is not None:
         return fast
     if flow is None:
@@ -472,6 +637,8 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
         raise InvalidMemoryError(
             f"front-matter {key!r} holds a value YAML cannot write: {problem}"
         ) from None
+    except ValueError as exc:
+        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
     finally:
         dumper.dispose()
     return stream.getvalue()
@@ -521,7 +688,11 @@ def _rewrite(segment: _Segment, key: str, value: Any, newline: str) -> str:
     """
     text = dump_value(key, value, flow=True if segment.flow else None)
     if segment.inline is not None and text.count("\n") == 1:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _Loader(text)  # bounded like every other read, though the text is ours
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
         if isinstance(node, MappingNode) and len(node.value) == 1:
             new = node.value[0][1]
             if new.start_mark.line == new.end_mark.line == 0:

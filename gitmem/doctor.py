@@ -14,17 +14,27 @@ The checks, in order (``CHECKS``):
 - ``locks``: git lock files (``index.lock``, ``refs/heads/main.lock``, ...) older
   than the stale age; gitmem's own ``write.lock`` is an ``flock`` and never stale;
 - ``leftovers``: temporary files of a writer that died mid-write;
+- ``merge``: a git merge (rebase, cherry-pick, revert) left unfinished, and memory files
+  holding its conflict markers: how to finish it without committing them;
 - ``worktree``: the work tree caught up with the branch, and no uncommitted edits
   in the memory folders;
 - ``index``: the SQLite index agrees with a scan of git (same ids, same content,
   same unreadable files);
-- ``merge-driver``: ``merge.gitmem.driver`` registered (work-tree stores);
+- ``merge-driver``: ``merge.gitmem.driver`` registered (work-tree stores), and the
+  program it runs still there;
 - ``hooks``: gitmem's hooks complete and pointing at an interpreter that exists;
 - ``schema``: files under the memory folders that are not valid memories;
+- ``twins``: memory files whose paths differ only in case (``Alice.md``, ``alice.md``),
+  which a case-insensitive file system cannot hold both of;
 - ``links``: ``supersedes`` and ``related`` naming memories that do not exist;
 - ``chains``: version-chain cycles and forks (two successors of one memory);
 - ``secrets``: memories holding what looks like a credential;
-- ``permissions``: a user store readable by others, anything world-writable.
+- ``permissions``: a user store readable by others, anything world-writable (the
+  store's own folder included).
+
+A repository that is damaged (a branch pointing at a missing commit, an object that does
+not inflate) gives one finding per check it stops, naming the object, with the recovery
+that can work (``git fsck``, fetching from a clone), never a crash or advice to reindex.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import time
@@ -48,7 +59,7 @@ import pygit2
 from . import hooks as hooks_mod
 from . import merge as merge_mod
 from . import secrets as secrets_mod
-from .errors import GitmemError, StoreError
+from .errors import GitmemError, RepositoryDamagedError, StoreError
 from .gitcmd import popen_git, run_git
 from .gitdb import CommitSpec, GitDB, Snapshot, blob_data, get_commit, get_tree
 from .index import Index
@@ -60,11 +71,13 @@ CHECKS: tuple[str, ...] = (
     "fsck",
     "locks",
     "leftovers",
+    "merge",
     "worktree",
     "index",
     "merge-driver",
     "hooks",
     "schema",
+    "twins",
     "links",
     "chains",
     "secrets",
@@ -179,9 +192,22 @@ def diagnose(
             context.fsck = _start_git(context.db, *_FSCK_ARGS)
             order = [c for c in chosen if c != "fsck"] + ["fsck"]
         results: dict[str, list[Finding]] = {}
+        broken = _broken_tip(context)
         try:
             for name in order:
-                found = list(_CHECKERS[name](context))
+                if broken is not None and name not in _WITHOUT_TIP:
+                    # Nothing that reads memories can run on a branch whose commit is gone:
+                    # the first such check says so, once.
+                    results[name] = []
+                    if broken.check == "":
+                        broken.check = name
+                        broken.scope = str(each)
+                        results[name] = [broken]
+                    continue
+                try:
+                    found = list(_CHECKERS[name](context))
+                except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
+                    found = [_damaged(name, context, exc)]
                 for finding in found:
                     finding.scope = str(each)
                 results[name] = found
@@ -193,7 +219,47 @@ def diagnose(
                 context.fsck.communicate()
         for name in dict.fromkeys(chosen):
             report.findings.extend(results[name])
+    for finding in report.findings:
+        # A path or id a hand-made commit filled with a token is not printed either.
+        finding.message = secrets_mod.redact(finding.message)
+        finding.fix = secrets_mod.redact(finding.fix) if finding.fix else finding.fix
     return report
+
+
+_WITHOUT_TIP = ("fsck", "locks", "leftovers", "merge", "merge-driver", "hooks", "permissions")
+"""The checks that do not read the branch's commit: they still run when it is missing."""
+
+
+def _broken_tip(ctx: _Context) -> Finding | None:
+    """A finding when the branch points at a commit (or tree) git cannot read."""
+    try:
+        tip = ctx.db.tip()
+        if tip is not None:
+            get_tree(ctx.db.repo, tip.tree_id)
+    except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
+        return _damaged("", ctx, exc, what=f"the branch {ctx.db.branch}")
+    return None
+
+
+def _damaged(check: str, ctx: _Context, exc: BaseException, what: str = "") -> Finding:
+    """One line for a damaged repository met by ``check``, with the recovery that can work."""
+    from .gitdb import damaged_hint
+
+    if isinstance(exc, GitmemError):
+        message = exc.message
+    elif isinstance(exc, KeyError):
+        message = f"an object is missing from the repository ({exc.args[0] if exc.args else ''})"
+    else:
+        message = f"git cannot read an object ({exc})"
+    prefix = f"{what}: " if what else ""
+    return Finding(
+        check,
+        ERROR,
+        f"{prefix}{message}; the other checks that read memories were skipped"
+        if what
+        else f"{message} (the {check} check stopped there)",
+        fix=damaged_hint(str(ctx.db.gitdir)),
+    )
 
 
 def _apply(findings: Sequence[Finding]) -> None:
@@ -265,6 +331,7 @@ class _Context:
     _problems: list[Problem] | None = None
     _view: _IndexView | None = None
     _view_error: str | None = None
+    _view_exc: BaseException | None = None
     _entries: list[_Entry] | None = None
     fsck: subprocess.Popen[bytes] | None = None
     """``git fsck`` started early, running beside the other checks."""
@@ -312,6 +379,7 @@ class _Context:
                 self._view = _index_view(self.store.index(self.scope), self.db)
             except Exception as exc:  # any failure of the derived index is a finding
                 self._view_error = f"{type(exc).__name__}: {exc}"
+                self._view_exc = exc
         return self._view
 
     def trusted(self) -> _IndexView | None:
@@ -625,9 +693,96 @@ def _heal(db: GitDB) -> None:
     db.write(plan)
 
 
+_IN_PROGRESS = (
+    ("MERGE_HEAD", "a git merge", "merge"),
+    ("rebase-merge", "a git rebase", "rebase"),
+    ("rebase-apply", "a git rebase (or am)", "rebase"),
+    ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
+    ("REVERT_HEAD", "a git revert", "revert"),
+)
+
+_MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
+"""A conflict marker line (``<<<<<<< ours``, ``>>>>>>> theirs``) at the start of a line."""
+
+
+def _in_progress(db: GitDB) -> tuple[str, str] | None:
+    """(what, git command) of an unfinished merge, rebase, cherry-pick or revert, if any."""
+    for name, what, command in _IN_PROGRESS:
+        if (db.gitdir / name).exists():
+            return what, command
+    return None
+
+
+def check_merge(ctx: _Context) -> Iterator[Finding]:
+    """An unfinished merge, and memory files holding its conflict markers.
+
+    Committing them (``git add && git commit``) would store the markers in the memories,
+    or, resolved by taking one side, drop the other side's change. The safe way is to
+    abort (both sides stay committed: nothing is lost) and merge again with gitmem's
+    driver registered, which merges memories field by field and records forks instead.
+    """
+    db = ctx.db
+    if db.workdir is None:
+        return
+    state = _in_progress(db)
+    if state is None:
+        return
+    what, command = state
+    result = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--", *MEMORY_ROOTS],
+        cwd=db.workdir,
+        check=False,
+    )
+    unmerged: list[str] = []
+    marked: list[str] = []
+    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "U" in code or code in ("AA", "DD"):
+            unmerged.append(path)
+        full = db.workdir / path
+        with contextlib.suppress(OSError):
+            if full.is_file() and not full.is_symlink() and _MARKER_LINE.search(full.read_bytes()):
+                marked.append(path)
+    files = sorted(set(unmerged) | set(marked))
+    shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    detail = (
+        f": {len(files)} memory file(s) in conflict or holding conflict markers ({shown})"
+        if files
+        else ""
+    )
+    where = ctx.where
+    driver = "" if merge_mod.driver_registered(db.path) else (
+        f"gitmem --store {where} doctor --fix (registers the merge driver), then "
+    )
+    redo = {
+        "merge": "gitmem --store {w} sync (or git -C {w} merge again)",
+        "rebase": "git -C {w} rebase again",
+        "cherry-pick": "git -C {w} cherry-pick again",
+        "revert": "git -C {w} revert again",
+    }[command].format(w=where)
+    yield Finding(
+        "merge",
+        ERROR,
+        f"{what} is in progress and unfinished{detail}; do not git add and commit these "
+        "files: that stores the markers, or drops one side's change",
+        fix=(
+            f"git -C {where} {command} --abort (both sides stay committed: nothing is lost), "
+            f"then {driver}{redo}, which merges memories field by field and reports forks "
+            "instead of markers"
+        ),
+        path=files[0] if files else None,
+    )
+
+
 def check_worktree(ctx: _Context) -> Iterator[Finding]:
     db = ctx.db
     if db.workdir is None:
+        return
+    if _in_progress(db) is not None:
+        # The merge check says how to finish it; any advice here (add and commit, or a
+        # "heal" that rewrites git's index) would lose one side of it.
         return
     tip = db.tip()
     marker = db.state_dir / "worktree-synced"
@@ -694,11 +849,17 @@ def check_index(ctx: _Context) -> Iterator[Finding]:
         return
     view = ctx.view()
     if view is None:
+        if isinstance(ctx._view_exc, (RepositoryDamagedError, KeyError, pygit2.GitError)):
+            # git's objects are damaged, not the index: a rebuild would fail the same way.
+            yield _damaged("index", ctx, ctx._view_exc)
+            return
         yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")
         return
     if ctx.deep:
         try:
             yield from _deep_index_check(ctx)
+        except (RepositoryDamagedError, pygit2.GitError) as exc:
+            yield _damaged("index", ctx, exc)
         except Exception as exc:  # any failure of the derived index is a finding, not a crash
             yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
         return
@@ -706,6 +867,9 @@ def check_index(ctx: _Context) -> Iterator[Finding]:
     if view.agrees:
         try:
             stale = _check_content(ctx, view)
+        except (RepositoryDamagedError, pygit2.GitError) as exc:
+            yield _damaged("index", ctx, exc)
+            return
         except Exception as exc:  # as above
             yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
             return
@@ -728,6 +892,8 @@ def _check_content(ctx: _Context, view: _IndexView) -> list[str]:
         indexed = index.get(memory_id)
         try:
             decoded = index.decode(blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path)
+        except RepositoryDamagedError:
+            raise  # the object, not the row, is wrong: reported as damage, not as staleness
         except GitmemError:
             differ.append(memory_id)
             continue
@@ -784,12 +950,40 @@ def _rebuild(store: Store, scope: Scope) -> None:
     store.index(scope).rebuild()
 
 
+def _driver_program(repo: pygit2.Repository) -> str | None:
+    """The program the registered merge driver runs, when it is not there any more."""
+    try:
+        value = str(repo.config[merge_mod.DRIVER_CONFIG])
+        words = shlex.split(value)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    if not words:
+        return None
+    program = words[0]
+    if os.sep in program:
+        return None if os.access(program, os.X_OK) else program
+    return None if shutil.which(program) else program
+
+
 def check_merge_driver(ctx: _Context) -> Iterator[Finding]:
     if ctx.db.workdir is None:
         return  # merges happen in clones with a work tree; a bare store merges nothing
-    if merge_mod.driver_registered(ctx.db.path):
-        return
     path = ctx.db.path
+    if merge_mod.driver_registered(ctx.db.path):
+        gone = _driver_program(ctx.db.repo)
+        if gone is None:
+            return
+        yield Finding(
+            "merge-driver",
+            WARNING,
+            f"the gitmem merge driver runs {gone}, which is not there any more (a moved or "
+            "deleted virtualenv): the next git merge or pull of memory files fails",
+            fix=f"git -C {ctx.where} config {merge_mod.DRIVER_CONFIG} "
+            f"{shlex.quote(merge_mod.driver_command())}",
+            safe=True,
+            apply=lambda: merge_mod.register_driver(path),
+        )
+        return
     yield Finding(
         "merge-driver",
         WARNING,
@@ -852,6 +1046,30 @@ def check_schema(ctx: _Context) -> Iterator[Finding]:
         if ctx.db.workdir is None:
             fix = f"in a clone of {ctx.where}: {fix.replace(f'-C {ctx.where} ', '')}, then push"
         yield Finding("schema", ERROR, message, fix=fix, path=path)
+
+
+def check_twins(ctx: _Context) -> Iterator[Finding]:
+    """Memory files whose paths differ only in case: made on two clones (``notes/Alice``
+    and ``notes/alice``), they merge as two files, and a case-insensitive file system
+    (macOS, Windows) checks out only one of them, so edits there land on the wrong one."""
+    tip = ctx.db.tip()
+    files = _memory_files(ctx.db, str(tip.id) if tip is not None else None)
+    groups: dict[str, list[str]] = {}
+    for path in files:
+        groups.setdefault(path.casefold(), []).append(path)
+    for paths in sorted(sorted(group) for group in groups.values() if len(group) > 1):
+        ids = [id_from_path(p) or p for p in paths]
+        yield Finding(
+            "twins",
+            WARNING,
+            f"{' and '.join(paths)} differ only in case: a case-insensitive file system "
+            "(macOS, Windows) holds only one of them",
+            fix=(
+                f"gitmem --store {ctx.where} show each ({', '.join(ids)}), merge the content "
+                f"into one (gitmem update), then gitmem rm the other"
+            ),
+            path=paths[0],
+        )
 
 
 def _all_ids(ctx: _Context) -> set[str]:
@@ -962,7 +1180,9 @@ def _memory_secrets(ctx: _Context) -> Iterator[tuple[_Entry, list[secrets_mod.Se
         if entry.blob in cache.known:
             clean.add(entry.blob)  # scanned clean under this policy by an earlier run
             continue
-        findings = secrets_mod.scan_bytes(blob_data(repo, pygit2.Oid(hex=entry.blob)), policy)
+        findings = secrets_mod.scan_memory_bytes(
+            blob_data(repo, pygit2.Oid(hex=entry.blob)), policy
+        )
         if findings:
             yield entry, findings
         else:
@@ -1027,6 +1247,10 @@ def check_secrets(ctx: _Context) -> Iterator[Finding]:
 def _world_writable(root: Path) -> Iterator[Path]:
     """Paths below ``root`` (links not followed) that anyone may write: one ``lstat`` each,
     without building a Path per file (a large store has tens of thousands)."""
+    with contextlib.suppress(OSError):
+        # The folder itself first: ``git init`` under umask 000 leaves it 0777 too.
+        if root.lstat().st_mode & stat.S_IWOTH and not root.is_symlink():
+            yield root
     stack = [str(root)]
     while stack:
         try:
@@ -1087,11 +1311,13 @@ _CHECKERS: dict[str, Callable[[_Context], Iterable[Finding]]] = {
     "fsck": check_fsck,
     "locks": check_locks,
     "leftovers": check_leftovers,
+    "merge": check_merge,
     "worktree": check_worktree,
     "index": check_index,
     "merge-driver": check_merge_driver,
     "hooks": check_hooks,
     "schema": check_schema,
+    "twins": check_twins,
     "links": check_links,
     "chains": check_chains,
     "secrets": check_secrets,
@@ -1110,10 +1336,11 @@ class FileFinding:
     finding: secrets_mod.SecretFinding
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, **self.finding.to_dict()}
+        return {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
 
     def line(self) -> str:
-        return f"{self.path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
+        path = secrets_mod.redact(self.path)  # a file named after a token is not printed either
+        return f"{path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
 
 
 MAX_SCAN_BYTES = 16 * 1024 * 1024
@@ -1207,7 +1434,7 @@ class HistoryFinding:
     def to_dict(self) -> dict[str, Any]:
         return {
             "commit": self.commit,
-            "path": self.path,
+            "path": secrets_mod.redact(self.path),
             "present": self.present,
             **self.finding.to_dict(),
         }
@@ -1215,7 +1442,8 @@ class HistoryFinding:
     def line(self) -> str:
         where = "" if self.present else " (history only)"
         return (
-            f"{self.commit[:10]} {self.path}:{self.finding.line}: {self.finding.kind}: "
+            f"{self.commit[:10]} {secrets_mod.redact(self.path)}:{self.finding.line}: "
+            f"{self.finding.kind}: "
             f"{self.finding.excerpt}{where}"
         )
 
@@ -1246,6 +1474,8 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
     What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
     commit that added it, on every clone.
     """
+    from .purge import new_blobs, text_blob
+
     out: list[HistoryFinding] = []
     for each in [Scope(scope)] if scope is not None else store.scopes:
         db = store.db(each)
@@ -1256,7 +1486,8 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
             continue
         present: set[pygit2.Oid] = set()
         for tip in tips:
-            _tree_blobs(repo, repo[tip].peel(pygit2.Commit).tree, "", present, None)
+            for _ in new_blobs(repo, get_commit(repo, tip).tree, present):
+                pass
         order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
         walker = repo.walk(tips[0], order)
         for tip in tips[1:]:
@@ -1266,46 +1497,10 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
             hexsha = str(commit.id)
             for found in policy.scan(commit.message):
                 out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
-            new: dict[pygit2.Oid, str] = {}
-            _tree_blobs(repo, commit.tree, "", seen, new)
-            for oid, path in new.items():
-                try:
-                    obj = repo[oid]
-                except KeyError:
-                    continue  # a missing object: doctor's fsck check reports it
-                if not isinstance(obj, pygit2.Blob) or obj.size > MAX_SCAN_BYTES:
+            for oid, path in new_blobs(repo, commit.tree, seen):
+                data = text_blob(repo, oid, MAX_SCAN_BYTES)
+                if data is None:
                     continue
-                data = obj.data
-                if b"\0" in data[:8192]:
-                    continue
-                for found in secrets_mod.scan_bytes(data, policy):
+                for found in secrets_mod.scan_memory_bytes(data, policy):
                     out.append(HistoryFinding(hexsha, path, found, oid in present))
     return out
-
-
-def _tree_blobs(
-    repo: pygit2.Repository,
-    tree: pygit2.Tree,
-    prefix: str,
-    seen: set[pygit2.Oid],
-    new: dict[pygit2.Oid, str] | None,
-) -> None:
-    """Add to ``seen`` every tree and blob below ``tree`` not in it yet; record each new blob's
-    path in ``new``. A tree already seen is skipped whole: its blobs were recorded with it.
-    Iterative: a hostile history may nest trees deeper than Python recurses."""
-    stack: list[tuple[pygit2.Tree, str]] = [(tree, prefix)]
-    while stack:
-        current, base = stack.pop()
-        for entry in current:
-            if entry.id in seen:
-                continue
-            seen.add(entry.id)
-            if entry.type_str == "tree":
-                try:
-                    sub = repo[entry.id]
-                except KeyError:
-                    continue  # a missing object: doctor's fsck check reports it
-                if isinstance(sub, pygit2.Tree):
-                    stack.append((sub, f"{base}{entry.name}/"))
-            elif entry.type_str == "blob" and new is not None:
-                new[entry.id] = f"{base}{entry.name}"

@@ -59,6 +59,11 @@ class TooLargeError(InvalidInputError):
     """A body or front-matter over the configured size bound."""
 
 
+class RegexTimeoutError(InvalidInputError):
+    """A user's pattern ran past its time bound (gitmem.saferegex); exit code 4 like any
+    input gitmem cannot use."""
+
+
 class AlreadyExistsError(GitmemError):
     """A memory with that id is already stored."""
 
@@ -81,6 +86,19 @@ class StoreError(GitmemError):
     """The store itself is missing, not a gitmem store, or damaged."""
 
     exit_code = 7
+
+
+class RepositoryDamagedError(StoreError):
+    """An object the store needs is missing from git's object database or cannot be read
+    (a corrupt loose object, a branch pointing at a commit that is not there)."""
+
+    default_hint = (
+        "the repository is damaged, not the derived index (rebuilding that cannot help): run "
+        "git -C STORE fsck --full to list what is missing or corrupt, move each corrupt object "
+        "file it names aside, then fetch the objects from a clone "
+        "(git -C STORE fetch CLONE 'refs/heads/*:refs/remotes/clone/*') or clone the store "
+        "again from the hub"
+    )
 
 
 class LockTimeoutError(ConflictError):

@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import re
+import shlex
 import stat
 import threading
 import time
@@ -39,6 +40,7 @@ from .errors import (
     InvalidInputError,
     LockTimeoutError,
     NotFoundError,
+    RepositoryDamagedError,
     StoreError,
 )
 
@@ -252,25 +254,54 @@ def reads_hold(
     )
 
 
+def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
+    """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
+    object is missing or cannot be read: a bare KeyError or "failed to inflate" says
+    neither what is wrong nor what to do."""
+    try:
+        return repo[oid]
+    except KeyError:
+        raise RepositoryDamagedError(
+            f"the {what} {oid} is missing from the repository {repo.path}",
+            hint=damaged_hint(repo.path),
+        ) from None
+    except pygit2.GitError as exc:
+        raise RepositoryDamagedError(
+            f"the {what} {oid} in {repo.path} cannot be read ({exc})",
+            hint=damaged_hint(repo.path),
+        ) from None
+
+
+def damaged_hint(gitdir: str) -> str:
+    """The recovery hint of a damaged repository, naming it."""
+    return RepositoryDamagedError.default_hint.replace("STORE", shlex.quote(gitdir.rstrip("/")))
+
+
 def get_commit(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
-    obj = repo[oid]
+    obj = _object(repo, oid, "commit")
     if obj.type_str != "commit":
         raise StoreError(f"{oid} is a {obj.type_str}, not a commit")
     return cast(pygit2.Commit, obj)
 
 
 def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
-    obj = repo[oid]
+    obj = _object(repo, oid, "tree")
     if not isinstance(obj, pygit2.Tree):
         raise StoreError(f"{oid} is a {obj.type_str}, not a tree")
     return obj
 
 
 def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
-    obj = repo[oid]
+    obj = _object(repo, oid, "file (blob)")
     if not isinstance(obj, pygit2.Blob):
         raise StoreError(f"{oid} is a {obj.type_str}, not a blob")
-    return obj.data
+    try:
+        return obj.data
+    except pygit2.GitError as exc:  # the header read, the content does not inflate
+        raise RepositoryDamagedError(
+            f"the file (blob) {oid} in {repo.path} cannot be read ({exc})",
+            hint=damaged_hint(repo.path),
+        ) from None
 
 
 def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:

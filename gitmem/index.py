@@ -55,13 +55,14 @@ from .model import Memory, Related, Relationship, Scope, Status, Trigger
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The layout of the core tables (``_SCHEMA``). Bump it when they change: every table is
 dropped and rebuilt. Tables of a :class:`RowProvider` carry their own version instead."""
 DB_NAME = "index.sqlite"
 
 Decoder = Callable[[bytes, str], Memory]
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 Progress = Callable[[int, int], None]
 
 _VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
@@ -98,6 +99,7 @@ CREATE INDEX memories_updated ON memories (updated_us);
 CREATE INDEX memories_category ON memories (category);
 CREATE INDEX memories_supersedes ON memories (supersedes);
 CREATE INDEX memories_layer ON memories (layer, project);
+CREATE INDEX memories_blob ON memories (blob);
 CREATE TABLE tags (memory INTEGER NOT NULL, tag TEXT NOT NULL);
 CREATE INDEX tags_tag ON tags (tag, memory);
 CREATE INDEX tags_memory ON tags (memory);
@@ -497,6 +499,20 @@ class Index:
         self._discard_files()
 
     # -- catching up -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction, for a row provider's own queries
+        (gitmem.graphindex): every statement in the block sees the same commit. It does
+        not catch up (call :meth:`catch_up` first); call no other method of the index
+        inside the block."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
 
     def indexed_commit(self) -> str | None:
         row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
@@ -1024,6 +1040,31 @@ class Index:
         return [Hit(self._memory(r[:19]), float(r[20]) * 1000.0 - float(r[19])) for r in rows]
 
     @_recovering
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on a connection caught up with the tip (for modules that own
+        tables through a :class:`RowProvider`, or query the core ones in their own way).
+
+        ``query`` must only read, and may run twice: a database that fails as corrupt is
+        rebuilt and the query run again.
+        """
+        with self._query() as conn:
+            return query(conn)
+
+    def load(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
+        """The memories of these ``memories.rowid`` values (inside :meth:`read`)."""
+        wanted = list(dict.fromkeys(rowids))
+        out: dict[int, Memory] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            sql = (
+                f"SELECT {_MEMORY_COLUMNS} FROM memories "
+                f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
+            )
+            for row in conn.execute(sql, chunk):
+                out[int(row[0])] = self._memory(row)
+        return out
+
+    @_recovering
     def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
         """Every current memory passing the filters, by path (for regex and substring search)."""
         where, params = _filters(**filters)
@@ -1326,3 +1367,11 @@ def _insert_versions(
         )
     if commits:
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
+
+
+# The row providers of other modules register when those modules are imported; importing
+# them here keeps their rows current in every process that opens an index, so a command that
+# never recalls or reads the graph cannot leave them behind (a provider that missed commits
+# is refilled whole): the vector rows (gitmem.vectors) and the knowledge graph's
+# (gitmem.graphindex).
+from . import graphindex, vectors  # noqa: E402, F401

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from .model import Memory
 
-LEXICAL_VERSION = 1
+LEXICAL_VERSION = 2
 """Bump when :func:`fts_row`, the tokenizer or the table's columns change."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -81,7 +81,8 @@ def fts_row(memory: Memory) -> tuple[str, str, str, str, str]:
     title = memory.title or ""
     names = " ".join(x for x in (memory.category, memory.id) if x)
     tags = " ".join(memory.tags)
-    idents = " ".join(identifier_parts("\n".join((title, tags, names, memory.body))))
+    # Not the names: a mem_<uuid> id would fill the column with hex fragments.
+    idents = " ".join(identifier_parts("\n".join((title, tags, memory.body))))
     return title, memory.body, tags, names, idents
 
 

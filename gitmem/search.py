@@ -3,8 +3,11 @@
 FTS mode runs on the index's FTS5 table, ranked first by how the query meets the
 title (exact title, then title containing it, then the rest; the file-memory
 design's "exact name above partial name above type" rule), then by bm25 with
-the title weighted above tags, names and body. A query FTS5 cannot parse never
-crashes: it is searched again as literal words, and the result says so.
+the title weighted above tags, names and body. A query that is not FTS5 syntax (a
+question, punctuation, stray quotes: FTS5 refuses it, or it uses no operator and
+finds nothing with every word required) is answered by recall instead
+(:mod:`gitmem.recall`: any word may match, stems, stop words dropped), and the
+result says so.
 
 Regex and substring modes are a grep over the bodies of the current memories
 (one match per matching line, with context), honouring the same filters.
@@ -16,10 +19,15 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import saferegex
 from .errors import InvalidInputError
 from .model import Memory
+from .saferegex import SafePattern
+
+if TYPE_CHECKING:
+    from .recall import RecallHit
 
 Mode = Literal["fts", "regex", "substring"]
 MODES: tuple[str, ...] = ("fts", "regex", "substring")
@@ -111,6 +119,25 @@ def literal_fts_query(query: str) -> str:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words if w)
 
 
+_SYNTAX_RE = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*^()]|\w:|(?:^|\s)[-+]\w')
+
+
+def uses_fts_syntax(query: str) -> bool:
+    """Whether the query says it is FTS5 syntax: an operator (``AND``, ``OR``, ``NOT``,
+    ``NEAR``), quotes, a prefix ``*``, ``^``, parentheses or a ``column:`` filter."""
+    return _SYNTAX_RE.search(query) is not None
+
+
+def from_recall(hit: RecallHit) -> SearchMatch:
+    """A recall hit as a search match: its best line, with context, or its title."""
+    memory = hit.memory
+    lines = memory.body.splitlines()
+    if hit.lines:
+        number = hit.lines[0].number
+        return _match(memory, hit.score, lines, number, ())
+    return locate(memory, None, hit.score)
+
+
 def is_fts_syntax_error(exc: sqlite3.OperationalError) -> bool:
     """Whether a failed MATCH was the query's fault (FTS5 says "syntax error", "unterminated
     string", "unknown special query", "no such column"...) rather than the database's."""
@@ -169,16 +196,15 @@ def _match(
     )
 
 
-def compile_line_pattern(query: str, mode: Mode) -> re.Pattern[str]:
+def compile_line_pattern(query: str, mode: Mode) -> SafePattern:
+    # The user's pattern runs under a time bound (saferegex): a regex that backtracks
+    # without end over a teammate's body ends with a RegexTimeoutError instead.
     if mode == "substring":
-        return re.compile(re.escape(query), re.IGNORECASE)
-    try:
-        return re.compile(query)
-    except re.error as exc:
-        raise InvalidInputError(f"regex {query!r} does not compile: {exc}") from None
+        return saferegex.compile(query, literal=True, ignore_case=True, what="substring")
+    return saferegex.compile(query)
 
 
-def grep(memories: Iterable[Memory], pattern: re.Pattern[str], limit: int) -> list[SearchMatch]:
+def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[SearchMatch]:
     """One match per matching body line, in the order the memories come, up to ``limit``.
 
     A memory whose title matches but no body line does gives one match with no
@@ -189,7 +215,7 @@ def grep(memories: Iterable[Memory], pattern: re.Pattern[str], limit: int) -> li
         lines = memory.body.splitlines()
         found = False
         for number, line in enumerate(lines, start=1):
-            spans = tuple(m.span() for m in pattern.finditer(line) if m.end() > m.start())
+            spans = pattern.spans(line)
             if not spans and not pattern.search(line):
                 continue
             found = True

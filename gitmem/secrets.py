@@ -42,12 +42,15 @@ import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .codec import load_yaml
 from .errors import InvalidInputError, InvalidMemoryError, StoreError
 from .layout import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from .saferegex import SafePattern
 
 ALLOW_MARKER = "gitmem:allow-secret"
 """A line containing this is never reported."""
@@ -61,7 +64,9 @@ class SecretPattern:
     """One kind of credential: a regular expression and how to judge and mask its matches."""
 
     kind: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | SafePattern
+    """Built-in patterns are ``re`` (bounded by construction); a committed gitmem.yaml's own
+    patterns are a teammate's input, so they run under saferegex's time bound."""
     description: str = ""
     group: int | str = 0
     """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
@@ -99,7 +104,7 @@ class SecretPolicy:
     """The patterns to look for and the allow-list, as a store's ``gitmem.yaml`` sets them."""
 
     patterns: tuple[SecretPattern, ...]
-    allow: tuple[re.Pattern[str], ...] = ()
+    allow: tuple[re.Pattern[str] | SafePattern, ...] = ()
 
     def scan(self, text: str) -> list[SecretFinding]:
         return scan_text(text, self.patterns, allow=self.allow)
@@ -412,7 +417,7 @@ def scan_text(
     text: str,
     patterns: Iterable[SecretPattern] | None = None,
     *,
-    allow: Iterable[re.Pattern[str] | str] = (),
+    allow: Iterable[re.Pattern[str] | SafePattern | str] = (),
 ) -> list[SecretFinding]:
     """Every credential in ``text``, in order of position: kind, 1-based line, masked excerpt.
 
@@ -421,7 +426,7 @@ def scan_text(
     :data:`ALLOW_MARKER` are skipped.
     """
     chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
-    allowed = [re.compile(a) if isinstance(a, str) else a for a in allow]
+    allowed = [_compile(a, "allow") if isinstance(a, str) else a for a in allow]
     hits: list[_Hit] = []
     taken: list[tuple[int, int]] = []
     lowered = text.lower()
@@ -497,6 +502,27 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
     return policy.scan(text) if policy is not None else scan_text(text)
 
 
+def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_bytes`, and when that finds nothing and the text is a memory file, its
+    front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
+    the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
+    findings = scan_bytes(data, policy)
+    if findings or not data.startswith(b"---"):
+        return findings
+    try:
+        doc = codec.parse(data.decode("utf-8", "replace"))
+    except (InvalidInputError, ValueError, RecursionError):
+        return []  # not readable as a memory: nothing more to look at
+    try:
+        refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policy)
+    except SecretsFoundError as exc:
+        return [
+            SecretFinding(f.kind, 1, "(in a front-matter value: " + f.excerpt + ")")
+            for f in exc.findings
+        ]
+    return []
+
+
 # -- configuration -------------------------------------------------------------------------
 
 
@@ -545,12 +571,16 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _compile(text: str, where: str) -> re.Pattern[str]:
+def _compile(text: str, where: str) -> SafePattern:
+    # Committed patterns run over every write under a time bound: a catastrophic one
+    # pushed by a teammate must not hang everyone's writes (issue 11).
+    from . import saferegex
+
     try:
-        return re.compile(text)
-    except re.error as exc:
+        return saferegex.compile(text, what=f"gitmem.yaml {where}")
+    except saferegex.PatternError as exc:
         raise InvalidMemoryError(
-            f"gitmem.yaml {where} is not a valid regular expression: {exc}"
+            f"gitmem.yaml {where} is not a valid regular expression: {exc.reason}"
         ) from None
 
 
@@ -608,6 +638,42 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
         raise SecretsFoundError(what, findings)
 
 
+def secret_spans(
+    text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
+) -> list[tuple[int, int, str]]:
+    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
+    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
+    policy = policy or DEFAULT_POLICY
+    lowered = text.lower()
+    spans: list[tuple[int, int, str]] = []
+    for pattern in policy.patterns:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            secret = text[start:end]
+            if start < 0 or not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in policy.allow):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
+                continue
+            if honour_marker:
+                line_start = text.rfind("\n", 0, start) + 1
+                line_end = text.find("\n", start)
+                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
+                    continue
+            spans.append((start, end, pattern.kind))
+    return sorted(spans)
+
+
 def redact(text: str) -> str:
     """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
 
@@ -616,21 +682,7 @@ def redact(text: str) -> str:
     token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER` are
     redacted too: an error message is no place for an allowed key either.
     """
-    lowered = text.lower()
-    spans: list[tuple[int, int, str]] = []
-    for pattern in DEFAULT_PATTERNS:
-        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
-            continue
-        for match in pattern.regex.finditer(text):
-            try:
-                start, end = match.span(pattern.group)
-            except (IndexError, re.error):
-                start, end = match.span()
-            if start < 0 or not _plausible(pattern, text[start:end]):
-                continue
-            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
-                continue
-            spans.append((start, end, pattern.kind))
+    spans = secret_spans(text)
     if not spans:
         return text
     out: list[str] = []

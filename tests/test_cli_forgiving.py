@@ -281,3 +281,29 @@ def test_creating_the_user_store_says_where(
     home = os.environ["GITMEM_HOME"]
     assert f"gitmem: created the user store at {home}" in result.stderr
     assert "created" not in Gitmem(None, make_runner())("ls").stderr
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def test_search_says_when_it_cut_and_prints_comparable_scores(gm: Gitmem, store: Store) -> None:
+    store.create("about walruses", title="Walrus facts", id="mem_w0")
+    for n in range(1, 4):
+        store.create(f"walrus note {n}", id=f"mem_w{n}")
+    out = gm("search", "walrus*", "-n", "2").stdout
+    assert out.rstrip().endswith("(showing the first 2 memories; --limit N shows more)")
+    assert out.count("mem_w") == 2
+    assert "[title match, bm25 " in out and "1000" not in out
+    assert "showing the first" not in gm("search", "walrus*", "-n", "4").stdout
+    data = gm.json("search", "walrus*", "-n", "3")
+    assert data["truncated"] is True and len({m["id"] for m in data["matches"]}) == 3
+    assert gm.json("search", "walrus*", "-n", "5")["truncated"] is False
+
+
+def test_gc_says_what_it_did(gm: Gitmem, store: Store) -> None:
+    store.create("something to pack")
+    first = gm("gc").stdout
+    assert "packed " in first and "loose objects" in first
+    if "larger" in first:
+        assert "outweigh" in first  # a growth is explained, not reported as a saving
+    assert "already packed, nothing to do" in gm("gc").stdout

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import sys
+from pathlib import Path
 
 import click
 
@@ -76,6 +80,24 @@ def _layered_step(store: Store) -> int:
     for item in result.prune_details:
         click.echo(f"   {item.action}: {item.section} ({item.reason})")
     return made
+
+
+def program() -> str:
+    """How to run gitmem again the way it was just run, for hints that work as printed.
+
+    After the README's install (``.venv/bin/gitmem demo``) ``gitmem`` is not on PATH, so
+    a hint saying ``gitmem ...`` would fail; the path that was typed does not.
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    ran = Path(argv0)
+    if ran.name == "__main__.py":
+        return f"{shlex.quote(sys.executable)} -m gitmem"
+    if ran.name != "gitmem" or os.sep not in argv0:
+        return "gitmem"  # found on PATH (or run in-process, as by tests)
+    found = shutil.which("gitmem")
+    if found is not None and ran.exists() and ran.samefile(found):
+        return "gitmem"
+    return shlex.quote(argv0)
 
 
 @click.command()
@@ -177,6 +199,8 @@ def demo(state: State, store_path: str | None) -> None:
 
     click.echo()
     click.echo("Next: look around with")
-    click.echo(f"   gitmem --store {path} ls --all")
-    click.echo(f"   gitmem --store {path} history {fixtures.id}")
-    click.echo(f"   git -C {path} log -p")
+    me, where = program(), shlex.quote(str(path))
+    click.echo(f"   {me} --store {where} ls --all")
+    click.echo(f"   {me} --store {where} history {fixtures.id[:12]}")
+    click.echo(f"   {me} --store {where} status")
+    click.echo(f"   git -C {where} log -p")

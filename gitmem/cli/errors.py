@@ -42,7 +42,16 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         return "aborted", "", UNEXPECTED
     pygit2 = sys.modules.get("pygit2")  # a GitError exists only if pygit2 was loaded
     if pygit2 is not None and isinstance(exc, pygit2.GitError):
-        return f"git: {exc}", "", StoreError.exit_code
+        # libgit2's object errors ("failed to inflate", "object not found") mean a damaged
+        # repository: say what helps (git fsck, a clone), not nothing.
+        from gitmem.errors import RepositoryDamagedError
+
+        damaged = any(w in str(exc).lower() for w in ("inflate", "object", "corrupt", "odb"))
+        return (
+            f"git: {exc}",
+            RepositoryDamagedError.default_hint if damaged else "",
+            StoreError.exit_code,
+        )
     if isinstance(exc, OSError) and exc.errno in _READ_ONLY_ERRNOS:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}", READ_ONLY_HINT, StoreError.exit_code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -26,6 +27,15 @@ def _highlight(match: SearchMatch) -> str:
     return "".join(parts)
 
 
+def _score_text(score: float) -> str:
+    """The FTS score as two comparable parts: the store ranks title matches first (a tier
+    worth 1000 in ``score``), then by bm25 (higher is better); printed apart, so a title
+    match does not read as "1000.00" beside a "0.00"."""
+    title = score >= 1000.0
+    bm25 = score - 1000.0 if title else score
+    return f"{'title match, ' if title else ''}bm25 {bm25:.3g}"
+
+
 def results_text(results: SearchResults) -> str:
     lines: list[str] = []
     if results.notice:
@@ -39,7 +49,7 @@ def results_text(results: SearchResults) -> str:
             current = match.id
             heading = f"{match.id}  {match.title or '(untitled)'}"
             if results.mode == "fts":
-                heading += f"  [score {match.score:.2f}]"
+                heading += f"  [{_score_text(match.score)}]"
             lines.append(click.style(heading, bold=True))
         if match.line_number is None:
             continue
@@ -99,6 +109,7 @@ def search(
       gitmem search 'mock_\\w+' --regex --json
     """
     assert mode in MODES
+    # One more than asked for tells whether the list was cut, so the output can say so.
     results = state.store().search(
         query,
         mode=mode,
@@ -109,12 +120,27 @@ def search(
         tags=list(tags) or None,
         include_superseded=show_all,
         include_archived=show_all,
-        limit=limit,
+        limit=limit + 1,
     )
+    cut = _cut(results, limit)
     if state.json:
-        emit_json(results.to_dict())
+        emit_json({**results.to_dict(), "limit": limit, "truncated": cut})
         return
     click.echo(results_text(results))
+    if cut:
+        click.echo(f"(showing the first {limit} memories; --limit N shows more)")
+
+
+def _cut(results: SearchResults, limit: int) -> bool:
+    """Keep the matches of the first ``limit`` memories; True when there were more."""
+    seen: list[str] = []
+    for i, match in enumerate(results.matches):
+        if match.id not in seen:
+            seen.append(match.id)
+            if len(seen) > limit:
+                del results.matches[i:]
+                return True
+    return False
 
 
 class _ProgressBar:
@@ -132,7 +158,8 @@ class _ProgressBar:
         if self.quiet or total < self.MIN_TOTAL:
             return
         if self.bar is None:
-            self.bar = click.progressbar(length=total, label=self.label)
+            # stderr, so stdout stays the command's data; click draws it only on a terminal
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
             self.bar.__enter__()
         self.bar.update(count - self.done)
         self.done = count
@@ -216,7 +243,17 @@ def gc(state: State, scope: str | None) -> None:
         emit_json([r.to_dict() for r in results])
         return
     for r in results:
+        packed = r.loose_before - r.loose_after
+        if packed <= 0 and r.bytes_after == r.bytes_before:
+            click.echo(f"{r.path}: already packed, nothing to do ({_size(r.bytes_after)})")
+            continue
+        change = "smaller" if r.bytes_after < r.bytes_before else "larger"
         click.echo(
-            f"{r.path}: {_size(r.bytes_before)} -> {_size(r.bytes_after)} "
-            f"({r.loose_before} -> {r.loose_after} loose objects)"
+            f"{r.path}: packed {max(packed, 0)} loose objects ({r.loose_after} left); "
+            f"{_size(r.bytes_before)} -> {_size(r.bytes_after)} of files, {change}"
         )
+        if r.bytes_after > r.bytes_before:
+            click.echo(
+                "  (on a small store a pack's index and git's bookkeeping files outweigh "
+                "the few loose objects packed; packing pays off as the store grows)"
+            )

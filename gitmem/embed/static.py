@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import itertools
 import json
 import mmap
 import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,10 @@ TENSOR = "embedding.weight"
 MAX_TOKENS = 2048
 """Tokens of one text that count: bounds the work a huge memory costs (the average of its
 first 2,048 tokens stands for it)."""
+SPACE = "\u2581"
+"""SentencePiece's word-boundary mark, which the tokenizer's normalizer puts for each space."""
+CACHE_PIECES = 200_000
+"""Distinct space-separated pieces whose token ids are kept (then the cache starts over)."""
 BATCH = 512
 """Texts per numpy batch: keeps the gathered token rows to a few tens of MB."""
 _MAX_HEADER = 1 << 20
@@ -99,30 +105,65 @@ class StaticEmbedder:
         self.name = name
         self.dim = int(table.shape[1])
         self._vocab = int(table.shape[0])
+        if int(tokenizer.get_vocab_size()) > self._vocab:
+            # Every id the tokenizer gives must index the table (no clipping per text).
+            raise EmbedderError(
+                f"tokenizer of {tokenizer.get_vocab_size()} ids for a table of {self._vocab} rows"
+            )
+        space = tokenizer.token_to_id(SPACE)
+        # An empty piece is a space next to another space (or at an end): the token "▁".
+        self._space: list[int] = [int(space)] if space is not None else []
+        self._cache: dict[str, list[int]] = {"": self._space}
+        # The piece cache is shared: one embed at a time (a clear mid-lookup would fail).
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), BATCH):
-            chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
-            out[start : start + len(chunk)] = self._embed_batch(chunk)
+        with self._lock:
+            for start in range(0, len(texts), BATCH):
+                chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
+                out[start : start + len(chunk)] = self._embed_batch(chunk)
         return out
 
+    def _pieces(self, texts: list[str]) -> list[list[str]]:
+        """Each text's space-separated pieces, with every new piece's token ids cached.
+
+        The tokenizer turns every space into ``▁`` and BPE-merges within the ``▁``-led
+        pieces only (a pre-tokenizer split, set in load_default), so a text's ids are its
+        pieces' ids in order. Pieces repeat (words), so each is tokenized once and looked up
+        after: this is most of the speed.
+        """
+        cache = self._cache
+        pieces = [t.split(" ") if t else [] for t in texts]
+        missing = list({p for ps in pieces for p in ps if p not in cache})
+        if missing:
+            if len(cache) + len(missing) > CACHE_PIECES:
+                cache.clear()
+                cache[""] = self._space
+            encodings = self.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
+            for piece, encoding in zip(missing, encodings, strict=True):
+                cache[piece] = encoding.ids
+        return pieces
+
+    def token_ids(self, text: str) -> list[int]:
+        """The token ids of one text, as embed counts them (at most MAX_TOKENS)."""
+        with self._lock:
+            [pieces] = self._pieces([text])
+            ids = itertools.chain.from_iterable(map(self._cache.__getitem__, pieces))
+            return list(ids)[:MAX_TOKENS]
+
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
-        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        id_lists = [e.ids[:MAX_TOKENS] for e in encodings]
-        lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(texts))
-        total = int(lengths.sum())
+        table = self.table
+        get = self._cache.__getitem__
+        chain = itertools.chain.from_iterable
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if total == 0:
-            return result
-        ids = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=total)
-        np.clip(ids, 0, self._vocab - 1, out=ids)
-        rows = self.table[ids].astype(np.float32)
-        nonempty = lengths > 0
-        starts = (np.cumsum(lengths) - lengths)[nonempty]
-        # reduceat sums each text's run of rows; an empty text has no run (it stays zero).
-        sums = np.add.reduceat(rows, starts, axis=0)
-        result[nonempty] = sums / lengths[nonempty, None].astype(np.float32)
+        # One text at a time: a gather and a sum per text is faster here than numpy's
+        # reduceat over the batch, and a text's vector cannot depend on its batch (so
+        # incremental catch-up and a full rebuild store identical vectors).
+        for row, pieces in enumerate(self._pieces(texts)):
+            index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)
+            if index.size:
+                result[row] = table[index[:MAX_TOKENS]].sum(axis=0)
         norms = np.linalg.norm(result, axis=1, keepdims=True)
         np.divide(result, norms, out=result, where=norms > 0)
         return result
@@ -157,9 +198,19 @@ def load_default() -> StaticEmbedder:
         raise EmbedderError(f"cannot load the tokenizer {tokenizer_file}: {exc}") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    table = read_safetensor(weights, TENSOR)
+    # Split before each "▁" (the spaces, once normalised) so BPE runs per word: the same ids
+    # for these SentencePiece-style tokenizers (tests/test_embed.py compares), and what lets
+    # StaticEmbedder tokenize each distinct word once.
+    from tokenizers import pre_tokenizers
+
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(
+        pattern=SPACE, behavior="merged_with_next"
+    )
+    # float32 once at load (32 MB): gathering float16 rows and converting them on every call
+    # cost more than the gather itself.
+    table = np.ascontiguousarray(read_safetensor(weights, TENSOR), dtype=np.float32)
     try:
         version = importlib.metadata.version(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return StaticEmbedder(table, tokenizer, f"wordllama-{MODEL}-{table.shape[1]}@{version}")
+    return StaticEmbedder(table, tokenizer, f"wordllama-{MODEL}-{table.shape[1]}@{version}/mean")

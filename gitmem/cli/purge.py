@@ -1,0 +1,93 @@
+"""``gitmem purge``: remove a memory, or every match of a pattern, from all of history."""
+
+from __future__ import annotations
+
+import click
+
+from gitmem import purge as _purge
+
+from .common import State, emit_json, json_option, pass_state
+
+
+@click.command()
+@click.argument("memory_id", metavar="[ID]", required=False)
+@click.option("--pattern", metavar="REGEX", help="Replace every match of this regular expression.")
+@click.option(
+    "--secrets",
+    "all_secrets",
+    is_flag=True,
+    help="Replace every credential the store's policy finds (as gitmem secrets --history).",
+)
+@click.option(
+    "--apply", is_flag=True, help="Rewrite history. Without it: a dry run that changes nothing."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed (the default).")
+@click.option("--scope", metavar="repo|user", help="The store to purge, when both are open.")
+@click.option("--remote", metavar="NAME", help="The hub to give push steps for (default: origin).")
+@json_option
+@pass_state
+@click.pass_context
+def purge(
+    ctx: click.Context,
+    state: State,
+    memory_id: str | None,
+    pattern: str | None,
+    all_secrets: bool,
+    apply: bool,
+    dry_run: bool,
+    scope: str | None,
+    remote: str | None,
+) -> None:
+    """Remove a memory, or every match of a pattern, from ALL of history.
+
+    ID: the memory's file goes from every commit that held it. --pattern:
+    every match in every file and commit message is replaced by "(purged)".
+    --secrets: the same for every credential the store's policy finds.
+
+    A dry run by default: it lists what would be removed, by the commit that
+    introduced it. --apply rewrites the store's branches, then prints the exact
+    steps that finish the job: a force-push (with lease) to the hub, and on the
+    hub, here and on every other clone, what makes the old objects really go.
+    Refused while a merge is in progress, with uncommitted edits, or when the hub
+    has commits this store has not merged.
+
+    Exit status: 0 when something was (or would be) removed, 1 when nothing matched.
+
+    \b
+    Examples:
+      gitmem purge mem_5f0c...
+      gitmem purge --secrets --apply
+      gitmem purge --pattern 'ACME-[0-9]{6}' --apply
+    """
+    if apply and dry_run:
+        raise click.UsageError("give --apply or --dry-run, not both")
+    if sum([memory_id is not None, pattern is not None, all_secrets]) != 1:
+        raise click.UsageError("give one of ID, --pattern REGEX or --secrets")
+    report = _purge.purge(
+        state.store(),
+        memory=memory_id,
+        pattern=pattern,
+        secrets=all_secrets,
+        apply=apply,
+        scope=scope,
+        remote=remote,
+    )
+    if state.json:
+        emit_json(report.to_dict())
+    else:
+        if not report.found:
+            click.echo(f"Nothing to purge: {report.target} is in no commit.")
+        else:
+            verb = "Removed" if report.applied else "Would remove"
+            click.echo(f"{verb} {report.target} from {report.scope} history:")
+            for removal in report.removals:
+                click.echo(f"  {removal.line()}")
+            done = "rewritten" if report.applied else "to rewrite"
+            click.echo(f"{report.commits_rewritten} commit(s) {done}.")
+            if not report.applied:
+                click.echo("Dry run: nothing was changed. Run again with --apply to rewrite.")
+            click.echo("Then, to make the old objects really go:")
+            for line in _purge.format_steps(report.steps):
+                click.echo(line)
+    if not report.found:
+        ctx.exit(1)

@@ -1,0 +1,224 @@
+"""Store.recall: natural-language questions, keywords, identifiers and paths find the right
+memory on small hand-built stores; filters, version chains, at=, budgets; no query raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gitmem
+from gitmem import FixedClock, Store
+from gitmem.errors import InvalidInputError
+from gitmem.recall import estimate_tokens, memory_text, parse
+
+DEPLOY = "The deploy target is staging; production deploys need a tag"
+FIXTURES = "Fixtures live in tests/conftest.py"
+
+
+def fill(store: Store, clock: FixedClock) -> dict[str, str]:
+    """The issue's two memories among others that share some of their words."""
+    ids: dict[str, str] = {}
+    texts = {
+        "deploy": (DEPLOY, None),
+        "fixtures": (FIXTURES, None),
+        "tags": ("Release tags are signed with the team key", "Signing releases"),
+        "staging-db": ("The staging database is reset every night at 02:00", None),
+        "user": ("Use sample_user from tests/factories.py for a logged-in user", "Test users"),
+        "camel": ("The HttpRequestParser class turns raw bytes into requests", None),
+        "unicode": ("Die Größe des Caches ist 512 MB; Zürich hosts the mirror", "Cache"),
+        "lint": ("Run ruff and mypy --strict before every commit", "Linting"),
+    }
+    for key, (body, title) in texts.items():
+        clock.advance(minutes=1)
+        ids[key] = store.create(body + "\n", title=title).id
+    return ids
+
+
+def top(store: Store, query: str, n: int = 1, **kwargs: object) -> list[str]:
+    return store.recall(query, limit=n, **kwargs).ids  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("how do we deploy to staging?", "deploy"),  # a question: stop words, punctuation
+        ("deploying", "deploy"),  # a stem
+        ("deploys", "deploy"),
+        ("test fixtures", "fixtures"),  # test ~ tests, not every word required
+        ("where do fixtures live", "fixtures"),
+        ("conftest.py", "fixtures"),  # a path
+        ("tests/conftest.py", "fixtures"),
+        ("sample_user", "user"),  # a snake_case identifier
+        ("sampleUser", "user"),  # the same words in camel case
+        ("HttpRequestParser", "camel"),  # an identifier as written
+        ("request parser", "camel"),  # its parts
+        ("größe", "unicode"),  # unicode, with and without accents
+        ("zurich", "unicode"),
+        ("signing release tags", "tags"),
+        ("when is the staging database reset?", "staging-db"),
+        ("ruff mypy", "lint"),  # a keyword list
+    ],
+)
+def test_questions_keywords_identifiers_and_paths(
+    filled_store: tuple[Store, dict[str, str]], query: str, expected: str
+) -> None:
+    store, ids = filled_store
+    assert top(store, query) == [ids[expected]]
+
+
+def test_hits_say_which_lines_matched_and_why(store: Store, clock: FixedClock) -> None:
+    ids = fill(store, clock)
+    body = "# Deploys\n\nUnrelated first line.\nWe deploy to staging from main.\nLast line.\n"
+    mid = store.create(body, title="How deploys work").id
+    results = store.recall("how do we deploy to staging?")
+    hit = next(h for h in results if h.id == mid)
+    # The two best lines, in body order: the heading and the line with both words.
+    assert [(line.number, line.text) for line in hit.lines] == [
+        (1, "# Deploys"),
+        (4, "We deploy to staging from main."),
+    ]
+    assert hit.why == ("matched deploy (body, title), staging (body)",)
+    assert set(results.ids[:2]) == {mid, ids["deploy"]}
+    data = results.to_dict()
+    assert data["hits"][0]["id"] == results.ids[0]
+    assert {"id", "title", "score", "lines", "why"} <= set(data["hits"][0])
+    scores = [h.score for h in results]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters(store: Store, clock: FixedClock) -> None:
+    a = store.create("deploy with the blue pipeline\n", category="ops", tags=["ci"])
+    b = store.create("deploy with the green pipeline\n", category="dev", tags=["ci", "green"])
+    c = store.create("deploy archived notes\n", status="archived")
+    assert set(top(store, "deploy", 10)) == {a.id, b.id}
+    assert top(store, "deploy", 10, category="ops") == [a.id]
+    assert top(store, "deploy", 10, tags=["green"]) == [b.id]
+    assert top(store, "deploy", 10, tags=["ci", "green"]) == [b.id]
+    assert top(store, "deploy", 10, category="nope") == []
+    assert c.id in top(store, "deploy", 10, include_archived=True)
+
+
+def test_a_version_chain_collapses_to_its_newest_version(store: Store, clock: FixedClock) -> None:
+    old = store.create("The deploy target is staging\n")
+    clock.advance(minutes=1)
+    mid = store.supersede(old.id, "Deploys now go to the preview cluster\n")
+    clock.advance(minutes=1)
+    new = store.supersede(mid.id, "Deploys go to the preview cluster, then production\n")
+    # "staging" is only in the oldest version: its match counts for the newest one.
+    results = store.recall("staging")
+    assert results.ids == [new.id]
+    assert any(old.id in w for w in results[0].why)
+    assert results.ids == top(store, "staging", 5) and len(results) == 1
+    # Every version, when asked for.
+    assert top(store, "staging", 5, include_superseded=True) == [old.id]
+    assert set(top(store, "deploys", 5, include_superseded=True)) == {old.id, mid.id, new.id}
+    # Each chain once, even when several of its versions match.
+    assert top(store, "deploy preview production", 5) == [new.id]
+
+
+def test_recency_breaks_ties(store: Store, clock: FixedClock) -> None:
+    first = store.create("same words here\n")
+    clock.advance(days=3)
+    second = store.create("same words here\n")
+    assert top(store, "same words", 2) == [second.id, first.id]
+
+
+def test_at_a_past_revision_and_inside_a_transaction(store: Store, clock: FixedClock) -> None:
+    ids = fill(store, clock)
+    past = str(store.db().tip().id)  # type: ignore[union-attr]
+    store.update(ids["deploy"], "Deploys go to the preview cluster\n")
+    assert top(store, "staging production tag", 1) != [ids["deploy"]]
+    assert top(store, "staging production tag", 1, at=past) == [ids["deploy"]]
+    unindexed = gitmem.open(store.path)
+    unindexed.use_index = False
+    for query in ("test fixtures", "how do we deploy to staging?", "sample_user"):
+        assert top(unindexed, query, 3) == top(store, query, 3)
+    with store.transaction("tx"):
+        assert top(store, "test fixtures") == [ids["fixtures"]]
+
+
+def test_budget_packs_whole_memories_first(store: Store, clock: FixedClock) -> None:
+    long = store.create("deploy " + "word " * 400 + "\ndeploy staging line\n", title="Long")
+    short = store.create("deploy staging quickly\n", title="Short")
+    results = store.recall("deploy staging", budget=60)
+    assert results.budget == 60 and results.tokens <= 60
+    whole = [p for p in results.packed if p.whole]
+    assert [p.id for p in whole] == [short.id]
+    assert whole[0].text == memory_text(results.hits[results.ids.index(short.id)])
+    excerpt = [p for p in results.packed if not p.whole]
+    assert [p.id for p in excerpt] == [long.id] and "deploy staging line" in excerpt[0].text
+    assert all(p.tokens == estimate_tokens(p.text) for p in results.packed)
+    assert store.recall("deploy", budget=0).packed == []
+    with pytest.raises(InvalidInputError):
+        store.recall("deploy", budget=-1)
+    with pytest.raises(InvalidInputError):
+        store.recall("deploy", limit=0)
+
+
+def test_two_scopes_are_searched_together(tmp_path: Path, clock: FixedClock) -> None:
+    repo = gitmem.init(tmp_path / "repo", clock=clock)
+    user = gitmem.init(tmp_path / "user", clock=clock)
+    both = gitmem.Store([repo._backends[repo.default_scope], user._backends[user.default_scope]])
+    a = repo.create("deploy from the repo store\n")
+    results = both.recall("deploy")
+    assert a.id in results.ids
+
+
+def test_words_that_are_fts5_syntax_are_words(store: Store, clock: FixedClock) -> None:
+    a = store.create("NEAR the border, OR NOT: a note about AND gates\n")
+    for query in ('NEAR(border', 'OR NOT', '"AND gates', "title:border", "border*", "^border"):
+        assert top(store, query) == [a.id], query
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    query=st.one_of(
+        st.text(),
+        st.text(alphabet=st.sampled_from(list('"*():^-+{}[]NEAROTD \x00\\\'/._\u00e9\ud7ff'))),
+        st.lists(st.sampled_from(["AND", "OR", "NOT", "NEAR", '"', "*", "(", ")", "title:", "x"]))
+        .map(" ".join),
+    )
+)
+def test_no_query_ever_raises(filled_store: tuple[Store, dict[str, str]], query: str) -> None:
+    store, _ = filled_store
+    results = store.recall(query)
+    assert len(results) <= 10
+    store.recall(query, include_superseded=True, budget=10)
+    assert parse(query).fts.count('"') % 2 == 0
+
+
+@pytest.fixture(scope="module")
+def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, dict[str, str]]:
+    clock = FixedClock()
+    store = gitmem.init(tmp_path_factory.mktemp("r") / "store", clock=clock)
+    return store, fill(store, clock)
+
+
+def test_a_surrogate_or_nul_in_the_query(filled_store: tuple[Store, dict[str, str]]) -> None:
+    store, ids = filled_store
+    assert store.recall("deploy\x00staging\ud800?").ids[0] == ids["deploy"]
+    assert store.recall("").notice and store.recall("?!").ids == []
+
+
+ISSUE_QUERIES = [
+    "how do we deploy to staging?",
+    "deploying",
+    "test fixtures",
+    "where do fixtures live",
+]
+
+
+@pytest.mark.parametrize("query", ISSUE_QUERIES)
+def test_search_answers_the_issues_queries(store: Store, query: str) -> None:
+    """The issue's store and queries: `gitmem search` said "No matches." to each."""
+    deploy = store.create(DEPLOY + "\n").id
+    fixtures = store.create(FIXTURES + "\n").id
+    expected = fixtures if "fixtures" in query else deploy
+    results = store.search(query)
+    assert results.ids[0] == expected
+    # FTS5 syntax still means what it says: an explicit operator is not second-guessed.
+    assert store.search("deploying NOT staging").ids == []
+    assert store.search('"production deploys"').ids == [deploy]

@@ -1,0 +1,201 @@
+"""Vector rows as derived index state: catch-up (then sync) equals a full rebuild.
+
+Random histories come from tests/test_index.py's World: creates, updates, appends,
+supersedes, deletes, restores, archives, transactions, hand edits, broken files and merges
+made with the git binary; the index catches up at random points in between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_index import World, make_store, ops
+
+import gitmem
+from gitmem import vectors
+from gitmem.clock import FixedClock
+from gitmem.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class HashEmbedder:
+    """A deterministic stand-in model: each word adds a fixed pseudo-random direction."""
+
+    def __init__(self, name: str = "hash-test", dim: int = 32) -> None:
+        self.name = name
+        self.dim = dim
+        self.calls = 0
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        self.calls += 1
+        self.texts += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
+                out[i] += np.random.default_rng(seed).standard_normal(self.dim)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+def _rows(store: Store, embedder: HashEmbedder) -> dict[str, set[tuple[str, str, bytes]]]:
+    """Every scope's vector rows after a sync, and a check that each current memory has one."""
+    out = {}
+    for scope in store.scopes:
+        index = store.index(scope)
+        vectors.sync(index, embedder)
+        conn = index._connect()
+        rows = vectors.rows(conn)
+        blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
+        assert {b for _, b, _ in rows} == blobs  # one vector per current blob, no other
+        mapping = set(conn.execute("SELECT rowid, blob FROM vector_rows"))
+        assert mapping == set(conn.execute("SELECT rowid, blob FROM memories"))
+        out[str(scope)] = rows
+    return out
+
+
+@settings(
+    max_examples=int(os.environ.get("GITMEM_INDEX_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from(["worktree", "bare", "two-scopes"]),
+    steps=st.lists(ops, min_size=1, max_size=12),
+    syncs=st.sets(st.integers(0, 11), max_size=4),
+)
+def test_vector_rows_after_catch_up_equal_a_rebuild(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    steps: list[tuple[Any, ...]],
+    syncs: set[int],
+) -> None:
+    root = tmp_path_factory.mktemp("vectors")
+    clock = FixedClock(gitmem.clock.parse_timestamp("2026-11-23T10:00:00Z"))
+    store = make_store(kind, root, clock, monkeypatch)
+    world = World(store, clock, hands=kind == "worktree")
+    embedder = HashEmbedder()
+    for number, step in enumerate(steps):
+        world.apply(step)
+        if number in syncs:  # a recall in between: vectors follow the catch-ups so far
+            _rows(store, embedder)
+    caught_up = _rows(store, embedder)
+    store.reindex()
+    rebuilt = _rows(store, embedder)
+    assert caught_up == rebuilt
+
+
+def test_a_changed_memory_gets_a_new_vector_and_the_old_one_goes(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    a = store.create("the deploy target is staging", title="deploy")
+    b = store.create("fixtures live in tests/conftest.py", title="fixtures")
+    embedder = HashEmbedder()
+    index = store.index()
+    assert vectors.sync(index, embedder) == 2
+    assert vectors.sync(index, embedder) == 0  # nothing pending: no embedding at all
+    calls = embedder.calls
+    store.update(a.id, "the deploy target is production now")
+    assert vectors.sync(index, embedder) == 1  # only the changed memory
+    assert embedder.calls == calls + 1
+    store.delete(b.id)
+    assert vectors.sync(index, embedder) == 0
+    conn = index._connect()
+    assert len(vectors.rows(conn)) == 1
+    # Another embedder (the user changed the config): every memory gets its vector.
+    other = HashEmbedder("hash-other", 16)
+    assert vectors.sync(index, other) == 1
+    store.create("a third memory", title="third")
+    assert vectors.sync(index, embedder) == 1
+    assert vectors.sync(index, other) == 1  # it missed the new memory: caught up too
+    assert {m for m, _, _ in vectors.rows(conn)} == {"hash-test", "hash-other"}
+
+
+def test_nearest_returns_current_rows_by_cosine(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s")
+    one = store.create("alpha beta gamma", id="notes/one")
+    store.create("delta epsilon", id="notes/two")
+    embedder = HashEmbedder()
+    index = store.index()
+    near = vectors.nearest(index, "alpha beta", 5, embedder=embedder)
+    conn = index._connect()
+    ids = [conn.execute("SELECT id FROM memories WHERE rowid = ?", (r,)).fetchone()[0]
+           for r, _ in near]
+    assert ids[0] == one.id and len(ids) == 2
+    store.delete(one.id)
+    near = vectors.nearest(index, "alpha beta", 5, embedder=embedder)
+    assert [conn.execute("SELECT id FROM memories WHERE rowid = ?", (r,)).fetchone()[0]
+            for r, _ in near] == ["notes/two"]
+
+
+def test_nearest_finds_the_memory_by_meaning_with_the_default_embedder(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    deploy = store.create("The deploy target is staging; production deploys need a tag")
+    store.create("Fixtures live in tests/conftest.py")
+    store.create("The office coffee machine is on the third floor")
+    index = store.index()
+    found = vectors.nearest(index, "how do we ship a release to staging?", 3)
+    assert found, "no default embedder"
+    conn = index._connect()
+    top = conn.execute("SELECT id FROM memories WHERE rowid = ?", (found[0][0],)).fetchone()[0]
+    assert top == deploy.id
+    assert [c for _, c in found] == sorted((c for _, c in found), reverse=True)
+
+
+def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
+    """A command that never recalls (list, a hook) keeps the vector rows current without
+    importing numpy or an embedder."""
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store.create("one memory")
+    script = (
+        "import sys, gitmem\n"
+        f"s = gitmem.open({str(store.path)!r})\n"
+        "assert len(s.list()) == 1\n"
+        "print(sorted(m for m in ('numpy', 'gitmem.embed', 'tokenizers') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    pending = store.index()._connect().execute("SELECT count(*) FROM vector_pending")
+    assert pending.fetchone()[0] == 1
+
+
+class _Down(HashEmbedder):
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        self.calls += 1
+        from gitmem.errors import EmbedderError
+
+        raise EmbedderError("ollama embedder at http://127.0.0.1:9/api/embed is unreachable")
+
+
+def test_a_failing_embedder_leaves_recall_lexical_and_is_not_retried_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store.create("alpha beta")
+    down = _Down("down-test")
+    index = store.index()
+    assert vectors.nearest(index, "alpha", 5, embedder=down) == []
+    assert vectors.nearest(index, "alpha", 5, embedder=down) == []
+    assert down.calls == 1  # the second query did not wait on the endpoint again
+    assert "semantic recall skipped" in caplog.text
+    pending = index._connect().execute("SELECT count(*) FROM vector_pending").fetchone()[0]
+    assert pending == 1  # nothing half-written: the next try embeds it
+    vectors._failed_until.clear()
+    assert vectors.nearest(index, "alpha", 5, embedder=HashEmbedder("down-test"))
