@@ -171,3 +171,78 @@ def autopack_size(ctx: Context) -> list[Row]:
             f"per create (sampling excluded)",
         ),
     ]
+
+
+# -- writers that help each other ----------------------------------------------------------------
+
+
+@scenario("group-commit", "8 writer processes with group commit, beside 1 writer and CAS alone")
+def group_commit(ctx: Context) -> list[Row]:
+    """Rounds alternate: 1 writer, 8 writers with group commit, 8 writers with compare-and-swap
+    alone (``GitDB.group_commit = False``: every loser re-runs its plan), on one bare store;
+    then the bare-pygit2 floor of one writer in this process. Every acknowledged id is
+    checked in the branch tip."""
+    from bench.harness import measure_alternating
+    from bench.scenarios import _pygit2_floor
+    from bench.writers import lost_writes, run_rounds
+
+    config = ctx.config
+    populated = ctx.bare_store(config.writers_size)
+    ops = max(config.writer_ops, 10)
+    rates: dict[str, list[float]] = {"1": [], "8 group": [], "8 cas": []}
+    cpu: dict[str, list[float]] = {k: [] for k in rates}
+    acked: list[str] = []
+    errors = 0
+    for round_ in range(config.repeat):
+        for key, writers, group in (("1", 1, True), ("8 group", 8, True), ("8 cas", 8, False)):
+            log(f"round {round_ + 1}: {key} writer(s) x {ops} creates")
+            (result,) = run_rounds(
+                populated.path, writers, ops, 1, config.seed + round_ * 10 + writers, group=group
+            )
+            rates[key].append(result.rate)
+            cpu[key].append(1e3 * result.cpu_seconds / max(1, result.timed))
+            acked += result.acknowledged
+            errors += len(result.errors)
+    lost = lost_writes(populated.path, acked)
+    (floor,) = measure_alternating([_pygit2_floor(ctx, populated.path)], config.repeat)
+    one, grouped, cas = (median(rates[k]) for k in ("1", "8 group", "8 cas"))
+    label = f"{size_label(populated.size)} memories"
+
+    def cpu_note(key: str) -> str:
+        return f"{median(cpu[key]):.1f} ms of CPU per commit, all writers together"
+
+    return [
+        Row(
+            "8 writers together, group commit",
+            label,
+            "commits/s",
+            grouped,
+            "1 writer",
+            one,
+            runs=config.repeat,
+            target="≥ 1.5x one writer; 0 lost",
+            met=grouped >= 1.5 * one and not lost,
+            note=f"{len(lost)} lost of {len(acked)} acknowledged (all rounds); {errors} errors; "
+            + cpu_note("8 group"),
+        ),
+        Row(
+            "8 writers together, compare-and-swap alone (before)",
+            label,
+            "commits/s",
+            cas,
+            "1 writer",
+            one,
+            runs=config.repeat,
+            note=cpu_note("8 cas"),
+        ),
+        Row(
+            "1 writer",
+            label,
+            "commits/s",
+            one,
+            "pygit2 floor: blob + 3 trees + commit + ref, one process",
+            floor.rate,
+            runs=config.repeat,
+            note=cpu_note("1") + f"; floor {floor.cpu_rate:,.0f}/s of CPU time",
+        ),
+    ]
