@@ -642,3 +642,44 @@ def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
     localconfig.update(lambda data: data.update(jobs={"note": "myjobs_for_test:note"}))
     assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["note", "plugin"]
     assert ran.read_text().splitlines() == ["plugin", "local", "plugin"]
+
+
+def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
+    """Where memory text is sent comes from the user's own file only: an endpoint named in
+    the store's gitmem.yaml is not read (the user's own section is)."""
+    import gitmem
+    from gitmem.embed import get_embedder
+
+    store = gitmem.init(tmp_path / "store")
+    config = store.path / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + "embedder: {provider: openai, url: 'http://127.0.0.1:9/v1/embeddings', model: x}\n"
+    )
+    run_git(store.path, "commit", "-qam", "send my memories elsewhere")
+    chosen = get_embedder(str(store.db().gitdir))
+    assert chosen is None or not chosen.name.startswith(("openai", "ollama", "http"))
+    localconfig.update(lambda data: data.update(embedder="none"))
+    assert get_embedder(str(store.db().gitdir)) is None  # the user's own choice is read
+
+
+def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -> None:
+    """In the cloned project, gitmem's project hooks refuse the committed store with one
+    warning line; the user's git command succeeds and nothing the store names runs."""
+    from gitmem import hooks
+
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    hooks.install(victim, "project")
+    committed = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "work"],
+        cwd=victim,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert committed.returncode == 0, committed.stderr
+    warnings = [line for line in committed.stderr.splitlines() if line.startswith("gitmem:")]
+    assert len(warnings) == 1 and "is committed in the project" in warnings[0], committed.stderr
+    assert not marker.exists()

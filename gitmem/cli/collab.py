@@ -325,7 +325,8 @@ def blame(state: State, memory_id: str) -> None:
       gitmem blame mem_5f0c...
       gitmem blame projects/demo/review_history --json
     """
-    lines = auditing.blame(state.store(), memory_id)
+    store = state.store()
+    lines = auditing.blame(store, store.resolve_id(memory_id))  # a unique id prefix will do
     if state.json:
         emit_json([line.to_dict() for line in lines])
         return
@@ -369,6 +370,8 @@ def diff(state: State, args: tuple[str, ...]) -> None:
             rev2 = args[1]
         else:
             memory_id = args[1]
+    if memory_id is not None:
+        memory_id = store.resolve_id(memory_id)  # a unique id prefix will do
     entries = auditing.diff(store, rev1, rev2, memory_id)
     if state.json:
         emit_json([e.to_dict() for e in entries])
