@@ -445,6 +445,29 @@ def store_recall_ranker(built: Built) -> Ranker:
     return rank
 
 
+def recall_rerank_ranker(built: Built, embedder: Any, alpha: float, pool: int = 50) -> Ranker:
+    """``Store.recall``'s top ``pool`` reranked by ``score / best score + alpha * cosine``
+    with the embedder: the semantic side as a tie-breaker on the lexical candidates."""
+    matrix = embedder.embed(built.texts)
+    row = {mid: i for i, mid in enumerate(built.ids)}
+
+    def rank(question: str, depth: int = DEPTH) -> list[str]:
+        hits = [
+            (str(getattr(h, "id", "")), float(getattr(h, "score", 0.0)))
+            for h in built.store.recall(question, limit=pool)
+        ]
+        hits = [(mid, sc) for mid, sc in hits if mid in row]
+        if not hits:
+            return []
+        best = max(sc for _, sc in hits) or 1.0
+        query = embedder.embed([question])[0]
+        fused = [(mid, sc / best + alpha * float(matrix[row[mid]] @ query)) for mid, sc in hits]
+        fused.sort(key=lambda pair: -pair[1])
+        return [mid for mid, _ in fused[:depth]]
+
+    return rank
+
+
 # -- metrics ------------------------------------------------------------------------------------
 
 
@@ -529,6 +552,11 @@ def methods(built: Built, embedder: Any, *, configs: bool) -> dict[str, Ranker]:
                 )
                 variants[label] = found
     out.update(variants)
+    if vectors is not None and has_recall():
+        for alpha in (0.1, 0.2, 0.3):
+            out[f"Store.recall top 50 + {alpha} x cosine (rerank)"] = recall_rerank_ranker(
+                built, embedder, alpha
+            )
     if vectors is not None:
         best_lex = variants.get("BM25 stemmed+stop words", plain)
         for label, lex in (("plain BM25", plain), ("BM25 stemmed+stop words", best_lex)):

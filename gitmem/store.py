@@ -514,7 +514,7 @@ class Store:
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 40,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
@@ -576,6 +576,8 @@ class Store:
 
     def _encode(self, backend: _Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
+        # First: everything below walks the values recursively.
+        codec.check_writable_depth(metadata)
         if self._secrets_refused():
             # Before the schema check and anything else that may quote a value: a length
             # error on a tag must not print the token in it.
@@ -584,7 +586,7 @@ class Store:
             secrets.refuse_memory(
                 memory_id=memory.id,
                 metadata=metadata,
-                body=memory.body,
+                body="",  # scanned with the whole file below: no check before that quotes it
                 policy=self._secret_policy(backend),
                 path=memory.path or memory_path(memory.id),
             )
@@ -593,7 +595,14 @@ class Store:
             doc = memory.document.with_changes(metadata, memory.body)
         else:
             doc = codec.Document(metadata, memory.body)
-        data = codec.serialize(doc).encode("utf-8")
+        text = codec.serialize(doc)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
+                "cannot store"
+            ) from None
         limit = backend.config.max_body_bytes
         body_size = len(memory.body.encode("utf-8"))
         if body_size > limit:
@@ -609,6 +618,9 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
+        # Writes refuse whatever reads cannot read: the file is parsed back as every
+        # reader parses it (depth, size, values YAML does not carry exactly).
+        codec.check_reads_back(text, metadata, memory.body)
         if self._secrets_refused():
             # Every write that stores content passes here: the one place credentials are kept
             # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
@@ -800,7 +812,11 @@ class Store:
         """
         wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
         check_id(wanted)
-        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+        path = memory_path(wanted)
+        if is_path_id(wanted) or any(
+            # whether the file is there, without decoding it (the caller reads it next)
+            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+        ):
             return wanted
         current: set[str] = set()
         for backend in self._ordered(scope):
@@ -1838,6 +1854,7 @@ def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
         if key in KNOWN_KEYS:
             raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        codec.check_writable_depth({key: item})  # before the recursive walk below
         _check_plain(item, key)
         out[key] = item
     return out
@@ -1900,6 +1917,7 @@ def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None)
 
 def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend:
     db = GitDB(path, clock=clock, durable=durable)
+    _refuse_foreign_worktree(path, db)
     snap = db.snapshot()
     data = snap.read(CONFIG_FILE)
     if data is None:
@@ -1913,6 +1931,30 @@ def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend
         )
     config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
     return _Backend(config.scope, db, config)
+
+
+def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
+    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
+    git config can point anywhere, and gitmem writes memory files into the work tree: in a
+    store the user does not trust, that setting came from someone else."""
+    target = path.expanduser().resolve()
+    if target.name == ".git":
+        expected: Path | None = target.parent
+    else:
+        expected = target if (target / ".git").exists() else None
+    actual = db.workdir.resolve() if db.workdir is not None else None
+    if actual == expected:
+        return
+    from . import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
+        "gitmem writes memory files there, so it does not follow that for a store you have "
+        "not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}",
+    )
 
 
 def _is_store(path: Path) -> bool:
@@ -1951,7 +1993,14 @@ def init_store(
     scope = Scope(scope)
     if _is_store(target):
         with contextlib.suppress(StoreError):
-            return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from .merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
     if target.exists() and any(target.iterdir()) and not _is_store(target):
         raise StoreError(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"

@@ -40,7 +40,7 @@ from .gitdb import (
     format_message,
     get_commit,
 )
-from .layout import id_from_path
+from .layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from .model import Memory, Scope
 from .versions import newest
 
@@ -61,6 +61,11 @@ class RemoteError(StoreError):
     """The remote could not be reached, read or written (network, authentication, path)."""
 
     default_hint = "check the remote's URL and your access (git remote -v), then sync again"
+
+
+class HistoryRewrittenError(ConflictError):
+    """The remote branch was rewritten (``gitmem purge`` on another clone, a force-push):
+    merging it with this clone's old history would bring back what the rewrite removed."""
 
 
 class MergeConflictError(ConflictError):
@@ -162,8 +167,11 @@ def _refuse_in_progress(db: GitDB) -> None:
     if what is not None:
         raise ConflictError(
             f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
-            hint="finish it (resolve, git add, git commit / git rebase --continue) or abort it "
-            "(git merge --abort / git rebase --abort), then sync again",
+            # Abort first: "git add, git commit" of a file that still holds conflict markers
+        # stores them (gitmem doctor says how to finish safely).
+        hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
+            "then sync again, which merges memories itself; or finish it only once no file "
+            "holds conflict markers (gitmem doctor checks)",
         )
 
 
@@ -203,6 +211,47 @@ def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
         return get_commit(db.repo, db.repo.lookup_reference(tracking).target)
     except KeyError:
         return None
+
+
+def _ref_target(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    try:
+        target = repo.references[name].target
+    except (KeyError, pygit2.GitError):
+        return None
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+def _refuse_rewritten(
+    db: GitDB,
+    remote: str,
+    branch: str,
+    tracking: str,
+    before: pygit2.Oid,
+    theirs: pygit2.Commit,
+) -> None:
+    """Refuse to merge a remote branch whose history was rewritten since the last fetch.
+
+    After a ``gitmem purge`` on another clone, the hub's branch no longer descends from what
+    this clone fetched before; merging the two would put every purged object back (and push
+    it). The remote-tracking branch goes back to where it was, so the purge's steps for
+    every other clone (``git log REMOTE/BRANCH..BRANCH``, fetch, reset) apply as printed.
+    """
+    if before == theirs.id:
+        return
+    try:
+        if db.repo.descendant_of(theirs.id, before):
+            return
+    except (KeyError, pygit2.GitError):
+        return  # the old commit is gone from here: nothing of it to bring back
+    db.repo.references.create(tracking, before, force=True)
+    raise HistoryRewrittenError(
+        f"{remote}/{branch} was rewritten (gitmem purge or a force-push): it no longer "
+        f"contains {str(before)[:10]}, which this clone fetched before; merging would bring "
+        "back what the rewrite removed",
+        hint=f"follow the purge's steps for other clones: git -C {db.path} log --oneline "
+        f"{remote}/{branch}..{branch} (work not pushed yet), git -C {db.path} fetch {remote}, "
+        f"git -C {db.path} reset --hard {remote}/{branch} (docs/security.md, gitmem purge)",
+    )
 
 
 def _push(db: GitDB, remote: str, branch: str) -> str:
@@ -280,6 +329,8 @@ def merge_trees(
     base: pygit2.Commit | None,
     ours: pygit2.Commit,
     theirs: pygit2.Commit,
+    *,
+    theirs_wins: frozenset[str] = frozenset(),
 ) -> TreeMerge:
     """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
 
@@ -337,7 +388,7 @@ def merge_trees(
         b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
         if o == t:
             continue
-        if o == b:
+        if o == b or (path in theirs_wins and t is not None):
             out.changes[path] = t
             continue
         take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
@@ -404,13 +455,19 @@ def _move(
 
 
 def integrate(
-    db: GitDB, theirs: pygit2.Commit, label: str, *, attempts: int = 50
+    db: GitDB,
+    theirs: pygit2.Commit,
+    label: str,
+    *,
+    attempts: int = 50,
+    join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
     """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
 
     kind is none (already in), fast-forward or merge. Raises MergeConflictError
     (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
-    when a file to change has uncommitted edits.
+    when a file to change has uncommitted edits. Two unrelated histories merge only
+    with ``join`` (``gitmem join``: the team's configuration files win).
     """
     for _ in range(attempts):
         with _locked(db):
@@ -436,10 +493,19 @@ def integrate(
                 continue
             base_id = repo.merge_base(tip.id, theirs.id)
             base = get_commit(repo, base_id) if base_id is not None else None
-            tm = merge_trees(repo, base, tip, theirs)
+            # Two stores made apart (unrelated histories) merge like any other two sides;
+            # `gitmem join` brings a personal store into a team's, whose configuration wins.
+            wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
+            tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
             if tm.conflicts:
                 raise MergeConflictError(
-                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)"
+                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
+                    hint=(
+                        f"this store and {label} were made apart; to bring this one into "
+                        "that one, keeping both histories and its configuration: gitmem join URL"
+                    )
+                    if base is None
+                    else None,
                 )
             if db.workdir is not None:
                 db._check_clean(snap, tm.changes)
@@ -525,6 +591,7 @@ def sync(
     branch: str | None = None,
     scope: Scope | str | None = None,
     max_attempts: int = 40,
+    join: bool = False,
 ) -> SyncResult:
     """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
 
@@ -548,14 +615,18 @@ def sync(
     start = db.tip()
     for attempt in range(1, max_attempts + 1):
         result.attempts = attempt
+        tracking = f"refs/remotes/{remote}/{target}"
+        fetched_before = _ref_target(db.repo, tracking)
         theirs = _fetch(db, remote, target)
+        if theirs is not None and fetched_before is not None:
+            _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
         if theirs is not None:
             local = db.tip()
             walker = db.repo.walk(theirs.id)
             if local is not None:
                 walker.hide(local.id)
             result.fetched += sum(1 for _ in walker)
-            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}")
+            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind
             result.forks.extend(tm.forks)

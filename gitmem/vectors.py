@@ -578,6 +578,12 @@ def _texts(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+RETRY_AFTER = 60.0
+"""Seconds semantic recall is skipped in this process after its embedder failed (an
+endpoint that is down must not cost every query its timeout)."""
+_failed_until: dict[str, float] = {}
+
+
 def nearest(
     index: Index, text: str, k: int, *, embedder: Embedder | None = None
 ) -> list[tuple[int, float]]:
@@ -586,8 +592,11 @@ def nearest(
 
     The store's embedder comes from the user's local configuration (or the offline
     default); with none available the answer is empty and recall stays lexical. Pending
-    memories are embedded first (:func:`sync`).
+    memories are embedded first (:func:`sync`). Never raises for an embedder's or the
+    vector tables' failure: it logs one line and answers nothing, and recall stays lexical.
     """
+    import time
+
     if embedder is None:
         from gitmem.embed import get_embedder
 
@@ -596,26 +605,27 @@ def nearest(
             return []
     from gitmem.errors import EmbedderError
 
+    if _failed_until.get(embedder.name, 0.0) > time.monotonic():
+        return []
     try:
         sync(index, embedder)
         query = embedder.embed([text])[0]
-    except EmbedderError as exc:
-        log.warning("semantic recall skipped: %s", exc)
+        conn = index._connect()
+        hits = top_k(conn, embedder.name, query, k)
+        if not hits:
+            return []
+        by_blob: dict[str, list[int]] = {}
+        for chunk in _chunks([b for b, _ in hits]):
+            marks = ",".join("?" * len(chunk))
+            for rowid, blob in conn.execute(
+                f"SELECT rowid, blob FROM vector_rows WHERE blob IN ({marks}) ORDER BY rowid",
+                tuple(chunk),
+            ):
+                by_blob.setdefault(blob, []).append(int(rowid))
+    except (EmbedderError, ValueError, sqlite3.OperationalError) as exc:
+        # ValueError: a model that changed dimension under the same name; OperationalError:
+        # a read-only or locked index. The lexical answer stands alone.
+        _failed_until[embedder.name] = time.monotonic() + RETRY_AFTER
+        log.warning("semantic recall skipped for %.0f s: %s", RETRY_AFTER, exc)
         return []
-    conn = index._connect()
-    hits = top_k(conn, embedder.name, query, k)
-    if not hits:
-        return []
-    cosine = dict(hits)
-    rows: list[tuple[int, float]] = []
-    by_blob: dict[str, list[int]] = {}
-    for chunk in _chunks([b for b, _ in hits]):
-        marks = ",".join("?" * len(chunk))
-        for rowid, blob in conn.execute(
-            f"SELECT rowid, blob FROM vector_rows WHERE blob IN ({marks}) ORDER BY rowid",
-            tuple(chunk),
-        ):
-            by_blob.setdefault(blob, []).append(int(rowid))
-    for blob, _ in hits:
-        rows.extend((rowid, cosine[blob]) for rowid in by_blob.get(blob, []))
-    return rows
+    return [(rowid, cosine) for blob, cosine in hits for rowid in by_blob.get(blob, [])]

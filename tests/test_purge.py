@@ -20,6 +20,7 @@ from gitmem import FixedClock, Store
 from gitmem import sync as S
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.purge import MESSAGE_PATH, REPLACEMENT, PurgeRefusedError, purge
+from gitmem.sync import HistoryRewrittenError
 
 SECRET = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 PERSONAL = "Jane Q. " + "Example, born 1970-01-01"
@@ -167,11 +168,13 @@ def test_a_pattern_purge_and_its_bound(store: Store) -> None:
     assert store.read(first.id).body == f"order {REPLACEMENT} shipped\n"
     assert "ACME-123456" not in run_git(store.path, "log", "-p", "--all")
     # A pattern that backtracks without end is stopped by the bound, not waited for.
-    store.create("a" * 30 + "!\n")
+    store.create("a" * 40 + "!\n")
+    before = run_git(store.path, "rev-parse", "HEAD")
     with pytest.raises(InvalidInputError, match="took longer than"):
-        purge(store, pattern=r"(?m)^(a+)+$", timeout=1.0)
-    with pytest.raises(InvalidInputError, match="not a valid regular expression"):
+        purge(store, pattern=r"(?m)^(a|aa)+$", timeout=0.5, apply=True)
+    with pytest.raises(InvalidInputError, match="does not compile"):
         purge(store, pattern="(")
+    assert run_git(store.path, "rev-parse", "HEAD") == before
 
 
 def test_purge_refuses_what_it_cannot_do_safely(
@@ -216,3 +219,39 @@ def test_the_cli_dry_run_and_apply(store: Store) -> None:
     assert SECRET not in run_git(store.path, "log", "-p", "--all")
     assert "Nothing to purge" in gm("purge", "--secrets", code=1).stdout
     assert "give one of" in gm("purge", code=2).stderr
+
+
+def test_a_clone_that_syncs_before_following_the_steps_is_refused(
+    hub_and_clones: tuple[Path, Store, Store], clock: FixedClock
+) -> None:
+    """Bob syncs without resetting: merging his old history would push the secret back."""
+    hub, alice, bob = hub_and_clones
+    with alice.secrets_allowed():
+        alice.create(f"the token is {SECRET}\n")
+    alice.sync()
+    bob.sync()
+    old = run_git(bob.path, "rev-parse", "origin/main").strip()
+    report = purge(alice, secrets=True, apply=True)
+    _run_steps(next(s for s in report.steps if s.where == "the hub").commands)
+    bob.create("bob's unpushed note\n")
+    with pytest.raises(HistoryRewrittenError, match="was rewritten"):
+        bob.sync()
+    # Nothing went to the hub, and bob's remote-tracking branch is where the steps expect it.
+    assert SECRET not in run_git(hub, "log", "-p", "--all")
+    assert run_git(bob.path, "rev-parse", "origin/main").strip() == old
+    clone_step = next(s for s in report.steps if s.where.startswith("every other clone"))
+    assert "bob's unpushed note" not in run_git(bob.path, "log", "-p", "origin/main")
+    assert run_git(bob.path, "log", "--oneline", "origin/main..main").strip()
+    _run_steps(clone_step.commands, clone=bob.path)
+    assert gitmem.open(bob.path).sync().fetched == 0
+
+
+def test_a_bare_store_is_purged_too(bare_store: Store) -> None:
+    with bare_store.secrets_allowed():
+        memory = bare_store.create(f"token {SECRET}\n", title="t")
+    report = purge(bare_store, secrets=True, apply=True)
+    assert report.applied and report.refs
+    gitdir = bare_store.db().gitdir
+    _run_steps(next(s for s in report.steps if s.where == "this store").commands)
+    assert _holds(gitdir, SECRET) == []
+    assert gitmem.open(gitdir).read(memory.id).body == f"token {REPLACEMENT}\n"

@@ -585,3 +585,101 @@ def test_reproduction_2_named_untrusted_store_syncs_without_its_programs(tmp_pat
     assert gitmem_cli(victim / "src", "ls").returncode == 0  # walking up is allowed now
     gitmem_cli(victim, "--store", str(store), "sync")
     assert marker.exists()
+
+
+def test_an_untrusted_stores_core_worktree_is_not_followed(tmp_path: Path) -> None:
+    """libgit2 honours core.worktree, and gitmem writes memory files into the work tree:
+    a store's config must not send those writes to a directory of its choosing."""
+    import gitmem
+    from gitmem.errors import StoreError
+
+    store = gitmem.init(tmp_path / "theirs.git", bare=True)
+    store.create("x\n")
+    elsewhere = tmp_path / "home-of-the-user"
+    elsewhere.mkdir()
+    run_git(store.path, "config", "core.bare", "false")
+    run_git(store.path, "config", "core.worktree", str(elsewhere))
+    trust.untrust(store.path)
+    with pytest.raises(StoreError, match=r"core\.worktree"):
+        gitmem.open(store.path).create("y\n")
+    assert list(elsewhere.iterdir()) == []
+    trust.trust(store.path)  # the user's own setting: followed
+    gitmem.open(store.path).create("z\n")
+    assert (elsewhere / "memories").is_dir()
+
+
+def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gitmem.yaml names jobs; code comes from an entry point or the user's own file. A
+    'module:function' named by the store is an unknown job whose warning says how to opt in."""
+    import gitmem
+    from gitmem.lifecycle.jobs import run_jobs
+
+    ran = tmp_path / "ran"
+    (tmp_path / "myjobs_for_test.py").write_text(
+        f"def note(store, out):\n    open({str(ran)!r}, 'a').write('local\\n')\n"
+        f"def plugin(store, out):\n    open({str(ran)!r}, 'a').write('plugin\\n')\n"
+    )
+    dist = tmp_path / "myjobs_for_test-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myjobs-for-test\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[gitmem.jobs]\nplugin = myjobs_for_test:plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = gitmem.init(tmp_path / "store")
+    config = store.path / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + "lifecycle:\n  jobs:\n    post-merge: [note, plugin, 'myjobs_for_test:note']\n"
+    )
+    run_git(store.path, "commit", "-qam", "jobs")
+    lines: list[str] = []
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["plugin"]
+    assert not ran.read_text().count("local")
+    assert any("unknown lifecycle job 'note'" in line for line in lines)
+    hint = next(line for line in lines if "'myjobs_for_test:note'" in line)
+    assert "never imports code a store names" in hint and str(localconfig.config_path()) in hint
+    localconfig.update(lambda data: data.update(jobs={"note": "myjobs_for_test:note"}))
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["note", "plugin"]
+    assert ran.read_text().splitlines() == ["plugin", "local", "plugin"]
+
+
+def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
+    """Where memory text is sent comes from the user's own file only: an endpoint named in
+    the store's gitmem.yaml is not read (the user's own section is)."""
+    import gitmem
+    from gitmem.embed import get_embedder
+
+    store = gitmem.init(tmp_path / "store")
+    config = store.path / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + "embedder: {provider: openai, url: 'http://127.0.0.1:9/v1/embeddings', model: x}\n"
+    )
+    run_git(store.path, "commit", "-qam", "send my memories elsewhere")
+    chosen = get_embedder(str(store.db().gitdir))
+    assert chosen is None or not chosen.name.startswith(("openai", "ollama", "http"))
+    localconfig.update(lambda data: data.update(embedder="none"))
+    assert get_embedder(str(store.db().gitdir)) is None  # the user's own choice is read
+
+
+def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -> None:
+    """In the cloned project, gitmem's project hooks refuse the committed store with one
+    warning line; the user's git command succeeds and nothing the store names runs."""
+    from gitmem import hooks
+
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    hooks.install(victim, "project")
+    committed = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "work"],
+        cwd=victim,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert committed.returncode == 0, committed.stderr
+    warnings = [line for line in committed.stderr.splitlines() if line.startswith("gitmem:")]
+    assert len(warnings) == 1 and "is committed in the project" in warnings[0], committed.stderr
+    assert not marker.exists()

@@ -174,3 +174,28 @@ def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
     assert result.stdout.strip() == "[]"
     pending = store.index()._connect().execute("SELECT count(*) FROM vector_pending")
     assert pending.fetchone()[0] == 1
+
+
+class _Down(HashEmbedder):
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        self.calls += 1
+        from gitmem.errors import EmbedderError
+
+        raise EmbedderError("ollama embedder at http://127.0.0.1:9/api/embed is unreachable")
+
+
+def test_a_failing_embedder_leaves_recall_lexical_and_is_not_retried_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store.create("alpha beta")
+    down = _Down("down-test")
+    index = store.index()
+    assert vectors.nearest(index, "alpha", 5, embedder=down) == []
+    assert vectors.nearest(index, "alpha", 5, embedder=down) == []
+    assert down.calls == 1  # the second query did not wait on the endpoint again
+    assert "semantic recall skipped" in caplog.text
+    pending = index._connect().execute("SELECT count(*) FROM vector_pending").fetchone()[0]
+    assert pending == 1  # nothing half-written: the next try embeds it
+    vectors._failed_until.clear()
+    assert vectors.nearest(index, "alpha", 5, embedder=HashEmbedder("down-test"))

@@ -18,6 +18,7 @@ import itertools
 import json
 import mmap
 import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,12 +114,15 @@ class StaticEmbedder:
         # An empty piece is a space next to another space (or at an end): the token "▁".
         self._space: list[int] = [int(space)] if space is not None else []
         self._cache: dict[str, list[int]] = {"": self._space}
+        # The piece cache is shared: one embed at a time (a clear mid-lookup would fail).
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), BATCH):
-            chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
-            out[start : start + len(chunk)] = self._embed_batch(chunk)
+        with self._lock:
+            for start in range(0, len(texts), BATCH):
+                chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
+                out[start : start + len(chunk)] = self._embed_batch(chunk)
         return out
 
     def _pieces(self, texts: list[str]) -> list[list[str]]:
@@ -143,10 +147,10 @@ class StaticEmbedder:
 
     def token_ids(self, text: str) -> list[int]:
         """The token ids of one text, as embed counts them (at most MAX_TOKENS)."""
-        [pieces] = self._pieces([text])
-        return list(itertools.chain.from_iterable(map(self._cache.__getitem__, pieces)))[
-            :MAX_TOKENS
-        ]
+        with self._lock:
+            [pieces] = self._pieces([text])
+            ids = itertools.chain.from_iterable(map(self._cache.__getitem__, pieces))
+            return list(ids)[:MAX_TOKENS]
 
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         table = self.table
