@@ -90,6 +90,13 @@ def test_every_id_command_takes_a_prefix(gm: Gitmem, store: Store) -> None:
     line = gm.fails(4, "show", "mem_abc")
     assert "matches 2 memories" in line and a in line and b in line
     assert "no memory mem_nope" in gm.fails(3, "show", "mem_nope")
+    assert gm.json("blame", "mem_abc1")
+    assert a in gm("diff", "HEAD~3", "HEAD", "mem_abc1").stdout
+    linked = gm("add", "see the other", "--related", "mem_abc1:refines",
+                "--related", "mem_later").stdout.strip()
+    assert [(r.id, str(r.relationship)) for r in store.read(linked).related] == [
+        (a, "refines"), ("mem_later", "relates-to")
+    ]
 
 
 # -- global options, did you mean, help -------------------------------------------------------
