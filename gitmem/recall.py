@@ -47,7 +47,13 @@ WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 DEPTH = 100
 """How many lexical (and semantic) candidates each list brings to fusion."""
 RRF_K = 60.0
-FUSION: tuple[float, float] = (1.0, 0.0)
+FUSION_MODE = "linear"
+"""``linear``: each list's scores scaled to 0..1 (min-max) and added with :data:`FUSION`'s
+weights; ``rrf``: reciprocal-rank fusion with :data:`RRF_K`. Chosen on the benchmark's
+tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this embedder."""
+SEMANTIC_ONLY_MIN = 0.6
+"""A memory none of the query's words matched is recalled only this similar in meaning."""
+FUSION: tuple[float, float] = (1.0, 0.2)
 """Weights of the lexical and the semantic list in reciprocal-rank fusion."""
 MAX_TERMS = 64
 """A query's words beyond this many are ignored (an agent may paste a whole document)."""
@@ -206,7 +212,7 @@ def parse(text: str) -> Query:
         for token in clean.split()
         if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
     ][:8]
-    return Query(text, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
+    return Query(clean, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
 
 
 _JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
@@ -384,9 +390,12 @@ def _rank_source(
             elif cand.semantic is None:
                 rank += 1
                 cand.semantic, cand.semantic_rank = score, rank
-    for cand in found.values():
-        cand.fused = _fuse(cand)
-    return list(found.values())
+    kept = [
+        c for c in found.values()
+        if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
+    ]
+    _fuse_all(kept)
+    return kept
 
 
 def _passing(
@@ -403,6 +412,25 @@ def _passing(
         for row in conn.execute(sql, [*chunk, *params]):
             out[int(row[0])] = (str(row[1]), int(row[2]))
     return out
+
+
+def _fuse_all(cands: list[_Candidate]) -> None:
+    if FUSION_MODE == "linear":
+        lex = [c.lexical for c in cands if c.lexical is not None]
+        sem = [c.semantic for c in cands if c.semantic is not None]
+        lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
+        lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
+        lex_w, sem_w = FUSION
+        for c in cands:
+            score = 0.0
+            if c.lexical is not None:
+                score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
+            if c.semantic is not None:
+                score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
+            c.fused = score if score > 0 else 1e-9
+        return
+    for c in cands:
+        c.fused = _fuse(c)
 
 
 def _fuse(cand: _Candidate) -> float:
@@ -517,8 +545,17 @@ def recall(
     for backend in store._ordered(scope):
         index = store._index(backend, at)
         if index is not None:
-            scored.extend(index.read(functools.partial(_from_index, index, query=parsed,
-                                                       options=options)))
+            semantic = _semantic(index, parsed.text) if FUSION[1] > 0 else None
+            if semantic is None and FUSION[1] > 0:
+                results.notice = "embeddings are off or unavailable: ranked by words only"
+            results.semantic = results.semantic or semantic is not None
+            scored.extend(
+                index.read(
+                    functools.partial(
+                        _from_index, index, query=parsed, options=options, semantic=semantic
+                    )
+                )
+            )
         else:
             memories = store.list(
                 scope=backend.scope, at=at, include_superseded=True, include_archived=True
@@ -551,10 +588,33 @@ def recall(
     return results
 
 
+def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
+    """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
+    embedder can be loaded (the embedder module logs why, once)."""
+    from . import vectors
+    from .embed import get_embedder
+
+    embedder = get_embedder(str(index.db.gitdir))
+    if embedder is None:
+        return None
+    try:
+        return vectors.nearest(index, text[: vectors.MAX_TEXT], DEPTH, embedder=embedder)
+    except (sqlite3.DatabaseError, MemoryError):
+        raise
+    except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
+        log.warning("semantic recall skipped: %s: %s", type(exc).__name__, exc)
+        return None
+
+
 def _from_index(
-    index: Index, conn: sqlite3.Connection, *, query: Query, options: _Options
+    index: Index,
+    conn: sqlite3.Connection,
+    *,
+    query: Query,
+    options: _Options,
+    semantic: list[tuple[int, float]] | None,
 ) -> list[tuple[_Candidate, Memory]]:
-    cands = _rank_source(conn, query, options, None)
+    cands = _rank_source(conn, query, options, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     cands = cands[: options.limit]
     loaded = index.load(conn, [c.rowid for c in cands])

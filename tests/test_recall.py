@@ -80,7 +80,7 @@ def test_hits_say_which_lines_matched_and_why(store: Store, clock: FixedClock) -
         (1, "# Deploys"),
         (4, "We deploy to staging from main."),
     ]
-    assert hit.why == ("matched deploy (body, title), staging (body)",)
+    assert hit.why[0] == "matched deploy (body, title), staging (body)"
     assert set(results.ids[:2]) == {mid, ids["deploy"]}
     data = results.to_dict()
     assert data["hits"][0]["id"] == results.ids[0]
@@ -222,3 +222,32 @@ def test_search_answers_the_issues_queries(store: Store, query: str) -> None:
     # FTS5 syntax still means what it says: an explicit operator is not second-guessed.
     assert store.search("deploying NOT staging").ids == []
     assert store.search('"production deploys"').ids == [deploy]
+
+
+@pytest.mark.parametrize("section", ["embedder: off\n", "embedder:\n  provider: bogus\n"])
+def test_without_an_embedder_recall_is_lexical_with_a_notice(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str
+) -> None:
+    from gitmem import embed
+
+    config = tmp_path / "config.yaml"
+    config.write_text(section)
+    monkeypatch.setenv("GITMEM_CONFIG", str(config))
+    embed.clear_cache()
+    try:
+        deploy = store.create(DEPLOY + "\n").id
+        store.create(FIXTURES + "\n")
+        results = store.recall("how do we deploy to staging?")
+        assert results.ids == [deploy] and not results.semantic
+        assert results.notice == "embeddings are off or unavailable: ranked by words only"
+        assert results[0].semantic is None
+    finally:
+        embed.clear_cache()
+
+
+def test_with_the_default_embedder_recall_is_hybrid(store: Store) -> None:
+    deploy = store.create(DEPLOY + "\n").id
+    results = store.recall("how do we deploy to staging?")
+    assert results.semantic and results.notice is None
+    assert results.ids == [deploy] and results[0].semantic is not None
+    assert any(w.startswith("similar in meaning (cosine") for w in results[0].why)
