@@ -524,9 +524,11 @@ def recall(
     budget: int | None = None,
     layer: str | None = None,
     project: str | None = None,
+    semantic: bool = True,
 ) -> RecallResults:
     """The memories that answer ``query``, best first (see the module's docstring).
-    ``layer`` and ``project`` keep layered documents of that layer / project only."""
+    ``layer`` and ``project`` keep layered documents of that layer / project only;
+    ``semantic=False`` ranks by words alone (no embedder is loaded)."""
     parsed = parse(query)
     results = RecallResults(query=_clean(query), budget=budget)
     options = _Options(
@@ -545,14 +547,15 @@ def recall(
     for backend in store._ordered(scope):
         index = store._index(backend, at)
         if index is not None:
-            semantic = _semantic(index, parsed.text) if FUSION[1] > 0 else None
-            if semantic is None and FUSION[1] > 0:
+            wanted = semantic and FUSION[1] > 0
+            nearest = _semantic(index, parsed.text) if wanted else None
+            if nearest is None and wanted:
                 results.notice = "embeddings are off or unavailable: ranked by words only"
-            results.semantic = results.semantic or semantic is not None
+            results.semantic = results.semantic or nearest is not None
             scored.extend(
                 index.read(
                     functools.partial(
-                        _from_index, index, query=parsed, options=options, semantic=semantic
+                        _from_index, index, query=parsed, options=options, semantic=nearest
                     )
                 )
             )
@@ -575,7 +578,7 @@ def recall(
             RecallHit(
                 id=memory.id,
                 title=memory.title,
-                score=round(cand.fused * 1000.0, 6) if cand.fused > 1e-6 else cand.fused,
+                score=round(cand.fused, 6),
                 lines=lines,
                 why=tuple(why),
                 memory=memory,
@@ -666,6 +669,84 @@ def _from_memories(
         cands = _rank_source(conn, query, options, None)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
+
+
+# -- near-duplicates -------------------------------------------------------------------------
+
+NEAR_DUPLICATE = 0.8
+"""Two memories are near-duplicates from this Dice similarity of their content words
+(stemmed as the index stems them, stop words left out) up."""
+_DUPLICATE_QUERY_CHARS = 2000
+
+
+def near_duplicates(
+    store: Store, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+) -> list[tuple[RecallHit, float]]:
+    """Current memories that say much the same as ``memory`` (already stored), with their
+    similarity (0..1), most similar first: the candidates recall finds for its title and
+    body (by words alone), kept when their content words overlap enough
+    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
+    found = [
+        h
+        for h in recall(store, text, limit=limit + 5, scope=memory.store_scope, semantic=False)
+        if h.id not in (memory.id, memory.supersedes)
+    ]
+    if not found:
+        return []
+    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    mine = sets[0]
+    out: list[tuple[RecallHit, float]] = []
+    for hit, theirs in zip(found, sets[1:], strict=True):
+        if mine and theirs:
+            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
+            if dice >= threshold:
+                out.append((hit, round(dice, 3)))
+    out.sort(key=lambda pair: -pair[1])
+    return out[:limit]
+
+
+def duplicates_report(store: Store, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
+    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
+    then, and a failed check must not turn that write into an error."""
+    try:
+        found = near_duplicates(store, memory, limit=limit)
+    except Exception as exc:
+        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
+        return []
+    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
+
+
+def duplicates_text(
+    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
+) -> list[str]:
+    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
+    return [
+        f"similar to {e['id']}"
+        + (f" ({e['title']})" if e["title"] else "")
+        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
+        f"instead, {how.format(id=e['id'])}"
+        for e in entries
+    ]
+
+
+def _stems(texts: Sequence[str]) -> list[set[str]]:
+    """The content words of each text as the index's tokenizer stems them."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany(
+            "INSERT INTO t (rowid, x) VALUES (?, ?)",
+            [
+                (i, " ".join(w for w in lexical.words(_clean(text)) if w not in lexical.STOP_WORDS))
+                for i, text in enumerate(texts)
+            ],
+        )
+        out: list[set[str]] = [set() for _ in texts]
+        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
+            out[int(doc)].add(str(term))
+    return out
 
 
 # -- packing into a token budget -------------------------------------------------------------

@@ -251,3 +251,44 @@ def test_with_the_default_embedder_recall_is_hybrid(store: Store) -> None:
     assert results.semantic and results.notice is None
     assert results.ids == [deploy] and results[0].semantic is not None
     assert any(w.startswith("similar in meaning (cosine") for w in results[0].why)
+
+
+def test_near_duplicates_are_reported_with_their_similarity(
+    store: Store, clock: FixedClock
+) -> None:
+    first = store.create(FIXTURES + "\n")
+    store.create(DEPLOY + "\n")
+    api = store.create("Fixtures for the API tests are in tests/api/fixtures.py\n")
+    twin = store.create("Test fixtures live in conftest.py under tests\n")
+    found = store.near_duplicates(twin)
+    assert [(m.id, sim) for m, sim in found] == [(first.id, 1.0)]
+    assert store.near_duplicates(store.create("The cat sat on the mat\n")) == []
+    assert store.near_duplicates(store.create("fixtures\n")) == []
+    assert api.id not in [m.id for m, _ in store.near_duplicates(first)]
+    # A new version does not count its predecessor as a duplicate.
+    newer = store.supersede(first.id, FIXTURES + " (and tests/api/conftest.py)\n")
+    assert first.id not in [m.id for m, _ in store.near_duplicates(newer)]
+
+
+def test_add_and_remember_report_near_duplicates(store: Store) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import cli
+    from gitmem.mcp_server import call, tools
+
+    first = store.create(FIXTURES + "\n")
+    runner = CliRunner()
+    where = ["--store", str(store.path)]
+    out = runner.invoke(cli, [*where, "add", "Fixtures are in tests/conftest.py"])
+    assert out.exit_code == 0, out.output
+    new_id = out.stdout.strip()
+    assert new_id.startswith("mem_") and "\n" not in new_id  # stdout: the id alone
+    assert f"note: similar to {first.id}" in out.stderr
+    assert f"gitmem update {first.id}" in out.stderr
+    out = runner.invoke(cli, [*where, "--json", "add", "The cat sat"])
+    assert out.exit_code == 0 and '"near_duplicates": []' in out.stdout
+    specs = {spec.name: spec for spec in tools(store)}
+    result, failed = call(specs["remember"], {"content": "Test fixtures live in tests/conftest.py"})
+    assert not failed and result.structured is not None
+    assert [d["id"] for d in result.structured["near_duplicates"]][:1] in ([first.id], [new_id])
+    assert "update_memory" in result.text
