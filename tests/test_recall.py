@@ -292,3 +292,31 @@ def test_add_and_remember_report_near_duplicates(store: Store) -> None:
     assert not failed and result.structured is not None
     assert [d["id"] for d in result.structured["near_duplicates"]][:1] in ([first.id], [new_id])
     assert "update_memory" in result.text
+
+
+def test_recall_command(store: Store, clock: FixedClock) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gitmem.cli import cli
+
+    ids = fill(store, clock)
+    runner = CliRunner()
+    where = ["--store", str(store.path)]
+    out = runner.invoke(cli, [*where, "recall", "how", "do", "we", "deploy", "to", "staging?"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[0].startswith(ids["deploy"])
+    assert f"     1: {DEPLOY}" in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "sample_user", "--explain", "-n", "1"])
+    assert "matched sample (body), user (body" in out.stdout and "[score " in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "test fixtures", "--json", "--limit", "2"])
+    data = json.loads(out.stdout)
+    assert [h["id"] for h in data["hits"]] == store.recall("test fixtures", limit=2).ids
+    out = runner.invoke(cli, [*where, "recall", "fixtures conftest", "--budget", "30"])
+    assert out.stdout.startswith(f"<!-- {ids['fixtures']} (whole, ~") and FIXTURES in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "?!"])
+    assert out.exit_code == 0 and "No matches." in out.stdout
+    assert "no words to look for" in out.stderr
+    out = runner.invoke(cli, [*where, "recall", "x", "--budget", "-1"])
+    assert out.exit_code == 2
