@@ -29,7 +29,10 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import bench.doctorbench  # registers the doctor scenario (after hook-run: it imports that)
 import bench.hookrun  # registers the scenarios (hook-run after them)
 import bench.reviewbench  # noqa: F401  (registers review, after doctor: it imports that)
-from bench import recall_quality  # noqa: F401  (registers recall-quality)
+from bench import (
+    clibench,  # noqa: F401  (registers cli-latency)
+    recall_quality,  # noqa: F401  (registers recall-quality)
+)
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config
 from bench.report import cpu_stall_total, document

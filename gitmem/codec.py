@@ -505,13 +505,114 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def value_depth(value: Any, *, limit: int = MAX_DEPTH) -> int:
+    """How many YAML nodes deep ``value`` is (a scalar is 1), counted up to ``limit + 1``.
+
+    Iterative, so a caller's list nested 100,000 deep is measured, not a RecursionError.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item if isinstance(k, tuple))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def check_writable_depth(metadata: dict[str, Any]) -> None:
+    """Refuse a front-matter value nested deeper than the reader takes, naming the field.
+
+    The document's mapping is one level, so a field's value may be MAX_DEPTH - 1 deep.
+    """
+    for key, value in metadata.items():
+        if not isinstance(value, dict | list | tuple):
+            continue
+        depth = value_depth(value, limit=MAX_DEPTH - 1)
+        if depth > MAX_DEPTH - 1:
+            raise InvalidMemoryError(
+                f"front-matter field {_clip(str(key))!r} is nested more than {MAX_DEPTH - 1} "
+                "levels deep; the reader refuses deeper front-matter, so it is not written"
+            )
+
+
+def _written_as(value: Any, read: Any) -> bool:
+    """Whether ``read`` (the value parsed back) is what was written as ``value``.
+
+    Like :func:`same`, but a str or int subclass (an enum member) reads back as its
+    plain value and a tuple as a list, which is what writing them means.
+    """
+    if isinstance(value, bool) or isinstance(read, bool):
+        return type(value) is type(read) and value == read
+    if isinstance(value, str):
+        return type(read) is str and str.__str__(value) == read
+    if isinstance(value, int) and not isinstance(value, bool):
+        return type(read) is int and int(value) == read
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, dict) and isinstance(read, dict):
+        return list(value) == list(read) and all(_written_as(value[k], read[k]) for k in value)
+    if isinstance(value, list) and isinstance(read, list):
+        return len(value) == len(read) and all(
+            _written_as(a, b) for a, b in zip(value, read, strict=True)
+        )
+    return same(value, read)
+
+
+def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
+    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``.
+
+    Every file the store writes passes here (``Store._encode``), so a write the
+    reader would refuse or read differently (a value YAML cannot carry, a string
+    the emitter spelled ambiguously) fails before anything is committed, naming the
+    field, instead of leaving a memory no read or update can load.
+    """
+    try:
+        doc = parse(text)
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(
+            f"{_culprit(metadata)}would not read back ({exc}); nothing was written"
+        ) from None
+    for key, value in metadata.items():
+        if key not in doc.metadata or not _written_as(value, doc.metadata[key]):
+            raise InvalidMemoryError(
+                f"front-matter field {_clip(str(key))!r} would not read back as written "
+                f"(a {type(value).__name__} YAML does not carry exactly); nothing was written"
+            )
+    extra = [k for k in doc.metadata if k not in metadata]
+    if extra:
+        raise InvalidMemoryError(
+            f"front-matter would read back with the unexpected field {_clip(extra[0])!r}"
+        )
+    if doc.body != body:
+        raise InvalidMemoryError("the body would not read back as written; nothing was written")
+
+
+def _culprit(metadata: dict[str, Any]) -> str:
+    """``front-matter field 'k' `` for the first field that does not read back alone."""
+    for key, value in metadata.items():
+        try:
+            load_yaml(dump_value(key, value))
+        except InvalidMemoryError:
+            return f"front-matter field {_clip(str(key))!r} "
+    return "the file "
+
+
 def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
     """One top-level ``key: value`` entry as YAML text ending in a newline.
 
     Collections are written in block style, except ``tags`` (and any value
     with ``flow=True``), which are written in flow style when they hold only scalars.
     """
-    fast = yamlfast.dump_entry(key, value, flow=flow)
+    try:
+        fast = yamlfast.dump_entry(key, value, flow=flow)
+    except ValueError as exc:  # str() of an integer over Python's 4,300-digit bound
+        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
     if fast is not None:
         return fast
     if flow is None:
@@ -536,6 +637,8 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
         raise InvalidMemoryError(
             f"front-matter {key!r} holds a value YAML cannot write: {problem}"
         ) from None
+    except ValueError as exc:
+        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
     finally:
         dumper.dispose()
     return stream.getvalue()

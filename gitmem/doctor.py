@@ -219,6 +219,10 @@ def diagnose(
                 context.fsck.communicate()
         for name in dict.fromkeys(chosen):
             report.findings.extend(results[name])
+    for finding in report.findings:
+        # A path or id a hand-made commit filled with a token is not printed either.
+        finding.message = secrets_mod.redact(finding.message)
+        finding.fix = secrets_mod.redact(finding.fix) if finding.fix else finding.fix
     return report
 
 
@@ -1176,7 +1180,9 @@ def _memory_secrets(ctx: _Context) -> Iterator[tuple[_Entry, list[secrets_mod.Se
         if entry.blob in cache.known:
             clean.add(entry.blob)  # scanned clean under this policy by an earlier run
             continue
-        findings = secrets_mod.scan_bytes(blob_data(repo, pygit2.Oid(hex=entry.blob)), policy)
+        findings = secrets_mod.scan_memory_bytes(
+            blob_data(repo, pygit2.Oid(hex=entry.blob)), policy
+        )
         if findings:
             yield entry, findings
         else:
@@ -1330,10 +1336,11 @@ class FileFinding:
     finding: secrets_mod.SecretFinding
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, **self.finding.to_dict()}
+        return {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
 
     def line(self) -> str:
-        return f"{self.path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
+        path = secrets_mod.redact(self.path)  # a file named after a token is not printed either
+        return f"{path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
 
 
 MAX_SCAN_BYTES = 16 * 1024 * 1024
@@ -1427,7 +1434,7 @@ class HistoryFinding:
     def to_dict(self) -> dict[str, Any]:
         return {
             "commit": self.commit,
-            "path": self.path,
+            "path": secrets_mod.redact(self.path),
             "present": self.present,
             **self.finding.to_dict(),
         }
@@ -1435,7 +1442,8 @@ class HistoryFinding:
     def line(self) -> str:
         where = "" if self.present else " (history only)"
         return (
-            f"{self.commit[:10]} {self.path}:{self.finding.line}: {self.finding.kind}: "
+            f"{self.commit[:10]} {secrets_mod.redact(self.path)}:{self.finding.line}: "
+            f"{self.finding.kind}: "
             f"{self.finding.excerpt}{where}"
         )
 
@@ -1466,6 +1474,8 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
     What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
     commit that added it, on every clone.
     """
+    from .purge import new_blobs, text_blob
+
     out: list[HistoryFinding] = []
     for each in [Scope(scope)] if scope is not None else store.scopes:
         db = store.db(each)
@@ -1476,7 +1486,8 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
             continue
         present: set[pygit2.Oid] = set()
         for tip in tips:
-            _tree_blobs(repo, repo[tip].peel(pygit2.Commit).tree, "", present, None)
+            for _ in new_blobs(repo, get_commit(repo, tip).tree, present):
+                pass
         order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
         walker = repo.walk(tips[0], order)
         for tip in tips[1:]:
@@ -1486,46 +1497,10 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
             hexsha = str(commit.id)
             for found in policy.scan(commit.message):
                 out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
-            new: dict[pygit2.Oid, str] = {}
-            _tree_blobs(repo, commit.tree, "", seen, new)
-            for oid, path in new.items():
-                try:
-                    obj = repo[oid]
-                except KeyError:
-                    continue  # a missing object: doctor's fsck check reports it
-                if not isinstance(obj, pygit2.Blob) or obj.size > MAX_SCAN_BYTES:
+            for oid, path in new_blobs(repo, commit.tree, seen):
+                data = text_blob(repo, oid, MAX_SCAN_BYTES)
+                if data is None:
                     continue
-                data = obj.data
-                if b"\0" in data[:8192]:
-                    continue
-                for found in secrets_mod.scan_bytes(data, policy):
+                for found in secrets_mod.scan_memory_bytes(data, policy):
                     out.append(HistoryFinding(hexsha, path, found, oid in present))
     return out
-
-
-def _tree_blobs(
-    repo: pygit2.Repository,
-    tree: pygit2.Tree,
-    prefix: str,
-    seen: set[pygit2.Oid],
-    new: dict[pygit2.Oid, str] | None,
-) -> None:
-    """Add to ``seen`` every tree and blob below ``tree`` not in it yet; record each new blob's
-    path in ``new``. A tree already seen is skipped whole: its blobs were recorded with it.
-    Iterative: a hostile history may nest trees deeper than Python recurses."""
-    stack: list[tuple[pygit2.Tree, str]] = [(tree, prefix)]
-    while stack:
-        current, base = stack.pop()
-        for entry in current:
-            if entry.id in seen:
-                continue
-            seen.add(entry.id)
-            if entry.type_str == "tree":
-                try:
-                    sub = repo[entry.id]
-                except KeyError:
-                    continue  # a missing object: doctor's fsck check reports it
-                if isinstance(sub, pygit2.Tree):
-                    stack.append((sub, f"{base}{entry.name}/"))
-            elif entry.type_str == "blob" and new is not None:
-                new[entry.id] = f"{base}{entry.name}"

@@ -709,7 +709,9 @@ class LayeredStore:
         transaction, or as its own commits when there is none). Returns the actions.
         ``registry``: the config's rules, built once by a caller pruning many documents."""
         if registry is None:
-            registry = _rules.registry_from_config(self._config)
+            registry = _rules.registry_from_config(
+                self._config, gitdir=str(self.store.db().gitdir)
+            )
         rule = registry.get(file_type)
         if rule is None:
             return []
@@ -776,7 +778,8 @@ class LayeredStore:
         # Write counts come from history, read before the transaction: inside one the
         # index cannot see staged writes and history would fall back to a full scan.
         counts = {memory_id: self._write_count(memory_id) for memory_id in ids}
-        registry = _rules.registry_from_config(self._config)  # once per run, not per document
+        # Once per run, not per document; the user's own per-store rules apply (localconfig).
+        registry = _rules.registry_from_config(self._config, gitdir=str(self.store.db().gitdir))
         limits = _rules.size_limits_from_config(self._config)
         items: list[PrunedItem] = []
         warnings: list[str] = []

@@ -17,8 +17,11 @@ store instead of one JSONL file:
   with :meth:`Graph.batch`); a call that changes nothing makes no commit.
 
 Names and types are matched exactly, as in the reference; file names are only
-where things live (see :func:`sanitise`), never how they are found: every
-call reads the entity files, so a hand-edited ``name:`` is honoured.
+where things live (see :func:`sanitise`), never how they are found: the index
+reads every entity file's front-matter (:mod:`gitmem.graphindex`), so a
+hand-edited ``name:`` is honoured. Calls are served by the index's graph rows,
+so a call costs what it touches and returns; an entity file the store cannot
+read as a memory is no entity.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ import hashlib
 import json
 import random
 import re
+import sys
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from . import codec
 from .errors import (
     AlreadyExistsError,
     ConflictError,
@@ -43,7 +46,20 @@ from .errors import (
     NotFoundError,
 )
 from .gitdb import Snapshot
-from .store import Store, Transaction
+from .graphindex import (
+    ENTITIES_ROOT,
+    PENDING_ID,
+    EntityRow,
+    GraphReader,
+    entity_fields,
+    is_entity_path,
+    matches,
+    open_reader,
+    parse_observations,
+    pending_field,
+)
+from .index import Index
+from .store import Store, Transaction, index_writable
 
 __all__ = [
     "ENTITIES_ROOT",
@@ -56,10 +72,6 @@ __all__ = [
     "parse_observations",
     "sanitise",
 ]
-
-ENTITIES_ROOT = "entities"
-PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
-"""Relations whose source entity does not exist yet."""
 
 MAX_NAME_SEGMENT = 100
 MAX_TYPE_SEGMENT = 80
@@ -215,18 +227,6 @@ def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
         yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
 
 
-def _free_segment(text: str, taken: set[str], max_length: int, fallback: str) -> str:
-    """The segment for ``text`` that no other entry of its directory has, compared
-    case-insensitively so checkouts on macOS and Windows do not collide."""
-    base = sanitise(text, max_length=max_length, fallback=fallback)
-    if base.casefold() not in taken:
-        return base
-    for candidate in _suffixed(base, text, max_length):
-        if candidate.casefold() not in taken:
-            return candidate
-    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
-
-
 # -- observations in the body --------------------------------------------------------------
 
 
@@ -261,41 +261,6 @@ def format_observations(observations: Iterable[str]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def parse_observations(body: str) -> list[str]:
-    """Observations from an entity file's body, written by gitmem or by hand.
-
-    ``- `` or ``* `` starts an item, lines indented by two spaces continue it,
-    blank lines are skipped, and any other line is an observation of its own
-    (a sentence someone typed without the dash).
-    """
-    items: list[list[str]] = []
-    current: list[str] | None = None
-    for raw in body.split("\n"):
-        line = raw[:-1] if raw.endswith("\r") else raw
-        if line.startswith(("- ", "* ")) or line in {"-", "*"}:
-            current = [line[2:]]
-            items.append(current)
-        elif not line.strip():
-            continue
-        elif line.startswith("  ") and current is not None:
-            current.append(line[2:])
-        else:
-            current = None
-            items.append([line.strip()])
-    out: list[str] = []
-    for item in items:
-        text = "\n".join(item)
-        if text.startswith('"'):
-            try:
-                decoded = json.loads(text)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, str):
-                text = decoded
-        out.append(text)
-    return out
-
-
 # -- entity files ----------------------------------------------------------------------------
 
 
@@ -311,60 +276,36 @@ class _File:
     observations: list[str]
     relations: list[tuple[str, str]]
     """(relationType, to) of relations starting here, in file order."""
-    created: str = ""
+    created_us: int = sys.maxsize
+    """Creation time in microseconds: the graph lists entities oldest first."""
     dirty: bool = False
 
     @property
     def directory(self) -> str:
         return self.id.split("/")[1]
 
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.created_us, self.id)
+
+    def entity(self) -> Entity:
+        return Entity(self.name, self.entity_type, tuple(self.observations))
+
 
 def _path(doc_id: str) -> str:
     return f"{doc_id}.md"
 
 
-def _relations_field(value: Any) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping):
-                kind, target = item.get("type"), item.get("to")
-                if isinstance(kind, str) and isinstance(target, str):
-                    out.append((kind, target))
-    return out
-
-
-def _parse_file(doc_id: str, data: bytes) -> _File | None:
-    try:
-        doc = codec.parse(codec.decode(data))
-    except GitmemError:
-        return None
-    meta = doc.metadata
-    segments = doc_id.split("/")
-    name = meta.get("name")
-    kind = meta.get("entity_type")
-    version = meta.get("version")
-    created = meta.get("created_at")
+def _file(row: EntityRow) -> _File:
     return _File(
-        id=doc_id,
-        version=version if isinstance(version, int) else None,
-        name=name if isinstance(name, str) else segments[-1],
-        entity_type=kind if isinstance(kind, str) else segments[1],
-        observations=parse_observations(doc.body),
-        relations=_relations_field(meta.get("relations")),
-        created=str(created) if created is not None else "",
+        id=row.doc,
+        version=row.version,
+        name=row.name,
+        entity_type=row.entity_type,
+        observations=list(row.observations),
+        relations=list(row.relations),
+        created_us=row.created_us,
     )
-
-
-def _pending_field(value: Any) -> list[Relation]:
-    out: list[Relation] = []
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping):
-                source, kind, target = item.get("from"), item.get("type"), item.get("to")
-                if isinstance(source, str) and isinstance(kind, str) and isinstance(target, str):
-                    out.append(Relation(source, target, kind))
-    return out
 
 
 def _title(name: str) -> str:
@@ -373,50 +314,183 @@ def _title(name: str) -> str:
     return " ".join(flat.split())[:200] or "(unnamed)"
 
 
+# -- where a call finds files: the index, or a walk of every entity file ---------------------
+
+
+class _Source(Protocol):
+    """Which entity files a call must read: answers at one commit, as document ids."""
+
+    def named(self, names: Collection[str]) -> list[str]: ...
+
+    def relating_to(self, names: Collection[str]) -> list[str]: ...
+
+    def folders_of_type(self, entity_type: str) -> list[str]: ...
+
+
+class _IndexSource:
+    def __init__(self, reader: GraphReader) -> None:
+        self.reader = reader
+
+    def named(self, names: Collection[str]) -> list[str]:
+        return [row.doc for row in self.reader.named(names)]
+
+    def relating_to(self, names: Collection[str]) -> list[str]:
+        return self.reader.docs_relating_to(names)
+
+    def folders_of_type(self, entity_type: str) -> list[str]:
+        return self.reader.docs_of_type(entity_type)
+
+
 @dataclass
-class _State:
-    """Every entity file of one snapshot, plus the pending relations."""
+class _Walk:
+    """Every entity file of one snapshot, and the pending relations: what the index holds,
+    read the slow way (inside a batch, where the index cannot see the staged files, and
+    when the index is off or cannot answer)."""
 
-    files: list[_File]
+    files: list[EntityRow]
     pending: list[Relation]
-    pending_version: int | None
-    by_name: dict[str, _File] = field(default_factory=dict)
-    pending_dirty: bool = False
-    deleted: list[_File] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    """Every file under entities/, readable or not: a new entity must not land on any."""
 
-    _directories: tuple[dict[str, set[str]], dict[str, set[str]]] | None = None
+    def named(self, names: Collection[str]) -> list[str]:
+        return [f.doc for f in self.files if f.name in names]
 
-    def __post_init__(self) -> None:
-        for f in self.files:
-            self.by_name.setdefault(f.name, f)
+    def relating_to(self, names: Collection[str]) -> list[str]:
+        return [f.doc for f in self.files if any(t in names for _, t in f.relations)]
 
-    def directories(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """Type folder -> entity types in it, and type folder -> file names taken in it
-        (casefolded; deleted files count, since their place is still in this commit).
-        Built once per call and kept up to date as files are added."""
-        if self._directories is None:
-            kinds: dict[str, set[str]] = {}
-            taken: dict[str, set[str]] = {}
-            for f in [*self.files, *self.deleted]:
-                kinds.setdefault(f.directory, set()).add(f.entity_type)
-            for path in self.paths:
-                parts = path.split("/")
-                if len(parts) == 3:
-                    taken.setdefault(parts[1], set()).add(parts[2].removesuffix(".md").casefold())
-                if len(parts) >= 2:
-                    kinds.setdefault(parts[1].removesuffix(".md"), set())
-            self._directories = (kinds, taken)
-        return self._directories
-
-    def relations(self) -> list[Relation]:
-        out = [Relation(f.name, target, kind) for f in self.files for kind, target in f.relations]
-        return out + list(self.pending)
+    def folders_of_type(self, entity_type: str) -> list[str]:
+        return sorted({f.folder for f in self.files if f.entity_type == entity_type})
 
     def graph(self) -> KnowledgeGraph:
-        entities = [Entity(f.name, f.entity_type, tuple(f.observations)) for f in self.files]
-        return KnowledgeGraph(entities, self.relations())
+        entities = [Entity(f.name, f.entity_type, f.observations) for f in self.files]
+        relations = [Relation(f.name, t, k) for f in self.files for k, t in f.relations]
+        return KnowledgeGraph(entities, relations + self.pending)
+
+
+class _State:
+    """What one call (or one batch of calls) reads and changes: the entity files it loaded
+    or created, the ones it deleted, and the pending relations. Files come from the
+    snapshot the call writes on; the source only says which to read."""
+
+    def __init__(self, graph: Graph, snap: Snapshot) -> None:
+        self.graph = graph
+        self.snap = snap
+        self.source: _Source = _Walk([], [])
+        self.loaded: dict[str, _File] = {}
+        self.gone: set[str] = set()
+        self.deleted: list[_File] = []
+        self._pending: list[Relation] | None = None
+        self.pending_version: int | None = None
+        self.pending_dirty = False
+
+    def _load(self, doc: str) -> _File | None:
+        if doc in self.gone:
+            return None
+        f = self.loaded.get(doc)
+        if f is None:
+            f = self.graph._read(self.snap, doc)
+            if f is None:
+                return None
+            self.loaded[doc] = f
+        return f
+
+    def _live(self) -> Iterator[_File]:
+        return (f for f in self.loaded.values() if f.id not in self.gone)
+
+    def named(self, names: Collection[str]) -> list[_File]:
+        """Every live entity file with one of these names, oldest first."""
+        found = {f.id: f for d in self.source.named(names) if (f := self._load(d)) is not None}
+        found.update((f.id, f) for f in self._live() if f.id not in found)
+        return sorted((f for f in found.values() if f.name in names), key=lambda f: f.order)
+
+    def lookup(self, name: str) -> _File | None:
+        """The entity called ``name`` (the oldest file, if a hand edit made two)."""
+        files = self.named((name,))
+        return files[0] if files else None
+
+    def relating_to(self, names: Collection[str]) -> list[_File]:
+        found = {
+            f.id: f for d in self.source.relating_to(names) if (f := self._load(d)) is not None
+        }
+        found.update((f.id, f) for f in self._live() if f.id not in found)
+        return [f for f in found.values() if any(t in names for _, t in f.relations)]
+
+    def delete(self, f: _File) -> None:
+        self.gone.add(f.id)
+        if f.version is not None:
+            self.deleted.append(f)
+
+    @property
+    def pending(self) -> list[Relation]:
+        if self._pending is None:
+            self._pending, self.pending_version = self.graph._read_pending(self.snap)
+        return self._pending
+
+    @pending.setter
+    def pending(self, value: list[Relation]) -> None:
+        self._pending = value
+        self.pending_dirty = True
+
+    def new_file(self, entity: Entity) -> _File:
+        """A file for a new entity: in the folder of its type (a new folder for a new type),
+        under a name no file of the folder has, ignoring case."""
+        folders = set(self.source.folders_of_type(entity.entity_type))
+        folders.update(
+            f.directory
+            for f in [*self.loaded.values(), *self.deleted]
+            if f.entity_type == entity.entity_type
+        )
+        # Places this call (or batch) has chosen but not staged yet count as taken too.
+        planned = {f.id.casefold() for f in self.loaded.values() if f.version is None}
+        planned.update("/".join(p.split("/")[:2]) for p in list(planned))
+        if folders:
+            directory = min(folders)
+        else:
+            directory = _free_name(
+                self.snap, ENTITIES_ROOT, entity.entity_type, MAX_TYPE_SEGMENT, "untyped", planned
+            )
+        segment = _free_name(
+            self.snap,
+            f"{ENTITIES_ROOT}/{directory}",
+            entity.name,
+            MAX_NAME_SEGMENT,
+            "unnamed",
+            planned,
+        )
+        f = _File(
+            id=f"{ENTITIES_ROOT}/{directory}/{segment}",
+            version=None,
+            name=entity.name,
+            entity_type=entity.entity_type,
+            observations=list(entity.observations),
+            relations=[],
+            dirty=True,
+        )
+        self.loaded[f.id] = f
+        return f
+
+
+def _taken(snap: Snapshot, folder: str, segment: str, planned: set[str]) -> bool:
+    """Whether ``folder`` has an entry called ``segment`` or ``segment.md``, ignoring case
+    (committed, staged or ``planned``; a file removed in this commit still counts)."""
+    if f"{folder}/{segment}".casefold() in planned:
+        return True
+    for name in (segment, f"{segment}.md"):
+        if snap.committed_spellings(folder, name):
+            return True
+        if snap.staged_spellings(f"{folder}/{name}"):
+            return True
+    return False
+
+
+def _free_name(
+    snap: Snapshot, folder: str, text: str, max_length: int, fallback: str, planned: set[str]
+) -> str:
+    base = sanitise(text, max_length=max_length, fallback=fallback)
+    if not _taken(snap, folder, base, planned):
+        return base
+    for candidate in _suffixed(base, text, max_length):
+        if not _taken(snap, folder, candidate, planned):
+            return candidate
+    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
 
 
 # -- the graph ---------------------------------------------------------------------------------
@@ -428,13 +502,19 @@ class Graph:
     Mutations take and return the reference server's shapes (mappings with
     ``name``/``entityType``/``observations`` and ``from``/``to``/``relationType``,
     or :class:`Entity`/:class:`Relation`). ``agent`` becomes the commits' author.
+
+    Reads and the lookups of writes are served by the index's graph rows
+    (:mod:`gitmem.graphindex`); inside a batch, with the index off, or when it cannot
+    answer at the commit a write builds on, every entity file is read instead, with
+    the same result.
     """
 
     def __init__(self, store: Store, *, agent: str | None = None) -> None:
         self.store = store
         self.agent = agent
         self._batch: Transaction | None = None
-        self._cache: dict[str, _File | None] = {}
+        self._batch_state: _State | None = None
+        self._cache: dict[str, EntityRow | None] = {}
         """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
 
     # -- reading -------------------------------------------------------------------------
@@ -444,82 +524,156 @@ class Graph:
             return self._batch.snapshot
         return self.store.db().snapshot()
 
-    def _read(self, snap: Snapshot, path: str) -> _File | None:
-        doc_id = path[: -len(".md")]
+    def _index(self) -> Index | None:
+        store = self.store
+        if not store.use_index or not index_writable(store.db()):
+            return None
+        return store.index()
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[GraphReader | None]:
+        """The index's graph rows at the branch tip; None inside a batch (its staged files
+        are not in the index) or when the index cannot answer."""
+        index = self._index() if self._batch is None else None
+        if index is None:
+            yield None
+            return
+        with open_reader(index) as reader:
+            yield reader
+
+    def _decode(self, data: bytes, path: str) -> EntityRow | None:
+        try:
+            memory = self.store._decode(self.store._backend(None), data, path)
+        except GitmemError:
+            return None
+        return entity_fields(memory)
+
+    def _row(self, snap: Snapshot, path: str) -> EntityRow | None:
         blob = snap.blob_id(path) if path not in snap.changes else None
         key = str(blob) if blob is not None else None
         if key is not None and key in self._cache:
-            cached = self._cache[key]
-            return None if cached is None else _copy_file(cached, doc_id)
+            return self._cache[key]
         data = snap.read(path)
-        parsed = _parse_file(doc_id, data) if data is not None else None
+        parsed = self._decode(data, path) if data is not None else None
         if key is not None:
             if len(self._cache) > 200_000:
                 self._cache.clear()
             self._cache[key] = parsed
-            return None if parsed is None else _copy_file(parsed, doc_id)
         return parsed
 
-    def _state(self, snap: Snapshot) -> _State:
-        files: list[_File] = []
-        pending: list[Relation] = []
-        pending_version: int | None = None
-        paths = list(snap.iter_files(ENTITIES_ROOT))
-        for path in paths:
-            if not path.endswith(".md"):
-                continue
-            parts = path.split("/")
-            if path == _path(PENDING_ID):
-                data = snap.read(path)
-                if data is not None:
-                    try:
-                        meta = codec.parse(codec.decode(data)).metadata
-                    except GitmemError:
-                        meta = {}
-                    pending = _pending_field(meta.get("relations"))
-                    version = meta.get("version")
-                    pending_version = version if isinstance(version, int) else None
-                continue
-            if len(parts) != 3:
-                continue
-            parsed = self._read(snap, path)
-            if parsed is not None:
-                files.append(parsed)
-        files.sort(key=lambda f: (f.created, f.id))
-        return _State(files, pending, pending_version, paths=paths)
+    def _read(self, snap: Snapshot, doc_id: str) -> _File | None:
+        row = self._row(snap, _path(doc_id))
+        return None if row is None else _file(row)
+
+    def _read_pending(self, snap: Snapshot) -> tuple[list[Relation], int | None]:
+        data = snap.read(_path(PENDING_ID))
+        if data is None:
+            return [], None
+        try:
+            memory = self.store._decode(self.store._backend(None), data, _path(PENDING_ID))
+        except GitmemError:
+            return [], None
+        triples = pending_field(memory.extra.get("relations"))
+        return [Relation(s, t, k) for s, k, t in triples], memory.version
+
+    def _walk(self, snap: Snapshot) -> _Walk:
+        """Every entity file of ``snap``, read one by one (oldest first), and the pending
+        relations: the graph without the index."""
+        files: list[EntityRow] = []
+        for path in snap.iter_files(ENTITIES_ROOT):
+            if is_entity_path(path):
+                row = self._row(snap, path)
+                if row is not None:
+                    files.append(row)
+        files.sort(key=lambda f: f.order)
+        pending, _ = self._read_pending(snap)
+        return _Walk(files, pending)
+
+    def walk_graph(self) -> KnowledgeGraph:
+        """The whole graph from a walk of every entity file, without the index (what the
+        index-served answers are checked against)."""
+        return self._walk(self._snapshot()).graph()
+
+    def iter_entities(self) -> Iterator[Entity]:
+        """Every entity, oldest first, one at a time."""
+        with self._reader() as reader:
+            if reader is None:
+                yield from self._walk(self._snapshot()).graph().entities
+                return
+            for row in reader.entities():
+                yield Entity(row.name, row.entity_type, row.observations)
+
+    def iter_relations(self) -> Iterator[Relation]:
+        """Every relation, in the graph's order, one at a time."""
+        with self._reader() as reader:
+            if reader is None:
+                yield from self._walk(self._snapshot()).graph().relations
+                return
+            for source, target, kind in reader.relations():
+                yield Relation(source, target, kind)
 
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
-        return self._state(self._snapshot()).graph()
+        with self._reader() as reader:
+            if reader is None:
+                return self.walk_graph()
+            entities = [Entity(r.name, r.entity_type, r.observations) for r in reader.entities()]
+            relations = [Relation(s, t, k) for s, t, k in reader.relations()]
+        return KnowledgeGraph(entities, relations)
 
     def search_nodes(self, query: str) -> KnowledgeGraph:
         """Entities whose name, type or an observation contains ``query`` (ignoring case),
         and every relation with at least one end among them."""
-        query = _string(query, "query").lower()
-        graph = self.read_graph()
-        entities = [
-            e
-            for e in graph.entities
-            if query in e.name.lower()
-            or query in e.entity_type.lower()
-            or any(query in o.lower() for o in e.observations)
-        ]
-        return _with_touching(entities, graph.relations)
+        needle = _string(query, "query").lower()
+        with self._reader() as reader:
+            if reader is None:
+                graph = self.walk_graph()
+                found = [
+                    e
+                    for e in graph.entities
+                    if matches(needle, e.name, e.entity_type, e.observations)
+                ]
+                return _with_touching(found, graph.relations)
+            rows = reader.search(needle)
+            return self._served(reader, rows)
+
+    def _served(self, reader: GraphReader, rows: list[EntityRow]) -> KnowledgeGraph:
+        entities = [Entity(r.name, r.entity_type, r.observations) for r in rows]
+        names = {e.name for e in entities}
+        if len(names) > _TOUCHING_BY_NAME:
+            relations = [
+                Relation(s, t, k) for s, t, k in reader.relations() if s in names or t in names
+            ]
+        else:
+            relations = [Relation(s, t, k) for s, t, k in reader.touching(names)]
+        return KnowledgeGraph(entities, relations)
 
     def open_nodes(self, names: Iterable[str]) -> KnowledgeGraph:
         """The named entities and every relation with at least one end among them."""
         wanted = set(_strings(names, "names"))
-        graph = self.read_graph()
-        return _with_touching([e for e in graph.entities if e.name in wanted], graph.relations)
+        with self._reader() as reader:
+            if reader is None:
+                graph = self.walk_graph()
+                return _with_touching(
+                    [e for e in graph.entities if e.name in wanted], graph.relations
+                )
+            return self._served(reader, reader.named(wanted))
+
+    def _first(self, name: str) -> EntityRow | None:
+        with self._reader() as reader:
+            if reader is not None:
+                rows = reader.named((name,))
+                return rows[0] if rows else None
+        return next((f for f in self._walk(self._snapshot()).files if f.name == name), None)
 
     def entity(self, name: str) -> Entity | None:
-        f = self._state(self._snapshot()).by_name.get(name)
-        return None if f is None else Entity(f.name, f.entity_type, tuple(f.observations))
+        row = self._first(name)
+        return None if row is None else Entity(row.name, row.entity_type, row.observations)
 
     def entity_id(self, name: str) -> str | None:
         """The document id of the entity called ``name`` (for ``gitmem history``)."""
-        f = self._state(self._snapshot()).by_name.get(name)
-        return None if f is None else f.id
+        row = self._first(name)
+        return None if row is None else row.doc
 
     # -- writing -------------------------------------------------------------------------
 
@@ -530,10 +684,34 @@ class Graph:
             raise InvalidInputError("graph batches do not nest")
         with self.store.transaction(message=message) as tx:
             self._batch = tx
+            self._batch_state = _State(self, tx.snapshot)
             try:
                 yield self
             finally:
                 self._batch = None
+                self._batch_state = None
+
+    @contextlib.contextmanager
+    def _sourced(self, state: _State) -> Iterator[_State]:
+        """``state`` with the source that answers at its snapshot's commit: the index when it
+        reflects that commit, else a walk of the snapshot."""
+        snap = state.snap
+        base = str(snap.commit.id) if snap.commit is not None else None
+        index = self._index()
+        if index is not None and base is not None:
+            with open_reader(index) as reader:
+                if reader is not None and reader.commit == base:
+                    state.source = _IndexSource(reader)
+                    try:
+                        yield state
+                    finally:
+                        state.source = _Walk([], [])
+                    return
+        state.source = self._walk(snap)
+        try:
+            yield state
+        finally:
+            state.source = _Walk([], [])
 
     def _write(self, message: str, change: Any) -> Any:
         """Run ``change(state)`` and write the files it marked, as one commit.
@@ -543,17 +721,18 @@ class Graph:
         new tip, so two agents adding observations at once both keep theirs.
         """
         if self._batch is not None:
-            state = self._state(self._batch.snapshot)
-            result = change(state)
-            self._flush(state)
+            assert self._batch_state is not None
+            with self._sourced(self._batch_state) as state:
+                result = change(state)
+                self._flush(state)
             return result
         for attempt in range(_RETRIES):
             committing = False
             try:
                 with self.store.transaction(message=message) as tx:
-                    state = self._state(tx.snapshot)
-                    result = change(state)
-                    self._flush(state)
+                    with self._sourced(_State(self, tx.snapshot)) as state:
+                        result = change(state)
+                        self._flush(state)
                     committing = True
                 return result
             except (ConflictError, AlreadyExistsError) as exc:
@@ -566,10 +745,14 @@ class Graph:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _flush(self, state: _State) -> None:
+        """Stage what ``state`` changed; afterwards it describes the staged files (a batch
+        goes on from there)."""
         store, agent = self.store, self.agent
         for f in state.deleted:
             store.delete(f.id, agent=agent)
-        for f in state.files:
+            state.loaded.pop(f.id, None)
+        state.deleted.clear()
+        for f in state._live():
             if not f.dirty:
                 continue
             relations = [{"type": kind, "to": target} for kind, target in f.relations]
@@ -578,39 +761,43 @@ class Graph:
                 extra: dict[str, Any] = {"name": f.name, "entity_type": f.entity_type}
                 if relations:
                     extra["relations"] = relations
-                store.create(body, id=f.id, title=_title(f.name), agent=agent, extra=extra)
+                memory = store.create(
+                    body, id=f.id, title=_title(f.name), agent=agent, extra=extra
+                )
             else:
-                store.update(
+                memory = store.update(
                     f.id,
                     body,
                     expected_version=f.version,
                     agent=agent,
                     extra={"relations": relations or None},
                 )
+            f.version, f.dirty = memory.version, False
         if state.pending_dirty:
-            self._write_pending(state)
+            state.pending_version = self._write_pending(state.pending, state.pending_version)
+            state.pending_dirty = False
 
-    def _write_pending(self, state: _State) -> None:
-        rows = [{"from": r.source, "type": r.relation_type, "to": r.target} for r in state.pending]
-        if state.pending_version is None:
-            if rows:
-                self.store.create(
-                    "Relations whose source entity does not exist yet; each moves into its\n"
-                    "entity's file when that entity is created.\n",
-                    id=PENDING_ID,
-                    title="Pending relations",
-                    agent=self.agent,
-                    extra={"relations": rows},
-                )
-        elif rows:
-            self.store.update(
-                PENDING_ID,
-                expected_version=state.pending_version,
+    def _write_pending(self, pending: list[Relation], version: int | None) -> int | None:
+        rows = [{"from": r.source, "type": r.relation_type, "to": r.target} for r in pending]
+        if version is None:
+            if not rows:
+                return None
+            memory = self.store.create(
+                "Relations whose source entity does not exist yet; each moves into its\n"
+                "entity's file when that entity is created.\n",
+                id=PENDING_ID,
+                title="Pending relations",
                 agent=self.agent,
                 extra={"relations": rows},
             )
-        else:
-            self.store.delete(PENDING_ID, agent=self.agent)
+            return memory.version
+        if rows:
+            memory = self.store.update(
+                PENDING_ID, expected_version=version, agent=self.agent, extra={"relations": rows}
+            )
+            return memory.version
+        self.store.delete(PENDING_ID, agent=self.agent)
+        return None
 
     def create_entities(self, entities: Iterable[Entity | Mapping[str, Any]]) -> list[Entity]:
         """Create the entities whose names are new; return those (existing names are skipped,
@@ -622,46 +809,19 @@ class Graph:
         def change(state: _State) -> list[Entity]:
             created: list[Entity] = []
             for entity in wanted:
-                if entity.name in state.by_name:
+                if state.lookup(entity.name) is not None:
                     continue
-                f = self._new_file(state, entity)
-                state.files.append(f)
-                state.by_name[entity.name] = f
+                f = state.new_file(entity)
                 created.append(entity)
-                moved = [r for r in state.pending if r.source == entity.name]
-                if moved:
+                if any(r.source == entity.name for r in state.pending):
+                    moved = [r for r in state.pending if r.source == entity.name]
                     f.relations.extend((r.relation_type, r.target) for r in moved)
                     state.pending = [r for r in state.pending if r.source != entity.name]
-                    state.pending_dirty = True
             return created
 
         names = ", ".join(e.name for e in wanted[:3]) + (" ..." if len(wanted) > 3 else "")
         result: list[Entity] = self._write(f"graph: create entities {names}", change)
         return result
-
-    def _new_file(self, state: _State, entity: Entity) -> _File:
-        kinds, taken = state.directories()
-        directory = next(
-            (d for d, seen in sorted(kinds.items()) if entity.entity_type in seen), None
-        )
-        if directory is None:
-            directory = _free_segment(
-                entity.entity_type, {d.casefold() for d in kinds}, MAX_TYPE_SEGMENT, "untyped"
-            )
-        segment = _free_segment(
-            entity.name, taken.setdefault(directory, set()), MAX_NAME_SEGMENT, "unnamed"
-        )
-        kinds.setdefault(directory, set()).add(entity.entity_type)
-        taken[directory].add(segment.casefold())
-        return _File(
-            id=f"{ENTITIES_ROOT}/{directory}/{segment}",
-            version=None,
-            name=entity.name,
-            entity_type=entity.entity_type,
-            observations=list(entity.observations),
-            relations=[],
-            dirty=True,
-        )
 
     def create_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> list[Relation]:
         """Create the relations not already there; return those. Endpoints need not exist."""
@@ -671,18 +831,19 @@ class Graph:
 
         def change(state: _State) -> list[Relation]:
             created: list[Relation] = []
-            existing = {r.key for r in state.relations()}
+            sources = state.named({r.source for r in wanted})
+            existing = {(f.name, t, k) for f in sources for k, t in f.relations}
+            existing.update(r.key for r in state.pending)
             for rel in wanted:
                 if rel.key in existing:
                     continue
                 existing.add(rel.key)
-                source = state.by_name.get(rel.source)
+                source = next((f for f in sources if f.name == rel.source), None)
                 if source is not None:
                     source.relations.append((rel.relation_type, rel.target))
                     source.dirty = True
                 else:
-                    state.pending.append(rel)
-                    state.pending_dirty = True
+                    state.pending = [*state.pending, rel]
                 created.append(rel)
             return created
 
@@ -709,7 +870,7 @@ class Graph:
         def change(state: _State) -> list[dict[str, Any]]:
             results: list[dict[str, Any]] = []
             for name, contents in wanted:
-                f = state.by_name.get(name)
+                f = state.lookup(name)
                 if f is None:
                     raise NotFoundError(f"Entity with name {name} not found")
                 added: list[str] = []
@@ -730,22 +891,17 @@ class Graph:
         doomed = set(_strings(_items(names, "entityNames"), "entityNames"))
 
         def change(state: _State) -> None:
-            keep: list[_File] = []
-            for f in state.files:
-                if f.name in doomed:
-                    if f.version is not None:
-                        state.deleted.append(f)
-                    continue
+            for f in state.named(doomed):
+                state.delete(f)
+            for f in state.relating_to(doomed):
                 kept = [(k, t) for k, t in f.relations if t not in doomed]
                 if len(kept) != len(f.relations):
                     f.relations, f.dirty = kept, True
-                keep.append(f)
-            state.files = keep
             pending = [
                 r for r in state.pending if r.source not in doomed and r.target not in doomed
             ]
             if len(pending) != len(state.pending):
-                state.pending, state.pending_dirty = pending, True
+                state.pending = pending
 
         self._write(f"graph: delete entities {', '.join(sorted(doomed))[:200]}", change)
 
@@ -763,7 +919,7 @@ class Graph:
 
         def change(state: _State) -> None:
             for name, texts in wanted:
-                f = state.by_name.get(name)
+                f = state.lookup(name)
                 if f is None:
                     continue
                 kept = [o for o in f.observations if o not in texts]
@@ -780,27 +936,19 @@ class Graph:
         }
 
         def change(state: _State) -> None:
-            for f in state.files:
+            for f in state.named({source for source, _, _ in doomed}):
                 kept = [(k, t) for k, t in f.relations if (f.name, t, k) not in doomed]
                 if len(kept) != len(f.relations):
                     f.relations, f.dirty = kept, True
             pending = [r for r in state.pending if r.key not in doomed]
             if len(pending) != len(state.pending):
-                state.pending, state.pending_dirty = pending, True
+                state.pending = pending
 
         self._write("graph: delete relations", change)
 
 
-def _copy_file(f: _File, doc_id: str) -> _File:
-    return _File(
-        id=doc_id,
-        version=f.version,
-        name=f.name,
-        entity_type=f.entity_type,
-        observations=list(f.observations),
-        relations=list(f.relations),
-        created=f.created,
-    )
+_TOUCHING_BY_NAME = 2000
+"""Above this many matched names, relations are filtered in one pass over all of them."""
 
 
 def _with_touching(entities: list[Entity], relations: list[Relation]) -> KnowledgeGraph:

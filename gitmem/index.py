@@ -500,6 +500,20 @@ class Index:
 
     # -- catching up -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction, for a row provider's own queries
+        (gitmem.graphindex): every statement in the block sees the same commit. It does
+        not catch up (call :meth:`catch_up` first); call no other method of the index
+        inside the block."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+
     def indexed_commit(self) -> str | None:
         row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
@@ -1355,7 +1369,9 @@ def _insert_versions(
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
 
 
-# The vector rows (gitmem.vectors) register as a row provider when that module is imported;
-# importing it here keeps them current in every process that opens an index, so a command
-# that never recalls cannot leave them behind (a provider that missed commits is refilled).
-from . import vectors  # noqa: E402, F401
+# The row providers of other modules register when those modules are imported; importing
+# them here keeps their rows current in every process that opens an index, so a command that
+# never recalls or reads the graph cannot leave them behind (a provider that missed commits
+# is refilled whole): the vector rows (gitmem.vectors) and the knowledge graph's
+# (gitmem.graphindex).
+from . import graphindex, vectors  # noqa: E402, F401

@@ -39,7 +39,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,8 @@ REPLACEMENT = "(purged)"
 """What a match is replaced with: no YAML indicator, so a plain front-matter value stays
 a plain string (``[purged]`` would turn it into a list)."""
 
+MIN_TITLE = 4
+"""Titles shorter than this are not replaced in commit messages (too likely elsewhere)."""
 MAX_PATTERN_LENGTH = 1000
 REGEX_TIMEOUT = 30.0
 """Seconds the whole pattern search over a store's history may take."""
@@ -159,9 +161,25 @@ class _MemoryTarget(_Target):
     def __init__(self, memory_id: str) -> None:
         self.path = memory_path(check_id(memory_id))
         self.label = f"memory {memory_id}"
+        self.titles: list[str] = []
+        """Every title the memory had: gitmem's commit subjects spell it out."""
+        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
 
     def drop_path(self) -> str | None:
         return self.path
+
+    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        # Longest first, so a title containing another is replaced whole.
+        titles = sorted({t for t in self.titles if len(t) >= MIN_TITLE}, key=len, reverse=True)
+        for oid, message in messages.items():
+            new = message
+            for title in titles:
+                new = new.replace(title, REPLACEMENT)
+            if new != message:
+                self.messages[oid] = (new, "the memory's title replaced")
+
+    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
+        return self.messages.get(oid)
 
 
 class _ReplaceTarget(_Target):
@@ -228,6 +246,19 @@ class _PatternTarget(_ReplaceTarget):
 
     def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
         return _bounded_finditer(self.pattern, texts, self.timeout)
+
+
+def _title(text: str | None) -> str | None:
+    """The ``title`` of a memory file's front-matter, if it parses and has one."""
+    if text is None:
+        return None
+    from . import codec
+
+    try:
+        title = codec.parse(text).metadata.get("title")
+    except (InvalidInputError, ValueError, RecursionError):
+        return None
+    return title.strip() if isinstance(title, str) and title.strip() else None
 
 
 def _replace(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
@@ -424,6 +455,41 @@ class _Rewriter:
         return result
 
 
+def new_blobs(
+    repo: pygit2.Repository, tree: pygit2.Tree, seen: set[pygit2.Oid]
+) -> Iterator[tuple[pygit2.Oid, str]]:
+    """Each blob below ``tree`` not in ``seen`` yet, with its path; every tree and blob met is
+    added to ``seen``, and a tree already there is skipped whole (its blobs were met with it),
+    so walking every commit of a history reads each tree and blob once. Iterative: a hostile
+    history may nest trees deeper than Python recurses; a missing subtree is skipped (doctor's
+    fsck check reports it)."""
+    stack: list[tuple[pygit2.Tree, str]] = [(tree, "")]
+    while stack:
+        current, base = stack.pop()
+        for entry in current:
+            if entry.id in seen:
+                continue
+            seen.add(entry.id)
+            if entry.type_str == "tree":
+                sub = repo.get(entry.id)
+                if isinstance(sub, pygit2.Tree):
+                    stack.append((sub, f"{base}{entry.name}/"))
+            elif entry.type_str == "blob":
+                yield entry.id, f"{base}{entry.name}"
+
+
+def text_blob(
+    repo: pygit2.Repository, oid: pygit2.Oid, limit: int = MAX_TEXT_BYTES
+) -> bytes | None:
+    """The blob's content if it is text (no NUL in its first 8 KiB) and at most ``limit``
+    bytes; None for binary, oversized or missing blobs."""
+    blob = repo.get(oid)
+    if not isinstance(blob, pygit2.Blob) or blob.size > limit:
+        return None
+    data = blob.data
+    return None if b"\0" in data[:8192] else data
+
+
 def _collect(
     repo: pygit2.Repository, commits: list[pygit2.Commit]
 ) -> tuple[dict[pygit2.Oid, str], dict[pygit2.Oid, str], dict[pygit2.Oid, tuple[str, str]]]:
@@ -435,26 +501,11 @@ def _collect(
     seen: set[pygit2.Oid] = set()
     for commit in commits:
         messages[commit.id] = commit.message
-        stack: list[tuple[pygit2.Tree, str]] = [(commit.tree, "")]
-        while stack:
-            tree, base = stack.pop()
-            for entry in tree:
-                if entry.id in seen:
-                    continue
-                seen.add(entry.id)
-                if entry.type_str == "tree":
-                    sub = repo[entry.id]
-                    if isinstance(sub, pygit2.Tree):
-                        stack.append((sub, f"{base}{entry.name}/"))
-                elif entry.type_str == "blob":
-                    first[entry.id] = (str(commit.id), f"{base}{entry.name}")
-                    blob = repo[entry.id]
-                    if not isinstance(blob, pygit2.Blob) or blob.size > MAX_TEXT_BYTES:
-                        continue
-                    data = blob.data
-                    if b"\0" in data[:8192]:
-                        continue  # binary
-                    texts[entry.id] = data.decode("utf-8", "surrogateescape")
+        for oid, path in new_blobs(repo, commit.tree, seen):
+            first[oid] = (str(commit.id), path)
+            data = text_blob(repo, oid)
+            if data is not None:
+                texts[oid] = data.decode("utf-8", "surrogateescape")
     return texts, messages, first
 
 
@@ -517,6 +568,13 @@ def purge(
                 report.removals.append(Removal(str(commit.id), target.path, "file removed"))
         if not versions:
             raise NotFoundError(f"{target.label[len('memory ') :]} was never in the store")
+        for oid in versions:
+            title = _title(texts.get(oid))
+            if title:
+                target.titles.append(title)
+        target.prepare(texts, messages)
+        for oid, (_, what) in target.messages.items():
+            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
     elif isinstance(target, _ReplaceTarget):
         for oid, (_, what) in target.blobs.items():
             commit_id, path = first[oid]

@@ -497,6 +497,27 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
     return policy.scan(text) if policy is not None else scan_text(text)
 
 
+def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_bytes`, and when that finds nothing and the text is a memory file, its
+    front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
+    the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
+    findings = scan_bytes(data, policy)
+    if findings or not data.startswith(b"---"):
+        return findings
+    try:
+        doc = codec.parse(data.decode("utf-8", "replace"))
+    except (InvalidInputError, ValueError, RecursionError):
+        return []  # not readable as a memory: nothing more to look at
+    try:
+        refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policy)
+    except SecretsFoundError as exc:
+        return [
+            SecretFinding(f.kind, 1, "(in a front-matter value: " + f.excerpt + ")")
+            for f in exc.findings
+        ]
+    return []
+
+
 # -- configuration -------------------------------------------------------------------------
 
 

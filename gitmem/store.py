@@ -202,20 +202,29 @@ def _spec(
     message: str | None,
     tx_message: str | None = None,
     extra_trailers: Sequence[tuple[str, str]] = (),
+    *,
+    op: str | None = None,
+    by: str | None = None,
 ) -> CommitSpec:
+    """The commit of ``effects``; ``op`` and ``by`` name the operation and who ran it when a
+    transaction is one act of its own (``resolve``), not the sum of its writes."""
     trailers: list[tuple[str, str]] = []
     ops: list[str] = []
     for effect in effects:
         if str(effect.op) not in ops:
             ops.append(str(effect.op))
-    if len(effects) == 1:
+    if op is not None:
+        ops = [op]
+        subject = tx_message or op
+        agents = [by] if by else []
+    elif len(effects) == 1:
         effect = effects[0]
         what = effect.title or effect.ids[0]
         subject = f"{effect.op}: {what}"
     else:
         subject = tx_message or f"transaction: {len(effects)} operations"
         message = message if tx_message is None else None
-    trailers.extend(("Gitmem-Op", op) for op in ops)
+    trailers.extend(("Gitmem-Op", name) for name in ops)
     seen_ids: list[str] = []
     for effect in effects:
         for mid in effect.ids:
@@ -225,7 +234,8 @@ def _spec(
     for effect in effects:
         if effect.supersedes:
             trailers.append(("Gitmem-Supersedes", effect.supersedes))
-    agents = [e.agent for e in effects if e.agent]
+    if op is None:
+        agents = [e.agent for e in effects if e.agent]
     sessions = [e.session for e in effects if e.session]
     if agents:
         trailers.append(("Gitmem-Agent", agents[0]))
@@ -252,6 +262,9 @@ class Transaction:
         self.snapshot = backend.db.snapshot()
         self.commit: str | None = None
         self.trailers: list[tuple[str, str]] = []
+        self.op: str | None = None
+        self.by: str | None = None
+        self.body: str | None = None
 
     def run(self, action: _Action) -> Any:
         self.store._refresh_config(self.backend, self.snapshot)
@@ -387,8 +400,16 @@ class Store:
         *,
         scope: Scope | str | None = None,
         trailers: Sequence[tuple[str, str]] = (),
+        op: str | None = None,
+        by: str | None = None,
+        body: str | None = None,
     ) -> Iterator[Transaction]:
         """Group writes into one commit: all of them land, or none does.
+
+        ``op`` makes the commit one operation of that name (its only ``Gitmem-Op``, its
+        subject ``message`` however many writes it holds, ``body`` the caller's reason),
+        attributed to ``by`` (the agent or person who ran it; else the git user), not to
+        the agents of the memories it rewrites: ``gitmem resolve`` is such a commit.
 
         ``trailers`` are added after gitmem's own (``("Gitmem-Prune", "...")``): a
         caller that knows *why* it writes, such as a prune run, records it in the
@@ -408,9 +429,17 @@ class Store:
             _check_trailer(key, value)
         # Refused up front, not only when the commit is made: the block's writes are wasted
         # otherwise, and a one-write transaction's commit does not carry its message.
-        self._check_commit_text(backend, CommitSpec(subject=message or "", trailers=list(trailers)))
+        self._check_commit_text(
+            backend, CommitSpec(subject=message or "", body=body, trailers=list(trailers))
+        )
+        if op is not None:
+            _check_trailer("Gitmem-Op", op)
+            by = _line("agent", by)
+        if body is not None and not isinstance(body, str):
+            raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
         tx = Transaction(self, backend, message)
         tx.trailers.extend(trailers)
+        tx.op, tx.by, tx.body = op, by, body
         self._tx.active = tx
         try:
             yield tx
@@ -431,7 +460,7 @@ class Store:
                 _check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
             return self._check_commit_text(
-                backend, _spec(effects, None, subject, tx.trailers)
+                backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
             ), None
 
         _, oid = backend.db.write(plan)
@@ -485,7 +514,7 @@ class Store:
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 40,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
@@ -547,6 +576,8 @@ class Store:
 
     def _encode(self, backend: _Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
+        # First: everything below walks the values recursively.
+        codec.check_writable_depth(metadata)
         if self._secrets_refused():
             # Before the schema check and anything else that may quote a value: a length
             # error on a tag must not print the token in it.
@@ -564,7 +595,14 @@ class Store:
             doc = memory.document.with_changes(metadata, memory.body)
         else:
             doc = codec.Document(metadata, memory.body)
-        data = codec.serialize(doc).encode("utf-8")
+        text = codec.serialize(doc)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
+                "cannot store"
+            ) from None
         limit = backend.config.max_body_bytes
         body_size = len(memory.body.encode("utf-8"))
         if body_size > limit:
@@ -580,6 +618,9 @@ class Store:
                 f"{codec.MAX_FRONT_MATTER_BYTES}",
                 hint="keep large content in the body, not in front-matter fields",
             )
+        # Writes refuse whatever reads cannot read: the file is parsed back as every
+        # reader parses it (depth, size, values YAML does not carry exactly).
+        codec.check_reads_back(text, metadata, memory.body)
         if self._secrets_refused():
             # Every write that stores content passes here: the one place credentials are kept
             # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
@@ -771,7 +812,11 @@ class Store:
         """
         wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
         check_id(wanted)
-        if is_path_id(wanted) or self.get(wanted, scope=scope) is not None:
+        path = memory_path(wanted)
+        if is_path_id(wanted) or any(
+            # whether the file is there, without decoding it (the caller reads it next)
+            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+        ):
             return wanted
         current: set[str] = set()
         for backend in self._ordered(scope):
@@ -1820,6 +1865,7 @@ def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
         if key in KNOWN_KEYS:
             raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        codec.check_writable_depth({key: item})  # before the recursive walk below
         _check_plain(item, key)
         out[key] = item
     return out
@@ -1882,6 +1928,7 @@ def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None)
 
 def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend:
     db = GitDB(path, clock=clock, durable=durable)
+    _refuse_foreign_worktree(path, db)
     snap = db.snapshot()
     data = snap.read(CONFIG_FILE)
     if data is None:
@@ -1895,6 +1942,30 @@ def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend
         )
     config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
     return _Backend(config.scope, db, config)
+
+
+def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
+    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
+    git config can point anywhere, and gitmem writes memory files into the work tree: in a
+    store the user does not trust, that setting came from someone else."""
+    target = path.expanduser().resolve()
+    if target.name == ".git":
+        expected: Path | None = target.parent
+    else:
+        expected = target if (target / ".git").exists() else None
+    actual = db.workdir.resolve() if db.workdir is not None else None
+    if actual == expected:
+        return
+    from . import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
+        "gitmem writes memory files there, so it does not follow that for a store you have "
+        "not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}",
+    )
 
 
 def _is_store(path: Path) -> bool:
@@ -1933,7 +2004,14 @@ def init_store(
     scope = Scope(scope)
     if _is_store(target):
         with contextlib.suppress(StoreError):
-            return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from .merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
     if target.exists() and any(target.iterdir()) and not _is_store(target):
         raise StoreError(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"
@@ -1987,6 +2065,7 @@ def open_store(
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
+        _refuse_committed_store(project)
         backends = [_open_backend(project, clock=clock, durable=durable)]
         if _is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
@@ -1999,6 +2078,50 @@ def open_store(
 
 def user_store_path() -> Path:
     return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
+
+
+def committed_in_project(store_dir: Path) -> Path | None:
+    """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
+    the store's git configuration and hooks then came from the project's author."""
+    try:
+        found = pygit2.discover_repository(str(store_dir.parent))
+        if found is None:
+            return None
+        project = pygit2.Repository(found)
+    except (pygit2.GitError, KeyError, OSError):
+        return None
+    if project.is_bare:
+        return None
+    top = Path(project.workdir).resolve()
+    try:
+        rel = store_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, AttributeError):
+        tree = project.head.peel(pygit2.Tree)
+        tree[rel]  # a KeyError when the project does not track it
+        return top
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
+        index = project.index
+        if any(f"{rel}/{name}" in index for name in ("HEAD", "config")) or rel in index:
+            return top
+    return None
+
+
+def _refuse_committed_store(store_dir: Path) -> None:
+    from . import trust
+
+    top = committed_in_project(store_dir)
+    if top is None or trust.is_trusted(store_dir):
+        return
+    raise StoreError(
+        f"{store_dir} is committed in the project at {top}, so its git settings and hooks "
+        "come from the project's author; gitmem does not use it unasked",
+        hint=(
+            f"name it with --store {store_dir} (git then runs without its settings), "
+            f"or trust its author: gitmem trust {store_dir}"
+        ),
+    )
 
 
 def find_project_store(start: Path) -> Path | None:

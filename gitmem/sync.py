@@ -15,6 +15,7 @@ between) fetches and merges again, up to ``max_attempts`` times.
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import subprocess
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from . import codec
 from . import merge as merging
 from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
 from .gitcmd import run_git
@@ -38,8 +40,9 @@ from .gitdb import (
     format_message,
     get_commit,
 )
-from .layout import id_from_path
+from .layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from .model import Memory, Scope
+from .versions import newest
 
 if TYPE_CHECKING:
     from .store import Store
@@ -58,6 +61,11 @@ class RemoteError(StoreError):
     """The remote could not be reached, read or written (network, authentication, path)."""
 
     default_hint = "check the remote's URL and your access (git remote -v), then sync again"
+
+
+class HistoryRewrittenError(ConflictError):
+    """The remote branch was rewritten (``gitmem purge`` on another clone, a force-push):
+    merging it with this clone's old history would bring back what the rewrite removed."""
 
 
 class MergeConflictError(ConflictError):
@@ -159,8 +167,11 @@ def _refuse_in_progress(db: GitDB) -> None:
     if what is not None:
         raise ConflictError(
             f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
-            hint="finish it (resolve, git add, git commit / git rebase --continue) or abort it "
-            "(git merge --abort / git rebase --abort), then sync again",
+            # Abort first: "git add, git commit" of a file that still holds conflict markers
+        # stores them (gitmem doctor says how to finish safely).
+        hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
+            "then sync again, which merges memories itself; or finish it only once no file "
+            "holds conflict markers (gitmem doctor checks)",
         )
 
 
@@ -200,6 +211,47 @@ def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
         return get_commit(db.repo, db.repo.lookup_reference(tracking).target)
     except KeyError:
         return None
+
+
+def _ref_target(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    try:
+        target = repo.references[name].target
+    except (KeyError, pygit2.GitError):
+        return None
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+def _refuse_rewritten(
+    db: GitDB,
+    remote: str,
+    branch: str,
+    tracking: str,
+    before: pygit2.Oid,
+    theirs: pygit2.Commit,
+) -> None:
+    """Refuse to merge a remote branch whose history was rewritten since the last fetch.
+
+    After a ``gitmem purge`` on another clone, the hub's branch no longer descends from what
+    this clone fetched before; merging the two would put every purged object back (and push
+    it). The remote-tracking branch goes back to where it was, so the purge's steps for
+    every other clone (``git log REMOTE/BRANCH..BRANCH``, fetch, reset) apply as printed.
+    """
+    if before == theirs.id:
+        return
+    try:
+        if db.repo.descendant_of(theirs.id, before):
+            return
+    except (KeyError, pygit2.GitError):
+        return  # the old commit is gone from here: nothing of it to bring back
+    db.repo.references.create(tracking, before, force=True)
+    raise HistoryRewrittenError(
+        f"{remote}/{branch} was rewritten (gitmem purge or a force-push): it no longer "
+        f"contains {str(before)[:10]}, which this clone fetched before; merging would bring "
+        "back what the rewrite removed",
+        hint=f"follow the purge's steps for other clones: git -C {db.path} log --oneline "
+        f"{remote}/{branch}..{branch} (work not pushed yet), git -C {db.path} fetch {remote}, "
+        f"git -C {db.path} reset --hard {remote}/{branch} (docs/security.md, gitmem purge)",
+    )
 
 
 def _push(db: GitDB, remote: str, branch: str) -> str:
@@ -277,6 +329,8 @@ def merge_trees(
     base: pygit2.Commit | None,
     ours: pygit2.Commit,
     theirs: pygit2.Commit,
+    *,
+    theirs_wins: frozenset[str] = frozenset(),
 ) -> TreeMerge:
     """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
 
@@ -334,7 +388,7 @@ def merge_trees(
         b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
         if o == t:
             continue
-        if o == b:
+        if o == b or (path in theirs_wins and t is not None):
             out.changes[path] = t
             continue
         take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
@@ -401,13 +455,19 @@ def _move(
 
 
 def integrate(
-    db: GitDB, theirs: pygit2.Commit, label: str, *, attempts: int = 50
+    db: GitDB,
+    theirs: pygit2.Commit,
+    label: str,
+    *,
+    attempts: int = 50,
+    join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
     """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
 
     kind is none (already in), fast-forward or merge. Raises MergeConflictError
     (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
-    when a file to change has uncommitted edits.
+    when a file to change has uncommitted edits. Two unrelated histories merge only
+    with ``join`` (``gitmem join``: the team's configuration files win).
     """
     for _ in range(attempts):
         with _locked(db):
@@ -433,10 +493,19 @@ def integrate(
                 continue
             base_id = repo.merge_base(tip.id, theirs.id)
             base = get_commit(repo, base_id) if base_id is not None else None
-            tm = merge_trees(repo, base, tip, theirs)
+            # Two stores made apart (unrelated histories) merge like any other two sides;
+            # `gitmem join` brings a personal store into a team's, whose configuration wins.
+            wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
+            tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
             if tm.conflicts:
                 raise MergeConflictError(
-                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)"
+                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
+                    hint=(
+                        f"this store and {label} were made apart; to bring this one into "
+                        "that one, keeping both histories and its configuration: gitmem join URL"
+                    )
+                    if base is None
+                    else None,
                 )
             if db.workdir is not None:
                 db._check_clean(snap, tm.changes)
@@ -510,15 +579,28 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
 # -- sync ---------------------------------------------------------------------------------------
 
 
+def _backoff(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
+    return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
+
+
 def sync(
     store: Store,
     remote: str = "origin",
     *,
     branch: str | None = None,
     scope: Scope | str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = 40,
+    join: bool = False,
 ) -> SyncResult:
-    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races."""
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+
+    Between a rejected push and the next fetch the sync sleeps a random time up to a bound
+    that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
+    lost the race to the same push spread out instead of colliding again in step. Eight
+    clones starting to sync at once took up to 21 attempts for their first sync on a loaded
+    2-core machine (tests/test_sync_contention.py), hence the bound of 40.
+    """
     db = store.db(scope)
     _refuse_in_progress(db)
     if remote not in remote_names(db):
@@ -533,14 +615,18 @@ def sync(
     start = db.tip()
     for attempt in range(1, max_attempts + 1):
         result.attempts = attempt
+        tracking = f"refs/remotes/{remote}/{target}"
+        fetched_before = _ref_target(db.repo, tracking)
         theirs = _fetch(db, remote, target)
+        if theirs is not None and fetched_before is not None:
+            _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
         if theirs is not None:
             local = db.tip()
             walker = db.repo.walk(theirs.id)
             if local is not None:
                 walker.hide(local.id)
             result.fetched += sum(1 for _ in walker)
-            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}")
+            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind
             result.forks.extend(tm.forks)
@@ -562,6 +648,8 @@ def sync(
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
+        if attempt < max_attempts:
+            time.sleep(_backoff(attempt))
     else:
         raise ConflictError(
             f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",
@@ -597,15 +685,22 @@ def pending_forks(db: GitDB) -> list[merging.PendingFork]:
 
 @dataclass(frozen=True)
 class Conflict:
-    """An unresolved fork: ``fork`` holds the version that lost the path of ``of``."""
+    """Something a merge kept both sides of, for a person or agent to settle.
+
+    ``kind`` ``fork``: ``fork`` holds the version that lost the path of ``of``; ``kept`` is
+    the memory at the path now (None if it was deleted since). ``kind`` ``supersede``: two
+    clones each superseded ``of``; ``kept`` is the successor readers follow (the newest),
+    ``fork`` the other one.
+    """
 
     fork: Memory
     of: str
     kept: Memory | None
-    """The memory at the path now (None if it was deleted since)."""
+    kind: str = "fork"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "fork": self.fork.id,
             "of": self.of,
             "title": self.fork.title,
@@ -624,10 +719,18 @@ def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
     for backend_scope in [scope] if scope else store.scopes:
         commit_pending_forks(store.db(backend_scope))
     out: list[Conflict] = []
+    successors: dict[str, list[Memory]] = {}
     for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
         of = memory.extra.get(merging.FORK_KEY)
         if isinstance(of, str) and of:
             out.append(Conflict(memory, of, store.get(of)))
+        elif memory.supersedes:
+            # A fork keeps its memory's `supersedes`: it is listed above, not here.
+            successors.setdefault(memory.supersedes, []).append(memory)
+    for of, found in sorted(successors.items()):
+        if len(found) > 1:
+            kept = newest(found)
+            out += [Conflict(m, of, kept, "supersede") for m in found if m.id != kept.id]
     return out
 
 
@@ -636,6 +739,10 @@ def find_conflict(store: Store, memory_id: str) -> Conflict:
     mine = [c for c in found if c.fork.id == memory_id]
     if not mine:
         mine = [c for c in found if c.of == memory_id]
+    if not mine:
+        mine = [
+            c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id
+        ]
     if not mine:
         raise NotFoundError(
             f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
@@ -670,14 +777,18 @@ def resolve(
     if (keep == "edit") != (text is not None):
         raise InvalidInputError("the edited text goes with keep='edit', and only with it")
     conflict = find_conflict(store, memory_id)
+    if conflict.kind == "supersede":
+        return _resolve_supersede(store, conflict, keep, text, agent, message)
     fork, of = conflict.fork, conflict.of
     if conflict.kept is None and keep != "both":
         raise NotFoundError(
             f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
         )
-    subject = message or f"resolve: {of} keep {keep}"
+    # One act of its own: `Gitmem-Op: resolve`, the reason (-m) in the body, and the commit
+    # attributed to who resolved (``agent``, else the git user), not to the memory's agent.
     who: dict[str, Any] = {"agent": agent} if agent else {}
-    with store.transaction(message=subject):
+    subject = f"resolve: {of} keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
         if keep == "both":
             store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
             return conflict
@@ -701,4 +812,40 @@ def resolve(
             assert text is not None
             store.update_from_text(of, text)
         store.delete(fork.id, agent=agent)
+    return conflict
+
+
+def _resolve_supersede(
+    store: Store,
+    conflict: Conflict,
+    keep: str,
+    text: str | bytes | None,
+    agent: str | None,
+    message: str | None,
+) -> Conflict:
+    """Settle a memory two clones superseded: one successor stays, or both as a chain.
+
+    ``ours`` keeps the successor readers follow and deletes the other; ``theirs`` the
+    reverse; ``both`` keeps both, the one readers follow now superseding the other (so
+    the chain is linear again and its latest version unchanged); ``edit`` writes ``text``
+    over the kept successor and deletes the other. Deleted text stays in history.
+    """
+    assert conflict.kept is not None
+    kept, other = conflict.kept, conflict.fork
+    if keep == "theirs":
+        kept, other = other, kept
+    subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        if keep == "both":
+            doc = store.read(kept.id).document  # listed from the index: no file text
+            if doc is None:
+                raise InvalidInputError(f"{kept.id} cannot be rewritten (its file did not parse)")
+            meta = dict(doc.metadata)
+            meta["supersedes"] = other.id
+            store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
+            return conflict
+        if keep == "edit":
+            assert text is not None
+            store.update_from_text(kept.id, text)
+        store.delete(other.id, agent=agent)
     return conflict

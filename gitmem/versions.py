@@ -74,6 +74,11 @@ def _rank(memory: Memory) -> tuple[int, dt.datetime, str]:
     return (memory.version, memory.updated_at, memory.id)
 
 
+def newest(memories: Sequence[Memory]) -> Memory:
+    """The successor every reader follows where a memory has several (see walk_forward)."""
+    return max(memories, key=_rank)
+
+
 def walk_forward(
     start_id: str,
     successors: Mapping[str, Sequence[Memory]] | Callable[[str], Sequence[Memory]],
@@ -107,7 +112,7 @@ def walk_forward(
                 f"({', '.join(sorted(m.id for m in nexts))}); "
                 "following the newest"
             )
-        best = max(nexts, key=_rank)
+        best = newest(nexts)
         seen.add(best.id)
         current = best.id
     warnings.append(f"successor chain is deeper than {max_depth}; stopped at {current}")

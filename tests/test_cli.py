@@ -685,10 +685,10 @@ def test_usage_errors_exit_2_in_one_line(gm: Gitmem) -> None:
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
     gm: Gitmem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(self: Store, **kwargs: object) -> None:
+    def explode(self: Store, *args: object, **kwargs: object) -> None:
         raise RuntimeError("the disk is full of bees")
 
-    monkeypatch.setattr(Store, "list", explode)
+    monkeypatch.setattr(Store, "index", explode)  # what `gitmem ls` reads its rows from
     line = gm.fails(1, "ls")
     assert line == (
         "gitmem: error: unexpected RuntimeError: the disk is full of bees "

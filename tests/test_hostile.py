@@ -29,6 +29,7 @@ command line: a clean error or a result, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import string
 import unicodedata
@@ -49,6 +50,7 @@ from gitmem import (
     AlreadyExistsError,
     GitmemError,
     InvalidIdError,
+    InvalidMemoryError,
     NotFoundError,
     Store,
     codec,
@@ -60,6 +62,7 @@ from gitmem.cli import cli as gitmem_cli
 from gitmem.errors import EXIT_CODES
 from gitmem.gitdb import CommitSpec, Snapshot
 from gitmem.layout import memory_path
+from gitmem.model import KNOWN_KEYS
 
 DOCUMENTED_CODES = set(EXIT_CODES.values()) | {0}
 
@@ -516,3 +519,86 @@ def test_any_agent_text_makes_a_valid_commit(any_store: Store, agent: str) -> No
     entry = any_store.log(limit=1)[0]
     assert entry.agent == agent
     run_git(any_store.db().gitdir, "fsck", "--strict", "--no-progress")
+
+
+# -- reproduction 7: writes refuse whatever reads cannot read ----------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [31, 32, 40, 5000])
+def test_a_value_nested_deeper_than_the_reader_takes_is_refused_on_write(
+    bare_store: Store, depth: int
+) -> None:
+    """``extra={"a": <list nested 40 deep>}`` was stored, then every read and update failed."""
+    before = tip(bare_store)
+    if depth <= codec.MAX_DEPTH - 1:
+        memory = bare_store.create("deep but readable", extra={"a": _nested(depth)})
+        assert bare_store.read(memory.id).extra == {"a": _nested(depth)}
+        bare_store.update(memory.id, title="still readable")
+        return
+    with pytest.raises(InvalidMemoryError, match="field 'a' is nested more than 31 levels"):
+        bare_store.create("too deep", extra={"a": _nested(depth)})
+    assert tip(bare_store) == before
+    memory = bare_store.create("shallow")
+    with pytest.raises(InvalidMemoryError, match="field 'a' is nested"):
+        bare_store.update(memory.id, extra={"a": _nested(depth)})
+    assert bare_store.read(memory.id).extra == {}
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+    st.dates(),
+    st.datetimes(timezones=st.none() | st.just(dt.UTC)),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=3),
+    max_leaves=40,
+)
+_EXTRA_KEYS = st.text(min_size=1, max_size=12).filter(lambda k: k not in KNOWN_KEYS)
+
+
+def _deepen(value: Any, times: int) -> Any:
+    for _ in range(times):
+        value = [value]
+    return value
+
+
+@given(
+    extra=st.dictionaries(
+        _EXTRA_KEYS,
+        st.tuples(_VALUES, st.integers(0, 36)).map(lambda t: _deepen(*t)),
+        min_size=1,
+        max_size=3,
+    ),
+    title=st.text(max_size=40),
+    body=st.text(max_size=80),
+)
+@_SETTINGS
+def test_property_anything_create_accepts_read_returns_equal(
+    bare_store: Store, extra: dict[str, Any], title: str, body: str
+) -> None:
+    try:
+        with bare_store.secrets_allowed():
+            memory = bare_store.create(body, title=title or None, extra=extra)
+    except GitmemError as exc:
+        assert str(exc) and "unexpected" not in str(exc)
+        return
+    again = bare_store.read(memory.id)
+    assert again.body == memory.body
+    assert again.title == memory.title
+    assert codec.same(again.extra, memory.extra) or again.extra == memory.extra
+    with bare_store.secrets_allowed():
+        bare_store.update(memory.id, title="updated")
+    assert bare_store.read(memory.id).title == "updated"

@@ -20,6 +20,7 @@ from gitmem import FixedClock, Store
 from gitmem import sync as S
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.purge import MESSAGE_PATH, REPLACEMENT, PurgeRefusedError, purge
+from gitmem.sync import HistoryRewrittenError
 
 SECRET = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 PERSONAL = "Jane Q. " + "Example, born 1970-01-01"
@@ -132,13 +133,19 @@ def test_a_memory_purged_from_all_history(
 ) -> None:
     hub, alice, bob = hub_and_clones
     keep = alice.create("an ordinary fact\n", title="fact")
-    gone = alice.create(f"about {PERSONAL}\n", title="person")
+    gone = alice.create(f"about {PERSONAL}\n", title=f"{PERSONAL}")
     clock.advance(seconds=5)
-    alice.update(gone.id, body=f"about {PERSONAL}, updated\n")
+    # Its title is in gitmem's commit subjects: the purge replaces it there too.
+    alice.update(gone.id, body=f"about {PERSONAL}, updated\n", title=f"{PERSONAL} (2)")
     alice.sync()
     bob.sync()
     report = purge(alice, memory=gone.id, apply=True)
-    assert [r.what for r in report.removals] == ["file removed", "file removed"]
+    assert [r.what for r in report.removals] == [
+        "file removed",
+        "file removed",
+        "the memory's title replaced",
+        "the memory's title replaced",
+    ]
     by_place = {step.where: step for step in report.steps}
     for place in ("the hub", "the hub's own copy", "this store"):
         _run_steps(by_place[place].commands)
@@ -210,3 +217,28 @@ def test_the_cli_dry_run_and_apply(store: Store) -> None:
     assert SECRET not in run_git(store.path, "log", "-p", "--all")
     assert "Nothing to purge" in gm("purge", "--secrets", code=1).stdout
     assert "give one of" in gm("purge", code=2).stderr
+
+
+def test_a_clone_that_syncs_before_following_the_steps_is_refused(
+    hub_and_clones: tuple[Path, Store, Store], clock: FixedClock
+) -> None:
+    """Bob syncs without resetting: merging his old history would push the secret back."""
+    hub, alice, bob = hub_and_clones
+    with alice.secrets_allowed():
+        alice.create(f"the token is {SECRET}\n")
+    alice.sync()
+    bob.sync()
+    old = run_git(bob.path, "rev-parse", "origin/main").strip()
+    report = purge(alice, secrets=True, apply=True)
+    _run_steps(next(s for s in report.steps if s.where == "the hub").commands)
+    bob.create("bob's unpushed note\n")
+    with pytest.raises(HistoryRewrittenError, match="was rewritten"):
+        bob.sync()
+    # Nothing went to the hub, and bob's remote-tracking branch is where the steps expect it.
+    assert SECRET not in run_git(hub, "log", "-p", "--all")
+    assert run_git(bob.path, "rev-parse", "origin/main").strip() == old
+    clone_step = next(s for s in report.steps if s.where.startswith("every other clone"))
+    assert "bob's unpushed note" not in run_git(bob.path, "log", "-p", "origin/main")
+    assert run_git(bob.path, "log", "--oneline", "origin/main..main").strip()
+    _run_steps(clone_step.commands, clone=bob.path)
+    assert gitmem.open(bob.path).sync().fetched == 0

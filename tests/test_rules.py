@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -521,14 +522,25 @@ def rule_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "projrules_for_test"
 
 
-def test_rules_named_in_config(rule_module: str) -> None:
+@pytest.fixture
+def local_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[object], None]:
+    """Write ``rules:`` into the user's own configuration file (never the store's)."""
+    path = tmp_path / "user-config.yaml"
+    monkeypatch.setenv("GITMEM_CONFIG", str(path))
+
+    def write(rules: object) -> None:
+        path.write_text(yaml.safe_dump({"rules": rules}))
+
+    return write
+
+
+def test_rules_named_in_config(rule_module: str, local_rules: Callable[[object], None]) -> None:
+    local_rules(
+        {"decisions": f"{rule_module}:drop_todo", "known_issues": f"{rule_module}:WITH_DEFAULTS"}
+    )
     config = {
         "lifecycle": {
-            "rules": {
-                "decisions": f"{rule_module}:drop_todo",
-                "known_issues": f"{rule_module}:WITH_DEFAULTS",
-                "common_patterns": None,
-            },
+            "rules": {"common_patterns": None},
             "prune": {"known_issues": {"level": 2}},
         }
     }
@@ -560,19 +572,26 @@ def test_rules_named_in_config(rule_module: str) -> None:
     ],
 )
 def test_bad_config_is_a_clear_error(
-    rule_module: str, rules: dict[str, object], prune: object, message: str
+    rule_module: str,
+    local_rules: Callable[[object], None],
+    rules: dict[str, object],
+    prune: object,
+    message: str,
 ) -> None:
     fixed = {k: v.format(mod=rule_module) if isinstance(v, str) else v for k, v in rules.items()}
-    config = {"lifecycle": {"rules": fixed, "prune": prune}}
+    local_rules(fixed)
+    config = {"lifecycle": {"prune": prune}}
     with pytest.raises(InvalidInputError) as info:
         run("review_history", review_doc(days_dates(11)), config=config)
     assert message in str(info.value)
 
 
-def test_a_rule_returning_something_else_is_refused(rule_module: str) -> None:
-    config = {"lifecycle": {"rules": {"d": f"{rule_module}:bad"}}}
+def test_a_rule_returning_something_else_is_refused(
+    rule_module: str, local_rules: Callable[[object], None]
+) -> None:
+    local_rules({"d": f"{rule_module}:bad"})
     with pytest.raises(LifecycleConfigError, match="returned str, not a RuleResult"):
-        run("d", "x", config=config)
+        run("d", "x")
     registry = RuleRegistry()
     registry.register(
         "d",
@@ -733,3 +752,50 @@ def test_rules_never_lose_a_section_and_are_idempotent(
         # The archive is in date order, oldest first: sorting it again keeps every place.
         sections = [s for s in split_sections(result.archive_text, 2) if s.level]
         assert chronological(sections) == list(range(len(sections)))
+
+
+def test_committed_config_never_imports_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store's gitmem.yaml naming 'module:function' is ignored with a warning that names
+    the local way to opt in; the module is never imported (it would write a marker)."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evilmod_rules.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\ndef rule(ctx):\n    return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = {"lifecycle": {"rules": {"decisions": "evilmod_rules:rule"}}}
+    with caplog.at_level("WARNING", logger="gitmem"):
+        registry = registry_from_config(config)
+    assert registry.get("decisions") is None
+    assert not marker.exists()
+    assert "never imports code a store names" in caplog.text
+    assert "rules: {decisions: \"evilmod_rules:rule\"}" in caplog.text
+
+
+def test_committed_config_chooses_among_known_rules() -> None:
+    config = {"lifecycle": {"rules": {"decisions": "known_issues", "review_history": None}}}
+    registry = registry_from_config(config)
+    assert registry.get("decisions") is registry.get("known_issues") is not None
+    assert registry.get("review_history") is None
+    with pytest.raises(LifecycleConfigError, match="no rule named 'nope'"):
+        registry_from_config({"lifecycle": {"rules": {"decisions": "nope"}}})
+    with pytest.raises(LifecycleConfigError, match="must be the name of a rule or null"):
+        registry_from_config({"lifecycle": {"rules": {"decisions": 3}}})
+
+
+def test_installed_rules_come_from_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed package's ``gitmem.rules`` entry point prunes its file type."""
+    package = tmp_path / "plugin_rules_pkg.py"
+    package.write_text(
+        "from gitmem.lifecycle.rules import RuleResult\n"
+        "def shout(ctx):\n    return RuleResult(ctx.body.upper(), None, ())\n"
+    )
+    dist = tmp_path / "plugin_rules_pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-rules-pkg\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[gitmem.rules]\ndecisions = plugin_rules_pkg:shout\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run("decisions", "quiet\n").body == "QUIET\n"

@@ -287,3 +287,41 @@ def test_history_scan_finds_past_blobs_and_messages_once(store: Store, git: GitR
         f"{second[:10]} (commit message):1: npm-token: copy npm_********",
     ]
     assert gm("secrets", code=0).stdout.strip() == "No credentials found."
+
+
+# -- what is already stored: reads, doctor and the history scan never print it ---------------
+
+
+def test_a_stored_file_with_a_token_in_a_bad_field_is_reported_without_it(store: Store) -> None:
+    from gitmem import doctor as D
+
+    memory_id = "mem_00000000-0000-4000-8000-000000000003"
+    path = f"memories/00/{memory_id}.md"
+    text = _memory_file(memory_id, "t").replace(
+        "version: 1\n", f"version: 1\ntags: ['{GITHUB_PAT} {'x' * 300}']\n"
+    )
+    with store.secrets_allowed():
+        plant(store, path, text, message="hand edit")
+    with pytest.raises(GitmemError) as info:
+        gitmem_open(store).read(memory_id)
+    assert "too long" in str(info.value) and not _leaks(str(info.value))
+    report = D.diagnose(gitmem_open(store), checks=["schema", "secrets"])
+    assert report.findings and not any(_leaks(f.message) for f in report.findings)
+
+
+def test_escaped_tokens_in_stored_fields_are_found_by_doctor_and_history(store: Store) -> None:
+    from gitmem import doctor as D
+
+    memory_id = "mem_00000000-0000-4000-8000-000000000004"
+    path = f"memories/00/{memory_id}.md"
+    plant(store, path, _memory_file(memory_id, f'"{_ESCAPED}"'), message="hand edit")
+    (secret,) = [f for f in D.diagnose(gitmem_open(store)).findings if f.check == "secrets"]
+    assert "github-token" in secret.message and not _leaks(secret.message)
+    found = D.scan_history(gitmem_open(store))
+    assert [(f.path, f.finding.kind) for f in found] == [(path, "github-token")]
+
+
+def gitmem_open(store: Store) -> Store:
+    import gitmem
+
+    return gitmem.open(store.path)

@@ -387,7 +387,9 @@ def test_cli_remote_add_and_sync(tmp_path: Path, origin: Store, clock: FixedCloc
     out = cli.json("sync", "second")
     assert out["pushed"] is True and out["remote"] == "second"
     text = cli("sync", "second").stdout
-    assert "already up to date with second/main" in text
+    assert text == "nothing new from second/main; nothing to push\n"
+    a.create("two")
+    assert cli("sync", "second").stdout == "nothing new from second/main; pushed\n"
     error = cli.fails(4, "sync", "nowhere")
     assert "gitmem remote add" in error
 
@@ -555,3 +557,75 @@ def test_cli_conflicts_and_resolve(
     assert "the other version" in editor.seen and "b's version" in editor.seen
     assert store.read(of).body == "a's version\nb's version\n"
     assert cli("conflicts").stdout.strip() == "No unresolved forks."
+
+
+def test_resolve_commit_is_one_resolve_by_who_ran_it(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    S.resolve(store, fork, "theirs", message="b had the current deploy steps")
+    commit = store.db().tip()
+    assert commit is not None
+    assert commit.message.splitlines()[0] == f"resolve: {of} keep theirs"
+    assert "b had the current deploy steps" in commit.message
+    trailers = dict(
+        (k, v) for k, v in (line.split(": ", 1) for line in commit.message.splitlines()
+                            if line.startswith("Gitmem-"))
+    )
+    assert [line for line in commit.message.splitlines() if line.startswith("Gitmem-Op")] == [
+        "Gitmem-Op: resolve"
+    ]
+    assert "Gitmem-Agent" not in trailers
+    assert commit.author.name == "Test User"  # the person resolving, not the memory's agent
+
+
+@pytest.fixture
+def superseded_twice(
+    tmp_path: Path, origin: Store, clock: FixedClock
+) -> tuple[Store, str, str, str]:
+    """Two clones each superseded one memory; after syncing, it has two successors."""
+    old = origin.create("deploy with make deploy", title="Deploy")
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    theirs = b.supersede(old.id, "deploy with the release script", agent="b").id
+    clock.advance(seconds=5)
+    ours = a.supersede(old.id, "deploy with a tag push", agent="a").id
+    S.sync(b)
+    S.sync(a)
+    return a, old.id, ours, theirs
+
+
+def test_conflicts_lists_double_supersedes(
+    superseded_twice: tuple[Store, str, str, str],
+) -> None:
+    store, old, ours, theirs = superseded_twice
+    [conflict] = S.conflicts(store)
+    assert conflict.kind == "supersede" and conflict.of == old
+    assert conflict.kept is not None
+    assert {conflict.kept.id, conflict.fork.id} == {ours, theirs}
+    assert conflict.kept.id == store.latest_version(old).id
+    cli = Gitmem(store.path, make_runner())
+    assert "supersede" in cli("conflicts").stdout
+
+
+@pytest.mark.parametrize("keep", ["ours", "theirs", "both", "edit"])
+def test_resolve_double_supersede(
+    superseded_twice: tuple[Store, str, str, str], keep: str
+) -> None:
+    store, old, _, _ = superseded_twice
+    [conflict] = S.conflicts(store)
+    assert conflict.kept is not None
+    kept, other = conflict.kept.id, conflict.fork.id
+    text = None
+    if keep == "edit":
+        text = file_text(store.read(kept)).replace("deploy with", "deploy, agreed, with")
+    S.resolve(store, old, keep, text=text)
+    assert S.conflicts(store) == []
+    latest = store.latest_version(old).id
+    if keep == "theirs":
+        assert latest == other and store.get(kept) is None
+    elif keep == "both":
+        assert store.read(kept).supersedes == other and store.get(other) is not None
+        assert latest == kept
+        assert [v.memory.id for v in store.history(kept) if v.memory][:1] == [old]
+    else:
+        assert latest == kept and store.get(other) is None
+    if keep == "edit":
+        assert "agreed" in store.read(kept).body

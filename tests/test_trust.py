@@ -7,8 +7,11 @@ fail) and untrusted (it must not). Reproductions 1 and 2 of issue 11 are at the 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import run_git
 
-from gitmem import gitcmd
+from gitmem import gitcmd, localconfig, trust
+from gitmem.errors import InvalidInputError
 
 
 def sh(marker: Path) -> str:
@@ -391,15 +395,250 @@ def test_popen_variant_runs_under_the_same_policy(tmp_path: Path) -> None:
     assert process.returncode == 0 and not marker.exists()
 
 
+STARTS_A_PROCESS = ("subprocess.run(", "Popen(", "os.system(", "check_output(")
+
+
 def test_every_git_call_goes_through_gitcmd() -> None:
-    """No module but gitmem/gitcmd.py starts a process (the one policy has no way around it)."""
+    """No module but gitmem/gitcmd.py starts git (the one policy has no way around it);
+    a module that starts Python does so with -I or -P (nothing importable from the
+    current directory)."""
     root = Path(__file__).resolve().parent.parent / "gitmem"
     offenders = []
     for path in sorted(root.rglob("*.py")):
         if path.name == "gitcmd.py":
             continue
-        text = path.read_text()
-        for needle in ("subprocess.run(", "subprocess.Popen(", "os.system(", "check_output("):
-            if needle in text:
-                offenders.append(f"{path.relative_to(root)}: {needle}")
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if not any(needle in line for needle in STARTS_A_PROCESS):
+                continue
+            call = " ".join(lines[number : number + 3])
+            python = "sys.executable" in call and ('"-I"' in call or '"-P"' in call)
+            if not python:
+                offenders.append(f"{path.relative_to(root)}:{number + 1}: {line.strip()}")
     assert offenders == []
+
+
+# -- trust: recorded outside the store ---------------------------------------------------
+
+
+def gitmem_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_init_records_trust_in_the_users_config_not_the_store(tmp_path: Path) -> None:
+    import gitmem
+
+    store = gitmem.init(tmp_path / "mine")
+    bare = gitmem.init(tmp_path / "mine.git", bare=True)
+    assert trust.is_trusted(store.path) and trust.is_trusted(bare.path)
+    assert str((tmp_path / "mine" / ".git").resolve()) in trust.trusted()
+    config_text = localconfig.config_path().read_text()
+    assert "trusted_stores" in config_text
+    assert localconfig.config_path().stat().st_mode & 0o077 == 0
+    committed = run_git(store.path, "ls-tree", "-r", "--name-only", "HEAD")
+    assert "trusted" not in committed
+    assert "trusted" not in (store.path / ".git" / "config").read_text()
+    # A store that only gets opened is not recorded.
+    run_git(tmp_path, "clone", "-q", str(store.path), "theirs")
+    gitmem.open(tmp_path / "theirs")
+    assert not trust.is_trusted(tmp_path / "theirs")
+
+
+def test_trust_command_adds_lists_and_removes(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q", "--bare", "other.git")
+    other = tmp_path / "other.git"
+    assert not trust.is_trusted(other)
+    added = gitmem_cli(tmp_path, "trust", str(other))
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == f"trusted: {other.resolve()}"
+    assert trust.is_trusted(other)
+    listed = gitmem_cli(tmp_path, "--json", "trust", "--list")
+    assert json.loads(listed.stdout)["trusted"] == [str(other.resolve())]
+    removed = gitmem_cli(tmp_path, "trust", "--remove", str(other))
+    assert removed.stdout.strip() == f"no longer trusted: {other.resolve()}"
+    assert not trust.is_trusted(other)
+    again = gitmem_cli(tmp_path, "trust", "--remove", str(other))
+    assert again.stdout.strip().startswith("was not trusted")
+    missing = gitmem_cli(tmp_path, "trust", str(tmp_path / "nothing"))
+    assert missing.returncode != 0
+    assert missing.stderr.strip().splitlines() == [
+        f"gitmem: error: no git repository at {tmp_path / 'nothing'}"
+    ]
+
+
+def test_trust_star_and_a_malformed_list(tmp_path: Path) -> None:
+    path = localconfig.config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("trusted_stores: ['*']\n")
+    assert trust.is_trusted(tmp_path / "anything")
+    path.write_text("trusted_stores: yes\n")
+    with pytest.raises(InvalidInputError, match="trusted_stores must be a list of store paths"):
+        trust.is_trusted(tmp_path)
+
+
+# -- issue 11, reproduction 1: code pushed with a gitmem.yaml naming it ------------------
+
+
+def test_reproduction_1_pushed_code_named_by_gitmem_yaml_never_runs(tmp_path: Path) -> None:
+    """evilmod.py + gitmem.yaml naming ``lifecycle.rules.decisions: "evilmod:rule"`` and
+    ``lifecycle.jobs.post-merge: [prune]``, pushed; a real ``git pull`` in a clone with the
+    hooks installed runs the post-merge hook, which imports nothing from the store (also no
+    ``gitmem/`` package planted at its top: the hook's Python runs with -P)."""
+    import gitmem
+    from gitmem import hooks
+
+    origin = gitmem.init(tmp_path / "origin")
+    origin.create("## Decision\n\nuse git\n", id="projects/acme/decisions")
+    run_git(tmp_path, "clone", "-q", "--bare", str(origin.path), "hub.git")
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), "victim")
+    victim = tmp_path / "victim"
+    hooks.install(victim, "memory")
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), "attacker")
+    attacker = tmp_path / "attacker"
+    imported = tmp_path / "imported"
+    planted = f"open({str(imported)!r}, 'a').write(__name__ + '\\n')\n"
+    (attacker / "evilmod.py").write_text(planted + "def rule(ctx):\n    return None\n")
+    (attacker / "gitmem").mkdir()
+    (attacker / "gitmem" / "__init__.py").write_text(planted)
+    (attacker / "gitmem" / "__main__.py").write_text(planted)
+    config = attacker / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + 'lifecycle:\n  rules:\n    decisions: "evilmod:rule"\n  jobs:\n    post-merge: [prune]\n'
+    )
+    run_git(attacker, "add", ".")
+    run_git(attacker, "commit", "-qm", "helpful rules")
+    run_git(attacker, "push", "-q", "origin", "main")
+
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "origin", "main"],
+        cwd=victim,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert pulled.returncode == 0, pulled.stderr
+    assert (victim / "evilmod.py").is_file()  # the pull landed it ...
+    assert "gitmem: prune:" in pulled.stderr  # ... and the hook ran the job it names
+    assert not imported.exists()  # ... and nothing was imported
+    assert "never imports code a store names" in pulled.stderr
+    assert "rules: {decisions:" in pulled.stderr  # the warning names the local opt-in
+
+
+# -- issue 11, reproduction 2: a bare store committed in a cloned project -----------------
+
+
+def _hostile_project(tmp_path: Path, marker: Path) -> Path:
+    """A project committing a bare store as .gitmem/ whose config runs a command on fetch,
+    with a pre-push hook for good measure; cloned by the victim."""
+    import gitmem
+
+    author = tmp_path / "author"
+    run_git(tmp_path, "init", "-q", "-b", "main", "author")
+    store = gitmem.init(author / ".gitmem", bare=True)
+    store.create("project memory\n")
+    run_git(tmp_path, "clone", "-q", "--bare", str(author / ".gitmem"), "hub.git")
+    run_git(author / ".gitmem", "remote", "add", "origin", str(tmp_path / "hub.git"))
+    bare = author / ".gitmem"
+    run_git(bare, "config", "remote.origin.uploadpack", f"{sh(marker)}; git-upload-pack")
+    run_git(bare, "config", "remote.origin.receivepack", f"{sh(marker)}; git-receive-pack")
+    script(author / ".gitmem" / "hooks" / "pre-push", sh(marker))
+    run_git(author, "add", ".gitmem")
+    run_git(author, "commit", "-qm", "project with its memory")
+    run_git(tmp_path, "clone", "-q", str(author), "victim")
+    trust.untrust(author / ".gitmem")  # the victim's machine never trusted it
+    return tmp_path / "victim"
+
+
+def test_reproduction_2_committed_store_is_not_used_by_walking_up(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    (victim / "src").mkdir()
+    result = gitmem_cli(victim / "src", "sync")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    store = victim.resolve() / ".gitmem"
+    assert lines[0].startswith(f"gitmem: error: {store} is committed in the project at ")
+    assert f"--store {store}" in lines[0] and f"gitmem trust {store}" in lines[0]
+    assert not marker.exists()
+
+
+def test_reproduction_2_named_untrusted_store_syncs_without_its_programs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    store = victim / ".gitmem"
+    result = gitmem_cli(victim, "--store", str(store), "sync")
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    # Trusted, the same store's settings do run: the test above could fail.
+    assert gitmem_cli(victim, "trust", str(store)).returncode == 0
+    (victim / "src").mkdir()
+    assert gitmem_cli(victim / "src", "ls").returncode == 0  # walking up is allowed now
+    gitmem_cli(victim, "--store", str(store), "sync")
+    assert marker.exists()
+
+
+def test_an_untrusted_stores_core_worktree_is_not_followed(tmp_path: Path) -> None:
+    """libgit2 honours core.worktree, and gitmem writes memory files into the work tree:
+    a store's config must not send those writes to a directory of its choosing."""
+    import gitmem
+    from gitmem.errors import StoreError
+
+    store = gitmem.init(tmp_path / "theirs.git", bare=True)
+    store.create("x\n")
+    elsewhere = tmp_path / "home-of-the-user"
+    elsewhere.mkdir()
+    run_git(store.path, "config", "core.bare", "false")
+    run_git(store.path, "config", "core.worktree", str(elsewhere))
+    trust.untrust(store.path)
+    with pytest.raises(StoreError, match=r"core\.worktree"):
+        gitmem.open(store.path).create("y\n")
+    assert list(elsewhere.iterdir()) == []
+    trust.trust(store.path)  # the user's own setting: followed
+    gitmem.open(store.path).create("z\n")
+    assert (elsewhere / "memories").is_dir()
+
+
+def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gitmem.yaml names jobs; code comes from an entry point or the user's own file. A
+    'module:function' named by the store is an unknown job whose warning says how to opt in."""
+    import gitmem
+    from gitmem.lifecycle.jobs import run_jobs
+
+    ran = tmp_path / "ran"
+    (tmp_path / "myjobs_for_test.py").write_text(
+        f"def note(store, out):\n    open({str(ran)!r}, 'a').write('local\\n')\n"
+        f"def plugin(store, out):\n    open({str(ran)!r}, 'a').write('plugin\\n')\n"
+    )
+    dist = tmp_path / "myjobs_for_test-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myjobs-for-test\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[gitmem.jobs]\nplugin = myjobs_for_test:plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = gitmem.init(tmp_path / "store")
+    config = store.path / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + "lifecycle:\n  jobs:\n    post-merge: [note, plugin, 'myjobs_for_test:note']\n"
+    )
+    run_git(store.path, "commit", "-qam", "jobs")
+    lines: list[str] = []
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["plugin"]
+    assert not ran.read_text().count("local")
+    assert any("unknown lifecycle job 'note'" in line for line in lines)
+    hint = next(line for line in lines if "'myjobs_for_test:note'" in line)
+    assert "never imports code a store names" in hint and str(localconfig.config_path()) in hint
+    localconfig.update(lambda data: data.update(jobs={"note": "myjobs_for_test:note"}))
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["note", "plugin"]
+    assert ran.read_text().splitlines() == ["plugin", "local", "plugin"]

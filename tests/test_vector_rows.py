@@ -61,6 +61,8 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, set[tuple[str, str,
         rows = vectors.rows(conn)
         blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
         assert {b for _, b, _ in rows} == blobs  # one vector per current blob, no other
+        mapping = set(conn.execute("SELECT rowid, blob FROM vector_rows"))
+        assert mapping == set(conn.execute("SELECT rowid, blob FROM memories"))
         out[str(scope)] = rows
     return out
 

@@ -78,6 +78,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "diff": "collab:diff",
     "undo": "collab:undo",
     "merge-driver": "collab:merge_driver",
+    "clone": "collab:clone",
+    "join": "collab:join",
     "ci": "collab:ci",
     "entity": "integrations:entity",
     "graph": "integrations:graph",
@@ -89,6 +91,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "purge": "purge:purge",
     "demo": "demo:demo",
     "hooks": "hooks:hooks",
+    "trust": "trust:trust",
     "hook-run": "hooks:hook_run",
 }
 
@@ -113,7 +116,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "History": ("ls", "history", "log", "blame", "diff", "undo"),
     "Search": ("search", "recall"),
     "Layered documents": ("layer", "stale", "check", "prune", "validate"),
-    "Collaboration": ("remote", "sync", "conflicts", "resolve", "review", "merge-driver"),
+    "Collaboration": (
+        "clone", "join", "remote", "sync", "conflicts", "resolve", "review", "ci", "merge-driver",
+    ),
     "Integrations": ("entity", "graph", "mcp", "import", "export"),
     "Maintenance": (
         "status", "doctor", "secrets", "trust", "purge", "reindex", "gc", "hooks", "demo",

@@ -33,7 +33,7 @@ def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: st
     \b
     Example (what gitmem init puts in .git/config):
       [merge "gitmem"]
-        driver = python -m gitmem merge-driver %O %A %B %P
+        driver = python -P -m gitmem merge-driver %O %A %B %P
     """
     ctx.exit(merging.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
@@ -106,16 +106,17 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     if state.json:
         emit_json(result.to_dict())
         return
-    what = {
-        "none": "already up to date with",
-        "fast-forward": "fast-forwarded to",
-        "merge": "merged",
-    }[result.merge]
-    click.echo(
-        f"{what} {result.remote}/{result.branch}: {result.fetched} commit(s) fetched, "
-        f"{len(result.added)} added, {len(result.changed)} changed, "
-        f"{len(result.deleted)} deleted; " + ("pushed" if result.pushed else "nothing to push")
-    )
+    upstream = f"{result.remote}/{result.branch}"
+    if result.merge == "none":
+        head = f"nothing new from {upstream}"
+    else:
+        what = "fast-forwarded to" if result.merge == "fast-forward" else "merged"
+        head = (
+            f"{what} {upstream}: {result.fetched} commit(s) fetched, "
+            f"{len(result.added)} added, {len(result.changed)} changed, "
+            f"{len(result.deleted)} deleted"
+        )
+    click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
     for memory_id in result.kept_over_delete:
@@ -128,11 +129,13 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
 @json_option
 @pass_state
 def conflicts(state: State) -> None:
-    """List unresolved forks: memories both sides changed in the same lines.
+    """List what merges kept both sides of: forks and double supersedes.
 
-    Each fork is the version that lost the path in a merge; the memory it
-    forked from holds the other. Forks a plain `git merge` left waiting (the
-    merge driver cannot add files) are committed first.
+    A fork is the version that lost the path in a merge (both sides changed the
+    same lines); the memory it forked from holds the other. A double supersede is
+    a memory two clones each superseded: both successors are listed, the one
+    readers follow as KEPT. Forks a plain `git merge` left waiting (the merge
+    driver cannot add files) are committed first.
 
     \b
     Examples:
@@ -148,9 +151,15 @@ def conflicts(state: State) -> None:
         return
     click.echo(
         table(
-            ["FORK", "OF", "TITLE"],
+            ["KIND", "FORK", "OF", "KEPT", "TITLE"],
             (
-                [c.fork.id, c.of + ("" if c.kept else " (deleted)"), c.fork.title or "-"]
+                [
+                    c.kind,
+                    c.fork.id,
+                    c.of,
+                    c.kept.id if c.kept else "(deleted)",
+                    c.fork.title or "-",
+                ]
                 for c in found
             ),
         )
@@ -463,3 +472,74 @@ def ci_init(state: State, host: str, directory: Path | None, force: bool) -> Non
     if written.todo:
         click.echo(written.todo)
     click.echo("next: review it, then git add and commit it in that repository")
+
+
+@click.command("clone")
+@click.argument("url")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--bare", is_flag=True, help="A clone without a work tree (agents, servers).")
+@click.option("--branch", help="The hub's branch that holds the store (default: main).")
+@click.option("--no-hooks", is_flag=True, help="Do not install the store's git hooks.")
+@json_option
+@pass_state
+def clone(
+    state: State, url: str, directory: Path | None, bare: bool, branch: str | None, no_hooks: bool
+) -> None:
+    """Clone a team's store and make it ready: branch, merge driver, hooks, index.
+
+    The store's branch is checked out whatever the hub's HEAD names (a hub made
+    with `git init --bare` names master), the merge driver is registered, the
+    hooks installed, and the index built (with a progress bar on large stores).
+
+    \b
+    Examples:
+      gitmem clone git@github.com:acme/team-memory.git
+      gitmem clone /srv/git/memory.git ~/team-memory
+      gitmem clone https://example.com/memory.git agent-store --bare
+    """
+    from gitmem import team
+
+    from .index import _ProgressBar
+
+    with _ProgressBar("indexing", quiet=state.json) as progress:
+        result = team.clone(
+            url, directory, bare=bare, branch=branch, hooks=not no_hooks, progress=progress
+        )
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(
+        f"cloned {url} into {result.path} ({result.memories} memories on {result.branch}; "
+        "merge driver registered" + (", hooks installed" if result.hooks else "") + ")"
+    )
+
+
+@click.command("join")
+@click.argument("url")
+@click.option("--remote", default="origin", show_default=True, help="The remote's name.")
+@json_option
+@pass_state
+def join(state: State, url: str, remote: str) -> None:
+    """Bring this store into a team's store, keeping both histories.
+
+    For a store made on its own (`gitmem init`): adds the hub as a remote,
+    merges the team's store in although the two histories are unrelated (the
+    team's gitmem.yaml and .gitattributes win; every memory of both stays), and
+    pushes. `gitmem sync` keeps them together from then on.
+
+    \b
+    Examples:
+      gitmem join git@github.com:acme/team-memory.git
+      gitmem --store ~/.gitmem join /srv/git/memory.git --remote team
+    """
+    from gitmem import team
+
+    result = team.join(state.store(), url, remote=remote)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(
+        f"joined {url} as {remote}: {result.fetched} commit(s) of the team's merged in, "
+        f"{len(result.added)} memories added here; "
+        + ("pushed" if result.pushed else "nothing to push")
+    )

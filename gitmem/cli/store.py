@@ -9,11 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pygit2
 
 import gitmem
 from gitmem import Memory, Scope, Store
-from gitmem.audit import format_entry
 from gitmem.clock import format_timestamp
 from gitmem.store import History, LogEntry, user_store_path
 
@@ -22,6 +20,8 @@ from .common import State, emit_json, json_option, pass_state, short, table
 
 def _git_top(start: Path) -> Path | None:
     """The work tree of the git repository around ``start``, if any."""
+    import pygit2
+
     found = pygit2.discover_repository(str(start))
     if found is None:
         return None
@@ -129,6 +129,9 @@ def ls(
       gitmem ls --all --json
     """
     store = state.store()
+    if not state.json and at is None and category is None and not tags and store.use_index:
+        _ls_rows(store, scope, show_all)
+        return
     memories = store.list(
         scope=scope,
         category=category,
@@ -160,6 +163,38 @@ def ls(
             row.append(_status(m, superseded))
         rows.append(row)
     click.echo(table(headers, rows))
+
+
+def _ls_rows(store: Store, scope: str | None, show_all: bool) -> None:
+    """The plain listing straight from the index's rows: the same table as from
+    ``Store.list``, without building a Memory per row (a third of `gitmem ls` at 1k)."""
+    import logging
+
+    log = logging.getLogger("gitmem.store")
+    columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
+    rows: list[tuple[Any, ...]] = []
+    for each in [scope] if scope else [str(s) for s in store.scopes]:
+        index = store.index(each)  # an unknown scope is refused here, naming the known ones
+        rows.extend((*row, str(each)) for row in index.rows(
+            columns, include_superseded=show_all, include_archived=show_all
+        ))
+        for path, problem in index.problems():  # as Store.list reports them
+            log.warning("skipping %s: %s", path, problem)
+    if not rows:
+        click.echo("No memories.")
+        return
+    rows.sort(key=lambda r: (r[0], r[1]))
+    superseded = {r[5] for r in rows if r[5]}
+    headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"]
+    if show_all:
+        headers.append("STATUS")
+    out = []
+    for _us, memory_id, version, cat, title, _sup, status, where in rows:
+        row = [memory_id, str(version), cat or "-", title or "-", where]
+        if show_all:
+            row.append("superseded" if memory_id in superseded else str(status))
+        out.append(row)
+    click.echo(table(headers, out))
 
 
 def history_text(history: History) -> str:
@@ -310,6 +345,10 @@ def log(
         for entry in entries:
             click.echo(f"{short(entry.commit)} {entry.subject}")
     elif fmt != "table":
+        # Imported here: gitmem.audit brings the review and secret-scanning modules, which
+        # no other command of this module needs (they cost `gitmem ls` ~40% of its time).
+        from gitmem.audit import format_entry
+
         for entry in entries:
             values = {**entry.to_dict(), "short": short(entry.commit), "email": entry.author_email}
             click.echo(format_entry(fmt, values))

@@ -8,8 +8,14 @@ Which jobs run is configured in the committed ``gitmem.yaml``::
         post-checkout: []
 
 Defaults: ``post-merge: [staleness]`` (one summary line), ``post-checkout: []``.
-Jobs are a registry keyed by name (:func:`register_job`), like the prune rules, so a
-project can add its own. A job prints through the ``out`` callable it is given and
+Jobs are a registry keyed by name, like the prune rules. The committed file only chooses
+among jobs that are already there; code is never named by it. A project adds its own:
+
+- in code: :func:`register_job`;
+- installed: an entry point in the group ``gitmem.jobs`` (name = the job's name);
+- locally: ``jobs: {<name>: "package.module:function"}`` in the user's own configuration
+  file (:mod:`gitmem.localconfig`), which the user wrote, so it may import.
+ A job prints through the ``out`` callable it is given and
 never raises into the hook: the hook turns a failure into one warning line, because a
 ``git merge`` that already happened must not look failed.
 """
@@ -83,6 +89,49 @@ def register_job(name: str, job: Job) -> None:
     _JOBS[name] = job
 
 
+ENTRY_POINT_GROUP = "gitmem.jobs"
+
+
+def _load(spec: str) -> Job:
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidMemoryError(f"job {spec!r} must be written 'package.module:function'")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise InvalidMemoryError(f"job {spec!r} is not callable")
+    job: Job = target
+    return job
+
+
+def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
+    """Every job a hook may run: built-in, installed (entry points), then the user's own
+    (``jobs`` in the local configuration). A job that failed to load maps to the reason."""
+    from importlib.metadata import entry_points
+
+    from gitmem import localconfig
+
+    jobs: dict[str, Job | str] = dict(_JOBS)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            jobs[point.name] = point.load()
+        except Exception as exc:  # one broken plugin must not stop the other jobs
+            jobs[point.name] = f"installed job {point.value} not loaded: {exc}"
+    local = localconfig.load_cached().section("jobs", gitdir=gitdir)
+    if isinstance(local, Mapping):
+        for name, spec in local.items():
+            try:
+                jobs[str(name)] = _load(str(spec))
+            except Exception as exc:
+                jobs[str(name)] = f"{localconfig.config_path()}: job {spec!r}: {exc}"
+    elif local is not None:
+        raise InvalidMemoryError(f"{localconfig.config_path()}: 'jobs' must be a mapping")
+    return jobs
+
+
 def job_names() -> list[str]:
     return sorted(_JOBS)
 
@@ -114,11 +163,28 @@ def run_jobs(store: Store, hook: str, out: Out) -> list[str]:
     except InvalidMemoryError as exc:
         out(f"gitmem: warning: {exc}")
         return ran
+    try:
+        jobs = available_jobs(str(store.db().gitdir))
+    except InvalidMemoryError as exc:
+        out(f"gitmem: warning: {exc}")
+        return ran
     for name in names:
-        job = _JOBS.get(name)
+        job = jobs.get(name)
         if job is None:
-            known = ", ".join(job_names())
-            out(f"gitmem: warning: unknown lifecycle job {name!r} (known: {known})")
+            known = ", ".join(sorted(jobs))
+            hint = ""
+            if ":" in name:
+                from gitmem import localconfig
+
+                hint = (
+                    "; gitmem never imports code a store names: to run it, add "
+                    f"'jobs: {{<name>: \"{name}\"}}' to {localconfig.config_path()} "
+                    "and name <name> here"
+                )
+            out(f"gitmem: warning: unknown lifecycle job {name!r} (known: {known}){hint}")
+            continue
+        if isinstance(job, str):
+            out(f"gitmem: warning: lifecycle job {name}: {job}")
             continue
         try:
             job(store, out)

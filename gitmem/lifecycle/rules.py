@@ -25,15 +25,27 @@ under ``lifecycle.prune.<file_type>.<option>``):
 - ``common_patterns`` (``verify_every_writes: 5``): every 5th write a
   ``[VERIFY PATTERNS]`` marker line is added (once per flagged write).
 
-A project adds or replaces a rule without editing gitmem, either in code
-(:func:`register_rule`) or in ``gitmem.yaml``::
+A project adds or replaces a rule without editing gitmem, never by naming code in the
+committed ``gitmem.yaml`` (whoever can push to the store would run code on every clone):
+
+- in code: :func:`register_rule`;
+- installed: an entry point in the group ``gitmem.rules`` (name = the file type,
+  value = ``module:callable``), in the project's or a plugin's package metadata;
+- locally: the user's own configuration file (:mod:`gitmem.localconfig`)::
+
+      rules:
+        decisions: "myproject.memory_rules:prune_decisions"   # module:callable
+
+The committed ``gitmem.yaml`` may only choose among rules already there::
 
     lifecycle:
       rules:
-        decisions: "myproject.memory_rules:prune_decisions"   # module:callable
-        common_patterns: null                                  # disable a built-in rule
+        common_patterns: null         # disable a rule
+        decisions: known_issues       # use the rule of another file type
 
-The named object is a :class:`PruneRule` or any callable ``(RuleContext) -> RuleResult``.
+A ``module:callable`` there is refused with a warning (naming the local way to opt in)
+and never imported. The named object is a :class:`PruneRule` or any callable
+``(RuleContext) -> RuleResult``.
 Size limits (:func:`size_warnings`) are warnings, never failures. Exact definitions
 (dates, status update dates, accepted test-count forms) are in docs/lifecycle-rules.md.
 """
@@ -42,12 +54,15 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gitmem.errors import InvalidInputError
+
+log = logging.getLogger("gitmem")
 
 Action = Literal["archived", "removed", "flagged"]
 ACTIONS: tuple[Action, ...] = ("archived", "removed", "flagged")
@@ -988,14 +1003,92 @@ def rule_for(file_type: str, registry: RuleRegistry | None = None) -> PruneRule 
     return (registry or DEFAULT_REGISTRY).get(file_type)
 
 
+ENTRY_POINT_GROUP = "gitmem.rules"
+"""Installed rules: entry points in this group, named by the file type they prune."""
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def installed_rules() -> dict[str, PruneRule]:
+    """The rules installed packages declare (entry points of :data:`ENTRY_POINT_GROUP`)."""
+    from importlib.metadata import entry_points
+
+    out: dict[str, PruneRule] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            _check_file_type(point.name)
+            target = point.load()
+            if not isinstance(target, PruneRule) and not callable(target):
+                raise LifecycleConfigError(f"{point.value} is not callable")
+            out[point.name] = _as_rule(target, None, None)
+        except Exception as exc:  # one broken plugin must not stop every prune
+            _warn_once(f"installed prune rule {point.name!r} ({point.value}) not loaded: {exc}")
+    return out
+
+
+def local_rules(gitdir: str | None = None) -> Mapping[str, Any]:
+    """``rules`` of the user's own configuration file (a store's entry wins when given)."""
+    from gitmem import localconfig
+
+    section = localconfig.load_cached().section("rules", gitdir=gitdir)
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise LifecycleConfigError(
+            f"{localconfig.config_path()}: 'rules' must map file types to 'module:function'"
+        )
+    return section
+
+
+def _committed_rule(registry: RuleRegistry, file_type: str, spec: Any) -> None:
+    if spec is None or spec is False:
+        registry.unregister(file_type)
+        return
+    if not isinstance(spec, str):
+        raise LifecycleConfigError(
+            f"gitmem.yaml lifecycle.rules.{file_type} must be the name of a rule or null"
+        )
+    if ":" in spec or ("." in spec and registry.get(spec) is None):
+        from gitmem import localconfig
+
+        _warn_once(
+            f"gitmem.yaml lifecycle.rules.{file_type} names Python code ({spec!r}); gitmem "
+            "never imports code a store names, so it is ignored. To run it, opt in on this "
+            f"machine: add 'rules: {{{file_type}: \"{spec}\"}}' to "
+            f"{localconfig.config_path()} (or install it as a '{ENTRY_POINT_GROUP}' entry point)"
+        )
+        return
+    rule = registry.get(spec)
+    if rule is None:
+        raise LifecycleConfigError(
+            f"gitmem.yaml lifecycle.rules.{file_type}: no rule named {spec!r} "
+            f"(known: {', '.join(registry.file_types())})"
+        )
+    registry.register(file_type, rule)
+
+
 def registry_from_config(
-    config: Mapping[str, Any] | None, base: RuleRegistry | None = None
+    config: Mapping[str, Any] | None,
+    base: RuleRegistry | None = None,
+    *,
+    gitdir: str | None = None,
 ) -> RuleRegistry:
-    """A copy of ``base`` (default: :data:`DEFAULT_REGISTRY`) with ``lifecycle.rules`` of
-    gitmem.yaml applied: ``<file_type>: "package.module:function"`` adds or replaces a
-    rule, ``<file_type>: null`` (or ``false``) removes one."""
+    """A copy of ``base`` (default: :data:`DEFAULT_REGISTRY`) with, in order, the installed
+    rules, ``lifecycle.rules`` of gitmem.yaml (``<file_type>: null`` removes a rule,
+    ``<file_type>: <other file type>`` reuses that one's rule) and the user's own ``rules``
+    (``<file_type>: "package.module:function"``, imported: the user wrote it)."""
     registry = (base or DEFAULT_REGISTRY).copy()
+    for file_type, rule in installed_rules().items():
+        registry.register(file_type, rule)
     for file_type, spec in lifecycle_section(config, "rules").items():
+        _committed_rule(registry, _check_file_type(str(file_type)), spec)
+    for file_type, spec in local_rules(gitdir).items():
         _check_file_type(str(file_type))
         if spec is None or spec is False:
             registry.unregister(str(file_type))
@@ -1003,7 +1096,8 @@ def registry_from_config(
             registry.register(str(file_type), load_rule(spec))
         else:
             raise LifecycleConfigError(
-                f"gitmem.yaml lifecycle.rules.{file_type} must be 'package.module:function' or null"
+                f"rules.{file_type} in your gitmem configuration must be "
+                "'package.module:function' or null"
             )
     return registry
 

@@ -1,0 +1,124 @@
+"""Joining a team's store: gitmem clone of real hubs, gitmem join of a personal store.
+
+Hubs are bare repositories made the way people make them (`git init --bare`, whose HEAD
+names master, with the store pushed to main), cloned through the real git binary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clitools import Gitmem, make_runner
+from conftest import run_git
+
+import gitmem
+from gitmem import StoreError, team
+from gitmem import sync as S
+from gitmem.merge import driver_registered
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Path:
+    """A hub made with `git init --bare` (HEAD: master) holding a store on main."""
+    path = tmp_path / "hub.git"
+    run_git(tmp_path, "init", "-q", "--bare", "-b", "master", "hub.git")
+    seed = gitmem.init(tmp_path / "seed")
+    for n in range(3):
+        seed.create(f"team fact {n}", title=f"fact {n}")
+    S.add_remote(seed, "origin", str(path))
+    S.sync(seed)
+    assert (path / "HEAD").read_text().strip() == "ref: refs/heads/master"
+    return path
+
+
+def test_plain_git_clone_of_such_a_hub_is_empty(hub: Path, tmp_path: Path) -> None:
+    """Why gitmem clone exists: git checks out nothing (HEAD names a missing branch)."""
+    run_git(tmp_path, "clone", "-q", str(hub), "plain")
+    assert not (tmp_path / "plain" / "gitmem.yaml").exists()
+
+
+def test_clone_checks_out_the_store_and_makes_it_ready(hub: Path, tmp_path: Path) -> None:
+    result = team.clone(str(hub), tmp_path / "mine")
+    assert result.branch == "main" and result.memories == 3
+    store = gitmem.open(tmp_path / "mine")
+    assert len(store.list()) == 3
+    assert driver_registered(tmp_path / "mine")
+    assert {"pre-commit", "post-merge", "post-checkout"} <= set(result.hooks)
+    assert (tmp_path / "mine" / ".git" / "gitmem" / "index.sqlite").exists()
+    branch = run_git(tmp_path / "mine", "rev-parse", "--abbrev-ref", "main@{upstream}")
+    assert branch.strip() == "origin/main"
+    # A write and a sync go straight back to the hub.
+    store.create("learned on my machine")
+    assert S.sync(store).pushed
+
+
+def test_clone_bare_and_by_branch(hub: Path, tmp_path: Path) -> None:
+    result = team.clone(str(hub), tmp_path / "agent.git", bare=True, hooks=False)
+    assert result.memories == 3
+    assert gitmem.open(tmp_path / "agent.git").db().branch == "main"
+    # A hub whose store lives on another branch: named, it is cloned onto main.
+    run_git(hub, "branch", "-m", "main", "memory")
+    with pytest.raises(StoreError, match="no branch 'nope'"):
+        team.clone(str(hub), tmp_path / "x", branch="nope")
+    assert not (tmp_path / "x").exists()
+    result = team.clone(str(hub), tmp_path / "y")  # its only branch
+    assert result.memories == 3
+
+
+def test_clone_refuses_what_is_not_a_store(tmp_path: Path) -> None:
+    run_git(tmp_path, "init", "-q", "--bare", "empty.git")
+    with pytest.raises(StoreError, match="hub is empty"):
+        team.clone(str(tmp_path / "empty.git"), tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    run_git(tmp_path, "init", "-q", "-b", "main", "code")
+    (tmp_path / "code" / "README").write_text("code\n")
+    run_git(tmp_path / "code", "add", "README")
+    run_git(tmp_path / "code", "commit", "-qm", "code")
+    with pytest.raises(StoreError, match="not a gitmem store"):
+        team.clone(str(tmp_path / "code"), tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "file").write_text("x")
+    with pytest.raises(StoreError, match="not empty"):
+        team.clone(str(tmp_path / "code"), tmp_path / "full")
+    assert (tmp_path / "full" / "file").read_text() == "x"
+
+
+def test_cli_clone(hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cli = Gitmem(None, make_runner())
+    out = cli("clone", str(hub), "team").stdout
+    assert "3 memories on main" in out and "merge driver registered" in out
+    data = cli.json("clone", str(hub), "team2", "--bare")
+    assert data["memories"] == 3 and data["branch"] == "main"
+
+
+def test_join_brings_a_personal_store_into_the_team_store(hub: Path, tmp_path: Path) -> None:
+    personal = gitmem.init(tmp_path / "me", scope="user")
+    mine = personal.create("my own preference", title="mine")
+    personal.update(mine.id, "my own preference, refined")
+    # A plain sync of two stores made apart with different configs stops, and says how.
+    S.add_remote(personal, "origin", str(hub))
+    with pytest.raises(S.MergeConflictError) as caught:
+        S.sync(personal)
+    assert "gitmem join" in (caught.value.hint or "")
+    result = team.join(personal, str(hub))
+    assert result.pushed and result.merge == "merge"
+    ids = {m.id for m in personal.list()}
+    assert mine.id in ids and len(ids) == 4
+    # The team's configuration won; the personal history is all there.
+    assert "scope: repo" in (tmp_path / "me" / "gitmem.yaml").read_text()
+    assert [v.memory.version for v in personal.history(mine.id) if v.memory] == [1, 2]
+    # Teammates see it.
+    other = team.clone(str(hub), tmp_path / "teammate")
+    assert other.memories == 4
+    assert gitmem.open(tmp_path / "teammate").read(mine.id).body == "my own preference, refined"
+
+
+def test_init_in_a_plain_clone_registers_the_driver(hub: Path, tmp_path: Path) -> None:
+    run_git(tmp_path, "clone", "-q", "-b", "main", str(hub), "plain")
+    assert not driver_registered(tmp_path / "plain")
+    gitmem.init(tmp_path / "plain")
+    assert driver_registered(tmp_path / "plain")
+    assert run_git(tmp_path / "plain", "status", "--porcelain").strip() == ""
