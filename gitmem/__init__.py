@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         InvalidMemoryError,
         LockTimeoutError,
         NotFoundError,
+        RegexTimeoutError,
         StoreError,
         TooLargeError,
     )
@@ -66,6 +67,7 @@ _LAZY: dict[str, str] = {
     "LockTimeoutError": "errors",
     "NotFoundError": "errors",
     "StoreError": "errors",
+    "RegexTimeoutError": "errors",
     "TooLargeError": "errors",
     "BUILTIN_CATEGORIES": "model",
     "Memory": "model",
@@ -160,6 +162,7 @@ __all__ = [
     "Store",
     "StoreError",
     "SystemClock",
+    "RegexTimeoutError",
     "TooLargeError",
     "Transaction",
     "Trigger",

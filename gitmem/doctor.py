@@ -24,6 +24,8 @@ The checks, in order (``CHECKS``):
   program it runs still there;
 - ``hooks``: gitmem's hooks complete and pointing at an interpreter that exists;
 - ``schema``: files under the memory folders that are not valid memories;
+- ``markers``: memories that hold conflict markers a merge made without gitmem's driver
+  committed (one side's text is inside them);
 - ``twins``: memory files whose paths differ only in case (``Alice.md``, ``alice.md``),
   which a case-insensitive file system cannot hold both of;
 - ``links``: ``supersedes`` and ``related`` naming memories that do not exist;
@@ -78,6 +80,7 @@ CHECKS: tuple[str, ...] = (
     "hooks",
     "schema",
     "twins",
+    "markers",
     "links",
     "chains",
     "secrets",
@@ -1048,6 +1051,43 @@ def check_schema(ctx: _Context) -> Iterator[Finding]:
         yield Finding("schema", ERROR, message, fix=fix, path=path)
 
 
+_NO_MARKERS = "doctor-nomarker-blobs-v1"
+"""Blob ids found without conflict markers, kept between runs (as the secrets check's)."""
+
+
+def check_markers(ctx: _Context) -> Iterator[Finding]:
+    """Memories whose committed text holds conflict markers: a plain ``git merge`` without
+    the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
+    yet (both sides' text is inside the markers), but readers see the markers."""
+    repo = ctx.db.repo
+    cache = _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY)
+    clean: set[str] = set()
+    for entry in ctx.entries():
+        if not entry.blob:
+            continue
+        if entry.blob in cache.known:
+            clean.add(entry.blob)
+            continue
+        data = blob_data(repo, pygit2.Oid(hex=entry.blob))
+        starts = re.search(rb"(?m)^<{7}(?: |$)", data)
+        if starts is None or not re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]):
+            clean.add(entry.blob)
+            continue
+        yield Finding(
+            "markers",
+            WARNING,
+            f"{entry.id} holds conflict markers (<<<<<<< ... >>>>>>>) committed by a merge made "
+            "without gitmem's merge driver: both sides' text is inside them",
+            fix=(
+                f"gitmem --store {ctx.where} show {entry.id}; write the merged text with "
+                f"gitmem --store {ctx.where} update {entry.id} (gitmem history {entry.id} has "
+                "each side's version)"
+            ),
+            path=entry.path,
+        )
+    cache.save(clean)
+
+
 def check_twins(ctx: _Context) -> Iterator[Finding]:
     """Memory files whose paths differ only in case: made on two clones (``notes/Alice``
     and ``notes/alice``), they merge as two files, and a case-insensitive file system
@@ -1318,6 +1358,7 @@ _CHECKERS: dict[str, Callable[[_Context], Iterable[Finding]]] = {
     "hooks": check_hooks,
     "schema": check_schema,
     "twins": check_twins,
+    "markers": check_markers,
     "links": check_links,
     "chains": check_chains,
     "secrets": check_secrets,

@@ -59,6 +59,11 @@ class TooLargeError(InvalidInputError):
     """A body or front-matter over the configured size bound."""
 
 
+class RegexTimeoutError(InvalidInputError):
+    """A user's pattern ran past its time bound (gitmem.saferegex); exit code 4 like any
+    input gitmem cannot use."""
+
+
 class AlreadyExistsError(GitmemError):
     """A memory with that id is already stored."""
 

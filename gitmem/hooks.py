@@ -35,8 +35,10 @@ from .layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_fi
 
 MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
 PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
-ALL_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-commit")
-ROLES = ("memory", "project")
+SERVER_HOOKS = ("pre-receive",)
+"""A hub's (``gitmem hooks install --server``): refuses pushes gitmem would not write."""
+ALL_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-commit", "pre-receive")
+ROLES = ("memory", "project", "server")
 MARKER = "# gitmem-hook:"
 CHAINED = ".pre-gitmem"
 """Suffix of an existing hook moved aside by install (run first by ours, restored by uninstall)."""
@@ -100,7 +102,7 @@ def render(hook: str, role: str, python: str | None = None) -> str:
     if hook not in ALL_HOOKS:
         raise InvalidInputError(f"unknown hook {hook!r} (gitmem has: {', '.join(ALL_HOOKS)})")
     if role not in ROLES:
-        raise InvalidInputError(f"unknown role {role!r} (memory or project)")
+        raise InvalidInputError(f"unknown role {role!r} (memory, project or server)")
     interpreter = _shell_quote_free(python or sys.executable)
     return (
         template().replace("@HOOK@", hook).replace("@ROLE@", role).replace("@PYTHON@", interpreter)
@@ -146,12 +148,16 @@ class HookState:
     """Some other hook is in place (not ours)."""
     role: str | None = None
     python: str | None = None
+    outdated: bool = False
+    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
+    ``gitmem hooks install`` rewrites it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "path": str(self.path),
             "installed": self.installed,
+            "outdated": self.outdated,
             "chained": self.chained,
             "foreign": self.foreign,
             "role": self.role,
@@ -159,17 +165,29 @@ class HookState:
         }
 
 
+def _outdated(path: Path, name: str, role: str | None, python: str | None) -> bool:
+    if role not in ROLES or not python:
+        return True
+    try:
+        return path.read_text() != render(name, role, python)
+    except (OSError, GitmemError):
+        return True
+
+
 def _state(directory: Path, name: str) -> HookState:
     path = directory / name
     ours = _is_ours(path)
+    role = _script_field(path, "role") if ours else None
+    python = _script_field(path, "python") if ours else None
     return HookState(
         name=name,
         path=path,
         installed=ours,
         chained=(directory / f"{name}{CHAINED}").exists(),
         foreign=path.exists() and not ours,
-        role=_script_field(path, "role") if ours else None,
-        python=_script_field(path, "python") if ours else None,
+        role=role,
+        python=python,
+        outdated=ours and _outdated(path, name, role, python),
     )
 
 
@@ -196,7 +214,7 @@ class Report:
 
 def install(repo: Path, role: str, *, python: str | None = None) -> Report:
     """Put gitmem's hooks for ``role`` in ``repo``; idempotent; existing hooks are chained."""
-    names = MEMORY_HOOKS if role == "memory" else PROJECT_HOOKS
+    names = {"memory": MEMORY_HOOKS, "server": SERVER_HOOKS}.get(role, PROJECT_HOOKS)
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     report = Report(repo, directory, role)
@@ -626,6 +644,13 @@ def run(
     top = (cwd or Path.cwd()).resolve()
     if role == "auto":
         role = detect_role(top)
+    if role == "server":
+        if name != "pre-receive":
+            return 0
+        from .receive import pre_receive
+
+        # git gives a pre-receive hook one "<old> <new> <ref>" line per ref on stdin.
+        return pre_receive(top, sys.stdin.read().splitlines(), write)
     if role == "project":
         try:
             for var in _GIT_ENV:

@@ -26,18 +26,14 @@ finds and keeps its own before it resets.
 
 Without ``apply=True`` nothing is written: the report is what the rewrite would do.
 
-A user's pattern runs with a time bound in a separate, isolated Python process (a
-pathological pattern such as ``(a+)+$`` is stopped, not waited for), over each text once.
+A user's pattern runs under :mod:`gitmem.saferegex` (a time bound on each text, size bounds
+before compiling): a pathological pattern is stopped with a one-line error, not waited for.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import shlex
-import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +42,7 @@ from typing import Any
 
 import pygit2
 
+from . import saferegex
 from . import secrets as secrets_mod
 from .errors import ConflictError, InvalidInputError, NotFoundError
 from .gitdb import GitDB, blob_data
@@ -62,10 +59,8 @@ a plain string (``[purged]`` would turn it into a list)."""
 
 MIN_TITLE = 4
 """Titles shorter than this are not replaced in commit messages (too likely elsewhere)."""
-MAX_PATTERN_LENGTH = 1000
-REGEX_TIMEOUT = 30.0
-"""Seconds the whole pattern search over a store's history may take."""
-_REGEX_BATCH_BYTES = 8 * 1024 * 1024
+REGEX_TIMEOUT = 1.0
+"""Seconds a pattern may spend on one text (a file version, a message) before it is stopped."""
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 """Blobs larger than this are not searched for a pattern (as ``gitmem secrets``)."""
 
@@ -232,20 +227,13 @@ class _PatternTarget(_ReplaceTarget):
         super().__init__()
         if not isinstance(pattern, str) or not pattern:
             raise InvalidInputError("the pattern is empty")
-        if len(pattern) > MAX_PATTERN_LENGTH:
-            raise InvalidInputError(f"the pattern is longer than {MAX_PATTERN_LENGTH} characters")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise InvalidInputError(
-                f"the pattern is not a valid regular expression: {exc}"
-            ) from None
-        self.pattern = pattern
-        self.timeout = timeout
+        # A user's pattern runs bounded (gitmem.saferegex): the regex module with a time
+        # bound per text, and size bounds checked before compiling.
+        self.compiled = saferegex.compile(pattern, timeout=timeout, what="the pattern")
         self.label = "every match of the pattern"
 
     def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        return _bounded_finditer(self.pattern, texts, self.timeout)
+        return [[(a, b, "") for a, b in self.compiled.spans(text)] for text in texts]
 
 
 def _title(text: str | None) -> str | None:
@@ -272,66 +260,6 @@ def _replace(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
-
-
-# The user's pattern runs here, in a child interpreter started isolated (-I: no current
-# directory or user site on sys.path, no PYTHON* variables): Python's re cannot be
-# interrupted from inside, so the bound is the child's lifetime.
-_WORKER = r"""
-import json, re, sys
-request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-rx = re.compile(request["pattern"])
-out = [[[m.start(), m.end()] for m in rx.finditer(t) if m.end() > m.start()]
-       for t in request["texts"]]
-sys.stdout.write(json.dumps(out))
-"""
-
-
-def _bounded_finditer(
-    pattern: str, texts: list[str], timeout: float
-) -> list[list[tuple[int, int, str]]]:
-    """Every non-empty match of ``pattern`` in each text, the whole search bounded by
-    ``timeout`` seconds; InvalidInputError when the bound is hit."""
-    out: list[list[tuple[int, int, str]]] = []
-    deadline = time.monotonic() + timeout
-    batch: list[str] = []
-    size = 0
-
-    def flush() -> None:
-        nonlocal size
-        if not batch:
-            return
-        left = deadline - time.monotonic()
-        request = json.dumps({"pattern": pattern, "texts": batch}).encode("utf-8")
-        try:
-            if left <= 0:
-                raise subprocess.TimeoutExpired("purge pattern", timeout)
-            done = subprocess.run(
-                [sys.executable, "-I", "-c", _WORKER],
-                input=request,
-                capture_output=True,
-                timeout=left,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise InvalidInputError(
-                f"the pattern took longer than {timeout:g} s over the store's history",
-                hint="simplify it (nested repetition such as (a+)+ backtracks without end)",
-            ) from None
-        if done.returncode != 0:
-            raise InvalidInputError("the pattern could not be run over the store's history")
-        for spans in json.loads(done.stdout):
-            out.append([(int(s), int(e), "") for s, e in spans])
-        batch.clear()
-        size = 0
-
-    for text in texts:
-        batch.append(text)
-        size += len(text)
-        if size >= _REGEX_BATCH_BYTES:
-            flush()
-    flush()
-    return out
 
 
 # -- the rewrite ---------------------------------------------------------------------------
@@ -817,8 +745,9 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
             Step(
                 "every copy of this store",
                 [],
-                "no remote is configured here: any copy made earlier still holds what was "
-                "purged; replace each with a fresh clone of this store",
+                "the branch is on no remote this store knows of (none configured, or never "
+                "pushed): any copy made earlier still holds what was purged; replace each "
+                "with a fresh clone of this store",
             )
         )
     return steps

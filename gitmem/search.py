@@ -21,8 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import saferegex
 from .errors import InvalidInputError
 from .model import Memory
+from .saferegex import SafePattern
 
 if TYPE_CHECKING:
     from .recall import RecallHit
@@ -194,16 +196,15 @@ def _match(
     )
 
 
-def compile_line_pattern(query: str, mode: Mode) -> re.Pattern[str]:
+def compile_line_pattern(query: str, mode: Mode) -> SafePattern:
+    # The user's pattern runs under a time bound (saferegex): a regex that backtracks
+    # without end over a teammate's body ends with a RegexTimeoutError instead.
     if mode == "substring":
-        return re.compile(re.escape(query), re.IGNORECASE)
-    try:
-        return re.compile(query)
-    except re.error as exc:
-        raise InvalidInputError(f"regex {query!r} does not compile: {exc}") from None
+        return saferegex.compile(query, literal=True, ignore_case=True, what="substring")
+    return saferegex.compile(query)
 
 
-def grep(memories: Iterable[Memory], pattern: re.Pattern[str], limit: int) -> list[SearchMatch]:
+def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[SearchMatch]:
     """One match per matching body line, in the order the memories come, up to ``limit``.
 
     A memory whose title matches but no body line does gives one match with no
@@ -214,7 +215,7 @@ def grep(memories: Iterable[Memory], pattern: re.Pattern[str], limit: int) -> li
         lines = memory.body.splitlines()
         found = False
         for number, line in enumerate(lines, start=1):
-            spans = tuple(m.span() for m in pattern.finditer(line) if m.end() > m.start())
+            spans = pattern.spans(line)
             if not spans and not pattern.search(line):
                 continue
             found = True

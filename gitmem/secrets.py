@@ -42,12 +42,15 @@ import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .codec import load_yaml
 from .errors import InvalidInputError, InvalidMemoryError, StoreError
 from .layout import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from .saferegex import SafePattern
 
 ALLOW_MARKER = "gitmem:allow-secret"
 """A line containing this is never reported."""
@@ -61,7 +64,9 @@ class SecretPattern:
     """One kind of credential: a regular expression and how to judge and mask its matches."""
 
     kind: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | SafePattern
+    """Built-in patterns are ``re`` (bounded by construction); a committed gitmem.yaml's own
+    patterns are a teammate's input, so they run under saferegex's time bound."""
     description: str = ""
     group: int | str = 0
     """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
@@ -99,7 +104,7 @@ class SecretPolicy:
     """The patterns to look for and the allow-list, as a store's ``gitmem.yaml`` sets them."""
 
     patterns: tuple[SecretPattern, ...]
-    allow: tuple[re.Pattern[str], ...] = ()
+    allow: tuple[re.Pattern[str] | SafePattern, ...] = ()
 
     def scan(self, text: str) -> list[SecretFinding]:
         return scan_text(text, self.patterns, allow=self.allow)
@@ -412,7 +417,7 @@ def scan_text(
     text: str,
     patterns: Iterable[SecretPattern] | None = None,
     *,
-    allow: Iterable[re.Pattern[str] | str] = (),
+    allow: Iterable[re.Pattern[str] | SafePattern | str] = (),
 ) -> list[SecretFinding]:
     """Every credential in ``text``, in order of position: kind, 1-based line, masked excerpt.
 
@@ -421,7 +426,7 @@ def scan_text(
     :data:`ALLOW_MARKER` are skipped.
     """
     chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
-    allowed = [re.compile(a) if isinstance(a, str) else a for a in allow]
+    allowed = [_compile(a, "allow") if isinstance(a, str) else a for a in allow]
     hits: list[_Hit] = []
     taken: list[tuple[int, int]] = []
     lowered = text.lower()
@@ -566,12 +571,16 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _compile(text: str, where: str) -> re.Pattern[str]:
+def _compile(text: str, where: str) -> SafePattern:
+    # Committed patterns run over every write under a time bound: a catastrophic one
+    # pushed by a teammate must not hang everyone's writes (issue 11).
+    from . import saferegex
+
     try:
-        return re.compile(text)
-    except re.error as exc:
+        return saferegex.compile(text, what=f"gitmem.yaml {where}")
+    except saferegex.PatternError as exc:
         raise InvalidMemoryError(
-            f"gitmem.yaml {where} is not a valid regular expression: {exc}"
+            f"gitmem.yaml {where} is not a valid regular expression: {exc.reason}"
         ) from None
 
 
@@ -732,7 +741,12 @@ def refuse_memory(
     def place(what: str) -> str:
         return f"{named} ({what})" if named else what
 
-    for where, text, is_key in _field_texts(dict(metadata), ""):
+    fields = list(_field_texts(dict(metadata), ""))
+    # One scan of all of them first (a memory has dozens of short fields, and each scan has
+    # a fixed cost); only when it finds something is each field scanned to say which.
+    if not policy.scan("\n\n".join(text for _, text, _ in fields)):
+        fields = []
+    for where, text, is_key in fields:
         findings = policy.scan(text)
         if findings:
             if is_key:
@@ -803,7 +817,8 @@ def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str
             doc = None  # not readable as a memory: ``inner`` says why
         if doc is not None:
             # Fields as values too: YAML quoting and escapes must hide nothing.
-            refuse_memory(memory_id=None, metadata=doc.metadata, body=doc.body, policy=policies[0])
+            # The body was in the text just scanned: the fields are what it may have missed.
+            refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policies[0])
         return inner(data, path)
 
     return validate

@@ -586,7 +586,7 @@ class Store:
             secrets.refuse_memory(
                 memory_id=memory.id,
                 metadata=metadata,
-                body=memory.body,
+                body="",  # scanned with the whole file below: no check before that quotes it
                 policy=self._secret_policy(backend),
                 path=memory.path or memory_path(memory.id),
             )

@@ -20,8 +20,10 @@ ends with the same check against the files it wrote.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -362,12 +364,85 @@ def _scope_of(relative: Path, metadata: Mapping[str, Any]) -> Scope | None:
     return None
 
 
-def _walk(root: Path) -> Iterator[Path]:
+# The most an imported file may hold: the largest body a store takes by default, its
+# front-matter bound and some slack; a bigger file is refused before it is read whole.
+MAX_IMPORT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _walk(root: Path, report: Fidelity) -> Iterator[Path]:
+    """The regular ``*.md`` files under ``root``; symbolic links are never followed.
+
+    A folder someone else prepared may hold links to ``~/.ssh`` or ``/etc``. Links are
+    skipped, whether they point into the folder or out of it: one that points inside
+    names a file or folder that is imported at its own path anyway, and one that
+    points out reaches files the user did not name. FIFOs, sockets and devices are
+    skipped too (opening a FIFO would block the import forever). Each one is listed in
+    the report's ``skipped``.
+    """
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        here = Path(folder)
+        keep = []
+        for name in sorted(dirs):
+            if name.startswith("."):
+                continue
+            if (here / name).is_symlink():
+                report.skipped.append(_link_note(root, here / name))
+            else:
+                keep.append(name)
+        dirs[:] = keep
         for name in sorted(files):
-            if name.endswith(MEMORY_SUFFIX) and not name.startswith("."):
-                yield Path(folder) / name
+            if not name.endswith(MEMORY_SUFFIX) or name.startswith("."):
+                continue
+            path = here / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue  # gone since the listing
+            if stat.S_ISLNK(mode):
+                report.skipped.append(_link_note(root, path))
+            elif not stat.S_ISREG(mode):
+                report.skipped.append(
+                    f"{path.relative_to(root)}: not a regular file (a FIFO, socket or device)"
+                )
+            else:
+                yield path
+
+
+def _link_note(root: Path, link: Path) -> str:
+    relative = link.relative_to(root)
+    try:
+        target = link.resolve(strict=False)
+        inside = target.is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a loop
+        return f"{relative}: a symbolic link that loops; links are not followed"
+    if inside:
+        return f"{relative}: a symbolic link; links are not followed (its target is imported " \
+            "at its own path)"
+    return f"{relative}: a symbolic link out of the folder; links are not followed"
+
+
+def _read_source(path: Path) -> bytes:
+    """A walked file's bytes, opened without following a link that replaced it since."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInputError(f"{path.name} became a symbolic link; not followed") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidInputError(f"{path.name} is not a regular file")
+        if info.st_size > MAX_IMPORT_FILE_BYTES:
+            raise InvalidInputError(
+                f"{path.name} is {info.st_size} bytes, over the import bound of "
+                f"{MAX_IMPORT_FILE_BYTES}"
+            )
+        data = handle.read(MAX_IMPORT_FILE_BYTES + 1)
+    if len(data) > MAX_IMPORT_FILE_BYTES:
+        raise InvalidInputError(f"{path.name} grew past the import bound while it was read")
+    return data
 
 
 def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
@@ -385,7 +460,7 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
         # value, so YAML quoting and escapes hide nothing (gitmem.secrets.refuse_memory).
         policy = secrets.policy_from_config(store.config().raw)
         secrets.refuse_memory(
-            memory_id=None, metadata=parsed.metadata, body=parsed.body, policy=policy
+            memory_id=None, metadata=parsed.metadata, body="", policy=policy
         )
         secrets.refuse(text, shown, policy)
     memory_id = parsed.metadata.get("id")
@@ -427,10 +502,10 @@ def import_files(
     bad: list[str] = []
     files: list[_SourceFile] = []
     seen: dict[tuple[Scope | None, str], Path] = {}
-    for source in _walk(root):
+    for source in _walk(root, report):
         relative = source.relative_to(root)
         try:
-            data = source.read_bytes()
+            data = _read_source(source)
             memory_id, path, metadata = _check_file(store, data, str(relative))
         except (GitmemError, OSError) as exc:
             bad.append(f"{relative}: {exc}")
@@ -656,7 +731,7 @@ def import_forge(
     bad: list[str] = []
     files: list[_SourceFile] = []
     bodies: dict[str, tuple[str, dt.date | None]] = {}
-    for source in _walk(root):
+    for source in _walk(root, report):
         relative = source.relative_to(root)
         if relative.parts[0] not in FORGE_ROOTS:
             report.skipped.append(f"{relative}: not under {', '.join(FORGE_ROOTS)}")
@@ -664,7 +739,7 @@ def import_forge(
         memory_id = relative.as_posix()[: -len(MEMORY_SUFFIX)]
         try:
             check_id(memory_id)
-            text = codec.decode(source.read_bytes(), what=str(relative))
+            text = codec.decode(_read_source(source), what=str(relative))
             if codec.parse(text).has_front_matter:
                 data = text.encode("utf-8")
             else:

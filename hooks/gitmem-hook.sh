@@ -7,10 +7,17 @@ role='@ROLE@'
 python='@PYTHON@'
 here=$(dirname "$0")
 status=0
+# git feeds pre-receive its ref lines on stdin, once: kept to hand to both hooks.
+refs=
+if [ "$hook" = pre-receive ]; then refs=$(cat); fi
 if [ -x "$here/$hook.pre-gitmem" ]; then
-    "$here/$hook.pre-gitmem" "$@" || status=$?
-    # A commit the existing hook refused stays refused.
-    if [ "$hook" = pre-commit ] && [ "$status" -ne 0 ]; then exit "$status"; fi
+    if [ "$hook" = pre-receive ]; then
+        printf '%s\n' "$refs" | "$here/$hook.pre-gitmem" "$@" || status=$?
+    else
+        "$here/$hook.pre-gitmem" "$@" || status=$?
+    fi
+    # A commit or a push the existing hook refused stays refused.
+    case "$hook" in pre-commit|pre-receive) [ "$status" -ne 0 ] && exit "$status" ;; esac
 fi
 if [ "$role" = project ]; then
     # The memory store is a repository of its own: never let the project's git
@@ -31,6 +38,10 @@ run_gitmem() {
 }
 if [ "$hook" = pre-commit ]; then
     run_gitmem "$@" || exit $?
+    exit "$status"
+fi
+if [ "$hook" = pre-receive ]; then
+    printf '%s\n' "$refs" | run_gitmem "$@" || exit $?
     exit "$status"
 fi
 run_gitmem "$@" || echo "gitmem: warning: the gitmem $hook hook failed; git is unaffected" >&2

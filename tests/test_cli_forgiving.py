@@ -15,6 +15,7 @@ from clitools import Gitmem, make_runner, one_line_error
 
 import gitmem
 from gitmem import AmbiguousIdError, NotFoundError, Store
+from gitmem.cli import cli as gitmem_cli
 
 
 @pytest.fixture
@@ -89,6 +90,13 @@ def test_every_id_command_takes_a_prefix(gm: Gitmem, store: Store) -> None:
     line = gm.fails(4, "show", "mem_abc")
     assert "matches 2 memories" in line and a in line and b in line
     assert "no memory mem_nope" in gm.fails(3, "show", "mem_nope")
+    assert gm.json("blame", "mem_abc1")
+    assert a in gm("diff", "HEAD~3", "HEAD", "mem_abc1").stdout
+    linked = gm("add", "see the other", "--related", "mem_abc1:refines",
+                "--related", "mem_later").stdout.strip()
+    assert [(r.id, str(r.relationship)) for r in store.read(linked).related] == [
+        (a, "refines"), ("mem_later", "relates-to")
+    ]
 
 
 # -- global options, did you mean, help -------------------------------------------------------
@@ -257,6 +265,27 @@ def test_status_says_which_store_and_why(gm: Gitmem, store: Store) -> None:
     assert row["tip"] == str(store.db().tip().id)  # type: ignore[union-attr]
     assert row["merge_driver"] and row["branch"] == "main"
     assert set(row["hooks"]) >= {"pre-commit"}
+    assert row["author"] == "Test User <test@example.com>" and row["git_identity"] is True
+
+
+def test_status_names_the_default_author_without_a_git_identity(gm: Gitmem) -> None:
+    import pygit2
+    from pygit2.enums import ConfigLevel
+
+    # no identity anywhere libgit2 looks (the isolated_home fixture puts the path back)
+    empty = Path(os.environ["HOME"]) / "no-config"
+    pygit2.settings.search_path[ConfigLevel.GLOBAL] = str(empty)
+    out = gm("status").stdout
+    assert "author:  gitmem-user <gitmem-user@gitmem.invalid> (no git identity" in out
+
+
+def test_shell_completion_sees_lazy_commands(gm: Gitmem) -> None:
+    env = {"_GITMEM_COMPLETE": "bash_complete", "COMP_WORDS": "gitmem st", "COMP_CWORD": "1"}
+    result = make_runner().invoke(gitmem_cli, [], env=env, prog_name="gitmem")
+    assert "plain,status" in result.stdout and "plain,stale" in result.stdout
+    env["COMP_WORDS"], env["COMP_CWORD"] = "gitmem ls --st", "2"
+    result = make_runner().invoke(gitmem_cli, [], env=env, prog_name="gitmem")
+    assert "plain,--store" in result.stdout
 
 
 def test_status_in_a_project_shows_both_stores(

@@ -193,3 +193,17 @@ def test_doctor_fix_closes_the_store_root_made_under_umask_000(
     D.diagnose(store, checks=["permissions"], fix=True)
     assert not stat.S_IMODE(root.stat().st_mode) & stat.S_IWOTH
     assert _findings(store, "permissions") == []
+
+
+def test_markers_committed_by_a_plain_merge_are_reported(mid_merge: tuple[Store, Path]) -> None:
+    """What reproduction 8's advice led to: the markers added and committed."""
+    store, path = mid_merge
+    run_git(store.path, "add", "--", str(path.relative_to(store.path)))
+    run_git(store.path, "commit", "-q", "--no-edit")
+    opened = gitmem.open(store.path)
+    (found,) = _findings(opened, "markers")
+    assert found.severity == D.WARNING and "conflict markers" in found.message
+    assert found.fix is not None and " update " in found.fix
+    # A clean memory is not reported, also on the next run (its blob is cached as clean).
+    opened.create("no markers here\n=======\n")
+    assert [f.path for f in _findings(opened, "markers")] == [found.path]

@@ -366,3 +366,88 @@ def test_unreachable_configured_endpoint_degrades_to_lexical(
     with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
         assert embed.get_embedder() is None
     assert any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+# -- local providers, through stand-in packages on sys.path ------------------------------------
+# The real libraries need torch or onnxruntime and a model on disk, which this suite does not
+# install; these stand-ins record what gitmem asks of them, so the glue (offline flags,
+# shapes, normalisation, errors) is checked against the libraries' documented calls.
+
+_SENTENCE_TRANSFORMERS = '''
+import os
+import numpy as np
+seen = {}
+class SentenceTransformer:
+    def __init__(self, model, **kwargs):
+        seen["model"], seen["kwargs"] = model, kwargs
+        seen["offline"] = os.environ.get("HF_HUB_OFFLINE")
+        if model == "missing":
+            raise OSError("no such model on disk and downloads are off")
+    def get_sentence_embedding_dimension(self):
+        return 3
+    def encode(self, texts, batch_size, convert_to_numpy, normalize_embeddings,
+               show_progress_bar):
+        seen["batch_size"] = batch_size
+        return np.array([[len(t), 1.0, 0.0] for t in texts], dtype=np.float32)
+'''
+
+_FASTEMBED = '''
+import numpy as np
+seen = {}
+class TextEmbedding:
+    def __init__(self, model_name, **kwargs):
+        seen["model"], seen["kwargs"] = model_name, kwargs
+    def embed(self, texts, batch_size=256):
+        for t in texts:
+            yield np.array([3.0, 4.0], dtype=np.float32) * (1 + len(t))
+'''
+
+
+@pytest.fixture
+def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    (tmp_path / "sentence_transformers.py").write_text(_SENTENCE_TRANSFORMERS)
+    (tmp_path / "fastembed.py").write_text(_FASTEMBED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        # set, then delete: monkeypatch then restores the original state, so the provider's
+        # os.environ.setdefault does not leak into later tests
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
+    for module in ("sentence_transformers", "fastembed"):
+        sys.modules.pop(module, None)
+    yield tmp_path
+    for module in ("sentence_transformers", "fastembed"):
+        sys.modules.pop(module, None)
+
+
+def test_sentence_transformers_provider_stays_offline(stand_ins: Path) -> None:
+    e = embed.load_embedder({"provider": "sentence-transformers", "model": "/models/mini",
+                             "batch": 8})
+    assert e is not None and e.name == "sentence-transformers:/models/mini" and e.dim == 3
+    import sentence_transformers
+
+    seen = sentence_transformers.seen  # type: ignore[attr-defined]
+    assert seen["kwargs"] == {"device": "cpu", "local_files_only": True}
+    assert seen["offline"] == "1"  # set before the library was imported
+    vectors = e.embed(["ab", "abcd"])
+    assert vectors.shape == (2, 3) and seen["batch_size"] == 8
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    with pytest.raises(EmbedderError, match="cannot load sentence-transformers model 'missing'"):
+        embed.load_embedder({"provider": "sentence-transformers", "model": "missing"})
+
+
+def test_fastembed_provider_stays_offline_unless_allowed(stand_ins: Path) -> None:
+    e = embed.load_embedder({"provider": "fastembed", "model": "BAAI/bge-small-en-v1.5",
+                             "cache_dir": "/models"})
+    assert e is not None and e.dim == 2
+    import fastembed
+
+    seen = fastembed.seen  # type: ignore[attr-defined]
+    assert seen["kwargs"] == {"cache_dir": "/models", "local_files_only": True}
+    assert np.allclose(e.embed(["x", "yy"]), [[0.6, 0.8], [0.6, 0.8]])
+    embed.load_embedder({"provider": "fastembed", "model": "m", "allow_download": True})
+    assert "local_files_only" not in seen["kwargs"]
+    with pytest.raises(EmbedderError, match="allow_download"):
+        embed.load_embedder({"provider": "fastembed", "model": "m", "allow_download": "yes"})
+    with pytest.raises(EmbedderError, match="needs a 'model'"):
+        embed.load_embedder({"provider": "fastembed"})

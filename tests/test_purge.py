@@ -168,11 +168,13 @@ def test_a_pattern_purge_and_its_bound(store: Store) -> None:
     assert store.read(first.id).body == f"order {REPLACEMENT} shipped\n"
     assert "ACME-123456" not in run_git(store.path, "log", "-p", "--all")
     # A pattern that backtracks without end is stopped by the bound, not waited for.
-    store.create("a" * 30 + "!\n")
+    store.create("a" * 40 + "!\n")
+    before = run_git(store.path, "rev-parse", "HEAD")
     with pytest.raises(InvalidInputError, match="took longer than"):
-        purge(store, pattern=r"(?m)^(a+)+$", timeout=1.0)
-    with pytest.raises(InvalidInputError, match="not a valid regular expression"):
+        purge(store, pattern=r"(?m)^(a|aa)+$", timeout=0.5, apply=True)
+    with pytest.raises(InvalidInputError, match="does not compile"):
         purge(store, pattern="(")
+    assert run_git(store.path, "rev-parse", "HEAD") == before
 
 
 def test_purge_refuses_what_it_cannot_do_safely(
@@ -242,3 +244,14 @@ def test_a_clone_that_syncs_before_following_the_steps_is_refused(
     assert run_git(bob.path, "log", "--oneline", "origin/main..main").strip()
     _run_steps(clone_step.commands, clone=bob.path)
     assert gitmem.open(bob.path).sync().fetched == 0
+
+
+def test_a_bare_store_is_purged_too(bare_store: Store) -> None:
+    with bare_store.secrets_allowed():
+        memory = bare_store.create(f"token {SECRET}\n", title="t")
+    report = purge(bare_store, secrets=True, apply=True)
+    assert report.applied and report.refs
+    gitdir = bare_store.db().gitdir
+    _run_steps(next(s for s in report.steps if s.where == "this store").commands)
+    assert _holds(gitdir, SECRET) == []
+    assert gitmem.open(gitdir).read(memory.id).body == f"token {REPLACEMENT}\n"

@@ -9,6 +9,7 @@ are FAKE and assembled at run time (see tests/test_secrets.py).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -235,10 +236,10 @@ def test_the_hook_refuses_a_staged_escaped_token(store: Store) -> None:
 
 def test_memory_tool_writes_are_scanned(store: Store, git: GitRunner) -> None:
     tool = MemoryTool(store)
-    _refused(lambda: tool.create("/memories/notes.md", f"key {HUGGINGFACE}\n"), "body")
+    _refused(lambda: tool.create("/memories/notes.md", f"key {HUGGINGFACE}\n"), "huggingface")
     tool.create("/memories/a.md", "hello\n")
-    _refused(lambda: tool.str_replace("/memories/a.md", "hello", NPM), "body")
-    _refused(lambda: tool.insert("/memories/a.md", 0, GITHUB_PAT), "body")
+    _refused(lambda: tool.str_replace("/memories/a.md", "hello", NPM), "npm-token")
+    _refused(lambda: tool.insert("/memories/a.md", 0, GITHUB_PAT), "github-token")
     _refused(lambda: tool.create(f"/memories/{GITHUB_PAT}.md", "x"), "the id")
     # Its transaction message names the new path: refused there, before any write.
     _refused(lambda: tool.rename("/memories/a.md", f"/memories/{NPM}.md"), "npm-token")
@@ -287,6 +288,11 @@ def test_history_scan_finds_past_blobs_and_messages_once(store: Store, git: GitR
         f"{second[:10]} (commit message):1: npm-token: copy npm_********",
     ]
     assert gm("secrets", code=0).stdout.strip() == "No credentials found."
+    data = json.loads(gm("secrets", "--history", "--json", code=1).stdout)
+    assert [(d["commit"], d["path"], d["kind"], d["present"]) for d in data] == [
+        (first, "notes/ci.txt", "github-token", False),
+        (second, "(commit message)", "npm-token", True),
+    ]
 
 
 # -- what is already stored: reads, doctor and the history scan never print it ---------------

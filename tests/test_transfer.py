@@ -4,6 +4,7 @@ tests the way their tools write them, with fidelity reports and round trips."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from gitmem.transfer import (
     export_files,
     export_mcp_jsonl,
     import_files,
+    import_forge,
     import_mcp_jsonl,
     parse_mcp_jsonl,
 )
@@ -436,3 +438,85 @@ def test_forge_commands(store: Store, forge_dir: Path, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "agents" / "reviewer" / "notes.md").read_text() == (
         "<!-- Last Updated: 2025-01-05 -->\n"
     )
+
+
+# -- links and special files: nothing is read outside the folder given (issue 11, #6) ----------
+
+INSIDE_ID = "mem_1a000000-0000-4000-8000-0000000000a1"
+OUTSIDE_ID = "mem_1b000000-0000-4000-8000-0000000000b2"
+
+
+def _memory_file(memory_id: str, body: str) -> str:
+    return (
+        f"---\nid: {memory_id}\ntitle: {body}\ncreated_at: 2026-01-02T03:04:05Z\n"
+        f"updated_at: 2026-01-02T03:04:05Z\nversion: 1\n---\n\n{body}\n"
+    )
+
+
+def _hostile_folder(tmp_path: Path, inner: str) -> tuple[Path, Path]:
+    """A folder to import whose links point out of it (file and folder, absolute and
+    relative), into it, and round in loops, plus a FIFO; and the outside it points at."""
+    outside = tmp_path / "outside"
+    (outside / "private").mkdir(parents=True)
+    (outside / "secret.md").write_text(_memory_file(OUTSIDE_ID, "OUTSIDE"))
+    (outside / "private" / "deep.md").write_text(_memory_file(OUTSIDE_ID, "OUTSIDE"))
+    folder = tmp_path / "import-me"
+    base = folder / inner
+    base.mkdir(parents=True)
+    (base / "real.md").write_text(_memory_file(INSIDE_ID, "inside"))
+    (base / "abs-file.md").symlink_to(outside / "secret.md")
+    (base / "rel-file.md").symlink_to(Path("../" * len(Path(inner).parts)) / ".." / "outside"
+                                      / "secret.md")
+    (base / "abs-dir").symlink_to(outside / "private", target_is_directory=True)
+    (base / "rel-dir").symlink_to(Path("../" * len(Path(inner).parts)) / ".." / "outside"
+                                  / "private", target_is_directory=True)
+    (base / "alias.md").symlink_to("real.md")  # inside: imported at its own path already
+    (base / "loop-a.md").symlink_to("loop-b.md")
+    (base / "loop-b.md").symlink_to("loop-a.md")
+    (base / "up").symlink_to("..", target_is_directory=True)  # a folder loop
+    (base / "dangling.md").symlink_to(tmp_path / "nowhere.md")
+    os.mkfifo(base / "pipe.md")  # read_bytes would block forever
+    return folder, outside
+
+
+LINKS = ["abs-file.md", "rel-file.md", "abs-dir", "rel-dir", "alias.md", "loop-a.md",
+         "loop-b.md", "up", "dangling.md"]
+
+
+def test_import_files_never_follows_a_link(store: Store, tmp_path: Path) -> None:
+    folder, _ = _hostile_folder(tmp_path, "repo")
+    report = import_files(store, folder)
+    assert [m.id for m in store.list()] == [INSIDE_ID]
+    assert store.get(OUTSIDE_ID) is None
+    skipped = "\n".join(report.skipped)
+    for name in LINKS:
+        assert f"repo/{name}: a symbolic link" in skipped, (name, skipped)
+    assert "repo/abs-file.md: a symbolic link out of the folder" in skipped
+    assert "repo/rel-dir: a symbolic link out of the folder" in skipped
+    assert "its target is imported at its own path" in skipped
+    assert "repo/pipe.md: not a regular file" in skipped
+    assert "OUTSIDE" not in skipped
+
+
+def test_import_forge_never_follows_a_link(store: Store, tmp_path: Path) -> None:
+    folder, outside = _hostile_folder(tmp_path, "projects/acme")
+    (outside / "known_issues.md").write_text("<!-- Last Updated: 2026-01-01 -->\nOUTSIDE\n")
+    (folder / "projects" / "acme" / "known_issues.md").symlink_to(outside / "known_issues.md")
+    (folder / "projects" / "linked").symlink_to(outside, target_is_directory=True)
+    (folder / "skills").symlink_to(outside, target_is_directory=True)  # a whole layer root
+    report = import_forge(store, folder, skip_bad=True)
+    stored = store.list()
+    assert all("OUTSIDE" not in m.body for m in stored)
+    assert store.get("projects/acme/known_issues") is None
+    skipped = "\n".join(report.skipped)
+    for name in ("projects/acme/known_issues.md", "projects/linked", "skills",
+                 "projects/acme/abs-dir", "projects/acme/loop-a.md"):
+        assert f"{name}: a symbolic link" in skipped, (name, skipped)
+
+
+def test_cli_import_files_reports_the_links_it_skipped(store: Store, tmp_path: Path) -> None:
+    folder, _ = _hostile_folder(tmp_path, "repo")
+    run = Gitmem(store.path, make_runner())
+    result = run("import", "files", str(folder))
+    assert "abs-file.md: a symbolic link out of the folder" in result.stdout + result.stderr
+    assert store.get(OUTSIDE_ID) is None

@@ -255,7 +255,16 @@ def _ssh_default_key(base: Path, m: Path) -> tuple[Path, list[str], bytes | None
     return repo, ["commit", "-q", "--allow-empty", "-m", "x"], None
 
 
+def _included(base: Path, m: Path) -> tuple[Path, list[str], bytes | None]:
+    """A setting in a file the repository's config includes is the repository's too."""
+    repo = _changed(base)
+    (base / "more.cfg").write_text(f"[diff]\n\texternal = {script(base / 'ext', sh(m))}\n")
+    config(repo, include__path=str(base / "more.cfg"))
+    return repo, ["diff"], None
+
+
 EXEC_KEYS: dict[str, Case] = {
+    "include.path -> diff.external": Case(_included),
     "remote.<name>.uploadpack": Case(_uploadpack),
     "remote.<name>.receivepack": Case(_receivepack),
     "core.sshCommand": Case(_ssh_command),
@@ -642,3 +651,62 @@ def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
     localconfig.update(lambda data: data.update(jobs={"note": "myjobs_for_test:note"}))
     assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["note", "plugin"]
     assert ran.read_text().splitlines() == ["plugin", "local", "plugin"]
+
+
+def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
+    """Where memory text is sent comes from the user's own file only: an endpoint named in
+    the store's gitmem.yaml is not read (the user's own section is)."""
+    import gitmem
+    from gitmem.embed import get_embedder
+
+    store = gitmem.init(tmp_path / "store")
+    config = store.path / "gitmem.yaml"
+    config.write_text(
+        config.read_text()
+        + "embedder: {provider: openai, url: 'http://127.0.0.1:9/v1/embeddings', model: x}\n"
+    )
+    run_git(store.path, "commit", "-qam", "send my memories elsewhere")
+    chosen = get_embedder(str(store.db().gitdir))
+    assert chosen is None or not chosen.name.startswith(("openai", "ollama", "http"))
+    localconfig.update(lambda data: data.update(embedder="none"))
+    assert get_embedder(str(store.db().gitdir)) is None  # the user's own choice is read
+
+
+def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -> None:
+    """In the cloned project, gitmem's project hooks refuse the committed store with one
+    warning line; the user's git command succeeds and nothing the store names runs."""
+    from gitmem import hooks
+
+    marker = tmp_path / "ran"
+    victim = _hostile_project(tmp_path, marker)
+    hooks.install(victim, "project")
+    committed = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "work"],
+        cwd=victim,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert committed.returncode == 0, committed.stderr
+    warnings = [line for line in committed.stderr.splitlines() if line.startswith("gitmem:")]
+    assert len(warnings) == 1 and "is committed in the project" in warnings[0], committed.stderr
+    assert not marker.exists()
+
+
+def test_hooks_from_an_older_gitmem_show_as_outdated_and_install_adds_p(tmp_path: Path) -> None:
+    import gitmem
+    from gitmem import hooks
+
+    store = gitmem.init(tmp_path / "store")
+    hooks.install(store.path, "memory")
+    script_path = hooks.hooks_dir(store.path) / "post-merge"
+    text = script_path.read_text()
+    assert '"$python" -P -m gitmem hook-run' in text
+    script_path.write_text(text.replace(" -P -m gitmem", " -m gitmem"))  # as 0.x installed it
+    states = {h.name: h for h in hooks.status(store.path).hooks}
+    assert states["post-merge"].installed and states["post-merge"].outdated
+    assert not states["pre-commit"].outdated
+    assert hooks.install(store.path, "memory").changed == ["post-merge"]
+    assert not any(h.outdated for h in hooks.status(store.path).hooks)
+    assert '"$python" -P -m gitmem hook-run' in script_path.read_text()

@@ -119,6 +119,11 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
+    for memory_id, name in result.decided:
+        click.echo(
+            f"decided by time: both sides changed {name} of {memory_id}; the later value is "
+            "kept and the other is listed by gitmem conflicts until you resolve it"
+        )
     for memory_id in result.kept_over_delete:
         click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
     for memory_id in result.pending_committed:
@@ -325,7 +330,8 @@ def blame(state: State, memory_id: str) -> None:
       gitmem blame mem_5f0c...
       gitmem blame projects/demo/review_history --json
     """
-    lines = auditing.blame(state.store(), memory_id)
+    store = state.store()
+    lines = auditing.blame(store, store.resolve_id(memory_id))  # a unique id prefix will do
     if state.json:
         emit_json([line.to_dict() for line in lines])
         return
@@ -369,6 +375,8 @@ def diff(state: State, args: tuple[str, ...]) -> None:
             rev2 = args[1]
         else:
             memory_id = args[1]
+    if memory_id is not None:
+        memory_id = store.resolve_id(memory_id)  # a unique id prefix will do
     entries = auditing.diff(store, rev1, rev2, memory_id)
     if state.json:
         emit_json([e.to_dict() for e in entries])

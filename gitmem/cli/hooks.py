@@ -8,7 +8,7 @@ import click
 import pygit2
 
 from gitmem import hooks as _hooks
-from gitmem.errors import StoreError
+from gitmem.errors import InvalidInputError, StoreError
 from gitmem.hooks import Report
 
 from .common import State, emit_json, json_option, pass_state
@@ -23,8 +23,26 @@ _project_option = click.option(
 )
 
 
-def _target(state: State, project: Path | None) -> tuple[Path, str]:
+_server_option = click.option(
+    "--server",
+    "server",
+    metavar="HUB",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A bare hub: its pre-receive hook refuses pushes with invalid memories or credentials.",
+)
+
+
+def _target(
+    state: State, project: Path | None, server: Path | None = None
+) -> tuple[Path, str]:
     """The repository to work on and its role."""
+    if project is not None and server is not None:
+        raise InvalidInputError("--project and --server name different repositories: give one")
+    if server is not None:
+        found = pygit2.discover_repository(str(server))
+        if found is None:
+            raise StoreError(f"{server} is not a git repository")
+        return Path(found).resolve(), "server"
     if project is not None:
         found = pygit2.discover_repository(str(project))
         if found is None:
@@ -47,7 +65,8 @@ def _show(state: State, report: Report, verb: str) -> None:
     for hook in report.hooks:
         if hook.installed:
             chained = ", chained to the earlier hook" if hook.chained else ""
-            what = f"gitmem ({hook.role}){chained}"
+            old = ", outdated: gitmem hooks install updates it" if hook.outdated else ""
+            what = f"gitmem ({hook.role}){chained}{old}"
         elif hook.foreign:
             what = "another hook (not gitmem's)"
         else:
@@ -63,13 +82,16 @@ def hooks() -> None:
     In the store's repository: pre-commit validates staged memory files and
     stamps hand edits; post-merge and post-checkout update the index and report
     forks. In a project repository (--project PATH): post-merge, post-checkout
-    and post-commit run gitmem check, and never fail the git command.
+    and post-commit run gitmem check, and never fail the git command. In a bare
+    hub (--server HUB): pre-receive refuses pushes with invalid memories or
+    credentials.
     Existing hooks are kept and still run first.
 
     \b
     Examples:
       gitmem hooks install
       gitmem hooks install --project ~/src/app
+      gitmem hooks install --server /srv/git/memory.git
       gitmem hooks status --json
       gitmem hooks uninstall --project ~/src/app
     """
@@ -77,31 +99,34 @@ def hooks() -> None:
 
 @hooks.command(name="install")
 @_project_option
+@_server_option
 @json_option
 @pass_state
-def install(state: State, project: Path | None) -> None:
+def install(state: State, project: Path | None, server: Path | None) -> None:
     """Install the hooks (again: harmless; an existing hook is chained)."""
-    repo, role = _target(state, project)
+    repo, role = _target(state, project, server)
     _show(state, _hooks.install(repo, role), "installed")
 
 
 @hooks.command(name="uninstall")
 @_project_option
+@_server_option
 @json_option
 @pass_state
-def uninstall(state: State, project: Path | None) -> None:
+def uninstall(state: State, project: Path | None, server: Path | None) -> None:
     """Remove gitmem's hooks and put back the hooks they replaced."""
-    repo, _ = _target(state, project)
+    repo, _ = _target(state, project, server)
     _show(state, _hooks.uninstall(repo), "removed")
 
 
 @hooks.command(name="status")
 @_project_option
+@_server_option
 @json_option
 @pass_state
-def status(state: State, project: Path | None) -> None:
+def status(state: State, project: Path | None, server: Path | None) -> None:
     """Show which hooks are installed."""
-    repo, _ = _target(state, project)
+    repo, _ = _target(state, project, server)
     _show(state, _hooks.status(repo), "")
 
 

@@ -167,7 +167,10 @@ def validate(state: State, doc_id: str | None, every: bool) -> None:
 
     if (doc_id is None) == (not every):
         raise click.UsageError("give one ID or --all")
-    layered = LayeredStore(state.store())
+    store = state.store()
+    layered = LayeredStore(store)
+    if doc_id is not None:
+        doc_id = store.resolve_id(doc_id)  # a unique id prefix will do
     results = layered.validate_all() if every else [layered.validate(doc_id or "")]
     if state.json:
         emit_json([r.to_dict() for r in results] if every else results[0].to_dict())

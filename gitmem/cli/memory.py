@@ -26,6 +26,21 @@ from .common import (
 AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
 
 
+def _fields(store: Store, options: dict[str, Any]) -> dict[str, Any]:
+    """The given field options, ``--related ID[:REL]`` ids resolved by unique prefix (an id
+    that matches nothing is kept as given: a link may name a memory not written yet)."""
+    fields = given_fields(options)
+    if "related" in fields:
+        resolved = []
+        for value in fields["related"]:
+            ident, sep, rel = str(value).partition(":")
+            with contextlib.suppress(NotFoundError):
+                ident = store.resolve_id(ident)
+            resolved.append(f"{ident}{sep}{rel}")
+        fields["related"] = resolved
+    return fields
+
+
 def _done(state: State, memory: Memory, text: str) -> None:
     if state.json:
         emit_json(memory.to_dict())
@@ -77,12 +92,13 @@ def add(
             raise click.UsageError("--jsonl takes bodies and ids from its lines; drop BODY/--id")
         _add_jsonl(state, jsonl, scope, allow_empty, given_fields(options), options.get("message"))
         return
-    memory = state.store().create(
+    store = state.store()
+    memory = store.create(
         read_text_arg(body, allow_empty=allow_empty),
         scope=scope,
         id=memory_id,
         message=options.get("message"),
-        **given_fields(options),
+        **_fields(store, options),
     )
     from gitmem.recall import duplicates_report, duplicates_text
 
@@ -111,7 +127,6 @@ def _add_jsonl(
 ) -> None:
     """``add --jsonl``: every line one memory, all in one transaction (one commit)."""
     import json
-    import sys
 
     from gitmem.errors import InvalidInputError
 
@@ -147,8 +162,15 @@ def _add_jsonl(
         raise click.UsageError("--jsonl: no memories in the input")
     store = state.store()
     created: list[Memory] = []
-    with store.transaction(message=message or f"add: {len(entries)} memories", scope=scope):
+    # A bar on stderr for a large file (click draws it only on a terminal; data stays on stdout).
+    bar = click.progressbar(
+        length=len(entries), label="adding", file=sys.stderr, hidden=len(entries) < 500
+    )
+    with bar, store.transaction(
+        message=message or f"add: {len(entries)} memories", scope=scope
+    ):
         for number, entry in enumerate(entries, 1):
+            bar.update(1)
             fields = {**defaults, **{k: v for k, v in entry.items() if k != "body"}}
             try:
                 created.append(store.create(entry["body"], scope=scope, **fields))
@@ -331,7 +353,7 @@ def update(
         read_text_arg(body, allow_empty=allow_empty) if body is not None else None,
         expected_version=expected_version,
         message=options.get("message"),
-        **given_fields(options),
+        **_fields(store, options),
     )
     _done(state, memory, f"{memory_id} is at version {memory.version}")
 
@@ -413,7 +435,7 @@ def supersede(
         read_text_arg(body, allow_empty=allow_empty),
         id=new_id,
         message=options.get("message"),
-        **given_fields(options),
+        **_fields(store, options),
     )
     _done(state, memory, memory.id)
 

@@ -406,6 +406,7 @@ def _store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
     if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
         driver = str(repo.config[DRIVER_CONFIG])
     tip_id = str(tip.id) if tip is not None else None
+    author = db.default_author()
     return {
         "scope": str(scope),
         "path": str(db.path.absolute()),
@@ -419,6 +420,8 @@ def _store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
         "hooks": hooks,
         "merge_driver": driver,
         "writable": os.access(db.gitdir, os.W_OK),
+        "author": f"{author.name} <{author.email}>",
+        "git_identity": not author.email.endswith("@gitmem.invalid"),
     }
 
 
@@ -458,6 +461,10 @@ def status(state: State) -> None:
         tip = f"{short(row['tip'])} {row['tip_subject'] or ''}".rstrip() if row["tip"] else "none"
         click.echo(f"  branch:  {row['branch'] or '-'} at {tip}")
         click.echo(f"  index:   {row['index']}")
+        author = row["author"]
+        if not row["git_identity"]:
+            author += " (no git identity: set git config user.name/user.email, or pass --agent)"
+        click.echo(f"  author:  {author}")
         installed = [name for name, on in row["hooks"].items() if on]
         click.echo(
             "  hooks:   " + (", ".join(installed) if installed else "none (gitmem hooks install)")

@@ -18,6 +18,7 @@ import itertools
 import json
 import mmap
 import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,12 +114,15 @@ class StaticEmbedder:
         # An empty piece is a space next to another space (or at an end): the token "▁".
         self._space: list[int] = [int(space)] if space is not None else []
         self._cache: dict[str, list[int]] = {"": self._space}
+        # The piece cache is shared: one embed at a time (a clear mid-lookup would fail).
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), BATCH):
-            chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
-            out[start : start + len(chunk)] = self._embed_batch(chunk)
+        with self._lock:
+            for start in range(0, len(texts), BATCH):
+                chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
+                out[start : start + len(chunk)] = self._embed_batch(chunk)
         return out
 
     def _pieces(self, texts: list[str]) -> list[list[str]]:
@@ -143,10 +147,28 @@ class StaticEmbedder:
 
     def token_ids(self, text: str) -> list[int]:
         """The token ids of one text, as embed counts them (at most MAX_TOKENS)."""
-        [pieces] = self._pieces([text])
-        return list(itertools.chain.from_iterable(map(self._cache.__getitem__, pieces)))[
-            :MAX_TOKENS
-        ]
+        with self._lock:
+            [pieces] = self._pieces([text])
+            ids = itertools.chain.from_iterable(map(self._cache.__getitem__, pieces))
+            return list(ids)[:MAX_TOKENS]
+
+    def embed_weighted(self, text: str, weights: NDArray[Any]) -> NDArray[np.float32]:
+        """One text's vector with each token's row scaled by ``weights[token]`` (tokens past
+        the end of ``weights`` weigh 0): a query weighted by inverse document frequency."""
+        ids = np.asarray(self.token_ids(text), dtype=np.int64)
+        out = np.zeros(self.dim, dtype=np.float32)
+        if ids.size == 0:
+            return out
+        known = ids < weights.shape[0]
+        w = np.zeros(ids.size, dtype=np.float32)
+        w[known] = weights[ids[known]]
+        out[:] = (self.table[ids] * w[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(out))
+        if norm == 0:  # only tokens every memory has: fall back to the plain mean
+            plain: NDArray[np.float32] = self.embed([text])[0]
+            return plain
+        out /= norm
+        return out
 
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         table = self.table
