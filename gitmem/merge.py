@@ -26,6 +26,7 @@ merging A into B and B into A give the same files.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import difflib
 import hashlib
@@ -48,6 +49,16 @@ from .layout import MAX_ID_LENGTH, id_from_path, memory_path
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""
+DECIDED_KEY = "merge_decided"
+"""Front-matter key of a merged memory whose plain fields both sides changed differently:
+field -> the value that lost to the later side. ``gitmem conflicts`` lists it, ``resolve``
+settles it; until then both values are in the file, and nothing was dropped silently."""
+# Fields every write changes (or that say who wrote last): their newer value is the answer,
+# not a decision anyone needs to see.
+_NOT_DECIDED = frozenset(
+    {"id", "created_at", "updated_at", "version", "agent", "session_id", "trigger", DECIDED_KEY}
+)
+
 DRIVER_NAME = "gitmem"
 DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
 PENDING_DIR = "pending-forks"
@@ -88,6 +99,9 @@ class FileMerge:
     conflict: str | None = None
     """Why the file could not be merged (never set for a readable memory)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    decided: tuple[str, ...] = ()
+    """Plain fields both sides changed differently, decided for the later side (see
+    :data:`DECIDED_KEY`)."""
 
 
 # -- three-way line merge -------------------------------------------------------------------
@@ -336,11 +350,16 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def merge_metadata(
-    base: dict[str, Any] | None, first: dict[str, Any], second: dict[str, Any]
+    base: dict[str, Any] | None,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    decided: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Field-by-field merge; ``first`` is the side with the later ``updated_at``.
 
-    Key order: ``first``'s keys, then keys only ``second`` has, in its order.
+    Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
+    both sides changed to different values takes ``first``'s; ``decided`` (when given)
+    receives ``second``'s losing value under the field's name.
     """
     base = base or {}
     out: dict[str, Any] = {}
@@ -361,12 +380,18 @@ def merge_metadata(
         elif key == "version":
             numbers = [v for v in (f, s) if isinstance(v, int) and not isinstance(v, bool)]
             value = max(numbers) + 1 if numbers else f
+        elif key == DECIDED_KEY:
+            # Earlier undecided fields of either side stay listed until someone resolves them.
+            value = {**(s if isinstance(s, dict) else {}), **(f if isinstance(f, dict) else {})}
+            value = value or _ABSENT
         elif _same(f, s) or _same(s, b):
             value = f
         elif _same(f, b):
             value = s
         else:
             value = f
+            if decided is not None and key not in _NOT_DECIDED:
+                decided[key] = None if s is _ABSENT else s
         if value is not _ABSENT:
             out[key] = value
     return out
@@ -460,16 +485,23 @@ def merge_memory(
     first, second = sorted([parsed_ours, parsed_theirs], key=lambda s: s.rank, reverse=True)
     base_side = _parse(base, path)
     base_meta = base_side.doc.metadata if base_side is not None else None
-    meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata)
+    decided: dict[str, Any] = {}
+    meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata, decided)
     if memory_id is not None:
         meta["id"] = memory_id
     base_body = base_side.doc.body if base_side is not None else None
     body = _merge_body(base_body, first, second)
     if body is not None:
+        if decided:
+            meta[DECIDED_KEY] = {**(meta.get(DECIDED_KEY) or {}), **decided}
         try:
-            return FileMerge(path, _serialize(first.doc, meta, body, path), memory_id)
+            data = _serialize(first.doc, meta, body, path)
+            return FileMerge(path, data, memory_id, decided=tuple(decided))
         except GitmemError:
-            pass  # the merged front-matter is not valid: keep both sides whole instead
+            meta.pop(DECIDED_KEY, None)
+            with contextlib.suppress(GitmemError):
+                # A losing value the schema refuses under that key: kept in history only.
+                return FileMerge(path, _serialize(first.doc, meta, body, path), memory_id)
     else:
         body = first.doc.body
     mid = memory_id or str(meta.get("id"))

@@ -87,6 +87,8 @@ class TreeMerge:
     merged: list[str] = field(default_factory=list)
     """Memories both sides changed, merged field by field."""
     conflicts: list[str] = field(default_factory=list)
+    decided: list[tuple[str, str]] = field(default_factory=list)
+    """(memory, field): a plain field both sides changed differently, decided by time."""
 
 
 @dataclass
@@ -104,6 +106,9 @@ class SyncResult:
     deleted: list[str] = field(default_factory=list)
     forks: list[merging.Fork] = field(default_factory=list)
     kept_over_delete: list[str] = field(default_factory=list)
+    decided: list[tuple[str, str]] = field(default_factory=list)
+    """(memory, field) both sides changed differently: the later side's value was kept, the
+    other is under the memory's ``merge_decided`` until ``gitmem resolve`` settles it."""
     pushed: bool = False
     attempts: int = 0
     commit: str | None = None
@@ -121,6 +126,7 @@ class SyncResult:
             "deleted": self.deleted,
             "forks": [f.to_dict() for f in self.forks],
             "kept_over_delete": self.kept_over_delete,
+            "decided": [{"id": memory_id, "field": name} for memory_id, name in self.decided],
             "pushed": self.pushed,
             "attempts": self.attempts,
             "commit": self.commit,
@@ -355,6 +361,8 @@ def merge_trees(
             out.merged.append(result.memory_id)
         if result.kept_over_delete and result.memory_id is not None:
             out.kept_over_delete.append(result.memory_id)
+        if result.memory_id is not None:
+            out.decided += [(result.memory_id, name) for name in result.decided]
         for fork in result.forks:
             if ours_snap.read(fork.path) != fork.data:
                 out.changes[fork.path] = fork.data
@@ -405,6 +413,7 @@ def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
     trailers += [("Gitmem-Id", memory_id) for memory_id in ids]
     trailers += [("Gitmem-Fork", f"{f.id} of {f.of}") for f in tm.forks]
     trailers += [("Gitmem-Kept-Over-Delete", memory_id) for memory_id in tm.kept_over_delete]
+    trailers += [("Gitmem-Decided", f"{memory_id} {name}") for memory_id, name in tm.decided]
     body = None
     if tm.forks:
         body = (
@@ -631,6 +640,7 @@ def sync(
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind
             result.forks.extend(tm.forks)
             result.kept_over_delete.extend(tm.kept_over_delete)
+            result.decided.extend(tm.decided)
         local = db.tip()
         if local is None or (theirs is not None and local.id == theirs.id):
             break
@@ -722,6 +732,8 @@ def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
     successors: dict[str, list[Memory]] = {}
     for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
         of = memory.extra.get(merging.FORK_KEY)
+        if isinstance(memory.extra.get(merging.DECIDED_KEY), dict):
+            out.append(Conflict(memory, memory.id, memory, "decided"))
         if isinstance(of, str) and of:
             out.append(Conflict(memory, of, store.get(of)))
         elif memory.supersedes:
@@ -777,6 +789,8 @@ def resolve(
     if (keep == "edit") != (text is not None):
         raise InvalidInputError("the edited text goes with keep='edit', and only with it")
     conflict = find_conflict(store, memory_id)
+    if conflict.kind == "decided":
+        return _resolve_decided(store, conflict, keep, text, agent, message)
     if conflict.kind == "supersede":
         return _resolve_supersede(store, conflict, keep, text, agent, message)
     fork, of = conflict.fork, conflict.of
@@ -848,4 +862,37 @@ def _resolve_supersede(
             assert text is not None
             store.update_from_text(kept.id, text)
         store.delete(other.id, agent=agent)
+    return conflict
+
+
+def _resolve_decided(
+    store: Store,
+    conflict: Conflict,
+    keep: str,
+    text: str | bytes | None,
+    agent: str | None,
+    message: str | None,
+) -> Conflict:
+    """Settle fields a merge decided by time: ``ours`` keeps what the merge kept, ``theirs``
+    puts the losing values back, ``edit`` writes ``text``; each drops ``merge_decided``."""
+    if keep == "both":
+        raise InvalidInputError(
+            "a field holds one value: keep ours (the merge's) or theirs (the other side's)"
+        )
+    if keep == "edit":
+        assert text is not None
+        doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
+    else:
+        found = store.read(conflict.fork.id).document  # listed from the index: no file text
+        if found is None:
+            raise InvalidInputError(f"{conflict.fork.id} cannot be rewritten (it did not parse)")
+        doc = found
+    meta = dict(doc.metadata)
+    lost = meta.pop(merging.DECIDED_KEY, None)
+    if keep == "theirs" and isinstance(lost, dict):
+        meta.update(lost)
+    names = ", ".join(map(str, conflict.fork.extra.get(merging.DECIDED_KEY) or {}))
+    subject = f"resolve: {conflict.fork.id} fields {names} keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        store.update_from_text(conflict.fork.id, codec.serialize(doc.with_changes(meta, doc.body)))
     return conflict

@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from storetools import plant, run_git, tip
+from storetools import memory_text, plant, run_git, tip
 
 from gitmem import Store
 from gitmem import hooks as gh
@@ -230,3 +231,190 @@ def test_indicator_bomb_is_refused_by_the_pre_commit_hook(store: Store) -> None:
     survived(hook, "hook-run pre-commit")
     assert hook.returncode != 0
 
+
+
+# -- the hostile store: crafted files, config, links and case twins ---------------------------
+
+
+def _mid(n: int) -> str:
+    return f"mem_{uuid.UUID(int=0x0D000000_0000_4000_8000_000000000000 + n)}"
+
+
+def _front(memory_id: str, extra: str = "", body: str = "body\n") -> str:
+    return memory_text(memory_id, body, extra=extra)
+
+
+EVIL_MODULE = """\
+# Imported by nothing, ever: a store is data. Were it imported, this leaves a mark.
+import pathlib
+pathlib.Path({mark!r}).write_text("imported from the store")
+def rule(*args, **kwargs):
+    return None
+job = rule
+"""
+
+HOSTILE_CONFIG = """\
+format: 1
+scope: repo
+limits:
+  max_body_bytes: 99999999999999999999999999
+lifecycle:
+  rules:
+    known_issues: "evilmod:rule"
+  jobs:
+    post-merge: [prune, "evilmod:job"]
+    post-checkout: ["evilmod:job"]
+  staleness:
+    aging_days: -5
+    stale_days: 1.0e+309
+  size_limits:
+    known_issues: -1
+unknown_section: {a: [1, [2, [3, [4]]]]}
+"""
+
+
+def hostile_files(outside: Path, mark: Path) -> dict[str, str | bytes]:
+    """Path in the store -> content; every kind of input issue 11 names."""
+    laughs = "".join(
+        f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10)
+    )
+    files: dict[str, str | bytes] = {
+        "indicator-bomb": INDICATOR_BOMB,
+        "deep-flow": _front(_mid(2), "deep: " + "[" * 5000 + "]" * 5000 + "\n"),
+        "deep-block": _front(_mid(3), "".join(" " * i + f"k{i}:\n" for i in range(300))),
+        "dash-bomb": "---\n" + "- " * 30_000 + "x\n---\n",
+        "billion-laughs": "---\nl0: &l0 lol\n" + laughs + "id: " + _mid(5) + "\n---\n",
+        "python-tag": _front(_mid(6), f"x: !!python/object/apply:os.system ['touch {mark}']\n"),
+        "huge-value": _front(_mid(7), "notes: " + "x" * 60_000 + "\n"),
+        "huge-body": _front(_mid(8), body="y" * (2 * 1024 * 1024)),
+        "binary-body": _front(_mid(9)).encode() + bytes(range(256)) * 8,
+        "latin-1": _front(_mid(10), body="caf\u00e9\n").encode("latin-1"),
+        "dotdot-id": _front("../../../../PWNED-id"),
+        "absolute-id": _front("/tmp/PWNED-abs"),
+        "dotdot-links": _front(
+            _mid(13), "related:\n  - id: ../../PWNED-rel\n    relationship: refines\n"
+        ),
+        "dotdot-supersedes": _front(_mid(14), "supersedes: ../../../PWNED-sup\n"),
+        "regex-fodder": _front(_mid(15), body="a" * 60 + "!\n"),
+    }
+    out: dict[str, str | bytes] = {}
+    for n, (name, content) in enumerate(files.items(), start=1):
+        assert name  # the names document the inputs; each lands at the path of id n
+        out[memory_path(_mid(n))] = content
+    person = "entities/person/{}.md"
+    out[person.format("Alice")] = _front("entities/person/Alice")
+    out[person.format("alice")] = _front("entities/person/alice")
+    out["projects/acme/known_issues.md"] = _front("projects/acme/known_issues")
+    out["evilmod.py"] = EVIL_MODULE.format(mark=str(mark))
+    out["gitmem.yaml"] = HOSTILE_CONFIG
+    return out
+
+
+HOSTILE_LINKS = {
+    # path in the store -> where the link points
+    "memories/ee/" + "mem_0e000000-0000-4000-8000-000000000001.md": "/etc/passwd",
+    "projects/acme/secret.md": "{outside}/secret.md",
+    "projects/linked": "{outside}",
+    "skills/up": "../..",
+}
+
+
+@pytest.fixture
+def hostile(store: Store, tmp_path: Path) -> Store:
+    """A store holding every hostile input, committed with the git binary as a teammate
+    would push it."""
+    store.create("a good neighbour", title="neighbour", tags=["ok"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(_front("projects/acme/secret", body="OUTSIDE\n"))
+    for path, content in hostile_files(outside, tmp_path.parent / "PWNED-import").items():
+        full = store.path / path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    for path, target in HOSTILE_LINKS.items():
+        full = store.path / path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.symlink_to(target.format(outside=outside))
+    run_git(store.path, "add", "-A")
+    run_git(store.path, "commit", "-q", "-m", "a teammate's push")
+    return store
+
+
+def _good_id(store: Store) -> str:
+    return next(m.id for m in store.list() if m.title == "neighbour")
+
+
+def test_hostile_store_read_commands(hostile: Store, scratch: Path, tmp_path: Path) -> None:
+    """The read commands a user runs first, each a process with a time bound."""
+    where = ("--store", str(hostile.path))
+    good = _good_id(hostile)
+    listed = gitmem(*where, "ls", "--json", cwd=scratch)
+    survived(listed, "ls")
+    assert good in listed.stdout and "OUTSIDE" not in listed.stdout
+    for args in (
+        ["show", good], ["show", _mid(1)], ["show", _mid(7)], ["show", "../../etc/passwd"],
+        ["search", "neighbour"], ["search", "--regex", "^(a|aa)+$"], ["search", "--substring",
+                                                                       "OUTSIDE"],
+        ["doctor"], ["secrets"], ["reindex"], ["stale"], ["log"], ["history", good],
+        ["validate", "projects/acme/known_issues"],
+    ):
+        result = gitmem(*where, *args, cwd=scratch)
+        survived(result, " ".join(args))
+        assert "OUTSIDE" not in result.stdout, args
+        assert "root:x:0" not in result.stdout, args  # /etc/passwd through the link
+    assert not list(tmp_path.parent.rglob("PWNED*"))
+    assert not list(Path("/tmp").glob("PWNED*"))
+
+
+def test_hostile_store_mcp(hostile: Store, scratch: Path) -> None:
+    good = _good_id(hostile)
+    results = mcp_session(hostile.path, scratch, [
+        ("recall", {"query": "neighbour"}),
+        ("recall", {"query": "^(a|aa)+$", "mode": "regex"}),
+        ("get_memory", {"id": good}),
+        ("get_memory", {"id": _mid(5)}),
+        ("get_memory", {"id": "../../../etc/passwd"}),
+        ("memory_history", {"id": good}),
+        ("read_graph", {}),
+        ("search_nodes", {"query": "alice"}),
+        ("open_nodes", {"names": ["Alice", "alice"]}),
+        ("staleness_report", {}),
+    ])
+    assert good in json.dumps(results[0])
+    assert results[1].get("isError") and "took longer than" in json.dumps(results[1])
+    assert not results[2].get("isError")
+    assert results[3].get("isError") and results[4].get("isError")
+    assert "root:x:0" not in json.dumps(results)
+
+
+def test_hostile_store_hooks_through_real_git(hostile: Store, scratch: Path,
+                                               tmp_path: Path) -> None:
+    """pre-commit, post-merge and post-checkout run by git itself over the hostile store;
+    the store's evilmod.py, named by its gitmem.yaml, is never imported."""
+    gh.install(hostile.path, "memory")
+    env = {**os.environ, "LC_ALL": "C"}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["git", *args], cwd=hostile.path, capture_output=True, text=True,
+                              timeout=BOUND * 2, check=False, env=env)
+        for marker in CRASH_MARKERS:
+            assert marker not in done.stderr, (args, done.stderr)
+        return done
+
+    bomb = hostile.path / memory_path(_mid(99))
+    bomb.parent.mkdir(parents=True, exist_ok=True)
+    bomb.write_text(INDICATOR_BOMB)
+    git("add", "--", memory_path(_mid(99)))
+    refused = git("commit", "-m", "bomb")
+    assert refused.returncode != 0 and "nested deeper" in refused.stderr
+    git("reset", "-q", "--", memory_path(_mid(99)))
+    bomb.unlink()
+    assert git("checkout", "-q", "-b", "side").returncode == 0  # post-checkout
+    (hostile.path / "notes").mkdir(exist_ok=True)
+    (hostile.path / "notes" / "side.md").write_text(_front("notes/side"))
+    git("add", "--", "notes/side.md")
+    assert git("commit", "-q", "-m", "side").returncode == 0
+    assert git("checkout", "-q", "main").returncode == 0  # post-checkout again
+    merged = git("merge", "-q", "--no-ff", "-m", "merge side", "side")  # post-merge
+    assert merged.returncode == 0, merged.stderr
+    assert not list(tmp_path.parent.rglob("PWNED*")), "the store's code was imported"

@@ -629,3 +629,50 @@ def test_resolve_double_supersede(
         assert latest == kept and store.get(other) is None
     if keep == "edit":
         assert "agreed" in store.read(kept).body
+
+
+@pytest.fixture
+def decided(tmp_path: Path, origin: Store, clock: FixedClock) -> tuple[Store, Store, str]:
+    """Both clones retitle one memory (and edit different lines): the later title wins."""
+    shared = origin.create("line one\nline two\nline three\n", title="Deploy", category="ops")
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    b.update(shared.id, "line one, b\nline two\nline three\n", title="Deploying (b)")
+    clock.advance(seconds=5)
+    a.update(shared.id, "line one\nline two\nline three, a\n", title="Deploying (a)")
+    S.sync(b)
+    result = S.sync(a)
+    assert result.decided == [(shared.id, "title")] and result.forks == []
+    return a, b, shared.id
+
+
+def test_a_field_decided_by_time_is_reported_and_listed(
+    decided: tuple[Store, Store, str],
+) -> None:
+    a, b, memory_id = decided
+    merged = a.read(memory_id)
+    assert merged.title == "Deploying (a)"
+    assert merged.body == "line one, b\nline two\nline three, a\n"
+    assert merged.extra[M.DECIDED_KEY] == {"title": "Deploying (b)"}
+    commit = a.db().tip()
+    assert commit is not None and f"Gitmem-Decided: {memory_id} title" in commit.message
+    S.sync(b)  # the other clone sees the same listing
+    for store in (a, b):
+        [conflict] = S.conflicts(store)
+        assert conflict.kind == "decided" and conflict.of == memory_id
+    cli = Gitmem(a.path, make_runner())
+    assert "decided" in cli("conflicts").stdout
+    b.create("unrelated")
+    sync_out = cli.json("sync")
+    assert sync_out["decided"] == []
+
+
+@pytest.mark.parametrize("keep", ["ours", "theirs"])
+def test_resolve_a_decided_field(decided: tuple[Store, Store, str], keep: str) -> None:
+    a, _, memory_id = decided
+    S.resolve(a, memory_id, keep)
+    memory = a.read(memory_id)
+    assert M.DECIDED_KEY not in memory.extra and S.conflicts(a) == []
+    assert memory.title == ("Deploying (a)" if keep == "ours" else "Deploying (b)")
+    assert memory.body == "line one, b\nline two\nline three, a\n"
+    with pytest.raises(gitmem.NotFoundError):
+        S.resolve(a, memory_id, keep)

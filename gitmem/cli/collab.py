@@ -119,6 +119,11 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
+    for memory_id, name in result.decided:
+        click.echo(
+            f"decided by time: both sides changed {name} of {memory_id}; the later value is "
+            "kept and the other is listed by gitmem conflicts until you resolve it"
+        )
     for memory_id in result.kept_over_delete:
         click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
     for memory_id in result.pending_committed:
