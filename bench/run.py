@@ -33,6 +33,7 @@ from bench import (
     clibench,  # noqa: F401  (registers cli-latency)
     graphbench,  # noqa: F401  (registers mcp-graph)
     recall_quality,  # noqa: F401  (registers recall-quality)
+    scalebench,  # noqa: F401  (registers autopack and group-commit)
 )
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config

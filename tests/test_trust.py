@@ -255,7 +255,16 @@ def _ssh_default_key(base: Path, m: Path) -> tuple[Path, list[str], bytes | None
     return repo, ["commit", "-q", "--allow-empty", "-m", "x"], None
 
 
+def _included(base: Path, m: Path) -> tuple[Path, list[str], bytes | None]:
+    """A setting in a file the repository's config includes is the repository's too."""
+    repo = _changed(base)
+    (base / "more.cfg").write_text(f"[diff]\n\texternal = {script(base / 'ext', sh(m))}\n")
+    config(repo, include__path=str(base / "more.cfg"))
+    return repo, ["diff"], None
+
+
 EXEC_KEYS: dict[str, Case] = {
+    "include.path -> diff.external": Case(_included),
     "remote.<name>.uploadpack": Case(_uploadpack),
     "remote.<name>.receivepack": Case(_receivepack),
     "core.sshCommand": Case(_ssh_command),
