@@ -31,7 +31,9 @@ import bench.hookrun  # registers the scenarios (hook-run after them)
 import bench.reviewbench  # noqa: F401  (registers review, after doctor: it imports that)
 from bench import (
     clibench,  # noqa: F401  (registers cli-latency)
+    graphbench,  # noqa: F401  (registers mcp-graph)
     recall_quality,  # noqa: F401  (registers recall-quality)
+    scalebench,  # noqa: F401  (registers autopack and group-commit)
 )
 from bench.fixtures import Context, workspace
 from bench.harness import SCENARIOS, Config, Row, log, preset, set_quiet, sizes_config

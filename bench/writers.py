@@ -56,12 +56,20 @@ class RoundResult:
 
 
 def _writer(
-    path: str, ops: int, rounds: int, seed: int, barrier: Barrier, results: Any, index: int
+    path: str,
+    ops: int,
+    rounds: int,
+    seed: int,
+    barrier: Barrier,
+    results: Any,
+    index: int,
+    group: bool = True,
 ) -> None:
     import gitmem
 
     rng = random.Random(seed)
     store = gitmem.open(path)
+    store.db().group_commit = group  # False: compare-and-swap alone, as before group commit
     warm = fields_for(-1, rng)
     warm_ids: list[str] = []
     warm_errors: list[str] = []
@@ -93,7 +101,9 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_rounds(path: Path, writers: int, ops: int, rounds: int, seed: int) -> list[RoundResult]:
+def run_rounds(
+    path: Path, writers: int, ops: int, rounds: int, seed: int, *, group: bool = True
+) -> list[RoundResult]:
     """``rounds`` timed rounds of ``writers`` processes doing ``ops`` creates each.
 
     The processes are started once (interpreter start-up and imports stay out of every
@@ -105,7 +115,7 @@ def run_rounds(path: Path, writers: int, ops: int, rounds: int, seed: int) -> li
     procs = [
         ctx.Process(
             target=_writer,
-            args=(str(path), ops, rounds, seed * 1000 + i, barrier, results, i),
+            args=(str(path), ops, rounds, seed * 1000 + i, barrier, results, i, group),
         )
         for i in range(writers)
     ]

@@ -32,7 +32,7 @@ from typing import Any, TypeVar, cast
 import pygit2
 from pygit2.enums import FileMode, SortMode
 
-from . import gitindex
+from . import autopack, gitindex
 from .clock import Clock, SystemClock, parse_timestamp, to_utc
 from .errors import (
     ConflictError,
@@ -82,8 +82,8 @@ class Snapshot:
 
     def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
         self.repo = repo
-        self.commit = commit
-        self.tree: pygit2.Tree | None = commit.tree if commit is not None else None
+        self._commit = commit
+        self._tree: pygit2.Tree | None = commit.tree if commit is not None else None
         self.changes: dict[str, bytes | None] = {}
         # casefold(path or folder) -> the spellings staged under it, so a create can ask
         # "is a case twin staged?" without scanning every staged change (bulk imports stage
@@ -91,6 +91,21 @@ class Snapshot:
         self._spellings: dict[str, set[str]] = {}
         self._indexed = 0
         self._folder_folds: dict[str, dict[str, set[str]]] = {}
+
+    @property
+    def commit(self) -> pygit2.Commit | None:
+        """The commit this snapshot shows. A plan that reads it (or :attr:`tree`) directly
+        depends on more than the paths it looked up: see :class:`RecordingSnapshot`."""
+        self._opaque_read()
+        return self._commit
+
+    @property
+    def tree(self) -> pygit2.Tree | None:
+        self._opaque_read()
+        return self._tree
+
+    def _opaque_read(self) -> None:
+        """Hook for :class:`RecordingSnapshot`."""
 
     def _index(self, path: str) -> None:
         parts = path.split("/")
@@ -103,7 +118,7 @@ class Snapshot:
         letter case (itself included). Each folder is read once per snapshot."""
         folds = self._folder_folds.get(folder)
         if folds is None:
-            entry = self._entry(folder) if folder else self.tree
+            entry = self._entry(folder) if folder else self._tree
             folds = {}
             if isinstance(entry, pygit2.Tree):
                 for item in entry:
@@ -123,10 +138,10 @@ class Snapshot:
         return self._spellings.get(path.casefold(), set())
 
     def _entry(self, path: str) -> pygit2.Object | None:
-        if self.tree is None:
+        if self._tree is None:
             return None
         try:
-            return self.tree[path]
+            return self._tree[path]
         except KeyError:
             return None
 
@@ -170,7 +185,7 @@ class Snapshot:
     def iter_files(self, prefix: str) -> Iterator[str]:
         """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
         seen: set[str] = set()
-        entry = self._entry(prefix) if prefix else self.tree
+        entry = self._entry(prefix) if prefix else self._tree
         if entry is not None and entry.type_str == "tree":
             for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
                 seen.add(path)
@@ -179,6 +194,64 @@ class Snapshot:
         for path, data in self.changes.items():
             if data is not None and path not in seen and path.startswith(prefix + "/"):
                 yield path
+
+
+class RecordingSnapshot(Snapshot):
+    """A :class:`Snapshot` that remembers what the plan read of its commit.
+
+    Group commit (:mod:`gitmem.groupcommit`) moves a plan's changes onto a newer tip
+    without running the plan again when everything it read is the same there: each path
+    it looked up (a file, a folder: by object id and mode) and each case-twin question it
+    asked. A plan that reads :attr:`commit` or :attr:`tree` directly is *opaque*: its
+    changes only ever go onto the commit it ran on.
+    """
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+        super().__init__(repo, commit)
+        self.entries: dict[str, tuple[str, int] | None] = {}
+        self.spellings: dict[tuple[str, str], list[str]] = {}
+        self.opaque = False
+        self._quiet = 0
+
+    def _opaque_read(self) -> None:
+        self.opaque = True
+
+    def _entry(self, path: str) -> pygit2.Object | None:
+        entry = super()._entry(path)
+        if not self._quiet and path not in self.entries:
+            self.entries[path] = _entry_key(entry)
+        return entry
+
+    def committed_spellings(self, folder: str, name: str) -> set[str]:
+        self._quiet += 1
+        try:
+            result = super().committed_spellings(folder, name)
+        finally:
+            self._quiet -= 1
+        self.spellings[(folder, name.casefold())] = sorted(result)
+        return result
+
+
+def _entry_key(entry: pygit2.Object | None) -> tuple[str, int] | None:
+    return (str(entry.id), int(entry.filemode)) if entry is not None else None
+
+
+def reads_hold(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree | None,
+    entries: dict[str, tuple[str, int] | None],
+    spellings: dict[tuple[str, str], list[str]],
+) -> bool:
+    """Whether a plan that read ``entries`` and ``spellings`` would read the same in ``tree``."""
+    probe = Snapshot(repo, None)
+    probe._tree = tree
+    for path, seen in entries.items():
+        if _entry_key(probe._entry(path)) != (tuple(seen) if seen is not None else None):
+            return False
+    return all(
+        sorted(probe.committed_spellings(folder, fold)) == list(seen)
+        for (folder, fold), seen in spellings.items()
+    )
 
 
 def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
@@ -241,9 +314,13 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
 
 
 def build_tree(
-    repo: pygit2.Repository, base: pygit2.Tree | None, changes: dict[str, bytes | None]
+    repo: pygit2.Repository,
+    base: pygit2.Tree | None,
+    changes: dict[str, bytes | None] | dict[str, pygit2.Oid | None],
 ) -> pygit2.Oid:
     """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
+
+    A change is the file's bytes, or the id of a blob already written; None removes.
 
     Cost grows with the depth of the touched paths and the size of the touched
     directories, never with the number of files in the store.
@@ -281,7 +358,8 @@ def build_tree(
                 if existing is not None:
                     builder.remove(name)
             else:
-                builder.insert(name, repo.create_blob(sub), FileMode.BLOB)
+                blob = sub if isinstance(sub, pygit2.Oid) else repo.create_blob(sub)
+                builder.insert(name, blob, FileMode.BLOB)
         if len(builder) == 0:
             return None
         oid: pygit2.Oid = builder.write()
@@ -362,6 +440,12 @@ class GitDB:
         self.workdir: Path | None = Path(repo.workdir) if repo.workdir else None
         self.state_dir = self.gitdir / STATE_DIR
         self._gitindex: gitindex.GitIndex | None = None
+        self.autopack = autopack.AutoPacker(self.gitdir)
+        self.group_commit = True
+        """Bare stores: concurrent writers commit through one leader (gitmem.groupcommit).
+        False: every writer moves the branch itself with compare-and-swap."""
+        self._queue: Any = None
+        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
         self._local = threading.local()
         self._local.repo = repo
         self._local.pid = os.getpid()
@@ -467,8 +551,65 @@ class GitDB:
 
         Returns the plan's value and the new commit id (None when the plan staged
         nothing). Errors the plan raises (not found, conflict...) propagate and
-        nothing is written.
+        nothing is written. Bare stores commit through :mod:`gitmem.groupcommit`.
         """
+        if self.workdir is None and self.group_commit:
+            return self._write_grouped(plan)
+        return self._write_alone(plan)
+
+    def _write_grouped(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """The plan runs here, on the tip; its commit is made by whichever writer leads."""
+        from . import groupcommit
+
+        if self._queue is None:
+            self._queue = groupcommit.CommitQueue(self)
+        queue: groupcommit.CommitQueue = self._queue
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            repo = self.repo
+            tip = self.tip()
+            snap = RecordingSnapshot(repo, tip)
+            spec, value = plan(snap)
+            changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+            if not changes:
+                return value, None
+            author = spec.author or self.default_author()
+            request = groupcommit.Request(
+                id=groupcommit.new_request_id(),
+                base=str(tip.id) if tip is not None else None,
+                opaque=snap.opaque,
+                entries=snap.entries,
+                spellings=snap.spellings,
+                changes={
+                    p: str(repo.create_blob(d)) if d is not None else None
+                    for p, d in changes.items()
+                },
+                message=format_message(spec),
+                author=(author.name, author.email),
+                when=int(self.clock.now().timestamp()),
+            )
+            outcome = queue.submit(request, deadline)
+            if outcome.kind == "ok":
+                assert outcome.commit is not None
+                self.autopack.after_write(repo)
+                return value, pygit2.Oid(hex=outcome.commit)
+            if outcome.kind == "error":
+                # Committing it failed in the leader: commit it alone, so the error (if it
+                # happens again) is raised here, to this write's caller.
+                return self._write_alone(plan)
+            queue.stats.retried += 1
+            if time.monotonic() > deadline:
+                raise ConflictError(
+                    f"could not move {self.ref_name}: the branch kept moving under this write",
+                    hint="another writer kept the branch busy; try again",
+                )
+
+    def _write_alone(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """Compare-and-swap: run the plan, commit, move the branch; on a lost race, again."""
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
         while True:
@@ -489,7 +630,7 @@ class GitDB:
                     return value, None
                 if self.workdir is not None:
                     self._check_clean(snap, changes)
-                tree = build_tree(repo, snap.tree, changes)
+                tree = build_tree(repo, snap._tree, changes)
                 now = self.clock.now()
                 author = spec.author or self.default_author()
                 offset = 0
@@ -524,6 +665,7 @@ class GitDB:
                             str(oid)[:12],
                             exc,
                         )
+                self.autopack.after_write(repo)
                 return value, oid
 
     def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:

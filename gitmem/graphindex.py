@@ -56,7 +56,7 @@ __all__ = [
 ENTITIES_ROOT = "entities"
 PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
 """Relations whose source entity does not exist yet."""
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 """Bump when the tables or what :func:`_apply` writes change: the index refills them."""
 TRIGRAM = 3
 _CHUNK = 500
@@ -127,9 +127,11 @@ def pending_field(value: Any) -> list[tuple[str, str, str]]:
 
 
 def is_entity_path(path: str) -> bool:
-    """``entities/<folder>/<name>.md``: deeper files and the pending file are no entities."""
+    """``entities/<type folder>/<shard>/<name>.md`` (the layout gitmem writes) or
+    ``entities/<type folder>/<name>.md`` (the layout before shards, still read and
+    updated in place); deeper files and the pending file are no entities."""
     parts = path.split("/")
-    return len(parts) == 3 and parts[0] == ENTITIES_ROOT and path.endswith(".md")
+    return len(parts) in {3, 4} and parts[0] == ENTITIES_ROOT and path.endswith(".md")
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,8 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
             )
         elif kind == "entity":
             row = entity_fields(new.memory)
-            folder, segment = row.doc.split("/")[1:]
+            parts = row.doc.split("/")
+            folder, segment = parts[1], parts[-1]
             entities.append(
                 (
                     new.rowid, row.doc, folder, segment.casefold(), row.name, row.entity_type,

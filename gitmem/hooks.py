@@ -148,12 +148,16 @@ class HookState:
     """Some other hook is in place (not ours)."""
     role: str | None = None
     python: str | None = None
+    outdated: bool = False
+    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
+    ``gitmem hooks install`` rewrites it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "path": str(self.path),
             "installed": self.installed,
+            "outdated": self.outdated,
             "chained": self.chained,
             "foreign": self.foreign,
             "role": self.role,
@@ -161,17 +165,29 @@ class HookState:
         }
 
 
+def _outdated(path: Path, name: str, role: str | None, python: str | None) -> bool:
+    if role not in ROLES or not python:
+        return True
+    try:
+        return path.read_text() != render(name, role, python)
+    except (OSError, GitmemError):
+        return True
+
+
 def _state(directory: Path, name: str) -> HookState:
     path = directory / name
     ours = _is_ours(path)
+    role = _script_field(path, "role") if ours else None
+    python = _script_field(path, "python") if ours else None
     return HookState(
         name=name,
         path=path,
         installed=ours,
         chained=(directory / f"{name}{CHAINED}").exists(),
         foreign=path.exists() and not ours,
-        role=_script_field(path, "role") if ours else None,
-        python=_script_field(path, "python") if ours else None,
+        role=role,
+        python=python,
+        outdated=ours and _outdated(path, name, role, python),
     )
 
 

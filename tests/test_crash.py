@@ -23,6 +23,7 @@ docs/reliability.md has the full-size command and the numbers it produced.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
@@ -38,7 +39,7 @@ import pytest
 from storetools import run_git
 
 import gitmem
-from gitmem import GitmemError, Store
+from gitmem import GitmemError, Store, autopack
 from gitmem import doctor as D
 from gitmem.layout import MEMORY_ROOTS
 
@@ -61,6 +62,17 @@ def child_main(
 
     def note(line: str) -> None:
         os.write(fd, (line + "\n").encode())  # in the kernel once written: survives SIGKILL
+
+    # Packing helpers run detached (a session of their own, so the writer's kill spares
+    # them): journal each one's pid, so the parent kills it at the same moment.
+    launch = autopack.launch
+
+    def journalled_launch(gitdir: Path) -> Any:
+        proc = launch(gitdir)
+        note(f"P {proc.pid}")
+        return proc
+
+    autopack.launch = journalled_launch  # type: ignore[assignment]
 
     store = gitmem.open(path, durable=durable)
     note("R")  # ready: the parent's random delay starts now, so kills land in the work
@@ -215,7 +227,7 @@ def absorb(model: Model, journal: Path, memories: dict[str, Any]) -> None:
     pending: tuple[str, list[str]] | None = None
     for line in journal.read_text().splitlines():
         kind, _, rest = line.partition(" ")
-        if kind == "R":
+        if kind in {"R", "P"}:
             continue
         if kind == "E":
             model.errors.append(rest)
@@ -251,6 +263,8 @@ def check_model(model: Model, memories: dict[str, Any]) -> None:
 
 @dataclass
 class Tally:
+    packers_killed: int = 0
+    tmp_packs: int = 0
     kills: int = 0
     ref_locks: int = 0
     index_locks: int = 0
@@ -272,9 +286,46 @@ def _work_tree_files(root: Path) -> Iterator[Path]:
             yield from (p for p in (root / top).rglob("*") if p.is_file())
 
 
+def kill_packers(journal: Path, tally: Tally) -> None:
+    """SIGKILL every packing helper the dead writer started (with its git repack)."""
+    if not journal.exists():
+        return
+    for line in journal.read_text().splitlines():
+        if not line.startswith("P "):
+            continue
+        pid = int(line[2:])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # finished already
+        if b"gitmem.autopack" in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # its own session: pgid == pid
+                tally.packers_killed += 1
+    time.sleep(0.05)  # let the kernel reap the group before git reads the repository
+
+
+def check_packs(gitdir: Path, tally: Tally) -> None:
+    """No pack is visible half-written: every pack has its index and every index its pack
+    (fsck reads them all); a killed repack's temporary file is counted, never read."""
+    pack_dir = gitdir / "objects" / "pack"
+    if not pack_dir.is_dir():
+        return
+    names = {entry.name for entry in pack_dir.iterdir()}
+    for name in names:
+        if name.endswith(".pack"):
+            assert name[:-5] + ".idx" in names, f"{name} has no index"
+        elif name.endswith(".idx"):
+            assert name[:-4] + ".pack" in names, f"{name} has no pack"
+        elif name.startswith("tmp_"):
+            tally.tmp_packs += 1
+
+
 def check_after_kill(store_path: Path, model: Model, tally: Tally, journal: Path) -> str:
+    kill_packers(journal, tally)
     store = gitmem.open(store_path)  # no repair step exists: opening must just work
     db = store.db()
+    check_packs(db.gitdir, tally)
     fsck = subprocess.run(
         ["git", f"--git-dir={db.gitdir}", "fsck", "--strict", "--no-dangling", "--no-progress"],
         capture_output=True,
@@ -346,10 +397,29 @@ def crash_run(
     origin: str | None = None,
     durable: bool = False,
     between: Callable[[int], None] | None = None,
+    gc_auto: int | None = None,
 ) -> tuple[Model, Tally]:
+    """``gc_auto``: set git's ``gc.auto`` so low that packing runs every few dozen writes
+    (and is killed with the writer)."""
     rng = random.Random(seed)
     model, tally = Model(), Tally()
     path = store.db().gitdir if store.db().bare else store.path
+    if gc_auto is not None:
+        run_git(store.db().gitdir, "config", "gc.auto", str(gc_auto))
+        bulk = gitmem.open(path)
+        bulk.allow_secrets = True
+        bulk.db().autopack.enabled = False  # the parent's writes never start packing
+
+        def loose_pile(k: int, then: Callable[[int], None] | None = between) -> None:
+            # Loose objects enough that packing is due from the child's first write on, so
+            # kills land inside helpers and repacks, not only between them.
+            with bulk.transaction(f"bulk {k}") as tx:
+                for i in range(600):
+                    tx.create(f"bulk {k} {i}\n", id=f"notes/bulk/k{k}-m{i}")
+            if then is not None:
+                then(k)
+
+        between = loose_pile
     journal = Path(str(path) + ".journal")
     last_tip: str | None = None
     repo = store.db().repo
@@ -384,6 +454,9 @@ def crash_run(
     # left out: the workload itself deletes superseded memories and forks chains.)
     final = gitmem.open(path)
     final.create("after the crashes")
+    packer = final.db().autopack
+    if packer.launched:  # doctor's fsck must not read objects a repack is moving
+        assert autopack.wait_idle(final.db().gitdir, packer.last_launch)
     crash_checks = ["fsck", "locks", "leftovers", "worktree", "index", "schema"]
     report = D.diagnose(final, fix=True, checks=crash_checks)
     assert report.healthy, [f.message for f in report.remaining]
@@ -398,7 +471,8 @@ def _summary(kind: str, model: Model, tally: Tally) -> str:
         f"{model.in_flight_landed} landed / {model.in_flight_lost} not, "
         f"{len(model.live)} live memories, work tree behind {tally.behind}x, "
         f"leftover temp files {tally.leftovers}, stale ref locks {tally.ref_locks}, "
-        f"index locks {tally.index_locks}, errors {len(model.errors)}"
+        f"index locks {tally.index_locks}, errors {len(model.errors)}, "
+        f"packing helpers killed {tally.packers_killed}, temporary pack files {tally.tmp_packs}"
     )
 
 
@@ -424,6 +498,23 @@ def test_sigkill_writers_of_a_bare_store(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
+def test_sigkill_writers_while_the_store_packs_itself(
+    tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Automatic packing (gitmem.autopack) runs every few dozen writes and is killed with
+    the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
+    is seen half-written, and packing still works afterwards."""
+    store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
+    model, tally = crash_run(store, KILLS, seed=4 if bare else 5, gc_auto=256)
+    assert model.acked >= KILLS // 2
+    packs = list((store.db().gitdir / "objects" / "pack").glob("*.pack"))
+    assert packs, "no packing ran between the kills"
+    with capsys.disabled():
+        print("\n" + _summary("packing " + ("bare" if bare else "work tree"), model, tally))
+
+
+@pytest.mark.slow
 def test_sigkill_during_syncs_and_durable_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -440,6 +531,7 @@ def test_sigkill_during_syncs_and_durable_writes(
         origin="origin",
         durable=True,
         between=lambda k: other.create(f"remote write {k}"),  # for the next sync to merge
+        gc_auto=256,  # and the clone packs itself between syncs
     )
     assert model.acked > 0
     assert clone.db().durable
@@ -491,3 +583,90 @@ def test_the_next_write_removes_temp_files_of_a_dead_writer(store: Store) -> Non
     assert live_tmp.exists()
     live_tmp.unlink()
     assert run_git(store.path, "status", "--porcelain") == ""
+
+
+# -- group commit under kills ------------------------------------------------------------------
+
+
+def creator_main(path: str, journal: str, seed: int) -> None:
+    """A writer of a bare store (group commit): creates with unique markers, journalled."""
+    os.setpgid(0, 0)
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    store = gitmem.open(path)
+    store.allow_secrets = True
+    os.write(fd, b"R\n")
+    for n in range(400):
+        marker = f"g{seed}x{n}"
+        os.write(fd, f"B {marker}\n".encode())
+        store.create(f"{marker}\n", title=f"g {n}")
+        os.write(fd, f"A {marker}\n".encode())
+
+
+@pytest.mark.slow
+def test_sigkill_group_commit_writers(
+    bare_store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four writers of a bare store commit through each other (group commit) and are all
+    killed at once, at random moments, leaders and followers alike: every acknowledged
+    write is on the branch exactly once, one in flight at most once, fsck is clean, and the
+    next writer settles whatever the dead left queued."""
+    rng = random.Random(6)
+    gitdir = bare_store.db().gitdir
+    acked: set[str] = set()
+    in_flight: set[str] = set()
+    for k in range(max(3, KILLS // 2)):
+        journals = [Path(f"{gitdir}.g{k}-{w}") for w in range(4)]
+        procs = [
+            CTX.Process(target=creator_main, args=(str(gitdir), str(j), k * 10 + w))
+            for w, j in enumerate(journals)
+        ]
+        for proc in procs:
+            proc.start()
+        for proc, journal in zip(procs, journals, strict=True):
+            _wait_ready(journal, proc)
+        _wait_acknowledged(journals[0], procs[0])
+        time.sleep(rng.uniform(0.0, 0.3))
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.join()
+        for journal in journals:
+            pending = None
+            for line in journal.read_text().splitlines():
+                kind, _, marker = line.partition(" ")
+                if kind == "B":
+                    pending = marker
+                elif kind == "A":
+                    acked.add(marker)
+                    pending = None
+            if pending is not None:
+                in_flight.add(pending)
+            journal.unlink()
+        fsck = subprocess.run(
+            ["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling", "--no-progress"],
+            capture_output=True, text=True, check=False,
+        )
+        assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+        scan = gitmem.open(gitdir)
+        scan.use_index = False
+        bodies = [m.body.strip() for m in scan.list()]
+        for marker in acked:
+            assert bodies.count(marker) == 1, f"{marker}: {bodies.count(marker)} copies"
+        for marker in in_flight:
+            assert bodies.count(marker) <= 1
+    # The next writer leads, and settles what dead writers left queued or half-committed.
+    final = gitmem.open(gitdir)
+    final.create("after the kills")
+    queue = gitdir / "gitmem" / "commitq"
+    left = [p.name for p in queue.iterdir() if p.name.endswith((".req", ".claimed"))]
+    assert left == [] and not (queue / "batch").exists()
+    scan = gitmem.open(gitdir)
+    scan.use_index = False
+    bodies = [m.body.strip() for m in scan.list()]
+    assert all(bodies.count(marker) == 1 for marker in acked)
+    assert all(bodies.count(marker) <= 1 for marker in in_flight)
+    assert run_git(gitdir, "rev-list", "--merges", "main") == ""
+    with capsys.disabled():
+        landed = sum(1 for m in in_flight if m in bodies)
+        print(f"\ngroup commit: {len(acked)} acknowledged, in flight {landed} landed / "
+              f"{len(in_flight) - landed} not")

@@ -18,9 +18,15 @@ from gitmem.graph import (
     format_observations,
     parse_observations,
     sanitise,
+    shard_of,
 )
 from tests.clitools import Gitmem, make_runner
 from tests.storetools import commit_count, plant
+
+
+def at(kind: str, name: str, segment: str | None = None) -> str:
+    """The id gitmem gives the entity ``name`` of type folder ``kind`` (sharded layout)."""
+    return f"entities/{kind}/{shard_of(name)}/{segment or name}"
 
 
 def ent(name: str, kind: str = "person", *obs: str) -> dict[str, Any]:
@@ -79,17 +85,19 @@ def test_each_call_is_one_commit_with_trailers(graph: Graph) -> None:
     assert commit_count(graph.store) == before + 1
     log = graph.store.log(limit=1)[0]
     assert log.ops == ["create"]
-    assert set(log.ids) == {"entities/person/Alice", "entities/person/Bob", "entities/person/Carol"}
+    assert set(log.ids) == {at("person", "Alice"), at("person", "Bob"), at("person", "Carol")}
     assert log.agent == "tester"
 
 
 def test_case_is_kept_and_names_that_sanitise_alike_get_a_stable_suffix(graph: Graph) -> None:
     graph.create_entities([ent("Alice"), ent("alice"), ent("ALICE!")])
     ids = [graph.entity_id(n) or "" for n in ("Alice", "alice", "ALICE!")]
+    # Names differing only in case share a shard, where they are told apart.
+    assert shard_of("Alice") == shard_of("alice") == shard_of("ALICE!")
     assert ids == [
-        "entities/person/Alice",
-        f"entities/person/alice-{sha1(b'alice').hexdigest()[:8]}",
-        f"entities/person/ALICE-{sha1(b'ALICE!').hexdigest()[:8]}",
+        at("person", "Alice"),
+        at("person", "alice", f"alice-{sha1(b'alice').hexdigest()[:8]}"),
+        at("person", "ALICE!", f"ALICE-{sha1(b'ALICE!').hexdigest()[:8]}"),
     ]
     # Case-insensitively distinct, so a checkout on macOS or Windows does not collide.
     assert len({i.casefold() for i in ids}) == 3
@@ -195,7 +203,8 @@ def test_entity_file_is_readable_and_hand_edits_are_honoured(store: Store) -> No
     graph = Graph(store)
     graph.create_entities([ent("Alice", "person", "works at Acme", "two\nlines")])
     graph.create_relations([rel("Alice", "Bob")])
-    text = (store.path / "entities/person/Alice.md").read_text()
+    path = f"{at('person', 'Alice')}.md"
+    text = (store.path / path).read_text()
     assert "name: Alice\n" in text and "entity_type: person\n" in text
     assert "relations:\n- type: knows\n  to: Bob\n" in text
     assert text.endswith("---\n\n- works at Acme\n- two\n  lines\n")
@@ -203,7 +212,7 @@ def test_entity_file_is_readable_and_hand_edits_are_honoured(store: Store) -> No
     edited = text.replace("name: Alice", "name: Alicia").replace(
         "- two\n  lines\n", "- two\n  lines\nlikes tea\n"
     )
-    plant(store, "entities/person/Alice.md", edited)
+    plant(store, path, edited)
     assert graph.entity("Alice") is None
     alicia = graph.entity("Alicia")
     assert alicia is not None and alicia.observations == (
@@ -213,19 +222,22 @@ def test_entity_file_is_readable_and_hand_edits_are_honoured(store: Store) -> No
     )
     assert triples(graph.open_nodes(["Alicia"])) == {("Alicia", "Bob", "knows")}
     graph.add_observations([{"entityName": "Alicia", "contents": ["x"]}])
-    assert graph.entity_id("Alicia") == "entities/person/Alice"
+    assert graph.entity_id("Alicia") == at("person", "Alice")
 
 
 def test_unreadable_entity_files_are_skipped(store: Store) -> None:
     graph = Graph(store)
     graph.create_entities([ent("Alice")])
-    plant(store, "entities/person/Broken.md", "---\nname: [unclosed\n---\n")
+    broken = f"{at('person', 'broken')}.md"
+    plant(store, broken.replace("broken.md", "Broken.md"), "---\nname: [unclosed\n---\n")
     assert names(graph.read_graph()) == ["Alice"]
     # A new entity never lands on the unreadable file's place.
     before = commit_count(store)
     graph.create_entities([ent("broken")])
     assert commit_count(store) == before + 1
-    assert graph.entity_id("broken") == f"entities/person/broken-{sha1(b'broken').hexdigest()[:8]}"
+    assert graph.entity_id("broken") == at(
+        "person", "broken", f"broken-{sha1(b'broken').hexdigest()[:8]}"
+    )
 
 
 # -- create_relations -----------------------------------------------------------------------
@@ -529,11 +541,11 @@ def test_entity_commands(store: Store) -> None:
         "relations": [],
     }
     assert "Entity with name Bob not found" in gm.fails(3, "entity", "observe", "Bob", "x")
-    assert gm("entity", "id", "Alice").stdout == "entities/person/Alice\n"
+    assert gm("entity", "id", "Alice").stdout == f"{at('person', 'Alice')}\n"
     assert "no entity named 'Nobody'" in gm.fails(3, "entity", "id", "Nobody")
     gm("entity", "rm", "Alice")
     assert gm.json("entity", "ls") == {"entities": [], "relations": []}
-    history = gm.json("history", "entities/person/Alice")
+    history = gm.json("history", at("person", "Alice"))
     assert [v["op"] for v in history["versions"]][-1] == "delete"
 
 
@@ -563,3 +575,27 @@ def test_two_processes_writing_one_entity_lose_nothing(any_store: Store) -> None
     assert alice is not None
     assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(10))
     assert len(Graph(any_store).read_graph().relations) == 20
+
+
+def test_the_layout_before_shards_is_read_and_updated_in_place(store: Store) -> None:
+    """Stores written before shards keep entities/<type>/<name>.md: read, updated and deleted
+    where they are; new entities go to the sharded layout beside them."""
+    old = "entities/person/Alice.md"
+    plant(
+        store,
+        old,
+        "---\nid: entities/person/Alice\ncreated_at: 2026-01-01T00:00:00Z\n"
+        "updated_at: 2026-01-01T00:00:00Z\nversion: 1\nname: Alice\nentity_type: person\n"
+        "relations:\n- type: knows\n  to: Bob\n---\n\n- old fact\n",
+    )
+    graph = Graph(store)
+    assert graph.entity("Alice") == Entity("Alice", "person", ("old fact",))
+    graph.add_observations([{"entityName": "Alice", "contents": ["new fact"]}])
+    assert graph.entity_id("Alice") == "entities/person/Alice"
+    assert (store.path / old).read_text().endswith("- old fact\n- new fact\n")
+    graph.create_entities([ent("Bob")])
+    assert graph.entity_id("Bob") == at("person", "Bob")
+    assert triples(graph.open_nodes(["Bob"])) == {("Alice", "Bob", "knows")}
+    graph.delete_entities(["Alice"])
+    assert not (store.path / old).exists()
+    assert graph.read_graph() == graph.walk_graph()

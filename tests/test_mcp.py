@@ -408,3 +408,62 @@ def test_tool_layer_without_a_transport(store: Store) -> None:
     )
     result, failed = call(buggy, {})
     assert failed and result.text == "internal error in buggy: RuntimeError: boom"
+
+
+def test_first_use_creates_the_store_and_the_help_config_works(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    """The client configuration `gitmem mcp --help` shows, on a machine with no store yet
+    and no git identity: the server creates the store at --store PATH (saying so on
+    stderr, never on stdout, which is the protocol's) and serves the graph tools."""
+    import os
+    import re
+    import subprocess
+
+    (isolated_home / ".gitconfig").unlink()  # a fresh machine: no git user either
+    help_text = subprocess.run(
+        [sys.executable, "-m", "gitmem", "mcp", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    config = json.loads(re.search(r"\{\"mcpServers\".*\}\}\}", help_text, re.S).group(0))  # type: ignore[union-attr]
+    server = config["mcpServers"]["memory"]
+    assert server["command"] == "gitmem"
+    fresh = tmp_path / "nothing-here" / ".gitmem"
+    args = [fresh.as_posix() if a == "/home/me/.gitmem" else a for a in server["args"]]
+    assert fresh.as_posix() in args
+
+    # The server's stderr: one line saying where the store was made.
+    quiet = tmp_path / "quiet" / ".gitmem"
+    probe = [quiet.as_posix() if a == fresh.as_posix() else a for a in args]
+    done = subprocess.run(
+        [sys.executable, "-m", "gitmem", *probe],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert f"gitmem: created a new store at {quiet}" in done.stderr
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gitmem", *args])
+
+    async def main_() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            await ok(
+                client,
+                "create_entities",
+                {"entities": [{"name": "Ada", "entityType": "person", "observations": ["x"]}]},
+            )
+            result = await ok(client, "search_nodes", {"query": "ADA"})
+            assert result.structured_content == {
+                "entities": [{"name": "Ada", "entityType": "person", "observations": ["x"]}],
+                "relations": [],
+            }
+
+    anyio.run(main_)
+    assert Graph(gitmem.open(fresh)).entity("Ada") is not None

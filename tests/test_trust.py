@@ -255,7 +255,16 @@ def _ssh_default_key(base: Path, m: Path) -> tuple[Path, list[str], bytes | None
     return repo, ["commit", "-q", "--allow-empty", "-m", "x"], None
 
 
+def _included(base: Path, m: Path) -> tuple[Path, list[str], bytes | None]:
+    """A setting in a file the repository's config includes is the repository's too."""
+    repo = _changed(base)
+    (base / "more.cfg").write_text(f"[diff]\n\texternal = {script(base / 'ext', sh(m))}\n")
+    config(repo, include__path=str(base / "more.cfg"))
+    return repo, ["diff"], None
+
+
 EXEC_KEYS: dict[str, Case] = {
+    "include.path -> diff.external": Case(_included),
     "remote.<name>.uploadpack": Case(_uploadpack),
     "remote.<name>.receivepack": Case(_receivepack),
     "core.sshCommand": Case(_ssh_command),
@@ -683,3 +692,21 @@ def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -
     warnings = [line for line in committed.stderr.splitlines() if line.startswith("gitmem:")]
     assert len(warnings) == 1 and "is committed in the project" in warnings[0], committed.stderr
     assert not marker.exists()
+
+
+def test_hooks_from_an_older_gitmem_show_as_outdated_and_install_adds_p(tmp_path: Path) -> None:
+    import gitmem
+    from gitmem import hooks
+
+    store = gitmem.init(tmp_path / "store")
+    hooks.install(store.path, "memory")
+    script_path = hooks.hooks_dir(store.path) / "post-merge"
+    text = script_path.read_text()
+    assert '"$python" -P -m gitmem hook-run' in text
+    script_path.write_text(text.replace(" -P -m gitmem", " -m gitmem"))  # as 0.x installed it
+    states = {h.name: h for h in hooks.status(store.path).hooks}
+    assert states["post-merge"].installed and states["post-merge"].outdated
+    assert not states["pre-commit"].outdated
+    assert hooks.install(store.path, "memory").changed == ["post-merge"]
+    assert not any(h.outdated for h in hooks.status(store.path).hooks)
+    assert '"$python" -P -m gitmem hook-run' in script_path.read_text()

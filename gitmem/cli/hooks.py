@@ -65,7 +65,8 @@ def _show(state: State, report: Report, verb: str) -> None:
     for hook in report.hooks:
         if hook.installed:
             chained = ", chained to the earlier hook" if hook.chained else ""
-            what = f"gitmem ({hook.role}){chained}"
+            old = ", outdated: gitmem hooks install updates it" if hook.outdated else ""
+            what = f"gitmem ({hook.role}){chained}{old}"
         elif hook.foreign:
             what = "another hook (not gitmem's)"
         else:

@@ -218,6 +218,9 @@ def mcp(state: State, agent: str | None) -> None:
     (remember, recall, get_memory, update_memory, supersede_memory, forget,
     memory_history, staleness_report, prune). See docs/integrations.md for client setup.
 
+    A --store PATH that does not exist yet is created there (a new store with a
+    work tree, said on stderr), so the configuration below works on a fresh machine.
+
     \b
     Example (Claude Desktop, claude_desktop_config.json):
       {"mcpServers": {"memory": {"command": "gitmem",
@@ -229,7 +232,23 @@ def mcp(state: State, agent: str | None) -> None:
         )
     from gitmem import mcp_server
 
+    _first_use(state)
     mcp_server.run(state.store(), agent=agent)
+
+
+def _first_use(state: State) -> None:
+    """``--store PATH`` naming nothing yet (or an empty folder): make the store there, as the
+    reference server makes its file, so a client configured on a fresh machine just works.
+    Said on stderr: stdout is the protocol's."""
+    if state.store_path is None:
+        return
+    path = Path(state.store_path).expanduser()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        return
+    import gitmem
+
+    gitmem.init(path)
+    click.echo(f"gitmem: created a new store at {path.resolve()}", err=True)
 
 
 def _report(state: State, report: Fidelity) -> None:

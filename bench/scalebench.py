@@ -1,0 +1,248 @@
+"""Scale scenarios (issue 17): a store packing itself as it grows, beside ``git gc``.
+
+``autopack``: N single creates into a fresh bare store with automatic packing as it
+ships (git's ``gc.auto`` rules, gitmem's default threshold). Every ``N/40`` creates it
+samples the repository's apparent size (``du --apparent-size`` of the git directory
+without the derived index ``<gitdir>/gitmem/``), the loose objects (counted, not
+estimated) and the packs, beside "raw": the bytes of the memory files in the tip. At
+the end, the same store after ``git gc`` is the baseline. N: 60 (``--tiny``), 2,000
+(``--quick``), 10,000 (full), or ``GITMEM_BENCH_AUTOPACK_CREATES``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gitmem
+from bench.fixtures import Context, fields_for
+from bench.harness import Row, Stopwatch, git, log, median, percentile, scenario, size_label
+from gitmem import autopack
+
+CREATES = {"tiny": 60, "quick": 2_000, "full": 10_000}
+LOOSE_LIMIT = 6_700
+"""git's default ``gc.auto``: the issue's bound on loose objects between packing steps."""
+SIZE_TARGET = 3.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    creates: int
+    apparent: int
+    raw: int
+    loose: int
+    packs: int
+
+    @property
+    def ratio(self) -> float:
+        return self.apparent / self.raw if self.raw else 0.0
+
+
+def apparent_size(gitdir: Path) -> tuple[int, int, int]:
+    """(apparent bytes, loose objects, packs) of a git directory, without gitmem's state."""
+    state = gitdir / autopack.STATE_DIR
+    total = loose = packs = 0
+    for root, dirs, files in os.walk(gitdir):
+        here = Path(root)
+        if here == state:
+            dirs.clear()
+            continue
+        fanout = here.parent.name == "objects" and len(here.name) == 2
+        for name in files:
+            try:
+                total += (here / name).lstat().st_size
+            except FileNotFoundError:
+                continue
+            loose += fanout
+            packs += here.name == "pack" and name.endswith(".pack")
+    return total, loose, packs
+
+
+def _creates(ctx: Context) -> int:
+    override = os.environ.get("GITMEM_BENCH_AUTOPACK_CREATES")
+    return int(override) if override else CREATES.get(ctx.config.mode, 10_000)
+
+
+@scenario("autopack", "automatic packing during N single creates, beside git gc")
+def autopack_size(ctx: Context) -> list[Row]:
+    count = _creates(ctx)
+    path = ctx.new_dir("autopack") / "store.git"
+    store = gitmem.init(path, bare=True)
+    db = store.db()
+    rng = random.Random(ctx.config.seed)
+    pool = [fields_for(i, rng) for i in range(count)]
+    step = max(10, count // 40)
+    samples: list[Sample] = []
+    latencies: list[float] = []
+    raw = 0
+    log(f"{count:,} single creates into a fresh bare store, packing itself")
+    started = time.perf_counter()
+    for i, fields in enumerate(pool):
+        t0 = time.perf_counter()
+        memory = store.create(fields.body, **fields.create_kwargs())
+        latencies.append(time.perf_counter() - t0)
+        tip = db.tip()
+        assert tip is not None and memory.path is not None
+        raw += db.repo[tip.tree[memory.path].id].size
+        if (i + 1) % step == 0 or i + 1 == count:
+            apparent, loose, packs = apparent_size(db.gitdir)
+            samples.append(Sample(i + 1, apparent, raw, loose, packs))
+    elapsed = time.perf_counter() - started
+    if db.autopack.launched:
+        autopack.wait_idle(db.gitdir, db.autopack.last_launch, timeout=600)
+    apparent, loose, packs = apparent_size(db.gitdir)
+    settled = Sample(count, apparent, raw, loose, packs)
+    with Stopwatch() as watch:
+        git(path, "gc", "--quiet")
+    gc_apparent, gc_loose, gc_packs = apparent_size(db.gitdir)
+    # The ratio early on says little (a store of 50 memories is mostly git's own files):
+    # the worst is taken once the store holds a tenth of the run.
+    later = [s for s in samples if s.creates >= count // 10] or samples
+    worst = max(later, key=lambda s: s.ratio)
+    over = [s.creates for s in samples if s.loose > LOOSE_LIMIT]
+    runs_over = sum(1 for a, b in itertools.pairwise(over) if b - a == step)
+    label = f"{size_label(count)} single creates"
+    limit = autopack.read_thresholds(db.repo.config)
+    cadence = f"gc.auto {limit.auto}, {db.autopack.launched} packing helpers started"
+    rate = count / elapsed
+    return [
+        Row(
+            "on disk while packing itself: worst moment",
+            label,
+            "MB",
+            worst.apparent / 1e6,
+            "raw bytes of the memory files",
+            worst.raw / 1e6,
+            compare="size",
+            runs=1,
+            target=f"≤ {SIZE_TARGET:.0f}x raw at every moment",
+            met=worst.ratio <= SIZE_TARGET,
+            note=f"at {worst.creates:,} creates ({worst.loose:,} loose objects, "
+            f"{worst.packs} packs); samples every {step:,} creates from "
+            f"{later[0].creates:,} on; {cadence}",
+        ),
+        Row(
+            "on disk after the last create, packing settled",
+            label,
+            "MB",
+            settled.apparent / 1e6,
+            "raw bytes of the memory files",
+            raw / 1e6,
+            compare="size",
+            runs=1,
+            note=f"{settled.loose:,} loose objects, {settled.packs} packs",
+        ),
+        Row(
+            "on disk after `git gc` (baseline, same store)",
+            label,
+            "MB",
+            gc_apparent / 1e6,
+            "raw bytes of the memory files",
+            raw / 1e6,
+            compare="size",
+            runs=1,
+            note=f"git gc took {watch.seconds:.1f} s; {gc_loose} loose, {gc_packs} packs",
+        ),
+        Row(
+            "loose objects at the worst sample",
+            label,
+            "objects",
+            float(max(s.loose for s in samples)),
+            compare="none",
+            runs=1,
+            target=f"never > {LOOSE_LIMIT:,} for longer than one packing step",
+            met=runs_over == 0,
+            note=f"{len(over)} of {len(samples)} samples over {LOOSE_LIMIT:,}, "
+            f"{runs_over} of them in a row",
+        ),
+        Row(
+            "single create while the store packs itself",
+            label,
+            "commits/s",
+            rate,
+            compare="none",
+            runs=1,
+            note=f"p50 {1e3 * median(latencies):.2f} ms, p99 "
+            f"{1e3 * percentile(latencies, 99):.2f} ms, max {1e3 * max(latencies):.1f} ms "
+            f"per create (sampling excluded)",
+        ),
+    ]
+
+
+# -- writers that help each other ----------------------------------------------------------------
+
+
+@scenario("group-commit", "8 writer processes with group commit, beside 1 writer and CAS alone")
+def group_commit(ctx: Context) -> list[Row]:
+    """Rounds alternate: 1 writer, 8 writers with group commit, 8 writers with compare-and-swap
+    alone (``GitDB.group_commit = False``: every loser re-runs its plan), on one bare store;
+    then the bare-pygit2 floor of one writer in this process. Every acknowledged id is
+    checked in the branch tip."""
+    from bench.harness import measure_alternating
+    from bench.scenarios import _pygit2_floor
+    from bench.writers import lost_writes, run_rounds
+
+    config = ctx.config
+    populated = ctx.bare_store(config.writers_size)
+    ops = max(config.writer_ops, 10)
+    rates: dict[str, list[float]] = {"1": [], "8 group": [], "8 cas": []}
+    cpu: dict[str, list[float]] = {k: [] for k in rates}
+    acked: list[str] = []
+    errors = 0
+    for round_ in range(config.repeat):
+        for key, writers, group in (("1", 1, True), ("8 group", 8, True), ("8 cas", 8, False)):
+            log(f"round {round_ + 1}: {key} writer(s) x {ops} creates")
+            (result,) = run_rounds(
+                populated.path, writers, ops, 1, config.seed + round_ * 10 + writers, group=group
+            )
+            rates[key].append(result.rate)
+            cpu[key].append(1e3 * result.cpu_seconds / max(1, result.timed))
+            acked += result.acknowledged
+            errors += len(result.errors)
+    lost = lost_writes(populated.path, acked)
+    (floor,) = measure_alternating([_pygit2_floor(ctx, populated.path)], config.repeat)
+    one, grouped, cas = (median(rates[k]) for k in ("1", "8 group", "8 cas"))
+    label = f"{size_label(populated.size)} memories"
+
+    def cpu_note(key: str) -> str:
+        return f"{median(cpu[key]):.1f} ms of CPU per commit, all writers together"
+
+    return [
+        Row(
+            "8 writers together, group commit",
+            label,
+            "commits/s",
+            grouped,
+            "1 writer",
+            one,
+            runs=config.repeat,
+            target="≥ 1.5x one writer; 0 lost",
+            met=grouped >= 1.5 * one and not lost,
+            note=f"{len(lost)} lost of {len(acked)} acknowledged (all rounds); {errors} errors; "
+            + cpu_note("8 group"),
+        ),
+        Row(
+            "8 writers together, compare-and-swap alone (before)",
+            label,
+            "commits/s",
+            cas,
+            "1 writer",
+            one,
+            runs=config.repeat,
+            note=cpu_note("8 cas"),
+        ),
+        Row(
+            "1 writer",
+            label,
+            "commits/s",
+            one,
+            "pygit2 floor: blob + 3 trees + commit + ref, one process",
+            floor.rate,
+            runs=config.repeat,
+            note=cpu_note("1") + f"; floor {floor.cpu_rate:,.0f}/s of CPU time",
+        ),
+    ]

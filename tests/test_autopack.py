@@ -1,0 +1,163 @@
+"""Automatic packing: writes start a background ``git repack`` the way ``gc --auto`` would.
+
+Each test sets git's own thresholds low in the store's config (``gc.auto``), so a few
+dozen writes cross them; everything is checked in git afterwards (fsck, packs, every
+memory readable), never by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from storetools import run_git
+
+import gitmem
+from gitmem import Store, autopack
+from gitmem.maintenance import repository_size
+
+
+def _configure(store: Store, **settings: str) -> None:
+    for key, value in settings.items():
+        run_git(store.db().gitdir, "config", key.replace("_", "."), value)
+    store.db().autopack._limits = None  # re-read now, not after CONFIG_TTL
+
+
+def _loose(store: Store) -> int:
+    return repository_size(store.db().gitdir)[1]
+
+
+def _packs(store: Store) -> list[str]:
+    pack_dir = store.db().gitdir / "objects" / "pack"
+    return sorted(p.name for p in pack_dir.glob("*.pack"))
+
+
+def _create_until_launched(store: Store, limit: int = 400) -> list[str]:
+    ids: list[str] = []
+    db = store.db()
+    for i in range(limit):
+        ids.append(store.create(f"memory {i}\n", title=f"m{i}").id)
+        if db.autopack.launched:
+            break
+    assert db.autopack.launched, "no packing started"
+    return ids
+
+
+def _assert_sound(store: Store, ids: list[str]) -> None:
+    gitdir = store.db().gitdir
+    fsck = run_git(gitdir, "fsck", "--strict", "--no-dangling", "--no-progress")
+    assert fsck.strip() == ""
+    scan = gitmem.open(store.db().gitdir if store.db().bare else store.path)
+    scan.use_index = False
+    present = {m.id for m in scan.list()}
+    assert set(ids) <= present
+    for entry in (gitdir / "objects" / "pack").iterdir():
+        # Never a half-written pack in sight: each pack has its index and the reverse.
+        name = entry.name
+        if name.endswith(".pack"):
+            assert (gitdir / "objects" / "pack" / (name[:-5] + ".idx")).exists()
+        if name.endswith(".idx"):
+            assert (gitdir / "objects" / "pack" / (name[:-4] + ".pack")).exists()
+
+
+def test_thresholds_are_gits(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    db = store.db()
+    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(2048, 50)
+    run_git(db.gitdir, "config", "gc.auto", "3k")
+    run_git(db.gitdir, "config", "gc.autoPackLimit", "0")
+    fresh = gitmem.open(db.gitdir).db()
+    assert autopack.read_thresholds(fresh.repo.config) == autopack.Thresholds(3072, 0)
+    # git's estimate: due when objects/17 holds more than DIV_ROUND_UP(6700, 256) = 27.
+    sample = db.gitdir / "objects" / "17"
+    sample.mkdir(exist_ok=True)
+    limits = autopack.Thresholds(6700, 50)
+    for n in range(27):
+        (sample / f"{n:038x}").write_bytes(b"")
+    assert autopack.due(db.gitdir, limits) is None
+    (sample / f"{99:038x}").write_bytes(b"")
+    assert "loose objects" in (autopack.due(db.gitdir, limits) or "")
+    assert autopack.due(db.gitdir, autopack.Thresholds(0, 50)) is None
+    for entry in sample.iterdir():
+        entry.unlink()
+
+
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
+def test_writes_keep_the_store_packed(tmp_path: Path, bare: bool) -> None:
+    store = gitmem.init(tmp_path / ("s.git" if bare else "s"), bare=bare)
+    _configure(store, gc_auto="256")  # due once objects/17 holds 2 loose objects
+    ids = _create_until_launched(store)
+    db = store.db()
+    assert autopack.wait_idle(db.gitdir, db.autopack.last_launch)
+    assert _packs(store), "the helper wrote no pack"
+    assert autopack.due(db.gitdir, autopack.read_thresholds(db.repo.config)) is None
+    assert (db.state_dir / autopack.LAST_NAME).read_text().startswith("ok")
+    ids.append(store.create("after packing\n").id)
+    _assert_sound(store, ids)
+    if not bare:
+        assert run_git(store.path, "status", "--porcelain") == ""
+
+
+def test_gc_auto_zero_is_honoured(bare_store: Store) -> None:
+    _configure(bare_store, gc_auto="0")
+    ids = [bare_store.create(f"memory {i}\n").id for i in range(120)]
+    assert bare_store.db().autopack.launched == 0
+    assert _packs(bare_store) == []
+    assert _loose(bare_store) >= 5 * 120  # blob, trees, commit per create: all still loose
+    _assert_sound(bare_store, ids)
+
+
+def test_pack_limit_packs_everything_into_one(bare_store: Store) -> None:
+    """More packs than gc.autoPackLimit (a sync fetches one each time): all into one, as
+    ``git gc --auto`` does; gc.autoPackLimit=0 turns that rule off."""
+    gitdir = bare_store.db().gitdir
+    _configure(bare_store, gc_auto="0")
+    ids: list[str] = []
+    for round_ in range(4):
+        ids += [bare_store.create(f"r{round_} m{i}\n").id for i in range(3)]
+        run_git(gitdir, "repack", "-d", "-q")  # one new pack of this round's objects
+    assert len(_packs(bare_store)) == 4
+    _configure(bare_store, gc_auto="6700", gc_autoPackLimit="0")
+    ids.append(bare_store.create("packs are not counted\n").id)
+    assert bare_store.db().autopack.launched == 0
+    _configure(bare_store, gc_autoPackLimit="3")
+    ids.append(bare_store.create("now they are\n").id)
+    db = bare_store.db()
+    assert db.autopack.launched == 1
+    assert autopack.wait_idle(gitdir, db.autopack.last_launch)
+    assert len(_packs(bare_store)) <= 3
+    _assert_sound(bare_store, ids)
+
+
+def test_one_helper_at_a_time_and_a_failure_backs_off(bare_store: Store) -> None:
+    import fcntl
+
+    db = bare_store.db()
+    _configure(bare_store, gc_auto="256")
+    db.state_dir.mkdir(exist_ok=True)
+    fd = os.open(db.state_dir / autopack.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a helper at work
+        limits = autopack.read_thresholds(db.repo.config)
+        for i in range(400):
+            bare_store.create(f"m {i}\n")
+            if autopack.due(db.gitdir, limits):
+                break
+        assert autopack.due(db.gitdir, limits)
+        bare_store.create("due, but a helper is at work\n")
+        assert db.autopack.launched == 0
+        assert autopack.run(db.gitdir) == 0  # a second helper leaves at once
+    finally:
+        os.close(fd)
+    # A helper that failed a moment ago: writers wait a minute before starting another.
+    (db.state_dir / autopack.LAST_NAME).write_text("failed: git exploded\n")
+    bare_store.create("one more\n")
+    assert db.autopack.launched == 0
+    old = time.time() - 2 * autopack.RETRY_AFTER_FAILURE
+    os.utime(db.state_dir / autopack.LAST_NAME, (old, old))
+    bare_store.create("and another\n")
+    assert db.autopack.launched == 1
+    assert autopack.wait_idle(db.gitdir, db.autopack.last_launch)
+    assert _packs(bare_store)
