@@ -152,6 +152,24 @@ class StaticEmbedder:
             ids = itertools.chain.from_iterable(map(self._cache.__getitem__, pieces))
             return list(ids)[:MAX_TOKENS]
 
+    def embed_weighted(self, text: str, weights: NDArray[Any]) -> NDArray[np.float32]:
+        """One text's vector with each token's row scaled by ``weights[token]`` (tokens past
+        the end of ``weights`` weigh 0): a query weighted by inverse document frequency."""
+        ids = np.asarray(self.token_ids(text), dtype=np.int64)
+        out = np.zeros(self.dim, dtype=np.float32)
+        if ids.size == 0:
+            return out
+        known = ids < weights.shape[0]
+        w = np.zeros(ids.size, dtype=np.float32)
+        w[known] = weights[ids[known]]
+        out[:] = (self.table[ids] * w[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(out))
+        if norm == 0:  # only tokens every memory has: fall back to the plain mean
+            plain: NDArray[np.float32] = self.embed([text])[0]
+            return plain
+        out /= norm
+        return out
+
     def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         table = self.table
         get = self._cache.__getitem__
