@@ -194,14 +194,17 @@ class StaticEmbedder:
         # One text at a time: a gather and a sum per text is faster here than numpy's
         # reduceat over the batch, and a text's vector cannot depend on its batch (so
         # incremental catch-up and a full rebuild store identical vectors).
+        vocab = self._vocab
         for row, pieces in enumerate(self._pieces(texts)):
             index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)[:MAX_TOKENS]
             if index.size:
                 result[row] = table[index].sum(axis=0)
                 if counts is not None:
-                    distinct.append(np.unique(index))
+                    distinct.append(index + row * vocab)  # (text, token) as one number
         if counts is not None and distinct:
-            counts += np.bincount(np.concatenate(distinct), minlength=self._vocab)[: self._vocab]
+            # One unique over the batch's (text, token) pairs: each token once per text.
+            pairs = np.unique(np.concatenate(distinct))
+            counts += np.bincount(pairs % vocab, minlength=vocab)[:vocab]
         norms = np.linalg.norm(result, axis=1, keepdims=True)
         np.divide(result, norms, out=result, where=norms > 0)
         return result
