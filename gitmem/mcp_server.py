@@ -346,17 +346,38 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             agent=agent,
             **_fields(args),
         )
-        return _memory_result(memory)
+        from .recall import duplicates_report, duplicates_text
+
+        similar = duplicates_report(store, memory)
+        data = memory.to_dict()
+        text = _json(data)
+        if similar:
+            how = "call update_memory (or supersede_memory) with id {id}"
+            text += "\n" + "\n".join(duplicates_text(similar, how=how))
+        return ToolResult(text, {"memory": data, "near_duplicates": similar})
 
     def recall(args: dict[str, Any]) -> ToolResult:
-        results = store.search(
+        mode = args.get("mode", "natural")
+        if mode in ("regex", "substring", "fts"):
+            found = store.search(
+                args["query"],
+                mode=mode,
+                scope=args.get("scope"),
+                category=args.get("category"),
+                tags=args.get("tags"),
+                include_superseded=args.get("include_superseded", False),
+                limit=args.get("limit", 10),
+            )
+            data = found.to_dict()
+            return ToolResult(_json(data), data)
+        results = store.recall(
             args["query"],
-            mode=args.get("mode", "fts"),
             scope=args.get("scope"),
             category=args.get("category"),
             tags=args.get("tags"),
             include_superseded=args.get("include_superseded", False),
             limit=args.get("limit", 10),
+            budget=args.get("budget"),
         )
         data = results.to_dict()
         return ToolResult(_json(data), data)
@@ -446,13 +467,26 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         ToolSpec(
             "recall",
             "Recall",
-            'Search the memories: full-text (FTS5 syntax: words, OR, NOT, "phrases", '
-            "prefix*), regex or substring. Best matches first, with the matching line.",
+            "Find the memories that answer a question: ask in plain language, or give "
+            "keywords, a code identifier or a path (any word may match; word forms meet; "
+            "similar meaning counts). Best first, each with its best lines and why it "
+            "ranked; superseded memories count for their newest version. With budget "
+            "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
+            "syntax), 'regex' or 'substring' searches instead ('matches' with line context).",
             _obj(
                 {
-                    "query": _str("What to look for"),
-                    "mode": {"type": "string", "enum": ["fts", "regex", "substring"]},
+                    "query": _str("The question, keywords, identifier or path"),
+                    "mode": {
+                        "type": "string",
+                        "enum": ["natural", "fts", "regex", "substring"],
+                        "description": "natural (default): recall; others: search",
+                    },
                     "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                    "budget": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Pack the best memories into this many tokens",
+                    },
                     "category": _str("Only this category"),
                     "tags": _list(_str(), "Only memories with all these tags"),
                     "include_superseded": {"type": "boolean"},

@@ -266,7 +266,7 @@ def test_gitmem_memory_tools(store: Store) -> None:
 
         found = await ok(client, "recall", {"query": "fixtures"})
         assert found.structured_content is not None
-        assert [m["id"] for m in found.structured_content["matches"]] == [mid]
+        assert [m["id"] for m in found.structured_content["hits"]] == [mid]
 
         got = await ok(client, "get_memory", {"id": mid})
         assert got.structured_content is not None
