@@ -47,7 +47,13 @@ WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 DEPTH = 100
 """How many lexical (and semantic) candidates each list brings to fusion."""
 RRF_K = 60.0
-FUSION: tuple[float, float] = (1.0, 0.0)
+FUSION_MODE = "linear"
+"""``linear``: each list's scores scaled to 0..1 (min-max) and added with :data:`FUSION`'s
+weights; ``rrf``: reciprocal-rank fusion with :data:`RRF_K`. Chosen on the benchmark's
+tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this embedder."""
+SEMANTIC_ONLY_MIN = 0.6
+"""A memory none of the query's words matched is recalled only this similar in meaning."""
+FUSION: tuple[float, float] = (1.0, 0.2)
 """Weights of the lexical and the semantic list in reciprocal-rank fusion."""
 MAX_TERMS = 64
 """A query's words beyond this many are ignored (an agent may paste a whole document)."""
@@ -206,7 +212,7 @@ def parse(text: str) -> Query:
         for token in clean.split()
         if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
     ][:8]
-    return Query(text, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
+    return Query(clean, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
 
 
 _JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
@@ -384,9 +390,12 @@ def _rank_source(
             elif cand.semantic is None:
                 rank += 1
                 cand.semantic, cand.semantic_rank = score, rank
-    for cand in found.values():
-        cand.fused = _fuse(cand)
-    return list(found.values())
+    kept = [
+        c for c in found.values()
+        if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
+    ]
+    _fuse_all(kept)
+    return kept
 
 
 def _passing(
@@ -403,6 +412,25 @@ def _passing(
         for row in conn.execute(sql, [*chunk, *params]):
             out[int(row[0])] = (str(row[1]), int(row[2]))
     return out
+
+
+def _fuse_all(cands: list[_Candidate]) -> None:
+    if FUSION_MODE == "linear":
+        lex = [c.lexical for c in cands if c.lexical is not None]
+        sem = [c.semantic for c in cands if c.semantic is not None]
+        lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
+        lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
+        lex_w, sem_w = FUSION
+        for c in cands:
+            score = 0.0
+            if c.lexical is not None:
+                score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
+            if c.semantic is not None:
+                score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
+            c.fused = score if score > 0 else 1e-9
+        return
+    for c in cands:
+        c.fused = _fuse(c)
 
 
 def _fuse(cand: _Candidate) -> float:
@@ -496,9 +524,11 @@ def recall(
     budget: int | None = None,
     layer: str | None = None,
     project: str | None = None,
+    semantic: bool = True,
 ) -> RecallResults:
     """The memories that answer ``query``, best first (see the module's docstring).
-    ``layer`` and ``project`` keep layered documents of that layer / project only."""
+    ``layer`` and ``project`` keep layered documents of that layer / project only;
+    ``semantic=False`` ranks by words alone (no embedder is loaded)."""
     parsed = parse(query)
     results = RecallResults(query=_clean(query), budget=budget)
     options = _Options(
@@ -517,8 +547,18 @@ def recall(
     for backend in store._ordered(scope):
         index = store._index(backend, at)
         if index is not None:
-            scored.extend(index.read(functools.partial(_from_index, index, query=parsed,
-                                                       options=options)))
+            wanted = semantic and FUSION[1] > 0
+            nearest = _semantic(index, parsed.text) if wanted else None
+            if nearest is None and wanted:
+                results.notice = "embeddings are off or unavailable: ranked by words only"
+            results.semantic = results.semantic or nearest is not None
+            scored.extend(
+                index.read(
+                    functools.partial(
+                        _from_index, index, query=parsed, options=options, semantic=nearest
+                    )
+                )
+            )
         else:
             memories = store.list(
                 scope=backend.scope, at=at, include_superseded=True, include_archived=True
@@ -538,7 +578,7 @@ def recall(
             RecallHit(
                 id=memory.id,
                 title=memory.title,
-                score=round(cand.fused * 1000.0, 6) if cand.fused > 1e-6 else cand.fused,
+                score=round(cand.fused, 6),
                 lines=lines,
                 why=tuple(why),
                 memory=memory,
@@ -551,10 +591,33 @@ def recall(
     return results
 
 
+def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
+    """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
+    embedder can be loaded (the embedder module logs why, once)."""
+    from . import vectors
+    from .embed import get_embedder
+
+    embedder = get_embedder(str(index.db.gitdir))
+    if embedder is None:
+        return None
+    try:
+        return vectors.nearest(index, text[: vectors.MAX_TEXT], DEPTH, embedder=embedder)
+    except (sqlite3.DatabaseError, MemoryError):
+        raise
+    except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
+        log.warning("semantic recall skipped: %s: %s", type(exc).__name__, exc)
+        return None
+
+
 def _from_index(
-    index: Index, conn: sqlite3.Connection, *, query: Query, options: _Options
+    index: Index,
+    conn: sqlite3.Connection,
+    *,
+    query: Query,
+    options: _Options,
+    semantic: list[tuple[int, float]] | None,
 ) -> list[tuple[_Candidate, Memory]]:
-    cands = _rank_source(conn, query, options, None)
+    cands = _rank_source(conn, query, options, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     cands = cands[: options.limit]
     loaded = index.load(conn, [c.rowid for c in cands])
@@ -606,6 +669,84 @@ def _from_memories(
         cands = _rank_source(conn, query, options, None)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
+
+
+# -- near-duplicates -------------------------------------------------------------------------
+
+NEAR_DUPLICATE = 0.8
+"""Two memories are near-duplicates from this Dice similarity of their content words
+(stemmed as the index stems them, stop words left out) up."""
+_DUPLICATE_QUERY_CHARS = 2000
+
+
+def near_duplicates(
+    store: Store, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+) -> list[tuple[RecallHit, float]]:
+    """Current memories that say much the same as ``memory`` (already stored), with their
+    similarity (0..1), most similar first: the candidates recall finds for its title and
+    body (by words alone), kept when their content words overlap enough
+    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
+    found = [
+        h
+        for h in recall(store, text, limit=limit + 5, scope=memory.store_scope, semantic=False)
+        if h.id not in (memory.id, memory.supersedes)
+    ]
+    if not found:
+        return []
+    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    mine = sets[0]
+    out: list[tuple[RecallHit, float]] = []
+    for hit, theirs in zip(found, sets[1:], strict=True):
+        if mine and theirs:
+            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
+            if dice >= threshold:
+                out.append((hit, round(dice, 3)))
+    out.sort(key=lambda pair: -pair[1])
+    return out[:limit]
+
+
+def duplicates_report(store: Store, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
+    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
+    then, and a failed check must not turn that write into an error."""
+    try:
+        found = near_duplicates(store, memory, limit=limit)
+    except Exception as exc:
+        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
+        return []
+    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
+
+
+def duplicates_text(
+    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
+) -> list[str]:
+    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
+    return [
+        f"similar to {e['id']}"
+        + (f" ({e['title']})" if e["title"] else "")
+        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
+        f"instead, {how.format(id=e['id'])}"
+        for e in entries
+    ]
+
+
+def _stems(texts: Sequence[str]) -> list[set[str]]:
+    """The content words of each text as the index's tokenizer stems them."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany(
+            "INSERT INTO t (rowid, x) VALUES (?, ?)",
+            [
+                (i, " ".join(w for w in lexical.words(_clean(text)) if w not in lexical.STOP_WORDS))
+                for i, text in enumerate(texts)
+            ],
+        )
+        out: list[set[str]] = [set() for _ in texts]
+        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
+            out[int(doc)].add(str(term))
+    return out
 
 
 # -- packing into a token budget -------------------------------------------------------------

@@ -420,7 +420,7 @@ def test_every_git_call_goes_through_gitcmd() -> None:
         for number, line in enumerate(lines):
             if not any(needle in line for needle in STARTS_A_PROCESS):
                 continue
-            call = " ".join(lines[number : number + 3])
+            call = " ".join(lines[number : number + 6])
             python = "sys.executable" in call and ('"-I"' in call or '"-P"' in call)
             if not python:
                 offenders.append(f"{path.relative_to(root)}:{number + 1}: {line.strip()}")
