@@ -425,19 +425,40 @@ class GraphReader:
         return list(out)
 
 
+def _branch_tip(index: Index) -> str | None:
+    """The commit id the branch points at, without reading the commit (which costs
+    milliseconds in a repository of many loose objects; this is a file read)."""
+    try:
+        return str(index.db.repo.lookup_reference(index.db.ref_name).target)
+    except (KeyError, ValueError):
+        return None
+
+
 @contextlib.contextmanager
 def open_reader(index: Index) -> Iterator[GraphReader | None]:
     """A reader of the graph rows caught up with the branch tip, or None when they cannot
-    answer (the provider failed at this commit): the caller walks the files instead."""
-    index.catch_up()
-    with index.reading() as conn:
-        meta = dict(
-            conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('commit', 'provider:graph')"
-            ).fetchall()
-        )
-        commit = meta.get("commit")
-        if meta.get("provider:graph") != f"{GRAPH_VERSION} {commit}":
-            yield None
+    answer (the provider failed at this commit): the caller walks the files instead.
+
+    When the rows already reflect the tip, nothing else is asked of the index (a read
+    between writes of other processes costs one reference read and one query)."""
+    tip = _branch_tip(index)
+    for attempt in range(2):
+        if attempt:
+            index.catch_up()
+        with index.reading() as conn:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('commit', 'provider:graph')"
+                ).fetchall()
+            )
+            commit = meta.get("commit")
+            current = commit is not None and meta.get("provider:graph") == (
+                f"{GRAPH_VERSION} {commit}"
+            )
+            if attempt == 0 and (not current or commit != tip):
+                continue
+            if not current:
+                yield None
+                return
+            yield GraphReader(conn, commit)
             return
-        yield GraphReader(conn, commit)
