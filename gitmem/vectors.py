@@ -588,12 +588,17 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
             if not present:
                 continue
             batch = [texts[b] for b in present]
-            vecs = embedder.embed(batch)
+            counting = getattr(embedder, "embed_counting", None)
+            if counting is not None:
+                vecs, counts = counting(batch)
+                _add_counts(conn, model_id, counts)
+            else:
+                vecs = embedder.embed(batch)
+                if tokens is not None:
+                    _count(conn, model_id, (tokens(t) for t in batch), +1)
             written += store_vectors(
                 conn, model, zip(present, encode(vecs), strict=True), dim=embedder.dim
             )
-            if tokens is not None:
-                _count(conn, model_id, (tokens(t) for t in batch), +1)
             if progress is not None:
                 progress(written, len(need))
         if conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is not None:
@@ -620,6 +625,18 @@ def _count(
     )
     if sign < 0:
         conn.execute("DELETE FROM vector_df WHERE model = ? AND df <= 0", (model_id,))
+
+
+def _add_counts(conn: sqlite3.Connection, model_id: int, counts: NDArray[Any]) -> None:
+    """Add an array of per-token document counts (index = token id)."""
+    import numpy as np
+
+    tokens = np.flatnonzero(counts)
+    conn.executemany(
+        "INSERT INTO vector_df (model, token, df) VALUES (?, ?, ?) "
+        "ON CONFLICT(model, token) DO UPDATE SET df = df + excluded.df",
+        ((model_id, int(t), int(counts[t])) for t in tokens),
+    )
 
 
 @dataclass
