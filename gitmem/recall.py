@@ -29,6 +29,8 @@ import logging
 import math
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -270,25 +272,38 @@ def _lexical(
 ) -> list[tuple[int, str, str | None, int, float]]:
     """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
 
-    Archived memories are filtered here only when no chain could lead past them: a
-    superseded memory stays, so its match can count for its newest version.
+    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
+    would cost more than the ranking), then the best are checked against the filters; when
+    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
+    memories stay: their match counts for the newest version of their chain.
     """
     if not query.fts:
         return []
     weights = ", ".join(str(w) for w in WEIGHTS)
-    sql = (
-        f"SELECT m.rowid, m.id, m.supersedes, m.updated_us, -bm25(fts, {weights}) AS score "
-        "FROM fts JOIN memories m ON m.rowid = fts.rowid "
-        f"WHERE fts MATCH ?{where} ORDER BY score DESC, m.updated_us DESC, m.id LIMIT ?"
-    )
-    try:
-        rows = conn.execute(sql, [query.fts, *params, depth]).fetchall()
-    except sqlite3.OperationalError as exc:
-        if _is_query_error(exc):
-            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-            return []
-        raise
-    return [(int(r[0]), str(r[1]), r[2], int(r[3]), float(r[4])) for r in rows]
+    fetch = depth * 2
+    while True:
+        try:
+            ranked = conn.execute(
+                f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
+                "ORDER BY score DESC LIMIT ?",
+                (query.fts, fetch),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if _is_query_error(exc):
+                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+                return []
+            raise
+        passing = _passing(conn, [int(r[0]) for r in ranked], where, params)
+        if len(passing) >= depth or len(ranked) < fetch:
+            break
+        fetch *= 4
+    out: list[tuple[int, str, str | None, int, float]] = [
+        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
+        for r in ranked
+        if int(r[0]) in passing
+    ]
+    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
+    return out[:depth]
 
 
 def _is_query_error(exc: sqlite3.OperationalError) -> bool:
@@ -566,8 +581,7 @@ def recall(
             scored.extend(_from_memories(memories, parsed, options))
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
-    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
-        explained = _explain(scratch, parsed, [m for _, m in top])
+    explained = _explain(_scratch(), parsed, [m for _, m in top])
     for (cand, memory), (lines, words) in zip(top, explained, strict=True):
         why = [f"matched {', '.join(words)}"] if words else []
         if cand.semantic is not None:
@@ -591,13 +605,40 @@ def recall(
     return results
 
 
+_local = threading.local()
+EMBEDDER_TTL = 5.0
+"""Seconds a process reuses the embedder it looked up for a store before reading the local
+configuration again (a lookup parses the configuration file: ~1 ms a query otherwise)."""
+
+
+def _scratch() -> sqlite3.Connection:
+    """This thread's in-memory database for :func:`_explain` (its table made once)."""
+    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        _local.scratch = conn
+    return conn
+
+
+def _embedder(gitdir: str) -> Any:
+    from .embed import get_embedder
+
+    cache: dict[str, tuple[float, Any]] = _local.__dict__.setdefault("embedders", {})
+    now = time.monotonic()
+    hit = cache.get(gitdir)
+    if hit is not None and now - hit[0] < EMBEDDER_TTL:
+        return hit[1]
+    embedder = get_embedder(gitdir)
+    cache[gitdir] = (now, embedder)
+    return embedder
+
+
 def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
     """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
     embedder can be loaded (the embedder module logs why, once)."""
     from . import vectors
-    from .embed import get_embedder
 
-    embedder = get_embedder(str(index.db.gitdir))
+    embedder = _embedder(str(index.db.gitdir))
     if embedder is None:
         return None
     try:

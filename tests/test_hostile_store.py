@@ -488,7 +488,7 @@ def test_every_read_command_over_the_hostile_store(
         pytest.param("format: 1\nx: " + "[" * 5000 + "]" * 5000 + "\n", id="deep"),
         pytest.param("format: 1\nscope: repo\nx: " + "y" * (2 * 1024 * 1024) + "\n", id="huge"),
         pytest.param("format: 1\nsecrets:\n  patterns:\n    - kind: slow\n"
-                     "      regex: '^(a|aa)+$'\n", id="catastrophic-secrets-pattern"),
+                     "      regex: '(a|aa)+$'\n", id="catastrophic-secrets-pattern"),
         pytest.param(b"format: 1\nscope: \xff\xfe\n", id="not-utf8"),
     ],
 )
