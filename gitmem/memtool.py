@@ -333,7 +333,10 @@ class MemoryTool:
                     key = "/".join(shown[:depth]) + "/"
                     entries[key] = entries.get(key, 0) + size
         lines = [f"{_size(total)}\t{target.path}"]
-        lines.extend(f"{_size(entries[key])}\t{target.path}/{key}" for key in sorted(entries))
+        # The SDK's order: depth first, each folder's entries by name ("a/" and what is in it
+        # before "a-b.md"), which is the order of the paths' segment tuples.
+        ordered = sorted(entries, key=lambda key: tuple(key.rstrip("/").split("/")))
+        lines.extend(f"{_size(entries[key])}\t{target.path}/{key}" for key in ordered)
         return (
             f"Here're the files and directories up to 2 levels deep in {target.path}, "
             "excluding hidden items:\n" + "\n".join(lines)

@@ -424,3 +424,18 @@ def test_a_link_in_a_bare_stores_tree_is_refused(bare_store: Store, tmp_path: Pa
     ):
         with pytest.raises(MemoryToolError, match="via a symlink"):
             call()
+
+
+def test_directory_listing_is_in_the_sdks_order(tool: MemoryTool) -> None:
+    """Depth first, each folder's entries by name: a folder and what is in it come before a
+    sibling whose name sorts after the folder's but before its path with a slash."""
+    for path in ("/memories/a-b.md", "/memories/a/x.md", "/memories/a/b/deep.md", "/memories/B.md"):
+        tool.create(path, "x")
+    listed = [line.split("\t")[1] for line in tool.view("/memories").splitlines()[2:]]
+    assert listed == [
+        "/memories/B.md",
+        "/memories/a/",
+        "/memories/a/b/",
+        "/memories/a/x.md",
+        "/memories/a-b.md",
+    ]
