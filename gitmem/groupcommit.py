@@ -31,7 +31,6 @@ leader has claimed it, so a write is never both reported failed and committed.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from .autopack import try_flock
 from .errors import ConflictError
 
 if TYPE_CHECKING:
@@ -167,14 +167,13 @@ class CommitQueue:
         self.queue.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            if _try_lock(fd):
+            if try_flock(fd):
                 try:
                     return self._lead(request)  # nobody is committing: no queue file
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             req_path = self.queue / f"{request.id}.req"
             _write_atomic(req_path, request.to_json())
-            delay = 0.0002
             given_up = False
             while True:
                 outcome = self._collect(request.id)
@@ -182,14 +181,6 @@ class CommitQueue:
                     if outcome.kind == "ok":
                         self.stats.queued += 1
                     return outcome
-                if _try_lock(fd):
-                    try:
-                        outcome = self._collect(request.id)
-                        if outcome is None:
-                            outcome = self._lead(None, mine=request.id)
-                        return outcome
-                    finally:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
                 if time.monotonic() > deadline:
                     try:
                         req_path.unlink()
@@ -209,8 +200,20 @@ class CommitQueue:
                         "could not commit: other writers kept the store busy",
                         hint="another writer kept the branch busy; try again",
                     )
-                time.sleep(delay)
-                delay = min(0.004, delay * 2)
+                # Wait in the kernel, not in a polling loop: on a busy machine, waiters that
+                # wake every few milliseconds take the CPU from the leader they wait for (a
+                # polling version committed at half one writer's rate). A leader holds the
+                # lock for one chain; its compare-and-swap retries end at its lock_timeout.
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    outcome = self._collect(request.id)
+                    if outcome is None:
+                        outcome = self._lead(None, mine=request.id)
+                    elif outcome.kind == "ok":
+                        self.stats.queued += 1
+                    return outcome
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 
@@ -383,16 +386,6 @@ class CommitQueue:
             self.stats.carried += len(chain) - 1
             self.stats.longest = max(self.stats.longest, len(chain))
             return outcomes
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
 
 
 def _write_atomic(path: Path, text: str) -> None:
