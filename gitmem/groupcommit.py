@@ -35,6 +35,7 @@ import fcntl
 import json
 import logging
 import os
+import select
 import time
 import uuid
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ LOCK_NAME = "commit.lock"
 BATCH_NAME = "batch"
 MAX_BATCH = 64
 """Requests one leader commits in one chain at most (the rest wait for the next)."""
+WAKE_CHECK = 0.05
+"""Seconds between a waiting writer's looks at the lock when nobody wakes it."""
 STALE_RESULT = 300.0
 """Seconds after which a result nobody collected (its writer died) is removed."""
 
@@ -172,39 +175,35 @@ class CommitQueue:
                     return self._lead(request)  # nobody is committing: no queue file
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-            req_path = self.queue / f"{request.id}.req"
-            _write_atomic(req_path, request.to_json())
-            given_up = False
-            while True:
-                outcome = self._collect(request.id)
-                if outcome is not None:
-                    if outcome.kind == "ok":
-                        self.stats.queued += 1
-                    return outcome
-                if time.monotonic() > deadline:
-                    try:
-                        req_path.unlink()
-                    except FileNotFoundError:
-                        # A leader has claimed it: its outcome is coming (or the leader
-                        # died, and the next one will settle it). Wait once more as long.
-                        if given_up:
-                            raise ConflictError(
-                                "a writer committing for this one did not finish in time; "
-                                "the write may still land",
-                                hint="check with gitmem log before writing it again",
-                            ) from None
-                        given_up = True
-                        deadline = time.monotonic() + self.db.lock_timeout
-                        continue
-                    raise ConflictError(
-                        "could not commit: other writers kept the store busy",
-                        hint="another writer kept the branch busy; try again",
-                    )
-                # Wait in the kernel, not in a polling loop: on a busy machine, waiters that
-                # wake every few milliseconds take the CPU from the leader they wait for (a
-                # polling version committed at half one writer's rate). A leader holds the
-                # lock for one chain; its compare-and-swap retries end at its lock_timeout.
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                    self._wake_waiters()
+            # A FIFO the leader writes one byte to once our result is there: every waiter
+            # wakes at once, in the kernel. (Waiters polling every few milliseconds took the
+            # CPU from the leader they waited for; waiters blocked on the lock woke one
+            # after another, each after its own wait for a CPU.)
+            fifo = self.queue / f"{request.id}.fifo"
+            os.mkfifo(fifo, 0o600)
+            wake = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                return self._wait(request, fd, wake, deadline)
+            finally:
+                os.close(wake)
+                with contextlib.suppress(FileNotFoundError):
+                    fifo.unlink()
+        finally:
+            os.close(fd)
+
+    def _wait(self, request: Request, fd: int, wake: int, deadline: float) -> Outcome:
+        """Queue ``request`` and wait for its outcome, or for the lock (then lead)."""
+        req_path = self.queue / f"{request.id}.req"
+        _write_atomic(req_path, request.to_json())
+        given_up = False
+        while True:
+            outcome = self._collect(request.id)
+            if outcome is not None:
+                if outcome.kind == "ok":
+                    self.stats.queued += 1
+                return outcome
+            if try_flock(fd):
                 try:
                     outcome = self._collect(request.id)
                     if outcome is None:
@@ -214,8 +213,51 @@ class CommitQueue:
                     return outcome
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+                    self._wake_waiters()
+            if time.monotonic() > deadline:
+                try:
+                    req_path.unlink()
+                except FileNotFoundError:
+                    # A leader has claimed it: its outcome is coming (or the leader died,
+                    # and the next one will settle it). Wait once more as long.
+                    if given_up:
+                        raise ConflictError(
+                            "a writer committing for this one did not finish in time; "
+                            "the write may still land",
+                            hint="check with gitmem log before writing it again",
+                        ) from None
+                    given_up = True
+                    deadline = time.monotonic() + self.db.lock_timeout
+                    continue
+                raise ConflictError(
+                    "could not commit: other writers kept the store busy",
+                    hint="another writer kept the branch busy; try again",
+                )
+            # Woken by the leader, or every WAKE_CHECK seconds to see whether the lock
+            # came free without a result (its holder died).
+            select.select([wake], [], [], WAKE_CHECK)
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake, 64)
+
+    def _wake_waiters(self) -> None:
+        """After the lock is released: wake every waiting writer, so one whose request
+        came too late for this chain takes the lock now rather than at its next check."""
+        try:
+            names = os.listdir(self.queue)  # noqa: PTH208 (names only)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.endswith(".fifo"):
+                self._notify(name[: -len(".fifo")])
+
+    def _notify(self, request_id: str) -> None:
+        """Wake the writer waiting for ``request_id`` (if it still waits)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.queue / f"{request_id}.fifo", os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"!")
+            finally:
+                os.close(fd)
 
     def _collect(self, request_id: str) -> Outcome | None:
         path = self.queue / f"{request_id}.res"
@@ -241,6 +283,7 @@ class CommitQueue:
             _write_atomic(self.queue / f"{request.id}.res", outcomes[request.id].encode())
             with contextlib.suppress(FileNotFoundError):
                 (self.queue / f"{request.id}.claimed").unlink()
+
         with contextlib.suppress(FileNotFoundError):
             (self.queue / BATCH_NAME).unlink()
         if mine is None or mine not in outcomes:
@@ -263,8 +306,8 @@ class CommitQueue:
         out: list[Request] = []
         for name in names:
             path = self.queue / name
-            if name.endswith(".res"):
-                # A result whose writer never came for it (it died while waiting).
+            if name.endswith((".res", ".fifo")):
+                # A result (or wake-up FIFO) whose writer never came for it: it died waiting.
                 with contextlib.suppress(FileNotFoundError):
                     if now - path.stat().st_mtime > STALE_RESULT:
                         path.unlink()
@@ -308,6 +351,7 @@ class CommitQueue:
                 for suffix in (".claimed", ".req"):
                     with contextlib.suppress(FileNotFoundError):
                         (self.queue / f"{request_id}{suffix}").unlink()
+                self._notify(request_id)
         journal.unlink()
 
     def _commit_chain(
