@@ -182,7 +182,9 @@ class CommitQueue:
             # after another, each after its own wait for a CPU.)
             fifo = self.queue / f"{request.id}.fifo"
             os.mkfifo(fifo, 0o600)
-            wake = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            # Read-write: with no writer left, a read-only FIFO reads as end-of-file, and
+            # select would return at once forever after the first wake-up (Linux, macOS).
+            wake = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             try:
                 return self._wait(request, fd, wake, deadline)
             finally:
