@@ -133,6 +133,31 @@ def main(argv: list[str] | None = None) -> int:
             configs.append(
                 (f"weights {weights}", lambda w=weights: patched(recall_mod, WEIGHTS=w))
             )
+        for k in (10.0, 60.0):
+            for sem in (0.25, 0.5, 1.0):
+                configs.append(
+                    (
+                        f"fusion k={k:g} lexical 1 + semantic {sem}",
+                        lambda k=k, sem=sem: patched(recall_mod, RRF_K=k, FUSION=(1.0, sem)),
+                    )
+                )
+        for sem in (0.1, 0.2, 0.35, 0.5):
+            configs.append(
+                (
+                    f"fusion linear (min-max) lexical 1 + semantic {sem}",
+                    lambda sem=sem: patched(recall_mod, FUSION_MODE="linear", FUSION=(1.0, sem)),
+                )
+            )
+        for floor in (0.3, 0.4, 0.5, 0.6, 2.0):
+            configs.append(
+                (
+                    f"fusion linear 1 + 0.2, semantic-only floor {floor}",
+                    lambda floor=floor: patched(
+                        recall_mod, FUSION_MODE="linear", FUSION=(1.0, 0.2),
+                        SEMANTIC_ONLY_MIN=floor,
+                    ),
+                )
+            )
         for label, make in configs:
             if args.only and args.only not in label:
                 continue

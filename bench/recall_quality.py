@@ -336,18 +336,31 @@ def bm25_ranker(built: Built, *, stem: bool = False, stop: bool = False) -> Rank
     return rank
 
 
-def embed_ranker(built: Built, embedder: Any) -> Ranker:
-    """Brute-force cosine between the question's and the memories' vectors."""
-    import numpy as np
+def semantic_scores(built: Built, embedder: Any, question: str, k: int) -> list[tuple[str, float]]:
+    """(memory id, cosine) of the ``k`` memories nearest the question through gitmem's own
+    semantic path (``vectors.nearest``: int8 vectors in the index, the query's tokens
+    weighted by rarity for the static default)."""
+    from gitmem import vectors
 
-    matrix = embedder.embed(built.texts)
-    ids = built.ids
+    index = built.store.index()
+    found = vectors.nearest(index, question, k, embedder=embedder)
+    if not found:
+        return []
+    conn = index._connect()
+    names = dict(
+        conn.execute(
+            f"SELECT rowid, id FROM memories WHERE rowid IN ({','.join('?' * len(found))})",
+            tuple(r for r, _ in found),
+        ).fetchall()
+    )
+    return [(str(names[r]), c) for r, c in found if r in names]
+
+
+def embed_ranker(built: Built, embedder: Any) -> Ranker:
+    """The embedder alone, as recall's semantic list gets it (``vectors.nearest``)."""
 
     def rank(question: str, depth: int = DEPTH) -> list[str]:
-        query = embedder.embed([question])[0]
-        scores = matrix @ query
-        top = np.argsort(-scores, kind="stable")[:depth]
-        return [ids[int(i)] for i in top]
+        return [mid for mid, _ in semantic_scores(built, embedder, question, depth)]
 
     return rank
 
@@ -447,21 +460,20 @@ def store_recall_ranker(built: Built) -> Ranker:
 
 def recall_rerank_ranker(built: Built, embedder: Any, alpha: float, pool: int = 50) -> Ranker:
     """``Store.recall``'s top ``pool`` reranked by ``score / best score + alpha * cosine``
-    with the embedder: the semantic side as a tie-breaker on the lexical candidates."""
-    matrix = embedder.embed(built.texts)
-    row = {mid: i for i, mid in enumerate(built.ids)}
+    (cosine from ``vectors.nearest``): the semantic side as a tie-breaker on the lexical
+    candidates."""
+    everything = len(built.ids)
 
     def rank(question: str, depth: int = DEPTH) -> list[str]:
         hits = [
             (str(getattr(h, "id", "")), float(getattr(h, "score", 0.0)))
             for h in built.store.recall(question, limit=pool)
         ]
-        hits = [(mid, sc) for mid, sc in hits if mid in row]
         if not hits:
             return []
+        cosine = dict(semantic_scores(built, embedder, question, everything))
         best = max(sc for _, sc in hits) or 1.0
-        query = embedder.embed([question])[0]
-        fused = [(mid, sc / best + alpha * float(matrix[row[mid]] @ query)) for mid, sc in hits]
+        fused = [(mid, sc / best + alpha * cosine.get(mid, 0.0)) for mid, sc in hits]
         fused.sort(key=lambda pair: -pair[1])
         return [mid for mid, _ in fused[:depth]]
 
@@ -553,10 +565,12 @@ def methods(built: Built, embedder: Any, *, configs: bool) -> dict[str, Ranker]:
                 variants[label] = found
     out.update(variants)
     if vectors is not None and has_recall():
-        for alpha in (0.1, 0.2, 0.3):
+        for alpha in (0.2, 0.5):
             out[f"Store.recall top 50 + {alpha} x cosine (rerank)"] = recall_rerank_ranker(
                 built, embedder, alpha
             )
+    if vectors is not None and has_recall():
+        out["RRF k=60 (Store.recall + 0.3 x embedder)"] = rrf([(out[RECALL], 1.0), (vectors, 0.3)])
     if vectors is not None:
         best_lex = variants.get("BM25 stemmed+stop words", plain)
         for label, lex in (("plain BM25", plain), ("BM25 stemmed+stop words", best_lex)):

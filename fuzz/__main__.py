@@ -21,7 +21,7 @@ def main() -> None:
     name = sys.argv.pop(1)
     # Everything imported inside this block is instrumented for coverage; the targets
     # import the modules they drive lazily, so import them here, while it is open.
-    with atheris.instrument_imports(include=["gitmem", "yaml", "fuzz"]):
+    with atheris.instrument_imports(include=["gitmem", "yaml", "jsonschema", "fuzz"]):
         import gitmem.lifecycle.rules
         import gitmem.mcp_server
         import gitmem.merge

@@ -284,7 +284,9 @@ def launch(gitdir: Path) -> subprocess.Popen[bytes]:
         p for p in (package_root, env.get("PYTHONPATH", "")) if p
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "gitmem.autopack", str(gitdir)],
+        # -P: the writer's current directory (often a store's work tree, which others
+        # write) is not on sys.path; a planted gitmem/ there would run otherwise.
+        [sys.executable, "-P", "-m", "gitmem.autopack", str(gitdir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -846,14 +846,29 @@ class LayeredStore:
         *,
         layer: Layer | str | None = None,
         project: str | None = None,
-        mode: str = "fts",
+        mode: str = "natural",
         limit: int = 20,
     ) -> Any:
-        """The store's search (FTS by default) over layered documents, filtered by layer
-        and project."""
+        """Documents that answer ``pattern``, filtered by layer and project, as
+        :class:`gitmem.search.SearchResults` (each match: the document's best line).
+
+        ``mode="natural"`` (the default) is :meth:`Store.recall`: a question, keywords,
+        an identifier or a path; ``"fts"``, ``"regex"`` and ``"substring"`` are
+        :meth:`Store.search`'s modes."""
+        from .search import SearchResults, from_recall
+
         layer_value = None if layer is None else str(_layer(layer))
-        return self.store.search(pattern, mode=mode, layer=layer_value, project=project,
-                                 limit=limit)
+        if mode != "natural":
+            return self.store.search(
+                pattern, mode=mode, layer=layer_value, project=project, limit=limit
+            )
+        recalled = self.store.recall(pattern, layer=layer_value, project=project, limit=limit)
+        return SearchResults(
+            query=pattern,
+            mode="natural",
+            matches=[from_recall(hit) for hit in recalled],
+            notice=recalled.notice,
+        )
 
 
 class _DryRun(Exception):

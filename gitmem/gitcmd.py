@@ -335,8 +335,12 @@ def run_git(
     timeout: float | None = None,
     trusted: bool | None = None,
     keep_repo_env: bool = False,
+    extra_env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
+
+    ``extra_env``: variables of the command itself (``GIT_AUTHOR_DATE`` for a commit
+    gitmem makes with git), set after the policy's and never naming a repository.
 
     ``trusted``: None asks :mod:`gitmem.trust`; True when the caller knows git is
     already running in this repository at the user's request (a hook). ``keep_repo_env``
@@ -346,6 +350,10 @@ def run_git(
     (the caller says what gave up). A missing git binary is a :class:`StoreError`.
     """
     env, policy = _policy(gitdir, cwd, trusted, keep_repo_env)
+    if extra_env:
+        if any(key in REPO_ENV for key in extra_env):
+            raise ValueError("extra_env may not point git at another repository")
+        env.update(extra_env)
     try:
         result = subprocess.run(
             _command(args, gitdir, policy),

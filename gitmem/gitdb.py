@@ -24,7 +24,7 @@ import shlex
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -441,11 +441,12 @@ class GitDB:
         self.state_dir = self.gitdir / STATE_DIR
         self._gitindex: gitindex.GitIndex | None = None
         self.autopack = autopack.AutoPacker(self.gitdir)
+        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
         self.group_commit = True
         """Bare stores: concurrent writers commit through one leader (gitmem.groupcommit).
         False: every writer moves the branch itself with compare-and-swap."""
         self._queue: Any = None
-        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
+        self._signing: bool | None = None  # read from git's config on the first commit
         self._local = threading.local()
         self._local.repo = repo
         self._local.pid = os.getpid()
@@ -544,6 +545,84 @@ class GitDB:
         )
         return Author(name, email)
 
+    def committer(self) -> Author:
+        """Who runs gitmem: git's committer identity (the environment, then user.name and
+        user.email), else gitmem's own. The author stays the agent that wrote the memory."""
+        config = self.repo.config
+        name = os.environ.get("GIT_COMMITTER_NAME") or _config_get(config, "user.name")
+        email = os.environ.get("GIT_COMMITTER_EMAIL") or _config_get(config, "user.email")
+        if name and email:
+            return Author(name, email)
+        return Author(COMMITTER_NAME, COMMITTER_EMAIL)
+
+    def signing(self) -> bool:
+        """Whether commits are signed: git's ``commit.gpgsign`` says so and the store is
+        trusted (a store's own ``gpg.program`` or signing key is as untrusted as the rest
+        of it; an untrusted store's commits are made unsigned, with one warning)."""
+        if self._signing is None:
+            try:
+                wanted = self.repo.config.get_bool("commit.gpgsign")
+            except (KeyError, pygit2.GitError, ValueError):
+                wanted = False
+            if wanted:
+                from . import trust
+
+                if not trust.is_trusted(self.gitdir):
+                    log.warning(
+                        "commit.gpgsign is set, but %s is not a trusted store: its commits "
+                        "are not signed (gitmem trust %s signs them)",
+                        self.path,
+                        self.path,
+                    )
+                    wanted = False
+            self._signing = wanted
+        return self._signing
+
+    def make_commit(
+        self,
+        author: Author,
+        when: int,
+        message: str,
+        tree: pygit2.Oid,
+        parents: Sequence[pygit2.Oid],
+    ) -> pygit2.Oid:
+        """Create (not yet on any branch) a commit by ``author``, committed by
+        :meth:`committer` at ``when``, signed when :meth:`signing` says so."""
+        committer = self.committer()
+        if not self.signing():
+            return self.repo.create_commit(
+                None,
+                pygit2.Signature(author.name, author.email, when, 0),
+                pygit2.Signature(committer.name, committer.email, when, 0),
+                message,
+                tree,
+                list(parents),
+            )
+        # git signs as the user configured it (gpg.format openpgp or ssh, user.signingkey):
+        # `git commit-tree -S` does exactly that, for a trusted store only.
+        from .gitcmd import run_git
+
+        args = ["commit-tree", str(tree), "-S", "-F", "-"]
+        for parent in parents:
+            args += ["-p", str(parent)]
+        stamp = f"@{when} +0000"
+        result = run_git(
+            args,
+            gitdir=self.gitdir,
+            input=message.encode("utf-8"),
+            trusted=True,
+            timeout=120,
+            extra_env={
+                "GIT_AUTHOR_NAME": author.name,
+                "GIT_AUTHOR_EMAIL": author.email,
+                "GIT_AUTHOR_DATE": stamp,
+                "GIT_COMMITTER_NAME": committer.name,
+                "GIT_COMMITTER_EMAIL": committer.email,
+                "GIT_COMMITTER_DATE": stamp,
+            },
+        )
+        return pygit2.Oid(hex=result.stdout.decode().strip())
+
     def write(
         self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
     ) -> tuple[T, pygit2.Oid | None]:
@@ -633,16 +712,9 @@ class GitDB:
                 tree = build_tree(repo, snap._tree, changes)
                 now = self.clock.now()
                 author = spec.author or self.default_author()
-                offset = 0
-                author_sig = pygit2.Signature(
-                    author.name, author.email, int(now.timestamp()), offset
-                )
-                committer = pygit2.Signature(
-                    COMMITTER_NAME, COMMITTER_EMAIL, int(now.timestamp()), offset
-                )
                 parents = [tip.id] if tip is not None else []
-                oid = repo.create_commit(
-                    None, author_sig, committer, format_message(spec), tree, parents
+                oid = self.make_commit(
+                    author, int(now.timestamp()), format_message(spec), tree, parents
                 )
                 try:
                     if ref is None:

@@ -51,6 +51,7 @@ from .errors import (
 from .gitdb import Snapshot
 from .graphindex import (
     ENTITIES_ROOT,
+    ORDER_KEY,
     PENDING_ID,
     EntityRow,
     GraphReader,
@@ -280,7 +281,7 @@ class _File:
     observations: list[str]
     relations: list[tuple[str, str]]
     """(relationType, to) of relations starting here, in file order."""
-    created_us: int = sys.maxsize
+    created_ns: int = sys.maxsize
     """Creation time in microseconds: the graph lists entities oldest first."""
     dirty: bool = False
 
@@ -290,7 +291,7 @@ class _File:
 
     @property
     def order(self) -> tuple[int, str]:
-        return (self.created_us, self.id)
+        return (self.created_ns, self.id)
 
     def entity(self) -> Entity:
         return Entity(self.name, self.entity_type, tuple(self.observations))
@@ -308,7 +309,7 @@ def _file(row: EntityRow) -> _File:
         entity_type=row.entity_type,
         observations=list(row.observations),
         relations=list(row.relations),
-        created_us=row.created_us,
+        created_ns=row.created_ns,
     )
 
 
@@ -469,6 +470,7 @@ class _State:
             planned,
         )
         f = _File(
+            created_ns=self.graph._next_ns(),
             id=f"{ENTITIES_ROOT}/{directory}/{shard}/{segment}",
             version=None,
             name=entity.name,
@@ -539,8 +541,14 @@ class Graph:
         self.agent = agent
         self._batch: Transaction | None = None
         self._batch_state: _State | None = None
+        self._last_ns = 0
         self._cache: dict[str, EntityRow | None] = {}
         """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
+
+    def _next_ns(self) -> int:
+        """A creation time in nanoseconds, later than every one this graph gave before."""
+        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+        return self._last_ns
 
     # -- reading -------------------------------------------------------------------------
 
@@ -783,7 +791,11 @@ class Graph:
             relations = [{"type": kind, "to": target} for kind, target in f.relations]
             body = format_observations(f.observations)
             if f.version is None:
-                extra: dict[str, Any] = {"name": f.name, "entity_type": f.entity_type}
+                extra: dict[str, Any] = {
+                    "name": f.name,
+                    "entity_type": f.entity_type,
+                    ORDER_KEY: f.created_ns,
+                }
                 if relations:
                     extra["relations"] = relations
                 memory = store.create(

@@ -56,7 +56,7 @@ __all__ = [
 ENTITIES_ROOT = "entities"
 PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
 """Relations whose source entity does not exist yet."""
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 """Bump when the tables or what :func:`_apply` writes change: the index refills them."""
 TRIGRAM = 3
 _CHUNK = 500
@@ -143,7 +143,7 @@ class EntityRow:
     entity_type: str
     observations: tuple[str, ...]
     relations: tuple[tuple[str, str], ...]
-    created_us: int
+    created_ns: int
     version: int
 
     @property
@@ -153,12 +153,22 @@ class EntityRow:
     @property
     def order(self) -> tuple[int, str]:
         """Where it is listed: oldest first, then by document id."""
-        return (self.created_us, self.doc)
+        return (self.created_ns, self.doc)
 
 
-def created_us(memory: Memory) -> int:
-    # The index's own conversion, so both orders agree to the microsecond.
-    return int(memory.created_at.timestamp() * 1_000_000)
+ORDER_KEY = "created_ns"
+"""Front-matter key of an entity: its creation time in nanoseconds, made strictly increasing
+by the writer. ``created_at`` has whole seconds, and the reference lists entities in the
+order they were made, so entities made within one second need this to keep that order."""
+
+
+def created_ns(memory: Memory) -> int:
+    """Where the entity is listed: its ``created_ns``, else (a file written by hand or before
+    the key existed) its ``created_at``."""
+    value = memory.extra.get(ORDER_KEY)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62:
+        return value
+    return int(memory.created_at.timestamp()) * 1_000_000_000
 
 
 def entity_fields(memory: Memory) -> EntityRow:
@@ -171,7 +181,7 @@ def entity_fields(memory: Memory) -> EntityRow:
         entity_type=kind if isinstance(kind, str) else segments[1],
         observations=tuple(parse_observations(memory.body)),
         relations=tuple(relations_field(memory.extra.get("relations"))),
-        created_us=created_us(memory),
+        created_ns=created_ns(memory),
         version=memory.version,
     )
 
@@ -196,18 +206,18 @@ def matches(query: str, name: str, entity_type: str, observations: Iterable[str]
 _DDL = (
     "CREATE TABLE graph_entities (rowid INTEGER PRIMARY KEY, doc TEXT NOT NULL, "
     "folder TEXT NOT NULL, segment_cf TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, "
-    "observations TEXT NOT NULL, created_us INTEGER NOT NULL, version INTEGER NOT NULL)",
-    "CREATE INDEX graph_entities_name ON graph_entities (name, created_us, doc)",
-    "CREATE INDEX graph_entities_order ON graph_entities (created_us, doc)",
+    "observations TEXT NOT NULL, created_ns INTEGER NOT NULL, version INTEGER NOT NULL)",
+    "CREATE INDEX graph_entities_name ON graph_entities (name, created_ns, doc)",
+    "CREATE INDEX graph_entities_order ON graph_entities (created_ns, doc)",
     "CREATE INDEX graph_entities_type ON graph_entities (type, folder)",
     "CREATE INDEX graph_entities_place ON graph_entities (folder, segment_cf)",
     "CREATE TABLE graph_relations (owner INTEGER NOT NULL, pending INTEGER NOT NULL, "
-    "created_us INTEGER NOT NULL, doc TEXT NOT NULL, pos INTEGER NOT NULL, "
+    "created_ns INTEGER NOT NULL, doc TEXT NOT NULL, pos INTEGER NOT NULL, "
     "source TEXT NOT NULL, target TEXT NOT NULL, type TEXT NOT NULL)",
     "CREATE INDEX graph_relations_owner ON graph_relations (owner)",
     "CREATE INDEX graph_relations_source ON graph_relations (source)",
     "CREATE INDEX graph_relations_target ON graph_relations (target)",
-    "CREATE INDEX graph_relations_order ON graph_relations (pending, created_us, doc, pos)",
+    "CREATE INDEX graph_relations_order ON graph_relations (pending, created_ns, doc, pos)",
     "CREATE VIRTUAL TABLE graph_text USING fts5(text, tokenize = 'trigram case_sensitive 1')",
 )
 
@@ -237,12 +247,12 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
             entities.append(
                 (
                     new.rowid, row.doc, folder, segment.casefold(), row.name, row.entity_type,
-                    json.dumps(row.observations, ensure_ascii=False), row.created_us,
+                    json.dumps(row.observations, ensure_ascii=False), row.created_ns,
                     row.version,
                 )
             )  # fmt: skip
             relations.extend(
-                (new.rowid, 0, row.created_us, row.doc, pos, row.name, target, rtype)
+                (new.rowid, 0, row.created_ns, row.doc, pos, row.name, target, rtype)
                 for pos, (rtype, target) in enumerate(row.relations)
             )
             texts.append(
@@ -274,9 +284,9 @@ register(GRAPH_PROVIDER)
 
 # -- queries ----------------------------------------------------------------------------------
 
-_ENTITY_COLUMNS = "doc, name, type, observations, created_us, version"
-_ENTITY_ORDER = "ORDER BY created_us, doc"
-_RELATION_ORDER = "ORDER BY pending, created_us, doc, pos"
+_ENTITY_COLUMNS = "doc, name, type, observations, created_ns, version"
+_ENTITY_ORDER = "ORDER BY created_ns, doc"
+_RELATION_ORDER = "ORDER BY pending, created_ns, doc, pos"
 
 
 def _entity(row: Sequence[Any]) -> EntityRow:
@@ -286,7 +296,7 @@ def _entity(row: Sequence[Any]) -> EntityRow:
         entity_type=row[2],
         observations=tuple(json.loads(row[3])),
         relations=(),
-        created_us=int(row[4]),
+        created_ns=int(row[4]),
         version=int(row[5]),
     )
 
@@ -393,7 +403,7 @@ class GraphReader:
             marks = ", ".join("?" for _ in chunk)
             for column in ("source", "target"):
                 for r in self.conn.execute(
-                    "SELECT pending, created_us, doc, pos, source, target, type "
+                    "SELECT pending, created_ns, doc, pos, source, target, type "
                     f"FROM graph_relations WHERE {column} IN ({marks})",
                     list(chunk),
                 ):
@@ -415,19 +425,40 @@ class GraphReader:
         return list(out)
 
 
+def _branch_tip(index: Index) -> str | None:
+    """The commit id the branch points at, without reading the commit (which costs
+    milliseconds in a repository of many loose objects; this is a file read)."""
+    try:
+        return str(index.db.repo.lookup_reference(index.db.ref_name).target)
+    except (KeyError, ValueError):
+        return None
+
+
 @contextlib.contextmanager
 def open_reader(index: Index) -> Iterator[GraphReader | None]:
     """A reader of the graph rows caught up with the branch tip, or None when they cannot
-    answer (the provider failed at this commit): the caller walks the files instead."""
-    index.catch_up()
-    with index.reading() as conn:
-        meta = dict(
-            conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('commit', 'provider:graph')"
-            ).fetchall()
-        )
-        commit = meta.get("commit")
-        if meta.get("provider:graph") != f"{GRAPH_VERSION} {commit}":
-            yield None
+    answer (the provider failed at this commit): the caller walks the files instead.
+
+    When the rows already reflect the tip, nothing else is asked of the index (a read
+    between writes of other processes costs one reference read and one query)."""
+    tip = _branch_tip(index)
+    for attempt in range(2):
+        if attempt:
+            index.catch_up()
+        with index.reading() as conn:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('commit', 'provider:graph')"
+                ).fetchall()
+            )
+            commit = meta.get("commit")
+            current = commit is not None and meta.get("provider:graph") == (
+                f"{GRAPH_VERSION} {commit}"
+            )
+            if attempt == 0 and (not current or commit != tip):
+                continue
+            if not current:
+                yield None
+                return
+            yield GraphReader(conn, commit)
             return
-        yield GraphReader(conn, commit)

@@ -362,14 +362,7 @@ class CommitQueue:
         """Commit what still applies as one chain on the tip and move the branch to it.
         ``queued``: the requests that came through queue files (journalled before the move,
         so a successor can tell their writers what landed)."""
-        from .gitdb import (
-            COMMITTER_EMAIL,
-            COMMITTER_NAME,
-            build_tree,
-            get_commit,
-            get_tree,
-            reads_hold,
-        )
+        from .gitdb import Author, build_tree, get_commit, get_tree, reads_hold
 
         deadline = time.monotonic() + self.db.lock_timeout
         attempt = 0
@@ -398,11 +391,11 @@ class CommitQueue:
                         for path, blob in request.changes.items()
                     }
                     tree_id = build_tree(repo, head_tree, changes)
-                    author = pygit2.Signature(*request.author, request.when, 0)
-                    committer = pygit2.Signature(COMMITTER_NAME, COMMITTER_EMAIL, request.when, 0)
                     parents = [head_id] if head_id is not None else []
-                    commit_id = repo.create_commit(
-                        None, author, committer, request.message, tree_id, parents
+                    # Committed (and signed, where git is set to sign) as the user the
+                    # leading writer runs as: writers sharing a queue share the store.
+                    commit_id = self.db.make_commit(
+                        Author(*request.author), request.when, request.message, tree_id, parents
                     )
                 except Exception as exc:
                     outcomes[request.id] = Outcome("error", None, str(exc).replace("\n", " "))

@@ -19,10 +19,15 @@ never dies of a bad call. Every mutation is a commit, as everywhere else.
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
-from collections.abc import Callable, Mapping
+import os
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -32,7 +37,20 @@ from .errors import GitmemError, InvalidInputError
 from .graph import Graph
 from .store import Store
 
-__all__ = ["RESOURCE_URI", "SERVER_NAME", "ToolResult", "ToolSpec", "build_server", "run", "tools"]
+__all__ = [
+    "RESOURCE_URI",
+    "SERVER_NAME",
+    "TOKEN_ENV",
+    "ToolResult",
+    "ToolSpec",
+    "BearerGuard",
+    "build_server",
+    "http_token",
+    "parse_bind",
+    "run",
+    "run_http",
+    "tools",
+]
 
 log = logging.getLogger(__name__)
 
@@ -328,17 +346,38 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             agent=agent,
             **_fields(args),
         )
-        return _memory_result(memory)
+        from .recall import duplicates_report, duplicates_text
+
+        similar = duplicates_report(store, memory)
+        data = memory.to_dict()
+        text = _json(data)
+        if similar:
+            how = "call update_memory (or supersede_memory) with id {id}"
+            text += "\n" + "\n".join(duplicates_text(similar, how=how))
+        return ToolResult(text, {"memory": data, "near_duplicates": similar})
 
     def recall(args: dict[str, Any]) -> ToolResult:
-        results = store.search(
+        mode = args.get("mode", "natural")
+        if mode in ("regex", "substring", "fts"):
+            found = store.search(
+                args["query"],
+                mode=mode,
+                scope=args.get("scope"),
+                category=args.get("category"),
+                tags=args.get("tags"),
+                include_superseded=args.get("include_superseded", False),
+                limit=args.get("limit", 10),
+            )
+            data = found.to_dict()
+            return ToolResult(_json(data), data)
+        results = store.recall(
             args["query"],
-            mode=args.get("mode", "fts"),
             scope=args.get("scope"),
             category=args.get("category"),
             tags=args.get("tags"),
             include_superseded=args.get("include_superseded", False),
             limit=args.get("limit", 10),
+            budget=args.get("budget"),
         )
         data = results.to_dict()
         return ToolResult(_json(data), data)
@@ -428,13 +467,26 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         ToolSpec(
             "recall",
             "Recall",
-            'Search the memories: full-text (FTS5 syntax: words, OR, NOT, "phrases", '
-            "prefix*), regex or substring. Best matches first, with the matching line.",
+            "Find the memories that answer a question: ask in plain language, or give "
+            "keywords, a code identifier or a path (any word may match; word forms meet; "
+            "similar meaning counts). Best first, each with its best lines and why it "
+            "ranked; superseded memories count for their newest version. With budget "
+            "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
+            "syntax), 'regex' or 'substring' searches instead ('matches' with line context).",
             _obj(
                 {
-                    "query": _str("What to look for"),
-                    "mode": {"type": "string", "enum": ["fts", "regex", "substring"]},
+                    "query": _str("The question, keywords, identifier or path"),
+                    "mode": {
+                        "type": "string",
+                        "enum": ["natural", "fts", "regex", "substring"],
+                        "description": "natural (default): recall; others: search",
+                    },
                     "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                    "budget": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Pack the best memories into this many tokens",
+                    },
                     "category": _str("Only this category"),
                     "tags": _list(_str(), "Only memories with all these tags"),
                     "include_superseded": {"type": "boolean"},
@@ -746,3 +798,106 @@ def run(store: Store, *, agent: str | None = None) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)
+
+
+# -- streamable HTTP: one store, several agents ---------------------------------------------
+
+TOKEN_ENV = "GITMEM_MCP_TOKEN"
+TOKEN_FILE = "mcp-token"
+"""In the store's state directory (never committed): the bearer token when none is given."""
+MIN_TOKEN = 16
+HTTP_PATH = "/mcp"
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """``PORT``, ``HOST:PORT`` or ``[V6]:PORT`` as (host, port); a bare port binds 127.0.0.1."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInputError(f"--http {text!r}: the port must be a number from 1 to 65535")
+    host = host or "127.0.0.1"
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise InvalidInputError(
+                f"--http {text!r}: the host must be an IP address or localhost"
+            ) from None
+    return host, int(port)
+
+
+def http_token(store: Store) -> tuple[str, Path | None]:
+    """The bearer token clients must send: ``$GITMEM_MCP_TOKEN``, else the one in the store's
+    state directory (made on first use, readable by its owner only). Returns the token and
+    the file it is in (None when it came from the environment)."""
+    given = os.environ.get(TOKEN_ENV)
+    if given is not None:
+        if len(given) < MIN_TOKEN:
+            raise InvalidInputError(f"${TOKEN_ENV} must be at least {MIN_TOKEN} characters")
+        return given, None
+    state = store.db().state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    path = state / TOKEN_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        token = path.read_text(encoding="ascii").strip()
+        if len(token) < MIN_TOKEN:
+            raise InvalidInputError(
+                f"{path} holds no usable token; delete it and a new one is made"
+            ) from None
+        return token, path
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(secrets.token_urlsafe(32) + "\n")
+    return path.read_text(encoding="ascii").strip(), path
+
+
+class BearerGuard:
+    """An ASGI wrapper that lets through only HTTP requests carrying ``Authorization: Bearer
+    <token>`` (compared in constant time); others get 401 and never reach the server."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+            if len(given) != 1 or not hmac.compare_digest(given[0], self.expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="gitmem"'),
+                        ],
+                    }
+                )
+                await send(
+                    {"type": "http.response.body", "body": b'{"error": "unauthorized"}'}
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(store: Store, token: str, *, host: str, agent: str | None = None) -> Any:
+    """The ASGI app of the streamable HTTP transport at /mcp, behind the bearer check."""
+    server = build_server(store, agent=agent)
+    return BearerGuard(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host), token)
+
+
+def run_http(
+    store: Store, *, host: str, port: int, token: str, agent: str | None = None
+) -> None:
+    """Serve ``store`` over the SDK's streamable HTTP transport until interrupted."""
+    import uvicorn
+
+    app = http_app(store, token, host=host, agent=agent)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()

@@ -29,6 +29,8 @@ import logging
 import math
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,7 +49,13 @@ WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 DEPTH = 100
 """How many lexical (and semantic) candidates each list brings to fusion."""
 RRF_K = 60.0
-FUSION: tuple[float, float] = (1.0, 0.0)
+FUSION_MODE = "linear"
+"""``linear``: each list's scores scaled to 0..1 (min-max) and added with :data:`FUSION`'s
+weights; ``rrf``: reciprocal-rank fusion with :data:`RRF_K`. Chosen on the benchmark's
+tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this embedder."""
+SEMANTIC_ONLY_MIN = 0.6
+"""A memory none of the query's words matched is recalled only this similar in meaning."""
+FUSION: tuple[float, float] = (1.0, 0.2)
 """Weights of the lexical and the semantic list in reciprocal-rank fusion."""
 MAX_TERMS = 64
 """A query's words beyond this many are ignored (an agent may paste a whole document)."""
@@ -194,6 +202,7 @@ class Query:
     text: str
     terms: tuple[str, ...]
     fts: str
+    phrases: tuple[tuple[str, ...], ...] = ()
 
 
 def parse(text: str) -> Query:
@@ -206,7 +215,8 @@ def parse(text: str) -> Query:
         for token in clean.split()
         if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
     ][:8]
-    return Query(text, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
+    fts = lexical.or_query(terms, phrases=phrases) if terms else ""
+    return Query(clean, terms, fts, tuple(tuple(p) for p in phrases))
 
 
 _JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
@@ -264,25 +274,115 @@ def _lexical(
 ) -> list[tuple[int, str, str | None, int, float]]:
     """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
 
-    Archived memories are filtered here only when no chain could lead past them: a
-    superseded memory stays, so its match can count for its newest version.
+    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
+    would cost more than the ranking), then the best are checked against the filters; when
+    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
+    memories stay: their match counts for the newest version of their chain.
     """
     if not query.fts:
         return []
+    expression = _selective(conn, query)
     weights = ", ".join(str(w) for w in WEIGHTS)
-    sql = (
-        f"SELECT m.rowid, m.id, m.supersedes, m.updated_us, -bm25(fts, {weights}) AS score "
-        "FROM fts JOIN memories m ON m.rowid = fts.rowid "
-        f"WHERE fts MATCH ?{where} ORDER BY score DESC, m.updated_us DESC, m.id LIMIT ?"
-    )
+    fetch = depth * 2
+    while True:
+        try:
+            ranked = conn.execute(
+                f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
+                "ORDER BY score DESC LIMIT ?",
+                (expression, fetch),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if _is_query_error(exc):
+                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+                return []
+            raise
+        passing = _passing(conn, [int(r[0]) for r in ranked], where, params)
+        if len(passing) >= depth or len(ranked) < fetch:
+            break
+        fetch *= 4
+    out: list[tuple[int, str, str | None, int, float]] = [
+        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
+        for r in ranked
+        if int(r[0]) in passing
+    ]
+    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
+    return out[:depth]
+
+
+COMMON = 0.5
+"""A query word in more than this share of the memories is left out of the FTS5 query
+when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
+its long posting list is most of a query's cost in a large store."""
+COMMON_FROM = 1000
+"""Stores smaller than this keep every word (the cost is small, the counts noisy)."""
+
+
+def _selective(conn: sqlite3.Connection, query: Query) -> str:
+    """The query's FTS5 expression without its words that are in most memories."""
+    if len(query.terms) < 2:
+        return query.fts
     try:
-        rows = conn.execute(sql, [query.fts, *params, depth]).fetchall()
+        stems = _stem_words(query.terms)
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
+        )
+        total = _memory_count(conn)
+        if total < COMMON_FROM:
+            return query.fts
+        common = set()
+        found = 0
+        for term in query.terms:
+            row = conn.execute(
+                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
+            ).fetchone()
+            if row is not None and row[0] > COMMON * total:
+                common.add(term)
+            elif row is not None:
+                found += 1
     except sqlite3.OperationalError as exc:
-        if _is_query_error(exc):
-            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-            return []
-        raise
-    return [(int(r[0]), str(r[1]), r[2], int(r[3]), float(r[4])) for r in rows]
+        if not _is_query_error(exc):
+            raise
+        return query.fts
+    kept = [t for t in query.terms if t not in common]
+    if not common or not found:
+        return query.fts  # nothing rarer matches anything: keep every word
+    return lexical.or_query(kept, phrases=query.phrases)
+
+
+_counts: dict[tuple[int, int], int] = {}
+
+
+def _memory_count(conn: sqlite3.Connection) -> int:
+    """How many memories the index holds, counted once per database change."""
+    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+    key = (id(conn), version)
+    found = _counts.get(key)
+    if found is None:
+        if len(_counts) > 64:
+            _counts.clear()
+        found = _counts[key] = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    return found
+
+
+def _stem_words(words: Sequence[str]) -> dict[str, str]:
+    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
+    conn = _scratch()
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
+        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
+    )
+    out: dict[str, str] = {}
+    try:
+        for i, word in enumerate(words):
+            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
+        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
+            out.setdefault(words[int(doc) - 1], str(term))
+    finally:
+        conn.execute("DELETE FROM temp.stem_t")
+    return out
 
 
 def _is_query_error(exc: sqlite3.OperationalError) -> bool:
@@ -384,9 +484,12 @@ def _rank_source(
             elif cand.semantic is None:
                 rank += 1
                 cand.semantic, cand.semantic_rank = score, rank
-    for cand in found.values():
-        cand.fused = _fuse(cand)
-    return list(found.values())
+    kept = [
+        c for c in found.values()
+        if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
+    ]
+    _fuse_all(kept)
+    return kept
 
 
 def _passing(
@@ -403,6 +506,25 @@ def _passing(
         for row in conn.execute(sql, [*chunk, *params]):
             out[int(row[0])] = (str(row[1]), int(row[2]))
     return out
+
+
+def _fuse_all(cands: list[_Candidate]) -> None:
+    if FUSION_MODE == "linear":
+        lex = [c.lexical for c in cands if c.lexical is not None]
+        sem = [c.semantic for c in cands if c.semantic is not None]
+        lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
+        lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
+        lex_w, sem_w = FUSION
+        for c in cands:
+            score = 0.0
+            if c.lexical is not None:
+                score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
+            if c.semantic is not None:
+                score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
+            c.fused = score if score > 0 else 1e-9
+        return
+    for c in cands:
+        c.fused = _fuse(c)
 
 
 def _fuse(cand: _Candidate) -> float:
@@ -496,9 +618,11 @@ def recall(
     budget: int | None = None,
     layer: str | None = None,
     project: str | None = None,
+    semantic: bool = True,
 ) -> RecallResults:
     """The memories that answer ``query``, best first (see the module's docstring).
-    ``layer`` and ``project`` keep layered documents of that layer / project only."""
+    ``layer`` and ``project`` keep layered documents of that layer / project only;
+    ``semantic=False`` ranks by words alone (no embedder is loaded)."""
     parsed = parse(query)
     results = RecallResults(query=_clean(query), budget=budget)
     options = _Options(
@@ -517,8 +641,18 @@ def recall(
     for backend in store._ordered(scope):
         index = store._index(backend, at)
         if index is not None:
-            scored.extend(index.read(functools.partial(_from_index, index, query=parsed,
-                                                       options=options)))
+            wanted = semantic and FUSION[1] > 0
+            nearest = _semantic(index, parsed.text) if wanted else None
+            if nearest is None and wanted:
+                results.notice = "embeddings are off or unavailable: ranked by words only"
+            results.semantic = results.semantic or nearest is not None
+            scored.extend(
+                index.read(
+                    functools.partial(
+                        _from_index, index, query=parsed, options=options, semantic=nearest
+                    )
+                )
+            )
         else:
             memories = store.list(
                 scope=backend.scope, at=at, include_superseded=True, include_archived=True
@@ -526,8 +660,7 @@ def recall(
             scored.extend(_from_memories(memories, parsed, options))
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
-    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
-        explained = _explain(scratch, parsed, [m for _, m in top])
+    explained = _explain(_scratch(), parsed, [m for _, m in top])
     for (cand, memory), (lines, words) in zip(top, explained, strict=True):
         why = [f"matched {', '.join(words)}"] if words else []
         if cand.semantic is not None:
@@ -538,7 +671,7 @@ def recall(
             RecallHit(
                 id=memory.id,
                 title=memory.title,
-                score=round(cand.fused * 1000.0, 6) if cand.fused > 1e-6 else cand.fused,
+                score=round(cand.fused, 6),
                 lines=lines,
                 why=tuple(why),
                 memory=memory,
@@ -551,10 +684,60 @@ def recall(
     return results
 
 
+_local = threading.local()
+EMBEDDER_TTL = 5.0
+"""Seconds a process reuses the embedder it looked up for a store before reading the local
+configuration again (a lookup parses the configuration file: ~1 ms a query otherwise)."""
+
+
+def _scratch() -> sqlite3.Connection:
+    """This thread's in-memory database for :func:`_explain` (its table made once)."""
+    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        _local.scratch = conn
+    return conn
+
+
+def _embedder(gitdir: str) -> Any:
+    from .embed import get_embedder
+
+    cache: dict[str, tuple[float, Any]] = _local.__dict__.setdefault("embedders", {})
+    now = time.monotonic()
+    hit = cache.get(gitdir)
+    if hit is not None and now - hit[0] < EMBEDDER_TTL:
+        return hit[1]
+    embedder = get_embedder(gitdir)
+    cache[gitdir] = (now, embedder)
+    return embedder
+
+
+def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
+    """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
+    embedder can be loaded (the embedder module logs why, once)."""
+    from . import vectors
+
+    embedder = _embedder(str(index.db.gitdir))
+    if embedder is None:
+        return None
+    try:
+        return vectors.nearest(index, text[: vectors.MAX_TEXT], DEPTH, embedder=embedder)
+    except (sqlite3.DatabaseError, MemoryError):
+        raise
+    except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
+        log.warning("semantic recall skipped: %s: %s", type(exc).__name__, exc)
+        return None
+
+
 def _from_index(
-    index: Index, conn: sqlite3.Connection, *, query: Query, options: _Options
+    index: Index,
+    conn: sqlite3.Connection,
+    *,
+    query: Query,
+    options: _Options,
+    semantic: list[tuple[int, float]] | None,
 ) -> list[tuple[_Candidate, Memory]]:
-    cands = _rank_source(conn, query, options, None)
+    cands = _rank_source(conn, query, options, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     cands = cands[: options.limit]
     loaded = index.load(conn, [c.rowid for c in cands])
@@ -606,6 +789,84 @@ def _from_memories(
         cands = _rank_source(conn, query, options, None)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
+
+
+# -- near-duplicates -------------------------------------------------------------------------
+
+NEAR_DUPLICATE = 0.8
+"""Two memories are near-duplicates from this Dice similarity of their content words
+(stemmed as the index stems them, stop words left out) up."""
+_DUPLICATE_QUERY_CHARS = 2000
+
+
+def near_duplicates(
+    store: Store, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+) -> list[tuple[RecallHit, float]]:
+    """Current memories that say much the same as ``memory`` (already stored), with their
+    similarity (0..1), most similar first: the candidates recall finds for its title and
+    body (by words alone), kept when their content words overlap enough
+    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
+    found = [
+        h
+        for h in recall(store, text, limit=limit + 5, scope=memory.store_scope, semantic=False)
+        if h.id not in (memory.id, memory.supersedes)
+    ]
+    if not found:
+        return []
+    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    mine = sets[0]
+    out: list[tuple[RecallHit, float]] = []
+    for hit, theirs in zip(found, sets[1:], strict=True):
+        if mine and theirs:
+            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
+            if dice >= threshold:
+                out.append((hit, round(dice, 3)))
+    out.sort(key=lambda pair: -pair[1])
+    return out[:limit]
+
+
+def duplicates_report(store: Store, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
+    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
+    then, and a failed check must not turn that write into an error."""
+    try:
+        found = near_duplicates(store, memory, limit=limit)
+    except Exception as exc:
+        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
+        return []
+    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
+
+
+def duplicates_text(
+    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
+) -> list[str]:
+    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
+    return [
+        f"similar to {e['id']}"
+        + (f" ({e['title']})" if e["title"] else "")
+        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
+        f"instead, {how.format(id=e['id'])}"
+        for e in entries
+    ]
+
+
+def _stems(texts: Sequence[str]) -> list[set[str]]:
+    """The content words of each text as the index's tokenizer stems them."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany(
+            "INSERT INTO t (rowid, x) VALUES (?, ?)",
+            [
+                (i, " ".join(w for w in lexical.words(_clean(text)) if w not in lexical.STOP_WORDS))
+                for i, text in enumerate(texts)
+            ],
+        )
+        out: list[set[str]] = [set() for _ in texts]
+        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
+            out[int(doc)].add(str(term))
+    return out
 
 
 # -- packing into a token budget -------------------------------------------------------------

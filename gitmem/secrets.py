@@ -502,12 +502,25 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
     return policy.scan(text) if policy is not None else scan_text(text)
 
 
+def _values_may_differ(data: bytes) -> bool:
+    """Whether a memory file's front-matter values may spell something its text does not.
+
+    Only a double-quoted escape (``\\x70``) or a tag (``!!binary``) can; folded lines join
+    with a space, which no token holds. Without either, a scan of the text saw every value
+    and no parse is needed (most memories)."""
+    if not data.startswith(b"---"):
+        return False
+    end = data.find(b"\n---", 3)
+    head = data if end < 0 else data[:end]
+    return b"\\" in head or b"!" in head
+
+
 def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
     """:func:`scan_bytes`, and when that finds nothing and the text is a memory file, its
     front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
     the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
     findings = scan_bytes(data, policy)
-    if findings or not data.startswith(b"---"):
+    if findings or not _values_may_differ(data):
         return findings
     try:
         doc = codec.parse(data.decode("utf-8", "replace"))
@@ -811,10 +824,12 @@ def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str
         findings = scan_bytes(data, policies[0])
         if findings:
             raise SecretsFoundError("the file", findings)
-        try:
-            doc = codec.parse(data.decode("utf-8", "replace"))
-        except InvalidInputError:
-            doc = None  # not readable as a memory: ``inner`` says why
+        doc = None
+        if _values_may_differ(data):
+            try:
+                doc = codec.parse(data.decode("utf-8", "replace"))
+            except InvalidInputError:
+                doc = None  # not readable as a memory: ``inner`` says why
         if doc is not None:
             # Fields as values too: YAML quoting and escapes must hide nothing.
             # The body was in the text just scanned: the fields are what it may have missed.

@@ -1610,6 +1610,17 @@ class Store:
             project=project,
         )
 
+    def near_duplicates(
+        self, memory: Memory, *, limit: int = 3
+    ) -> builtins.list[tuple[Memory, float]]:
+        """Current memories that say much the same as ``memory`` (one already stored, say
+        what :meth:`create` returned), with their similarity (0..1), most similar first:
+        candidates to update instead of keeping both. See :func:`gitmem.recall.near_duplicates`.
+        """
+        from .recall import near_duplicates
+
+        return [(hit.memory, sim) for hit, sim in near_duplicates(self, memory, limit=limit)]
+
     def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
         index = self._index(backend)
         if index is not None:

@@ -31,8 +31,6 @@ from . import merge as merging
 from .errors import ConflictError, InvalidInputError, NotFoundError, StoreError
 from .gitcmd import run_git
 from .gitdb import (
-    COMMITTER_EMAIL,
-    COMMITTER_NAME,
     CommitSpec,
     GitDB,
     Snapshot,
@@ -523,14 +521,7 @@ def integrate(
             now = db.clock.now()
             author = db.default_author()
             stamp = int(now.timestamp())
-            oid = repo.create_commit(
-                None,
-                pygit2.Signature(author.name, author.email, stamp, 0),
-                pygit2.Signature(COMMITTER_NAME, COMMITTER_EMAIL, stamp, 0),
-                format_message(spec),
-                tree,
-                [tip.id, theirs.id],
-            )
+            oid = db.make_commit(author, stamp, format_message(spec), tree, [tip.id, theirs.id])
             new = get_commit(repo, oid)
             if _move(db, ref, tip, new, tm.changes, f"gitmem sync: merge {label}"):
                 return "merge", tm, tip, new

@@ -437,7 +437,17 @@ ROWS_DDL = (
 )
 """Which current memory (``memories.rowid``) has which blob: the core table has no index on
 blobs, and sync and nearest look memories up by blob."""
-VECTORS_VERSION = 2
+DF_DDL = (
+    "CREATE TABLE vector_df (model INTEGER NOT NULL, token INTEGER NOT NULL, "
+    "df INTEGER NOT NULL, PRIMARY KEY (model, token)) WITHOUT ROWID",
+    "CREATE TABLE vector_gone (model INTEGER NOT NULL, blob TEXT NOT NULL, text TEXT NOT NULL, "
+    "PRIMARY KEY (model, blob)) WITHOUT ROWID",
+)
+"""For an embedder that exposes its tokens (the static default): in how many of the blobs
+that have its vectors each token occurs. A query's tokens are weighted by their inverse
+document frequency (:func:`nearest`). ``vector_gone`` holds the text of a blob whose vectors
+catch-up deleted, until sync takes its tokens off the counts."""
+VECTORS_VERSION = 3
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
@@ -459,7 +469,19 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
     if gone:
         # Two memories may hold the same text (one blob); keep a vector someone still uses.
         still = _still_used(conn, gone)
-        dead = [_key(b) for b in gone - still]
+        dead_blobs = gone - still
+        texts = {
+            r.blob: embed_text(r.memory.title, r.memory.body)
+            for r in changes.removed
+            if r.blob in dead_blobs
+        }
+        for blob in sorted(dead_blobs):
+            conn.execute(
+                "INSERT OR REPLACE INTO vector_gone (model, blob, text) "
+                "SELECT model, ?, ? FROM vectors WHERE blob = ?",
+                (blob, texts.get(blob, ""), _key(blob)),
+            )
+        dead = [_key(b) for b in dead_blobs]
         for chunk in _chunks(dead):
             marks = ",".join("?" * len(chunk))
             conn.execute(f"DELETE FROM vectors WHERE blob IN ({marks})", tuple(chunk))
@@ -487,12 +509,14 @@ def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
 VECTORS = RowProvider(
     name="vectors",
     version=VECTORS_VERSION,
-    tables=("vector_rows", "vector_pending", "vectors", "vector_models"),
+    tables=("vector_gone", "vector_df", "vector_rows", "vector_pending", "vectors",
+            "vector_models"),
     ddl=(
         *(statement.replace("IF NOT EXISTS ", "") for statement in SCHEMA.split(";")
           if statement.strip()),
         PENDING_DDL,
         *ROWS_DDL,
+        *DF_DDL,
     ),
     apply=_apply,
 )
@@ -515,10 +539,15 @@ def embed_text(title: str | None, body: str) -> str:
 
 def _complete(conn: sqlite3.Connection, model: str) -> bool:
     """Whether every current memory has a vector of ``model`` (nothing pending)."""
-    row = conn.execute("SELECT complete FROM vector_models WHERE model = ?", (model,)).fetchone()
+    row = conn.execute(
+        "SELECT complete, id FROM vector_models WHERE model = ?", (model,)
+    ).fetchone()
     if row is None or not row[0]:
         return False
-    return conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is None
+    if conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is not None:
+        return False
+    gone = conn.execute("SELECT 1 FROM vector_gone WHERE model = ? LIMIT 1", (row[1],))
+    return gone.fetchone() is None
 
 
 def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
@@ -544,13 +573,29 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         else:
             wanted = [r[0] for r in conn.execute("SELECT DISTINCT blob FROM vector_rows")]
         need = sorted(missing(conn, model, wanted))
+        tokens = getattr(embedder, "token_ids", None)
+        model_id = _bump(conn, model, embedder.dim)
+        gone = conn.execute(
+            "SELECT text FROM vector_gone WHERE model = ?", (model_id,)
+        ).fetchall()
+        if tokens is not None and gone:
+            _count(conn, model_id, (tokens(t) for (t,) in gone), -1)
+        conn.execute("DELETE FROM vector_gone WHERE model = ?", (model_id,))
         for start in range(0, len(need), SYNC_BATCH):
             chunk = need[start : start + SYNC_BATCH]
             texts = _texts(conn, chunk)
             present = [b for b in chunk if b in texts]
             if not present:
                 continue
-            vecs = embedder.embed([texts[b] for b in present])
+            batch = [texts[b] for b in present]
+            counting = getattr(embedder, "embed_counting", None)
+            if counting is not None:
+                vecs, counts = counting(batch)
+                _add_counts(conn, model_id, counts)
+            else:
+                vecs = embedder.embed(batch)
+                if tokens is not None:
+                    _count(conn, model_id, (tokens(t) for t in batch), +1)
             written += store_vectors(
                 conn, model, zip(present, encode(vecs), strict=True), dim=embedder.dim
             )
@@ -563,6 +608,73 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         _bump(conn, model, embedder.dim)
         conn.execute("UPDATE vector_models SET complete = 1 WHERE model = ?", (model,))
     return written
+
+
+def _count(
+    conn: sqlite3.Connection, model_id: int, token_lists: Iterable[list[int]], sign: int
+) -> None:
+    """Add (or take off) each text's distinct tokens to the model's document frequencies."""
+    counts: dict[int, int] = {}
+    for ids in token_lists:
+        for token in set(ids):
+            counts[token] = counts.get(token, 0) + sign
+    conn.executemany(
+        "INSERT INTO vector_df (model, token, df) VALUES (?, ?, ?) "
+        "ON CONFLICT(model, token) DO UPDATE SET df = df + excluded.df",
+        ((model_id, token, n) for token, n in counts.items()),
+    )
+    if sign < 0:
+        conn.execute("DELETE FROM vector_df WHERE model = ? AND df <= 0", (model_id,))
+
+
+def _add_counts(conn: sqlite3.Connection, model_id: int, counts: NDArray[Any]) -> None:
+    """Add an array of per-token document counts (index = token id)."""
+    import numpy as np
+
+    tokens = np.flatnonzero(counts)
+    conn.executemany(
+        "INSERT INTO vector_df (model, token, df) VALUES (?, ?, ?) "
+        "ON CONFLICT(model, token) DO UPDATE SET df = df + excluded.df",
+        ((model_id, int(t), int(counts[t])) for t in tokens),
+    )
+
+
+@dataclass
+class _Weights:
+    gen: int
+    idf: NDArray[Any] | None
+
+
+_weights: dict[tuple[str, str], _Weights] = {}
+
+
+def idf_weights(conn: sqlite3.Connection, model: str) -> NDArray[Any] | None:
+    """Inverse document frequency of each token id over the blobs with vectors of
+    ``model`` (log((N + 1) / (df + 0.5)), floored at 0), or None without counts."""
+    import numpy as np
+
+    row = conn.execute("SELECT id, gen FROM vector_models WHERE model = ?", (model,)).fetchone()
+    if row is None:
+        return None
+    key = (_db_key(conn), model)
+    cached = _weights.get(key)
+    if cached is not None and cached.gen == int(row[1]):
+        return cached.idf
+    counts = conn.execute(
+        "SELECT token, df FROM vector_df WHERE model = ?", (int(row[0]),)
+    ).fetchall()
+    idf = None
+    if counts:
+        total = conn.execute(
+            "SELECT count(*) FROM vectors WHERE model = ?", (int(row[0]),)
+        ).fetchone()[0]
+        top = max(t for t, _ in counts) + 1
+        df = np.zeros(top, dtype=np.float64)
+        for token, n in counts:
+            df[token] = n
+        idf = np.maximum(np.log((total + 1) / (df + 0.5)), 0.0).astype(np.float32)
+    _weights[key] = _Weights(int(row[1]), idf)
+    return idf
 
 
 def _texts(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, str]:
@@ -609,8 +721,14 @@ def nearest(
         return []
     try:
         sync(index, embedder)
-        query = embedder.embed([text])[0]
         conn = index._connect()
+        weighted = getattr(embedder, "embed_weighted", None)
+        idf = idf_weights(conn, embedder.name) if weighted is not None else None
+        # A static embedder's query weighs each token by how rare it is among the memories:
+        # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
+        query = weighted(text, idf) if weighted is not None and idf is not None else (
+            embedder.embed([text])[0]
+        )
         hits = top_k(conn, embedder.name, query, k)
         if not hits:
             return []

@@ -451,3 +451,17 @@ def test_fastembed_provider_stays_offline_unless_allowed(stand_ins: Path) -> Non
         embed.load_embedder({"provider": "fastembed", "model": "m", "allow_download": "yes"})
     with pytest.raises(EmbedderError, match="needs a 'model'"):
         embed.load_embedder({"provider": "fastembed"})
+
+
+def test_embed_counting_gives_the_vectors_and_each_tokens_document_count() -> None:
+    from gitmem.embed import static
+
+    e = static.load_default()
+    texts = ["the deploy target is staging", "staging staging again", "", "日本語 deploy"]
+    vectors, counts = e.embed_counting(texts)
+    assert np.array_equal(vectors, e.embed(texts))
+    expected = np.zeros_like(counts)
+    for text in texts:
+        for token in set(e.token_ids(text)):
+            expected[token] += 1
+    assert np.array_equal(counts, expected)

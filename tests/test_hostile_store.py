@@ -9,6 +9,7 @@ program runs as its own process, so a segfault fails a test instead of killing p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -73,6 +74,10 @@ def survived(result: subprocess.CompletedProcess[str], what: str) -> None:
         assert marker not in result.stderr, f"{what}: {marker!r}\n{result.stderr[-2000:]}"
 
 
+class ServerExited(Exception):
+    """The MCP server ended before answering (its exit code in ``args[0]``)."""
+
+
 class McpSession:
     """The MCP server as a subprocess, spoken to in raw JSON-RPC lines over stdio.
 
@@ -92,6 +97,8 @@ class McpSession:
         self.stderr = b""
         threading.Thread(target=self._pump, daemon=True).start()
         self.next_id = 1
+
+    def initialize(self) -> None:
         self.request("initialize", {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
@@ -107,8 +114,11 @@ class McpSession:
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise ServerExited(self.proc.wait(timeout=BOUND)) from None
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         ident = self.next_id
@@ -120,8 +130,7 @@ class McpSession:
             except queue.Empty:
                 pytest.fail(f"the MCP server did not answer {method} within {BOUND} s")
             if not line:
-                code = self.proc.wait(timeout=BOUND)
-                pytest.fail(f"the MCP server exited ({code}) during {method}: {self.stderr_text()}")
+                raise ServerExited(self.proc.wait(timeout=BOUND))
             message: dict[str, Any] = json.loads(line)
             if message.get("id") == ident:
                 return message
@@ -141,7 +150,8 @@ class McpSession:
 
     def close(self) -> int:
         assert self.proc.stdin is not None
-        self.proc.stdin.close()
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
         try:
             code = self.proc.wait(timeout=BOUND)
         except subprocess.TimeoutExpired:
@@ -152,14 +162,28 @@ class McpSession:
         return code
 
 
-def mcp_session(store: Path, cwd: Path, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[
-    dict[str, Any]
-]:
+def mcp_session(
+    store: Path, cwd: Path, calls: Sequence[tuple[str, dict[str, Any]]], *,
+    may_refuse: bool = False,
+) -> list[dict[str, Any]]:
+    """Run ``calls`` in one server session. ``may_refuse``: a store the server cannot open
+    (a broken gitmem.yaml) may end it at once with a documented exit code and one line."""
     session = McpSession(store, cwd)
     try:
+        session.initialize()
         results = [session.call(tool, args) for tool, args in calls]
-    finally:
-        code = session.close()
+    except ServerExited as exited:
+        session.close()
+        code = exited.args[0]
+        assert may_refuse and code in ALLOWED_CODES and code != 0, (code, session.stderr_text())
+        assert session.stderr_text().startswith("gitmem: error: "), session.stderr_text()
+        for marker in CRASH_MARKERS:
+            assert marker not in session.stderr_text(), session.stderr_text()
+        return []
+    except BaseException:
+        session.proc.kill()
+        raise
+    code = session.close()
     assert code >= 0, f"the MCP server was killed by a signal: {session.stderr_text()}"
     for marker in CRASH_MARKERS:
         assert marker not in session.stderr_text(), session.stderr_text()
@@ -418,3 +442,72 @@ def test_hostile_store_hooks_through_real_git(hostile: Store, scratch: Path,
     merged = git("merge", "-q", "--no-ff", "-m", "merge side", "side")  # post-merge
     assert merged.returncode == 0, merged.stderr
     assert not list(tmp_path.parent.rglob("PWNED*")), "the store's code was imported"
+
+
+EVERY_READ_COMMAND = [
+    ["ls", "--all", "--json"], ["search", "planted"], ["search", "--regex", "(a+)+$"],
+    ["log"], ["log", "--json"], ["stale"], ["stale", "--json"], ["doctor", "--deep"],
+    ["secrets"], ["reindex"], ["review", "HEAD~1..HEAD"], ["graph"], ["conflicts"],
+    ["check"], ["diff", "HEAD~1", "HEAD"], ["entity", "ls"], ["entity", "search", "alice"],
+    ["entity", "show", "Alice"], ["layer", "staleness"], ["layer", "list", "--project", "acme"],
+    ["layer", "read", "projects/acme/known_issues"], ["layer", "read", "projects/acme/secret"],
+    ["layer", "search", "planted"], ["validate", "projects/acme/known_issues"],
+]
+
+
+@pytest.mark.slow
+def test_every_read_command_over_the_hostile_store(
+    hostile: Store, scratch: Path, tmp_path: Path
+) -> None:
+    where = ("--store", str(hostile.path))
+    ids = [_good_id(hostile), *(_mid(n) for n in range(1, 16)), "entities/person/Alice",
+           "entities/person/alice", "../../etc/passwd", "/etc/passwd"]
+    runs = [*EVERY_READ_COMMAND]
+    for memory_id in ids:
+        runs += [["show", memory_id], ["history", memory_id], ["blame", memory_id]]
+    runs += [["export", "files", str(scratch / "out-files")],
+             ["export", "forge", str(scratch / "out-forge")]]
+    for args in runs:
+        result = gitmem(*where, *args, cwd=scratch)
+        survived(result, " ".join(args))
+        assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
+    exported = [p for p in scratch.rglob("*") if p.is_file()]
+    assert all(not p.is_symlink() for p in exported)
+    assert all("OUTSIDE" not in p.read_text(errors="replace") for p in exported)
+    assert not list(tmp_path.parent.rglob("PWNED*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param("? " * 26_000 + "a\n", id="indicator-bomb"),
+        pytest.param("format: 1\nl0: &l0 lol\n" + "".join(
+            f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10)
+        ), id="billion-laughs"),
+        pytest.param("format: 1\nx: " + "[" * 5000 + "]" * 5000 + "\n", id="deep"),
+        pytest.param("format: 1\nscope: repo\nx: " + "y" * (2 * 1024 * 1024) + "\n", id="huge"),
+        pytest.param("format: 1\nsecrets:\n  patterns:\n    - kind: slow\n"
+                     "      regex: '(a|aa)+$'\n", id="catastrophic-secrets-pattern"),
+        pytest.param(b"format: 1\nscope: \xff\xfe\n", id="not-utf8"),
+    ],
+)
+def test_a_hostile_gitmem_yaml_crashes_no_command(
+    store: Store, scratch: Path, config: str | bytes
+) -> None:
+    store.create("a" * 60 + "!", title="fodder")
+    plant(store, "gitmem.yaml", config, "a teammate's config")
+    gh.install(store.path, "memory")
+    where = ("--store", str(store.path))
+    for args in (["ls"], ["search", "fodder"], ["doctor"], ["secrets"], ["reindex"],
+                 ["stale"], ["log"], ["add", "new memory"]):
+        survived(gitmem(*where, *args, cwd=scratch), " ".join(args))
+    (store.path / "notes").mkdir(exist_ok=True)
+    (store.path / "notes" / "n.md").write_text(memory_text("notes/n"))
+    run_git(store.path, "add", "--", "notes/n.md")
+    commit = subprocess.run(["git", "commit", "-q", "-m", "n"], cwd=store.path,
+                            capture_output=True, text=True, timeout=BOUND, check=False)
+    for marker in CRASH_MARKERS:
+        assert marker not in commit.stderr, commit.stderr
+    mcp_session(store.path, scratch, [("recall", {"query": "fodder"}),
+                                      ("remember", {"content": "x"})], may_refuse=True)

@@ -101,10 +101,11 @@ def test_git_prints_the_operations(any_store: Store, clock: FixedClock) -> None:
     assert [line for line in out.splitlines() if line] == OPS
 
 
-def test_author_is_the_agent_and_committer_is_gitmem(any_store: Store, clock: FixedClock) -> None:
+def test_author_is_the_agent_and_committer_the_user(any_store: Store, clock: FixedClock) -> None:
     made = a_series_of_writes(any_store, clock)
     gitdir = any_store.db().gitdir
-    assert set(log_field(any_store, "%cn <%ce>")) == {"gitmem <gitmem@gitmem.invalid>"}
+    # The person running gitmem (git's configured identity) commits; agents author.
+    assert set(log_field(any_store, "%cn <%ce>")) == {"Test User <test@example.com>"}
     by_athena = log_field(any_store, "%s", "--author=athena")
     assert by_athena == [f"supersede: {made['c'].title}", "append: Beta"]
     by_hermes = run_git(gitdir, "log", "--author=hermes", "--format=%(trailers:key=Gitmem-Id)")

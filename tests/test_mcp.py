@@ -266,7 +266,7 @@ def test_gitmem_memory_tools(store: Store) -> None:
 
         found = await ok(client, "recall", {"query": "fixtures"})
         assert found.structured_content is not None
-        assert [m["id"] for m in found.structured_content["matches"]] == [mid]
+        assert [m["id"] for m in found.structured_content["hits"]] == [mid]
 
         got = await ok(client, "get_memory", {"id": mid})
         assert got.structured_content is not None
@@ -467,3 +467,101 @@ def test_first_use_creates_the_store_and_the_help_config_works(
 
     anyio.run(main_)
     assert Graph(gitmem.open(fresh)).entity("Ada") is not None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
+    """`gitmem mcp --http PORT`: bound to 127.0.0.1, the SDK's streamable HTTP client with
+    the token works (two agents, one store); without it, or with another, the server says
+    401 and nothing is written. The token comes from the store's state directory."""
+    import os
+    import socket
+    import subprocess
+    import time
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from gitmem import mcp_server
+
+    store = gitmem.init(tmp_path / "store.git", bare=True)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != mcp_server.TOKEN_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitmem", "--store", str(store.path), "mcp", "--http", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.2)
+        token_file = store.db().state_dir / mcp_server.TOKEN_FILE
+        assert token_file.stat().st_mode & 0o077 == 0
+        token = token_file.read_text().strip()
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def agent(name: str) -> None:
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                await ok(
+                    client,
+                    "create_entities",
+                    {"entities": [{"name": name, "entityType": "agent", "observations": []}]},
+                )
+
+        async def both() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(agent, "first")
+                tg.start_soon(agent, "second")
+
+        anyio.run(both)
+        names = {e.name for e in Graph(gitmem.open(store.path)).read_graph().entities}
+        assert names == {"first", "second"}
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        for auth in ({}, {"Authorization": "Bearer wrong-token-wrong-token"},
+                     {"Authorization": token}):  # fmt: skip
+            response = httpx2.post(url, json=body, headers={**headers, **auth}, timeout=30)
+            assert response.status_code == 401
+            assert token not in response.text
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port}/mcp" in err.decode()
+    assert token not in err.decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [("8765", ("127.0.0.1", 8765)), ("0.0.0.0:80", ("0.0.0.0", 80)),
+     ("[::1]:9000", ("::1", 9000)), ("localhost:1", ("localhost", 1))],
+)  # fmt: skip
+def test_http_bind_addresses(text: str, bound: tuple[str, int]) -> None:
+    from gitmem import mcp_server
+
+    assert mcp_server.parse_bind(text) == bound
+
+
+@pytest.mark.parametrize("text", ["", "host:", "example.com:80", "1:0", "1:65536", "x"])
+def test_bad_http_bind_addresses_are_one_clear_error(text: str) -> None:
+    from gitmem import InvalidInputError, mcp_server
+
+    with pytest.raises(InvalidInputError, match="--http"):
+        mcp_server.parse_bind(text)

@@ -80,7 +80,7 @@ def test_hits_say_which_lines_matched_and_why(store: Store, clock: FixedClock) -
         (1, "# Deploys"),
         (4, "We deploy to staging from main."),
     ]
-    assert hit.why == ("matched deploy (body, title), staging (body)",)
+    assert hit.why[0] == "matched deploy (body, title), staging (body)"
     assert set(results.ids[:2]) == {mid, ids["deploy"]}
     data = results.to_dict()
     assert data["hits"][0]["id"] == results.ids[0]
@@ -222,3 +222,121 @@ def test_search_answers_the_issues_queries(store: Store, query: str) -> None:
     # FTS5 syntax still means what it says: an explicit operator is not second-guessed.
     assert store.search("deploying NOT staging").ids == []
     assert store.search('"production deploys"').ids == [deploy]
+
+
+@pytest.mark.parametrize("section", ["embedder: off\n", "embedder:\n  provider: bogus\n"])
+def test_without_an_embedder_recall_is_lexical_with_a_notice(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str
+) -> None:
+    from gitmem import embed
+
+    config = tmp_path / "config.yaml"
+    config.write_text(section)
+    monkeypatch.setenv("GITMEM_CONFIG", str(config))
+    embed.clear_cache()
+    try:
+        deploy = store.create(DEPLOY + "\n").id
+        store.create(FIXTURES + "\n")
+        results = store.recall("how do we deploy to staging?")
+        assert results.ids == [deploy] and not results.semantic
+        assert results.notice == "embeddings are off or unavailable: ranked by words only"
+        assert results[0].semantic is None
+    finally:
+        embed.clear_cache()
+
+
+def test_with_the_default_embedder_recall_is_hybrid(store: Store) -> None:
+    deploy = store.create(DEPLOY + "\n").id
+    results = store.recall("how do we deploy to staging?")
+    assert results.semantic and results.notice is None
+    assert results.ids == [deploy] and results[0].semantic is not None
+    assert any(w.startswith("similar in meaning (cosine") for w in results[0].why)
+
+
+def test_near_duplicates_are_reported_with_their_similarity(
+    store: Store, clock: FixedClock
+) -> None:
+    first = store.create(FIXTURES + "\n")
+    store.create(DEPLOY + "\n")
+    api = store.create("Fixtures for the API tests are in tests/api/fixtures.py\n")
+    twin = store.create("Test fixtures live in conftest.py under tests\n")
+    found = store.near_duplicates(twin)
+    assert [(m.id, sim) for m, sim in found] == [(first.id, 1.0)]
+    assert store.near_duplicates(store.create("The cat sat on the mat\n")) == []
+    assert store.near_duplicates(store.create("fixtures\n")) == []
+    assert api.id not in [m.id for m, _ in store.near_duplicates(first)]
+    # A new version does not count its predecessor as a duplicate.
+    newer = store.supersede(first.id, FIXTURES + " (and tests/api/conftest.py)\n")
+    assert first.id not in [m.id for m, _ in store.near_duplicates(newer)]
+
+
+def test_add_and_remember_report_near_duplicates(store: Store) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import cli
+    from gitmem.mcp_server import call, tools
+
+    first = store.create(FIXTURES + "\n")
+    runner = CliRunner()
+    where = ["--store", str(store.path)]
+    out = runner.invoke(cli, [*where, "add", "Fixtures are in tests/conftest.py"])
+    assert out.exit_code == 0, out.output
+    new_id = out.stdout.strip()
+    assert new_id.startswith("mem_") and "\n" not in new_id  # stdout: the id alone
+    assert f"note: similar to {first.id}" in out.stderr
+    assert f"gitmem update {first.id}" in out.stderr
+    out = runner.invoke(cli, [*where, "--json", "add", "The cat sat"])
+    assert out.exit_code == 0 and '"near_duplicates": []' in out.stdout
+    specs = {spec.name: spec for spec in tools(store)}
+    result, failed = call(specs["remember"], {"content": "Test fixtures live in tests/conftest.py"})
+    assert not failed and result.structured is not None
+    assert [d["id"] for d in result.structured["near_duplicates"]][:1] in ([first.id], [new_id])
+    assert "update_memory" in result.text
+
+
+def test_recall_command(store: Store, clock: FixedClock) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gitmem.cli import cli
+
+    ids = fill(store, clock)
+    runner = CliRunner()
+    where = ["--store", str(store.path)]
+    out = runner.invoke(cli, [*where, "recall", "how", "do", "we", "deploy", "to", "staging?"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[0].startswith(ids["deploy"])
+    assert f"     1: {DEPLOY}" in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "sample_user", "--explain", "-n", "1"])
+    assert "matched sample (body), user (body" in out.stdout and "[score " in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "test fixtures", "--json", "--limit", "2"])
+    data = json.loads(out.stdout)
+    assert [h["id"] for h in data["hits"]] == store.recall("test fixtures", limit=2).ids
+    out = runner.invoke(cli, [*where, "recall", "fixtures conftest", "--budget", "30"])
+    assert out.stdout.startswith(f"<!-- {ids['fixtures']} (whole, ~") and FIXTURES in out.stdout
+    out = runner.invoke(cli, [*where, "recall", "?!"])
+    assert out.exit_code == 0 and "No matches." in out.stdout
+    assert "no words to look for" in out.stderr
+    out = runner.invoke(cli, [*where, "recall", "x", "--budget", "-1"])
+    assert out.exit_code == 2
+
+
+def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import recall as recall_mod
+
+    monkeypatch.setattr(recall_mod, "COMMON_FROM", 5)
+    with store.transaction("many"):
+        for i in range(9):
+            store.create(f"plenty of notes number {i}\n")
+        rare = store.create("plenty of notes about the walrus\n").id
+    parsed = recall_mod.parse("plenty walrus")
+    expression = store.index().read(lambda conn: recall_mod._selective(conn, parsed))
+    assert expression == '"walrus"'
+    assert store.recall("plenty walrus").ids[0] == rare
+    # A word no memory holds does not push the common one out.
+    nothing = recall_mod.parse("plenty zebra")
+    assert store.index().read(lambda conn: recall_mod._selective(conn, nothing)) == nothing.fts
+    assert len(store.recall("plenty zebra", limit=20)) == 10

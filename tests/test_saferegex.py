@@ -105,14 +105,16 @@ def test_cli_search_regex_ends_with_exit_4(store: Store, tmp_path: Path) -> None
 
 def test_a_committed_secrets_pattern_cannot_hang_writes(store: Store) -> None:
     """A teammate's gitmem.yaml pattern runs over every write: bounded too."""
+    # Not anchored at the start: the scan may run it over the whole file, not the body alone.
+    unanchored = CATASTROPHIC.removeprefix("^")
     policy = policy_from_config(
-        {"secrets": {"patterns": [{"kind": "slow", "regex": CATASTROPHIC}]}}
+        {"secrets": {"patterns": [{"kind": "slow", "regex": unanchored}]}}
     )
     with pytest.raises(RegexTimeoutError):
         scan_text(HOSTILE_BODY, policy.patterns)
     plant(store, "gitmem.yaml",
           "format: 1\nscope: repo\nsecrets:\n  patterns:\n"
-          f"    - kind: slow\n      regex: '{CATASTROPHIC}'\n")
+          f"    - kind: slow\n      regex: '{unanchored}'\n")
     with pytest.raises(RegexTimeoutError):
         store.create(HOSTILE_BODY)
     with pytest.raises(InvalidMemoryError, match=r"secrets.allow\[0\] is not a valid"):

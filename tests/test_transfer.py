@@ -320,7 +320,8 @@ def test_files_round_trip_byte_for_byte(tmp_path: Path, clock: FixedClock, files
     first.create("a layered doc\n", id="projects/acme/known_issues")
     report = export_files(first, tmp_path / "out")
     assert report.ok and report.written == {"files": 5}
-    assert (tmp_path / "out" / "repo" / "entities" / "person" / "Ada.md").is_file()
+    ada = Graph(first).entity_id("Ada")
+    assert ada is not None and (tmp_path / "out" / "repo" / f"{ada}.md").is_file()
     assert (tmp_path / "out" / "repo" / f"{NEW}.md").is_file()
     second = gitmem.init(tmp_path / "two", clock=clock)
     assert import_files(second, tmp_path / "out").ok

@@ -255,7 +255,16 @@ def _ssh_default_key(base: Path, m: Path) -> tuple[Path, list[str], bytes | None
     return repo, ["commit", "-q", "--allow-empty", "-m", "x"], None
 
 
+def _included(base: Path, m: Path) -> tuple[Path, list[str], bytes | None]:
+    """A setting in a file the repository's config includes is the repository's too."""
+    repo = _changed(base)
+    (base / "more.cfg").write_text(f"[diff]\n\texternal = {script(base / 'ext', sh(m))}\n")
+    config(repo, include__path=str(base / "more.cfg"))
+    return repo, ["diff"], None
+
+
 EXEC_KEYS: dict[str, Case] = {
+    "include.path -> diff.external": Case(_included),
     "remote.<name>.uploadpack": Case(_uploadpack),
     "remote.<name>.receivepack": Case(_receivepack),
     "core.sshCommand": Case(_ssh_command),
@@ -411,7 +420,7 @@ def test_every_git_call_goes_through_gitcmd() -> None:
         for number, line in enumerate(lines):
             if not any(needle in line for needle in STARTS_A_PROCESS):
                 continue
-            call = " ".join(lines[number : number + 3])
+            call = " ".join(lines[number : number + 6])
             python = "sys.executable" in call and ('"-I"' in call or '"-P"' in call)
             if not python:
                 offenders.append(f"{path.relative_to(root)}:{number + 1}: {line.strip()}")

@@ -38,6 +38,16 @@ class HashEmbedder:
         self.calls = 0
         self.texts = 0
 
+    def token_ids(self, text: str) -> list[int]:
+        """Words as token ids, so the document-frequency counts are kept for this model."""
+        return [
+            int.from_bytes(hashlib.sha256(w.encode()).digest()[:2], "little") % 1000
+            for w in text.lower().split()
+        ]
+
+    def embed_weighted(self, text: str, weights: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return self.embed([text])[0]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         self.calls += 1
         self.texts += len(texts)
@@ -51,7 +61,7 @@ class HashEmbedder:
         return out
 
 
-def _rows(store: Store, embedder: HashEmbedder) -> dict[str, set[tuple[str, str, bytes]]]:
+def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
     """Every scope's vector rows after a sync, and a check that each current memory has one."""
     out = {}
     for scope in store.scopes:
@@ -63,7 +73,19 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, set[tuple[str, str,
         assert {b for _, b, _ in rows} == blobs  # one vector per current blob, no other
         mapping = set(conn.execute("SELECT rowid, blob FROM vector_rows"))
         assert mapping == set(conn.execute("SELECT rowid, blob FROM memories"))
-        out[str(scope)] = rows
+        df = set(conn.execute(
+            "SELECT m.model, d.token, d.df FROM vector_df d JOIN vector_models m ON m.id = d.model"
+        ))
+        expected: dict[int, int] = {}
+        for (body,) in conn.execute(
+            "SELECT CASE WHEN title IS NULL THEN body ELSE title || char(10) || body END "
+            "FROM memories GROUP BY blob"
+        ):
+            for token in set(embedder.token_ids(body[: vectors.MAX_TEXT])):
+                expected[token] = expected.get(token, 0) + 1
+        assert df == {(embedder.name, t, n) for t, n in expected.items()}
+        assert not conn.execute("SELECT 1 FROM vector_gone").fetchall()
+        out[str(scope)] = (rows, df)
     return out
 
 

@@ -61,6 +61,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "history": "store:history",
     "log": "store:log",
     "search": "index:search",
+    "recall": "index:recall",
     "reindex": "index:reindex",
     "gc": "index:gc",
     "stale": "lifecycle:stale",

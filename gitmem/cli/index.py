@@ -1,4 +1,4 @@
-"""Commands over the derived index and the repository: search, reindex, gc."""
+"""Commands over the derived index and the repository: search, recall, reindex, gc."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gitmem.recall import RecallResults
 from gitmem.search import MODES, SearchMatch, SearchResults
 
 from .common import State, emit_json, json_option, pass_state
@@ -141,6 +142,94 @@ def _cut(results: SearchResults, limit: int) -> bool:
                 del results.matches[i:]
                 return True
     return False
+
+
+def recall_text(results: RecallResults, *, explain: bool) -> str:
+    """Hits with their best lines (and, explained, why each ranked); with a budget, the
+    packed memories themselves, ready to paste into an agent's context."""
+    if results.budget is not None:
+        parts = []
+        for packed in results.packed:
+            kind = "whole" if packed.whole else "excerpt"
+            parts.append(f"<!-- {packed.id} ({kind}, ~{packed.tokens} tokens) -->\n{packed.text}")
+        return "\n\n".join(parts) if parts else "Nothing fits the budget."
+    if not results.hits:
+        return "No matches."
+    lines: list[str] = []
+    for hit in results:
+        heading = f"{hit.id}  {hit.title or '(untitled)'}"
+        if explain:
+            heading += f"  [score {hit.score:.3f}]"
+        lines.append(click.style(heading, bold=True))
+        for line in hit.lines:
+            lines.append(f"  {line.number:>4}: {line.text}")
+        if explain:
+            for reason in hit.why:
+                lines.append(click.style(f"        {reason}", dim=True))
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--explain", is_flag=True, help="Show scores and why each memory ranked.")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=0),
+    metavar="TOKENS",
+    help="Print the best memories that fit this many tokens, whole ones first.",
+)
+@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@click.option("--category", help="Only this category.")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
+)
+@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
+@click.option("--at", metavar="REV|DATE", help="Recall from the store as it was then.")
+@json_option
+@pass_state
+def recall(
+    state: State,
+    query: tuple[str, ...],
+    limit: int,
+    explain: bool,
+    budget: int | None,
+    scope: str | None,
+    category: str | None,
+    tags: tuple[str, ...],
+    show_all: bool,
+    at: str | None,
+) -> None:
+    """Find the memories that answer a question, best first.
+
+    QUERY is plain language, keywords, a code identifier or a path (quotes
+    optional): any word may match, word forms meet (deploying ~ deploy),
+    question words are ignored, and memories similar in meaning rank too.
+    Superseded memories count for their newest version.
+
+    \b
+    Examples:
+      gitmem recall how do we deploy to staging?
+      gitmem recall sample_user --explain
+      gitmem recall "test fixtures" --budget 2000
+    """
+    results = state.store().recall(
+        " ".join(query),
+        limit=limit,
+        scope=scope,
+        category=category,
+        tags=list(tags) or None,
+        include_superseded=show_all,
+        include_archived=show_all,
+        at=at,
+        budget=budget,
+    )
+    if state.json:
+        emit_json(results.to_dict())
+        return
+    if results.notice:
+        click.echo(f"note: {results.notice}", err=True)
+    click.echo(recall_text(results, explain=explain))
 
 
 class _ProgressBar:

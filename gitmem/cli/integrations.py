@@ -209,8 +209,17 @@ def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -
     help="The store to serve (the same as gitmem --store PATH mcp).",
 )
 @click.option("--agent", help="Author of the commits the server makes (default: the git user).")
+@click.option(
+    "--http",
+    "bind",
+    metavar="[HOST:]PORT",
+    help="Serve the SDK's streamable HTTP transport at http://HOST:PORT/mcp instead of "
+    "stdio (HOST defaults to 127.0.0.1), for several agents on one store. Clients send "
+    "Authorization: Bearer TOKEN: $GITMEM_MCP_TOKEN, else the token gitmem keeps in the "
+    "store's state directory (its path is said on stderr).",
+)
 @pass_state
-def mcp(state: State, agent: str | None) -> None:
+def mcp(state: State, agent: str | None, bind: str | None) -> None:
     """Serve the store over MCP on stdin/stdout (needs the mcp extra).
 
     Tools: the reference knowledge-graph server's (create_entities ...
@@ -233,7 +242,23 @@ def mcp(state: State, agent: str | None) -> None:
     from gitmem import mcp_server
 
     _first_use(state)
-    mcp_server.run(state.store(), agent=agent)
+    if bind is None:
+        mcp_server.run(state.store(), agent=agent)
+        return
+    host, port = mcp_server.parse_bind(bind)
+    store = state.store()
+    token, where = mcp_server.http_token(store)
+    source = f"${mcp_server.TOKEN_ENV}" if where is None else str(where)
+    click.echo(
+        f"gitmem: serving MCP at http://{_url_host(host)}:{port}{mcp_server.HTTP_PATH} "
+        f"(bearer token: {source})",
+        err=True,
+    )
+    mcp_server.run_http(store, host=host, port=port, token=token, agent=agent)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _first_use(state: State) -> None:

@@ -100,7 +100,15 @@ def add(
         message=options.get("message"),
         **_fields(store, options),
     )
-    _done(state, memory, memory.id)
+    from gitmem.recall import duplicates_report, duplicates_text
+
+    similar = duplicates_report(state.store(), memory)
+    if state.json:
+        emit_json({**memory.to_dict(), "near_duplicates": similar})
+        return
+    click.echo(memory.id)
+    for line in duplicates_text(similar):
+        click.echo(f"note: {line}", err=True)
 
 
 _JSONL_KEYS = frozenset(

@@ -152,18 +152,59 @@ class StaticEmbedder:
             ids = itertools.chain.from_iterable(map(self._cache.__getitem__, pieces))
             return list(ids)[:MAX_TOKENS]
 
-    def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
+    def embed_weighted(self, text: str, weights: NDArray[Any]) -> NDArray[np.float32]:
+        """One text's vector with each token's row scaled by ``weights[token]`` (tokens past
+        the end of ``weights`` weigh 0): a query weighted by inverse document frequency."""
+        ids = np.asarray(self.token_ids(text), dtype=np.int64)
+        out = np.zeros(self.dim, dtype=np.float32)
+        if ids.size == 0:
+            return out
+        known = ids < weights.shape[0]
+        w = np.zeros(ids.size, dtype=np.float32)
+        w[known] = weights[ids[known]]
+        out[:] = (self.table[ids] * w[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(out))
+        if norm == 0:  # only tokens every memory has: fall back to the plain mean
+            plain: NDArray[np.float32] = self.embed([text])[0]
+            return plain
+        out /= norm
+        return out
+
+    def embed_counting(
+        self, texts: Sequence[str]
+    ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """The vectors of ``texts`` and, per token id, in how many of them it occurs (the
+        same tokens :meth:`token_ids` gives): document frequencies at no second tokenizing."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        counts = np.zeros(self._vocab, dtype=np.int64)
+        with self._lock:
+            for start in range(0, len(texts), BATCH):
+                chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
+                out[start : start + len(chunk)] = self._embed_batch(chunk, counts)
+        return out, counts
+
+    def _embed_batch(
+        self, texts: list[str], counts: NDArray[np.int64] | None = None
+    ) -> NDArray[np.float32]:
         table = self.table
         get = self._cache.__getitem__
         chain = itertools.chain.from_iterable
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
+        distinct: list[NDArray[np.int64]] = []
         # One text at a time: a gather and a sum per text is faster here than numpy's
         # reduceat over the batch, and a text's vector cannot depend on its batch (so
         # incremental catch-up and a full rebuild store identical vectors).
+        vocab = self._vocab
         for row, pieces in enumerate(self._pieces(texts)):
-            index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)
+            index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)[:MAX_TOKENS]
             if index.size:
-                result[row] = table[index[:MAX_TOKENS]].sum(axis=0)
+                result[row] = table[index].sum(axis=0)
+                if counts is not None:
+                    distinct.append(index + row * vocab)  # (text, token) as one number
+        if counts is not None and distinct:
+            # One unique over the batch's (text, token) pairs: each token once per text.
+            pairs = np.unique(np.concatenate(distinct))
+            counts += np.bincount(pairs % vocab, minlength=vocab)[:vocab]
         norms = np.linalg.norm(result, axis=1, keepdims=True)
         np.divide(result, norms, out=result, where=norms > 0)
         return result
