@@ -33,6 +33,7 @@ from bench import (
     clibench,  # noqa: F401  (registers cli-latency)
     graphbench,  # noqa: F401  (registers mcp-graph)
     lexbench,  # noqa: F401  (registers recall-latency)
+    memtoolbench,  # noqa: F401  (registers memtool)
     recall_quality,  # noqa: F401  (registers recall-quality)
     scalebench,  # noqa: F401  (registers autopack and group-commit)
 )

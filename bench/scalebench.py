@@ -193,6 +193,7 @@ def group_commit(ctx: Context) -> list[Row]:
     cpu: dict[str, list[float]] = {k: [] for k in rates}
     acked: list[str] = []
     errors = 0
+    first_error = ""
     for round_ in range(config.repeat):
         for key, writers, group in (("1", 1, True), ("8 group", 8, True), ("8 cas", 8, False)):
             log(f"round {round_ + 1}: {key} writer(s) x {ops} creates")
@@ -203,6 +204,8 @@ def group_commit(ctx: Context) -> list[Row]:
             cpu[key].append(1e3 * result.cpu_seconds / max(1, result.timed))
             acked += result.acknowledged
             errors += len(result.errors)
+            if result.errors and not first_error:
+                first_error = f" (first, {key}: {result.errors[0][:100]})"
     lost = lost_writes(populated.path, acked)
     (floor,) = measure_alternating([_pygit2_floor(ctx, populated.path)], config.repeat)
     one, grouped, cas = (median(rates[k]) for k in ("1", "8 group", "8 cas"))
@@ -222,8 +225,8 @@ def group_commit(ctx: Context) -> list[Row]:
             runs=config.repeat,
             target="≥ 1.5x one writer; 0 lost",
             met=grouped >= 1.5 * one and not lost,
-            note=f"{len(lost)} lost of {len(acked)} acknowledged (all rounds); {errors} errors; "
-            + cpu_note("8 group"),
+            note=f"{len(lost)} lost of {len(acked)} acknowledged (all rounds); {errors} errors"
+            f"{first_error}; " + cpu_note("8 group"),
         ),
         Row(
             "8 writers together, compare-and-swap alone (before)",

@@ -241,6 +241,17 @@ def _state(gitdir: Path) -> Path:
     return gitdir / STATE_DIR
 
 
+def try_flock(fd: int) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` without waiting; False if someone holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
 def _busy(gitdir: Path) -> bool:
     """Whether a helper holds the lock (a hint: the helper takes it for real)."""
     try:
@@ -248,14 +259,9 @@ def _busy(gitdir: Path) -> bool:
     except FileNotFoundError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            return True
-        raise
+        return not try_flock(fd)
     finally:
         os.close(fd)  # releases the probe's lock too
-    return False
 
 
 def _recently_tried(gitdir: Path) -> bool:
@@ -306,12 +312,8 @@ def run(gitdir: Path) -> int:
     state.mkdir(exist_ok=True)
     fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                return 0  # another helper is at work
-            raise
+        if not try_flock(fd):
+            return 0  # another helper is at work
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         repo = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)

@@ -31,11 +31,11 @@ leader has claimed it, so a write is never both reported failed and committed.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
 import os
+import select
 import time
 import uuid
 from dataclasses import dataclass
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from .autopack import try_flock
 from .errors import ConflictError
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ LOCK_NAME = "commit.lock"
 BATCH_NAME = "batch"
 MAX_BATCH = 64
 """Requests one leader commits in one chain at most (the rest wait for the next)."""
+WAKE_CHECK = 0.05
+"""Seconds between a waiting writer's looks at the lock when nobody wakes it."""
 STALE_RESULT = 300.0
 """Seconds after which a result nobody collected (its writer died) is removed."""
 
@@ -167,52 +170,96 @@ class CommitQueue:
         self.queue.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            if _try_lock(fd):
+            if try_flock(fd):
                 try:
                     return self._lead(request)  # nobody is committing: no queue file
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-            req_path = self.queue / f"{request.id}.req"
-            _write_atomic(req_path, request.to_json())
-            delay = 0.0002
-            given_up = False
-            while True:
-                outcome = self._collect(request.id)
-                if outcome is not None:
-                    if outcome.kind == "ok":
-                        self.stats.queued += 1
-                    return outcome
-                if _try_lock(fd):
-                    try:
-                        outcome = self._collect(request.id)
-                        if outcome is None:
-                            outcome = self._lead(None, mine=request.id)
-                        return outcome
-                    finally:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                if time.monotonic() > deadline:
-                    try:
-                        req_path.unlink()
-                    except FileNotFoundError:
-                        # A leader has claimed it: its outcome is coming (or the leader
-                        # died, and the next one will settle it). Wait once more as long.
-                        if given_up:
-                            raise ConflictError(
-                                "a writer committing for this one did not finish in time; "
-                                "the write may still land",
-                                hint="check with gitmem log before writing it again",
-                            ) from None
-                        given_up = True
-                        deadline = time.monotonic() + self.db.lock_timeout
-                        continue
-                    raise ConflictError(
-                        "could not commit: other writers kept the store busy",
-                        hint="another writer kept the branch busy; try again",
-                    )
-                time.sleep(delay)
-                delay = min(0.004, delay * 2)
+                    self._wake_waiters()
+            # A FIFO the leader writes one byte to once our result is there: every waiter
+            # wakes at once, in the kernel. (Waiters polling every few milliseconds took the
+            # CPU from the leader they waited for; waiters blocked on the lock woke one
+            # after another, each after its own wait for a CPU.)
+            fifo = self.queue / f"{request.id}.fifo"
+            os.mkfifo(fifo, 0o600)
+            # Read-write: with no writer left, a read-only FIFO reads as end-of-file, and
+            # select would return at once forever after the first wake-up (Linux, macOS).
+            wake = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+            try:
+                return self._wait(request, fd, wake, deadline)
+            finally:
+                os.close(wake)
+                with contextlib.suppress(FileNotFoundError):
+                    fifo.unlink()
         finally:
             os.close(fd)
+
+    def _wait(self, request: Request, fd: int, wake: int, deadline: float) -> Outcome:
+        """Queue ``request`` and wait for its outcome, or for the lock (then lead)."""
+        req_path = self.queue / f"{request.id}.req"
+        _write_atomic(req_path, request.to_json())
+        given_up = False
+        while True:
+            outcome = self._collect(request.id)
+            if outcome is not None:
+                if outcome.kind == "ok":
+                    self.stats.queued += 1
+                return outcome
+            if try_flock(fd):
+                try:
+                    outcome = self._collect(request.id)
+                    if outcome is None:
+                        outcome = self._lead(None, mine=request.id)
+                    elif outcome.kind == "ok":
+                        self.stats.queued += 1
+                    return outcome
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    self._wake_waiters()
+            if time.monotonic() > deadline:
+                try:
+                    req_path.unlink()
+                except FileNotFoundError:
+                    # A leader has claimed it: its outcome is coming (or the leader died,
+                    # and the next one will settle it). Wait once more as long.
+                    if given_up:
+                        raise ConflictError(
+                            "a writer committing for this one did not finish in time; "
+                            "the write may still land",
+                            hint="check with gitmem log before writing it again",
+                        ) from None
+                    given_up = True
+                    deadline = time.monotonic() + self.db.lock_timeout
+                    continue
+                raise ConflictError(
+                    "could not commit: other writers kept the store busy",
+                    hint="another writer kept the branch busy; try again",
+                )
+            # Woken by the leader, or every WAKE_CHECK seconds to see whether the lock
+            # came free without a result (its holder died).
+            select.select([wake], [], [], WAKE_CHECK)
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake, 64)
+
+    def _wake_waiters(self) -> None:
+        """After the lock is released: wake every waiting writer, so one whose request
+        came too late for this chain takes the lock now rather than at its next check."""
+        try:
+            names = os.listdir(self.queue)  # noqa: PTH208 (names only)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.endswith(".fifo"):
+                self._notify(name[: -len(".fifo")])
+
+    def _notify(self, request_id: str) -> None:
+        """Wake the writer waiting for ``request_id`` (if it still waits)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.queue / f"{request_id}.fifo", os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"!")
+            finally:
+                os.close(fd)
 
     def _collect(self, request_id: str) -> Outcome | None:
         path = self.queue / f"{request_id}.res"
@@ -238,6 +285,7 @@ class CommitQueue:
             _write_atomic(self.queue / f"{request.id}.res", outcomes[request.id].encode())
             with contextlib.suppress(FileNotFoundError):
                 (self.queue / f"{request.id}.claimed").unlink()
+
         with contextlib.suppress(FileNotFoundError):
             (self.queue / BATCH_NAME).unlink()
         if mine is None or mine not in outcomes:
@@ -260,8 +308,8 @@ class CommitQueue:
         out: list[Request] = []
         for name in names:
             path = self.queue / name
-            if name.endswith(".res"):
-                # A result whose writer never came for it (it died while waiting).
+            if name.endswith((".res", ".fifo")):
+                # A result (or wake-up FIFO) whose writer never came for it: it died waiting.
                 with contextlib.suppress(FileNotFoundError):
                     if now - path.stat().st_mtime > STALE_RESULT:
                         path.unlink()
@@ -276,7 +324,9 @@ class CommitQueue:
                     continue  # withdrawn by its writer a moment ago
                 path = claimed
             elif not name.endswith(".claimed"):
-                continue  # temporary files being written
+                if name.startswith(".") and name.endswith(".tmp"):
+                    _remove_if_dead(path)  # a temporary file a killed writer left
+                continue
             try:
                 out.append(Request.from_json(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -305,6 +355,7 @@ class CommitQueue:
                 for suffix in (".claimed", ".req"):
                     with contextlib.suppress(FileNotFoundError):
                         (self.queue / f"{request_id}{suffix}").unlink()
+                self._notify(request_id)
         journal.unlink()
 
     def _commit_chain(
@@ -378,14 +429,14 @@ class CommitQueue:
             return outcomes
 
 
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
+def _remove_if_dead(tmp: Path) -> None:
+    """Remove ``.<name>.<pid>.tmp`` once the process that was writing it is gone."""
+    from .gitdb import _pid_alive
+
+    pid = tmp.name[: -len(".tmp")].rsplit(".", 1)[-1]
+    if pid.isdigit() and not _pid_alive(int(pid)):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -57,6 +57,8 @@ NOTES_ROOT = "notes"
 assert NOTES_ROOT in DOCUMENT_ROOTS
 NAME_KEY = "memory_file"
 LINE_NUMBER_WIDTH = 6
+MAX_VIEW_LINES = 999_999
+"""The SDK's guard: a file of more lines is not shown."""
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -288,34 +290,28 @@ class MemoryTool:
             raise MemoryToolNotFoundError(
                 f"The path {target.path} does not exist. Please provide a valid path."
             )
-        if view_range is not None:
-            raise MemoryToolError(f"view_range applies to files; {target.path} is a directory")
-        return self._view_dir(snap, target)
+        return self._view_dir(snap, target)  # the SDK ignores view_range for a directory
 
     def _view_file(self, target: _Target, doc: _Doc, view_range: Sequence[int] | None) -> str:
-        lines = _lines(doc.body)
+        # As the SDK's local-filesystem tool shows a file: split on "\n" (a final newline gives
+        # a last, empty line), the 999,999-line guard, and a view_range clamped, not refused
+        # (models ask for [1, 200] on short files).
+        lines = doc.body.split("\n")
+        if len(lines) > MAX_VIEW_LINES:
+            raise MemoryToolError(
+                f"File {target.path} exceeds maximum line limit of {MAX_VIEW_LINES:,} lines."
+            )
         first = 1
         if view_range is not None:
-            if (
-                not isinstance(view_range, list | tuple)
-                or len(view_range) != 2
-                or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
+            if not isinstance(view_range, list | tuple) or not all(
+                isinstance(n, int) and not isinstance(n, bool) for n in view_range
             ):
                 raise MemoryToolError("view_range must be two line numbers: [start, end]")
-            start, end = view_range
-            last = len(lines)
-            if start < 1 or start > max(last, 1):
-                raise MemoryToolError(
-                    f"Invalid view_range {list(view_range)}: "
-                    f"start must be within [1, {max(last, 1)}]"
-                )
-            if end != -1 and (end < start or end > last):
-                raise MemoryToolError(
-                    f"Invalid view_range {list(view_range)}: "
-                    f"end must be -1 or within [{start}, {last}]"
-                )
-            lines = lines[start - 1 : None if end == -1 else end]
-            first = start
+            if len(view_range) == 2:
+                start = max(1, view_range[0]) - 1
+                end = len(lines) if view_range[1] == -1 else view_range[1]
+                lines = lines[start:end]
+                first = start + 1
         return f"Here's the content of {target.path} with line numbers:\n" + _numbered(lines, first)
 
     def _view_dir(self, snap: Snapshot, target: _Target) -> str:
@@ -337,7 +333,10 @@ class MemoryTool:
                     key = "/".join(shown[:depth]) + "/"
                     entries[key] = entries.get(key, 0) + size
         lines = [f"{_size(total)}\t{target.path}"]
-        lines.extend(f"{_size(entries[key])}\t{target.path}/{key}" for key in sorted(entries))
+        # The SDK's order: depth first, each folder's entries by name ("a/" and what is in it
+        # before "a-b.md"), which is the order of the paths' segment tuples.
+        ordered = sorted(entries, key=lambda key: tuple(key.rstrip("/").split("/")))
+        lines.extend(f"{_size(entries[key])}\t{target.path}/{key}" for key in ordered)
         return (
             f"Here're the files and directories up to 2 levels deep in {target.path}, "
             "excluding hidden items:\n" + "\n".join(lines)

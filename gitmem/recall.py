@@ -202,6 +202,7 @@ class Query:
     text: str
     terms: tuple[str, ...]
     fts: str
+    phrases: tuple[tuple[str, ...], ...] = ()
 
 
 def parse(text: str) -> Query:
@@ -214,7 +215,8 @@ def parse(text: str) -> Query:
         for token in clean.split()
         if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
     ][:8]
-    return Query(clean, terms, lexical.or_query(terms, phrases=phrases) if terms else "")
+    fts = lexical.or_query(terms, phrases=phrases) if terms else ""
+    return Query(clean, terms, fts, tuple(tuple(p) for p in phrases))
 
 
 _JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
@@ -279,6 +281,7 @@ def _lexical(
     """
     if not query.fts:
         return []
+    expression = _selective(conn, query)
     weights = ", ".join(str(w) for w in WEIGHTS)
     fetch = depth * 2
     while True:
@@ -286,7 +289,7 @@ def _lexical(
             ranked = conn.execute(
                 f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
                 "ORDER BY score DESC LIMIT ?",
-                (query.fts, fetch),
+                (expression, fetch),
             ).fetchall()
         except sqlite3.OperationalError as exc:
             if _is_query_error(exc):
@@ -304,6 +307,82 @@ def _lexical(
     ]
     out.sort(key=lambda x: (-x[4], -x[3], x[1]))
     return out[:depth]
+
+
+COMMON = 0.5
+"""A query word in more than this share of the memories is left out of the FTS5 query
+when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
+its long posting list is most of a query's cost in a large store."""
+COMMON_FROM = 1000
+"""Stores smaller than this keep every word (the cost is small, the counts noisy)."""
+
+
+def _selective(conn: sqlite3.Connection, query: Query) -> str:
+    """The query's FTS5 expression without its words that are in most memories."""
+    if len(query.terms) < 2:
+        return query.fts
+    try:
+        stems = _stem_words(query.terms)
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
+        )
+        total = _memory_count(conn)
+        if total < COMMON_FROM:
+            return query.fts
+        common = set()
+        found = 0
+        for term in query.terms:
+            row = conn.execute(
+                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
+            ).fetchone()
+            if row is not None and row[0] > COMMON * total:
+                common.add(term)
+            elif row is not None:
+                found += 1
+    except sqlite3.OperationalError as exc:
+        if not _is_query_error(exc):
+            raise
+        return query.fts
+    kept = [t for t in query.terms if t not in common]
+    if not common or not found:
+        return query.fts  # nothing rarer matches anything: keep every word
+    return lexical.or_query(kept, phrases=query.phrases)
+
+
+_counts: dict[tuple[int, int], int] = {}
+
+
+def _memory_count(conn: sqlite3.Connection) -> int:
+    """How many memories the index holds, counted once per database change."""
+    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+    key = (id(conn), version)
+    found = _counts.get(key)
+    if found is None:
+        if len(_counts) > 64:
+            _counts.clear()
+        found = _counts[key] = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    return found
+
+
+def _stem_words(words: Sequence[str]) -> dict[str, str]:
+    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
+    conn = _scratch()
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
+        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
+    )
+    out: dict[str, str] = {}
+    try:
+        for i, word in enumerate(words):
+            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
+        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
+            out.setdefault(words[int(doc) - 1], str(term))
+    finally:
+        conn.execute("DELETE FROM temp.stem_t")
+    return out
 
 
 def _is_query_error(exc: sqlite3.OperationalError) -> bool:

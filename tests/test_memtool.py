@@ -147,21 +147,38 @@ def test_files_and_directories_do_not_overlap(tool: MemoryTool) -> None:
 
 
 def test_view_file_with_numbered_lines_and_ranges(tool: MemoryTool) -> None:
+    """As the SDK's local-filesystem tool: a final newline shows as a last, empty line, and
+    a view_range is clamped to the file (models ask for [1, 200] on short files)."""
     tool.create("/memories/n.md", "one\ntwo\nthree\nfour\n")
     assert tool.view("/memories/n.md") == (
         "Here's the content of /memories/n.md with line numbers:\n"
-        "     1\tone\n     2\ttwo\n     3\tthree\n     4\tfour"
+        "     1\tone\n     2\ttwo\n     3\tthree\n     4\tfour\n     5\t"
     )
     assert tool.view("/memories/n.md", [2, 3]).splitlines()[1:] == ["     2\ttwo", "     3\tthree"]
     assert tool.view("/memories/n.md", [3, -1]).splitlines()[1:] == [
         "     3\tthree",
         "     4\tfour",
+        "     5\t",
     ]
-    for bad in ([0, 2], [5, 5], [3, 2], [1, 9], [1], "1-2"):
+    assert tool.view("/memories/n.md", [1, 200]) == tool.view("/memories/n.md")
+    assert tool.view("/memories/n.md", [0, 2]).splitlines()[1:] == ["     1\tone", "     2\ttwo"]
+    assert tool.view("/memories/n.md", [9, 12]).splitlines() == [
+        "Here's the content of /memories/n.md with line numbers:"
+    ]
+    assert tool.view("/memories/n.md", [1]) == tool.view("/memories/n.md")  # ignored, as the SDK
+    for bad in (["1", 2], "1-2", [True, 2]):
         with pytest.raises(MemoryToolError, match="view_range"):
             tool.view("/memories/n.md", bad)  # type: ignore[arg-type]
     with pytest.raises(MemoryToolNotFoundError, match="does not exist"):
         tool.view("/memories/missing.md")
+
+
+def test_view_refuses_a_file_past_the_sdks_line_limit(tool: MemoryTool) -> None:
+    tool.create("/memories/long.md", "\n" * 999_999)
+    with pytest.raises(MemoryToolError, match="exceeds maximum line limit of 999,999 lines"):
+        tool.view("/memories/long.md")
+    tool.create("/memories/ok.md", "\n" * 999_998)
+    assert tool.view("/memories/ok.md", [999_999, -1]).endswith("999999\t")
 
 
 def test_view_directory_lists_two_levels_with_sizes(tool: MemoryTool) -> None:
@@ -407,3 +424,18 @@ def test_a_link_in_a_bare_stores_tree_is_refused(bare_store: Store, tmp_path: Pa
     ):
         with pytest.raises(MemoryToolError, match="via a symlink"):
             call()
+
+
+def test_directory_listing_is_in_the_sdks_order(tool: MemoryTool) -> None:
+    """Depth first, each folder's entries by name: a folder and what is in it come before a
+    sibling whose name sorts after the folder's but before its path with a slash."""
+    for path in ("/memories/a-b.md", "/memories/a/x.md", "/memories/a/b/deep.md", "/memories/B.md"):
+        tool.create(path, "x")
+    listed = [line.split("\t")[1] for line in tool.view("/memories").splitlines()[2:]]
+    assert listed == [
+        "/memories/B.md",
+        "/memories/a/",
+        "/memories/a/b/",
+        "/memories/a/x.md",
+        "/memories/a-b.md",
+    ]

@@ -320,3 +320,23 @@ def test_recall_command(store: Store, clock: FixedClock) -> None:
     assert "no words to look for" in out.stderr
     out = runner.invoke(cli, [*where, "recall", "x", "--budget", "-1"])
     assert out.exit_code == 2
+
+
+def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import recall as recall_mod
+
+    monkeypatch.setattr(recall_mod, "COMMON_FROM", 5)
+    with store.transaction("many"):
+        for i in range(9):
+            store.create(f"plenty of notes number {i}\n")
+        rare = store.create("plenty of notes about the walrus\n").id
+    parsed = recall_mod.parse("plenty walrus")
+    expression = store.index().read(lambda conn: recall_mod._selective(conn, parsed))
+    assert expression == '"walrus"'
+    assert store.recall("plenty walrus").ids[0] == rare
+    # A word no memory holds does not push the common one out.
+    nothing = recall_mod.parse("plenty zebra")
+    assert store.index().read(lambda conn: recall_mod._selective(conn, nothing)) == nothing.fts
+    assert len(store.recall("plenty zebra", limit=20)) == 10
