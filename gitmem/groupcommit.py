@@ -324,7 +324,9 @@ class CommitQueue:
                     continue  # withdrawn by its writer a moment ago
                 path = claimed
             elif not name.endswith(".claimed"):
-                continue  # temporary files being written
+                if name.startswith(".") and name.endswith(".tmp"):
+                    _remove_if_dead(path)  # a temporary file a killed writer left
+                continue
             try:
                 out.append(Request.from_json(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -425,6 +427,16 @@ class CommitQueue:
             self.stats.carried += len(chain) - 1
             self.stats.longest = max(self.stats.longest, len(chain))
             return outcomes
+
+
+def _remove_if_dead(tmp: Path) -> None:
+    """Remove ``.<name>.<pid>.tmp`` once the process that was writing it is gone."""
+    from .gitdb import _pid_alive
+
+    pid = tmp.name[: -len(".tmp")].rsplit(".", 1)[-1]
+    if pid.isdigit() and not _pid_alive(int(pid)):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:

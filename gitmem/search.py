@@ -72,6 +72,7 @@ class SearchResults:
 
     query: str
     mode: str
+    """``fts``, ``regex``, ``substring``, or ``natural`` when recall answered the query."""
     matches: list[SearchMatch] = field(default_factory=list)
     notice: str | None = None
 

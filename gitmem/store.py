@@ -1555,6 +1555,7 @@ class Store:
                 project=project,
             )
             results.notice = f"searched {query!r} as natural language ({why})"
+            results.mode = "natural"  # scores are recall's, not FTS5 tiers and bm25
             results.matches = [search_mod.from_recall(h) for h in recalled]
             return results
         hits.sort(key=lambda pair: -pair[0])

@@ -342,3 +342,39 @@ def test_eight_processes_group_commit_each_write_once(bare_store: Store, tmp_pat
              if Path(out + ".stats").exists()]
     print("led, carried, queued, retried per writer:", stats)
     assert_healthy(bare_store)
+
+
+def test_group_commit_leader_settles_what_dead_writers_left(bare_store: Store) -> None:
+    """A request a dead writer queued is committed by the next writer, once (a write in
+    flight when its writer died), and a dead writer's half-written temporary file is
+    removed. (Dead leaders, journal and all, are killed at random in test_crash.py.)"""
+    import subprocess
+    import sys
+
+    from gitmem import groupcommit
+
+    db = bare_store.db()
+    first = bare_store.create("first\n")
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    queue.mkdir(parents=True, exist_ok=True)
+    tip = db.tip()
+    assert tip is not None
+    blob = db.repo.create_blob(b"---\nid: notes/dead/queued\n---\nqueued by the dead\n")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    request = groupcommit.Request(
+        id=groupcommit.new_request_id(), base=str(tip.id), opaque=False, entries={},
+        spellings={}, changes={"notes/dead/queued.md": str(blob)},
+        message="create: queued by the dead\n", author=("ghost", "ghost@x.invalid"),
+        when=int(time.time()),
+    )
+    (queue / f"{request.id}.req").write_text(request.to_json())
+    (queue / f".{request.id}.res.{dead.pid}.tmp").write_text("half")
+    bare_store.create("second\n")
+    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
+    assert "notes/dead/queued.md" in paths
+    assert run_git(db.gitdir, "log", "--format=%an", "main").split().count("ghost") == 1
+    left = sorted(p.name for p in queue.iterdir())
+    assert left == [f"{request.id}.res"]  # its result waits for a writer that never comes
+    assert bare_store.read(first.id).body == "first\n"
+    assert_healthy(bare_store)

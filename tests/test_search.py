@@ -95,6 +95,7 @@ def test_a_query_fts5_refuses_is_natural_language_and_says_so(
     results = any_store.search(query)
     assert results.notice is not None
     assert "natural language" in results.notice and "could not parse" in results.notice
+    assert results.mode == "natural"
     if query == 'fixtures"':
         assert results.ids[0] == corpus["fixtures"]
     if query == "tests/conftest.py":

@@ -51,6 +51,8 @@ def results_text(results: SearchResults) -> str:
             heading = f"{match.id}  {match.title or '(untitled)'}"
             if results.mode == "fts":
                 heading += f"  [{_score_text(match.score)}]"
+            elif results.mode == "natural":  # answered by recall (gitmem recall --explain)
+                heading += f"  [recall {match.score:.3f}]"
             lines.append(click.style(heading, bold=True))
         if match.line_number is None:
             continue
@@ -99,7 +101,9 @@ def search(
 
     The default mode takes FTS5 syntax: words (all required), OR, NOT,
     "exact phrases", prefix*. Title matches rank first, then bm25. A query
-    FTS5 cannot parse is searched as literal words, with a note saying so.
+    that is not FTS5 syntax (a question, punctuation, stray quotes, or
+    plain words no memory holds all of) is answered as by 'gitmem recall',
+    with a note saying so.
     --regex greps the bodies; --substring finds literal text in any case.
     Each match shows the line and two lines of context either side.
 
