@@ -121,11 +121,15 @@ def open(
     *,
     clock: Clock | None = None,
     durable: bool = False,
+    branch: str | None = None,
 ) -> Store:
-    """Open the store at ``path``, or find the default one (see :func:`gitmem.store.open_store`)."""
+    """Open the store at ``path``, or find the default one (see :func:`gitmem.store.open_store`).
+
+    ``branch``: write to that branch (a proposal for review) instead of the one checked out.
+    """
     from .store import open_store
 
-    return open_store(path, clock=clock, durable=durable)
+    return open_store(path, clock=clock, durable=durable, branch=branch)
 
 
 def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:

@@ -408,6 +408,20 @@ def author_time(commit: pygit2.Commit) -> dt.datetime:
     return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
 
 
+DEFAULT_BRANCH = "main"
+
+
+def _head_branch(repo: pygit2.Repository) -> str | None:
+    """The branch HEAD names (born or not), or None for a detached HEAD."""
+    try:
+        target = repo.references["HEAD"].target
+    except (KeyError, pygit2.GitError):
+        return None
+    if isinstance(target, str) and target.startswith("refs/heads/"):
+        return target[len("refs/heads/") :]
+    return None
+
+
 class GitDB:
     """One git repository seen as a store: snapshots, writes, and the branch they move.
 
@@ -419,7 +433,7 @@ class GitDB:
         self,
         path: str | os.PathLike[str],
         *,
-        branch: str = "main",
+        branch: str | None = None,
         clock: Clock | None = None,
         durable: bool = False,
         lock_timeout: float = 60.0,
@@ -429,15 +443,32 @@ class GitDB:
             repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except (pygit2.GitError, KeyError) as exc:
             raise StoreError(f"{os.fspath(path)} is not a git repository: {exc}") from None
+        # A work-tree store writes to the branch checked out (a person on a feature branch
+        # sees their agent's writes there, not staged reverts of main's); a bare store, a
+        # detached HEAD and anything unnamed write to main. An explicit branch is a
+        # proposal: made from main's tip on first use, and never synced into a work tree
+        # that has another branch checked out.
+        checked_out = _head_branch(repo)
+        if branch is None:
+            branch = checked_out if repo.workdir and checked_out else DEFAULT_BRANCH
+        elif not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
+            raise InvalidInputError(f"{branch!r} is not a valid branch name")
         self.path = Path(path)
         self.branch = branch
         self.ref_name = f"refs/heads/{branch}"
+        if branch != DEFAULT_BRANCH and self.ref_name not in repo.references:
+            base = repo.references.get(f"refs/heads/{DEFAULT_BRANCH}")
+            if base is not None:
+                with contextlib.suppress(pygit2.AlreadyExistsError, pygit2.GitError):
+                    repo.references.create(self.ref_name, base.target)
         self.clock: Clock = clock or SystemClock()
         self.durable = durable
         self.lock_timeout = lock_timeout
         self.stale_lock_age = stale_lock_age
         self.gitdir = Path(repo.path)
-        self.workdir: Path | None = Path(repo.workdir) if repo.workdir else None
+        self.workdir: Path | None = (
+            Path(repo.workdir) if repo.workdir and branch == checked_out else None
+        )
         self.state_dir = self.gitdir / STATE_DIR
         self._gitindex: gitindex.GitIndex | None = None
         self.autopack = autopack.AutoPacker(self.gitdir)

@@ -384,7 +384,11 @@ class Index:
         self.db = db
         self.decode = decode
         self.scope = scope
-        self.path = db.state_dir / DB_NAME
+        # One database per branch: a proposal branch's index would otherwise be rebuilt
+        # each time main's and its own writes took turns (neither tip descends from both).
+        self.path = db.state_dir / (
+            DB_NAME if db.branch == "main" else f"index@{db.branch.replace('/', '%2F')}.sqlite"
+        )
         self._local = threading.local()
         self._catchup_lock = threading.Lock()
         self._failed: set[tuple[str, str]] = set()

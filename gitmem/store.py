@@ -1927,8 +1927,10 @@ def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None)
 # -- opening stores ------------------------------------------------------------------------
 
 
-def _open_backend(path: Path, *, clock: Clock | None, durable: bool) -> _Backend:
-    db = GitDB(path, clock=clock, durable=durable)
+def _open_backend(
+    path: Path, *, clock: Clock | None, durable: bool, branch: str | None = None
+) -> _Backend:
+    db = GitDB(path, clock=clock, durable=durable, branch=branch)
     _refuse_foreign_worktree(path, db)
     snap = db.snapshot()
     data = snap.read(CONFIG_FILE)
@@ -2049,32 +2051,37 @@ def open_store(
     clock: Clock | None = None,
     durable: bool = False,
     cwd: str | os.PathLike[str] | None = None,
+    branch: str | None = None,
 ) -> Store:
     """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
     found by walking up from the current directory (read together with the user
     store when that exists), else the user store at ``$GITMEM_HOME`` (default
-    ``~/.gitmem``), created on first use.
+    ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
+    branch instead of the one checked out (main in a bare store), made from main's tip
+    on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
     """
     if path is not None:
         target = Path(path).expanduser()
         if not target.exists():
             raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
-        return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+        backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
+        return Store([backend], clock=clock)
     env_dir = os.environ.get("GITMEM_DIR")
     if env_dir:
-        return open_store(env_dir, clock=clock, durable=durable)
+        return open_store(env_dir, clock=clock, durable=durable, branch=branch)
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
         _refuse_committed_store(project)
-        backends = [_open_backend(project, clock=clock, durable=durable)]
+        backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
         if _is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
                 backends.append(_open_backend(user_path, clock=clock, durable=durable))
         return Store(backends, clock=clock)
     if not _is_store(user_path):
-        return init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
-    return Store([_open_backend(user_path, clock=clock, durable=durable)], clock=clock)
+        init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
+    backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
+    return Store([backend], clock=clock)
 
 
 def user_store_path() -> Path:

@@ -310,9 +310,17 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
     is_flag=True,
     help="Store content that looks like a credential (refused otherwise).",
 )
+@click.option(
+    "--branch",
+    metavar="NAME",
+    help="Write to (and read from) this branch: a proposal for review, made from main "
+    "(default: the branch checked out; main in a bare store).",
+)
 @click.version_option(__version__, prog_name="gitmem")
 @click.pass_context
-def cli(ctx: click.Context, store_path: str | None, allow_secrets: bool) -> None:
+def cli(
+    ctx: click.Context, store_path: str | None, allow_secrets: bool, branch: str | None
+) -> None:
     """gitmem: a Git-native versioned memory store.
 
     Memories are markdown files with YAML front-matter in a git repository;
@@ -332,6 +340,7 @@ def cli(ctx: click.Context, store_path: str | None, allow_secrets: bool) -> None
     if store_path is not None:
         state.store_path = store_path
     state.allow_secrets = allow_secrets
+    state.branch = branch
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

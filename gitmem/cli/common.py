@@ -35,6 +35,7 @@ class State:
     json: bool = False
     debug: bool = False
     allow_secrets: bool = False
+    branch: str | None = None
     _store: Store | None = None
     reason: str = ""
     """Why this store: "--store", "$GITMEM_DIR", "project" (walked up to it) or "user"."""
@@ -52,7 +53,7 @@ class State:
             self.reason = store_reason(self.store_path)
             user = user_store_path()
             created = self.reason == "user" and not _is_store_dir(user)
-            self._store = gitmem.open(self.store_path)
+            self._store = gitmem.open(self.store_path, branch=self.branch)
             if created:
                 click.echo(
                     f"gitmem: created the user store at {user} (no --store, $GITMEM_DIR or "
