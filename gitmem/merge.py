@@ -217,14 +217,8 @@ def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -
     right = _sections(add_second, dates[1])
     seen = {text for _, text in left}
     right = [(d, text) for d, text in right if text not in seen]
-    merged: list[str] = []
-    while left or right:
-        if right and (not left or right[0][0] < left[0][0]):
-            merged.append(right.pop(0)[1])
-        else:
-            merged.append(left.pop(0)[1])
     out = head
-    for text in merged:
+    for text in _by_date(left, right):
         if out and not out.endswith("\n"):
             out += "\n"
         out += text
@@ -270,15 +264,23 @@ def _interleave(
     first: Sequence[str], second: Sequence[str], dates: tuple[str, str]
 ) -> list[str]:
     """Entries both sides inserted at one place: each side's own order kept, merged by date."""
-    left = _dated(first, dates[0])
     seen = {_unit_key(unit) for unit in first}
     right = [(d, u) for d, u in _dated(second, dates[1]) if _unit_key(u) not in seen]
+    return _by_date(_dated(first, dates[0]), right)
+
+
+def _by_date(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[str]:
+    """Two sides' dated texts in one list: each side's order kept, the earlier date first,
+    ``left`` (the side ranked higher) on ties."""
     merged: list[str] = []
-    while left or right:
-        if right and (not left or right[0][0] < left[0][0]):
-            merged.append(right.pop(0)[1])
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j < len(right) and (i == len(left) or right[j][0] < left[i][0]):
+            merged.append(right[j][1])
+            j += 1
         else:
-            merged.append(left.pop(0)[1])
+            merged.append(left[i][1])
+            i += 1
     return merged
 
 

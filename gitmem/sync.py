@@ -820,6 +820,14 @@ def resolve(
     return conflict
 
 
+def _document(store: Store, memory_id: str) -> codec.Document:
+    """The memory's file as parsed (conflicts are listed from the index, without file text)."""
+    doc = store.read(memory_id).document
+    if doc is None:
+        raise InvalidInputError(f"{memory_id} cannot be rewritten (its file did not parse)")
+    return doc
+
+
 def _resolve_supersede(
     store: Store,
     conflict: Conflict,
@@ -842,9 +850,7 @@ def _resolve_supersede(
     subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
     with store.transaction(message=subject, op="resolve", by=agent, body=message):
         if keep == "both":
-            doc = store.read(kept.id).document  # listed from the index: no file text
-            if doc is None:
-                raise InvalidInputError(f"{kept.id} cannot be rewritten (its file did not parse)")
+            doc = _document(store, kept.id)
             meta = dict(doc.metadata)
             meta["supersedes"] = other.id
             store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
@@ -874,10 +880,7 @@ def _resolve_decided(
         assert text is not None
         doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
     else:
-        found = store.read(conflict.fork.id).document  # listed from the index: no file text
-        if found is None:
-            raise InvalidInputError(f"{conflict.fork.id} cannot be rewritten (it did not parse)")
-        doc = found
+        doc = _document(store, conflict.fork.id)
     meta = dict(doc.metadata)
     lost = meta.pop(merging.DECIDED_KEY, None)
     if keep == "theirs" and isinstance(lost, dict):
