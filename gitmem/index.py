@@ -918,7 +918,7 @@ class Index:
         layer: str | None = None,
         project: str | None = None,
     ) -> list[Memory]:
-        where, params = _filters(
+        where, params = memory_filters(
             category=category,
             tags=tags,
             include_superseded=include_superseded,
@@ -1022,7 +1022,7 @@ class Index:
         Raises sqlite3.OperationalError for a malformed FTS5 query; the caller
         decides whether to fall back to a literal search.
         """
-        where, params = _filters(**filters)
+        where, params = memory_filters(**filters)
         where = where.replace("WHERE", "AND", 1) if where else ""
         needle = title_text.casefold()
         sql = (
@@ -1071,7 +1071,7 @@ class Index:
     @_recovering
     def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
         """Every current memory passing the filters, by path (for regex and substring search)."""
-        where, params = _filters(**filters)
+        where, params = memory_filters(**filters)
         sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
         with self._query() as conn:
             rows = conn.execute(sql, params).fetchall()
@@ -1104,7 +1104,7 @@ class Index:
                 f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
                 f"(known: {', '.join(ROW_COLUMNS)})"
             )
-        where, params = _filters(
+        where, params = memory_filters(
             include_superseded=include_superseded, include_archived=include_archived
         )
         listed = ", ".join(f"m.{c}" for c in columns)
@@ -1190,7 +1190,7 @@ def _number_params(sql: str) -> str:
     return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
 
 
-def _filters(
+def memory_filters(
     *,
     category: str | None = None,
     tags: Sequence[str] = (),
@@ -1199,6 +1199,7 @@ def _filters(
     layer: str | None = None,
     project: str | None = None,
 ) -> tuple[str, list[Any]]:
+    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters."""
     clauses: list[str] = []
     params: list[Any] = []
     if category is not None:

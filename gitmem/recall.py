@@ -250,23 +250,19 @@ _FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
 
 
 def _filters(options: _Options) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    category, tags, include_archived = options.category, options.tags, options.include_archived
-    for column in ("layer", "project"):
-        value = getattr(options, column)
-        if value is not None:
-            clauses.append(f"m.{column} = ?")
-            params.append(value)
-    if category is not None:
-        clauses.append("m.category = ?")
-        params.append(category)
-    for tag in tags:
-        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
-        params.append(tag)
-    if not include_archived:
-        clauses.append("m.status != 'archived'")
-    return "".join(f" AND {c}" for c in clauses), params
+    """The index's listing filters as `` AND ...`` clauses; superseded memories stay in,
+    since recall collapses a chain onto its newest version itself."""
+    from .index import memory_filters  # as the rest of this module: the index loads lazily
+
+    where, params = memory_filters(
+        category=options.category,
+        tags=options.tags,
+        include_superseded=True,
+        include_archived=options.include_archived,
+        layer=options.layer,
+        project=options.project,
+    )
+    return (" AND " + where.removeprefix("WHERE ")) if where else "", params
 
 
 def _lexical(
