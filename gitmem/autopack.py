@@ -43,6 +43,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,7 @@ def pack_count(objects: Path) -> int:
         names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names only: after every write)
     except FileNotFoundError:
         return 0
-    return sum(
-        1 for name in names if name.endswith(".pack") and name[:-5] + ".keep" not in names
-    )
+    return sum(1 for name in names if name.endswith(".pack") and name[:-5] + ".keep" not in names)
 
 
 def due(gitdir: Path, limits: Thresholds) -> str | None:
@@ -237,6 +236,33 @@ def wait_idle(gitdir: Path, since: float, timeout: float = 60.0) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def exclusive(gitdir: Path, timeout: float = 600.0) -> Iterator[None]:
+    """Hold the packing lock for other maintenance (``gitmem gc``, tests' ``git fsck``):
+    waits for a running helper to finish, and no helper starts while it is held.
+
+    Raises :class:`TimeoutError` if a helper still holds it after ``timeout`` seconds.
+    """
+    state = _state(gitdir)
+    try:
+        state.mkdir(exist_ok=True)
+        fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        # A store this user cannot write (read-only, another's): nothing of ours packs
+        # it either, and reading (fsck) must still work.
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while not try_flock(fd):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"automatic packing of {gitdir} still running")
+            time.sleep(0.05)
+        yield  # closing the descriptor releases the lock
+    finally:
+        os.close(fd)
+
+
 def _state(gitdir: Path) -> Path:
     return gitdir / STATE_DIR
 
@@ -280,9 +306,7 @@ def launch(gitdir: Path) -> subprocess.Popen[bytes]:
     """Start the helper detached: its own session, no terminal, no pipes to the writer."""
     package_root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     return subprocess.Popen(
         # -P: the writer's current directory (often a store's work tree, which others
         # write) is not on sys.path; a planted gitmem/ there would run otherwise.

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -58,6 +59,7 @@ from typing import Any
 
 import pygit2
 
+from . import autopack
 from . import hooks as hooks_mod
 from . import merge as merge_mod
 from . import secrets as secrets_mod
@@ -68,6 +70,8 @@ from .index import Index
 from .layout import MEMORIES_DIR, MEMORY_ROOTS, MEMORY_SUFFIX, id_from_path, is_memory_file
 from .model import Memory, Scope
 from .store import Problem, Store, open_store
+
+log = logging.getLogger(__name__)
 
 CHECKS: tuple[str, ...] = (
     "fsck",
@@ -189,6 +193,14 @@ def diagnose(
     for each in scopes:
         context = peers[each]
         order = chosen
+        packing = contextlib.ExitStack()
+        if "fsck" in chosen:
+            # A packing helper moving loose objects into a pack while fsck reads them
+            # makes fsck report them missing: wait for it, and start none meanwhile.
+            try:
+                packing.enter_context(autopack.exclusive(context.db.gitdir, timeout=120))
+            except TimeoutError as exc:
+                log.warning("%s; fsck may report objects it moves as missing", exc)
         if "fsck" in chosen and not fix:
             # git fsck is its own process: let it run beside the other checks (reported in
             # its place all the same). Not with --fix, whose repairs may commit meanwhile.
@@ -220,6 +232,7 @@ def diagnose(
             if context.fsck is not None:  # a check failed before fsck was collected
                 context.fsck.kill()
                 context.fsck.communicate()
+            packing.close()
         for name in dict.fromkeys(chosen):
             report.findings.extend(results[name])
     for finding in report.findings:
@@ -756,8 +769,10 @@ def check_merge(ctx: _Context) -> Iterator[Finding]:
         else ""
     )
     where = ctx.where
-    driver = "" if merge_mod.driver_registered(db.path) else (
-        f"gitmem --store {where} doctor --fix (registers the merge driver), then "
+    driver = (
+        ""
+        if merge_mod.driver_registered(db.path)
+        else (f"gitmem --store {where} doctor --fix (registers the merge driver), then ")
     )
     redo = {
         "merge": "gitmem --store {w} sync (or git -C {w} merge again)",

@@ -358,18 +358,51 @@ def build_tree(
                 if existing is not None:
                     builder.remove(name)
             else:
-                blob = sub if isinstance(sub, pygit2.Oid) else repo.create_blob(sub)
+                blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
                 builder.insert(name, blob, FileMode.BLOB)
         if len(builder) == 0:
             return None
-        oid: pygit2.Oid = builder.write()
+        oid: pygit2.Oid = write_object(builder.write)
         return oid
 
     result = apply(base, nested)
     if result is None:
-        empty: pygit2.Oid = repo.TreeBuilder().write()
+        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
         return empty
     return result
+
+
+VANISHED_DIR_RETRIES = 5
+
+
+def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
+    """Run one libgit2 object write, again if its fan-out directory vanished under it.
+
+    libgit2 writes a loose object by creating ``objects/xx/`` and then renaming a
+    temporary file into it. ``git repack -d`` and ``git prune-packed`` (the automatic
+    packing helper, ``gitmem gc``, a user's ``git gc`` or ``git maintenance``) remove a
+    fan-out directory once it is empty; landing between the two steps, that fails the
+    write with ENOENT. git's own writers retry the ``mkdir`` for exactly this race; so
+    does this. Objects are content-addressed, so writing one twice is harmless.
+    """
+    for attempt in range(VANISHED_DIR_RETRIES):
+        try:
+            return write()
+        except OSError as exc:
+            if attempt + 1 == VANISHED_DIR_RETRIES or not _vanished(exc):
+                raise
+            log.debug("object directory vanished during a write (%s); writing again", exc)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _vanished(exc: OSError) -> bool:
+    # pygit2 raises a bare OSError carrying libgit2's message, without errno.
+    return exc.errno == errno.ENOENT or "No such file or directory" in str(exc)
+
+
+def create_blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
+    """``repo.create_blob`` through :func:`write_object`."""
+    return write_object(lambda: repo.create_blob(data))
 
 
 def format_message(spec: CommitSpec) -> str:
@@ -621,13 +654,16 @@ class GitDB:
         :meth:`committer` at ``when``, signed when :meth:`signing` says so."""
         committer = self.committer()
         if not self.signing():
-            return self.repo.create_commit(
-                None,
-                pygit2.Signature(author.name, author.email, when, 0),
-                pygit2.Signature(committer.name, committer.email, when, 0),
-                message,
-                tree,
-                list(parents),
+            repo = self.repo
+            return write_object(
+                lambda: repo.create_commit(
+                    None,
+                    pygit2.Signature(author.name, author.email, when, 0),
+                    pygit2.Signature(committer.name, committer.email, when, 0),
+                    message,
+                    tree,
+                    list(parents),
+                )
             )
         # git signs as the user configured it (gpg.format openpgp or ssh, user.signingkey):
         # `git commit-tree -S` does exactly that, for a trusted store only.
@@ -693,7 +729,7 @@ class GitDB:
                 entries=snap.entries,
                 spellings=snap.spellings,
                 changes={
-                    p: str(repo.create_blob(d)) if d is not None else None
+                    p: str(create_blob(repo, d)) if d is not None else None
                     for p, d in changes.items()
                 },
                 message=format_message(spec),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import autopack
 from .errors import StoreError
 from .gitcmd import run_git
 from .gitdb import STATE_DIR, GitDB
@@ -65,13 +66,20 @@ def gc(db: GitDB, *, aggressive: bool = False) -> GcResult:
             "gitmem gc needs the git binary (pygit2 cannot prune loose objects)",
             hint="install git, or run 'git gc' wherever git is available",
         )
-    before, loose_before = repository_size(db.gitdir)
     command = ["gc", "--quiet"]
     if aggressive:
         command.append("--aggressive")
-    result = run_git(command, gitdir=db.gitdir, check=False)
+    # Under the automatic packer's lock: a helper halfway through a repack would
+    # otherwise race this gc (two repacks deleting each other's inputs), and the
+    # figures before and after would count its work.
+    try:
+        with autopack.exclusive(db.gitdir):
+            before, loose_before = repository_size(db.gitdir)
+            result = run_git(command, gitdir=db.gitdir, check=False)
+            after, loose_after = repository_size(db.gitdir)
+    except TimeoutError as exc:
+        raise StoreError(f"git gc not run: {exc}", hint="try again in a minute") from exc
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace").strip()
         raise StoreError(f"git gc failed: {stderr or result.returncode}")
-    after, loose_after = repository_size(db.gitdir)
     return GcResult(str(db.gitdir), before, after, loose_before, loose_after)

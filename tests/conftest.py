@@ -6,6 +6,7 @@ real home directory and the machine's git configuration.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ import pytest
 from pygit2.enums import ConfigLevel
 
 import gitmem
-from gitmem import FixedClock, Store
+from gitmem import FixedClock, Store, autopack
 
 GitRunner = Callable[..., str]
 
@@ -28,16 +29,25 @@ def isolated_home(
     home = tmp_path_factory.mktemp("home")
     gitconfig = home / ".gitconfig"
     gitconfig.write_text(
-        "[user]\n\tname = Test User\n\temail = test@example.com\n"
-        "[init]\n\tdefaultBranch = main\n"
+        "[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
     )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GITMEM_HOME", str(home / ".gitmem"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for var in ("GITMEM_DIR", "GIT_DIR", "GIT_WORK_TREE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
-                "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EDITOR", "VISUAL",
-                "GITMEM_CONFIG", "XDG_CONFIG_HOME"):
+    for var in (
+        "GITMEM_DIR",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EDITOR",
+        "VISUAL",
+        "GITMEM_CONFIG",
+        "XDG_CONFIG_HOME",
+    ):
         monkeypatch.delenv(var, raising=False)
     # libgit2 fixes its config search path from $HOME when pygit2 is imported and never
     # reads GIT_CONFIG_GLOBAL, so point it at the isolated home too (else the real
@@ -82,15 +92,26 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock)
 
 
 def run_git(path: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:
-    """Run the real git binary in ``path`` and return its stdout."""
-    result = subprocess.run(
-        ["git", "-C", str(path), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        input=input,
-        env={**os.environ, "GIT_PAGER": "cat", "LC_ALL": "C"},
-    )
+    """Run the real git binary in ``path`` and return its stdout.
+
+    ``git fsck`` runs under the automatic packer's lock: a helper a test's writes started
+    may still be repacking, and fsck reading loose objects the repack is moving into a
+    pack reports them missing (a race in the check, not in the store).
+    """
+    packing_lock: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if args and args[0] == "fsck":
+        gitdir = Path(path) / ".git" if (Path(path) / ".git").is_dir() else Path(path)
+        if (gitdir / "objects").is_dir():
+            packing_lock = autopack.exclusive(gitdir)
+    with packing_lock:
+        result = subprocess.run(
+            ["git", "-C", str(path), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            input=input,
+            env={**os.environ, "GIT_PAGER": "cat", "LC_ALL": "C"},
+        )
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr}")
     return result.stdout

@@ -161,3 +161,72 @@ def test_one_helper_at_a_time_and_a_failure_backs_off(bare_store: Store) -> None
     assert db.autopack.launched == 1
     assert autopack.wait_idle(db.gitdir, db.autopack.last_launch)
     assert _packs(bare_store)
+
+
+@pytest.mark.slow
+def test_writes_survive_a_repack_removing_empty_object_directories(bare_store: Store) -> None:
+    """``git repack -d`` ends with a ``prune-packed`` that removes every fan-out directory
+    it empties. libgit2 creates ``objects/xx/`` and then renames the object into it; a
+    removal in between failed the write ("failed to rename lockfile ... No such file or
+    directory", seen in CI). Writes now go through :func:`gitmem.gitdb.write_object`,
+    which writes again: here every write lands while git empties directories beside it.
+    """
+    import subprocess
+    import threading
+
+    db = bare_store.db()
+    db.autopack.enabled = False  # the repacks below are the only packing
+    gitdir = str(db.gitdir)
+    stop = threading.Event()
+    rounds = 0
+
+    def repack_forever() -> None:
+        nonlocal rounds
+        while not stop.is_set():
+            for args in (["repack", "-d", "-q"], ["prune-packed"]):
+                subprocess.run(["git", "-C", gitdir, *args], capture_output=True, check=False)
+            rounds += 1
+
+    packer = threading.Thread(target=repack_forever)
+    packer.start()
+    ids: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while (rounds < 40 or len(ids) < 300) and time.monotonic() < deadline:
+            ids.append(bare_store.create(f"memory {len(ids)}\n", title=f"m{len(ids)}").id)
+    finally:
+        stop.set()
+        packer.join()
+    assert rounds >= 10, f"only {rounds} repacks ran beside the writes"
+    _assert_sound(bare_store, ids)
+
+
+def test_gc_and_fsck_hold_the_packing_lock(bare_store: Store) -> None:
+    """``gitmem gc`` and doctor's fsck take the helper's lock: no helper repacks beside
+    them (a repack moving loose objects made fsck report them missing, seen in CI), and
+    they wait for one already at work."""
+    import fcntl
+
+    db = bare_store.db()
+    _configure(bare_store, gc_auto="256")
+    limits = autopack.read_thresholds(db.repo.config)
+    db.autopack.enabled = False
+    for i in range(400):
+        bare_store.create(f"m {i}\n")
+        if autopack.due(db.gitdir, limits):
+            break
+    assert autopack.due(db.gitdir, limits)
+    with autopack.exclusive(db.gitdir):
+        assert autopack.run(db.gitdir) == 0  # a helper started now leaves at once
+        assert autopack.due(db.gitdir, limits)
+    assert autopack.run(db.gitdir) >= 1  # and runs once the lock is free
+    # A helper at work: gc waits for it, and says so if it never finishes.
+    fd = os.open(db.state_dir / autopack.LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(TimeoutError), autopack.exclusive(db.gitdir, timeout=0.2):
+            pass
+    finally:
+        os.close(fd)
+    (result,) = bare_store.gc()
+    assert result.loose_after == 0
