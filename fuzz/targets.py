@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -25,7 +26,10 @@ from gitmem.errors import InvalidInputError
 Target = Callable[[bytes], None]
 
 # The user's own configuration stays out of what is fuzzed (rules it names are imported).
-os.environ.setdefault("GITMEM_CONFIG", os.devnull)
+# A file of its own, not os.devnull: creating a store records it as trusted there.
+os.environ.setdefault(
+    "GITMEM_CONFIG", str(Path(tempfile.mkdtemp(prefix="gitmem-fuzz-")) / "config.yaml")
+)
 
 # Inputs are cut into parts at this separator (merge: path, base, ours, theirs).
 SEPARATOR = b"\n\x00--\x00\n"

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidMemoryError
+from .errors import InvalidInputError, InvalidMemoryError
 
 __all__ = ["LocalConfig", "config_path", "load", "update"]
 
@@ -109,6 +110,18 @@ def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
     import yaml
 
     path = config_path()
+    if path.exists() and not path.is_file():
+        if stat.S_ISCHR(path.stat().st_mode):
+            # GITMEM_CONFIG=/dev/null says "no local configuration": nothing is recorded.
+            # Writing would rename a temporary file over the device (seen: a run as root
+            # turned /dev/null into a regular file, breaking every later program).
+            data = dict(load().data)
+            change(data)
+            return LocalConfig(path, data)
+        raise InvalidInputError(
+            f"the local configuration {path} is not a regular file; nothing was recorded",
+            hint="point GITMEM_CONFIG at a file (or /dev/null for none)",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

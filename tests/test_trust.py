@@ -710,3 +710,32 @@ def test_hooks_from_an_older_gitmem_show_as_outdated_and_install_adds_p(tmp_path
     assert hooks.install(store.path, "memory").changed == ["post-merge"]
     assert not any(h.outdated for h in hooks.status(store.path).hooks)
     assert '"$python" -P -m gitmem hook-run' in script_path.read_text()
+
+
+def test_a_device_as_local_config_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GITMEM_CONFIG=/dev/null means "no local configuration". Recording a new store's
+    trust used to rename a temporary file over it: as root, /dev/null became a regular
+    file of YAML and every later program writing there filled it. A null device made
+    here (not the machine's own) stands in for it."""
+    import stat
+
+    import gitmem
+
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    device = tmp_path / "etc" / "null"
+    device.parent.mkdir()
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    monkeypatch.setenv("GITMEM_CONFIG", str(device))
+    store = gitmem.init(tmp_path / "store")
+    store.create("kept\n")
+    assert stat.S_ISCHR(device.stat().st_mode)
+    assert sorted(p.name for p in device.parent.iterdir()) == ["null"]  # no .lock, no temp
+    assert localconfig.load().data == {}
+    # Anything else that is not a regular file is refused by name, and left as it was.
+    monkeypatch.setenv("GITMEM_CONFIG", str(tmp_path))
+    with pytest.raises(InvalidInputError, match="not a regular file"):
+        trust.trust(tmp_path / "store")
+    assert tmp_path.is_dir()
