@@ -40,7 +40,7 @@ def cli_latency(ctx: Context) -> list[Row]:
     ctx.indexed(path)
     env = hook_env(ctx.new_dir("cli-no-user-store"))
     memory_id = populated.ids[len(populated.ids) // 2]
-    from gitmem.layout import memory_path
+    from gitmem.format.layout import memory_path
 
     gm = [*_gitmem(), "--store", str(path)]
     git = ["git", "-C", str(path)]

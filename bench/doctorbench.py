@@ -21,7 +21,7 @@ import gitmem
 from bench.fixtures import Context
 from bench.harness import Row, Stopwatch, log, measure_alternating, ms, scenario, size_label
 from bench.hookrun import _process, hook_env
-from gitmem import doctor as doctor_mod
+from gitmem.entry import doctor as doctor_mod
 
 
 @scenario("doctor", "gitmem doctor as a process on a large store, beside git fsck")

@@ -25,7 +25,7 @@ import pygit2
 
 import gitmem
 from bench.harness import Config, Stopwatch, git, log, size_label
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 CHAIN_LENGTH = 5
 """Each populated store holds a supersede chain this long (root plus 4 successors)."""

@@ -42,7 +42,7 @@ from bench.harness import (
     scenario,
     size_label,
 )
-from gitmem.lifecycle import check_project
+from gitmem.features.lifecycle import check_project
 
 PROJECT_FILES = 1_000
 PROJECT_COMMITS = 101

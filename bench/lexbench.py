@@ -36,8 +36,8 @@ if __package__ in (None, ""):
 import gitmem
 from bench.fixtures import Context
 from bench.harness import Row, log, scenario, size_label
-from gitmem import recall as recall_mod
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
+from gitmem.store import recall as recall_mod
 
 VOCABULARY = 30_000
 ZIPF_S = 1.1

@@ -23,9 +23,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import recall_quality as rq
-from gitmem import index as index_mod
-from gitmem import lexical
-from gitmem import recall as recall_mod
+from gitmem.store import index as index_mod
+from gitmem.store import lexical
+from gitmem.store import recall as recall_mod
 
 
 @contextlib.contextmanager

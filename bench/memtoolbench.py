@@ -54,7 +54,7 @@ def memtool(ctx: Context) -> list[Row]:
     )
 
     import gitmem
-    from gitmem.memtool import MemoryTool
+    from gitmem.entry.memtool import MemoryTool
 
     config = ctx.config
     rows: list[Row] = []

@@ -340,7 +340,7 @@ def semantic_scores(built: Built, embedder: Any, question: str, k: int) -> list[
     """(memory id, cosine) of the ``k`` memories nearest the question through gitmem's own
     semantic path (``vectors.nearest``: int8 vectors in the index, the query's tokens
     weighted by rarity for the static default)."""
-    from gitmem import vectors
+    from gitmem.store import vectors
 
     index = built.store.index()
     found = vectors.nearest(index, question, k, embedder=embedder)
@@ -629,7 +629,7 @@ def evaluate(
 def default_embedder() -> Any:
     """The default embedder as installed (None when it is not available)."""
     try:
-        from gitmem.embed import load_embedder
+        from gitmem.store.embed import load_embedder
     except ImportError:
         return None
     try:
@@ -761,7 +761,7 @@ def embed_catchup(ctx: Context) -> list[Row]:
     the same memories; then the vector rows' bytes on disk and a warm ``nearest``."""
     import sqlite3 as sqlite
 
-    from gitmem import vectors
+    from gitmem.store import vectors
 
     embedder = default_embedder()
     if embedder is None:

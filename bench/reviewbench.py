@@ -13,7 +13,7 @@ import bench.doctorbench  # noqa: F401  (registered first: scenarios run in regi
 import gitmem
 from bench.fixtures import Context
 from bench.harness import Row, Stopwatch, Timed, git, log, measure_alternating, ms, scenario
-from gitmem import review as reviewing
+from gitmem.features import review as reviewing
 
 SIZES = {"full": 1_000, "quick": 300, "tiny": 30}
 

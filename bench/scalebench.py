@@ -21,7 +21,7 @@ from pathlib import Path
 import gitmem
 from bench.fixtures import Context, fields_for
 from bench.harness import Row, Stopwatch, git, log, median, percentile, scenario, size_label
-from gitmem import autopack
+from gitmem.git import autopack
 
 CREATES = {"tiny": 60, "quick": 2_000, "full": 10_000}
 LOOSE_LIMIT = 6_700

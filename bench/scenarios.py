@@ -53,7 +53,7 @@ from bench.harness import (
     size_label,
 )
 from bench.writers import lost_writes, run_rounds
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 TARGET_MEMORIES = 100_000
 TARGET_WORKTREE = 10_000

@@ -24,7 +24,7 @@ from typing import Any
 import pygit2
 
 from bench.fixtures import fields_for
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ def main() -> None:
     # Everything imported inside this block is instrumented for coverage; the targets
     # import the modules they drive lazily, so import them here, while it is open.
     with atheris.instrument_imports(include=["gitmem", "yaml", "jsonschema", "fuzz"]):
-        import gitmem.lifecycle.rules
-        import gitmem.mcp_server
-        import gitmem.merge
-        import gitmem.secrets
+        import gitmem.entry.mcp
+        import gitmem.features.lifecycle.rules
+        import gitmem.format.secrets
+        import gitmem.store.merge
         from fuzz import targets
     del gitmem
     target = targets.TARGETS[name]

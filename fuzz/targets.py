@@ -19,9 +19,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gitmem import GitmemError, codec
-from gitmem.config import StoreConfig
-from gitmem.errors import InvalidInputError
+from gitmem import GitmemError
+from gitmem.base.errors import InvalidInputError
+from gitmem.format import codec
+from gitmem.format.config import StoreConfig
 
 Target = Callable[[bytes], None]
 
@@ -79,8 +80,8 @@ def config_loader(data: bytes) -> None:
         config = StoreConfig.from_text(text)
     except GitmemError:
         return
-    from gitmem import secrets
-    from gitmem.lifecycle import rules
+    from gitmem.features.lifecycle import rules
+    from gitmem.format import secrets
 
     for load in (
         lambda: secrets.policy_from_config(config.raw),
@@ -101,7 +102,7 @@ _MERGE_PATHS = (
 
 def merge_two_files(data: bytes) -> None:
     """merge_file never crashes, and swapping ours and theirs gives the same content."""
-    from gitmem.merge import merge_file
+    from gitmem.store.merge import merge_file
 
     parts = data.split(SEPARATOR)
     if len(parts) < 4:
@@ -126,7 +127,7 @@ def _mcp_specs() -> dict[str, Any]:
     import tempfile
 
     import gitmem
-    from gitmem import mcp_server
+    from gitmem.entry import mcp as mcp_server
 
     where = Path(tempfile.mkdtemp(prefix="gitmem-fuzz-"))
     store = gitmem.init(where / "store", bare=True)
@@ -143,7 +144,7 @@ def _mcp_specs() -> dict[str, Any]:
 
 def mcp_arguments(data: bytes) -> None:
     """A tool call's arguments as a client could send them: JSON, any shape."""
-    from gitmem import mcp_server
+    from gitmem.entry import mcp as mcp_server
 
     specs = _mcp_specs()
     names = sorted(specs)

@@ -19,11 +19,11 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from gitmem._version import __version__
 
 if TYPE_CHECKING:
-    from .clock import Clock, FixedClock, SystemClock
-    from .errors import (
+    from gitmem.base.clock import Clock, FixedClock, SystemClock
+    from gitmem.base.errors import (
         AlreadyExistsError,
         AmbiguousIdError,
         ConflictError,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         StoreError,
         TooLargeError,
     )
-    from .model import (
+    from gitmem.format.model import (
         BUILTIN_CATEGORIES,
         Memory,
         Op,
@@ -48,42 +48,42 @@ if TYPE_CHECKING:
         Status,
         Trigger,
     )
-    from .store import History, LogEntry, Problem, Store, Transaction, Version
-    from .versions import Chain
+    from gitmem.format.versions import Chain
+    from gitmem.store.core import History, LogEntry, Problem, Store, Transaction, Version
 
 # Public name -> the submodule that defines it (imported the first time the name is used).
 _LAZY: dict[str, str] = {
-    "Clock": "clock",
-    "FixedClock": "clock",
-    "SystemClock": "clock",
-    "AlreadyExistsError": "errors",
-    "AmbiguousIdError": "errors",
-    "ConflictError": "errors",
-    "DirtyWorktreeError": "errors",
-    "GitmemError": "errors",
-    "InvalidIdError": "errors",
-    "InvalidInputError": "errors",
-    "InvalidMemoryError": "errors",
-    "LockTimeoutError": "errors",
-    "NotFoundError": "errors",
-    "StoreError": "errors",
-    "RegexTimeoutError": "errors",
-    "TooLargeError": "errors",
-    "BUILTIN_CATEGORIES": "model",
-    "Memory": "model",
-    "Op": "model",
-    "Related": "model",
-    "Relationship": "model",
-    "Scope": "model",
-    "Status": "model",
-    "Trigger": "model",
-    "History": "store",
-    "LogEntry": "store",
-    "Problem": "store",
-    "Store": "store",
-    "Transaction": "store",
-    "Version": "store",
-    "Chain": "versions",
+    "Clock": "base.clock",
+    "FixedClock": "base.clock",
+    "SystemClock": "base.clock",
+    "AlreadyExistsError": "base.errors",
+    "AmbiguousIdError": "base.errors",
+    "ConflictError": "base.errors",
+    "DirtyWorktreeError": "base.errors",
+    "GitmemError": "base.errors",
+    "InvalidIdError": "base.errors",
+    "InvalidInputError": "base.errors",
+    "InvalidMemoryError": "base.errors",
+    "LockTimeoutError": "base.errors",
+    "NotFoundError": "base.errors",
+    "StoreError": "base.errors",
+    "RegexTimeoutError": "base.errors",
+    "TooLargeError": "base.errors",
+    "BUILTIN_CATEGORIES": "format.model",
+    "Memory": "format.model",
+    "Op": "format.model",
+    "Related": "format.model",
+    "Relationship": "format.model",
+    "Scope": "format.model",
+    "Status": "format.model",
+    "Trigger": "format.model",
+    "History": "store.core",
+    "LogEntry": "store.core",
+    "Problem": "store.core",
+    "Store": "store.core",
+    "Transaction": "store.core",
+    "Version": "store.core",
+    "Chain": "format.versions",
 }
 
 
@@ -111,7 +111,7 @@ def init(
     """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
 
     ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value)."""
-    from .store import init_store
+    from gitmem.store.core import init_store
 
     return init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
 
@@ -123,18 +123,18 @@ def open(
     durable: bool = False,
     branch: str | None = None,
 ) -> Store:
-    """Open the store at ``path``, or find the default one (see :func:`gitmem.store.open_store`).
+    """Open the store at ``path``, or find the default one (see :func:`gitmem.store.core.open_store`).
 
     ``branch``: write to that branch (a proposal for review) instead of the one checked out.
     """
-    from .store import open_store
+    from gitmem.store.core import open_store
 
     return open_store(path, clock=clock, durable=durable, branch=branch)
 
 
 def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
     """Create the repo-scope store ``<project>/.gitmem/`` and exclude it from the project's git."""
-    from .store import init_project_store
+    from gitmem.store.core import init_project_store
 
     return init_project_store(project, clock=clock)
 

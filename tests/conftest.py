@@ -17,7 +17,8 @@ import pytest
 from pygit2.enums import ConfigLevel
 
 import gitmem
-from gitmem import FixedClock, Store, autopack
+from gitmem import FixedClock, Store
+from gitmem.git import autopack
 
 GitRunner = Callable[..., str]
 

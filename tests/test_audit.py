@@ -11,8 +11,8 @@ from storetools import commit_count
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import audit as A
-from gitmem import sync as S
+from gitmem.features import audit as A
+from gitmem.store import sync as S
 
 
 def by(store: Store, memory_id: str) -> list[tuple[str, str | None, str | None]]:

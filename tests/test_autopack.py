@@ -15,8 +15,9 @@ import pytest
 from storetools import run_git
 
 import gitmem
-from gitmem import Store, autopack
-from gitmem.maintenance import repository_size
+from gitmem import Store
+from gitmem.git import autopack
+from gitmem.git.maintenance import repository_size
 
 
 def _configure(store: Store, **settings: str) -> None:
@@ -168,7 +169,7 @@ def test_writes_survive_a_repack_removing_empty_object_directories(bare_store: S
     """``git repack -d`` ends with a ``prune-packed`` that removes every fan-out directory
     it empties. libgit2 creates ``objects/xx/`` and then renames the object into it; a
     removal in between failed the write ("failed to rename lockfile ... No such file or
-    directory", seen in CI). Writes now go through :func:`gitmem.gitdb.write_object`,
+    directory", seen in CI). Writes now go through :func:`gitmem.git.db.write_object`,
     which writes again: here every write lands while git empties directories beside it.
     """
     import subprocess

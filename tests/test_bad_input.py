@@ -27,7 +27,7 @@ from gitmem import (
     Store,
     TooLargeError,
 )
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 PLANTED = "mem_11111111-1111-4111-8111-111111111111"
 OTHER = "mem_22222222-2222-4222-8222-222222222222"

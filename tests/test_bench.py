@@ -18,7 +18,7 @@ from bench.fixtures import build_history, fields_for, memory_text, new_memory_id
 from bench.harness import SCENARIOS, Row, fmt_value, percentile
 from bench.scenarios import seed_latest_version
 from bench.writers import lost_writes, run_rounds
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from conftest import run_git
 
 import gitmem
 from gitmem import InvalidInputError
-from gitmem import review as reviewing
+from gitmem.features import review as reviewing
 
 
 def rev(path: Path, name: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gitmem import FixedClock, Store
-from gitmem.lifecycle import anchors, check_project
+from gitmem.features.lifecycle import anchors, check_project
 
 T0 = dt.datetime(2026, 10, 1, 12, tzinfo=dt.UTC)
 PATHS = (
@@ -375,5 +375,5 @@ def test_project_hook_run_loads_no_secret_patterns_merge_or_search(
     ).stdout
     assert "gitmem check:" in out
     loaded = set(out.split())
-    assert "gitmem.lifecycle.anchors" in loaded  # the check did run in this process
-    assert not {"gitmem.secrets", "gitmem.merge", "gitmem.search", "gitmem.maintenance"} & loaded
+    assert "gitmem.features.lifecycle.anchors" in loaded  # the check did run in this process
+    assert not {"gitmem.format.secrets", "gitmem.store.merge", "gitmem.store.search", "gitmem.git.maintenance"} & loaded

@@ -19,8 +19,8 @@ import yaml
 from clitools import Gitmem, make_runner
 
 import gitmem
-from gitmem import ci
-from gitmem.clock import FixedClock
+from gitmem.base.clock import FixedClock
+from gitmem.entry import ci
 
 FAKE_KEY = "AKIA" + "ZXCVBNMASDFGHJKL"
 CHANGED = 500
@@ -146,7 +146,7 @@ def test_ci_init_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
 
 
 def test_max_chars_cuts_markdown_only(tmp_path: Path) -> None:
-    from gitmem import review as reviewing
+    from gitmem.features import review as reviewing
 
     store = gitmem.init(tmp_path / "s")
     base = store.db().tip()

@@ -21,10 +21,10 @@ from storetools import plant
 
 import gitmem
 from gitmem import Store
+from gitmem.base.errors import EXIT_CODES
 from gitmem.cli import LAZY_COMMANDS
 from gitmem.cli import cli as gitmem_cli
-from gitmem.errors import EXIT_CODES
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 FAKE_TOKEN = "glpat-" + "xY9z_8Wv7Ut6Sr5Qp4On"
 MISSING = "mem_0f000000-0000-4000-8000-0000000000f0"

@@ -135,7 +135,7 @@ def test_a_read_only_store(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s")
     memory = store.create("hello there", title="Greeting")
     store.update(memory.id, "hello again")
-    from gitmem.forge import LayeredStore
+    from gitmem.features.layered import LayeredStore
 
     LayeredStore(store).create(
         {"layer": "shared-project", "project": "api", "fileType": "known_issues",

@@ -18,8 +18,10 @@ from conftest import GitRunner
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from gitmem import FixedClock, GitmemError, Related, Relationship, Store, codec
-from gitmem.codec import (
+from gitmem import FixedClock, GitmemError, Related, Relationship, Store
+from gitmem.base.errors import InvalidMemoryError, TooLargeError
+from gitmem.format import codec
+from gitmem.format.codec import (
     MAX_DEPTH,
     MAX_FRONT_MATTER_BYTES,
     Document,
@@ -29,9 +31,8 @@ from gitmem.codec import (
     same,
     serialize,
 )
-from gitmem.errors import InvalidMemoryError, TooLargeError
-from gitmem.layout import memory_path
-from gitmem.model import memory_from_document
+from gitmem.format.layout import memory_path
+from gitmem.format.model import memory_from_document
 
 settings.register_profile("ci", deadline=None, max_examples=300)
 settings.register_profile("dev", deadline=None)

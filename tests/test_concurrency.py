@@ -272,7 +272,7 @@ def test_stale_index_lock_is_removed(store: Store, caplog: pytest.LogCaptureFixt
 def test_writers_race_automatic_packing(any_store: Store) -> None:
     """Four writer processes while the store packs itself (gc.auto set so low that packing is
     due from the first write on): every write lands, nothing packing moves is lost."""
-    from gitmem import autopack
+    from gitmem.git import autopack
 
     gitdir = any_store.db().gitdir
     run_git(gitdir, "config", "gc.auto", "256")
@@ -351,7 +351,7 @@ def test_group_commit_leader_settles_what_dead_writers_left(bare_store: Store) -
     import subprocess
     import sys
 
-    from gitmem import groupcommit
+    from gitmem.git import groupcommit
 
     db = bare_store.db()
     first = bare_store.create("first\n")

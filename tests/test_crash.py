@@ -39,13 +39,14 @@ import pytest
 from storetools import run_git
 
 import gitmem
-from gitmem import GitmemError, Store, autopack
-from gitmem import doctor as D
-from gitmem.layout import MEMORY_ROOTS
+from gitmem import GitmemError, Store
+from gitmem.entry import doctor as D
+from gitmem.format.layout import MEMORY_ROOTS
+from gitmem.git import autopack
 
 KILLS = int(os.environ.get("GITMEM_CRASH_KILLS", "6"))
 CTX = multiprocessing.get_context("forkserver")
-CTX.set_forkserver_preload(["gitmem", "gitmem.store", "gitmem.sync", "gitmem.index"])
+CTX.set_forkserver_preload(["gitmem", "gitmem.store.core", "gitmem.store.sync", "gitmem.store.index"])
 
 
 # -- the child: a writer that journals what it starts and what it was told succeeded -------------
@@ -147,7 +148,7 @@ def run_ops(
             elif roll < 0.97:
                 store.index().rebuild()
             elif origin is not None:
-                from gitmem import sync
+                from gitmem.store import sync
 
                 sync.sync(store, origin)
         except GitmemError as exc:
@@ -157,7 +158,7 @@ def run_ops(
 def _prune_work(store: Store, rng: random.Random, marker: str) -> None:
     """Layered-document appends that prune by their rule, and whole prune runs (outside the
     model: pruning removes text by design; the invariants after a kill still hold)."""
-    from gitmem.forge import LayeredStore, document_id
+    from gitmem.features.layered import LayeredStore, document_id
 
     layered = LayeredStore(store)
     doc = document_id("shared-project", "known_issues", project="crash")
@@ -298,7 +299,7 @@ def kill_packers(journal: Path, tally: Tally) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue  # finished already
-        if b"gitmem.autopack" in cmdline:
+        if b"gitmem.git.autopack" in cmdline:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)  # its own session: pgid == pid
                 tally.packers_killed += 1
@@ -502,7 +503,7 @@ def test_sigkill_writers_of_a_bare_store(
 def test_sigkill_writers_while_the_store_packs_itself(
     tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Automatic packing (gitmem.autopack) runs every few dozen writes and is killed with
+    """Automatic packing (gitmem.git.autopack) runs every few dozen writes and is killed with
     the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
     is seen half-written, and packing still works afterwards."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)

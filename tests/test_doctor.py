@@ -17,10 +17,10 @@ from storetools import memory_text, plant, run_git, tip
 
 import gitmem
 from gitmem import Store
-from gitmem import doctor as D
-from gitmem import hooks as gh
-from gitmem import merge as gm
-from gitmem.layout import memory_path
+from gitmem.entry import doctor as D
+from gitmem.entry import hooks as gh
+from gitmem.format.layout import memory_path
+from gitmem.store import merge as gm
 
 FAKE_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 ID_A = "mem_0a000000-0000-4000-8000-0000000000a1"

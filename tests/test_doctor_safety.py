@@ -19,10 +19,10 @@ from storetools import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import doctor as D
-from gitmem import merge as gm
-from gitmem import sync as S
-from gitmem.errors import RepositoryDamagedError
+from gitmem.base.errors import RepositoryDamagedError
+from gitmem.entry import doctor as D
+from gitmem.store import merge as gm
+from gitmem.store import sync as S
 
 
 def _findings(store: Store, check: str, *, fix: bool = False) -> list[D.Finding]:

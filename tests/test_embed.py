@@ -1,4 +1,4 @@
-"""Embedders (gitmem.embed): the offline default, the configuration, the HTTP providers.
+"""Embedders (gitmem.store.embed): the offline default, the configuration, the HTTP providers.
 
 The HTTP providers are tested against a real HTTP server on 127.0.0.1 started by the test,
 with its errors, a timeout and wrong dimensions.
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gitmem import embed
-from gitmem.embed.http import HttpEmbedder, load_http, redact
-from gitmem.errors import EmbedderError
+from gitmem.base.errors import EmbedderError
+from gitmem.store import embed
+from gitmem.store.embed.http import HttpEmbedder, load_http, redact
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_default_embedder_loads_from_the_installed_package_with_the_network_unre
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
         import numpy as np
-        from gitmem.embed import get_embedder
+        from gitmem.store.embed import get_embedder
         e = get_embedder()
         assert e is not None, "no default embedder"
         v = e.embed(["The deploy target is staging", "Fixtures live in tests/conftest.py", ""])
@@ -120,7 +120,7 @@ def test_default_embedder_tokenizes_as_the_shipped_tokenizer_does() -> None:
     plain one merges "▁▁")."""
     from tokenizers import Tokenizer
 
-    from gitmem.embed import static
+    from gitmem.store.embed import static
 
     e = static.load_default()
     folder = static.package_dir()
@@ -162,10 +162,10 @@ def test_a_bad_config_gives_one_notice_and_lexical_recall(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _write_config(tmp_path, "embedder: {provider: telepathy}\n")
-    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+    with caplog.at_level(logging.WARNING, logger="gitmem.store.embed"):
         assert embed.get_embedder() is None
         assert embed.get_embedder() is None
-    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.embed"]
+    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.store.embed"]
     assert len(notices) == 1
     assert "unknown embedder provider 'telepathy'" in notices[0]
     with pytest.raises(EmbedderError, match="telepathy"):
@@ -175,13 +175,13 @@ def test_a_bad_config_gives_one_notice_and_lexical_recall(
 def test_missing_default_package_degrades_with_one_notice(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from gitmem.embed import static
+    from gitmem.store.embed import static
 
     monkeypatch.setattr(static, "PACKAGE", "gitmem_no_such_package")
-    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+    with caplog.at_level(logging.WARNING, logger="gitmem.store.embed"):
         assert embed.get_embedder() is None
         assert embed.get_embedder() is None
-    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.embed"]
+    notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.store.embed"]
     assert len(notices) == 1 and "lexical only" in notices[0]
     assert "pip install 'gitmem-store[embed]'" in notices[0]
 
@@ -363,7 +363,7 @@ def test_unreachable_configured_endpoint_degrades_to_lexical(
         tmp_path,
         "embedder: {provider: ollama, url: 'http://127.0.0.1:9', model: m, timeout: 2}\n",
     )
-    with caplog.at_level(logging.WARNING, logger="gitmem.embed"):
+    with caplog.at_level(logging.WARNING, logger="gitmem.store.embed"):
         assert embed.get_embedder() is None
     assert any("unreachable" in r.getMessage() for r in caplog.records)
 
@@ -454,7 +454,7 @@ def test_fastembed_provider_stays_offline_unless_allowed(stand_ins: Path) -> Non
 
 
 def test_embed_counting_gives_the_vectors_and_each_tokens_document_count() -> None:
-    from gitmem.embed import static
+    from gitmem.store.embed import static
 
     e = static.load_default()
     texts = ["the deploy target is staging", "staging staging again", "", "日本語 deploy"]

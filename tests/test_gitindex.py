@@ -8,7 +8,7 @@ import pytest
 from conftest import GitRunner
 
 from gitmem import Store
-from gitmem.gitindex import GitIndex, Unsupported
+from gitmem.git.stage import GitIndex, Unsupported
 
 
 def _assert_git_agrees(store: Store, git: GitRunner) -> None:

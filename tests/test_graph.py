@@ -11,7 +11,7 @@ import pytest
 
 import gitmem
 from gitmem import InvalidInputError, NotFoundError, Store
-from gitmem.graph import (
+from gitmem.features.graph import (
     PENDING_ID,
     Entity,
     Graph,
@@ -559,7 +559,7 @@ def test_two_processes_writing_one_entity_lose_nothing(any_store: Store) -> None
     Graph(any_store).create_entities([ent("Alice")])
     script = (
         "import sys, gitmem\n"
-        "from gitmem.graph import Graph\n"
+        "from gitmem.features.graph import Graph\n"
         "g = Graph(gitmem.open(sys.argv[1]))\n"
         "for i in range(10):\n"
         "    g.add_observations([{'entityName': 'Alice', 'contents': [sys.argv[2] + str(i)]}])\n"

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import gitmem
 from gitmem import Store
-from gitmem.graph import Graph
+from gitmem.features.graph import Graph
 from tests.storetools import plant, run_git
 
 NAMES = ["Alice", "alice", "Bob", "Zoë", "Карл", "a b", "ΣΑΣ", "Acme Corp"]

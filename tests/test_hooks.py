@@ -15,8 +15,8 @@ from storetools import memory_text
 
 import gitmem
 from gitmem import Store
-from gitmem import hooks as gh
-from gitmem.layout import memory_path
+from gitmem.entry import hooks as gh
+from gitmem.format.layout import memory_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -559,8 +559,8 @@ def test_unknown_or_failing_jobs_warn_and_the_merge_stands(hooked: Store) -> Non
 
 
 def test_jobs_config_is_checked() -> None:
-    from gitmem.errors import InvalidMemoryError
-    from gitmem.lifecycle.jobs import jobs_for
+    from gitmem.base.errors import InvalidMemoryError
+    from gitmem.entry.jobs import jobs_for
 
     assert jobs_for("post-merge", {}) == ["staleness"]
     assert jobs_for("post-checkout", {}) == []

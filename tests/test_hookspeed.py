@@ -16,7 +16,7 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, InvalidInputError, Scope, Store
-from gitmem.lifecycle import check_project
+from gitmem.features.lifecycle import check_project
 
 
 def _modules_after(code: str) -> set[str]:
@@ -41,14 +41,14 @@ def test_version_command_does_not_load_the_store() -> None:
     )
     loaded = _modules_after(code)
     assert "gitmem.cli" in loaded
-    assert not {"gitmem.store", "gitmem.model", "gitmem.codec", "jsonschema"} & loaded
+    assert not {"gitmem.store.core", "gitmem.format.model", "gitmem.format.codec", "jsonschema"} & loaded
 
 
 def test_jsonschema_waits_for_the_first_validation() -> None:
-    assert "jsonschema" not in _modules_after("import gitmem.store")
+    assert "jsonschema" not in _modules_after("import gitmem.store.core")
     code = (
-        "from gitmem.schema import validate\n"
-        "from gitmem.errors import InvalidMemoryError\n"
+        "from gitmem.format.schema import validate\n"
+        "from gitmem.base.errors import InvalidMemoryError\n"
         "try:\n    validate({'id': 'mem_x'})\nexcept InvalidMemoryError:\n    pass\n"
         "else:\n    raise SystemExit('not refused')"
     )

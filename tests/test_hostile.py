@@ -53,16 +53,15 @@ from gitmem import (
     InvalidMemoryError,
     NotFoundError,
     Store,
-    codec,
-    layout,
 )
-from gitmem import doctor as D
-from gitmem import hooks as gh
+from gitmem.base.errors import EXIT_CODES
 from gitmem.cli import cli as gitmem_cli
-from gitmem.errors import EXIT_CODES
-from gitmem.gitdb import CommitSpec, Snapshot
-from gitmem.layout import memory_path
-from gitmem.model import KNOWN_KEYS
+from gitmem.entry import doctor as D
+from gitmem.entry import hooks as gh
+from gitmem.format import codec, layout
+from gitmem.format.layout import memory_path
+from gitmem.format.model import KNOWN_KEYS
+from gitmem.git.db import CommitSpec, Snapshot
 
 DOCUMENTED_CODES = set(EXIT_CODES.values()) | {0}
 

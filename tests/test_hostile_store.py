@@ -26,9 +26,9 @@ import pytest
 from storetools import memory_text, plant, run_git, tip
 
 from gitmem import Store
-from gitmem import hooks as gh
-from gitmem.errors import EXIT_CODES
-from gitmem.layout import memory_path
+from gitmem.base.errors import EXIT_CODES
+from gitmem.entry import hooks as gh
+from gitmem.format.layout import memory_path
 
 # Exit codes a command may end with: the documented ones, 0, and 8 ("review --strict found
 # problems"). Anything else, and any negative code (killed by a signal), is a crash.

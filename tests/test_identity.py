@@ -16,8 +16,8 @@ import pytest
 from conftest import run_git
 
 import gitmem
-from gitmem import sync as S
-from gitmem import trust
+from gitmem.git import trust
+from gitmem.store import sync as S
 
 
 def tip(store: gitmem.Store) -> str:

@@ -30,9 +30,9 @@ from storetools import memory_text, plant, plant_symlink, run_git, tip
 
 import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
-from gitmem.index import SCHEMA_VERSION, IndexStats
-from gitmem.layout import memory_path, new_id
-from gitmem.store import init_project_store, open_store
+from gitmem.format.layout import memory_path, new_id
+from gitmem.store.core import init_project_store, open_store
+from gitmem.store.index import SCHEMA_VERSION, IndexStats
 
 SPAWN = multiprocessing.get_context("spawn")
 CATEGORIES = ["patterns", "corrections", "user-facts"]

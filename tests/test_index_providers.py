@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import index as index_mod
-from gitmem.errors import InvalidInputError
-from gitmem.index import RowChanges, RowProvider
+from gitmem.base.errors import InvalidInputError
+from gitmem.store import index as index_mod
+from gitmem.store.index import RowChanges, RowProvider
 
 
 class Recorder:

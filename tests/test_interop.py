@@ -10,8 +10,8 @@ from storetools import commit_count, plant, run_git, status_porcelain, tip
 
 import gitmem
 from gitmem import DirtyWorktreeError, FixedClock, Memory, Store
-from gitmem.gitdb import build_tree
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
+from gitmem.git.db import build_tree
 
 
 def location(store: Store) -> Path:

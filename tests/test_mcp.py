@@ -16,7 +16,7 @@ import pytest
 
 import gitmem
 from gitmem import Store
-from gitmem.graph import Graph
+from gitmem.features.graph import Graph
 from tests.storetools import commit_count
 
 pytest.importorskip("mcp")
@@ -387,7 +387,7 @@ def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
 def test_tool_layer_without_a_transport(store: Store) -> None:
     """The specs the server serves, called directly: extra keys are dropped as zod drops them,
     and a bug in a handler is an error result, not an exception."""
-    from gitmem.mcp_server import ToolResult, ToolSpec, call, tools
+    from gitmem.entry.mcp import ToolResult, ToolSpec, call, tools
 
     specs = {spec.name: spec for spec in tools(store)}
     result, failed = call(
@@ -490,7 +490,7 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from gitmem import mcp_server
+    from gitmem.entry import mcp as mcp_server
 
     store = gitmem.init(tmp_path / "store.git", bare=True)
     port = _free_port()
@@ -554,14 +554,15 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
      ("[::1]:9000", ("::1", 9000)), ("localhost:1", ("localhost", 1))],
 )  # fmt: skip
 def test_http_bind_addresses(text: str, bound: tuple[str, int]) -> None:
-    from gitmem import mcp_server
+    from gitmem.entry import mcp as mcp_server
 
     assert mcp_server.parse_bind(text) == bound
 
 
 @pytest.mark.parametrize("text", ["", "host:", "example.com:80", "1:0", "1:65536", "x"])
 def test_bad_http_bind_addresses_are_one_clear_error(text: str) -> None:
-    from gitmem import InvalidInputError, mcp_server
+    from gitmem import InvalidInputError
+    from gitmem.entry import mcp as mcp_server
 
     with pytest.raises(InvalidInputError, match="--http"):
         mcp_server.parse_bind(text)

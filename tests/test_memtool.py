@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import Store
-from gitmem.memtool import MemoryTool, MemoryToolError, MemoryToolNotFoundError
+from gitmem.entry.memtool import MemoryTool, MemoryToolError, MemoryToolNotFoundError
 from tests.storetools import commit_count, run_git
 
 
@@ -342,7 +342,7 @@ def test_anthropic_sdk_adapter(any_store: Store) -> None:
     pytest.importorskip("anthropic")
     from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
 
-    from gitmem.memtool import anthropic_memory_tool
+    from gitmem.entry.memtool import anthropic_memory_tool
 
     tool = anthropic_memory_tool(any_store, agent="claude")
     assert isinstance(tool, BetaAbstractMemoryTool)
@@ -370,7 +370,7 @@ def test_anthropic_sdk_async_adapter(any_store: Store) -> None:
     import anyio
     from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
 
-    from gitmem.memtool import anthropic_async_memory_tool
+    from gitmem.entry.memtool import anthropic_async_memory_tool
 
     tool = anthropic_async_memory_tool(any_store)
     assert isinstance(tool, BetaAsyncAbstractMemoryTool)

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from storetools import memory_text
 
 import gitmem
-from gitmem import FixedClock, Store, codec
-from gitmem import merge as M
-from gitmem import sync as S
+from gitmem import FixedClock, Store
+from gitmem.format import codec
+from gitmem.store import merge as M
+from gitmem.store import sync as S
 
 MID = "mem_0a000000-0000-4000-8000-000000000001"
 PATH = f"memories/0a/{MID}.md"
@@ -168,7 +169,7 @@ def test_both_change_the_same_lines_makes_a_fork() -> None:
     assert fork_doc.metadata["id"] == fork.id == M.fork_id(MID, ours)
     assert fork_doc.metadata[M.FORK_KEY] == MID
     assert fork_doc.metadata["supersedes"] == "mem_0b000000-0000-4000-8000-000000000009"
-    assert fork.path == gitmem.layout.memory_path(fork.id)
+    assert fork.path == gitmem.format.layout.memory_path(fork.id)
     other = M.merge_memory(PATH, base, theirs, ours)
     assert other.data == result.data and other.forks == result.forks
 
@@ -212,8 +213,8 @@ def test_other_files_merge_as_text_or_report_a_conflict() -> None:
 )
 def test_fork_ids_stay_valid_within_the_id_limit(long_id: str) -> None:
     fork = M.fork_id(long_id, b"data")
-    assert len(fork) <= gitmem.layout.MAX_ID_LENGTH
-    gitmem.layout.check_id(fork)
+    assert len(fork) <= gitmem.format.layout.MAX_ID_LENGTH
+    gitmem.format.layout.check_id(fork)
 
 
 # -- with a store: appended documents -----------------------------------------------------------
@@ -394,7 +395,7 @@ def test_init_registers_the_driver(tmp_path: Path) -> None:
 
 
 def test_hooks_install_registers_the_driver(tmp_path: Path) -> None:
-    from gitmem import hooks
+    from gitmem.entry import hooks
 
     gitmem.init(tmp_path / "origin.git", bare=True)
     run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "clone")
@@ -510,7 +511,7 @@ def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> Non
     other = M.merge_memory(PATH, base, theirs, ours)
     assert (one.data, one.forks) == (other.data, other.forks)
     assert one.conflict is None
-    from gitmem.hooks import decode_memory
+    from gitmem.entry.hooks import decode_memory
 
     kept = decode_memory(one.data, PATH)
     no_markers(one.data)
@@ -551,7 +552,7 @@ def test_driver_exit_codes(tmp_path: Path) -> None:
 
 def test_post_merge_hook_commits_the_waiting_fork(pair: tuple[Store, Store, str]) -> None:
     """With the hooks installed, a plain git pull leaves nothing waiting: post-merge commits it."""
-    from gitmem import hooks as gh
+    from gitmem.entry import hooks as gh
 
     a, b, mid = pair
     gh.install(b.path, "memory")

@@ -17,8 +17,8 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import merge as M
-from gitmem import sync as S
+from gitmem.store import merge as M
+from gitmem.store import sync as S
 
 
 def clone(tmp_path: Path, name: str, clock: FixedClock) -> Store:
@@ -115,7 +115,7 @@ def test_appends_to_a_capped_review_history_merge(tmp_path: Path) -> None:
     """Both sides append at the cap: each prunes the same oldest review into the archive."""
     import datetime as dt
 
-    from gitmem.forge import LayeredStore
+    from gitmem.features.layered import LayeredStore
 
     clock = FixedClock("2026-11-22T10:00:00Z")
     origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import AlreadyExistsError, InvalidIdError, NotFoundError, Store
-from gitmem.layout import DOCUMENT_ROOTS, id_from_path, is_memory_file, memory_path
+from gitmem.format.layout import DOCUMENT_ROOTS, id_from_path, is_memory_file, memory_path
 from tests.storetools import blob_at, commit_count, plant, status_porcelain, tip
 
 DOC = "projects/acme/known_issues"

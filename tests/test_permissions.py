@@ -20,7 +20,7 @@ from clitools import Gitmem, make_runner
 
 import gitmem
 from gitmem import Store
-from gitmem import hooks as gh
+from gitmem.entry import hooks as gh
 
 
 @pytest.fixture(params=[0o022, 0o002], ids=["umask-022", "umask-002"])

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from gitmem import InvalidInputError, NotFoundError, Store
-from gitmem.graph import Graph
-from gitmem.pictures import build, draw, select
+from gitmem.features.graph import Graph
+from gitmem.features.pictures import build, draw, select
 from tests.clitools import Gitmem, make_runner
 
 

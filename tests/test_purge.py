@@ -17,10 +17,10 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import sync as S
-from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.purge import MESSAGE_PATH, REPLACEMENT, PurgeRefusedError, purge
-from gitmem.sync import HistoryRewrittenError
+from gitmem.base.errors import InvalidInputError, NotFoundError
+from gitmem.features.purge import MESSAGE_PATH, REPLACEMENT, PurgeRefusedError, purge
+from gitmem.store import sync as S
+from gitmem.store.sync import HistoryRewrittenError
 
 SECRET = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 PERSONAL = "Jane Q. " + "Example, born 1970-01-01"

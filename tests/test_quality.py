@@ -1,4 +1,4 @@
-"""Quality checks (gitmem/lifecycle/quality.py): completeness heuristics, what a claim
+"""Quality checks (gitmem/features/lifecycle/quality.py): completeness heuristics, what a claim
 is, specificity at the 30% edge, growth, accuracy suggestions, the report's JSON shape."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitmem.lifecycle.quality import (
+from gitmem.features.lifecycle.quality import (
     COMPLETENESS_CHECKS,
     Claim,
     QualityPolicy,
@@ -21,7 +21,7 @@ from gitmem.lifecycle.quality import (
     specificity,
     validate_document,
 )
-from gitmem.lifecycle.rules import LifecycleConfigError, count_lines
+from gitmem.features.lifecycle.rules import LifecycleConfigError, count_lines
 
 OVERVIEW = textwrap.dedent(
     """\

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem.errors import InvalidInputError
-from gitmem.recall import estimate_tokens, memory_text, parse
+from gitmem.base.errors import InvalidInputError
+from gitmem.store.recall import estimate_tokens, memory_text, parse
 
 DEPLOY = "The deploy target is staging; production deploys need a tag"
 FIXTURES = "Fixtures live in tests/conftest.py"
@@ -228,7 +228,7 @@ def test_search_answers_the_issues_queries(store: Store, query: str) -> None:
 def test_without_an_embedder_recall_is_lexical_with_a_notice(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str
 ) -> None:
-    from gitmem import embed
+    from gitmem.store import embed
 
     config = tmp_path / "config.yaml"
     config.write_text(section)
@@ -274,7 +274,7 @@ def test_add_and_remember_report_near_duplicates(store: Store) -> None:
     from click.testing import CliRunner
 
     from gitmem.cli import cli
-    from gitmem.mcp_server import call, tools
+    from gitmem.entry.mcp import call, tools
 
     first = store.create(FIXTURES + "\n")
     runner = CliRunner()
@@ -325,7 +325,7 @@ def test_recall_command(store: Store, clock: FixedClock) -> None:
 def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import recall as recall_mod
+    from gitmem.store import recall as recall_mod
 
     monkeypatch.setattr(recall_mod, "COMMON_FROM", 5)
     with store.transaction("many"):

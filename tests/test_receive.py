@@ -15,8 +15,8 @@ from clitools import Gitmem, make_runner
 from conftest import run_git
 
 import gitmem
-from gitmem import hooks
-from gitmem import sync as S
+from gitmem.entry import hooks
+from gitmem.store import sync as S
 
 FAKE_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 

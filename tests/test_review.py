@@ -18,8 +18,8 @@ from storetools import memory_text, plant
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem import review as R
-from gitmem.layout import memory_path
+from gitmem.features import review as R
+from gitmem.format.layout import memory_path
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -1,4 +1,4 @@
-"""Prune rules (gitmem/lifecycle/rules.py): each rule at its edges, idempotence, the
+"""Prune rules (gitmem/features/lifecycle/rules.py): each rule at its edges, idempotence, the
 registry (code and gitmem.yaml), size warnings, and properties over random documents."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitmem.errors import InvalidInputError
-from gitmem.lifecycle.rules import (
+from gitmem.base.errors import InvalidInputError
+from gitmem.features.lifecycle.rules import (
     DEFAULT_REGISTRY,
     VERIFY_STATUS,
     LifecycleConfigError,
@@ -502,7 +502,7 @@ def rule_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "projrules_for_test.py").write_text(
         textwrap.dedent(
             """\
-            from gitmem.lifecycle.rules import PruneAction, PruneRule, RuleResult
+            from gitmem.features.lifecycle.rules import PruneAction, PruneRule, RuleResult
 
             def drop_todo(ctx):
                 kept = [l for l in ctx.body.splitlines(True) if "TODO" not in l]
@@ -790,7 +790,7 @@ def test_installed_rules_come_from_entry_points(
     """An installed package's ``gitmem.rules`` entry point prunes its file type."""
     package = tmp_path / "plugin_rules_pkg.py"
     package.write_text(
-        "from gitmem.lifecycle.rules import RuleResult\n"
+        "from gitmem.features.lifecycle.rules import RuleResult\n"
         "def shout(ctx):\n    return RuleResult(ctx.body.upper(), None, ())\n"
     )
     dist = tmp_path / "plugin_rules_pkg-1.0.dist-info"

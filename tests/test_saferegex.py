@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from storetools import plant
 
-from gitmem import InvalidInputError, InvalidMemoryError, RegexTimeoutError, Store, saferegex
-from gitmem.errors import EXIT_CODES
-from gitmem.secrets import policy_from_config, scan_text
+from gitmem import InvalidInputError, InvalidMemoryError, RegexTimeoutError, Store
+from gitmem.base.errors import EXIT_CODES
+from gitmem.format import saferegex
+from gitmem.format.secrets import policy_from_config, scan_text
 
 # Exponential for a backtracking matcher: every split of the a's into "a" and "aa"
 # is tried before the "!" fails the match (about 10^12 ways for 60 a's).

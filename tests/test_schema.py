@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitmem import schema
-from gitmem.codec import parse
-from gitmem.errors import InvalidMemoryError
-from gitmem.model import (
+from gitmem.base.errors import InvalidMemoryError
+from gitmem.format import schema
+from gitmem.format.codec import parse
+from gitmem.format.model import (
     BUILTIN_CATEGORIES,
     KNOWN_KEYS,
     Relationship,

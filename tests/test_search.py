@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from gitmem import FixedClock, InvalidInputError, Store
 from gitmem.cli import cli
-from gitmem.maintenance import repository_size
+from gitmem.git.maintenance import repository_size
 
 
 @pytest.fixture

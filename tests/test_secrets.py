@@ -1,4 +1,4 @@
-"""Credential detection (gitmem.secrets): realistic FAKE credentials, built at run time.
+"""Credential detection (gitmem.format.secrets): realistic FAKE credentials, built at run time.
 
 Every credential below is assembled by concatenation, so no scanner (ours in a
 pre-commit hook, GitHub's push protection) flags this repository itself. None of
@@ -14,10 +14,10 @@ import pytest
 from storetools import commit_count, memory_text, plant, tip
 
 from gitmem import Store
-from gitmem import hooks as gh
-from gitmem.errors import InvalidInputError, InvalidMemoryError
-from gitmem.layout import memory_path
-from gitmem.secrets import (
+from gitmem.base.errors import InvalidInputError, InvalidMemoryError
+from gitmem.entry import hooks as gh
+from gitmem.format.layout import memory_path
+from gitmem.format.secrets import (
     ALLOW_MARKER,
     DEFAULT_PATTERNS,
     SecretFinding,

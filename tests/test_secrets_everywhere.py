@@ -21,11 +21,11 @@ from conftest import GitRunner
 from storetools import commit_count, plant, tip
 
 from gitmem import Store
-from gitmem.errors import GitmemError, InvalidIdError
-from gitmem.graph import Graph
-from gitmem.memtool import MemoryTool
-from gitmem.secrets import SecretsFoundError, redact, scan_text
-from gitmem.transfer import import_files
+from gitmem.base.errors import GitmemError, InvalidIdError
+from gitmem.entry.memtool import MemoryTool
+from gitmem.features.graph import Graph
+from gitmem.features.transfer import import_files
+from gitmem.format.secrets import SecretsFoundError, redact, scan_text
 
 GITHUB_PAT = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 HUGGINGFACE = "hf_" + "kQzRbTnWmXpLvYcJhGfDsAeUiOoPlKjHgF"
@@ -102,7 +102,7 @@ def test_the_cli_message_option_is_refused(store: Store, git: GitRunner) -> None
 
 
 def test_the_mcp_reason_is_refused(store: Store, git: GitRunner) -> None:
-    from gitmem.mcp_server import call, tools
+    from gitmem.entry.mcp import call, tools
 
     memory = store.create("a fact", title="fact")
     specs = {spec.name: spec for spec in tools(store)}
@@ -207,7 +207,7 @@ def test_an_import_with_an_escaped_token_is_refused(store: Store, tmp_path: Path
 
 
 def test_the_hook_refuses_a_staged_escaped_token(store: Store) -> None:
-    from gitmem import hooks as gh
+    from gitmem.entry import hooks as gh
 
     gh.install(store.path, "memory")
     memory_id = "mem_00000000-0000-4000-8000-000000000002"
@@ -299,7 +299,7 @@ def test_history_scan_finds_past_blobs_and_messages_once(store: Store, git: GitR
 
 
 def test_a_stored_file_with_a_token_in_a_bad_field_is_reported_without_it(store: Store) -> None:
-    from gitmem import doctor as D
+    from gitmem.entry import doctor as D
 
     memory_id = "mem_00000000-0000-4000-8000-000000000003"
     path = f"memories/00/{memory_id}.md"
@@ -316,7 +316,7 @@ def test_a_stored_file_with_a_token_in_a_bad_field_is_reported_without_it(store:
 
 
 def test_escaped_tokens_in_stored_fields_are_found_by_doctor_and_history(store: Store) -> None:
-    from gitmem import doctor as D
+    from gitmem.entry import doctor as D
 
     memory_id = "mem_00000000-0000-4000-8000-000000000004"
     path = f"memories/00/{memory_id}.md"

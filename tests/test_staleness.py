@@ -10,8 +10,8 @@ from storetools import plant
 
 import gitmem
 from gitmem import FixedClock, Store, SystemClock
-from gitmem.errors import InvalidMemoryError
-from gitmem.lifecycle import (
+from gitmem.base.errors import InvalidMemoryError
+from gitmem.features.lifecycle import (
     Staleness,
     StalenessPolicy,
     StalenessRecord,

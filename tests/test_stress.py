@@ -28,7 +28,7 @@ from test_crash import Model, absorb, check_model, run_ops
 
 import gitmem
 from gitmem import Store
-from gitmem import doctor as D
+from gitmem.entry import doctor as D
 
 OPS = int(os.environ.get("GITMEM_STRESS_OPS", "20"))
 WRITERS = 8

@@ -14,13 +14,14 @@ from conftest import run_git
 from storetools import commit_count
 
 import gitmem
-from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store, codec
-from gitmem import merge as M
-from gitmem import sync as S
+from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store
 from gitmem.cli.common import file_text
-from gitmem.gitdb import build_tree
-from gitmem.layout import id_from_path
-from gitmem.trust import trust
+from gitmem.format import codec
+from gitmem.format.layout import id_from_path
+from gitmem.git.db import build_tree
+from gitmem.git.trust import trust
+from gitmem.store import merge as M
+from gitmem.store import sync as S
 
 MARKERS = ("<<<<<<<", ">>>>>>>", "\n=======\n")
 
@@ -325,7 +326,7 @@ def test_push_race_between_two_syncs(tmp_path: Path, origin: Store, clock: Fixed
         f"git -C '{b.path}' push -q origin main || exit 1; fi\nexit 0\n"
     )
     hook.chmod(0o755)
-    trust(a.path)  # a clone's hooks run only once its user trusts it (gitmem.gitcmd)
+    trust(a.path)  # a clone's hooks run only once its user trusts it (gitmem.git.command)
     result = S.sync(a)
     assert flag.exists()
     assert result.pushed and result.attempts == 2 and result.merge == "merge"

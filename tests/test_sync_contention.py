@@ -18,7 +18,7 @@ import pytest
 from conftest import run_git
 
 import gitmem
-from gitmem import sync as S
+from gitmem.store import sync as S
 
 CLONES = 8
 OPS = int(os.environ.get("GITMEM_CONTENTION_OPS", "6"))
@@ -27,7 +27,7 @@ WORKER = textwrap.dedent(
     """
     import json, random, sys
     import gitmem
-    from gitmem import sync as S
+    from gitmem.store import sync as S
     path, seed, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     store = gitmem.open(path)
     rng = random.Random(seed)

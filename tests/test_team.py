@@ -13,9 +13,10 @@ from clitools import Gitmem, make_runner
 from conftest import run_git
 
 import gitmem
-from gitmem import StoreError, team
-from gitmem import sync as S
-from gitmem.merge import driver_registered
+from gitmem import StoreError
+from gitmem.entry import team
+from gitmem.store import sync as S
+from gitmem.store.merge import driver_registered
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 import gitmem
 from gitmem import FixedClock, InvalidInputError, Scope, Store
-from gitmem.graph import Graph
-from gitmem.transfer import (
+from gitmem.features.graph import Graph
+from gitmem.features.transfer import (
     export_files,
     export_mcp_jsonl,
     import_files,
@@ -382,8 +382,8 @@ def forge_dir(tmp_path: Path) -> Path:
 
 
 def test_import_forge_keeps_bodies_and_dates(store: Store, forge_dir: Path) -> None:
-    from gitmem.forge import LayeredStore
-    from gitmem.transfer import import_forge
+    from gitmem.features.layered import LayeredStore
+    from gitmem.features.transfer import import_forge
 
     before = commit_count(store)
     report = import_forge(store, forge_dir)
@@ -405,7 +405,7 @@ def test_import_forge_keeps_bodies_and_dates(store: Store, forge_dir: Path) -> N
 
 
 def test_forge_round_trip_is_byte_for_byte(store: Store, forge_dir: Path, tmp_path: Path) -> None:
-    from gitmem.transfer import export_forge, import_forge
+    from gitmem.features.transfer import export_forge, import_forge
 
     import_forge(store, forge_dir)
     report = export_forge(store, tmp_path / "out")
@@ -415,7 +415,7 @@ def test_forge_round_trip_is_byte_for_byte(store: Store, forge_dir: Path, tmp_pa
 
 
 def test_forge_files_without_a_date_or_with_bad_names(store: Store, tmp_path: Path) -> None:
-    from gitmem.transfer import import_forge
+    from gitmem.features.transfer import import_forge
 
     root = tmp_path / "memory"
     (root / "projects" / "acme").mkdir(parents=True)

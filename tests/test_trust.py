@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import run_git
 
-from gitmem import gitcmd, localconfig, trust
-from gitmem.errors import InvalidInputError
+from gitmem.base.errors import InvalidInputError
+from gitmem.git import command as gitcmd
+from gitmem.git import localconfig, trust
 
 
 def sh(marker: Path) -> str:
@@ -385,7 +386,7 @@ def test_repository_variables_are_dropped(
 def test_missing_git_and_failures_are_one_line_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem.errors import StoreError
+    from gitmem.base.errors import StoreError
 
     repo = make_repo(tmp_path)
     with pytest.raises(StoreError, match=r"^git cat-file failed: fatal: "):
@@ -408,7 +409,7 @@ STARTS_A_PROCESS = ("subprocess.run(", "Popen(", "os.system(", "check_output(")
 
 
 def test_every_git_call_goes_through_gitcmd() -> None:
-    """No module but gitmem/gitcmd.py starts git (the one policy has no way around it);
+    """No module but gitmem/git/command.py starts git (the one policy has no way around it);
     a module that starts Python does so with -I or -P (nothing importable from the
     current directory)."""
     root = Path(__file__).resolve().parent.parent / "gitmem"
@@ -501,7 +502,7 @@ def test_reproduction_1_pushed_code_named_by_gitmem_yaml_never_runs(tmp_path: Pa
     hooks installed runs the post-merge hook, which imports nothing from the store (also no
     ``gitmem/`` package planted at its top: the hook's Python runs with -P)."""
     import gitmem
-    from gitmem import hooks
+    from gitmem.entry import hooks
 
     origin = gitmem.init(tmp_path / "origin")
     origin.create("## Decision\n\nuse git\n", id="projects/acme/decisions")
@@ -600,7 +601,7 @@ def test_an_untrusted_stores_core_worktree_is_not_followed(tmp_path: Path) -> No
     """libgit2 honours core.worktree, and gitmem writes memory files into the work tree:
     a store's config must not send those writes to a directory of its choosing."""
     import gitmem
-    from gitmem.errors import StoreError
+    from gitmem.base.errors import StoreError
 
     store = gitmem.init(tmp_path / "theirs.git", bare=True)
     store.create("x\n")
@@ -623,7 +624,7 @@ def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
     """gitmem.yaml names jobs; code comes from an entry point or the user's own file. A
     'module:function' named by the store is an unknown job whose warning says how to opt in."""
     import gitmem
-    from gitmem.lifecycle.jobs import run_jobs
+    from gitmem.entry.jobs import run_jobs
 
     ran = tmp_path / "ran"
     (tmp_path / "myjobs_for_test.py").write_text(
@@ -657,7 +658,7 @@ def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
     """Where memory text is sent comes from the user's own file only: an endpoint named in
     the store's gitmem.yaml is not read (the user's own section is)."""
     import gitmem
-    from gitmem.embed import get_embedder
+    from gitmem.store.embed import get_embedder
 
     store = gitmem.init(tmp_path / "store")
     config = store.path / "gitmem.yaml"
@@ -675,7 +676,7 @@ def test_a_committed_embedder_endpoint_is_never_used(tmp_path: Path) -> None:
 def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -> None:
     """In the cloned project, gitmem's project hooks refuse the committed store with one
     warning line; the user's git command succeeds and nothing the store names runs."""
-    from gitmem import hooks
+    from gitmem.entry import hooks
 
     marker = tmp_path / "ran"
     victim = _hostile_project(tmp_path, marker)
@@ -696,7 +697,7 @@ def test_project_hooks_leave_a_committed_untrusted_store_alone(tmp_path: Path) -
 
 def test_hooks_from_an_older_gitmem_show_as_outdated_and_install_adds_p(tmp_path: Path) -> None:
     import gitmem
-    from gitmem import hooks
+    from gitmem.entry import hooks
 
     store = gitmem.init(tmp_path / "store")
     hooks.install(store.path, "memory")

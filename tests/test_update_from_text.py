@@ -17,8 +17,8 @@ from gitmem import (
     NotFoundError,
     Store,
     TooLargeError,
-    codec,
 )
+from gitmem.format import codec
 
 
 def stored_text(store: Store, memory_id: str) -> str:

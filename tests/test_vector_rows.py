@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from test_index import World, make_store, ops
 
 import gitmem
-from gitmem import vectors
-from gitmem.clock import FixedClock
-from gitmem.store import Store
+from gitmem.base.clock import FixedClock
+from gitmem.store import vectors
+from gitmem.store.core import Store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ def test_vector_rows_after_catch_up_equal_a_rebuild(
     syncs: set[int],
 ) -> None:
     root = tmp_path_factory.mktemp("vectors")
-    clock = FixedClock(gitmem.clock.parse_timestamp("2026-11-23T10:00:00Z"))
+    clock = FixedClock(gitmem.base.clock.parse_timestamp("2026-11-23T10:00:00Z"))
     store = make_store(kind, root, clock, monkeypatch)
     world = World(store, clock, hands=kind == "worktree")
     embedder = HashEmbedder()
@@ -186,7 +186,7 @@ def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
         "import sys, gitmem\n"
         f"s = gitmem.open({str(store.path)!r})\n"
         "assert len(s.list()) == 1\n"
-        "print(sorted(m for m in ('numpy', 'gitmem.embed', 'tokenizers') if m in sys.modules))\n"
+        "print(sorted(m for m in ('numpy', 'gitmem.store.embed', 'tokenizers') if m in sys.modules))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False,
@@ -201,7 +201,7 @@ def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
 class _Down(HashEmbedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         self.calls += 1
-        from gitmem.errors import EmbedderError
+        from gitmem.base.errors import EmbedderError
 
         raise EmbedderError("ollama embedder at http://127.0.0.1:9/api/embed is unreachable")
 

@@ -1,4 +1,4 @@
-"""gitmem.vectors: compact codes and brute-force top-k over an SQLite table."""
+"""gitmem.store.vectors: compact codes and brute-force top-k over an SQLite table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem import vectors
+from gitmem.store import vectors
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

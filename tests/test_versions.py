@@ -9,7 +9,7 @@ import pytest
 from storetools import memory_text, plant, run_git, tip
 
 from gitmem import FixedClock, Memory, NotFoundError, Store
-from gitmem.layout import memory_path
+from gitmem.format.layout import memory_path
 
 START = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 X = "mem_aaaaaaaa-0000-4000-8000-000000000001"

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem import yamlfast
-from gitmem.codec import load_yaml
+from gitmem.format import yamlfast
+from gitmem.format.codec import load_yaml
 
 timestamps = st.datetimes(
     min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.just(dt.UTC)

@@ -17,10 +17,15 @@ from typing import Any, NoReturn
 import click
 
 from gitmem._version import __version__
-from gitmem.errors import InvalidInputError
-
-from .common import State, SuggestingGroup, _set_json, json_option, resolve_with_suggestions
-from .errors import report
+from gitmem.base.errors import InvalidInputError
+from gitmem.cli.common import (
+    State,
+    SuggestingGroup,
+    _set_json,
+    json_option,
+    resolve_with_suggestions,
+)
+from gitmem.cli.errors import report
 
 __all__ = ["cli", "main"]
 
@@ -68,7 +73,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "check": "lifecycle:check",
     "prune": "lifecycle:prune",
     "validate": "lifecycle:validate",
-    "layer": "forge:layer",
+    "layer": "layer:layer",
     "remote": "collab:remote",
     "sync": "collab:sync",
     "conflicts": "collab:conflicts",

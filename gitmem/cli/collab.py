@@ -7,15 +7,14 @@ from pathlib import Path
 
 import click
 
-from gitmem import audit as auditing
-from gitmem import ci as ciing
-from gitmem import merge as merging
-from gitmem import review as reviewing
-from gitmem import sync as syncing
-from gitmem.clock import format_timestamp
-from gitmem.errors import EXIT_CODES, InvalidInputError
-
-from .common import State, emit_json, file_text, json_option, pass_state, short, table
+from gitmem.base.clock import format_timestamp
+from gitmem.base.errors import EXIT_CODES, InvalidInputError
+from gitmem.cli.common import State, emit_json, file_text, json_option, pass_state, short, table
+from gitmem.entry import ci as ciing
+from gitmem.features import audit as auditing
+from gitmem.features import review as reviewing
+from gitmem.store import merge as merging
+from gitmem.store import sync as syncing
 
 
 @click.command(name="merge-driver", hidden=True)
@@ -505,9 +504,8 @@ def clone(
       gitmem clone /srv/git/memory.git ~/team-memory
       gitmem clone https://example.com/memory.git agent-store --bare
     """
-    from gitmem import team
-
-    from .index import _ProgressBar
+    from gitmem.cli.index import _ProgressBar
+    from gitmem.entry import team
 
     with _ProgressBar("indexing", quiet=state.json) as progress:
         result = team.clone(
@@ -540,7 +538,7 @@ def join(state: State, url: str, remote: str) -> None:
       gitmem join git@github.com:acme/team-memory.git
       gitmem --store ~/.gitmem join /srv/git/memory.git --remote team
     """
-    from gitmem import team
+    from gitmem.entry import team
 
     result = team.join(state.store(), url, remote=remote)
     if state.json:

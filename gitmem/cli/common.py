@@ -48,7 +48,7 @@ class State:
         """
         if self._store is None:
             import gitmem
-            from gitmem.store import user_store_path
+            from gitmem.store.core import user_store_path
 
             self.reason = store_reason(self.store_path)
             user = user_store_path()
@@ -62,7 +62,7 @@ class State:
                 )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
-            from gitmem.store import index_writable
+            from gitmem.store.core import index_writable
 
             if not all(index_writable(self._store.db(s)) for s in self._store.scopes):
                 # A read-only store: every reading command scans git rather than fail on
@@ -83,7 +83,7 @@ def store_reason(store_path: str | None) -> str:
         return "$GITMEM_DIR"
     from pathlib import Path
 
-    from gitmem.store import find_project_store
+    from gitmem.store.core import find_project_store
 
     return "project" if find_project_store(Path.cwd()) is not None else "user"
 
@@ -183,7 +183,7 @@ def allow_empty_option(f: F) -> F:
 
 def file_text(memory: Memory) -> str:
     """The memory's file as it is stored (front-matter and body, byte for byte)."""
-    from gitmem import codec
+    from gitmem.format import codec
 
     doc = memory.document or codec.Document(memory.to_metadata(), memory.body)
     return codec.serialize(doc)
@@ -196,7 +196,7 @@ def _choices(kind: Iterable[Any]) -> str:
 def _field_options() -> list[Callable[[Any], Any]]:
     # Built when a command that has them is defined, so importing this module does not
     # import the model (and what it imports) for commands that never take these options.
-    from gitmem.model import BUILTIN_CATEGORIES, Status, Trigger
+    from gitmem.format.model import BUILTIN_CATEGORIES, Status, Trigger
 
     return [
         click.option("--title", help="A one-line title."),

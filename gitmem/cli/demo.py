@@ -11,10 +11,9 @@ from pathlib import Path
 import click
 
 from gitmem import Store
-from gitmem.gitcmd import run_git
-
-from .common import State, file_text, pass_state, table
-from .store import history_text, log_text
+from gitmem.cli.common import State, file_text, pass_state, table
+from gitmem.cli.store import history_text, log_text
+from gitmem.git.command import run_git
 
 AGENT = "demo-agent"
 GIT_LOG_FORMAT = (
@@ -58,7 +57,7 @@ REVIEWS = "projects/demo/review_history"
 def _layered_step(store: Store) -> int:
     """Append a review to a layered document; the 11th and later reviews push the oldest
     into review_history_archive.md in the same commit. Returns the commits it made."""
-    from gitmem.forge import LayeredStore
+    from gitmem.features.layered import LayeredStore
 
     layered = LayeredStore(store, agent=AGENT)
     made = 0

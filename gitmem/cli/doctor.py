@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gitmem import doctor as _doctor
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.entry import doctor as _doctor
 
 _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
 

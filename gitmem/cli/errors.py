@@ -13,7 +13,7 @@ import traceback
 
 import click
 
-from gitmem.errors import EXIT_CODES, GitmemError, StoreError
+from gitmem.base.errors import EXIT_CODES, GitmemError, StoreError
 
 USAGE = EXIT_CODES["usage"]
 UNEXPECTED = EXIT_CODES["error"]
@@ -44,7 +44,7 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
     if pygit2 is not None and isinstance(exc, pygit2.GitError):
         # libgit2's object errors ("failed to inflate", "object not found") mean a damaged
         # repository: say what helps (git fsck, a clone), not nothing.
-        from gitmem.errors import RepositoryDamagedError
+        from gitmem.base.errors import RepositoryDamagedError
 
         damaged = any(w in str(exc).lower() for w in ("inflate", "object", "corrupt", "odb"))
         return (

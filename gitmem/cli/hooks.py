@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 import pygit2
 
-from gitmem import hooks as _hooks
-from gitmem.errors import InvalidInputError, StoreError
-from gitmem.hooks import Report
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem.base.errors import InvalidInputError, StoreError
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.entry import hooks as _hooks
+from gitmem.entry.hooks import Report
 
 _project_option = click.option(
     "--project",

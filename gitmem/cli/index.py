@@ -7,10 +7,9 @@ from typing import Any
 
 import click
 
-from gitmem.recall import RecallResults
-from gitmem.search import MODES, SearchMatch, SearchResults
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.store.recall import RecallResults
+from gitmem.store.search import MODES, SearchMatch, SearchResults
 
 
 def _highlight(match: SearchMatch) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
-from gitmem import NotFoundError, pictures, transfer
-from gitmem.graph import Entity, Graph, KnowledgeGraph
-from gitmem.transfer import Fidelity
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem import NotFoundError
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.features import pictures, transfer
+from gitmem.features.graph import Entity, Graph, KnowledgeGraph
+from gitmem.features.transfer import Fidelity
 
 
 def _graph(state: State, agent: str | None = None) -> Graph:
@@ -239,7 +239,7 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
         raise click.ClickException(
             "gitmem mcp needs the MCP SDK, which is not installed: pip install 'gitmem-store[mcp]'"
         )
-    from gitmem import mcp_server
+    from gitmem.entry import mcp as mcp_server
 
     _first_use(state)
     if bind is None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gitmem.lifecycle import check_project, store_staleness
-
-from .common import State, emit_json, json_option, pass_state, table
+from gitmem.cli.common import State, emit_json, json_option, pass_state, table
+from gitmem.features.lifecycle import check_project, store_staleness
 
 
 @click.command()
@@ -133,7 +132,7 @@ def prune(
       gitmem prune --dry-run
       gitmem prune --scope project -p my-api --json
     """
-    from gitmem.forge import LayeredStore, PrunePolicy
+    from gitmem.features.layered import LayeredStore, PrunePolicy
 
     policy = PrunePolicy(scope=prune_scope, project=project, skill=skill, dry_run=dry_run)
     report = LayeredStore(state.store(), agent=agent).prune(policy)
@@ -163,7 +162,7 @@ def validate(state: State, doc_id: str | None, every: bool) -> None:
       gitmem validate projects/my-api/project_overview
       gitmem validate --all --json
     """
-    from gitmem.forge import LayeredStore
+    from gitmem.features.layered import LayeredStore
 
     if (doc_id is None) == (not every):
         raise click.UsageError("give one ID or --all")

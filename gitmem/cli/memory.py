@@ -10,8 +10,7 @@ from typing import Any
 import click
 
 from gitmem import GitmemError, Memory, NotFoundError, Store
-
-from .common import (
+from gitmem.cli.common import (
     State,
     allow_empty_option,
     emit_json,
@@ -100,7 +99,7 @@ def add(
         message=options.get("message"),
         **_fields(store, options),
     )
-    from gitmem.recall import duplicates_report, duplicates_text
+    from gitmem.store.recall import duplicates_report, duplicates_text
 
     similar = duplicates_report(state.store(), memory)
     if state.json:
@@ -128,7 +127,7 @@ def _add_jsonl(
     """``add --jsonl``: every line one memory, all in one transaction (one commit)."""
     import json
 
-    from gitmem.errors import InvalidInputError
+    from gitmem.base.errors import InvalidInputError
 
     if source == "-":
         data = sys.stdin.buffer.read()
@@ -227,7 +226,7 @@ def _indexed_file(store: Store, memory_id: str) -> bytes | None:
         return None
     import pygit2
 
-    from gitmem.gitdb import blob_data
+    from gitmem.git.db import blob_data
 
     for scope in store.scopes:
         rows = store.index(scope).rows(

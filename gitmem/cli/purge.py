@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gitmem import purge as _purge
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.features import purge as _purge
 
 
 @click.command()

@@ -12,10 +12,9 @@ import click
 
 import gitmem
 from gitmem import Memory, Scope, Store
-from gitmem.clock import format_timestamp
-from gitmem.store import History, LogEntry, user_store_path
-
-from .common import State, emit_json, json_option, pass_state, short, table
+from gitmem.base.clock import format_timestamp
+from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
+from gitmem.store.core import History, LogEntry, user_store_path
 
 
 def _git_top(start: Path) -> Path | None:
@@ -170,7 +169,7 @@ def _ls_rows(store: Store, scope: str | None, show_all: bool) -> None:
     ``Store.list``, without building a Memory per row (a third of `gitmem ls` at 1k)."""
     import logging
 
-    log = logging.getLogger("gitmem.store")
+    log = logging.getLogger("gitmem.store.core")
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
     rows: list[tuple[Any, ...]] = []
     for each in [scope] if scope else [str(s) for s in store.scopes]:
@@ -345,9 +344,9 @@ def log(
         for entry in entries:
             click.echo(f"{short(entry.commit)} {entry.subject}")
     elif fmt != "table":
-        # Imported here: gitmem.audit brings the review and secret-scanning modules, which
+        # Imported here: gitmem.features.audit brings the review and secret-scanning modules, which
         # no other command of this module needs (they cost `gitmem ls` ~40% of its time).
-        from gitmem.audit import format_entry
+        from gitmem.features.audit import format_entry
 
         for entry in entries:
             values = {**entry.to_dict(), "short": short(entry.commit), "email": entry.author_email}
@@ -366,7 +365,7 @@ _REASONS = {
 
 def _index_state(store: Store, scope: Scope, tip: str | None) -> str:
     """current / behind (catches up on the next read) / not built / unreadable: never writes."""
-    from gitmem.store import index_writable
+    from gitmem.store.core import index_writable
 
     if not index_writable(store.db(scope)):
         return "not used: the store is read-only for you (reads scan git)"
@@ -388,8 +387,8 @@ def _index_state(store: Store, scope: Scope, tip: str | None) -> str:
 
 
 def _store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
-    from gitmem import hooks as gh
-    from gitmem.merge import DRIVER_CONFIG
+    from gitmem.entry import hooks as gh
+    from gitmem.store.merge import DRIVER_CONFIG
 
     db = store.db(scope)
     tip = db.tip()

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import click
 
-from gitmem import localconfig
-from gitmem import trust as _trust
-
-from .common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.git import localconfig
+from gitmem.git import trust as _trust
 
 
 def _default_store(state: State) -> Path:
     """The store a bare ``gitmem trust`` means: the one gitmem would open here."""
-    from gitmem.store import find_project_store, user_store_path
+    from gitmem.store.core import find_project_store, user_store_path
 
     if state.store_path is not None:
         return Path(state.store_path)

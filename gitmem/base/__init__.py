@@ -1,0 +1,1 @@
+"""Layer 1, base: errors, clock, commit trailers, state paths. Imports nothing of gitmem."""

@@ -1,0 +1,439 @@
+"""``gitmem layer ...``: the layered Forge MemoryStore from the command line.
+
+Each subcommand maps to one :class:`gitmem.features.layered.LayeredStore` method and prints
+its result (``--json``: the camelCase shape agents get from ``to_dict()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from gitmem.base.errors import InvalidInputError, NotFoundError
+from gitmem.cli.common import (
+    State,
+    SuggestingGroup,
+    allow_empty_option,
+    emit_json,
+    json_option,
+    pass_state,
+    read_text_arg,
+    table,
+)
+from gitmem.features.layered import (
+    LAYER_ROOTS,
+    STRUCTURAL_FILE_TYPES,
+    Document,
+    Layer,
+    LayeredStore,
+    MemoryEntry,
+    document_id,
+    placement,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# One set of layer names for every layer command: the layer's own name, or the short
+# word `layer list` used to take (project, skill, command, agent).
+_ALIASES: dict[str, Layer] = {
+    **{str(layer): layer for layer in Layer},
+    "project": Layer.SHARED_PROJECT,
+    "skill": Layer.SKILL,
+}
+
+
+class _LayerName(click.ParamType):  # type: ignore[type-arg]
+    name = "layer"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "|".join(str(layer) for layer in Layer)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        found = _ALIASES.get(str(value))
+        if found is None:
+            self.fail(
+                f"{value!r} is not a layer: {', '.join(str(x) for x in Layer)} "
+                "(or project, skill for short)",
+                param,
+                ctx,
+            )
+        return str(found)
+
+
+_LAYERS = _LayerName()
+
+# Conventional file types beside the prune rules' (layered.md): a project overview.
+_CONVENTIONAL_TYPES = frozenset({"project_overview", *STRUCTURAL_FILE_TYPES})
+
+
+def _known_file_types(layered: LayeredStore) -> set[str]:
+    """File types a create may use without --new-type: those with a prune rule (built in
+    or from gitmem.yaml), their archives, the conventional ones, and any already stored."""
+    from gitmem.features.lifecycle import rules
+
+    known = set(_CONVENTIONAL_TYPES)
+    for file_type in rules.registry_from_config(layered.store.config().raw).file_types():
+        known.update({file_type, f"{file_type}_archive"})
+    for root in LAYER_ROOTS.values():
+        for doc_id in layered.store.documents(root, recursive=True):
+            where = placement(doc_id)
+            if where is not None:
+                known.add(where["file_type"])
+    return known
+
+
+def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> None:
+    """A file type one letter or two away from a known one (known_isues) is refused, naming
+    the known ones, rather than silently starting a document no prune rule or listing
+    expects. A name unlike any known one (deploy_notes) is a new kind and is accepted."""
+    if new_type:
+        return
+    known = _known_file_types(layered)
+    if file_type in known:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(file_type, sorted(known), n=1, cutoff=0.8)
+    if not close:
+        return
+    raise InvalidInputError(
+        f"file type {file_type!r} is not one this store knows; did you mean {close[0]!r}? "
+        f"(known: {', '.join(sorted(known))})",
+        hint="pass --new-type to start a new kind of document with this name",
+    )
+
+
+def _place_options(f: F) -> F:
+    for option in reversed(
+        [
+            click.option("--project", "-p", help="The project (shared-project, skill, command)."),
+            click.option("--skill", help="The skill (skill-specific layer)."),
+            click.option("--command", "command_name", help="The command (command layer)."),
+            click.option("--agent-name", "agent_name", help="The agent (agent layer)."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _layered(state: State, agent: str | None = None) -> LayeredStore:
+    return LayeredStore(state.store(), agent=agent)
+
+
+def _show_documents(state: State, docs: list[Document]) -> None:
+    if state.json:
+        emit_json([d.to_dict() for d in docs])
+        return
+    rows = [
+        [
+            d.id,
+            str(d.staleness),
+            str(d.line_count),
+            "-" if d.updated_at is None else d.updated_at.date().isoformat(),
+        ]
+        for d in docs
+    ]
+    click.echo(table(["ID", "STALENESS", "LINES", "UPDATED"], rows) if rows else "(none)")
+
+
+@click.group(cls=SuggestingGroup)
+def layer() -> None:
+    """Layered documents: projects/, skills/, commands/, agents/ (the Forge layout).
+
+    \b
+    Examples:
+      gitmem layer create shared-project known_issues -p my-api --content "# Known issues"
+      gitmem layer read shared-project known_issues -p my-api
+      gitmem layer append projects/my-api/review_history - < review.md
+      gitmem layer by-project my-api --json
+
+    LAYER is shared-project, skill-specific, command or agent (project and skill
+    for short), the same names in every layer command.
+    """
+
+
+@layer.command("create")
+@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("file_type")
+@_place_options
+@click.option("--content", help="The markdown content ('-' or none: read stdin).")
+@click.option("--title", help="A title (default: file type and owner).")
+@click.option("--agent", help="Who writes (the commit's author).")
+@click.option(
+    "--new-type", is_flag=True, help="Allow a file type close to a known one (not a typo)."
+)
+@allow_empty_option
+@json_option
+@pass_state
+def create(
+    state: State,
+    layer_name: str,
+    file_type: str,
+    project: str | None,
+    skill: str | None,
+    command_name: str | None,
+    agent_name: str | None,
+    content: str | None,
+    title: str | None,
+    agent: str | None,
+    new_type: bool,
+    allow_empty: bool,
+) -> None:
+    """Create a document at its layer path; fails if it exists.
+
+    A FILE_TYPE one or two letters away from a known one (a prune rule's, or a
+    stored document's) is refused as a likely typo, naming the known ones;
+    --new-type creates it all the same.
+    """
+    layered = _layered(state, agent)
+    _check_file_type(layered, file_type, new_type)
+    data: dict[str, Any] = {
+        "layer": layer_name,
+        "fileType": file_type,
+        "content": _content_text(content, allow_empty),
+    }
+    for key, value in (
+        ("project", project),
+        ("skill", skill),
+        ("command", command_name),
+        ("agent", agent_name),
+        ("title", title),
+    ):
+        if value is not None:
+            data[key] = value
+    result = layered.create(MemoryEntry.from_dict(data))
+    if state.json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(result.id)
+
+
+@layer.command("read")
+@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("file_type")
+@_place_options
+@json_option
+@pass_state
+def read(
+    state: State,
+    layer_name: str,
+    file_type: str,
+    project: str | None,
+    skill: str | None,
+    command_name: str | None,
+    agent_name: str | None,
+) -> None:
+    """Print a document (with a [POTENTIALLY STALE] advisory when it is stale).
+
+    Exits 3 when there is no such document (JSON: null).
+    """
+    doc = _layered(state).read(
+        layer_name, project, file_type, skill=skill, command=command_name, agent=agent_name
+    )
+    if doc is None:
+        if state.json:
+            emit_json(None)
+            raise click.exceptions.Exit(NotFoundError.exit_code)
+        where = document_id(
+            layer_name, file_type, project=project, skill=skill, command=command_name,
+            agent=agent_name,
+        )
+        raise NotFoundError(f"no layered document {where}", hint="gitmem layer create ...")
+    if state.json:
+        emit_json(doc.to_dict())
+        return
+    if doc.advisory:
+        click.echo(doc.advisory, err=True)
+    click.echo(doc.content, nl=not doc.content.endswith("\n"))
+
+
+def _content_text(content: str | None, allow_empty: bool = False) -> str:
+    """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
+    text = read_text_arg(content, "content", allow_empty=allow_empty)
+    if isinstance(text, str):
+        return text
+    try:
+        return text.decode("utf-8", "strict")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"content is not UTF-8 text (byte {exc.start})") from None
+
+
+def _write_command(
+    name: str, help_text: str
+) -> Callable[[Callable[..., Any]], click.Command]:
+    """``layer update`` and ``layer append``: ID, CONTENT or stdin, --agent, --json."""
+
+    def decorate(f: Callable[..., Any]) -> click.Command:
+        f.__doc__ = help_text
+        decorators: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
+            pass_state,
+            json_option,
+            allow_empty_option,
+            click.option("--agent", help="Who writes (the commit's author)."),
+            click.argument("content", required=False),
+            click.argument("doc_id", metavar="ID"),
+        )
+        for option in decorators:
+            f = option(f)
+        return layer.command(name)(f)
+
+    return decorate
+
+
+def _warn(warning: str | None) -> None:
+    if warning:
+        click.echo(f"gitmem: warning: {warning}", err=True)
+
+
+@_write_command("update", "Replace a document's content (CONTENT, or stdin).")
+def update(
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+) -> None:
+    result = _layered(state, agent).update(doc_id, _content_text(content, allow_empty))
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"updated {result.id} ({result.line_count} lines)")
+    _warn(result.warning)
+
+
+@_write_command(
+    "append",
+    "Append to a document, then apply its file type's prune rule (one commit).\n\n"
+    "A document that does not exist yet is created with the text (its layer and names "
+    "read from ID, projects/<project>/<file_type> and the like).",
+)
+def append(
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+) -> None:
+    layered = _layered(state, agent)
+    text = _content_text(content, allow_empty)
+    where = placement(doc_id)
+    if where is not None and layered.get(doc_id) is None:
+        _check_file_type(layered, where["file_type"], False)
+        entry = {("fileType" if k == "file_type" else k): str(v) for k, v in where.items()}
+        created = layered.create({**entry, "content": text})
+        if state.json:
+            emit_json(created.to_dict())
+        else:
+            click.echo(f"created {created.id} (it did not exist)")
+        return
+    result = layered.append(doc_id, text)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"appended to {result.id} ({result.line_count} lines)")
+    for item in result.prune_details:
+        click.echo(f"  {item.action}: {item.section or item.id}: {item.reason}")
+    _warn(result.warning)
+
+
+@layer.command("delete")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@pass_state
+def delete(state: State, doc_id: str) -> None:
+    """Delete a document (gitmem restore ID brings it back)."""
+    result = _layered(state).delete(doc_id)
+    if state.json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(f"deleted {doc_id}" if result.deleted else f"no document {doc_id}")
+
+
+@layer.command("by-project")
+@click.argument("project")
+@json_option
+@pass_state
+def by_project(state: State, project: str) -> None:
+    """A project's documents: shared, per skill, commands."""
+    grouped = _layered(state).get_by_project(project)
+    if state.json:
+        emit_json(grouped.to_dict())
+        return
+    docs = [*grouped.shared, *(d for ds in grouped.skills.values() for d in ds), *grouped.commands]
+    _show_documents(state, docs)
+
+
+@layer.command("profile")
+@click.argument("project")
+@json_option
+@pass_state
+def profile(state: State, project: str) -> None:
+    """A project's overview and what else is known about it."""
+    result = _layered(state).get_project_profile(project)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    click.echo(f"project: {result.project}")
+    click.echo(f"documents: {', '.join(result.file_types) or '(none)'}")
+    click.echo(f"skills: {', '.join(result.skills) or '(none)'}")
+    if result.staleness is not None:
+        click.echo(f"staleness: {result.staleness}")
+    if result.overview is not None:
+        click.echo("")
+        click.echo(result.overview.content, nl=not result.overview.content.endswith("\n"))
+
+
+@layer.command("list")
+@click.argument("what", metavar="LAYER", type=_LAYERS)
+@click.argument("name")
+@click.option("--project", "-p", help="With skill: only this project.")
+@json_option
+@pass_state
+def list_(state: State, what: str, name: str, project: str | None) -> None:
+    """Documents of one project (shared layer), skill, command-layer project or agent.
+
+    NAME is the project for shared-project and command, the skill for
+    skill-specific, the agent for agent.
+    """
+    layered = _layered(state)
+    if what == Layer.SHARED_PROJECT:
+        docs = layered.get_shared_project_memory(name)
+    elif what == Layer.SKILL:
+        docs = layered.get_skill_memory(name, project)
+    elif what == Layer.COMMAND:
+        docs = layered.get_command_memory(name)
+    else:
+        docs = layered.get_agent_memory(name)
+    _show_documents(state, docs)
+
+
+@layer.command("staleness")
+@json_option
+@pass_state
+def staleness(state: State) -> None:
+    """Fresh, aging and stale documents across all layers."""
+    report = _layered(state).get_staleness_report()
+    if state.json:
+        emit_json(report.to_dict(camel=True))
+        return
+    click.echo(f"{len(report.fresh)} fresh, {len(report.aging)} aging, {len(report.stale)} stale")
+    rows = [
+        [e.id, str(e.staleness), "-" if e.days_since_update is None else str(e.days_since_update)]
+        for e in [*report.stale, *report.aging]
+    ]
+    if rows:
+        click.echo(table(["ID", "STALENESS", "DAYS"], rows))
+
+
+@layer.command("search")
+@click.argument("pattern")
+@click.option("--layer", "layer_name", type=_LAYERS, help="Only this layer.")
+@click.option("--project", "-p", help="Only this project.")
+@click.option("--limit", type=int, default=20, show_default=True)
+@json_option
+@pass_state
+def search(
+    state: State, pattern: str, layer_name: str | None, project: str | None, limit: int
+) -> None:
+    """Full-text search over layered documents."""
+    results = _layered(state).search(pattern, layer=layer_name, project=project, limit=limit)
+    if state.json:
+        emit_json(results.to_dict())
+        return
+    for match in results:
+        line = f":{match.line_number}: {match.line}" if match.line_number else ""
+        click.echo(f"{match.id}{line}")

@@ -1,0 +1,696 @@
+"""Git hooks: install them into a memory or project repository, and the work they do.
+
+``gitmem hooks install`` writes one small sh script per hook (from the template
+``hooks/gitmem-hook.sh``) into the repository's hooks directory, wherever
+``core.hooksPath`` puts it. A hook that was there before is moved aside to
+``<name>.pre-gitmem`` and still runs first; ``uninstall`` puts it back.
+
+The scripts call ``python -m gitmem hook-run`` with the interpreter recorded at
+install time, so a gitmem installed in a virtualenv works from any shell. The
+work itself is :func:`run`:
+
+- memory repository: ``pre-commit`` validates the staged memory files and stamps
+  ``updated_at``/``version`` on hand-edited ones; ``post-merge`` and
+  ``post-checkout`` catch the index up and report version-chain forks.
+- project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
+  ``gitmem check --project`` when that command exists, else catch the index up.
+  They never fail the user's git command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
+from gitmem.format.layout import (
+    MEMORY_ROOTS,
+    expected_path_form,
+    id_from_path,
+    is_memory_file,
+    memory_path,
+)
+from gitmem.git.command import REPO_ENV, clean_env, run_git
+
+MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
+PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
+SERVER_HOOKS = ("pre-receive",)
+"""A hub's (``gitmem hooks install --server``): refuses pushes gitmem would not write."""
+ALL_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-commit", "pre-receive")
+ROLES = ("memory", "project", "server")
+MARKER = "# gitmem-hook:"
+CHAINED = ".pre-gitmem"
+"""Suffix of an existing hook moved aside by install (run first by ours, restored by uninstall)."""
+
+_GIT_ENV = REPO_ENV
+"""What a project's hook drops before gitmem opens the store (a repository of its own)."""
+
+Out = Callable[[str], None]
+
+
+# -- running git -----------------------------------------------------------------------
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without the variables that would point git at another repository."""
+    return clean_env()
+
+
+def _git(
+    cwd: Path,
+    *args: str,
+    input: bytes | None = None,
+    check: bool = True,
+    keep_repo_env: bool = True,
+) -> bytes:
+    """git in the repository a hook runs in.
+
+    Trusted: inside a hook, git is already running this repository's configuration at
+    the user's request, so gitmem's policy would protect nothing there; outside a hook
+    (``hooks install``/``status``) only ``rev-parse`` runs, which starts no program.
+    Git's environment is kept in a hook: the pre-commit hook must read the index git
+    commits (``GIT_INDEX_FILE``).
+    """
+    result = run_git(
+        args, cwd=cwd, input=input, check=check, trusted=True, keep_repo_env=keep_repo_env
+    )
+    return result.stdout
+
+
+# -- installing --------------------------------------------------------------------------
+
+
+def template() -> str:
+    """The hook script template (``hooks/gitmem-hook.sh``; in a wheel, ``gitmem/_hooks``)."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "_hooks", package.parent / "hooks"):
+        path = candidate / "gitmem-hook.sh"
+        if path.is_file():
+            return path.read_text()
+    raise StoreError("the hook script template gitmem-hook.sh is missing from this installation")
+
+
+def _shell_quote_free(value: str) -> str:
+    if "'" in value:
+        raise InvalidInputError(f"cannot install hooks for an interpreter path with ': {value}")
+    return value
+
+
+def render(hook: str, role: str, python: str | None = None) -> str:
+    """The script installed as ``hook`` for a repository of ``role``."""
+    if hook not in ALL_HOOKS:
+        raise InvalidInputError(f"unknown hook {hook!r} (gitmem has: {', '.join(ALL_HOOKS)})")
+    if role not in ROLES:
+        raise InvalidInputError(f"unknown role {role!r} (memory, project or server)")
+    interpreter = _shell_quote_free(python or sys.executable)
+    return (
+        template().replace("@HOOK@", hook).replace("@ROLE@", role).replace("@PYTHON@", interpreter)
+    )
+
+
+def hooks_dir(repo: Path) -> Path:
+    """The directory git runs ``repo``'s hooks from (``core.hooksPath`` respected)."""
+    if not repo.exists():
+        raise StoreError(f"no repository at {repo}")
+    found = _git(repo, "rev-parse", "--git-path", "hooks", keep_repo_env=False).decode().strip()
+    return (repo / found).resolve() if not Path(found).is_absolute() else Path(found)
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(200)
+    except OSError:
+        return False
+    return MARKER.encode() in head
+
+
+def _script_field(path: Path, name: str) -> str | None:
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines()[:12]:
+            if line.startswith(f"{name}='"):
+                return line.split("'")[1]
+    return None
+
+
+@dataclass
+class HookState:
+    """One hook name in one hooks directory."""
+
+    name: str
+    path: Path
+    installed: bool
+    """Our script is in place."""
+    chained: bool
+    """An earlier hook is kept as ``<name>.pre-gitmem`` and run first."""
+    foreign: bool
+    """Some other hook is in place (not ours)."""
+    role: str | None = None
+    python: str | None = None
+    outdated: bool = False
+    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
+    ``gitmem hooks install`` rewrites it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "installed": self.installed,
+            "outdated": self.outdated,
+            "chained": self.chained,
+            "foreign": self.foreign,
+            "role": self.role,
+            "python": self.python,
+        }
+
+
+def _outdated(path: Path, name: str, role: str | None, python: str | None) -> bool:
+    if role not in ROLES or not python:
+        return True
+    try:
+        return path.read_text() != render(name, role, python)
+    except (OSError, GitmemError):
+        return True
+
+
+def _state(directory: Path, name: str) -> HookState:
+    path = directory / name
+    ours = _is_ours(path)
+    role = _script_field(path, "role") if ours else None
+    python = _script_field(path, "python") if ours else None
+    return HookState(
+        name=name,
+        path=path,
+        installed=ours,
+        chained=(directory / f"{name}{CHAINED}").exists(),
+        foreign=path.exists() and not ours,
+        role=role,
+        python=python,
+        outdated=ours and _outdated(path, name, role, python),
+    )
+
+
+@dataclass
+class Report:
+    """What install, uninstall or status found or did in one repository."""
+
+    repo: Path
+    hooks_dir: Path
+    role: str | None
+    hooks: list[HookState] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    """Hook names written (install) or removed (uninstall)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo": str(self.repo),
+            "hooks_dir": str(self.hooks_dir),
+            "role": self.role,
+            "changed": self.changed,
+            "hooks": [h.to_dict() for h in self.hooks],
+        }
+
+
+def install(repo: Path, role: str, *, python: str | None = None) -> Report:
+    """Put gitmem's hooks for ``role`` in ``repo``; idempotent; existing hooks are chained."""
+    names = {"memory": MEMORY_HOOKS, "server": SERVER_HOOKS}.get(role, PROJECT_HOOKS)
+    directory = hooks_dir(repo)
+    directory.mkdir(parents=True, exist_ok=True)
+    report = Report(repo, directory, role)
+    for name in names:
+        path = directory / name
+        text = render(name, role, python)
+        if path.exists() or path.is_symlink():
+            if _is_ours(path):
+                if path.read_text() == text and os.access(path, os.X_OK):
+                    continue
+            else:
+                aside = directory / f"{name}{CHAINED}"
+                if aside.exists() or aside.is_symlink():
+                    raise StoreError(
+                        f"{path} is not gitmem's and {aside.name} is taken",
+                        hint="move one of them away, then run gitmem hooks install again",
+                    )
+                path.rename(aside)
+        tmp = directory / f".{name}.gitmem-tmp"
+        tmp.write_text(text)
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | 0o644)
+        tmp.replace(path)
+        report.changed.append(name)
+    if role == "memory":
+        # A clone has no merge.gitmem.driver (git never copies config): set it with the hooks.
+        from gitmem.store.merge import register_driver
+
+        register_driver(repo, python)
+    report.hooks = [_state(directory, name) for name in ALL_HOOKS]
+    return report
+
+
+def uninstall(repo: Path) -> Report:
+    """Remove gitmem's hooks from ``repo`` and put back the hooks they replaced."""
+    directory = hooks_dir(repo)
+    report = Report(repo, directory, None)
+    for name in ALL_HOOKS:
+        path = directory / name
+        if not _is_ours(path):
+            continue
+        path.unlink()
+        aside = directory / f"{name}{CHAINED}"
+        if aside.exists() or aside.is_symlink():
+            aside.rename(path)
+        report.changed.append(name)
+    report.hooks = [_state(directory, name) for name in ALL_HOOKS]
+    return report
+
+
+def status(repo: Path) -> Report:
+    directory = hooks_dir(repo)
+    states = [_state(directory, name) for name in ALL_HOOKS]
+    roles = {s.role for s in states if s.role}
+    return Report(repo, directory, roles.pop() if len(roles) == 1 else None, states)
+
+
+# -- validating staged files --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Staged:
+    path: str
+    mode: str
+    oid: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: str
+    reason: str
+
+    def line(self) -> str:
+        return f"gitmem: refused: {self.path}: {self.reason}"
+
+
+_ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
+
+
+def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
+    """Every index entry under the memory folders: path -> (mode, blob id)."""
+    out: dict[str, tuple[str, str]] = {}
+    raw = _git(top, "ls-files", "-s", "-z", "--", *_ROOT_PATHSPECS)
+    for record in raw.split(b"\0"):
+        if not record:
+            continue
+        info, _, path = record.partition(b"\t")
+        mode, oid, _stage = info.decode().split()
+        out[path.decode("utf-8", "surrogateescape")] = (mode, oid)
+    return out
+
+
+def _changed_paths(top: Path) -> list[str]:
+    raw = _git(
+        top,
+        "diff",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-filter=ACMRT",
+        "--",
+        *_ROOT_PATHSPECS,
+    )
+    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
+
+
+def _read_blobs(top: Path, oids: Sequence[str]) -> list[bytes]:
+    if not oids:
+        return []
+    raw = _git(top, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    out: list[bytes] = []
+    pos = 0
+    for _ in oids:
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].split()
+        size = int(header[2])
+        out.append(raw[end + 1 : end + 1 + size])
+        pos = end + 1 + size + 1
+    return out
+
+
+def _head_blob(top: Path, path: str) -> bytes | None:
+    result = run_git(
+        ["cat-file", "blob", f"HEAD:{path}"], cwd=top, check=False, trusted=True, keep_repo_env=True
+    )
+    return result.stdout if result.returncode == 0 else None
+
+
+def _ever_existed(top: Path, path: str) -> bool:
+    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", path, check=False).strip())
+
+
+def decode_memory(data: bytes, path: str) -> Any:
+    """Parse and validate one memory file the way the store reads it (a Memory, or raises)."""
+    # Imported here: a project hook (gitmem check) never parses a memory file itself.
+    from gitmem.format import codec, schema
+    from gitmem.format.model import memory_from_document
+
+    if id_from_path(path) is None:
+        raise InvalidMemoryError(f"not at a memory path ({expected_path_form(path)})")
+    text = codec.decode(data, what=path)
+    if "\x00" in text:
+        raise InvalidMemoryError("contains a NUL byte; memories are text")
+    doc = codec.parse(text)
+    if not doc.has_front_matter:
+        raise InvalidMemoryError("has no front-matter (it must start with a '---' line)")
+    schema.validate(doc.metadata, what=path)
+    memory = memory_from_document(doc, path=path)
+    expected = id_from_path(path)
+    if memory.id != expected:
+        raise InvalidMemoryError(f"carries id {memory.id!r}, but its path says {expected!r}")
+    return memory
+
+
+Validator = Callable[[bytes, str], Any]
+
+
+@functools.cache
+def _secrets_then_memory() -> Validator:
+    # Built on first use: gitmem.format.secrets compiles its patterns when imported, which a
+    # project hook that validates nothing should not pay for.
+    from gitmem.format import secrets
+
+    return secrets.staged_validator(decode_memory)
+
+
+def _validate_memory_file(data: bytes, path: str) -> Any:
+    """Refuse a staged memory file holding a credential, else :func:`decode_memory` it."""
+    return _secrets_then_memory()(data, path)
+
+
+VALIDATORS: list[tuple[Callable[[str], bool], Validator]] = [
+    # Credentials are refused before anything else is said about the file.
+    (is_memory_file, _validate_memory_file),
+]
+"""Which staged paths are validated, and how. Layered documents add their own entry."""
+
+
+def _reason(exc: Exception, path: str) -> str:
+    message = str(exc)
+    for prefix in (f"{path}: ", f"{path} "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return " ".join(message.split())
+
+
+_MANAGED = ("updated_at", "version")
+
+
+def _without_managed(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k not in _MANAGED}
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
+    """The stamped file text for a hand edit of a committed memory, or None to leave it."""
+    from gitmem.format import codec, schema
+
+    before = _head_blob(top, item.path)
+    if before is None:
+        return None
+    try:
+        old = codec.parse(codec.decode(before, what=item.path))
+    except GitmemError:
+        return None
+    new = codec.parse(codec.decode(item.data, what=item.path))
+    version, staged = old.metadata.get("version"), new.metadata.get("version")
+    if not _is_int(version) or not _is_int(staged) or staged > version:
+        return None  # the person set a newer version: theirs to keep
+    if new.body != old.body or not codec.same(
+        _without_managed(new.metadata), _without_managed(old.metadata)
+    ):
+        metadata = {**new.metadata, "updated_at": now, "version": version + 1}
+    elif staged < version:
+        # Only the managed fields differ, and backwards (an index left behind by a
+        # partial commit): a version never goes back, so HEAD's fields are kept.
+        metadata = {**new.metadata, **{k: old.metadata[k] for k in _MANAGED if k in old.metadata}}
+    else:
+        return None  # nothing but updated_at changed, or nothing at all
+    schema.validate(metadata, what=item.path)
+    return codec.serialize(new.with_changes(metadata, new.body)).encode("utf-8")
+
+
+def _restage(top: Path, item: Staged, data: bytes) -> None:
+    oid = _git(top, "hash-object", "-w", "--no-filters", "--stdin", input=data).decode().strip()
+    _git(top, "update-index", "--cacheinfo", f"{item.mode},{oid},{item.path}")
+    work = top / item.path
+    with contextlib.suppress(OSError):
+        if work.is_file() and not work.is_symlink() and work.read_bytes() == item.data:
+            work.write_bytes(data)
+
+
+def pre_commit(top: Path, out: Out, *, now: Any) -> int:
+    """Validate (and stamp) the staged memory files; 1 with one line per bad file, else 0."""
+    changed = _changed_paths(top)
+    if not changed:
+        return 0
+    index = _staged_index(top)
+    todo = [p for p in changed if p in index and any(ok(p) for ok, _ in VALIDATORS)]
+    blobs = _read_blobs(top, [index[p][1] for p in todo])
+    staged = [
+        Staged(p, index[p][0], index[p][1], data) for p, data in zip(todo, blobs, strict=True)
+    ]
+    refusals: list[Refusal] = []
+    valid: list[tuple[Staged, Any]] = []
+    for item in staged:
+        if item.mode not in {"100644", "100755"}:
+            refusals.append(Refusal(item.path, "is not a regular file"))
+            continue
+        validate = next(v for ok, v in VALIDATORS if ok(item.path))
+        try:
+            valid.append((item, validate(item.data, item.path)))
+        except GitmemError as exc:
+            refusals.append(Refusal(item.path, _reason(exc, item.path)))
+    present = {id_from_path(p) for p in index} - {None}
+    seen: dict[str, str] = {}
+    for item, memory in valid:
+        other = seen.setdefault(memory.id, item.path)
+        if other != item.path:
+            refusals.append(Refusal(item.path, f"duplicate id {memory.id} (also in {other})"))
+        target = memory.supersedes
+        if target is None or target in present:
+            continue
+        if target == memory.id:
+            refusals.append(Refusal(item.path, "supersedes itself"))
+        elif not _ever_existed(top, memory_path(target)):
+            refusals.append(Refusal(item.path, f"supersedes {target}, which is not in this store"))
+    if refusals:
+        for refusal in refusals:
+            out(refusal.line())
+        out(f"gitmem: commit refused: {len(refusals)} problem(s) in staged memory files")
+        return 1
+    for item, _memory in valid:
+        stamped = _stamp(top, item, now)
+        if stamped is not None and stamped != item.data:
+            _restage(top, item, stamped)
+            out(f"gitmem: stamped {item.path} (version and updated_at)")
+    return 0
+
+
+# -- after merge and checkout ----------------------------------------------------------------
+
+
+def _changed_between(top: Path, old: str, new: str) -> list[str]:
+    raw = _git(
+        top,
+        "diff",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-filter=AMRT",
+        old,
+        new,
+        "--",
+        *_ROOT_PATHSPECS,
+        check=False,
+    )
+    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
+
+
+def _rev(top: Path, name: str) -> str | None:
+    value = _git(top, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False).strip()
+    return value.decode() if value else None
+
+
+def memory_after(
+    top: Path, out: Out, old: str | None, new: str | None, *, hook: str = "post-merge"
+) -> int:
+    """Catch the store's index up, report forks among memories changed from old to new,
+    and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
+    from gitmem.entry.jobs import run_jobs
+    from gitmem.store.core import open_store
+    from gitmem.store.sync import commit_pending_forks
+
+    store = open_store(top)
+    # Forks the merge driver had to leave waiting (it can write only the one file git asks
+    # for) are committed now that the merge has landed, before the index catches up.
+    # git still has MERGE_HEAD in place while post-merge runs, though the merge commit
+    # has landed: tell the sync code not to wait for the merge to finish.
+    forks = commit_pending_forks(store.db(), merge_landed=hook == "post-merge")
+    for fork in forks:
+        out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
+    store.index().catch_up()
+    if old and new and set(old) != {"0"}:
+        _report_forks(store, top, out, old, new)
+    run_jobs(store, hook, out)
+    return 0
+
+
+def _report_forks(store: Any, top: Path, out: Out, old: str, new: str) -> None:
+    reported: set[str] = set()
+    for path in _changed_between(top, old, new):
+        memory_id = id_from_path(path)
+        if memory_id is None:
+            continue
+        try:
+            memory = store.get(memory_id)
+        except GitmemError:
+            continue
+        target = memory.supersedes if memory is not None else None
+        if target is None or target in reported:
+            continue
+        successors = store.successors(target)
+        if len(successors) > 1:
+            reported.add(target)
+            ids = ", ".join(m.id for m in successors)
+            out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
+
+
+def check_available() -> bool:
+    """Whether this gitmem has the ``check`` command (code-aware staleness)."""
+    from gitmem.cli import LAZY_COMMANDS
+
+    return "check" in LAZY_COMMANDS
+
+
+def project_after(top: Path, out: Out) -> int:
+    """In a project repository: ``gitmem check --project``, else catch the index up."""
+    from gitmem.store.core import _is_store, find_project_store, open_store, user_store_path
+
+    if find_project_store(top) is None and not _is_store(user_store_path()):
+        return 0  # no store to check against, and a hook creates none
+    if check_available():
+        from gitmem.cli import cli
+
+        cli.main(args=["check", "--project", str(top)], prog_name="gitmem", standalone_mode=False)
+        return 0
+    if find_project_store(top) is None:
+        return 0
+    store = open_store(cwd=top)
+    for scope in store.scopes:
+        store.index(scope).catch_up()
+    return 0
+
+
+# -- hook-run ------------------------------------------------------------------------------
+
+
+def detect_role(top: Path) -> str:
+    """memory when ``top`` is a gitmem store, else project."""
+    from gitmem.format.layout import CONFIG_FILE
+
+    config_file = top / CONFIG_FILE
+    if not config_file.is_file():
+        return "project"
+    try:
+        config = _git(top, "config", "--get", "gitmem.format", check=False).strip()
+    except StoreError:
+        config = b""
+    if config:
+        return "memory"
+    # A clone of a store has no gitmem.* git config (git never copies config), but it
+    # has the committed gitmem.yaml: a store's config says which format it is.
+    # Read with the store's own hardened loader (no aliases, no tags, bounded depth): this
+    # file arrives from a remote.
+    from gitmem.format.codec import load_yaml
+
+    try:
+        data, _ = load_yaml(config_file.read_text(encoding="utf-8")[:65536])
+    except (OSError, UnicodeDecodeError, GitmemError):
+        return "project"
+    return "memory" if isinstance(data, dict) and "format" in data else "project"
+
+
+def _now() -> Any:
+    from gitmem.base.clock import SystemClock
+
+    return SystemClock().now()
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    *,
+    role: str = "auto",
+    cwd: Path | None = None,
+    out: Out | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """The work of hook ``name``; returns its exit code (only a memory pre-commit refuses)."""
+    write = out or (lambda line: print(line, file=sys.stderr))
+    env = dict(os.environ) if env is None else env
+    top = (cwd or Path.cwd()).resolve()
+    if role == "auto":
+        role = detect_role(top)
+    if role == "server":
+        if name != "pre-receive":
+            return 0
+        from gitmem.entry.receive import pre_receive
+
+        # git gives a pre-receive hook one "<old> <new> <ref>" line per ref on stdin.
+        return pre_receive(top, sys.stdin.read().splitlines(), write)
+    if role == "project":
+        try:
+            for var in _GIT_ENV:
+                os.environ.pop(var, None)
+            if name in PROJECT_HOOKS:
+                return project_after(top, write)
+            return 0
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                return 0
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message} (your git command is unaffected)")
+            return 0
+    if detect_role(top) != "memory":
+        return 0  # memory hooks in a shared core.hooksPath, run from some other repository
+    if name == "pre-commit":
+        return pre_commit(top, write, now=_now())
+    if name in {"post-merge", "post-checkout"}:
+        try:
+            old, new = _refs(top, name, args, env)
+            return memory_after(top, write, old, new, hook=name)
+        except Exception as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message}")
+            return 0
+    return 0
+
+
+def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tuple[str | None, ...]:
+    """The commits before and after, from git's arguments or the pre-commit framework's env."""
+    if name == "post-checkout":
+        if len(args) >= 2:
+            return args[0], args[1]
+        old = env.get("PRE_COMMIT_FROM_REF")
+        new = env.get("PRE_COMMIT_TO_REF")
+        return old, new
+    return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")

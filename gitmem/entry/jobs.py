@@ -1,0 +1,196 @@
+"""Lifecycle jobs the memory repository's git hooks run after a merge or checkout.
+
+Which jobs run is configured in the committed ``gitmem.yaml``::
+
+    lifecycle:
+      jobs:
+        post-merge: [staleness, prune]
+        post-checkout: []
+
+Defaults: ``post-merge: [staleness]`` (one summary line), ``post-checkout: []``.
+Jobs are a registry keyed by name, like the prune rules. The committed file only chooses
+among jobs that are already there; code is never named by it. A project adds its own:
+
+- in code: :func:`register_job`;
+- installed: an entry point in the group ``gitmem.jobs`` (name = the job's name);
+- locally: ``jobs: {<name>: "package.module:function"}`` in the user's own configuration
+  file (:mod:`gitmem.git.localconfig`), which the user wrote, so it may import.
+ A job prints through the ``out`` callable it is given and
+never raises into the hook: the hook turns a failure into one warning line, because a
+``git merge`` that already happened must not look failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gitmem.base.errors import InvalidMemoryError
+
+if TYPE_CHECKING:
+    from gitmem.store.core import Store
+
+Out = Callable[[str], None]
+Job = Callable[["Store", Out], None]
+
+DEFAULT_JOBS: Mapping[str, tuple[str, ...]] = {
+    "post-merge": ("staleness",),
+    "post-checkout": (),
+}
+
+
+def _staleness(store: Store, out: Out) -> None:
+    from gitmem.features.lifecycle.staleness import store_staleness
+
+    report = store_staleness(store)
+    out(
+        f"gitmem: staleness: {len(report.fresh)} fresh, {len(report.aging)} aging, "
+        f"{len(report.stale)} stale"
+    )
+
+
+def _prune(store: Store, out: Out, *, dry_run: bool = False) -> None:
+    from gitmem.features.layered import LayeredStore, PrunePolicy
+
+    report = LayeredStore(store, agent="gitmem-hook").prune(PrunePolicy(dry_run=dry_run))
+    verb = "would prune" if dry_run else "pruned"
+    where = f" (commit {report.commit[:10]})" if report.commit else ""
+    out(f"gitmem: prune: {verb} {len(report.pruned)} section(s){where}")
+    for item in report.pruned:
+        out(f"gitmem:   {item.action}: {item.id}: {item.reason}")
+    for warning in report.warnings:
+        out(f"gitmem: size: {warning}")
+
+
+def _prune_dry_run(store: Store, out: Out) -> None:
+    _prune(store, out, dry_run=True)
+
+
+def _validate(store: Store, out: Out) -> None:
+    from gitmem.features.layered import LayeredStore
+
+    results = LayeredStore(store).validate_all()
+    flagged = [r for r in results if r.suggestions]
+    out(f"gitmem: validate: {len(flagged)} of {len(results)} document(s) have suggestions")
+
+
+_JOBS: dict[str, Job] = {
+    "staleness": _staleness,
+    "prune": _prune,
+    "prune-dry-run": _prune_dry_run,
+    "validate": _validate,
+}
+
+
+def register_job(name: str, job: Job) -> None:
+    """Add (or replace) a job that ``lifecycle.jobs`` in gitmem.yaml can name."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise InvalidMemoryError(f"job name {name!r} must be letters, digits, '-' and '_'")
+    _JOBS[name] = job
+
+
+ENTRY_POINT_GROUP = "gitmem.jobs"
+
+
+def _load(spec: str) -> Job:
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidMemoryError(f"job {spec!r} must be written 'package.module:function'")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise InvalidMemoryError(f"job {spec!r} is not callable")
+    job: Job = target
+    return job
+
+
+def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
+    """Every job a hook may run: built-in, installed (entry points), then the user's own
+    (``jobs`` in the local configuration). A job that failed to load maps to the reason."""
+    from importlib.metadata import entry_points
+
+    from gitmem.git import localconfig
+
+    jobs: dict[str, Job | str] = dict(_JOBS)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            jobs[point.name] = point.load()
+        except Exception as exc:  # one broken plugin must not stop the other jobs
+            jobs[point.name] = f"installed job {point.value} not loaded: {exc}"
+    local = localconfig.load_cached().section("jobs", gitdir=gitdir)
+    if isinstance(local, Mapping):
+        for name, spec in local.items():
+            try:
+                jobs[str(name)] = _load(str(spec))
+            except Exception as exc:
+                jobs[str(name)] = f"{localconfig.config_path()}: job {spec!r}: {exc}"
+    elif local is not None:
+        raise InvalidMemoryError(f"{localconfig.config_path()}: 'jobs' must be a mapping")
+    return jobs
+
+
+def job_names() -> list[str]:
+    return sorted(_JOBS)
+
+
+def jobs_for(hook: str, config: Mapping[str, Any] | None) -> list[str]:
+    """The job names configured for ``hook`` (defaults when gitmem.yaml says nothing)."""
+    lifecycle = (config or {}).get("lifecycle") or {}
+    if not isinstance(lifecycle, Mapping):
+        raise InvalidMemoryError("gitmem.yaml 'lifecycle' must be a mapping")
+    jobs = lifecycle.get("jobs")
+    if jobs is None:
+        return list(DEFAULT_JOBS.get(hook, ()))
+    if not isinstance(jobs, Mapping):
+        raise InvalidMemoryError("gitmem.yaml lifecycle.jobs must map hook names to job lists")
+    names = jobs.get(hook, DEFAULT_JOBS.get(hook, ()))
+    if names is None:
+        return []
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise InvalidMemoryError(f"gitmem.yaml lifecycle.jobs.{hook} must be a list of job names")
+    return list(names)
+
+
+def run_jobs(store: Store, hook: str, out: Out) -> list[str]:
+    """Run the jobs configured for ``hook``; returns the names that ran. An unknown name
+    or a failing job becomes one warning line and the next job still runs."""
+    ran: list[str] = []
+    try:
+        names = jobs_for(hook, store.config().raw)
+    except InvalidMemoryError as exc:
+        out(f"gitmem: warning: {exc}")
+        return ran
+    try:
+        jobs = available_jobs(str(store.db().gitdir))
+    except InvalidMemoryError as exc:
+        out(f"gitmem: warning: {exc}")
+        return ran
+    for name in names:
+        job = jobs.get(name)
+        if job is None:
+            known = ", ".join(sorted(jobs))
+            hint = ""
+            if ":" in name:
+                from gitmem.git import localconfig
+
+                hint = (
+                    "; gitmem never imports code a store names: to run it, add "
+                    f"'jobs: {{<name>: \"{name}\"}}' to {localconfig.config_path()} "
+                    "and name <name> here"
+                )
+            out(f"gitmem: warning: unknown lifecycle job {name!r} (known: {known}){hint}")
+            continue
+        if isinstance(job, str):
+            out(f"gitmem: warning: lifecycle job {name}: {job}")
+            continue
+        try:
+            job(store, out)
+        except Exception as exc:  # a job must never turn a finished merge into a failure
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            out(f"gitmem: warning: lifecycle job {name}: {message}")
+            continue
+        ran.append(name)
+    return ran

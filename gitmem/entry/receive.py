@@ -1,0 +1,153 @@
+"""The hub's own gate: a ``pre-receive`` hook that refuses pushes gitmem would not write.
+
+``gitmem hooks install --server`` puts it in a bare hub. git runs it once per push, after
+the objects arrived (in a quarantine directory git names in the environment) and before
+any ref moves; a non-zero exit refuses the whole push and git shows the client what the
+hook printed. For every branch the push creates or moves:
+
+- every memory file the push changes (the new tip against the old one, or against
+  nothing for a new branch) must read as the store reads it (front-matter, schema, id
+  against path), and a ``gitmem.yaml`` it changes must be a valid configuration;
+- no object the push brings in that sits at a memory path, and no message of a commit it
+  brings in, may hold a credential (under the policy of the ``gitmem.yaml`` it pushes, else
+  the hub's): a secret in an intermediate commit stays in history even when a later
+  commit removes it, so those are checked too.
+
+Deleting a branch and moving tags are let through. The hub's own git configuration is the
+administrator's, so git runs here as trusted, keeping the quarantine environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem.base.errors import GitmemError
+from gitmem.format.layout import CONFIG_FILE, id_from_path
+from gitmem.git.command import run_git
+
+if TYPE_CHECKING:
+    from gitmem.format.secrets import SecretPolicy
+
+__all__ = ["pre_receive"]
+
+ZERO = "0" * 40
+Out = Callable[[str], None]
+
+
+def _git(top: Path, *args: str, input: bytes | None = None) -> bytes:
+    # keep_repo_env: the pushed objects are visible only through the quarantine variables.
+    return run_git(
+        list(args), cwd=top, input=input, trusted=True, keep_repo_env=True, timeout=600
+    ).stdout
+
+
+def _split(data: bytes) -> list[str]:
+    return [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0") if part]
+
+
+def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | None]:
+    """``git cat-file --batch`` of ``rev:path`` specs (None where there is no blob)."""
+    if not specs:
+        return []
+    data = _git(top, "cat-file", "--batch", input="".join(f"{s}\n" for s in specs).encode())
+    out: list[bytes | None] = []
+    pos = 0
+    for _ in specs:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        pos = end + 1
+        if len(header) < 3 or header[1] != b"blob":
+            out.append(None)
+            continue
+        size = int(header[2])
+        out.append(data[pos : pos + size])
+        pos += size + 1
+    return out
+
+
+def _policy(top: Path, tip: str) -> SecretPolicy:
+    from gitmem.format import secrets
+    from gitmem.format.codec import load_yaml
+
+    [config] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
+    if config is None:
+        return secrets.DEFAULT_POLICY
+    try:
+        data, _ = load_yaml(config.decode("utf-8", "replace"))
+    except GitmemError:
+        return secrets.DEFAULT_POLICY
+    return secrets.policy_from_config(data if isinstance(data, dict) else None)
+
+
+def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
+    from gitmem.entry.hooks import decode_memory
+    from gitmem.format import secrets
+    from gitmem.format.config import StoreConfig
+
+    problems: list[str] = []
+    policy = _policy(top, new)
+    # What the tip changes must read as the store reads it.
+    if old == ZERO:
+        changed = _split(_git(top, "ls-tree", "-r", "-z", "--name-only", new))
+    else:
+        changed = _split(
+            _git(top, "diff-tree", "-r", "-z", "--name-only", "--diff-filter=AMR", old, new)
+        )
+    paths = [p for p in changed if id_from_path(p) is not None or p == CONFIG_FILE]
+    for path, data in zip(paths, _read_blobs(top, [f"{new}:{p}" for p in paths]), strict=True):
+        if data is None:
+            continue
+        try:
+            if path == CONFIG_FILE:
+                StoreConfig.from_text(data.decode("utf-8"))
+            else:
+                decode_memory(data, path)
+        except (GitmemError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(f"{ref}: {path}: {' '.join(str(exc).split())}")
+    # Credentials anywhere the push adds to history: new blobs at memory paths, messages.
+    listed = _git(top, "rev-list", "--objects", new, "--not", "--all").decode(
+        "utf-8", "surrogateescape"
+    )
+    blobs: list[tuple[str, str]] = []
+    for line in listed.splitlines():
+        oid, _, path = line.partition(" ")
+        if path and (id_from_path(path) is not None or path == CONFIG_FILE):
+            blobs.append((oid, path))
+    for (oid, path), data in zip(blobs, _read_blobs(top, [o for o, _ in blobs]), strict=True):
+        found = secrets.scan_bytes(data, policy) if data is not None else []
+        if found:
+            kinds = ", ".join(sorted({f.kind for f in found}))
+            problems.append(f"{ref}: {path} (blob {oid[:10]}) holds a credential ({kinds})")
+    commits = _git(top, "rev-list", new, "--not", "--all").decode().split()
+    for commit in commits:
+        message = _git(top, "cat-file", "commit", commit).decode("utf-8", "replace")
+        text = message.split("\n\n", 1)[1] if "\n\n" in message else ""
+        findings = policy.scan(text)
+        if findings:
+            kinds = ", ".join(sorted({f.kind for f in findings}))
+            problems.append(f"{ref}: commit {commit[:10]}'s message holds a credential ({kinds})")
+    return problems
+
+
+def pre_receive(top: Path, lines: Iterable[str], out: Out) -> int:
+    """Check each pushed ``<old> <new> <ref>`` line; 1 (refuse the push) on any problem."""
+    problems: list[str] = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        old, new, ref = parts
+        if new == ZERO or not ref.startswith("refs/heads/"):
+            continue  # a deletion, a tag: nothing to read
+        try:
+            problems += _check_ref(top, old, new, ref)
+        except GitmemError as exc:
+            problems.append(f"{ref}: cannot be checked: {exc}")
+    for problem in problems:
+        out(f"gitmem: refused: {problem}")
+    if problems:
+        out("gitmem: the push was refused; fix the memories (gitmem validate, gitmem secrets)")
+        return 1
+    return 0

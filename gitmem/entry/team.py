@@ -1,0 +1,188 @@
+"""Joining a team's store: ``gitmem clone`` and ``gitmem join``.
+
+A team shares one store through a hub on any git host. ``clone`` makes a working copy of
+it that is ready to use: the store's branch checked out whatever the hub's HEAD names (a
+hub made with ``git init --bare`` often names ``master``, which a gitmem store never has),
+the merge driver registered (git never copies configuration), the hooks installed, the
+index built, and the clone recorded as trusted (its configuration is the one git clone
+just wrote for the user). ``join`` brings a store the user already has (a personal store
+made with ``gitmem init``, whose history is unrelated to the team's) into the team's:
+both histories are kept (one merge commit with both as parents), the team's configuration
+wins over the personal one, and the result is pushed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem.base.errors import InvalidInputError, StoreError
+from gitmem.git.command import run_git
+
+if TYPE_CHECKING:
+    from gitmem.store.core import Store
+    from gitmem.store.sync import SyncResult
+
+__all__ = ["CloneResult", "clone", "join"]
+
+BRANCH = "main"
+"""The branch a gitmem store keeps its memories on."""
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class CloneResult:
+    path: Path
+    branch: str
+    memories: int = 0
+    hooks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "branch": self.branch,
+            "memories": self.memories,
+            "hooks": self.hooks,
+        }
+
+
+def _default_dest(url: str) -> Path:
+    name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    if name.endswith(".git"):
+        name = name[: -len(".git")]
+    if not name or name in {".", ".."}:
+        raise InvalidInputError(f"cannot name a folder after {url!r}; give DIR")
+    return Path(name)
+
+
+def _store_branch(repo: pygit2.Repository, prefix: str, wanted: str | None) -> str:
+    """The hub's branch that holds the store (under ``prefix``): ``wanted``, else main,
+    else its only branch."""
+    branches = sorted(
+        name[len(prefix) :]
+        for name in repo.references
+        if name.startswith(prefix) and not name.endswith("/HEAD")
+    )
+    if wanted is not None:
+        if wanted not in branches:
+            raise StoreError(
+                f"the hub has no branch {wanted!r} (it has: {', '.join(branches) or 'none'})"
+            )
+        return wanted
+    if BRANCH in branches:
+        return BRANCH
+    if len(branches) == 1:
+        return branches[0]
+    if not branches:
+        raise StoreError(
+            "the hub is empty: there is no store to clone yet",
+            hint="push one first: gitmem remote add origin URL && gitmem sync",
+        )
+    raise StoreError(
+        f"the hub has no {BRANCH!r} branch and several others ({', '.join(branches)})",
+        hint="name the store's branch with --branch",
+    )
+
+
+def clone(
+    url: str,
+    dest: str | os.PathLike[str] | None = None,
+    *,
+    bare: bool = False,
+    branch: str | None = None,
+    hooks: bool = True,
+    progress: Progress | None = None,
+) -> CloneResult:
+    """Clone the store at ``url`` into ``dest`` and make it ready to use.
+
+    The clone's branch is always ``main`` (the store's branch on the hub, found as
+    :func:`_store_branch` says), tracking the hub's. Refused, with nothing left behind,
+    when ``dest`` is not empty or what the hub holds is not a gitmem store.
+    """
+    from gitmem.git import trust
+    from gitmem.store.core import open_store
+    from gitmem.store.merge import register_driver
+
+    target = Path(dest).expanduser() if dest is not None else _default_dest(url)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise StoreError(f"{target} exists and is not empty; gitmem clone wants a new folder")
+    made = not target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        args = ["clone", "--quiet", "--no-checkout", *(["--bare"] if bare else [])]
+        run_git([*args, "--", url, str(target)], cwd=target.parent, trusted=False)
+        # Git wrote this repository's configuration just now, for this user.
+        trust.record_created(target)
+        gitdir = trust.git_dir_of(target)
+        repo = pygit2.Repository(str(gitdir))
+        prefix = "refs/heads/" if bare else "refs/remotes/origin/"
+        source = _store_branch(repo, prefix, branch)
+        if bare:
+            # A bare clone keeps the hub's branches as its own: main is the store's.
+            if source != BRANCH:
+                target_id = repo.references[f"{prefix}{source}"].target
+                repo.references.create(f"refs/heads/{BRANCH}", target_id, force=True)
+            repo.set_head(f"refs/heads/{BRANCH}")
+        else:
+            run_git(
+                ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"],
+                cwd=target,
+                trusted=True,
+            )
+        tip = repo.revparse_single(f"refs/heads/{BRANCH}").peel(pygit2.Commit)
+        try:
+            tip.tree["gitmem.yaml"]
+        except KeyError:
+            raise StoreError(
+                f"{url} holds a git repository but not a gitmem store (no gitmem.yaml on "
+                f"its branch {source})"
+            ) from None
+        result = CloneResult(target, BRANCH)
+        if hooks and not bare:
+            from gitmem.entry.hooks import install
+
+            result.hooks = install(target, "memory").changed
+        else:
+            register_driver(target)
+        store = open_store(target)
+        store.reindex(progress=progress)
+        result.memories = sum(1 for _ in store.list())
+        return result
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(target)
+        raise
+
+
+def join(
+    store: Store, url: str, *, remote: str = "origin", scope: str | None = None
+) -> SyncResult:
+    """Bring ``store`` into the team store at ``url`` without losing either history.
+
+    Adds ``remote`` (when the store has none of that name), fetches the hub's store,
+    merges it in even though the two histories are unrelated (the team's ``gitmem.yaml``
+    and ``.gitattributes`` win; every memory of both is kept; the usual memory-aware
+    merge settles the rest), and pushes. Afterwards ``gitmem sync`` keeps them together.
+    """
+    from gitmem.store import sync
+
+    db = store.db(scope)
+    if remote in sync.remote_names(db):
+        configured = db.repo.remotes[remote].url
+        if configured != url:
+            raise InvalidInputError(
+                f"the store's remote {remote!r} is {configured}, not {url}",
+                hint="name another remote with --remote",
+            )
+    else:
+        sync.add_remote(store, remote, url, scope=scope)
+    return sync.sync(store, remote, scope=scope, join=True)

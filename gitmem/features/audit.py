@@ -1,0 +1,484 @@
+"""Audit: who wrote what, and taking it back.
+
+- :func:`touches`: the path and category filters of ``Store.log`` / ``gitmem log``;
+- :func:`blame`: which commit, agent and session wrote each line of a memory's body,
+  following the history graph (a line merged in from the other side keeps its
+  author) and the ``supersedes`` chain (a line carried into a successor too);
+- :func:`diff`: a memory-aware diff of two revisions (front-matter by field name,
+  body as text);
+- :func:`undo`: revert every write of an agent session, or one commit, in one new
+  commit, refusing when later writes depend on them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem.base.clock import format_timestamp
+from gitmem.base.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths, read_memory
+from gitmem.format import codec
+from gitmem.format.layout import check_id, id_from_path, memory_path
+from gitmem.git.db import (
+    CommitSpec,
+    GitDB,
+    Snapshot,
+    agent_author,
+    author_time,
+    blob_data,
+    get_commit,
+    parse_trailers,
+)
+
+if TYPE_CHECKING:
+    from gitmem.store.core import Store
+
+UNDO_OP = "undo"
+LOG_FIELDS = (
+    "commit",
+    "short",
+    "time",
+    "author",
+    "email",
+    "agent",
+    "session",
+    "subject",
+    "ops",
+    "ids",
+    "supersedes",
+    "scope",
+)
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+
+
+# -- log filters ---------------------------------------------------------------------------------
+
+
+def _blob(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return entry.id if entry.type_str == "blob" else None
+
+
+def changed_paths(commit: pygit2.Commit) -> set[str]:
+    """Paths this commit changed: differing from every parent (git log's rule for merges)."""
+    parents = commit.parents
+    if not parents:
+        diff = commit.tree.diff_to_tree(swap=True)
+        return {d.new_file.path for d in diff.deltas}
+    found: set[str] | None = None
+    for parent in parents:
+        diff = parent.tree.diff_to_tree(commit.tree)
+        paths = {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
+        found = paths if found is None else found & paths
+    return found or set()
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """A file, a directory (its files), or a glob (``memories/*/mem_5f*``)."""
+    pattern = pattern.strip("/")
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(path, pattern)
+    return path == pattern or path.startswith(pattern + "/")
+
+
+def _category_of(repo: pygit2.Repository, oid: pygit2.Oid | None, path: str) -> str | None:
+    if oid is None:
+        return None
+    memory, _ = read_memory(blob_data(repo, oid), path)
+    return memory.category if memory is not None else None
+
+
+def touches(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    *,
+    path: str | None = None,
+    category: str | None = None,
+) -> bool:
+    """Whether ``commit`` changed a file under ``path`` and/or a memory of ``category``.
+
+    A memory counts for its category as it was after the commit, or before it when
+    the commit deleted it.
+    """
+    paths = changed_paths(commit)
+    if path is not None:
+        paths = {p for p in paths if path_matches(p, path)}
+    if category is None:
+        return bool(paths)
+    parent = commit.parents[0] if commit.parents else None
+    for changed in paths:
+        if id_from_path(changed) is None:
+            continue
+        after = _blob(commit.tree, changed)
+        before = _blob(parent.tree, changed) if parent is not None and after is None else None
+        if _category_of(repo, after or before, changed) == category:
+            return True
+    return False
+
+
+def format_entry(template: str, values: Mapping[str, Any]) -> str:
+    """``gitmem log --format``: ``{field}`` placeholders (LOG_FIELDS), ``\\t``, ``\\n``."""
+    unknown = [name for name in _PLACEHOLDER_RE.findall(template) if name not in LOG_FIELDS]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown log field {{{unknown[0]}}}: use "
+            + ", ".join("{" + name + "}" for name in LOG_FIELDS)
+        )
+
+    def value(match: re.Match[str]) -> str:
+        item = values.get(match.group(1))
+        if isinstance(item, list):
+            return ",".join(str(x) for x in item)
+        return "" if item is None else str(item)
+
+    text = template.replace("\\t", "\t").replace("\\n", "\n")
+    return _PLACEHOLDER_RE.sub(value, text)
+
+
+# -- blame ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The commit that wrote a line."""
+
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    session: str | None
+    memory_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "time": format_timestamp(self.time),
+            "author": self.author,
+            "agent": self.agent,
+            "session": self.session,
+            "id": self.memory_id,
+        }
+
+
+@dataclass(frozen=True)
+class BlameLine:
+    number: int
+    text: str
+    origin: Origin
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.number, "text": self.text, **self.origin.to_dict()}
+
+
+def _origin(commit: pygit2.Commit, memory_id: str) -> Origin:
+    trailers = parse_trailers(commit.message)
+    return Origin(
+        commit=str(commit.id),
+        time=author_time(commit),
+        author=commit.author.name,
+        agent=next((v for k, v in trailers if k == "Gitmem-Agent"), None),
+        session=next((v for k, v in trailers if k == "Gitmem-Session"), None),
+        memory_id=memory_id,
+    )
+
+
+def _carry(
+    lines: list[str], sources: Iterable[tuple[list[str], list[Origin]]], fresh: Origin
+) -> list[Origin]:
+    """Each line's origin: from the first source holding it at a matching place, else fresh."""
+    out: list[Origin | None] = [None] * len(lines)
+    for old_lines, old_origins in sources:
+        matcher = difflib.SequenceMatcher(None, old_lines, lines, autojunk=False)
+        for block in matcher.get_matching_blocks():
+            for n in range(block.size):
+                if out[block.b + n] is None:
+                    out[block.b + n] = old_origins[block.a + n]
+    return [o if o is not None else fresh for o in out]
+
+
+def blame(store: Store, memory_id: str) -> list[BlameLine]:
+    """Which commit (agent, session) wrote each line of the memory's current body."""
+    check_id(memory_id)
+    current = store.read(memory_id)
+    backend_db = store.db(current.store_scope)
+    repo = backend_db.repo
+    history = store.history(memory_id)
+    chain: list[str] = []
+    for version in history:
+        if version.memory_id not in chain:
+            chain.append(version.memory_id)
+    memo: dict[pygit2.Oid, tuple[list[str], list[Origin]]] = {}
+    last_of: dict[str, pygit2.Oid] = {}
+    for version in history:
+        if version.memory is None:
+            continue
+        commit = get_commit(repo, version.commit)
+        path = memory_path(version.memory_id)
+        oid = _blob(commit.tree, path)
+        if oid is None or oid in memo:
+            if oid is not None:
+                last_of[version.memory_id] = oid
+            continue
+        lines = version.memory.body.splitlines()
+        sources = [memo[b] for p in commit.parents if (b := _blob(p.tree, path)) in memo]
+        if not sources:
+            # A successor's first version: lines carried over from its predecessor.
+            position = chain.index(version.memory_id)
+            previous = chain[position - 1] if position > 0 else None
+            if previous is not None and previous in last_of:
+                sources = [memo[last_of[previous]]]
+        memo[oid] = (lines, _carry(lines, sources, _origin(commit, version.memory_id)))
+        last_of[version.memory_id] = oid
+    tip = backend_db.tip()
+    final = _blob(tip.tree, memory_path(memory_id)) if tip is not None else None
+    if final is None or final not in memo:
+        raise NotFoundError(f"no history for the current body of {memory_id}")
+    lines, origins = memo[final]
+    return [
+        BlameLine(i + 1, text, origin)
+        for i, (text, origin) in enumerate(zip(lines, origins, strict=True))
+    ]
+
+
+# -- diff -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryDiff:
+    id: str
+    path: str
+    status: str
+    """added, deleted or changed."""
+    fields: list[FieldChange] = field(default_factory=list)
+    diff: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "status": self.status,
+            "fields": [f.to_dict() for f in self.fields],
+            "diff": self.diff,
+        }
+
+
+def _commit(db: GitDB, rev: str) -> pygit2.Commit:
+    commit = db.resolve(rev)
+    if commit is None:
+        raise NotFoundError(f"no revision {rev!r} in this store")
+    return commit
+
+
+def is_revision(store: Store, value: str) -> bool:
+    try:
+        return _commit(store.db(), value) is not None
+    except GitmemError:
+        return False
+
+
+def diff(
+    store: Store, rev1: str, rev2: str | None = None, memory_id: str | None = None
+) -> list[MemoryDiff]:
+    """Memory-aware diff from ``rev1`` to ``rev2`` (default: the tip), optionally of one memory."""
+    db = store.db()
+    old, new = _commit(db, rev1), _commit(db, rev2) if rev2 else db.tip()
+    if new is None:
+        raise NotFoundError("the store has no commits")
+    if memory_id is not None:
+        paths = [memory_path(check_id(memory_id))]
+    else:
+        paths = memory_paths(db.repo, old, new)
+    old_snap, new_snap = Snapshot(db.repo, old), Snapshot(db.repo, new)
+    out: list[MemoryDiff] = []
+    for path in paths:
+        a, b = old_snap.read(path), new_snap.read(path)
+        if a == b:
+            continue
+        before, _ = read_memory(a, path)
+        after, _ = read_memory(b, path)
+        status = "added" if a is None else "deleted" if b is None else "changed"
+        entry = MemoryDiff(id_from_path(path) or path, path, status)
+        if before is not None and after is not None:
+            entry.fields = field_changes(before, after)
+        if before is not None or after is not None:
+            entry.diff, _ = body_diff(
+                path, before.body if before else "", after.body if after else "", True
+            )
+        else:
+            old_text, new_text = ((x or b"").decode("utf-8", "replace") for x in (a, b))
+            entry.diff, _ = body_diff(path, old_text, new_text, True)
+        out.append(entry)
+    return out
+
+
+# -- undo -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class UndoResult:
+    commit: str | None
+    undone: list[str]
+    """The commits reverted, oldest first."""
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "undone": self.undone,
+            "restored": self.restored,
+            "removed": self.removed,
+            "reverted": self.reverted,
+        }
+
+
+class UndoRefusedError(ConflictError):
+    """Later writes depend on what would be undone."""
+
+    default_hint = "undo the later writes first (gitmem log --id ID shows them), or edit by hand"
+
+
+def _targets(db: GitDB, session: str | None, commit: str | None) -> list[pygit2.Commit]:
+    if (session is None) == (commit is None):
+        raise InvalidInputError("give exactly one of a session or a commit to undo")
+    if commit is not None:
+        found = _commit(db, commit)
+        tip = db.tip()
+        if tip is None or not (found.id == tip.id or db.repo.descendant_of(tip.id, found.id)):
+            raise NotFoundError(f"commit {commit} is not on the store's branch")
+        return [found]
+    picked = [
+        c for c in db.walk(reverse=True) if ("Gitmem-Session", session) in parse_trailers(c.message)
+    ]
+    if not picked:
+        raise NotFoundError(f"no commit of session {session!r} in this store")
+    return picked
+
+
+def undo(
+    store: Store,
+    *,
+    session: str | None = None,
+    commit: str | None = None,
+    agent: str | None = None,
+    message: str | None = None,
+) -> UndoResult:
+    """Revert every write of ``session`` (or the one ``commit``) in one new commit.
+
+    Each memory they touched goes back to its content before their first write
+    (created ones are removed, deleted ones come back), with ``version`` one above
+    the current one and ``updated_at`` now, so merges see the undo as the newest
+    change. Refused (nothing written) when a later commit not being undone changed
+    one of those files, when a remaining memory supersedes or relates to one that
+    would be removed, or when a target is a merge commit.
+    """
+    db = store.db()
+    targets = _targets(db, session, commit)
+    target_ids = {c.id for c in targets}
+    for target in targets:
+        if len(target.parents) > 1:
+            raise UndoRefusedError(
+                f"{str(target.id)[:10]} is a merge commit; gitmem undo reverts writes"
+            )
+        if not target.parents:
+            raise UndoRefusedError("the store's first commit cannot be undone")
+    # Each path's content before the first target write, and after the last one.
+    before: dict[str, bytes | None] = {}
+    after: dict[str, pygit2.Oid | None] = {}
+    for target in targets:
+        for path in sorted(changed_paths(target)):
+            if path not in before:
+                oid = _blob(target.parents[0].tree, path)
+                before[path] = blob_data(db.repo, oid) if oid is not None else None
+            after[path] = _blob(target.tree, path)
+    tip = db.tip()
+    assert tip is not None
+    # A commit not being undone that changed one of the files after a target did: its
+    # change would be thrown away by going back to the content before the target.
+    later: dict[str, pygit2.Commit] = {}
+    touched: set[str] = set()
+    for c in db.walk(reverse=True):
+        paths = changed_paths(c) & set(before)
+        if c.id in target_ids:
+            touched |= paths
+            continue
+        for path in paths & touched:
+            later.setdefault(path, c)
+    problems: list[str] = []
+    for path in before:
+        culprit = later.get(path)
+        if culprit is not None or _blob(tip.tree, path) != after[path]:
+            by = f" by {str(culprit.id)[:10]} ({culprit.author.name})" if culprit else ""
+            problems.append(f"{id_from_path(path) or path} was changed later{by}")
+    removing = {id_from_path(p) for p, data in before.items() if data is None}
+    removing.discard(None)
+    if removing:
+        for memory in store.list(include_superseded=True, include_archived=True):
+            if memory.id in removing:
+                continue
+            links = [memory.supersedes] if memory.supersedes else []
+            links += [r.id for r in memory.related]
+            for link in links:
+                if link in removing:
+                    problems.append(f"{memory.id} links to {link}, which the undo would remove")
+    if problems:
+        raise UndoRefusedError("cannot undo: " + "; ".join(problems))
+    result = UndoResult(None, [str(c.id) for c in targets])
+    stamp = store.clock.now()
+
+    def stamped(path: str, data: bytes, snap: Snapshot) -> bytes:
+        """The old content as a new version: version above the current, updated_at now."""
+        memory, _ = read_memory(data, path)
+        current, _ = read_memory(snap.read(path), path)
+        if memory is None or memory.document is None:
+            return data
+        floor = current.version if current is not None else memory.version
+        meta = dict(memory.document.metadata)
+        meta["version"] = max(floor, memory.version) + 1
+        meta["updated_at"] = stamp
+        return codec.serialize(memory.document.with_changes(meta, memory.body)).encode("utf-8")
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        result.restored.clear()
+        result.removed.clear()
+        result.reverted.clear()
+        for path, data in before.items():
+            memory_id = id_from_path(path)
+            label = memory_id or path
+            if data is None:
+                snap.remove(path)
+                result.removed.append(label)
+            elif snap.read(path) is None:
+                snap.put(path, stamped(path, data, snap) if memory_id else data)
+                result.restored.append(label)
+            else:
+                snap.put(path, stamped(path, data, snap) if memory_id else data)
+                result.reverted.append(label)
+        what = f"session {session}" if session else f"commit {str(targets[0].id)[:10]}"
+        trailers = [("Gitmem-Op", UNDO_OP)]
+        trailers += [("Gitmem-Id", i) for i in [id_from_path(p) for p in before] if i]
+        trailers += [("Gitmem-Undoes", str(c.id)) for c in targets]
+        if agent:
+            trailers.append(("Gitmem-Agent", agent))
+        return CommitSpec(
+            subject=f"undo: {what}",
+            body=message,
+            trailers=trailers,
+            author=agent_author(agent) if agent else None,
+        ), None
+
+    _, oid = db.write(plan)
+    result.commit = str(oid) if oid is not None else None
+    return result

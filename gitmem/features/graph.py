@@ -1,0 +1,995 @@
+"""The knowledge graph: entities, observations and relations, kept as memory files.
+
+The nine operations of the reference MCP knowledge-graph server
+(``@modelcontextprotocol/server-memory``) with its semantics, over a gitmem
+store instead of one JSONL file:
+
+- an entity is the document ``entities/<type>/<shard>/<name>`` (file
+  ``entities/<type>/<shard>/<name>.md``; ``<shard>`` is two hex digits of a
+  hash of the name, see :func:`shard_of`; files of the layout before shards,
+  ``entities/<type>/<name>.md``, are read and updated where they are): the
+  exact name and type are in the
+  front-matter (``name``, ``entity_type``), the observations are a markdown
+  list in the body, and the relations that start at the entity are in its
+  front-matter (``relations: [{type, to}]``), so a person can read and edit it;
+- a relation whose source entity does not exist (yet) is kept in
+  ``entities/pending-relations.md`` and moves into the entity's file when the
+  entity is created, because the reference lets clients relate names before
+  creating them;
+- every call that changes something is one commit (or joins the batch opened
+  with :meth:`Graph.batch`); a call that changes nothing makes no commit.
+
+Names and types are matched exactly, as in the reference; file names are only
+where things live (see :func:`sanitise`), never how they are found: the index
+reads every entity file's front-matter (:mod:`gitmem.store.graphindex`), so a
+hand-edited ``name:`` is honoured. Calls are served by the index's graph rows,
+so a call costs what it touches and returns; an entity file the store cannot
+read as a memory is no entity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import random
+import re
+import sys
+import time
+import unicodedata
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gitmem.base.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    GitmemError,
+    InvalidInputError,
+    NotFoundError,
+)
+from gitmem.git.db import Snapshot
+from gitmem.store.core import Store, Transaction, index_writable
+from gitmem.store.graphindex import (
+    ENTITIES_ROOT,
+    ORDER_KEY,
+    PENDING_ID,
+    EntityRow,
+    GraphReader,
+    entity_fields,
+    is_entity_path,
+    matches,
+    open_reader,
+    parse_observations,
+    pending_field,
+)
+from gitmem.store.index import Index
+
+__all__ = [
+    "ENTITIES_ROOT",
+    "PENDING_ID",
+    "Entity",
+    "Graph",
+    "KnowledgeGraph",
+    "Relation",
+    "format_observations",
+    "parse_observations",
+    "sanitise",
+    "shard_of",
+]
+
+MAX_NAME_SEGMENT = 100
+MAX_TYPE_SEGMENT = 80
+"""``entities/`` + type + ``/`` + name stays within the 200-character id bound."""
+
+_HASH_LENGTHS = (8, 12, 16, 40)
+_WINDOWS_RESERVED = {
+    "CON", "PRN", "AUX", "NUL",
+    *(f"COM{i}" for i in range(1, 10)),
+    *(f"LPT{i}" for i in range(1, 10)),
+}  # fmt: skip
+_RETRIES = 30
+"""How often a call is re-run when another writer changed a file it was about to write."""
+_BACKOFF = 0.004
+"""Seconds; the jittered pause before a re-run grows with each attempt, so two writers in a
+tight loop on one entity do not keep beating each other to the branch."""
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entity:
+    name: str
+    entity_type: str
+    observations: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference server's JSON shape."""
+        return {
+            "name": self.name,
+            "entityType": self.entity_type,
+            "observations": list(self.observations),
+        }
+
+
+@dataclass(frozen=True)
+class Relation:
+    source: str
+    target: str
+    relation_type: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference server's JSON shape (``from``, ``to``, ``relationType``)."""
+        return {"from": self.source, "to": self.target, "relationType": self.relation_type}
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.source, self.target, self.relation_type)
+
+
+@dataclass
+class KnowledgeGraph:
+    entities: list[Entity] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entities": [e.to_dict() for e in self.entities],
+            "relations": [r.to_dict() for r in self.relations],
+        }
+
+
+# -- input checks: the reference's zod schemas, as one-line errors -----------------------
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{where} must be a string, not {_kind(value)}")
+    return value
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list | tuple):
+        raise InvalidInputError(f"{where} must be a list of strings, not {_kind(value)}")
+    return [_string(item, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number",
+            float: "a number", str: "a string"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _record(value: Any, where: str, keys: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be an object, not {_kind(value)}")
+    for key in keys:
+        if key not in value:
+            raise InvalidInputError(f"{where} has no {key!r}")
+    return value
+
+
+def _items(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise InvalidInputError(f"{where} must be a list, not {_kind(value)}")
+    return list(value)
+
+
+def to_entity(value: Entity | Mapping[str, Any], where: str = "entity") -> Entity:
+    if isinstance(value, Entity):
+        return value
+    record = _record(value, where, ("name", "entityType", "observations"))
+    return Entity(
+        _string(record["name"], f"{where}.name"),
+        _string(record["entityType"], f"{where}.entityType"),
+        tuple(_strings(record["observations"], f"{where}.observations")),
+    )
+
+
+def to_relation(value: Relation | Mapping[str, Any], where: str = "relation") -> Relation:
+    if isinstance(value, Relation):
+        return value
+    record = _record(value, where, ("from", "to", "relationType"))
+    return Relation(
+        _string(record["from"], f"{where}.from"),
+        _string(record["to"], f"{where}.to"),
+        _string(record["relationType"], f"{where}.relationType"),
+    )
+
+
+# -- file names ----------------------------------------------------------------------------
+
+
+def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "unnamed") -> str:
+    """A path segment for ``text``: letters, digits, '.', '_' and '-' only.
+
+    Accents are dropped (``Zürich`` → ``Zurich``), every other character and
+    whitespace becomes ``-``, runs of dashes and dots collapse, the ends are
+    trimmed of punctuation, at most ``max_length`` characters are kept; a name
+    with nothing left becomes ``fallback``. Several names can give one segment;
+    :func:`_free_segment` adds a stable suffix then.
+    """
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(c for c in folded if not unicodedata.combining(c))
+    out = re.sub(r"[^A-Za-z0-9._-]+", "-", folded)
+    out = re.sub(r"-{2,}", "-", out)
+    out = re.sub(r"\.{2,}", ".", out)
+    out = out.strip("-._")[:max_length].rstrip("-._")
+    if out.lower().endswith(".md"):
+        out = out[:-3] + "-md"
+    if out.upper().split(".")[0] in _WINDOWS_RESERVED:
+        out = f"{out}-"
+    return out or fallback
+
+
+def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
+    for length in _HASH_LENGTHS:
+        yield f"{base[: max_length - length - 1].rstrip('-._')}-{digest[:length]}"
+    for n in range(2, 10_000):
+        yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
+
+
+# -- observations in the body --------------------------------------------------------------
+
+
+def _plain(observation: str) -> bool:
+    """Whether an observation survives the plain list form (and a person's editor) intact."""
+    if not observation or observation.startswith('"'):
+        return False
+    for line in observation.split("\n"):
+        if not line or line != line.strip():
+            return False
+        if any(unicodedata.category(c) == "Cc" for c in line):
+            return False
+    return True
+
+
+def format_observations(observations: Iterable[str]) -> str:
+    """The body of an entity file: one list item per observation.
+
+    A multi-line observation continues on lines indented by two spaces. One that
+    the plain form would not keep exactly (empty, leading or trailing blanks,
+    control characters, an empty line, a leading double quote) is written as a
+    JSON string, which :func:`parse_observations` decodes.
+    """
+    lines: list[str] = []
+    for observation in observations:
+        if _plain(observation):
+            first, *rest = observation.split("\n")
+            lines.append(f"- {first}")
+            lines.extend(f"  {line}" for line in rest)
+        else:
+            lines.append("- " + json.dumps(observation, ensure_ascii=False))
+    return "".join(f"{line}\n" for line in lines)
+
+
+# -- entity files ----------------------------------------------------------------------------
+
+
+@dataclass
+class _File:
+    """One entity file as read (or as it will be written)."""
+
+    id: str
+    version: int | None
+    """None for a file this call creates."""
+    name: str
+    entity_type: str
+    observations: list[str]
+    relations: list[tuple[str, str]]
+    """(relationType, to) of relations starting here, in file order."""
+    created_ns: int = sys.maxsize
+    """Creation time in microseconds: the graph lists entities oldest first."""
+    dirty: bool = False
+
+    @property
+    def directory(self) -> str:
+        return self.id.split("/")[1]
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.created_ns, self.id)
+
+    def entity(self) -> Entity:
+        return Entity(self.name, self.entity_type, tuple(self.observations))
+
+
+def _path(doc_id: str) -> str:
+    return f"{doc_id}.md"
+
+
+def _file(row: EntityRow) -> _File:
+    return _File(
+        id=row.doc,
+        version=row.version,
+        name=row.name,
+        entity_type=row.entity_type,
+        observations=list(row.observations),
+        relations=list(row.relations),
+        created_ns=row.created_ns,
+    )
+
+
+def _title(name: str) -> str:
+    """A one-line title for ``gitmem ls`` (titles may not hold control characters)."""
+    flat = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in name).strip()
+    return " ".join(flat.split())[:200] or "(unnamed)"
+
+
+# -- where a call finds files: the index, or a walk of every entity file ---------------------
+
+
+class _Source(Protocol):
+    """Which entity files a call must read: answers at one commit, as document ids."""
+
+    def named(self, names: Collection[str]) -> list[str]: ...
+
+    def relating_to(self, names: Collection[str]) -> list[str]: ...
+
+    def folders_of_type(self, entity_type: str) -> list[str]: ...
+
+
+class _IndexSource:
+    def __init__(self, reader: GraphReader) -> None:
+        self.reader = reader
+
+    def named(self, names: Collection[str]) -> list[str]:
+        return [row.doc for row in self.reader.named(names)]
+
+    def relating_to(self, names: Collection[str]) -> list[str]:
+        return self.reader.docs_relating_to(names)
+
+    def folders_of_type(self, entity_type: str) -> list[str]:
+        return self.reader.docs_of_type(entity_type)
+
+
+@dataclass
+class _Walk:
+    """Every entity file of one snapshot, and the pending relations: what the index holds,
+    read the slow way (inside a batch, where the index cannot see the staged files, and
+    when the index is off or cannot answer)."""
+
+    files: list[EntityRow]
+    pending: list[Relation]
+
+    def named(self, names: Collection[str]) -> list[str]:
+        return [f.doc for f in self.files if f.name in names]
+
+    def relating_to(self, names: Collection[str]) -> list[str]:
+        return [f.doc for f in self.files if any(t in names for _, t in f.relations)]
+
+    def folders_of_type(self, entity_type: str) -> list[str]:
+        return sorted({f.folder for f in self.files if f.entity_type == entity_type})
+
+    def graph(self) -> KnowledgeGraph:
+        entities = [Entity(f.name, f.entity_type, f.observations) for f in self.files]
+        relations = [Relation(f.name, t, k) for f in self.files for k, t in f.relations]
+        return KnowledgeGraph(entities, relations + self.pending)
+
+
+class _State:
+    """What one call (or one batch of calls) reads and changes: the entity files it loaded
+    or created, the ones it deleted, and the pending relations. Files come from the
+    snapshot the call writes on; the source only says which to read."""
+
+    def __init__(self, graph: Graph, snap: Snapshot) -> None:
+        self.graph = graph
+        self.snap = snap
+        self.source: _Source = _Walk([], [])
+        self.loaded: dict[str, _File] = {}
+        self.by_name: dict[str, list[_File]] = {}
+        """Loaded and created files by name (a batch creates thousands: no scans per call)."""
+        self.planned: set[str] = set()
+        """Casefolded ids and folders of files created here and not staged yet."""
+        self.gone: set[str] = set()
+        self.deleted: list[_File] = []
+        self._pending: list[Relation] | None = None
+        self.pending_version: int | None = None
+        self.pending_dirty = False
+
+    def _load(self, doc: str) -> _File | None:
+        if doc in self.gone:
+            return None
+        f = self.loaded.get(doc)
+        if f is None:
+            f = self.graph._read(self.snap, doc)
+            if f is None:
+                return None
+            self._keep(f)
+        return f
+
+    def _keep(self, f: _File) -> None:
+        self.loaded[f.id] = f
+        self.by_name.setdefault(f.name, []).append(f)
+
+    def _live(self) -> Iterator[_File]:
+        return (f for f in self.loaded.values() if f.id not in self.gone)
+
+    def named(self, names: Collection[str]) -> list[_File]:
+        """Every live entity file with one of these names, oldest first."""
+        found = {f.id: f for d in self.source.named(names) if (f := self._load(d)) is not None}
+        for name in names:
+            found.update((f.id, f) for f in self.by_name.get(name, ()) if f.id not in self.gone)
+        return sorted((f for f in found.values() if f.name in names), key=lambda f: f.order)
+
+    def lookup(self, name: str) -> _File | None:
+        """The entity called ``name`` (the oldest file, if a hand edit made two)."""
+        files = self.named((name,))
+        return files[0] if files else None
+
+    def relating_to(self, names: Collection[str]) -> list[_File]:
+        found = {
+            f.id: f for d in self.source.relating_to(names) if (f := self._load(d)) is not None
+        }
+        found.update((f.id, f) for f in self._live() if f.id not in found)
+        return [f for f in found.values() if any(t in names for _, t in f.relations)]
+
+    def delete(self, f: _File) -> None:
+        self.gone.add(f.id)
+        if f.version is not None:
+            self.deleted.append(f)
+
+    @property
+    def pending(self) -> list[Relation]:
+        if self._pending is None:
+            self._pending, self.pending_version = self.graph._read_pending(self.snap)
+        return self._pending
+
+    @pending.setter
+    def pending(self, value: list[Relation]) -> None:
+        self._pending = value
+        self.pending_dirty = True
+
+    def new_file(self, entity: Entity) -> _File:
+        """A file for a new entity: in the folder of its type (a new folder for a new type),
+        under a name no file of the folder has, ignoring case."""
+        folders = set(self.source.folders_of_type(entity.entity_type))
+        folders.update(
+            f.directory
+            for f in [*self.loaded.values(), *self.deleted]
+            if f.entity_type == entity.entity_type
+        )
+        # Places this call (or batch) has chosen but not staged yet count as taken too.
+        planned = self.planned
+        if folders:
+            directory = min(folders)
+        else:
+            directory = _free_name(
+                self.snap, ENTITIES_ROOT, entity.entity_type, MAX_TYPE_SEGMENT, "untyped", planned
+            )
+        shard = shard_of(entity.name)
+        segment = _free_name(
+            self.snap,
+            f"{ENTITIES_ROOT}/{directory}/{shard}",
+            entity.name,
+            MAX_NAME_SEGMENT,
+            "unnamed",
+            planned,
+        )
+        f = _File(
+            created_ns=self.graph._next_ns(),
+            id=f"{ENTITIES_ROOT}/{directory}/{shard}/{segment}",
+            version=None,
+            name=entity.name,
+            entity_type=entity.entity_type,
+            observations=list(entity.observations),
+            relations=[],
+            dirty=True,
+        )
+        self._keep(f)
+        planned.add(f"{ENTITIES_ROOT}/{directory}".casefold())
+        planned.add(f.id.casefold())
+        return f
+
+
+def shard_of(name: str) -> str:
+    """The shard folder of an entity's file: two hex digits of a hash of its file name
+    (case folded, so names differing only in case meet in one folder and get told apart).
+    At most 256 per type keeps each tree small: a write rewrites, and the index's catch-up
+    reads, the trees on the file's path, so a flat folder of 10k entities cost both ~10 ms
+    per call."""
+    base = sanitise(name, max_length=MAX_NAME_SEGMENT, fallback="unnamed")
+    return hashlib.sha1(base.casefold().encode("utf-8")).hexdigest()[:2]
+
+
+def _taken(snap: Snapshot, folder: str, segment: str, planned: set[str]) -> bool:
+    """Whether ``folder`` has an entry called ``segment`` or ``segment.md``, ignoring case
+    (committed, staged or ``planned``; a file removed in this commit still counts)."""
+    if f"{folder}/{segment}".casefold() in planned:
+        return True
+    for name in (segment, f"{segment}.md"):
+        if snap.committed_spellings(folder, name):
+            return True
+        if snap.staged_spellings(f"{folder}/{name}"):
+            return True
+    return False
+
+
+def _free_name(
+    snap: Snapshot, folder: str, text: str, max_length: int, fallback: str, planned: set[str]
+) -> str:
+    base = sanitise(text, max_length=max_length, fallback=fallback)
+    if not _taken(snap, folder, base, planned):
+        return base
+    for candidate in _suffixed(base, text, max_length):
+        if not _taken(snap, folder, candidate, planned):
+            return candidate
+    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
+
+
+# -- the graph ---------------------------------------------------------------------------------
+
+
+class Graph:
+    """The knowledge graph of a store (its default scope).
+
+    Mutations take and return the reference server's shapes (mappings with
+    ``name``/``entityType``/``observations`` and ``from``/``to``/``relationType``,
+    or :class:`Entity`/:class:`Relation`). ``agent`` becomes the commits' author.
+
+    Reads and the lookups of writes are served by the index's graph rows
+    (:mod:`gitmem.store.graphindex`); inside a batch, with the index off, or when it cannot
+    answer at the commit a write builds on, every entity file is read instead, with
+    the same result.
+    """
+
+    def __init__(self, store: Store, *, agent: str | None = None) -> None:
+        self.store = store
+        self.agent = agent
+        self._batch: Transaction | None = None
+        self._batch_state: _State | None = None
+        self._last_ns = 0
+        self._cache: dict[str, EntityRow | None] = {}
+        """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
+
+    def _next_ns(self) -> int:
+        """A creation time in nanoseconds, later than every one this graph gave before."""
+        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+        return self._last_ns
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _snapshot(self) -> Snapshot:
+        if self._batch is not None:
+            return self._batch.snapshot
+        return self.store.db().snapshot()
+
+    def _index(self) -> Index | None:
+        store = self.store
+        if not store.use_index or not index_writable(store.db()):
+            return None
+        return store.index()
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[GraphReader | None]:
+        """The index's graph rows at the branch tip; None inside a batch (its staged files
+        are not in the index) or when the index cannot answer."""
+        index = self._index() if self._batch is None else None
+        if index is None:
+            yield None
+            return
+        with open_reader(index) as reader:
+            yield reader
+
+    def _decode(self, data: bytes, path: str) -> EntityRow | None:
+        try:
+            memory = self.store._decode(self.store._backend(None), data, path)
+        except GitmemError:
+            return None
+        return entity_fields(memory)
+
+    def _row(self, snap: Snapshot, path: str) -> EntityRow | None:
+        blob = snap.blob_id(path) if path not in snap.changes else None
+        key = str(blob) if blob is not None else None
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        data = snap.read(path)
+        parsed = self._decode(data, path) if data is not None else None
+        if key is not None:
+            if len(self._cache) > 200_000:
+                self._cache.clear()
+            self._cache[key] = parsed
+        return parsed
+
+    def _read(self, snap: Snapshot, doc_id: str) -> _File | None:
+        row = self._row(snap, _path(doc_id))
+        return None if row is None else _file(row)
+
+    def _read_pending(self, snap: Snapshot) -> tuple[list[Relation], int | None]:
+        data = snap.read(_path(PENDING_ID))
+        if data is None:
+            return [], None
+        try:
+            memory = self.store._decode(self.store._backend(None), data, _path(PENDING_ID))
+        except GitmemError:
+            return [], None
+        triples = pending_field(memory.extra.get("relations"))
+        return [Relation(s, t, k) for s, k, t in triples], memory.version
+
+    def _walk(self, snap: Snapshot) -> _Walk:
+        """Every entity file of ``snap``, read one by one (oldest first), and the pending
+        relations: the graph without the index."""
+        files: list[EntityRow] = []
+        for path in snap.iter_files(ENTITIES_ROOT):
+            if is_entity_path(path):
+                row = self._row(snap, path)
+                if row is not None:
+                    files.append(row)
+        files.sort(key=lambda f: f.order)
+        pending, _ = self._read_pending(snap)
+        return _Walk(files, pending)
+
+    def walk_graph(self) -> KnowledgeGraph:
+        """The whole graph from a walk of every entity file, without the index (what the
+        index-served answers are checked against)."""
+        return self._walk(self._snapshot()).graph()
+
+    def iter_entities(self) -> Iterator[Entity]:
+        """Every entity, oldest first, one at a time."""
+        with self._reader() as reader:
+            if reader is None:
+                yield from self._walk(self._snapshot()).graph().entities
+                return
+            for row in reader.entities():
+                yield Entity(row.name, row.entity_type, row.observations)
+
+    def iter_relations(self) -> Iterator[Relation]:
+        """Every relation, in the graph's order, one at a time."""
+        with self._reader() as reader:
+            if reader is None:
+                yield from self._walk(self._snapshot()).graph().relations
+                return
+            for source, target, kind in reader.relations():
+                yield Relation(source, target, kind)
+
+    def read_graph(self) -> KnowledgeGraph:
+        """Every entity (oldest first) and every relation."""
+        with self._reader() as reader:
+            if reader is None:
+                return self.walk_graph()
+            entities = [Entity(r.name, r.entity_type, r.observations) for r in reader.entities()]
+            relations = [Relation(s, t, k) for s, t, k in reader.relations()]
+        return KnowledgeGraph(entities, relations)
+
+    def search_nodes(self, query: str) -> KnowledgeGraph:
+        """Entities whose name, type or an observation contains ``query`` (ignoring case),
+        and every relation with at least one end among them."""
+        needle = _string(query, "query").lower()
+        with self._reader() as reader:
+            if reader is None:
+                graph = self.walk_graph()
+                found = [
+                    e
+                    for e in graph.entities
+                    if matches(needle, e.name, e.entity_type, e.observations)
+                ]
+                return _with_touching(found, graph.relations)
+            rows = reader.search(needle)
+            return self._served(reader, rows)
+
+    def _served(self, reader: GraphReader, rows: list[EntityRow]) -> KnowledgeGraph:
+        entities = [Entity(r.name, r.entity_type, r.observations) for r in rows]
+        names = {e.name for e in entities}
+        if len(names) > _TOUCHING_BY_NAME:
+            relations = [
+                Relation(s, t, k) for s, t, k in reader.relations() if s in names or t in names
+            ]
+        else:
+            relations = [Relation(s, t, k) for s, t, k in reader.touching(names)]
+        return KnowledgeGraph(entities, relations)
+
+    def open_nodes(self, names: Iterable[str]) -> KnowledgeGraph:
+        """The named entities and every relation with at least one end among them."""
+        wanted = set(_strings(names, "names"))
+        with self._reader() as reader:
+            if reader is None:
+                graph = self.walk_graph()
+                return _with_touching(
+                    [e for e in graph.entities if e.name in wanted], graph.relations
+                )
+            return self._served(reader, reader.named(wanted))
+
+    def _first(self, name: str) -> EntityRow | None:
+        with self._reader() as reader:
+            if reader is not None:
+                rows = reader.named((name,))
+                return rows[0] if rows else None
+        return next((f for f in self._walk(self._snapshot()).files if f.name == name), None)
+
+    def entity(self, name: str) -> Entity | None:
+        row = self._first(name)
+        return None if row is None else Entity(row.name, row.entity_type, row.observations)
+
+    def entity_id(self, name: str) -> str | None:
+        """The document id of the entity called ``name`` (for ``gitmem history``)."""
+        row = self._first(name)
+        return None if row is None else row.doc
+
+    # -- writing -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self, message: str | None = None) -> Iterator[Graph]:
+        """Many graph calls, one commit (imports use it); all or nothing."""
+        if self._batch is not None:
+            raise InvalidInputError("graph batches do not nest")
+        with self.store.transaction(message=message) as tx:
+            self._batch = tx
+            self._batch_state = _State(self, tx.snapshot)
+            try:
+                yield self
+            finally:
+                self._batch = None
+                self._batch_state = None
+
+    @contextlib.contextmanager
+    def _sourced(self, state: _State) -> Iterator[_State]:
+        """``state`` with the source that answers at its snapshot's commit: the index when it
+        reflects that commit, else a walk of the snapshot."""
+        snap = state.snap
+        base = str(snap.commit.id) if snap.commit is not None else None
+        index = self._index()
+        if index is not None and base is not None:
+            with open_reader(index) as reader:
+                if reader is not None and reader.commit == base:
+                    state.source = _IndexSource(reader)
+                    try:
+                        yield state
+                    finally:
+                        state.source = _Walk([], [])
+                    return
+        state.source = self._walk(snap)
+        try:
+            yield state
+        finally:
+            state.source = _Walk([], [])
+
+    def _write(self, message: str, change: Any) -> Any:
+        """Run ``change(state)`` and write the files it marked, as one commit.
+
+        Outside a batch, a change that lost a race with another writer (a file
+        it updates changed, or a name it creates was taken) is run again on the
+        new tip, so two agents adding observations at once both keep theirs.
+        """
+        if self._batch is not None:
+            assert self._batch_state is not None
+            with self._sourced(self._batch_state) as state:
+                result = change(state)
+                self._flush(state)
+            return result
+        for attempt in range(_RETRIES):
+            committing = False
+            try:
+                with self.store.transaction(message=message) as tx:
+                    with self._sourced(_State(self, tx.snapshot)) as state:
+                        result = change(state)
+                        self._flush(state)
+                    committing = True
+                return result
+            except (ConflictError, AlreadyExistsError) as exc:
+                # Only the commit's replay on a moved tip is a lost race; the same error
+                # from the call itself (a dirty work tree, a locked store) is final.
+                lost_race = committing and type(exc) in {ConflictError, AlreadyExistsError}
+                if not lost_race or attempt == _RETRIES - 1:
+                    raise
+                time.sleep(random.uniform(0, _BACKOFF * min(attempt + 1, 10)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _flush(self, state: _State) -> None:
+        """Stage what ``state`` changed; afterwards it describes the staged files (a batch
+        goes on from there)."""
+        store, agent = self.store, self.agent
+        for f in state.deleted:
+            store.delete(f.id, agent=agent)
+            state.loaded.pop(f.id, None)
+        state.deleted.clear()
+        for f in state._live():
+            if not f.dirty:
+                continue
+            relations = [{"type": kind, "to": target} for kind, target in f.relations]
+            body = format_observations(f.observations)
+            if f.version is None:
+                extra: dict[str, Any] = {
+                    "name": f.name,
+                    "entity_type": f.entity_type,
+                    ORDER_KEY: f.created_ns,
+                }
+                if relations:
+                    extra["relations"] = relations
+                memory = store.create(
+                    body, id=f.id, title=_title(f.name), agent=agent, extra=extra
+                )
+            else:
+                memory = store.update(
+                    f.id,
+                    body,
+                    expected_version=f.version,
+                    agent=agent,
+                    extra={"relations": relations or None},
+                )
+            f.version, f.dirty = memory.version, False
+        if state.pending_dirty:
+            state.pending_version = self._write_pending(state.pending, state.pending_version)
+            state.pending_dirty = False
+
+    def _write_pending(self, pending: list[Relation], version: int | None) -> int | None:
+        rows = [{"from": r.source, "type": r.relation_type, "to": r.target} for r in pending]
+        if version is None:
+            if not rows:
+                return None
+            memory = self.store.create(
+                "Relations whose source entity does not exist yet; each moves into its\n"
+                "entity's file when that entity is created.\n",
+                id=PENDING_ID,
+                title="Pending relations",
+                agent=self.agent,
+                extra={"relations": rows},
+            )
+            return memory.version
+        if rows:
+            memory = self.store.update(
+                PENDING_ID, expected_version=version, agent=self.agent, extra={"relations": rows}
+            )
+            return memory.version
+        self.store.delete(PENDING_ID, agent=self.agent)
+        return None
+
+    def create_entities(self, entities: Iterable[Entity | Mapping[str, Any]]) -> list[Entity]:
+        """Create the entities whose names are new; return those (existing names are skipped,
+        and a name repeated in one call is created once)."""
+        wanted = [
+            to_entity(e, f"entities[{i}]") for i, e in enumerate(_items(entities, "entities"))
+        ]
+
+        def change(state: _State) -> list[Entity]:
+            created: list[Entity] = []
+            for entity in wanted:
+                if state.lookup(entity.name) is not None:
+                    continue
+                f = state.new_file(entity)
+                created.append(entity)
+                if any(r.source == entity.name for r in state.pending):
+                    moved = [r for r in state.pending if r.source == entity.name]
+                    f.relations.extend((r.relation_type, r.target) for r in moved)
+                    state.pending = [r for r in state.pending if r.source != entity.name]
+            return created
+
+        names = ", ".join(e.name for e in wanted[:3]) + (" ..." if len(wanted) > 3 else "")
+        result: list[Entity] = self._write(f"graph: create entities {names}", change)
+        return result
+
+    def create_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> list[Relation]:
+        """Create the relations not already there; return those. Endpoints need not exist."""
+        wanted = [
+            to_relation(r, f"relations[{i}]") for i, r in enumerate(_items(relations, "relations"))
+        ]
+
+        def change(state: _State) -> list[Relation]:
+            created: list[Relation] = []
+            sources = state.named({r.source for r in wanted})
+            existing = {(f.name, t, k) for f in sources for k, t in f.relations}
+            existing.update(r.key for r in state.pending)
+            for rel in wanted:
+                if rel.key in existing:
+                    continue
+                existing.add(rel.key)
+                source = next((f for f in sources if f.name == rel.source), None)
+                if source is not None:
+                    source.relations.append((rel.relation_type, rel.target))
+                    source.dirty = True
+                else:
+                    state.pending = [*state.pending, rel]
+                created.append(rel)
+            return created
+
+        result: list[Relation] = self._write(
+            f"graph: create {len(wanted)} relation{'s' if len(wanted) != 1 else ''}", change
+        )
+        return result
+
+    def add_observations(self, observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Add observations to existing entities: ``[{entityName, addedObservations}]``.
+
+        An unknown entity is an error naming it, and nothing is written.
+        """
+        wanted: list[tuple[str, list[str]]] = []
+        for i, item in enumerate(_items(observations, "observations")):
+            record = _record(item, f"observations[{i}]", ("entityName", "contents"))
+            wanted.append(
+                (
+                    _string(record["entityName"], f"observations[{i}].entityName"),
+                    _strings(record["contents"], f"observations[{i}].contents"),
+                )
+            )
+
+        def change(state: _State) -> list[dict[str, Any]]:
+            results: list[dict[str, Any]] = []
+            for name, contents in wanted:
+                f = state.lookup(name)
+                if f is None:
+                    raise NotFoundError(f"Entity with name {name} not found")
+                added: list[str] = []
+                for content in contents:
+                    if content not in f.observations:
+                        f.observations.append(content)
+                        added.append(content)
+                f.dirty = f.dirty or bool(added)
+                results.append({"entityName": name, "addedObservations": added})
+            return results
+
+        names = ", ".join(dict.fromkeys(name for name, _ in wanted))
+        result: list[dict[str, Any]] = self._write(f"graph: observe {names}", change)
+        return result
+
+    def delete_entities(self, names: Iterable[str]) -> None:
+        """Delete the named entities and every relation touching those names."""
+        doomed = set(_strings(_items(names, "entityNames"), "entityNames"))
+
+        def change(state: _State) -> None:
+            for f in state.named(doomed):
+                state.delete(f)
+            for f in state.relating_to(doomed):
+                kept = [(k, t) for k, t in f.relations if t not in doomed]
+                if len(kept) != len(f.relations):
+                    f.relations, f.dirty = kept, True
+            pending = [
+                r for r in state.pending if r.source not in doomed and r.target not in doomed
+            ]
+            if len(pending) != len(state.pending):
+                state.pending = pending
+
+        self._write(f"graph: delete entities {', '.join(sorted(doomed))[:200]}", change)
+
+    def delete_observations(self, deletions: Iterable[Mapping[str, Any]]) -> None:
+        """Remove the given observations; unknown entities and texts are ignored."""
+        wanted: list[tuple[str, list[str]]] = []
+        for i, item in enumerate(_items(deletions, "deletions")):
+            record = _record(item, f"deletions[{i}]", ("entityName", "observations"))
+            wanted.append(
+                (
+                    _string(record["entityName"], f"deletions[{i}].entityName"),
+                    _strings(record["observations"], f"deletions[{i}].observations"),
+                )
+            )
+
+        def change(state: _State) -> None:
+            for name, texts in wanted:
+                f = state.lookup(name)
+                if f is None:
+                    continue
+                kept = [o for o in f.observations if o not in texts]
+                if len(kept) != len(f.observations):
+                    f.observations, f.dirty = kept, True
+
+        self._write("graph: delete observations", change)
+
+    def delete_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> None:
+        """Delete exactly these (from, to, relationType) triples; others are ignored."""
+        doomed = {
+            to_relation(r, f"relations[{i}]").key
+            for i, r in enumerate(_items(relations, "relations"))
+        }
+
+        def change(state: _State) -> None:
+            for f in state.named({source for source, _, _ in doomed}):
+                kept = [(k, t) for k, t in f.relations if (f.name, t, k) not in doomed]
+                if len(kept) != len(f.relations):
+                    f.relations, f.dirty = kept, True
+            pending = [r for r in state.pending if r.key not in doomed]
+            if len(pending) != len(state.pending):
+                state.pending = pending
+
+        self._write("graph: delete relations", change)
+
+
+_TOUCHING_BY_NAME = 2000
+"""Above this many matched names, relations are filtered in one pass over all of them."""
+
+
+def _with_touching(entities: list[Entity], relations: list[Relation]) -> KnowledgeGraph:
+    names = {e.name for e in entities}
+    return KnowledgeGraph(
+        entities, [r for r in relations if r.source in names or r.target in names]
+    )

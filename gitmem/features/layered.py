@@ -1,0 +1,919 @@
+"""The layered MemoryStore of the Forge documents, on top of the git store.
+
+Forge keeps memory as markdown documents at fixed places, one per (layer, names,
+file type)::
+
+    shared-project  projects/{project}/{file_type}.md
+    skill-specific  skills/{skill}/{project}/{file_type}.md
+    command         commands/{project}/{file_type}.md
+    agent           agents/{agent}/{file_type}.md
+
+Here each document is a memory with a *path id* (the path without ``.md``, see
+:mod:`gitmem.format.layout`), so everything the store does (one commit per write with
+trailers, history, restore, search, sync) applies to it. The front-matter gitmem
+writes carries ``layer``, ``project``, ``file_type`` (and ``skill``/``command``/
+``agent``) so the index can filter by them; the body is the document's content.
+
+Results are small frozen dataclasses; ``to_dict()`` gives the camelCase shapes agents
+expect (``lineCount``, ``pruneDetails``, ``daysSinceUpdate``). The lifecycle rules
+(pruning, size limits, quality checks) come from :mod:`gitmem.features.lifecycle.rules` and
+:mod:`gitmem.features.lifecycle.quality`; this module decides *when* they run and writes what
+they say in one commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.clock import format_timestamp
+from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from gitmem.features.lifecycle import quality as _quality
+from gitmem.features.lifecycle import rules as _rules
+from gitmem.features.lifecycle.staleness import (
+    Staleness,
+    StalenessPolicy,
+    StalenessRecord,
+    StalenessReport,
+    classify,
+    days_since,
+    staleness_report,
+)
+from gitmem.format import schema
+from gitmem.format.layout import check_id, is_path_id
+from gitmem.format.model import Memory
+from gitmem.store.core import Store
+
+log = logging.getLogger(__name__)
+
+ENTRY_SCHEMA = "memory_entry.schema.json"
+STRUCTURAL_FILE_TYPES: frozenset[str] = frozenset({"index"})
+"""File types that describe a folder rather than hold memory: left out of listings and reports."""
+
+POTENTIALLY_STALE = "[POTENTIALLY STALE]"
+
+
+class Layer(enum.StrEnum):
+    SHARED_PROJECT = "shared-project"
+    SKILL = "skill-specific"
+    COMMAND = "command"
+    AGENT = "agent"
+
+
+LAYER_ROOTS: Mapping[Layer, str] = {
+    Layer.SHARED_PROJECT: "projects",
+    Layer.SKILL: "skills",
+    Layer.COMMAND: "commands",
+    Layer.AGENT: "agents",
+}
+_ROOT_LAYERS = {root: layer for layer, root in LAYER_ROOTS.items()}
+
+
+def _layer(value: Layer | str) -> Layer:
+    try:
+        return Layer(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"layer {value!r} is not one of {', '.join(str(x) for x in Layer)}"
+        ) from None
+
+
+def _name(value: str | None, what: str, layer: Layer) -> str:
+    if value is None or value == "":
+        raise InvalidInputError(f"the {layer} layer needs a {what}")
+    check_id(value, what=what)
+    return value
+
+
+def document_id(
+    layer: Layer | str,
+    file_type: str,
+    *,
+    project: str | None = None,
+    skill: str | None = None,
+    command: str | None = None,
+    agent: str | None = None,
+) -> str:
+    """The path id of a layered document; every name is checked as one safe path segment."""
+    kind = _layer(layer)
+    file_type = _name(file_type, "file type", kind)
+    if kind is Layer.SHARED_PROJECT:
+        return f"projects/{_name(project, 'project', kind)}/{file_type}"
+    if kind is Layer.SKILL:
+        skill_name = _name(skill, "skill", kind)
+        return f"skills/{skill_name}/{_name(project, 'project', kind)}/{file_type}"
+    if kind is Layer.COMMAND:
+        if command is not None:
+            check_id(command, what="command")
+        return f"commands/{_name(project, 'project', kind)}/{file_type}"
+    return f"agents/{_name(agent, 'agent', kind)}/{file_type}"
+
+
+def placement(memory_id: str) -> dict[str, str] | None:
+    """Layer and names of a layered document id (None for any other id)."""
+    if not is_path_id(memory_id):
+        return None
+    parts = memory_id.split("/")
+    layer = _ROOT_LAYERS.get(parts[0])
+    if layer is None:
+        return None
+    if layer is Layer.SKILL and len(parts) == 4:
+        return {"layer": layer, "skill": parts[1], "project": parts[2], "file_type": parts[3]}
+    if layer is Layer.SHARED_PROJECT and len(parts) == 3:
+        return {"layer": layer, "project": parts[1], "file_type": parts[2]}
+    if layer is Layer.COMMAND and len(parts) == 3:
+        return {"layer": layer, "project": parts[1], "file_type": parts[2]}
+    if layer is Layer.AGENT and len(parts) == 3:
+        return {"layer": layer, "agent": parts[1], "file_type": parts[2]}
+    return None
+
+
+# -- the entry -----------------------------------------------------------------------
+
+
+_SNAKE_TO_CAMEL = {"file_type": "fileType"}
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """A document to create: where it lives and its markdown content."""
+
+    layer: Layer
+    file_type: str
+    content: str
+    project: str | None = None
+    skill: str | None = None
+    command: str | None = None
+    agent: str | None = None
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryEntry:
+        """An entry from its JSON shape (camelCase; ``file_type`` accepted too), validated
+        against ``schemas/memory_entry.schema.json``."""
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(f"a memory entry must be an object, not {type(data).__name__}")
+        shaped = {_SNAKE_TO_CAMEL.get(str(k), str(k)): v for k, v in data.items()}
+        schema.validate(shaped, schema=ENTRY_SCHEMA, what="memory entry")
+        return cls(
+            layer=Layer(shaped["layer"]),
+            file_type=shaped["fileType"],
+            content=shaped["content"],
+            project=shaped.get("project"),
+            skill=shaped.get("skill"),
+            command=shaped.get("command"),
+            agent=shaped.get("agent"),
+            title=shaped.get("title"),
+            tags=tuple(shaped.get("tags") or ()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"layer": str(self.layer), "fileType": self.file_type}
+        for key in ("project", "skill", "command", "agent", "title"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.tags:
+            out["tags"] = list(self.tags)
+        out["content"] = self.content
+        return out
+
+    @property
+    def id(self) -> str:
+        return document_id(
+            self.layer,
+            self.file_type,
+            project=self.project,
+            skill=self.skill,
+            command=self.command,
+            agent=self.agent,
+        )
+
+
+# -- results -------------------------------------------------------------------------
+
+
+def _ts(value: dt.datetime | None) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    id: str
+    path: str
+    created: dt.datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "path": self.path, "created": _ts(self.created)}
+
+
+@dataclass(frozen=True)
+class Document:
+    """A layered document as read: content plus what an agent needs to judge it."""
+
+    id: str
+    path: str
+    layer: Layer
+    file_type: str
+    content: str
+    created_at: dt.datetime
+    updated_at: dt.datetime | None
+    version: int
+    staleness: Staleness
+    days_since_update: int | None
+    line_count: int
+    project: str | None = None
+    skill: str | None = None
+    command: str | None = None
+    agent: str | None = None
+    advisory: str | None = None
+    """``[POTENTIALLY STALE] ...`` when the document is stale, else None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "path": self.path,
+            "layer": str(self.layer),
+            "fileType": self.file_type,
+        }
+        for key in ("project", "skill", "command", "agent"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out.update(
+            {
+                "content": self.content,
+                "createdAt": _ts(self.created_at),
+                "updatedAt": _ts(self.updated_at),
+                "version": self.version,
+                "staleness": str(self.staleness),
+                "daysSinceUpdate": self.days_since_update,
+                "lineCount": self.line_count,
+                "advisory": self.advisory,
+            }
+        )
+        return out
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    id: str
+    updated: bool
+    line_count: int
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "updated": self.updated,
+            "lineCount": self.line_count,
+            "warning": self.warning,
+        }
+
+
+@dataclass(frozen=True)
+class PrunedItem:
+    id: str
+    action: str
+    reason: str
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "action": self.action,
+            "reason": self.reason,
+            "section": self.section,
+        }
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    id: str
+    appended: bool
+    line_count: int
+    pruned: bool
+    prune_details: tuple[PrunedItem, ...] = ()
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "appended": self.appended,
+            "lineCount": self.line_count,
+            "pruned": self.pruned,
+            "pruneDetails": [p.to_dict() for p in self.prune_details],
+            "warning": self.warning,
+        }
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    id: str
+    deleted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "deleted": self.deleted}
+
+
+@dataclass(frozen=True)
+class ProjectMemory:
+    """``get_by_project``: a project's documents grouped by layer."""
+
+    project: str
+    shared: tuple[Document, ...] = ()
+    skills: Mapping[str, tuple[Document, ...]] = field(default_factory=dict)
+    commands: tuple[Document, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "shared": [d.to_dict() for d in self.shared],
+            "skills": {name: [d.to_dict() for d in docs] for name, docs in self.skills.items()},
+            "commands": [d.to_dict() for d in self.commands],
+        }
+
+
+@dataclass(frozen=True)
+class ProjectProfile:
+    """``get_project_profile``: the project's overview and what else is known about it."""
+
+    project: str
+    overview: Document | None
+    file_types: tuple[str, ...]
+    skills: tuple[str, ...]
+    last_updated: dt.datetime | None
+    staleness: Staleness | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "overview": None if self.overview is None else self.overview.to_dict(),
+            "fileTypes": list(self.file_types),
+            "skills": list(self.skills),
+            "lastUpdated": _ts(self.last_updated),
+            "staleness": None if self.staleness is None else str(self.staleness),
+        }
+
+
+@dataclass(frozen=True)
+class PrunePolicy:
+    """What ``prune`` looks at: ``scope`` all, project (one project's documents in every
+    layer) or skill (one skill's documents, optionally of one project)."""
+
+    scope: str = "all"
+    project: str | None = None
+    skill: str | None = None
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scope not in {"all", "project", "skill"}:
+            raise InvalidInputError(f"prune scope {self.scope!r} is not one of all, project, skill")
+        if self.scope == "project" and not self.project:
+            raise InvalidInputError("prune scope 'project' needs a project")
+        if self.scope == "skill" and not self.skill:
+            raise InvalidInputError("prune scope 'skill' needs a skill")
+        for what in ("project", "skill"):
+            value = getattr(self, what)
+            if value is not None:
+                check_id(value, what=what)
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    pruned: tuple[PrunedItem, ...]
+    warnings: tuple[str, ...]
+    dry_run: bool
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pruned": [p.to_dict() for p in self.pruned],
+            "warnings": list(self.warnings),
+            "dryRun": self.dry_run,
+            "commit": self.commit,
+        }
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """``validate(id)``: the quality checks that apply to the document's file type."""
+
+    id: str
+    report: _quality.QualityReport
+    write_count: int
+
+    @property
+    def checks(self) -> dict[str, Any]:
+        checks: dict[str, Any] = self.report.to_dict()["checks"]
+        return checks
+
+    @property
+    def suggestions(self) -> tuple[str, ...]:
+        return self.report.suggestions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "writeCount": self.write_count, **self.report.to_dict()}
+
+
+# -- the store -----------------------------------------------------------------------
+
+
+def _line_count(text: str) -> int:
+    return _rules.count_lines(text)
+
+
+class LayeredStore:
+    """The Forge MemoryStore interface over a gitmem :class:`~gitmem.store.core.Store`.
+
+    ``agent`` and ``session_id`` (when given) are recorded on every write, as the
+    ``Gitmem-Agent``/``Gitmem-Session`` trailers and the commit's author.
+    """
+
+    def __init__(
+        self, store: Store, *, agent: str | None = None, session_id: str | None = None
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.session_id = session_id
+
+    # -- helpers --------------------------------------------------------------------
+
+    @property
+    def _config(self) -> Mapping[str, Any]:
+        return self.store.config().raw
+
+    def _now(self) -> dt.datetime:
+        return self.store.clock.now()
+
+    def _policy(self) -> StalenessPolicy:
+        return StalenessPolicy.from_config(self._config)
+
+    def _document(
+        self,
+        memory: Memory,
+        now: dt.datetime | None = None,
+        policy: StalenessPolicy | None = None,
+    ) -> Document:
+        where = placement(memory.id)
+        if where is None:
+            raise InvalidInputError(f"{memory.id} is not a layered document id")
+        now = now or self._now()
+        state = classify(memory.updated_at, now, policy or self._policy())
+        days = days_since(memory.updated_at, now)
+        advisory = None
+        if state is Staleness.STALE:
+            advisory = (
+                f"{POTENTIALLY_STALE} last updated {days} days ago "
+                f"({memory.updated_at.date().isoformat()}); verify it before relying on it"
+            )
+        return Document(
+            id=memory.id,
+            path=memory.path or f"{memory.id}.md",
+            layer=Layer(where["layer"]),
+            file_type=where["file_type"],
+            content=memory.body,
+            created_at=memory.created_at,
+            updated_at=memory.updated_at,
+            version=memory.version,
+            staleness=state,
+            days_since_update=days,
+            line_count=_line_count(memory.body),
+            project=where.get("project"),
+            skill=where.get("skill"),
+            command=_str_or_none(memory.extra.get("command")),
+            agent=where.get("agent"),
+            advisory=advisory,
+        )
+
+    def _content_ids(self, folder: str, *, recursive: bool = False) -> list[str]:
+        """Ids of the layered documents in ``folder``, structural files (index.md) left out."""
+        out: list[str] = []
+        for memory_id in self.store.documents(folder, recursive=recursive):
+            where = placement(memory_id)
+            if where is not None and where["file_type"] not in STRUCTURAL_FILE_TYPES:
+                out.append(memory_id)
+        return out
+
+    def _all_content_ids(self) -> list[str]:
+        """``_content_ids`` of every layer, layer by layer."""
+        return [i for root in LAYER_ROOTS.values() for i in self._content_ids(root, recursive=True)]
+
+    def _documents(self, folder: str, *, recursive: bool = False) -> list[Document]:
+        now, policy = self._now(), self._policy()  # once per listing, not per document
+        out: list[Document] = []
+        for memory_id in self._content_ids(folder, recursive=recursive):
+            memory = self.store.get(memory_id)
+            if memory is not None:
+                out.append(self._document(memory, now, policy))
+        return out
+
+    def _require_doc(self, id: str) -> Memory:
+        check_id(id)
+        if placement(id) is None:
+            raise InvalidInputError(
+                f"{id!r} is not a layered document id "
+                "(projects/<project>/<type>, skills/<skill>/<project>/<type>, "
+                "commands/<project>/<type> or agents/<agent>/<type>)"
+            )
+        memory = self.store.get(id)
+        if memory is None:
+            raise NotFoundError(f"no layered document {id}", hint="create it first")
+        return memory
+
+    def _write_count(self, id: str) -> int:
+        """How many commits have written this document so far (from git history)."""
+        return sum(1 for v in self.store.history(id) if v.memory_id == id and v.op != "delete")
+
+    def _who(self) -> dict[str, Any]:
+        """The agent and session fields to record on a write (none given: leave them)."""
+        out: dict[str, Any] = {}
+        if self.agent is not None:
+            out["agent"] = self.agent
+        if self.session_id is not None:
+            out["session_id"] = self.session_id
+        return out
+
+    def _size_warning(
+        self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
+    ) -> str | None:
+        if limits is None:
+            limits = _rules.size_limits_from_config(self._config)
+        warnings = _rules.size_warnings(file_type, line_count, limits)
+        return "; ".join(warnings) if warnings else None
+
+    # -- the interface --------------------------------------------------------------
+
+    def create(self, entry: MemoryEntry | Mapping[str, Any]) -> CreateResult:
+        """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""
+        if not isinstance(entry, MemoryEntry):
+            entry = MemoryEntry.from_dict(entry)
+        else:
+            MemoryEntry.from_dict(entry.to_dict())  # the same validation either way
+        memory_id = entry.id
+        where = placement(memory_id) or {}
+        extra: dict[str, Any] = {"layer": str(entry.layer), "file_type": entry.file_type}
+        # The layer's agent is in the path; the front-matter ``agent`` names the writer.
+        for key in ("project", "skill"):
+            if where.get(key):
+                extra[key] = where[key]
+        if entry.command:
+            extra["command"] = entry.command
+        if self.store.get(memory_id) is not None:
+            raise AlreadyExistsError(
+                f"{memory_id} already exists", hint="use update or append to change it"
+            )
+        memory = self.store.create(
+            entry.content,
+            id=memory_id,
+            title=entry.title or _default_title(entry),
+            tags=entry.tags,
+            extra=extra,
+            **self._who(),
+        )
+        return CreateResult(memory.id, memory.path or f"{memory.id}.md", memory.created_at)
+
+    def read(
+        self,
+        layer: Layer | str,
+        project: str | None,
+        file_type: str,
+        skill: str | None = None,
+        command: str | None = None,
+        agent: str | None = None,
+    ) -> Document | None:
+        """The document, or None when there is none."""
+        memory_id = document_id(
+            layer, file_type, project=project, skill=skill, command=command, agent=agent
+        )
+        memory = self.store.get(memory_id)
+        return None if memory is None else self._document(memory)
+
+    def get(self, id: str) -> Document | None:
+        """A document by id, or None."""
+        check_id(id)
+        memory = self.store.get(id)
+        return None if memory is None or placement(id) is None else self._document(memory)
+
+    def update(self, id: str, content: str) -> UpdateResult:
+        """Replace the content: timestamp refreshed (staleness reset), size limits checked."""
+        current = self._require_doc(id)
+        del current
+        memory = self.store.update(id, content, **self._who())
+        where = placement(id) or {}
+        lines = _line_count(memory.body)
+        return UpdateResult(id, True, lines, self._size_warning(where["file_type"], lines))
+
+    def append(self, id: str, content: str) -> AppendResult:
+        """Add content at the end, then prune by the file type's rule, in one commit."""
+        current = self._require_doc(id)
+        file_type = (placement(id) or {})["file_type"]
+        count = self._write_count(id) + 1
+        body = _appended(current.body, content)
+        items: list[PrunedItem] = []
+        with self.store.transaction(f"append: {id}") as tx:
+            self.store.update(id, body, **self._who())
+            items = self._prune_one(id, file_type, body, count)
+            tx.trailers.extend(_trailers(items))
+        final = self.store.read(id)
+        lines = _line_count(final.body)
+        return AppendResult(
+            id=id,
+            appended=True,
+            line_count=lines,
+            pruned=bool(items),
+            prune_details=tuple(items),
+            warning=self._size_warning(file_type, lines),
+        )
+
+    def delete(self, id: str) -> DeleteResult:
+        """Delete one document (parent folders untouched; ``gitmem restore`` brings it back)."""
+        check_id(id)
+        if placement(id) is None:
+            raise InvalidInputError(f"{id!r} is not a layered document id")
+        return DeleteResult(
+            id, self.store.delete(id, agent=self.agent, session_id=self.session_id)
+        )
+
+    # -- getters ----------------------------------------------------------------------
+
+    def get_shared_project_memory(self, project: str) -> list[Document]:
+        check_id(project, what="project")
+        return self._documents(f"projects/{project}")
+
+    def get_skill_memory(self, skill: str, project: str | None = None) -> list[Document]:
+        check_id(skill, what="skill")
+        if project is None:
+            return self._documents(f"skills/{skill}", recursive=True)
+        check_id(project, what="project")
+        return self._documents(f"skills/{skill}/{project}")
+
+    def get_command_memory(self, project: str, command: str | None = None) -> list[Document]:
+        check_id(project, what="project")
+        docs = self._documents(f"commands/{project}")
+        if command is not None:
+            check_id(command, what="command")
+            docs = [d for d in docs if d.command == command]
+        return docs
+
+    def get_agent_memory(self, agent: str) -> list[Document]:
+        check_id(agent, what="agent")
+        return self._documents(f"agents/{agent}")
+
+    def _skill_docs_for(self, project: str) -> dict[str, tuple[Document, ...]]:
+        skills: dict[str, list[Document]] = {}
+        for doc in self._documents("skills", recursive=True):
+            if doc.project == project and doc.skill is not None:
+                skills.setdefault(doc.skill, []).append(doc)
+        return {name: tuple(docs) for name, docs in sorted(skills.items())}
+
+    def get_by_project(self, project: str) -> ProjectMemory:
+        check_id(project, what="project")
+        return ProjectMemory(
+            project=project,
+            shared=tuple(self.get_shared_project_memory(project)),
+            skills=self._skill_docs_for(project),
+            commands=tuple(self.get_command_memory(project)),
+        )
+
+    def get_project_profile(self, project: str) -> ProjectProfile:
+        shared = self.get_shared_project_memory(project)
+        overview = next((d for d in shared if d.file_type == "project_overview"), None)
+        dates = [d.updated_at for d in shared if d.updated_at is not None]
+        last = max(dates) if dates else None
+        return ProjectProfile(
+            project=project,
+            overview=overview,
+            file_types=tuple(d.file_type for d in shared),
+            skills=tuple(self._skill_docs_for(project)),
+            last_updated=last,
+            staleness=None if last is None else classify(last, self._now(), self._policy()),
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _prune_one(
+        self,
+        id: str,
+        file_type: str,
+        body: str,
+        write_count: int,
+        registry: _rules.RuleRegistry | None = None,
+    ) -> list[PrunedItem]:
+        """Run the file type's rule over ``body`` and stage what it says (in the caller's
+        transaction, or as its own commits when there is none). Returns the actions.
+        ``registry``: the config's rules, built once by a caller pruning many documents."""
+        if registry is None:
+            registry = _rules.registry_from_config(
+                self._config, gitdir=str(self.store.db().gitdir)
+            )
+        rule = registry.get(file_type)
+        if rule is None:
+            return []
+        archive_id: str | None = None
+        archive_text: str | None = None
+        if rule.archive:
+            archive_id = f"{id.rsplit('/', 1)[0]}/{rule.archive}"
+            archive = self.store.get(archive_id)
+            archive_text = None if archive is None else archive.body
+        result = _rules.apply_rule(
+            file_type,
+            body,
+            today=self._now().date(),
+            write_count=write_count,
+            archive_text=archive_text,
+            config=self._config,
+            registry=registry,
+        )
+        if result.body != body:
+            self.store.update(id, result.body, **self._who())
+        if archive_id is not None and result.archive_text is not None:
+            if archive_text is None:
+                self._create_archive(id, archive_id, rule.archive or "", result.archive_text)
+            elif result.archive_text != archive_text:
+                self.store.update(archive_id, result.archive_text, **self._who())
+        return [PrunedItem(id, a.action, a.reason, a.section) for a in result.actions]
+
+    def _create_archive(self, id: str, archive_id: str, file_type: str, text: str) -> None:
+        source = self.store.read(id)
+        kept = {"layer", "project", "skill", "command"}
+        extra = {k: v for k, v in source.extra.items() if k in kept}
+        extra["file_type"] = file_type
+        title = f"{file_type.replace('_', ' ')} ({archive_id.split('/')[1]})"
+        self.store.create(text, id=archive_id, title=title, extra=extra, **self._who())
+
+    def _in_scope(self, policy: PrunePolicy) -> list[str]:
+        if policy.scope in {"all", "project"}:
+            ids = self._all_content_ids()
+        else:
+            ids = self._content_ids(f"skills/{policy.skill}", recursive=True)
+        chosen: list[str] = []
+        for memory_id in ids:
+            where = placement(memory_id) or {}
+            if policy.project is not None and where.get("project") != policy.project:
+                continue
+            if policy.skill is not None and where.get("skill") != policy.skill:
+                continue
+            chosen.append(memory_id)
+        return sorted(set(chosen))
+
+    def prune(self, policy: PrunePolicy | Mapping[str, Any] | None = None) -> PruneReport:
+        """Run every document's rule (and the size limits) over the documents in scope.
+
+        One commit for the whole run, its trailers listing each action
+        (``Gitmem-Prune: <id> <action>: <reason>``). ``dry_run`` reports the same
+        actions and writes nothing. Removed or archived text stays restorable: from
+        history (``gitmem restore ID --at REV``) or from the archive document.
+        """
+        if policy is None:
+            policy = PrunePolicy()
+        elif not isinstance(policy, PrunePolicy):
+            policy = PrunePolicy(**_policy_kwargs(policy))
+        ids = self._in_scope(policy)
+        # Write counts come from history, read before the transaction: inside one the
+        # index cannot see staged writes and history would fall back to a full scan.
+        counts = {memory_id: self._write_count(memory_id) for memory_id in ids}
+        # Once per run, not per document; the user's own per-store rules apply (localconfig).
+        registry = _rules.registry_from_config(self._config, gitdir=str(self.store.db().gitdir))
+        limits = _rules.size_limits_from_config(self._config)
+        items: list[PrunedItem] = []
+        warnings: list[str] = []
+        try:
+            with self.store.transaction("prune: lifecycle rules") as tx:
+                for memory_id in ids:
+                    memory = self.store.get(memory_id)
+                    if memory is None:
+                        continue
+                    file_type = (placement(memory_id) or {})["file_type"]
+                    items.extend(
+                        self._prune_one(
+                            memory_id, file_type, memory.body, counts[memory_id], registry
+                        )
+                    )
+                    final = self.store.get(memory_id)
+                    lines = _line_count(final.body if final is not None else "")
+                    warning = self._size_warning(file_type, lines, limits)
+                    if warning:
+                        warnings.append(f"{memory_id}: {warning}")
+                tx.trailers.extend(_trailers(items))
+                if policy.dry_run:
+                    raise _DryRun
+        except _DryRun:
+            return PruneReport(tuple(items), tuple(warnings), True, None)
+        return PruneReport(tuple(items), tuple(warnings), False, tx.commit)
+
+    def validate(self, id: str) -> ValidationResult:
+        """Quality checks of one document: completeness (project_overview), specificity,
+        growth (common_patterns, from its line counts across its writes in git history)
+        and accuracy suggestions (every 5th write)."""
+        current = self._require_doc(id)
+        file_type = (placement(id) or {})["file_type"]
+        line_counts = [
+            _line_count(v.memory.body)
+            for v in self.store.history(id)
+            if v.memory_id == id and v.memory is not None
+        ]
+        report = _quality.validate_document(
+            file_type,
+            current.body,
+            line_counts=line_counts,
+            write_count=len(line_counts),
+            policy=_quality.QualityPolicy.from_config(self._config),
+        )
+        return ValidationResult(id, report, len(line_counts))
+
+    def validate_all(self) -> list[ValidationResult]:
+        """``validate`` for every layered document (structural files left out)."""
+        return [self.validate(memory_id) for memory_id in self._all_content_ids()]
+
+    def get_staleness_report(self, *, now: dt.datetime | None = None) -> StalenessReport:
+        """Fresh / aging / stale across every layer (structural files left out)."""
+        records: list[StalenessRecord] = []
+        for memory_id in self._all_content_ids():
+            memory = self.store.get(memory_id)
+            if memory is not None:
+                records.append(StalenessRecord(memory.id, memory.path, memory.updated_at))
+        return staleness_report(records, now or self._now(), self._policy())
+
+    def search(
+        self,
+        pattern: str,
+        *,
+        layer: Layer | str | None = None,
+        project: str | None = None,
+        mode: str = "natural",
+        limit: int = 20,
+    ) -> Any:
+        """Documents that answer ``pattern``, filtered by layer and project, as
+        :class:`gitmem.store.search.SearchResults` (each match: the document's best line).
+
+        ``mode="natural"`` (the default) is :meth:`Store.recall`: a question, keywords,
+        an identifier or a path; ``"fts"``, ``"regex"`` and ``"substring"`` are
+        :meth:`Store.search`'s modes."""
+        from gitmem.store.search import SearchResults, from_recall
+
+        layer_value = None if layer is None else str(_layer(layer))
+        if mode != "natural":
+            return self.store.search(
+                pattern, mode=mode, layer=layer_value, project=project, limit=limit
+            )
+        recalled = self.store.recall(pattern, layer=layer_value, project=project, limit=limit)
+        return SearchResults(
+            query=pattern,
+            mode="natural",
+            matches=[from_recall(hit) for hit in recalled],
+            notice=recalled.notice,
+        )
+
+
+class _DryRun(Exception):
+    """Raised inside a prune transaction to drop everything it staged."""
+
+
+def _policy_kwargs(data: Mapping[str, Any]) -> dict[str, Any]:
+    allowed = {"scope", "project", "skill", "dry_run", "dryRun"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise InvalidInputError(f"unknown prune policy keys: {', '.join(sorted(unknown))}")
+    out = {k: v for k, v in data.items() if k != "dryRun"}
+    if "dryRun" in data:
+        out["dry_run"] = bool(data["dryRun"])
+    return out
+
+
+def _trailers(items: Sequence[PrunedItem]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for item in items:
+        where = f" [{item.section}]" if item.section else ""
+        reason = " ".join(f"{item.action}{where}: {item.reason}".split())
+        out.append(("Gitmem-Prune", f"{item.id} {reason}"))
+    return out
+
+
+def _appended(body: str, text: str) -> str:
+    if not body:
+        return text
+    return body + text if body.endswith("\n") else f"{body}\n{text}"
+
+
+def _default_title(entry: MemoryEntry) -> str:
+    owner = entry.project or entry.agent or ""
+    label = entry.file_type.replace("_", " ")
+    if entry.layer is Layer.SKILL and entry.skill:
+        owner = f"{entry.skill}, {owner}"
+    return f"{label} ({owner})" if owner else label
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def documents_of(store: Store, ids: Iterable[str]) -> list[Document]:
+    """Documents for ids (missing ones skipped), for callers holding a plain Store."""
+    layered = LayeredStore(store)
+    return [d for d in (layered.get(i) for i in ids) if d is not None]

@@ -1,0 +1,699 @@
+"""Quality checks of the layered Forge documents: pure functions over markdown text.
+
+- :func:`completeness` of a ``project_overview``: five named checks (language and
+  version, framework and version, architecture pattern, conventions, testing approach),
+  each found or missing, with the line that satisfied it;
+- :func:`specificity`: the share of *claims* (bullet items and paragraph sentences, see
+  :func:`claims`) that name no file path, line number or function/identifier; specific
+  unless more than 30% are unspecific;
+- :func:`growth_rate` of ``common_patterns`` from its line counts across its last writes
+  (``unknown`` / ``stagnant`` / ``healthy``);
+- :func:`accuracy_suggestions` every 5th write: 2-3 concrete claims to check;
+- :func:`validate_document` runs what applies to a file type and returns a
+  :class:`QualityReport` whose ``to_dict()`` is ``{fileType, checks: {completeness,
+  specificity, growthRate}, accuracy, suggestions}`` with camelCase keys for agents.
+
+Thresholds come from ``lifecycle.quality`` in gitmem.yaml (:class:`QualityPolicy`).
+The heuristics are written down exactly in docs/lifecycle-rules.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gitmem.features.lifecycle.rules import (
+    LifecycleConfigError,
+    fenced_lines,
+    field_of,
+    heading_of,
+    lifecycle_section,
+    lines_of,
+)
+
+# --------------------------------------------------------------------------- policy
+
+
+@dataclass(frozen=True)
+class QualityPolicy:
+    """``lifecycle.quality`` of gitmem.yaml, with these defaults."""
+
+    max_unspecific_ratio: float = 0.3
+    growth_window: int = 5
+    accuracy_every_writes: int = 5
+    accuracy_claims: int = 3
+
+    def __post_init__(self) -> None:
+        ratio = self.max_unspecific_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise LifecycleConfigError(
+                "gitmem.yaml lifecycle.quality.max_unspecific_ratio must be a number "
+                f"from 0 to 1, not {ratio!r}"
+            )
+        for name, minimum in (
+            ("growth_window", 2),
+            ("accuracy_every_writes", 1),
+            ("accuracy_claims", 1),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise LifecycleConfigError(
+                    f"gitmem.yaml lifecycle.quality.{name} must be a whole number "
+                    f">= {minimum}, not {value!r}"
+                )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> QualityPolicy:
+        section = lifecycle_section(config, "quality")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(str(k) for k in section if k not in known)
+        if unknown:
+            raise LifecycleConfigError(
+                f"gitmem.yaml lifecycle.quality.{unknown[0]}: unknown option "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        return cls(**{str(k): v for k, v in section.items()})
+
+
+# --------------------------------------------------------------------------- text scanning
+
+
+@dataclass(frozen=True)
+class _Line:
+    number: int  # 1-based line number in the body
+    text: str  # without its newline
+    fenced: bool  # inside a fenced code block (fence lines included)
+
+
+def _scan(body: str) -> list[_Line]:
+    return [
+        _Line(number, line.rstrip("\n"), fenced)
+        for number, (line, fenced) in enumerate(fenced_lines(lines_of(body)), 1)
+    ]
+
+
+# --------------------------------------------------------------------------- completeness
+
+_VERSION = r"[ \t]*(?:version[ \t]*)?[:(=>~^@ \t-]{0,4}[ \t]*v?\d+(?:\.(?:\d+|x))*"
+_LANGUAGES = (
+    r"Python|JavaScript|TypeScript|Node(?:\.js|JS)?|Rust|Java|Kotlin|Ruby|PHP|C#|C\+\+|"
+    r"Swift|Scala|Elixir|Erlang|Haskell|Dart|Lua|Perl|Clojure|F#|Objective-C|Zig|Julia|"
+    r"Bash|Deno|Bun|OCaml|Groovy|Solidity"
+)
+_LANGUAGE_RE = re.compile(
+    rf"(?<![\w+#.])(?:(?i:{_LANGUAGES})|Go|Golang|golang)(?![A-Za-z_+#]){_VERSION}"
+)
+_FRAMEWORKS = (
+    r"Django|Flask|FastAPI|Starlette|Pyramid|Tornado|aiohttp|Sanic|Litestar|Streamlit|"
+    r"React(?: Native)?|Vue(?:\.js)?|Angular|Svelte(?:Kit)?|Next\.js|Nuxt(?:\.js)?|Remix|"
+    r"Gatsby|Astro|Solid(?:JS)?|Ember(?:\.js)?|Express(?:\.js)?|NestJS|Nest\.js|Fastify|Koa|"
+    r"Hono|Electron|Tauri|Spring(?: Boot)?|Quarkus|Micronaut|Ruby on Rails|Rails|Sinatra|"
+    r"Laravel|Symfony|ASP\.NET(?: Core)?|\.NET(?: Core)?|Blazor|Gin|Echo|Fiber|Actix(?:-web)?|"
+    r"Axum|Rocket|Phoenix|Flutter|Qt|Ktor|Vapor|SwiftUI|Jetpack Compose|Bevy"
+)
+_FRAMEWORK_RE = re.compile(rf"(?<![\w.])(?i:{_FRAMEWORKS})(?![A-Za-z_+#]){_VERSION}")
+_ANY_VERSION_RE = re.compile(r"(?<![\w.])v?\d+(?:\.(?:\d+|x))+|(?<![\w.])v\d+\b")
+_ARCHITECTURE_RE = re.compile(
+    r"\b(?:MVC|MVVM|MVP|micro-?services?|modular monolith|monolith(?:ic)?|layered|n-tier|"
+    r"three-tier|hexagonal|clean architecture|onion architecture|ports (?:and|&) adapters|"
+    r"event[- ]driven|event sourcing|CQRS|serverless|client[- ]server|service[- ]oriented|"
+    r"SOA|domain[- ]driven|DDD|repository pattern|pipes? and filters|plugin[- ]based|"
+    r"pub/sub|publish[- ]subscribe|single[- ]page application|SPA|actor model|"
+    r"model[- ]view[- ]controller)\b",
+    re.I,
+)
+_CONVENTION_RE = re.compile(
+    r"\b(?:ruff|black|flake8|pylint|isort|mypy|pyright|eslint|prettier|biome|stylelint|"
+    r"gofmt|goimports|golangci-lint|rustfmt|clippy|rubocop|standardrb|ktlint|detekt|"
+    r"checkstyle|spotless|php-cs-fixer|swiftlint|editorconfig|pre-commit|"
+    r"snake_case|camelCase|PascalCase|kebab-case|SCREAMING_SNAKE_CASE|PEP ?8|"
+    r"conventional commits)\b",
+    re.I,
+)
+_TESTING_RE = re.compile(
+    r"\b(?:pytest|unittest|nose2?|hypothesis|tox|nox|jest|vitest|mocha|jasmine|karma|"
+    r"cypress|playwright|puppeteer|selenium|junit|testng|mockito|rspec|minitest|phpunit|"
+    r"pest|xunit|nunit|mstest|testify|go test|cargo test|testing[- ]library|"
+    r"unit tests?|integration tests?|end[- ]to[- ]end tests?|e2e|TDD|BDD|property[- ]based|"
+    r"snapshot tests?|test coverage|code coverage)\b",
+    re.I,
+)
+
+_TOPICS: dict[str, re.Pattern[str]] = {
+    "language_version": re.compile(r"\b(?:languages?|runtime|stack)\b", re.I),
+    "framework_version": re.compile(r"\b(?:frameworks?|stack)\b", re.I),
+    "architecture_pattern": re.compile(r"\barchitecture\b", re.I),
+    "conventions": re.compile(
+        r"\b(?:conventions?|code style|coding style|style guide|naming)\b", re.I
+    ),
+    "testing_approach": re.compile(r"\b(?:test|tests|testing)\b", re.I),
+}
+_DETECTION: dict[str, str] = {
+    "language_version": "a known language followed by a version (Python 3.11, Go 1.22, "
+    "Node.js 20), or a Language/Runtime field whose value has a version",
+    "framework_version": "a known framework followed by a version (Django 5.0, React 18), "
+    "or a Framework field whose value has a version",
+    "architecture_pattern": "a known pattern (MVC, hexagonal, microservices, event-driven, "
+    "layered ...), or an Architecture heading or field with content",
+    "conventions": "a linter, formatter or naming style (ruff, eslint, snake_case ...), "
+    "or a Conventions/Code Style/Naming heading or field with content",
+    "testing_approach": "a test tool or kind (pytest, jest, unit tests, e2e ...), or a "
+    "Testing heading or field with content",
+}
+COMPLETENESS_CHECKS: tuple[str, ...] = tuple(_DETECTION)
+
+
+@dataclass(frozen=True)
+class CompletenessCheck:
+    """One named check: ``line`` (1-based) and ``evidence`` are where it was found."""
+
+    name: str
+    found: bool
+    line: int | None
+    evidence: str | None
+    detection: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "found": self.found,
+            "line": self.line,
+            "evidence": self.evidence,
+            "detection": self.detection,
+        }
+
+
+@dataclass(frozen=True)
+class Completeness:
+    checks: tuple[CompletenessCheck, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(c.found for c in self.checks)
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.checks if not c.found)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "foundCount": sum(c.found for c in self.checks),
+            "total": len(self.checks),
+            "missing": list(self.missing),
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def _field_with_version(line: str, topic: re.Pattern[str]) -> bool:
+    parsed = field_of(line)
+    return (
+        parsed is not None
+        and topic.search(parsed[0]) is not None
+        and _ANY_VERSION_RE.search(parsed[1]) is not None
+    )
+
+
+def _field_with_content(line: str, topic: re.Pattern[str]) -> bool:
+    parsed = field_of(line)
+    return parsed is not None and topic.search(parsed[0]) is not None and bool(parsed[1])
+
+
+def _headings_with_content(lines: Sequence[_Line], topic: re.Pattern[str]) -> Iterator[_Line]:
+    """Headings whose title matches ``topic`` and that have a non-blank line of their own
+    or of a subsection before the next heading of the same or a higher level."""
+    for i, line in enumerate(lines):
+        head = None if line.fenced else heading_of(line.text)
+        if head is None or not topic.search(head[1]):
+            continue
+        for later in lines[i + 1 :]:
+            sub = None if later.fenced else heading_of(later.text)
+            if sub is not None and sub[0] <= head[0]:
+                break
+            if sub is None and later.text.strip():
+                yield line
+                break
+
+
+def completeness(body: str) -> Completeness:
+    """The five checks of a project_overview, each satisfied by the FIRST line that
+    matches (code blocks are not read). See ``detection`` of each check for how."""
+    lines = [line for line in _scan(body) if not line.fenced]
+    prose = [line for line in lines if heading_of(line.text) is None]
+
+    def first(predicate: Any) -> _Line | None:
+        return next((line for line in prose if predicate(line.text)), None)
+
+    topics = _TOPICS
+    found: dict[str, _Line | None] = {
+        "language_version": first(
+            lambda t: _LANGUAGE_RE.search(t) or _field_with_version(t, topics["language_version"])
+        ),
+        "framework_version": first(
+            lambda t: _FRAMEWORK_RE.search(t) or _field_with_version(t, topics["framework_version"])
+        ),
+    }
+    for name, terms in (
+        ("architecture_pattern", _ARCHITECTURE_RE),
+        ("conventions", _CONVENTION_RE),
+        ("testing_approach", _TESTING_RE),
+    ):
+        hit = first(
+            lambda t, terms=terms, name=name: (
+                terms.search(t) or _field_with_content(t, topics[name])
+            )
+        )
+        if hit is None:
+            hit = next(_headings_with_content(lines, topics[name]), None)
+        found[name] = hit
+    checks: list[CompletenessCheck] = []
+    for name in COMPLETENESS_CHECKS:
+        hit = found[name]
+        line, evidence = (None, None) if hit is None else (hit.number, hit.text.strip())
+        checks.append(CompletenessCheck(name, hit is not None, line, evidence, _DETECTION[name]))
+    return Completeness(tuple(checks))
+
+
+# --------------------------------------------------------------------------- claims
+
+ClaimKind = Literal["bullet", "sentence"]
+_BULLET_RE = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?(.*)$")
+_RULE_RE = re.compile(r"^[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_MARKER_RE = re.compile(r"^[ \t]*\[VERIFY [A-Z ]+\]")
+_QUOTE_RE = re.compile(r"^[ \t]*>[ \t]?")
+_SPAN_RE = re.compile(r"(`+)(.+?)\1")
+
+_EXTENSIONS = (
+    "py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|mts|cts|go|rs|java|kt|kts|rb|php|cs|fs|cpp|cc|"
+    "cxx|c|h|hh|hpp|m|mm|swift|scala|ex|exs|erl|hs|dart|lua|pl|r|jl|sh|bash|zsh|fish|ps1|"
+    "sql|md|mdx|rst|txt|json|jsonc|yaml|yml|toml|ini|cfg|conf|env|lock|xml|html|htm|css|"
+    "scss|sass|less|vue|svelte|astro|gradle|proto|graphql|gql|tf|hcl|mk|cmake|csv|tsv|"
+    "dockerfile|service|plist|sol|zig|nix"
+)
+_SLASH_PATH_RE = re.compile(
+    r"(?<![\w/:.@-])(?:\.{1,2}/|~/)?[\w.@-]+(?:(?:/[\w.@-]+)+/?|/)(?![\w/])"
+)
+_FILE_NAME_RE = re.compile(
+    rf"(?<![\w/.@-])[\w-]+(?:\.[\w-]+)*\.(?:{_EXTENSIONS})(?![\w-])"
+    r"|\b(?:Makefile|Dockerfile|Containerfile|Gemfile|Rakefile|Procfile|Jenkinsfile|"
+    r"Vagrantfile|Justfile|CMakeLists\.txt)\b",
+    re.I,
+)
+# Product names spelled like files: not paths.
+_NOT_FILES = frozenset(
+    f"{name}.js"
+    for name in (
+        "node", "next", "vue", "nuxt", "express", "three", "d3", "chart", "ember",
+        "backbone", "angular", "react", "nest", "solid", "alpine", "socket", "p5", "moment",
+    )
+)  # fmt: skip
+_EXT_TAIL_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")
+_LINE_REF_RE = re.compile(
+    r"(?<=[A-Za-z_)`\]]):\d+(?:[-:]\d+)?\b"
+    r"|#L\d+(?:-L?\d+)?\b"
+    r"|\blines?[ \t]+\d+(?:[ \t]*[-\u2013][ \t]*\d+)?\b",
+    re.I,
+)
+_CALL_RE = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\(([^()\n]{0,80})\)")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+_SENTENCE_END_RE = re.compile(r"[.!?][)\]\"'*_]*(?=\s)")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A bullet item or a paragraph sentence, with what makes it specific."""
+
+    text: str
+    line: int  # 1-based line of the body where it starts
+    kind: ClaimKind
+    paths: tuple[str, ...] = ()
+    line_refs: tuple[str, ...] = ()
+    identifiers: tuple[str, ...] = ()
+
+    @property
+    def specific(self) -> bool:
+        return bool(self.paths or self.line_refs or self.identifiers)
+
+    @property
+    def weight(self) -> int:
+        """How concrete: a path 4, a line number 2, an identifier 1 (summed)."""
+        return 4 * bool(self.paths) + 2 * bool(self.line_refs) + bool(self.identifiers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "line": self.line,
+            "kind": self.kind,
+            "specific": self.specific,
+            "paths": list(self.paths),
+            "lineRefs": list(self.line_refs),
+            "identifiers": list(self.identifiers),
+        }
+
+
+def _is_path(token: str) -> bool:
+    token = token.rstrip(".,;:")
+    if "/" in token:
+        if token.startswith(("./", "../", "~/")) or token.endswith("/"):
+            return True
+        return token.count("/") >= 2 or _EXT_TAIL_RE.search(token) is not None
+    return token.lower() not in _NOT_FILES
+
+
+def references(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(paths, line_refs, identifiers)`` named in ``text``, each in order of appearance.
+
+    - path: a token with ``/`` that starts with ``./``, ``../`` or ``~/``, ends with ``/``,
+      has two or more ``/`` or ends in an extension (``src/app.py``); not part of a URL;
+      or a file name with a known extension (``setup.cfg``, ``App.tsx``; not product names
+      such as ``Node.js``) or a well-known extensionless name (``Makefile``, ``Dockerfile``);
+    - line number: ``:123`` right after a letter, ``_``, ``)``, ``]`` or a backtick
+      (``app.py:12``, ``:12-40``), ``#L45``, ``line 45`` / ``lines 10-20``;
+    - identifier: an inline code span containing a letter or ``_`` (a span that is a path
+      counts as the path only); or ``name()``; or
+      ``name(args)`` where the name has ``_``, ``.`` or a camelCase hump (``os.path.join(a)``).
+    """
+    paths: list[str] = []
+    for match in _SLASH_PATH_RE.finditer(text):
+        if _is_path(match.group(0)):
+            paths.append(match.group(0).rstrip(".,;:"))
+    for match in _FILE_NAME_RE.finditer(text):
+        token = match.group(0)
+        if _is_path(token) and not any(token in p for p in paths):
+            paths.append(token)
+    line_refs = [m.group(0) for m in _LINE_REF_RE.finditer(text)]
+    identifiers: list[str] = []
+    for match in _SPAN_RE.finditer(text):
+        content = match.group(2).strip()
+        # A span that is a path is already counted as one.
+        if re.search(r"[A-Za-z_]", content) and content.rstrip(".,;:") not in paths:
+            identifiers.append(content)
+    outside = _SPAN_RE.sub(" ", text)
+    for match in _CALL_RE.finditer(outside):
+        name, args = match.group(1), match.group(2)
+        if not args or "_" in name or "." in name or _CAMEL_RE.search(name):
+            identifiers.append(f"{name}({args})")
+    return tuple(paths), tuple(line_refs), tuple(identifiers)
+
+
+def _split_sentences(text: str) -> list[tuple[int, str]]:
+    """``(offset, sentence)`` pieces of a paragraph: cut after ``.``/``!``/``?`` (closing
+    brackets, quotes or emphasis allowed) followed by whitespace, never inside a code span."""
+    spans = [(m.start(), m.end()) for m in _SPAN_RE.finditer(text)]
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    for match in _SENTENCE_END_RE.finditer(text):
+        end = match.end()
+        if any(a <= match.start() < b for a, b in spans):
+            continue
+        pieces.append((start, text[start:end]))
+        start = end
+    pieces.append((start, text[start:]))
+    return [(offset, piece) for offset, piece in pieces if piece.strip()]
+
+
+def claims(body: str) -> list[Claim]:
+    """The claims of a document, in order.
+
+    A claim is a bullet item (``-``/``*``/``+``/``1.``/``1)``, a task box stripped, with its
+    continuation lines up to a blank line or the next bullet; nested bullets are claims of
+    their own) or a sentence of a paragraph (consecutive non-blank lines; a line that
+    begins with a ``Label:`` field starts a new sentence). Not claims: headings, fenced code
+    blocks, blank lines, tables (lines starting with ``|``), horizontal rules, HTML comment
+    lines, gitmem's own ``[VERIFY ...]`` markers, and items or sentences ending with ``:``
+    (they introduce a list). Block quotes are read without their ``>``.
+    """
+    out: list[Claim] = []
+    current: list[tuple[int, str]] = []  # (line number, text) of the open block
+    current_kind: ClaimKind | None = None
+    in_comment = False
+
+    def flush() -> None:
+        nonlocal current, current_kind
+        if current_kind == "bullet":
+            _add(out, "bullet", current[0][0], " ".join(t.strip() for _, t in current))
+        elif current_kind == "sentence":
+            _add_paragraph(out, current)
+        current, current_kind = [], None
+
+    for line in _scan(body):
+        text = line.text
+        if in_comment:
+            if "-->" in text:
+                in_comment = False
+            continue
+        if line.fenced:
+            flush()
+            continue
+        stripped = text.strip()
+        if stripped.startswith("<!--"):
+            flush()
+            in_comment = "-->" not in stripped
+            continue
+        text = _QUOTE_RE.sub("", text)
+        stripped = text.strip()
+        if (
+            not stripped
+            or heading_of(text) is not None
+            or stripped.startswith("|")
+            or _RULE_RE.match(text)
+            or _MARKER_RE.match(text)
+        ):
+            flush()
+            continue
+        bullet = _BULLET_RE.match(text)
+        if bullet is not None:
+            flush()
+            current, current_kind = [(line.number, bullet.group(1))], "bullet"
+        elif current_kind is not None:
+            current.append((line.number, text))
+        else:
+            current, current_kind = [(line.number, text)], "sentence"
+    flush()
+    return out
+
+
+def _add(out: list[Claim], kind: ClaimKind, line: int, text: str) -> None:
+    text = " ".join(text.split())
+    if not text or text.endswith(":"):
+        return
+    paths, line_refs, identifiers = references(text)
+    out.append(Claim(text, line, kind, paths, line_refs, identifiers))
+
+
+def _add_paragraph(out: list[Claim], lines: Sequence[tuple[int, str]]) -> None:
+    # A field line ("**Status**: open", "Language: Python") starts a new sentence group.
+    groups: list[list[tuple[int, str]]] = []
+    for number, text in lines:
+        if not groups or field_of(text) is not None:
+            groups.append([])
+        groups[-1].append((number, text))
+    for group in groups:
+        joined = ""
+        starts: list[tuple[int, int]] = []  # (offset in joined, line number)
+        for number, text in group:
+            if joined:
+                joined += "\n"
+            starts.append((len(joined), number))
+            joined += text
+        for offset, sentence in _split_sentences(joined):
+            leading = len(sentence) - len(sentence.lstrip())
+            at = offset + leading
+            number = max(n for o, n in starts if o <= at)
+            _add(out, "sentence", number, sentence)
+
+
+# --------------------------------------------------------------------------- specificity
+
+
+@dataclass(frozen=True)
+class Specificity:
+    """Specific unless more than ``threshold`` of the claims are unspecific (no claims at
+    all: specific, ratio 0)."""
+
+    claim_count: int
+    unspecific: tuple[Claim, ...]
+    threshold: float
+
+    @property
+    def ratio(self) -> float:
+        """The share of unspecific claims, 0..1."""
+        return len(self.unspecific) / self.claim_count if self.claim_count else 0.0
+
+    @property
+    def specific(self) -> bool:
+        return self.ratio <= self.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "specific": self.specific,
+            "claimCount": self.claim_count,
+            "unspecificCount": len(self.unspecific),
+            "unspecificRatio": round(self.ratio, 4),
+            "threshold": self.threshold,
+            "unspecificClaims": [c.to_dict() for c in self.unspecific],
+        }
+
+
+def specificity(body: str, max_unspecific_ratio: float = 0.3) -> Specificity:
+    found = claims(body)
+    return Specificity(len(found), tuple(c for c in found if not c.specific), max_unspecific_ratio)
+
+
+# --------------------------------------------------------------------------- growth
+
+GrowthStatus = Literal["unknown", "stagnant", "healthy"]
+
+
+@dataclass(frozen=True)
+class Growth:
+    """``unknown`` with fewer than ``window`` writes; else ``healthy`` when the newest line
+    count is above the first of the last ``window`` counts, ``stagnant`` when not."""
+
+    status: GrowthStatus
+    writes: int
+    window: tuple[int, ...]
+    change: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "writes": self.writes,
+            "lineCounts": list(self.window),
+            "change": self.change,
+        }
+
+
+def growth_rate(line_counts: Sequence[int], window: int = 5) -> Growth:
+    """Growth from the line counts after each of the file's last writes, oldest first."""
+    counts = tuple(int(c) for c in line_counts)
+    if len(counts) < window:
+        return Growth("unknown", len(counts), counts, None)
+    recent = counts[-window:]
+    change = recent[-1] - recent[0]
+    return Growth("healthy" if change > 0 else "stagnant", len(counts), recent, change)
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+@dataclass(frozen=True)
+class AccuracySuggestion:
+    claim: Claim
+    suggestion: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim.text,
+            "line": self.claim.line,
+            "suggestion": self.suggestion,
+        }
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def accuracy_suggestions(
+    body: str, write_count: int, *, every: int = 5, count: int = 3
+) -> list[AccuracySuggestion]:
+    """On every ``every``-th write (``write_count % every == 0``, count > 0): up to ``count``
+    claims to check, the most concrete first (a path 4 + a line number 2 + an identifier 1;
+    ties in document order); unspecific claims only fill up to two."""
+    if write_count <= 0 or write_count % every:
+        return []
+    found = claims(body)
+    ranked = sorted((c for c in found if c.specific), key=lambda c: (-c.weight, found.index(c)))[
+        :count
+    ]
+    if len(ranked) < min(2, count):
+        ranked += [c for c in found if not c.specific][: min(2, count) - len(ranked)]
+    out: list[AccuracySuggestion] = []
+    for claim in ranked:
+        names = claim.paths + claim.line_refs + claim.identifiers
+        if names:
+            what = ", ".join(dict.fromkeys(names))
+            text = f'line {claim.line}: "{_short(claim.text)}" - is it still true of {what}?'
+        else:
+            text = (
+                f'line {claim.line}: "{_short(claim.text)}" - still true? '
+                "Name the file or function it is about."
+            )
+        out.append(AccuracySuggestion(claim, text))
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+_CHECK_LABELS = {
+    "language_version": "the language and its version (e.g. 'Python 3.11')",
+    "framework_version": "the framework and its version (e.g. 'Django 5.0')",
+    "architecture_pattern": "the architecture pattern (an Architecture section)",
+    "conventions": "the conventions (naming, formatter, linter)",
+    "testing_approach": "the testing approach (tools, kinds of tests)",
+}
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    file_type: str
+    completeness: Completeness | None
+    specificity: Specificity
+    growth_rate: Growth | None
+    accuracy: tuple[AccuracySuggestion, ...]
+    suggestions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fileType": self.file_type,
+            "checks": {
+                "completeness": None if self.completeness is None else self.completeness.to_dict(),
+                "specificity": self.specificity.to_dict(),
+                "growthRate": None if self.growth_rate is None else self.growth_rate.to_dict(),
+            },
+            "accuracy": [a.to_dict() for a in self.accuracy],
+            "suggestions": list(self.suggestions),
+        }
+
+
+def validate_document(
+    file_type: str,
+    body: str,
+    *,
+    line_counts: Sequence[int] = (),
+    write_count: int = 0,
+    policy: QualityPolicy | None = None,
+) -> QualityReport:
+    """The checks that apply to ``file_type``: completeness for ``project_overview``,
+    growth for ``common_patterns`` (from ``line_counts``, oldest first), specificity and
+    accuracy suggestions for every document; ``suggestions`` says what to do in words."""
+    policy = policy or QualityPolicy()
+    complete = completeness(body) if file_type == "project_overview" else None
+    specific = specificity(body, policy.max_unspecific_ratio)
+    growth = (
+        growth_rate(line_counts, policy.growth_window) if file_type == "common_patterns" else None
+    )
+    accuracy = tuple(
+        accuracy_suggestions(
+            body, write_count, every=policy.accuracy_every_writes, count=policy.accuracy_claims
+        )
+    )
+    suggestions: list[str] = []
+    if complete is not None:
+        suggestions += [f"Add {_CHECK_LABELS[name]}." for name in complete.missing]
+    if not specific.specific:
+        example = specific.unspecific[0]
+        suggestions.append(
+            f"{len(specific.unspecific)} of {specific.claim_count} claims name no file path, "
+            f"line number or function (more than {specific.threshold:.0%}); e.g. line "
+            f'{example.line}: "{_short(example.text, 80)}".'
+        )
+    if growth is not None and growth.status == "stagnant":
+        suggestions.append(
+            f"{file_type} has not grown over its last {len(growth.window)} writes: "
+            "record the patterns learned since."
+        )
+    suggestions += [f"Check {a.suggestion}" for a in accuracy]
+    return QualityReport(file_type, complete, specific, growth, accuracy, tuple(suggestions))

@@ -1,0 +1,131 @@
+"""Light records of the current memories, read straight from the index.
+
+Lifecycle rules that run on every hook need a few fields of every memory, not
+whole :class:`~gitmem.format.model.Memory` objects: building those (JSON of tags,
+related and extra, timestamps) is most of the cost of ``Store.list()`` at 10k
+memories. With the index off (``store.use_index = False``) or unreadable, the
+same records come from ``Store.list()``, so both paths give equal results.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gitmem.format.model import Memory, Scope
+
+if TYPE_CHECKING:
+    from gitmem.store.core import Store
+
+# Only the front-matter keys lifecycle rules read are decoded from ``extra``.
+_KEYS = ("anchors", "verify", "verify_reason")
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    id: str
+    path: str | None
+    title: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    body: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    store_scope: Scope | None = None
+    named: tuple[tuple[str, str], ...] | None = None
+    """The project paths the memory names, (path, anchor|body), when already known (cache)."""
+
+    @classmethod
+    def of(cls, memory: Memory) -> MemoryRecord:
+        return cls(
+            memory.id,
+            memory.path,
+            memory.title,
+            memory.created_at,
+            memory.updated_at,
+            memory.body,
+            {k: memory.extra[k] for k in _KEYS if k in memory.extra},
+            memory.store_scope,
+        )
+
+
+def _when(us: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=us)
+
+
+def _extra(text: str) -> dict[str, Any]:
+    if not any(f'"{k}"' in text for k in _KEYS):
+        return {}
+    data = json.loads(text)
+    return {k: data[k] for k in _KEYS if k in data} if isinstance(data, dict) else {}
+
+
+def _from_index(
+    store: Store, scope: Scope, *, include_superseded: bool, include_archived: bool, text: bool
+) -> list[MemoryRecord] | None:
+    columns = ("id", "path", "title", "created_us", "updated_us") + (
+        ("body", "extra") if text else ()
+    )
+    try:
+        rows = store.index(scope).rows(
+            columns, include_superseded=include_superseded, include_archived=include_archived
+        )
+    except sqlite3.DatabaseError:
+        return None
+    return [
+        MemoryRecord(
+            r[0],
+            r[1],
+            r[2],
+            _when(r[3]),
+            _when(r[4]),
+            r[5] if text else "",
+            _extra(r[6]) if text else {},
+            scope,
+        )
+        for r in rows
+    ]
+
+
+def current_records(
+    store: Store,
+    *,
+    scope: Scope | str | None = None,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    text: bool = True,
+) -> list[MemoryRecord]:
+    """The memories ``Store.list()`` would give, as light records, oldest first.
+
+    ``text=False`` leaves out body and extra (enough for staleness).
+    """
+    scopes = [Scope(scope)] if scope is not None else store.scopes
+    out: list[MemoryRecord] = []
+    for each in scopes:
+        found = None
+        if store.use_index:
+            found = _from_index(
+                store,
+                each,
+                include_superseded=include_superseded,
+                include_archived=include_archived,
+                text=text,
+            )
+        if found is None:
+            memories = store.list(
+                scope=each,
+                include_superseded=include_superseded,
+                include_archived=include_archived,
+            )
+            found = [MemoryRecord.of(m) for m in memories]
+            if not text:
+                found = [
+                    MemoryRecord(m.id, m.path, m.title, m.created_at, m.updated_at, "", {}, each)
+                    for m in found
+                ]
+        out.extend(found)
+    out.sort(key=lambda r: (r.created_at, r.id))
+    return out

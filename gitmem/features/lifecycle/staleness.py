@@ -1,0 +1,232 @@
+"""Staleness: fresh / aging / stale by whole days since ``updated_at``.
+
+The rule is a function over plain records ``(id, path, updated_at)`` so any kind
+of document plugs in: atomic memories come from the index (or a scan), layered
+Forge documents and legacy files from :func:`record_from_text`.
+
+Defaults (each configurable in ``gitmem.yaml`` under ``lifecycle.staleness``):
+0-30 days fresh, 31-90 aging, 91+ stale; no timestamp at all is stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gitmem.base.clock import format_timestamp, parse_timestamp, to_utc
+from gitmem.base.errors import GitmemError, InvalidMemoryError
+from gitmem.features.lifecycle.records import current_records
+from gitmem.format import codec
+
+if TYPE_CHECKING:
+    from gitmem.format.model import Memory, Scope
+    from gitmem.store.core import Store
+
+DEFAULT_FRESH_DAYS = 30
+DEFAULT_AGING_DAYS = 90
+_DAY = dt.timedelta(days=1)
+
+
+class Staleness(enum.StrEnum):
+    FRESH = "fresh"
+    AGING = "aging"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class StalenessPolicy:
+    """Up to ``fresh_days`` whole days: fresh; up to ``aging_days``: aging; beyond: stale."""
+
+    fresh_days: int = DEFAULT_FRESH_DAYS
+    aging_days: int = DEFAULT_AGING_DAYS
+
+    def __post_init__(self) -> None:
+        for name in ("fresh_days", "aging_days"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidMemoryError(
+                    f"gitmem.yaml lifecycle.staleness.{name} must be a whole number >= 0"
+                )
+        if self.aging_days < self.fresh_days:
+            raise InvalidMemoryError(
+                "gitmem.yaml lifecycle.staleness.aging_days must not be below fresh_days"
+            )
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any] | None) -> StalenessPolicy:
+        """The policy of a store config's raw mapping (``StoreConfig.raw``)."""
+        section: Any = (raw or {}).get("lifecycle")
+        if section is None:
+            section = {}
+        if not isinstance(section, Mapping):
+            raise InvalidMemoryError("gitmem.yaml 'lifecycle' must be a mapping")
+        staleness: Any = section.get("staleness")
+        if staleness is None:
+            staleness = {}
+        if not isinstance(staleness, Mapping):
+            raise InvalidMemoryError("gitmem.yaml lifecycle.staleness must be a mapping")
+        return cls(
+            fresh_days=staleness.get("fresh_days", DEFAULT_FRESH_DAYS),
+            aging_days=staleness.get("aging_days", DEFAULT_AGING_DAYS),
+        )
+
+
+@dataclass(frozen=True)
+class StalenessRecord:
+    """What the rule needs of a document; ``updated_at`` None means it carries no timestamp."""
+
+    id: str
+    path: str | None
+    updated_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class StalenessEntry:
+    id: str
+    path: str | None
+    updated_at: dt.datetime | None
+    days_since_update: int | None
+    staleness: Staleness
+
+    def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+        updated = None if self.updated_at is None else format_timestamp(self.updated_at)
+        if camel:
+            return {
+                "id": self.id,
+                "path": self.path,
+                "updatedAt": updated,
+                "daysSinceUpdate": self.days_since_update,
+                "staleness": str(self.staleness),
+            }
+        return {
+            "id": self.id,
+            "path": self.path,
+            "updated_at": updated,
+            "days_since_update": self.days_since_update,
+            "staleness": str(self.staleness),
+        }
+
+
+@dataclass(frozen=True)
+class StalenessReport:
+    now: dt.datetime
+    policy: StalenessPolicy
+    fresh: list[StalenessEntry] = field(default_factory=list)
+    aging: list[StalenessEntry] = field(default_factory=list)
+    stale: list[StalenessEntry] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.fresh) + len(self.aging) + len(self.stale)
+
+    def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+        return {
+            "now": format_timestamp(self.now),
+            ("freshDays" if camel else "fresh_days"): self.policy.fresh_days,
+            ("agingDays" if camel else "aging_days"): self.policy.aging_days,
+            "counts": {
+                "fresh": len(self.fresh),
+                "aging": len(self.aging),
+                "stale": len(self.stale),
+            },
+            "fresh": [e.to_dict(camel=camel) for e in self.fresh],
+            "aging": [e.to_dict(camel=camel) for e in self.aging],
+            "stale": [e.to_dict(camel=camel) for e in self.stale],
+        }
+
+
+def days_since(updated_at: dt.datetime, now: dt.datetime) -> int:
+    """Whole days elapsed (floor); a timestamp in the future counts as 0."""
+    elapsed = to_utc(now) - to_utc(updated_at)
+    return max(0, elapsed // _DAY)
+
+
+def classify(
+    updated_at: dt.datetime | None, now: dt.datetime, policy: StalenessPolicy | None = None
+) -> Staleness:
+    policy = policy or StalenessPolicy()
+    if updated_at is None:
+        return Staleness.STALE
+    days = days_since(updated_at, now)
+    if days <= policy.fresh_days:
+        return Staleness.FRESH
+    if days <= policy.aging_days:
+        return Staleness.AGING
+    return Staleness.STALE
+
+
+def staleness_report(
+    records: Iterable[StalenessRecord], now: dt.datetime, policy: StalenessPolicy | None = None
+) -> StalenessReport:
+    """Sort records into fresh / aging / stale; each bucket oldest first (no timestamp first)."""
+    policy = policy or StalenessPolicy()
+    report = StalenessReport(now=to_utc(now), policy=policy)
+    buckets = {
+        Staleness.FRESH: report.fresh,
+        Staleness.AGING: report.aging,
+        Staleness.STALE: report.stale,
+    }
+    for record in records:
+        state = classify(record.updated_at, now, policy)
+        days = None if record.updated_at is None else days_since(record.updated_at, now)
+        buckets[state].append(
+            StalenessEntry(record.id, record.path, record.updated_at, days, state)
+        )
+    for bucket in buckets.values():
+        bucket.sort(
+            key=lambda e: (e.days_since_update is not None, -(e.days_since_update or 0), e.id)
+        )
+    return report
+
+
+def record_from_text(memory_id: str, path: str | None, text: str) -> StalenessRecord:
+    """The record of any markdown document: front-matter ``updated_at``, else a legacy
+    ``<!-- Last Updated: YYYY-MM-DD -->`` first line (that date, midnight UTC), else none."""
+    legacy = codec.legacy_last_updated(text)
+    if legacy is not None:
+        return StalenessRecord(memory_id, path, parse_timestamp(legacy))
+    try:
+        doc = codec.parse(text)
+    except (GitmemError, ValueError):
+        return StalenessRecord(memory_id, path, None)
+    value = doc.metadata.get("updated_at") if doc.has_front_matter else None
+    if value is None:
+        return StalenessRecord(memory_id, path, None)
+    try:
+        return StalenessRecord(memory_id, path, parse_timestamp(value))
+    except (TypeError, ValueError):
+        return StalenessRecord(memory_id, path, None)
+
+
+def record_of(memory: Memory) -> StalenessRecord:
+    return StalenessRecord(memory.id, memory.path, memory.updated_at)
+
+
+def store_staleness(
+    store: Store,
+    *,
+    scope: Scope | str | None = None,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    now: dt.datetime | None = None,
+) -> StalenessReport:
+    """Staleness of a store's atomic memories, served from the index when it is on.
+
+    The policy is the one committed in the (default scope's) ``gitmem.yaml``;
+    ``now`` defaults to the store's clock.
+    """
+    policy = StalenessPolicy.from_config(store.config(scope).raw)
+    records = current_records(
+        store,
+        scope=scope,
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        text=False,
+    )
+    return staleness_report(
+        (StalenessRecord(r.id, r.path, r.updated_at) for r in records),
+        now or store.clock.now(),
+        policy,
+    )

@@ -1,0 +1,776 @@
+"""``gitmem purge``: remove a memory, or every match of a pattern, from all of history.
+
+A store never forgets: a deleted memory and an edited-out credential both stay in the
+commits that held them, on the hub and on every clone. The day a credential or personal
+data gets in, the only remedy is a rewrite of history, done here with pygit2:
+
+1. every commit reachable from a local branch or tag is visited oldest first; the
+   memory's file is dropped from its tree (``memory=``), or every match in every text
+   file and commit message is replaced (``pattern=`` a regular expression,
+   ``secrets=True`` the store's credential policy); a commit whose tree, message and
+   parents are unchanged keeps its id, so history before the first match stays as it is;
+2. the branches (and lightweight tags) move to the rewritten commits under the store's
+   write lock, the work tree follows, and the derived index is deleted (it is rebuilt on
+   next use; SQLite keeps deleted rows' text in free pages, so a rebuild in place is not
+   enough);
+3. :class:`PurgeReport` says what was removed where (each file version and message, by
+   the commit that introduced it) and the exact steps that make the objects really go:
+   a force-push with lease to the hub, reflog expiry and ``gc`` on the hub and here, and
+   on every other clone fetch and reset (or re-clone), reflog expiry and ``gc``.
+
+It refuses where a rewrite cannot be done safely: a merge or rebase in progress,
+uncommitted edits in the work tree, a hub that has commits this store has not merged
+(the force-push would drop them), an annotated tag in the rewritten history. Work that
+other clones have not pushed yet cannot be known from here: the steps say how each clone
+finds and keeps its own before it resets.
+
+Without ``apply=True`` nothing is written: the report is what the rewrite would do.
+
+A user's pattern runs under :mod:`gitmem.format.saferegex` (a time bound on each text, size bounds
+before compiling): a pathological pattern is stopped with a one-line error, not waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError
+from gitmem.format import saferegex
+from gitmem.format import secrets as secrets_mod
+from gitmem.format.layout import check_id, memory_path
+from gitmem.format.model import Scope
+from gitmem.git.db import GitDB, blob_data
+from gitmem.store.core import Store
+
+MESSAGE_PATH = "(commit message)"
+"""The ``path`` of a removal from a commit message."""
+
+REPLACEMENT = "(purged)"
+"""What a match is replaced with: no YAML indicator, so a plain front-matter value stays
+a plain string (``[purged]`` would turn it into a list)."""
+
+MIN_TITLE = 4
+"""Titles shorter than this are not replaced in commit messages (too likely elsewhere)."""
+REGEX_TIMEOUT = 1.0
+"""Seconds a pattern may spend on one text (a file version, a message) before it is stopped."""
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+"""Blobs larger than this are not searched for a pattern (as ``gitmem secrets``)."""
+
+
+class PurgeRefusedError(ConflictError):
+    """The rewrite cannot be done safely now; the message says why and what to do first."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One thing removed: a file version or its matches, or a commit message's matches."""
+
+    commit: str
+    """The commit that introduced it (its id before the rewrite)."""
+    path: str
+    """The file's path, or :data:`MESSAGE_PATH`."""
+    what: str
+    """``"file removed"`` or ``"2 matches replaced (github-token)"``."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"commit": self.commit, "path": self.path, "what": self.what}
+
+    def line(self) -> str:
+        return f"{self.commit[:10]} {self.path}: {self.what}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One place the purge must be finished, and the commands to run there."""
+
+    where: str
+    commands: list[str]
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "commands": self.commands, "note": self.note}
+
+
+@dataclass
+class PurgeReport:
+    """What a purge removed (or, in a dry run, would remove) and how to finish it."""
+
+    target: str
+    applied: bool
+    scope: str
+    removals: list[Removal] = field(default_factory=list)
+    commits_rewritten: int = 0
+    refs: list[tuple[str, str, str]] = field(default_factory=list)
+    """(ref, old id, new id) of every ref moved (or that would move)."""
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.removals)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "applied": self.applied,
+            "scope": self.scope,
+            "removals": [r.to_dict() for r in self.removals],
+            "commits_rewritten": self.commits_rewritten,
+            "refs": [{"ref": r, "old": o, "new": n} for r, o, n in self.refs],
+            "steps": [s.to_dict() for s in self.steps],
+            "notes": self.notes,
+        }
+
+
+# -- what to remove ------------------------------------------------------------------------
+
+
+class _Target:
+    """Decides, per file and per message, what the rewritten version is."""
+
+    label = ""
+
+    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        """Look at every distinct text blob and message once, before the rewrite."""
+
+    def drop_path(self) -> str | None:
+        return None
+
+    def new_blob(self, oid: pygit2.Oid) -> tuple[bytes, str] | None:
+        """The blob's replacement and a description of what changed, or None: unchanged."""
+        return None
+
+    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
+        return None
+
+
+class _MemoryTarget(_Target):
+    def __init__(self, memory_id: str) -> None:
+        self.path = memory_path(check_id(memory_id))
+        self.label = f"memory {memory_id}"
+        self.titles: list[str] = []
+        """Every title the memory had: gitmem's commit subjects spell it out."""
+        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
+
+    def drop_path(self) -> str | None:
+        return self.path
+
+    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        # Longest first, so a title containing another is replaced whole.
+        titles = sorted({t for t in self.titles if len(t) >= MIN_TITLE}, key=len, reverse=True)
+        for oid, message in messages.items():
+            new = message
+            for title in titles:
+                new = new.replace(title, REPLACEMENT)
+            if new != message:
+                self.messages[oid] = (new, "the memory's title replaced")
+
+    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
+        return self.messages.get(oid)
+
+
+class _ReplaceTarget(_Target):
+    """Every span a finder reports is replaced, in blobs and in messages."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[pygit2.Oid, tuple[bytes, str]] = {}
+        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
+
+    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        raise NotImplementedError
+
+    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        keys = [*texts, *messages]
+        values = [*texts.values(), *messages.values()]
+        found = self.spans(values)
+        for n, (key, text, spans) in enumerate(zip(keys, values, found, strict=True)):
+            if not spans:
+                continue
+            new_text = _replace(text, spans)
+            kinds = sorted({kind for _, _, kind in spans if kind})
+            count = len(spans)
+            what = f"{count} match{'es' if count > 1 else ''} replaced" + (
+                f" ({', '.join(kinds)})" if kinds else ""
+            )
+            if n < len(texts):
+                self.blobs[key] = (new_text.encode("utf-8", "surrogateescape"), what)
+            else:
+                self.messages[key] = (new_text, what)
+
+    def new_blob(self, oid: pygit2.Oid) -> tuple[bytes, str] | None:
+        return self.blobs.get(oid)
+
+    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
+        return self.messages.get(oid)
+
+
+class _SecretsTarget(_ReplaceTarget):
+    def __init__(self, policy: secrets_mod.SecretPolicy) -> None:
+        super().__init__()
+        self.policy = policy
+        self.label = "every credential"
+
+    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        return [secrets_mod.secret_spans(t, self.policy, honour_marker=True) for t in texts]
+
+
+class _PatternTarget(_ReplaceTarget):
+    def __init__(self, pattern: str, timeout: float) -> None:
+        super().__init__()
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidInputError("the pattern is empty")
+        # A user's pattern runs bounded (gitmem.format.saferegex): the regex module with a time
+        # bound per text, and size bounds checked before compiling.
+        self.compiled = saferegex.compile(pattern, timeout=timeout, what="the pattern")
+        self.label = "every match of the pattern"
+
+    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        return [[(a, b, "") for a, b in self.compiled.spans(text)] for text in texts]
+
+
+def _title(text: str | None) -> str | None:
+    """The ``title`` of a memory file's front-matter, if it parses and has one."""
+    if text is None:
+        return None
+    from gitmem.format import codec
+
+    try:
+        title = codec.parse(text).metadata.get("title")
+    except (InvalidInputError, ValueError, RecursionError):
+        return None
+    return title.strip() if isinstance(title, str) and title.strip() else None
+
+
+def _replace(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    out: list[str] = []
+    pos = 0
+    for start, end, _ in spans:
+        if start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(REPLACEMENT)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# -- the rewrite ---------------------------------------------------------------------------
+
+
+def _tips(repo: pygit2.Repository) -> tuple[dict[str, pygit2.Oid], list[str]]:
+    """Local branches and lightweight tags (name -> commit), and annotated tag names."""
+    refs: dict[str, pygit2.Oid] = {}
+    annotated: list[str] = []
+    for name in repo.references:
+        if not name.startswith(("refs/heads/", "refs/tags/")):
+            continue
+        ref = repo.references[name]
+        if not isinstance(ref.target, pygit2.Oid):
+            continue
+        obj = repo.get(ref.target)
+        if obj is None:
+            raise PurgeRefusedError(
+                f"{name} points at a missing object",
+                hint="run gitmem doctor; fetch the object from a clone first",
+            )
+        if obj.type == pygit2.enums.ObjectType.COMMIT:
+            refs[name] = ref.target
+        elif obj.type == pygit2.enums.ObjectType.TAG:
+            annotated.append(name)
+    return refs, annotated
+
+
+class _Rewriter:
+    def __init__(self, repo: pygit2.Repository, target: _Target, write: bool) -> None:
+        self.repo = repo
+        self.target = target
+        self.write = write
+        self.tree_map: dict[pygit2.Oid, pygit2.Oid | None] = {}
+        self.touched: dict[pygit2.Oid, bool] = {}
+
+    def touches(self, tree: pygit2.Tree, depth: int = 0) -> bool:
+        """Whether the rewrite changes this tree (memoised by tree id)."""
+        known = self.touched.get(tree.id)
+        if known is not None:
+            return known
+        result = False
+        drop = self.target.drop_path()
+        if drop is not None:
+            parts = drop.split("/")
+            node: Any = tree
+            for part in parts[depth:]:
+                if not isinstance(node, pygit2.Tree) or part not in node:
+                    node = None
+                    break
+                node = self.repo[node[part].id]
+            result = node is not None
+        else:
+            for entry in tree:
+                if entry.type_str == "blob" and self.target.new_blob(entry.id) is not None:
+                    result = True
+                    break
+                if entry.type_str == "tree":
+                    sub = self.repo[entry.id]
+                    if isinstance(sub, pygit2.Tree) and self.touches(sub, depth + 1):
+                        result = True
+                        break
+        self.touched[tree.id] = result
+        return result
+
+    def tree(self, tree: pygit2.Tree) -> pygit2.Oid:
+        """The rewritten tree's id (written to the object database)."""
+        drop = self.target.drop_path()
+        if drop is not None:
+            new = self._without(tree, drop.split("/"))
+            return new if new is not None else self.repo.TreeBuilder().write()
+        return self._replaced(tree)
+
+    def _without(self, tree: pygit2.Tree, parts: list[str]) -> pygit2.Oid | None:
+        """``tree`` without the file at ``parts``; None when nothing is left in it."""
+        name = parts[0]
+        if name not in tree:
+            return tree.id
+        builder = self.repo.TreeBuilder(tree)
+        if len(parts) == 1:
+            builder.remove(name)
+        else:
+            sub = self.repo[tree[name].id]
+            if not isinstance(sub, pygit2.Tree):
+                return tree.id
+            new = self._without(sub, parts[1:])
+            if new == sub.id:
+                return tree.id
+            if new is None:
+                builder.remove(name)
+            else:
+                builder.insert(name, new, pygit2.enums.FileMode.TREE)
+        if len(builder) == 0:
+            return None
+        oid: pygit2.Oid = builder.write()
+        return oid
+
+    def _replaced(self, tree: pygit2.Tree) -> pygit2.Oid:
+        done = self.tree_map.get(tree.id)
+        if done is not None:
+            return done
+        builder: pygit2.TreeBuilder | None = None
+        for entry in tree:
+            new: pygit2.Oid | None = None
+            if entry.type_str == "blob":
+                replaced = self.target.new_blob(entry.id)
+                if replaced is not None:
+                    new = self.repo.create_blob(replaced[0])
+            elif entry.type_str == "tree":
+                sub = self.repo[entry.id]
+                if isinstance(sub, pygit2.Tree):
+                    candidate = self._replaced(sub)
+                    if candidate != entry.id:
+                        new = candidate
+            if new is not None:
+                if builder is None:
+                    builder = self.repo.TreeBuilder(tree)
+                builder.insert(str(entry.name), new, entry.filemode)
+        result: pygit2.Oid = builder.write() if builder is not None else tree.id
+        self.tree_map[tree.id] = result
+        return result
+
+
+def new_blobs(
+    repo: pygit2.Repository, tree: pygit2.Tree, seen: set[pygit2.Oid]
+) -> Iterator[tuple[pygit2.Oid, str]]:
+    """Each blob below ``tree`` not in ``seen`` yet, with its path; every tree and blob met is
+    added to ``seen``, and a tree already there is skipped whole (its blobs were met with it),
+    so walking every commit of a history reads each tree and blob once. Iterative: a hostile
+    history may nest trees deeper than Python recurses; a missing subtree is skipped (doctor's
+    fsck check reports it)."""
+    stack: list[tuple[pygit2.Tree, str]] = [(tree, "")]
+    while stack:
+        current, base = stack.pop()
+        for entry in current:
+            if entry.id in seen:
+                continue
+            seen.add(entry.id)
+            if entry.type_str == "tree":
+                sub = repo.get(entry.id)
+                if isinstance(sub, pygit2.Tree):
+                    stack.append((sub, f"{base}{entry.name}/"))
+            elif entry.type_str == "blob":
+                yield entry.id, f"{base}{entry.name}"
+
+
+def text_blob(
+    repo: pygit2.Repository, oid: pygit2.Oid, limit: int = MAX_TEXT_BYTES
+) -> bytes | None:
+    """The blob's content if it is text (no NUL in its first 8 KiB) and at most ``limit``
+    bytes; None for binary, oversized or missing blobs."""
+    blob = repo.get(oid)
+    if not isinstance(blob, pygit2.Blob) or blob.size > limit:
+        return None
+    data = blob.data
+    return None if b"\0" in data[:8192] else data
+
+
+def _collect(
+    repo: pygit2.Repository, commits: list[pygit2.Commit]
+) -> tuple[dict[pygit2.Oid, str], dict[pygit2.Oid, str], dict[pygit2.Oid, tuple[str, str]]]:
+    """Every distinct text blob (decoded), every message, and where each blob first
+    appeared: (introducing commit, path)."""
+    texts: dict[pygit2.Oid, str] = {}
+    messages: dict[pygit2.Oid, str] = {}
+    first: dict[pygit2.Oid, tuple[str, str]] = {}
+    seen: set[pygit2.Oid] = set()
+    for commit in commits:
+        messages[commit.id] = commit.message
+        for oid, path in new_blobs(repo, commit.tree, seen):
+            first[oid] = (str(commit.id), path)
+            data = text_blob(repo, oid)
+            if data is not None:
+                texts[oid] = data.decode("utf-8", "surrogateescape")
+    return texts, messages, first
+
+
+def purge(
+    store: Store,
+    *,
+    memory: str | None = None,
+    pattern: str | None = None,
+    secrets: bool = False,
+    apply: bool = False,
+    scope: Scope | str | None = None,
+    remote: str | None = None,
+    timeout: float = REGEX_TIMEOUT,
+) -> PurgeReport:
+    """Remove ``memory`` (its file, every version), or every match of ``pattern``, or every
+    credential the store's policy finds (``secrets=True``), from all of history.
+
+    Without ``apply`` nothing is written and the report says what would be removed. With
+    it, the local branches move to rewritten history and the report's ``steps`` say how
+    to finish on the hub and every clone. Raises :class:`PurgeRefusedError` where that
+    cannot be done safely, NotFoundError when ``memory`` was never in the store.
+    """
+    if sum([memory is not None, pattern is not None, bool(secrets)]) != 1:
+        raise InvalidInputError("give one of a memory id, a pattern or secrets=True")
+    db = store.db(scope)
+    repo = db.repo
+    target: _Target
+    if memory is not None:
+        target = _MemoryTarget(memory)
+    elif pattern is not None:
+        target = _PatternTarget(pattern, timeout)
+    else:
+        target = _SecretsTarget(secrets_mod.policy_from_config(store.config(scope).raw))
+    remote = remote or _default_remote(repo)
+    report = PurgeReport(target.label, apply, str(store.scopes[0] if scope is None else scope))
+    _refuse_unsafe(db, remote)
+    refs, annotated = _tips(repo)
+    if not refs:
+        return report
+    order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+    names = sorted(refs)
+    walker = repo.walk(refs[names[0]], order)
+    for name in names[1:]:
+        walker.push(refs[name])
+    commits = list(walker)
+    texts, messages, first = _collect(repo, commits)
+    if not isinstance(target, _MemoryTarget):
+        target.prepare(texts, messages)
+    rewriter = _Rewriter(repo, target, apply)
+    # What is removed, by the commit that introduced it.
+    if isinstance(target, _MemoryTarget):
+        versions: list[pygit2.Oid] = []
+        for commit in commits:
+            try:
+                entry = commit.tree[target.path]
+            except KeyError:
+                continue
+            if entry.id not in versions:
+                versions.append(entry.id)
+                report.removals.append(Removal(str(commit.id), target.path, "file removed"))
+        if not versions:
+            raise NotFoundError(f"{target.label[len('memory ') :]} was never in the store")
+        for oid in versions:
+            title = _title(texts.get(oid))
+            if title:
+                target.titles.append(title)
+        target.prepare(texts, messages)
+        for oid, (_, what) in target.messages.items():
+            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
+    elif isinstance(target, _ReplaceTarget):
+        for oid, (_, what) in target.blobs.items():
+            commit_id, path = first[oid]
+            report.removals.append(Removal(commit_id, path, what))
+        for oid, (_, what) in target.messages.items():
+            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
+        position = {str(c.id): n for n, c in enumerate(commits)}
+        report.removals.sort(key=lambda r: (position.get(r.commit, 0), r.path))
+    if not report.removals:
+        return report
+    # Which commits change: their tree or message does, or a parent does.
+    changed: set[pygit2.Oid] = set()
+    for commit in commits:
+        if (
+            rewriter.touches(commit.tree)
+            or target.new_message(commit.id) is not None
+            or any(p in changed for p in commit.parent_ids)
+        ):
+            changed.add(commit.id)
+    report.commits_rewritten = len(changed)
+    bad_tags = [
+        name for name in annotated if repo.references[name].peel(pygit2.Commit).id in changed
+    ]
+    if bad_tags:
+        raise PurgeRefusedError(
+            f"annotated tag {bad_tags[0]} points into the history to rewrite",
+            hint=f"delete it first (git -C {db.path} tag -d {bad_tags[0].split('/', 2)[2]}) "
+            "and tag the rewritten commit again afterwards",
+        )
+    if not apply:
+        report.refs = [(n, str(refs[n]), "") for n in names if refs[n] in changed]
+        report.steps = _steps(db, remote, report, dry_run=True)
+        return report
+    with db._writer_lock(time.monotonic() + db.lock_timeout):
+        _refuse_unsafe(db, remote)  # again, under the lock: nothing moved meanwhile
+        mapping: dict[pygit2.Oid, pygit2.Oid] = {}
+        for commit in commits:
+            if commit.id not in changed:
+                continue
+            new_message = target.new_message(commit.id)
+            message = new_message[0] if new_message is not None else commit.message
+            parents = [mapping.get(p, p) for p in commit.parent_ids]
+            # Author, committer and their times are kept: the history reads as before.
+            mapping[commit.id] = repo.create_commit(
+                None, commit.author, commit.committer, message, rewriter.tree(commit.tree), parents
+            )
+        old_tip = db.tip()
+        for name in names:
+            old = refs[name]
+            new = mapping.get(old)
+            if new is None:
+                continue
+            ref = repo.references[name]
+            if ref.target != old:
+                raise PurgeRefusedError(f"{name} moved during the purge; run it again")
+            ref.set_target(new, "gitmem purge: history rewritten")
+            report.refs.append((name, str(old), str(new)))
+        new_tip = db.tip()
+        if db.workdir is not None and old_tip is not None and new_tip is not None:
+            changes: dict[str, bytes | None] = {}
+            for delta in old_tip.tree.diff_to_tree(new_tip.tree).deltas:
+                path = delta.new_file.path or delta.old_file.path
+                try:
+                    entry = new_tip.tree[path]
+                    changes[path] = blob_data(repo, entry.id)
+                except KeyError:
+                    changes[path] = None
+            db._sync_worktree(old_tip, new_tip, changes)
+    _drop_index(db)
+    report.steps = _steps(db, remote, report, dry_run=False)
+    return report
+
+
+def _default_remote(repo: pygit2.Repository) -> str | None:
+    names = [n for n in repo.remotes.names() if n]
+    if "origin" in names:
+        return "origin"
+    return names[0] if names else None
+
+
+def _refuse_unsafe(db: GitDB, remote: str | None) -> None:
+    repo = db.repo
+    gitdir = db.gitdir
+    for name, what in (
+        ("MERGE_HEAD", "a merge"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick"),
+        ("REVERT_HEAD", "a revert"),
+        ("rebase-merge", "a rebase"),
+        ("rebase-apply", "a rebase"),
+    ):
+        if (gitdir / name).exists():
+            raise PurgeRefusedError(
+                f"{what} is in progress in {db.path}; a rewrite now would lose it",
+                hint="finish or abort it first (gitmem doctor says how)",
+            )
+    if db.workdir is not None:
+        dirty = sorted(
+            path
+            for path, flags in repo.status(untracked_files="no").items()
+            if flags not in (pygit2.enums.FileStatus.CURRENT, pygit2.enums.FileStatus.IGNORED)
+        )
+        if dirty:
+            raise PurgeRefusedError(
+                f"{dirty[0]} has uncommitted changes"
+                + (f" (and {len(dirty) - 1} more)" if len(dirty) > 1 else ""),
+                hint="commit or discard them first (git -C STORE status)",
+            )
+    if remote is not None:
+        tracking = f"refs/remotes/{remote}/{db.branch}"
+        try:
+            theirs = repo.references[tracking].target
+        except KeyError:
+            return
+        tip = db.tip()
+        if not isinstance(theirs, pygit2.Oid) or tip is None:
+            return
+        if theirs != tip.id and not repo.descendant_of(tip.id, theirs):
+            raise PurgeRefusedError(
+                f"{remote}/{db.branch} has commits this store has not merged; the force-push "
+                "would drop them",
+                hint="run gitmem sync first, then purge",
+            )
+
+
+def _drop_index(db: GitDB) -> None:
+    """Delete the derived index: rebuilt on next use, and SQLite keeps deleted rows' text in
+    free pages, so only a new file is sure to hold nothing of what was purged."""
+    from gitmem.store.index import DB_NAME
+
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            (db.state_dir / (DB_NAME + suffix)).unlink()
+
+
+def _is_local_path(url: str) -> bool:
+    return url.startswith(("/", "file://", "./", "../")) or (
+        "://" not in url and ":" not in url.split("/")[0]
+    )
+
+
+def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool) -> list[Step]:
+    here = shlex.quote(str(db.path))
+    index = shlex.quote(str(Path(".git") / "gitmem" / "index.sqlite"))
+    steps: list[Step] = []
+    branches = [(name, old) for name, old, _ in report.refs if name.startswith("refs/heads/")]
+    if dry_run:
+        steps.append(
+            Step("this store", [], "first run the same purge with --apply: it rewrites history")
+        )
+    url: str | None = None
+    if remote is not None:
+        try:
+            url = db.repo.remotes[remote].url
+        except (KeyError, ValueError):
+            url = None
+    lease_base: dict[str, str] = {}
+    if remote is not None:
+        for name, _ in branches:
+            short = name[len("refs/heads/") :]
+            tracking = f"refs/remotes/{remote}/{short}"
+            try:
+                target = db.repo.references[tracking].target
+            except KeyError:
+                continue
+            lease_base[name] = str(target)
+    if remote is not None and lease_base:
+        pushes = [
+            f"git -C {here} push --force-with-lease={name}:{old} {shlex.quote(remote)} "
+            f"{name}:{name}"
+            for name, old in lease_base.items()
+        ]
+        steps.append(
+            Step(
+                "the hub",
+                pushes,
+                "the lease refuses the push if anyone pushed since this store last fetched: "
+                "then sync, purge again and push again",
+            )
+        )
+        if url is not None and _is_local_path(url):
+            hub = shlex.quote(url[len("file://") :] if url.startswith("file://") else url)
+            steps.append(
+                Step(
+                    "the hub's own copy",
+                    [
+                        f"git -C {hub} reflog expire --expire=now --all",
+                        f"git -C {hub} gc --prune=now --quiet",
+                        f"rm -f {hub}/gitmem/index.sqlite {hub}/gitmem/index.sqlite-wal "
+                        f"{hub}/gitmem/index.sqlite-shm",
+                    ],
+                    "so the old objects are deleted, not only unreferenced",
+                )
+            )
+        else:
+            steps.append(
+                Step(
+                    "the hub's own copy",
+                    [],
+                    f"{url or remote} is hosted: the host keeps unreferenced objects, cached "
+                    "views and pull-request refs until it collects them; ask its support to "
+                    "run garbage collection (GitHub, GitLab: a support request), and rotate "
+                    "any credential anyway",
+                )
+            )
+    steps.append(
+        Step(
+            "this store",
+            [
+                f"git -C {here} reflog expire --expire=now --all",
+                f"git -C {here} gc --prune=now --quiet",
+            ],
+            "after the push (the remote-tracking branch still holds the old commits until then)",
+        )
+    )
+    if remote is not None and lease_base:
+        name, old = next(iter(lease_base.items()))
+        short = name[len("refs/heads/") :]
+        theirs = f"{remote}/{short}"
+        steps.append(
+            Step(
+                "every other clone (CLONE: its path; each teammate and agent runs this)",
+                [
+                    f"git -C CLONE log --oneline {shlex.quote(theirs)}..{short}"
+                    "  # work not pushed yet: if this prints commits, keep them (below)",
+                    f"git -C CLONE fetch {shlex.quote(remote)}",
+                    f"git -C CLONE reset --hard {shlex.quote(theirs)}"
+                    f"  # or, to keep unpushed work: git -C CLONE rebase --onto {theirs} {old} "
+                    f"{short}",
+                    "git -C CLONE reflog expire --expire=now --all",
+                    "git -C CLONE gc --prune=now --quiet",
+                    f"rm -f CLONE/{index} CLONE/{index}-wal CLONE/{index}-shm",
+                ],
+                "or delete the clone and clone the hub again; work not pushed yet was made on "
+                "the old history and may hold what was purged: check it before you keep it "
+                "(gitmem secrets --history), and purge again if it does",
+            )
+        )
+    else:
+        steps.append(
+            Step(
+                "every copy of this store",
+                [],
+                "the branch is on no remote this store knows of (none configured, or never "
+                "pushed): any copy made earlier still holds what was purged; replace each "
+                "with a fresh clone of this store",
+            )
+        )
+    return steps
+
+
+def format_steps(steps: Iterable[Step]) -> list[str]:
+    """The steps as lines to print."""
+    lines: list[str] = []
+    for n, step in enumerate(steps, 1):
+        lines.append(f"{n}. on {step.where}:")
+        lines.extend(f"     {command}" for command in step.commands)
+        if step.note:
+            lines.append(f"     ({step.note})")
+    return lines
+
+
+__all__ = [
+    "MESSAGE_PATH",
+    "REPLACEMENT",
+    "PurgeRefusedError",
+    "PurgeReport",
+    "Removal",
+    "Step",
+    "format_steps",
+    "purge",
+]

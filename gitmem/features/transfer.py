@@ -1,0 +1,825 @@
+"""Import and export: bring memory in from other tools, take it out again, check every entry.
+
+Formats:
+
+- ``mcp-jsonl``: the reference MCP knowledge-graph server's ``memory.jsonl``
+  (one JSON object a line: ``{"type":"entity","name",...,"entityType",...,
+  "observations":[...]}`` or ``{"type":"relation","from",...,"to",...,
+  "relationType",...}``), read into and written from the knowledge graph
+  (:mod:`gitmem.features.graph`);
+- ``files``: memory files as they are (``mem_<uuid>.md`` with front-matter, and
+  path-id documents), in folders per scope (``repo/``, ``user/``), copied byte
+  for byte so ids, versions, times and ``supersedes`` are kept.
+
+Every import is one commit (all or nothing) and ends with a :class:`Fidelity`
+report: what was read, what was written, what was skipped and why, and a
+content check of every entry against what the store now holds. An export
+ends with the same check against the files it wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitmem.base.errors import (
+    AlreadyExistsError,
+    GitmemError,
+    InvalidInputError,
+    InvalidMemoryError,
+)
+from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
+from gitmem.format import codec, secrets
+from gitmem.format.layout import (
+    MEMORY_ROOTS,
+    MEMORY_SUFFIX,
+    check_id,
+    id_from_path,
+    is_path_id,
+    memory_path,
+)
+from gitmem.format.model import Memory, Scope, Trigger
+from gitmem.git.db import CommitSpec, Snapshot
+from gitmem.store.core import Store
+
+__all__ = [
+    "Fidelity",
+    "JsonlEntry",
+    "export_files",
+    "export_forge",
+    "export_mcp_jsonl",
+    "format_mcp_jsonl",
+    "import_files",
+    "import_forge",
+    "import_mcp_jsonl",
+    "parse_mcp_jsonl",
+]
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called as entries are written."""
+
+
+@dataclass
+class Fidelity:
+    """What an import or export did, and whether every entry arrived intact."""
+
+    operation: str
+    source: str
+    read: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Things done differently from what the source said (a date that was missing...)."""
+    mismatches: list[str] = field(default_factory=list)
+    checked: int = 0
+    commit: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "source": self.source,
+            "read": self.read,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "checked": self.checked,
+            "mismatches": self.mismatches,
+            "ok": self.ok,
+            "commit": self.commit,
+        }
+
+    def summary(self) -> str:
+        def counts(d: Mapping[str, int]) -> str:
+            return ", ".join(f"{n} {k}" for k, n in d.items()) or "nothing"
+
+        lines = [
+            f"{self.operation} {self.source}",
+            f"  read:      {counts(self.read)}",
+            f"  written:   {counts(self.written)}",
+        ]
+        if any(self.unchanged.values()):
+            lines.append(f"  unchanged: {counts(self.unchanged)} (already there, identical)")
+        lines.extend(f"  skipped:   {reason}" for reason in self.skipped)
+        lines.extend(f"  note:      {note}" for note in self.notes)
+        verdict = "every entry matches" if self.ok else f"{len(self.mismatches)} MISMATCHES"
+        lines.append(f"  checked:   {self.checked} entries, {verdict}")
+        lines.extend(f"  mismatch:  {m}" for m in self.mismatches)
+        if self.commit:
+            lines.append(f"  commit:    {self.commit[:10]}")
+        return "\n".join(lines)
+
+
+class BadInputError(InvalidInputError):
+    """Input lines or files that cannot be imported; nothing was written."""
+
+
+# -- mcp-jsonl -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonlEntry:
+    line: int
+    item: Entity | Relation
+
+
+def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
+    """The entities and relations of a reference-server file, and its bad lines.
+
+    Lines are split on ``\\n`` (a final line without one counts, as the reference
+    writes it); blank lines are skipped as the reference does. A bad line is
+    reported as ``line N: why``.
+    """
+    entries: list[JsonlEntry] = []
+    bad: list[str] = []
+    text = text.removeprefix(codec.BOM)  # an editor's byte-order mark is not part of line 1
+    for number, raw in enumerate(text.split("\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            bad.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            continue
+        except ValueError as exc:  # e.g. a number too long to convert
+            bad.append(f"line {number}: not JSON ({exc})")
+            continue
+        if not isinstance(value, dict):
+            bad.append(f"line {number}: not a JSON object")
+            continue
+        kind = value.get("type")
+        try:
+            if kind == "entity":
+                entries.append(JsonlEntry(number, to_entity(value, "entity")))
+            elif kind == "relation":
+                entries.append(JsonlEntry(number, to_relation(value, "relation")))
+            else:
+                bad.append(f"line {number}: type is {kind!r}, not 'entity' or 'relation'")
+        except InvalidInputError as exc:
+            bad.append(f"line {number}: {exc.message}")
+    return entries, bad
+
+
+def _jsonl_line(item: Entity | Relation) -> str:
+    # JSON.stringify's output: no spaces, non-ASCII as is, the reference's key order.
+    data: dict[str, Any] = {"type": "entity" if isinstance(item, Entity) else "relation"}
+    data.update(item.to_dict())
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def format_mcp_jsonl(graph: KnowledgeGraph) -> str:
+    """The graph as the reference server saves it: entities, then relations, one per line,
+    joined by newlines with none at the end."""
+    items: list[Entity | Relation] = [*graph.entities, *graph.relations]
+    return "\n".join(_jsonl_line(item) for item in items)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror}") from None
+    return codec.decode(data, what=str(path))
+
+
+def import_mcp_jsonl(
+    store: Store,
+    path: str | Path,
+    *,
+    skip_bad: bool = False,
+    agent: str | None = None,
+    progress: Progress | None = None,
+    batch_size: int = 20_000,
+) -> Fidelity:
+    """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit
+    (or one commit per ``batch_size`` entries when there are more).
+
+    A bad line stops the import with an error naming it (nothing is written)
+    unless ``skip_bad``, which leaves bad lines out and lists them. Entities
+    already in the store keep their type; observations they lack are added.
+    """
+    path = Path(path)
+    entries, bad = parse_mcp_jsonl(_read_text(path, "file"))
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{path}: {bad[0]}{more}; nothing was imported",
+            hint="fix the line, or pass --skip-bad to import the rest",
+        )
+    report = Fidelity("import mcp-jsonl", str(path))
+    report.skipped.extend(bad)
+    entities: dict[str, Entity] = {}
+    relations: dict[tuple[str, str, str], Relation] = {}
+    for entry in entries:
+        item = entry.item
+        if isinstance(item, Entity):
+            if item.name in entities:
+                first = entities[item.name]
+                merged = tuple(dict.fromkeys([*first.observations, *item.observations]))
+                entities[item.name] = Entity(item.name, first.entity_type, merged)
+                report.skipped.append(
+                    f"line {entry.line}: entity {item.name!r} appears again; "
+                    "its observations were merged into the first"
+                )
+            else:
+                entities[item.name] = item
+        elif item.key in relations:
+            report.skipped.append(f"line {entry.line}: the same relation again")
+        else:
+            relations[item.key] = item
+    report.read = {
+        "entities": sum(isinstance(e.item, Entity) for e in entries),
+        "relations": sum(isinstance(e.item, Relation) for e in entries),
+    }
+    graph = Graph(store, agent=agent)
+    before = graph.read_graph()
+    existing = {e.name: e for e in before.entities}
+    existing_relations = {r.key for r in before.relations}
+    new_entities = [e for e in entities.values() if e.name not in existing]
+    additions = [
+        {"entityName": e.name, "contents": list(e.observations)}
+        for e in entities.values()
+        if e.name in existing
+    ]
+    wanted = list(relations.values())
+    total = len(new_entities) + len(additions) + len(wanted)
+    for name in entities:
+        if name in existing and existing[name].entity_type != entities[name].entity_type:
+            report.skipped.append(
+                f"entity {name!r}: already in the store as type "
+                f"{existing[name].entity_type!r}; kept that type"
+            )
+    created: list[Entity] = []
+    added: list[dict[str, Any]] = []
+    made: list[Relation] = []
+    work: list[tuple[str, list[Any]]] = [
+        *(
+            ("create", new_entities[i : i + batch_size])
+            for i in range(0, len(new_entities), batch_size)
+        ),
+        *(("observe", additions[i : i + batch_size]) for i in range(0, len(additions), batch_size)),
+        *(("relate", wanted[i : i + batch_size]) for i in range(0, len(wanted), batch_size)),
+    ]
+    # One commit, unless the input is large: the store checks each new path against every
+    # change staged in the transaction, so one huge transaction costs quadratic time.
+    groups = [work] if total <= batch_size else [[step] for step in work]
+    done = 0
+    for number, group in enumerate(groups, 1):
+        part = f" ({number}/{len(groups)})" if len(groups) > 1 else ""
+        with graph.batch(f"import mcp-jsonl: {path.name}{part}"):
+            for kind, items in group:
+                if kind == "create":
+                    created.extend(graph.create_entities(items))
+                elif kind == "observe":
+                    added.extend(graph.add_observations(items))
+                else:
+                    made.extend(graph.create_relations(items))
+                done += len(items)
+                if progress:
+                    progress(done, total)
+    if len(groups) > 1:
+        report.notes.append(
+            f"{total} entries imported in {len(groups)} commits of at most {batch_size}"
+        )
+    report.written = {
+        "entities": len(created),
+        "observations added to existing entities": sum(len(a["addedObservations"]) for a in added),
+        "relations": len(made),
+    }
+    report.unchanged = {
+        "entities": len(additions),
+        "relations": sum(1 for k in relations if k in existing_relations),
+    }
+    report.commit = _tip(store)
+    after = graph.read_graph()
+    stored = {e.name: e for e in after.entities}
+    stored_relations = {r.key for r in after.relations}
+    for entity in entities.values():
+        report.checked += 1
+        got = stored.get(entity.name)
+        if got is None:
+            report.mismatches.append(f"entity {entity.name!r} is not in the store")
+            continue
+        if entity.name not in existing:
+            if got != entity:
+                report.mismatches.append(f"entity {entity.name!r} differs: {got.to_dict()}")
+        elif not set(entity.observations) <= set(got.observations):
+            report.mismatches.append(f"entity {entity.name!r} lacks some observations")
+    for key in relations:
+        report.checked += 1
+        if key not in stored_relations:
+            report.mismatches.append(f"relation {key} is not in the store")
+    return report
+
+
+def export_mcp_jsonl(store: Store, dest: str | Path) -> tuple[str, Fidelity]:
+    """Write the knowledge graph as a reference-server ``memory.jsonl`` at ``dest`` (``-``:
+    return the text only). Returns the text and the check of every line against the graph."""
+    graph = Graph(store).read_graph()
+    text = format_mcp_jsonl(graph)
+    report = Fidelity("export mcp-jsonl", str(dest))
+    report.read = {"entities": len(graph.entities), "relations": len(graph.relations)}
+    if str(dest) != "-":
+        target = Path(dest)
+        if target.is_dir():
+            raise InvalidInputError(f"{target} is a directory; give a file name (memory.jsonl)")
+        target.write_text(text, encoding="utf-8")
+        text_back = _read_text(target, "file")
+    else:
+        text_back = text
+    entries, bad = parse_mcp_jsonl(text_back)
+    report.mismatches.extend(bad)
+    items = [e.item for e in entries]
+    report.written = {
+        "entities": sum(isinstance(i, Entity) for i in items),
+        "relations": sum(isinstance(i, Relation) for i in items),
+    }
+    expected: list[Entity | Relation] = [*graph.entities, *graph.relations]
+    report.checked = len(expected)
+    if items != expected:
+        missing = [i for i in expected if i not in items]
+        report.mismatches.extend(f"not written exactly: {i.to_dict()}" for i in missing)
+        if not missing:
+            report.mismatches.append("the written lines are not in the graph's order")
+    return text, report
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SourceFile:
+    source: Path
+    scope: Scope | None
+    id: str
+    path: str
+    data: bytes
+
+
+def _scope_of(relative: Path, metadata: Mapping[str, Any]) -> Scope | None:
+    first = relative.parts[0] if len(relative.parts) > 1 else None
+    for candidate in (first, metadata.get("scope")):
+        if candidate in {"repo", "user"}:
+            return Scope(candidate)
+    return None
+
+
+# The most an imported file may hold: the largest body a store takes by default, its
+# front-matter bound and some slack; a bigger file is refused before it is read whole.
+MAX_IMPORT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _walk(root: Path, report: Fidelity) -> Iterator[Path]:
+    """The regular ``*.md`` files under ``root``; symbolic links are never followed.
+
+    A folder someone else prepared may hold links to ``~/.ssh`` or ``/etc``. Links are
+    skipped, whether they point into the folder or out of it: one that points inside
+    names a file or folder that is imported at its own path anyway, and one that
+    points out reaches files the user did not name. FIFOs, sockets and devices are
+    skipped too (opening a FIFO would block the import forever). Each one is listed in
+    the report's ``skipped``.
+    """
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        keep = []
+        for name in sorted(dirs):
+            if name.startswith("."):
+                continue
+            if (here / name).is_symlink():
+                report.skipped.append(_link_note(root, here / name))
+            else:
+                keep.append(name)
+        dirs[:] = keep
+        for name in sorted(files):
+            if not name.endswith(MEMORY_SUFFIX) or name.startswith("."):
+                continue
+            path = here / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue  # gone since the listing
+            if stat.S_ISLNK(mode):
+                report.skipped.append(_link_note(root, path))
+            elif not stat.S_ISREG(mode):
+                report.skipped.append(
+                    f"{path.relative_to(root)}: not a regular file (a FIFO, socket or device)"
+                )
+            else:
+                yield path
+
+
+def _link_note(root: Path, link: Path) -> str:
+    relative = link.relative_to(root)
+    try:
+        target = link.resolve(strict=False)
+        inside = target.is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a loop
+        return f"{relative}: a symbolic link that loops; links are not followed"
+    if inside:
+        return f"{relative}: a symbolic link; links are not followed (its target is imported " \
+            "at its own path)"
+    return f"{relative}: a symbolic link out of the folder; links are not followed"
+
+
+def _read_source(path: Path) -> bytes:
+    """A walked file's bytes, opened without following a link that replaced it since."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInputError(f"{path.name} became a symbolic link; not followed") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidInputError(f"{path.name} is not a regular file")
+        if info.st_size > MAX_IMPORT_FILE_BYTES:
+            raise InvalidInputError(
+                f"{path.name} is {info.st_size} bytes, over the import bound of "
+                f"{MAX_IMPORT_FILE_BYTES}"
+            )
+        data = handle.read(MAX_IMPORT_FILE_BYTES + 1)
+    if len(data) > MAX_IMPORT_FILE_BYTES:
+        raise InvalidInputError(f"{path.name} grew past the import bound while it was read")
+    return data
+
+
+def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
+    """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why.
+
+    The file is read as the store reads it (``hooks.decode_memory``, at the place its id
+    names), then held to what the store refuses on a write: the body bound and credentials.
+    """
+    from gitmem.entry.hooks import decode_memory
+
+    text = codec.decode(data, what=shown)
+    parsed = codec.parse(text)
+    if not getattr(store, "allow_secrets", False):
+        # Before the id and schema checks, which quote what they refuse; every field as a
+        # value, so YAML quoting and escapes hide nothing (gitmem.format.secrets.refuse_memory).
+        policy = secrets.policy_from_config(store.config().raw)
+        secrets.refuse_memory(
+            memory_id=None, metadata=parsed.metadata, body="", policy=policy
+        )
+        secrets.refuse(text, shown, policy)
+    memory_id = parsed.metadata.get("id")
+    if not isinstance(memory_id, str):
+        raise InvalidMemoryError(f"{shown} has no id in its front-matter")
+    path = memory_path(memory_id)
+    try:
+        memory = decode_memory(data, path)
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(f"{shown}: {exc}") from None
+    limit = store.config().max_body_bytes
+    if len(memory.body.encode("utf-8")) > limit:
+        raise InvalidMemoryError(f"{shown}: body over the store's limit of {limit} bytes")
+    return memory_id, path, memory.to_metadata()
+
+
+def import_files(
+    store: Store,
+    directory: str | Path,
+    *,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+) -> Fidelity:
+    """Import memory files from ``directory`` byte for byte, one commit per scope.
+
+    Files are found recursively (``*.md``, hidden names skipped). A file's scope
+    is its top folder when that is ``repo`` or ``user``, else its ``scope``
+    field, else the store's default. Its place is the one its id names
+    (``memories/<shard>/<id>.md`` or the path id), whatever its name in the
+    folder, so ``supersedes`` links keep pointing at the right files. An id
+    already in the store with the same bytes is left alone; with other bytes,
+    or a file that is not a valid memory, the import stops (nothing is
+    written) unless ``skip_bad``.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory")
+    report = Fidelity("import files", str(root))
+    bad: list[str] = []
+    files: list[_SourceFile] = []
+    seen: dict[tuple[Scope | None, str], Path] = {}
+    for source in _walk(root, report):
+        relative = source.relative_to(root)
+        try:
+            data = _read_source(source)
+            memory_id, path, metadata = _check_file(store, data, str(relative))
+        except (GitmemError, OSError) as exc:
+            bad.append(f"{relative}: {exc}")
+            continue
+        scope = _scope_of(relative, metadata)
+        if scope is not None and scope not in store.scopes:
+            report.notes.append(
+                f"{relative}: no {scope} store is open, so it went to the "
+                f"{store.default_scope} store"
+            )
+            scope = None
+        key = (scope, memory_id)
+        if key in seen:
+            bad.append(f"{relative}: id {memory_id} is also in {seen[key].relative_to(root)}")
+            continue
+        seen[key] = source
+        files.append(_SourceFile(source, scope, memory_id, path, data))
+    report.read = {"files": len(files) + len(bad)}
+    files = _drop_conflicts(store, files, root, bad)
+    _stop_or_skip(bad, skip_bad, report)
+    _write_files(store, files, report, f"import: {{}} from {root.name}", progress)
+    return report
+
+
+def _drop_conflicts(
+    store: Store, files: list[_SourceFile], root: Path, bad: list[str]
+) -> list[_SourceFile]:
+    """The files whose place is free or holds the same bytes; the others are reported."""
+    snapshots: dict[Scope, Snapshot] = {}
+    kept: list[_SourceFile] = []
+    for f in files:
+        scope = f.scope or store.default_scope
+        snap = snapshots.setdefault(scope, store.db(scope).snapshot())
+        current = snap.read(f.path)
+        if current is not None and current != f.data:
+            bad.append(
+                f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
+                "with other content"
+            )
+        else:
+            kept.append(f)
+    return kept
+
+
+def _stop_or_skip(bad: list[str], skip_bad: bool, report: Fidelity) -> None:
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{bad[0]}{more}; nothing was imported",
+            hint="fix or remove those files, or pass --skip-bad to import the rest",
+        )
+    report.skipped.extend(bad)
+
+
+def _write_files(
+    store: Store,
+    files: list[_SourceFile],
+    report: Fidelity,
+    subject: str,
+    progress: Progress | None,
+) -> None:
+    """Put each file's bytes at its place, one commit per scope, and check every one.
+
+    Files already there with the same bytes are left alone (counted unchanged);
+    a place someone else filled meanwhile fails the whole import.
+    """
+    by_scope: dict[Scope, list[_SourceFile]] = {}
+    for f in files:
+        by_scope.setdefault(f.scope or store.default_scope, []).append(f)
+    total = len(files)
+    done = 0
+    written = unchanged = 0
+    commits: list[str] = []
+    for scope, group in by_scope.items():
+        start = done
+
+        def plan(
+            snap: Snapshot, group: list[_SourceFile] = group, start: int = start
+        ) -> tuple[CommitSpec, int]:
+            nonlocal done
+            done = start
+            ids: list[str] = []
+            for f in group:
+                if snap.read(f.path) == f.data:
+                    continue
+                if snap.exists(f.path):
+                    raise AlreadyExistsError(f"{f.id} was written by someone else meanwhile")
+                snap.put(f.path, f.data)
+                ids.append(f.id)
+                done += 1
+                if progress:
+                    progress(done, total)
+            count = f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'}"
+            spec = CommitSpec(
+                subject=subject.format(count),
+                trailers=[("Gitmem-Op", "create"), *(("Gitmem-Id", i) for i in ids)],
+            )
+            return spec, len(ids)
+
+        count, oid = store.db(scope).write(plan)
+        written += count
+        unchanged += len(group) - count
+        if oid is not None:
+            commits.append(str(oid))
+    report.written = {"files": written}
+    report.unchanged = {"files": unchanged}
+    report.commit = commits[-1] if commits else None
+    for f in files:
+        report.checked += 1
+        got = store.db(f.scope or store.default_scope).snapshot().read(f.path)
+        if got != f.data:
+            report.mismatches.append(f"{f.id}: the stored file differs from {f.source}")
+        elif store.get(f.id, scope=f.scope or store.default_scope) is None:
+            report.mismatches.append(f"{f.id}: stored but not readable as a memory")
+    if progress:
+        progress(total, total)
+
+
+def export_files(store: Store, dest: str | Path) -> Fidelity:
+    """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``,
+    byte for byte, and check each copy."""
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    report = Fidelity("export files", str(target))
+    count = 0
+    for scope in store.scopes:
+        snap = store.db(scope).snapshot()
+        for root in MEMORY_ROOTS:
+            for path in snap.iter_files(root):
+                if id_from_path(path) is None:
+                    continue
+                data = snap.read(path)
+                if data is None:
+                    continue
+                relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
+                out = target / str(scope) / relative
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(data)
+                count += 1
+                report.checked += 1
+                if out.read_bytes() != data:
+                    report.mismatches.append(f"{out}: differs from {path}")
+    report.read = {"files": count}
+    report.written = {"files": count}
+    return report
+
+
+# -- forge ---------------------------------------------------------------------------------------
+
+FORGE_ROOTS = ("projects", "skills", "commands", "agents")
+"""The layer folders of a Forge memory folder (and of the store)."""
+
+
+def _forge_title(body: str, memory_id: str) -> str:
+    for line in body.split("\n"):
+        if line.startswith("# ") and line[2:].strip():
+            return " ".join(line[2:].split())[:200]
+    return memory_id.rsplit("/", 1)[-1].replace("_", " ")
+
+
+@dataclass(frozen=True)
+class _ForgeDoc:
+    data: bytes
+    body: str
+    date: dt.date | None
+    """From the ``Last Updated`` line; None when the file has none (then it is dated now)."""
+
+
+def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
+    """A Forge document as a memory file dated by its ``Last Updated`` line."""
+    from gitmem.features.layered import (
+        placement,  # the layer names, as the layered store writes them
+    )
+
+    date = codec.legacy_last_updated(text)
+    if date is not None:
+        body = text.split("\n", 1)[1] if "\n" in text else ""
+        when = dt.datetime.combine(date, dt.time(0), tzinfo=dt.UTC)
+    else:
+        body = text.removeprefix(codec.BOM)
+        when = store.clock.now()
+    extra: dict[str, Any] = {}
+    where = placement(memory_id)
+    if where is not None:
+        extra = {"layer": str(where["layer"]), "file_type": where["file_type"]}
+        for key in ("project", "skill"):
+            if where.get(key):
+                extra[key] = where[key]
+    memory = Memory(
+        id=memory_id,
+        body=body,
+        created_at=when,
+        updated_at=when,
+        version=1,
+        title=_forge_title(body, memory_id),
+        scope=store.default_scope,
+        trigger=Trigger.IMPORT,
+        extra=extra,
+    )
+    data = codec.serialize(codec.Document(memory.to_metadata(), body)).encode("utf-8")
+    return _ForgeDoc(data, body, date)
+
+
+def import_forge(
+    store: Store,
+    directory: str | Path,
+    *,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+) -> Fidelity:
+    """Import a Forge plugin memory folder (``projects/``, ``skills/``, ``commands/``,
+    ``agents/``) as layered documents dated by their ``<!-- Last Updated -->`` lines.
+
+    Each ``<layer path>/<file>.md`` becomes the document with that path id; its
+    body is the file after the date line, byte for byte. Files that already
+    have gitmem front-matter are imported as they are. One commit; a file that
+    cannot be imported (a name that is no safe path id, a conflicting document)
+    stops it unless ``skip_bad``.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory")
+    report = Fidelity("import forge", str(root))
+    bad: list[str] = []
+    files: list[_SourceFile] = []
+    bodies: dict[str, tuple[str, dt.date | None]] = {}
+    for source in _walk(root, report):
+        relative = source.relative_to(root)
+        if relative.parts[0] not in FORGE_ROOTS:
+            report.skipped.append(f"{relative}: not under {', '.join(FORGE_ROOTS)}")
+            continue
+        memory_id = relative.as_posix()[: -len(MEMORY_SUFFIX)]
+        try:
+            check_id(memory_id)
+            text = codec.decode(_read_source(source), what=str(relative))
+            if codec.parse(text).has_front_matter:
+                data = text.encode("utf-8")
+            else:
+                doc = _forge_file(store, memory_id, text)
+                data = doc.data
+                bodies[memory_id] = (doc.body, doc.date)
+                if doc.date is None:
+                    report.notes.append(
+                        f"{relative}: no <!-- Last Updated --> line, so it is dated now"
+                    )
+            checked_id, path, _ = _check_file(store, data, str(relative))
+            if checked_id != memory_id:
+                raise InvalidMemoryError(f"{relative} carries id {checked_id!r}")
+        except (GitmemError, OSError) as exc:
+            bad.append(f"{relative}: {exc}")
+            continue
+        files.append(_SourceFile(source, None, memory_id, path, data))
+    report.read = {"files": len(files) + len(bad)}
+    files = _drop_conflicts(store, files, root, bad)
+    _stop_or_skip(bad, skip_bad, report)
+    _write_files(store, files, report, f"import: {{}} from Forge folder {root.name}", progress)
+    for f in files:
+        if f.id not in bodies:
+            continue
+        body, date = bodies[f.id]
+        got = store.get(f.id)
+        if got is None or got.body != body:
+            report.mismatches.append(f"{f.id}: the stored body differs from {f.source}")
+        elif date is not None and got.updated_at.date() != date:
+            report.mismatches.append(f"{f.id}: dated {got.updated_at.date()}, not {date}")
+    return report
+
+
+def forge_text(memory: Memory) -> str:
+    """A layered document as the Forge plugin keeps it: the date line, then the body."""
+    return f"<!-- Last Updated: {memory.updated_at.date().isoformat()} -->\n{memory.body}"
+
+
+def export_forge(store: Store, dest: str | Path) -> Fidelity:
+    """Write every layered document to ``dest/<its path>.md`` in the Forge plugin's format
+    (``<!-- Last Updated: YYYY-MM-DD -->`` then the body), and check each file."""
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    report = Fidelity("export forge", str(target))
+    count = 0
+    for folder in FORGE_ROOTS:
+        for memory_id in store.documents(folder, recursive=True):
+            memory = store.get(memory_id)
+            if memory is None:
+                continue
+            out = target / f"{memory_id}{MEMORY_SUFFIX}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(forge_text(memory).encode("utf-8"))
+            count += 1
+            report.checked += 1
+            text = codec.decode(out.read_bytes(), what=str(out))
+            if codec.legacy_last_updated(text) != memory.updated_at.date() or (
+                text.split("\n", 1)[1] != memory.body
+            ):
+                report.mismatches.append(f"{out}: does not read back as {memory_id}")
+    report.read = {"documents": count}
+    report.written = {"files": count}
+    return report
+
+
+def _tip(store: Store) -> str | None:
+    commit = store.db().tip()
+    return str(commit.id) if commit is not None else None

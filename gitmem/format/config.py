@@ -1,0 +1,61 @@
+"""The committed store configuration (``gitmem.yaml`` at the store root).
+
+It is versioned with the memories, so a policy change is a reviewable commit.
+Unknown keys are kept: later features (lifecycle policy, hooks) add sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.errors import InvalidMemoryError
+from gitmem.format.codec import load_yaml
+from gitmem.format.model import Scope
+
+FORMAT = 1
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    scope: Scope = Scope.REPO
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_text(cls, text: str) -> StoreConfig:
+        data, _ = load_yaml(text)
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise InvalidMemoryError("gitmem.yaml must be a mapping")
+        limits = data.get("limits") or {}
+        if not isinstance(limits, dict):
+            raise InvalidMemoryError("gitmem.yaml 'limits' must be a mapping")
+        try:
+            scope = Scope(data.get("scope", "repo"))
+        except ValueError:
+            raise InvalidMemoryError(
+                f"gitmem.yaml scope {data.get('scope')!r} is not repo or user"
+            ) from None
+        max_body = limits.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+        if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body <= 0:
+            raise InvalidMemoryError("gitmem.yaml limits.max_body_bytes must be a positive integer")
+        return cls(scope=scope, max_body_bytes=max_body, raw=data)
+
+
+def initial_text(scope: Scope) -> str:
+    return (
+        "# gitmem store configuration: versioned and reviewable like the memories.\n"
+        f"format: {FORMAT}\n"
+        f"scope: {scope}\n"
+        "limits:\n"
+        f"  max_body_bytes: {DEFAULT_MAX_BODY_BYTES}\n"
+    )
+
+
+ATTRIBUTES_TEXT = (
+    "# memory-aware merges for plain git merge / pull / rebase (gitmem merge-driver)\n"
+    "*.md merge=gitmem\n"
+)

@@ -1,0 +1,251 @@
+"""Memory and the small enums around it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.clock import parse_timestamp
+from gitmem.base.errors import GitmemError, InvalidMemoryError
+from gitmem.format.codec import Document
+from gitmem.format.schema import to_json_value
+
+
+class Scope(enum.StrEnum):
+    REPO = "repo"
+    USER = "user"
+
+
+class Relationship(enum.StrEnum):
+    SUPERSEDES = "supersedes"
+    REFINES = "refines"
+    CONTRADICTS = "contradicts"
+    RELATES_TO = "relates-to"
+
+
+class Trigger(enum.StrEnum):
+    CADENCE = "cadence"
+    COMPACTION = "compaction"
+    MANUAL = "manual"
+    HOOK = "hook"
+    IMPORT = "import"
+
+
+class Status(enum.StrEnum):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+class Op(enum.StrEnum):
+    """The operation recorded in a commit's ``Gitmem-Op`` trailer."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    APPEND = "append"
+    SUPERSEDE = "supersede"
+    DELETE = "delete"
+    RESTORE = "restore"
+    TRANSACTION = "transaction"
+    INIT = "init"
+
+
+BUILTIN_CATEGORIES: tuple[str, ...] = (
+    "coding-preferences",
+    "project-conventions",
+    "architectural-decisions",
+    "user-facts",
+    "corrections",
+    "patterns",
+)
+
+# Front-matter keys gitmem knows, in the order a new file is written.
+KNOWN_KEYS: tuple[str, ...] = (
+    "id",
+    "title",
+    "scope",
+    "category",
+    "tags",
+    "created_at",
+    "updated_at",
+    "version",
+    "supersedes",
+    "related",
+    "agent",
+    "session_id",
+    "trigger",
+    "status",
+)
+
+# Fields a caller may set through create/update/supersede (the rest the store manages).
+EDITABLE_FIELDS: frozenset[str] = frozenset(
+    {"title", "category", "tags", "related", "agent", "session_id", "trigger", "status"}
+)
+
+
+@dataclass(frozen=True)
+class Related:
+    id: str
+    relationship: Relationship
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "relationship": str(self.relationship)}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory: front-matter fields, body, and where it was read from.
+
+    Instances are immutable; the store hands back a new one after each write.
+    ``extra`` holds front-matter keys gitmem does not know, kept verbatim.
+    """
+
+    id: str
+    body: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    version: int
+    title: str | None = None
+    scope: Scope | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    supersedes: str | None = None
+    related: tuple[Related, ...] = ()
+    agent: str | None = None
+    session_id: str | None = None
+    trigger: Trigger | None = None
+    status: Status = Status.ACTIVE
+    extra: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+    store_scope: Scope | None = field(default=None, compare=False)
+    """Which store of a multi-scope Store this memory came from."""
+    document: Document | None = field(default=None, repr=False, compare=False)
+    """The parsed file this memory came from, kept for lossless re-serialization."""
+
+    @property
+    def archived(self) -> bool:
+        return self.status is Status.ARCHIVED
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The front-matter mapping, keeping the original file's key order and unknown keys."""
+        known: dict[str, Any] = {
+            "id": self.id,
+            "title": self.title,
+            "scope": str(self.scope) if self.scope else None,
+            "category": self.category,
+            "tags": list(self.tags) if self.tags else None,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "version": self.version,
+            "supersedes": self.supersedes,
+            "related": [r.to_dict() for r in self.related] if self.related else None,
+            "agent": self.agent,
+            "session_id": self.session_id,
+            "trigger": str(self.trigger) if self.trigger else None,
+            "status": None if self.status is Status.ACTIVE else str(self.status),
+        }
+        original = self.document.metadata if self.document is not None else {}
+        before = _fields_of(self.document)
+        out: dict[str, Any] = {}
+        for key in original:
+            if key in known:
+                if before is not None and key in before and before[key] == _field(self, key):
+                    # Unchanged in meaning: keep the file's own value verbatim (timestamp
+                    # spelling, `status: active`, `tags: []`, unknown keys inside `related`).
+                    out[key] = original[key]
+                elif key == "related" and self.related:
+                    out[key] = _related_entries(self.related, original[key])
+                elif known[key] is not None:
+                    out[key] = known[key]
+            elif key in self.extra:
+                out[key] = self.extra[key]
+        for key in KNOWN_KEYS:
+            if key not in out and known[key] is not None:
+                out[key] = known[key]
+        for key, value in self.extra.items():
+            if key not in out:
+                out[key] = value
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the memory (timestamps as RFC 3339 strings)."""
+        meta = {k: to_json_value(v) for k, v in self.to_metadata().items()}
+        meta["body"] = self.body
+        meta["path"] = self.path
+        if self.store_scope is not None:
+            meta["store_scope"] = str(self.store_scope)
+        return meta
+
+
+def _field(memory: Memory, key: str) -> Any:
+    return getattr(memory, key)
+
+
+def _fields_of(document: Document | None) -> dict[str, Any] | None:
+    """The known fields as a Memory read from ``document`` holds them, or None if it cannot."""
+    if document is None:
+        return None
+    try:
+        before = memory_from_document(document)
+    except (GitmemError, ValueError, TypeError, KeyError):
+        return None
+    return {key: _field(before, key) for key in KNOWN_KEYS}
+
+
+def _related_entries(related: tuple[Related, ...], original: Any) -> list[dict[str, Any]]:
+    """``related`` as front-matter, reusing the file's own entry (unknown keys and all) for
+    every relation that is still there."""
+    kept: dict[tuple[str, str], Any] = {}
+    for entry in original if isinstance(original, list) else ():
+        if isinstance(entry, dict):
+            kept.setdefault((str(entry.get("id")), str(entry.get("relationship"))), entry)
+    return [kept.get((r.id, str(r.relationship)), r.to_dict()) for r in related]
+
+
+def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:
+    value = meta.get(key)
+    if value is None:
+        raise InvalidMemoryError(f"front-matter is missing {key!r}")
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        raise InvalidMemoryError(
+            f"front-matter {key!r} is not an RFC 3339 timestamp: {value!r}"
+        ) from None
+
+
+def memory_from_document(doc: Document, *, path: str | None = None) -> Memory:
+    """Build a Memory from a parsed document whose metadata already passed the schema."""
+    meta = doc.metadata
+    if "id" not in meta:
+        raise InvalidMemoryError("front-matter is missing 'id'")
+    related = tuple(
+        Related(str(r["id"]), Relationship(r["relationship"])) for r in meta.get("related") or ()
+    )
+    tags = tuple(str(t) for t in meta.get("tags") or ())
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    return Memory(
+        id=str(meta["id"]),
+        body=doc.body,
+        created_at=_timestamp(meta, "created_at"),
+        updated_at=_timestamp(meta, "updated_at"),
+        version=int(meta["version"]),
+        title=_opt_str(meta.get("title")),
+        scope=Scope(meta["scope"]) if meta.get("scope") else None,
+        category=_opt_str(meta.get("category")),
+        tags=tags,
+        supersedes=_opt_str(meta.get("supersedes")),
+        related=related,
+        agent=_opt_str(meta.get("agent")),
+        session_id=_opt_str(meta.get("session_id")),
+        trigger=Trigger(meta["trigger"]) if meta.get("trigger") else None,
+        status=Status(meta["status"]) if meta.get("status") else Status.ACTIVE,
+        extra=extra,
+        path=path,
+        document=doc,
+    )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)

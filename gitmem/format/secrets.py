@@ -1,0 +1,839 @@
+"""Credential detection: memory content and staged files are scanned before they are stored.
+
+A memory is plain text in a git repository that is pushed, cloned and read by
+agents; a credential written into one leaks to everyone who can read the store,
+and stays in history after it is deleted. So the store refuses content that
+looks like a credential unless the caller explicitly allows it, and the
+pre-commit hook refuses staged memory files that hold one.
+
+:func:`scan_text` is the one entry point: it returns one :class:`SecretFinding`
+per credential found (its kind, its 1-based line and a masked excerpt that never
+contains the secret itself). The built-in :data:`DEFAULT_PATTERNS` cover cloud
+access keys (AWS key ids and secret keys, GCP service-account keys, Google API
+keys), git host tokens (GitHub, GitLab), Slack tokens and webhooks, AI provider
+and Stripe keys, JWTs, private-key PEM blocks, credentials in URLs, and
+high-entropy ``key=value`` / ``key: value`` assignments whose name says secret
+(password, token, api_key, ...).
+
+A store extends or narrows them in its committed ``gitmem.yaml``
+(:func:`policy_from_config`)::
+
+    secrets:
+      patterns:                 # extra kinds: a name and a regular expression
+        - kind: acme-token
+          regex: 'acme_[A-Za-z0-9]{32}'
+          group: 0              # optional: which group is the secret (default: the whole match)
+          keep: 5               # optional: leading characters shown unmasked (a public prefix)
+          min_entropy: 3.0      # optional: skip matches less random than this (bits per char)
+      allow:                    # regular expressions: a finding whose secret matches one is dropped
+        - 'AKIA[A-Z0-9]{12}EXAMPLE'
+      disable: [jwt]            # built-in kinds not to look for
+
+A line that contains ``gitmem:allow-secret`` is never reported (for documented
+example keys that must stay in a memory).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gitmem.base.errors import InvalidInputError, InvalidMemoryError, StoreError
+from gitmem.format import codec
+from gitmem.format.codec import load_yaml
+from gitmem.format.layout import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from gitmem.format.saferegex import SafePattern
+
+ALLOW_MARKER = "gitmem:allow-secret"
+"""A line containing this is never reported."""
+
+EXCERPT_WIDTH = 80
+"""Characters of context an excerpt shows around a masked secret, at most."""
+
+
+@dataclass(frozen=True)
+class SecretPattern:
+    """One kind of credential: a regular expression and how to judge and mask its matches."""
+
+    kind: str
+    regex: re.Pattern[str] | SafePattern
+    """Built-in patterns are ``re`` (bounded by construction); a committed gitmem.yaml's own
+    patterns are a teammate's input, so they run under saferegex's time bound."""
+    description: str = ""
+    group: int | str = 0
+    """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
+    keep: int = 0
+    """Leading characters of the secret shown unmasked: a fixed public prefix such as ``ghp_``."""
+    min_entropy: float | None = None
+    """Shannon entropy (bits per character) the secret must reach: tells keys from prose."""
+    needs_digit_and_letter: bool = False
+    """Only report secrets with both letters and digits (generated keys; not words)."""
+    name_group: int | None = None
+    """The regex group holding the assigned name, if any: names of things that are not secrets
+    (``private_key_id``, ``token_url``) are not reported."""
+    hints: tuple[str, ...] = ()
+    """Lowercase substrings one of which every match contains: a text holding none of them is
+    skipped without running the regex (a plain ``in`` is many times faster). Empty: always run."""
+
+
+@dataclass(frozen=True)
+class SecretFinding:
+    """A credential found in a text. ``excerpt`` is the line with the secret masked."""
+
+    kind: str
+    line: int
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.kind}: {self.excerpt}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "line": self.line, "excerpt": self.excerpt}
+
+
+@dataclass(frozen=True)
+class SecretPolicy:
+    """The patterns to look for and the allow-list, as a store's ``gitmem.yaml`` sets them."""
+
+    patterns: tuple[SecretPattern, ...]
+    allow: tuple[re.Pattern[str] | SafePattern, ...] = ()
+
+    def scan(self, text: str) -> list[SecretFinding]:
+        return scan_text(text, self.patterns, allow=self.allow)
+
+
+class SecretsFoundError(InvalidInputError):
+    """Content holds what looks like a credential, and the caller did not allow it."""
+
+    default_hint = (
+        "remove the credential (write where it is kept instead); if it is not a real one, "
+        f"put {ALLOW_MARKER} on its line or list it under secrets.allow in gitmem.yaml "
+        "(command line: gitmem --allow-secrets ...; API: Store.secrets_allowed())"
+    )
+
+    def __init__(self, what: str, findings: Sequence[SecretFinding]) -> None:
+        self.findings = list(findings)
+        first = self.findings[0]
+        more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        # Only the kind and line: never the secret, not even masked, in an error message
+        # that may end up in logs.
+        super().__init__(
+            f"{what} looks like it holds a secret: {first.kind} on line {first.line}{more}"
+        )
+
+
+# -- the built-in patterns --------------------------------------------------------------
+
+_SECRET_NAMES = (
+    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|auth[_-]?token|credentials?|bearer|session[_-]?key"
+    r"|signing[_-]?key|encryption[_-]?key"
+)
+
+
+def _pattern(
+    kind: str,
+    regex: str,
+    description: str,
+    *,
+    group: int | str = 0,
+    keep: int = 0,
+    min_entropy: float | None = None,
+    needs_digit_and_letter: bool = False,
+    name_group: int | None = None,
+    hints: tuple[str, ...] = (),
+    flags: int = 0,
+) -> SecretPattern:
+    return SecretPattern(
+        kind,
+        re.compile(regex, flags),
+        description,
+        group=group,
+        keep=keep,
+        min_entropy=min_entropy,
+        needs_digit_and_letter=needs_digit_and_letter,
+        name_group=name_group,
+        hints=hints,
+    )
+
+
+_NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credential", "bearer")
+
+# Order matters: where two patterns cover the same characters, the earlier one is reported
+# (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
+DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
+    _pattern(
+        "gcp-service-account-key",
+        r'"private_key"\s*:\s*"(-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*)',
+        "the private key of a Google Cloud service-account JSON key file",
+        group=1,
+        keep=11,
+        hints=("private_key",),
+    ),
+    _pattern(
+        "private-key",
+        r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2) )?PRIVATE KEY( BLOCK)?-----",
+        "a PEM/OpenSSH/PGP private-key block (reported at its BEGIN line)",
+        keep=64,
+        hints=("private key",),
+    ),
+    _pattern(
+        "aws-access-key-id",
+        r"(?<![A-Z0-9])((?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16})(?![A-Z0-9])",
+        "an AWS access key id (long-term AKIA..., temporary ASIA...)",
+        group=1,
+        keep=4,
+        hints=("akia", "asia", "abia", "acca", "aida", "aroa", "anpa"),
+    ),
+    _pattern(
+        "aws-secret-access-key",
+        r"(?i)(?:aws)?_?secret_?(?:access)?_?key[\"']?\s*[:=]\s*[\"']?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        "an AWS secret access key assigned to a name such as aws_secret_access_key",
+        group=1,
+        min_entropy=3.5,
+        hints=("secret",),
+    ),
+    _pattern(
+        "google-api-key",
+        r"(?<![A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
+        "a Google API key",
+        group=1,
+        keep=4,
+        hints=("aiza",),
+    ),
+    _pattern(
+        "github-token",
+        r"(?<![A-Za-z0-9_])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9_])",
+        "a GitHub personal, OAuth, app or refresh token",
+        group=1,
+        keep=4,
+        hints=("ghp_", "gho_", "ghs_", "ghu_", "ghr_"),
+    ),
+    _pattern(
+        "github-fine-grained-token",
+        r"(?<![A-Za-z0-9_])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
+        "a GitHub fine-grained personal access token",
+        group=1,
+        keep=11,
+        hints=("github_pat_",),
+    ),
+    _pattern(
+        "gitlab-token",
+        r"(?<![A-Za-z0-9_-])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
+        "a GitLab personal, deploy, trigger or runner token",
+        group=1,
+        keep=6,
+        hints=("glpat-", "gldt-", "glptt-", "glrt-", "gloas-"),
+    ),
+    _pattern(
+        "slack-token",
+        r"(?<![A-Za-z0-9-])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
+        "a Slack bot, user, app or refresh token",
+        group=1,
+        keep=5,
+        hints=("xox",),
+    ),
+    _pattern(
+        "slack-webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows)/(T[A-Za-z0-9_/]{8,})",
+        "a Slack incoming-webhook URL",
+        group=1,
+        keep=1,
+        hints=("hooks.slack.com",),
+    ),
+    _pattern(
+        "anthropic-api-key",
+        r"(?<![A-Za-z0-9_-])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
+        "an Anthropic API key",
+        group=1,
+        keep=7,
+        hints=("sk-ant-",),
+    ),
+    _pattern(
+        "openai-api-key",
+        r"(?<![A-Za-z0-9_-])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
+        "an OpenAI API key",
+        group=1,
+        keep=3,
+        hints=("t3blbkfj",),
+    ),
+    _pattern(
+        "openai-api-key",
+        # Project, service-account and admin keys issued since 2024 need not carry the
+        # T3BlbkFJ marker; their prefix and length alone tell them from prose.
+        r"(?<![A-Za-z0-9_-])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
+        "an OpenAI project, service-account or admin key",
+        group=1,
+        keep=8,
+        hints=("sk-proj-", "sk-svcacct-", "sk-admin-"),
+    ),
+    _pattern(
+        "huggingface-token",
+        r"(?<![A-Za-z0-9_])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9_])",
+        "a Hugging Face access token",
+        group=1,
+        keep=3,
+        hints=("hf_",),
+    ),
+    _pattern(
+        "npm-token",
+        r"(?<![A-Za-z0-9_])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])",
+        "an npm access token",
+        group=1,
+        keep=4,
+        hints=("npm_",),
+    ),
+    _pattern(
+        "pypi-token",
+        r"(?<![A-Za-z0-9_-])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
+        "a PyPI API token",
+        group=1,
+        keep=5,
+        hints=("pypi-ageichlwas5vcmc",),
+    ),
+    _pattern(
+        "sendgrid-api-key",
+        r"(?<![A-Za-z0-9_-])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
+        "a SendGrid API key",
+        group=1,
+        keep=3,
+        hints=("sg.",),
+    ),
+    _pattern(
+        "stripe-key",
+        r"(?<![A-Za-z0-9_])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9_])",
+        "a Stripe live secret or restricted key",
+        group=1,
+        keep=8,
+        hints=("_live_",),
+    ),
+    _pattern(
+        "jwt",
+        r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
+        "a JSON Web Token (signed bearer credential)",
+        group=1,
+        keep=3,
+        hints=("eyj",),
+    ),
+    _pattern(
+        "url-credentials",
+        r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",
+        "a password embedded in a URL (scheme://user:password@host)",
+        group=1,
+        min_entropy=1.0,
+        hints=("://",),
+    ),
+    _pattern(
+        "authorization-header",
+        r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{16,})",
+        "an HTTP Authorization header with a credential",
+        group=1,
+        min_entropy=3.0,
+        hints=("authorization",),
+    ),
+    _pattern(
+        "secret-assignment",
+        # The name keyword starts a word or a camelCase part and ends one (``tokenizer`` is no
+        # token); searching for the keyword first keeps the scan linear on hostile text.
+        r"(?i)(?:(?<![A-Za-z])|(?-i:(?<=[a-z])(?=[A-Z])))((?:" + _SECRET_NAMES + r")s?"
+        r"(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}+)"
+        r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;(){}\[\]<>]{12,})(?![^\s\"'`,;])",
+        "a high-entropy value assigned to a name such as password, token or api_key",
+        group=2,
+        name_group=1,
+        min_entropy=3.5,
+        needs_digit_and_letter=True,
+        hints=_NAME_HINTS,
+    ),
+)
+"""The built-in credential patterns, most specific first."""
+
+_PLACEHOLDER = re.compile(
+    r"^(?:\$|<|\{|%|\(|\[)|(?:xxxx|\*\*\*\*|\.\.\.|example|placeholder|changeme|redacted|your[_-])"
+    r"|^(?:pass(?:word)?|passwd|pwd|secret|token|user(?:name)?)$"
+    r"|^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$",
+    re.IGNORECASE,
+)
+"""Values that stand for a secret rather than being one: ${VAR}, <token>, xxxx, your_key..."""
+
+_NOT_A_SECRET_NAME = re.compile(
+    r"(?i)(?:id|ids|name|url|uri|endpoint|path|file|dir|type|count|length|len|size|env|var"
+    r"|ttl|expiry|expires|header|field|hash|policy|scope)$"
+)
+"""Name endings that say the value is about a secret, not the secret: ``private_key_id``."""
+
+_URL_VALUE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits of entropy per character of ``value`` (0 for the empty string)."""
+    if not value:
+        return 0.0
+    counts = Counter(value)
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def _plausible(pattern: SecretPattern, secret: str) -> bool:
+    """Whether a match is a credential rather than a placeholder, a word or a reference."""
+    if pattern.min_entropy is None and not pattern.needs_digit_and_letter:
+        return True  # a fixed-format token: its shape alone says what it is
+    if _PLACEHOLDER.search(secret) or _URL_VALUE.match(secret):
+        return False
+    if pattern.needs_digit_and_letter and not (
+        any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
+    ):
+        return False
+    return pattern.min_entropy is None or shannon_entropy(secret) >= pattern.min_entropy
+
+
+def _mask(secret: str, keep: int) -> str:
+    # ``keep`` covers a public prefix; a pattern whose whole match is public (a PEM header)
+    # keeps it all. Otherwise never more than half, so a short secret is never shown.
+    shown = secret if keep >= len(secret) else secret[: min(keep, len(secret) // 2)]
+    return shown + "*" * 8
+
+
+@dataclass
+class _Hit:
+    start: int
+    end: int
+    kind: str
+    keep: int
+    line: int = 0
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def scan_text(
+    text: str,
+    patterns: Iterable[SecretPattern] | None = None,
+    *,
+    allow: Iterable[re.Pattern[str] | SafePattern | str] = (),
+) -> list[SecretFinding]:
+    """Every credential in ``text``, in order of position: kind, 1-based line, masked excerpt.
+
+    ``patterns`` defaults to :data:`DEFAULT_PATTERNS`; ``allow`` drops findings whose
+    secret matches one of its regular expressions. Lines containing
+    :data:`ALLOW_MARKER` are skipped.
+    """
+    chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
+    allowed = [_compile(a, "allow") if isinstance(a, str) else a for a in allow]
+    hits: list[_Hit] = []
+    taken: list[tuple[int, int]] = []
+    lowered = text.lower()
+    for pattern in chosen:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            if start < 0:  # the secret group did not take part in this match
+                continue
+            secret = text[start:end]
+            if not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in allowed):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end in taken):
+                continue  # an earlier, more specific pattern already reported these characters
+            taken.append((start, end))
+            hits.append(_Hit(start, end, pattern.kind, pattern.keep))
+    if not hits:
+        return []
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    findings: list[SecretFinding] = []
+    hits.sort(key=lambda h: h.start)
+    for hit in hits:
+        index = bisect.bisect_right(line_starts, hit.start) - 1
+        line_start = line_starts[index]
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[line_start:line_end]
+        if ALLOW_MARKER in line:
+            continue
+        # Mask every secret on this line, not only this one: the excerpt must leak none.
+        same_line = [h for h in hits if line_start <= h.start < line_end]
+        findings.append(
+            SecretFinding(hit.kind, index + 1, _excerpt(line, line_start, hit, same_line))
+        )
+    return findings
+
+
+def _excerpt(line: str, offset: int, hit: _Hit, same_line: Sequence[_Hit]) -> str:
+    pieces: list[str] = []
+    pos = 0
+    focus = 0
+    for other in sorted(same_line, key=lambda h: h.start):
+        start = other.start - offset
+        end = min(other.end - offset, len(line))
+        pieces.append(line[pos:start])
+        if other is hit:
+            focus = sum(len(p) for p in pieces)
+        pieces.append(_mask(line[start:end], other.keep))
+        pos = end
+    pieces.append(line[pos:])
+    masked = "".join(pieces)
+    masked = "".join(c if c.isprintable() else "?" for c in masked).strip()
+    if len(masked) <= EXCERPT_WIDTH:
+        return masked
+    begin = max(0, min(focus - EXCERPT_WIDTH // 3, len(masked) - EXCERPT_WIDTH))
+    cut = masked[begin : begin + EXCERPT_WIDTH]
+    return ("..." if begin else "") + cut + ("..." if begin + EXCERPT_WIDTH < len(masked) else "")
+
+
+def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_text` over file content (undecodable bytes are replaced, not fatal)."""
+    text = data.decode("utf-8", "replace")
+    return policy.scan(text) if policy is not None else scan_text(text)
+
+
+def _values_may_differ(data: bytes) -> bool:
+    """Whether a memory file's front-matter values may spell something its text does not.
+
+    Only a double-quoted escape (``\\x70``) or a tag (``!!binary``) can; folded lines join
+    with a space, which no token holds. Without either, a scan of the text saw every value
+    and no parse is needed (most memories)."""
+    if not data.startswith(b"---"):
+        return False
+    end = data.find(b"\n---", 3)
+    head = data if end < 0 else data[:end]
+    return b"\\" in head or b"!" in head
+
+
+def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_bytes`, and when that finds nothing and the text is a memory file, its
+    front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
+    the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
+    findings = scan_bytes(data, policy)
+    if findings or not _values_may_differ(data):
+        return findings
+    try:
+        doc = codec.parse(data.decode("utf-8", "replace"))
+    except (InvalidInputError, ValueError, RecursionError):
+        return []  # not readable as a memory: nothing more to look at
+    try:
+        refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policy)
+    except SecretsFoundError as exc:
+        return [
+            SecretFinding(f.kind, 1, "(in a front-matter value: " + f.excerpt + ")")
+            for f in exc.findings
+        ]
+    return []
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
+    """The secret policy of a store from its ``gitmem.yaml`` mapping (its ``secrets`` section).
+
+    Raises InvalidMemoryError naming the bad key for a malformed section, so a
+    broken policy is reported instead of silently scanning for nothing.
+    """
+    section = (raw or {}).get("secrets")
+    if section is None:
+        return DEFAULT_POLICY
+    if not isinstance(section, Mapping):
+        raise InvalidMemoryError("gitmem.yaml 'secrets' must be a mapping")
+    unknown = set(section) - {"patterns", "allow", "disable"}
+    if unknown:
+        raise InvalidMemoryError(
+            f"gitmem.yaml secrets has unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+            "(known: patterns, allow, disable)"
+        )
+    disable = _strings(section.get("disable"), "secrets.disable")
+    known = {p.kind for p in DEFAULT_PATTERNS}
+    bad = [kind for kind in disable if kind not in known]
+    if bad:
+        raise InvalidMemoryError(
+            f"gitmem.yaml secrets.disable names unknown kind(s) {', '.join(bad)} "
+            f"(built-in kinds: {', '.join(sorted(known))})"
+        )
+    patterns = [p for p in DEFAULT_PATTERNS if p.kind not in disable]
+    extra = section.get("patterns") or []
+    if not isinstance(extra, list):
+        raise InvalidMemoryError("gitmem.yaml secrets.patterns must be a list")
+    patterns.extend(_custom(entry, n) for n, entry in enumerate(extra))
+    allow = tuple(
+        _compile(text, f"secrets.allow[{n}]")
+        for n, text in enumerate(_strings(section.get("allow"), "secrets.allow"))
+    )
+    return SecretPolicy(tuple(patterns), allow)
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidMemoryError(f"gitmem.yaml {where} must be a list of strings")
+    return list(value)
+
+
+def _compile(text: str, where: str) -> SafePattern:
+    # Committed patterns run over every write under a time bound: a catastrophic one
+    # pushed by a teammate must not hang everyone's writes (issue 11).
+    from gitmem.format import saferegex
+
+    try:
+        return saferegex.compile(text, what=f"gitmem.yaml {where}")
+    except saferegex.PatternError as exc:
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where} is not a valid regular expression: {exc.reason}"
+        ) from None
+
+
+def _custom(entry: Any, n: int) -> SecretPattern:
+    where = f"secrets.patterns[{n}]"
+    if not isinstance(entry, Mapping):
+        raise InvalidMemoryError(f"gitmem.yaml {where} must be a mapping with kind and regex")
+    unknown = set(entry) - {"kind", "regex", "group", "keep", "min_entropy", "description"}
+    if unknown:
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where} has unknown key(s) {', '.join(sorted(map(str, unknown)))}"
+        )
+    kind, regex = entry.get("kind"), entry.get("regex")
+    if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
+        raise InvalidMemoryError(
+            f"gitmem.yaml {where}.kind must be a lowercase name like acme-token"
+        )
+    if not isinstance(regex, str) or not regex:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.regex must be a regular expression")
+    compiled = _compile(regex, f"{where}.regex")
+    group = entry.get("group", 0)
+    if not isinstance(group, (int, str)) or isinstance(group, bool):
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group must be a group number or name")
+    if isinstance(group, int) and not 0 <= group <= compiled.groups:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group} is not a group of its regex")
+    if isinstance(group, str) and group not in compiled.groupindex:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group!r} is not a group of its regex")
+    keep = entry.get("keep", 0)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+        raise InvalidMemoryError(f"gitmem.yaml {where}.keep must be a non-negative integer")
+    entropy = entry.get("min_entropy")
+    if entropy is not None and (
+        not isinstance(entropy, (int, float)) or isinstance(entropy, bool) or entropy < 0
+    ):
+        raise InvalidMemoryError(f"gitmem.yaml {where}.min_entropy must be a non-negative number")
+    description = entry.get("description", "")
+    return SecretPattern(
+        kind,
+        compiled,
+        str(description),
+        group=group,
+        keep=keep,
+        min_entropy=None if entropy is None else float(entropy),
+    )
+
+
+DEFAULT_POLICY = SecretPolicy(DEFAULT_PATTERNS)
+"""The built-in patterns with nothing allowed: what a store without a ``secrets`` section uses."""
+
+
+def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
+    """Raise :class:`SecretsFoundError` if ``text`` holds a credential under ``policy``."""
+    findings = (policy or DEFAULT_POLICY).scan(text)
+    if findings:
+        raise SecretsFoundError(what, findings)
+
+
+def secret_spans(
+    text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
+) -> list[tuple[int, int, str]]:
+    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
+    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
+    policy = policy or DEFAULT_POLICY
+    lowered = text.lower()
+    spans: list[tuple[int, int, str]] = []
+    for pattern in policy.patterns:
+        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
+            continue
+        for match in pattern.regex.finditer(text):
+            try:
+                start, end = match.span(pattern.group)
+            except (IndexError, re.error):
+                start, end = match.span()
+            secret = text[start:end]
+            if start < 0 or not secret or not _plausible(pattern, secret):
+                continue
+            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+                match.group(pattern.name_group) or ""
+            ):
+                continue
+            if any(a.search(secret) for a in policy.allow):
+                continue
+            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
+                continue
+            if honour_marker:
+                line_start = text.rfind("\n", 0, start) + 1
+                line_end = text.find("\n", start)
+                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
+                    continue
+            spans.append((start, end, pattern.kind))
+    return sorted(spans)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
+
+    The last line of defence for error messages (:class:`gitmem.base.errors.GitmemError` passes
+    every message through it): a check that echoes the value it refuses must not print a
+    token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER` are
+    redacted too: an error message is no place for an allowed key either.
+    """
+    spans = secret_spans(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end, kind in sorted(spans):
+        out.append(text[pos:start])
+        out.append(f"[{kind}]")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
+    """Every text in a front-matter value, depth first: (where, text, is_key).
+
+    A mapping's key comes before its value, so a key holding a credential is reported
+    (as "a key under ...") before any path that would spell it out is built.
+    """
+    if isinstance(value, str):
+        yield where, value, False
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield where, str(key), True
+            yield from _field_texts(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for n, item in enumerate(value):
+            yield from _field_texts(item, f"{where}[{n}]")
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        yield where, str(value), False
+
+
+def refuse_memory(
+    *,
+    memory_id: str | None,
+    metadata: Mapping[str, Any],
+    body: str,
+    policy: SecretPolicy | None = None,
+    path: str | None = None,
+) -> None:
+    """Raise :class:`SecretsFoundError` if a memory's id, any front-matter field or its body
+    holds a credential, naming where (the field, the line) and never the value.
+
+    Runs before any other check of the fields, so no length or schema error can echo a
+    token first; fields are scanned as values, not as YAML text, so quoting and escapes
+    (``"gh\\x70_..."``) hide nothing. The serialised file is scanned as well by the
+    caller (:func:`refuse`): a ``password: ...`` pair spans a key and its value.
+    """
+    policy = policy or DEFAULT_POLICY
+    if memory_id is not None:
+        findings = policy.scan(memory_id)
+        if findings:
+            raise SecretsFoundError("the id", findings)
+    # ``path`` is named only once the id it is made of is known to be clean.
+    named = path if path and not policy.scan(path) else None
+
+    def place(what: str) -> str:
+        return f"{named} ({what})" if named else what
+
+    fields = list(_field_texts(dict(metadata), ""))
+    # One scan of all of them first (a memory has dozens of short fields, and each scan has
+    # a fixed cost); only when it finds something is each field scanned to say which.
+    if not policy.scan("\n\n".join(text for _, text, _ in fields)):
+        fields = []
+    for where, text, is_key in fields:
+        findings = policy.scan(text)
+        if findings:
+            if is_key:
+                under = f" under {where}" if where else ""
+                raise SecretsFoundError(place(f"a front-matter key{under}"), findings)
+            raise SecretsFoundError(place(f"front-matter field {where}"), findings)
+    findings = policy.scan(body)
+    if findings:
+        raise SecretsFoundError(place("body"), findings)
+
+
+def refuse_commit_message(
+    subject: str,
+    body: str | None,
+    trailers: Iterable[tuple[str, str]],
+    policy: SecretPolicy | None = None,
+) -> None:
+    """Raise :class:`SecretsFoundError` if a commit message (subject, body, trailers) holds a
+    credential: a message is pushed and kept in history exactly like a memory."""
+    text = "\n".join([subject, body or "", *(f"{key}: {value}" for key, value in trailers)])
+    findings = (policy or DEFAULT_POLICY).scan(text)
+    if findings:
+        raise SecretsFoundError("the commit message", findings)
+
+
+# -- the pre-commit hook -------------------------------------------------------------------
+
+
+def staged_policy(cwd: str | None = None) -> SecretPolicy:
+    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here).
+
+    Git runs hooks at the top of the work tree, so there the staged config
+    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
+    """
+    from gitmem.git.command import run_git
+
+    try:
+        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
+        result = run_git(
+            ["show", f":{CONFIG_FILE}"],
+            cwd=cwd,
+            check=False,
+            timeout=30,
+            keep_repo_env=True,
+        )
+    except (OSError, subprocess.SubprocessError, StoreError):
+        return DEFAULT_POLICY
+    if result.returncode != 0:
+        return DEFAULT_POLICY
+    data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    return policy_from_config(data if isinstance(data, Mapping) else None)
+
+
+def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:
+    """A pre-commit validator (``gitmem.entry.hooks.VALIDATORS``) that refuses a staged memory file
+    holding a credential, and otherwise returns what ``inner`` makes of it."""
+    policies: list[SecretPolicy] = []
+
+    def validate(data: bytes, path: str) -> Any:
+        if not policies:
+            policies.append(staged_policy())  # once per hook run, not once per file
+        findings = scan_bytes(data, policies[0])
+        if findings:
+            raise SecretsFoundError("the file", findings)
+        doc = None
+        if _values_may_differ(data):
+            try:
+                doc = codec.parse(data.decode("utf-8", "replace"))
+            except InvalidInputError:
+                doc = None  # not readable as a memory: ``inner`` says why
+        if doc is not None:
+            # Fields as values too: YAML quoting and escapes must hide nothing.
+            # The body was in the text just scanned: the fields are what it may have missed.
+            refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policies[0])
+        return inner(data, path)
+
+    return validate

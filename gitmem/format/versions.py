@@ -1,0 +1,119 @@
+"""Version chains: walking ``supersedes`` links back to the root and successors forward.
+
+Links are written by hand too, so every walk ends on a cycle, a missing
+predecessor or a depth bound with a warning, never a hang or an exception.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gitmem.format.model import Memory
+
+DEFAULT_MAX_DEPTH = 1000
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A version chain, root first, ending at the memory it was asked for."""
+
+    ids: list[str]
+    memories: list[Memory]
+    warnings: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Memory]:
+        return iter(self.memories)
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+
+def walk_back(
+    start: Memory, lookup: Callable[[str], Memory | None], max_depth: int = DEFAULT_MAX_DEPTH
+) -> Chain:
+    """Follow ``supersedes`` from ``start`` to the root."""
+    ids = [start.id]
+    memories = [start]
+    warnings: list[str] = []
+    seen = {start.id}
+    current = start
+    while current.supersedes:
+        target = current.supersedes
+        if target in seen:
+            warnings.append(
+                f"version chain has a cycle: {current.id} supersedes {target}, already in the chain"
+            )
+            break
+        if len(ids) > max_depth:
+            warnings.append(f"version chain is deeper than {max_depth}; stopped at {current.id}")
+            break
+        previous = lookup(target)
+        if previous is None:
+            warnings.append(f"{current.id} supersedes {target}, which is not in the store")
+            break
+        seen.add(target)
+        ids.append(target)
+        memories.append(previous)
+        current = previous
+    ids.reverse()
+    memories.reverse()
+    return Chain(ids, memories, warnings)
+
+
+def successor_map(memories: Sequence[Memory]) -> dict[str, list[Memory]]:
+    out: dict[str, list[Memory]] = {}
+    for memory in memories:
+        if memory.supersedes:
+            out.setdefault(memory.supersedes, []).append(memory)
+    return out
+
+
+def _rank(memory: Memory) -> tuple[int, dt.datetime, str]:
+    return (memory.version, memory.updated_at, memory.id)
+
+
+def newest(memories: Sequence[Memory]) -> Memory:
+    """The successor every reader follows where a memory has several (see walk_forward)."""
+    return max(memories, key=_rank)
+
+
+def walk_forward(
+    start_id: str,
+    successors: Mapping[str, Sequence[Memory]] | Callable[[str], Sequence[Memory]],
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> tuple[str, list[str], list[str]]:
+    """The newest memory reachable from ``start_id`` through successors.
+
+    Where a memory has several successors (a fork: two agents superseded it
+    independently) the one with the highest version wins, then the later
+    ``updated_at``, then the id, so every reader picks the same one.
+    Returns ``(latest_id, forked_ids, warnings)``.
+    """
+    next_of: Callable[[str], Sequence[Memory]]
+    if isinstance(successors, Mapping):
+        table = successors
+        next_of = lambda memory_id: table.get(memory_id, ())  # noqa: E731
+    else:
+        next_of = successors
+    current = start_id
+    seen = {start_id}
+    forks: list[str] = []
+    warnings: list[str] = []
+    for _ in range(max_depth):
+        nexts = [m for m in next_of(current) if m.id not in seen]
+        if not nexts:
+            return current, forks, warnings
+        if len(nexts) > 1:
+            forks.append(current)
+            warnings.append(
+                f"{current} has {len(nexts)} successors "
+                f"({', '.join(sorted(m.id for m in nexts))}); "
+                "following the newest"
+            )
+        best = newest(nexts)
+        seen.add(best.id)
+        current = best.id
+    warnings.append(f"successor chain is deeper than {max_depth}; stopped at {current}")
+    return current, forks, warnings

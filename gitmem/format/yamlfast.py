@@ -1,0 +1,113 @@
+"""A fast emitter for the front-matter values gitmem writes itself.
+
+PyYAML's pure-Python dumper costs about a millisecond per key, which would be
+most of a write's cost. Nearly every value the store writes is a short string,
+an integer, a timestamp, a list of tags or a list of ``{id, relationship}``
+mappings; those are emitted here directly. Anything else (or any string that
+plain/double-quoted emission could misrepresent) returns None and the caller
+falls back to ``yaml.dump``. The tests check that everything emitted here
+parses back to the same value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+import yaml
+import yaml.resolver
+
+from gitmem.base.clock import format_timestamp
+
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# Plain scalars: start with a letter, digit or one of "_./", no character that
+# means something to YAML (":", "#", quotes, flow indicators...) anywhere.
+_PLAIN_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
+_PLAIN_FLOW_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _resolves_to_str(text: str) -> bool:
+    """Whether a plain scalar reads back as a string (not a bool, number, null, date...)."""
+    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return tag == _STR_TAG
+
+
+def _printable(text: str) -> bool:
+    """Characters YAML accepts inside a double-quoted scalar once JSON has escaped C0 controls."""
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20:
+            continue  # json.dumps escapes these
+        if code == 0x7F or 0x80 <= code < 0xA0 or code in (0x2028, 0x2029, 0xFEFF):
+            return False
+        if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+            return False
+    return True
+
+
+def scalar(value: Any, *, flow: bool = False) -> str | None:
+    """One scalar as YAML text, or None when this emitter does not handle it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        # A naive time is written naive by the codec; only aware ones are ours to spell.
+        return format_timestamp(value) if value.tzinfo is not None else None
+    if isinstance(value, str):
+        pattern = _PLAIN_FLOW_RE if flow else _PLAIN_RE
+        if pattern.fullmatch(value) and value == value.strip() and _resolves_to_str(value):
+            return value
+        if _printable(value):
+            if value and all(ord(c) >= 0x20 for c in value) and value == value.strip(" "):
+                # Single quotes, as PyYAML would choose: no escapes but a doubled quote.
+                return "'" + value.replace("'", "''") + "'"
+            return json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def dump_entry(key: str, value: Any, *, flow: bool | None = None) -> str | None:
+    """``key: value`` as YAML text ending in a newline, or None to fall back to yaml.dump.
+
+    Lists of scalars are written in flow style for ``tags`` (or ``flow=True``) and
+    in block style otherwise, as the codec's rule says.
+    """
+    if not _KEY_RE.fullmatch(key) or not _resolves_to_str(key):
+        return None
+    if isinstance(value, list):
+        if not value:
+            return f"{key}: []\n"
+        if all(not isinstance(v, dict | list) for v in value):
+            in_flow = flow if flow is not None else key == "tags"
+            items = [scalar(v, flow=in_flow) for v in value]
+            if any(i is None for i in items):
+                return None
+            if in_flow:
+                return f"{key}: [{', '.join(i for i in items if i is not None)}]\n"
+            return f"{key}:\n" + "".join(f"- {i}\n" for i in items)
+        if key == "tags" or flow:
+            return None
+        lines = [f"{key}:\n"]
+        for item in value:
+            if not isinstance(item, dict) or not item:
+                return None
+            first = True
+            for k, v in item.items():
+                if not isinstance(k, str) or not _KEY_RE.fullmatch(k):
+                    return None
+                text = scalar(v)
+                if text is None:
+                    return None
+                lines.append(f"{'- ' if first else '  '}{k}: {text}\n")
+                first = False
+        return "".join(lines)
+    if isinstance(value, dict):
+        return None
+    text = scalar(value)
+    return None if text is None else f"{key}: {text}\n"

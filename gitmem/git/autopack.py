@@ -1,0 +1,389 @@
+"""Automatic packing: the store keeps itself packed the way ``git gc --auto`` would.
+
+pygit2 writes every object loose (a blob, the trees along its path and a commit per
+write, 4-6 KiB on disk each), and git's own ``gc --auto`` never runs because no git
+command ever writes to a store. So after each write that moved the branch,
+:func:`after_write` asks, cheaply, whether packing is due, with git's own rules:
+
+- loose objects: git estimates them from one of the 256 fan-out directories
+  (``objects/17``) and packs when the estimate passes ``gc.auto`` (when git's config
+  does not set it, gitmem uses 2,048 rather than git's 6,700: see :data:`DEFAULT_AUTO`);
+- packs: more than ``gc.autoPackLimit`` (50 unless set) packs without a ``.keep``;
+- ``gc.auto`` of 0 or less turns both off, for people who run ``git gc`` (or
+  ``git maintenance``) themselves; ``gc.autoPackLimit`` of 0 turns off the pack rule.
+
+When it is due, the writer starts one detached helper process
+(``python -m gitmem.git.autopack <gitdir>``) and returns: the check is a directory
+listing of ~30 names, and starting the helper costs the writer about a millisecond
+once every ~400 single creates. The helper takes ``<gitdir>/gitmem/autopack.lock``
+(an ``flock``: one helper per store, released by the kernel if it dies) and, through
+:func:`gitmem.git.command.run_git`, runs what ``git gc --auto`` would until nothing is due:
+``git repack -d -l`` for loose objects (one new pack of them), ``git repack -a -d -l
+-k`` (all into one pack) for too many packs, or when the loose objects left are
+unreachable ones. A geometric repack (``--geometric=2``) was measured too: git 2.39
+packs loose objects into it without their names, so trees found poor delta bases and
+its packs were twice the size (docs/reliability.md has the figures).
+
+Why this is safe to race and to kill: ``git repack`` writes a new pack under a
+temporary name and renames it into place (the ``.idx`` last, so a pack is never
+visible half-written), and only then deletes what it made redundant (loose objects
+and rolled-up packs that are now in the new pack). Nothing is ever deleted that is
+not in a pack already, and unreachable objects are kept (a concurrent writer's
+objects are unreachable until its branch update lands). A kill at any moment leaves
+at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "gitmem"  # gitdb.STATE_DIR, repeated: this module must import nothing heavy
+LOCK_NAME = "autopack.lock"
+LAST_NAME = "autopack.last"
+GIT_DEFAULT_AUTO = 6700
+"""git's default ``gc.auto``."""
+DEFAULT_AUTO = 2048
+"""gitmem's ``gc.auto`` when git's config sets none. A gitmem write's objects are larger
+than a typical commit's (every create rewrites the 256-entry ``memories/`` tree and a
+shard tree: ~5.5 KB of loose objects per create at 5k memories), so git's 6,700 left a
+store of 10k memories at ~4x its raw size between packs; 2,048 keeps it under 3x for
+a repack every ~400 single creates (docs/reliability.md, "Automatic packing")."""
+DEFAULT_PACK_LIMIT = 50
+"""git's default ``gc.autoPackLimit``."""
+PACKS_REASON = "packs (gc.autoPackLimit"
+SAMPLE_DIR = "17"
+"""The fan-out directory git samples to estimate the loose objects (``gc.c``)."""
+CONFIG_TTL = 30.0
+"""Seconds a long-lived writer trusts the thresholds it read from git's config."""
+RELAUNCH_AFTER = 5.0
+"""Seconds a writer lets the helper it started take the lock before it starts another."""
+RETRY_AFTER_SUCCESS = 1.0
+RETRY_AFTER_FAILURE = 60.0
+MAX_ROUNDS = 8
+"""Repacks one helper runs at most before it leaves the rest to the next one."""
+REPACK_ARGS = ("repack", "-d", "-l", "-q")
+"""Loose objects into one new pack (what ``git gc --auto`` runs for them): the objects
+reachable from refs, found by a walk that names them, so trees get good deltas."""
+REPACK_ALL_ARGS = ("repack", "-a", "-d", "-l", "-q", "-k")
+"""Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``).
+``-k`` keeps unreachable objects, packed: an object a concurrent writer has written but
+not yet made reachable (its branch update is still to come) is never dropped, and
+objects of lost compare-and-swap races stop counting as loose. ``gitmem gc`` (``git
+gc``) is what drops them, after git's two-week grace period."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    auto: int
+    """``gc.auto``: estimated loose objects that make packing due; <= 0 turns it all off."""
+    pack_limit: int
+    """``gc.autoPackLimit``: packs that make packing due; <= 0 turns that rule off."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.auto > 0
+
+
+def read_thresholds(config: Any) -> Thresholds:
+    """The thresholds git would use, from a pygit2 ``Config`` (system, global and repository
+    files, the repository's winning)."""
+    return Thresholds(
+        _config_int(config, "gc.auto", DEFAULT_AUTO),
+        _config_int(config, "gc.autoPackLimit", DEFAULT_PACK_LIMIT),
+    )
+
+
+def _config_int(config: Any, key: str, default: int) -> int:
+    try:
+        return int(config.get_int(key))
+    except (KeyError, ValueError, TypeError):
+        return default
+    except Exception:  # pygit2.GitError for a value git itself would reject
+        log.warning("ignoring %s in git config: not an integer", key)
+        return default
+
+
+def loose_sample(objects: Path) -> int:
+    """Loose objects in ``objects/17``: git's sample of 1/256 of them."""
+    try:
+        names = os.listdir(objects / SAMPLE_DIR)  # noqa: PTH208 (names only: after every write)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    return sum(1 for name in names if len(name) == 38)
+
+
+def pack_count(objects: Path) -> int:
+    """Packs git would count for ``gc.autoPackLimit``: those without a ``.keep``."""
+    try:
+        names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names only: after every write)
+    except FileNotFoundError:
+        return 0
+    return sum(1 for name in names if name.endswith(".pack") and name[:-5] + ".keep" not in names)
+
+
+def due(gitdir: Path, limits: Thresholds) -> str | None:
+    """Why packing is due (for the log), or None. The rules of ``git gc --auto``."""
+    if not limits.enabled:
+        return None
+    objects = gitdir / "objects"
+    sample = loose_sample(objects)
+    if sample > -(-limits.auto // 256):  # git: DIV_ROUND_UP(gc.auto, 256)
+        return f"about {256 * sample} loose objects (gc.auto {limits.auto})"
+    if limits.pack_limit > 0:
+        count = pack_count(objects)
+        if count > limits.pack_limit:
+            return f"{count} {PACKS_REASON} {limits.pack_limit})"
+    return None
+
+
+class AutoPacker:
+    """Per writer (one per GitDB): decides after a write whether to start the helper."""
+
+    def __init__(self, gitdir: Path) -> None:
+        self.gitdir = gitdir
+        self._limits: Thresholds | None = None
+        self._read_at = 0.0
+        self.launched = 0
+        """Helpers this writer started (for tests and benchmarks)."""
+        self.last_launch = 0.0
+        self.enabled = True
+        """False: this writer never starts packing (git's config is the user's switch)."""
+        self._packs: tuple[int, int] = (-1, 0)  # (mtime_ns of objects/pack, its pack count)
+        self._sample: tuple[int, int] = (-1, 0)  # (mtime_ns of objects/17, its loose objects)
+        self._sample_dir = os.fspath(gitdir / "objects" / SAMPLE_DIR)
+        self._pack_dir = os.fspath(gitdir / "objects" / "pack")
+
+    def _due(self, limits: Thresholds) -> bool:
+        """:func:`due` for the write path: a ``stat`` of ``objects/17`` (and of the pack
+        directory), listing either only when it changed since the last write."""
+        try:
+            mtime = os.stat(self._sample_dir).st_mtime_ns  # noqa: PTH116 (a str: no Path per write)
+        except (FileNotFoundError, NotADirectoryError):
+            mtime = 0
+        if mtime != self._sample[0]:
+            self._sample = (mtime, loose_sample(self.gitdir / "objects") if mtime else 0)
+        if self._sample[1] > -(-limits.auto // 256):
+            return True
+        if limits.pack_limit <= 0:
+            return False
+        try:
+            mtime = os.stat(self._pack_dir).st_mtime_ns  # noqa: PTH116
+        except FileNotFoundError:
+            return False
+        if mtime != self._packs[0]:
+            self._packs = (mtime, pack_count(self.gitdir / "objects"))
+        return self._packs[1] > limits.pack_limit
+
+    def limits(self, repo: Any) -> Thresholds:
+        now = time.monotonic()
+        if self._limits is None or now - self._read_at > CONFIG_TTL:
+            self._limits = read_thresholds(repo.config)
+            self._read_at = now
+        return self._limits
+
+    def after_write(self, repo: Any) -> bool:
+        """Start the packing helper if packing is due and none runs; True if started.
+
+        ``repo`` is the writer's pygit2 ``Repository``, whose config is read at most
+        every :data:`CONFIG_TTL` seconds. Never raises: packing is housekeeping, and the
+        write it follows has landed.
+        """
+        if not self.enabled:
+            return False
+        try:
+            limits = self.limits(repo)
+            if not limits.enabled or not self._due(limits):
+                return False
+            if time.time() - self.last_launch < RELAUNCH_AFTER:
+                return False  # the helper this writer started is starting up or at work
+            if _busy(self.gitdir) or _recently_tried(self.gitdir):
+                return False
+            self.last_launch = time.time()
+            launch(self.gitdir)
+            self.launched += 1
+            return True
+        except Exception as exc:  # never fail a landed write over housekeeping
+            log.debug("automatic packing not started: %s", exc)
+            return False
+
+
+def wait_idle(gitdir: Path, since: float, timeout: float = 60.0) -> bool:
+    """Wait until a helper started at ``since`` (``time.time()``) has finished; False if it
+    did not within ``timeout``. For tests and benchmarks: writers never wait."""
+    deadline = time.monotonic() + timeout
+    last = _state(gitdir) / LAST_NAME
+    while time.monotonic() < deadline:
+        try:
+            finished = last.stat().st_mtime >= since - 0.01
+        except FileNotFoundError:
+            finished = False
+        if finished and not _busy(gitdir):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@contextlib.contextmanager
+def exclusive(gitdir: Path, timeout: float = 600.0) -> Iterator[None]:
+    """Hold the packing lock for other maintenance (``gitmem gc``, tests' ``git fsck``):
+    waits for a running helper to finish, and no helper starts while it is held.
+
+    Raises :class:`TimeoutError` if a helper still holds it after ``timeout`` seconds.
+    """
+    state = _state(gitdir)
+    try:
+        state.mkdir(exist_ok=True)
+        fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        # A store this user cannot write (read-only, another's): nothing of ours packs
+        # it either, and reading (fsck) must still work.
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while not try_flock(fd):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"automatic packing of {gitdir} still running")
+            time.sleep(0.05)
+        yield  # closing the descriptor releases the lock
+    finally:
+        os.close(fd)
+
+
+def _state(gitdir: Path) -> Path:
+    return gitdir / STATE_DIR
+
+
+def try_flock(fd: int) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` without waiting; False if someone holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _busy(gitdir: Path) -> bool:
+    """Whether a helper holds the lock (a hint: the helper takes it for real)."""
+    try:
+        fd = os.open(_state(gitdir) / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        return not try_flock(fd)
+    finally:
+        os.close(fd)  # releases the probe's lock too
+
+
+def _recently_tried(gitdir: Path) -> bool:
+    """A helper finished a moment ago (or failed within a minute): do not start another."""
+    last = _state(gitdir) / LAST_NAME
+    try:
+        st = last.stat()
+        failed = last.read_bytes().startswith(b"failed")
+    except FileNotFoundError:
+        return False
+    wait = RETRY_AFTER_FAILURE if failed else RETRY_AFTER_SUCCESS
+    return time.time() - st.st_mtime < wait
+
+
+def launch(gitdir: Path) -> subprocess.Popen[bytes]:
+    """Start the helper detached: its own session, no terminal, no pipes to the writer."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    return subprocess.Popen(
+        # -P: the writer's current directory (often a store's work tree, which others
+        # write) is not on sys.path; a planted gitmem/ there would run otherwise.
+        [sys.executable, "-P", "-m", "gitmem.git.autopack", str(gitdir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+    )
+
+
+def _repack(gitdir: Path, everything: bool) -> None:
+    """The one git call (through :mod:`gitmem.git.command`): a geometric repack, or all into one
+    pack when there are too many packs."""
+    from gitmem.git.command import run_git
+
+    run_git(list(REPACK_ALL_ARGS if everything else REPACK_ARGS), gitdir=gitdir, timeout=3600)
+
+
+def run(gitdir: Path) -> int:
+    """The helper: under the lock, repack until nothing is due. Returns repacks run."""
+    import pygit2
+
+    state = _state(gitdir)
+    state.mkdir(exist_ok=True)
+    fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if not try_flock(fd):
+            return 0  # another helper is at work
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        repo = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        rounds = 0
+        status = "ok"
+        try:
+            previous: str | None = None
+            for _ in range(MAX_ROUNDS):
+                reason = due(gitdir, read_thresholds(repo.config))
+                if reason is None:
+                    break
+                log.info("packing %s: %s", gitdir, reason)
+                # Still too many loose objects right after packing the reachable ones: they
+                # are unreachable (lost races), which only an all-into-one repack packs.
+                again = previous is not None and PACKS_REASON not in previous
+                _repack(gitdir, everything=again or PACKS_REASON in reason)
+                previous = reason
+                rounds += 1
+        except Exception as exc:
+            status = f"failed: {exc}"
+            raise
+        finally:
+            _write_last(state, f"{status}\nrepacks {rounds}\n")
+        return rounds
+    finally:
+        os.close(fd)
+
+
+def _write_last(state: Path, text: str) -> None:
+    tmp = state / f"{LAST_NAME}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        tmp.write_text(text)
+        os.replace(tmp, state / LAST_NAME)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m gitmem.git.autopack <gitdir>", file=sys.stderr)
+        return 2
+    try:
+        run(Path(argv[0]))
+    except Exception as exc:
+        print(f"gitmem autopack: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,394 @@
+"""The one place gitmem runs the git binary, under one environment policy.
+
+Everything else in gitmem reads and writes git through pygit2; the binary is used
+where only git can do the job (fetch and push over every transport, ``gc``,
+``fsck``, the hooks' view of git's index). Every such call goes through
+:func:`run_git` or :func:`popen_git`, which
+
+- drop the variables that would point git at another repository (``GIT_DIR``,
+  ``GIT_WORK_TREE``, ``GIT_INDEX_FILE``, ...): gitmem names its repository itself;
+- never let git wait on a terminal nobody watches (``GIT_TERMINAL_PROMPT=0``) and
+  ask for English messages (``LC_ALL=C``), which some callers parse;
+- unless the store is *trusted* (:mod:`gitmem.git.trust`: the user created it or said
+  so), shut out the repository's own settings that make git run a program. A
+  store's ``config`` is as untrusted as its ``gitmem.yaml`` when it came from
+  someone else (a project that commits a bare store, a copied directory), and git
+  honours ``remote.origin.uploadpack = <command>`` on the next fetch.
+
+How the settings are shut out: git reads configuration from the system, global,
+repository (``local``, with what it includes) and ``worktree`` files, then from
+the command line (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_<n>``/``GIT_CONFIG_VALUE_<n>``,
+the same scope as ``git -c``), and for a single-valued key the last value read
+wins. So for every program-running key the repository sets, gitmem appends one
+command-line entry whose value is what the user's own files say (system, global),
+or else a value that runs nothing of the store's choosing. The keys are found by
+``git config --list --show-scope`` on the store itself, which only parses files.
+The list, and which key does what, is in docs/security.md; tests/test_trust.py
+proves each against the real git binary.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitmem.base.errors import StoreError
+
+__all__ = [
+    "REPO_ENV",
+    "clean_env",
+    "gitmem_command",
+    "git_env",
+    "Policy",
+    "overrides",
+    "popen_git",
+    "run_git",
+]
+
+REPO_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_QUARANTINE_PATH",
+)
+"""Variables that point git at some other repository, index or object store."""
+
+# Always set for an untrusted store, whatever its config says.
+_ALWAYS: tuple[tuple[str, str], ...] = (
+    # Hooks live in the repository (<gitdir>/hooks, committed with a bare store, and
+    # executable bits survive a commit). /dev/null is not a directory: no hook is found.
+    ("core.hooksPath", "/dev/null"),
+    # The fsmonitor hook runs whenever git reads the index.
+    ("core.fsmonitor", "false"),
+    # ext:: URLs run a command; a repository may allow them (protocol.allow=always,
+    # protocol.ext.allow=always) or rewrite a URL to one (url.<base>.insteadOf).
+    ("protocol.ext.allow", "never"),
+)
+
+# Keys whose value is a program git runs: (pattern over the lower-cased key, the value
+# that runs nothing of the store's choosing). ``None``: worked out per key below.
+_EXEC_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
+    (re.compile(pattern, re.DOTALL), neutral)
+    for pattern, neutral in (
+        (r"core\.sshcommand", None),  # ssh transport
+        (r"core\.askpass", None),  # asked for credentials, even with GIT_TERMINAL_PROMPT=0
+        (r"core\.editor", ":"),
+        (r"sequence\.editor", ":"),
+        (r"core\.pager", "cat"),
+        (r"pager\..+", "false"),
+        (r"core\.alternaterefscommand", "true"),  # fetch asks it for the alternates' tips
+        (r"diff\.external", ""),  # empty: no external diff
+        (r"diff\..+\.textconv", "cat"),  # cat: the file as it is, as without textconv
+        # No value means "use git's own diff": an empty command fails the diff, runs nothing.
+        (r"diff\..+\.command", ""),
+        (r"merge\..+\.driver", None),
+        (r"filter\..+\.(?:clean|smudge|process)", ""),  # empty: no filter runs
+        (r"filter\..+\.required", "false"),  # ... and a missing filter is not an error
+        (r"gpg\.program", "gpg"),
+        (r"gpg\.openpgp\.program", "gpg"),
+        (r"gpg\.x509\.program", "gpgsm"),
+        (r"gpg\.ssh\.program", "ssh-keygen"),
+        (r"gpg\.ssh\.defaultkeycommand", ""),
+    )
+)
+# git keeps the FIRST value of these (remote.c: "more than one uploadpack given, using the
+# first"), so no later entry overrides them; the command's own option does.
+_PACK_PROGRAMS: dict[str, tuple[re.Pattern[str], str]] = {
+    "--upload-pack": (re.compile(r"remote\..+\.uploadpack", re.DOTALL), "git-upload-pack"),
+    "--receive-pack": (re.compile(r"remote\..+\.receivepack", re.DOTALL), "git-receive-pack"),
+}
+_PACK_COMMANDS = {
+    "fetch": "--upload-pack",
+    "pull": "--upload-pack",
+    "ls-remote": "--upload-pack",
+    "push": "--receive-pack",
+}
+# Commands that reach a remote but take no such option: refused while the store names one.
+_NO_PACK_OPTION = frozenset({"remote", "submodule", "clone"})
+_CREDENTIAL_HELPER = re.compile(r"credential\.(?:.+\.)?helper", re.DOTALL)
+_GIT_PROXY = "core.gitproxy"
+_LOCAL_SCOPES = frozenset({"local", "worktree"})
+
+# The text merge git does without a driver, for drivers a store names but gitmem does not know.
+_TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"
+
+
+def gitmem_command(python: str | None = None) -> str:
+    """The shell words that start gitmem from git (hooks, the merge driver).
+
+    ``-P``: Python puts no directory of its own on ``sys.path``. Without it,
+    ``python -m gitmem`` run by git in a work tree imports from that work tree
+    first, and a store holding ``gitmem/__main__.py`` (or a module a config names)
+    would run it. Not ``-I``: that also drops user site-packages, where
+    ``pip install --user`` puts gitmem.
+    """
+    return f"{shlex.quote(python or sys.executable)} -P -m gitmem"
+
+
+def clean_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) without :data:`REPO_ENV`."""
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if k not in REPO_ENV}
+
+
+def _append_config(env: dict[str, str], entries: Sequence[tuple[str, str]]) -> None:
+    """Add command-line configuration entries after any the environment already has."""
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0") or "0")
+    except ValueError:
+        count = 0
+    for key, value in entries:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+
+
+def _config_entries(
+    env: Mapping[str, str], gitdir: Path | None, cwd: Path | None
+) -> list[tuple[str, str, str]]:
+    """(scope, key, value) of every configuration entry git reads for the repository."""
+    command = ["git", *([f"--git-dir={gitdir}"] if gitdir else [])]
+    command += ["config", "--list", "--show-scope", "-z"]
+    try:
+        result = subprocess.run(
+            command, cwd=cwd, env=dict(env), capture_output=True, check=False, timeout=60
+        )
+    except FileNotFoundError:
+        raise StoreError("the git binary is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise StoreError("git config took more than 60 s to list the store's settings") from None
+    if result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise StoreError(
+            "cannot read the store's git configuration: "
+            + (message[-1] if message else f"git config exited with {result.returncode}")
+        )
+    fields = result.stdout.decode("utf-8", "surrogateescape").split("\0")
+    out: list[tuple[str, str, str]] = []
+    for scope, item in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = item.partition("\n")
+        out.append((scope, key, value))
+    return out
+
+
+def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str:
+    lowered = key.lower()
+    if pattern_value is not None:
+        return pattern_value
+    if lowered == "core.sshcommand":
+        # What git runs without the setting: $GIT_SSH (a program, no shell words), else ssh.
+        ssh = env.get("GIT_SSH")
+        return shlex.quote(ssh) if ssh else "ssh"
+    if lowered == "core.askpass":
+        return env.get("SSH_ASKPASS", "")  # git's next choice without core.askPass
+    if lowered.startswith("merge.") and lowered.endswith(".driver"):
+        name = key[len("merge.") : -len(".driver")]
+        if name == "gitmem":  # gitmem's own driver, whatever the store says
+            return f"{gitmem_command()} merge-driver %O %A %B %P"
+        return _TEXT_MERGE
+    return ""
+
+
+@dataclass
+class Policy:
+    """What :func:`run_git` adds for an untrusted repository."""
+
+    config: list[tuple[str, str]] = field(default_factory=list)
+    """Command-line configuration entries (``GIT_CONFIG_KEY_<n>``/``VALUE_<n>``)."""
+    env: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
+    """``--upload-pack``/``--receive-pack`` values for the commands that take them."""
+
+
+def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -> Policy:
+    """What shuts out the program-running settings among ``entries``
+    (``(scope, key, value)`` as ``git config --list --show-scope`` gives them)."""
+    policy = Policy(config=list(_ALWAYS))
+    local_keys = [key for scope, key, _ in entries if scope in _LOCAL_SCOPES]
+    user_values: dict[str, str] = {}
+    first_user_values: dict[str, str] = {}
+    for scope, key, value in entries:
+        if scope not in _LOCAL_SCOPES:
+            user_values[key] = value  # the last one read wins, as in git
+            first_user_values.setdefault(key, value)
+    done: set[str] = set()
+    helpers = False
+    for key in local_keys:
+        lowered = key.lower()
+        if key in done:
+            continue
+        done.add(key)
+        if _CREDENTIAL_HELPER.fullmatch(lowered):
+            helpers = True
+            continue
+        if lowered == _GIT_PROXY:
+            # Several values, the first that matches wins: a later entry cannot override
+            # it, but GIT_PROXY_COMMAND (even empty) makes git skip core.gitProxy.
+            if "GIT_PROXY_COMMAND" not in env:
+                policy.env["GIT_PROXY_COMMAND"] = ""
+            continue
+        for option, (pattern, default) in _PACK_PROGRAMS.items():
+            if pattern.fullmatch(lowered):
+                # The store's value is read first (repository files come before the
+                # command line), so only the command's option can replace it.
+                policy.options[option] = first_user_values.get(key, default)
+                break
+        else:
+            for pattern, neutral in _EXEC_KEYS:
+                if pattern.fullmatch(lowered):
+                    mine = user_values.get(key)
+                    value = mine if mine is not None else _neutral(key, neutral, env)
+                    policy.config.append((key, value))
+                    break
+    if helpers:
+        # An empty helper empties the list read so far; then the user's own helpers again,
+        # in their order.
+        policy.config.append(("credential.helper", ""))
+        policy.config += [
+            (key, value)
+            for scope, key, value in entries
+            if scope not in _LOCAL_SCOPES and _CREDENTIAL_HELPER.fullmatch(key.lower())
+        ]
+    return policy
+
+
+def _policy(
+    gitdir: str | os.PathLike[str] | None,
+    cwd: str | os.PathLike[str] | None,
+    trusted: bool | None,
+    keep_repo_env: bool,
+) -> tuple[dict[str, str], Policy]:
+    env = dict(os.environ) if keep_repo_env else clean_env()
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
+    if trusted is None:
+        trusted = _is_trusted(gitdir, cwd)
+    if trusted:
+        return env, Policy()
+    git_dir = Path(gitdir) if gitdir is not None else None
+    work = Path(cwd) if cwd is not None else None
+    policy = overrides(_config_entries(env, git_dir, work), env)
+    _append_config(env, policy.config)
+    env.update(policy.env)
+    return env, policy
+
+
+def git_env(
+    *,
+    gitdir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    trusted: bool | None = None,
+    keep_repo_env: bool = False,
+) -> dict[str, str]:
+    """The environment a git command for the repository at ``gitdir``/``cwd`` runs with."""
+    return _policy(gitdir, cwd, trusted, keep_repo_env)[0]
+
+
+def _is_trusted(
+    gitdir: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None
+) -> bool:
+    from gitmem.git import trust
+
+    if gitdir is not None:
+        return trust.is_trusted(gitdir)
+    return trust.is_trusted_repository_at(cwd if cwd is not None else Path.cwd())
+
+
+def _command(
+    args: Sequence[str], gitdir: str | os.PathLike[str] | None, policy: Policy
+) -> list[str]:
+    head = list(args[:1])
+    rest = list(args[1:])
+    name = head[0] if head else ""
+    option = _PACK_COMMANDS.get(name)
+    if option is not None and option in policy.options:
+        head.append(f"{option}={policy.options[option]}")
+    elif name in _NO_PACK_OPTION and policy.options:
+        raise StoreError(
+            f"this store's git config names its own {' and '.join(sorted(policy.options))} "
+            f"program; gitmem will not run git {name} on it",
+            hint="if you trust the store's author: gitmem trust <store>",
+        )
+    # --no-pager: output is captured, but a pager named by the store must never start.
+    prefix = ["git", "--no-pager", *([f"--git-dir={os.fspath(gitdir)}"] if gitdir else [])]
+    return [*prefix, *head, *rest]
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    gitdir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+    trusted: bool | None = None,
+    keep_repo_env: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
+
+    ``extra_env``: variables of the command itself (``GIT_AUTHOR_DATE`` for a commit
+    gitmem makes with git), set after the policy's and never naming a repository.
+
+    ``trusted``: None asks :mod:`gitmem.git.trust`; True when the caller knows git is
+    already running in this repository at the user's request (a hook). ``keep_repo_env``
+    keeps ``GIT_INDEX_FILE`` and the like: a pre-commit hook must see the index git
+    is committing. ``check``: a non-zero exit raises :class:`StoreError` with git's
+    last message line. ``timeout`` expiring raises :class:`subprocess.TimeoutExpired`
+    (the caller says what gave up). A missing git binary is a :class:`StoreError`.
+    """
+    env, policy = _policy(gitdir, cwd, trusted, keep_repo_env)
+    if extra_env:
+        if any(key in REPO_ENV for key in extra_env):
+            raise ValueError("extra_env may not point git at another repository")
+        env.update(extra_env)
+    try:
+        result = subprocess.run(
+            _command(args, gitdir, policy),
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            env=env,
+            check=False,
+            timeout=timeout,
+        )
+    except FileNotFoundError:
+        raise StoreError("the git binary is not on PATH") from None
+    if check and result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        name = args[0] if args else "git"
+        raise StoreError(f"git {name} failed: {message[-1] if message else result.returncode}")
+    return result
+
+
+def popen_git(
+    args: Sequence[str],
+    *,
+    gitdir: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    trusted: bool | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``git <args>`` in the background (stdout and stderr piped), same policy."""
+    env, policy = _policy(gitdir, cwd, trusted, False)
+    try:
+        return subprocess.Popen(
+            _command(args, gitdir, policy),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+    except FileNotFoundError:
+        raise StoreError("the git binary is not on PATH") from None

@@ -1,0 +1,1165 @@
+"""The git layer: trees at a revision, commits with trailers, compare-and-swap, retry.
+
+Everything here uses pygit2 only; no ``git`` subprocess and no work-tree round
+trip is on the write path. A write is a *plan*: a function that reads a
+:class:`Snapshot` of the branch tip, stages changes in it, and says what the
+commit should say. :meth:`GitDB.write` runs the plan, builds the new tree
+bottom-up along the touched paths only, commits with the tip it read as parent,
+and moves the branch with compare-and-swap. When another writer moved the
+branch first, the plan runs again on the new tip, so nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import glob
+import logging
+import os
+import random
+import re
+import shlex
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import pygit2
+from pygit2.enums import FileMode, SortMode
+
+from gitmem.base.clock import Clock, SystemClock, parse_timestamp, to_utc
+from gitmem.base.errors import (
+    ConflictError,
+    DirtyWorktreeError,
+    InvalidInputError,
+    LockTimeoutError,
+    NotFoundError,
+    RepositoryDamagedError,
+    StoreError,
+)
+from gitmem.git import autopack
+from gitmem.git import stage as gitindex
+
+log = logging.getLogger(__name__)
+
+# libgit2 caches only trees under 4 KiB by default; the memories/ tree and its
+# shard trees are larger in big stores and would be inflated again on every read.
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 1 << 20)
+
+T = TypeVar("T")
+
+COMMITTER_NAME = "gitmem"
+COMMITTER_EMAIL = "gitmem@gitmem.invalid"
+STATE_DIR = "gitmem"
+"""Derived state lives in ``<gitdir>/gitmem/``: never committed, rebuilt from git."""
+
+_TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
+_UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+@dataclass
+class CommitSpec:
+    """What a plan wants the commit to say."""
+
+    subject: str
+    body: str | None = None
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    author: Author | None = None
+
+
+class Snapshot:
+    """The tree of one commit plus the changes a plan has staged on top of it."""
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+        self.repo = repo
+        self._commit = commit
+        self._tree: pygit2.Tree | None = commit.tree if commit is not None else None
+        self.changes: dict[str, bytes | None] = {}
+        # casefold(path or folder) -> the spellings staged under it, so a create can ask
+        # "is a case twin staged?" without scanning every staged change (bulk imports stage
+        # thousands). Kept up to date by put/remove; rebuilt if changes was written directly.
+        self._spellings: dict[str, set[str]] = {}
+        self._indexed = 0
+        self._folder_folds: dict[str, dict[str, set[str]]] = {}
+
+    @property
+    def commit(self) -> pygit2.Commit | None:
+        """The commit this snapshot shows. A plan that reads it (or :attr:`tree`) directly
+        depends on more than the paths it looked up: see :class:`RecordingSnapshot`."""
+        self._opaque_read()
+        return self._commit
+
+    @property
+    def tree(self) -> pygit2.Tree | None:
+        self._opaque_read()
+        return self._tree
+
+    def _opaque_read(self) -> None:
+        """Hook for :class:`RecordingSnapshot`."""
+
+    def _index(self, path: str) -> None:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            self._spellings.setdefault(prefix.casefold(), set()).add(prefix)
+
+    def committed_spellings(self, folder: str, name: str) -> set[str]:
+        """Names in the committed ``folder`` ("" for the root) equal to ``name`` but for
+        letter case (itself included). Each folder is read once per snapshot."""
+        folds = self._folder_folds.get(folder)
+        if folds is None:
+            entry = self._entry(folder) if folder else self._tree
+            folds = {}
+            if isinstance(entry, pygit2.Tree):
+                for item in entry:
+                    if item.name:
+                        folds.setdefault(item.name.casefold(), set()).add(item.name)
+            self._folder_folds[folder] = folds
+        return folds.get(name.casefold(), set())
+
+    def staged_spellings(self, path: str) -> set[str]:
+        """Every staged path or folder that equals ``path`` but for letter case (itself
+        included when staged). Entries of removed files may remain: callers confirm."""
+        if self._indexed != len(self.changes):
+            self._spellings.clear()
+            for staged in self.changes:
+                self._index(staged)
+            self._indexed = len(self.changes)
+        return self._spellings.get(path.casefold(), set())
+
+    def _entry(self, path: str) -> pygit2.Object | None:
+        if self._tree is None:
+            return None
+        try:
+            return self._tree[path]
+        except KeyError:
+            return None
+
+    def blob_id(self, path: str) -> pygit2.Oid | None:
+        """The committed blob id at ``path`` (staged changes ignored); None if absent."""
+        entry = self._entry(path)
+        if entry is None or entry.type_str != "blob":
+            return None
+        return entry.id
+
+    def read(self, path: str) -> bytes | None:
+        if path in self.changes:
+            return self.changes[path]
+        entry = self._entry(path)
+        if entry is None:
+            return None
+        if entry.type_str != "blob" or entry.filemode == FileMode.LINK:
+            # A symlink or a directory is never read as a memory: a link inside a
+            # store could point anywhere on the disk of whoever reads it.
+            return None
+        return blob_data(self.repo, entry.id)
+
+    def exists(self, path: str) -> bool:
+        if path in self.changes:
+            return self.changes[path] is not None
+        return self._entry(path) is not None
+
+    def put(self, path: str, data: bytes) -> None:
+        self._stage(path, data)
+
+    def remove(self, path: str) -> None:
+        self._stage(path, None)
+
+    def _stage(self, path: str, data: bytes | None) -> None:
+        new = path not in self.changes
+        self.changes[path] = data
+        if new and self._indexed == len(self.changes) - 1:
+            self._index(path)
+            self._indexed += 1
+
+    def iter_files(self, prefix: str) -> Iterator[str]:
+        """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
+        seen: set[str] = set()
+        entry = self._entry(prefix) if prefix else self._tree
+        if entry is not None and entry.type_str == "tree":
+            for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
+                seen.add(path)
+                if self.changes.get(path, b"") is not None:
+                    yield path
+        for path, data in self.changes.items():
+            if data is not None and path not in seen and path.startswith(prefix + "/"):
+                yield path
+
+
+class RecordingSnapshot(Snapshot):
+    """A :class:`Snapshot` that remembers what the plan read of its commit.
+
+    Group commit (:mod:`gitmem.git.groupcommit`) moves a plan's changes onto a newer tip
+    without running the plan again when everything it read is the same there: each path
+    it looked up (a file, a folder: by object id and mode) and each case-twin question it
+    asked. A plan that reads :attr:`commit` or :attr:`tree` directly is *opaque*: its
+    changes only ever go onto the commit it ran on.
+    """
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+        super().__init__(repo, commit)
+        self.entries: dict[str, tuple[str, int] | None] = {}
+        self.spellings: dict[tuple[str, str], list[str]] = {}
+        self.opaque = False
+        self._quiet = 0
+
+    def _opaque_read(self) -> None:
+        self.opaque = True
+
+    def _entry(self, path: str) -> pygit2.Object | None:
+        entry = super()._entry(path)
+        if not self._quiet and path not in self.entries:
+            self.entries[path] = _entry_key(entry)
+        return entry
+
+    def committed_spellings(self, folder: str, name: str) -> set[str]:
+        self._quiet += 1
+        try:
+            result = super().committed_spellings(folder, name)
+        finally:
+            self._quiet -= 1
+        self.spellings[(folder, name.casefold())] = sorted(result)
+        return result
+
+
+def _entry_key(entry: pygit2.Object | None) -> tuple[str, int] | None:
+    return (str(entry.id), int(entry.filemode)) if entry is not None else None
+
+
+def reads_hold(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree | None,
+    entries: dict[str, tuple[str, int] | None],
+    spellings: dict[tuple[str, str], list[str]],
+) -> bool:
+    """Whether a plan that read ``entries`` and ``spellings`` would read the same in ``tree``."""
+    probe = Snapshot(repo, None)
+    probe._tree = tree
+    for path, seen in entries.items():
+        if _entry_key(probe._entry(path)) != (tuple(seen) if seen is not None else None):
+            return False
+    return all(
+        sorted(probe.committed_spellings(folder, fold)) == list(seen)
+        for (folder, fold), seen in spellings.items()
+    )
+
+
+def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
+    """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
+    object is missing or cannot be read: a bare KeyError or "failed to inflate" says
+    neither what is wrong nor what to do."""
+    try:
+        return repo[oid]
+    except KeyError:
+        raise RepositoryDamagedError(
+            f"the {what} {oid} is missing from the repository {repo.path}",
+            hint=damaged_hint(repo.path),
+        ) from None
+    except pygit2.GitError as exc:
+        raise RepositoryDamagedError(
+            f"the {what} {oid} in {repo.path} cannot be read ({exc})",
+            hint=damaged_hint(repo.path),
+        ) from None
+
+
+def damaged_hint(gitdir: str) -> str:
+    """The recovery hint of a damaged repository, naming it."""
+    return RepositoryDamagedError.default_hint.replace("STORE", shlex.quote(gitdir.rstrip("/")))
+
+
+def get_commit(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
+    obj = _object(repo, oid, "commit")
+    if obj.type_str != "commit":
+        raise StoreError(f"{oid} is a {obj.type_str}, not a commit")
+    return cast(pygit2.Commit, obj)
+
+
+def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
+    obj = _object(repo, oid, "tree")
+    if not isinstance(obj, pygit2.Tree):
+        raise StoreError(f"{oid} is a {obj.type_str}, not a tree")
+    return obj
+
+
+def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
+    obj = _object(repo, oid, "file (blob)")
+    if not isinstance(obj, pygit2.Blob):
+        raise StoreError(f"{oid} is a {obj.type_str}, not a blob")
+    try:
+        return obj.data
+    except pygit2.GitError as exc:  # the header read, the content does not inflate
+        raise RepositoryDamagedError(
+            f"the file (blob) {oid} in {repo.path} cannot be read ({exc})",
+            hint=damaged_hint(repo.path),
+        ) from None
+
+
+def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
+    for entry in tree:
+        path = f"{prefix}/{entry.name}" if prefix else str(entry.name)
+        if entry.type_str == "tree":
+            yield from _walk_tree(repo, get_tree(repo, entry.id), path)
+        elif entry.type_str == "blob" and entry.filemode != FileMode.LINK:
+            yield path
+
+
+def build_tree(
+    repo: pygit2.Repository,
+    base: pygit2.Tree | None,
+    changes: dict[str, bytes | None] | dict[str, pygit2.Oid | None],
+) -> pygit2.Oid:
+    """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
+
+    A change is the file's bytes, or the id of a blob already written; None removes.
+
+    Cost grows with the depth of the touched paths and the size of the touched
+    directories, never with the number of files in the store.
+    """
+    nested: dict[str, Any] = {}
+    for path, data in changes.items():
+        parts = path.split("/")
+        node = nested
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InvalidInputError(f"path {path!r} runs through a file")
+            node = child
+        node[parts[-1]] = data
+
+    def apply(tree: pygit2.Tree | None, node: dict[str, Any]) -> pygit2.Oid | None:
+        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        for name, sub in node.items():
+            existing = tree[name] if tree is not None and name in tree else None
+            if isinstance(sub, dict):
+                subtree = (
+                    get_tree(repo, existing.id)
+                    if existing is not None and existing.type_str == "tree"
+                    else None
+                )
+                if existing is not None and subtree is None:
+                    raise InvalidInputError(f"{name!r} is a file where a directory is needed")
+                sub_oid = apply(subtree, sub)
+                if sub_oid is None:
+                    if existing is not None:
+                        builder.remove(name)
+                else:
+                    builder.insert(name, sub_oid, FileMode.TREE)
+            elif sub is None:
+                if existing is not None:
+                    builder.remove(name)
+            else:
+                blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
+                builder.insert(name, blob, FileMode.BLOB)
+        if len(builder) == 0:
+            return None
+        oid: pygit2.Oid = write_object(builder.write)
+        return oid
+
+    result = apply(base, nested)
+    if result is None:
+        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
+        return empty
+    return result
+
+
+VANISHED_DIR_RETRIES = 5
+
+
+def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
+    """Run one libgit2 object write, again if its fan-out directory vanished under it.
+
+    libgit2 writes a loose object by creating ``objects/xx/`` and then renaming a
+    temporary file into it. ``git repack -d`` and ``git prune-packed`` (the automatic
+    packing helper, ``gitmem gc``, a user's ``git gc`` or ``git maintenance``) remove a
+    fan-out directory once it is empty; landing between the two steps, that fails the
+    write with ENOENT. git's own writers retry the ``mkdir`` for exactly this race; so
+    does this. Objects are content-addressed, so writing one twice is harmless.
+    """
+    for attempt in range(VANISHED_DIR_RETRIES):
+        try:
+            return write()
+        except OSError as exc:
+            if attempt + 1 == VANISHED_DIR_RETRIES or not _vanished(exc):
+                raise
+            log.debug("object directory vanished during a write (%s); writing again", exc)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _vanished(exc: OSError) -> bool:
+    # pygit2 raises a bare OSError carrying libgit2's message, without errno.
+    return exc.errno == errno.ENOENT or "No such file or directory" in str(exc)
+
+
+def create_blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
+    """``repo.create_blob`` through :func:`write_object`."""
+    return write_object(lambda: repo.create_blob(data))
+
+
+def format_message(spec: CommitSpec) -> str:
+    subject = _UNSAFE_LINE_RE.sub(" ", spec.subject).strip() or "gitmem write"
+    if len(subject) > 100:
+        subject = subject[:99] + "…"
+    parts = [subject]
+    if spec.body and spec.body.strip():
+        parts.append(spec.body.strip())
+    if spec.trailers:
+        parts.append(
+            "\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers)
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_trailers(message: str) -> list[tuple[str, str]]:
+    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return []
+    out: list[tuple[str, str]] = []
+    for line in paragraphs[-1].splitlines():
+        match = _TRAILER_RE.match(line)
+        if match is None:
+            return []
+        out.append((match.group(1), match.group(2).strip()))
+    return out
+
+
+def commit_time(commit: pygit2.Commit) -> dt.datetime:
+    return dt.datetime.fromtimestamp(commit.commit_time, dt.UTC)
+
+
+def author_time(commit: pygit2.Commit) -> dt.datetime:
+    return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
+
+
+DEFAULT_BRANCH = "main"
+
+
+def _head_branch(repo: pygit2.Repository) -> str | None:
+    """The branch HEAD names (born or not), or None for a detached HEAD."""
+    try:
+        target = repo.references["HEAD"].target
+    except (KeyError, pygit2.GitError):
+        return None
+    if isinstance(target, str) and target.startswith("refs/heads/"):
+        return target[len("refs/heads/") :]
+    return None
+
+
+class GitDB:
+    """One git repository seen as a store: snapshots, writes, and the branch they move.
+
+    A pygit2 Repository is never shared between threads or across a fork: each
+    thread (and each process after fork) opens its own.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        branch: str | None = None,
+        clock: Clock | None = None,
+        durable: bool = False,
+        lock_timeout: float = 60.0,
+        stale_lock_age: float = 30.0,
+    ) -> None:
+        try:
+            repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except (pygit2.GitError, KeyError) as exc:
+            raise StoreError(f"{os.fspath(path)} is not a git repository: {exc}") from None
+        # A work-tree store writes to the branch checked out (a person on a feature branch
+        # sees their agent's writes there, not staged reverts of main's); a bare store, a
+        # detached HEAD and anything unnamed write to main. An explicit branch is a
+        # proposal: made from main's tip on first use, and never synced into a work tree
+        # that has another branch checked out.
+        checked_out = _head_branch(repo)
+        if branch is None:
+            branch = checked_out if repo.workdir and checked_out else DEFAULT_BRANCH
+        elif not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
+            raise InvalidInputError(f"{branch!r} is not a valid branch name")
+        self.path = Path(path)
+        self.branch = branch
+        self.ref_name = f"refs/heads/{branch}"
+        if branch != DEFAULT_BRANCH and self.ref_name not in repo.references:
+            base = repo.references.get(f"refs/heads/{DEFAULT_BRANCH}")
+            if base is not None:
+                with contextlib.suppress(pygit2.AlreadyExistsError, pygit2.GitError):
+                    repo.references.create(self.ref_name, base.target)
+        self.clock: Clock = clock or SystemClock()
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self.stale_lock_age = stale_lock_age
+        self.gitdir = Path(repo.path)
+        self.workdir: Path | None = (
+            Path(repo.workdir) if repo.workdir and branch == checked_out else None
+        )
+        self.state_dir = self.gitdir / STATE_DIR
+        self._gitindex: gitindex.GitIndex | None = None
+        self.autopack = autopack.AutoPacker(self.gitdir)
+        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
+        self.group_commit = True
+        """Bare stores: concurrent writers commit through one leader (gitmem.git.groupcommit).
+        False: every writer moves the branch itself with compare-and-swap."""
+        self._queue: Any = None
+        self._signing: bool | None = None  # read from git's config on the first commit
+        self._local = threading.local()
+        self._local.repo = repo
+        self._local.pid = os.getpid()
+        if durable:
+            # Process-wide in libgit2: once one durable store is open, all fsync. A method in
+            # recent pygit2 (assigning to it raised AttributeError), a property in older ones.
+            settings: Any = pygit2.settings
+            if callable(settings.enable_fsync_gitdir):
+                settings.enable_fsync_gitdir(True)
+            else:
+                settings.enable_fsync_gitdir = True
+
+    # -- repository handles ---------------------------------------------------
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None or self._local.pid != os.getpid():
+            repo = pygit2.Repository(str(self.gitdir))
+            self._local.repo = repo
+            self._local.pid = os.getpid()
+        return repo
+
+    @property
+    def bare(self) -> bool:
+        return self.workdir is None
+
+    # -- reading ----------------------------------------------------------------
+
+    def tip(self) -> pygit2.Commit | None:
+        repo = self.repo
+        try:
+            ref = repo.lookup_reference(self.ref_name)
+        except KeyError:
+            return None
+        return get_commit(repo, ref.target)
+
+    def resolve(self, at: str | dt.datetime | dt.date | None) -> pygit2.Commit | None:
+        """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time.
+
+        A time picks the newest commit on the branch made at or before it; None
+        means nothing existed yet.
+        """
+        if at is None:
+            return self.tip()
+        if isinstance(at, str):
+            try:
+                obj = self.repo.revparse_single(at)
+                commit: pygit2.Commit = obj.peel(pygit2.Commit)
+                return commit
+            except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+                pass
+            try:
+                when = parse_timestamp(at)
+            except ValueError:
+                raise NotFoundError(f"no revision or date {at!r} in this store") from None
+        else:
+            when = parse_timestamp(at) if not isinstance(at, dt.datetime) else to_utc(at)
+        return self.commit_at_time(when)
+
+    def commit_at_time(self, when: dt.datetime) -> pygit2.Commit | None:
+        tip = self.tip()
+        if tip is None:
+            return None
+        limit = when.timestamp()
+        # Topological too: commits made within one second must still come child first.
+        for commit in self.repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.TIME):
+            if commit.commit_time <= limit:
+                return get_commit(self.repo, commit.id)
+        return None
+
+    def snapshot(self, at: str | dt.datetime | dt.date | None = None) -> Snapshot:
+        return Snapshot(self.repo, self.resolve(at))
+
+    def walk(self, *, reverse: bool = False) -> Iterator[pygit2.Commit]:
+        tip = self.tip()
+        if tip is None:
+            return
+        mode = SortMode.TOPOLOGICAL | SortMode.TIME
+        if reverse:
+            mode |= SortMode.REVERSE
+        yield from self.repo.walk(tip.id, mode)
+
+    # -- writing ----------------------------------------------------------------
+
+    def default_author(self) -> Author:
+        # The precedence git itself uses: the environment over user.name / user.email.
+        config = self.repo.config
+        name = (
+            os.environ.get("GIT_AUTHOR_NAME") or _config_get(config, "user.name") or "gitmem-user"
+        )
+        email = (
+            os.environ.get("GIT_AUTHOR_EMAIL")
+            or _config_get(config, "user.email")
+            or f"{_email_local(name)}@gitmem.invalid"
+        )
+        return Author(name, email)
+
+    def committer(self) -> Author:
+        """Who runs gitmem: git's committer identity (the environment, then user.name and
+        user.email), else gitmem's own. The author stays the agent that wrote the memory."""
+        config = self.repo.config
+        name = os.environ.get("GIT_COMMITTER_NAME") or _config_get(config, "user.name")
+        email = os.environ.get("GIT_COMMITTER_EMAIL") or _config_get(config, "user.email")
+        if name and email:
+            return Author(name, email)
+        return Author(COMMITTER_NAME, COMMITTER_EMAIL)
+
+    def signing(self) -> bool:
+        """Whether commits are signed: git's ``commit.gpgsign`` says so and the store is
+        trusted (a store's own ``gpg.program`` or signing key is as untrusted as the rest
+        of it; an untrusted store's commits are made unsigned, with one warning)."""
+        if self._signing is None:
+            try:
+                wanted = self.repo.config.get_bool("commit.gpgsign")
+            except (KeyError, pygit2.GitError, ValueError):
+                wanted = False
+            if wanted:
+                from gitmem.git import trust
+
+                if not trust.is_trusted(self.gitdir):
+                    log.warning(
+                        "commit.gpgsign is set, but %s is not a trusted store: its commits "
+                        "are not signed (gitmem trust %s signs them)",
+                        self.path,
+                        self.path,
+                    )
+                    wanted = False
+            self._signing = wanted
+        return self._signing
+
+    def make_commit(
+        self,
+        author: Author,
+        when: int,
+        message: str,
+        tree: pygit2.Oid,
+        parents: Sequence[pygit2.Oid],
+    ) -> pygit2.Oid:
+        """Create (not yet on any branch) a commit by ``author``, committed by
+        :meth:`committer` at ``when``, signed when :meth:`signing` says so."""
+        committer = self.committer()
+        if not self.signing():
+            repo = self.repo
+            return write_object(
+                lambda: repo.create_commit(
+                    None,
+                    pygit2.Signature(author.name, author.email, when, 0),
+                    pygit2.Signature(committer.name, committer.email, when, 0),
+                    message,
+                    tree,
+                    list(parents),
+                )
+            )
+        # git signs as the user configured it (gpg.format openpgp or ssh, user.signingkey):
+        # `git commit-tree -S` does exactly that, for a trusted store only.
+        from gitmem.git.command import run_git
+
+        args = ["commit-tree", str(tree), "-S", "-F", "-"]
+        for parent in parents:
+            args += ["-p", str(parent)]
+        stamp = f"@{when} +0000"
+        result = run_git(
+            args,
+            gitdir=self.gitdir,
+            input=message.encode("utf-8"),
+            trusted=True,
+            timeout=120,
+            extra_env={
+                "GIT_AUTHOR_NAME": author.name,
+                "GIT_AUTHOR_EMAIL": author.email,
+                "GIT_AUTHOR_DATE": stamp,
+                "GIT_COMMITTER_NAME": committer.name,
+                "GIT_COMMITTER_EMAIL": committer.email,
+                "GIT_COMMITTER_DATE": stamp,
+            },
+        )
+        return pygit2.Oid(hex=result.stdout.decode().strip())
+
+    def write(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
+
+        Returns the plan's value and the new commit id (None when the plan staged
+        nothing). Errors the plan raises (not found, conflict...) propagate and
+        nothing is written. Bare stores commit through :mod:`gitmem.git.groupcommit`.
+        """
+        if self.workdir is None and self.group_commit:
+            return self._write_grouped(plan)
+        return self._write_alone(plan)
+
+    def _write_grouped(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """The plan runs here, on the tip; its commit is made by whichever writer leads."""
+        from gitmem.git import groupcommit
+
+        if self._queue is None:
+            self._queue = groupcommit.CommitQueue(self)
+        queue: groupcommit.CommitQueue = self._queue
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            repo = self.repo
+            tip = self.tip()
+            snap = RecordingSnapshot(repo, tip)
+            spec, value = plan(snap)
+            changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+            if not changes:
+                return value, None
+            author = spec.author or self.default_author()
+            request = groupcommit.Request(
+                id=groupcommit.new_request_id(),
+                base=str(tip.id) if tip is not None else None,
+                opaque=snap.opaque,
+                entries=snap.entries,
+                spellings=snap.spellings,
+                changes={
+                    p: str(create_blob(repo, d)) if d is not None else None
+                    for p, d in changes.items()
+                },
+                message=format_message(spec),
+                author=(author.name, author.email),
+                when=int(self.clock.now().timestamp()),
+            )
+            outcome = queue.submit(request, deadline)
+            if outcome.kind == "ok":
+                assert outcome.commit is not None
+                self.autopack.after_write(repo)
+                return value, pygit2.Oid(hex=outcome.commit)
+            if outcome.kind == "error":
+                # Committing it failed in the leader: commit it alone, so the error (if it
+                # happens again) is raised here, to this write's caller.
+                return self._write_alone(plan)
+            queue.stats.retried += 1
+            if time.monotonic() > deadline:
+                raise ConflictError(
+                    f"could not move {self.ref_name}: the branch kept moving under this write",
+                    hint="another writer kept the branch busy; try again",
+                )
+
+    def _write_alone(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """Compare-and-swap: run the plan, commit, move the branch; on a lost race, again."""
+        deadline = time.monotonic() + self.lock_timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._writer_lock(deadline):
+                repo = self.repo
+                try:
+                    ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
+                except KeyError:
+                    ref = None
+                tip = get_commit(repo, ref.target) if ref is not None else None
+                if self.workdir is not None:
+                    self._heal_worktree(tip)
+                snap = Snapshot(repo, tip)
+                spec, value = plan(snap)
+                changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+                if not changes:
+                    return value, None
+                if self.workdir is not None:
+                    self._check_clean(snap, changes)
+                tree = build_tree(repo, snap._tree, changes)
+                now = self.clock.now()
+                author = spec.author or self.default_author()
+                parents = [tip.id] if tip is not None else []
+                oid = self.make_commit(
+                    author, int(now.timestamp()), format_message(spec), tree, parents
+                )
+                try:
+                    if ref is None:
+                        repo.references.create(self.ref_name, oid)
+                    else:
+                        ref.set_target(oid, f"gitmem: {spec.subject}")
+                except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
+                    self._after_lost_race(exc, attempt, deadline)
+                    continue
+                if self.workdir is not None:
+                    try:
+                        self._sync_worktree(tip, get_commit(repo, oid), changes)
+                    except (pygit2.GitError, OSError) as exc:
+                        # The commit has landed: raising now would tell the caller a
+                        # write failed that did not (a retry would write it twice). The
+                        # next write heals the work tree, as after a killed writer.
+                        log.warning(
+                            "committed %s, but could not update the work tree (%s); "
+                            "the next write brings it up to date",
+                            str(oid)[:12],
+                            exc,
+                        )
+                self.autopack.after_write(repo)
+                return value, oid
+
+    def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
+        """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
+        self._clear_stale_lock(self.gitdir / (self.ref_name + ".lock"))
+        if time.monotonic() > deadline:
+            raise ConflictError(
+                f"could not move {self.ref_name} after {attempt} attempts: {exc}",
+                hint="another writer kept the branch busy; try again",
+            ) from exc
+        # Jittered exponential backoff: spreads contending writers apart.
+        delay = min(0.2, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
+        time.sleep(delay)
+
+    def _clear_stale_lock(self, lock: Path) -> None:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > self.stale_lock_age:
+            log.warning(
+                "removing stale lock %s (left %.0f s ago by a process that died)", lock, age
+            )
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    @contextlib.contextmanager
+    def _writer_lock(self, deadline: float) -> Iterator[None]:
+        """Serialize writers of a work-tree store; bare stores rely on CAS alone.
+
+        The work tree and git's index are shared mutable state outside the object
+        database, so two writers syncing them at once could leave one's file on
+        top of the other's newer commit. An advisory ``flock`` is released by the
+        kernel when its holder dies, so a killed writer never leaves it behind.
+        """
+        if self.workdir is None:
+            yield
+            return
+        self.state_dir.mkdir(exist_ok=True)
+        fd = os.open(self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise LockTimeoutError(
+                            "another gitmem writer held the store's write lock for too long",
+                            hint="wait for it to finish, or check for a hung gitmem process",
+                        ) from None
+                    time.sleep(delay * random.uniform(0.5, 1.5))
+                    delay = min(0.05, delay * 2)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    # -- work tree ----------------------------------------------------------------
+
+    def _synced_marker(self) -> Path:
+        return self.state_dir / "worktree-synced"
+
+    def _read_marker(self) -> pygit2.Oid | None:
+        try:
+            text = self._synced_marker().read_text().strip()
+            return pygit2.Oid(hex=text)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _write_marker(self, oid: pygit2.Oid) -> None:
+        self.state_dir.mkdir(exist_ok=True)
+        tmp = self._synced_marker().with_suffix(".tmp")
+        tmp.write_text(str(oid) + "\n")
+        os.replace(tmp, self._synced_marker())
+
+    def _worktree_blob(self, path: str) -> pygit2.Oid | bool | None:
+        """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
+        assert self.workdir is not None
+        full = self.workdir / path
+        # A directory on the way that is a link (or a file) would carry the write
+        # out of the store: lstat only guards the last component.
+        for parent in full.relative_to(self.workdir).parents[:-1]:  # not the root itself
+            try:
+                mode = (self.workdir / parent).lstat().st_mode
+            except FileNotFoundError:
+                continue  # made by the sync
+            if not stat.S_ISDIR(mode):
+                return False
+        try:
+            st = full.lstat()
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return pygit2.hash(full.read_bytes())
+
+    def _check_clean(self, snap: Snapshot, changes: dict[str, bytes | None]) -> None:
+        """Refuse a write that would overwrite uncommitted edits in the work tree."""
+        for path in changes:
+            on_disk = self._worktree_blob(path)
+            committed = snap.blob_id(path)
+            if on_disk is False:
+                raise DirtyWorktreeError(
+                    f"{path} in the work tree is not a regular file; refusing to replace it"
+                )
+            if on_disk != committed:
+                state = "is untracked" if committed is None else "has uncommitted edits"
+                if on_disk is None:
+                    state = "was deleted in the work tree but not committed"
+                raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
+
+    def _heal_worktree(self, tip: pygit2.Commit | None) -> None:
+        """Bring files left behind by an interrupted write up to the tip.
+
+        A writer killed between moving the branch and updating the work tree
+        leaves files at the previous commit. Any file that still matches what
+        gitmem last synced (so nobody edited it) is brought forward.
+        """
+        if tip is None:
+            return
+        marker = self._read_marker()
+        if marker is None:
+            self._write_marker(tip.id)
+            return
+        if marker == tip.id:
+            return
+        repo = self.repo
+        try:
+            old = repo[marker]
+        except KeyError:
+            old = None
+        old_tree = old.tree if isinstance(old, pygit2.Commit) else None
+        diff = (
+            repo.diff(old_tree, tip.tree)
+            if old_tree is not None
+            else tip.tree.diff_to_tree(swap=True)
+        )
+        changes: dict[str, bytes | None] = {}
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] = {}
+        old_snap = Snapshot(repo, old if isinstance(old, pygit2.Commit) else None)
+        tip_snap = Snapshot(repo, tip)
+        for delta in diff.deltas:
+            for path in {delta.old_file.path, delta.new_file.path}:
+                self._remove_dead_temp_files(path)
+                old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
+                if self._worktree_blob(path) == old_id:
+                    changes[path] = blob_data(repo, new_id) if new_id is not None else None
+                else:
+                    # Edited by someone since: the file stays, but the index follows the
+                    # branch, so `git status` shows their edit against the tip rather
+                    # than a staged revert of the commit the dead writer left behind.
+                    index_only[path] = (old_id, new_id)
+        self._sync_worktree(
+            old if isinstance(old, pygit2.Commit) else None, tip, changes, index_only
+        )
+
+    def _remove_dead_temp_files(self, path: str) -> None:
+        """Remove ``.<name>.<pid>.tmp`` files a killed writer left beside ``path``.
+
+        Files are written only after their commit landed and before the synced marker
+        moves, so every temp file a dead writer left is beside a path of the commits
+        being healed. A temp file of a live process (a writer at work) is left alone.
+        """
+        assert self.workdir is not None
+        full = self.workdir / path
+        try:
+            candidates = list(full.parent.glob(f".{glob.escape(full.name)}.*.tmp"))
+        except OSError:
+            return
+        for tmp in candidates:
+            pid_text = tmp.name[len(full.name) + 2 : -len(".tmp")]
+            if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+                continue
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.info("removed %s, left by a writer that died", tmp)
+
+    def _sync_worktree(
+        self,
+        before: pygit2.Commit | None,
+        after: pygit2.Commit,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] | None = None,
+    ) -> None:
+        """Write the touched files and git's index so ``git status`` is clean.
+
+        ``index_only`` maps paths to (old, new) blob ids whose index entry moves from
+        old to new without touching the file (an entry someone staged is left alone).
+        """
+        assert self.workdir is not None
+        self._write_files(changes)
+        try:
+            self._update_index_fast(changes, index_only or {})
+        except gitindex.Unsupported as exc:
+            log.debug("git index: %s; updating it through libgit2", exc)
+            self._update_index_libgit2(changes, index_only or {})
+        self._write_marker(after.id)
+
+    def _write_files(self, changes: dict[str, bytes | None]) -> None:
+        """Each touched file written atomically (temp file + rename), or removed."""
+        assert self.workdir is not None
+        for path, data in changes.items():
+            full = self.workdir / path
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    full.unlink()
+                _prune_empty_dirs(full.parent, self.workdir)
+                continue
+            _make_dirs(full.parent, self.workdir)
+            tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+            # 0o664 before the umask: as git would write it, but never world-writable even
+            # under umask 000 (memories are shared with people, not with everyone).
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if self.durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, full)
+
+    def _update_index_fast(
+        self,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+    ) -> None:
+        """Stage the written files in git's index with :mod:`gitmem.git.stage`.
+
+        Only called under the writer lock, so the parsed index this GitDB keeps
+        is never updated by two threads at once.
+        """
+        assert self.workdir is not None
+        if self._gitindex is None:
+            self._gitindex = gitindex.GitIndex(self.gitdir / "index")
+        index = self._gitindex
+        for attempt in range(50):
+            index.load()
+            for path, (old_id, new_id) in index_only.items():
+                staged = index.get(path)
+                if staged != (old_id.raw if old_id is not None else None):
+                    continue
+                if new_id is None:
+                    index.remove(path)
+                else:
+                    index.add_entry(path, new_id.raw)
+            for path, data in changes.items():
+                if data is None:
+                    index.remove(path)
+                else:
+                    index.add_file(path, self.workdir / path, gitindex.blob_id(data))
+            try:
+                index.write(durable=self.durable)
+                return
+            except FileExistsError:
+                # Someone's git holds index.lock: wait for it, or clear it when stale.
+                self._clear_stale_lock(self.gitdir / "index.lock")
+                if attempt == 49:
+                    raise
+                time.sleep(0.01 * random.uniform(0.5, 1.5))
+                index.load()
+
+    def _update_index_libgit2(
+        self,
+        changes: dict[str, bytes | None],
+        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+    ) -> None:
+        repo = self.repo
+        index = repo.index
+        index.read(False)
+        for path, (old_id, new_id) in index_only.items():
+            staged = index[path].id if path in index else None
+            if staged != old_id:
+                continue
+            if new_id is None:
+                index.remove(path)
+            else:
+                index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
+        for path, data in changes.items():
+            if data is None:
+                with contextlib.suppress(OSError, KeyError):
+                    index.remove(path)
+            else:
+                index.add(path)
+        self._write_index(index)
+
+    def _write_index(self, index: pygit2.Index) -> None:
+        lock = self.gitdir / "index.lock"
+        for attempt in range(50):
+            try:
+                index.write()
+                return
+            except (pygit2.GitError, OSError):
+                self._clear_stale_lock(lock)
+                if attempt == 49:
+                    raise
+                time.sleep(0.01 * random.uniform(0.5, 1.5))
+
+
+def _differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
+    current = snap.blob_id(path)
+    if data is None:
+        return current is not None
+    return current is None or current != pygit2.hash(data)
+
+
+def _make_dirs(path: Path, top: Path) -> None:
+    """``mkdir -p`` below ``top`` with 0o775 before the umask: never world-writable."""
+    missing: list[Path] = []
+    while not path.exists() and path != top and top in path.parents:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o775)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _prune_empty_dirs(directory: Path, root: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
+def _config_get(config: pygit2.Config, key: str) -> str | None:
+    try:
+        value = config[key]
+    except (KeyError, pygit2.GitError):
+        return None
+    return str(value) if value else None
+
+
+def _email_local(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return cleaned or "agent"
+
+
+def agent_author(agent: str) -> Author:
+    """The commit author for an agent: ``git log --author=<agent>`` finds its writes."""
+    return Author(agent, f"{_email_local(agent)}@agents.gitmem.invalid")

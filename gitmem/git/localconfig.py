@@ -1,0 +1,145 @@
+"""The user's own, uncommitted configuration.
+
+Everything a store holds is shared with whoever can push to it, so nothing that decides
+what code runs, which stores are trusted, or where memory text is sent may come from the
+store. Those settings live here, in a file only the user writes:
+
+``$GITMEM_CONFIG``, else ``$XDG_CONFIG_HOME/gitmem/config.yaml``, else
+``~/.config/gitmem/config.yaml``.
+
+The file is a YAML mapping of named sections (``trusted_stores``, ``rules``, ``jobs``,
+``embedder``, ...); each feature reads its own section. Per-store settings sit under
+``stores: {<absolute git dir>: {<section>: ...}}`` and win over the top-level section.
+A missing file is an empty configuration; a malformed one is a clear error naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitmem.base.errors import InvalidInputError, InvalidMemoryError
+
+__all__ = ["LocalConfig", "config_path", "load", "update"]
+
+
+def config_path() -> Path:
+    """Where the user's configuration file is (it need not exist)."""
+    explicit = os.environ.get("GITMEM_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "gitmem" / "config.yaml"
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def section(self, name: str, *, gitdir: str | os.PathLike[str] | None = None) -> Any:
+        """The value of section ``name``; a store's own entry (by git dir) wins when given."""
+        if gitdir is not None:
+            stores = self.data.get("stores")
+            if isinstance(stores, dict):
+                key = str(Path(gitdir).resolve())
+                entry = stores.get(key)
+                if isinstance(entry, dict) and name in entry:
+                    return entry[name]
+        return self.data.get(name)
+
+
+def load() -> LocalConfig:
+    """Read the user's configuration (an empty one where the file does not exist)."""
+    # Imported here: most commands never read the local configuration.
+    from gitmem.format.codec import load_yaml
+
+    path = config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return LocalConfig(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidMemoryError(f"cannot read the gitmem configuration {path}: {exc}") from None
+    try:
+        data, _ = load_yaml(text)
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(f"{path}: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidMemoryError(f"{path} must hold a YAML mapping")
+    return LocalConfig(path, data)
+
+
+_cache: dict[str, tuple[tuple[int, int, int], LocalConfig]] = {}
+
+
+def load_cached() -> LocalConfig:
+    """:func:`load`, re-read only when the file changed (git runs ask it once per call)."""
+    path = config_path()
+    try:
+        st = path.stat()
+    except OSError:
+        return LocalConfig(path)
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = _cache.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    config = load()
+    _cache[str(path)] = (stamp, config)
+    return config
+
+
+def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
+    """Apply ``change`` to the configuration's mapping and write the file back.
+
+    Under an exclusive lock (a ``.lock`` file beside it), so two gitmem processes
+    recording a store at once both land; written to a temporary file and renamed
+    (a reader sees the old file or the new one); owner-only mode, since the file
+    decides what runs. Comments in a hand-written file are not kept.
+    """
+    import yaml
+
+    path = config_path()
+    if path.exists() and not path.is_file():
+        if stat.S_ISCHR(path.stat().st_mode):
+            # GITMEM_CONFIG=/dev/null says "no local configuration": nothing is recorded.
+            # Writing would rename a temporary file over the device (seen: a run as root
+            # turned /dev/null into a regular file, breaking every later program).
+            data = dict(load().data)
+            change(data)
+            return LocalConfig(path, data)
+        raise InvalidInputError(
+            f"the local configuration {path} is not a regular file; nothing was recorded",
+            hint="point GITMEM_CONFIG at a file (or /dev/null for none)",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = dict(load().data)
+        change(data)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(
+                    "# gitmem's local configuration: yours alone, never committed "
+                    "(see docs/security.md).\n"
+                )
+                yaml.safe_dump(data, fh, sort_keys=False, allow_unicode=True)
+            Path(tmp).chmod(0o600)
+            Path(tmp).replace(path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink()
+            raise
+    _cache.pop(str(path), None)
+    return LocalConfig(path, data)

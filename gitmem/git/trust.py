@@ -1,0 +1,136 @@
+"""Which stores the user trusts, recorded outside every store.
+
+In the spirit of git's ``safe.directory``: a repository's own configuration can make
+git run programs (hooks, merge drivers, filters, ``remote.<name>.uploadpack``...).
+That is fine for a store the user made, and dangerous for one that arrived from
+someone else: a project that commits a bare store as ``.gitmem/``, a directory
+copied from a colleague. So gitmem keeps a list of trusted stores in the user's own
+configuration file (:mod:`gitmem.git.localconfig`, section ``trusted_stores``: absolute
+git directories, or ``"*"`` for all), never in the store.
+
+A store is trusted when the user created it with gitmem (``gitmem init`` records it),
+or said so (``gitmem trust PATH``). What trust unlocks:
+
+- git runs with the store's own program-running settings (:mod:`gitmem.git.command`);
+  untrusted, they are shut out and gitmem's own merge driver stands in for
+  ``merge.gitmem.driver``;
+- a store committed in the enclosing project (found by walking up) is used without
+  ``--store``.
+
+Nothing else: what code runs for prune rules and jobs is never decided by a store,
+trusted or not (:mod:`gitmem.features.lifecycle.rules`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gitmem.base.errors import InvalidInputError, StoreError
+from gitmem.git import localconfig
+
+__all__ = [
+    "SECTION",
+    "git_dir_of",
+    "is_trusted",
+    "is_trusted_repository_at",
+    "record_created",
+    "trust",
+    "trusted",
+    "untrust",
+]
+
+SECTION = "trusted_stores"
+ALL = "*"
+
+
+def git_dir_of(path: str | os.PathLike[str]) -> Path:
+    """The git directory of the store at ``path``: ``<path>/.git``, or ``path`` when bare."""
+    target = Path(path).expanduser().resolve()
+    dot_git = target / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    return target
+
+
+def _entries(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(
+            f"{localconfig.config_path()}: {SECTION} must be a list of store paths"
+        )
+    return list(value)
+
+
+def trusted() -> list[str]:
+    """The trusted git directories as recorded (``"*"`` trusts every store)."""
+    return _entries(localconfig.load_cached().section(SECTION))
+
+
+def is_trusted(path: str | os.PathLike[str]) -> bool:
+    """Whether the store (or git directory) at ``path`` is trusted."""
+    entries = trusted()
+    if not entries:
+        return False
+    if ALL in entries:
+        return True
+    return str(git_dir_of(path)) in entries
+
+
+def is_trusted_repository_at(cwd: str | os.PathLike[str]) -> bool:
+    """Whether the repository git finds from ``cwd`` is trusted (False when there is none)."""
+    import pygit2
+
+    try:
+        found = pygit2.discover_repository(os.fspath(cwd))
+    except (pygit2.GitError, OSError):
+        return False
+    return found is not None and is_trusted(found)
+
+
+def _is_repository(gitdir: Path) -> bool:
+    return (gitdir / "HEAD").is_file() and (gitdir / "objects").is_dir()
+
+
+def _record(gitdir: Path) -> None:
+    def change(data: dict[str, Any]) -> None:
+        entries = _entries(data.get(SECTION))
+        # Stores deleted since they were recorded (temporary stores, tests) are dropped,
+        # so the list does not grow without end.
+        kept = [e for e in entries if e == ALL or Path(e).is_dir()]
+        if str(gitdir) not in kept:
+            kept.append(str(gitdir))
+        data[SECTION] = kept
+
+    localconfig.update(change)
+
+
+def record_created(path: str | os.PathLike[str]) -> None:
+    """Record a store gitmem just created for the user (``gitmem init``)."""
+    _record(git_dir_of(path))
+
+
+def trust(path: str | os.PathLike[str]) -> Path:
+    """Trust the store at ``path`` from now on; returns its git directory."""
+    gitdir = git_dir_of(path)
+    if not _is_repository(gitdir):
+        raise StoreError(f"no git repository at {Path(path).expanduser()}")
+    _record(gitdir)
+    return gitdir
+
+
+def untrust(path: str | os.PathLike[str]) -> bool:
+    """Stop trusting the store at ``path``; False when it was not on the list."""
+    gitdir = str(git_dir_of(path))
+    removed: list[bool] = []
+
+    def change(data: dict[str, Any]) -> None:
+        entries = _entries(data.get(SECTION))
+        kept = [e for e in entries if e != gitdir and e != str(path)]
+        removed.append(len(kept) != len(entries))
+        data[SECTION] = kept
+
+    localconfig.update(change)
+    return removed[0]

@@ -1,0 +1,2167 @@
+"""The Store: create, read, update, append, delete, restore, supersede, list, history, log.
+
+Every write is one commit made through :class:`gitmem.git.db.GitDB`. Each
+operation is an *action*: a function that reads and stages changes in a
+snapshot. Outside a transaction an action gets a commit of its own; inside
+``with store.transaction():`` actions share one commit, replayed on the newest
+tip if another writer moved the branch in between.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import datetime as dt
+import heapq
+import itertools
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+from pygit2.enums import FileMode
+
+from gitmem.base.clock import Clock, SystemClock, format_timestamp, parse_timestamp
+from gitmem.base.errors import (
+    AlreadyExistsError,
+    AmbiguousIdError,
+    ConflictError,
+    GitmemError,
+    InvalidIdError,
+    InvalidInputError,
+    InvalidMemoryError,
+    NotFoundError,
+    StoreError,
+    TooLargeError,
+)
+from gitmem.format import codec, schema
+from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
+from gitmem.format.layout import (
+    ATTRIBUTES_FILE,
+    CONFIG_FILE,
+    DOCUMENT_ROOTS,
+    MEMORY_ROOTS,
+    check_id,
+    expected_path_form,
+    id_from_path,
+    is_memory_file,
+    is_path_id,
+    memory_path,
+    new_id,
+)
+from gitmem.format.model import (
+    EDITABLE_FIELDS,
+    Memory,
+    Op,
+    Related,
+    Relationship,
+    Scope,
+    Status,
+    Trigger,
+    memory_from_document,
+)
+from gitmem.format.versions import Chain, successor_map, walk_back, walk_forward
+from gitmem.git.db import (
+    Author,
+    CommitSpec,
+    GitDB,
+    Snapshot,
+    agent_author,
+    author_time,
+    blob_data,
+    parse_trailers,
+)
+from gitmem.store.index import Index, IndexStats, Progress, infer_op
+
+if TYPE_CHECKING:
+    from gitmem.git.maintenance import GcResult
+    from gitmem.store.recall import RecallResults
+    from gitmem.store.search import SearchResults
+    from gitmem.store.sync import SyncResult
+
+log = logging.getLogger(__name__)
+
+_NOT_FOUND_HINT = (
+    "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
+)
+
+At = str | dt.datetime | dt.date | None
+RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Version:
+    """One step of a memory's history: a commit that changed one file of the chain."""
+
+    memory_id: str
+    version: int | None
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    memory: Memory | None
+    """The content at that point; None for a deletion."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory_id,
+            "version": self.version,
+            "commit": self.commit,
+            "time": format_timestamp(self.time),
+            "author": self.author,
+            "agent": self.agent,
+            "op": self.op,
+            "memory": self.memory.to_dict() if self.memory is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class History:
+    versions: list[Version]
+    warnings: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Version]:
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __getitem__(self, index: int) -> Version:
+        return self.versions[index]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    commit: str
+    time: dt.datetime
+    author: str
+    author_email: str
+    subject: str
+    ops: list[str]
+    ids: list[str]
+    supersedes: list[str]
+    agent: str | None
+    session: str | None
+    scope: Scope | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "time": format_timestamp(self.time),
+            "author": self.author,
+            "author_email": self.author_email,
+            "subject": self.subject,
+            "ops": self.ops,
+            "ids": self.ids,
+            "supersedes": self.supersedes,
+            "agent": self.agent,
+            "session": self.session,
+            "scope": str(self.scope) if self.scope else None,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file in the store that gitmem cannot read as a memory."""
+
+    path: str
+    message: str
+    scope: Scope | None = None
+
+
+# -- actions ---------------------------------------------------------------------
+
+
+@dataclass
+class _Effect:
+    """What one action did, for the commit message and trailers."""
+
+    op: Op
+    ids: list[str]
+    title: str | None = None
+    supersedes: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+
+_Action = Callable[[Snapshot], tuple[_Effect, Any]]
+
+
+def _spec(
+    effects: Sequence[_Effect],
+    message: str | None,
+    tx_message: str | None = None,
+    extra_trailers: Sequence[tuple[str, str]] = (),
+    *,
+    op: str | None = None,
+    by: str | None = None,
+) -> CommitSpec:
+    """The commit of ``effects``; ``op`` and ``by`` name the operation and who ran it when a
+    transaction is one act of its own (``resolve``), not the sum of its writes."""
+    trailers: list[tuple[str, str]] = []
+    ops: list[str] = []
+    for effect in effects:
+        if str(effect.op) not in ops:
+            ops.append(str(effect.op))
+    if op is not None:
+        ops = [op]
+        subject = tx_message or op
+        agents = [by] if by else []
+    elif len(effects) == 1:
+        effect = effects[0]
+        what = effect.title or effect.ids[0]
+        subject = f"{effect.op}: {what}"
+    else:
+        subject = tx_message or f"transaction: {len(effects)} operations"
+        message = message if tx_message is None else None
+    trailers.extend(("Gitmem-Op", name) for name in ops)
+    seen_ids: list[str] = []
+    for effect in effects:
+        for mid in effect.ids:
+            if mid not in seen_ids:
+                seen_ids.append(mid)
+    trailers.extend(("Gitmem-Id", mid) for mid in seen_ids)
+    for effect in effects:
+        if effect.supersedes:
+            trailers.append(("Gitmem-Supersedes", effect.supersedes))
+    if op is None:
+        agents = [e.agent for e in effects if e.agent]
+    sessions = [e.session for e in effects if e.session]
+    if agents:
+        trailers.append(("Gitmem-Agent", agents[0]))
+    if sessions:
+        trailers.append(("Gitmem-Session", sessions[0]))
+    trailers.extend(extra_trailers)
+    author: Author | None = agent_author(_author_name(agents[0])) if agents else None
+    return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
+
+
+class Transaction:
+    """Many operations, one commit, all or nothing. Made by :meth:`Store.transaction`.
+
+    Its write methods are the Store's; reads through the store inside the block
+    see what the transaction staged.
+    """
+
+    def __init__(self, store: Store, backend: _Backend, message: str | None) -> None:
+        self.store = store
+        self.backend = backend
+        self.message = message
+        self.actions: list[_Action] = []
+        self.effects: list[_Effect] = []
+        self.snapshot = backend.db.snapshot()
+        self.commit: str | None = None
+        self.trailers: list[tuple[str, str]] = []
+        self.op: str | None = None
+        self.by: str | None = None
+        self.body: str | None = None
+
+    def run(self, action: _Action) -> Any:
+        self.store._refresh_config(self.backend, self.snapshot)
+        effect, value = action(self.snapshot)
+        self.actions.append(action)
+        self.effects.append(effect)
+        return value
+
+    def built_on(self, snap: Snapshot) -> bool:
+        """Whether ``snap`` is the commit this transaction staged its changes on."""
+        mine, theirs = self.snapshot.commit, snap.commit
+        if mine is None or theirs is None:
+            return mine is None and theirs is None
+        return bool(mine.id == theirs.id)
+
+    def __getattr__(self, name: str) -> Any:
+        # tx.create(...), tx.update(...), tx.read(...): the store's own methods,
+        # which join this transaction because it is active on this thread.
+        return getattr(self.store, name)
+
+
+# -- the store -------------------------------------------------------------------------
+
+
+@dataclass
+class _Backend:
+    scope: Scope
+    db: GitDB
+    config: StoreConfig
+    config_blob: pygit2.Oid | None = None
+    """The blob ``config`` was read from, so a newly committed policy is noticed."""
+    index: Index | None = None
+    """The derived SQLite index, opened on first use."""
+
+
+class Store:
+    """A gitmem store: one git repository, or a repo-scope and a user-scope one read together.
+
+    Open one with :func:`gitmem.open` or :func:`gitmem.init`. Writes go to
+    ``default_scope`` unless a ``scope=`` says otherwise.
+    """
+
+    def __init__(
+        self,
+        backends: Sequence[_Backend],
+        *,
+        clock: Clock | None = None,
+        use_index: bool = True,
+    ) -> None:
+        if not backends:
+            raise StoreError("a Store needs at least one repository")
+        self._backends: dict[Scope, _Backend] = {}
+        for backend in backends:
+            self._backends.setdefault(backend.scope, backend)
+        self.default_scope = backends[0].scope
+        self.clock: Clock = clock or SystemClock()
+        for backend in self._backends.values():
+            backend.db.clock = self.clock
+        self._tx = threading.local()
+        self.use_index = use_index
+        """Serve list, history, latest_version and search from the SQLite index (else scan git)."""
+        self.allow_secrets = False
+        """Store content that looks like a credential instead of refusing it (see
+        :mod:`gitmem.format.secrets`); :meth:`secrets_allowed` allows it for one block only."""
+        self._secrets_ok = threading.local()
+
+    @contextlib.contextmanager
+    def secrets_allowed(self) -> Iterator[None]:
+        """Writes in this block (in this thread) may store content that looks like a credential.
+
+        Without it every write that would store a credential raises
+        :class:`gitmem.format.secrets.SecretsFoundError` naming its kind and line.
+        """
+        before = getattr(self._secrets_ok, "on", False)
+        self._secrets_ok.on = True
+        try:
+            yield
+        finally:
+            self._secrets_ok.on = before
+
+    # -- opening ---------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The path of the default scope's repository (its work tree, or the bare git dir)."""
+        return self._backend(None).db.path
+
+    @property
+    def scopes(self) -> list[Scope]:
+        return list(self._backends)
+
+    def db(self, scope: Scope | str | None = None) -> GitDB:
+        return self._backend(scope).db
+
+    def config(self, scope: Scope | str | None = None) -> StoreConfig:
+        return self._backend(scope).config
+
+    def _refresh_config(self, backend: _Backend, snap: Snapshot) -> None:
+        """Use the config committed at the tip being written to, not the one seen at open:
+        a policy change (a smaller body bound) governs a long-lived store's next write."""
+        blob = snap.blob_id(CONFIG_FILE)
+        if blob is None or blob == backend.config_blob:
+            return
+        data = snap.read(CONFIG_FILE)
+        if data is not None:
+            backend.config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+            backend.config_blob = blob
+
+    def _backend(self, scope: Scope | str | None) -> _Backend:
+        if scope is None:
+            return self._backends[self.default_scope]
+        try:
+            key = Scope(scope)
+        except ValueError:
+            raise InvalidInputError(f"scope {scope!r} is not 'repo' or 'user'") from None
+        if key not in self._backends:
+            raise InvalidInputError(
+                f"this store has no {key} scope (it has: {', '.join(map(str, self._backends))})"
+            )
+        return self._backends[key]
+
+    def _ordered(self, scope: Scope | str | None) -> list[_Backend]:
+        if scope is not None:
+            return [self._backend(scope)]
+        return list(self._backends.values())
+
+    # -- transactions ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(
+        self,
+        message: str | None = None,
+        *,
+        scope: Scope | str | None = None,
+        trailers: Sequence[tuple[str, str]] = (),
+        op: str | None = None,
+        by: str | None = None,
+        body: str | None = None,
+    ) -> Iterator[Transaction]:
+        """Group writes into one commit: all of them land, or none does.
+
+        ``op`` makes the commit one operation of that name (its only ``Gitmem-Op``, its
+        subject ``message`` however many writes it holds, ``body`` the caller's reason),
+        attributed to ``by`` (the agent or person who ran it; else the git user), not to
+        the agents of the memories it rewrites: ``gitmem resolve`` is such a commit.
+
+        ``trailers`` are added after gitmem's own (``("Gitmem-Prune", "...")``): a
+        caller that knows *why* it writes, such as a prune run, records it in the
+        commit itself. The list may still be extended inside the block
+        (``tx.trailers.append(...)``), for reasons found while staging.
+
+        Inside the block, the store's write methods stage changes; reads see them.
+        The commit is made when the block ends without an exception. If another
+        writer moved the branch meanwhile, the staged operations are replayed on
+        the new tip (so they may see newer versions), or the commit fails with the
+        error a replayed operation raised and nothing is written.
+        """
+        if getattr(self._tx, "active", None) is not None:
+            raise InvalidInputError("transactions do not nest")
+        backend = self._backend(scope)
+        for key, value in trailers:
+            _check_trailer(key, value)
+        # Refused up front, not only when the commit is made: the block's writes are wasted
+        # otherwise, and a one-write transaction's commit does not carry its message.
+        self._check_commit_text(
+            backend, CommitSpec(subject=message or "", body=body, trailers=list(trailers))
+        )
+        if op is not None:
+            _check_trailer("Gitmem-Op", op)
+            by = _line("agent", by)
+        if body is not None and not isinstance(body, str):
+            raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
+        tx = Transaction(self, backend, message)
+        tx.trailers.extend(trailers)
+        tx.op, tx.by, tx.body = op, by, body
+        self._tx.active = tx
+        try:
+            yield tx
+        finally:
+            self._tx.active = None
+        if not tx.actions:
+            return
+
+        def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+            if tx.built_on(snap):
+                # Nobody moved the branch: what was staged is what would be replayed.
+                snap.changes.update(tx.snapshot.changes)
+                effects = tx.effects
+            else:
+                self._refresh_config(backend, snap)
+                effects = [action(snap)[0] for action in tx.actions]
+            for key, value in tx.trailers:
+                _check_trailer(key, value)
+            subject = message or f"transaction: {len(effects)} operations"
+            return self._check_commit_text(
+                backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
+            ), None
+
+        _, oid = backend.db.write(plan)
+        tx.commit = str(oid) if oid is not None else None
+
+    def _index(self, backend: _Backend, at: At = None) -> Index | None:
+        """The backend's index, or None where it cannot answer (a past ``at``, a
+        transaction's staged writes, or the index switched off)."""
+        if not self.use_index or at is not None:
+            return None
+        tx = self._active_tx()
+        if tx is not None and tx.backend is backend:
+            return None
+        if backend.index is None and not index_writable(backend.db):
+            # A read-only store (a read-only mount, another user's files): the index cannot
+            # be built or caught up there, so reads scan git instead of failing.
+            return None
+        if backend.index is None:
+            backend.index = Index(
+                backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
+            )
+        return backend.index
+
+    def index(self, scope: Scope | str | None = None) -> Index:
+        """The derived index of one scope (opened, not yet caught up)."""
+        backend = self._backend(scope)
+        found = self._index(backend)
+        if found is None:
+            if backend.index is None:
+                backend.index = Index(
+                    backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
+                )
+            return backend.index
+        return found
+
+    def reindex(
+        self, *, scope: Scope | str | None = None, progress: Progress | None = None
+    ) -> builtins.list[IndexStats]:
+        """Rebuild the index from git (``gitmem reindex``); returns what each scope holds."""
+        return [self.index(b.scope).rebuild(progress) for b in self._ordered(scope)]
+
+    def gc(self, *, scope: Scope | str | None = None) -> builtins.list[GcResult]:
+        """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``)."""
+        from gitmem.git import maintenance
+
+        return [maintenance.gc(b.db) for b in self._ordered(scope)]
+
+    def sync(
+        self,
+        remote: str = "origin",
+        *,
+        branch: str | None = None,
+        scope: Scope | str | None = None,
+        max_attempts: int = 40,
+    ) -> SyncResult:
+        """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
+
+        See :func:`gitmem.store.sync.sync`: forks are reported, never conflict markers;
+        a network failure leaves the store as it was.
+        """
+        from gitmem.store.sync import sync
+
+        return sync(self, remote, branch=branch, scope=scope, max_attempts=max_attempts)
+
+    def _active_tx(self) -> Transaction | None:
+        return getattr(self._tx, "active", None)
+
+    def _run(self, backend: _Backend, action: _Action, message: str | None) -> Any:
+        tx = self._active_tx()
+        if tx is not None:
+            if tx.backend is not backend:
+                raise InvalidInputError(
+                    f"this transaction writes to the {tx.backend.scope} scope, not {backend.scope}"
+                )
+            return tx.run(action)
+
+        def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
+            self._refresh_config(backend, snap)
+            effect, value = action(snap)
+            return self._check_commit_text(backend, _spec([effect], message)), value
+
+        value, _ = backend.db.write(plan)
+        return value
+
+    def _snapshot(self, backend: _Backend, at: At) -> Snapshot:
+        tx = self._active_tx()
+        if at is None and tx is not None and tx.backend is backend:
+            return tx.snapshot
+        return backend.db.snapshot(at)
+
+    # -- encoding ---------------------------------------------------------------------
+
+    def _secrets_refused(self) -> bool:
+        return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
+
+    def _secret_policy(self, backend: _Backend) -> Any:
+        # Imported here: compiling its patterns is a cost a read-only command skips.
+        from gitmem.format import secrets
+
+        return secrets.policy_from_config(backend.config.raw)
+
+    def _check_commit_text(self, backend: _Backend, spec: CommitSpec) -> CommitSpec:
+        """Refuse a commit whose message (subject, body, trailers) holds a credential: a
+        message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
+        ``message=``, a transaction's message and trailers)."""
+        if self._secrets_refused():
+            from gitmem.format import secrets
+
+            secrets.refuse_commit_message(
+                spec.subject, spec.body, spec.trailers, self._secret_policy(backend)
+            )
+        return spec
+
+    def _encode(self, backend: _Backend, memory: Memory) -> bytes:
+        metadata = memory.to_metadata()
+        # First: everything below walks the values recursively.
+        codec.check_writable_depth(metadata)
+        if self._secrets_refused():
+            # Before the schema check and anything else that may quote a value: a length
+            # error on a tag must not print the token in it.
+            from gitmem.format import secrets
+
+            secrets.refuse_memory(
+                memory_id=memory.id,
+                metadata=metadata,
+                body="",  # scanned with the whole file below: no check before that quotes it
+                policy=self._secret_policy(backend),
+                path=memory.path or memory_path(memory.id),
+            )
+        schema.validate(metadata)
+        if memory.document is not None:
+            doc = memory.document.with_changes(metadata, memory.body)
+        else:
+            doc = codec.Document(metadata, memory.body)
+        text = codec.serialize(doc)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
+                "cannot store"
+            ) from None
+        limit = backend.config.max_body_bytes
+        body_size = len(memory.body.encode("utf-8"))
+        if body_size > limit:
+            raise TooLargeError(
+                f"body of {memory.id} is {body_size} bytes, over the store's limit of {limit}",
+                hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+            )
+        # The reader refuses front-matter over its bound; never write a file it would refuse.
+        head_size = len(data) - body_size
+        if head_size > codec.MAX_FRONT_MATTER_BYTES:
+            raise TooLargeError(
+                f"front-matter of {memory.id} is about {head_size} bytes, over the limit of "
+                f"{codec.MAX_FRONT_MATTER_BYTES}",
+                hint="keep large content in the body, not in front-matter fields",
+            )
+        # Writes refuse whatever reads cannot read: the file is parsed back as every
+        # reader parses it (depth, size, values YAML does not carry exactly).
+        codec.check_reads_back(text, metadata, memory.body)
+        if self._secrets_refused():
+            # Every write that stores content passes here: the one place credentials are kept
+            # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
+            # fields were scanned as values above; the file is scanned too, for pairs such as
+            # ``db_password: ...`` that span a key and its value.
+            from gitmem.format import secrets
+
+            policy = self._secret_policy(backend)
+            secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
+        return data
+
+    def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
+        text = codec.decode(data, what=path)
+        if "\x00" in text:
+            # The write path refuses NUL (memories are text; git would call the file binary),
+            # so a planted one is a broken file, not a memory to carry forward.
+            raise InvalidMemoryError(f"{path} contains a NUL byte; memories are text")
+        doc = codec.parse(text)
+        if not doc.has_front_matter:
+            raise InvalidMemoryError(f"{path} has no front-matter")
+        schema.validate(doc.metadata, what=path)
+        memory = memory_from_document(doc, path=path)
+        expected = id_from_path(path)
+        if expected is not None and memory.id != expected:
+            raise InvalidMemoryError(
+                f"{path} carries id {memory.id!r}, but its path says {expected!r}"
+            )
+        return replace(memory, store_scope=backend.scope)
+
+    def _load(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory | None:
+        path = memory_path(memory_id)
+        data = snap.read(path)
+        if data is None:
+            return None
+        return self._decode(backend, data, path)
+
+    def _require(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory:
+        memory = self._load(backend, snap, memory_id)
+        if memory is None:
+            raise NotFoundError(f"no memory {memory_id} in the {backend.scope} store")
+        return memory
+
+    def _locate(self, memory_id: str, scope: Scope | str | None = None) -> _Backend:
+        """The backend that holds ``memory_id`` now (inside a transaction: as staged)."""
+        check_id(memory_id)
+        path = memory_path(memory_id)
+        for backend in self._ordered(scope):
+            if self._snapshot(backend, None).exists(path):
+                return backend
+        raise NotFoundError(f"no memory {memory_id}", hint=_NOT_FOUND_HINT)
+
+    # -- input checks -------------------------------------------------------------------
+
+    @staticmethod
+    def _body(body: str | bytes) -> str:
+        if isinstance(body, bytes):
+            body = codec.decode(body, what="body")
+        if not isinstance(body, str):
+            raise InvalidInputError(f"body must be text, not {type(body).__name__}")
+        if "\x00" in body:
+            raise InvalidInputError("body contains a NUL byte; memories are text")
+        return body
+
+    def _fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and normalise caller-settable fields; raises naming the bad one."""
+        unknown = set(fields) - EDITABLE_FIELDS - {"extra"}
+        if unknown:
+            raise InvalidInputError(
+                f"cannot set {', '.join(sorted(unknown))}: settable fields are "
+                f"{', '.join(sorted(EDITABLE_FIELDS))} and extra"
+            )
+        out: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key in {"title", "category", "agent", "session_id"}:
+                out[key] = _line(key, value)
+            elif key == "tags":
+                out[key] = _tags(value)
+            elif key == "related":
+                out[key] = _related(value)
+            elif key == "trigger":
+                out[key] = _enum(Trigger, key, value)
+            elif key == "status":
+                out[key] = _enum(Status, key, value) or Status.ACTIVE
+            elif key == "extra":
+                out[key] = _extra(value)
+        return out
+
+    # -- create / read ----------------------------------------------------------------------
+
+    def create(
+        self,
+        body: str | bytes,
+        *,
+        title: str | None = None,
+        category: str | None = None,
+        scope: Scope | str | None = None,
+        tags: Iterable[str] = (),
+        related: Iterable[RelatedInput] = (),
+        agent: str | None = None,
+        session_id: str | None = None,
+        trigger: Trigger | str | None = None,
+        status: Status | str | None = None,
+        id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Store a new memory in one commit and return it (with its new ``mem_<uuid>`` id).
+
+        Raises AlreadyExistsError if ``id`` is given and taken, InvalidInputError
+        for bad fields, TooLargeError over the body bound.
+        """
+        backend = self._backend(scope)
+        memory_id = check_id(id) if id is not None else new_id()
+        body = self._body(body)
+        fields = self._fields(
+            {
+                "title": title,
+                "category": category,
+                "tags": tags,
+                "related": related,
+                "agent": agent,
+                "session_id": session_id,
+                "trigger": trigger,
+                "status": status,
+                "extra": extra,
+            }
+        )
+        path = memory_path(memory_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            if snap.exists(path):
+                raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
+            twin = _case_twin(snap, path) if id is not None else None  # new ids are lowercase
+            if twin is not None:
+                raise AlreadyExistsError(
+                    f"{path} differs only in case from {twin}, which exists: on a "
+                    "case-insensitive file system (macOS, Windows) the two are one file",
+                    hint="use the existing name, or one that differs in more than case",
+                )
+            now = self.clock.now()
+            memory = Memory(
+                id=memory_id,
+                body=body,
+                created_at=now,
+                updated_at=now,
+                version=1,
+                scope=backend.scope,
+                path=path,
+                store_scope=backend.scope,
+                **_memory_fields(fields),
+            )
+            snap.put(path, self._encode(backend, memory))
+            return _Effect(
+                Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id
+            ), memory
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def read(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory:
+        """The memory with this id, now or ``at`` a revision or time. Raises NotFoundError."""
+        memory = self.get(id, at=at, scope=scope)
+        if memory is None:
+            when = f" at {at}" if at is not None else ""
+            raise NotFoundError(f"no memory {id}{when}", hint=_NOT_FOUND_HINT)
+        return memory
+
+    def get(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory | None:
+        """Like :meth:`read`, but None when there is no such memory."""
+        check_id(id)
+        for backend in self._ordered(scope):
+            memory = self._load(backend, self._snapshot(backend, at), id)
+            if memory is not None:
+                return memory
+        return None
+
+    def exists(self, id: str, *, at: At = None) -> bool:
+        return self.get(id, at=at) is not None
+
+    def resolve_id(self, prefix: str, *, scope: Scope | str | None = None) -> str:
+        """The full id of the one memory whose id starts with ``prefix``, in every scope.
+
+        For people typing ids: ``mem_5f0c`` (or ``mem_5f0c...`` as help texts write it)
+        names ``mem_5f0c2c1e-...`` when no other id starts that way. An id that exists is
+        returned as it is; otherwise current memories are searched first, then ids that
+        delete commits removed (so ``restore`` takes a prefix too). Raises
+        :class:`AmbiguousIdError` listing the candidates when several match, and
+        NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
+        """
+        wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
+        check_id(wanted)
+        path = memory_path(wanted)
+        if is_path_id(wanted) or any(
+            # whether the file is there, without decoding it (the caller reads it next)
+            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+        ):
+            return wanted
+        current: set[str] = set()
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is not None:
+                current.update(str(row[0]) for row in index.rows(
+                    ["id"], include_superseded=True, include_archived=True
+                ))
+            else:
+                memories, _ = self._scan(backend, self._snapshot(backend, None))
+                current.update(m.id for m in memories)
+        found = sorted(i for i in current if i.startswith(wanted))
+        if not found:
+            deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
+            found = sorted(i for i in deleted if i.startswith(wanted))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            shown = ", ".join(found[:10]) + more
+            raise AmbiguousIdError(
+                f"id prefix {wanted} matches {len(found)} memories: {shown}",
+                candidates=found,
+                hint="give more characters of the id",
+            )
+        raise NotFoundError(f"no memory {wanted}", hint=_NOT_FOUND_HINT)
+
+    # -- update / append / delete / restore ----------------------------------------------------
+
+    def update(
+        self,
+        id: str,
+        body: str | bytes | None = None,
+        *,
+        expected_version: int | None = None,
+        message: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """Change a memory in place: same id and path, ``version`` + 1, ``updated_at`` now.
+
+        ``fields`` are any of title, category, tags, related, agent, session_id,
+        trigger, status, and ``extra`` (a mapping merged into unknown keys; a None
+        value removes that key). With ``expected_version`` the update fails with
+        ConflictError when the stored version differs (someone else changed it).
+        An update that changes nothing makes no commit.
+        """
+        backend = self._locate(id)
+        new_body = self._body(body) if body is not None else None
+        changes = self._fields(fields)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            updated = _apply_fields(current, changes, new_body)
+            if updated == current:
+                return _Effect(Op.UPDATE, [id], current.title), current
+            updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
+            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            return _Effect(
+                Op.UPDATE,
+                [id],
+                updated.title,
+                None,
+                changes.get("agent"),
+                changes.get("session_id"),
+            ), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def append(
+        self,
+        id: str,
+        text: str | bytes,
+        *,
+        expected_version: int | None = None,
+        agent: str | None = None,
+        session_id: str | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Add ``text`` at the end of the body (on a new line), as an update.
+
+        ``agent`` and ``session_id`` go into the commit's trailers (so ``gitmem undo
+        --session`` finds the write); the memory's own fields are left as they are.
+        """
+        backend = self._locate(id)
+        addition = self._body(text)
+        agent = _line("agent", agent)
+        session = _line("session_id", session_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            body = current.body
+            separator = "" if not body or body.endswith("\n") else "\n"
+            updated = replace(
+                current,
+                body=body + separator + addition,
+                version=current.version + 1,
+                updated_at=self.clock.now(),
+            )
+            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            return _Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def update_from_text(
+        self,
+        id: str,
+        text: str | bytes,
+        *,
+        expected_version: int | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Replace a memory with the whole file text a person edited (``gitmem edit``).
+
+        The text is parsed and schema-validated like a stored file; every key in
+        it, known or unknown, keeps the order and spelling the person wrote. The
+        id must not change (:meth:`supersede` writes under a new id).
+        ``version``, ``created_at`` and ``updated_at`` belong to the store:
+        whatever the text says, the result has ``version`` = current + 1, the
+        stored ``created_at`` and ``updated_at`` = now. Text that differs from the
+        stored file only in those fields makes no commit and returns the memory as
+        it is. When anything is wrong nothing is written.
+        """
+        backend = self._locate(id)
+        if isinstance(text, bytes):
+            text = codec.decode(text, what="edited text")
+        doc = codec.parse(self._body(text))
+        if not doc.has_front_matter:
+            raise InvalidMemoryError(
+                "the edited text has no front-matter (it must start with a '---' line)"
+            )
+        given_id = doc.metadata.get("id")
+        if given_id != id:
+            raise InvalidMemoryError(
+                f"the id cannot change: it is {id}, the edited text says {given_id!r}",
+                hint="put the id back; gitmem supersede writes a memory under a new id",
+            )
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._require(backend, snap, id)
+            _check_expected(current, expected_version)
+            path = current.path or memory_path(id)
+            stored = current.to_metadata()
+
+            def build(**managed: Any) -> Memory:
+                metadata = {**doc.metadata, **managed}
+                schema.validate(metadata, what="edited text")
+                edited = memory_from_document(doc.with_changes(metadata, doc.body), path=path)
+                return replace(edited, store_scope=backend.scope)
+
+            unchanged = build(
+                created_at=stored["created_at"],
+                updated_at=stored["updated_at"],
+                version=current.version,
+            )
+            if self._encode(backend, unchanged) == snap.read(path):
+                return _Effect(Op.UPDATE, [id], current.title), current
+            updated = build(
+                created_at=stored["created_at"],
+                updated_at=self.clock.now(),
+                version=current.version + 1,
+            )
+            target = updated.supersedes
+            if target is not None and target != current.supersedes:
+                if target == id:
+                    raise InvalidIdError("a memory cannot supersede itself")
+                if not snap.exists(memory_path(target)):
+                    raise InvalidInputError(
+                        f"supersedes names {target}, which is not in the {backend.scope} store"
+                    )
+            snap.put(path, self._encode(backend, updated))
+            return _Effect(Op.UPDATE, [id], updated.title), updated
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def delete(
+        self,
+        id: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
+
+        Returns False when there was nothing to delete. ``agent`` and ``session_id`` go
+        into the commit's trailers.
+        """
+        check_id(id)
+        try:
+            backend = self._locate(id)
+        except NotFoundError:
+            return False
+        path = memory_path(id)
+        agent = _line("agent", agent)
+        session = _line("session_id", session_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, bool]:
+            data = snap.read(path)
+            if data is None:
+                return _Effect(Op.DELETE, [id]), False
+            title = None
+            with contextlib.suppress(GitmemError):
+                title = self._decode(backend, data, path).title
+            snap.remove(path)
+            return _Effect(Op.DELETE, [id], title, None, agent, session), True
+
+        result: bool = self._run(backend, action, message)
+        return result
+
+    def restore(
+        self,
+        id: str,
+        *,
+        at: At = None,
+        scope: Scope | str | None = None,
+        agent: str | None = None,
+        message: str | None = None,
+    ) -> Memory:
+        """Bring back a deleted memory as it last was, or roll one back to its content ``at``.
+
+        The restored memory gets a new version number (one above any it had), so
+        restoring is itself a visible step of its history.
+        """
+        check_id(id)
+        path = memory_path(id)
+        agent = _line("agent", agent)
+        backend = self._backend(scope)
+        if scope is None:
+            for candidate in self._ordered(None):
+                if self._find_past(candidate, path, at) is not None:
+                    backend = candidate
+                    break
+        found = self._find_past(backend, path, at)
+        if found is None:
+            raise NotFoundError(f"memory {id} is not in this store's history")
+        past = self._decode(backend, found, path)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            current = self._load(backend, snap, id)
+            if current is not None and at is None:
+                raise AlreadyExistsError(
+                    f"memory {id} exists; pass at=REVISION|DATE to roll it back"
+                )
+            highest = max(past.version, current.version if current else 0)
+            restored = replace(past, version=highest + 1, updated_at=self.clock.now())
+            if current is not None:
+                restored = replace(restored, document=current.document)
+            snap.put(path, self._encode(backend, restored))
+            return _Effect(Op.RESTORE, [id], restored.title, None, agent), restored
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def _find_past(self, backend: _Backend, path: str, at: At) -> bytes | None:
+        """The file's content at ``at``, or (at=None) its last content before it was deleted."""
+        if at is not None:
+            return backend.db.snapshot(at).read(path)
+        repo = backend.db.repo
+        for commit in backend.db.walk():
+            blob = _blob_at(commit.tree, path)
+            if blob is not None:
+                return blob_data(repo, blob)
+        return None
+
+    # -- versions ---------------------------------------------------------------------
+
+    def supersede(
+        self,
+        old_id: str,
+        body: str | bytes,
+        *,
+        id: str | None = None,
+        message: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """Write a new memory that replaces ``old_id``; the old file is not touched.
+
+        The new memory's ``supersedes`` names the old one and its ``version`` is
+        the old one's + 1. Title, category, tags and related are carried forward
+        unless given; scope is the old memory's store.
+        """
+        backend = self._locate(old_id)
+        new_memory_id = check_id(id) if id is not None else new_id()
+        if new_memory_id == old_id:
+            raise InvalidIdError("a memory cannot supersede itself")
+        new_body = self._body(body)
+        given = self._fields(fields)
+        path = memory_path(new_memory_id)
+
+        def action(snap: Snapshot) -> tuple[_Effect, Memory]:
+            old = self._require(backend, snap, old_id)
+            if snap.exists(path):
+                raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
+            now = self.clock.now()
+            carried: dict[str, Any] = {
+                "title": old.title,
+                "category": old.category,
+                "tags": old.tags,
+                "related": old.related,
+            }
+            carried.update(given)
+            memory = Memory(
+                id=new_memory_id,
+                body=new_body,
+                created_at=now,
+                updated_at=now,
+                version=old.version + 1,
+                supersedes=old_id,
+                scope=backend.scope,
+                path=path,
+                store_scope=backend.scope,
+                **_memory_fields(carried),
+            )
+            snap.put(path, self._encode(backend, memory))
+            effect = _Effect(
+                Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id
+            )
+            return effect, memory
+
+        result: Memory = self._run(backend, action, message)
+        return result
+
+    def list(
+        self,
+        *,
+        scope: Scope | str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        at: At = None,
+    ) -> builtins.list[Memory]:
+        """Memories, oldest first; superseded and archived ones only when asked for.
+
+        Files that cannot be read as memories are skipped and logged; see
+        :meth:`problems` for the full list.
+        """
+        wanted_tags = set(_tags(tags)) if tags else set()
+        out: builtins.list[Memory] = []
+        for backend in self._ordered(scope):
+            index = self._index(backend, at)
+            if index is not None:
+                out.extend(
+                    index.select(
+                        category=category,
+                        tags=sorted(wanted_tags),
+                        include_superseded=include_superseded,
+                        include_archived=include_archived,
+                    )
+                )
+                for path, problem in index.problems():
+                    log.warning("skipping %s: %s", path, problem)
+                continue
+            memories, _ = self._scan(backend, self._snapshot(backend, at))
+            superseded = {m.supersedes for m in memories if m.supersedes}
+            for memory in memories:
+                if not include_superseded and memory.id in superseded:
+                    continue
+                if not include_archived and memory.archived:
+                    continue
+                if category is not None and memory.category != category:
+                    continue
+                if wanted_tags and not wanted_tags.issubset(memory.tags):
+                    continue
+                out.append(memory)
+        out.sort(key=lambda m: (m.created_at, m.id))
+        return out
+
+    def documents(
+        self, folder: str, *, recursive: bool = False, scope: Scope | str | None = None
+    ) -> builtins.list[str]:
+        """Path ids of the documents in ``folder`` (``projects/acme``), sorted; [] if none.
+
+        Read from the tip's tree (inside a transaction: as staged), so it costs the
+        folder's size, not the store's. ``recursive`` includes sub-folders.
+        """
+        folder = folder.strip("/")
+        if folder not in DOCUMENT_ROOTS:
+            check_id(folder, what="folder")
+            if not is_path_id(folder):
+                raise InvalidIdError(
+                    f"folder {folder!r} is not under one of the document roots "
+                    + ", ".join(DOCUMENT_ROOTS)
+                )
+        found: set[str] = set()
+        for backend in self._ordered(scope):
+            for path in self._snapshot(backend, None).iter_files(folder):
+                if not recursive and "/" in path[len(folder) + 1 :]:
+                    continue
+                memory_id = id_from_path(path)
+                if memory_id is not None:
+                    found.add(memory_id)
+        return sorted(found)
+
+    def problems(self, *, scope: Scope | str | None = None) -> builtins.list[Problem]:
+        """Files under the memory folders that are not valid memories, with the reason."""
+        found: builtins.list[Problem] = []
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is not None:
+                found.extend(Problem(p, m, backend.scope) for p, m in index.problems())
+                continue
+            _, problems = self._scan(backend, self._snapshot(backend, None))
+            found.extend(problems)
+        return found
+
+    def _scan(
+        self, backend: _Backend, snap: Snapshot
+    ) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
+        memories: builtins.list[Memory] = []
+        problems: builtins.list[Problem] = []
+        seen: dict[str, str] = {}
+        paths = (p for root in MEMORY_ROOTS for p in snap.iter_files(root) if is_memory_file(p))
+        for path in paths:
+            data = snap.read(path)
+            if data is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidMemoryError(
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
+                    )
+                memory = self._decode(backend, data, path)
+            except GitmemError as exc:
+                log.warning("skipping %s: %s", path, exc)
+                problems.append(Problem(path, str(exc), backend.scope))
+                continue
+            if memory.id in seen:
+                problems.append(
+                    Problem(
+                        path, f"duplicate id {memory.id} (also in {seen[memory.id]})", backend.scope
+                    )
+                )
+                continue
+            seen[memory.id] = path
+            memories.append(memory)
+        return memories, problems
+
+    def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
+        """The chain of memories ``id`` replaces, root first, ending at ``id``."""
+        start = self.read(id, at=at)
+        found: builtins.list[str] = []
+        chain = walk_back(start, lambda other: self._predecessor(other, at, found), max_depth)
+        chain = replace(chain, warnings=found + chain.warnings)
+        for warning in chain.warnings:
+            log.warning("%s", warning)
+        return chain
+
+    def _predecessor(self, other: str, at: At, warnings: builtins.list[str]) -> Memory | None:
+        """A memory named in ``supersedes``, now or as it last was before a delete.
+
+        None when there is none or it cannot be read: links are written by hand too,
+        so a broken one is reported (in ``warnings``), never fatal.
+        """
+        try:
+            found = self.get(other, at=at)
+        except InvalidIdError:
+            warnings.append(f"supersedes names {other!r}, which is not a valid id")
+            return None
+        except GitmemError as exc:
+            warnings.append(f"{other} cannot be read: {exc}")
+            return None
+        return found if found is not None else self._last_known(other)
+
+    def _last_known(self, id: str) -> Memory | None:
+        """A deleted memory as it last was, from history (chains may run through deleted ones)."""
+        for backend in self._ordered(None):
+            index = self._index(backend)
+            if index is not None:
+                blob = index.last_blob(id)
+                data = blob_data(backend.db.repo, pygit2.Oid(hex=blob)) if blob else None
+            else:
+                # What the index answers, by walking git: the newest change that left content.
+                kept = [
+                    (key, blob)
+                    for key, _, _, blob, _ in self._file_changes(backend, [memory_path(id)])
+                    if blob is not None
+                ]
+                data = blob_data(backend.db.repo, max(kept)[1]) if kept else None
+            if data is not None:
+                with contextlib.suppress(GitmemError):
+                    return self._decode(backend, data, memory_path(id))
+        return None
+
+    def latest_version(self, id: str) -> Memory:
+        """The newest memory that (transitively) supersedes ``id``, or ``id`` itself.
+
+        When two memories supersede the same one (a fork), the higher version wins,
+        then the later ``updated_at``, then the id; a warning is logged.
+        """
+        check_id(id)
+        latest_id, _, warnings = walk_forward(id, self._successors_of)
+        for warning in warnings:
+            log.warning("%s", warning)
+        return self.read(latest_id)
+
+    def successors(self, id: str) -> builtins.list[Memory]:
+        """Memories that name ``id`` in ``supersedes`` (more than one is a fork)."""
+        check_id(id)
+        return self._successors_of(id)
+
+    def _successors_of(self, id: str) -> builtins.list[Memory]:
+        found: builtins.list[Memory] = []
+        for backend in self._ordered(None):
+            index = self._index(backend)
+            if index is not None:
+                found.extend(index.successors(id))
+                continue
+            memories, _ = self._scan(backend, self._snapshot(backend, None))
+            found.extend(successor_map(memories).get(id, []))
+        return found
+
+    def history(self, id: str, *, max_depth: int = 1000) -> History:
+        """Every version along the chain ending at ``id``, oldest first.
+
+        Follows ``supersedes`` back to the root and expands each memory's file into
+        the commits that changed it: version, commit, time, author, agent,
+        operation, and the content at that point.
+        """
+        check_id(id)
+        warnings: builtins.list[str] = []
+        try:
+            current = self.get(id) or self._last_known(id)
+        except GitmemError as exc:
+            # A file broken now still has a history worth seeing (to restore from).
+            warnings.append(f"{id} cannot be read now, so its supersedes link is unknown: {exc}")
+            ids = [id]
+        else:
+            if current is None:
+                raise NotFoundError(f"no memory {id} in this store or its history")
+            chain = walk_back(
+                current, lambda other: self._predecessor(other, None, warnings), max_depth
+            )
+            warnings.extend(chain.warnings)
+            ids = chain.ids
+        # Steps follow the commits (many land within one second, and a hand commit's
+        # clock may disagree with gitmem's); only separate scopes are merged by time.
+        versions = builtins.list(
+            heapq.merge(
+                *(self._versions_of(b, ids, warnings) for b in self._ordered(None)),
+                key=lambda v: v.time,
+            )
+        )
+        if not versions:
+            raise NotFoundError(f"no memory {id} in this store or its history")
+        for warning in warnings:
+            log.warning("%s", warning)
+        return History(versions, warnings)
+
+    def _versions_of(
+        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+    ) -> builtins.list[Version]:
+        index = self._index(backend)
+        if index is None:
+            return self._file_versions(backend, ids, warnings)
+        repo = backend.db.repo
+        out: builtins.list[Version] = []
+        for row in index.versions(ids):
+            memory: Memory | None = None
+            if row.blob is not None:
+                try:
+                    memory = self._decode(
+                        backend, blob_data(repo, pygit2.Oid(hex=row.blob)), row.path
+                    )
+                except GitmemError as exc:
+                    warnings.append(f"{row.path} at {row.commit[:12]} is not readable: {exc}")
+            out.append(
+                Version(
+                    memory_id=row.id,
+                    version=memory.version if memory else None,
+                    commit=row.commit,
+                    time=row.time,
+                    author=row.author,
+                    agent=row.agent,
+                    op=row.op,
+                    memory=memory,
+                )
+            )
+        return out
+
+    def _file_versions(
+        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+    ) -> builtins.list[Version]:
+        """History rows by walking every commit (the index's reference implementation).
+
+        Oldest first: a commit after its parents (by generation: 1 for a root, else
+        one more than its highest parent's), then by author time and commit id, so
+        commits on the two sides of a merge have one order whoever walks them; rows
+        of one commit follow the order of ``ids``.
+        """
+        paths = {memory_path(mid): mid for mid in ids}
+        position = {mid: i for i, mid in enumerate(paths.values())}
+        repo = backend.db.repo
+        found: builtins.list[tuple[tuple[int, int, str, int], Version, str | None]] = []
+        for key, commit, path, now, before in self._file_changes(backend, builtins.list(paths)):
+            mid = paths[path]
+            trailers = parse_trailers(commit.message)
+            ops = [v for k, v in trailers if k == "Gitmem-Op"]
+            agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+            memory: Memory | None = None
+            problem: str | None = None
+            if now is not None:
+                try:
+                    memory = self._decode(backend, blob_data(repo, now), path)
+                except GitmemError as exc:
+                    problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
+            op = (
+                ops[0]
+                if len(ops) == 1
+                else infer_op(before is not None, now is not None, bool(trailers))
+            )
+            version = Version(
+                memory_id=mid,
+                version=memory.version if memory else None,
+                commit=str(commit.id),
+                time=author_time(commit),
+                author=commit.author.name,
+                agent=agent,
+                op=op,
+                memory=memory,
+            )
+            found.append(((*key, position[mid]), version, problem))
+        found.sort(key=lambda item: item[0])
+        warnings.extend(problem for _, _, problem in found if problem is not None)
+        return [version for _, version, _ in found]
+
+    def _file_changes(
+        self, backend: _Backend, paths: Sequence[str]
+    ) -> Iterator[
+        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
+    ]:
+        """Every commit that changed one of ``paths``: (history-order key, commit, path,
+        blob now, blob in the first parent). The key is (generation, author time, commit
+        id); a merge that took one side's file as it was changed nothing."""
+        gens: dict[pygit2.Oid, int] = {}
+        for commit in backend.db.walk(reverse=True):
+            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
+            gens[commit.id] = gen
+            parents = commit.parents
+            for path in paths:
+                now = _blob_at(commit.tree, path)
+                befores = [_blob_at(p.tree, path) for p in parents] or [None]
+                if any(now == before for before in befores):
+                    continue
+                yield (gen, commit.author.time, str(commit.id)), commit, path, now, befores[0]
+
+    # -- search --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "fts",
+        scope: Scope | str | None = None,
+        layer: str | None = None,
+        project: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        limit: int = 20,
+    ) -> SearchResults:
+        """Search the current memories; best matches first.
+
+        ``mode="fts"`` takes FTS5 syntax (``AND``, ``OR``, ``NOT``, ``"phrases"``,
+        ``prefix*``) and ranks title matches first, then by bm25. A query that is not
+        FTS5 syntax (FTS5 cannot parse it, or it has no operator and no memory holds all
+        its words) is answered by :meth:`recall` instead, and ``notice`` says so.
+        ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
+        line (a title-only match has no line number); ``"substring"`` is the same
+        for a case-insensitive literal.
+        """
+        from gitmem.store import search as search_mod
+        from gitmem.store.search import SearchResults
+
+        checked_mode = search_mod.check_mode(mode)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("the search query is empty")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        filters: dict[str, Any] = {
+            "category": category,
+            "tags": sorted(set(_tags(tags))) if tags else [],
+            "include_superseded": include_superseded,
+            "include_archived": include_archived,
+            "layer": layer,
+            "project": project,
+        }
+        results = SearchResults(query=query, mode=checked_mode)
+        if checked_mode != "fts":
+            pattern = search_mod.compile_line_pattern(query, checked_mode)
+            memories = itertools.chain.from_iterable(
+                self._search_candidates(b, filters) for b in self._ordered(scope)
+            )
+            results.matches = search_mod.grep(memories, pattern, limit)
+            return results
+        terms = search_mod.query_terms(query)
+        hits: builtins.list[tuple[float, Memory]] = []
+        for backend in self._ordered(scope):
+            index = self._index(backend)
+            if index is None:
+                hits.extend(
+                    (1.0, m)
+                    for m in self._search_candidates(backend, filters)
+                    if search_mod.literal_matches(m, terms)
+                )
+                continue
+            title = search_mod.title_text(query)
+            try:
+                found = index.fts(query, title_text=title, limit=limit, filters=filters)
+            except sqlite3.OperationalError as exc:
+                if not search_mod.is_fts_syntax_error(exc):
+                    raise
+                refused = str(exc)
+                break
+            hits.extend((h.score, h.memory) for h in found)
+        else:
+            refused = None
+        if refused is not None or (not hits and not search_mod.uses_fts_syntax(query)):
+            # Not FTS5 syntax: a question, punctuation, words no memory holds all of.
+            why = f"FTS5 could not parse it: {refused}" if refused else "no memory holds every word"
+            recalled = self.recall(
+                query,
+                limit=limit,
+                scope=scope,
+                category=category,
+                tags=tags,
+                include_superseded=include_superseded,
+                include_archived=include_archived,
+                layer=layer,
+                project=project,
+            )
+            results.notice = f"searched {query!r} as natural language ({why})"
+            results.mode = "natural"  # scores are recall's, not FTS5 tiers and bm25
+            results.matches = [search_mod.from_recall(h) for h in recalled]
+            return results
+        hits.sort(key=lambda pair: -pair[0])
+        term_pattern = search_mod.term_pattern(terms)
+        results.matches = [search_mod.locate(m, term_pattern, score) for score, m in hits[:limit]]
+        return results
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        scope: Scope | str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        at: At = None,
+        budget: int | None = None,
+        layer: str | None = None,
+        project: str | None = None,
+    ) -> RecallResults:
+        """The memories that answer ``query`` (a question, keywords, an identifier, a path),
+        best first, each with its best-matching lines and why it ranked.
+
+        No query raises: one with no words finds nothing, with a notice. Superseded
+        memories count for the newest version of their chain; archived ones are left out.
+        ``budget`` (tokens) also packs the best whole memories into ``results.packed``.
+        ``layer`` / ``project`` keep layered documents of that layer / project.
+        See :mod:`gitmem.store.recall` and docs/recall.md. Raises InvalidInputError for a bad
+        ``limit`` or ``budget``.
+        """
+        from gitmem.store.recall import recall
+
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget < 0
+        ):
+            raise InvalidInputError(f"budget must be a number of tokens >= 0, not {budget!r}")
+        return recall(
+            self,
+            query,
+            limit=limit,
+            scope=scope,
+            category=category,
+            tags=sorted(set(_tags(tags))) if tags else (),
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            at=at,
+            budget=budget,
+            layer=layer,
+            project=project,
+        )
+
+    def near_duplicates(
+        self, memory: Memory, *, limit: int = 3
+    ) -> builtins.list[tuple[Memory, float]]:
+        """Current memories that say much the same as ``memory`` (one already stored, say
+        what :meth:`create` returned), with their similarity (0..1), most similar first:
+        candidates to update instead of keeping both. See :func:`gitmem.store.recall.near_duplicates`.
+        """
+        from gitmem.store.recall import near_duplicates
+
+        return [(hit.memory, sim) for hit, sim in near_duplicates(self, memory, limit=limit)]
+
+    def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        index = self._index(backend)
+        if index is not None:
+            yield from index.scan(filters=dict(filters))
+            return
+        for memory in self.list(
+            scope=backend.scope,
+            category=filters["category"],
+            tags=filters["tags"] or None,
+            include_superseded=filters["include_superseded"],
+            include_archived=filters["include_archived"],
+        ):
+            if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
+                continue
+            if filters["project"] is not None and memory.extra.get("project") != filters["project"]:
+                continue
+            yield memory
+
+    # -- the audit log --------------------------------------------------------------------
+
+    def log(
+        self,
+        *,
+        agent: str | None = None,
+        op: str | Op | None = None,
+        id: str | None = None,
+        since: str | dt.datetime | dt.date | None = None,
+        until: str | dt.datetime | dt.date | None = None,
+        limit: int | None = None,
+        scope: Scope | str | None = None,
+        path: str | None = None,
+        category: str | None = None,
+    ) -> builtins.list[LogEntry]:
+        """Commits, newest first, filtered by the facts in their trailers.
+
+        ``path`` keeps commits that changed a file under it (a file, a directory or
+        a glob); ``category`` those that changed a memory of that category (see
+        :func:`gitmem.features.audit.touches`).
+        """
+        from gitmem.features.audit import touches
+
+        since_dt = _when(since, "since")
+        until_dt = _when(until, "until")
+        entries: builtins.list[LogEntry] = []
+        for backend in self._ordered(scope):
+            for commit in backend.db.walk():
+                entry = _log_entry(commit, backend.scope)
+                if since_dt and entry.time < since_dt:
+                    continue
+                if until_dt and entry.time > until_dt:
+                    continue
+                if agent and agent not in {entry.agent, entry.author}:
+                    continue
+                if op and str(op) not in entry.ops:
+                    continue
+                if id and id not in entry.ids and id not in entry.supersedes:
+                    continue
+                if (path or category) and not touches(
+                    backend.db.repo, commit, path=path, category=category
+                ):
+                    continue
+                entries.append(entry)
+        entries.sort(key=lambda e: e.time, reverse=True)
+        return entries[:limit] if limit is not None else entries
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def index_writable(db: GitDB) -> bool:
+    """Whether this process may create or update the store's index file."""
+    from gitmem.store.index import DB_NAME
+
+    state = db.state_dir
+    index_file = state / DB_NAME
+    if index_file.exists():
+        return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
+    return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
+def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    """The file's blob, None when absent or not a regular file (a link is never a memory)."""
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
+
+
+def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
+    trailers = parse_trailers(commit.message)
+    return LogEntry(
+        commit=str(commit.id),
+        time=author_time(commit),
+        author=commit.author.name,
+        author_email=commit.author.email,
+        subject=commit.message.splitlines()[0] if commit.message else "",
+        ops=[v for k, v in trailers if k == "Gitmem-Op"],
+        ids=[v for k, v in trailers if k == "Gitmem-Id"],
+        supersedes=[v for k, v in trailers if k == "Gitmem-Supersedes"],
+        agent=next((v for k, v in trailers if k == "Gitmem-Agent"), None),
+        session=next((v for k, v in trailers if k == "Gitmem-Session"), None),
+        scope=scope,
+    )
+
+
+def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
+
+
+_TRAILER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def _check_trailer(key: str, value: str) -> None:
+    """A trailer is one line ``Key: value``; anything else would corrupt the commit's trailers."""
+    if not _TRAILER_KEY.fullmatch(key):
+        raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
+    if not value or "\n" in value or "\r" in value:
+        raise InvalidInputError(f"trailer {key} must be one non-empty line")
+
+
+_SIGNATURE_CRUD = " .,:;<>\"\\'"
+"""Characters git (libgit2) trims from the ends of an author name; '<' and '>' may not occur."""
+
+
+def _author_name(agent: str) -> str:
+    """The agent as a git author name: any agent text is accepted (the Gitmem-Agent trailer
+    keeps it exactly), but git refuses angle brackets and names that are only punctuation."""
+    name = agent.replace("<", "").replace(">", "").strip(_SIGNATURE_CRUD)
+    return name or "agent"
+
+
+def _case_twin(snap: Snapshot, path: str) -> str | None:
+    """A path in ``snap`` equal to ``path`` but for letter case, at the file or any folder on
+    the way; None if there is none. Git keeps such twins apart; a checkout on a
+    case-insensitive file system would write one over the other."""
+    parts = path.split("/")
+    for depth, name in enumerate(parts):
+        parent = "/".join(parts[:depth])
+        for other in snap.committed_spellings(parent, name):
+            if other != name:
+                return "/".join([*parts[:depth], other])
+        here = "/".join(parts[: depth + 1])
+        for staged in snap.staged_spellings(here):
+            if staged != here and _staged_live(snap, staged):
+                return staged
+    return None
+
+
+def _staged_live(snap: Snapshot, path: str) -> bool:
+    """Whether a staged file is at ``path`` or under it (a staged removal is not one).
+    Only asked when a case twin was staged, so the scan is rare."""
+    inside = f"{path}/"
+    return any(
+        data is not None and (p == path or p.startswith(inside)) for p, data in snap.changes.items()
+    )
+
+
+def _check_expected(current: Memory, expected: int | None) -> None:
+    if expected is not None and current.version != expected:
+        raise ConflictError(
+            f"{current.id} is at version {current.version}, not {expected}: "
+            "someone else changed it",
+            hint="read it again and retry with the new version",
+        )
+
+
+def _line(what: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be text, not {type(value).__name__}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} must be one line without control characters")
+    value = value.strip()
+    return value or None
+
+
+def _tags(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    out: builtins.list[str] = []
+    for tag in value:
+        clean = _line("tag", tag)
+        if clean and clean not in out:
+            out.append(clean)
+    return tuple(out)
+
+
+def _related(value: Iterable[RelatedInput] | None) -> tuple[Related, ...]:
+    if value is None:
+        return ()
+    out: builtins.list[Related] = []
+    for item in value:
+        if isinstance(item, Related):
+            rid, rel = item.id, str(item.relationship)
+        elif isinstance(item, str):
+            rid, _, rel = item.partition(":")
+            rel = rel or str(Relationship.RELATES_TO)
+        elif isinstance(item, tuple):
+            rid, rel = item
+        elif isinstance(item, Mapping):
+            rid, rel = item.get("id", ""), item.get("relationship", str(Relationship.RELATES_TO))
+        else:
+            raise InvalidInputError(
+                f"related entry {item!r} is not an id, (id, relationship) or mapping"
+            )
+        check_id(rid, what="related id")
+        out.append(
+            Related(rid, _enum(Relationship, "relationship", rel) or Relationship.RELATES_TO)
+        )
+    return tuple(out)
+
+
+def _enum(kind: Any, what: str, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m) for m in kind)
+        raise InvalidInputError(f"{what} {value!r} is not one of {allowed}") from None
+
+
+def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("extra must be a mapping of front-matter keys to values")
+    from gitmem.format.model import KNOWN_KEYS
+
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
+        if key in KNOWN_KEYS:
+            raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        codec.check_writable_depth({key: item})  # before the recursive walk below
+        _check_plain(item, key)
+        out[key] = item
+    return out
+
+
+_PLAIN_SCALARS = (str, bool, int, float, dt.date, type(None))
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Refuse values the safe YAML reader would not read back (sets, bytes, objects).
+
+    A set dumps as ``!!set`` and bytes as ``!!binary``: the write would succeed and
+    leave a memory that no read can load.
+    """
+    if isinstance(value, _PLAIN_SCALARS):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, _PLAIN_SCALARS):
+                raise InvalidInputError(f"extra {where} has a key of type {type(key).__name__}")
+            _check_plain(item, f"{where}.{key}")
+        return
+    raise InvalidInputError(
+        f"extra {where} holds a {type(value).__name__}: front-matter values must be text, "
+        "numbers, booleans, dates, lists or mappings"
+    )
+
+
+def _memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in fields.items() if k != "extra" and v is not None}
+    if fields.get("extra"):
+        out["extra"] = {k: v for k, v in fields["extra"].items() if v is not None}
+    return out
+
+
+def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) -> Memory:
+    updates: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key == "extra":
+            merged = dict(current.extra)
+            for k, v in value.items():
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = v
+            updates["extra"] = merged
+        else:
+            updates[key] = value
+    if body is not None:
+        updates["body"] = body
+    return replace(current, **updates)
+
+
+# -- opening stores ------------------------------------------------------------------------
+
+
+def _open_backend(
+    path: Path, *, clock: Clock | None, durable: bool, branch: str | None = None
+) -> _Backend:
+    db = GitDB(path, clock=clock, durable=durable, branch=branch)
+    _refuse_foreign_worktree(path, db)
+    snap = db.snapshot()
+    data = snap.read(CONFIG_FILE)
+    if data is None:
+        if snap.commit is None:
+            raise StoreError(
+                f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init"
+            )
+        raise StoreError(
+            f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
+            hint="run gitmem init in an empty directory",
+        )
+    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    return _Backend(config.scope, db, config)
+
+
+def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
+    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
+    git config can point anywhere, and gitmem writes memory files into the work tree: in a
+    store the user does not trust, that setting came from someone else."""
+    target = path.expanduser().resolve()
+    if target.name == ".git":
+        expected: Path | None = target.parent
+    else:
+        expected = target if (target / ".git").exists() else None
+    actual = db.workdir.resolve() if db.workdir is not None else None
+    if actual == expected:
+        return
+    from gitmem.git import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
+        "gitmem writes memory files there, so it does not follow that for a store you have "
+        "not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}",
+    )
+
+
+def _is_store(path: Path) -> bool:
+    return (path / ".git").exists() or (path / "HEAD").is_file()
+
+
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.git.trust)."""
+    from gitmem.git import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
+def init_store(
+    path: str | os.PathLike[str],
+    *,
+    bare: bool = False,
+    scope: Scope | str = Scope.REPO,
+    clock: Clock | None = None,
+    durable: bool = False,
+) -> Store:
+    """Create a store at ``path`` (a new or empty directory) and return it opened.
+
+    Initialising an existing gitmem store is harmless: it is opened as it is.
+    """
+    target = Path(path).expanduser()
+    scope = Scope(scope)
+    if _is_store(target):
+        with contextlib.suppress(StoreError):
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from gitmem.store.merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
+    if target.exists() and any(target.iterdir()) and not _is_store(target):
+        raise StoreError(
+            f"{target} exists and is not empty; gitmem init wants a new or empty directory"
+        )
+    target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
+    if scope is Scope.USER:
+        # A user store holds one person's memories: owner only, also when the (empty)
+        # directory was there before and mkdir's mode did not apply.
+        target.chmod(0o700)
+    repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
+    repo.config["gitmem.format"] = "1"
+    _record_trust(target)
+    # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
+    from gitmem.store.merge import register_driver
+
+    register_driver(target)
+    db = GitDB(target, clock=clock, durable=durable)
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        snap.put(CONFIG_FILE, initial_text(scope).encode())
+        snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
+        return CommitSpec(
+            subject="init: gitmem store", trailers=[("Gitmem-Op", str(Op.INIT))]
+        ), None
+
+    if db.tip() is None:
+        db.write(plan)
+    return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    clock: Clock | None = None,
+    durable: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+    branch: str | None = None,
+) -> Store:
+    """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
+    found by walking up from the current directory (read together with the user
+    store when that exists), else the user store at ``$GITMEM_HOME`` (default
+    ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
+    branch instead of the one checked out (main in a bare store), made from main's tip
+    on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
+    """
+    if path is not None:
+        target = Path(path).expanduser()
+        if not target.exists():
+            raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
+        backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
+        return Store([backend], clock=clock)
+    env_dir = os.environ.get("GITMEM_DIR")
+    if env_dir:
+        return open_store(env_dir, clock=clock, durable=durable, branch=branch)
+    user_path = user_store_path()
+    project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
+    if project is not None:
+        _refuse_committed_store(project)
+        backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
+        if _is_store(user_path) and user_path.resolve() != project.resolve():
+            with contextlib.suppress(StoreError):
+                backends.append(_open_backend(user_path, clock=clock, durable=durable))
+        return Store(backends, clock=clock)
+    if not _is_store(user_path):
+        init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
+    backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
+    return Store([backend], clock=clock)
+
+
+def user_store_path() -> Path:
+    return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
+
+
+def committed_in_project(store_dir: Path) -> Path | None:
+    """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
+    the store's git configuration and hooks then came from the project's author."""
+    try:
+        found = pygit2.discover_repository(str(store_dir.parent))
+        if found is None:
+            return None
+        project = pygit2.Repository(found)
+    except (pygit2.GitError, KeyError, OSError):
+        return None
+    if project.is_bare:
+        return None
+    top = Path(project.workdir).resolve()
+    try:
+        rel = store_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, AttributeError):
+        tree = project.head.peel(pygit2.Tree)
+        tree[rel]  # a KeyError when the project does not track it
+        return top
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
+        index = project.index
+        if any(f"{rel}/{name}" in index for name in ("HEAD", "config")) or rel in index:
+            return top
+    return None
+
+
+def _refuse_committed_store(store_dir: Path) -> None:
+    from gitmem.git import trust
+
+    top = committed_in_project(store_dir)
+    if top is None or trust.is_trusted(store_dir):
+        return
+    raise StoreError(
+        f"{store_dir} is committed in the project at {top}, so its git settings and hooks "
+        "come from the project's author; gitmem does not use it unasked",
+        hint=(
+            f"name it with --store {store_dir} (git then runs without its settings), "
+            f"or trust its author: gitmem trust {store_dir}"
+        ),
+    )
+
+
+def find_project_store(start: Path) -> Path | None:
+    """Walk up from ``start`` to the first directory holding a ``.gitmem/`` store."""
+    current = start.resolve()
+    for directory in (current, *current.parents):
+        candidate = directory / ".gitmem"
+        if candidate.is_dir() and _is_store(candidate):
+            return candidate
+    return None
+
+
+def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
+    """Create ``<project>/.gitmem/`` and exclude it in the project's ``.git/info/exclude``."""
+    root = Path(project).resolve()
+    try:
+        project_repo = pygit2.Repository(str(root), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError):
+        raise StoreError(
+            f"{root} is not the top of a git repository",
+            hint="run gitmem init --project at the root of a project repository",
+        ) from None
+    store = init_store(root / ".gitmem", scope=Scope.REPO, clock=clock)
+    exclude = Path(project_repo.path) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    existing = exclude.read_text() if exclude.exists() else ""
+    if not any(
+        line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"}
+        for line in existing.splitlines()
+    ):
+        with open(exclude, "a") as fh:
+            if existing and not existing.endswith("\n"):
+                fh.write("\n")
+            fh.write("# gitmem: the project's memory store is a repository of its own\n/.gitmem/\n")
+    return store

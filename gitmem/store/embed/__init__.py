@@ -1,0 +1,167 @@
+"""Embedders: text -> unit vectors, for the semantic side of recall.
+
+``get_embedder(gitdir)`` picks the embedder a store's recall uses. The choice is read from
+the user's own, uncommitted configuration (``gitmem.git.localconfig``, section ``embedder``,
+per store or global), never from the store's committed ``gitmem.yaml``: a file anyone can
+push must not decide which code runs or where memory text is sent.
+
+With no configuration the default runs: static embeddings shipped inside the ``wordllama``
+wheel (``gitmem.store.embed.static``), loaded from the installed package's own folder. Nothing is
+downloaded at run time, ever; a provider that needs a model uses one the user already has.
+
+Configuration (``~/.config/gitmem/config.yaml``)::
+
+    embedder: none                         # lexical recall only
+    embedder: {provider: default}          # the shipped static model (the default)
+    embedder:                              # an OpenAI-compatible endpoint
+      provider: openai
+      url: http://127.0.0.1:8080/v1/embeddings
+      model: nomic-embed-text
+      api_key_env: MY_EMBEDDINGS_KEY       # the key is read from this variable, never stored
+    embedder: {provider: ollama, url: http://127.0.0.1:11434, model: nomic-embed-text}
+    embedder: {provider: sentence-transformers, model: /path/to/a/local/model}
+    embedder: {provider: fastembed, model: BAAI/bge-small-en-v1.5, cache_dir: /models}
+
+When the configured embedder cannot load, ``get_embedder`` logs one notice (once per
+process and reason) and returns None: recall then runs lexical only. ``load_embedder``
+raises the error instead, for commands that check a configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gitmem.base.errors import EmbedderError
+
+__all__ = [
+    "Embedder",
+    "EmbedderError",
+    "PROVIDERS",
+    "get_embedder",
+    "load_embedder",
+    "normalise",
+]
+
+log = logging.getLogger("gitmem.store.embed")
+
+PROVIDERS = ("default", "none", "openai", "ollama", "sentence-transformers", "fastembed")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of one fixed dimension."""
+
+    name: str
+    """Stable, names the model: stored vectors are keyed by it, so a new name means new
+    vectors."""
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Shape ``(len(texts), dim)``, float32, each row of norm 1 (or 0 for an empty text)."""
+        ...
+
+
+def normalise(vectors: NDArray[Any]) -> NDArray[np.float32]:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    out = np.asarray(vectors, dtype=np.float32).copy()
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
+
+
+def _spec(config: Any) -> dict[str, Any] | None:
+    """The configuration as a mapping with a provider (None: embeddings turned off)."""
+    if config is None:
+        return {"provider": "default"}
+    if config is False or (isinstance(config, str) and config.strip().lower() in {"none", "off"}):
+        return None
+    if isinstance(config, str):
+        return {"provider": config.strip().lower()}
+    if not isinstance(config, Mapping):
+        kind = type(config).__name__
+        raise EmbedderError(
+            f"the embedder section must be a mapping or a provider name, not {kind}"
+        )
+    spec = {str(k): v for k, v in config.items()}
+    provider = str(spec.get("provider", "default")).strip().lower()
+    if provider not in PROVIDERS:
+        raise EmbedderError(
+            f"unknown embedder provider {provider!r}; known: {', '.join(PROVIDERS)}"
+        )
+    if provider == "none":
+        return None
+    spec["provider"] = provider
+    return spec
+
+
+def load_embedder(config: Any) -> Embedder | None:
+    """The embedder a configuration section names (None when it turns embeddings off).
+
+    Raises EmbedderError naming what is wrong; nothing is downloaded.
+    """
+    spec = _spec(config)
+    if spec is None:
+        return None
+    provider = spec["provider"]
+    if provider == "default":
+        from gitmem.store.embed.static import load_default
+
+        return load_default()
+    if provider in ("openai", "ollama"):
+        from gitmem.store.embed.http import load_http
+
+        return load_http(spec)
+    from gitmem.store.embed.local import load_local
+
+    return load_local(spec)
+
+
+_cache: dict[str, Embedder | None] = {}
+_noticed: set[str] = set()
+_lock = threading.Lock()
+
+
+def get_embedder(gitdir: str | None = None) -> Embedder | None:
+    """The embedder for the store at ``gitdir`` from the user's local configuration, or the
+    offline default; None (with one logged notice) when it cannot be loaded.
+
+    Loaded embedders are cached per configuration for the life of the process.
+    """
+    from gitmem.git import localconfig
+
+    try:
+        config = localconfig.load().section("embedder", gitdir=gitdir)
+    except Exception as exc:  # a malformed config file: recall still works, lexically
+        _notice(f"config:{exc}", f"embeddings are off: {exc}")
+        return None
+    key = repr(config)
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+        try:
+            embedder = load_embedder(config)
+        except EmbedderError as exc:
+            hint = f" ({exc.hint})" if exc.hint else ""
+            _notice(key, f"embeddings are off, recall is lexical only: {exc}{hint}")
+            embedder = None
+        _cache[key] = embedder
+        return embedder
+
+
+def _notice(key: str, message: str) -> None:
+    if key not in _noticed:
+        _noticed.add(key)
+        log.warning("%s", message)
+
+
+def clear_cache() -> None:
+    """Forget loaded embedders and given notices (tests; a changed configuration)."""
+    with _lock:
+        _cache.clear()
+        _noticed.clear()

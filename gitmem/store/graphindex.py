@@ -1,0 +1,464 @@
+"""The knowledge graph's rows in the derived index: one row provider, and the queries on it.
+
+Entity files (``entities/<folder>/<name>.md``) and the pending relations
+(``entities/pending-relations.md``) are memories the index already reads; this
+module turns each into graph rows, inside the same catch-up (see
+:class:`gitmem.store.index.RowProvider`), so a graph call costs what it touches and
+returns instead of a walk of every entity file:
+
+- ``graph_entities``: one row per entity file (keyed by its ``memories.rowid``):
+  document id, folder, casefolded file name, exact name and type, the
+  observations as JSON, creation time (the order the graph lists entities in);
+- ``graph_relations``: one row per relation, in file order, with the file that
+  holds it (an entity's file, or the pending relations, listed last);
+- ``graph_text``: an FTS5 trigram table over the lower-cased name, type and
+  observations, which narrows ``search_nodes`` to the entities holding the
+  query as a substring (queries of three characters or more; shorter ones scan
+  ``graph_entities``). Every candidate is then checked with the exact rule
+  (``query.lower() in text.lower()``), so the index only ever makes it faster.
+
+What a file means (name, type, observations, relations) is decided here, once,
+for the index and for the full walk :mod:`gitmem.features.graph` falls back to: a file
+the store cannot read as a memory is no entity in either.
+
+The queries read inside one SQLite read transaction, so every answer reflects
+one commit (:attr:`GraphReader.commit`), and callers check it is the one they
+meant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from gitmem.format.model import Memory
+from gitmem.store.index import Index, IndexedMemory, RowChanges, RowProvider, register
+
+__all__ = [
+    "ENTITIES_ROOT",
+    "GRAPH_PROVIDER",
+    "PENDING_ID",
+    "EntityRow",
+    "GraphReader",
+    "entity_fields",
+    "open_reader",
+    "parse_observations",
+    "pending_field",
+    "relations_field",
+]
+
+ENTITIES_ROOT = "entities"
+PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
+"""Relations whose source entity does not exist yet."""
+GRAPH_VERSION = 3
+"""Bump when the tables or what :func:`_apply` writes change: the index refills them."""
+TRIGRAM = 3
+_CHUNK = 500
+"""Names per ``IN (...)`` (SQLite bounds the parameters of one statement)."""
+
+
+# -- what a file means ---------------------------------------------------------------------
+
+
+def parse_observations(body: str) -> list[str]:
+    """Observations from an entity file's body, written by gitmem or by hand.
+
+    ``- `` or ``* `` starts an item, lines indented by two spaces continue it,
+    blank lines are skipped, and any other line is an observation of its own
+    (a sentence someone typed without the dash).
+    """
+    items: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in body.split("\n"):
+        line = raw[:-1] if raw.endswith("\r") else raw
+        if line.startswith(("- ", "* ")) or line in {"-", "*"}:
+            current = [line[2:]]
+            items.append(current)
+        elif not line.strip():
+            continue
+        elif line.startswith("  ") and current is not None:
+            current.append(line[2:])
+        else:
+            current = None
+            items.append([line.strip()])
+    out: list[str] = []
+    for item in items:
+        text = "\n".join(item)
+        if text.startswith('"'):
+            try:
+                decoded = json.loads(text)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, str):
+                text = decoded
+        out.append(text)
+    return out
+
+
+def relations_field(value: Any) -> list[tuple[str, str]]:
+    """(relationType, to) pairs of an entity's ``relations`` front-matter, malformed items
+    skipped."""
+    out: list[tuple[str, str]] = []
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, Mapping):
+                kind, target = item.get("type"), item.get("to")
+                if isinstance(kind, str) and isinstance(target, str):
+                    out.append((kind, target))
+    return out
+
+
+def pending_field(value: Any) -> list[tuple[str, str, str]]:
+    """(from, type, to) triples of the pending file's ``relations``, malformed items skipped."""
+    out: list[tuple[str, str, str]] = []
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, Mapping):
+                source, kind, target = item.get("from"), item.get("type"), item.get("to")
+                if isinstance(source, str) and isinstance(kind, str) and isinstance(target, str):
+                    out.append((source, kind, target))
+    return out
+
+
+def is_entity_path(path: str) -> bool:
+    """``entities/<type folder>/<shard>/<name>.md`` (the layout gitmem writes) or
+    ``entities/<type folder>/<name>.md`` (the layout before shards, still read and
+    updated in place); deeper files and the pending file are no entities."""
+    parts = path.split("/")
+    return len(parts) in {3, 4} and parts[0] == ENTITIES_ROOT and path.endswith(".md")
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    """One entity file as the graph reads it."""
+
+    doc: str
+    name: str
+    entity_type: str
+    observations: tuple[str, ...]
+    relations: tuple[tuple[str, str], ...]
+    created_ns: int
+    version: int
+
+    @property
+    def folder(self) -> str:
+        return self.doc.split("/")[1]
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """Where it is listed: oldest first, then by document id."""
+        return (self.created_ns, self.doc)
+
+
+ORDER_KEY = "created_ns"
+"""Front-matter key of an entity: its creation time in nanoseconds, made strictly increasing
+by the writer. ``created_at`` has whole seconds, and the reference lists entities in the
+order they were made, so entities made within one second need this to keep that order."""
+
+
+def created_ns(memory: Memory) -> int:
+    """Where the entity is listed: its ``created_ns``, else (a file written by hand or before
+    the key existed) its ``created_at``."""
+    value = memory.extra.get(ORDER_KEY)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62:
+        return value
+    return int(memory.created_at.timestamp()) * 1_000_000_000
+
+
+def entity_fields(memory: Memory) -> EntityRow:
+    """The entity an entity file's memory holds (name and type fall back to its place)."""
+    segments = memory.id.split("/")
+    name, kind = memory.extra.get("name"), memory.extra.get("entity_type")
+    return EntityRow(
+        doc=memory.id,
+        name=name if isinstance(name, str) else segments[-1],
+        entity_type=kind if isinstance(kind, str) else segments[1],
+        observations=tuple(parse_observations(memory.body)),
+        relations=tuple(relations_field(memory.extra.get("relations"))),
+        created_ns=created_ns(memory),
+        version=memory.version,
+    )
+
+
+def search_text(name: str, entity_type: str, observations: Iterable[str]) -> str:
+    # Pieces are lowered one by one (the rule the results are checked with), then joined.
+    return "\n".join(piece.lower() for piece in (name, entity_type, *observations))
+
+
+def matches(query: str, name: str, entity_type: str, observations: Iterable[str]) -> bool:
+    """The reference's rule: ``query`` (lower-cased) in the lower-cased name, type or an
+    observation."""
+    return (
+        query in name.lower()
+        or query in entity_type.lower()
+        or any(query in o.lower() for o in observations)
+    )
+
+
+# -- the row provider -----------------------------------------------------------------------
+
+_DDL = (
+    "CREATE TABLE graph_entities (rowid INTEGER PRIMARY KEY, doc TEXT NOT NULL, "
+    "folder TEXT NOT NULL, segment_cf TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, "
+    "observations TEXT NOT NULL, created_ns INTEGER NOT NULL, version INTEGER NOT NULL)",
+    "CREATE INDEX graph_entities_name ON graph_entities (name, created_ns, doc)",
+    "CREATE INDEX graph_entities_order ON graph_entities (created_ns, doc)",
+    "CREATE INDEX graph_entities_type ON graph_entities (type, folder)",
+    "CREATE INDEX graph_entities_place ON graph_entities (folder, segment_cf)",
+    "CREATE TABLE graph_relations (owner INTEGER NOT NULL, pending INTEGER NOT NULL, "
+    "created_ns INTEGER NOT NULL, doc TEXT NOT NULL, pos INTEGER NOT NULL, "
+    "source TEXT NOT NULL, target TEXT NOT NULL, type TEXT NOT NULL)",
+    "CREATE INDEX graph_relations_owner ON graph_relations (owner)",
+    "CREATE INDEX graph_relations_source ON graph_relations (source)",
+    "CREATE INDEX graph_relations_target ON graph_relations (target)",
+    "CREATE INDEX graph_relations_order ON graph_relations (pending, created_ns, doc, pos)",
+    "CREATE VIRTUAL TABLE graph_text USING fts5(text, tokenize = 'trigram case_sensitive 1')",
+)
+
+
+def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+    for gone in changes.removed:
+        if _kind(gone) is None:
+            continue
+        conn.execute("DELETE FROM graph_entities WHERE rowid = ?", (gone.rowid,))
+        conn.execute("DELETE FROM graph_relations WHERE owner = ?", (gone.rowid,))
+        conn.execute("DELETE FROM graph_text WHERE rowid = ?", (gone.rowid,))
+    entities: list[tuple[Any, ...]] = []
+    relations: list[tuple[Any, ...]] = []
+    texts: list[tuple[int, str]] = []
+    for new in changes.added:
+        kind = _kind(new)
+        if kind == "pending":
+            triples = pending_field(new.memory.extra.get("relations"))
+            relations.extend(
+                (new.rowid, 1, 0, new.memory.id, pos, source, target, rtype)
+                for pos, (source, rtype, target) in enumerate(triples)
+            )
+        elif kind == "entity":
+            row = entity_fields(new.memory)
+            parts = row.doc.split("/")
+            folder, segment = parts[1], parts[-1]
+            entities.append(
+                (
+                    new.rowid, row.doc, folder, segment.casefold(), row.name, row.entity_type,
+                    json.dumps(row.observations, ensure_ascii=False), row.created_ns,
+                    row.version,
+                )
+            )  # fmt: skip
+            relations.extend(
+                (new.rowid, 0, row.created_ns, row.doc, pos, row.name, target, rtype)
+                for pos, (rtype, target) in enumerate(row.relations)
+            )
+            texts.append(
+                (new.rowid, search_text(row.name, row.entity_type, row.observations))
+            )
+    conn.executemany(f"INSERT INTO graph_entities VALUES ({', '.join('?' * 9)})", entities)
+    conn.executemany(f"INSERT INTO graph_relations VALUES ({', '.join('?' * 8)})", relations)
+    conn.executemany("INSERT INTO graph_text (rowid, text) VALUES (?, ?)", texts)
+
+
+def _kind(item: IndexedMemory) -> str | None:
+    path = item.memory.path or ""
+    if path == f"{PENDING_ID}.md":
+        return "pending"
+    if is_entity_path(path):
+        return "entity"
+    return None
+
+
+GRAPH_PROVIDER = RowProvider(
+    name="graph",
+    version=GRAPH_VERSION,
+    tables=("graph_text", "graph_relations", "graph_entities"),
+    ddl=_DDL,
+    apply=_apply,
+)
+register(GRAPH_PROVIDER)
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+_ENTITY_COLUMNS = "doc, name, type, observations, created_ns, version"
+_ENTITY_ORDER = "ORDER BY created_ns, doc"
+_RELATION_ORDER = "ORDER BY pending, created_ns, doc, pos"
+
+
+def _entity(row: Sequence[Any]) -> EntityRow:
+    return EntityRow(
+        doc=row[0],
+        name=row[1],
+        entity_type=row[2],
+        observations=tuple(json.loads(row[3])),
+        relations=(),
+        created_ns=int(row[4]),
+        version=int(row[5]),
+    )
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]
+
+
+class GraphReader:
+    """Queries of the graph rows, all at one commit (:attr:`commit`)."""
+
+    def __init__(self, conn: sqlite3.Connection, commit: str | None) -> None:
+        self.conn = conn
+        self.commit = commit
+
+    # -- entities ---------------------------------------------------------------------------
+
+    def entities(self) -> Iterator[EntityRow]:
+        """Every entity, in the graph's order (a cursor: nothing is held but the current row)."""
+        cursor = self.conn.execute(
+            f"SELECT {_ENTITY_COLUMNS} FROM graph_entities {_ENTITY_ORDER}"
+        )
+        for row in cursor:
+            yield _entity(row)
+
+    def named(self, names: Iterable[str]) -> list[EntityRow]:
+        """The entity files with one of these names, in the graph's order."""
+        wanted = list(dict.fromkeys(names))
+        out: list[EntityRow] = []
+        for chunk in _chunks(wanted):
+            marks = ", ".join("?" for _ in chunk)
+            out.extend(
+                _entity(r)
+                for r in self.conn.execute(
+                    f"SELECT {_ENTITY_COLUMNS} FROM graph_entities WHERE name IN ({marks})",
+                    list(chunk),
+                )
+            )
+        out.sort(key=lambda e: e.order)
+        return out
+
+    def search(self, query: str) -> list[EntityRow]:
+        """Entities whose lower-cased name, type or an observation contains ``query``
+        (lower-cased by the caller), in the graph's order."""
+        if len(query) >= TRIGRAM:
+            phrase = '"' + query.replace('"', '""') + '"'
+            rows = self.conn.execute(
+                f"SELECT {_ENTITY_COLUMNS} FROM graph_entities WHERE rowid IN "
+                f"(SELECT rowid FROM graph_text WHERE graph_text MATCH ?) {_ENTITY_ORDER}",
+                (phrase,),
+            )
+        else:
+            rows = self.conn.execute(
+                f"SELECT {_ENTITY_COLUMNS} FROM graph_entities {_ENTITY_ORDER}"
+            )
+        found = (_entity(r) for r in rows)
+        return [e for e in found if matches(query, e.name, e.entity_type, e.observations)]
+
+    def docs_of_type(self, entity_type: str) -> list[str]:
+        """Folders that hold an entity of exactly this type, sorted."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT DISTINCT folder FROM graph_entities WHERE type = ? ORDER BY folder",
+                (entity_type,),
+            )
+        ]
+
+    def place_taken(self, folder: str, segment: str) -> bool:
+        """Whether an entity file in ``folder`` has this file name, ignoring case, or a file
+        the index could not read sits there."""
+        if self.conn.execute(
+            "SELECT 1 FROM graph_entities WHERE folder = ? AND segment_cf = ? LIMIT 1",
+            (folder, segment.casefold()),
+        ).fetchone():
+            return True
+        path = f"{ENTITIES_ROOT}/{folder}/{segment}.md".casefold()
+        prefix = f"{ENTITIES_ROOT}/{folder}/"
+        return any(
+            str(r[0]).casefold() == path
+            for r in self.conn.execute(
+                "SELECT path FROM problems WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+            )
+        )
+
+    # -- relations -------------------------------------------------------------------------
+
+    def relations(self) -> Iterator[tuple[str, str, str]]:
+        """Every relation as (from, to, relationType), in the graph's order."""
+        cursor = self.conn.execute(
+            f"SELECT source, target, type FROM graph_relations {_RELATION_ORDER}"
+        )
+        for row in cursor:
+            yield (row[0], row[1], row[2])
+
+    def touching(self, names: Iterable[str]) -> list[tuple[str, str, str]]:
+        """Relations with at least one end among ``names``, in the graph's order."""
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return []
+        found: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        for chunk in _chunks(wanted):
+            marks = ", ".join("?" for _ in chunk)
+            for column in ("source", "target"):
+                for r in self.conn.execute(
+                    "SELECT pending, created_ns, doc, pos, source, target, type "
+                    f"FROM graph_relations WHERE {column} IN ({marks})",
+                    list(chunk),
+                ):
+                    found[tuple(r[:4])] = (r[4], r[5], r[6])
+        return [found[key] for key in sorted(found)]
+
+    def docs_relating_to(self, names: Iterable[str]) -> list[str]:
+        """Entity files holding a relation to one of ``names``."""
+        wanted = list(dict.fromkeys(names))
+        out: dict[str, None] = {}
+        for chunk in _chunks(wanted):
+            marks = ", ".join("?" for _ in chunk)
+            for r in self.conn.execute(
+                "SELECT DISTINCT doc FROM graph_relations WHERE pending = 0 AND "
+                f"target IN ({marks})",
+                list(chunk),
+            ):
+                out[r[0]] = None
+        return list(out)
+
+
+def _branch_tip(index: Index) -> str | None:
+    """The commit id the branch points at, without reading the commit (which costs
+    milliseconds in a repository of many loose objects; this is a file read)."""
+    try:
+        return str(index.db.repo.lookup_reference(index.db.ref_name).target)
+    except (KeyError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def open_reader(index: Index) -> Iterator[GraphReader | None]:
+    """A reader of the graph rows caught up with the branch tip, or None when they cannot
+    answer (the provider failed at this commit): the caller walks the files instead.
+
+    When the rows already reflect the tip, nothing else is asked of the index (a read
+    between writes of other processes costs one reference read and one query)."""
+    tip = _branch_tip(index)
+    for attempt in range(2):
+        if attempt:
+            index.catch_up()
+        with index.reading() as conn:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('commit', 'provider:graph')"
+                ).fetchall()
+            )
+            commit = meta.get("commit")
+            current = commit is not None and meta.get("provider:graph") == (
+                f"{GRAPH_VERSION} {commit}"
+            )
+            if attempt == 0 and (not current or commit != tip):
+                continue
+            if not current:
+                yield None
+                return
+            yield GraphReader(conn, commit)
+            return

@@ -1,0 +1,1382 @@
+"""The derived SQLite/FTS5 index of one store: fast reads, never the source of truth.
+
+One database per repository at ``<gitdir>/gitmem/index.sqlite`` (WAL mode, a
+busy timeout, safe for several processes). It records the commit it reflects.
+Before every query it catches up with the branch tip:
+
+- the current memories come from one tree diff between the indexed commit and
+  the tip (libgit2 skips unchanged subtrees by object id);
+- per-memory version rows come from walking the new commits (merges included)
+  and diffing each against its parents.
+
+When the indexed commit is no longer an ancestor of the tip (history rewritten,
+branch reset), or the database is missing, corrupt or of an older layout, it is
+rebuilt from scratch. Deleting it loses nothing.
+
+Two version numbers say when what is stored is out of date:
+
+- :data:`SCHEMA_VERSION` (``meta.schema``) is the layout of the core tables
+  below; a database of another version is dropped whole and rebuilt.
+- every :class:`RowProvider` (``meta."provider:<name>"`` = ``"<version> <commit>"``)
+  owns derived tables of its own (the full-text table, vectors, graph rows). It
+  is handed the memories that changed at each catch-up, inside the same
+  transaction; when its version changes, or it missed commits (it was not
+  registered when they were indexed), only its tables are dropped and refilled.
+  Register one with :func:`register` at import time of the module that owns it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import functools
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pygit2
+from pygit2.enums import SortMode
+
+from gitmem.base.clock import parse_timestamp
+from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.format.layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file
+from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
+from gitmem.git.db import GitDB, blob_data, get_commit, parse_trailers
+from gitmem.store import lexical
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 5
+"""The layout of the core tables (``_SCHEMA``). Bump it when they change: every table is
+dropped and rebuilt. Tables of a :class:`RowProvider` carry their own version instead."""
+DB_NAME = "index.sqlite"
+
+Decoder = Callable[[bytes, str], Memory]
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+Progress = Callable[[int, int], None]
+
+_VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL UNIQUE,
+    blob TEXT NOT NULL,
+    title TEXT,
+    scope TEXT,
+    category TEXT,
+    tags TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    updated_us INTEGER NOT NULL,
+    version NOT NULL, -- no affinity: a number past 64 bits is kept as text
+    supersedes TEXT,
+    related TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    trigger_ TEXT,
+    status TEXT NOT NULL,
+    extra TEXT NOT NULL,
+    layer TEXT,
+    project TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX memories_created ON memories (created_us, id);
+CREATE INDEX memories_updated ON memories (updated_us);
+CREATE INDEX memories_category ON memories (category);
+CREATE INDEX memories_supersedes ON memories (supersedes);
+CREATE INDEX memories_layer ON memories (layer, project);
+CREATE INDEX memories_blob ON memories (blob);
+CREATE TABLE tags (memory INTEGER NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX tags_tag ON tags (tag, memory);
+CREATE INDEX tags_memory ON tags (memory);
+CREATE TABLE edges (src TEXT NOT NULL, dst TEXT NOT NULL, relationship TEXT NOT NULL);
+CREATE INDEX edges_src ON edges (src);
+CREATE INDEX edges_dst ON edges (dst, relationship);
+CREATE TABLE versions (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    commit_id TEXT NOT NULL,
+    time_us INTEGER NOT NULL,
+    author TEXT NOT NULL,
+    agent TEXT,
+    op TEXT NOT NULL,
+    version, -- no affinity, as in memories
+    blob TEXT,
+    gen INTEGER NOT NULL
+);
+CREATE INDEX versions_id ON versions (id, seq);
+CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
+"""
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
+    "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
+    "trigger_", "status", "extra", "layer", "project", "body",
+)
+"""The columns of the ``memories`` table that :meth:`Index.rows` can return."""
+
+_MEMORY_COLUMNS = (
+    "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
+    "supersedes, related, agent, session_id, trigger_, status, extra, body"
+)
+
+
+# -- typed JSON for unknown front-matter values ----------------------------------------
+
+
+def _tagged(value: Any) -> Any:
+    """A front-matter value as plain JSON, with tags for what JSON cannot hold.
+
+    Dates and timestamps are tagged, and so is every mapping whose keys are not
+    all text (YAML keys may be numbers, booleans or dates; JSON would turn them
+    into text or refuse them), so ``_loads(_dumps(v)) == v``.
+    """
+    if isinstance(value, dt.datetime):
+        return {"$gitmem": "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$gitmem": "date", "v": value.isoformat()}
+    if isinstance(value, bytes):
+        return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
+            return {k: _tagged(v) for k, v in value.items()}
+        return {"$gitmem": "map", "v": [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    if isinstance(value, list | tuple):
+        return [_tagged(v) for v in value]
+    if value is None or isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"cannot index a {type(value).__name__}")
+
+
+def _json_hook(obj: dict[str, Any]) -> Any:
+    kind = obj.get("$gitmem")
+    if kind == "datetime":
+        return dt.datetime.fromisoformat(obj["v"])
+    if kind == "date":
+        return dt.date.fromisoformat(obj["v"])
+    if kind == "bytes":
+        return base64.b64decode(obj["v"])
+    if kind == "map":
+        return dict(obj["v"])
+    return obj
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_tagged(value), ensure_ascii=False)
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, object_hook=_json_hook)
+
+
+def _big(value: int | None) -> int | str | None:
+    """An integer as SQLite can hold it: as text past 64 bits (versions are written by hand too)."""
+    if value is None or -(2**63) <= value < 2**63:
+        return value
+    return str(value)
+
+
+def _us(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1_000_000)
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One commit that changed one memory file, as the index recorded it."""
+
+    id: str
+    path: str
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    version: int | None
+    blob: str | None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory a query selected, with its rank (higher is better)."""
+
+    memory: Memory
+    score: float
+
+
+@dataclass
+class IndexStats:
+    commit: str | None
+    memories: int
+    versions: int
+    rebuilt: bool = False
+    applied_commits: int = 0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+# -- derived rows other modules own ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexedMemory:
+    """One memory as a catch-up hands it to a :class:`RowProvider`."""
+
+    rowid: int
+    """Its ``memories.rowid`` (key your rows by it, or by ``memory.id``). A rowid freed by a
+    removal may be given to a memory added in the same catch-up: apply removals first."""
+    blob: str
+    """The git blob id of its file: the same text always has the same blob."""
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """What a catch-up changed, for one call of :attr:`RowProvider.apply`.
+
+    A changed memory is in ``removed`` (its old row) and in ``added`` (its new one).
+    Apply ``removed`` before ``added``.
+    """
+
+    full: bool
+    """The provider's tables were just (re)created empty: ``added`` holds current memories
+    (every one of them over this and the following calls of the same fill), ``removed``
+    is empty."""
+    added: tuple[IndexedMemory, ...] = ()
+    removed: tuple[IndexedMemory, ...] = ()
+
+
+RowApply = Callable[[sqlite3.Connection, pygit2.Repository, RowChanges], None]
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
+
+
+@dataclass(frozen=True)
+class RowProvider:
+    """Derived tables another module owns, kept current by catch-up and rebuild.
+
+    ``ddl`` creates ``tables`` (every table it creates, virtual ones included, in an
+    order that ``DROP TABLE IF EXISTS`` can follow); ``apply`` runs inside the catch-up's
+    write transaction, after the core tables took the change, so it may read them (a
+    removed memory's core row is already gone: use what :class:`RowChanges` hands over).
+    It must not commit, and must be a pure function of what it is given (plus the
+    repository's objects): catch-up must equal a rebuild. An exception rolls the whole
+    catch-up back, so the query fails rather than serving half-applied rows.
+
+    Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
+    drops the provider's tables and fills them again from every current memory, without
+    touching anything else.
+    """
+
+    name: str
+    version: int
+    tables: tuple[str, ...]
+    ddl: tuple[str, ...]
+    apply: RowApply
+
+
+_PROVIDERS: dict[str, RowProvider] = {}
+_CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
+FULL_FILL_CHUNK = 1000
+"""Memories per :attr:`RowProvider.apply` call while a provider's tables are filled."""
+
+
+def register(provider: RowProvider) -> None:
+    """Add (or replace, by name) a row provider; every index then keeps its tables current.
+
+    Raises InvalidInputError for a malformed name or a table the core owns.
+    """
+    if not _NAME_RE.fullmatch(provider.name):
+        raise InvalidInputError(
+            f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
+        )
+    for table in provider.tables:
+        if not _NAME_RE.fullmatch(table) or table in _CORE_TABLES:
+            raise InvalidInputError(f"row provider {provider.name}: bad table name {table!r}")
+    for other in _PROVIDERS.values():
+        if other.name != provider.name and set(other.tables) & set(provider.tables):
+            raise InvalidInputError(
+                f"row providers {other.name} and {provider.name} both claim "
+                f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
+            )
+    _PROVIDERS[provider.name] = provider
+
+
+def providers() -> list[RowProvider]:
+    """The registered row providers, in registration order."""
+    return list(_PROVIDERS.values())
+
+
+def _provider_key(provider: RowProvider) -> str:
+    return f"provider:{provider.name}"
+
+
+# -- the full-text rows: the first provider ------------------------------------------------
+
+
+def _apply_lexical(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+    # Contentless: a row is deleted by handing back exactly the text it was indexed with,
+    # which fts_row recomputes from the memory the catch-up read before deleting it.
+    cols = ", ".join(lexical.COLUMNS)
+    marks = ", ".join("?" for _ in lexical.COLUMNS)
+    if changes.removed:
+        conn.executemany(
+            f"INSERT INTO fts (fts, rowid, {cols}) VALUES ('delete', ?, {marks})",
+            [(r.rowid, *lexical.fts_row(r.memory)) for r in changes.removed],
+        )
+    if changes.added:
+        conn.executemany(
+            f"INSERT INTO fts (rowid, {cols}) VALUES (?, {marks})",
+            [(a.rowid, *lexical.fts_row(a.memory)) for a in changes.added],
+        )
+
+
+LEXICAL = RowProvider(
+    name="lexical",
+    version=lexical.LEXICAL_VERSION,
+    tables=("fts",),
+    ddl=(
+        f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(lexical.COLUMNS)}, "
+        f"content = '', tokenize = '{lexical.TOKENIZER}')",
+    ),
+    apply=_apply_lexical,
+)
+register(LEXICAL)
+
+
+# -- the index --------------------------------------------------------------------------
+
+
+def _recovering(method: F) -> F:
+    """Run an index query; when the database turns out corrupt, rebuild it and run it again."""
+
+    @functools.wraps(method)
+    def wrapper(self: Index, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Index:
+    """The SQLite index of one repository. Every public query catches up first."""
+
+    def __init__(self, db: GitDB, decode: Decoder, scope: Scope) -> None:
+        self.db = db
+        self.decode = decode
+        self.scope = scope
+        # One database per branch: a proposal branch's index would otherwise be rebuilt
+        # each time main's and its own writes took turns (neither tip descends from both).
+        self.path = db.state_dir / (
+            DB_NAME if db.branch == "main" else f"index@{db.branch.replace('/', '%2F')}.sqlite"
+        )
+        self._local = threading.local()
+        self._catchup_lock = threading.Lock()
+        self._failed: set[tuple[str, str]] = set()
+        """(row provider, tip) pairs whose rows failed in this process: not retried at that tip."""
+        self.busy_timeout = 30.0
+        """Seconds one SQLite call waits for another connection's lock."""
+        self.write_wait = 1800.0
+        """Seconds a catch-up waits for another process's catch-up or rebuild to finish
+        (a rebuild of a large store outlasts the busy timeout; a held lock means a live
+        process, since the operating system drops the locks of one that died)."""
+
+    # -- connection -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            if self._file_id() == self._local.file_id:
+                return conn
+            # Deleted or replaced under an open connection: let go of the old file (a
+            # new database beside its -wal and -shm would meet them) and open the new one.
+            self.close()
+        self.db.state_dir.mkdir(exist_ok=True)
+        conn = self._open()
+        self._local.conn = conn
+        self._local.pid = os.getpid()
+        self._local.file_id = self._file_id()
+        return conn
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                _patiently(conn, "PRAGMA journal_mode = WAL", self.busy_timeout)
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._ensure_schema(conn)
+                return conn
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if attempt or not _is_damage(exc):
+                    raise
+                log.warning("index %s is unreadable (%s); rebuilding it", self.path, exc)
+                self._discard_files()
+        raise AssertionError("unreachable")
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        row = None
+        with contextlib.suppress(sqlite3.OperationalError):
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is not None and row[0] == str(SCHEMA_VERSION):
+            return
+        _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
+        try:
+            row = None
+            with contextlib.suppress(sqlite3.OperationalError):
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None or row[0] != str(SCHEMA_VERSION):
+                # Virtual tables first: dropping one drops its shadow tables with it.
+                for virtual in (True, False):
+                    tables = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table' "
+                            "AND name NOT LIKE 'sqlite_%' AND "
+                            f"{'' if virtual else 'NOT '}sql LIKE 'CREATE VIRTUAL%'"
+                        )
+                    ]
+                    for table in tables:
+                        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+                # executescript would commit the open transaction; run statements one by one.
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def _discard_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def close(self) -> None:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextlib.contextmanager
+    def _query(self) -> Iterator[sqlite3.Connection]:
+        """A connection caught up with the tip (query methods recover from corruption)."""
+        conn = self._connect()
+        self.catch_up()
+        yield conn
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Throw away a database that failed as corrupt, so the retry rebuilds it."""
+        if not _is_damage(exc):
+            raise exc  # locked, busy, a malformed FTS query: not corruption
+        log.warning("index %s failed (%s); rebuilding it", self.path, exc)
+        self.close()
+        self._discard_files()
+
+    # -- catching up -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction, for a row provider's own queries
+        (gitmem.store.graphindex): every statement in the block sees the same commit. It does
+        not catch up (call :meth:`catch_up` first); call no other method of the index
+        inside the block."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+
+    def indexed_commit(self) -> str | None:
+        row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        return None if row is None else str(row[0])
+
+    def meta(self) -> dict[str, str]:
+        """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
+        ``provider:<name>`` = ``"<version> <commit>"`` per row provider that has run."""
+        return {str(k): str(v) for k, v in self._connect().execute("SELECT key, value FROM meta")}
+
+    def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
+        """Bring the index to the branch tip. Returns None when it already was there."""
+        tip = self.db.tip()
+        tip_hex = str(tip.id) if tip is not None else None
+        conn = self._connect()
+        if self._current(conn, tip_hex):
+            return None
+        with self._writing(conn):
+            # Read the tip again under the write lock: another process may have indexed a
+            # newer one meanwhile, and the tip read before would not descend from it.
+            return self._catch_up_locked(conn, self.db.tip(), progress)
+
+    def _current(self, conn: sqlite3.Connection, tip_hex: str | None) -> bool:
+        """Whether the core tables and every registered provider's reflect ``tip_hex``."""
+        if tip_hex is None:
+            return False
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("commit") != tip_hex:
+            return False
+        return all(
+            meta.get(_provider_key(p)) == f"{p.version} {tip_hex}"
+            or (p.name, tip_hex) in self._failed
+            for p in _PROVIDERS.values()
+        )
+
+    def rebuild(self, progress: Progress | None = None) -> IndexStats:
+        """Forget everything and index the whole history again."""
+        conn = self._connect()
+        with self._writing(conn):
+            self._clear(conn)
+            # Every provider refills its tables too, whatever commit they say they follow.
+            conn.execute("DELETE FROM meta WHERE key LIKE 'provider:%'")
+            stats = self._catch_up_locked(conn, self.db.tip(), progress)
+            stats.rebuilt = True
+            return stats
+
+    @contextlib.contextmanager
+    def _writing(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction, this thread's and (BEGIN IMMEDIATE) this process's alone."""
+        with self._catchup_lock:
+            _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _clear(self, conn: sqlite3.Connection) -> None:
+        for table in ("memories", "tags", "edges", "versions", "commits", "problems"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("DELETE FROM meta WHERE key = 'commit'")
+
+    def _catch_up_locked(
+        self, conn: sqlite3.Connection, tip: pygit2.Commit | None, progress: Progress | None
+    ) -> IndexStats:
+        repo = self.db.repo
+        # Another process may have caught up while this one waited for the write lock.
+        row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        indexed = str(row[0]) if row is not None else None
+        tip_hex = str(tip.id) if tip is not None else None
+        stats = IndexStats(commit=tip_hex, memories=0, versions=0)
+        if indexed == tip_hex and indexed is not None:
+            self._apply_providers(conn, repo, indexed, indexed, [], [])
+            return stats
+        old: pygit2.Commit | None = None
+        if indexed is not None:
+            try:
+                old = get_commit(repo, indexed)
+                if tip is None or not (old.id == tip.id or repo.descendant_of(tip.id, old.id)):
+                    old = None
+            except (KeyError, ValueError, GitmemError, pygit2.GitError):
+                old = None  # pruned after a rewrite, or never in this repository
+            if old is None:
+                log.info("index: %s is not an ancestor of the tip any more; rebuilding", indexed)
+                self._clear(conn)
+                old = None
+                stats.rebuilt = True
+        if tip is None:
+            self._clear(conn)
+            # "" stands for "no commit": providers refill once, then follow it cheaply.
+            self._apply_providers(conn, repo, "", "", [], [])
+            return stats
+        stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress)
+        added: list[IndexedMemory] = []
+        removed: list[IndexedMemory] = []
+        self._apply_tree_diff(
+            conn, repo, old.tree if old is not None else None, tip.tree, added, removed
+        )
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
+        assert tip_hex is not None
+        self._apply_providers(
+            conn, repo, tip_hex, str(old.id) if old is not None else None, added, removed
+        )
+        stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
+        stats.problems = _problem_rows(conn)
+        return stats
+
+    def _apply_tree_diff(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        old: pygit2.Tree | None,
+        new: pygit2.Tree,
+        added: list[IndexedMemory],
+        removed: list[IndexedMemory],
+    ) -> None:
+        for path, blob in _changed_memory_files(repo, old, new):
+            gone = self._forget(conn, path)
+            if gone is not None:
+                removed.append(gone)
+            if blob is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidInputError(
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
+                    )
+                memory = self.decode(blob_data(repo, blob), path)
+            except GitmemError as exc:
+                conn.execute(
+                    "INSERT OR REPLACE INTO problems VALUES (?, ?)", (_raw(path), _raw(str(exc)))
+                )
+                continue
+            added.append(self._insert(conn, memory, str(blob)))
+
+    def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
+        """Delete the row at ``path``; returns what it held, for the row providers."""
+        conn.execute("DELETE FROM problems WHERE path = ?", (_raw(path),))
+        row = conn.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE path = ?", (_raw(path),)
+        ).fetchone()
+        if row is None:
+            return None
+        rowid, memory_id, blob = row[0], row[1], row[3]
+        gone = IndexedMemory(rowid, blob, self._memory(row))
+        conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM tags WHERE memory = ?", (rowid,))
+        conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
+        return gone
+
+    def _apply_providers(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        tip_hex: str,
+        base: str | None,
+        added: list[IndexedMemory],
+        removed: list[IndexedMemory],
+    ) -> None:
+        """Hand the change from ``base`` to ``tip_hex`` to every provider that reflects
+        ``base``; refill the others (new version, missed commits, or a rebuild)."""
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
+        for provider in _PROVIDERS.values():
+            state = meta.get(_provider_key(provider))
+            # A provider's failure must not take the store's reads down with it: its own
+            # work is undone (savepoint), its state left behind so a later catch-up
+            # refills it, and this process stops retrying at this tip.
+            conn.execute("SAVEPOINT provider")
+            try:
+                if base is not None and state == f"{provider.version} {base}":
+                    if added or removed:
+                        changes = RowChanges(False, tuple(added), tuple(removed))
+                        provider.apply(conn, repo, changes)
+                else:
+                    self._refill(conn, repo, provider)
+            except Exception as exc:
+                if isinstance(exc, sqlite3.DatabaseError) and (
+                    type(exc) is sqlite3.DatabaseError or _is_damage(exc)
+                ):
+                    raise  # the database itself is damaged: the caller rebuilds it
+                conn.execute("ROLLBACK TO provider")
+                conn.execute("RELEASE provider")
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    (_provider_key(provider), f"{provider.version} failed"),
+                )
+                self._failed.add((provider.name, tip_hex))
+                log.warning(
+                    "index: row provider %s failed (%s: %s); its tables are left empty",
+                    provider.name, type(exc).__name__, exc,
+                )
+                if provider.tables:
+                    self._empty(conn, provider)
+                continue
+            conn.execute("RELEASE provider")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (_provider_key(provider), f"{provider.version} {tip_hex}"),
+            )
+
+    def _empty(self, conn: sqlite3.Connection, provider: RowProvider) -> None:
+        """Leave a failed provider's tables existing and empty, so its queries find nothing
+        rather than rows of another commit."""
+        with contextlib.suppress(sqlite3.Error):
+            for table in provider.tables:
+                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            for statement in provider.ddl:
+                conn.execute(statement)
+
+    def _refill(
+        self, conn: sqlite3.Connection, repo: pygit2.Repository, provider: RowProvider
+    ) -> None:
+        """Drop a provider's tables, create them again and hand it every current memory."""
+        for table in provider.tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        for statement in provider.ddl:
+            conn.execute(statement)
+        provider.apply(conn, repo, RowChanges(True))
+        cursor = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories ORDER BY rowid")
+        while True:
+            rows = cursor.fetchmany(FULL_FILL_CHUNK)
+            if not rows:
+                break
+            chunk = tuple(IndexedMemory(r[0], r[3], self._memory(r)) for r in rows)
+            provider.apply(conn, repo, RowChanges(True, chunk))
+
+    def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> IndexedMemory:
+        layer = memory.extra.get("layer") if isinstance(memory.extra.get("layer"), str) else None
+        project = (
+            memory.extra.get("project") if isinstance(memory.extra.get("project"), str) else None
+        )
+        cur = conn.execute(
+            "INSERT INTO memories (id, path, blob, title, scope, category, tags, created_at, "
+            "created_us, updated_at, updated_us, version, supersedes, related, agent, session_id, "
+            "trigger_, status, extra, layer, project, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                memory.id,
+                memory.path,
+                blob,
+                memory.title,
+                str(memory.scope) if memory.scope else None,
+                memory.category,
+                _dumps(list(memory.tags)),
+                memory.created_at.isoformat(),
+                _us(memory.created_at),
+                memory.updated_at.isoformat(),
+                _us(memory.updated_at),
+                _big(memory.version),
+                memory.supersedes,
+                _dumps([r.to_dict() for r in memory.related]),
+                memory.agent,
+                memory.session_id,
+                str(memory.trigger) if memory.trigger else None,
+                str(memory.status),
+                _dumps(memory.extra),
+                layer,
+                project,
+                memory.body,
+            ),
+        )
+        rowid = cur.lastrowid
+        assert rowid is not None
+        conn.executemany(
+            "INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
+        )
+        edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
+        edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
+        conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+        return IndexedMemory(rowid, blob, memory)
+
+    def _apply_versions(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        tip: pygit2.Commit,
+        old: pygit2.Commit | None,
+        progress: Progress | None,
+    ) -> int:
+        walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+        if old is not None:
+            walker.hide(old.id)
+        total = 0
+        if progress is not None:
+            commits = list(walker)
+            total = len(commits)
+            source: Iterable[pygit2.Commit] = commits
+        else:
+            source = walker
+        rows: list[tuple[Any, ...]] = []
+        gens: dict[str, int] = {}
+        new_commits: list[tuple[str, int]] = []
+        count = 0
+        for commit in source:
+            count += 1
+            gen = 1 + max(
+                (self._generation(conn, repo, p, gens) for p in commit.parent_ids), default=0
+            )
+            gens[str(commit.id)] = gen
+            new_commits.append((str(commit.id), gen))
+            rows.extend(_version_rows(repo, commit, gen))
+            if len(rows) >= 5000 or len(new_commits) >= 5000:
+                _insert_versions(conn, rows, new_commits)
+                rows.clear()
+                new_commits.clear()
+            if progress is not None and (count % 500 == 0 or count == total):
+                progress(count, total)
+        _insert_versions(conn, rows, new_commits)
+        return count
+
+    def _generation(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        oid: pygit2.Oid,
+        gens: dict[str, int],
+    ) -> int:
+        """A commit's generation: 1 for a root, else one more than its highest parent's.
+
+        Every ancestor of the indexed commit is in the ``commits`` table; one that is
+        not (a table damaged by hand) is counted again from its ancestry.
+        """
+        key = str(oid)
+        gen = gens.get(key)
+        if gen is not None:
+            return gen
+        row = conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
+        if row is not None:
+            gens[key] = int(row[0])
+            return gens[key]
+        try:
+            for commit in repo.walk(oid, SortMode.TOPOLOGICAL | SortMode.REVERSE):
+                gens.setdefault(
+                    str(commit.id),
+                    1 + max((gens.get(str(p), 0) for p in commit.parent_ids), default=0),
+                )
+        except (KeyError, ValueError, pygit2.GitError):
+            gens.setdefault(key, 0)  # a parent missing from a shallow repository
+        return gens.get(key, 0)
+
+    # -- queries -------------------------------------------------------------------------
+
+    def _memory(self, row: Sequence[Any]) -> Memory:
+        (
+            _rowid,
+            memory_id,
+            path,
+            _blob,
+            title,
+            scope,
+            category,
+            tags,
+            created_at,
+            updated_at,
+            version,
+            supersedes,
+            related,
+            agent,
+            session_id,
+            trigger,
+            status,
+            extra,
+            body,
+        ) = row
+        return Memory(
+            id=memory_id,
+            body=body,
+            created_at=parse_timestamp(created_at),
+            updated_at=parse_timestamp(updated_at),
+            version=int(version),
+            title=title,
+            scope=Scope(scope) if scope else None,
+            category=category,
+            tags=tuple(_loads(tags)),
+            supersedes=supersedes,
+            related=tuple(
+                Related(r["id"], Relationship(r["relationship"])) for r in _loads(related)
+            ),
+            agent=agent,
+            session_id=session_id,
+            trigger=Trigger(trigger) if trigger else None,
+            status=Status(status),
+            extra=_loads(extra),
+            path=path,
+            store_scope=self.scope,
+        )
+
+    @_recovering
+    def select(
+        self,
+        *,
+        category: str | None = None,
+        tags: Sequence[str] = (),
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        layer: str | None = None,
+        project: str | None = None,
+    ) -> list[Memory]:
+        where, params = memory_filters(
+            category=category,
+            tags=tags,
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            layer=layer,
+            project=project,
+        )
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY created_us, id"
+        with self._query() as conn:
+            return [self._memory(r) for r in conn.execute(sql, params)]
+
+    @_recovering
+    def get(self, memory_id: str) -> Memory | None:
+        with self._query() as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+        return None if row is None else self._memory(row)
+
+    @_recovering
+    def successors(self, memory_id: str) -> list[Memory]:
+        with self._query() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id",
+                (memory_id,),
+            ).fetchall()
+        return [self._memory(r) for r in rows]
+
+    @_recovering
+    def versions(self, ids: Sequence[str]) -> list[VersionRow]:
+        """Version rows of these memories, oldest first.
+
+        A commit comes after its parents (by generation), then by author time and
+        commit id, so the order depends on the history alone, never on when the
+        index caught up with it; rows of one commit follow the order of ``ids``.
+        """
+        marks = ", ".join("?" for _ in ids)
+        position: dict[str, int] = {}
+        for i, memory_id in enumerate(ids):
+            position.setdefault(memory_id, i)
+        with self._query() as conn:
+            rows = conn.execute(
+                "SELECT id, path, commit_id, time_us, author, agent, op, version, blob, gen "
+                f"FROM versions WHERE id IN ({marks})",
+                list(ids),
+            ).fetchall()
+        rows.sort(key=lambda r: (r[9], r[3], r[2], position[r[0]]))
+        return [
+            VersionRow(
+                id=r[0],
+                path=r[1],
+                commit=r[2],
+                time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
+                author=r[4],
+                agent=r[5],
+                op=r[6],
+                version=None if r[7] is None else int(r[7]),
+                blob=r[8],
+            )
+            for r in rows
+        ]
+
+    @_recovering
+    def last_blob(self, memory_id: str) -> str | None:
+        """The newest blob this memory had in any indexed commit (for deleted ones), newest
+        in the order of :meth:`versions`, whenever the index caught up."""
+        with self._query() as conn:
+            row = conn.execute(
+                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
+                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
+                (memory_id,),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    @_recovering
+    def problems(self) -> list[tuple[str, str]]:
+        with self._query() as conn:
+            return _problem_rows(conn)
+
+    @_recovering
+    def stale(self, before: dt.datetime) -> list[Memory]:
+        """Current memories whose ``updated_at`` is older than ``before``."""
+        with self._query() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE updated_us < ? ORDER BY updated_us",
+                (_us(before),),
+            ).fetchall()
+        return [self._memory(r) for r in rows]
+
+    @_recovering
+    def fts(
+        self,
+        query: str,
+        *,
+        title_text: str,
+        limit: int,
+        filters: dict[str, Any],
+    ) -> list[Hit]:
+        """FTS5 query ranked by bm25 (title weighted), after a title-match tier.
+
+        Raises sqlite3.OperationalError for a malformed FTS5 query; the caller
+        decides whether to fall back to a literal search.
+        """
+        where, params = memory_filters(**filters)
+        where = where.replace("WHERE", "AND", 1) if where else ""
+        needle = title_text.casefold()
+        sql = (
+            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, "
+            "bm25(fts, 10.0, 1.0, 3.0, 5.0) AS rank, "
+            "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
+            "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
+            "ELSE 0 END AS tier "
+            "FROM fts JOIN memories m ON m.rowid = fts.rowid "
+            f"WHERE fts MATCH :query {where} "
+            "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
+        )
+        named = {f"p{i}": p for i, p in enumerate(params)}
+        sql = _number_params(sql)
+        with self._query() as conn:
+            rows = conn.execute(
+                sql, {**named, "needle": needle, "query": query, "limit": limit}
+            ).fetchall()
+        return [Hit(self._memory(r[:19]), float(r[20]) * 1000.0 - float(r[19])) for r in rows]
+
+    @_recovering
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on a connection caught up with the tip (for modules that own
+        tables through a :class:`RowProvider`, or query the core ones in their own way).
+
+        ``query`` must only read, and may run twice: a database that fails as corrupt is
+        rebuilt and the query run again.
+        """
+        with self._query() as conn:
+            return query(conn)
+
+    def load(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
+        """The memories of these ``memories.rowid`` values (inside :meth:`read`)."""
+        wanted = list(dict.fromkeys(rowids))
+        out: dict[int, Memory] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            sql = (
+                f"SELECT {_MEMORY_COLUMNS} FROM memories "
+                f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
+            )
+            for row in conn.execute(sql, chunk):
+                out[int(row[0])] = self._memory(row)
+        return out
+
+    @_recovering
+    def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
+        """Every current memory passing the filters, by path (for regex and substring search)."""
+        where, params = memory_filters(**filters)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
+        with self._query() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [self._memory(row) for row in rows]
+
+    @_recovering
+    def rows(
+        self,
+        columns: Sequence[str],
+        *,
+        ids: Iterable[str] | None = None,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+    ) -> list[tuple[Any, ...]]:
+        """A few columns of the current memories, as tuples, oldest first (``created_us``,
+        then id): what :meth:`select` finds, without building a :class:`Memory` per row.
+
+        For callers that need some fields of every memory (staleness, code-aware checks on
+        every git hook): at 10k memories, decoding whole memories costs more than the query.
+        ``columns`` are names of the ``memories`` table (:data:`ROW_COLUMNS`); values are as
+        stored: ``created_us``/``updated_us`` are microseconds since the epoch, ``tags``,
+        ``related`` and ``extra`` JSON text (dates, timestamps and maps with non-text keys
+        as ``{"$gitmem": kind, "v": ...}`` objects), ``blob`` the file's git blob id. ``ids``
+        keeps only those memories (ids not in the index are left out, without error).
+        Catches up first, like every query. Raises InvalidInputError for an unknown column.
+        """
+        unknown = [c for c in columns if c not in ROW_COLUMNS]
+        if unknown or not columns:
+            raise InvalidInputError(
+                f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
+                f"(known: {', '.join(ROW_COLUMNS)})"
+            )
+        where, params = memory_filters(
+            include_superseded=include_superseded, include_archived=include_archived
+        )
+        listed = ", ".join(f"m.{c}" for c in columns)
+        if ids is None:
+            sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
+            with self._query() as conn:
+                return conn.execute(sql, params).fetchall()
+        wanted = list(dict.fromkeys(ids))
+        where += " AND " if where else "WHERE "
+        found: list[tuple[Any, ...]] = []
+        with self._query() as conn:
+            for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
+                chunk = wanted[i : i + 500]
+                sql = (
+                    f"SELECT {listed}, m.created_us, m.id FROM memories m "
+                    f"{where}m.id IN ({', '.join('?' for _ in chunk)})"
+                )
+                found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
+        found.sort(key=lambda row: (row[-2], row[-1]))
+        return [row[:-2] for row in found]
+
+    @_recovering
+    def count(self) -> int:
+        with self._query() as conn:
+            return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
+
+
+def _patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
+    """Run ``statement``, trying again while another connection holds the lock, for up to
+    ``wait`` seconds. BEGIN IMMEDIATE waits out the busy timeout on each try (another
+    process's rebuild of a large store outlasts it); ``PRAGMA journal_mode`` answers
+    "database is locked" at once, without the busy handler, while another connection
+    is making a new database (several processes' first query at the same moment)."""
+    deadline = time.monotonic() + wait
+    delay = 0.001
+    while True:
+        try:
+            conn.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (_SQLITE_BUSY, _SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _raw(text: str) -> str | bytes:
+    """Text for SQLite. A path git holds in bytes that are not UTF-8 reaches Python with
+    surrogate escapes, which SQLite cannot store as text: it is kept as those bytes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+    return text
+
+
+def _cooked(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Problems by path in git's byte order (SQLite would put the byte paths last)."""
+    rows = [(_cooked(p), _cooked(m)) for p, m in conn.execute("SELECT path, message FROM problems")]
+    rows.sort(key=lambda row: row[0].encode("utf-8", "surrogateescape"))
+    return rows
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """A database that is corrupt, not a database, or cannot be read (SQLITE_IOERR: say a
+    file truncated or deleted under it), as opposed to busy, locked or a bad query."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_IOERR
+
+
+def _number_params(sql: str) -> str:
+    """Turn the positional ``?`` of the filter clause into named ``:pN`` parameters."""
+    counter = iter(range(1_000_000))
+    return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
+
+
+def memory_filters(
+    *,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    layer: str | None = None,
+    project: str | None = None,
+) -> tuple[str, list[Any]]:
+    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if category is not None:
+        clauses.append("m.category = ?")
+        params.append(category)
+    for tag in tags:
+        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
+        params.append(tag)
+    if not include_superseded:
+        clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
+    if not include_archived:
+        clauses.append("m.status != 'archived'")
+    if layer is not None:
+        clauses.append("m.layer = ?")
+        params.append(layer)
+    if project is not None:
+        clauses.append("m.project = ?")
+        params.append(project)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+_REGULAR = (0o100644, 0o100755)
+
+
+def _changed_memory_files(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    """(path, new blob or None) for every memory file that differs between the trees.
+
+    Walks the two trees side by side and descends only into subtrees whose ids
+    differ, so the cost follows the change (one shard of ~1/256 of the
+    memories), not the store. libgit2's tree-to-tree diff visits every entry.
+    """
+    for root in MEMORY_ROOTS:
+        for path, blob in _tree_changes(
+            repo, _subtree(repo, old, root), _subtree(repo, new, root), root
+        ):
+            if is_memory_file(path):
+                yield path, blob
+
+
+def _tree_changes(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    if old is not None and new is not None and old.id == new.id:
+        return
+    before = {str(e.name): e for e in old} if old is not None else {}
+    after = {str(e.name): e for e in new} if new is not None else {}
+    for name in sorted(before.keys() | after.keys()):
+        o, n = before.get(name), after.get(name)
+        if o is not None and n is not None and o.id == n.id and o.filemode == n.filemode:
+            continue
+        path = f"{prefix}/{name}"
+        o_tree = _as_tree(repo, o)
+        n_tree = _as_tree(repo, n)
+        if o_tree is not None or n_tree is not None:
+            yield from _tree_changes(repo, o_tree, n_tree, path)
+        o_blob = o.id if o is not None and o.filemode in _REGULAR else None
+        n_blob = n.id if n is not None and n.filemode in _REGULAR else None
+        if o_blob == n_blob:
+            continue  # only the executable bit changed, or neither side is a file
+        yield path, n_blob
+
+
+def _as_tree(repo: pygit2.Repository, entry: pygit2.Object | None) -> pygit2.Tree | None:
+    if entry is None or entry.type_str != "tree":
+        return None
+    obj = repo[entry.id]
+    return obj if isinstance(obj, pygit2.Tree) else None
+
+
+def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
+    if tree is None:
+        return None
+    try:
+        entry = tree[name]
+    except KeyError:
+        return None
+    if entry.type_str != "tree":
+        return None
+    obj = repo[entry.id]
+    return obj if isinstance(obj, pygit2.Tree) else None
+
+
+def _paths_changed(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
+) -> dict[str, pygit2.Oid | None]:
+    return dict(_changed_memory_files(repo, old, new))
+
+
+def _version_rows(
+    repo: pygit2.Repository, commit: pygit2.Commit, gen: int
+) -> list[tuple[Any, ...]]:
+    """One row per memory file this commit changed (against every parent, for merges)."""
+    parents = commit.parents
+    if not parents:
+        changed = _paths_changed(repo, None, commit.tree)
+    else:
+        changed = _paths_changed(repo, parents[0].tree, commit.tree)
+        for parent in parents[1:]:
+            if not changed:
+                break
+            other = _paths_changed(repo, parent.tree, commit.tree)
+            changed = {p: b for p, b in changed.items() if p in other}
+    if not changed:
+        return []
+    trailers = parse_trailers(commit.message)
+    ops = [v for k, v in trailers if k == "Gitmem-Op"]
+    agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+    time_us = commit.author.time * 1_000_000
+    rows: list[tuple[Any, ...]] = []
+    first_parent = parents[0].tree if parents else None
+    for path, blob in sorted(changed.items()):
+        memory_id = id_from_path(path)
+        if memory_id is None:
+            continue
+        version: int | None = None
+        if blob is not None:
+            match = _VERSION_RE.search(blob_data(repo, blob)[:65536])
+            version = int(match.group(1)) if match else None
+        if len(ops) == 1:
+            op = ops[0]
+        else:
+            existed = first_parent is not None and _has(first_parent, path)
+            op = infer_op(existed, blob is not None, bool(trailers))
+        rows.append(
+            (
+                memory_id,
+                path,
+                str(commit.id),
+                time_us,
+                commit.author.name,
+                agent,
+                op,
+                _big(version),
+                str(blob) if blob is not None else None,
+                gen,
+            )
+        )
+    return rows
+
+
+def _has(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
+
+
+def infer_op(existed: bool, exists: bool, gitmem_commit: bool) -> str:
+    """The operation of a commit with no single ``Gitmem-Op``, from what happened to the file."""
+    if not gitmem_commit:
+        return "edit" if existed and exists else ("add" if exists else "remove")
+    if not existed:
+        return "create"
+    if not exists:
+        return "delete"
+    return "update"
+
+
+def _insert_versions(
+    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], commits: list[tuple[str, int]]
+) -> None:
+    if rows:
+        conn.executemany(
+            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob, "
+            "gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    if commits:
+        conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
+
+
+# The row providers of other modules register when those modules are imported; importing
+# them here keeps their rows current in every process that opens an index, so a command that
+# never recalls or reads the graph cannot leave them behind (a provider that missed commits
+# is refilled whole): the vector rows (gitmem.store.vectors) and the knowledge graph's
+# (gitmem.store.graphindex).
+from gitmem.store import graphindex, vectors  # noqa: E402, F401

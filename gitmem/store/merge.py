@@ -1,0 +1,714 @@
+"""Memory-aware merging: two versions of one memory file against their common base.
+
+The same functions serve ``gitmem sync`` (which merges trees itself: pygit2 does
+not run external merge drivers) and plain ``git merge`` / ``git pull`` /
+``git rebase`` through the registered driver ``gitmem merge-driver %O %A %B %P``.
+
+Rules (docs/collaboration.md has the table):
+
+- front-matter merges field by field against the base: a key changed on one
+  side takes that change; ``tags`` and ``related`` merge as sets (what either
+  side added is kept, what either side removed goes); ``updated_at`` is the
+  later one, ``version`` is the higher one + 1; any other key changed on both
+  sides takes the value of the side with the later ``updated_at``;
+- the body merges three-way, line by line; when both sides only appended to
+  the base (review history, command history), both sides' new sections are
+  kept, in date order;
+- when both sides changed the same lines, nothing is written with conflict
+  markers: one side stays at the path and the other side's version becomes a
+  *fork*, a new memory ``<id>.fork-<hash>`` that supersedes the same
+  predecessor and carries ``merge_fork: <id>`` in its front-matter.
+
+Every choice depends only on the contents (never on which side is "ours"), so
+merging A into B and B into A give the same files.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import difflib
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
+from gitmem.entry.hooks import decode_memory
+from gitmem.format import codec, schema
+from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
+from gitmem.git.command import run_git
+
+FORK_KEY = "merge_fork"
+"""Front-matter key of a fork: the id of the memory it forked from."""
+DECIDED_KEY = "merge_decided"
+"""Front-matter key of a merged memory whose plain fields both sides changed differently:
+field -> the value that lost to the later side. ``gitmem conflicts`` lists it, ``resolve``
+settles it; until then both values are in the file, and nothing was dropped silently."""
+# Fields every write changes (or that say who wrote last): their newer value is the answer,
+# not a decision anyone needs to see.
+_NOT_DECIDED = frozenset(
+    {"id", "created_at", "updated_at", "version", "agent", "session_id", "trigger", DECIDED_KEY}
+)
+
+DRIVER_NAME = "gitmem"
+DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
+PENDING_DIR = "pending-forks"
+"""Forks made by the git merge driver wait in ``<gitdir>/gitmem/pending-forks/`` until a
+gitmem command commits them (a driver can only write the one file git asks it for)."""
+
+_ABSENT: Any = object()
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
+
+
+# -- results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fork:
+    """One side's version kept as a new memory because both sides changed the same lines."""
+
+    id: str
+    of: str
+    path: str
+    data: bytes
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "of": self.of, "path": self.path}
+
+
+@dataclass(frozen=True)
+class FileMerge:
+    """The outcome of merging one path."""
+
+    path: str
+    data: bytes | None
+    """What stays at the path (None: the file is gone)."""
+    memory_id: str | None = None
+    forks: tuple[Fork, ...] = ()
+    kept_over_delete: bool = False
+    """One side deleted the memory and the other changed it: the change was kept."""
+    conflict: str | None = None
+    """Why the file could not be merged (never set for a readable memory)."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    decided: tuple[str, ...] = ()
+    """Plain fields both sides changed differently, decided for the later side (see
+    :data:`DECIDED_KEY`)."""
+
+
+# -- three-way line merge -------------------------------------------------------------------
+
+
+def _matches(base: Sequence[str], other: Sequence[str]) -> dict[int, int]:
+    matcher = difflib.SequenceMatcher(None, base, other, autojunk=False)
+    found: dict[int, int] = {}
+    for block in matcher.get_matching_blocks():
+        for n in range(block.size):
+            found[block.a + n] = block.b + n
+    return found
+
+
+def merge_lines(
+    base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
+) -> list[str] | None:
+    """diff3 over lines: the merged lines, or None when both sides changed the same region.
+
+    A base line that both sides kept (in order) is stable; between stable lines a
+    region changed by one side only takes that side, a region changed the same way
+    by both takes it once, anything else is a conflict. Adjacent edits with no
+    stable line between them conflict, as in git.
+    """
+    to_ours = _matches(base, ours)
+    to_theirs = _matches(base, theirs)
+    out: list[str] = []
+    i = j = k = 0
+    while True:
+        stable = i
+        # Matching blocks are monotonic, so the next base line both sides kept is aligned.
+        while stable < len(base) and not (stable in to_ours and stable in to_theirs):
+            stable += 1
+        if stable < len(base):
+            chunk = (base[i:stable], ours[j : to_ours[stable]], theirs[k : to_theirs[stable]])
+        else:
+            chunk = (base[i:], ours[j:], theirs[k:])
+        b, o, t = (list(part) for part in chunk)
+        if o == t:
+            out.extend(o)
+        elif o == b:
+            out.extend(t)
+        elif t == b:
+            out.extend(o)
+        else:
+            return None
+        if stable >= len(base):
+            return out
+        out.append(base[stable])
+        i, j, k = stable + 1, to_ours[stable] + 1, to_theirs[stable] + 1
+
+
+def merge_text(base: str, ours: str, theirs: str) -> str | None:
+    """Three-way merge of text by lines; None on overlapping changes."""
+    if ours == theirs:
+        return ours
+    if ours == base:
+        return theirs
+    if theirs == base:
+        return ours
+    merged = merge_lines(
+        base.splitlines(keepends=True),
+        ours.splitlines(keepends=True),
+        theirs.splitlines(keepends=True),
+    )
+    return None if merged is None else "".join(merged)
+
+
+# -- appended sections ----------------------------------------------------------------------
+
+
+def _sections(added: str, fallback: str) -> list[tuple[str, str]]:
+    """Split appended text at markdown headings into (date, text) sections.
+
+    A section's date is the first date in its first line; a section without one
+    takes the previous section's date, or ``fallback`` (the side's ``updated_at``).
+    """
+    parts: list[str] = []
+    for line in added.splitlines(keepends=True):
+        if not parts or (line.startswith("#") and parts[-1].strip()):
+            parts.append(line)
+        else:
+            parts[-1] += line
+    out: list[tuple[str, str]] = []
+    date = fallback
+    for part in parts:
+        first = part.splitlines()[0] if part else ""
+        found = _DATE_RE.search(first)
+        if found:
+            date = found.group(0).replace(" ", "T")
+        out.append((date, part))
+    return out
+
+
+def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
+    """Both sides only appended to ``base``: base + both sides' new sections in date order.
+
+    ``first`` wins ties (the caller passes the side with the later ``updated_at``
+    first, so the result does not depend on which side is "ours"). A section both
+    sides appended word for word is kept once. None when either side did more than
+    append whole lines.
+    """
+    if not (first.startswith(base) and second.startswith(base)):
+        return None
+    head = base
+    add_first, add_second = first[len(base) :], second[len(base) :]
+    if base and not base.endswith("\n"):
+        # Store.append puts a newline between a body without one and the new text.
+        if not (add_first.startswith("\n") and add_second.startswith("\n")):
+            return None
+        head, add_first, add_second = base + "\n", add_first[1:], add_second[1:]
+    left = _sections(add_first, dates[0])
+    right = _sections(add_second, dates[1])
+    seen = {text for _, text in left}
+    right = [(d, text) for d, text in right if text not in seen]
+    out = head
+    for text in _by_date(left, right):
+        if out and not out.endswith("\n"):
+            out += "\n"
+        out += text
+    return out
+
+
+_UNIT_START = re.compile(r"#|[-*+][ \t]|\d{1,9}[.)][ \t]")
+
+
+def _units(text: str) -> list[str]:
+    """Split a body into entries: a unit starts at a heading or a list item at column 0.
+
+    Other lines (continuations, paragraphs, blank lines) belong to the unit before them, and
+    a unit of blank lines only is joined by what follows it.
+    """
+    parts: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if parts and (not _UNIT_START.match(line) or not parts[-1].strip()):
+            parts[-1] += line
+        else:
+            parts.append(line)
+    return parts
+
+
+def _unit_key(unit: str) -> str:
+    # A body saved from the command line has no final newline, so the last entry of one
+    # version is "x" where the next version, with an entry after it, has "x\n": one entry.
+    return unit[:-1] if unit.endswith("\n") else unit
+
+
+def _dated(units: Sequence[str], fallback: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    date = fallback
+    for unit in units:
+        found = _DATE_RE.search(unit.splitlines()[0] if unit else "")
+        if found:
+            date = found.group(0).replace(" ", "T")
+        out.append((date, unit))
+    return out
+
+
+def _interleave(
+    first: Sequence[str], second: Sequence[str], dates: tuple[str, str]
+) -> list[str]:
+    """Entries both sides inserted at one place: each side's own order kept, merged by date."""
+    seen = {_unit_key(unit) for unit in first}
+    right = [(d, u) for d, u in _dated(second, dates[1]) if _unit_key(u) not in seen]
+    return _by_date(_dated(first, dates[0]), right)
+
+
+def _by_date(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[str]:
+    """Two sides' dated texts in one list: each side's order kept, the earlier date first,
+    ``left`` (the side ranked higher) on ties."""
+    merged: list[str] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j < len(right) and (i == len(left) or right[j][0] < left[i][0]):
+            merged.append(right[j][1])
+            j += 1
+        else:
+            merged.append(left[i][1])
+            i += 1
+    return merged
+
+
+def merge_sections(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
+    """A three-way merge of entry-structured text (headings and list items, see :func:`_units`).
+
+    Entries both sides kept are stable; between them, a run changed by one side takes that
+    side, and runs *inserted* by both sides at one place are both kept (:func:`_interleave`):
+    so appends by any number of agents, merged in any order and from any base, never fork,
+    and an entry a clone already published is never moved in front of. ``first`` is the
+    side ranked higher (it wins ties). None when both sides changed or removed the same entry.
+    """
+    base_units, first_units, second_units = _units(base), _units(first), _units(second)
+    keys = [_unit_key(u) for u in base_units]
+    first_keys = [_unit_key(u) for u in first_units]
+    second_keys = [_unit_key(u) for u in second_units]
+    to_first, to_second = _matches(keys, first_keys), _matches(keys, second_keys)
+    out: list[str] = []
+    i = j = k = 0
+    while True:
+        stable = i
+        while stable < len(keys) and not (stable in to_first and stable in to_second):
+            stable += 1
+        j_end = to_first[stable] if stable < len(keys) else len(first_units)
+        k_end = to_second[stable] if stable < len(keys) else len(second_units)
+        b, f, s = keys[i:stable], first_units[j:j_end], second_units[k:k_end]
+        f_keys, s_keys = first_keys[j:j_end], second_keys[k:k_end]
+        if f_keys == s_keys or s_keys == b:
+            out.extend(f)
+        elif f_keys == b:
+            out.extend(s)
+        elif not b:
+            out.extend(_interleave(f, s, dates))
+        else:
+            return None
+        if stable >= len(keys):
+            break
+        out.append(first_units[to_first[stable]])
+        i, j, k = stable + 1, to_first[stable] + 1, to_second[stable] + 1
+    text = ""
+    for unit in out:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += unit
+    return text
+
+
+# -- front-matter -----------------------------------------------------------------------------
+
+
+def _in(item: Any, items: Sequence[Any]) -> bool:
+    return any(codec.same(item, other) for other in items)
+
+
+def _merge_set(base: Any, first: Any, second: Any) -> list[Any]:
+    """Three-way merge of a list as a set: additions from both sides, removals from either."""
+    b = base if isinstance(base, list) else []
+    f = first if isinstance(first, list) else []
+    s = second if isinstance(second, list) else []
+    out = [x for x in f if not (_in(x, b) and not _in(x, s))]
+    out.extend(x for x in s if not _in(x, f) and not _in(x, b) and not _in(x, out))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is _ABSENT or b is _ABSENT:
+        return a is b
+    return codec.same(a, b)
+
+
+def merge_metadata(
+    base: dict[str, Any] | None,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    decided: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Field-by-field merge; ``first`` is the side with the later ``updated_at``.
+
+    Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
+    both sides changed to different values takes ``first``'s; ``decided`` (when given)
+    receives ``second``'s losing value under the field's name.
+    """
+    base = base or {}
+    out: dict[str, Any] = {}
+    keys = list(first) + [k for k in second if k not in first]
+    for key in keys:
+        b, f, s = base.get(key, _ABSENT), first.get(key, _ABSENT), second.get(key, _ABSENT)
+        if key in {"tags", "related"}:
+            value: Any = _merge_set(
+                None if b is _ABSENT else b,
+                None if f is _ABSENT else f,
+                None if s is _ABSENT else s,
+            )
+            if value:
+                out[key] = value
+            continue
+        if key == "updated_at":
+            value = f if f is not _ABSENT else s
+        elif key == "version":
+            numbers = [v for v in (f, s) if isinstance(v, int) and not isinstance(v, bool)]
+            value = max(numbers) + 1 if numbers else f
+        elif key == DECIDED_KEY:
+            # Earlier undecided fields of either side stay listed until someone resolves them.
+            value = {**(s if isinstance(s, dict) else {}), **(f if isinstance(f, dict) else {})}
+            value = value or _ABSENT
+        elif _same(f, s) or _same(s, b):
+            value = f
+        elif _same(f, b):
+            value = s
+        else:
+            value = f
+            if decided is not None and key not in _NOT_DECIDED:
+                decided[key] = None if s is _ABSENT else s
+        if value is not _ABSENT:
+            out[key] = value
+    return out
+
+
+# -- one memory file ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Side:
+    data: bytes
+    doc: codec.Document
+    updated_at: dt.datetime
+    version: int
+
+    @property
+    def rank(self) -> tuple[dt.datetime, int, bytes]:
+        # The later updated_at wins, then the higher version, then the bytes: a total
+        # order on contents alone, so both merge directions pick the same winner.
+        return (self.updated_at, self.version, self.data)
+
+
+def _parse(data: bytes | None, path: str) -> _Side | None:
+    if data is None:
+        return None
+    try:
+        memory = decode_memory(data, path)
+    except (GitmemError, ValueError, TypeError, KeyError):
+        return None
+    return _Side(data, memory.document, memory.updated_at, memory.version)
+
+
+def fork_id(memory_id: str, data: bytes) -> str:
+    """The id of the fork that keeps ``data`` (one side's file) beside ``memory_id``.
+
+    Derived from the content, so both merge directions name the fork alike.
+    """
+    suffix = ".fork-" + hashlib.sha1(data).hexdigest()[:10]
+    # Cut to stay within the id limit, never leaving "..", "./" or a dangling separator.
+    head = memory_id[: MAX_ID_LENGTH - len(suffix)].rstrip("./-_")
+    return head + suffix
+
+
+def _serialize(doc: codec.Document, metadata: dict[str, Any], body: str, path: str) -> bytes:
+    schema.validate(metadata, what=path)
+    return codec.serialize(doc.with_changes(metadata, body)).encode("utf-8")
+
+
+def _make_fork(loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: str) -> Fork:
+    new_id = fork_id(memory_id, loser.data)
+    meta = dict(loser.doc.metadata)
+    meta["id"] = new_id
+    if kept_meta.get("supersedes") is not None:
+        meta["supersedes"] = kept_meta["supersedes"]
+    else:
+        meta.pop("supersedes", None)
+    meta[FORK_KEY] = memory_id
+    fork_path = memory_path(new_id)
+    return Fork(new_id, memory_id, fork_path, _serialize(loser.doc, meta, loser.doc.body, path))
+
+
+def merge_memory(
+    path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+) -> FileMerge:
+    """Merge one memory file; never leaves conflict markers, never drops a side."""
+    memory_id = id_from_path(path)
+    if ours == theirs:
+        return FileMerge(path, ours, memory_id)
+    if ours is None or theirs is None:
+        changed = theirs if ours is None else ours
+        if changed == base:
+            return FileMerge(path, None, memory_id)  # one side deleted, the other did nothing
+        if base is None:
+            return FileMerge(path, changed, memory_id)  # added on one side only
+        return FileMerge(path, changed, memory_id, kept_over_delete=True)
+    if base == ours:
+        return FileMerge(path, theirs, memory_id)
+    if base == theirs:
+        return FileMerge(path, ours, memory_id)
+    parsed_ours, parsed_theirs = _parse(ours, path), _parse(theirs, path)
+    if parsed_ours is None or parsed_theirs is None:
+        merged = _merge_raw(base, ours, theirs)
+        if merged is not None:
+            return FileMerge(path, merged, memory_id)
+        return FileMerge(
+            path,
+            max(ours, theirs),
+            memory_id,
+            conflict=f"{path}: both sides changed it and one is not a readable memory",
+        )
+    first, second = sorted([parsed_ours, parsed_theirs], key=lambda s: s.rank, reverse=True)
+    base_side = _parse(base, path)
+    base_meta = base_side.doc.metadata if base_side is not None else None
+    decided: dict[str, Any] = {}
+    meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata, decided)
+    if memory_id is not None:
+        meta["id"] = memory_id
+    base_body = base_side.doc.body if base_side is not None else None
+    body = _merge_body(base_body, first, second)
+    if body is not None:
+        if decided:
+            meta[DECIDED_KEY] = {**(meta.get(DECIDED_KEY) or {}), **decided}
+        try:
+            data = _serialize(first.doc, meta, body, path)
+            return FileMerge(path, data, memory_id, decided=tuple(decided))
+        except GitmemError:
+            meta.pop(DECIDED_KEY, None)
+            with contextlib.suppress(GitmemError):
+                # A losing value the schema refuses under that key: kept in history only.
+                return FileMerge(path, _serialize(first.doc, meta, body, path), memory_id)
+    else:
+        body = first.doc.body
+    mid = memory_id or str(meta.get("id"))
+    try:
+        kept = _serialize(first.doc, meta, body, path)
+    except GitmemError:
+        kept = first.data
+    try:
+        fork = _make_fork(second, meta, mid, path)
+    except GitmemError as exc:
+        return FileMerge(path, kept, memory_id, conflict=f"{path}: cannot keep a fork: {exc}")
+    return FileMerge(path, kept, memory_id, forks=(fork,))
+
+
+def _merge_body(base: str | None, first: _Side, second: _Side) -> str | None:
+    a, b = first.doc.body, second.doc.body
+    if a == b:
+        return a
+    if base is None:
+        return None  # both added different bodies under one id: keep both whole
+    dates = (_date_text(first.updated_at), _date_text(second.updated_at))
+    appended = merge_appended(base, a, b, dates)
+    if appended is not None and a != base and b != base:
+        return appended
+    # Entries inserted anywhere (not only at the end) by both sides, as happens once one
+    # merge has put a side's earlier-dated entry before the other's; then plain lines.
+    sections = merge_sections(base, a, b, dates)
+    return sections if sections is not None else merge_text(base, a, b)
+
+
+def _date_text(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _merge_raw(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
+    try:
+        texts = [codec.decode(x) for x in (base or b"", ours, theirs)]
+    except GitmemError:
+        return None
+    merged = merge_text(*texts)
+    return merged.encode("utf-8") if merged is not None else None
+
+
+def merge_file(
+    path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+) -> FileMerge:
+    """Merge any file of a store: memories memory-aware, other files as text."""
+    if id_from_path(path) is not None:
+        return merge_memory(path, base, ours, theirs)
+    if ours == theirs:
+        return FileMerge(path, ours)
+    if base == ours:
+        return FileMerge(path, theirs)
+    if base == theirs:
+        return FileMerge(path, ours)
+    if ours is None or theirs is None:
+        return FileMerge(
+            path,
+            ours if theirs is None else theirs,
+            conflict=f"{path}: changed on one side, deleted on the other",
+        )
+    merged = _merge_raw(base, ours, theirs)
+    if merged is None:
+        return FileMerge(path, ours, conflict=f"{path}: both sides changed the same lines")
+    return FileMerge(path, merged)
+
+
+# -- the git merge driver ----------------------------------------------------------------------
+
+
+def driver_command(python: str | None = None) -> str:
+    """The ``merge.gitmem.driver`` command line.
+
+    The interpreter path is shell-quoted here. git itself single-quotes ``%P``
+    (ll-merge.c ``sq_quote_buf``), so a path holding quotes, ``;`` or ``$(...)``
+    reaches the driver as one argument; quoting ``%P`` again would break that.
+    ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
+    """
+    from gitmem.git.command import gitmem_command
+
+    return f"{gitmem_command(python)} merge-driver %O %A %B %P"
+
+
+def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(os.fspath(repo_path))
+    except (pygit2.GitError, KeyError):
+        raise StoreError(f"{os.fspath(repo_path)} is not a git repository") from None
+
+
+def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
+    """Whether git in this repository would run gitmem's merge driver for ``*.md``."""
+    config = _repo(repo_path).config
+    try:
+        value = str(config[DRIVER_CONFIG])
+    except (KeyError, pygit2.GitError):
+        return False
+    return "merge-driver" in value and "gitmem" in value
+
+
+def register_driver(repo_path: str | os.PathLike[str], python: str | None = None) -> None:
+    """Register the driver in the repository's own git config (``.git/config``).
+
+    A clone does not get it from the remote (git never copies config), which is
+    why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
+    """
+    config = _repo(repo_path).config
+    config["merge.gitmem.name"] = "gitmem memory-aware merge"
+    config[DRIVER_CONFIG] = driver_command(python)
+
+
+def run_driver(
+    base_file: str, ours_file: str, theirs_file: str, path: str, *, cwd: Path | None = None
+) -> int:
+    """The work of ``gitmem merge-driver %O %A %B %P``; returns the exit code for git.
+
+    The merged memory is written to ``%A`` (exit 0). A fork cannot be written by
+    the driver (git asks for one file), so it is saved under
+    ``<gitdir>/gitmem/pending-forks/`` and committed by the next ``gitmem sync``,
+    ``conflicts`` or ``resolve``. A non-memory file gets git's own text merge
+    (``git merge-file``, with its usual conflict markers).
+    """
+    base = Path(base_file).read_bytes()
+    ours = Path(ours_file).read_bytes()
+    theirs = Path(theirs_file).read_bytes()
+    if id_from_path(path) is None:
+        # merge-file reads no repository settings; it runs under the one git policy anyway.
+        result = run_git(
+            [
+                *("merge-file", "-L", "ours", "-L", "base", "-L", "theirs", "--"),
+                *(ours_file, base_file, theirs_file),
+            ],
+            cwd=cwd,
+            check=False,
+            trusted=True,
+        )
+        if result.stderr:
+            sys.stderr.write(result.stderr.decode("utf-8", "replace"))
+        return 1 if result.returncode != 0 else 0
+    # git passes an empty file for a missing base (an add/add): no memory is empty.
+    outcome = merge_memory(path, base or None, ours, theirs)
+    if outcome.data is not None:
+        Path(ours_file).write_bytes(outcome.data)
+    if outcome.forks:
+        gitdir = _repo(cwd or Path.cwd()).path
+        kept = str(pygit2.hash(outcome.data or b""))
+        for fork in outcome.forks:
+            save_pending(Path(gitdir), fork, path, kept)
+        print(
+            f"gitmem: {path}: both sides changed the same lines; kept "
+            f"{', '.join(f.id for f in outcome.forks)} as a fork (see gitmem conflicts)",
+            file=sys.stderr,
+        )
+    if outcome.conflict is not None:
+        print(f"gitmem: {outcome.conflict}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- forks waiting for a commit ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingFork:
+    fork: Fork
+    path: str
+    """The memory path the other side kept."""
+    kept_blob: str
+    """The blob the driver wrote at ``path``: once the branch has it there, the merge landed."""
+    file: Path
+
+
+def pending_dir(gitdir: Path) -> Path:
+    return gitdir / "gitmem" / PENDING_DIR
+
+
+def save_pending(gitdir: Path, fork: Fork, path: str, kept_blob: str) -> None:
+    directory = pending_dir(gitdir)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "id": fork.id,
+        "of": fork.of,
+        "fork_path": fork.path,
+        "path": path,
+        "kept_blob": kept_blob,
+        "data": base64.b64encode(fork.data).decode("ascii"),
+    }
+    name = hashlib.sha1(fork.id.encode()).hexdigest() + ".json"
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(json.dumps(record))
+    tmp.replace(directory / name)
+
+
+def load_pending(gitdir: Path) -> list[PendingFork]:
+    directory = pending_dir(gitdir)
+    if not directory.is_dir():
+        return []
+    out: list[PendingFork] = []
+    for file in sorted(directory.glob("*.json")):
+        try:
+            record = json.loads(file.read_text())
+            fork = Fork(
+                record["id"], record["of"], record["fork_path"], base64.b64decode(record["data"])
+            )
+            out.append(PendingFork(fork, record["path"], record["kept_blob"], file))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidInputError(f"unreadable pending fork {file}: {exc}") from None
+    return out

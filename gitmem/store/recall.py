@@ -1,0 +1,920 @@
+"""Recall: the memories that answer a question, best first.
+
+``Store.recall`` comes here. A query may be a question in plain English, a list of
+keywords, a code identifier or a path; nothing in it is syntax, and no query raises.
+
+Ranking (docs/recall.md says why, with the measurements):
+
+1. **Lexical**: the query's words (stop words dropped, identifiers split as the index
+   splits them, :mod:`gitmem.store.lexical`) OR-ed together against the index's stemmed FTS5
+   table, ranked by BM25 with field weights (:data:`WEIGHTS`).
+2. **Semantic** (when an embedder is available and the index holds vectors): the
+   memories nearest the query's embedding (:mod:`gitmem.store.vectors`).
+3. **Fusion**: weighted reciprocal-rank fusion of the two lists (:data:`FUSION`).
+4. **Version chains**: a superseded memory's match counts for the newest version of its
+   chain (the newest one is returned, once); archived memories are left out. Both are
+   kept with ``include_superseded=True`` / ``include_archived=True``.
+5. **Ties**: the more recently updated memory first, then the id.
+
+With ``at=`` (a past revision), inside a transaction or with the index switched off,
+the same ranking runs over the memories read from git, in a throw-away in-memory table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import math
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gitmem.format.model import Memory
+from gitmem.store import lexical
+
+if TYPE_CHECKING:
+    from gitmem.store.core import At, Store
+    from gitmem.store.index import Index
+
+log = logging.getLogger(__name__)
+
+WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
+"""BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""
+DEPTH = 100
+"""How many lexical (and semantic) candidates each list brings to fusion."""
+RRF_K = 60.0
+FUSION_MODE = "linear"
+"""``linear``: each list's scores scaled to 0..1 (min-max) and added with :data:`FUSION`'s
+weights; ``rrf``: reciprocal-rank fusion with :data:`RRF_K`. Chosen on the benchmark's
+tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this embedder."""
+SEMANTIC_ONLY_MIN = 0.6
+"""A memory none of the query's words matched is recalled only this similar in meaning."""
+FUSION: tuple[float, float] = (1.0, 0.2)
+"""Weights of the lexical and the semantic list in reciprocal-rank fusion."""
+MAX_TERMS = 64
+"""A query's words beyond this many are ignored (an agent may paste a whole document)."""
+MAX_CHAIN = 64
+"""Steps followed from a superseded memory to its newest version."""
+LINES = 2
+"""Best-matching lines shown per result."""
+CHARS_PER_TOKEN = 4
+"""The budget's estimate of a token: about four characters of English text."""
+
+EXCERPT_CHARS = 240
+"""An excerpt's line is cut to this many characters."""
+
+_LINE_BITS = 20
+_TITLE_LINE, _TAGS_LINE = 0, 1
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of a memory's body that matched (1-based number)."""
+
+    number: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "text": self.text}
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One memory recall found: what it is, how well it ranks and why."""
+
+    id: str
+    title: str | None
+    score: float
+    """Higher is better; comparable within one result list only."""
+    lines: tuple[Line, ...]
+    """The body lines that match the query best, in body order."""
+    why: tuple[str, ...]
+    """Why it ranked: the words it matched and where, its semantic similarity, the older
+    version that matched on its behalf."""
+    memory: Memory = field(compare=False, repr=False)
+    lexical: float | None = None
+    """BM25 (higher is better) when the words matched; None when only the meaning did."""
+    semantic: float | None = None
+    """Cosine similarity to the query, when the embedder's list found it."""
+
+    @property
+    def path(self) -> str | None:
+        return self.memory.path
+
+    @property
+    def scope(self) -> str | None:
+        return str(self.memory.store_scope) if self.memory.store_scope else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "score": self.score,
+            "lines": [line.to_dict() for line in self.lines],
+            "why": list(self.why),
+            "path": self.path,
+            "scope": self.scope,
+            "category": self.memory.category,
+            "tags": list(self.memory.tags),
+            "updated_at": self.memory.updated_at.isoformat(),
+            "lexical": self.lexical,
+            "semantic": self.semantic,
+        }
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A memory (whole) or its best lines (excerpt), as packed into a token budget."""
+
+    id: str
+    title: str | None
+    text: str
+    whole: bool
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "text": self.text,
+            "whole": self.whole,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass
+class RecallResults:
+    """Recall's answer: hits best first, and a notice when something was left out."""
+
+    query: str
+    hits: list[RecallHit] = field(default_factory=list)
+    notice: str | None = None
+    semantic: bool = False
+    """Whether the embedder's list took part in the ranking."""
+    budget: int | None = None
+    packed: list[Packed] = field(default_factory=list)
+    """With a budget: the best memories that fit whole, then excerpts of those that did not."""
+
+    def __iter__(self) -> Any:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: int) -> RecallHit:
+        return self.hits[index]
+
+    @property
+    def ids(self) -> list[str]:
+        return [h.id for h in self.hits]
+
+    @property
+    def tokens(self) -> int:
+        return sum(p.tokens for p in self.packed)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "query": self.query,
+            "notice": self.notice,
+            "semantic": self.semantic,
+            "hits": [h.to_dict() for h in self.hits],
+        }
+        if self.budget is not None:
+            data["budget"] = self.budget
+            data["tokens"] = self.tokens
+            data["packed"] = [p.to_dict() for p in self.packed]
+        return data
+
+
+# -- the query ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """A recall query taken apart: the FTS5 expression and the words it searches for."""
+
+    text: str
+    terms: tuple[str, ...]
+    fts: str
+    phrases: tuple[tuple[str, ...], ...] = ()
+
+
+def parse(text: str) -> Query:
+    """The FTS5 query of a recall query: never syntax, whatever the text holds."""
+    clean = _clean(text)
+    terms = tuple(lexical.question_terms(clean)[:MAX_TERMS])
+    # A path or snake_case name also counts as a phrase: its words side by side score again.
+    phrases = [
+        lexical.words(token)[:8]
+        for token in clean.split()
+        if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
+    ][:8]
+    fts = lexical.or_query(terms, phrases=phrases) if terms else ""
+    return Query(clean, terms, fts, tuple(tuple(p) for p in phrases))
+
+
+_JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
+
+
+def _clean(text: object) -> str:
+    """The query as text SQLite can take: no NUL, no lone surrogates."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    text = text.replace("\x00", " ")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+# -- one source of memories: an index, or memories read from git --------------------------
+
+
+@dataclass
+class _Candidate:
+    rowid: int
+    id: str
+    updated_us: int
+    lexical: float | None = None
+    lexical_rank: int | None = None
+    semantic: float | None = None
+    semantic_rank: int | None = None
+    via: list[str] = field(default_factory=list)
+    fused: float = 0.0
+
+
+_FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
+
+
+def _filters(options: _Options) -> tuple[str, list[Any]]:
+    """The index's listing filters as `` AND ...`` clauses; superseded memories stay in,
+    since recall collapses a chain onto its newest version itself."""
+    from gitmem.store.index import (
+        memory_filters,  # as the rest of this module: the index loads lazily
+    )
+
+    where, params = memory_filters(
+        category=options.category,
+        tags=options.tags,
+        include_superseded=True,
+        include_archived=options.include_archived,
+        layer=options.layer,
+        project=options.project,
+    )
+    return (" AND " + where.removeprefix("WHERE ")) if where else "", params
+
+
+def _lexical(
+    conn: sqlite3.Connection, query: Query, where: str, params: list[Any], depth: int
+) -> list[tuple[int, str, str | None, int, float]]:
+    """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
+
+    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
+    would cost more than the ranking), then the best are checked against the filters; when
+    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
+    memories stay: their match counts for the newest version of their chain.
+    """
+    if not query.fts:
+        return []
+    expression = _selective(conn, query)
+    weights = ", ".join(str(w) for w in WEIGHTS)
+    fetch = depth * 2
+    while True:
+        try:
+            ranked = conn.execute(
+                f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
+                "ORDER BY score DESC LIMIT ?",
+                (expression, fetch),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if _is_query_error(exc):
+                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+                return []
+            raise
+        passing = _passing(conn, [int(r[0]) for r in ranked], where, params)
+        if len(passing) >= depth or len(ranked) < fetch:
+            break
+        fetch *= 4
+    out: list[tuple[int, str, str | None, int, float]] = [
+        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
+        for r in ranked
+        if int(r[0]) in passing
+    ]
+    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
+    return out[:depth]
+
+
+COMMON = 0.5
+"""A query word in more than this share of the memories is left out of the FTS5 query
+when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
+its long posting list is most of a query's cost in a large store."""
+COMMON_FROM = 1000
+"""Stores smaller than this keep every word (the cost is small, the counts noisy)."""
+
+
+def _selective(conn: sqlite3.Connection, query: Query) -> str:
+    """The query's FTS5 expression without its words that are in most memories."""
+    if len(query.terms) < 2:
+        return query.fts
+    try:
+        stems = _stem_words(query.terms)
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
+        )
+        total = _memory_count(conn)
+        if total < COMMON_FROM:
+            return query.fts
+        common = set()
+        found = 0
+        for term in query.terms:
+            row = conn.execute(
+                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
+            ).fetchone()
+            if row is not None and row[0] > COMMON * total:
+                common.add(term)
+            elif row is not None:
+                found += 1
+    except sqlite3.OperationalError as exc:
+        if not _is_query_error(exc):
+            raise
+        return query.fts
+    kept = [t for t in query.terms if t not in common]
+    if not common or not found:
+        return query.fts  # nothing rarer matches anything: keep every word
+    return lexical.or_query(kept, phrases=query.phrases)
+
+
+_counts: dict[tuple[int, int], int] = {}
+
+
+def _memory_count(conn: sqlite3.Connection) -> int:
+    """How many memories the index holds, counted once per database change."""
+    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+    key = (id(conn), version)
+    found = _counts.get(key)
+    if found is None:
+        if len(_counts) > 64:
+            _counts.clear()
+        found = _counts[key] = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    return found
+
+
+def _stem_words(words: Sequence[str]) -> dict[str, str]:
+    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
+    conn = _scratch()
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
+        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
+    )
+    out: dict[str, str] = {}
+    try:
+        for i, word in enumerate(words):
+            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
+        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
+            out.setdefault(words[int(doc) - 1], str(term))
+    finally:
+        conn.execute("DELETE FROM temp.stem_t")
+    return out
+
+
+def _is_query_error(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return not any(k in text for k in ("locked", "busy", "disk", "memory", "readonly", "corrupt"))
+
+
+Head = tuple[int, str, int, str]
+"""A chain's newest version: rowid, id, updated_us, status."""
+
+
+def _heads(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Head]:
+    """For each memory id that has a successor: the newest version of its chain,
+    following ``supersedes`` forward (memories without one are left out). A fork (two
+    successors) follows the most recently updated one; cycles and long chains stop."""
+    out: dict[str, Head] = {}
+    # One query per step of the chains, for every chain at once.
+    frontier = [(s, s) for s in dict.fromkeys(ids)]  # (reached so far, where it started)
+    seen = {s: {s} for _, s in frontier}
+    for _ in range(MAX_CHAIN):
+        if not frontier:
+            break
+        step: dict[str, Head] = {}
+        keys = list(dict.fromkeys(r for r, _ in frontier))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            for row in conn.execute(
+                "SELECT supersedes, rowid, id, updated_us, status FROM memories "
+                f"WHERE supersedes IN ({', '.join('?' for _ in chunk)})",
+                chunk,
+            ):
+                found = (int(row[1]), str(row[2]), int(row[3]), str(row[4]))
+                best = step.get(row[0])
+                if best is None or (found[2], found[1]) > (best[2], best[1]):
+                    step[row[0]] = found
+        nxt: list[tuple[str, str]] = []
+        for reached, start in frontier:
+            head = step.get(reached)
+            if head is None or head[1] in seen[start]:
+                continue
+            seen[start].add(head[1])
+            out[start] = head
+            nxt.append((head[1], start))
+        frontier = nxt
+    return out
+
+
+@dataclass
+class _Options:
+    limit: int
+    category: str | None
+    tags: tuple[str, ...]
+    include_superseded: bool
+    include_archived: bool
+    layer: str | None = None
+    project: str | None = None
+
+
+def _rank_source(
+    conn: sqlite3.Connection,
+    query: Query,
+    options: _Options,
+    semantic: list[tuple[int, float]] | None,
+) -> list[_Candidate]:
+    """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused."""
+    where, params = _filters(options)
+    found: dict[int, _Candidate] = {}
+    lex_rows = _lexical(conn, query, where, params, DEPTH)
+    lex = [(rowid, mid, upd, score) for rowid, mid, _sup, upd, score in lex_rows]
+    sem: list[tuple[int, str, int, float]] = []
+    if semantic:
+        ok = _passing(conn, [r for r, _ in semantic], where, params)
+        sem = [(r, ok[r][0], ok[r][1], cos) for r, cos in semantic if r in ok]
+    heads: dict[str, Head] = {}
+    dropped: set[str] = set()
+    if not options.include_superseded:
+        heads = _heads(conn, [mid for _, mid, _, _ in lex] + [mid for _, mid, _, _ in sem])
+        # The newest version must pass the filters itself (category, tags, not archived).
+        ok_heads = _passing(conn, [h[0] for h in heads.values()], where, params)
+        dropped = {mid for mid, h in heads.items() if h[0] not in ok_heads}
+    for kind, rows in (("lexical", lex), ("semantic", sem)):
+        rank = 0
+        for rowid, mid, upd, score in rows:
+            if mid in dropped:
+                continue
+            via = None
+            head = heads.get(mid)
+            if head is not None:
+                via, (rowid, mid, upd) = mid, head[:3]
+            cand = found.get(rowid)
+            if cand is None:
+                cand = found[rowid] = _Candidate(rowid, mid, upd)
+            if via is not None and via not in cand.via:
+                cand.via.append(via)
+            if kind == "lexical":
+                if cand.lexical is None:
+                    rank += 1
+                    cand.lexical, cand.lexical_rank = score, rank
+            elif cand.semantic is None:
+                rank += 1
+                cand.semantic, cand.semantic_rank = score, rank
+    kept = [
+        c for c in found.values()
+        if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
+    ]
+    _fuse_all(kept)
+    return kept
+
+
+def _passing(
+    conn: sqlite3.Connection, rowids: Sequence[int], where: str, params: list[Any]
+) -> dict[int, tuple[str, int]]:
+    """Which of these rowids pass the filters: rowid -> (id, updated_us)."""
+    out: dict[int, tuple[str, int]] = {}
+    for i in range(0, len(rowids), 500):
+        chunk = list(rowids[i : i + 500])
+        sql = (
+            f"SELECT m.rowid, m.id, m.updated_us FROM memories m "
+            f"WHERE m.rowid IN ({', '.join('?' for _ in chunk)}){where}"
+        )
+        for row in conn.execute(sql, [*chunk, *params]):
+            out[int(row[0])] = (str(row[1]), int(row[2]))
+    return out
+
+
+def _fuse_all(cands: list[_Candidate]) -> None:
+    if FUSION_MODE == "linear":
+        lex = [c.lexical for c in cands if c.lexical is not None]
+        sem = [c.semantic for c in cands if c.semantic is not None]
+        lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
+        lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
+        lex_w, sem_w = FUSION
+        for c in cands:
+            score = 0.0
+            if c.lexical is not None:
+                score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
+            if c.semantic is not None:
+                score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
+            c.fused = score if score > 0 else 1e-9
+        return
+    for c in cands:
+        c.fused = _fuse(c)
+
+
+def _fuse(cand: _Candidate) -> float:
+    lex_w, sem_w = FUSION
+    score = 0.0
+    if cand.lexical_rank is not None:
+        score += lex_w / (RRF_K + cand.lexical_rank)
+    if cand.semantic_rank is not None:
+        score += sem_w / (RRF_K + cand.semantic_rank)
+    if score == 0.0 and cand.lexical is not None:
+        score = 1e-9  # fusion weights of zero still leave a match above nothing
+    return score
+
+
+# -- matched lines and reasons -------------------------------------------------------------
+
+
+def _explain(
+    conn: sqlite3.Connection, query: Query, memories: Sequence[Memory]
+) -> list[tuple[tuple[Line, ...], tuple[str, ...]]]:
+    """Best lines and matched words of each memory, by the index's own tokenizer (a
+    throw-away FTS5 table of their lines, so stems match exactly as the ranking did)."""
+    empty: list[tuple[tuple[Line, ...], tuple[str, ...]]] = [((), ()) for _ in memories]
+    if not query.terms or not memories:
+        return empty
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_lines USING fts5(line, "
+        f"tokenize = '{lexical.TOKENIZER}')"
+    )
+    try:
+        rows: list[tuple[int, str]] = []
+        for i, memory in enumerate(memories):
+            base = i << _LINE_BITS
+            title, body, tags, names, _idents = lexical.fts_row(memory)
+            rows.append((base + _TITLE_LINE, title))
+            rows.append((base + _TAGS_LINE, f"{tags} {names}"))
+            for n, text in enumerate(body.splitlines()[: (1 << _LINE_BITS) - 2], start=2):
+                rows.append((base + n, f"{text} {' '.join(lexical.identifier_parts(text))}"))
+        conn.executemany("INSERT INTO temp.recall_lines (rowid, line) VALUES (?, ?)", rows)
+        where: dict[int, dict[str, set[str]]] = {}
+        for term in query.terms:
+            quoted = '"' + term.replace('"', '""') + '"'
+            for (rowid,) in conn.execute(
+                "SELECT rowid FROM temp.recall_lines WHERE recall_lines MATCH ?", (quoted,)
+            ):
+                kind = rowid & ((1 << _LINE_BITS) - 1)
+                place = "title" if kind == _TITLE_LINE else "tags" if kind == _TAGS_LINE else "body"
+                where.setdefault(rowid >> _LINE_BITS, {}).setdefault(term, set()).add(place)
+        best: dict[int, list[int]] = {}
+        for (rowid,) in conn.execute(
+            "SELECT rowid FROM temp.recall_lines WHERE recall_lines MATCH ? ORDER BY rank",
+            (query.fts,),
+        ):
+            kind = rowid & ((1 << _LINE_BITS) - 1)
+            if kind > _TAGS_LINE:
+                picked = best.setdefault(rowid >> _LINE_BITS, [])
+                if len(picked) < LINES:
+                    picked.append(kind - 1)
+    except sqlite3.OperationalError as exc:
+        if not _is_query_error(exc):
+            raise
+        return empty
+    finally:
+        conn.execute("DELETE FROM temp.recall_lines")
+    out: list[tuple[tuple[Line, ...], tuple[str, ...]]] = []
+    for i, memory in enumerate(memories):
+        lines = memory.body.splitlines()
+        numbers = sorted(best.get(i, []))
+        matched = where.get(i, {})
+        words = tuple(
+            f"{term} ({', '.join(sorted(places))})" for term, places in matched.items()
+        )
+        out.append((tuple(Line(n, lines[n - 1]) for n in numbers if n <= len(lines)), words))
+    return out
+
+
+# -- recall ----------------------------------------------------------------------------------
+
+
+def recall(
+    store: Store,
+    query: str,
+    *,
+    limit: int = 10,
+    scope: Any = None,
+    category: str | None = None,
+    tags: Iterable[str] | None = None,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    at: At = None,
+    budget: int | None = None,
+    layer: str | None = None,
+    project: str | None = None,
+    semantic: bool = True,
+) -> RecallResults:
+    """The memories that answer ``query``, best first (see the module's docstring).
+    ``layer`` and ``project`` keep layered documents of that layer / project only;
+    ``semantic=False`` ranks by words alone (no embedder is loaded)."""
+    parsed = parse(query)
+    results = RecallResults(query=_clean(query), budget=budget)
+    options = _Options(
+        limit=limit,
+        category=category,
+        tags=tuple(sorted(set(tags or ()))),
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        layer=layer,
+        project=project,
+    )
+    if not parsed.terms:
+        results.notice = "the query has no words to look for"
+        return results
+    scored: list[tuple[_Candidate, Memory]] = []
+    for backend in store._ordered(scope):
+        index = store._index(backend, at)
+        if index is not None:
+            wanted = semantic and FUSION[1] > 0
+            nearest = _semantic(index, parsed.text) if wanted else None
+            if nearest is None and wanted:
+                results.notice = "embeddings are off or unavailable: ranked by words only"
+            results.semantic = results.semantic or nearest is not None
+            scored.extend(
+                index.read(
+                    functools.partial(
+                        _from_index, index, query=parsed, options=options, semantic=nearest
+                    )
+                )
+            )
+        else:
+            memories = store.list(
+                scope=backend.scope, at=at, include_superseded=True, include_archived=True
+            )
+            scored.extend(_from_memories(memories, parsed, options))
+    scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
+    top = scored[:limit]
+    explained = _explain(_scratch(), parsed, [m for _, m in top])
+    for (cand, memory), (lines, words) in zip(top, explained, strict=True):
+        why = [f"matched {', '.join(words)}"] if words else []
+        if cand.semantic is not None:
+            why.append(f"similar in meaning (cosine {cand.semantic:.2f})")
+        if cand.via:
+            why.append(f"newest version of {', '.join(cand.via)}, which matched")
+        results.hits.append(
+            RecallHit(
+                id=memory.id,
+                title=memory.title,
+                score=round(cand.fused, 6),
+                lines=lines,
+                why=tuple(why),
+                memory=memory,
+                lexical=cand.lexical,
+                semantic=cand.semantic,
+            )
+        )
+    if budget is not None:
+        results.packed = pack(results.hits, budget)
+    return results
+
+
+_local = threading.local()
+EMBEDDER_TTL = 5.0
+"""Seconds a process reuses the embedder it looked up for a store before reading the local
+configuration again (a lookup parses the configuration file: ~1 ms a query otherwise)."""
+
+
+def _scratch() -> sqlite3.Connection:
+    """This thread's in-memory database for :func:`_explain` (its table made once)."""
+    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        _local.scratch = conn
+    return conn
+
+
+def _embedder(gitdir: str) -> Any:
+    from gitmem.store.embed import get_embedder
+
+    cache: dict[str, tuple[float, Any]] = _local.__dict__.setdefault("embedders", {})
+    now = time.monotonic()
+    hit = cache.get(gitdir)
+    if hit is not None and now - hit[0] < EMBEDDER_TTL:
+        return hit[1]
+    embedder = get_embedder(gitdir)
+    cache[gitdir] = (now, embedder)
+    return embedder
+
+
+def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
+    """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
+    embedder can be loaded (the embedder module logs why, once)."""
+    from gitmem.store import vectors
+
+    embedder = _embedder(str(index.db.gitdir))
+    if embedder is None:
+        return None
+    try:
+        return vectors.nearest(index, text[: vectors.MAX_TEXT], DEPTH, embedder=embedder)
+    except (sqlite3.DatabaseError, MemoryError):
+        raise
+    except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
+        log.warning("semantic recall skipped: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def _from_index(
+    index: Index,
+    conn: sqlite3.Connection,
+    *,
+    query: Query,
+    options: _Options,
+    semantic: list[tuple[int, float]] | None,
+) -> list[tuple[_Candidate, Memory]]:
+    cands = _rank_source(conn, query, options, semantic)
+    cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
+    cands = cands[: options.limit]
+    loaded = index.load(conn, [c.rowid for c in cands])
+    return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
+
+
+_SCRATCH_SCHEMA = (
+    "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT, supersedes TEXT, "
+    "status TEXT, category TEXT, updated_us INTEGER, layer TEXT, project TEXT)",
+    "CREATE TABLE tags (memory INTEGER, tag TEXT)",
+)
+
+
+def _from_memories(
+    memories: Sequence[Memory], query: Query, options: _Options
+) -> list[tuple[_Candidate, Memory]]:
+    """The same ranking over memories read from git, in an in-memory index."""
+    from gitmem.store.index import LEXICAL
+
+    by_rowid: dict[int, Memory] = {}
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        for statement in (*_SCRATCH_SCHEMA, *LEXICAL.ddl):
+            conn.execute(statement)
+        cols = ", ".join(lexical.COLUMNS)
+        marks = ", ".join("?" for _ in lexical.COLUMNS)
+        for rowid, memory in enumerate(memories, start=1):
+            by_rowid[rowid] = memory
+            layer, project = (memory.extra.get(k) for k in ("layer", "project"))
+            conn.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    rowid,
+                    memory.id,
+                    memory.supersedes,
+                    str(memory.status),
+                    memory.category,
+                    int(memory.updated_at.timestamp() * 1_000_000),
+                    layer if isinstance(layer, str) else None,
+                    project if isinstance(project, str) else None,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO tags VALUES (?, ?)", [(rowid, t) for t in dict.fromkeys(memory.tags)]
+            )
+            conn.execute(
+                f"INSERT INTO fts (rowid, {cols}) VALUES (?, {marks})",
+                (rowid, *lexical.fts_row(memory)),
+            )
+        cands = _rank_source(conn, query, options, None)
+    cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
+    return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
+
+
+# -- near-duplicates -------------------------------------------------------------------------
+
+NEAR_DUPLICATE = 0.8
+"""Two memories are near-duplicates from this Dice similarity of their content words
+(stemmed as the index stems them, stop words left out) up."""
+_DUPLICATE_QUERY_CHARS = 2000
+
+
+def near_duplicates(
+    store: Store, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+) -> list[tuple[RecallHit, float]]:
+    """Current memories that say much the same as ``memory`` (already stored), with their
+    similarity (0..1), most similar first: the candidates recall finds for its title and
+    body (by words alone), kept when their content words overlap enough
+    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
+    found = [
+        h
+        for h in recall(store, text, limit=limit + 5, scope=memory.store_scope, semantic=False)
+        if h.id not in (memory.id, memory.supersedes)
+    ]
+    if not found:
+        return []
+    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    mine = sets[0]
+    out: list[tuple[RecallHit, float]] = []
+    for hit, theirs in zip(found, sets[1:], strict=True):
+        if mine and theirs:
+            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
+            if dice >= threshold:
+                out.append((hit, round(dice, 3)))
+    out.sort(key=lambda pair: -pair[1])
+    return out[:limit]
+
+
+def duplicates_report(store: Store, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
+    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
+    then, and a failed check must not turn that write into an error."""
+    try:
+        found = near_duplicates(store, memory, limit=limit)
+    except Exception as exc:
+        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
+        return []
+    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
+
+
+def duplicates_text(
+    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
+) -> list[str]:
+    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
+    return [
+        f"similar to {e['id']}"
+        + (f" ({e['title']})" if e["title"] else "")
+        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
+        f"instead, {how.format(id=e['id'])}"
+        for e in entries
+    ]
+
+
+def _stems(texts: Sequence[str]) -> list[set[str]]:
+    """The content words of each text as the index's tokenizer stems them."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany(
+            "INSERT INTO t (rowid, x) VALUES (?, ?)",
+            [
+                (i, " ".join(w for w in lexical.words(_clean(text)) if w not in lexical.STOP_WORDS))
+                for i, text in enumerate(texts)
+            ],
+        )
+        out: list[set[str]] = [set() for _ in texts]
+        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
+            out[int(doc)].add(str(term))
+    return out
+
+
+# -- packing into a token budget -------------------------------------------------------------
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens ``text`` costs a language model (four characters a token)."""
+    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+
+
+def memory_text(hit: RecallHit) -> str:
+    """A memory as handed to an agent: its title as a heading, then its body."""
+    body = hit.memory.body.rstrip("\n")
+    return f"# {hit.title}\n{body}" if hit.title else body
+
+
+def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
+    """The best memories that fit ``budget`` tokens whole, in rank order; then, with what
+    is left, the best lines of those that did not fit."""
+    left = max(0, int(budget))
+    out: list[Packed] = []
+    skipped: list[RecallHit] = []
+    for hit in hits:
+        text = memory_text(hit)
+        cost = estimate_tokens(text)
+        if cost <= left:
+            out.append(Packed(hit.id, hit.title, text, True, cost))
+            left -= cost
+        else:
+            skipped.append(hit)
+    for hit in skipped:
+        # An excerpt: the heading, then as many of its best lines (each cut to a bounded
+        # length) as still fit.
+        text = f"# {hit.title} (excerpt)" if hit.title else ""
+        added = 0
+        for line in hit.lines:
+            piece = f"{line.number}: {_cut(line.text)}"
+            longer = f"{text}\n{piece}" if text else piece
+            if estimate_tokens(longer) <= left:
+                text, added = longer, added + 1
+        if added:
+            cost = estimate_tokens(text)
+            out.append(Packed(hit.id, hit.title, text, False, cost))
+            left -= cost
+    return out
+
+
+def _cut(line: str, limit: int = EXCERPT_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def dumps(results: RecallResults) -> str:
+    return json.dumps(results.to_dict(), ensure_ascii=False, indent=2)

@@ -1,0 +1,240 @@
+"""Search over the current memories: FTS5 (ranked), regex (a grep) and substring.
+
+FTS mode runs on the index's FTS5 table, ranked first by how the query meets the
+title (exact title, then title containing it, then the rest; the file-memory
+design's "exact name above partial name above type" rule), then by bm25 with
+the title weighted above tags, names and body. A query that is not FTS5 syntax (a
+question, punctuation, stray quotes: FTS5 refuses it, or it uses no operator and
+finds nothing with every word required) is answered by recall instead
+(:mod:`gitmem.store.recall`: any word may match, stems, stop words dropped), and the
+result says so.
+
+Regex and substring modes are a grep over the bodies of the current memories
+(one match per matching line, with context), honouring the same filters.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from gitmem.base.errors import InvalidInputError
+from gitmem.format import saferegex
+from gitmem.format.model import Memory
+from gitmem.format.saferegex import SafePattern
+
+if TYPE_CHECKING:
+    from gitmem.store.recall import RecallHit
+
+Mode = Literal["fts", "regex", "substring"]
+MODES: tuple[str, ...] = ("fts", "regex", "substring")
+CONTEXT_LINES = 2
+_FTS_OPERATORS = {"AND", "OR", "NOT", "NEAR"}
+_WORD_RE = re.compile(r"\w+\*?", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class SearchMatch:
+    """One hit: which memory, how well it ranks, and where in its body."""
+
+    id: str
+    path: str | None
+    title: str | None
+    score: float
+    line_number: int | None
+    """1-based line of the body; None when only the title, tags or names matched."""
+    line: str
+    context_before: tuple[str, ...] = ()
+    context_after: tuple[str, ...] = ()
+    scope: str | None = None
+    spans: tuple[tuple[int, int], ...] = ()
+    """Character ranges of ``line`` that matched, for highlighting."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "title": self.title,
+            "score": self.score,
+            "line_number": self.line_number,
+            "line": self.line,
+            "context": {"before": list(self.context_before), "after": list(self.context_after)},
+            "scope": self.scope,
+        }
+
+
+@dataclass
+class SearchResults:
+    """The matches, best first, and a notice when the query was not searched as written."""
+
+    query: str
+    mode: str
+    """``fts``, ``regex``, ``substring``, or ``natural`` when recall answered the query."""
+    matches: list[SearchMatch] = field(default_factory=list)
+    notice: str | None = None
+
+    def __iter__(self) -> Any:
+        return iter(self.matches)
+
+    def __len__(self) -> int:
+        return len(self.matches)
+
+    def __getitem__(self, index: int) -> SearchMatch:
+        return self.matches[index]
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.id for m in self.matches]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "notice": self.notice,
+            "matches": [m.to_dict() for m in self.matches],
+        }
+
+
+def check_mode(mode: str) -> Mode:
+    if mode not in MODES:
+        raise InvalidInputError(f"search mode {mode!r} is not one of {', '.join(MODES)}")
+    return mode  # type: ignore[return-value]
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of an FTS query, without operators; ``pre*`` stays a prefix."""
+    return [w for w in _WORD_RE.findall(query) if w.rstrip("*") not in _FTS_OPERATORS]
+
+
+def title_text(query: str) -> str:
+    """The query as a title would spell it, for the exact/partial title tiers."""
+    return " ".join(t.rstrip("*") for t in query_terms(query)).casefold()
+
+
+def literal_fts_query(query: str) -> str:
+    """Every word of ``query`` as a quoted FTS5 string: searched literally, all required."""
+    words = [w.rstrip("*") for w in _WORD_RE.findall(query)]
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words if w)
+
+
+_SYNTAX_RE = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*^()]|\w:|(?:^|\s)[-+]\w')
+
+
+def uses_fts_syntax(query: str) -> bool:
+    """Whether the query says it is FTS5 syntax: an operator (``AND``, ``OR``, ``NOT``,
+    ``NEAR``), quotes, a prefix ``*``, ``^``, parentheses or a ``column:`` filter."""
+    return _SYNTAX_RE.search(query) is not None
+
+
+def from_recall(hit: RecallHit) -> SearchMatch:
+    """A recall hit as a search match: its best line, with context, or its title."""
+    memory = hit.memory
+    lines = memory.body.splitlines()
+    if hit.lines:
+        number = hit.lines[0].number
+        return _match(memory, hit.score, lines, number, ())
+    return locate(memory, None, hit.score)
+
+
+def is_fts_syntax_error(exc: sqlite3.OperationalError) -> bool:
+    """Whether a failed MATCH was the query's fault (FTS5 says "syntax error", "unterminated
+    string", "unknown special query", "no such column"...) rather than the database's."""
+    text = str(exc).lower()
+    return not any(k in text for k in ("locked", "busy", "disk", "memory", "readonly"))
+
+
+def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """A regex finding the query's words in a line, as FTS would match them (prefixes too)."""
+    parts = []
+    for term in terms:
+        word = term.rstrip("*")
+        if not word:
+            continue
+        tail = r"\w*" if term.endswith("*") else r"(?!\w)"
+        parts.append(r"(?<!\w)" + re.escape(word) + tail)
+    if not parts:
+        return None
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+def locate(memory: Memory, pattern: re.Pattern[str] | None, score: float) -> SearchMatch:
+    """The first body line ``pattern`` finds, with two lines of context either side."""
+    lines = memory.body.splitlines()
+    if pattern is not None:
+        for number, line in enumerate(lines, start=1):
+            spans = tuple(m.span() for m in pattern.finditer(line) if m.end() > m.start())
+            if spans:
+                return _match(memory, score, lines, number, spans)
+    return SearchMatch(
+        id=memory.id,
+        path=memory.path,
+        title=memory.title,
+        score=score,
+        line_number=None,
+        line=memory.title or "",
+        scope=str(memory.store_scope) if memory.store_scope else None,
+    )
+
+
+def _match(
+    memory: Memory, score: float, lines: list[str], number: int, spans: tuple[tuple[int, int], ...]
+) -> SearchMatch:
+    start = max(0, number - 1 - CONTEXT_LINES)
+    return SearchMatch(
+        id=memory.id,
+        path=memory.path,
+        title=memory.title,
+        score=score,
+        line_number=number,
+        line=lines[number - 1],
+        context_before=tuple(lines[start : number - 1]),
+        context_after=tuple(lines[number : number + CONTEXT_LINES]),
+        scope=str(memory.store_scope) if memory.store_scope else None,
+        spans=spans,
+    )
+
+
+def compile_line_pattern(query: str, mode: Mode) -> SafePattern:
+    # The user's pattern runs under a time bound (saferegex): a regex that backtracks
+    # without end over a teammate's body ends with a RegexTimeoutError instead.
+    if mode == "substring":
+        return saferegex.compile(query, literal=True, ignore_case=True, what="substring")
+    return saferegex.compile(query)
+
+
+def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[SearchMatch]:
+    """One match per matching body line, in the order the memories come, up to ``limit``.
+
+    A memory whose title matches but no body line does gives one match with no
+    line number, as FTS does.
+    """
+    out: list[SearchMatch] = []
+    for memory in memories:
+        lines = memory.body.splitlines()
+        found = False
+        for number, line in enumerate(lines, start=1):
+            spans = pattern.spans(line)
+            if not spans and not pattern.search(line):
+                continue
+            found = True
+            out.append(_match(memory, float(len(spans) or 1), lines, number, spans))
+            if len(out) >= limit:
+                return out
+        if not found and memory.title and pattern.search(memory.title):
+            out.append(locate(memory, None, 1.0))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def literal_matches(memory: Memory, terms: Sequence[str]) -> bool:
+    """Whether every term occurs in the title, tags, category or body (FTS without an index)."""
+    pattern_text = " ".join(
+        [memory.title or "", " ".join(memory.tags), memory.category or "", memory.body]
+    )
+    return all(
+        (p := term_pattern([t])) is not None and p.search(pattern_text) is not None for t in terms
+    )

@@ -1,0 +1,885 @@
+"""Sync a store through a git remote: fetch, merge memory-aware, push; never force.
+
+Talking to the remote goes through the git binary (its credential helpers, ssh
+configuration and protocols are the user's own); everything that changes the
+local store is done here with pygit2, under the store's write lock and with
+compare-and-swap on the branch, like every other write. pygit2 runs no external
+merge driver, so the trees are merged here with :mod:`gitmem.store.merge`, the same
+functions ``gitmem merge-driver`` runs inside plain ``git merge``.
+
+A failure while fetching (network, authentication, a remote that is gone)
+leaves the local store exactly as it was. A rejected push (the remote moved in
+between) fetches and merges again, up to ``max_attempts`` times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from gitmem.format import codec
+from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
+from gitmem.format.model import Memory, Scope
+from gitmem.format.versions import newest
+from gitmem.git.command import run_git
+from gitmem.git.db import CommitSpec, GitDB, Snapshot, build_tree, format_message, get_commit
+from gitmem.store import merge as merging
+
+if TYPE_CHECKING:
+    from gitmem.store.core import Store
+
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a git merge",
+    "rebase-merge": "a git rebase",
+    "rebase-apply": "a git rebase or am",
+    "CHERRY_PICK_HEAD": "a git cherry-pick",
+    "REVERT_HEAD": "a git revert",
+}
+MERGE_OP = "merge"
+
+
+class RemoteError(StoreError):
+    """The remote could not be reached, read or written (network, authentication, path)."""
+
+    default_hint = "check the remote's URL and your access (git remote -v), then sync again"
+
+
+class HistoryRewrittenError(ConflictError):
+    """The remote branch was rewritten (``gitmem purge`` on another clone, a force-push):
+    merging it with this clone's old history would bring back what the rewrite removed."""
+
+
+class MergeConflictError(ConflictError):
+    """A file that is not a memory was changed on both sides in a way that cannot merge."""
+
+    default_hint = "merge it with git (git pull), or fix the file on one side, then sync again"
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeMerge:
+    """The merge of two trees, as changes to apply on top of ``ours``."""
+
+    changes: dict[str, bytes | None] = field(default_factory=dict)
+    forks: list[merging.Fork] = field(default_factory=list)
+    kept_over_delete: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    """Memories both sides changed, merged field by field."""
+    conflicts: list[str] = field(default_factory=list)
+    decided: list[tuple[str, str]] = field(default_factory=list)
+    """(memory, field): a plain field both sides changed differently, decided by time."""
+
+
+@dataclass
+class SyncResult:
+    """What ``Store.sync`` did."""
+
+    remote: str
+    branch: str
+    fetched: int = 0
+    """Commits that came from the remote and were not in the local branch."""
+    merge: str = "none"
+    """none (nothing new), fast-forward, or merge (a merge commit was made)."""
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    forks: list[merging.Fork] = field(default_factory=list)
+    kept_over_delete: list[str] = field(default_factory=list)
+    decided: list[tuple[str, str]] = field(default_factory=list)
+    """(memory, field) both sides changed differently: the later side's value was kept, the
+    other is under the memory's ``merge_decided`` until ``gitmem resolve`` settles it."""
+    pushed: bool = False
+    attempts: int = 0
+    commit: str | None = None
+    pending_committed: list[str] = field(default_factory=list)
+    """Forks left by ``gitmem merge-driver`` in a plain git merge, committed by this sync."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "remote": self.remote,
+            "branch": self.branch,
+            "fetched": self.fetched,
+            "merge": self.merge,
+            "added": self.added,
+            "changed": self.changed,
+            "deleted": self.deleted,
+            "forks": [f.to_dict() for f in self.forks],
+            "kept_over_delete": self.kept_over_delete,
+            "decided": [{"id": memory_id, "field": name} for memory_id, name in self.decided],
+            "pushed": self.pushed,
+            "attempts": self.attempts,
+            "commit": self.commit,
+            "pending_committed": self.pending_committed,
+        }
+
+
+# -- git, the binary ------------------------------------------------------------------------
+
+
+def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`)."""
+    try:
+        result = run_git(args, gitdir=db.gitdir, check=False, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode("utf-8", "replace"),
+        result.stderr.decode("utf-8", "replace"),
+    )
+
+
+_CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+def _last_line(text: str) -> str:
+    """git's last message line, without any ``user:token@`` a URL in it carries."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return _CREDENTIALS_RE.sub(r"\1***@", lines[-1]) if lines else "no message"
+
+
+def in_progress(db: GitDB) -> str | None:
+    """What git operation the repository is in the middle of, if any."""
+    for name, what in _IN_PROGRESS.items():
+        if (db.gitdir / name).exists():
+            return what
+    return None
+
+
+def _refuse_in_progress(db: GitDB) -> None:
+    what = in_progress(db)
+    if what is not None:
+        raise ConflictError(
+            f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
+            # Abort first: "git add, git commit" of a file that still holds conflict markers
+        # stores them (gitmem doctor says how to finish safely).
+        hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
+            "then sync again, which merges memories itself; or finish it only once no file "
+            "holds conflict markers (gitmem doctor checks)",
+        )
+
+
+def remote_names(db: GitDB) -> list[str]:
+    return [name for name in db.repo.remotes.names() if name]
+
+
+def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -> str:
+    """``git remote add NAME URL`` on the store (its fetch refspec is git's default)."""
+    db = store.db(scope)
+    if not name or name.startswith("-") or any(c.isspace() for c in name) or ".." in name:
+        raise InvalidInputError(f"remote name {name!r} is not a valid git remote name")
+    if not url or url.startswith("-"):
+        raise InvalidInputError(f"remote URL {url!r} is not valid")
+    if name in remote_names(db):
+        raise InvalidInputError(
+            f"remote {name} already exists ({db.repo.remotes[name].url})",
+            hint=f"git -C {db.path} remote set-url {name} URL changes it",
+        )
+    try:
+        db.repo.remotes.create(name, url)
+    except (pygit2.GitError, ValueError) as exc:
+        raise InvalidInputError(f"cannot add remote {name!r}: {exc}") from None
+    return name
+
+
+def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
+    """Fetch the remote branch into ``refs/remotes/<remote>/<branch>``; None if it has none."""
+    tracking = f"refs/remotes/{remote}/{branch}"
+    result = _git(db, "fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:{tracking}")
+    if result.returncode != 0:
+        message = result.stderr
+        if "couldn't find remote ref" in message:
+            return None  # an empty remote, or one without this branch yet: the push creates it
+        raise RemoteError(f"cannot fetch from {remote}: {_last_line(message)}")
+    try:
+        return get_commit(db.repo, db.repo.lookup_reference(tracking).target)
+    except KeyError:
+        return None
+
+
+def _ref_target(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    try:
+        target = repo.references[name].target
+    except (KeyError, pygit2.GitError):
+        return None
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+def _refuse_rewritten(
+    db: GitDB,
+    remote: str,
+    branch: str,
+    tracking: str,
+    before: pygit2.Oid,
+    theirs: pygit2.Commit,
+) -> None:
+    """Refuse to merge a remote branch whose history was rewritten since the last fetch.
+
+    After a ``gitmem purge`` on another clone, the hub's branch no longer descends from what
+    this clone fetched before; merging the two would put every purged object back (and push
+    it). The remote-tracking branch goes back to where it was, so the purge's steps for
+    every other clone (``git log REMOTE/BRANCH..BRANCH``, fetch, reset) apply as printed.
+    """
+    if before == theirs.id:
+        return
+    try:
+        if db.repo.descendant_of(theirs.id, before):
+            return
+    except (KeyError, pygit2.GitError):
+        return  # the old commit is gone from here: nothing of it to bring back
+    db.repo.references.create(tracking, before, force=True)
+    raise HistoryRewrittenError(
+        f"{remote}/{branch} was rewritten (gitmem purge or a force-push): it no longer "
+        f"contains {str(before)[:10]}, which this clone fetched before; merging would bring "
+        "back what the rewrite removed",
+        hint=f"follow the purge's steps for other clones: git -C {db.path} log --oneline "
+        f"{remote}/{branch}..{branch} (work not pushed yet), git -C {db.path} fetch {remote}, "
+        f"git -C {db.path} reset --hard {remote}/{branch} (docs/security.md, gitmem purge)",
+    )
+
+
+def _push(db: GitDB, remote: str, branch: str) -> str:
+    """Push the local branch (never forced): ``pushed``, ``up-to-date`` or ``rejected``."""
+    result = _git(db, "push", "--porcelain", remote, f"{db.ref_name}:refs/heads/{branch}")
+    lines = [line for line in result.stdout.splitlines() if "\t" in line]
+    if result.returncode == 0:
+        return "up-to-date" if lines and all(line.startswith("=") for line in lines) else "pushed"
+    for line in lines:
+        if not line.startswith("!"):
+            continue
+        summary = line.split("\t")[-1]
+        # A plain rejection (the remote moved: fetch first / non-fast-forward), or the
+        # remote's ref changed between our read and its update (a race with another push).
+        raced = ("rejected" in summary and "remote rejected" not in summary) or any(
+            word in summary
+            for word in (
+                "fetch first",
+                "non-fast-forward",
+                "lock",
+                "expected",
+                "failed to update ref",
+            )
+        )
+        if raced:
+            return "rejected"
+        raise RemoteError(f"{remote} refused the push: {summary}")
+    raise RemoteError(f"cannot push to {remote}: {_last_line(result.stderr)}")
+
+
+# -- merging trees ----------------------------------------------------------------------------
+
+
+def _changed_paths(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None
+) -> set[str]:
+    if old is None and new is None:
+        return set()
+    if old is None:
+        assert new is not None
+        diff = new.diff_to_tree(swap=True)
+    elif new is None:
+        diff = old.diff_to_tree()
+    else:
+        diff = old.diff_to_tree(new)
+    paths: set[str] = set()
+    for delta in diff.deltas:
+        paths.add(delta.old_file.path)
+        paths.add(delta.new_file.path)
+    return paths
+
+
+def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:
+    """Documents one side moved (old path -> new path), by git's rename detection.
+
+    Only documents with path ids move: a ``memories/`` file's path follows from its id, so
+    a deleted memory and a new, similar one are two memories, never a move.
+    """
+    diff = base.diff_to_tree(side)
+    diff.find_similar()
+    out: dict[str, str] = {}
+    for delta in diff.deltas:
+        old, new = delta.old_file.path, delta.new_file.path
+        if delta.status_char() == "R" and _path_id(old) and _path_id(new):
+            out[old] = new
+    return out
+
+
+def _path_id(path: str) -> bool:
+    return path.endswith(".md") and id_from_path(path) == path[:-3]
+
+
+def merge_trees(
+    repo: pygit2.Repository,
+    base: pygit2.Commit | None,
+    ours: pygit2.Commit,
+    theirs: pygit2.Commit,
+    *,
+    theirs_wins: frozenset[str] = frozenset(),
+) -> TreeMerge:
+    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
+
+    A memory one side moved (a layered document renamed) and the other side edited is
+    merged at its new path, and the old path stays gone: an edit never brings back a path
+    its document moved away from.
+    """
+    base_snap = Snapshot(repo, base)
+    ours_snap = Snapshot(repo, ours)
+    theirs_snap = Snapshot(repo, theirs)
+    out = TreeMerge()
+    base_tree = base.tree if base is not None else None
+
+    def take(path: str, result: merging.FileMerge, at_path: bytes | None, both: bool) -> None:
+        """Apply one file's merge; ``at_path`` is what ours has there now."""
+        if result.conflict is not None:
+            out.conflicts.append(result.conflict)
+            return
+        if result.data != at_path:
+            out.changes[path] = result.data
+        if result.memory_id is not None and both:
+            out.merged.append(result.memory_id)
+        if result.kept_over_delete and result.memory_id is not None:
+            out.kept_over_delete.append(result.memory_id)
+        if result.memory_id is not None:
+            out.decided += [(result.memory_id, name) for name in result.decided]
+        for fork in result.forks:
+            if ours_snap.read(fork.path) != fork.data:
+                out.changes[fork.path] = fork.data
+            out.forks.append(fork)
+
+    changed = sorted(_changed_paths(repo, base_tree, theirs.tree))
+    done: set[str] = set()
+    if base_tree is not None:
+        ours_moves = _moves(repo, base_tree, ours.tree)
+        theirs_moves = _moves(repo, base_tree, theirs.tree)
+        for old, new in theirs_moves.items():
+            b, o = base_snap.read(old), ours_snap.read(old)
+            if old in ours_moves or o is None or o == b or ours_snap.read(new) is not None:
+                continue
+            # Theirs moved what ours edited: ours's edit goes to the new path.
+            t = theirs_snap.read(new)
+            take(new, merging.merge_file(new, b, o, t), None, True)
+            out.changes[old] = None
+            done.update((old, new))
+        for old, new in ours_moves.items():
+            b, t = base_snap.read(old), theirs_snap.read(old)
+            if old in theirs_moves or old in done or t is None or t == b:
+                continue
+            # Ours moved what theirs edited: theirs's edit follows it to the new path.
+            o = ours_snap.read(new)
+            take(new, merging.merge_file(new, b, o, t), o, True)
+            done.update((old, new))
+    for path in changed:
+        if path in done:
+            continue
+        b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
+        if o == t:
+            continue
+        if o == b or (path in theirs_wins and t is not None):
+            out.changes[path] = t
+            continue
+        take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
+    return out
+
+
+def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
+    ids: list[str] = []
+    for path in tm.changes:
+        memory_id = id_from_path(path)
+        if memory_id is not None and memory_id not in ids:
+            ids.append(memory_id)
+    trailers = [("Gitmem-Op", MERGE_OP)]
+    trailers += [("Gitmem-Id", memory_id) for memory_id in ids]
+    trailers += [("Gitmem-Fork", f"{f.id} of {f.of}") for f in tm.forks]
+    trailers += [("Gitmem-Kept-Over-Delete", memory_id) for memory_id in tm.kept_over_delete]
+    trailers += [("Gitmem-Decided", f"{memory_id} {name}") for memory_id, name in tm.decided]
+    body = None
+    if tm.forks:
+        body = (
+            f"{len(tm.forks)} memor{'y' if len(tm.forks) == 1 else 'ies'} changed on both sides "
+            "in the same lines: both versions are kept (gitmem conflicts lists them)."
+        )
+    return CommitSpec(subject=f"merge: {label}", body=body, trailers=trailers)
+
+
+# -- moving the branch ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(db: GitDB) -> Iterator[None]:
+    with db._writer_lock(time.monotonic() + db.lock_timeout):
+        yield
+
+
+def _move(
+    db: GitDB,
+    ref: pygit2.Reference | None,
+    tip: pygit2.Commit | None,
+    new: pygit2.Commit,
+    changes: dict[str, bytes | None],
+    reason: str,
+) -> bool:
+    """Compare-and-swap the branch from ``tip`` to ``new`` and bring the work tree along."""
+    repo = db.repo
+    try:
+        if ref is None:
+            repo.references.create(db.ref_name, new.id)
+        else:
+            ref.set_target(new.id, reason)
+    except (pygit2.GitError, pygit2.AlreadyExistsError, OSError):
+        return False
+    if db.workdir is not None:
+        try:
+            db._sync_worktree(tip, new, changes)
+        except (pygit2.GitError, OSError) as exc:
+            # The branch has moved: the next write heals the work tree, as after a
+            # killed writer (gitdb's own policy).
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "synced %s, but could not update the work tree (%s)", str(new.id)[:12], exc
+            )
+    return True
+
+
+def integrate(
+    db: GitDB,
+    theirs: pygit2.Commit,
+    label: str,
+    *,
+    attempts: int = 50,
+    join: bool = False,
+) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
+    """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
+
+    kind is none (already in), fast-forward or merge. Raises MergeConflictError
+    (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
+    when a file to change has uncommitted edits. Two unrelated histories merge only
+    with ``join`` (``gitmem join``: the team's configuration files win).
+    """
+    for _ in range(attempts):
+        with _locked(db):
+            repo = db.repo
+            try:
+                ref: pygit2.Reference | None = repo.lookup_reference(db.ref_name)
+            except KeyError:
+                ref = None
+            tip = get_commit(repo, ref.target) if ref is not None else None
+            if db.workdir is not None:
+                db._heal_worktree(tip)
+            if tip is not None and (tip.id == theirs.id or repo.descendant_of(tip.id, theirs.id)):
+                return "none", TreeMerge(), tip, tip
+            snap = Snapshot(repo, tip)
+            if tip is None or repo.descendant_of(theirs.id, tip.id):
+                tm = TreeMerge()
+                for path in _changed_paths(repo, tip.tree if tip else None, theirs.tree):
+                    tm.changes[path] = Snapshot(repo, theirs).read(path)
+                if db.workdir is not None:
+                    db._check_clean(snap, tm.changes)
+                if _move(db, ref, tip, theirs, tm.changes, f"gitmem sync: fast-forward {label}"):
+                    return "fast-forward", tm, tip, theirs
+                continue
+            base_id = repo.merge_base(tip.id, theirs.id)
+            base = get_commit(repo, base_id) if base_id is not None else None
+            # Two stores made apart (unrelated histories) merge like any other two sides;
+            # `gitmem join` brings a personal store into a team's, whose configuration wins.
+            wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
+            tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
+            if tm.conflicts:
+                raise MergeConflictError(
+                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
+                    hint=(
+                        f"this store and {label} were made apart; to bring this one into "
+                        "that one, keeping both histories and its configuration: gitmem join URL"
+                    )
+                    if base is None
+                    else None,
+                )
+            if db.workdir is not None:
+                db._check_clean(snap, tm.changes)
+            tree = build_tree(repo, tip.tree, tm.changes)
+            spec = _merge_spec(label, tm)
+            now = db.clock.now()
+            author = db.default_author()
+            stamp = int(now.timestamp())
+            oid = db.make_commit(author, stamp, format_message(spec), tree, [tip.id, theirs.id])
+            new = get_commit(repo, oid)
+            if _move(db, ref, tip, new, tm.changes, f"gitmem sync: merge {label}"):
+                return "merge", tm, tip, new
+        time.sleep(0.01)
+    raise ConflictError(f"could not move {db.ref_name}: other writers kept it busy")
+
+
+# -- forks from the git merge driver ---------------------------------------------------------------
+
+
+def _landed(db: GitDB, path: str, blob: str, limit: int = 2000) -> bool:
+    """Whether a commit on the branch (within ``limit``) has ``blob`` at ``path``."""
+    target = pygit2.Oid(hex=blob)
+    for n, commit in enumerate(db.walk()):
+        if n >= limit:
+            return False
+        if Snapshot(db.repo, commit).blob_id(path) == target:
+            return True
+    return False
+
+
+def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[merging.Fork]:
+    """Commit the forks ``gitmem merge-driver`` saved during a plain git merge.
+
+    A fork is committed once its merge has landed (the blob the driver wrote is
+    on the branch); while a merge is still in progress it waits; a fork whose
+    merge was aborted is dropped (both versions are still in their own commits).
+    ``merge_landed`` (the post-merge hook, which git runs before it removes
+    MERGE_HEAD) skips the wait: whether each fork's merge landed is still checked.
+    """
+    pending = merging.load_pending(db.gitdir)
+    if not pending:
+        return []
+    if not merge_landed and in_progress(db) is not None:
+        return []
+    ready = [p for p in pending if _landed(db, p.path, p.kept_blob)]
+    forks = [p.fork for p in ready]
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        for fork in forks:
+            if not snap.exists(fork.path):
+                snap.put(fork.path, fork.data)
+        tm = TreeMerge(forks=forks)
+        spec = _merge_spec("keep forks from a git merge", tm)
+        spec.trailers[1:1] = [("Gitmem-Id", f.id) for f in forks]
+        return spec, None
+
+    if forks:
+        db.write(plan)
+    for item in pending:
+        item.file.unlink(missing_ok=True)
+    return forks
+
+
+# -- sync ---------------------------------------------------------------------------------------
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
+    return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
+
+
+def sync(
+    store: Store,
+    remote: str = "origin",
+    *,
+    branch: str | None = None,
+    scope: Scope | str | None = None,
+    max_attempts: int = 40,
+    join: bool = False,
+) -> SyncResult:
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+
+    Between a rejected push and the next fetch the sync sleeps a random time up to a bound
+    that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
+    lost the race to the same push spread out instead of colliding again in step. Eight
+    clones starting to sync at once took up to 21 attempts for their first sync on a loaded
+    2-core machine (tests/test_sync_contention.py), hence the bound of 40.
+    """
+    db = store.db(scope)
+    _refuse_in_progress(db)
+    if remote not in remote_names(db):
+        raise InvalidInputError(
+            f"the store has no remote {remote!r}"
+            + (f" (it has: {', '.join(remote_names(db))})" if remote_names(db) else ""),
+            hint="add one with: gitmem remote add NAME URL",
+        )
+    target = branch or db.branch
+    result = SyncResult(remote=remote, branch=target)
+    result.pending_committed = [f.id for f in commit_pending_forks(db)]
+    start = db.tip()
+    for attempt in range(1, max_attempts + 1):
+        result.attempts = attempt
+        tracking = f"refs/remotes/{remote}/{target}"
+        fetched_before = _ref_target(db.repo, tracking)
+        theirs = _fetch(db, remote, target)
+        if theirs is not None and fetched_before is not None:
+            _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
+        if theirs is not None:
+            local = db.tip()
+            walker = db.repo.walk(theirs.id)
+            if local is not None:
+                walker.hide(local.id)
+            result.fetched += sum(1 for _ in walker)
+            kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
+            if kind != "none":
+                result.merge = "merge" if "merge" in (kind, result.merge) else kind
+            result.forks.extend(tm.forks)
+            result.kept_over_delete.extend(tm.kept_over_delete)
+            result.decided.extend(tm.decided)
+        local = db.tip()
+        if local is None or (theirs is not None and local.id == theirs.id):
+            break
+        try:
+            outcome = _push(db, remote, target)
+        except RemoteError as exc:
+            if result.merge == "none":
+                raise
+            # The remote's work is already merged here; say so rather than hide it.
+            raise RemoteError(
+                f"{exc.message}; the local store has {remote}/{target} merged in "
+                f"({str(local.id)[:10]}) but it is not pushed",
+                hint="fix the remote's access and run gitmem sync again to push",
+            ) from None
+        if outcome != "rejected":
+            result.pushed = outcome == "pushed"
+            break
+        if attempt < max_attempts:
+            time.sleep(_backoff(attempt))
+    else:
+        raise ConflictError(
+            f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",
+            hint="sync again",
+        )
+    end = db.tip()
+    result.commit = str(end.id) if end is not None else None
+    if start is not None and end is not None and start.id != end.id:
+        for path in sorted(_changed_paths(db.repo, start.tree, end.tree)):
+            memory_id = id_from_path(path)
+            if memory_id is None:
+                continue
+            before, after = (
+                Snapshot(db.repo, start).exists(path),
+                Snapshot(db.repo, end).exists(path),
+            )
+            bucket = (
+                result.changed if before and after else result.added if after else result.deleted
+            )
+            bucket.append(memory_id)
+    if db.workdir is not None and not merging.driver_registered(db.path):
+        merging.register_driver(db.path)
+    store.index(scope).catch_up()
+    return result
+
+
+def pending_forks(db: GitDB) -> list[merging.PendingFork]:
+    return merging.load_pending(Path(db.gitdir))
+
+
+# -- forks: list and resolve -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Something a merge kept both sides of, for a person or agent to settle.
+
+    ``kind`` ``fork``: ``fork`` holds the version that lost the path of ``of``; ``kept`` is
+    the memory at the path now (None if it was deleted since). ``kind`` ``supersede``: two
+    clones each superseded ``of``; ``kept`` is the successor readers follow (the newest),
+    ``fork`` the other one.
+    """
+
+    fork: Memory
+    of: str
+    kept: Memory | None
+    kind: str = "fork"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "fork": self.fork.id,
+            "of": self.of,
+            "title": self.fork.title,
+            "fork_version": self.fork.version,
+            "kept_version": self.kept.version if self.kept else None,
+            "fork_body": self.fork.body,
+            "kept_body": self.kept.body if self.kept else None,
+        }
+
+
+RESOLUTIONS = ("ours", "theirs", "both", "edit")
+
+
+def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
+    """Unresolved forks, oldest first (forks a plain git merge left waiting are committed first)."""
+    for backend_scope in [scope] if scope else store.scopes:
+        commit_pending_forks(store.db(backend_scope))
+    out: list[Conflict] = []
+    successors: dict[str, list[Memory]] = {}
+    for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
+        of = memory.extra.get(merging.FORK_KEY)
+        if isinstance(memory.extra.get(merging.DECIDED_KEY), dict):
+            out.append(Conflict(memory, memory.id, memory, "decided"))
+        if isinstance(of, str) and of:
+            out.append(Conflict(memory, of, store.get(of)))
+        elif memory.supersedes:
+            # A fork keeps its memory's `supersedes`: it is listed above, not here.
+            successors.setdefault(memory.supersedes, []).append(memory)
+    for of, found in sorted(successors.items()):
+        if len(found) > 1:
+            kept = newest(found)
+            out += [Conflict(m, of, kept, "supersede") for m in found if m.id != kept.id]
+    return out
+
+
+def find_conflict(store: Store, memory_id: str) -> Conflict:
+    found = conflicts(store)
+    mine = [c for c in found if c.fork.id == memory_id]
+    if not mine:
+        mine = [c for c in found if c.of == memory_id]
+    if not mine:
+        mine = [
+            c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id
+        ]
+    if not mine:
+        raise NotFoundError(
+            f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
+        )
+    if len(mine) > 1:
+        raise InvalidInputError(
+            f"{memory_id} has {len(mine)} forks ({', '.join(c.fork.id for c in mine)}); "
+            "resolve them one by one by fork id"
+        )
+    return mine[0]
+
+
+def resolve(
+    store: Store,
+    memory_id: str,
+    keep: str,
+    *,
+    text: str | bytes | None = None,
+    agent: str | None = None,
+    message: str | None = None,
+) -> Conflict:
+    """Settle one fork in one commit.
+
+    ``keep``: ``ours`` keeps the memory at the path and deletes the fork;
+    ``theirs`` puts the fork's content at the path and deletes the fork; ``both``
+    keeps both as separate memories (the fork loses its marker); ``edit`` writes
+    ``text`` (a whole memory file, as ``gitmem edit`` takes it) at the path and
+    deletes the fork. ``memory_id`` is the fork's id or the forked memory's.
+    """
+    if keep not in RESOLUTIONS:
+        raise InvalidInputError(f"keep {keep!r} is not one of {', '.join(RESOLUTIONS)}")
+    if (keep == "edit") != (text is not None):
+        raise InvalidInputError("the edited text goes with keep='edit', and only with it")
+    conflict = find_conflict(store, memory_id)
+    if conflict.kind == "decided":
+        return _resolve_decided(store, conflict, keep, text, agent, message)
+    if conflict.kind == "supersede":
+        return _resolve_supersede(store, conflict, keep, text, agent, message)
+    fork, of = conflict.fork, conflict.of
+    if conflict.kept is None and keep != "both":
+        raise NotFoundError(
+            f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
+        )
+    # One act of its own: `Gitmem-Op: resolve`, the reason (-m) in the body, and the commit
+    # attributed to who resolved (``agent``, else the git user), not to the memory's agent.
+    who: dict[str, Any] = {"agent": agent} if agent else {}
+    subject = f"resolve: {of} keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        if keep == "both":
+            store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
+            return conflict
+        if keep == "theirs":
+            assert conflict.kept is not None
+            extra: dict[str, Any] = {k: None for k in conflict.kept.extra if k not in fork.extra}
+            extra.update({k: v for k, v in fork.extra.items() if k != merging.FORK_KEY})
+            fields: dict[str, Any] = {
+                "title": fork.title,
+                "category": fork.category,
+                "tags": list(fork.tags),
+                "related": list(fork.related),
+                "trigger": fork.trigger,
+                "status": fork.status,
+                "extra": extra,
+            }
+            if agent or fork.agent:
+                fields["agent"] = agent or fork.agent
+            store.update(of, fork.body, **fields)
+        elif keep == "edit":
+            assert text is not None
+            store.update_from_text(of, text)
+        store.delete(fork.id, agent=agent)
+    return conflict
+
+
+def _document(store: Store, memory_id: str) -> codec.Document:
+    """The memory's file as parsed (conflicts are listed from the index, without file text)."""
+    doc = store.read(memory_id).document
+    if doc is None:
+        raise InvalidInputError(f"{memory_id} cannot be rewritten (its file did not parse)")
+    return doc
+
+
+def _resolve_supersede(
+    store: Store,
+    conflict: Conflict,
+    keep: str,
+    text: str | bytes | None,
+    agent: str | None,
+    message: str | None,
+) -> Conflict:
+    """Settle a memory two clones superseded: one successor stays, or both as a chain.
+
+    ``ours`` keeps the successor readers follow and deletes the other; ``theirs`` the
+    reverse; ``both`` keeps both, the one readers follow now superseding the other (so
+    the chain is linear again and its latest version unchanged); ``edit`` writes ``text``
+    over the kept successor and deletes the other. Deleted text stays in history.
+    """
+    assert conflict.kept is not None
+    kept, other = conflict.kept, conflict.fork
+    if keep == "theirs":
+        kept, other = other, kept
+    subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        if keep == "both":
+            doc = _document(store, kept.id)
+            meta = dict(doc.metadata)
+            meta["supersedes"] = other.id
+            store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
+            return conflict
+        if keep == "edit":
+            assert text is not None
+            store.update_from_text(kept.id, text)
+        store.delete(other.id, agent=agent)
+    return conflict
+
+
+def _resolve_decided(
+    store: Store,
+    conflict: Conflict,
+    keep: str,
+    text: str | bytes | None,
+    agent: str | None,
+    message: str | None,
+) -> Conflict:
+    """Settle fields a merge decided by time: ``ours`` keeps what the merge kept, ``theirs``
+    puts the losing values back, ``edit`` writes ``text``; each drops ``merge_decided``."""
+    if keep == "both":
+        raise InvalidInputError(
+            "a field holds one value: keep ours (the merge's) or theirs (the other side's)"
+        )
+    if keep == "edit":
+        assert text is not None
+        doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
+    else:
+        doc = _document(store, conflict.fork.id)
+    meta = dict(doc.metadata)
+    lost = meta.pop(merging.DECIDED_KEY, None)
+    if keep == "theirs" and isinstance(lost, dict):
+        meta.update(lost)
+    names = ", ".join(map(str, conflict.fork.extra.get(merging.DECIDED_KEY) or {}))
+    subject = f"resolve: {conflict.fork.id} fields {names} keep {keep}"
+    with store.transaction(message=subject, op="resolve", by=agent, body=message):
+        store.update_from_text(conflict.fork.id, codec.serialize(doc.with_changes(meta, doc.body)))
+    return conflict
