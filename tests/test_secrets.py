@@ -15,6 +15,7 @@ from storetools import commit_count, memory_text, plant, tip
 
 from gitmem import Store
 from gitmem.base.errors import InvalidInputError, InvalidMemoryError
+from gitmem.base.redact import shannon_entropy
 from gitmem.entry import hooks as gh
 from gitmem.format.layout import memory_path
 from gitmem.format.secrets import (
@@ -26,7 +27,6 @@ from gitmem.format.secrets import (
     refuse,
     scan_bytes,
     scan_text,
-    shannon_entropy,
 )
 
 # -- fake credentials, one per built-in kind ------------------------------------------------

@@ -130,6 +130,6 @@ EXIT_CODES: dict[str, int] = {
 def _redact(text: str) -> str:
     # Imported on first error, not with this module: compiling the patterns is a cost
     # a run that raises nothing never pays.
-    from gitmem.format.secrets import redact
+    from gitmem.base.redact import redact
 
     return redact(str(text))

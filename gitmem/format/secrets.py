@@ -36,15 +36,22 @@ example keys that must stay in a memory).
 from __future__ import annotations
 
 import bisect
-import math
 import re
 import subprocess
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitmem.base import redact as redact_mod
 from gitmem.base.errors import InvalidInputError, InvalidMemoryError, StoreError
+from gitmem.base.redact import (
+    ALLOW_MARKER,
+    DEFAULT_PATTERNS,
+    NOT_A_SECRET_NAME,
+    SecretPattern,
+    plausible,
+)
+from gitmem.base.redact import redact as redact  # scanning and redacting: one module to ask
 from gitmem.format import codec
 from gitmem.format.codec import load_yaml
 from gitmem.format.layout import CONFIG_FILE
@@ -52,36 +59,8 @@ from gitmem.format.layout import CONFIG_FILE
 if TYPE_CHECKING:
     from gitmem.format.saferegex import SafePattern
 
-ALLOW_MARKER = "gitmem:allow-secret"
-"""A line containing this is never reported."""
-
 EXCERPT_WIDTH = 80
 """Characters of context an excerpt shows around a masked secret, at most."""
-
-
-@dataclass(frozen=True)
-class SecretPattern:
-    """One kind of credential: a regular expression and how to judge and mask its matches."""
-
-    kind: str
-    regex: re.Pattern[str] | SafePattern
-    """Built-in patterns are ``re`` (bounded by construction); a committed gitmem.yaml's own
-    patterns are a teammate's input, so they run under saferegex's time bound."""
-    description: str = ""
-    group: int | str = 0
-    """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
-    keep: int = 0
-    """Leading characters of the secret shown unmasked: a fixed public prefix such as ``ghp_``."""
-    min_entropy: float | None = None
-    """Shannon entropy (bits per character) the secret must reach: tells keys from prose."""
-    needs_digit_and_letter: bool = False
-    """Only report secrets with both letters and digits (generated keys; not words)."""
-    name_group: int | None = None
-    """The regex group holding the assigned name, if any: names of things that are not secrets
-    (``private_key_id``, ``token_url``) are not reported."""
-    hints: tuple[str, ...] = ()
-    """Lowercase substrings one of which every match contains: a text holding none of them is
-    skipped without running the regex (a plain ``in`` is many times faster). Empty: always run."""
 
 
 @dataclass(frozen=True)
@@ -132,270 +111,6 @@ class SecretsFoundError(InvalidInputError):
 
 # -- the built-in patterns --------------------------------------------------------------
 
-_SECRET_NAMES = (
-    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|client[_-]?secret|auth[_-]?token|credentials?|bearer|session[_-]?key"
-    r"|signing[_-]?key|encryption[_-]?key"
-)
-
-
-def _pattern(
-    kind: str,
-    regex: str,
-    description: str,
-    *,
-    group: int | str = 0,
-    keep: int = 0,
-    min_entropy: float | None = None,
-    needs_digit_and_letter: bool = False,
-    name_group: int | None = None,
-    hints: tuple[str, ...] = (),
-    flags: int = 0,
-) -> SecretPattern:
-    return SecretPattern(
-        kind,
-        re.compile(regex, flags),
-        description,
-        group=group,
-        keep=keep,
-        min_entropy=min_entropy,
-        needs_digit_and_letter=needs_digit_and_letter,
-        name_group=name_group,
-        hints=hints,
-    )
-
-
-_NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credential", "bearer")
-
-# Order matters: where two patterns cover the same characters, the earlier one is reported
-# (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
-DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
-    _pattern(
-        "gcp-service-account-key",
-        r'"private_key"\s*:\s*"(-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*)',
-        "the private key of a Google Cloud service-account JSON key file",
-        group=1,
-        keep=11,
-        hints=("private_key",),
-    ),
-    _pattern(
-        "private-key",
-        r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2) )?PRIVATE KEY( BLOCK)?-----",
-        "a PEM/OpenSSH/PGP private-key block (reported at its BEGIN line)",
-        keep=64,
-        hints=("private key",),
-    ),
-    _pattern(
-        "aws-access-key-id",
-        r"(?<![A-Z0-9])((?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16})(?![A-Z0-9])",
-        "an AWS access key id (long-term AKIA..., temporary ASIA...)",
-        group=1,
-        keep=4,
-        hints=("akia", "asia", "abia", "acca", "aida", "aroa", "anpa"),
-    ),
-    _pattern(
-        "aws-secret-access-key",
-        r"(?i)(?:aws)?_?secret_?(?:access)?_?key[\"']?\s*[:=]\s*[\"']?"
-        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-        "an AWS secret access key assigned to a name such as aws_secret_access_key",
-        group=1,
-        min_entropy=3.5,
-        hints=("secret",),
-    ),
-    _pattern(
-        "google-api-key",
-        r"(?<![A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
-        "a Google API key",
-        group=1,
-        keep=4,
-        hints=("aiza",),
-    ),
-    _pattern(
-        "github-token",
-        r"(?<![A-Za-z0-9_])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9_])",
-        "a GitHub personal, OAuth, app or refresh token",
-        group=1,
-        keep=4,
-        hints=("ghp_", "gho_", "ghs_", "ghu_", "ghr_"),
-    ),
-    _pattern(
-        "github-fine-grained-token",
-        r"(?<![A-Za-z0-9_])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
-        "a GitHub fine-grained personal access token",
-        group=1,
-        keep=11,
-        hints=("github_pat_",),
-    ),
-    _pattern(
-        "gitlab-token",
-        r"(?<![A-Za-z0-9_-])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
-        "a GitLab personal, deploy, trigger or runner token",
-        group=1,
-        keep=6,
-        hints=("glpat-", "gldt-", "glptt-", "glrt-", "gloas-"),
-    ),
-    _pattern(
-        "slack-token",
-        r"(?<![A-Za-z0-9-])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
-        "a Slack bot, user, app or refresh token",
-        group=1,
-        keep=5,
-        hints=("xox",),
-    ),
-    _pattern(
-        "slack-webhook",
-        r"https://hooks\.slack\.com/(?:services|workflows)/(T[A-Za-z0-9_/]{8,})",
-        "a Slack incoming-webhook URL",
-        group=1,
-        keep=1,
-        hints=("hooks.slack.com",),
-    ),
-    _pattern(
-        "anthropic-api-key",
-        r"(?<![A-Za-z0-9_-])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
-        "an Anthropic API key",
-        group=1,
-        keep=7,
-        hints=("sk-ant-",),
-    ),
-    _pattern(
-        "openai-api-key",
-        r"(?<![A-Za-z0-9_-])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
-        "an OpenAI API key",
-        group=1,
-        keep=3,
-        hints=("t3blbkfj",),
-    ),
-    _pattern(
-        "openai-api-key",
-        # Project, service-account and admin keys issued since 2024 need not carry the
-        # T3BlbkFJ marker; their prefix and length alone tell them from prose.
-        r"(?<![A-Za-z0-9_-])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
-        "an OpenAI project, service-account or admin key",
-        group=1,
-        keep=8,
-        hints=("sk-proj-", "sk-svcacct-", "sk-admin-"),
-    ),
-    _pattern(
-        "huggingface-token",
-        r"(?<![A-Za-z0-9_])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9_])",
-        "a Hugging Face access token",
-        group=1,
-        keep=3,
-        hints=("hf_",),
-    ),
-    _pattern(
-        "npm-token",
-        r"(?<![A-Za-z0-9_])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])",
-        "an npm access token",
-        group=1,
-        keep=4,
-        hints=("npm_",),
-    ),
-    _pattern(
-        "pypi-token",
-        r"(?<![A-Za-z0-9_-])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
-        "a PyPI API token",
-        group=1,
-        keep=5,
-        hints=("pypi-ageichlwas5vcmc",),
-    ),
-    _pattern(
-        "sendgrid-api-key",
-        r"(?<![A-Za-z0-9_-])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
-        "a SendGrid API key",
-        group=1,
-        keep=3,
-        hints=("sg.",),
-    ),
-    _pattern(
-        "stripe-key",
-        r"(?<![A-Za-z0-9_])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9_])",
-        "a Stripe live secret or restricted key",
-        group=1,
-        keep=8,
-        hints=("_live_",),
-    ),
-    _pattern(
-        "jwt",
-        r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
-        "a JSON Web Token (signed bearer credential)",
-        group=1,
-        keep=3,
-        hints=("eyj",),
-    ),
-    _pattern(
-        "url-credentials",
-        r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",
-        "a password embedded in a URL (scheme://user:password@host)",
-        group=1,
-        min_entropy=1.0,
-        hints=("://",),
-    ),
-    _pattern(
-        "authorization-header",
-        r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{16,})",
-        "an HTTP Authorization header with a credential",
-        group=1,
-        min_entropy=3.0,
-        hints=("authorization",),
-    ),
-    _pattern(
-        "secret-assignment",
-        # The name keyword starts a word or a camelCase part and ends one (``tokenizer`` is no
-        # token); searching for the keyword first keeps the scan linear on hostile text.
-        r"(?i)(?:(?<![A-Za-z])|(?-i:(?<=[a-z])(?=[A-Z])))((?:" + _SECRET_NAMES + r")s?"
-        r"(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}+)"
-        r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;(){}\[\]<>]{12,})(?![^\s\"'`,;])",
-        "a high-entropy value assigned to a name such as password, token or api_key",
-        group=2,
-        name_group=1,
-        min_entropy=3.5,
-        needs_digit_and_letter=True,
-        hints=_NAME_HINTS,
-    ),
-)
-"""The built-in credential patterns, most specific first."""
-
-_PLACEHOLDER = re.compile(
-    r"^(?:\$|<|\{|%|\(|\[)|(?:xxxx|\*\*\*\*|\.\.\.|example|placeholder|changeme|redacted|your[_-])"
-    r"|^(?:pass(?:word)?|passwd|pwd|secret|token|user(?:name)?)$"
-    r"|^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$",
-    re.IGNORECASE,
-)
-"""Values that stand for a secret rather than being one: ${VAR}, <token>, xxxx, your_key..."""
-
-_NOT_A_SECRET_NAME = re.compile(
-    r"(?i)(?:id|ids|name|url|uri|endpoint|path|file|dir|type|count|length|len|size|env|var"
-    r"|ttl|expiry|expires|header|field|hash|policy|scope)$"
-)
-"""Name endings that say the value is about a secret, not the secret: ``private_key_id``."""
-
-_URL_VALUE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
-
-
-def shannon_entropy(value: str) -> float:
-    """Bits of entropy per character of ``value`` (0 for the empty string)."""
-    if not value:
-        return 0.0
-    counts = Counter(value)
-    total = len(value)
-    return -sum(n / total * math.log2(n / total) for n in counts.values())
-
-
-def _plausible(pattern: SecretPattern, secret: str) -> bool:
-    """Whether a match is a credential rather than a placeholder, a word or a reference."""
-    if pattern.min_entropy is None and not pattern.needs_digit_and_letter:
-        return True  # a fixed-format token: its shape alone says what it is
-    if _PLACEHOLDER.search(secret) or _URL_VALUE.match(secret):
-        return False
-    if pattern.needs_digit_and_letter and not (
-        any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
-    ):
-        return False
-    return pattern.min_entropy is None or shannon_entropy(secret) >= pattern.min_entropy
-
-
 def _mask(secret: str, keep: int) -> str:
     # ``keep`` covers a public prefix; a pattern whose whole match is public (a PEM header)
     # keeps it all. Otherwise never more than half, so a short secret is never shown.
@@ -441,9 +156,9 @@ def scan_text(
             if start < 0:  # the secret group did not take part in this match
                 continue
             secret = text[start:end]
-            if not secret or not _plausible(pattern, secret):
+            if not secret or not plausible(pattern, secret):
                 continue
-            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
+            if pattern.name_group is not None and NOT_A_SECRET_NAME.search(
                 match.group(pattern.name_group) or ""
             ):
                 continue
@@ -654,58 +369,11 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
 def secret_spans(
     text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
 ) -> list[tuple[int, int, str]]:
-    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
-    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
+    """:func:`gitmem.base.redact.secret_spans` under a store's policy (default: built-in)."""
     policy = policy or DEFAULT_POLICY
-    lowered = text.lower()
-    spans: list[tuple[int, int, str]] = []
-    for pattern in policy.patterns:
-        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
-            continue
-        for match in pattern.regex.finditer(text):
-            try:
-                start, end = match.span(pattern.group)
-            except (IndexError, re.error):
-                start, end = match.span()
-            secret = text[start:end]
-            if start < 0 or not secret or not _plausible(pattern, secret):
-                continue
-            if pattern.name_group is not None and _NOT_A_SECRET_NAME.search(
-                match.group(pattern.name_group) or ""
-            ):
-                continue
-            if any(a.search(secret) for a in policy.allow):
-                continue
-            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
-                continue
-            if honour_marker:
-                line_start = text.rfind("\n", 0, start) + 1
-                line_end = text.find("\n", start)
-                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
-                    continue
-            spans.append((start, end, pattern.kind))
-    return sorted(spans)
-
-
-def redact(text: str) -> str:
-    """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
-
-    The last line of defence for error messages (:class:`gitmem.base.errors.GitmemError` passes
-    every message through it): a check that echoes the value it refuses must not print a
-    token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER` are
-    redacted too: an error message is no place for an allowed key either.
-    """
-    spans = secret_spans(text)
-    if not spans:
-        return text
-    out: list[str] = []
-    pos = 0
-    for start, end, kind in sorted(spans):
-        out.append(text[pos:start])
-        out.append(f"[{kind}]")
-        pos = end
-    out.append(text[pos:])
-    return "".join(out)
+    return redact_mod.secret_spans(
+        text, policy.patterns, policy.allow, honour_marker=honour_marker
+    )
 
 
 def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
