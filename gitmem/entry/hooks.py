@@ -574,29 +574,16 @@ def _report_forks(store: Any, top: Path, out: Out, old: str, new: str) -> None:
             out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
 
 
-def check_available() -> bool:
-    """Whether this gitmem has the ``check`` command (code-aware staleness)."""
-    from gitmem.cli import LAZY_COMMANDS
-
-    return "check" in LAZY_COMMANDS
-
-
 def project_after(top: Path, out: Out) -> int:
-    """In a project repository: ``gitmem check --project``, else catch the index up."""
+    """In a project repository: what ``gitmem check --project`` reports (the memories whose
+    anchored files this commit changed), through the library, as the command prints it."""
+    from gitmem.features.lifecycle import check_project
     from gitmem.store.core import _is_store, find_project_store, open_store, user_store_path
 
     if find_project_store(top) is None and not _is_store(user_store_path()):
         return 0  # no store to check against, and a hook creates none
-    if check_available():
-        from gitmem.cli import cli
-
-        cli.main(args=["check", "--project", str(top)], prog_name="gitmem", standalone_mode=False)
-        return 0
-    if find_project_store(top) is None:
-        return 0
-    store = open_store(cwd=top)
-    for scope in store.scopes:
-        store.index(scope).catch_up()
+    # On stdout, where `gitmem check` prints it (hook notices go to ``out``: stderr).
+    print(check_project(open_store(cwd=top), top).summary())
     return 0
 
 

@@ -1659,9 +1659,9 @@ class Store:
 
         ``path`` keeps commits that changed a file under it (a file, a directory or
         a glob); ``category`` those that changed a memory of that category (see
-        :func:`gitmem.features.audit.touches`).
+        :func:`gitmem.store.touches.touches`).
         """
-        from gitmem.features.audit import touches
+        from gitmem.store.touches import touches
 
         since_dt = _when(since, "since")
         until_dt = _when(until, "until")
