@@ -1459,7 +1459,7 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
         raise StoreError(
             f"{cwd.resolve()} is not a git repository" + (f" ({message[-1]})" if message else ""),
         )
-    policy = secrets_mod.staged_policy(str(cwd))
+    policy = hooks_mod.staged_policy(str(cwd))
     out: list[FileFinding] = []
     for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if not name:

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
 from gitmem.format.layout import (
@@ -38,6 +38,9 @@ from gitmem.format.layout import (
     memory_path,
 )
 from gitmem.git.command import REPO_ENV, clean_env, run_git
+
+if TYPE_CHECKING:
+    from gitmem.format.secrets import SecretPolicy
 
 MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
 PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
@@ -383,9 +386,8 @@ Validator = Callable[[bytes, str], Any]
 def _secrets_then_memory() -> Validator:
     # Built on first use: gitmem.format.secrets compiles its patterns when imported, which a
     # project hook that validates nothing should not pay for.
-    from gitmem.format import secrets
 
-    return secrets.staged_validator(decode_memory)
+    return staged_validator(decode_memory)
 
 
 def _validate_memory_file(data: bytes, path: str) -> Any:
@@ -681,3 +683,63 @@ def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tup
         new = env.get("PRE_COMMIT_TO_REF")
         return old, new
     return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")
+
+
+def staged_policy(cwd: str | None = None) -> SecretPolicy:
+    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here).
+
+    Git runs hooks at the top of the work tree, so there the staged config
+    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
+    """
+    import subprocess
+    from collections.abc import Mapping
+
+    from gitmem.format import secrets
+    from gitmem.format.codec import load_yaml
+    from gitmem.format.layout import CONFIG_FILE
+
+    try:
+        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
+        result = run_git(
+            ["show", f":{CONFIG_FILE}"],
+            cwd=cwd,
+            check=False,
+            timeout=30,
+            keep_repo_env=True,
+        )
+    except (OSError, subprocess.SubprocessError, StoreError):
+        return secrets.DEFAULT_POLICY
+    if result.returncode != 0:
+        return secrets.DEFAULT_POLICY
+    data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    return secrets.policy_from_config(data if isinstance(data, Mapping) else None)
+
+
+def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:
+    """A pre-commit validator (:data:`VALIDATORS`) that refuses a staged memory file
+    holding a credential, and otherwise returns what ``inner`` makes of it."""
+    from gitmem.format import codec, secrets
+
+    policies: list[secrets.SecretPolicy] = []
+
+    def validate(data: bytes, path: str) -> Any:
+        if not policies:
+            policies.append(staged_policy())  # once per hook run, not once per file
+        findings = secrets.scan_bytes(data, policies[0])
+        if findings:
+            raise secrets.SecretsFoundError("the file", findings)
+        doc = None
+        if secrets.values_may_differ(data):
+            try:
+                doc = codec.parse(data.decode("utf-8", "replace"))
+            except InvalidInputError:
+                doc = None  # not readable as a memory: ``inner`` says why
+        if doc is not None:
+            # Fields as values too: YAML quoting and escapes must hide nothing.
+            # The body was in the text just scanned: the fields are what it may have missed.
+            secrets.refuse_memory(
+                memory_id=None, metadata=doc.metadata, body="", policy=policies[0]
+            )
+        return inner(data, path)
+
+    return validate

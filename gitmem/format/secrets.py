@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import bisect
 import re
-import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import redact as redact_mod
-from gitmem.base.errors import InvalidInputError, InvalidMemoryError, StoreError
+from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 from gitmem.base.redact import (
     ALLOW_MARKER,
     DEFAULT_PATTERNS,
@@ -53,8 +52,6 @@ from gitmem.base.redact import (
 )
 from gitmem.base.redact import redact as redact  # scanning and redacting: one module to ask
 from gitmem.format import codec
-from gitmem.format.codec import load_yaml
-from gitmem.format.layout import CONFIG_FILE
 
 if TYPE_CHECKING:
     from gitmem.format.saferegex import SafePattern
@@ -217,7 +214,7 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
     return policy.scan(text) if policy is not None else scan_text(text)
 
 
-def _values_may_differ(data: bytes) -> bool:
+def values_may_differ(data: bytes) -> bool:
     """Whether a memory file's front-matter values may spell something its text does not.
 
     Only a double-quoted escape (``\\x70``) or a tag (``!!binary``) can; folded lines join
@@ -235,7 +232,7 @@ def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[S
     front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
     the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
     findings = scan_bytes(data, policy)
-    if findings or not _values_may_differ(data):
+    if findings or not values_may_differ(data):
         return findings
     try:
         doc = codec.parse(data.decode("utf-8", "replace"))
@@ -456,52 +453,3 @@ def refuse_commit_message(
 # -- the pre-commit hook -------------------------------------------------------------------
 
 
-def staged_policy(cwd: str | None = None) -> SecretPolicy:
-    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here).
-
-    Git runs hooks at the top of the work tree, so there the staged config
-    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
-    """
-    from gitmem.git.command import run_git
-
-    try:
-        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
-        result = run_git(
-            ["show", f":{CONFIG_FILE}"],
-            cwd=cwd,
-            check=False,
-            timeout=30,
-            keep_repo_env=True,
-        )
-    except (OSError, subprocess.SubprocessError, StoreError):
-        return DEFAULT_POLICY
-    if result.returncode != 0:
-        return DEFAULT_POLICY
-    data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
-    return policy_from_config(data if isinstance(data, Mapping) else None)
-
-
-def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:
-    """A pre-commit validator (``gitmem.entry.hooks.VALIDATORS``) that refuses a staged memory file
-    holding a credential, and otherwise returns what ``inner`` makes of it."""
-    policies: list[SecretPolicy] = []
-
-    def validate(data: bytes, path: str) -> Any:
-        if not policies:
-            policies.append(staged_policy())  # once per hook run, not once per file
-        findings = scan_bytes(data, policies[0])
-        if findings:
-            raise SecretsFoundError("the file", findings)
-        doc = None
-        if _values_may_differ(data):
-            try:
-                doc = codec.parse(data.decode("utf-8", "replace"))
-            except InvalidInputError:
-                doc = None  # not readable as a memory: ``inner`` says why
-        if doc is not None:
-            # Fields as values too: YAML quoting and escapes must hide nothing.
-            # The body was in the text just scanned: the fields are what it may have missed.
-            refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policies[0])
-        return inner(data, path)
-
-    return validate
