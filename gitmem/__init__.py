@@ -123,7 +123,7 @@ def open(
     durable: bool = False,
     branch: str | None = None,
 ) -> Store:
-    """Open the store at ``path``, or find the default one (see :func:`gitmem.store.core.open_store`).
+    """Open the store at ``path``, or find the default one (:func:`gitmem.store.core.open_store`).
 
     ``branch``: write to that branch (a proposal for review) instead of the one checked out.
     """

@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, StoreError
+from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format.layout import (
     MEMORY_ROOTS,
-    expected_path_form,
     id_from_path,
     is_memory_file,
     memory_path,
@@ -360,23 +359,9 @@ def _ever_existed(top: Path, path: str) -> bool:
 def decode_memory(data: bytes, path: str) -> Any:
     """Parse and validate one memory file the way the store reads it (a Memory, or raises)."""
     # Imported here: a project hook (gitmem check) never parses a memory file itself.
-    from gitmem.format import codec, schema
-    from gitmem.format.model import memory_from_document
+    from gitmem.format import memfile
 
-    if id_from_path(path) is None:
-        raise InvalidMemoryError(f"not at a memory path ({expected_path_form(path)})")
-    text = codec.decode(data, what=path)
-    if "\x00" in text:
-        raise InvalidMemoryError("contains a NUL byte; memories are text")
-    doc = codec.parse(text)
-    if not doc.has_front_matter:
-        raise InvalidMemoryError("has no front-matter (it must start with a '---' line)")
-    schema.validate(doc.metadata, what=path)
-    memory = memory_from_document(doc, path=path)
-    expected = id_from_path(path)
-    if memory.id != expected:
-        raise InvalidMemoryError(f"carries id {memory.id!r}, but its path says {expected!r}")
-    return memory
+    return memfile.decode(data, path)
 
 
 Validator = Callable[[bytes, str], Any]

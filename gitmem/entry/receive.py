@@ -82,8 +82,7 @@ def _policy(top: Path, tip: str) -> SecretPolicy:
 
 
 def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
-    from gitmem.entry.hooks import decode_memory
-    from gitmem.format import secrets
+    from gitmem.format import memfile, secrets
     from gitmem.format.config import StoreConfig
 
     problems: list[str] = []
@@ -103,7 +102,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
             if path == CONFIG_FILE:
                 StoreConfig.from_text(data.decode("utf-8"))
             else:
-                decode_memory(data, path)
+                memfile.decode(data, path)
         except (GitmemError, UnicodeDecodeError, ValueError) as exc:
             problems.append(f"{ref}: {path}: {' '.join(str(exc).split())}")
     # Credentials anywhere the push adds to history: new blobs at memory paths, messages.

@@ -23,8 +23,8 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
-from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths, read_memory
-from gitmem.format import codec
+from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths
+from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
 from gitmem.git.db import (
     CommitSpec,
@@ -240,8 +240,8 @@ def diff(
         a, b = old_snap.read(path), new_snap.read(path)
         if a == b:
             continue
-        before, _ = read_memory(a, path)
-        after, _ = read_memory(b, path)
+        before, _ = memfile.read(a, path)
+        after, _ = memfile.read(b, path)
         status = "added" if a is None else "deleted" if b is None else "changed"
         entry = MemoryDiff(id_from_path(path) or path, path, status)
         if before is not None and after is not None:
@@ -375,8 +375,8 @@ def undo(
 
     def stamped(path: str, data: bytes, snap: Snapshot) -> bytes:
         """The old content as a new version: version above the current, updated_at now."""
-        memory, _ = read_memory(data, path)
-        current, _ = read_memory(snap.read(path), path)
+        memory, _ = memfile.read(data, path)
+        current, _ = memfile.read(snap.read(path), path)
         if memory is None or memory.document is None:
             return data
         floor = current.version if current is not None else memory.version

@@ -48,6 +48,7 @@ from gitmem.base.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.format import memfile
 from gitmem.git.db import Snapshot
 from gitmem.store.core import Store, Transaction, index_writable
 from gitmem.store.graphindex import (
@@ -576,7 +577,7 @@ class Graph:
 
     def _decode(self, data: bytes, path: str) -> EntityRow | None:
         try:
-            memory = self.store._decode(self.store._backend(None), data, path)
+            memory = memfile.decode(data, path, what=path, require_memory_path=False)
         except GitmemError:
             return None
         return entity_fields(memory)
@@ -603,7 +604,9 @@ class Graph:
         if data is None:
             return [], None
         try:
-            memory = self.store._decode(self.store._backend(None), data, _path(PENDING_ID))
+            memory = memfile.decode(
+                data, _path(PENDING_ID), what=_path(PENDING_ID), require_memory_path=False
+            )
         except GitmemError:
             return [], None
         triples = pending_field(memory.extra.get("relations"))

@@ -24,8 +24,7 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
-from gitmem.entry.hooks import decode_memory
-from gitmem.format import codec, schema, secrets
+from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
 from gitmem.format.model import Memory, Status
 from gitmem.git.db import Snapshot, get_commit, parse_trailers
@@ -148,17 +147,6 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
         left, right = spec.split("..", 1)
         return str(_resolve(repo, left or "HEAD").id), str(_resolve(repo, right or "HEAD").id)
     return str(_resolve(repo, spec).id), str(_resolve(repo, tip).id)
-
-
-def read_memory(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
-    """The memory in ``data``, or the reason it is not one (as the store reads files)."""
-    if data is None:
-        return None, None
-    try:
-        memory: Memory = decode_memory(data, path)
-    except (GitmemError, ValueError, TypeError, KeyError) as exc:
-        return None, f"{path}: {exc}"
-    return memory, None
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
@@ -284,8 +272,8 @@ def review(
         old_data, new_data = base_snap.read(path), head_snap.read(path)
         if old_data == new_data:
             continue
-        before, _ = read_memory(old_data, path)
-        after, problem = read_memory(new_data, path)
+        before, _ = memfile.read(old_data, path)
+        after, problem = memfile.read(new_data, path)
         memory_id = id_from_path(path) or (after.id if after else path)
         if new_data is not None and id_from_path(path) == memory_id:
             decoded[memory_id] = after
@@ -400,7 +388,7 @@ def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]
         path = memory_path(memory_id)
     except GitmemError:
         return None
-    memory, _ = read_memory(snap.read(path), path)
+    memory, _ = memfile.read(snap.read(path), path)
     cache[memory_id] = memory
     return memory
 

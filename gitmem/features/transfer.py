@@ -460,10 +460,11 @@ def _read_source(path: Path) -> bytes:
 def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
     """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why.
 
-    The file is read as the store reads it (``hooks.decode_memory``, at the place its id
-    names), then held to what the store refuses on a write: the body bound and credentials.
+    The file is read as the store reads it (:func:`gitmem.format.memfile.decode`, at the
+    place its id names), then held to what the store refuses on a write: the body bound
+    and credentials.
     """
-    from gitmem.entry.hooks import decode_memory
+    from gitmem.format import memfile
 
     text = codec.decode(data, what=shown)
     parsed = codec.parse(text)
@@ -480,7 +481,7 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
         raise InvalidMemoryError(f"{shown} has no id in its front-matter")
     path = memory_path(memory_id)
     try:
-        memory = decode_memory(data, path)
+        memory = memfile.decode(data, path)
     except InvalidMemoryError as exc:
         raise InvalidMemoryError(f"{shown}: {exc}") from None
     limit = store.config().max_body_bytes

@@ -40,7 +40,7 @@ from gitmem.base.errors import (
     StoreError,
     TooLargeError,
 )
-from gitmem.format import codec, schema
+from gitmem.format import codec, memfile, schema
 from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from gitmem.format.layout import (
     ATTRIBUTES_FILE,
@@ -633,21 +633,7 @@ class Store:
         return data
 
     def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
-        text = codec.decode(data, what=path)
-        if "\x00" in text:
-            # The write path refuses NUL (memories are text; git would call the file binary),
-            # so a planted one is a broken file, not a memory to carry forward.
-            raise InvalidMemoryError(f"{path} contains a NUL byte; memories are text")
-        doc = codec.parse(text)
-        if not doc.has_front_matter:
-            raise InvalidMemoryError(f"{path} has no front-matter")
-        schema.validate(doc.metadata, what=path)
-        memory = memory_from_document(doc, path=path)
-        expected = id_from_path(path)
-        if expected is not None and memory.id != expected:
-            raise InvalidMemoryError(
-                f"{path} carries id {memory.id!r}, but its path says {expected!r}"
-            )
+        memory = memfile.decode(data, path, what=path, require_memory_path=False)
         return replace(memory, store_scope=backend.scope)
 
     def _load(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory | None:
@@ -1616,7 +1602,8 @@ class Store:
     ) -> builtins.list[tuple[Memory, float]]:
         """Current memories that say much the same as ``memory`` (one already stored, say
         what :meth:`create` returned), with their similarity (0..1), most similar first:
-        candidates to update instead of keeping both. See :func:`gitmem.store.recall.near_duplicates`.
+        candidates to update instead of keeping both.
+        See :func:`gitmem.store.recall.near_duplicates`.
         """
         from gitmem.store.recall import near_duplicates
 

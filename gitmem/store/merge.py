@@ -42,8 +42,7 @@ from typing import Any
 import pygit2
 
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
-from gitmem.entry.hooks import decode_memory
-from gitmem.format import codec, schema
+from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.git.command import run_git
 
@@ -420,8 +419,10 @@ def _parse(data: bytes | None, path: str) -> _Side | None:
     if data is None:
         return None
     try:
-        memory = decode_memory(data, path)
+        memory = memfile.decode(data, path)
     except (GitmemError, ValueError, TypeError, KeyError):
+        return None
+    if memory.document is None:  # decoded memories carry theirs: never None here
         return None
     return _Side(data, memory.document, memory.updated_at, memory.version)
 

@@ -10,7 +10,7 @@ import fnmatch
 
 import pygit2
 
-from gitmem.features.review import read_memory  # TODO(move): memfile's decoder
+from gitmem.format import memfile
 from gitmem.format.layout import id_from_path
 from gitmem.git.db import blob_data
 
@@ -48,7 +48,7 @@ def path_matches(path: str, pattern: str) -> bool:
 def _category_of(repo: pygit2.Repository, oid: pygit2.Oid | None, path: str) -> str | None:
     if oid is None:
         return None
-    memory, _ = read_memory(blob_data(repo, oid), path)
+    memory, _ = memfile.read(blob_data(repo, oid), path)
     return memory.category if memory is not None else None
 
 
