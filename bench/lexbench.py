@@ -145,7 +145,7 @@ def measure(path: Path, size: int, corpus: Corpus, queries: int = 200) -> dict[s
                 timings[name].append(elapsed)
                 cpu[name].append(spent)
                 found[name] += len(result) > 0
-    conn = store.index()._connect()
+    conn = store.index().connect()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     sizes = dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
     fts_bytes = sum(v for k, v in sizes.items() if k == "fts" or k.startswith("fts_"))

@@ -346,7 +346,7 @@ def semantic_scores(built: Built, embedder: Any, question: str, k: int) -> list[
     found = vectors.nearest(index, question, k, embedder=embedder)
     if not found:
         return []
-    conn = index._connect()
+    conn = index.connect()
     names = dict(
         conn.execute(
             f"SELECT rowid, id FROM memories WHERE rowid IN ({','.join('?' * len(found))})",
@@ -785,7 +785,7 @@ def embed_catchup(ctx: Context) -> list[Row]:
     started = time.perf_counter()
     embedder.embed(texts)
     embed_s = time.perf_counter() - started
-    conn = index._connect()
+    conn = index.connect()
     codes = [bytes(r[0]) for r in conn.execute("SELECT code FROM vectors")]
     alone = path.parent / "vectors-only.sqlite"
     with contextlib.closing(sqlite.connect(alone)) as db:

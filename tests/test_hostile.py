@@ -55,13 +55,14 @@ from gitmem import (
     Store,
 )
 from gitmem.base.errors import EXIT_CODES
+from gitmem.base.trailers import CommitSpec
 from gitmem.cli import cli as gitmem_cli
 from gitmem.entry import doctor as D
 from gitmem.entry import hooks as gh
 from gitmem.format import codec, layout
 from gitmem.format.layout import memory_path
 from gitmem.format.model import KNOWN_KEYS
-from gitmem.git.db import CommitSpec, Snapshot
+from gitmem.git.objects import Snapshot
 
 DOCUMENTED_CODES = set(EXIT_CODES.values()) | {0}
 

@@ -63,7 +63,7 @@ def recorder() -> Iterator[Recorder]:
 def rows(store: Store, table: str) -> list[tuple[Any, ...]]:
     index = store.index()
     index.catch_up()
-    conn = index._connect()
+    conn = index.connect()
     return sorted(conn.execute(f"SELECT id, blob FROM {table}").fetchall())
 
 
@@ -132,7 +132,7 @@ def test_a_failing_provider_leaves_the_store_readable(
         two = store.create("two\n")
         assert two.id in {m.id for m in store.list()}  # the failure did not stop the read
         assert "row provider boom failed" in caplog.text
-        conn = store.index()._connect()
+        conn = store.index().connect()
         assert conn.execute("SELECT count(*) FROM boom_rows").fetchone() == (0,)
         assert store.index().meta()["provider:boom"] == "1 failed"
         assert store.index().meta()["commit"] == str(store.db().tip().id)  # type: ignore[union-attr]
@@ -158,7 +158,7 @@ def _fts_instances(store: Store) -> list[tuple[Any, ...]]:
     """Every (memory id, term, column, offset) the full-text table holds."""
     index = store.index()
     index.catch_up()
-    conn = index._connect()
+    conn = index.connect()
     with contextlib.suppress(sqlite3.OperationalError):
         conn.execute("CREATE VIRTUAL TABLE temp.fts_i USING fts5vocab(main, fts, instance)")
     found = conn.execute(
@@ -219,6 +219,6 @@ def test_fts_is_contentless_and_small(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s", clock=FixedClock())
     body = "The deploy target is staging; production deploys need a tag.\n" * 20
     store.create(body)
-    conn = store.index()._connect()
+    conn = store.index().connect()
     store.index().catch_up()
     assert conn.execute("SELECT body FROM fts").fetchone() == (None,)  # no second copy

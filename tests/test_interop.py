@@ -11,7 +11,7 @@ from storetools import commit_count, plant, run_git, status_porcelain, tip
 import gitmem
 from gitmem import DirtyWorktreeError, FixedClock, Memory, Store
 from gitmem.format.layout import memory_path
-from gitmem.git.db import build_tree
+from gitmem.git.objects import build_tree
 
 
 def location(store: Store) -> Path:

@@ -18,7 +18,7 @@ from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store
 from gitmem.cli.common import file_text
 from gitmem.format import codec
 from gitmem.format.layout import id_from_path
-from gitmem.git.db import build_tree
+from gitmem.git.objects import build_tree
 from gitmem.git.trust import trust
 from gitmem.store import merge as M
 from gitmem.store import sync as S

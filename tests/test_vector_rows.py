@@ -67,7 +67,7 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
     for scope in store.scopes:
         index = store.index(scope)
         vectors.sync(index, embedder)
-        conn = index._connect()
+        conn = index.connect()
         rows = vectors.rows(conn)
         blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
         assert {b for _, b, _ in rows} == blobs  # one vector per current blob, no other
@@ -135,7 +135,7 @@ def test_a_changed_memory_gets_a_new_vector_and_the_old_one_goes(tmp_path: Path)
     assert embedder.calls == calls + 1
     store.delete(b.id)
     assert vectors.sync(index, embedder) == 0
-    conn = index._connect()
+    conn = index.connect()
     assert len(vectors.rows(conn)) == 1
     # Another embedder (the user changed the config): every memory gets its vector.
     other = HashEmbedder("hash-other", 16)
@@ -153,7 +153,7 @@ def test_nearest_returns_current_rows_by_cosine(tmp_path: Path) -> None:
     embedder = HashEmbedder()
     index = store.index()
     near = vectors.nearest(index, "alpha beta", 5, embedder=embedder)
-    conn = index._connect()
+    conn = index.connect()
     ids = [conn.execute("SELECT id FROM memories WHERE rowid = ?", (r,)).fetchone()[0]
            for r, _ in near]
     assert ids[0] == one.id and len(ids) == 2
@@ -171,7 +171,7 @@ def test_nearest_finds_the_memory_by_meaning_with_the_default_embedder(tmp_path:
     index = store.index()
     found = vectors.nearest(index, "how do we ship a release to staging?", 3)
     assert found, "no default embedder"
-    conn = index._connect()
+    conn = index.connect()
     top = conn.execute("SELECT id FROM memories WHERE rowid = ?", (found[0][0],)).fetchone()[0]
     assert top == deploy.id
     assert [c for _, c in found] == sorted((c for _, c in found), reverse=True)
@@ -194,7 +194,7 @@ def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-    pending = store.index()._connect().execute("SELECT count(*) FROM vector_pending")
+    pending = store.index().connect().execute("SELECT count(*) FROM vector_pending")
     assert pending.fetchone()[0] == 1
 
 
@@ -217,7 +217,7 @@ def test_a_failing_embedder_leaves_recall_lexical_and_is_not_retried_at_once(
     assert vectors.nearest(index, "alpha", 5, embedder=down) == []
     assert down.calls == 1  # the second query did not wait on the endpoint again
     assert "semantic recall skipped" in caplog.text
-    pending = index._connect().execute("SELECT count(*) FROM vector_pending").fetchone()[0]
+    pending = index.connect().execute("SELECT count(*) FROM vector_pending").fetchone()[0]
     assert pending == 1  # nothing half-written: the next try embeds it
     vectors._failed_until.clear()
     assert vectors.nearest(index, "alpha", 5, embedder=HashEmbedder("down-test"))

@@ -226,7 +226,7 @@ def _indexed_file(store: Store, memory_id: str) -> bytes | None:
         return None
     import pygit2
 
-    from gitmem.git.db import blob_data
+    from gitmem.git.objects import blob_data
 
     for scope in store.scopes:
         rows = store.index(scope).rows(

@@ -60,6 +60,7 @@ from typing import Any
 import pygit2
 
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
+from gitmem.base.trailers import CommitSpec
 from gitmem.entry import hooks as hooks_mod
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import (
@@ -72,7 +73,8 @@ from gitmem.format.layout import (
 from gitmem.format.model import Memory, Scope
 from gitmem.git import autopack
 from gitmem.git.command import popen_git, run_git
-from gitmem.git.db import CommitSpec, GitDB, Snapshot, blob_data, get_commit, get_tree
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot, blob_data, get_commit, get_tree
 from gitmem.store import merge as merge_mod
 from gitmem.store.core import Problem, Store, open_store
 from gitmem.store.index import Index
@@ -265,7 +267,7 @@ def _broken_tip(ctx: _Context) -> Finding | None:
 
 def _damaged(check: str, ctx: _Context, exc: BaseException, what: str = "") -> Finding:
     """One line for a damaged repository met by ``check``, with the recovery that can work."""
-    from gitmem.git.db import damaged_hint
+    from gitmem.git.objects import damaged_hint
 
     if isinstance(exc, GitmemError):
         message = exc.message

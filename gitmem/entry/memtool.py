@@ -40,7 +40,7 @@ from pygit2.enums import FileMode
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.format import codec
 from gitmem.format.layout import DOCUMENT_ROOTS, MAX_PATH_DEPTH, MEMORY_SUFFIX
-from gitmem.git.db import Snapshot
+from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 
 __all__ = [

@@ -23,19 +23,12 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.base.trailers import CommitSpec, agent_author, parse_trailers
 from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths
 from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
-from gitmem.git.db import (
-    CommitSpec,
-    GitDB,
-    Snapshot,
-    agent_author,
-    author_time,
-    blob_data,
-    get_commit,
-    parse_trailers,
-)
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
 from gitmem.store.touches import _blob, changed_paths
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ from gitmem.base.errors import (
     NotFoundError,
 )
 from gitmem.format import memfile
-from gitmem.git.db import Snapshot
+from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store, Transaction, index_writable
 from gitmem.store.graphindex import (
     ENTITIES_ROOT,

@@ -47,7 +47,8 @@ from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Scope
-from gitmem.git.db import GitDB, blob_data
+from gitmem.git.db import GitDB
+from gitmem.git.objects import blob_data
 from gitmem.store.core import Store
 
 MESSAGE_PATH = "(commit message)"

@@ -24,10 +24,11 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.base.trailers import parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
 from gitmem.format.model import Memory, Status
-from gitmem.git.db import Snapshot, get_commit, parse_trailers
+from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store.merge import FORK_KEY
 
 if TYPE_CHECKING:

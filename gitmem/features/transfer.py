@@ -35,6 +35,7 @@ from gitmem.base.errors import (
     InvalidInputError,
     InvalidMemoryError,
 )
+from gitmem.base.trailers import CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
 from gitmem.format import codec, secrets
 from gitmem.format.layout import (
@@ -46,7 +47,7 @@ from gitmem.format.layout import (
     memory_path,
 )
 from gitmem.format.model import Memory, Scope, Trigger
-from gitmem.git.db import CommitSpec, Snapshot
+from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 
 __all__ = [

@@ -36,8 +36,6 @@ at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import subprocess
@@ -47,6 +45,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gitmem.git.locks import try_flock
 
 log = logging.getLogger(__name__)
 
@@ -265,17 +265,6 @@ def exclusive(gitdir: Path, timeout: float = 600.0) -> Iterator[None]:
 
 def _state(gitdir: Path) -> Path:
     return gitdir / STATE_DIR
-
-
-def try_flock(fd: int) -> bool:
-    """Take an exclusive ``flock`` on ``fd`` without waiting; False if someone holds it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
 
 
 def _busy(gitdir: Path) -> bool:

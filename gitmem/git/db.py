@@ -19,15 +19,12 @@ import glob
 import logging
 import os
 import random
-import re
-import shlex
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import pygit2
 from pygit2.enums import FileMode, SortMode
@@ -39,11 +36,27 @@ from gitmem.base.errors import (
     InvalidInputError,
     LockTimeoutError,
     NotFoundError,
-    RepositoryDamagedError,
     StoreError,
+)
+from gitmem.base.trailers import (
+    Author,
+    CommitSpec,
+    _email_local,
+    format_message,
 )
 from gitmem.git import autopack
 from gitmem.git import stage as gitindex
+from gitmem.git.locks import pid_alive
+from gitmem.git.objects import (
+    RecordingSnapshot,
+    Snapshot,
+    blob_data,
+    build_tree,
+    create_blob,
+    differs,
+    get_commit,
+    write_object,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,390 +70,6 @@ COMMITTER_NAME = "gitmem"
 COMMITTER_EMAIL = "gitmem@gitmem.invalid"
 STATE_DIR = "gitmem"
 """Derived state lives in ``<gitdir>/gitmem/``: never committed, rebuilt from git."""
-
-_TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
-_UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")
-
-
-@dataclass(frozen=True)
-class Author:
-    name: str
-    email: str
-
-
-@dataclass
-class CommitSpec:
-    """What a plan wants the commit to say."""
-
-    subject: str
-    body: str | None = None
-    trailers: list[tuple[str, str]] = field(default_factory=list)
-    author: Author | None = None
-
-
-class Snapshot:
-    """The tree of one commit plus the changes a plan has staged on top of it."""
-
-    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
-        self.repo = repo
-        self._commit = commit
-        self._tree: pygit2.Tree | None = commit.tree if commit is not None else None
-        self.changes: dict[str, bytes | None] = {}
-        # casefold(path or folder) -> the spellings staged under it, so a create can ask
-        # "is a case twin staged?" without scanning every staged change (bulk imports stage
-        # thousands). Kept up to date by put/remove; rebuilt if changes was written directly.
-        self._spellings: dict[str, set[str]] = {}
-        self._indexed = 0
-        self._folder_folds: dict[str, dict[str, set[str]]] = {}
-
-    @property
-    def commit(self) -> pygit2.Commit | None:
-        """The commit this snapshot shows. A plan that reads it (or :attr:`tree`) directly
-        depends on more than the paths it looked up: see :class:`RecordingSnapshot`."""
-        self._opaque_read()
-        return self._commit
-
-    @property
-    def tree(self) -> pygit2.Tree | None:
-        self._opaque_read()
-        return self._tree
-
-    def _opaque_read(self) -> None:
-        """Hook for :class:`RecordingSnapshot`."""
-
-    def _index(self, path: str) -> None:
-        parts = path.split("/")
-        for depth in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:depth])
-            self._spellings.setdefault(prefix.casefold(), set()).add(prefix)
-
-    def committed_spellings(self, folder: str, name: str) -> set[str]:
-        """Names in the committed ``folder`` ("" for the root) equal to ``name`` but for
-        letter case (itself included). Each folder is read once per snapshot."""
-        folds = self._folder_folds.get(folder)
-        if folds is None:
-            entry = self._entry(folder) if folder else self._tree
-            folds = {}
-            if isinstance(entry, pygit2.Tree):
-                for item in entry:
-                    if item.name:
-                        folds.setdefault(item.name.casefold(), set()).add(item.name)
-            self._folder_folds[folder] = folds
-        return folds.get(name.casefold(), set())
-
-    def staged_spellings(self, path: str) -> set[str]:
-        """Every staged path or folder that equals ``path`` but for letter case (itself
-        included when staged). Entries of removed files may remain: callers confirm."""
-        if self._indexed != len(self.changes):
-            self._spellings.clear()
-            for staged in self.changes:
-                self._index(staged)
-            self._indexed = len(self.changes)
-        return self._spellings.get(path.casefold(), set())
-
-    def _entry(self, path: str) -> pygit2.Object | None:
-        if self._tree is None:
-            return None
-        try:
-            return self._tree[path]
-        except KeyError:
-            return None
-
-    def blob_id(self, path: str) -> pygit2.Oid | None:
-        """The committed blob id at ``path`` (staged changes ignored); None if absent."""
-        entry = self._entry(path)
-        if entry is None or entry.type_str != "blob":
-            return None
-        return entry.id
-
-    def read(self, path: str) -> bytes | None:
-        if path in self.changes:
-            return self.changes[path]
-        entry = self._entry(path)
-        if entry is None:
-            return None
-        if entry.type_str != "blob" or entry.filemode == FileMode.LINK:
-            # A symlink or a directory is never read as a memory: a link inside a
-            # store could point anywhere on the disk of whoever reads it.
-            return None
-        return blob_data(self.repo, entry.id)
-
-    def exists(self, path: str) -> bool:
-        if path in self.changes:
-            return self.changes[path] is not None
-        return self._entry(path) is not None
-
-    def put(self, path: str, data: bytes) -> None:
-        self._stage(path, data)
-
-    def remove(self, path: str) -> None:
-        self._stage(path, None)
-
-    def _stage(self, path: str, data: bytes | None) -> None:
-        new = path not in self.changes
-        self.changes[path] = data
-        if new and self._indexed == len(self.changes) - 1:
-            self._index(path)
-            self._indexed += 1
-
-    def iter_files(self, prefix: str) -> Iterator[str]:
-        """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
-        seen: set[str] = set()
-        entry = self._entry(prefix) if prefix else self._tree
-        if entry is not None and entry.type_str == "tree":
-            for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
-                seen.add(path)
-                if self.changes.get(path, b"") is not None:
-                    yield path
-        for path, data in self.changes.items():
-            if data is not None and path not in seen and path.startswith(prefix + "/"):
-                yield path
-
-
-class RecordingSnapshot(Snapshot):
-    """A :class:`Snapshot` that remembers what the plan read of its commit.
-
-    Group commit (:mod:`gitmem.git.groupcommit`) moves a plan's changes onto a newer tip
-    without running the plan again when everything it read is the same there: each path
-    it looked up (a file, a folder: by object id and mode) and each case-twin question it
-    asked. A plan that reads :attr:`commit` or :attr:`tree` directly is *opaque*: its
-    changes only ever go onto the commit it ran on.
-    """
-
-    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
-        super().__init__(repo, commit)
-        self.entries: dict[str, tuple[str, int] | None] = {}
-        self.spellings: dict[tuple[str, str], list[str]] = {}
-        self.opaque = False
-        self._quiet = 0
-
-    def _opaque_read(self) -> None:
-        self.opaque = True
-
-    def _entry(self, path: str) -> pygit2.Object | None:
-        entry = super()._entry(path)
-        if not self._quiet and path not in self.entries:
-            self.entries[path] = _entry_key(entry)
-        return entry
-
-    def committed_spellings(self, folder: str, name: str) -> set[str]:
-        self._quiet += 1
-        try:
-            result = super().committed_spellings(folder, name)
-        finally:
-            self._quiet -= 1
-        self.spellings[(folder, name.casefold())] = sorted(result)
-        return result
-
-
-def _entry_key(entry: pygit2.Object | None) -> tuple[str, int] | None:
-    return (str(entry.id), int(entry.filemode)) if entry is not None else None
-
-
-def reads_hold(
-    repo: pygit2.Repository,
-    tree: pygit2.Tree | None,
-    entries: dict[str, tuple[str, int] | None],
-    spellings: dict[tuple[str, str], list[str]],
-) -> bool:
-    """Whether a plan that read ``entries`` and ``spellings`` would read the same in ``tree``."""
-    probe = Snapshot(repo, None)
-    probe._tree = tree
-    for path, seen in entries.items():
-        if _entry_key(probe._entry(path)) != (tuple(seen) if seen is not None else None):
-            return False
-    return all(
-        sorted(probe.committed_spellings(folder, fold)) == list(seen)
-        for (folder, fold), seen in spellings.items()
-    )
-
-
-def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
-    """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
-    object is missing or cannot be read: a bare KeyError or "failed to inflate" says
-    neither what is wrong nor what to do."""
-    try:
-        return repo[oid]
-    except KeyError:
-        raise RepositoryDamagedError(
-            f"the {what} {oid} is missing from the repository {repo.path}",
-            hint=damaged_hint(repo.path),
-        ) from None
-    except pygit2.GitError as exc:
-        raise RepositoryDamagedError(
-            f"the {what} {oid} in {repo.path} cannot be read ({exc})",
-            hint=damaged_hint(repo.path),
-        ) from None
-
-
-def damaged_hint(gitdir: str) -> str:
-    """The recovery hint of a damaged repository, naming it."""
-    return RepositoryDamagedError.default_hint.replace("STORE", shlex.quote(gitdir.rstrip("/")))
-
-
-def get_commit(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
-    obj = _object(repo, oid, "commit")
-    if obj.type_str != "commit":
-        raise StoreError(f"{oid} is a {obj.type_str}, not a commit")
-    return cast(pygit2.Commit, obj)
-
-
-def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
-    obj = _object(repo, oid, "tree")
-    if not isinstance(obj, pygit2.Tree):
-        raise StoreError(f"{oid} is a {obj.type_str}, not a tree")
-    return obj
-
-
-def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
-    obj = _object(repo, oid, "file (blob)")
-    if not isinstance(obj, pygit2.Blob):
-        raise StoreError(f"{oid} is a {obj.type_str}, not a blob")
-    try:
-        return obj.data
-    except pygit2.GitError as exc:  # the header read, the content does not inflate
-        raise RepositoryDamagedError(
-            f"the file (blob) {oid} in {repo.path} cannot be read ({exc})",
-            hint=damaged_hint(repo.path),
-        ) from None
-
-
-def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
-    for entry in tree:
-        path = f"{prefix}/{entry.name}" if prefix else str(entry.name)
-        if entry.type_str == "tree":
-            yield from _walk_tree(repo, get_tree(repo, entry.id), path)
-        elif entry.type_str == "blob" and entry.filemode != FileMode.LINK:
-            yield path
-
-
-def build_tree(
-    repo: pygit2.Repository,
-    base: pygit2.Tree | None,
-    changes: dict[str, bytes | None] | dict[str, pygit2.Oid | None],
-) -> pygit2.Oid:
-    """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
-
-    A change is the file's bytes, or the id of a blob already written; None removes.
-
-    Cost grows with the depth of the touched paths and the size of the touched
-    directories, never with the number of files in the store.
-    """
-    nested: dict[str, Any] = {}
-    for path, data in changes.items():
-        parts = path.split("/")
-        node = nested
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise InvalidInputError(f"path {path!r} runs through a file")
-            node = child
-        node[parts[-1]] = data
-
-    def apply(tree: pygit2.Tree | None, node: dict[str, Any]) -> pygit2.Oid | None:
-        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
-        for name, sub in node.items():
-            existing = tree[name] if tree is not None and name in tree else None
-            if isinstance(sub, dict):
-                subtree = (
-                    get_tree(repo, existing.id)
-                    if existing is not None and existing.type_str == "tree"
-                    else None
-                )
-                if existing is not None and subtree is None:
-                    raise InvalidInputError(f"{name!r} is a file where a directory is needed")
-                sub_oid = apply(subtree, sub)
-                if sub_oid is None:
-                    if existing is not None:
-                        builder.remove(name)
-                else:
-                    builder.insert(name, sub_oid, FileMode.TREE)
-            elif sub is None:
-                if existing is not None:
-                    builder.remove(name)
-            else:
-                blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
-                builder.insert(name, blob, FileMode.BLOB)
-        if len(builder) == 0:
-            return None
-        oid: pygit2.Oid = write_object(builder.write)
-        return oid
-
-    result = apply(base, nested)
-    if result is None:
-        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
-        return empty
-    return result
-
-
-VANISHED_DIR_RETRIES = 5
-
-
-def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
-    """Run one libgit2 object write, again if its fan-out directory vanished under it.
-
-    libgit2 writes a loose object by creating ``objects/xx/`` and then renaming a
-    temporary file into it. ``git repack -d`` and ``git prune-packed`` (the automatic
-    packing helper, ``gitmem gc``, a user's ``git gc`` or ``git maintenance``) remove a
-    fan-out directory once it is empty; landing between the two steps, that fails the
-    write with ENOENT. git's own writers retry the ``mkdir`` for exactly this race; so
-    does this. Objects are content-addressed, so writing one twice is harmless.
-    """
-    for attempt in range(VANISHED_DIR_RETRIES):
-        try:
-            return write()
-        except OSError as exc:
-            if attempt + 1 == VANISHED_DIR_RETRIES or not _vanished(exc):
-                raise
-            log.debug("object directory vanished during a write (%s); writing again", exc)
-    raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _vanished(exc: OSError) -> bool:
-    # pygit2 raises a bare OSError carrying libgit2's message, without errno.
-    return exc.errno == errno.ENOENT or "No such file or directory" in str(exc)
-
-
-def create_blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
-    """``repo.create_blob`` through :func:`write_object`."""
-    return write_object(lambda: repo.create_blob(data))
-
-
-def format_message(spec: CommitSpec) -> str:
-    subject = _UNSAFE_LINE_RE.sub(" ", spec.subject).strip() or "gitmem write"
-    if len(subject) > 100:
-        subject = subject[:99] + "…"
-    parts = [subject]
-    if spec.body and spec.body.strip():
-        parts.append(spec.body.strip())
-    if spec.trailers:
-        parts.append(
-            "\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers)
-        )
-    return "\n\n".join(parts) + "\n"
-
-
-def parse_trailers(message: str) -> list[tuple[str, str]]:
-    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``."""
-    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
-    if len(paragraphs) < 2:
-        return []
-    out: list[tuple[str, str]] = []
-    for line in paragraphs[-1].splitlines():
-        match = _TRAILER_RE.match(line)
-        if match is None:
-            return []
-        out.append((match.group(1), match.group(2).strip()))
-    return out
-
-
-def commit_time(commit: pygit2.Commit) -> dt.datetime:
-    return dt.datetime.fromtimestamp(commit.commit_time, dt.UTC)
-
-
-def author_time(commit: pygit2.Commit) -> dt.datetime:
-    return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
-
 
 DEFAULT_BRANCH = "main"
 
@@ -719,7 +348,7 @@ class GitDB:
             tip = self.tip()
             snap = RecordingSnapshot(repo, tip)
             spec, value = plan(snap)
-            changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+            changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
             if not changes:
                 return value, None
             author = spec.author or self.default_author()
@@ -772,7 +401,7 @@ class GitDB:
                     self._heal_worktree(tip)
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
-                changes = {p: d for p, d in snap.changes.items() if _differs(snap, p, d)}
+                changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
                 if not changes:
                     return value, None
                 if self.workdir is not None:
@@ -982,7 +611,7 @@ class GitDB:
             return
         for tmp in candidates:
             pid_text = tmp.name[len(full.name) + 2 : -len(".tmp")]
-            if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            if not pid_text.isdigit() or pid_alive(int(pid_text)):
                 continue
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -1108,13 +737,6 @@ class GitDB:
                 time.sleep(0.01 * random.uniform(0.5, 1.5))
 
 
-def _differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
-    current = snap.blob_id(path)
-    if data is None:
-        return current is not None
-    return current is None or current != pygit2.hash(data)
-
-
 def _make_dirs(path: Path, top: Path) -> None:
     """``mkdir -p`` below ``top`` with 0o775 before the umask: never world-writable."""
     missing: list[Path] = []
@@ -1124,18 +746,6 @@ def _make_dirs(path: Path, top: Path) -> None:
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o775)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
 
 
 def _prune_empty_dirs(directory: Path, root: Path) -> None:
@@ -1155,11 +765,3 @@ def _config_get(config: pygit2.Config, key: str) -> str | None:
     return str(value) if value else None
 
 
-def _email_local(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
-    return cleaned or "agent"
-
-
-def agent_author(agent: str) -> Author:
-    """The commit author for an agent: ``git log --author=<agent>`` finds its writes."""
-    return Author(agent, f"{_email_local(agent)}@agents.gitmem.invalid")

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem.base.errors import ConflictError
-from gitmem.git.autopack import try_flock
+from gitmem.git.locks import try_flock
 
 if TYPE_CHECKING:
     from gitmem.git.db import GitDB
@@ -364,7 +364,8 @@ class CommitQueue:
         """Commit what still applies as one chain on the tip and move the branch to it.
         ``queued``: the requests that came through queue files (journalled before the move,
         so a successor can tell their writers what landed)."""
-        from gitmem.git.db import Author, build_tree, get_commit, get_tree, reads_hold
+        from gitmem.base.trailers import Author
+        from gitmem.git.objects import build_tree, get_commit, get_tree, reads_hold
 
         deadline = time.monotonic() + self.db.lock_timeout
         attempt = 0
@@ -431,10 +432,10 @@ class CommitQueue:
 
 def _remove_if_dead(tmp: Path) -> None:
     """Remove ``.<name>.<pid>.tmp`` once the process that was writing it is gone."""
-    from gitmem.git.db import _pid_alive
+    from gitmem.git.locks import pid_alive
 
     pid = tmp.name[: -len(".tmp")].rsplit(".", 1)[-1]
-    if pid.isdigit() and not _pid_alive(int(pid)):
+    if pid.isdigit() and not pid_alive(int(pid)):
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
 

@@ -40,6 +40,7 @@ from gitmem.base.errors import (
     StoreError,
     TooLargeError,
 )
+from gitmem.base.trailers import Author, CommitSpec, agent_author, parse_trailers
 from gitmem.format import codec, memfile, schema
 from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from gitmem.format.layout import (
@@ -67,16 +68,15 @@ from gitmem.format.model import (
     memory_from_document,
 )
 from gitmem.format.versions import Chain, successor_map, walk_back, walk_forward
-from gitmem.git.db import (
-    Author,
-    CommitSpec,
-    GitDB,
-    Snapshot,
-    agent_author,
-    author_time,
-    blob_data,
-    parse_trailers,
-)
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot, author_time, blob_data
+
+# The row providers of other modules register when those modules are imported. Every
+# process that opens an index opens it through a Store, so importing them here keeps
+# their rows current wherever the index is caught up (a command that never recalls or
+# reads the graph cannot leave them behind; a provider that missed commits is refilled
+# whole): the vector rows and the knowledge graph's.
+from gitmem.store import graphindex, vectors  # noqa: F401  (registration)
 from gitmem.store.index import Index, IndexStats, Progress, infer_op
 
 if TYPE_CHECKING:

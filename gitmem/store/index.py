@@ -48,9 +48,11 @@ from pygit2.enums import SortMode
 
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.base.trailers import parse_trailers
 from gitmem.format.layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
-from gitmem.git.db import GitDB, blob_data, get_commit, parse_trailers
+from gitmem.git.db import GitDB
+from gitmem.git.objects import blob_data, get_commit
 from gitmem.store import lexical
 
 log = logging.getLogger(__name__)
@@ -402,7 +404,9 @@ class Index:
 
     # -- connection -------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
+        """This thread's connection to the index file, opened (and the schema made) on first
+        use; row providers run their own statements on it (inside :meth:`writing` to write)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             if self._file_id() == self._local.file_id:
@@ -490,7 +494,7 @@ class Index:
     @contextlib.contextmanager
     def _query(self) -> Iterator[sqlite3.Connection]:
         """A connection caught up with the tip (query methods recover from corruption)."""
-        conn = self._connect()
+        conn = self.connect()
         self.catch_up()
         yield conn
 
@@ -510,7 +514,7 @@ class Index:
         (gitmem.store.graphindex): every statement in the block sees the same commit. It does
         not catch up (call :meth:`catch_up` first); call no other method of the index
         inside the block."""
-        conn = self._connect()
+        conn = self.connect()
         conn.execute("BEGIN")
         try:
             yield conn
@@ -519,22 +523,22 @@ class Index:
                 conn.execute("COMMIT")
 
     def indexed_commit(self) -> str | None:
-        row = self._connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        row = self.connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
         ``provider:<name>`` = ``"<version> <commit>"`` per row provider that has run."""
-        return {str(k): str(v) for k, v in self._connect().execute("SELECT key, value FROM meta")}
+        return {str(k): str(v) for k, v in self.connect().execute("SELECT key, value FROM meta")}
 
     def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
         """Bring the index to the branch tip. Returns None when it already was there."""
         tip = self.db.tip()
         tip_hex = str(tip.id) if tip is not None else None
-        conn = self._connect()
+        conn = self.connect()
         if self._current(conn, tip_hex):
             return None
-        with self._writing(conn):
+        with self.writing(conn):
             # Read the tip again under the write lock: another process may have indexed a
             # newer one meanwhile, and the tip read before would not descend from it.
             return self._catch_up_locked(conn, self.db.tip(), progress)
@@ -554,8 +558,8 @@ class Index:
 
     def rebuild(self, progress: Progress | None = None) -> IndexStats:
         """Forget everything and index the whole history again."""
-        conn = self._connect()
-        with self._writing(conn):
+        conn = self.connect()
+        with self.writing(conn):
             self._clear(conn)
             # Every provider refills its tables too, whatever commit they say they follow.
             conn.execute("DELETE FROM meta WHERE key LIKE 'provider:%'")
@@ -564,7 +568,7 @@ class Index:
             return stats
 
     @contextlib.contextmanager
-    def _writing(self, conn: sqlite3.Connection) -> Iterator[None]:
+    def writing(self, conn: sqlite3.Connection) -> Iterator[None]:
         """One write transaction, this thread's and (BEGIN IMMEDIATE) this process's alone."""
         with self._catchup_lock:
             _patiently(conn, "BEGIN IMMEDIATE", self.write_wait)
@@ -1372,11 +1376,3 @@ def _insert_versions(
         )
     if commits:
         conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)
-
-
-# The row providers of other modules register when those modules are imported; importing
-# them here keeps their rows current in every process that opens an index, so a command that
-# never recalls or reads the graph cannot leave them behind (a provider that missed commits
-# is refilled whole): the vector rows (gitmem.store.vectors) and the knowledge graph's
-# (gitmem.store.graphindex).
-from gitmem.store import graphindex, vectors  # noqa: E402, F401

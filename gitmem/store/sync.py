@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from gitmem.base.trailers import CommitSpec, format_message
 from gitmem.format import codec
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
-from gitmem.git.db import CommitSpec, GitDB, Snapshot, build_tree, format_message, get_commit
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot, build_tree, get_commit
 from gitmem.store import merge as merging
 
 if TYPE_CHECKING:

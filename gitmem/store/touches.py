@@ -12,7 +12,7 @@ import pygit2
 
 from gitmem.format import memfile
 from gitmem.format.layout import id_from_path
-from gitmem.git.db import blob_data
+from gitmem.git.objects import blob_data
 
 
 def _blob(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:

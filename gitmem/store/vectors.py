@@ -558,13 +558,13 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
     embedders, or the index was rebuilt) it embeds every current memory, at the default
     embedder's ten thousand or more short memories a second.
     """
-    conn = index._connect()
+    conn = index.connect()
     index.catch_up()
     model = embedder.name
     if _complete(conn, model):
         return 0
     written = 0
-    with index._writing(conn):
+    with index.writing(conn):
         row = conn.execute(
             "SELECT complete FROM vector_models WHERE model = ?", (model,)
         ).fetchone()
@@ -721,7 +721,7 @@ def nearest(
         return []
     try:
         sync(index, embedder)
-        conn = index._connect()
+        conn = index.connect()
         weighted = getattr(embedder, "embed_weighted", None)
         idf = idf_weights(conn, embedder.name) if weighted is not None else None
         # A static embedder's query weighs each token by how rare it is among the memories:

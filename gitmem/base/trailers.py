@@ -1,0 +1,70 @@
+"""Commit messages: who wrote a change, what it did, and the trailers that say so.
+
+Every gitmem commit ends in ``Gitmem-*`` trailers (``Gitmem-Op: create``, ``Gitmem-Id:``,
+...) that the log, audit, review and the index read back. This module writes and
+parses them; it knows nothing of git objects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
+
+
+_UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+@dataclass
+class CommitSpec:
+    """What a plan wants the commit to say."""
+
+    subject: str
+    body: str | None = None
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    author: Author | None = None
+
+
+def format_message(spec: CommitSpec) -> str:
+    subject = _UNSAFE_LINE_RE.sub(" ", spec.subject).strip() or "gitmem write"
+    if len(subject) > 100:
+        subject = subject[:99] + "…"
+    parts = [subject]
+    if spec.body and spec.body.strip():
+        parts.append(spec.body.strip())
+    if spec.trailers:
+        parts.append(
+            "\n".join(f"{k}: {_UNSAFE_LINE_RE.sub(' ', v).strip()}" for k, v in spec.trailers)
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_trailers(message: str) -> list[tuple[str, str]]:
+    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return []
+    out: list[tuple[str, str]] = []
+    for line in paragraphs[-1].splitlines():
+        match = _TRAILER_RE.match(line)
+        if match is None:
+            return []
+        out.append((match.group(1), match.group(2).strip()))
+    return out
+
+
+def _email_local(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return cleaned or "agent"
+
+
+def agent_author(agent: str) -> Author:
+    """The commit author for an agent: ``git log --author=<agent>`` finds its writes."""
+    return Author(agent, f"{_email_local(agent)}@agents.gitmem.invalid")
