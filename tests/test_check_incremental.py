@@ -376,4 +376,9 @@ def test_project_hook_run_loads_no_secret_patterns_merge_or_search(
     assert "gitmem check:" in out
     loaded = set(out.split())
     assert "gitmem.features.lifecycle.anchors" in loaded  # the check did run in this process
-    assert not {"gitmem.format.secrets", "gitmem.store.merge", "gitmem.store.search", "gitmem.git.maintenance"} & loaded
+    assert not {
+        "gitmem.format.secrets",
+        "gitmem.store.merge",
+        "gitmem.store.search",
+        "gitmem.git.maintenance",
+    } & loaded

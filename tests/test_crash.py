@@ -46,7 +46,9 @@ from gitmem.git import autopack
 
 KILLS = int(os.environ.get("GITMEM_CRASH_KILLS", "6"))
 CTX = multiprocessing.get_context("forkserver")
-CTX.set_forkserver_preload(["gitmem", "gitmem.store.core", "gitmem.store.sync", "gitmem.store.index"])
+CTX.set_forkserver_preload(
+    ["gitmem", "gitmem.store.core", "gitmem.store.sync", "gitmem.store.index"]
+)
 
 
 # -- the child: a writer that journals what it starts and what it was told succeeded -------------

@@ -118,7 +118,8 @@ def test_create_injects_timestamps_and_refuses_an_existing_document(
 
 def test_snake_case_entries_and_entry_objects_work_too(layered: LayeredStore) -> None:
     layered.create({"layer": "agent", "agent": "scout", "file_type": "notes", "content": "n\n"})
-    layered.create(MemoryEntry(layer=gitmem.features.layered.Layer.COMMAND, file_type="deploy_history",
+    layered.create(MemoryEntry(layer=gitmem.features.layered.Layer.COMMAND,
+                               file_type="deploy_history",
                                content="d\n", project="acme", command="deploy"))
     assert layered.read("agent", None, "notes", agent="scout") is not None
     doc = layered.read("command", "acme", "deploy_history")

@@ -41,7 +41,8 @@ def test_version_command_does_not_load_the_store() -> None:
     )
     loaded = _modules_after(code)
     assert "gitmem.cli" in loaded
-    assert not {"gitmem.store.core", "gitmem.format.model", "gitmem.format.codec", "jsonschema"} & loaded
+    heavy = {"gitmem.store.core", "gitmem.format.model", "gitmem.format.codec", "jsonschema"}
+    assert not heavy & loaded
 
 
 def test_jsonschema_waits_for_the_first_validation() -> None:

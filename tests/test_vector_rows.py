@@ -186,7 +186,8 @@ def test_catch_up_loads_no_embedder_and_no_numpy(tmp_path: Path) -> None:
         "import sys, gitmem\n"
         f"s = gitmem.open({str(store.path)!r})\n"
         "assert len(s.list()) == 1\n"
-        "print(sorted(m for m in ('numpy', 'gitmem.store.embed', 'tokenizers') if m in sys.modules))\n"
+        "print(sorted(m for m in ('numpy', 'gitmem.store.embed', 'tokenizers')\n"
+        "             if m in sys.modules))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False,

@@ -30,6 +30,8 @@ class CommitSpec:
     body: str | None = None
     trailers: list[tuple[str, str]] = field(default_factory=list)
     author: Author | None = None
+    merge_parents: tuple[str, ...] = ()
+    """Further parents (commit ids) after the branch tip: a merge commit (``gitmem sync``)."""
 
 
 def format_message(spec: CommitSpec) -> str:

@@ -537,7 +537,7 @@ def purge(
         report.refs = [(n, str(refs[n]), "") for n in names if refs[n] in changed]
         report.steps = _steps(db, remote, report, dry_run=True)
         return report
-    with db._writer_lock(time.monotonic() + db.lock_timeout):
+    with db.writer_lock(time.monotonic() + db.lock_timeout):
         _refuse_unsafe(db, remote)  # again, under the lock: nothing moved meanwhile
         mapping: dict[pygit2.Oid, pygit2.Oid] = {}
         for commit in commits:
@@ -571,7 +571,7 @@ def purge(
                     changes[path] = blob_data(repo, entry.id)
                 except KeyError:
                     changes[path] = None
-            db._sync_worktree(old_tip, new_tip, changes)
+            db.update_worktree(old_tip, new_tip, changes)
     _drop_index(db)
     report.steps = _steps(db, remote, report, dry_run=False)
     return report

@@ -48,6 +48,7 @@ from gitmem.git import autopack
 from gitmem.git import stage as gitindex
 from gitmem.git.locks import pid_alive
 from gitmem.git.objects import (
+    FastForward,
     RecordingSnapshot,
     Snapshot,
     blob_data,
@@ -333,6 +334,16 @@ class GitDB:
             return self._write_grouped(plan)
         return self._write_alone(plan)
 
+    def integrate(
+        self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
+    ) -> tuple[T, pygit2.Oid | None]:
+        """:meth:`write` for a plan that may also answer with a merge commit
+        (``CommitSpec.merge_parents``) or a :class:`FastForward` to an existing commit:
+        ``gitmem sync``. The same loop (writer lock, work-tree checks, compare-and-swap,
+        retry on a lost race), never through group commit, whose leader re-bases changes
+        onto a newer tip and so cannot keep a merge's parents."""
+        return self._write_alone(plan)
+
     def _write_grouped(
         self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
     ) -> tuple[T, pygit2.Oid | None]:
@@ -383,14 +394,14 @@ class GitDB:
                 )
 
     def _write_alone(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+        self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
         """Compare-and-swap: run the plan, commit, move the branch; on a lost race, again."""
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
         while True:
             attempt += 1
-            with self._writer_lock(deadline):
+            with self.writer_lock(deadline):
                 repo = self.repo
                 try:
                     ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
@@ -402,28 +413,34 @@ class GitDB:
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
                 changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
-                if not changes:
+                merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
+                if isinstance(spec, CommitSpec) and not changes and not merging:
                     return value, None
                 if self.workdir is not None:
                     self._check_clean(snap, changes)
-                tree = build_tree(repo, snap._tree, changes)
-                now = self.clock.now()
-                author = spec.author or self.default_author()
-                parents = [tip.id] if tip is not None else []
-                oid = self.make_commit(
-                    author, int(now.timestamp()), format_message(spec), tree, parents
-                )
+                if isinstance(spec, FastForward):
+                    oid, reason = spec.target.id, spec.reason
+                else:
+                    tree = build_tree(repo, snap._tree, changes)
+                    now = self.clock.now()
+                    author = spec.author or self.default_author()
+                    parents = [tip.id] if tip is not None else []
+                    parents += [pygit2.Oid(hex=p) for p in spec.merge_parents]
+                    oid = self.make_commit(
+                        author, int(now.timestamp()), format_message(spec), tree, parents
+                    )
+                    reason = f"gitmem: {spec.subject}"
                 try:
                     if ref is None:
                         repo.references.create(self.ref_name, oid)
                     else:
-                        ref.set_target(oid, f"gitmem: {spec.subject}")
+                        ref.set_target(oid, reason)
                 except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
-                    self._after_lost_race(exc, attempt, deadline)
+                    self.back_off(exc, attempt, deadline)
                     continue
                 if self.workdir is not None:
                     try:
-                        self._sync_worktree(tip, get_commit(repo, oid), changes)
+                        self.update_worktree(tip, get_commit(repo, oid), changes)
                     except (pygit2.GitError, OSError) as exc:
                         # The commit has landed: raising now would tell the caller a
                         # write failed that did not (a retry would write it twice). The
@@ -437,7 +454,7 @@ class GitDB:
                 self.autopack.after_write(repo)
                 return value, oid
 
-    def _after_lost_race(self, exc: BaseException, attempt: int, deadline: float) -> None:
+    def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
         """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
         self._clear_stale_lock(self.gitdir / (self.ref_name + ".lock"))
         if time.monotonic() > deadline:
@@ -462,7 +479,7 @@ class GitDB:
                 lock.unlink()
 
     @contextlib.contextmanager
-    def _writer_lock(self, deadline: float) -> Iterator[None]:
+    def writer_lock(self, deadline: float) -> Iterator[None]:
         """Serialize writers of a work-tree store; bare stores rely on CAS alone.
 
         The work tree and git's index are shared mutable state outside the object
@@ -592,7 +609,7 @@ class GitDB:
                     # branch, so `git status` shows their edit against the tip rather
                     # than a staged revert of the commit the dead writer left behind.
                     index_only[path] = (old_id, new_id)
-        self._sync_worktree(
+        self.update_worktree(
             old if isinstance(old, pygit2.Commit) else None, tip, changes, index_only
         )
 
@@ -617,7 +634,7 @@ class GitDB:
                 tmp.unlink()
                 log.info("removed %s, left by a writer that died", tmp)
 
-    def _sync_worktree(
+    def update_worktree(
         self,
         before: pygit2.Commit | None,
         after: pygit2.Commit,

@@ -422,7 +422,7 @@ class CommitQueue:
                 # build the chain again on the new tip.
                 with contextlib.suppress(FileNotFoundError):
                     (self.queue / BATCH_NAME).unlink()
-                self.db._after_lost_race(exc, attempt, deadline)
+                self.db.back_off(exc, attempt, deadline)
                 continue
             self.stats.led += 1
             self.stats.carried += len(chain) - 1

@@ -12,6 +12,7 @@ import errno
 import logging
 import shlex
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pygit2
@@ -20,6 +21,16 @@ from pygit2.enums import FileMode
 from gitmem.base.errors import InvalidInputError, RepositoryDamagedError, StoreError
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FastForward:
+    """A plan's answer that moves the branch to ``target``, a commit that already exists and
+    descends from the tip, instead of making one (``gitmem sync`` when only the remote moved).
+    What the plan staged is the difference, for the work tree."""
+
+    target: pygit2.Commit
+    reason: str
 
 
 class Snapshot:

@@ -14,27 +14,25 @@ between) fetches and merges again, up to ``max_attempts`` times.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import re
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
-from gitmem.base.trailers import CommitSpec, format_message
+from gitmem.base.trailers import CommitSpec
 from gitmem.format import codec
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
 from gitmem.git.db import GitDB
-from gitmem.git.objects import Snapshot, build_tree, get_commit
+from gitmem.git.objects import FastForward, Snapshot, get_commit
 from gitmem.store import merge as merging
 
 if TYPE_CHECKING:
@@ -419,49 +417,11 @@ def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
 # -- moving the branch ---------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(db: GitDB) -> Iterator[None]:
-    with db._writer_lock(time.monotonic() + db.lock_timeout):
-        yield
-
-
-def _move(
-    db: GitDB,
-    ref: pygit2.Reference | None,
-    tip: pygit2.Commit | None,
-    new: pygit2.Commit,
-    changes: dict[str, bytes | None],
-    reason: str,
-) -> bool:
-    """Compare-and-swap the branch from ``tip`` to ``new`` and bring the work tree along."""
-    repo = db.repo
-    try:
-        if ref is None:
-            repo.references.create(db.ref_name, new.id)
-        else:
-            ref.set_target(new.id, reason)
-    except (pygit2.GitError, pygit2.AlreadyExistsError, OSError):
-        return False
-    if db.workdir is not None:
-        try:
-            db._sync_worktree(tip, new, changes)
-        except (pygit2.GitError, OSError) as exc:
-            # The branch has moved: the next write heals the work tree, as after a
-            # killed writer (gitdb's own policy).
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "synced %s, but could not update the work tree (%s)", str(new.id)[:12], exc
-            )
-    return True
-
-
 def integrate(
     db: GitDB,
     theirs: pygit2.Commit,
     label: str,
     *,
-    attempts: int = 50,
     join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
     """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
@@ -469,59 +429,60 @@ def integrate(
     kind is none (already in), fast-forward or merge. Raises MergeConflictError
     (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
     when a file to change has uncommitted edits. Two unrelated histories merge only
-    with ``join`` (``gitmem join``: the team's configuration files win).
+    with ``join`` (``gitmem join``: the team's configuration files win). Runs in
+    :meth:`GitDB.integrate`, the write loop every write uses: on a lost race the plan
+    runs again on the new tip.
     """
-    for _ in range(attempts):
-        with _locked(db):
-            repo = db.repo
-            try:
-                ref: pygit2.Reference | None = repo.lookup_reference(db.ref_name)
-            except KeyError:
-                ref = None
-            tip = get_commit(repo, ref.target) if ref is not None else None
-            if db.workdir is not None:
-                db._heal_worktree(tip)
-            if tip is not None and (tip.id == theirs.id or repo.descendant_of(tip.id, theirs.id)):
-                return "none", TreeMerge(), tip, tip
-            snap = Snapshot(repo, tip)
-            if tip is None or repo.descendant_of(theirs.id, tip.id):
-                tm = TreeMerge()
-                for path in _changed_paths(repo, tip.tree if tip else None, theirs.tree):
-                    tm.changes[path] = Snapshot(repo, theirs).read(path)
-                if db.workdir is not None:
-                    db._check_clean(snap, tm.changes)
-                if _move(db, ref, tip, theirs, tm.changes, f"gitmem sync: fast-forward {label}"):
-                    return "fast-forward", tm, tip, theirs
-                continue
-            base_id = repo.merge_base(tip.id, theirs.id)
-            base = get_commit(repo, base_id) if base_id is not None else None
-            # Two stores made apart (unrelated histories) merge like any other two sides;
-            # `gitmem join` brings a personal store into a team's, whose configuration wins.
-            wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
-            tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
-            if tm.conflicts:
-                raise MergeConflictError(
-                    "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
-                    hint=(
-                        f"this store and {label} were made apart; to bring this one into "
-                        "that one, keeping both histories and its configuration: gitmem join URL"
-                    )
-                    if base is None
-                    else None,
+
+    def plan(
+        snap: Snapshot,
+    ) -> tuple[CommitSpec | FastForward, tuple[str, TreeMerge, pygit2.Commit | None]]:
+        repo = snap.repo
+        tip = snap.commit
+        if tip is not None and (tip.id == theirs.id or repo.descendant_of(tip.id, theirs.id)):
+            return CommitSpec("nothing to integrate"), ("none", TreeMerge(), tip)
+        if tip is None or repo.descendant_of(theirs.id, tip.id):
+            tm = TreeMerge()
+            for path in _changed_paths(repo, tip.tree if tip else None, theirs.tree):
+                tm.changes[path] = Snapshot(repo, theirs).read(path)
+            _stage(snap, tm.changes)
+            ff = FastForward(theirs, f"gitmem sync: fast-forward {label}")
+            return ff, ("fast-forward", tm, tip)
+        base_id = repo.merge_base(tip.id, theirs.id)
+        base = get_commit(repo, base_id) if base_id is not None else None
+        # Two stores made apart (unrelated histories) merge like any other two sides;
+        # `gitmem join` brings a personal store into a team's, whose configuration wins.
+        wins = frozenset({CONFIG_FILE, ATTRIBUTES_FILE}) if join else frozenset()
+        tm = merge_trees(repo, base, tip, theirs, theirs_wins=wins)
+        if tm.conflicts:
+            raise MergeConflictError(
+                "cannot merge " + "; ".join(tm.conflicts) + " (nothing was changed)",
+                hint=(
+                    f"this store and {label} were made apart; to bring this one into "
+                    "that one, keeping both histories and its configuration: gitmem join URL"
                 )
-            if db.workdir is not None:
-                db._check_clean(snap, tm.changes)
-            tree = build_tree(repo, tip.tree, tm.changes)
-            spec = _merge_spec(label, tm)
-            now = db.clock.now()
-            author = db.default_author()
-            stamp = int(now.timestamp())
-            oid = db.make_commit(author, stamp, format_message(spec), tree, [tip.id, theirs.id])
-            new = get_commit(repo, oid)
-            if _move(db, ref, tip, new, tm.changes, f"gitmem sync: merge {label}"):
-                return "merge", tm, tip, new
-        time.sleep(0.01)
-    raise ConflictError(f"could not move {db.ref_name}: other writers kept it busy")
+                if base is None
+                else None,
+            )
+        _stage(snap, tm.changes)
+        spec = replace(_merge_spec(label, tm), merge_parents=(str(theirs.id),))
+        return spec, ("merge", tm, tip)
+
+    (kind, tm, before), oid = db.integrate(plan)
+    if kind == "none":
+        return kind, tm, before, before
+    if kind == "fast-forward":
+        return kind, tm, before, theirs
+    assert oid is not None  # a merge commit always has two parents, so it is always made
+    return kind, tm, before, get_commit(db.repo, oid)
+
+
+def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
+    for path, data in changes.items():
+        if data is None:
+            snap.remove(path)
+        else:
+            snap.put(path, data)
 
 
 # -- forks from the git merge driver ---------------------------------------------------------------
