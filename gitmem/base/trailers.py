@@ -10,6 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# The trailers every gitmem commit may carry, by name: written and read through these.
+OP_TRAILER = "Gitmem-Op"
+ID_TRAILER = "Gitmem-Id"
+AGENT_TRAILER = "Gitmem-Agent"
+SESSION_TRAILER = "Gitmem-Session"
+SUPERSEDES_TRAILER = "Gitmem-Supersedes"
+PRUNE_TRAILER = "Gitmem-Prune"
+FORK_TRAILER = "Gitmem-Fork"
+DECIDED_TRAILER = "Gitmem-Decided"
+KEPT_OVER_DELETE_TRAILER = "Gitmem-Kept-Over-Delete"
+UNDOES_TRAILER = "Gitmem-Undoes"
+
 _TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
 
 

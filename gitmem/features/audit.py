@@ -23,7 +23,16 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
-from gitmem.base.trailers import CommitSpec, agent_author, parse_trailers
+from gitmem.base.trailers import (
+    AGENT_TRAILER,
+    ID_TRAILER,
+    OP_TRAILER,
+    SESSION_TRAILER,
+    UNDOES_TRAILER,
+    CommitSpec,
+    agent_author,
+    parse_trailers,
+)
 from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths
 from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
@@ -115,8 +124,8 @@ def _origin(commit: pygit2.Commit, memory_id: str) -> Origin:
         commit=str(commit.id),
         time=author_time(commit),
         author=commit.author.name,
-        agent=next((v for k, v in trailers if k == "Gitmem-Agent"), None),
-        session=next((v for k, v in trailers if k == "Gitmem-Session"), None),
+        agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
+        session=next((v for k, v in trailers if k == SESSION_TRAILER), None),
         memory_id=memory_id,
     )
 
@@ -288,7 +297,7 @@ def _targets(db: GitDB, session: str | None, commit: str | None) -> list[pygit2.
             raise NotFoundError(f"commit {commit} is not on the store's branch")
         return [found]
     picked = [
-        c for c in db.walk(reverse=True) if ("Gitmem-Session", session) in parse_trailers(c.message)
+        c for c in db.walk(reverse=True) if (SESSION_TRAILER, session) in parse_trailers(c.message)
     ]
     if not picked:
         raise NotFoundError(f"no commit of session {session!r} in this store")
@@ -395,11 +404,11 @@ def undo(
                 snap.put(path, stamped(path, data, snap) if memory_id else data)
                 result.reverted.append(label)
         what = f"session {session}" if session else f"commit {str(targets[0].id)[:10]}"
-        trailers = [("Gitmem-Op", UNDO_OP)]
-        trailers += [("Gitmem-Id", i) for i in [id_from_path(p) for p in before] if i]
-        trailers += [("Gitmem-Undoes", str(c.id)) for c in targets]
+        trailers = [(OP_TRAILER, UNDO_OP)]
+        trailers += [(ID_TRAILER, i) for i in [id_from_path(p) for p in before] if i]
+        trailers += [(UNDOES_TRAILER, str(c.id)) for c in targets]
         if agent:
-            trailers.append(("Gitmem-Agent", agent))
+            trailers.append((AGENT_TRAILER, agent))
         return CommitSpec(
             subject=f"undo: {what}",
             body=message,

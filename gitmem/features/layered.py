@@ -32,6 +32,7 @@ from typing import Any
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from gitmem.base.trailers import PRUNE_TRAILER
 from gitmem.features.lifecycle import quality as _quality
 from gitmem.features.lifecycle import rules as _rules
 from gitmem.features.lifecycle.staleness import (
@@ -891,7 +892,7 @@ def _trailers(items: Sequence[PrunedItem]) -> list[tuple[str, str]]:
     for item in items:
         where = f" [{item.section}]" if item.section else ""
         reason = " ".join(f"{item.action}{where}: {item.reason}".split())
-        out.append(("Gitmem-Prune", f"{item.id} {reason}"))
+        out.append((PRUNE_TRAILER, f"{item.id} {reason}"))
     return out
 
 

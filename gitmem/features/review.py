@@ -24,7 +24,7 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
-from gitmem.base.trailers import parse_trailers
+from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
 from gitmem.format.model import Memory, Status
@@ -281,7 +281,7 @@ def review(
         if problem is not None:
             result.problems.append(ReviewProblem("invalid", memory_id, problem))
         shown = after or before
-        ops = [v for _, trailers in touching[path] for k, v in trailers if k == "Gitmem-Op"]
+        ops = [v for _, trailers in touching[path] for k, v in trailers if k == OP_TRAILER]
         change = MemoryChange(
             id=memory_id,
             kind=_kind(before, after, old_data, new_data, ops),
@@ -292,7 +292,7 @@ def review(
         )
         for commit, trailers in touching[path]:
             change.commits.append(str(commit.id))
-            agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+            agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
             who = agent or commit.author.name
             if who not in change.agents:
                 change.agents.append(who)

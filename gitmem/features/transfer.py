@@ -35,7 +35,7 @@ from gitmem.base.errors import (
     InvalidInputError,
     InvalidMemoryError,
 )
-from gitmem.base.trailers import CommitSpec
+from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
 from gitmem.format import codec, secrets
 from gitmem.format.layout import (
@@ -615,7 +615,7 @@ def _write_files(
             count = f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'}"
             spec = CommitSpec(
                 subject=subject.format(count),
-                trailers=[("Gitmem-Op", "create"), *(("Gitmem-Id", i) for i in ids)],
+                trailers=[(OP_TRAILER, "create"), *((ID_TRAILER, i) for i in ids)],
             )
             return spec, len(ids)
 

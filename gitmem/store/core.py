@@ -40,7 +40,17 @@ from gitmem.base.errors import (
     StoreError,
     TooLargeError,
 )
-from gitmem.base.trailers import Author, CommitSpec, agent_author, parse_trailers
+from gitmem.base.trailers import (
+    AGENT_TRAILER,
+    ID_TRAILER,
+    OP_TRAILER,
+    SESSION_TRAILER,
+    SUPERSEDES_TRAILER,
+    Author,
+    CommitSpec,
+    agent_author,
+    parse_trailers,
+)
 from gitmem.format import codec, memfile, schema
 from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
 from gitmem.format.layout import (
@@ -224,23 +234,23 @@ def _spec(
     else:
         subject = tx_message or f"transaction: {len(effects)} operations"
         message = message if tx_message is None else None
-    trailers.extend(("Gitmem-Op", name) for name in ops)
+    trailers.extend((OP_TRAILER, name) for name in ops)
     seen_ids: list[str] = []
     for effect in effects:
         for mid in effect.ids:
             if mid not in seen_ids:
                 seen_ids.append(mid)
-    trailers.extend(("Gitmem-Id", mid) for mid in seen_ids)
+    trailers.extend((ID_TRAILER, mid) for mid in seen_ids)
     for effect in effects:
         if effect.supersedes:
-            trailers.append(("Gitmem-Supersedes", effect.supersedes))
+            trailers.append((SUPERSEDES_TRAILER, effect.supersedes))
     if op is None:
         agents = [e.agent for e in effects if e.agent]
     sessions = [e.session for e in effects if e.session]
     if agents:
-        trailers.append(("Gitmem-Agent", agents[0]))
+        trailers.append((AGENT_TRAILER, agents[0]))
     if sessions:
-        trailers.append(("Gitmem-Session", sessions[0]))
+        trailers.append((SESSION_TRAILER, sessions[0]))
     trailers.extend(extra_trailers)
     author: Author | None = agent_author(_author_name(agents[0])) if agents else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
@@ -411,7 +421,7 @@ class Store:
         attributed to ``by`` (the agent or person who ran it; else the git user), not to
         the agents of the memories it rewrites: ``gitmem resolve`` is such a commit.
 
-        ``trailers`` are added after gitmem's own (``("Gitmem-Prune", "...")``): a
+        ``trailers`` are added after gitmem's own (``(PRUNE_TRAILER, "...")``): a
         caller that knows *why* it writes, such as a prune run, records it in the
         commit itself. The list may still be extended inside the block
         (``tx.trailers.append(...)``), for reasons found while staging.
@@ -433,7 +443,7 @@ class Store:
             backend, CommitSpec(subject=message or "", body=body, trailers=list(trailers))
         )
         if op is not None:
-            _check_trailer("Gitmem-Op", op)
+            _check_trailer(OP_TRAILER, op)
             by = _line("agent", by)
         if body is not None and not isinstance(body, str):
             raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
@@ -1405,8 +1415,8 @@ class Store:
         for key, commit, path, now, before in self._file_changes(backend, builtins.list(paths)):
             mid = paths[path]
             trailers = parse_trailers(commit.message)
-            ops = [v for k, v in trailers if k == "Gitmem-Op"]
-            agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+            ops = [v for k, v in trailers if k == OP_TRAILER]
+            agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
             memory: Memory | None = None
             problem: str | None = None
             if now is not None:
@@ -1706,11 +1716,11 @@ def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
         author=commit.author.name,
         author_email=commit.author.email,
         subject=commit.message.splitlines()[0] if commit.message else "",
-        ops=[v for k, v in trailers if k == "Gitmem-Op"],
-        ids=[v for k, v in trailers if k == "Gitmem-Id"],
-        supersedes=[v for k, v in trailers if k == "Gitmem-Supersedes"],
-        agent=next((v for k, v in trailers if k == "Gitmem-Agent"), None),
-        session=next((v for k, v in trailers if k == "Gitmem-Session"), None),
+        ops=[v for k, v in trailers if k == OP_TRAILER],
+        ids=[v for k, v in trailers if k == ID_TRAILER],
+        supersedes=[v for k, v in trailers if k == SUPERSEDES_TRAILER],
+        agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
+        session=next((v for k, v in trailers if k == SESSION_TRAILER), None),
         scope=scope,
     )
 
@@ -2024,7 +2034,7 @@ def init_store(
         snap.put(CONFIG_FILE, initial_text(scope).encode())
         snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
         return CommitSpec(
-            subject="init: gitmem store", trailers=[("Gitmem-Op", str(Op.INIT))]
+            subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]
         ), None
 
     if db.tip() is None:

@@ -48,7 +48,7 @@ from pygit2.enums import SortMode
 
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidInputError
-from gitmem.base.trailers import parse_trailers
+from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format.layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.git.db import GitDB
@@ -1311,8 +1311,8 @@ def _version_rows(
     if not changed:
         return []
     trailers = parse_trailers(commit.message)
-    ops = [v for k, v in trailers if k == "Gitmem-Op"]
-    agent = next((v for k, v in trailers if k == "Gitmem-Agent"), None)
+    ops = [v for k, v in trailers if k == OP_TRAILER]
+    agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
     time_us = commit.author.time * 1_000_000
     rows: list[tuple[Any, ...]] = []
     first_parent = parents[0].tree if parents else None

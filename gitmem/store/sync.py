@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
-from gitmem.base.trailers import CommitSpec
+from gitmem.base.trailers import (
+    DECIDED_TRAILER,
+    FORK_TRAILER,
+    ID_TRAILER,
+    KEPT_OVER_DELETE_TRAILER,
+    OP_TRAILER,
+    CommitSpec,
+)
 from gitmem.format import codec
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
@@ -400,11 +407,11 @@ def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
         memory_id = id_from_path(path)
         if memory_id is not None and memory_id not in ids:
             ids.append(memory_id)
-    trailers = [("Gitmem-Op", MERGE_OP)]
-    trailers += [("Gitmem-Id", memory_id) for memory_id in ids]
-    trailers += [("Gitmem-Fork", f"{f.id} of {f.of}") for f in tm.forks]
-    trailers += [("Gitmem-Kept-Over-Delete", memory_id) for memory_id in tm.kept_over_delete]
-    trailers += [("Gitmem-Decided", f"{memory_id} {name}") for memory_id, name in tm.decided]
+    trailers = [(OP_TRAILER, MERGE_OP)]
+    trailers += [(ID_TRAILER, memory_id) for memory_id in ids]
+    trailers += [(FORK_TRAILER, f"{f.id} of {f.of}") for f in tm.forks]
+    trailers += [(KEPT_OVER_DELETE_TRAILER, memory_id) for memory_id in tm.kept_over_delete]
+    trailers += [(DECIDED_TRAILER, f"{memory_id} {name}") for memory_id, name in tm.decided]
     body = None
     if tm.forks:
         body = (
@@ -522,7 +529,7 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
                 snap.put(fork.path, fork.data)
         tm = TreeMerge(forks=forks)
         spec = _merge_spec("keep forks from a git merge", tm)
-        spec.trailers[1:1] = [("Gitmem-Id", f.id) for f in forks]
+        spec.trailers[1:1] = [(ID_TRAILER, f.id) for f in forks]
         return spec, None
 
     if forks:
