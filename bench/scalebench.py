@@ -21,6 +21,7 @@ from pathlib import Path
 import gitmem
 from bench.fixtures import Context, fields_for
 from bench.harness import Row, Stopwatch, git, log, median, percentile, scenario, size_label
+from gitmem.base import paths
 from gitmem.git import autopack
 
 CREATES = {"tiny": 60, "quick": 2_000, "full": 10_000}
@@ -44,7 +45,7 @@ class Sample:
 
 def apparent_size(gitdir: Path) -> tuple[int, int, int]:
     """(apparent bytes, loose objects, packs) of a git directory, without gitmem's state."""
-    state = gitdir / autopack.STATE_DIR
+    state = paths.state_dir(gitdir)
     total = loose = packs = 0
     for root, dirs, files in os.walk(gitdir):
         here = Path(root)

@@ -59,6 +59,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.base import paths as state_paths
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
 from gitmem.base.trailers import CommitSpec
 from gitmem.entry import hooks as hooks_mod
@@ -654,7 +655,7 @@ def _alive(pid: int) -> bool:
 
 def check_leftovers(ctx: _Context) -> Iterator[Finding]:
     candidates: list[tuple[Path, int | None]] = []
-    marker_tmp = ctx.db.state_dir / "worktree-synced.tmp"
+    marker_tmp = ctx.db.state_dir / (state_paths.WORKTREE_SYNCED + ".tmp")
     if marker_tmp.is_file():
         candidates.append((marker_tmp, None))
     if ctx.db.workdir is not None:
@@ -811,7 +812,7 @@ def check_worktree(ctx: _Context) -> Iterator[Finding]:
         # "heal" that rewrites git's index) would lose one side of it.
         return
     tip = db.tip()
-    marker = db.state_dir / "worktree-synced"
+    marker = db.state_dir / state_paths.WORKTREE_SYNCED
     synced = marker.read_text().strip() if marker.is_file() else None
     if tip is not None and synced is not None and synced != str(tip.id):
         yield Finding(

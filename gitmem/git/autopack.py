@@ -46,13 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitmem.base import paths
 from gitmem.git.locks import try_flock
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = "gitmem"  # gitdb.STATE_DIR, repeated: this module must import nothing heavy
-LOCK_NAME = "autopack.lock"
-LAST_NAME = "autopack.last"
+LOCK_NAME = paths.AUTOPACK_LOCK
+LAST_NAME = paths.AUTOPACK_LAST
 GIT_DEFAULT_AUTO = 6700
 """git's default ``gc.auto``."""
 DEFAULT_AUTO = 2048
@@ -264,7 +264,7 @@ def exclusive(gitdir: Path, timeout: float = 600.0) -> Iterator[None]:
 
 
 def _state(gitdir: Path) -> Path:
-    return gitdir / STATE_DIR
+    return paths.state_dir(gitdir)
 
 
 def _busy(gitdir: Path) -> bool:

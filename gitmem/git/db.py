@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import pygit2
 from pygit2.enums import FileMode, SortMode
 
+from gitmem.base import paths
 from gitmem.base.clock import Clock, SystemClock, parse_timestamp, to_utc
 from gitmem.base.errors import (
     ConflictError,
@@ -69,8 +70,6 @@ T = TypeVar("T")
 
 COMMITTER_NAME = "gitmem"
 COMMITTER_EMAIL = "gitmem@gitmem.invalid"
-STATE_DIR = "gitmem"
-"""Derived state lives in ``<gitdir>/gitmem/``: never committed, rebuilt from git."""
 
 DEFAULT_BRANCH = "main"
 
@@ -133,7 +132,7 @@ class GitDB:
         self.workdir: Path | None = (
             Path(repo.workdir) if repo.workdir and branch == checked_out else None
         )
-        self.state_dir = self.gitdir / STATE_DIR
+        self.state_dir = paths.state_dir(self.gitdir)
         self._gitindex: gitindex.GitIndex | None = None
         self.autopack = autopack.AutoPacker(self.gitdir)
         """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
@@ -491,7 +490,7 @@ class GitDB:
             yield
             return
         self.state_dir.mkdir(exist_ok=True)
-        fd = os.open(self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.state_dir / paths.WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             delay = 0.001
             while True:
@@ -515,7 +514,7 @@ class GitDB:
     # -- work tree ----------------------------------------------------------------
 
     def _synced_marker(self) -> Path:
-        return self.state_dir / "worktree-synced"
+        return self.state_dir / paths.WORKTREE_SYNCED
 
     def _read_marker(self) -> pygit2.Oid | None:
         try:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from gitmem.base import paths
 from gitmem.base.errors import ConflictError
 from gitmem.git.locks import try_flock
 
@@ -52,8 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-QUEUE_DIR = "commitq"
-LOCK_NAME = "commit.lock"
+QUEUE_DIR = paths.COMMIT_QUEUE
+LOCK_NAME = paths.COMMIT_LOCK
 BATCH_NAME = "batch"
 MAX_BATCH = 64
 """Requests one leader commits in one chain at most (the rest wait for the next)."""

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.base.errors import StoreError
+from gitmem.base.paths import STATE_DIR
 from gitmem.git import autopack
 from gitmem.git.command import run_git
-from gitmem.git.db import STATE_DIR, GitDB
+from gitmem.git.db import GitDB
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 import pygit2
 from pygit2.enums import SortMode
 
+from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 5
 """The layout of the core tables (``_SCHEMA``). Bump it when they change: every table is
 dropped and rebuilt. Tables of a :class:`RowProvider` carry their own version instead."""
-DB_NAME = "index.sqlite"
+DB_NAME = paths.INDEX_DB
 
 Decoder = Callable[[bytes, str], Memory]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -388,9 +389,7 @@ class Index:
         self.scope = scope
         # One database per branch: a proposal branch's index would otherwise be rebuilt
         # each time main's and its own writes took turns (neither tip descends from both).
-        self.path = db.state_dir / (
-            DB_NAME if db.branch == "main" else f"index@{db.branch.replace('/', '%2F')}.sqlite"
-        )
+        self.path = db.state_dir / paths.index_name(db.branch)
         self._local = threading.local()
         self._catchup_lock = threading.Lock()
         self._failed: set[tuple[str, str]] = set()

@@ -41,6 +41,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.base import paths
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
@@ -60,7 +61,7 @@ _NOT_DECIDED = frozenset(
 
 DRIVER_NAME = "gitmem"
 DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
-PENDING_DIR = "pending-forks"
+PENDING_DIR = paths.PENDING_FORKS
 """Forks made by the git merge driver wait in ``<gitdir>/gitmem/pending-forks/`` until a
 gitmem command commits them (a driver can only write the one file git asks it for)."""
 
@@ -678,7 +679,7 @@ class PendingFork:
 
 
 def pending_dir(gitdir: Path) -> Path:
-    return gitdir / "gitmem" / PENDING_DIR
+    return paths.state_dir(gitdir) / PENDING_DIR
 
 
 def save_pending(gitdir: Path, fork: Fork, path: str, kept_blob: str) -> None:

@@ -1,0 +1,51 @@
+"""What gitmem keeps inside a repository's git directory, under ``<gitdir>/gitmem/``.
+
+Derived state only: never committed, rebuilt from git or safe to lose. Every module
+that keeps a file there names it here, so one page says what the directory holds
+(docs/architecture.md, "The store on disk").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATE_DIR = "gitmem"
+"""``<gitdir>/gitmem/``: derived state, never committed."""
+
+WRITE_LOCK = "write.lock"
+"""``flock`` that serializes the writers of a work-tree store (the kernel drops it with
+its process, so it is never stale)."""
+WORKTREE_SYNCED = "worktree-synced"
+"""The commit the work tree was last brought up to (a killed writer's next write heals)."""
+COMMIT_LOCK = "commit.lock"
+"""``flock`` of group commit's leader (bare stores)."""
+COMMIT_QUEUE = "commitq"
+"""Group commit's queued requests and their outcomes."""
+AUTOPACK_LOCK = "autopack.lock"
+"""``flock`` of the automatic packing helper; ``gitmem gc`` and doctor's fsck take it too."""
+AUTOPACK_LAST = "autopack.last"
+"""How the last packing helper ended (its mtime says when)."""
+PENDING_FORKS = "pending-forks"
+"""Forks the git merge driver saved during a plain ``git merge``, committed once it lands."""
+EDITS = "edits"
+"""``gitmem edit``'s unfinished edits: ``<id>.md`` (the text) and ``<id>.base`` (its version)."""
+INDEX_DB = "index.sqlite"
+"""The derived SQLite index of the branch ``main`` (WAL mode)."""
+
+
+def state_dir(gitdir: str | os.PathLike[str]) -> Path:
+    """``<gitdir>/gitmem/``."""
+    return Path(gitdir) / STATE_DIR
+
+
+def index_name(branch: str) -> str:
+    """The index file's name for ``branch``: one index per branch (``index@<branch>.sqlite``,
+    a ``/`` in the name spelled ``%2F``), ``index.sqlite`` for main."""
+    return INDEX_DB if branch == "main" else f"index@{branch.replace('/', '%2F')}.sqlite"
+
+
+def edit_files(gitdir: str | os.PathLike[str], memory_id: str) -> tuple[Path, Path]:
+    """Where ``gitmem edit`` keeps an unfinished edit of ``memory_id``: (text, base version)."""
+    edits = state_dir(gitdir) / EDITS
+    return edits / f"{memory_id}.md", edits / f"{memory_id}.base"
