@@ -9,10 +9,11 @@ import click
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import EXIT_CODES, InvalidInputError
-from gitmem.cli.common import State, emit_json, file_text, json_option, pass_state, short, table
+from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
 from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
+from gitmem.format.memfile import file_text
 from gitmem.store import merge as merging
 from gitmem.store import sync as syncing
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from gitmem import Memory, Store
+    from gitmem import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -179,14 +179,6 @@ def allow_empty_option(f: F) -> F:
         "--allow-empty", is_flag=True, help="Accept an empty body (refused otherwise)."
     )
     return option(f)
-
-
-def file_text(memory: Memory) -> str:
-    """The memory's file as it is stored (front-matter and body, byte for byte)."""
-    from gitmem.format import codec
-
-    doc = memory.document or codec.Document(memory.to_metadata(), memory.body)
-    return codec.serialize(doc)
 
 
 def _choices(kind: Iterable[Any]) -> str:

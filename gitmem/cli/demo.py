@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from gitmem import Store
-from gitmem.cli.common import State, file_text, pass_state, table
+from gitmem.cli.common import State, pass_state, table
 from gitmem.cli.store import history_text, log_text
+from gitmem.format.memfile import file_text
 from gitmem.git.command import run_git
 
 AGENT = "demo-agent"

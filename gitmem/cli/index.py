@@ -283,7 +283,7 @@ def reindex(state: State, scope: str | None) -> None:
     stats = []
     for backend_scope in [scope] if scope else [str(s) for s in store.scopes]:
         with _ProgressBar(f"indexing {backend_scope}", quiet=state.json) as progress:
-            stats.append(store.index(backend_scope).rebuild(progress))
+            stats += store.reindex(scope=backend_scope, progress=progress)
     if state.json:
         emit_json(
             [

@@ -15,12 +15,12 @@ from gitmem.cli.common import (
     allow_empty_option,
     emit_json,
     field_options,
-    file_text,
     given_fields,
     json_option,
     pass_state,
     read_text_arg,
 )
+from gitmem.format.memfile import file_text
 
 AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
 
@@ -237,11 +237,6 @@ def _indexed_file(store: Store, memory_id: str) -> bytes | None:
     return None
 
 
-def _pending_paths(store_gitdir: Path, memory_id: str) -> tuple[Path, Path]:
-    edits = store_gitdir / "gitmem" / "edits"
-    return edits / f"{memory_id}.md", edits / f"{memory_id}.base"
-
-
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @click.option("--message", "-m", help="Why: written in the commit message body.")
@@ -268,46 +263,23 @@ def edit(state: State, memory_id: str, message: str | None, discard: bool) -> No
       EDITOR="code --wait" gitmem edit mem_5f0c... -m "fix the typo"
       gitmem edit mem_5f0c... --discard     # forget a kept broken edit
     """
+    from gitmem.store.edits import edit as edit_memory
+
     store = state.store()
     memory_id = store.resolve_id(memory_id)
-    memory = store.read(memory_id)
-    pending, base_file = _pending_paths(store.db(memory.store_scope).gitdir, memory_id)
-    base = memory.version
-    if discard:
-        pending.unlink(missing_ok=True)
-        base_file.unlink(missing_ok=True)
-    if pending.exists():
-        text = pending.read_bytes()
-        with contextlib.suppress(OSError, ValueError):
-            base = int(base_file.read_text().strip())
-        click.echo(f"gitmem: resuming your unfinished edit of {memory_id} ({pending})", err=True)
-    else:
-        text = file_text(memory).encode("utf-8")
-    edited = click.edit(text, extension=".md", require_save=False)
-    if edited is None:  # only when the editor could not save; nothing to apply
-        edited = text
-    try:
-        updated = store.update_from_text(memory_id, edited, expected_version=base, message=message)
-    except Exception as exc:
-        # Never lose what was typed: keep it for the next `gitmem edit ID`.
-        pending.parent.mkdir(parents=True, exist_ok=True)
-        pending.write_bytes(edited)
-        base_file.write_text(f"{base}\n")
-        keep = (
-            f"your edit is kept in {pending}; run gitmem edit {memory_id} to fix and retry "
-            "(--discard starts over)"
-        )
-        if isinstance(exc, GitmemError):
-            exc.hint = f"{exc.hint}; {keep}" if exc.hint else keep
-        else:
-            click.echo(f"gitmem: {keep}", err=True)
-        raise
-    pending.unlink(missing_ok=True)
-    base_file.unlink(missing_ok=True)
-    if updated.version == memory.version:
-        _done(state, updated, f"No changes to {memory_id} (version {updated.version})")
-    else:
+    result = edit_memory(
+        store,
+        memory_id,
+        lambda text: click.edit(text, extension=".md", require_save=False),
+        message=message,
+        discard=discard,
+        notice=lambda line: click.echo(f"gitmem: {line}", err=True),
+    )
+    updated = result.memory
+    if result.changed:
         _done(state, updated, f"Updated {memory_id} to version {updated.version}")
+    else:
+        _done(state, updated, f"No changes to {memory_id} (version {updated.version})")
 
 
 @click.command()
@@ -457,12 +429,7 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
-    if not store.delete(memory_id, agent=agent, message=message):
-        raise NotFoundError(
-            f"no memory {memory_id}",
-            hint="gitmem ls --all lists current memories; "
-            "gitmem log --op delete shows deleted ones",
-        )
+    store.delete(memory_id, agent=agent, message=message, missing_ok=False)
     if state.json:
         emit_json({"id": memory_id, "deleted": True})
     else:

@@ -14,7 +14,7 @@ import gitmem
 from gitmem import Memory, Scope, Store
 from gitmem.base.clock import format_timestamp
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
-from gitmem.store.core import History, LogEntry, user_store_path
+from gitmem.store.core import History, LogEntry, is_store, user_store_path
 
 
 def _git_top(start: Path) -> Path | None:
@@ -26,10 +26,6 @@ def _git_top(start: Path) -> Path | None:
         return None
     workdir = pygit2.Repository(found).workdir
     return Path(workdir) if workdir else None
-
-
-def _has_store(path: Path) -> bool:
-    return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
 @click.command()
@@ -64,14 +60,14 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
         root = path or _git_top(Path.cwd()) or Path.cwd()
-        existed = _has_store(root / ".gitmem")
+        existed = is_store(root / ".gitmem")
         store = gitmem.init_project(root)
     else:
         target = path or Path(state.store_path or os.environ.get("GITMEM_DIR") or user_store_path())
         if scope is None:
             is_user = target.expanduser().absolute() == user_store_path().absolute()
             scope = str(Scope.USER if is_user else Scope.REPO)
-        existed = _has_store(target.expanduser())
+        existed = is_store(target.expanduser())
         store = gitmem.init(target, bare=bare, scope=scope)
     db = store.db()
     if state.json:

@@ -565,9 +565,9 @@ def project_after(top: Path, out: Out) -> int:
     """In a project repository: what ``gitmem check --project`` reports (the memories whose
     anchored files this commit changed), through the library, as the command prints it."""
     from gitmem.features.lifecycle import check_project
-    from gitmem.store.core import _is_store, find_project_store, open_store, user_store_path
+    from gitmem.store.core import find_project_store, is_store, open_store, user_store_path
 
-    if find_project_store(top) is None and not _is_store(user_store_path()):
+    if find_project_store(top) is None and not is_store(user_store_path()):
         return 0  # no store to check against, and a hook creates none
     # On stdout, where `gitmem check` prints it (hook notices go to ``out``: stderr).
     print(check_project(open_store(cwd=top), top).summary())

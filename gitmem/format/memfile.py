@@ -46,6 +46,12 @@ def decode(
     return memory
 
 
+def file_text(memory: Memory) -> str:
+    """The memory's file as it is stored (front-matter and body, byte for byte)."""
+    doc = memory.document or codec.Document(memory.to_metadata(), memory.body)
+    return codec.serialize(doc)
+
+
 def read(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:
     """The memory in ``data`` (None when there is no file), or why it is not one."""
     if data is None:

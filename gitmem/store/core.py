@@ -999,17 +999,25 @@ class Store:
         agent: str | None = None,
         session_id: str | None = None,
         message: str | None = None,
+        missing_ok: bool = True,
     ) -> bool:
         """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
 
-        Returns False when there was nothing to delete. ``agent`` and ``session_id`` go
-        into the commit's trailers.
+        Returns False when there was nothing to delete, or with ``missing_ok=False``
+        raises :class:`NotFoundError` saying where deleted memories are found. ``agent``
+        and ``session_id`` go into the commit's trailers.
         """
         check_id(id)
         try:
             backend = self._locate(id)
         except NotFoundError:
-            return False
+            if missing_ok:
+                return False
+            raise NotFoundError(
+                f"no memory {id}",
+                hint="gitmem ls --all lists current memories; "
+                "gitmem log --op delete shows deleted ones",
+            ) from None
         path = memory_path(id)
         agent = _line("agent", agent)
         session = _line("session_id", session_id)
@@ -1025,6 +1033,8 @@ class Store:
             return _Effect(Op.DELETE, [id], title, None, agent, session), True
 
         result: bool = self._run(backend, action, message)
+        if not result and not missing_ok:
+            raise NotFoundError(f"no memory {id}", hint="someone deleted it meanwhile")
         return result
 
     def restore(
@@ -1968,7 +1978,8 @@ def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
     )
 
 
-def _is_store(path: Path) -> bool:
+def is_store(path: Path) -> bool:
+    """Whether ``path`` holds a git repository (a store's or one gitmem could open)."""
     return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
@@ -2002,7 +2013,7 @@ def init_store(
     """
     target = Path(path).expanduser()
     scope = Scope(scope)
-    if _is_store(target):
+    if is_store(target):
         with contextlib.suppress(StoreError):
             store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
             # A clone made with plain git has no merge.gitmem.driver (git never copies
@@ -2012,7 +2023,7 @@ def init_store(
             if not driver_registered(target):
                 register_driver(target)
             return store
-    if target.exists() and any(target.iterdir()) and not _is_store(target):
+    if target.exists() and any(target.iterdir()) and not is_store(target):
         raise StoreError(
             f"{target} exists and is not empty; gitmem init wants a new or empty directory"
         )
@@ -2071,11 +2082,11 @@ def open_store(
     if project is not None:
         _refuse_committed_store(project)
         backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
-        if _is_store(user_path) and user_path.resolve() != project.resolve():
+        if is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
                 backends.append(_open_backend(user_path, clock=clock, durable=durable))
         return Store(backends, clock=clock)
-    if not _is_store(user_path):
+    if not is_store(user_path):
         init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
     backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
     return Store([backend], clock=clock)
@@ -2134,7 +2145,7 @@ def find_project_store(start: Path) -> Path | None:
     current = start.resolve()
     for directory in (current, *current.parents):
         candidate = directory / ".gitmem"
-        if candidate.is_dir() and _is_store(candidate):
+        if candidate.is_dir() and is_store(candidate):
             return candidate
     return None
 
