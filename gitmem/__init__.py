@@ -49,7 +49,8 @@ if TYPE_CHECKING:
         Trigger,
     )
     from gitmem.format.versions import Chain
-    from gitmem.store.core import History, LogEntry, Problem, Store, Transaction, Version
+    from gitmem.store.core import Store, Transaction
+    from gitmem.store.results import History, LogEntry, Problem, Version
 
 # Public name -> the submodule that defines it (imported the first time the name is used).
 _LAZY: dict[str, str] = {
@@ -77,12 +78,12 @@ _LAZY: dict[str, str] = {
     "Scope": "format.model",
     "Status": "format.model",
     "Trigger": "format.model",
-    "History": "store.core",
-    "LogEntry": "store.core",
-    "Problem": "store.core",
+    "History": "store.results",
+    "LogEntry": "store.results",
+    "Problem": "store.results",
     "Store": "store.core",
     "Transaction": "store.core",
-    "Version": "store.core",
+    "Version": "store.results",
     "Chain": "format.versions",
 }
 
@@ -111,7 +112,7 @@ def init(
     """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
 
     ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value)."""
-    from gitmem.store.core import init_store
+    from gitmem.store.discovery import init_store
 
     return init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
 
@@ -123,18 +124,19 @@ def open(
     durable: bool = False,
     branch: str | None = None,
 ) -> Store:
-    """Open the store at ``path``, or find the default one (:func:`gitmem.store.core.open_store`).
+    """Open the store at ``path``, or find the default one
+    (:func:`gitmem.store.discovery.open_store`).
 
     ``branch``: write to that branch (a proposal for review) instead of the one checked out.
     """
-    from gitmem.store.core import open_store
+    from gitmem.store.discovery import open_store
 
     return open_store(path, clock=clock, durable=durable, branch=branch)
 
 
 def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
     """Create the repo-scope store ``<project>/.gitmem/`` and exclude it from the project's git."""
-    from gitmem.store.core import init_project_store
+    from gitmem.store.discovery import init_project_store
 
     return init_project_store(project, clock=clock)
 

@@ -31,7 +31,7 @@ from storetools import memory_text, plant, plant_symlink, run_git, tip
 import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
 from gitmem.format.layout import memory_path, new_id
-from gitmem.store.core import init_project_store, open_store
+from gitmem.store.discovery import init_project_store, open_store
 from gitmem.store.index import SCHEMA_VERSION, IndexStats
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -48,7 +48,7 @@ class State:
         """
         if self._store is None:
             import gitmem
-            from gitmem.store.core import user_store_path
+            from gitmem.store.discovery import user_store_path
 
             self.reason = store_reason(self.store_path)
             user = user_store_path()
@@ -83,7 +83,7 @@ def store_reason(store_path: str | None) -> str:
         return "$GITMEM_DIR"
     from pathlib import Path
 
-    from gitmem.store.core import find_project_store
+    from gitmem.store.discovery import find_project_store
 
     return "project" if find_project_store(Path.cwd()) is not None else "user"
 

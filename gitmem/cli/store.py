@@ -14,7 +14,8 @@ import gitmem
 from gitmem import Memory, Scope, Store
 from gitmem.base.clock import format_timestamp
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
-from gitmem.store.core import History, LogEntry, is_store, user_store_path
+from gitmem.store.discovery import is_store, user_store_path
+from gitmem.store.results import History, LogEntry
 
 
 def _git_top(start: Path) -> Path | None:

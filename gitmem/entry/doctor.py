@@ -77,8 +77,10 @@ from gitmem.git.command import popen_git, run_git
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot, blob_data, get_commit, get_tree
 from gitmem.store import merge as merge_mod
-from gitmem.store.core import Problem, Store, open_store
+from gitmem.store.core import Store
+from gitmem.store.discovery import open_store
 from gitmem.store.index import Index
+from gitmem.store.results import Problem
 
 log = logging.getLogger(__name__)
 

@@ -523,7 +523,7 @@ def memory_after(
     """Catch the store's index up, report forks among memories changed from old to new,
     and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
     from gitmem.entry.jobs import run_jobs
-    from gitmem.store.core import open_store
+    from gitmem.store.discovery import open_store
     from gitmem.store.sync import commit_pending_forks
 
     store = open_store(top)
@@ -565,7 +565,7 @@ def project_after(top: Path, out: Out) -> int:
     """In a project repository: what ``gitmem check --project`` reports (the memories whose
     anchored files this commit changed), through the library, as the command prints it."""
     from gitmem.features.lifecycle import check_project
-    from gitmem.store.core import find_project_store, is_store, open_store, user_store_path
+    from gitmem.store.discovery import find_project_store, is_store, open_store, user_store_path
 
     if find_project_store(top) is None and not is_store(user_store_path()):
         return 0  # no store to check against, and a hook creates none

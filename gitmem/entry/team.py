@@ -108,7 +108,7 @@ def clone(
     when ``dest`` is not empty or what the hub holds is not a gitmem store.
     """
     from gitmem.git import trust
-    from gitmem.store.core import open_store
+    from gitmem.store.discovery import open_store
     from gitmem.store.merge import register_driver
 
     target = Path(dest).expanduser() if dest is not None else _default_dest(url)

@@ -16,22 +16,20 @@ import heapq
 import itertools
 import logging
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 from pygit2.enums import FileMode
 
-from gitmem.base.clock import Clock, SystemClock, format_timestamp, parse_timestamp
+from gitmem.base.clock import Clock, SystemClock, parse_timestamp
 from gitmem.base.errors import (
     AlreadyExistsError,
     AmbiguousIdError,
-    ConflictError,
     GitmemError,
     InvalidIdError,
     InvalidInputError,
@@ -52,9 +50,8 @@ from gitmem.base.trailers import (
     parse_trailers,
 )
 from gitmem.format import codec, memfile, schema
-from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
+from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
-    ATTRIBUTES_FILE,
     CONFIG_FILE,
     DOCUMENT_ROOTS,
     MEMORY_ROOTS,
@@ -70,8 +67,6 @@ from gitmem.format.model import (
     EDITABLE_FIELDS,
     Memory,
     Op,
-    Related,
-    Relationship,
     Scope,
     Status,
     Trigger,
@@ -87,7 +82,21 @@ from gitmem.git.objects import Snapshot, author_time, blob_data
 # reads the graph cannot leave them behind; a provider that missed commits is refilled
 # whole): the vector rows and the knowledge graph's.
 from gitmem.store import graphindex, vectors  # noqa: F401  (registration)
+from gitmem.store.checks import (
+    RelatedInput,
+    apply_fields,
+    author_name,
+    check_expected,
+    check_trailer,
+    enum_value,
+    extra_fields,
+    memory_fields,
+    related_tuple,
+    single_line,
+    tag_tuple,
+)
 from gitmem.store.index import Index, IndexStats, Progress, infer_op
+from gitmem.store.results import History, LogEntry, Problem, Version
 
 if TYPE_CHECKING:
     from gitmem.git.maintenance import GcResult
@@ -102,91 +111,9 @@ _NOT_FOUND_HINT = (
 )
 
 At = str | dt.datetime | dt.date | None
-RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
 
 
 # -- results -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Version:
-    """One step of a memory's history: a commit that changed one file of the chain."""
-
-    memory_id: str
-    version: int | None
-    commit: str
-    time: dt.datetime
-    author: str
-    agent: str | None
-    op: str
-    memory: Memory | None
-    """The content at that point; None for a deletion."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.memory_id,
-            "version": self.version,
-            "commit": self.commit,
-            "time": format_timestamp(self.time),
-            "author": self.author,
-            "agent": self.agent,
-            "op": self.op,
-            "memory": self.memory.to_dict() if self.memory is not None else None,
-        }
-
-
-@dataclass(frozen=True)
-class History:
-    versions: list[Version]
-    warnings: list[str] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Version]:
-        return iter(self.versions)
-
-    def __len__(self) -> int:
-        return len(self.versions)
-
-    def __getitem__(self, index: int) -> Version:
-        return self.versions[index]
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    commit: str
-    time: dt.datetime
-    author: str
-    author_email: str
-    subject: str
-    ops: list[str]
-    ids: list[str]
-    supersedes: list[str]
-    agent: str | None
-    session: str | None
-    scope: Scope | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "time": format_timestamp(self.time),
-            "author": self.author,
-            "author_email": self.author_email,
-            "subject": self.subject,
-            "ops": self.ops,
-            "ids": self.ids,
-            "supersedes": self.supersedes,
-            "agent": self.agent,
-            "session": self.session,
-            "scope": str(self.scope) if self.scope else None,
-        }
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A file in the store that gitmem cannot read as a memory."""
-
-    path: str
-    message: str
-    scope: Scope | None = None
 
 
 # -- actions ---------------------------------------------------------------------
@@ -252,7 +179,7 @@ def _spec(
     if sessions:
         trailers.append((SESSION_TRAILER, sessions[0]))
     trailers.extend(extra_trailers)
-    author: Author | None = agent_author(_author_name(agents[0])) if agents else None
+    author: Author | None = agent_author(author_name(agents[0])) if agents else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
 
 
@@ -263,7 +190,7 @@ class Transaction:
     see what the transaction staged.
     """
 
-    def __init__(self, store: Store, backend: _Backend, message: str | None) -> None:
+    def __init__(self, store: Store, backend: Backend, message: str | None) -> None:
         self.store = store
         self.backend = backend
         self.message = message
@@ -300,7 +227,7 @@ class Transaction:
 
 
 @dataclass
-class _Backend:
+class Backend:
     scope: Scope
     db: GitDB
     config: StoreConfig
@@ -319,14 +246,14 @@ class Store:
 
     def __init__(
         self,
-        backends: Sequence[_Backend],
+        backends: Sequence[Backend],
         *,
         clock: Clock | None = None,
         use_index: bool = True,
     ) -> None:
         if not backends:
             raise StoreError("a Store needs at least one repository")
-        self._backends: dict[Scope, _Backend] = {}
+        self._backends: dict[Scope, Backend] = {}
         for backend in backends:
             self._backends.setdefault(backend.scope, backend)
         self.default_scope = backends[0].scope
@@ -372,7 +299,7 @@ class Store:
     def config(self, scope: Scope | str | None = None) -> StoreConfig:
         return self._backend(scope).config
 
-    def _refresh_config(self, backend: _Backend, snap: Snapshot) -> None:
+    def _refresh_config(self, backend: Backend, snap: Snapshot) -> None:
         """Use the config committed at the tip being written to, not the one seen at open:
         a policy change (a smaller body bound) governs a long-lived store's next write."""
         blob = snap.blob_id(CONFIG_FILE)
@@ -383,7 +310,7 @@ class Store:
             backend.config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
             backend.config_blob = blob
 
-    def _backend(self, scope: Scope | str | None) -> _Backend:
+    def _backend(self, scope: Scope | str | None) -> Backend:
         if scope is None:
             return self._backends[self.default_scope]
         try:
@@ -396,7 +323,7 @@ class Store:
             )
         return self._backends[key]
 
-    def _ordered(self, scope: Scope | str | None) -> list[_Backend]:
+    def _ordered(self, scope: Scope | str | None) -> list[Backend]:
         if scope is not None:
             return [self._backend(scope)]
         return list(self._backends.values())
@@ -436,15 +363,15 @@ class Store:
             raise InvalidInputError("transactions do not nest")
         backend = self._backend(scope)
         for key, value in trailers:
-            _check_trailer(key, value)
+            check_trailer(key, value)
         # Refused up front, not only when the commit is made: the block's writes are wasted
         # otherwise, and a one-write transaction's commit does not carry its message.
         self._check_commit_text(
             backend, CommitSpec(subject=message or "", body=body, trailers=list(trailers))
         )
         if op is not None:
-            _check_trailer(OP_TRAILER, op)
-            by = _line("agent", by)
+            check_trailer(OP_TRAILER, op)
+            by = single_line("agent", by)
         if body is not None and not isinstance(body, str):
             raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
         tx = Transaction(self, backend, message)
@@ -467,7 +394,7 @@ class Store:
                 self._refresh_config(backend, snap)
                 effects = [action(snap)[0] for action in tx.actions]
             for key, value in tx.trailers:
-                _check_trailer(key, value)
+                check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
             return self._check_commit_text(
                 backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
@@ -476,7 +403,7 @@ class Store:
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
 
-    def _index(self, backend: _Backend, at: At = None) -> Index | None:
+    def _index(self, backend: Backend, at: At = None) -> Index | None:
         """The backend's index, or None where it cannot answer (a past ``at``, a
         transaction's staged writes, or the index switched off)."""
         if not self.use_index or at is not None:
@@ -538,7 +465,7 @@ class Store:
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)
 
-    def _run(self, backend: _Backend, action: _Action, message: str | None) -> Any:
+    def _run(self, backend: Backend, action: _Action, message: str | None) -> Any:
         tx = self._active_tx()
         if tx is not None:
             if tx.backend is not backend:
@@ -555,7 +482,7 @@ class Store:
         value, _ = backend.db.write(plan)
         return value
 
-    def _snapshot(self, backend: _Backend, at: At) -> Snapshot:
+    def _snapshot(self, backend: Backend, at: At) -> Snapshot:
         tx = self._active_tx()
         if at is None and tx is not None and tx.backend is backend:
             return tx.snapshot
@@ -566,13 +493,13 @@ class Store:
     def _secrets_refused(self) -> bool:
         return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
 
-    def _secret_policy(self, backend: _Backend) -> Any:
+    def _secret_policy(self, backend: Backend) -> Any:
         # Imported here: compiling its patterns is a cost a read-only command skips.
         from gitmem.format import secrets
 
         return secrets.policy_from_config(backend.config.raw)
 
-    def _check_commit_text(self, backend: _Backend, spec: CommitSpec) -> CommitSpec:
+    def _check_commit_text(self, backend: Backend, spec: CommitSpec) -> CommitSpec:
         """Refuse a commit whose message (subject, body, trailers) holds a credential: a
         message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
         ``message=``, a transaction's message and trailers)."""
@@ -584,7 +511,7 @@ class Store:
             )
         return spec
 
-    def _encode(self, backend: _Backend, memory: Memory) -> bytes:
+    def _encode(self, backend: Backend, memory: Memory) -> bytes:
         metadata = memory.to_metadata()
         # First: everything below walks the values recursively.
         codec.check_writable_depth(metadata)
@@ -642,24 +569,24 @@ class Store:
             secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
         return data
 
-    def _decode(self, backend: _Backend, data: bytes, path: str) -> Memory:
+    def _decode(self, backend: Backend, data: bytes, path: str) -> Memory:
         memory = memfile.decode(data, path, what=path, require_memory_path=False)
         return replace(memory, store_scope=backend.scope)
 
-    def _load(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory | None:
+    def _load(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory | None:
         path = memory_path(memory_id)
         data = snap.read(path)
         if data is None:
             return None
         return self._decode(backend, data, path)
 
-    def _require(self, backend: _Backend, snap: Snapshot, memory_id: str) -> Memory:
+    def _require(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory:
         memory = self._load(backend, snap, memory_id)
         if memory is None:
             raise NotFoundError(f"no memory {memory_id} in the {backend.scope} store")
         return memory
 
-    def _locate(self, memory_id: str, scope: Scope | str | None = None) -> _Backend:
+    def _locate(self, memory_id: str, scope: Scope | str | None = None) -> Backend:
         """The backend that holds ``memory_id`` now (inside a transaction: as staged)."""
         check_id(memory_id)
         path = memory_path(memory_id)
@@ -691,17 +618,17 @@ class Store:
         out: dict[str, Any] = {}
         for key, value in fields.items():
             if key in {"title", "category", "agent", "session_id"}:
-                out[key] = _line(key, value)
+                out[key] = single_line(key, value)
             elif key == "tags":
-                out[key] = _tags(value)
+                out[key] = tag_tuple(value)
             elif key == "related":
-                out[key] = _related(value)
+                out[key] = related_tuple(value)
             elif key == "trigger":
-                out[key] = _enum(Trigger, key, value)
+                out[key] = enum_value(Trigger, key, value)
             elif key == "status":
-                out[key] = _enum(Status, key, value) or Status.ACTIVE
+                out[key] = enum_value(Status, key, value) or Status.ACTIVE
             elif key == "extra":
-                out[key] = _extra(value)
+                out[key] = extra_fields(value)
         return out
 
     # -- create / read ----------------------------------------------------------------------
@@ -766,7 +693,7 @@ class Store:
                 scope=backend.scope,
                 path=path,
                 store_scope=backend.scope,
-                **_memory_fields(fields),
+                **memory_fields(fields),
             )
             snap.put(path, self._encode(backend, memory))
             return _Effect(
@@ -865,8 +792,8 @@ class Store:
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
-            _check_expected(current, expected_version)
-            updated = _apply_fields(current, changes, new_body)
+            check_expected(current, expected_version)
+            updated = apply_fields(current, changes, new_body)
             if updated == current:
                 return _Effect(Op.UPDATE, [id], current.title), current
             updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
@@ -900,12 +827,12 @@ class Store:
         """
         backend = self._locate(id)
         addition = self._body(text)
-        agent = _line("agent", agent)
-        session = _line("session_id", session_id)
+        agent = single_line("agent", agent)
+        session = single_line("session_id", session_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
-            _check_expected(current, expected_version)
+            check_expected(current, expected_version)
             body = current.body
             separator = "" if not body or body.endswith("\n") else "\n"
             updated = replace(
@@ -956,7 +883,7 @@ class Store:
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
-            _check_expected(current, expected_version)
+            check_expected(current, expected_version)
             path = current.path or memory_path(id)
             stored = current.to_metadata()
 
@@ -1019,8 +946,8 @@ class Store:
                 "gitmem log --op delete shows deleted ones",
             ) from None
         path = memory_path(id)
-        agent = _line("agent", agent)
-        session = _line("session_id", session_id)
+        agent = single_line("agent", agent)
+        session = single_line("session_id", session_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, bool]:
             data = snap.read(path)
@@ -1053,7 +980,7 @@ class Store:
         """
         check_id(id)
         path = memory_path(id)
-        agent = _line("agent", agent)
+        agent = single_line("agent", agent)
         backend = self._backend(scope)
         if scope is None:
             for candidate in self._ordered(None):
@@ -1081,7 +1008,7 @@ class Store:
         result: Memory = self._run(backend, action, message)
         return result
 
-    def _find_past(self, backend: _Backend, path: str, at: At) -> bytes | None:
+    def _find_past(self, backend: Backend, path: str, at: At) -> bytes | None:
         """The file's content at ``at``, or (at=None) its last content before it was deleted."""
         if at is not None:
             return backend.db.snapshot(at).read(path)
@@ -1139,7 +1066,7 @@ class Store:
                 scope=backend.scope,
                 path=path,
                 store_scope=backend.scope,
-                **_memory_fields(carried),
+                **memory_fields(carried),
             )
             snap.put(path, self._encode(backend, memory))
             effect = _Effect(
@@ -1165,7 +1092,7 @@ class Store:
         Files that cannot be read as memories are skipped and logged; see
         :meth:`problems` for the full list.
         """
-        wanted_tags = set(_tags(tags)) if tags else set()
+        wanted_tags = set(tag_tuple(tags)) if tags else set()
         out: builtins.list[Memory] = []
         for backend in self._ordered(scope):
             index = self._index(backend, at)
@@ -1235,7 +1162,7 @@ class Store:
         return found
 
     def _scan(
-        self, backend: _Backend, snap: Snapshot
+        self, backend: Backend, snap: Snapshot
     ) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
         memories: builtins.list[Memory] = []
         problems: builtins.list[Problem] = []
@@ -1378,7 +1305,7 @@ class Store:
         return History(versions, warnings)
 
     def _versions_of(
-        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+        self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
         index = self._index(backend)
         if index is None:
@@ -1409,7 +1336,7 @@ class Store:
         return out
 
     def _file_versions(
-        self, backend: _Backend, ids: Sequence[str], warnings: builtins.list[str]
+        self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
         """History rows by walking every commit (the index's reference implementation).
 
@@ -1455,7 +1382,7 @@ class Store:
         return [version for _, version, _ in found]
 
     def _file_changes(
-        self, backend: _Backend, paths: Sequence[str]
+        self, backend: Backend, paths: Sequence[str]
     ) -> Iterator[
         tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
     ]:
@@ -1510,7 +1437,7 @@ class Store:
             raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
         filters: dict[str, Any] = {
             "category": category,
-            "tags": sorted(set(_tags(tags))) if tags else [],
+            "tags": sorted(set(tag_tuple(tags))) if tags else [],
             "include_superseded": include_superseded,
             "include_archived": include_archived,
             "layer": layer,
@@ -1608,7 +1535,7 @@ class Store:
             limit=limit,
             scope=scope,
             category=category,
-            tags=sorted(set(_tags(tags))) if tags else (),
+            tags=sorted(set(tag_tuple(tags))) if tags else (),
             include_superseded=include_superseded,
             include_archived=include_archived,
             at=at,
@@ -1629,7 +1556,7 @@ class Store:
 
         return [(hit.memory, sim) for hit, sim in near_duplicates(self, memory, limit=limit)]
 
-    def _search_candidates(self, backend: _Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
+    def _search_candidates(self, backend: Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
         index = self._index(backend)
         if index is not None:
             yield from index.scan(filters=dict(filters))
@@ -1744,28 +1671,6 @@ def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime |
         raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
 
 
-_TRAILER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
-
-
-def _check_trailer(key: str, value: str) -> None:
-    """A trailer is one line ``Key: value``; anything else would corrupt the commit's trailers."""
-    if not _TRAILER_KEY.fullmatch(key):
-        raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
-    if not value or "\n" in value or "\r" in value:
-        raise InvalidInputError(f"trailer {key} must be one non-empty line")
-
-
-_SIGNATURE_CRUD = " .,:;<>\"\\'"
-"""Characters git (libgit2) trims from the ends of an author name; '<' and '>' may not occur."""
-
-
-def _author_name(agent: str) -> str:
-    """The agent as a git author name: any agent text is accepted (the Gitmem-Agent trailer
-    keeps it exactly), but git refuses angle brackets and names that are only punctuation."""
-    name = agent.replace("<", "").replace(">", "").strip(_SIGNATURE_CRUD)
-    return name or "agent"
-
-
 def _case_twin(snap: Snapshot, path: str) -> str | None:
     """A path in ``snap`` equal to ``path`` but for letter case, at the file or any folder on
     the way; None if there is none. Git keeps such twins apart; a checkout on a
@@ -1792,384 +1697,6 @@ def _staged_live(snap: Snapshot, path: str) -> bool:
     )
 
 
-def _check_expected(current: Memory, expected: int | None) -> None:
-    if expected is not None and current.version != expected:
-        raise ConflictError(
-            f"{current.id} is at version {current.version}, not {expected}: "
-            "someone else changed it",
-            hint="read it again and retry with the new version",
-        )
-
-
-def _line(what: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{what} must be text, not {type(value).__name__}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidInputError(f"{what} must be one line without control characters")
-    value = value.strip()
-    return value or None
-
-
-def _tags(value: Iterable[str] | str | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    out: builtins.list[str] = []
-    for tag in value:
-        clean = _line("tag", tag)
-        if clean and clean not in out:
-            out.append(clean)
-    return tuple(out)
-
-
-def _related(value: Iterable[RelatedInput] | None) -> tuple[Related, ...]:
-    if value is None:
-        return ()
-    out: builtins.list[Related] = []
-    for item in value:
-        if isinstance(item, Related):
-            rid, rel = item.id, str(item.relationship)
-        elif isinstance(item, str):
-            rid, _, rel = item.partition(":")
-            rel = rel or str(Relationship.RELATES_TO)
-        elif isinstance(item, tuple):
-            rid, rel = item
-        elif isinstance(item, Mapping):
-            rid, rel = item.get("id", ""), item.get("relationship", str(Relationship.RELATES_TO))
-        else:
-            raise InvalidInputError(
-                f"related entry {item!r} is not an id, (id, relationship) or mapping"
-            )
-        check_id(rid, what="related id")
-        out.append(
-            Related(rid, _enum(Relationship, "relationship", rel) or Relationship.RELATES_TO)
-        )
-    return tuple(out)
-
-
-def _enum(kind: Any, what: str, value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(m) for m in kind)
-        raise InvalidInputError(f"{what} {value!r} is not one of {allowed}") from None
-
-
-def _extra(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInputError("extra must be a mapping of front-matter keys to values")
-    from gitmem.format.model import KNOWN_KEYS
-
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
-        if key in KNOWN_KEYS:
-            raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
-        codec.check_writable_depth({key: item})  # before the recursive walk below
-        _check_plain(item, key)
-        out[key] = item
-    return out
-
-
-_PLAIN_SCALARS = (str, bool, int, float, dt.date, type(None))
-
-
-def _check_plain(value: Any, where: str) -> None:
-    """Refuse values the safe YAML reader would not read back (sets, bytes, objects).
-
-    A set dumps as ``!!set`` and bytes as ``!!binary``: the write would succeed and
-    leave a memory that no read can load.
-    """
-    if isinstance(value, _PLAIN_SCALARS):
-        return
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _check_plain(item, f"{where}[{i}]")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, _PLAIN_SCALARS):
-                raise InvalidInputError(f"extra {where} has a key of type {type(key).__name__}")
-            _check_plain(item, f"{where}.{key}")
-        return
-    raise InvalidInputError(
-        f"extra {where} holds a {type(value).__name__}: front-matter values must be text, "
-        "numbers, booleans, dates, lists or mappings"
-    )
-
-
-def _memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in fields.items() if k != "extra" and v is not None}
-    if fields.get("extra"):
-        out["extra"] = {k: v for k, v in fields["extra"].items() if v is not None}
-    return out
-
-
-def _apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) -> Memory:
-    updates: dict[str, Any] = {}
-    for key, value in changes.items():
-        if key == "extra":
-            merged = dict(current.extra)
-            for k, v in value.items():
-                if v is None:
-                    merged.pop(k, None)
-                else:
-                    merged[k] = v
-            updates["extra"] = merged
-        else:
-            updates[key] = value
-    if body is not None:
-        updates["body"] = body
-    return replace(current, **updates)
-
-
 # -- opening stores ------------------------------------------------------------------------
 
 
-def _open_backend(
-    path: Path, *, clock: Clock | None, durable: bool, branch: str | None = None
-) -> _Backend:
-    db = GitDB(path, clock=clock, durable=durable, branch=branch)
-    _refuse_foreign_worktree(path, db)
-    snap = db.snapshot()
-    data = snap.read(CONFIG_FILE)
-    if data is None:
-        if snap.commit is None:
-            raise StoreError(
-                f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init"
-            )
-        raise StoreError(
-            f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
-            hint="run gitmem init in an empty directory",
-        )
-    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
-    return _Backend(config.scope, db, config)
-
-
-def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
-    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
-    git config can point anywhere, and gitmem writes memory files into the work tree: in a
-    store the user does not trust, that setting came from someone else."""
-    target = path.expanduser().resolve()
-    if target.name == ".git":
-        expected: Path | None = target.parent
-    else:
-        expected = target if (target / ".git").exists() else None
-    actual = db.workdir.resolve() if db.workdir is not None else None
-    if actual == expected:
-        return
-    from gitmem.git import trust
-
-    if trust.is_trusted(path):
-        return
-    raise StoreError(
-        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
-        "gitmem writes memory files there, so it does not follow that for a store you have "
-        "not trusted",
-        hint=f"if the setting is yours: gitmem trust {path}",
-    )
-
-
-def is_store(path: Path) -> bool:
-    """Whether ``path`` holds a git repository (a store's or one gitmem could open)."""
-    return (path / ".git").exists() or (path / "HEAD").is_file()
-
-
-def _record_trust(target: Path) -> None:
-    """The user made this store: its git configuration is theirs (see gitmem.git.trust)."""
-    from gitmem.git import trust
-
-    try:
-        trust.record_created(target)
-    except (OSError, GitmemError) as exc:
-        log.warning(
-            "could not record %s as trusted (%s); gitmem treats it as untrusted "
-            "until 'gitmem trust %s' succeeds",
-            target,
-            exc,
-            target,
-        )
-
-
-def init_store(
-    path: str | os.PathLike[str],
-    *,
-    bare: bool = False,
-    scope: Scope | str = Scope.REPO,
-    clock: Clock | None = None,
-    durable: bool = False,
-) -> Store:
-    """Create a store at ``path`` (a new or empty directory) and return it opened.
-
-    Initialising an existing gitmem store is harmless: it is opened as it is.
-    """
-    target = Path(path).expanduser()
-    scope = Scope(scope)
-    if is_store(target):
-        with contextlib.suppress(StoreError):
-            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
-            # A clone made with plain git has no merge.gitmem.driver (git never copies
-            # config): `gitmem init` in it registers the driver, and changes nothing else.
-            from gitmem.store.merge import driver_registered, register_driver
-
-            if not driver_registered(target):
-                register_driver(target)
-            return store
-    if target.exists() and any(target.iterdir()) and not is_store(target):
-        raise StoreError(
-            f"{target} exists and is not empty; gitmem init wants a new or empty directory"
-        )
-    target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
-    if scope is Scope.USER:
-        # A user store holds one person's memories: owner only, also when the (empty)
-        # directory was there before and mkdir's mode did not apply.
-        target.chmod(0o700)
-    repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
-    repo.config["gitmem.format"] = "1"
-    _record_trust(target)
-    # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
-    from gitmem.store.merge import register_driver
-
-    register_driver(target)
-    db = GitDB(target, clock=clock, durable=durable)
-
-    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-        snap.put(CONFIG_FILE, initial_text(scope).encode())
-        snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
-        return CommitSpec(
-            subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]
-        ), None
-
-    if db.tip() is None:
-        db.write(plan)
-    return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
-
-
-def open_store(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    clock: Clock | None = None,
-    durable: bool = False,
-    cwd: str | os.PathLike[str] | None = None,
-    branch: str | None = None,
-) -> Store:
-    """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
-    found by walking up from the current directory (read together with the user
-    store when that exists), else the user store at ``$GITMEM_HOME`` (default
-    ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
-    branch instead of the one checked out (main in a bare store), made from main's tip
-    on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
-    """
-    if path is not None:
-        target = Path(path).expanduser()
-        if not target.exists():
-            raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
-        backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
-        return Store([backend], clock=clock)
-    env_dir = os.environ.get("GITMEM_DIR")
-    if env_dir:
-        return open_store(env_dir, clock=clock, durable=durable, branch=branch)
-    user_path = user_store_path()
-    project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
-    if project is not None:
-        _refuse_committed_store(project)
-        backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
-        if is_store(user_path) and user_path.resolve() != project.resolve():
-            with contextlib.suppress(StoreError):
-                backends.append(_open_backend(user_path, clock=clock, durable=durable))
-        return Store(backends, clock=clock)
-    if not is_store(user_path):
-        init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
-    backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
-    return Store([backend], clock=clock)
-
-
-def user_store_path() -> Path:
-    return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
-
-
-def committed_in_project(store_dir: Path) -> Path | None:
-    """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
-    the store's git configuration and hooks then came from the project's author."""
-    try:
-        found = pygit2.discover_repository(str(store_dir.parent))
-        if found is None:
-            return None
-        project = pygit2.Repository(found)
-    except (pygit2.GitError, KeyError, OSError):
-        return None
-    if project.is_bare:
-        return None
-    top = Path(project.workdir).resolve()
-    try:
-        rel = store_dir.resolve().relative_to(top).as_posix()
-    except ValueError:
-        return None
-    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, AttributeError):
-        tree = project.head.peel(pygit2.Tree)
-        tree[rel]  # a KeyError when the project does not track it
-        return top
-    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
-        index = project.index
-        if any(f"{rel}/{name}" in index for name in ("HEAD", "config")) or rel in index:
-            return top
-    return None
-
-
-def _refuse_committed_store(store_dir: Path) -> None:
-    from gitmem.git import trust
-
-    top = committed_in_project(store_dir)
-    if top is None or trust.is_trusted(store_dir):
-        return
-    raise StoreError(
-        f"{store_dir} is committed in the project at {top}, so its git settings and hooks "
-        "come from the project's author; gitmem does not use it unasked",
-        hint=(
-            f"name it with --store {store_dir} (git then runs without its settings), "
-            f"or trust its author: gitmem trust {store_dir}"
-        ),
-    )
-
-
-def find_project_store(start: Path) -> Path | None:
-    """Walk up from ``start`` to the first directory holding a ``.gitmem/`` store."""
-    current = start.resolve()
-    for directory in (current, *current.parents):
-        candidate = directory / ".gitmem"
-        if candidate.is_dir() and is_store(candidate):
-            return candidate
-    return None
-
-
-def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
-    """Create ``<project>/.gitmem/`` and exclude it in the project's ``.git/info/exclude``."""
-    root = Path(project).resolve()
-    try:
-        project_repo = pygit2.Repository(str(root), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-    except (pygit2.GitError, KeyError):
-        raise StoreError(
-            f"{root} is not the top of a git repository",
-            hint="run gitmem init --project at the root of a project repository",
-        ) from None
-    store = init_store(root / ".gitmem", scope=Scope.REPO, clock=clock)
-    exclude = Path(project_repo.path) / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    existing = exclude.read_text() if exclude.exists() else ""
-    if not any(
-        line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"}
-        for line in existing.splitlines()
-    ):
-        with open(exclude, "a") as fh:
-            if existing and not existing.endswith("\n"):
-                fh.write("\n")
-            fh.write("# gitmem: the project's memory store is a repository of its own\n/.gitmem/\n")
-    return store

@@ -1,0 +1,182 @@
+"""The store's input checks: what a caller passes is checked here before any write.
+
+Each check raises a :class:`~gitmem.base.errors.GitmemError` naming what was wrong,
+before anything is staged, so a refused write changes nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from gitmem.base.errors import ConflictError, InvalidInputError
+from gitmem.format import codec
+from gitmem.format.layout import check_id
+from gitmem.format.model import Memory, Related, Relationship
+
+_TRAILER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+RelatedInput = Related | Mapping[str, str] | tuple[str, str] | str
+"""One related memory as a caller may pass it: Related, mapping, (id, relationship) or id."""
+
+
+def check_trailer(key: str, value: str) -> None:
+    """A trailer is one line ``Key: value``; anything else would corrupt the commit's trailers."""
+    if not _TRAILER_KEY.fullmatch(key):
+        raise InvalidInputError(f"trailer key {key!r} must be letters, digits and '-'")
+    if not value or "\n" in value or "\r" in value:
+        raise InvalidInputError(f"trailer {key} must be one non-empty line")
+
+
+_SIGNATURE_CRUD = " .,:;<>\"\\'"
+"""Characters git (libgit2) trims from the ends of an author name; '<' and '>' may not occur."""
+
+
+def author_name(agent: str) -> str:
+    """The agent as a git author name: any agent text is accepted (the Gitmem-Agent trailer
+    keeps it exactly), but git refuses angle brackets and names that are only punctuation."""
+    name = agent.replace("<", "").replace(">", "").strip(_SIGNATURE_CRUD)
+    return name or "agent"
+
+
+def check_expected(current: Memory, expected: int | None) -> None:
+    if expected is not None and current.version != expected:
+        raise ConflictError(
+            f"{current.id} is at version {current.version}, not {expected}: "
+            "someone else changed it",
+            hint="read it again and retry with the new version",
+        )
+
+
+def single_line(what: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be text, not {type(value).__name__}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} must be one line without control characters")
+    value = value.strip()
+    return value or None
+
+
+def tag_tuple(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    out: builtins.list[str] = []
+    for tag in value:
+        clean = single_line("tag", tag)
+        if clean and clean not in out:
+            out.append(clean)
+    return tuple(out)
+
+
+def related_tuple(value: Iterable[RelatedInput] | None) -> tuple[Related, ...]:
+    if value is None:
+        return ()
+    out: builtins.list[Related] = []
+    for item in value:
+        if isinstance(item, Related):
+            rid, rel = item.id, str(item.relationship)
+        elif isinstance(item, str):
+            rid, _, rel = item.partition(":")
+            rel = rel or str(Relationship.RELATES_TO)
+        elif isinstance(item, tuple):
+            rid, rel = item
+        elif isinstance(item, Mapping):
+            rid, rel = item.get("id", ""), item.get("relationship", str(Relationship.RELATES_TO))
+        else:
+            raise InvalidInputError(
+                f"related entry {item!r} is not an id, (id, relationship) or mapping"
+            )
+        check_id(rid, what="related id")
+        out.append(
+            Related(rid, enum_value(Relationship, "relationship", rel) or Relationship.RELATES_TO)
+        )
+    return tuple(out)
+
+
+def enum_value(kind: Any, what: str, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m) for m in kind)
+        raise InvalidInputError(f"{what} {value!r} is not one of {allowed}") from None
+
+
+def extra_fields(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("extra must be a mapping of front-matter keys to values")
+    from gitmem.format.model import KNOWN_KEYS
+
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
+        if key in KNOWN_KEYS:
+            raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
+        codec.check_writable_depth({key: item})  # before the recursive walk below
+        check_plain(item, key)
+        out[key] = item
+    return out
+
+
+_PLAIN_SCALARS = (str, bool, int, float, dt.date, type(None))
+
+
+def check_plain(value: Any, where: str) -> None:
+    """Refuse values the safe YAML reader would not read back (sets, bytes, objects).
+
+    A set dumps as ``!!set`` and bytes as ``!!binary``: the write would succeed and
+    leave a memory that no read can load.
+    """
+    if isinstance(value, _PLAIN_SCALARS):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, _PLAIN_SCALARS):
+                raise InvalidInputError(f"extra {where} has a key of type {type(key).__name__}")
+            check_plain(item, f"{where}.{key}")
+        return
+    raise InvalidInputError(
+        f"extra {where} holds a {type(value).__name__}: front-matter values must be text, "
+        "numbers, booleans, dates, lists or mappings"
+    )
+
+
+def memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in fields.items() if k != "extra" and v is not None}
+    if fields.get("extra"):
+        out["extra"] = {k: v for k, v in fields["extra"].items() if v is not None}
+    return out
+
+
+def apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) -> Memory:
+    updates: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key == "extra":
+            merged = dict(current.extra)
+            for k, v in value.items():
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = v
+            updates["extra"] = merged
+        else:
+            updates[key] = value
+    if body is not None:
+        updates["body"] = body
+    return replace(current, **updates)

@@ -1,0 +1,269 @@
+"""Finding and making stores: ``gitmem.open()`` and ``gitmem.init()`` behind the API.
+
+Where a store is (``$GITMEM_DIR``, the project's ``.gitmem/`` found walking up, the
+user store), opening it as a :class:`~gitmem.store.core.Store`, and creating one (the
+repository, ``gitmem.yaml``, the merge driver, the trust record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+import pygit2
+
+from gitmem.base.clock import Clock
+from gitmem.base.errors import GitmemError, StoreError
+from gitmem.base.trailers import OP_TRAILER, CommitSpec
+from gitmem.format import codec
+from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
+from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
+from gitmem.format.model import Op, Scope
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot
+from gitmem.store.core import Backend, Store
+
+log = logging.getLogger(__name__)
+
+
+def _open_backend(
+    path: Path, *, clock: Clock | None, durable: bool, branch: str | None = None
+) -> Backend:
+    db = GitDB(path, clock=clock, durable=durable, branch=branch)
+    _refuse_foreign_worktree(path, db)
+    snap = db.snapshot()
+    data = snap.read(CONFIG_FILE)
+    if data is None:
+        if snap.commit is None:
+            raise StoreError(
+                f"{path} is an empty git repository, not a gitmem store", hint="run gitmem init"
+            )
+        raise StoreError(
+            f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
+            hint="run gitmem init in an empty directory",
+        )
+    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    return Backend(config.scope, db, config)
+
+
+def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
+    """A store's work tree is its own directory (or none). ``core.worktree`` in a store's
+    git config can point anywhere, and gitmem writes memory files into the work tree: in a
+    store the user does not trust, that setting came from someone else."""
+    target = path.expanduser().resolve()
+    if target.name == ".git":
+        expected: Path | None = target.parent
+    else:
+        expected = target if (target / ".git").exists() else None
+    actual = db.workdir.resolve() if db.workdir is not None else None
+    if actual == expected:
+        return
+    from gitmem.git import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
+        "gitmem writes memory files there, so it does not follow that for a store you have "
+        "not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}",
+    )
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` holds a git repository (a store's or one gitmem could open)."""
+    return (path / ".git").exists() or (path / "HEAD").is_file()
+
+
+def _record_trust(target: Path) -> None:
+    """The user made this store: its git configuration is theirs (see gitmem.git.trust)."""
+    from gitmem.git import trust
+
+    try:
+        trust.record_created(target)
+    except (OSError, GitmemError) as exc:
+        log.warning(
+            "could not record %s as trusted (%s); gitmem treats it as untrusted "
+            "until 'gitmem trust %s' succeeds",
+            target,
+            exc,
+            target,
+        )
+
+
+def init_store(
+    path: str | os.PathLike[str],
+    *,
+    bare: bool = False,
+    scope: Scope | str = Scope.REPO,
+    clock: Clock | None = None,
+    durable: bool = False,
+) -> Store:
+    """Create a store at ``path`` (a new or empty directory) and return it opened.
+
+    Initialising an existing gitmem store is harmless: it is opened as it is.
+    """
+    target = Path(path).expanduser()
+    scope = Scope(scope)
+    if is_store(target):
+        with contextlib.suppress(StoreError):
+            store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+            # A clone made with plain git has no merge.gitmem.driver (git never copies
+            # config): `gitmem init` in it registers the driver, and changes nothing else.
+            from gitmem.store.merge import driver_registered, register_driver
+
+            if not driver_registered(target):
+                register_driver(target)
+            return store
+    if target.exists() and any(target.iterdir()) and not is_store(target):
+        raise StoreError(
+            f"{target} exists and is not empty; gitmem init wants a new or empty directory"
+        )
+    target.mkdir(parents=True, exist_ok=True, mode=0o700 if scope is Scope.USER else 0o777)
+    if scope is Scope.USER:
+        # A user store holds one person's memories: owner only, also when the (empty)
+        # directory was there before and mkdir's mode did not apply.
+        target.chmod(0o700)
+    repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
+    repo.config["gitmem.format"] = "1"
+    _record_trust(target)
+    # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
+    from gitmem.store.merge import register_driver
+
+    register_driver(target)
+    db = GitDB(target, clock=clock, durable=durable)
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        snap.put(CONFIG_FILE, initial_text(scope).encode())
+        snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
+        return CommitSpec(
+            subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]
+        ), None
+
+    if db.tip() is None:
+        db.write(plan)
+    return Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    clock: Clock | None = None,
+    durable: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+    branch: str | None = None,
+) -> Store:
+    """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
+    found by walking up from the current directory (read together with the user
+    store when that exists), else the user store at ``$GITMEM_HOME`` (default
+    ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
+    branch instead of the one checked out (main in a bare store), made from main's tip
+    on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
+    """
+    if path is not None:
+        target = Path(path).expanduser()
+        if not target.exists():
+            raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
+        backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
+        return Store([backend], clock=clock)
+    env_dir = os.environ.get("GITMEM_DIR")
+    if env_dir:
+        return open_store(env_dir, clock=clock, durable=durable, branch=branch)
+    user_path = user_store_path()
+    project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
+    if project is not None:
+        _refuse_committed_store(project)
+        backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
+        if is_store(user_path) and user_path.resolve() != project.resolve():
+            with contextlib.suppress(StoreError):
+                backends.append(_open_backend(user_path, clock=clock, durable=durable))
+        return Store(backends, clock=clock)
+    if not is_store(user_path):
+        init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
+    backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
+    return Store([backend], clock=clock)
+
+
+def user_store_path() -> Path:
+    return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
+
+
+def committed_in_project(store_dir: Path) -> Path | None:
+    """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
+    the store's git configuration and hooks then came from the project's author."""
+    try:
+        found = pygit2.discover_repository(str(store_dir.parent))
+        if found is None:
+            return None
+        project = pygit2.Repository(found)
+    except (pygit2.GitError, KeyError, OSError):
+        return None
+    if project.is_bare:
+        return None
+    top = Path(project.workdir).resolve()
+    try:
+        rel = store_dir.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, AttributeError):
+        tree = project.head.peel(pygit2.Tree)
+        tree[rel]  # a KeyError when the project does not track it
+        return top
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError, OSError):
+        index = project.index
+        if any(f"{rel}/{name}" in index for name in ("HEAD", "config")) or rel in index:
+            return top
+    return None
+
+
+def _refuse_committed_store(store_dir: Path) -> None:
+    from gitmem.git import trust
+
+    top = committed_in_project(store_dir)
+    if top is None or trust.is_trusted(store_dir):
+        return
+    raise StoreError(
+        f"{store_dir} is committed in the project at {top}, so its git settings and hooks "
+        "come from the project's author; gitmem does not use it unasked",
+        hint=(
+            f"name it with --store {store_dir} (git then runs without its settings), "
+            f"or trust its author: gitmem trust {store_dir}"
+        ),
+    )
+
+
+def find_project_store(start: Path) -> Path | None:
+    """Walk up from ``start`` to the first directory holding a ``.gitmem/`` store."""
+    current = start.resolve()
+    for directory in (current, *current.parents):
+        candidate = directory / ".gitmem"
+        if candidate.is_dir() and is_store(candidate):
+            return candidate
+    return None
+
+
+def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
+    """Create ``<project>/.gitmem/`` and exclude it in the project's ``.git/info/exclude``."""
+    root = Path(project).resolve()
+    try:
+        project_repo = pygit2.Repository(str(root), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    except (pygit2.GitError, KeyError):
+        raise StoreError(
+            f"{root} is not the top of a git repository",
+            hint="run gitmem init --project at the root of a project repository",
+        ) from None
+    store = init_store(root / ".gitmem", scope=Scope.REPO, clock=clock)
+    exclude = Path(project_repo.path) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    existing = exclude.read_text() if exclude.exists() else ""
+    if not any(
+        line.strip() in {".gitmem", ".gitmem/", "/.gitmem", "/.gitmem/"}
+        for line in existing.splitlines()
+    ):
+        with open(exclude, "a") as fh:
+            if existing and not existing.endswith("\n"):
+                fh.write("\n")
+            fh.write("# gitmem: the project's memory store is a repository of its own\n/.gitmem/\n")
+    return store

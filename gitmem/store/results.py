@@ -1,0 +1,92 @@
+"""What the store's reads return: versions, histories, log entries and problems."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.clock import format_timestamp
+from gitmem.format.model import Memory, Scope
+
+
+@dataclass(frozen=True)
+class Version:
+    """One step of a memory's history: a commit that changed one file of the chain."""
+
+    memory_id: str
+    version: int | None
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    memory: Memory | None
+    """The content at that point; None for a deletion."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory_id,
+            "version": self.version,
+            "commit": self.commit,
+            "time": format_timestamp(self.time),
+            "author": self.author,
+            "agent": self.agent,
+            "op": self.op,
+            "memory": self.memory.to_dict() if self.memory is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class History:
+    versions: list[Version]
+    warnings: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Version]:
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __getitem__(self, index: int) -> Version:
+        return self.versions[index]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    commit: str
+    time: dt.datetime
+    author: str
+    author_email: str
+    subject: str
+    ops: list[str]
+    ids: list[str]
+    supersedes: list[str]
+    agent: str | None
+    session: str | None
+    scope: Scope | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "time": format_timestamp(self.time),
+            "author": self.author,
+            "author_email": self.author_email,
+            "subject": self.subject,
+            "ops": self.ops,
+            "ids": self.ids,
+            "supersedes": self.supersedes,
+            "agent": self.agent,
+            "session": self.session,
+            "scope": str(self.scope) if self.scope else None,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file in the store that gitmem cannot read as a memory."""
+
+    path: str
+    message: str
+    scope: Scope | None = None
