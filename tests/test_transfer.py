@@ -521,3 +521,50 @@ def test_cli_import_files_reports_the_links_it_skipped(store: Store, tmp_path: P
     result = run("import", "files", str(folder))
     assert "abs-file.md: a symbolic link out of the folder" in result.stdout + result.stderr
     assert store.get(OUTSIDE_ID) is None
+
+
+# -- imports get exactly the store's checks (Store.check_file, gitmem.format.memfile) ---------
+
+
+def _memory_file(memory_id: str, body: str, extra: str = "") -> bytes:
+    return (
+        f"---\nid: {memory_id}\nscope: repo\ncreated_at: 2025-01-02T03:04:05Z\n"
+        f"updated_at: 2025-01-02T03:04:05Z\nversion: 1\n{extra}---\n\n{body}"
+    ).encode()
+
+
+IMPORT_ID = "mem_0b9c2c1e-8a4b-4c1d-9e2f-0123456789ab"
+FAKE_KEY = "AKIA" + "ABCDEFGHIJKLMNOP"  # an AWS access key id's shape
+
+
+def test_an_import_inside_secrets_allowed_is_allowed(store: Store, tmp_path: Path) -> None:
+    """The store's own allow (``secrets_allowed()``) covers imports as it covers writes; it
+    used to be honoured only through the ``allow_secrets`` attribute."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.md").write_bytes(_memory_file(IMPORT_ID, f"aws key {FAKE_KEY}\n"))
+    with pytest.raises(InvalidInputError, match="aws-access-key-id"):
+        import_files(store, folder)
+    with store.secrets_allowed():
+        report = import_files(store, folder)
+    assert report.written == {"files": 1}
+    assert FAKE_KEY in store.read(IMPORT_ID).body
+
+
+def test_an_oversized_import_is_too_large_like_a_write(store: Store) -> None:
+    limit = store.config().max_body_bytes
+    with pytest.raises(gitmem.TooLargeError, match="over the store's limit"):
+        store.check_file(_memory_file(IMPORT_ID, "x" * (limit + 1)), what="big.md")
+    with pytest.raises(gitmem.TooLargeError):
+        store.create("x" * (limit + 1))
+
+
+def test_an_import_with_front_matter_over_the_bound_is_refused(store: Store) -> None:
+    """The reader refuses front-matter over its bound; an import must not store a file every
+    later read would refuse (there was no bound on this path)."""
+    from gitmem.format import codec
+
+    big = "notes: " + "y" * (codec.MAX_FRONT_MATTER_BYTES + 10) + "\n"
+    with pytest.raises(gitmem.GitmemError, match="front-matter"):
+        store.check_file(_memory_file(IMPORT_ID, "small body\n", big), what="wide.md")
+    assert store.get(IMPORT_ID) is None

@@ -37,7 +37,7 @@ from gitmem.base.errors import (
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
-from gitmem.format import codec, secrets
+from gitmem.format import codec
 from gitmem.format.layout import (
     MEMORY_ROOTS,
     MEMORY_SUFFIX,
@@ -459,36 +459,10 @@ def _read_source(path: Path) -> bytes:
 
 
 def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
-    """The id, store path and front-matter of a memory file, or InvalidMemoryError saying why.
-
-    The file is read as the store reads it (:func:`gitmem.format.memfile.decode`, at the
-    place its id names), then held to what the store refuses on a write: the body bound
-    and credentials.
-    """
-    from gitmem.format import memfile
-
-    text = codec.decode(data, what=shown)
-    parsed = codec.parse(text)
-    if not getattr(store, "allow_secrets", False):
-        # Before the id and schema checks, which quote what they refuse; every field as a
-        # value, so YAML quoting and escapes hide nothing (gitmem.format.secrets.refuse_memory).
-        policy = secrets.policy_from_config(store.config().raw)
-        secrets.refuse_memory(
-            memory_id=None, metadata=parsed.metadata, body="", policy=policy
-        )
-        secrets.refuse(text, shown, policy)
-    memory_id = parsed.metadata.get("id")
-    if not isinstance(memory_id, str):
-        raise InvalidMemoryError(f"{shown} has no id in its front-matter")
-    path = memory_path(memory_id)
-    try:
-        memory = memfile.decode(data, path)
-    except InvalidMemoryError as exc:
-        raise InvalidMemoryError(f"{shown}: {exc}") from None
-    limit = store.config().max_body_bytes
-    if len(memory.body.encode("utf-8")) > limit:
-        raise InvalidMemoryError(f"{shown}: body over the store's limit of {limit} bytes")
-    return memory_id, path, memory.to_metadata()
+    """The id, store path and front-matter of a memory file to import byte for byte, after
+    exactly the checks the store makes of a write (:meth:`Store.check_file`)."""
+    memory = store.check_file(data, what=shown)
+    return memory.id, memory_path(memory.id), memory.to_metadata()
 
 
 def import_files(

@@ -1,17 +1,110 @@
-"""The memory file, read: the one decoder every reader uses.
+"""The memory file: the one encoder and the one decoder every writer and reader uses.
 
-The store, the git hooks, merge, review, transfer, the hub's receive hook and the
-knowledge graph all turn a memory file's bytes into a :class:`~gitmem.format.model.Memory`
-here, with the same checks: UTF-8 text without NUL bytes, front-matter that passes the
-schema, and an ``id`` that agrees with the file's path.
+The store writes a memory's file with :func:`encode` (schema, size bounds, a read-back
+check, credentials); an import holds a file it copies byte for byte to the same checks
+with :func:`check`. The store, the git hooks, merge, review, transfer, the hub's receive
+hook and the knowledge graph all read a file with :func:`decode`: UTF-8 text without NUL
+bytes, front-matter that passes the schema, and an ``id`` that agrees with the path.
 """
 
 from __future__ import annotations
 
-from gitmem.base.errors import GitmemError, InvalidMemoryError
+from typing import TYPE_CHECKING
+
+from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, TooLargeError
 from gitmem.format import codec, schema
-from gitmem.format.layout import expected_path_form, id_from_path
+from gitmem.format.layout import expected_path_form, id_from_path, memory_path
 from gitmem.format.model import Memory, memory_from_document
+
+if TYPE_CHECKING:
+    from gitmem.format.secrets import SecretPolicy
+
+
+def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None = None) -> bytes:
+    """The file that stores ``memory``, or the error that says why it cannot be written.
+
+    ``policy``: refuse credentials under it (None when the caller allowed them). Checks run
+    in an order that never echoes a credential: depth first (everything else walks the
+    values), then the fields as values, then the schema, the size bounds, a read-back of
+    the text as every reader parses it, and last the whole file (pairs such as
+    ``db_password: ...`` that span a key and its value).
+    """
+    metadata = memory.to_metadata()
+    codec.check_writable_depth(metadata)
+    path = memory.path or memory_path(memory.id)
+    if policy is not None:
+        from gitmem.format import secrets
+
+        secrets.refuse_memory(
+            memory_id=memory.id,
+            metadata=metadata,
+            body="",  # scanned with the whole file below: no check before that quotes it
+            policy=policy,
+            path=path,
+        )
+    schema.validate(metadata)
+    if memory.document is not None:
+        doc = memory.document.with_changes(metadata, memory.body)
+    else:
+        doc = codec.Document(metadata, memory.body)
+    text = codec.serialize(doc)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
+            "cannot store"
+        ) from None
+    _check_sizes(memory.id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
+    # Writes refuse whatever reads cannot read: the file is parsed back as every reader
+    # parses it (depth, size, values YAML does not carry exactly).
+    codec.check_reads_back(text, metadata, memory.body)
+    if policy is not None:
+        from gitmem.format import secrets
+
+        secrets.refuse(text, path, policy)
+    return data
+
+
+def check(
+    data: bytes, *, what: str, max_body_bytes: int, policy: SecretPolicy | None = None
+) -> Memory:
+    """The memory in a file that is to be stored byte for byte (an import), held to what
+    :func:`encode` refuses: credentials first (before any check that quotes a value), then
+    the reader's checks at the path its id names, then the size bounds."""
+    text = codec.decode(data, what=what)
+    parsed = codec.parse(text)
+    if policy is not None:
+        from gitmem.format import secrets
+
+        secrets.refuse_memory(memory_id=None, metadata=parsed.metadata, body="", policy=policy)
+        secrets.refuse(text, what, policy)
+    memory_id = parsed.metadata.get("id")
+    if not isinstance(memory_id, str):
+        raise InvalidMemoryError(f"{what} has no id in its front-matter")
+    try:
+        memory = decode(data, memory_path(memory_id))
+    except InvalidMemoryError as exc:
+        raise InvalidMemoryError(f"{what}: {exc}") from None
+    _check_sizes(memory_id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
+    return memory
+
+
+def _check_sizes(memory_id: str, size: int, body_size: int, max_body_bytes: int) -> None:
+    if body_size > max_body_bytes:
+        raise TooLargeError(
+            f"body of {memory_id} is {body_size} bytes, over the store's limit of "
+            f"{max_body_bytes}",
+            hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+        )
+    # The reader refuses front-matter over its bound; never write a file it would refuse.
+    head_size = size - body_size
+    if head_size > codec.MAX_FRONT_MATTER_BYTES:
+        raise TooLargeError(
+            f"front-matter of {memory_id} is about {head_size} bytes, over the limit of "
+            f"{codec.MAX_FRONT_MATTER_BYTES}",
+            hint="keep large content in the body, not in front-matter fields",
+        )
 
 
 def decode(

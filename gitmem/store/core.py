@@ -36,7 +36,6 @@ from gitmem.base.errors import (
     InvalidMemoryError,
     NotFoundError,
     StoreError,
-    TooLargeError,
 )
 from gitmem.base.trailers import (
     AGENT_TRAILER,
@@ -512,62 +511,23 @@ class Store:
         return spec
 
     def _encode(self, backend: Backend, memory: Memory) -> bytes:
-        metadata = memory.to_metadata()
-        # First: everything below walks the values recursively.
-        codec.check_writable_depth(metadata)
-        if self._secrets_refused():
-            # Before the schema check and anything else that may quote a value: a length
-            # error on a tag must not print the token in it.
-            from gitmem.format import secrets
+        policy = self._secret_policy(backend) if self._secrets_refused() else None
+        return memfile.encode(
+            memory, max_body_bytes=backend.config.max_body_bytes, policy=policy
+        )
 
-            secrets.refuse_memory(
-                memory_id=memory.id,
-                metadata=metadata,
-                body="",  # scanned with the whole file below: no check before that quotes it
-                policy=self._secret_policy(backend),
-                path=memory.path or memory_path(memory.id),
-            )
-        schema.validate(metadata)
-        if memory.document is not None:
-            doc = memory.document.with_changes(metadata, memory.body)
-        else:
-            doc = codec.Document(metadata, memory.body)
-        text = codec.serialize(doc)
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(
-                f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
-                "cannot store"
-            ) from None
-        limit = backend.config.max_body_bytes
-        body_size = len(memory.body.encode("utf-8"))
-        if body_size > limit:
-            raise TooLargeError(
-                f"body of {memory.id} is {body_size} bytes, over the store's limit of {limit}",
-                hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
-            )
-        # The reader refuses front-matter over its bound; never write a file it would refuse.
-        head_size = len(data) - body_size
-        if head_size > codec.MAX_FRONT_MATTER_BYTES:
-            raise TooLargeError(
-                f"front-matter of {memory.id} is about {head_size} bytes, over the limit of "
-                f"{codec.MAX_FRONT_MATTER_BYTES}",
-                hint="keep large content in the body, not in front-matter fields",
-            )
-        # Writes refuse whatever reads cannot read: the file is parsed back as every
-        # reader parses it (depth, size, values YAML does not carry exactly).
-        codec.check_reads_back(text, metadata, memory.body)
-        if self._secrets_refused():
-            # Every write that stores content passes here: the one place credentials are kept
-            # out. The policy is the committed gitmem.yaml's, refreshed with the config. The
-            # fields were scanned as values above; the file is scanned too, for pairs such as
-            # ``db_password: ...`` that span a key and its value.
-            from gitmem.format import secrets
-
-            policy = self._secret_policy(backend)
-            secrets.refuse(data.decode("utf-8"), memory.path or memory_path(memory.id), policy)
-        return data
+    def check_file(self, data: bytes, *, what: str, scope: Scope | str | None = None) -> Memory:
+        """The memory in a memory file that is to be stored byte for byte (an import), held
+        to every check a write of it makes here: the store's credential policy (unless
+        allowed: :attr:`allow_secrets`, :meth:`secrets_allowed`), the reader's checks at the
+        path its id names, the body and front-matter bounds. Raises what a write would.
+        ``what`` names the file in messages."""
+        backend = self._backend(scope)
+        self._refresh_config(backend, backend.db.snapshot())
+        policy = self._secret_policy(backend) if self._secrets_refused() else None
+        return memfile.check(
+            data, what=what, max_body_bytes=backend.config.max_body_bytes, policy=policy
+        )
 
     def _decode(self, backend: Backend, data: bytes, path: str) -> Memory:
         memory = memfile.decode(data, path, what=path, require_memory_path=False)
