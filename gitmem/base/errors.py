@@ -88,6 +88,16 @@ class StoreError(GitmemError):
     exit_code = 7
 
 
+class UnsupportedFormatError(StoreError):
+    """The store is written in a newer format than this gitmem knows (``format:`` in its
+    gitmem.yaml): it is refused rather than misread or damaged."""
+
+    default_hint = (
+        "upgrade gitmem (pip install -U gitmem-store) to use this store; "
+        "nothing was read or changed"
+    )
+
+
 class RepositoryDamagedError(StoreError):
     """An object the store needs is missing from git's object database or cannot be read
     (a corrupt loose object, a branch pointing at a commit that is not there)."""

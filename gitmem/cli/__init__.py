@@ -69,6 +69,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "recall": "index:recall",
     "reindex": "index:reindex",
     "gc": "index:gc",
+    "migrate": "index:migrate",
     "stale": "lifecycle:stale",
     "check": "lifecycle:check",
     "prune": "lifecycle:prune",
@@ -126,7 +127,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "Integrations": ("entity", "graph", "mcp", "import", "export"),
     "Maintenance": (
-        "status", "doctor", "secrets", "trust", "purge", "reindex", "gc", "hooks", "demo",
+        "status", "doctor", "secrets", "trust", "purge", "reindex", "gc", "migrate", "hooks",
+        "demo",
     ),
 }
 

@@ -349,3 +349,37 @@ def gc(state: State, scope: str | None) -> None:
                 "  (on a small store a pack's index and git's bookkeeping files outweigh "
                 "the few loose objects packed; packing pays off as the store grows)"
             )
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Say what would change; commit nothing.")
+@json_option
+@pass_state
+def migrate(state: State, dry_run: bool) -> None:
+    """Bring the store up to this gitmem's format (once; one commit per step).
+
+    gitmem.yaml says which format a store is in. A store made by an older gitmem
+    keeps working, and this moves it to the current layout (format 2: the
+    knowledge graph's entity files in hash shards). A second run does nothing; a
+    store newer than this gitmem is refused by every command, never misread.
+
+    \b
+    Examples:
+      gitmem migrate --dry-run
+      gitmem migrate
+    """
+    from gitmem.features.migrate import migrate as run_migrations
+
+    steps = run_migrations(state.store(), dry_run=dry_run)
+    if state.json:
+        emit_json([s.to_dict() for s in steps])
+        return
+    if not steps:
+        click.echo("Nothing to migrate: the store is at the current format.")
+    for s in steps:
+        verb = "Would move" if dry_run else "Moved"
+        where = f" (commit {s.commit[:10]})" if s.commit else ""
+        click.echo(
+            f"{s.scope}: format {s.from_format} -> {s.to_format}: "
+            f"{verb} {len(s.moved)} file(s){where}"
+        )

@@ -100,7 +100,8 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
             continue
         try:
             if path == CONFIG_FILE:
-                StoreConfig.from_text(data.decode("utf-8"))
+                # A newer format than this hub's gitmem knows: it cannot check it.
+                StoreConfig.from_text(data.decode("utf-8")).check_supported(CONFIG_FILE)
             else:
                 memfile.decode(data, path)
         except (GitmemError, UnicodeDecodeError, ValueError) as exc:

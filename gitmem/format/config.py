@@ -9,11 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.base.errors import InvalidMemoryError
+from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
 from gitmem.format.codec import load_yaml
 from gitmem.format.model import Scope
 
-FORMAT = 1
+FORMAT = 2
+"""The newest store format this gitmem reads and writes (``format:`` in gitmem.yaml; a
+store that says nothing is format 1). docs/format.md lists what each one changed;
+``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -22,6 +25,8 @@ class StoreConfig:
     scope: Scope = Scope.REPO
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     raw: dict[str, Any] = field(default_factory=dict)
+    format: int = 1
+    """The store's format version (``format:``; 1 when absent)."""
 
     @classmethod
     def from_text(cls, text: str) -> StoreConfig:
@@ -42,7 +47,19 @@ class StoreConfig:
         max_body = limits.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body <= 0:
             raise InvalidMemoryError("gitmem.yaml limits.max_body_bytes must be a positive integer")
-        return cls(scope=scope, max_body_bytes=max_body, raw=data)
+        version = data.get("format", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidMemoryError("gitmem.yaml format must be a positive integer")
+        return cls(scope=scope, max_body_bytes=max_body, raw=data, format=version)
+
+    def check_supported(self, where: str) -> None:
+        """Refuse a store written in a newer format than this gitmem knows: reading it as
+        an older one could misread it, and writing could damage it."""
+        if self.format > FORMAT:
+            raise UnsupportedFormatError(
+                f"{where} is a format {self.format} store; this gitmem reads formats up to "
+                f"{FORMAT}"
+            )
 
 
 def initial_text(scope: Scope) -> str:

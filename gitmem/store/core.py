@@ -306,7 +306,9 @@ class Store:
             return
         data = snap.read(CONFIG_FILE)
         if data is not None:
-            backend.config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+            config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+            config.check_supported(str(backend.db.path))
+            backend.config = config
             backend.config_blob = blob
 
     def _backend(self, scope: Scope | str | None) -> Backend:

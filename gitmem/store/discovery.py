@@ -45,6 +45,7 @@ def _open_backend(
             hint="run gitmem init in an empty directory",
         )
     config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    config.check_supported(str(path))
     return Backend(config.scope, db, config)
 
 

@@ -34,6 +34,7 @@ from gitmem.base.trailers import (
     CommitSpec,
 )
 from gitmem.format import codec
+from gitmem.format.config import StoreConfig
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
@@ -424,6 +425,14 @@ def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
 # -- moving the branch ---------------------------------------------------------------------------
 
 
+def _check_format(repo: pygit2.Repository, theirs: pygit2.Commit, label: str) -> None:
+    """Refuse a remote branch written in a newer store format, before anything merges: this
+    gitmem would misread it (UnsupportedFormatError; the store stays as it was)."""
+    data = Snapshot(repo, theirs).read(CONFIG_FILE)
+    if data is not None:
+        StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).check_supported(label)
+
+
 def integrate(
     db: GitDB,
     theirs: pygit2.Commit,
@@ -589,6 +598,7 @@ def sync(
             if local is not None:
                 walker.hide(local.id)
             result.fetched += sum(1 for _ in walker)
+            _check_format(db.repo, theirs, f"{remote}/{target}")
             kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind

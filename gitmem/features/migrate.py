@@ -1,0 +1,173 @@
+"""Format versions and ``gitmem migrate``: a store's layout changed once, in one commit.
+
+``gitmem.yaml`` says which format a store is written in (``format: N``; a store that says
+nothing is format 1). This gitmem reads and writes up to :data:`~gitmem.format.config.FORMAT`
+and refuses a newer store rather than misread it (:class:`UnsupportedFormatError`, at open
+and when a sync brings one in). :func:`migrate` brings an older store up, one registered
+step per version, each step one commit that also raises ``format:``: the branch moves by
+compare-and-swap, so a kill at any moment leaves the old state or the new one, and a
+second run finds nothing to do.
+
+Format 2: the knowledge graph's entity files live in hash shards,
+``entities/<type>/<xx>/<name>.md`` (issue 14: a flat folder of 10k entities made every
+write rewrite and every catch-up read a 10k-entry tree). Format 1 stores may still hold
+``entities/<type>/<name>.md``; the graph reads both, and ``gitmem migrate`` moves them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gitmem.base.errors import GitmemError, StoreError
+from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
+from gitmem.format import codec, memfile
+from gitmem.format.config import FORMAT, StoreConfig
+from gitmem.format.layout import CONFIG_FILE
+from gitmem.git.objects import Snapshot
+from gitmem.store.core import Store
+from gitmem.store.graphindex import ENTITIES_ROOT, entity_fields, is_entity_path
+
+MIGRATE_OP = "migrate"
+
+
+@dataclass
+class Migration:
+    """What one step did (or, with ``dry_run``, would do) to one scope's repository."""
+
+    scope: str
+    from_format: int
+    to_format: int
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    """(old path, new path) of each file the step moved."""
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "from_format": self.from_format,
+            "to_format": self.to_format,
+            "moved": [{"from": a, "to": b} for a, b in self.moved],
+            "commit": self.commit,
+        }
+
+
+Step = Callable[[Snapshot, Migration], None]
+"""Stages one version's changes in a snapshot (the format line is raised by the caller)."""
+
+
+def _shard_entities(snap: Snapshot, report: Migration) -> None:
+    """1 -> 2: each ``entities/<type>/<name>.md`` to ``entities/<type>/<shard>/<name>.md``.
+
+    The file's id is its path, so the moved file gets its new id and names the old one in
+    ``supersedes``: ``gitmem history`` of the entity follows the link back through the
+    move. Name, type, observations and relations are kept (relations name entities, not
+    files), so the graph reads the same entities before and after.
+    """
+    from gitmem.features.graph import shard_of
+
+    for path in sorted(snap.iter_files(ENTITIES_ROOT)):
+        parts = path.split("/")
+        if len(parts) != 3 or not is_entity_path(path):
+            continue  # already sharded, or not an entity file
+        data = snap.read(path)
+        if data is None:
+            continue
+        try:
+            memory = memfile.decode(data, path)
+        except GitmemError as exc:
+            raise StoreError(
+                f"cannot migrate {path}: {exc}",
+                hint="fix or remove the file (gitmem doctor), then run gitmem migrate again",
+            ) from None
+        entity = entity_fields(memory)
+        folder, segment = parts[1], parts[2][: -len(".md")]
+        target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}"
+        n = 2
+        while snap.exists(f"{target_id}.md"):
+            target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}-{n}"
+            n += 1
+        moved = replace(
+            memory, id=target_id, path=None, supersedes=memory.supersedes or memory.id
+        )
+        doc = memory.document
+        metadata = moved.to_metadata()
+        text = codec.serialize(
+            doc.with_changes(metadata, moved.body)
+            if doc is not None
+            else codec.Document(metadata, moved.body)
+        )
+        snap.remove(path)
+        snap.put(f"{target_id}.md", text.encode("utf-8"))
+        report.moved.append((path, f"{target_id}.md"))
+
+
+STEPS: dict[int, Step] = {1: _shard_entities}
+"""From format N to N+1. Every format below :data:`FORMAT` has its step."""
+
+
+def _with_format(text: str, version: int) -> str:
+    """``gitmem.yaml`` with ``format: version``, the rest of the text (comments) kept."""
+    line = re.compile(r"^format:[^\n]*$", re.M)
+    if line.search(text):
+        return line.sub(f"format: {version}", text, count=1)
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, item in enumerate(lines) if not item.startswith("#")), len(lines))
+    lines.insert(at, f"format: {version}\n")
+    return "".join(lines)
+
+
+def migrate(store: Store, *, dry_run: bool = False) -> list[Migration]:
+    """Bring every scope of ``store`` up to :data:`FORMAT`, one commit per step.
+
+    Returns what each step did (nothing for a store already there). ``dry_run`` stages the
+    same changes and commits none. A work-tree store with uncommitted edits of a file to
+    move is refused (DirtyWorktreeError), with nothing changed.
+    """
+    done: list[Migration] = []
+    for scope in store.scopes:
+        db = store.db(scope)
+        while True:
+            current = _format_at(db.snapshot())
+            if current >= FORMAT:
+                break
+            report = Migration(str(scope), current, current + 1)
+
+            def plan(
+                snap: Snapshot, report: Migration = report, current: int = current
+            ) -> tuple[CommitSpec, None]:
+                report.moved.clear()
+                if _format_at(snap) != current:
+                    return CommitSpec("nothing to migrate"), None  # someone else did it
+                STEPS[current](snap, report)
+                config = snap.read(CONFIG_FILE)
+                text = config.decode("utf-8") if config is not None else ""
+                snap.put(CONFIG_FILE, _with_format(text, current + 1).encode("utf-8"))
+                moved = len(report.moved)
+                return CommitSpec(
+                    subject=f"migrate: format {current} to {current + 1} ({moved} files moved)",
+                    trailers=[
+                        (OP_TRAILER, MIGRATE_OP),
+                        *((ID_TRAILER, new[: -len(".md")]) for _, new in report.moved),
+                    ],
+                ), None
+
+            if dry_run:
+                plan(db.snapshot())
+                done.append(report)
+                break
+            # The write loop without group commit: the plan reads the whole entities tree,
+            # so it must run again on whatever tip it lands on, never be re-based.
+            _, oid = db.integrate(plan)
+            report.commit = str(oid) if oid is not None else None
+            done.append(report)
+    return done
+
+
+def _format_at(snap: Snapshot) -> int:
+    data = snap.read(CONFIG_FILE)
+    if data is None:
+        return FORMAT  # an empty repository: nothing to migrate
+    return StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).format
