@@ -370,8 +370,7 @@ class _Context:
     def reference(self) -> Store:
         """The store read straight from git (no index): what every other view must agree with."""
         if self._scan is None:
-            self._scan = open_store(self.db.path, clock=self.store.clock)
-            self._scan.use_index = False
+            self._scan = open_store(self.db.path, clock=self.store.clock, use_index=False)
         return self._scan
 
     def memories(self) -> list[Memory]:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
-from pygit2.enums import FileMode
 
 from gitmem.base.clock import Clock, SystemClock, parse_timestamp
 from gitmem.base.errors import (
@@ -53,11 +52,8 @@ from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
     CONFIG_FILE,
     DOCUMENT_ROOTS,
-    MEMORY_ROOTS,
     check_id,
-    expected_path_form,
     id_from_path,
-    is_memory_file,
     is_path_id,
     memory_path,
     new_id,
@@ -71,7 +67,7 @@ from gitmem.format.model import (
     Trigger,
     memory_from_document,
 )
-from gitmem.format.versions import Chain, successor_map, walk_back, walk_forward
+from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot, author_time, blob_data
 
@@ -94,7 +90,8 @@ from gitmem.store.checks import (
     single_line,
     tag_tuple,
 )
-from gitmem.store.index import Index, IndexStats, Progress, infer_op
+from gitmem.store.index import Index, IndexStats, Progress
+from gitmem.store.reader import IndexReader, Reader, TreeReader, blob_at
 from gitmem.store.results import History, LogEntry, Problem, Version
 
 if TYPE_CHECKING:
@@ -422,6 +419,23 @@ class Store:
             )
         return backend.index
 
+    def reader(self, scope: Scope | str | None = None, *, at: At = None) -> Reader:
+        """The reads of one scope's repository (:class:`gitmem.store.reader.Reader`), served
+        by the index where it can answer, else by git's tree at ``at``."""
+        return self._reader(self._backend(scope), at)
+
+    def _reader(self, backend: Backend, at: At = None) -> Reader:
+        """How this read is served: by the index where it can answer (see :meth:`_index`),
+        else by git's tree at ``at`` (inside a transaction: as staged)."""
+        index = self._index(backend, at)
+
+        def decode(data: bytes, path: str) -> Memory:
+            return self._decode(backend, data, path)
+
+        if index is not None:
+            return IndexReader(index, backend.db, decode)
+        return TreeReader(backend.db, self._snapshot(backend, at), decode, backend.scope)
+
     def index(self, scope: Scope | str | None = None) -> Index:
         """The derived index of one scope (opened, not yet caught up)."""
         backend = self._backend(scope)
@@ -705,14 +719,7 @@ class Store:
             return wanted
         current: set[str] = set()
         for backend in self._ordered(scope):
-            index = self._index(backend)
-            if index is not None:
-                current.update(str(row[0]) for row in index.rows(
-                    ["id"], include_superseded=True, include_archived=True
-                ))
-            else:
-                memories, _ = self._scan(backend, self._snapshot(backend, None))
-                current.update(m.id for m in memories)
+            current.update(self._reader(backend).ids())
         found = sorted(i for i in current if i.startswith(wanted))
         if not found:
             deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
@@ -976,7 +983,7 @@ class Store:
             return backend.db.snapshot(at).read(path)
         repo = backend.db.repo
         for commit in backend.db.walk():
-            blob = _blob_at(commit.tree, path)
+            blob = blob_at(commit.tree, path)
             if blob is not None:
                 return blob_data(repo, blob)
         return None
@@ -1057,31 +1064,14 @@ class Store:
         wanted_tags = set(tag_tuple(tags)) if tags else set()
         out: builtins.list[Memory] = []
         for backend in self._ordered(scope):
-            index = self._index(backend, at)
-            if index is not None:
-                out.extend(
-                    index.select(
-                        category=category,
-                        tags=sorted(wanted_tags),
-                        include_superseded=include_superseded,
-                        include_archived=include_archived,
-                    )
+            out.extend(
+                self._reader(backend, at).memories(
+                    category=category,
+                    tags=sorted(wanted_tags),
+                    include_superseded=include_superseded,
+                    include_archived=include_archived,
                 )
-                for path, problem in index.problems():
-                    log.warning("skipping %s: %s", path, problem)
-                continue
-            memories, _ = self._scan(backend, self._snapshot(backend, at))
-            superseded = {m.supersedes for m in memories if m.supersedes}
-            for memory in memories:
-                if not include_superseded and memory.id in superseded:
-                    continue
-                if not include_archived and memory.archived:
-                    continue
-                if category is not None and memory.category != category:
-                    continue
-                if wanted_tags and not wanted_tags.issubset(memory.tags):
-                    continue
-                out.append(memory)
+            )
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
 
@@ -1115,45 +1105,8 @@ class Store:
         """Files under the memory folders that are not valid memories, with the reason."""
         found: builtins.list[Problem] = []
         for backend in self._ordered(scope):
-            index = self._index(backend)
-            if index is not None:
-                found.extend(Problem(p, m, backend.scope) for p, m in index.problems())
-                continue
-            _, problems = self._scan(backend, self._snapshot(backend, None))
-            found.extend(problems)
+            found.extend(self._reader(backend).problems())
         return found
-
-    def _scan(
-        self, backend: Backend, snap: Snapshot
-    ) -> tuple[builtins.list[Memory], builtins.list[Problem]]:
-        memories: builtins.list[Memory] = []
-        problems: builtins.list[Problem] = []
-        seen: dict[str, str] = {}
-        paths = (p for root in MEMORY_ROOTS for p in snap.iter_files(root) if is_memory_file(p))
-        for path in paths:
-            data = snap.read(path)
-            if data is None:
-                continue
-            try:
-                if id_from_path(path) is None:
-                    raise InvalidMemoryError(
-                        f"{path} is not at a memory path ({expected_path_form(path)})"
-                    )
-                memory = self._decode(backend, data, path)
-            except GitmemError as exc:
-                log.warning("skipping %s: %s", path, exc)
-                problems.append(Problem(path, str(exc), backend.scope))
-                continue
-            if memory.id in seen:
-                problems.append(
-                    Problem(
-                        path, f"duplicate id {memory.id} (also in {seen[memory.id]})", backend.scope
-                    )
-                )
-                continue
-            seen[memory.id] = path
-            memories.append(memory)
-        return memories, problems
 
     def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
         """The chain of memories ``id`` replaces, root first, ending at ``id``."""
@@ -1184,18 +1137,7 @@ class Store:
     def _last_known(self, id: str) -> Memory | None:
         """A deleted memory as it last was, from history (chains may run through deleted ones)."""
         for backend in self._ordered(None):
-            index = self._index(backend)
-            if index is not None:
-                blob = index.last_blob(id)
-                data = blob_data(backend.db.repo, pygit2.Oid(hex=blob)) if blob else None
-            else:
-                # What the index answers, by walking git: the newest change that left content.
-                kept = [
-                    (key, blob)
-                    for key, _, _, blob, _ in self._file_changes(backend, [memory_path(id)])
-                    if blob is not None
-                ]
-                data = blob_data(backend.db.repo, max(kept)[1]) if kept else None
+            data = self._reader(backend).last_data(id)
             if data is not None:
                 with contextlib.suppress(GitmemError):
                     return self._decode(backend, data, memory_path(id))
@@ -1221,12 +1163,7 @@ class Store:
     def _successors_of(self, id: str) -> builtins.list[Memory]:
         found: builtins.list[Memory] = []
         for backend in self._ordered(None):
-            index = self._index(backend)
-            if index is not None:
-                found.extend(index.successors(id))
-                continue
-            memories, _ = self._scan(backend, self._snapshot(backend, None))
-            found.extend(successor_map(memories).get(id, []))
+            found.extend(self._reader(backend).successors(id))
         return found
 
     def history(self, id: str, *, max_depth: int = 1000) -> History:
@@ -1269,99 +1206,7 @@ class Store:
     def _versions_of(
         self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
-        index = self._index(backend)
-        if index is None:
-            return self._file_versions(backend, ids, warnings)
-        repo = backend.db.repo
-        out: builtins.list[Version] = []
-        for row in index.versions(ids):
-            memory: Memory | None = None
-            if row.blob is not None:
-                try:
-                    memory = self._decode(
-                        backend, blob_data(repo, pygit2.Oid(hex=row.blob)), row.path
-                    )
-                except GitmemError as exc:
-                    warnings.append(f"{row.path} at {row.commit[:12]} is not readable: {exc}")
-            out.append(
-                Version(
-                    memory_id=row.id,
-                    version=memory.version if memory else None,
-                    commit=row.commit,
-                    time=row.time,
-                    author=row.author,
-                    agent=row.agent,
-                    op=row.op,
-                    memory=memory,
-                )
-            )
-        return out
-
-    def _file_versions(
-        self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
-    ) -> builtins.list[Version]:
-        """History rows by walking every commit (the index's reference implementation).
-
-        Oldest first: a commit after its parents (by generation: 1 for a root, else
-        one more than its highest parent's), then by author time and commit id, so
-        commits on the two sides of a merge have one order whoever walks them; rows
-        of one commit follow the order of ``ids``.
-        """
-        paths = {memory_path(mid): mid for mid in ids}
-        position = {mid: i for i, mid in enumerate(paths.values())}
-        repo = backend.db.repo
-        found: builtins.list[tuple[tuple[int, int, str, int], Version, str | None]] = []
-        for key, commit, path, now, before in self._file_changes(backend, builtins.list(paths)):
-            mid = paths[path]
-            trailers = parse_trailers(commit.message)
-            ops = [v for k, v in trailers if k == OP_TRAILER]
-            agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
-            memory: Memory | None = None
-            problem: str | None = None
-            if now is not None:
-                try:
-                    memory = self._decode(backend, blob_data(repo, now), path)
-                except GitmemError as exc:
-                    problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
-            op = (
-                ops[0]
-                if len(ops) == 1
-                else infer_op(before is not None, now is not None, bool(trailers))
-            )
-            version = Version(
-                memory_id=mid,
-                version=memory.version if memory else None,
-                commit=str(commit.id),
-                time=author_time(commit),
-                author=commit.author.name,
-                agent=agent,
-                op=op,
-                memory=memory,
-            )
-            found.append(((*key, position[mid]), version, problem))
-        found.sort(key=lambda item: item[0])
-        warnings.extend(problem for _, _, problem in found if problem is not None)
-        return [version for _, version, _ in found]
-
-    def _file_changes(
-        self, backend: Backend, paths: Sequence[str]
-    ) -> Iterator[
-        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
-    ]:
-        """Every commit that changed one of ``paths``: (history-order key, commit, path,
-        blob now, blob in the first parent). The key is (generation, author time, commit
-        id); a merge that took one side's file as it was changed nothing."""
-        gens: dict[pygit2.Oid, int] = {}
-        for commit in backend.db.walk(reverse=True):
-            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
-            gens[commit.id] = gen
-            parents = commit.parents
-            for path in paths:
-                now = _blob_at(commit.tree, path)
-                befores = [_blob_at(p.tree, path) for p in parents] or [None]
-                if any(now == before for before in befores):
-                    continue
-                yield (gen, commit.author.time, str(commit.id)), commit, path, now, befores[0]
+        return self._reader(backend).versions(ids, warnings)
 
     # -- search --------------------------------------------------------------------------
 
@@ -1415,24 +1260,16 @@ class Store:
             return results
         terms = search_mod.query_terms(query)
         hits: builtins.list[tuple[float, Memory]] = []
+        title = search_mod.title_text(query)
         for backend in self._ordered(scope):
-            index = self._index(backend)
-            if index is None:
-                hits.extend(
-                    (1.0, m)
-                    for m in self._search_candidates(backend, filters)
-                    if search_mod.literal_matches(m, terms)
-                )
-                continue
-            title = search_mod.title_text(query)
             try:
-                found = index.fts(query, title_text=title, limit=limit, filters=filters)
+                found = self._reader(backend).full_text(query, terms, title, limit, filters)
             except sqlite3.OperationalError as exc:
                 if not search_mod.is_fts_syntax_error(exc):
                     raise
                 refused = str(exc)
                 break
-            hits.extend((h.score, h.memory) for h in found)
+            hits.extend(found)
         else:
             refused = None
         if refused is not None or (not hits and not search_mod.uses_fts_syntax(query)):
@@ -1519,22 +1356,7 @@ class Store:
         return [(hit.memory, sim) for hit, sim in near_duplicates(self, memory, limit=limit)]
 
     def _search_candidates(self, backend: Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
-        index = self._index(backend)
-        if index is not None:
-            yield from index.scan(filters=dict(filters))
-            return
-        for memory in self.list(
-            scope=backend.scope,
-            category=filters["category"],
-            tags=filters["tags"] or None,
-            include_superseded=filters["include_superseded"],
-            include_archived=filters["include_archived"],
-        ):
-            if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
-                continue
-            if filters["project"] is not None and memory.extra.get("project") != filters["project"]:
-                continue
-            yield memory
+        return self._reader(backend).candidates(filters)
 
     # -- the audit log --------------------------------------------------------------------
 
@@ -1596,15 +1418,6 @@ def index_writable(db: GitDB) -> bool:
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)
-
-
-def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    """The file's blob, None when absent or not a regular file (a link is never a memory)."""
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
 
 
 def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:

@@ -155,6 +155,7 @@ def open_store(
     durable: bool = False,
     cwd: str | os.PathLike[str] | None = None,
     branch: str | None = None,
+    use_index: bool = True,
 ) -> Store:
     """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
     found by walking up from the current directory (read together with the user
@@ -162,16 +163,17 @@ def open_store(
     ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
     branch instead of the one checked out (main in a bare store), made from main's tip
     on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
+    ``use_index=False`` serves every read from git (doctor's reference view).
     """
     if path is not None:
         target = Path(path).expanduser()
         if not target.exists():
             raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
         backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
-        return Store([backend], clock=clock)
+        return Store([backend], clock=clock, use_index=use_index)
     env_dir = os.environ.get("GITMEM_DIR")
     if env_dir:
-        return open_store(env_dir, clock=clock, durable=durable, branch=branch)
+        return open_store(env_dir, clock=clock, durable=durable, branch=branch, use_index=use_index)
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
@@ -180,11 +182,11 @@ def open_store(
         if is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
                 backends.append(_open_backend(user_path, clock=clock, durable=durable))
-        return Store(backends, clock=clock)
+        return Store(backends, clock=clock, use_index=use_index)
     if not is_store(user_path):
         init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
     backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
-    return Store([backend], clock=clock)
+    return Store([backend], clock=clock, use_index=use_index)
 
 
 def user_store_path() -> Path:

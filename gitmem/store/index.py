@@ -199,6 +199,48 @@ def _us(value: dt.datetime) -> int:
     return int(value.timestamp() * 1_000_000)
 
 
+def row_values(memory: Memory, blob: str) -> dict[str, Any]:
+    """The ``memories`` row of ``memory`` (stored in blob ``blob``), column by column, as
+    :meth:`Index.rows` returns it: the one encoding of a memory as index columns (the
+    tree-served reader answers ``rows`` with it too)."""
+    layer = memory.extra.get("layer")
+    project = memory.extra.get("project")
+    return {
+        "id": memory.id,
+        "path": memory.path,
+        "blob": blob,
+        "title": memory.title,
+        "scope": str(memory.scope) if memory.scope else None,
+        "category": memory.category,
+        "tags": _dumps(list(memory.tags)),
+        "created_at": memory.created_at.isoformat(),
+        "created_us": _us(memory.created_at),
+        "updated_at": memory.updated_at.isoformat(),
+        "updated_us": _us(memory.updated_at),
+        "version": _big(memory.version),
+        "supersedes": memory.supersedes,
+        "related": _dumps([r.to_dict() for r in memory.related]),
+        "agent": memory.agent,
+        "session_id": memory.session_id,
+        "trigger_": str(memory.trigger) if memory.trigger else None,
+        "status": str(memory.status),
+        "extra": _dumps(memory.extra),
+        "layer": layer if isinstance(layer, str) else None,
+        "project": project if isinstance(project, str) else None,
+        "body": memory.body,
+    }
+
+
+def check_columns(columns: Sequence[str]) -> None:
+    """Raise InvalidInputError unless every one of ``columns`` is in :data:`ROW_COLUMNS`."""
+    unknown = [c for c in columns if c not in ROW_COLUMNS]
+    if unknown or not columns:
+        raise InvalidInputError(
+            f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
+            f"(known: {', '.join(ROW_COLUMNS)})"
+        )
+
+
 # -- results ------------------------------------------------------------------------------
 
 
@@ -750,39 +792,11 @@ class Index:
             provider.apply(conn, repo, RowChanges(True, chunk))
 
     def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> IndexedMemory:
-        layer = memory.extra.get("layer") if isinstance(memory.extra.get("layer"), str) else None
-        project = (
-            memory.extra.get("project") if isinstance(memory.extra.get("project"), str) else None
-        )
+        values = row_values(memory, blob)
         cur = conn.execute(
-            "INSERT INTO memories (id, path, blob, title, scope, category, tags, created_at, "
-            "created_us, updated_at, updated_us, version, supersedes, related, agent, session_id, "
-            "trigger_, status, extra, layer, project, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                memory.id,
-                memory.path,
-                blob,
-                memory.title,
-                str(memory.scope) if memory.scope else None,
-                memory.category,
-                _dumps(list(memory.tags)),
-                memory.created_at.isoformat(),
-                _us(memory.created_at),
-                memory.updated_at.isoformat(),
-                _us(memory.updated_at),
-                _big(memory.version),
-                memory.supersedes,
-                _dumps([r.to_dict() for r in memory.related]),
-                memory.agent,
-                memory.session_id,
-                str(memory.trigger) if memory.trigger else None,
-                str(memory.status),
-                _dumps(memory.extra),
-                layer,
-                project,
-                memory.body,
-            ),
+            f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
+            f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})",
+            tuple(values[c] for c in ROW_COLUMNS),
         )
         rowid = cur.lastrowid
         assert rowid is not None
@@ -1101,12 +1115,7 @@ class Index:
         keeps only those memories (ids not in the index are left out, without error).
         Catches up first, like every query. Raises InvalidInputError for an unknown column.
         """
-        unknown = [c for c in columns if c not in ROW_COLUMNS]
-        if unknown or not columns:
-            raise InvalidInputError(
-                f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
-                f"(known: {', '.join(ROW_COLUMNS)})"
-            )
+        check_columns(columns)
         where, params = memory_filters(
             include_superseded=include_superseded, include_archived=include_archived
         )

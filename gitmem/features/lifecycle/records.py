@@ -3,15 +3,14 @@
 Lifecycle rules that run on every hook need a few fields of every memory, not
 whole :class:`~gitmem.format.model.Memory` objects: building those (JSON of tags,
 related and extra, timestamps) is most of the cost of ``Store.list()`` at 10k
-memories. With the index off (``store.use_index = False``) or unreadable, the
-same records come from ``Store.list()``, so both paths give equal results.
+memories. They come from the store's reader (``Store.reader``): the index's columns, or
+the same columns computed from git's tree where the index cannot answer.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -63,18 +62,15 @@ def _extra(text: str) -> dict[str, Any]:
     return {k: data[k] for k in _KEYS if k in data} if isinstance(data, dict) else {}
 
 
-def _from_index(
+def _records(
     store: Store, scope: Scope, *, include_superseded: bool, include_archived: bool, text: bool
-) -> list[MemoryRecord] | None:
+) -> list[MemoryRecord]:
     columns = ("id", "path", "title", "created_us", "updated_us") + (
         ("body", "extra") if text else ()
     )
-    try:
-        rows = store.index(scope).rows(
-            columns, include_superseded=include_superseded, include_archived=include_archived
-        )
-    except sqlite3.DatabaseError:
-        return None
+    rows = store.reader(scope).rows(
+        columns, include_superseded=include_superseded, include_archived=include_archived
+    )
     return [
         MemoryRecord(
             r[0],
@@ -105,27 +101,13 @@ def current_records(
     scopes = [Scope(scope)] if scope is not None else store.scopes
     out: list[MemoryRecord] = []
     for each in scopes:
-        found = None
-        if store.use_index:
-            found = _from_index(
-                store,
-                each,
-                include_superseded=include_superseded,
-                include_archived=include_archived,
-                text=text,
-            )
-        if found is None:
-            memories = store.list(
-                scope=each,
-                include_superseded=include_superseded,
-                include_archived=include_archived,
-            )
-            found = [MemoryRecord.of(m) for m in memories]
-            if not text:
-                found = [
-                    MemoryRecord(m.id, m.path, m.title, m.created_at, m.updated_at, "", {}, each)
-                    for m in found
-                ]
+        found = _records(
+            store,
+            each,
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            text=text,
+        )
         out.extend(found)
     out.sort(key=lambda r: (r.created_at, r.id))
     return out

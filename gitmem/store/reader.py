@@ -1,0 +1,370 @@
+"""How the store reads memories: one interface, served by the index or by git's tree.
+
+:class:`Reader` is every question the store's reads ask of one repository: the current
+memories (filtered), the files that are not memories, successors, a deleted memory's
+last content, the versions of some ids, search candidates and full-text hits.
+:class:`IndexReader` answers from the derived SQLite index; :class:`TreeReader` answers by
+walking the commit's tree and history, the index's reference implementation. The store
+picks one per question (``Store._reader``): the tree where the index cannot answer (a
+past ``at``, a transaction's staged writes, ``use_index = False``, a store it cannot
+write), the index otherwise. Nothing else in the store asks which one it got.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import pygit2
+from pygit2.enums import FileMode
+
+from gitmem.base.errors import GitmemError, InvalidMemoryError
+from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
+from gitmem.format.layout import (
+    MEMORY_ROOTS,
+    expected_path_form,
+    id_from_path,
+    is_memory_file,
+    memory_path,
+)
+from gitmem.format.model import Memory, Scope
+from gitmem.format.versions import successor_map
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot, author_time, blob_data
+from gitmem.store.index import Index, check_columns, infer_op, row_values
+from gitmem.store.results import Problem, Version
+
+Decode = Callable[[bytes, str], Memory]
+"""Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""
+
+
+class Reader(Protocol):
+    """The reads of one repository, whichever way they are served."""
+
+    def memories(
+        self,
+        *,
+        category: str | None,
+        tags: Sequence[str],
+        include_superseded: bool,
+        include_archived: bool,
+    ) -> list[Memory]:
+        """Current memories, filtered (``tags``: all of them)."""
+        ...
+
+    def ids(self) -> set[str]:
+        """The ids of every memory now, superseded and archived ones included."""
+        ...
+
+    def problems(self) -> list[Problem]:
+        """Files under the memory folders that are not valid memories."""
+        ...
+
+    def rows(
+        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+    ) -> list[tuple[Any, ...]]:
+        """A few columns of the current memories as the index stores them (see
+        :meth:`Index.rows`), oldest first: fields of every memory without whole objects."""
+        ...
+
+    def successors(self, memory_id: str) -> list[Memory]:
+        """Memories naming ``memory_id`` in ``supersedes``."""
+        ...
+
+    def last_data(self, memory_id: str) -> bytes | None:
+        """The newest content ``memory_id`` had in history (for a deleted one)."""
+        ...
+
+    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
+        """Every change of the files of ``ids``, oldest first; unreadable ones warned."""
+        ...
+
+    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        """Memories a search looks at (``filters``: see ``Store.search``)."""
+        ...
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]:
+        """(score, memory) for an FTS5 query; raises sqlite3.OperationalError on its syntax."""
+        ...
+
+
+class IndexReader:
+    """Reads served by the derived index (caught up to the branch tip first)."""
+
+    def __init__(self, index: Index, db: GitDB, decode: Decode) -> None:
+        self.index = index
+        self.db = db
+        self.decode = decode
+
+    def memories(
+        self,
+        *,
+        category: str | None,
+        tags: Sequence[str],
+        include_superseded: bool,
+        include_archived: bool,
+    ) -> list[Memory]:
+        found = self.index.select(
+            category=category,
+            tags=list(tags),
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+        )
+        for path, problem in self.index.problems():
+            _log_skip(path, problem)
+        return found
+
+    def ids(self) -> set[str]:
+        rows = self.index.rows(["id"], include_superseded=True, include_archived=True)
+        return {str(row[0]) for row in rows}
+
+    def problems(self) -> list[Problem]:
+        return [Problem(p, m, self.index.scope) for p, m in self.index.problems()]
+
+    def rows(
+        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+    ) -> list[tuple[Any, ...]]:
+        return self.index.rows(
+            columns, include_superseded=include_superseded, include_archived=include_archived
+        )
+
+    def successors(self, memory_id: str) -> list[Memory]:
+        return self.index.successors(memory_id)
+
+    def last_data(self, memory_id: str) -> bytes | None:
+        blob = self.index.last_blob(memory_id)
+        return blob_data(self.db.repo, pygit2.Oid(hex=blob)) if blob else None
+
+    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
+        repo = self.db.repo
+        out: list[Version] = []
+        for row in self.index.versions(ids):
+            memory: Memory | None = None
+            if row.blob is not None:
+                try:
+                    memory = self.decode(blob_data(repo, pygit2.Oid(hex=row.blob)), row.path)
+                except GitmemError as exc:
+                    warnings.append(f"{row.path} at {row.commit[:12]} is not readable: {exc}")
+            out.append(
+                Version(
+                    memory_id=row.id,
+                    version=memory.version if memory else None,
+                    commit=row.commit,
+                    time=row.time,
+                    author=row.author,
+                    agent=row.agent,
+                    op=row.op,
+                    memory=memory,
+                )
+            )
+        return out
+
+    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        yield from self.index.scan(filters=dict(filters))
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]:
+        found = self.index.fts(query, title_text=title, limit=limit, filters=dict(filters))
+        return [(h.score, h.memory) for h in found]
+
+
+class TreeReader:
+    """Reads served by walking one commit's tree (and, for versions, the history)."""
+
+    def __init__(self, db: GitDB, snap: Snapshot, decode: Decode, scope: Scope) -> None:
+        self.db = db
+        self.snap = snap
+        self.decode = decode
+        self.scope = scope
+
+    def scan(self) -> tuple[list[Memory], list[Problem]]:
+        """Every memory file of the tree, decoded: (memories, problems)."""
+        memories: list[Memory] = []
+        problems: list[Problem] = []
+        seen: dict[str, str] = {}
+        snap = self.snap
+        paths = (p for root in MEMORY_ROOTS for p in snap.iter_files(root) if is_memory_file(p))
+        for path in paths:
+            data = snap.read(path)
+            if data is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidMemoryError(
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
+                    )
+                memory = self.decode(data, path)
+            except GitmemError as exc:
+                _log_skip(path, str(exc))
+                problems.append(Problem(path, str(exc), self.scope))
+                continue
+            if memory.id in seen:
+                problems.append(
+                    Problem(
+                        path, f"duplicate id {memory.id} (also in {seen[memory.id]})", self.scope
+                    )
+                )
+                continue
+            seen[memory.id] = path
+            memories.append(memory)
+        return memories, problems
+
+    def memories(
+        self,
+        *,
+        category: str | None,
+        tags: Sequence[str],
+        include_superseded: bool,
+        include_archived: bool,
+    ) -> list[Memory]:
+        memories, _ = self.scan()
+        superseded = {m.supersedes for m in memories if m.supersedes}
+        wanted = set(tags)
+        return [
+            m
+            for m in memories
+            if (include_superseded or m.id not in superseded)
+            and (include_archived or not m.archived)
+            and (category is None or m.category == category)
+            and wanted.issubset(m.tags)
+        ]
+
+    def ids(self) -> set[str]:
+        return {m.id for m in self.scan()[0]}
+
+    def problems(self) -> list[Problem]:
+        return self.scan()[1]
+
+    def rows(
+        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+    ) -> list[tuple[Any, ...]]:
+        check_columns(columns)
+        memories = self.memories(
+            category=None,
+            tags=(),
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+        )
+        memories.sort(key=lambda m: (m.created_at, m.id))
+        out = []
+        for memory in memories:
+            blob = self.snap.blob_id(memory_path(memory.id))
+            values = row_values(memory, str(blob) if blob is not None else "")
+            out.append(tuple(values[c] for c in columns))
+        return out
+
+    def successors(self, memory_id: str) -> list[Memory]:
+        memories, _ = self.scan()
+        return successor_map(memories).get(memory_id, [])
+
+    def last_data(self, memory_id: str) -> bytes | None:
+        # What the index answers, by walking git: the newest change that left content.
+        kept = [
+            (key, blob)
+            for key, _, _, blob, _ in self.file_changes([memory_path(memory_id)])
+            if blob is not None
+        ]
+        return blob_data(self.db.repo, max(kept)[1]) if kept else None
+
+    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
+        """History rows by walking every commit (the index's reference implementation).
+
+        Oldest first: a commit after its parents (by generation: 1 for a root, else
+        one more than its highest parent's), then by author time and commit id, so
+        commits on the two sides of a merge have one order whoever walks them; rows
+        of one commit follow the order of ``ids``.
+        """
+        paths = {memory_path(mid): mid for mid in ids}
+        position = {mid: i for i, mid in enumerate(paths.values())}
+        repo = self.db.repo
+        found: list[tuple[tuple[int, int, str, int], Version, str | None]] = []
+        for key, commit, path, now, before in self.file_changes(list(paths)):
+            mid = paths[path]
+            trailers = parse_trailers(commit.message)
+            ops = [v for k, v in trailers if k == OP_TRAILER]
+            agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
+            memory: Memory | None = None
+            problem: str | None = None
+            if now is not None:
+                try:
+                    memory = self.decode(blob_data(repo, now), path)
+                except GitmemError as exc:
+                    problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
+            op = (
+                ops[0]
+                if len(ops) == 1
+                else infer_op(before is not None, now is not None, bool(trailers))
+            )
+            version = Version(
+                memory_id=mid,
+                version=memory.version if memory else None,
+                commit=str(commit.id),
+                time=author_time(commit),
+                author=commit.author.name,
+                agent=agent,
+                op=op,
+                memory=memory,
+            )
+            found.append(((*key, position[mid]), version, problem))
+        found.sort(key=lambda item: item[0])
+        warnings.extend(problem for _, _, problem in found if problem is not None)
+        return [version for _, version, _ in found]
+
+    def file_changes(
+        self, paths: Sequence[str]
+    ) -> Iterator[
+        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
+    ]:
+        """Every commit that changed one of ``paths``: (history-order key, commit, path,
+        blob now, blob in the first parent). The key is (generation, author time, commit
+        id); a merge that took one side's file as it was changed nothing."""
+        gens: dict[pygit2.Oid, int] = {}
+        for commit in self.db.walk(reverse=True):
+            gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
+            gens[commit.id] = gen
+            parents = commit.parents
+            for path in paths:
+                now = blob_at(commit.tree, path)
+                befores = [blob_at(p.tree, path) for p in parents] or [None]
+                if any(now == before for before in befores):
+                    continue
+                yield (gen, commit.author.time, str(commit.id)), commit, path, now, befores[0]
+
+    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        for memory in self.memories(
+            category=filters["category"],
+            tags=filters["tags"] or (),
+            include_superseded=filters["include_superseded"],
+            include_archived=filters["include_archived"],
+        ):
+            if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
+                continue
+            if filters["project"] is not None and memory.extra.get("project") != filters["project"]:
+                continue
+            yield memory
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]:
+        # Without the index: every memory holding every word, literally (no ranking).
+        from gitmem.store import search as search_mod
+
+        return [(1.0, m) for m in self.candidates(filters) if search_mod.literal_matches(m, terms)]
+
+
+def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    """The file's blob, None when absent or not a regular file (a link is never a memory)."""
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
+
+
+def _log_skip(path: str, problem: str) -> None:
+    import logging
+
+    logging.getLogger("gitmem.store.core").warning("skipping %s: %s", path, problem)
