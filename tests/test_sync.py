@@ -15,9 +15,9 @@ from storetools import commit_count
 
 import gitmem
 from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store
-from gitmem.cli.common import file_text
 from gitmem.format import codec
 from gitmem.format.layout import id_from_path
+from gitmem.format.memfile import file_text
 from gitmem.git.objects import build_tree
 from gitmem.git.trust import trust
 from gitmem.store import merge as M

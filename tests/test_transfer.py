@@ -526,7 +526,7 @@ def test_cli_import_files_reports_the_links_it_skipped(store: Store, tmp_path: P
 # -- imports get exactly the store's checks (Store.check_file, gitmem.format.memfile) ---------
 
 
-def _memory_file(memory_id: str, body: str, extra: str = "") -> bytes:
+def _import_file(memory_id: str, body: str, extra: str = "") -> bytes:
     return (
         f"---\nid: {memory_id}\nscope: repo\ncreated_at: 2025-01-02T03:04:05Z\n"
         f"updated_at: 2025-01-02T03:04:05Z\nversion: 1\n{extra}---\n\n{body}"
@@ -542,7 +542,7 @@ def test_an_import_inside_secrets_allowed_is_allowed(store: Store, tmp_path: Pat
     used to be honoured only through the ``allow_secrets`` attribute."""
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "a.md").write_bytes(_memory_file(IMPORT_ID, f"aws key {FAKE_KEY}\n"))
+    (folder / "a.md").write_bytes(_import_file(IMPORT_ID, f"aws key {FAKE_KEY}\n"))
     with pytest.raises(InvalidInputError, match="aws-access-key-id"):
         import_files(store, folder)
     with store.secrets_allowed():
@@ -554,7 +554,7 @@ def test_an_import_inside_secrets_allowed_is_allowed(store: Store, tmp_path: Pat
 def test_an_oversized_import_is_too_large_like_a_write(store: Store) -> None:
     limit = store.config().max_body_bytes
     with pytest.raises(gitmem.TooLargeError, match="over the store's limit"):
-        store.check_file(_memory_file(IMPORT_ID, "x" * (limit + 1)), what="big.md")
+        store.check_file(_import_file(IMPORT_ID, "x" * (limit + 1)), what="big.md")
     with pytest.raises(gitmem.TooLargeError):
         store.create("x" * (limit + 1))
 
@@ -566,5 +566,5 @@ def test_an_import_with_front_matter_over_the_bound_is_refused(store: Store) -> 
 
     big = "notes: " + "y" * (codec.MAX_FRONT_MATTER_BYTES + 10) + "\n"
     with pytest.raises(gitmem.GitmemError, match="front-matter"):
-        store.check_file(_memory_file(IMPORT_ID, "small body\n", big), what="wide.md")
+        store.check_file(_import_file(IMPORT_ID, "small body\n", big), what="wide.md")
     assert store.get(IMPORT_ID) is None
