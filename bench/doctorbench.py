@@ -22,6 +22,7 @@ from bench.fixtures import Context
 from bench.harness import Row, Stopwatch, log, measure_alternating, ms, scenario, size_label
 from bench.hookrun import _process, hook_env
 from gitmem.entry import doctor as doctor_mod
+from gitmem.entry import doctor_memories
 
 
 @scenario("doctor", "gitmem doctor as a process on a large store, beside git fsck")
@@ -49,7 +50,7 @@ def doctor_run(ctx: Context) -> list[Row]:
     run, base = measure_alternating([doctor.timed, fsck.timed], repeat)
     # Once more without the credential scan's memory of clean blobs (what the first run
     # after a policy change, or after deleting the state directory, costs).
-    cache = gitmem.open(path).db().state_dir / doctor_mod._CLEAN_BLOBS
+    cache = gitmem.open(path).db().state_dir / doctor_memories.CLEAN_BLOBS
     cache.unlink(missing_ok=True)
     with Stopwatch() as cold:
         _process(command, path, env, b"healthy").timed.op(0)

@@ -323,7 +323,9 @@ def test_escaped_tokens_in_stored_fields_are_found_by_doctor_and_history(store: 
     plant(store, path, _memory_file(memory_id, f'"{_ESCAPED}"'), message="hand edit")
     (secret,) = [f for f in D.diagnose(gitmem_open(store)).findings if f.check == "secrets"]
     assert "github-token" in secret.message and not _leaks(secret.message)
-    found = D.scan_history(gitmem_open(store))
+    from gitmem.entry.secretscan import scan_history
+
+    found = scan_history(gitmem_open(store))
     assert [(f.path, f.finding.kind) for f in found] == [(path, "github-token")]
 
 

@@ -6,6 +6,7 @@ import click
 
 from gitmem.cli.common import State, emit_json, json_option, pass_state
 from gitmem.entry import doctor as _doctor
+from gitmem.entry import secretscan
 
 _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
 
@@ -122,7 +123,7 @@ def secrets(
     if sum([staged, bool(paths), history]) > 1:
         raise click.UsageError("give one of PATHs, --staged or --history")
     if history:
-        past = _doctor.scan_history(state.store())
+        past = secretscan.scan_history(state.store())
         if state.json:
             emit_json([f.to_dict() for f in past])
         else:
@@ -134,11 +135,11 @@ def secrets(
             ctx.exit(1)
         return
     if staged:
-        found = _doctor.scan_staged(".")
+        found = secretscan.scan_staged(".")
     elif paths:
-        found = _doctor.scan_paths(paths)
+        found = secretscan.scan_paths(paths)
     else:
-        found = _doctor.scan_store(state.store())
+        found = secretscan.scan_store(state.store())
     if state.json:
         emit_json([f.to_dict() for f in found])
     else:

@@ -1,0 +1,402 @@
+"""Health checks of the memories: the index against git, the schema, conflict markers,
+case twins, links, version chains and credentials (``gitmem doctor``)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shlex
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem.base.errors import GitmemError, RepositoryDamagedError
+from gitmem.entry.doctor_context import (
+    CONTENT_SAMPLE,
+    ERROR,
+    INFO,
+    WARNING,
+    Context,
+    Entry,
+    Finding,
+    IndexView,
+    damaged_finding,
+    memory_files,
+)
+from gitmem.format import secrets as secrets_mod
+from gitmem.format.layout import id_from_path
+from gitmem.format.model import Memory, Scope
+from gitmem.git.objects import blob_data
+from gitmem.store.core import Store
+
+
+def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for memory in memories:
+        data = memory.to_dict()
+        data.pop("store_scope", None)
+        out[memory.id] = data
+    return out
+
+
+def check_index(ctx: Context) -> Iterator[Finding]:
+    from gitmem.store.core import index_writable
+
+    if not index_writable(ctx.store.db(ctx.scope)):
+        # Not a fault to rebuild (reindex would fail the same way): reads scan git instead.
+        yield Finding(
+            "index",
+            INFO,
+            "the store is read-only for you: its index is not used or updated (reads scan git)",
+        )
+        return
+    view = ctx.view()
+    if view is None:
+        if isinstance(ctx._view_exc, (RepositoryDamagedError, KeyError, pygit2.GitError)):
+            # git's objects are damaged, not the index: a rebuild would fail the same way.
+            yield damaged_finding("index", ctx, ctx._view_exc)
+            return
+        yield _rebuild_finding(ctx, f"the index cannot be read ({ctx._view_error})")
+        return
+    if ctx.deep:
+        try:
+            yield from _deep_index_check(ctx)
+        except (RepositoryDamagedError, pygit2.GitError) as exc:
+            yield damaged_finding("index", ctx, exc)
+        except Exception as exc:  # any failure of the derived index is a finding, not a crash
+            yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
+        return
+    stale = list(view.stale)
+    if view.agrees:
+        try:
+            stale = _check_content(ctx, view)
+        except (RepositoryDamagedError, pygit2.GitError) as exc:
+            yield damaged_finding("index", ctx, exc)
+            return
+        except Exception as exc:  # as above
+            yield _rebuild_finding(ctx, f"the index cannot be read ({type(exc).__name__}: {exc})")
+            return
+    message = _disagreement(view.missing, view.extra, stale, len(view.problem_diff))
+    if message:
+        yield _rebuild_finding(ctx, message)
+
+
+def _check_content(ctx: Context, view: IndexView) -> list[str]:
+    """Ids among a spread sample of rows whose fields differ from their file decoded from
+    git. Matching blob ids say each row was made from the right file; this says it was
+    made right (and catches a tampered row) without decoding the whole store."""
+    rows = view.rows
+    step = max(1, -(-len(rows) // CONTENT_SAMPLE))
+    sample = [row[1] for row in rows[::step]]
+    index = ctx.store.index(ctx.scope)
+    differ = []
+    for path in sample:
+        memory_id = id_from_path(path) or ""
+        indexed = index.get(memory_id)
+        try:
+            decoded = index.decode(blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path)
+        except RepositoryDamagedError:
+            raise  # the object, not the row, is wrong: reported as damage, not as staleness
+        except GitmemError:
+            differ.append(memory_id)
+            continue
+        if indexed is None or _by_id([indexed]) != _by_id([decoded]):
+            differ.append(memory_id)
+    if differ:
+        # The rows were read one by one: a write since the view may have changed one.
+        now = ctx.db.snapshot()
+        changed = {id_from_path(p) for p in sample if str(now.blob_id(p)) != view.files[p]}
+        differ = [i for i in differ if i not in changed]
+    return sorted(differ)
+
+
+def _deep_index_check(ctx: Context) -> Iterator[Finding]:
+    """Every memory decoded from git and compared with its index row, field by field."""
+    index = ctx.store.index(ctx.scope)
+    indexed = _by_id(index.select(include_superseded=True, include_archived=True))
+    indexed_problems = {path for path, _ in index.problems()}
+    scanned = _by_id(ctx.memories())
+    scanned_problems = {p.path for p in ctx.scanned_problems()}
+    missing = sorted(set(scanned) - set(indexed))
+    extra = sorted(set(indexed) - set(scanned))
+    differ = sorted(i for i in set(scanned) & set(indexed) if scanned[i] != indexed[i])
+    message = _disagreement(missing, extra, differ, len(scanned_problems ^ indexed_problems))
+    if message:
+        yield _rebuild_finding(ctx, message)
+
+
+def _disagreement(missing: list[str], extra: list[str], stale: list[str], problems: int) -> str:
+    parts = []
+    for label, ids in (("missing", missing), ("not in git", extra), ("stale", stale)):
+        if ids:
+            parts.append(
+                f"{len(ids)} {label} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+            )
+    if problems:
+        parts.append(f"{problems} unreadable file(s) seen differently")
+    return "the index disagrees with git: " + "; ".join(parts) if parts else ""
+
+
+def _rebuild_finding(ctx: Context, message: str) -> Finding:
+    store, scope = ctx.store, ctx.scope
+    return Finding(
+        "index",
+        WARNING,
+        message,
+        fix=f"gitmem --store {ctx.where} reindex",
+        safe=True,
+        apply=lambda: _rebuild(store, scope),
+    )
+
+
+def _rebuild(store: Store, scope: Scope) -> None:
+    store.index(scope).rebuild()
+
+
+def check_schema(ctx: Context) -> Iterator[Finding]:
+    for path, message in ctx.problems():
+        quoted = shlex.quote(path)
+        fix = (
+            f"repair the file by hand (its history: git -C {ctx.where} log -p -- {quoted}), "
+            f"or remove it: git -C {ctx.where} rm -- {quoted} && git -C {ctx.where} commit"
+        )
+        if ctx.db.workdir is None:
+            fix = f"in a clone of {ctx.where}: {fix.replace(f'-C {ctx.where} ', '')}, then push"
+        yield Finding("schema", ERROR, message, fix=fix, path=path)
+
+
+_NO_MARKERS = "doctor-nomarker-blobs-v1"
+"""Blob ids found without conflict markers, kept between runs (as the secrets check's)."""
+
+
+def check_markers(ctx: Context) -> Iterator[Finding]:
+    """Memories whose committed text holds conflict markers: a plain ``git merge`` without
+    the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
+    yet (both sides' text is inside the markers), but readers see the markers."""
+    repo = ctx.db.repo
+    cache = _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY)
+    clean: set[str] = set()
+    for entry in ctx.entries():
+        if not entry.blob:
+            continue
+        if entry.blob in cache.known:
+            clean.add(entry.blob)
+            continue
+        data = blob_data(repo, pygit2.Oid(hex=entry.blob))
+        starts = re.search(rb"(?m)^<{7}(?: |$)", data)
+        if starts is None or not re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]):
+            clean.add(entry.blob)
+            continue
+        yield Finding(
+            "markers",
+            WARNING,
+            f"{entry.id} holds conflict markers (<<<<<<< ... >>>>>>>) committed by a merge made "
+            "without gitmem's merge driver: both sides' text is inside them",
+            fix=(
+                f"gitmem --store {ctx.where} show {entry.id}; write the merged text with "
+                f"gitmem --store {ctx.where} update {entry.id} (gitmem history {entry.id} has "
+                "each side's version)"
+            ),
+            path=entry.path,
+        )
+    cache.save(clean)
+
+
+def check_twins(ctx: Context) -> Iterator[Finding]:
+    """Memory files whose paths differ only in case: made on two clones (``notes/Alice``
+    and ``notes/alice``), they merge as two files, and a case-insensitive file system
+    (macOS, Windows) checks out only one of them, so edits there land on the wrong one."""
+    tip = ctx.db.tip()
+    files = memory_files(ctx.db, str(tip.id) if tip is not None else None)
+    groups: dict[str, list[str]] = {}
+    for path in files:
+        groups.setdefault(path.casefold(), []).append(path)
+    for paths in sorted(sorted(group) for group in groups.values() if len(group) > 1):
+        ids = [id_from_path(p) or p for p in paths]
+        yield Finding(
+            "twins",
+            WARNING,
+            f"{' and '.join(paths)} differ only in case: a case-insensitive file system "
+            "(macOS, Windows) holds only one of them",
+            fix=(
+                f"gitmem --store {ctx.where} show each ({', '.join(ids)}), merge the content "
+                f"into one (gitmem update), then gitmem rm the other"
+            ),
+            path=paths[0],
+        )
+
+
+def _all_ids(ctx: Context) -> set[str]:
+    """Ids of every scope: a link may point into the other store of a combined view."""
+    ids = {e.id for e in ctx.entries()}
+    for other, peer in ctx.peers.items():
+        if other != ctx.scope:
+            with contextlib.suppress(GitmemError):
+                ids |= {e.id for e in peer.entries()}
+    return ids
+
+
+def check_links(ctx: Context) -> Iterator[Finding]:
+    entries = ctx.entries()
+    ids = _all_ids(ctx)
+    for entry in entries:
+        target = entry.supersedes
+        if target and target not in ids:
+            existed = ctx.ever_existed(target)
+            yield Finding(
+                "links",
+                WARNING,
+                f"{entry.id} supersedes {target}, which is "
+                + ("deleted" if existed else "not in the store"),
+                fix=(
+                    f"gitmem --store {ctx.where} restore {target}"
+                    if existed
+                    else f"gitmem --store {ctx.where} edit {entry.id} (remove its supersedes line)"
+                ),
+                path=entry.path,
+            )
+        for related_id, relationship in entry.related:
+            if related_id in ids or related_id == target:
+                continue
+            yield Finding(
+                "links",
+                WARNING,
+                f"{entry.id} is related ({relationship}) to {related_id}, which is not "
+                "in the store",
+                fix=f"gitmem --store {ctx.where} edit {entry.id} (drop the link), or "
+                f"gitmem --store {ctx.where} restore {related_id} if it was deleted",
+                path=entry.path,
+            )
+
+
+def check_chains(ctx: Context) -> Iterator[Finding]:
+    entries = ctx.entries()
+    by_id = {e.id: e for e in entries}
+    for members in _cycles(entries, by_id):
+        first = min(members)
+        yield Finding(
+            "chains",
+            ERROR,
+            "version chain cycle: " + " -> ".join([*members, members[0]]) + " (each supersedes "
+            "the next, so none is the latest)",
+            fix=f"gitmem --store {ctx.where} edit {first} (remove its supersedes line)",
+            path=by_id[first].path,
+        )
+    successors: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.supersedes:
+            successors.setdefault(entry.supersedes, []).append(entry.id)
+    for old_id, names in sorted(successors.items()):
+        if len(names) < 2:
+            continue
+        names = sorted(names)
+        yield Finding(
+            "chains",
+            WARNING,
+            f"version-chain fork: {old_id} is superseded by {len(names)} memories "
+            f"({', '.join(names)}); readers follow the newest",
+            fix=(
+                f"gitmem --store {ctx.where} history {old_id}; merge the content into one "
+                f"(gitmem update), then gitmem rm the other(s)"
+            ),
+            path=by_id[old_id].path if old_id in by_id else None,
+        )
+
+
+def _cycles(entries: Sequence[Entry], by_id: dict[str, Entry]) -> Iterator[list[str]]:
+    """Each ``supersedes`` cycle once, rotated to begin at its smallest id, in the order
+    the oldest memory leading into it comes (each memory supersedes at most one, so every
+    chain is a path that ends, or runs into exactly one cycle: one pass over all)."""
+    done: set[str] = set()
+    for entry in entries:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: Entry | None = entry
+        while current is not None and current.id not in done and current.id not in on_path:
+            path.append(current.id)
+            on_path.add(current.id)
+            current = by_id.get(current.supersedes) if current.supersedes else None
+        if current is not None and current.id in on_path:
+            cycle = path[path.index(current.id) :]
+            pivot = cycle.index(min(cycle))
+            yield cycle[pivot:] + cycle[:pivot]
+        done.update(path)
+
+
+def memory_secrets(ctx: Context) -> Iterator[tuple[Entry, list[secrets_mod.SecretFinding]]]:
+    policy = secrets_mod.policy_from_config(ctx.store.config(ctx.scope).raw)
+    repo = ctx.db.repo
+    cache = _CleanBlobs(ctx.db.state_dir / CLEAN_BLOBS, policy)
+    clean: set[str] = set()
+    for entry in ctx.entries():
+        if not entry.blob:
+            continue
+        if entry.blob in cache.known:
+            clean.add(entry.blob)  # scanned clean under this policy by an earlier run
+            continue
+        findings = secrets_mod.scan_memory_bytes(
+            blob_data(repo, pygit2.Oid(hex=entry.blob)), policy
+        )
+        if findings:
+            yield entry, findings
+        else:
+            clean.add(entry.blob)
+    cache.save(clean)
+
+
+CLEAN_BLOBS = "doctor-clean-blobs"
+
+
+class _CleanBlobs:
+    """Blob ids a credential scan found clean, kept between runs (a derived cache, like
+    the index: deleting it only costs one full scan).
+
+    A blob's content never changes, so a blob clean once is clean again under the same
+    policy and the same scanner; the file's first line is a digest of both (the policy's
+    patterns and allow-list, and the source of :mod:`gitmem.format.secrets`), and a file made
+    under another is ignored. Only the blobs of current memories are kept.
+    """
+
+    def __init__(self, path: Path, policy: secrets_mod.SecretPolicy) -> None:
+        self.path = path
+        digest = hashlib.sha256(repr(policy).encode("utf-8", "surrogateescape"))
+        with contextlib.suppress(OSError):
+            digest.update(Path(secrets_mod.__file__).read_bytes())
+        self.key = digest.hexdigest()
+        self.known: set[str] = set()
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            lines = self.path.read_text("ascii").splitlines()
+            if lines and lines[0] == self.key:
+                self.known = set(lines[1:])
+
+    def save(self, clean: set[str]) -> None:
+        if clean == self.known:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # A store that cannot be written (read-only, another user's) is scanned every run.
+        with contextlib.suppress(OSError):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write("\n".join([self.key, *sorted(clean)]) + "\n")
+            os.replace(tmp, self.path)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_secrets(ctx: Context) -> Iterator[Finding]:
+    for entry, findings in memory_secrets(ctx):
+        kinds = ", ".join(f"{f.kind} (line {f.line})" for f in findings)
+        yield Finding(
+            "secrets",
+            WARNING,
+            f"{entry.id} holds what looks like a credential: {kinds}",
+            fix=(
+                f"gitmem --store {ctx.where} edit {entry.id} to remove it, and rotate the "
+                "credential: it stays in git history"
+            ),
+            path=entry.path,
+        )

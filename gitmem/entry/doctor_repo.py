@@ -1,0 +1,482 @@
+"""Health checks of the git repository: fsck, locks, leftovers, an unfinished merge, the
+work tree, the merge driver, the hooks and permissions (``gitmem doctor``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pygit2
+
+from gitmem.base import paths as state_paths
+from gitmem.base.errors import GitmemError, StoreError
+from gitmem.base.trailers import CommitSpec
+from gitmem.entry import hooks as hooks_mod
+from gitmem.entry.doctor_context import ERROR, INFO, WARNING, Context, Finding
+from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
+from gitmem.format.model import Scope
+from gitmem.git.command import popen_git, run_git
+from gitmem.git.db import GitDB
+from gitmem.git.objects import Snapshot
+from gitmem.store import merge as merge_mod
+
+STALE_LOCK_AGE = 30.0
+"""Seconds after which a git lock file is taken to be left by a process that died (as gitdb)."""
+
+
+_GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
+
+
+_TMP_FILE = re.compile(r"^\..+\.(\d+)\.tmp$")
+"""A work-tree file being written: ``.<name>.<pid>.tmp`` (renamed over ``<name>`` when whole)."""
+
+
+def start_git(db: GitDB, *args: str) -> subprocess.Popen[bytes]:
+    return popen_git(args, gitdir=db.gitdir)
+
+
+FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
+
+
+def check_fsck(ctx: Context) -> Iterator[Finding]:
+    process, ctx.fsck = ctx.fsck or start_git(ctx.db, *FSCK_ARGS), None
+    stdout, stderr = process.communicate()
+    returncode = process.returncode
+    lines = [
+        line.strip()
+        for line in (stdout + stderr).decode("utf-8", "replace").splitlines()
+        if line.strip()
+    ]
+    if returncode == 0 and not lines:
+        return
+    shown = "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else "")
+    yield Finding(
+        "fsck",
+        ERROR if returncode != 0 else WARNING,
+        f"git fsck --strict reports: {shown or 'exit ' + str(returncode)}",
+        fix=(
+            f"git --git-dir={shlex.quote(str(ctx.db.gitdir))} fsck --full for details; fetch the "
+            "missing objects from a clone (git fetch <clone>) or restore the repository from one"
+        ),
+    )
+
+
+def _stale_locks(gitdir: Path) -> Iterator[Path]:
+    for name in _GIT_LOCKS:
+        path = gitdir / name
+        if path.is_file():
+            yield path
+    refs = gitdir / "refs"
+    if refs.is_dir():
+        yield from sorted(p for p in refs.rglob("*.lock") if p.is_file())
+
+
+def check_locks(ctx: Context) -> Iterator[Finding]:
+    now = time.time()
+    age_limit = max(ctx.db.stale_lock_age, STALE_LOCK_AGE)
+    for lock in _stale_locks(ctx.db.gitdir):
+        try:
+            age = now - lock.stat().st_mtime
+        except FileNotFoundError:
+            continue  # released while we looked
+        if age <= age_limit:
+            yield Finding(
+                "locks",
+                INFO,
+                f"{lock} is held (for {age:.0f} s): a git command is probably running",
+                path=str(lock),
+            )
+            continue
+        yield Finding(
+            "locks",
+            WARNING,
+            f"stale lock {lock}, left {age:.0f} s ago by a git process that died",
+            fix=f"rm {shlex.quote(str(lock))}",
+            safe=True,
+            path=str(lock),
+            apply=_remover(lock, age_limit),
+        )
+
+
+def _remover(path: Path, min_age: float | None = None) -> Callable[[], None]:
+    def remove() -> None:
+        # Look again at fix time: a lock taken since the check is a live one, never stolen.
+        if min_age is not None:
+            try:
+                if time.time() - path.stat().st_mtime <= min_age:
+                    raise StoreError(f"{path} was taken again; left alone")
+            except FileNotFoundError:
+                return
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    return remove
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_leftovers(ctx: Context) -> Iterator[Finding]:
+    candidates: list[tuple[Path, int | None]] = []
+    marker_tmp = ctx.db.state_dir / (state_paths.WORKTREE_SYNCED + ".tmp")
+    if marker_tmp.is_file():
+        candidates.append((marker_tmp, None))
+    if ctx.db.workdir is not None:
+        for root in MEMORY_ROOTS:
+            top = ctx.db.workdir / root
+            if not top.is_dir():
+                continue
+            for path in top.rglob(".*.tmp"):
+                match = _TMP_FILE.match(path.name)
+                if match and path.is_file() and not path.is_symlink():
+                    candidates.append((path, int(match.group(1))))
+    now = time.time()
+    for path, pid in candidates:
+        try:
+            age = now - path.lstat().st_mtime
+        except FileNotFoundError:
+            continue
+        if _writing(pid, age):
+            continue  # a write in progress
+        yield Finding(
+            "leftovers",
+            WARNING,
+            f"{path} is a temporary file a writer left when it died (no memory is lost: "
+            "files are renamed into place only when whole)",
+            fix=f"rm {shlex.quote(str(path))}",
+            safe=True,
+            path=str(path),
+            apply=_leftover_remover(path, pid),
+        )
+
+
+def _writing(pid: int | None, age: float) -> bool:
+    """Whether a temporary file may still be being written: its writer (named by the pid in
+    its name) is alive, or, for a file without a pid, it is younger than the stale age."""
+    if pid is not None:
+        return pid == os.getpid() or _alive(pid)
+    return age <= STALE_LOCK_AGE
+
+
+def _leftover_remover(path: Path, pid: int | None) -> Callable[[], None]:
+    def remove() -> None:
+        try:
+            age = time.time() - path.lstat().st_mtime
+        except FileNotFoundError:
+            return
+        if _writing(pid, age):  # looked at again: a writer that started since keeps its file
+            raise StoreError(f"{path} is being written again; left alone")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    return remove
+
+
+def _heal(db: GitDB) -> None:
+    """Run a write that changes nothing: under the writer lock it brings the work tree up."""
+
+    def plan(_snap: Snapshot) -> tuple[CommitSpec, None]:
+        return CommitSpec(subject="doctor: nothing to commit"), None
+
+    db.write(plan)
+
+
+_IN_PROGRESS = (
+    ("MERGE_HEAD", "a git merge", "merge"),
+    ("rebase-merge", "a git rebase", "rebase"),
+    ("rebase-apply", "a git rebase (or am)", "rebase"),
+    ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
+    ("REVERT_HEAD", "a git revert", "revert"),
+)
+
+
+_MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
+"""A conflict marker line (``<<<<<<< ours``, ``>>>>>>> theirs``) at the start of a line."""
+
+
+def _in_progress(db: GitDB) -> tuple[str, str] | None:
+    """(what, git command) of an unfinished merge, rebase, cherry-pick or revert, if any."""
+    for name, what, command in _IN_PROGRESS:
+        if (db.gitdir / name).exists():
+            return what, command
+    return None
+
+
+def check_merge(ctx: Context) -> Iterator[Finding]:
+    """An unfinished merge, and memory files holding its conflict markers.
+
+    Committing them (``git add && git commit``) would store the markers in the memories,
+    or, resolved by taking one side, drop the other side's change. The safe way is to
+    abort (both sides stay committed: nothing is lost) and merge again with gitmem's
+    driver registered, which merges memories field by field and records forks instead.
+    """
+    db = ctx.db
+    if db.workdir is None:
+        return
+    state = _in_progress(db)
+    if state is None:
+        return
+    what, command = state
+    result = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--", *MEMORY_ROOTS],
+        cwd=db.workdir,
+        check=False,
+    )
+    unmerged: list[str] = []
+    marked: list[str] = []
+    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "U" in code or code in ("AA", "DD"):
+            unmerged.append(path)
+        full = db.workdir / path
+        with contextlib.suppress(OSError):
+            if full.is_file() and not full.is_symlink() and _MARKER_LINE.search(full.read_bytes()):
+                marked.append(path)
+    files = sorted(set(unmerged) | set(marked))
+    shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    detail = (
+        f": {len(files)} memory file(s) in conflict or holding conflict markers ({shown})"
+        if files
+        else ""
+    )
+    where = ctx.where
+    driver = (
+        ""
+        if merge_mod.driver_registered(db.path)
+        else (f"gitmem --store {where} doctor --fix (registers the merge driver), then ")
+    )
+    redo = {
+        "merge": "gitmem --store {w} sync (or git -C {w} merge again)",
+        "rebase": "git -C {w} rebase again",
+        "cherry-pick": "git -C {w} cherry-pick again",
+        "revert": "git -C {w} revert again",
+    }[command].format(w=where)
+    yield Finding(
+        "merge",
+        ERROR,
+        f"{what} is in progress and unfinished{detail}; do not git add and commit these "
+        "files: that stores the markers, or drops one side's change",
+        fix=(
+            f"git -C {where} {command} --abort (both sides stay committed: nothing is lost), "
+            f"then {driver}{redo}, which merges memories field by field and reports forks "
+            "instead of markers"
+        ),
+        path=files[0] if files else None,
+    )
+
+
+def check_worktree(ctx: Context) -> Iterator[Finding]:
+    db = ctx.db
+    if db.workdir is None:
+        return
+    if _in_progress(db) is not None:
+        # The merge check says how to finish it; any advice here (add and commit, or a
+        # "heal" that rewrites git's index) would lose one side of it.
+        return
+    tip = db.tip()
+    marker = db.state_dir / state_paths.WORKTREE_SYNCED
+    synced = marker.read_text().strip() if marker.is_file() else None
+    if tip is not None and synced is not None and synced != str(tip.id):
+        yield Finding(
+            "worktree",
+            WARNING,
+            f"the work tree is at {synced[:10]}, behind the branch at {str(tip.id)[:10]} "
+            "(a writer died between committing and updating the files)",
+            fix=f"gitmem --store {ctx.where} doctor --fix (any gitmem write also does it)",
+            safe=True,
+            apply=lambda: _heal(db),
+        )
+        return  # the edits below would all be that lag
+    result = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
+        cwd=db.workdir,
+        check=False,
+    )
+    if result.returncode != 0:
+        return
+    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if _TMP_FILE.match(Path(path).name):
+            continue  # the leftovers check reports these
+        what = "untracked" if code == "??" else "has uncommitted changes"
+        yield Finding(
+            "worktree",
+            INFO if code == "??" and not is_memory_file(path) else WARNING,
+            f"{path} {what} (gitmem refuses to overwrite it until it is committed or dropped)",
+            fix=(
+                f"git -C {ctx.where} add -- {shlex.quote(path)} && git -C {ctx.where} commit, "
+                f"or drop it: git -C {ctx.where} checkout -- {shlex.quote(path)}"
+                if code != "??"
+                else f"git -C {ctx.where} add -- {shlex.quote(path)} && git -C {ctx.where} "
+                f"commit, or rm {shlex.quote(str(db.workdir / path))}"
+            ),
+            path=path,
+        )
+
+
+def _driver_program(repo: pygit2.Repository) -> str | None:
+    """The program the registered merge driver runs, when it is not there any more."""
+    try:
+        value = str(repo.config[merge_mod.DRIVER_CONFIG])
+        words = shlex.split(value)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    if not words:
+        return None
+    program = words[0]
+    if os.sep in program:
+        return None if os.access(program, os.X_OK) else program
+    return None if shutil.which(program) else program
+
+
+def check_merge_driver(ctx: Context) -> Iterator[Finding]:
+    if ctx.db.workdir is None:
+        return  # merges happen in clones with a work tree; a bare store merges nothing
+    path = ctx.db.path
+    if merge_mod.driver_registered(ctx.db.path):
+        gone = _driver_program(ctx.db.repo)
+        if gone is None:
+            return
+        yield Finding(
+            "merge-driver",
+            WARNING,
+            f"the gitmem merge driver runs {gone}, which is not there any more (a moved or "
+            "deleted virtualenv): the next git merge or pull of memory files fails",
+            fix=f"git -C {ctx.where} config {merge_mod.DRIVER_CONFIG} "
+            f"{shlex.quote(merge_mod.driver_command())}",
+            safe=True,
+            apply=lambda: merge_mod.register_driver(path),
+        )
+        return
+    yield Finding(
+        "merge-driver",
+        WARNING,
+        "the gitmem merge driver is not registered: plain git merge/pull falls back to a "
+        "text merge of memory files",
+        fix=f"git -C {ctx.where} config {merge_mod.DRIVER_CONFIG} "
+        f"{shlex.quote(merge_mod.driver_command())}",
+        safe=True,
+        apply=lambda: merge_mod.register_driver(path),
+    )
+
+
+def check_hooks(ctx: Context) -> Iterator[Finding]:
+    path = ctx.db.path
+    try:
+        status = hooks_mod.status(path)
+    except GitmemError:
+        return
+    states = {h.name: h for h in status.hooks}
+    memory_hooks = [states[name] for name in hooks_mod.MEMORY_HOOKS if name in states]
+    installed = [h for h in memory_hooks if h.installed]
+    reinstall = f"gitmem --store {ctx.where} hooks install"
+    if not installed:
+        yield Finding(
+            "hooks",
+            INFO,
+            "gitmem's git hooks are not installed (hand edits are not validated or stamped)",
+            fix=reinstall,
+        )
+        return
+    broken = [h.name for h in memory_hooks if not h.installed and not h.foreign]
+    gone = sorted({h.python for h in installed if h.python and not Path(h.python).exists()})
+    reasons = []
+    if broken:
+        reasons.append(f"missing: {', '.join(broken)}")
+    if gone:
+        reasons.append(f"they run a Python that no longer exists ({', '.join(gone)})")
+    if reasons:
+        yield Finding(
+            "hooks",
+            WARNING,
+            "gitmem's hooks are incomplete: " + "; ".join(reasons),
+            fix=reinstall,
+            safe=True,
+            apply=lambda: _reinstall_hooks(path),
+        )
+
+
+def _reinstall_hooks(path: Path) -> None:
+    hooks_mod.install(path, "memory")
+
+
+def _world_writable(root: Path) -> Iterator[Path]:
+    """Paths below ``root`` (links not followed) that anyone may write: one ``lstat`` each,
+    without building a Path per file (a large store has tens of thousands)."""
+    with contextlib.suppress(OSError):
+        # The folder itself first: ``git init`` under umask 000 leaves it 0777 too.
+        if root.lstat().st_mode & stat.S_IWOTH and not root.is_symlink():
+            yield root
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue  # removed, or not readable: nothing to say about what is inside
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if st.st_mode & stat.S_IWOTH:
+                yield Path(entry.path)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+
+
+def check_permissions(ctx: Context) -> Iterator[Finding]:
+    top = ctx.db.workdir or ctx.db.gitdir
+    if ctx.scope is Scope.USER:
+        mode = stat.S_IMODE(top.stat().st_mode)
+        if mode & 0o077:
+            yield Finding(
+                "permissions",
+                WARNING,
+                f"the user store {top} is open to others (mode {mode:o}); it should be 700",
+                fix=f"chmod 700 {shlex.quote(str(top))}",
+                safe=True,
+                path=str(top),
+                apply=lambda: top.chmod(0o700),
+            )
+    roots = {top, ctx.db.gitdir}
+    # The work tree holds .git: walk it once.
+    walked = [r for r in roots if not any(r != o and r.is_relative_to(o) for o in roots)]
+    found = sorted({p for root in walked for p in _world_writable(root)})
+    if found:
+        shown = ", ".join(str(p) for p in found[:3]) + (", ..." if len(found) > 3 else "")
+        yield Finding(
+            "permissions",
+            WARNING,
+            f"{len(found)} world-writable path(s) in the store: {shown}",
+            fix=f"chmod -R o-w {' '.join(shlex.quote(str(r)) for r in sorted(roots))}",
+            safe=True,
+            apply=lambda: _drop_world_write(found),
+        )
+
+
+def _drop_world_write(paths: Iterable[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~stat.S_IWOTH)

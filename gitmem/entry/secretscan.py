@@ -1,0 +1,203 @@
+"""``gitmem secrets``: credentials in files, in staged files, in a store, or in its history.
+
+The scanning behind the command (the store refuses credentials on every write; this
+finds what got in by other roads: hand commits, files outside the store, old history).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem.base.errors import StoreError
+from gitmem.entry import hooks as hooks_mod
+from gitmem.entry.doctor_context import Context
+from gitmem.entry.doctor_memories import memory_secrets
+from gitmem.format import secrets as secrets_mod
+from gitmem.format.model import Scope
+from gitmem.git.command import run_git
+from gitmem.git.objects import get_commit
+from gitmem.store.core import Store
+
+
+@dataclass(frozen=True)
+class FileFinding:
+    """A credential found in a file (or a staged file, or a memory)."""
+
+    path: str
+    finding: secrets_mod.SecretFinding
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
+
+    def line(self) -> str:
+        path = secrets_mod.redact(self.path)  # a file named after a token is not printed either
+        return f"{path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
+
+
+MAX_SCAN_BYTES = 16 * 1024 * 1024
+"""Files larger than this are skipped by ``gitmem secrets PATH``: not memories or notes."""
+
+
+def scan_paths(
+    paths: Sequence[str | os.PathLike[str]], policy: secrets_mod.SecretPolicy | None = None
+) -> list[FileFinding]:
+    """Credentials in these files (directories: every file below, ``.git`` skipped).
+
+    Symbolic links are not followed, so a link cannot make the scan read outside.
+    """
+    out: list[FileFinding] = []
+    for given in paths:
+        root = Path(given)
+        if not root.exists() and not root.is_symlink():
+            raise StoreError(f"{root}: no such file or directory")
+        for path in _files(root):
+            try:
+                if path.lstat().st_size > MAX_SCAN_BYTES:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if b"\0" in data[:8192]:
+                continue  # binary
+            out.extend(FileFinding(str(path), f) for f in secrets_mod.scan_bytes(data, policy))
+    return out
+
+
+def _files(root: Path) -> Iterator[Path]:
+    if root.is_symlink():
+        return
+    if root.is_file():
+        yield root
+        return
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            path = Path(directory) / name
+            if not path.is_symlink() and path.is_file():
+                yield path
+
+
+def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
+    """Credentials in the files staged in the git repository at ``repo`` (its index)."""
+    cwd = Path(repo)
+    names = run_git(
+        ["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR"], cwd=cwd, check=False
+    )
+    if names.returncode != 0:
+        message = names.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise StoreError(
+            f"{cwd.resolve()} is not a git repository" + (f" ({message[-1]})" if message else ""),
+        )
+    policy = hooks_mod.staged_policy(str(cwd))
+    out: list[FileFinding] = []
+    for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if not name:
+            continue
+        blob = run_git(["cat-file", "blob", f":{name}"], cwd=cwd, check=False)
+        if blob.returncode != 0 or b"\0" in blob.stdout[:8192]:
+            continue
+        out.extend(FileFinding(name, f) for f in secrets_mod.scan_bytes(blob.stdout, policy))
+    return out
+
+
+def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFinding]:
+    """Credentials in the memories of ``store`` as committed (every scope, or one)."""
+    out: list[FileFinding] = []
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        ctx = Context(store, store.db(each), each)
+        for entry, findings in memory_secrets(ctx):
+            out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
+    return out
+
+
+@dataclass(frozen=True)
+class HistoryFinding:
+    """A credential in a past commit: in a file it added, or in its message."""
+
+    commit: str
+    """The commit that introduced it (the oldest, in topological order, that holds it)."""
+    path: str
+    """The file's path in that commit, or ``"(commit message)"``."""
+    finding: secrets_mod.SecretFinding
+    present: bool
+    """Whether a branch tip still holds that file content (else only history does)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "path": secrets_mod.redact(self.path),
+            "present": self.present,
+            **self.finding.to_dict(),
+        }
+
+    def line(self) -> str:
+        where = "" if self.present else " (history only)"
+        return (
+            f"{self.commit[:10]} {secrets_mod.redact(self.path)}:{self.finding.line}: "
+            f"{self.finding.kind}: "
+            f"{self.finding.excerpt}{where}"
+        )
+
+
+MESSAGE_PATH = "(commit message)"
+
+
+def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
+    """The commits every local branch, remote-tracking branch and tag points at."""
+    tips: list[pygit2.Oid] = []
+    for name in repo.references:
+        if not name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/")):
+            continue
+        try:
+            target = repo.references[name].peel(pygit2.Commit)
+        except (pygit2.GitError, KeyError, ValueError):
+            continue  # a symbolic HEAD, a tag of a tree, a ref to a missing object
+        if target.id not in tips:
+            tips.append(target.id)
+    return tips
+
+
+def scan_history(store: Store, scope: Scope | str | None = None) -> list[HistoryFinding]:
+    """Credentials anywhere in the store's history: every blob any commit reachable from a
+    branch, remote-tracking branch or tag ever held (each blob scanned once, reported at the
+    commit that introduced it) and every commit message.
+
+    What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
+    commit that added it, on every clone.
+    """
+    from gitmem.features.purge import new_blobs, text_blob
+
+    out: list[HistoryFinding] = []
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        db = store.db(each)
+        repo = db.repo
+        policy = secrets_mod.policy_from_config(store.config(each).raw)
+        tips = _history_tips(repo)
+        if not tips:
+            continue
+        present: set[pygit2.Oid] = set()
+        for tip in tips:
+            for _ in new_blobs(repo, get_commit(repo, tip).tree, present):
+                pass
+        order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        walker = repo.walk(tips[0], order)
+        for tip in tips[1:]:
+            walker.push(tip)
+        seen: set[pygit2.Oid] = set()
+        for commit in walker:
+            hexsha = str(commit.id)
+            for found in policy.scan(commit.message):
+                out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
+            for oid, path in new_blobs(repo, commit.tree, seen):
+                data = text_blob(repo, oid, MAX_SCAN_BYTES)
+                if data is None:
+                    continue
+                for found in secrets_mod.scan_memory_bytes(data, policy):
+                    out.append(HistoryFinding(hexsha, path, found, oid in present))
+    return out
