@@ -25,6 +25,7 @@ if __package__ in (None, ""):
 from bench import recall_quality as rq
 from gitmem.store import index as index_mod
 from gitmem.store import lexical
+from gitmem.store import providers as providers_mod
 from gitmem.store import recall as recall_mod
 
 
@@ -71,7 +72,7 @@ def snowball() -> Callable[[], contextlib.AbstractContextManager[None]]:
 
 def reindexed(built: list[rq.Built], ddl_tokenizer: str) -> None:
     provider = index_mod.LEXICAL
-    fresh = index_mod.RowProvider(
+    fresh = providers_mod.RowProvider(
         provider.name,
         provider.version + 1000 + len(ddl_tokenizer),
         provider.tables,
@@ -81,7 +82,7 @@ def reindexed(built: list[rq.Built], ddl_tokenizer: str) -> None:
         ),
         provider.apply,
     )
-    index_mod.register(fresh)
+    providers_mod.register(fresh)
     for b in built:
         b.store.index().rebuild()
 

@@ -32,7 +32,8 @@ import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
 from gitmem.format.layout import memory_path, new_id
 from gitmem.store.discovery import init_project_store, open_store
-from gitmem.store.index import SCHEMA_VERSION, IndexStats
+from gitmem.store.index import SCHEMA_VERSION
+from gitmem.store.rows import IndexStats
 
 SPAWN = multiprocessing.get_context("spawn")
 CATEGORIES = ["patterns", "corrections", "user-facts"]

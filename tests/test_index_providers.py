@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import InvalidInputError
-from gitmem.store import index as index_mod
-from gitmem.store.index import RowChanges, RowProvider
+from gitmem.store import providers as providers_mod
+from gitmem.store.providers import RowProvider
+from gitmem.store.rows import RowChanges
 
 
 class Recorder:
@@ -53,11 +54,11 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:
     rec = Recorder()
-    index_mod.register(rec.provider)
+    providers_mod.register(rec.provider)
     try:
         yield rec
     finally:
-        index_mod._PROVIDERS.pop(rec.provider.name, None)
+        providers_mod.PROVIDERS.pop(rec.provider.name, None)
 
 
 def rows(store: Store, table: str) -> list[tuple[Any, ...]]:
@@ -95,7 +96,7 @@ def test_a_version_bump_refills_only_that_provider(store: Store, recorder: Recor
     assert rows(store, "probe_rows") == core(store)
     lexical_before = _fts_instances(store)
     bumped = Recorder(version=2)
-    index_mod.register(bumped.provider)  # replaces the version-1 provider by name
+    providers_mod.register(bumped.provider)  # replaces the version-1 provider by name
     assert rows(store, "probe_rows") == core(store)
     assert bumped.fills == 1
     assert _fts_instances(store) == lexical_before
@@ -106,13 +107,13 @@ def test_a_provider_registered_late_catches_up_whole(store: Store) -> None:
     store.create("before it existed\n")
     store.index().catch_up()
     rec = Recorder(name="late")
-    index_mod.register(rec.provider)
+    providers_mod.register(rec.provider)
     try:
         store.create("after\n")
         assert rows(store, "late_rows") == core(store)
         assert rec.fills == 1
     finally:
-        index_mod._PROVIDERS.pop("late", None)
+        providers_mod.PROVIDERS.pop("late", None)
 
 
 def test_a_failing_provider_leaves_the_store_readable(
@@ -126,7 +127,7 @@ def test_a_failing_provider_leaves_the_store_readable(
             raise RuntimeError("provider bug")
 
     provider = RowProvider("boom", 1, ("boom_rows",), ("CREATE TABLE boom_rows (x)",), boom)
-    index_mod.register(provider)
+    providers_mod.register(provider)
     try:
         store.index().catch_up()  # the fill works
         two = store.create("two\n")
@@ -137,7 +138,7 @@ def test_a_failing_provider_leaves_the_store_readable(
         assert store.index().meta()["provider:boom"] == "1 failed"
         assert store.index().meta()["commit"] == str(store.db().tip().id)  # type: ignore[union-attr]
     finally:
-        index_mod._PROVIDERS.pop("boom", None)
+        providers_mod.PROVIDERS.pop("boom", None)
     store.index().rebuild()
 
 
@@ -151,7 +152,7 @@ def test_a_failing_provider_leaves_the_store_readable(
 )
 def test_bad_providers_are_refused(provider: RowProvider) -> None:
     with pytest.raises(InvalidInputError):
-        index_mod.register(provider)
+        providers_mod.register(provider)
 
 
 def _fts_instances(store: Store) -> list[tuple[Any, ...]]:

@@ -90,9 +90,10 @@ from gitmem.store.checks import (
     single_line,
     tag_tuple,
 )
-from gitmem.store.index import Index, IndexStats, Progress
+from gitmem.store.index import Index, Progress
 from gitmem.store.reader import IndexReader, Reader, TreeReader, blob_at
 from gitmem.store.results import History, LogEntry, Problem, Version
+from gitmem.store.rows import IndexStats
 
 if TYPE_CHECKING:
     from gitmem.git.maintenance import GcResult

@@ -38,7 +38,9 @@ from typing import Any
 import pygit2
 
 from gitmem.format.model import Memory
-from gitmem.store.index import Index, IndexedMemory, RowChanges, RowProvider, register
+from gitmem.store.index import Index
+from gitmem.store.providers import RowProvider, register
+from gitmem.store.rows import IndexedMemory, RowChanges
 
 __all__ = [
     "ENTITIES_ROOT",

@@ -27,19 +27,15 @@ Two version numbers say when what is stored is out of date:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import functools
-import json
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,12 +45,30 @@ from pygit2.enums import SortMode
 from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidInputError
-from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
-from gitmem.format.layout import MEMORY_ROOTS, expected_path_form, id_from_path, is_memory_file
+from gitmem.format.layout import expected_path_form, id_from_path
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data, get_commit
 from gitmem.store import lexical
+from gitmem.store.changes import changed_memory_files, insert_versions, version_rows
+from gitmem.store.providers import FULL_FILL_CHUNK, PROVIDERS, RowProvider, provider_key, register
+from gitmem.store.rows import (
+    MEMORY_COLUMNS,
+    ROW_COLUMNS,
+    Hit,
+    IndexedMemory,
+    IndexStats,
+    RowChanges,
+    VersionRow,
+    check_columns,
+    cooked_path,
+    loads_json,
+    memory_filters,
+    micros,
+    number_params,
+    raw_path,
+    row_values,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +82,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 Progress = Callable[[int, int], None]
 
-_VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -127,249 +140,9 @@ CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
 """
 
-ROW_COLUMNS: tuple[str, ...] = (
-    "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
-    "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
-    "trigger_", "status", "extra", "layer", "project", "body",
-)
-"""The columns of the ``memories`` table that :meth:`Index.rows` can return."""
-
-_MEMORY_COLUMNS = (
-    "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
-    "supersedes, related, agent, session_id, trigger_, status, extra, body"
-)
-
-
-# -- typed JSON for unknown front-matter values ----------------------------------------
-
-
-def _tagged(value: Any) -> Any:
-    """A front-matter value as plain JSON, with tags for what JSON cannot hold.
-
-    Dates and timestamps are tagged, and so is every mapping whose keys are not
-    all text (YAML keys may be numbers, booleans or dates; JSON would turn them
-    into text or refuse them), so ``_loads(_dumps(v)) == v``.
-    """
-    if isinstance(value, dt.datetime):
-        return {"$gitmem": "datetime", "v": value.isoformat()}
-    if isinstance(value, dt.date):
-        return {"$gitmem": "date", "v": value.isoformat()}
-    if isinstance(value, bytes):
-        return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
-            return {k: _tagged(v) for k, v in value.items()}
-        return {"$gitmem": "map", "v": [[_tagged(k), _tagged(v)] for k, v in value.items()]}
-    if isinstance(value, list | tuple):
-        return [_tagged(v) for v in value]
-    if value is None or isinstance(value, str | int | float):
-        return value
-    raise TypeError(f"cannot index a {type(value).__name__}")
-
-
-def _json_hook(obj: dict[str, Any]) -> Any:
-    kind = obj.get("$gitmem")
-    if kind == "datetime":
-        return dt.datetime.fromisoformat(obj["v"])
-    if kind == "date":
-        return dt.date.fromisoformat(obj["v"])
-    if kind == "bytes":
-        return base64.b64decode(obj["v"])
-    if kind == "map":
-        return dict(obj["v"])
-    return obj
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(_tagged(value), ensure_ascii=False)
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, object_hook=_json_hook)
-
-
-def _big(value: int | None) -> int | str | None:
-    """An integer as SQLite can hold it: as text past 64 bits (versions are written by hand too)."""
-    if value is None or -(2**63) <= value < 2**63:
-        return value
-    return str(value)
-
-
-def _us(value: dt.datetime) -> int:
-    return int(value.timestamp() * 1_000_000)
-
-
-def row_values(memory: Memory, blob: str) -> dict[str, Any]:
-    """The ``memories`` row of ``memory`` (stored in blob ``blob``), column by column, as
-    :meth:`Index.rows` returns it: the one encoding of a memory as index columns (the
-    tree-served reader answers ``rows`` with it too)."""
-    layer = memory.extra.get("layer")
-    project = memory.extra.get("project")
-    return {
-        "id": memory.id,
-        "path": memory.path,
-        "blob": blob,
-        "title": memory.title,
-        "scope": str(memory.scope) if memory.scope else None,
-        "category": memory.category,
-        "tags": _dumps(list(memory.tags)),
-        "created_at": memory.created_at.isoformat(),
-        "created_us": _us(memory.created_at),
-        "updated_at": memory.updated_at.isoformat(),
-        "updated_us": _us(memory.updated_at),
-        "version": _big(memory.version),
-        "supersedes": memory.supersedes,
-        "related": _dumps([r.to_dict() for r in memory.related]),
-        "agent": memory.agent,
-        "session_id": memory.session_id,
-        "trigger_": str(memory.trigger) if memory.trigger else None,
-        "status": str(memory.status),
-        "extra": _dumps(memory.extra),
-        "layer": layer if isinstance(layer, str) else None,
-        "project": project if isinstance(project, str) else None,
-        "body": memory.body,
-    }
-
-
-def check_columns(columns: Sequence[str]) -> None:
-    """Raise InvalidInputError unless every one of ``columns`` is in :data:`ROW_COLUMNS`."""
-    unknown = [c for c in columns if c not in ROW_COLUMNS]
-    if unknown or not columns:
-        raise InvalidInputError(
-            f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
-            f"(known: {', '.join(ROW_COLUMNS)})"
-        )
-
-
-# -- results ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """One commit that changed one memory file, as the index recorded it."""
-
-    id: str
-    path: str
-    commit: str
-    time: dt.datetime
-    author: str
-    agent: str | None
-    op: str
-    version: int | None
-    blob: str | None
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A memory a query selected, with its rank (higher is better)."""
-
-    memory: Memory
-    score: float
-
-
-@dataclass
-class IndexStats:
-    commit: str | None
-    memories: int
-    versions: int
-    rebuilt: bool = False
-    applied_commits: int = 0
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-
 # -- derived rows other modules own ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class IndexedMemory:
-    """One memory as a catch-up hands it to a :class:`RowProvider`."""
-
-    rowid: int
-    """Its ``memories.rowid`` (key your rows by it, or by ``memory.id``). A rowid freed by a
-    removal may be given to a memory added in the same catch-up: apply removals first."""
-    blob: str
-    """The git blob id of its file: the same text always has the same blob."""
-    memory: Memory
-
-
-@dataclass(frozen=True)
-class RowChanges:
-    """What a catch-up changed, for one call of :attr:`RowProvider.apply`.
-
-    A changed memory is in ``removed`` (its old row) and in ``added`` (its new one).
-    Apply ``removed`` before ``added``.
-    """
-
-    full: bool
-    """The provider's tables were just (re)created empty: ``added`` holds current memories
-    (every one of them over this and the following calls of the same fill), ``removed``
-    is empty."""
-    added: tuple[IndexedMemory, ...] = ()
-    removed: tuple[IndexedMemory, ...] = ()
-
-
-RowApply = Callable[[sqlite3.Connection, pygit2.Repository, RowChanges], None]
-_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
-
-
-@dataclass(frozen=True)
-class RowProvider:
-    """Derived tables another module owns, kept current by catch-up and rebuild.
-
-    ``ddl`` creates ``tables`` (every table it creates, virtual ones included, in an
-    order that ``DROP TABLE IF EXISTS`` can follow); ``apply`` runs inside the catch-up's
-    write transaction, after the core tables took the change, so it may read them (a
-    removed memory's core row is already gone: use what :class:`RowChanges` hands over).
-    It must not commit, and must be a pure function of what it is given (plus the
-    repository's objects): catch-up must equal a rebuild. An exception rolls the whole
-    catch-up back, so the query fails rather than serving half-applied rows.
-
-    Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
-    drops the provider's tables and fills them again from every current memory, without
-    touching anything else.
-    """
-
-    name: str
-    version: int
-    tables: tuple[str, ...]
-    ddl: tuple[str, ...]
-    apply: RowApply
-
-
-_PROVIDERS: dict[str, RowProvider] = {}
-_CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
-FULL_FILL_CHUNK = 1000
-"""Memories per :attr:`RowProvider.apply` call while a provider's tables are filled."""
-
-
-def register(provider: RowProvider) -> None:
-    """Add (or replace, by name) a row provider; every index then keeps its tables current.
-
-    Raises InvalidInputError for a malformed name or a table the core owns.
-    """
-    if not _NAME_RE.fullmatch(provider.name):
-        raise InvalidInputError(
-            f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
-        )
-    for table in provider.tables:
-        if not _NAME_RE.fullmatch(table) or table in _CORE_TABLES:
-            raise InvalidInputError(f"row provider {provider.name}: bad table name {table!r}")
-    for other in _PROVIDERS.values():
-        if other.name != provider.name and set(other.tables) & set(provider.tables):
-            raise InvalidInputError(
-                f"row providers {other.name} and {provider.name} both claim "
-                f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
-            )
-    _PROVIDERS[provider.name] = provider
-
-
-def providers() -> list[RowProvider]:
-    """The registered row providers, in registration order."""
-    return list(_PROVIDERS.values())
-
-
-def _provider_key(provider: RowProvider) -> str:
-    return f"provider:{provider.name}"
 
 
 # -- the full-text rows: the first provider ------------------------------------------------
@@ -592,9 +365,9 @@ class Index:
         if meta.get("commit") != tip_hex:
             return False
         return all(
-            meta.get(_provider_key(p)) == f"{p.version} {tip_hex}"
+            meta.get(provider_key(p)) == f"{p.version} {tip_hex}"
             or (p.name, tip_hex) in self._failed
-            for p in _PROVIDERS.values()
+            for p in PROVIDERS.values()
         )
 
     def rebuild(self, progress: Progress | None = None) -> IndexStats:
@@ -681,7 +454,7 @@ class Index:
         added: list[IndexedMemory],
         removed: list[IndexedMemory],
     ) -> None:
-        for path, blob in _changed_memory_files(repo, old, new):
+        for path, blob in changed_memory_files(repo, old, new):
             gone = self._forget(conn, path)
             if gone is not None:
                 removed.append(gone)
@@ -695,16 +468,17 @@ class Index:
                 memory = self.decode(blob_data(repo, blob), path)
             except GitmemError as exc:
                 conn.execute(
-                    "INSERT OR REPLACE INTO problems VALUES (?, ?)", (_raw(path), _raw(str(exc)))
+                    "INSERT OR REPLACE INTO problems VALUES (?, ?)",
+                    (raw_path(path), raw_path(str(exc))),
                 )
                 continue
             added.append(self._insert(conn, memory, str(blob)))
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
         """Delete the row at ``path``; returns what it held, for the row providers."""
-        conn.execute("DELETE FROM problems WHERE path = ?", (_raw(path),))
+        conn.execute("DELETE FROM problems WHERE path = ?", (raw_path(path),))
         row = conn.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE path = ?", (_raw(path),)
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE path = ?", (raw_path(path),)
         ).fetchone()
         if row is None:
             return None
@@ -727,8 +501,8 @@ class Index:
         """Hand the change from ``base`` to ``tip_hex`` to every provider that reflects
         ``base``; refill the others (new version, missed commits, or a rebuild)."""
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
-        for provider in _PROVIDERS.values():
-            state = meta.get(_provider_key(provider))
+        for provider in PROVIDERS.values():
+            state = meta.get(provider_key(provider))
             # A provider's failure must not take the store's reads down with it: its own
             # work is undone (savepoint), its state left behind so a later catch-up
             # refills it, and this process stops retrying at this tip.
@@ -749,7 +523,7 @@ class Index:
                 conn.execute("RELEASE provider")
                 conn.execute(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                    (_provider_key(provider), f"{provider.version} failed"),
+                    (provider_key(provider), f"{provider.version} failed"),
                 )
                 self._failed.add((provider.name, tip_hex))
                 log.warning(
@@ -762,7 +536,7 @@ class Index:
             conn.execute("RELEASE provider")
             conn.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                (_provider_key(provider), f"{provider.version} {tip_hex}"),
+                (provider_key(provider), f"{provider.version} {tip_hex}"),
             )
 
     def _empty(self, conn: sqlite3.Connection, provider: RowProvider) -> None:
@@ -783,7 +557,7 @@ class Index:
         for statement in provider.ddl:
             conn.execute(statement)
         provider.apply(conn, repo, RowChanges(True))
-        cursor = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories ORDER BY rowid")
+        cursor = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY rowid")
         while True:
             rows = cursor.fetchmany(FULL_FILL_CHUNK)
             if not rows:
@@ -837,14 +611,14 @@ class Index:
             )
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
-            rows.extend(_version_rows(repo, commit, gen))
+            rows.extend(version_rows(repo, commit, gen))
             if len(rows) >= 5000 or len(new_commits) >= 5000:
-                _insert_versions(conn, rows, new_commits)
+                insert_versions(conn, rows, new_commits)
                 rows.clear()
                 new_commits.clear()
             if progress is not None and (count % 500 == 0 or count == total):
                 progress(count, total)
-        _insert_versions(conn, rows, new_commits)
+        insert_versions(conn, rows, new_commits)
         return count
 
     def _generation(
@@ -910,16 +684,16 @@ class Index:
             title=title,
             scope=Scope(scope) if scope else None,
             category=category,
-            tags=tuple(_loads(tags)),
+            tags=tuple(loads_json(tags)),
             supersedes=supersedes,
             related=tuple(
-                Related(r["id"], Relationship(r["relationship"])) for r in _loads(related)
+                Related(r["id"], Relationship(r["relationship"])) for r in loads_json(related)
             ),
             agent=agent,
             session_id=session_id,
             trigger=Trigger(trigger) if trigger else None,
             status=Status(status),
-            extra=_loads(extra),
+            extra=loads_json(extra),
             path=path,
             store_scope=self.scope,
         )
@@ -943,7 +717,7 @@ class Index:
             layer=layer,
             project=project,
         )
-        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY created_us, id"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m {where} ORDER BY created_us, id"
         with self._query() as conn:
             return [self._memory(r) for r in conn.execute(sql, params)]
 
@@ -951,7 +725,7 @@ class Index:
     def get(self, memory_id: str) -> Memory | None:
         with self._query() as conn:
             row = conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
         return None if row is None else self._memory(row)
 
@@ -959,7 +733,7 @@ class Index:
     def successors(self, memory_id: str) -> list[Memory]:
         with self._query() as conn:
             rows = conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id",
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id",
                 (memory_id,),
             ).fetchall()
         return [self._memory(r) for r in rows]
@@ -1020,8 +794,8 @@ class Index:
         """Current memories whose ``updated_at`` is older than ``before``."""
         with self._query() as conn:
             rows = conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE updated_us < ? ORDER BY updated_us",
-                (_us(before),),
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE updated_us < ? ORDER BY updated_us",
+                (micros(before),),
             ).fetchall()
         return [self._memory(r) for r in rows]
 
@@ -1043,7 +817,7 @@ class Index:
         where = where.replace("WHERE", "AND", 1) if where else ""
         needle = title_text.casefold()
         sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, "
+            f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, "
             "bm25(fts, 10.0, 1.0, 3.0, 5.0) AS rank, "
             "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
             "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
@@ -1053,7 +827,7 @@ class Index:
             "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
         )
         named = {f"p{i}": p for i, p in enumerate(params)}
-        sql = _number_params(sql)
+        sql = number_params(sql)
         with self._query() as conn:
             rows = conn.execute(
                 sql, {**named, "needle": needle, "query": query, "limit": limit}
@@ -1078,7 +852,7 @@ class Index:
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
             sql = (
-                f"SELECT {_MEMORY_COLUMNS} FROM memories "
+                f"SELECT {MEMORY_COLUMNS} FROM memories "
                 f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
             )
             for row in conn.execute(sql, chunk):
@@ -1089,7 +863,7 @@ class Index:
     def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
         """Every current memory passing the filters, by path (for regex and substring search)."""
         where, params = memory_filters(**filters)
-        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
         with self._query() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [self._memory(row) for row in rows]
@@ -1167,23 +941,10 @@ def _patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
         delay = min(delay * 2, 0.05)
 
 
-def _raw(text: str) -> str | bytes:
-    """Text for SQLite. A path git holds in bytes that are not UTF-8 reaches Python with
-    surrogate escapes, which SQLite cannot store as text: it is kept as those bytes."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape")
-    return text
-
-
-def _cooked(value: str | bytes) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
 def _problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """Problems by path in git's byte order (SQLite would put the byte paths last)."""
-    rows = [(_cooked(p), _cooked(m)) for p, m in conn.execute("SELECT path, message FROM problems")]
+    found = conn.execute("SELECT path, message FROM problems")
+    rows = [(cooked_path(p), cooked_path(m)) for p, m in found]
     rows.sort(key=lambda row: row[0].encode("utf-8", "surrogateescape"))
     return rows
 
@@ -1196,191 +957,3 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_IOERR
 
 
-def _number_params(sql: str) -> str:
-    """Turn the positional ``?`` of the filter clause into named ``:pN`` parameters."""
-    counter = iter(range(1_000_000))
-    return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
-
-
-def memory_filters(
-    *,
-    category: str | None = None,
-    tags: Sequence[str] = (),
-    include_superseded: bool = False,
-    include_archived: bool = False,
-    layer: str | None = None,
-    project: str | None = None,
-) -> tuple[str, list[Any]]:
-    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if category is not None:
-        clauses.append("m.category = ?")
-        params.append(category)
-    for tag in tags:
-        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
-        params.append(tag)
-    if not include_superseded:
-        clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
-    if not include_archived:
-        clauses.append("m.status != 'archived'")
-    if layer is not None:
-        clauses.append("m.layer = ?")
-        params.append(layer)
-    if project is not None:
-        clauses.append("m.project = ?")
-        params.append(project)
-    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
-
-
-_REGULAR = (0o100644, 0o100755)
-
-
-def _changed_memory_files(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
-) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """(path, new blob or None) for every memory file that differs between the trees.
-
-    Walks the two trees side by side and descends only into subtrees whose ids
-    differ, so the cost follows the change (one shard of ~1/256 of the
-    memories), not the store. libgit2's tree-to-tree diff visits every entry.
-    """
-    for root in MEMORY_ROOTS:
-        for path, blob in _tree_changes(
-            repo, _subtree(repo, old, root), _subtree(repo, new, root), root
-        ):
-            if is_memory_file(path):
-                yield path, blob
-
-
-def _tree_changes(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str
-) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    if old is not None and new is not None and old.id == new.id:
-        return
-    before = {str(e.name): e for e in old} if old is not None else {}
-    after = {str(e.name): e for e in new} if new is not None else {}
-    for name in sorted(before.keys() | after.keys()):
-        o, n = before.get(name), after.get(name)
-        if o is not None and n is not None and o.id == n.id and o.filemode == n.filemode:
-            continue
-        path = f"{prefix}/{name}"
-        o_tree = _as_tree(repo, o)
-        n_tree = _as_tree(repo, n)
-        if o_tree is not None or n_tree is not None:
-            yield from _tree_changes(repo, o_tree, n_tree, path)
-        o_blob = o.id if o is not None and o.filemode in _REGULAR else None
-        n_blob = n.id if n is not None and n.filemode in _REGULAR else None
-        if o_blob == n_blob:
-            continue  # only the executable bit changed, or neither side is a file
-        yield path, n_blob
-
-
-def _as_tree(repo: pygit2.Repository, entry: pygit2.Object | None) -> pygit2.Tree | None:
-    if entry is None or entry.type_str != "tree":
-        return None
-    obj = repo[entry.id]
-    return obj if isinstance(obj, pygit2.Tree) else None
-
-
-def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
-    if tree is None:
-        return None
-    try:
-        entry = tree[name]
-    except KeyError:
-        return None
-    if entry.type_str != "tree":
-        return None
-    obj = repo[entry.id]
-    return obj if isinstance(obj, pygit2.Tree) else None
-
-
-def _paths_changed(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
-) -> dict[str, pygit2.Oid | None]:
-    return dict(_changed_memory_files(repo, old, new))
-
-
-def _version_rows(
-    repo: pygit2.Repository, commit: pygit2.Commit, gen: int
-) -> list[tuple[Any, ...]]:
-    """One row per memory file this commit changed (against every parent, for merges)."""
-    parents = commit.parents
-    if not parents:
-        changed = _paths_changed(repo, None, commit.tree)
-    else:
-        changed = _paths_changed(repo, parents[0].tree, commit.tree)
-        for parent in parents[1:]:
-            if not changed:
-                break
-            other = _paths_changed(repo, parent.tree, commit.tree)
-            changed = {p: b for p, b in changed.items() if p in other}
-    if not changed:
-        return []
-    trailers = parse_trailers(commit.message)
-    ops = [v for k, v in trailers if k == OP_TRAILER]
-    agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
-    time_us = commit.author.time * 1_000_000
-    rows: list[tuple[Any, ...]] = []
-    first_parent = parents[0].tree if parents else None
-    for path, blob in sorted(changed.items()):
-        memory_id = id_from_path(path)
-        if memory_id is None:
-            continue
-        version: int | None = None
-        if blob is not None:
-            match = _VERSION_RE.search(blob_data(repo, blob)[:65536])
-            version = int(match.group(1)) if match else None
-        if len(ops) == 1:
-            op = ops[0]
-        else:
-            existed = first_parent is not None and _has(first_parent, path)
-            op = infer_op(existed, blob is not None, bool(trailers))
-        rows.append(
-            (
-                memory_id,
-                path,
-                str(commit.id),
-                time_us,
-                commit.author.name,
-                agent,
-                op,
-                _big(version),
-                str(blob) if blob is not None else None,
-                gen,
-            )
-        )
-    return rows
-
-
-def _has(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True
-
-
-def infer_op(existed: bool, exists: bool, gitmem_commit: bool) -> str:
-    """The operation of a commit with no single ``Gitmem-Op``, from what happened to the file."""
-    if not gitmem_commit:
-        return "edit" if existed and exists else ("add" if exists else "remove")
-    if not existed:
-        return "create"
-    if not exists:
-        return "delete"
-    return "update"
-
-
-def _insert_versions(
-    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], commits: list[tuple[str, int]]
-) -> None:
-    if rows:
-        conn.executemany(
-            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob, "
-            "gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-    if commits:
-        conn.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?)", commits)

@@ -31,8 +31,10 @@ from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot, author_time, blob_data
-from gitmem.store.index import Index, check_columns, infer_op, row_values
+from gitmem.store.changes import infer_op
+from gitmem.store.index import Index
 from gitmem.store.results import Problem, Version
+from gitmem.store.rows import check_columns, row_values
 
 Decode = Callable[[bytes, str], Memory]
 """Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""

@@ -252,9 +252,7 @@ _FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
 def _filters(options: _Options) -> tuple[str, list[Any]]:
     """The index's listing filters as `` AND ...`` clauses; superseded memories stay in,
     since recall collapses a chain onto its newest version itself."""
-    from gitmem.store.index import (
-        memory_filters,  # as the rest of this module: the index loads lazily
-    )
+    from gitmem.store.rows import memory_filters
 
     where, params = memory_filters(
         category=options.category,

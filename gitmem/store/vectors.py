@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.store.index import RowChanges, RowProvider, register
+from gitmem.store.providers import RowProvider, register
+from gitmem.store.rows import RowChanges
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,0 +1,86 @@
+"""Row providers: other modules' derived tables in the index, kept current by its catch-up.
+
+A provider (the full-text rows, vectors, the knowledge graph's rows) registers once,
+when its module is imported; every catch-up hands it the memories that changed. A
+provider that missed commits (new, or rebuilt) is refilled whole.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pygit2
+
+from gitmem.base.errors import InvalidInputError
+from gitmem.store.rows import RowChanges
+
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
+
+RowApply = Callable[[sqlite3.Connection, pygit2.Repository, RowChanges], None]
+
+
+@dataclass(frozen=True)
+class RowProvider:
+    """Derived tables another module owns, kept current by catch-up and rebuild.
+
+    ``ddl`` creates ``tables`` (every table it creates, virtual ones included, in an
+    order that ``DROP TABLE IF EXISTS`` can follow); ``apply`` runs inside the catch-up's
+    write transaction, after the core tables took the change, so it may read them (a
+    removed memory's core row is already gone: use what :class:`RowChanges` hands over).
+    It must not commit, and must be a pure function of what it is given (plus the
+    repository's objects): catch-up must equal a rebuild. An exception rolls the whole
+    catch-up back, so the query fails rather than serving half-applied rows.
+
+    Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
+    drops the provider's tables and fills them again from every current memory, without
+    touching anything else.
+    """
+
+    name: str
+    version: int
+    tables: tuple[str, ...]
+    ddl: tuple[str, ...]
+    apply: RowApply
+
+
+PROVIDERS: dict[str, RowProvider] = {}
+
+
+CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
+
+
+FULL_FILL_CHUNK = 1000
+"""Memories per :attr:`RowProvider.apply` call while a provider's tables are filled."""
+
+
+def register(provider: RowProvider) -> None:
+    """Add (or replace, by name) a row provider; every index then keeps its tables current.
+
+    Raises InvalidInputError for a malformed name or a table the core owns.
+    """
+    if not _NAME_RE.fullmatch(provider.name):
+        raise InvalidInputError(
+            f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
+        )
+    for table in provider.tables:
+        if not _NAME_RE.fullmatch(table) or table in CORE_TABLES:
+            raise InvalidInputError(f"row provider {provider.name}: bad table name {table!r}")
+    for other in PROVIDERS.values():
+        if other.name != provider.name and set(other.tables) & set(provider.tables):
+            raise InvalidInputError(
+                f"row providers {other.name} and {provider.name} both claim "
+                f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
+            )
+    PROVIDERS[provider.name] = provider
+
+
+def providers() -> list[RowProvider]:
+    """The registered row providers, in registration order."""
+    return list(PROVIDERS.values())
+
+
+def provider_key(provider: RowProvider) -> str:
+    return f"provider:{provider.name}"

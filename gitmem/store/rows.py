@@ -1,0 +1,242 @@
+"""The index's rows: how a memory is stored in the ``memories`` table and read back.
+
+The one encoding of a memory as index columns (:func:`row_values`), the typed JSON that
+keeps front-matter values JSON cannot hold (dates, maps with non-text keys), the row
+types the index returns, and the SQL filters every listing shares.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.errors import InvalidInputError
+from gitmem.format.model import Memory
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
+    "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
+    "trigger_", "status", "extra", "layer", "project", "body",
+)
+"""The columns of the ``memories`` table that :meth:`Index.rows` can return."""
+
+
+MEMORY_COLUMNS = (
+    "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
+    "supersedes, related, agent, session_id, trigger_, status, extra, body"
+)
+
+
+def tagged_json(value: Any) -> Any:
+    """A front-matter value as plain JSON, with tags for what JSON cannot hold.
+
+    Dates and timestamps are tagged, and so is every mapping whose keys are not
+    all text (YAML keys may be numbers, booleans or dates; JSON would turn them
+    into text or refuse them), so ``loads_json(dumps_json(v)) == v``.
+    """
+    if isinstance(value, dt.datetime):
+        return {"$gitmem": "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$gitmem": "date", "v": value.isoformat()}
+    if isinstance(value, bytes):
+        return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
+            return {k: tagged_json(v) for k, v in value.items()}
+        return {"$gitmem": "map", "v": [[tagged_json(k), tagged_json(v)] for k, v in value.items()]}
+    if isinstance(value, list | tuple):
+        return [tagged_json(v) for v in value]
+    if value is None or isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"cannot index a {type(value).__name__}")
+
+
+def json_hook(obj: dict[str, Any]) -> Any:
+    kind = obj.get("$gitmem")
+    if kind == "datetime":
+        return dt.datetime.fromisoformat(obj["v"])
+    if kind == "date":
+        return dt.date.fromisoformat(obj["v"])
+    if kind == "bytes":
+        return base64.b64decode(obj["v"])
+    if kind == "map":
+        return dict(obj["v"])
+    return obj
+
+
+def dumps_json(value: Any) -> str:
+    return json.dumps(tagged_json(value), ensure_ascii=False)
+
+
+def loads_json(text: str) -> Any:
+    return json.loads(text, object_hook=json_hook)
+
+
+def big_int(value: int | None) -> int | str | None:
+    """An integer as SQLite can hold it: as text past 64 bits (versions are written by hand too)."""
+    if value is None or -(2**63) <= value < 2**63:
+        return value
+    return str(value)
+
+
+def micros(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1_000_000)
+
+
+def row_values(memory: Memory, blob: str) -> dict[str, Any]:
+    """The ``memories`` row of ``memory`` (stored in blob ``blob``), column by column, as
+    :meth:`Index.rows` returns it: the one encoding of a memory as index columns (the
+    tree-served reader answers ``rows`` with it too)."""
+    layer = memory.extra.get("layer")
+    project = memory.extra.get("project")
+    return {
+        "id": memory.id,
+        "path": memory.path,
+        "blob": blob,
+        "title": memory.title,
+        "scope": str(memory.scope) if memory.scope else None,
+        "category": memory.category,
+        "tags": dumps_json(list(memory.tags)),
+        "created_at": memory.created_at.isoformat(),
+        "created_us": micros(memory.created_at),
+        "updated_at": memory.updated_at.isoformat(),
+        "updated_us": micros(memory.updated_at),
+        "version": big_int(memory.version),
+        "supersedes": memory.supersedes,
+        "related": dumps_json([r.to_dict() for r in memory.related]),
+        "agent": memory.agent,
+        "session_id": memory.session_id,
+        "trigger_": str(memory.trigger) if memory.trigger else None,
+        "status": str(memory.status),
+        "extra": dumps_json(memory.extra),
+        "layer": layer if isinstance(layer, str) else None,
+        "project": project if isinstance(project, str) else None,
+        "body": memory.body,
+    }
+
+
+def check_columns(columns: Sequence[str]) -> None:
+    """Raise InvalidInputError unless every one of ``columns`` is in :data:`ROW_COLUMNS`."""
+    unknown = [c for c in columns if c not in ROW_COLUMNS]
+    if unknown or not columns:
+        raise InvalidInputError(
+            f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
+            f"(known: {', '.join(ROW_COLUMNS)})"
+        )
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One commit that changed one memory file, as the index recorded it."""
+
+    id: str
+    path: str
+    commit: str
+    time: dt.datetime
+    author: str
+    agent: str | None
+    op: str
+    version: int | None
+    blob: str | None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory a query selected, with its rank (higher is better)."""
+
+    memory: Memory
+    score: float
+
+
+@dataclass
+class IndexStats:
+    commit: str | None
+    memories: int
+    versions: int
+    rebuilt: bool = False
+    applied_commits: int = 0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IndexedMemory:
+    """One memory as a catch-up hands it to a :class:`RowProvider`."""
+
+    rowid: int
+    """Its ``memories.rowid`` (key your rows by it, or by ``memory.id``). A rowid freed by a
+    removal may be given to a memory added in the same catch-up: apply removals first."""
+    blob: str
+    """The git blob id of its file: the same text always has the same blob."""
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """What a catch-up changed, for one call of :attr:`RowProvider.apply`.
+
+    A changed memory is in ``removed`` (its old row) and in ``added`` (its new one).
+    Apply ``removed`` before ``added``.
+    """
+
+    full: bool
+    """The provider's tables were just (re)created empty: ``added`` holds current memories
+    (every one of them over this and the following calls of the same fill), ``removed``
+    is empty."""
+    added: tuple[IndexedMemory, ...] = ()
+    removed: tuple[IndexedMemory, ...] = ()
+
+
+def raw_path(text: str) -> str | bytes:
+    """Text for SQLite. A path git holds in bytes that are not UTF-8 reaches Python with
+    surrogate escapes, which SQLite cannot store as text: it is kept as those bytes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+    return text
+
+
+def cooked_path(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def number_params(sql: str) -> str:
+    """Turn the positional ``?`` of the filter clause into named ``:pN`` parameters."""
+    counter = iter(range(1_000_000))
+    return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
+
+
+def memory_filters(
+    *,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    layer: str | None = None,
+    project: str | None = None,
+) -> tuple[str, list[Any]]:
+    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if category is not None:
+        clauses.append("m.category = ?")
+        params.append(category)
+    for tag in tags:
+        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
+        params.append(tag)
+    if not include_superseded:
+        clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
+    if not include_archived:
+        clauses.append("m.status != 'archived'")
+    if layer is not None:
+        clauses.append("m.layer = ?")
+        params.append(layer)
+    if project is not None:
+        clauses.append("m.project = ?")
+        params.append(project)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
