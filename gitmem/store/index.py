@@ -140,11 +140,6 @@ CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
 """
 
-# -- derived rows other modules own ----------------------------------------------------
-
-
-
-
 # -- the full-text rows: the first provider ------------------------------------------------
 
 
