@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.quality import (
     COMPLETENESS_CHECKS,
     Claim,
@@ -21,7 +22,7 @@ from gitmem.features.lifecycle.quality import (
     specificity,
     validate_document,
 )
-from gitmem.features.lifecycle.rules import LifecycleConfigError, count_lines
+from gitmem.features.lifecycle.sections import count_lines
 
 OVERVIEW = textwrap.dedent(
     """\

@@ -14,30 +14,34 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitmem.base.errors import InvalidInputError
-from gitmem.features.lifecycle.rules import (
-    DEFAULT_REGISTRY,
+from gitmem.features.lifecycle.prune import (
     VERIFY_STATUS,
     LifecycleConfigError,
     PruneAction,
     PruneRule,
     RuleContext,
-    RuleRegistry,
     RuleResult,
-    apply_rule,
-    chronological,
-    count_lines,
     issue_status,
-    join_sections,
-    load_rule,
     parse_summary,
+    session_counts,
+)
+from gitmem.features.lifecycle.rules import (
+    DEFAULT_REGISTRY,
+    RuleRegistry,
+    apply_rule,
+    load_rule,
     register_rule,
     registry_from_config,
     rule_for,
-    session_counts,
     size_limits_from_config,
     size_warnings,
-    split_sections,
     unregister_rule,
+)
+from gitmem.features.lifecycle.sections import (
+    chronological,
+    count_lines,
+    join_sections,
+    split_sections,
 )
 
 TODAY = dt.date(2026, 11, 22)
@@ -502,7 +506,7 @@ def rule_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "projrules_for_test.py").write_text(
         textwrap.dedent(
             """\
-            from gitmem.features.lifecycle.rules import PruneAction, PruneRule, RuleResult
+            from gitmem.features.lifecycle.prune import PruneAction, PruneRule, RuleResult
 
             def drop_todo(ctx):
                 kept = [l for l in ctx.body.splitlines(True) if "TODO" not in l]

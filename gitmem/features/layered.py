@@ -35,6 +35,7 @@ from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundEr
 from gitmem.base.trailers import PRUNE_TRAILER
 from gitmem.features.lifecycle import quality as _quality
 from gitmem.features.lifecycle import rules as _rules
+from gitmem.features.lifecycle.sections import count_lines
 from gitmem.features.lifecycle.staleness import (
     Staleness,
     StalenessPolicy,
@@ -426,7 +427,7 @@ class ValidationResult:
 
 
 def _line_count(text: str) -> int:
-    return _rules.count_lines(text)
+    return count_lines(text)
 
 
 class LayeredStore:

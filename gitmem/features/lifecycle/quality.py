@@ -24,14 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gitmem.features.lifecycle.rules import (
-    LifecycleConfigError,
-    fenced_lines,
-    field_of,
-    heading_of,
-    lifecycle_section,
-    lines_of,
-)
+from gitmem.features.lifecycle.prune import LifecycleConfigError
+from gitmem.features.lifecycle.rules import lifecycle_section
+from gitmem.features.lifecycle.sections import fenced_lines, field_of, heading_of, lines_of
 
 # --------------------------------------------------------------------------- policy
 
