@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.base.clock import Clock, SystemClock, parse_timestamp
+from gitmem.base.clock import Clock, SystemClock
 from gitmem.base.errors import (
     AlreadyExistsError,
     AmbiguousIdError,
@@ -45,7 +45,6 @@ from gitmem.base.trailers import (
     Author,
     CommitSpec,
     agent_author,
-    parse_trailers,
 )
 from gitmem.format import codec, memfile, schema
 from gitmem.format.config import StoreConfig
@@ -69,7 +68,7 @@ from gitmem.format.model import (
 )
 from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
-from gitmem.git.objects import Snapshot, author_time, blob_data
+from gitmem.git.objects import Snapshot, blob_data
 
 # The row providers of other modules register when those modules are imported. Every
 # process that opens an index opens it through a Store, so importing them here keeps
@@ -1380,31 +1379,19 @@ class Store:
         a glob); ``category`` those that changed a memory of that category (see
         :func:`gitmem.store.touches.touches`).
         """
-        from gitmem.store.touches import touches
+        from gitmem.store.touches import read_log
 
-        since_dt = _when(since, "since")
-        until_dt = _when(until, "until")
-        entries: builtins.list[LogEntry] = []
-        for backend in self._ordered(scope):
-            for commit in backend.db.walk():
-                entry = _log_entry(commit, backend.scope)
-                if since_dt and entry.time < since_dt:
-                    continue
-                if until_dt and entry.time > until_dt:
-                    continue
-                if agent and agent not in {entry.agent, entry.author}:
-                    continue
-                if op and str(op) not in entry.ops:
-                    continue
-                if id and id not in entry.ids and id not in entry.supersedes:
-                    continue
-                if (path or category) and not touches(
-                    backend.db.repo, commit, path=path, category=category
-                ):
-                    continue
-                entries.append(entry)
-        entries.sort(key=lambda e: e.time, reverse=True)
-        return entries[:limit] if limit is not None else entries
+        return read_log(
+            [(b.db, b.scope) for b in self._ordered(scope)],
+            agent=agent,
+            op=op,
+            id=id,
+            since=since,
+            until=until,
+            limit=limit,
+            path=path,
+            category=category,
+        )
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -1419,32 +1406,6 @@ def index_writable(db: GitDB) -> bool:
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)
-
-
-def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
-    trailers = parse_trailers(commit.message)
-    return LogEntry(
-        commit=str(commit.id),
-        time=author_time(commit),
-        author=commit.author.name,
-        author_email=commit.author.email,
-        subject=commit.message.splitlines()[0] if commit.message else "",
-        ops=[v for k, v in trailers if k == OP_TRAILER],
-        ids=[v for k, v in trailers if k == ID_TRAILER],
-        supersedes=[v for k, v in trailers if k == SUPERSEDES_TRAILER],
-        agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
-        session=next((v for k, v in trailers if k == SESSION_TRAILER), None),
-        scope=scope,
-    )
-
-
-def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
 
 
 def _case_twin(snap: Snapshot, path: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Which commits touched a path or a memory of a category: the filters of ``Store.log``.
+"""``Store.log``: the commits, filtered by trailers, by the files they touched, by category.
 
 Here, in the store layer, because ``Store.log`` filters with them; the audit commands
 (blame, diff, undo) above use the same functions.
@@ -6,13 +6,28 @@ Here, in the store layer, because ``Store.log`` filters with them; the audit com
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
+from collections.abc import Sequence
 
 import pygit2
 
+from gitmem.base.clock import parse_timestamp
+from gitmem.base.errors import InvalidInputError
+from gitmem.base.trailers import (
+    AGENT_TRAILER,
+    ID_TRAILER,
+    OP_TRAILER,
+    SESSION_TRAILER,
+    SUPERSEDES_TRAILER,
+    parse_trailers,
+)
 from gitmem.format import memfile
 from gitmem.format.layout import id_from_path
-from gitmem.git.objects import blob_data
+from gitmem.format.model import Op, Scope
+from gitmem.git.db import GitDB
+from gitmem.git.objects import author_time, blob_data
+from gitmem.store.results import LogEntry
 
 
 def _blob(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
@@ -78,3 +93,71 @@ def touches(
         if _category_of(repo, after or before, changed) == category:
             return True
     return False
+
+
+def read_log(
+    repositories: Sequence[tuple[GitDB, Scope]],
+    *,
+    agent: str | None = None,
+    op: str | Op | None = None,
+    id: str | None = None,
+    since: str | dt.datetime | dt.date | None = None,
+    until: str | dt.datetime | dt.date | None = None,
+    limit: int | None = None,
+    path: str | None = None,
+    category: str | None = None,
+) -> list[LogEntry]:
+    """``Store.log``: the commits of ``repositories``, newest first, filtered by the facts in
+    their trailers, the files they changed (``path``) and the category of the memories they
+    changed (``category``)."""
+    since_dt = _when(since, "since")
+    until_dt = _when(until, "until")
+    entries: list[LogEntry] = []
+    for db, scope in repositories:
+        for commit in db.walk():
+            entry = _log_entry(commit, scope)
+            if since_dt and entry.time < since_dt:
+                continue
+            if until_dt and entry.time > until_dt:
+                continue
+            if agent and agent not in {entry.agent, entry.author}:
+                continue
+            if op and str(op) not in entry.ops:
+                continue
+            if id and id not in entry.ids and id not in entry.supersedes:
+                continue
+            if (path or category) and not touches(db.repo, commit, path=path, category=category):
+                continue
+            entries.append(entry)
+    entries.sort(key=lambda e: e.time, reverse=True)
+    return entries[:limit] if limit is not None else entries
+
+
+def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
+    trailers = parse_trailers(commit.message)
+    return LogEntry(
+        commit=str(commit.id),
+        time=author_time(commit),
+        author=commit.author.name,
+        author_email=commit.author.email,
+        subject=commit.message.splitlines()[0] if commit.message else "",
+        ops=[v for k, v in trailers if k == OP_TRAILER],
+        ids=[v for k, v in trailers if k == ID_TRAILER],
+        supersedes=[v for k, v in trailers if k == SUPERSEDES_TRAILER],
+        agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
+        session=next((v for k, v in trailers if k == SESSION_TRAILER), None),
+        scope=scope,
+    )
+
+
+
+
+def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
+
+
