@@ -54,6 +54,7 @@ from bench.harness import (
 )
 from bench.writers import lost_writes, run_rounds
 from gitmem.format.layout import memory_path
+from gitmem.git import autopack
 
 TARGET_MEMORIES = 100_000
 TARGET_WORKTREE = 10_000
@@ -801,11 +802,14 @@ def store_size(ctx: Context) -> list[Row]:
     tree = repo.revparse_single("refs/heads/main").peel(pygit2.Tree)
     raw = sum(len(data) for _, data in iter_blobs(repo, tree, ""))
     derived = gitmem.open(path).db().state_dir  # the index and locks: not git's to pack
-    before = disk_usage(path, exclude=derived)
-    log(f"git gc on a store of {populated.size:,} memories")
-    with Stopwatch() as watch:
-        git(path, "gc", "--quiet", "--prune=now")
-    after = disk_usage(path, exclude=derived)
+    # Under the packing helper's lock: a repack the writes started would move (and delete)
+    # loose objects while the sizes are summed.
+    with autopack.exclusive(path):
+        before = disk_usage(path, exclude=derived)
+        log(f"git gc on a store of {populated.size:,} memories")
+        with Stopwatch() as watch:
+            git(path, "gc", "--quiet", "--prune=now")
+        after = disk_usage(path, exclude=derived)
     index_bytes = disk_usage(derived) if derived.exists() else 0
     label = f"{size_label(populated.size)} memories"
     rows = [

@@ -37,8 +37,8 @@ from gitmem.features.review import FieldChange, body_diff, field_changes, memory
 from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
 from gitmem.git.db import GitDB
+from gitmem.git.diff import blob_at, commit_changed_paths
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
-from gitmem.store.touches import _blob, changed_paths
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -162,13 +162,13 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
             continue
         commit = get_commit(repo, version.commit)
         path = memory_path(version.memory_id)
-        oid = _blob(commit.tree, path)
+        oid = blob_at(commit.tree, path)
         if oid is None or oid in memo:
             if oid is not None:
                 last_of[version.memory_id] = oid
             continue
         lines = version.memory.body.splitlines()
-        sources = [memo[b] for p in commit.parents if (b := _blob(p.tree, path)) in memo]
+        sources = [memo[b] for p in commit.parents if (b := blob_at(p.tree, path)) in memo]
         if not sources:
             # A successor's first version: lines carried over from its predecessor.
             position = chain.index(version.memory_id)
@@ -178,7 +178,7 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
         memo[oid] = (lines, _carry(lines, sources, _origin(commit, version.memory_id)))
         last_of[version.memory_id] = oid
     tip = backend_db.tip()
-    final = _blob(tip.tree, memory_path(memory_id)) if tip is not None else None
+    final = blob_at(tip.tree, memory_path(memory_id)) if tip is not None else None
     if final is None or final not in memo:
         raise NotFoundError(f"no history for the current body of {memory_id}")
     lines, origins = memo[final]
@@ -335,11 +335,11 @@ def undo(
     before: dict[str, bytes | None] = {}
     after: dict[str, pygit2.Oid | None] = {}
     for target in targets:
-        for path in sorted(changed_paths(target)):
+        for path in sorted(commit_changed_paths(target)):
             if path not in before:
-                oid = _blob(target.parents[0].tree, path)
+                oid = blob_at(target.parents[0].tree, path)
                 before[path] = blob_data(db.repo, oid) if oid is not None else None
-            after[path] = _blob(target.tree, path)
+            after[path] = blob_at(target.tree, path)
     tip = db.tip()
     assert tip is not None
     # A commit not being undone that changed one of the files after a target did: its
@@ -347,7 +347,7 @@ def undo(
     later: dict[str, pygit2.Commit] = {}
     touched: set[str] = set()
     for c in db.walk(reverse=True):
-        paths = changed_paths(c) & set(before)
+        paths = commit_changed_paths(c) & set(before)
         if c.id in target_ids:
             touched |= paths
             continue
@@ -356,7 +356,7 @@ def undo(
     problems: list[str] = []
     for path in before:
         culprit = later.get(path)
-        if culprit is not None or _blob(tip.tree, path) != after[path]:
+        if culprit is not None or blob_at(tip.tree, path) != after[path]:
             by = f" by {str(culprit.id)[:10]} ({culprit.author.name})" if culprit else ""
             problems.append(f"{id_from_path(path) or path} was changed later{by}")
     removing = {id_from_path(p) for p, data in before.items() if data is None}

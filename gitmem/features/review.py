@@ -28,6 +28,7 @@ from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
 from gitmem.format.model import Memory, Status
+from gitmem.git.diff import changed_paths
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store.merge import FORK_KEY
 
@@ -151,13 +152,9 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
-    diff = old.tree.diff_to_tree(new.tree)
-    paths: set[str] = set()
-    for delta in diff.deltas:
-        for path in (delta.old_file.path, delta.new_file.path):
-            if path.split("/", 1)[0] in MEMORY_ROOTS and path.endswith(".md"):
-                paths.add(path)
-    return sorted(paths)
+    """The memory files that differ between two commits."""
+    changed = changed_paths(old.tree, new.tree)
+    return sorted(p for p in changed if p.split("/", 1)[0] in MEMORY_ROOTS and p.endswith(".md"))
 
 
 def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:

@@ -68,6 +68,7 @@ from gitmem.format.model import (
 )
 from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
+from gitmem.git.diff import blob_at
 from gitmem.git.objects import Snapshot, blob_data
 
 # The row providers of other modules register when those modules are imported. Every
@@ -90,7 +91,7 @@ from gitmem.store.checks import (
     tag_tuple,
 )
 from gitmem.store.index import Index, Progress
-from gitmem.store.reader import IndexReader, Reader, TreeReader, blob_at
+from gitmem.store.reader import IndexReader, Reader, TreeReader
 from gitmem.store.results import History, LogEntry, Problem, Version
 from gitmem.store.rows import IndexStats
 

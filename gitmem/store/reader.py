@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import pygit2
-from pygit2.enums import FileMode
 
 from gitmem.base.errors import GitmemError, InvalidMemoryError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
@@ -30,6 +29,7 @@ from gitmem.format.layout import (
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
+from gitmem.git.diff import blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
 from gitmem.store.changes import infer_op
 from gitmem.store.index import Index
@@ -355,15 +355,6 @@ class TreeReader:
         from gitmem.store import search as search_mod
 
         return [(1.0, m) for m in self.candidates(filters) if search_mod.literal_matches(m, terms)]
-
-
-def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    """The file's blob, None when absent or not a regular file (a link is never a memory)."""
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
 
 
 def _log_skip(path: str, problem: str) -> None:

@@ -40,6 +40,7 @@ from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
 from gitmem.git.db import GitDB
+from gitmem.git.diff import changed_paths
 from gitmem.git.objects import FastForward, Snapshot, get_commit
 from gitmem.store import merge as merging
 
@@ -290,25 +291,6 @@ def _push(db: GitDB, remote: str, branch: str) -> str:
 # -- merging trees ----------------------------------------------------------------------------
 
 
-def _changed_paths(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None
-) -> set[str]:
-    if old is None and new is None:
-        return set()
-    if old is None:
-        assert new is not None
-        diff = new.diff_to_tree(swap=True)
-    elif new is None:
-        diff = old.diff_to_tree()
-    else:
-        diff = old.diff_to_tree(new)
-    paths: set[str] = set()
-    for delta in diff.deltas:
-        paths.add(delta.old_file.path)
-        paths.add(delta.new_file.path)
-    return paths
-
-
 def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:
     """Documents one side moved (old path -> new path), by git's rename detection.
 
@@ -367,7 +349,7 @@ def merge_trees(
                 out.changes[fork.path] = fork.data
             out.forks.append(fork)
 
-    changed = sorted(_changed_paths(repo, base_tree, theirs.tree))
+    changed = sorted(changed_paths(base_tree, theirs.tree))
     done: set[str] = set()
     if base_tree is not None:
         ours_moves = _moves(repo, base_tree, ours.tree)
@@ -459,7 +441,7 @@ def integrate(
             return CommitSpec("nothing to integrate"), ("none", TreeMerge(), tip)
         if tip is None or repo.descendant_of(theirs.id, tip.id):
             tm = TreeMerge()
-            for path in _changed_paths(repo, tip.tree if tip else None, theirs.tree):
+            for path in changed_paths(tip.tree if tip else None, theirs.tree):
                 tm.changes[path] = Snapshot(repo, theirs).read(path)
             _stage(snap, tm.changes)
             ff = FastForward(theirs, f"gitmem sync: fast-forward {label}")
@@ -632,7 +614,7 @@ def sync(
     end = db.tip()
     result.commit = str(end.id) if end is not None else None
     if start is not None and end is not None and start.id != end.id:
-        for path in sorted(_changed_paths(db.repo, start.tree, end.tree)):
+        for path in sorted(changed_paths(start.tree, end.tree)):
             memory_id = id_from_path(path)
             if memory_id is None:
                 continue

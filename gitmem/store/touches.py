@@ -26,30 +26,9 @@ from gitmem.format import memfile
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
+from gitmem.git.diff import blob_at, commit_changed_paths
 from gitmem.git.objects import author_time, blob_data
 from gitmem.store.results import LogEntry
-
-
-def _blob(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    return entry.id if entry.type_str == "blob" else None
-
-
-def changed_paths(commit: pygit2.Commit) -> set[str]:
-    """Paths this commit changed: differing from every parent (git log's rule for merges)."""
-    parents = commit.parents
-    if not parents:
-        diff = commit.tree.diff_to_tree(swap=True)
-        return {d.new_file.path for d in diff.deltas}
-    found: set[str] | None = None
-    for parent in parents:
-        diff = parent.tree.diff_to_tree(commit.tree)
-        paths = {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
-        found = paths if found is None else found & paths
-    return found or set()
 
 
 def path_matches(path: str, pattern: str) -> bool:
@@ -79,7 +58,7 @@ def touches(
     A memory counts for its category as it was after the commit, or before it when
     the commit deleted it.
     """
-    paths = changed_paths(commit)
+    paths = commit_changed_paths(commit)
     if path is not None:
         paths = {p for p in paths if path_matches(p, path)}
     if category is None:
@@ -88,8 +67,8 @@ def touches(
     for changed in paths:
         if id_from_path(changed) is None:
             continue
-        after = _blob(commit.tree, changed)
-        before = _blob(parent.tree, changed) if parent is not None and after is None else None
+        after = blob_at(commit.tree, changed)
+        before = blob_at(parent.tree, changed) if parent is not None and after is None else None
         if _category_of(repo, after or before, changed) == category:
             return True
     return False
