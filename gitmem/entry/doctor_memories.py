@@ -30,6 +30,7 @@ from gitmem.entry.doctor_context import (
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory, Scope
+from gitmem.git.locks import temp_path
 from gitmem.git.objects import blob_data
 from gitmem.store.core import Store
 
@@ -376,7 +377,7 @@ class _CleanBlobs:
     def save(self, clean: set[str]) -> None:
         if clean == self.known:
             return
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp = temp_path(self.path)
         # A store that cannot be written (read-only, another user's) is scanned every run.
         with contextlib.suppress(OSError):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

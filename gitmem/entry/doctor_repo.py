@@ -25,17 +25,13 @@ from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
 from gitmem.format.model import Scope
 from gitmem.git.command import popen_git, run_git
 from gitmem.git.db import GitDB
+from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
 from gitmem.git.objects import Snapshot
 from gitmem.store import merge as merge_mod
-
-STALE_LOCK_AGE = 30.0
-"""Seconds after which a git lock file is taken to be left by a process that died (as gitdb)."""
-
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
 
 
-_TMP_FILE = re.compile(r"^\..+\.(\d+)\.tmp$")
 """A work-tree file being written: ``.<name>.<pid>.tmp`` (renamed over ``<name>`` when whole)."""
 
 
@@ -121,16 +117,6 @@ def _remover(path: Path, min_age: float | None = None) -> Callable[[], None]:
     return remove
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def check_leftovers(ctx: Context) -> Iterator[Finding]:
     candidates: list[tuple[Path, int | None]] = []
     marker_tmp = ctx.db.state_dir / (state_paths.WORKTREE_SYNCED + ".tmp")
@@ -142,7 +128,7 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
             if not top.is_dir():
                 continue
             for path in top.rglob(".*.tmp"):
-                match = _TMP_FILE.match(path.name)
+                match = TEMP_FILE.match(path.name)
                 if match and path.is_file() and not path.is_symlink():
                     candidates.append((path, int(match.group(1))))
     now = time.time()
@@ -169,7 +155,7 @@ def _writing(pid: int | None, age: float) -> bool:
     """Whether a temporary file may still be being written: its writer (named by the pid in
     its name) is alive, or, for a file without a pid, it is younger than the stale age."""
     if pid is not None:
-        return pid == os.getpid() or _alive(pid)
+        return pid == os.getpid() or pid_alive(pid)
     return age <= STALE_LOCK_AGE
 
 
@@ -315,7 +301,7 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
         if len(entry) < 4:
             continue
         code, path = entry[:2], entry[3:]
-        if _TMP_FILE.match(Path(path).name):
+        if TEMP_FILE.match(Path(path).name):
             continue  # the leftovers check reports these
         what = "untracked" if code == "??" else "has uncommitted changes"
         yield Finding(

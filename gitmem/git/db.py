@@ -47,7 +47,7 @@ from gitmem.base.trailers import (
 )
 from gitmem.git import autopack
 from gitmem.git import stage as gitindex
-from gitmem.git.locks import pid_alive
+from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path
 from gitmem.git.objects import (
     FastForward,
     RecordingSnapshot,
@@ -100,7 +100,7 @@ class GitDB:
         clock: Clock | None = None,
         durable: bool = False,
         lock_timeout: float = 60.0,
-        stale_lock_age: float = 30.0,
+        stale_lock_age: float = STALE_LOCK_AGE,
     ) -> None:
         try:
             repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
@@ -665,7 +665,7 @@ class GitDB:
                 _prune_empty_dirs(full.parent, self.workdir)
                 continue
             _make_dirs(full.parent, self.workdir)
-            tmp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+            tmp = temp_path(full)
             # 0o664 before the umask: as git would write it, but never world-writable even
             # under umask 000 (memories are shared with people, not with everyone).
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)

@@ -46,7 +46,7 @@ import pygit2
 
 from gitmem.base import paths
 from gitmem.base.errors import ConflictError
-from gitmem.git.locks import try_flock
+from gitmem.git.locks import pid_alive, temp_path, try_flock
 
 if TYPE_CHECKING:
     from gitmem.git.db import GitDB
@@ -433,7 +433,6 @@ class CommitQueue:
 
 def _remove_if_dead(tmp: Path) -> None:
     """Remove ``.<name>.<pid>.tmp`` once the process that was writing it is gone."""
-    from gitmem.git.locks import pid_alive
 
     pid = tmp.name[: -len(".tmp")].rsplit(".", 1)[-1]
     if pid.isdigit() and not pid_alive(int(pid)):
@@ -442,6 +441,6 @@ def _remove_if_dead(tmp: Path) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     tmp.write_text(text)
     os.replace(tmp, path)

@@ -10,9 +10,25 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
+from pathlib import Path
+
+STALE_LOCK_AGE = 30.0
+"""Seconds after which a git ``.lock`` file is taken to be left by a process that died
+(git's own writers hold one for milliseconds)."""
+
+TEMP_FILE = re.compile(r"^\..+\.(\d+)\.tmp$")
+"""``.<name>.<pid>.tmp``: how gitmem names a file it is writing (renamed into place when
+whole), so a file a killed process left behind names the process."""
+
+
+def temp_path(path: Path) -> Path:
+    """Where this process writes ``path`` before renaming it into place (:data:`TEMP_FILE`)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` is alive (this one is; another user's counts as alive)."""
     if pid == os.getpid():
         return True
     try:
