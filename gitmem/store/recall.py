@@ -35,8 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitmem.format.model import Memory
+from gitmem.format.model import Memory, Scope
 from gitmem.store import lexical
+from gitmem.store.reader import IndexReader
 
 if TYPE_CHECKING:
     from gitmem.store.core import At, Store
@@ -634,9 +635,10 @@ def recall(
         results.notice = "the query has no words to look for"
         return results
     scored: list[tuple[_Candidate, Memory]] = []
-    for backend in store._ordered(scope):
-        index = store._index(backend, at)
-        if index is not None:
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        reader = store.reader(each, at=at)
+        if isinstance(reader, IndexReader):
+            index = reader.index
             wanted = semantic and FUSION[1] > 0
             nearest = _semantic(index, parsed.text) if wanted else None
             if nearest is None and wanted:
@@ -650,8 +652,8 @@ def recall(
                 )
             )
         else:
-            memories = store.list(
-                scope=backend.scope, at=at, include_superseded=True, include_archived=True
+            memories = reader.memories(
+                category=None, tags=(), include_superseded=True, include_archived=True
             )
             scored.extend(_from_memories(memories, parsed, options))
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
