@@ -74,8 +74,7 @@ def remote_add(state: State, name: str, url: str) -> None:
 @pass_state
 def remote_list(state: State) -> None:
     """List the store's remotes."""
-    repo = state.store().db().repo
-    rows = [(r.name or "", r.url or "") for r in repo.remotes]
+    rows = syncing.remotes(state.store())
     if state.json:
         emit_json([{"name": n, "url": u} for n, u in rows])
     elif rows:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pygit2
 
-from gitmem.base.errors import InvalidInputError, StoreError
 from gitmem.cli.common import State, emit_json, json_option, pass_state
 from gitmem.entry import hooks as _hooks
 from gitmem.entry.hooks import Report
@@ -34,22 +32,10 @@ _server_option = click.option(
 def _target(
     state: State, project: Path | None, server: Path | None = None
 ) -> tuple[Path, str]:
-    """The repository to work on and its role."""
-    if project is not None and server is not None:
-        raise InvalidInputError("--project and --server name different repositories: give one")
-    if server is not None:
-        found = pygit2.discover_repository(str(server))
-        if found is None:
-            raise StoreError(f"{server} is not a git repository")
-        return Path(found).resolve(), "server"
-    if project is not None:
-        found = pygit2.discover_repository(str(project))
-        if found is None:
-            raise StoreError(f"{project} is not in a git repository")
-        repo = pygit2.Repository(found)
-        return Path(repo.workdir or repo.path).resolve(), "project"
-    db = state.store().db()
-    return Path(db.path).resolve(), "memory"
+    """The repository to work on and its role: --server, --project, else the store's."""
+    if project is None and server is None:
+        return Path(state.store().db().path).resolve(), "memory"
+    return _hooks.repository_for(project=project, server=server)
 
 
 def _show(state: State, report: Report, verb: str) -> None:

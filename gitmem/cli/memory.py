@@ -202,7 +202,7 @@ def show(state: State, memory_id: str, at: str | None) -> None:
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
-    data = _indexed_file(store, memory_id) if at is None and not state.json else None
+    data = store.stored_file(memory_id) if at is None and not state.json else None
     if data is not None:
         click.echo(data, nl=False)
         if not data.endswith(b"\n") and sys.stdout.isatty():
@@ -216,25 +216,6 @@ def show(state: State, memory_id: str, at: str | None) -> None:
     click.echo(data, nl=False)  # bytes: exactly as stored
     if not data.endswith(b"\n") and sys.stdout.isatty():
         click.echo()  # a terminal's prompt goes on its own line; a pipe gets the exact bytes
-
-
-def _indexed_file(store: Store, memory_id: str) -> bytes | None:
-    """The memory's file as stored, found through the index (caught up first): the blob of
-    a memory the index holds is a file that decoded and validated when it was indexed, so it
-    is printed without parsing it again (and without loading the schema validator)."""
-    if not store.use_index:
-        return None
-    import pygit2
-
-    from gitmem.git.objects import blob_data
-
-    for scope in store.scopes:
-        rows = store.index(scope).rows(
-            ["blob"], ids=[memory_id], include_superseded=True, include_archived=True
-        )
-        if rows:
-            return blob_data(store.db(scope).repo, pygit2.Oid(hex=str(rows[0][0])))
-    return None
 
 
 @click.command()

@@ -14,19 +14,8 @@ import gitmem
 from gitmem import Memory, Scope, Store
 from gitmem.base.clock import format_timestamp
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
-from gitmem.store.discovery import is_store, user_store_path
+from gitmem.store.discovery import git_top, is_store, user_store_path
 from gitmem.store.results import History, LogEntry
-
-
-def _git_top(start: Path) -> Path | None:
-    """The work tree of the git repository around ``start``, if any."""
-    import pygit2
-
-    found = pygit2.discover_repository(str(start))
-    if found is None:
-        return None
-    workdir = pygit2.Repository(found).workdir
-    return Path(workdir) if workdir else None
 
 
 @click.command()
@@ -60,7 +49,7 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
     if project:
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
-        root = path or _git_top(Path.cwd()) or Path.cwd()
+        root = path or git_top(Path.cwd()) or Path.cwd()
         existed = is_store(root / ".gitmem")
         store = gitmem.init_project(root)
     else:

@@ -89,6 +89,29 @@ def _git(
 # -- installing --------------------------------------------------------------------------
 
 
+def repository_for(
+    *, project: Path | None = None, server: Path | None = None
+) -> tuple[Path, str]:
+    """The repository ``gitmem hooks --project PATH`` (its work tree, role ``project``) or
+    ``--server PATH`` (a hub's git directory, role ``server``) names; one of the two."""
+    import pygit2
+
+    if project is not None and server is not None:
+        raise InvalidInputError("--project and --server name different repositories: give one")
+    if server is not None:
+        found = pygit2.discover_repository(str(server))
+        if found is None:
+            raise StoreError(f"{server} is not a git repository")
+        return Path(found).resolve(), "server"
+    if project is None:
+        raise InvalidInputError("name a repository: --project PATH or --server PATH")
+    found = pygit2.discover_repository(str(project))
+    if found is None:
+        raise StoreError(f"{project} is not in a git repository")
+    repo = pygit2.Repository(found)
+    return Path(repo.workdir or repo.path).resolve(), "project"
+
+
 def template() -> str:
     """The hook script template (``hooks/gitmem-hook.sh``; in a wheel, ``gitmem/_hooks``)."""
     package = Path(__file__).resolve().parents[1]

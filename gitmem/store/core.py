@@ -420,6 +420,22 @@ class Store:
             )
         return backend.index
 
+    def stored_file(self, id: str) -> bytes | None:
+        """A current memory's file exactly as stored, found through the index (caught up
+        first), or None where the index does not serve reads or holds no such memory. The
+        blob of an indexed memory is a file that decoded and validated when it was indexed,
+        so ``gitmem show`` prints it without parsing it again (or loading the validator)."""
+        if not self.use_index:
+            return None
+        for backend in self._ordered(None):
+            index = self._index(backend)
+            if index is None:
+                continue
+            rows = index.rows(["blob"], ids=[id], include_superseded=True, include_archived=True)
+            if rows:
+                return blob_data(backend.db.repo, pygit2.Oid(hex=str(rows[0][0])))
+        return None
+
     def reader(self, scope: Scope | str | None = None, *, at: At = None) -> Reader:
         """The reads of one scope's repository (:class:`gitmem.store.reader.Reader`), served
         by the index where it can answer, else by git's tree at ``at``."""

@@ -73,6 +73,15 @@ def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
     )
 
 
+def git_top(start: Path) -> Path | None:
+    """The work tree of the git repository around ``start``, if any (``init --project``)."""
+    found = pygit2.discover_repository(str(start))
+    if found is None:
+        return None
+    workdir = pygit2.Repository(found).workdir
+    return Path(workdir) if workdir else None
+
+
 def is_store(path: Path) -> bool:
     """Whether ``path`` holds a git repository (a store's or one gitmem could open)."""
     return (path / ".git").exists() or (path / "HEAD").is_file()

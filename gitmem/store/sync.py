@@ -185,6 +185,11 @@ def remote_names(db: GitDB) -> list[str]:
     return [name for name in db.repo.remotes.names() if name]
 
 
+def remotes(store: Store, *, scope: str | None = None) -> list[tuple[str, str]]:
+    """The store's remotes: (name, URL), in git's order (``gitmem remote list``)."""
+    return [(r.name or "", r.url or "") for r in store.db(scope).repo.remotes]
+
+
 def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -> str:
     """``git remote add NAME URL`` on the store (its fetch refspec is git's default)."""
     db = store.db(scope)
