@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -14,6 +13,7 @@ import gitmem
 from gitmem import Memory, Scope, Store
 from gitmem.base.clock import format_timestamp
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
+from gitmem.entry.status import store_status
 from gitmem.store.discovery import git_top, is_store, user_store_path
 from gitmem.store.results import History, LogEntry
 
@@ -159,12 +159,13 @@ def _ls_rows(store: Store, scope: str | None, show_all: bool) -> None:
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
     rows: list[tuple[Any, ...]] = []
     for each in [scope] if scope else [str(s) for s in store.scopes]:
-        index = store.index(each)  # an unknown scope is refused here, naming the known ones
-        rows.extend((*row, str(each)) for row in index.rows(
-            columns, include_superseded=show_all, include_archived=show_all
-        ))
-        for path, problem in index.problems():  # as Store.list reports them
-            log.warning("skipping %s: %s", path, problem)
+        reader = store.reader(each)  # an unknown scope is refused here, naming the known ones
+        rows.extend(
+            (*row, str(each))
+            for row in reader.rows(columns, include_superseded=show_all, include_archived=show_all)
+        )
+        for problem in reader.problems():  # as Store.list reports them
+            log.warning("skipping %s: %s", problem.path, problem.message)
     if not rows:
         click.echo("No memories.")
         return
@@ -349,67 +350,6 @@ _REASONS = {
 }
 
 
-def _index_state(store: Store, scope: Scope, tip: str | None) -> str:
-    """current / behind (catches up on the next read) / not built / unreadable: never writes."""
-    from gitmem.store.core import index_writable
-
-    if not index_writable(store.db(scope)):
-        return "not used: the store is read-only for you (reads scan git)"
-    index = store.index(scope)
-    if not index.path.exists():
-        return "not built (built on the next read)"
-    try:
-        import sqlite3
-
-        uri = f"file:{index.path}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-    except Exception as exc:  # a damaged or locked file: say so, status must not fail
-        return f"unreadable ({exc}; gitmem reindex rebuilds it)"
-    indexed = None if row is None else str(row[0])
-    if indexed == tip:
-        return "current"
-    return "behind the tip (catches up on the next read)"
-
-
-def _store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
-    from gitmem.entry import hooks as gh
-    from gitmem.store.merge import DRIVER_CONFIG
-
-    db = store.db(scope)
-    tip = db.tip()
-    repo = db.repo
-    branch = None if repo.head_is_unborn and tip is None else repo.head.shorthand
-    if branch is None:
-        with contextlib.suppress(Exception):
-            branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/")
-    hooks: dict[str, Any] = {}
-    with contextlib.suppress(Exception):  # a bare store's hooks dir may be absent
-        report = gh.status(db.path)
-        hooks = {h.name: h.installed for h in report.hooks}
-    driver = None
-    if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
-        driver = str(repo.config[DRIVER_CONFIG])
-    tip_id = str(tip.id) if tip is not None else None
-    author = db.default_author()
-    return {
-        "scope": str(scope),
-        "path": str(db.path.absolute()),
-        "gitdir": str(db.gitdir),
-        "bare": db.bare,
-        "why": why,
-        "branch": branch,
-        "tip": tip_id,
-        "tip_subject": tip.message.splitlines()[0] if tip is not None and tip.message else None,
-        "index": _index_state(store, scope, tip_id),
-        "hooks": hooks,
-        "merge_driver": driver,
-        "writable": os.access(db.gitdir, os.W_OK),
-        "author": f"{author.name} <{author.email}>",
-        "git_identity": not author.email.endswith("@gitmem.invalid"),
-    }
-
-
 @click.command()
 @json_option
 @pass_state
@@ -431,7 +371,7 @@ def status(state: State) -> None:
         why = _REASONS.get(state.reason, state.reason)
         if scope != store.default_scope:
             why = "the user store, read together with the project's"
-        rows.append(_store_status(store, scope, why))
+        rows.append(store_status(store, scope, why))
     if state.json:
         emit_json({"default_scope": str(store.default_scope), "stores": rows})
         return

@@ -1,0 +1,73 @@
+"""``gitmem status``: which store(s) are in use and why, and the state of each.
+
+Branch and tip, the derived index (current, behind, not built, unreadable: read without
+writing anything), hooks, the merge driver, whether this user may write, and the author
+commits will carry. Never fails on a damaged piece: it says what it found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from typing import Any
+
+from gitmem.format.model import Scope
+from gitmem.store.core import Store, index_writable
+
+
+def index_state(store: Store, scope: Scope, tip: str | None) -> str:
+    """current / behind (catches up on the next read) / not built / unreadable: never writes."""
+    if not index_writable(store.db(scope)):
+        return "not used: the store is read-only for you (reads scan git)"
+    index = store.index(scope)
+    if not index.path.exists():
+        return "not built (built on the next read)"
+    try:
+        uri = f"file:{index.path}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+    except Exception as exc:  # a damaged or locked file: say so, status must not fail
+        return f"unreadable ({exc}; gitmem reindex rebuilds it)"
+    indexed = None if row is None else str(row[0])
+    if indexed == tip:
+        return "current"
+    return "behind the tip (catches up on the next read)"
+
+
+def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
+    from gitmem.entry import hooks as gh
+    from gitmem.store.merge import DRIVER_CONFIG
+
+    db = store.db(scope)
+    tip = db.tip()
+    repo = db.repo
+    branch = None if repo.head_is_unborn and tip is None else repo.head.shorthand
+    if branch is None:
+        with contextlib.suppress(Exception):
+            branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/")
+    hooks: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a bare store's hooks dir may be absent
+        report = gh.status(db.path)
+        hooks = {h.name: h.installed for h in report.hooks}
+    driver = None
+    if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
+        driver = str(repo.config[DRIVER_CONFIG])
+    tip_id = str(tip.id) if tip is not None else None
+    author = db.default_author()
+    return {
+        "scope": str(scope),
+        "path": str(db.path.absolute()),
+        "gitdir": str(db.gitdir),
+        "bare": db.bare,
+        "why": why,
+        "branch": branch,
+        "tip": tip_id,
+        "tip_subject": tip.message.splitlines()[0] if tip is not None and tip.message else None,
+        "index": index_state(store, scope, tip_id),
+        "hooks": hooks,
+        "merge_driver": driver,
+        "writable": os.access(db.gitdir, os.W_OK),
+        "author": f"{author.name} <{author.email}>",
+        "git_identity": not author.email.endswith("@gitmem.invalid"),
+    }
