@@ -9,7 +9,7 @@ import click
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import EXIT_CODES, InvalidInputError
-from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
+from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state, short, table
 from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
@@ -504,10 +504,9 @@ def clone(
       gitmem clone /srv/git/memory.git ~/team-memory
       gitmem clone https://example.com/memory.git agent-store --bare
     """
-    from gitmem.cli.index import _ProgressBar
     from gitmem.entry import team
 
-    with _ProgressBar("indexing", quiet=state.json) as progress:
+    with ProgressBar("indexing", quiet=state.json, min_total=2000) as progress:
         result = team.clone(
             url, directory, bare=bare, branch=branch, hooks=not no_hooks, progress=progress
         )

@@ -246,3 +246,35 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 def short(commit: str) -> str:
     return commit[:10]
+
+
+class ProgressBar:
+    """A progress bar on stderr (stdout stays the command's data), drawn only on a terminal,
+    when the command is not printing JSON, and once the work is large enough to wait for.
+
+    A ``progress(done, total)`` callback for the library's long operations (index builds,
+    imports, clones).
+    """
+
+    def __init__(self, label: str, *, quiet: bool = False, min_total: int = 0) -> None:
+        self.label = label
+        self.quiet = quiet
+        self.min_total = min_total
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, count: int, total: int) -> None:
+        if self.quiet or total < self.min_total or not sys.stderr.isatty():
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(count - self.done)
+        self.done = count
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)

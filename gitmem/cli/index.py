@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 import click
 
-from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
 from gitmem.store.recall import RecallResults
 from gitmem.store.search import MODES, SearchMatch, SearchResults
 
@@ -235,35 +232,6 @@ def recall(
     click.echo(recall_text(results, explain=explain))
 
 
-class _ProgressBar:
-    """A click progress bar that appears only once the work is large enough to wait for."""
-
-    MIN_TOTAL = 2000
-
-    def __init__(self, label: str, *, quiet: bool) -> None:
-        self.label = label
-        self.quiet = quiet
-        self.bar: Any = None
-        self.done = 0
-
-    def __call__(self, count: int, total: int) -> None:
-        if self.quiet or total < self.MIN_TOTAL:
-            return
-        if self.bar is None:
-            # stderr, so stdout stays the command's data; click draws it only on a terminal
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-        self.bar.update(count - self.done)
-        self.done = count
-
-    def __enter__(self) -> _ProgressBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-
-
 @click.command()
 @click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
 @json_option
@@ -282,7 +250,7 @@ def reindex(state: State, scope: str | None) -> None:
     store = state.store()
     stats = []
     for backend_scope in [scope] if scope else [str(s) for s in store.scopes]:
-        with _ProgressBar(f"indexing {backend_scope}", quiet=state.json) as progress:
+        with ProgressBar(f"indexing {backend_scope}", quiet=state.json, min_total=2000) as progress:
             stats += store.reindex(scope=backend_scope, progress=progress)
     if state.json:
         emit_json(

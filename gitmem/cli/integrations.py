@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gitmem import NotFoundError
-from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
 from gitmem.features import pictures, transfer
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph
 from gitmem.features.transfer import Fidelity
@@ -285,27 +281,6 @@ def _report(state: State, report: Fidelity) -> None:
         raise click.exceptions.Exit(1)
 
 
-@contextlib.contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar on stderr while entries are written (nothing when stderr is no terminal)."""
-    bar: Any = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar
-        if not sys.stderr.isatty():
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - bar.pos)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
-
-
 @click.group("import")
 def import_() -> None:
     """Bring memory in from other tools: one commit, then a fidelity report.
@@ -335,7 +310,7 @@ def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None
     A line that is not a valid entity or relation stops the import (nothing is
     written) unless --skip-bad.
     """
-    with _progress("importing") as progress:
+    with ProgressBar("importing") as progress:
         report = transfer.import_mcp_jsonl(
             state.store(), file, skip_bad=skip_bad, agent=agent, progress=progress
         )
@@ -354,7 +329,7 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     times and supersedes are kept; an id already stored with other content
     stops the import unless --skip-bad.
     """
-    with _progress("importing") as progress:
+    with ProgressBar("importing") as progress:
         report = transfer.import_files(
             state.store(), directory, skip_bad=skip_bad, progress=progress
         )
@@ -369,7 +344,7 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
 def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
     """A Forge plugin memory folder (projects/, skills/, commands/, agents/) as layered
     documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""
-    with _progress("importing") as progress:
+    with ProgressBar("importing") as progress:
         report = transfer.import_forge(
             state.store(), directory, skip_bad=skip_bad, progress=progress
         )
