@@ -24,7 +24,7 @@ from gitmem.entry.doctor_context import ERROR, INFO, WARNING, Context, Finding
 from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
 from gitmem.format.model import Scope
 from gitmem.git.command import popen_git, run_git
-from gitmem.git.db import GitDB
+from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
 from gitmem.git.objects import Snapshot
 from gitmem.store import merge as merge_mod
@@ -182,25 +182,9 @@ def _heal(db: GitDB) -> None:
     db.write(plan)
 
 
-_IN_PROGRESS = (
-    ("MERGE_HEAD", "a git merge", "merge"),
-    ("rebase-merge", "a git rebase", "rebase"),
-    ("rebase-apply", "a git rebase (or am)", "rebase"),
-    ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
-    ("REVERT_HEAD", "a git revert", "revert"),
-)
-
 
 _MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
 """A conflict marker line (``<<<<<<< ours``, ``>>>>>>> theirs``) at the start of a line."""
-
-
-def _in_progress(db: GitDB) -> tuple[str, str] | None:
-    """(what, git command) of an unfinished merge, rebase, cherry-pick or revert, if any."""
-    for name, what, command in _IN_PROGRESS:
-        if (db.gitdir / name).exists():
-            return what, command
-    return None
 
 
 def check_merge(ctx: Context) -> Iterator[Finding]:
@@ -214,7 +198,7 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
     db = ctx.db
     if db.workdir is None:
         return
-    state = _in_progress(db)
+    state = operation_in_progress(db.gitdir)
     if state is None:
         return
     what, command = state
@@ -272,7 +256,7 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
     db = ctx.db
     if db.workdir is None:
         return
-    if _in_progress(db) is not None:
+    if operation_in_progress(db.gitdir) is not None:
         # The merge check says how to finish it; any advice here (add and commit, or a
         # "heal" that rewrites git's index) would lose one side of it.
         return

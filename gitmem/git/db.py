@@ -85,6 +85,25 @@ def _head_branch(repo: pygit2.Repository) -> str | None:
     return None
 
 
+IN_PROGRESS: tuple[tuple[str, str, str], ...] = (
+    ("MERGE_HEAD", "a git merge", "merge"),
+    ("rebase-merge", "a git rebase", "rebase"),
+    ("rebase-apply", "a git rebase (or am)", "rebase"),
+    ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
+    ("REVERT_HEAD", "a git revert", "revert"),
+)
+"""The files git keeps in its directory while an operation waits for a person to finish it:
+(file, what it is, the git command that finishes or aborts it)."""
+
+
+def operation_in_progress(gitdir: Path) -> tuple[str, str] | None:
+    """(what, git command) of an unfinished merge, rebase, cherry-pick or revert, if any."""
+    for name, what, command in IN_PROGRESS:
+        if (gitdir / name).exists():
+            return what, command
+    return None
+
+
 class GitDB:
     """One git repository seen as a store: snapshots, writes, and the branch they move.
 

@@ -39,7 +39,7 @@ from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
-from gitmem.git.db import GitDB
+from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import changed_paths
 from gitmem.git.objects import FastForward, Snapshot, get_commit
 from gitmem.store import merge as merging
@@ -47,13 +47,6 @@ from gitmem.store import merge as merging
 if TYPE_CHECKING:
     from gitmem.store.core import Store
 
-_IN_PROGRESS = {
-    "MERGE_HEAD": "a git merge",
-    "rebase-merge": "a git rebase",
-    "rebase-apply": "a git rebase or am",
-    "CHERRY_PICK_HEAD": "a git cherry-pick",
-    "REVERT_HEAD": "a git revert",
-}
 MERGE_OP = "merge"
 
 
@@ -162,10 +155,8 @@ def _last_line(text: str) -> str:
 
 def in_progress(db: GitDB) -> str | None:
     """What git operation the repository is in the middle of, if any."""
-    for name, what in _IN_PROGRESS.items():
-        if (db.gitdir / name).exists():
-            return what
-    return None
+    found = operation_in_progress(db.gitdir)
+    return found[0] if found is not None else None
 
 
 def _refuse_in_progress(db: GitDB) -> None:
