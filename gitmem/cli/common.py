@@ -23,6 +23,7 @@ import click
 
 if TYPE_CHECKING:
     from gitmem import Store
+    from gitmem.store.quick import QuickIndex
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,7 +49,7 @@ class State:
         """
         if self._store is None:
             import gitmem
-            from gitmem.store.discovery import user_store_path
+            from gitmem.store.where import user_store_path
 
             self.reason = store_reason(self.store_path)
             user = user_store_path()
@@ -71,6 +72,34 @@ class State:
         return self._store
 
 
+    def quick(self, *, full_text: bool = False) -> QuickIndex | None:
+        """The store's index, when a read command can be answered from it as it stands
+        without opening git (:mod:`gitmem.store.quick`: no libgit2 to load); None means
+        :meth:`store`. Only for a store named by ``--store`` or ``$GITMEM_DIR``, or the
+        user store once it exists: a project's store is read with the user store and
+        checked for being committed in the project, which needs git."""
+        if self._store is not None or self.branch is not None:
+            return None
+        from pathlib import Path
+
+        from gitmem.store.quick import open_quick
+        from gitmem.store.where import user_store_path
+
+        reason = store_reason(self.store_path)
+        if reason == "--store" and self.store_path is not None:
+            path = Path(self.store_path).expanduser()
+        elif reason == "$GITMEM_DIR":
+            path = Path(os.environ["GITMEM_DIR"]).expanduser()
+        elif reason == "user" and _is_store_dir(user_store_path()):
+            path = user_store_path()
+        else:
+            return None
+        found = open_quick(path, full_text=full_text)
+        if found is not None:
+            self.reason = reason
+        return found
+
+
 def _is_store_dir(path: Any) -> bool:
     return bool((path / ".git").exists() or (path / "HEAD").is_file())
 
@@ -83,7 +112,7 @@ def store_reason(store_path: str | None) -> str:
         return "$GITMEM_DIR"
     from pathlib import Path
 
-    from gitmem.store.discovery import find_project_store
+    from gitmem.store.where import find_project_store
 
     return "project" if find_project_store(Path.cwd()) is not None else "user"
 

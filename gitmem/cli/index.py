@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
-from gitmem.store.recall import RecallResults
 from gitmem.store.search import MODES, SearchMatch, SearchResults
+
+if TYPE_CHECKING:
+    # Recall loads the embedder's libraries; a search answered by FTS5 never needs them.
+    from gitmem.store.recall import RecallResults
 
 
 def _highlight(match: SearchMatch) -> str:
@@ -111,18 +116,21 @@ def search(
     """
     assert mode in MODES
     # One more than asked for tells whether the list was cut, so the output can say so.
-    results = state.store().search(
-        query,
-        mode=mode,
-        scope=scope,
-        layer=layer,
-        project=project,
-        category=category,
-        tags=list(tags) or None,
-        include_superseded=show_all,
-        include_archived=show_all,
-        limit=limit + 1,
-    )
+    plain = mode == "fts" and not (layer or project or category or tags)
+    results = _quick_search(state, query, scope, show_all, limit + 1) if plain else None
+    if results is None:
+        results = state.store().search(
+            query,
+            mode=mode,
+            scope=scope,
+            layer=layer,
+            project=project,
+            category=category,
+            tags=list(tags) or None,
+            include_superseded=show_all,
+            include_archived=show_all,
+            limit=limit + 1,
+        )
     cut = _cut(results, limit)
     if state.json:
         emit_json({**results.to_dict(), "limit": limit, "truncated": cut})
@@ -130,6 +138,32 @@ def search(
     click.echo(results_text(results))
     if cut:
         click.echo(f"(showing the first {limit} memories; --limit N shows more)")
+
+
+def _quick_search(
+    state: State, query: str, scope: str | None, show_all: bool, limit: int
+) -> SearchResults | None:
+    """An unfiltered FTS5 search answered from a current index without opening git
+    (gitmem.store.quick); None when the full path must answer (see Store.search)."""
+    if not query.strip():
+        return None  # the full path's error
+    quick = state.quick(full_text=True)
+    if quick is None or scope not in (None, str(quick.scope)):
+        return None
+    from gitmem.store.search import full_text_matches
+
+    filters: dict[str, object] = {
+        "category": None,
+        "tags": [],
+        "include_superseded": show_all,
+        "include_archived": show_all,
+        "layer": None,
+        "project": None,
+    }
+    found = full_text_matches(query, [quick], limit, filters)
+    if isinstance(found, str):
+        return None  # not FTS5 syntax: answered by recall, on the full path
+    return SearchResults(query=query, mode="fts", matches=found)
 
 
 def _cut(results: SearchResults, limit: int) -> bool:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gitmem import GitmemError, Memory, NotFoundError, Store
+from gitmem.base.errors import GitmemError, NotFoundError
 from gitmem.cli.common import (
     State,
     allow_empty_option,
@@ -20,7 +20,10 @@ from gitmem.cli.common import (
     pass_state,
     read_text_arg,
 )
-from gitmem.format.memfile import file_text
+
+if TYPE_CHECKING:
+    # `gitmem show` answered from a current index never loads the store (nor libgit2).
+    from gitmem import Memory, Store
 
 AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
 
@@ -200,19 +203,30 @@ def show(state: State, memory_id: str, at: str | None) -> None:
       gitmem show mem_5f0c... --at HEAD~3
       gitmem show mem_5f0c... --at 2026-11-01 --json
     """
+    if at is None and not state.json:
+        quick = state.quick()
+        if quick is not None:
+            chosen = quick.resolve_id(memory_id)
+            data = quick.stored_file(chosen) if chosen is not None else None
+            if data is not None:
+                _print_file(data)
+                return
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     data = store.stored_file(memory_id) if at is None and not state.json else None
     if data is not None:
-        click.echo(data, nl=False)
-        if not data.endswith(b"\n") and sys.stdout.isatty():
-            click.echo()
+        _print_file(data)
         return
     memory = store.read(memory_id, at=at)
     if state.json:
         emit_json(memory.to_dict())
         return
-    data = file_text(memory).encode("utf-8")
+    from gitmem.format.memfile import file_text
+
+    _print_file(file_text(memory).encode("utf-8"))
+
+
+def _print_file(data: bytes) -> None:
     click.echo(data, nl=False)  # bytes: exactly as stored
     if not data.endswith(b"\n") and sys.stdout.isatty():
         click.echo()  # a terminal's prompt goes on its own line; a pipe gets the exact bytes

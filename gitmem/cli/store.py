@@ -5,17 +5,30 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
 import gitmem
-from gitmem import Memory, Scope, Store
 from gitmem.base.clock import format_timestamp
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
-from gitmem.entry.status import store_status
-from gitmem.store.discovery import git_top, is_store, user_store_path
-from gitmem.store.results import History, LogEntry
+from gitmem.format.model import Scope
+from gitmem.store.results import History, LogEntry, Problem
+from gitmem.store.where import is_store, user_store_path
+
+if TYPE_CHECKING:
+    # `gitmem ls` answered from a current index never loads the store (nor libgit2).
+    from gitmem import Memory, Store
+
+
+class Rows(Protocol):
+    """What the plain listing reads: a scope's reader, or the fast path's current index."""
+
+    def rows(
+        self, columns: list[str], *, include_superseded: bool, include_archived: bool
+    ) -> list[tuple[Any, ...]]: ...
+
+    def problems(self) -> list[Problem]: ...
 
 
 @click.command()
@@ -49,6 +62,8 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
     if project:
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
+        from gitmem.store.discovery import git_top
+
         root = path or git_top(Path.cwd()) or Path.cwd()
         existed = is_store(root / ".gitmem")
         store = gitmem.init_project(root)
@@ -113,10 +128,18 @@ def ls(
       gitmem ls --category coding-preferences --tag testing
       gitmem ls --all --json
     """
+    if not state.json and at is None and category is None and not tags:
+        quick = state.quick()
+        if quick is not None and scope in (None, str(quick.scope)):
+            _ls_rows([(str(quick.scope), quick)], show_all)
+            return
+        store = state.store()
+        if store.use_index:
+            # an unknown scope is refused by Store.reader, naming the known ones
+            wanted = [scope] if scope else [str(s) for s in store.scopes]
+            _ls_rows([(each, store.reader(each)) for each in wanted], show_all)
+            return
     store = state.store()
-    if not state.json and at is None and category is None and not tags and store.use_index:
-        _ls_rows(store, scope, show_all)
-        return
     memories = store.list(
         scope=scope,
         category=category,
@@ -150,18 +173,18 @@ def ls(
     click.echo(table(headers, rows))
 
 
-def _ls_rows(store: Store, scope: str | None, show_all: bool) -> None:
-    """The plain listing straight from the index's rows: the same table as from
-    ``Store.list``, without building a Memory per row (a third of `gitmem ls` at 1k)."""
+def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool) -> None:
+    """The plain listing straight from the index's rows (of each scope's reader, or of
+    the fast path's current index): the same table as from ``Store.list``, without
+    building a Memory per row (a third of `gitmem ls` at 1k)."""
     import logging
 
     log = logging.getLogger("gitmem.store.core")
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
     rows: list[tuple[Any, ...]] = []
-    for each in [scope] if scope else [str(s) for s in store.scopes]:
-        reader = store.reader(each)  # an unknown scope is refused here, naming the known ones
+    for each, reader in sources:
         rows.extend(
-            (*row, str(each))
+            (*row, each)
             for row in reader.rows(columns, include_superseded=show_all, include_archived=show_all)
         )
         for problem in reader.problems():  # as Store.list reports them
@@ -365,6 +388,8 @@ def status(state: State) -> None:
       gitmem status
       gitmem --store ~/notes-store status --json
     """
+    from gitmem.entry.status import store_status
+
     store = state.store()
     rows = []
     for scope in store.scopes:

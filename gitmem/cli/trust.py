@@ -14,7 +14,7 @@ from gitmem.git import trust as _trust
 
 def _default_store(state: State) -> Path:
     """The store a bare ``gitmem trust`` means: the one gitmem would open here."""
-    from gitmem.store.discovery import find_project_store, user_store_path
+    from gitmem.store.where import find_project_store, user_store_path
 
     if state.store_path is not None:
         return Path(state.store_path)

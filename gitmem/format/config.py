@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
-from gitmem.format.codec import load_yaml
 from gitmem.format.model import Scope
 
 FORMAT = 2
@@ -30,6 +29,9 @@ class StoreConfig:
 
     @classmethod
     def from_text(cls, text: str) -> StoreConfig:
+        # Here, not at the top: readers that only need FORMAT do not load PyYAML.
+        from gitmem.format.codec import load_yaml
+
         data, _ = load_yaml(text)
         if data is None:
             data = {}

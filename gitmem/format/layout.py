@@ -21,7 +21,7 @@ import re
 import unicodedata
 import uuid
 
-from gitmem.base.errors import InvalidIdError
+from gitmem.base.errors import AmbiguousIdError, InvalidIdError
 
 MEMORIES_DIR = "memories"
 CONFIG_FILE = "gitmem.yaml"
@@ -158,3 +158,28 @@ def id_from_path(path: str) -> str | None:
     if shard(memory_id) != parts[1]:
         return None
     return memory_id
+
+
+def id_prefix(prefix: str) -> str:
+    """The id part of what a person typed for an id: ``mem_5f0c...`` (as help texts write
+    it) is the prefix ``mem_5f0c``; checked like every id (:func:`check_id`)."""
+    wanted = prefix.removesuffix("...").removesuffix("\u2026") if prefix else prefix
+    check_id(wanted)
+    return wanted
+
+
+def one_by_prefix(wanted: str, found: list[str]) -> str | None:
+    """The one id of ``found`` (the ids starting with ``wanted``), None when there is none;
+    several raise :class:`AmbiguousIdError` listing the first ten."""
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        return None
+    found = sorted(found)
+    more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+    shown = ", ".join(found[:10]) + more
+    raise AmbiguousIdError(
+        f"id prefix {wanted} matches {len(found)} memories: {shown}",
+        candidates=found,
+        hint="give more characters of the id",
+    )

@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidMemoryError
-from gitmem.format.codec import Document
 from gitmem.format.schema import to_json_value
+
+if TYPE_CHECKING:
+    # Only named in annotations: importing the codec loads PyYAML (~20 ms), which
+    # the index-served reads never need.
+    from gitmem.format.codec import Document
 
 
 class Scope(enum.StrEnum):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,8 @@ MEMORY_SCHEMA = "memory.schema.json"
 def _schema_text(name: str) -> str:
     # Installed wheels carry the schemas inside the package (gitmem/_schemas);
     # a source checkout or an editable install reads the top-level schemas/.
+    from importlib import resources  # ~8 ms: only when a schema is read (writes, checks)
+
     packaged = resources.files("gitmem").joinpath("_schemas", name)
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")

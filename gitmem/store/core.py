@@ -16,7 +16,6 @@ import heapq
 import itertools
 import logging
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +27,6 @@ import pygit2
 from gitmem.base.clock import Clock, SystemClock
 from gitmem.base.errors import (
     AlreadyExistsError,
-    AmbiguousIdError,
     GitmemError,
     InvalidIdError,
     InvalidInputError,
@@ -53,9 +51,11 @@ from gitmem.format.layout import (
     DOCUMENT_ROOTS,
     check_id,
     id_from_path,
+    id_prefix,
     is_path_id,
     memory_path,
     new_id,
+    one_by_prefix,
 )
 from gitmem.format.model import (
     EDITABLE_FIELDS,
@@ -726,8 +726,7 @@ class Store:
         :class:`AmbiguousIdError` listing the candidates when several match, and
         NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
         """
-        wanted = prefix.removesuffix("...").removesuffix("…") if prefix else prefix
-        check_id(wanted)
+        wanted = id_prefix(prefix)
         path = memory_path(wanted)
         if is_path_id(wanted) or any(
             # whether the file is there, without decoding it (the caller reads it next)
@@ -737,21 +736,14 @@ class Store:
         current: set[str] = set()
         for backend in self._ordered(scope):
             current.update(self._reader(backend).ids())
-        found = sorted(i for i in current if i.startswith(wanted))
+        found = [i for i in current if i.startswith(wanted)]
         if not found:
             deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
-            found = sorted(i for i in deleted if i.startswith(wanted))
-        if len(found) == 1:
-            return found[0]
-        if found:
-            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
-            shown = ", ".join(found[:10]) + more
-            raise AmbiguousIdError(
-                f"id prefix {wanted} matches {len(found)} memories: {shown}",
-                candidates=found,
-                hint="give more characters of the id",
-            )
-        raise NotFoundError(f"no memory {wanted}", hint=_NOT_FOUND_HINT)
+            found = [i for i in deleted if i.startswith(wanted)]
+        chosen = one_by_prefix(wanted, found)
+        if chosen is None:
+            raise NotFoundError(f"no memory {wanted}", hint=_NOT_FOUND_HINT)
+        return chosen
 
     # -- update / append / delete / restore ----------------------------------------------------
 
@@ -1275,23 +1267,12 @@ class Store:
             )
             results.matches = search_mod.grep(memories, pattern, limit)
             return results
-        terms = search_mod.query_terms(query)
-        hits: builtins.list[tuple[float, Memory]] = []
-        title = search_mod.title_text(query)
-        for backend in self._ordered(scope):
-            try:
-                found = self._reader(backend).full_text(query, terms, title, limit, filters)
-            except sqlite3.OperationalError as exc:
-                if not search_mod.is_fts_syntax_error(exc):
-                    raise
-                refused = str(exc)
-                break
-            hits.extend(found)
-        else:
-            refused = None
-        if refused is not None or (not hits and not search_mod.uses_fts_syntax(query)):
+        found = search_mod.full_text_matches(
+            query, (self._reader(b) for b in self._ordered(scope)), limit, filters
+        )
+        if isinstance(found, str):
             # Not FTS5 syntax: a question, punctuation, words no memory holds all of.
-            why = f"FTS5 could not parse it: {refused}" if refused else "no memory holds every word"
+            why = found
             recalled = self.recall(
                 query,
                 limit=limit,
@@ -1307,9 +1288,7 @@ class Store:
             results.mode = "natural"  # scores are recall's, not FTS5 tiers and bm25
             results.matches = [search_mod.from_recall(h) for h in recalled]
             return results
-        hits.sort(key=lambda pair: -pair[0])
-        term_pattern = search_mod.term_pattern(terms)
-        results.matches = [search_mod.locate(m, term_pattern, score) for score, m in hits[:limit]]
+        results.matches = found
         return results
 
     def recall(

@@ -24,6 +24,18 @@ from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Backend, Store
+from gitmem.store.where import find_project_store, is_store, user_store_path
+
+__all__ = [
+    "committed_in_project",
+    "find_project_store",
+    "git_top",
+    "init_project_store",
+    "init_store",
+    "is_store",
+    "open_store",
+    "user_store_path",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +92,6 @@ def git_top(start: Path) -> Path | None:
         return None
     workdir = pygit2.Repository(found).workdir
     return Path(workdir) if workdir else None
-
-
-def is_store(path: Path) -> bool:
-    """Whether ``path`` holds a git repository (a store's or one gitmem could open)."""
-    return (path / ".git").exists() or (path / "HEAD").is_file()
 
 
 def _record_trust(target: Path) -> None:
@@ -198,10 +205,6 @@ def open_store(
     return Store([backend], clock=clock, use_index=use_index)
 
 
-def user_store_path() -> Path:
-    return Path(os.environ.get("GITMEM_HOME") or Path.home() / ".gitmem").expanduser()
-
-
 def committed_in_project(store_dir: Path) -> Path | None:
     """The top of the enclosing project when it tracks ``store_dir`` (committed or staged):
     the store's git configuration and hooks then came from the project's author."""
@@ -244,16 +247,6 @@ def _refuse_committed_store(store_dir: Path) -> None:
             f"or trust its author: gitmem trust {store_dir}"
         ),
     )
-
-
-def find_project_store(start: Path) -> Path | None:
-    """Walk up from ``start`` to the first directory holding a ``.gitmem/`` store."""
-    current = start.resolve()
-    for directory in (current, *current.parents):
-        candidate = directory / ".gitmem"
-        if candidate.is_dir() and is_store(candidate):
-            return candidate
-    return None
 
 
 def init_project_store(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import json
 import logging
 import os
 import sqlite3
@@ -43,15 +44,17 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base import paths
-from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidInputError
-from gitmem.format.layout import expected_path_form, id_from_path
-from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
+from gitmem.format import codec
+from gitmem.format.config import StoreConfig
+from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
+from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data, get_commit
-from gitmem.store import lexical
+from gitmem.store import lexical, queries
 from gitmem.store.changes import changed_memory_files, insert_versions, version_rows
 from gitmem.store.providers import FULL_FILL_CHUNK, PROVIDERS, RowProvider, provider_key, register
+from gitmem.store.queries import SCHEMA_VERSION, STORE_CONFIG_KEY
 from gitmem.store.rows import (
     MEMORY_COLUMNS,
     ROW_COLUMNS,
@@ -60,21 +63,14 @@ from gitmem.store.rows import (
     IndexStats,
     RowChanges,
     VersionRow,
-    check_columns,
-    cooked_path,
-    loads_json,
     memory_filters,
     micros,
-    number_params,
     raw_path,
     row_values,
 )
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
-"""The layout of the core tables (``_SCHEMA``). Bump it when they change: every table is
-dropped and rebuilt. Tables of a :class:`RowProvider` carry their own version instead."""
 DB_NAME = paths.INDEX_DB
 
 Decoder = Callable[[bytes, str], Memory]
@@ -161,7 +157,7 @@ def _apply_lexical(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: 
 
 
 LEXICAL = RowProvider(
-    name="lexical",
+    name=lexical.PROVIDER,
     version=lexical.LEXICAL_VERSION,
     tables=("fts",),
     ddl=(
@@ -357,7 +353,7 @@ class Index:
         if tip_hex is None:
             return False
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("commit") != tip_hex:
+        if meta.get("commit") != tip_hex or STORE_CONFIG_KEY not in meta:
             return False
         return all(
             meta.get(provider_key(p)) == f"{p.version} {tip_hex}"
@@ -405,6 +401,7 @@ class Index:
         stats = IndexStats(commit=tip_hex, memories=0, versions=0)
         if indexed == tip_hex and indexed is not None:
             self._apply_providers(conn, repo, indexed, indexed, [], [])
+            _record_store_config(conn, repo, tip)
             return stats
         old: pygit2.Commit | None = None
         if indexed is not None:
@@ -431,13 +428,14 @@ class Index:
             conn, repo, old.tree if old is not None else None, tip.tree, added, removed
         )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
+        _record_store_config(conn, repo, tip)
         assert tip_hex is not None
         self._apply_providers(
             conn, repo, tip_hex, str(old.id) if old is not None else None, added, removed
         )
         stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
-        stats.problems = _problem_rows(conn)
+        stats.problems = queries.problem_rows(conn)
         return stats
 
     def _apply_tree_diff(
@@ -649,49 +647,7 @@ class Index:
     # -- queries -------------------------------------------------------------------------
 
     def _memory(self, row: Sequence[Any]) -> Memory:
-        (
-            _rowid,
-            memory_id,
-            path,
-            _blob,
-            title,
-            scope,
-            category,
-            tags,
-            created_at,
-            updated_at,
-            version,
-            supersedes,
-            related,
-            agent,
-            session_id,
-            trigger,
-            status,
-            extra,
-            body,
-        ) = row
-        return Memory(
-            id=memory_id,
-            body=body,
-            created_at=parse_timestamp(created_at),
-            updated_at=parse_timestamp(updated_at),
-            version=int(version),
-            title=title,
-            scope=Scope(scope) if scope else None,
-            category=category,
-            tags=tuple(loads_json(tags)),
-            supersedes=supersedes,
-            related=tuple(
-                Related(r["id"], Relationship(r["relationship"])) for r in loads_json(related)
-            ),
-            agent=agent,
-            session_id=session_id,
-            trigger=Trigger(trigger) if trigger else None,
-            status=Status(status),
-            extra=loads_json(extra),
-            path=path,
-            store_scope=self.scope,
-        )
+        return queries.memory_from_row(row, self.scope)
 
     @_recovering
     def select(
@@ -782,7 +738,7 @@ class Index:
     @_recovering
     def problems(self) -> list[tuple[str, str]]:
         with self._query() as conn:
-            return _problem_rows(conn)
+            return queries.problem_rows(conn)
 
     @_recovering
     def stale(self, before: dt.datetime) -> list[Memory]:
@@ -808,26 +764,10 @@ class Index:
         Raises sqlite3.OperationalError for a malformed FTS5 query; the caller
         decides whether to fall back to a literal search.
         """
-        where, params = memory_filters(**filters)
-        where = where.replace("WHERE", "AND", 1) if where else ""
-        needle = title_text.casefold()
-        sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, "
-            "bm25(fts, 10.0, 1.0, 3.0, 5.0) AS rank, "
-            "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
-            "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
-            "ELSE 0 END AS tier "
-            "FROM fts JOIN memories m ON m.rowid = fts.rowid "
-            f"WHERE fts MATCH :query {where} "
-            "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
-        )
-        named = {f"p{i}": p for i, p in enumerate(params)}
-        sql = number_params(sql)
         with self._query() as conn:
-            rows = conn.execute(
-                sql, {**named, "needle": needle, "query": query, "limit": limit}
-            ).fetchall()
-        return [Hit(self._memory(r[:19]), float(r[20]) * 1000.0 - float(r[19])) for r in rows]
+            return queries.fts_hits(
+                conn, self.scope, query, title_text=title_text, limit=limit, filters=filters
+            )
 
     @_recovering
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
@@ -884,33 +824,40 @@ class Index:
         keeps only those memories (ids not in the index are left out, without error).
         Catches up first, like every query. Raises InvalidInputError for an unknown column.
         """
-        check_columns(columns)
-        where, params = memory_filters(
-            include_superseded=include_superseded, include_archived=include_archived
-        )
-        listed = ", ".join(f"m.{c}" for c in columns)
-        if ids is None:
-            sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
-            with self._query() as conn:
-                return conn.execute(sql, params).fetchall()
-        wanted = list(dict.fromkeys(ids))
-        where += " AND " if where else "WHERE "
-        found: list[tuple[Any, ...]] = []
         with self._query() as conn:
-            for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
-                chunk = wanted[i : i + 500]
-                sql = (
-                    f"SELECT {listed}, m.created_us, m.id FROM memories m "
-                    f"{where}m.id IN ({', '.join('?' for _ in chunk)})"
-                )
-                found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
-        found.sort(key=lambda row: (row[-2], row[-1]))
-        return [row[:-2] for row in found]
+            return queries.column_rows(
+                conn,
+                columns,
+                ids=ids,
+                include_superseded=include_superseded,
+                include_archived=include_archived,
+            )
 
     @_recovering
     def count(self) -> int:
         with self._query() as conn:
             return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def _record_store_config(
+    conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit | None
+) -> None:
+    """What the tip's gitmem.yaml says of the store (its format and scope) in ``meta``, so a
+    reader of a current index knows them without opening git (gitmem.store.quick). An
+    unreadable config is recorded as ``{}``: that reader then leaves it to the full path,
+    which reports the problem."""
+    found: dict[str, Any] = {}
+    try:
+        if tip is None:
+            raise KeyError(CONFIG_FILE)
+        data = blob_data(repo, tip.tree[CONFIG_FILE].id)
+        config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+        found = {"format": config.format, "scope": str(config.scope)}
+    except (KeyError, GitmemError, pygit2.GitError):
+        pass
+    conn.execute(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)", (STORE_CONFIG_KEY, json.dumps(found))
+    )
 
 
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
@@ -934,14 +881,6 @@ def _patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
-
-
-def _problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """Problems by path in git's byte order (SQLite would put the byte paths last)."""
-    found = conn.execute("SELECT path, message FROM problems")
-    rows = [(cooked_path(p), cooked_path(m)) for p, m in found]
-    rows.sort(key=lambda row: row[0].encode("utf-8", "surrogateescape"))
-    return rows
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:

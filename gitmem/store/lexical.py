@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 
 from gitmem.format.model import Memory
 
+PROVIDER = "lexical"
+"""The full-text rows' row-provider name (registered by gitmem.store.index)."""
 LEXICAL_VERSION = 2
 """Bump when :func:`fts_row`, the tokenizer or the table's columns change."""
 

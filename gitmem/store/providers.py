@@ -11,15 +11,17 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import pygit2
+from typing import TYPE_CHECKING
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.store.rows import RowChanges
 
+if TYPE_CHECKING:  # only named: readers of a current index (gitmem.store.quick) never load it
+    import pygit2
+
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
-RowApply = Callable[[sqlite3.Connection, pygit2.Repository, RowChanges], None]
+RowApply = Callable[[sqlite3.Connection, "pygit2.Repository", RowChanges], None]
 
 
 @dataclass(frozen=True)
@@ -82,5 +84,6 @@ def providers() -> list[RowProvider]:
     return list(PROVIDERS.values())
 
 
-def provider_key(provider: RowProvider) -> str:
-    return f"provider:{provider.name}"
+def provider_key(provider: RowProvider | str) -> str:
+    """The ``meta`` key saying which version and commit a provider's rows reflect."""
+    return f"provider:{provider if isinstance(provider, str) else provider.name}"

@@ -7,7 +7,6 @@ types the index returns, and the SQL filters every listing shares.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import re
@@ -44,6 +43,8 @@ def tagged_json(value: Any) -> Any:
     if isinstance(value, dt.date):
         return {"$gitmem": "date", "v": value.isoformat()}
     if isinstance(value, bytes):
+        import base64  # rare (bytes in extra): not loaded by every read
+
         return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
@@ -63,6 +64,8 @@ def json_hook(obj: dict[str, Any]) -> Any:
     if kind == "date":
         return dt.date.fromisoformat(obj["v"])
     if kind == "bytes":
+        import base64
+
         return base64.b64decode(obj["v"])
     if kind == "map":
         return dict(obj["v"])

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gitmem.base.errors import InvalidInputError
-from gitmem.format import saferegex
 from gitmem.format.model import Memory
-from gitmem.format.saferegex import SafePattern
 
 if TYPE_CHECKING:
+    from gitmem.format.saferegex import SafePattern
     from gitmem.store.recall import RecallHit
 
 Mode = Literal["fts", "regex", "substring"]
@@ -197,7 +196,41 @@ def _match(
     )
 
 
+class FullText(Protocol):
+    """What answers an FTS5 query for one repository (``gitmem.store.reader.Reader``, or
+    the read commands' fast path, ``gitmem.store.quick.QuickIndex``)."""
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]: ...
+
+
+def full_text_matches(
+    query: str, sources: Iterable[FullText], limit: int, filters: Mapping[str, Any]
+) -> list[SearchMatch] | str:
+    """The best ``limit`` matches of an FTS5 query over every source, or, when the query is
+    not FTS5 syntax (FTS5 cannot parse it, or it has no operator and no memory holds all of
+    its words), why not: the caller then answers it as natural language."""
+    terms = query_terms(query)
+    title = title_text(query)
+    hits: list[tuple[float, Memory]] = []
+    for source in sources:
+        try:
+            hits.extend(source.full_text(query, terms, title, limit, filters))
+        except sqlite3.OperationalError as exc:
+            if not is_fts_syntax_error(exc):
+                raise
+            return f"FTS5 could not parse it: {exc}"
+    if not hits and not uses_fts_syntax(query):
+        return "no memory holds every word"
+    hits.sort(key=lambda pair: -pair[0])
+    pattern = term_pattern(terms)
+    return [locate(memory, pattern, score) for score, memory in hits[:limit]]
+
+
 def compile_line_pattern(query: str, mode: Mode) -> SafePattern:
+    from gitmem.format import saferegex  # the regex module: only for these two modes
+
     # The user's pattern runs under a time bound (saferegex): a regex that backtracks
     # without end over a teammate's body ends with a RegexTimeoutError instead.
     if mode == "substring":

@@ -1,0 +1,156 @@
+"""The index's read queries, on a connection: one SQL for each question, whoever asks.
+
+:class:`gitmem.store.index.Index` runs these after catching up with the branch tip;
+:mod:`gitmem.store.quick` runs the same ones on a read-only connection when the index is
+already current, without loading libgit2. Nothing here catches up, writes or imports
+pygit2.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gitmem.base.clock import parse_timestamp
+from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
+from gitmem.store.rows import (
+    MEMORY_COLUMNS,
+    Hit,
+    check_columns,
+    cooked_path,
+    loads_json,
+    memory_filters,
+    number_params,
+)
+
+SCHEMA_VERSION = 5
+"""The layout of the core tables (``gitmem.store.index``). Bump it when they change: every
+table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
+STORE_CONFIG_KEY = "store"
+"""``meta`` key: the format and scope the indexed tip's gitmem.yaml gives, as JSON."""
+FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
+"""bm25 weights of the full-text columns (title, body, tags, names; idents unweighted: 1.0)."""
+
+
+def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
+    """The :class:`Memory` of one ``SELECT MEMORY_COLUMNS`` row."""
+    (
+        _rowid,
+        memory_id,
+        path,
+        _blob,
+        title,
+        scope,
+        category,
+        tags,
+        created_at,
+        updated_at,
+        version,
+        supersedes,
+        related,
+        agent,
+        session_id,
+        trigger,
+        status,
+        extra,
+        body,
+    ) = row
+    return Memory(
+        id=memory_id,
+        body=body,
+        created_at=parse_timestamp(created_at),
+        updated_at=parse_timestamp(updated_at),
+        version=int(version),
+        title=title,
+        scope=Scope(scope) if scope else None,
+        category=category,
+        tags=tuple(loads_json(tags)),
+        supersedes=supersedes,
+        related=tuple(
+            Related(r["id"], Relationship(r["relationship"])) for r in loads_json(related)
+        ),
+        agent=agent,
+        session_id=session_id,
+        trigger=Trigger(trigger) if trigger else None,
+        status=Status(status),
+        extra=loads_json(extra),
+        path=path,
+        store_scope=store_scope,
+    )
+
+
+def problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Problems by path in git's byte order (SQLite would put the byte paths last)."""
+    found = conn.execute("SELECT path, message FROM problems")
+    rows = [(cooked_path(p), cooked_path(m)) for p, m in found]
+    rows.sort(key=lambda row: row[0].encode("utf-8", "surrogateescape"))
+    return rows
+
+
+def column_rows(
+    conn: sqlite3.Connection,
+    columns: Sequence[str],
+    *,
+    ids: Iterable[str] | None = None,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+) -> list[tuple[Any, ...]]:
+    """A few columns of the current memories, oldest first (see ``Index.rows``)."""
+    check_columns(columns)
+    where, params = memory_filters(
+        include_superseded=include_superseded, include_archived=include_archived
+    )
+    listed = ", ".join(f"m.{c}" for c in columns)
+    if ids is None:
+        sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
+        return conn.execute(sql, params).fetchall()
+    wanted = list(dict.fromkeys(ids))
+    where += " AND " if where else "WHERE "
+    found: list[tuple[Any, ...]] = []
+    for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
+        chunk = wanted[i : i + 500]
+        sql = (
+            f"SELECT {listed}, m.created_us, m.id FROM memories m "
+            f"{where}m.id IN ({', '.join('?' for _ in chunk)})"
+        )
+        found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
+    found.sort(key=lambda row: (row[-2], row[-1]))
+    return [row[:-2] for row in found]
+
+
+def fts_hits(
+    conn: sqlite3.Connection,
+    store_scope: Scope,
+    query: str,
+    *,
+    title_text: str,
+    limit: int,
+    filters: dict[str, Any],
+) -> list[Hit]:
+    """FTS5 query ranked by bm25 (title weighted), after a title-match tier.
+
+    Raises sqlite3.OperationalError for a malformed FTS5 query; the caller decides what
+    to do with a query that is not FTS5 syntax.
+    """
+    where, params = memory_filters(**filters)
+    where = where.replace("WHERE", "AND", 1) if where else ""
+    needle = title_text.casefold()
+    sql = (
+        f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, "
+        f"bm25(fts, {FTS_WEIGHTS}) AS rank, "
+        "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
+        "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
+        "ELSE 0 END AS tier "
+        "FROM fts JOIN memories m ON m.rowid = fts.rowid "
+        f"WHERE fts MATCH :query {where} "
+        "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
+    )
+    named = {f"p{i}": p for i, p in enumerate(params)}
+    rows = conn.execute(
+        number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
+    ).fetchall()
+    return [
+        Hit(memory_from_row(r[:19], store_scope), float(r[20]) * 1000.0 - float(r[19]))
+        for r in rows
+    ]
