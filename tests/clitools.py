@@ -53,6 +53,14 @@ class Gitmem:
         return one_line_error(result.stderr)
 
 
+def pretend_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the runner's streams say they are a terminal, as in an interactive shell: what
+    gitmem shows only there (progress bars, git's own progress) is then drawn on stderr."""
+    import click.testing
+
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True)
+
+
 def one_line_error(stderr: str) -> str:
     lines = stderr.splitlines()
     assert len(lines) == 1, f"want one line on stderr, got: {stderr!r}"

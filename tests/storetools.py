@@ -14,6 +14,18 @@ from gitmem import Scope, Store
 __all__ = ["run_git"]
 
 
+def assert_progress(calls: list[tuple[int, int]]) -> None:
+    """What a ``progress(done, total)`` callback saw is sensible: one total, ``done`` never
+    going back and never past it, and the last call at ``done == total``."""
+    assert calls, "progress was never called"
+    totals = {total for _, total in calls}
+    assert len(totals) == 1, f"the total changed: {sorted(totals)}"
+    dones = [done for done, _ in calls]
+    assert dones == sorted(dones), f"done went back: {dones}"
+    assert all(0 <= done <= calls[0][1] for done in dones), calls
+    assert calls[-1][0] == calls[-1][1], f"did not end at the total: {calls[-1]}"
+
+
 def tip(store: Store, scope: Scope | str | None = None) -> str | None:
     """The commit id the store's branch points at (None for an empty repository)."""
     commit = store.db(scope).tip()

@@ -231,3 +231,26 @@ def test_gc_and_fsck_hold_the_packing_lock(bare_store: Store) -> None:
         os.close(fd)
     (result,) = bare_store.gc()
     assert result.loose_after == 0
+
+
+def test_gc_reports_progress_per_repository(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storetools import assert_progress
+
+    bare_store.create("something to pack\n")
+    calls: list[tuple[int, int]] = []
+    (result,) = bare_store.gc(progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 1), (1, 1)] and result.loose_after == 0
+    # A project's store beside the user's: one step each, in the order they are packed.
+    gitmem.init(Path(os.environ["GITMEM_HOME"]), scope="user").create("user fact\n")
+    project = tmp_path / "proj"
+    project.mkdir()
+    run_git(project, "init", "-q")
+    gitmem.init_project(project).create("project fact\n")
+    monkeypatch.chdir(project)
+    both = gitmem.open()
+    calls.clear()
+    assert len(both.gc(progress=lambda done, total: calls.append((done, total)))) == 2
+    assert_progress(calls)
+    assert calls == [(0, 2), (1, 2), (2, 2)]

@@ -779,3 +779,44 @@ def test_init_at_the_global_store_path(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("GITMEM_DIR", str(tmp_path / "via-env"))
     data = Gitmem(None, make_runner()).json("init", "--scope", "user")
     assert (data["path"], data["scope"]) == (str(tmp_path / "via-env"), "user")
+
+
+# -- progress on a terminal -------------------------------------------------------------------
+
+
+def test_doctor_draws_its_bar_on_stderr_and_never_under_json(
+    gm: Gitmem, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clitools import pretend_terminal
+
+    with store.transaction(message="many"):
+        for n in range(750):  # 7 checks x 750 memories: past the bar's 5,000 units
+            store.create(f"memory {n}\n")
+    gm("doctor", "--fix")
+    plain = gm("doctor")
+    pretend_terminal(monkeypatch)
+    drawn = gm("doctor")
+    assert drawn.stdout == plain.stdout  # the report alone on stdout
+    assert "checking" in drawn.stderr and "100%" in drawn.stderr
+    quiet = gm("doctor", "--json")
+    assert quiet.stderr == ""
+    assert json.loads(quiet.stdout)["healthy"] is True
+
+
+def test_gc_says_what_it_is_doing_on_a_terminal_only(
+    gm: Gitmem, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clitools import pretend_terminal
+
+    store.create("something to pack")
+    first = gm("gc")
+    assert first.stderr == "" and "packed " in first.stdout
+    pretend_terminal(monkeypatch)
+    store.create("something more")
+    second = gm("gc")
+    assert second.stderr == "gitmem gc: packing repository with git gc...\n"
+    assert "gitmem gc:" not in second.stdout and "packed " in second.stdout
+    store.create("and more")
+    quiet = gm("gc", "--json")
+    assert quiet.stderr == ""
+    assert json.loads(quiet.stdout)[0]["loose_objects_after"] == 0

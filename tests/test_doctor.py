@@ -566,3 +566,40 @@ def test_doctor_through_the_real_console_script(store: Store) -> None:
     assert "Traceback" not in result.stderr
     assert "(fixed)" in result.stdout  # the merge driver
     assert gm.driver_registered(store.path)
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+def test_doctor_reports_progress_over_the_memories_it_checks(any_store: Store) -> None:
+    from storetools import assert_progress
+
+    for n in range(30):
+        any_store.create(f"memory {n}", title=f"m{n}")
+    calls: list[tuple[int, int]] = []
+    report = D.diagnose(any_store, progress=lambda done, total: calls.append((done, total)))
+    assert report.healthy or all(f.check == "hooks" for f in report.remaining)
+    assert_progress(calls)
+    total = calls[-1][1]
+    # Each of the seven checks that go through the memories counts each of the 30, the
+    # other eight one each.
+    assert total == 7 * 30 + 8
+    assert len(calls) > 30  # the checks that walk them one by one step as they go
+    # --deep, --fix, a check named twice, a chosen few: the same rules.
+    for kwargs in ({"deep": True, "fix": True}, {"checks": ["index", "index", "locks"]}):
+        calls.clear()
+        D.diagnose(any_store, progress=lambda done, total: calls.append((done, total)), **kwargs)
+        assert_progress(calls)
+    assert calls[-1] == (30 + 30 + 1, 30 + 30 + 1)
+
+
+def test_doctor_progress_ends_at_the_total_on_a_broken_branch(store: Store) -> None:
+    from storetools import assert_progress
+
+    store.create("x\n")
+    opened = gitmem.open(store.path)
+    (store.db().gitdir / "refs" / "heads" / "main").write_text("9abcdef0" * 5 + "\n")
+    calls: list[tuple[int, int]] = []
+    D.diagnose(opened, progress=lambda done, total: calls.append((done, total)))
+    assert_progress(calls)
+    assert calls[-1][1] == len(D.CHECKS)  # no memory could be counted: one unit each

@@ -7,6 +7,7 @@ everything is checked through git and through the graph's own reads.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -225,3 +226,37 @@ def test_a_kill_during_migration_leaves_the_old_or_the_new_store(tmp_path: Path)
         final = gitmem.open(path)
         assert final.config().format == FORMAT and graph_of(final) == expected
         assert run_git(path, "fsck", "--strict", "--no-dangling") == ""
+
+
+def test_migrate_reports_progress_over_the_files_it_moves(any_store: Store) -> None:
+    from storetools import assert_progress
+
+    make_format_1(any_store)
+    store = gitmem.open(store_path(any_store))
+    calls: list[tuple[int, int]] = []
+    migrate(store, dry_run=True, progress=lambda done, total: calls.append((done, total)))
+    assert_progress(calls)
+    assert calls[0] == (0, 7) and calls[-1] == (7, 7)
+    calls.clear()
+    (step,) = migrate(store, progress=lambda done, total: calls.append((done, total)))
+    assert len(step.moved) == 7
+    assert_progress(calls)
+    assert calls[-1] == (7, 7)
+    calls.clear()
+    assert migrate(store, progress=lambda done, total: calls.append((done, total))) == []
+    assert calls == []  # nothing to migrate, nothing walked
+
+
+def test_cli_migrate_on_a_terminal_prints_nothing_extra(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.clitools import pretend_terminal
+
+    make_format_1(store)
+    gm = Gitmem(store.path, make_runner())
+    pretend_terminal(monkeypatch)
+    dry = gm("migrate", "--dry-run")
+    assert dry.stdout == "repo: format 1 -> 2: Would move 7 file(s)\n"
+    assert dry.stderr == ""  # a bar only for steps with many files to look at
+    quiet = gm("migrate", "--json")
+    assert quiet.stderr == "" and json.loads(quiet.stdout)[0]["from_format"] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -677,3 +678,92 @@ def test_resolve_a_decided_field(decided: tuple[Store, Store, str], keep: str) -
     assert memory.body == "line one, b\nline two\nline three, a\n"
     with pytest.raises(gitmem.NotFoundError):
         S.resolve(a, memory_id, keep)
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+FAKE_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+
+
+def test_sync_reports_the_index_catch_up_over_the_commits_it_brought(
+    tmp_path: Path, origin: Store, clock: FixedClock
+) -> None:
+    from storetools import assert_progress
+
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    a.create("first")
+    S.sync(a)
+    S.sync(b)
+    for n in range(25):
+        a.create(f"memory {n}")
+    S.sync(a)
+    b.list()  # b's index is at its tip before the sync
+    calls: list[tuple[int, int]] = []
+    result = b.sync(progress=lambda done, total: calls.append((done, total)))
+    assert result.merge == "fast-forward" and result.fetched == 25
+    assert_progress(calls)
+    assert calls[-1] == (25, 25)  # one step per commit the fast-forward brought
+    # Nothing new: no catch-up, no progress.
+    calls.clear()
+    b.sync(progress=lambda done, total: calls.append((done, total)))
+    assert calls == []
+
+
+def test_sync_passes_gits_own_progress_on_redacted(
+    tmp_path: Path, origin: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_PROGRESS_DELAY", "0")  # git shows progress at once, not after 2 s
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    hook = origin.db().gitdir / "hooks" / "post-receive"
+    hook.write_text(f"#!/bin/sh\necho 'mirrored to https://bot:{FAKE_TOKEN}@example.com/m' >&2\n")
+    hook.chmod(0o755)
+    trust(a.path)  # the hub's hook runs for a trusted clone only (gitmem.git.command)
+    for n in range(20):
+        a.create(f"memory {n}")
+    pushed: list[str] = []
+    assert a.sync(git_progress=pushed.append).pushed
+    text = "".join(pushed)
+    assert "Writing objects: 100%" in text
+    assert all(line.endswith(("\r", "\n")) for line in pushed)
+    assert "\r" in text  # progress lines redraw themselves, as git draws them
+    assert "remote: mirrored to https://***@example.com/m" in text
+    assert FAKE_TOKEN not in text and "bot:" not in text
+    fetched: list[str] = []
+    assert b.sync(git_progress=fetched.append).merge == "fast-forward"
+    assert "objects" in "".join(fetched)
+    # Without the callback git is asked for no progress, and the sync is the same.
+    a.create("one more")
+    assert a.sync().pushed
+
+
+def test_redact_remote_masks_what_a_url_carries() -> None:
+    from gitmem.base.redact import redact_remote
+
+    assert redact_remote("to https://me:s3cret@host/x") == "to https://***@host/x"
+    assert redact_remote(f"https://{FAKE_TOKEN}@github.com/x") == "https://***@github.com/x"
+    assert FAKE_TOKEN not in redact_remote(f"token {FAKE_TOKEN}\r")
+    assert redact_remote("Receiving objects:  50% (1/2)\r") == "Receiving objects:  50% (1/2)\r"
+
+
+def test_cli_sync_shows_gits_progress_on_a_terminal_only(
+    tmp_path: Path, origin: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clitools import pretend_terminal
+
+    monkeypatch.setenv("GIT_PROGRESS_DELAY", "0")
+    a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
+    for n in range(20):
+        a.create(f"memory {n}")
+    runner = make_runner()
+    plain = Gitmem(a.path, runner)("sync")
+    assert plain.stderr == ""  # not a terminal: git is not even asked for progress
+    a.create("one more")
+    pretend_terminal(monkeypatch)
+    shown = Gitmem(a.path, runner)("sync")
+    assert "Writing objects: 100%" in shown.stderr
+    assert shown.stdout == "nothing new from origin/main; pushed\n"  # the summary alone
+    quiet = Gitmem(b.path, runner)("sync", "--json")
+    assert quiet.stderr == ""
+    data = json.loads(quiet.stdout)
+    assert data["merge"] == "fast-forward" and data["fetched"] == 21

@@ -379,3 +379,13 @@ def redact(text: str) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+_URL_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+def redact_remote(text: str) -> str:
+    """Text from git talking to a remote (its messages, its progress lines): the user part of
+    every URL (``https://user:token@host``, ``https://token@host``) masked as ``***``, then
+    whatever else :func:`redact` finds."""
+    return redact(_URL_USERINFO.sub(r"\1***@", text))

@@ -9,7 +9,17 @@ import click
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import EXIT_CODES, InvalidInputError
-from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state, short, table
+from gitmem.cli.common import (
+    ProgressBar,
+    State,
+    TerminalLines,
+    emit_json,
+    json_option,
+    on_terminal,
+    pass_state,
+    short,
+    table,
+)
 from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
@@ -94,6 +104,8 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     merges again (up to 5 times). A network or authentication failure leaves
     the store as it was. Memories changed on both sides in the same lines are
     kept both: one at its path, the other as a fork (see gitmem conflicts).
+    On a terminal, git's own fetch and push progress is shown on stderr, and
+    a bar while the index catches up with many new commits.
 
     \b
     Examples:
@@ -101,7 +113,14 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
       gitmem sync backup --branch main
       gitmem sync --json
     """
-    result = state.store().sync(remote_name, branch=branch, scope=scope)
+    with ProgressBar("indexing", quiet=state.json, min_total=2000) as progress:
+        result = state.store().sync(
+            remote_name,
+            branch=branch,
+            scope=scope,
+            progress=progress,
+            git_progress=TerminalLines() if on_terminal(state.json) else None,
+        )
     if state.json:
         emit_json(result.to_dict())
         return

@@ -282,7 +282,7 @@ class ProgressBar:
     when the command is not printing JSON, and once the work is large enough to wait for.
 
     A ``progress(done, total)`` callback for the library's long operations (index builds,
-    imports, clones).
+    imports, clones, sync's index catch-up, doctor, migrate).
     """
 
     def __init__(self, label: str, *, quiet: bool = False, min_total: int = 0) -> None:
@@ -293,7 +293,7 @@ class ProgressBar:
         self.done = 0
 
     def __call__(self, count: int, total: int) -> None:
-        if self.quiet or total < self.min_total or not sys.stderr.isatty():
+        if total < self.min_total or not on_terminal(self.quiet):
             return
         if self.bar is None:
             self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
@@ -307,3 +307,29 @@ class ProgressBar:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+
+
+def on_terminal(quiet: bool = False) -> bool:
+    """Whether to show how a long step is going: stderr is a terminal, and no ``--json``."""
+    return not quiet and sys.stderr.isatty()
+
+
+def notice(text: str, *, quiet: bool = False) -> None:
+    """One line on stderr saying what a long step is doing, only on a terminal (``gc``)."""
+    if on_terminal(quiet):
+        click.echo(text, err=True)
+
+
+class TerminalLines:
+    """A ``lines(text)`` callback passing the library's lines (git's own progress while it
+    fetches and pushes, credentials already redacted) to stderr as they come, each with its
+    own end (a carriage return redraws a progress line); only on a terminal, never under
+    ``--json``."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+
+    def __call__(self, line: str) -> None:
+        if on_terminal(self.quiet):
+            sys.stderr.write(line)
+            sys.stderr.flush()

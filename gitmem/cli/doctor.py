@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import ProgressBar, State, emit_json, json_option, on_terminal, pass_state
 from gitmem.entry import doctor as _doctor
 from gitmem.entry import secretscan
 
@@ -50,6 +50,7 @@ def doctor(
     The memory checks read the index once its files match git's blob for blob;
     --deep decodes every memory from git instead and compares each with its
     index row (by default a sample of 64 is compared field by field).
+    On a terminal, a progress bar follows the checks over a large store.
 
     Exit status: 0 when no error or warning remains, 1 otherwise.
 
@@ -60,7 +61,18 @@ def doctor(
       gitmem doctor --check index --check locks --json
       gitmem doctor --deep
     """
-    report = _doctor.diagnose(state.store(), fix=fix, checks=checks or None, scope=scope, deep=deep)
+    # The bar's units: one per memory for each check that reads them all (a few thousand
+    # units is a few hundred memories, where the checks start to take a moment). Counting
+    # them costs a walk of the memory folders: only for a terminal that shows the bar.
+    with ProgressBar("checking", quiet=state.json, min_total=5000) as progress:
+        report = _doctor.diagnose(
+            state.store(),
+            fix=fix,
+            checks=checks or None,
+            scope=scope,
+            deep=deep,
+            progress=progress if on_terminal(state.json) else None,
+        )
     if state.json:
         emit_json(report.to_dict())
     else:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
+from gitmem.cli.common import ProgressBar, State, emit_json, json_option, notice, pass_state
 from gitmem.store.search import MODES, SearchMatch, SearchResults
 
 if TYPE_CHECKING:
@@ -326,13 +326,20 @@ def gc(state: State, scope: str | None) -> None:
     """Pack the store's git repository and report its size before and after.
 
     Runs 'git gc' (pygit2 cannot prune loose objects), so it needs the git
-    binary. Safe at any time: it never drops a reachable memory version.
+    binary. Safe at any time: it never drops a reachable memory version. On a
+    terminal, a line on stderr says which repository is being packed.
 
     \b
     Example:
       gitmem gc
     """
-    results = state.store().gc(scope=scope)
+
+    def packing(done: int, total: int) -> None:
+        if done < total:
+            which = f" {done + 1} of {total}" if total > 1 else ""
+            notice(f"gitmem gc: packing repository{which} with git gc...", quiet=state.json)
+
+    results = state.store().gc(scope=scope, progress=packing)
     if state.json:
         emit_json([r.to_dict() for r in results])
         return
@@ -364,6 +371,7 @@ def migrate(state: State, dry_run: bool) -> None:
     keeps working, and this moves it to the current layout (format 2: the
     knowledge graph's entity files in hash shards). A second run does nothing; a
     store newer than this gitmem is refused by every command, never misread.
+    On a terminal, a progress bar follows the files a step looks at.
 
     \b
     Examples:
@@ -372,7 +380,8 @@ def migrate(state: State, dry_run: bool) -> None:
     """
     from gitmem.features.migrate import migrate as run_migrations
 
-    steps = run_migrations(state.store(), dry_run=dry_run)
+    with ProgressBar("migrating", quiet=state.json, min_total=500) as progress:
+        steps = run_migrations(state.store(), dry_run=dry_run, progress=progress)
     if state.json:
         emit_json([s.to_dict() for s in steps])
         return

@@ -59,7 +59,10 @@ from gitmem.entry.doctor_context import (
     WARNING,
     Context,
     Finding,
+    Progress,
+    Tally,
     damaged_finding,
+    memory_files,
 )
 from gitmem.entry.doctor_memories import (
     check_chains,
@@ -159,6 +162,7 @@ def diagnose(
     checks: Iterable[str] | None = None,
     scope: Scope | str | None = None,
     deep: bool = False,
+    progress: Progress | None = None,
 ) -> DoctorReport:
     """Run the checks on every scope of ``store`` (or one); with ``fix``, apply the safe fixes.
 
@@ -167,6 +171,9 @@ def diagnose(
     the git scan otherwise. ``deep`` also decodes every memory from git and compares it
     field by field with its index row (what the index check samples by default), and runs
     the memory checks on that scan.
+
+    ``progress(done, total)`` follows the run: the checks that read the memories count
+    one per memory of their scope, the others one each (:class:`Tally`).
     """
     chosen = list(CHECKS if checks is None else checks)
     unknown = [c for c in chosen if c not in CHECKS]
@@ -178,8 +185,11 @@ def diagnose(
     report = DoctorReport([str(store.db(s).path) for s in scopes], chosen)
     # One context per scope of the store, shared: a link may point into the other scope.
     peers: dict[Scope, Context] = {}
+    tally = Tally(progress)
     for each in store.scopes:
-        peers[each] = Context(store, store.db(each), each, deep=deep, peers=peers)
+        peers[each] = Context(store, store.db(each), each, deep=deep, peers=peers, tally=tally)
+    weights = {each: _weights(peers[each], chosen, progress is not None) for each in scopes}
+    tally.total = sum(weights[each][name] for each in scopes for name in chosen)
     for each in scopes:
         context = peers[each]
         order = chosen
@@ -200,6 +210,7 @@ def diagnose(
         broken = _broken_tip(context)
         try:
             for name in order:
+                tally.start(weights[each][name])
                 if broken is not None and name not in _WITHOUT_TIP:
                     # Nothing that reads memories can run on a branch whose commit is gone:
                     # the first such check says so, once.
@@ -208,6 +219,7 @@ def diagnose(
                         broken.check = name
                         broken.scope = str(each)
                         results[name] = [broken]
+                    tally.finish()
                     continue
                 try:
                     found = list(_CHECKERS[name](context))
@@ -218,6 +230,7 @@ def diagnose(
                 results[name] = found
                 if fix:
                     _apply(found)
+                tally.finish()
         finally:
             if context.fsck is not None:  # a check failed before fsck was collected
                 context.fsck.kill()
@@ -230,6 +243,23 @@ def diagnose(
         finding.message = secrets_mod.redact(finding.message)
         finding.fix = secrets_mod.redact(finding.fix) if finding.fix else finding.fix
     return report
+
+
+MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chains", "secrets"})
+"""The checks that go through every memory of their scope."""
+
+
+def _weights(ctx: Context, chosen: Sequence[str], counted: bool) -> dict[str, int]:
+    """Each chosen check's share of the run's progress: the number of memory files at the
+    tip for a check that goes through the memories, else one."""
+    memories = 1
+    if counted and MEMORY_CHECKS.intersection(chosen):
+        try:
+            tip = ctx.db.tip()
+            memories = max(1, len(memory_files(ctx.db, str(tip.id) if tip else None)))
+        except (RepositoryDamagedError, KeyError, pygit2.GitError):
+            memories = 1  # a damaged branch: the checks that read it stop at once
+    return {name: memories if name in MEMORY_CHECKS else 1 for name in chosen}
 
 
 _WITHOUT_TIP = ("fsck", "locks", "leftovers", "merge", "merge-driver", "hooks", "permissions")

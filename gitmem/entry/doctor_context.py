@@ -131,6 +131,42 @@ CONTENT_SAMPLE = 16
 Each costs a lookup of the tip commit (about 6 ms at 10k loose objects) and a decode."""
 
 
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Tally:
+    """``progress(done, total)`` over a doctor run: each check that goes through the
+    memories counts one per memory of its scope (those that walk them one by one step as
+    they go), every other check counts one. ``done`` only grows, and ends at ``total``."""
+
+    progress: Progress | None = None
+    total: int = 0
+    done: int = 0
+    _end: int = 0
+    _shown: int = -1
+
+    def start(self, weight: int) -> None:
+        """A check of ``weight`` units begins."""
+        self._end = self.done + max(1, weight)
+
+    def step(self, n: int = 1) -> None:
+        """``n`` memories of the current check done (never past its share)."""
+        self.done = min(self.done + n, max(self.done, self._end - 1))
+        if self.done - self._shown >= max(1, self.total // 200):
+            self._report()
+
+    def finish(self) -> None:
+        """The current check is done: its whole share counts."""
+        self.done = max(self.done, self._end)
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None and self.done != self._shown:
+            self._shown = self.done
+            self.progress(self.done, self.total)
+
+
 @dataclass
 class Context:
     """One scope's repository, with what the checks share computed once per run.
@@ -154,6 +190,8 @@ class Context:
     _entries: list[Entry] | None = None
     fsck: subprocess.Popen[bytes] | None = None
     """``git fsck`` started early, running beside the other checks."""
+    tally: Tally = field(default_factory=Tally)
+    """How far the run is: the checks that go through memories one by one step it."""
 
     @property
     def where(self) -> str:

@@ -182,6 +182,7 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
     cache = _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY)
     clean: set[str] = set()
     for entry in ctx.entries():
+        ctx.tally.step()
         if not entry.blob:
             continue
         if entry.blob in cache.known:
@@ -334,6 +335,7 @@ def memory_secrets(ctx: Context) -> Iterator[tuple[Entry, list[secrets_mod.Secre
     cache = _CleanBlobs(ctx.db.state_dir / CLEAN_BLOBS, policy)
     clean: set[str] = set()
     for entry in ctx.entries():
+        ctx.tally.step()
         if not entry.blob:
             continue
         if entry.blob in cache.known:

@@ -54,11 +54,13 @@ class Migration:
         }
 
 
-Step = Callable[[Snapshot, Migration], None]
-"""Stages one version's changes in a snapshot (the format line is raised by the caller)."""
+Progress = Callable[[int, int], None]
+Step = Callable[[Snapshot, Migration, Progress | None], None]
+"""Stages one version's changes in a snapshot (the format line is raised by the caller),
+calling ``progress(done, total)`` over the files it looks at, if given."""
 
 
-def _shard_entities(snap: Snapshot, report: Migration) -> None:
+def _shard_entities(snap: Snapshot, report: Migration, progress: Progress | None) -> None:
     """1 -> 2: each ``entities/<type>/<name>.md`` to ``entities/<type>/<shard>/<name>.md``.
 
     The file's id is its path, so the moved file gets its new id and names the old one in
@@ -66,42 +68,53 @@ def _shard_entities(snap: Snapshot, report: Migration) -> None:
     move. Name, type, observations and relations are kept (relations name entities, not
     files), so the graph reads the same entities before and after.
     """
+    # Only entities/<type>/<name>.md: the sharded ones are already where they belong.
+    flat = [
+        path
+        for path in sorted(snap.iter_files(ENTITIES_ROOT))
+        if len(path.split("/")) == 3 and is_entity_path(path)
+    ]
+    if progress is not None:
+        progress(0, len(flat))
+    for done, path in enumerate(flat, 1):
+        _shard_entity(snap, path, report)
+        if progress is not None and (done % 100 == 0 or done == len(flat)):
+            progress(done, len(flat))
+
+
+def _shard_entity(snap: Snapshot, path: str, report: Migration) -> None:
+    """One ``entities/<type>/<name>.md`` moved into its shard (see :func:`_shard_entities`)."""
     from gitmem.features.graph import shard_of
 
-    for path in sorted(snap.iter_files(ENTITIES_ROOT)):
-        parts = path.split("/")
-        if len(parts) != 3 or not is_entity_path(path):
-            continue  # already sharded, or not an entity file
-        data = snap.read(path)
-        if data is None:
-            continue
-        try:
-            memory = memfile.decode(data, path)
-        except GitmemError as exc:
-            raise StoreError(
-                f"cannot migrate {path}: {exc}",
-                hint="fix or remove the file (gitmem doctor), then run gitmem migrate again",
-            ) from None
-        entity = entity_fields(memory)
-        folder, segment = parts[1], parts[2][: -len(".md")]
-        target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}"
-        n = 2
-        while snap.exists(f"{target_id}.md"):
-            target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}-{n}"
-            n += 1
-        moved = replace(
-            memory, id=target_id, path=None, supersedes=memory.supersedes or memory.id
-        )
-        doc = memory.document
-        metadata = moved.to_metadata()
-        text = codec.serialize(
-            doc.with_changes(metadata, moved.body)
-            if doc is not None
-            else codec.Document(metadata, moved.body)
-        )
-        snap.remove(path)
-        snap.put(f"{target_id}.md", text.encode("utf-8"))
-        report.moved.append((path, f"{target_id}.md"))
+    parts = path.split("/")
+    data = snap.read(path)
+    if data is None:
+        return
+    try:
+        memory = memfile.decode(data, path)
+    except GitmemError as exc:
+        raise StoreError(
+            f"cannot migrate {path}: {exc}",
+            hint="fix or remove the file (gitmem doctor), then run gitmem migrate again",
+        ) from None
+    entity = entity_fields(memory)
+    folder, segment = parts[1], parts[2][: -len(".md")]
+    target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}"
+    n = 2
+    while snap.exists(f"{target_id}.md"):
+        target_id = f"{ENTITIES_ROOT}/{folder}/{shard_of(entity.name)}/{segment}-{n}"
+        n += 1
+    moved = replace(memory, id=target_id, path=None, supersedes=memory.supersedes or memory.id)
+    doc = memory.document
+    metadata = moved.to_metadata()
+    text = codec.serialize(
+        doc.with_changes(metadata, moved.body)
+        if doc is not None
+        else codec.Document(metadata, moved.body)
+    )
+    snap.remove(path)
+    snap.put(f"{target_id}.md", text.encode("utf-8"))
+    report.moved.append((path, f"{target_id}.md"))
 
 
 STEPS: dict[int, Step] = {1: _shard_entities}
@@ -119,12 +132,15 @@ def _with_format(text: str, version: int) -> str:
     return "".join(lines)
 
 
-def migrate(store: Store, *, dry_run: bool = False) -> list[Migration]:
+def migrate(
+    store: Store, *, dry_run: bool = False, progress: Progress | None = None
+) -> list[Migration]:
     """Bring every scope of ``store`` up to :data:`FORMAT`, one commit per step.
 
     Returns what each step did (nothing for a store already there). ``dry_run`` stages the
     same changes and commits none. A work-tree store with uncommitted edits of a file to
-    move is refused (DirtyWorktreeError), with nothing changed.
+    move is refused (DirtyWorktreeError), with nothing changed. ``progress(done, total)``
+    follows each step over the files it looks at (from 0 to total, per step).
     """
     done: list[Migration] = []
     for scope in store.scopes:
@@ -141,7 +157,7 @@ def migrate(store: Store, *, dry_run: bool = False) -> list[Migration]:
                 report.moved.clear()
                 if _format_at(snap) != current:
                     return CommitSpec("nothing to migrate"), None  # someone else did it
-                STEPS[current](snap, report)
+                STEPS[current](snap, report, progress)
                 config = snap.read(CONFIG_FILE)
                 text = config.decode("utf-8") if config is not None else ""
                 snap.put(CONFIG_FILE, _with_format(text, current + 1).encode("utf-8"))

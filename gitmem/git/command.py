@@ -34,7 +34,8 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -336,6 +337,7 @@ def run_git(
     trusted: bool | None = None,
     keep_repo_env: bool = False,
     extra_env: Mapping[str, str] | None = None,
+    stderr_lines: Callable[[str], None] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
 
@@ -348,22 +350,33 @@ def run_git(
     is committing. ``check``: a non-zero exit raises :class:`StoreError` with git's
     last message line. ``timeout`` expiring raises :class:`subprocess.TimeoutExpired`
     (the caller says what gave up). A missing git binary is a :class:`StoreError`.
+
+    ``stderr_lines``: called with each line git writes on stderr as it comes, with its end
+    (a progress line ends in a carriage return, git's way of redrawing it; others in a
+    newline), as written: the caller redacts what it shows. The result still holds all
+    of stderr.
     """
     env, policy = _policy(gitdir, cwd, trusted, keep_repo_env)
     if extra_env:
         if any(key in REPO_ENV for key in extra_env):
             raise ValueError("extra_env may not point git at another repository")
         env.update(extra_env)
+    command = _command(args, gitdir, policy)
     try:
-        result = subprocess.run(
-            _command(args, gitdir, policy),
-            cwd=cwd,
-            input=input,
-            capture_output=True,
-            env=env,
-            check=False,
-            timeout=timeout,
-        )
+        if stderr_lines is not None:
+            if input is not None:
+                raise ValueError("stderr_lines is for commands that read no input")
+            result = _run_streaming(command, cwd, env, timeout, stderr_lines)
+        else:
+            result = subprocess.run(
+                command,
+                cwd=cwd,
+                input=input,
+                capture_output=True,
+                env=env,
+                check=False,
+                timeout=timeout,
+            )
     except FileNotFoundError:
         raise StoreError("the git binary is not on PATH") from None
     if check and result.returncode != 0:
@@ -371,6 +384,76 @@ def run_git(
         name = args[0] if args else "git"
         raise StoreError(f"git {name} failed: {message[-1] if message else result.returncode}")
     return result
+
+
+_LINE = re.compile(rb"[^\r\n]*[\r\n]")
+
+
+def _split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """Complete lines (each with its carriage return or newline) and the rest of ``buffer``."""
+    lines = _LINE.findall(buffer)
+    return lines, buffer[sum(map(len, lines)) :]
+
+
+def _run_streaming(
+    command: list[str],
+    cwd: str | os.PathLike[str] | None,
+    env: dict[str, str],
+    timeout: float | None,
+    stderr_lines: Callable[[str], None],
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run`` with captured output, handing each stderr line on as it comes."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None
+    out: list[bytes] = []
+    # stdout read beside stderr, so that neither pipe fills while the other is read.
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+    reader.start()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    err = bytearray()
+    pending = b""
+    try:
+        while True:
+            chunk = os.read(stderr.fileno(), 65536)
+            if not chunk:
+                break
+            err += chunk
+            lines, pending = _split_lines(pending + chunk)
+            for line in lines:
+                stderr_lines(line.decode("utf-8", "replace"))
+        if pending:
+            stderr_lines(pending.decode("utf-8", "replace"))
+        reader.join()
+        stdout.close()
+        code = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+        stderr.close()  # stdout: closed once read (a reader still blocked keeps it)
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(command, timeout or 0.0, b"".join(out), bytes(err))
+    return subprocess.CompletedProcess(command, code, b"".join(out), bytes(err))
 
 
 def popen_git(

@@ -471,11 +471,25 @@ class Store:
         """Rebuild the index from git (``gitmem reindex``); returns what each scope holds."""
         return [self.index(b.scope).rebuild(progress) for b in self._ordered(scope)]
 
-    def gc(self, *, scope: Scope | str | None = None) -> builtins.list[GcResult]:
-        """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``)."""
+    def gc(
+        self, *, scope: Scope | str | None = None, progress: Progress | None = None
+    ) -> builtins.list[GcResult]:
+        """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``).
+
+        ``progress(done, total)``: repositories packed, from ``(0, total)`` before the first
+        to ``(total, total)``; each ``git gc`` is one step, however long it takes.
+        """
         from gitmem.git import maintenance
 
-        return [maintenance.gc(b.db) for b in self._ordered(scope)]
+        backends = self._ordered(scope)
+        out: builtins.list[GcResult] = []
+        if progress is not None:
+            progress(0, len(backends))
+        for done, backend in enumerate(backends, 1):
+            out.append(maintenance.gc(backend.db))
+            if progress is not None:
+                progress(done, len(backends))
+        return out
 
     def sync(
         self,
@@ -484,15 +498,27 @@ class Store:
         branch: str | None = None,
         scope: Scope | str | None = None,
         max_attempts: int = 40,
+        progress: Progress | None = None,
+        git_progress: Callable[[str], None] | None = None,
     ) -> SyncResult:
         """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
 
         See :func:`gitmem.store.sync.sync`: forks are reported, never conflict markers;
-        a network failure leaves the store as it was.
+        a network failure leaves the store as it was. ``progress(done, total)`` follows the
+        index catching up with what came in; ``git_progress`` gets git's own progress lines
+        (credentials redacted).
         """
         from gitmem.store.sync import sync
 
-        return sync(self, remote, branch=branch, scope=scope, max_attempts=max_attempts)
+        return sync(
+            self,
+            remote,
+            branch=branch,
+            scope=scope,
+            max_attempts=max_attempts,
+            progress=progress,
+            git_progress=git_progress,
+        )
 
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)

@@ -15,9 +15,9 @@ between) fetches and merges again, up to ``max_attempts`` times.
 from __future__ import annotations
 
 import random
-import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from gitmem.base.redact import redact_remote
 from gitmem.base.trailers import (
     DECIDED_TRAILER,
     FORK_TRAILER,
@@ -48,6 +49,12 @@ if TYPE_CHECKING:
     from gitmem.store.core import Store
 
 MERGE_OP = "merge"
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: the index catching up with the commits a sync brought."""
+GitProgress = Callable[[str], None]
+"""Each line git prints while it fetches or pushes (its progress lines end in a carriage
+return), credentials redacted: for a terminal to show as git would."""
 
 
 class RemoteError(StoreError):
@@ -130,10 +137,17 @@ class SyncResult:
 # -- git, the binary ------------------------------------------------------------------------
 
 
-def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
-    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`)."""
+def _git(
+    db: GitDB, *args: str, lines: GitProgress | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`).
+
+    ``lines`` gets each line of git's stderr as it comes, redacted (the caller asks git for
+    ``--progress``); without it, git's stderr is only read once it exits.
+    """
+    shown = None if lines is None else (lambda line: lines(redact_remote(line)))
     try:
-        result = run_git(args, gitdir=db.gitdir, check=False, timeout=600)
+        result = run_git(args, gitdir=db.gitdir, check=False, timeout=600, stderr_lines=shown)
     except subprocess.TimeoutExpired:
         raise RemoteError(f"git {args[0]} took more than 10 minutes; gave up") from None
     return subprocess.CompletedProcess(
@@ -144,13 +158,10 @@ def _git(db: GitDB, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-_CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
-
-
 def _last_line(text: str) -> str:
     """git's last message line, without any ``user:token@`` a URL in it carries."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return _CREDENTIALS_RE.sub(r"\1***@", lines[-1]) if lines else "no message"
+    return redact_remote(lines[-1]) if lines else "no message"
 
 
 def in_progress(db: GitDB) -> str | None:
@@ -200,10 +211,26 @@ def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -
     return name
 
 
-def _fetch(db: GitDB, remote: str, branch: str) -> pygit2.Commit | None:
+def _progress_flag(lines: GitProgress | None) -> tuple[str, ...]:
+    # --quiet --progress: git's progress lines without its list of updated refs.
+    return ("--progress",) if lines is not None else ()
+
+
+def _fetch(
+    db: GitDB, remote: str, branch: str, lines: GitProgress | None = None
+) -> pygit2.Commit | None:
     """Fetch the remote branch into ``refs/remotes/<remote>/<branch>``; None if it has none."""
     tracking = f"refs/remotes/{remote}/{branch}"
-    result = _git(db, "fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:{tracking}")
+    result = _git(
+        db,
+        "fetch",
+        "--no-tags",
+        "--quiet",
+        *_progress_flag(lines),
+        remote,
+        f"+refs/heads/{branch}:{tracking}",
+        lines=lines,
+    )
     if result.returncode != 0:
         message = result.stderr
         if "couldn't find remote ref" in message:
@@ -256,9 +283,17 @@ def _refuse_rewritten(
     )
 
 
-def _push(db: GitDB, remote: str, branch: str) -> str:
+def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None) -> str:
     """Push the local branch (never forced): ``pushed``, ``up-to-date`` or ``rejected``."""
-    result = _git(db, "push", "--porcelain", remote, f"{db.ref_name}:refs/heads/{branch}")
+    result = _git(
+        db,
+        "push",
+        "--porcelain",
+        *_progress_flag(shown),
+        remote,
+        f"{db.ref_name}:refs/heads/{branch}",
+        lines=shown,
+    )
     lines = [line for line in result.stdout.splitlines() if "\t" in line]
     if result.returncode == 0:
         return "up-to-date" if lines and all(line.startswith("=") for line in lines) else "pushed"
@@ -542,8 +577,14 @@ def sync(
     scope: Scope | str | None = None,
     max_attempts: int = 40,
     join: bool = False,
+    progress: Progress | None = None,
+    git_progress: GitProgress | None = None,
 ) -> SyncResult:
     """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+
+    ``progress(done, total)`` follows the index catching up with what the sync brought
+    (the commits of a fast-forward or merge, each read once); ``git_progress`` gets git's
+    own lines as it fetches and pushes (``--progress``), credentials redacted.
 
     Between a rejected push and the next fetch the sync sleeps a random time up to a bound
     that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
@@ -567,7 +608,7 @@ def sync(
         result.attempts = attempt
         tracking = f"refs/remotes/{remote}/{target}"
         fetched_before = _ref_target(db.repo, tracking)
-        theirs = _fetch(db, remote, target)
+        theirs = _fetch(db, remote, target, git_progress)
         if theirs is not None and fetched_before is not None:
             _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
         if theirs is not None:
@@ -587,7 +628,7 @@ def sync(
         if local is None or (theirs is not None and local.id == theirs.id):
             break
         try:
-            outcome = _push(db, remote, target)
+            outcome = _push(db, remote, target, git_progress)
         except RemoteError as exc:
             if result.merge == "none":
                 raise
@@ -624,7 +665,7 @@ def sync(
             bucket.append(memory_id)
     if db.workdir is not None and not merging.driver_registered(db.path):
         merging.register_driver(db.path)
-    store.index(scope).catch_up()
+    store.index(scope).catch_up(progress)
     return result
 
 
