@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gitmem.base.errors import InvalidMemoryError
+from gitmem.features.layered import ENTRY_SCHEMA
 from gitmem.format import schema
 from gitmem.format.codec import parse
 from gitmem.format.model import (
@@ -283,3 +284,86 @@ def test_property_validate_agrees_with_jsonschema(meta: dict[str, Any]) -> None:
         assert str(exc).startswith("memory ")
     else:
         assert expected
+
+
+# -- the checker that spares valid documents jsonschema (schema.conforms) -----------------
+
+_ODD_TEXT = st.sampled_from(
+    ["", "x", "mem_1", "a/b", "../x", "a..b", ".x", "2026-11-22", "2026-11-22T10:30:00Z",
+     "2026-11-22 10:30", "२०२६-११-२२", "repo", "user", "active", "archived", "refines",
+     "hook", "shared-project", "skill-specific", "command", "agent", "x" * 101, "y" * 201]
+)
+_SCALAR = st.one_of(
+    _ODD_TEXT, st.text(max_size=12), st.integers(-3, 3), st.booleans(), st.none(),
+    st.floats(allow_nan=False, allow_infinity=False, width=16),
+)
+_VALUE = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["id", "relationship", "x", "layer"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+_MEMORY_KEYS = ["id", "title", "scope", "category", "tags", "created_at", "updated_at",
+                "version", "supersedes", "related", "agent", "session_id", "trigger", "status",
+                "extra_key"]
+_ENTRY_KEYS = ["layer", "fileType", "content", "project", "skill", "command", "agent",
+               "title", "tags", "other"]
+
+
+def _documents(keys: list[str], base: dict[str, Any]) -> st.SearchStrategy[Any]:
+    changes = st.dictionaries(st.sampled_from(keys), st.one_of(_VALUE, _ODD_TEXT), max_size=5)
+    drops = st.sets(st.sampled_from(keys), max_size=2)
+    whole = st.builds(
+        lambda c, d: {k: v for k, v in {**base, **c}.items() if k not in d}, changes, drops
+    )
+    return st.one_of(whole, _VALUE)
+
+
+def _jsonschema_valid(value: Any, name: str) -> bool:
+    return bool(schema._validator(name).is_valid(value))
+
+
+@given(_documents(_MEMORY_KEYS, schema.to_json_value(valid())))
+def test_conforms_agrees_with_jsonschema_on_memories(value: Any) -> None:
+    answer = schema.conforms(value, schema.MEMORY_SCHEMA)
+    if answer is not None:
+        assert answer == _jsonschema_valid(value, schema.MEMORY_SCHEMA), value
+
+
+@given(
+    _documents(
+        _ENTRY_KEYS,
+        {"layer": "shared-project", "fileType": "known_issues", "content": "x", "project": "p"},
+    )
+)
+def test_conforms_agrees_with_jsonschema_on_layered_entries(value: Any) -> None:
+    answer = schema.conforms(value, ENTRY_SCHEMA)
+    if answer is not None:
+        assert answer == _jsonschema_valid(value, ENTRY_SCHEMA), value
+
+
+def test_conforms_is_sure_of_what_writes_store() -> None:
+    full = valid(
+        title="t", scope="repo", category="c", tags=["a", "b"], supersedes="mem_x",
+        related=[{"id": "mem_y", "relationship": "refines"}], agent="claude",
+        session_id="s1", trigger="hook", status="active", extra={"any": ["thing", 1]},
+    )
+    assert schema.conforms(schema.to_json_value(full)) is True
+    assert schema.conforms(schema.to_json_value(valid(version=0))) is False
+    assert schema.conforms(schema.to_json_value(valid(scope="team"))) is False
+
+
+def test_a_valid_write_does_not_load_jsonschema(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, gitmem\n"
+        f"s = gitmem.init({str(tmp_path / 's')!r}, bare=True)\n"
+        "s.create('a body', title='t', tags=['x'])\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

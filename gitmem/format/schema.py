@@ -1,8 +1,10 @@
 """JSON Schema validation of front-matter, against the files in ``schemas/``.
 
-jsonschema is imported when the first document is validated, not with this module:
-importing it costs more than everything else a git hook's ``gitmem check`` loads, and
-the model imports :func:`to_json_value` from here.
+jsonschema is imported only when a document fails :func:`conforms`, a small checker of the
+keywords our schemas use that answers "valid" only when sure: importing jsonschema costs a
+process about 100 ms, more than everything else ``gitmem add`` loads but libgit2, and a
+valid document (every write's) never needs it. An invalid one (or one the checker is not
+sure of) is validated by jsonschema, whose first error names the field, as before.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +70,11 @@ def validate(
     metadata: dict[str, Any], *, schema: str = MEMORY_SCHEMA, what: str = "memory"
 ) -> None:
     """Raise InvalidMemoryError naming the first field that breaks the schema."""
+    value = to_json_value(metadata)
+    if conforms(value, schema) is True:
+        return
     errors = sorted(
-        _validator(schema).iter_errors(to_json_value(metadata)),
+        _validator(schema).iter_errors(value),
         key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
     )
     if not errors:
@@ -107,3 +113,179 @@ def _describe(err: jsonschema.ValidationError) -> str:
 
 def _shorten(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- the checker that spares valid documents jsonschema's import -------------------------
+
+_ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description", "$comment"})
+
+
+def conforms(value: Any, schema: str = MEMORY_SCHEMA) -> bool | None:
+    """Whether ``value`` (JSON-shaped, see :func:`to_json_value`) is valid against the
+    schema file ``schema``: True or False where this checker is sure, None where it is not
+    (a keyword or value kind it does not handle). Sound both ways, so jsonschema agrees
+    with every True and every False (tests/test_schema.py checks it on random documents);
+    :func:`validate` asks jsonschema whenever the answer is not True."""
+    root = load_schema(schema)
+    return _check(value, root, root, 0)
+
+
+def _all(results: list[bool | None]) -> bool | None:
+    if False in results:
+        return False
+    return None if None in results else True
+
+
+def _check(value: Any, node: Any, root: dict[str, Any], depth: int) -> bool | None:
+    if node is True or node == {}:
+        return True
+    if not isinstance(node, dict) or depth > 32:
+        return None
+    results: list[bool | None] = []
+    for key, arg in node.items():
+        if key in _ANNOTATIONS:
+            continue
+        checker = _KEYWORDS.get(key)
+        if checker is None:
+            if key in ("then", "else"):
+                continue  # read with "if"
+            return None
+        results.append(checker(value, arg, node, root, depth))
+        if results[-1] is False:
+            return False
+    return _all(results)
+
+
+def _type(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    kinds = {
+        "string": str,
+        "object": dict,
+        "array": list,
+    }
+    if not isinstance(arg, str):
+        return None
+    if arg == "integer":
+        if isinstance(value, float):
+            return None  # 2.0 is an integer to JSON Schema: leave it to jsonschema
+        return isinstance(value, int) and not isinstance(value, bool)
+    if arg in kinds:
+        return isinstance(value, kinds[arg])
+    return None
+
+
+def _strings(arg: Any) -> bool:
+    return isinstance(arg, list) and all(isinstance(a, str) for a in arg)
+
+
+def _enum(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    if not _strings(arg):
+        return None
+    return isinstance(value, str) and value in arg
+
+
+def _const(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    if not isinstance(arg, str):
+        return None
+    return isinstance(value, str) and value == arg
+
+
+def _min_length(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    return not isinstance(value, str) or len(value) >= arg
+
+
+def _max_length(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    return not isinstance(value, str) or len(value) <= arg
+
+
+@functools.cache
+def _pattern_of(text: str) -> re.Pattern[str]:
+    return re.compile(text)
+
+
+def _pattern(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    # jsonschema runs Python's re.search on the pattern, as here.
+    return not isinstance(value, str) or _pattern_of(arg).search(value) is not None
+
+
+def _minimum(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return True
+    return bool(value >= arg)
+
+
+def _required(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    return not isinstance(value, dict) or all(name in value for name in arg)
+
+
+def _properties(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
+    if not isinstance(value, dict):
+        return True
+    return _all([_check(value[k], sub, root, depth + 1) for k, sub in arg.items() if k in value])
+
+
+def _additional(value: Any, arg: Any, node: Any, _root: Any, _depth: int) -> bool | None:
+    if arg is True or not isinstance(value, dict):
+        return True
+    if arg is not False or "patternProperties" in node:
+        return None
+    return set(value) <= set(node.get("properties", {}))
+
+
+def _items(value: Any, arg: Any, node: Any, root: Any, depth: int) -> bool | None:
+    if "prefixItems" in node:
+        return None
+    if not isinstance(value, list):
+        return True
+    return _all([_check(item, arg, root, depth + 1) for item in value])
+
+
+def _unique(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+    if arg is not True or not isinstance(value, list):
+        return True
+    if not _strings(value):
+        return None
+    return len(set(value)) == len(value)
+
+
+def _ref(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
+    if not isinstance(arg, str) or not arg.startswith("#/$defs/"):
+        return None
+    target = root.get("$defs", {}).get(arg[len("#/$defs/") :])
+    return None if target is None else _check(value, target, root, depth + 1)
+
+
+def _not(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
+    inner = _check(value, arg, root, depth + 1)
+    return None if inner is None else not inner
+
+
+def _all_of(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
+    return _all([_check(value, sub, root, depth + 1) for sub in arg])
+
+
+def _if(value: Any, arg: Any, node: Any, root: Any, depth: int) -> bool | None:
+    test = _check(value, arg, root, depth + 1)
+    if test is None:
+        return None
+    branch = node.get("then" if test else "else", True)
+    return _check(value, branch, root, depth + 1)
+
+
+_KEYWORDS = {
+    "type": _type,
+    "enum": _enum,
+    "const": _const,
+    "minLength": _min_length,
+    "maxLength": _max_length,
+    "pattern": _pattern,
+    "minimum": _minimum,
+    "required": _required,
+    "properties": _properties,
+    "additionalProperties": _additional,
+    "items": _items,
+    "uniqueItems": _unique,
+    "$ref": _ref,
+    "not": _not,
+    "allOf": _all_of,
+    "if": _if,
+}
