@@ -44,31 +44,68 @@ def changed_memory_files(
 def tree_changes(
     repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    if old is not None and new is not None and old.id == new.id:
+    """(path, new blob or None) of every file that differs between two trees, by name."""
+    yield from _changes(
+        repo, old.id if old is not None else None, new.id if new is not None else None, prefix
+    )
+
+
+_TREE_MODE = 0o40000
+
+
+def _changes(
+    repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    if old is not None and new is not None and old == new:
         return
-    before = {str(e.name): e for e in old} if old is not None else {}
-    after = {str(e.name): e for e in new} if new is not None else {}
+    before, after = _entries(repo, old), _entries(repo, new)
     for name in sorted(before.keys() | after.keys()):
         o, n = before.get(name), after.get(name)
-        if o is not None and n is not None and o.id == n.id and o.filemode == n.filemode:
+        if o == n:
             continue
         path = f"{prefix}/{name}"
-        o_tree = _as_tree(repo, o)
-        n_tree = _as_tree(repo, n)
+        o_tree = pygit2.Oid(raw=o[1]) if o is not None and o[0] == _TREE_MODE else None
+        n_tree = pygit2.Oid(raw=n[1]) if n is not None and n[0] == _TREE_MODE else None
         if o_tree is not None or n_tree is not None:
-            yield from tree_changes(repo, o_tree, n_tree, path)
-        o_blob = o.id if o is not None and o.filemode in _REGULAR else None
-        n_blob = n.id if n is not None and n.filemode in _REGULAR else None
+            yield from _changes(repo, o_tree, n_tree, path)
+        o_blob = o[1] if o is not None and o[0] in _REGULAR else None
+        n_blob = n[1] if n is not None and n[0] in _REGULAR else None
         if o_blob == n_blob:
             continue  # only the executable bit changed, or neither side is a file
-        yield path, n_blob
+        yield path, pygit2.Oid(raw=n_blob) if n_blob is not None else None
 
 
-def _as_tree(repo: pygit2.Repository, entry: pygit2.Object | None) -> pygit2.Tree | None:
-    if entry is None or entry.type_str != "tree":
-        return None
-    obj = repo[entry.id]
-    return obj if isinstance(obj, pygit2.Tree) else None
+def _normal(mode: int) -> int:
+    """A tree entry's mode as libgit2 reports it (``git_tree_entry_filemode``): old trees
+    may hold 100664 and the like, which are plain files."""
+    kind = mode & 0o170000
+    if kind == 0o040000:
+        return _TREE_MODE
+    if mode & 0o111:
+        return 0o100755
+    if kind in (0o160000, 0o120000):
+        return kind
+    return 0o100644
+
+
+def _entries(repo: pygit2.Repository, tree: pygit2.Oid | None) -> dict[str, tuple[int, bytes]]:
+    """name -> (mode, raw object id) of a tree's entries, parsed from the tree object itself:
+    iterating a pygit2 Tree makes an object and a FileMode per entry, which in a folder of
+    thousands of memories cost more than the rest of a write's catch-up."""
+    if tree is None:
+        return {}
+    kind, data = repo.odb.read(tree)
+    if kind != pygit2.enums.ObjectType.TREE:
+        return {}
+    out: dict[str, tuple[int, bytes]] = {}
+    at, end = 0, len(data)
+    while at < end:
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")  # as pygit2 names it
+        out[name] = (_normal(int(data[at:space], 8)), data[nul + 1 : nul + 21])
+        at = nul + 21
+    return out
 
 
 def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
@@ -91,11 +128,19 @@ def paths_changed(
 
 
 def version_rows(
-    repo: pygit2.Repository, commit: pygit2.Commit, gen: int
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    gen: int,
+    changed: dict[str, pygit2.Oid | None] | None = None,
 ) -> list[tuple[Any, ...]]:
-    """One row per memory file this commit changed (against every parent, for merges)."""
+    """One row per memory file this commit changed (against every parent, for merges).
+
+    ``changed``: what the commit changed against its only parent, when the caller has it
+    already (the catch-up of one new commit diffs those two trees anyway)."""
     parents = commit.parents
-    if not parents:
+    if changed is not None and len(parents) == 1:
+        pass
+    elif not parents:
         changed = paths_changed(repo, None, commit.tree)
     else:
         changed = paths_changed(repo, parents[0].tree, commit.tree)

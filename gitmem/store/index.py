@@ -52,7 +52,12 @@ from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data, get_commit
 from gitmem.store import lexical, queries
-from gitmem.store.changes import changed_memory_files, insert_versions, version_rows
+from gitmem.store.changes import (
+    changed_memory_files,
+    insert_versions,
+    paths_changed,
+    version_rows,
+)
 from gitmem.store.providers import FULL_FILL_CHUNK, PROVIDERS, RowProvider, provider_key, register
 from gitmem.store.queries import SCHEMA_VERSION, STORE_CONFIG_KEY
 from gitmem.store.rows import (
@@ -407,7 +412,12 @@ class Index:
         if indexed is not None:
             try:
                 old = get_commit(repo, indexed)
-                if tip is None or not (old.id == tip.id or repo.descendant_of(tip.id, old.id)):
+                if tip is None or not (
+                    # a parent needs no ancestry walk (descendant_of is ~1 ms in a long history)
+                    old.id == tip.id
+                    or old.id in tip.parent_ids
+                    or repo.descendant_of(tip.id, old.id)
+                ):
                     old = None
             except (KeyError, ValueError, GitmemError, pygit2.GitError):
                 old = None  # pruned after a rewrite, or never in this repository
@@ -421,11 +431,16 @@ class Index:
             # "" stands for "no commit": providers refill once, then follow it cheaply.
             self._apply_providers(conn, repo, "", "", [], [])
             return stats
-        stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress)
+        # One new commit on top of the indexed one (every write's catch-up): its changes are
+        # the tree diff, so the version rows take them from there instead of diffing again.
+        known: dict[str, pygit2.Oid | None] | None = None
+        if old is not None and list(tip.parent_ids) == [old.id]:
+            known = paths_changed(repo, old.tree, tip.tree)
+        stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress, known)
         added: list[IndexedMemory] = []
         removed: list[IndexedMemory] = []
         self._apply_tree_diff(
-            conn, repo, old.tree if old is not None else None, tip.tree, added, removed
+            conn, repo, old.tree if old is not None else None, tip.tree, added, removed, known
         )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
@@ -446,8 +461,10 @@ class Index:
         new: pygit2.Tree,
         added: list[IndexedMemory],
         removed: list[IndexedMemory],
+        known: dict[str, pygit2.Oid | None] | None = None,
     ) -> None:
-        for path, blob in changed_memory_files(repo, old, new):
+        changes = known.items() if known is not None else changed_memory_files(repo, old, new)
+        for path, blob in changes:
             gone = self._forget(conn, path)
             if gone is not None:
                 removed.append(gone)
@@ -582,17 +599,20 @@ class Index:
         tip: pygit2.Commit,
         old: pygit2.Commit | None,
         progress: Progress | None,
+        known: dict[str, pygit2.Oid | None] | None = None,
     ) -> int:
-        walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
-        if old is not None:
-            walker.hide(old.id)
+        """Version rows of the commits after ``old`` up to ``tip``; ``known``: what ``tip``
+        changed against its only parent ``old``, already diffed."""
         total = 0
-        if progress is not None:
-            commits = list(walker)
+        if known is not None:
+            source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
+            total = 1
+        elif progress is not None:
+            commits = list(_walk_new(repo, tip, old))
             total = len(commits)
-            source: Iterable[pygit2.Commit] = commits
+            source = commits
         else:
-            source = walker
+            source = _walk_new(repo, tip, old)
         rows: list[tuple[Any, ...]] = []
         gens: dict[str, int] = {}
         new_commits: list[tuple[str, int]] = []
@@ -604,7 +624,7 @@ class Index:
             )
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
-            rows.extend(version_rows(repo, commit, gen))
+            rows.extend(version_rows(repo, commit, gen, known if commit.id == tip.id else None))
             if len(rows) >= 5000 or len(new_commits) >= 5000:
                 insert_versions(conn, rows, new_commits)
                 rows.clear()
@@ -837,6 +857,16 @@ class Index:
     def count(self) -> int:
         with self._query() as conn:
             return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def _walk_new(
+    repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit | None
+) -> Iterable[pygit2.Commit]:
+    """The commits after ``old`` up to ``tip``, parents first."""
+    walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+    if old is not None:
+        walker.hide(old.id)
+    return walker
 
 
 def _record_store_config(
