@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from gitmem import Store
-from gitmem.entry.memtool import MemoryTool, MemoryToolError, MemoryToolNotFoundError
+from gitmem.entry.memtool import (
+    MemoryTool,
+    MemoryToolError,
+    MemoryToolNotFoundError,
+    dir_name,
+    dir_segment,
+    file_segment,
+)
+from gitmem.format.layout import check_id
 from tests.storetools import commit_count, run_git
 
 
@@ -28,27 +36,18 @@ def unchanged(tool: MemoryTool) -> int:
 @pytest.mark.parametrize(
     ("path", "why"),
     [
-        ("/etc/passwd", "outside /memories"),
-        ("memories/x.md", "outside /memories"),
-        ("/memoriesx/a.md", "outside /memories"),
-        ("/memories/../etc/passwd", "escape"),
-        ("/memories/a/../../x.md", "escape"),
-        ("/memories/./x.md", "escape"),
-        ("/memories//x.md", "escape"),
-        ("/memories/%2e%2e/x.md", "percent-escapes"),
-        ("/memories/a%2Fb.md", "percent-escapes"),
-        ("/memories/..%2fx", "percent-escapes"),
-        ("/memories/a\\..\\x.md", "backslash"),
+        ("/etc/passwd", "must start with /memories"),
+        ("memories/x.md", "must start with /memories"),
+        ("/memoriesx/a.md", "start with /memories/"),
+        ("/memories/../etc/passwd", "would escape /memories directory"),
+        ("/memories/a/../../x.md", "would escape /memories directory"),
+        ("/memories/..", "would escape /memories directory"),
+        ("/memories/a/../x.md", r"contains '\.\.': give the path without it \(/memories/x\.md\)"),
         ("/memories/a\x00.md", "control"),
         ("/memories/new\nline.md", "control"),
-        ("/memories/my notes.md", "letters, digits"),
-        ("/memories/.hidden", "letters, digits"),
-        ("/memories/café.md", "letters, digits"),
-        ("/memories/a..b.md", "escape"),
-        ("/memories/.md", "letters, digits"),
-        ("/memories/x.md.md", "without .md"),
-        ("/memories/dir.md/x.md", "cannot end in .md"),
+        ("/memories/rtl\u202e.md", "control or invisible"),
         ("/memories/a/b/c/d/e/f/g/h.md", "nested too deeply"),
+        ("/memories/" + "é" * 40 + ".md", "too long to store"),
     ],
 )
 def test_unsafe_paths_are_refused_before_anything_is_touched(
@@ -78,7 +77,7 @@ def test_symlink_escapes_are_refused(store: Store, tmp_path: Path) -> None:
     run_git(store.path, "add", "notes/evil", "notes/leak.md")
     run_git(store.path, "commit", "-qm", "links")
     for path in ("/memories/evil/secret.md", "/memories/evil", "/memories/leak.md"):
-        with pytest.raises(MemoryToolError, match="escape /memories via a symlink"):
+        with pytest.raises(MemoryToolError, match="would escape /memories directory via symlink"):
             tool.view(path)
     with pytest.raises(MemoryToolError, match="symlink"):
         tool.create("/memories/evil/new.md", "x")
@@ -116,34 +115,160 @@ def test_create_stores_the_text_exactly_as_one_commit(tool: MemoryTool) -> None:
     assert tool.store.read("notes/prefs/user").body == text
 
 
-def test_names_without_md_keep_their_name_and_never_share_a_place(tool: MemoryTool) -> None:
+def test_names_without_md_keep_their_name_and_do_not_share_a_place(tool: MemoryTool) -> None:
     tool.create("/memories/prefs.xml", "<a/>")
     tool.create("/memories/todo", "- milk\n")
-    assert tool.store.read("notes/prefs.xml").body == "<a/>"
-    assert tool.store.read("notes/todo").extra["memory_file"] == "todo"
+    tool.create("/memories/todo.md", "- eggs\n")  # another file, as on a file system
+    assert tool.store.read("notes/x--prefs_2exml").body == "<a/>"
+    assert tool.store.read("notes/x--todo").extra["memory_file"] == "todo"
+    assert tool.store.read("notes/todo").body == "- eggs\n"
     assert "1\t<a/>" in tool.view("/memories/prefs.xml")
-    with pytest.raises(MemoryToolError, match=r"stored where /memories/prefs\.xml is"):
-        tool.create("/memories/prefs.xml.md", "clash")
-    with pytest.raises(MemoryToolError, match="stored where /memories/todo is"):
-        tool.create("/memories/todo.md", "clash")
-    with pytest.raises(MemoryToolNotFoundError):
-        tool.view("/memories/todo.md")
-    listing = tool.view("/memories")
-    assert "\t/memories/prefs.xml\n" in listing + "\n" and "/memories/todo" in listing
-    assert "todo.md" not in listing
+    assert "1\t- milk" in tool.view("/memories/todo")
+    assert "1\t- eggs" in tool.view("/memories/todo.md")
+    listing = tool.view("/memories").split("\n")[2:]
+    assert listing == ["4B\t/memories/prefs.xml", "7B\t/memories/todo", "7B\t/memories/todo.md"]
+
+
+@pytest.mark.parametrize(
+    ("path", "stored"),
+    [
+        ("/memories/my notes.md", "notes/x--my_20notes_2emd.md"),
+        ("/memories/café.md", "notes/x--caf_c3_a9_2emd.md"),
+        ("/memories/_private.md", "notes/x--_5fprivate_2emd.md"),
+        ("/memories/v1.2.final.md", "notes/v1.2.final.md"),
+        ("/memories/a..b.md", "notes/x--a_2e_2eb_2emd.md"),
+        ("/memories/x.md.md", "notes/x--x_2emd_2emd.md"),
+        ("/memories/.hidden", "notes/x--_2ehidden.md"),
+        ("/memories/%2e%2e", "notes/x--_252e_252e.md"),
+        ("/memories/a\\b.md", "notes/x--a_5cb_2emd.md"),
+        ("/memories/x--a.md", "notes/x--x--a_2emd.md"),  # looks escaped: escaped again
+        ("/memories/sub dir/日本.txt", "notes/x--sub_20dir/x--_e6_97_a5_e6_9c_ac_2etxt.md"),
+        ("/memories/d.md/x.md", "notes/x--d_2emd/x.md"),
+    ],
+)
+def test_names_the_sdk_accepts_are_stored_under_reversible_safe_ids(
+    store: Store, path: str, stored: str
+) -> None:
+    tool = MemoryTool(store)
+    tool.create(path, "text\n")
+    out = run_git(store.path, "ls-tree", "-r", "--name-only", "HEAD", "notes")
+    assert out.split() == [stored]
+    assert tool.view(path).endswith("1\ttext\n     2\t")
+    name = path.rsplit("/", 1)[1]
+    memory = store.read(stored[: -len(".md")])
+    assert memory.title == path
+    assert memory.extra.get("memory_file", stored.rsplit("/", 1)[1]) == name
+    folder = path.split("/")[2] if path.count("/") > 2 else None
+    if folder is not None:
+        assert dir_name(dir_segment(folder)) == folder == dir_name(stored.split("/")[1])
+    assert tool.view("/memories").split("\n")[2:] == (
+        [f"5B\t/memories/{name}"]
+        if not name.startswith(".") and folder is None
+        else [f"5B\t/memories/{folder}/", f"5B\t/memories/{folder}/{name}"]
+        if folder
+        else []
+    )
+
+
+def test_the_escaping_is_one_to_one() -> None:
+    names = [
+        "a",
+        "a.md",
+        "x--a",
+        "x--x--a",
+        "my notes",
+        "_",
+        "-",
+        "a-b",
+        "x--_5f",
+        "日本",
+        ".hidden",
+        "ab.MD",
+    ]
+    segments = [dir_segment(n) for n in names]
+    assert len(set(segments)) == len(names)
+    for name, segment in zip(names, segments, strict=True):
+        assert dir_name(segment) == name
+        check_id(f"notes/{segment}")
+    files = [file_segment(n) for n in [*names, "a.md.md", "my notes.md", ".md"]]
+    assert len(set(files)) == len(files)
+
+
+def test_files_written_by_earlier_versions_read_the_same(store: Store) -> None:
+    """Before names were escaped, a name without .md was stored as <name>.md and any name
+    ending in .md (whatever its case) as <stem>.md: such files are found where they are."""
+    store.create("- milk\n", id="notes/todo", title="/memories/todo", extra={"memory_file": "todo"})
+    store.create("<a/>", id="notes/X", title="/memories/X.MD", extra={"memory_file": "X.MD"})
+    store.create("tabs\n", id="notes/prefs/user", title="/memories/prefs/user.md")
+    store.create("odd\n", id="notes/x--a", title="/memories/x--a.md")
+    tool = MemoryTool(store)
+    assert tool.view("/memories").split("\n")[2:] == [
+        "4B\t/memories/X.MD",
+        "5B\t/memories/prefs/",
+        "5B\t/memories/prefs/user.md",
+        "7B\t/memories/todo",
+        "4B\t/memories/x--a.md",
+    ]
+    assert tool.view("/memories/todo").endswith("1\t- milk\n     2\t")
+    assert tool.view("/memories/X.MD").endswith("1\t<a/>")
+    assert tool.view("/memories/x--a.md").endswith("1\todd\n     2\t")
+    tool.str_replace("/memories/todo", "milk", "oat milk")
+    assert store.read("notes/todo").body == "- oat milk\n"
+    with pytest.raises(MemoryToolError, match=r"would be stored where /memories/X\.MD is"):
+        tool.create("/memories/X.md", "clash")
+    tool.rename("/memories/todo", "/memories/done")
+    assert store.read("notes/x--done").body == "- oat milk\n"
+    tool.delete("/memories/X.MD")
+    assert store.get("notes/X") is None
+
+
+def test_empty_directories_stay_until_deleted_as_on_a_file_system(store: Store) -> None:
+    """The SDK's tool cannot create an empty directory, but a delete or a rename leaves one:
+    it stays (an empty .gitkeep that no listing shows) until it is deleted or filled."""
+    tool = MemoryTool(store)
+    tool.create("/memories/d/e/x.md", "x")
+    tool.delete("/memories/d/e/x.md")
+    assert tool.view("/memories").split("\n")[2:] == ["0B\t/memories/d/", "0B\t/memories/d/e/"]
+    assert store.db().snapshot().exists("notes/d/e/.gitkeep")
+    with pytest.raises(MemoryToolError, match="File /memories/d/e already exists"):
+        tool.create("/memories/d/e", "x")
+    tool.rename("/memories/d", "/memories/z y")
+    assert tool.view("/memories/z y").split("\n")[1:] == [
+        "0B\t/memories/z y",
+        "0B\t/memories/z y/e/",
+    ]
+    tool.create("/memories/z y/e/new.md", "n")
+    assert not store.db().snapshot().exists("notes/x--z_20y/e/.gitkeep")
+    tool.rename("/memories/z y/e/new.md", "/memories/top.md")
+    assert tool.view("/memories/z y/e").startswith("Here're the files")
+    tool.delete("/memories/z y/e")
+    assert tool.view("/memories").split("\n")[2:] == [
+        "1B\t/memories/top.md",
+        "0B\t/memories/z y/",
+    ]
+    tool.delete("/memories/z y")
+    assert tool.view("/memories").split("\n")[2:] == ["1B\t/memories/top.md"]
+    assert run_git(store.path, "ls-files", "notes").split() == ["notes/top.md"]
+    assert store.list() and [m.id for m in store.list()] == ["notes/top"]  # .gitkeep: no memory
 
 
 def test_files_and_directories_do_not_overlap(tool: MemoryTool) -> None:
     tool.create("/memories/a", "file a")
-    with pytest.raises(MemoryToolError, match="is a file"):
+    with pytest.raises(MemoryToolError, match="/memories/a is a file"):
         tool.create("/memories/a/b.md", "x")
     tool.create("/memories/d/x.md", "x")
-    with pytest.raises(MemoryToolError, match="already exists as a directory"):
+    with pytest.raises(MemoryToolError, match="File /memories/d already exists"):
         tool.create("/memories/d", "x")
-    with pytest.raises(MemoryToolError, match="is a directory"):
+    with pytest.raises(MemoryToolError, match="The path /memories/d is not a file"):
         tool.str_replace("/memories/d", "x", "y")
-    with pytest.raises(MemoryToolError, match="/memories is a directory"):
+    with pytest.raises(MemoryToolError, match="File /memories already exists"):
         tool.create("/memories", "x")
+
+
+def test_names_differing_only_in_case_are_refused_in_memory_tool_terms(tool: MemoryTool) -> None:
+    tool.create("/memories/Notes.md", "x")
+    with pytest.raises(MemoryToolError, match="differs from it only in letter case"):
+        tool.create("/memories/notes.md", "y")
 
 
 def test_view_file_with_numbered_lines_and_ranges(tool: MemoryTool) -> None:
@@ -197,12 +322,12 @@ def test_view_directory_lists_two_levels_with_sizes(tool: MemoryTool) -> None:
         "2.0K\t/memories/a/one.md",
         "10B\t/memories/top.md",
     ]
-    assert tool.view("/memories/a/").splitlines()[1:] == [
-        "2.0K\t/memories/a",
-        "6B\t/memories/a/b/",
-        "1B\t/memories/a/b/c/",
-        "5B\t/memories/a/b/deep.md",
-        "2.0K\t/memories/a/one.md",
+    assert tool.view("/memories/a/").splitlines()[1:] == [  # the path as given, as the SDK
+        "2.0K\t/memories/a/",
+        "6B\t/memories/a//b/",
+        "1B\t/memories/a//b/c/",
+        "5B\t/memories/a//b/deep.md",
+        "2.0K\t/memories/a//one.md",
     ]
 
 
@@ -359,8 +484,9 @@ def test_anthropic_sdk_adapter(any_store: Store) -> None:
             )
         ),
     )
-    assert "outside /memories" in _tool_error(
-        ToolError, lambda: tool.call({"command": "view", "path": "/etc"})
+    assert (
+        _tool_error(ToolError, lambda: tool.call({"command": "view", "path": "/etc"}))
+        == "Path must start with /memories, got: /etc"
     )
     assert any_store.read("notes/p").agent == "claude"
 
@@ -422,7 +548,7 @@ def test_a_link_in_a_bare_stores_tree_is_refused(bare_store: Store, tmp_path: Pa
         lambda: tool.create("/memories/out/x.md", "x"),
         lambda: tool.delete("/memories/out"),
     ):
-        with pytest.raises(MemoryToolError, match="via a symlink"):
+        with pytest.raises(MemoryToolError, match="via symlink"):
             call()
 
 

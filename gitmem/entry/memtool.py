@@ -4,32 +4,39 @@ The model sees a directory ``/memories`` and runs six commands on it: ``view``,
 ``create``, ``str_replace``, ``insert``, ``delete``, ``rename``.
 :class:`MemoryTool` carries them out on documents under the ``notes`` root
 (or a folder below it), every change one commit, so what the model remembers
-is versioned, attributed and restorable like any other memory.
+is versioned, attributed and restorable like any other memory. It behaves as
+the ``anthropic`` SDK's own ``BetaLocalFilesystemMemoryTool`` does (the same
+texts, errors, listings and empty directories; docs/integrations.md lists the
+differences that remain, and tests/test_memtool_sdk_diff.py checks the rest).
 
 How ``/memories`` paths map to documents (path ids):
 
-- ``/memories/<d1>/.../<name>`` is the document ``<root>/<d1>/.../<stem>``
-  (file ``<root>/<d1>/.../<stem>.md``), where ``<stem>`` is ``<name>`` without
-  a final ``.md``; so ``/memories/notes/todo.md`` is ``notes/notes/todo.md``
-  on disk, and ``/memories/prefs.xml`` is ``notes/prefs.xml.md``. A file
-  whose name is not ``<stem>.md`` records its name in the front-matter key
-  ``memory_file``, so the two names that share a place (``prefs.xml`` and
-  ``prefs.xml.md``) are told apart and the second is refused, never mixed up;
+- every name the model gives is stored under a safe path-id segment: a name
+  that already is one (letters, digits, ``.``, ``_``, ``-``, starting with a
+  letter or digit, no ``..``, not ending in ``.md``) as itself, any other name
+  escaped: ``x--`` and the name with every character but ASCII letters, digits
+  and ``-`` written as ``_`` and two hex digits per UTF-8 byte (``my notes`` is
+  ``x--my_20notes``). A safe name that looks like such an escape is escaped too,
+  so the mapping is one to one and reversible;
+- a folder ``/memories/<d>`` is the tree ``<root>/<segment of d>``; a file
+  named ``<stem>.md`` with a plain stem is ``<root>/.../<stem>.md``, any other
+  file name is ``<root>/.../x--<escaped name>.md``, its name kept in the
+  front-matter key ``memory_file``. Files written by earlier versions (a name
+  without ``.md`` stored as ``<name>.md``) are found where they are;
+- an empty directory (left by a delete or a rename, as on a file system) is
+  kept by an empty ``.gitkeep`` file, which no listing shows and no name reaches;
 - the file's content is the document's body, byte for byte; the front-matter
   (id, times, version, title = the ``/memories`` path) is gitmem's and the
   model never sees it;
-- every segment must be a safe path-id segment: letters, digits, ``.``, ``_``,
-  ``-``, starting with a letter or digit. Anything else (spaces, ``..``, ``.``,
-  empty segments, ``%``-escapes, backslashes, control characters, paths
-  outside ``/memories``) is refused with a message saying why, before anything
-  is read, and nothing is changed. So is a path that crosses a symbolic link
-  in the store's tree or work tree, and a path deeper than path ids allow.
+- refused with a message and nothing changed: paths outside ``/memories``,
+  ``..`` segments, control or invisible characters, paths deeper or longer than
+  path ids allow, and any path that crosses a symbolic link in the store's tree
+  or work tree.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +44,21 @@ from typing import Any
 
 from pygit2.enums import FileMode
 
-from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.base.errors import (
+    AlreadyExistsError,
+    GitmemError,
+    InvalidInputError,
+    NotFoundError,
+)
 from gitmem.format import codec
-from gitmem.format.layout import DOCUMENT_ROOTS, MAX_PATH_DEPTH, MEMORY_SUFFIX
+from gitmem.format.layout import (
+    DOCUMENT_ROOTS,
+    KEEP_FILE,
+    MAX_ID_LENGTH,
+    MAX_PATH_DEPTH,
+    MEMORY_SUFFIX,
+    check_id,
+)
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 
@@ -50,6 +69,9 @@ __all__ = [
     "MemoryToolNotFoundError",
     "anthropic_async_memory_tool",
     "anthropic_memory_tool",
+    "dir_name",
+    "dir_segment",
+    "file_segment",
 ]
 
 MEMORY_ROOT = "/memories"
@@ -59,7 +81,9 @@ NAME_KEY = "memory_file"
 LINE_NUMBER_WIDTH = 6
 MAX_VIEW_LINES = 999_999
 """The SDK's guard: a file of more lines is not shown."""
-_SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ESCAPE_PREFIX = "x--"
+_KEPT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_HEX = frozenset("0123456789abcdef")
 
 
 class MemoryToolError(InvalidInputError):
@@ -70,28 +94,94 @@ class MemoryToolNotFoundError(NotFoundError):
     """The path a memory-tool command names does not exist."""
 
 
-@dataclass(frozen=True)
-class _Target:
-    """Where a ``/memories`` path lives in the store."""
-
-    path: str
-    """The path as the model wrote it, normalised (no trailing slash)."""
-    segments: tuple[str, ...]
-    """Its segments below /memories (empty for /memories itself)."""
-    tree: str
-    """The store folder a directory at this path is (``notes/a/b``)."""
-
-    @property
-    def is_root(self) -> bool:
-        return not self.segments
-
-    @property
-    def name(self) -> str:
-        return self.segments[-1]
+# -- names <-> path-id segments ------------------------------------------------------------
 
 
-def _stem(name: str) -> str:
-    return name[: -len(MEMORY_SUFFIX)] if name.lower().endswith(MEMORY_SUFFIX) else name
+def _escape(name: str) -> str:
+    return "".join(
+        c if c in _KEPT else "".join(f"_{b:02x}" for b in c.encode("utf-8")) for c in name
+    )
+
+
+def _unescape(text: str) -> str | None:
+    out, i = bytearray(), 0
+    while i < len(text):
+        c = text[i]
+        if c == "_":
+            pair = text[i + 1 : i + 3]
+            if len(pair) != 2 or not set(pair) <= _HEX:
+                return None
+            out.append(int(pair, 16))
+            i += 3
+        elif c in _KEPT:
+            out.append(ord(c))
+            i += 1
+        else:
+            return None
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _bad_name(name: str) -> bool:
+    """A name no path can hold: empty, ``.``, ``..``, a ``/``, control or invisible chars."""
+    return (
+        name in {"", ".", ".."}
+        or "/" in name
+        or any(unicodedata.category(c)[0] == "C" for c in name)
+    )
+
+
+def _escaped_name(segment: str) -> str | None:
+    """The name ``segment`` is the escape of (``x--my_20notes`` -> ``my notes``), or None."""
+    if not segment.startswith(ESCAPE_PREFIX):
+        return None
+    name = _unescape(segment[len(ESCAPE_PREFIX) :])
+    if name is None or _bad_name(name) or ESCAPE_PREFIX + _escape(name) != segment:
+        return None
+    return name
+
+
+def _plain(name: str) -> bool:
+    """Whether ``name`` is stored as itself: a safe path-id segment that is no escape."""
+    try:
+        check_id(name)
+    except GitmemError:
+        return False
+    return _escaped_name(name) is None
+
+
+def dir_segment(name: str) -> str:
+    """The path-id segment a directory named ``name`` is stored under."""
+    return name if _plain(name) else ESCAPE_PREFIX + _escape(name)
+
+
+def dir_name(segment: str) -> str:
+    """The directory name a stored segment shows as (the inverse of :func:`dir_segment`)."""
+    name = _escaped_name(segment)
+    return segment if name is None else name
+
+
+def file_segment(name: str) -> str:
+    """The path-id segment (file ``<segment>.md``) a file named ``name`` is stored under."""
+    if name.endswith(MEMORY_SUFFIX) and _plain(name[: -len(MEMORY_SUFFIX)]):
+        return name[: -len(MEMORY_SUFFIX)]
+    return ESCAPE_PREFIX + _escape(name)
+
+
+def _legacy_file_segment(name: str) -> str | None:
+    """Where versions before the escaping stored a file named ``name`` (``todo`` as
+    ``todo.md``, ``X.MD`` as ``X.md``), if they could store it at all."""
+    stem = name[: -len(MEMORY_SUFFIX)] if name.lower().endswith(MEMORY_SUFFIX) else name
+    try:
+        check_id(stem)
+    except GitmemError:
+        return None
+    return stem
+
+
+# -- output --------------------------------------------------------------------------------
 
 
 def _size(n: int) -> str:
@@ -115,6 +205,59 @@ def _lines(content: str) -> list[str]:
     return lines
 
 
+# -- targets -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a ``/memories`` path lives in the store."""
+
+    given: str
+    """The path as the model wrote it; every message echoes it, as the SDK's do."""
+    names: tuple[str, ...]
+    """The names below /memories (empty for /memories itself)."""
+    root: str
+    """The store folder /memories is (``notes``)."""
+
+    @property
+    def is_root(self) -> bool:
+        return not self.names
+
+    @property
+    def name(self) -> str:
+        return self.names[-1]
+
+    @property
+    def path(self) -> str:
+        """The path normalised (``/memories/a/b.md``): titles and commit messages."""
+        return MEMORY_ROOT + "".join(f"/{n}" for n in self.names)
+
+    @property
+    def tree(self) -> str:
+        """The store folder a directory at this path is (``notes/a/b``)."""
+        return "/".join([self.root, *map(dir_segment, self.names)])
+
+    @property
+    def parent_tree(self) -> str:
+        return "/".join([self.root, *map(dir_segment, self.names[:-1])])
+
+    def file_ids(self) -> list[str]:
+        """The document ids a file at this path may have: where it is stored now, then
+        where an earlier version stored it."""
+        ids = [f"{self.parent_tree}/{file_segment(self.name)}"]
+        legacy = _legacy_file_segment(self.name)
+        if legacy is not None and f"{self.parent_tree}/{legacy}" not in ids:
+            ids.append(f"{self.parent_tree}/{legacy}")
+        return ids
+
+    def prefix(self, depth: int) -> _Target:
+        """The ancestor ``depth`` names deep (0: /memories)."""
+        return _Target(self.path if depth == len(self.names) else "", self.names[:depth], self.root)
+
+    def shown(self, depth: int) -> str:
+        return MEMORY_ROOT + "".join(f"/{n}" for n in self.names[:depth])
+
+
 @dataclass
 class _Doc:
     id: str
@@ -123,7 +266,6 @@ class _Doc:
     body: str
     version: int
     extra: dict[str, Any]
-    title: str | None
 
 
 class MemoryTool:
@@ -139,7 +281,7 @@ class MemoryTool:
         if not segments or segments[0] != NOTES_ROOT:
             raise InvalidInputError(f"memory-tool root {root!r} must be notes or a folder in it")
         for segment in segments:
-            if not _SEGMENT_RE.fullmatch(segment) or ".." in segment:
+            if not _plain(segment) or segment != dir_name(segment):
                 raise InvalidInputError(f"memory-tool root {root!r} is not a safe folder name")
         self.store = store
         self.root = root
@@ -150,62 +292,54 @@ class MemoryTool:
     def _target(self, path: Any, what: str = "path") -> _Target:
         if not isinstance(path, str):
             raise MemoryToolError(f"The {what} must be a string")
-        shown = ascii(path) if not path.isprintable() else path
+        shown = ascii(path)[1:-1] if not path.isprintable() else path
+        if not path.startswith(MEMORY_ROOT):
+            raise MemoryToolError(f"Path must start with {MEMORY_ROOT}, got: {shown}")
         if path != MEMORY_ROOT and not path.startswith(MEMORY_ROOT + "/"):
+            # The SDK takes /memoriesx/a.md for /memories/x/a.md; gitmem does not guess.
             raise MemoryToolError(
-                f"The {what} {shown} is outside {MEMORY_ROOT}: paths must start with {MEMORY_ROOT}/"
+                f"Path must be {MEMORY_ROOT} or start with {MEMORY_ROOT}/, got: {shown}"
             )
-        if "%" in path:
-            raise MemoryToolError(f"The {what} {shown} contains '%': percent-escapes are refused")
-        if "\\" in path:
-            raise MemoryToolError(f"The {what} {shown} contains a backslash")
         if any(unicodedata.category(c)[0] == "C" for c in path):
-            raise MemoryToolError(f"The {what} {shown} contains control or invisible characters")
-        rest = path[len(MEMORY_ROOT) + 1 :]
-        if rest.endswith("/"):  # a directory may be written with a trailing slash
-            rest = rest[:-1]
-        segments = tuple(rest.split("/")) if rest else ()
-        for segment in segments:
-            if segment in {"", ".", ".."} or ".." in segment:
-                raise MemoryToolError(
-                    f"The {what} {shown} would escape or is not a plain path "
-                    "('..', '.' and empty segments are refused)"
-                )
-            if not _SEGMENT_RE.fullmatch(segment):
-                raise MemoryToolError(
-                    f"The {what} {shown} has the name {segment!r}: use letters, digits, '.', '_' "
-                    "and '-', starting with a letter or digit"
-                )
-        depth = len(self.root.split("/")) + len(segments)
+            raise MemoryToolError(f"Path {shown} contains control or invisible characters")
+        names: list[str] = []
+        escapes = False
+        for name in path[len(MEMORY_ROOT) :].split("/"):
+            if name in {"", "."}:
+                continue  # a/./b, a//b and a trailing slash name what a file system finds
+            if name == "..":
+                if not names:
+                    escapes = True
+                    break
+                names.pop()
+                continue
+            names.append(name)
+        if escapes:
+            raise MemoryToolError(f"Path {shown} would escape {MEMORY_ROOT} directory")
+        if ".." in path.split("/"):
+            raise MemoryToolError(
+                f"Path {shown} contains '..': give the path without it "
+                f"({MEMORY_ROOT}{''.join('/' + n for n in names)})"
+            )
+        target = _Target(path, tuple(names), self.root)
+        depth = len(self.root.split("/")) + len(names)
         if depth > MAX_PATH_DEPTH:
             levels = MAX_PATH_DEPTH - len(self.root.split("/"))
+            raise MemoryToolError(f"Path {shown} is nested too deeply (at most {levels} levels)")
+        if names and max(len(target.tree), *map(len, target.file_ids())) > MAX_ID_LENGTH:
             raise MemoryToolError(
-                f"The {what} {shown} is nested too deeply (at most {levels} levels)"
+                f"Path {shown} is too long to store (a stored id has at most "
+                f"{MAX_ID_LENGTH} characters; other characters than ASCII letters and "
+                "digits take three each)"
             )
-        if segments:
-            stem = _stem(segments[-1])
-            if not stem or stem.lower().endswith(MEMORY_SUFFIX) or not _SEGMENT_RE.fullmatch(stem):
-                raise MemoryToolError(
-                    f"The {what} {shown} cannot be stored: its name without .md is not a safe name"
-                )
-            for folder in segments[:-1]:
-                if folder.lower().endswith(MEMORY_SUFFIX):
-                    # notes/x.md/ would sit beside the file notes/x.md of /memories/x.md.
-                    raise MemoryToolError(
-                        f"The {what} {shown} has a directory named {folder!r}: directory "
-                        "names cannot end in .md"
-                    )
-        normal = MEMORY_ROOT + "".join(f"/{s}" for s in segments)
-        return _Target(normal, segments, "/".join([self.root, *segments]))
-
-    def _doc_id(self, target: _Target) -> str:
-        return "/".join([self.root, *target.segments[:-1], _stem(target.name)])
+        return target
 
     def _check_links(self, snap: Snapshot, target: _Target) -> None:
         """Refuse a path that passes through a symbolic link, in git's tree or on disk."""
-        parts = [*self.root.split("/"), *target.segments]
+        parts = [*self.root.split("/"), *map(dir_segment, target.names)]
         places = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-        places.append(places[-1] + MEMORY_SUFFIX)
+        if target.names:
+            places.extend(f"{i}{MEMORY_SUFFIX}" for i in target.file_ids())
         workdir = self.store.db().workdir
         for place in places:
             entry = None
@@ -214,9 +348,7 @@ class MemoryTool:
                     entry = snap.tree[place]
             linked = entry is not None and entry.filemode == FileMode.LINK
             if linked or (workdir is not None and (workdir / place).is_symlink()):
-                raise MemoryToolError(
-                    f"The path {target.path} would escape {MEMORY_ROOT} via a symlink"
-                )
+                raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -236,44 +368,57 @@ class MemoryTool:
         stem = doc_id.rsplit("/", 1)[-1]
         name = recorded if isinstance(recorded, str) else f"{stem}{MEMORY_SUFFIX}"
         version = meta.get("version")
-        title = meta.get("title")
         extra = {k: v for k, v in meta.items() if k not in _MANAGED}
-        return _Doc(
-            doc_id,
-            name,
-            doc.body,
-            version if isinstance(version, int) else 1,
-            extra,
-            title if isinstance(title, str) else None,
-        )
+        return _Doc(doc_id, name, doc.body, version if isinstance(version, int) else 1, extra)
 
     def _file(self, snap: Snapshot, target: _Target) -> _Doc | None:
         """The document the model calls ``target``, or None (a different name sharing its
         place does not count)."""
         if target.is_root:
             return None
-        doc = self._doc_at(snap, self._doc_id(target))
-        if doc is None or doc.name != target.name:
-            return None
-        return doc
+        for doc_id in target.file_ids():
+            doc = self._doc_at(snap, doc_id)
+            if doc is not None and doc.name == target.name:
+                return doc
+        return None
 
     def _is_dir(self, snap: Snapshot, target: _Target) -> bool:
-        if target.is_root:
-            return True
-        return next(iter(self._docs_under(snap, target.tree)), None) is not None
+        return target.is_root or self._holds_anything(snap, target.tree)
+
+    def _holds_anything(self, snap: Snapshot, tree: str) -> bool:
+        """Whether the folder holds a memory or is kept empty (a ``.gitkeep`` below it)."""
+        return any(
+            path.endswith(MEMORY_SUFFIX) or path.rsplit("/", 1)[-1] == KEEP_FILE
+            for path in snap.iter_files(tree)
+        )
 
     def _docs_under(self, snap: Snapshot, tree: str) -> Iterator[str]:
         for path in snap.iter_files(tree):
             if path.endswith(MEMORY_SUFFIX):
                 yield path[: -len(MEMORY_SUFFIX)]
 
+    def _kept_under(self, snap: Snapshot, tree: str) -> list[str]:
+        """The kept-empty folders below ``tree`` (itself included)."""
+        return [
+            path[: -len(KEEP_FILE) - 1]
+            for path in snap.iter_files(tree)
+            if path.rsplit("/", 1)[-1] == KEEP_FILE
+        ]
+
+    def _file_above(self, snap: Snapshot, target: _Target) -> str | None:
+        """The /memories path of a file that an ancestor of ``target`` is, if one is."""
+        for depth in range(1, len(target.names)):
+            if self._file(snap, target.prefix(depth)) is not None:
+                return target.shown(depth)
+        return None
+
     def _require_file(self, snap: Snapshot, target: _Target) -> _Doc:
         doc = self._file(snap, target)
         if doc is None:
             if self._is_dir(snap, target):
-                raise MemoryToolError(f"The path {target.path} is a directory, not a file")
+                raise MemoryToolError(f"The path {target.given} is not a file.")
             raise MemoryToolNotFoundError(
-                f"The path {target.path} does not exist. Please provide a valid path."
+                f"The path {target.given} does not exist. Please provide a valid path."
             )
         return doc
 
@@ -288,7 +433,7 @@ class MemoryTool:
             return self._view_file(target, doc, view_range)
         if not self._is_dir(snap, target):
             raise MemoryToolNotFoundError(
-                f"The path {target.path} does not exist. Please provide a valid path."
+                f"The path {target.given} does not exist. Please provide a valid path."
             )
         return self._view_dir(snap, target)  # the SDK ignores view_range for a directory
 
@@ -299,7 +444,7 @@ class MemoryTool:
         lines = doc.body.split("\n")
         if len(lines) > MAX_VIEW_LINES:
             raise MemoryToolError(
-                f"File {target.path} exceeds maximum line limit of {MAX_VIEW_LINES:,} lines."
+                f"File {target.given} exceeds maximum line limit of {MAX_VIEW_LINES:,} lines."
             )
         first = 1
         if view_range is not None:
@@ -312,99 +457,141 @@ class MemoryTool:
                 end = len(lines) if view_range[1] == -1 else view_range[1]
                 lines = lines[start:end]
                 first = start + 1
-        return f"Here's the content of {target.path} with line numbers:\n" + _numbered(lines, first)
+        return f"Here's the content of {target.given} with line numbers:\n" + _numbered(
+            lines, first
+        )
 
     def _view_dir(self, snap: Snapshot, target: _Target) -> str:
-        entries: dict[str, int] = {}
-        total = 0
+        # What a file system holds: files (by the names the model gave) and directories,
+        # kept-empty ones included. Shown as the SDK shows them: two levels deep, hidden
+        # names (and what is in hidden directories) left out, each directory's entries by
+        # name, depth first; a directory's size is the total of the files below it.
         base = target.tree
-        for doc_id in self._docs_under(snap, base):
-            rel = doc_id[len(base) + 1 :].split("/")
-            doc = self._doc_at(snap, doc_id)
-            if doc is None:
-                continue
-            size = len(doc.body.encode("utf-8"))
-            total += size
-            shown = [*rel[:-1], doc.name]
-            if len(shown) <= 2:
-                entries["/".join(shown)] = size
-            for depth in range(1, min(len(shown), 3)):
-                if depth < len(shown):
-                    key = "/".join(shown[:depth]) + "/"
-                    entries[key] = entries.get(key, 0) + size
-        lines = [f"{_size(total)}\t{target.path}"]
-        # The SDK's order: depth first, each folder's entries by name ("a/" and what is in it
-        # before "a-b.md"), which is the order of the paths' segment tuples.
-        ordered = sorted(entries, key=lambda key: tuple(key.rstrip("/").split("/")))
-        lines.extend(f"{_size(entries[key])}\t{target.path}/{key}" for key in ordered)
+        files: dict[tuple[str, ...], int] = {}
+        dirs: dict[tuple[str, ...], int] = {}
+        for path in snap.iter_files(base):
+            rel = path[len(base) + 1 :].split("/")
+            folders = tuple(dir_name(segment) for segment in rel[:-1])
+            if rel[-1] == KEEP_FILE:
+                size = None
+            elif path.endswith(MEMORY_SUFFIX):
+                doc = self._doc_at(snap, path[: -len(MEMORY_SUFFIX)])
+                if doc is None:
+                    continue
+                size = len(doc.body.encode("utf-8"))
+                files[(*folders, doc.name)] = size
+            else:
+                continue  # not a memory: no file the model made
+            for depth in range(1, len(folders) + 1):
+                dirs[folders[:depth]] = dirs.get(folders[:depth], 0) + (size or 0)
+        total = sum(files.values())
+        entries = [(key, size, "") for key, size in files.items()]
+        entries += [(key, size, "/") for key, size in dirs.items()]
+        shown = sorted(
+            (key, size, slash)
+            for key, size, slash in entries
+            if len(key) <= 2 and not any(name.startswith(".") for name in key)
+        )
+        lines = [f"{_size(total)}\t{target.given}"]
+        lines.extend(
+            f"{_size(size)}\t{target.given}/{'/'.join(key)}{slash}" for key, size, slash in shown
+        )
         return (
-            f"Here're the files and directories up to 2 levels deep in {target.path}, "
+            f"Here're the files and directories up to 2 levels deep in {target.given}, "
             "excluding hidden items:\n" + "\n".join(lines)
         )
 
     def create(self, path: str, file_text: str) -> str:
         target = self._target(path)
-        if target.is_root:
-            raise MemoryToolError(f"{MEMORY_ROOT} is a directory; give a file path below it")
         if not isinstance(file_text, str):
             raise MemoryToolError("file_text must be a string")
         snap = self._snapshot()
         self._check_links(snap, target)
-        self._check_free(snap, target)
-        self._create(target, file_text, {})
-        return f"File created successfully at: {target.path}"
+        self._check_free(snap, target, "File {} already exists")
+        with (
+            self._writing(target),
+            self.store.transaction(message=f"memory tool: create {target.path}") as tx,
+        ):
+            self._create(target, file_text, {})
+            self._unkeep_above(tx.snapshot, target)
+        return f"File created successfully at: {target.given}"
 
-    def _check_free(self, snap: Snapshot, target: _Target) -> None:
-        if self._file(snap, target) is not None:
-            raise MemoryToolError(f"File {target.path} already exists")
-        if self._is_dir(snap, target):
-            raise MemoryToolError(f"{target.path} already exists as a directory")
-        other = self._doc_at(snap, self._doc_id(target))
-        if other is not None:
-            shown = "/".join([MEMORY_ROOT, *target.segments[:-1], other.name])
+    def _check_free(self, snap: Snapshot, target: _Target, taken: str) -> None:
+        """Refuse a path something is at (``taken`` with the path), or that cannot be made."""
+        if target.is_root or self._file(snap, target) is not None or self._is_dir(snap, target):
+            raise MemoryToolError(taken.format(target.given))
+        above = self._file_above(snap, target)
+        if above is not None:
+            raise MemoryToolError(f"The path {target.given} cannot be made: {above} is a file")
+        for doc_id in target.file_ids()[:1]:
+            other = self._doc_at(snap, doc_id)
+            if other is not None:
+                shown = "/".join([MEMORY_ROOT, *target.names[:-1], other.name])
+                raise MemoryToolError(
+                    f"The path {target.given} cannot be made: it would be stored where {shown} "
+                    "is; choose another name"
+                )
+
+    @contextlib.contextmanager
+    def _writing(self, target: _Target) -> Iterator[None]:
+        """The store's refusals of a write, told in terms of /memories."""
+        try:
+            yield
+        except MemoryToolError:
+            raise
+        except AlreadyExistsError as exc:
+            if "differs only in case" in exc.message:
+                raise MemoryToolError(
+                    f"The path {target.given} cannot be made: a file or directory whose name "
+                    "differs from it only in letter case exists (on a case-insensitive file "
+                    "system the two would be one)"
+                ) from None
             raise MemoryToolError(
-                f"{target.path} cannot be created: it would be stored where {shown} is; "
-                "choose another name"
-            )
-        for i in range(1, len(target.segments)):
-            parent = _Target(
-                MEMORY_ROOT + "".join(f"/{s}" for s in target.segments[:i]),
-                target.segments[:i],
-                "/".join([self.root, *target.segments[:i]]),
-            )
-            if self._file(snap, parent) is not None:
-                raise MemoryToolError(f"{parent.path} is a file, so {target.path} cannot be made")
+                f"The path {target.given} cannot be made: {exc.message}"
+            ) from None
+        except InvalidInputError as exc:
+            raise MemoryToolError(f"{target.given} was not changed: {exc.message}") from None
 
-    def _create(self, target: _Target, body: str, extra: Mapping[str, Any]) -> None:
+    def _create(
+        self, target: _Target, body: str, extra: Mapping[str, Any], *, doc_id: str | None = None
+    ) -> None:
         fields = dict(extra)
-        if target.name != f"{_stem(target.name)}{MEMORY_SUFFIX}":
+        doc_id = doc_id or target.file_ids()[0]
+        if target.name != doc_id.rsplit("/", 1)[-1] + MEMORY_SUFFIX:
             fields[NAME_KEY] = target.name
         else:
             fields.pop(NAME_KEY, None)
         self.store.create(
-            body,
-            id=self._doc_id(target),
-            title=target.path,
-            agent=self.agent,
-            extra=fields or None,
-            message=f"memory tool: create {target.path}",
+            body, id=doc_id, title=target.path, agent=self.agent, extra=fields or None
         )
+
+    def _unkeep_above(self, snap: Snapshot, target: _Target) -> None:
+        """A directory that now holds something is no longer kept empty."""
+        for depth in range(1, len(target.names)):
+            folder = target.prefix(depth).tree
+            if snap.exists(f"{folder}/{KEEP_FILE}"):
+                self.store.keep_folder(folder, keep=False)
+
+    def _keep_if_empty(self, snap: Snapshot, folder: str) -> None:
+        """A directory a delete or a rename emptied stays, as on a file system."""
+        if folder != self.root and not self._holds_anything(snap, folder):
+            self.store.keep_folder(folder)
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         target = self._target(path)
         if not isinstance(old_str, str) or not isinstance(new_str, str):
             raise MemoryToolError("old_str and new_str must be strings")
-        if not old_str:
-            raise MemoryToolError("old_str must not be empty")
         snap = self._snapshot()
         self._check_links(snap, target)
         doc = self._require_file(snap, target)
+        if not old_str:
+            raise MemoryToolError("old_str must not be empty")
         content = doc.body
         count = content.count(old_str)
         if count == 0:
             raise MemoryToolError(
                 f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
-                f"in {target.path}."
+                f"in {target.given}."
             )
         if count > 1:
             lines, start = [], 0
@@ -417,20 +604,22 @@ class MemoryTool:
             )
         pos = content.find(old_str)
         new_content = content.replace(old_str, new_str, 1)
-        self._update(doc, new_content, f"memory tool: edit {target.path}")
+        self._update(target, doc, new_content, f"memory tool: edit {target.path}")
+        # The SDK's snippet: two lines either side of the line the change starts on.
         changed = content.count("\n", 0, pos)
         new_lines = new_content.split("\n")
         low = max(0, changed - 2)
-        high = min(len(new_lines), changed + new_str.count("\n") + 3)
+        high = min(len(new_lines), changed + 3)
         return (
             "The memory file has been edited. Here is the snippet showing the change "
             "(with line numbers):\n" + _numbered(new_lines[low:high], low + 1)
         )
 
-    def _update(self, doc: _Doc, body: str, message: str) -> None:
-        self.store.update(
-            doc.id, body, expected_version=doc.version, agent=self.agent, message=message
-        )
+    def _update(self, target: _Target, doc: _Doc, body: str, message: str) -> None:
+        with self._writing(target):
+            self.store.update(
+                doc.id, body, expected_version=doc.version, agent=self.agent, message=message
+            )
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         target = self._target(path)
@@ -447,9 +636,12 @@ class MemoryTool:
                 f"Invalid `insert_line` parameter: {insert_line}. It should be within the range "
                 f"[0, {len(lines)}]."
             )
-        lines[insert_line:insert_line] = insert_text.rstrip("\n").split("\n")
-        self._update(doc, "\n".join(lines) + "\n", f"memory tool: insert into {target.path}")
-        return f"The file {target.path} has been edited."
+        lines.insert(insert_line, insert_text.rstrip("\n"))
+        new_content = "\n".join(lines)
+        if not new_content.endswith("\n"):  # as the SDK: a final newline, never a second
+            new_content += "\n"
+        self._update(target, doc, new_content, f"memory tool: insert into {target.path}")
+        return f"The file {target.given} has been edited."
 
     def delete(self, path: str) -> str:
         target = self._target(path)
@@ -459,60 +651,82 @@ class MemoryTool:
         self._check_links(snap, target)
         doc = self._file(snap, target)
         if doc is not None:
-            self.store.delete(
-                doc.id, agent=self.agent, message=f"memory tool: delete {target.path}"
+            ids, kept = [doc.id], []
+        elif self._is_dir(snap, target):
+            ids, kept = (
+                list(self._docs_under(snap, target.tree)),
+                self._kept_under(snap, target.tree),
             )
-            return f"Successfully deleted {target.path}"
-        ids = list(self._docs_under(snap, target.tree))
-        if not ids:
-            raise MemoryToolNotFoundError(f"The path {target.path} does not exist")
-        with self.store.transaction(message=f"memory tool: delete {target.path}/"):
+        else:
+            raise MemoryToolNotFoundError(f"The path {target.given} does not exist")
+        with self.store.transaction(message=f"memory tool: delete {target.path}") as tx:
             for doc_id in ids:
                 self.store.delete(doc_id, agent=self.agent)
-        return f"Successfully deleted {target.path}"
+            for folder in kept:
+                self.store.keep_folder(folder, keep=False)
+            self._keep_if_empty(tx.snapshot, target.parent_tree)
+        return f"Successfully deleted {target.given}"
 
     def rename(self, old_path: str, new_path: str) -> str:
         old = self._target(old_path, "old_path")
         new = self._target(new_path, "new_path")
-        if old.is_root or new.is_root:
+        if old.is_root:
             raise MemoryToolError(f"Cannot rename the {MEMORY_ROOT} directory itself")
         snap = self._snapshot()
         self._check_links(snap, old)
         self._check_links(snap, new)
+        if new.is_root or self._file(snap, new) is not None or self._is_dir(snap, new):
+            raise MemoryToolError(f"The destination {new.given} already exists")
         doc = self._file(snap, old)
         if doc is None and not self._is_dir(snap, old):
-            raise MemoryToolNotFoundError(f"The path {old.path} does not exist")
-        if self._file(snap, new) is not None or self._is_dir(snap, new):
-            raise MemoryToolError(f"The destination {new.path} already exists")
-        if new.segments[: len(old.segments)] == old.segments:
-            raise MemoryToolError(f"Cannot move {old.path} into itself ({new.path})")
-        moves: list[tuple[_Doc, _Target]] = []
-        if doc is not None:
-            moves.append((doc, new))
-        else:
-            for doc_id in self._docs_under(snap, old.tree):
-                moved = self._doc_at(snap, doc_id)
-                if moved is None:
-                    continue
-                rel = doc_id[len(old.tree) + 1 :].split("/")
-                segments = (*new.segments, *rel[:-1], moved.name)
-                moves.append((moved, self._target("/".join([MEMORY_ROOT, *segments]), "new_path")))
-        with self.store.transaction(message=f"memory tool: rename {old.path} to {new.path}") as tx:
-            for moved, dest in moves:
-                self._check_free(tx.snapshot, dest)
-                self.store.delete(moved.id, agent=self.agent)
-                extra = {**moved.extra, "renamed_from": moved.id}
-                self._create(dest, moved.body, extra)
-        return f"Successfully renamed {old.path} to {new.path}"
+            raise MemoryToolNotFoundError(f"The path {old.given} does not exist")
+        if doc is None and new.names[: len(old.names)] == old.names:
+            raise MemoryToolError(f"Cannot move {old.given} into itself ({new.given})")
+        self._check_free(snap, new, "The destination {} already exists")
+        with (
+            self._writing(new),
+            self.store.transaction(message=f"memory tool: rename {old.path} to {new.path}") as tx,
+        ):
+            if doc is not None:
+                self.store.delete(doc.id, agent=self.agent)
+                self._create(new, doc.body, {**doc.extra, "renamed_from": doc.id})
+            else:
+                self._move_dir(snap, old, new)
+            self._unkeep_above(tx.snapshot, new)
+            self._keep_if_empty(tx.snapshot, old.parent_tree)
+        return f"Successfully renamed {old.given} to {new.given}"
+
+    def _move_dir(self, snap: Snapshot, old: _Target, new: _Target) -> None:
+        """Every file and kept-empty directory below ``old`` to the same place below
+        ``new``: the stored segments below it do not change, only the folder they are in."""
+        for doc_id in list(self._docs_under(snap, old.tree)):
+            moved = self._doc_at(snap, doc_id)
+            if moved is None:
+                continue
+            rel = doc_id[len(old.tree) + 1 :].split("/")
+            names = (*new.names, *map(dir_name, rel[:-1]), moved.name)
+            self.store.delete(doc_id, agent=self.agent)
+            self._create(
+                _Target("", names, self.root),
+                moved.body,
+                {**moved.extra, "renamed_from": doc_id},
+                doc_id=f"{new.tree}/{'/'.join(rel)}",
+            )
+        for folder in self._kept_under(snap, old.tree):
+            self.store.keep_folder(folder, keep=False)
+            self.store.keep_folder(new.tree + folder[len(old.tree) :])
 
     def clear_all_memory(self) -> str:
         """Delete every file under /memories in one commit (history keeps them)."""
         snap = self._snapshot()
         ids = list(self._docs_under(snap, self.root))
-        if ids:
+        kept = self._kept_under(snap, self.root)
+        if ids or kept:
             with self.store.transaction(message=f"memory tool: clear {MEMORY_ROOT}"):
                 for doc_id in ids:
                     self.store.delete(doc_id, agent=self.agent)
+                for folder in kept:
+                    self.store.keep_folder(folder, keep=False)
         return "All memory cleared"
 
     def execute(self, command: Mapping[str, Any]) -> str:

@@ -27,6 +27,9 @@ MEMORIES_DIR = "memories"
 CONFIG_FILE = "gitmem.yaml"
 ATTRIBUTES_FILE = ".gitattributes"
 MEMORY_SUFFIX = ".md"
+KEEP_FILE = ".gitkeep"
+"""The empty file that keeps an otherwise empty folder of a document root in git's tree
+(:meth:`gitmem.store.core.Store.keep_folder`); not a memory."""
 MAX_ID_LENGTH = 200
 MAX_PATH_DEPTH = 8
 

@@ -49,6 +49,7 @@ from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
     CONFIG_FILE,
     DOCUMENT_ROOTS,
+    KEEP_FILE,
     check_id,
     id_from_path,
     id_prefix,
@@ -128,7 +129,9 @@ class _Effect:
     session: str | None = None
 
 
-_Action = Callable[[Snapshot], tuple[_Effect, Any]]
+_Action = Callable[[Snapshot], tuple[_Effect | None, Any]]
+"""A write staged on a snapshot: its effect on memories (None for a file that is not a
+memory, such as a folder's ``.gitkeep``) and the value the caller gets."""
 
 
 def _spec(
@@ -204,7 +207,8 @@ class Transaction:
         self.store._refresh_config(self.backend, self.snapshot)
         effect, value = action(self.snapshot)
         self.actions.append(action)
-        self.effects.append(effect)
+        if effect is not None:
+            self.effects.append(effect)
         return value
 
     def built_on(self, snap: Snapshot) -> bool:
@@ -391,7 +395,7 @@ class Store:
                 effects = tx.effects
             else:
                 self._refresh_config(backend, snap)
-                effects = [action(snap)[0] for action in tx.actions]
+                effects = [e for e in (action(snap)[0] for action in tx.actions) if e]
             for key, value in tx.trailers:
                 check_trailer(key, value)
             subject = message or f"transaction: {len(effects)} operations"
@@ -535,7 +539,11 @@ class Store:
         def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
             self._refresh_config(backend, snap)
             effect, value = action(snap)
-            return self._check_commit_text(backend, _spec([effect], message)), value
+            if effect is None:  # no memory changed: a folder kept or let go (keep_folder)
+                spec = _spec([], None, message or "keep folder")
+            else:
+                spec = _spec([effect], message)
+            return self._check_commit_text(backend, spec), value
 
         value, _ = backend.db.write(plan)
         return value
@@ -966,6 +974,39 @@ class Store:
         result: bool = self._run(backend, action, message)
         if not result and not missing_ok:
             raise NotFoundError(f"no memory {id}", hint="someone deleted it meanwhile")
+        return result
+
+    def keep_folder(
+        self,
+        folder: str,
+        keep: bool = True,
+        *,
+        scope: Scope | str | None = None,
+        message: str | None = None,
+    ) -> bool:
+        """Keep a folder below a document root in the tree though it holds no memory (an
+        empty ``.gitkeep`` file in it, which is not a memory and which every reader skips),
+        or with ``keep=False`` remove that file. Returns whether anything changed.
+
+        Claude's memory tool uses it for the empty directories a file system keeps after
+        a delete or a rename. In a transaction it joins the transaction's commit.
+        """
+        check_id(folder, what="folder")
+        if not is_path_id(folder):
+            raise InvalidInputError(f"folder {folder!r} is not below a document root")
+        backend = self._backend(scope)
+        path = f"{folder}/{KEEP_FILE}"
+
+        def action(snap: Snapshot) -> tuple[_Effect | None, bool]:
+            if snap.exists(path) == keep:
+                return None, False
+            if keep:
+                snap.put(path, b"")
+            else:
+                snap.remove(path)
+            return None, True
+
+        result: bool = self._run(backend, action, message)
         return result
 
     def restore(
