@@ -105,6 +105,7 @@ def _yaml(value: str) -> str:
 def _same(served: Graph, walked: Graph) -> None:
     assert served.read_graph() == walked.read_graph()
     assert served.read_graph() == served.walk_graph()
+    assert served.read_graph_dict() == served.walk_graph().to_dict()  # MCP read_graph's rows
     for query in QUERIES:
         assert served.search_nodes(query) == walked.search_nodes(query), query
     assert served.open_nodes(NAMES) == walked.open_nodes(NAMES)

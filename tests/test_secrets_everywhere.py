@@ -240,7 +240,8 @@ def test_memory_tool_writes_are_scanned(store: Store, git: GitRunner) -> None:
     tool.create("/memories/a.md", "hello\n")
     _refused(lambda: tool.str_replace("/memories/a.md", "hello", NPM), "npm-token")
     _refused(lambda: tool.insert("/memories/a.md", 0, GITHUB_PAT), "github-token")
-    _refused(lambda: tool.create(f"/memories/{GITHUB_PAT}.md", "x"), "the id")
+    # A name the SDK accepts: refused by its commit message or its id, never stored or shown.
+    _refused(lambda: tool.create(f"/memories/{GITHUB_PAT}.md", "x"), "github-token")
     # Its transaction message names the new path: refused there, before any write.
     _refused(lambda: tool.rename("/memories/a.md", f"/memories/{NPM}.md"), "npm-token")
     assert not _leaks(_history(git, store))
@@ -333,3 +334,12 @@ def gitmem_open(store: Store) -> Store:
     import gitmem
 
     return gitmem.open(store.path)
+
+
+def test_the_memory_tool_names_the_line_the_model_wrote(store: Store) -> None:
+    tool = MemoryTool(store)
+    error = _refused(
+        lambda: tool.create("/memories/notes.md", f"one\ntwo\nkey {HUGGINGFACE}\n"), "huggingface"
+    )
+    assert str(error).startswith("/memories/notes.md was not changed")
+    assert "on line 3" in str(error)  # the third line of what the model wrote

@@ -133,8 +133,59 @@ _DONE_OUT = _obj({"success": {"type": "boolean"}, "message": _str()})
 
 
 def _json(value: Any) -> str:
-    # JSON.stringify(value, null, 2), as the reference server writes its results.
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    """``JSON.stringify(value, null, 2)``, as the reference server writes its results: the
+    same text as ``json.dumps(value, indent=2, ensure_ascii=False)``, made several times
+    faster (with an indent, json falls back to its pure-Python encoder, which took 45 ms of
+    a ``read_graph`` of 10,000 entities)."""
+    out: list[str] = []
+    try:
+        _indent(value, out, "\n")
+    except _Unusual:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(out)
+
+
+class _Unusual(Exception):
+    """A value :func:`_indent` leaves to json (a float, a key that is not text)."""
+
+
+_QUOTE = json.encoder.encode_basestring  # the C encoder of a string, non-ASCII kept
+_SCALARS = {True: "true", False: "false", None: "null"}
+
+
+def _indent(value: Any, out: list[str], newline: str) -> None:
+    if isinstance(value, str):
+        out.append(_QUOTE(value))
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        out.append("{")
+        for i, (key, item) in enumerate(value.items()):
+            if not isinstance(key, str):
+                raise _Unusual
+            out.append(inner if i == 0 else "," + inner)
+            out.append(_QUOTE(key))
+            out.append(": ")
+            _indent(item, out, inner)
+        out.append(newline + "}")
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append(inner if i == 0 else "," + inner)
+            _indent(item, out, inner)
+        out.append(newline + "]")
+    elif value is None or isinstance(value, bool):
+        out.append(_SCALARS[value])
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    else:
+        raise _Unusual  # floats (nan, inf, repr rules) and anything else: json decides
 
 
 def _done(message: str) -> ToolResult:
@@ -167,7 +218,7 @@ def _graph_tools(graph: Graph) -> list[ToolSpec]:
         return _done("Relations deleted successfully")
 
     def read_graph(args: dict[str, Any]) -> ToolResult:
-        result = graph.read_graph().to_dict()
+        result = graph.read_graph_dict()
         return ToolResult(_json(result), result)
 
     def search_nodes(args: dict[str, Any]) -> ToolResult:
@@ -747,7 +798,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
-        text = _json(graph.read_graph().to_dict())
+        text = _json(graph.read_graph_dict())
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(

@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pygit2.enums import FileMode
@@ -59,6 +59,7 @@ from gitmem.format.layout import (
     MEMORY_SUFFIX,
     check_id,
 )
+from gitmem.format.secrets import SecretsFoundError, scan_text
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 
@@ -88,6 +89,11 @@ _HEX = frozenset("0123456789abcdef")
 
 class MemoryToolError(InvalidInputError):
     """A memory-tool command that cannot be carried out; the message is for the model."""
+
+
+class MemoryToolSecretError(MemoryToolError, SecretsFoundError):
+    """A write refused for what looks like a credential, told with the line of the file as
+    the model sees it (the stored file's line counts gitmem's front-matter too)."""
 
 
 class MemoryToolNotFoundError(NotFoundError):
@@ -509,7 +515,7 @@ class MemoryTool:
         self._check_links(snap, target)
         self._check_free(snap, target, "File {} already exists")
         with (
-            self._writing(target),
+            self._writing(target, file_text),
             self.store.transaction(message=f"memory tool: create {target.path}") as tx,
         ):
             self._create(target, file_text, {})
@@ -533,12 +539,23 @@ class MemoryTool:
                 )
 
     @contextlib.contextmanager
-    def _writing(self, target: _Target) -> Iterator[None]:
-        """The store's refusals of a write, told in terms of /memories."""
+    def _writing(self, target: _Target, body: str | None = None) -> Iterator[None]:
+        """The store's refusals of a write, told in terms of /memories (``body``: the file's
+        text as the model wrote it, to name a credential's line in it)."""
         try:
             yield
         except MemoryToolError:
             raise
+        except SecretsFoundError as exc:
+            first = exc.findings[0]
+            seen = [f for f in scan_text(body) if f.kind == first.kind] if body else []
+            if not seen:  # in the path, or found by a pattern of the store's own
+                what = exc.message.partition(" looks like it holds a secret")[0]
+                raise MemoryToolSecretError(
+                    f"{target.given} was not changed: {what}", exc.findings
+                ) from None
+            findings = [replace(first, line=seen[0].line), *exc.findings[1:]]
+            raise MemoryToolSecretError(f"{target.given} was not changed: it", findings) from None
         except AlreadyExistsError as exc:
             if "differs only in case" in exc.message:
                 raise MemoryToolError(
@@ -616,7 +633,7 @@ class MemoryTool:
         )
 
     def _update(self, target: _Target, doc: _Doc, body: str, message: str) -> None:
-        with self._writing(target):
+        with self._writing(target, body):
             self.store.update(
                 doc.id, body, expected_version=doc.version, agent=self.agent, message=message
             )
@@ -684,7 +701,7 @@ class MemoryTool:
             raise MemoryToolError(f"Cannot move {old.given} into itself ({new.given})")
         self._check_free(snap, new, "The destination {} already exists")
         with (
-            self._writing(new),
+            self._writing(new, doc.body if doc is not None else None),
             self.store.transaction(message=f"memory tool: rename {old.path} to {new.path}") as tx,
         ):
             if doc is not None:

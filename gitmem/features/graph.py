@@ -657,6 +657,14 @@ class Graph:
             relations = [Relation(s, t, k) for s, t, k in reader.relations()]
         return KnowledgeGraph(entities, relations)
 
+    def read_graph_dict(self) -> dict[str, Any]:
+        """:meth:`read_graph` in the reference server's JSON shape (``to_dict``), made from
+        the index rows directly where they answer."""
+        with self._reader() as reader:
+            if reader is not None:
+                return reader.graph_dict()
+        return self.walk_graph().to_dict()
+
     def search_nodes(self, query: str) -> KnowledgeGraph:
         """Entities whose name, type or an observation contains ``query`` (ignoring case),
         and every relation with at least one end among them."""

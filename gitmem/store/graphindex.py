@@ -325,6 +325,24 @@ class GraphReader:
         for row in cursor:
             yield _entity(row)
 
+    def graph_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """The whole graph in the reference server's JSON shape, straight from the rows
+        (``read_graph`` of a large graph: no row or entity objects on the way)."""
+        loads = json.loads
+        entities = [
+            {"name": name, "entityType": kind, "observations": loads(observations)}
+            for name, kind, observations in self.conn.execute(
+                f"SELECT name, type, observations FROM graph_entities {_ENTITY_ORDER}"
+            )
+        ]
+        relations = [
+            {"from": source, "to": target, "relationType": kind}
+            for source, target, kind in self.conn.execute(
+                f"SELECT source, target, type FROM graph_relations {_RELATION_ORDER}"
+            )
+        ]
+        return {"entities": entities, "relations": relations}
+
     def named(self, names: Iterable[str]) -> list[EntityRow]:
         """The entity files with one of these names, in the graph's order."""
         wanted = list(dict.fromkeys(names))

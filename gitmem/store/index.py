@@ -59,7 +59,7 @@ from gitmem.store.changes import (
     version_rows,
 )
 from gitmem.store.providers import FULL_FILL_CHUNK, PROVIDERS, RowProvider, provider_key, register
-from gitmem.store.queries import SCHEMA_VERSION, STORE_CONFIG_KEY
+from gitmem.store.queries import MEMORY_COUNT_KEY, SCHEMA_VERSION, STORE_CONFIG_KEY
 from gitmem.store.rows import (
     MEMORY_COLUMNS,
     ROW_COLUMNS,
@@ -393,7 +393,7 @@ class Index:
     def _clear(self, conn: sqlite3.Connection) -> None:
         for table in ("memories", "tags", "edges", "versions", "commits", "problems"):
             conn.execute(f"DELETE FROM {table}")
-        conn.execute("DELETE FROM meta WHERE key = 'commit'")
+        conn.execute("DELETE FROM meta WHERE key IN ('commit', ?)", (MEMORY_COUNT_KEY,))
 
     def _catch_up_locked(
         self, conn: sqlite3.Connection, tip: pygit2.Commit | None, progress: Progress | None
@@ -449,6 +449,9 @@ class Index:
             conn, repo, tip_hex, str(old.id) if old is not None else None, added, removed
         )
         stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (MEMORY_COUNT_KEY, str(stats.memories))
+        )
         stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
         stats.problems = queries.problem_rows(conn)
         return stats

@@ -29,6 +29,8 @@ SCHEMA_VERSION = 5
 table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
 STORE_CONFIG_KEY = "store"
 """``meta`` key: the format and scope the indexed tip's gitmem.yaml gives, as JSON."""
+MEMORY_COUNT_KEY = "memories"
+"""``meta`` key: how many rows ``memories`` holds, written by every catch-up that changes it."""
 FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
 """bm25 weights of the full-text columns (title, body, tags, names; idents unweighted: 1.0)."""
 
@@ -78,6 +80,14 @@ def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
         path=path,
         store_scope=store_scope,
     )
+
+
+def memory_count(conn: sqlite3.Connection) -> int:
+    """How many memories the index holds (``meta`` keeps the count; older indexes count)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (MEMORY_COUNT_KEY,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
 
 
 def problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:

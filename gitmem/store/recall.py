@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.format.model import Memory, Scope
-from gitmem.store import lexical
+from gitmem.store import lexical, queries
 from gitmem.store.reader import IndexReader
 
 if TYPE_CHECKING:
@@ -346,19 +346,11 @@ def _selective(conn: sqlite3.Connection, query: Query) -> str:
     return lexical.or_query(kept, phrases=query.phrases)
 
 
-_counts: dict[tuple[int, int], int] = {}
-
-
 def _memory_count(conn: sqlite3.Connection) -> int:
-    """How many memories the index holds, counted once per database change."""
-    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-    key = (id(conn), version)
-    found = _counts.get(key)
-    if found is None:
-        if len(_counts) > 64:
-            _counts.clear()
-        found = _counts[key] = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-    return found
+    """How many memories the index holds (kept in ``meta`` by the catch-up: a module cache
+    keyed by the connection's id and ``PRAGMA data_version`` went stale when the same
+    connection wrote, or a new connection reused a closed one's id)."""
+    return queries.memory_count(conn)
 
 
 def _stem_words(words: Sequence[str]) -> dict[str, str]:
