@@ -274,6 +274,10 @@ class _Doc:
     extra: dict[str, Any]
 
 
+_PARSED_KEPT = 256
+"""Parsed documents a MemoryTool keeps (then it starts again)."""
+
+
 class MemoryTool:
     """The six memory-tool commands over a store, under ``root`` (default ``notes``).
 
@@ -292,6 +296,9 @@ class MemoryTool:
         self.store = store
         self.root = root
         self.agent = agent
+        self._parsed: dict[tuple[str, bytes], _Doc] = {}
+        """Documents parsed before, by id and exact bytes: a model views the files it just
+        wrote, and parsing the front-matter again was half of a view."""
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -365,6 +372,16 @@ class MemoryTool:
         data = snap.read(f"{doc_id}{MEMORY_SUFFIX}")
         if data is None:
             return None
+        seen = self._parsed.get((doc_id, data))
+        if seen is not None:
+            return replace(seen, extra=dict(seen.extra))
+        doc = self._parse(doc_id, data)
+        if len(self._parsed) >= _PARSED_KEPT:
+            self._parsed.clear()
+        self._parsed[(doc_id, data)] = doc
+        return replace(doc, extra=dict(doc.extra))
+
+    def _parse(self, doc_id: str, data: bytes) -> _Doc:
         try:
             doc = codec.parse(codec.decode(data))
         except GitmemError as exc:
