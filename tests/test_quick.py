@@ -121,7 +121,7 @@ def filled(bare_store: Store) -> Store:
 
 
 def test_current_index_is_served_and_a_moved_branch_is_not(filled: Store) -> None:
-    quick = open_quick(filled.path, full_text=True)
+    quick = open_quick(filled.path, providers=['lexical'])
     assert quick is not None and str(quick.scope) == "repo"
     quick.close()
     # The branch moves with plain git (a new commit the index has not seen): not current.
@@ -154,7 +154,7 @@ def test_an_index_it_cannot_vouch_for_is_left_to_the_full_path(
     filled: Store, key: str, value: str
 ) -> None:
     _set_meta(filled, key, value)
-    assert open_quick(filled.path, full_text=True) is None
+    assert open_quick(filled.path, providers=['lexical']) is None
 
 
 def test_unusual_layouts_are_left_to_the_full_path(filled: Store, tmp_path: Path) -> None:
@@ -244,6 +244,32 @@ def test_a_deleted_memory_and_a_problem_file_fall_back(filled: Store) -> None:
     assert fast == full
 
 
+# -- recall ------------------------------------------------------------------------------
+
+
+def test_recall_waits_for_pending_embeddings_then_answers_the_same(filled: Store) -> None:
+    from gitmem.store.recall import recall_current
+
+    quick = open_quick(filled.path, providers=["lexical", "vectors"])
+    assert quick is not None
+    # Nothing embedded yet: the full path embeds first, so the fast one leaves it to it.
+    assert recall_current(quick, "how do we handle migration") is None
+    quick.close()
+    for args in (
+        ("recall", "how do we handle migration?"),
+        ("recall", "deploys", "--explain", "-n", "3"),
+        ("recall", "second line", "--all", "--budget", "60"),
+        ("recall", "what?"),  # no words to look for
+    ):
+        fast, full = _both(filled, *args)
+        assert fast == full, args
+    quick = open_quick(filled.path, providers=["lexical", "vectors"])
+    assert quick is not None
+    answered = recall_current(quick, "how do we handle migration")
+    assert answered is not None and answered.semantic
+    assert answered.ids == filled.recall("how do we handle migration").ids
+
+
 # -- and without loading libgit2 or PyYAML -----------------------------------------------
 
 _PROBE = """
@@ -274,6 +300,9 @@ def test_answered_reads_load_neither_libgit2_nor_pyyaml(filled: Store) -> None:
     assert _loaded(filled, "ls", "--all") == ""
     assert _loaded(filled, "show", memory.id[:12]) == ""
     assert _loaded(filled, "search", "migration") == ""
+    _loaded(filled, "recall", "migration")  # the first embeds what is new, on the full path
+    # the embedder (numpy) and the user's configuration that names it (YAML), never libgit2
+    assert _loaded(filled, "recall", "migration", "--explain") == "yaml,numpy"
     # and where the fast path cannot answer, the full one does (and loads them)
     assert "pygit2" in _loaded(filled, "ls", "--json")
 

@@ -72,7 +72,7 @@ class State:
         return self._store
 
 
-    def quick(self, *, full_text: bool = False) -> QuickIndex | None:
+    def quick(self, *, providers: Sequence[str] = ()) -> QuickIndex | None:
         """The store's index, when a read command can be answered from it as it stands
         without opening git (:mod:`gitmem.store.quick`: no libgit2 to load); None means
         :meth:`store`. Only for a store named by ``--store`` or ``$GITMEM_DIR``, or the
@@ -94,7 +94,7 @@ class State:
             path = user_store_path()
         else:
             return None
-        found = open_quick(path, full_text=full_text)
+        found = open_quick(path, providers=providers)
         if found is not None:
             self.reason = reason
         return found

@@ -147,7 +147,7 @@ def _quick_search(
     (gitmem.store.quick); None when the full path must answer (see Store.search)."""
     if not query.strip():
         return None  # the full path's error
-    quick = state.quick(full_text=True)
+    quick = state.quick(providers=["lexical"])
     if quick is None or scope not in (None, str(quick.scope)):
         return None
     from gitmem.store.search import full_text_matches
@@ -247,17 +247,34 @@ def recall(
       gitmem recall sample_user --explain
       gitmem recall "test fixtures" --budget 2000
     """
-    results = state.store().recall(
-        " ".join(query),
-        limit=limit,
-        scope=scope,
-        category=category,
-        tags=list(tags) or None,
-        include_superseded=show_all,
-        include_archived=show_all,
-        at=at,
-        budget=budget,
-    )
+    results = None
+    if at is None and not tags:
+        # A current index answers without loading the store (see gitmem.store.quick).
+        quick = state.quick(providers=["lexical", "vectors"])
+        if quick is not None and scope in (None, str(quick.scope)):
+            from gitmem.store.recall import recall_current
+
+            results = recall_current(
+                quick,
+                " ".join(query),
+                limit=limit,
+                category=category,
+                include_superseded=show_all,
+                include_archived=show_all,
+                budget=budget,
+            )
+    if results is None:
+        results = state.store().recall(
+            " ".join(query),
+            limit=limit,
+            scope=scope,
+            category=category,
+            tags=list(tags) or None,
+            include_superseded=show_all,
+            include_archived=show_all,
+            at=at,
+            budget=budget,
+        )
     if state.json:
         emit_json(results.to_dict())
         return

@@ -59,9 +59,6 @@ class LocalConfig:
 
 def load() -> LocalConfig:
     """Read the user's configuration (an empty one where the file does not exist)."""
-    # Imported here: most commands never read the local configuration.
-    from gitmem.format.codec import load_yaml
-
     path = config_path()
     try:
         text = path.read_text(encoding="utf-8")
@@ -69,6 +66,10 @@ def load() -> LocalConfig:
         return LocalConfig(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidMemoryError(f"cannot read the gitmem configuration {path}: {exc}") from None
+    # Imported here, once there is a file to parse: most commands never read the local
+    # configuration, and recall reads it on every query (usually there is none).
+    from gitmem.format.codec import load_yaml
+
     try:
         data, _ = load_yaml(text)
     except InvalidMemoryError as exc:

@@ -805,17 +805,7 @@ class Index:
 
     def load(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
         """The memories of these ``memories.rowid`` values (inside :meth:`read`)."""
-        wanted = list(dict.fromkeys(rowids))
-        out: dict[int, Memory] = {}
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            sql = (
-                f"SELECT {MEMORY_COLUMNS} FROM memories "
-                f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
-            )
-            for row in conn.execute(sql, chunk):
-                out[int(row[0])] = self._memory(row)
-        return out
+        return queries.load_memories(conn, rowids, self.scope)
 
     @_recovering
     def scan(self, *, filters: dict[str, Any]) -> list[Memory]:

@@ -90,6 +90,23 @@ def memory_count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
 
 
+def load_memories(
+    conn: sqlite3.Connection, rowids: Iterable[int], store_scope: Scope
+) -> dict[int, Memory]:
+    """The memories of these ``memories.rowid`` values."""
+    wanted = list(dict.fromkeys(rowids))
+    out: dict[int, Memory] = {}
+    for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
+        chunk = wanted[i : i + 500]
+        sql = (
+            f"SELECT {MEMORY_COLUMNS} FROM memories "
+            f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
+        )
+        for row in conn.execute(sql, chunk):
+            out[int(row[0])] = memory_from_row(row, store_scope)
+    return out
+
+
 def problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """Problems by path in git's byte order (SQLite would put the byte paths last)."""
     found = conn.execute("SELECT path, message FROM problems")

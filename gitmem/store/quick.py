@@ -43,6 +43,16 @@ DEFAULT_BRANCH = "main"  # gitmem.git.db.DEFAULT_BRANCH, without importing libgi
 _UNUSUAL_CONFIG = (b"worktree", b"include", b"objectformat", b"refstorage")
 
 
+def _vectors_version() -> int:
+    from gitmem.store import vectors
+
+    return vectors.VECTORS_VERSION
+
+
+_VERSIONS = {lexical.PROVIDER: lambda: lexical.LEXICAL_VERSION, "vectors": _vectors_version}
+"""The row providers the fast path reads, and where their versions are (imported on use)."""
+
+
 class QuickIndex:
     """The current index of one store, read-only, in one read transaction (a snapshot)."""
 
@@ -108,10 +118,11 @@ class QuickIndex:
         return found.fetchone() is not None
 
 
-def open_quick(path: Path, *, full_text: bool = False) -> QuickIndex | None:
+def open_quick(path: Path, *, providers: Sequence[str] = ()) -> QuickIndex | None:
     """The store at ``path``'s index, when it is current and the layout is plain; else None.
 
-    ``full_text``: the caller will search, so the full-text rows must be current too.
+    ``providers``: row providers whose tables the caller reads, which must be current too
+    (``"lexical"`` to search, and ``"vectors"`` to recall).
     """
     located = _locate(path)
     if located is None:
@@ -128,7 +139,7 @@ def open_quick(path: Path, *, full_text: bool = False) -> QuickIndex | None:
         conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
         conn.execute("BEGIN")  # one snapshot for the checks and the answers
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        scope = _current(meta, tip, full_text)
+        scope = _current(meta, tip, providers)
         if scope is None:
             conn.close()
             return None
@@ -165,12 +176,13 @@ def _locate(path: Path) -> tuple[Path, str] | None:
     return gitdir, branch
 
 
-def _current(meta: Mapping[str, str], tip: str, full_text: bool) -> Scope | None:
+def _current(meta: Mapping[str, str], tip: str, providers: Sequence[str]) -> Scope | None:
     """The store's scope when the index reflects ``tip`` in a format this gitmem reads."""
     if meta.get("schema") != str(queries.SCHEMA_VERSION) or meta.get("commit") != tip:
         return None
-    if full_text and meta.get(provider_key(lexical.PROVIDER)) != f"{lexical.LEXICAL_VERSION} {tip}":
-        return None
+    for name in providers:
+        if meta.get(provider_key(name)) != f"{_VERSIONS[name]()} {tip}":
+            return None
     try:
         store = json.loads(meta.get(queries.STORE_CONFIG_KEY) or "{}")
         if not isinstance(store, dict) or not isinstance(store.get("format"), int):

@@ -31,17 +31,17 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.format.model import Memory, Scope
 from gitmem.store import lexical, queries
-from gitmem.store.reader import IndexReader
 
 if TYPE_CHECKING:
     from gitmem.store.core import At, Store
     from gitmem.store.index import Index
+    from gitmem.store.quick import QuickIndex
 
 log = logging.getLogger(__name__)
 
@@ -626,6 +626,8 @@ def recall(
     if not parsed.terms:
         results.notice = "the query has no words to look for"
         return results
+    from gitmem.store.reader import IndexReader
+
     scored: list[tuple[_Candidate, Memory]] = []
     for each in [Scope(scope)] if scope is not None else store.scopes:
         reader = store.reader(each, at=at)
@@ -639,7 +641,7 @@ def recall(
             scored.extend(
                 index.read(
                     functools.partial(
-                        _from_index, index, query=parsed, options=options, semantic=nearest
+                        _from_index, index.load, query=parsed, options=options, semantic=nearest
                     )
                 )
             )
@@ -648,6 +650,69 @@ def recall(
                 category=None, tags=(), include_superseded=True, include_archived=True
             )
             scored.extend(_from_memories(memories, parsed, options))
+    return _finish(results, scored, parsed, limit, budget)
+
+
+def recall_current(
+    quick: QuickIndex,
+    query: str,
+    *,
+    limit: int = 10,
+    category: str | None = None,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    budget: int | None = None,
+) -> RecallResults | None:
+    """:func:`recall` over the read fast path's current index (gitmem.store.quick: opened
+    read-only, libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
+    full path would: memories still to embed (the full path embeds them first)."""
+    from gitmem.store import vectors
+
+    parsed = parse(query)
+    results = RecallResults(query=_clean(query), budget=budget)
+    options = _Options(
+        limit=limit,
+        category=category,
+        tags=(),
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        layer=None,
+        project=None,
+    )
+    if not parsed.terms:
+        results.notice = "the query has no words to look for"
+        return results
+    nearest: list[tuple[int, float]] | None = None
+    if FUSION[1] > 0:
+        embedder = _embedder(str(quick.gitdir))
+        if embedder is not None:
+            if not vectors.complete(quick.conn, embedder.name):
+                return None
+            try:
+                nearest = vectors.nearest_in(
+                    quick.conn, parsed.text[: vectors.MAX_TEXT], DEPTH, embedder
+                )
+            except Exception:  # the full path reports (and remembers) the embedder's failure
+                return None
+        else:
+            results.notice = "embeddings are off or unavailable: ranked by words only"
+    results.semantic = nearest is not None
+
+    def load(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
+        return queries.load_memories(conn, rowids, quick.scope)
+
+    scored = _from_index(load, quick.conn, query=parsed, options=options, semantic=nearest)
+    return _finish(results, scored, parsed, limit, budget)
+
+
+def _finish(
+    results: RecallResults,
+    scored: list[tuple[_Candidate, Memory]],
+    parsed: Query,
+    limit: int,
+    budget: int | None,
+) -> RecallResults:
+    """The best ``limit`` of every source's candidates, explained, and packed for a budget."""
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
     explained = _explain(_scratch(), parsed, [m for _, m in top])
@@ -720,7 +785,7 @@ def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
 
 
 def _from_index(
-    index: Index,
+    load: Callable[[sqlite3.Connection, Iterable[int]], dict[int, Memory]],
     conn: sqlite3.Connection,
     *,
     query: Query,
@@ -730,7 +795,7 @@ def _from_index(
     cands = _rank_source(conn, query, options, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     cands = cands[: options.limit]
-    loaded = index.load(conn, [c.rowid for c in cands])
+    loaded = load(conn, [c.rowid for c in cands])
     return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
 
 

@@ -27,13 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pygit2
-
 from gitmem.store.providers import RowProvider, register
 from gitmem.store.rows import RowChanges
 
 if TYPE_CHECKING:
     import numpy as np
+    import pygit2  # only named: a reader of a current index never loads it
     from numpy.typing import NDArray
 
     from gitmem.store.embed import Embedder
@@ -722,29 +721,42 @@ def nearest(
         return []
     try:
         sync(index, embedder)
-        conn = index.connect()
-        weighted = getattr(embedder, "embed_weighted", None)
-        idf = idf_weights(conn, embedder.name) if weighted is not None else None
-        # A static embedder's query weighs each token by how rare it is among the memories:
-        # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
-        query = weighted(text, idf) if weighted is not None and idf is not None else (
-            embedder.embed([text])[0]
-        )
-        hits = top_k(conn, embedder.name, query, k)
-        if not hits:
-            return []
-        by_blob: dict[str, list[int]] = {}
-        for chunk in _chunks([b for b, _ in hits]):
-            marks = ",".join("?" * len(chunk))
-            for rowid, blob in conn.execute(
-                f"SELECT rowid, blob FROM vector_rows WHERE blob IN ({marks}) ORDER BY rowid",
-                tuple(chunk),
-            ):
-                by_blob.setdefault(blob, []).append(int(rowid))
+        return nearest_in(index.connect(), text, k, embedder)
     except (EmbedderError, ValueError, sqlite3.OperationalError) as exc:
         # ValueError: a model that changed dimension under the same name; OperationalError:
         # a read-only or locked index. The lexical answer stands alone.
         _failed_until[embedder.name] = time.monotonic() + RETRY_AFTER
         log.warning("semantic recall skipped for %.0f s: %s", RETRY_AFTER, exc)
         return []
+
+
+def complete(conn: sqlite3.Connection, model: str) -> bool:
+    """Whether every current memory has a vector of ``model``: :func:`nearest_in` can then
+    answer on a read-only connection, with nothing to embed first."""
+    return _complete(conn, model)
+
+
+def nearest_in(
+    conn: sqlite3.Connection, text: str, k: int, embedder: Embedder
+) -> list[tuple[int, float]]:
+    """:func:`nearest` on a connection whose vectors are current (:func:`complete`): reads
+    only. Raises what the embedder or SQLite raises."""
+    weighted = getattr(embedder, "embed_weighted", None)
+    idf = idf_weights(conn, embedder.name) if weighted is not None else None
+    # A static embedder's query weighs each token by how rare it is among the memories:
+    # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
+    query = weighted(text, idf) if weighted is not None and idf is not None else (
+        embedder.embed([text])[0]
+    )
+    hits = top_k(conn, embedder.name, query, k)
+    if not hits:
+        return []
+    by_blob: dict[str, list[int]] = {}
+    for chunk in _chunks([b for b, _ in hits]):
+        marks = ",".join("?" * len(chunk))
+        for rowid, blob in conn.execute(
+            f"SELECT rowid, blob FROM vector_rows WHERE blob IN ({marks}) ORDER BY rowid",
+            tuple(chunk),
+        ):
+            by_blob.setdefault(blob, []).append(int(rowid))
     return [(rowid, cosine) for blob, cosine in hits for rowid in by_blob.get(blob, [])]

@@ -32,12 +32,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gitmem.base.errors import EmbedderError
+
+if TYPE_CHECKING:
+    # numpy is imported by the embedders themselves: with embeddings off (or answered by
+    # a server) a recall never pays its ~40 ms import.
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
     "Embedder",
@@ -69,6 +72,8 @@ class Embedder(Protocol):
 
 def normalise(vectors: NDArray[Any]) -> NDArray[np.float32]:
     """Rows scaled to unit length (zero rows stay zero), as float32."""
+    import numpy as np
+
     out = np.asarray(vectors, dtype=np.float32).copy()
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
