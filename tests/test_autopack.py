@@ -85,6 +85,37 @@ def test_thresholds_are_gits(tmp_path: Path) -> None:
         entry.unlink()
 
 
+def test_loose_objects_outweighing_the_packs_make_packing_due(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    db = store.db()
+    limits = autopack.Thresholds(6700, 50)  # far from git's count rule
+    sample = db.gitdir / "objects" / "17"
+    sample.mkdir(exist_ok=True)
+    (sample / f"{1:038x}").write_bytes(b"x" * 600)
+    assert autopack.due(db.gitdir, limits) is None  # one object is no sample
+    (sample / f"{2:038x}").write_bytes(b"x" * 600)  # ~300 KiB of loose objects, no pack
+    assert "KiB of loose objects" in (autopack.due(db.gitdir, limits) or "")
+    fake = db.gitdir / "objects" / "pack" / "pack-test.pack"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_bytes(b"\0" * 700_000)  # packs twice the loose estimate: not due
+    assert autopack.due(db.gitdir, limits) is None
+    assert autopack.due(db.gitdir, autopack.Thresholds(0, 50)) is None  # gc.auto=0: off
+    fake.unlink()
+    for entry in sample.iterdir():
+        entry.unlink()
+
+
+def test_writes_pack_by_size_before_gits_count_is_reached(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    _configure(store, gc_auto="100000")  # git's rule would wait for 100,000 loose objects
+    ids = _create_until_launched(store, limit=3000)
+    db = store.db()
+    assert autopack.wait_idle(db.gitdir, db.autopack.last_launch)
+    assert _packs(store), "the helper wrote no pack"
+    assert len(ids) < 1500  # packed long before git's count, which no store this size meets
+    _assert_sound(store, ids)
+
+
 @pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
 def test_writes_keep_the_store_packed(tmp_path: Path, bare: bool) -> None:
     store = gitmem.init(tmp_path / ("s.git" if bare else "s"), bare=bare)

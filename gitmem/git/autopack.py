@@ -61,6 +61,14 @@ than a typical commit's (every create rewrites the 256-entry ``memories/`` tree 
 shard tree: ~5.5 KB of loose objects per create at 5k memories), so git's 6,700 left a
 store of 10k memories at ~4x its raw size between packs; 2,048 keeps it under 3x for
 a repack every ~400 single creates (docs/reliability.md, "Automatic packing")."""
+LOOSE_SHARE = 0.5
+"""Packing is due when the loose objects take more room than this share of the packs
+(:func:`loose_outweighs_packs`), so the store stays within ~1.5x its packed size."""
+MIN_LOOSE_BYTES = 256 * 1024
+"""...and at least this much (estimated): a new store packs once it holds a few hundred KB."""
+MIN_LOOSE_SAMPLE = 2
+"""...from at least this many loose objects in the sample, so one object landing in
+``objects/17`` does not start a helper."""
 DEFAULT_PACK_LIMIT = 50
 """git's default ``gc.autoPackLimit``."""
 PACKS_REASON = "packs (gc.autoPackLimit"
@@ -68,9 +76,7 @@ SAMPLE_DIR = "17"
 """The fan-out directory git samples to estimate the loose objects (``gc.c``)."""
 CONFIG_TTL = 30.0
 """Seconds a long-lived writer trusts the thresholds it read from git's config."""
-RELAUNCH_AFTER = 5.0
-"""Seconds a writer lets the helper it started take the lock before it starts another."""
-RETRY_AFTER_SUCCESS = 1.0
+RETRY_AFTER_SUCCESS = 0.25
 RETRY_AFTER_FAILURE = 60.0
 MAX_ROUNDS = 8
 """Repacks one helper runs at most before it leaves the rest to the next one."""
@@ -116,13 +122,41 @@ def _config_int(config: Any, key: str, default: int) -> int:
         return default
 
 
-def loose_sample(objects: Path) -> int:
-    """Loose objects in ``objects/17``: git's sample of 1/256 of them."""
+def loose_sample_bytes(objects: Path) -> tuple[int, int]:
+    """(loose objects, their bytes) in ``objects/17``: 1/256 of the store's, as git samples."""
+    sample = objects / SAMPLE_DIR
     try:
-        names = os.listdir(objects / SAMPLE_DIR)  # noqa: PTH208 (names only: after every write)
+        names = os.listdir(sample)  # noqa: PTH208 (names only: after writes that changed it)
     except (FileNotFoundError, NotADirectoryError):
-        return 0
-    return sum(1 for name in names if len(name) == 38)
+        return 0, 0
+    count = size = 0
+    for name in names:
+        if len(name) == 38:
+            with contextlib.suppress(OSError):  # packed and pruned meanwhile
+                size += os.stat(os.path.join(sample, name)).st_size  # noqa: PTH116, PTH118
+                count += 1
+    return count, size
+
+
+def pack_bytes(objects: Path) -> int:
+    """The bytes of the store's packs."""
+    total = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(objects / "pack"):
+            if entry.name.endswith(".pack"):
+                with contextlib.suppress(OSError):
+                    total += entry.stat().st_size
+    return total
+
+
+def loose_outweighs_packs(count: int, size: int, packed: int) -> bool:
+    """gitmem's own rule beside git's: the loose objects (estimated from the sample) take more
+    room than :data:`LOOSE_SHARE` of the packs. A create's loose objects are mostly trees
+    (the 256-entry ``memories/`` tree is ~7 KB loose and a few hundred bytes as a delta in a
+    pack), so by count alone a small store sat at 9x its raw size before its first pack."""
+    if count < MIN_LOOSE_SAMPLE:
+        return False
+    return 256 * size > max(MIN_LOOSE_BYTES, LOOSE_SHARE * packed)
 
 
 def pack_count(objects: Path) -> int:
@@ -139,9 +173,12 @@ def due(gitdir: Path, limits: Thresholds) -> str | None:
     if not limits.enabled:
         return None
     objects = gitdir / "objects"
-    sample = loose_sample(objects)
+    sample, size = loose_sample_bytes(objects)
     if sample > -(-limits.auto // 256):  # git: DIV_ROUND_UP(gc.auto, 256)
         return f"about {256 * sample} loose objects (gc.auto {limits.auto})"
+    packed = pack_bytes(objects)
+    if loose_outweighs_packs(sample, size, packed):
+        return f"about {256 * size // 1024} KiB of loose objects beside {packed // 1024} KiB packed"
     if limits.pack_limit > 0:
         count = pack_count(objects)
         if count > limits.pack_limit:
@@ -159,10 +196,14 @@ class AutoPacker:
         self.launched = 0
         """Helpers this writer started (for tests and benchmarks)."""
         self.last_launch = 0.0
+        self._helper: subprocess.Popen[bytes] | None = None
+        """The helper this writer started last: until it has exited, starting another only
+        queues behind its lock (a fixed pause instead held packing back to one helper every
+        five seconds: 1,000 creates' worth of loose objects on an idle machine)."""
         self.enabled = True
         """False: this writer never starts packing (git's config is the user's switch)."""
-        self._packs: tuple[int, int] = (-1, 0)  # (mtime_ns of objects/pack, its pack count)
-        self._sample: tuple[int, int] = (-1, 0)  # (mtime_ns of objects/17, its loose objects)
+        self._packs: tuple[int, int, int] = (-1, 0, 0)  # (mtime_ns of objects/pack, packs, bytes)
+        self._sample: tuple[int, int, int] = (-1, 0, 0)  # (mtime_ns of objects/17, loose, bytes)
         self._sample_dir = os.fspath(gitdir / "objects" / SAMPLE_DIR)
         self._pack_dir = os.fspath(gitdir / "objects" / "pack")
 
@@ -173,19 +214,20 @@ class AutoPacker:
             mtime = os.stat(self._sample_dir).st_mtime_ns  # noqa: PTH116 (a str: no Path per write)
         except (FileNotFoundError, NotADirectoryError):
             mtime = 0
+        objects = self.gitdir / "objects"
         if mtime != self._sample[0]:
-            self._sample = (mtime, loose_sample(self.gitdir / "objects") if mtime else 0)
+            self._sample = (mtime, *(loose_sample_bytes(objects) if mtime else (0, 0)))
         if self._sample[1] > -(-limits.auto // 256):
             return True
-        if limits.pack_limit <= 0:
-            return False
         try:
             mtime = os.stat(self._pack_dir).st_mtime_ns  # noqa: PTH116
         except FileNotFoundError:
-            return False
+            mtime = 0
         if mtime != self._packs[0]:
-            self._packs = (mtime, pack_count(self.gitdir / "objects"))
-        return self._packs[1] > limits.pack_limit
+            self._packs = (mtime, pack_count(objects), pack_bytes(objects)) if mtime else (0, 0, 0)
+        if loose_outweighs_packs(self._sample[1], self._sample[2], self._packs[2]):
+            return True
+        return limits.pack_limit > 0 and self._packs[1] > limits.pack_limit
 
     def limits(self, repo: Any) -> Thresholds:
         now = time.monotonic()
@@ -207,12 +249,12 @@ class AutoPacker:
             limits = self.limits(repo)
             if not limits.enabled or not self._due(limits):
                 return False
-            if time.time() - self.last_launch < RELAUNCH_AFTER:
+            if self._helper is not None and self._helper.poll() is None:
                 return False  # the helper this writer started is starting up or at work
             if _busy(self.gitdir) or _recently_tried(self.gitdir):
                 return False
             self.last_launch = time.time()
-            launch(self.gitdir)
+            self._helper = launch(self.gitdir)
             self.launched += 1
             return True
         except Exception as exc:  # never fail a landed write over housekeeping
