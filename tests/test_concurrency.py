@@ -288,7 +288,12 @@ def test_writers_race_automatic_packing(any_store: Store) -> None:
         autopack._busy(gitdir) or not list(packs.glob("*.pack"))
     ):
         time.sleep(0.05)
-    assert list(packs.glob("*.pack")), "no packing ran"
+    last = any_store.db().state_dir / autopack.LAST_NAME
+    assert list(packs.glob("*.pack")), (
+        f"no packing ran; last helper: {last.read_text() if last.exists() else 'none'}; "
+        f"busy: {autopack._busy(gitdir)}; loose in objects/17: "
+        f"{autopack.loose_sample_bytes(gitdir / 'objects')}"
+    )
     bodies = {m.body for m in any_store.list()}
     assert {f"{w}-{i}\n" for w in range(workers) for i in range(count)} <= bodies
     assert commit_count(any_store) == 2 + workers * count
