@@ -167,6 +167,23 @@ def test_unusual_layouts_are_left_to_the_full_path(filled: Store, tmp_path: Path
     assert open_quick(filled.path) is None
 
 
+def test_a_fifo_where_a_ref_or_config_belongs_is_not_waited_on(filled: Store) -> None:
+    import os
+
+    gitdir = filled.path
+    ref = gitdir / "refs" / "heads" / "main"
+    tip = run_git(gitdir, "rev-parse", "main").strip()
+    ref.unlink()
+    os.mkfifo(ref)  # a copied store could hold one: reading it would block forever
+    try:
+        assert plain.ref_target(gitdir, "refs/heads/main") is None
+        assert open_quick(filled.path) is None
+    finally:
+        ref.unlink()
+        ref.write_text(tip + "\n")
+    assert open_quick(filled.path) is not None
+
+
 def test_a_work_tree_store_reads_the_branch_checked_out(store: Store) -> None:
     store.create("on main", title="main one")
     store.index().catch_up()

@@ -16,12 +16,14 @@ here and never makes this module loop or recurse without bound.
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["blob", "ref_target", "symbolic_head"]
+__all__ = ["blob", "read_regular", "ref_target", "symbolic_head"]
 
 _HEX = frozenset("0123456789abcdef")
 _MAX_SYMREF_DEPTH = 5
@@ -34,9 +36,23 @@ def _is_oid(text: str) -> bool:
     return len(text) == 40 and _HEX.issuperset(text)
 
 
-def _read(path: Path) -> bytes | None:
+def _open(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file: a FIFO or device planted in a
+    copied store must not make a read command wait forever (OSError otherwise)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        with open(path, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file that can be read; else None."""
+    try:
+        with _open(path) as fh:
             return fh.read()
     except OSError:
         return None
@@ -44,7 +60,7 @@ def _read(path: Path) -> bytes | None:
 
 def symbolic_head(gitdir: Path) -> str | None:
     """The ref ``HEAD`` names (``refs/heads/main``), or None when it is detached or unreadable."""
-    data = _read(gitdir / "HEAD")
+    data = read_regular(gitdir / "HEAD")
     if data is None or not data.startswith(b"ref: "):
         return None
     try:
@@ -60,7 +76,7 @@ def ref_target(gitdir: Path, name: str) -> str | None:
     for _ in range(_MAX_SYMREF_DEPTH):
         if not name.startswith("refs/") or ".." in name or "\\" in name:
             return None
-        data = _read(gitdir / name)
+        data = read_regular(gitdir / name)
         if data is None:
             return _packed_ref(gitdir, name)
         try:
@@ -75,7 +91,7 @@ def ref_target(gitdir: Path, name: str) -> str | None:
 
 
 def _packed_ref(gitdir: Path, name: str) -> str | None:
-    data = _read(gitdir / "packed-refs")
+    data = read_regular(gitdir / "packed-refs")
     if data is None:
         return None
     wanted = name.encode("utf-8", "surrogateescape")
@@ -109,7 +125,7 @@ def blob(gitdir: Path, oid: str) -> bytes | None:
 
 
 def _loose(gitdir: Path, oid: str) -> tuple[int, bytes] | None:
-    data = _read(gitdir / "objects" / oid[:2] / oid[2:])
+    data = read_regular(gitdir / "objects" / oid[:2] / oid[2:])
     if data is None:
         return None
     raw = zlib.decompress(data)
@@ -132,14 +148,14 @@ def _packed(gitdir: Path, sha: bytes, depth: int) -> tuple[int, bytes] | None:
     for idx in indexes:
         offset = _idx_offset(idx, sha)
         if offset is not None:
-            with open(idx.with_suffix(".pack"), "rb") as pack:
+            with _open(idx.with_suffix(".pack")) as pack:
                 return _entry(gitdir, pack, offset, depth)
     return None
 
 
 def _idx_offset(path: Path, sha: bytes) -> int | None:
     """The pack offset of ``sha`` from a version-2 pack index (binary search)."""
-    with open(path, "rb") as fh:
+    with _open(path) as fh:
         if fh.read(8) != b"\xfftOc\x00\x00\x00\x02":
             raise ValueError("not a version 2 pack index")
         fanout = struct.unpack(">256I", fh.read(1024))

@@ -160,10 +160,10 @@ def _locate(path: Path) -> tuple[Path, str] | None:
         gitdir, work_tree = path, False
     else:
         return None
-    try:
-        config = (gitdir / "config").read_bytes().lower()
-    except OSError:
+    data = plain.read_regular(gitdir / "config")
+    if data is None:
         return None
+    config = data.lower()
     if any(word in config for word in _UNUSUAL_CONFIG):
         return None
     if work_tree and b"bare = true" in config:  # git would not see the work tree
