@@ -37,9 +37,10 @@ def _is_oid(text: str) -> bool:
 
 
 def _open(path: Path) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file: a FIFO or device planted in a
-    copied store must not make a read command wait forever (OSError otherwise)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    """``path`` opened for reading if it is a regular file and not a symbolic link: a FIFO
+    or device planted in a copied store must not make a read command wait forever, and a
+    link must not make it read outside the store (OSError otherwise; the full path decides)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
