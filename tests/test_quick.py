@@ -215,6 +215,7 @@ def _both(store: Store, *args: str, code: int = 0) -> tuple[str, str]:
         ("search", '"Second line" OR deploys'),
         ("search", "how do we migrate?"),  # not FTS5 syntax: recall, on the full path
         ("search", "zzzunknownword"),
+        ("search", "migration", "--json"),
     ],
 )
 def test_fast_and_full_paths_print_the_same(filled: Store, args: tuple[str, ...]) -> None:
@@ -277,6 +278,7 @@ def test_recall_waits_for_pending_embeddings_then_answers_the_same(filled: Store
         ("recall", "deploys", "--explain", "-n", "3"),
         ("recall", "second line", "--all", "--budget", "60"),
         ("recall", "what?"),  # no words to look for
+        ("recall", "deploys", "--json"),
     ):
         fast, full = _both(filled, *args)
         assert fast == full, args
