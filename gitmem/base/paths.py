@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+DEFAULT_BRANCH = "main"
+"""The branch a store writes to unless told otherwise (a bare store always; see
+gitmem.git.db), and the one whose index is plain ``index.sqlite``."""
 STATE_DIR = "gitmem"
 """``<gitdir>/gitmem/``: derived state, never committed."""
 
@@ -42,7 +45,7 @@ def state_dir(gitdir: str | os.PathLike[str]) -> Path:
 def index_name(branch: str) -> str:
     """The index file's name for ``branch``: one index per branch (``index@<branch>.sqlite``,
     a ``/`` in the name spelled ``%2F``), ``index.sqlite`` for main."""
-    return INDEX_DB if branch == "main" else f"index@{branch.replace('/', '%2F')}.sqlite"
+    return INDEX_DB if branch == DEFAULT_BRANCH else f"index@{branch.replace('/', '%2F')}.sqlite"
 
 
 def edit_files(gitdir: str | os.PathLike[str], memory_id: str) -> tuple[Path, Path]:

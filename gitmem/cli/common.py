@@ -49,11 +49,11 @@ class State:
         """
         if self._store is None:
             import gitmem
-            from gitmem.store.where import user_store_path
+            from gitmem.store.where import is_store, user_store_path
 
             self.reason = store_reason(self.store_path)
             user = user_store_path()
-            created = self.reason == "user" and not _is_store_dir(user)
+            created = self.reason == "user" and not is_store(user)
             self._store = gitmem.open(self.store_path, branch=self.branch)
             if created:
                 click.echo(
@@ -71,7 +71,6 @@ class State:
                 self._store.use_index = False
         return self._store
 
-
     def quick(self, *, providers: Sequence[str] = ()) -> QuickIndex | None:
         """The store's index, when a read command can be answered from it as it stands
         without opening git (:mod:`gitmem.store.quick`: no libgit2 to load); None means
@@ -83,14 +82,14 @@ class State:
         from pathlib import Path
 
         from gitmem.store.quick import open_quick
-        from gitmem.store.where import user_store_path
+        from gitmem.store.where import is_store, user_store_path
 
         reason = store_reason(self.store_path)
         if reason == "--store" and self.store_path is not None:
             path = Path(self.store_path).expanduser()
         elif reason == "$GITMEM_DIR":
             path = Path(os.environ["GITMEM_DIR"]).expanduser()
-        elif reason == "user" and _is_store_dir(user_store_path()):
+        elif reason == "user" and is_store(user_store_path()):
             path = user_store_path()
         else:
             return None
@@ -98,10 +97,6 @@ class State:
         if found is not None:
             self.reason = reason
         return found
-
-
-def _is_store_dir(path: Any) -> bool:
-    return bool((path / ".git").exists() or (path / "HEAD").is_file())
 
 
 def store_reason(store_path: str | None) -> str:

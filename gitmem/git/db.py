@@ -71,7 +71,7 @@ T = TypeVar("T")
 COMMITTER_NAME = "gitmem"
 COMMITTER_EMAIL = "gitmem@gitmem.invalid"
 
-DEFAULT_BRANCH = "main"
+DEFAULT_BRANCH = paths.DEFAULT_BRANCH
 
 
 def _head_branch(repo: pygit2.Repository) -> str | None:

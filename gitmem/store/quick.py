@@ -36,7 +36,6 @@ from gitmem.store.results import Problem
 
 __all__ = ["QuickIndex", "open_quick"]
 
-DEFAULT_BRANCH = "main"  # gitmem.git.db.DEFAULT_BRANCH, without importing libgit2
 
 # Settings that make git (and so the full path) see this repository differently from
 # its plain layout: another work tree, other files' settings, another object or ref format.
@@ -168,7 +167,7 @@ def _locate(path: Path) -> tuple[Path, str] | None:
         return None
     if work_tree and b"bare = true" in config:  # git would not see the work tree
         return None
-    branch = DEFAULT_BRANCH
+    branch = paths.DEFAULT_BRANCH
     if work_tree:  # a work-tree store writes to (and reads) the branch checked out
         head = plain.symbolic_head(gitdir)
         if head is not None and head.startswith("refs/heads/"):
