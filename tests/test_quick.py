@@ -328,3 +328,31 @@ def test_answered_reads_load_neither_libgit2_nor_pyyaml(filled: Store) -> None:
 
 def test_gitmem_open_still_opens_after_the_fast_path(filled: Store) -> None:
     assert gitmem.open(filled.path).list()
+
+
+def test_a_crafted_pack_whose_delta_is_its_own_base_answers_none(tmp_path: Path) -> None:
+    """A ref delta naming itself as its base (a cycle no git writes) ends, in None."""
+    import hashlib
+    import struct
+    import zlib
+
+    gitdir = tmp_path / "r.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(gitdir))
+    oid = hashlib.sha1(b"crafted").digest()
+    delta = bytes([5, 5, 0x90, 5])  # sizes 5 -> 5, copy 5 bytes from offset 0
+    header = bytes([0x70 | len(delta)])  # type 7 (ref delta), size < 16
+    entry = header + oid + zlib.compress(delta)
+    body = b"PACK" + struct.pack(">II", 2, 1) + entry
+    pack = body + hashlib.sha1(body).digest()
+    fanout = [0] * 256
+    for i in range(oid[0], 256):
+        fanout[i] = 1
+    idx = (
+        b"\xfftOc" + struct.pack(">I", 2) + struct.pack(">256I", *fanout)
+        + oid + struct.pack(">I", zlib.crc32(entry)) + struct.pack(">I", 12)
+        + pack[-20:]
+    )
+    idx += hashlib.sha1(idx).digest()
+    (gitdir / "objects" / "pack" / "pack-crafted.pack").write_bytes(pack)
+    (gitdir / "objects" / "pack" / "pack-crafted.idx").write_bytes(idx)
+    assert plain.blob(gitdir, oid.hex()) is None

@@ -118,7 +118,8 @@ def blob(gitdir: Path, oid: str) -> bytes | None:
         found = _loose(gitdir, oid)
         if found is None:
             found = _packed(gitdir, bytes.fromhex(oid), 0)
-    except (OSError, ValueError, IndexError, struct.error, zlib.error, MemoryError):
+    except (OSError, ValueError, IndexError, struct.error, zlib.error, MemoryError, RecursionError):
+        # RecursionError: a chain of ref deltas deeper than Python recurses (a crafted pack)
         return None
     if found is None or found[0] != _OBJ_BLOB:
         return None
