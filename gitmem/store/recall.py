@@ -612,8 +612,9 @@ def recall(
     """The memories that answer ``query``, best first (see the module's docstring).
     ``layer`` and ``project`` keep layered documents of that layer / project only;
     ``semantic=False`` ranks by words alone (no embedder is loaded)."""
-    parsed = parse(query)
-    results = RecallResults(query=_clean(query), budget=budget)
+    parsed, results = _begin(query, budget)
+    if not parsed.terms:
+        return results
     options = _Options(
         limit=limit,
         category=category,
@@ -623,9 +624,6 @@ def recall(
         layer=layer,
         project=project,
     )
-    if not parsed.terms:
-        results.notice = "the query has no words to look for"
-        return results
     from gitmem.store.reader import IndexReader
 
     scored: list[tuple[_Candidate, Memory]] = []
@@ -668,8 +666,9 @@ def recall_current(
     full path would: memories still to embed (the full path embeds them first)."""
     from gitmem.store import vectors
 
-    parsed = parse(query)
-    results = RecallResults(query=_clean(query), budget=budget)
+    parsed, results = _begin(query, budget)
+    if not parsed.terms:
+        return results
     options = _Options(
         limit=limit,
         category=category,
@@ -679,9 +678,6 @@ def recall_current(
         layer=None,
         project=None,
     )
-    if not parsed.terms:
-        results.notice = "the query has no words to look for"
-        return results
     nearest: list[tuple[int, float]] | None = None
     if FUSION[1] > 0:
         embedder = _embedder(str(quick.gitdir))
@@ -703,6 +699,16 @@ def recall_current(
 
     scored = _from_index(load, quick.conn, query=parsed, options=options, semantic=nearest)
     return _finish(results, scored, parsed, limit, budget)
+
+
+def _begin(query: str, budget: int | None) -> tuple[Query, RecallResults]:
+    """The parsed query and the results to fill; a query with no words to look for gets its
+    notice here, and its caller answers with the empty results."""
+    parsed = parse(query)
+    results = RecallResults(query=_clean(query), budget=budget)
+    if not parsed.terms:
+        results.notice = "the query has no words to look for"
+    return parsed, results
 
 
 def _finish(
