@@ -15,6 +15,7 @@ import datetime as dt
 import random
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ import pygit2
 
 import gitmem
 from bench.harness import Config, Stopwatch, git, log, size_label
+from gitmem.base import paths
 from gitmem.format.layout import memory_path
+from gitmem.git import autopack
 
 CHAIN_LENGTH = 5
 """Each populated store holds a supersede chain this long (root plus 4 successors)."""
@@ -238,7 +241,28 @@ def workspace(config: Config) -> Iterator[Path]:
         if config.keep:
             log(f"kept the scratch directory {root}")
         else:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_scratch(root)
+
+
+def remove_scratch(root: Path, timeout: float = 60.0) -> None:
+    """Remove ``root`` once no automatic packing helper works in it.
+
+    A write that made packing due leaves a detached helper running (``git repack``
+    writes a pack into the store); removing the store under it leaves the files it
+    writes afterwards behind. So wait for every store's packing lock, remove, and try
+    again while something reappeared.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        for lock in root.glob(f"**/{paths.STATE_DIR}/{paths.AUTOPACK_LOCK}"):
+            with contextlib.suppress(OSError, TimeoutError), autopack.exclusive(
+                lock.parent.parent, timeout=max(0.0, deadline - time.monotonic())
+            ):
+                pass
+        shutil.rmtree(root, ignore_errors=True)
+        if not root.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 # -- builders -------------------------------------------------------------------------------
