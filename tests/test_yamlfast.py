@@ -9,7 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.format import yamlfast
+from gitmem.base.errors import InvalidMemoryError
+from gitmem.format import codec, yamlfast
 from gitmem.format.codec import load_yaml
 
 timestamps = st.datetimes(
@@ -81,3 +82,87 @@ def test_common_values_are_handled_without_fallback() -> None:
         "related:\n- id: mem_1\n  relationship: refines\n"
     )
     assert yamlfast.dump_entry("nested", {"a": 1}) is None
+
+
+def _yaml_says_str(text: str) -> bool:
+    tag = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))
+    return bool(tag == "tag:yaml.org,2002:str")
+
+
+def test_letter_initial_rule_matches_pyyaml_table() -> None:
+    # The emitter decides letter-initial scalars without PyYAML: that is exact only while
+    # PyYAML's implicit resolvers keyed on a letter are bool and null alone.
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items():
+        if first and (first.isalpha() or first in "_/"):
+            assert {tag for tag, _ in resolvers} <= {
+                "tag:yaml.org,2002:bool",
+                "tag:yaml.org,2002:null",
+            }, first
+
+
+def _case_variants(word: str) -> list[str]:
+    out = [""]
+    for ch in word:
+        out = [p + c for p in out for c in {ch.lower(), ch.upper()}]
+    return out
+
+
+def test_bool_and_null_words_in_every_case_agree_with_pyyaml() -> None:
+    words = ["yes", "no", "true", "false", "on", "off", "null", "y", "n", "nan", "inf", "none"]
+    for word in words:
+        for text in [*_case_variants(word), word + "s", "_" + word, "/" + word]:
+            assert yamlfast._resolves_to_str(text) == _yaml_says_str(text), text
+
+
+@settings(max_examples=500)
+@given(st.from_regex(r"[A-Za-z0-9_./~=<+-][A-Za-z0-9 _./@+()=~^:-]{0,12}", fullmatch=True))
+def test_resolves_to_str_agrees_with_pyyaml(text: str) -> None:
+    assert yamlfast._resolves_to_str(text) == _yaml_says_str(text)
+
+
+def _typed(value: Any) -> Any:
+    """A value with every type spelled out, so == also compares types (1 vs True)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return ("datetime", value, value.utcoffset())
+    return (type(value).__name__, value)
+
+
+metadata_values = st.dictionaries(
+    keys, st.one_of(scalars, st.lists(st.text(min_size=1), max_size=3), related), max_size=6
+)
+
+
+@settings(max_examples=200)
+@given(metadata_values, st.text(), st.sampled_from(["title", "tags", "updated_at"]))
+def test_a_file_served_from_the_write_memo_reads_as_yaml_reads_it(
+    metadata: dict[str, Any], body: str, changed: str
+) -> None:
+    # A file the write path proved (check_reads_back without a parse) is served from a
+    # memo when read back in the same process: it must be exactly what YAML reads, and
+    # re-serializing it with a change must give the same text as from a YAML parse.
+    text = codec.serialize(codec.Document(metadata, body))
+    try:
+        codec.check_reads_back(text, metadata, body)
+    except InvalidMemoryError:
+        return  # refused, as before the memo: nothing is served
+    memo = codec.parse(text)
+    codec._EMITTED.clear()
+    parsed = codec.parse(text)
+    assert _typed(memo.metadata) == _typed(parsed.metadata)
+    assert memo.body == parsed.body
+    new = {**parsed.metadata, changed: "a new value"}
+    assert codec.serialize(memo.with_changes(new, body)) == codec.serialize(
+        parsed.with_changes(new, body)
+    )
+
+
+def test_the_write_memo_is_bounded() -> None:
+    for n in range(codec._EMITTED_KEEP + 5):
+        metadata = {"id": f"mem_{n}", "title": "t"}
+        text = codec.serialize(codec.Document(metadata, "b"))
+        codec.check_reads_back(text, metadata, "b")
+    assert len(codec._EMITTED) == codec._EMITTED_KEEP

@@ -11,7 +11,6 @@ opening a store it never opens.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -131,6 +130,8 @@ def resolve_with_suggestions(
         and not ctx.resilient_parsing
         and group.get_command(ctx, name) is None
     ):
+        import difflib  # only for a mistyped command
+
         known = group.list_commands(ctx)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         close += [c for c in known if c.startswith(name) and c not in close][:3]

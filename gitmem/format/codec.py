@@ -16,245 +16,52 @@ interchange object for tools built on python-frontmatter (:meth:`Document.to_pos
 from __future__ import annotations
 
 import datetime as dt
-import io
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import yaml
-from yaml.events import AliasEvent
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import frontmatter
+    from yaml.nodes import Node
 
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
 from gitmem.format import yamlfast
+from gitmem.format.yamlbounds import (
+    MAX_DEPTH,
+    MAX_FRONT_MATTER_BYTES,
+    MAX_NODES,
+    MAX_YAML_BYTES,
+    depth_bound,
+)
+from gitmem.format.yamlbounds import clip as _clip
 
-MAX_FRONT_MATTER_BYTES = 64 * 1024
-MAX_DEPTH = 32
-# Nodes one YAML text may hold. 64 KiB of front-matter holds at most ~32,000; the
-# budget bounds the work of a larger text (gitmem.yaml, the local config).
-MAX_NODES = 100_000
-# The largest YAML text read at all (gitmem.yaml, the local config, merge inputs);
-# front-matter has its own, smaller bound.
-MAX_YAML_BYTES = 1024 * 1024
+__all__ = [
+    "BOM",
+    "MAX_DEPTH",
+    "MAX_FRONT_MATTER_BYTES",
+    "MAX_NODES",
+    "MAX_YAML_BYTES",
+    "Document",
+    "check_reads_back",
+    "check_writable_depth",
+    "decode",
+    "depth_bound",
+    "dump_mapping",
+    "dump_value",
+    "legacy_last_updated",
+    "load_yaml",
+    "parse",
+    "same",
+    "serialize",
+    "value_depth",
+]
+
 BOM = "\ufeff"
 
 _OPEN_RE = re.compile(r"---[ \t]*(\r\n|\n)")
 _CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\n|$)", re.MULTILINE)
 _LEGACY_RE = re.compile(r"\A<!--\s*Last Updated:\s*(\d{4}-\d{2}-\d{2})\s*-->")
-
-
-# The tags front-matter may use: JSON's data model plus timestamps and dates.
-# SafeLoader would also build bytes (!!binary), sets (!!set) and lists of
-# pairs (!!omap, !!pairs), which JSON Schema validation and JSON output cannot
-# hold, so those are refused like any unknown tag.
-_ALLOWED_TAGS = frozenset(
-    "tag:yaml.org,2002:" + name
-    for name in ("null", "bool", "int", "float", "str", "timestamp", "seq", "map")
-)
-
-
-# What PyYAML's constructors raise on a scalar they cannot build (``!!int`` with
-# no value, ``!!bool maybe``, ``2026-13-45``...), instead of a YAMLError.
-_CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
-
-
-class _Hardened:
-    """The constructor side shared by the pure-Python and the libyaml loader."""
-
-    yaml_constructors: ClassVar[dict[Any, Any]] = {
-        tag: constructor
-        for tag, constructor in yaml.SafeLoader.yaml_constructors.items()
-        if tag in _ALLOWED_TAGS or tag is None
-    }
-
-    def construct_object(self, node: Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)  # type: ignore[misc]
-        except InvalidMemoryError:
-            raise  # already names what is wrong (an inner node's own error)
-        except _CONSTRUCT_ERRORS as exc:
-            shown = f" {_clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
-            detail = f": {exc}" if isinstance(exc, ValueError | ArithmeticError) else ""
-            raise InvalidMemoryError(
-                f"front-matter value{shown} at line {node.start_mark.line + 1} "
-                f"cannot be read as {node.tag.rsplit(':', 1)[-1]}{detail}"
-            ) from None
-
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-            except TypeError as exc:
-                raise InvalidMemoryError(
-                    f"front-matter has an unhashable key at line {key_node.start_mark.line + 1}"
-                ) from exc
-            if duplicate:
-                raise InvalidMemoryError(
-                    f"front-matter repeats the key {key!r} at line {key_node.start_mark.line + 1}"
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc,no-any-return]
-
-
-class _Loader(_Hardened, yaml.SafeLoader):
-    """SafeLoader that refuses what a memory's front-matter never needs.
-
-    Aliases are refused outright: a billion-laughs document builds a small DAG
-    in memory but explodes when anything walks it (schema validation, JSON
-    output). Duplicate keys are refused because YAML would silently keep the
-    last one, and a hand edit that repeats ``id`` must not pass unnoticed.
-    Tags outside JSON's data model (plus timestamps) are refused, and so are
-    merge keys (``<<``), which only make sense with aliases.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        if self.check_event(AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise InvalidMemoryError(
-                f"front-matter uses a YAML alias (*{event.anchor}) at line "
-                f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
-            )
-        self._depth += 1
-        self._nodes += 1
-        try:
-            if self._nodes > MAX_NODES:
-                raise InvalidMemoryError(f"YAML text holds more than {MAX_NODES} values")
-            if self._depth > MAX_DEPTH:
-                raise InvalidMemoryError(f"front-matter is nested deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
-
-
-if _CSafeLoader is not None:
-
-    class _FastLoader(_Hardened, _CSafeLoader):  # type: ignore[misc]
-        """libyaml's parser with the hardened constructor, about 7x faster than _Loader.
-
-        libyaml composes in C, where aliases and depth cannot be checked node by
-        node, so it is only used for text that cannot hold an anchor, an alias, a
-        tag or a merge key, and whose nesting is bounded well below MAX_DEPTH
-        (see :func:`_fast_path_safe`).
-        """
-
-
-# A block indicator: "-", "?" or ":" followed by a blank or the end of the text.
-# Each one can open at most one block collection (one indent level).
-_BLOCK_INDICATOR_RE = re.compile(r"[-?:](?=[ \t\n]|\Z)")
-
-
-def depth_bound(text: str) -> int | None:
-    """An upper bound on the nesting depth of the YAML node tree in ``text``, or None.
-
-    libyaml composes recursively in C, with no depth check and no Python
-    recursion limit: a front-matter of 26,000 ``? `` indicators overflowed the C
-    stack and killed the process. So the fast loader only sees text whose depth
-    is bounded from above by this scan, which costs one pass in C-backed
-    string methods.
-
-    The bound follows the scanner: block nesting is the scanner's indent stack,
-    strictly increasing columns. At the first token of a line the stack is
-    unwound to that token's column (at most ``column + 1`` entries remain), and
-    later on that line only a block indicator (``-``, ``?``, ``:`` + blank) pushes
-    a level. A mapping's value may be a sequence at the same indent, so a node
-    chain is at most two nodes per indent level, plus one per flow bracket in
-    the whole text (quoted brackets counted too: it is an upper bound), plus the
-    leaf. Line breaks other than LF and CRLF (CR alone, NEL, LS, PS) would make
-    this line split differ from the scanner's: None then, and the caller uses
-    the loader that checks depth node by node.
-    """
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if "\r" in text:
-            return None
-    if "\x85" in text or "\u2028" in text or "\u2029" in text:
-        return None
-    block = 0
-    for line in text.split("\n"):
-        if not line:
-            continue
-        stripped = line.lstrip(" \t")
-        if not stripped or stripped[0] == "#":
-            continue
-        levels = len(line) - len(stripped) + 1
-        if "-" in stripped or "?" in stripped or ":" in stripped:
-            levels += len(_BLOCK_INDICATOR_RE.findall(stripped))
-        block = max(block, levels)
-    return 2 * block + text.count("[") + text.count("{") + 1
-
-
-def _fast_path_safe(text: str) -> bool:
-    if _CSafeLoader is None or any(c in text for c in "&*!") or "<<" in text:
-        return False
-    if len(text) > 2 * MAX_NODES:
-        return False  # every node needs a character and a separator: the budget holds
-    bound = depth_bound(text)
-    return bound is not None and bound < MAX_DEPTH
-
-
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        # The loader refuses aliases, so the dumper must never write one (it would
-        # for the same list or mapping object reached twice).
-        return True
-
-
-# PyYAML writes these line breaks raw inside single-quoted and plain scalars,
-# where the reader folds them away ('\x85' reads back as ' '); double quotes
-# escape them.
-_FOLDED_BREAKS = ("\x85", "\u2028", "\u2029")
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    if any(ch in value for ch in _FOLDED_BREAKS):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style='"')
-    return dumper.represent_str(str(value))
-
-
-def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
-    # Aware times are written the way gitmem writes every timestamp (RFC 3339,
-    # UTC, ``Z``). A naive one is written naive, so it reads back as what it was.
-    # isoformat, not strftime: glibc's %Y writes year 999 as "999", which YAML
-    # does not read as a timestamp.
-    if value.tzinfo is None:
-        text = value.isoformat()
-    else:
-        text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
-    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
-
-
-_Dumper.add_representer(dt.datetime, _represent_datetime)
-
-
-def _refuse(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
-    # Written as !!set / !!binary these would make a file the loader refuses.
-    raise yaml.representer.RepresenterError(
-        f"a {type(value).__name__} is not front-matter data "
-        "(use text, numbers, booleans, dates, lists and mappings)"
-    )
-
-
-for _type in (set, frozenset, bytes, bytearray):
-    _Dumper.add_representer(_type, _refuse)
-_Dumper.add_representer(str, _represent_str)
-# str and int subclasses (StrEnum values such as Scope.REPO) are written as
-# their plain values; SafeDumper would refuse them.
-_Dumper.add_multi_representer(str, _represent_str)
-_Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
 
 
 @dataclass(frozen=True)
@@ -321,53 +128,18 @@ def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node 
 
     Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
     local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
-    (:data:`MAX_NODES`) whichever parser runs.
+    (:data:`MAX_NODES`) whichever parser runs. PyYAML is imported on the first call.
     """
-    if len(text) > max_bytes or (
-        len(text) * 4 > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
-    ):
-        raise TooLargeError(f"YAML text is larger than {max_bytes} bytes")
-    loader: Any = None
-    try:
-        # The reader checks for unprintable characters as it is built, so the
-        # constructor call belongs inside the try too.
-        loader = _FastLoader(text) if _fast_path_safe(text) else _Loader(text)
-        node = loader.get_single_node()
-        value = None if node is None else loader.construct_document(node)
-    except InvalidMemoryError:
-        raise
-    except yaml.constructor.ConstructorError as exc:
-        raise InvalidMemoryError(
-            f"front-matter uses a YAML tag that is not allowed: {_yaml_problem(exc)}"
-        ) from None
-    except yaml.YAMLError as exc:
-        raise InvalidMemoryError(f"front-matter is not valid YAML: {_yaml_problem(exc)}") from None
-    except RecursionError:
-        raise InvalidMemoryError("front-matter is nested too deeply") from None
-    except _CONSTRUCT_ERRORS as exc:
-        # A scalar the resolver or an explicit tag sent to a constructor that
-        # cannot build it: an impossible date (2026-13-45), an integer longer
-        # than Python converts, ``!!bool maybe``, ``!!timestamp soon``.
-        raise InvalidMemoryError(f"front-matter holds a value that cannot be read: {exc}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return value, node
+    from gitmem.format import yamlio
 
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{problem}{where}"
+    return yamlio.load_yaml(text, max_bytes=max_bytes)
 
 
 def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) -> Document:
     """Split and parse a markdown file. Files without front-matter parse with empty metadata."""
+    emitted = _EMITTED.get(text) if max_front_matter_bytes >= MAX_FRONT_MATTER_BYTES else None
+    if emitted is not None:
+        return Document(_copy(emitted[0]), emitted[1], True)
     bom = BOM if text.startswith(BOM) else ""
     rest = text[len(bom) :]
     opening = _OPEN_RE.match(rest)
@@ -423,59 +195,15 @@ def _yaml_kind(value: Any) -> str:
 
 
 def _segments(raw: str, node: Node | None) -> tuple[dict[str, _Segment] | None, str, str]:
-    """Cut the raw YAML into head, one segment per top-level key, and tail.
+    """Cut the raw YAML into head, one segment per top-level key, and tail
+    (:func:`gitmem.format.yamlio.segments` says how)."""
+    from gitmem.format import yamlio
 
-    Only block mappings with every key at column 0 on its own line are cut;
-    anything else (flow style, complex keys) is re-dumped whole when it changes.
-    Comment and blank lines before a key travel with that key (its ``lead``);
-    those before the first key (``head``) and after the last value (``tail``)
-    stay put whatever changes.
-    """
-    if node is None:
-        return {}, raw, ""
-    if not isinstance(node, MappingNode) or node.flow_style:
+    cut = yamlio.segments(raw, node)
+    if cut is None:
         return None, "", ""
-    # str.splitlines and YAML's marks agree on line breaks here: the extra
-    # breaks splitlines knows (\v, \f, \x1c-\x1e) are unprintable in YAML and
-    # were refused by the loader.
-    lines = raw.splitlines(keepends=True)
-    segments: dict[str, _Segment] = {}
-    head = ""
-    previous_end = -1
-    for key_node, value_node in node.value:
-        mark = key_node.start_mark
-        if mark.column != 0 or not isinstance(key_node, ScalarNode) or mark.line <= previous_end:
-            return None, "", ""
-        end = _node_end(value_node)
-        last_line = end.line if end.column > 0 else end.line - 1
-        inline = None
-        value_start = value_node.start_mark
-        if value_start.line == mark.line == end.line and end.index > value_start.index:
-            inline = (value_start.column, end.column)
-        if previous_end < 0:
-            head = "".join(lines[: mark.line])
-            lead = ""
-        else:
-            lead = "".join(lines[previous_end + 1 : mark.line])
-        text = "".join(lines[mark.line : last_line + 1])
-        flow = isinstance(value_node, MappingNode | SequenceNode) and bool(value_node.flow_style)
-        segments[key_node.value] = _Segment(lead, text, inline, flow)
-        previous_end = last_line
-    tail = "".join(lines[previous_end + 1 :])
-    return segments, head, tail
-
-
-def _node_end(node: Node) -> yaml.Mark:
-    """Where a node's own text ends.
-
-    A block collection's end mark lies at the next token, past any comments
-    that follow it, so its end is taken from its last entry instead.
-    """
-    if isinstance(node, MappingNode | SequenceNode) and not node.flow_style and node.value:
-        last = node.value[-1]
-        return _node_end(last[1] if isinstance(node, MappingNode) else last)
-    mark: yaml.Mark = node.end_mark
-    return mark
+    pieces, head, tail = cut
+    return {key: _Segment(*piece) for key, piece in pieces.items()}, head, tail
 
 
 def _copy(value: Any) -> Any:
@@ -572,6 +300,9 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
     the emitter spelled ambiguously) fails before anything is committed, naming the
     field, instead of leaving a memory no read or update can load.
     """
+    if _emitted_fast(text, metadata, body):
+        _remember(text, metadata, body)
+        return
     try:
         doc = parse(text)
     except InvalidMemoryError as exc:
@@ -591,6 +322,71 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
         )
     if doc.body != body:
         raise InvalidMemoryError("the body would not read back as written; nothing was written")
+
+
+def _emitted_fast(text: str, metadata: dict[str, Any], body: str) -> bool:
+    """Whether ``text`` is exactly a new file of fast-emitted entries (:mod:`yamlfast`).
+
+    Every entry the fast emitter writes reads back as its value (its contract, checked
+    against PyYAML by property tests in tests/test_yamlfast.py), each at column 0, so
+    their concatenation reads back as ``metadata``; what is left to check here is the
+    split: the front-matter within its bound and the first closing line where it ends,
+    so the body reads back whole. A new memory's write then needs no YAML parser (and no
+    PyYAML import); anything else is parsed back in full.
+    """
+    entries = []
+    for key, value in metadata.items():
+        try:
+            entry = yamlfast.dump_entry(key, value) if isinstance(key, str) else None
+        except ValueError:
+            return False
+        if entry is None:
+            return False
+        entries.append(entry)
+    front = "".join(entries)
+    if len(front.encode("utf-8", "surrogatepass")) > MAX_FRONT_MATTER_BYTES:
+        return False
+    if text != f"---\n{front}---\n\n{body}":
+        return False
+    closing = _CLOSE_RE.search(text, 4)
+    return closing is not None and closing.start() == 4 + len(front)
+
+
+_EMITTED: dict[str, tuple[dict[str, Any], str]] = {}
+"""The last few files :func:`check_reads_back` passed without parsing them (text ->
+metadata as read back, body): :func:`parse` answers them from here, so the index
+catching up with a write this process just made does not import PyYAML to read it back.
+Kept only for texts :func:`_emitted_fast` proved, with values as the reader gives them
+(:func:`_as_read`). A document served from here has no ``source``: re-serializing
+re-emits every entry, which for fast-emitted entries is the same text."""
+_EMITTED_KEEP = 8
+_EMITTED_MAX_CHARS = 256 * 1024
+
+
+def _remember(text: str, metadata: dict[str, Any], body: str) -> None:
+    if len(text) > _EMITTED_MAX_CHARS:
+        return
+    _EMITTED[text] = ({str.__str__(k): _as_read(v) for k, v in metadata.items()}, body)
+    while len(_EMITTED) > _EMITTED_KEEP:
+        _EMITTED.pop(next(iter(_EMITTED)), None)
+
+
+def _as_read(value: Any) -> Any:
+    """A fast-emitted value as the reader gives it back: plain str and int for their
+    subclasses (an enum member), a list for a tuple, an aware time in UTC."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC)
+    if isinstance(value, dict):
+        return {str.__str__(k): _as_read(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_read(v) for v in value]
+    return value
 
 
 def _culprit(metadata: dict[str, Any]) -> str:
@@ -615,33 +411,9 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
         raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
     if fast is not None:
         return fast
-    if flow is None:
-        flow = None if key == "tags" else False
-    elif flow:
-        flow = None
-    stream = io.StringIO()
-    dumper = _Dumper(
-        stream, default_flow_style=flow, sort_keys=False, allow_unicode=True, width=1_000_000
-    )
-    try:
-        dumper.open()
-        node = dumper.represent_data({key: value})
-        # The entry itself is always a block line: with flow style left to
-        # PyYAML, ``{tags: null}`` would come out as a flow mapping.
-        if isinstance(node, MappingNode):
-            node.flow_style = False
-        dumper.serialize(node)
-        dumper.close()
-    except yaml.representer.RepresenterError as exc:
-        problem = exc.args[0] if exc.args else exc
-        raise InvalidMemoryError(
-            f"front-matter {key!r} holds a value YAML cannot write: {problem}"
-        ) from None
-    except ValueError as exc:
-        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
-    finally:
-        dumper.dispose()
-    return stream.getvalue()
+    from gitmem.format import yamlio
+
+    return yamlio.dump_entry(key, value, flow=flow)
 
 
 def dump_mapping(metadata: dict[str, Any]) -> str:
@@ -688,17 +460,12 @@ def _rewrite(segment: _Segment, key: str, value: Any, newline: str) -> str:
     """
     text = dump_value(key, value, flow=True if segment.flow else None)
     if segment.inline is not None and text.count("\n") == 1:
-        loader = _Loader(text)  # bounded like every other read, though the text is ours
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
-        if isinstance(node, MappingNode) and len(node.value) == 1:
-            new = node.value[0][1]
-            if new.start_mark.line == new.end_mark.line == 0:
-                start, end = segment.inline
-                value_text = text[new.start_mark.index : new.end_mark.index]
-                return segment.text[:start] + value_text + segment.text[end:]
+        from gitmem.format import yamlio
+
+        span = yamlio.single_value_span(text)
+        if span is not None:
+            start, end = segment.inline
+            return segment.text[:start] + text[span[0] : span[1]] + segment.text[end:]
     return _newlines(text, newline)
 
 

@@ -6,6 +6,7 @@ Unknown keys are kept: later features (lifecycle policy, hooks) add sections.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,22 @@ store that says nothing is format 1). docs/format.md lists what each one changed
 ``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
+_PLAIN_CONFIG_RE = re.compile(
+    r"((?:#[^\n]*\n)*)"
+    r"format: ([1-9][0-9]{0,8})\n"
+    r"scope: (repo|user)\n"
+    r"limits:\n"
+    r"  max_body_bytes: ([1-9][0-9]{0,11})\n"
+)
+"""gitmem.yaml as :func:`initial_text` writes it (comment lines, then the three settings
+in its spelling): read without a YAML parser, so that a write, which reads the config
+first, does not import PyYAML (~10 ms) for it. Decimal numbers without a leading zero
+(YAML 1.1 reads ``010`` as octal), the two scope words, which YAML reads as the same
+strings, and comments of characters Python calls printable (all of which YAML accepts;
+a character class for them cost 3 ms to compile per process); anything else in the file,
+even a comment after a value, goes to the YAML reader (tests/test_config.py checks that
+both readers agree)."""
+
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -29,6 +46,17 @@ class StoreConfig:
 
     @classmethod
     def from_text(cls, text: str) -> StoreConfig:
+        plain = _PLAIN_CONFIG_RE.fullmatch(text)
+        if plain is not None and all(line.isprintable() for line in plain[1].split("\n")):
+            _, version, scope_word, max_body = plain.groups()
+            data: Any = {
+                "format": int(version),
+                "scope": scope_word,
+                "limits": {"max_body_bytes": int(max_body)},
+            }
+            return cls(
+                scope=Scope(scope_word), max_body_bytes=int(max_body), raw=data, format=int(version)
+            )
         # Here, not at the top: readers that only need FORMAT do not load PyYAML.
         from gitmem.format.codec import load_yaml
 

@@ -16,9 +16,6 @@ import json
 import re
 from typing import Any
 
-import yaml
-import yaml.resolver
-
 from gitmem.base.clock import format_timestamp
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -27,12 +24,29 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
 _PLAIN_FLOW_RE = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^-]*")
 _STR_TAG = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()
+_NOT_STR_WORDS = frozenset(
+    word
+    for base in ("yes", "no", "true", "false", "on", "off", "null")
+    for word in (base, base.capitalize(), base.upper())
+)
+"""The plain scalars starting with a letter that YAML 1.1 (PyYAML's resolver) reads as
+a bool or null: its only implicit types keyed on a letter. Numbers, dates, ``.inf``,
+``~``, ``<<`` and ``=`` start with something else (tests/test_yamlfast.py checks this
+against PyYAML's own resolver table)."""
 
 
 def _resolves_to_str(text: str) -> bool:
-    """Whether a plain scalar reads back as a string (not a bool, number, null, date...)."""
-    tag: str = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    """Whether a plain scalar reads back as a string (not a bool, number, null, date...).
+
+    Text starting with a letter, ``_`` or ``/`` (ids, titles, tags, keys: nearly all
+    of what a write emits) is answered here; anything else asks PyYAML's resolver, whose
+    import (~10 ms) a ``gitmem add`` would otherwise pay for a rule this small.
+    """
+    if text and (text[0].isascii() and (text[0].isalpha() or text[0] in "_/")):
+        return text not in _NOT_STR_WORDS
+    import yaml.resolver
+
+    tag: str = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
     return tag == _STR_TAG
 
 

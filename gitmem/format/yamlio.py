@@ -1,0 +1,339 @@
+"""PyYAML, hardened: the loader every YAML read goes through, and the fallback dumper.
+
+Imported only when YAML is actually parsed or a value the fast emitter
+(:mod:`gitmem.format.yamlfast`) does not handle is written: importing PyYAML costs
+~10 ms, most of what a ``gitmem add`` would otherwise spend on YAML. :mod:`gitmem.format.codec`
+is the interface; this module is its YAML half.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from typing import Any, ClassVar
+
+import yaml
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from gitmem.base.errors import InvalidMemoryError, TooLargeError
+from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip, depth_bound
+
+# The tags front-matter may use: JSON's data model plus timestamps and dates.
+# SafeLoader would also build bytes (!!binary), sets (!!set) and lists of
+# pairs (!!omap, !!pairs), which JSON Schema validation and JSON output cannot
+# hold, so those are refused like any unknown tag.
+_ALLOWED_TAGS = frozenset(
+    "tag:yaml.org,2002:" + name
+    for name in ("null", "bool", "int", "float", "str", "timestamp", "seq", "map")
+)
+
+
+# What PyYAML's constructors raise on a scalar they cannot build (``!!int`` with
+# no value, ``!!bool maybe``, ``2026-13-45``...), instead of a YAMLError.
+_CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
+
+
+class _Hardened:
+    """The constructor side shared by the pure-Python and the libyaml loader."""
+
+    yaml_constructors: ClassVar[dict[Any, Any]] = {
+        tag: constructor
+        for tag, constructor in yaml.SafeLoader.yaml_constructors.items()
+        if tag in _ALLOWED_TAGS or tag is None
+    }
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)  # type: ignore[misc]
+        except InvalidMemoryError:
+            raise  # already names what is wrong (an inner node's own error)
+        except _CONSTRUCT_ERRORS as exc:
+            shown = f" {clip(node.value)!r}" if isinstance(node, ScalarNode) else ""
+            detail = f": {exc}" if isinstance(exc, ValueError | ArithmeticError) else ""
+            raise InvalidMemoryError(
+                f"front-matter value{shown} at line {node.start_mark.line + 1} "
+                f"cannot be read as {node.tag.rsplit(':', 1)[-1]}{detail}"
+            ) from None
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError as exc:
+                raise InvalidMemoryError(
+                    f"front-matter has an unhashable key at line {key_node.start_mark.line + 1}"
+                ) from exc
+            if duplicate:
+                raise InvalidMemoryError(
+                    f"front-matter repeats the key {key!r} at line {key_node.start_mark.line + 1}"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc,no-any-return]
+
+
+class _Loader(_Hardened, yaml.SafeLoader):
+    """SafeLoader that refuses what a memory's front-matter never needs.
+
+    Aliases are refused outright: a billion-laughs document builds a small DAG
+    in memory but explodes when anything walks it (schema validation, JSON
+    output). Duplicate keys are refused because YAML would silently keep the
+    last one, and a hand edit that repeats ``id`` must not pass unnoticed.
+    Tags outside JSON's data model (plus timestamps) are refused, and so are
+    merge keys (``<<``), which only make sense with aliases.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise InvalidMemoryError(
+                f"front-matter uses a YAML alias (*{event.anchor}) at line "
+                f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
+            )
+        self._depth += 1
+        self._nodes += 1
+        try:
+            if self._nodes > MAX_NODES:
+                raise InvalidMemoryError(f"YAML text holds more than {MAX_NODES} values")
+            if self._depth > MAX_DEPTH:
+                raise InvalidMemoryError(f"front-matter is nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+if _CSafeLoader is not None:
+
+    class _FastLoader(_Hardened, _CSafeLoader):  # type: ignore[misc]
+        """libyaml's parser with the hardened constructor, about 7x faster than _Loader.
+
+        libyaml composes in C, where aliases and depth cannot be checked node by
+        node, so it is only used for text that cannot hold an anchor, an alias, a
+        tag or a merge key, and whose nesting is bounded well below MAX_DEPTH
+        (see :func:`_fast_path_safe`).
+        """
+
+
+def _fast_path_safe(text: str) -> bool:
+    if _CSafeLoader is None or any(c in text for c in "&*!") or "<<" in text:
+        return False
+    if len(text) > 2 * MAX_NODES:
+        return False  # every node needs a character and a separator: the budget holds
+    bound = depth_bound(text)
+    return bound is not None and bound < MAX_DEPTH
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        # The loader refuses aliases, so the dumper must never write one (it would
+        # for the same list or mapping object reached twice).
+        return True
+
+
+# PyYAML writes these line breaks raw inside single-quoted and plain scalars,
+# where the reader folds them away ('\x85' reads back as ' '); double quotes
+# escape them.
+_FOLDED_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if any(ch in value for ch in _FOLDED_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style='"')
+    return dumper.represent_str(str(value))
+
+
+def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
+    # Aware times are written the way gitmem writes every timestamp (RFC 3339,
+    # UTC, ``Z``). A naive one is written naive, so it reads back as what it was.
+    # isoformat, not strftime: glibc's %Y writes year 999 as "999", which YAML
+    # does not read as a timestamp.
+    if value.tzinfo is None:
+        text = value.isoformat()
+    else:
+        text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
+
+
+_Dumper.add_representer(dt.datetime, _represent_datetime)
+
+
+def _refuse(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
+    # Written as !!set / !!binary these would make a file the loader refuses.
+    raise yaml.representer.RepresenterError(
+        f"a {type(value).__name__} is not front-matter data "
+        "(use text, numbers, booleans, dates, lists and mappings)"
+    )
+
+
+for _type in (set, frozenset, bytes, bytearray):
+    _Dumper.add_representer(_type, _refuse)
+_Dumper.add_representer(str, _represent_str)
+# str and int subclasses (StrEnum values such as Scope.REPO) are written as
+# their plain values; SafeDumper would refuse them.
+_Dumper.add_multi_representer(str, _represent_str)
+_Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
+
+
+def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
+    """Parse YAML with the hardened loader; returns the value and its node.
+
+    Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
+    local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
+    (:data:`MAX_NODES`) whichever parser runs.
+    """
+    if len(text) > max_bytes or (
+        len(text) * 4 > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
+    ):
+        raise TooLargeError(f"YAML text is larger than {max_bytes} bytes")
+    loader: Any = None
+    try:
+        # The reader checks for unprintable characters as it is built, so the
+        # constructor call belongs inside the try too.
+        loader = _FastLoader(text) if _fast_path_safe(text) else _Loader(text)
+        node = loader.get_single_node()
+        value = None if node is None else loader.construct_document(node)
+    except InvalidMemoryError:
+        raise
+    except yaml.constructor.ConstructorError as exc:
+        raise InvalidMemoryError(
+            f"front-matter uses a YAML tag that is not allowed: {_yaml_problem(exc)}"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise InvalidMemoryError(f"front-matter is not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise InvalidMemoryError("front-matter is nested too deeply") from None
+    except _CONSTRUCT_ERRORS as exc:
+        # A scalar the resolver or an explicit tag sent to a constructor that
+        # cannot build it: an impossible date (2026-13-45), an integer longer
+        # than Python converts, ``!!bool maybe``, ``!!timestamp soon``.
+        raise InvalidMemoryError(f"front-matter holds a value that cannot be read: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return value, node
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def _node_end(node: Node) -> yaml.Mark:
+    """Where a node's own text ends.
+
+    A block collection's end mark lies at the next token, past any comments
+    that follow it, so its end is taken from its last entry instead.
+    """
+    if isinstance(node, MappingNode | SequenceNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        return _node_end(last[1] if isinstance(node, MappingNode) else last)
+    mark: yaml.Mark = node.end_mark
+    return mark
+
+
+
+
+def segments(
+    raw: str, node: Node | None
+) -> tuple[dict[str, tuple[str, str, tuple[int, int] | None, bool]], str, str] | None:
+    """Cut the raw YAML into head, one segment per top-level key, and tail; None when
+    the mapping cannot be cut (the caller re-dumps it whole when it changes).
+
+    Only block mappings with every key at column 0 on its own line are cut. Comment and
+    blank lines before a key travel with that key (its ``lead``); those before the first
+    key (``head``) and after the last value (``tail``) stay put whatever changes. A
+    segment is (lead, text, the value's columns when it sits on the key's line, flow).
+    """
+    if node is None:
+        return {}, raw, ""
+    if not isinstance(node, MappingNode) or node.flow_style:
+        return None
+    # str.splitlines and YAML's marks agree on line breaks here: the extra
+    # breaks splitlines knows (\v, \f, \x1c-\x1e) are unprintable in YAML and
+    # were refused by the loader.
+    lines = raw.splitlines(keepends=True)
+    out: dict[str, tuple[str, str, tuple[int, int] | None, bool]] = {}
+    head = ""
+    previous_end = -1
+    for key_node, value_node in node.value:
+        mark = key_node.start_mark
+        if mark.column != 0 or not isinstance(key_node, ScalarNode) or mark.line <= previous_end:
+            return None
+        end = _node_end(value_node)
+        last_line = end.line if end.column > 0 else end.line - 1
+        inline = None
+        value_start = value_node.start_mark
+        if value_start.line == mark.line == end.line and end.index > value_start.index:
+            inline = (value_start.column, end.column)
+        if previous_end < 0:
+            head = "".join(lines[: mark.line])
+            lead = ""
+        else:
+            lead = "".join(lines[previous_end + 1 : mark.line])
+        text = "".join(lines[mark.line : last_line + 1])
+        flow = isinstance(value_node, MappingNode | SequenceNode) and bool(value_node.flow_style)
+        out[key_node.value] = (lead, text, inline, flow)
+        previous_end = last_line
+    tail = "".join(lines[previous_end + 1 :])
+    return out, head, tail
+
+
+def dump_entry(key: str, value: Any, *, flow: bool | None) -> str:
+    """``key: value`` written by PyYAML (what the fast emitter leaves to it).
+
+    Collections are written in block style, except ``tags`` (and any value with
+    ``flow=True``), which are written in flow style when they hold only scalars.
+    """
+    if flow is None:
+        flow = None if key == "tags" else False
+    elif flow:
+        flow = None
+    stream = io.StringIO()
+    dumper = _Dumper(
+        stream, default_flow_style=flow, sort_keys=False, allow_unicode=True, width=1_000_000
+    )
+    try:
+        dumper.open()
+        node = dumper.represent_data({key: value})
+        # The entry itself is always a block line: with flow style left to
+        # PyYAML, ``{tags: null}`` would come out as a flow mapping.
+        if isinstance(node, MappingNode):
+            node.flow_style = False
+        dumper.serialize(node)
+        dumper.close()
+    except yaml.representer.RepresenterError as exc:
+        problem = exc.args[0] if exc.args else exc
+        raise InvalidMemoryError(
+            f"front-matter {key!r} holds a value YAML cannot write: {problem}"
+        ) from None
+    except ValueError as exc:
+        raise InvalidMemoryError(f"front-matter {clip(key)!r} cannot be written: {exc}") from None
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
+
+
+def single_value_span(text: str) -> tuple[int, int] | None:
+    """Where the value of a one-key, one-line ``key: value`` text lies, or None."""
+    loader = _Loader(text)  # bounded like every other read, though the text is ours
+    try:
+        node = loader.get_single_node()
+    finally:
+        loader.dispose()
+    if isinstance(node, MappingNode) and len(node.value) == 1:
+        new = node.value[0][1]
+        if new.start_mark.line == new.end_mark.line == 0:
+            return new.start_mark.index, new.end_mark.index
+    return None
