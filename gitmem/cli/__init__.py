@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -17,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from gitmem._version import __version__
+from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError
 from gitmem.cli.common import (
     State,
@@ -30,20 +30,25 @@ from gitmem.cli.errors import report
 __all__ = ["cli", "main"]
 
 
-class _WarningHandler(logging.Handler):
-    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr."""
+def _install_warning_printer() -> None:
+    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr
+    (installed when the first record is logged: :func:`gitmem.base.logs.when_logging`)."""
+    import logging
 
-    def emit(self, record: logging.LogRecord) -> None:
-        level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
-        click.echo(f"gitmem: {level}: {record.getMessage()}", err=True)
+    class WarningPrinter(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
+            click.echo(f"gitmem: {level}: {record.getMessage()}", err=True)
+
+    logger = logging.getLogger("gitmem")
+    if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):
+        # Propagation stays on: with a handler here, Python's last-resort printer is
+        # not used, and handlers further up (an embedding app, pytest) still see records.
+        logger.addHandler(WarningPrinter(logging.WARNING))
 
 
 def _log_to_stderr() -> None:
-    logger = logging.getLogger("gitmem")
-    if not any(isinstance(h, _WarningHandler) for h in logger.handlers):
-        # Propagation stays on: with a handler here, Python's last-resort printer is
-        # not used, and handlers further up (an embedding app, pytest) still see records.
-        logger.addHandler(_WarningHandler(logging.WARNING))
+    logs.when_logging(_install_warning_printer)
 
 
 # Command name -> "module:attribute" under gitmem.cli, in the order `gitmem --help` lists them

@@ -177,9 +177,9 @@ def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool) -> None:
     """The plain listing straight from the index's rows (of each scope's reader, or of
     the fast path's current index): the same table as from ``Store.list``, without
     building a Memory per row (a third of `gitmem ls` at 1k)."""
-    import logging
+    from gitmem.base import logs
 
-    log = logging.getLogger("gitmem.store.core")
+    log = logs.get("gitmem.store.core")
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
     rows: list[tuple[Any, ...]] = []
     for each, reader in sources:

@@ -42,7 +42,6 @@ that can work (``git fsck``, fetching from a clone), never a crash or advice to 
 from __future__ import annotations
 
 import contextlib
-import logging
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.base import logs
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
 from gitmem.entry.doctor_context import (
     CONTENT_SAMPLE,
@@ -105,7 +105,7 @@ __all__ = [
 """The doctor's vocabulary: checks and findings are defined with the checks
 (doctor_context, doctor_repo, doctor_memories) and named here for callers."""
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 CHECKS: tuple[str, ...] = (
     "fsck",

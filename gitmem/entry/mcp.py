@@ -22,7 +22,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -33,6 +32,7 @@ from typing import Any
 import jsonschema
 
 from gitmem._version import __version__
+from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.features.graph import Graph
 from gitmem.store.core import Store
@@ -52,7 +52,7 @@ __all__ = [
     "tools",
 ]
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 SERVER_NAME = "gitmem"
 RESOURCE_URI = "memory://knowledge-graph"

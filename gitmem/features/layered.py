@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitmem.base import logs
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import PRUNE_TRAILER
@@ -50,7 +50,7 @@ from gitmem.format.layout import check_id, is_path_id
 from gitmem.format.model import Memory
 from gitmem.store.core import Store
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 ENTRY_SCHEMA = "memory_entry.schema.json"
 STRUCTURAL_FILE_TYPES: frozenset[str] = frozenset({"index"})

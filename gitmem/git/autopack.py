@@ -36,7 +36,6 @@ at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import subprocess
 import sys
@@ -46,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitmem.base import paths
+from gitmem.base import logs, paths
 from gitmem.git.locks import try_flock
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 LOCK_NAME = paths.AUTOPACK_LOCK
 LAST_NAME = paths.AUTOPACK_LAST

@@ -16,7 +16,6 @@ import datetime as dt
 import errno
 import fcntl
 import glob
-import logging
 import os
 import random
 import stat
@@ -29,7 +28,7 @@ from typing import Any, TypeVar
 import pygit2
 from pygit2.enums import FileMode, SortMode
 
-from gitmem.base import paths
+from gitmem.base import logs, paths
 from gitmem.base.clock import Clock, SystemClock, parse_timestamp, to_utc
 from gitmem.base.errors import (
     ConflictError,
@@ -60,7 +59,7 @@ from gitmem.git.objects import (
     write_object,
 )
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 # libgit2 caches only trees under 4 KiB by default; the memories/ tree and its
 # shard trees are larger in big stores and would be inflated again on every read.

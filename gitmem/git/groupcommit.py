@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import logging
 import os
 import select
 import time
@@ -44,14 +43,14 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.base import paths
+from gitmem.base import logs, paths
 from gitmem.base.errors import ConflictError
 from gitmem.git.locks import pid_alive, temp_path, try_flock
 
 if TYPE_CHECKING:
     from gitmem.git.db import GitDB
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 QUEUE_DIR = paths.COMMIT_QUEUE
 LOCK_NAME = paths.COMMIT_LOCK

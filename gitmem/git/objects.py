@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
-import logging
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from typing import Any, cast
 import pygit2
 from pygit2.enums import FileMode
 
+from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError, RepositoryDamagedError, StoreError
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 
 @dataclass(frozen=True)

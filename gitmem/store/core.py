@@ -14,7 +14,6 @@ import contextlib
 import datetime as dt
 import heapq
 import itertools
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from gitmem.base import logs
 from gitmem.base.clock import Clock, SystemClock
 from gitmem.base.errors import (
     AlreadyExistsError,
@@ -102,7 +102,7 @@ if TYPE_CHECKING:
     from gitmem.store.search import SearchResults
     from gitmem.store.sync import SyncResult
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 _NOT_FOUND_HINT = (
     "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"

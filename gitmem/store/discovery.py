@@ -8,12 +8,12 @@ repository, ``gitmem.yaml``, the merge driver, the trust record).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from pathlib import Path
 
 import pygit2
 
+from gitmem.base import logs
 from gitmem.base.clock import Clock
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import OP_TRAILER, CommitSpec
@@ -37,7 +37,7 @@ __all__ = [
     "user_store_path",
 ]
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 
 def _open_backend(

@@ -31,7 +31,6 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import logging
 import os
 import sqlite3
 import threading
@@ -43,7 +42,7 @@ from typing import Any, TypeVar
 import pygit2
 from pygit2.enums import SortMode
 
-from gitmem.base import paths
+from gitmem.base import logs, paths
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
@@ -74,7 +73,7 @@ from gitmem.store.rows import (
     row_values,
 )
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 DB_NAME = paths.INDEX_DB
 

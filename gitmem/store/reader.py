@@ -358,6 +358,6 @@ class TreeReader:
 
 
 def _log_skip(path: str, problem: str) -> None:
-    import logging
+    from gitmem.base import logs
 
-    logging.getLogger("gitmem.store.core").warning("skipping %s: %s", path, problem)
+    logs.get("gitmem.store.core").warning("skipping %s: %s", path, problem)

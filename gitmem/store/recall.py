@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
 import math
 import re
 import sqlite3
@@ -35,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitmem.base import logs
 from gitmem.format.model import Memory, Scope
 from gitmem.store import lexical, queries
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from gitmem.store.index import Index
     from gitmem.store.quick import QuickIndex
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 """BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""

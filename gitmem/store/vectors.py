@@ -20,13 +20,13 @@ generation counter moves: any write bumps it) and ranks by one matrix-vector pro
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gitmem.base import logs
 from gitmem.store.providers import RowProvider, register
 from gitmem.store.rows import RowChanges
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gitmem.store.embed import Embedder
     from gitmem.store.index import Index
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 __all__ = [
     "MAX_CODE_BYTES",

@@ -54,11 +54,11 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError
 from gitmem.features.lifecycle.prune import (
     DEFAULT_MAX_REVIEWS,
@@ -93,7 +93,7 @@ __all__ = [
     "rule_for",
 ]
 
-log = logging.getLogger("gitmem")
+log = logs.get("gitmem")
 
 
 

@@ -29,11 +29,11 @@ raises the error instead, for commands that check a configuration.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from gitmem.base import logs
 from gitmem.base.errors import EmbedderError
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ __all__ = [
     "normalise",
 ]
 
-log = logging.getLogger("gitmem.store.embed")
+log = logs.get("gitmem.store.embed")
 
 PROVIDERS = ("default", "none", "openai", "ollama", "sentence-transformers", "fastembed")
 
