@@ -465,3 +465,43 @@ def test_embed_counting_gives_the_vectors_and_each_tokens_document_count() -> No
         for token in set(e.token_ids(text)):
             expected[token] += 1
     assert np.array_equal(counts, expected)
+
+
+def test_vectors_are_the_same_before_and_after_the_table_is_widened() -> None:
+    # The table stays float16 (as shipped) for the first few texts and is widened to
+    # float32 once a caller embeds more (StaticEmbedder._count): the vector of a text must
+    # not depend on which, or a catch-up and a rebuild would store different vectors.
+    from gitmem.store.embed import static
+
+    texts = ["the deploy target is staging; production deploys need a tag",
+             "Fixtures live in tests/conftest.py", "", "日本語 deploy 🙂", "x " * 3000]
+    narrow = static.load_default()
+    assert narrow.table.dtype == np.float16
+    before = narrow.embed(texts)
+    weights = np.linspace(0.1, 2.0, num=narrow.table.shape[0], dtype=np.float32)
+    weighted_before = narrow.embed_weighted(texts[0], weights)
+    assert narrow.table.dtype == np.float16  # a few texts do not widen it
+    narrow.embed(["filler"] * (static.WIDEN_AFTER + 1))
+    assert narrow.table.dtype == np.float32
+    assert np.array_equal(narrow.embed(texts), before)
+    assert np.array_equal(narrow.embed_weighted(texts[0], weights), weighted_before)
+    wide = static.load_default()
+    vectors, _ = wide.embed_counting(["filler"] * (static.WIDEN_AFTER + 1) + texts)
+    assert np.array_equal(vectors[-len(texts):], before)
+
+
+def test_the_package_version_comes_from_its_dist_info_folder(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    from gitmem.store.embed import static
+
+    folder = static.package_dir()
+    assert folder is not None
+    assert static.package_version(folder) == importlib.metadata.version(static.PACKAGE)
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "my_pkg-1.2.3.dist-info").mkdir()
+    (site / "my_pkg_extra-9.dist-info").mkdir()
+    assert static.package_version(site / "pkg", "my-pkg") == "1.2.3"
+    (site / "my_pkg-1.2.4.dist-info").mkdir()  # two versions left side by side: ask metadata
+    assert static.package_version(site / "pkg", "my-pkg") == "unknown"

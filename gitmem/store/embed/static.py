@@ -12,7 +12,6 @@ reading the files directly means no code path here can reach the network, ever.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import itertools
 import json
@@ -42,6 +41,12 @@ CACHE_PIECES = 200_000
 """Distinct space-separated pieces whose token ids are kept (then the cache starts over)."""
 BATCH = 512
 """Texts per numpy batch: keeps the gathered token rows to a few tens of MB."""
+WIDEN_AFTER = 64
+"""Texts embedded with the table as stored (float16 rows widened as gathered) before the
+whole table is widened to float32 once: widening 32,000 x 256 halves costs ~15-60 ms,
+more than a one-shot ``gitmem recall`` (one query, a few new memories) spends embedding,
+while a catch-up of thousands of memories gathers faster from a float32 table. Either
+way a text's vector is the same: its rows widen exactly and sum in the same order."""
 _MAX_HEADER = 1 << 20
 
 
@@ -100,7 +105,11 @@ class StaticEmbedder:
     """Mean of the tokens' rows of a static embedding table, L2-normalised."""
 
     def __init__(self, table: NDArray[Any], tokenizer: Any, name: str) -> None:
-        self.table = table
+        self._stored = table
+        self._wide: NDArray[np.float32] | None = (
+            table if table.dtype == np.float32 and table.flags.c_contiguous else None
+        )
+        self._narrow_texts = 0
         self.tokenizer = tokenizer
         self.name = name
         self.dim = int(table.shape[1])
@@ -117,9 +126,28 @@ class StaticEmbedder:
         # The piece cache is shared: one embed at a time (a clear mid-lookup would fail).
         self._lock = threading.Lock()
 
+    @property
+    def table(self) -> NDArray[Any]:
+        """The embedding table: float32 once widened (:data:`WIDEN_AFTER`), else as stored."""
+        return self._stored if self._wide is None else self._wide
+
+    def _rows(self, index: NDArray[np.int64]) -> NDArray[np.float32]:
+        """The table's rows ``index`` as float32 (widening the whole table once it pays)."""
+        if self._wide is not None:
+            return self._wide[index]
+        rows: NDArray[np.float32] = self._stored[index].astype(np.float32)
+        return rows
+
+    def _count(self, texts: int) -> None:
+        """Note ``texts`` more to embed; widen the table once enough were."""
+        self._narrow_texts += texts
+        if self._wide is None and self._narrow_texts > WIDEN_AFTER:
+            self._wide = np.ascontiguousarray(self._stored, dtype=np.float32)
+
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with self._lock:
+            self._count(len(texts))
             for start in range(0, len(texts), BATCH):
                 chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
                 out[start : start + len(chunk)] = self._embed_batch(chunk)
@@ -162,7 +190,9 @@ class StaticEmbedder:
         known = ids < weights.shape[0]
         w = np.zeros(ids.size, dtype=np.float32)
         w[known] = weights[ids[known]]
-        out[:] = (self.table[ids] * w[:, None]).sum(axis=0)
+        with self._lock:
+            rows = self._rows(ids)
+        out[:] = (rows * w[:, None]).sum(axis=0)
         norm = float(np.linalg.norm(out))
         if norm == 0:  # only tokens every memory has: fall back to the plain mean
             plain: NDArray[np.float32] = self.embed([text])[0]
@@ -178,6 +208,7 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         counts = np.zeros(self._vocab, dtype=np.int64)
         with self._lock:
+            self._count(len(texts))
             for start in range(0, len(texts), BATCH):
                 chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
                 out[start : start + len(chunk)] = self._embed_batch(chunk, counts)
@@ -186,7 +217,7 @@ class StaticEmbedder:
     def _embed_batch(
         self, texts: list[str], counts: NDArray[np.int64] | None = None
     ) -> NDArray[np.float32]:
-        table = self.table
+        rows_of = self._rows
         get = self._cache.__getitem__
         chain = itertools.chain.from_iterable
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -198,7 +229,7 @@ class StaticEmbedder:
         for row, pieces in enumerate(self._pieces(texts)):
             index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)[:MAX_TOKENS]
             if index.size:
-                result[row] = table[index].sum(axis=0)
+                result[row] = rows_of(index).sum(axis=0)
                 if counts is not None:
                     distinct.append(index + row * vocab)  # (text, token) as one number
         if counts is not None and distinct:
@@ -247,11 +278,30 @@ def load_default() -> StaticEmbedder:
     tokenizer.pre_tokenizer = pre_tokenizers.Split(
         pattern=SPACE, behavior="merged_with_next"
     )
-    # float32 once at load (32 MB): gathering float16 rows and converting them on every call
-    # cost more than the gather itself.
-    table = np.ascontiguousarray(read_safetensor(weights, TENSOR), dtype=np.float32)
-    try:
-        version = importlib.metadata.version(PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
+    # As stored (float16, memory-mapped): widened to float32 once a caller embeds enough
+    # texts for it to pay (StaticEmbedder._count).
+    table = read_safetensor(weights, TENSOR)
+    version = package_version(folder)
     return StaticEmbedder(table, tokenizer, f"wordllama-{MODEL}-{table.shape[1]}@{version}/mean")
+
+
+def package_version(folder: Path, package: str = PACKAGE) -> str:
+    """The installed version of the package in ``folder``, from its ``.dist-info`` folder's
+    name beside it (``wordllama-0.4.0.post1.dist-info``): importing importlib.metadata to
+    ask costs ~20 ms of every recall. Falls back to importlib.metadata when the name does
+    not say (another installer's layout, two versions' folders left side by side)."""
+    wanted = package.replace("-", "_").lower()
+    found = []
+    for entry in folder.parent.glob("*.dist-info"):
+        # {name}-{version}.dist-info, both normalised: the name's own "-" are "_".
+        name, _, version = entry.name.removesuffix(".dist-info").partition("-")
+        if name.lower() == wanted:
+            found.append(version)
+    if len(found) == 1 and found[0]:
+        return found[0]
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
