@@ -176,3 +176,65 @@ def test_the_readme_demo_command_runs(tmp_path: Path, git: GitRunner) -> None:
         assert "Gitmem-Op: supersede" in demo_output(result)
     # Each run: 5 memory writes; the layered document is created once and appended each run.
     assert commit_count(tmp_path / "demo-store", git) == 1 + (5 + 2) + (5 + 1)
+
+
+# -- the end of the process ------------------------------------------------------------------
+
+_EXIT_PROBE = """
+import atexit, sys
+from pathlib import Path
+marker = Path(sys.argv.pop(1))
+atexit.register(lambda: marker.write_text("atexit ran"))
+from gitmem.cli import main
+main()
+"""
+
+
+def test_the_entry_point_runs_exit_handlers_flushes_and_keeps_the_exit_code(
+    tmp_path: Path,
+) -> None:
+    # As the process's entry point, main() ends the process without the interpreter's
+    # teardown: what an exit must still do (atexit handlers, flushed output, the status)
+    # is checked here for a success, a usage error and a not-found error.
+    store = tmp_path / "store"
+    assert run("init", str(store), cwd=tmp_path).returncode == 0
+    for n in range(30):
+        assert run("--store", str(store), "add", f"memory {n} " * 50, cwd=tmp_path).returncode == 0
+    cases = [
+        (["--store", str(store), "ls"], 0),
+        (["--store", str(store), "lss"], 2),
+        (["--store", str(store), "show", "mem_nothere"], 3),
+    ]
+    for args, status in cases:
+        marker = tmp_path / f"atexit-{status}"
+        out = tmp_path / f"out-{status}"
+        with out.open("wb") as fh:  # a file, not a pipe: block-buffered stdout
+            done = subprocess.run(
+                [sys.executable, "-c", _EXIT_PROBE, str(marker), *args],
+                cwd=tmp_path, stdout=fh, stderr=subprocess.PIPE, check=False, timeout=120,
+            )
+        assert done.returncode == status, done.stderr
+        assert marker.read_text() == "atexit ran"
+        if status == 0:
+            listed = out.read_text().splitlines()
+            assert len(listed) == 31 and listed[0].startswith("ID")  # all of it, flushed
+        else:
+            assert done.stderr.decode().startswith("gitmem: ")
+
+
+def test_a_write_then_exit_leaves_an_index_the_next_process_reads(tmp_path: Path) -> None:
+    # The index's SQLite connection is not closed at exit (its write-ahead log stays):
+    # every later process, reading or writing, sees what each one committed.
+    store = tmp_path / "store"
+    assert run("init", str(store), cwd=tmp_path).returncode == 0
+    ids = []
+    for n in range(5):
+        added = run("--store", str(store), "add", f"distinct note number {n}", cwd=tmp_path)
+        assert added.returncode == 0, added.stderr
+        ids.append(added.stdout.decode().strip())
+        found = run("--store", str(store), "search", f"{n}", cwd=tmp_path)
+        assert ids[-1] in found.stdout.decode()
+    listed = run("--store", str(store), "--json", "ls", cwd=tmp_path)
+    assert sorted(m["id"] for m in json.loads(listed.stdout)) == sorted(ids)
+    checked = run("--store", str(store), "doctor", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

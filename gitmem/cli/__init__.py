@@ -356,6 +356,53 @@ def cli(
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """The console script ``gitmem``."""
-    cli.main(args=argv, prog_name="gitmem")
-    raise SystemExit(0)  # cli.main always exits; this keeps the type checker honest
+    """The console script ``gitmem`` (and ``python -m gitmem``).
+
+    Called with ``argv`` (a test, an embedding program) it ends in ``SystemExit`` as any
+    click program does. As the process's own entry point (no ``argv``) it ends the process
+    with :func:`_exit_now` instead.
+    """
+    if argv is not None:
+        cli.main(args=argv, prog_name="gitmem")
+        raise SystemExit(0)  # cli.main always exits; this keeps the type checker honest
+    try:
+        cli.main(args=None, prog_name="gitmem")
+    except SystemExit as done:
+        _exit_now(done.code)
+    _exit_now(0)
+
+
+def _exit_now(code: object) -> NoReturn:
+    """End the process once its work is done, without tearing the interpreter down.
+
+    Python's own exit frees every module and object one by one and closes the index's
+    SQLite connection, which checkpoints its write-ahead log into the database: 10-30 ms
+    of every command (docs/benchmarks.md), longer than some commands' work. Nothing of
+    gitmem's needs it: every write is committed (git objects and refs, SQLite
+    transactions) before the command returns, files are closed by their ``with`` blocks,
+    and a write-ahead log left behind is a valid part of the database (the next
+    connection reads it; SQLite checkpoints it as it grows). What an exit must still do is
+    done here: the ``atexit`` handlers run (``weakref.finalize`` cleanups among them) and
+    stdout and stderr are flushed. While another thread runs, the normal exit is kept
+    (it waits for non-daemon threads).
+    """
+    import atexit
+    import os
+    import threading
+
+    if threading.active_count() > 1:
+        raise SystemExit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # SystemExit("message"): printed, status 1, as Python does
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # a closed pipe, a handler failing: exit as Python would
+        raise SystemExit(code) from None
+    os._exit(status & 0xFF)
