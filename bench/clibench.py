@@ -21,7 +21,13 @@ from bench.fixtures import Context
 from bench.harness import Row, log, measure_alternating, ms, scenario, size_label
 from bench.hookrun import _process, hook_env
 
-TARGETS = {"ls": 100.0, "search": 100.0, "show": 100.0, "add": 150.0}
+TARGETS = {"ls": 100.0, "search": 100.0, "show": 100.0, "add": 150.0, "recall": 100.0}
+EMBEDDER_LOAD = (
+    "from gitmem.store.embed.static import load_default; "
+    "load_default().embed(['how do we run the migration?'])"
+)
+"""The default embedder's load as a process of its own (numpy, tokenizers, the table and
+one query embedded): recall's target is 100 ms plus this, less the interpreter's start."""
 
 
 def _gitmem() -> list[str]:
@@ -59,6 +65,12 @@ def cli_latency(ctx: Context) -> list[Row]:
             "git show HEAD:path",
         ),
         (
+            "recall",
+            [*gm, "recall", "how do we run the migration?"],
+            [sys.executable, "-c", EMBEDDER_LOAD],
+            "the default embedder's load (python -c ...)",
+        ),
+        (
             "add",
             [*gm, "add", "A memory added by the benchmark.", "--title", "bench"],
             [*git, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "bench"],
@@ -88,6 +100,11 @@ def cli_latency(ctx: Context) -> list[Row]:
         stats, base = measure_alternating([ours.timed, theirs.timed], config.repeat)
         value = ms(stats.p50)
         target = TARGETS[name]
+        note = f"python -c pass: {ms(floor_stats.p50):.0f} ms in the same run"
+        if name == "recall":
+            # recall's own share: its wall less what the embedder's load adds to a process.
+            target += ms(base.p50) - ms(floor_stats.p50)
+            note += f"; recall less the embedder's load: {value - target + 100:.0f} ms"
         rows.append(
             Row(
                 f"CLI: gitmem {name}",
@@ -98,9 +115,10 @@ def cli_latency(ctx: Context) -> list[Row]:
                 ms(base.p50),
                 higher_is_better=False,
                 runs=stats.runs,
-                target=f"≤ {target:.0f} ms (idle machine)",
+                target=f"≤ {target:.0f} ms (idle machine)"
+                + (" = 100 + the embedder's load" if name == "recall" else ""),
                 met=value <= target,
-                note=f"python -c pass: {ms(floor_stats.p50):.0f} ms in the same run",
+                note=note,
             )
         )
     return rows
