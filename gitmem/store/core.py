@@ -162,11 +162,9 @@ def _spec(
         subject = tx_message or f"transaction: {len(effects)} operations"
         message = message if tx_message is None else None
     trailers.extend((OP_TRAILER, name) for name in ops)
-    seen_ids: list[str] = []
-    for effect in effects:
-        for mid in effect.ids:
-            if mid not in seen_ids:
-                seen_ids.append(mid)
+    # A dict keeps first-seen order with O(1) membership: a list's ``in`` made a bulk
+    # import of 100k memories spend ~55 s here alone.
+    seen_ids = dict.fromkeys(mid for effect in effects for mid in effect.ids)
     trailers.extend((ID_TRAILER, mid) for mid in seen_ids)
     for effect in effects:
         if effect.supersedes:
