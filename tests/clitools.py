@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +110,17 @@ class Editor:
     @property
     def seen(self) -> str:
         return (self.directory / "seen.md").read_text()
+
+
+def run_step(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A CI recipe's shell step as the host runs it: bash -e, with this gitmem first on PATH
+    and the host's variables set to local values."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=cwd,
+        env={**os.environ, "PATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -9,14 +9,12 @@ problem first, never repeats the credential, and a full report beside it.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from clitools import Gitmem, make_runner
+from clitools import Gitmem, make_runner, run_step
 
 import gitmem
 from gitmem.base.clock import FixedClock
@@ -59,18 +57,6 @@ def proposal(tmp_path: Path) -> Path:
     git(work, "add", str(broken))
     git(work, "commit", "-q", "--no-verify", "-m", "a broken file")
     return work
-
-
-def run_step(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", script],
-        cwd=cwd,
-        env={**os.environ, "PATH": path, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def check_comment(work: Path, limit: int) -> str:
@@ -127,8 +113,10 @@ def test_ci_init_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
     target = store.path / ".github" / "workflows" / "gitmem-review.yml"
     assert f"wrote {target}" in out
     assert target.read_text() == ci.HOSTS["github"].text
-    assert "already exists" in cli.fails(5, "ci", "init", "--host", "github")
+    # The same text again is left alone; a file someone changed is not replaced unasked.
+    assert f"unchanged {target}" in cli("ci", "init", "--host", "github").stdout
     target.write_text("edited")
+    assert "already exists" in cli.fails(5, "ci", "init", "--host", "github")
     cli("ci", "init", "--host", "github", "--force")
     assert target.read_text() == ci.HOSTS["github"].text
 

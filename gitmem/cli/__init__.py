@@ -82,6 +82,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "layer": "layer:layer",
     "remote": "collab:remote",
     "sync": "collab:sync",
+    "update-branch": "collab:update_branch",
     "conflicts": "collab:conflicts",
     "resolve": "collab:resolve",
     "review": "collab:review",
@@ -128,7 +129,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "Search": ("search", "recall"),
     "Layered documents": ("layer", "stale", "check", "prune", "validate"),
     "Collaboration": (
-        "clone", "join", "remote", "sync", "conflicts", "resolve", "review", "ci", "merge-driver",
+        "clone", "join", "remote", "sync", "update-branch", "conflicts", "resolve", "review",
+        "ci", "merge-driver",
     ),
     "Integrations": ("entity", "graph", "mcp", "import", "export"),
     "Maintenance": (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -135,17 +136,94 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
             f"{len(result.deleted)} deleted"
         )
     click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
-    for fork in result.forks:
+    _merge_notes(result.forks, result.decided, result.kept_over_delete)
+    for memory_id in result.pending_committed:
+        click.echo(f"committed fork {memory_id} left by a git merge")
+
+
+def _merge_notes(
+    forks: list[merging.Fork], decided: list[tuple[str, str]], kept_over_delete: list[str]
+) -> None:
+    """What a memory-aware merge (sync, update-branch) kept both sides of or decided."""
+    for fork in forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
-    for memory_id, name in result.decided:
+    for memory_id, name in decided:
         click.echo(
             f"decided by time: both sides changed {name} of {memory_id}; the later value is "
             "kept and the other is listed by gitmem conflicts until you resolve it"
         )
-    for memory_id in result.kept_over_delete:
+    for memory_id in kept_over_delete:
         click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
-    for memory_id in result.pending_committed:
-        click.echo(f"committed fork {memory_id} left by a git merge")
+
+
+@click.command("update-branch")
+@click.argument("base")
+@click.option(
+    "--head",
+    metavar="BRANCH",
+    help="The branch to update (default: the one checked out). With a detached HEAD, as CI "
+    "checks out, HEAD is attached to BRANCH first.",
+)
+@click.option(
+    "--if-conflicting",
+    is_flag=True,
+    help="Merge only when plain git (a host's merge button) cannot merge BASE in.",
+)
+@json_option
+@pass_state
+def update_branch(state: State, base: str, head: str | None, if_conflicting: bool) -> None:
+    """Merge BASE into this branch with gitmem's merge, as one merge commit.
+
+    For a pull request a host cannot merge: its button merges with plain git,
+    which stops where both sides changed the same lines of a memory. This
+    brings BASE in the way gitmem sync does (forks kept, see gitmem
+    conflicts), so the host then sees a clean merge. It does not push: git push
+    does (never forced). Nothing happens when BASE is already merged in, or
+    (--if-conflicting) when plain git merges it cleanly. Refused when tracked
+    files have uncommitted changes.
+
+    \b
+    Examples:
+      git fetch origin main && gitmem update-branch origin/main && git push
+      gitmem update-branch origin/main --head feature --if-conflicting   # in CI
+      gitmem update-branch main --head proposal     # another branch, work tree untouched
+    """
+    from gitmem.cli.common import store_reason
+    from gitmem.features import update_branch as updating
+
+    # The path, not the opened store: a detached HEAD (CI) has no branch to open it on yet.
+    reason = store_reason(state.store_path)
+    if reason == "--store" and state.store_path is not None:
+        path = Path(state.store_path).expanduser()
+    elif reason == "$GITMEM_DIR":
+        path = Path(os.environ["GITMEM_DIR"]).expanduser()
+    else:
+        path = state.store().path
+    result = updating.update_branch(
+        path, base, head=head or state.branch, if_conflicting=if_conflicting
+    )
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    if result.outcome == "up-to-date":
+        click.echo(f"already up to date: {base} is merged into {result.branch}; nothing to do")
+        return
+    if result.outcome == "clean":
+        click.echo(f"{result.branch} merges {base} cleanly under plain git; nothing to do")
+        return
+    if result.attached:
+        click.echo(f"HEAD was detached at {short(result.before)}: it now names {result.branch}")
+    if result.outcome == "fast-forward":
+        click.echo(f"fast-forwarded {result.branch} to {base} ({short(result.commit)})")
+    else:
+        click.echo(
+            f"merged {base} into {result.branch} in {short(result.commit)}: "
+            f"{len(result.merged)} memories changed on both sides, {len(result.forks)} forked"
+        )
+    for path_ in result.conflicting:
+        click.echo(f"plain git conflicted on: {path_}")
+    _merge_notes(result.forks, result.decided, result.kept_over_delete)
+    click.echo(f"next: git push origin {result.branch} (never --force)")
 
 
 @click.command()
@@ -477,22 +555,36 @@ def ci() -> None:
     help="The repository to write into (default: the store's work tree).",
 )
 @click.option("--force", is_flag=True, help="Replace a recipe that is already there.")
+@click.option(
+    "--update-branch",
+    is_flag=True,
+    help="Also a job that merges the base into a pull request's branch with gitmem "
+    "update-branch when plain git cannot, and pushes it.",
+)
 @pass_state
-def ci_init(state: State, host: str, directory: Path | None, force: bool) -> None:
+def ci_init(
+    state: State, host: str, directory: Path | None, force: bool, update_branch: bool
+) -> None:
     """Write a CI recipe that runs `gitmem review --strict` on each pull request.
 
     The job posts the review as one comment cut to the host's size limit
     (problems first, then a count of what was left out), keeps the whole report
-    as an artifact, and fails when the review finds problems. Review the file,
-    then commit it.
+    as an artifact, and fails when the review finds problems. With
+    --update-branch, a second job brings the base into a pull request's branch
+    with gitmem's merge when the host's button (plain git) could not merge it,
+    and pushes the merge commit (never forced; branches of forks are skipped).
+    Review the files, then commit them.
 
     \b
     Examples:
       gitmem ci init --host github
+      gitmem ci init --host github --update-branch
       gitmem ci init --host gitlab --dir ~/src/team-memory
     """
     root = directory if directory is not None else state.store().path
-    written = ciing.write_recipe(root, host, force=force)
+    written = ciing.write_recipe(root, host, force=force, update_branch=update_branch)
+    for path in written.unchanged:
+        click.echo(f"unchanged {path}")
     for path in written.files:
         click.echo(f"wrote {path}")
     if written.todo:

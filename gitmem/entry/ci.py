@@ -5,19 +5,25 @@ hosted CI, posts the report as one comment cut to the host's limit (problems fir
 fits, then a count of what was left out), keeps the whole report as a job artifact, and fails
 the job when the review found problems (exit 8) or gitmem itself failed (any other code).
 
+A second recipe per host (``gitmem ci init --update-branch``) brings the base branch into a
+pull request's branch with ``gitmem update-branch`` when plain git cannot merge them, and
+pushes the merge commit (never forced), so that the host's merge button, which merges with
+plain git and no merge driver, then sees a clean merge.
+
 The recipes are plain files the user reviews and commits; nothing here talks to a host.
-The review step of each is a shell script of its own (:data:`GITHUB_REVIEW_STEP`,
-:data:`GITLAB_SCRIPT`), so the test suite runs exactly what CI runs, on a local clone.
+The steps of each are shell scripts of their own (:data:`GITHUB_REVIEW_STEP`,
+:data:`GITLAB_SCRIPT`, :data:`GITHUB_UPDATE_STEP`, :data:`GITLAB_UPDATE_SCRIPT`), so the
+test suite runs exactly what CI runs, on a local clone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError
 
-__all__ = ["HOSTS", "Recipe", "Written", "recipe", "write_recipe"]
+__all__ = ["HOSTS", "UPDATE_BRANCH", "Recipe", "Written", "recipe", "write_recipe"]
 
 GITHUB_LIMIT = 65_536
 """GitHub's limit on a pull-request comment, in characters."""
@@ -129,6 +135,142 @@ gitmem-review:
 
 GITLAB_INCLUDE = "include:\n  - local: .gitlab/gitmem-review.yml\n"
 
+GITHUB_UPDATE_STEP = """\
+set -eu
+# Never a fork's branch (the job's `if:` says so too): see the top of this file.
+if [ "${GITMEM_HEAD_REPO:-}" != "$GITHUB_REPOSITORY" ]; then
+  echo "gitmem: the pull request comes from ${GITMEM_HEAD_REPO:-another repository}: left alone"
+  exit 0
+fi
+git config user.name "github-actions[bot]"
+git config user.email "41898282+github-actions[bot]@users.noreply.github.com"
+git fetch --no-tags --quiet origin \\
+  "+refs/heads/${GITHUB_BASE_REF}:refs/remotes/origin/${GITHUB_BASE_REF}"
+before=$(git rev-parse HEAD)
+gitmem --store . update-branch "origin/${GITHUB_BASE_REF}" --head "${GITHUB_HEAD_REF}" \\
+  --if-conflicting
+# Nothing merged (already in, or plain git merges it): nothing to push, and so no new run.
+if [ "$(git rev-parse HEAD)" = "$before" ]; then exit 0; fi
+# Never forced: a branch that moved since the checkout refuses it, and the run its new
+# commit started does the work.
+git push origin "HEAD:refs/heads/${GITHUB_HEAD_REF}"
+"""
+
+GITHUB_UPDATE_WORKFLOW = (
+    """\
+# gitmem: bring the base into each pull request's branch with gitmem's memory-aware merge,
+# when plain git cannot (written by `gitmem ci init --host github --update-branch`).
+#
+# GitHub's merge button merges with plain git, without gitmem's merge driver: a pull request
+# whose memories were changed in the same lines as the base's cannot be merged there. This
+# job runs `gitmem update-branch` (one merge commit, forks kept and listed by `gitmem
+# conflicts`) and pushes it to the pull request's branch, never forced; the button then sees
+# a clean merge. It does nothing when plain git merges the two, or the base is merged in.
+#
+# - pull_request_target, because GitHub starts no pull_request workflow for a pull request
+#   with conflicts: exactly the ones this job is for.
+# - Forks are skipped: pull_request_target runs with a token that can write to this
+#   repository, and checking out a fork's branch under it would hand that token to whoever
+#   opened the pull request (nor could the token push to the fork). Branches of this
+#   repository were pushed by people who can write to it already.
+# - permissions contents: write, to push. A push made with the default token starts no
+#   workflow, so the review does not run on the merge commit; to have it run (a required
+#   check), add a fine-grained or GitHub App token with contents read and write as the secret
+#   GITMEM_PUSH_TOKEN. Its push starts this job again, which finds the base merged in and
+#   pushes nothing: no loop.
+# - A base that moves later does not start it: re-run the job, or push to the branch.
+name: gitmem update branch
+on:
+  pull_request_target:
+    types: [opened, synchronize, reopened]
+permissions:
+  contents: write
+concurrency:
+  group: gitmem-update-branch-${{ github.event.pull_request.number }}
+jobs:
+  update-branch:
+    if: github.event.pull_request.head.repo.full_name == github.repository
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.ref }}   # the branch, not a merge commit
+          fetch-depth: 0
+          token: ${{ secrets.GITMEM_PUSH_TOKEN || github.token }}
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.12"
+      - run: pip install gitmem-store
+      - name: update branch
+        env:
+          GITMEM_HEAD_REPO: ${{ github.event.pull_request.head.repo.full_name }}
+        run: |
+"""
+    + _indent(GITHUB_UPDATE_STEP, 10)
+)
+
+GITLAB_UPDATE_SCRIPT = """\
+set -eu
+# Never a fork's branch (the rule says so too): see the top of this file.
+if [ "$CI_MERGE_REQUEST_SOURCE_PROJECT_ID" != "$CI_MERGE_REQUEST_PROJECT_ID" ]; then
+  echo "gitmem: the merge request comes from a fork: left alone"
+  exit 0
+fi
+base="$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
+head="$CI_MERGE_REQUEST_SOURCE_BRANCH_NAME"
+git config user.name "${GITLAB_USER_NAME:-gitmem CI}"
+git config user.email "${GITLAB_USER_EMAIL:-gitmem-ci@gitlab.invalid}"
+git fetch --no-tags --quiet origin "+refs/heads/$base:refs/remotes/origin/$base"
+before=$(git rev-parse HEAD)
+# The runner checks out a detached HEAD; --head names the branch to attach it to.
+gitmem --store . update-branch "origin/$base" --head "$head" --if-conflicting
+# Nothing merged (already in, or plain git merges it): nothing to push, and so no new run.
+if [ "$(git rev-parse HEAD)" = "$before" ]; then exit 0; fi
+if [ -z "${GITMEM_PUSH_TOKEN:-}" ]; then
+  echo "gitmem: merged $base into $head, but cannot push it: set GITMEM_PUSH_TOKEN" >&2
+  exit 1
+fi
+# The job token cannot push; the project access token can. Never forced.
+push_url=$(printf '%s' "$CI_REPOSITORY_URL" | sed "s#://[^@/]*@#://oauth2:${GITMEM_PUSH_TOKEN}@#")
+git push "$push_url" "HEAD:refs/heads/$head"
+"""
+
+GITLAB_UPDATE_JOB = (
+    """\
+# gitmem: bring the target branch into each merge request's branch with gitmem's
+# memory-aware merge, when plain git cannot (written by `gitmem ci init --host gitlab
+# --update-branch`). Include it from .gitlab-ci.yml:
+#   include: [{local: .gitlab/gitmem-update-branch.yml}]
+#
+# GitLab merges with plain git, without gitmem's merge driver: a merge request whose memories
+# were changed in the same lines as the target's cannot be merged there. This job runs
+# `gitmem update-branch` (one merge commit, forks kept and listed by `gitmem conflicts`) and
+# pushes it to the source branch, never forced. It does nothing when plain git merges the
+# two, or the target is merged in.
+#
+# - Pushing needs a project access token with the write_repository scope (role Developer or
+#   more), as a masked CI/CD variable GITMEM_PUSH_TOKEN: the job token cannot push.
+# - Merge requests from forks are skipped: their pipeline runs in the fork, without the
+#   token, and pushing to someone else's branch is not this job's to do.
+# - Its push starts a new pipeline, where this job finds the target merged in and pushes
+#   nothing: no loop.
+# - A target that moves later does not start it: run the merge request's pipeline again.
+gitmem-update-branch:
+  image: python:3.12
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+        && $CI_MERGE_REQUEST_SOURCE_PROJECT_ID == $CI_MERGE_REQUEST_PROJECT_ID
+  variables:
+    GIT_DEPTH: "0"                  # the whole history: the merge needs the merge base
+    GIT_STRATEGY: clone             # a fresh clone: no branch left behind by an earlier job
+  before_script:
+    - pip install gitmem-store
+  script:
+    - |
+"""
+    + _indent(GITLAB_UPDATE_SCRIPT, 6)
+)
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -147,6 +289,19 @@ HOSTS: dict[str, Recipe] = {
     "gitlab": Recipe("gitlab", ".gitlab/gitmem-review.yml", GITLAB_JOB, GITLAB_SCRIPT),
 }
 
+UPDATE_BRANCH: dict[str, Recipe] = {
+    "github": Recipe(
+        "github",
+        ".github/workflows/gitmem-update-branch.yml",
+        GITHUB_UPDATE_WORKFLOW,
+        GITHUB_UPDATE_STEP,
+    ),
+    "gitlab": Recipe(
+        "gitlab", ".gitlab/gitmem-update-branch.yml", GITLAB_UPDATE_JOB, GITLAB_UPDATE_SCRIPT
+    ),
+}
+"""The recipes ``--update-branch`` adds: bring the base into a pull request's branch."""
+
 
 def recipe(host: str) -> Recipe:
     try:
@@ -162,34 +317,71 @@ class Written:
     files: list[Path]
     todo: str | None = None
     """What is left for the user to do by hand, if anything."""
+    unchanged: list[Path] = field(default_factory=list)
+    """Recipes already there word for word: left as they are."""
 
 
-def write_recipe(root: str | Path, host: str, *, force: bool = False) -> Written:
-    """Write ``host``'s recipe under ``root``; returns the files written and what is left.
+def _gitlab_include(paths: list[str]) -> str:
+    return "include:\n" + "".join(f"  - local: {path}\n" for path in paths)
 
-    An existing file is refused unless ``force``. For GitLab, a missing ``.gitlab-ci.yml``
-    is created with the include; an existing one is left alone (the caller prints the
-    include line to add), since rewriting someone's pipeline is not ours to do.
+
+def write_recipe(
+    root: str | Path, host: str, *, force: bool = False, update_branch: bool = False
+) -> Written:
+    """Write ``host``'s recipes under ``root``; returns the files written and what is left.
+
+    The review recipe always, and with ``update_branch`` the job that brings the base into
+    a pull request's branch (:data:`UPDATE_BRANCH`). A file already there word for word is
+    left alone (so ``--update-branch`` can be added later); one that differs is refused
+    unless ``force``. For GitLab, a missing ``.gitlab-ci.yml`` is created with the includes
+    (as is one holding only includes this command wrote); any other is left alone and the
+    caller prints the include lines to add, since rewriting someone's pipeline is not ours
+    to do.
     """
-    chosen = recipe(host)
+    chosen = [recipe(host)] + ([UPDATE_BRANCH[host]] if update_branch else [])
     base = Path(root)
     if not base.is_dir():
         raise InvalidInputError(f"{base} is not a directory")
-    target = base / chosen.path
-    if target.exists() and not force:
-        raise AlreadyExistsError(
-            f"{target} already exists", hint="look at it, then rerun with --force to replace it"
-        )
+    targets = [(base / r.path, r) for r in chosen]
+    for target, r in targets:
+        if target.exists() and not force and _read(target) != r.text:
+            raise AlreadyExistsError(
+                f"{target} already exists", hint="look at it, then rerun with --force to replace it"
+            )
     written: list[Path] = []
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(chosen.text, encoding="utf-8")
-    written.append(target)
+    unchanged: list[Path] = []
+    for target, r in targets:
+        if target.exists() and _read(target) == r.text:
+            unchanged.append(target)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(r.text, encoding="utf-8")
+        written.append(target)
     todo = None
     if host == "gitlab":
         pipeline = base / ".gitlab-ci.yml"
-        if not pipeline.exists():
-            pipeline.write_text(GITLAB_INCLUDE, encoding="utf-8")
-            written.append(pipeline)
-        elif chosen.path not in pipeline.read_text(encoding="utf-8", errors="replace"):
-            todo = f"add to .gitlab-ci.yml:  include: [{{local: {chosen.path}}}]"
-    return Written(written, todo)
+        ours = [r.path for r in HOSTS.values() if r.host == host]
+        ours += [r.path for r in UPDATE_BRANCH.values() if r.host == host]
+        wanted = [r.path for r in chosen]
+        current = _read(pipeline) if pipeline.exists() else None
+        keep = [p for p in ours if current is not None and p in current]
+        # Missing, or holding only includes this command wrote before: ours to extend.
+        if current is None or current == _gitlab_include(keep):
+            text = _gitlab_include(keep + [p for p in wanted if p not in keep])
+            if text != current:
+                pipeline.write_text(text, encoding="utf-8")
+                written.append(pipeline)
+        else:
+            assert current is not None
+            missing = [p for p in wanted if p not in current]
+            if missing:
+                todo = (
+                    "add to .gitlab-ci.yml:  include: ["
+                    + ", ".join(f"{{local: {p}}}" for p in missing)
+                    + "]"
+                )
+    return Written(written, todo, unchanged)
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")

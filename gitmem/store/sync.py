@@ -446,6 +446,9 @@ def _check_format(repo: pygit2.Repository, theirs: pygit2.Commit, label: str) ->
         StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).check_supported(label)
 
 
+check_format = _check_format  # for gitmem update-branch, which merges as sync does
+
+
 def integrate(
     db: GitDB,
     theirs: pygit2.Commit,

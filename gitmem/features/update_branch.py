@@ -1,0 +1,247 @@
+"""Bring a base branch into a pull request's branch with gitmem's merge (``gitmem update-branch``).
+
+A host's merge button merges with plain git: no merge driver runs there, so a pull request
+whose memories were changed in the same lines on both sides cannot be merged on the host.
+:func:`update_branch` does what the host's "update branch" button would, but with the
+memory-aware merge ``gitmem sync`` uses (:func:`gitmem.store.sync.integrate`, not a merge of
+its own): one merge commit on the pull request's branch whose parents are the branch and the
+base, forks kept as everywhere else (listed by ``gitmem conflicts``). The branch then contains
+the base, so the host's plain merge of it is clean. Pushing it is the caller's job (the CI
+recipes of :mod:`gitmem.entry.ci` push with git, never forced).
+
+It runs in a clone as CI leaves it: a detached HEAD (GitLab checks out the commit, not the
+branch) is attached to the branch named by ``head`` first, without touching a file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from gitmem.base.clock import Clock
+from gitmem.base.errors import (
+    ConflictError,
+    DirtyWorktreeError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
+from gitmem.format.layout import CONFIG_FILE
+from gitmem.git.db import GitDB, operation_in_progress
+from gitmem.git.objects import Snapshot, get_commit
+from gitmem.store import merge as merging
+from gitmem.store import sync
+
+__all__ = ["OUTCOMES", "UpdateResult", "plain_merge_conflicts", "update_branch"]
+
+OUTCOMES = ("up-to-date", "clean", "fast-forward", "merge")
+"""up-to-date: the base is already in the branch; clean: plain git merges them (only asked
+with ``if_conflicting``); fast-forward: the branch had nothing of its own; merge: a merge
+commit was made. The first two change nothing."""
+
+
+@dataclass
+class UpdateResult:
+    """What :func:`update_branch` did."""
+
+    base: str
+    """The base as given (``origin/main``)."""
+    branch: str
+    """The branch brought up to date."""
+    outcome: str
+    """One of :data:`OUTCOMES`."""
+    before: str
+    """The branch's commit before."""
+    commit: str
+    """The branch's commit after (the merge commit, when one was made)."""
+    attached: bool = False
+    """HEAD was detached and now names ``branch`` (same commit, no file touched)."""
+    conflicting: list[str] = field(default_factory=list)
+    """Paths plain git cannot merge (where that was checked: ``if_conflicting``)."""
+    merged: list[str] = field(default_factory=list)
+    """Memories changed on both sides, merged field by field."""
+    forks: list[merging.Fork] = field(default_factory=list)
+    kept_over_delete: list[str] = field(default_factory=list)
+    decided: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.commit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "branch": self.branch,
+            "outcome": self.outcome,
+            "before": self.before,
+            "commit": self.commit,
+            "attached": self.attached,
+            "conflicting": self.conflicting,
+            "merged": self.merged,
+            "forks": [f.to_dict() for f in self.forks],
+            "kept_over_delete": self.kept_over_delete,
+            "decided": [{"id": memory_id, "field": name} for memory_id, name in self.decided],
+        }
+
+
+def plain_merge_conflicts(
+    repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
+) -> list[str]:
+    """The paths a plain git merge of ``theirs`` into ``ours`` stops on, as a host merges.
+
+    libgit2 runs no external merge driver (a ``merge=gitmem`` attribute falls back to git's
+    text merge there, whatever this clone's configuration registers), so its in-memory
+    merge answers for a host's button, which has no driver either.
+    """
+    try:
+        index = repo.merge_commits(ours.id, theirs.id)
+    except pygit2.GitError as exc:
+        return [f"(plain git cannot merge: {exc})"]
+    if index.conflicts is None:
+        return []
+    paths = {entry.path for sides in index.conflicts for entry in sides if entry is not None}
+    return sorted(paths)
+
+
+def update_branch(
+    path: str | os.PathLike[str],
+    base: str,
+    *,
+    head: str | None = None,
+    if_conflicting: bool = False,
+    clock: Clock | None = None,
+) -> UpdateResult:
+    """Merge ``base`` (a revision: ``origin/main``) into a branch of the store at ``path``.
+
+    The branch is ``head``, else the one checked out (``main`` in a bare store). In a work
+    tree whose HEAD is detached (as CI checks out), ``head`` names the branch: it is made at
+    HEAD's commit (or fast-forwarded to it) and HEAD attached to it; without ``head`` a
+    detached HEAD is refused. A ``head`` other than the checked-out branch is updated
+    without touching the work tree, like any ``--branch`` write.
+
+    Nothing changes when the base is already in the branch (``up-to-date``) or, with
+    ``if_conflicting``, when plain git merges the two without a conflict (``clean``): a
+    pull request the host's button can merge is left as it is. Otherwise the base comes in
+    as ``gitmem sync`` brings a remote in: a fast-forward, or one merge commit
+    (``merge: BASE into BRANCH``) with forks kept and listed by ``gitmem conflicts``.
+
+    Refused, with nothing changed: uncommitted changes to tracked files in the work tree
+    (:class:`DirtyWorktreeError`), a git merge or rebase in progress, a base that does not
+    resolve (:class:`NotFoundError`: fetch it first), a base written in a newer store
+    format, a non-memory file both sides changed in the same lines (``MergeConflictError``).
+    """
+    db = GitDB(path, clock=clock)
+    repo = db.repo
+    what = operation_in_progress(db.gitdir)
+    if what is not None:
+        raise ConflictError(
+            f"the repository is in the middle of {what[0]}; nothing was merged",
+            hint=f"finish or abort it first (git {what[1]} --abort)",
+        )
+    if head is not None and not pygit2.reference_is_valid_name(f"refs/heads/{head}"):
+        raise InvalidInputError(f"{head!r} is not a valid branch name")
+    theirs = _resolve(repo, base)
+    detached = not repo.is_bare and repo.head_is_detached
+    if detached:
+        if head is None:
+            raise InvalidInputError(
+                "HEAD is detached (as CI checks out a commit): which branch should the base "
+                "be merged into?",
+                hint="name it: gitmem update-branch BASE --head BRANCH (or git checkout BRANCH)",
+            )
+        ours = get_commit(repo, repo.head.target)
+        _check_attachable(repo, head, ours)
+        branch = head
+    else:
+        branch = head or db.branch
+        ref = repo.references.get(f"refs/heads/{branch}")
+        if ref is None:
+            raise NotFoundError(f"there is no branch {branch!r} here")
+        ours = get_commit(repo, ref.target)
+    if Snapshot(repo, ours).read(CONFIG_FILE) is None:
+        raise StoreError(
+            f"{branch} at {str(ours.id)[:10]} is not a gitmem store (no {CONFIG_FILE})"
+        )
+    touches_worktree = not repo.is_bare and (detached or branch == db.branch)
+    if touches_worktree:
+        _refuse_dirty(repo)
+    result = UpdateResult(base, branch, "up-to-date", str(ours.id), str(ours.id))
+    if ours.id == theirs.id or repo.descendant_of(ours.id, theirs.id):
+        return result
+    if if_conflicting:
+        result.conflicting = plain_merge_conflicts(repo, ours, theirs)
+        if not result.conflicting:
+            result.outcome = "clean"
+            return result
+    sync.check_format(repo, theirs, base)
+    if detached:
+        _attach(repo, branch, ours)
+        result.attached = True
+    target = GitDB(path, branch=branch, clock=clock)
+    kind, tm, _before, after = sync.integrate(target, theirs, f"{base} into {branch}")
+    # integrate re-reads the branch under the write lock: "none" means it moved meanwhile
+    # to a commit that has the base already.
+    result.outcome = "up-to-date" if kind == "none" else kind
+    result.commit = str(after.id) if after is not None else result.before
+    result.merged = tm.merged
+    result.forks = tm.forks
+    result.kept_over_delete = tm.kept_over_delete
+    result.decided = tm.decided
+    return result
+
+
+def _resolve(repo: pygit2.Repository, base: str) -> pygit2.Commit:
+    try:
+        found = repo.revparse_single(base)
+        commit = found.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise NotFoundError(
+            f"{base!r} does not name a commit here",
+            hint="fetch it first (git fetch origin main makes origin/main)",
+        ) from None
+    return get_commit(repo, commit.id)
+
+
+def _refuse_dirty(repo: pygit2.Repository) -> None:
+    """Refuse a work tree with changes to tracked files, staged or not.
+
+    The merge commit is pushed to a pull request as is: a change lying in the work tree
+    would either be overwritten or left out without anyone deciding which. Untracked files
+    are left alone (a CI job's reports), unless the merge would write over one (the write
+    path refuses that itself).
+    """
+    changed = sorted(repo.status(untracked_files="no"))
+    if changed:
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        shown = ", ".join(changed[:5]) + more
+        raise DirtyWorktreeError(
+            f"the work tree has uncommitted changes ({shown}); nothing was merged",
+            hint="commit or stash them (git status shows them), then run it again",
+        )
+
+
+def _check_attachable(repo: pygit2.Repository, branch: str, commit: pygit2.Commit) -> None:
+    ref = repo.references.get(f"refs/heads/{branch}")
+    if ref is None or ref.target == commit.id or repo.descendant_of(commit.id, ref.target):
+        return
+    raise ConflictError(
+        f"HEAD is detached at {str(commit.id)[:10]}, but the local branch {branch} is at "
+        f"{str(ref.target)[:10]}, which HEAD does not contain; nothing was merged",
+        hint=f"check out the commit you mean to update: git checkout {branch} (or git "
+        f"checkout -B {branch} HEAD to move the branch to HEAD)",
+    )
+
+
+def _attach(repo: pygit2.Repository, branch: str, commit: pygit2.Commit) -> None:
+    """Point ``branch`` at HEAD's commit and HEAD at ``branch``: no file or index entry
+    changes, since the commit checked out stays the same."""
+    name = f"refs/heads/{branch}"
+    ref = repo.references.get(name)
+    if ref is None:
+        repo.references.create(name, commit.id)
+    elif ref.target != commit.id:
+        ref.set_target(commit.id, "gitmem update-branch: fast-forward to the detached HEAD")
+    repo.set_head(name)
