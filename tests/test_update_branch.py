@@ -142,6 +142,8 @@ def test_cli_no_op_dirty_tree_and_missing_base(hub: Hub) -> None:
     (work / "gitmem-review.md").write_text("a report")
     assert "does not name a commit" in cli.fails(3, "update-branch", "origin/nope")
 
+    # Never the user store by default: the clone checked out for the pull request is named.
+    assert "--store" in Gitmem(None, make_runner()).fails(2, "update-branch", "origin/main")
     out = cli("update-branch", "origin/main").stdout
     assert "merged origin/main into feature" in out and f"fork: {hub.memory}" in out
     out = cli("update-branch", "origin/main").stdout

@@ -182,11 +182,14 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
     (--if-conflicting) when plain git merges it cleanly. Refused when tracked
     files have uncommitted changes.
 
+    The store is --store (or $GITMEM_DIR, or a project's .gitmem/), never the
+    user store by default.
+
     \b
     Examples:
-      git fetch origin main && gitmem update-branch origin/main && git push
-      gitmem update-branch origin/main --head feature --if-conflicting   # in CI
-      gitmem update-branch main --head proposal     # another branch, work tree untouched
+      git fetch origin main && gitmem --store . update-branch origin/main && git push
+      gitmem --store . update-branch origin/main --head feature --if-conflicting  # CI
+      gitmem --store . update-branch main --head proposal  # work tree untouched
     """
     from gitmem.cli.common import store_reason
     from gitmem.features import update_branch as updating
@@ -197,8 +200,14 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
         path = Path(state.store_path).expanduser()
     elif reason == "$GITMEM_DIR":
         path = Path(os.environ["GITMEM_DIR"]).expanduser()
-    else:
+    elif reason == "project":
         path = state.store().path
+    else:
+        # Falling back to the user store would merge a pull request's base into the wrong
+        # repository: the clone checked out for the pull request is named, as CI does.
+        raise click.UsageError(
+            "name the clone of the store to update: gitmem --store . update-branch BASE"
+        )
     result = updating.update_branch(
         path, base, head=head or state.branch, if_conflicting=if_conflicting
     )
