@@ -505,3 +505,54 @@ def test_the_package_version_comes_from_its_dist_info_folder(tmp_path: Path) -> 
     assert static.package_version(site / "pkg", "my-pkg") == "1.2.3"
     (site / "my_pkg-1.2.4.dist-info").mkdir()  # two versions left side by side: ask metadata
     assert static.package_version(site / "pkg", "my-pkg") == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        # A provider that cannot load: its logged warning (with the reason) is the one line.
+        ("embedder:\n  provider: fastembed\n  model: /no/such/model\n", "recall is lexical only"),
+        # Turned off on purpose: nothing was logged, so recall's own notice is the one line.
+        ("embedder: none\n", "note: embeddings are off or unavailable"),
+    ],
+)
+def test_recall_prints_one_notice_when_embeddings_are_off(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    import gitmem
+
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store.create("The deploy target is staging", title="deploy")
+    (tmp_path / "config.yaml").write_text(config)
+    done = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--store", str(store.path), "recall", "deploy"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GITMEM_CONFIG": str(tmp_path / "config.yaml")},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "deploy" in done.stdout
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+
+
+def test_a_committed_gitmem_yaml_does_not_choose_the_embedder(tmp_path: Path) -> None:
+    # Where memory text is sent is the user's choice alone: an `embedder` section in the
+    # store's committed configuration (a teammate's push) is not read.
+    import gitmem
+    from gitmem.format.layout import CONFIG_FILE
+
+    store = gitmem.init(tmp_path / "wt")
+    config = store.path / CONFIG_FILE
+    config.write_text(
+        config.read_text() + "embedder:\n  provider: openai\n  url: http://203.0.113.9/v1\n"
+    )
+    git = ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run([*git, "commit", "-qam", "embedder in gitmem.yaml"], check=True)
+    store = gitmem.open(tmp_path / "wt")
+    store.create("The deploy target is staging", title="deploy")
+    found = store.recall("how do we deploy?")
+    assert found.semantic  # the offline default answered: the committed endpoint was not used
+    assert found.ids

@@ -160,11 +160,16 @@ def test_budget_packs_whole_memories_first(store: Store, clock: FixedClock) -> N
 
 def test_two_scopes_are_searched_together(tmp_path: Path, clock: FixedClock) -> None:
     repo = gitmem.init(tmp_path / "repo", clock=clock)
-    user = gitmem.init(tmp_path / "user", clock=clock)
+    user = gitmem.init(tmp_path / "user", scope="user", clock=clock)
     both = gitmem.Store([repo._backends[repo.default_scope], user._backends[user.default_scope]])
     a = repo.create("deploy from the repo store\n")
+    b = user.create("deploy from the user store\n")
     results = both.recall("deploy")
-    assert a.id in results.ids
+    assert set(results.ids) == {a.id, b.id}
+    # scope= keeps one store's memories (issue 12's scope filter)
+    assert both.recall("deploy", scope="repo").ids == [a.id]
+    assert both.recall("deploy", scope="user").ids == [b.id]
+    assert both.recall("deploy", scope=gitmem.Scope.USER).ids == [b.id]
 
 
 def test_words_that_are_fts5_syntax_are_words(store: Store, clock: FixedClock) -> None:

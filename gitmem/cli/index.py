@@ -278,9 +278,18 @@ def recall(
     if state.json:
         emit_json(results.to_dict())
         return
-    if results.notice:
+    if results.notice and not _said_already(results.notice):
         click.echo(f"note: {results.notice}", err=True)
     click.echo(recall_text(results, explain=explain))
+
+
+def _said_already(notice: str) -> bool:
+    """Embeddings off because the embedder failed: its logged warning (with the reason) is
+    the one notice; recall's own shorter one would say it twice."""
+    from gitmem.store import embed
+    from gitmem.store.recall import EMBEDDINGS_OFF
+
+    return notice == EMBEDDINGS_OFF and embed.warned()
 
 
 @click.command()

@@ -10,7 +10,8 @@ Ranking (docs/recall.md says why, with the measurements):
    table, ranked by BM25 with field weights (:data:`WEIGHTS`).
 2. **Semantic** (when an embedder is available and the index holds vectors): the
    memories nearest the query's embedding (:mod:`gitmem.store.vectors`).
-3. **Fusion**: weighted reciprocal-rank fusion of the two lists (:data:`FUSION`).
+3. **Fusion**: the two lists' scores, each scaled to 0..1, added with :data:`FUSION`'s
+   weights (:data:`FUSION_MODE`; reciprocal-rank fusion measured worse, docs/recall.md).
 4. **Version chains**: a superseded memory's match counts for the newest version of its
    chain (the newest one is returned, once); archived memories are left out. Both are
    kept with ``include_superseded=True`` / ``include_archived=True``.
@@ -57,7 +58,9 @@ tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this emb
 SEMANTIC_ONLY_MIN = 0.6
 """A memory none of the query's words matched is recalled only this similar in meaning."""
 FUSION: tuple[float, float] = (1.0, 0.2)
-"""Weights of the lexical and the semantic list in reciprocal-rank fusion."""
+"""Weights of the lexical and the semantic list in the fusion (:data:`FUSION_MODE`)."""
+EMBEDDINGS_OFF = "embeddings are off or unavailable: ranked by words only"
+"""The results' notice when no embedder answered (configured off, or failed to load)."""
 MAX_TERMS = 64
 """A query's words beyond this many are ignored (an agent may paste a whole document)."""
 MAX_CHAIN = 64
@@ -634,7 +637,7 @@ def recall(
             wanted = semantic and FUSION[1] > 0
             nearest = _semantic(index, parsed.text) if wanted else None
             if nearest is None and wanted:
-                results.notice = "embeddings are off or unavailable: ranked by words only"
+                results.notice = EMBEDDINGS_OFF
             results.semantic = results.semantic or nearest is not None
             scored.extend(
                 index.read(
@@ -691,7 +694,7 @@ def recall_current(
             except Exception:  # the full path reports (and remembers) the embedder's failure
                 return None
         else:
-            results.notice = "embeddings are off or unavailable: ranked by words only"
+            results.notice = EMBEDDINGS_OFF
     results.semantic = nearest is not None
 
     def load(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:

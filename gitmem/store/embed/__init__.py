@@ -165,6 +165,12 @@ def _notice(key: str, message: str) -> None:
         log.warning("%s", message)
 
 
+def warned() -> bool:
+    """Whether this process logged why embeddings are off (a failed load or configuration):
+    the command line then does not print recall's shorter notice of the same thing too."""
+    return bool(_noticed)
+
+
 def clear_cache() -> None:
     """Forget loaded embedders and given notices (tests; a changed configuration)."""
     with _lock:
