@@ -438,8 +438,18 @@ class Index:
         stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress, known)
         added: list[IndexedMemory] = []
         removed: list[IndexedMemory] = []
+        # From no base (a rebuild, a first index, a rewritten branch) every provider refills
+        # from the memories table in chunks (_apply_providers): collecting what was added
+        # would only hold the whole store in memory (3 GB at a million memories).
+        collect = old is not None
         self._apply_tree_diff(
-            conn, repo, old.tree if old is not None else None, tip.tree, added, removed, known
+            conn,
+            repo,
+            old.tree if old is not None else None,
+            tip.tree,
+            added if collect else None,
+            removed if collect else None,
+            known,
         )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
@@ -461,14 +471,16 @@ class Index:
         repo: pygit2.Repository,
         old: pygit2.Tree | None,
         new: pygit2.Tree,
-        added: list[IndexedMemory],
-        removed: list[IndexedMemory],
+        added: list[IndexedMemory] | None,
+        removed: list[IndexedMemory] | None,
         known: dict[str, pygit2.Oid | None] | None = None,
     ) -> None:
+        """Rows for what changed between the trees; what left and came is appended to
+        ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
         for path, blob in changes:
             gone = self._forget(conn, path)
-            if gone is not None:
+            if gone is not None and removed is not None:
                 removed.append(gone)
             if blob is None:
                 continue
@@ -484,7 +496,9 @@ class Index:
                     (raw_path(path), raw_path(str(exc))),
                 )
                 continue
-            added.append(self._insert(conn, memory, str(blob)))
+            inserted = self._insert(conn, memory, str(blob))
+            if added is not None:
+                added.append(inserted)
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
         """Delete the row at ``path``; returns what it held, for the row providers."""
