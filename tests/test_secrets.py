@@ -447,3 +447,34 @@ def test_the_hook_uses_the_staged_policy(store: Store) -> None:
     assert _git(root, "add", "--", path, "gitmem.yaml").returncode == 0
     result = _git(root, "commit", "-m", "allowed example")
     assert result.returncode == 0, result.stderr
+
+
+PREFIXED = [c for c in CASES if c[0] in {
+    "github-token", "github-fine-grained-token", "gitlab-token", "slack-token", "google-api-key",
+    "anthropic-api-key", "openai-api-key", "stripe-key", "huggingface-token", "npm-token",
+    "pypi-token", "sendgrid-api-key", "jwt",
+}]
+
+
+@pytest.mark.parametrize(("kind", "secret"), [(c[0], c[2]) for c in PREFIXED],
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(PREFIXED)])
+@pytest.mark.parametrize("joint", ["_", "-"])
+def test_a_prefixed_token_is_found_inside_a_snake_or_kebab_name(
+    kind: str, secret: str, joint: str
+) -> None:
+    # Ids and entity names join words with _ or -: mem_ghp_... is still a GitHub token.
+    (finding,) = scan_text(f"id: mem{joint}{secret}\n")
+    assert finding.kind == kind
+    assert secret not in finding.excerpt
+
+
+@pytest.mark.parametrize("secret", [GITHUB_PAT, HUGGINGFACE, NPM, STRIPE])
+def test_a_token_without_underscores_is_found_before_one(secret: str) -> None:
+    (finding,) = scan_text(f"name: svc_{secret}_backup\n")
+    assert secret not in finding.excerpt
+
+
+def test_a_prefix_inside_a_word_is_not_a_token() -> None:
+    # Bounded on the left by a letter or digit: the tail of a longer identifier is no token.
+    assert scan_text("xghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5") == []
+    assert scan_text("shf_" + "kQzRbTnWmXpLvYcJhGfDsAeUiOoPlKjHgF") == []

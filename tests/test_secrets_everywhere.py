@@ -123,6 +123,9 @@ def test_the_mcp_reason_is_refused(store: Store, git: GitRunner) -> None:
     ("fields", "where"),
     [
         ({"id": f"note-{GITHUB_PAT}"}, "the id"),
+        # Right after ``_``: the credential patterns used to need a non-word character before.
+        ({"id": f"mem_{GITHUB_PAT}"}, "the id"),
+        ({"title": f"key_{HUGGINGFACE}"}, "front-matter field title"),
         ({"tags": ["ok", f"ci {GITHUB_PAT}"]}, "front-matter field tags[1]"),
         # Over the schema's length bound: the length error used to print the token first.
         ({"tags": [f"{GITHUB_PAT} " + "x" * 300]}, "front-matter field tags[0]"),
@@ -136,6 +139,8 @@ def test_the_mcp_reason_is_refused(store: Store, git: GitRunner) -> None:
     ],
     ids=[
         "id",
+        "id-after-underscore",
+        "title-after-underscore",
         "tag",
         "long-tag",
         "long-category",
@@ -256,6 +261,13 @@ def test_graph_names_and_observations_are_scanned(store: Store, git: GitRunner) 
         ),
         "github-token",  # its commit message names the entity: refused there or at its id
     )
+    # Snake case: the token right after ``_`` (its id and commit subject would carry it).
+    _refused(
+        lambda: graph.create_entities(
+            [{"name": f"svc_{GITHUB_PAT}", "entityType": "service", "observations": []}]
+        ),
+        "github-token",
+    )
     _refused(
         lambda: graph.add_observations([{"entityName": "svc", "contents": [f"key {NPM}"]}]),
         "npm-token",
@@ -267,9 +279,43 @@ def test_graph_names_and_observations_are_scanned(store: Store, git: GitRunner) 
         "github-token",
     )
     assert not _leaks(_history(git, store))
+    assert [e["name"] for e in graph.read_graph_dict()["entities"]] == ["svc"]
+
+
+def test_the_cli_refuses_an_id_with_a_token_after_an_underscore(store: Store) -> None:
+    gm = Gitmem(store.path, make_runner())
+    error = gm.fails(4, "add", "body", "--id", f"mem_{GITHUB_PAT}")
+    assert "the id" in error and "github-token" in error and not _leaks(error)
+    assert commit_count(store) == 1
+
+
+def test_the_mcp_server_refuses_an_entity_named_after_a_token(store: Store, git: GitRunner) -> None:
+    from gitmem.entry.mcp import call, tools
+
+    specs = {spec.name: spec for spec in tools(store)}
+    entity = {"name": f"svc_{GITHUB_PAT}", "entityType": "service", "observations": []}
+    result, failed = call(specs["create_entities"], {"entities": [entity]})
+    assert failed and "github-token" in result.text and not _leaks(result.text)
+    assert commit_count(store) == 1
+    assert not _leaks(_history(git, store))
 
 
 # -- gitmem secrets --history ----------------------------------------------------------------
+
+
+def test_history_scan_finds_a_token_after_an_underscore_in_an_id(store: Store) -> None:
+    # Stored before the fix (or with --allow-secrets): the id is in the commit subject, the
+    # Gitmem-Id trailer and the file; both scans must find it, neither may print it.
+    with store.secrets_allowed():
+        store.create("body", id=f"mem_{GITHUB_PAT}")
+    gm = Gitmem(store.path, make_runner())
+    history = gm("secrets", "--history", "--json", code=1)
+    assert not _leaks(history.stdout)
+    found = {(d["path"], d["kind"]) for d in json.loads(history.stdout)}
+    assert ("(commit message)", "github-token") in found
+    assert any(path.endswith(".md") and kind == "github-token" for path, kind in found), found
+    current = gm("secrets", code=1)
+    assert "github-token" in current.stdout and not _leaks(current.stdout)
 
 
 def test_history_scan_finds_past_blobs_and_messages_once(store: Store, git: GitRunner) -> None:

@@ -115,6 +115,11 @@ _NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credenti
 
 # Order matters: where two patterns cover the same characters, the earlier one is reported
 # (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
+#
+# A kind with a distinctive prefix (ghp_, hf_, sk-ant-, ...) is bounded on the left by a
+# letter or digit only, never by ``_`` or ``-``: ids and names are snake- or kebab-case, and
+# ``mem_ghp_...`` or ``svc-hf_...`` must still be found (the prefix and length alone tell it
+# from prose). Where a kind's own characters exclude ``_``, its right bound does too.
 DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     _pattern(
         "gcp-service-account-key",
@@ -150,7 +155,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "google-api-key",
-        r"(?<![A-Za-z0-9_-])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
+        r"(?<![A-Za-z0-9])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
         "a Google API key",
         group=1,
         keep=4,
@@ -158,7 +163,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "github-token",
-        r"(?<![A-Za-z0-9_])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9])",
         "a GitHub personal, OAuth, app or refresh token",
         group=1,
         keep=4,
@@ -166,7 +171,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "github-fine-grained-token",
-        r"(?<![A-Za-z0-9_])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
         "a GitHub fine-grained personal access token",
         group=1,
         keep=11,
@@ -174,7 +179,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "gitlab-token",
-        r"(?<![A-Za-z0-9_-])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
+        r"(?<![A-Za-z0-9])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
         "a GitLab personal, deploy, trigger or runner token",
         group=1,
         keep=6,
@@ -182,7 +187,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "slack-token",
-        r"(?<![A-Za-z0-9-])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
+        r"(?<![A-Za-z0-9])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
         "a Slack bot, user, app or refresh token",
         group=1,
         keep=5,
@@ -198,7 +203,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "anthropic-api-key",
-        r"(?<![A-Za-z0-9_-])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
+        r"(?<![A-Za-z0-9])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
         "an Anthropic API key",
         group=1,
         keep=7,
@@ -206,7 +211,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "openai-api-key",
-        r"(?<![A-Za-z0-9_-])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
+        r"(?<![A-Za-z0-9])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
         "an OpenAI API key",
         group=1,
         keep=3,
@@ -216,7 +221,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         "openai-api-key",
         # Project, service-account and admin keys issued since 2024 need not carry the
         # T3BlbkFJ marker; their prefix and length alone tell them from prose.
-        r"(?<![A-Za-z0-9_-])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
+        r"(?<![A-Za-z0-9])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
         "an OpenAI project, service-account or admin key",
         group=1,
         keep=8,
@@ -224,7 +229,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "huggingface-token",
-        r"(?<![A-Za-z0-9_])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9])",
         "a Hugging Face access token",
         group=1,
         keep=3,
@@ -232,7 +237,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "npm-token",
-        r"(?<![A-Za-z0-9_])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9])",
         "an npm access token",
         group=1,
         keep=4,
@@ -240,7 +245,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "pypi-token",
-        r"(?<![A-Za-z0-9_-])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
+        r"(?<![A-Za-z0-9])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
         "a PyPI API token",
         group=1,
         keep=5,
@@ -248,7 +253,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "sendgrid-api-key",
-        r"(?<![A-Za-z0-9_-])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
+        r"(?<![A-Za-z0-9])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
         "a SendGrid API key",
         group=1,
         keep=3,
@@ -256,7 +261,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "stripe-key",
-        r"(?<![A-Za-z0-9_])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9])",
         "a Stripe live secret or restricted key",
         group=1,
         keep=8,
@@ -264,7 +269,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _pattern(
         "jwt",
-        r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
+        r"(?<![A-Za-z0-9])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
         "a JSON Web Token (signed bearer credential)",
         group=1,
         keep=3,
