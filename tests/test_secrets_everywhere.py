@@ -171,6 +171,34 @@ def test_an_id_error_never_prints_the_token(store: Store) -> None:
     assert not _leaks(str(other.value))
 
 
+ACME = "ACME-" + "123456"
+"""A credential of the store's own kind (its gitmem.yaml), unknown to the built-in patterns."""
+
+
+def test_a_store_policy_secret_in_a_refused_id_is_not_echoed(store: Store) -> None:
+    config = store.db().snapshot().read("gitmem.yaml")
+    assert config is not None
+    policy = "secrets:\n  patterns:\n    - kind: acme-key\n      regex: 'ACME-\\d{6}'\n"
+    plant(store, "gitmem.yaml", config.decode() + policy, "secrets policy")
+    kept = store.create("kept")
+    before = tip(store)
+    # Not a valid id (spaces): the id-syntax error would have printed it whole.
+    gm = Gitmem(store.path, make_runner())
+    error = gm.fails(4, "add", "b", "--id", f"bad id {ACME}")
+    assert "the id" in error and "acme-key" in error and ACME not in error
+    for write in (
+        lambda: store.create("b", id=f"bad id {ACME}"),
+        lambda: store.supersede(kept.id, "b", id=f"bad id {ACME}"),
+    ):
+        with pytest.raises(SecretsFoundError) as info:
+            write()
+        assert "acme-key" in str(info.value) and ACME not in str(info.value)
+    # An invalid id without a secret still gets the id-syntax error, quoting it.
+    with pytest.raises(InvalidIdError, match="bad id ACME-12"):
+        store.create("b", id="bad id ACME-12")
+    assert tip(store) == before
+
+
 def test_redact_replaces_each_secret_with_its_kind() -> None:
     text = f"a {GITHUB_PAT} b {NPM} c"
     assert redact(text) == "a [github-token] b [npm-token] c"

@@ -563,6 +563,26 @@ class Store:
 
         return secrets.policy_from_config(backend.config.raw)
 
+    def _new_id(self, backend: Backend, given: str | None) -> str:
+        """The id a write creates: ``given`` (checked) or a new one.
+
+        A valid id is scanned with the rest of the memory (:meth:`_encode`). A refused one
+        is scanned with the store's own policy before its error can echo it: the redaction
+        every error gets knows only the built-in kinds, not a gitmem.yaml's ``ACME-...``."""
+        if given is None:
+            return new_id()
+        try:
+            return check_id(given)
+        except InvalidIdError:
+            if isinstance(given, str) and self._secrets_refused():
+                from gitmem.format import secrets
+
+                self._refresh_config(backend, backend.db.snapshot())
+                secrets.refuse_memory(
+                    memory_id=given, metadata={}, body="", policy=self._secret_policy(backend)
+                )
+            raise
+
     def _check_commit_text(self, backend: Backend, spec: CommitSpec) -> CommitSpec:
         """Refuse a commit whose message (subject, body, trailers) holds a credential: a
         message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
@@ -681,7 +701,7 @@ class Store:
         for bad fields, TooLargeError over the body bound.
         """
         backend = self._backend(scope)
-        memory_id = check_id(id) if id is not None else new_id()
+        memory_id = self._new_id(backend, id)
         body = self._body(body)
         fields = self._fields(
             {
@@ -1080,7 +1100,7 @@ class Store:
         unless given; scope is the old memory's store.
         """
         backend = self._locate(old_id)
-        new_memory_id = check_id(id) if id is not None else new_id()
+        new_memory_id = self._new_id(backend, id)
         if new_memory_id == old_id:
             raise InvalidIdError("a memory cannot supersede itself")
         new_body = self._body(body)
