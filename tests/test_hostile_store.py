@@ -257,6 +257,47 @@ def test_indicator_bomb_is_refused_by_the_pre_commit_hook(store: Store) -> None:
 
 
 
+def _one_line_or_done(result: subprocess.CompletedProcess[str], what: str) -> None:
+    """A clean run, or one line on stderr that says what went wrong: no crash either way."""
+    survived(result, what)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gitmem: error: "), (what, result.stderr)
+
+
+def test_indicator_bomb_through_a_hub_crashes_neither_clone_nor_sync(
+    store: Store, scratch: Path, tmp_path: Path
+) -> None:
+    """Synced, the bomb used to take down every clone: the merge, the index catch-up and
+    the hooks of ``sync`` and ``clone`` all parse what came in."""
+    good = store.create("a good neighbour", title="neighbour")
+    hub = tmp_path / "hub.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(hub))
+    run_git(store.path, "push", "-q", str(hub), "main")
+    early = scratch / "early"  # cloned before the bomb, synced after it
+    _one_line_or_done(gitmem("clone", str(hub), str(early), cwd=scratch), "clone")
+    assert (early / ".git").is_dir()
+    plant(store, memory_path(BOMB_ID), INDICATOR_BOMB, "indicator bomb")
+    run_git(store.path, "push", "-q", str(hub), "main")
+    assert BOMB_ID in run_git(hub, "ls-tree", "-r", "--name-only", "main")
+
+    synced = gitmem("--store", str(early), "sync", cwd=scratch)
+    _one_line_or_done(synced, "sync")
+    late = scratch / "late"  # cloned with the bomb already in the hub
+    _one_line_or_done(gitmem("clone", str(hub), str(late), cwd=scratch), "clone after the bomb")
+    for clone in (early, late):
+        if not (clone / ".git").exists():
+            continue  # a clone that refused the hub cleanly: nothing more to run there
+        listed = gitmem("--store", str(clone), "ls", "--json", cwd=scratch)
+        survived(listed, f"ls in {clone.name}")
+        assert good.id in listed.stdout
+        again = gitmem("--store", str(clone), "sync", cwd=scratch)
+        _one_line_or_done(again, f"second sync in {clone.name}")
+    if synced.returncode == 0:
+        # Synced, the bomb is in the early clone as the hub has it: skipped, not fatal.
+        assert BOMB_ID in run_git(early, "ls-tree", "-r", "--name-only", "HEAD")
+
+
 # -- the hostile store: crafted files, config, links and case twins ---------------------------
 
 
@@ -511,3 +552,76 @@ def test_a_hostile_gitmem_yaml_crashes_no_command(
         assert marker not in commit.stderr, commit.stderr
     mcp_session(store.path, scratch, [("recall", {"query": "fodder"}),
                                       ("remember", {"content": "x"})], may_refuse=True)
+
+
+# -- write commands over the hostile store --------------------------------------------------
+
+
+def _files_under(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file below ``root`` (links not followed): its size and modification time."""
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+    }
+
+
+def _write_runs(good: str) -> list[list[str]]:
+    """The write commands on a good memory, in an order where each has something to do."""
+    return [
+        ["update", good, "a new body", "--title", "neighbour"],
+        ["append", good, "one more line"],
+        ["supersede", good, "the replacement", "--id", "replacement"],
+        ["rm", "replacement"],
+        ["restore", "replacement"],
+        ["rm", good],
+        ["restore", good],
+        ["restore", good, "--at", "HEAD~3"],
+        ["undo", "--commit", "HEAD"],
+        ["prune", "--dry-run"],
+        ["prune"],
+        ["gc"],
+    ]
+
+
+def test_hostile_store_write_commands(hostile: Store, scratch: Path, tmp_path: Path) -> None:
+    """Writes read what is there before they commit (the config, the neighbours, the
+    history): none may crash, hang, import the store's evilmod.py (its gitmem.yaml names it
+    as a rule and a post-merge job) or touch a file outside the store."""
+    where = ("--store", str(hostile.path))
+    good = _good_id(hostile)
+    outside = _files_under(tmp_path / "outside")
+    for args in _write_runs(good):
+        result = gitmem(*where, *args, cwd=scratch)
+        survived(result, " ".join(args))
+        assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
+    # The good memory went through every write and is readable at its id.
+    shown = gitmem(*where, "show", good, cwd=scratch)
+    survived(shown, "show")
+    assert shown.returncode == 0 and "neighbour" in shown.stdout, shown.stderr
+    assert _files_under(tmp_path / "outside") == outside
+    assert not list(scratch.iterdir()), "a write command left a file in its working directory"
+    assert not list(tmp_path.parent.rglob("PWNED*")), "the store's code was imported"
+    assert not list(Path("/tmp").glob("PWNED*"))
+
+
+@pytest.mark.slow
+def test_write_commands_on_every_hostile_id(
+    hostile: Store, scratch: Path, tmp_path: Path
+) -> None:
+    """The same writes aimed at the crafted files themselves (a bomb, a deep value, a
+    binary body, an id that climbs out): a one-line refusal or a write, never a crash."""
+    where = ("--store", str(hostile.path))
+    outside = _files_under(tmp_path / "outside")
+    ids = [*(_mid(n) for n in range(1, 16)), "entities/person/Alice", "entities/person/alice",
+           "projects/acme/secret", "../../etc/passwd", "/etc/passwd"]
+    for memory_id in ids:
+        for args in (["update", memory_id, "x"], ["append", memory_id, "y"],
+                     ["supersede", memory_id, "z"], ["rm", memory_id], ["restore", memory_id]):
+            result = gitmem(*where, *args, cwd=scratch)
+            survived(result, " ".join(args))
+            assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
+            if result.returncode != 0:
+                assert result.stderr.startswith("gitmem: error: "), (args, result.stderr)
+    assert _files_under(tmp_path / "outside") == outside
+    assert (tmp_path / "outside" / "secret.md").read_text().endswith("OUTSIDE\n")
+    assert not list(tmp_path.parent.rglob("PWNED*"))
