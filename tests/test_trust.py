@@ -7,12 +7,14 @@ fail) and untrusted (it must not). Reproductions 1 and 2 of issue 11 are at the 
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -360,6 +362,104 @@ def test_untrusted_keeps_the_users_own_settings(
     assert ("core.sshcommand", "my-ssh") in gitcmd.overrides(entries, {}).config
 
 
+# -- settings that name a file git writes or sends ---------------------------------------------
+
+
+def _pkt(text: str) -> bytes:
+    data = text.encode()
+    return b"%04x" % (len(data) + 4) + data
+
+
+class _CookieServer(http.server.BaseHTTPRequestHandler):
+    """A smart-HTTP remote holding an empty repository, setting a cookie on every answer."""
+
+    def do_GET(self) -> None:
+        body = _pkt("# service=git-upload-pack\n") + b"0000" + b"0000"
+        self.send_response(200)
+        self.send_header("Set-Cookie", "session=from-the-server; Path=/")
+        self.send_header("Content-Type", "application/x-git-upload-pack-advertisement")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_remote(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The URL of a real HTTP remote on this machine (git reaches it through curl)."""
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CookieServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/memory.git"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("url_specific", [False, True], ids=["http.*", "http.<url>.*"])
+def test_an_untrusted_store_cannot_make_git_write_a_cookie_jar(
+    tmp_path: Path, http_remote: str, url_specific: bool
+) -> None:
+    """``http.cookieFile`` with ``http.saveCookies``: every HTTP fetch writes the server's
+    cookies to a path the store's config names (a file created or overwritten anywhere the
+    user can write)."""
+    outcomes = {}
+    for trusted in (True, False):
+        base = tmp_path / str(trusted)
+        base.mkdir()
+        jar = base / "jar"
+        repo = make_repo(base)
+        run_git(repo, "remote", "add", "origin", http_remote)
+        section = f"http.{http_remote}." if url_specific else "http."
+        run_git(repo, "config", section + "cookieFile", str(jar))
+        run_git(repo, "config", section + "saveCookies", "true")
+        fetched = gitcmd.run_git(["fetch", "-q", "origin"], cwd=repo, check=False,
+                                 timeout=60, trusted=trusted)
+        assert fetched.returncode == 0, fetched.stderr
+        outcomes[trusted] = jar.exists()
+    assert outcomes == {True: True, False: False}  # trusted, the jar is written: a real test
+
+
+def test_an_untrusted_stores_client_certificate_and_cookie_settings_are_neutral(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    """What the git that gitmem starts sees: the store's file names replaced by the user's
+    own (here: a cookie file in the user's ~/.gitconfig), else by none."""
+    users_jar = str(isolated_home / "my-cookies")
+    with (isolated_home / ".gitconfig").open("a") as fh:
+        fh.write(f"[http]\n\tcookieFile = {users_jar}\n")
+    repo = make_repo(tmp_path)
+    url = "https://memory.example/team.git"
+    theirs = {
+        "http.cookieFile": str(tmp_path / "theirs-jar"),
+        "http.saveCookies": "true",
+        "http.sslCert": str(isolated_home / ".ssh" / "client.pem"),
+        "http.sslKey": str(isolated_home / ".ssh" / "client.key"),
+        f"http.{url}.sslKey": str(isolated_home / ".ssh" / "other.key"),
+    }
+    for key, value in theirs.items():
+        run_git(repo, "config", key, value)
+
+    def seen(trusted: bool, *args: str) -> str:
+        done = gitcmd.run_git(["config", *args], cwd=repo, check=False, trusted=trusted)
+        return done.stdout.decode().strip()
+
+    for key, value in theirs.items():
+        if ".memory.example/" not in key:
+            assert seen(True, "--get", key) == value  # trusted: the store's own, as before
+    assert seen(False, "--get", "http.cookieFile") == users_jar
+    assert seen(False, "--bool", "--get", "http.saveCookies") == "false"
+    assert seen(False, "--get", "http.sslCert") == ""
+    assert seen(False, "--get", "http.sslKey") == ""
+    assert seen(True, "--get-urlmatch", "http.sslKey", url) == theirs[f"http.{url}.sslKey"]
+    assert seen(False, "--get-urlmatch", "http.sslKey", url) == ""
+
+
 def test_a_trusted_repository_runs_git_unchanged(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     env = gitcmd.git_env(cwd=repo, trusted=True)
@@ -616,6 +716,40 @@ def test_an_untrusted_stores_core_worktree_is_not_followed(tmp_path: Path) -> No
     trust.trust(store.path)  # the user's own setting: followed
     gitmem.open(store.path).create("z\n")
     assert (elsewhere / "memories").is_dir()
+
+
+def test_an_untrusted_stores_alternates_are_not_followed(tmp_path: Path) -> None:
+    """``objects/info/alternates`` in a store's git directory makes git and libgit2 read
+    objects from another repository: a ref could name a private project's commit, and a
+    sync would push it. A store the user has not trusted is refused, one line, exit 7."""
+    import gitmem
+    from gitmem.base.errors import StoreError
+
+    (tmp_path / "private").mkdir()
+    private = make_repo(tmp_path / "private")
+    secret_commit = run_git(private, "rev-parse", "HEAD").strip()
+    store = gitmem.init(tmp_path / "theirs.git", bare=True)
+    store.create("x\n")
+    alternates = store.db().gitdir / "objects" / "info" / "alternates"
+    alternates.parent.mkdir(parents=True, exist_ok=True)
+    alternates.write_text(f"# the other repository\n{private / '.git' / 'objects'}\n")
+    run_git(store.path, "update-ref", "refs/heads/theirs", secret_commit)
+    trust.untrust(store.path)
+    with pytest.raises(StoreError, match="reads objects from another repository"):
+        gitmem.open(store.path)
+    result = gitmem_cli(tmp_path, "--store", str(store.path), "ls")
+    assert result.returncode == 7 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "gitmem trust" in result.stderr
+    alternates.write_text("# only a comment: nothing is read from elsewhere\n")
+    assert [m.body for m in gitmem.open(store.path).list()] == ["x\n"]
+    alternates.unlink()
+    os.mkfifo(alternates)  # never read: opening it would wait for a writer forever
+    with pytest.raises(StoreError, match="reads objects from another repository"):
+        gitmem.open(store.path)
+    alternates.unlink()
+    alternates.write_text(f"{private / '.git' / 'objects'}\n")
+    trust.trust(store.path)  # the user's own (git clone --shared): followed
+    assert [m.body for m in gitmem.open(store.path).list()] == ["x\n"]
 
 
 def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(

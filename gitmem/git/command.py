@@ -13,7 +13,9 @@ where only git can do the job (fetch and push over every transport, ``gc``,
   so), shut out the repository's own settings that make git run a program. A
   store's ``config`` is as untrusted as its ``gitmem.yaml`` when it came from
   someone else (a project that commits a bare store, a copied directory), and git
-  honours ``remote.origin.uploadpack = <command>`` on the next fetch.
+  honours ``remote.origin.uploadpack = <command>`` on the next fetch. The same goes
+  for the settings that name a file git writes or sends (``http.cookieFile`` with
+  ``http.saveCookies``, ``http.sslCert``, ``http.sslKey``).
 
 How the settings are shut out: git reads configuration from the system, global,
 repository (``local``, with what it includes) and ``worktree`` files, then from
@@ -101,6 +103,22 @@ _EXEC_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"gpg\.x509\.program", "gpgsm"),
         (r"gpg\.ssh\.program", "ssh-keygen"),
         (r"gpg\.ssh\.defaultkeycommand", ""),
+    )
+)
+# Keys whose value is a file git writes or hands to a server: the same treatment (the
+# user's own value, else one that names no file). ``http.<url>.*`` forms included.
+_FILE_KEYS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.DOTALL), neutral)
+    for pattern, neutral in (
+        # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
+        # store could have git create or overwrite a file of its choosing. Empty: none.
+        (r"http\.(?:.+\.)?cookiefile", ""),
+        (r"http\.(?:.+\.)?savecookies", "false"),
+        # A client certificate and key git presents to the server the store names: the
+        # user's own files sent where a teammate chose. Empty names no file (an HTTPS
+        # fetch then fails to load one: the store asked for a certificate it cannot have).
+        (r"http\.(?:.+\.)?sslcert", ""),
+        (r"http\.(?:.+\.)?sslkey", ""),
     )
 )
 # git keeps the FIRST value of these (remote.c: "more than one uploadpack given, using the
@@ -247,7 +265,7 @@ def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -
                 policy.options[option] = first_user_values.get(key, default)
                 break
         else:
-            for pattern, neutral in _EXEC_KEYS:
+            for pattern, neutral in (*_EXEC_KEYS, *_FILE_KEYS):
                 if pattern.fullmatch(lowered):
                     mine = user_values.get(key)
                     value = mine if mine is not None else _neutral(key, neutral, env)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 import pygit2
@@ -45,6 +46,7 @@ def _open_backend(
 ) -> Backend:
     db = GitDB(path, clock=clock, durable=durable, branch=branch)
     _refuse_foreign_worktree(path, db)
+    _refuse_foreign_alternates(path, db)
     snap = db.snapshot()
     data = snap.read(CONFIG_FILE)
     if data is None:
@@ -82,6 +84,35 @@ def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
         "gitmem writes memory files there, so it does not follow that for a store you have "
         "not trusted",
         hint=f"if the setting is yours: gitmem trust {path}",
+    )
+
+
+def _refuse_foreign_alternates(path: Path, db: GitDB) -> None:
+    """``objects/info/alternates`` makes git and libgit2 read objects from another
+    repository: a ref the store's author set could name a commit only that repository holds
+    (a private project on this machine), and ``gitmem sync`` would push it to their hub.
+    ``git clone --shared``/``--reference`` writes one too; that store is the user's to trust.
+    Checked before any object is read (libgit2 loads the file on the first read)."""
+    alternates = db.gitdir / "objects" / "info" / "alternates"
+    try:
+        if stat.S_ISREG(alternates.stat().st_mode):
+            # Bounded: the file is the store's, and only whether it names anything matters.
+            with alternates.open("rb") as fh:
+                lines = fh.read(65536).decode("utf-8", "replace").splitlines()
+            if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+                return
+        # Anything else there (a FIFO would block the read) is refused unread.
+    except OSError:
+        return  # none (or unreadable, and then git cannot use it either)
+    from gitmem.git import trust
+
+    if trust.is_trusted(path):
+        return
+    raise StoreError(
+        f"{path} reads objects from another repository ({alternates}); gitmem does not "
+        "use that for a store you have not trusted",
+        hint=f"if the setting is yours: gitmem trust {path}; or make the store "
+        "self-contained: git repack -a -d, then remove that file",
     )
 
 
