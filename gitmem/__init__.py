@@ -108,13 +108,24 @@ def init(
     scope: Scope | str = "repo",
     clock: Clock | None = None,
     durable: bool = False,
+    format: int | None = None,
 ) -> Store:
     """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
 
-    ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value)."""
+    ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value).
+    ``format``: the store format (default 2; 3 derives version and updated_at from history,
+    docs/format.md)."""
+    from gitmem.format.config import DEFAULT_FORMAT
     from gitmem.store.discovery import init_store
 
-    return init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
+    return init_store(
+        path,
+        bare=bare,
+        scope=scope,
+        clock=clock,
+        durable=durable,
+        format=DEFAULT_FORMAT if format is None else format,
+    )
 
 
 def open(

@@ -388,14 +388,22 @@ def gc(state: State, scope: str | None) -> None:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would change; commit nothing.")
+@click.option(
+    "--to",
+    "target",
+    type=click.IntRange(2, 3),
+    help="The format to reach (default 2). 3 derives version and updated_at from history "
+    "(docs/format.md), so pull requests merge with plain git.",
+)
 @json_option
 @pass_state
-def migrate(state: State, dry_run: bool) -> None:
-    """Bring the store up to this gitmem's format (once; one commit per step).
+def migrate(state: State, dry_run: bool, target: int | None) -> None:
+    """Bring the store up to a newer format (once; one commit per step).
 
     gitmem.yaml says which format a store is in. A store made by an older gitmem
-    keeps working, and this moves it to the current layout (format 2: the
-    knowledge graph's entity files in hash shards). A second run does nothing; a
+    keeps working, and this moves it to the default layout (format 2: the
+    knowledge graph's entity files in hash shards), or with --to 3 to format 3
+    (version and updated_at derived from history). A second run does nothing; a
     store newer than this gitmem is refused by every command, never misread.
     On a terminal, a progress bar follows the files a step looks at.
 
@@ -403,16 +411,17 @@ def migrate(state: State, dry_run: bool) -> None:
     Examples:
       gitmem migrate --dry-run
       gitmem migrate
+      gitmem migrate --to 3
     """
     from gitmem.features.migrate import migrate as run_migrations
 
     with ProgressBar("migrating", quiet=state.json, min_total=500) as progress:
-        steps = run_migrations(state.store(), dry_run=dry_run, progress=progress)
+        steps = run_migrations(state.store(), dry_run=dry_run, progress=progress, to=target)
     if state.json:
         emit_json([s.to_dict() for s in steps])
         return
     if not steps:
-        click.echo("Nothing to migrate: the store is at the current format.")
+        click.echo("Nothing to migrate: the store is at that format.")
     for s in steps:
         verb = "Would move" if dry_run else "Moved"
         where = f" (commit {s.commit[:10]})" if s.commit else ""

@@ -45,9 +45,23 @@ class Rows(Protocol):
     type=click.Choice([str(s) for s in Scope]),
     help="The store's scope (default: user for the user store, repo otherwise).",
 )
+@click.option(
+    "--format",
+    "store_format",
+    type=click.IntRange(1, 3),
+    help="The store format (default 2). 3: version and updated_at derived from history, so "
+    "pull requests editing different lines of one memory merge with plain git.",
+)
 @json_option
 @pass_state
-def init(state: State, path: Path | None, bare: bool, project: bool, scope: str | None) -> None:
+def init(
+    state: State,
+    path: Path | None,
+    bare: bool,
+    project: bool,
+    scope: str | None,
+    store_format: int | None,
+) -> None:
     """Create a store (harmless on an existing one).
 
     PATH defaults to --store, then $GITMEM_DIR, then the user store
@@ -62,6 +76,8 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
     if project:
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
+        if store_format is not None:
+            raise click.UsageError("--format is for a store made by path; drop --project")
         from gitmem.store.discovery import git_top
 
         root = path or git_top(Path.cwd()) or Path.cwd()
@@ -73,7 +89,7 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
             is_user = target.expanduser().absolute() == user_store_path().absolute()
             scope = str(Scope.USER if is_user else Scope.REPO)
         existed = is_store(target.expanduser())
-        store = gitmem.init(target, bare=bare, scope=scope)
+        store = gitmem.init(target, bare=bare, scope=scope, format=store_format)
     db = store.db()
     if state.json:
         emit_json(

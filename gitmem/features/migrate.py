@@ -24,7 +24,7 @@ from typing import Any
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.format import codec, memfile
-from gitmem.format.config import FORMAT, StoreConfig
+from gitmem.format.config import DEFAULT_FORMAT, FORMAT, StoreConfig
 from gitmem.format.layout import CONFIG_FILE
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
@@ -117,7 +117,16 @@ def _shard_entity(snap: Snapshot, path: str, report: Migration) -> None:
     report.moved.append((path, f"{target_id}.md"))
 
 
-STEPS: dict[int, Step] = {1: _shard_entities}
+def _derive_volatile(snap: Snapshot, report: Migration, progress: Progress | None) -> None:
+    """2 -> 3: nothing to move. Each file keeps the ``version`` and ``updated_at`` it has,
+    which format 3 reads as the stored base; this step's commit raises ``format:`` only, and
+    writes after it count as bumps on top (gitmem.store.derived). No memory file changes,
+    so the migration conflicts with no branch that edits memories."""
+    if progress is not None:
+        progress(0, 0)
+
+
+STEPS: dict[int, Step] = {1: _shard_entities, 2: _derive_volatile}
 """From format N to N+1. Every format below :data:`FORMAT` has its step."""
 
 
@@ -133,21 +142,32 @@ def _with_format(text: str, version: int) -> str:
 
 
 def migrate(
-    store: Store, *, dry_run: bool = False, progress: Progress | None = None
+    store: Store,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    to: int | None = None,
 ) -> list[Migration]:
-    """Bring every scope of ``store`` up to :data:`FORMAT`, one commit per step.
+    """Bring every scope of ``store`` up to format ``to`` (default :data:`DEFAULT_FORMAT`;
+    at most :data:`FORMAT`), one commit per step. A store already there or past it is left
+    as it is.
 
     Returns what each step did (nothing for a store already there). ``dry_run`` stages the
     same changes and commits none. A work-tree store with uncommitted edits of a file to
     move is refused (DirtyWorktreeError), with nothing changed. ``progress(done, total)``
     follows each step over the files it looks at (from 0 to total, per step).
     """
+    target = DEFAULT_FORMAT if to is None else to
+    if not 1 <= target <= FORMAT:
+        raise StoreError(
+            f"cannot migrate to format {target}: this gitmem knows formats 1 to {FORMAT}"
+        )
     done: list[Migration] = []
     for scope in store.scopes:
         db = store.db(scope)
         while True:
             current = _format_at(db.snapshot())
-            if current >= FORMAT:
+            if current >= target:
                 break
             report = Migration(str(scope), current, current + 1)
 

@@ -13,10 +13,14 @@ from typing import Any
 from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
 from gitmem.format.model import Scope
 
-FORMAT = 2
+FORMAT = 3
 """The newest store format this gitmem reads and writes (``format:`` in gitmem.yaml; a
 store that says nothing is format 1). docs/format.md lists what each one changed;
 ``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
+DEFAULT_FORMAT = 2
+"""The format ``gitmem init`` makes without ``--format``. Format 3 (version and updated_at
+derived from history, docs/format.md) is opt-in: ``gitmem init --format 3``,
+``gitmem migrate --to 3``."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 _PLAIN_CONFIG_RE = re.compile(
@@ -92,10 +96,14 @@ class StoreConfig:
             )
 
 
-def initial_text(scope: Scope) -> str:
+def initial_text(scope: Scope, format: int = DEFAULT_FORMAT) -> str:
+    if not 1 <= format <= FORMAT:
+        raise UnsupportedFormatError(
+            f"cannot make a format {format} store; this gitmem writes formats 1 to {FORMAT}"
+        )
     return (
         "# gitmem store configuration: versioned and reviewable like the memories.\n"
-        f"format: {FORMAT}\n"
+        f"format: {format}\n"
         f"scope: {scope}\n"
         "limits:\n"
         f"  max_body_bytes: {DEFAULT_MAX_BODY_BYTES}\n"

@@ -56,6 +56,13 @@ class Snapshot:
         return self._commit
 
     @property
+    def base(self) -> pygit2.Commit | None:
+        """The commit this snapshot shows, without counting as a read of the whole tree: for
+        facts about a file's history that a plan reads after reading the file itself (a
+        change to the file's history changes the file, which the recorded read catches)."""
+        return self._commit
+
+    @property
     def tree(self) -> pygit2.Tree | None:
         self._opaque_read()
         return self._tree

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pygit2
 
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, is_memory_file
+from gitmem.git.diff import blob_at
 from gitmem.git.objects import blob_data
 from gitmem.store.rows import big_int
 
@@ -127,16 +128,23 @@ def paths_changed(
     return dict(changed_memory_files(repo, old, new))
 
 
+BumpOf = Callable[[int, "pygit2.Oid | None", "pygit2.Oid | None", "pygit2.Tree | None"], int]
+"""(parents, blob in the first parent, blob now, first parent's tree) -> the row's ``bump``
+(gitmem.store.derived.bump_kind, with the parent tree's store format)."""
+
+
 def version_rows(
     repo: pygit2.Repository,
     commit: pygit2.Commit,
     gen: int,
     changed: dict[str, pygit2.Oid | None] | None = None,
+    bump_of: BumpOf | None = None,
 ) -> list[tuple[Any, ...]]:
     """One row per memory file this commit changed (against every parent, for merges).
 
     ``changed``: what the commit changed against its only parent, when the caller has it
-    already (the catch-up of one new commit diffs those two trees anyway)."""
+    already (the catch-up of one new commit diffs those two trees anyway). ``bump_of``
+    says what each change is to a format 3 file's derived version (0 without it)."""
     parents = commit.parents
     if changed is not None and len(parents) == 1:
         pass
@@ -170,6 +178,10 @@ def version_rows(
         else:
             existed = first_parent is not None and _has(first_parent, path)
             op = infer_op(existed, blob is not None, bool(trailers))
+        bump = 0
+        if bump_of is not None:
+            before = blob_at(first_parent, path) if first_parent is not None else None
+            bump = bump_of(len(parents), before, blob, first_parent)
         rows.append(
             (
                 memory_id,
@@ -182,6 +194,7 @@ def version_rows(
                 big_int(version),
                 str(blob) if blob is not None else None,
                 gen,
+                bump,
             )
         )
     return rows
@@ -212,7 +225,7 @@ def insert_versions(
     if rows:
         conn.executemany(
             "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob, "
-            "gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "gen, bump) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
     if commits:

@@ -77,7 +77,7 @@ from gitmem.git.objects import Snapshot, blob_data
 # their rows current wherever the index is caught up (a command that never recalls or
 # reads the graph cannot leave them behind; a provider that missed commits is refilled
 # whole): the vector rows and the knowledge graph's.
-from gitmem.store import graphindex, vectors  # noqa: F401  (registration)
+from gitmem.store import derived, graphindex, vectors  # noqa: F401  (registration)
 from gitmem.store.checks import (
     RelatedInput,
     apply_fields,
@@ -266,6 +266,8 @@ class Store:
         """Store content that looks like a credential instead of refusing it (see
         :mod:`gitmem.format.secrets`); :meth:`secrets_allowed` allows it for one block only."""
         self._secrets_ok = threading.local()
+        self._bumps = derived.BumpCache()
+        self._formats: dict[pygit2.Oid, int] = {}
 
     @contextlib.contextmanager
     def secrets_allowed(self) -> Iterator[None]:
@@ -453,7 +455,12 @@ class Store:
 
         if index is not None:
             return IndexReader(index, backend.db, decode)
-        return TreeReader(backend.db, self._snapshot(backend, at), decode, backend.scope)
+        snap = self._snapshot(backend, at)
+
+        def derive(memories: builtins.list[Memory]) -> builtins.list[Memory]:
+            return self._derive(backend, snap, memories)
+
+        return TreeReader(backend.db, snap, decode, backend.scope, derive)
 
     def index(self, scope: Scope | str | None = None) -> Index:
         """The derived index of one scope (opened, not yet caught up)."""
@@ -618,12 +625,107 @@ class Store:
         memory = memfile.decode(data, path, what=path, require_memory_path=False)
         return replace(memory, store_scope=backend.scope)
 
-    def _load(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory | None:
+    def _load(
+        self, backend: Backend, snap: Snapshot, memory_id: str, *, indexed: bool = False
+    ) -> Memory | None:
+        """The memory as ``snap`` shows it, format 3's derived fields filled in (from the
+        index when ``indexed`` and it holds this very file, else from history)."""
         path = memory_path(memory_id)
         data = snap.read(path)
         if data is None:
             return None
-        return self._decode(backend, data, path)
+        memory = self._decode(backend, data, path)
+        if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
+            return memory
+        if indexed:
+            found = self._indexed_fields(backend, snap, memory)
+            if found is not None:
+                return found
+        return self._derive(backend, snap, [memory])[0]
+
+    # -- format 3: version and updated_at from history (gitmem.store.derived) -------------
+
+    def _format_of(self, backend: Backend, snap: Snapshot) -> int:
+        """The store format of the tree ``snap`` shows (its gitmem.yaml), cached by blob."""
+        blob = snap.blob_id(CONFIG_FILE)
+        if blob is None:
+            return backend.config.format
+        found = self._formats.get(blob)
+        if found is None:
+            found = 1
+            data = snap.read(CONFIG_FILE)
+            if data is not None:
+                try:
+                    found = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).format
+                except GitmemError:
+                    found = 1
+            self._formats[blob] = found
+        return found
+
+    def _derive(
+        self, backend: Backend, snap: Snapshot, memories: builtins.list[Memory]
+    ) -> builtins.list[Memory]:
+        """Format 3 memories as stored -> as read: version and updated_at from the bumps in
+        history, plus one for a change staged in ``snap`` (a plan's or a transaction's: one
+        commit, one version)."""
+        if not memories or self._format_of(backend, snap) < derived.DERIVED_FORMAT:
+            return memories
+        base = snap.base
+        paths = [m.path or memory_path(m.id) for m in memories]
+        found = self._bumps.bumps(backend.db.repo, base, paths)
+        out: builtins.list[Memory] = []
+        for memory, path in zip(memories, paths, strict=True):
+            bumps = found[path]
+            if path in snap.changes:
+                staged = snap.changes[path]
+                committed = blob_at(base.tree, path) if base is not None else None
+                if committed is None:
+                    bumps = derived.Bumps()  # created (or restored) by this snapshot
+                elif staged is not None and pygit2.hash(staged) != committed:
+                    bumps = bumps.plus_one(self.clock.now())
+            out.append(bumps.apply(memory))
+        return out
+
+    def _indexed_fields(self, backend: Backend, snap: Snapshot, memory: Memory) -> Memory | None:
+        """``memory`` with the index's derived version and updated_at, when the index holds
+        the very blob ``snap`` shows (else None: derive from history)."""
+        index = self._index(backend)
+        if index is None:
+            return None
+        rows = index.rows(
+            ["blob", "version", "updated_at"],
+            ids=[memory.id],
+            include_superseded=True,
+            include_archived=True,
+        )
+        blob = snap.blob_id(memory.path or memory_path(memory.id))
+        if not rows or blob is None or rows[0][0] != str(blob):
+            return None
+        return replace(
+            memory, version=int(rows[0][1]), updated_at=dt.datetime.fromisoformat(rows[0][2])
+        )
+
+    def _put(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
+        """Stage ``memory`` over the file at ``path``; returns it as a read of ``snap`` now
+        gives it (format 3: derived, so a second write in one transaction, one commit,
+        stays one version)."""
+        stored = self._as_stored(backend, snap, path, memory)
+        snap.put(path, self._encode(backend, stored))
+        if stored is memory:
+            return memory
+        return self._derive(backend, snap, [stored])[0]
+
+    def _as_stored(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
+        """What a write of ``memory`` over the file at ``path`` stores: in format 3 the file's
+        own version and updated_at lines stay as they are (the derived ones come from the
+        commit), so branches that change other lines merge with plain git."""
+        if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
+            return memory
+        data = snap.read(path)
+        if data is None:
+            return memory
+        stored = self._decode(backend, data, path)
+        return replace(memory, version=stored.version, updated_at=stored.updated_at)
 
     def _require(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory:
         memory = self._load(backend, snap, memory_id)
@@ -760,7 +862,7 @@ class Store:
         """Like :meth:`read`, but None when there is no such memory."""
         check_id(id)
         for backend in self._ordered(scope):
-            memory = self._load(backend, self._snapshot(backend, at), id)
+            memory = self._load(backend, self._snapshot(backend, at), id, indexed=at is None)
             if memory is not None:
                 return memory
         return None
@@ -827,7 +929,7 @@ class Store:
             if updated == current:
                 return _Effect(Op.UPDATE, [id], current.title), current
             updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
-            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            updated = self._put(backend, snap, current.path or memory_path(id), updated)
             return _Effect(
                 Op.UPDATE,
                 [id],
@@ -871,7 +973,7 @@ class Store:
                 version=current.version + 1,
                 updated_at=self.clock.now(),
             )
-            snap.put(current.path or memory_path(id), self._encode(backend, updated))
+            updated = self._put(backend, snap, current.path or memory_path(id), updated)
             return _Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
 
         result: Memory = self._run(backend, action, message)
@@ -916,6 +1018,8 @@ class Store:
             check_expected(current, expected_version)
             path = current.path or memory_path(id)
             stored = current.to_metadata()
+            # format 3: the file's own lines are what an unchanged text must match
+            kept = self._as_stored(backend, snap, path, current)
 
             def build(**managed: Any) -> Memory:
                 metadata = {**doc.metadata, **managed}
@@ -925,8 +1029,8 @@ class Store:
 
             unchanged = build(
                 created_at=stored["created_at"],
-                updated_at=stored["updated_at"],
-                version=current.version,
+                updated_at=kept.to_metadata()["updated_at"],
+                version=kept.version,
             )
             if self._encode(backend, unchanged) == snap.read(path):
                 return _Effect(Op.UPDATE, [id], current.title), current
@@ -943,7 +1047,7 @@ class Store:
                     raise InvalidInputError(
                         f"supersedes names {target}, which is not in the {backend.scope} store"
                     )
-            snap.put(path, self._encode(backend, updated))
+            updated = self._put(backend, snap, path, updated)
             return _Effect(Op.UPDATE, [id], updated.title), updated
 
         result: Memory = self._run(backend, action, message)
@@ -1050,10 +1154,9 @@ class Store:
                 if self._find_past(candidate, path, at) is not None:
                     backend = candidate
                     break
-        found = self._find_past(backend, path, at)
-        if found is None:
+        past = self._past(backend, id, at)
+        if past is None:
             raise NotFoundError(f"memory {id} is not in this store's history")
-        past = self._decode(backend, found, path)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._load(backend, snap, id)
@@ -1065,11 +1168,22 @@ class Store:
             restored = replace(past, version=highest + 1, updated_at=self.clock.now())
             if current is not None:
                 restored = replace(restored, document=current.document)
-            snap.put(path, self._encode(backend, restored))
+            restored = self._put(backend, snap, path, restored)
             return _Effect(Op.RESTORE, [id], restored.title, None, agent), restored
 
         result: Memory = self._run(backend, action, message)
         return result
+
+    def _past(self, backend: Backend, memory_id: str, at: At) -> Memory | None:
+        """The memory at ``at``, or (at=None) as it last was before it was deleted, read as
+        it was then (format 3: with the version it had then)."""
+        if at is not None:
+            return self._load(backend, backend.db.snapshot(at), memory_id)
+        path = memory_path(memory_id)
+        for commit in backend.db.walk():
+            if blob_at(commit.tree, path) is not None:
+                return self._load(backend, Snapshot(backend.db.repo, commit), memory_id)
+        return None
 
     def _find_past(self, backend: Backend, path: str, at: At) -> bytes | None:
         """The file's content at ``at``, or (at=None) its last content before it was deleted."""

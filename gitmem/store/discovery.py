@@ -19,7 +19,7 @@ from gitmem.base.clock import Clock
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import OP_TRAILER, CommitSpec
 from gitmem.format import codec
-from gitmem.format.config import ATTRIBUTES_TEXT, StoreConfig, initial_text
+from gitmem.format.config import ATTRIBUTES_TEXT, DEFAULT_FORMAT, StoreConfig, initial_text
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
 from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
@@ -148,11 +148,14 @@ def init_store(
     scope: Scope | str = Scope.REPO,
     clock: Clock | None = None,
     durable: bool = False,
+    format: int = DEFAULT_FORMAT,
 ) -> Store:
     """Create a store at ``path`` (a new or empty directory) and return it opened.
 
-    Initialising an existing gitmem store is harmless: it is opened as it is.
+    Initialising an existing gitmem store is harmless: it is opened as it is (whatever
+    ``format`` says; ``gitmem migrate`` changes a store's format).
     """
+    initial_text(Scope(scope), format)  # refuse an unknown format before making anything
     target = Path(path).expanduser()
     scope = Scope(scope)
     if is_store(target):
@@ -184,7 +187,7 @@ def init_store(
     db = GitDB(target, clock=clock, durable=durable)
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-        snap.put(CONFIG_FILE, initial_text(scope).encode())
+        snap.put(CONFIG_FILE, initial_text(scope, format).encode())
         snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
         return CommitSpec(
             subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]

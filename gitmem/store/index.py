@@ -36,6 +36,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,7 +51,7 @@ from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data, get_commit
-from gitmem.store import lexical, queries
+from gitmem.store import derived, lexical, queries
 from gitmem.store.changes import (
     changed_memory_files,
     insert_versions,
@@ -133,7 +134,8 @@ CREATE TABLE versions (
     op TEXT NOT NULL,
     version, -- no affinity, as in memories
     blob TEXT,
-    gen INTEGER NOT NULL
+    gen INTEGER NOT NULL,
+    bump INTEGER NOT NULL DEFAULT 0 -- format 3: 1 a new version, -1 the file began or ended
 );
 CREATE INDEX versions_id ON versions (id, seq);
 CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
@@ -435,7 +437,11 @@ class Index:
         known: dict[str, pygit2.Oid | None] | None = None
         if old is not None and list(tip.parent_ids) == [old.id]:
             known = paths_changed(repo, old.tree, tip.tree)
-        stats.applied_commits = self._apply_versions(conn, repo, tip, old, progress, known)
+        formats = derived.FormatCache(repo)
+        touched: set[str] = set()
+        stats.applied_commits = self._apply_versions(
+            conn, repo, tip, old, progress, known, formats, touched
+        )
         added: list[IndexedMemory] = []
         removed: list[IndexedMemory] = []
         # From no base (a rebuild, a first index, a rewritten branch) every provider refills
@@ -451,6 +457,8 @@ class Index:
             removed if collect else None,
             known,
         )
+        if formats.of(tip.tree) >= derived.DERIVED_FORMAT:
+            self._derive(conn, repo, added, touched, rebuilt=old is None)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
         assert tip_hex is not None
@@ -616,9 +624,22 @@ class Index:
         old: pygit2.Commit | None,
         progress: Progress | None,
         known: dict[str, pygit2.Oid | None] | None = None,
+        formats: derived.FormatCache | None = None,
+        touched: set[str] | None = None,
     ) -> int:
         """Version rows of the commits after ``old`` up to ``tip``; ``known``: what ``tip``
-        changed against its only parent ``old``, already diffed."""
+        changed against its only parent ``old``, already diffed. The ids of the rows go
+        into ``touched``."""
+        cache = formats if formats is not None else derived.FormatCache(repo)
+
+        def bump_of(
+            parents: int,
+            before: pygit2.Oid | None,
+            now: pygit2.Oid | None,
+            tree: pygit2.Tree | None,
+        ) -> int:
+            return derived.bump_kind(parents, before, now, cache.of(tree))
+
         total = 0
         if known is not None:
             source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
@@ -640,7 +661,10 @@ class Index:
             )
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
-            rows.extend(version_rows(repo, commit, gen, known if commit.id == tip.id else None))
+            more = version_rows(repo, commit, gen, known if commit.id == tip.id else None, bump_of)
+            if touched is not None:
+                touched.update(row[0] for row in more)
+            rows.extend(more)
             if len(rows) >= 5000 or len(new_commits) >= 5000:
                 insert_versions(conn, rows, new_commits)
                 rows.clear()
@@ -649,6 +673,64 @@ class Index:
                 progress(count, total)
         insert_versions(conn, rows, new_commits)
         return count
+
+    def _derive(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        added: list[IndexedMemory],
+        touched: set[str],
+        *,
+        rebuilt: bool,
+    ) -> None:
+        """Format 3: the derived version and updated_at of every memory this catch-up
+        touched (rows added, or new version rows), from the ``bump`` column: the bumps after
+        the file's last reset (gitmem.store.derived, which this must agree with)."""
+        fresh = {item.memory.id: i for i, item in enumerate(added)}
+        wanted = touched | set(fresh)
+        if not wanted:
+            return
+        after = (
+            "SELECT v.id, count(*), max(v.time_us) FROM versions v "
+            "WHERE v.bump = 1 AND v.seq > coalesce((SELECT max(r.seq) FROM versions r "
+            "WHERE r.id = v.id AND r.bump = -1), 0)"
+        )
+        found: dict[str, tuple[int, int]] = {}
+        if rebuilt or len(wanted) > 200:
+            for memory_id, count, newest in conn.execute(after + " GROUP BY v.id"):
+                if memory_id in wanted:
+                    found[memory_id] = (int(count), int(newest))
+        else:
+            for memory_id in wanted:
+                row = conn.execute(after + " AND v.id = ?", (memory_id,)).fetchone()
+                if row is not None and row[1]:
+                    found[memory_id] = (int(row[1]), int(row[2]))
+        for memory_id in wanted:
+            at = fresh.get(memory_id)
+            if at is not None:
+                stored = added[at].memory
+            else:
+                # A memory whose file is as indexed (a change undone): its stored fields
+                # are the blob's, read again.
+                row = conn.execute(
+                    "SELECT blob, path FROM memories WHERE id = ?", (memory_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                try:
+                    stored = self.decode(blob_data(repo, pygit2.Oid(hex=row[0])), row[1])
+                except GitmemError:
+                    continue
+            count, newest = found.get(memory_id, (0, 0))
+            bumps = derived.Bumps(count, newest // 1_000_000 if count else None)
+            memory = bumps.apply(stored)
+            if at is not None:
+                added[at] = replace(added[at], memory=memory)
+            values = row_values(memory, "")
+            conn.execute(
+                "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+                (values["version"], values["updated_at"], values["updated_us"], memory_id),
+            )
 
     def _generation(
         self,

@@ -24,7 +24,7 @@ from gitmem.store.rows import (
     number_params,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The layout of the core tables (``gitmem.store.index``). Bump it when they change: every
 table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
 STORE_CONFIG_KEY = "store"

@@ -176,11 +176,21 @@ class IndexReader:
 class TreeReader:
     """Reads served by walking one commit's tree (and, for versions, the history)."""
 
-    def __init__(self, db: GitDB, snap: Snapshot, decode: Decode, scope: Scope) -> None:
+    def __init__(
+        self,
+        db: GitDB,
+        snap: Snapshot,
+        decode: Decode,
+        scope: Scope,
+        derive: Callable[[list[Memory]], list[Memory]] | None = None,
+    ) -> None:
         self.db = db
         self.snap = snap
         self.decode = decode
         self.scope = scope
+        self.derive = derive
+        """Format 3: the memories as stored -> as read (version and updated_at from history,
+        gitmem.store.derived), for all of a scan at once (one walk of the history)."""
 
     def scan(self) -> tuple[list[Memory], list[Problem]]:
         """Every memory file of the tree, decoded: (memories, problems)."""
@@ -212,6 +222,8 @@ class TreeReader:
                 continue
             seen[memory.id] = path
             memories.append(memory)
+        if self.derive is not None:
+            memories = self.derive(memories)
         return memories, problems
 
     def memories(

@@ -1,0 +1,204 @@
+"""Format 3: a memory's ``version`` and ``updated_at`` derived from history.
+
+A format 3 file keeps the ``version`` and ``updated_at`` lines it was created with (or that
+the migration to format 3 found in it): later writes leave those lines as they are, so two
+branches that change different parts of one memory change different lines and merge with
+plain git, no driver (docs/format.md, "Format 3"). What a reader sees is
+
+- ``version`` = the stored version + the *bumps*: the non-merge commits reachable from the
+  commit read that changed the file while it existed in their parent, in a format 3 tree,
+  after the file last came into being (created, restored after a delete);
+- ``updated_at`` = the author time of the newest bump (gitmem dates a commit by the
+  store's clock), or the stored value when there is none.
+
+Both sides' updates of a merged pair are both reachable, so the merged memory counts both
+(two branches with one update each over version 1 read as version 3). A merge commit is
+never a bump: it made no new version of its own. The index derives the same numbers from
+its version rows (``versions.bump``, see :func:`bump_kind`); this module is the reference
+it is tested against and serves reads the index cannot (``at=``, transactions,
+``use_index=False``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import pygit2
+from pygit2.enums import SortMode
+
+from gitmem.base.errors import GitmemError
+from gitmem.format import codec
+from gitmem.format.config import StoreConfig
+from gitmem.format.layout import CONFIG_FILE
+from gitmem.format.model import Memory
+from gitmem.git.diff import blob_at
+from gitmem.git.objects import blob_data
+from gitmem.store.changes import changed_memory_files
+
+DERIVED_FORMAT = 3
+"""The first store format whose files do not carry the per-write fields."""
+
+BUMP, RESET, NEUTRAL = 1, -1, 0
+"""What one commit's change of one file is to its derived version (``versions.bump``)."""
+
+
+@dataclass(frozen=True)
+class Bumps:
+    """The bumps of one file as of one commit."""
+
+    count: int = 0
+    newest: int | None = None
+    """Author time (seconds since the epoch) of the newest bump, None without one."""
+
+    def apply(self, memory: Memory) -> Memory:
+        """``memory`` as stored, with its derived ``version`` and ``updated_at``."""
+        if self.count == 0:
+            return memory
+        updated = memory.updated_at
+        if self.newest is not None:
+            updated = dt.datetime.fromtimestamp(self.newest, dt.UTC)
+        return replace(memory, version=memory.version + self.count, updated_at=updated)
+
+    def plus_one(self, when: dt.datetime) -> Bumps:
+        newest = int(when.timestamp())
+        return Bumps(self.count + 1, max(newest, self.newest or newest))
+
+
+class FormatCache:
+    """The store format of trees, by the blob id of their ``gitmem.yaml``."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self._by_blob: dict[pygit2.Oid | None, int] = {}
+
+    def of(self, tree: pygit2.Tree | None) -> int:
+        blob = blob_at(tree, CONFIG_FILE) if tree is not None else None
+        found = self._by_blob.get(blob)
+        if found is None:
+            found = 1
+            if blob is not None:
+                try:
+                    text = codec.decode(blob_data(self.repo, blob), what=CONFIG_FILE)
+                    found = StoreConfig.from_text(text).format
+                except GitmemError:
+                    found = 1  # an unreadable config counts as the oldest format: no bumps
+            self._by_blob[blob] = found
+        return found
+
+
+def bump_kind(
+    parents: int, before: pygit2.Oid | None, now: pygit2.Oid | None, parent_format: int
+) -> int:
+    """What a commit with ``parents`` parents that changed a file from ``before`` (in its
+    first parent) to ``now`` is to the file's derived version."""
+    if parents > 1:
+        return NEUTRAL  # a merge brings versions made elsewhere; it makes none
+    if before is None or now is None:
+        return RESET  # created, restored or deleted: the stored lines start again
+    return BUMP if parent_format >= DERIVED_FORMAT else NEUTRAL
+
+
+def bumps(
+    repo: pygit2.Repository, commit: pygit2.Commit | None, paths: Iterable[str]
+) -> dict[str, Bumps]:
+    """The bumps of each of ``paths`` as of ``commit``: one walk of its history, oldest
+    first (a reset forgets what came before it)."""
+    wanted = list(dict.fromkeys(paths))
+    out = {path: Bumps() for path in wanted}
+    if commit is None or not wanted:
+        return out
+    formats = FormatCache(repo)
+    few = len(wanted) <= 8
+    for each in repo.walk(commit.id, SortMode.TOPOLOGICAL | SortMode.REVERSE):
+        parents = each.parents
+        if len(parents) > 1:
+            continue
+        parent_tree = parents[0].tree if parents else None
+        tree = each.tree
+        if few:  # a few lookups per commit beat a tree diff
+            candidates: Iterable[str] = wanted
+        else:  # the diff skips unchanged subtrees: the cost follows the commit's change
+            candidates = [p for p, _ in changed_memory_files(repo, parent_tree, tree) if p in out]
+        for path in candidates:
+            now = blob_at(tree, path)
+            before = blob_at(parent_tree, path) if parent_tree is not None else None
+            if now == before:
+                continue
+            kind = bump_kind(1, before, now, formats.of(parent_tree))
+            if kind == RESET:
+                out[path] = Bumps()
+            elif kind == BUMP:
+                prev = out[path]
+                time = each.author.time
+                out[path] = Bumps(prev.count + 1, max(time, prev.newest or time))
+    return out
+
+
+class BumpCache:
+    """:func:`bumps`, remembered per file: a later commit a few first-parent steps on (the
+    next write of a writer, a read after it) adds the bumps of those steps only, instead of
+    walking the whole history again."""
+
+    LIMIT = 4096
+    STEPS = 64
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], tuple[pygit2.Oid, Bumps]] = {}
+
+    def bumps(
+        self, repo: pygit2.Repository, commit: pygit2.Commit | None, paths: Iterable[str]
+    ) -> dict[str, Bumps]:
+        wanted = list(dict.fromkeys(paths))
+        if commit is None:
+            return {path: Bumps() for path in wanted}
+        out: dict[str, Bumps] = {}
+        missing: list[str] = []
+        for path in wanted:
+            hit = self._known.get((repo.path, path))
+            found = self._forward(repo, commit, path, hit) if hit is not None else None
+            if found is None:
+                missing.append(path)
+            else:
+                out[path] = found
+        if missing:
+            out.update(bumps(repo, commit, missing))
+        if len(self._known) + len(wanted) > self.LIMIT:
+            self._known.clear()
+        for path in wanted:
+            self._known[(repo.path, path)] = (commit.id, out[path])
+        return out
+
+    def _forward(
+        self,
+        repo: pygit2.Repository,
+        commit: pygit2.Commit,
+        path: str,
+        hit: tuple[pygit2.Oid, Bumps],
+    ) -> Bumps | None:
+        known_id, result = hit
+        chain: list[pygit2.Commit] = []
+        each = commit
+        for _ in range(self.STEPS):
+            if each.id == known_id:
+                break
+            if len(each.parents) != 1:
+                return None  # a merge or a root: walk the history instead
+            chain.append(each)
+            each = each.parents[0]
+        else:
+            return None
+        formats = FormatCache(repo)
+        for step in reversed(chain):
+            parent = step.parents[0]
+            before, now = blob_at(parent.tree, path), blob_at(step.tree, path)
+            if before == now:
+                continue
+            kind = bump_kind(1, before, now, formats.of(parent.tree))
+            if kind == RESET:
+                result = Bumps()
+            elif kind == BUMP:
+                time = step.author.time
+                result = Bumps(result.count + 1, max(time, result.newest or time))
+        return result
