@@ -20,9 +20,7 @@ BODY = "first line\nsecond line\nthird line\nfourth line\nfifth line\n"
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=check
-    )
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
 
 
 def at(minutes: int) -> FixedClock:
@@ -48,7 +46,9 @@ def file_text(store: Store, memory_id: str) -> str:
     return data.decode()
 
 
-def two_pull_requests(tmp_path: Path, fmt: int) -> tuple[Path, str, subprocess.CompletedProcess[str]]:
+def two_pull_requests(
+    tmp_path: Path, fmt: int
+) -> tuple[Path, str, subprocess.CompletedProcess[str]]:
     """A memory at version 1 on main; branch a changes its title (front-matter), branch b
     its fourth body line, each as gitmem writes (one update each, an hour apart); then
     `git merge b` on a, by git alone."""
@@ -201,3 +201,12 @@ def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFormatError):
         gitmem.init(tmp_path / "s", format=4)
     assert not (tmp_path / "s").exists()
+
+
+def test_history_counts_the_versions(tmp_path: Path) -> None:
+    path, memory_id, merged = two_pull_requests(tmp_path, 3)
+    assert merged.returncode == 0
+    for store in (gitmem.open(path, branch="a"), no_index(gitmem.open(path, branch="a"))):
+        steps = store.history(memory_id).versions
+        assert [s.version for s in steps] == [1, 2, 3, 3]  # create, a, b, the merge
+        assert steps[-1].memory is not None and steps[-1].memory.version == 3

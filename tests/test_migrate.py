@@ -26,7 +26,7 @@ from gitmem.base.trailers import OP_TRAILER, CommitSpec, parse_trailers
 from gitmem.features.graph import Graph
 from gitmem.features.migrate import migrate
 from gitmem.format import codec, memfile
-from gitmem.format.config import FORMAT
+from gitmem.format.config import DEFAULT_FORMAT, FORMAT
 from gitmem.git.objects import Snapshot
 from tests.clitools import Gitmem, make_runner
 
@@ -70,7 +70,7 @@ def make_format_1(store: Store, count: int = 6) -> dict[str, Any]:
             snap.put(old_id + ".md", text.encode())
         config = snap.read("gitmem.yaml")
         assert config is not None
-        snap.put("gitmem.yaml", config.replace(f"format: {FORMAT}".encode(), b"format: 1"))
+        snap.put("gitmem.yaml", config.replace(f"format: {DEFAULT_FORMAT}".encode(), b"format: 1"))
         return CommitSpec("as an older gitmem left it"), None
 
     store.db().integrate(plan)
@@ -89,8 +89,8 @@ def entity_files(store: Store) -> list[str]:
     return sorted(store.db().snapshot().iter_files("entities"))
 
 
-def test_new_stores_are_at_the_current_format(any_store: Store) -> None:
-    assert any_store.config().format == FORMAT
+def test_new_stores_are_at_the_default_format(any_store: Store) -> None:
+    assert any_store.config().format == DEFAULT_FORMAT
     assert migrate(any_store) == []
 
 
@@ -106,7 +106,7 @@ def test_migrate_moves_entities_into_shards_in_one_commit(any_store: Store) -> N
     assert (OP_TRAILER, "migrate") in parse_trailers(message)
     assert all(len(p.split("/")) == 4 for p in entity_files(store) if "pending" not in p)
     reopened = gitmem.open(store_path(store))
-    assert reopened.config().format == FORMAT
+    assert reopened.config().format == DEFAULT_FORMAT
     assert graph_of(reopened) == expected
     # The history of a moved entity goes back through the move (supersedes).
     new_id = step.moved[0][1][: -len(".md")]
@@ -143,7 +143,7 @@ def _set_format(store: Store, version: int) -> None:
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         config = snap.read("gitmem.yaml")
         assert config is not None
-        newer = config.replace(f"format: {FORMAT}".encode(), f"format: {version}".encode())
+        newer = config.replace(f"format: {DEFAULT_FORMAT}".encode(), f"format: {version}".encode())
         snap.put("gitmem.yaml", newer)
         return CommitSpec("a newer gitmem wrote this"), None
 
@@ -174,7 +174,7 @@ def test_sync_refuses_a_remote_in_a_newer_format(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFormatError):
         clone.sync()
     assert clone.db().tip() == tip
-    assert clone.config().format == FORMAT
+    assert clone.config().format == DEFAULT_FORMAT
 
 
 def test_hub_refuses_a_push_in_a_newer_format(any_store: Store) -> None:
@@ -219,12 +219,12 @@ def test_a_kill_during_migration_leaves_the_old_or_the_new_store(tmp_path: Path)
         if version == 1:
             assert all(len(p.split("/")) == 3 for p in files)
         else:
-            assert version == FORMAT and all(len(p.split("/")) == 4 for p in files)
+            assert version == DEFAULT_FORMAT and all(len(p.split("/")) == 4 for p in files)
         assert graph_of(reopened) == expected
         # Whatever the kill left, a run now finishes the job.
         migrate(reopened)
         final = gitmem.open(path)
-        assert final.config().format == FORMAT and graph_of(final) == expected
+        assert final.config().format == DEFAULT_FORMAT and graph_of(final) == expected
         assert run_git(path, "fsck", "--strict", "--no-dangling") == ""
 
 

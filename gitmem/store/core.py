@@ -15,6 +15,7 @@ import datetime as dt
 import heapq
 import itertools
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -625,11 +626,10 @@ class Store:
         memory = memfile.decode(data, path, what=path, require_memory_path=False)
         return replace(memory, store_scope=backend.scope)
 
-    def _load(
-        self, backend: Backend, snap: Snapshot, memory_id: str, *, indexed: bool = False
-    ) -> Memory | None:
-        """The memory as ``snap`` shows it, format 3's derived fields filled in (from the
-        index when ``indexed`` and it holds this very file, else from history)."""
+    def _load(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory | None:
+        """The memory as ``snap`` shows it, format 3's derived fields filled in: from what
+        this Store last derived for the file (a few commits ago), else from the index when
+        it reflects ``snap``'s commit and holds this very file, else from history."""
         path = memory_path(memory_id)
         data = snap.read(path)
         if data is None:
@@ -637,9 +637,17 @@ class Store:
         memory = self._decode(backend, data, path)
         if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
             return memory
-        if indexed:
+        base = snap.base
+        if path not in snap.changes and base is not None:
+            repo = backend.db.repo
+            hit = self._bumps.peek(repo, base, path)
+            if hit is not None:
+                return hit.apply(memory)
             found = self._indexed_fields(backend, snap, memory)
             if found is not None:
+                count = found.version - memory.version
+                newest = int(found.updated_at.timestamp()) if count else None
+                self._bumps.remember(repo, base, path, derived.Bumps(count, newest))
                 return found
         return self._derive(backend, snap, [memory])[0]
 
@@ -687,22 +695,28 @@ class Store:
         return out
 
     def _indexed_fields(self, backend: Backend, snap: Snapshot, memory: Memory) -> Memory | None:
-        """``memory`` with the index's derived version and updated_at, when the index holds
-        the very blob ``snap`` shows (else None: derive from history)."""
+        """``memory`` with the index's derived version and updated_at, when the index
+        reflects ``snap``'s commit and holds the very blob ``snap`` shows (else None: derive
+        from history). The index is caught up to the tip first where it serves reads (not
+        inside a transaction, whose base it may still reflect)."""
         index = self._index(backend)
-        if index is None:
+        catch_up = index is not None
+        if index is None and self.use_index:
+            index = backend.index
+        base = snap.base
+        if index is None or base is None:
             return None
-        rows = index.rows(
-            ["blob", "version", "updated_at"],
-            ids=[memory.id],
-            include_superseded=True,
-            include_archived=True,
-        )
+        try:
+            if catch_up:
+                index.catch_up()
+            found = index.derived_at(str(base.id), memory.id)
+        except (sqlite3.Error, GitmemError):
+            return None  # the index cannot say; history can
         blob = snap.blob_id(memory.path or memory_path(memory.id))
-        if not rows or blob is None or rows[0][0] != str(blob):
+        if found is None or blob is None or found[0] != str(blob):
             return None
         return replace(
-            memory, version=int(rows[0][1]), updated_at=dt.datetime.fromisoformat(rows[0][2])
+            memory, version=int(found[1]), updated_at=dt.datetime.fromisoformat(found[2])
         )
 
     def _put(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
@@ -862,7 +876,7 @@ class Store:
         """Like :meth:`read`, but None when there is no such memory."""
         check_id(id)
         for backend in self._ordered(scope):
-            memory = self._load(backend, self._snapshot(backend, at), id, indexed=at is None)
+            memory = self._load(backend, self._snapshot(backend, at), id)
             if memory is not None:
                 return memory
         return None
@@ -1414,7 +1428,55 @@ class Store:
     def _versions_of(
         self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
-        return self._reader(backend).versions(ids, warnings)
+        versions = self._reader(backend).versions(ids, warnings)
+        if backend.config.format >= derived.DERIVED_FORMAT:
+            versions = self._derive_versions(backend, versions)
+        return versions
+
+    def _derive_versions(
+        self, backend: Backend, versions: builtins.list[Version]
+    ) -> builtins.list[Version]:
+        """Format 3 history: each step's version counted along the history, oldest first
+        (a bump is one more than the step before it; a merge keeps the count; a format 2
+        step or a file that began again says what its file says), since the files of later
+        steps repeat the stored line (gitmem.store.derived)."""
+        repo = backend.db.repo
+        formats = derived.FormatCache(repo)
+        running: dict[str, int] = {}
+        out: builtins.list[Version] = []
+        for step in versions:
+            stored = step.version
+            kind = derived.NEUTRAL
+            try:
+                commit = repo[pygit2.Oid(hex=step.commit)]
+                assert isinstance(commit, pygit2.Commit)
+                path = memory_path(step.memory_id)
+                parents = commit.parents
+                before = blob_at(parents[0].tree, path) if parents else None
+                now = blob_at(commit.tree, path)
+                kind = derived.bump_kind(
+                    len(parents), before, now, formats.of(parents[0].tree if parents else None)
+                )
+            except (KeyError, ValueError, AssertionError, pygit2.GitError):
+                pass
+            prev = running.get(step.memory_id)
+            if kind == derived.BUMP and prev is not None:
+                number: int | None = prev + 1
+            elif kind == derived.NEUTRAL and prev is not None and stored is not None:
+                number = max(prev, stored)
+            else:
+                number = stored
+            if number is not None:
+                running[step.memory_id] = number
+            memory = step.memory
+            if memory is not None and number is not None:
+                memory = replace(
+                    memory,
+                    version=number,
+                    updated_at=step.time if kind == derived.BUMP else memory.updated_at,
+                )
+            out.append(replace(step, version=number, memory=memory))
+        return out
 
     # -- search --------------------------------------------------------------------------
 

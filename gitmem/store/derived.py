@@ -170,6 +170,22 @@ class BumpCache:
             self._known[(repo.path, path)] = (commit.id, out[path])
         return out
 
+    def peek(self, repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> Bumps | None:
+        """The bumps of ``path`` as of ``commit`` when they follow from what is remembered
+        in a few first-parent steps; None otherwise (nothing walked)."""
+        hit = self._known.get((repo.path, path))
+        found = self._forward(repo, commit, path, hit) if hit is not None else None
+        if found is not None:
+            self.remember(repo, commit, path, found)
+        return found
+
+    def remember(
+        self, repo: pygit2.Repository, commit: pygit2.Commit, path: str, bumps: Bumps
+    ) -> None:
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[(repo.path, path)] = (commit.id, bumps)
+
     def _forward(
         self,
         repo: pygit2.Repository,

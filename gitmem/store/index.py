@@ -337,6 +337,19 @@ class Index:
         row = self.connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
 
+    def derived_at(self, commit: str, memory_id: str) -> tuple[str, Any, str] | None:
+        """(blob, version, updated_at) of a memory as the index holds it, only when the
+        index reflects exactly ``commit``; never catches up (a write's plan asks it about
+        the commit it builds on: format 3's derived fields without a walk of history)."""
+        with self.reading() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+            if row is None or row[0] != commit:
+                return None
+            found = conn.execute(
+                "SELECT blob, version, updated_at FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+        return None if found is None else (str(found[0]), found[1], str(found[2]))
+
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
         ``provider:<name>`` = ``"<version> <commit>"`` per row provider that has run."""
