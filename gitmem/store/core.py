@@ -71,7 +71,7 @@ from gitmem.format.model import (
 from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at
-from gitmem.git.objects import Snapshot, blob_data
+from gitmem.git.objects import Snapshot, blob_data, get_commit
 
 # The row providers of other modules register when those modules are imported. Every
 # process that opens an index opens it through a Store, so importing them here keeps
@@ -1448,8 +1448,7 @@ class Store:
             stored = step.version
             kind = derived.NEUTRAL
             try:
-                commit = repo[pygit2.Oid(hex=step.commit)]
-                assert isinstance(commit, pygit2.Commit)
+                commit = get_commit(repo, step.commit)
                 path = memory_path(step.memory_id)
                 parents = commit.parents
                 before = blob_at(parents[0].tree, path) if parents else None
@@ -1457,8 +1456,8 @@ class Store:
                 kind = derived.bump_kind(
                     len(parents), before, now, formats.of(parents[0].tree if parents else None)
                 )
-            except (KeyError, ValueError, AssertionError, pygit2.GitError):
-                pass
+            except (KeyError, ValueError, GitmemError, pygit2.GitError):
+                pass  # a step git cannot show any more keeps what its file says
             prev = running.get(step.memory_id)
             if kind == derived.BUMP and prev is not None:
                 number: int | None = prev + 1
