@@ -641,6 +641,8 @@ class Store:
         if path not in snap.changes and base is not None:
             repo = backend.db.repo
             hit = self._bumps.peek(repo, base, path)
+            if hit is None and self._seed_from_index(backend, path, memory_id):
+                hit = self._bumps.peek(repo, base, path)
             if hit is not None:
                 return hit.apply(memory)
             found = self._indexed_fields(backend, snap, memory)
@@ -693,6 +695,33 @@ class Store:
                     bumps = bumps.plus_one(self.clock.now())
             out.append(bumps.apply(memory))
         return out
+
+    def _seed_from_index(self, backend: Backend, path: str, memory_id: str) -> bool:
+        """Remember the file's bumps as of the commit the index reflects, as it stands (no
+        catch-up): a write a few commits past it then counts only those commits
+        (:meth:`derived.BumpCache.peek`) instead of catching the index up on every write."""
+        index = backend.index if self.use_index else None
+        if index is None:
+            return False
+        try:
+            found = index.derived_now(memory_id)
+            if found is None:
+                return False
+            commit_hex, blob, version, updated_at = found
+            repo = backend.db.repo
+            commit = get_commit(repo, commit_hex)
+            if blob is None:
+                if blob_at(commit.tree, path) is not None:
+                    return False  # there, but not a memory the index could read
+                self._bumps.remember(repo, commit, path, derived.Bumps())
+                return True
+            stored = self._decode(backend, blob_data(repo, pygit2.Oid(hex=blob)), path)
+        except (sqlite3.Error, GitmemError, KeyError, ValueError, pygit2.GitError):
+            return False
+        count = int(version) - stored.version
+        newest = int(dt.datetime.fromisoformat(updated_at).timestamp()) if count else None
+        self._bumps.remember(repo, commit, path, derived.Bumps(count, newest))
+        return True
 
     def _indexed_fields(self, backend: Backend, snap: Snapshot, memory: Memory) -> Memory | None:
         """``memory`` with the index's derived version and updated_at, when the index

@@ -341,14 +341,25 @@ class Index:
         """(blob, version, updated_at) of a memory as the index holds it, only when the
         index reflects exactly ``commit``; never catches up (a write's plan asks it about
         the commit it builds on: format 3's derived fields without a walk of history)."""
+        found = self.derived_now(memory_id)
+        if found is None or found[0] != commit or found[1] is None:
+            return None
+        return found[1], found[2], str(found[3])
+
+    def derived_now(self, memory_id: str) -> tuple[str, str | None, Any, Any] | None:
+        """(the commit the index reflects, and the memory's blob, version, updated_at
+        there, None each when it has no such memory), as it stands: no catch-up. None for
+        an index that reflects no commit."""
         with self.reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-            if row is None or row[0] != commit:
+            if row is None:
                 return None
             found = conn.execute(
                 "SELECT blob, version, updated_at FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
-        return None if found is None else (str(found[0]), found[1], str(found[2]))
+        if found is None:
+            return str(row[0]), None, None, None
+        return str(row[0]), str(found[0]), found[1], found[2]
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
