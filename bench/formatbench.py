@@ -4,9 +4,10 @@
 
 Each format gets a bare store of N memories (one transaction) and its index built, then U
 single updates of random memories (the update rate; format 3 catches the index up every 64
-commits while writing, format 2 at its next read), then: read by id (R random ids, index caught up), read
-by id at the tip without the index (a fresh Store each run: from history), list (index), and an index rebuild (the
-whole history walked again). Medians of K runs; one table on stdout.
+commits while writing, format 2 at its next read), then: read by id (R random ids, index
+caught up), read by id at the tip without the index (a fresh Store each run: from history),
+list (index), and an index rebuild (the whole history walked again). Medians of K runs; one
+table on stdout.
 """
 
 from __future__ import annotations
