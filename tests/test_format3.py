@@ -210,3 +210,30 @@ def test_history_counts_the_versions(tmp_path: Path) -> None:
         steps = store.history(memory_id).versions
         assert [s.version for s in steps] == [1, 2, 3, 3]  # create, a, b, the merge
         assert steps[-1].memory is not None and steps[-1].memory.version == 3
+
+
+def test_a_rebuilt_index_derives_the_same(tmp_path: Path) -> None:
+    path, memory_id, merged = two_pull_requests(tmp_path, 3)
+    assert merged.returncode == 0
+    store = gitmem.open(path, branch="a")
+    store.reindex()
+    (listed,) = store.list()
+    assert (listed.version, listed.updated_at) == (3, T0 + dt.timedelta(minutes=120))
+    # a write on top of the merge counts from there, with or without the index
+    after = gitmem.open(path, branch="a", clock=at(180)).update(memory_id, title="after")
+    assert after.version == 4
+    assert no_index(gitmem.open(path, branch="a")).read(memory_id).version == 4
+
+
+def test_hostile_files_are_still_refused_in_format_3(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    store = make_store(path, 3)
+    memory = store.create(BODY)
+    target = path / memory_path(memory.id)
+    target.write_text(target.read_text().replace("version:", "x: &a [1]\ny: *a\nversion:", 1))
+    git(path, "commit", "-qam", "an alias bomb by hand")
+    reopened = gitmem.open(path)
+    with pytest.raises(gitmem.InvalidMemoryError):
+        reopened.read(memory.id)
+    assert [p.path for p in reopened.problems()] == [memory_path(memory.id)]
+    assert reopened.list() == []

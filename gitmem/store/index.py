@@ -68,6 +68,7 @@ from gitmem.store.rows import (
     IndexStats,
     RowChanges,
     VersionRow,
+    big_int,
     memory_filters,
     micros,
     raw_path,
@@ -730,26 +731,39 @@ class Index:
                 if row is not None and row[1]:
                     found[memory_id] = (int(row[1]), int(row[2]))
         for memory_id in wanted:
+            count, newest = found.get(memory_id, (0, 0))
             at = fresh.get(memory_id)
-            if at is not None:
-                stored = added[at].memory
-            else:
-                # A memory whose file is as indexed (a change undone): its stored fields
-                # are the blob's, read again.
+            if rebuilt or at is not None:
+                # The row was inserted by this catch-up, with the file's stored values:
+                # without bumps it is right as it is.
+                if count == 0:
+                    continue
                 row = conn.execute(
-                    "SELECT blob, path FROM memories WHERE id = ?", (memory_id,)
+                    "SELECT version FROM memories WHERE id = ?", (memory_id,)
                 ).fetchone()
                 if row is None:
                     continue
-                try:
-                    stored = self.decode(blob_data(repo, pygit2.Oid(hex=row[0])), row[1])
-                except GitmemError:
-                    continue
-            count, newest = found.get(memory_id, (0, 0))
-            bumps = derived.Bumps(count, newest // 1_000_000 if count else None)
-            memory = bumps.apply(stored)
-            if at is not None:
-                added[at] = replace(added[at], memory=memory)
+                when = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
+                conn.execute(
+                    "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+                    (big_int(int(row[0]) + count), when.isoformat(), micros(when), memory_id),
+                )
+                if at is not None:
+                    bumps = derived.Bumps(count, newest // 1_000_000)
+                    added[at] = replace(added[at], memory=bumps.apply(added[at].memory))
+                continue
+            # A memory whose file is as indexed before (a change undone, or only a merge
+            # touched it): its row holds derived values; start again from the blob's.
+            found_row = conn.execute(
+                "SELECT blob, path FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+            if found_row is None:
+                continue
+            try:
+                stored = self.decode(blob_data(repo, pygit2.Oid(hex=found_row[0])), found_row[1])
+            except GitmemError:
+                continue
+            memory = derived.Bumps(count, newest // 1_000_000 if count else None).apply(stored)
             values = row_values(memory, "")
             conn.execute(
                 "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
