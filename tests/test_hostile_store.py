@@ -625,3 +625,71 @@ def test_write_commands_on_every_hostile_id(
     assert _files_under(tmp_path / "outside") == outside
     assert (tmp_path / "outside" / "secret.md").read_text().endswith("OUTSIDE\n")
     assert not list(tmp_path.parent.rglob("PWNED*"))
+
+
+# -- a config include that blocks -------------------------------------------------------------
+
+
+def _include(config: Path, target: str, section: str = "[include]") -> None:
+    with config.open("a") as fh:
+        fh.write(f"{section}\n\tpath = {target}\n")
+
+
+@pytest.mark.parametrize("how", ["fifo", "nested", "includeIf, quoted, ~/"])
+def test_a_config_include_of_a_fifo_hangs_no_command(
+    store: Store, scratch: Path, tmp_path: Path, how: str, isolated_home: Path
+) -> None:
+    """``include.path`` naming a FIFO made libgit2's open and every git command block
+    forever: every gitmem command on that store hung. Now each says which include, at once."""
+    fifo = tmp_path / "blocks"
+    os.mkfifo(fifo)
+    config = store.db().gitdir / "config"
+    if how == "fifo":
+        _include(config, str(fifo))
+    elif how == "nested":
+        inner = store.db().gitdir / "more.cfg"
+        _include(inner, os.path.relpath(fifo, store.db().gitdir))  # relative to the includer
+        _include(config, "more.cfg")
+    else:
+        home_fifo = isolated_home / "pipe"
+        os.mkfifo(home_fifo)
+        _include(config, '"~/pipe" ; a comment', section='[includeIf "gitdir:/"]')
+    store_arg = ("--store", str(store.path))
+    for command in (("ls",), ("search", "anything"), ("doctor",), ("sync",), ("add", "x")):
+        result = gitmem(*store_arg, *command, cwd=scratch, timeout=60)
+        survived(result, " ".join(command))
+        assert result.returncode == 7, result.stderr
+        assert "not a regular file" in result.stderr and "includes" in result.stderr
+
+
+def test_a_config_include_check_passes_what_git_reads_safely(store: Store, tmp_path: Path) -> None:
+    """/dev/null, a missing file and a regular file are read (or skipped) by git without
+    blocking: a store including them opens as before."""
+    regular = tmp_path / "extra.cfg"
+    regular.write_text("[gitmem]\n\tnote = fine\n")
+    config = store.db().gitdir / "config"
+    for target in (os.devnull, str(tmp_path / "missing.cfg"), str(regular)):
+        _include(config, target)
+    from gitmem.store.discovery import open_store
+
+    reopened = open_store(store.path)
+    assert reopened.list() == store.list()
+    done = subprocess.run(["git", "-C", str(store.path), "config", "gitmem.note"],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.stdout.strip() == "fine"  # the include is real: git reads it
+
+
+def test_a_config_that_is_a_fifo_is_refused_unread(tmp_path: Path) -> None:
+    """A copied store whose ``config`` itself is a FIFO: refused by name, not read."""
+    from gitmem.base.errors import StoreError
+    from gitmem.git import command as gitcmd
+    from gitmem.store.discovery import open_store as open_bare
+
+    bare = tmp_path / "bare.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(bare))
+    (bare / "config").unlink()
+    os.mkfifo(bare / "config")
+    with pytest.raises(StoreError, match="not a regular file"):
+        open_bare(bare)
+    with pytest.raises(StoreError, match="not a regular file"):
+        gitcmd.run_git(["log"], gitdir=bare, check=False, timeout=10)

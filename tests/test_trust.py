@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from conftest import run_git
@@ -458,6 +459,110 @@ def test_an_untrusted_stores_client_certificate_and_cookie_settings_are_neutral(
     assert seen(False, "--get", "http.sslKey") == ""
     assert seen(True, "--get-urlmatch", "http.sslKey", url) == theirs[f"http.{url}.sslKey"]
     assert seen(False, "--get-urlmatch", "http.sslKey", url) == ""
+
+
+class _RecordingProxy(http.server.BaseHTTPRequestHandler):
+    """An HTTP proxy that forwards nothing: it records what reached it and answers 502."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.path)
+        self.send_response(502)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("key", ["http.proxy", "remote.origin.proxy", "http.<url>.proxy"])
+def test_an_untrusted_store_cannot_route_git_through_its_proxy(
+    tmp_path: Path, http_remote: str, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """A proxy the store names sees every plain-HTTP request, the credential the user's
+    own helper adds included: untrusted, git goes straight to the hub."""
+    for var in ("https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    _RecordingProxy.seen = []
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingProxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        outcomes = {}
+        for trusted in (True, False):
+            base = tmp_path / str(trusted)
+            base.mkdir()
+            repo = make_repo(base)
+            run_git(repo, "remote", "add", "origin", http_remote)
+            name = key.replace("<url>", http_remote)
+            run_git(repo, "config", name, f"http://127.0.0.1:{proxy.server_address[1]}")
+            before = len(_RecordingProxy.seen)
+            fetched = gitcmd.run_git(["fetch", "-q", "origin"], cwd=repo, check=False,
+                                     timeout=60, trusted=trusted)
+            outcomes[trusted] = (fetched.returncode == 0, len(_RecordingProxy.seen) > before)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    # Trusted: the store's proxy is used (so the test can fail) and, forwarding nothing,
+    # fails the fetch; untrusted: the proxy sees nothing and the fetch succeeds.
+    assert outcomes == {True: (False, True), False: (True, False)}
+
+
+def test_an_untrusted_stores_network_settings_are_gits_defaults_or_the_users(
+    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Certificate checks, certificate authorities, TLS version and ciphers, Kerberos
+    delegation and redirects: the store's values replaced by git's defaults, or by the
+    user's own (here a proxy in ~/.gitconfig, which a URL-specific entry of the store's
+    must not outrank)."""
+    for var in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with (isolated_home / ".gitconfig").open("a") as fh:
+        fh.write("[http]\n\tproxy = http://proxy.mine.example:3128\n")
+    repo = make_repo(tmp_path)
+    url = "https://memory.example/team.git"
+    theirs = {
+        "http.sslVerify": "false",
+        f"http.{url}.sslVerify": "false",
+        "http.sslCAInfo": str(tmp_path / "their-ca.pem"),
+        "http.sslCAPath": str(tmp_path / "their-cas"),
+        "http.sslVersion": "tlsv1.0",
+        "http.sslCipherList": "NULL",
+        "http.delegation": "always",
+        "http.followRedirects": "true",
+        f"http.{url}.proxy": "http://theirs.example:8080",
+        "remote.origin.proxy": "http://theirs.example:8080",
+    }
+    for key, value in theirs.items():
+        run_git(repo, "config", key, value)
+
+    def seen(trusted: bool, *args: str) -> str:
+        done = gitcmd.run_git(["config", *args], cwd=repo, check=False, trusted=trusted)
+        return done.stdout.decode().strip()
+
+    assert seen(True, "--get", "http.sslVerify") == "false"  # trusted: the store's own
+    assert seen(True, "--get-urlmatch", "http.proxy", url) == "http://theirs.example:8080"
+    assert seen(False, "--bool", "--get", "http.sslVerify") == "true"
+    assert seen(False, "--bool", "--get-urlmatch", "http.sslVerify", url) == "true"
+    assert seen(False, "--get", "http.sslCAInfo") == ""
+    assert seen(False, "--get", "http.sslCAPath") == ""
+    assert seen(False, "--get", "http.sslVersion") == ""
+    assert seen(False, "--get", "http.sslCipherList") == ""
+    assert seen(False, "--get", "http.delegation") == "none"
+    assert seen(False, "--get", "http.followRedirects") == "initial"
+    mine = "http://proxy.mine.example:3128"
+    assert seen(False, "--get-urlmatch", "http.proxy", url) == mine
+    assert seen(False, "--get", "remote.origin.proxy") == mine
+
+
+def test_a_proxy_from_the_environment_stays_in_use() -> None:
+    """With no proxy in the user's files, the neutral value is the environment's, which
+    git would have used had the store set none."""
+    entries = [("local", "http.proxy", "http://theirs.example:8080")]
+    policy = gitcmd.overrides(entries, {"https_proxy": "http://corp.example:3128"})
+    assert ("http.proxy", "http://corp.example:3128") in policy.config
+    assert ("http.proxy", "") in gitcmd.overrides(entries, {}).config
 
 
 def test_a_trusted_repository_runs_git_unchanged(tmp_path: Path) -> None:

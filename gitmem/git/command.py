@@ -15,7 +15,9 @@ where only git can do the job (fetch and push over every transport, ``gc``,
   someone else (a project that commits a bare store, a copied directory), and git
   honours ``remote.origin.uploadpack = <command>`` on the next fetch. The same goes
   for the settings that name a file git writes or sends (``http.cookieFile`` with
-  ``http.saveCookies``, ``http.sslCert``, ``http.sslKey``).
+  ``http.saveCookies``, ``http.sslCert``, ``http.sslKey``) and those that change whom
+  git trusts or goes through on the network (``http.sslVerify``, ``http.sslCAInfo``,
+  ``http.proxy``, ``remote.<name>.proxy``, ...).
 
 How the settings are shut out: git reads configuration from the system, global,
 repository (``local``, with what it includes) and ``worktree`` files, then from
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitmem.base.errors import StoreError
+from gitmem.git import includes
 
 __all__ = [
     "REPO_ENV",
@@ -79,47 +82,69 @@ _ALWAYS: tuple[tuple[str, str], ...] = (
     ("protocol.ext.allow", "never"),
 )
 
+_KeyTable = tuple[tuple[re.Pattern[str], str | None], ...]
+
+
+def _table(*rows: tuple[str, str | None]) -> _KeyTable:
+    """(pattern over the lower-cased key, its neutral value) rows, the patterns compiled."""
+    return tuple((re.compile(pattern, re.DOTALL), neutral) for pattern, neutral in rows)
+
+
 # Keys whose value is a program git runs: (pattern over the lower-cased key, the value
 # that runs nothing of the store's choosing). ``None``: worked out per key below.
-_EXEC_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
-    (re.compile(pattern, re.DOTALL), neutral)
-    for pattern, neutral in (
-        (r"core\.sshcommand", None),  # ssh transport
-        (r"core\.askpass", None),  # asked for credentials, even with GIT_TERMINAL_PROMPT=0
-        (r"core\.editor", ":"),
-        (r"sequence\.editor", ":"),
-        (r"core\.pager", "cat"),
-        (r"pager\..+", "false"),
-        (r"core\.alternaterefscommand", "true"),  # fetch asks it for the alternates' tips
-        (r"diff\.external", ""),  # empty: no external diff
-        (r"diff\..+\.textconv", "cat"),  # cat: the file as it is, as without textconv
-        # No value means "use git's own diff": an empty command fails the diff, runs nothing.
-        (r"diff\..+\.command", ""),
-        (r"merge\..+\.driver", None),
-        (r"filter\..+\.(?:clean|smudge|process)", ""),  # empty: no filter runs
-        (r"filter\..+\.required", "false"),  # ... and a missing filter is not an error
-        (r"gpg\.program", "gpg"),
-        (r"gpg\.openpgp\.program", "gpg"),
-        (r"gpg\.x509\.program", "gpgsm"),
-        (r"gpg\.ssh\.program", "ssh-keygen"),
-        (r"gpg\.ssh\.defaultkeycommand", ""),
-    )
+_EXEC_KEYS: _KeyTable = _table(
+    (r"core\.sshcommand", None),  # ssh transport
+    (r"core\.askpass", None),  # asked for credentials, even with GIT_TERMINAL_PROMPT=0
+    (r"core\.editor", ":"),
+    (r"sequence\.editor", ":"),
+    (r"core\.pager", "cat"),
+    (r"pager\..+", "false"),
+    (r"core\.alternaterefscommand", "true"),  # fetch asks it for the alternates' tips
+    (r"diff\.external", ""),  # empty: no external diff
+    (r"diff\..+\.textconv", "cat"),  # cat: the file as it is, as without textconv
+    # No value means "use git's own diff": an empty command fails the diff, runs nothing.
+    (r"diff\..+\.command", ""),
+    (r"merge\..+\.driver", None),
+    (r"filter\..+\.(?:clean|smudge|process)", ""),  # empty: no filter runs
+    (r"filter\..+\.required", "false"),  # ... and a missing filter is not an error
+    (r"gpg\.program", "gpg"),
+    (r"gpg\.openpgp\.program", "gpg"),
+    (r"gpg\.x509\.program", "gpgsm"),
+    (r"gpg\.ssh\.program", "ssh-keygen"),
+    (r"gpg\.ssh\.defaultkeycommand", ""),
 )
 # Keys whose value is a file git writes or hands to a server: the same treatment (the
 # user's own value, else one that names no file). ``http.<url>.*`` forms included.
-_FILE_KEYS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.DOTALL), neutral)
-    for pattern, neutral in (
-        # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
-        # store could have git create or overwrite a file of its choosing. Empty: none.
-        (r"http\.(?:.+\.)?cookiefile", ""),
-        (r"http\.(?:.+\.)?savecookies", "false"),
-        # A client certificate and key git presents to the server the store names: the
-        # user's own files sent where a teammate chose. Empty names no file (an HTTPS
-        # fetch then fails to load one: the store asked for a certificate it cannot have).
-        (r"http\.(?:.+\.)?sslcert", ""),
-        (r"http\.(?:.+\.)?sslkey", ""),
-    )
+_FILE_KEYS: _KeyTable = _table(
+    # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
+    # store could have git create or overwrite a file of its choosing. Empty: none.
+    (r"http\.(?:.+\.)?cookiefile", ""),
+    (r"http\.(?:.+\.)?savecookies", "false"),
+    # A client certificate and key git presents to the server the store names: the
+    # user's own files sent where a teammate chose. Empty names no file (an HTTPS
+    # fetch then fails to load one: the store asked for a certificate it cannot have).
+    (r"http\.(?:.+\.)?sslcert", ""),
+    (r"http\.(?:.+\.)?sslkey", ""),
+    (r"http\.(?:.+\.)?proxysslcert", ""),
+    (r"http\.(?:.+\.)?proxysslkey", ""),
+)
+# Keys that change how git talks to the hub: whom it trusts, through whom it goes, what it
+# hands over. A store's author could otherwise turn off certificate checks and route the
+# user's fetches (and the credential the user's own helper adds) through a proxy they run.
+# Neutral: git's own default, or what the user's environment says for a proxy.
+_NETWORK_KEYS: _KeyTable = _table(
+    (r"http\.(?:.+\.)?sslverify", "true"),
+    # Empty names no file: an HTTPS fetch then fails to load the store's CA, one line,
+    # rather than trust a certificate authority the store chose.
+    (r"http\.(?:.+\.)?sslcainfo", ""),
+    (r"http\.(?:.+\.)?sslcapath", ""),
+    (r"http\.(?:.+\.)?proxysslcainfo", ""),
+    (r"http\.(?:.+\.)?sslversion", ""),  # empty: curl's default, no downgrade
+    (r"http\.(?:.+\.)?sslcipherlist", ""),  # empty: curl's default ciphers
+    (r"http\.(?:.+\.)?delegation", "none"),  # no Kerberos credential delegation
+    (r"http\.(?:.+\.)?followredirects", "initial"),  # git's default
+    (r"http\.(?:.+\.)?proxy", None),
+    (r"remote\..+\.proxy", None),
 )
 # git keeps the FIRST value of these (remote.c: "more than one uploadpack given, using the
 # first"), so no later entry overrides them; the command's own option does.
@@ -212,12 +237,44 @@ def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str
         return shlex.quote(ssh) if ssh else "ssh"
     if lowered == "core.askpass":
         return env.get("SSH_ASKPASS", "")  # git's next choice without core.askPass
+    if lowered.endswith(".proxy"):
+        return _environment_proxy(env)
     if lowered.startswith("merge.") and lowered.endswith(".driver"):
         name = key[len("merge.") : -len(".driver")]
         if name == "gitmem":  # gitmem's own driver, whatever the store says
             return f"{gitmem_command()} merge-driver %O %A %B %P"
         return _TEXT_MERGE
     return ""
+
+
+def _environment_proxy(env: Mapping[str, str]) -> str:
+    """The proxy git would take from the environment with no ``http.proxy`` set, else none.
+
+    git reads ``https_proxy``/``HTTPS_PROXY`` for an HTTPS remote and ``http_proxy`` for
+    plain HTTP; one command-line value cannot say both, so the HTTPS one is preferred
+    (hubs are HTTPS). Empty: no proxy at all, which is git's behaviour with none set.
+    """
+    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy"):
+        value = env.get(name)
+        if value:
+            return value
+    return ""
+
+
+def _users_value(key: str, user_values: Mapping[str, str]) -> str | None:
+    """The user's own value for ``key``; for ``http.<url>.<name>``, the user's
+    ``http.<name>`` when they set no URL-specific one (what git would use without the
+    store's URL-specific entry, which the override must not outrank)."""
+    mine = user_values.get(key)
+    if mine is not None:
+        return mine
+    lowered = key.lower()
+    if lowered.startswith("http.") and lowered.count(".") >= 2:
+        plain = "http." + lowered.rsplit(".", 1)[1]
+        return user_values.get(plain)
+    if lowered.startswith("remote.") and lowered.endswith(".proxy"):
+        return user_values.get("http.proxy")
+    return None
 
 
 @dataclass
@@ -265,9 +322,9 @@ def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -
                 policy.options[option] = first_user_values.get(key, default)
                 break
         else:
-            for pattern, neutral in (*_EXEC_KEYS, *_FILE_KEYS):
+            for pattern, neutral in (*_EXEC_KEYS, *_FILE_KEYS, *_NETWORK_KEYS):
                 if pattern.fullmatch(lowered):
-                    mine = user_values.get(key)
+                    mine = _users_value(key, user_values)
                     value = mine if mine is not None else _neutral(key, neutral, env)
                     policy.config.append((key, value))
                     break
@@ -291,6 +348,11 @@ def _policy(
 ) -> tuple[dict[str, str], Policy]:
     env = dict(os.environ) if keep_repo_env else clean_env()
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
+    where = gitdir if gitdir is not None else cwd
+    if where is not None:
+        # git reads the config (and what it includes) before anything else: an include of
+        # a FIFO would block every command, whatever its timeout does afterwards.
+        includes.check(where)
     if trusted is None:
         trusted = _is_trusted(gitdir, cwd)
     if trusted:

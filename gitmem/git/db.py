@@ -44,7 +44,7 @@ from gitmem.base.trailers import (
     _email_local,
     format_message,
 )
-from gitmem.git import autopack
+from gitmem.git import autopack, includes
 from gitmem.git import stage as gitindex
 from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path
 from gitmem.git.objects import (
@@ -120,6 +120,8 @@ class GitDB:
         lock_timeout: float = 60.0,
         stale_lock_age: float = STALE_LOCK_AGE,
     ) -> None:
+        # Before libgit2 reads the config: an include of a FIFO would block the open forever.
+        includes.check(path)
         try:
             repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except (pygit2.GitError, KeyError) as exc:

@@ -1,0 +1,162 @@
+"""A repository's config may include files; none of them may be one that blocks.
+
+``include.path`` (and ``includeIf.<condition>.path``) in a repository's ``config`` makes
+both git and libgit2 read another file as configuration, and both simply open and read
+it. A FIFO (or ``/dev/stdin``, a terminal, a socket) never ends: opening the store with
+pygit2 or running any git command on it blocks forever, so every gitmem command on that
+store would hang. The file is the store's, not the user's, when the store came from
+someone else (a bare store committed in a project, a copied directory), so this is
+checked for every repository gitmem opens, before libgit2 or git reads the config: the
+includes are followed the way git follows them (relative to the including file, ``~/``
+from the home directory, nested up to git's depth of 10), and a target that is not a
+regular file (``/dev/null`` aside) is refused by name. A missing target is fine: git and
+libgit2 skip it.
+
+The parser below only finds ``path`` values in include sections; it does not need to
+understand the rest of git's syntax, and it reads at most :data:`MAX_BYTES` of a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from gitmem.base.errors import StoreError
+
+__all__ = ["MAX_BYTES", "check", "config_files"]
+
+MAX_BYTES = 1 << 20
+"""How much of one config file is scanned for includes (a config is a few KiB)."""
+
+_MAX_DEPTH = 10  # git's own limit on nested includes (config.c, MAX_INCLUDE_DEPTH)
+
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]')
+_PATH_KEY = re.compile(r"\s*path\s*=\s*(.*)", re.IGNORECASE)
+
+
+def _value(raw: str) -> str:
+    """A config value as git reads it: quotes removed, escapes undone, comment cut."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == '"':
+            quoted = not quoted
+        elif c == "\\" and i + 1 < len(raw):
+            i += 1
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(raw[i], raw[i]))
+        elif c in "#;" and not quoted:
+            break
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).strip()
+
+
+def _include_paths(text: str) -> list[str]:
+    """The ``path`` values of the ``[include]``/``[includeIf ...]`` sections in ``text``."""
+    found: list[str] = []
+    section = ""
+    for line in text.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1).lower()
+            line = line[header.end() :]
+        if section in ("include", "includeif"):
+            match = _PATH_KEY.match(line)
+            if match:
+                found.append(_value(match.group(1)))
+    return found
+
+
+def _blocks(mode: int, target: Path) -> bool:
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return False  # a directory fails to parse at once; it does not block
+    try:
+        return not target.samefile(os.devnull)
+    except OSError:
+        return True
+
+
+def _refuse(config: Path, target: Path) -> StoreError:
+    return StoreError(
+        f"{config} includes {target}, which is not a regular file (a pipe, device or "
+        "socket): git and gitmem would block reading it as configuration",
+        hint=f"remove that include from {config}",
+    )
+
+
+def _check_file(config: Path, depth: int) -> None:
+    try:
+        mode = config.stat().st_mode
+    except OSError:
+        return  # none: nothing is read
+    if not stat.S_ISREG(mode):
+        if _blocks(mode, config):
+            raise StoreError(
+                f"{config} is not a regular file (a pipe, device or socket): git and gitmem "
+                "would block reading it as configuration",
+                hint=f"replace {config} with a regular file",
+            )
+        return
+    try:
+        with config.open("rb") as fh:
+            text = fh.read(MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return
+    for value in _include_paths(text):
+        if not value:
+            continue
+        if value.startswith("~/") or value == "~":
+            target = Path(value).expanduser()
+        else:
+            target = config.parent / value  # absolute values replace the base
+        try:
+            mode = target.stat().st_mode
+        except OSError:
+            continue  # missing (or unreadable): git and libgit2 skip it
+        if _blocks(mode, target):
+            raise _refuse(config, target)
+        if stat.S_ISREG(mode) and depth + 1 < _MAX_DEPTH:
+            _check_file(target, depth + 1)
+
+
+def _read_pointer(path: Path) -> str | None:
+    """The first line of a small regular file (``.git`` files, ``commondir``)."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        with path.open("rb") as fh:
+            lines = fh.read(4096).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    return lines[0].strip() if lines else None
+
+
+def config_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The repository config files git and libgit2 read for the repository at ``path``
+    (a work tree, a ``.git`` directory, or a bare repository)."""
+    root = Path(path)
+    dotgit = root / ".git"
+    gitdir = root
+    if dotgit.is_dir():
+        gitdir = dotgit
+    elif dotgit.is_file():
+        pointer = _read_pointer(dotgit)
+        if pointer and pointer.startswith("gitdir:"):
+            gitdir = root / pointer[len("gitdir:") :].strip()
+    common = gitdir
+    pointer = _read_pointer(gitdir / "commondir")
+    if pointer:
+        common = gitdir / pointer
+    return [common / "config", gitdir / "config.worktree"]
+
+
+def check(path: str | os.PathLike[str]) -> None:
+    """Refuse the repository at ``path`` if its config, or a file it includes, would block
+    a reader (:class:`~gitmem.base.errors.StoreError`, naming both)."""
+    for config in config_files(path):
+        _check_file(config, 0)
