@@ -22,7 +22,7 @@ it is tested against and serves reads the index cannot (``at=``, transactions,
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import pygit2
@@ -134,6 +134,28 @@ def bumps(
                 time = each.author.time
                 out[path] = Bumps(prev.count + 1, max(time, prev.newest or time))
     return out
+
+
+def is_derived(repo: pygit2.Repository, commit: pygit2.Commit | None) -> bool:
+    """Whether ``commit``'s tree is a format 3 (or later) store."""
+    return commit is not None and FormatCache(repo).of(commit.tree) >= DERIVED_FORMAT
+
+
+def as_read(
+    repo: pygit2.Repository, commit: pygit2.Commit | None, memories: Mapping[str, Memory | None]
+) -> dict[str, Memory | None]:
+    """Memories as stored in ``commit`` (by path) -> as a reader of ``commit`` sees them:
+    in a format 3 tree with the derived ``version`` and ``updated_at`` (one walk for all of
+    them), otherwise as they are. For tools that read files of a commit (review, diff,
+    export) rather than going through a Store."""
+    wanted = [path for path, memory in memories.items() if memory is not None]
+    if commit is None or not wanted or not is_derived(repo, commit):
+        return dict(memories)
+    found = bumps(repo, commit, wanted)
+    return {
+        path: found[path].apply(memory) if memory is not None else None
+        for path, memory in memories.items()
+    }
 
 
 class BumpCache:

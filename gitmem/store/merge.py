@@ -21,6 +21,12 @@ Rules (docs/collaboration.md has the table):
 
 Every choice depends only on the contents (never on which side is "ours"), so
 merging A into B and B into A give the same files.
+
+In a format 3 store (docs/format.md) the ``version`` and ``updated_at`` lines stay as the
+file was created and the values a reader sees come from history, so the caller passes each
+side's bumps (:class:`DerivedSides`): the later side is the one whose *derived*
+``updated_at`` (then version) is later, and the stored lines merge three-way like any
+other field (never max + 1, which would count a version twice).
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.git.command import run_git
+from gitmem.git.diff import blob_at
+from gitmem.store.derived import DERIVED_FORMAT, Bumps, FormatCache
+from gitmem.store.derived import bumps as bumps_at
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""
@@ -102,6 +111,28 @@ class FileMerge:
     decided: tuple[str, ...] = ()
     """Plain fields both sides changed differently, decided for the later side (see
     :data:`DECIDED_KEY`)."""
+
+
+@dataclass(frozen=True)
+class DerivedSides:
+    """A merge in a format 3 store (version and updated_at derived from history).
+
+    ``ours``/``theirs``: each side's bumps as of the side's commit
+    (:func:`gitmem.store.derived.bumps`), None where no commit can be named for that side
+    (the git driver during a rebase). Sides are ranked by their derived values only when
+    both are known: a derived value is never below a stored one, so ranking one side by
+    each would favour the side that happened to be named. Without both, they are ranked
+    by the stored lines, which are equal for one memory's two sides, so the bytes decide:
+    still the same winner whichever side is ours, and nothing is lost (the other side is a
+    fork or a decided field).
+    """
+
+    ours: Bumps | None = None
+    theirs: Bumps | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.ours is not None and self.theirs is not None
 
 
 # -- three-way line merge -------------------------------------------------------------------
@@ -356,12 +387,16 @@ def merge_metadata(
     first: dict[str, Any],
     second: dict[str, Any],
     decided: dict[str, Any] | None = None,
+    *,
+    derived: bool = False,
 ) -> dict[str, Any]:
     """Field-by-field merge; ``first`` is the side with the later ``updated_at``.
 
     Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
     both sides changed to different values takes ``first``'s; ``decided`` (when given)
-    receives ``second``'s losing value under the field's name.
+    receives ``second``'s losing value under the field's name. ``derived`` (format 3):
+    ``version`` and ``updated_at`` are the lines the file was created with, merged
+    three-way like a plain field (the merged values are read from history).
     """
     base = base or {}
     out: dict[str, Any] = {}
@@ -377,7 +412,9 @@ def merge_metadata(
             if value:
                 out[key] = value
             continue
-        if key == "updated_at":
+        if derived and key in {"updated_at", "version"}:
+            value = _three_way(b, f, s)
+        elif key == "updated_at":
             value = f if f is not _ABSENT else s
         elif key == "version":
             numbers = [v for v in (f, s) if isinstance(v, int) and not isinstance(v, bool)]
@@ -399,6 +436,13 @@ def merge_metadata(
     return out
 
 
+def _three_way(base: Any, first: Any, second: Any) -> Any:
+    """The changed side's value; ``first``'s when both changed (or neither did)."""
+    if _same(first, base) and not _same(second, base):
+        return second
+    return first
+
+
 # -- one memory file ---------------------------------------------------------------------------
 
 
@@ -408,6 +452,7 @@ class _Side:
     doc: codec.Document
     updated_at: dt.datetime
     version: int
+    """As a reader sees them: stored, or in format 3 derived when both sides' are known."""
 
     @property
     def rank(self) -> tuple[dt.datetime, int, bytes]:
@@ -416,16 +461,19 @@ class _Side:
         return (self.updated_at, self.version, self.data)
 
 
-def _parse(data: bytes | None, path: str) -> _Side | None:
+def _parse(data: bytes | None, path: str, bumps: Bumps | None = None) -> _Side | None:
     if data is None:
         return None
     try:
         memory = memfile.decode(data, path)
     except (GitmemError, ValueError, TypeError, KeyError):
         return None
-    if memory.document is None:  # decoded memories carry theirs: never None here
+    doc = memory.document
+    if doc is None:  # decoded memories carry theirs: never None here
         return None
-    return _Side(data, memory.document, memory.updated_at, memory.version)
+    if bumps is not None:
+        memory = bumps.apply(memory)
+    return _Side(data, doc, memory.updated_at, memory.version)
 
 
 def fork_id(memory_id: str, data: bytes) -> str:
@@ -444,10 +492,17 @@ def _serialize(doc: codec.Document, metadata: dict[str, Any], body: str, path: s
     return codec.serialize(doc.with_changes(metadata, body)).encode("utf-8")
 
 
-def _make_fork(loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: str) -> Fork:
+def _make_fork(
+    loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: str, derived: bool = False
+) -> Fork:
     new_id = fork_id(memory_id, loser.data)
     meta = dict(loser.doc.metadata)
     meta["id"] = new_id
+    if derived:
+        # A fork is a new file: in format 3 its lines start at the version and time the
+        # losing side read as (no history of its own to derive them from).
+        meta["version"] = loser.version
+        meta["updated_at"] = loser.updated_at
     if kept_meta.get("supersedes") is not None:
         meta["supersedes"] = kept_meta["supersedes"]
     else:
@@ -458,9 +513,17 @@ def _make_fork(loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: st
 
 
 def merge_memory(
-    path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+    path: str,
+    base: bytes | None,
+    ours: bytes | None,
+    theirs: bytes | None,
+    *,
+    derived: DerivedSides | None = None,
 ) -> FileMerge:
-    """Merge one memory file; never leaves conflict markers, never drops a side."""
+    """Merge one memory file; never leaves conflict markers, never drops a side.
+
+    ``derived``: the store is format 3 (see :class:`DerivedSides`); None for format 1-2.
+    """
     memory_id = id_from_path(path)
     if ours == theirs:
         return FileMerge(path, ours, memory_id)
@@ -475,7 +538,10 @@ def merge_memory(
         return FileMerge(path, theirs, memory_id)
     if base == theirs:
         return FileMerge(path, ours, memory_id)
-    parsed_ours, parsed_theirs = _parse(ours, path), _parse(theirs, path)
+    ours_bumps = theirs_bumps = None
+    if derived is not None and derived.known:
+        ours_bumps, theirs_bumps = derived.ours, derived.theirs
+    parsed_ours, parsed_theirs = _parse(ours, path, ours_bumps), _parse(theirs, path, theirs_bumps)
     if parsed_ours is None or parsed_theirs is None:
         merged = _merge_raw(base, ours, theirs)
         if merged is not None:
@@ -490,7 +556,9 @@ def merge_memory(
     base_side = _parse(base, path)
     base_meta = base_side.doc.metadata if base_side is not None else None
     decided: dict[str, Any] = {}
-    meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata, decided)
+    meta = merge_metadata(
+        base_meta, first.doc.metadata, second.doc.metadata, decided, derived=derived is not None
+    )
     if memory_id is not None:
         meta["id"] = memory_id
     base_body = base_side.doc.body if base_side is not None else None
@@ -514,7 +582,7 @@ def merge_memory(
     except GitmemError:
         kept = first.data
     try:
-        fork = _make_fork(second, meta, mid, path)
+        fork = _make_fork(second, meta, mid, path, derived is not None)
     except GitmemError as exc:
         return FileMerge(path, kept, memory_id, conflict=f"{path}: cannot keep a fork: {exc}")
     return FileMerge(path, kept, memory_id, forks=(fork,))
@@ -550,11 +618,16 @@ def _merge_raw(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
 
 
 def merge_file(
-    path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+    path: str,
+    base: bytes | None,
+    ours: bytes | None,
+    theirs: bytes | None,
+    *,
+    derived: DerivedSides | None = None,
 ) -> FileMerge:
     """Merge any file of a store: memories memory-aware, other files as text."""
     if id_from_path(path) is not None:
-        return merge_memory(path, base, ours, theirs)
+        return merge_memory(path, base, ours, theirs, derived=derived)
     if ours == theirs:
         return FileMerge(path, ours)
     if base == ours:
@@ -646,7 +719,8 @@ def run_driver(
             sys.stderr.write(result.stderr.decode("utf-8", "replace"))
         return 1 if result.returncode != 0 else 0
     # git passes an empty file for a missing base (an add/add): no memory is empty.
-    outcome = merge_memory(path, base or None, ours, theirs)
+    sides = driver_sides(cwd or Path.cwd(), path, ours, theirs)
+    outcome = merge_memory(path, base or None, ours, theirs, derived=sides)
     if outcome.data is not None:
         Path(ours_file).write_bytes(outcome.data)
     if outcome.forks:
@@ -663,6 +737,82 @@ def run_driver(
         print(f"gitmem: {outcome.conflict}", file=sys.stderr)
         return 1
     return 0
+
+
+_SIDE_FILES = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD")
+_HEX_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHORT_HEX_RE = re.compile(r"[0-9a-f]{7,64}")
+
+
+def _named(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
+    try:
+        commit: pygit2.Commit = repo.revparse_single(name).peel(pygit2.Commit)
+        return commit
+    except (ValueError, KeyError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+
+
+def _theirs_candidates(repo: pygit2.Repository) -> list[str]:
+    """Commit ids git names for the other side: ``GITHEAD_<id>`` (set by ``git merge`` and
+    ``git pull`` for each head being merged, while the driver runs: MERGE_HEAD is written
+    only after the merge), then MERGE_HEAD, CHERRY_PICK_HEAD, REBASE_HEAD where present,
+    then the commit a rebase is replaying. Each is only a candidate: see
+    :func:`driver_sides`."""
+    out = [
+        key[len("GITHEAD_") :]
+        for key in sorted(os.environ)
+        if key.startswith("GITHEAD_") and _HEX_RE.fullmatch(key[len("GITHEAD_") :])
+    ]
+    gitdir = Path(repo.path)
+    for name in _SIDE_FILES:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            words = (gitdir / name).read_text().split()
+            out += [x for x in words if _HEX_RE.fullmatch(x)]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        # A rebase names the commit it is replaying only as the last line of its done list
+        # ("pick <id> subject"), possibly abbreviated.
+        done = (gitdir / "rebase-merge" / "done").read_text().splitlines()
+        words = done[-1].split() if done else []
+        if len(words) > 1 and _SHORT_HEX_RE.fullmatch(words[1]):
+            out.append(words[1])
+    return out
+
+
+def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSides | None:
+    """What the git driver knows of a format 3 merge (None: a format 1-2 store).
+
+    git hands the driver three files and a path, not commits. Ours is HEAD (git moves it
+    only after the merge); theirs is the commit git names in ``GITHEAD_<id>`` or a
+    ``*_HEAD`` file. A commit counts for a side only when its blob at ``path`` is that
+    side's file byte for byte, so a stale ``*_HEAD`` or an inner merge of merge bases never
+    lends a side someone else's history. A side no commit names (a cherry-pick, which
+    writes CHERRY_PICK_HEAD only when it stops; an inner merge of two merge bases; the
+    driver run by hand) is None: see :class:`DerivedSides`.
+    """
+    try:
+        repo = pygit2.Repository(os.fspath(cwd))
+    except (pygit2.GitError, KeyError):
+        return None
+    head = _named(repo, "HEAD")
+    ours_commit = head if head is not None and _holds(head, path, ours) else None
+    theirs_commit = None
+    for candidate in _theirs_candidates(repo):
+        commit = _named(repo, candidate)
+        if commit is not None and _holds(commit, path, theirs):
+            theirs_commit = commit
+            break
+    formats = FormatCache(repo)
+    trees = [c.tree for c in (head, theirs_commit) if c is not None]
+    if not trees or max(formats.of(tree) for tree in trees) < DERIVED_FORMAT:
+        return None
+    return DerivedSides(
+        ours=bumps_at(repo, ours_commit, [path])[path] if ours_commit is not None else None,
+        theirs=bumps_at(repo, theirs_commit, [path])[path] if theirs_commit else None,
+    )
+
+
+def _holds(commit: pygit2.Commit, path: str, data: bytes) -> bool:
+    return blob_at(commit.tree, path) == pygit2.hash(data)
 
 
 # -- forks waiting for a commit ---------------------------------------------------------------

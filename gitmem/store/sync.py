@@ -43,6 +43,7 @@ from gitmem.git.command import run_git
 from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import changed_paths
 from gitmem.git.objects import FastForward, Snapshot, get_commit
+from gitmem.store import derived
 from gitmem.store import merge as merging
 
 if TYPE_CHECKING:
@@ -361,6 +362,7 @@ def merge_trees(
     theirs_snap = Snapshot(repo, theirs)
     out = TreeMerge()
     base_tree = base.tree if base is not None else None
+    sides = _DerivedSides(repo, ours, theirs)
 
     def take(path: str, result: merging.FileMerge, at_path: bytes | None, both: bool) -> None:
         """Apply one file's merge; ``at_path`` is what ours has there now."""
@@ -391,7 +393,7 @@ def merge_trees(
                 continue
             # Theirs moved what ours edited: ours's edit goes to the new path.
             t = theirs_snap.read(new)
-            take(new, merging.merge_file(new, b, o, t), None, True)
+            take(new, merging.merge_file(new, b, o, t, derived=sides.at(old, new)), None, True)
             out.changes[old] = None
             done.update((old, new))
         for old, new in ours_moves.items():
@@ -400,8 +402,9 @@ def merge_trees(
                 continue
             # Ours moved what theirs edited: theirs's edit follows it to the new path.
             o = ours_snap.read(new)
-            take(new, merging.merge_file(new, b, o, t), o, True)
+            take(new, merging.merge_file(new, b, o, t, derived=sides.at(new, old)), o, True)
             done.update((old, new))
+    both: list[tuple[str, bytes | None, bytes | None, bytes | None]] = []
     for path in changed:
         if path in done:
             continue
@@ -411,8 +414,44 @@ def merge_trees(
         if o == b or (path in theirs_wins and t is not None):
             out.changes[path] = t
             continue
-        take(path, merging.merge_file(path, b, o, t), o, o is not None and t is not None)
+        both.append((path, b, o, t))
+    # Format 3: each side's derived version and time, one walk per side for every memory
+    # both sides changed (only those are ranked).
+    sides.prepare([path for path, _, o, t in both if o is not None and t is not None])
+    for path, b, o, t in both:
+        merged = merging.merge_file(path, b, o, t, derived=sides.at(path, path))
+        take(path, merged, o, o is not None and t is not None)
     return out
+
+
+class _DerivedSides:
+    """Format 3 (either side's tree): each side's bumps of a path as of its commit, for the
+    memory-aware merge to rank sides by the version and time a reader sees."""
+
+    def __init__(
+        self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
+    ) -> None:
+        self.repo, self.ours, self.theirs = repo, ours, theirs
+        formats = derived.FormatCache(repo)
+        self.on = max(formats.of(ours.tree), formats.of(theirs.tree)) >= derived.DERIVED_FORMAT
+        self._ours: dict[str, derived.Bumps] = {}
+        self._theirs: dict[str, derived.Bumps] = {}
+
+    def prepare(self, paths: list[str]) -> None:
+        wanted = [p for p in paths if id_from_path(p) is not None]
+        if self.on and wanted:
+            self._ours.update(derived.bumps(self.repo, self.ours, wanted))
+            self._theirs.update(derived.bumps(self.repo, self.theirs, wanted))
+
+    def at(self, ours_path: str, theirs_path: str) -> merging.DerivedSides | None:
+        """The sides of a memory at ``ours_path`` in ours and ``theirs_path`` in theirs."""
+        if not self.on:
+            return None
+        if ours_path not in self._ours:
+            self._ours.update(derived.bumps(self.repo, self.ours, [ours_path]))
+        if theirs_path not in self._theirs:
+            self._theirs.update(derived.bumps(self.repo, self.theirs, [theirs_path]))
+        return merging.DerivedSides(self._ours[ours_path], self._theirs[theirs_path])
 
 
 def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
