@@ -33,12 +33,19 @@ from gitmem.base.trailers import (
     agent_author,
     parse_trailers,
 )
-from gitmem.features.review import FieldChange, body_diff, field_changes, memory_paths
+from gitmem.features.review import (
+    FieldChange,
+    body_diff,
+    field_changes,
+    memory_paths,
+    read_pair,
+)
 from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
+from gitmem.store import derived
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -237,13 +244,13 @@ def diff(
     else:
         paths = memory_paths(db.repo, old, new)
     old_snap, new_snap = Snapshot(db.repo, old), Snapshot(db.repo, new)
+    read = read_pair(db.repo, old_snap, new_snap, paths)
     out: list[MemoryDiff] = []
     for path in paths:
         a, b = old_snap.read(path), new_snap.read(path)
         if a == b:
             continue
-        before, _ = memfile.read(a, path)
-        after, _ = memfile.read(b, path)
+        (before, _), (after, _) = read[path]
         status = "added" if a is None else "deleted" if b is None else "changed"
         entry = MemoryDiff(id_from_path(path) or path, path, status)
         if before is not None and after is not None:
@@ -333,12 +340,14 @@ def undo(
             raise UndoRefusedError("the store's first commit cannot be undone")
     # Each path's content before the first target write, and after the last one.
     before: dict[str, bytes | None] = {}
+    before_at: dict[str, pygit2.Commit] = {}
     after: dict[str, pygit2.Oid | None] = {}
     for target in targets:
         for path in sorted(commit_changed_paths(target)):
             if path not in before:
                 oid = blob_at(target.parents[0].tree, path)
                 before[path] = blob_data(db.repo, oid) if oid is not None else None
+                before_at[path] = target.parents[0]
             after[path] = blob_at(target.tree, path)
     tip = db.tip()
     assert tip is not None
@@ -381,10 +390,21 @@ def undo(
         current, _ = memfile.read(snap.read(path), path)
         if memory is None or memory.document is None:
             return data
-        floor = current.version if current is not None else memory.version
         meta = dict(memory.document.metadata)
-        meta["version"] = max(floor, memory.version) + 1
-        meta["updated_at"] = stamp
+        if derived.is_derived(db.repo, snap.base):
+            # Format 3: a file's version and updated_at lines stay as they are (the undo
+            # commit is the new version); a file that comes back starts from one above the
+            # version it read as before the undone writes (as restore does).
+            if current is not None:
+                meta["version"], meta["updated_at"] = current.version, current.updated_at
+            else:
+                was = derived.as_read(db.repo, before_at[path], {path: memory})[path]
+                meta["version"] = (was or memory).version + 1
+                meta["updated_at"] = stamp
+        else:
+            floor = current.version if current is not None else memory.version
+            meta["version"] = max(floor, memory.version) + 1
+            meta["updated_at"] = stamp
         return codec.serialize(memory.document.with_changes(meta, memory.body)).encode("utf-8")
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:

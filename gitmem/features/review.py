@@ -30,6 +30,7 @@ from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
 from gitmem.format.model import Memory, Status
 from gitmem.git.diff import changed_paths
 from gitmem.git.objects import Snapshot, get_commit
+from gitmem.store import derived
 from gitmem.store.merge import FORK_KEY
 
 if TYPE_CHECKING:
@@ -266,12 +267,12 @@ def review(
     removed: dict[str, MemoryChange] = {}
     added: dict[str, str] = {}
     decoded: dict[str, Memory | None] = {}
+    read = read_pair(repo, base_snap, head_snap, paths)
     for path in paths:
         old_data, new_data = base_snap.read(path), head_snap.read(path)
         if old_data == new_data:
             continue
-        before, _ = memfile.read(old_data, path)
-        after, problem = memfile.read(new_data, path)
+        (before, _), (after, problem) = read[path]
         memory_id = id_from_path(path) or (after.id if after else path)
         if new_data is not None and id_from_path(path) == memory_id:
             decoded[memory_id] = after
@@ -314,6 +315,25 @@ def review(
     _moves(result, removed, added)
     _links(result, store, repo, head_snap, base_snap, project, scope, decoded)
     return result
+
+
+def read_pair(
+    repo: pygit2.Repository, old: Snapshot, new: Snapshot, paths: list[str]
+) -> dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]]:
+    """Each changed path's memory (and the reason it is unreadable) in ``old`` and ``new``,
+    as a reader of each commit sees it: format 3's version and updated_at are derived from
+    history (two walks in all), so a review shows the versions ``gitmem history`` shows."""
+    out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
+    for path in paths:
+        a, b = old.read(path), new.read(path)
+        if a != b:
+            out[path] = (memfile.read(a, path), memfile.read(b, path))
+    befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
+    afters = derived.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
+    return {
+        path: ((befores[path], was[1]), (afters[path], now[1]))
+        for path, (was, now) in out.items()
+    }
 
 
 def _kind(

@@ -37,7 +37,7 @@ from gitmem.base.errors import (
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
-from gitmem.format import codec
+from gitmem.format import codec, memfile
 from gitmem.format.layout import (
     MEMORY_ROOTS,
     MEMORY_SUFFIX,
@@ -48,6 +48,7 @@ from gitmem.format.layout import (
 )
 from gitmem.format.model import Memory, Scope, Trigger
 from gitmem.git.objects import Snapshot
+from gitmem.store import derived
 from gitmem.store.core import Store
 
 __all__ = [
@@ -614,7 +615,13 @@ def _write_files(
 
 def export_files(store: Store, dest: str | Path) -> Fidelity:
     """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``,
-    byte for byte, and check each copy."""
+    byte for byte, and check each copy.
+
+    A format 3 store's files keep the ``version``/``updated_at`` lines they were created
+    with (the values read come from history, which an exported file leaves behind): those
+    two lines are written as the store reads them, every other byte as stored, so the file
+    says its version wherever it goes.
+    """
     target = Path(dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InvalidInputError(f"{target} exists and is not an empty directory")
@@ -622,24 +629,45 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     count = 0
     for scope in store.scopes:
         snap = store.db(scope).snapshot()
+        files: dict[str, bytes] = {}
         for root in MEMORY_ROOTS:
             for path in snap.iter_files(root):
                 if id_from_path(path) is None:
                     continue
                 data = snap.read(path)
-                if data is None:
-                    continue
-                relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
-                out = target / str(scope) / relative
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(data)
-                count += 1
-                report.checked += 1
-                if out.read_bytes() != data:
-                    report.mismatches.append(f"{out}: differs from {path}")
+                if data is not None:
+                    files[path] = data
+        for path, data in _as_read(snap, files).items():
+            relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
+            out = target / str(scope) / relative
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+            count += 1
+            report.checked += 1
+            if out.read_bytes() != data:
+                report.mismatches.append(f"{out}: differs from {path}")
     report.read = {"files": count}
     report.written = {"files": count}
     return report
+
+
+def _as_read(snap: Snapshot, files: dict[str, bytes]) -> dict[str, bytes]:
+    """``files`` of ``snap`` with format 3's derived version and updated_at lines (only
+    those lines change; a file that does not read as a memory goes as it is)."""
+    if not derived.is_derived(snap.repo, snap.commit):
+        return files
+    stored = {path: memfile.read(data, path)[0] for path, data in files.items()}
+    read = derived.as_read(snap.repo, snap.commit, stored)
+    out = dict(files)
+    for path, memory in read.items():
+        was = stored[path]
+        if memory is None or was is None or was.document is None:
+            continue
+        if (memory.version, memory.updated_at) != (was.version, was.updated_at):
+            meta = dict(was.document.metadata)
+            meta["version"], meta["updated_at"] = memory.version, memory.updated_at
+            out[path] = codec.serialize(was.document.with_changes(meta, was.body)).encode()
+    return out
 
 
 # -- forge ---------------------------------------------------------------------------------------
