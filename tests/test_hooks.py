@@ -14,7 +14,7 @@ import yaml
 from storetools import memory_text
 
 import gitmem
-from gitmem import Store
+from gitmem import FixedClock, Store
 from gitmem.entry import hooks as gh
 from gitmem.format.layout import memory_path
 
@@ -61,6 +61,22 @@ def gitmem_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 
 @pytest.fixture
 def hooked(store: Store) -> Store:
+    gh.install(store.path, "memory")
+    return store
+
+
+@pytest.fixture
+def hooked3(tmp_path: Path, clock: FixedClock) -> Store:
+    """A format 3 store (version and updated_at derived from history): no stamping."""
+    store = gitmem.init(tmp_path / "store3", clock=clock, format=3)
+    gh.install(store.path, "memory")
+    return store
+
+
+@pytest.fixture
+def hooked2(tmp_path: Path, clock: FixedClock) -> Store:
+    """A format 2 store, whose files carry version and updated_at: the hook stamps them."""
+    store = gitmem.init(tmp_path / "store2", clock=clock, format=2)
     gh.install(store.path, "memory")
     return store
 
@@ -125,16 +141,16 @@ def test_good_new_memory_commits_unstamped(hooked: Store) -> None:
     assert hooked.read(ID).version == 1
 
 
-def test_hand_edit_is_stamped(hooked: Store) -> None:
-    root = hooked.path
-    memory = hooked.create("first body", title="T")
+def test_hand_edit_is_stamped(hooked2: Store) -> None:
+    root = hooked2.path
+    memory = hooked2.create("first body", title="T")
     path = root / memory_path(memory.id)
     path.write_text(path.read_text().replace("first body", "edited body"))
     ok(root, "add", "-A")
     result = git(root, "commit", "-m", "edit by hand")
     assert result.returncode == 0, result.stderr
     assert "stamped" in result.stderr
-    now = hooked.read(memory.id)
+    now = hooked2.read(memory.id)
     assert now.body.strip() == "edited body"
     assert now.version == 2
     assert now.updated_at != memory.updated_at
@@ -144,9 +160,9 @@ def test_hand_edit_is_stamped(hooked: Store) -> None:
     assert "version: 2" in path.read_text()
 
 
-def test_edit_of_managed_fields_only_is_not_stamped(hooked: Store) -> None:
-    root = hooked.path
-    memory = hooked.create("body", title="T")
+def test_edit_of_managed_fields_only_is_not_stamped(hooked2: Store) -> None:
+    root = hooked2.path
+    memory = hooked2.create("body", title="T")
     path = root / memory_path(memory.id)
     path.write_text(
         path.read_text().replace(
@@ -154,31 +170,57 @@ def test_edit_of_managed_fields_only_is_not_stamped(hooked: Store) -> None:
         )
     )
     ok(root, "commit", "-qam", "touch")
-    assert hooked.read(memory.id).version == 1
+    assert hooked2.read(memory.id).version == 1
 
 
-def test_version_set_by_hand_is_kept(hooked: Store) -> None:
-    root = hooked.path
-    memory = hooked.create("body", title="T")
+def test_version_set_by_hand_is_kept(hooked2: Store) -> None:
+    root = hooked2.path
+    memory = hooked2.create("body", title="T")
     path = root / memory_path(memory.id)
     path.write_text(path.read_text().replace("version: 1", "version: 7").replace("body", "new"))
     ok(root, "commit", "-qam", "mine")
-    assert hooked.read(memory.id).version == 7
+    assert hooked2.read(memory.id).version == 7
 
 
-def test_partial_commit_never_takes_the_version_back(hooked: Store) -> None:
+def test_partial_commit_never_takes_the_version_back(hooked2: Store) -> None:
     """``git commit PATH`` stamps the commit; the index it leaves behind must not undo that."""
-    root = hooked.path
-    memory = hooked.create("first", title="T")
+    root = hooked2.path
+    memory = hooked2.create("first", title="T")
     path = root / memory_path(memory.id)
     path.write_text(path.read_text().replace("first", "second"))
     write(root, "other.txt", "x\n")
     ok(root, "add", "other.txt")
     ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
-    assert hooked.read(memory.id).version == 2
+    assert hooked2.read(memory.id).version == 2
     ok(root, "commit", "-qm", "the rest")
-    assert hooked.read(memory.id).version == 2
-    assert hooked.read(memory.id).body.strip() == "second"
+    assert hooked2.read(memory.id).version == 2
+    assert hooked2.read(memory.id).body.strip() == "second"
+
+
+def test_format_3_hand_edit_is_a_version_without_a_stamp(hooked3: Store) -> None:
+    """Format 3: the commit is the new version (version and updated_at derived from it);
+    the hook leaves the file's lines as they are, so nothing differs from what was staged."""
+    root = hooked3.path
+    memory = hooked3.create("first body", title="T")
+    path = root / memory_path(memory.id)
+    before = path.read_text()
+    path.write_text(before.replace("first body", "edited body"))
+    ok(root, "add", "-A")
+    result = git(root, "commit", "-m", "edit by hand")
+    assert result.returncode == 0, result.stderr
+    assert "stamped" not in result.stderr
+    assert path.read_text() == before.replace("first body", "edited body")
+    now = gitmem.open(root).read(memory.id)
+    assert now.body.strip() == "edited body" and now.version == 2
+    assert now.updated_at != memory.updated_at
+    assert ok(root, "status", "--porcelain") == ""
+    # A partial commit leaves nothing behind that takes the version back.
+    path.write_text(path.read_text().replace("edited", "again"))
+    write(root, "other.txt", "x\n")
+    ok(root, "add", "other.txt")
+    ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
+    ok(root, "commit", "-qm", "the rest")
+    assert gitmem.open(root).read(memory.id).version == 3
 
 
 def test_commit_outside_memories_is_untouched(hooked: Store) -> None:

@@ -31,7 +31,8 @@ from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.git.locks import temp_path
-from gitmem.git.objects import blob_data
+from gitmem.git.objects import blob_data, get_commit
+from gitmem.store import derived
 from gitmem.store.core import Store
 
 
@@ -95,18 +96,23 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
     sample = [row[1] for row in rows[::step]]
     index = ctx.store.index(ctx.scope)
     differ = []
+    decoded: dict[str, Memory | None] = {}
     for path in sample:
-        memory_id = id_from_path(path) or ""
-        indexed = index.get(memory_id)
         try:
-            decoded = index.decode(blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path)
+            decoded[path] = index.decode(
+                blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path
+            )
         except RepositoryDamagedError:
             raise  # the object, not the row, is wrong: reported as damage, not as staleness
         except GitmemError:
-            differ.append(memory_id)
-            continue
-        if indexed is None or _by_id([indexed]) != _by_id([decoded]):
-            differ.append(memory_id)
+            differ.append(id_from_path(path) or "")
+    # Format 3: the rows hold the version and updated_at derived from history; one walk of
+    # it derives the whole sample's (~15 µs per commit), format 1-2 costs nothing more.
+    commit = get_commit(ctx.db.repo, view.commit) if view.commit is not None else None
+    for path, memory in derived.as_read(ctx.db.repo, commit, decoded).items():
+        indexed = index.get(id_from_path(path) or "")
+        if memory is None or indexed is None or _by_id([indexed]) != _by_id([memory]):
+            differ.append(id_from_path(path) or "")
     if differ:
         # The rows were read one by one: a write since the view may have changed one.
         now = ctx.db.snapshot()

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
+from gitmem.format.config import DERIVED_FORMAT
 from gitmem.format.layout import (
+    CONFIG_FILE,
     MEMORY_ROOTS,
     id_from_path,
     is_memory_file,
@@ -375,6 +377,26 @@ def _head_blob(top: Path, path: str) -> bytes | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def _staged_format(top: Path) -> int:
+    """The store format of the tree being committed (gitmem.yaml as staged; 1 without)."""
+    from gitmem.format import codec
+    from gitmem.format.config import StoreConfig
+
+    result = run_git(
+        ["cat-file", "blob", f":{CONFIG_FILE}"],
+        cwd=top,
+        check=False,
+        trusted=True,
+        keep_repo_env=True,
+    )
+    if result.returncode != 0:
+        return 1
+    try:
+        return StoreConfig.from_text(codec.decode(result.stdout, what=CONFIG_FILE)).format
+    except GitmemError:
+        return 1  # an unreadable config stamps as the oldest format did
+
+
 def _ever_existed(top: Path, path: str) -> bool:
     return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", path, check=False).strip())
 
@@ -507,6 +529,8 @@ def pre_commit(top: Path, out: Out, *, now: Any) -> int:
             out(refusal.line())
         out(f"gitmem: commit refused: {len(refusals)} problem(s) in staged memory files")
         return 1
+    if valid and _staged_format(top) >= DERIVED_FORMAT:
+        return 0  # format 3: the commit itself is the new version; the lines stay as they are
     for item, _memory in valid:
         stamped = _stamp(top, item, now)
         if stamped is not None and stamped != item.data:

@@ -51,6 +51,7 @@ from gitmem.base.errors import (
     NotFoundError,
 )
 from gitmem.format import codec
+from gitmem.format.config import DERIVED_FORMAT
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
     KEEP_FILE,
@@ -638,7 +639,7 @@ class MemoryTool:
             )
         pos = content.find(old_str)
         new_content = content.replace(old_str, new_str, 1)
-        self._update(target, doc, new_content, f"memory tool: edit {target.path}")
+        self._update(snap, target, doc, new_content, f"memory tool: edit {target.path}")
         # The SDK's snippet: two lines either side of the line the change starts on.
         changed = content.count("\n", 0, pos)
         new_lines = new_content.split("\n")
@@ -649,11 +650,27 @@ class MemoryTool:
             "(with line numbers):\n" + _numbered(new_lines[low:high], low + 1)
         )
 
-    def _update(self, target: _Target, doc: _Doc, body: str, message: str) -> None:
+    def _update(
+        self, snap: Snapshot, target: _Target, doc: _Doc, body: str, message: str
+    ) -> None:
         with self._writing(target, body):
             self.store.update(
-                doc.id, body, expected_version=doc.version, agent=self.agent, message=message
+                doc.id,
+                body,
+                expected_version=self._expected(snap, doc),
+                agent=self.agent,
+                message=message,
             )
+
+    def _expected(self, snap: Snapshot, doc: _Doc) -> int:
+        """The version the update checks: the file's ``version`` line as read from ``snap``;
+        in a format 3 store that line stays as the file was created, and the version is
+        derived from history, so it is read as of ``snap``'s commit (a write since then
+        still fails the check)."""
+        if self.store.config().format < DERIVED_FORMAT or snap.commit is None:
+            return doc.version
+        read = self.store.get(doc.id, at=str(snap.commit.id), scope=self.store.default_scope)
+        return read.version if read is not None else doc.version
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         target = self._target(path)
@@ -674,7 +691,7 @@ class MemoryTool:
         new_content = "\n".join(lines)
         if not new_content.endswith("\n"):  # as the SDK: a final newline, never a second
             new_content += "\n"
-        self._update(target, doc, new_content, f"memory tool: insert into {target.path}")
+        self._update(snap, target, doc, new_content, f"memory tool: insert into {target.path}")
         return f"The file {target.given} has been edited."
 
     def delete(self, path: str) -> str:

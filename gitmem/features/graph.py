@@ -51,6 +51,7 @@ from gitmem.base.errors import (
 from gitmem.format import memfile
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store, Transaction, index_writable
+from gitmem.store.derived import DERIVED_FORMAT
 from gitmem.store.graphindex import (
     ENTITIES_ROOT,
     ORDER_KEY,
@@ -816,7 +817,7 @@ class Graph:
                 memory = store.update(
                     f.id,
                     body,
-                    expected_version=f.version,
+                    expected_version=self._expected(f.id, f.version),
                     agent=agent,
                     extra={"relations": relations or None},
                 )
@@ -824,6 +825,17 @@ class Graph:
         if state.pending_dirty:
             state.pending_version = self._write_pending(state.pending, state.pending_version)
             state.pending_dirty = False
+
+    def _expected(self, doc_id: str, version: int) -> int:
+        """The version an update of a file the graph read checks against. The graph reads
+        a file's ``version`` line; in a format 3 store that line stays as the file was
+        created and the store checks the version derived from history, which a read of
+        the same snapshot (the transaction's) gives. A lost race is still caught: the
+        transaction's replay on a moved tip checks this number against the new tip."""
+        if self.store.config().format < DERIVED_FORMAT:
+            return version
+        current = self.store.get(doc_id)
+        return current.version if current is not None else version
 
     def _write_pending(self, pending: list[Relation], version: int | None) -> int | None:
         rows = [{"from": r.source, "type": r.relation_type, "to": r.target} for r in pending]
@@ -841,7 +853,10 @@ class Graph:
             return memory.version
         if rows:
             memory = self.store.update(
-                PENDING_ID, expected_version=version, agent=self.agent, extra={"relations": rows}
+                PENDING_ID,
+                expected_version=self._expected(PENDING_ID, version),
+                agent=self.agent,
+                extra={"relations": rows},
             )
             return memory.version
         self.store.delete(PENDING_ID, agent=self.agent)

@@ -21,6 +21,9 @@ DEFAULT_FORMAT = 2
 """The format ``gitmem init`` makes without ``--format``. Format 3 (version and updated_at
 derived from history, docs/format.md) is opt-in: ``gitmem init --format 3``,
 ``gitmem migrate --to 3``."""
+DERIVED_FORMAT = 3
+"""The first format whose files do not carry the per-write fields: ``version`` and
+``updated_at`` are derived from history (gitmem.store.derived)."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 _PLAIN_CONFIG_RE = re.compile(

@@ -30,15 +30,13 @@ from pygit2.enums import SortMode
 
 from gitmem.base.errors import GitmemError
 from gitmem.format import codec
+from gitmem.format.config import DERIVED_FORMAT as DERIVED_FORMAT  # re-exported
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import CONFIG_FILE
 from gitmem.format.model import Memory
 from gitmem.git.diff import blob_at
 from gitmem.git.objects import blob_data
 from gitmem.store.changes import changed_memory_files
-
-DERIVED_FORMAT = 3
-"""The first store format whose files do not carry the per-write fields."""
 
 BUMP, RESET, NEUTRAL = 1, -1, 0
 """What one commit's change of one file is to its derived version (``versions.bump``)."""
