@@ -113,8 +113,8 @@ def init(
     """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
 
     ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value).
-    ``format``: the store format (default 2; 3 derives version and updated_at from history,
-    docs/format.md)."""
+    ``format``: the store format (default 3: version and updated_at derived from history,
+    docs/format.md; 2 writes both into the file on every write)."""
     from gitmem.format.config import DEFAULT_FORMAT
     from gitmem.store.discovery import init_store
 

@@ -24,7 +24,7 @@ from gitmem import Store
 from gitmem.base.errors import UnsupportedFormatError
 from gitmem.base.trailers import OP_TRAILER, CommitSpec, parse_trailers
 from gitmem.features.graph import Graph
-from gitmem.features.migrate import migrate
+from gitmem.features.migrate import MIGRATE_DEFAULT, migrate
 from gitmem.format import codec, memfile
 from gitmem.format.config import DEFAULT_FORMAT, FORMAT
 from gitmem.git.objects import Snapshot
@@ -106,7 +106,7 @@ def test_migrate_moves_entities_into_shards_in_one_commit(any_store: Store) -> N
     assert (OP_TRAILER, "migrate") in parse_trailers(message)
     assert all(len(p.split("/")) == 4 for p in entity_files(store) if "pending" not in p)
     reopened = gitmem.open(store_path(store))
-    assert reopened.config().format == DEFAULT_FORMAT
+    assert reopened.config().format == MIGRATE_DEFAULT
     assert graph_of(reopened) == expected
     # The history of a moved entity goes back through the move (supersedes).
     new_id = step.moved[0][1][: -len(".md")]
@@ -219,12 +219,12 @@ def test_a_kill_during_migration_leaves_the_old_or_the_new_store(tmp_path: Path)
         if version == 1:
             assert all(len(p.split("/")) == 3 for p in files)
         else:
-            assert version == DEFAULT_FORMAT and all(len(p.split("/")) == 4 for p in files)
+            assert version == MIGRATE_DEFAULT and all(len(p.split("/")) == 4 for p in files)
         assert graph_of(reopened) == expected
         # Whatever the kill left, a run now finishes the job.
         migrate(reopened)
         final = gitmem.open(path)
-        assert final.config().format == DEFAULT_FORMAT and graph_of(final) == expected
+        assert final.config().format == MIGRATE_DEFAULT and graph_of(final) == expected
         assert run_git(path, "fsck", "--strict", "--no-dangling") == ""
 
 

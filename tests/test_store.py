@@ -149,11 +149,12 @@ def test_read_at_an_earlier_commit(any_store: Store, clock: FixedClock) -> None:
 # -- update -------------------------------------------------------------------------------
 
 
-def test_update_body_and_fields_bumps_version(any_store: Store, clock: FixedClock) -> None:
-    m = any_store.create("old body\n", title="t", category="patterns", tags=["a"], agent="x")
-    before = commit_count(any_store)
+def test_update_body_and_fields_bumps_version(any_store2: Store, clock: FixedClock) -> None:
+    """Format 2, whose files carry version and updated_at (format 3: tests/test_format3.py)."""
+    m = any_store2.create("old body\n", title="t", category="patterns", tags=["a"], agent="x")
+    before = commit_count(any_store2)
     clock.advance(minutes=5)
-    u = any_store.update(
+    u = any_store2.update(
         m.id,
         "new body\n",
         title="new title",
@@ -172,9 +173,9 @@ def test_update_body_and_fields_bumps_version(any_store: Store, clock: FixedCloc
     assert u.related == (Related("mem_other", Relationship.RELATES_TO),)
     assert u.trigger is Trigger.MANUAL and u.session_id == "s2"
     assert u.agent == "x"  # not given: kept
-    assert any_store.read(m.id) == u
-    assert commit_count(any_store) == before + 1
-    text = show(any_store, m.path)
+    assert any_store2.read(m.id) == u
+    assert commit_count(any_store2) == before + 1
+    text = show(any_store2, m.path)
     assert "updated_at: 2026-11-22T10:05:00Z\n" in text
     assert "created_at: 2026-11-22T10:00:00Z\n" in text
 
@@ -482,14 +483,16 @@ def test_transaction_is_all_or_nothing(any_store: Store) -> None:
     assert any_store.get("tx-victim") is None
 
 
-def test_reads_inside_a_transaction_see_staged_writes(any_store: Store) -> None:
-    other_view = gitmem.open(any_store.db().gitdir if any_store.db().bare else any_store.path)
-    with any_store.transaction():
-        m = any_store.create("staged", title="staged")
-        assert any_store.read(m.id).body == "staged"
-        assert [x.id for x in any_store.list()] == [m.id]
-        any_store.update(m.id, "staged twice")
-        assert any_store.read(m.id).version == 2
+def test_reads_inside_a_transaction_see_staged_writes(any_store2: Store) -> None:
+    """Format 2: a create and an update staged in one transaction are versions 1 and 2 (format 3
+    derives versions from commits, and one transaction is one commit)."""
+    other_view = gitmem.open(any_store2.db().gitdir if any_store2.db().bare else any_store2.path)
+    with any_store2.transaction():
+        m = any_store2.create("staged", title="staged")
+        assert any_store2.read(m.id).body == "staged"
+        assert [x.id for x in any_store2.list()] == [m.id]
+        any_store2.update(m.id, "staged twice")
+        assert any_store2.read(m.id).version == 2
         assert other_view.get(m.id) is None  # not visible outside before the commit
     assert other_view.read(m.id).body == "staged twice"
     assert other_view.read(m.id).version == 2

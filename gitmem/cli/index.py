@@ -401,9 +401,10 @@ def migrate(state: State, dry_run: bool, target: int | None) -> None:
     """Bring the store up to a newer format (once; one commit per step).
 
     gitmem.yaml says which format a store is in. A store made by an older gitmem
-    keeps working, and this moves it to the default layout (format 2: the
-    knowledge graph's entity files in hash shards), or with --to 3 to format 3
-    (version and updated_at derived from history). A second run does nothing; a
+    keeps working, and this moves it to format 2 (the knowledge graph's entity
+    files in hash shards), or with --to 3 to format 3, what new stores are made
+    at (version and updated_at derived from history; asked for by name, since
+    a file's version lines stop being the current values). A second run does nothing; a
     store newer than this gitmem is refused by every command, never misread.
     On a terminal, a progress bar follows the files a step looks at.
 

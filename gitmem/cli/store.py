@@ -49,8 +49,9 @@ class Rows(Protocol):
     "--format",
     "store_format",
     type=click.IntRange(1, 3),
-    help="The store format (default 2). 3: version and updated_at derived from history, so "
-    "pull requests editing different lines of one memory merge with plain git.",
+    help="The store format (default 3: version and updated_at derived from history, so "
+    "pull requests editing different lines of one memory merge with plain git). 2: every "
+    "write rewrites both lines in the file.",
 )
 @json_option
 @pass_state

@@ -24,13 +24,18 @@ from typing import Any
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.format import codec, memfile
-from gitmem.format.config import DEFAULT_FORMAT, FORMAT, StoreConfig
+from gitmem.format.config import FORMAT, StoreConfig
 from gitmem.format.layout import CONFIG_FILE
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 from gitmem.store.graphindex import ENTITIES_ROOT, entity_fields, is_entity_path
 
 MIGRATE_OP = "migrate"
+MIGRATE_DEFAULT = 2
+"""Where ``gitmem migrate`` takes a store without ``--to``. Not format 3, although new
+stores are made at 3: in format 3 a file's ``version``/``updated_at`` lines stop being the
+current values (docs/format.md), which a team reading files with other tools must choose,
+so an existing store moves to 3 only when asked by name (``--to 3``)."""
 
 
 @dataclass
@@ -148,7 +153,7 @@ def migrate(
     progress: Progress | None = None,
     to: int | None = None,
 ) -> list[Migration]:
-    """Bring every scope of ``store`` up to format ``to`` (default :data:`DEFAULT_FORMAT`;
+    """Bring every scope of ``store`` up to format ``to`` (default :data:`MIGRATE_DEFAULT`;
     at most :data:`FORMAT`), one commit per step. A store already there or past it is left
     as it is.
 
@@ -157,7 +162,7 @@ def migrate(
     move is refused (DirtyWorktreeError), with nothing changed. ``progress(done, total)``
     follows each step over the files it looks at (from 0 to total, per step).
     """
-    target = DEFAULT_FORMAT if to is None else to
+    target = MIGRATE_DEFAULT if to is None else to
     if not 1 <= target <= FORMAT:
         raise StoreError(
             f"cannot migrate to format {target}: this gitmem knows formats 1 to {FORMAT}"

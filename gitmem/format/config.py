@@ -17,10 +17,10 @@ FORMAT = 3
 """The newest store format this gitmem reads and writes (``format:`` in gitmem.yaml; a
 store that says nothing is format 1). docs/format.md lists what each one changed;
 ``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
-DEFAULT_FORMAT = 2
-"""The format ``gitmem init`` makes without ``--format``. Format 3 (version and updated_at
-derived from history, docs/format.md) is opt-in: ``gitmem init --format 3``,
-``gitmem migrate --to 3``."""
+DEFAULT_FORMAT = 3
+"""The format ``gitmem init`` (and a project or user store made on first use) makes without
+``--format``: format 3, version and updated_at derived from history (docs/format.md). An
+existing store keeps its format until ``gitmem migrate --to 3``."""
 DERIVED_FORMAT = 3
 """The first format whose files do not carry the per-write fields: ``version`` and
 ``updated_at`` are derived from history (gitmem.store.derived)."""
