@@ -21,7 +21,7 @@ import random
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from gitmem.git.objects import (
     FastForward,
     RecordingSnapshot,
     Snapshot,
+    Staged,
     blob_data,
     build_tree,
     create_blob,
@@ -341,15 +342,18 @@ class GitDB:
         return pygit2.Oid(hex=result.stdout.decode().strip())
 
     def write(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
+        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]], *, grouped: bool = True
     ) -> tuple[T, pygit2.Oid | None]:
         """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
 
         Returns the plan's value and the new commit id (None when the plan staged
         nothing). Errors the plan raises (not found, conflict...) propagate and
-        nothing is written. Bare stores commit through :mod:`gitmem.git.groupcommit`.
+        nothing is written. Bare stores commit through :mod:`gitmem.git.groupcommit`
+        unless ``grouped`` is False: a write of very many files (a bulk import) gains
+        nothing from sharing a chain, and its request would copy every path and blob id
+        (into a file, when queued), which at a million files is hundreds of megabytes.
         """
-        if self.workdir is None and self.group_commit:
+        if self.workdir is None and self.group_commit and grouped:
             return self._write_grouped(plan)
         return self._write_alone(plan)
 
@@ -389,7 +393,9 @@ class GitDB:
                 entries=snap.entries,
                 spellings=snap.spellings,
                 changes={
-                    p: str(create_blob(repo, d)) if d is not None else None
+                    p: str(d if isinstance(d, pygit2.Oid) else create_blob(repo, d))
+                    if d is not None
+                    else None
                     for p, d in changes.items()
                 },
                 message=format_message(spec),
@@ -572,7 +578,7 @@ class GitDB:
             return False
         return pygit2.hash(full.read_bytes())
 
-    def _check_clean(self, snap: Snapshot, changes: dict[str, bytes | None]) -> None:
+    def _check_clean(self, snap: Snapshot, changes: Mapping[str, Staged]) -> None:
         """Refuse a write that would overwrite uncommitted edits in the work tree."""
         for path in changes:
             on_disk = self._worktree_blob(path)
@@ -657,7 +663,7 @@ class GitDB:
         self,
         before: pygit2.Commit | None,
         after: pygit2.Commit,
-        changes: dict[str, bytes | None],
+        changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] | None = None,
     ) -> None:
         """Write the touched files and git's index so ``git status`` is clean.
@@ -674,7 +680,7 @@ class GitDB:
             self._update_index_libgit2(changes, index_only or {})
         self._write_marker(after.id)
 
-    def _write_files(self, changes: dict[str, bytes | None]) -> None:
+    def _write_files(self, changes: Mapping[str, Staged]) -> None:
         """Each touched file written atomically (temp file + rename), or removed."""
         assert self.workdir is not None
         for path, data in changes.items():
@@ -684,6 +690,8 @@ class GitDB:
                     full.unlink()
                 _prune_empty_dirs(full.parent, self.workdir)
                 continue
+            if isinstance(data, pygit2.Oid):  # a transaction's blob, written when staged
+                data = blob_data(self.repo, data)
             _make_dirs(full.parent, self.workdir)
             tmp = temp_path(full)
             # 0o664 before the umask: as git would write it, but never world-writable even
@@ -698,7 +706,7 @@ class GitDB:
 
     def _update_index_fast(
         self,
-        changes: dict[str, bytes | None],
+        changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
     ) -> None:
         """Stage the written files in git's index with :mod:`gitmem.git.stage`.
@@ -724,7 +732,8 @@ class GitDB:
                 if data is None:
                     index.remove(path)
                 else:
-                    index.add_file(path, self.workdir / path, gitindex.blob_id(data))
+                    oid = data.raw if isinstance(data, pygit2.Oid) else gitindex.blob_id(data)
+                    index.add_file(path, self.workdir / path, oid)
             try:
                 index.write(durable=self.durable)
                 return
@@ -738,7 +747,7 @@ class GitDB:
 
     def _update_index_libgit2(
         self,
-        changes: dict[str, bytes | None],
+        changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
     ) -> None:
         repo = self.repo

@@ -33,19 +33,43 @@ class FastForward:
     reason: str
 
 
-class Snapshot:
-    """The tree of one commit plus the changes a plan has staged on top of it."""
+Staged = bytes | pygit2.Oid | None
+"""A staged change: the file's bytes, the id of its blob already written, or None (removed)."""
 
-    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+
+def staged_id(data: bytes | pygit2.Oid) -> pygit2.Oid:
+    """The blob id of a staged file, without writing it."""
+    return data if isinstance(data, pygit2.Oid) else pygit2.hash(data)
+
+
+class Snapshot:
+    """The tree of one commit plus the changes a plan has staged on top of it.
+
+    With ``write_blobs``, :meth:`put` writes each file's blob into the object store at once
+    and stages only its id: a transaction staging a million files then holds a million ids,
+    not their bytes (:meth:`read` reads a staged blob back). Until a commit reaches them
+    such blobs are unreachable objects, which git's pruning removes in time, so a process
+    that dies first leaves garbage and nothing half-done.
+    """
+
+    def __init__(
+        self, repo: pygit2.Repository, commit: pygit2.Commit | None, *, write_blobs: bool = False
+    ) -> None:
         self.repo = repo
         self._commit = commit
         self._tree: pygit2.Tree | None = commit.tree if commit is not None else None
-        self.changes: dict[str, bytes | None] = {}
+        self.write_blobs = write_blobs
+        self.written = 0
+        """Bytes of the blobs :meth:`put` wrote (``write_blobs``)."""
+        self.changes: dict[str, Staged] = {}
         # casefold(path or folder) -> the spellings staged under it, so a create can ask
         # "is a case twin staged?" without scanning every staged change (bulk imports stage
-        # thousands). Kept up to date by put/remove; rebuilt if changes was written directly.
+        # thousands). Built on the first question only (a bulk import of new ids never
+        # asks, and at 1M staged files the map would be ~400 MB), then kept up to date by
+        # put/remove; rebuilt if changes was written directly.
         self._spellings: dict[str, set[str]] = {}
         self._indexed = 0
+        self._spelling_asked = False
         self._folder_folds: dict[str, dict[str, set[str]]] = {}
 
     @property
@@ -93,6 +117,7 @@ class Snapshot:
     def staged_spellings(self, path: str) -> set[str]:
         """Every staged path or folder that equals ``path`` but for letter case (itself
         included when staged). Entries of removed files may remain: callers confirm."""
+        self._spelling_asked = True
         if self._indexed != len(self.changes):
             self._spellings.clear()
             for staged in self.changes:
@@ -117,7 +142,8 @@ class Snapshot:
 
     def read(self, path: str) -> bytes | None:
         if path in self.changes:
-            return self.changes[path]
+            data = self.changes[path]
+            return blob_data(self.repo, data) if isinstance(data, pygit2.Oid) else data
         entry = self._entry(path)
         if entry is None:
             return None
@@ -133,15 +159,19 @@ class Snapshot:
         return self._entry(path) is not None
 
     def put(self, path: str, data: bytes) -> None:
-        self._stage(path, data)
+        if self.write_blobs:
+            self.written += len(data)
+            self._stage(path, create_blob(self.repo, data))
+        else:
+            self._stage(path, data)
 
     def remove(self, path: str) -> None:
         self._stage(path, None)
 
-    def _stage(self, path: str, data: bytes | None) -> None:
+    def _stage(self, path: str, data: Staged) -> None:
         new = path not in self.changes
         self.changes[path] = data
-        if new and self._indexed == len(self.changes) - 1:
+        if new and self._spelling_asked and self._indexed == len(self.changes) - 1:
             self._index(path)
             self._indexed += 1
 
@@ -279,7 +309,7 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
 def build_tree(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
-    changes: dict[str, bytes | None] | dict[str, pygit2.Oid | None],
+    changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
 ) -> pygit2.Oid:
     """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
 
@@ -376,8 +406,8 @@ def author_time(commit: pygit2.Commit) -> dt.datetime:
     return dt.datetime.fromtimestamp(commit.author.time, dt.UTC)
 
 
-def differs(snap: Snapshot, path: str, data: bytes | None) -> bool:
+def differs(snap: Snapshot, path: str, data: Staged) -> bool:
     current = snap.blob_id(path)
     if data is None:
         return current is not None
-    return current is None or current != pygit2.hash(data)
+    return current is None or current != staged_id(data)

@@ -28,6 +28,7 @@ from gitmem.base import logs
 from gitmem.base.clock import Clock, SystemClock
 from gitmem.base.errors import (
     AlreadyExistsError,
+    ConflictError,
     GitmemError,
     InvalidIdError,
     InvalidInputError,
@@ -70,8 +71,8 @@ from gitmem.format.model import (
 )
 from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at
-from gitmem.git.objects import Snapshot, blob_data, get_commit
+from gitmem.git.diff import blob_at, changed_paths
+from gitmem.git.objects import Snapshot, blob_data, get_commit, staged_id
 
 # The row providers of other modules register when those modules are imported. Every
 # process that opens an index opens it through a Store, so importing them here keeps
@@ -135,8 +136,41 @@ _Action = Callable[[Snapshot], tuple[_Effect | None, Any]]
 memory, such as a folder's ``.gitkeep``) and the value the caller gets."""
 
 
+class _Effects:
+    """What a transaction's writes did, summed up as they are staged: its commit needs the
+    distinct ops, every id once, the supersedes, the first agent and session, and the one
+    effect's title when there is only one; not every effect (a bulk import stages 1M)."""
+
+    def __init__(self, effects: Iterable[_Effect] = ()) -> None:
+        self.count = 0
+        self.first: _Effect | None = None
+        # Dicts: first-seen order with O(1) membership (a list's ``in`` made a bulk import
+        # of 100k memories spend ~55 s on the ids alone).
+        self.ops: dict[str, None] = {}
+        self.ids: dict[str, None] = {}
+        self.supersedes: list[str] = []
+        self.agent: str | None = None
+        self.session: str | None = None
+        for effect in effects:
+            self.add(effect)
+
+    def add(self, effect: _Effect) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = effect
+        self.ops.setdefault(str(effect.op))
+        for mid in effect.ids:
+            self.ids.setdefault(mid)
+        if effect.supersedes:
+            self.supersedes.append(effect.supersedes)
+        if self.agent is None and effect.agent:
+            self.agent = effect.agent
+        if self.session is None and effect.session:
+            self.session = effect.session
+
+
 def _spec(
-    effects: Sequence[_Effect],
+    effects: Iterable[_Effect] | _Effects,
     message: str | None,
     tx_message: str | None = None,
     extra_trailers: Sequence[tuple[str, str]] = (),
@@ -146,40 +180,41 @@ def _spec(
 ) -> CommitSpec:
     """The commit of ``effects``; ``op`` and ``by`` name the operation and who ran it when a
     transaction is one act of its own (``resolve``), not the sum of its writes."""
-    trailers: list[tuple[str, str]] = []
-    ops: list[str] = []
-    for effect in effects:
-        if str(effect.op) not in ops:
-            ops.append(str(effect.op))
+    summary = effects if isinstance(effects, _Effects) else _Effects(effects)
+    ops = list(summary.ops)
+    agent = summary.agent
     if op is not None:
         ops = [op]
         subject = tx_message or op
-        agents = [by] if by else []
-    elif len(effects) == 1:
-        effect = effects[0]
+        agent = by or None
+    elif summary.count == 1 and summary.first is not None:
+        effect = summary.first
         what = effect.title or effect.ids[0]
         subject = f"{effect.op}: {what}"
     else:
-        subject = tx_message or f"transaction: {len(effects)} operations"
+        subject = tx_message or f"transaction: {summary.count} operations"
         message = message if tx_message is None else None
-    trailers.extend((OP_TRAILER, name) for name in ops)
-    # A dict keeps first-seen order with O(1) membership: a list's ``in`` made a bulk
-    # import of 100k memories spend ~55 s here alone.
-    seen_ids = dict.fromkeys(mid for effect in effects for mid in effect.ids)
-    trailers.extend((ID_TRAILER, mid) for mid in seen_ids)
-    for effect in effects:
-        if effect.supersedes:
-            trailers.append((SUPERSEDES_TRAILER, effect.supersedes))
-    if op is None:
-        agents = [e.agent for e in effects if e.agent]
-    sessions = [e.session for e in effects if e.session]
-    if agents:
-        trailers.append((AGENT_TRAILER, agents[0]))
-    if sessions:
-        trailers.append((SESSION_TRAILER, sessions[0]))
+    trailers: list[tuple[str, str]] = [(OP_TRAILER, name) for name in ops]
+    trailers.extend((ID_TRAILER, mid) for mid in summary.ids)
+    trailers.extend((SUPERSEDES_TRAILER, mid) for mid in summary.supersedes)
+    if agent:
+        trailers.append((AGENT_TRAILER, agent))
+    if summary.session:
+        trailers.append((SESSION_TRAILER, summary.session))
     trailers.extend(extra_trailers)
-    author: Author | None = agent_author(author_name(agents[0])) if agents else None
+    author: Author | None = agent_author(author_name(agent)) if agent else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
+
+
+REPLAY_LIMIT = 1_000
+REPLAY_BYTES = 8 * 1024 * 1024
+"""Operations (and bytes of staged files) a transaction keeps to replay on a newer tip.
+Each kept operation holds its inputs (a memory's body and fields, about the size of the
+file it stages), so past either bound the transaction lets them go and
+holds only what it staged (paths and blob ids): a bulk import of a million memories would
+otherwise keep every body until its commit. Such a transaction, if another writer moved the
+branch meanwhile, goes onto the new tip as staged when that writer touched none of its
+files (:meth:`Store._rebase_staged`), and fails with ConflictError otherwise."""
 
 
 class Transaction:
@@ -193,9 +228,13 @@ class Transaction:
         self.store = store
         self.backend = backend
         self.message = message
-        self.actions: list[_Action] = []
-        self.effects: list[_Effect] = []
-        self.snapshot = backend.db.snapshot()
+        self.ran = 0
+        self.actions: list[_Action] | None = []
+        """The operations to replay on a newer tip; None past :data:`REPLAY_LIMIT`."""
+        self.effects = _Effects()
+        # Each staged file's blob is written at once and only its id kept: what the
+        # transaction holds does not grow with the bytes it stages (reads get them back).
+        self.snapshot = Snapshot(backend.db.repo, backend.db.resolve(None), write_blobs=True)
         self.commit: str | None = None
         self.trailers: list[tuple[str, str]] = []
         self.op: str | None = None
@@ -205,9 +244,13 @@ class Transaction:
     def run(self, action: _Action) -> Any:
         self.store._refresh_config(self.backend, self.snapshot)
         effect, value = action(self.snapshot)
-        self.actions.append(action)
+        self.ran += 1
+        if self.actions is not None:
+            self.actions.append(action)
+            if len(self.actions) > REPLAY_LIMIT or self.snapshot.written > REPLAY_BYTES:
+                self.actions = None
         if effect is not None:
-            self.effects.append(effect)
+            self.effects.add(effect)
         return value
 
     def built_on(self, snap: Snapshot) -> bool:
@@ -361,7 +404,10 @@ class Store:
         The commit is made when the block ends without an exception. If another
         writer moved the branch meanwhile, the staged operations are replayed on
         the new tip (so they may see newer versions), or the commit fails with the
-        error a replayed operation raised and nothing is written.
+        error a replayed operation raised and nothing is written. A transaction past
+        :data:`REPLAY_LIMIT` operations or :data:`REPLAY_BYTES` is not replayed: its
+        staged files go onto the new tip when no other writer touched them, else it
+        raises ConflictError (:meth:`_rebase_staged`).
         """
         if getattr(self._tx, "active", None) is not None:
             raise InvalidInputError("transactions do not nest")
@@ -386,26 +432,56 @@ class Store:
             yield tx
         finally:
             self._tx.active = None
-        if not tx.actions:
+        if not tx.ran:
             return
 
         def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-            if tx.built_on(snap):
-                # Nobody moved the branch: what was staged is what would be replayed.
-                snap.changes.update(tx.snapshot.changes)
+            effects: _Effects
+            if tx.built_on(snap) or tx.actions is None:
+                if not tx.built_on(snap):
+                    self._rebase_staged(backend, tx, snap)
+                # Nobody moved the branch (or nobody touched what was staged): what was
+                # staged is what would be replayed. Shared, not copied (a million entries);
+                # the write loop only reads it.
+                if snap.changes:
+                    snap.changes.update(tx.snapshot.changes)
+                else:
+                    snap.changes = tx.snapshot.changes
                 effects = tx.effects
             else:
                 self._refresh_config(backend, snap)
-                effects = [e for e in (action(snap)[0] for action in tx.actions) if e]
+                effects = _Effects(e for e in (action(snap)[0] for action in tx.actions) if e)
             for key, value in tx.trailers:
                 check_trailer(key, value)
-            subject = message or f"transaction: {len(effects)} operations"
+            subject = message or f"transaction: {effects.count} operations"
             return self._check_commit_text(
                 backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
             ), None
 
-        _, oid = backend.db.write(plan)
+        # A transaction too large to replay commits on its own, not through group commit,
+        # whose request would copy every staged path (see GitDB.write).
+        _, oid = backend.db.write(plan, grouped=tx.actions is not None)
         tx.commit = str(oid) if oid is not None else None
+
+    def _rebase_staged(self, backend: Backend, tx: Transaction, snap: Snapshot) -> None:
+        """Let a transaction too large to replay commit its staged files on ``snap``, a
+        newer tip, when the commits since the transaction's base changed none of those
+        files, no file differing from one only in letter case, and not the store's
+        configuration (its policy checked what was staged). Otherwise ConflictError, and
+        nothing is written: the caller runs the transaction again."""
+        base = tx.snapshot.base
+        moved = changed_paths(base.tree if base is not None else None, snap.tree)
+        staged = tx.snapshot.changes
+        folds = {path.casefold() for path in moved}
+        clash = CONFIG_FILE in moved or any(path in staged for path in moved)
+        if not clash and folds:
+            clash = any(path.casefold() in folds for path in staged)
+        if clash:
+            raise ConflictError(
+                f"another writer changed files this transaction of {tx.ran} operations "
+                "also writes (or the store's configuration) while it ran; nothing was written",
+                hint="run the transaction again",
+            )
 
     def _index(self, backend: Backend, at: At = None) -> Index | None:
         """The backend's index, or None where it cannot answer (a past ``at``, a
@@ -691,7 +767,7 @@ class Store:
                 committed = blob_at(base.tree, path) if base is not None else None
                 if committed is None:
                     bumps = derived.Bumps()  # created (or restored) by this snapshot
-                elif staged is not None and pygit2.hash(staged) != committed:
+                elif staged is not None and staged_id(staged) != committed:
                     bumps = bumps.plus_one(self.clock.now())
             out.append(bumps.apply(memory))
         return out
