@@ -554,6 +554,34 @@ def test_ls_table_and_filters(gm: Gitmem, store: Store) -> None:
     gm.fails(4, "ls", "--scope", "user")  # this store has no user scope
 
 
+def test_ls_pages_and_streams(
+    gm: Gitmem, store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--limit/--offset give a page of the listing; the listing is read LS_PAGE rows at a
+    time (twice: widths, then lines) and prints what one read of every row printed."""
+    from gitmem.cli import store as store_cli
+
+    made = []
+    for i in range(7):
+        clock.advance(minutes=1)
+        made.append(store.create(f"m{i}", title="T" * (i + 1), category="c" * (7 - i)).id)
+    root = made[3]
+    clock.advance(minutes=1)
+    made.append(store.supersede(root, "newer", title="newer").id)
+    whole = gm("ls").stdout
+    whole_all = gm("ls", "--all").stdout
+    monkeypatch.setattr(store_cli, "LS_PAGE", 2)
+    assert gm("ls").stdout == whole
+    assert gm("ls", "--all").stdout == whole_all
+    listed = [line.split()[0] for line in whole_all.splitlines()[1:]]
+    assert listed == made
+    page = gm("ls", "--all", "--limit", "3", "--offset", "2").stdout.splitlines()
+    assert [line.split()[0] for line in page[1:]] == made[2:5]
+    assert page[2].split()[-1] == "superseded"  # made[3], superseded by the last one
+    assert gm("ls", "--limit", "2", "--offset", "100").stdout == "No memories.\n"
+    assert [m["id"] for m in gm.json("ls", "--all", "--limit", "2", "--offset", "6")] == made[6:]
+
+
 def test_ls_json_shape(gm: Gitmem, store: Store) -> None:
     memory_id = add(gm, "x", "--title", "T")
     listed = gm.json("ls")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +28,13 @@ class Rows(Protocol):
     """What the plain listing reads: a scope's reader, or the fast path's current index."""
 
     def rows(
-        self, columns: list[str], *, include_superseded: bool, include_archived: bool
+        self,
+        columns: list[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]: ...
 
     def problems(self) -> list[Problem]: ...
@@ -124,6 +133,12 @@ def _status(memory: Memory, superseded: set[str]) -> str:
 @click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
 @click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
 @click.option("--at", metavar="REV|DATE", help="The store as it was at a revision or time.")
+@click.option(
+    "--limit", "-n", type=click.IntRange(min=1), metavar="N", help="At most N memories (a page)."
+)
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, metavar="K", help="Skip the first K."
+)
 @json_option
 @pass_state
 def ls(
@@ -133,6 +148,8 @@ def ls(
     scope: str | None,
     show_all: bool,
     at: str | None,
+    limit: int | None,
+    offset: int,
 ) -> None:
     """List memories (id, version, category, title).
 
@@ -144,17 +161,19 @@ def ls(
       gitmem ls
       gitmem ls --category coding-preferences --tag testing
       gitmem ls --all --json
+      gitmem ls --limit 50 --offset 100     # the third page of 50
     """
+    page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
         quick = state.quick()
         if quick is not None and scope in (None, str(quick.scope)):
-            _ls_rows([(str(quick.scope), quick)], show_all)
+            _ls_rows([(str(quick.scope), quick)], show_all, page)
             return
         store = state.store()
         if store.use_index:
             # an unknown scope is refused by Store.reader, naming the known ones
             wanted = [scope] if scope else [str(s) for s in store.scopes]
-            _ls_rows([(each, store.reader(each)) for each in wanted], show_all)
+            _ls_rows([(each, store.reader(each)) for each in wanted], show_all, page)
             return
     store = state.store()
     memories = store.list(
@@ -164,7 +183,7 @@ def ls(
         include_superseded=show_all,
         include_archived=show_all,
         at=at,
-    )
+    )[page]
     if state.json:
         emit_json([memory.to_dict() for memory in memories])
         return
@@ -190,37 +209,99 @@ def ls(
     click.echo(table(headers, rows))
 
 
-def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool) -> None:
+LS_PAGE = 5_000
+"""Rows the plain listing reads per query: its memory stays that of a page, not of a store."""
+
+
+def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> None:
     """The plain listing straight from the index's rows (of each scope's reader, or of
     the fast path's current index): the same table as from ``Store.list``, without
-    building a Memory per row (a third of `gitmem ls` at 1k)."""
+    building a Memory per row (a third of `gitmem ls` at 1k).
+
+    Streamed: the rows are read a page at a time, twice (once for the column widths and
+    the superseded ids, once to print), so a listing of a million memories needs the
+    memory of a page, not of the store's rows (~1 GB at 1M)."""
     from gitmem.base import logs
 
     log = logs.get("gitmem.store.core")
-    columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
-    rows: list[tuple[Any, ...]] = []
-    for each, reader in sources:
-        rows.extend(
-            (*row, each)
-            for row in reader.rows(columns, include_superseded=show_all, include_archived=show_all)
-        )
+    for _each, reader in sources:
         for problem in reader.problems():  # as Store.list reports them
             log.warning("skipping %s: %s", problem.path, problem.message)
-    if not rows:
-        click.echo("No memories.")
-        return
-    rows.sort(key=lambda r: (r[0], r[1]))
-    superseded = {r[5] for r in rows if r[5]}
     headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"]
     if show_all:
         headers.append("STATUS")
-    out = []
-    for _us, memory_id, version, cat, title, _sup, status, where in rows:
+    widths = [len(h) for h in headers[:-1]]
+    superseded: set[str] = set()
+    listed = 0
+    # With --all, a page's status needs the successors outside the page too: the first
+    # pass reads the whole listing for them (still a page at a time).
+    whole = slice(None) if show_all else page
+    first = _ls_stream(sources, show_all, whole)
+    for n, (memory_id, version, cat, title, sup, _status, where) in enumerate(
+        first, start=whole.start or 0
+    ):
+        if sup:
+            superseded.add(sup)
+        if n < page.start or (page.stop is not None and n >= page.stop):
+            continue
+        listed += 1
+        cells = (memory_id, str(version), cat or "-", title or "-", where)
+        for i in range(len(widths)):
+            widths[i] = max(widths[i], len(cells[i]))
+    if not listed:
+        click.echo("No memories.")
+        return
+    lines = [_ls_line(headers, widths)]
+    for memory_id, version, cat, title, _sup, status, where in _ls_stream(
+        sources, show_all, page
+    ):
         row = [memory_id, str(version), cat or "-", title or "-", where]
         if show_all:
             row.append("superseded" if memory_id in superseded else str(status))
-        out.append(row)
-    click.echo(table(headers, out))
+        lines.append(_ls_line(row, widths))
+        if len(lines) >= LS_PAGE:
+            click.echo("\n".join(lines))
+            lines = []
+    if lines:
+        click.echo("\n".join(lines))
+
+
+def _ls_line(row: list[str], widths: list[int]) -> str:
+    """One line as :func:`table` draws it: left-aligned cells, the last one unpadded."""
+    cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+    return "  ".join([*cells, row[-1]]).rstrip()
+
+
+def _ls_stream(
+    sources: list[tuple[str, Rows]], show_all: bool, page: slice
+) -> Iterator[tuple[Any, ...]]:
+    """The listing's rows, oldest first across the scopes, read ``LS_PAGE`` at a time:
+    (id, version, category, title, supersedes, status, scope)."""
+    columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
+
+    def paged(each: str, reader: Rows) -> Iterator[tuple[Any, ...]]:
+        after: tuple[int, str] | None = None
+        while True:
+            rows = reader.rows(
+                columns,
+                include_superseded=show_all,
+                include_archived=show_all,
+                after=after,
+                limit=LS_PAGE,
+            )
+            for row in rows:
+                yield (*row, each)
+            if len(rows) < LS_PAGE:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    merged = heapq.merge(*(paged(each, reader) for each, reader in sources), key=_ls_key)
+    for row in itertools.islice(merged, page.start, page.stop):
+        yield row[1:]
+
+
+def _ls_key(row: tuple[Any, ...]) -> tuple[int, str]:
+    return (row[0], row[1])
 
 
 def history_text(history: History) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gitmem.base.clock import parse_timestamp
+from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.store.rows import (
     MEMORY_COLUMNS,
@@ -122,16 +123,31 @@ def column_rows(
     ids: Iterable[str] | None = None,
     include_superseded: bool = False,
     include_archived: bool = False,
+    after: tuple[int, str] | None = None,
+    limit: int | None = None,
 ) -> list[tuple[Any, ...]]:
-    """A few columns of the current memories, oldest first (see ``Index.rows``)."""
+    """A few columns of the current memories, oldest first (see ``Index.rows``).
+
+    ``after`` (a ``(created_us, id)`` key) and ``limit`` page through them: each page is
+    one walk of the ``(created_us, id)`` index from the key, so a listing of a million
+    memories is read a page at a time and never held whole."""
     check_columns(columns)
     where, params = memory_filters(
         include_superseded=include_superseded, include_archived=include_archived
     )
     listed = ", ".join(f"m.{c}" for c in columns)
     if ids is None:
+        if after is not None:
+            where += " AND " if where else "WHERE "
+            where += "(m.created_us, m.id) > (?, ?)"
+            params = [*params, *after]
         sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = [*params, limit]
         return conn.execute(sql, params).fetchall()
+    if after is not None or limit is not None:
+        raise InvalidInputError("rows of given ids are not paged")
     wanted = list(dict.fromkeys(ids))
     where += " AND " if where else "WHERE "
     found: list[tuple[Any, ...]] = []

@@ -67,13 +67,21 @@ class QuickIndex:
     # -- the questions, as the full path's reader asks them ----------------------------
 
     def rows(
-        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+        self,
+        columns: Sequence[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]:
         return queries.column_rows(
             self.conn,
             columns,
             include_superseded=include_superseded,
             include_archived=include_archived,
+            after=after,
+            limit=limit,
         )
 
     def problems(self) -> list[Problem]:

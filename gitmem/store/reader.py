@@ -63,10 +63,17 @@ class Reader(Protocol):
         ...
 
     def rows(
-        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+        self,
+        columns: Sequence[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]:
         """A few columns of the current memories as the index stores them (see
-        :meth:`Index.rows`), oldest first: fields of every memory without whole objects."""
+        :meth:`Index.rows`), oldest first: fields of every memory without whole objects;
+        ``after`` (a ``(created_us, id)`` key) and ``limit`` give one page."""
         ...
 
     def successors(self, memory_id: str) -> list[Memory]:
@@ -126,10 +133,20 @@ class IndexReader:
         return [Problem(p, m, self.index.scope) for p, m in self.index.problems()]
 
     def rows(
-        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+        self,
+        columns: Sequence[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]:
         return self.index.rows(
-            columns, include_superseded=include_superseded, include_archived=include_archived
+            columns,
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            after=after,
+            limit=limit,
         )
 
     def successors(self, memory_id: str) -> list[Memory]:
@@ -253,7 +270,13 @@ class TreeReader:
         return self.scan()[1]
 
     def rows(
-        self, columns: Sequence[str], *, include_superseded: bool, include_archived: bool
+        self,
+        columns: Sequence[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]:
         check_columns(columns)
         memories = self.memories(
@@ -263,10 +286,14 @@ class TreeReader:
             include_archived=include_archived,
         )
         memories.sort(key=lambda m: (m.created_at, m.id))
-        out = []
+        out: list[tuple[Any, ...]] = []
         for memory in memories:
             blob = self.snap.blob_id(memory_path(memory.id))
             values = row_values(memory, str(blob) if blob is not None else "")
+            if after is not None and (values["created_us"], memory.id) <= after:
+                continue
+            if limit is not None and len(out) == limit:
+                break
             out.append(tuple(values[c] for c in columns))
         return out
 
