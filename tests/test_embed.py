@@ -467,6 +467,23 @@ def test_embed_counting_gives_the_vectors_and_each_tokens_document_count() -> No
     assert np.array_equal(counts, expected)
 
 
+def test_a_full_piece_cache_is_cleared_without_losing_the_batchs_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch whose new pieces overflow the cache clears it; the batch's pieces that were
+    # cached before must be tokenized again, not looked up in the emptied cache.
+    from gitmem.store.embed import static
+
+    texts = ["deploy staging alpha", "deploy staging beta gamma delta epsilon"]
+    expected = static.load_default().embed(texts)
+    e = static.load_default()
+    monkeypatch.setattr(static, "CACHE_PIECES", 5)
+    e.embed(["deploy staging"])  # cached: "deploy", "staging"
+    assert np.array_equal(e.embed(texts), expected)
+    vectors, _ = e.embed_counting(["zeta eta theta iota kappa", *texts])
+    assert np.array_equal(vectors[1:], expected)
+
+
 def test_vectors_are_the_same_before_and_after_the_table_is_widened() -> None:
     # The table stays float16 (as shipped) for the first few texts and is widened to
     # float32 once a caller embeds more (StaticEmbedder._count): the vector of a text must

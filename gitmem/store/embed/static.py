@@ -168,6 +168,10 @@ class StaticEmbedder:
             if len(cache) + len(missing) > CACHE_PIECES:
                 cache.clear()
                 cache[""] = self._space
+                # The batch's pieces that were cached went with the rest: all are missing
+                # now (else a store with more distinct words than the cache holds failed
+                # every embedding with a KeyError, and recall fell back to words only).
+                missing = list({p for ps in pieces for p in ps if p not in cache})
             encodings = self.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
             for piece, encoding in zip(missing, encodings, strict=True):
                 cache[piece] = encoding.ids
