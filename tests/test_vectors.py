@@ -91,6 +91,35 @@ def test_top_k_matches_exact_search_on_decoded_vectors(tmp_path: Path) -> None:
         vectors.top_k(conn, "model-a", np.ones(32), 5)
 
 
+def test_top_k_past_the_cache_bound_reads_chunks_and_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past CACHE_VECTORS, top_k reads the vectors a chunk at a time and keeps only the
+    best (a million decoded vectors are a gigabyte): the same blobs, scores and order,
+    ties by row included, with and without a filter."""
+    rng = np.random.default_rng(5)
+    m = _unit(rng, 200, 32)
+    m[50:60] = m[3]  # ties: equal vectors, ordered by row
+    blobs = [f"{i:040x}" for i in range(200)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "model-a", zip(blobs, vectors.encode(m), strict=True))
+    query = m[3] + 0.01 * rng.standard_normal(32).astype(np.float32)
+    allowed = set(blobs[55:])
+    vectors.clear_cache()
+    whole = [vectors.top_k(conn, "model-a", query, k) for k in (1, 5, 12, 300)]
+    whole_f = [vectors.top_k(conn, "model-a", query, k, allowed_blobs=allowed) for k in (1, 8)]
+    vectors.clear_cache()
+    monkeypatch.setattr(vectors, "CACHE_VECTORS", 10)
+    monkeypatch.setattr(vectors, "SCAN_CHUNK", 7)
+    assert [vectors.top_k(conn, "model-a", query, k) for k in (1, 5, 12, 300)] == whole
+    assert [
+        vectors.top_k(conn, "model-a", query, k, allowed_blobs=allowed) for k in (1, 8)
+    ] == whole_f
+    assert [b for b, _ in whole[2][:11]] == [blobs[3], *blobs[50:60]]
+    assert vectors.top_k(conn, "model-a", query, 5, allowed_blobs=["not-there"]) == []
+    assert vectors._matrices == {}  # nothing kept past the bound
+
+
 def test_missing_remove_prune_and_the_cache_follow_writes(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     m = _unit(rng, 4, 16)

@@ -343,20 +343,37 @@ def matrix(conn: sqlite3.Connection, model: str) -> tuple[list[str], NDArray[np.
     return found.blobs, found.vectors
 
 
-def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
-    import numpy as np
+CACHE_VECTORS = 100_000
+"""Vectors of one model up to which :func:`top_k` decodes them all once and keeps the matrix
+(for the next query of a long-lived process). Past it, each query reads them in chunks of
+:data:`SCAN_CHUNK` and keeps only the best: decoded float32, a million 256-d vectors are a
+gigabyte, over the 500 MB any command may use at 1M memories."""
+SCAN_CHUNK = 16_384
 
+
+def _model(conn: sqlite3.Connection, model: str) -> tuple[int, int, int] | None:
     row = conn.execute(
         "SELECT id, dim, gen FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
-    if row is None:
-        return _Matrix(0, [], {}, np.zeros((0, 0), dtype=np.float32))
-    model_id, dim, gen = int(row[0]), int(row[1]), int(row[2])
-    key = (_db_key(conn), model)
+    return (int(row[0]), int(row[1]), int(row[2])) if row is not None else None
+
+
+def _cached(conn: sqlite3.Connection, model: str, gen: int) -> _Matrix | None:
     with _matrices_lock:
-        cached = _matrices.get(key)
-        if cached is not None and cached.gen == gen:
-            return cached
+        cached = _matrices.get((_db_key(conn), model))
+    return cached if cached is not None and cached.gen == gen else None
+
+
+def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
+    import numpy as np
+
+    found_model = _model(conn, model)
+    if found_model is None:
+        return _Matrix(0, [], {}, np.zeros((0, 0), dtype=np.float32))
+    model_id, dim, gen = found_model
+    cached = _cached(conn, model, gen)
+    if cached is not None:
+        return cached
     found = conn.execute(
         "SELECT blob, code FROM vectors WHERE model = ?", (model_id,)
     ).fetchall()
@@ -364,7 +381,7 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
     vectors = decode([bytes(r[1]) for r in found], dim)
     loaded = _Matrix(gen, blobs, {b: i for i, b in enumerate(blobs)}, vectors)
     with _matrices_lock:
-        _matrices[key] = loaded
+        _matrices[(_db_key(conn), model)] = loaded
     return loaded
 
 
@@ -378,33 +395,44 @@ def top_k(
     """The ``k`` stored blobs nearest ``query_vec`` by cosine, best first, as (blob, cosine).
 
     ``allowed_blobs`` limits the candidates (the current memories that pass recall's
-    filters); vectors of other blobs are never returned.
+    filters); vectors of other blobs are never returned. Up to :data:`CACHE_VECTORS` the
+    decoded matrix is kept for the next query; past it the vectors are read a chunk at a
+    time (the same answer, in memory bounded by a chunk).
     """
     import numpy as np
 
     if k <= 0:
         return []
-    found = _load(conn, model)
-    if not found.blobs:
+    found_model = _model(conn, model)
+    if found_model is None:
         return []
+    model_id, dim, gen = found_model
     query = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-    if query.shape[0] != found.vectors.shape[1]:
-        raise ValueError(
-            f"a {query.shape[0]}-d query for {found.vectors.shape[1]}-d vectors of {model!r}"
-        )
+    if query.shape[0] != dim:
+        raise ValueError(f"a {query.shape[0]}-d query for {dim}-d vectors of {model!r}")
     norm = float(np.linalg.norm(query))
     if norm == 0 or not np.isfinite(norm):
         return []
     query = query / norm
-    # einsum, not ``@``: a matrix-vector product through a multi-threaded BLAS took 36 ms
-    # instead of 1.4 ms at 10k on a busy 2-core machine (its threads wait for each other).
-    scores = np.einsum("ij,j->i", found.vectors, query)
-    total = scores.shape[0]
     allowed = None
     if allowed_blobs is not None:
         allowed = (
             allowed_blobs if isinstance(allowed_blobs, set | frozenset) else set(allowed_blobs)
         )
+    cached = _cached(conn, model, gen)
+    if cached is None:
+        count = conn.execute(
+            "SELECT count(*) FROM vectors WHERE model = ?", (model_id,)
+        ).fetchone()[0]
+        if int(count) > CACHE_VECTORS:
+            return _top_k_scan(conn, model_id, dim, query, k, allowed)
+    found = cached if cached is not None else _load(conn, model)
+    if not found.blobs:
+        return []
+    # einsum, not ``@``: a matrix-vector product through a multi-threaded BLAS took 36 ms
+    # instead of 1.4 ms at 10k on a busy 2-core machine (its threads wait for each other).
+    scores = np.einsum("ij,j->i", found.vectors, query)
+    total = scores.shape[0]
     # Best first, ties by row (the blob order of the table): partial sorts of a growing
     # head, so a filter that lets most blobs through costs no more than none.
     want = max(4 * k, 64)
@@ -420,6 +448,52 @@ def top_k(
         if len(picked) >= k or head >= total:
             return picked[:k]
         want *= 4
+
+
+def _top_k_scan(
+    conn: sqlite3.Connection,
+    model_id: int,
+    dim: int,
+    query: NDArray[np.float32],
+    k: int,
+    allowed: set[str] | frozenset[str] | None,
+) -> list[tuple[str, float]]:
+    """:func:`top_k` reading the vectors :data:`SCAN_CHUNK` at a time: each chunk's best
+    ``k`` (with every row tied with its k-th) join the candidates, which are cut back to
+    the best ``k`` as they go. Ties by row, as the whole-matrix search orders them."""
+    import numpy as np
+
+    cand_scores = np.zeros(0, dtype=np.float32)
+    cand_rows = np.zeros(0, dtype=np.int64)
+    cand_blobs: list[str] = []
+    offset = 0
+    cursor = conn.execute("SELECT blob, code FROM vectors WHERE model = ?", (model_id,))
+    while True:
+        chunk = cursor.fetchmany(SCAN_CHUNK)
+        if not chunk:
+            break
+        blobs = [_unkey(r[0]) for r in chunk]
+        scores = np.einsum("ij,j->i", decode([bytes(r[1]) for r in chunk], dim), query)
+        rows = np.arange(offset, offset + len(chunk), dtype=np.int64)
+        offset += len(chunk)
+        if allowed is not None:
+            keep = np.fromiter((b in allowed for b in blobs), dtype=bool, count=len(blobs))
+            scores, rows = scores[keep], rows[keep]
+            blobs = [b for b, kept in zip(blobs, keep, strict=True) if kept]
+        if len(blobs) > k:
+            kth = np.partition(-scores, k - 1)[k - 1]
+            best = np.flatnonzero(-scores <= kth)
+            scores, rows = scores[best], rows[best]
+            blobs = [blobs[int(i)] for i in best]
+        cand_scores = np.concatenate([cand_scores, scores])
+        cand_rows = np.concatenate([cand_rows, rows])
+        cand_blobs.extend(blobs)
+        if len(cand_blobs) > 4 * k:
+            order = np.lexsort((cand_rows, -cand_scores))[:k]
+            cand_scores, cand_rows = cand_scores[order], cand_rows[order]
+            cand_blobs = [cand_blobs[int(i)] for i in order]
+    order = np.lexsort((cand_rows, -cand_scores))[:k]
+    return [(cand_blobs[int(i)], float(cand_scores[i])) for i in order]
 
 
 def clear_cache() -> None:
