@@ -132,3 +132,31 @@ def test_a_large_transaction_fails_on_a_case_twin_written_meanwhile(
         other.create("upper", id="notes/README")
     assert any_store.get("notes/readme") is None
     assert any_store.read("notes/README").body == "upper"
+
+
+def test_trailers_selected_by_key_are_the_full_parse_filtered() -> None:
+    from gitmem.base.trailers import parse_trailers
+
+    keys = ("Gitmem-Op", "Gitmem-Agent")
+    ids = "".join(f"Gitmem-Id: mem_{i}\n" for i in range(50))
+    good = f"import\n\nbody\n\nGitmem-Op: create\n{ids}Gitmem-Agent: bot\n"
+    bad = f"import\n\nGitmem-Op: create\n{ids}not a trailer\n"
+    for message in (good, bad, "subject only", "s\n\n\n\nGitmem-Op: x\n"):
+        everything = parse_trailers(message)
+        assert parse_trailers(message, keys) == [(k, v) for k, v in everything if k in keys]
+    assert parse_trailers(good, keys) == [("Gitmem-Op", "create"), ("Gitmem-Agent", "bot")]
+    assert parse_trailers(bad, keys) == []
+
+
+def test_the_index_of_a_bulk_import_has_a_version_row_per_memory(bare_store: Store) -> None:
+    """The import's one commit gives its version rows a batch at a time (5,000): more
+    memories than that in one commit still index every row, once."""
+    with bare_store.transaction(message="bulk"):
+        made = [bare_store.create(f"m{i}", title=f"t{i}").id for i in range(5_050)]
+    assert len(bare_store.list()) == 5_050
+    history = bare_store.history(made[5_049])
+    assert [v.version for v in history.versions] == [1]
+    index = bare_store.index()
+    assert index.count() == 5_050
+    rows = index.connect().execute("SELECT count(*), count(DISTINCT id) FROM versions")
+    assert rows.fetchone() == (5_050, 5_050)

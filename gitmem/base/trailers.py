@@ -8,6 +8,7 @@ parses them; it knows nothing of git objects.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 # The trailers every gitmem commit may carry, by name: written and read through these.
@@ -60,8 +61,12 @@ def format_message(spec: CommitSpec) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def parse_trailers(message: str) -> list[tuple[str, str]]:
-    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``."""
+def parse_trailers(message: str, keys: Collection[str] | None = None) -> list[tuple[str, str]]:
+    """The trailers of a commit message: its last paragraph, when every line is ``Key: value``.
+
+    ``keys`` keeps only the trailers of those keys (every line is still checked): a bulk
+    import's commit names a million ids, and a reader that wants its op and agent need
+    not hold a million pairs."""
     paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
     if len(paragraphs) < 2:
         return []
@@ -70,7 +75,8 @@ def parse_trailers(message: str) -> list[tuple[str, str]]:
         match = _TRAILER_RE.match(line)
         if match is None:
             return []
-        out.append((match.group(1), match.group(2).strip()))
+        if keys is None or match.group(1) in keys:
+            out.append((match.group(1), match.group(2).strip()))
     return out
 
 

@@ -139,8 +139,9 @@ def version_rows(
     gen: int,
     changed: dict[str, pygit2.Oid | None] | None = None,
     bump_of: BumpOf | None = None,
-) -> list[tuple[Any, ...]]:
-    """One row per memory file this commit changed (against every parent, for merges).
+) -> Iterator[tuple[Any, ...]]:
+    """One row per memory file this commit changed (against every parent, for merges),
+    made as they are read: a bulk import's one commit changes a million files.
 
     ``changed``: what the commit changed against its only parent, when the caller has it
     already (the catch-up of one new commit diffs those two trees anyway). ``bump_of``
@@ -158,14 +159,16 @@ def version_rows(
             other = paths_changed(repo, parent.tree, commit.tree)
             changed = {p: b for p, b in changed.items() if p in other}
     if not changed:
-        return []
-    trailers = parse_trailers(commit.message)
+        return
+    # Only the trailers read here: the others (an id per memory) are not kept.
+    trailers = parse_trailers(commit.message, (OP_TRAILER, AGENT_TRAILER))
     ops = [v for k, v in trailers if k == OP_TRAILER]
     agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
     time_us = commit.author.time * 1_000_000
-    rows: list[tuple[Any, ...]] = []
+    commit_hex, author = str(commit.id), commit.author.name  # one string for every row
     first_parent = parents[0].tree if parents else None
-    for path, blob in sorted(changed.items()):
+    for path in sorted(changed):
+        blob = changed[path]
         memory_id = id_from_path(path)
         if memory_id is None:
             continue
@@ -182,22 +185,19 @@ def version_rows(
         if bump_of is not None:
             before = blob_at(first_parent, path) if first_parent is not None else None
             bump = bump_of(len(parents), before, blob, first_parent)
-        rows.append(
-            (
-                memory_id,
-                path,
-                str(commit.id),
-                time_us,
-                commit.author.name,
-                agent,
-                op,
-                big_int(version),
-                str(blob) if blob is not None else None,
-                gen,
-                bump,
-            )
+        yield (
+            memory_id,
+            path,
+            commit_hex,
+            time_us,
+            author,
+            agent,
+            op,
+            big_int(version),
+            str(blob) if blob is not None else None,
+            gen,
+            bump,
         )
-    return rows
 
 
 def _has(tree: pygit2.Tree, path: str) -> bool:

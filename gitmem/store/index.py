@@ -463,7 +463,10 @@ class Index:
         if old is not None and list(tip.parent_ids) == [old.id]:
             known = paths_changed(repo, old.tree, tip.tree)
         formats = derived.FormatCache(repo)
-        touched: set[str] = set()
+        # Which memories the new commits touched matters to format 3's derived fields only
+        # (a million ids after a bulk import): not collected for another format's tip.
+        derives = formats.of(tip.tree) >= derived.DERIVED_FORMAT
+        touched: set[str] | None = set() if derives else None
         stats.applied_commits = self._apply_versions(
             conn, repo, tip, old, progress, known, formats, touched
         )
@@ -482,7 +485,7 @@ class Index:
             removed if collect else None,
             known,
         )
-        if formats.of(tip.tree) >= derived.DERIVED_FORMAT:
+        if touched is not None:
             self._derive(conn, repo, added, touched, rebuilt=old is None)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
@@ -687,10 +690,15 @@ class Index:
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
             more = version_rows(repo, commit, gen, known if commit.id == tip.id else None, bump_of)
-            if touched is not None:
-                touched.update(row[0] for row in more)
-            rows.extend(more)
-            if len(rows) >= 5000 or len(new_commits) >= 5000:
+            for row in more:
+                if touched is not None:
+                    touched.add(row[0])
+                rows.append(row)
+                if len(rows) >= 5000:  # a bulk import's commit alone has a million
+                    insert_versions(conn, rows, new_commits)
+                    rows.clear()
+                    new_commits.clear()
+            if len(new_commits) >= 5000:
                 insert_versions(conn, rows, new_commits)
                 rows.clear()
                 new_commits.clear()
