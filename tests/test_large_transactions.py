@@ -160,3 +160,29 @@ def test_the_index_of_a_bulk_import_has_a_version_row_per_memory(bare_store: Sto
     assert index.count() == 5_050
     rows = index.connect().execute("SELECT count(*), count(DISTINCT id) FROM versions")
     assert rows.fetchone() == (5_050, 5_050)
+
+
+def test_a_bulk_commit_names_its_first_ids_and_counts_the_rest(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ID_TRAILERS, a commit lists no more Gitmem-Id trailers but counts them (a
+    million made a 52 MB commit object, which libgit2 parses on every lookup of the tip);
+    the log's id filter and prefix resolution of deleted ids ask the commit's files."""
+    monkeypatch.setattr(core, "ID_TRAILERS", 3)
+    with any_store.transaction(message="bulk"):
+        made = [any_store.create(f"m{i}").id for i in range(5)]
+    gitdir = any_store.db().gitdir
+    listed = run_git(gitdir, "log", "-1", "--format=%(trailers:key=Gitmem-Id,valueonly)")
+    assert listed.split() == made[:3]
+    unlisted = run_git(gitdir, "log", "-1", "--format=%(trailers:key=Gitmem-Ids-Unlisted)")
+    assert unlisted.strip() == "Gitmem-Ids-Unlisted: 2"
+    [entry] = any_store.log(id=made[4])
+    assert entry.commit == tip(any_store) and entry.unlisted == 2
+    assert entry.to_dict()["ids_unlisted"] == 2
+    assert any_store.log(id="mem_00000000-0000-4000-8000-000000000000") == []
+    with any_store.transaction(message="bulk delete"):
+        for memory_id in made:
+            any_store.delete(memory_id)
+    # A deleted id past the listed ones still resolves from a prefix (restore takes one).
+    assert any_store.resolve_id(made[4][:-4]) == made[4]
+    assert [e.subject for e in any_store.log(id=made[4])] == ["bulk delete", "bulk"]

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 # The trailers every gitmem commit may carry, by name: written and read through these.
 OP_TRAILER = "Gitmem-Op"
 ID_TRAILER = "Gitmem-Id"
+IDS_UNLISTED_TRAILER = "Gitmem-Ids-Unlisted"
+"""How many more memories a commit changed than its ``Gitmem-Id`` trailers name: a bulk
+import names its first thousand (a million ids made a 52 MB commit, parsed whole by every
+lookup of the tip). Readers that look for an id check the commit's files instead."""
 AGENT_TRAILER = "Gitmem-Agent"
 SESSION_TRAILER = "Gitmem-Session"
 SUPERSEDES_TRAILER = "Gitmem-Supersedes"

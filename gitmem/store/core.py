@@ -39,6 +39,7 @@ from gitmem.base.errors import (
 from gitmem.base.trailers import (
     AGENT_TRAILER,
     ID_TRAILER,
+    IDS_UNLISTED_TRAILER,
     OP_TRAILER,
     SESSION_TRAILER,
     SUPERSEDES_TRAILER,
@@ -97,6 +98,7 @@ from gitmem.store.index import Index, Progress
 from gitmem.store.reader import IndexReader, Reader, TreeReader
 from gitmem.store.results import History, LogEntry, Problem, Version
 from gitmem.store.rows import IndexStats
+from gitmem.store.touches import removed_ids
 
 if TYPE_CHECKING:
     from gitmem.git.maintenance import GcResult
@@ -195,7 +197,9 @@ def _spec(
         subject = tx_message or f"transaction: {summary.count} operations"
         message = message if tx_message is None else None
     trailers: list[tuple[str, str]] = [(OP_TRAILER, name) for name in ops]
-    trailers.extend((ID_TRAILER, mid) for mid in summary.ids)
+    trailers.extend((ID_TRAILER, mid) for mid in itertools.islice(summary.ids, ID_TRAILERS))
+    if len(summary.ids) > ID_TRAILERS:
+        trailers.append((IDS_UNLISTED_TRAILER, str(len(summary.ids) - ID_TRAILERS)))
     trailers.extend((SUPERSEDES_TRAILER, mid) for mid in summary.supersedes)
     if agent:
         trailers.append((AGENT_TRAILER, agent))
@@ -205,6 +209,11 @@ def _spec(
     author: Author | None = agent_author(author_name(agent)) if agent else None
     return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
 
+
+ID_TRAILERS = 1_000
+"""``Gitmem-Id`` trailers a commit lists at most; the rest are counted in one
+``Gitmem-Ids-Unlisted`` (libgit2 does not cache a large commit: a million ids cost every
+read of the tip ~0.3 s)."""
 
 REPLAY_LIMIT = 1_000
 REPLAY_BYTES = 8 * 1024 * 1024
@@ -1011,7 +1020,11 @@ class Store:
             current.update(self._reader(backend).ids())
         found = [i for i in current if i.startswith(wanted)]
         if not found:
-            deleted = {i for e in self.log(op=Op.DELETE, scope=scope) for i in e.ids}
+            deleted: set[str] = set()
+            for entry in self.log(op=Op.DELETE, scope=scope):
+                deleted.update(entry.ids)
+                if entry.unlisted:  # a bulk delete names its first ids only: ask its files
+                    deleted.update(removed_ids(self.db(entry.scope).repo, entry.commit))
             found = [i for i in deleted if i.startswith(wanted)]
         chosen = one_by_prefix(wanted, found)
         if chosen is None:

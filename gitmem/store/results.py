@@ -66,6 +66,8 @@ class LogEntry:
     agent: str | None
     session: str | None
     scope: Scope | None = None
+    unlisted: int = 0
+    """How many more memories the commit changed than ``ids`` names (a bulk write)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class LogEntry:
             "agent": self.agent,
             "session": self.session,
             "scope": str(self.scope) if self.scope else None,
+            "ids_unlisted": self.unlisted,
         }
 
 

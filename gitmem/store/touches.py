@@ -17,17 +17,18 @@ from gitmem.base.errors import InvalidInputError
 from gitmem.base.trailers import (
     AGENT_TRAILER,
     ID_TRAILER,
+    IDS_UNLISTED_TRAILER,
     OP_TRAILER,
     SESSION_TRAILER,
     SUPERSEDES_TRAILER,
     parse_trailers,
 )
 from gitmem.format import memfile
-from gitmem.format.layout import id_from_path
+from gitmem.format.layout import id_from_path, memory_path
 from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths
-from gitmem.git.objects import author_time, blob_data
+from gitmem.git.objects import author_time, blob_data, get_commit
 from gitmem.store.results import LogEntry
 
 
@@ -103,13 +104,37 @@ def read_log(
                 continue
             if op and str(op) not in entry.ops:
                 continue
-            if id and id not in entry.ids and id not in entry.supersedes:
+            # A bulk write names its first ids only: for the rest, whether it changed the file.
+            if (
+                id
+                and id not in entry.ids
+                and id not in entry.supersedes
+                and not (entry.unlisted and _changed_file(commit, memory_path(id)))
+            ):
                 continue
             if (path or category) and not touches(db.repo, commit, path=path, category=category):
                 continue
             entries.append(entry)
     entries.sort(key=lambda e: e.time, reverse=True)
     return entries[:limit] if limit is not None else entries
+
+
+def _changed_file(commit: pygit2.Commit, path: str) -> bool:
+    """Whether ``commit`` changed the file at ``path`` (against its first parent)."""
+    parent = commit.parents[0] if commit.parents else None
+    before = blob_at(parent.tree, path) if parent is not None else None
+    return blob_at(commit.tree, path) != before
+
+
+def removed_ids(repo: pygit2.Repository, commit_hex: str) -> list[str]:
+    """The ids of the memory files a commit removed (against its first parent): for a
+    bulk delete, whose trailers name its first ids only."""
+    commit = get_commit(repo, commit_hex)
+    return [
+        memory_id
+        for path in sorted(commit_changed_paths(commit))
+        if blob_at(commit.tree, path) is None and (memory_id := id_from_path(path)) is not None
+    ]
 
 
 def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
@@ -126,7 +151,16 @@ def _log_entry(commit: pygit2.Commit, scope: Scope) -> LogEntry:
         agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
         session=next((v for k, v in trailers if k == SESSION_TRAILER), None),
         scope=scope,
+        unlisted=_count(next((v for k, v in trailers if k == IDS_UNLISTED_TRAILER), "0")),
     )
+
+
+def _count(text: str) -> int:
+    """A count trailer's value; a hand-made commit's nonsense counts as "some" (1)."""
+    try:
+        return max(0, int(text))
+    except ValueError:
+        return 1
 
 
 
