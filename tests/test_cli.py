@@ -676,7 +676,9 @@ def test_log_filters(gm: Gitmem, store: Store, clock: FixedClock) -> None:
         "agent",
         "session",
         "scope",
+        "ids_unlisted",
     }
+    assert entry["ids_unlisted"] == 0
     assert "since" in gm.fails(4, "log", "--since", "last tuesday")
     assert gm("log", "--agent", "nobody").stdout == ""
 

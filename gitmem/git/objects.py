@@ -383,9 +383,28 @@ def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
             return write()
         except OSError as exc:
             if attempt + 1 == VANISHED_DIR_RETRIES or not _vanished(exc):
+                refused = _refused(exc)
+                if refused is not None:
+                    raise refused from exc
                 raise
             log.debug("object directory vanished during a write (%s); writing again", exc)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _refused(exc: OSError) -> OSError | None:
+    """libgit2's OSError carries its message but no errno: a write the file system refused
+    (a read-only store, another user's) gets its errno back, so every caller can tell it
+    from a failure (a transaction writes its blobs before the write loop runs)."""
+    if exc.errno is not None:
+        return None
+    text = str(exc)
+    for code, phrase in (
+        (errno.EROFS, "Read-only file system"),
+        (errno.EACCES, "Permission denied"),
+    ):
+        if phrase in text:
+            return OSError(code, text)
+    return None
 
 
 def _vanished(exc: OSError) -> bool:
