@@ -382,7 +382,7 @@ class GitDB:
             tip = self.tip()
             snap = RecordingSnapshot(repo, tip)
             spec, value = plan(snap)
-            changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
+            changes = _differing(snap)
             if not changes:
                 return value, None
             author = spec.author or self.default_author()
@@ -437,7 +437,7 @@ class GitDB:
                     self._heal_worktree(tip)
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
-                changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
+                changes = _differing(snap)
                 merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
                 if isinstance(spec, CommitSpec) and not changes and not merging:
                     return value, None
@@ -780,6 +780,14 @@ class GitDB:
                 if attempt == 49:
                     raise
                 time.sleep(0.01 * random.uniform(0.5, 1.5))
+
+
+def _differing(snap: Snapshot) -> dict[str, Staged]:
+    """The staged changes that change something. Usually all of them: then the staged dict
+    itself, not a copy (a bulk import stages a million; the plan's snapshot is not reused)."""
+    if all(differs(snap, p, d) for p, d in snap.changes.items()):
+        return snap.changes
+    return {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
 
 
 def _make_dirs(path: Path, top: Path) -> None:
