@@ -65,6 +65,12 @@ log = logs.get(__name__)
 # libgit2 caches only trees under 4 KiB by default; the memories/ tree and its
 # shard trees are larger in big stores and would be inflated again on every read.
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 1 << 20)
+# libgit2 maps pack files in windows of 1 GiB and keeps up to 8 GiB mapped (its 64-bit
+# defaults): an index rebuild or doctor reading every blob of a million-memory store mapped
+# its whole 363 MB pack, resident memory on top of the process's own. Windows of 32 MiB, at
+# most 128 MiB mapped (about git's 32-bit defaults) keep that bounded, for a few more mmaps.
+pygit2.settings.mwindow_size = 32 << 20
+pygit2.settings.mwindow_mapped_limit = 128 << 20
 
 T = TypeVar("T")
 
