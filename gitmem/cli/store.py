@@ -35,6 +35,7 @@ class Rows(Protocol):
         include_archived: bool,
         after: tuple[int, str] | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[tuple[Any, ...]]: ...
 
     def problems(self) -> list[Problem]: ...
@@ -279,8 +280,13 @@ def _ls_stream(
     (id, version, category, title, supersedes, status, scope)."""
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
 
+    # One source: its first query skips the offset (SQLite walks the index for it, ~0.1 s
+    # at 500k) instead of paging through what it skips.
+    skip = (page.start or 0) if len(sources) == 1 else 0
+
     def paged(each: str, reader: Rows) -> Iterator[tuple[Any, ...]]:
         after: tuple[int, str] | None = None
+        offset = skip
         while True:
             rows = reader.rows(
                 columns,
@@ -288,7 +294,9 @@ def _ls_stream(
                 include_archived=show_all,
                 after=after,
                 limit=LS_PAGE,
+                offset=offset,
             )
+            offset = 0
             for row in rows:
                 yield (*row, each)
             if len(rows) < LS_PAGE:
@@ -296,7 +304,9 @@ def _ls_stream(
             after = (rows[-1][0], rows[-1][1])
 
     merged = heapq.merge(*(paged(each, reader) for each, reader in sources), key=_ls_key)
-    for row in itertools.islice(merged, page.start, page.stop):
+    start = (page.start or 0) - skip
+    stop = page.stop - skip if page.stop is not None else None
+    for row in itertools.islice(merged, start, stop):
         yield row[1:]
 
 

@@ -125,10 +125,11 @@ def column_rows(
     include_archived: bool = False,
     after: tuple[int, str] | None = None,
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[tuple[Any, ...]]:
     """A few columns of the current memories, oldest first (see ``Index.rows``).
 
-    ``after`` (a ``(created_us, id)`` key) and ``limit`` page through them: each page is
+    ``after`` (a ``(created_us, id)`` key), ``offset`` and ``limit`` page through them: each page is
     one walk of the ``(created_us, id)`` index from the key, so a listing of a million
     memories is read a page at a time and never held whole."""
     check_columns(columns)
@@ -142,11 +143,11 @@ def column_rows(
             where += "(m.created_us, m.id) > (?, ?)"
             params = [*params, *after]
         sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params = [*params, limit]
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params = [*params, -1 if limit is None else limit, offset]
         return conn.execute(sql, params).fetchall()
-    if after is not None or limit is not None:
+    if after is not None or limit is not None or offset:
         raise InvalidInputError("rows of given ids are not paged")
     wanted = list(dict.fromkeys(ids))
     where += " AND " if where else "WHERE "

@@ -74,6 +74,7 @@ class QuickIndex:
         include_archived: bool,
         after: tuple[int, str] | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         return queries.column_rows(
             self.conn,
@@ -82,6 +83,7 @@ class QuickIndex:
             include_archived=include_archived,
             after=after,
             limit=limit,
+            offset=offset,
         )
 
     def problems(self) -> list[Problem]:

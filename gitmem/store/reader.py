@@ -70,6 +70,7 @@ class Reader(Protocol):
         include_archived: bool,
         after: tuple[int, str] | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         """A few columns of the current memories as the index stores them (see
         :meth:`Index.rows`), oldest first: fields of every memory without whole objects;
@@ -140,6 +141,7 @@ class IndexReader:
         include_archived: bool,
         after: tuple[int, str] | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         return self.index.rows(
             columns,
@@ -147,6 +149,7 @@ class IndexReader:
             include_archived=include_archived,
             after=after,
             limit=limit,
+            offset=offset,
         )
 
     def successors(self, memory_id: str) -> list[Memory]:
@@ -277,6 +280,7 @@ class TreeReader:
         include_archived: bool,
         after: tuple[int, str] | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         check_columns(columns)
         memories = self.memories(
@@ -291,6 +295,9 @@ class TreeReader:
             blob = self.snap.blob_id(memory_path(memory.id))
             values = row_values(memory, str(blob) if blob is not None else "")
             if after is not None and (values["created_us"], memory.id) <= after:
+                continue
+            if offset:
+                offset -= 1
                 continue
             if limit is not None and len(out) == limit:
                 break
