@@ -117,6 +117,36 @@ def test_join_brings_a_personal_store_into_the_team_store(hub: Path, tmp_path: P
     assert gitmem.open(tmp_path / "teammate").read(mine.id).body == "my own preference, refined"
 
 
+@pytest.mark.parametrize(("team_format", "my_format"), [(2, 3), (3, 2), (3, 3)])
+def test_join_keeps_versions_across_formats(
+    tmp_path: Path, team_format: int, my_format: int
+) -> None:
+    """A personal store made today (format 3: versions derived from history) joining a team
+    store made before (format 2: versions written in each file), and the other way round:
+    every memory reads with the version and time it had, here and at a teammate's."""
+    path = tmp_path / "hub.git"
+    run_git(tmp_path, "init", "-q", "--bare", "-b", "main", "hub.git")
+    seed = gitmem.init(tmp_path / "seed", format=team_format)
+    seed.create("team fact", title="fact")
+    S.add_remote(seed, "origin", str(path))
+    S.sync(seed)
+    personal = gitmem.init(tmp_path / "me", scope="user", format=my_format)
+    mine = personal.create("v1", title="mine")
+    personal.update(mine.id, "v2")
+    personal.update(mine.id, "v3")
+    before = personal.read(mine.id)
+    assert before.version == 3
+    team.join(personal, str(path))
+    after = gitmem.open(tmp_path / "me").read(mine.id)
+    assert (after.version, after.updated_at, after.body) == (3, before.updated_at, "v3")
+    theirs = team.clone(str(path), tmp_path / "teammate")
+    assert theirs.memories == 2
+    seen = gitmem.open(tmp_path / "teammate").read(mine.id)
+    assert (seen.version, seen.updated_at) == (3, before.updated_at)
+    # The next update goes on from there, in whichever format the team store is.
+    assert gitmem.open(tmp_path / "teammate").update(mine.id, "v4").version == 4
+
+
 def test_init_in_a_plain_clone_registers_the_driver(hub: Path, tmp_path: Path) -> None:
     run_git(tmp_path, "clone", "-q", "-b", "main", str(hub), "plain")
     assert not driver_registered(tmp_path / "plain")

@@ -37,7 +37,7 @@ from gitmem.base.errors import (
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
-from gitmem.format import codec, memfile
+from gitmem.format import codec
 from gitmem.format.layout import (
     MEMORY_ROOTS,
     MEMORY_SUFFIX,
@@ -637,7 +637,7 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
                 data = snap.read(path)
                 if data is not None:
                     files[path] = data
-        for path, data in _as_read(snap, files).items():
+        for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
             relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
             out = target / str(scope) / relative
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -649,25 +649,6 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     report.read = {"files": count}
     report.written = {"files": count}
     return report
-
-
-def _as_read(snap: Snapshot, files: dict[str, bytes]) -> dict[str, bytes]:
-    """``files`` of ``snap`` with format 3's derived version and updated_at lines (only
-    those lines change; a file that does not read as a memory goes as it is)."""
-    if not derived.is_derived(snap.repo, snap.commit):
-        return files
-    stored = {path: memfile.read(data, path)[0] for path, data in files.items()}
-    read = derived.as_read(snap.repo, snap.commit, stored)
-    out = dict(files)
-    for path, memory in read.items():
-        was = stored[path]
-        if memory is None or was is None or was.document is None:
-            continue
-        if (memory.version, memory.updated_at) != (was.version, was.updated_at):
-            meta = dict(was.document.metadata)
-            meta["version"], meta["updated_at"] = memory.version, memory.updated_at
-            out[path] = codec.serialize(was.document.with_changes(meta, was.body)).encode()
-    return out
 
 
 # -- forge ---------------------------------------------------------------------------------------

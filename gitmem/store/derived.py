@@ -29,7 +29,7 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base.errors import GitmemError
-from gitmem.format import codec
+from gitmem.format import codec, memfile
 from gitmem.format.config import DERIVED_FORMAT as DERIVED_FORMAT  # re-exported
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import CONFIG_FILE
@@ -154,6 +154,29 @@ def as_read(
         path: found[path].apply(memory) if memory is not None else None
         for path, memory in memories.items()
     }
+
+
+def files_as_read(
+    repo: pygit2.Repository, commit: pygit2.Commit | None, files: Mapping[str, bytes]
+) -> dict[str, bytes]:
+    """``files`` of ``commit`` (path -> bytes) with format 3's derived ``version`` and
+    ``updated_at`` lines written in, so each file says its version wherever it goes (an
+    export, a format 2 store it is merged into). Only those two lines change; a file that
+    does not read as a memory, and every file of a format 2 commit, is returned as it is."""
+    if not is_derived(repo, commit):
+        return dict(files)
+    stored = {path: memfile.read(data, path)[0] for path, data in files.items()}
+    read = as_read(repo, commit, stored)
+    out = dict(files)
+    for path, memory in read.items():
+        was = stored[path]
+        if memory is None or was is None or was.document is None:
+            continue
+        if (memory.version, memory.updated_at) != (was.version, was.updated_at):
+            meta = dict(was.document.metadata)
+            meta["version"], meta["updated_at"] = memory.version, memory.updated_at
+            out[path] = codec.serialize(was.document.with_changes(meta, was.body)).encode()
+    return out
 
 
 class BumpCache:

@@ -36,7 +36,7 @@ from gitmem.base.trailers import (
 )
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
+from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, MEMORY_ROOTS, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
@@ -535,6 +535,8 @@ def integrate(
                 if base is None
                 else None,
             )
+        if join and derived.is_derived(repo, tip) and not derived.is_derived(repo, theirs):
+            _write_versions_in(snap, tm)
         _stage(snap, tm.changes)
         spec = replace(_merge_spec(label, tm), merge_parents=(str(theirs.id),))
         return spec, ("merge", tm, tip)
@@ -546,6 +548,26 @@ def integrate(
         return kind, tm, before, theirs
     assert oid is not None  # a merge commit always has two parents, so it is always made
     return kind, tm, before, get_commit(db.repo, oid)
+
+
+def _write_versions_in(snap: Snapshot, tm: TreeMerge) -> None:
+    """A format 3 store joining a team store of an older format: the team's ``gitmem.yaml``
+    wins, and in a format 2 tree a file's ``version``/``updated_at`` lines are its version.
+    This store's files kept the lines they were created with (format 3 derives the rest
+    from history), so each is written with the values it reads as at this store's tip;
+    otherwise every memory updated here would read as version 1, as of its creation, once
+    joined. Files the merge itself changed (both sides had them) are left to the merge."""
+    files: dict[str, bytes] = {}
+    for root in MEMORY_ROOTS:
+        for path in snap.iter_files(root):
+            if path in tm.changes or id_from_path(path) is None:
+                continue
+            data = snap.read(path)
+            if data is not None:
+                files[path] = data
+    for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
+        if data != files[path]:
+            tm.changes[path] = data
 
 
 def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
