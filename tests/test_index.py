@@ -1197,3 +1197,23 @@ def test_threads_query_while_the_store_writes(any_store: Store) -> None:
         assert sizes == sorted(sizes)
     assert {m.id for m in any_store.list()} == set(ids)
     assert_matches_scan(any_store, ids[:3])
+
+
+@pytest.mark.parametrize("shrink", [True, False])
+def test_a_large_write_leaves_no_write_ahead_log_behind(
+    store: Store, monkeypatch: pytest.MonkeyPatch, shrink: bool
+) -> None:
+    """gitmem's commands exit without closing the index, so SQLite never removes its log:
+    after a large catch-up (1.8 GB beside a 1M index) the log stayed on disk. A log past the
+    bound is checkpointed and cut after the write; below it, SQLite's own rules apply."""
+    from gitmem.store import index as index_module
+
+    for n in range(40):
+        store.create(f"memory {n} about the build cache", title=f"m{n}")
+    monkeypatch.setattr(index_module, "WAL_SHRINK_BYTES", 0 if shrink else 1 << 40)
+    index = store.index()
+    index.rebuild()
+    wal = Path(str(index.path) + "-wal")
+    assert wal.exists()  # the connection is still open: WAL mode keeps the file
+    assert (wal.stat().st_size == 0) == shrink
+    assert len(store.search("cache", limit=100)) == 40

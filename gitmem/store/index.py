@@ -79,6 +79,13 @@ log = logs.get(__name__)
 
 DB_NAME = paths.INDEX_DB
 
+WAL_SHRINK_BYTES = 32 * 1024 * 1024
+"""A write-ahead log larger than this after a write transaction is checkpointed and cut to
+nothing. SQLite's automatic checkpoint copies the log into the database but keeps the file
+at its largest size for reuse, and only the last connection's close removes it; gitmem's
+commands end without closing (a fast process exit), so after a large catch-up (a clone or
+rebuild of 1M memories left 1.8 GB of log beside a 1.8 GB index) the log stayed on disk."""
+
 Decoder = Callable[[bytes, str], Memory]
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -415,6 +422,18 @@ class Index:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise
+            self._shrink_wal(conn)
+
+    def _shrink_wal(self, conn: sqlite3.Connection) -> None:
+        """Checkpoint and truncate a log grown past :data:`WAL_SHRINK_BYTES` (a reader still
+        using it makes the checkpoint give up, not fail: the next large write tries again)."""
+        try:
+            size = Path(str(self.path) + "-wal").stat().st_size
+        except OSError:
+            return
+        if size > WAL_SHRINK_BYTES:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _clear(self, conn: sqlite3.Connection) -> None:
         for table in ("memories", "tags", "edges", "versions", "commits", "problems"):
