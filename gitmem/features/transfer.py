@@ -39,7 +39,6 @@ from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
 from gitmem.format import codec
 from gitmem.format.layout import (
-    MEMORY_ROOTS,
     MEMORY_SUFFIX,
     check_id,
     id_from_path,
@@ -629,14 +628,7 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     count = 0
     for scope in store.scopes:
         snap = store.db(scope).snapshot()
-        files: dict[str, bytes] = {}
-        for root in MEMORY_ROOTS:
-            for path in snap.iter_files(root):
-                if id_from_path(path) is None:
-                    continue
-                data = snap.read(path)
-                if data is not None:
-                    files[path] = data
+        files = derived.memory_files(snap)
         for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
             relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
             out = target / str(scope) / relative

@@ -32,10 +32,10 @@ from gitmem.base.errors import GitmemError
 from gitmem.format import codec, memfile
 from gitmem.format.config import DERIVED_FORMAT as DERIVED_FORMAT  # re-exported
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import CONFIG_FILE
+from gitmem.format.layout import CONFIG_FILE, MEMORY_ROOTS, id_from_path
 from gitmem.format.model import Memory
 from gitmem.git.diff import blob_at
-from gitmem.git.objects import blob_data
+from gitmem.git.objects import Snapshot, blob_data
 from gitmem.store.changes import changed_memory_files
 
 BUMP, RESET, NEUTRAL = 1, -1, 0
@@ -154,6 +154,20 @@ def as_read(
         path: found[path].apply(memory) if memory is not None else None
         for path, memory in memories.items()
     }
+
+
+def memory_files(snap: Snapshot) -> dict[str, bytes]:
+    """Every memory file of ``snap`` (path -> bytes): what :func:`files_as_read` is given
+    by export and by a join into an older-format store."""
+    files: dict[str, bytes] = {}
+    for root in MEMORY_ROOTS:
+        for path in snap.iter_files(root):
+            if id_from_path(path) is None:
+                continue
+            data = snap.read(path)
+            if data is not None:
+                files[path] = data
+    return files
 
 
 def files_as_read(

@@ -36,7 +36,7 @@ from gitmem.base.trailers import (
 )
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, MEMORY_ROOTS, id_from_path
+from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
@@ -557,14 +557,7 @@ def _write_versions_in(snap: Snapshot, tm: TreeMerge) -> None:
     from history), so each is written with the values it reads as at this store's tip;
     otherwise every memory updated here would read as version 1, as of its creation, once
     joined. Files the merge itself changed (both sides had them) are left to the merge."""
-    files: dict[str, bytes] = {}
-    for root in MEMORY_ROOTS:
-        for path in snap.iter_files(root):
-            if path in tm.changes or id_from_path(path) is None:
-                continue
-            data = snap.read(path)
-            if data is not None:
-                files[path] = data
+    files = {p: d for p, d in derived.memory_files(snap).items() if p not in tm.changes}
     for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
         if data != files[path]:
             tm.changes[path] = data
