@@ -603,3 +603,66 @@ def test_doctor_progress_ends_at_the_total_on_a_broken_branch(store: Store) -> N
     D.diagnose(opened, progress=lambda done, total: calls.append((done, total)))
     assert_progress(calls)
     assert calls[-1][1] == len(D.CHECKS)  # no memory could be counted: one unit each
+
+
+# -- bounded memory: the checks walk the index and git in order, never holding every memory --
+
+
+def test_folders_and_files_whose_names_sort_apart_agree_with_the_index(store: Store) -> None:
+    # The index check walks the index's rows by path beside git's files in the same order;
+    # a folder sorts as "name/", so notes/a/x.md comes after notes/a-b.md and notes/a.md
+    # (a walk that sorted the folder "a" before "a-b" would pair the wrong files).
+    with store.transaction():
+        for memory_id in ("notes/a-b", "notes/a/x", "notes/a.c", "notes/a0", "notes/a/b/c"):
+            store.create(f"body of {memory_id}", id=memory_id)
+    store.create("a plain memory")
+    assert findings(store, "index") == []
+    _tamper_index(store, "DELETE FROM memories WHERE path = 'notes/a/x.md'")
+    (found,) = findings(store, "index")
+    assert "1 missing (notes/a/x)" in found.message
+
+
+def test_case_twins_in_twin_folders_are_reported(store: Store) -> None:
+    # A case-insensitive file system makes notes/Team and notes/team one folder: the two
+    # x.md files in them are twins, though no folder holds both.
+    store.create("one", id="notes/Team/x")
+    store.create("unrelated", id="notes/Team/y")
+    plant(store, "notes/team/x.md", memory_text("notes/team/x"))
+    (found,) = findings(store, "twins")
+    assert found.message.startswith("notes/Team/x.md and notes/team/x.md differ only in case")
+
+
+def test_the_clean_blob_caches_are_read_and_written_in_order_across_pages(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem.entry import doctor_context
+
+    monkeypatch.setattr(doctor_context, "_PAGE", 3)  # many pages of index rows for 11 memories
+    with store.transaction():
+        clean = [store.create(f"clean memory {i}") for i in range(9)]
+    with store.secrets_allowed():
+        leaky = store.create(f"ci\ntoken {FAKE_TOKEN}\n")
+    marked = "notes/marked"
+    plant(
+        store, f"{marked}.md", memory_text(marked, body="<<<<<<< ours\na\n=======\nb\n>>>>>>> x\n")
+    )
+    (secret,) = findings(store, "secrets")
+    assert leaky.id in secret.message
+    (markers,) = findings(store, "markers")
+    assert marked in markers.message
+    cache = store.db().state_dir / "doctor-clean-blobs"
+
+    def blob(path: str) -> str:
+        return run_git(store.db().gitdir, "rev-parse", f"main:{path}").strip()
+
+    clean_blobs = sorted({blob(m.path or "") for m in clean} | {blob(f"{marked}.md")})
+    assert cache.read_text().split("\n")[1:] == [*clean_blobs, ""]  # sorted, the leak left out
+    before = cache.stat()
+    assert [f.message for f in findings(store, "secrets")] == [secret.message]
+    assert cache.stat().st_ino == before.st_ino  # nothing new: the file is left as it was
+    deleted = blob(clean[0].path or "")
+    store.delete(clean[0].id)
+    findings(store, "secrets")
+    left = [b for b in clean_blobs if b != deleted]
+    assert cache.read_text().split("\n")[1:] == [*left, ""]  # only current memories' blobs
+    assert not list(cache.parent.glob(f"{cache.name}*.tmp*"))

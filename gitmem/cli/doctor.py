@@ -49,7 +49,7 @@ def doctor(
 
     The memory checks read the index once its files match git's blob for blob;
     --deep decodes every memory from git instead and compares each with its
-    index row (by default a sample of 64 is compared field by field).
+    index row (by default a sample of 16 is compared field by field).
     On a terminal, a progress bar follows the checks over a large store.
 
     Exit status: 0 when no error or warning remains, 1 otherwise.

@@ -61,8 +61,8 @@ from gitmem.entry.doctor_context import (
     Finding,
     Progress,
     Tally,
+    count_memory_files,
     damaged_finding,
-    memory_files,
 )
 from gitmem.entry.doctor_memories import (
     check_chains,
@@ -256,7 +256,7 @@ def _weights(ctx: Context, chosen: Sequence[str], counted: bool) -> dict[str, in
     if counted and MEMORY_CHECKS.intersection(chosen):
         try:
             tip = ctx.db.tip()
-            memories = max(1, len(memory_files(ctx.db, str(tip.id) if tip else None)))
+            memories = max(1, count_memory_files(ctx.db, str(tip.id) if tip else None))
         except (RepositoryDamagedError, KeyError, pygit2.GitError):
             memories = 1  # a damaged branch: the checks that read it stop at once
     return {name: memories if name in MEMORY_CHECKS else 1 for name in chosen}
@@ -311,5 +311,3 @@ _CHECKERS: dict[str, Callable[[Context], Iterable[Finding]]] = {
 
 
 # -- gitmem secrets --------------------------------------------------------------------------
-
-

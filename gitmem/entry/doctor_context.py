@@ -11,9 +11,9 @@ import contextlib
 import json
 import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pygit2
 
@@ -31,6 +31,7 @@ from gitmem.git.objects import Snapshot, blob_data, get_commit, get_tree
 from gitmem.store.core import Store
 from gitmem.store.discovery import open_store
 from gitmem.store.index import Index
+from gitmem.store.queries import problem_rows
 from gitmem.store.results import Problem
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -105,14 +106,17 @@ class Entry:
 
 @dataclass
 class IndexView:
-    """The index's rows at one commit beside git's tree at that commit."""
+    """The index's rows at one commit beside git's tree at that commit: what disagrees.
+
+    Computed as one walk of both in path order (``_index_view``), so nothing per memory is
+    held: at 1M memories the rows and git's path -> blob map were ~600 MB in memory."""
 
     commit: str | None
-    rows: list[tuple[Any, ...]]
-    """``_ROW_COLUMNS`` of every current memory the index holds, oldest first."""
+    count: int
+    """Rows the index holds (current memories, superseded and archived included)."""
     problems: list[tuple[str, str]]
-    files: dict[str, str]
-    """Every memory file git has at ``commit``: path -> blob id."""
+    sample: dict[str, str] = field(default_factory=dict)
+    """path -> git's blob id for a spread sample of rows, oldest first (``CONTENT_SAMPLE``)."""
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
@@ -121,9 +125,6 @@ class IndexView:
     @property
     def agrees(self) -> bool:
         return not (self.missing or self.extra or self.stale or self.problem_diff)
-
-
-_ROW_COLUMNS = ("id", "path", "blob", "supersedes", "related")
 
 
 CONTENT_SAMPLE = 16
@@ -187,7 +188,7 @@ class Context:
     _view: IndexView | None = None
     _view_error: str | None = None
     _view_exc: BaseException | None = None
-    _entries: list[Entry] | None = None
+    _facts: Facts | None = None
     fsck: subprocess.Popen[bytes] | None = None
     """``git fsck`` started early, running beside the other checks."""
     tally: Tally = field(default_factory=Tally)
@@ -245,16 +246,16 @@ class Context:
         view = self.view()
         return view if view is not None and view.agrees else None
 
-    def entries(self) -> list[Entry]:
-        """Every memory, oldest first: from the index when it matches git, else decoded."""
-        if self._entries is None:
-            view = self.trusted()
-            if view is not None:
-                self._entries = [_row_entry(row) for row in view.rows]
+    def facts(self) -> Facts:
+        """What the memory checks ask of the memories: from the index when it matches git
+        (SQL, a page at a time: bounded memory at any size), else from the decoded store."""
+        if self._facts is None:
+            if self.trusted() is not None:
+                self._facts = IndexFacts(self.store.index(self.scope))
             else:
                 snap = self.db.snapshot()
-                self._entries = [_memory_entry(m, snap) for m in self.memories()]
-        return self._entries
+                self._facts = ScanFacts([_memory_entry(m, snap) for m in self.memories()])
+        return self._facts
 
     def problems(self) -> list[tuple[str, str]]:
         """(path, message) of each file under the memory folders that is not a memory."""
@@ -275,7 +276,7 @@ class Context:
 
 
 def _row_entry(row: Sequence[Any]) -> Entry:
-    memory_id, path, blob, supersedes, related = row
+    memory_id, path, blob, supersedes, related = row[:5]
     links = tuple((str(r["id"]), str(r["relationship"])) for r in json.loads(related))
     return Entry(memory_id, path, blob, supersedes, links)
 
@@ -292,31 +293,240 @@ def _memory_entry(memory: Memory, snap: Snapshot) -> Entry:
     )
 
 
-def memory_files(db: GitDB, commit: str | None) -> dict[str, str]:
-    """path -> blob id of every memory file at ``commit``: what the index must hold, as the
-    index itself and the store's scan see it (regular files under the memory roots)."""
-    out: dict[str, str] = {}
+class Facts(Protocol):
+    """What the memory checks (markers, links, chains, secrets) ask of one scope's
+    memories. Two answers: :class:`IndexFacts` (SQL over an index that agrees with git,
+    nothing per memory held) and :class:`ScanFacts` (the decoded store, when it does not)."""
+
+    def count(self) -> int: ...
+
+    def by_blob(self) -> Iterator[Entry]:
+        """Every memory, by blob id (the order the clean-blob caches are kept in)."""
+        ...
+
+    def linking_out(self) -> list[Entry]:
+        """Memories with a link (``supersedes``, ``related``) to an id that is not a memory
+        of this scope, oldest first: the only ones a dangling link can come from."""
+        ...
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` are memories of this scope."""
+        ...
+
+    def in_chains(self) -> list[Entry]:
+        """Memories that supersede one and are superseded by another, oldest first: the
+        only ones a version-chain cycle can go through."""
+        ...
+
+    def forks(self) -> list[tuple[str, list[str]]]:
+        """(superseded id, its successors sorted) for each id superseded more than once."""
+        ...
+
+    def path_of(self, memory_id: str) -> str | None: ...
+
+
+class ScanFacts:
+    """:class:`Facts` from a list of entries (the store decoded from git)."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = entries
+        self._by_id = {e.id: e for e in entries}
+
+    def count(self) -> int:
+        return len(self.entries)
+
+    def by_blob(self) -> Iterator[Entry]:
+        return iter(sorted(self.entries, key=lambda e: e.blob or ""))
+
+    def linking_out(self) -> list[Entry]:
+        ids = self._by_id
+        return [
+            e
+            for e in self.entries
+            if (e.supersedes and e.supersedes not in ids) or any(r not in ids for r, _ in e.related)
+        ]
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        return {i for i in ids if i in self._by_id}
+
+    def in_chains(self) -> list[Entry]:
+        targets = {e.supersedes for e in self.entries if e.supersedes}
+        return [e for e in self.entries if e.supersedes and e.id in targets]
+
+    def forks(self) -> list[tuple[str, list[str]]]:
+        successors: dict[str, list[str]] = {}
+        for entry in self.entries:
+            if entry.supersedes:
+                successors.setdefault(entry.supersedes, []).append(entry.id)
+        return [(old, sorted(new)) for old, new in sorted(successors.items()) if len(new) > 1]
+
+    def path_of(self, memory_id: str) -> str | None:
+        entry = self._by_id.get(memory_id)
+        return entry.path if entry is not None else None
+
+
+_PAGE = 5_000
+"""Index rows read per query by :meth:`IndexFacts.by_blob`: a page of rows in memory, never
+all (each query is a walk of the blob index from where the last one stopped)."""
+
+_ENTRY_COLUMNS = "m.id, m.path, m.blob, m.supersedes, m.related"
+
+
+class IndexFacts:
+    """:class:`Facts` from SQL over the index's ``memories`` and ``edges`` tables. Each
+    query catches the index up first, as every read of it does."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.index.read(lambda conn: conn.execute(sql, params).fetchall())
+
+    def count(self) -> int:
+        return int(self._rows("SELECT count(*) FROM memories")[0][0])
+
+    def by_blob(self) -> Iterator[Entry]:
+        after: tuple[str, int] | None = None
+        while True:
+            where = "WHERE (m.blob, m.rowid) > (?, ?) " if after is not None else ""
+            page = self._rows(
+                f"SELECT {_ENTRY_COLUMNS}, m.rowid FROM memories m {where}"
+                f"ORDER BY m.blob, m.rowid LIMIT {_PAGE}",
+                after or (),
+            )
+            for row in page:
+                yield _row_entry(row)
+            if len(page) < _PAGE:
+                return
+            after = (page[-1][2], page[-1][5])
+
+    def linking_out(self) -> list[Entry]:
+        rows = self._rows(
+            f"SELECT {_ENTRY_COLUMNS} FROM memories m WHERE m.id IN ("
+            "SELECT e.src FROM edges e WHERE NOT EXISTS "
+            "(SELECT 1 FROM memories t WHERE t.id = e.dst)) ORDER BY m.created_us, m.id"
+        )
+        return [_row_entry(row) for row in rows]
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        wanted = list(dict.fromkeys(ids))
+        found: set[str] = set()
+        for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
+            chunk = wanted[i : i + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(
+                r[0] for r in self._rows(f"SELECT id FROM memories WHERE id IN ({marks})", chunk)
+            )
+        return found
+
+    def in_chains(self) -> list[Entry]:
+        rows = self._rows(
+            f"SELECT {_ENTRY_COLUMNS} FROM memories m WHERE m.supersedes IS NOT NULL AND "
+            "EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id) "
+            "ORDER BY m.created_us, m.id"
+        )
+        return [_row_entry(row) for row in rows]
+
+    def forks(self) -> list[tuple[str, list[str]]]:
+        rows = self._rows(
+            "SELECT supersedes, id FROM memories WHERE supersedes IN (SELECT supersedes "
+            "FROM memories WHERE supersedes IS NOT NULL GROUP BY supersedes "
+            "HAVING count(*) > 1) ORDER BY supersedes, id"
+        )
+        out: dict[str, list[str]] = {}
+        for old, new in rows:
+            out.setdefault(old, []).append(new)
+        return sorted(out.items())
+
+    def path_of(self, memory_id: str) -> str | None:
+        rows = self._rows("SELECT path FROM memories WHERE id = ?", (memory_id,))
+        return str(rows[0][0]) if rows else None
+
+
+def iter_memory_files(db: GitDB, commit: str | None) -> Iterator[tuple[str, str]]:
+    """(path, blob id) of every memory file at ``commit`` (regular files under the memory
+    roots, as the index and the store's scan see them), in path order (Python's, which for
+    the index's UTF-8 paths is SQLite's): one folder's entries in memory at a time.
+
+    Each folder is sorted with a ``/`` after a sub-folder's name, so the paths come out in
+    the order of the whole strings whatever order a (hand-made) tree keeps its entries in."""
     if commit is None:
-        return out
+        return
     repo = db.repo
     tree = get_commit(repo, commit).tree
-    stack: list[tuple[pygit2.Tree, str]] = []
+    tops: list[tuple[str, pygit2.Object]] = []
     for root in MEMORY_ROOTS:
         try:
             top = tree[root]
         except KeyError:
             continue
         if top.type_str == "tree":
-            stack.append((get_tree(repo, top.id), root))
+            tops.append((root + "/", top))
+    # A stack of folders' remaining entries, each (sort key, path, object) in reverse.
+    stack: list[list[tuple[str, str, pygit2.Object]]] = [
+        sorted(((key, key[:-1], top) for key, top in tops), reverse=True)
+    ]
     while stack:
-        folder, prefix = stack.pop()
-        for item in folder:
-            path = f"{prefix}/{item.name}"
-            if item.type_str == "tree":
-                stack.append((get_tree(repo, item.id), path))
-            elif item.filemode in _REGULAR and is_memory_file(path):
-                out[path] = str(item.id)
-    return out
+        folder = stack[-1]
+        if not folder:
+            stack.pop()
+            continue
+        _key, path, item = folder.pop()
+        if item.type_str == "tree":
+            children = get_tree(repo, item.id)
+            stack.append(
+                sorted(
+                    (
+                        (
+                            f"{child.name}{'/' if child.type_str == 'tree' else ''}",
+                            f"{path}/{child.name}",
+                            child,
+                        )
+                        for child in children
+                    ),
+                    reverse=True,
+                )
+            )
+        elif item.filemode in _REGULAR and is_memory_file(path):
+            yield path, str(item.id)
+
+
+def case_twins(repo: pygit2.Repository, tree: pygit2.Tree | None) -> Iterator[list[str]]:
+    """Each group of memory files whose paths differ only in case, sorted.
+
+    Folder by folder: the entries of one folder (and of its case-twin folders, which a
+    case-insensitive file system makes one) grouped by their case-folded name; only one
+    folder's entries are in memory at a time, not every path of the store."""
+    if tree is None:
+        return
+    stack: list[list[tuple[pygit2.Tree, str]]] = []
+    for root in MEMORY_ROOTS:
+        with contextlib.suppress(KeyError):
+            top = tree[root]
+            if top.type_str == "tree":
+                stack.append([(get_tree(repo, top.id), root)])
+    while stack:
+        folders = stack.pop()
+        groups: dict[str, list[tuple[pygit2.Object, str]]] = {}
+        for folder, prefix in folders:
+            for item in folder:
+                name = str(item.name)
+                groups.setdefault(name.casefold(), []).append((item, f"{prefix}/{name}"))
+        for items in groups.values():
+            files = [
+                path
+                for item, path in items
+                if item.type_str == "blob" and item.filemode in _REGULAR and is_memory_file(path)
+            ]
+            if len(files) > 1:
+                yield sorted(files)
+            subfolders = [(get_tree(repo, i.id), path) for i, path in items if i.type_str == "tree"]
+            if subfolders:
+                stack.append(subfolders)
+
+
+def count_memory_files(db: GitDB, commit: str | None) -> int:
+    return sum(1 for _ in iter_memory_files(db, commit))
 
 
 _REGULAR = (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE)
@@ -325,44 +535,66 @@ _REGULAR = (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE)
 def _index_view(index: Index, db: GitDB) -> IndexView:
     """The index's rows and problems beside git's tree at the commit they reflect.
 
-    A query catches the index up to the branch tip first; if the tip did not move while
-    the rows were read, they reflect exactly that tip (else read again). Then paths and
-    blob ids are compared, and the few files the two disagree about are decoded to say
-    how. Content is compared field by field only for a sample (``_check_content``).
+    In one read transaction of a caught-up index: the commit it reflects, its problems,
+    and its rows in path order, walked beside git's memory files at that commit in the same
+    order; the few files the two disagree about are decoded to say how, as a rebuild would.
+    Content is compared field by field only for a sample (``_check_content``).
     """
-    for _attempt in range(5):
-        before = db.tip()
-        rows = index.rows(_ROW_COLUMNS, include_superseded=True, include_archived=True)
-        problems = index.problems()
-        after = db.tip()
-        commit = str(after.id) if after is not None else None
-        if commit == (str(before.id) if before is not None else None):
-            break
-    view = IndexView(commit, rows, problems, memory_files(db, commit))
-    files = view.files
-    indexed: dict[str, str] = {}
-    for memory_id, path, blob, _supersedes, _related in rows:
-        indexed[path] = memory_id
-        if path not in files:
-            view.extra.append(memory_id)
-        elif files[path] != blob or not _id_matches(path, memory_id):
-            view.stale.append(memory_id)
-    problem_paths = {path for path, _ in problems}
-    view.problem_diff = {p for p in problem_paths if p not in files or p in indexed}
-    # Files the index has no row for, and files it calls unreadable: decode those (few
-    # unless the index is damaged) to say which side is wrong, as a rebuild would.
-    for path in sorted(files):
-        if path in indexed or (path in problem_paths and path in view.problem_diff):
-            continue
-        readable = _decodes(index, db, path, files[path])
-        if path in problem_paths:
-            if readable is not None:
+    index.catch_up()
+    with index.reading() as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        commit = str(row[0]) if row is not None and row[0] else None
+        count = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+        view = IndexView(commit, count, problem_rows(conn))
+        step = max(1, -(-count // CONTENT_SAMPLE))
+        sampled = {
+            str(path)
+            for (path,) in conn.execute(
+                "SELECT path FROM (SELECT path, row_number() OVER (ORDER BY created_us, id) "
+                "AS n FROM memories) WHERE (n - 1) % ? = 0",
+                (step,),
+            )
+        }
+        problem_paths = {path for path, _ in view.problems}
+        seen_problems: set[str] = set()
+        files = iter_memory_files(db, commit)
+        pending = next(files, None)
+
+        def unindexed(path: str, blob: str) -> None:
+            # A file the index has no row for: decode it to say which side is wrong.
+            if path in problem_paths:
+                seen_problems.add(path)
+            readable = _decodes(index, db, path, blob)
+            if path in problem_paths:
+                if readable is not None:
+                    view.missing.append(readable)
+                    view.problem_diff.add(path)
+            elif readable is not None:
                 view.missing.append(readable)
+            else:
                 view.problem_diff.add(path)
-        elif readable is not None:
-            view.missing.append(readable)
-        else:
-            view.problem_diff.add(path)
+
+        for memory_id, path, blob in conn.execute(
+            "SELECT id, path, blob FROM memories ORDER BY path"
+        ):
+            while pending is not None and pending[0] < path:
+                unindexed(*pending)
+                pending = next(files, None)
+            if pending is None or pending[0] != path:
+                view.extra.append(memory_id)
+                continue
+            if pending[1] != blob or not _id_matches(path, memory_id):
+                view.stale.append(memory_id)
+            if path in problem_paths:
+                seen_problems.add(path)
+                view.problem_diff.add(path)  # a file both indexed and called unreadable
+            if path in sampled:
+                view.sample[path] = pending[1]
+            pending = next(files, None)
+        while pending is not None:
+            unindexed(*pending)
+            pending = next(files, None)
+    view.problem_diff |= problem_paths - seen_problems  # unreadable files git does not have
     view.missing.sort()
     view.extra.sort()
     view.stale.sort()

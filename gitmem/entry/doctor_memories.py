@@ -10,13 +10,12 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pygit2
 
 from gitmem.base.errors import GitmemError, RepositoryDamagedError
 from gitmem.entry.doctor_context import (
-    CONTENT_SAMPLE,
     ERROR,
     INFO,
     WARNING,
@@ -24,8 +23,8 @@ from gitmem.entry.doctor_context import (
     Entry,
     Finding,
     IndexView,
+    case_twins,
     damaged_finding,
-    memory_files,
 )
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
@@ -91,16 +90,14 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
     """Ids among a spread sample of rows whose fields differ from their file decoded from
     git. Matching blob ids say each row was made from the right file; this says it was
     made right (and catches a tampered row) without decoding the whole store."""
-    rows = view.rows
-    step = max(1, -(-len(rows) // CONTENT_SAMPLE))
-    sample = [row[1] for row in rows[::step]]
+    sample = list(view.sample)
     index = ctx.store.index(ctx.scope)
     differ = []
     decoded: dict[str, Memory | None] = {}
     for path in sample:
         try:
             decoded[path] = index.decode(
-                blob_data(ctx.db.repo, pygit2.Oid(hex=view.files[path])), path
+                blob_data(ctx.db.repo, pygit2.Oid(hex=view.sample[path])), path
             )
         except RepositoryDamagedError:
             raise  # the object, not the row, is wrong: reported as damage, not as staleness
@@ -116,7 +113,7 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
     if differ:
         # The rows were read one by one: a write since the view may have changed one.
         now = ctx.db.snapshot()
-        changed = {id_from_path(p) for p in sample if str(now.blob_id(p)) != view.files[p]}
+        changed = {id_from_path(p) for p in sample if str(now.blob_id(p)) != view.sample[p]}
         differ = [i for i in differ if i not in changed]
     return sorted(differ)
 
@@ -184,21 +181,23 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
     """Memories whose committed text holds conflict markers: a plain ``git merge`` without
     the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
     yet (both sides' text is inside the markers), but readers see the markers."""
+    found: list[Entry] = []
     repo = ctx.db.repo
-    cache = _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY)
-    clean: set[str] = set()
-    for entry in ctx.entries():
-        ctx.tally.step()
-        if not entry.blob:
-            continue
-        if entry.blob in cache.known:
-            clean.add(entry.blob)
-            continue
-        data = blob_data(repo, pygit2.Oid(hex=entry.blob))
-        starts = re.search(rb"(?m)^<{7}(?: |$)", data)
-        if starts is None or not re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]):
-            clean.add(entry.blob)
-            continue
+    with _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY) as cache:
+        for entry in ctx.facts().by_blob():
+            ctx.tally.step()
+            if not entry.blob:
+                continue
+            if cache.known(entry.blob):
+                cache.keep(entry.blob)
+                continue
+            data = blob_data(repo, pygit2.Oid(hex=entry.blob))
+            starts = re.search(rb"(?m)^<{7}(?: |$)", data)
+            if starts is None or not re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]):
+                cache.keep(entry.blob)
+                continue
+            found.append(entry)
+    for entry in sorted(found, key=lambda e: e.id):
         yield Finding(
             "markers",
             WARNING,
@@ -211,7 +210,6 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
             ),
             path=entry.path,
         )
-    cache.save(clean)
 
 
 def check_twins(ctx: Context) -> Iterator[Finding]:
@@ -219,11 +217,8 @@ def check_twins(ctx: Context) -> Iterator[Finding]:
     and ``notes/alice``), they merge as two files, and a case-insensitive file system
     (macOS, Windows) checks out only one of them, so edits there land on the wrong one."""
     tip = ctx.db.tip()
-    files = memory_files(ctx.db, str(tip.id) if tip is not None else None)
-    groups: dict[str, list[str]] = {}
-    for path in files:
-        groups.setdefault(path.casefold(), []).append(path)
-    for paths in sorted(sorted(group) for group in groups.values() if len(group) > 1):
+    twins = sorted(case_twins(ctx.db.repo, tip.tree if tip is not None else None))
+    for paths in twins:
         ids = [id_from_path(p) or p for p in paths]
         yield Finding(
             "twins",
@@ -238,19 +233,16 @@ def check_twins(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _all_ids(ctx: Context) -> set[str]:
-    """Ids of every scope: a link may point into the other store of a combined view."""
-    ids = {e.id for e in ctx.entries()}
-    for other, peer in ctx.peers.items():
-        if other != ctx.scope:
-            with contextlib.suppress(GitmemError):
-                ids |= {e.id for e in peer.entries()}
-    return ids
-
-
 def check_links(ctx: Context) -> Iterator[Finding]:
-    entries = ctx.entries()
-    ids = _all_ids(ctx)
+    facts = ctx.facts()
+    entries = facts.linking_out()
+    targets = {t for e in entries for t in (e.supersedes, *(r for r, _ in e.related)) if t}
+    ids = facts.existing(targets)
+    # A link may point into the other store of a combined view.
+    for other, peer in ctx.peers.items():
+        if other != ctx.scope and targets - ids:
+            with contextlib.suppress(GitmemError):
+                ids |= peer.facts().existing(targets - ids)
     for entry in entries:
         target = entry.supersedes
         if target and target not in ids:
@@ -282,26 +274,20 @@ def check_links(ctx: Context) -> Iterator[Finding]:
 
 
 def check_chains(ctx: Context) -> Iterator[Finding]:
-    entries = ctx.entries()
-    by_id = {e.id: e for e in entries}
-    for members in _cycles(entries, by_id):
-        first = min(members)
+    facts = ctx.facts()
+    members = facts.in_chains()
+    by_id = {e.id: e for e in members}
+    for cycle in _cycles(members, by_id):
+        first = min(cycle)
         yield Finding(
             "chains",
             ERROR,
-            "version chain cycle: " + " -> ".join([*members, members[0]]) + " (each supersedes "
+            "version chain cycle: " + " -> ".join([*cycle, cycle[0]]) + " (each supersedes "
             "the next, so none is the latest)",
             fix=f"gitmem --store {ctx.where} edit {first} (remove its supersedes line)",
             path=by_id[first].path,
         )
-    successors: dict[str, list[str]] = {}
-    for entry in entries:
-        if entry.supersedes:
-            successors.setdefault(entry.supersedes, []).append(entry.id)
-    for old_id, names in sorted(successors.items()):
-        if len(names) < 2:
-            continue
-        names = sorted(names)
+    for old_id, names in facts.forks():
         yield Finding(
             "chains",
             WARNING,
@@ -311,7 +297,7 @@ def check_chains(ctx: Context) -> Iterator[Finding]:
                 f"gitmem --store {ctx.where} history {old_id}; merge the content into one "
                 f"(gitmem update), then gitmem rm the other(s)"
             ),
-            path=by_id[old_id].path if old_id in by_id else None,
+            path=facts.path_of(old_id),
         )
 
 
@@ -338,23 +324,23 @@ def _cycles(entries: Sequence[Entry], by_id: dict[str, Entry]) -> Iterator[list[
 def memory_secrets(ctx: Context) -> Iterator[tuple[Entry, list[secrets_mod.SecretFinding]]]:
     policy = secrets_mod.policy_from_config(ctx.store.config(ctx.scope).raw)
     repo = ctx.db.repo
-    cache = _CleanBlobs(ctx.db.state_dir / CLEAN_BLOBS, policy)
-    clean: set[str] = set()
-    for entry in ctx.entries():
-        ctx.tally.step()
-        if not entry.blob:
-            continue
-        if entry.blob in cache.known:
-            clean.add(entry.blob)  # scanned clean under this policy by an earlier run
-            continue
-        findings = secrets_mod.scan_memory_bytes(
-            blob_data(repo, pygit2.Oid(hex=entry.blob)), policy
-        )
-        if findings:
-            yield entry, findings
-        else:
-            clean.add(entry.blob)
-    cache.save(clean)
+    found: list[tuple[Entry, list[secrets_mod.SecretFinding]]] = []
+    with _CleanBlobs(ctx.db.state_dir / CLEAN_BLOBS, policy) as cache:
+        for entry in ctx.facts().by_blob():
+            ctx.tally.step()
+            if not entry.blob:
+                continue
+            if cache.known(entry.blob):
+                cache.keep(entry.blob)  # scanned clean under this policy by an earlier run
+                continue
+            findings = secrets_mod.scan_memory_bytes(
+                blob_data(repo, pygit2.Oid(hex=entry.blob)), policy
+            )
+            if findings:
+                found.append((entry, findings))
+            else:
+                cache.keep(entry.blob)
+    yield from sorted(found, key=lambda item: item[0].id)
 
 
 CLEAN_BLOBS = "doctor-clean-blobs"
@@ -368,6 +354,11 @@ class _CleanBlobs:
     policy and the same scanner; the file's first line is a digest of both (the policy's
     patterns and allow-list, and the source of :mod:`gitmem.format.secrets`), and a file made
     under another is ignored. Only the blobs of current memories are kept.
+
+    The ids are kept sorted, and a run asks about blobs in that order (the index's rows by
+    blob): the old file is read as one stream beside them and the new one written the same
+    way, so neither set is ever in memory (at 1M memories each was ~100 MB). A run that
+    keeps exactly what the file had leaves the file as it was.
     """
 
     def __init__(self, path: Path, policy: secrets_mod.SecretPolicy) -> None:
@@ -376,24 +367,67 @@ class _CleanBlobs:
         with contextlib.suppress(OSError):
             digest.update(Path(secrets_mod.__file__).read_bytes())
         self.key = digest.hexdigest()
-        self.known: set[str] = set()
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            lines = self.path.read_text("ascii").splitlines()
-            if lines and lines[0] == self.key:
-                self.known = set(lines[1:])
+        self._old: IO[str] | None = None
+        self._next: str | None = None
+        self._old_digest = hashlib.sha256()
+        self._new_digest = hashlib.sha256()
+        self._last: str | None = None
+        self._tmp = temp_path(self.path)
+        self._out: IO[str] | None = None
 
-    def save(self, clean: set[str]) -> None:
-        if clean == self.known:
-            return
-        tmp = temp_path(self.path)
+    def __enter__(self) -> _CleanBlobs:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            old = self.path.open(encoding="ascii")
+            if old.readline().rstrip("\n") == self.key:
+                self._old = old
+                self._advance()
+            else:
+                old.close()
         # A store that cannot be written (read-only, another user's) is scanned every run.
         with contextlib.suppress(OSError):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="ascii") as out:
-                out.write("\n".join([self.key, *sorted(clean)]) + "\n")
-            os.replace(tmp, self.path)
+            fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            self._out = os.fdopen(fd, "w", encoding="ascii")
+            self._out.write(self.key + "\n")
+        return self
+
+    def _advance(self) -> None:
+        line = self._old.readline() if self._old is not None else ""
+        try:
+            self._next = line.rstrip("\n") if line else None
+        except UnicodeDecodeError:
+            self._next = None
+        if self._next is not None:
+            self._old_digest.update(line.encode("ascii"))
+
+    def known(self, blob: str) -> bool:
+        """Whether ``blob`` was found clean before; blobs must be asked about in order."""
+        while self._next is not None and self._next < blob:
+            self._advance()
+        return self._next == blob
+
+    def keep(self, blob: str) -> None:
+        """``blob`` is clean: the new file keeps it (blobs in order; repeats kept once)."""
+        if blob == self._last:
+            return
+        self._last = blob
+        self._new_digest.update(f"{blob}\n".encode("ascii"))
+        if self._out is not None:
+            self._out.write(blob + "\n")
+
+    def __exit__(self, *exc: object) -> None:
+        while self._next is not None:
+            self._advance()
+        if self._old is not None:
+            self._old.close()
+        if self._out is None:
+            return
+        self._out.close()
+        same = self._old is not None and self._old_digest.digest() == self._new_digest.digest()
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            if exc[0] is None and not same:
+                os.replace(self._tmp, self.path)
+        with contextlib.suppress(OSError):
+            self._tmp.unlink()
 
 
 def check_secrets(ctx: Context) -> Iterator[Finding]:
