@@ -429,6 +429,23 @@ def test_when_the_index_disagrees_the_memory_checks_read_git(store: Store) -> No
     assert _seen(found[1:]) == expected
 
 
+def test_once_fix_rebuilds_the_index_the_memory_checks_read_it(store: Store) -> None:
+    from gitmem.entry.doctor_context import Context, IndexFacts, ScanFacts
+    from gitmem.entry.doctor_memories import check_index
+
+    _damage_every_memory_check(store)
+    expected = _seen(D.diagnose(store, checks=MEMORY_CHECKS).findings)
+    _tamper_index(store, "DELETE FROM memories")
+    ctx = Context(store, store.db(), store.scopes[0])
+    (stale,) = check_index(ctx)
+    assert isinstance(ctx.facts(), ScanFacts)  # a disagreeing index: git is decoded
+    assert stale.apply is not None
+    stale.apply()
+    assert isinstance(ctx.facts(), IndexFacts)  # rebuilt: read, not every memory decoded
+    found = D.diagnose(store, checks=["index", *MEMORY_CHECKS], fix=True).findings
+    assert _seen(found) == expected
+
+
 def test_a_row_whose_fields_lie_is_stale_and_deep_reads_git(store: Store) -> None:
     # The index row keeps the right blob but loses its supersedes link: the index check
     # reports it (the sample covers every row of a small store), and --deep's memory checks

@@ -239,6 +239,10 @@ class Context:
                 self._view_exc = exc
         return self._view
 
+    def forget_view(self) -> None:
+        """Look at the index again (it was rebuilt): the next :meth:`view` compares anew."""
+        self._view = self._view_error = self._view_exc = self._facts = None
+
     def trusted(self) -> IndexView | None:
         """The index view when the memory checks may read it instead of decoding git."""
         if self.deep:

@@ -153,12 +153,15 @@ def _rebuild_finding(ctx: Context, message: str) -> Finding:
         message,
         fix=f"gitmem --store {ctx.where} reindex",
         safe=True,
-        apply=lambda: _rebuild(store, scope),
+        apply=lambda: _rebuild(store, scope, ctx),
     )
 
 
-def _rebuild(store: Store, scope: Scope) -> None:
+def _rebuild(store: Store, scope: Scope, ctx: Context) -> None:
     store.index(scope).rebuild()
+    # The checks after this one read the rebuilt index (bounded memory at any size), not
+    # the store decoded from git that a disagreeing index sent them to.
+    ctx.forget_view()
 
 
 def check_schema(ctx: Context) -> Iterator[Finding]:
