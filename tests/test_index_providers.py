@@ -142,6 +142,53 @@ def test_a_failing_provider_leaves_the_store_readable(
     store.index().rebuild()
 
 
+def test_a_rebuild_fills_every_provider_in_one_pass_over_the_memories(
+    store: Store, recorder: Recorder
+) -> None:
+    for i in range(5):
+        store.create(f"note {i}\n")
+    other = Recorder(name="other")
+    providers_mod.register(other.provider)
+    try:
+        recorder.calls.clear()
+        store.reindex()
+        assert rows(store, "probe_rows") == core(store) == rows(store, "other_rows")
+        mine = [a for c in recorder.calls for a in c.added]
+        theirs = [a for c in other.calls for a in c.added]
+        assert len(mine) == 5
+        # Each row was made into a Memory once and handed to both providers.
+        assert all(a is b for a, b in zip(mine, theirs, strict=True))
+    finally:
+        providers_mod.PROVIDERS.pop("other", None)
+
+
+def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
+    store: Store, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(3):
+        store.create(f"note {i}\n")
+
+    def boom(conn: sqlite3.Connection, repo: pygit2.Repository, changes: RowChanges) -> None:
+        conn.execute("INSERT INTO boom_rows VALUES (1)")
+        if changes.added:
+            raise RuntimeError("provider bug in a fill")
+
+    provider = RowProvider("boom", 1, ("boom_rows",), ("CREATE TABLE boom_rows (x)",), boom)
+    providers_mod.register(provider)  # registered after the probe: it fails mid-pass
+    try:
+        store.reindex()
+        assert "row provider boom failed" in caplog.text
+        assert rows(store, "probe_rows") == core(store)  # filled whole, once, after the failure
+        conn = store.index().connect()
+        assert conn.execute("SELECT count(*) FROM boom_rows").fetchone() == (0,)
+        meta = store.index().meta()
+        assert meta["provider:boom"] == "1 failed"
+        assert meta["provider:probe"] == f"1 {store.db().tip().id}"  # type: ignore[union-attr]
+    finally:
+        providers_mod.PROVIDERS.pop("boom", None)
+    store.index().rebuild()
+
+
 @pytest.mark.parametrize(
     "provider",
     [
