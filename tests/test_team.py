@@ -54,6 +54,17 @@ def test_clone_checks_out_the_store_and_makes_it_ready(hub: Path, tmp_path: Path
     assert S.sync(store).pushed
 
 
+def test_clone_counts_what_ls_lists(hub: Path, tmp_path: Path) -> None:
+    seed = gitmem.open(tmp_path / "seed")
+    old = seed.list()[0]
+    seed.supersede(old.id, "team fact, corrected")
+    seed.update(seed.list()[1].id, status="archived")
+    S.sync(seed)
+    result = team.clone(str(hub), tmp_path / "mine")
+    listed = gitmem.open(tmp_path / "mine").list()
+    assert result.memories == len(listed) == 2  # 4 files: one superseded, one archived
+
+
 def test_clone_bare_and_by_branch(hub: Path, tmp_path: Path) -> None:
     result = team.clone(str(hub), tmp_path / "agent.git", bare=True, hooks=False)
     assert result.memories == 3

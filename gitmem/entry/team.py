@@ -154,7 +154,9 @@ def clone(
             register_driver(target)
         store = open_store(target)
         store.reindex(progress=progress)
-        result.memories = sum(1 for _ in store.list())
+        # What `gitmem ls` would list, counted by the index: Store.list() here held every
+        # memory of the clone at once (1.7 GB at a million memories).
+        result.memories = store.index().count(include_superseded=False, include_archived=False)
         return result
     except BaseException:
         if made:

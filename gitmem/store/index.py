@@ -1053,9 +1053,15 @@ class Index:
             )
 
     @_recovering
-    def count(self) -> int:
+    def count(self, *, include_superseded: bool = True, include_archived: bool = True) -> int:
+        """How many memories the index holds (by default all: superseded and archived ones
+        too); counted in SQL, so a million memories cost no memory."""
+        where, params = memory_filters(
+            include_superseded=include_superseded, include_archived=include_archived
+        )
         with self._query() as conn:
-            return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+            row = conn.execute(f"SELECT count(*) FROM memories m {where}", params).fetchone()
+            return int(row[0])
 
 
 def _walk_new(
