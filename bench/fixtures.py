@@ -274,11 +274,14 @@ def tip(path: Path) -> str:
     return str(repo.references["refs/heads/main"].target)
 
 
-def populate(path: Path, size: int, *, bare: bool, rng: random.Random) -> Populated:
+def populate(
+    path: Path, size: int, *, bare: bool, rng: random.Random, format: int | None = None
+) -> Populated:
     """Import ``size`` memories in one transaction. The content is generated as it is
     imported (the same content, in the same order, as generating it all beforehand): at
-    1M memories the generated inputs alone took gigabytes, more than the import."""
-    store = gitmem.init(path, bare=bare)
+    1M memories the generated inputs alone took gigabytes, more than the import.
+    ``format``: the store format (default: what ``gitmem init`` makes)."""
+    store = gitmem.init(path, bare=bare, format=format)
     chain_length = max(1, min(CHAIN_LENGTH, size // 2))
     contents = (fields_for(i, rng) for i in range(size))
     plain = size - chain_length + 1

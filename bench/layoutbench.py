@@ -24,6 +24,17 @@ size of the new object files), and the ratio of those bytes to the memory file's
 The stores are made with strict object creation off (their tree entries name blobs that
 are never written, so 1M of them cost seconds, not a million files); the creates timed
 write real blobs.
+
+``--store`` times gitmem itself: a real bare store of each size in format 3 (the legacy
+``256`` layout) and format 4 (``16x4``), filled by one bulk import, then ``--creates``
+single ``Store.create`` calls, measured the same way (CPU time, loose bytes; automatic
+packing off, ``gc.auto=0``, so nothing is packed away under the count), each beside the
+bare-pygit2 floor of its layout at the same size in the same run::
+
+    python -m bench.layoutbench --store --sizes 1000,100000 --creates 200
+
+``--migrate N`` times ``gitmem migrate --to 4`` of a format 3 store of N memories (wall
+time; its peak RSS is the process's, so run it alone under ``/usr/bin/time -v``).
 """
 
 from __future__ import annotations
@@ -126,6 +137,22 @@ def create(repo: pygit2.Repository, layout: str, memory_id: str) -> None:
     repo.references.create("refs/heads/main", commit, force=True)
 
 
+def _added(objects: Path, before: dict[str, int]) -> int:
+    """Bytes of the loose objects written since ``before`` was listed."""
+    return sum(size for oid, size in _loose(objects).items() if oid not in before)
+
+
+def _summary(built: float, times: list[float], added: int, file_bytes: int) -> dict[str, float]:
+    times = sorted(times)
+    return {
+        "build_s": built,
+        "p50_us": statistics.median(times) * 1e6,
+        "p90_us": times[int(len(times) * 0.9)] * 1e6,
+        "loose_bytes": added / len(times),
+        "ratio": added / file_bytes,
+    }
+
+
 def measure(layout: str, size: int, creates: int, seed: int) -> dict[str, float]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="gitmem-layout-") as tmp:
@@ -147,16 +174,60 @@ def measure(layout: str, size: int, creates: int, seed: int) -> dict[str, float]
             t0 = time.process_time()  # CPU time: the machine is shared; see the docstring
             create(repo, layout, memory_id)
             times.append(time.process_time() - t0)
-        after = _loose(objects)
-        added = sum(size for oid, size in after.items() if oid not in before)
-    times.sort()
-    return {
-        "build_s": built,
-        "p50_us": statistics.median(times) * 1e6,
-        "p90_us": times[int(len(times) * 0.9)] * 1e6,
-        "loose_bytes": added / creates,
-        "ratio": added / file_bytes,
-    }
+        added = _added(objects, before)
+    return _summary(built, times, added, file_bytes)
+
+
+STORE_LAYOUTS = {3: "256", 4: "16x4"}
+"""The layout each store format writes new memories in."""
+
+
+def measure_store(fmt: int, size: int, creates: int, seed: int) -> dict[str, float]:
+    """:func:`measure`, with gitmem's ``Store.create`` into a real bare store of ``fmt``."""
+    import gitmem
+    from bench.fixtures import fields_for, populate
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="gitmem-layout-store-") as tmp:
+        path = Path(tmp) / "store.git"
+        started = time.perf_counter()
+        populate(path, size, bare=True, rng=rng, format=fmt)
+        built = time.perf_counter() - started
+        repo = pygit2.Repository(str(path))
+        repo.config["gc.auto"] = "0"  # honoured by the store's packer: count every byte
+        store = gitmem.open(path)
+        store.index().catch_up()
+        pool = [fields_for(size + i, rng) for i in range(creates)]
+        objects = path / "objects"
+        before = _loose(objects)
+        times = []
+        file_bytes = 0
+        for fields in pool:
+            t0 = time.process_time()
+            memory = store.create(fields.body, **fields.create_kwargs())
+            times.append(time.process_time() - t0)
+            assert memory.path is not None
+            file_bytes += len(store.stored_file(memory.id) or b"")
+        added = _added(objects, before)
+    return _summary(built, times, added, file_bytes)
+
+
+def measure_migrate(size: int, seed: int) -> dict[str, float]:
+    """Wall and CPU seconds of ``migrate(store, to=4)`` on a format 3 store of ``size``."""
+    import gitmem
+    from bench.fixtures import populate
+    from gitmem.features.migrate import migrate
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="gitmem-migrate-") as tmp:
+        path = Path(tmp) / "store.git"
+        populate(path, size, bare=True, rng=rng, format=3)
+        store = gitmem.open(path)
+        wall, cpu = time.perf_counter(), time.process_time()
+        (step,) = migrate(store, to=4)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert step.moved_count == size, step.moved_count
+    return {"wall_s": wall, "cpu_s": cpu, "moved": float(step.moved_count)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,10 +236,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creates", type=int, default=200)
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--store",
+        action="store_true",
+        help="gitmem's Store.create, format 3 vs 4, beside the floor",
+    )
+    parser.add_argument("--migrate", type=int, default=0, help="time migrate --to 4 at N memories")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     version = getattr(pygit2, "__version__", "?")
+    if args.migrate:
+        print(f"load average {load:.2f}; migrate --to 4 of a format 3 store of {args.migrate:,}")
+        row = measure_migrate(args.migrate, args.seed)
+        print(
+            f"moved {row['moved']:,.0f} files in {row['wall_s']:.1f} s wall, "
+            f"{row['cpu_s']:.1f} s CPU; load average at the end {os.getloadavg()[0]:.2f}"
+        )
+        return 0
     print(f"load average {load:.2f}; {args.creates} creates per cell; pygit2 {version}")
+    if args.store:
+        print("| memories | what | create p50 µs CPU | p90 µs CPU | loose bytes per create |")
+        print("|---:|---|---:|---:|---:|")
+        for size in (int(s) for s in args.sizes.split(",")):
+            for fmt, layout in STORE_LAYOUTS.items():
+                cells = (
+                    (
+                        f"format {fmt} Store.create",
+                        measure_store(fmt, size, args.creates, args.seed),
+                    ),
+                    (f"floor, {layout}", measure(layout, size, args.creates, args.seed)),
+                )
+                for what, row in cells:
+                    print(
+                        f"| {size:,} | {what} | {row['p50_us']:,.0f} | {row['p90_us']:,.0f} | "
+                        f"{row['loose_bytes']:,.0f} |",
+                        flush=True,
+                    )
+        print(f"load average at the end {os.getloadavg()[0]:.2f}")
+        return 0
     print(
         "| memories | layout | create p50 µs CPU | p90 µs CPU | loose bytes per create "
         "| x file bytes |"

@@ -244,7 +244,7 @@ def group_commit(ctx: Context) -> list[Row]:
             label,
             "commits/s",
             one,
-            "pygit2 floor: blob + 3 trees + commit + ref, one process",
+            "pygit2 floor: blob + the trees on its path + commit + ref, one process",
             floor.rate,
             runs=config.repeat,
             note=cpu_note("1") + f"; floor {floor.cpu_rate:,.0f}/s of CPU time",

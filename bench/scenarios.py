@@ -138,9 +138,10 @@ def _plain_writes(ctx: Context, checkout: Path) -> tuple[Timed, list[Path]]:
 
 
 def _pygit2_floor(ctx: Context, path: Path) -> Timed:
-    """The same commit made with bare pygit2 calls: a blob, the three trees along its path,
-    the commit, the ref update. No encoding, validation or retry: what the write path's git
-    work costs, so the distance to gitmem's rate is gitmem's own Python."""
+    """The same commit made with bare pygit2 calls: a blob, the trees along its path (three
+    in the legacy layout, six in format 4's), the commit, the ref update. No encoding,
+    validation or retry: what the write path's git work costs, so the distance to gitmem's
+    rate is gitmem's own Python."""
     config = ctx.config
     repo = pygit2.Repository(str(path))
     items = _rendered(ctx, config.warmup + config.repeat * config.ops)
@@ -148,21 +149,20 @@ def _pygit2_floor(ctx: Context, path: Path) -> Timed:
 
     def op(i: int) -> None:
         rel, data, message = items[i]
-        top, shard, name = rel.split("/")
+        parts = rel.split("/")
         ref = repo.lookup_reference("refs/heads/main")
         parent = repo[ref.target].peel(pygit2.Commit)
-        root = parent.tree
-        memories = repo[root[top].id].peel(pygit2.Tree)
-        existing = repo[memories[shard].id].peel(pygit2.Tree) if shard in memories else None
-        leaf = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
-        leaf.insert(name, repo.create_blob(data), pygit2.enums.FileMode.BLOB)
-        middle = repo.TreeBuilder(memories)
-        middle.insert(shard, leaf.write(), pygit2.enums.FileMode.TREE)
-        top_builder = repo.TreeBuilder(root)
-        top_builder.insert(top, middle.write(), pygit2.enums.FileMode.TREE)
-        commit = repo.create_commit(
-            None, signature, signature, message, top_builder.write(), [parent.id]
-        )
+        trees: list[pygit2.Tree | None] = [parent.tree]
+        for part in parts[:-1]:
+            here = trees[-1]
+            trees.append(repo[here[part].id].peel(pygit2.Tree) if here and part in here else None)
+        child, mode = repo.create_blob(data), pygit2.enums.FileMode.BLOB
+        for depth in range(len(parts) - 1, -1, -1):
+            existing = trees[depth]
+            builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
+            builder.insert(parts[depth], child, mode)
+            child, mode = builder.write(), pygit2.enums.FileMode.TREE
+        commit = repo.create_commit(None, signature, signature, message, child, [parent.id])
         ref.set_target(commit, "bench: pygit2 floor")
 
     return Timed(op, config.ops, config.warmup)
@@ -579,7 +579,7 @@ def seed_latest_version(checkout: Path, start: str) -> str:
     """The seed's LatestVersion: read every memory file, parse its front-matter, follow
     ``supersedes`` forward (the highest version wins a fork)."""
     successors: dict[str, list[tuple[int, str]]] = {}
-    for path in (checkout / "memories").glob("*/*.md"):
+    for path in (checkout / "memories").glob("**/*.md"):  # both layouts (docs/format.md)
         meta = frontmatter.loads(path.read_text(encoding="utf-8")).metadata
         old = meta.get("supersedes")
         if old:

@@ -426,7 +426,7 @@ def test_id_mismatch_is_reported_with_both_ids(store: Store) -> None:
 def test_duplicate_ids_in_two_files(store: Store) -> None:
     original = store.create("the real one", id=PLANTED)
     text = run_git(store.path, "show", f"main:{original.path}")
-    copy_path = f"memories/{memory_path(OTHER).split('/')[1]}/{OTHER}.md"
+    copy_path = memory_path(OTHER)
     plant(store, copy_path, text, "copy a memory by hand")
     wrong_shard = f"memories/zz/{PLANTED}.md"
     plant(store, wrong_shard, text, "and another copy in the wrong shard")

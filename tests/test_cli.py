@@ -13,6 +13,7 @@ from conftest import GitRunner
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.cli import cli
+from gitmem.format.layout import memory_path
 
 UUID_ID = re.compile(r"mem_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -217,7 +218,7 @@ def test_add_json(gm: Gitmem, clock: FixedClock) -> None:
     assert data["version"] == 1
     assert data["body"] == "body\n"
     assert data["scope"] == "repo"
-    assert data["path"] == f"memories/{data['id'][4:6]}/{data['id']}.md"
+    assert data["path"] == memory_path(data["id"])
     assert set(data) >= {"created_at", "updated_at", "store_scope"}
 
 

@@ -21,6 +21,8 @@ import pytest
 from clitools import one_line_error
 from conftest import GitRunner
 
+from gitmem.format.layout import memory_path
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "gitmem"
 
@@ -58,7 +60,7 @@ def test_write_read_and_fail_through_the_console_script(tmp_path: Path, git: Git
     memory_id = added.stdout.decode().strip()
     shown = run("--store", str(store), "show", memory_id, cwd=tmp_path)
     assert shown.returncode == 0
-    path = f"memories/{memory_id[4:6]}/{memory_id}.md"
+    path = memory_path(memory_id)
     assert shown.stdout == (store / path).read_bytes()
     as_git_has_it = subprocess.run(
         ["git", "-C", str(store), "show", f"HEAD:{path}"], capture_output=True, check=True
@@ -99,7 +101,7 @@ def test_store_found_from_a_project_subdirectory(tmp_path: Path, git: GitRunner)
     added = run("add", "project memory", cwd=project / "pkg" / "sub")
     assert added.returncode == 0, added.stderr
     memory_id = added.stdout.decode().strip()
-    assert (project / ".gitmem" / "memories" / memory_id[4:6] / f"{memory_id}.md").is_file()
+    assert (project / ".gitmem" / memory_path(memory_id)).is_file()
     assert git(project, "status", "--porcelain") == ""
 
 

@@ -13,7 +13,7 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import ConflictError, UnsupportedFormatError
 from gitmem.features.migrate import migrate
-from gitmem.format.layout import memory_path
+from gitmem.format.layout import legacy_path
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 BODY = "first line\nsecond line\nthird line\nfourth line\nfifth line\n"
@@ -41,7 +41,7 @@ def no_index(store: Store) -> Store:
 
 
 def file_text(store: Store, memory_id: str) -> str:
-    data = store.db().snapshot().read(memory_path(memory_id))
+    data = store.db().snapshot().read(legacy_path(memory_id))
     assert data is not None
     return data.decode()
 
@@ -70,7 +70,7 @@ def test_two_pull_requests_merge_with_plain_git_in_format_3(tmp_path: Path) -> N
     path, memory_id, merged = two_pull_requests(tmp_path, 3)
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert not (path / ".git" / "MERGE_HEAD").exists()
-    text = (path / memory_path(memory_id)).read_text()
+    text = (path / legacy_path(memory_id)).read_text()
     assert "title: 'The rule, revised'" in text and "fourth line, edited" in text
     assert "<<<<<<<" not in text
     store = gitmem.open(path, branch="a")
@@ -190,7 +190,7 @@ def test_cli_init_and_migrate_take_the_format(tmp_path: Path) -> None:
         main(["init", str(tmp_path / "three"), "--format", "3"])
     assert done.value.code == 0
     assert gitmem.open(tmp_path / "three").config().format == 3
-    gitmem.init(tmp_path / "two")
+    gitmem.init(tmp_path / "two", format=2)
     with pytest.raises(SystemExit) as done:
         main(["--store", str(tmp_path / "two"), "migrate", "--to", "3"])
     assert done.value.code == 0
@@ -199,7 +199,7 @@ def test_cli_init_and_migrate_take_the_format(tmp_path: Path) -> None:
 
 def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFormatError):
-        gitmem.init(tmp_path / "s", format=4)
+        gitmem.init(tmp_path / "s", format=5)
     assert not (tmp_path / "s").exists()
 
 
@@ -229,11 +229,11 @@ def test_hostile_files_are_still_refused_in_format_3(tmp_path: Path) -> None:
     path = tmp_path / "s"
     store = make_store(path, 3)
     memory = store.create(BODY)
-    target = path / memory_path(memory.id)
+    target = path / legacy_path(memory.id)
     target.write_text(target.read_text().replace("version:", "x: &a [1]\ny: *a\nversion:", 1))
     git(path, "commit", "-qam", "an alias bomb by hand")
     reopened = gitmem.open(path)
     with pytest.raises(gitmem.InvalidMemoryError):
         reopened.read(memory.id)
-    assert [p.path for p in reopened.problems()] == [memory_path(memory.id)]
+    assert [p.path for p in reopened.problems()] == [legacy_path(memory.id)]
     assert reopened.list() == []

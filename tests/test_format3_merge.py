@@ -15,7 +15,7 @@ import pytest
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem.format.layout import memory_path
+from gitmem.format.layout import legacy_path
 from gitmem.store import merge as M
 from gitmem.store import sync as S
 
@@ -34,7 +34,7 @@ def at(minutes: int) -> FixedClock:
 
 
 def stored_text(store: Store, memory_id: str) -> str:
-    data = store.db().snapshot().read(memory_path(memory_id))
+    data = store.db().snapshot().read(legacy_path(memory_id))
     assert data is not None
     return data.decode()
 
@@ -139,7 +139,7 @@ def test_git_merge_with_the_driver_gives_the_field_to_the_later_write(
     assert memory.title == "Aardvark, the later"
     assert memory.extra[M.DECIDED_KEY] == {"title": "Zebra, the earlier"}
     assert (memory.version, memory.updated_at) == (3, T0 + dt.timedelta(minutes=LATE))
-    assert "version: 1\n" in (path / memory_path(memory_id)).read_text()
+    assert "version: 1\n" in (path / legacy_path(memory_id)).read_text()
 
 
 def test_a_rebase_names_the_replayed_commit(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ def test_the_driver_ignores_a_named_commit_that_does_not_hold_the_side(tmp_path:
     """git's names are candidates only: a commit whose file is not the side's is no side."""
     path, memory_id = branches(tmp_path)
     git(path, "checkout", "-q", "early")
-    rel = memory_path(memory_id)
+    rel = legacy_path(memory_id)
     ours = (path / rel).read_bytes()
     theirs = git(path, "show", f"late:{rel}").stdout.encode()
     (path / ".git" / "MERGE_HEAD").write_text(git(path, "rev-parse", "main").stdout)
@@ -190,7 +190,7 @@ def test_the_driver_in_a_format_2_store_merges_as_before(tmp_path: Path) -> None
     git(path, "branch", "other")
     gitmem.open(path, branch="other", clock=at(EARLY)).update(memory.id, title="Zebra")
     gitmem.open(path, clock=at(LATE)).update(memory.id, title="Aardvark")
-    assert M.driver_sides(path, memory_path(memory.id), b"", b"") is None
+    assert M.driver_sides(path, legacy_path(memory.id), b"", b"") is None
     merged = git(path, "merge", "--no-edit", "other", check=False)
     assert merged.returncode == 0, merged.stdout + merged.stderr
     read = gitmem.open(path).read(memory.id)

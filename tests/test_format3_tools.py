@@ -13,7 +13,7 @@ from gitmem import FixedClock, Store
 from gitmem.features import audit as A
 from gitmem.features import transfer as T
 from gitmem.features.review import review
-from gitmem.format.layout import memory_path
+from gitmem.format.layout import legacy_path
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 BODY = "first line\nsecond line\nthird line\nfourth line\nfifth line\n"
@@ -59,7 +59,7 @@ def test_review_and_diff_show_the_derived_versions(tmp_path: Path) -> None:
 
 def test_export_writes_the_version_a_reader_sees(tmp_path: Path) -> None:
     store, memory_id = three_versions(tmp_path / "s")
-    stored = store.db().snapshot().read(memory_path(memory_id))
+    stored = store.db().snapshot().read(legacy_path(memory_id))
     assert stored is not None
     report = T.export_files(store, tmp_path / "out")
     assert report.ok, report.mismatches
@@ -81,7 +81,7 @@ def test_undo_is_a_new_version_and_leaves_the_stored_lines(tmp_path: Path) -> No
     memory = gitmem.open(tmp_path / "s").read(memory_id)
     assert memory.body == BODY and memory.title == "The rule, revised"
     assert (memory.version, memory.updated_at) == (4, T0 + dt.timedelta(minutes=20))
-    text = (tmp_path / "s" / memory_path(memory_id)).read_text()
+    text = (tmp_path / "s" / legacy_path(memory_id)).read_text()
     assert "version: 1\n" in text and "updated_at: 2026-11-22T10:00:00Z\n" in text
     # Undoing a delete brings the memory back one above the version it had.
     store.delete(memory_id)

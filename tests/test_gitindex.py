@@ -8,6 +8,7 @@ import pytest
 from conftest import GitRunner
 
 from gitmem import Store
+from gitmem.format.layout import memory_path
 from gitmem.git.stage import GitIndex, Unsupported
 
 
@@ -32,7 +33,7 @@ def test_writes_keep_the_index_equal_to_the_tip(store: Store, git: GitRunner) ->
     index = GitIndex(store.db().gitdir / "index")
     index.load()
     assert index.get(store.read(ids[0]).path or "") is not None
-    assert index.get(f"memories/{ids[15][4:6]}/{ids[15]}.md") is None  # deleted
+    assert index.get(memory_path(ids[15])) is None  # deleted
 
 
 def test_index_written_by_git_with_extensions_is_read_and_rewritten(

@@ -16,7 +16,7 @@ from storetools import memory_text
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.entry import hooks as gh
-from gitmem.format.layout import memory_path
+from gitmem.format.layout import legacy_path, memory_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -144,7 +144,7 @@ def test_good_new_memory_commits_unstamped(hooked: Store) -> None:
 def test_hand_edit_is_stamped(hooked2: Store) -> None:
     root = hooked2.path
     memory = hooked2.create("first body", title="T")
-    path = root / memory_path(memory.id)
+    path = root / legacy_path(memory.id)
     path.write_text(path.read_text().replace("first body", "edited body"))
     ok(root, "add", "-A")
     result = git(root, "commit", "-m", "edit by hand")
@@ -163,7 +163,7 @@ def test_hand_edit_is_stamped(hooked2: Store) -> None:
 def test_edit_of_managed_fields_only_is_not_stamped(hooked2: Store) -> None:
     root = hooked2.path
     memory = hooked2.create("body", title="T")
-    path = root / memory_path(memory.id)
+    path = root / legacy_path(memory.id)
     path.write_text(
         path.read_text().replace(
             "updated_at: 2026-11-22T10:00:00Z", "updated_at: 2027-01-01T00:00:00Z"
@@ -176,7 +176,7 @@ def test_edit_of_managed_fields_only_is_not_stamped(hooked2: Store) -> None:
 def test_version_set_by_hand_is_kept(hooked2: Store) -> None:
     root = hooked2.path
     memory = hooked2.create("body", title="T")
-    path = root / memory_path(memory.id)
+    path = root / legacy_path(memory.id)
     path.write_text(path.read_text().replace("version: 1", "version: 7").replace("body", "new"))
     ok(root, "commit", "-qam", "mine")
     assert hooked2.read(memory.id).version == 7
@@ -186,11 +186,11 @@ def test_partial_commit_never_takes_the_version_back(hooked2: Store) -> None:
     """``git commit PATH`` stamps the commit; the index it leaves behind must not undo that."""
     root = hooked2.path
     memory = hooked2.create("first", title="T")
-    path = root / memory_path(memory.id)
+    path = root / legacy_path(memory.id)
     path.write_text(path.read_text().replace("first", "second"))
     write(root, "other.txt", "x\n")
     ok(root, "add", "other.txt")
-    ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
+    ok(root, "commit", "-qm", "partial", "--", legacy_path(memory.id))
     assert hooked2.read(memory.id).version == 2
     ok(root, "commit", "-qm", "the rest")
     assert hooked2.read(memory.id).version == 2
@@ -202,7 +202,7 @@ def test_format_3_hand_edit_is_a_version_without_a_stamp(hooked3: Store) -> None
     the hook leaves the file's lines as they are, so nothing differs from what was staged."""
     root = hooked3.path
     memory = hooked3.create("first body", title="T")
-    path = root / memory_path(memory.id)
+    path = root / legacy_path(memory.id)
     before = path.read_text()
     path.write_text(before.replace("first body", "edited body"))
     ok(root, "add", "-A")
@@ -218,7 +218,7 @@ def test_format_3_hand_edit_is_a_version_without_a_stamp(hooked3: Store) -> None
     path.write_text(path.read_text().replace("edited", "again"))
     write(root, "other.txt", "x\n")
     ok(root, "add", "other.txt")
-    ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
+    ok(root, "commit", "-qm", "partial", "--", legacy_path(memory.id))
     ok(root, "commit", "-qm", "the rest")
     assert gitmem.open(root).read(memory.id).version == 3
 

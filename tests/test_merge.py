@@ -169,7 +169,8 @@ def test_both_change_the_same_lines_makes_a_fork() -> None:
     assert fork_doc.metadata["id"] == fork.id == M.fork_id(MID, ours)
     assert fork_doc.metadata[M.FORK_KEY] == MID
     assert fork_doc.metadata["supersedes"] == "mem_0b000000-0000-4000-8000-000000000009"
-    assert fork.path == gitmem.format.layout.memory_path(fork.id)
+    # a fork goes beside the memory it forks from, in the same layout (here the legacy one)
+    assert fork.path == gitmem.format.layout.legacy_path(fork.id)
     other = M.merge_memory(PATH, base, theirs, ours)
     assert other.data == result.data and other.forks == result.forks
 

@@ -28,6 +28,7 @@ from gitmem import (
     StoreError,
     Trigger,
 )
+from gitmem.format.layout import memory_path
 
 START = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 UUID_ID = re.compile(r"mem_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -56,7 +57,7 @@ def test_create_with_every_field(any_store: Store, clock: FixedClock) -> None:
         message="learned while reviewing",
     )
     assert UUID_ID.fullmatch(m.id)
-    assert m.path == f"memories/{m.id[4:6]}/{m.id}.md"
+    assert m.path == memory_path(m.id)
     assert m.title == "Prefer pytest fixtures"
     assert m.category == "coding-preferences"
     assert m.tags == ("testing", "python")

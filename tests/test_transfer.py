@@ -268,7 +268,7 @@ def test_import_files_keeps_ids_versions_times_and_supersedes(
     assert new.created_at.isoformat() == "2025-01-02T03:04:05+00:00"
     assert new.extra["custom_key"] == "kept as is"
     assert [m.id for m in store.version_chain(NEW)] == [OLD, NEW]
-    assert (store.path / "memories" / "5f" / f"{NEW}.md").read_bytes() == (
+    assert (store.path / "memories/5/f/0/c" / f"{NEW}.md").read_bytes() == (
         files_dir / "repo" / f"{NEW}.md"
     ).read_bytes()
     # Importing the same files again changes nothing.

@@ -391,7 +391,7 @@ def gc(state: State, scope: str | None) -> None:
 @click.option(
     "--to",
     "target",
-    type=click.IntRange(2, 3),
+    type=click.IntRange(2, 4),
     help="The format to reach (default 2). 3 derives version and updated_at from history "
     "(docs/format.md), so pull requests merge with plain git.",
 )
@@ -428,5 +428,5 @@ def migrate(state: State, dry_run: bool, target: int | None) -> None:
         where = f" (commit {s.commit[:10]})" if s.commit else ""
         click.echo(
             f"{s.scope}: format {s.from_format} -> {s.to_format}: "
-            f"{verb} {len(s.moved)} file(s){where}"
+            f"{verb} {s.moved_count} file(s){where}"
         )

@@ -58,10 +58,12 @@ class Rows(Protocol):
 @click.option(
     "--format",
     "store_format",
-    type=click.IntRange(1, 3),
-    help="The store format (default 3: version and updated_at derived from history, so "
-    "pull requests editing different lines of one memory merge with plain git). 2: every "
-    "write rewrites both lines in the file.",
+    type=click.IntRange(1, 4),
+    help="The store format (default 4: format 3 with memories in 16-way folders, "
+    "memories/a/b/c/d/<id>.md, which keep every tree small at a million memories). 3: "
+    "memories/<ab>/<id>.md, version and updated_at derived from history, so pull requests "
+    "editing different lines of one memory merge with plain git. 2: every write rewrites "
+    "both lines in the file.",
 )
 @json_option
 @pass_state

@@ -36,7 +36,7 @@ from gitmem.format.layout import (
     MEMORY_ROOTS,
     id_from_path,
     is_memory_file,
-    memory_path,
+    memory_paths,
 )
 from gitmem.git.command import REPO_ENV, clean_env, run_git
 
@@ -397,8 +397,9 @@ def _staged_format(top: Path) -> int:
         return 1  # an unreadable config stamps as the oldest format did
 
 
-def _ever_existed(top: Path, path: str) -> bool:
-    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", path, check=False).strip())
+def _ever_existed(top: Path, *paths: str) -> bool:
+    """Whether any commit had a file at one of ``paths`` (a plain id's two layouts)."""
+    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip())
 
 
 def decode_memory(data: bytes, path: str) -> Any:
@@ -522,7 +523,7 @@ def pre_commit(top: Path, out: Out, *, now: Any) -> int:
             continue
         if target == memory.id:
             refusals.append(Refusal(item.path, "supersedes itself"))
-        elif not _ever_existed(top, memory_path(target)):
+        elif not _ever_existed(top, *memory_paths(target)):
             refusals.append(Refusal(item.path, f"supersedes {target}, which is not in this store"))
     if refusals:
         for refusal in refusals:

@@ -38,12 +38,13 @@ from gitmem.features.review import (
     body_diff,
     field_changes,
     memory_paths,
+    read_memory,
     read_pair,
 )
 from gitmem.format import codec, memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at, commit_changed_paths
+from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
 from gitmem.store import derived
 
@@ -169,13 +170,13 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
             continue
         commit = get_commit(repo, version.commit)
         path = memory_path(version.memory_id)
-        oid = blob_at(commit.tree, path)
+        oid = memory_blob(commit.tree, path)
         if oid is None or oid in memo:
             if oid is not None:
                 last_of[version.memory_id] = oid
             continue
         lines = version.memory.body.splitlines()
-        sources = [memo[b] for p in commit.parents if (b := blob_at(p.tree, path)) in memo]
+        sources = [memo[b] for p in commit.parents if (b := memory_blob(p.tree, path)) in memo]
         if not sources:
             # A successor's first version: lines carried over from its predecessor.
             position = chain.index(version.memory_id)
@@ -185,7 +186,7 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
         memo[oid] = (lines, _carry(lines, sources, _origin(commit, version.memory_id)))
         last_of[version.memory_id] = oid
     tip = backend_db.tip()
-    final = blob_at(tip.tree, memory_path(memory_id)) if tip is not None else None
+    final = memory_blob(tip.tree, memory_path(memory_id)) if tip is not None else None
     if final is None or final not in memo:
         raise NotFoundError(f"no history for the current body of {memory_id}")
     lines, origins = memo[final]
@@ -239,15 +240,16 @@ def diff(
     old, new = _commit(db, rev1), _commit(db, rev2) if rev2 else db.tip()
     if new is None:
         raise NotFoundError("the store has no commits")
+    old_snap, new_snap = Snapshot(db.repo, old), Snapshot(db.repo, new)
     if memory_id is not None:
-        paths = [memory_path(check_id(memory_id))]
+        check_id(memory_id)
+        paths = [new_snap.locate(memory_id) or old_snap.locate(memory_id) or memory_path(memory_id)]
     else:
         paths = memory_paths(db.repo, old, new)
-    old_snap, new_snap = Snapshot(db.repo, old), Snapshot(db.repo, new)
     read = read_pair(db.repo, old_snap, new_snap, paths)
     out: list[MemoryDiff] = []
     for path in paths:
-        a, b = old_snap.read(path), new_snap.read(path)
+        a, b = read_memory(old_snap, path), read_memory(new_snap, path)
         if a == b:
             continue
         (before, _), (after, _) = read[path]

@@ -8,6 +8,13 @@ step per version, each step one commit that also raises ``format:``: the branch 
 compare-and-swap, so a kill at any moment leaves the old state or the new one, and a
 second run finds nothing to do.
 
+Format 4: a plain id's file lives at ``memories/a/b/c/d/<id>.md`` (four folders of one hex
+digit) instead of ``memories/<ab>/<id>.md``: at a million memories each of the 256 legacy
+shards holds ~3,900 entries, and every create rewrote ~170 KB of trees (issue 17). The
+step renames each file, its blob unchanged, so git's exact-rename detection carries a
+teammate's edit of the old path over, and histories follow an id across both paths
+(gitmem.store.derived, gitmem.git.diff.memory_blob).
+
 Format 2: the knowledge graph's entity files live in hash shards,
 ``entities/<type>/<xx>/<name>.md`` (issue 14: a flat folder of 10k entities made every
 write rewrite and every catch-up read a 10k-entry tree). Format 1 stores may still hold
@@ -21,16 +28,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pygit2
+
 from gitmem.base.errors import GitmemError, StoreError
-from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
+from gitmem.base.trailers import ID_TRAILER, IDS_UNLISTED_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.format import codec, memfile
 from gitmem.format.config import FORMAT, StoreConfig
-from gitmem.format.layout import CONFIG_FILE
+from gitmem.format.layout import (
+    CONFIG_FILE,
+    MEMORIES_DIR,
+    MEMORY_SUFFIX,
+    fanout_path,
+    id_from_path,
+    is_path_id,
+)
 from gitmem.git.objects import Snapshot
-from gitmem.store.core import Store
+from gitmem.store.core import ID_TRAILERS, Store
 from gitmem.store.graphindex import ENTITIES_ROOT, entity_fields, is_entity_path
 
 MIGRATE_OP = "migrate"
+MOVED_LISTED = 1_000
+"""Moves a :class:`Migration` lists (and its commit names in ``Gitmem-Id`` trailers); the
+rest are counted: the step to format 4 moves every memory, a million in a large store."""
 MIGRATE_DEFAULT = 2
 """Where ``gitmem migrate`` takes a store without ``--to``. Not format 3, although new
 stores are made at 3: in format 3 a file's ``version``/``updated_at`` lines stop being the
@@ -46,8 +65,19 @@ class Migration:
     from_format: int
     to_format: int
     moved: list[tuple[str, str]] = field(default_factory=list)
-    """(old path, new path) of each file the step moved."""
+    """(old path, new path) of the first :data:`MOVED_LISTED` files the step moved."""
+    moved_count: int = 0
+    """How many files the step moved (all of them, listed or not)."""
     commit: str | None = None
+
+    def add(self, old: str, new: str) -> None:
+        self.moved_count += 1
+        if len(self.moved) < MOVED_LISTED:
+            self.moved.append((old, new))
+
+    def clear(self) -> None:
+        self.moved.clear()
+        self.moved_count = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +85,7 @@ class Migration:
             "from_format": self.from_format,
             "to_format": self.to_format,
             "moved": [{"from": a, "to": b} for a, b in self.moved],
+            "moved_count": self.moved_count,
             "commit": self.commit,
         }
 
@@ -119,7 +150,7 @@ def _shard_entity(snap: Snapshot, path: str, report: Migration) -> None:
     )
     snap.remove(path)
     snap.put(f"{target_id}.md", text.encode("utf-8"))
-    report.moved.append((path, f"{target_id}.md"))
+    report.add(path, f"{target_id}.md")
 
 
 def _derive_volatile(snap: Snapshot, report: Migration, progress: Progress | None) -> None:
@@ -131,7 +162,43 @@ def _derive_volatile(snap: Snapshot, report: Migration, progress: Progress | Non
         progress(0, 0)
 
 
-STEPS: dict[int, Step] = {1: _shard_entities, 2: _derive_volatile}
+def _fan_out(snap: Snapshot, report: Migration, progress: Progress | None) -> None:
+    """3 -> 4: each plain id's ``memories/<ab>/<id>.md`` to ``memories/a/b/c/d/<id>.md``,
+    renamed with its blob unchanged (no file is read or rewritten).
+
+    Files that are not at a plain id's legacy path (a stray file, one that names another
+    id's shard, a path id) stay where they are, as does a legacy file whose id is already
+    at its format 4 path (readers read that one; doctor lists the other). The legacy
+    shards are read one at a time, without a set of every path (a 1M store's Snapshot
+    walk would hold one), so memory follows the staged moves."""
+    tree = snap.tree
+    root = snap.repo[tree[MEMORIES_DIR].id] if tree is not None and MEMORIES_DIR in tree else None
+    shards = []
+    if isinstance(root, pygit2.Tree):
+        shards = [e for e in root if e.type_str == "tree" and len(e.name or "") == 2]
+    if progress is not None:
+        progress(0, len(shards))
+    for done, entry in enumerate(shards, 1):
+        sub = snap.repo[entry.id]
+        assert isinstance(sub, pygit2.Tree)
+        for item in sub:
+            name = item.name or ""
+            if item.type_str != "blob" or not name.endswith(MEMORY_SUFFIX):
+                continue
+            path = f"{MEMORIES_DIR}/{entry.name}/{name}"
+            memory_id = id_from_path(path)
+            if memory_id is None or is_path_id(memory_id):
+                continue
+            target = fanout_path(memory_id)
+            if snap.exists(target):
+                continue
+            snap.move(path, target)
+            report.add(path, target)
+        if progress is not None:
+            progress(done, len(shards))
+
+
+STEPS: dict[int, Step] = {1: _shard_entities, 2: _derive_volatile, 3: _fan_out}
 """From format N to N+1. Every format below :data:`FORMAT` has its step."""
 
 
@@ -179,20 +246,26 @@ def migrate(
             def plan(
                 snap: Snapshot, report: Migration = report, current: int = current
             ) -> tuple[CommitSpec, None]:
-                report.moved.clear()
+                report.clear()
                 if _format_at(snap) != current:
                     return CommitSpec("nothing to migrate"), None  # someone else did it
                 STEPS[current](snap, report, progress)
                 config = snap.read(CONFIG_FILE)
                 text = config.decode("utf-8") if config is not None else ""
                 snap.put(CONFIG_FILE, _with_format(text, current + 1).encode("utf-8"))
-                moved = len(report.moved)
+                moved = report.moved_count
+                # 3 -> 4 changes no memory (a rename of each file): its ids are not named,
+                # as a write's are; the 1 -> 2 step gives entities new ids.
+                ids = [
+                    id_from_path(new) or new[: -len(".md")]
+                    for _, new in (report.moved if current != 3 else [])
+                ]
+                trailers = [(OP_TRAILER, MIGRATE_OP), *((ID_TRAILER, i) for i in ids[:ID_TRAILERS])]
+                if moved > len(ids[:ID_TRAILERS]):
+                    trailers.append((IDS_UNLISTED_TRAILER, str(moved - len(ids[:ID_TRAILERS]))))
                 return CommitSpec(
                     subject=f"migrate: format {current} to {current + 1} ({moved} files moved)",
-                    trailers=[
-                        (OP_TRAILER, MIGRATE_OP),
-                        *((ID_TRAILER, new[: -len(".md")]) for _, new in report.moved),
-                    ],
+                    trailers=trailers,
                 ), None
 
             if dry_run:

@@ -45,7 +45,7 @@ import pygit2
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError
 from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
-from gitmem.format.layout import check_id, memory_path
+from gitmem.format.layout import check_id, memory_paths
 from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data
@@ -142,8 +142,9 @@ class _Target:
     def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
         """Look at every distinct text blob and message once, before the rewrite."""
 
-    def drop_path(self) -> str | None:
-        return None
+    def drop_paths(self) -> tuple[str, ...]:
+        """The files removed from every commit (none: blobs are rewritten instead)."""
+        return ()
 
     def new_blob(self, oid: pygit2.Oid) -> tuple[bytes, str] | None:
         """The blob's replacement and a description of what changed, or None: unchanged."""
@@ -155,14 +156,16 @@ class _Target:
 
 class _MemoryTarget(_Target):
     def __init__(self, memory_id: str) -> None:
-        self.path = memory_path(check_id(memory_id))
+        self.paths = memory_paths(check_id(memory_id))
+        """Both paths a plain id may have had (docs/format.md, "Format 4"): history from
+        before the migration to format 4 holds the legacy one."""
         self.label = f"memory {memory_id}"
         self.titles: list[str] = []
         """Every title the memory had: gitmem's commit subjects spell it out."""
         self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
 
-    def drop_path(self) -> str | None:
-        return self.path
+    def drop_paths(self) -> tuple[str, ...]:
+        return self.paths
 
     def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
         # Longest first, so a title containing another is replaced whole.
@@ -303,17 +306,16 @@ class _Rewriter:
         if known is not None:
             return known
         result = False
-        drop = self.target.drop_path()
-        if drop is not None:
-            parts = drop.split("/")
+        drops = self.target.drop_paths()
+        for drop in drops:
             node: Any = tree
-            for part in parts[depth:]:
+            for part in drop.split("/")[depth:]:
                 if not isinstance(node, pygit2.Tree) or part not in node:
                     node = None
                     break
                 node = self.repo[node[part].id]
-            result = node is not None
-        else:
+            result = result or node is not None
+        if not drops:
             for entry in tree:
                 if entry.type_str == "blob" and self.target.new_blob(entry.id) is not None:
                     result = True
@@ -328,11 +330,18 @@ class _Rewriter:
 
     def tree(self, tree: pygit2.Tree) -> pygit2.Oid:
         """The rewritten tree's id (written to the object database)."""
-        drop = self.target.drop_path()
-        if drop is not None:
-            new = self._without(tree, drop.split("/"))
-            return new if new is not None else self.repo.TreeBuilder().write()
-        return self._replaced(tree)
+        drops = self.target.drop_paths()
+        if not drops:
+            return self._replaced(tree)
+        current = tree
+        for drop in drops:
+            new = self._without(current, drop.split("/"))
+            if new is None:
+                return self.repo.TreeBuilder().write()
+            found = self.repo[new]
+            assert isinstance(found, pygit2.Tree)
+            current = found
+        return current.id
 
     def _without(self, tree: pygit2.Tree, parts: list[str]) -> pygit2.Oid | None:
         """``tree`` without the file at ``parts``; None when nothing is left in it."""
@@ -488,13 +497,14 @@ def purge(
     if isinstance(target, _MemoryTarget):
         versions: list[pygit2.Oid] = []
         for commit in commits:
-            try:
-                entry = commit.tree[target.path]
-            except KeyError:
-                continue
-            if entry.id not in versions:
-                versions.append(entry.id)
-                report.removals.append(Removal(str(commit.id), target.path, "file removed"))
+            for path in target.paths:
+                try:
+                    entry = commit.tree[path]
+                except KeyError:
+                    continue
+                if entry.id not in versions:
+                    versions.append(entry.id)
+                    report.removals.append(Removal(str(commit.id), path, "file removed"))
         if not versions:
             raise NotFoundError(f"{target.label[len('memory ') :]} was never in the store")
         for oid in versions:

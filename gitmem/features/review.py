@@ -26,9 +26,9 @@ from pygit2.enums import SortMode
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
-from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path
+from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path, path_twins
 from gitmem.format.model import Memory, Status
-from gitmem.git.diff import changed_paths
+from gitmem.git.diff import blob_at, changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store import derived
 from gitmem.store.merge import FORK_KEY
@@ -153,9 +153,29 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
-    """The memory files that differ between two commits."""
+    """The memory files that differ between two commits, one path per memory: a plain id
+    renamed between the two layouts (the migration to format 4) is one memory, named by
+    its path in ``new`` (else in ``old``); :func:`read_memory` reads it at either."""
     changed = changed_paths(old.tree, new.tree)
-    return sorted(p for p in changed if p.split("/", 1)[0] in MEMORY_ROOTS and p.endswith(".md"))
+    out: set[str] = set()
+    for path in sorted(changed):
+        if path.split("/", 1)[0] not in MEMORY_ROOTS or not path.endswith(".md"):
+            continue
+        twins = path_twins(path)
+        key = next((p for p in twins if blob_at(new.tree, p) is not None), None)
+        key = key or next((p for p in twins if blob_at(old.tree, p) is not None), path)
+        if memory_blob(old.tree, key) != memory_blob(new.tree, key):
+            out.add(key)
+    return sorted(out)
+
+
+def read_memory(snap: Snapshot, path: str) -> bytes | None:
+    """The file of the memory at ``path`` in ``snap``, at either of a plain id's paths."""
+    for each in path_twins(path):
+        data = snap.read(each)
+        if data is not None:
+            return data
+    return None
 
 
 def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:
@@ -180,9 +200,11 @@ def _changed(old: pygit2.Tree | None, new: pygit2.Tree, wanted: set[str]) -> set
 def _touching(
     commits: list[pygit2.Commit], paths: list[str]
 ) -> dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]]:
-    """For each path, the commits of the range that changed it (differs from every parent)."""
+    """For each path, the commits of the range that changed it (differs from every parent);
+    a plain id's change at its other path counts for it."""
     out: dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]] = {p: [] for p in paths}
-    wanted = set(paths)
+    key_of = {twin: path for path in paths for twin in path_twins(path)}
+    wanted = set(key_of)
     for commit in commits:
         parents = commit.parents
         if parents:
@@ -197,7 +219,7 @@ def _touching(
         if not changed:
             continue
         trailers = parse_trailers(commit.message)
-        for path in sorted(changed):
+        for path in sorted({key_of[p] for p in changed}):
             out[path].append((commit, trailers))
     return out
 
@@ -269,7 +291,7 @@ def review(
     decoded: dict[str, Memory | None] = {}
     read = read_pair(repo, base_snap, head_snap, paths)
     for path in paths:
-        old_data, new_data = base_snap.read(path), head_snap.read(path)
+        old_data, new_data = read_memory(base_snap, path), read_memory(head_snap, path)
         if old_data == new_data:
             continue
         (before, _), (after, problem) = read[path]
@@ -325,7 +347,7 @@ def read_pair(
     history (two walks in all), so a review shows the versions ``gitmem history`` shows."""
     out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
     for path in paths:
-        a, b = old.read(path), new.read(path)
+        a, b = read_memory(old, path), read_memory(new, path)
         if a != b:
             out[path] = (memfile.read(a, path), memfile.read(b, path))
     befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
@@ -403,7 +425,7 @@ def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]
     if memory_id in cache:
         return cache[memory_id]
     try:
-        path = memory_path(memory_id)
+        path = snap.locate(memory_id) or memory_path(memory_id)
     except GitmemError:
         return None
     memory, _ = memfile.read(snap.read(path), path)
@@ -445,8 +467,7 @@ def _links(
             target = memory.supersedes
             exists = False
             with contextlib.suppress(GitmemError):
-                target_path = memory_path(target)
-                exists = head.exists(target_path) or base.exists(target_path)
+                exists = head.locate(target) is not None or base.locate(target) is not None
             if not exists:
                 result.problems.append(
                     ReviewProblem(

@@ -462,7 +462,7 @@ def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[s
     """The id, store path and front-matter of a memory file to import byte for byte, after
     exactly the checks the store makes of a write (:meth:`Store.check_file`)."""
     memory = store.check_file(data, what=shown)
-    return memory.id, memory_path(memory.id), memory.to_metadata()
+    return memory.id, memory_path(memory.id, store.config().format), memory.to_metadata()
 
 
 def import_files(
@@ -477,7 +477,8 @@ def import_files(
     Files are found recursively (``*.md``, hidden names skipped). A file's scope
     is its top folder when that is ``repo`` or ``user``, else its ``scope``
     field, else the store's default. Its place is the one its id names
-    (``memories/<shard>/<id>.md`` or the path id), whatever its name in the
+    (``memories/a/b/c/d/<id>.md``, or the legacy ``memories/<ab>/<id>.md`` in a store
+    of format 3 or older or where the id already is, or the path id), whatever its name in the
     folder, so ``supersedes`` links keep pointing at the right files. An id
     already in the store with the same bytes is left alone; with other bytes,
     or a file that is not a valid memory, the import stops (nothing is
@@ -510,6 +511,8 @@ def import_files(
             bad.append(f"{relative}: id {memory_id} is also in {seen[key].relative_to(root)}")
             continue
         seen[key] = source
+        # a new memory goes where its store's format puts it (format 4: 16-way folders)
+        path = memory_path(memory_id, store.config(scope or store.default_scope).format)
         files.append(_SourceFile(source, scope, memory_id, path, data))
     report.read = {"files": len(files) + len(bad)}
     files = _drop_conflicts(store, files, root, bad)
@@ -527,7 +530,7 @@ def _drop_conflicts(
     for f in files:
         scope = f.scope or store.default_scope
         snap = snapshots.setdefault(scope, store.db(scope).snapshot())
-        current = snap.read(f.path)
+        current = snap.read(snap.locate(f.id) or f.path)
         if current is not None and current != f.data:
             bad.append(
                 f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
@@ -577,11 +580,13 @@ def _write_files(
             done = start
             ids: list[str] = []
             for f in group:
-                if snap.read(f.path) == f.data:
+                # where the id is (either layout), else where its store's format puts it
+                path = snap.locate(f.id) or f.path
+                if snap.read(path) == f.data:
                     continue
-                if snap.exists(f.path):
+                if snap.exists(path):
                     raise AlreadyExistsError(f"{f.id} was written by someone else meanwhile")
-                snap.put(f.path, f.data)
+                snap.put(path, f.data)
                 ids.append(f.id)
                 done += 1
                 if progress:
@@ -603,7 +608,8 @@ def _write_files(
     report.commit = commits[-1] if commits else None
     for f in files:
         report.checked += 1
-        got = store.db(f.scope or store.default_scope).snapshot().read(f.path)
+        snap = store.db(f.scope or store.default_scope).snapshot()
+        got = snap.read(snap.locate(f.id) or f.path)
         if got != f.data:
             report.mismatches.append(f"{f.id}: the stored file differs from {f.source}")
         elif store.get(f.id, scope=f.scope or store.default_scope) is None:

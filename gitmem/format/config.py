@@ -13,14 +13,15 @@ from typing import Any
 from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
 from gitmem.format.model import Scope
 
-FORMAT = 3
+FORMAT = 4
 """The newest store format this gitmem reads and writes (``format:`` in gitmem.yaml; a
 store that says nothing is format 1). docs/format.md lists what each one changed;
 ``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
-DEFAULT_FORMAT = 3
+DEFAULT_FORMAT = 4
 """The format ``gitmem init`` (and a project or user store made on first use) makes without
-``--format``: format 3, version and updated_at derived from history (docs/format.md). An
-existing store keeps its format until ``gitmem migrate --to 3``."""
+``--format``: format 4, format 3's derived version and updated_at with memories in 16-way
+folders (``memories/a/b/c/d/<id>.md``; docs/format.md). An existing store keeps its format
+until ``gitmem migrate --to 4`` (or ``--to 3``)."""
 DERIVED_FORMAT = 3
 """The first format whose files do not carry the per-write fields: ``version`` and
 ``updated_at`` are derived from history (gitmem.store.derived)."""
@@ -94,8 +95,7 @@ class StoreConfig:
         an older one could misread it, and writing could damage it."""
         if self.format > FORMAT:
             raise UnsupportedFormatError(
-                f"{where} is a format {self.format} store; this gitmem reads formats up to "
-                f"{FORMAT}"
+                f"{where} is a format {self.format} store; this gitmem reads formats up to {FORMAT}"
             )
 
 

@@ -2,7 +2,13 @@
 
 Two kinds of id:
 
-* plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/<shard>/<id>.md``;
+* plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/a/b/c/d/<id>.md`` (format
+  4: four levels of one hex digit, so no tree holds more than 16 folders and a store of a
+  million memories rewrites ~3 KB of trees per create) or, in a store made or written
+  before format 4, at the legacy ``memories/<ab>/<id>.md`` (256 shards: ~3,900 entries
+  each at a million). Readers look at both (:func:`memory_paths`), in every format: a
+  migrated store's history has the legacy paths, and a teammate's branch from before the
+  migration still writes them;
 * path ids (``projects/acme/known_issues``, ``entities/person/ada``) name a document
   by where it lives: the first segment is one of :data:`DOCUMENT_ROOTS`, the file
   is ``<id>.md``. Layered documents, knowledge-graph entities and memory-tool notes
@@ -41,6 +47,11 @@ MEMORY_ROOTS: tuple[str, ...] = (MEMORIES_DIR, *DOCUMENT_ROOTS)
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MEM_HEX_RE = re.compile(r"mem_([0-9a-f]{2})")
+_MEM_HEX4_RE = re.compile(r"mem_([0-9a-f]{4})")
+
+FANOUT_FORMAT = 4
+"""The first store format that puts a *new* plain-id memory at the 16-way path
+(:func:`fanout_path`); older formats put it at the legacy one (:func:`legacy_path`)."""
 
 
 def new_id() -> str:
@@ -100,7 +111,7 @@ def _check_segment(segment: str, value: str, what: str) -> None:
 
 
 def shard(memory_id: str) -> str:
-    """The two-character shard directory that keeps every tree object small.
+    """The two-character shard directory of the legacy layout (formats 1-3).
 
     ``mem_<uuid>`` ids shard by their first two hex digits so a person can find
     the file by eye; any other id shards by a hash of the id.
@@ -111,11 +122,62 @@ def shard(memory_id: str) -> str:
     return hashlib.sha1(memory_id.encode("utf-8")).hexdigest()[:2]
 
 
-def memory_path(memory_id: str) -> str:
+def fanout(memory_id: str) -> str:
+    """The four one-digit folders of format 4's layout, ``a/b/c/d``: the uuid's first four
+    hex digits for ``mem_<uuid>`` ids (found by eye, like :func:`shard`), else the first
+    four of the id's SHA-1."""
+    match = _MEM_HEX4_RE.match(memory_id)
+    digits = match.group(1) if match else hashlib.sha1(memory_id.encode("utf-8")).hexdigest()[:4]
+    return "/".join(digits)
+
+
+def legacy_path(memory_id: str) -> str:
+    """Where formats 1-3 put a plain id: ``memories/<ab>/<id>.md``."""
+    check_id(memory_id)
+    return f"{MEMORIES_DIR}/{shard(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
+
+
+def fanout_path(memory_id: str) -> str:
+    """Where format 4 puts a plain id: ``memories/a/b/c/d/<id>.md``."""
+    check_id(memory_id)
+    return f"{MEMORIES_DIR}/{fanout(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
+
+
+def memory_path(memory_id: str, format: int = FANOUT_FORMAT) -> str:
+    """Where a *new* memory ``memory_id`` goes in a store of ``format``. A path id is its
+    own path in every format. To find an existing memory, look at :func:`memory_paths`
+    (a write of an existing memory updates it where it is)."""
     check_id(memory_id)
     if is_path_id(memory_id):
         return f"{memory_id}{MEMORY_SUFFIX}"
-    return f"{MEMORIES_DIR}/{shard(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
+    return fanout_path(memory_id) if format >= FANOUT_FORMAT else legacy_path(memory_id)
+
+
+def path_like(memory_id: str, like: str) -> str:
+    """The path of ``memory_id`` in the layout the memory path ``like`` is in (a fork made
+    by a merge goes beside the memory it forks from)."""
+    legacy = like.startswith(f"{MEMORIES_DIR}/") and like.count("/") == 2
+    return memory_path(memory_id, FANOUT_FORMAT - 1 if legacy else FANOUT_FORMAT)
+
+
+def memory_paths(memory_id: str) -> tuple[str, ...]:
+    """Every path a memory ``memory_id`` may be at, in the order a reader looks: the
+    format 4 path, then the legacy one (one path for a path id). Both are looked at in
+    every format, so history from before a migration and a branch made before it read."""
+    check_id(memory_id)
+    if is_path_id(memory_id):
+        return (f"{memory_id}{MEMORY_SUFFIX}",)
+    return (fanout_path(memory_id), legacy_path(memory_id))
+
+
+def path_twins(path: str) -> tuple[str, ...]:
+    """The paths of the memory at ``path``: :func:`memory_paths` of its id (format 4's
+    first, whichever ``path`` is), or just ``(path,)`` for a path id or a path that is not
+    a memory path."""
+    memory_id = id_from_path(path)
+    if memory_id is None or is_path_id(memory_id):
+        return (path,)
+    return memory_paths(memory_id)
 
 
 def is_memory_file(path: str) -> bool:
@@ -135,7 +197,7 @@ def is_memory_file(path: str) -> bool:
 def expected_path_form(path: str) -> str:
     """How a memory path should look, for the error about a file that is not at one."""
     if path.startswith(f"{MEMORIES_DIR}/"):
-        return "memories/<shard>/<id>.md"
+        return "memories/a/b/c/d/<id>.md or memories/<ab>/<id>.md"
     return "<root>/<segment>/.../<name>.md with safe segment names"
 
 
@@ -150,17 +212,22 @@ def id_from_path(path: str) -> str | None:
             return check_id(candidate)
         except InvalidIdError:
             return None
+    # Both layouts: memories/<ab>/<id>.md (formats 1-3) and memories/a/b/c/d/<id>.md
+    # (format 4); each only where the id's own shard puts it.
     parts = path.split("/")
-    if len(parts) != 3 or parts[0] != MEMORIES_DIR or not parts[2].endswith(MEMORY_SUFFIX):
+    if len(parts) not in (3, 6) or parts[0] != MEMORIES_DIR:
         return None
-    memory_id = parts[2][: -len(MEMORY_SUFFIX)]
+    name = parts[-1]
+    if not name.endswith(MEMORY_SUFFIX):
+        return None
+    memory_id = name[: -len(MEMORY_SUFFIX)]
     try:
         check_id(memory_id)
     except InvalidIdError:
         return None
-    if shard(memory_id) != parts[1]:
-        return None
-    return memory_id
+    if len(parts) == 3:
+        return memory_id if shard(memory_id) == parts[1] else None
+    return memory_id if fanout(memory_id) == "/".join(parts[1:5]) else None
 
 
 def id_prefix(prefix: str) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pygit2
 from pygit2.enums import FileMode
 
+from gitmem.format.layout import path_twins
+
 
 def changed_paths(old: pygit2.Tree | None, new: pygit2.Tree | None) -> set[str]:
     """Every path that differs between two trees (both sides of a rename), None for empty."""
@@ -48,3 +50,23 @@ def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     except KeyError:
         return None
     return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
+
+
+def memory_blob_at(tree: pygit2.Tree | None, path: str) -> tuple[str, pygit2.Oid] | None:
+    """Where the memory of ``path`` is in ``tree`` and its blob, looking at each path its id
+    may be at (format 4's path, then the legacy one, whichever ``path`` is: docs/format.md,
+    "Format 4"); None when at neither. Histories follow a plain id across the migration to format 4
+    this way, where the file was renamed with its blob unchanged."""
+    if tree is None:
+        return None
+    for each in path_twins(path):
+        blob = blob_at(tree, each)
+        if blob is not None:
+            return each, blob
+    return None
+
+
+def memory_blob(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None:
+    """The blob of :func:`memory_blob_at`, None when the memory is at neither path."""
+    found = memory_blob_at(tree, path)
+    return found[1] if found is not None else None

@@ -19,6 +19,7 @@ from pygit2.enums import FileMode
 
 from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError, RepositoryDamagedError, StoreError
+from gitmem.format.layout import memory_paths
 
 log = logs.get(__name__)
 
@@ -157,6 +158,23 @@ class Snapshot:
         if path in self.changes:
             return self.changes[path] is not None
         return self._entry(path) is not None
+
+    def locate(self, memory_id: str) -> str | None:
+        """The path of the memory ``memory_id`` as staged (format 4's path first, then the
+        legacy one: gitmem.format.layout.memory_paths), None when it is at neither."""
+        for path in memory_paths(memory_id):
+            if self.exists(path):
+                return path
+        return None
+
+    def move(self, old: str, new: str) -> None:
+        """Stage the file at ``old`` at ``new`` instead, its blob as it is (no read of its
+        content): a pure rename, which git's exact-rename detection follows."""
+        data = self.changes[old] if old in self.changes else self.blob_id(old)
+        if data is None:
+            raise InvalidInputError(f"no file at {old} to move")
+        self._stage(new, data)
+        self._stage(old, None)
 
     def put(self, path: str, data: bytes) -> None:
         if self.write_blobs:

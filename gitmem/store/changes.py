@@ -14,8 +14,8 @@ from typing import Any
 import pygit2
 
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
-from gitmem.format.layout import MEMORY_ROOTS, id_from_path, is_memory_file
-from gitmem.git.diff import blob_at
+from gitmem.format.layout import MEMORY_ROOTS, id_from_path, is_memory_file, is_path_id
+from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import blob_data
 from gitmem.store.rows import big_int
 
@@ -128,6 +128,35 @@ def paths_changed(
     return dict(changed_memory_files(repo, old, new))
 
 
+def memory_changes(
+    old: pygit2.Tree | None, new: pygit2.Tree, changed: dict[str, pygit2.Oid | None]
+) -> dict[str, pygit2.Oid | None]:
+    """``changed`` (path -> new blob, between ``old`` and ``new``) as changes of memories:
+    a plain id is one file at either of its paths (gitmem.format.layout.memory_paths), so
+    the migration to format 4, which renames the file with its blob unchanged, changes no
+    memory; a memory still there is keyed by the path it is at in ``new``, one removed by
+    the path it had. Paths that are not memory paths pass through."""
+    out: dict[str, pygit2.Oid | None] = {}
+    seen: set[str] = set()
+    for path, blob in changed.items():
+        memory_id = id_from_path(path)
+        if memory_id is None or is_path_id(memory_id):
+            out[path] = blob
+            continue
+        if memory_id in seen:
+            continue
+        seen.add(memory_id)
+        now = memory_blob_at(new, path)
+        before = memory_blob_at(old, path)
+        if (now[1] if now else None) == (before[1] if before else None):
+            continue
+        if now is not None:
+            out[now[0]] = now[1]
+        elif before is not None:
+            out[before[0]] = None
+    return out
+
+
 BumpOf = Callable[[int, "pygit2.Oid | None", "pygit2.Oid | None", "pygit2.Tree | None"], int]
 """(parents, blob in the first parent, blob now, first parent's tree) -> the row's ``bump``
 (gitmem.store.derived.bump_kind, with the parent tree's store format)."""
@@ -147,17 +176,19 @@ def version_rows(
     already (the catch-up of one new commit diffs those two trees anyway). ``bump_of``
     says what each change is to a format 3 file's derived version (0 without it)."""
     parents = commit.parents
+    tree = commit.tree
     if changed is not None and len(parents) == 1:
-        pass
+        changed = memory_changes(parents[0].tree, tree, changed)
     elif not parents:
-        changed = paths_changed(repo, None, commit.tree)
+        changed = paths_changed(repo, None, tree)
     else:
-        changed = paths_changed(repo, parents[0].tree, commit.tree)
+        changed = memory_changes(parents[0].tree, tree, paths_changed(repo, parents[0].tree, tree))
         for parent in parents[1:]:
             if not changed:
                 break
-            other = paths_changed(repo, parent.tree, commit.tree)
-            changed = {p: b for p, b in changed.items() if p in other}
+            other = memory_changes(parent.tree, tree, paths_changed(repo, parent.tree, tree))
+            ids = {id_from_path(p) or p for p in other}
+            changed = {p: b for p, b in changed.items() if (id_from_path(p) or p) in ids}
     if not changed:
         return
     # Only the trailers read here: the others (an id per memory) are not kept.
@@ -179,11 +210,11 @@ def version_rows(
         if len(ops) == 1:
             op = ops[0]
         else:
-            existed = first_parent is not None and _has(first_parent, path)
+            existed = memory_blob(first_parent, path) is not None
             op = infer_op(existed, blob is not None, bool(trailers))
         bump = 0
         if bump_of is not None:
-            before = blob_at(first_parent, path) if first_parent is not None else None
+            before = memory_blob(first_parent, path)
             bump = bump_of(len(parents), before, blob, first_parent)
         yield (
             memory_id,
@@ -198,14 +229,6 @@ def version_rows(
             gen,
             bump,
         )
-
-
-def _has(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True
 
 
 def infer_op(existed: bool, exists: bool, gitmem_commit: bool) -> str:

@@ -72,7 +72,7 @@ from gitmem.format.model import (
 )
 from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at, changed_paths
+from gitmem.git.diff import blob_at, changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, blob_data, get_commit, staged_id
 
 # The row providers of other modules register when those modules are imported. Every
@@ -715,9 +715,9 @@ class Store:
         """The memory as ``snap`` shows it, format 3's derived fields filled in: from what
         this Store last derived for the file (a few commits ago), else from the index when
         it reflects ``snap``'s commit and holds this very file, else from history."""
-        path = memory_path(memory_id)
-        data = snap.read(path)
-        if data is None:
+        path = snap.locate(memory_id)
+        data = snap.read(path) if path is not None else None
+        if path is None or data is None:
             return None
         memory = self._decode(backend, data, path)
         if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
@@ -766,7 +766,7 @@ class Store:
         if not memories or self._format_of(backend, snap) < derived.DERIVED_FORMAT:
             return memories
         base = snap.base
-        paths = [m.path or memory_path(m.id) for m in memories]
+        paths = [self._path_in(snap, m) for m in memories]
         found = self._bumps.bumps(backend.db.repo, base, paths)
         out: builtins.list[Memory] = []
         for memory, path in zip(memories, paths, strict=True):
@@ -796,7 +796,7 @@ class Store:
             repo = backend.db.repo
             commit = get_commit(repo, commit_hex)
             if blob is None:
-                if blob_at(commit.tree, path) is not None:
+                if memory_blob(commit.tree, path) is not None:
                     return False  # there, but not a memory the index could read
                 self._bumps.remember(repo, commit, path, derived.Bumps())
                 return True
@@ -826,7 +826,7 @@ class Store:
             found = index.derived_at(str(base.id), memory.id)
         except (sqlite3.Error, GitmemError):
             return None  # the index cannot say; history can
-        blob = snap.blob_id(memory.path or memory_path(memory.id))
+        blob = snap.blob_id(self._path_in(snap, memory))
         if found is None or blob is None or found[0] != str(blob):
             return None
         return replace(
@@ -855,6 +855,17 @@ class Store:
         stored = self._decode(backend, data, path)
         return replace(memory, version=stored.version, updated_at=stored.updated_at)
 
+    @staticmethod
+    def _path_in(snap: Snapshot, memory: Memory) -> str:
+        """The path of ``memory``'s file in ``snap``: where it was read from, else where its
+        id is (either layout), else format 4's path."""
+        return memory.path or snap.locate(memory.id) or memory_path(memory.id)
+
+    def _new_path(self, backend: Backend, snap: Snapshot, memory_id: str) -> str:
+        """Where a new memory ``memory_id`` goes: its format's path (format 4's 16-way
+        folders, or the legacy shard in a store of format 3 or older: docs/format.md)."""
+        return memory_path(memory_id, self._format_of(backend, snap))
+
     def _require(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory:
         memory = self._load(backend, snap, memory_id)
         if memory is None:
@@ -864,9 +875,8 @@ class Store:
     def _locate(self, memory_id: str, scope: Scope | str | None = None) -> Backend:
         """The backend that holds ``memory_id`` now (inside a transaction: as staged)."""
         check_id(memory_id)
-        path = memory_path(memory_id)
         for backend in self._ordered(scope):
-            if self._snapshot(backend, None).exists(path):
+            if self._snapshot(backend, None).locate(memory_id) is not None:
                 return backend
         raise NotFoundError(f"no memory {memory_id}", hint=_NOT_FOUND_HINT)
 
@@ -946,11 +956,11 @@ class Store:
                 "extra": extra,
             }
         )
-        path = memory_path(memory_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
-            if snap.exists(path):
+            if snap.locate(memory_id) is not None:
                 raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
+            path = self._new_path(backend, snap, memory_id)
             twin = _case_twin(snap, path) if id is not None else None  # new ids are lowercase
             if twin is not None:
                 raise AlreadyExistsError(
@@ -1009,10 +1019,10 @@ class Store:
         NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
         """
         wanted = id_prefix(prefix)
-        path = memory_path(wanted)
         if is_path_id(wanted) or any(
             # whether the file is there, without decoding it (the caller reads it next)
-            self._snapshot(b, None).exists(path) for b in self._ordered(scope)
+            self._snapshot(b, None).locate(wanted) is not None
+            for b in self._ordered(scope)
         ):
             return wanted
         current: set[str] = set()
@@ -1061,7 +1071,7 @@ class Store:
             if updated == current:
                 return _Effect(Op.UPDATE, [id], current.title), current
             updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
-            updated = self._put(backend, snap, current.path or memory_path(id), updated)
+            updated = self._put(backend, snap, self._path_in(snap, current), updated)
             return _Effect(
                 Op.UPDATE,
                 [id],
@@ -1105,7 +1115,7 @@ class Store:
                 version=current.version + 1,
                 updated_at=self.clock.now(),
             )
-            updated = self._put(backend, snap, current.path or memory_path(id), updated)
+            updated = self._put(backend, snap, self._path_in(snap, current), updated)
             return _Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
 
         result: Memory = self._run(backend, action, message)
@@ -1148,7 +1158,7 @@ class Store:
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
             check_expected(current, expected_version)
-            path = current.path or memory_path(id)
+            path = self._path_in(snap, current)
             stored = current.to_metadata()
             # format 3: the file's own lines are what an unchanged text must match
             kept = self._as_stored(backend, snap, path, current)
@@ -1175,7 +1185,7 @@ class Store:
             if target is not None and target != current.supersedes:
                 if target == id:
                     raise InvalidIdError("a memory cannot supersede itself")
-                if not snap.exists(memory_path(target)):
+                if snap.locate(target) is None:
                     raise InvalidInputError(
                         f"supersedes names {target}, which is not in the {backend.scope} store"
                     )
@@ -1211,13 +1221,13 @@ class Store:
                 hint="gitmem ls --all lists current memories; "
                 "gitmem log --op delete shows deleted ones",
             ) from None
-        path = memory_path(id)
         agent = single_line("agent", agent)
         session = single_line("session_id", session_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, bool]:
-            data = snap.read(path)
-            if data is None:
+            path = snap.locate(id)
+            data = snap.read(path) if path is not None else None
+            if path is None or data is None:
                 return _Effect(Op.DELETE, [id]), False
             title = None
             with contextlib.suppress(GitmemError):
@@ -1278,12 +1288,11 @@ class Store:
         restoring is itself a visible step of its history.
         """
         check_id(id)
-        path = memory_path(id)
         agent = single_line("agent", agent)
         backend = self._backend(scope)
         if scope is None:
             for candidate in self._ordered(None):
-                if self._find_past(candidate, path, at) is not None:
+                if self._find_past(candidate, id, at) is not None:
                     backend = candidate
                     break
         past = self._past(backend, id, at)
@@ -1300,7 +1309,10 @@ class Store:
             restored = replace(past, version=highest + 1, updated_at=self.clock.now())
             if current is not None:
                 restored = replace(restored, document=current.document)
-            restored = self._put(backend, snap, path, restored)
+            # where it is, else (it was deleted) where its store's format puts a new one
+            path = current.path if current is not None else None
+            path = path or self._new_path(backend, snap, id)
+            restored = self._put(backend, snap, path, replace(restored, path=path))
             return _Effect(Op.RESTORE, [id], restored.title, None, agent), restored
 
         result: Memory = self._run(backend, action, message)
@@ -1313,17 +1325,21 @@ class Store:
             return self._load(backend, backend.db.snapshot(at), memory_id)
         path = memory_path(memory_id)
         for commit in backend.db.walk():
-            if blob_at(commit.tree, path) is not None:
+            if memory_blob(commit.tree, path) is not None:
                 return self._load(backend, Snapshot(backend.db.repo, commit), memory_id)
         return None
 
-    def _find_past(self, backend: Backend, path: str, at: At) -> bytes | None:
-        """The file's content at ``at``, or (at=None) its last content before it was deleted."""
+    def _find_past(self, backend: Backend, memory_id: str, at: At) -> bytes | None:
+        """The memory's content at ``at``, or (at=None) its last content before it was
+        deleted (at either of its paths)."""
         if at is not None:
-            return backend.db.snapshot(at).read(path)
+            snap = backend.db.snapshot(at)
+            path = snap.locate(memory_id)
+            return snap.read(path) if path is not None else None
         repo = backend.db.repo
+        path = memory_path(memory_id)
         for commit in backend.db.walk():
-            blob = blob_at(commit.tree, path)
+            blob = memory_blob(commit.tree, path)
             if blob is not None:
                 return blob_data(repo, blob)
         return None
@@ -1351,11 +1367,11 @@ class Store:
             raise InvalidIdError("a memory cannot supersede itself")
         new_body = self._body(body)
         given = self._fields(fields)
-        path = memory_path(new_memory_id)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             old = self._require(backend, snap, old_id)
-            if snap.exists(path):
+            path = self._new_path(backend, snap, new_memory_id)
+            if snap.locate(new_memory_id) is not None:
                 raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
             now = self.clock.now()
             carried: dict[str, Any] = {
@@ -1569,8 +1585,8 @@ class Store:
                 commit = get_commit(repo, step.commit)
                 path = memory_path(step.memory_id)
                 parents = commit.parents
-                before = blob_at(parents[0].tree, path) if parents else None
-                now = blob_at(commit.tree, path)
+                before = memory_blob(parents[0].tree, path) if parents else None
+                now = memory_blob(commit.tree, path)
                 kind = derived.bump_kind(
                     len(parents), before, now, formats.of(parents[0].tree if parents else None)
                 )

@@ -32,9 +32,9 @@ from gitmem.base.errors import GitmemError
 from gitmem.format import codec, memfile
 from gitmem.format.config import DERIVED_FORMAT as DERIVED_FORMAT  # re-exported
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import CONFIG_FILE, MEMORY_ROOTS, id_from_path
+from gitmem.format.layout import CONFIG_FILE, MEMORY_ROOTS, id_from_path, path_twins
 from gitmem.format.model import Memory
-from gitmem.git.diff import blob_at
+from gitmem.git.diff import blob_at, memory_blob
 from gitmem.git.objects import Snapshot, blob_data
 from gitmem.store.changes import changed_memory_files
 
@@ -102,11 +102,14 @@ def bumps(
     repo: pygit2.Repository, commit: pygit2.Commit | None, paths: Iterable[str]
 ) -> dict[str, Bumps]:
     """The bumps of each of ``paths`` as of ``commit``: one walk of its history, oldest
-    first (a reset forgets what came before it)."""
+    first (a reset forgets what came before it). A plain id is followed across both of its
+    paths (at each commit its blob is the one at format 4's path, else at the legacy one),
+    so the migration to format 4, a rename with the blob unchanged, is no change at all."""
     wanted = list(dict.fromkeys(paths))
     out = {path: Bumps() for path in wanted}
     if commit is None or not wanted:
         return out
+    key_of = {twin: path for path in wanted for twin in path_twins(path)}
     formats = FormatCache(repo)
     few = len(wanted) <= 8
     for each in repo.walk(commit.id, SortMode.TOPOLOGICAL | SortMode.REVERSE):
@@ -118,10 +121,16 @@ def bumps(
         if few:  # a few lookups per commit beat a tree diff
             candidates: Iterable[str] = wanted
         else:  # the diff skips unchanged subtrees: the cost follows the commit's change
-            candidates = [p for p, _ in changed_memory_files(repo, parent_tree, tree) if p in out]
+            candidates = list(
+                dict.fromkeys(
+                    key_of[p]
+                    for p, _ in changed_memory_files(repo, parent_tree, tree)
+                    if p in key_of
+                )
+            )
         for path in candidates:
-            now = blob_at(tree, path)
-            before = blob_at(parent_tree, path) if parent_tree is not None else None
+            now = memory_blob(tree, path)
+            before = memory_blob(parent_tree, path)
             if now == before:
                 continue
             kind = bump_kind(1, before, now, formats.of(parent_tree))
@@ -265,7 +274,7 @@ class BumpCache:
         formats = FormatCache(repo)
         for step in reversed(chain):
             parent = step.parents[0]
-            before, now = blob_at(parent.tree, path), blob_at(step.tree, path)
+            before, now = memory_blob(parent.tree, path), memory_blob(step.tree, path)
             if before == now:
                 continue
             kind = bump_kind(1, before, now, formats.of(parent.tree))

@@ -47,9 +47,10 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
+from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path, memory_paths
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
+from gitmem.git.diff import blob_at, memory_blob_at
 from gitmem.git.objects import blob_data, get_commit
 from gitmem.store import derived, lexical, queries
 from gitmem.store.changes import (
@@ -538,7 +539,13 @@ class Index:
             if gone is not None and removed is not None:
                 removed.append(gone)
             if blob is None:
-                continue
+                # A plain id may still be at its other path, unchanged (a legacy file the
+                # format 4 one shadowed): that one is read now. A changed one comes in
+                # this diff by itself.
+                found = memory_blob_at(new, path) if gone is not None else None
+                if found is None or old is None or blob_at(old, found[0]) != found[1]:
+                    continue
+                path, blob = found
             try:
                 if id_from_path(path) is None:
                     raise InvalidInputError(
@@ -551,9 +558,40 @@ class Index:
                     (raw_path(path), raw_path(str(exc))),
                 )
                 continue
+            if not self._claim(conn, memory.id, path, removed):
+                continue
             inserted = self._insert(conn, memory, str(blob))
             if added is not None:
                 added.append(inserted)
+
+    def _claim(
+        self,
+        conn: sqlite3.Connection,
+        memory_id: str,
+        path: str,
+        removed: list[IndexedMemory] | None,
+    ) -> bool:
+        """Whether the memory at ``path`` gets the id's row. A plain id is at one path
+        (docs/format.md, "Format 4"), but the tree may hold it at both for a moment (the
+        migration's rename is diffed as an add and a remove, the add first) or for good
+        (a hand-made copy): format 4's path is the one read, as :func:`memory_paths`
+        orders them, and a legacy file beside it is a problem."""
+        row = conn.execute("SELECT path FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        if row is None or row[0] == raw_path(path):
+            return True
+        if memory_paths(memory_id)[0] == path:
+            gone = self._forget(conn, row[0])
+            if gone is not None and removed is not None:
+                removed.append(gone)
+            return True
+        conn.execute(
+            "INSERT OR REPLACE INTO problems VALUES (?, ?)",
+            (
+                raw_path(path),
+                raw_path(f"{path}: memory {memory_id} is also at {row[0]}, which is read"),
+            ),
+        )
+        return False
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
         """Delete the row at ``path``; returns what it held, for the row providers."""

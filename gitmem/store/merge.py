@@ -50,7 +50,7 @@ import pygit2
 from gitmem.base import paths
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec, memfile, schema
-from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
+from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, path_like
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
 from gitmem.store.derived import DERIVED_FORMAT, Bumps, FormatCache
@@ -508,7 +508,7 @@ def _make_fork(
     else:
         meta.pop("supersedes", None)
     meta[FORK_KEY] = memory_id
-    fork_path = memory_path(new_id)
+    fork_path = path_like(new_id, path)
     return Fork(new_id, memory_id, fork_path, _serialize(loser.doc, meta, loser.doc.body, path))
 
 

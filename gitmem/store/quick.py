@@ -27,7 +27,7 @@ from typing import Any
 
 from gitmem.base import paths
 from gitmem.format.config import FORMAT
-from gitmem.format.layout import id_prefix, is_path_id, memory_path, one_by_prefix
+from gitmem.format.layout import id_prefix, is_path_id, memory_paths, one_by_prefix
 from gitmem.format.model import Memory, Scope
 from gitmem.git import plain
 from gitmem.store import lexical, queries
@@ -107,7 +107,7 @@ class QuickIndex:
         wanted = id_prefix(prefix)
         if is_path_id(wanted) or self._has(wanted):
             return wanted
-        if any(p.path == memory_path(wanted) for p in self.problems()):
+        if any(p.path in memory_paths(wanted) for p in self.problems()):
             return None
         found = [
             str(row[0])

@@ -29,7 +29,7 @@ from gitmem.format.layout import (
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at
+from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
 from gitmem.store.changes import infer_op
 from gitmem.store.index import Index
@@ -292,7 +292,7 @@ class TreeReader:
         memories.sort(key=lambda m: (m.created_at, m.id))
         out: list[tuple[Any, ...]] = []
         for memory in memories:
-            blob = self.snap.blob_id(memory_path(memory.id))
+            blob = self.snap.blob_id(memory.path or memory_path(memory.id))
             values = row_values(memory, str(blob) if blob is not None else "")
             if after is not None and (values["created_us"], memory.id) <= after:
                 continue
@@ -312,7 +312,7 @@ class TreeReader:
         # What the index answers, by walking git: the newest change that left content.
         kept = [
             (key, blob)
-            for key, _, _, blob, _ in self.file_changes([memory_path(memory_id)])
+            for key, _, _, blob, _, _ in self.file_changes([memory_path(memory_id)])
             if blob is not None
         ]
         return blob_data(self.db.repo, max(kept)[1]) if kept else None
@@ -329,8 +329,8 @@ class TreeReader:
         position = {mid: i for i, mid in enumerate(paths.values())}
         repo = self.db.repo
         found: list[tuple[tuple[int, int, str, int], Version, str | None]] = []
-        for key, commit, path, now, before in self.file_changes(list(paths)):
-            mid = paths[path]
+        for key, commit, wanted, now, before, path in self.file_changes(list(paths)):
+            mid = paths[wanted]
             trailers = parse_trailers(commit.message)
             ops = [v for k, v in trailers if k == OP_TRAILER]
             agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
@@ -364,22 +364,34 @@ class TreeReader:
     def file_changes(
         self, paths: Sequence[str]
     ) -> Iterator[
-        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None]
+        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None, str]
     ]:
         """Every commit that changed one of ``paths``: (history-order key, commit, path,
-        blob now, blob in the first parent). The key is (generation, author time, commit
-        id); a merge that took one side's file as it was changed nothing."""
+        blob now, blob in the first parent, the path the file is at there). The key is
+        (generation, author time, commit id); a merge that took one side's file as it was
+        changed nothing. A plain id's file is looked for at both of its paths
+        (gitmem.git.diff.memory_blob), so the migration to format 4, a rename, changes
+        nothing and the history runs through it."""
         gens: dict[pygit2.Oid, int] = {}
         for commit in self.db.walk(reverse=True):
             gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
             gens[commit.id] = gen
             parents = commit.parents
             for path in paths:
-                now = blob_at(commit.tree, path)
-                befores = [blob_at(p.tree, path) for p in parents] or [None]
+                found = memory_blob_at(commit.tree, path)
+                now = found[1] if found is not None else None
+                befores = [memory_blob(p.tree, path) for p in parents] or [None]
                 if any(now == before for before in befores):
                     continue
-                yield (gen, commit.author.time, str(commit.id)), commit, path, now, befores[0]
+                at = found[0] if found is not None else self._was_at(parents, path)
+                key = (gen, commit.author.time, str(commit.id))
+                yield key, commit, path, now, befores[0], at
+
+    @staticmethod
+    def _was_at(parents: list[pygit2.Commit], path: str) -> str:
+        """Where a file a commit removed was in its first parent (``path`` when nowhere)."""
+        found = memory_blob_at(parents[0].tree, path) if parents else None
+        return found[0] if found is not None else path
 
     def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
         for memory in self.memories(

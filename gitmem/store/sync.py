@@ -36,12 +36,20 @@ from gitmem.base.trailers import (
 )
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path
+from gitmem.format.layout import (
+    ATTRIBUTES_FILE,
+    CONFIG_FILE,
+    FANOUT_FORMAT,
+    MEMORIES_DIR,
+    id_from_path,
+    is_path_id,
+    legacy_path,
+)
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
 from gitmem.git.db import GitDB, operation_in_progress
-from gitmem.git.diff import changed_paths
+from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import FastForward, Snapshot, get_commit
 from gitmem.store import derived
 from gitmem.store import merge as merging
@@ -326,12 +334,24 @@ def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None)
 def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:
     """Documents one side moved (old path -> new path), by git's rename detection.
 
-    Only documents with path ids move: a ``memories/`` file's path follows from its id, so
-    a deleted memory and a new, similar one are two memories, never a move.
+    Documents with path ids move by rename detection. A ``memories/`` file's path follows
+    from its id, so a deleted memory and a new, similar one are two memories, never a move;
+    the one move of a plain id is between its two paths (format 4's and the legacy one).
     """
     diff = base.diff_to_tree(side)
-    diff.find_similar()
     out: dict[str, str] = {}
+    # A plain id moved between its two paths (the migration to format 4, a join into an
+    # older format) is a move by its id, whatever rename detection makes of the content.
+    gone: dict[str, str] = {}
+    came: dict[str, str] = {}
+    for delta in diff.deltas:
+        kind = delta.status_char()
+        path = delta.old_file.path if kind == "D" else delta.new_file.path
+        memory_id = id_from_path(path) if kind in "AD" else None
+        if memory_id is not None and not is_path_id(memory_id):
+            (gone if kind == "D" else came)[memory_id] = path
+    out.update({old: came[memory_id] for memory_id, old in gone.items() if memory_id in came})
+    diff.find_similar()
     for delta in diff.deltas:
         old, new = delta.old_file.path, delta.new_file.path
         if delta.status_char() == "R" and _path_id(old) and _path_id(new):
@@ -537,6 +557,9 @@ def integrate(
             )
         if join and derived.is_derived(repo, tip) and not derived.is_derived(repo, theirs):
             _write_versions_in(snap, tm)
+        formats = derived.FormatCache(repo)
+        if join and formats.of(tip.tree) >= FANOUT_FORMAT > formats.of(theirs.tree):
+            _move_to_legacy(snap, tm)
         _stage(snap, tm.changes)
         spec = replace(_merge_spec(label, tm), merge_parents=(str(theirs.id),))
         return spec, ("merge", tm, tip)
@@ -561,6 +584,24 @@ def _write_versions_in(snap: Snapshot, tm: TreeMerge) -> None:
     for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
         if data != files[path]:
             tm.changes[path] = data
+
+
+def _move_to_legacy(snap: Snapshot, tm: TreeMerge) -> None:
+    """A format 4 store joining a team store of an older format: the team's ``gitmem.yaml``
+    wins, and a gitmem from before format 4 looks for a plain id at its legacy path only,
+    so each of this store's files at a format 4 path goes to its legacy path in the merge
+    (its content as the merge left it)."""
+    ours = [p for p in snap.iter_files(MEMORIES_DIR) if p not in tm.changes]
+    staged = [p for p, data in tm.changes.items() if data is not None]
+    for path in [*ours, *staged]:
+        memory_id = id_from_path(path)
+        if memory_id is None or is_path_id(memory_id) or path == legacy_path(memory_id):
+            continue
+        data = tm.changes[path] if path in tm.changes else snap.read(path)
+        if data is None or legacy_path(memory_id) in tm.changes:
+            continue
+        tm.changes[legacy_path(memory_id)] = data
+        tm.changes[path] = None
 
 
 def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
@@ -708,14 +749,17 @@ def sync(
     end = db.tip()
     result.commit = str(end.id) if end is not None else None
     if start is not None and end is not None and start.id != end.id:
+        reported: set[str] = set()
         for path in sorted(changed_paths(start.tree, end.tree)):
             memory_id = id_from_path(path)
-            if memory_id is None:
+            if memory_id is None or memory_id in reported:
                 continue
-            before, after = (
-                Snapshot(db.repo, start).exists(path),
-                Snapshot(db.repo, end).exists(path),
-            )
+            reported.add(memory_id)
+            # at either of a plain id's paths: the migration to format 4 moves every file
+            was, now = memory_blob(start.tree, path), memory_blob(end.tree, path)
+            if was == now:
+                continue
+            before, after = was is not None, now is not None
             bucket = (
                 result.changed if before and after else result.added if after else result.deleted
             )

@@ -27,7 +27,7 @@ from gitmem.format import memfile
 from gitmem.format.layout import id_from_path, memory_path
 from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at, commit_changed_paths
+from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import author_time, blob_data, get_commit
 from gitmem.store.results import LogEntry
 
@@ -120,10 +120,11 @@ def read_log(
 
 
 def _changed_file(commit: pygit2.Commit, path: str) -> bool:
-    """Whether ``commit`` changed the file at ``path`` (against its first parent)."""
+    """Whether ``commit`` changed the memory at ``path`` (against its first parent; at
+    either of a plain id's paths, so the migration to format 4's rename is no change)."""
     parent = commit.parents[0] if commit.parents else None
-    before = blob_at(parent.tree, path) if parent is not None else None
-    return blob_at(commit.tree, path) != before
+    before = memory_blob(parent.tree, path) if parent is not None else None
+    return memory_blob(commit.tree, path) != before
 
 
 def removed_ids(repo: pygit2.Repository, commit_hex: str) -> list[str]:
@@ -133,7 +134,7 @@ def removed_ids(repo: pygit2.Repository, commit_hex: str) -> list[str]:
     return [
         memory_id
         for path in sorted(commit_changed_paths(commit))
-        if blob_at(commit.tree, path) is None and (memory_id := id_from_path(path)) is not None
+        if memory_blob(commit.tree, path) is None and (memory_id := id_from_path(path)) is not None
     ]
 
 
