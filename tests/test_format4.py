@@ -5,11 +5,17 @@ Real repositories; the real git binary where git's own merge is the point."""
 from __future__ import annotations
 
 import datetime as dt
+import multiprocessing
+import os
+import random
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pygit2
 import pytest
+from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
@@ -27,6 +33,8 @@ from gitmem.format.layout import (
     shard,
 )
 from gitmem.store import sync as S
+
+CTX = multiprocessing.get_context("spawn")
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 UUID_ID = "mem_5f3a0c1e-8a4b-4c1d-9e2f-0123456789ab"
@@ -237,6 +245,60 @@ def test_the_index_and_history_agree_across_the_migration(tmp_path: Path) -> Non
     assert "format 3 to 4" in git(path, "log", "-1", "--format=%s", "HEAD~4").stdout
     with pytest.raises(audit.UndoRefusedError, match="changed later"):
         audit.undo(gitmem.open(path, clock=at(70)), commit=last_before)
+
+
+def test_the_index_keeps_its_rows_across_the_migration(tmp_path: Path) -> None:
+    """The migration renames files with their blobs unchanged: the index's rows only change
+    path (their ids, FTS entries and vectors stay), and search finds the same memories."""
+    path = tmp_path / "m"
+    store, ids = _format_3_store(path)
+    found_before = [m.id for m in store.search("body")]
+    with store.index().reading() as conn:
+        rows_before = dict(conn.execute("SELECT id, rowid FROM memories").fetchall())
+    migrate(store, to=4)
+    after = gitmem.open(path)
+    assert [m.id for m in after.search("body")] == found_before
+    with after.index().reading() as conn:
+        rows = {i: (r, p) for i, r, p in conn.execute("SELECT id, rowid, path FROM memories")}
+    assert {i: r for i, (r, _) in rows.items()} == rows_before
+    assert {i: p for i, (_, p) in rows.items()} == {i: fanout_path(i) for i in ids}
+    assert not after.problems()
+    fresh = gitmem.open(path)
+    fresh.index().rebuild()
+    assert [m.id for m in fresh.search("body")] == found_before
+
+
+def _migrate_child(path: str) -> None:
+    migrate(gitmem.open(path), to=4)
+
+
+@pytest.mark.slow
+def test_a_kill_during_the_migration_leaves_format_3_or_format_4(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    for round_ in range(3):
+        path = tmp_path / f"store{round_}"
+        store = gitmem.init(path, format=3)
+        with store.transaction():
+            ids = [store.create(f"memory {n}\n").id for n in range(400)]
+        proc = CTX.Process(target=_migrate_child, args=(str(path),))
+        proc.start()
+        time.sleep(rng.uniform(0.3, 2.0))
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        reopened = gitmem.open(path)
+        files = sorted(tree_files(path))
+        if reopened.config().format == 3:
+            assert files == sorted(legacy_path(i) for i in ids)
+        else:
+            assert reopened.config().format == 4
+            assert files == sorted(fanout_path(i) for i in ids)
+        assert len(reopened.list()) == len(ids)
+        migrate(reopened, to=4)
+        final = gitmem.open(path)
+        assert final.config().format == 4 and len(final.list()) == len(ids)
+        assert sorted(tree_files(path)) == sorted(fanout_path(i) for i in ids)
+        assert run_git(path, "fsck", "--strict", "--no-dangling") == ""
 
 
 def test_migrate_dry_run_changes_nothing(tmp_path: Path) -> None:

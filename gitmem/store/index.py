@@ -47,7 +47,13 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path, memory_paths
+from gitmem.format.layout import (
+    CONFIG_FILE,
+    expected_path_form,
+    id_from_path,
+    is_path_id,
+    memory_paths,
+)
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, memory_blob_at
@@ -535,6 +541,8 @@ class Index:
         ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
         for path, blob in changes:
+            if blob is not None and self._renamed(conn, path, blob):
+                continue
             gone = self._forget(conn, path)
             if gone is not None and removed is not None:
                 removed.append(gone)
@@ -563,6 +571,24 @@ class Index:
             inserted = self._insert(conn, memory, str(blob))
             if added is not None:
                 added.append(inserted)
+
+    def _renamed(self, conn: sqlite3.Connection, path: str, blob: pygit2.Oid) -> bool:
+        """Whether ``path`` is a plain id's file renamed to its format 4 path with its blob
+        unchanged (the migration to format 4): then only its row's path changes. The row's
+        content, and so every row provider's (FTS, vectors), stays as it is, where a remove
+        and an add would decode the file and re-index it (every memory of a migrated
+        store). The diff's removal of the old path then finds no row."""
+        memory_id = id_from_path(path)
+        if memory_id is None or is_path_id(memory_id) or memory_paths(memory_id)[0] != path:
+            return False
+        row = conn.execute(
+            "SELECT rowid, path FROM memories WHERE id = ? AND blob = ?", (memory_id, str(blob))
+        ).fetchone()
+        if row is None or row[1] == raw_path(path):
+            return False
+        conn.execute("UPDATE memories SET path = ? WHERE rowid = ?", (raw_path(path), row[0]))
+        conn.execute("DELETE FROM problems WHERE path = ?", (raw_path(path),))
+        return True
 
     def _claim(
         self,
