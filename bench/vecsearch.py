@@ -9,6 +9,12 @@ packages gitmem does not depend on)::
     python -m venv /tmp/v && /tmp/v/bin/pip install numpy sqlite-vec apsw
     PYTHONPATH=. /tmp/v/bin/python -m bench.vecsearch --sizes 10000,100000
 
+``--store PATH`` measures an existing store instead (gitmem's own venv is enough): its lists
+against exact search on the same vectors (recall@10, latency), warm recall and search, the
+process's peak memory (``on_store``)::
+
+    python -m bench.vecsearch --store /path/to/store
+
 Both sides hold the same int8 codes of 256-d unit vectors (gitmem's stored form) and answer
 top-10 by cosine for the same queries. Reported, per size: the p50 of a warm query (numpy
 over the decoded float32 matrix a long-lived process keeps; sqlite-vec's ``vec0`` KNN
@@ -136,10 +142,98 @@ def run(size: int, workdir: Path) -> dict[str, float]:
     }
 
 
+RECALL_QUERIES = (
+    "how does the retry loop time out", "database migration steps", "which tests are flaky",
+    "deploy to staging", "benchmark memory 4242", "cache invalidation policy", "timeout retry",
+    "schema migration", "logging configuration", "error handling in the parser",
+)
+SEARCH_WORDS = ("migration", "retry", "flaky")
+
+
+def on_store(path: str, titles: int) -> dict[str, Any]:
+    """An existing store's index, its embedder and vectors made current first: the lists
+    (``vectors.top_k``) against exact search on the same vectors (recall@10: the share of
+    the exact top 10 found; tie-aware: the share of the found 10 that score at least the
+    exact 10th), both timed in this process, then warm ``Store.recall`` and ``Store.search``
+    (the same-run baseline is the exact search). Queries: the fixed questions above and the
+    titles of ``titles`` memories picked at random (seeded)."""
+    import random
+    import resource
+
+    import gitmem
+    from gitmem.store import vectors
+    from gitmem.store.embed import get_embedder
+
+    store = gitmem.open(path)
+    index = store.index()
+    t0 = time.perf_counter()
+    store.recall("warm up")
+    out: dict[str, Any] = {"first recall s": time.perf_counter() - t0}
+    embedder = get_embedder(str(index.db.gitdir))
+    assert embedder is not None, "no embedder"
+    conn = index.connect()
+    model = vectors._model(conn, embedder.name)
+    assert model is not None
+    out["vectors"] = model.n
+    out["lists"] = conn.execute(
+        "SELECT count(*) FROM vector_lists WHERE model = ?", (model.id,)
+    ).fetchone()[0]
+    out["probed"] = vectors.probes(out["lists"], model.n) if out["lists"] else 0
+    top = int(conn.execute("SELECT max(rowid) FROM memories").fetchone()[0])
+    rng = random.Random(1)
+    texts = list(RECALL_QUERIES)
+    while len(texts) < len(RECALL_QUERIES) + titles:
+        row = conn.execute(
+            "SELECT title, body FROM memories WHERE rowid >= ? LIMIT 1", (rng.randint(1, top),)
+        ).fetchone()
+        if row is not None:
+            texts.append(row[0] or row[1][:80])
+    idf = vectors.idf_weights(conn, embedder.name)
+    weighted = getattr(embedder, "embed_weighted", None)
+    queries = [weighted(t, idf) if weighted is not None and idf is not None
+               else embedder.embed([t])[0] for t in texts]
+    found_t, exact_t, overlap, tie_ok = [], [], 0, 0
+    for query in queries:
+        t0 = time.perf_counter()
+        found = vectors.top_k(conn, embedder.name, query, K)
+        found_t.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        exact = vectors.top_k(conn, embedder.name, query, K, exact=True)
+        exact_t.append(time.perf_counter() - t0)
+        overlap += len({b for b, _ in found} & {b for b, _ in exact})
+        tie_ok += sum(1 for _, s in found if s >= exact[-1][1] - 1e-6)
+    out["recall@10"] = overlap / (K * len(queries))
+    out["recall@10 tie-aware"] = tie_ok / (K * len(queries))
+    out["top_k p50 ms"] = statistics.median(found_t) * 1000
+    out["exact p50 ms"] = statistics.median(exact_t) * 1000
+    for name, run_one, items in (
+        ("recall", store.recall, RECALL_QUERIES * 3),
+        ("search", store.search, SEARCH_WORDS * 5),
+    ):
+        times = []
+        for item in items:
+            t0 = time.perf_counter()
+            run_one(item)
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        out[f"{name} p50 ms"] = statistics.median(times) * 1000
+        out[f"{name} p90 ms"] = times[int(len(times) * 0.9)] * 1000
+    out["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--store", help="measure this store's index instead (on_store)")
+    parser.add_argument("--titles", type=int, default=100)
     args = parser.parse_args()
+    if args.store:
+        figures = on_store(args.store, args.titles)
+        print(args.store + ": " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+        ))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             figures = run(size, Path(tmp))

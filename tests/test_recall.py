@@ -345,3 +345,65 @@ def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
     nothing = recall_mod.parse("plenty zebra")
     assert store.index().read(lambda conn: recall_mod._selective(conn, nothing)) == nothing.fts
     assert len(store.recall("plenty zebra", limit=20)) == 10
+
+
+def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a store of more memories than RANK_CAP (lowered here), the words whose matches
+    add up to at most RANK_CAP are ranked, wherever their memories are; when every word
+    matches more, only the newest RANK_CAP matches are."""
+    from gitmem.store import recall as recall_mod
+
+    monkeypatch.setattr(recall_mod, "RANK_CAP", 6)
+    with store.transaction("many"):
+        walrus = store.create("plenty of notes about the walrus and an otter\n").id
+        otter = store.create("an otter swims\n").id
+        for i in range(12):
+            clock.advance(minutes=1)
+            store.create(f"plenty of notes number {i}\n")
+    index = store.index()
+    parsed = recall_mod.parse("plenty otter walrus")
+    plan = index.read(lambda conn: recall_mod._plan(conn, parsed))
+    assert plan == ('"otter" OR "walrus"', None)
+    assert store.recall("plenty otter walrus", limit=2).ids == [walrus, otter]
+    # Every word matches more than 6 memories: the 6 newest matches, nothing older.
+    plenty = recall_mod.parse("plenty")
+    assert index.read(lambda conn: recall_mod._plan(conn, plenty))[1] is not None
+    found = recall_mod.recall(store, "plenty notes", limit=20, semantic=False)
+    newest = index.read(lambda conn: [
+        r[0] for r in conn.execute(
+            "SELECT id FROM memories WHERE body LIKE '%notes%' ORDER BY rowid DESC LIMIT 6"
+        )
+    ])
+    assert len(found) == 6 and set(found.ids) == set(newest)  # the 6 last indexed matches
+    monkeypatch.setattr(recall_mod, "RANK_CAP", 100)  # a small store: every match ranks
+    assert len(recall_mod.recall(store, "plenty notes", limit=20, semantic=False)) == 13
+
+
+def test_past_the_search_cap_a_search_finds_matches_and_titles_from_any_age(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem.store import queries
+
+    monkeypatch.setattr(queries, "SEARCH_CAP", 5)
+    with store.transaction("many"):
+        named = store.create("how we migrate the schema\n", title="migration").id
+        for i in range(12):
+            clock.advance(minutes=1)
+            store.create(f"a migration note number {i}\n")
+        store.create("nothing to see\n")
+    found = store.search("migration", limit=50)
+    assert found.ids[0] == named  # the exact title ranks first, however old
+    newest = store.index().read(lambda conn: [
+        r[0] for r in conn.execute(
+            "SELECT id FROM memories WHERE body LIKE '%migration%' OR title = 'migration' "
+            "ORDER BY rowid DESC LIMIT 5"
+        )
+    ])
+    assert set(found.ids) == {named, *newest}  # the 5 last indexed matches and the title
+    assert all("migrat" in store.read(i).body + (store.read(i).title or "") for i in found.ids)
+    assert len(store.search("migration", limit=3)) == 3
+    assert store.search("nothing", limit=5).ids  # a rare word: every match ranks
+    monkeypatch.setattr(queries, "SEARCH_CAP", 10_000)
+    assert len(store.search("migration", limit=50)) == 13

@@ -85,6 +85,10 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
                 expected[token] = expected.get(token, 0) + 1
         assert df == {(embedder.name, t, n) for t, n in expected.items()}
         assert not conn.execute("SELECT 1 FROM vector_gone").fetchall()
+        counts = conn.execute(
+            "SELECT m.n, (SELECT count(*) FROM vectors v WHERE v.model = m.id) FROM vector_models m"
+        ).fetchall()
+        assert all(kept == real for kept, real in counts)  # each model's count is kept true
         out[str(scope)] = (rows, df)
     return out
 
@@ -222,3 +226,115 @@ def test_a_failing_embedder_leaves_recall_lexical_and_is_not_retried_at_once(
     assert pending == 1  # nothing half-written: the next try embeds it
     vectors._failed_until.clear()
     assert vectors.nearest(index, "alpha", 5, embedder=HashEmbedder("down-test"))
+
+
+def test_lists_follow_a_store_through_sync_edits_deletes_and_growth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past IVF_FROM (lowered here) sync trains lists, a query probes them, an edited or
+    deleted memory's vector leaves its list, and the lists are trained again past GROWTH."""
+    monkeypatch.setattr(vectors, "IVF_FROM", 40)
+    monkeypatch.setattr(vectors, "MIN_LISTS", 4)
+    monkeypatch.setattr(vectors, "LISTS_PER_ROOT", 0.5)
+    monkeypatch.setattr(vectors, "MIN_PROBE", 2)
+    monkeypatch.setattr(vectors, "PROBE_ROWS", 10)
+    monkeypatch.setattr(vectors, "SYNC_BATCH", 8)
+    monkeypatch.setattr(vectors, "SAMPLE_PER_LIST", 4)  # trained after 16 of 50 are stored
+    vectors.clear_cache()
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    words = [f"w{i}" for i in range(30)]
+    rng = np.random.default_rng(4)
+
+    def text() -> str:
+        return " ".join(rng.choice(words, 6))
+
+    made = [store.create(text(), title=f"m{i}") for i in range(50)]
+    embedder = HashEmbedder()
+    index = store.index()
+    assert vectors.sync(index, embedder) == 50
+    conn = index.connect()
+
+    def model() -> tuple[int, int, int]:
+        return conn.execute("SELECT n, trained, lists_id FROM vector_models").fetchone()
+
+    n, trained, first = model()
+    assert (n, trained) == (50, 50) and first  # trained on the first sample, sized for 50
+    assert conn.execute("SELECT count(*) FROM vector_lists").fetchone()[0] == 4
+    centroids = np.frombuffer(
+        b"".join(r[0] for r in conn.execute("SELECT centroid FROM vector_lists ORDER BY list")),
+        dtype="<f4",
+    ).reshape(4, embedder.dim)
+    stored = conn.execute("SELECT list, code FROM vectors").fetchall()
+    decoded = vectors.decode([r[1] for r in stored], embedder.dim)
+    assert [r[0] for r in stored] == np.argmax(decoded @ centroids.T, axis=1).tolist()
+
+    def list_of(blob: str) -> int | None:
+        row = conn.execute(
+            "SELECT list FROM vectors WHERE blob = ?", (bytes.fromhex(blob),)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def blob_of(memory_id: str) -> str:
+        return str(conn.execute("SELECT blob FROM memories WHERE id = ?", (memory_id,))
+                   .fetchone()[0])
+
+    target = made[17]
+    found = vectors.nearest(index, f"m17\n{target.body}", 1, embedder=embedder)
+    row = conn.execute("SELECT id FROM memories WHERE rowid = ?", (found[0][0],)).fetchone()
+    assert row[0] == target.id
+    old_blob = blob_of(made[3].id)
+    assert list_of(old_blob) is not None
+    store.update(made[3].id, "w1 w1 w1 w2 w2 w2 an edited body")
+    store.delete(made[4].id)
+    deleted_blob = old_blob, blob_of(made[5].id)
+    store.delete(made[5].id)
+    vectors.sync(index, embedder)
+    assert list_of(deleted_blob[0]) is None and list_of(deleted_blob[1]) is None
+    assert list_of(blob_of(made[3].id)) is not None
+    assert model()[:2] == (48, 50)  # 48 vectors: no new training
+    for i in range(60):
+        store.create(text(), title=f"n{i}")
+    vectors.sync(index, embedder)
+    n, trained, again = model()
+    assert n == trained == 108 and again != first  # past 2 x 50: trained again
+    assert conn.execute("SELECT count(*) FROM vector_lists").fetchone()[0] == 5
+    assert {r[0] for r in conn.execute("SELECT DISTINCT list FROM vectors")} <= set(range(5))
+    _rows(store, embedder)
+
+
+def test_an_index_with_the_old_vector_tables_upgrades_on_its_own(tmp_path: Path) -> None:
+    """An index written before the lists (provider version 3: no ``list`` column) is
+    refilled by the next catch-up, and recall by meaning works on it."""
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    one = store.create("alpha beta gamma", title="one")
+    store.create("delta epsilon", title="two")
+    embedder = HashEmbedder()
+    index = store.index()
+    vectors.sync(index, embedder)
+    conn = index.connect()
+    with conn:
+        for table in vectors.VECTORS.tables:
+            conn.execute(f"DROP TABLE {table}")
+        conn.executescript(
+            "CREATE TABLE vector_models (id INTEGER PRIMARY KEY, model TEXT NOT NULL UNIQUE, "
+            "dim INTEGER NOT NULL, gen INTEGER NOT NULL, complete INTEGER NOT NULL DEFAULT 0);"
+            "CREATE TABLE vectors (model INTEGER NOT NULL, blob BLOB NOT NULL, code BLOB NOT NULL,"
+            " PRIMARY KEY (model, blob)) WITHOUT ROWID;"
+            "CREATE TABLE vector_pending (blob BLOB PRIMARY KEY) WITHOUT ROWID;"
+            "CREATE TABLE vector_rows (rowid INTEGER PRIMARY KEY, blob TEXT NOT NULL);"
+        )
+        conn.execute("INSERT INTO vector_models VALUES (1, 'hash-test', 32, 5, 1)")
+        key = "provider:vectors"
+        tip = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = ?", (f"3 {tip.split()[1]}", key)
+        )
+    vectors.clear_cache()
+    near = vectors.nearest(index, "alpha beta", 2, embedder=embedder)
+    conn = index.connect()
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(vectors)")}
+    assert "list" in columns
+    ids = [conn.execute("SELECT id FROM memories WHERE rowid = ?", (r,)).fetchone()[0]
+           for r, _ in near]
+    assert ids[0] == one.id and len(ids) == 2
+    _rows(store, embedder)

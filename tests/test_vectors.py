@@ -160,3 +160,127 @@ def test_any_finite_vectors_round_trip_to_unit_or_zero_rows(
     back = vectors.decode(vectors.encode(m, kind), 3)
     norms = np.linalg.norm(back, axis=1)
     assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
+
+
+def _clustered(rng: np.random.Generator, n: int, dim: int, centres: int) -> np.ndarray:
+    """Unit vectors around ``centres`` random directions (what an inverted file expects)."""
+    middle = _unit(rng, centres, dim)
+    m = middle[rng.integers(0, centres, n)] + 0.35 * _unit(rng, n, dim)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def small_ivf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inverted file from 100 vectors on (50,000 in use), a few lists, few probes."""
+    monkeypatch.setattr(vectors, "IVF_FROM", 100)
+    monkeypatch.setattr(vectors, "MIN_LISTS", 4)
+    monkeypatch.setattr(vectors, "LISTS_PER_ROOT", 0.5)
+    monkeypatch.setattr(vectors, "MIN_PROBE", 2)
+    monkeypatch.setattr(vectors, "PROBE_ROWS", 50)
+    vectors.clear_cache()
+
+
+def _lists(conn: sqlite3.Connection, model: str = "m") -> dict[str, int]:
+    return {
+        r[0].hex(): int(r[1])
+        for r in conn.execute(
+            "SELECT v.blob, v.list FROM vectors v JOIN vector_models m ON m.id = v.model "
+            "WHERE m.model = ?",
+            (model,),
+        )
+    }
+
+
+def test_lists_are_trained_past_the_threshold_and_a_query_reads_only_its_lists(
+    tmp_path: Path, small_ivf: None
+) -> None:
+    rng = np.random.default_rng(7)
+    m = _clustered(rng, 400, 32, 12)
+    blobs = [f"{i:040x}" for i in range(400)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs[:90], vectors.encode(m[:90]), strict=True))
+    assert not vectors.train_due(conn, "m")  # 90 < IVF_FROM: exact search, no lists
+    assert set(_lists(conn).values()) == {0}
+    vectors.store_vectors(conn, "m", zip(blobs[90:], vectors.encode(m[90:]), strict=True))
+    assert vectors.train_due(conn, "m")
+    lists = vectors.train(conn, "m")
+    assert lists == vectors.list_count(400) == 10
+    assert not vectors.train_due(conn, "m")
+    # Every vector sits in the list of its nearest centroid.
+    centroids = np.frombuffer(
+        b"".join(r[0] for r in conn.execute("SELECT centroid FROM vector_lists ORDER BY list")),
+        dtype="<f4",
+    ).reshape(lists, 32)
+    decoded = vectors.decode(vectors.encode(m), 32)
+    nearest_list = np.argmax(decoded @ centroids.T, axis=1)
+    assert _lists(conn) == {b: int(x) for b, x in zip(blobs, nearest_list, strict=True)}
+    assert conn.execute("SELECT n, trained FROM vector_models").fetchone() == (400, 400)
+    for i in (3, 117, 301):
+        query = m[i] + 0.02 * rng.standard_normal(32).astype(np.float32)
+        got = vectors.top_k(conn, "m", query, 5)
+        assert got[0][0] == blobs[i]  # the known nearest neighbour
+        probed = set(np.argsort(-(centroids @ (query / np.linalg.norm(query))))[:2])
+        assert {_lists(conn)[b] for b, _ in got} <= probed  # only probed lists were read
+        exact = vectors.top_k(conn, "m", query, 5, exact=True)
+        assert exact[0][0] == got[0][0] and exact[0][1] == pytest.approx(got[0][1], abs=1e-5)
+    # A filter that leaves nothing in the probed lists reads further ones.
+    far = [blobs[i] for i in range(400) if nearest_list[i] != nearest_list[3]][:3]
+    got = vectors.top_k(conn, "m", m[3], 2, allowed_blobs=far)
+    assert len(got) == 2 and {b for b, _ in got} <= set(far)
+    # New vectors go straight to their nearest list.
+    extra = _clustered(np.random.default_rng(8), 3, 32, 2)
+    vectors.store_vectors(conn, "m", zip(["ee" * 20, "ef" * 20, "f0" * 20],
+                                         vectors.encode(extra), strict=True))
+    near = np.argmax(vectors.decode(vectors.encode(extra), 32) @ centroids.T, axis=1)
+    assert [_lists(conn)[b] for b in ("ee" * 20, "ef" * 20, "f0" * 20)] == near.tolist()
+
+
+def test_lists_are_trained_again_past_the_growth_factor(tmp_path: Path, small_ivf: None) -> None:
+    rng = np.random.default_rng(9)
+    m = _clustered(rng, 500, 16, 8)
+    blobs = [f"{i:040x}" for i in range(500)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs[:120], vectors.encode(m[:120]), strict=True))
+    vectors.train(conn, "m")
+    first = conn.execute("SELECT trained, lists_id FROM vector_models").fetchone()
+    assert first[0] == 120
+    vectors.store_vectors(conn, "m", zip(blobs[120:240], vectors.encode(m[120:240]), strict=True))
+    assert not vectors.train_due(conn, "m")  # 240 = 2 x 120: not past the factor yet
+    vectors.store_vectors(conn, "m", zip(blobs[240:], vectors.encode(m[240:]), strict=True))
+    assert vectors.train_due(conn, "m")
+    assert vectors.train(conn, "m") == vectors.list_count(500)
+    trained, lists_id = conn.execute("SELECT trained, lists_id FROM vector_models").fetchone()
+    assert trained == 500 and lists_id != first[1]
+    count = conn.execute("SELECT count(*) FROM vector_lists").fetchone()[0]
+    assert count == vectors.list_count(500) > vectors.list_count(120)
+    assert vectors.list_count(120) < len(set(_lists(conn).values())) <= count
+    # Shrinking past the factor trains again too; below IVF_FROM search is exact.
+    vectors.remove(conn, blobs[:260])
+    assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == 240
+    assert vectors.train_due(conn, "m")
+    vectors.remove(conn, blobs[260:450])
+    assert not vectors.train_due(conn, "m")
+    query = m[470]
+    assert vectors.top_k(conn, "m", query, 3) == vectors.top_k(conn, "m", query, 3, exact=True)
+    assert vectors.top_k(conn, "m", query, 1)[0][0] == blobs[470]
+
+
+def test_a_replaced_or_removed_vector_leaves_its_list(tmp_path: Path, small_ivf: None) -> None:
+    rng = np.random.default_rng(11)
+    m = _clustered(rng, 200, 16, 6)
+    blobs = [f"{i:040x}" for i in range(200)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs, vectors.encode(m), strict=True))
+    vectors.train(conn, "m")
+    before = _lists(conn)
+    # The same blob stored again with another vector moves; it is never held twice.
+    moved = next(i for i in range(1, 200) if before[blobs[i]] != before[blobs[0]])
+    vectors.store_vectors(conn, "m", [(blobs[0], vectors.encode(m[moved : moved + 1])[0])])
+    after = _lists(conn)
+    assert after[blobs[0]] == before[blobs[moved]] and len(after) == 200
+    assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == 200
+    vectors.remove(conn, [blobs[5]])
+    assert blobs[5] not in _lists(conn)
+    assert all(b != blobs[5] for b, _ in vectors.top_k(conn, "m", m[5], 10))
+    assert vectors.prune(conn, blobs[:100]) == 100
+    assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == len(_lists(conn)) == 99

@@ -163,6 +163,14 @@ def column_rows(
     return [row[:-2] for row in found]
 
 
+SEARCH_CAP = 10_000
+"""Matches an FTS5 search ranks at most. FTS5 computes BM25 for every row that matches
+before a LIMIT can keep the best: a common word in a million memories costs two seconds. A
+query that matches more memories than this ranks the newest this many (by index row), and,
+from any age, the newest this many whose title holds one of its words; every result is
+still a match. docs/recall.md says what that changes."""
+
+
 def fts_hits(
     conn: sqlite3.Connection,
     store_scope: Scope,
@@ -172,29 +180,72 @@ def fts_hits(
     limit: int,
     filters: dict[str, Any],
 ) -> list[Hit]:
-    """FTS5 query ranked by bm25 (title weighted), after a title-match tier.
+    """FTS5 query ranked by bm25 (title weighted), after a title-match tier; past
+    :data:`SEARCH_CAP` matches, over a bounded set of them.
 
     Raises sqlite3.OperationalError for a malformed FTS5 query; the caller decides what
     to do with a query that is not FTS5 syntax.
     """
+    needle = title_text.casefold()
+    floor = None
+    if memory_count(conn) > SEARCH_CAP:
+        floor = newest_floor(conn, query, SEARCH_CAP)
+    rows = _fts_rows(conn, query, needle, limit, filters, floor)
+    words = " OR ".join('"' + w.replace('"', '""') + '"' for w in needle.split())
+    if floor is not None and words:
+        # Title matches from any age: an older memory the query names still ranks.
+        titled = f"({query}) AND {{title}} : ({words})"
+        bound = newest_floor(conn, titled, SEARCH_CAP)
+        seen = {r[0] for r in rows}
+        rows += [
+            r
+            for r in _fts_rows(conn, titled, needle, limit, filters, bound)
+            if r[20] > 0 and r[0] not in seen
+        ]
+        rows.sort(key=lambda r: (-r[20], r[19], r[21], r[1]))
+    return [
+        Hit(memory_from_row(r[:19], store_scope), float(r[20]) * 1000.0 - float(r[19]))
+        for r in rows[:limit]
+    ]
+
+
+def newest_floor(conn: sqlite3.Connection, query: str, cap: int) -> int | None:
+    """The index row of the ``cap``-th newest match of an FTS5 ``query`` (None: fewer
+    match). Reading matches newest first costs what it reads, not what matches."""
+    row = conn.execute(
+        "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (query, cap - 1),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _fts_rows(
+    conn: sqlite3.Connection,
+    query: str,
+    needle: str,
+    limit: int,
+    filters: dict[str, Any],
+    floor: int | None,
+) -> list[tuple[Any, ...]]:
+    """The memory columns, bm25, tier and creation time of the best matches (from index
+    row ``floor`` on, when given)."""
     where, params = memory_filters(**filters)
     where = where.replace("WHERE", "AND", 1) if where else ""
-    needle = title_text.casefold()
+    if floor is not None:
+        where += f" AND fts.rowid >= {int(floor)}"
     sql = (
         f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, "
         f"bm25(fts, {FTS_WEIGHTS}) AS rank, "
         "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
         "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
-        "ELSE 0 END AS tier "
+        "ELSE 0 END AS tier, m.created_us "
         "FROM fts JOIN memories m ON m.rowid = fts.rowid "
         f"WHERE fts MATCH :query {where} "
         "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
     )
     named = {f"p{i}": p for i, p in enumerate(params)}
-    rows = conn.execute(
-        number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
-    ).fetchall()
-    return [
-        Hit(memory_from_row(r[:19], store_scope), float(r[20]) * 1000.0 - float(r[19]))
-        for r in rows
-    ]
+    return list(
+        conn.execute(
+            number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
+        ).fetchall()
+    )

@@ -281,14 +281,21 @@ def _lexical(
     """
     if not query.fts:
         return []
-    expression = _selective(conn, query)
+    try:
+        expression, floor = _plan(conn, query)
+    except sqlite3.OperationalError as exc:
+        if _is_query_error(exc):
+            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+            return []
+        raise
     weights = ", ".join(str(w) for w in WEIGHTS)
+    bound = "" if floor is None else f"AND rowid >= {int(floor)} "
     fetch = depth * 2
     while True:
         try:
             ranked = conn.execute(
                 f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
-                "ORDER BY score DESC LIMIT ?",
+                f"{bound}ORDER BY score DESC LIMIT ?",
                 (expression, fetch),
             ).fetchall()
         except sqlite3.OperationalError as exc:
@@ -315,6 +322,49 @@ when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 
 its long posting list is most of a query's cost in a large store."""
 COMMON_FROM = 1000
 """Stores smaller than this keep every word (the cost is small, the counts noisy)."""
+
+
+RANK_CAP = 10_000
+"""Matches the lexical list ranks at most. FTS5 computes BM25 for every row that matches
+before it can keep the best, so a word in most of a million memories costs seconds. In a
+store of more memories than this, recall ranks the matches of the query's rarest words
+whose matches add up to at most this many, and leaves the others out (a word that matches
+this many memories weighs little in BM25 beside a rarer one); when every word matches more,
+it ranks the newest this many matches (by index row). Smaller stores, the recall quality
+benchmark's among them, keep the rule of :data:`COMMON`. docs/recall.md has the figures."""
+
+
+def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
+    """The FTS5 expression recall ranks, and the lowest index row it ranks (None: all)."""
+    try:
+        total = _memory_count(conn)
+    except sqlite3.OperationalError:
+        total = 0  # the scratch table of a past revision: no count kept, a small set
+    if total <= RANK_CAP:
+        return _selective(conn, query), None
+    counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
+    kept: list[str] = []
+    budget = 0
+    for term in sorted((t for t in query.terms if counts[t]), key=lambda t: counts[t]):
+        if budget + counts[term] > RANK_CAP:
+            break
+        kept.append(term)
+        budget += counts[term]
+    if kept:
+        chosen = set(kept)
+        words = [t for t in query.terms if t in chosen]
+        phrases = [p for p in query.phrases if chosen.intersection(p)]
+        # Their matches add up to RANK_CAP at most: every one of them is ranked.
+        return lexical.or_query(words, phrases=phrases), None
+    return query.fts, queries.newest_floor(conn, query.fts, RANK_CAP)
+
+
+def _matches(conn: sqlite3.Connection, expression: str, most: int) -> int:
+    """How many rows match ``expression``, counted up to ``most`` (the cost is that many)."""
+    row = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (expression, most)
+    ).fetchone()
+    return int(row[0])
 
 
 def _selective(conn: sqlite3.Connection, query: Query) -> str:

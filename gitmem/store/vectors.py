@@ -20,9 +20,10 @@ generation counter moves: any write bumps it) and ranks by one matrix-vector pro
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,17 +68,36 @@ CREATE TABLE IF NOT EXISTS vector_models (
     model TEXT NOT NULL UNIQUE,
     dim INTEGER NOT NULL,
     gen INTEGER NOT NULL,
-    complete INTEGER NOT NULL DEFAULT 0
+    complete INTEGER NOT NULL DEFAULT 0,
+    n INTEGER NOT NULL DEFAULT 0,
+    trained INTEGER NOT NULL DEFAULT 0,
+    lists_id INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS vectors (
     model INTEGER NOT NULL,
+    list INTEGER NOT NULL DEFAULT 0,
     blob BLOB NOT NULL,
     code BLOB NOT NULL,
-    PRIMARY KEY (model, blob)
+    PRIMARY KEY (model, list, blob)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_blob ON vectors (blob);
+CREATE TABLE IF NOT EXISTS vector_lists (
+    model INTEGER NOT NULL,
+    list INTEGER NOT NULL,
+    centroid BLOB NOT NULL,
+    PRIMARY KEY (model, list)
 ) WITHOUT ROWID;
 """
 """A model is a small integer and a blob id its 20 raw bytes, not 40 hex digits: with a
-256-byte code that keeps a row under 300 bytes on disk (measured in docs/benchmarks.md)."""
+256-byte code that keeps a row under 300 bytes on disk (measured in docs/benchmarks.md).
+
+A model's ``n`` counts its vectors (kept by every write: a count over a million rows is
+130 ms). Past :data:`IVF_FROM` vectors each row carries its ``list``, the nearest of the
+model's centroids (``vector_lists``, trained when the model held ``trained`` vectors;
+``lists_id`` names that training, 0 for none): the rows of a list are contiguous in the
+table's key, so a query reads only the lists it probes. Below that every row is in list 0
+and search is exact. ``vectors_blob``
+finds a blob's rows whatever their list (catch-up deletes by blob)."""
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -137,33 +157,78 @@ def decode(codes: Sequence[bytes], dim: int) -> NDArray[np.float32]:
     """Unit float32 vectors (rows of zeros for zero codes) from codes of one kind and ``dim``."""
     import numpy as np
 
-    out = np.zeros((len(codes), dim), dtype=np.float32)
-    if not codes:
-        return out
-    kinds = {c[0] & ~ZERO if c else 0 for c in codes}
-    if len(kinds) != 1 or next(iter(kinds)) not in (INT8, INT4, BINARY):
+    out = _unscaled(codes, dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
+
+
+def cosines(codes: Sequence[bytes], dim: int, query: NDArray[np.float32]) -> NDArray[np.float32]:
+    """The cosine of each code's vector with the unit vector ``query`` (0 for a zero code):
+    :func:`decode` then a product, without normalising the matrix first."""
+    return _cosines(_unscaled(codes, dim), query)
+
+
+def _cosines(vectors: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
+    import numpy as np
+
+    scores: NDArray[np.float32] = np.einsum("ij,j->i", vectors, query)
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+    np.divide(scores, norms, out=scores, where=norms > 0)
+    scores[norms == 0] = 0
+    return scores
+
+
+def code_size(first: int, dim: int) -> int:
+    """Bytes of a code of ``dim`` dimensions whose header byte is ``first``."""
+    kind = first & ~ZERO
+    if kind not in (INT8, INT4, BINARY):
         raise ValueError("codes of mixed or unknown kinds")
-    kind = next(iter(kinds))
-    width = {INT8: dim, INT4: (dim + 1) // 2, BINARY: (dim + 7) // 8}[kind]
-    if any(len(c) != width + 1 for c in codes):
-        raise ValueError(f"a code is not {width + 1} bytes long for {dim} dimensions")
-    raw = np.frombuffer(b"".join(c[1:] for c in codes), dtype=np.uint8).reshape(len(codes), width)
+    return 1 + {INT8: dim, INT4: (dim + 1) // 2, BINARY: (dim + 7) // 8}[kind]
+
+
+def _unscaled(codes: Sequence[bytes], dim: int) -> NDArray[np.float32]:
+    """The vectors of codes as stored (not unit length; zero codes as zeros)."""
+    import numpy as np
+
+    if not codes:
+        return np.zeros((0, dim), dtype=np.float32)
+    # Whole-array checks, no loop over the rows in Python: a query past IVF_FROM decodes
+    # tens of thousands of codes, and a per-row loop cost more than the search.
+    size = code_size(codes[0][0] if codes[0] else 0, dim)
+    if set(map(len, codes)) != {size}:
+        raise ValueError(f"a code is not {size} bytes long for {dim} dimensions")
+    whole = np.frombuffer(b"".join(codes), dtype=np.uint8).reshape(len(codes), size)
+    return _unscaled_matrix(whole, dim)
+
+
+def _unscaled_matrix(whole: NDArray[np.uint8], dim: int) -> NDArray[np.float32]:
+    """:func:`_unscaled` of codes given as the rows of a byte matrix (each row one code)."""
+    import numpy as np
+
+    n, size = whole.shape
+    out = np.zeros((n, dim), dtype=np.float32)
+    if n == 0:
+        return out
+    heads = whole[:, 0]
+    kind = int(heads[0]) & ~ZERO
+    if code_size(kind, dim) != size or np.any((heads & ~np.uint8(ZERO)) != kind):
+        raise ValueError("codes of mixed or unknown kinds")
+    width = size - 1
+    raw = whole[:, 1:]
     if kind == INT8:
         out[:] = raw.view(np.int8)
     elif kind == INT4:
         low = (raw & 0x0F).astype(np.int8)
         high = (raw >> 4).astype(np.int8)
-        both = np.empty((len(codes), width * 2), dtype=np.int8)
+        both = np.empty((n, width * 2), dtype=np.int8)
         both[:, 0::2], both[:, 1::2] = low, high
         both[both > 7] -= 16  # two's complement nibbles
         out[:] = both[:, :dim]
     else:
         bits = np.unpackbits(raw, axis=1)[:, :dim]
         out[:] = bits.astype(np.float32) * 2 - 1
-    zero = np.fromiter((bool(c[0] & ZERO) for c in codes), dtype=bool, count=len(codes))
-    out[zero] = 0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    np.divide(out, norms, out=out, where=norms > 0)
+    out[(heads & ZERO) != 0] = 0
     return out
 
 
@@ -233,18 +298,52 @@ def store_vectors(
     ``dim`` is the vectors' dimension; by default the code's own (an int4 code of odd or a
     binary code of a non-multiple-of-8 dimension needs it given).
     """
-    pairs = [(_key(blob), bytes(code)) for blob, code in items]
+    pairs = list({_key(blob): bytes(code) for blob, code in items}.items())
     if not pairs:
         return 0
     dims = {code_dim(code) for _, code in pairs}
     if len(dims) != 1:
         raise ValueError(f"codes of different lengths for one model {model!r}")
     model_id = _bump(conn, model, dim if dim is not None else dims.pop())
+    # A blob's old row may sit in another list: it goes first, so it is never held twice.
+    _delete_keys(conn, [key for key, _ in pairs], model_id)
+    lists = _assign(conn, model_id, [code for _, code in pairs])
     conn.executemany(
-        "INSERT OR REPLACE INTO vectors (model, blob, code) VALUES (?, ?, ?)",
-        ((model_id, key, code) for key, code in pairs),
+        "INSERT INTO vectors (model, list, blob, code) VALUES (?, ?, ?, ?)",
+        ((model_id, lst, key, code) for (key, code), lst in zip(pairs, lists, strict=True)),
     )
+    conn.execute("UPDATE vector_models SET n = n + ? WHERE id = ?", (len(pairs), model_id))
     return len(pairs)
+
+
+def _delete_keys(
+    conn: sqlite3.Connection, keys: Sequence[bytes | str], model_id: int | None = None
+) -> int:
+    """Delete the rows of these stored blob keys (of one model, or of all), keeping each
+    model's count; returns how many went."""
+    removed = 0
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        where = f"blob IN ({marks})"
+        params: tuple[Any, ...] = tuple(chunk)
+        if model_id is not None:
+            where += " AND model = ?"
+            params = (*params, model_id)
+        removed += _delete_where(conn, where, params)
+    return removed
+
+
+def _delete_where(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    counts = conn.execute(
+        f"SELECT model, count(*) FROM vectors WHERE {where} GROUP BY model", params
+    ).fetchall()
+    if not counts:
+        return 0
+    conn.execute(f"DELETE FROM vectors WHERE {where}", params)
+    conn.executemany(
+        "UPDATE vector_models SET n = max(n - ?, 0) WHERE id = ?", ((c, m) for m, c in counts)
+    )
+    return sum(int(c) for _, c in counts)
 
 
 def missing(conn: sqlite3.Connection, model: str, blobs: Iterable[str]) -> set[str]:
@@ -277,16 +376,7 @@ def remove(conn: sqlite3.Connection, blobs: Iterable[str], model: str | None = N
     model_id = _model_id(conn, model) if model is not None else None
     if model is not None and model_id is None:
         return 0
-    removed = 0
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        if model_id is None:
-            cur = conn.execute(f"DELETE FROM vectors WHERE blob IN ({marks})", tuple(chunk))
-        else:
-            cur = conn.execute(
-                f"DELETE FROM vectors WHERE model = ? AND blob IN ({marks})", (model_id, *chunk)
-            )
-        removed += cur.rowcount
+    removed = _delete_keys(conn, keys, model_id)
     if removed:
         _bump_all(conn)
     return removed
@@ -297,11 +387,11 @@ def prune(conn: sqlite3.Connection, keep: Iterable[str]) -> int:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS vector_keep (blob BLOB PRIMARY KEY)")
     conn.execute("DELETE FROM vector_keep")
     conn.executemany("INSERT OR IGNORE INTO vector_keep VALUES (?)", ((_key(b),) for b in keep))
-    cur = conn.execute("DELETE FROM vectors WHERE blob NOT IN (SELECT blob FROM vector_keep)")
+    removed = _delete_where(conn, "blob NOT IN (SELECT blob FROM vector_keep)", ())
     conn.execute("DELETE FROM vector_keep")
-    if cur.rowcount:
+    if removed:
         _bump_all(conn)
-    return cur.rowcount
+    return removed
 
 
 def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, str, bytes]]:
@@ -327,7 +417,20 @@ class _Matrix:
     vectors: NDArray[Any]
 
 
+@dataclass(frozen=True)
+class _ModelRow:
+    id: int
+    dim: int
+    gen: int
+    n: int
+    """Vectors the model holds."""
+    trained: int
+    """Vectors it held when its lists were trained (0: no lists)."""
+    lists_id: int
+
+
 _matrices: dict[tuple[str, str], _Matrix] = {}
+_centroids: dict[tuple[str, int, int], NDArray[Any]] = {}
 _matrices_lock = threading.Lock()
 
 
@@ -345,17 +448,41 @@ def matrix(conn: sqlite3.Connection, model: str) -> tuple[list[str], NDArray[np.
 
 CACHE_VECTORS = 100_000
 """Vectors of one model up to which :func:`top_k` decodes them all once and keeps the matrix
-(for the next query of a long-lived process). Past it, each query reads them in chunks of
-:data:`SCAN_CHUNK` and keeps only the best: decoded float32, a million 256-d vectors are a
-gigabyte, over the 500 MB any command may use at 1M memories."""
+(for the next query of a long-lived process). Past it, an exact search reads them in chunks
+of :data:`SCAN_CHUNK` and keeps only the best: decoded float32, a million 256-d vectors are
+a gigabyte, over the 500 MB any command may use at 1M memories."""
 SCAN_CHUNK = 16_384
 
+IVF_FROM = 50_000
+"""Vectors of one model from which search probes lists (an inverted file) instead of reading
+every vector. Below it search is exact, as the recall quality benchmark measures it."""
+LISTS_PER_ROOT = 2.0
+"""A model's list count is this times the square root of its vector count (at least
+:data:`MIN_LISTS`): 2,000 lists at a million."""
+MIN_LISTS = 16
+PROBE_ROWS = 32_768
+"""About how many vectors a query reads: the lists of the nearest centroids, as many as
+hold this many on average (at least :data:`MIN_PROBE`). A budget in rows keeps a query's
+cost flat as the store grows; docs/recall.md has the recall@10 against exact search it
+buys at 100k and 1M."""
+MIN_PROBE = 8
+SAMPLE_PER_LIST = 32
+"""Vectors k-means trains on per list (a sample, at most :data:`MAX_SAMPLE`)."""
+MAX_SAMPLE = 65_536
+KMEANS_ROUNDS = 8
+GROWTH = 2.0
+"""Lists are trained again once the model holds this many times more (or fewer) vectors
+than when they were trained: centroids of a small store fit a larger one badly."""
+ASSIGN_CHUNK = 2048
+"""Vectors given their nearest centroid at once (a chunk's scores against two thousand
+centroids are 16 MB)."""
 
-def _model(conn: sqlite3.Connection, model: str) -> tuple[int, int, int] | None:
+
+def _model(conn: sqlite3.Connection, model: str) -> _ModelRow | None:
     row = conn.execute(
-        "SELECT id, dim, gen FROM vector_models WHERE model = ?", (model,)
+        "SELECT id, dim, gen, n, trained, lists_id FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
-    return (int(row[0]), int(row[1]), int(row[2])) if row is not None else None
+    return _ModelRow(*(int(x) for x in row)) if row is not None else None
 
 
 def _cached(conn: sqlite3.Connection, model: str, gen: int) -> _Matrix | None:
@@ -370,16 +497,15 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
     found_model = _model(conn, model)
     if found_model is None:
         return _Matrix(0, [], {}, np.zeros((0, 0), dtype=np.float32))
-    model_id, dim, gen = found_model
-    cached = _cached(conn, model, gen)
+    cached = _cached(conn, model, found_model.gen)
     if cached is not None:
         return cached
     found = conn.execute(
-        "SELECT blob, code FROM vectors WHERE model = ?", (model_id,)
+        "SELECT blob, code FROM vectors WHERE model = ?", (found_model.id,)
     ).fetchall()
     blobs = [_unkey(r[0]) for r in found]
-    vectors = decode([bytes(r[1]) for r in found], dim)
-    loaded = _Matrix(gen, blobs, {b: i for i, b in enumerate(blobs)}, vectors)
+    vectors = decode([bytes(r[1]) for r in found], found_model.dim)
+    loaded = _Matrix(found_model.gen, blobs, {b: i for i, b in enumerate(blobs)}, vectors)
     with _matrices_lock:
         _matrices[(_db_key(conn), model)] = loaded
     return loaded
@@ -391,13 +517,17 @@ def top_k(
     query_vec: NDArray[Any],
     k: int,
     allowed_blobs: Iterable[str] | None = None,
+    *,
+    exact: bool = False,
 ) -> list[tuple[str, float]]:
     """The ``k`` stored blobs nearest ``query_vec`` by cosine, best first, as (blob, cosine).
 
     ``allowed_blobs`` limits the candidates (the current memories that pass recall's
     filters); vectors of other blobs are never returned. Up to :data:`CACHE_VECTORS` the
     decoded matrix is kept for the next query; past it the vectors are read a chunk at a
-    time (the same answer, in memory bounded by a chunk).
+    time (the same answer, in memory bounded by a chunk). From :data:`IVF_FROM` vectors of
+    a model with trained lists only the probed lists are read (:func:`_top_k_ivf`), unless
+    ``exact``.
     """
     import numpy as np
 
@@ -406,7 +536,7 @@ def top_k(
     found_model = _model(conn, model)
     if found_model is None:
         return []
-    model_id, dim, gen = found_model
+    model_id, dim, gen = found_model.id, found_model.dim, found_model.gen
     query = np.asarray(query_vec, dtype=np.float32).reshape(-1)
     if query.shape[0] != dim:
         raise ValueError(f"a {query.shape[0]}-d query for {dim}-d vectors of {model!r}")
@@ -419,13 +549,11 @@ def top_k(
         allowed = (
             allowed_blobs if isinstance(allowed_blobs, set | frozenset) else set(allowed_blobs)
         )
+    if not exact and found_model.lists_id and found_model.n >= IVF_FROM:
+        return _top_k_ivf(conn, found_model, query, k, allowed)
     cached = _cached(conn, model, gen)
-    if cached is None:
-        count = conn.execute(
-            "SELECT count(*) FROM vectors WHERE model = ?", (model_id,)
-        ).fetchone()[0]
-        if int(count) > CACHE_VECTORS:
-            return _top_k_scan(conn, model_id, dim, query, k, allowed)
+    if cached is None and found_model.n > CACHE_VECTORS:
+        return _top_k_scan(conn, model_id, dim, query, k, allowed)
     found = cached if cached is not None else _load(conn, model)
     if not found.blobs:
         return []
@@ -450,6 +578,53 @@ def top_k(
         want *= 4
 
 
+class _Best:
+    """The best ``k`` (score, row, key) seen so far, ties by row; rows are numbered in the
+    order they were read. A batch's keys are made only for the rows it keeps (a query past
+    IVF_FROM scores tens of thousands of rows to keep ten)."""
+
+    def __init__(self, k: int) -> None:
+        import numpy as np
+
+        self.k = k
+        self.scores = np.zeros(0, dtype=np.float32)
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.keys: list[Any] = []
+        self.seen = 0
+
+    def add(self, key_of: Callable[[int], Any], scores: NDArray[Any], allowed: Any) -> None:
+        """Score a batch: ``key_of(i)`` is the stored key of its row ``i``."""
+        import numpy as np
+
+        k = self.k
+        picked = np.arange(len(scores), dtype=np.int64)
+        if allowed is not None:
+            keep = np.fromiter(
+                (_unkey(key_of(int(i))) in allowed for i in picked), dtype=bool, count=len(picked)
+            )
+            picked = picked[keep]
+        if len(picked) > k:
+            kth = np.partition(-scores[picked], k - 1)[k - 1]
+            picked = picked[-scores[picked] <= kth]
+        self.scores = np.concatenate([self.scores, scores[picked]])
+        self.rows = np.concatenate([self.rows, picked + self.seen])
+        self.keys.extend(key_of(int(i)) for i in picked)
+        self.seen += len(scores)
+        if len(self.keys) > 4 * k:
+            self._cut()
+
+    def _cut(self) -> None:
+        import numpy as np
+
+        order = np.lexsort((self.rows, -self.scores))[: self.k]
+        self.scores, self.rows = self.scores[order], self.rows[order]
+        self.keys = [self.keys[int(i)] for i in order]
+
+    def result(self) -> list[tuple[str, float]]:
+        self._cut()
+        return [(_unkey(b), float(s)) for b, s in zip(self.keys, self.scores, strict=True)]
+
+
 def _top_k_scan(
     conn: sqlite3.Connection,
     model_id: int,
@@ -463,43 +638,253 @@ def _top_k_scan(
     the best ``k`` as they go. Ties by row, as the whole-matrix search orders them."""
     import numpy as np
 
-    cand_scores = np.zeros(0, dtype=np.float32)
-    cand_rows = np.zeros(0, dtype=np.int64)
-    cand_blobs: list[str] = []
-    offset = 0
+    best = _Best(k)
     cursor = conn.execute("SELECT blob, code FROM vectors WHERE model = ?", (model_id,))
     while True:
         chunk = cursor.fetchmany(SCAN_CHUNK)
         if not chunk:
             break
-        blobs = [_unkey(r[0]) for r in chunk]
-        scores = np.einsum("ij,j->i", decode([bytes(r[1]) for r in chunk], dim), query)
-        rows = np.arange(offset, offset + len(chunk), dtype=np.int64)
-        offset += len(chunk)
-        if allowed is not None:
-            keep = np.fromiter((b in allowed for b in blobs), dtype=bool, count=len(blobs))
-            scores, rows = scores[keep], rows[keep]
-            blobs = [b for b, kept in zip(blobs, keep, strict=True) if kept]
-        if len(blobs) > k:
-            kth = np.partition(-scores, k - 1)[k - 1]
-            best = np.flatnonzero(-scores <= kth)
-            scores, rows = scores[best], rows[best]
-            blobs = [blobs[int(i)] for i in best]
-        cand_scores = np.concatenate([cand_scores, scores])
-        cand_rows = np.concatenate([cand_rows, rows])
-        cand_blobs.extend(blobs)
-        if len(cand_blobs) > 4 * k:
-            order = np.lexsort((cand_rows, -cand_scores))[:k]
-            cand_scores, cand_rows = cand_scores[order], cand_rows[order]
-            cand_blobs = [cand_blobs[int(i)] for i in order]
-    order = np.lexsort((cand_rows, -cand_scores))[:k]
-    return [(cand_blobs[int(i)], float(cand_scores[i])) for i in order]
+        # decode then a product, as the whole-matrix search: the same floats to the bit.
+        scores = np.einsum("ij,j->i", decode([r[1] for r in chunk], dim), query)
+        best.add(lambda i, chunk=chunk: chunk[i][0], scores, allowed)  # type: ignore[misc]
+    return best.result()
+
+
+def list_count(n: int) -> int:
+    """How many lists a model of ``n`` vectors is trained with."""
+    return max(MIN_LISTS, round(LISTS_PER_ROOT * math.sqrt(n)))
+
+
+def sample_size(n: int) -> int:
+    """How many of ``n`` vectors k-means trains on."""
+    return max(list_count(n), min(MAX_SAMPLE, SAMPLE_PER_LIST * list_count(n)))
+
+
+def probes(lists: int, n: int) -> int:
+    """How many of ``lists`` lists over ``n`` vectors a query reads."""
+    return min(lists, max(MIN_PROBE, -(-PROBE_ROWS * lists // max(n, 1))))
+
+
+def _top_k_ivf(
+    conn: sqlite3.Connection,
+    model: _ModelRow,
+    query: NDArray[np.float32],
+    k: int,
+    allowed: set[str] | frozenset[str] | None,
+) -> list[tuple[str, float]]:
+    """:func:`top_k` over the lists whose centroids are nearest ``query`` (:func:`probes`
+    of them); with a filter that leaves fewer than ``k``, the next nearest lists too, up
+    to all of them. Approximate: a vector nearer the query than the ``k``-th found may sit
+    in a list not read (docs/recall.md has how often). Ties by row in (list, blob) order."""
+    import numpy as np
+
+    centroids = _load_centroids(conn, model)
+    if centroids.shape[0] == 0:
+        return _top_k_scan(conn, model.id, model.dim, query, k, allowed)
+    order = np.argsort(-np.einsum("ij,j->i", centroids, query), kind="stable")
+    best = _Best(k)
+    start, width = 0, probes(len(order), model.n)
+    while start < len(order):
+        chosen = sorted(int(x) for x in order[start : start + width])
+        marks = ",".join("?" * len(chosen))
+        # One value a row, the code then a byte saying the key's type then the key: a row
+        # of two values costs twice as much to fetch, most of a query's time.
+        found = conn.execute(
+            "SELECT CAST(code || CASE typeof(blob) WHEN 'blob' THEN x'01' ELSE x'02' END "
+            f"|| blob AS BLOB) FROM vectors WHERE model = ? AND list IN ({marks}) "
+            "ORDER BY list, blob",
+            (model.id, *chosen),
+        ).fetchall()
+        if found:
+            rows = [r[0] for r in found]
+            size = code_size(rows[0][0], model.dim)
+            lengths = set(map(len, rows))
+            if len(lengths) == 1:  # keys of one length (git's ids): one matrix, no loop
+                whole = np.frombuffer(b"".join(rows), dtype=np.uint8)
+                vectors = _unscaled_matrix(whole.reshape(len(rows), -1)[:, :size], model.dim)
+            else:
+                vectors = _unscaled([r[:size] for r in rows], model.dim)
+            best.add(
+                lambda i, rows=rows, size=size: _split_key(rows[i][size:]),  # type: ignore[misc]
+                _cosines(vectors, query),
+                allowed,
+            )
+        start += width
+        if allowed is None or len(best.keys) >= k:
+            break
+        width *= 2
+    return best.result()
+
+
+def _split_key(tail: bytes) -> bytes | str:
+    """A stored key from its type byte and bytes (see :func:`_top_k_ivf`)."""
+    return tail[1:] if tail[:1] == b"\x01" else tail[1:].decode("utf-8", "replace")
+
+
+def _load_centroids(conn: sqlite3.Connection, model: _ModelRow) -> NDArray[np.float32]:
+    """The model's centroids as rows of a float32 matrix (kept per training: a query reads
+    them once)."""
+    import numpy as np
+
+    key = (_db_key(conn), model.id, model.lists_id)
+    with _matrices_lock:
+        cached = _centroids.get(key)
+    if cached is not None:
+        return cached
+    found = conn.execute(
+        "SELECT centroid FROM vector_lists WHERE model = ? ORDER BY list", (model.id,)
+    ).fetchall()
+    raw = b"".join(bytes(r[0]) for r in found)
+    if len(raw) != len(found) * model.dim * 4:
+        raise ValueError(f"centroids of model {model.id} are not {model.dim}-d float32")
+    loaded = np.frombuffer(raw, dtype="<f4").reshape(len(found), model.dim).copy()
+    with _matrices_lock:
+        if len(_centroids) > 16:
+            _centroids.clear()
+        _centroids[key] = loaded
+    return loaded
+
+
+def _assign(conn: sqlite3.Connection, model_id: int, codes: Sequence[bytes]) -> list[int]:
+    """The list of each code: its nearest centroid's, or 0 while the model has no lists."""
+    import numpy as np
+
+    row = conn.execute(
+        "SELECT id, dim, gen, n, trained, lists_id FROM vector_models WHERE id = ?", (model_id,)
+    ).fetchone()
+    model = _ModelRow(*(int(x) for x in row))
+    if not model.lists_id or not codes:
+        return [0] * len(codes)
+    centroids = _load_centroids(conn, model)
+    out: list[int] = []
+    for start in range(0, len(codes), ASSIGN_CHUNK):
+        decoded = decode(codes[start : start + ASSIGN_CHUNK], model.dim)
+        out.extend(int(x) for x in np.argmax(decoded @ centroids.T, axis=1))
+    return out
+
+
+def train_due(conn: sqlite3.Connection, model: str, *, expect: int | None = None) -> bool:
+    """Whether ``model``'s lists should be trained (again) now: it holds (or is about to,
+    ``expect``) :data:`IVF_FROM` vectors or more and has no lists, or :data:`GROWTH` times
+    more or fewer than when they were trained."""
+    found = _model(conn, model)
+    if found is None:
+        return False
+    size = max(found.n, expect or 0)
+    if size < IVF_FROM:
+        return False
+    if not found.lists_id or not found.trained:
+        return True
+    return size > found.trained * GROWTH or size * GROWTH < found.trained
+
+
+def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) -> int:
+    """Train ``model``'s lists by k-means on a sample of its vectors and move every vector
+    to its nearest list; returns the number of lists (0 for a model with no vectors).
+
+    Deterministic for given rows (a fixed seed). Reads every code twice, a chunk at a time
+    (the sample, then the assignment), and holds the sample: :data:`MAX_SAMPLE` 256-d
+    vectors are 64 MB. Runs inside the caller's write transaction. ``expect`` is the count
+    the model is about to reach (a first embedding trains on the sample it stored first,
+    sized for the whole, rather than moving every vector once it is done).
+    """
+    import secrets
+
+    import numpy as np
+
+    found = _model(conn, model)
+    if found is None or found.n == 0:
+        return 0
+    size = max(found.n, expect or 0)
+    lists = list_count(size)
+    want = min(found.n, sample_size(size))
+    rng = np.random.default_rng(found.n)
+    picks = np.sort(rng.choice(found.n, size=want, replace=False))
+    # Filled in place: a list of parts joined at the end would hold the sample twice.
+    sample = np.zeros((want, found.dim), dtype=np.float32)
+    taken = seen = 0
+    cursor = conn.execute("SELECT code FROM vectors WHERE model = ?", (found.id,))
+    while True:
+        chunk = cursor.fetchmany(SCAN_CHUNK)
+        if not chunk:
+            break
+        lo, hi = np.searchsorted(picks, [seen, seen + len(chunk)])
+        if hi > lo:
+            sample[taken : taken + hi - lo] = decode(
+                [chunk[int(i) - seen][0] for i in picks[lo:hi]], found.dim
+            )
+            taken += int(hi - lo)
+        seen += len(chunk)
+    sample = sample[:taken]
+    if taken == 0:
+        return 0
+    lists = min(lists, len(sample))
+    centroids = _kmeans(sample.astype(np.float32), lists, rng)
+    lists_id = secrets.randbits(62) or 1
+    conn.execute("DELETE FROM vector_lists WHERE model = ?", (found.id,))
+    conn.executemany(
+        "INSERT INTO vector_lists (model, list, centroid) VALUES (?, ?, ?)",
+        ((found.id, i, c.astype("<f4").tobytes()) for i, c in enumerate(centroids)),
+    )
+    conn.execute(
+        "UPDATE vector_models SET trained = ?, lists_id = ?, gen = gen + 1 WHERE id = ?",
+        (size, lists_id, found.id),
+    )
+    # Every row to its nearest list: the moves go to a scratch table first (the table read
+    # must not change under its cursor), then one UPDATE re-keys them.
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS vector_move (blob BLOB PRIMARY KEY, list INTEGER) "
+        "WITHOUT ROWID"
+    )
+    conn.execute("DELETE FROM temp.vector_move")
+    cursor = conn.execute("SELECT list, blob, code FROM vectors WHERE model = ?", (found.id,))
+    while True:
+        chunk = cursor.fetchmany(ASSIGN_CHUNK)
+        if not chunk:
+            break
+        near = np.argmax(decode([r[2] for r in chunk], found.dim) @ centroids.T, axis=1)
+        conn.executemany(
+            "INSERT INTO temp.vector_move (blob, list) VALUES (?, ?)",
+            ((r[1], int(x)) for r, x in zip(chunk, near, strict=True) if r[0] != int(x)),
+        )
+    conn.execute(
+        "UPDATE vectors SET list = m.list FROM temp.vector_move m "
+        "WHERE vectors.model = ? AND vectors.blob = m.blob",
+        (found.id,),
+    )
+    conn.execute("DELETE FROM temp.vector_move")
+    log.info("vectors: %d lists trained for %s over %d vectors", lists, model, found.n)
+    return lists
+
+
+def _kmeans(sample: NDArray[np.float32], lists: int, rng: Any) -> NDArray[np.float32]:
+    """Spherical k-means (unit centroids, cosine): :data:`KMEANS_ROUNDS` rounds from
+    ``lists`` distinct sample rows. A list left empty keeps its centroid."""
+    import numpy as np
+
+    start = rng.choice(len(sample), size=lists, replace=False)
+    centroids: NDArray[np.float32] = sample[np.sort(start)].astype(np.float32)
+    for _ in range(KMEANS_ROUNDS):
+        sums = np.zeros_like(centroids)
+        for i in range(0, len(sample), ASSIGN_CHUNK):
+            # A chunk at a time, sums by sorted runs: no copy of the whole sample.
+            part = sample[i : i + ASSIGN_CHUNK]
+            near = np.argmax(part @ centroids.T, axis=1)
+            order = np.argsort(near, kind="stable")
+            ranked = near[order]
+            starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+            sums[ranked[starts]] += np.add.reduceat(part[order], starts, axis=0)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        moved = norms[:, 0] > 0
+        centroids[moved] = sums[moved] / norms[moved]
+    return centroids
 
 
 def clear_cache() -> None:
-    """Forget decoded matrices (tests; memory)."""
+    """Forget decoded matrices and centroids (tests; memory)."""
     with _matrices_lock:
         _matrices.clear()
+        _centroids.clear()
 
 
 # -- the index's row provider: which blobs need a vector -------------------------------------
@@ -521,7 +906,8 @@ DF_DDL = (
 that have its vectors each token occurs. A query's tokens are weighted by their inverse
 document frequency (:func:`nearest`). ``vector_gone`` holds the text of a blob whose vectors
 catch-up deleted, until sync takes its tokens off the counts."""
-VECTORS_VERSION = 3
+VECTORS_VERSION = 4
+"""4: lists (an inverted file) over the vectors past :data:`IVF_FROM`, and each model's count."""
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
@@ -556,9 +942,9 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
                 (blob, texts.get(blob, ""), _key(blob)),
             )
         dead = [_key(b) for b in dead_blobs]
+        _delete_keys(conn, dead)
         for chunk in _chunks(dead):
             marks = ",".join("?" * len(chunk))
-            conn.execute(f"DELETE FROM vectors WHERE blob IN ({marks})", tuple(chunk))
             conn.execute(f"DELETE FROM vector_pending WHERE blob IN ({marks})", tuple(chunk))
         if dead:
             _bump_all(conn)
@@ -583,8 +969,8 @@ def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
 VECTORS = RowProvider(
     name="vectors",
     version=VECTORS_VERSION,
-    tables=("vector_gone", "vector_df", "vector_rows", "vector_pending", "vectors",
-            "vector_models"),
+    tables=("vector_gone", "vector_df", "vector_rows", "vector_pending", "vector_lists",
+            "vectors", "vector_models"),
     ddl=(
         *(statement.replace("IF NOT EXISTS ", "") for statement in SCHEMA.split(";")
           if statement.strip()),
@@ -655,6 +1041,8 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         if tokens is not None and gone:
             _count(conn, model_id, (tokens(t) for (t,) in gone), -1)
         conn.execute("DELETE FROM vector_gone WHERE model = ?", (model_id,))
+        expect = _stored(conn, model_id) + len(need)
+        trained = False
         for start in range(0, len(need), SYNC_BATCH):
             chunk = need[start : start + SYNC_BATCH]
             texts = _texts(conn, chunk)
@@ -675,13 +1063,30 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
             )
             if progress is not None:
                 progress(written, len(need))
+            if (
+                not trained
+                and expect >= IVF_FROM
+                and _stored(conn, model_id) >= min(expect, sample_size(expect))
+                and train_due(conn, model, expect=expect)
+            ):
+                # Lists trained on the sample stored so far (blobs come in id order, which
+                # is random), sized for the whole: the rest go straight to their lists.
+                train(conn, model, expect=expect)
+                trained = True
         if conn.execute("SELECT 1 FROM vector_pending LIMIT 1").fetchone() is not None:
             # Every other model that was complete has now missed these blobs.
             conn.execute("UPDATE vector_models SET complete = 0 WHERE model != ?", (model,))
             conn.execute("DELETE FROM vector_pending")
         _bump(conn, model, embedder.dim)
         conn.execute("UPDATE vector_models SET complete = 1 WHERE model = ?", (model,))
+        if train_due(conn, model):
+            train(conn, model)
     return written
+
+
+def _stored(conn: sqlite3.Connection, model_id: int) -> int:
+    row = conn.execute("SELECT n FROM vector_models WHERE id = ?", (model_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _count(
@@ -739,9 +1144,7 @@ def idf_weights(conn: sqlite3.Connection, model: str) -> NDArray[Any] | None:
     ).fetchall()
     idf = None
     if counts:
-        total = conn.execute(
-            "SELECT count(*) FROM vectors WHERE model = ?", (int(row[0]),)
-        ).fetchone()[0]
+        total = _stored(conn, int(row[0]))
         top = max(t for t, _ in counts) + 1
         df = np.zeros(top, dtype=np.float64)
         for token, n in counts:
