@@ -29,6 +29,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,13 +151,14 @@ RECALL_QUERIES = (
 SEARCH_WORDS = ("migration", "retry", "flaky")
 
 
-def on_store(path: str, titles: int) -> dict[str, Any]:
+def on_store(path: str, titles: int, probe_rows: Sequence[int] = ()) -> dict[str, Any]:
     """An existing store's index, its embedder and vectors made current first: the lists
     (``vectors.top_k``) against exact search on the same vectors (recall@10: the share of
     the exact top 10 found; tie-aware: the share of the found 10 that score at least the
     exact 10th), both timed in this process, then warm ``Store.recall`` and ``Store.search``
     (the same-run baseline is the exact search). Queries: the fixed questions above and the
-    titles of ``titles`` memories picked at random (seeded)."""
+    titles of ``titles`` memories picked at random (seeded). ``probe_rows``: settings of
+    ``vectors.PROBE_ROWS`` to compare (each reported apart from the landed one)."""
     import random
     import resource
 
@@ -178,7 +180,6 @@ def on_store(path: str, titles: int) -> dict[str, Any]:
     out["lists"] = conn.execute(
         "SELECT count(*) FROM vector_lists WHERE model = ?", (model.id,)
     ).fetchone()[0]
-    out["probed"] = vectors.probes(out["lists"], model.n) if out["lists"] else 0
     top = int(conn.execute("SELECT max(rowid) FROM memories").fetchone()[0])
     rng = random.Random(1)
     texts = list(RECALL_QUERIES)
@@ -192,32 +193,47 @@ def on_store(path: str, titles: int) -> dict[str, Any]:
     weighted = getattr(embedder, "embed_weighted", None)
     queries = [weighted(t, idf) if weighted is not None and idf is not None
                else embedder.embed([t])[0] for t in texts]
-    found_t, exact_t, overlap, tie_ok = [], [], 0, 0
+    exact_t, exact_all = [], []
     for query in queries:
         t0 = time.perf_counter()
-        found = vectors.top_k(conn, embedder.name, query, K)
-        found_t.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        exact = vectors.top_k(conn, embedder.name, query, K, exact=True)
+        exact_all.append(vectors.top_k(conn, embedder.name, query, K, exact=True))
         exact_t.append(time.perf_counter() - t0)
-        overlap += len({b for b, _ in found} & {b for b, _ in exact})
-        tie_ok += sum(1 for _, s in found if s >= exact[-1][1] - 1e-6)
-    out["recall@10"] = overlap / (K * len(queries))
-    out["recall@10 tie-aware"] = tie_ok / (K * len(queries))
-    out["top_k p50 ms"] = statistics.median(found_t) * 1000
     out["exact p50 ms"] = statistics.median(exact_t) * 1000
+    chosen = vectors.PROBE_ROWS
+    for rows in probe_rows or (chosen,):
+        vectors.PROBE_ROWS = rows
+        vectors.clear_cache()
+        found_t, found_cpu, overlap, tie_ok = [], [], 0, 0
+        for query, exact in zip(queries, exact_all, strict=True):
+            vectors._probed.clear()  # every query by its lists, as past CACHE_VECTORS
+            t0, c0 = time.perf_counter(), time.process_time()
+            found = vectors.top_k(conn, embedder.name, query, K)
+            found_t.append(time.perf_counter() - t0)
+            found_cpu.append(time.process_time() - c0)
+            overlap += len({b for b, _ in found} & {b for b, _ in exact})
+            tie_ok += sum(1 for _, s in found if s >= exact[-1][1] - 1e-6)
+        tag = "" if rows == chosen else f" @{rows} rows"
+        out[f"probed{tag}"] = vectors.probes(out["lists"], model.n) if out["lists"] else 0
+        out[f"recall@10{tag}"] = overlap / (K * len(queries))
+        out[f"recall@10 tie-aware{tag}"] = tie_ok / (K * len(queries))
+        out[f"top_k p50 ms{tag}"] = statistics.median(found_t) * 1000
+        out[f"top_k cpu p50 ms{tag}"] = statistics.median(found_cpu) * 1000
+    vectors.PROBE_ROWS = chosen
+    vectors.clear_cache()
     for name, run_one, items in (
         ("recall", store.recall, RECALL_QUERIES * 3),
         ("search", store.search, SEARCH_WORDS * 5),
     ):
-        times = []
+        times, cpu = [], []
         for item in items:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             run_one(item)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         times.sort()
         out[f"{name} p50 ms"] = statistics.median(times) * 1000
         out[f"{name} p90 ms"] = times[int(len(times) * 0.9)] * 1000
+        out[f"{name} cpu p50 ms"] = statistics.median(cpu) * 1000
     out["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return out
 
@@ -227,9 +243,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--store", help="measure this store's index instead (on_store)")
     parser.add_argument("--titles", type=int, default=100)
+    parser.add_argument("--probe-rows", default="", help="PROBE_ROWS settings to compare")
     args = parser.parse_args()
     if args.store:
-        figures = on_store(args.store, args.titles)
+        rows = [int(x) for x in args.probe_rows.split(",") if x]
+        figures = on_store(args.store, args.titles, rows)
         print(args.store + ": " + ", ".join(
             f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
         ))

@@ -240,6 +240,7 @@ def test_lists_follow_a_store_through_sync_edits_deletes_and_growth(
     monkeypatch.setattr(vectors, "PROBE_ROWS", 10)
     monkeypatch.setattr(vectors, "SYNC_BATCH", 8)
     monkeypatch.setattr(vectors, "SAMPLE_PER_LIST", 4)  # trained after 16 of 50 are stored
+    monkeypatch.setattr(vectors, "CACHE_VECTORS", 20)  # lists on every query
     vectors.clear_cache()
     store = gitmem.init(tmp_path / "s.git", bare=True)
     words = [f"w{i}" for i in range(30)]

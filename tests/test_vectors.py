@@ -177,6 +177,7 @@ def small_ivf(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors, "LISTS_PER_ROOT", 0.5)
     monkeypatch.setattr(vectors, "MIN_PROBE", 2)
     monkeypatch.setattr(vectors, "PROBE_ROWS", 50)
+    monkeypatch.setattr(vectors, "CACHE_VECTORS", 99)  # lists on every query, not a matrix
     vectors.clear_cache()
 
 
@@ -284,3 +285,42 @@ def test_a_replaced_or_removed_vector_leaves_its_list(tmp_path: Path, small_ivf:
     assert all(b != blobs[5] for b, _ in vectors.top_k(conn, "m", m[5], 10))
     assert vectors.prune(conn, blobs[:100]) == 100
     assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == len(_lists(conn)) == 99
+
+
+def test_up_to_the_cache_bound_a_second_query_is_exact_from_the_matrix(
+    tmp_path: Path, small_ivf: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With lists and few enough vectors to keep, a process's first query probes the lists
+    (a one-shot command reads a few lists, not every code) and later ones search the kept
+    matrix exactly."""
+    monkeypatch.setattr(vectors, "CACHE_VECTORS", 1000)
+    monkeypatch.setattr(vectors, "PROBE_ROWS", 1)
+    rng = np.random.default_rng(12)
+    m = _clustered(rng, 300, 16, 6)
+    blobs = [f"{i:040x}" for i in range(300)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs, vectors.encode(m), strict=True))
+    vectors.train(conn, "m")
+    query = _unit(rng, 1, 16)[0]
+    exact = vectors.top_k(conn, "m", query, 20, exact=True)
+    vectors.clear_cache()
+    first = vectors.top_k(conn, "m", query, 20)
+    assert vectors._matrices == {} and len({_lists(conn)[b] for b, _ in first}) <= 2
+    assert first != exact  # two lists of 300 vectors hold fewer than the exact 20 best
+    assert vectors.top_k(conn, "m", query, 20) == exact
+
+
+def test_lists_with_keys_that_are_not_git_ids_are_read_row_by_row(
+    tmp_path: Path, small_ivf: None
+) -> None:
+    rng = np.random.default_rng(13)
+    m = _clustered(rng, 200, 16, 5)
+    keys = [f"key-{i}" if i % 3 else f"{i:040x}" for i in range(200)]  # text and blob ids
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(keys, vectors.encode(m), strict=True))
+    vectors.train(conn, "m")
+    for i in (1, 3, 101):
+        got = vectors.top_k(conn, "m", m[i], 3)
+        assert got[0][0] == keys[i]
+        exact = vectors.top_k(conn, "m", m[i], 3, exact=True)
+        assert got[0][0] == exact[0][0]

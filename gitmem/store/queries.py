@@ -163,12 +163,15 @@ def column_rows(
     return [row[:-2] for row in found]
 
 
-SEARCH_CAP = 10_000
-"""Matches an FTS5 search ranks at most. FTS5 computes BM25 for every row that matches
-before a LIMIT can keep the best: a common word in a million memories costs two seconds. A
-query that matches more memories than this ranks the newest this many (by index row), and,
-from any age, the newest this many whose title holds one of its words; every result is
-still a match. docs/recall.md says what that changes."""
+BOUNDED_FROM = 10_000
+"""Stores of more memories than this bound the full-text rows a query ranks (recall's
+``RANK_CAP``, :data:`SEARCH_CAP`); smaller ones rank every match, as they always did."""
+SEARCH_CAP = 2_000
+"""Matches an FTS5 search ranks at most, in a store past :data:`BOUNDED_FROM`. FTS5 computes
+BM25 for every row that matches before a LIMIT can keep the best: a common word in a million
+memories cost two seconds. A query that matches more memories than this ranks the newest
+this many (by index row), and, from any age, the newest this many whose title holds one of
+its words; every result is still a match. docs/recall.md says what that changes."""
 
 
 def fts_hits(
@@ -188,7 +191,7 @@ def fts_hits(
     """
     needle = title_text.casefold()
     floor = None
-    if memory_count(conn) > SEARCH_CAP:
+    if memory_count(conn) > BOUNDED_FROM:
         floor = newest_floor(conn, query, SEARCH_CAP)
     rows = _fts_rows(conn, query, needle, limit, filters, floor)
     words = " OR ".join('"' + w.replace('"', '""') + '"' for w in needle.split())

@@ -324,14 +324,15 @@ COMMON_FROM = 1000
 """Stores smaller than this keep every word (the cost is small, the counts noisy)."""
 
 
-RANK_CAP = 10_000
-"""Matches the lexical list ranks at most. FTS5 computes BM25 for every row that matches
-before it can keep the best, so a word in most of a million memories costs seconds. In a
-store of more memories than this, recall ranks the matches of the query's rarest words
-whose matches add up to at most this many, and leaves the others out (a word that matches
-this many memories weighs little in BM25 beside a rarer one); when every word matches more,
-it ranks the newest this many matches (by index row). Smaller stores, the recall quality
-benchmark's among them, keep the rule of :data:`COMMON`. docs/recall.md has the figures."""
+RANK_CAP = 2_000
+"""Matches the lexical list ranks at most, in a store of more than ``BOUNDED_FROM`` (10,000)
+memories. FTS5 computes BM25 for every row that matches before it can keep the best, so a
+word in most of a million memories cost seconds (and 10,000 rows 25 ms). Such a store ranks
+the matches of the query's rarest words whose matches add up to at most this many, and
+leaves the others out (a word in this many memories weighs little in BM25 beside a rarer
+one); when every word matches more, it ranks the newest this many matches (by index row).
+Smaller stores, the recall quality benchmark's among them, keep the rule of :data:`COMMON`.
+docs/recall.md has the figures."""
 
 
 def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
@@ -340,7 +341,7 @@ def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
         total = _memory_count(conn)
     except sqlite3.OperationalError:
         total = 0  # the scratch table of a past revision: no count kept, a small set
-    if total <= RANK_CAP:
+    if total <= queries.BOUNDED_FROM:
         return _selective(conn, query), None
     counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
     kept: list[str] = []
