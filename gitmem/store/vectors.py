@@ -207,18 +207,22 @@ def _unscaled_matrix(whole: NDArray[np.uint8], dim: int) -> NDArray[np.float32]:
     import numpy as np
 
     n, size = whole.shape
-    out = np.zeros((n, dim), dtype=np.float32)
     if n == 0:
-        return out
+        return np.zeros((0, dim), dtype=np.float32)
     heads = whole[:, 0]
     kind = int(heads[0]) & ~ZERO
     if code_size(kind, dim) != size or np.any((heads & ~np.uint8(ZERO)) != kind):
         raise ValueError("codes of mixed or unknown kinds")
     width = size - 1
     raw = whole[:, 1:]
+    zero = (heads & ZERO) != 0
     if kind == INT8:
-        out[:] = raw.view(np.int8)
-    elif kind == INT4:
+        converted: NDArray[np.float32] = raw.view(np.int8).astype(np.float32)  # one pass
+        if zero.any():
+            converted[zero] = 0
+        return converted
+    out = np.zeros((n, dim), dtype=np.float32)
+    if kind == INT4:
         low = (raw & 0x0F).astype(np.int8)
         high = (raw >> 4).astype(np.int8)
         both = np.empty((n, width * 2), dtype=np.int8)
@@ -228,7 +232,7 @@ def _unscaled_matrix(whole: NDArray[np.uint8], dim: int) -> NDArray[np.float32]:
     else:
         bits = np.unpackbits(raw, axis=1)[:, :dim]
         out[:] = bits.astype(np.float32) * 2 - 1
-    out[(heads & ZERO) != 0] = 0
+    out[zero] = 0
     return out
 
 
@@ -462,7 +466,7 @@ LISTS_PER_ROOT = 2.0
 """A model's list count is this times the square root of its vector count (at least
 :data:`MIN_LISTS`): 2,000 lists at a million."""
 MIN_LISTS = 16
-PROBE_ROWS = 32_768
+PROBE_ROWS = 24_576
 """About how many vectors a query reads: the lists of the nearest centroids, as many as
 hold this many on average (at least :data:`MIN_PROBE`). A budget in rows keeps a query's
 cost flat as the store grows; docs/recall.md has the recall@10 against exact search it
