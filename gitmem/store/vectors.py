@@ -798,6 +798,8 @@ def _assign(conn: sqlite3.Connection, model_id: int, codes: Sequence[bytes]) -> 
     if not model.lists_id or not codes:
         return [0] * len(codes)
     centroids = _load_centroids(conn, model)
+    if centroids.shape[0] == 0:
+        return [0] * len(codes)  # lists named but gone: search scans, as without lists
     out: list[int] = []
     for start in range(0, len(codes), ASSIGN_CHUNK):
         decoded = decode(codes[start : start + ASSIGN_CHUNK], model.dim)
