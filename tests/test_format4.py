@@ -156,6 +156,26 @@ def test_a_legacy_file_in_a_format_4_store_is_read_and_updated_where_it_is(tmp_p
     assert tree_files(tmp_path / "s") == [fanout_path(memory_id)]
 
 
+def test_an_id_at_both_paths_reads_the_format_4_file_and_lists_the_other(tmp_path: Path) -> None:
+    _, memory_id = _with_a_legacy_file(tmp_path)
+    root = tmp_path / "s"
+    text = (root / legacy_path(memory_id)).read_text().replace("legacy body", "the 16-way one")
+    (root / fanout_path(memory_id)).parent.mkdir(parents=True)
+    (root / fanout_path(memory_id)).write_text(text)
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "a copy by hand")
+    for each in (gitmem.open(root), no_index(gitmem.open(root))):
+        assert each.read(memory_id).body == "the 16-way one\n"
+        assert [m.id for m in each.list()] == [memory_id]
+        assert [p.path for p in each.problems()] == [legacy_path(memory_id)]
+    # the 16-way file removed: the legacy one is read again
+    git(root, "rm", "-q", fanout_path(memory_id))
+    git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "copy removed")
+    for each in (gitmem.open(root), no_index(gitmem.open(root))):
+        assert each.read(memory_id).body == "legacy body\n"
+        assert not each.problems()
+
+
 # -- migrate 3 -> 4 ---------------------------------------------------------------------------
 
 

@@ -554,6 +554,7 @@ class Index:
                 if found is None or old is None or blob_at(old, found[0]) != found[1]:
                     continue
                 path, blob = found
+                self._forget(conn, path)  # its problem row: it is no longer shadowed
             try:
                 if id_from_path(path) is None:
                     raise InvalidInputError(
