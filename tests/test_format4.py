@@ -225,6 +225,27 @@ def test_migrate_3_to_4_renames_every_file_in_one_commit(tmp_path: Path) -> None
     assert len(git(path, "log", "--format=%H", f"{tip.id}..HEAD").stdout.split()) == 1
 
 
+def test_a_commit_without_twin_paths_is_its_own_memory_changes(tmp_path: Path) -> None:
+    # The version rows read a commit's file changes as memory changes. Where no id has a
+    # file at both paths (a bulk import's million files), that is the diff itself, not a
+    # copy; the migration's renames are settled per id (no change of any memory).
+    from gitmem.store.changes import memory_changes, paths_changed
+
+    path = tmp_path / "m"
+    store, ids = _format_3_store(path)
+    repo = store.db().repo
+    tip = store.db().tip()
+    assert tip is not None and tip.parents
+    changed = paths_changed(repo, tip.parents[0].tree, tip.tree)
+    assert changed and memory_changes(tip.parents[0].tree, tip.tree, changed) is changed
+    migrate(store, to=4)
+    moved = store.db().tip()
+    assert moved is not None
+    renames = paths_changed(repo, moved.parents[0].tree, moved.tree)
+    assert len(renames) == 2 * len(ids)  # every file: removed at one path, added at the other
+    assert memory_changes(moved.parents[0].tree, moved.tree, renames) == {}
+
+
 def test_the_index_and_history_agree_across_the_migration(tmp_path: Path) -> None:
     path = tmp_path / "m"
     store, ids = _format_3_store(path)

@@ -14,8 +14,14 @@ from typing import Any
 import pygit2
 
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
-from gitmem.format.layout import MEMORY_ROOTS, id_from_path, is_memory_file, is_path_id
-from gitmem.git.diff import memory_blob, memory_blob_at
+from gitmem.format.layout import (
+    MEMORY_ROOTS,
+    id_from_path,
+    is_memory_file,
+    is_path_id,
+    memory_paths,
+)
+from gitmem.git.diff import blob_at, memory_blob, memory_blob_at
 from gitmem.git.objects import blob_data
 from gitmem.store.rows import big_int
 
@@ -135,25 +141,39 @@ def memory_changes(
     a plain id is one file at either of its paths (gitmem.format.layout.memory_paths), so
     the migration to format 4, which renames the file with its blob unchanged, changes no
     memory; a memory still there is keyed by the path it is at in ``new``, one removed by
-    the path it had. Paths that are not memory paths pass through."""
-    out: dict[str, pygit2.Oid | None] = {}
-    seen: set[str] = set()
-    for path, blob in changed.items():
+    the path it had. Paths that are not memory paths pass through.
+
+    A file whose id has no other file, in either tree, is its memory: it passes through as
+    it is, and when every path does, ``changed`` itself comes back. Only ids with a file at
+    both paths are looked at as memories (once each, at the format 4 path), so a bulk
+    import's million changes cost one lookup of the other path each and no copy."""
+    settled: set[str] = set()
+    replaced: dict[str, pygit2.Oid | None] = {}
+    for path in changed:
         memory_id = id_from_path(path)
         if memory_id is None or is_path_id(memory_id):
-            out[path] = blob
             continue
-        if memory_id in seen:
-            continue
-        seen.add(memory_id)
+        first, second = memory_paths(memory_id)
+        twin = second if path == first else first
+        if twin not in changed and not any(
+            tree is not None and blob_at(tree, twin) is not None for tree in (new, old)
+        ):
+            continue  # the only file of its id: its change is the memory's
+        settled.add(path)
+        if twin in changed and path != first:
+            continue  # the pair is settled once, at the format 4 path
         now = memory_blob_at(new, path)
         before = memory_blob_at(old, path)
         if (now[1] if now else None) == (before[1] if before else None):
             continue
         if now is not None:
-            out[now[0]] = now[1]
+            replaced[now[0]] = now[1]
         elif before is not None:
-            out[before[0]] = None
+            replaced[before[0]] = None
+    if not settled:
+        return changed
+    out = {path: blob for path, blob in changed.items() if path not in settled}
+    out.update(replaced)
     return out
 
 
