@@ -413,15 +413,9 @@ class IndexFacts:
         return [_row_entry(row) for row in rows]
 
     def existing(self, ids: Iterable[str]) -> set[str]:
-        wanted = list(dict.fromkeys(ids))
-        found: set[str] = set()
-        for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
-            chunk = wanted[i : i + 500]
-            marks = ", ".join("?" for _ in chunk)
-            found.update(
-                r[0] for r in self._rows(f"SELECT id FROM memories WHERE id IN ({marks})", chunk)
-            )
-        return found
+        # Index.rows with ids: the index's own chunked lookup (ids it lacks are left out).
+        rows = self.index.rows(["id"], ids=ids, include_superseded=True, include_archived=True)
+        return {str(row[0]) for row in rows}
 
     def in_chains(self) -> list[Entry]:
         rows = self._rows(
