@@ -63,8 +63,23 @@ def is_path_id(memory_id: str) -> bool:
     return "/" in memory_id
 
 
+_PLAIN_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
+"""A plain id every check below passes, but for ``..`` and a ``.md`` ending: ASCII
+letters, digits and ``._-`` only (so no control, invisible or separator character), at
+most :data:`MAX_ID_LENGTH` long. Every write checks its id several times (path, locate,
+the file's id): this answers the usual ``mem_<uuid>`` without a look at each character's
+Unicode category."""
+
+
 def check_id(value: object, *, what: str = "id") -> str:
     """Return the id unchanged if it is safe to turn into a file name, else raise InvalidIdError."""
+    if (
+        isinstance(value, str)
+        and _PLAIN_ID_RE.fullmatch(value)
+        and ".." not in value
+        and not value.lower().endswith(MEMORY_SUFFIX)
+    ):
+        return value
     if not isinstance(value, str):
         raise InvalidIdError(f"{what} must be a string, not {type(value).__name__}")
     if not value:
