@@ -14,11 +14,13 @@ import threading
 import time
 from pathlib import Path
 
+import pygit2
 import pytest
 from storetools import commit_count, run_git, status_porcelain, tip
 
 import gitmem
 from gitmem import ConflictError, LockTimeoutError, Store
+from gitmem.git.groupcommit import Request
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -383,3 +385,129 @@ def test_group_commit_leader_settles_what_dead_writers_left(bare_store: Store) -
     assert left == [f"{request.id}.res"]  # its result waits for a writer that never comes
     assert bare_store.read(first.id).body == "first\n"
     assert_healthy(bare_store)
+
+
+def _queued_request(store: Store, name: str, wake: str | None) -> Request:
+    """A request for a path-id note, as a waiting writer queues it (its blob written)."""
+    from gitmem.git import groupcommit
+
+    db = store.db()
+    tip_commit = db.tip()
+    assert tip_commit is not None
+    blob = db.repo.create_blob(f"---\nid: notes/q/{name}\n---\nqueued {name}\n".encode())
+    return groupcommit.Request(
+        id=groupcommit.new_request_id(), base=str(tip_commit.id), opaque=False, entries={},
+        spellings={}, changes={f"notes/q/{name}.md": str(blob)},
+        message=f"create: queued {name}\n", author=("waiter", "waiter@x.invalid"),
+        when=int(time.time()), wake=wake,
+    )
+
+
+def test_group_commit_sends_a_waiters_result_through_its_fifo(bare_store: Store) -> None:
+    """The leader hands a queued write's result to the FIFO its writer waits on (a line
+    naming the request), and leaves no result file in the queue."""
+    from gitmem.git import groupcommit
+
+    db = bare_store.db()
+    bare_store.create("first\n")
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    name = f"w-{os.getpid()}-1-0123abcd.fifo"
+    os.mkfifo(queue / name, 0o600)
+    fd = os.open(queue / name, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        request = _queued_request(bare_store, "piped", name)
+        (queue / f"{request.id}.req").write_text(request.to_json())
+        bare_store.create("leader\n")  # takes the lock, commits the queued write too
+        lines = [line.lstrip("!") for line in os.read(fd, 65536).decode().splitlines()]
+    finally:
+        os.close(fd)
+        (queue / name).unlink()
+    mine = [line for line in lines if line.startswith(request.id)]
+    assert len(mine) == 1
+    kind, commit = mine[0].split()[1:3]
+    assert kind == "ok"
+    assert run_git(db.gitdir, "log", "-1", "--format=%an", commit).strip() == "waiter"
+    assert run_git(db.gitdir, "merge-base", "--is-ancestor", commit, "main").strip() == ""
+    assert not list(queue.glob("*.res")) and not list(queue.glob("*.claimed"))
+    assert_healthy(bare_store)
+
+
+@pytest.mark.parametrize("wake", ["../../../victim", "w-1-1-0123abcd.fifo"])
+def test_group_commit_opens_no_file_a_request_names_but_its_fifo(
+    bare_store: Store, wake: str
+) -> None:
+    """A request is input: a ``wake`` name that leaves the queue, or that names something
+    other than a FIFO, is never written to; the result goes to a result file instead."""
+    from gitmem.git import groupcommit
+
+    db = bare_store.db()
+    bare_store.create("first\n")
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    victim = (queue / wake).resolve() if wake.startswith("..") else queue / wake
+    victim.write_text("keep me\n")
+    try:
+        request = _queued_request(bare_store, "hostile", wake)
+        (queue / f"{request.id}.req").write_text(request.to_json())
+        bare_store.create("leader\n")
+        assert victim.read_text() == "keep me\n"
+        result = (queue / f"{request.id}.res").read_text()
+    finally:
+        victim.unlink()
+    assert result.startswith("ok ")
+    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
+    assert "notes/q/hostile.md" in paths
+
+
+def test_group_commit_journal_a_dead_leader_left_is_settled(bare_store: Store) -> None:
+    """A leader killed after moving the branch to a queued write's commit, before telling
+    its writer: the next leader finds the commit in the journal and acknowledges it (a
+    result file), drops the request; a torn last line (a move that never happened) and a
+    line naming something that is not a request id leave no file behind."""
+    from gitmem.git import groupcommit
+
+    db = bare_store.db()
+    bare_store.create("first\n")
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    request = _queued_request(bare_store, "journalled", None)
+    rid = request.id
+    # What the dead leader did: claimed the request, committed it, journalled, moved main.
+    (queue / f"{rid}.claimed").write_text(request.to_json())
+    tip_commit = db.tip()
+    assert tip_commit is not None
+    landed = db.repo.create_commit(
+        None,
+        _signature(),
+        _signature(),
+        "create: queued journalled\n",
+        _tree_with(bare_store, "notes/q/journalled.md", request),
+        [tip_commit.id],
+    )
+    db.repo.lookup_reference("refs/heads/main").set_target(landed)
+    torn = groupcommit.new_request_id()
+    (queue / groupcommit.BATCH_NAME).write_text(
+        f"{rid} {landed}\n../../escaped {landed}\n{torn} {str(landed)[:17]}"
+    )
+    bare_store.create("next leader\n")
+    assert (queue / f"{rid}.res").read_text().split()[:2] == ["ok", str(landed)]
+    assert not (queue / f"{rid}.claimed").exists()
+    assert not (queue / groupcommit.BATCH_NAME).exists()
+    assert not (db.state_dir.parent / "escaped.res").exists()
+    assert not (queue / f"{torn}.res").exists()
+    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
+    assert paths.count("notes/q/journalled.md") == 1  # committed once, not again
+    assert_healthy(bare_store)
+
+
+def _signature() -> pygit2.Signature:
+    return pygit2.Signature("waiter", "waiter@x.invalid", int(time.time()), 0)
+
+
+def _tree_with(store: Store, path: str, request: Request) -> pygit2.Oid:
+    from gitmem.git.objects import build_tree
+
+    tip_commit = store.db().tip()
+    assert tip_commit is not None
+    blob = request.changes[path]
+    assert blob is not None
+    changes: dict[str, pygit2.Oid | None] = {path: pygit2.Oid(hex=blob)}
+    return build_tree(store.db().repo, tip_commit.tree, changes)

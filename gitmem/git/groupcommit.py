@@ -7,11 +7,15 @@ then either
 
 - takes ``<gitdir>/gitmem/commit.lock`` (an ``flock``) at once and becomes the *leader*:
   it commits its own change and every request queued in ``<gitdir>/gitmem/commitq/``
-  as a chain of commits (one commit and one author per write, in queue order) and moves
-  the branch once, with compare-and-swap as before; or
+  as a chain of commits (one commit and one author per write, in queue order), moving
+  the branch to each commit with compare-and-swap as before and handing that writer its
+  result at once (so it runs its next plan while the leader builds the next commit),
+  then takes what was queued meanwhile, up to :data:`MAX_BATCH` commits; or
 - queues a *request* (the tip it read, what its plan read of it, the blob ids of its
-  changes, its commit message, author and time) and waits until a leader has written
-  its *result*, or the lock is free and it leads itself.
+  changes, its commit message, author and time) and waits until a leader has sent its
+  *result* (a line written into the waiting thread's own FIFO, kept open for all its
+  writes; a ``.res`` file when the FIFO cannot take it), or the lock is free and it
+  leads itself.
 
 A queued change goes onto the chain only if every path its plan looked up (and every
 case-twin question it asked) reads the same on the chain's head as on the tip the plan
@@ -21,7 +25,7 @@ its errors reach its own caller only. A write is acknowledged ("ok <commit>") on
 after the branch points at a chain holding its commit.
 
 Crash safety: a leader renames each request it takes (``.req`` to ``.claimed``) and,
-before moving the branch for a chain that holds others' requests, journals the chain
+before moving the branch to a commit of someone else's request, appends it to the journal
 (``batch``: request id -> commit). The lock dies with its holder; the next leader reads
 the journal, acknowledges what reached the branch, and processes every other claimed
 request again. A writer that gives up waiting removes its ``.req`` file only if no
@@ -34,9 +38,14 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import select
+import stat
+import threading
 import time
 import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,11 +65,23 @@ QUEUE_DIR = paths.COMMIT_QUEUE
 LOCK_NAME = paths.COMMIT_LOCK
 BATCH_NAME = "batch"
 MAX_BATCH = 64
-"""Requests one leader commits in one chain at most (the rest wait for the next)."""
+"""Requests one leader commits at most before it lets the lock go (the rest wait for the
+next): bounds how long the leader's own caller waits."""
 WAKE_CHECK = 0.05
 """Seconds between a waiting writer's looks at the lock when nobody wakes it."""
 STALE_RESULT = 300.0
 """Seconds after which a result nobody collected (its writer died) is removed."""
+REQUEST_ID = re.compile(r"\d{20}-\d+-[0-9a-f]{8}")
+"""What :func:`new_request_id` makes; a request file's id is checked against it before it
+names any file (``<id>.res``, ``<id>.claimed``)."""
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+CHANNEL = re.compile(r"w-(\d+)-\d+-[0-9a-f]{8}\.fifo")
+"""The name of a waiting thread's FIFO (``w-<pid>-<thread>-<random>.fifo``). A request names
+its writer's FIFO; the name is checked against this before a leader opens it, since a
+request file is input like any other (a name like ``../../x`` must open nothing)."""
+RESULT_MAX = 1024
+"""Characters of an ``error`` outcome's message sent through a FIFO: a line written at once
+(below ``PIPE_BUF``) reaches the reader whole."""
 
 
 @dataclass
@@ -78,6 +99,8 @@ class Request:
     message: str
     author: tuple[str, str]
     when: int
+    wake: str | None = None
+    """The FIFO (a name in the queue) its writer waits on; None: a ``.res`` file only."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -91,12 +114,15 @@ class Request:
                 "message": self.message,
                 "author": list(self.author),
                 "when": self.when,
+                "wake": self.wake,
             }
         )
 
     @classmethod
     def from_json(cls, text: str) -> Request:
         raw: dict[str, Any] = json.loads(text)
+        if not REQUEST_ID.fullmatch(str(raw["id"])):
+            raise ValueError(f"not a request id: {str(raw['id'])[:60]!r}")
         return cls(
             id=str(raw["id"]),
             base=raw["base"],
@@ -112,6 +138,7 @@ class Request:
             message=str(raw["message"]),
             author=(str(raw["author"][0]), str(raw["author"][1])),
             when=int(raw["when"]),
+            wake=str(raw["wake"]) if raw.get("wake") is not None else None,
         )
 
 
@@ -154,6 +181,53 @@ class Stats:
     """The longest chain this writer committed."""
 
 
+class _Channel:
+    """A waiting thread's FIFO, made the first time the thread has to wait and kept open
+    for its later writes: a leader wakes it with one byte and sends it its results as
+    lines (``<request id> <outcome>``). One per thread, since each thread waits for its
+    own requests only; closed and removed when the thread's locals go, or at exit."""
+
+    def __init__(self, queue: Path) -> None:
+        self.pid = os.getpid()
+        self.name = f"w-{self.pid}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.fifo"
+        path = queue / self.name
+        os.mkfifo(path, 0o600)
+        # Read-write: with no writer left, a read-only FIFO reads as end-of-file, and
+        # select would return at once forever after the first wake-up (Linux, macOS).
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        self.pending = b""
+        weakref.finalize(self, _close_channel, self.pid, self.fd, str(path))
+
+    def results(self) -> dict[str, Outcome]:
+        """The results sent since the last look (wake-up bytes are dropped)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        out: dict[str, Outcome] = {}
+        for raw in lines:
+            line = raw.lstrip(b"!").decode("utf-8", "replace")
+            request_id, _, rest = line.partition(" ")
+            if rest:
+                out[request_id] = Outcome.decode(rest)
+        self.pending = self.pending.lstrip(b"!")
+        return out
+
+
+def _close_channel(pid: int, fd: int, path: str) -> None:
+    if os.getpid() != pid:
+        return  # a forked child: the FIFO is its parent's
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        Path(path).unlink()
+
+
 class CommitQueue:
     """The group-commit protocol of one GitDB (one per GitDB; threads open their own fds)."""
 
@@ -162,6 +236,7 @@ class CommitQueue:
         self.state = db.state_dir
         self.queue = db.state_dir / QUEUE_DIR
         self.stats = Stats()
+        self._local = threading.local()
 
     # -- the writer's side ---------------------------------------------------------------
 
@@ -176,38 +251,45 @@ class CommitQueue:
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     self._wake_waiters()
-            # A FIFO the leader writes one byte to once our result is there: every waiter
-            # wakes at once, in the kernel. (Waiters polling every few milliseconds took the
-            # CPU from the leader they waited for; waiters blocked on the lock woke one
-            # after another, each after its own wait for a CPU.)
-            fifo = self.queue / f"{request.id}.fifo"
-            os.mkfifo(fifo, 0o600)
-            # Read-write: with no writer left, a read-only FIFO reads as end-of-file, and
-            # select would return at once forever after the first wake-up (Linux, macOS).
-            wake = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-            try:
-                return self._wait(request, fd, wake, deadline)
-            finally:
-                os.close(wake)
-                with contextlib.suppress(FileNotFoundError):
-                    fifo.unlink()
+            # A FIFO the leader writes our result to, and one byte to every waiter when it
+            # lets the lock go: every waiter wakes at once, in the kernel. (Waiters polling
+            # every few milliseconds took the CPU from the leader they waited for; waiters
+            # blocked on the lock woke one after another, each after its own wait for a
+            # CPU.) Kept for the thread's next writes: a FIFO made and removed per write,
+            # and a result file written, renamed, read and removed, were four file system
+            # changes per queued write on top of the request's own.
+            channel = self._channel()
+            request.wake = channel.name
+            return self._wait(request, fd, channel, deadline)
         finally:
             os.close(fd)
 
-    def _wait(self, request: Request, fd: int, wake: int, deadline: float) -> Outcome:
+    def _channel(self) -> _Channel:
+        channel: _Channel | None = getattr(self._local, "channel", None)
+        if (
+            channel is None
+            or channel.pid != os.getpid()
+            or not (self.queue / channel.name).exists()  # removed by someone: a new one
+        ):
+            channel = _Channel(self.queue)
+            self._local.channel = channel
+        return channel
+
+    def _wait(self, request: Request, fd: int, channel: _Channel, deadline: float) -> Outcome:
         """Queue ``request`` and wait for its outcome, or for the lock (then lead)."""
         req_path = self.queue / f"{request.id}.req"
+        channel.results()  # what came for earlier requests of this thread is stale
         _write_atomic(req_path, request.to_json())
         given_up = False
         while True:
-            outcome = self._collect(request.id)
+            outcome = self._collect(request.id, channel)
             if outcome is not None:
                 if outcome.kind == "ok":
                     self.stats.queued += 1
                 return outcome
             if try_flock(fd):
                 try:
-                    outcome = self._collect(request.id)
+                    outcome = self._collect(request.id, channel)
                     if outcome is None:
                         outcome = self._lead(None, mine=request.id)
                     elif outcome.kind == "ok":
@@ -237,9 +319,7 @@ class CommitQueue:
                 )
             # Woken by the leader, or every WAKE_CHECK seconds to see whether the lock
             # came free without a result (its holder died).
-            select.select([wake], [], [], WAKE_CHECK)
-            with contextlib.suppress(BlockingIOError):
-                os.read(wake, 64)
+            select.select([channel.fd], [], [], WAKE_CHECK)
 
     def _wake_waiters(self) -> None:
         """After the lock is released: wake every waiting writer, so one whose request
@@ -250,18 +330,45 @@ class CommitQueue:
             return
         for name in names:
             if name.endswith(".fifo"):
-                self._notify(name[: -len(".fifo")])
+                self._send(name, b"!")
 
     def _notify(self, request_id: str) -> None:
-        """Wake the writer waiting for ``request_id`` (if it still waits)."""
-        with contextlib.suppress(OSError):
-            fd = os.open(self.queue / f"{request_id}.fifo", os.O_WRONLY | os.O_NONBLOCK)
-            try:
-                os.write(fd, b"!")
-            finally:
-                os.close(fd)
+        """Wake the writer waiting for ``request_id`` on a FIFO of its own (a writer of an
+        earlier gitmem, which made one per request), if it still waits."""
+        self._send(f"{request_id}.fifo", b"!")
 
-    def _collect(self, request_id: str) -> Outcome | None:
+    def _send(self, name: str, data: bytes) -> bool:
+        """Write ``data`` (one line at most, written at once) into the FIFO ``name`` of the
+        queue; False when nobody reads it, it is not a FIFO, or it is full."""
+        try:
+            fd = os.open(
+                self.queue / name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                return False
+            return os.write(fd, data) == len(data)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _deliver(self, request: Request, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the writer of ``request``: through its FIFO, else (an earlier
+        gitmem's writer, a full or vanished FIFO) as a ``.res`` file it looks for too."""
+        if request.wake is not None and CHANNEL.fullmatch(request.wake):
+            text = Outcome(outcome.kind, outcome.commit, outcome.message[:RESULT_MAX]).encode()
+            if self._send(request.wake, f"{request.id} {text}".encode()):
+                return
+        _write_atomic(self.queue / f"{request.id}.res", outcome.encode())
+
+    def _collect(self, request_id: str, channel: _Channel | None = None) -> Outcome | None:
+        if channel is not None:
+            found = channel.results().get(request_id)
+            if found is not None:
+                return found
         path = self.queue / f"{request_id}.res"
         try:
             text = path.read_text()
@@ -274,32 +381,54 @@ class CommitQueue:
     # -- the leader's side ---------------------------------------------------------------
 
     def _lead(self, own: Request | None, *, mine: str | None = None) -> Outcome:
-        """Under the lock: commit ``own`` and the queued requests as one chain."""
+        """Under the lock: commit ``own`` and the queued requests, one commit each on the
+        tip, moving the branch after each and handing its writer the result at once; then
+        the requests queued meanwhile, up to :data:`MAX_BATCH` commits in all.
+
+        Moving the branch per commit (not once per chain) is what lets writers overlap: a
+        writer whose commit landed runs its next plan on the other processor while the
+        leader builds the next commit, instead of every writer waiting for the whole chain.
+        """
         repo = self.db.repo
         self._recover(repo)
-        claimed = self._claim()
-        requests = ([own] if own is not None else []) + claimed
         mine = own.id if own is not None else mine
-        outcomes = self._commit_chain(repo, requests, {r.id for r in claimed})
-        for request in claimed:
-            _write_atomic(self.queue / f"{request.id}.res", outcomes[request.id].encode())
-            with contextlib.suppress(FileNotFoundError):
-                (self.queue / f"{request.id}.claimed").unlink()
+        outcomes: dict[str, Outcome] = {}
+        journal = _Journal(self.queue / BATCH_NAME)
+        pending = [own] if own is not None else []
+        while len(outcomes) < MAX_BATCH:
+            claimed = [
+                r
+                for r in self._claim(MAX_BATCH - len(outcomes) - len(pending))
+                if r.id not in outcomes  # settled by this leader (its file already gone)
+            ]
+            if not claimed and not pending:
+                break
+            queued = {r.id for r in claimed}
 
-        with contextlib.suppress(FileNotFoundError):
-            (self.queue / BATCH_NAME).unlink()
+            def settle(request: Request, outcome: Outcome, queued: set[str] = queued) -> None:
+                outcomes[request.id] = outcome
+                if request.id != mine:  # our own (queued, then led) is returned below
+                    self._deliver(request, outcome)
+                if request.id in queued:
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.queue / f"{request.id}.claimed").unlink()
+
+            self._commit_chain(repo, pending + claimed, queued, journal, settle)
+            pending = []
+        journal.remove()
+        if outcomes:
+            self.stats.led += 1
+            ours = 1 if own is not None else 0
+            self.stats.carried += sum(o.kind == "ok" for o in outcomes.values()) - ours
+            self.stats.longest = max(self.stats.longest, len(outcomes))
         if mine is None or mine not in outcomes:
             # Our request was taken by a leader before us, which then died after moving the
             # branch: _recover wrote our result.
             found = self._collect(mine) if mine is not None else None
             return found or Outcome("retry")
-        if own is None:
-            # Our own request went through the queue file: its result is ours to take.
-            with contextlib.suppress(FileNotFoundError):
-                (self.queue / f"{mine}.res").unlink()
         return outcomes[mine]
 
-    def _claim(self) -> list[Request]:
+    def _claim(self, limit: int = MAX_BATCH) -> list[Request]:
         try:
             names = sorted(os.listdir(self.queue))  # noqa: PTH208 (names, in queue order)
         except FileNotFoundError:
@@ -308,13 +437,20 @@ class CommitQueue:
         out: list[Request] = []
         for name in names:
             path = self.queue / name
+            waiter = CHANNEL.fullmatch(name)
+            if waiter is not None:
+                # A waiting thread's FIFO, kept between its writes: gone with its process.
+                if not pid_alive(int(waiter.group(1))):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                continue
             if name.endswith((".res", ".fifo")):
                 # A result (or wake-up FIFO) whose writer never came for it: it died waiting.
                 with contextlib.suppress(FileNotFoundError):
                     if now - path.stat().st_mtime > STALE_RESULT:
                         path.unlink()
                 continue
-            if len(out) >= MAX_BATCH:
+            if len(out) >= limit:
                 continue
             if name.endswith(".req"):
                 claimed = path.with_suffix(".claimed")
@@ -336,14 +472,11 @@ class CommitQueue:
         return out
 
     def _recover(self, repo: pygit2.Repository) -> None:
-        """A leader died between journalling a chain and reporting it: settle its requests."""
+        """A leader died between journalling a commit and reporting it: settle its requests."""
         journal = self.queue / BATCH_NAME
         try:
-            entries = json.loads(journal.read_text())
+            entries = _Journal.read(journal)
         except FileNotFoundError:
-            return
-        except ValueError:
-            journal.unlink()
             return
         tip = self.db.tip()
         for request_id, commit in entries:
@@ -359,17 +492,25 @@ class CommitQueue:
         journal.unlink()
 
     def _commit_chain(
-        self, repo: pygit2.Repository, requests: list[Request], queued: set[str]
-    ) -> dict[str, Outcome]:
-        """Commit what still applies as one chain on the tip and move the branch to it.
-        ``queued``: the requests that came through queue files (journalled before the move,
-        so a successor can tell their writers what landed)."""
+        self,
+        repo: pygit2.Repository,
+        requests: list[Request],
+        queued: set[str],
+        journal: _Journal,
+        settle: Callable[[Request, Outcome], None],
+    ) -> None:
+        """Commit each request that still applies on the tip, in order, moving the branch
+        to each commit with compare-and-swap and calling ``settle`` with every outcome as
+        soon as it is known. ``queued``: the requests that came through queue files, each
+        journalled (request id -> commit) before the branch moves to its commit, so a
+        successor can tell their writers what landed if this leader dies."""
         from gitmem.base.trailers import Author
         from gitmem.git.objects import build_tree, get_commit, get_tree, reads_hold
 
         deadline = time.monotonic() + self.db.lock_timeout
         attempt = 0
-        while True:
+        todo = list(requests)
+        while todo:
             attempt += 1
             try:
                 ref: pygit2.Reference | None = repo.lookup_reference(self.db.ref_name)
@@ -378,15 +519,14 @@ class CommitQueue:
             tip = get_commit(repo, ref.target) if ref is not None else None
             head_id = tip.id if tip is not None else None
             head_tree = tip.tree if tip is not None else None
-            outcomes: dict[str, Outcome] = {}
-            chain: list[tuple[str, str]] = []
-            for request in requests:
+            rest: list[Request] = []
+            for n, request in enumerate(todo):
                 same_base = request.base == (str(head_id) if head_id is not None else None)
                 if not same_base and (
                     request.opaque
                     or not reads_hold(repo, head_tree, request.entries, request.spellings)
                 ):
-                    outcomes[request.id] = Outcome("retry")
+                    settle(request, Outcome("retry"))
                     continue
                 try:
                     changes = {
@@ -401,33 +541,70 @@ class CommitQueue:
                         Author(*request.author), request.when, request.message, tree_id, parents
                     )
                 except Exception as exc:
-                    outcomes[request.id] = Outcome("error", None, str(exc).replace("\n", " "))
+                    settle(request, Outcome("error", None, str(exc).replace("\n", " ")))
                     continue
+                if request.id in queued:
+                    journal.add(request.id, str(commit_id))
+                try:
+                    if ref is None:
+                        ref = repo.references.create(self.db.ref_name, commit_id)
+                    else:
+                        ref.set_target(commit_id, "gitmem: group commit")
+                except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
+                    # Someone outside the queue (a sync, an older gitmem) moved the branch:
+                    # this request and the rest go again on the new tip. (Its journal entry
+                    # names a commit that never lands, so a successor ignores it.)
+                    rest = todo[n:]
+                    self.db.back_off(exc, attempt, deadline)
+                    break
                 head_id = commit_id
                 head_tree = get_tree(repo, tree_id)
-                chain.append((request.id, str(commit_id)))
-                outcomes[request.id] = Outcome("ok", str(commit_id))
-            if not chain:
-                return outcomes
-            if any(request_id in queued for request_id, _ in chain):
-                _write_atomic(self.queue / BATCH_NAME, json.dumps(chain))
-            try:
-                assert head_id is not None
-                if ref is None:
-                    repo.references.create(self.db.ref_name, head_id)
-                else:
-                    ref.set_target(head_id, f"gitmem: {len(chain)} write(s)")
-            except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
-                # Someone outside the queue (a sync, an older gitmem) moved the branch:
-                # build the chain again on the new tip.
-                with contextlib.suppress(FileNotFoundError):
-                    (self.queue / BATCH_NAME).unlink()
-                self.db.back_off(exc, attempt, deadline)
-                continue
-            self.stats.led += 1
-            self.stats.carried += len(chain) - 1
-            self.stats.longest = max(self.stats.longest, len(chain))
-            return outcomes
+                settle(request, Outcome("ok", str(commit_id)))
+            todo = rest
+
+
+class _Journal:
+    """``batch``: one line ``<request id> <commit>`` per queued write, added before the branch
+    moves to its commit (appended, so a torn last line is one whose move never happened)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def add(self, request_id: str, commit: str) -> None:
+        if self.fd is None:
+            self.fd = os.open(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
+            )
+        os.write(self.fd, f"{request_id} {commit}\n".encode())
+
+    def remove(self) -> None:
+        """Every write in it was reported: it is no longer needed."""
+        if self.fd is None:
+            return
+        os.close(self.fd)
+        self.fd = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    @staticmethod
+    def read(path: Path) -> list[tuple[str, str]]:
+        """The entries of a journal a leader left (also an earlier gitmem's JSON list);
+        anything that is not a request id and a commit id is ignored (a torn line, or
+        input that would name a file outside the queue)."""
+        text = path.read_text(errors="replace")
+        try:
+            raw: Any = json.loads(text)
+            pairs = [tuple(entry) for entry in raw] if isinstance(raw, list) else []
+        except (ValueError, TypeError):
+            pairs = [tuple(line.split(" ")) for line in text.splitlines()]
+        return [
+            (str(pair[0]), str(pair[1]))
+            for pair in pairs
+            if len(pair) == 2
+            and REQUEST_ID.fullmatch(str(pair[0]))
+            and COMMIT_ID.fullmatch(str(pair[1]))
+        ]
 
 
 def _remove_if_dead(tmp: Path) -> None:
