@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -20,6 +21,7 @@ from conftest import run_git
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import InvalidIdError
+from gitmem.base.trailers import CommitSpec
 from gitmem.entry import team
 from gitmem.features import audit, review
 from gitmem.features.migrate import migrate
@@ -32,6 +34,7 @@ from gitmem.format.layout import (
     memory_paths,
     shard,
 )
+from gitmem.git.objects import Snapshot
 from gitmem.store import sync as S
 
 CTX = multiprocessing.get_context("spawn")
@@ -307,6 +310,89 @@ def test_the_index_keeps_its_rows_across_the_migration(tmp_path: Path) -> None:
     fresh = gitmem.open(path)
     fresh.index().rebuild()
     assert [m.id for m in fresh.search("body")] == found_before
+
+
+def _hand_commit(store: Store, stage: Callable[[Snapshot], None], subject: str) -> None:
+    """A commit staging files as a person or another tool might (no gitmem write)."""
+
+    def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
+        stage(snap)
+        return CommitSpec(subject), None
+
+    store.db().write(plan)
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["worktree", "bare"])
+def test_the_migration_merges_what_both_layouts_hold(tmp_path: Path, bare: bool) -> None:
+    """A store written by both layouts (a format 4 file put in a format 3 store, an id at
+    both paths) and ids whose legacy shard is not their 16-way folder (``mem_ab-notes``:
+    two hex digits, not four) migrate to exactly the tree each id's move gives; the rest
+    stays; the work tree and git's index follow the commit."""
+    path = tmp_path / ("m.git" if bare else "m")
+    store = gitmem.init(path, format=3, bare=bare, clock=at(0))
+    same = "mem_5f3a0c1e-8a4b-4c1d-9e2f-0123456789"  # one a/b/c/d folder: 5/f/3/a
+    plain = [store.create(f"legacy {n}\n", id=f"{same}a{n}").id for n in range(3)]
+    plain.append(store.create("named\n", id="a-named-one").id)
+    misfits = [store.create(f"{i}\n", id=i).id for i in ("mem_ab-notes", "mem_5fz", "mem_5f-x")]
+    assert all(fanout(i)[::2][:2] != shard(i) for i in misfits)
+    ahead = store.create("moved ahead\n", id=f"{same}b0").id  # at its 16-way path already
+    twin = store.create("twin\n", id=f"{same}b1").id  # at both paths
+    stray = f"memories/{shard(plain[0])}/README.txt"
+    elsewhere = f"memories/{shard(plain[0])}/mem_0000abcd-x.md"  # not its own shard
+
+    def by_hand(snap: Snapshot) -> None:
+        snap.move(legacy_path(ahead), fanout_path(ahead))
+        data = snap.read(legacy_path(twin))
+        assert data is not None
+        snap.put(fanout_path(twin), data.replace(b"twin", b"the 16-way twin"))
+        snap.put(stray, b"not a memory\n")
+        snap.put(elsewhere, b"---\nid: mem_0000abcd-x\n---\nlost\n")
+
+    _hand_commit(store, by_hand, "files by hand")
+    ids = [*plain, *misfits, ahead, twin]
+    before = {i: gitmem.open(path).read(i).body for i in ids}
+    assert before[twin] == "the 16-way twin\n"
+    problems = sorted(p.path for p in gitmem.open(path).problems())
+    tip = store.db().tip()
+    assert tip is not None
+
+    steps = migrate(gitmem.open(path), to=4)
+
+    moved = [*plain, *misfits]
+    assert steps[0].moved_count == len(moved)
+    assert sorted(new for _, new in steps[0].moved) == sorted(fanout_path(i) for i in moved)
+    assert sorted(tree_files(path)) == sorted(
+        [fanout_path(i) for i in [*moved, ahead, twin]] + [legacy_path(twin), stray, elsewhere]
+    )
+    renames = git(path, "diff", "-M", "--name-status", str(tip.id), "HEAD", "--", "memories")
+    assert sorted(renames.stdout.splitlines()) == sorted(
+        f"R100\t{legacy_path(i)}\t{fanout_path(i)}" for i in moved
+    )
+    for each in (gitmem.open(path), no_index(gitmem.open(path))):
+        assert {i: each.read(i).body for i in ids} == before
+        assert sorted(p.path for p in each.problems()) == problems
+    if not bare:
+        assert run_git(path, "status", "--porcelain", "--untracked-files=all") == ""
+        assert run_git(path, "diff-index", "--cached", "HEAD") == ""
+        on_disk = sorted(
+            str(f.relative_to(path)) for f in (path / "memories").rglob("*") if f.is_file()
+        )
+        assert on_disk == sorted(tree_files(path))
+        folders = [d for d in (path / "memories").rglob("*") if d.is_dir()]
+        assert all(any(d.iterdir()) for d in folders)  # no empty folder left behind
+    assert run_git(path, "fsck", "--strict", "--no-dangling") == ""
+
+
+def test_the_migration_refuses_a_file_where_its_folder_goes(tmp_path: Path) -> None:
+    path = tmp_path / "m"
+    store = gitmem.init(path, format=3, clock=at(0))
+    memory = store.create("body\n", id="mem_5f3a0c1e-8a4b-4c1d-9e2f-0123456789ab")
+    _hand_commit(store, lambda snap: snap.put("memories/5/f", b"a file\n"), "a file by hand")
+    head = git(path, "rev-parse", "HEAD").stdout
+    with pytest.raises(gitmem.GitmemError, match="memories/5/f"):
+        migrate(gitmem.open(path), to=4)
+    assert git(path, "rev-parse", "HEAD").stdout == head
+    assert gitmem.open(path).read(memory.id).body == "body\n"
 
 
 def _migrate_child(path: str) -> None:

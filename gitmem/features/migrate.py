@@ -24,13 +24,13 @@ write rewrite and every catch-up read a 10k-entry tree). Format 1 stores may sti
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pygit2
 
-from gitmem.base.errors import GitmemError, StoreError
+from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.base.trailers import ID_TRAILER, IDS_UNLISTED_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.format import codec, memfile
 from gitmem.format.config import FORMAT, StoreConfig
@@ -42,7 +42,8 @@ from gitmem.format.layout import (
     id_from_path,
     is_path_id,
 )
-from gitmem.git.objects import Snapshot
+from gitmem.git.diff import REGULAR_MODES, TREE_MODE, tree_entries
+from gitmem.git.objects import Snapshot, Staged, build_tree, get_tree
 from gitmem.store.core import ID_TRAILERS, Store
 from gitmem.store.graphindex import ENTITIES_ROOT, entity_fields, is_entity_path
 
@@ -69,6 +70,8 @@ class Migration:
     moved_count: int = 0
     """How many files the step moved (all of them, listed or not)."""
     commit: str | None = None
+    dry_run: bool = field(default=False, repr=False)
+    """Whether the step only says what it would do (it writes no object then)."""
 
     def add(self, old: str, new: str) -> None:
         self.moved_count += 1
@@ -168,34 +171,93 @@ def _fan_out(snap: Snapshot, report: Migration, progress: Progress | None) -> No
 
     Files that are not at a plain id's legacy path (a stray file, one that names another
     id's shard, a path id) stay where they are, as does a legacy file whose id is already
-    at its format 4 path (readers read that one; doctor lists the other). The legacy
-    shards are read one at a time, without a set of every path (a 1M store's Snapshot
-    walk would hold one), so memory follows the staged moves."""
+    at its format 4 path (readers read that one; doctor lists the other).
+
+    The new ``memories/`` tree is built one legacy shard at a time and staged whole
+    (:meth:`Snapshot.graft`): legacy shard ``ab`` holds exactly the ids whose 16-way path
+    is under ``a/b/`` (both are the uuid's first hex digits, or the id's SHA-1's), so its
+    files make the new ``a/b/`` folder, merged with what a format 4 write already put
+    there, and only that folder's tree id is kept. Staging each rename instead held two
+    entries per memory: 837 MiB at a million (docs/benchmarks.md). The exception, an id
+    like ``mem_ab-x`` (two hex digits, not four: legacy shard ``ab``, 16-way folders from
+    its SHA-1), is held aside and put in its place with the rest at the end. A dry run
+    writes no tree."""
+    repo = snap.repo
     tree = snap.tree
-    root = snap.repo[tree[MEMORIES_DIR].id] if tree is not None and MEMORIES_DIR in tree else None
-    shards = []
-    if isinstance(root, pygit2.Tree):
-        shards = [e for e in root if e.type_str == "tree" and len(e.name or "") == 2]
+    entry = tree[MEMORIES_DIR] if tree is not None and MEMORIES_DIR in tree else None
+    if entry is None or entry.type_str != "tree":
+        if progress is not None:
+            progress(0, 0)
+        return
+    memories = get_tree(repo, entry.id)
+    top = tree_entries(repo, entry.id)
+    shards = [name for name, (mode, _) in top.items() if mode == TREE_MODE and len(name) == 2]
     if progress is not None:
         progress(0, len(shards))
-    for done, entry in enumerate(shards, 1):
-        sub = snap.repo[entry.id]
-        assert isinstance(sub, pygit2.Tree)
-        for item in sub:
-            name = item.name or ""
-            if item.type_str != "blob" or not name.endswith(MEMORY_SUFFIX):
+    grafts: dict[str, pygit2.Oid] = {}
+    changes: dict[str, Staged] = {}  # emptied shards, and the ids held aside
+    for done, name in enumerate(shards, 1):
+        folders: dict[str, dict[str, tuple[int, bytes]]] = {"": top}  # this shard's reads
+        items = tree_entries(repo, pygit2.Oid(raw=top[name][1]))
+        here = f"{name[0]}/{name[1]}"
+        folder = None
+        if _exists(repo, folders, here):
+            mode, raw = folders[name[0]][name[1]]
+            if mode != TREE_MODE:
+                raise InvalidInputError(f"{MEMORIES_DIR}/{here} is a file where a folder goes")
+            folder = get_tree(repo, pygit2.Oid(raw=raw))
+        moved: dict[str, Staged] = {}  # below the new a/b/
+        for file, (mode, raw) in items.items():
+            if mode not in REGULAR_MODES or not file.endswith(MEMORY_SUFFIX):
                 continue
-            path = f"{MEMORIES_DIR}/{entry.name}/{name}"
+            path = f"{MEMORIES_DIR}/{name}/{file}"
             memory_id = id_from_path(path)
             if memory_id is None or is_path_id(memory_id):
                 continue
             target = fanout_path(memory_id)
-            if snap.exists(target):
-                continue
-            snap.move(path, target)
+            inside = target[len(MEMORIES_DIR) + 1 :]
+            if _exists(repo, folders, inside):
+                continue  # the id is at both paths: the format 4 file is the one read
+            if inside.startswith(f"{here}/"):
+                moved[inside[len(here) + 1 :]] = pygit2.Oid(raw=raw)
+            else:
+                changes[inside] = pygit2.Oid(raw=raw)
+                changes[f"{name}/{file}"] = None
             report.add(path, target)
+        if moved and not report.dry_run:
+            grafts[here] = build_tree(repo, folder, moved)
+            if len(moved) == len(items):
+                changes[name] = None
+            else:
+                shard = get_tree(repo, pygit2.Oid(raw=top[name][1]))
+                gone: dict[str, Staged] = {file: None for file in _names(moved)}
+                grafts[name] = build_tree(repo, shard, gone)
         if progress is not None:
             progress(done, len(shards))
+    if report.dry_run or not (grafts or changes):
+        return
+    snap.graft(MEMORIES_DIR, build_tree(repo, memories, changes, grafts))
+
+
+def _exists(
+    repo: pygit2.Repository, folders: dict[str, dict[str, tuple[int, bytes]]], path: str
+) -> bool:
+    """Whether ``path`` (below ``memories/``) is in the committed tree, its folders read
+    once each into ``folders``. (A pygit2 lookup by path that misses keeps the path
+    string alive: 85,000 of them at 100k.)"""
+    folder, _, name = path.rpartition("/")
+    entries = folders.get(folder)
+    if entries is None:
+        parent, _, last = folder.rpartition("/")
+        if not _exists(repo, folders, folder) or folders[parent][last][0] != TREE_MODE:
+            return False
+        entries = folders[folder] = tree_entries(repo, pygit2.Oid(raw=folders[parent][last][1]))
+    return name in entries
+
+
+def _names(moved: dict[str, Staged]) -> Iterator[str]:
+    """The file names of ``c/d/<name>`` paths."""
+    return (path.rpartition("/")[2] for path in moved)
 
 
 STEPS: dict[int, Step] = {1: _shard_entities, 2: _derive_volatile, 3: _fan_out}
@@ -241,7 +303,7 @@ def migrate(
             current = _format_at(db.snapshot())
             if current >= target:
                 break
-            report = Migration(str(scope), current, current + 1)
+            report = Migration(str(scope), current, current + 1, dry_run=dry_run)
 
             def plan(
                 snap: Snapshot, report: Migration = report, current: int = current

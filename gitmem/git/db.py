@@ -21,7 +21,7 @@ import random
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +46,7 @@ from gitmem.base.trailers import (
 )
 from gitmem.git import autopack, includes
 from gitmem.git import stage as gitindex
+from gitmem.git.diff import file_changes
 from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path
 from gitmem.git.objects import (
     FastForward,
@@ -388,6 +389,10 @@ class GitDB:
             tip = self.tip()
             snap = RecordingSnapshot(repo, tip)
             spec, value = plan(snap)
+            if snap.grafts:
+                # A request names files, not trees: a plan that grafts a folder (the
+                # migration) is too big to queue anyway.
+                return self._write_alone(plan)
             changes = _differing(snap)
             if not changes:
                 return value, None
@@ -444,15 +449,18 @@ class GitDB:
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
                 changes = _differing(snap)
+                grafts = _grafted(snap)
                 merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
-                if isinstance(spec, CommitSpec) and not changes and not merging:
+                if isinstance(spec, CommitSpec) and not changes and not grafts and not merging:
                     return value, None
                 if self.workdir is not None:
-                    self._check_clean(snap, changes)
+                    self._check_clean(snap, changes, grafts)
                 if isinstance(spec, FastForward):
                     oid, reason = spec.target.id, spec.reason
                 else:
-                    tree = build_tree(repo, snap._tree, changes)
+                    tree = build_tree(
+                        repo, snap._tree, changes, {f: new for f, (_, new) in grafts.items()}
+                    )
                     now = self.clock.now()
                     author = spec.author or self.default_author()
                     parents = [tip.id] if tip is not None else []
@@ -471,7 +479,7 @@ class GitDB:
                     continue
                 if self.workdir is not None:
                     try:
-                        self.update_worktree(tip, get_commit(repo, oid), changes)
+                        self.update_worktree(tip, get_commit(repo, oid), changes, grafts=grafts)
                     except (pygit2.GitError, OSError) as exc:
                         # The commit has landed: raising now would tell the caller a
                         # write failed that did not (a retry would write it twice). The
@@ -584,20 +592,38 @@ class GitDB:
             return False
         return pygit2.hash(full.read_bytes())
 
-    def _check_clean(self, snap: Snapshot, changes: Mapping[str, Staged]) -> None:
+    def _check_clean(
+        self, snap: Snapshot, changes: Mapping[str, Staged], grafts: Mapping[str, Graft]
+    ) -> None:
         """Refuse a write that would overwrite uncommitted edits in the work tree."""
         for path in changes:
-            on_disk = self._worktree_blob(path)
-            committed = snap.blob_id(path)
-            if on_disk is False:
-                raise DirtyWorktreeError(
-                    f"{path} in the work tree is not a regular file; refusing to replace it"
-                )
-            if on_disk != committed:
-                state = "is untracked" if committed is None else "has uncommitted edits"
-                if on_disk is None:
-                    state = "was deleted in the work tree but not committed"
-                raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
+            self._check_path(path, snap.blob_id(path))
+        for path, old, _ in self._graft_files(grafts, changes):
+            self._check_path(path, old)
+
+    def _graft_files(
+        self, grafts: Mapping[str, Graft], changes: Mapping[str, Staged]
+    ) -> Iterator[tuple[str, pygit2.Oid | None, pygit2.Oid | None]]:
+        """(path, old blob, new blob) of the files the grafted folders change, one folder's
+        entries at a time, in git's order; files staged on top of a graft are the
+        ``changes``' and left out."""
+        for folder in sorted(grafts, key=lambda f: f"{f}/".encode()):
+            old, new = grafts[folder]
+            for change in file_changes(self.repo, old, new, folder):
+                if change[0] not in changes:
+                    yield change
+
+    def _check_path(self, path: str, committed: pygit2.Oid | None) -> None:
+        on_disk = self._worktree_blob(path)
+        if on_disk is False:
+            raise DirtyWorktreeError(
+                f"{path} in the work tree is not a regular file; refusing to replace it"
+            )
+        if on_disk != committed:
+            state = "is untracked" if committed is None else "has uncommitted edits"
+            if on_disk is None:
+                state = "was deleted in the work tree but not committed"
+            raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
 
     def _heal_worktree(self, tip: pygit2.Commit | None) -> None:
         """Bring files left behind by an interrupted write up to the tip.
@@ -671,25 +697,29 @@ class GitDB:
         after: pygit2.Commit,
         changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] | None = None,
+        grafts: Mapping[str, Graft] | None = None,
     ) -> None:
         """Write the touched files and git's index so ``git status`` is clean.
 
         ``index_only`` maps paths to (old, new) blob ids whose index entry moves from
         old to new without touching the file (an entry someone staged is left alone).
+        ``grafts`` (folder: its old and new tree) are walked file by file, never listed.
         """
         assert self.workdir is not None
-        self._write_files(changes)
+        grafts = grafts or {}
+        self._write_files(changes.items())
+        self._write_files((path, new) for path, _, new in self._graft_files(grafts, changes))
         try:
-            self._update_index_fast(changes, index_only or {})
+            self._update_index_fast(changes, index_only or {}, grafts)
         except gitindex.Unsupported as exc:
             log.debug("git index: %s; updating it through libgit2", exc)
-            self._update_index_libgit2(changes, index_only or {})
+            self._update_index_libgit2(changes, index_only or {}, grafts)
         self._write_marker(after.id)
 
-    def _write_files(self, changes: Mapping[str, Staged]) -> None:
+    def _write_files(self, changes: Iterable[tuple[str, Staged]]) -> None:
         """Each touched file written atomically (temp file + rename), or removed."""
         assert self.workdir is not None
-        for path, data in changes.items():
+        for path, data in changes:
             full = self.workdir / path
             if data is None:
                 with contextlib.suppress(FileNotFoundError):
@@ -714,6 +744,7 @@ class GitDB:
         self,
         changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+        grafts: Mapping[str, Graft],
     ) -> None:
         """Stage the written files in git's index with :mod:`gitmem.git.stage`.
 
@@ -726,6 +757,14 @@ class GitDB:
         index = self._gitindex
         for attempt in range(50):
             index.load()
+            if grafts:
+                index.apply_sorted(
+                    (
+                        (path, new.raw if new is not None else None)
+                        for path, _, new in self._graft_files(grafts, changes)
+                    ),
+                    self.workdir,
+                )
             for path, (old_id, new_id) in index_only.items():
                 staged = index.get(path)
                 if staged != (old_id.raw if old_id is not None else None):
@@ -755,6 +794,7 @@ class GitDB:
         self,
         changes: Mapping[str, Staged],
         index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
+        grafts: Mapping[str, Graft],
     ) -> None:
         repo = self.repo
         index = repo.index
@@ -767,7 +807,10 @@ class GitDB:
                 index.remove(path)
             else:
                 index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
-        for path, data in changes.items():
+        for path, data in [
+            *changes.items(),
+            *((path, new) for path, _, new in self._graft_files(grafts, changes)),
+        ]:
             if data is None:
                 with contextlib.suppress(OSError, KeyError):
                     index.remove(path)
@@ -786,6 +829,21 @@ class GitDB:
                 if attempt == 49:
                     raise
                 time.sleep(0.01 * random.uniform(0.5, 1.5))
+
+
+Graft = tuple[pygit2.Oid | None, pygit2.Oid]
+"""A grafted folder's committed tree (None: no folder there) and its new one."""
+
+
+def _grafted(snap: Snapshot) -> dict[str, Graft]:
+    """The snapshot's grafts that change their folder (:meth:`Snapshot.graft`)."""
+    out: dict[str, Graft] = {}
+    for folder, tree in snap.grafts.items():
+        entry = snap._entry(folder)
+        old = entry.id if entry is not None and entry.type_str == "tree" else None
+        if old != tree:
+            out[folder] = (old, tree)
+    return out
 
 
 def _differing(snap: Snapshot) -> dict[str, Staged]:

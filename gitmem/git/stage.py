@@ -23,6 +23,7 @@ import hashlib
 import os
 import stat
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +182,55 @@ class GitIndex:
         del self._buffer[offset : offset + self._sizes[position]]
         del self._paths[position]
         del self._sizes[position]
+
+    def apply_sorted(self, changes: Iterable[tuple[str, bytes | None]], top: Path) -> None:
+        """Apply many changes in one pass: (path, raw object id of the file just written
+        under ``top``, or None to remove), in git's order (bytewise by path). A splice per
+        change costs the entries before it, so a million of them (the migration to format
+        4 renames every file) would take hours; this copies the entries between changes
+        once. Out of order: :class:`Unsupported`, with nothing changed."""
+        old_paths, old_sizes, old_buffer = self._paths, self._sizes, self._buffer
+        entries = self._entries
+        paths: list[bytes] = []
+        sizes: list[int] = []
+        buffer = bytearray()
+        i = 0  # the next old entry not yet copied, and where its bytes start
+        offset = 0
+        count = len(old_paths)
+        last: bytes | None = None
+        try:
+            for path, oid in changes:
+                key = path.encode()
+                if last is not None and key <= last:
+                    raise Unsupported(f"changes out of git's order at {path!r}")
+                last = key
+                start, first = offset, i
+                while i < count and old_paths[i] < key:
+                    offset += old_sizes[i]
+                    i += 1
+                buffer += old_buffer[start:offset]
+                paths += old_paths[first:i]
+                sizes += old_sizes[first:i]
+                if i < count and old_paths[i] == key:
+                    offset += old_sizes[i]
+                    i += 1
+                if oid is None:
+                    entries.pop(key, None)
+                    continue
+                st = (top / path).lstat()
+                mode = 0o100755 if st.st_mode & stat.S_IXUSR else 0o100644
+                entry = _pack(key, st, oid, mode)
+                buffer += entry
+                paths.append(key)
+                sizes.append(len(entry))
+                entries[key] = entry
+        except BaseException:
+            self._stamp = None  # the entries are half changed: the next load reads the file
+            raise
+        buffer += old_buffer[offset:]
+        paths += old_paths[i:]
+        sizes += old_sizes[i:]
+        self._paths, self._sizes, self._buffer = paths, sizes, buffer
 
     def write(self, *, durable: bool = False) -> None:
         """Write the index through ``index.lock`` (git's lock protocol); FileExistsError if held."""

@@ -21,11 +21,12 @@ from gitmem.format.layout import (
     is_path_id,
     memory_paths,
 )
+from gitmem.git.diff import REGULAR_MODES as _REGULAR
+from gitmem.git.diff import TREE_MODE as _TREE_MODE
 from gitmem.git.diff import blob_at, memory_blob, memory_blob_at
+from gitmem.git.diff import tree_entries as _entries
 from gitmem.git.objects import blob_data
 from gitmem.store.rows import big_int
-
-_REGULAR = (0o100644, 0o100755)
 
 _VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
 """A version line in front-matter (read without parsing the file)."""
@@ -57,9 +58,6 @@ def tree_changes(
     )
 
 
-_TREE_MODE = 0o40000
-
-
 def _changes(
     repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
@@ -80,39 +78,6 @@ def _changes(
         if o_blob == n_blob:
             continue  # only the executable bit changed, or neither side is a file
         yield path, pygit2.Oid(raw=n_blob) if n_blob is not None else None
-
-
-def _normal(mode: int) -> int:
-    """A tree entry's mode as libgit2 reports it (``git_tree_entry_filemode``): old trees
-    may hold 100664 and the like, which are plain files."""
-    kind = mode & 0o170000
-    if kind == 0o040000:
-        return _TREE_MODE
-    if mode & 0o111:
-        return 0o100755
-    if kind in (0o160000, 0o120000):
-        return kind
-    return 0o100644
-
-
-def _entries(repo: pygit2.Repository, tree: pygit2.Oid | None) -> dict[str, tuple[int, bytes]]:
-    """name -> (mode, raw object id) of a tree's entries, parsed from the tree object itself:
-    iterating a pygit2 Tree makes an object and a FileMode per entry, which in a folder of
-    thousands of memories cost more than the rest of a write's catch-up."""
-    if tree is None:
-        return {}
-    kind, data = repo.odb.read(tree)
-    if kind != pygit2.enums.ObjectType.TREE:
-        return {}
-    out: dict[str, tuple[int, bytes]] = {}
-    at, end = 0, len(data)
-    while at < end:
-        space = data.index(b" ", at)
-        nul = data.index(b"\0", space)
-        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")  # as pygit2 names it
-        out[name] = (_normal(int(data[at:space], 8)), data[nul + 1 : nul + 21])
-        at = nul + 21
-    return out
 
 
 def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
