@@ -242,6 +242,32 @@ def _refused_id(value: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("mem_0123", False),
+        ("a" * layout.MAX_ID_LENGTH, False),
+        ("a" * (layout.MAX_ID_LENGTH + 1), True),
+        ("a..b", True),
+        ("a.b-c_d", False),
+        ("x.MD", True),
+        ("x.md", True),
+        ("_x", True),
+        ("-x", True),
+        ("a%2e", True),
+        ("a\n", True),
+        ("a\u200bb", True),
+        ("caf\u00e9", True),
+        ("", True),
+    ],
+)
+def test_plain_id_boundaries(value: str, refused: bool) -> None:
+    # check_id settles the common plain id with one regex before its full checks: both
+    # must agree at every edge (length, dots, suffix in any case, first character,
+    # invisible and non-ASCII characters).
+    assert _refused_id(value) is refused
+
+
 def test_names_that_differ_only_by_case_are_refused(any_store: Store) -> None:
     any_store.create("lower", id="notes/acme/readme")
     before = tip(any_store)

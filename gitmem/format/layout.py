@@ -87,7 +87,10 @@ def check_id(value: object, *, what: str = "id") -> str:
     shown = ascii(value)
     if len(value) > MAX_ID_LENGTH:
         raise InvalidIdError(f"{what} {shown[:40]}… is longer than {MAX_ID_LENGTH} characters")
-    if any(unicodedata.category(c) in {"Cc", "Cf", "Cs", "Co", "Cn"} for c in value):
+    # Printable ASCII holds none of these categories: only other text is scanned.
+    if not (value.isascii() and value.isprintable()) and any(
+        unicodedata.category(c) in {"Cc", "Cf", "Cs", "Co", "Cn"} for c in value
+    ):
         raise InvalidIdError(f"{what} {shown} contains control or invisible characters")
     if "/" in value and "\\" not in value:
         segments = value.split("/")
