@@ -61,7 +61,7 @@ from gitmem.format.layout import (
     check_id,
 )
 from gitmem.format.secrets import SecretsFoundError, scan_text
-from gitmem.git.objects import Snapshot
+from gitmem.git.objects import Snapshot, tree_entry
 from gitmem.store.core import Store
 
 __all__ = [
@@ -358,8 +358,7 @@ class MemoryTool:
         for place in places:
             entry = None
             if snap.tree is not None:
-                with contextlib.suppress(KeyError):
-                    entry = snap.tree[place]
+                entry = tree_entry(snap.tree, place)
             linked = entry is not None and entry.filemode == FileMode.LINK
             if linked or (workdir is not None and (workdir / place).is_symlink()):
                 raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")

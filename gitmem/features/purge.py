@@ -48,7 +48,7 @@ from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import check_id, memory_paths
 from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
-from gitmem.git.objects import blob_data
+from gitmem.git.objects import blob_data, builder_remove, tree_entry
 from gitmem.store.core import Store
 
 MESSAGE_PATH = "(commit message)"
@@ -346,20 +346,21 @@ class _Rewriter:
     def _without(self, tree: pygit2.Tree, parts: list[str]) -> pygit2.Oid | None:
         """``tree`` without the file at ``parts``; None when nothing is left in it."""
         name = parts[0]
-        if name not in tree:
+        entry = tree_entry(tree, name)
+        if entry is None:
             return tree.id
         builder = self.repo.TreeBuilder(tree)
         if len(parts) == 1:
-            builder.remove(name)
+            builder_remove(self.repo, builder, name)
         else:
-            sub = self.repo[tree[name].id]
+            sub = self.repo[entry.id]
             if not isinstance(sub, pygit2.Tree):
                 return tree.id
             new = self._without(sub, parts[1:])
             if new == sub.id:
                 return tree.id
             if new is None:
-                builder.remove(name)
+                builder_remove(self.repo, builder, name)
             else:
                 builder.insert(name, new, pygit2.enums.FileMode.TREE)
         if len(builder) == 0:
@@ -498,9 +499,8 @@ def purge(
         versions: list[pygit2.Oid] = []
         for commit in commits:
             for path in target.paths:
-                try:
-                    entry = commit.tree[path]
-                except KeyError:
+                entry = tree_entry(commit.tree, path)
+                if entry is None:
                     continue
                 if entry.id not in versions:
                     versions.append(entry.id)
@@ -576,11 +576,8 @@ def purge(
             changes: dict[str, bytes | None] = {}
             for delta in old_tip.tree.diff_to_tree(new_tip.tree).deltas:
                 path = delta.new_file.path or delta.old_file.path
-                try:
-                    entry = new_tip.tree[path]
-                    changes[path] = blob_data(repo, entry.id)
-                except KeyError:
-                    changes[path] = None
+                entry = tree_entry(new_tip.tree, path)
+                changes[path] = blob_data(repo, entry.id) if entry is not None else None
             db.update_worktree(old_tip, new_tip, changes)
     _drop_index(db)
     report.steps = _steps(db, remote, report, dry_run=False)

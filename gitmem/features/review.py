@@ -29,7 +29,7 @@ from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path, path_twins
 from gitmem.format.model import Memory, Status
 from gitmem.git.diff import blob_at, changed_paths, memory_blob
-from gitmem.git.objects import Snapshot, get_commit
+from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import derived
 from gitmem.store.merge import FORK_KEY
 
@@ -558,9 +558,7 @@ def _anchors(result: Review, memory: Memory, project: str | Path) -> None:
     except (pygit2.GitError, KeyError):
         return
     for anchor in anchors_of(memory.extra):
-        try:
-            tree[anchor.rstrip("/")]
-        except KeyError:
+        if tree_entry(tree, anchor.rstrip("/")) is None:
             result.problems.append(
                 ReviewProblem(
                     "missing-anchor",

@@ -13,6 +13,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from gitmem.format.layout import path_twins
+from gitmem.git.objects import tree_entry
 
 
 def changed_paths(old: pygit2.Tree | None, new: pygit2.Tree | None) -> set[str]:
@@ -47,9 +48,8 @@ def commit_changed_paths(commit: pygit2.Commit) -> set[str]:
 
 def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     """The file's blob, None when absent or not a regular file (a link is never a memory)."""
-    try:
-        entry = tree[path]
-    except KeyError:
+    entry = tree_entry(tree, path)
+    if entry is None:
         return None
     return entry.id if entry.type_str == "blob" and entry.filemode != FileMode.LINK else None
 

@@ -7,9 +7,12 @@ tree objects along the touched paths only. :mod:`gitmem.git.db` runs plans on th
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime as dt
 import errno
 import shlex
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -131,10 +134,7 @@ class Snapshot:
     def _entry(self, path: str) -> pygit2.Object | None:
         if self._tree is None:
             return None
-        try:
-            return self._tree[path]
-        except KeyError:
-            return None
+        return tree_entry(self._tree, path)
 
     def blob_id(self, path: str) -> pygit2.Oid | None:
         """The committed blob id at ``path`` (staged changes ignored); None if absent."""
@@ -299,6 +299,83 @@ def reads_hold(
     )
 
 
+# -- names handed to pygit2 -------------------------------------------------------------
+#
+# pygit2 (1.21 and its main branch as of 2026-11) turns a name into a C string with
+# pgit_borrow_fsdefault, which keeps the new reference PyOS_FSPath returns: every
+# ``tree[path]``, ``name in tree``, ``TreeBuilder.get`` and ``TreeBuilder.remove`` leaves
+# the name's string alive for good. A rebuild of a million memories looks up several
+# paths each, so the index build held hundreds of MB of dead path strings
+# (docs/benchmarks.md). The lookups below give that reference back, but only where a
+# probe of that very call saw it leak exactly one reference: a pygit2 that fixed it is
+# left alone.
+
+_DecRef = Callable[[object], None]
+
+
+def _decref_function() -> _DecRef | None:
+    try:
+        function = ctypes.pythonapi.Py_DecRef
+    except (AttributeError, OSError):  # not CPython: nothing to give back
+        return None
+    function.argtypes = [ctypes.py_object]
+    function.restype = None
+    return cast(_DecRef, function)
+
+
+_DECREF = _decref_function()
+_LEAKS: dict[str, bool] = {}
+
+
+def _leaks(kind: str, call: Callable[[str], object]) -> bool:
+    """Whether ``call(name)`` keeps one reference to ``name`` (probed once per ``kind``)."""
+    known = _LEAKS.get(kind)
+    if known is not None:
+        return known
+    probe = "".join(("gitmem-probe-", kind))  # a fresh string nobody else holds
+    before = sys.getrefcount(probe)
+    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+        call(probe)
+    kept = sys.getrefcount(probe) - before
+    leaks = _DECREF is not None and kept == 1
+    if leaks:
+        _give_back(probe)
+    _LEAKS[kind] = leaks
+    return leaks
+
+
+def _give_back(name: str) -> None:
+    assert _DECREF is not None
+    _DECREF(name)
+
+
+def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    """The entry at ``path`` (``a/b/c`` walks sub-trees), None when there is none. Every
+    lookup of a tree by name goes through here (see above)."""
+    leaks = _LEAKS.get("tree")
+    if leaks is None:
+        leaks = _leaks("tree", tree.__getitem__)
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+    finally:
+        if leaks:
+            _give_back(path)
+
+
+def builder_remove(repo: pygit2.Repository, builder: pygit2.TreeBuilder, name: str) -> None:
+    """``builder.remove(name)``, giving back the reference pygit2 keeps (see above)."""
+    leaks = _LEAKS.get("remove")
+    if leaks is None:  # probed on an empty builder: removing the probe changes nothing
+        leaks = _leaks("remove", repo.TreeBuilder().remove)
+    try:
+        builder.remove(name)
+    finally:
+        if leaks:
+            _give_back(name)
+
+
 def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
     """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
     object is missing or cannot be read: a bare KeyError or "failed to inflate" says
@@ -398,7 +475,7 @@ def build_tree(
         for name, sub in node.items():
             if name == _GRAFT:
                 continue
-            existing = tree[name] if tree is not None and name in tree else None
+            existing = tree_entry(tree, name) if tree is not None else None
             if isinstance(sub, dict):
                 subtree = (
                     get_tree(repo, existing.id)
@@ -412,12 +489,12 @@ def build_tree(
                 sub_oid = apply(subtree, sub)
                 if sub_oid is None:
                     if existing is not None:
-                        builder.remove(name)
+                        builder_remove(repo, builder, name)
                 else:
                     builder.insert(name, sub_oid, FileMode.TREE)
             elif sub is None:
                 if existing is not None:
-                    builder.remove(name)
+                    builder_remove(repo, builder, name)
             else:
                 blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
                 builder.insert(name, blob, FileMode.BLOB)

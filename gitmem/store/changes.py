@@ -25,7 +25,7 @@ from gitmem.git.diff import REGULAR_MODES as _REGULAR
 from gitmem.git.diff import TREE_MODE as _TREE_MODE
 from gitmem.git.diff import blob_at, memory_blob, memory_blob_at
 from gitmem.git.diff import tree_entries as _entries
-from gitmem.git.objects import blob_data
+from gitmem.git.objects import blob_data, tree_entry
 from gitmem.store.rows import big_int
 
 _VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
@@ -83,11 +83,8 @@ def _changes(
 def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
     if tree is None:
         return None
-    try:
-        entry = tree[name]
-    except KeyError:
-        return None
-    if entry.type_str != "tree":
+    entry = tree_entry(tree, name)
+    if entry is None or entry.type_str != "tree":
         return None
     obj = repo[entry.id]
     return obj if isinstance(obj, pygit2.Tree) else None

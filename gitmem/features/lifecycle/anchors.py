@@ -41,6 +41,7 @@ from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.base.errors import InvalidInputError
 from gitmem.features.lifecycle import records as records_module
 from gitmem.features.lifecycle.records import MemoryRecord, current_records
+from gitmem.git.objects import tree_entry
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -278,9 +279,10 @@ class _Project:
         key = (str(commit.id), path)
         if key not in self._entries:
             try:
-                self._entries[key] = commit.tree[path].id
-            except (KeyError, ValueError):
-                self._entries[key] = None
+                entry = tree_entry(commit.tree, path)
+            except ValueError:
+                entry = None
+            self._entries[key] = entry.id if entry is not None else None
         return self._entries[key]
 
     def changes(self, base: pygit2.Commit) -> tuple[dict[str, str], list[str]]:
@@ -821,10 +823,10 @@ def _fill_saved(report: CheckReport, rows: Iterable[_Saved]) -> CheckReport:
 
 def _regular(commit: pygit2.Commit, path: str) -> bool:
     try:
-        entry = commit.tree[path]
-    except (KeyError, ValueError):
+        entry = tree_entry(commit.tree, path)
+    except ValueError:
         return False
-    return entry.type_str == "blob" and int(entry.filemode) in _REGULAR
+    return entry is not None and entry.type_str == "blob" and int(entry.filemode) in _REGULAR
 
 
 def _advance(
