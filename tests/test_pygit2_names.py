@@ -37,7 +37,7 @@ def _tree(tmp_path: Path) -> tuple[pygit2.Repository, pygit2.Tree]:
 
 
 def test_tree_entry_finds_what_is_there_and_keeps_no_name(tmp_path: Path) -> None:
-    repo, tree = _tree(tmp_path)
+    _repo, tree = _tree(tmp_path)
     for path, kind in (("sub/a.md", "blob"), ("sub", "tree"), ("sub/b.md", None), ("x", None)):
         name = _fresh(path)
         before = sys.getrefcount(name)

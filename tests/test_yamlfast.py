@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import yaml
@@ -166,3 +167,72 @@ def test_the_write_memo_is_bounded() -> None:
         text = codec.serialize(codec.Document(metadata, "b"))
         codec.check_reads_back(text, metadata, "b")
     assert len(codec._EMITTED) == codec._EMITTED_KEEP
+
+
+# -- the reader of one-line entries (yamlfast.read_entries) ------------------------------------
+
+_read_keys = st.one_of(
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,8}", fullmatch=True),
+    st.sampled_from(["yes", "on", "null", "No", "id", "Off", "y", "n", "_"]),
+)
+_tricky = [
+    "yes", "No", "null", "~", "true", "0", "012", "0x1F", "1_000", ".inf", ".NaN", "-1", "+1",
+    "1e3", "1.5", "2026-11-26", "2026-11-26T08:31:32Z", "2026-13-45T00:00:00Z",
+    "2026-02-30T00:00:00Z", "2026-11-26T08:31:32.5Z", "2026-11-26 08:31:32", "=", "a ",
+    "a  b", "'q'", "'a''b'", "'a'b'", "''", "'", "' a '", '""', '"', '"a"b"', '"tab\there"',
+    '"\\u00e9"', "[]", "[a]", "[a,b]",
+    "[a, b]", "[ a]", "[a, yes]", "[a, 1]", "[a, [b]]", "{a: b}", "a #c", "a: b", "@x", "`x",
+    "%x", "!x", "&x", "*x", "|", ">", "-", "- a", "? a", "a\u00a0b", "caf\u00e9", "/path/x",
+    "12345678901234567890", "0000", "10:20", "<<",
+]
+_read_values = st.one_of(
+    st.from_regex(r"[A-Za-z0-9_./][A-Za-z0-9 _./@+()=~^:#,\[\]'-]{0,12}", fullmatch=True),
+    st.sampled_from(_tricky),
+    st.text(max_size=12).map(lambda s: json.dumps(s, ensure_ascii=False)),
+    st.text(max_size=12).map(lambda s: "'" + s.replace("'", "''") + "'"),
+    st.text(alphabet="'ab ", max_size=8).map(lambda s: f"'{s}'"),
+    st.lists(
+        st.one_of(
+            st.from_regex(r"[A-Za-z0-9_./][A-Za-z0-9 _./-]{0,6}", fullmatch=True),
+            st.sampled_from(["yes", "1", "null", "a ", "", "b,c"]),
+        ),
+        max_size=4,
+    ).map(lambda items: "[" + ", ".join(items) + "]"),
+    st.integers(min_value=0, max_value=10**20).map(str),
+    timestamps.map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")),
+)
+
+
+@given(st.lists(st.tuples(_read_keys, _read_values), min_size=1, max_size=6))
+@settings(max_examples=600, deadline=None)
+def test_read_entries_reads_what_pyyaml_reads(entries: list[tuple[str, str]]) -> None:
+    from gitmem.format import yamlio
+
+    raw = "".join(f"{key}: {value}\n" for key, value in entries)
+    fast = yamlfast.read_entries(raw)
+    if fast is None:
+        return  # PyYAML reads it (or refuses it)
+    value, node = yamlio.load_yaml(raw)  # what the fast path reads, PyYAML must accept
+    assert codec.same(fast[0], value), (raw, fast[0], value)
+    cut = yamlio.segments(raw, node)
+    assert cut is not None
+    assert fast[1] == cut[0] and cut[1:] == ("", "")
+
+
+def test_read_entries_takes_the_lines_gitmem_writes() -> None:
+    metadata = {
+        "id": "mem_00011c78-771e-4776-a68a-e309358c1bab",
+        "title": "Deploys need: a green CI",
+        "scope": "repo",
+        "tags": ["ci", "python"],
+        "created_at": dt.datetime(2026, 11, 26, 8, 31, 32, tzinfo=dt.UTC),
+        "version": 3,
+        "empty": [],
+    }
+    raw = "".join(yamlfast.dump_entry(k, v) or "" for k, v in metadata.items())
+    fast = yamlfast.read_entries(raw)
+    assert fast is not None and codec.same(fast[0], metadata)
+    # Anything else is left to PyYAML: a comment, a block list, an escape, CRLF.
+    others = ("# c\n", "supersedes:\n- id: x\n", 'title: "a\\"b"\n', "id: x\r\n", "a: 1\na: 2\n")
+    for other in others:
+        assert yamlfast.read_entries(raw + other) is None, other

@@ -161,17 +161,23 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
         if rest.startswith(blank, close_end):
             close_end += len(blank)
             break
-    value, node = load_yaml(raw)
-    if node is None:
-        value = {}  # nothing but comments and blank lines
-    if not isinstance(value, dict):
-        raise InvalidMemoryError(
-            f"front-matter must be a mapping of keys to values, not a {_yaml_kind(value)}"
-        )
-    for key in value:
-        if not isinstance(key, str):
-            raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
-    segments, head, tail = _segments(raw, node)
+    fast = yamlfast.read_entries(raw)
+    if fast is not None:  # the lines gitmem writes, read without PyYAML
+        value = fast[0]
+        segments: dict[str, _Segment] | None = {k: _Segment(*p) for k, p in fast[1].items()}
+        head = tail = ""
+    else:
+        value, node = load_yaml(raw)
+        if node is None:
+            value = {}  # nothing but comments and blank lines
+        if not isinstance(value, dict):
+            raise InvalidMemoryError(
+                f"front-matter must be a mapping of keys to values, not a {_yaml_kind(value)}"
+            )
+        for key in value:
+            if not isinstance(key, str):
+                raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
+        segments, head, tail = _segments(raw, node)
     source = _Source(
         bom=bom,
         opening=rest[:after_open],

@@ -125,3 +125,91 @@ def dump_entry(key: str, value: Any, *, flow: bool | None = None) -> str | None:
         return None
     text = scalar(value)
     return None if text is None else f"{key}: {text}\n"
+
+
+# -- the reader of the same lines --------------------------------------------------------------
+
+_ENTRY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): (.+)")
+_INT_RE = re.compile(r"0|[1-9][0-9]{0,17}")
+_TIMESTAMP_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_READ_MAX_CHARS = 64 * 1024
+"""Longer front-matter goes to PyYAML (which bounds what it reads; see yamlbounds)."""
+
+Segment = tuple[str, str, tuple[int, int] | None, bool]
+"""(lead, text, the value's columns on its line, flow): what gitmem.format.yamlio.segments
+gives for one top-level key."""
+
+
+def read_entries(raw: str) -> tuple[dict[str, Any], dict[str, Segment]] | None:
+    """The mapping that ``raw`` (front-matter text, each line ending in a newline) holds,
+    and its per-key segments, when every line is one ``key: value`` entry of the kinds
+    :func:`dump_entry` writes on one line: a plain, single-quoted or double-quoted (without
+    escapes) string, a decimal integer, a UTC timestamp, a flow list of plain strings. None for
+    anything else (comments, blank lines, block lists, other spellings, a repeated key):
+    the caller parses it with PyYAML, which reads these lines the same way
+    (tests/test_yamlfast.py compares the two on generated text). An index build decodes
+    every memory, and PyYAML was most of that.
+    """
+    if not raw.endswith("\n") or "\r" in raw or len(raw) > _READ_MAX_CHARS:
+        return None
+    value: dict[str, Any] = {}
+    pieces: dict[str, Segment] = {}
+    for line in raw[:-1].split("\n"):
+        match = _ENTRY_RE.fullmatch(line)
+        if match is None:
+            return None
+        key, text = match.groups()
+        if key in value or not _resolves_to_str(key):
+            return None
+        flow = text.startswith("[")
+        read = _read_flow(text) if flow else _read_scalar(text)
+        if read is None:
+            return None
+        value[key] = read[0]
+        pieces[key] = ("", line + "\n", (len(key) + 2, len(line)), flow)
+    return value, pieces
+
+
+def _read_scalar(text: str) -> tuple[Any] | None:
+    if text.startswith('"'):
+        inner = text[1:-1]
+        if len(text) < 2 or not text.endswith('"') or '"' in inner or "\\" in inner:
+            return None
+        return (inner,) if inner.isprintable() else None
+    if text.startswith("'"):
+        inner = text[1:-1]
+        if len(text) < 2 or not text.endswith("'") or "'" in inner.replace("''", ""):
+            return None
+        # Single quotes escape nothing but a doubled quote.
+        return (inner.replace("''", "'"),) if inner.isprintable() else None
+    if _INT_RE.fullmatch(text):
+        return (int(text),)
+    stamp = _TIMESTAMP_RE.fullmatch(text)
+    if stamp is not None:
+        try:
+            year, month, day, hour, minute, second = (int(part) for part in stamp.groups())
+            return (dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.UTC),)
+        except ValueError:
+            return None  # an impossible date: PyYAML says what is wrong with it
+    return _read_plain(text)
+
+
+def _read_plain(text: str) -> tuple[str] | None:
+    if _PLAIN_RE.fullmatch(text) and text == text.rstrip() and _resolves_to_str(text):
+        return (text,)
+    return None
+
+
+def _read_flow(text: str) -> tuple[list[str]] | None:
+    if not text.endswith("]"):
+        return None
+    inner = text[1:-1]
+    if not inner:
+        return ([],)
+    items: list[str] = []
+    for item in inner.split(", "):
+        read = _read_plain(item)
+        if read is None:
+            return None
+        items.append(read[0])
+    return (items,)
