@@ -540,10 +540,22 @@ class Index:
         """Rows for what changed between the trees; what left and came is appended to
         ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
+        # From an empty table (a rebuild, a first index: a million files at a clone) no row
+        # can be renamed or replaced, so their two lookups per file are skipped.
+        empty = (
+            old is None
+            and conn.execute(
+                "SELECT 1 FROM memories UNION ALL SELECT 1 FROM problems LIMIT 1"
+            ).fetchone()
+            is None
+        )
         for path, blob in changes:
-            if blob is not None and self._renamed(conn, path, blob):
+            if empty:
+                gone = None
+            elif blob is not None and self._renamed(conn, path, blob):
                 continue
-            gone = self._forget(conn, path)
+            else:
+                gone = self._forget(conn, path)
             if gone is not None and removed is not None:
                 removed.append(gone)
             if blob is None:
