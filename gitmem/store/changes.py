@@ -6,9 +6,10 @@ whose ids differ), and the version rows a commit adds to the ``versions`` table.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pygit2
@@ -139,6 +140,39 @@ def memory_changes(
     return out
 
 
+def iter_memory_changes(
+    old: pygit2.Tree | None,
+    new: pygit2.Tree,
+    changes: Iterable[tuple[str, pygit2.Oid | None]],
+) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    """:func:`memory_changes` as a stream, for ``changes`` that are every memory file that
+    differs between ``old`` and ``new`` (:func:`changed_memory_files`): whether an id's
+    other path changed too is read from the two trees, not from a dict of the whole diff
+    (a bulk import's commit changes a million files: that dict was ~250 MB)."""
+    for path, blob in changes:
+        memory_id = id_from_path(path)
+        if memory_id is None or is_path_id(memory_id):
+            yield path, blob
+            continue
+        first, second = memory_paths(memory_id)
+        twin = second if path == first else first
+        twin_new = blob_at(new, twin)
+        twin_old = blob_at(old, twin) if old is not None else None
+        if twin_new is None and twin_old is None:
+            yield path, blob  # the only file of its id: its change is the memory's
+            continue
+        if twin_new != twin_old and path != first:
+            continue  # both paths changed: the pair is settled once, at the format 4 path
+        now = memory_blob_at(new, path)
+        before = memory_blob_at(old, path)
+        if (now[1] if now else None) == (before[1] if before else None):
+            continue
+        if now is not None:
+            yield now
+        elif before is not None:
+            yield before[0], None
+
+
 BumpOf = Callable[[int, "pygit2.Oid | None", "pygit2.Oid | None", "pygit2.Tree | None"], int]
 """(parents, blob in the first parent, blob now, first parent's tree) -> the row's ``bump``
 (gitmem.store.derived.bump_kind, with the parent tree's store format)."""
@@ -159,19 +193,25 @@ def version_rows(
     says what each change is to a format 3 file's derived version (0 without it)."""
     parents = commit.parents
     tree = commit.tree
+    stream: Iterable[tuple[str, pygit2.Oid | None]]
     if changed is not None and len(parents) == 1:
-        changed = memory_changes(parents[0].tree, tree, changed)
-    elif not parents:
-        changed = paths_changed(repo, None, tree)
+        stream = memory_changes(parents[0].tree, tree, changed).items()
+    elif len(parents) <= 1:
+        # Read as the diff is walked: a bulk import's commit changes a million files.
+        base = parents[0].tree if parents else None
+        stream = iter_memory_changes(base, tree, changed_memory_files(repo, base, tree))
     else:
-        changed = memory_changes(parents[0].tree, tree, paths_changed(repo, parents[0].tree, tree))
+        merged = memory_changes(parents[0].tree, tree, paths_changed(repo, parents[0].tree, tree))
         for parent in parents[1:]:
-            if not changed:
+            if not merged:
                 break
             other = memory_changes(parent.tree, tree, paths_changed(repo, parent.tree, tree))
             ids = {id_from_path(p) or p for p in other}
-            changed = {p: b for p, b in changed.items() if (id_from_path(p) or p) in ids}
-    if not changed:
+            merged = {p: b for p, b in merged.items() if (id_from_path(p) or p) in ids}
+        stream = sorted(merged.items())
+    walk = iter(stream)
+    head = next(walk, None)
+    if head is None:
         return
     # Only the trailers read here: the others (an id per memory) are not kept.
     trailers = parse_trailers(commit.message, (OP_TRAILER, AGENT_TRAILER))
@@ -180,8 +220,7 @@ def version_rows(
     time_us = commit.author.time * 1_000_000
     commit_hex, author = str(commit.id), commit.author.name  # one string for every row
     first_parent = parents[0].tree if parents else None
-    for path in sorted(changed):
-        blob = changed[path]
+    for path, blob in itertools.chain((head,), walk):
         memory_id = id_from_path(path)
         if memory_id is None:
             continue

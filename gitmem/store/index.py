@@ -492,7 +492,9 @@ class Index:
         # Which memories the new commits touched matters to format 3's derived fields only
         # (a million ids after a bulk import): not collected for another format's tip.
         derives = formats.of(tip.tree) >= derived.DERIVED_FORMAT
-        touched: set[str] | None = set() if derives else None
+        # From no base every memory is new: _derive reads the bumps of all of them from
+        # the table, so the touched ids (a million after a bulk import) are not collected.
+        touched: set[str] | None = set() if derives and old is not None else None
         stats.applied_commits = self._apply_versions(
             conn, repo, tip, old, progress, known, formats, touched
         )
@@ -511,8 +513,8 @@ class Index:
             removed if collect else None,
             known,
         )
-        if touched is not None:
-            self._derive(conn, repo, added, touched, rebuilt=old is None)
+        if derives:
+            self._derive(conn, repo, added, touched or set(), rebuilt=old is None)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
         assert tip_hex is not None
@@ -853,16 +855,26 @@ class Index:
     ) -> None:
         """Format 3: the derived version and updated_at of every memory this catch-up
         touched (rows added, or new version rows), from the ``bump`` column: the bumps after
-        the file's last reset (gitmem.store.derived, which this must agree with)."""
-        fresh = {item.memory.id: i for i, item in enumerate(added)}
-        wanted = touched | set(fresh)
-        if not wanted:
-            return
+        the file's last reset (gitmem.store.derived, which this must agree with).
+
+        ``rebuilt``: every row was inserted by this catch-up from its file, so only the
+        memories with bumps change, and they are read from the table a page at a time
+        (``touched`` and ``added`` are not needed)."""
         after = (
             "SELECT v.id, count(*), max(v.time_us) FROM versions v "
             "WHERE v.bump = 1 AND v.seq > coalesce((SELECT max(r.seq) FROM versions r "
             "WHERE r.id = v.id AND r.bump = -1), 0)"
         )
+        if rebuilt and not added:
+            cursor = conn.execute(after + " GROUP BY v.id")
+            while page := cursor.fetchmany(5000):
+                for memory_id, count, newest in page:
+                    self._bump_stored(conn, str(memory_id), int(count), int(newest))
+            return
+        fresh = {item.memory.id: i for i, item in enumerate(added)}
+        wanted = touched | set(fresh)
+        if not wanted:
+            return
         found: dict[str, tuple[int, int]] = {}
         if rebuilt or len(wanted) > 200:
             for memory_id, count, newest in conn.execute(after + " GROUP BY v.id"):
@@ -879,18 +891,8 @@ class Index:
             if rebuilt or at is not None:
                 # The row was inserted by this catch-up, with the file's stored values:
                 # without bumps it is right as it is.
-                if count == 0:
+                if count == 0 or not self._bump_stored(conn, memory_id, count, newest):
                     continue
-                row = conn.execute(
-                    "SELECT version FROM memories WHERE id = ?", (memory_id,)
-                ).fetchone()
-                if row is None:
-                    continue
-                when = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
-                conn.execute(
-                    "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
-                    (big_int(int(row[0]) + count), when.isoformat(), micros(when), memory_id),
-                )
                 if at is not None:
                     bumps = derived.Bumps(count, newest // 1_000_000)
                     added[at] = replace(added[at], memory=bumps.apply(added[at].memory))
@@ -912,6 +914,21 @@ class Index:
                 "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
                 (values["version"], values["updated_at"], values["updated_us"], memory_id),
             )
+
+    def _bump_stored(
+        self, conn: sqlite3.Connection, memory_id: str, count: int, newest: int
+    ) -> bool:
+        """Add ``count`` bumps (the newest at ``newest`` µs) to a row that holds its file's
+        stored values; False when there is no row."""
+        row = conn.execute("SELECT version FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        if row is None:
+            return False
+        when = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
+        conn.execute(
+            "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+            (big_int(int(row[0]) + count), when.isoformat(), micros(when), memory_id),
+        )
+        return True
 
     def _generation(
         self,
