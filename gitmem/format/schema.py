@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +120,10 @@ def _shorten(text: str, limit: int = 200) -> str:
 # -- the checker that spares valid documents jsonschema's import -------------------------
 
 _ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description", "$comment"})
+_MAX_DEPTH = 32
+
+Check = Callable[[Any], "bool | None"]
+"""A schema node made into a function: True or False where sure, None where not."""
 
 
 def conforms(value: Any, schema: str = MEMORY_SCHEMA) -> bool | None:
@@ -126,9 +131,26 @@ def conforms(value: Any, schema: str = MEMORY_SCHEMA) -> bool | None:
     schema file ``schema``: True or False where this checker is sure, None where it is not
     (a keyword or value kind it does not handle). Sound both ways, so jsonschema agrees
     with every True and every False (tests/test_schema.py checks it on random documents);
-    :func:`validate` asks jsonschema whenever the answer is not True."""
+    :func:`validate` asks jsonschema whenever the answer is not True.
+
+    The schema is made into nested functions once per process (:func:`_compiled`): every
+    memory an index build decodes is checked, and walking the schema's dicts for each
+    one was a fifth of a rebuild."""
+    return _compiled(schema)(value)
+
+
+@functools.cache
+def _compiled(schema: str) -> Check:
     root = load_schema(schema)
-    return _check(value, root, root, 0)
+    return _compile(root, root, 0)
+
+
+def _yes(_value: Any) -> bool | None:
+    return True
+
+
+def _unsure(_value: Any) -> bool | None:
+    return None
 
 
 def _all(results: list[bool | None]) -> bool | None:
@@ -137,65 +159,86 @@ def _all(results: list[bool | None]) -> bool | None:
     return None if None in results else True
 
 
-def _check(value: Any, node: Any, root: dict[str, Any], depth: int) -> bool | None:
+def _compile(node: Any, root: dict[str, Any], depth: int) -> Check:
     if node is True or node == {}:
-        return True
-    if not isinstance(node, dict) or depth > 32:
-        return None
-    results: list[bool | None] = []
+        return _yes
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return _unsure
+    steps: list[Check] = []
     for key, arg in node.items():
         if key in _ANNOTATIONS:
             continue
-        checker = _KEYWORDS.get(key)
-        if checker is None:
+        maker = _KEYWORDS.get(key)
+        if maker is None:
             if key in ("then", "else"):
                 continue  # read with "if"
-            return None
-        results.append(checker(value, arg, node, root, depth))
-        if results[-1] is False:
-            return False
-    return _all(results)
+            steps.append(_STOP)  # a keyword this checker does not know: not sure
+            break
+        steps.append(maker(arg, node, root, depth))
+
+    def check(value: Any) -> bool | None:
+        sure = True
+        for step in steps:
+            result = step(value)
+            if result is False:
+                return False
+            if result is None:
+                if step is _STOP:
+                    return None
+                sure = False
+        return True if sure else None
+
+    return check
 
 
-def _type(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    kinds = {
-        "string": str,
-        "object": dict,
-        "array": list,
-    }
-    if not isinstance(arg, str):
-        return None
-    if arg == "integer":
-        if isinstance(value, float):
-            return None  # 2.0 is an integer to JSON Schema: leave it to jsonschema
-        return isinstance(value, int) and not isinstance(value, bool)
-    if arg in kinds:
-        return isinstance(value, kinds[arg])
+def _STOP(_value: Any) -> bool | None:
     return None
+
+
+Maker = Callable[[Any, dict[str, Any], dict[str, Any], int], Check]
+
+
+def _type(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    kinds: dict[str, type] = {"string": str, "object": dict, "array": list}
+    if not isinstance(arg, str):
+        return _unsure
+    if arg == "integer":
+
+        def integer(value: Any) -> bool | None:
+            if isinstance(value, float):
+                return None  # 2.0 is an integer to JSON Schema: leave it to jsonschema
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        return integer
+    kind = kinds.get(arg)
+    if kind is None:
+        return _unsure
+    return lambda value: isinstance(value, kind)
 
 
 def _strings(arg: Any) -> bool:
     return isinstance(arg, list) and all(isinstance(a, str) for a in arg)
 
 
-def _enum(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+def _enum(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
     if not _strings(arg):
-        return None
-    return isinstance(value, str) and value in arg
+        return _unsure
+    allowed = frozenset(arg)
+    return lambda value: isinstance(value, str) and value in allowed
 
 
-def _const(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+def _const(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
     if not isinstance(arg, str):
-        return None
-    return isinstance(value, str) and value == arg
+        return _unsure
+    return lambda value: isinstance(value, str) and value == arg
 
 
-def _min_length(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    return not isinstance(value, str) or len(value) >= arg
+def _min_length(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    return lambda value: not isinstance(value, str) or len(value) >= arg
 
 
-def _max_length(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    return not isinstance(value, str) or len(value) <= arg
+def _max_length(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    return lambda value: not isinstance(value, str) or len(value) <= arg
 
 
 @functools.cache
@@ -203,76 +246,102 @@ def _pattern_of(text: str) -> re.Pattern[str]:
     return re.compile(text)
 
 
-def _pattern(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
+def _pattern(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
     # jsonschema runs Python's re.search on the pattern, as here.
-    return not isinstance(value, str) or _pattern_of(arg).search(value) is not None
+    return lambda value: not isinstance(value, str) or _pattern_of(arg).search(value) is not None
 
 
-def _minimum(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return True
-    return bool(value >= arg)
+def _minimum(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    def minimum(value: Any) -> bool | None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return True
+        return bool(value >= arg)
+
+    return minimum
 
 
-def _required(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    return not isinstance(value, dict) or all(name in value for name in arg)
+def _required(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    return lambda value: not isinstance(value, dict) or all(name in value for name in arg)
 
 
-def _properties(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
-    if not isinstance(value, dict):
-        return True
-    return _all([_check(value[k], sub, root, depth + 1) for k, sub in arg.items() if k in value])
+def _properties(arg: Any, _node: Any, root: Any, depth: int) -> Check:
+    subs = [(key, _compile(sub, root, depth + 1)) for key, sub in arg.items()]
+
+    def properties(value: Any) -> bool | None:
+        if not isinstance(value, dict):
+            return True
+        return _all([check(value[key]) for key, check in subs if key in value])
+
+    return properties
 
 
-def _additional(value: Any, arg: Any, node: Any, _root: Any, _depth: int) -> bool | None:
-    if arg is True or not isinstance(value, dict):
-        return True
+def _additional(arg: Any, node: Any, _root: Any, _depth: int) -> Check:
+    if arg is True:
+        return _yes
     if arg is not False or "patternProperties" in node:
-        return None
-    return set(value) <= set(node.get("properties", {}))
+        return lambda value: True if not isinstance(value, dict) else None
+    allowed = frozenset(node.get("properties", {}))
+    return lambda value: not isinstance(value, dict) or set(value) <= allowed
 
 
-def _items(value: Any, arg: Any, node: Any, root: Any, depth: int) -> bool | None:
+def _items(arg: Any, node: Any, root: Any, depth: int) -> Check:
     if "prefixItems" in node:
-        return None
-    if not isinstance(value, list):
-        return True
-    return _all([_check(item, arg, root, depth + 1) for item in value])
+        return _unsure
+    each = _compile(arg, root, depth + 1)
+    return lambda value: True if not isinstance(value, list) else _all([each(i) for i in value])
 
 
-def _unique(value: Any, arg: Any, _node: Any, _root: Any, _depth: int) -> bool | None:
-    if arg is not True or not isinstance(value, list):
-        return True
-    if not _strings(value):
-        return None
-    return len(set(value)) == len(value)
+def _unique(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
+    if arg is not True:
+        return _yes
+
+    def unique(value: Any) -> bool | None:
+        if not isinstance(value, list):
+            return True
+        if not _strings(value):
+            return None
+        return len(set(value)) == len(value)
+
+    return unique
 
 
-def _ref(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
+def _ref(arg: Any, _node: Any, root: Any, depth: int) -> Check:
     if not isinstance(arg, str) or not arg.startswith("#/$defs/"):
-        return None
+        return _unsure
     target = root.get("$defs", {}).get(arg[len("#/$defs/") :])
-    return None if target is None else _check(value, target, root, depth + 1)
+    return _unsure if target is None else _compile(target, root, depth + 1)
 
 
-def _not(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
-    inner = _check(value, arg, root, depth + 1)
-    return None if inner is None else not inner
+def _not(arg: Any, _node: Any, root: Any, depth: int) -> Check:
+    inner = _compile(arg, root, depth + 1)
+
+    def negated(value: Any) -> bool | None:
+        result = inner(value)
+        return None if result is None else not result
+
+    return negated
 
 
-def _all_of(value: Any, arg: Any, _node: Any, root: Any, depth: int) -> bool | None:
-    return _all([_check(value, sub, root, depth + 1) for sub in arg])
+def _all_of(arg: Any, _node: Any, root: Any, depth: int) -> Check:
+    subs = [_compile(sub, root, depth + 1) for sub in arg]
+    return lambda value: _all([sub(value) for sub in subs])
 
 
-def _if(value: Any, arg: Any, node: Any, root: Any, depth: int) -> bool | None:
-    test = _check(value, arg, root, depth + 1)
-    if test is None:
-        return None
-    branch = node.get("then" if test else "else", True)
-    return _check(value, branch, root, depth + 1)
+def _if(arg: Any, node: Any, root: Any, depth: int) -> Check:
+    test = _compile(arg, root, depth + 1)
+    then = _compile(node.get("then", True), root, depth + 1)
+    otherwise = _compile(node.get("else", True), root, depth + 1)
+
+    def conditional(value: Any) -> bool | None:
+        result = test(value)
+        if result is None:
+            return None
+        return (then if result else otherwise)(value)
+
+    return conditional
 
 
-_KEYWORDS = {
+_KEYWORDS: dict[str, Maker] = {
     "type": _type,
     "enum": _enum,
     "const": _const,
