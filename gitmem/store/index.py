@@ -190,6 +190,11 @@ LEXICAL = RowProvider(
 register(LEXICAL)
 
 
+_INSERT_MEMORY = (
+    f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
+)
+
 # -- the index --------------------------------------------------------------------------
 
 
@@ -766,19 +771,18 @@ class Index:
 
     def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> IndexedMemory:
         values = row_values(memory, blob)
-        cur = conn.execute(
-            f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
-            f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})",
-            tuple(values[c] for c in ROW_COLUMNS),
-        )
+        cur = conn.execute(_INSERT_MEMORY, tuple(values[c] for c in ROW_COLUMNS))
         rowid = cur.lastrowid
         assert rowid is not None
-        conn.executemany(
-            "INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
-        )
+        if memory.tags:
+            conn.executemany(
+                "INSERT INTO tags VALUES (?, ?)",
+                [(rowid, tag) for tag in dict.fromkeys(memory.tags)],
+            )
         edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
         edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
-        conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+        if edges:
+            conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
         return IndexedMemory(rowid, blob, memory)
 
     def _apply_versions(

@@ -73,6 +73,8 @@ def json_hook(obj: dict[str, Any]) -> Any:
 
 
 def dumps_json(value: Any) -> str:
+    if not value and isinstance(value, list | dict):
+        return "[]" if isinstance(value, list) else "{}"  # most memories' related and extra
     return json.dumps(tagged_json(value), ensure_ascii=False)
 
 
