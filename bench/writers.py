@@ -35,6 +35,8 @@ class WriterResult:
     end: float
     cpu: float
     """CPU seconds (user + system) this writer spent in the round."""
+    lead_cpu: float = 0.0
+    """Of which leading group commits (the serial part: gitmem.git.groupcommit.Stats)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class RoundResult:
     cpu_seconds: float
     """CPU time of all writers in the round: above one writer's per-commit share, it is
     work thrown away by lost compare-and-swap races and retries."""
+    lead_seconds: float = 0.0
+    """CPU time of the writers while leading group commits: what no second processor can
+    share, so ``timed / lead_seconds`` bounds the rate on any machine."""
 
     @property
     def rate(self) -> float:
@@ -83,6 +88,8 @@ def _writer(
         ids: list[str] = list(warm_ids) if number == 0 else []
         errors: list[str] = list(warm_errors) if number == 0 else []
         barrier.wait()
+        queue = store.db()._queue
+        lead_start = queue.stats.lead_cpu if queue is not None else 0.0
         cpu_start = _cpu()
         start = time.perf_counter()
         for fields in batch:
@@ -92,8 +99,10 @@ def _writer(
                 errors.append(f"{type(exc).__name__}: {exc}")
         end = time.perf_counter()
         cpu = _cpu() - cpu_start
+        queue = store.db()._queue
+        lead = (queue.stats.lead_cpu - lead_start) if queue is not None else 0.0
         timed = len(ids) - (len(warm_ids) if number == 0 else 0)
-        results.put((number, WriterResult(ids, errors, start, end, cpu), timed))
+        results.put((number, WriterResult(ids, errors, start, end, cpu, lead), timed))
 
 
 def _cpu() -> float:
@@ -139,6 +148,7 @@ def run_rounds(
                 [err for result, _ in mine for err in result.errors],
                 max(r.end for r, _ in mine) - min(r.start for r, _ in mine),
                 sum(r.cpu for r, _ in mine),
+                sum(r.lead_cpu for r, _ in mine),
             )
         )
     return out

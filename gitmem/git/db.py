@@ -58,6 +58,7 @@ from gitmem.git.objects import (
     create_blob,
     differs,
     get_commit,
+    prebuild,
     write_object,
 )
 
@@ -397,21 +398,25 @@ class GitDB:
             if not changes:
                 return value, None
             author = spec.author or self.default_author()
+            blobs = {
+                p: (d if isinstance(d, pygit2.Oid) else create_blob(repo, d))
+                if d is not None
+                else None
+                for p, d in changes.items()
+            }
             request = groupcommit.Request(
                 id=groupcommit.new_request_id(),
                 base=str(tip.id) if tip is not None else None,
                 opaque=snap.opaque,
                 entries=snap.entries,
                 spellings=snap.spellings,
-                changes={
-                    p: str(d if isinstance(d, pygit2.Oid) else create_blob(repo, d))
-                    if d is not None
-                    else None
-                    for p, d in changes.items()
-                },
+                changes={p: str(b) if b is not None else None for p, b in blobs.items()},
                 message=format_message(spec),
                 author=(author.name, author.email),
                 when=int(self.clock.now().timestamp()),
+                # The folders below memories/ built here, in parallel with other writers:
+                # the leader builds only the root, memories/ and what others changed since.
+                prebuilt=prebuild(repo, snap._tree, blobs),
             )
             outcome = queue.submit(request, deadline)
             if outcome.kind == "ok":

@@ -101,6 +101,8 @@ class Request:
     when: int
     wake: str | None = None
     """The FIFO (a name in the queue) its writer waits on; None: a ``.res`` file only."""
+    prebuilt: dict[str, tuple[str | None, str | None]] | None = None
+    """Subtrees its writer built on ``base`` (:func:`gitmem.git.objects.prebuild`)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -115,6 +117,7 @@ class Request:
                 "author": list(self.author),
                 "when": self.when,
                 "wake": self.wake,
+                "prebuilt": self.prebuilt,
             }
         )
 
@@ -139,7 +142,22 @@ class Request:
             author=(str(raw["author"][0]), str(raw["author"][1])),
             when=int(raw["when"]),
             wake=str(raw["wake"]) if raw.get("wake") is not None else None,
+            prebuilt=_prebuilt(raw.get("prebuilt")),
         )
+
+
+def _prebuilt(raw: Any) -> dict[str, tuple[str | None, str | None]] | None:
+    """A request's prebuilt subtrees as read from its file: folder -> two tree ids (or
+    None), each checked to be one; anything else is not a request gitmem wrote."""
+    if raw is None:
+        return None
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for path, ids in dict(raw).items():
+        old, new = (None if i is None else str(i) for i in ids)
+        if any(i is not None and not COMMIT_ID.fullmatch(i) for i in (old, new)):
+            raise ValueError(f"not a tree id in a prebuilt subtree of {str(path)[:60]!r}")
+        out[str(path)] = (old, new)
+    return out
 
 
 @dataclass
@@ -179,6 +197,9 @@ class Stats:
     retried: int = 0
     longest: int = 0
     """The longest chain this writer committed."""
+    lead_cpu: float = 0.0
+    """CPU seconds (this process's) spent leading: the serial part of group commit, which
+    bounds what writers together can commit however many processors they have."""
 
 
 class _Channel:
@@ -389,6 +410,7 @@ class CommitQueue:
         writer whose commit landed runs its next plan on the other processor while the
         leader builds the next commit, instead of every writer waiting for the whole chain.
         """
+        started = time.process_time()
         repo = self.db.repo
         self._recover(repo)
         mine = own.id if own is not None else mine
@@ -396,11 +418,9 @@ class CommitQueue:
         journal = _Journal(self.queue / BATCH_NAME)
         pending = [own] if own is not None else []
         while len(outcomes) < MAX_BATCH:
-            claimed = [
-                r
-                for r in self._claim(MAX_BATCH - len(outcomes) - len(pending))
-                if r.id not in outcomes  # settled by this leader (its file already gone)
-            ]
+            taken = self._claim(MAX_BATCH - len(outcomes) - len(pending), sweep=not outcomes)
+            # (A request settled by this leader has had its file removed: never twice.)
+            claimed = [r for r in taken if r.id not in outcomes]
             if not claimed and not pending:
                 break
             queued = {r.id for r in claimed}
@@ -416,6 +436,7 @@ class CommitQueue:
             self._commit_chain(repo, pending + claimed, queued, journal, settle)
             pending = []
         journal.remove()
+        self.stats.lead_cpu += time.process_time() - started
         if outcomes:
             self.stats.led += 1
             ours = 1 if own is not None else 0
@@ -428,7 +449,10 @@ class CommitQueue:
             return found or Outcome("retry")
         return outcomes[mine]
 
-    def _claim(self, limit: int = MAX_BATCH) -> list[Request]:
+    def _claim(self, limit: int = MAX_BATCH, *, sweep: bool = True) -> list[Request]:
+        """Take up to ``limit`` queued requests (and those a dead leader had taken), in queue
+        order. ``sweep``: also remove what dead writers left (once per leadership is enough:
+        a leader that goes on taking requests lists the queue once per commit or so)."""
         try:
             names = sorted(os.listdir(self.queue))  # noqa: PTH208 (names, in queue order)
         except FileNotFoundError:
@@ -436,6 +460,8 @@ class CommitQueue:
         now = time.time()
         out: list[Request] = []
         for name in names:
+            if not sweep and not name.endswith((".req", ".claimed")):
+                continue
             path = self.queue / name
             waiter = CHANNEL.fullmatch(name)
             if waiter is not None:
@@ -533,7 +559,7 @@ class CommitQueue:
                         path: pygit2.Oid(hex=blob) if blob is not None else None
                         for path, blob in request.changes.items()
                     }
-                    tree_id = build_tree(repo, head_tree, changes)
+                    tree_id = build_tree(repo, head_tree, changes, prebuilt=request.prebuilt)
                     parents = [head_id] if head_id is not None else []
                     # Committed (and signed, where git is set to sign) as the user the
                     # leading writer runs as: writers sharing a queue share the store.

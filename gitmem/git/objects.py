@@ -438,22 +438,86 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
 _GRAFT = ""
 """The key of a nested node's grafted tree in :func:`build_tree` (no name is empty)."""
 
+Prebuilt = dict[str, tuple[str | None, str | None]]
+"""Folder path -> (its tree id in the commit the changes were made on, its tree id with
+the changes applied; None: absent / removed): subtrees a group-commit writer built itself
+(:func:`prebuild`), so the leader rebuilds only the folders another write changed since."""
+
+PREBUILD_DEPTH = 2
+"""Folders this deep or deeper (``memories/a``, ``memories/a/b``...) are built by the writer
+itself; the root and ``memories/`` change with every commit, so the leader builds those."""
+
 
 def build_tree(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
     changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
     grafts: Mapping[str, pygit2.Oid] | None = None,
+    *,
+    prebuilt: Prebuilt | None = None,
 ) -> pygit2.Oid:
     """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
 
     A change is the file's bytes, or the id of a blob already written; None removes.
     ``grafts`` (:meth:`Snapshot.graft`) put a tree already written at a folder, under the
     changes staged inside it.
+    ``prebuilt``: subtrees already built with these changes on some commit (:func:`prebuild`);
+    one is taken as it is wherever ``base`` holds the very tree it was built on (it is then
+    exactly what this would build), and built again otherwise.
 
     Cost grows with the depth of the touched paths and the size of the touched
     directories, never with the number of files in the store.
     """
+    result = _apply(repo, base, _nest(changes, grafts), "", prebuilt or {}, None)
+    if result is None:
+        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
+        return empty
+    return result
+
+
+def prebuild(
+    repo: pygit2.Repository, base: pygit2.Tree | None, changes: dict[str, pygit2.Oid | None]
+) -> Prebuilt:
+    """Build the subtrees :data:`PREBUILD_DEPTH` deep and deeper that ``changes`` (blob ids)
+    touch, on ``base``: what the writer of a grouped write hands its leader (:func:`build_tree`),
+    so the leader's serial part is the root, ``memories/`` and the commit. A folder whose
+    changes cannot apply (a file in the way) is left out: the leader finds the same error."""
+    out: Prebuilt = {}
+    nested = _nest(changes, None)
+    stack: list[tuple[str, dict[str, Any], pygit2.Tree | None, int]] = [("", nested, base, 0)]
+    while stack:
+        prefix, node, tree, depth = stack.pop()
+        for name, sub in node.items():
+            if not isinstance(sub, dict):
+                continue
+            path = f"{prefix}/{name}" if prefix else name
+            existing = tree_entry(tree, name) if tree is not None else None
+            subtree = (
+                get_tree(repo, existing.id)
+                if existing is not None and existing.type_str == "tree"
+                else None
+            )
+            if existing is not None and subtree is None:
+                continue
+            if depth + 1 < PREBUILD_DEPTH:
+                stack.append((path, sub, subtree, depth + 1))
+                continue
+            try:
+                built = _apply(repo, subtree, sub, path, {}, out)
+            except InvalidInputError:
+                continue
+            out[path] = (_hex(existing), str(built) if built is not None else None)
+    return out
+
+
+def _hex(entry: pygit2.Object | None) -> str | None:
+    return str(entry.id) if entry is not None else None
+
+
+def _nest(
+    changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
+    grafts: Mapping[str, pygit2.Oid] | None,
+) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for folder, tree_id in (grafts or {}).items():
         node = nested
@@ -469,14 +533,30 @@ def build_tree(
                 raise InvalidInputError(f"path {path!r} runs through a file")
             node = child
         node[parts[-1]] = data
+    return nested
 
-    def apply(tree: pygit2.Tree | None, node: dict[str, Any]) -> pygit2.Oid | None:
-        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
-        for name, sub in node.items():
-            if name == _GRAFT:
-                continue
-            existing = tree_entry(tree, name) if tree is not None else None
-            if isinstance(sub, dict):
+
+def _apply(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree | None,
+    node: dict[str, Any],
+    prefix: str,
+    prebuilt: Prebuilt,
+    record: Prebuilt | None,
+) -> pygit2.Oid | None:
+    """The tree ``tree`` with the nested changes ``node`` applied (None: it ends up empty);
+    ``record`` (when given) gets every folder built below, as :data:`Prebuilt` says."""
+    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    for name, sub in node.items():
+        if name == _GRAFT:
+            continue
+        existing = tree_entry(tree, name) if tree is not None else None
+        if isinstance(sub, dict):
+            path = f"{prefix}/{name}" if prefix else name
+            hint = prebuilt.get(path) if _GRAFT not in sub else None
+            if hint is not None and hint[0] == _hex(existing):
+                sub_oid = pygit2.Oid(hex=hint[1]) if hint[1] is not None else None
+            else:
                 subtree = (
                     get_tree(repo, existing.id)
                     if existing is not None and existing.type_str == "tree"
@@ -486,28 +566,24 @@ def build_tree(
                     raise InvalidInputError(f"{name!r} is a file where a directory is needed")
                 if _GRAFT in sub:
                     subtree = get_tree(repo, sub[_GRAFT])
-                sub_oid = apply(subtree, sub)
-                if sub_oid is None:
-                    if existing is not None:
-                        builder_remove(repo, builder, name)
-                else:
-                    builder.insert(name, sub_oid, FileMode.TREE)
-            elif sub is None:
+                sub_oid = _apply(repo, subtree, sub, path, prebuilt, record)
+                if record is not None:
+                    record[path] = (_hex(existing), str(sub_oid) if sub_oid is not None else None)
+            if sub_oid is None:
                 if existing is not None:
                     builder_remove(repo, builder, name)
             else:
-                blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
-                builder.insert(name, blob, FileMode.BLOB)
-        if len(builder) == 0:
-            return None
-        oid: pygit2.Oid = write_object(builder.write)
-        return oid
-
-    result = apply(base, nested)
-    if result is None:
-        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
-        return empty
-    return result
+                builder.insert(name, sub_oid, FileMode.TREE)
+        elif sub is None:
+            if existing is not None:
+                builder_remove(repo, builder, name)
+        else:
+            blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
+            builder.insert(name, blob, FileMode.BLOB)
+    if len(builder) == 0:
+        return None
+    oid: pygit2.Oid = write_object(builder.write)
+    return oid
 
 
 VANISHED_DIR_RETRIES = 5
