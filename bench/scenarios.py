@@ -149,23 +149,31 @@ def _pygit2_floor(ctx: Context, path: Path) -> Timed:
 
     def op(i: int) -> None:
         rel, data, message = items[i]
-        parts = rel.split("/")
-        ref = repo.lookup_reference("refs/heads/main")
-        parent = repo[ref.target].peel(pygit2.Commit)
-        trees: list[pygit2.Tree | None] = [parent.tree]
-        for part in parts[:-1]:
-            here = trees[-1]
-            trees.append(repo[here[part].id].peel(pygit2.Tree) if here and part in here else None)
-        child, mode = repo.create_blob(data), pygit2.enums.FileMode.BLOB
-        for depth in range(len(parts) - 1, -1, -1):
-            existing = trees[depth]
-            builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
-            builder.insert(parts[depth], child, mode)
-            child, mode = builder.write(), pygit2.enums.FileMode.TREE
-        commit = repo.create_commit(None, signature, signature, message, child, [parent.id])
-        ref.set_target(commit, "bench: pygit2 floor")
+        pygit2_create(repo, rel, data, message, signature)
 
     return Timed(op, config.ops, config.warmup)
+
+
+def pygit2_create(
+    repo: pygit2.Repository, rel: str, data: bytes, message: str, signature: pygit2.Signature
+) -> None:
+    """One create with bare pygit2 calls (the floor): the blob, the trees along ``rel``, the
+    commit on main's tip, main moved."""
+    parts = rel.split("/")
+    ref = repo.lookup_reference("refs/heads/main")
+    parent = repo[ref.target].peel(pygit2.Commit)
+    trees: list[pygit2.Tree | None] = [parent.tree]
+    for part in parts[:-1]:
+        here = trees[-1]
+        trees.append(repo[here[part].id].peel(pygit2.Tree) if here and part in here else None)
+    child, mode = repo.create_blob(data), pygit2.enums.FileMode.BLOB
+    for depth in range(len(parts) - 1, -1, -1):
+        existing = trees[depth]
+        builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
+        builder.insert(parts[depth], child, mode)
+        child, mode = builder.write(), pygit2.enums.FileMode.TREE
+    commit = repo.create_commit(None, signature, signature, message, child, [parent.id])
+    ref.set_target(commit, "bench: pygit2 floor")
 
 
 def _create_rows(
