@@ -511,3 +511,32 @@ def _tree_with(store: Store, path: str, request: Request) -> pygit2.Oid:
     assert blob is not None
     changes: dict[str, pygit2.Oid | None] = {path: pygit2.Oid(hex=blob)}
     return build_tree(store.db().repo, tip_commit.tree, changes)
+
+
+def test_group_commit_leader_whose_write_landed_never_reports_it_failed(
+    bare_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's own write is on the branch when committing for others fails (here: a
+    result cannot be handed over): its caller gets its memory, not the error, and the next
+    leader settles the others from the journal and the claimed requests."""
+    from gitmem.git import groupcommit
+
+    db = bare_store.db()
+    bare_store.create("first\n")
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    request = _queued_request(bare_store, "undelivered", None)
+    (queue / f"{request.id}.req").write_text(request.to_json())
+
+    def broken(self: object, request: Request, outcome: object) -> None:
+        raise OSError("no space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(groupcommit.CommitQueue, "_deliver", broken)
+        mine = bare_store.create("leader\n")  # does not raise
+    assert bare_store.read(mine.id).body == "leader\n"
+    bare_store.create("next leader\n")
+    assert (queue / f"{request.id}.res").read_text().startswith("ok ")
+    assert not list(queue.glob("*.claimed")) and not (queue / groupcommit.BATCH_NAME).exists()
+    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
+    assert paths.count("notes/q/undelivered.md") == 1
+    assert_healthy(bare_store)

@@ -417,6 +417,7 @@ class CommitQueue:
         outcomes: dict[str, Outcome] = {}
         journal = _Journal(self.queue / BATCH_NAME)
         pending = [own] if own is not None else []
+        stopped = False
         while len(outcomes) < MAX_BATCH:
             taken = self._claim(MAX_BATCH - len(outcomes) - len(pending), sweep=not outcomes)
             # (A request settled by this leader has had its file removed: never twice.)
@@ -433,9 +434,24 @@ class CommitQueue:
                     with contextlib.suppress(FileNotFoundError):
                         (self.queue / f"{request.id}.claimed").unlink()
 
-            self._commit_chain(repo, pending + claimed, queued, journal, settle)
+            try:
+                self._commit_chain(repo, pending + claimed, queued, journal, settle)
+            except Exception:
+                landed = outcomes.get(mine) if mine is not None else None
+                if landed is None or landed.kind != "ok":
+                    journal.close()
+                    raise
+                # Our own write is on the branch: failing now would report a write failed
+                # that landed. Stop leading; the journal and the claimed requests stay for
+                # the next leader to settle, as after a leader that died.
+                log.warning("group commit: stopped committing for others", exc_info=True)
+                stopped = True
+                break
             pending = []
-        journal.remove()
+        if stopped:
+            journal.close()
+        else:
+            journal.remove()
         self.stats.lead_cpu += time.process_time() - started
         if outcomes:
             self.stats.led += 1
@@ -604,12 +620,17 @@ class _Journal:
             )
         os.write(self.fd, f"{request_id} {commit}\n".encode())
 
+    def close(self) -> None:
+        """Stop adding to it, and leave it for the next leader."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
     def remove(self) -> None:
         """Every write in it was reported: it is no longer needed."""
         if self.fd is None:
             return
-        os.close(self.fd)
-        self.fd = None
+        self.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
