@@ -147,10 +147,7 @@ class Snapshot:
         """The entry at ``path`` in the committed tree with the grafts put in."""
         for folder, tree in self.grafts.items():
             if path.startswith(f"{folder}/"):
-                try:
-                    return get_tree(self.repo, tree)[path[len(folder) + 1 :]]
-                except KeyError:
-                    return None
+                return tree_entry(get_tree(self.repo, tree), path[len(folder) + 1 :])
         return self._entry(path)
 
     def read(self, path: str) -> bytes | None:
