@@ -27,6 +27,7 @@ Two version numbers say when what is stored is out of date:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import functools
@@ -36,6 +37,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,7 +60,7 @@ from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, memory_blob_at
 from gitmem.git.objects import blob_data, get_commit
-from gitmem.store import derived, lexical, queries
+from gitmem.store import decodepool, derived, lexical, queries
 from gitmem.store.changes import (
     changed_memory_files,
     insert_versions,
@@ -194,6 +196,35 @@ _INSERT_MEMORY = (
     f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
 )
+
+RowParts = tuple[tuple[Any, ...], list[str], list[tuple[str, str, str]]]
+"""A memory's ``memories`` row values, its tags and its edges: plain values, so a worker
+process can hand them over (gitmem.store.decodepool)."""
+
+
+def _row_parts(memory: Memory, blob: str) -> RowParts:
+    values = row_values(memory, blob)
+    edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
+    edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
+    return tuple(values[c] for c in ROW_COLUMNS), list(dict.fromkeys(memory.tags)), edges
+
+
+def _insert_parts(conn: sqlite3.Connection, parts: RowParts) -> int:
+    """Insert a memory's row, tags and edges; returns the row's id."""
+    values, tags, edges = parts
+    rowid = conn.execute(_INSERT_MEMORY, values).lastrowid
+    assert rowid is not None
+    if tags:
+        conn.executemany("INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in tags])
+    if edges:
+        conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+    return rowid
+
+
+def _ready(result: Any) -> bool:
+    """Whether a queued batch is decoded (a list) or its worker's answer is in."""
+    return isinstance(result, list) or bool(result.done())
+
 
 # -- the index --------------------------------------------------------------------------
 
@@ -547,8 +578,8 @@ class Index:
         """Rows for what changed between the trees; what left and came is appended to
         ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
-        # From an empty table (a rebuild, a first index: a million files at a clone) no row
-        # can be renamed or replaced, so their two lookups per file are skipped.
+        # Into an empty table (a rebuild, a first index: a million files at a clone) no row
+        # can be renamed or replaced: _fill_empty only decodes and inserts.
         empty = (
             old is None
             and conn.execute(
@@ -556,13 +587,13 @@ class Index:
             ).fetchone()
             is None
         )
+        if empty:
+            self._fill_empty(conn, repo, changes)
+            return
         for path, blob in changes:
-            if empty:
-                gone = None
-            elif blob is not None and self._renamed(conn, path, blob):
+            if blob is not None and self._renamed(conn, path, blob):
                 continue
-            else:
-                gone = self._forget(conn, path)
+            gone = self._forget(conn, path)
             if gone is not None and removed is not None:
                 removed.append(gone)
             if blob is None:
@@ -591,6 +622,73 @@ class Index:
             inserted = self._insert(conn, memory, str(blob))
             if added is not None:
                 added.append(inserted)
+
+    def _fill_empty(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        changes: Iterable[tuple[str, pygit2.Oid | None]],
+    ) -> None:
+        """Rows for every memory file of a tree, into empty tables: decoded in batches,
+        on a second processor too past :data:`decodepool.PARALLEL_FROM` files (a batch the
+        worker is behind on is decoded here meanwhile). Batches are stored in the tree's
+        order whoever decoded them, so a plain id at both paths is claimed as it would be
+        one file at a time (format 4's path comes first)."""
+        pool: decodepool.DecodePool | None = None
+        queue: collections.deque[tuple[Any, list[decodepool.Item]]] = collections.deque()
+        seen = 0
+        batch: list[tuple[str, pygit2.Oid]] = []
+
+        def store(head: tuple[Any, list[decodepool.Item]]) -> None:
+            result, items = head
+            if not isinstance(result, list):
+                try:
+                    result = result.result()
+                except BrokenProcessPool:  # the worker died: decode its batch here
+                    result = decodepool.decode_batch(items, self.decode, _row_parts)
+            self._store_decoded(conn, result)
+
+        def flush() -> None:
+            nonlocal pool, seen
+            items = [(path, str(blob), blob_data(repo, blob)) for path, blob in batch]
+            batch.clear()
+            seen += len(items)
+            if pool is None and seen > decodepool.PARALLEL_FROM and decodepool.usable():
+                pool = decodepool.DecodePool(self.decode, _row_parts)
+            behind = len(queue) >= 2 and not _ready(queue[0][0])
+            if pool is not None and not behind:
+                queue.append((pool.submit(items), items))
+            else:
+                queue.append((decodepool.decode_batch(items, self.decode, _row_parts), items))
+            while queue and (_ready(queue[0][0]) or len(queue) > 3):
+                store(queue.popleft())
+
+        try:
+            for path, blob in changes:
+                if blob is None:
+                    continue  # nothing is removed from an empty table
+                batch.append((path, blob))
+                if len(batch) >= decodepool.BATCH:
+                    flush()
+            if batch:
+                flush()
+            while queue:
+                store(queue.popleft())
+        finally:
+            if pool is not None:
+                pool.close()
+
+    def _store_decoded(
+        self, conn: sqlite3.Connection, decoded: list[decodepool.Decoded]
+    ) -> None:
+        for path, _blob, memory_id, parts in decoded:
+            if memory_id is None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO problems VALUES (?, ?)",
+                    (raw_path(path), raw_path(str(parts))),
+                )
+            elif self._claim(conn, memory_id, path, None):
+                _insert_parts(conn, parts)
 
     def _renamed(self, conn: sqlite3.Connection, path: str, blob: pygit2.Oid) -> bool:
         """Whether ``path`` is a plain id's file renamed to its format 4 path with its blob
@@ -770,20 +868,7 @@ class Index:
             return
 
     def _insert(self, conn: sqlite3.Connection, memory: Memory, blob: str) -> IndexedMemory:
-        values = row_values(memory, blob)
-        cur = conn.execute(_INSERT_MEMORY, tuple(values[c] for c in ROW_COLUMNS))
-        rowid = cur.lastrowid
-        assert rowid is not None
-        if memory.tags:
-            conn.executemany(
-                "INSERT INTO tags VALUES (?, ?)",
-                [(rowid, tag) for tag in dict.fromkeys(memory.tags)],
-            )
-        edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
-        edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
-        if edges:
-            conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
-        return IndexedMemory(rowid, blob, memory)
+        return IndexedMemory(_insert_parts(conn, _row_parts(memory, blob)), blob, memory)
 
     def _apply_versions(
         self,
