@@ -34,22 +34,31 @@ BATCH = 500
 
 Decode = Callable[[bytes, str], Memory]
 PartsOf = Callable[[Memory, str], Any]
-Item = tuple[str, str, bytes]
-"""(path, blob id, the blob's bytes)."""
+Item = tuple[str, str, bytes | str]
+"""(path, blob id, the blob's bytes, or the error the building process met reading it or
+checking its path: see :func:`read`)."""
 Decoded = tuple[str, str, str | None, Any]
 """(path, blob id, the memory's id or None, its row parts or the error text)."""
 
 _WORK: tuple[Decode, PartsOf] | None = None
 
 
+def read(path: str, blob: Callable[[], bytes]) -> bytes:
+    """The bytes of the file at ``path`` for decoding (``blob`` reads them); raises
+    GitmemError when ``path`` is not a memory path (checked first) or the blob cannot be
+    read. Every build reads its files through here, with or without a worker."""
+    if id_from_path(path) is None:
+        raise InvalidInputError(f"{path} is not at a memory path ({expected_path_form(path)})")
+    return blob()
+
+
 def decode_batch(items: Sequence[Item], decode: Decode, parts_of: PartsOf) -> list[Decoded]:
     out: list[Decoded] = []
     for path, blob, data in items:
         try:
-            if id_from_path(path) is None:
-                raise InvalidInputError(
-                    f"{path} is not at a memory path ({expected_path_form(path)})"
-                )
+            if isinstance(data, str):
+                out.append((path, blob, None, data))  # what reading it said
+                continue
             memory = decode(data, path)
         except GitmemError as exc:
             out.append((path, blob, None, str(exc)))

@@ -46,12 +46,11 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base import logs, paths
-from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.base.errors import GitmemError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
     CONFIG_FILE,
-    expected_path_form,
     id_from_path,
     is_path_id,
     memory_paths,
@@ -606,11 +605,8 @@ class Index:
                 path, blob = found
                 self._forget(conn, path)  # its problem row: it is no longer shadowed
             try:
-                if id_from_path(path) is None:
-                    raise InvalidInputError(
-                        f"{path} is not at a memory path ({expected_path_form(path)})"
-                    )
-                memory = self.decode(blob_data(repo, blob), path)
+                data = decodepool.read(path, functools.partial(blob_data, repo, blob))
+                memory = self.decode(data, path)
             except GitmemError as exc:
                 conn.execute(
                     "INSERT OR REPLACE INTO problems VALUES (?, ?)",
@@ -650,7 +646,15 @@ class Index:
 
         def flush() -> None:
             nonlocal pool, seen
-            items = [(path, str(blob), blob_data(repo, blob)) for path, blob in batch]
+            items: list[decodepool.Item] = []
+            for path, blob in batch:
+                try:
+                    data: bytes | str = decodepool.read(
+                        path, functools.partial(blob_data, repo, blob)
+                    )
+                except GitmemError as exc:  # a problem row, as when decoding fails
+                    data = str(exc)
+                items.append((path, str(blob), data))
             batch.clear()
             seen += len(items)
             if pool is None and seen > decodepool.PARALLEL_FROM and decodepool.usable():
