@@ -50,6 +50,12 @@ def _resolves_to_str(text: str) -> bool:
     return tag == _STR_TAG
 
 
+def _is_plain(text: str, pattern: re.Pattern[str] = _PLAIN_RE) -> bool:
+    """Whether ``text`` is written, and so read, as a plain scalar that is a string: the one
+    rule the emitter writes by and :func:`read_entries` reads by."""
+    return bool(pattern.fullmatch(text)) and text == text.strip() and _resolves_to_str(text)
+
+
 def _printable(text: str) -> bool:
     """Characters YAML accepts inside a double-quoted scalar once JSON has escaped C0 controls."""
     for ch in text:
@@ -76,7 +82,7 @@ def scalar(value: Any, *, flow: bool = False) -> str | None:
         return format_timestamp(value) if value.tzinfo is not None else None
     if isinstance(value, str):
         pattern = _PLAIN_FLOW_RE if flow else _PLAIN_RE
-        if pattern.fullmatch(value) and value == value.strip() and _resolves_to_str(value):
+        if _is_plain(value, pattern):
             return value
         if _printable(value):
             if value and all(ord(c) >= 0x20 for c in value) and value == value.strip(" "):
@@ -195,9 +201,7 @@ def _read_scalar(text: str) -> tuple[Any] | None:
 
 
 def _read_plain(text: str) -> tuple[str] | None:
-    if _PLAIN_RE.fullmatch(text) and text == text.rstrip() and _resolves_to_str(text):
-        return (text,)
-    return None
+    return (text,) if _is_plain(text) else None
 
 
 def _read_flow(text: str) -> tuple[list[str]] | None:
