@@ -430,20 +430,98 @@ def test_when_the_index_disagrees_the_memory_checks_read_git(store: Store) -> No
 
 
 def test_once_fix_rebuilds_the_index_the_memory_checks_read_it(store: Store) -> None:
-    from gitmem.entry.doctor_context import Context, IndexFacts, ScanFacts
+    from gitmem.entry.doctor_context import Context
     from gitmem.entry.doctor_memories import check_index
 
     _damage_every_memory_check(store)
     expected = _seen(D.diagnose(store, checks=MEMORY_CHECKS).findings)
+    count = store.index().count()
     _tamper_index(store, "DELETE FROM memories")
     ctx = Context(store, store.db(), store.scopes[0])
-    (stale,) = check_index(ctx)
-    assert isinstance(ctx.facts(), ScanFacts)  # a disagreeing index: git is decoded
-    assert stale.apply is not None
-    stale.apply()
-    assert isinstance(ctx.facts(), IndexFacts)  # rebuilt: read, not every memory decoded
+    try:
+        (stale,) = check_index(ctx)
+        # A disagreeing index: the checks ask a scratch rebuild from git, not the index.
+        assert ctx.facts().index is ctx.rebuilt()
+        assert ctx.facts().count() == count > 0
+        assert stale.apply is not None
+        stale.apply()
+        # Rebuilt: the store's own index is read.
+        assert ctx.facts().index is store.index(store.scopes[0])
+    finally:
+        ctx.close()
     found = D.diagnose(store, checks=["index", *MEMORY_CHECKS], fix=True).findings
     assert _seen(found) == expected
+
+
+def _scratch_folders(store: Store) -> list[Path]:
+    from gitmem.entry.doctor_context import SCRATCH_PREFIX
+
+    return sorted(store.db().state_dir.glob(SCRATCH_PREFIX + "*"))
+
+
+def test_the_scratch_index_is_built_beside_the_store_index_and_removed(store: Store) -> None:
+    from gitmem.entry.doctor_context import Context
+
+    _damage_every_memory_check(store)
+    everything = {m.id for m in store.list(include_superseded=True, include_archived=True)}
+    _tamper_index(store, "DELETE FROM memories")
+    ctx = Context(store, store.db(), store.scopes[0])
+    try:
+        ctx.view()
+        rebuilt = ctx.rebuilt()
+        (folder,) = _scratch_folders(store)
+        assert rebuilt.path.parent == folder and rebuilt.path.is_file()
+        assert folder.name.split("-")[2] == str(os.getpid())
+        assert (folder.stat().st_mode & 0o777) == 0o700  # private, as mkdtemp makes it
+        # The store's index is left as the tamper left it: doctor without --fix changes nothing.
+        conn = sqlite3.connect(store.db().state_dir / "index.sqlite")
+        assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        conn.close()
+        # It holds what a rebuild would: the core tables at the view's commit, no providers'.
+        assert rebuilt.commit == ctx.view().commit  # type: ignore[union-attr]
+        rows = rebuilt.select(include_superseded=True, include_archived=True)
+        assert {m.id for m in rows} == everything
+        assert not [k for k in rebuilt.meta() if k.startswith("provider:")]
+    finally:
+        ctx.close()
+    assert _scratch_folders(store) == []
+    # A whole run removes its scratch index too, findings or not.
+    D.diagnose(store, checks=["index", *MEMORY_CHECKS])
+    assert _scratch_folders(store) == []
+
+
+def test_a_scratch_index_a_dead_run_left_is_removed_by_the_next(store: Store) -> None:
+    from gitmem.entry.doctor_context import SCRATCH_PREFIX
+
+    store.create("one")
+    store.index().catch_up()
+    state = store.db().state_dir
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = state / f"{SCRATCH_PREFIX}{dead.stdout.strip()}-abc"
+    left.mkdir()
+    (left / "index.sqlite").write_bytes(b"x" * 100)
+    live = state / f"{SCRATCH_PREFIX}1-live"  # pid 1 is alive: another run's, kept
+    live.mkdir()
+    _tamper_index(store, "DELETE FROM memories")
+    D.diagnose(store, checks=["index", "links"])
+    assert _scratch_folders(store) == [live]
+
+
+def test_deep_compares_every_column_with_a_rebuild(store: Store) -> None:
+    # The rows keep the right blobs and every field a Memory shows; only a column the
+    # sample's Memory comparison cannot see (the microseconds a sort uses) is wrong.
+    a = store.create("one")
+    store.create("two")
+    assert findings(store, "index") == []
+    _tamper_index(store, f"UPDATE memories SET created_us = created_us + 1 WHERE id = '{a.id}'")
+    deep = D.diagnose(store, checks=["index"], deep=True).findings
+    assert [f.message for f in deep] == [f"the index disagrees with git: 1 stale ({a.id})"]
+    assert _scratch_folders(store) == []
 
 
 def test_a_row_whose_fields_lie_is_stale_and_deep_reads_git(store: Store) -> None:

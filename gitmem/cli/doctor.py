@@ -47,9 +47,10 @@ def doctor(
     (removing stale locks and leftovers, rebuilding the index, registering the
     merge driver, syncing the work tree, permissions) and never changes a memory.
 
-    The memory checks read the index once its files match git's blob for blob;
-    --deep decodes every memory from git instead and compares each with its
-    index row (by default a sample of 16 is compared field by field).
+    The memory checks read the index once its files match git's blob for blob,
+    else an index rebuilt from git in a scratch file (removed afterwards);
+    --deep rebuilds that one anyway and compares every index row with it
+    (by default a sample of 16 is compared field by field).
     On a terminal, a progress bar follows the checks over a large store.
 
     Exit status: 0 when no error or warning remains, 1 otherwise.

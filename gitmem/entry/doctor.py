@@ -168,9 +168,9 @@ def diagnose(
 
     The memory checks (schema, links, chains, secrets) read the derived index once its rows
     match git's tree blob for blob (checked on every run: one tree walk, no decoding), and
-    the git scan otherwise. ``deep`` also decodes every memory from git and compares it
-    field by field with its index row (what the index check samples by default), and runs
-    the memory checks on that scan.
+    an index rebuilt from git in a scratch file otherwise (removed when the run ends).
+    ``deep`` compares every index row with that rebuild's, field by field (what the index
+    check samples by default), and runs the memory checks on the rebuild.
 
     ``progress(done, total)`` follows the run: the checks that read the memories count
     one per memory of their scope, the others one each (:class:`Tally`).
@@ -188,62 +188,74 @@ def diagnose(
     tally = Tally(progress)
     for each in store.scopes:
         peers[each] = Context(store, store.db(each), each, deep=deep, peers=peers, tally=tally)
-    weights = {each: _weights(peers[each], chosen, progress is not None) for each in scopes}
-    tally.total = sum(weights[each][name] for each in scopes for name in chosen)
-    for each in scopes:
-        context = peers[each]
-        order = chosen
-        packing = contextlib.ExitStack()
-        if "fsck" in chosen:
-            # A packing helper moving loose objects into a pack while fsck reads them
-            # makes fsck report them missing: wait for it, and start none meanwhile.
-            try:
-                packing.enter_context(autopack.exclusive(context.db.gitdir, timeout=120))
-            except TimeoutError as exc:
-                log.warning("%s; fsck may report objects it moves as missing", exc)
-        if "fsck" in chosen and not fix:
-            # git fsck is its own process: let it run beside the other checks (reported in
-            # its place all the same). Not with --fix, whose repairs may commit meanwhile.
-            context.fsck = start_git(context.db, *FSCK_ARGS)
-            order = [c for c in chosen if c != "fsck"] + ["fsck"]
-        results: dict[str, list[Finding]] = {}
-        broken = _broken_tip(context)
-        try:
-            for name in order:
-                tally.start(weights[each][name])
-                if broken is not None and name not in _WITHOUT_TIP:
-                    # Nothing that reads memories can run on a branch whose commit is gone:
-                    # the first such check says so, once.
-                    results[name] = []
-                    if broken.check == "":
-                        broken.check = name
-                        broken.scope = str(each)
-                        results[name] = [broken]
-                    tally.finish()
-                    continue
-                try:
-                    found = list(_CHECKERS[name](context))
-                except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
-                    found = [damaged_finding(name, context, exc)]
-                for finding in found:
-                    finding.scope = str(each)
-                results[name] = found
-                if fix:
-                    _apply(found)
-                tally.finish()
-        finally:
-            if context.fsck is not None:  # a check failed before fsck was collected
-                context.fsck.kill()
-                context.fsck.communicate()
-            packing.close()
-        for name in dict.fromkeys(chosen):
-            report.findings.extend(results[name])
+    try:
+        weights = {each: _weights(peers[each], chosen, progress is not None) for each in scopes}
+        tally.total = sum(weights[each][name] for each in scopes for name in chosen)
+        for each in scopes:
+            results = _run_scope(peers[each], chosen, weights[each], fix=fix)
+            for name in dict.fromkeys(chosen):
+                report.findings.extend(results[name])
+    finally:
+        for context in peers.values():
+            context.close()  # the scratch index a disagreeing one made
     for finding in report.findings:
         # A path or id a hand-made commit filled with a token is not printed either.
         finding.message = secrets_mod.redact(finding.message)
         finding.fix = secrets_mod.redact(finding.fix) if finding.fix else finding.fix
     return report
 
+
+
+def _run_scope(
+    context: Context, chosen: Sequence[str], weights: dict[str, int], *, fix: bool
+) -> dict[str, list[Finding]]:
+    """The chosen checks' findings on one scope, by check (fixes applied with ``fix``)."""
+    tally = context.tally
+    order = list(chosen)
+    packing = contextlib.ExitStack()
+    if "fsck" in chosen:
+        # A packing helper moving loose objects into a pack while fsck reads them
+        # makes fsck report them missing: wait for it, and start none meanwhile.
+        try:
+            packing.enter_context(autopack.exclusive(context.db.gitdir, timeout=120))
+        except TimeoutError as exc:
+            log.warning("%s; fsck may report objects it moves as missing", exc)
+    if "fsck" in chosen and not fix:
+        # git fsck is its own process: let it run beside the other checks (reported in
+        # its place all the same). Not with --fix, whose repairs may commit meanwhile.
+        context.fsck = start_git(context.db, *FSCK_ARGS)
+        order = [c for c in chosen if c != "fsck"] + ["fsck"]
+    results: dict[str, list[Finding]] = {}
+    broken = _broken_tip(context)
+    try:
+        for name in order:
+            tally.start(weights[name])
+            if broken is not None and name not in _WITHOUT_TIP:
+                # Nothing that reads memories can run on a branch whose commit is gone:
+                # the first such check says so, once.
+                results[name] = []
+                if broken.check == "":
+                    broken.check = name
+                    broken.scope = str(context.scope)
+                    results[name] = [broken]
+                tally.finish()
+                continue
+            try:
+                found = list(_CHECKERS[name](context))
+            except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
+                found = [damaged_finding(name, context, exc)]
+            for finding in found:
+                finding.scope = str(context.scope)
+            results[name] = found
+            if fix:
+                _apply(found)
+            tally.finish()
+    finally:
+        if context.fsck is not None:  # a check failed before fsck was collected
+            context.fsck.kill()
+            context.fsck.communicate()
+        packing.close()
+    return results
 
 MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chains", "secrets"})
 """The checks that go through every memory of their scope."""

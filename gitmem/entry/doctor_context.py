@@ -1,19 +1,24 @@
 """What every health check shares: findings, and the context a check reads a store through.
 
-A :class:`Context` holds one scope's repository, its index and the store read straight
-from git, each read once per run; the checks in :mod:`gitmem.entry.doctor_repo` and
-:mod:`gitmem.entry.doctor_memories` yield :class:`Finding`s from it.
+A :class:`Context` holds one scope's repository, its index's view beside git and, when the
+index disagrees with git, a scratch index rebuilt from git, each made once per run; the
+checks in :mod:`gitmem.entry.doctor_repo` and :mod:`gitmem.entry.doctor_memories` yield
+:class:`Finding`s from it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shlex
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -25,14 +30,13 @@ from gitmem.format.layout import (
     id_from_path,
     is_memory_file,
 )
-from gitmem.format.model import Memory, Scope
+from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
-from gitmem.git.objects import Snapshot, blob_data, get_commit, get_tree
+from gitmem.git.locks import pid_alive
+from gitmem.git.objects import blob_data, get_commit, get_tree
 from gitmem.store.core import Store
-from gitmem.store.discovery import open_store
-from gitmem.store.index import Index
+from gitmem.store.index import Index, ScratchIndex
 from gitmem.store.queries import problem_rows
-from gitmem.store.results import Problem
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -173,8 +177,8 @@ class Context:
     """One scope's repository, with what the checks share computed once per run.
 
     The memory checks read the derived index (no decoding) when its rows match git's tree
-    path for path and blob for blob; otherwise, or with ``deep``, every memory is decoded
-    from git, as the index would be rebuilt.
+    path for path and blob for blob; otherwise, or with ``deep``, they read an index rebuilt
+    from git in a scratch file (:meth:`rebuilt`). Call :meth:`close` when the run ends.
     """
 
     store: Store
@@ -182,13 +186,12 @@ class Context:
     scope: Scope
     deep: bool = False
     peers: dict[Scope, Context] = field(default_factory=dict)
-    _scan: Store | None = None
-    _memories: list[Memory] | None = None
-    _problems: list[Problem] | None = None
     _view: IndexView | None = None
     _view_error: str | None = None
     _view_exc: BaseException | None = None
-    _facts: Facts | None = None
+    _facts: IndexFacts | None = None
+    _rebuilt: ScratchIndex | None = None
+    _scratch: Path | None = None
     fsck: subprocess.Popen[bytes] | None = None
     """``git fsck`` started early, running beside the other checks."""
     tally: Tally = field(default_factory=Tally)
@@ -198,36 +201,42 @@ class Context:
     def where(self) -> str:
         return shlex.quote(str(self.db.path))
 
-    def reference(self) -> Store:
-        """The store read straight from git (no index): what every other view must agree with."""
-        if self._scan is None:
-            self._scan = open_store(self.db.path, clock=self.store.clock, use_index=False)
-        return self._scan
+    def rebuilt(self) -> ScratchIndex:
+        """The index a rebuild would make, built once per run in a scratch file beside the
+        store's own (which is left as it is), at the commit the index view compared (else
+        the tip), without any row provider's tables.
 
-    def memories(self) -> list[Memory]:
-        """Every memory as git has it, decoded (read once per run)."""
-        if self._memories is None:
-            self._memories = self.reference().list(include_superseded=True, include_archived=True)
-        return self._memories
-
-    def scanned_problems(self) -> list[Problem]:
-        """Files under the memory folders git has that are not valid memories (read once).
-
-        Parsing every memory is most of this cost, so the scan that listed them is not
-        repeated when no file is left over: the full scan runs only if some memory file
-        under the tip did not come back as a memory.
+        What the memory checks ask when the store's index disagrees with git, or with
+        ``deep``: their findings then rest on git alone, and, asked in SQL a page at a time
+        like the store's index, they hold nothing per memory (decoding the store into
+        memory held every memory: GBs at a million). Removed by :meth:`close`.
         """
-        if self._problems is None:
-            snap = self.db.snapshot()
-            parsed = {m.path for m in self.memories()}
-            leftover = [
-                path
-                for root in MEMORY_ROOTS
-                for path in snap.iter_files(root)
-                if is_memory_file(path) and path not in parsed and snap.read(path) is not None
-            ]
-            self._problems = self.reference().problems() if leftover else []
-        return self._problems
+        if self._rebuilt is None:
+            view = self.view()
+            if view is not None:
+                commit = view.commit
+            else:
+                tip = self.db.tip()
+                commit = str(tip.id) if tip is not None else None
+            self._scratch = scratch_folder(self.db)
+            self._rebuilt = ScratchIndex(
+                self.db,
+                self.store.index(self.scope).decode,
+                self.scope,
+                self._scratch / "index.sqlite",
+                commit,
+            )
+            self._rebuilt.catch_up()
+        return self._rebuilt
+
+    def close(self) -> None:
+        """Remove the scratch index, if this run built one."""
+        if self._rebuilt is not None:
+            self._rebuilt.close()
+            self._rebuilt = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def view(self) -> IndexView | None:
         """The index beside git (computed once); None if the index cannot be read."""
@@ -244,21 +253,22 @@ class Context:
         self._view = self._view_error = self._view_exc = self._facts = None
 
     def trusted(self) -> IndexView | None:
-        """The index view when the memory checks may read it instead of decoding git."""
+        """The index view when the memory checks may read the store's index."""
         if self.deep:
             return None
         view = self.view()
         return view if view is not None and view.agrees else None
 
-    def facts(self) -> Facts:
-        """What the memory checks ask of the memories: from the index when it matches git
-        (SQL, a page at a time: bounded memory at any size), else from the decoded store."""
+    def index(self) -> Index:
+        """The index the memory checks ask: the store's when it matches git, else the
+        scratch rebuild (:meth:`rebuilt`)."""
+        return self.store.index(self.scope) if self.trusted() is not None else self.rebuilt()
+
+    def facts(self) -> IndexFacts:
+        """What the memory checks ask of the memories: SQL over :meth:`index`, a page at a
+        time (bounded memory at any size)."""
         if self._facts is None:
-            if self.trusted() is not None:
-                self._facts = IndexFacts(self.store.index(self.scope))
-            else:
-                snap = self.db.snapshot()
-                self._facts = ScanFacts([_memory_entry(m, snap) for m in self.memories()])
+            self._facts = IndexFacts(self.index())
         return self._facts
 
     def problems(self) -> list[tuple[str, str]]:
@@ -266,107 +276,40 @@ class Context:
         view = self.trusted()
         if view is not None:
             return view.problems
-        return [(p.path, p.message) for p in self.scanned_problems()]
+        return self.rebuilt().problems()
 
     def ever_existed(self, memory_id: str) -> bool:
         """Whether git's history holds a version of ``memory_id`` (a deleted memory)."""
-        if self.trusted() is not None:
-            with contextlib.suppress(Exception):
-                return bool(self.store.index(self.scope).versions([memory_id]))
-        try:
-            return len(self.reference().history(memory_id)) > 0
-        except GitmemError:
-            return False
+        return bool(self.index().versions([memory_id]))
+
+
+SCRATCH_PREFIX = "doctor-index-"
+"""Folders of scratch indexes in the store's state folder: ``doctor-index-<pid>-<random>``."""
+
+
+def scratch_folder(db: GitDB) -> Path:
+    """A new private folder for a scratch index: in the store's state folder (the index's
+    own file system, where its size is expected), else, when that cannot be written (a
+    read-only store), the system's temporary folder. Folders a doctor run that died left
+    there (their process is gone) are removed first."""
+    state = db.state_dir
+    with contextlib.suppress(OSError):
+        for old in state.glob(SCRATCH_PREFIX + "*"):
+            pid = old.name[len(SCRATCH_PREFIX) :].partition("-")[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+    prefix = f"{SCRATCH_PREFIX}{os.getpid()}-"
+    try:
+        state.mkdir(exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=state))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def _row_entry(row: Sequence[Any]) -> Entry:
     memory_id, path, blob, supersedes, related = row[:5]
     links = tuple((str(r["id"]), str(r["relationship"])) for r in json.loads(related))
     return Entry(memory_id, path, blob, supersedes, links)
-
-
-def _memory_entry(memory: Memory, snap: Snapshot) -> Entry:
-    path = memory.path or ""
-    blob = snap.blob_id(path) if path else None
-    return Entry(
-        memory.id,
-        path,
-        str(blob) if blob is not None else None,
-        memory.supersedes,
-        tuple((r.id, str(r.relationship)) for r in memory.related),
-    )
-
-
-class Facts(Protocol):
-    """What the memory checks (markers, links, chains, secrets) ask of one scope's
-    memories. Two answers: :class:`IndexFacts` (SQL over an index that agrees with git,
-    nothing per memory held) and :class:`ScanFacts` (the decoded store, when it does not)."""
-
-    def count(self) -> int: ...
-
-    def by_blob(self) -> Iterator[Entry]:
-        """Every memory, by blob id (the order the clean-blob caches are kept in)."""
-        ...
-
-    def linking_out(self) -> list[Entry]:
-        """Memories with a link (``supersedes``, ``related``) to an id that is not a memory
-        of this scope, oldest first: the only ones a dangling link can come from."""
-        ...
-
-    def existing(self, ids: Iterable[str]) -> set[str]:
-        """Which of ``ids`` are memories of this scope."""
-        ...
-
-    def in_chains(self) -> list[Entry]:
-        """Memories that supersede one and are superseded by another, oldest first: the
-        only ones a version-chain cycle can go through."""
-        ...
-
-    def forks(self) -> list[tuple[str, list[str]]]:
-        """(superseded id, its successors sorted) for each id superseded more than once."""
-        ...
-
-    def path_of(self, memory_id: str) -> str | None: ...
-
-
-class ScanFacts:
-    """:class:`Facts` from a list of entries (the store decoded from git)."""
-
-    def __init__(self, entries: list[Entry]) -> None:
-        self.entries = entries
-        self._by_id = {e.id: e for e in entries}
-
-    def count(self) -> int:
-        return len(self.entries)
-
-    def by_blob(self) -> Iterator[Entry]:
-        return iter(sorted(self.entries, key=lambda e: e.blob or ""))
-
-    def linking_out(self) -> list[Entry]:
-        ids = self._by_id
-        return [
-            e
-            for e in self.entries
-            if (e.supersedes and e.supersedes not in ids) or any(r not in ids for r, _ in e.related)
-        ]
-
-    def existing(self, ids: Iterable[str]) -> set[str]:
-        return {i for i in ids if i in self._by_id}
-
-    def in_chains(self) -> list[Entry]:
-        targets = {e.supersedes for e in self.entries if e.supersedes}
-        return [e for e in self.entries if e.supersedes and e.id in targets]
-
-    def forks(self) -> list[tuple[str, list[str]]]:
-        successors: dict[str, list[str]] = {}
-        for entry in self.entries:
-            if entry.supersedes:
-                successors.setdefault(entry.supersedes, []).append(entry.id)
-        return [(old, sorted(new)) for old, new in sorted(successors.items()) if len(new) > 1]
-
-    def path_of(self, memory_id: str) -> str | None:
-        entry = self._by_id.get(memory_id)
-        return entry.path if entry is not None else None
 
 
 _PAGE = 5_000
@@ -377,8 +320,10 @@ _ENTRY_COLUMNS = "m.id, m.path, m.blob, m.supersedes, m.related"
 
 
 class IndexFacts:
-    """:class:`Facts` from SQL over the index's ``memories`` and ``edges`` tables. Each
-    query catches the index up first, as every read of it does."""
+    """What the memory checks (markers, links, chains, secrets) ask of one scope's
+    memories, in SQL over an index's ``memories`` and ``edges`` tables: the store's index
+    when it agrees with git, else the scratch rebuild (:meth:`Context.rebuilt`). Nothing
+    per memory is held. Each query catches the index up first, as every read of it does."""
 
     def __init__(self, index: Index) -> None:
         self.index = index
@@ -390,6 +335,7 @@ class IndexFacts:
         return int(self._rows("SELECT count(*) FROM memories")[0][0])
 
     def by_blob(self) -> Iterator[Entry]:
+        """Every memory, by blob id (the order the clean-blob caches are kept in)."""
         after: tuple[str, int] | None = None
         while True:
             where = "WHERE (m.blob, m.rowid) > (?, ?) " if after is not None else ""
@@ -405,6 +351,8 @@ class IndexFacts:
             after = (page[-1][2], page[-1][5])
 
     def linking_out(self) -> list[Entry]:
+        """Memories with a link (``supersedes``, ``related``) to an id that is not a memory
+        of this scope, oldest first: the only ones a dangling link can come from."""
         rows = self._rows(
             f"SELECT {_ENTRY_COLUMNS} FROM memories m WHERE m.id IN ("
             "SELECT e.src FROM edges e WHERE NOT EXISTS "
@@ -413,11 +361,14 @@ class IndexFacts:
         return [_row_entry(row) for row in rows]
 
     def existing(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` are memories of this scope."""
         # Index.rows with ids: the index's own chunked lookup (ids it lacks are left out).
         rows = self.index.rows(["id"], ids=ids, include_superseded=True, include_archived=True)
         return {str(row[0]) for row in rows}
 
     def in_chains(self) -> list[Entry]:
+        """Memories that supersede one and are superseded by another, oldest first: the
+        only ones a version-chain cycle can go through."""
         rows = self._rows(
             f"SELECT {_ENTRY_COLUMNS} FROM memories m WHERE m.supersedes IS NOT NULL AND "
             "EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id) "
@@ -426,6 +377,7 @@ class IndexFacts:
         return [_row_entry(row) for row in rows]
 
     def forks(self) -> list[tuple[str, list[str]]]:
+        """(superseded id, its successors sorted) for each id superseded more than once."""
         rows = self._rows(
             "SELECT supersedes, id FROM memories WHERE supersedes IN (SELECT supersedes "
             "FROM memories WHERE supersedes IS NOT NULL GROUP BY supersedes "

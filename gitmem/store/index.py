@@ -275,7 +275,7 @@ class Index:
             # Deleted or replaced under an open connection: let go of the old file (a
             # new database beside its -wal and -shm would meet them) and open the new one.
             self.close()
-        self.db.state_dir.mkdir(exist_ok=True)
+        self.path.parent.mkdir(exist_ok=True)
         conn = self._open()
         self._local.conn = conn
         self._local.pid = os.getpid()
@@ -418,7 +418,7 @@ class Index:
 
     def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
         """Bring the index to the branch tip. Returns None when it already was there."""
-        tip = self.db.tip()
+        tip = self._tip()
         tip_hex = str(tip.id) if tip is not None else None
         conn = self.connect()
         if self._current(conn, tip_hex):
@@ -426,7 +426,15 @@ class Index:
         with self.writing(conn):
             # Read the tip again under the write lock: another process may have indexed a
             # newer one meanwhile, and the tip read before would not descend from it.
-            return self._catch_up_locked(conn, self.db.tip(), progress)
+            return self._catch_up_locked(conn, self._tip(), progress)
+
+    def _tip(self) -> pygit2.Commit | None:
+        """The commit this index follows: the branch tip."""
+        return self.db.tip()
+
+    def _providers(self) -> Iterable[RowProvider]:
+        """The row providers whose tables this index keeps: every registered one."""
+        return PROVIDERS.values()
 
     def _current(self, conn: sqlite3.Connection, tip_hex: str | None) -> bool:
         """Whether the core tables and every registered provider's reflect ``tip_hex``."""
@@ -438,7 +446,7 @@ class Index:
         return all(
             meta.get(provider_key(p)) == f"{p.version} {tip_hex}"
             or (p.name, tip_hex) in self._failed
-            for p in PROVIDERS.values()
+            for p in self._providers()
         )
 
     def rebuild(self, progress: Progress | None = None) -> IndexStats:
@@ -448,7 +456,7 @@ class Index:
             self._clear(conn)
             # Every provider refills its tables too, whatever commit they say they follow.
             conn.execute("DELETE FROM meta WHERE key LIKE 'provider:%'")
-            stats = self._catch_up_locked(conn, self.db.tip(), progress)
+            stats = self._catch_up_locked(conn, self._tip(), progress)
             stats.rebuilt = True
             return stats
 
@@ -769,7 +777,7 @@ class Index:
         ``base``; refill the others (new version, missed commits, or a rebuild)."""
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
         refill: list[RowProvider] = []
-        for provider in PROVIDERS.values():
+        for provider in self._providers():
             state = meta.get(provider_key(provider))
             if base is None or state != f"{provider.version} {base}":
                 refill.append(provider)
@@ -1249,6 +1257,31 @@ class Index:
         with self._query() as conn:
             row = conn.execute(f"SELECT count(*) FROM memories m {where}", params).fetchone()
             return int(row[0])
+
+
+class ScratchIndex(Index):
+    """The core tables of one commit, built in a file the caller names, without any row
+    provider's: the rows a rebuild at that commit would make, beside the store's own
+    index and without touching it.
+
+    ``gitmem doctor`` asks one about the memories when the store's index disagrees with git
+    (the answers must not rest on the damaged index, and decoding the store into memory
+    would hold every memory: GBs at a million). Pinned to ``commit``, it never moves to a
+    newer tip, so what it says can be set beside an index that reflects that commit.
+    """
+
+    def __init__(
+        self, db: GitDB, decode: Decoder, scope: Scope, path: Path, commit: str | None
+    ) -> None:
+        super().__init__(db, decode, scope)
+        self.path = path
+        self.commit = commit
+
+    def _tip(self) -> pygit2.Commit | None:
+        return get_commit(self.db.repo, self.commit) if self.commit is not None else None
+
+    def _providers(self) -> Iterable[RowProvider]:
+        return ()
 
 
 def _walk_new(
