@@ -185,8 +185,8 @@ def _lists(conn: sqlite3.Connection, model: str = "m") -> dict[str, int]:
     return {
         r[0].hex(): int(r[1])
         for r in conn.execute(
-            "SELECT v.blob, v.list FROM vectors v JOIN vector_models m ON m.id = v.model "
-            "WHERE m.model = ?",
+            f"SELECT v.blob, {vectors.list_sql('v.id')} FROM vectors v "
+            f"JOIN vector_models m ON m.id = {vectors.model_sql('v.id')} WHERE m.model = ?",
             (model,),
         )
     }
@@ -324,3 +324,28 @@ def test_lists_with_keys_that_are_not_git_ids_are_read_row_by_row(
         assert got[0][0] == keys[i]
         exact = vectors.top_k(conn, "m", m[i], 3, exact=True)
         assert got[0][0] == exact[0][0]
+
+
+def test_a_list_whose_row_numbers_run_out_is_numbered_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row's id is its model, list and place in the list; new rows go after the list's
+    last, so deletes leave numbers unused. A list that has none left is numbered again
+    from 0 (the model's rows rewritten), and a list that would hold more rows than it has
+    numbers is refused before anything is written (with 2 bits: 4 rows a list)."""
+    monkeypatch.setattr(vectors, "SEQ_BITS", 2)
+    rng = np.random.default_rng(3)
+    codes = vectors.encode(_unit(rng, 8, 16))
+    blobs = [f"{i:040x}" for i in range(8)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs[:4], codes[:4], strict=True))
+    vectors.remove(conn, blobs[:3])
+    vectors.store_vectors(conn, "m", zip(blobs[4:7], codes[4:7], strict=True))
+    ids = [r[0] for r in conn.execute("SELECT id FROM vectors ORDER BY id")]
+    assert ids == [vectors.row_id(1, 0, seq) for seq in range(4)]  # 0-2 renumbered, then 3
+    assert vectors.missing(conn, "m", blobs) == set(blobs[:3]) | {blobs[7]}
+    with pytest.raises(ValueError, match="over 2"):
+        vectors.store_vectors(conn, "m", [(blobs[7], codes[7])])
+    query = vectors.decode([codes[5]], 16)[0]
+    assert vectors.top_k(conn, "m", query, 1)[0][0] == blobs[5]
+    assert {b for _, b, _ in vectors.rows(conn)} == set(blobs[3:7])

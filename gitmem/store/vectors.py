@@ -62,7 +62,10 @@ _KINDS = {"int8": INT8, "int4": INT4, "binary": BINARY}
 _CHUNK = 500
 """Blob ids per ``IN (...)`` query (SQLite's variable limit is far above it)."""
 
-SCHEMA = """
+PREFIX = 8
+"""Bytes (characters, for a key that is not hex) of a blob key that ``vectors_blob`` holds."""
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS vector_models (
     id INTEGER PRIMARY KEY,
     model TEXT NOT NULL UNIQUE,
@@ -74,13 +77,11 @@ CREATE TABLE IF NOT EXISTS vector_models (
     lists_id INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS vectors (
-    model INTEGER NOT NULL,
-    list INTEGER NOT NULL DEFAULT 0,
+    id INTEGER PRIMARY KEY,
     blob BLOB NOT NULL,
-    code BLOB NOT NULL,
-    PRIMARY KEY (model, list, blob)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS vectors_blob ON vectors (blob);
+    code BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_blob ON vectors (substr(blob, 1, {PREFIX}));
 CREATE TABLE IF NOT EXISTS vector_lists (
     model INTEGER NOT NULL,
     list INTEGER NOT NULL,
@@ -88,20 +89,77 @@ CREATE TABLE IF NOT EXISTS vector_lists (
     PRIMARY KEY (model, list)
 );
 """
-"""A model is a small integer and a blob id its 20 raw bytes, not 40 hex digits: with a
-256-byte code that keeps a row under 300 bytes on disk (measured in docs/benchmarks.md).
+"""A model is a small integer and a blob id its 20 raw bytes, not 40 hex digits.
 
-A model's ``n`` counts its vectors (kept by every write: a count over a million rows is
-130 ms). Past :data:`IVF_FROM` vectors each row carries its ``list``, the nearest of the
-model's centroids (``vector_lists``, trained when the model held ``trained`` vectors;
-``lists_id`` names that training, 0 for none): the rows of a list are contiguous in the
-table's key, so a query reads only the lists it probes. Below that every row is in list 0
-and search is exact. ``vectors_blob``
-finds a blob's rows whatever their list (catch-up deletes by blob).
+A row's ``id`` (its rowid) is its model, its list and its place in the list
+(:func:`row_id`): the rows of a list are one contiguous range of rowids, so a query reads
+only the lists it probes, each as one range scan. Past :data:`IVF_FROM` vectors a row's list
+is the nearest of the model's centroids (``vector_lists``, trained when the model held
+``trained`` vectors; ``lists_id`` names that training, 0 for none); below that every row
+is in list 0 and search is exact. A model's ``n`` counts its vectors (kept by every write:
+a count over a million rows is 130 ms).
+
+Why a rowid table (provider version 6) and not, as in version 5, a WITHOUT ROWID table
+keyed by (model, list, blob): that is an index b-tree, whose interior pages hold whole
+~289-byte rows as separators (24 bytes a memory at 100k) and whose leaves split rather than
+fill when appended to; a rowid table's interior cells are a rowid and a page number (~1 byte
+a memory) and an ordered insert fills its leaves (14 rows of 290 bytes to a 4 KiB page).
+
+``vectors_blob`` finds a blob's rows whatever their model or list (catch-up deletes, and
+:func:`missing` checks, by blob). It indexes the first 8 bytes of the blob id, not all 20:
+18 bytes a memory instead of 30, and every query that uses it also compares the whole id
+(:func:`_blob_match`), so two blobs that share a prefix only cost a row read. (Version 5's
+rows and blob index: 346 bytes a memory at 100k; docs/benchmarks.md has version 6's.)
 
 ``vector_lists`` is a rowid table: a 256-d centroid is 1,024 bytes, over what a WITHOUT
 ROWID row keeps on its page (~1,000 bytes of a 4 KiB page), so each spilled into a page of
 its own, mostly empty (30 bytes a memory at 100k); a rowid table keeps three on a page."""
+
+
+BLOB_INDEX = f"CREATE INDEX vectors_blob ON vectors (substr(blob, 1, {PREFIX}))"
+SEQ_BITS = 20
+"""Bits of a row id for its place in its list: a list holds at most 2**20 rows (lists are
+~500 rows at 1M; a write that would number past it renumbers the model, :func:`_rewrite`)."""
+LIST_BITS = 16
+"""Bits for the list (at most 65,536 lists: :func:`list_count` of a billion vectors)."""
+
+
+def row_id(model_id: int, lst: int, seq: int = 0) -> int:
+    """The rowid of the ``seq``-th row of list ``lst`` of model ``model_id`` (model ids start
+    at 1). Model 1's ids fit a 6-byte varint (2**42): one byte more would take a 4 KiB leaf
+    from 14 rows to 13 (315 bytes a memory instead of 293), as a 7-byte id was measured to."""
+    return ((model_id - 1) << (LIST_BITS + SEQ_BITS)) | (lst << SEQ_BITS) | seq
+
+
+def _model_range(model_id: int) -> tuple[int, int]:
+    """The first and last rowid a model's rows may have."""
+    low = row_id(model_id, 0)
+    return low, low + (1 << (LIST_BITS + SEQ_BITS)) - 1
+
+
+def _list_range(model_id: int, lst: int) -> tuple[int, int]:
+    low = row_id(model_id, lst)
+    return low, low + (1 << SEQ_BITS) - 1
+
+
+def list_sql(column: str = "id") -> str:
+    """SQL for the list of a ``vectors`` row from its rowid ``column``."""
+    return f"(({column} >> {SEQ_BITS}) & {(1 << LIST_BITS) - 1})"
+
+
+def model_sql(column: str = "id") -> str:
+    """SQL for the model id of a ``vectors`` row from its rowid ``column``."""
+    return f"(({column} >> {LIST_BITS + SEQ_BITS}) + 1)"
+
+
+def _blob_match(keys: Sequence[bytes | str]) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE clause (and its parameters) for the rows of these stored blob keys, which
+    SQLite answers from ``vectors_blob`` (the prefixes) and checks against the whole key."""
+    marks = ",".join("?" * len(keys))
+    return (
+        f"substr(blob, 1, {PREFIX}) IN ({marks}) AND blob IN ({marks})",
+        (*(k[:PREFIX] for k in keys), *keys),
+    )
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -319,12 +377,38 @@ def store_vectors(
     # A blob's old row may sit in another list: it goes first, so it is never held twice.
     _delete_keys(conn, [key for key, _ in pairs], model_id)
     lists = _assign(conn, model_id, [code for _, code in pairs])
+    ids = _next_ids(conn, model_id, lists)
+    if ids is None:  # a list's numbers ran out: number the model's rows afresh, once
+        _rewrite(conn, model_id)
+        ids = _next_ids(conn, model_id, lists)
+        if ids is None:
+            raise ValueError(f"a list of model {model!r} would hold over 2**{SEQ_BITS} vectors")
     conn.executemany(
-        "INSERT INTO vectors (model, list, blob, code) VALUES (?, ?, ?, ?)",
-        ((model_id, lst, key, code) for (key, code), lst in zip(pairs, lists, strict=True)),
+        "INSERT INTO vectors (id, blob, code) VALUES (?, ?, ?)",
+        ((rowid, key, code) for (key, code), rowid in zip(pairs, ids, strict=True)),
     )
     conn.execute("UPDATE vector_models SET n = n + ? WHERE id = ?", (len(pairs), model_id))
     return len(pairs)
+
+
+def _next_ids(conn: sqlite3.Connection, model_id: int, lists: Sequence[int]) -> list[int] | None:
+    """Rowids for new rows in these lists, each after its list's last row (None when a
+    list has no numbers left)."""
+    following: dict[int, int] = {}
+    out: list[int] = []
+    for lst in lists:
+        if lst not in following:
+            low, high = _list_range(model_id, lst)
+            last = conn.execute(
+                "SELECT max(id) FROM vectors WHERE id BETWEEN ? AND ?", (low, high)
+            ).fetchone()[0]
+            following[lst] = low if last is None else int(last) + 1
+        rowid = following[lst]
+        if rowid > _list_range(model_id, lst)[1]:
+            return None
+        following[lst] = rowid + 1
+        out.append(rowid)
+    return out
 
 
 def _delete_keys(
@@ -334,23 +418,23 @@ def _delete_keys(
     model's count; returns how many went."""
     removed = 0
     for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        where = f"blob IN ({marks})"
-        params: tuple[Any, ...] = tuple(chunk)
+        where, params = _blob_match(chunk)
         if model_id is not None:
-            where += " AND model = ?"
-            params = (*params, model_id)
-        removed += _delete_where(conn, where, params)
+            where += " AND id BETWEEN ? AND ?"
+            params = (*params, *_model_range(model_id))
+        removed += _delete_where(conn, where, params, "vectors INDEXED BY vectors_blob")
     return removed
 
 
-def _delete_where(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+def _delete_where(
+    conn: sqlite3.Connection, where: str, params: tuple[Any, ...], source: str = "vectors"
+) -> int:
     counts = conn.execute(
-        f"SELECT model, count(*) FROM vectors WHERE {where} GROUP BY model", params
+        f"SELECT {model_sql()}, count(*) FROM {source} WHERE {where} GROUP BY 1", params
     ).fetchall()
     if not counts:
         return 0
-    conn.execute(f"DELETE FROM vectors WHERE {where}", params)
+    conn.execute(f"DELETE FROM {source} WHERE {where}", params)
     conn.executemany(
         "UPDATE vector_models SET n = max(n - ?, 0) WHERE id = ?", ((c, m) for m, c in counts)
     )
@@ -364,18 +448,21 @@ def missing(conn: sqlite3.Connection, model: str, blobs: Iterable[str]) -> set[s
     if model_id is None or not wanted:
         return set(wanted)
     have: set[bytes | str] = set()
+    low, high = _model_range(model_id)
     if len(wanted) > 20 * _CHUNK:  # most of a store: one scan beats many lookups
         have.update(
-            r[0] for r in conn.execute("SELECT blob FROM vectors WHERE model = ?", (model_id,))
+            r[0]
+            for r in conn.execute("SELECT blob FROM vectors WHERE id BETWEEN ? AND ?", (low, high))
         )
     else:
         for chunk in _chunks([_key(b) for b in wanted]):
-            marks = ",".join("?" * len(chunk))
+            where, params = _blob_match(chunk)
             have.update(
                 r[0]
                 for r in conn.execute(
-                    f"SELECT blob FROM vectors WHERE model = ? AND blob IN ({marks})",
-                    (model_id, *chunk),
+                    f"SELECT blob FROM vectors INDEXED BY vectors_blob WHERE {where} "
+                    "AND id BETWEEN ? AND ?",
+                    (*params, low, high),
                 )
             )
     return {b for b in wanted if _key(b) not in have}
@@ -408,7 +495,8 @@ def prune(conn: sqlite3.Connection, keep: Iterable[str]) -> int:
 def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, str, bytes]]:
     """Every stored (model, blob, code), for comparing an index with a rebuilt one."""
     sql = (
-        "SELECT m.model, v.blob, v.code FROM vectors v JOIN vector_models m ON m.id = v.model"
+        "SELECT m.model, v.blob, v.code FROM vectors v "
+        f"JOIN vector_models m ON m.id = {model_sql('v.id')}"
     )
     params: tuple[Any, ...] = ()
     if model is not None:
@@ -514,7 +602,7 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
     if cached is not None:
         return cached
     found = conn.execute(
-        "SELECT blob, code FROM vectors WHERE model = ?", (found_model.id,)
+        "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(found_model.id)
     ).fetchall()
     blobs = [_unkey(r[0]) for r in found]
     vectors = decode([bytes(r[1]) for r in found], found_model.dim)
@@ -658,7 +746,9 @@ def _top_k_scan(
     import numpy as np
 
     best = _Best(k)
-    cursor = conn.execute("SELECT blob, code FROM vectors WHERE model = ?", (model_id,))
+    cursor = conn.execute(
+        "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(model_id)
+    )
     while True:
         chunk = cursor.fetchmany(SCAN_CHUNK)
         if not chunk:
@@ -671,7 +761,7 @@ def _top_k_scan(
 
 def list_count(n: int) -> int:
     """How many lists a model of ``n`` vectors is trained with."""
-    return max(MIN_LISTS, round(LISTS_PER_ROOT * math.sqrt(n)))
+    return min(1 << LIST_BITS, max(MIN_LISTS, round(LISTS_PER_ROOT * math.sqrt(n))))
 
 
 def sample_size(n: int) -> int:
@@ -694,7 +784,7 @@ def _top_k_ivf(
     """:func:`top_k` over the lists whose centroids are nearest ``query`` (:func:`probes`
     of them); with a filter that leaves fewer than ``k``, the next nearest lists too, up
     to all of them. Approximate: a vector nearer the query than the ``k``-th found may sit
-    in a list not read (docs/recall.md has how often). Ties by row in (list, blob) order."""
+    in a list not read (docs/recall.md has how often). Ties by row in rowid order."""
     import numpy as np
 
     centroids = _load_centroids(conn, model)
@@ -725,26 +815,28 @@ def _probe(
     best: _Best,
     allowed: set[str] | frozenset[str] | None,
 ) -> None:
-    """Score every vector of ``lists`` into ``best``. Each list comes back as one value of
-    its codes and one of its keys (``group_concat`` in key order): fetching tens of
-    thousands of rows one by one was most of a query's time (30-40 ms of CPU for 34k rows
-    at 1M, 21 ms this way). A list whose keys are not all 20-byte blob ids is read row by
-    row."""
+    """Score every vector of ``lists`` into ``best``. Each list comes back, from one range
+    scan of its rowids, as one value of its codes and one of its keys (``group_concat`` in
+    rowid order): fetching tens of thousands of rows one by one was most of a query's time
+    (30-40 ms of CPU for 34k rows at 1M, 21 ms this way). A list whose keys are not all
+    20-byte blob ids is read row by row."""
     import numpy as np
 
-    marks = ",".join("?" * len(lists))
-    found = conn.execute(
-        "SELECT list, count(*), CAST(group_concat(code, '') AS BLOB), "
-        "CAST(group_concat(blob, '') AS BLOB), "
-        f"min(typeof(blob) = 'blob' AND length(blob) = {KEY_BYTES}) "
-        f"FROM vectors WHERE model = ? AND list IN ({marks}) GROUP BY list ORDER BY list",
-        (model.id, *lists),
-    ).fetchall()
     codes: list[bytes] = []
     keys: list[bytes] = []
     count = 0
     size = 0
-    for lst, n, joined, joined_keys, plain in found:
+    for lst in lists:
+        low, high = _list_range(model.id, lst)
+        n, joined, joined_keys, plain = conn.execute(
+            "SELECT count(*), CAST(group_concat(code, '') AS BLOB), "
+            "CAST(group_concat(blob, '') AS BLOB), "
+            f"min(typeof(blob) = 'blob' AND length(blob) = {KEY_BYTES}) "
+            "FROM vectors WHERE id BETWEEN ? AND ?",
+            (low, high),
+        ).fetchone()
+        if not n:
+            continue
         size = size or code_size(joined[0] if joined else 0, model.dim)
         if plain and len(joined) == n * size and len(joined_keys) == n * KEY_BYTES:
             codes.append(joined)
@@ -752,8 +844,7 @@ def _probe(
             count += n
             continue
         rows = conn.execute(
-            "SELECT blob, code FROM vectors WHERE model = ? AND list = ? ORDER BY blob",
-            (model.id, lst),
+            "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ? ORDER BY id", (low, high)
         ).fetchall()
         best.add(
             lambda i, rows=rows: rows[i][0],  # type: ignore[misc]
@@ -854,7 +945,9 @@ def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) ->
     # Filled in place: a list of parts joined at the end would hold the sample twice.
     sample = np.zeros((want, found.dim), dtype=np.float32)
     taken = seen = 0
-    cursor = conn.execute("SELECT code FROM vectors WHERE model = ?", (found.id,))
+    cursor = conn.execute(
+        "SELECT code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(found.id)
+    )
     while True:
         chunk = cursor.fetchmany(SCAN_CHUNK)
         if not chunk:
@@ -896,18 +989,22 @@ def _rewrite(
     model_id: int,
     lists_of: Callable[[list[Any]], Iterable[int]] | None = None,
 ) -> None:
-    """Write a model's rows again in key order, each in the list ``lists_of`` gives it
-    (default: the one it is in). Rows inserted one by one land all over the key (a list per
-    centroid) and leave ~12% of each leaf page unused: 332 bytes a vector at 100k, against
-    317 written in order by one INSERT from a scratch copy (the blob index is built again
-    by sorting, for the same reason). Reads every row once and holds none: the scratch
-    table is SQLite's temporary file."""
+    """Write a model's rows again, each in the list ``lists_of`` gives it (default: the one
+    it is in), numbered afresh from 0 in each list in blob order (:func:`row_id`). Rows
+    inserted one by one land inside the lists' ranges and split pages (~12% of each leaf
+    unused); written by one ordered INSERT from a scratch copy every leaf holds 14 rows
+    (the blob index is built again by sorting, for the same reason). Reads every row once
+    and holds none: the scratch table is SQLite's temporary file. Raises ValueError, before
+    changing anything, when a list would hold more rows than :data:`SEQ_BITS` numbers."""
     conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS vector_copy (list INTEGER NOT NULL, blob BLOB NOT NULL, "
         "code BLOB NOT NULL, PRIMARY KEY (list, blob)) WITHOUT ROWID"
     )
     conn.execute("DELETE FROM temp.vector_copy")
-    cursor = conn.execute("SELECT list, blob, code FROM vectors WHERE model = ?", (model_id,))
+    low, high = _model_range(model_id)
+    cursor = conn.execute(
+        f"SELECT {list_sql()}, blob, code FROM vectors WHERE id BETWEEN ? AND ?", (low, high)
+    )
     while True:
         chunk = cursor.fetchmany(ASSIGN_CHUNK)
         if not chunk:
@@ -917,14 +1014,21 @@ def _rewrite(
             "INSERT INTO temp.vector_copy (list, blob, code) VALUES (?, ?, ?)",
             ((lst, r[1], r[2]) for r, lst in zip(chunk, lists, strict=True)),
         )
+    longest = conn.execute(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM temp.vector_copy GROUP BY list)"
+    ).fetchone()[0]
+    if longest is not None and longest > 1 << SEQ_BITS:
+        conn.execute("DELETE FROM temp.vector_copy")
+        raise ValueError(f"a list of model {model_id} holds {longest} vectors, over 2**{SEQ_BITS}")
     conn.execute("DROP INDEX IF EXISTS vectors_blob")
-    conn.execute("DELETE FROM vectors WHERE model = ?", (model_id,))
+    conn.execute("DELETE FROM vectors WHERE id BETWEEN ? AND ?", (low, high))
     conn.execute(
-        "INSERT INTO vectors (model, list, blob, code) "
-        "SELECT ?, list, blob, code FROM temp.vector_copy ORDER BY list, blob",
-        (model_id,),
+        "INSERT INTO vectors (id, blob, code) "
+        f"SELECT ? + (list << {SEQ_BITS}) + row_number() OVER (PARTITION BY list ORDER BY blob)"
+        " - 1, blob, code FROM temp.vector_copy ORDER BY list, blob",
+        (low,),
     )
-    conn.execute("CREATE INDEX vectors_blob ON vectors (blob)")
+    conn.execute(BLOB_INDEX)
     conn.execute("DELETE FROM temp.vector_copy")
 
 
@@ -981,9 +1085,12 @@ DF_DDL = (
 that have its vectors each token occurs. A query's tokens are weighted by their inverse
 document frequency (:func:`nearest`). ``vector_gone`` holds the text of a blob whose vectors
 catch-up deleted, until sync takes its tokens off the counts."""
-VECTORS_VERSION = 5
+VECTORS_VERSION = 6
 """4: lists (an inverted file) over the vectors past :data:`IVF_FROM`, and each model's count.
-5: ``vector_rows`` keyed by (raw blob, memory), ``vector_lists`` a rowid table."""
+5: ``vector_rows`` keyed by (raw blob, memory), ``vector_lists`` a rowid table.
+6: ``vectors`` a rowid table whose rowids follow (model, list), its blob index on 8-byte
+prefixes (:data:`SCHEMA`). An older index drops its vector tables on the next catch-up and
+the next recall embeds again."""
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
@@ -1013,10 +1120,11 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
             if r.blob in dead_blobs
         }
         for blob in sorted(dead_blobs):
+            where, params = _blob_match([_key(blob)])
             conn.execute(
                 "INSERT OR REPLACE INTO vector_gone (model, blob, text) "
-                "SELECT model, ?, ? FROM vectors WHERE blob = ?",
-                (blob, texts.get(blob, ""), _key(blob)),
+                f"SELECT {model_sql()}, ?, ? FROM vectors INDEXED BY vectors_blob WHERE {where}",
+                (blob, texts.get(blob, ""), *params),
             )
         dead = [_key(b) for b in dead_blobs]
         _delete_keys(conn, dead)
