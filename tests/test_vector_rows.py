@@ -71,10 +71,6 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
         rows = vectors.rows(conn)
         blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
         assert {b for _, b, _ in rows} == blobs  # one vector per current blob, no other
-        mapping = {
-            (m, vectors._unkey(b)) for m, b in conn.execute("SELECT memory, blob FROM vector_rows")
-        }
-        assert mapping == set(conn.execute("SELECT rowid, blob FROM memories"))
         df = set(conn.execute(
             "SELECT m.model, d.token, d.df FROM vector_df d JOIN vector_models m ON m.id = d.model"
         ))
@@ -333,7 +329,7 @@ def test_an_index_with_the_old_vector_tables_upgrades_on_its_own(tmp_path: Path)
     conn = index.connect()
     with conn:
         for table in vectors.VECTORS.tables:
-            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.executescript(
             "CREATE TABLE vector_models (id INTEGER PRIMARY KEY, model TEXT NOT NULL UNIQUE, "
             "dim INTEGER NOT NULL, gen INTEGER NOT NULL, complete INTEGER NOT NULL DEFAULT 0);"
@@ -390,7 +386,7 @@ def test_an_index_of_provider_version_5_drops_its_vector_tables_and_embeds_again
     code = vectors.encode(np.ones((1, embedder.dim), dtype=np.float32))[0]
     with conn:
         for table in vectors.VECTORS.tables:
-            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.executescript(V5_DDL)
         conn.execute("INSERT INTO vector_models VALUES (1, 'hash-test', 32, 5, 1, 3, 0, 0)")
         conn.executemany(
@@ -411,6 +407,8 @@ def test_an_index_of_provider_version_5_drops_its_vector_tables_and_embeds_again
     state = conn.execute("SELECT value FROM meta WHERE key = 'provider:vectors'").fetchone()[0]
     assert state.split()[0] == str(vectors.VECTORS_VERSION)
     assert conn.execute("SELECT 1 FROM vectors WHERE blob = ?", (stale,)).fetchone() is None
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "vector_rows" not in tables  # version 5's memory -> blob map is dropped
     ids = [conn.execute("SELECT id FROM memories WHERE rowid = ?", (r,)).fetchone()[0]
            for r, _ in near]
     assert ids[0] == one.id and len(ids) == 2
@@ -436,8 +434,8 @@ def test_the_vector_rows_of_a_memory_stay_small(
     embedder's). Measured here: the vector rows with their blob index 319.5 bytes a memory
     (version 5, a WITHOUT ROWID table keyed by (model, list, blob) and an index on whole
     blob ids: 350; version 4: 374, its pages filled in random order, 17% of each unused),
-    1.5% of the leaves unused (version 5: 8-12%), the memory -> blob rows 33 (107 as 40 hex
-    characters with an index on them), the 77 centroids 27 pages (90, each spilling onto a
+    1.5% of the leaves unused (version 5: 8-12%), no memory -> blob rows (version 5: 33
+    bytes a memory, version 4: 107), the 77 centroids 27 pages (90, each spilling onto a
     page of its own)."""
     monkeypatch.setattr(vectors, "IVF_FROM", 400)
     monkeypatch.setattr(vectors, "MIN_LISTS", 8)
@@ -457,7 +455,7 @@ def test_the_vector_rows_of_a_memory_stay_small(
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     sizes = _vector_bytes(conn)
     assert sizes["vectors"] / count <= 325, sizes
-    assert sizes["vector_rows"] / count <= 40, sizes
+    assert "vector_rows" not in sizes, sizes  # memories are found by blob in the core table
     assert sizes["vector_lists"] <= 40 * 4096, sizes
     unused, total = conn.execute(
         "SELECT sum(unused), sum(pgsize) FROM dbstat WHERE name = 'vectors' AND pagetype = 'leaf'"

@@ -1066,15 +1066,11 @@ def clear_cache() -> None:
 # -- the index's row provider: which blobs need a vector -------------------------------------
 
 PENDING_DDL = "CREATE TABLE vector_pending (blob BLOB PRIMARY KEY) WITHOUT ROWID"
-ROWS_DDL = (
-    "CREATE TABLE vector_rows (blob BLOB NOT NULL, memory INTEGER NOT NULL, "
-    "PRIMARY KEY (blob, memory)) WITHOUT ROWID",
-)
-"""Which current memory (``memories.rowid``) has which blob: the core table has no index on
-blobs, and sync and nearest look memories up by blob. Keyed by the blob as stored (its 20
-raw bytes, :func:`_key`) then the memory, in one b-tree: catch-up knows both when it removes
-a memory's row. (Version 4 kept the blob as 40 hex characters in a rowid table with an index
-on it: 104 bytes a memory at 100k, against ~30 now.)"""
+OLD_TABLES = ("vector_rows",)
+"""Tables of older versions that a refill drops and this one does not create. Up to version
+5 ``vector_rows`` mapped each memory to its blob (32 bytes a memory at 100k, 104 in version
+4); since 6 sync and nearest look memories up by blob in the core table, through its index
+``memories_blob`` (catch-up has written the core rows before it hands changes over)."""
 DF_DDL = (
     "CREATE TABLE vector_df (model INTEGER NOT NULL, token INTEGER NOT NULL, "
     "df INTEGER NOT NULL, PRIMARY KEY (model, token)) WITHOUT ROWID",
@@ -1089,25 +1085,15 @@ VECTORS_VERSION = 6
 """4: lists (an inverted file) over the vectors past :data:`IVF_FROM`, and each model's count.
 5: ``vector_rows`` keyed by (raw blob, memory), ``vector_lists`` a rowid table.
 6: ``vectors`` a rowid table whose rowids follow (model, list), its blob index on 8-byte
-prefixes (:data:`SCHEMA`). An older index drops its vector tables on the next catch-up and
-the next recall embeds again."""
+prefixes (:data:`SCHEMA`); no ``vector_rows`` (:data:`OLD_TABLES`). An older index drops its
+vector tables on the next catch-up and the next recall embeds again."""
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
-    """Catch-up's part: keep ``vector_rows`` (memory rowid -> blob), forget the vectors of
-    blobs no current memory has any more, and mark the blobs of added memories pending.
-    The embedding itself waits for the first semantic query (:func:`sync`): commands that
-    never recall (a hook, ``gitmem list``) must not load an embedder."""
-    if changes.removed:
-        conn.executemany(
-            "DELETE FROM vector_rows WHERE blob = ? AND memory = ?",
-            ((_key(r.blob), r.rowid) for r in changes.removed),
-        )
-    if changes.added:
-        conn.executemany(
-            "INSERT OR IGNORE INTO vector_rows (blob, memory) VALUES (?, ?)",
-            ((_key(a.blob), a.rowid) for a in changes.added),
-        )
+    """Catch-up's part: forget the vectors of blobs no current memory has any more, and
+    mark the blobs of added memories pending. The embedding itself waits for the first
+    semantic query (:func:`sync`): commands that never recall (a hook, ``gitmem list``)
+    must not load an embedder."""
     added = {a.blob for a in changes.added}
     gone = {r.blob for r in changes.removed} - added
     if gone:
@@ -1141,13 +1127,14 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
 
 
 def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
+    """The blobs among ``blobs`` that a current memory has (the core rows are current)."""
     used: set[str] = set()
-    for chunk in _chunks([_key(b) for b in sorted(blobs)]):
+    for chunk in _chunks(sorted(blobs)):
         marks = ",".join("?" * len(chunk))
         used.update(
-            _unkey(r[0])
+            r[0]
             for r in conn.execute(
-                f"SELECT DISTINCT blob FROM vector_rows WHERE blob IN ({marks})", tuple(chunk)
+                f"SELECT DISTINCT blob FROM memories WHERE blob IN ({marks})", tuple(chunk)
             )
         )
     return used
@@ -1156,13 +1143,12 @@ def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
 VECTORS = RowProvider(
     name="vectors",
     version=VECTORS_VERSION,
-    tables=("vector_gone", "vector_df", "vector_rows", "vector_pending", "vector_lists",
-            "vectors", "vector_models"),
+    tables=("vector_gone", "vector_df", "vector_pending", "vector_lists", "vectors",
+            "vector_models", *OLD_TABLES),
     ddl=(
         *(statement.replace("IF NOT EXISTS ", "") for statement in SCHEMA.split(";")
           if statement.strip()),
         PENDING_DDL,
-        *ROWS_DDL,
         *DF_DDL,
     ),
     apply=_apply,
@@ -1222,9 +1208,7 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         if row is not None and row[0]:
             wanted = [_unkey(r[0]) for r in conn.execute("SELECT blob FROM vector_pending")]
         else:
-            wanted = [
-                _unkey(r[0]) for r in conn.execute("SELECT DISTINCT blob FROM vector_rows")
-            ]
+            wanted = [r[0] for r in conn.execute("SELECT DISTINCT blob FROM memories")]
         need = sorted(missing(conn, model, wanted))
         tokens = getattr(embedder, "token_ids", None)
         model_id = _bump(conn, model, embedder.dim)
@@ -1353,14 +1337,12 @@ def idf_weights(conn: sqlite3.Connection, model: str) -> NDArray[Any] | None:
 
 def _texts(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for chunk in _chunks([_key(b) for b in blobs]):
+    for chunk in _chunks(blobs):
         marks = ",".join("?" * len(chunk))
         for blob, title, body in conn.execute(
-            "SELECT r.blob, m.title, m.body FROM vector_rows r "
-            f"JOIN memories m ON m.rowid = r.memory WHERE r.blob IN ({marks})",
-            tuple(chunk),
+            f"SELECT blob, title, body FROM memories WHERE blob IN ({marks})", tuple(chunk)
         ):
-            out.setdefault(_unkey(blob), embed_text(title, body or ""))
+            out.setdefault(blob, embed_text(title, body or ""))
     return out
 
 
@@ -1426,11 +1408,11 @@ def nearest_in(
     if not hits:
         return []
     by_blob: dict[str, list[int]] = {}
-    for chunk in _chunks([_key(b) for b, _ in hits]):
+    for chunk in _chunks([b for b, _ in hits]):
         marks = ",".join("?" * len(chunk))
         for rowid, blob in conn.execute(
-            f"SELECT memory, blob FROM vector_rows WHERE blob IN ({marks}) ORDER BY memory",
+            f"SELECT rowid, blob FROM memories WHERE blob IN ({marks}) ORDER BY rowid",
             tuple(chunk),
         ):
-            by_blob.setdefault(_unkey(blob), []).append(int(rowid))
+            by_blob.setdefault(blob, []).append(int(rowid))
     return [(rowid, cosine) for blob, cosine in hits for rowid in by_blob.get(blob, [])]
