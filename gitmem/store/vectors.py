@@ -103,7 +103,7 @@ Why a rowid table (provider version 6) and not, as in version 5, a WITHOUT ROWID
 keyed by (model, list, blob): that is an index b-tree, whose interior pages hold whole
 ~289-byte rows as separators (24 bytes a memory at 100k) and whose leaves split rather than
 fill when appended to; a rowid table's interior cells are a rowid and a page number (~1 byte
-a memory) and an ordered insert fills its leaves (14 rows of 290 bytes to a 4 KiB page).
+a memory) and an ordered insert fills its leaves (14 rows of 291 bytes to a 4 KiB page).
 
 ``vectors_blob`` finds a blob's rows whatever their model or list (catch-up deletes, and
 :func:`missing` checks, by blob). It indexes the first 8 bytes of the blob id, not all 20:
