@@ -126,8 +126,9 @@ LIST_BITS = 16
 
 def row_id(model_id: int, lst: int, seq: int = 0) -> int:
     """The rowid of the ``seq``-th row of list ``lst`` of model ``model_id`` (model ids start
-    at 1). Model 1's ids fit a 6-byte varint (2**42): one byte more would take a 4 KiB leaf
-    from 14 rows to 13 (315 bytes a memory instead of 293), as a 7-byte id was measured to."""
+    at 1). The first 64 models' ids fit a 6-byte varint (below 2**42; model 1's first 32,768
+    lists a 5-byte one): a 7-byte id takes a 4 KiB leaf from 14 rows to 13 (measured: 315
+    bytes a memory instead of 293)."""
     return ((model_id - 1) << (LIST_BITS + SEQ_BITS)) | (lst << SEQ_BITS) | seq
 
 
