@@ -230,8 +230,8 @@ def test_migrate_3_to_4_renames_every_file_in_one_commit(tmp_path: Path) -> None
 
 def test_a_commit_without_twin_paths_is_its_own_memory_changes(tmp_path: Path) -> None:
     # The version rows read a commit's file changes as memory changes. Where no id has a
-    # file at both paths (a bulk import's million files), that is the diff itself, not a
-    # copy; the migration's renames are settled per id (no change of any memory).
+    # file at both paths (a bulk import's million files), that is the diff itself; the
+    # migration's renames are settled per id (no change of any memory).
     from gitmem.store.changes import memory_changes, paths_changed
 
     path = tmp_path / "m"
@@ -240,7 +240,7 @@ def test_a_commit_without_twin_paths_is_its_own_memory_changes(tmp_path: Path) -
     tip = store.db().tip()
     assert tip is not None and tip.parents
     changed = paths_changed(repo, tip.parents[0].tree, tip.tree)
-    assert changed and memory_changes(tip.parents[0].tree, tip.tree, changed) is changed
+    assert changed and memory_changes(tip.parents[0].tree, tip.tree, changed) == changed
     migrate(store, to=4)
     moved = store.db().tip()
     assert moved is not None

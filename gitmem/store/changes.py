@@ -100,44 +100,10 @@ def paths_changed(
 def memory_changes(
     old: pygit2.Tree | None, new: pygit2.Tree, changed: dict[str, pygit2.Oid | None]
 ) -> dict[str, pygit2.Oid | None]:
-    """``changed`` (path -> new blob, between ``old`` and ``new``) as changes of memories:
-    a plain id is one file at either of its paths (gitmem.format.layout.memory_paths), so
-    the migration to format 4, which renames the file with its blob unchanged, changes no
-    memory; a memory still there is keyed by the path it is at in ``new``, one removed by
-    the path it had. Paths that are not memory paths pass through.
-
-    A file whose id has no other file, in either tree, is its memory: it passes through as
-    it is, and when every path does, ``changed`` itself comes back. Only ids with a file at
-    both paths are looked at as memories (once each, at the format 4 path), so a bulk
-    import's million changes cost one lookup of the other path each and no copy."""
-    settled: set[str] = set()
-    replaced: dict[str, pygit2.Oid | None] = {}
-    for path in changed:
-        memory_id = id_from_path(path)
-        if memory_id is None or is_path_id(memory_id):
-            continue
-        first, second = memory_paths(memory_id)
-        twin = second if path == first else first
-        if twin not in changed and not any(
-            tree is not None and blob_at(tree, twin) is not None for tree in (new, old)
-        ):
-            continue  # the only file of its id: its change is the memory's
-        settled.add(path)
-        if twin in changed and path != first:
-            continue  # the pair is settled once, at the format 4 path
-        now = memory_blob_at(new, path)
-        before = memory_blob_at(old, path)
-        if (now[1] if now else None) == (before[1] if before else None):
-            continue
-        if now is not None:
-            replaced[now[0]] = now[1]
-        elif before is not None:
-            replaced[before[0]] = None
-    if not settled:
-        return changed
-    out = {path: blob for path, blob in changed.items() if path not in settled}
-    out.update(replaced)
-    return out
+    """:func:`iter_memory_changes` of ``changed`` (every memory file that differs between
+    ``old`` and ``new``, path -> new blob), as a dict: a merge's rows keep only the memories
+    every parent's diff changed, so they look each path up."""
+    return dict(iter_memory_changes(old, new, changed.items()))
 
 
 def iter_memory_changes(
@@ -145,10 +111,18 @@ def iter_memory_changes(
     new: pygit2.Tree,
     changes: Iterable[tuple[str, pygit2.Oid | None]],
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """:func:`memory_changes` as a stream, for ``changes`` that are every memory file that
-    differs between ``old`` and ``new`` (:func:`changed_memory_files`): whether an id's
-    other path changed too is read from the two trees, not from a dict of the whole diff
-    (a bulk import's commit changes a million files: that dict was ~250 MB)."""
+    """``changes`` (every memory file that differs between ``old`` and ``new``, as
+    :func:`changed_memory_files` gives them: path, new blob or None) as changes of
+    memories. A plain id is one file at either of its paths
+    (gitmem.format.layout.memory_paths), so the migration to format 4, which renames the
+    file with its blob unchanged, changes no memory; a memory still there is keyed by the
+    path it is at in ``new``, one removed by the path it had. Paths that are not memory
+    paths, and a file whose id has no file at the other path in either tree, pass through
+    as they are.
+
+    A stream: whether an id's other path changed too is read from the two trees, not from
+    a dict of the whole diff (a bulk import's commit changes a million files: that dict
+    was ~250 MB)."""
     for path, blob in changes:
         memory_id = id_from_path(path)
         if memory_id is None or is_path_id(memory_id):
@@ -195,7 +169,7 @@ def version_rows(
     tree = commit.tree
     stream: Iterable[tuple[str, pygit2.Oid | None]]
     if changed is not None and len(parents) == 1:
-        stream = memory_changes(parents[0].tree, tree, changed).items()
+        stream = iter_memory_changes(parents[0].tree, tree, changed.items())
     elif len(parents) <= 1:
         # Read as the diff is walked: a bulk import's commit changes a million files.
         base = parents[0].tree if parents else None
