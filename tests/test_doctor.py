@@ -490,7 +490,9 @@ def test_the_scratch_index_is_built_beside_the_store_index_and_removed(store: St
     assert _scratch_folders(store) == []
 
 
-def test_a_scratch_index_a_dead_run_left_is_removed_by_the_next(store: Store) -> None:
+def test_a_scratch_index_a_dead_run_left_is_removed_by_the_next(
+    store: Store, tmp_path: Path
+) -> None:
     from gitmem.entry.doctor_context import SCRATCH_PREFIX
 
     store.create("one")
@@ -507,9 +509,16 @@ def test_a_scratch_index_a_dead_run_left_is_removed_by_the_next(store: Store) ->
     (left / "index.sqlite").write_bytes(b"x" * 100)
     live = state / f"{SCRATCH_PREFIX}1-live"  # pid 1 is alive: another run's, kept
     live.mkdir()
+    # A link under the name is not followed: what it points at stays.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept")
+    link = state / f"{SCRATCH_PREFIX}{dead.stdout.strip()}-link"
+    link.symlink_to(elsewhere, target_is_directory=True)
     _tamper_index(store, "DELETE FROM memories")
     D.diagnose(store, checks=["index", "links"])
-    assert _scratch_folders(store) == [live]
+    assert set(_scratch_folders(store)) == {link, live}
+    assert (elsewhere / "keep.txt").read_text() == "kept"
 
 
 def test_deep_compares_every_column_with_a_rebuild(store: Store) -> None:
