@@ -453,6 +453,19 @@ def test_once_fix_rebuilds_the_index_the_memory_checks_read_it(store: Store) -> 
     assert _seen(found) == expected
 
 
+def test_a_history_question_the_agreeing_index_fails_goes_to_the_rebuild(store: Store) -> None:
+    # The index agrees with git (its memories and problems), but its version rows are gone:
+    # whether a link's target ever existed is asked of the scratch rebuild instead.
+    gone = store.create("soon deleted")
+    store.delete(gone.id)
+    plant(store, memory_path(ID_C), memory_text(ID_C, supersedes=gone.id))
+    store.index().catch_up()
+    _tamper_index(store, "DROP TABLE versions")
+    (found,) = D.diagnose(store, checks=["links"]).findings
+    assert found.message == f"{ID_C} supersedes {gone.id}, which is deleted"
+    assert _scratch_folders(store) == []
+
+
 def _scratch_folders(store: Store) -> list[Path]:
     from gitmem.entry.doctor_context import SCRATCH_PREFIX
 

@@ -205,7 +205,6 @@ def diagnose(
     return report
 
 
-
 def _run_scope(
     context: Context, chosen: Sequence[str], weights: dict[str, int], *, fix: bool
 ) -> dict[str, list[Finding]]:
@@ -256,6 +255,7 @@ def _run_scope(
             context.fsck.communicate()
         packing.close()
     return results
+
 
 MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chains", "secrets"})
 """The checks that go through every memory of their scope."""

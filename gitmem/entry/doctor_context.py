@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -280,7 +281,11 @@ class Context:
 
     def ever_existed(self, memory_id: str) -> bool:
         """Whether git's history holds a version of ``memory_id`` (a deleted memory)."""
-        return bool(self.index().versions([memory_id]))
+        try:
+            return bool(self.index().versions([memory_id]))
+        except sqlite3.Error:
+            # The store's index failed after it agreed with git: ask the rebuild instead.
+            return bool(self.rebuilt().versions([memory_id]))
 
 
 SCRATCH_PREFIX = "doctor-index-"
