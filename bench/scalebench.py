@@ -193,6 +193,7 @@ def group_commit(ctx: Context) -> list[Row]:
     rates: dict[str, list[float]] = {"1": [], "8 group": [], "8 cas": []}
     cpu: dict[str, list[float]] = {k: [] for k in rates}
     lead: dict[str, list[float]] = {k: [] for k in rates}
+    system: dict[str, list[float]] = {k: [] for k in rates}
     acked: list[str] = []
     errors = 0
     first_error = ""
@@ -205,6 +206,7 @@ def group_commit(ctx: Context) -> list[Row]:
             rates[key].append(result.rate)
             cpu[key].append(1e3 * result.cpu_seconds / max(1, result.timed))
             lead[key].append(1e3 * result.lead_seconds / max(1, result.timed))
+            system[key].append(1e3 * result.sys_seconds / max(1, result.timed))
             acked += result.acknowledged
             errors += len(result.errors)
             if result.errors and not first_error:
@@ -215,7 +217,10 @@ def group_commit(ctx: Context) -> list[Row]:
     label = f"{size_label(populated.size)} memories"
 
     def cpu_note(key: str) -> str:
-        note = f"{median(cpu[key]):.1f} ms of CPU per commit, all writers together"
+        note = (
+            f"{median(cpu[key]):.1f} ms of CPU per commit ({median(system[key]):.1f} system), "
+            "all writers together"
+        )
         if key != "8 cas":
             # The leader's part is serial: 1 / it bounds the rate on any number of processors.
             note += f", {median(lead[key]):.2f} ms of it leading"

@@ -37,6 +37,8 @@ class WriterResult:
     """CPU seconds (user + system) this writer spent in the round."""
     lead_cpu: float = 0.0
     """Of which leading group commits (the serial part: gitmem.git.groupcommit.Stats)."""
+    sys_cpu: float = 0.0
+    """Of which system time (the kernel's: file creations, renames, locks)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class RoundResult:
     lead_seconds: float = 0.0
     """CPU time of the writers while leading group commits: what no second processor can
     share, so ``timed / lead_seconds`` bounds the rate on any machine."""
+    sys_seconds: float = 0.0
+    """Of ``cpu_seconds``, the system time: the file system's share of a commit."""
 
     @property
     def rate(self) -> float:
@@ -90,7 +94,7 @@ def _writer(
         barrier.wait()
         queue = store.db()._queue
         lead_start = queue.stats.lead_cpu if queue is not None else 0.0
-        cpu_start = _cpu()
+        cpu_start, sys_start = _cpu(), _sys()
         start = time.perf_counter()
         for fields in batch:
             try:
@@ -98,16 +102,21 @@ def _writer(
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
         end = time.perf_counter()
-        cpu = _cpu() - cpu_start
+        cpu, sys_cpu = _cpu() - cpu_start, _sys() - sys_start
         queue = store.db()._queue
         lead = (queue.stats.lead_cpu - lead_start) if queue is not None else 0.0
         timed = len(ids) - (len(warm_ids) if number == 0 else 0)
-        results.put((number, WriterResult(ids, errors, start, end, cpu, lead), timed))
+        result = WriterResult(ids, errors, start, end, cpu, lead, sys_cpu)
+        results.put((number, result, timed))
 
 
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _sys() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
 def run_rounds(
@@ -149,6 +158,7 @@ def run_rounds(
                 max(r.end for r, _ in mine) - min(r.start for r, _ in mine),
                 sum(r.cpu for r, _ in mine),
                 sum(r.lead_cpu for r, _ in mine),
+                sum(r.sys_cpu for r, _ in mine),
             )
         )
     return out
