@@ -576,6 +576,26 @@ def test_a_trusted_repository_runs_git_unchanged(tmp_path: Path) -> None:
     assert {"core.hooksPath", "core.fsmonitor", "protocol.ext.allow"} <= keys
 
 
+def test_a_commands_own_settings_beat_the_repositorys_and_never_the_policys(
+    tmp_path: Path,
+) -> None:
+    """``config=``: one command's ``git -c``, written nowhere; an untrusted store's
+    program-running keys still get the policy's value, which git reads after them."""
+    repo = make_repo(tmp_path)
+    run_git(repo, "config", "core.packedGitLimit", "1g")
+    given = [("core.packedGitLimit", "64m"), ("core.fsmonitor", "true")]
+    for trusted in (True, False):
+        out = gitcmd.run_git(
+            ["config", "--get-all", "core.packedGitLimit"], cwd=repo, trusted=trusted, config=given
+        )
+        assert out.stdout.decode().split() == ["1g", "64m"]  # git uses the last one
+        monitor = gitcmd.run_git(
+            ["config", "--get", "core.fsmonitor"], cwd=repo, trusted=trusted, config=given
+        )
+        assert monitor.stdout.decode().strip() == ("true" if trusted else "false")
+    assert run_git(repo, "config", "--local", "--get-all", "core.packedGitLimit").split() == ["1g"]
+
+
 def test_repository_variables_are_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -345,9 +345,14 @@ def _policy(
     cwd: str | os.PathLike[str] | None,
     trusted: bool | None,
     keep_repo_env: bool,
+    config: Sequence[tuple[str, str]] = (),
 ) -> tuple[dict[str, str], Policy]:
     env = dict(os.environ) if keep_repo_env else clean_env()
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
+    # The caller's settings go before the policy's, so that for a key both name (the
+    # caller has no reason to) the policy's value, read last, is the one git uses.
+    if config:
+        _append_config(env, config)
     where = gitdir if gitdir is not None else cwd
     if where is not None:
         # git reads the config (and what it includes) before anything else: an include of
@@ -418,8 +423,13 @@ def run_git(
     keep_repo_env: bool = False,
     extra_env: Mapping[str, str] | None = None,
     stderr_lines: Callable[[str], None] | None = None,
+    config: Sequence[tuple[str, str]] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
+
+    ``config``: (key, value) settings of this one command, as ``git -c`` would give them
+    (they beat the repository's own files and are written nowhere); the policy's entries
+    still come after them.
 
     ``extra_env``: variables of the command itself (``GIT_AUTHOR_DATE`` for a commit
     gitmem makes with git), set after the policy's and never naming a repository.
@@ -436,7 +446,7 @@ def run_git(
     newline), as written: the caller redacts what it shows. The result still holds all
     of stderr.
     """
-    env, policy = _policy(gitdir, cwd, trusted, keep_repo_env)
+    env, policy = _policy(gitdir, cwd, trusted, keep_repo_env, config)
     if extra_env:
         if any(key in REPO_ENV for key in extra_env):
             raise ValueError("extra_env may not point git at another repository")
