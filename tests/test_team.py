@@ -7,6 +7,7 @@ names master, with the store pushed to main), cloned through the real git binary
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clitools import Gitmem, make_runner
@@ -52,6 +53,41 @@ def test_clone_checks_out_the_store_and_makes_it_ready(hub: Path, tmp_path: Path
     # A write and a sync go straight back to the hub.
     store.create("learned on my machine")
     assert S.sync(store).pushed
+
+
+def test_clone_work_tree_is_gits_checkout_with_nothing_written_to_its_config(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkout runs with small pack windows (team.CHECKOUT_CONFIG, for its memory at
+    a million files), given to that one command: the work tree and index are git's own,
+    clean, and the clone's config holds none of those settings."""
+    calls: list[tuple[list[str], tuple[tuple[str, str], ...]]] = []
+    real = team.run_git
+
+    def spy(args: Any, **kwargs: Any) -> Any:
+        calls.append((list(args), tuple(kwargs.get("config", ()))))
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(team, "run_git", spy)
+    mine = tmp_path / "mine"
+    team.clone(str(hub), mine)
+    assert [config for args, config in calls if args[0] == "checkout"] == [team.CHECKOUT_CONFIG]
+    staged = run_git(mine, "ls-files", "-s").splitlines()
+    tree = run_git(mine, "ls-tree", "-r", "origin/main").splitlines()
+    assert staged and staged == [
+        f"{mode} {oid} 0\t{path}"
+        for mode, _, rest in (line.split(" ", 2) for line in tree)
+        for oid, path in [rest.split("\t", 1)]
+    ]
+    for line in tree:
+        mode, _, rest = line.split(" ", 2)
+        oid, path = rest.split("\t", 1)
+        assert (mine / path).read_bytes() == run_git(mine, "cat-file", "blob", oid).encode()
+        assert oct((mine / path).stat().st_mode)[-6:] == mode
+    assert run_git(mine, "status", "--porcelain") == ""
+    assert run_git(mine, "diff", "HEAD") == ""
+    for key, _ in team.CHECKOUT_CONFIG:
+        assert run_git(mine, "config", "--get", key, check=False) == ""
 
 
 def test_clone_counts_what_ls_lists(hub: Path, tmp_path: Path) -> None:

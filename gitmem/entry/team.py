@@ -37,6 +37,20 @@ BRANCH = "main"
 
 Progress = Callable[[int, int], None]
 
+CHECKOUT_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.packedGitWindowSize", "16m"),
+    ("core.packedGitLimit", "64m"),
+)
+"""Settings of the clone's ``git checkout`` alone (as ``git -c``; none is written to the clone).
+
+git reads the blobs it checks out through windows it maps onto the pack (1 GiB each, up
+to 8 GiB in all, on 64-bit), and every page of a window it touched counts in its resident
+size until the window is dropped: checking out a store of a million memories mapped the
+whole 363 MB pack, 397 of the 581 MiB the process peaked at (git's own memory, mostly an
+index entry per file, is the other 184). Windows of 16 MiB under a 64 MiB limit let git
+drop the pages as it moves on: 268 MiB, no slower (docs/benchmarks.md, "A work-tree clone
+at 1M"). A clone whose packs are smaller than the limit keeps them all mapped, as before."""
+
 
 @dataclass
 class CloneResult:
@@ -136,6 +150,7 @@ def clone(
                 ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"],
                 cwd=target,
                 trusted=True,
+                config=CHECKOUT_CONFIG,
             )
         tip = repo.revparse_single(f"refs/heads/{BRANCH}").peel(pygit2.Commit)
         try:
