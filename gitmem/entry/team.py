@@ -46,7 +46,7 @@ CHECKOUT_CONFIG: tuple[tuple[str, str], ...] = (
 git reads the blobs it checks out through windows it maps onto the pack (1 GiB each, up
 to 8 GiB in all, on 64-bit), and every page of a window it touched counts in its resident
 size until the window is dropped: checking out a store of a million memories mapped the
-whole 363 MB pack, 397 of the 581 MiB the process peaked at (git's own memory, mostly an
+whole 363 MB pack, 397 of the 583 MiB the process peaked at (git's own memory, mostly an
 index entry per file, is the other 184). Windows of 16 MiB under a 64 MiB limit let git
 drop the pages as it moves on: 268 MiB, no slower (docs/benchmarks.md, "A work-tree clone
 at 1M"). A clone whose packs are smaller than the limit keeps them all mapped, as before."""
