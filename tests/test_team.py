@@ -90,6 +90,22 @@ def test_clone_work_tree_is_gits_checkout_with_nothing_written_to_its_config(
         assert run_git(mine, "config", "--get", key, check=False) == ""
 
 
+def test_clone_interrupted_in_its_checkout_leaves_nothing(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = team.run_git
+
+    def interrupted(args: Any, **kwargs: Any) -> Any:
+        if args[0] == "checkout":
+            raise KeyboardInterrupt
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(team, "run_git", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        team.clone(str(hub), tmp_path / "mine")
+    assert not (tmp_path / "mine").exists()
+
+
 def test_clone_counts_what_ls_lists(hub: Path, tmp_path: Path) -> None:
     seed = gitmem.open(tmp_path / "seed")
     old = seed.list()[0]
