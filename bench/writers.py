@@ -94,7 +94,7 @@ def _writer(
         barrier.wait()
         queue = store.db()._queue
         lead_start = queue.stats.lead_cpu if queue is not None else 0.0
-        cpu_start, sys_start = _cpu(), _sys()
+        cpu_start, sys_start = _cpu()
         start = time.perf_counter()
         for fields in batch:
             try:
@@ -102,7 +102,8 @@ def _writer(
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
         end = time.perf_counter()
-        cpu, sys_cpu = _cpu() - cpu_start, _sys() - sys_start
+        cpu_end, sys_end = _cpu()
+        cpu, sys_cpu = cpu_end - cpu_start, sys_end - sys_start
         queue = store.db()._queue
         lead = (queue.stats.lead_cpu - lead_start) if queue is not None else 0.0
         timed = len(ids) - (len(warm_ids) if number == 0 else 0)
@@ -110,13 +111,10 @@ def _writer(
         results.put((number, result, timed))
 
 
-def _cpu() -> float:
+def _cpu() -> tuple[float, float]:
+    """This process's CPU seconds so far: all (user + system), and system alone."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _sys() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    return usage.ru_utime + usage.ru_stime, usage.ru_stime
 
 
 def run_rounds(
