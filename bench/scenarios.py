@@ -159,9 +159,22 @@ def pygit2_create(
 ) -> None:
     """One create with bare pygit2 calls (the floor): the blob, the trees along ``rel``, the
     commit on main's tip, main moved."""
-    parts = rel.split("/")
     ref = repo.lookup_reference("refs/heads/main")
     parent = repo[ref.target].peel(pygit2.Commit)
+    commit = pygit2_commit(repo, parent, rel, data, message, signature)
+    ref.set_target(commit, "bench: pygit2 floor")
+
+
+def pygit2_commit(
+    repo: pygit2.Repository,
+    parent: pygit2.Commit,
+    rel: str,
+    data: bytes,
+    message: str,
+    signature: pygit2.Signature,
+) -> pygit2.Oid:
+    """The objects of :func:`pygit2_create` on ``parent`` (blob, trees, commit), no branch moved."""
+    parts = rel.split("/")
     trees: list[pygit2.Tree | None] = [parent.tree]
     for part in parts[:-1]:
         here = trees[-1]
@@ -172,8 +185,8 @@ def pygit2_create(
         builder = repo.TreeBuilder(existing) if existing is not None else repo.TreeBuilder()
         builder.insert(parts[depth], child, mode)
         child, mode = builder.write(), pygit2.enums.FileMode.TREE
-    commit = repo.create_commit(None, signature, signature, message, child, [parent.id])
-    ref.set_target(commit, "bench: pygit2 floor")
+    commit: pygit2.Oid = repo.create_commit(None, signature, signature, message, child, [parent.id])
+    return commit
 
 
 def _create_rows(
@@ -494,8 +507,11 @@ def index_rebuild(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     stores = [
         (ctx.bare_store(config.read_size).path, config.read_size, "--sizes"),
-        (ctx.history_store(config.history_commits).path, config.history_commits,
-         "--history-commits"),
+        (
+            ctx.history_store(config.history_commits).path,
+            config.history_commits,
+            "--history-commits",
+        ),
     ]
     for path, size, option in stores:
         index = gitmem.open(path).index()
