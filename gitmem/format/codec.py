@@ -43,12 +43,14 @@ __all__ = [
     "MAX_NODES",
     "MAX_YAML_BYTES",
     "Document",
+    "Emitted",
     "check_reads_back",
     "check_writable_depth",
     "decode",
     "depth_bound",
     "dump_mapping",
     "dump_value",
+    "emit",
     "legacy_last_updated",
     "load_yaml",
     "parse",
@@ -298,15 +300,27 @@ def _written_as(value: Any, read: Any) -> bool:
     return same(value, read)
 
 
-def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
+def check_reads_back(
+    text: str, metadata: dict[str, Any], body: str, *, emitted: Emitted | None = None
+) -> None:
     """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``.
 
     Every file the store writes passes here (``Store._encode``), so a write the
     reader would refuse or read differently (a value YAML cannot carry, a string
     the emitter spelled ambiguously) fails before anything is committed, naming the
-    field, instead of leaving a memory no read or update can load.
+    field, instead of leaving a memory no read or update can load. ``emitted``: what
+    :func:`emit` made ``text`` of from this very ``metadata``, whose fast-emitted entries
+    are then not emitted a second time to be compared (the rest of the check is the same).
     """
-    if _emitted_fast(text, metadata, body):
+    fast = (
+        _split_holds(text, emitted.front, body)
+        if emitted is not None
+        and emitted.text is text
+        and emitted.metadata is metadata
+        and emitted.front is not None
+        else _emitted_fast(text, metadata, body)
+    )
+    if fast:
         _remember(text, metadata, body)
         return
     try:
@@ -340,16 +354,28 @@ def _emitted_fast(text: str, metadata: dict[str, Any], body: str) -> bool:
     so the body reads back whole. A new memory's write then needs no YAML parser (and no
     PyYAML import); anything else is parsed back in full.
     """
+    front = _fast_front(metadata)
+    return front is not None and _split_holds(text, front, body)
+
+
+def _fast_front(metadata: dict[str, Any]) -> str | None:
+    """The entries of ``metadata`` as the fast emitter writes them, or None when one is not
+    its to write."""
     entries = []
     for key, value in metadata.items():
         try:
             entry = yamlfast.dump_entry(key, value) if isinstance(key, str) else None
         except ValueError:
-            return False
+            return None
         if entry is None:
-            return False
+            return None
         entries.append(entry)
-    front = "".join(entries)
+    return "".join(entries)
+
+
+def _split_holds(text: str, front: str, body: str) -> bool:
+    """Whether ``text`` is ``front`` (fast-emitted entries) and ``body`` in a new file that
+    every reader splits there: the front-matter within its bound, closed where it ends."""
     if len(front.encode("utf-8", "surrogatepass")) > MAX_FRONT_MATTER_BYTES:
         return False
     if text != f"---\n{front}---\n\n{body}":
@@ -424,6 +450,26 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
 
 def dump_mapping(metadata: dict[str, Any]) -> str:
     return "".join(dump_value(k, v) for k, v in metadata.items())
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """A new file's text as :func:`emit` made it from ``metadata`` and a body."""
+
+    text: str
+    metadata: dict[str, Any]
+    front: str | None
+    """The front-matter entries, when the fast emitter wrote every one (else None)."""
+
+
+def emit(metadata: dict[str, Any], body: str) -> Emitted:
+    """``serialize(Document(metadata, body))``, a new file, remembering how it was made:
+    :func:`check_reads_back` then need not emit its entries again to know the text is
+    theirs (a create's front-matter was emitted twice, ~15 µs)."""
+    front = _fast_front(metadata) if metadata else None
+    if front is None:
+        return Emitted(serialize(Document(metadata, body)), metadata, None)
+    return Emitted("---\n" + front + "---\n\n" + body, metadata, front)
 
 
 def serialize(doc: Document) -> str:

@@ -43,11 +43,12 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
             path=path,
         )
     schema.validate(metadata)
+    emitted: codec.Emitted | None = None
     if memory.document is not None:
-        doc = memory.document.with_changes(metadata, memory.body)
+        text = codec.serialize(memory.document.with_changes(metadata, memory.body))
     else:
-        doc = codec.Document(metadata, memory.body)
-    text = codec.serialize(doc)
+        emitted = codec.emit(metadata, memory.body)
+        text = emitted.text
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -58,7 +59,7 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
     _check_sizes(memory.id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
     # Writes refuse whatever reads cannot read: the file is parsed back as every reader
     # parses it (depth, size, values YAML does not carry exactly).
-    codec.check_reads_back(text, metadata, memory.body)
+    codec.check_reads_back(text, metadata, memory.body, emitted=emitted)
     if policy is not None:
         from gitmem.format import secrets
 

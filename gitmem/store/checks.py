@@ -52,12 +52,17 @@ def check_expected(current: Memory, expected: int | None) -> None:
         )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+"""The characters a one-line field refuses: C0 controls (line breaks among them) and DEL.
+One regex search, not a Python test per character (a create checks six such fields)."""
+
+
 def single_line(what: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be text, not {type(value).__name__}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if _CONTROL.search(value):
         raise InvalidInputError(f"{what} must be one line without control characters")
     value = value.strip()
     return value or None
