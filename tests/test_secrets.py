@@ -395,6 +395,27 @@ def test_the_committed_policy_governs_writes(any_store: Store) -> None:
     any_store.create(f"an allowed key {AWS_KEY_ID}")
 
 
+def test_each_committed_policy_governs_the_next_write(store: Store) -> None:
+    # The policy is made once per committed gitmem.yaml and kept while that stays the tip's:
+    # a change committed from elsewhere (another process, a pull) governs the next write.
+    acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
+    original = store.db().snapshot().read("gitmem.yaml")
+    assert original is not None
+    _commit_config(
+        store,
+        "secrets:\n  patterns:\n    - kind: acme-token\n      regex: 'acme_[A-Za-z0-9]{32}'\n",
+    )
+    assert "acme-token" in str(_refused(lambda: store.create(f"first {acme}")))
+    backend = store._backend(None)
+    made = backend.secret_policy
+    store.create("a clean write under the same policy")
+    assert backend.secret_policy is made  # not compiled again
+    assert "acme-token" in str(_refused(lambda: store.create(f"again {acme}")))
+    plant(store, "gitmem.yaml", original.decode(), "policy back to the built-in kinds")
+    store.create(f"after the change {acme}")
+    assert backend.secret_policy is not made
+
+
 def test_a_broken_policy_is_reported_on_write(store: Store) -> None:
     _commit_config(store, "secrets:\n  disable: [nope]\n")
     with pytest.raises(InvalidMemoryError, match=r"secrets\.disable"):

@@ -287,6 +287,8 @@ class Backend:
     """The blob ``config`` was read from, so a newly committed policy is noticed."""
     index: Index | None = None
     """The derived SQLite index, opened on first use."""
+    secret_policy: tuple[StoreConfig, Any] | None = None
+    """``config`` and the secret policy made of it (:meth:`Store._secret_policy`)."""
 
 
 class Store:
@@ -651,10 +653,19 @@ class Store:
         return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
 
     def _secret_policy(self, backend: Backend) -> Any:
+        # Made once per config: a gitmem.yaml with a secrets section cost ~50 µs to compile,
+        # twice a write. The config is frozen and is replaced, not changed, when a newly
+        # committed gitmem.yaml is read (_refresh_config), which is what the identity tells.
+        made = backend.secret_policy
+        if made is not None and made[0] is backend.config:
+            return made[1]
         # Imported here: compiling its patterns is a cost a read-only command skips.
         from gitmem.format import secrets
 
-        return secrets.policy_from_config(backend.config.raw)
+        config = backend.config
+        policy = secrets.policy_from_config(config.raw)
+        backend.secret_policy = (config, policy)
+        return policy
 
     def _new_id(self, backend: Backend, given: str | None) -> str:
         """The id a write creates: ``given`` (checked) or a new one.
