@@ -94,6 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         f"(quartiles {ratios[quarter]:.2f}-{ratios[-quarter - 1]:.2f}); "
         f"load average at the end {os.getloadavg()[0]:.2f}"
     )
+    # User time alone (gitmem's own Python is user time; the system time the load adds to both
+    # sides moves the ratio above, 0.54-0.78, with no change in gitmem), over all rounds: the
+    # kernel splits a process's CPU into user and system by sampling at its clock tick, so
+    # one round's split is a handful of samples and only the totals are worth comparing.
+    user = {name: sum(u for u, _ in rows) for name, rows in per.items()}
+    print(
+        f"floor / gitmem, user CPU of all rounds: {user['floor'] / user['gitmem']:.2f} "
+        f"({user['gitmem'] / len(per['gitmem']) / args.ops * 1e6:,.0f} against "
+        f"{user['floor'] / len(per['floor']) / args.ops * 1e6:,.0f} µs a create)"
+    )
     return 0
 
 
