@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem.base.errors import InvalidInputError, StoreError
-from gitmem.git.command import run_git
+from gitmem.git.command import popen_git, run_git
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -106,6 +108,39 @@ def _store_branch(repo: pygit2.Repository, prefix: str, wanted: str | None) -> s
     )
 
 
+def _checkout_while(target: Path, args: list[str], work: Callable[[], object]) -> None:
+    """Run ``git <args>`` in ``target`` (the clone's checkout) while ``work()`` runs here.
+
+    The index build reads git's objects, never the work tree, so the two overlap: at a
+    million memories each takes minutes (docs/benchmarks.md, "A work-tree clone at 1M").
+    Whichever fails fails the clone: ``work`` raising (or an interrupt) stops git first,
+    so that nothing writes into the folder the clone then removes; git failing is
+    reported once ``work`` is done (a failed checkout is rare, and ``work`` cannot be
+    stopped halfway without leaving its state to clean up anyway)."""
+    with tempfile.TemporaryFile() as errors:
+        # git's messages go to a file: a pipe nobody reads until the end would stop git
+        # once it held 64 KiB of warnings.
+        process = popen_git(
+            args,
+            cwd=target,
+            trusted=True,
+            config=CHECKOUT_CONFIG,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+        try:
+            work()
+            code = process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        if code != 0:
+            errors.seek(0)
+            lines = errors.read().decode("utf-8", "replace").strip().splitlines()
+            raise StoreError(f"git {args[0]} failed: {lines[-1] if lines else code}")
+
+
 def clone(
     url: str,
     dest: str | os.PathLike[str] | None = None,
@@ -139,19 +174,12 @@ def clone(
         repo = pygit2.Repository(str(gitdir))
         prefix = "refs/heads/" if bare else "refs/remotes/origin/"
         source = _store_branch(repo, prefix, branch)
-        if bare:
-            # A bare clone keeps the hub's branches as its own: main is the store's.
-            if source != BRANCH:
-                target_id = repo.references[f"{prefix}{source}"].target
-                repo.references.create(f"refs/heads/{BRANCH}", target_id, force=True)
-            repo.set_head(f"refs/heads/{BRANCH}")
-        else:
-            run_git(
-                ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"],
-                cwd=target,
-                trusted=True,
-                config=CHECKOUT_CONFIG,
-            )
+        # main at the store's tip (and, in a work tree, HEAD on it) before anything reads
+        # the clone: the index build reads main while git's checkout fills the work tree.
+        if source != BRANCH or not bare:
+            target_id = repo.references[f"{prefix}{source}"].target
+            repo.references.create(f"refs/heads/{BRANCH}", target_id, force=True)
+        repo.set_head(f"refs/heads/{BRANCH}")
         tip = repo.revparse_single(f"refs/heads/{BRANCH}").peel(pygit2.Commit)
         try:
             tip.tree["gitmem.yaml"]
@@ -161,14 +189,23 @@ def clone(
                 f"its branch {source})"
             ) from None
         result = CloneResult(target, BRANCH)
+        store = open_store(target)
+        if bare:
+            store.reindex(progress=progress)
+        else:
+            _checkout_while(
+                target,
+                ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"],
+                lambda: store.reindex(progress=progress),
+            )
+        # After the checkout: git runs a post-checkout hook that is there when it ends, and
+        # writes the branch's upstream into the config the driver's registration writes.
         if hooks and not bare:
             from gitmem.entry.hooks import install
 
             result.hooks = install(target, "memory").changed
         else:
             register_driver(target)
-        store = open_store(target)
-        store.reindex(progress=progress)
         # What `gitmem ls` would list, counted by the index: Store.list() here held every
         # memory of the clone at once (1.7 GB at a million memories).
         result.memories = store.index().count(include_superseded=False, include_archived=False)

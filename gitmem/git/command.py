@@ -42,6 +42,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from gitmem.base.errors import StoreError
 from gitmem.git import includes
@@ -552,15 +553,22 @@ def popen_git(
     gitdir: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     trusted: bool | None = None,
+    config: Sequence[tuple[str, str]] = (),
+    stdout: int | IO[bytes] = subprocess.PIPE,
+    stderr: int | IO[bytes] = subprocess.PIPE,
 ) -> subprocess.Popen[bytes]:
-    """Start ``git <args>`` in the background (stdout and stderr piped), same policy."""
-    env, policy = _policy(gitdir, cwd, trusted, False)
+    """Start ``git <args>`` in the background, same policy; ``config`` as for
+    :func:`run_git`. ``stdout``/``stderr``: piped unless the caller gives a file (or
+    ``subprocess.DEVNULL``), which it should for a long command it does not read while
+    it runs: a pipe nobody reads stops git once it holds 64 KiB."""
+    env, policy = _policy(gitdir, cwd, trusted, False, config)
     try:
         return subprocess.Popen(
             _command(args, gitdir, policy),
             cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
             env=env,
         )
     except FileNotFoundError:
