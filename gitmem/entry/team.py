@@ -51,7 +51,12 @@ size until the window is dropped: checking out a store of a million memories map
 whole 363 MB pack, 397 of the 583 MiB the process peaked at (git's own memory, mostly an
 index entry per file, is the other 184). Windows of 16 MiB under a 64 MiB limit let git
 drop the pages as it moves on: 268 MiB, no slower (docs/benchmarks.md, "A work-tree clone
-at 1M"). A clone whose packs are smaller than the limit keeps them all mapped, as before."""
+at 1M"). A clone whose packs are smaller than the limit keeps them all mapped, as before.
+
+Measured and left out ("... the checkout beside the index build"): ``checkout.workers``
+(the checkout and its two workers held ~990 MiB, and their CPU is the index build's, which
+runs beside it), ``feature.manyFiles`` (its index version 4 would stay in the clone), and
+``core.fsync`` (git syncs no work-tree file to begin with)."""
 
 
 @dataclass
