@@ -2,9 +2,10 @@
 
 ``redact.needed`` (each hint looked for once) and ``redact.finditer`` (a pattern's regex
 tried only where one of its ``starts`` literals begins) replace a loop that ran every
-pattern's hints and regex over the whole text. The reference below is that loop, as it
-was; hypothesis drives both over texts made of the pieces credentials, names, separators
-and the Unicode characters whose case folding differs from ``str.lower()`` are made of.
+pattern's hints and regex over the whole text. The reference below is that loop without
+its hints (every regex over the whole text: hints may only skip what cannot match);
+hypothesis drives both over texts made of the pieces credentials, names, separators and the
+Unicode characters whose case folding differs from ``str.lower()`` are made of.
 """
 
 from __future__ import annotations
@@ -60,10 +61,7 @@ def _reference_scan(
     chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
     hits: list[secrets._Hit] = []
     taken: list[tuple[int, int]] = []
-    lowered = text.lower()
-    for pattern in chosen:
-        if pattern.hints and not any(hint in lowered for hint in pattern.hints):
-            continue
+    for pattern in chosen:  # every regex, hints or not: they may only skip what cannot match
         for match in pattern.regex.finditer(text):
             try:
                 start, end = match.span(pattern.group)
@@ -123,6 +121,8 @@ _POLICY = policy_from_config(
 @example("aws_secret_access_key = " + _AWS_SECRET)
 @example("to\u212aen=" + _VALUE)  # Kelvin sign: (?i) folds it to k, and so does lower()
 @example("\u0130 token=" + _VALUE)  # lower() makes İ two characters: positions would shift
+@example("pa\u017fsword = " + _VALUE)  # long s: (?i) folds it to s, lower() keeps it
+@example("ap\u0131_key = " + _VALUE)  # dotless i, the same
 def test_the_scan_finds_what_the_plain_scan_finds(text: str) -> None:
     assert scan_text(text) == _reference_scan(text)
     assert _POLICY.scan(text) == _reference_scan(text, _POLICY.patterns, allow=_POLICY.allow)
@@ -131,7 +131,7 @@ def test_the_scan_finds_what_the_plain_scan_finds(text: str) -> None:
 @settings(max_examples=400, deadline=None)
 @given(_texts)
 def test_each_pattern_matches_where_its_regex_matches(text: str) -> None:
-    lowered = text.lower()
+    lowered = redact.hint_text(text)
     for pattern in DEFAULT_PATTERNS:
         fast = [m.span() for m in redact.finditer(pattern, text, lowered)]
         assert fast == [m.span() for m in pattern.regex.finditer(text)], pattern.kind
@@ -140,12 +140,9 @@ def test_each_pattern_matches_where_its_regex_matches(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(_texts)
 def test_redaction_spans_are_unchanged(text: str) -> None:
-    lowered = text.lower()
     for honour in (False, True):
         spans = []
         for pattern in DEFAULT_PATTERNS:
-            if pattern.hints and not any(hint in lowered for hint in pattern.hints):
-                continue
             for match in pattern.regex.finditer(text):
                 try:
                     start, end = match.span(pattern.group)
@@ -185,3 +182,25 @@ def test_the_empty_text_still_compiles_its_allow_list() -> None:
     with pytest.raises(InvalidMemoryError):
         scan_text("", allow=["("])
     assert scan_text("") == []
+
+
+def test_the_hint_folds_cover_every_character_ignorecase_matches_to_a_letter() -> None:
+    # The hints are ASCII and looked for in redact.hint_text(text); a character that (?i)
+    # matches to an ASCII letter must turn into that letter there, or a pattern whose regex
+    # matches the text is skipped.
+    any_letter = re.compile("[a-z]", re.IGNORECASE)
+    letters = {a: re.compile(a, re.IGNORECASE) for a in "abcdefghijklmnopqrstuvwxyz"}
+    for point in range(0x80, 0x110000):
+        char = chr(point)
+        if any_letter.fullmatch(char) is None:
+            continue
+        folded = redact.hint_text(char)
+        for letter, regex in letters.items():
+            if regex.fullmatch(char):
+                assert letter in folded, (hex(point), letter, folded)
+
+
+def test_a_long_s_or_a_dotless_i_in_a_secret_name_is_still_found() -> None:
+    for text in ("pa\u017fsword = " + _VALUE, "ap\u0131_key: " + _VALUE):
+        assert [f.kind for f in scan_text(text)] == ["secret-assignment"], text
+        assert redact.secret_spans(text), text

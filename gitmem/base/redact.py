@@ -391,9 +391,22 @@ class _HintIndex:
 
 _HINT_INDEXES: dict[int, _HintIndex] = {}
 
+_FOLDS = str.maketrans({"\u0131": "i", "\u017f": "s"})
+"""The characters that ``(?i)`` matches to an ASCII letter although ``str.lower()`` keeps them:
+dotless i and long s (every code point tried against a-z, tests/test_secrets_fast.py). A
+pattern's hints are ASCII; without these, ``pa\u017fsword = <secret>``, which the
+name-assignment regex matches, skipped the regex for want of its hint."""
+
+
+def hint_text(text: str) -> str:
+    """``text.lower()`` with :data:`_FOLDS` applied: what :func:`needed` looks for hints in.
+    Each fold is one character for one, so an ASCII text's positions stay as they were."""
+    low = text.lower()
+    return low if low.isascii() else low.translate(_FOLDS)
+
 
 def needed(patterns: tuple[SecretPattern, ...], lowered: str) -> list[SecretPattern]:
-    """The patterns, in their order, that can match a text whose ``str.lower()`` is
+    """The patterns, in their order, that can match a text whose :func:`hint_text` is
     ``lowered``: those without hints and those with a hint in it (the rest cannot match)."""
     index = _HINT_INDEXES.get(id(patterns))
     if index is None or index.patterns is not patterns:  # an id reused by a new tuple
@@ -445,10 +458,10 @@ def secret_spans(
 ) -> list[tuple[int, int, str]]:
     """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
     order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
-    lowered = text.lower()
+    low = hint_text(text)
     spans: list[tuple[int, int, str]] = []
-    for pattern in needed(tuple(patterns), lowered):
-        for match in finditer(pattern, text, lowered):
+    for pattern in needed(tuple(patterns), low):
+        for match in finditer(pattern, text, low):
             try:
                 start, end = match.span(pattern.group)
             except (IndexError, re.error):

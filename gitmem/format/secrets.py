@@ -143,7 +143,7 @@ def scan_text(
         return []  # a finding is a non-empty secret: the empty text (a create's body) has none
     hits: list[_Hit] = []
     taken: list[tuple[int, int]] = []
-    lowered = text.lower()
+    lowered = redact_mod.hint_text(text)
     for pattern in redact_mod.needed(chosen, lowered):
         for match in redact_mod.finditer(pattern, text, lowered):
             try:
