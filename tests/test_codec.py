@@ -762,3 +762,13 @@ def test_depth_bound_on_indicator_shapes(text: str) -> None:
     bound = codec.depth_bound(text)
     assert bound is not None
     assert _node_depth(yaml.compose(text, Loader=yaml.SafeLoader)) <= bound
+
+
+@pytest.mark.parametrize("key", [3, (1, 2), None, 1.5])
+def test_a_key_that_is_not_text_is_refused_by_name_when_writing(key: Any) -> None:
+    # parse refuses such a key on read; serialize refused it with a bare TypeError from the
+    # emitter's regex (reachable by building a Document by hand; Store.create checks extra).
+    for doc in (codec.parse("---\na: 1\n---\nbody"), codec.parse("body")):
+        doc.metadata[key] = "x"
+        with pytest.raises(InvalidMemoryError, match=r"front-matter key .* is not a string"):
+            codec.serialize(doc)

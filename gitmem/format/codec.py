@@ -437,6 +437,8 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
     Collections are written in block style, except ``tags`` (and any value
     with ``flow=True``), which are written in flow style when they hold only scalars.
     """
+    if not isinstance(key, str):  # what a reader refuses (parse), a writer does not write
+        raise InvalidMemoryError(f"front-matter key {_clip(repr(key))} is not a string")
     try:
         fast = yamlfast.dump_entry(key, value, flow=flow)
     except ValueError as exc:  # str() of an integer over Python's 4,300-digit bound
