@@ -786,7 +786,7 @@ def embed_catchup(ctx: Context) -> list[Row]:
     embedder.embed(texts)
     embed_s = time.perf_counter() - started
     conn = index.connect()
-    codes = [bytes(r[0]) for r in conn.execute("SELECT code FROM vectors")]
+    codes = [code for _, _, _, code in vectors.entries(conn)]
     alone = path.parent / "vectors-only.sqlite"
     with contextlib.closing(sqlite.connect(alone)) as db:
         vectors.ensure_schema(db)

@@ -182,14 +182,7 @@ def small_ivf(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _lists(conn: sqlite3.Connection, model: str = "m") -> dict[str, int]:
-    return {
-        r[0].hex(): int(r[1])
-        for r in conn.execute(
-            f"SELECT v.blob, {vectors.list_sql('v.id')} FROM vectors v "
-            f"JOIN vector_models m ON m.id = {vectors.model_sql('v.id')} WHERE m.model = ?",
-            (model,),
-        )
-    }
+    return {blob: lst for _, lst, blob, _ in vectors.entries(conn, model)}
 
 
 def test_lists_are_trained_past_the_threshold_and_a_query_reads_only_its_lists(
@@ -274,17 +267,22 @@ def test_a_replaced_or_removed_vector_leaves_its_list(tmp_path: Path, small_ivf:
     vectors.store_vectors(conn, "m", zip(blobs, vectors.encode(m), strict=True))
     vectors.train(conn, "m")
     before = _lists(conn)
-    # The same blob stored again with another vector moves; it is never held twice.
+    # The same blob stored again (it came back while its old vector was still there) is
+    # held twice, in the list of each vector, and search counts it once.
     moved = next(i for i in range(1, 200) if before[blobs[i]] != before[blobs[0]])
     vectors.store_vectors(conn, "m", [(blobs[0], vectors.encode(m[moved : moved + 1])[0])])
-    after = _lists(conn)
-    assert after[blobs[0]] == before[blobs[moved]] and len(after) == 200
-    assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == 200
-    vectors.remove(conn, [blobs[5]])
-    assert blobs[5] not in _lists(conn)
+    held = [(lst, b) for _, lst, b, _ in vectors.entries(conn) if b == blobs[0]]
+    assert sorted(lst for lst, _ in held) == sorted([before[blobs[0]], before[blobs[moved]]])
+    assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == 201
+    for exact in (False, True):
+        got = [b for b, _ in vectors.top_k(conn, "m", m[moved], 10, exact=exact)]
+        assert got.count(blobs[0]) == 1 and len(got) == 10
+    vectors.remove(conn, [blobs[5]])  # writes the records again: blob 0 is held once
+    assert blobs[5] not in _lists(conn) and len(vectors.entries(conn)) == 199
     assert all(b != blobs[5] for b, _ in vectors.top_k(conn, "m", m[5], 10))
     assert vectors.prune(conn, blobs[:100]) == 100
     assert conn.execute("SELECT n FROM vector_models").fetchone()[0] == len(_lists(conn)) == 99
+    assert len(vectors.entries(conn)) == 99
 
 
 def test_up_to_the_cache_bound_a_second_query_is_exact_from_the_matrix(
@@ -326,26 +324,68 @@ def test_lists_with_keys_that_are_not_git_ids_are_read_row_by_row(
         assert got[0][0] == exact[0][0]
 
 
-def test_a_list_whose_row_numbers_run_out_is_numbered_afresh(
+def test_a_list_whose_record_numbers_run_out_is_numbered_afresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A row's id is its model, list and place in the list; new rows go after the list's
-    last, so deletes leave numbers unused. A list that has none left is numbered again
-    from 0 (the model's rows rewritten), and a list that would hold more rows than it has
-    numbers is refused before anything is written (with 2 bits: 4 rows a list)."""
+    """A record's id is its model, list and place in the list; new records go after the
+    list's last. A list that has no number left is written again (a blob held twice kept
+    once), and a list that would need more records than it has numbers is refused before
+    anything is written (with 2 bits and a vector a record: 4 vectors a list)."""
     monkeypatch.setattr(vectors, "SEQ_BITS", 2)
+    monkeypatch.setattr(vectors, "record_capacity", lambda conn, size: 1)
     rng = np.random.default_rng(3)
     codes = vectors.encode(_unit(rng, 8, 16))
     blobs = [f"{i:040x}" for i in range(8)]
     conn = _db(tmp_path)
-    vectors.store_vectors(conn, "m", zip(blobs[:4], codes[:4], strict=True))
-    vectors.remove(conn, blobs[:3])
-    vectors.store_vectors(conn, "m", zip(blobs[4:7], codes[4:7], strict=True))
+    vectors.store_vectors(conn, "m", zip(blobs[:3], codes[:3], strict=True))
+    vectors.store_vectors(conn, "m", [(blobs[0], codes[0])])  # held twice: 4 records
+    vectors.store_vectors(conn, "m", [(blobs[3], codes[3])])
     ids = [r[0] for r in conn.execute("SELECT id FROM vectors ORDER BY id")]
-    assert ids == [vectors.row_id(1, 0, seq) for seq in range(4)]  # 0-2 renumbered, then 3
-    assert vectors.missing(conn, "m", blobs) == set(blobs[:3]) | {blobs[7]}
+    assert ids == [vectors.row_id(1, 0, seq) for seq in range(4)]  # renumbered, then 3
+    assert vectors.missing(conn, "m", blobs) == set(blobs[4:])
     with pytest.raises(ValueError, match="over 2"):
         vectors.store_vectors(conn, "m", [(blobs[7], codes[7])])
-    query = vectors.decode([codes[5]], 16)[0]
-    assert vectors.top_k(conn, "m", query, 1)[0][0] == blobs[5]
-    assert {b for _, b, _ in vectors.rows(conn)} == set(blobs[3:7])
+    query = vectors.decode([codes[2]], 16)[0]
+    assert vectors.top_k(conn, "m", query, 1)[0][0] == blobs[2]
+    assert {b for _, b, _ in vectors.rows(conn)} == set(blobs[:4])
+
+
+def test_records_are_packed_to_fill_their_pages() -> None:
+    """A record of 257-byte codes (the default embedder's) and their 20-byte keys fills
+    four overflow pages of 4 KiB to the byte and leaves 537 bytes on its leaf (seven to a
+    leaf): 61 vectors, 278 bytes each (tests/test_vector_rows.py measures a whole file)."""
+    assert vectors.record_capacity(None, 257) == 61
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE vectors SET codes = substr(codes, 1, length(codes) - 7)",  # truncated codes
+        "UPDATE vectors SET keys = substr(keys, 1, length(keys) - 1)",  # a key cut short
+        "UPDATE vectors SET keys = x'00' || substr(keys, 2)",  # keys of no known layout
+        "UPDATE vectors SET codes = CAST(x'02' || substr(codes, 2) AS BLOB)",  # another kind
+        "UPDATE vectors SET codes = x'02' || substr(codes, 2)",  # text, not UTF-8
+        "UPDATE vectors SET codes = 'text', keys = 1",  # not blobs at all
+    ],
+)
+def test_a_damaged_record_is_a_clear_error_never_an_answer(tmp_path: Path, damage: str) -> None:
+    """The index is derived, but a reader must never rank what a damaged record holds:
+    every path that reads records raises IndexDamagedError (:func:`vectors.nearest` then
+    has the vector tables rebuilt: tests/test_vector_rows.py)."""
+    from gitmem.base.errors import IndexDamagedError
+
+    rng = np.random.default_rng(21)
+    m = _unit(rng, 60, 16)
+    blobs = [f"{i:040x}" for i in range(60)]
+    conn = _db(tmp_path)
+    vectors.store_vectors(conn, "m", zip(blobs, vectors.encode(m), strict=True))
+    conn.execute(damage + " WHERE id = (SELECT max(id) FROM vectors)")
+    vectors.clear_cache()
+    with pytest.raises(IndexDamagedError, match="vector record"):
+        vectors.top_k(conn, "m", m[0], 3)
+    with pytest.raises(IndexDamagedError):
+        vectors.top_k(conn, "m", m[0], 3, exact=True)
+    with pytest.raises(IndexDamagedError):
+        vectors.store_vectors(conn, "m", [("ab" * 20, vectors.encode(m[:1])[0])])
+    with pytest.raises(IndexDamagedError):
+        vectors.missing(conn, "m", ["cd" * 20])

@@ -111,6 +111,13 @@ class RepositoryDamagedError(StoreError):
     )
 
 
+class IndexDamagedError(StoreError):
+    """The derived index holds what gitmem could not have written (a truncated or corrupt
+    vector record). Nothing stored is lost: the index is rebuilt from the repository."""
+
+    default_hint = "run gitmem reindex to rebuild the derived index from the repository"
+
+
 class LockTimeoutError(ConflictError):
     """A lock stayed held by a live process for longer than the wait bound."""
 

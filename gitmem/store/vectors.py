@@ -2,8 +2,9 @@
 
 A vector is stored per (embedder name, blob id): a memory's text is its blob, so an edit
 gives a new blob and a new vector, an unchanged memory keeps its own across commits, and
-nothing is ever stored in the git tree. Rows are written by the index's catch-up (only the
-blobs ``missing`` reports) and thrown away with the index on a rebuild.
+nothing is ever stored in the git tree. Vectors are written by :func:`sync` (the blobs the
+index's catch-up marked pending), many to a record of one list (:data:`SCHEMA`), and thrown
+away with the index on a rebuild.
 
 Codes are at most 300 bytes a memory (docs/recall.md has the measured recall cost of each):
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
+from gitmem.base.errors import IndexDamagedError
 from gitmem.store.providers import RowProvider, register
 from gitmem.store.rows import RowChanges
 
@@ -62,10 +64,7 @@ _KINDS = {"int8": INT8, "int4": INT4, "binary": BINARY}
 _CHUNK = 500
 """Blob ids per ``IN (...)`` query (SQLite's variable limit is far above it)."""
 
-PREFIX = 8
-"""Bytes (characters, for a key that is not hex) of a blob key that ``vectors_blob`` holds."""
-
-SCHEMA = f"""
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS vector_models (
     id INTEGER PRIMARY KEY,
     model TEXT NOT NULL UNIQUE,
@@ -74,14 +73,14 @@ CREATE TABLE IF NOT EXISTS vector_models (
     complete INTEGER NOT NULL DEFAULT 0,
     n INTEGER NOT NULL DEFAULT 0,
     trained INTEGER NOT NULL DEFAULT 0,
-    lists_id INTEGER NOT NULL DEFAULT 0
+    lists_id INTEGER NOT NULL DEFAULT 0,
+    live INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS vectors (
     id INTEGER PRIMARY KEY,
-    blob BLOB NOT NULL,
-    code BLOB NOT NULL
+    keys BLOB NOT NULL,
+    codes BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS vectors_blob ON vectors (substr(blob, 1, {PREFIX}));
 CREATE TABLE IF NOT EXISTS vector_lists (
     model INTEGER NOT NULL,
     list INTEGER NOT NULL,
@@ -91,49 +90,59 @@ CREATE TABLE IF NOT EXISTS vector_lists (
 """
 """A model is a small integer and a blob id its 20 raw bytes, not 40 hex digits.
 
-A row's ``id`` (its rowid) is its model, its list and its place in the list
-(:func:`row_id`): the rows of a list are one contiguous range of rowids, so a query reads
-only the lists it probes, each as one range scan. Past :data:`IVF_FROM` vectors a row's list
-is the nearest of the model's centroids (``vector_lists``, trained when the model held
-``trained`` vectors; ``lists_id`` names that training, 0 for none); below that every row
-is in list 0 and search is exact. A model's ``n`` counts its vectors (kept by every write:
-a count over a million rows is 130 ms).
+A row of ``vectors`` is a **record** of up to :func:`record_capacity` vectors of one list:
+their blob keys packed in ``keys`` (:func:`_pack_keys`) and their codes concatenated in
+``codes``, in the same order. A record's ``id`` (its rowid) is its model, its list and its
+place in the list (:func:`row_id`): the records of a list are one contiguous range of
+rowids, so a query reads only the lists it probes, each as one range scan, and a list's
+vectors are its records' in rowid order. Past :data:`IVF_FROM` vectors a vector's list is
+the nearest of the model's centroids (``vector_lists``, trained when the model held
+``trained`` vectors; ``lists_id`` names that training, 0 for none); below that every vector
+is in list 0 and search is exact.
 
-Why a rowid table (provider version 6) and not, as in version 5, a WITHOUT ROWID table
-keyed by (model, list, blob): that is an index b-tree, whose interior pages hold whole
-~289-byte rows as separators (24 bytes a memory at 100k) and whose leaves split rather than
-fill when appended to; a rowid table's interior cells are a rowid and a page number (~1 byte
-a memory) and an ordered insert fills its leaves (14 rows of 291 bytes to a 4 KiB page).
+A model's ``n`` counts the vectors its records hold, ``live`` the blobs its document
+frequencies count (every current memory's, once sync has run). They differ by the rows
+catch-up no longer deletes (provider version 7): a blob no memory holds any more keeps its
+vector until the next :func:`train` or compaction writes the lists again (search skips it),
+and a blob that came back meanwhile may hold two (search counts it once).
 
-``vectors_blob`` finds a blob's rows whatever their model or list (catch-up deletes, and
-:func:`missing` checks, by blob). It indexes the first 8 bytes of the blob id, not all 20:
-18 bytes a memory instead of 30, and every query that uses it also compares the whole id
-(:func:`_blob_match`), so two blobs that share a prefix only cost a row read. (Version 5's
-rows and blob index: 346 bytes a memory at 100k; docs/benchmarks.md has version 6's.)
+Why records (version 7) and not a row a vector (version 6, a rowid table with a blob index
+on 8-byte prefixes): a 4 KiB leaf held 14 rows of a 257-byte code, a 20-byte key and ~14
+bytes of SQLite's, 293 bytes a memory, and the blob index 18 more; a record sized to fill
+its pages (:func:`record_capacity`) costs the 277 bytes of a code and its key, plus a few a
+record. Nothing finds a vector by its blob any more: catch-up does not delete, sync embeds
+what ``vector_pending`` names, and :func:`missing` reads the keys of every record (a model
+that missed changes, only).
 
 ``vector_lists`` is a rowid table: a 256-d centroid is 1,024 bytes, over what a WITHOUT
 ROWID row keeps on its page (~1,000 bytes of a 4 KiB page), so each spilled into a page of
 its own, mostly empty (30 bytes a memory at 100k); a rowid table keeps three on a page."""
 
 
-BLOB_INDEX = f"CREATE INDEX vectors_blob ON vectors (substr(blob, 1, {PREFIX}))"
+RECORD = (
+    "id, CASE WHEN typeof(keys) = 'blob' THEN keys END, "
+    "CASE WHEN typeof(codes) = 'blob' THEN codes END"
+)
+"""A record's columns as read: a value that is not a blob (the index is untrusted: text of
+no valid UTF-8 would fail the read itself) comes back as None, which :func:`_checked`
+refuses."""
 SEQ_BITS = 20
-"""Bits of a row id for its place in its list: a list holds at most 2**20 rows (lists are
-~500 rows at 1M; a write that would number past it renumbers the model, :func:`_rewrite`)."""
+"""Bits of a record id for its place in its list: a list holds at most 2**20 records (a
+write that would number past it renumbers the model, :func:`_rewrite`)."""
 LIST_BITS = 16
 """Bits for the list (at most 65,536 lists: :func:`list_count` of a billion vectors)."""
+KEY_BYTES = 20
+"""A git blob id as stored (:func:`_key`)."""
 
 
 def row_id(model_id: int, lst: int, seq: int = 0) -> int:
-    """The rowid of the ``seq``-th row of list ``lst`` of model ``model_id`` (model ids start
-    at 1). The first 64 models' ids fit a 6-byte varint (below 2**42; model 1's first 32,768
-    lists a 5-byte one): a 7-byte id takes a 4 KiB leaf from 14 rows to 13 (measured: 315
-    bytes a memory instead of 293)."""
+    """The rowid of the ``seq``-th record of list ``lst`` of model ``model_id`` (model ids
+    start at 1)."""
     return ((model_id - 1) << (LIST_BITS + SEQ_BITS)) | (lst << SEQ_BITS) | seq
 
 
 def _model_range(model_id: int) -> tuple[int, int]:
-    """The first and last rowid a model's rows may have."""
+    """The first and last rowid a model's records may have."""
     low = row_id(model_id, 0)
     return low, low + (1 << (LIST_BITS + SEQ_BITS)) - 1
 
@@ -144,23 +153,13 @@ def _list_range(model_id: int, lst: int) -> tuple[int, int]:
 
 
 def list_sql(column: str = "id") -> str:
-    """SQL for the list of a ``vectors`` row from its rowid ``column``."""
+    """SQL for the list of a ``vectors`` record from its rowid ``column``."""
     return f"(({column} >> {SEQ_BITS}) & {(1 << LIST_BITS) - 1})"
 
 
 def model_sql(column: str = "id") -> str:
-    """SQL for the model id of a ``vectors`` row from its rowid ``column``."""
+    """SQL for the model id of a ``vectors`` record from its rowid ``column``."""
     return f"(({column} >> {LIST_BITS + SEQ_BITS}) + 1)"
-
-
-def _blob_match(keys: Sequence[bytes | str]) -> tuple[str, tuple[Any, ...]]:
-    """A WHERE clause (and its parameters) for the rows of these stored blob keys, which
-    SQLite answers from ``vectors_blob`` (the prefixes) and checks against the whole key."""
-    marks = ",".join("?" * len(keys))
-    return (
-        f"substr(blob, 1, {PREFIX}) IN ({marks}) AND blob IN ({marks})",
-        (*(k[:PREFIX] for k in keys), *keys),
-    )
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -363,10 +362,13 @@ def store_vectors(
     *,
     dim: int | None = None,
 ) -> int:
-    """Insert or replace the codes of blobs; returns how many were written.
+    """Add the codes of blobs, each at the end of its list; returns how many were written.
 
-    ``dim`` is the vectors' dimension; by default the code's own (an int4 code of odd or a
-    binary code of a non-multiple-of-8 dimension needs it given).
+    A blob that already has a vector of ``model`` gets a second one, which search counts
+    once (nothing finds a vector by its blob: sync only writes what catch-up marked
+    pending, and a blob comes back only after it went). ``dim`` is the vectors' dimension;
+    by default the code's own (an int4 code of odd or a binary code of a non-multiple-of-8
+    dimension needs it given).
     """
     pairs = list({_key(blob): bytes(code) for blob, code in items}.items())
     if not pairs:
@@ -375,107 +377,236 @@ def store_vectors(
     if len(dims) != 1:
         raise ValueError(f"codes of different lengths for one model {model!r}")
     model_id = _bump(conn, model, dim if dim is not None else dims.pop())
-    # A blob's old row may sit in another list: it goes first, so it is never held twice.
-    _delete_keys(conn, [key for key, _ in pairs], model_id)
     lists = _assign(conn, model_id, [code for _, code in pairs])
-    ids = _next_ids(conn, model_id, lists)
-    if ids is None:  # a list's numbers ran out: number the model's rows afresh, once
-        _rewrite(conn, model_id)
-        ids = _next_ids(conn, model_id, lists)
-        if ids is None:
-            raise ValueError(f"a list of model {model!r} would hold over 2**{SEQ_BITS} vectors")
-    conn.executemany(
-        "INSERT INTO vectors (id, blob, code) VALUES (?, ?, ?)",
-        ((rowid, key, code) for (key, code), rowid in zip(pairs, ids, strict=True)),
+    by_list: dict[int, list[tuple[bytes | str, bytes]]] = {}
+    for pair, lst in zip(pairs, lists, strict=True):
+        by_list.setdefault(lst, []).append(pair)
+    capacity = record_capacity(conn, len(pairs[0][1]))
+    for lst in sorted(by_list):
+        if not _append(conn, model_id, lst, by_list[lst], capacity):
+            # The list's record numbers ran out: number the model's records afresh, once.
+            _rewrite(conn, model_id)
+            if not _append(conn, model_id, lst, by_list[lst], capacity):
+                raise ValueError(
+                    f"a list of model {model!r} would hold over 2**{SEQ_BITS} records"
+                )
+    conn.execute(
+        "UPDATE vector_models SET n = n + ?, live = live + ? WHERE id = ?",
+        (len(pairs), len(pairs), model_id),
     )
-    conn.execute("UPDATE vector_models SET n = n + ? WHERE id = ?", (len(pairs), model_id))
     return len(pairs)
 
 
-def _next_ids(conn: sqlite3.Connection, model_id: int, lists: Sequence[int]) -> list[int] | None:
-    """Rowids for new rows in these lists, each after its list's last row (None when a
-    list has no numbers left)."""
-    following: dict[int, int] = {}
-    out: list[int] = []
-    for lst in lists:
-        if lst not in following:
-            low, high = _list_range(model_id, lst)
-            last = conn.execute(
-                "SELECT max(id) FROM vectors WHERE id BETWEEN ? AND ?", (low, high)
-            ).fetchone()[0]
-            following[lst] = low if last is None else int(last) + 1
-        rowid = following[lst]
-        if rowid > _list_range(model_id, lst)[1]:
-            return None
-        following[lst] = rowid + 1
-        out.append(rowid)
+def _append(
+    conn: sqlite3.Connection,
+    model_id: int,
+    lst: int,
+    pairs: Sequence[tuple[bytes | str, bytes]],
+    capacity: int,
+) -> bool:
+    """Put ``pairs`` at the end of list ``lst``: into its last record while it has room,
+    then into new ones. False, having written nothing, when the list has no record
+    numbers left."""
+    low, high = _list_range(model_id, lst)
+    last = conn.execute(
+        f"SELECT {RECORD} FROM vectors WHERE id = (SELECT max(id) FROM vectors "
+        "WHERE id BETWEEN ? AND ?)",
+        (low, high),
+    ).fetchone()
+    size = len(pairs[0][1])
+    todo = list(pairs)
+    writes: list[tuple[int, list[bytes | str], list[bytes]]] = []
+    following = low
+    if last is not None:
+        keys, joined = _checked(int(last[0]), last[1], last[2], (size, pairs[0][1][0] & ~ZERO))
+        codes = [joined[i : i + size] for i in range(0, len(joined), size)]
+        following = int(last[0]) + 1
+        room = capacity - len(keys)
+        if room > 0:
+            head, todo = todo[:room], todo[room:]
+            writes.append(
+                (int(last[0]), [*keys, *(k for k, _ in head)],
+                 [*codes, *(c for _, c in head)])
+            )
+    for start in range(0, len(todo), capacity):
+        part = todo[start : start + capacity]
+        writes.append((following, [k for k, _ in part], [c for _, c in part]))
+        following += 1
+    if following - 1 > high:
+        return False
+    conn.executemany(
+        "INSERT OR REPLACE INTO vectors (id, keys, codes) VALUES (?, ?, ?)",
+        ((rowid, _pack_keys(keys), b"".join(codes)) for rowid, keys, codes in writes),
+    )
+    return True
+
+
+def record_capacity(conn: sqlite3.Connection | None, code_bytes: int) -> int:
+    """Vectors in a full record of ``code_bytes``-byte codes: the count (32 to 64) whose
+    record costs the fewest bytes a vector on the database's pages. Larger records save
+    little more (277.5 bytes a vector at 123) and each write to a list rewrites its last.
+
+    SQLite keeps a record's first part on a leaf of the table and the rest on overflow
+    pages of ``page - 4`` bytes; how much stays on the leaf follows from the record's size
+    (its file format: at least ``(page-12)*32/255-23`` bytes, the remainder of the overflow
+    pages' when that fits, at most ``page-35``). The count chosen fills the overflow pages
+    and wastes little of its leaf. 61 for 257-byte codes on 4 KiB pages: four full overflow
+    pages and 537 bytes on a leaf (seven to a leaf), 278 bytes a vector."""
+    page = 4096
+    if conn is not None:
+        page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    usable = page - 8  # a leaf's own header
+    most = page - 35
+    least = (page - 12) * 32 // 255 - 23
+    best, best_cost = 32, math.inf
+    for n in range(32, 65):
+        payload = 8 + n * (KEY_BYTES + code_bytes)  # record header and the keys' format byte
+        if payload <= most:
+            local, spilled = payload, 0
+        else:
+            local = least + (payload - least) % (page - 4)
+            if local > most:
+                local = least
+            spilled = -(-(payload - local) // (page - 4))
+        cell = local + 4 * (spilled > 0) + 11  # cell header, rowid, cell pointer
+        cost = page / max(1, usable // cell) + spilled * page
+        if cost / n < best_cost - 1e-9:
+            best, best_cost = n, cost / n
+    return best
+
+
+def _pack_keys(keys: Sequence[bytes | str]) -> bytes:
+    """A record's keys as one value: a byte ``w`` then the keys' raw bytes when every key is
+    ``w`` raw bytes (git's ids); else a 0 and each key as its type (0 bytes, 1 text), its
+    length in two bytes and itself."""
+    widths = {len(k) if isinstance(k, bytes) else -1 for k in keys}
+    if len(widths) == 1 and 0 < (width := widths.pop()) < 256:
+        return bytes([width]) + b"".join(keys)  # type: ignore[arg-type]
+    parts = [b"\x00"]
+    for key in keys:
+        raw = key if isinstance(key, bytes) else key.encode()
+        if len(raw) > 0xFFFF:
+            raise ValueError(f"a blob key of {len(raw)} bytes")
+        parts.append(bytes([0 if isinstance(key, bytes) else 1]) + len(raw).to_bytes(2, "big"))
+        parts.append(raw)
+    return b"".join(parts)
+
+
+def _damaged(rowid: int, what: str) -> IndexDamagedError:
+    return IndexDamagedError(f"vector record {rowid} of the index is damaged: {what}")
+
+
+def _unpack_keys(rowid: int, keys: bytes, count: int) -> list[bytes | str]:
+    width = keys[0]
+    if width:
+        if len(keys) != 1 + count * width:
+            raise _damaged(rowid, f"{len(keys) - 1} bytes of keys for {count} codes")
+        return [keys[1 + i * width : 1 + (i + 1) * width] for i in range(count)]
+    out: list[bytes | str] = []
+    at = 1
+    while at < len(keys):
+        if at + 3 > len(keys):
+            raise _damaged(rowid, "a key is cut short")
+        kind, length = keys[at], int.from_bytes(keys[at + 1 : at + 3], "big")
+        raw = keys[at + 3 : at + 3 + length]
+        if kind not in (0, 1) or len(raw) != length:
+            raise _damaged(rowid, "a key is cut short or of no known kind")
+        try:
+            out.append(raw if kind == 0 else raw.decode())
+        except UnicodeDecodeError:
+            raise _damaged(rowid, "a text key is not UTF-8") from None
+        at += 3 + length
+    if len(out) != count:
+        raise _damaged(rowid, f"{len(out)} keys for {count} codes")
     return out
 
 
-def _delete_keys(
-    conn: sqlite3.Connection, keys: Sequence[bytes | str], model_id: int | None = None
-) -> int:
-    """Delete the rows of these stored blob keys (of one model, or of all), keeping each
-    model's count; returns how many went."""
-    removed = 0
-    for chunk in _chunks(keys):
-        where, params = _blob_match(chunk)
-        if model_id is not None:
-            where += " AND id BETWEEN ? AND ?"
-            params = (*params, *_model_range(model_id))
-        removed += _delete_where(conn, where, params, "vectors INDEXED BY vectors_blob")
-    return removed
-
-
-def _delete_where(
-    conn: sqlite3.Connection, where: str, params: tuple[Any, ...], source: str = "vectors"
-) -> int:
-    counts = conn.execute(
-        f"SELECT {model_sql()}, count(*) FROM {source} WHERE {where} GROUP BY 1", params
-    ).fetchall()
-    if not counts:
-        return 0
-    conn.execute(f"DELETE FROM {source} WHERE {where}", params)
-    conn.executemany(
-        "UPDATE vector_models SET n = max(n - ?, 0) WHERE id = ?", ((c, m) for m, c in counts)
+def _records(
+    conn: sqlite3.Connection, low: int, high: int, form: tuple[int, int]
+) -> Iterable[tuple[int, list[bytes | str], bytes]]:
+    """(rowid, keys, codes joined) of the records with rowids in [low, high], in order,
+    each checked: its codes of the model's size and kind (``form``, :func:`_format`), a key
+    for each."""
+    cursor = conn.execute(
+        f"SELECT {RECORD} FROM vectors WHERE id BETWEEN ? AND ? ORDER BY id", (low, high)
     )
-    return sum(int(c) for _, c in counts)
+    for rowid, keys, codes in cursor:
+        yield int(rowid), *_checked(int(rowid), keys, codes, form)
+
+
+def _checked(
+    rowid: int, keys: Any, codes: Any, form: tuple[int, int]
+) -> tuple[list[bytes | str], bytes]:
+    size, kind = form
+    if not isinstance(keys, bytes) or not isinstance(codes, bytes) or not keys or not codes:
+        raise _damaged(rowid, "a value is missing or not a blob")
+    if len(codes) % size:
+        raise _damaged(rowid, f"{len(codes)} bytes of codes are not a whole number of {size}")
+    # Every code's first byte names its kind: one slice reads them all.
+    if {head & ~ZERO for head in codes[::size]} != {kind}:
+        raise _damaged(rowid, "a code of another kind")
+    return _unpack_keys(rowid, keys, len(codes) // size), codes
+
+
+def _format(conn: sqlite3.Connection, model_id: int) -> tuple[int, int] | None:
+    """(code size, code kind) of the model's vectors, from its first record (None without
+    records)."""
+    low, high = _model_range(model_id)
+    row = conn.execute(
+        "SELECT m.dim, v.id, CASE WHEN typeof(v.codes) = 'blob' THEN v.codes END "
+        "FROM vectors v, vector_models m WHERE m.id = ? "
+        "AND v.id BETWEEN ? AND ? ORDER BY v.id LIMIT 1",
+        (model_id, low, high),
+    ).fetchone()
+    if row is None:
+        return None
+    codes = row[2]
+    if not isinstance(codes, bytes) or not codes:
+        raise _damaged(int(row[1]), "a value is missing or not a blob")
+    try:
+        return code_size(codes[0], int(row[0])), codes[0] & ~ZERO
+    except ValueError:
+        raise _damaged(int(row[1]), "a code of no known kind") from None
+
+
+def _model_records(
+    conn: sqlite3.Connection, model_id: int
+) -> Iterable[tuple[int, list[bytes | str], bytes]]:
+    form = _format(conn, model_id)
+    if form is None:
+        return iter(())
+    return _records(conn, *_model_range(model_id), form)
+
+
+def _keys_of(conn: sqlite3.Connection, model_id: int) -> set[bytes | str]:
+    """Every key the model's records hold (dead and repeated ones included)."""
+    have: set[bytes | str] = set()
+    for _, keys, _ in _model_records(conn, model_id):
+        have.update(keys)
+    return have
 
 
 def missing(conn: sqlite3.Connection, model: str, blobs: Iterable[str]) -> set[str]:
-    """The blobs among ``blobs`` that have no vector for ``model`` yet."""
+    """The blobs among ``blobs`` that have no vector for ``model`` yet (reads the keys of
+    every record of the model: sync asks only for a model that missed changes)."""
     wanted = list(dict.fromkeys(blobs))
     model_id = _model_id(conn, model)
     if model_id is None or not wanted:
         return set(wanted)
-    have: set[bytes | str] = set()
-    low, high = _model_range(model_id)
-    if len(wanted) > 20 * _CHUNK:  # most of a store: one scan beats many lookups
-        have.update(
-            r[0]
-            for r in conn.execute("SELECT blob FROM vectors WHERE id BETWEEN ? AND ?", (low, high))
-        )
-    else:
-        for chunk in _chunks([_key(b) for b in wanted]):
-            where, params = _blob_match(chunk)
-            have.update(
-                r[0]
-                for r in conn.execute(
-                    f"SELECT blob FROM vectors INDEXED BY vectors_blob WHERE {where} "
-                    "AND id BETWEEN ? AND ?",
-                    (*params, low, high),
-                )
-            )
+    have = _keys_of(conn, model_id)
     return {b for b in wanted if _key(b) not in have}
 
 
 def remove(conn: sqlite3.Connection, blobs: Iterable[str], model: str | None = None) -> int:
-    """Delete the vectors of ``blobs`` (of every model, or of one)."""
-    keys = [_key(b) for b in dict.fromkeys(blobs)]
-    model_id = _model_id(conn, model) if model is not None else None
-    if model is not None and model_id is None:
-        return 0
-    removed = _delete_keys(conn, keys, model_id)
+    """Delete the vectors of ``blobs`` (of every model, or of one): the models' records
+    are written again without them. Returns how many vectors went."""
+    gone = {_key(b) for b in blobs}
+    if model is not None:
+        model_id = _model_id(conn, model)
+        ids = [] if model_id is None else [model_id]
+    else:
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM vector_models ORDER BY id")]
+    removed = sum(_rewrite(conn, m, keep=lambda key: key not in gone, live=True) for m in ids)
     if removed:
         _bump_all(conn)
     return removed
@@ -483,27 +614,41 @@ def remove(conn: sqlite3.Connection, blobs: Iterable[str], model: str | None = N
 
 def prune(conn: sqlite3.Connection, keep: Iterable[str]) -> int:
     """Delete every vector whose blob is not in ``keep`` (the current memories' blobs)."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS vector_keep (blob BLOB PRIMARY KEY)")
-    conn.execute("DELETE FROM vector_keep")
-    conn.executemany("INSERT OR IGNORE INTO vector_keep VALUES (?)", ((_key(b),) for b in keep))
-    removed = _delete_where(conn, "blob NOT IN (SELECT blob FROM vector_keep)", ())
-    conn.execute("DELETE FROM vector_keep")
+    kept = {_key(b) for b in keep}
+    ids = [int(r[0]) for r in conn.execute("SELECT id FROM vector_models ORDER BY id")]
+    removed = sum(_rewrite(conn, m, keep=lambda key: key in kept, live=True) for m in ids)
     if removed:
         _bump_all(conn)
     return removed
 
 
-def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, str, bytes]]:
-    """Every stored (model, blob, code), for comparing an index with a rebuilt one."""
-    sql = (
-        "SELECT m.model, v.blob, v.code FROM vectors v "
-        f"JOIN vector_models m ON m.id = {model_sql('v.id')}"
-    )
+def entries(
+    conn: sqlite3.Connection, model: str | None = None
+) -> list[tuple[str, int, str, bytes]]:
+    """Every stored (model, list, blob, code), in the order of the records (tests, benches:
+    a blob held twice appears twice)."""
+    sql = "SELECT id, model FROM vector_models"
     params: tuple[Any, ...] = ()
     if model is not None:
-        sql += " WHERE m.model = ?"
+        sql += " WHERE model = ?"
         params = (model,)
-    return {(r[0], _unkey(r[1]), bytes(r[2])) for r in conn.execute(sql, params)}
+    out: list[tuple[str, int, str, bytes]] = []
+    for model_id, name in conn.execute(sql + " ORDER BY id", params).fetchall():
+        form = _format(conn, int(model_id))
+        size = form[0] if form is not None else 0
+        for rowid, keys, codes in _model_records(conn, int(model_id)):
+            lst = (rowid >> SEQ_BITS) & ((1 << LIST_BITS) - 1)
+            out.extend(
+                (str(name), lst, _unkey(k), codes[i * size : (i + 1) * size])
+                for i, k in enumerate(keys)
+            )
+    return out
+
+
+def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, str, bytes]]:
+    """Every stored (model, blob, code), for comparing an index with a rebuilt one (a blob
+    held twice with one code counts once)."""
+    return {(m, b, c) for m, _, b, c in entries(conn, model)}
 
 
 # -- search ----------------------------------------------------------------------------------
@@ -527,6 +672,9 @@ class _ModelRow:
     trained: int
     """Vectors it held when its lists were trained (0: no lists)."""
     lists_id: int
+    live: int
+    """Current blobs it counts (:data:`SCHEMA`): ``n`` less the vectors of gone blobs and
+    the second vectors of blobs that came back, once sync has run."""
 
 
 _matrices: dict[tuple[str, str], _Matrix] = {}
@@ -582,7 +730,8 @@ centroids are 16 MB)."""
 
 def _model(conn: sqlite3.Connection, model: str) -> _ModelRow | None:
     row = conn.execute(
-        "SELECT id, dim, gen, n, trained, lists_id FROM vector_models WHERE model = ?", (model,)
+        "SELECT id, dim, gen, n, trained, lists_id, live FROM vector_models WHERE model = ?",
+        (model,),
     ).fetchone()
     return _ModelRow(*(int(x) for x in row)) if row is not None else None
 
@@ -602,15 +751,45 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix:
     cached = _cached(conn, model, found_model.gen)
     if cached is not None:
         return cached
-    found = conn.execute(
-        "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(found_model.id)
-    ).fetchall()
-    blobs = [_unkey(r[0]) for r in found]
-    vectors = decode([bytes(r[1]) for r in found], found_model.dim)
-    loaded = _Matrix(found_model.gen, blobs, {b: i for i, b in enumerate(blobs)}, vectors)
+    keys: list[bytes | str] = []
+    parts: list[bytes] = []
+    size = 0
+    form = _format(conn, found_model.id)
+    if form is not None:
+        size = form[0]
+        for _, record_keys, codes in _records(conn, *_model_range(found_model.id), form):
+            keys.extend(record_keys)
+            parts.append(codes)
+    # A blob held twice (it came back while its old vector was still there) is counted
+    # once: its first vector in rowid order, as one row would have been.
+    row_of: dict[str, int] = {}
+    firsts: list[int] = []
+    for i, key in enumerate(keys):
+        blob = _unkey(key)
+        if blob not in row_of:
+            row_of[blob] = len(firsts)
+            firsts.append(i)
+    if size:
+        whole = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(len(keys), size)
+        if len(firsts) < len(keys):
+            whole = whole[np.asarray(firsts, dtype=np.int64)]
+        vectors = _decoded(whole, found_model.dim)
+    else:
+        vectors = np.zeros((0, found_model.dim), dtype=np.float32)
+    loaded = _Matrix(found_model.gen, list(row_of), row_of, vectors)
     with _matrices_lock:
         _matrices[(_db_key(conn), model)] = loaded
     return loaded
+
+
+def _decoded(whole: NDArray[np.uint8], dim: int) -> NDArray[np.float32]:
+    """:func:`decode` of codes given as the rows of a byte matrix."""
+    import numpy as np
+
+    out = _unscaled_matrix(whole, dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out
 
 
 def top_k(
@@ -712,8 +891,17 @@ class _Best:
             )
             picked = picked[keep]
         if len(picked) > k:
-            kth = np.partition(-scores[picked], k - 1)[k - 1]
-            picked = picked[-scores[picked] <= kth]
+            # The rows that score at least the m-th best of the batch, m from k up until
+            # they hold k blobs (a blob held twice takes two rows): every row of the best k
+            # blobs is among them.
+            m = k
+            while m < len(picked):
+                kth = np.partition(-scores[picked], m - 1)[m - 1]
+                top = picked[-scores[picked] <= kth]
+                if len({key_of(int(i)) for i in top}) >= k:
+                    picked = top
+                    break
+                m *= 4
         self.scores = np.concatenate([self.scores, scores[picked]])
         self.rows = np.concatenate([self.rows, picked + self.seen])
         self.keys.extend(key_of(int(i)) for i in picked)
@@ -722,11 +910,22 @@ class _Best:
             self._cut()
 
     def _cut(self) -> None:
+        """Keep the best ``k`` blobs, each by its best row (ties by row)."""
         import numpy as np
 
-        order = np.lexsort((self.rows, -self.scores))[: self.k]
-        self.scores, self.rows = self.scores[order], self.rows[order]
-        self.keys = [self.keys[int(i)] for i in order]
+        order = np.lexsort((self.rows, -self.scores))
+        kept: list[int] = []
+        seen: set[Any] = set()
+        for i in order:
+            key = self.keys[int(i)]
+            if key not in seen:
+                seen.add(key)
+                kept.append(int(i))
+                if len(kept) == self.k:
+                    break
+        chosen = np.asarray(kept, dtype=np.int64)
+        self.scores, self.rows = self.scores[chosen], self.rows[chosen]
+        self.keys = [self.keys[i] for i in kept]
 
     def result(self) -> list[tuple[str, float]]:
         self._cut()
@@ -741,22 +940,36 @@ def _top_k_scan(
     k: int,
     allowed: set[str] | frozenset[str] | None,
 ) -> list[tuple[str, float]]:
-    """:func:`top_k` reading the vectors :data:`SCAN_CHUNK` at a time: each chunk's best
-    ``k`` (with every row tied with its k-th) join the candidates, which are cut back to
-    the best ``k`` as they go. Ties by row, as the whole-matrix search orders them."""
+    """:func:`top_k` reading the records of about :data:`SCAN_CHUNK` vectors at a time: each
+    chunk's best ``k`` blobs (with every row tied with its k-th) join the candidates, which
+    are cut back to the best ``k`` as they go. Ties by row, as the whole-matrix search
+    orders them."""
     import numpy as np
 
     best = _Best(k)
-    cursor = conn.execute(
-        "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(model_id)
-    )
-    while True:
-        chunk = cursor.fetchmany(SCAN_CHUNK)
-        if not chunk:
-            break
+    form = _format(conn, model_id)
+    if form is None:
+        return []
+    size = form[0]
+    keys: list[bytes | str] = []
+    parts: list[bytes] = []
+
+    def score() -> None:
+        whole = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(len(keys), size)
         # decode then a product, as the whole-matrix search: the same floats to the bit.
-        scores = np.einsum("ij,j->i", decode([r[1] for r in chunk], dim), query)
-        best.add(lambda i, chunk=chunk: chunk[i][0], scores, allowed)  # type: ignore[misc]
+        scores = np.einsum("ij,j->i", _decoded(whole, dim), query)
+        batch = list(keys)
+        best.add(batch.__getitem__, scores, allowed)
+        keys.clear()
+        parts.clear()
+
+    for _, record_keys, codes in _records(conn, *_model_range(model_id), form):
+        keys.extend(record_keys)
+        parts.append(codes)
+        if len(keys) >= SCAN_CHUNK:
+            score()
+    if keys:
+        score()
     return best.result()
 
 
@@ -804,10 +1017,6 @@ def _top_k_ivf(
     return best.result()
 
 
-KEY_BYTES = 20
-"""A git blob id as stored (:func:`_key`): the length :func:`_probe` reads lists in bulk for."""
-
-
 def _probe(
     conn: sqlite3.Connection,
     model: _ModelRow,
@@ -816,50 +1025,24 @@ def _probe(
     best: _Best,
     allowed: set[str] | frozenset[str] | None,
 ) -> None:
-    """Score every vector of ``lists`` into ``best``. Each list comes back, from one range
-    scan of its rowids, as one value of its codes and one of its keys (``group_concat`` in
-    rowid order): fetching tens of thousands of rows one by one was most of a query's time
-    (30-40 ms of CPU for 34k rows at 1M, 21 ms this way). A list whose keys are not all
-    20-byte blob ids is read row by row."""
+    """Score every vector of ``lists`` into ``best``: each list is one range scan of its
+    records, a few dozen vectors each (version 6 read a row a vector, and fetching them
+    was most of a query's time)."""
     import numpy as np
 
-    codes: list[bytes] = []
-    keys: list[bytes] = []
-    count = 0
-    size = 0
+    form = _format(conn, model.id)
+    if form is None:
+        return
+    size = form[0]
+    keys: list[bytes | str] = []
+    parts: list[bytes] = []
     for lst in lists:
-        low, high = _list_range(model.id, lst)
-        n, joined, joined_keys, plain = conn.execute(
-            "SELECT count(*), CAST(group_concat(code, '') AS BLOB), "
-            "CAST(group_concat(blob, '') AS BLOB), "
-            f"min(typeof(blob) = 'blob' AND length(blob) = {KEY_BYTES}) "
-            "FROM vectors WHERE id BETWEEN ? AND ?",
-            (low, high),
-        ).fetchone()
-        if not n:
-            continue
-        size = size or code_size(joined[0] if joined else 0, model.dim)
-        if plain and len(joined) == n * size and len(joined_keys) == n * KEY_BYTES:
-            codes.append(joined)
-            keys.append(joined_keys)
-            count += n
-            continue
-        rows = conn.execute(
-            "SELECT blob, code FROM vectors WHERE id BETWEEN ? AND ? ORDER BY id", (low, high)
-        ).fetchall()
-        best.add(
-            lambda i, rows=rows: rows[i][0],  # type: ignore[misc]
-            _cosines(_unscaled([r[1] for r in rows], model.dim), query),
-            allowed,
-        )
-    if count:
-        whole = np.frombuffer(b"".join(codes), dtype=np.uint8).reshape(count, size)
-        all_keys = b"".join(keys)
-        best.add(
-            lambda i: all_keys[i * KEY_BYTES : (i + 1) * KEY_BYTES],
-            _cosines(_unscaled_matrix(whole, model.dim), query),
-            allowed,
-        )
+        for _, record_keys, codes in _records(conn, *_list_range(model.id, lst), form):
+            keys.extend(record_keys)
+            parts.append(codes)
+    if keys:
+        whole = np.frombuffer(b"".join(parts), dtype=np.uint8).reshape(len(keys), size)
+        best.add(keys.__getitem__, _cosines(_unscaled_matrix(whole, model.dim), query), allowed)
 
 
 def _load_centroids(conn: sqlite3.Connection, model: _ModelRow) -> NDArray[np.float32]:
@@ -891,7 +1074,8 @@ def _assign(conn: sqlite3.Connection, model_id: int, codes: Sequence[bytes]) -> 
     import numpy as np
 
     row = conn.execute(
-        "SELECT id, dim, gen, n, trained, lists_id FROM vector_models WHERE id = ?", (model_id,)
+        "SELECT id, dim, gen, n, trained, lists_id, live FROM vector_models WHERE id = ?",
+        (model_id,),
     ).fetchone()
     model = _ModelRow(*(int(x) for x in row))
     if not model.lists_id or not codes:
@@ -907,13 +1091,13 @@ def _assign(conn: sqlite3.Connection, model_id: int, codes: Sequence[bytes]) -> 
 
 
 def train_due(conn: sqlite3.Connection, model: str, *, expect: int | None = None) -> bool:
-    """Whether ``model``'s lists should be trained (again) now: it holds (or is about to,
-    ``expect``) :data:`IVF_FROM` vectors or more and has no lists, or :data:`GROWTH` times
+    """Whether ``model``'s lists should be trained (again) now: it counts (or is about to,
+    ``expect``) :data:`IVF_FROM` live vectors or more and has no lists, or :data:`GROWTH` times
     more or fewer than when they were trained."""
     found = _model(conn, model)
     if found is None:
         return False
-    size = max(found.n, expect or 0)
+    size = max(found.live, expect or 0)
     if size < IVF_FROM:
         return False
     if not found.lists_id or not found.trained:
@@ -925,11 +1109,14 @@ def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) ->
     """Train ``model``'s lists by k-means on a sample of its vectors and move every vector
     to its nearest list; returns the number of lists (0 for a model with no vectors).
 
-    Deterministic for given rows (a fixed seed). Reads every code twice, a chunk at a time
-    (the sample, then the assignment), and holds the sample: :data:`MAX_SAMPLE` 256-d
-    vectors are 64 MB. Runs inside the caller's write transaction. ``expect`` is the count
-    the model is about to reach (a first embedding trains on the sample it stored first,
-    sized for the whole, rather than moving every vector once it is done).
+    The vectors of blobs no memory holds any more go first, and a blob held twice keeps
+    one (:func:`_export`): the lists are trained on, and hold, the live vectors only.
+    Deterministic for given vectors (a fixed seed). Copies the model's vectors to a scratch
+    table in SQLite's temporary file, reads them twice, a chunk at a time (the sample, then
+    the assignment), and holds the sample: :data:`MAX_SAMPLE` 256-d vectors are 64 MB. Runs
+    inside the caller's write transaction. ``expect`` is the count the model is about to
+    reach (a first embedding trains on the sample it stored first, sized for the whole,
+    rather than moving every vector once it is done).
     """
     import secrets
 
@@ -938,17 +1125,19 @@ def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) ->
     found = _model(conn, model)
     if found is None or found.n == 0:
         return 0
-    size = max(found.n, expect or 0)
+    count = _export(conn, found.id, purge=True)
+    if count == 0:
+        _import(conn, found.id)
+        return 0
+    size = max(count, expect or 0)
     lists = list_count(size)
-    want = min(found.n, sample_size(size))
-    rng = np.random.default_rng(found.n)
-    picks = np.sort(rng.choice(found.n, size=want, replace=False))
+    want = min(count, sample_size(size))
+    rng = np.random.default_rng(count)
+    picks = np.sort(rng.choice(count, size=want, replace=False))
     # Filled in place: a list of parts joined at the end would hold the sample twice.
     sample = np.zeros((want, found.dim), dtype=np.float32)
     taken = seen = 0
-    cursor = conn.execute(
-        "SELECT code FROM vectors WHERE id BETWEEN ? AND ?", _model_range(found.id)
-    )
+    cursor = conn.execute("SELECT code FROM temp.vector_copy ORDER BY ord")
     while True:
         chunk = cursor.fetchmany(SCAN_CHUNK)
         if not chunk:
@@ -961,8 +1150,6 @@ def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) ->
             taken += int(hi - lo)
         seen += len(chunk)
     sample = sample[:taken]
-    if taken == 0:
-        return 0
     lists = min(lists, len(sample))
     centroids = _kmeans(sample.astype(np.float32), lists, rng)
     lists_id = secrets.randbits(62) or 1
@@ -975,62 +1162,169 @@ def train(conn: sqlite3.Connection, model: str, *, expect: int | None = None) ->
         "UPDATE vector_models SET trained = ?, lists_id = ?, gen = gen + 1 WHERE id = ?",
         (size, lists_id, found.id),
     )
-    # Every row to its nearest list, and the model's rows written again in key order.
-    def nearest_lists(rows: list[Any]) -> Iterable[int]:
-        near = np.argmax(decode([r[2] for r in rows], found.dim) @ centroids.T, axis=1)
+
+    # Every vector to its nearest list, and the model's records written again in key order.
+    def nearest_lists(codes: list[bytes]) -> Iterable[int]:
+        near = np.argmax(decode(codes, found.dim) @ centroids.T, axis=1)
         return (int(x) for x in near)
 
-    _rewrite(conn, found.id, nearest_lists)
-    log.info("vectors: %d lists trained for %s over %d vectors", lists, model, found.n)
+    _import(conn, found.id, nearest_lists)
+    log.info("vectors: %d lists trained for %s over %d vectors", lists, model, count)
     return lists
+
+
+COPY_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS vector_copy (blob NOT NULL PRIMARY KEY, "
+    "list INTEGER NOT NULL, code BLOB NOT NULL, ord INTEGER NOT NULL) WITHOUT ROWID"
+)
+"""The scratch copy of a model's vectors that :func:`_rewrite` and :func:`train` work on,
+one row a blob (no type affinity on ``blob``: a raw id stays a blob, a text key text)."""
 
 
 def _rewrite(
     conn: sqlite3.Connection,
     model_id: int,
-    lists_of: Callable[[list[Any]], Iterable[int]] | None = None,
-) -> None:
-    """Write a model's rows again, each in the list ``lists_of`` gives it (default: the one
-    it is in), numbered afresh from 0 in each list in blob order (:func:`row_id`). Rows
-    inserted one by one land inside the lists' ranges and split pages (~12% of each leaf
-    unused); written by one ordered INSERT from a scratch copy every leaf holds 14 rows
-    (the blob index is built again by sorting, for the same reason). Reads every row once
-    and holds none: the scratch table is SQLite's temporary file. Raises ValueError, before
-    changing anything, when a list would hold more rows than :data:`SEQ_BITS` numbers."""
-    conn.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS vector_copy (list INTEGER NOT NULL, blob BLOB NOT NULL, "
-        "code BLOB NOT NULL, PRIMARY KEY (list, blob)) WITHOUT ROWID"
-    )
-    conn.execute("DELETE FROM temp.vector_copy")
-    low, high = _model_range(model_id)
-    cursor = conn.execute(
-        f"SELECT {list_sql()}, blob, code FROM vectors WHERE id BETWEEN ? AND ?", (low, high)
-    )
-    while True:
-        chunk = cursor.fetchmany(ASSIGN_CHUNK)
-        if not chunk:
-            break
-        lists = lists_of(chunk) if lists_of is not None else (r[0] for r in chunk)
-        conn.executemany(
-            "INSERT INTO temp.vector_copy (list, blob, code) VALUES (?, ?, ?)",
-            ((lst, r[1], r[2]) for r, lst in zip(chunk, lists, strict=True)),
+    lists_of: Callable[[list[bytes]], Iterable[int]] | None = None,
+    *,
+    keep: Callable[[bytes | str], bool] | None = None,
+    purge: bool = False,
+    live: bool = False,
+) -> int:
+    """Write a model's records again (:func:`_export` then :func:`_import`): each vector in
+    the list ``lists_of`` gives it (default: the one it is in), the vectors ``keep``
+    refuses, or with ``purge`` those of blobs no memory holds, left out, a blob held twice
+    kept once. Returns how many vectors went; with ``live`` they were live (an explicit
+    :func:`remove`), else they were of gone or repeated blobs, which ``live`` never
+    counted."""
+    before = _stored(conn, model_id)
+    count = _export(conn, model_id, keep=keep, purge=purge)
+    _import(conn, model_id, lists_of)
+    if live:
+        conn.execute(
+            "UPDATE vector_models SET live = max(live - ?, 0) WHERE id = ?",
+            (before - count, model_id),
         )
+    return before - count
+
+
+def _export(
+    conn: sqlite3.Connection,
+    model_id: int,
+    *,
+    keep: Callable[[bytes | str], bool] | None = None,
+    purge: bool = False,
+) -> int:
+    """Copy a model's vectors to ``temp.vector_copy``: each blob once (its first vector in
+    rowid order, which ``ord`` keeps), none that ``keep`` refuses, and with ``purge`` none
+    of a blob no memory holds (when the index has its core tables: a bare vector database
+    has none). Returns how many were copied. Holds none of them: the copy is SQLite's
+    temporary file."""
+    conn.execute(COPY_DDL)
+    conn.execute("DELETE FROM temp.vector_copy")
+    form = _format(conn, model_id)
+    order = 0
+    if form is not None:
+        size = form[0]
+        for rowid, keys, codes in _records(conn, *_model_range(model_id), form):
+            lst = (rowid >> SEQ_BITS) & ((1 << LIST_BITS) - 1)
+            rows = []
+            for i, key in enumerate(keys):
+                if keep is None or keep(key):
+                    rows.append((key, lst, codes[i * size : (i + 1) * size], order))
+                    order += 1
+            conn.executemany(
+                "INSERT OR IGNORE INTO temp.vector_copy (blob, list, code, ord) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+            )
+    if purge and _has_memories(conn):
+        # A raw key is a hex blob id (memories.blob), a text key the id itself.
+        conn.execute(
+            "DELETE FROM temp.vector_copy WHERE NOT EXISTS (SELECT 1 FROM main.memories m "
+            "WHERE m.blob = CASE WHEN typeof(vector_copy.blob) = 'blob' "
+            "THEN lower(hex(vector_copy.blob)) ELSE vector_copy.blob END)"
+        )
+    return int(conn.execute("SELECT count(*) FROM temp.vector_copy").fetchone()[0])
+
+
+def _has_memories(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'memories'"
+        ).fetchone()
+        is not None
+    )
+
+
+def _import(
+    conn: sqlite3.Connection,
+    model_id: int,
+    lists_of: Callable[[list[bytes]], Iterable[int]] | None = None,
+) -> None:
+    """Replace a model's records by ``temp.vector_copy``, each vector in the list
+    ``lists_of`` gives it (its old one by default), each list numbered from record 0 in
+    blob order and its records full but the last (:func:`record_capacity`). Raises
+    ValueError, before changing anything, when a list would need more than 2**SEQ_BITS
+    records."""
+    if lists_of is not None:
+        cursor = conn.execute("SELECT blob, code FROM temp.vector_copy ORDER BY ord")
+        while True:
+            chunk = cursor.fetchmany(ASSIGN_CHUNK)
+            if not chunk:
+                break
+            lists = list(lists_of([r[1] for r in chunk]))
+            conn.executemany(
+                "UPDATE temp.vector_copy SET list = ? WHERE blob = ?",
+                ((lst, r[0]) for r, lst in zip(chunk, lists, strict=True)),
+            )
+    count = int(conn.execute("SELECT count(*) FROM temp.vector_copy").fetchone()[0])
+    first = conn.execute("SELECT code FROM temp.vector_copy LIMIT 1").fetchone()
+    capacity = record_capacity(conn, len(first[0])) if first is not None else 1
     longest = conn.execute(
         "SELECT max(n) FROM (SELECT count(*) AS n FROM temp.vector_copy GROUP BY list)"
     ).fetchone()[0]
-    if longest is not None and longest > 1 << SEQ_BITS:
+    if longest is not None and -(-longest // capacity) > 1 << SEQ_BITS:
         conn.execute("DELETE FROM temp.vector_copy")
-        raise ValueError(f"a list of model {model_id} holds {longest} vectors, over 2**{SEQ_BITS}")
-    conn.execute("DROP INDEX IF EXISTS vectors_blob")
-    conn.execute("DELETE FROM vectors WHERE id BETWEEN ? AND ?", (low, high))
-    conn.execute(
-        "INSERT INTO vectors (id, blob, code) "
-        f"SELECT ? + (list << {SEQ_BITS}) + row_number() OVER (PARTITION BY list ORDER BY blob)"
-        " - 1, blob, code FROM temp.vector_copy ORDER BY list, blob",
-        (low,),
-    )
-    conn.execute(BLOB_INDEX)
+        raise ValueError(
+            f"a list of model {model_id} holds {longest} vectors, over 2**{SEQ_BITS} records"
+        )
+    conn.execute("DELETE FROM vectors WHERE id BETWEEN ? AND ?", _model_range(model_id))
+    cursor = conn.execute("SELECT list, blob, code FROM temp.vector_copy ORDER BY list, blob")
+    current, seq = -1, 0
+    keys: list[bytes | str] = []
+    codes: list[bytes] = []
+
+    def flush() -> None:
+        nonlocal seq
+        if keys:
+            conn.execute(
+                "INSERT INTO vectors (id, keys, codes) VALUES (?, ?, ?)",
+                (row_id(model_id, current, seq), _pack_keys(keys), b"".join(codes)),
+            )
+            seq += 1
+            keys.clear()
+            codes.clear()
+
+    for lst, key, code in _iterate(cursor):
+        if lst != current:
+            flush()
+            current, seq = int(lst), 0
+        keys.append(key)
+        codes.append(code)
+        if len(keys) == capacity:
+            flush()
+    flush()
+    conn.execute("UPDATE vector_models SET n = ? WHERE id = ?", (count, model_id))
     conn.execute("DELETE FROM temp.vector_copy")
+
+
+def _iterate(cursor: sqlite3.Cursor) -> Iterable[Any]:
+    """A cursor's rows, fetched a chunk at a time (a whole model is not held)."""
+    while True:
+        chunk = cursor.fetchmany(ASSIGN_CHUNK)
+        if not chunk:
+            return
+        yield from chunk
 
 
 def _kmeans(sample: NDArray[np.float32], lists: int, rng: Any) -> NDArray[np.float32]:
@@ -1078,67 +1372,97 @@ DF_DDL = (
     "CREATE TABLE vector_gone (model INTEGER NOT NULL, blob TEXT NOT NULL, text TEXT NOT NULL, "
     "PRIMARY KEY (model, blob)) WITHOUT ROWID",
 )
-"""For an embedder that exposes its tokens (the static default): in how many of the blobs
-that have its vectors each token occurs. A query's tokens are weighted by their inverse
-document frequency (:func:`nearest`). ``vector_gone`` holds the text of a blob whose vectors
-catch-up deleted, until sync takes its tokens off the counts."""
-VECTORS_VERSION = 6
+"""For an embedder that exposes its tokens (the static default): in how many of the current
+blobs that have its vectors each token occurs. A query's tokens are weighted by their
+inverse document frequency (:func:`nearest`). ``vector_gone`` holds the text of a counted
+blob that stopped being current (:func:`_apply`), until sync takes its tokens off."""
+VECTORS_VERSION = 7
 """4: lists (an inverted file) over the vectors past :data:`IVF_FROM`, and each model's count.
 5: ``vector_rows`` keyed by (raw blob, memory), ``vector_lists`` a rowid table.
 6: ``vectors`` a rowid table whose rowids follow (model, list), its blob index on 8-byte
-prefixes (:data:`SCHEMA`); no ``vector_rows`` (:data:`OLD_TABLES`). An older index drops its
-vector tables on the next catch-up and the next recall embeds again."""
+prefixes; no ``vector_rows`` (:data:`OLD_TABLES`).
+7: ``vectors`` holds records of many vectors, no blob index; catch-up no longer deletes a
+vector (:data:`SCHEMA`), and each model counts its ``live`` blobs.
+An older index drops its vector tables on the next catch-up and the next recall embeds
+again."""
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
-    """Catch-up's part: forget the vectors of blobs no current memory has any more, and
-    mark the blobs of added memories pending. The embedding itself waits for the first
-    semantic query (:func:`sync`): commands that never recall (a hook, ``gitmem list``)
-    must not load an embedder."""
-    added = {a.blob for a in changes.added}
-    gone = {r.blob for r in changes.removed} - added
-    if gone:
-        # Two memories may hold the same text (one blob); keep a vector someone still uses.
-        still = _still_used(conn, gone)
-        dead_blobs = gone - still
-        texts = {
-            r.blob: embed_text(r.memory.title, r.memory.body)
-            for r in changes.removed
-            if r.blob in dead_blobs
-        }
-        for blob in sorted(dead_blobs):
-            where, params = _blob_match([_key(blob)])
-            conn.execute(
-                "INSERT OR REPLACE INTO vector_gone (model, blob, text) "
-                f"SELECT {model_sql()}, ?, ? FROM vectors INDEXED BY vectors_blob WHERE {where}",
-                (blob, texts.get(blob, ""), *params),
-            )
-        dead = [_key(b) for b in dead_blobs]
-        _delete_keys(conn, dead)
-        for chunk in _chunks(dead):
-            marks = ",".join("?" * len(chunk))
-            conn.execute(f"DELETE FROM vector_pending WHERE blob IN ({marks})", tuple(chunk))
-        if dead:
-            _bump_all(conn)
-    if added:
+    """Catch-up's part: mark pending the blobs that became current (no memory held them
+    before this change), and note the blobs that stopped being current. The embedding
+    itself waits for the first semantic query (:func:`sync`): commands that never recall (a
+    hook, ``gitmem list``) must not load an embedder.
+
+    No vector is deleted (nothing finds one by its blob): a gone blob's vector stays until
+    the next :func:`train` or compaction, and search skips it. What must be exact is the
+    document frequencies, which count each current blob once. For a model that is
+    complete, every current blob not pending is counted, so a blob that stops being
+    current is: unless it is pending (then it was never counted, or a ``vector_gone`` row
+    already takes it off), its text goes to ``vector_gone`` for the next sync to take its
+    tokens off. A model that is not complete has its counts made again by its next sync."""
+    if changes.full:
+        # A refill: the tables were just made, nothing is counted, every blob is new.
         conn.executemany(
             "INSERT OR IGNORE INTO vector_pending (blob) VALUES (?)",
-            ((_key(b),) for b in added),
+            ((_key(a.blob),) for a in changes.added),
+        )
+        return
+    delta: dict[str, int] = {}
+    for a in changes.added:
+        delta[a.blob] = delta.get(a.blob, 0) + 1
+    for r in changes.removed:
+        delta[r.blob] = delta.get(r.blob, 0) - 1
+    changed = {b for b, d in delta.items() if d}
+    if not changed:
+        return
+    # The core rows are current: a blob's memories now, and before this change.
+    now = _held(conn, changed)
+    came = sorted(b for b in changed if now.get(b, 0) > 0 and now.get(b, 0) - delta[b] <= 0)
+    went = sorted(b for b in changed if now.get(b, 0) <= 0 and -delta[b] > 0)
+    if went:
+        keys = [_key(b) for b in went]
+        pending: set[bytes | str] = set()
+        for chunk in _chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            pending.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT blob FROM vector_pending WHERE blob IN ({marks})", tuple(chunk)
+                )
+            )
+            conn.execute(f"DELETE FROM vector_pending WHERE blob IN ({marks})", tuple(chunk))
+        counted = [b for b in went if _key(b) not in pending]
+        if counted:
+            texts = {
+                r.blob: embed_text(r.memory.title, r.memory.body)
+                for r in changes.removed
+                if r.blob in counted
+            }
+            models = [r[0] for r in conn.execute("SELECT id FROM vector_models WHERE complete")]
+            conn.executemany(
+                "INSERT OR REPLACE INTO vector_gone (model, blob, text) VALUES (?, ?, ?)",
+                ((m, b, texts.get(b, "")) for m in models for b in counted),
+            )
+    if came:
+        conn.executemany(
+            "INSERT OR IGNORE INTO vector_pending (blob) VALUES (?)",
+            ((_key(b),) for b in came),
         )
 
 
-def _still_used(conn: sqlite3.Connection, blobs: set[str]) -> set[str]:
-    """The blobs among ``blobs`` that a current memory has (the core rows are current)."""
-    used: set[str] = set()
+def _held(conn: sqlite3.Connection, blobs: set[str]) -> dict[str, int]:
+    """How many current memories hold each of ``blobs`` (the core rows are current)."""
+    held: dict[str, int] = {}
     for chunk in _chunks(sorted(blobs)):
         marks = ",".join("?" * len(chunk))
-        used.update(
-            r[0]
+        held.update(
+            (str(r[0]), int(r[1]))
             for r in conn.execute(
-                f"SELECT DISTINCT blob FROM memories WHERE blob IN ({marks})", tuple(chunk)
+                f"SELECT blob, count(*) FROM memories WHERE blob IN ({marks}) GROUP BY blob",
+                tuple(chunk),
             )
         )
-    return used
+    return held
 
 
 VECTORS = RowProvider(
@@ -1163,6 +1487,11 @@ COMPACT_SHARE = 0.5
 COMPACT_FROM = 10_000
 """A sync that wrote :data:`COMPACT_SHARE` of a model's vectors or more, and at least this
 many, writes them again in key order (:func:`_rewrite`)."""
+DEAD_SHARE = 0.25
+DEAD_FROM = 1000
+"""A sync after which a model's records hold more than :data:`DEAD_SHARE` of its live count
+in vectors of gone (or repeated) blobs, and at least this many, writes the records again
+without them, as :func:`train` does: below :data:`IVF_FROM` there is no training to."""
 SYNC_BATCH = 1000
 """Memories embedded and written per step of :func:`sync`."""
 MAX_TEXT = 8000
@@ -1192,9 +1521,11 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
     """Embed the current memories that have no vector for ``embedder`` yet; returns how many.
 
     Cheap when nothing is pending (two indexed lookups). After a catch-up it embeds the
-    memories that catch-up added; for a model the index has not seen (the user changed
+    blobs catch-up marked pending; for a model the index has not seen (the user changed
     embedders, or the index was rebuilt) it embeds every current memory, at the default
-    embedder's ten thousand or more short memories a second.
+    embedder's ten thousand or more short memories a second, and for a model that missed
+    changes (another model's sync took the pending list) the current memories its records
+    do not hold, its counts made again.
     """
     conn = index.connect()
     index.catch_up()
@@ -1204,22 +1535,41 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
     written = 0
     with index.writing(conn):
         row = conn.execute(
-            "SELECT complete FROM vector_models WHERE model = ?", (model,)
+            "SELECT complete, id, n FROM vector_models WHERE model = ?", (model,)
         ).fetchone()
+        tokens = getattr(embedder, "token_ids", None)
         if row is not None and row[0]:
-            wanted = [_unkey(r[0]) for r in conn.execute("SELECT blob FROM vector_pending")]
+            # Catch-up kept the pending list and the gone texts for this model: embed the
+            # one, take the other's tokens off, and nothing else changes.
+            need = sorted(_unkey(r[0]) for r in conn.execute("SELECT blob FROM vector_pending"))
+            model_id = _bump(conn, model, embedder.dim)
+            gone = conn.execute(
+                "SELECT text FROM vector_gone WHERE model = ?", (model_id,)
+            ).fetchall()
+            if tokens is not None and gone:
+                _count(conn, model_id, (tokens(t) for (t,) in gone), -1)
+            conn.execute(
+                "UPDATE vector_models SET live = max(live - ?, 0) WHERE id = ?",
+                (len(gone), model_id),
+            )
         else:
             wanted = [r[0] for r in conn.execute("SELECT DISTINCT blob FROM memories")]
-        need = sorted(missing(conn, model, wanted))
-        tokens = getattr(embedder, "token_ids", None)
-        model_id = _bump(conn, model, embedder.dim)
-        gone = conn.execute(
-            "SELECT text FROM vector_gone WHERE model = ?", (model_id,)
-        ).fetchall()
-        if tokens is not None and gone:
-            _count(conn, model_id, (tokens(t) for (t,) in gone), -1)
+            need = sorted(missing(conn, model, wanted))
+            model_id = _bump(conn, model, embedder.dim)
+            conn.execute("DELETE FROM vector_df WHERE model = ?", (model_id,))
+            if tokens is not None and len(need) < len(wanted):
+                # The vectors it has are of blobs it counted before it missed changes:
+                # count the current ones afresh (what embedding counts comes on top).
+                needed = set(need)
+                have = [b for b in wanted if b not in needed]
+                for chunk in _chunks(have):
+                    _count(conn, model_id, (tokens(t) for t in _texts(conn, chunk).values()), +1)
+            conn.execute(
+                "UPDATE vector_models SET live = ? WHERE id = ?",
+                (len(wanted) - len(need), model_id),
+            )
         conn.execute("DELETE FROM vector_gone WHERE model = ?", (model_id,))
-        expect = _stored(conn, model_id) + len(need)
+        expect = _live(conn, model_id) + len(need)
         trained = False
         for start in range(0, len(need), SYNC_BATCH):
             chunk = need[start : start + SYNC_BATCH]
@@ -1244,7 +1594,7 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
             if (
                 not trained
                 and expect >= IVF_FROM
-                and _stored(conn, model_id) >= min(expect, sample_size(expect))
+                and _live(conn, model_id) >= min(expect, sample_size(expect))
                 and train_due(conn, model, expect=expect)
             ):
                 # Lists trained on the sample stored so far (blobs come in id order, which
@@ -1257,13 +1607,23 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
             conn.execute("DELETE FROM vector_pending")
         _bump(conn, model, embedder.dim)
         conn.execute("UPDATE vector_models SET complete = 1 WHERE model = ?", (model,))
+        found = _model(conn, model)
+        assert found is not None
         if train_due(conn, model):
             train(conn, model)
-        elif written >= max(COMPACT_FROM, COMPACT_SHARE * _stored(conn, model_id)):
+        elif written >= max(COMPACT_FROM, COMPACT_SHARE * found.n) or (
+            found.n - found.live > max(DEAD_FROM, DEAD_SHARE * found.live)
+        ):
             # Most of the model's rows were just written (its first embedding, after lists
-            # were trained on the sample): in key order they take ~12% less room.
-            _rewrite(conn, model_id)
+            # were trained on the sample): in key order they take less room. Or many are of
+            # blobs gone or repeated: they go.
+            _rewrite(conn, model_id, purge=True)
     return written
+
+
+def _live(conn: sqlite3.Connection, model_id: int) -> int:
+    row = conn.execute("SELECT live FROM vector_models WHERE id = ?", (model_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _stored(conn: sqlite3.Connection, model_id: int) -> int:
@@ -1326,7 +1686,7 @@ def idf_weights(conn: sqlite3.Connection, model: str) -> NDArray[Any] | None:
     ).fetchall()
     idf = None
     if counts:
-        total = _stored(conn, int(row[0]))
+        total = _live(conn, int(row[0]))
         top = max(t for t, _ in counts) + 1
         df = np.zeros(top, dtype=np.float64)
         for token, n in counts:
@@ -1377,14 +1737,34 @@ def nearest(
     if _failed_until.get(embedder.name, 0.0) > time.monotonic():
         return []
     try:
-        sync(index, embedder)
-        return nearest_in(index.connect(), text, k, embedder)
-    except (EmbedderError, ValueError, sqlite3.OperationalError) as exc:
+        try:
+            sync(index, embedder)
+            return nearest_in(index.connect(), text, k, embedder)
+        except IndexDamagedError as exc:
+            # A record gitmem did not write: the vector tables are derived, so they are
+            # made again (the next catch-up refills them) and this query embeds afresh.
+            log.warning("index: %s; its vectors are rebuilt", exc)
+            reset(index)
+            sync(index, embedder)
+            return nearest_in(index.connect(), text, k, embedder)
+    except (EmbedderError, IndexDamagedError, ValueError, sqlite3.OperationalError) as exc:
         # ValueError: a model that changed dimension under the same name; OperationalError:
         # a read-only or locked index. The lexical answer stands alone.
         _failed_until[embedder.name] = time.monotonic() + RETRY_AFTER
         log.warning("semantic recall skipped for %.0f s: %s", RETRY_AFTER, exc)
         return []
+
+
+def reset(index: Index) -> None:
+    """Have the next catch-up drop the vector tables and fill them again (every current
+    memory pending: the next recall embeds them all), as for a new provider version."""
+    conn = index.connect()
+    with index.writing(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            (f"provider:{VECTORS.name}", f"{VECTORS.version} damaged"),
+        )
+    clear_cache()
 
 
 def complete(conn: sqlite3.Connection, model: str) -> bool:
@@ -1405,15 +1785,23 @@ def nearest_in(
     query = weighted(text, idf) if weighted is not None and idf is not None else (
         embedder.embed([text])[0]
     )
-    hits = top_k(conn, embedder.name, query, k)
-    if not hits:
-        return []
-    by_blob: dict[str, list[int]] = {}
-    for chunk in _chunks([b for b, _ in hits]):
-        marks = ",".join("?" * len(chunk))
-        for rowid, blob in conn.execute(
-            f"SELECT rowid, blob FROM memories WHERE blob IN ({marks}) ORDER BY rowid",
-            tuple(chunk),
-        ):
-            by_blob.setdefault(blob, []).append(int(rowid))
-    return [(rowid, cosine) for blob, cosine in hits for rowid in by_blob.get(blob, [])]
+    # The records may hold vectors of blobs no memory holds any more (until the next
+    # training or compaction): ask for more than k while the memories found are fewer.
+    found = _model(conn, embedder.name)
+    extra = 0 if found is None else max(0, found.n - found.live)
+    want = k + min(extra, k)
+    while True:
+        hits = top_k(conn, embedder.name, query, want)
+        by_blob: dict[str, list[int]] = {}
+        for chunk in _chunks([b for b, _ in hits]):
+            marks = ",".join("?" * len(chunk))
+            for rowid, blob in conn.execute(
+                f"SELECT rowid, blob FROM memories WHERE blob IN ({marks}) ORDER BY rowid",
+                tuple(chunk),
+            ):
+                by_blob.setdefault(blob, []).append(int(rowid))
+        live = [(blob, cosine) for blob, cosine in hits if blob in by_blob]
+        if len(live) >= k or len(hits) < want or want >= k + extra:
+            break
+        want = min(k + extra, want * 4)
+    return [(rowid, cosine) for blob, cosine in live[:k] for rowid in by_blob[blob]]
