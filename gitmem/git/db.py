@@ -308,10 +308,14 @@ class GitDB:
         message: str,
         tree: pygit2.Oid,
         parents: Sequence[pygit2.Oid],
+        *,
+        committer: Author | None = None,
     ) -> pygit2.Oid:
         """Create (not yet on any branch) a commit by ``author``, committed by
-        :meth:`committer` at ``when``, signed when :meth:`signing` says so."""
-        committer = self.committer()
+        ``committer`` (default :meth:`committer`) at ``when``, signed when :meth:`signing`
+        says so."""
+        if committer is None:
+            committer = self.committer()
         if not self.signing():
             repo = self.repo
             return write_object(

@@ -8,9 +8,10 @@ then either
 - takes ``<gitdir>/gitmem/commit.lock`` (an ``flock``) at once and becomes the *leader*:
   it commits its own change and every request queued in ``<gitdir>/gitmem/commitq/``
   as a chain of commits (one commit and one author per write, in queue order), moving
-  the branch to each commit with compare-and-swap as before and handing that writer its
-  result at once (so it runs its next plan while the leader builds the next commit),
-  then takes what was queued meanwhile, up to :data:`MAX_BATCH` commits; or
+  the branch with compare-and-swap as before once for each group of requests it took
+  from the queue together and then handing each writer of the group its result (so they
+  run their next plans while the leader commits the next group), then takes what was
+  queued meanwhile, up to :data:`MAX_BATCH` commits; or
 - queues a *request* (the tip it read, what its plan read of it, the blob ids of its
   changes, its commit message, author and time) and waits until a leader has sent its
   *result* (a line written into the waiting thread's own FIFO, kept open for all its
@@ -403,12 +404,14 @@ class CommitQueue:
 
     def _lead(self, own: Request | None, *, mine: str | None = None) -> Outcome:
         """Under the lock: commit ``own`` and the queued requests, one commit each on the
-        tip, moving the branch after each and handing its writer the result at once; then
-        the requests queued meanwhile, up to :data:`MAX_BATCH` commits in all.
+        tip, moving the branch once for what was taken from the queue together and handing
+        those writers their results; then the requests queued meanwhile, up to
+        :data:`MAX_BATCH` commits in all.
 
-        Moving the branch per commit (not once per chain) is what lets writers overlap: a
-        writer whose commit landed runs its next plan on the other processor while the
-        leader builds the next commit, instead of every writer waiting for the whole chain.
+        Moving the branch per group taken (not once per chain of up to 64) is what lets
+        writers overlap: a writer whose commit landed runs its next plan on the other
+        processor while the leader commits the next group, instead of every writer waiting
+        for the whole chain (see :meth:`_commit_chain` for why not per commit).
         """
         started = time.process_time()
         repo = self.db.repo
@@ -541,17 +544,25 @@ class CommitQueue:
         journal: _Journal,
         settle: Callable[[Request, Outcome], None],
     ) -> None:
-        """Commit each request that still applies on the tip, in order, moving the branch
-        to each commit with compare-and-swap and calling ``settle`` with every outcome as
-        soon as it is known. ``queued``: the requests that came through queue files, each
-        journalled (request id -> commit) before the branch moves to its commit, so a
-        successor can tell their writers what landed if this leader dies."""
+        """Commit each request that still applies on the tip, in order, one commit each on
+        the one before, move the branch once to the last with compare-and-swap, then call
+        ``settle`` with every outcome, in request order. ``queued``: the requests that came
+        through queue files, each journalled (request id -> commit) before the branch moves,
+        so a successor can tell their writers what landed if this leader dies.
+
+        One move for the requests claimed together, not one per commit: with eight writers
+        a leader is committing nearly all the time (the serial part every writer waits on),
+        and moving the branch (a lock file written and renamed) was a fifth of its work per
+        commit. A writer's result waits for the rest of its group, which is at most the
+        writers that queued while the previous group was committed.
+        """
         from gitmem.base.trailers import Author
         from gitmem.git.objects import build_tree, get_commit, get_tree, reads_hold
 
         deadline = time.monotonic() + self.db.lock_timeout
         attempt = 0
         todo = list(requests)
+        committer = self.db.committer()  # read once: git's config for every commit of it
         while todo:
             attempt += 1
             try:
@@ -561,14 +572,14 @@ class CommitQueue:
             tip = get_commit(repo, ref.target) if ref is not None else None
             head_id = tip.id if tip is not None else None
             head_tree = tip.tree if tip is not None else None
-            rest: list[Request] = []
-            for n, request in enumerate(todo):
+            results: list[tuple[Request, Outcome]] = []
+            for request in todo:
                 same_base = request.base == (str(head_id) if head_id is not None else None)
                 if not same_base and (
                     request.opaque
                     or not reads_hold(repo, head_tree, request.entries, request.spellings)
                 ):
-                    settle(request, Outcome("retry"))
+                    results.append((request, Outcome("retry")))
                     continue
                 try:
                     changes = {
@@ -580,29 +591,37 @@ class CommitQueue:
                     # Committed (and signed, where git is set to sign) as the user the
                     # leading writer runs as: writers sharing a queue share the store.
                     commit_id = self.db.make_commit(
-                        Author(*request.author), request.when, request.message, tree_id, parents
+                        Author(*request.author),
+                        request.when,
+                        request.message,
+                        tree_id,
+                        parents,
+                        committer=committer,
                     )
                 except Exception as exc:
-                    settle(request, Outcome("error", None, str(exc).replace("\n", " ")))
+                    results.append((request, Outcome("error", None, str(exc).replace("\n", " "))))
                     continue
                 if request.id in queued:
                     journal.add(request.id, str(commit_id))
-                try:
-                    if ref is None:
-                        ref = repo.references.create(self.db.ref_name, commit_id)
-                    else:
-                        ref.set_target(commit_id, "gitmem: group commit")
-                except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
-                    # Someone outside the queue (a sync, an older gitmem) moved the branch:
-                    # this request and the rest go again on the new tip. (Its journal entry
-                    # names a commit that never lands, so a successor ignores it.)
-                    rest = todo[n:]
-                    self.db.back_off(exc, attempt, deadline)
-                    break
                 head_id = commit_id
                 head_tree = get_tree(repo, tree_id)
-                settle(request, Outcome("ok", str(commit_id)))
-            todo = rest
+                results.append((request, Outcome("ok", str(commit_id))))
+            landed = tip is None or head_id != tip.id
+            if landed and head_id is not None:
+                try:
+                    if ref is None:
+                        ref = repo.references.create(self.db.ref_name, head_id)
+                    else:
+                        ref.set_target(head_id, "gitmem: group commit")
+                except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
+                    # Someone outside the queue (a sync, an older gitmem) moved the branch:
+                    # the whole group goes again on the new tip. (Its journal entries name
+                    # commits that never land, so a successor ignores them.)
+                    self.db.back_off(exc, attempt, deadline)
+                    continue
+            for request, outcome in results:
+                settle(request, outcome)
+            todo = []
 
 
 class _Journal:
