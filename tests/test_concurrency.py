@@ -432,6 +432,40 @@ def test_group_commit_sends_a_waiters_result_through_its_fifo(bare_store: Store)
     assert_healthy(bare_store)
 
 
+def test_group_commit_moves_the_branch_once_for_what_it_took_together(
+    bare_store: Store,
+) -> None:
+    """A leader that finds three requests queued commits its own write and the three as a
+    chain of four commits (one author each, queue order after its own), moves the branch
+    once (one reflog entry), and only then tells each writer the commit that is its own."""
+    from gitmem.git import groupcommit
+
+    db = bare_store.db()
+    bare_store.create("first\n")
+    db.repo.config["core.logAllRefUpdates"] = "true"  # so every move of main is logged
+    before = tip(bare_store)
+    queue = db.state_dir / groupcommit.QUEUE_DIR
+    requests = [_queued_request(bare_store, f"q{n}", None) for n in range(3)]
+    for request in requests:
+        (queue / f"{request.id}.req").write_text(request.to_json())
+    mine = bare_store.create("leader\n")
+    moves = run_git(db.gitdir, "reflog", "show", "--format=%H %gs", "refs/heads/main").splitlines()
+    assert [line.split(" ", 1)[1] for line in moves] == ["gitmem: group commit"]
+    chain = run_git(db.gitdir, "rev-list", "--reverse", f"{before}..main").split()
+    assert len(chain) == 4
+    assert moves[0].split()[0] == chain[-1]
+    authors = [run_git(db.gitdir, "log", "-1", "--format=%an", c).strip() for c in chain]
+    assert authors[1:] == ["waiter"] * 3
+    ordered = sorted(requests, key=lambda r: r.id)  # queue order: the request ids' order
+    for request, commit in zip(ordered, chain[1:], strict=True):
+        result = (queue / f"{request.id}.res").read_text().split()
+        assert result[:2] == ["ok", commit]
+        changed = run_git(db.gitdir, "diff-tree", "--no-commit-id", "--name-only", "-r", commit)
+        assert changed.split() == list(request.changes)
+    assert bare_store.read(mine.id).body == "leader\n"
+    assert_healthy(bare_store)
+
+
 @pytest.mark.parametrize("wake", ["../../../victim", "w-1-1-0123abcd.fifo"])
 def test_group_commit_opens_no_file_a_request_names_but_its_fifo(
     bare_store: Store, wake: str
