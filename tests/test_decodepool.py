@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from gitmem.store.core import Store
 
@@ -45,12 +46,9 @@ print(json.dumps({"alone": alone, "pooled": tables(), "usable": decodepool.usabl
 """
 
 
-def test_a_build_with_a_worker_makes_the_same_tables(store: Store, tmp_path: Path) -> None:
-    for n in range(60):
-        store.create(f"memory {n} about deploys", tags=["ci"] if n % 2 else [])
-    first = store.create("the first version")
-    store.supersede(first.id, "its successor")
-    # A file the index cannot read: a problem row, from the worker as from the process.
+def build_with_a_broken_file(store: Store, tmp_path: Path, script: str) -> dict[str, Any]:
+    """Commit a file the index cannot read (a problem row, whoever decodes it) with what
+    else the work tree holds, then run ``script`` on the store; what it printed, as JSON."""
     broken = store.path / "memories" / "0" / "0" / "0" / "0" / "mem_0000-broken.md"
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_text("no front-matter\n")
@@ -60,13 +58,22 @@ def test_a_build_with_a_worker_makes_the_same_tables(store: Store, tmp_path: Pat
          "commit", "-q", "--no-verify", "-m", "a broken file"],
         check=True,
     )
-    script = tmp_path / "build.py"
-    script.write_text(_SCRIPT)
+    path = tmp_path / "build.py"
+    path.write_text(script)
     done = subprocess.run(
-        [sys.executable, str(script), str(store.path)], capture_output=True, text=True
+        [sys.executable, str(path), str(store.path)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_a_build_with_a_worker_makes_the_same_tables(store: Store, tmp_path: Path) -> None:
+    for n in range(60):
+        store.create(f"memory {n} about deploys", tags=["ci"] if n % 2 else [])
+    first = store.create("the first version")
+    store.supersede(first.id, "its successor")
+    result = build_with_a_broken_file(store, tmp_path, _SCRIPT)
     assert result["pooled"] == result["alone"]
     assert result["alone"]["memories"].endswith(" 62")
     assert not result["alone"]["problems"].endswith(" 0")

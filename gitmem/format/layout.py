@@ -22,6 +22,7 @@ built; ``/`` only separates the segments of a path id).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -182,6 +183,21 @@ def memory_paths(memory_id: str) -> tuple[str, ...]:
     """Every path a memory ``memory_id`` may be at, in the order a reader looks: the
     format 4 path, then the legacy one (one path for a path id). Both are looked at in
     every format, so history from before a migration and a branch made before it read."""
+    if type(memory_id) is str:
+        return _memory_paths_recent(memory_id)
+    return _memory_paths(memory_id)
+
+
+# The last answers are kept (1024: two of an index build's batches of files): a build asks
+# for the same id's paths several times in a row (the version rows' diff, the parent's file
+# at either path), and id_from_path of each path when it reads the blob and again when it
+# decodes it. Only str is cached (anything else raises as it did).
+@functools.lru_cache(maxsize=1024)
+def _memory_paths_recent(memory_id: str) -> tuple[str, ...]:
+    return _memory_paths(memory_id)
+
+
+def _memory_paths(memory_id: str) -> tuple[str, ...]:
     check_id(memory_id)
     if is_path_id(memory_id):
         return (f"{memory_id}{MEMORY_SUFFIX}",)
@@ -221,6 +237,17 @@ def expected_path_form(path: str) -> str:
 
 def id_from_path(path: str) -> str | None:
     """The id a memory file at ``path`` must carry, or None if the path is not a memory path."""
+    if type(path) is str:
+        return _id_from_path_recent(path)
+    return _id_from_path(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _id_from_path_recent(path: str) -> str | None:
+    return _id_from_path(path)
+
+
+def _id_from_path(path: str) -> str | None:
     root = path.partition("/")[0]
     if root in DOCUMENT_ROOTS:
         if not path.endswith(MEMORY_SUFFIX):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, TooLargeError
 from gitmem.format import codec, schema
 from gitmem.format.layout import expected_path_form, id_from_path, memory_path
-from gitmem.format.model import Memory, memory_from_document
+from gitmem.format.model import Memory, Scope, memory_from_document
 
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
@@ -109,7 +109,12 @@ def _check_sizes(memory_id: str, size: int, body_size: int, max_body_bytes: int)
 
 
 def decode(
-    data: bytes, path: str, *, what: str | None = None, require_memory_path: bool = True
+    data: bytes,
+    path: str,
+    *,
+    what: str | None = None,
+    require_memory_path: bool = True,
+    store_scope: Scope | None = None,
 ) -> Memory:
     """The memory in ``data``, stored at ``path``; raises :class:`InvalidMemoryError`.
 
@@ -132,7 +137,7 @@ def decode(
             f"{label}has no front-matter (it must start with a '---' line)"
         )
     schema.validate(doc.metadata, what=path)
-    memory = memory_from_document(doc, path=path)
+    memory = memory_from_document(doc, path=path, store_scope=store_scope)
     if expected is not None and memory.id != expected:
         raise InvalidMemoryError(
             f"{label}carries id {memory.id!r}, but its path says {expected!r}"

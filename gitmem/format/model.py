@@ -219,7 +219,9 @@ def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:
         ) from None
 
 
-def memory_from_document(doc: Document, *, path: str | None = None) -> Memory:
+def memory_from_document(
+    doc: Document, *, path: str | None = None, store_scope: Scope | None = None
+) -> Memory:
     """Build a Memory from a parsed document whose metadata already passed the schema."""
     meta = doc.metadata
     if "id" not in meta:
@@ -248,6 +250,7 @@ def memory_from_document(doc: Document, *, path: str | None = None) -> Memory:
         extra=extra,
         path=path,
         document=doc,
+        store_scope=store_scope,
     )
 
 

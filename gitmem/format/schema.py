@@ -57,6 +57,8 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
 
 def to_json_value(value: Any) -> Any:
     """YAML values as JSON would hold them: timestamps and dates become strings."""
+    if type(value) is str:
+        return value  # most values: answered before the four checks below
     if isinstance(value, dt.datetime):
         return format_timestamp(value)
     if isinstance(value, dt.date):

@@ -161,19 +161,49 @@ def read_entries(raw: str) -> tuple[dict[str, Any], dict[str, Segment]] | None:
     value: dict[str, Any] = {}
     pieces: dict[str, Segment] = {}
     for line in raw[:-1].split("\n"):
-        match = _ENTRY_RE.fullmatch(line)
-        if match is None:
+        known = _RECENT_LINES.get(line)
+        if known is None:
+            entry = read_line(line)
+            if entry is None:
+                return None
+            # A short line of a scalar: nothing a caller could change in place, and the
+            # lines kept stay small (a line may be 64 KiB long).
+            if not entry[2][3] and len(line) <= _RECENT_LINE_CHARS:
+                if len(_RECENT_LINES) >= _RECENT_MAX:
+                    _RECENT_LINES.clear()
+                _RECENT_LINES[line] = entry
+        else:
+            entry = known
+        key, read, piece = entry
+        if key in value:
             return None
-        key, text = match.groups()
-        if key in value or not _resolves_to_str(key):
-            return None
-        flow = text.startswith("[")
-        read = _read_flow(text) if flow else _read_scalar(text)
-        if read is None:
-            return None
-        value[key] = read[0]
-        pieces[key] = ("", line + "\n", (len(key) + 2, len(line)), flow)
+        value[key] = read
+        pieces[key] = piece
     return value, pieces
+
+
+_RECENT_LINES: dict[str, tuple[str, Any, Segment]] = {}
+"""What :func:`read_line` made of lines of scalars read lately: many lines are the same in
+most memories (``scope: repo``, ``version: 1``, one second's timestamps), and an index
+build reads every memory's. A line's entry depends on its text alone."""
+_RECENT_MAX = 4096
+_RECENT_LINE_CHARS = 200
+
+
+def read_line(line: str) -> tuple[str, Any, Segment] | None:
+    """One front-matter line as :func:`read_entries` reads it: its key, value and segment,
+    or None when it is not one ``key: value`` entry of the kinds it reads."""
+    match = _ENTRY_RE.fullmatch(line)
+    if match is None:
+        return None
+    key, text = match.groups()
+    if not _resolves_to_str(key):
+        return None
+    flow = text.startswith("[")
+    read = _read_flow(text) if flow else _read_scalar(text)
+    if read is None:
+        return None
+    return key, read[0], ("", line + "\n", (len(key) + 2, len(line)), flow)
 
 
 def _read_scalar(text: str) -> tuple[Any] | None:

@@ -40,6 +40,17 @@ _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 """The parts of a camel-case or letters-and-digits identifier (ASCII case changes)."""
 _MAX_IDENT_LEN = 64
+_CLASSES = bytes(
+    ord("a") if 97 <= b <= 122 else ord("A") if 65 <= b <= 90 else ord("0") if 48 <= b <= 57
+    else ord(" ")
+    for b in range(256)
+)
+"""Each ASCII character as its class for :data:`_PART_RE` (lower, upper, digit), anything
+else (every other character, as one ``?`` byte) as a space."""
+_CUTS = (b"aA", b"AAa", b"0a", b"0A", b"a0", b"A0")
+"""Where :data:`_PART_RE` cuts an ASCII word in two, in those classes (``fooBar``,
+``HTTPRequest``, ``utf8``, ``8bit``): a word none of these is in has one part (or none),
+so text without any has no identifier parts at all."""
 
 STOP_WORDS: frozenset[str] = frozenset(
     """
@@ -67,6 +78,18 @@ def identifier_parts(text: str) -> list[str]:
     ``http``, ``request``; ``utf8`` -> ``utf``, ``8``. Words with nothing to split
     give nothing (the tokenizer already has them).
     """
+    # Most text (a full-text refill reads every memory's) has no word of two parts: its
+    # classes looked through for a cut (C loops, ~4 us) spare the loop over its words
+    # (~13 us for a bench memory; a regular expression for the cuts took ~15 us).
+    classes = text.encode("ascii", "replace").translate(_CLASSES)
+    if not any(cut in classes for cut in _CUTS):
+        return []
+    return each_word_parts(text)
+
+
+def each_word_parts(text: str) -> list[str]:
+    """:func:`identifier_parts` word by word, without its look for a place to cut first
+    (tests/test_build_fastpaths.py holds the two to the same answers)."""
     out: list[str] = []
     for word in _WORD_RE.findall(text):
         plain = word.isalpha() and (word.islower() or word.isupper() or word[1:].islower())

@@ -78,8 +78,18 @@ def dumps_json(value: Any) -> str:
     return json.dumps(tagged_json(value), ensure_ascii=False)
 
 
+_DECODER = json.JSONDecoder(object_hook=json_hook)
+"""One decoder for every row (``json.loads`` with a hook makes a new one per call)."""
+
+
 def loads_json(text: str) -> Any:
-    return json.loads(text, object_hook=json_hook)
+    if text == "[]":
+        return []  # most memories' related, and extra's "{}": read for every row a refill reads
+    if text == "{}":
+        return {}
+    if not isinstance(text, str) or text.startswith("\ufeff"):
+        return json.loads(text, object_hook=json_hook)  # what json.loads says of these
+    return _DECODER.decode(text)
 
 
 def big_int(value: int | None) -> int | str | None:

@@ -1,0 +1,241 @@
+"""An index build's shortcuts give exactly what the plain code gave (issue 17).
+
+A first build (a clone, ``gitmem reindex``) decodes and indexes every memory of a store;
+each shortcut it takes is held here to the code it stands in for: the full-text column of
+identifier parts (a look for a place to cut before the word-by-word split), the
+front-matter lines read lately kept with what was read of them, the JSON
+columns read back (one decoder, the empty list and map answered directly), the recent
+answers of ``id_from_path`` and ``memory_paths`` kept, the store's scope given to the
+decoded memory directly, and a batch's tags and edges inserted in one statement each
+(the tables compared with the rows stored one memory at a time, in a real build).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from test_codec import VALUES
+from test_decodepool import build_with_a_broken_file
+from test_yamlfast import _read_keys, _read_values
+
+from gitmem.base.errors import GitmemError
+from gitmem.format import codec, layout, memfile, yamlfast
+from gitmem.format.model import Scope
+from gitmem.store import lexical, rows
+from gitmem.store.core import Store
+
+# Text where words with parts are common: ASCII letters of both cases and digits beside
+# each other, the separators unicode61 cuts at, and anything else now and then.
+_IDENT_TEXT = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("aBcDxyzXYZ0189_- .\n/"),
+        st.characters(codec="utf-8"),
+    ),
+    max_size=80,
+)
+
+
+@given(_IDENT_TEXT)
+@example("parseHTTPRequest utf8Decode CamelCase")
+@example("Bench memory 60456 on worker and logging")  # digits alone: no parts
+@example("ABc")  # an all-caps run before a capitalised word
+@example("\u00e9aB a\u0663b")  # non-ASCII words are not split
+@example("x" * 70 + "Y")  # over the identifier length: not split
+@example("\ud800aB \u00e91a")  # what is not ASCII is one character apart from its neighbours
+@settings(max_examples=500)
+def test_identifier_parts_are_those_of_each_word(text: str) -> None:
+    assert lexical.identifier_parts(text) == lexical.each_word_parts(text)
+
+
+def _json_outcome(call: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "ok", call()
+    except (ValueError, TypeError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        VALUES, st.lists(st.text(max_size=5)), st.dictionaries(st.text(max_size=5), VALUES)
+    )
+)
+def test_json_columns_read_back_as_json_loads_reads_them(value: Any) -> None:
+    try:
+        text = rows.dumps_json(value)
+    except TypeError:
+        return  # not a value a row holds
+    assert rows.loads_json(text) == json.loads(text, object_hook=rows.json_hook)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]", "{}", " []", "[ ]", "\ufeff[]", "\ufeff{}", b"[]", b"{}", "", "[",
+        '{"$gitmem": "date", "v": "2026-01-02"}',
+    ],
+)
+def test_json_columns_odd_texts_read_as_json_loads_reads_them(text: Any) -> None:
+    assert _json_outcome(lambda: rows.loads_json(text)) == _json_outcome(
+        lambda: json.loads(text, object_hook=rows.json_hook)
+    )
+
+
+_PATHS = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        lambda i: layout.fanout_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
+    ),
+    st.builds(
+        lambda i: layout.legacy_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
+    ),
+    st.builds(lambda p: f"memories/{p}.md", st.text(max_size=20)),
+    st.sampled_from(["memories/ab/c.md", "projects/acme/note.md", "notes/a/b.txt", "memories"]),
+)
+
+
+def _id_outcome(call: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "ok", call()
+    except (GitmemError, TypeError, AttributeError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@given(st.lists(_PATHS, max_size=8))
+def test_recent_ids_of_paths_are_those_worked_out_again(paths: list[str]) -> None:
+    for path in paths + paths:  # the second time from what was kept
+        assert layout.id_from_path(path) == layout._id_from_path(path)
+        memory_id = layout.id_from_path(path) or path
+        assert _id_outcome(functools.partial(layout.memory_paths, memory_id)) == _id_outcome(
+            functools.partial(layout._memory_paths, memory_id)
+        )
+
+
+@pytest.mark.parametrize("value", [None, 7, b"memories/ab/c.md", ["memories"]])
+def test_ids_of_what_is_not_text_fail_as_they_did(value: Any) -> None:
+    assert _id_outcome(lambda: layout.id_from_path(value)) == _id_outcome(
+        lambda: layout._id_from_path(value)
+    )
+    assert _id_outcome(lambda: layout.memory_paths(value)) == _id_outcome(
+        lambda: layout._memory_paths(value)
+    )
+
+
+def test_a_decoded_memory_carries_the_scope_given(store: Store) -> None:
+    memory = store.create("a body\n", title="t", tags=["x"])
+    assert memory.path is not None
+    data = (store.path / memory.path).read_bytes()
+    plain = memfile.decode(data, memory.path)
+    scoped = memfile.decode(data, memory.path, store_scope=Scope.USER)
+    assert scoped == dataclasses.replace(plain, store_scope=Scope.USER)
+    assert scoped.store_scope is Scope.USER and plain.store_scope is None
+    assert [getattr(scoped, f.name) for f in dataclasses.fields(scoped)] == [
+        getattr(dataclasses.replace(plain, store_scope=Scope.USER), f.name)
+        for f in dataclasses.fields(scoped)
+    ]
+
+
+_BUILD = r"""
+import hashlib, json, sys
+import gitmem
+from gitmem.store import decodepool, index as ix
+
+def store_each(self, conn, decoded):
+    # How a batch was stored before its tags and edges were inserted a batch at a time.
+    for path, _blob, memory_id, parts in decoded:
+        if memory_id is None:
+            conn.execute("INSERT OR REPLACE INTO problems VALUES (?, ?)",
+                         (ix.raw_path(path), ix.raw_path(str(parts))))
+        elif self._claim(conn, memory_id, path, None):
+            ix._insert_parts(conn, parts)
+
+decodepool.BATCH = 7
+decodepool.PARALLEL_FROM = 10**12
+index = gitmem.open(sys.argv[1]).index()
+def tables():
+    conn = index.connect()
+    out = {}
+    for table in ("memories", "tags", "edges", "problems", "versions"):
+        rows = [repr(r) for r in conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")]
+        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
+    out["fts"] = [r[0] for r in conn.execute(
+        "SELECT rowid FROM fts WHERE fts MATCH 'idents:http OR idents:decode' ORDER BY rowid")]
+    return out
+index.rebuild()
+batched = tables()
+ix.Index._store_decoded = store_each
+index.rebuild()
+print(json.dumps({"batched": batched, "each": tables()}))
+"""
+
+
+def test_a_build_stores_the_rows_one_memory_at_a_time_would(store: Store, tmp_path: Path) -> None:
+    made = []
+    for n in range(40):
+        made.append(
+            store.create(
+                f"memory {n}: parseHTTPRequest and utf8Decode" if n % 3 else f"memory {n}",
+                tags=[f"t{n % 4}", "ci"] if n % 2 else [],
+                related=[{"id": made[-1].id, "relationship": "relates-to"}] if made else [],
+            )
+        )
+    store.supersede(made[5].id, "its successor")
+    # The same id at its legacy path too, with other tags: format 4's file is read, the
+    # other is a problem row.
+    twin = made[7]
+    assert twin.path is not None
+    data = (store.path / twin.path).read_text().replace("tags: [", "tags: [other, ")
+    legacy = store.path / layout.legacy_path(twin.id)
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text(data)
+    result = build_with_a_broken_file(store, tmp_path, _BUILD)
+    assert result["batched"] == result["each"]
+    assert result["each"]["memories"].endswith(" 41")
+    assert result["each"]["problems"].endswith(" 2")
+    assert not result["each"]["tags"].endswith(" 0")
+    assert not result["each"]["edges"].endswith(" 0")
+    assert result["each"]["fts"]  # identifier parts indexed
+
+
+@given(st.lists(st.tuples(_read_keys, _read_values), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_front_matter_lines_read_again_read_as_the_first_time(
+    entries: list[tuple[str, str]],
+) -> None:
+    raw = "".join(f"{key}: {value}\n" for key, value in entries)
+    yamlfast._RECENT_LINES.clear()
+    first = yamlfast.read_entries(raw)
+    again = yamlfast.read_entries(raw)  # its short scalar lines from those kept now
+    assert (first is None) == (again is None)
+    if first is None or again is None:
+        return
+    assert codec.same(first[0], again[0]) and first[1] == again[1]
+    for value in first[0].values():  # what a caller does to what it got is its own
+        if isinstance(value, list):
+            value.append("changed")
+    first[0]["added"] = 1
+    third = yamlfast.read_entries(raw)
+    assert third is not None and codec.same(third[0], again[0])
+
+
+def test_a_repeated_line_is_still_a_repeated_key() -> None:
+    assert yamlfast.read_entries("version: 1\n") is not None
+    assert yamlfast.read_entries("version: 1\nversion: 1\n") is None
+
+
+def test_the_lines_kept_are_bounded() -> None:
+    yamlfast._RECENT_LINES.clear()
+    long = "title: " + "a" * 1000
+    assert yamlfast.read_entries(long + "\n") is not None
+    assert long not in yamlfast._RECENT_LINES
+    for n in range(yamlfast._RECENT_MAX + 10):
+        assert yamlfast.read_entries(f"version: {n}\n") is not None
+    assert 0 < len(yamlfast._RECENT_LINES) <= yamlfast._RECENT_MAX
