@@ -237,11 +237,15 @@ def test_a_failing_embedder_leaves_recall_lexical_and_is_not_retried_at_once(
     assert vectors.nearest(index, "alpha", 5, embedder=HashEmbedder("down-test"))
 
 
+@pytest.mark.parametrize("compact_from", [10_000, 10])
 def test_lists_follow_a_store_through_sync_edits_deletes_and_growth(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact_from: int
 ) -> None:
     """Past IVF_FROM (lowered here) sync trains lists, a query probes them, an edited or
-    deleted memory's vector leaves its list, and the lists are trained again past GROWTH."""
+    deleted memory's vector stays in its list until the lists are trained again past
+    GROWTH. With ``compact_from`` 10 the first embedding stages its vectors in list 0 and
+    writes them to their lists at the end: the same lists."""
+    monkeypatch.setattr(vectors, "COMPACT_FROM", compact_from)
     monkeypatch.setattr(vectors, "IVF_FROM", 40)
     monkeypatch.setattr(vectors, "MIN_LISTS", 4)
     monkeypatch.setattr(vectors, "LISTS_PER_ROOT", 0.5)

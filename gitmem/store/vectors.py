@@ -361,8 +361,11 @@ def store_vectors(
     items: Iterable[tuple[str, bytes]],
     *,
     dim: int | None = None,
+    staged: bool = False,
 ) -> int:
     """Add the codes of blobs, each at the end of its list; returns how many were written.
+    ``staged``: all in list 0, whatever the model's lists, for a caller that writes the
+    records again with each vector in its list (:func:`sync`, embedding most of a model).
 
     A blob that already has a vector of ``model`` gets a second one, which search counts
     once (nothing finds a vector by its blob: sync only writes what catch-up marked
@@ -377,7 +380,7 @@ def store_vectors(
     if len(dims) != 1:
         raise ValueError(f"codes of different lengths for one model {model!r}")
     model_id = _bump(conn, model, dim if dim is not None else dims.pop())
-    lists = _assign(conn, model_id, [code for _, code in pairs])
+    lists = [0] * len(pairs) if staged else _assign(conn, model_id, [c for _, c in pairs])
     by_list: dict[int, list[tuple[bytes | str, bytes]]] = {}
     for pair, lst in zip(pairs, lists, strict=True):
         by_list.setdefault(lst, []).append(pair)
@@ -1571,6 +1574,11 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         conn.execute("DELETE FROM vector_gone WHERE model = ?", (model_id,))
         expect = _live(conn, model_id) + len(need)
         trained = False
+        # Embedding most of a model (a first embedding): every vector goes to list 0 and the
+        # records are written again at the end with each in its list. Appending each batch
+        # to its lists would rewrite the last record of most lists a batch (at 1M, 2,000
+        # lists and a thousand batches: gigabytes written for what the end rewrites anyway).
+        staged = len(need) >= max(COMPACT_FROM, COMPACT_SHARE * expect)
         for start in range(0, len(need), SYNC_BATCH):
             chunk = need[start : start + SYNC_BATCH]
             texts = _texts(conn, chunk)
@@ -1587,7 +1595,8 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
                 if tokens is not None:
                     _count(conn, model_id, (tokens(t) for t in batch), +1)
             written += store_vectors(
-                conn, model, zip(present, encode(vecs), strict=True), dim=embedder.dim
+                conn, model, zip(present, encode(vecs), strict=True), dim=embedder.dim,
+                staged=staged,
             )
             if progress is not None:
                 progress(written, len(need))
@@ -1611,13 +1620,16 @@ def sync(index: Index, embedder: Embedder, progress: Any = None) -> int:
         assert found is not None
         if train_due(conn, model):
             train(conn, model)
-        elif written >= max(COMPACT_FROM, COMPACT_SHARE * found.n) or (
+        elif staged or written >= max(COMPACT_FROM, COMPACT_SHARE * found.n) or (
             found.n - found.live > max(DEAD_FROM, DEAD_SHARE * found.live)
         ):
             # Most of the model's rows were just written (its first embedding, after lists
-            # were trained on the sample): in key order they take less room. Or many are of
-            # blobs gone or repeated: they go.
-            _rewrite(conn, model_id, purge=True)
+            # were trained on the sample): in key order they take less room, and staged
+            # vectors go to their lists. Or many are of blobs gone or repeated: they go.
+            _rewrite(
+                conn, model_id, (lambda codes: _assign(conn, model_id, codes)) if staged
+                else None, purge=True,
+            )
     return written
 
 
