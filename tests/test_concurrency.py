@@ -19,7 +19,7 @@ import pytest
 from storetools import commit_count, run_git, status_porcelain, tip
 
 import gitmem
-from gitmem import ConflictError, LockTimeoutError, Store
+from gitmem import ConflictError, LockTimeoutError, Memory, Store
 from gitmem.git.groupcommit import Request
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -547,12 +547,15 @@ def _tree_with(store: Store, path: str, request: Request) -> pygit2.Oid:
     return build_tree(store.db().repo, tip_commit.tree, changes)
 
 
+@pytest.mark.parametrize("queued", [False, True], ids=["leads-at-once", "queued-then-leads"])
 def test_group_commit_leader_whose_write_landed_never_reports_it_failed(
-    bare_store: Store, monkeypatch: pytest.MonkeyPatch
+    bare_store: Store, monkeypatch: pytest.MonkeyPatch, queued: bool
 ) -> None:
     """The leader's own write is on the branch when committing for others fails (here: a
     result cannot be handed over): its caller gets its memory, not the error, and the next
-    leader settles the others from the journal and the claimed requests."""
+    leader settles the others from the journal and the claimed requests. ``queued``: the
+    writer queued behind a held lock and then leads, its own request after the other in
+    one group, so telling the other fails after the branch moved to both."""
     from gitmem.git import groupcommit
 
     db = bare_store.db()
@@ -564,10 +567,34 @@ def test_group_commit_leader_whose_write_landed_never_reports_it_failed(
     def broken(self: object, request: Request, outcome: object) -> None:
         raise OSError("no space left on device")
 
+    created: list[Memory] = []
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            created.append(bare_store.create("leader\n"))
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
     with monkeypatch.context() as patch:
         patch.setattr(groupcommit.CommitQueue, "_deliver", broken)
-        mine = bare_store.create("leader\n")  # does not raise
-    assert bare_store.read(mine.id).body == "leader\n"
+        if not queued:
+            write()
+        else:
+            fd = os.open(db.state_dir / groupcommit.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held: the writer queues behind the other
+                thread = threading.Thread(target=write)
+                thread.start()
+                deadline = time.monotonic() + 10
+                while len(list(queue.glob("*.req"))) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert len(list(queue.glob("*.req"))) == 2
+            finally:
+                os.close(fd)  # free: the writer leads both, its own second
+            thread.join(timeout=30)
+    assert not failures, failures
+    assert [bare_store.read(m.id).body for m in created] == ["leader\n"]
     bare_store.create("next leader\n")
     assert (queue / f"{request.id}.res").read_text().startswith("ok ")
     assert not list(queue.glob("*.claimed")) and not (queue / groupcommit.BATCH_NAME).exists()

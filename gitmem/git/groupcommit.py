@@ -619,8 +619,17 @@ class CommitQueue:
                     # commits that never land, so a successor ignores them.)
                     self.db.back_off(exc, attempt, deadline)
                     continue
+            # Every writer of the group is told even if telling one fails (its result file
+            # cannot be written, say): the leader's own write may come after it in the
+            # group, and it landed. The first failure goes up once all were told.
+            failed: Exception | None = None
             for request, outcome in results:
-                settle(request, outcome)
+                try:
+                    settle(request, outcome)
+                except Exception as exc:
+                    failed = failed or exc
+            if failed is not None:
+                raise failed
             todo = []
 
 
