@@ -46,6 +46,19 @@ def _create_until_launched(store: Store, limit: int = 400) -> list[str]:
     return ids
 
 
+def _make_due(store: Store) -> autopack.Thresholds:
+    """Writes until packing is due, with this test's writer kept from starting it."""
+    db = store.db()
+    _configure(store, gc_auto="256")
+    limits = autopack.read_thresholds(db.repo.config)
+    db.autopack.enabled = False
+    for i in range(400):
+        store.create(f"m {i}\n")
+        if autopack.due(db.gitdir, limits):
+            return limits
+    raise AssertionError("packing never became due")
+
+
 def _assert_sound(store: Store, ids: list[str]) -> None:
     gitdir = store.db().gitdir
     fsck = run_git(gitdir, "fsck", "--strict", "--no-dangling", "--no-progress")
@@ -240,13 +253,7 @@ def test_gc_and_fsck_hold_the_packing_lock(bare_store: Store) -> None:
     import fcntl
 
     db = bare_store.db()
-    _configure(bare_store, gc_auto="256")
-    limits = autopack.read_thresholds(db.repo.config)
-    db.autopack.enabled = False
-    for i in range(400):
-        bare_store.create(f"m {i}\n")
-        if autopack.due(db.gitdir, limits):
-            break
+    limits = _make_due(bare_store)
     assert autopack.due(db.gitdir, limits)
     with autopack.exclusive(db.gitdir):
         assert autopack.run(db.gitdir) == 0  # a helper started now leaves at once
@@ -285,3 +292,74 @@ def test_gc_reports_progress_per_repository(
     assert len(both.gc(progress=lambda done, total: calls.append((done, total)))) == 2
     assert_progress(calls)
     assert calls == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_writers_finding_packing_due_at_once_start_one_helper(bare_store: Store) -> None:
+    """The lock is taken by the writer as it starts the helper, so a second writer looking
+    a moment later (while the first helper is still starting up) starts none."""
+    limits = _make_due(bare_store)
+    gitdir = bare_store.db().gitdir
+    writers = [autopack.AutoPacker(gitdir) for _ in range(4)]
+    repo = bare_store.db().repo
+    started = [w.after_write(repo) for w in writers]
+    assert started == [True, False, False, False]
+    assert autopack._busy(gitdir)  # the helper holds the lock from its start
+    assert autopack.launch(gitdir, limits) is None
+    assert autopack.wait_idle(gitdir, writers[0].last_launch, timeout=120)
+    assert not autopack._busy(gitdir)
+    assert _packs(bare_store)
+    assert autopack.due(gitdir, limits) is None
+
+
+def test_a_helper_given_the_thresholds_does_not_load_pygit2(bare_store: Store) -> None:
+    """What the writer read travels on the command line: the helper starts without pygit2
+    (most of its start-up), and the thresholds it was given are the ones it applies."""
+    import subprocess
+    import sys
+
+    limits = _make_due(bare_store)
+    gitdir = bare_store.db().gitdir
+    script = (
+        "import sys\n"
+        "from gitmem.git import autopack\n"
+        "code = autopack.main(sys.argv[1:])\n"
+        "print(code, 'pygit2' in sys.modules)\n"
+    )
+
+    def helper(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", script, str(gitdir), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return done.stdout.strip()
+
+    # Told packing is off (gc.auto 0), it packs nothing though git's config says otherwise.
+    assert helper("--auto", "0", "--pack-limit", "50") == "0 False"
+    assert autopack.due(gitdir, limits) is not None
+    assert helper("--auto", str(limits.auto), "--pack-limit", str(limits.pack_limit)) == (
+        "0 False"
+    )
+    assert autopack.due(gitdir, limits) is None
+    assert _packs(bare_store)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "no git directory"),
+        (["g", "--lock-fd"], "has no value"),
+        (["g", "--lock-fd", "x"], "whole number"),
+        (["g", "--lock-fd", "1"], "not a descriptor"),
+        (["g", "--auto", "5"], "go together"),
+        (["g", "--pack-limit", "5", "--pack-limit", "6"], "repeated"),
+        (["g", "--nice", "5"], "unknown"),
+    ],
+)
+def test_the_helper_refuses_a_bad_command_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert autopack.main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -70,9 +70,10 @@ def child_main(
     # them): journal each one's pid, so the parent kills it at the same moment.
     launch = autopack.launch
 
-    def journalled_launch(gitdir: Path) -> Any:
-        proc = launch(gitdir)
-        note(f"P {proc.pid}")
+    def journalled_launch(gitdir: Path, limits: Any = None) -> Any:
+        proc = launch(gitdir, limits)
+        if proc is not None:  # None: another helper holds the lock
+            note(f"P {proc.pid}")
         return proc
 
     autopack.launch = journalled_launch  # type: ignore[assignment]

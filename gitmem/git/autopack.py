@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,10 +251,13 @@ class AutoPacker:
                 return False
             if self._helper is not None and self._helper.poll() is None:
                 return False  # the helper this writer started is starting up or at work
-            if _busy(self.gitdir) or _recently_tried(self.gitdir):
+            if _recently_tried(self.gitdir):
                 return False
+            helper = launch(self.gitdir, limits)
+            if helper is None:
+                return False  # another helper holds the lock
             self.last_launch = time.time()
-            self._helper = launch(self.gitdir)
+            self._helper = helper
             self.launched += 1
             return True
         except Exception as exc:  # never fail a landed write over housekeeping
@@ -332,22 +336,49 @@ def _recently_tried(gitdir: Path) -> bool:
     return time.time() - st.st_mtime < wait
 
 
-def launch(gitdir: Path) -> subprocess.Popen[bytes]:
-    """Start the helper detached: its own session, no terminal, no pipes to the writer."""
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    return subprocess.Popen(
-        # -P: the writer's current directory (often a store's work tree, which others
-        # write) is not on sys.path; a planted gitmem/ there would run otherwise.
-        [sys.executable, "-P", "-m", "gitmem.git.autopack", str(gitdir)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        env=env,
-    )
+def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[bytes] | None:
+    """Start the helper detached (its own session, no terminal, no pipes to the writer),
+    holding the packing lock already; None, starting nothing, when another holds it.
+
+    The writer takes the lock and hands it to the helper (an inherited descriptor: an
+    ``flock`` belongs to the open file, so it stays held when the writer closes its copy).
+    Checked and taken in one step, so writers that find packing due at the same moment
+    start one helper between them: while a helper took the lock itself, each of them saw
+    it free during the ~0.1 s the helper spent starting up, and eight writers started 3-4
+    helpers for every repack, each paying Python's and pygit2's start-up for nothing
+    (docs/benchmarks.md, "Session 13: automatic packing's own cost"). ``limits`` (the
+    writer's :class:`Thresholds`) travel on the command line, so the helper need not load
+    pygit2 to read git's config; without them it reads the config itself.
+    """
+    state = _state(gitdir)
+    state.mkdir(exist_ok=True)
+    fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if not try_flock(fd):
+            return None
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, env.get("PYTHONPATH", "")) if p
+        )
+        argv = [str(gitdir), "--lock-fd", str(fd)]
+        if limits is not None:
+            argv += ["--auto", str(limits.auto), "--pack-limit", str(limits.pack_limit)]
+        return subprocess.Popen(
+            # -P: the writer's current directory (often a store's work tree, which others
+            # write) is not on sys.path; a planted gitmem/ there would run otherwise.
+            [sys.executable, "-P", "-m", "gitmem.git.autopack", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(fd,),
+            env=env,
+        )
+    finally:
+        # The helper holds its own copy (or, when it could not start, the lock goes here).
+        os.close(fd)
 
 
 def _repack(gitdir: Path, everything: bool) -> None:
@@ -358,25 +389,33 @@ def _repack(gitdir: Path, everything: bool) -> None:
     run_git(list(REPACK_ALL_ARGS if everything else REPACK_ARGS), gitdir=gitdir, timeout=3600)
 
 
-def run(gitdir: Path) -> int:
-    """The helper: under the lock, repack until nothing is due. Returns repacks run."""
-    import pygit2
+def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None = None) -> int:
+    """The helper: under the lock, repack until nothing is due. Returns repacks run.
 
+    ``lock_fd``: the packing lock, taken by the writer that started this helper
+    (:func:`launch`); without it the helper takes the lock itself. ``limits``: the
+    thresholds the writer read; without them git's config is read each round.
+    """
     state = _state(gitdir)
     state.mkdir(exist_ok=True)
-    fd = os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = (
+        lock_fd
+        if lock_fd is not None
+        else os.open(state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    )
     try:
+        # Taking it again on the descriptor that holds it succeeds at once.
         if not try_flock(fd):
             return 0  # another helper is at work
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        repo = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        thresholds = _reader(gitdir) if limits is None else lambda: limits
         rounds = 0
         status = "ok"
         try:
             previous: str | None = None
             for _ in range(MAX_ROUNDS):
-                reason = due(gitdir, read_thresholds(repo.config))
+                reason = due(gitdir, thresholds())
                 if reason is None:
                     break
                 log.info("packing %s: %s", gitdir, reason)
@@ -403,12 +442,49 @@ def _write_last(state: Path, text: str) -> None:
         os.replace(tmp, state / LAST_NAME)
 
 
+def _reader(gitdir: Path) -> Callable[[], Thresholds]:
+    """Git's thresholds for ``gitdir``, read afresh at each call (pygit2, loaded here only)."""
+    import pygit2
+
+    repo = pygit2.Repository(str(gitdir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    return lambda: read_thresholds(repo.config)
+
+
+USAGE = "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N] [--auto N --pack-limit N]"
+
+
+def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
+    """The helper's command line; ValueError names what is wrong. (argparse alone costs
+    the helper more start-up than the rest of it.)"""
+    if not argv:
+        raise ValueError("no git directory given")
+    gitdir, rest = Path(argv[0]), argv[1:]
+    if len(rest) % 2:
+        raise ValueError(f"{rest[-1]} has no value")
+    options: dict[str, int] = {}
+    for name, value in zip(rest[::2], rest[1::2], strict=True):
+        if name not in ("--lock-fd", "--auto", "--pack-limit") or name in options:
+            raise ValueError(f"unknown or repeated option {name}")
+        if not re.fullmatch(r"-?\d{1,9}", value):
+            raise ValueError(f"{name} takes a whole number, not {value!r}")
+        options[name] = int(value)
+    if ("--auto" in options) != ("--pack-limit" in options):
+        raise ValueError("--auto and --pack-limit go together")
+    limits = Thresholds(options["--auto"], options["--pack-limit"]) if "--auto" in options else None
+    lock_fd = options.get("--lock-fd")
+    if lock_fd is not None and lock_fd < 3:
+        raise ValueError(f"--lock-fd {lock_fd} is not a descriptor the writer passed")
+    return gitdir, lock_fd, limits
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m gitmem.git.autopack <gitdir>", file=sys.stderr)
+    try:
+        gitdir, lock_fd, limits = _parse(argv)
+    except ValueError as exc:
+        print(f"gitmem autopack: {exc}\n{USAGE}", file=sys.stderr)
         return 2
     try:
-        run(Path(argv[0]))
+        run(gitdir, lock_fd=lock_fd, limits=limits)
     except Exception as exc:
         print(f"gitmem autopack: {exc}", file=sys.stderr)
         return 1
