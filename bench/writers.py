@@ -39,6 +39,9 @@ class WriterResult:
     """Of which leading group commits (the serial part: gitmem.git.groupcommit.Stats)."""
     sys_cpu: float = 0.0
     """Of which system time (the kernel's: file creations, renames, locks)."""
+    packing_cpu: float = 0.0
+    """CPU seconds of the packing helpers this writer started in the round (their git
+    included), counted once reaped: they run detached, so ``cpu`` leaves them out."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class RoundResult:
     share, so ``timed / lead_seconds`` bounds the rate on any machine."""
     sys_seconds: float = 0.0
     """Of ``cpu_seconds``, the system time: the file system's share of a commit."""
+    packing_seconds: float = 0.0
+    """CPU time of the packing helpers the writers started (not in ``cpu_seconds``)."""
 
     @property
     def rate(self) -> float:
@@ -95,6 +100,7 @@ def _writer(
         queue = store.db()._queue
         lead_start = queue.stats.lead_cpu if queue is not None else 0.0
         cpu_start, sys_start = _cpu()
+        packing_start = _children_cpu()
         start = time.perf_counter()
         for fields in batch:
             try:
@@ -104,11 +110,21 @@ def _writer(
         end = time.perf_counter()
         cpu_end, sys_end = _cpu()
         cpu, sys_cpu = cpu_end - cpu_start, sys_end - sys_start
+        helper = store.db().autopack._helper
+        if helper is not None:
+            helper.wait()  # reaped, so its CPU (and its git's) joins RUSAGE_CHILDREN
+        packing = _children_cpu() - packing_start
         queue = store.db()._queue
         lead = (queue.stats.lead_cpu - lead_start) if queue is not None else 0.0
         timed = len(ids) - (len(warm_ids) if number == 0 else 0)
-        result = WriterResult(ids, errors, start, end, cpu, lead, sys_cpu)
+        result = WriterResult(ids, errors, start, end, cpu, lead, sys_cpu, packing)
         results.put((number, result, timed))
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children: the packing helpers it started."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _cpu() -> tuple[float, float]:
@@ -157,6 +173,7 @@ def run_rounds(
                 sum(r.cpu for r, _ in mine),
                 sum(r.lead_cpu for r, _ in mine),
                 sum(r.sys_cpu for r, _ in mine),
+                sum(r.packing_cpu for r, _ in mine),
             )
         )
     return out
