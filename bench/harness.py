@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bench.fixtures import Context
@@ -488,3 +488,23 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+
+
+def run_spawned(
+    target: Callable[..., None], each: Sequence[tuple[object, ...]], timeout: float = 900
+) -> list[Any]:
+    """Start one spawned process per argument tuple in ``each``, calling ``target(*args,
+    barrier, out)``, and return what each put on ``out`` (in the order they finished). The
+    processes meet at ``barrier`` before their timed part, so all start it together."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(each))
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, out)) for args in each]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=timeout) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return results

@@ -22,7 +22,6 @@ they run: copy it into an older checkout). Linux only.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import random
 import resource
@@ -67,6 +66,8 @@ def _round(
 ) -> tuple[float, float, float, int]:
     """(commits/s, writers' ms of CPU a commit, helpers' ms a commit, helpers started).
     ``packing`` False: ``gc.auto=0`` once the store is packed (the writers never pack)."""
+    from bench.harness import run_spawned  # here, before root: this checkout's
+
     sys.path.insert(0, root)
     try:
         from bench.fixtures import populate
@@ -85,19 +86,10 @@ def _round(
                 subprocess.run(
                     ["git", "--git-dir", str(path), "config", "gc.auto", "0"], check=True
                 )
-            ctx = multiprocessing.get_context("spawn")
-            barrier = ctx.Barrier(writers)
-            out = ctx.Queue()
             ops = commits // writers
-            procs = [
-                ctx.Process(target=_writer, args=(root, str(path), ops, seed + i, barrier, out))
-                for i in range(writers)
-            ]
-            for proc in procs:
-                proc.start()
-            results = [out.get(timeout=900) for _ in procs]
-            for proc in procs:
-                proc.join()
+            results = run_spawned(
+                _writer, [(root, str(path), ops, seed + i) for i in range(writers)]
+            )
     finally:
         sys.path.remove(root)
         for name in [m for m in sys.modules if m == "bench" or m.startswith(("bench.", "gitmem"))]:
