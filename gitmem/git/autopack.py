@@ -454,8 +454,8 @@ USAGE = "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N] [--auto N -
 
 
 def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
-    """The helper's command line; ValueError names what is wrong. (argparse alone costs
-    the helper more start-up than the rest of it.)"""
+    """The helper's command line; ValueError names what is wrong. (Parsed by hand: every
+    helper's start-up would carry argparse's import, for three options.)"""
     if not argv:
         raise ValueError("no git directory given")
     gitdir, rest = Path(argv[0]), argv[1:]
