@@ -79,3 +79,85 @@ def test_a_build_with_a_worker_makes_the_same_tables(store: Store, tmp_path: Pat
     assert not result["alone"]["problems"].endswith(" 0")
     if result["usable"]:
         assert result["submitted"] > 0  # the worker decoded some of it
+
+
+_BOUNDED = r"""
+import hashlib, json, pathlib, subprocess, sys
+import pygit2
+import gitmem
+from gitmem.store import decodepool, index as ix
+
+events = []
+original_versions = ix.Index._apply_versions
+def versions(self, *args, **kwargs):
+    events.append(("versions", pygit2.settings.cached_memory[1]))
+    return original_versions(self, *args, **kwargs)
+ix.Index._apply_versions = versions
+original_init = decodepool.DecodePool.__init__
+def init(self, *args, **kwargs):
+    original_init(self, *args, **kwargs)
+    # forked by now, not at the first batch
+    events.append(("forked", len(self._executor._processes), pygit2.settings.cached_memory[1]))
+decodepool.DecodePool.__init__ = init
+original_fill = ix.Index._fill_empty
+def fill(self, *args, **kwargs):
+    events.append(("fill",))
+    return original_fill(self, *args, **kwargs)
+ix.Index._fill_empty = fill
+
+decodepool.BATCH = 7
+index = gitmem.open(sys.argv[1]).index()
+def tables():
+    conn = index.connect()
+    out = {}
+    for table in ("memories", "tags", "edges", "problems", "versions"):
+        rows = [repr(r) for r in conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")]
+        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
+    for table in ("commits",):
+        rows = [repr(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY 1")]
+        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
+    out["fts"] = [r[0] for r in conn.execute(
+        "SELECT rowid FROM fts WHERE fts MATCH 'deploys' ORDER BY rowid")]
+    return out
+cache_before = pygit2.settings.cached_memory[1]
+decodepool.PARALLEL_FROM = 10**12
+index.rebuild()
+alone = tables()
+alone_events = list(events)
+events.clear()
+# Caches and pack windows far smaller than what the build reads (the pack is larger than
+# the windows' limit), and a worker from the tenth file on.
+subprocess.run(["git", "-C", sys.argv[1], "repack", "-a", "-d", "-q"], check=True)
+ix.BUILD_GIT_CACHE = 1
+ix.FILL_GIT_CACHE = 1
+pygit2.settings.mwindow_size = 8192
+pygit2.settings.mwindow_mapped_limit = 16384
+decodepool.PARALLEL_FROM = 10
+index.rebuild()
+packs = pathlib.Path(sys.argv[1], ".git", "objects", "pack")
+print(json.dumps({"alone": alone, "bounded": tables(), "usable": decodepool.usable(),
+                  "events": events, "alone_events": alone_events,
+                  "cache_before": cache_before, "cache_after": pygit2.settings.cached_memory[1],
+                  "pack": max(p.stat().st_size for p in packs.glob("*.pack"))}))
+"""
+
+
+def test_a_first_build_forks_its_worker_after_the_version_rows_with_bounded_caches(
+    store: Store, tmp_path: Path
+) -> None:
+    for n in range(60):
+        store.create(f"memory {n} about deploys " + "words " * 40, tags=["ci"] if n % 2 else [])
+    first = store.create("the first version")
+    store.supersede(first.id, "its successor")
+    result = build_with_a_broken_file(store, tmp_path, _BOUNDED)
+    assert result["bounded"] == result["alone"]
+    assert result["alone"]["memories"].endswith(" 62")
+    assert result["pack"] > 16384  # more than the windows may map at once
+    # libgit2's cache bounded while the version rows are written, as it was afterwards
+    assert result["alone_events"] == [["versions", 64 << 20], ["fill"]]
+    assert result["cache_after"] == result["cache_before"]
+    if result["usable"]:
+        # the worker forked once, after the version rows, before the fill, with its cache bound
+        assert result["events"] == [["versions", 1], ["forked", 1, 1], ["fill"]]
+    else:
+        assert result["events"] == [["versions", 1], ["fill"]]

@@ -91,6 +91,10 @@ class DecodePool:
         self._executor = ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("fork")
         )
+        # The executor forks at its first task: forked now, the worker starts with what the
+        # building process holds now (the caller's choice of when), not what it holds by
+        # the first batch.
+        self._executor.submit(int).result()
 
     def submit(self, items: Sequence[Item]) -> Future[list[Decoded]]:
         return self._executor.submit(_work, items)

@@ -31,6 +31,7 @@ import collections
 import contextlib
 import datetime as dt
 import functools
+import itertools
 import json
 import os
 import sqlite3
@@ -218,6 +219,93 @@ def _insert_parts(conn: sqlite3.Connection, parts: RowParts) -> int:
     if edges:
         conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
     return rowid
+
+
+BUILD_GIT_CACHE = 64 << 20
+"""Bytes of objects libgit2 keeps cached (all repositories of the process) while a first
+build writes its version rows (libgit2's default: 256 MiB). The rows diff each commit's
+tree against its parent's, so the trees of the last commit are the ones read again; at a
+million memories each commit's tree has 256 folders of ~300 KB, more than any bound that
+keeps the process small: the cache filled to its 256 MiB, and the process held 354 MiB at
+the end of the rows. At 64 MiB: 236 MiB, for ~10% more of the rows' CPU (docs/benchmarks.md,
+"A work-tree clone at 1M: the processes' memory")."""
+
+FILL_GIT_CACHE = 8 << 20
+"""The same while the fill reads the tip's files: it reads each folder of the tree once,
+so what is cached is not read again (at a million memories it held 69 MiB of them)."""
+
+BUILD_WINDOW = 8 << 20
+BUILD_MAPPED = 32 << 20
+"""libgit2's pack windows during a first build (elsewhere 32 MiB windows, 128 MiB mapped:
+gitmem.git.db). The build reads the trees, which git packs together, and then the blobs
+in the tree's order, about the order git packs them in: the windows it maps move forward
+through the pack, and pages it has left count in its resident size until the window is
+dropped (128 MiB of a million-memory build's 412)."""
+
+
+@contextlib.contextmanager
+def _bounded_git(cache: int | None) -> Iterator[None]:
+    """libgit2's cache bounded to ``cache`` bytes and its pack windows to
+    :data:`BUILD_WINDOW` and :data:`BUILD_MAPPED` meanwhile (None: all as they are), then
+    as they were (what the cache holds past the old bound by then is evicted as objects
+    come in)."""
+    if cache is None:
+        yield
+        return
+    settings = pygit2.settings
+    before = int(settings.cached_memory[1]), settings.mwindow_size, settings.mwindow_mapped_limit
+    settings.cache_max_size(min(cache, before[0]))
+    settings.mwindow_size = min(BUILD_WINDOW, before[1])
+    settings.mwindow_mapped_limit = min(BUILD_MAPPED, before[2])
+    try:
+        yield
+    finally:
+        settings.cache_max_size(before[0])
+        settings.mwindow_size = before[1]
+        settings.mwindow_mapped_limit = before[2]
+
+
+def _drop_git_caches(repo: pygit2.Repository) -> None:
+    """Give back what ``repo`` caches and maps (the objects libgit2 cached, the pack
+    windows it mapped: it opens them again when it next reads) and the C heap's free pages
+    (glibc keeps freed memory below the heap's top in the process: after a first build's
+    version rows, 200 MiB of its 250). Objects still referenced stay valid. Only in a
+    process with no other thread: another one may be reading through ``repo``'s handles."""
+    if threading.active_count() != 1:
+        return
+    repo.free()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, None on another C library (musl has none)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+        return trim
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _libc_malloc_trim() if os.name == "posix" else None
+
+
+def _tables_empty(conn: sqlite3.Connection) -> bool:
+    """Whether no memory row and no problem row is stored (a first build's fill may skip
+    every check a row already there needs)."""
+    found = conn.execute(
+        "SELECT 1 FROM memories UNION ALL SELECT 1 FROM problems LIMIT 1"
+    ).fetchone()
+    return found is None
+
+
+def _more_files_than(repo: pygit2.Repository, tree: pygit2.Tree, limit: int) -> bool:
+    """Whether ``tree`` holds more than ``limit`` memory files (read only that far)."""
+    files = changed_memory_files(repo, None, tree)
+    return sum(1 for _ in itertools.islice(files, limit + 1)) > limit
 
 
 def _ready(result: Any) -> bool:
@@ -538,24 +626,35 @@ class Index:
         # From no base every memory is new: _derive reads the bumps of all of them from
         # the table, so the touched ids (a million after a bulk import) are not collected.
         touched: set[str] | None = set() if derives and old is not None else None
-        stats.applied_commits = self._apply_versions(
-            conn, repo, tip, old, progress, known, formats, touched
-        )
         added: list[IndexedMemory] = []
         removed: list[IndexedMemory] = []
         # From no base (a rebuild, a first index, a rewritten branch) every provider refills
         # from the memories table in chunks (_apply_providers): collecting what was added
         # would only hold the whole store in memory (3 GB at a million memories).
         collect = old is not None
-        self._apply_tree_diff(
-            conn,
-            repo,
-            old.tree if old is not None else None,
-            tip.tree,
-            added if collect else None,
-            removed if collect else None,
-            known,
-        )
+        # Into empty tables (a rebuild, a first index: a million files at a clone) no row
+        # can be renamed or replaced: _fill_empty only decodes and inserts.
+        empty = old is None and _tables_empty(conn)
+        with _bounded_git(BUILD_GIT_CACHE if empty else None):
+            stats.applied_commits = self._apply_versions(
+                conn, repo, tip, old, progress, known, formats, touched
+            )
+        if empty:
+            # What the version rows left in libgit2's caches and in the C heap goes before
+            # the fill, and before its worker is forked (see _first_build_pool).
+            _drop_git_caches(repo)
+            with _bounded_git(FILL_GIT_CACHE), self._first_build_pool(repo, tip.tree) as pool:
+                self._fill_empty(conn, repo, changed_memory_files(repo, None, tip.tree), pool)
+        else:
+            self._apply_tree_diff(
+                conn,
+                repo,
+                old.tree if old is not None else None,
+                tip.tree,
+                added if collect else None,
+                removed if collect else None,
+                known,
+            )
         if derives:
             self._derive(conn, repo, added, touched or set(), rebuilt=old is None)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
@@ -585,18 +684,6 @@ class Index:
         """Rows for what changed between the trees; what left and came is appended to
         ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
-        # Into an empty table (a rebuild, a first index: a million files at a clone) no row
-        # can be renamed or replaced: _fill_empty only decodes and inserts.
-        empty = (
-            old is None
-            and conn.execute(
-                "SELECT 1 FROM memories UNION ALL SELECT 1 FROM problems LIMIT 1"
-            ).fetchone()
-            is None
-        )
-        if empty:
-            self._fill_empty(conn, repo, changes)
-            return
         for path, blob in changes:
             if blob is not None and self._renamed(conn, path, blob):
                 continue
@@ -627,20 +714,44 @@ class Index:
             if added is not None:
                 added.append(inserted)
 
+    @contextlib.contextmanager
+    def _first_build_pool(
+        self, repo: pygit2.Repository, tree: pygit2.Tree | None
+    ) -> Iterator[decodepool.DecodePool | None]:
+        """The decode worker of a first build's fill of ``tree``, forked now (the caller
+        has just given back what the version rows left: :func:`_drop_git_caches`). A fork
+        starts with every page its parent has (shared until either writes it, but counted
+        in the resident size of both): forked in the middle of the fill, after 5,000 files,
+        the worker of a million-memory clone started with 253 MiB of the building process's
+        pages (docs/benchmarks.md, "A work-tree clone at 1M: the processes' memory"). None
+        for a tree of at most :data:`decodepool.PARALLEL_FROM` memory files (a small store
+        never forks) or where a worker cannot be forked (:func:`decodepool.usable`)."""
+        pool = None
+        if (
+            tree is not None
+            and decodepool.usable()
+            and _more_files_than(repo, tree, decodepool.PARALLEL_FROM)
+        ):
+            pool = decodepool.DecodePool(self.decode, _row_parts)
+        try:
+            yield pool
+        finally:
+            if pool is not None:
+                pool.close()
+
     def _fill_empty(
         self,
         conn: sqlite3.Connection,
         repo: pygit2.Repository,
         changes: Iterable[tuple[str, pygit2.Oid | None]],
+        pool: decodepool.DecodePool | None,
     ) -> None:
         """Rows for every memory file of a tree, into empty tables: decoded in batches,
-        on a second processor too past :data:`decodepool.PARALLEL_FROM` files (a batch the
+        by ``pool``'s worker too when there is one (:func:`_first_build_pool`; a batch the
         worker is behind on is decoded here meanwhile). Batches are stored in the tree's
         order whoever decoded them, so a plain id at both paths is claimed as it would be
         one file at a time (format 4's path comes first)."""
-        pool: decodepool.DecodePool | None = None
         queue: collections.deque[tuple[Any, list[decodepool.Item]]] = collections.deque()
-        seen = 0
         batch: list[tuple[str, pygit2.Oid]] = []
 
         def store(head: tuple[Any, list[decodepool.Item]]) -> None:
@@ -653,7 +764,6 @@ class Index:
             self._store_decoded(conn, result)
 
         def flush() -> None:
-            nonlocal pool, seen
             items: list[decodepool.Item] = []
             for path, blob in batch:
                 try:
@@ -664,9 +774,6 @@ class Index:
                     data = str(exc)
                 items.append((path, str(blob), data))
             batch.clear()
-            seen += len(items)
-            if pool is None and seen > decodepool.PARALLEL_FROM and decodepool.usable():
-                pool = decodepool.DecodePool(self.decode, _row_parts)
             behind = len(queue) >= 2 and not _ready(queue[0][0])
             if pool is not None and not behind:
                 queue.append((pool.submit(items), items))
@@ -675,20 +782,16 @@ class Index:
             while queue and (_ready(queue[0][0]) or len(queue) > 3):
                 store(queue.popleft())
 
-        try:
-            for path, blob in changes:
-                if blob is None:
-                    continue  # nothing is removed from an empty table
-                batch.append((path, blob))
-                if len(batch) >= decodepool.BATCH:
-                    flush()
-            if batch:
+        for path, blob in changes:
+            if blob is None:
+                continue  # nothing is removed from an empty table
+            batch.append((path, blob))
+            if len(batch) >= decodepool.BATCH:
                 flush()
-            while queue:
-                store(queue.popleft())
-        finally:
-            if pool is not None:
-                pool.close()
+        if batch:
+            flush()
+        while queue:
+            store(queue.popleft())
 
     def _store_decoded(
         self, conn: sqlite3.Connection, decoded: list[decodepool.Decoded]
