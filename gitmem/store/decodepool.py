@@ -9,8 +9,12 @@ decode again) while the building process reads the next blobs and inserts rows.
 The worker is a fork, so the decode function travels with it (set in :data:`_WORK`
 before the fork, never pickled); it only ever decodes bytes it is handed. It is used
 only where forking is safe and pays: Linux, two or more processors, no other thread in
-the process, and a build past :data:`PARALLEL_FROM` files. Anything it cannot do (a
-worker that died) is done in the building process instead.
+the process, and a tree of more than :data:`PARALLEL_FROM` memory files. It is forked
+when the pool is made, not at its first batch: a fork starts with every page of its
+parent (shared, but counted in both processes' resident size), so the build makes it
+when it is small, after giving back what its version rows cached (gitmem.store.index,
+``_first_build_pool``). Anything it cannot do (a worker that died) is done in the
+building process instead.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from gitmem.format.layout import expected_path_form, id_from_path
 from gitmem.format.model import Memory
 
 PARALLEL_FROM = 5000
-"""Files a build decodes itself before it starts a worker (small stores never fork)."""
+"""Memory files a tree must have more of for its build to fork a worker (small stores
+never fork)."""
 BATCH = 500
 """Files per batch handed to the worker."""
 
