@@ -269,7 +269,7 @@ def _drop_git_caches(repo: pygit2.Repository) -> None:
     """Give back what ``repo`` caches and maps (the objects libgit2 cached, the pack
     windows it mapped: it opens them again when it next reads) and the C heap's free pages
     (glibc keeps freed memory below the heap's top in the process: after a first build's
-    version rows, 200 MiB of its 250). Objects still referenced stay valid. Only in a
+    version rows, 222 MiB of its 249). Objects still referenced stay valid. Only in a
     process with no other thread: another one may be reading through ``repo``'s handles."""
     if threading.active_count() != 1:
         return
