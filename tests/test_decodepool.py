@@ -161,3 +161,27 @@ def test_a_first_build_forks_its_worker_after_the_version_rows_with_bounded_cach
         assert result["events"] == [["versions", 1], ["forked", 1, 1], ["fill"]]
     else:
         assert result["events"] == [["versions", 1], ["fill"]]
+
+
+def test_loading_the_index_starts_no_process() -> None:
+    """The C heap's ``malloc_trim`` is looked up when a first build needs it, among the
+    symbols already loaded: ``ctypes.util.find_library`` runs ``ldconfig -p``, and at
+    import time it did so for every command that loads the index."""
+    import platform
+
+    script = (
+        "import subprocess\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise AssertionError(f'a process started: {args[1:2]}')\n"
+        "subprocess.Popen.__init__ = refuse\n"
+        "import gitmem.store.index as index\n"
+        "trim = index._libc_malloc_trim()\n"
+        "print('ok', trim is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert done.stdout.strip() == "ok True"  # found on glibc, without a process

@@ -274,23 +274,27 @@ def _drop_git_caches(repo: pygit2.Repository) -> None:
     if threading.active_count() != 1:
         return
     repo.free()
-    if _malloc_trim is not None:
-        _malloc_trim(0)
+    trim = _libc_malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
+@functools.cache
 def _libc_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, None on another C library (musl has none)."""
+    """glibc's ``malloc_trim``, None on another C library (musl and macOS have none).
+
+    Looked up on first use, among the symbols the process has loaded already
+    (``CDLL(None)``): ``ctypes.util.find_library`` runs ``ldconfig -p`` in a subprocess, and
+    at import time it did so for every command that loads the index."""
+    if os.name != "posix":
+        return None
     import ctypes
-    import ctypes.util
 
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
         return trim
     except (OSError, AttributeError):
         return None
-
-
-_malloc_trim = _libc_malloc_trim() if os.name == "posix" else None
 
 
 def _tables_empty(conn: sqlite3.Connection) -> bool:
