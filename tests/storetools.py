@@ -102,3 +102,32 @@ def memory_text(
 
 def status_porcelain(store: Store) -> str:
     return run_git(store.path, "status", "--porcelain", "--untracked-files=all")
+
+
+TABLE_HASHES = r"""
+import hashlib
+
+
+def table_hashes(conn, *, rowids=True, also=(), fts=None):
+    # Each index table hashed row by row, its row count beside it: with the rowids, in
+    # rowid order, or (rowids=False) the rows alone, sorted. ``also``: more tables, in
+    # their first column's order; ``fts``: the row ids a full-text query finds.
+    def digest(rows):
+        return hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
+
+    out = {}
+    for table in ("memories", "tags", "edges", "problems", "versions"):
+        if rowids:
+            query = f"SELECT rowid, * FROM {table} ORDER BY rowid"
+            out[table] = digest([repr(r) for r in conn.execute(query)])
+        else:
+            out[table] = digest(sorted(repr(r) for r in conn.execute(f"SELECT * FROM {table}")))
+    for table in also:
+        out[table] = digest([repr(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY 1")])
+    if fts is not None:
+        query = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid"
+        out["fts"] = [r[0] for r in conn.execute(query, (fts,))]
+    return out
+"""
+"""A function for scripts a test runs in a subprocess (put it before the script's text):
+``table_hashes(conn, ...)``, what a build left in the index, to compare two builds."""

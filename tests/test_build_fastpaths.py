@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from storetools import TABLE_HASHES
 from test_codec import VALUES
 from test_decodepool import build_with_a_broken_file
 from test_yamlfast import _read_keys, _read_values
@@ -143,8 +144,8 @@ def test_a_decoded_memory_carries_the_scope_given(store: Store) -> None:
     ]
 
 
-_BUILD = r"""
-import hashlib, json, sys
+_BUILD = TABLE_HASHES + r"""
+import json, sys
 import gitmem
 from gitmem.store import decodepool, index as ix
 
@@ -161,14 +162,7 @@ decodepool.BATCH = 7
 decodepool.PARALLEL_FROM = 10**12
 index = gitmem.open(sys.argv[1]).index()
 def tables():
-    conn = index.connect()
-    out = {}
-    for table in ("memories", "tags", "edges", "problems", "versions"):
-        rows = [repr(r) for r in conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")]
-        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
-    out["fts"] = [r[0] for r in conn.execute(
-        "SELECT rowid FROM fts WHERE fts MATCH 'idents:http OR idents:decode' ORDER BY rowid")]
-    return out
+    return table_hashes(index.connect(), fts="idents:http OR idents:decode")
 index.rebuild()
 batched = tables()
 ix.Index._store_decoded = store_each

@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from storetools import TABLE_HASHES
+
 from gitmem.store.core import Store
 
-_SCRIPT = r"""
-import hashlib, json, sys
+_SCRIPT = TABLE_HASHES + r"""
+import json, sys
 import gitmem
 from gitmem.store import decodepool
 
@@ -30,12 +32,7 @@ decodepool.BATCH = 7
 
 index = gitmem.open(sys.argv[1]).index()
 def tables():
-    conn = index.connect()
-    out = {}
-    for table in ("memories", "tags", "edges", "problems", "versions"):
-        rows = sorted(repr(r) for r in conn.execute(f"SELECT * FROM {table}"))
-        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
-    return out
+    return table_hashes(index.connect(), rowids=False)
 decodepool.PARALLEL_FROM = 10**12
 index.rebuild()
 alone = tables()
@@ -81,8 +78,8 @@ def test_a_build_with_a_worker_makes_the_same_tables(store: Store, tmp_path: Pat
         assert result["submitted"] > 0  # the worker decoded some of it
 
 
-_BOUNDED = r"""
-import hashlib, json, pathlib, subprocess, sys
+_BOUNDED = TABLE_HASHES + r"""
+import json, pathlib, subprocess, sys
 import pygit2
 import gitmem
 from gitmem.store import decodepool, index as ix
@@ -108,17 +105,7 @@ ix.Index._fill_empty = fill
 decodepool.BATCH = 7
 index = gitmem.open(sys.argv[1]).index()
 def tables():
-    conn = index.connect()
-    out = {}
-    for table in ("memories", "tags", "edges", "problems", "versions"):
-        rows = [repr(r) for r in conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")]
-        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
-    for table in ("commits",):
-        rows = [repr(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY 1")]
-        out[table] = hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
-    out["fts"] = [r[0] for r in conn.execute(
-        "SELECT rowid FROM fts WHERE fts MATCH 'deploys' ORDER BY rowid")]
-    return out
+    return table_hashes(index.connect(), also=("commits",), fts="deploys")
 cache_before = pygit2.settings.cached_memory[1]
 decodepool.PARALLEL_FROM = 10**12
 index.rebuild()
