@@ -79,10 +79,14 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
 def test_thresholds_are_gits(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s.git", bare=True)
     db = store.db()
-    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(2048, 50)
+    # Nothing set: gitmem's count (2,048, growing with the packs up to git's 6,700) and its
+    # narrower delta window.
+    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(6700, 50, 2048, 4)
     run_git(db.gitdir, "config", "gc.auto", "3k")
     run_git(db.gitdir, "config", "gc.autoPackLimit", "0")
+    run_git(db.gitdir, "config", "pack.window", "10")
     fresh = gitmem.open(db.gitdir).db()
+    # Set: taken as git takes them, and git's own window.
     assert autopack.read_thresholds(fresh.repo.config) == autopack.Thresholds(3072, 0)
     # git's estimate: due when objects/17 holds more than DIV_ROUND_UP(6700, 256) = 27.
     sample = db.gitdir / "objects" / "17"
@@ -116,6 +120,71 @@ def test_loose_objects_outweighing_the_packs_make_packing_due(tmp_path: Path) ->
     fake.unlink()
     for entry in sample.iterdir():
         entry.unlink()
+
+
+def test_the_default_count_grows_with_the_packs() -> None:
+    grows = autopack.Thresholds(6700, 50, 2048)
+    assert grows.loose_limit(0) == 2048  # a new store: as before
+    assert grows.loose_limit(3000 * autopack.BYTES_PER_LOOSE) == 3000
+    assert grows.loose_limit(10**9) == 6700  # never past git's own default
+    assert autopack.Thresholds(3072, 50).loose_limit(10**9) == 3072  # gc.auto set: fixed
+
+
+def test_a_big_store_holds_more_loose_objects_before_packing(tmp_path: Path) -> None:
+    """The same loose objects are due in a small store and not in one with 20 MB of packs
+    (unless ``gc.auto`` is set, which is taken as it stands)."""
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    db = store.db()
+    sample = db.gitdir / "objects" / "17"
+    sample.mkdir(exist_ok=True)
+    for n in range(12):  # estimated 3,072 loose objects: past 2,048
+        (sample / f"{n:038x}").write_bytes(b"x" * 100)
+    grows = autopack.Thresholds(6700, 50, 2048)
+    assert "3072 loose objects (gc.auto 2048)" in (autopack.due(db.gitdir, grows) or "")
+    big = db.gitdir / "objects" / "pack" / "pack-test.pack"
+    big.parent.mkdir(exist_ok=True)
+    with big.open("wb") as out:
+        out.truncate(20 * 1024 * 1024)  # 20 MiB of packs: 5,120 loose objects allowed
+    assert autopack.due(db.gitdir, grows) is None
+    writer = autopack.AutoPacker(db.gitdir)
+    assert not writer._due(grows)  # the write path's check agrees
+    assert "loose objects (gc.auto 2048)" in (
+        autopack.due(db.gitdir, autopack.Thresholds(2048, 50)) or ""
+    )
+    big.unlink()
+    assert writer._due(grows)
+    for entry in sample.iterdir():
+        entry.unlink()
+
+
+def test_the_loose_repack_uses_gitmems_window_unless_git_sets_one(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in git's own trace of the helper's repack: ``--window=4`` when git's config sets
+    no ``pack.window``; nothing added when it does, so git's setting applies."""
+    import json
+
+    gitdir = bare_store.db().gitdir
+
+    def repack_argv(limits: autopack.Thresholds) -> list[str]:
+        trace = tmp_path / f"trace-{limits.window}.json"
+        bare_store.db().autopack.enabled = False
+        for i in range(400):
+            bare_store.create(f"window {limits.window} {i}\n")
+            if autopack.due(gitdir, limits):
+                break
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        assert autopack.run(gitdir, limits=limits) >= 1
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        for line in trace.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("event") == "start" and "repack" in event["argv"]:
+                return list(event["argv"])
+        raise AssertionError("no repack in git's trace")
+
+    # gc.auto 256: due once objects/17 holds 2; the window as the writer read git's config.
+    assert "--window=4" in repack_argv(autopack.Thresholds(256, 50, 0, 4))
+    assert not any(a.startswith("--window") for a in repack_argv(autopack.Thresholds(256, 50)))
 
 
 def test_writes_pack_by_size_before_gits_count_is_reached(tmp_path: Path) -> None:
@@ -346,6 +415,21 @@ def test_a_helper_given_the_thresholds_does_not_load_pygit2(bare_store: Store) -
     assert _packs(bare_store)
 
 
+def test_the_writer_hands_the_helper_everything_it_read() -> None:
+    """What :func:`launch` puts on the command line comes back as the same thresholds."""
+    for limits in (
+        autopack.Thresholds(6700, 50, 2048, 4),
+        autopack.Thresholds(3072, 0),
+        autopack.Thresholds(256, 7, 0, 4),
+    ):
+        argv = ["g", "--auto", str(limits.auto), "--pack-limit", str(limits.pack_limit)]
+        if limits.floor:
+            argv += ["--auto-floor", str(limits.floor)]
+        if limits.window:
+            argv += ["--window", str(limits.window)]
+        assert autopack._parse(argv) == (Path("g"), None, limits)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -356,6 +440,8 @@ def test_a_helper_given_the_thresholds_does_not_load_pygit2(bare_store: Store) -
         (["g", "--auto", "5"], "go together"),
         (["g", "--pack-limit", "5", "--pack-limit", "6"], "repeated"),
         (["g", "--nice", "5"], "unknown"),
+        (["g", "--auto-floor", "5"], "needs --auto"),
+        (["g", "--window", "4"], "needs --auto"),
     ],
 )
 def test_the_helper_refuses_a_bad_command_line(

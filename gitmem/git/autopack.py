@@ -6,8 +6,9 @@ command ever writes to a store. So after each write that moved the branch,
 :func:`after_write` asks, cheaply, whether packing is due, with git's own rules:
 
 - loose objects: git estimates them from one of the 256 fan-out directories
-  (``objects/17``) and packs when the estimate passes ``gc.auto`` (when git's config
-  does not set it, gitmem uses 2,048 rather than git's 6,700: see :data:`DEFAULT_AUTO`);
+  (``objects/17``) and packs when the estimate passes ``gc.auto``. When git's config
+  does not set it, gitmem's count starts at 2,048 and grows with the packs, one loose
+  object per 4 KiB packed, up to git's 6,700 (:meth:`Thresholds.loose_limit`);
 - packs: more than ``gc.autoPackLimit`` (50 unless set) packs without a ``.keep``;
 - ``gc.auto`` of 0 or less turns both off, for people who run ``git gc`` (or
   ``git maintenance``) themselves; ``gc.autoPackLimit`` of 0 turns off the pack rule.
@@ -18,7 +19,8 @@ listing of ~30 names, and starting the helper costs the writer about a milliseco
 once every ~400 single creates. The helper takes ``<gitdir>/gitmem/autopack.lock``
 (an ``flock``: one helper per store, released by the kernel if it dies) and, through
 :func:`gitmem.git.command.run_git`, runs what ``git gc --auto`` would until nothing is due:
-``git repack -d -l`` for loose objects (one new pack of them), ``git repack -a -d -l
+``git repack -d -l`` for loose objects (one new pack of them; ``--window=4`` unless
+git's config sets ``pack.window``: :data:`DELTA_WINDOW`), ``git repack -a -d -l
 -k`` (all into one pack) for too many packs, or when the loose objects left are
 unreachable ones. A geometric repack (``--geometric=2``) was measured too: git 2.39
 packs loose objects into it without their names, so trees found poor delta bases and
@@ -56,11 +58,17 @@ LAST_NAME = paths.AUTOPACK_LAST
 GIT_DEFAULT_AUTO = 6700
 """git's default ``gc.auto``."""
 DEFAULT_AUTO = 2048
-"""gitmem's ``gc.auto`` when git's config sets none. A gitmem write's objects are larger
-than a typical commit's (every create rewrites the 256-entry ``memories/`` tree and a
-shard tree: ~5.5 KB of loose objects per create at 5k memories), so git's 6,700 left a
-store of 10k memories at ~4x its raw size between packs; 2,048 keeps it under 3x for
-a repack every ~400 single creates (docs/reliability.md, "Automatic packing")."""
+"""Where gitmem's loose-object count starts when git's config sets no ``gc.auto``. A
+gitmem write's objects are larger than a typical commit's (every create rewrites the
+256-entry ``memories/`` tree and a shard tree: ~5.5 KB of loose objects per create at 5k
+memories), so git's 6,700 left a store of 10k memories at ~4x its raw size between packs;
+2,048 keeps it under 3x (docs/reliability.md, "Automatic packing")."""
+BYTES_PER_LOOSE = 4096
+"""...and it grows with the store: one loose object allowed per this many bytes packed,
+up to git's 6,700 (:meth:`Thresholds.loose_limit`). A repack's cost is a fixed part (git's
+start-up and walk: ~0.4 s at 100k memories) plus ~0.3 ms a loose object, so at 100k a
+count held at 2,048 (a repack every ~340 creates) spent about as much CPU packing as
+creating; a big store can hold git's 6,700 and stay far under 3x its raw size."""
 LOOSE_SHARE = 0.5
 """Packing is due when the loose objects take more room than this share of the packs
 (:func:`loose_outweighs_packs`), so the store stays within ~1.5x its packed size."""
@@ -83,6 +91,11 @@ MAX_ROUNDS = 8
 REPACK_ARGS = ("repack", "-d", "-l", "-q")
 """Loose objects into one new pack (what ``git gc --auto`` runs for them): the objects
 reachable from refs, found by a walk that names them, so trees get good deltas."""
+DELTA_WINDOW = 4
+"""Delta candidates an object in that repack when git's config sets no ``pack.window``
+(git: 10). At 100k memories the delta search over large shard trees is most of a repack's
+CPU, and four find nearly the same deltas (the new pack 0.3% larger for 20% less CPU,
+docs/benchmarks.md). The all-into-one repack keeps git's window."""
 REPACK_ALL_ARGS = ("repack", "-a", "-d", "-l", "-q", "-k")
 """Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``).
 ``-k`` keeps unreachable objects, packed: an object a concurrent writer has written but
@@ -97,29 +110,46 @@ class Thresholds:
     """``gc.auto``: estimated loose objects that make packing due; <= 0 turns it all off."""
     pack_limit: int
     """``gc.autoPackLimit``: packs that make packing due; <= 0 turns that rule off."""
+    floor: int = 0
+    """Above 0 (git's config sets no ``gc.auto``): the count starts here and grows with the
+    packs up to ``auto`` (:meth:`loose_limit`). 0: ``auto`` as it stands, as git uses it."""
+    window: int = 0
+    """Above 0 (git's config sets no ``pack.window``): the loose objects' repack searches
+    this many delta candidates (:data:`DELTA_WINDOW`). 0: git's own setting."""
 
     @property
     def enabled(self) -> bool:
         return self.auto > 0
 
+    def loose_limit(self, packed: int) -> int:
+        """Loose objects that make packing due in a store whose packs hold ``packed`` bytes."""
+        if self.floor <= 0:
+            return self.auto
+        return max(self.floor, min(self.auto, packed // BYTES_PER_LOOSE))
+
 
 def read_thresholds(config: Any) -> Thresholds:
     """The thresholds git would use, from a pygit2 ``Config`` (system, global and repository
-    files, the repository's winning)."""
-    return Thresholds(
-        _config_int(config, "gc.auto", DEFAULT_AUTO),
-        _config_int(config, "gc.autoPackLimit", DEFAULT_PACK_LIMIT),
-    )
+    files, the repository's winning); with no ``gc.auto`` set, gitmem's growing count."""
+    pack_limit = _config_int(config, "gc.autoPackLimit")
+    if pack_limit is None:
+        pack_limit = DEFAULT_PACK_LIMIT
+    window = DELTA_WINDOW if _config_int(config, "pack.window") is None else 0
+    auto = _config_int(config, "gc.auto")
+    if auto is None:
+        return Thresholds(GIT_DEFAULT_AUTO, pack_limit, DEFAULT_AUTO, window)
+    return Thresholds(auto, pack_limit, 0, window)
 
 
-def _config_int(config: Any, key: str, default: int) -> int:
+def _config_int(config: Any, key: str) -> int | None:
+    """The integer ``key`` (git's ``k``/``m``/``g`` suffixes), None when unset or not one."""
     try:
         return int(config.get_int(key))
     except (KeyError, ValueError, TypeError):
-        return default
+        return None
     except Exception:  # pygit2.GitError for a value git itself would reject
         log.warning("ignoring %s in git config: not an integer", key)
-        return default
+        return None
 
 
 def loose_sample_bytes(objects: Path) -> tuple[int, int]:
@@ -174,9 +204,10 @@ def due(gitdir: Path, limits: Thresholds) -> str | None:
         return None
     objects = gitdir / "objects"
     sample, size = loose_sample_bytes(objects)
-    if sample > -(-limits.auto // 256):  # git: DIV_ROUND_UP(gc.auto, 256)
-        return f"about {256 * sample} loose objects (gc.auto {limits.auto})"
     packed = pack_bytes(objects)
+    count = limits.loose_limit(packed)
+    if sample > -(-count // 256):  # git: DIV_ROUND_UP(gc.auto, 256)
+        return f"about {256 * sample} loose objects (gc.auto {count})"
     if loose_outweighs_packs(sample, size, packed):
         return f"about {256 * size // 1024} KiB of loose objects beside {packed // 1024} KiB packed"
     if limits.pack_limit > 0:
@@ -217,14 +248,15 @@ class AutoPacker:
         objects = self.gitdir / "objects"
         if mtime != self._sample[0]:
             self._sample = (mtime, *(loose_sample_bytes(objects) if mtime else (0, 0)))
-        if self._sample[1] > -(-limits.auto // 256):
-            return True
+        # The packs change only when something packed: listed again only then.
         try:
             mtime = os.stat(self._pack_dir).st_mtime_ns  # noqa: PTH116
         except FileNotFoundError:
             mtime = 0
         if mtime != self._packs[0]:
             self._packs = (mtime, pack_count(objects), pack_bytes(objects)) if mtime else (0, 0, 0)
+        if self._sample[1] > -(-limits.loose_limit(self._packs[2]) // 256):
+            return True
         if loose_outweighs_packs(self._sample[1], self._sample[2], self._packs[2]):
             return True
         return limits.pack_limit > 0 and self._packs[1] > limits.pack_limit
@@ -364,6 +396,10 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
         argv = [str(gitdir), "--lock-fd", str(fd)]
         if limits is not None:
             argv += ["--auto", str(limits.auto), "--pack-limit", str(limits.pack_limit)]
+            if limits.floor > 0:
+                argv += ["--auto-floor", str(limits.floor)]
+            if limits.window > 0:
+                argv += ["--window", str(limits.window)]
         return subprocess.Popen(
             # -P: the writer's current directory (often a store's work tree, which others
             # write) is not on sys.path; a planted gitmem/ there would run otherwise.
@@ -381,12 +417,16 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
         os.close(fd)
 
 
-def _repack(gitdir: Path, everything: bool) -> None:
-    """The one git call (through :mod:`gitmem.git.command`): a geometric repack, or all into one
-    pack when there are too many packs."""
+def _repack(gitdir: Path, everything: bool, window: int = 0) -> None:
+    """The one git call (through :mod:`gitmem.git.command`): the loose objects into a new
+    pack (searching ``window`` delta candidates, when above 0), or all into one pack when
+    there are too many packs."""
     from gitmem.git.command import run_git
 
-    run_git(list(REPACK_ALL_ARGS if everything else REPACK_ARGS), gitdir=gitdir, timeout=3600)
+    args = list(REPACK_ALL_ARGS) if everything else [*REPACK_ARGS]
+    if window > 0 and not everything:
+        args.append(f"--window={window}")
+    run_git(args, gitdir=gitdir, timeout=3600)
 
 
 def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None = None) -> int:
@@ -415,14 +455,15 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
         try:
             previous: str | None = None
             for _ in range(MAX_ROUNDS):
-                reason = due(gitdir, thresholds())
+                limit = thresholds()
+                reason = due(gitdir, limit)
                 if reason is None:
                     break
                 log.info("packing %s: %s", gitdir, reason)
                 # Still too many loose objects right after packing the reachable ones: they
                 # are unreachable (lost races), which only an all-into-one repack packs.
                 again = previous is not None and PACKS_REASON not in previous
-                _repack(gitdir, everything=again or PACKS_REASON in reason)
+                _repack(gitdir, everything=again or PACKS_REASON in reason, window=limit.window)
                 previous = reason
                 rounds += 1
         except Exception as exc:
@@ -450,7 +491,13 @@ def _reader(gitdir: Path) -> Callable[[], Thresholds]:
     return lambda: read_thresholds(repo.config)
 
 
-USAGE = "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N] [--auto N --pack-limit N]"
+USAGE = (
+    "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N]"
+    " [--auto N --pack-limit N [--auto-floor N] [--window N]]"
+)
+
+
+OPTIONS = ("--lock-fd", "--auto", "--pack-limit", "--auto-floor", "--window")
 
 
 def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
@@ -463,14 +510,26 @@ def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
         raise ValueError(f"{rest[-1]} has no value")
     options: dict[str, int] = {}
     for name, value in zip(rest[::2], rest[1::2], strict=True):
-        if name not in ("--lock-fd", "--auto", "--pack-limit") or name in options:
+        if name not in OPTIONS or name in options:
             raise ValueError(f"unknown or repeated option {name}")
         if not re.fullmatch(r"-?\d{1,9}", value):
             raise ValueError(f"{name} takes a whole number, not {value!r}")
         options[name] = int(value)
     if ("--auto" in options) != ("--pack-limit" in options):
         raise ValueError("--auto and --pack-limit go together")
-    limits = Thresholds(options["--auto"], options["--pack-limit"]) if "--auto" in options else None
+    for name in ("--auto-floor", "--window"):
+        if name in options and "--auto" not in options:
+            raise ValueError(f"{name} needs --auto and --pack-limit")
+    limits = (
+        Thresholds(
+            options["--auto"],
+            options["--pack-limit"],
+            options.get("--auto-floor", 0),
+            options.get("--window", 0),
+        )
+        if "--auto" in options
+        else None
+    )
     lock_fd = options.get("--lock-fd")
     if lock_fd is not None and lock_fd < 3:
         raise ValueError(f"--lock-fd {lock_fd} is not a descriptor the writer passed")
