@@ -79,9 +79,9 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
 def test_thresholds_are_gits(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s.git", bare=True)
     db = store.db()
-    # Nothing set: gitmem's count (2,048, growing with the packs up to git's 6,700) and its
+    # Nothing set: gitmem's count (2,048, growing with the packs up to 4,096) and its
     # narrower delta window.
-    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(6700, 50, 2048, 4)
+    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(4096, 50, 2048, 4)
     run_git(db.gitdir, "config", "gc.auto", "3k")
     run_git(db.gitdir, "config", "gc.autoPackLimit", "0")
     run_git(db.gitdir, "config", "pack.window", "10")
@@ -123,10 +123,10 @@ def test_loose_objects_outweighing_the_packs_make_packing_due(tmp_path: Path) ->
 
 
 def test_the_default_count_grows_with_the_packs() -> None:
-    grows = autopack.Thresholds(6700, 50, 2048)
+    grows = autopack.Thresholds(autopack.GROWN_AUTO, 50, 2048)
     assert grows.loose_limit(0) == 2048  # a new store: as before
     assert grows.loose_limit(3000 * autopack.BYTES_PER_LOOSE) == 3000
-    assert grows.loose_limit(10**9) == 6700  # never past git's own default
+    assert grows.loose_limit(10**9) == 4096 < 6700  # below git's own default, with room
     assert autopack.Thresholds(3072, 50).loose_limit(10**9) == 3072  # gc.auto set: fixed
 
 
@@ -139,12 +139,12 @@ def test_a_big_store_holds_more_loose_objects_before_packing(tmp_path: Path) -> 
     sample.mkdir(exist_ok=True)
     for n in range(12):  # estimated 3,072 loose objects: past 2,048
         (sample / f"{n:038x}").write_bytes(b"x" * 100)
-    grows = autopack.Thresholds(6700, 50, 2048)
+    grows = autopack.Thresholds(autopack.GROWN_AUTO, 50, 2048)
     assert "3072 loose objects (gc.auto 2048)" in (autopack.due(db.gitdir, grows) or "")
     big = db.gitdir / "objects" / "pack" / "pack-test.pack"
     big.parent.mkdir(exist_ok=True)
     with big.open("wb") as out:
-        out.truncate(20 * 1024 * 1024)  # 20 MiB of packs: 5,120 loose objects allowed
+        out.truncate(20 * 1024 * 1024)  # 20 MiB of packs: 4,096 loose objects allowed
     assert autopack.due(db.gitdir, grows) is None
     writer = autopack.AutoPacker(db.gitdir)
     assert not writer._due(grows)  # the write path's check agrees
@@ -229,10 +229,16 @@ def test_pack_limit_packs_everything_into_one(bare_store: Store) -> None:
     gitdir = bare_store.db().gitdir
     _configure(bare_store, gc_auto="0")
     ids: list[str] = []
+    largest: str | None = None
     for round_ in range(4):
-        ids += [bare_store.create(f"r{round_} m{i}\n").id for i in range(3)]
+        bulk = os.urandom(20_000).hex() if round_ == 1 else ""  # this round's pack: the largest
+        ids += [bare_store.create(f"r{round_} m{i}\n{bulk}\n").id for i in range(3)]
+        before = set(_packs(bare_store))
         run_git(gitdir, "repack", "-d", "-q")  # one new pack of this round's objects
+        if bulk:
+            (largest,) = set(_packs(bare_store)) - before
     assert len(_packs(bare_store)) == 4
+    assert autopack.largest_pack(gitdir / "objects") == largest
     _configure(bare_store, gc_auto="6700", gc_autoPackLimit="0")
     ids.append(bare_store.create("packs are not counted\n").id)
     assert bare_store.db().autopack.launched == 0
@@ -241,7 +247,10 @@ def test_pack_limit_packs_everything_into_one(bare_store: Store) -> None:
     db = bare_store.db()
     assert db.autopack.launched == 1
     assert autopack.wait_idle(gitdir, db.autopack.last_launch)
-    assert len(_packs(bare_store)) <= 3
+    # The rest rolled into one beside the largest, which was not copied: never two copies of
+    # the whole store on disk at once.
+    assert len(_packs(bare_store)) == 2
+    assert largest in _packs(bare_store)
     _assert_sound(bare_store, ids)
 
 
@@ -418,7 +427,7 @@ def test_a_helper_given_the_thresholds_does_not_load_pygit2(bare_store: Store) -
 def test_the_writer_hands_the_helper_everything_it_read() -> None:
     """What :func:`launch` puts on the command line comes back as the same thresholds."""
     for limits in (
-        autopack.Thresholds(6700, 50, 2048, 4),
+        autopack.Thresholds(4096, 50, 2048, 4),
         autopack.Thresholds(3072, 0),
         autopack.Thresholds(256, 7, 0, 4),
     ):

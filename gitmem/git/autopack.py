@@ -8,7 +8,7 @@ command ever writes to a store. So after each write that moved the branch,
 - loose objects: git estimates them from one of the 256 fan-out directories
   (``objects/17``) and packs when the estimate passes ``gc.auto``. When git's config
   does not set it, gitmem's count starts at 2,048 and grows with the packs, one loose
-  object per 4 KiB packed, up to git's 6,700 (:meth:`Thresholds.loose_limit`);
+  object per 4 KiB packed, up to 4,096 (:meth:`Thresholds.loose_limit`);
 - packs: more than ``gc.autoPackLimit`` (50 unless set) packs without a ``.keep``;
 - ``gc.auto`` of 0 or less turns both off, for people who run ``git gc`` (or
   ``git maintenance``) themselves; ``gc.autoPackLimit`` of 0 turns off the pack rule.
@@ -21,7 +21,7 @@ once every ~400 single creates. The helper takes ``<gitdir>/gitmem/autopack.lock
 :func:`gitmem.git.command.run_git`, runs what ``git gc --auto`` would until nothing is due:
 ``git repack -d -l`` for loose objects (one new pack of them; ``--window=4`` unless
 git's config sets ``pack.window``: :data:`DELTA_WINDOW`), ``git repack -a -d -l
--k`` (all into one pack) for too many packs, or when the loose objects left are
+-k`` (all but the largest pack into one) for too many packs, or when the loose objects left are
 unreachable ones. A geometric repack (``--geometric=2``) was measured too: git 2.39
 packs loose objects into it without their names, so trees found poor delta bases and
 its packs were twice the size (docs/reliability.md has the figures).
@@ -65,13 +65,21 @@ memories), so git's 6,700 left a store of 10k memories at ~4x its raw size betwe
 2,048 keeps it under 3x (docs/reliability.md, "Automatic packing")."""
 BYTES_PER_LOOSE = 4096
 """...and it grows with the store: one loose object allowed per this many bytes packed,
-up to git's 6,700 (:meth:`Thresholds.loose_limit`). A repack's cost is a fixed part (git's
-start-up and walk: ~0.4 s at 100k memories) plus ~0.3 ms a loose object, so at 100k a
-count held at 2,048 (a repack every ~340 creates) spent about as much CPU packing as
-creating; a big store can hold git's 6,700 and stay far under 3x its raw size."""
-LOOSE_SHARE = 0.5
+up to :data:`GROWN_AUTO` (:meth:`Thresholds.loose_limit`). A repack's cost is a fixed part
+(git's start-up and walk: ~0.4 s at 100k memories) plus ~0.3 ms a loose object, so at 100k
+a count held at 2,048 (a repack every ~400 creates) spent about as much CPU packing as
+creating (docs/benchmarks.md, "Session 14")."""
+GROWN_AUTO = 4096
+"""Where the growing count stops, below git's 6,700 (the issue's bound on loose objects at
+any moment): the estimate from one fan-out folder is rough (a sample of ~16-27 files), and
+writers go on adding ~1,000 loose objects a second during a repack of a few seconds. Let
+grow to 6,700, 12 of 40 samples of a 100k run found more than 6,700 loose objects."""
+LOOSE_SHARE = 1.0
 """Packing is due when the loose objects take more room than this share of the packs
-(:func:`loose_outweighs_packs`), so the store stays within ~1.5x its packed size."""
+(:func:`loose_outweighs_packs`), so the store stays within ~2x its packed size. (0.5
+until session 14: in a small store the count rule and :data:`MIN_LOOSE_BYTES` start
+repacks about as often either way, and at 100k memories half the packs was ~475 creates'
+loose objects, so the store repacked twice as often as its size needed.)"""
 MIN_LOOSE_BYTES = 256 * 1024
 """...and at least this much (estimated): a new store packs once it holds a few hundred KB."""
 MIN_LOOSE_SAMPLE = 2
@@ -97,7 +105,12 @@ DELTA_WINDOW = 4
 CPU, and four find nearly the same deltas (the new pack 0.3% larger for 20% less CPU,
 docs/benchmarks.md). The all-into-one repack keeps git's window."""
 REPACK_ALL_ARGS = ("repack", "-a", "-d", "-l", "-q", "-k")
-"""Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``).
+"""Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``),
+but the largest pack, which stays as it is (``--keep-pack``, :func:`largest_pack`): the
+new pack is written before the old ones go, so rolling the largest in too meant two
+copies of nearly the whole store on disk for the seconds it took (3.84x the raw text at
+100k memories, docs/benchmarks.md "Session 14"). The rest rolled up is soon the larger,
+and is kept the next time while the old largest is rolled in.
 ``-k`` keeps unreachable objects, packed: an object a concurrent writer has written but
 not yet made reachable (its branch update is still to come) is never dropped, and
 objects of lost compare-and-swap races stop counting as loose. ``gitmem gc`` (``git
@@ -137,7 +150,7 @@ def read_thresholds(config: Any) -> Thresholds:
     window = DELTA_WINDOW if _config_int(config, "pack.window") is None else 0
     auto = _config_int(config, "gc.auto")
     if auto is None:
-        return Thresholds(GIT_DEFAULT_AUTO, pack_limit, DEFAULT_AUTO, window)
+        return Thresholds(GROWN_AUTO, pack_limit, DEFAULT_AUTO, window)
     return Thresholds(auto, pack_limit, 0, window)
 
 
@@ -196,6 +209,18 @@ def pack_count(objects: Path) -> int:
     except FileNotFoundError:
         return 0
     return sum(1 for name in names if name.endswith(".pack") and name[:-5] + ".keep" not in names)
+
+
+def largest_pack(objects: Path) -> str | None:
+    """The file name of the largest pack without a ``.keep``; None unless there are two."""
+    sizes: list[tuple[int, str]] = []
+    with contextlib.suppress(FileNotFoundError):
+        names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names and sizes only)
+        for name in names:
+            if name.endswith(".pack") and name[:-5] + ".keep" not in names:
+                with contextlib.suppress(OSError):
+                    sizes.append((os.stat(objects / "pack" / name).st_size, name))  # noqa: PTH116
+    return max(sizes)[1] if len(sizes) > 1 else None
 
 
 def due(gitdir: Path, limits: Thresholds) -> str | None:
@@ -423,9 +448,13 @@ def _repack(gitdir: Path, everything: bool, window: int = 0) -> None:
     there are too many packs."""
     from gitmem.git.command import run_git
 
-    args = list(REPACK_ALL_ARGS) if everything else [*REPACK_ARGS]
-    if window > 0 and not everything:
-        args.append(f"--window={window}")
+    if everything:
+        args = list(REPACK_ALL_ARGS)
+        largest = largest_pack(gitdir / "objects")
+        if largest is not None:
+            args.append(f"--keep-pack={largest}")
+    else:
+        args = [*REPACK_ARGS, *([f"--window={window}"] if window > 0 else [])]
     run_git(args, gitdir=gitdir, timeout=3600)
 
 
