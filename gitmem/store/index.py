@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -209,15 +209,33 @@ def _row_parts(memory: Memory, blob: str) -> RowParts:
     return tuple(values[c] for c in ROW_COLUMNS), list(dict.fromkeys(memory.tags)), edges
 
 
-def _insert_parts(conn: sqlite3.Connection, parts: RowParts) -> int:
-    """Insert a memory's row, tags and edges; returns the row's id."""
+@dataclass
+class _Links:
+    """Tags and edges of inserted rows, written with one statement each by :meth:`write`."""
+
+    tags: list[tuple[int, str]] = field(default_factory=list)
+    edges: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.tags:
+            conn.executemany("INSERT INTO tags VALUES (?, ?)", self.tags)
+            self.tags.clear()
+        if self.edges:
+            conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", self.edges)
+            self.edges.clear()
+
+
+def _insert_parts(conn: sqlite3.Connection, parts: RowParts, links: _Links | None = None) -> int:
+    """Insert a memory's row, tags and edges; returns the row's id. With ``links``, the tags
+    and edges wait there for its :meth:`_Links.write` (a batch's in one statement each)."""
     values, tags, edges = parts
     rowid = conn.execute(_INSERT_MEMORY, values).lastrowid
     assert rowid is not None
-    if tags:
-        conn.executemany("INSERT INTO tags VALUES (?, ?)", [(rowid, tag) for tag in tags])
-    if edges:
-        conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+    pending = _Links() if links is None else links
+    pending.tags.extend((rowid, tag) for tag in tags)
+    pending.edges.extend(edges)
+    if links is None:
+        pending.write(conn)
     return rowid
 
 
@@ -803,17 +821,7 @@ class Index:
         # A batch's tags and edges go in with one statement each, after its rows (one per
         # memory was a tenth of storing them): the same rows in the same order, as no row
         # of those tables is read meanwhile but by _forget, which they are written before.
-        tags: list[tuple[int, str]] = []
-        edges: list[tuple[str, str, str]] = []
-
-        def write_pending() -> None:
-            if tags:
-                conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
-                tags.clear()
-            if edges:
-                conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
-                edges.clear()
-
+        links = _Links()
         for path, _blob, memory_id, parts in decoded:
             if memory_id is None:
                 conn.execute(
@@ -823,15 +831,11 @@ class Index:
                 continue
             row = conn.execute("SELECT path FROM memories WHERE id = ?", (memory_id,)).fetchone()
             if row is not None and row[0] != raw_path(path):
-                write_pending()  # _claim may _forget that row, its tags and edges with it
+                links.write(conn)  # _claim may _forget that row, its tags and edges with it
                 if not self._claim(conn, memory_id, path, None):
                     continue
-            values, its_tags, its_edges = parts
-            rowid = conn.execute(_INSERT_MEMORY, values).lastrowid
-            assert rowid is not None
-            tags.extend((rowid, tag) for tag in its_tags)
-            edges.extend(its_edges)
-        write_pending()
+            _insert_parts(conn, parts, links)
+        links.write(conn)
 
     def _renamed(self, conn: sqlite3.Connection, path: str, blob: pygit2.Oid) -> bool:
         """Whether ``path`` is a plain id's file renamed to its format 4 path with its blob
