@@ -74,12 +74,12 @@ GROWN_AUTO = 4096
 any moment): the estimate from one fan-out folder is rough (a sample of ~16-27 files), and
 writers go on adding ~1,000 loose objects a second during a repack of a few seconds. Let
 grow to 6,700, 12 of 40 samples of a 100k run found more than 6,700 loose objects."""
-LOOSE_SHARE = 1.0
+LOOSE_SHARE = 0.5
 """Packing is due when the loose objects take more room than this share of the packs
-(:func:`loose_outweighs_packs`), so the store stays within ~2x its packed size. (0.5
-until session 14: in a small store the count rule and :data:`MIN_LOOSE_BYTES` start
-repacks about as often either way, and at 100k memories half the packs was ~475 creates'
-loose objects, so the store repacked twice as often as its size needed.)"""
+(:func:`loose_outweighs_packs`), so the store stays within ~1.5x its packed size. It binds
+in small stores only (at 10k and beyond the count does first). 1.0 was tried twice (docs/
+benchmarks.md, sessions 13 and 14): eight writers' packing helpers at 1k went from ~1.6 to
+~1.15 ms a commit, but a young store's worst moment rose to 2.90x its raw size."""
 MIN_LOOSE_BYTES = 256 * 1024
 """...and at least this much (estimated): a new store packs once it holds a few hundred KB."""
 MIN_LOOSE_SAMPLE = 2
