@@ -252,6 +252,11 @@ def test_pack_limit_packs_everything_into_one(bare_store: Store) -> None:
     assert len(_packs(bare_store)) == 2
     assert largest in _packs(bare_store)
     _assert_sound(bare_store, ids)
+    # gc.autoPackLimit 1 asks for one pack: then the largest goes in too (two would still be
+    # too many, and every helper would repack again for nothing).
+    assert autopack.run(gitdir, limits=autopack.Thresholds(6700, 1)) == 1
+    assert len(_packs(bare_store)) == 1
+    _assert_sound(bare_store, ids)
 
 
 def test_one_helper_at_a_time_and_a_failure_backs_off(bare_store: Store) -> None:

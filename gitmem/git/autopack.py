@@ -442,19 +442,20 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
         os.close(fd)
 
 
-def _repack(gitdir: Path, everything: bool, window: int = 0) -> None:
+def _repack(gitdir: Path, everything: bool, limits: Thresholds) -> None:
     """The one git call (through :mod:`gitmem.git.command`): the loose objects into a new
-    pack (searching ``window`` delta candidates, when above 0), or all into one pack when
-    there are too many packs."""
+    pack (with ``limits.window`` delta candidates, when above 0), or all but the largest
+    pack into one when there are too many packs (all into one for ``gc.autoPackLimit`` 1,
+    which two packs would still exceed)."""
     from gitmem.git.command import run_git
 
     if everything:
         args = list(REPACK_ALL_ARGS)
-        largest = largest_pack(gitdir / "objects")
+        largest = largest_pack(gitdir / "objects") if limits.pack_limit != 1 else None
         if largest is not None:
             args.append(f"--keep-pack={largest}")
     else:
-        args = [*REPACK_ARGS, *([f"--window={window}"] if window > 0 else [])]
+        args = [*REPACK_ARGS, *([f"--window={limits.window}"] if limits.window > 0 else [])]
     run_git(args, gitdir=gitdir, timeout=3600)
 
 
@@ -492,7 +493,7 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                 # Still too many loose objects right after packing the reachable ones: they
                 # are unreachable (lost races), which only an all-into-one repack packs.
                 again = previous is not None and PACKS_REASON not in previous
-                _repack(gitdir, everything=again or PACKS_REASON in reason, window=limit.window)
+                _repack(gitdir, everything=again or PACKS_REASON in reason, limits=limit)
                 previous = reason
                 rounds += 1
         except Exception as exc:
