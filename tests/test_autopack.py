@@ -7,6 +7,7 @@ memory readable), never by timing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -463,3 +464,51 @@ def test_the_helper_refuses_a_bad_command_line(
 ) -> None:
     assert autopack.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+# -- a long-lived handle and the packs a repack deleted -------------------------------------
+
+
+def _deleted_packs_held() -> list[str]:
+    """Files of ``objects/pack`` this process still holds open or mapped after their
+    deletion (Linux's ``/proc``)."""
+    held = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = str(fd.readlink())
+            if "/objects/pack/" in target and target.endswith("(deleted)"):
+                held.add(target)
+    with Path("/proc/self/maps").open() as maps:
+        for line in maps:
+            if "/objects/pack/" in line and line.rstrip().endswith("(deleted)"):
+                held.add(line.split(None, 5)[-1].strip())
+    return sorted(held)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc")
+@pytest.mark.parametrize("kind", ["worktree", "bare"])
+def test_a_long_lived_store_lets_go_of_packs_a_repack_deleted(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libgit2 never drops a pack from a handle's list: after ``git repack -a -d`` deleted
+    the packs a store had read from, the store would keep them open (their disk space not
+    given back) for as long as it lives. Its next use lets them go, and every memory still
+    reads and writes."""
+    from gitmem.git import db as gitdb
+
+    monkeypatch.setattr(gitdb, "PACKS_CHECK", 0.0)  # look at every use, not once a second
+    store = gitmem.init(tmp_path / "s", bare=kind == "bare")
+    gitdir = store.db().gitdir
+    run_git(gitdir, "config", "gc.auto", "0")
+    ids = []
+    for round_ in range(4):
+        ids += [store.create(f"round {round_} memory {i}\n").id for i in range(5)]
+        run_git(gitdir, "repack", "-d", "-q")  # a pack of this round's objects
+        assert {store.get(i).id for i in ids} == set(ids)  # read through every pack
+    assert len(_packs(store)) == 4
+    run_git(gitdir, "repack", "-a", "-d", "-q")  # one pack; the four are deleted
+    assert len(_packs(store)) == 1
+    ids.append(store.create("after the repack\n").id)
+    assert {store.get(i).id for i in ids} == set(ids)
+    assert _deleted_packs_held() == []
+    run_git(gitdir, "fsck", "--no-progress")

@@ -80,6 +80,9 @@ COMMITTER_NAME = "gitmem"
 COMMITTER_EMAIL = "gitmem@gitmem.invalid"
 
 DEFAULT_BRANCH = paths.DEFAULT_BRANCH
+PACKS_CHECK = 1.0
+"""Seconds between a repository handle's looks at ``objects/pack`` for packs that came or
+went (:meth:`GitDB._release_vanished_packs`)."""
 
 
 def _head_branch(repo: pygit2.Repository) -> str | None:
@@ -186,12 +189,47 @@ class GitDB:
 
     @property
     def repo(self) -> pygit2.Repository:
-        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
-        if repo is None or self._local.pid != os.getpid():
+        local = self._local
+        repo: pygit2.Repository | None = getattr(local, "repo", None)
+        if repo is None or local.pid != os.getpid():
             repo = pygit2.Repository(str(self.gitdir))
-            self._local.repo = repo
-            self._local.pid = os.getpid()
+            local.repo = repo
+            local.pid = os.getpid()
+            local.packs_mtime = False  # a new handle: nothing to let go of yet
+        now = time.monotonic()
+        if now >= getattr(local, "packs_next", 0.0):
+            local.packs_next = now + PACKS_CHECK
+            self._release_vanished_packs(repo)
         return repo
+
+    def _release_vanished_packs(self, repo: pygit2.Repository) -> None:
+        """Free ``repo``'s object database when packs came or went since the last look.
+
+        libgit2 adds the packs it finds to a handle's list and never drops one: a pack that
+        ``git repack -a -d`` (the automatic packer's roll-up, a user's ``git gc``) deleted
+        stays open (its disk space is not given back while the handle lives), and every
+        object written or missed looks through its index again. A long-lived process (the
+        MCP server, a writer left running) would gather them for ever. ``free()`` closes
+        them; libgit2 opens the object database again, with the packs there now, at the
+        next read.
+
+        Any change of the folder counts, not only a pack missing from it: a pack made and
+        rolled up between two looks leaves no trace in a listing, and the handle may have
+        read from it. The folder changes once a repack (every few hundred writes at most),
+        so the cost is a ``stat`` a second and a cold object cache now and then.
+        """
+        local = self._local
+        try:
+            mtime = (self.gitdir / "objects" / "pack").stat().st_mtime_ns
+        except OSError:
+            mtime = None
+        seen = getattr(local, "packs_mtime", False)
+        if mtime == seen:
+            return
+        local.packs_mtime = mtime
+        if seen is not False:
+            log.debug("objects/pack of %s changed: reopening its object database", self.gitdir)
+            repo.free()
 
     @property
     def bare(self) -> bool:
