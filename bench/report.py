@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +51,38 @@ def machine() -> dict[str, str]:
         "libgit2": str(pygit2.LIBGIT2_VERSION),
         "gitmem": f"{gitmem.__version__} (commit {commit})",
     }
+
+
+def store_filesystem(path: str | os.PathLike[str]) -> str:
+    """The file system ``path`` is on, as the report names it: its type and device from
+    Linux's ``/proc/self/mountinfo`` (the longest mount point above ``path``), and for ext4
+    whether it has a journal (``/proc/fs/jbd2/<device>-*``). Without a journal, ext4 skips
+    every free inode deleted in the last minutes when it makes a file, so that creating a
+    file right after many deletions (a repack's loose objects, the previous run's scratch
+    stores) costs up to ~20x: docs/benchmarks.md, "Session 15". "unknown" elsewhere."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    real = os.path.realpath(path)
+    best: tuple[str, str, str] | None = None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 5 or len(rest) < 2:
+            continue
+        point = fields[4].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[0])):
+            best = (point, rest[0], rest[1])
+    if best is None:
+        return "unknown"
+    point, kind, source = best
+    text = f"{kind} ({source} on {point})"
+    if kind == "ext4":
+        journal = any(Path("/proc/fs/jbd2").glob(f"{Path(source).name}-*"))
+        text += " with a journal" if journal else " **without a journal**"
+    return text
 
 
 def cpu_stall_total() -> float | None:
@@ -118,6 +151,7 @@ def document(
             f"- machine: {info['cpus']} CPUs, {info['platform']}; Python {info['python']}, "
             f"git {info['git']}, pygit2 {info['pygit2']} (libgit2 {info['libgit2']}), "
             f"gitmem {info['gitmem']}",
+            f"- scratch stores on: {store_filesystem(config.workdir or tempfile.gettempdir())}",
             f"- machine load: 1-minute load average {load[0]:.2f} at the start, {load[1]:.2f} "
             "at the end"
             + (

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,7 @@ def test_tiny_benchmark_writes_the_table(tmp_path: Path) -> None:
     table = out.read_text()
     assert table in result.stdout
     assert "| scenario | size | metric | gitmem |" in table
+    assert "- scratch stores on: " in table
     assert "FAILED" not in table
     rows = json.loads(rows_json.read_text())
     measured = [r for r in rows if r["value"] is not None]
@@ -138,3 +140,22 @@ def test_layoutbench_measures_each_layout() -> None:
     today = layoutbench.measure("256", 300, 10, seed=1)
     sixteen = layoutbench.measure("16x4", 300, 10, seed=1)
     assert 0 < sixteen["loose_bytes"] < today["loose_bytes"]
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/mountinfo").exists() or shutil.which("df") is None,
+    reason="reads Linux's mount table; df names the same mount",
+)
+def test_the_report_names_the_file_system_of_its_scratch_stores(tmp_path: Path) -> None:
+    """Write timings on ext4 without a journal depend on what was deleted in the last
+    minutes, so the report says where its stores were made; the mount is the one df names."""
+    from bench.report import store_filesystem
+
+    out = subprocess.run(
+        ["df", "--output=fstype,source,target", str(tmp_path)],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()[1].split()
+    named = store_filesystem(tmp_path)
+    assert named.startswith(f"{out[0]} ({out[1]} on {out[2]})"), (named, out)
+    assert ("journal" in named) == (out[0] == "ext4")
+    assert store_filesystem(tmp_path / "not" / "made" / "yet").startswith(out[0])
