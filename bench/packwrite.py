@@ -14,12 +14,18 @@ then written round by round into two bare repositories, alternating:
   geometrically: every ``--merge`` packs of one level are copied (records as they are,
   no recompression) into one pack of the next level and deleted.
 
+``--repack N`` counts what the automatic packer does afterwards too: both repositories
+start as copies of the populated store, and every N commits each side is repacked by git,
+timed with it (the loose side ``git repack -d -l``, which deletes the loose objects; the
+pack side ``git repack -a -d -l -k --keep-pack=<largest>``, which rolls the small packs up).
+
 It reports user and system CPU a commit (medians of the rounds), the median per-round ratio,
 packs left and bytes on disk, and the cost of reading every object back through each
 repository. Nothing here is gitmem's code yet: it is the measurement a pack writer in
 ``gitmem.git`` would be built against (docs/benchmarks.md, "Objects as packs: the probe")::
 
     python -m bench.packwrite --size 1000 --rounds 20 --ops 50 --merge 8
+    python -m bench.packwrite --size 1000 --rounds 40 --ops 50 --merge 8 --repack 500
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import hashlib
 import os
 import random
 import resource
+import shutil
 import statistics
 import struct
+import subprocess
 import tempfile
 import time
 import zlib
@@ -44,6 +52,7 @@ from bench.fixtures import fields_for, memory_text, new_memory_id, populate
 from bench.scenarios import pygit2_commit
 from gitmem.base.clock import SystemClock
 from gitmem.format.layout import memory_path
+from gitmem.git import autopack
 
 Objects = list[tuple[int, bytes]]
 """One commit's objects as (git type number, bytes): blob, trees leaf to root, commit."""
@@ -242,8 +251,21 @@ class _Packer:
 
 
 def _cpu() -> tuple[float, float]:
+    """This process's CPU so far, user and system, its reaped children's (git) included."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime, usage.ru_stime
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + children.ru_utime, usage.ru_stime + children.ru_stime
+
+
+def _repack(gitdir: Path, name: str, packer: _Packer) -> None:
+    """What the automatic packer does once enough has piled up: loose objects into a pack
+    of their own (deleting them), or the small packs rolled into one (deleting them)."""
+    command = ["git", "-C", str(gitdir), "repack", "-d", "-l", "-q", "--window=4"]
+    if name == "pack":
+        largest = max((gitdir / "objects" / "pack").glob("*.pack"), key=lambda p: p.stat().st_size)
+        command += ["-a", "-k", f"--keep-pack={largest.name}"]
+        packer.levels = [[]]
+    subprocess.run(command, check=True)
 
 
 def _apparent(path: Path) -> int:
@@ -257,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=50)
     parser.add_argument("--merge", type=int, default=8)
     parser.add_argument("--split", action="store_true", help="two packs a commit")
+    parser.add_argument(
+        "--repack", type=int, default=0,
+        help="every N commits, repack each side with git as the automatic packer would "
+        "(deleting the loose objects, or the small packs); timed with the side",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
@@ -274,10 +301,18 @@ def main(argv: list[str] | None = None) -> int:
         targets = {}
         for name in ("loose", "pack"):
             target = Path(tmp) / f"{name}.git"
-            pygit2.init_repository(str(target), bare=True)
+            if args.repack:  # a history git can walk: the store itself, in one pack
+                deadline = time.monotonic() + 300
+                while autopack._busy(source) and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the import's own packing moves files under the copy
+                shutil.copytree(source, target)
+                subprocess.run(["git", "-C", str(target), "repack", "-a", "-d", "-q"], check=True)
+            else:
+                pygit2.init_repository(str(target), bare=True)
             targets[name] = pygit2.Repository(str(target))
         packer = _Packer(Path(targets["pack"].path), args.merge)
         per: dict[str, list[tuple[float, float]]] = {"loose": [], "pack": []}
+        done = 0
         written: list[bytes] = []
         for number in range(args.rounds + 1):  # round 0 warms both up, untimed
             commits = []
@@ -316,14 +351,26 @@ def main(argv: list[str] | None = None) -> int:
                             packer.write(objects[-3:])
                         else:
                             packer.write(objects)
+                if args.repack:
+                    tip = hashlib.sha1(
+                        b"commit %d\0" % len(commits[-1][-1][1]) + commits[-1][-1][1]
+                    ).hexdigest()
+                    targets[name].references.create("refs/heads/main", tip, force=True)
+                    if (done + args.ops) // args.repack > done // args.repack:
+                        _repack(Path(targets[name].path), name, packer)
                 end_user, end_system = _cpu()
                 if number:
                     per[name].append((end_user - user, end_system - system))
+            done += args.ops
         ratios = sorted(
             (loose[0] + loose[1]) / (pack[0] + pack[1])
             for loose, pack in zip(per["loose"], per["pack"], strict=True)
         )
         quarter = len(ratios) // 4
+        commits_timed = args.rounds * args.ops
+        for name, rows in per.items():
+            total = sum(u + s for u, s in rows) / commits_timed * 1e6
+            print(f"{name:5s} all rounds (repacks included): {total:,.0f} µs CPU a commit")
         for name, rows in per.items():
             user_us = statistics.median(u for u, _ in rows) / args.ops * 1e6
             system_us = statistics.median(s for _, s in rows) / args.ops * 1e6
