@@ -80,9 +80,13 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
 def test_thresholds_are_gits(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s.git", bare=True)
     db = store.db()
-    # Nothing set: gitmem's count (2,048, growing with the packs up to 4,096) and its
-    # narrower delta window.
-    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(4096, 50, 2048, 4)
+    # Nothing set: gitmem's count (2,048, growing with the packs up to 4,096), its narrower
+    # delta window, and its pack limit (10: every pack costs each object a write makes).
+    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(4096, 10, 2048, 4)
+    run_git(db.gitdir, "config", "gc.autoPackLimit", "50")  # git's own default, set
+    assert autopack.read_thresholds(
+        gitmem.open(db.gitdir).db().repo.config
+    ) == autopack.Thresholds(4096, 50, 2048, 4)
     run_git(db.gitdir, "config", "gc.auto", "3k")
     run_git(db.gitdir, "config", "gc.autoPackLimit", "0")
     run_git(db.gitdir, "config", "pack.window", "10")

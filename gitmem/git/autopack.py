@@ -9,7 +9,8 @@ command ever writes to a store. So after each write that moved the branch,
   (``objects/17``) and packs when the estimate passes ``gc.auto``. When git's config
   does not set it, gitmem's count starts at 2,048 and grows with the packs, one loose
   object per 4 KiB packed, up to 4,096 (:meth:`Thresholds.loose_limit`);
-- packs: more than ``gc.autoPackLimit`` (50 unless set) packs without a ``.keep``;
+- packs: more than ``gc.autoPackLimit`` packs without a ``.keep`` (10 when git's config
+  sets none, where git's own default is 50: :data:`DEFAULT_PACK_LIMIT`);
 - ``gc.auto`` of 0 or less turns both off, for people who run ``git gc`` (or
   ``git maintenance``) themselves; ``gc.autoPackLimit`` of 0 turns off the pack rule.
 
@@ -85,8 +86,14 @@ MIN_LOOSE_BYTES = 256 * 1024
 MIN_LOOSE_SAMPLE = 2
 """...from at least this many loose objects in the sample, so one object landing in
 ``objects/17`` does not start a helper."""
-DEFAULT_PACK_LIMIT = 50
-"""git's default ``gc.autoPackLimit``."""
+DEFAULT_PACK_LIMIT = 10
+"""The packs that make the roll-up due when git's config sets no ``gc.autoPackLimit``
+(git's own default: 50).
+libgit2 looks every object a write makes up in each pack before writing it (and every
+object it reads in each pack until found): a create into a 10k store cost ~1.8 ms of CPU
+with up to 10 packs, 2.1 with 25 and 2.5 with 50 (docs/benchmarks.md, "Session 15"), and
+the store passes through every count from 2 up to the limit between two roll-ups. A
+roll-up keeps the largest pack, so it costs git's walk and the copy of the small ones."""
 PACKS_REASON = "packs (gc.autoPackLimit"
 SAMPLE_DIR = "17"
 """The fan-out directory git samples to estimate the loose objects (``gc.c``)."""
