@@ -92,7 +92,7 @@ def autopack_size(ctx: Context) -> list[Row]:
         latencies.append(time.perf_counter() - t0)
         tip = db.tip()
         assert tip is not None and memory.path is not None
-        raw += db.repo[tip.tree[memory.path].id].size
+        raw += len(db.repo[tip.tree[memory.path].id].read_raw())
         if (i + 1) % step == 0 or i + 1 == count:
             apparent, loose, packs = apparent_size(db.gitdir)
             samples.append(Sample(i + 1, apparent, raw, loose, packs))
