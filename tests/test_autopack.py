@@ -81,17 +81,19 @@ def test_thresholds_are_gits(tmp_path: Path) -> None:
     store = gitmem.init(tmp_path / "s.git", bare=True)
     db = store.db()
     # Nothing set: gitmem's count (2,048, growing with the packs up to 4,096), its narrower
-    # delta window, and its pack limit (10: every pack costs each object a write makes).
-    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(4096, 10, 2048, 4)
+    # delta window, one thread, and its pack limit (10: every pack costs each object a
+    # write makes).
+    assert autopack.read_thresholds(db.repo.config) == autopack.Thresholds(4096, 10, 2048, 4, 1)
     run_git(db.gitdir, "config", "gc.autoPackLimit", "50")  # git's own default, set
     assert autopack.read_thresholds(
         gitmem.open(db.gitdir).db().repo.config
-    ) == autopack.Thresholds(4096, 50, 2048, 4)
+    ) == autopack.Thresholds(4096, 50, 2048, 4, 1)
     run_git(db.gitdir, "config", "gc.auto", "3k")
     run_git(db.gitdir, "config", "gc.autoPackLimit", "0")
     run_git(db.gitdir, "config", "pack.window", "10")
+    run_git(db.gitdir, "config", "pack.threads", "2")
     fresh = gitmem.open(db.gitdir).db()
-    # Set: taken as git takes them, and git's own window.
+    # Set: taken as git takes them, and git's own window and threads.
     assert autopack.read_thresholds(fresh.repo.config) == autopack.Thresholds(3072, 0)
     # git's estimate: due when objects/17 holds more than DIV_ROUND_UP(6700, 256) = 27.
     sample = db.gitdir / "objects" / "17"
@@ -162,34 +164,52 @@ def test_a_big_store_holds_more_loose_objects_before_packing(tmp_path: Path) -> 
         entry.unlink()
 
 
-def test_the_loose_repack_uses_gitmems_window_unless_git_sets_one(
+def test_the_loose_repack_uses_gitmems_window_and_threads_unless_git_sets_them(
     bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Seen in git's own trace of the helper's repack: ``--window=4`` when git's config sets
-    no ``pack.window``; nothing added when it does, so git's setting applies."""
+    """Seen in git's own trace of the helper's repack: ``--window=4`` and ``--threads=1``
+    when git's config sets no ``pack.window`` or ``pack.threads``, nothing added when it
+    does, so git's setting applies; and glibc's allocator settings in the repack's
+    environment, unless the environment has its own."""
     import json
 
     gitdir = bare_store.db().gitdir
+    monkeypatch.setenv("GIT_TRACE2_ENV_VARS", "GLIBC_TUNABLES")  # traced as a def_param
 
-    def repack_argv(limits: autopack.Thresholds) -> list[str]:
-        trace = tmp_path / f"trace-{limits.window}.json"
+    def repack_seen(limits: autopack.Thresholds, n: int) -> tuple[list[str], str | None]:
+        trace = tmp_path / f"trace-{n}.json"
         bare_store.db().autopack.enabled = False
         for i in range(400):
-            bare_store.create(f"window {limits.window} {i}\n")
+            bare_store.create(f"window {n} {i}\n")
             if autopack.due(gitdir, limits):
                 break
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
         assert autopack.run(gitdir, limits=limits) >= 1
         monkeypatch.delenv("GIT_TRACE2_EVENT")
-        for line in trace.read_text().splitlines():
-            event = json.loads(line)
+        events = [json.loads(line) for line in trace.read_text().splitlines()]
+        for event in events:
             if event.get("event") == "start" and "repack" in event["argv"]:
-                return list(event["argv"])
+                sid = event["sid"]
+                tunables = [
+                    e["value"]
+                    for e in events
+                    if e.get("sid") == sid
+                    and e.get("event") == "def_param"
+                    and e.get("param") == "GLIBC_TUNABLES"
+                ]
+                return list(event["argv"]), (tunables[0] if tunables else None)
         raise AssertionError("no repack in git's trace")
 
-    # gc.auto 256: due once objects/17 holds 2; the window as the writer read git's config.
-    assert "--window=4" in repack_argv(autopack.Thresholds(256, 50, 0, 4))
-    assert not any(a.startswith("--window") for a in repack_argv(autopack.Thresholds(256, 50)))
+    # gc.auto 256: due once objects/17 holds 2; the window and threads as the writer read
+    # git's config.
+    argv, tunables = repack_seen(autopack.Thresholds(256, 50, 0, 4, 1), 1)
+    assert "--window=4" in argv
+    assert "--threads=1" in argv
+    assert tunables == autopack.MALLOC_TUNABLES
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")  # the user's own
+    argv, tunables = repack_seen(autopack.Thresholds(256, 50), 2)
+    assert not any(a.startswith(("--window", "--threads")) for a in argv)
+    assert tunables == "glibc.malloc.arena_max=2"
 
 
 def test_writes_pack_by_size_before_gits_count_is_reached(tmp_path: Path) -> None:
@@ -437,15 +457,18 @@ def test_a_helper_given_the_thresholds_does_not_load_pygit2(bare_store: Store) -
 def test_the_writer_hands_the_helper_everything_it_read() -> None:
     """What :func:`launch` puts on the command line comes back as the same thresholds."""
     for limits in (
-        autopack.Thresholds(4096, 50, 2048, 4),
+        autopack.Thresholds(4096, 50, 2048, 4, 1),
         autopack.Thresholds(3072, 0),
         autopack.Thresholds(256, 7, 0, 4),
+        autopack.Thresholds(256, 7, 0, 0, 3),
     ):
         argv = ["g", "--auto", str(limits.auto), "--pack-limit", str(limits.pack_limit)]
         if limits.floor:
             argv += ["--auto-floor", str(limits.floor)]
         if limits.window:
             argv += ["--window", str(limits.window)]
+        if limits.threads:
+            argv += ["--threads", str(limits.threads)]
         assert autopack._parse(argv) == (Path("g"), None, limits)
 
 
@@ -461,6 +484,7 @@ def test_the_writer_hands_the_helper_everything_it_read() -> None:
         (["g", "--nice", "5"], "unknown"),
         (["g", "--auto-floor", "5"], "needs --auto"),
         (["g", "--window", "4"], "needs --auto"),
+        (["g", "--threads", "1"], "needs --auto"),
     ],
 )
 def test_the_helper_refuses_a_bad_command_line(

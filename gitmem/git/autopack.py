@@ -21,7 +21,9 @@ once every ~400 single creates. The helper takes ``<gitdir>/gitmem/autopack.lock
 (an ``flock``: one helper per store, released by the kernel if it dies) and, through
 :func:`gitmem.git.command.run_git`, runs what ``git gc --auto`` would until nothing is due:
 ``git repack -d -l`` for loose objects (one new pack of them; ``--window=4`` unless
-git's config sets ``pack.window``: :data:`DELTA_WINDOW`), ``git repack -a -d -l
+git's config sets ``pack.window``: :data:`DELTA_WINDOW`; one thread unless it sets
+``pack.threads``: :data:`LOOSE_THREADS`; glibc's allocator told to keep what it frees:
+:data:`MALLOC_TUNABLES`), ``git repack -a -d -l
 -k`` (all but the largest pack into one) for too many packs, or when the loose objects left are
 unreachable ones. A geometric repack (``--geometric=2``) was measured too: git 2.39
 packs loose objects into it without their names, so trees found poor delta bases and
@@ -111,6 +113,20 @@ DELTA_WINDOW = 4
 (git: 10). At 100k memories the delta search over large shard trees is most of a repack's
 CPU, and four find nearly the same deltas (the new pack 0.3% larger for 20% less CPU,
 docs/benchmarks.md). The all-into-one repack keeps git's window."""
+LOOSE_THREADS = 1
+"""Threads of that repack when git's config sets no ``pack.threads`` (git: one a processor).
+Its few thousand objects gain nothing from a second thread, and git's threads each get a
+malloc arena of their own, whose freed memory glibc hands back (``madvise``) while the
+other thread runs: every such return interrupts the other processors to flush their TLBs,
+the writers' too. At 1k memories a loose repack took 145 ms of CPU with git's threads, 129
+with one, 83 with one and :data:`MALLOC_TUNABLES`, the same pack (docs/benchmarks.md,
+"Session 16")."""
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=268435456"
+"""``GLIBC_TUNABLES`` for that repack, unless the environment sets its own: zlib sets up a
+256 KiB state for every object git inflates or deflates, which glibc's defaults map and
+unmap (or trim) each time, a page fault for every page it touches; allocations below 4 MiB
+from the heap, kept until the process ends (a repack lives for a second), cost none of that.
+Other C libraries ignore the variable."""
 REPACK_ALL_ARGS = ("repack", "-a", "-d", "-l", "-q", "-k")
 """Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``),
 but the largest pack, which stays as it is (``--keep-pack``, :func:`largest_pack`): the
@@ -136,6 +152,9 @@ class Thresholds:
     window: int = 0
     """Above 0 (git's config sets no ``pack.window``): the loose objects' repack searches
     this many delta candidates (:data:`DELTA_WINDOW`). 0: git's own setting."""
+    threads: int = 0
+    """Above 0 (git's config sets no ``pack.threads``): the loose objects' repack runs this
+    many threads (:data:`LOOSE_THREADS`). 0: git's own setting."""
 
     @property
     def enabled(self) -> bool:
@@ -155,10 +174,11 @@ def read_thresholds(config: Any) -> Thresholds:
     if pack_limit is None:
         pack_limit = DEFAULT_PACK_LIMIT
     window = DELTA_WINDOW if _config_int(config, "pack.window") is None else 0
+    threads = LOOSE_THREADS if _config_int(config, "pack.threads") is None else 0
     auto = _config_int(config, "gc.auto")
     if auto is None:
-        return Thresholds(GROWN_AUTO, pack_limit, DEFAULT_AUTO, window)
-    return Thresholds(auto, pack_limit, 0, window)
+        return Thresholds(GROWN_AUTO, pack_limit, DEFAULT_AUTO, window, threads)
+    return Thresholds(auto, pack_limit, 0, window, threads)
 
 
 def _config_int(config: Any, key: str) -> int | None:
@@ -432,6 +452,8 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
                 argv += ["--auto-floor", str(limits.floor)]
             if limits.window > 0:
                 argv += ["--window", str(limits.window)]
+            if limits.threads > 0:
+                argv += ["--threads", str(limits.threads)]
         return subprocess.Popen(
             # -P: the writer's current directory (often a store's work tree, which others
             # write) is not on sys.path; a planted gitmem/ there would run otherwise.
@@ -451,19 +473,27 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
 
 def _repack(gitdir: Path, everything: bool, limits: Thresholds) -> None:
     """The one git call (through :mod:`gitmem.git.command`): the loose objects into a new
-    pack (with ``limits.window`` delta candidates, when above 0), or all but the largest
-    pack into one when there are too many packs (all into one for ``gc.autoPackLimit`` 1,
-    which two packs would still exceed)."""
+    pack (with ``limits.window`` delta candidates and ``limits.threads`` threads, when above
+    0, and :data:`MALLOC_TUNABLES`), or all but the largest pack into one when there are too
+    many packs (all into one for ``gc.autoPackLimit`` 1, which two packs would still
+    exceed)."""
     from gitmem.git.command import run_git
 
+    env: dict[str, str] = {}
     if everything:
         args = list(REPACK_ALL_ARGS)
         largest = largest_pack(gitdir / "objects") if limits.pack_limit != 1 else None
         if largest is not None:
             args.append(f"--keep-pack={largest}")
     else:
-        args = [*REPACK_ARGS, *([f"--window={limits.window}"] if limits.window > 0 else [])]
-    run_git(args, gitdir=gitdir, timeout=3600)
+        args = list(REPACK_ARGS)
+        if limits.window > 0:
+            args.append(f"--window={limits.window}")
+        if limits.threads > 0:
+            args.append(f"--threads={limits.threads}")
+        if "GLIBC_TUNABLES" not in os.environ:
+            env["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+    run_git(args, gitdir=gitdir, timeout=3600, extra_env=env)
 
 
 def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None = None) -> int:
@@ -530,11 +560,11 @@ def _reader(gitdir: Path) -> Callable[[], Thresholds]:
 
 USAGE = (
     "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N]"
-    " [--auto N --pack-limit N [--auto-floor N] [--window N]]"
+    " [--auto N --pack-limit N [--auto-floor N] [--window N] [--threads N]]"
 )
 
 
-OPTIONS = ("--lock-fd", "--auto", "--pack-limit", "--auto-floor", "--window")
+OPTIONS = ("--lock-fd", "--auto", "--pack-limit", "--auto-floor", "--window", "--threads")
 
 
 def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
@@ -554,7 +584,7 @@ def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
         options[name] = int(value)
     if ("--auto" in options) != ("--pack-limit" in options):
         raise ValueError("--auto and --pack-limit go together")
-    for name in ("--auto-floor", "--window"):
+    for name in ("--auto-floor", "--window", "--threads"):
         if name in options and "--auto" not in options:
             raise ValueError(f"{name} needs --auto and --pack-limit")
     limits = (
@@ -563,6 +593,7 @@ def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
             options["--pack-limit"],
             options.get("--auto-floor", 0),
             options.get("--window", 0),
+            options.get("--threads", 0),
         )
         if "--auto" in options
         else None
