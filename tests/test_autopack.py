@@ -494,6 +494,129 @@ def test_the_helper_refuses_a_bad_command_line(
     assert message in capsys.readouterr().err
 
 
+# -- a big store's loose repack: only what is new since the last record -------------------
+
+
+def _git_commands(trace: Path) -> list[list[str]]:
+    import json
+
+    return [
+        list(e["argv"])
+        for e in map(json.loads, trace.read_text().splitlines())
+        if e.get("event") == "start"
+    ]
+
+
+def _loose_ids(gitdir: Path) -> set[str]:
+    objects = gitdir / "objects"
+    return {
+        f"{d.name}{f.name}"
+        for d in objects.iterdir()
+        if len(d.name) == 2
+        for f in d.iterdir()
+        if len(f.name) == 38
+    }
+
+
+def _pack_ids(idx: Path) -> set[str]:
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "show-index"], input=idx.read_bytes(), capture_output=True, check=True
+    ).stdout.decode()
+    return {line.split()[1] for line in out.splitlines()}
+
+
+def _packed_round(
+    store: Store, limits: autopack.Thresholds, trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[list[str]]:
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert autopack.run(store.db().gitdir, limits=limits) >= 1
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    return _git_commands(trace)
+
+
+def _tips_now(gitdir: Path) -> list[str]:
+    return sorted(run_git(gitdir, "for-each-ref", "--format=%(objectname)").split())
+
+
+def test_a_big_stores_loose_repack_packs_only_what_is_new(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past :data:`autopack.BOUNDED_FROM` of packs the helper records the refs' commits once
+    it has packed, and the next loose repack packs what they reach beyond the record (git's
+    ``pack-objects`` given both, no walk of the whole history): exactly the loose objects
+    the writes since made, every one of them packed and its loose copy gone."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    gitdir = bare_store.db().gitdir
+    tips_file = gitdir / "gitmem" / autopack.TIPS_NAME
+    limits = _make_due(bare_store)
+    # No record yet: git's own repack, and the record written.
+    first = _packed_round(bare_store, limits, tmp_path / "t1.json", monkeypatch)
+    assert any("repack" in argv for argv in first)
+    assert tips_file.read_text().split() == _tips_now(gitdir)
+    packs_before = set((gitdir / "objects" / "pack").glob("*.idx"))
+    _make_due(bare_store)
+    written = _loose_ids(gitdir)
+    second = _packed_round(bare_store, limits, tmp_path / "t2.json", monkeypatch)
+    assert not any("repack" in argv for argv in second)
+    assert any("pack-objects" in argv and "--revs" in argv for argv in second)
+    assert any("prune-packed" in argv for argv in second)
+    (new_pack,) = set((gitdir / "objects" / "pack").glob("*.idx")) - packs_before
+    assert _pack_ids(new_pack) == written  # what the writes since made, and nothing else
+    assert _loose_ids(gitdir) == set()
+    assert tips_file.read_text().split() == _tips_now(gitdir)
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+@pytest.mark.parametrize(
+    "record",
+    ["0123456789abcdef0123456789abcdef01234567\n", "--all\n../../etc/passwd\n", "", "\xff\xfe"],
+    ids=["a-commit-gone", "not-ids", "empty", "not-text"],
+)
+def test_a_record_that_does_not_hold_means_the_whole_walk(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str
+) -> None:
+    """A recorded commit that is gone (a purge and a prune since, say) makes git refuse the
+    bounded pack: the helper repacks the usual way. A record that is not a list of ids is
+    never handed to git. Either way everything is packed and the record is written anew."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    gitdir = bare_store.db().gitdir
+    tips_file = gitdir / "gitmem" / autopack.TIPS_NAME
+    limits = _make_due(bare_store)
+    tips_file.parent.mkdir(exist_ok=True)
+    tips_file.write_bytes(record.encode("latin-1"))
+    commands = _packed_round(bare_store, limits, tmp_path / "t.json", monkeypatch)
+    assert any("repack" in argv for argv in commands)
+    bounded = [argv for argv in commands if "pack-objects" in argv and "--revs" in argv]
+    assert len(bounded) == (1 if record.startswith("0123") else 0)
+    assert _loose_ids(gitdir) == set()
+    assert tips_file.read_text().split() == _tips_now(gitdir)
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+def test_the_bounded_repack_follows_a_branch_moved_back(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The branch moved to an older commit and written on from there (a reset, a purge's
+    rewrite): the new commits' objects are packed from the record all the same, and the
+    commits left behind stay in their pack (nothing packed is ever deleted)."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    gitdir = bare_store.db().gitdir
+    limits = _make_due(bare_store)
+    _packed_round(bare_store, limits, tmp_path / "t1.json", monkeypatch)
+    left_behind = run_git(gitdir, "rev-parse", "main").strip()
+    first = run_git(gitdir, "rev-list", "--max-parents=0", "main").strip()
+    run_git(gitdir, "update-ref", "refs/heads/main", first)  # back to the store's first commit
+    fresh = gitmem.open(gitdir)
+    fresh.db().autopack.enabled = False
+    _make_due(fresh)
+    _packed_round(fresh, limits, tmp_path / "t2.json", monkeypatch)
+    assert _loose_ids(gitdir) == set()
+    assert run_git(gitdir, "cat-file", "-t", left_behind).strip() == "commit"
+    _assert_sound(fresh, [m.id for m in fresh.list()])
+
+
 # -- a long-lived handle and the packs a repack deleted -------------------------------------
 
 

@@ -23,7 +23,9 @@ docs/reliability.md has the full-size command and the numbers it produced.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import multiprocessing
 import os
 import random
@@ -502,20 +504,56 @@ def test_sigkill_writers_of_a_bare_store(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
+@pytest.mark.parametrize(
+    ("bare", "big"), [(True, False), (False, False), (True, True)], ids=["bare", "worktree", "big"]
+)
 def test_sigkill_writers_while_the_store_packs_itself(
-    tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    bare: bool,
+    big: bool,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Automatic packing (gitmem.git.autopack) runs every few dozen writes and is killed with
     the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
-    is seen half-written, and packing still works afterwards."""
+    is seen half-written, and packing still works afterwards. ``big``: a store past
+    :data:`autopack.BOUNDED_FROM` of packs, whose loose repacks pack only what is new since
+    the helper's last record (git's trace, which every helper's git inherits, shows it)."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
+    trace = tmp_path / "trace.json"
+    if big:
+        gitdir = store.db().gitdir
+        store.allow_secrets = True  # random text looks like keys to the scan
+        noise = random.Random(9)
+        with store.transaction("prefill") as tx:
+            for i in range(3000):
+                text = base64.b64encode(noise.randbytes(3000)).decode()
+                tx.create(text + "\n", id=f"notes/big/m{i}")
+        run_git(gitdir, "repack", "-a", "-d", "-q")
+        assert autopack.pack_bytes(gitdir / "objects") >= autopack.BOUNDED_FROM
+        # One helper's round by hand: the record the helpers the kills land in start from.
+        limits = autopack.Thresholds(256, 50)
+        store.db().autopack.enabled = False
+        for i in range(400):
+            store.create(f"one more {i}\n")
+            if autopack.due(gitdir, limits):
+                break
+        assert autopack.run(gitdir, limits=limits) >= 1
+        assert (gitdir / "gitmem" / autopack.TIPS_NAME).exists()
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     model, tally = crash_run(store, KILLS, seed=4 if bare else 5, gc_auto=256)
     assert model.acked >= KILLS // 2
     packs = list((store.db().gitdir / "objects" / "pack").glob("*.pack"))
     assert packs, "no packing ran between the kills"
+    if big:
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        started = [json.loads(line) for line in trace.read_text().splitlines() if '"start"' in line]
+        assert any(
+            "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
+        ), "no bounded repack ran"
     with capsys.disabled():
-        print("\n" + _summary("packing " + ("bare" if bare else "work tree"), model, tally))
+        name = "big store" if big else "bare" if bare else "work tree"
+        print("\n" + _summary("packing " + name, model, tally))
 
 
 @pytest.mark.slow
