@@ -617,6 +617,61 @@ def test_the_bounded_repack_follows_a_branch_moved_back(
     _assert_sound(fresh, [m.id for m in fresh.list()])
 
 
+def _loose_in_sample(gitdir: Path, count: int) -> set[str]:
+    """``count`` unreachable loose blobs in ``objects/17``, git's sample folder (content
+    tried until its id starts there): loose objects no commit reaches."""
+    import hashlib
+
+    repo = gitmem.open(gitdir).db().repo
+    made: set[str] = set()
+    n = 0
+    while len(made) < count:
+        data = f"unreachable {n}\n".encode()
+        n += 1
+        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().startswith("17"):
+            made.add(str(repo.create_blob(data)))
+    return made
+
+
+def test_a_big_store_still_due_after_its_loose_repack_packs_new_writes_loose_again(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Still due right after a loose repack: when the refs moved meanwhile (writers kept
+    writing), what is left is new writes, and the next round is another loose repack, not
+    a roll-up of every pack (at 100k on a fast disk, rolling up again and again let loose
+    objects pile up to 50,000). When they did not move, what is left is unreachable, and the
+    next round rolls everything up as before, unreachable objects kept in the pack."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    gitdir = bare_store.db().gitdir
+    limits = _make_due(bare_store)
+    _packed_round(bare_store, limits, tmp_path / "t1.json", monkeypatch)  # the record
+    _make_due(bare_store)
+    real = autopack._pack_new
+    rounds: list[int] = []
+
+    def writers_meanwhile(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        rounds.append(1)
+        if len(rounds) == 1:  # a writer lands commits while the first round packs
+            _make_due(bare_store)
+
+    monkeypatch.setattr(autopack, "_pack_new", writers_meanwhile)
+    commands = _packed_round(bare_store, limits, tmp_path / "t2.json", monkeypatch)
+    assert len(rounds) == 2
+    assert not any("repack" in argv for argv in commands)
+    assert _loose_ids(gitdir) == set()
+    # Now loose objects nothing reaches, and refs that stay put: rolled up, kept.
+    monkeypatch.setattr(autopack, "_pack_new", real)
+    _make_due(bare_store)
+    unreachable = _loose_in_sample(gitdir, 3)
+    commands = _packed_round(bare_store, limits, tmp_path / "t3.json", monkeypatch)
+    assert any("repack" in argv and "-a" in argv for argv in commands)
+    assert _loose_ids(gitdir) == set()
+    for oid in unreachable:
+        assert run_git(gitdir, "cat-file", "-t", oid).strip() == "blob"
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
 # -- a long-lived handle and the packs a repack deleted -------------------------------------
 
 

@@ -607,21 +607,26 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
         status = "ok"
         try:
             previous: str | None = None
+            previous_tips: list[str] = []
             for _ in range(MAX_ROUNDS):
                 limit = thresholds()
                 reason = due(gitdir, limit)
                 if reason is None:
                     break
                 log.info("packing %s: %s", gitdir, reason)
-                # Still too many loose objects right after packing the reachable ones: they
-                # are unreachable (lost races), which only an all-into-one repack packs.
-                again = previous is not None and PACKS_REASON not in previous
-                everything = again or PACKS_REASON in reason
                 # A big store: the refs' commits now, recorded once packed (read before
                 # packing, so what they reach is in the new pack); the loose repack then
                 # packs only what is new since the last record.
                 big = pack_bytes(gitdir / "objects") >= BOUNDED_FROM
                 tips = _ref_tips(gitdir) if big else []
+                # Still too many loose objects right after packing the reachable ones: they
+                # are unreachable (lost races), which only an all-into-one repack packs.
+                # Unless the refs moved meanwhile (known in a big store, which reads them
+                # each round): then they are new writes, and a loose repack takes them for
+                # a fraction of what rolling every pack up costs there.
+                moved = bool(tips) and tips != previous_tips
+                again = previous is not None and PACKS_REASON not in previous and not moved
+                everything = again or PACKS_REASON in reason
                 since = _read_tips(state) if tips and not everything else None
                 if since is not None:
                     try:
@@ -633,7 +638,7 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                     _repack(gitdir, everything=everything, limits=limit)
                 if tips:
                     _write_tips(state, tips)
-                previous = reason
+                previous, previous_tips = reason, tips
                 rounds += 1
         except Exception as exc:
             status = f"failed: {exc}"
