@@ -539,12 +539,7 @@ def _pack_new(gitdir: Path, tips: list[str], packed: list[str], limits: Threshol
     say): the caller repacks the usual way."""
     from gitmem.git.command import run_git
 
-    args = list(BOUNDED_ARGS)
-    if limits.window > 0:
-        args.append(f"--window={limits.window}")
-    if limits.threads > 0:
-        args.append(f"--threads={limits.threads}")
-    args.append(str(gitdir / "objects" / "pack" / "pack"))
+    args = [*BOUNDED_ARGS, *_loose_options(limits), str(gitdir / "objects" / "pack" / "pack")]
     revisions = "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(
         f"{tip}\n" for tip in packed
     )
@@ -552,6 +547,12 @@ def _pack_new(gitdir: Path, tips: list[str], packed: list[str], limits: Threshol
     run_git(args, gitdir=gitdir, input=revisions.encode("ascii"), timeout=3600, extra_env=env)
     run_git(["prune-packed", "-q"], gitdir=gitdir, timeout=3600, extra_env=env)
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+
+
+def _loose_options(limits: Thresholds) -> list[str]:
+    """The loose objects' repack's ``--window`` and ``--threads``, where gitmem sets them."""
+    options = [f"--window={limits.window}"] if limits.window > 0 else []
+    return options + ([f"--threads={limits.threads}"] if limits.threads > 0 else [])
 
 
 def _repack_env() -> dict[str, str]:
@@ -573,11 +574,7 @@ def _repack(gitdir: Path, everything: bool, limits: Thresholds) -> None:
         if largest is not None:
             args.append(f"--keep-pack={largest}")
     else:
-        args = list(REPACK_ARGS)
-        if limits.window > 0:
-            args.append(f"--window={limits.window}")
-        if limits.threads > 0:
-            args.append(f"--threads={limits.threads}")
+        args = [*REPACK_ARGS, *_loose_options(limits)]
         env = _repack_env()
     run_git(args, gitdir=gitdir, timeout=3600, extra_env=env)
 
