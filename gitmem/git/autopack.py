@@ -511,13 +511,6 @@ def _read_tips(state: Path) -> list[str] | None:
     return lines
 
 
-def _write_tips(state: Path, tips: list[str]) -> None:
-    tmp = state / f"{TIPS_NAME}.{os.getpid()}.tmp"
-    with contextlib.suppress(OSError):
-        tmp.write_text("".join(f"{tip}\n" for tip in tips), encoding="ascii")
-        os.replace(tmp, state / TIPS_NAME)
-
-
 def _ref_tips(gitdir: Path) -> list[str]:
     """The objects the store's refs point at (commits, and tags'), read by git; none when
     git cannot say (the loose repack then walks everything, as git's own does)."""
@@ -634,24 +627,26 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                 else:
                     _repack(gitdir, everything=everything, limits=limit)
                 if tips:
-                    _write_tips(state, tips)
+                    _write_state(state, TIPS_NAME, "".join(f"{tip}\n" for tip in tips))
                 previous, previous_tips = reason, tips
                 rounds += 1
         except Exception as exc:
             status = f"failed: {exc}"
             raise
         finally:
-            _write_last(state, f"{status}\nrepacks {rounds}\n")
+            _write_state(state, LAST_NAME, f"{status}\nrepacks {rounds}\n")
         return rounds
     finally:
         os.close(fd)
 
 
-def _write_last(state: Path, text: str) -> None:
-    tmp = state / f"{LAST_NAME}.{os.getpid()}.tmp"
+def _write_state(state: Path, name: str, text: str) -> None:
+    """``state/name`` replaced whole by ``text`` (a reader sees the old file or the new one);
+    a failure leaves the old one, which still holds for both files the helper writes."""
+    tmp = state / f"{name}.{os.getpid()}.tmp"
     with contextlib.suppress(OSError):
-        tmp.write_text(text)
-        os.replace(tmp, state / LAST_NAME)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, state / name)
 
 
 def _reader(gitdir: Path) -> Callable[[], Thresholds]:
