@@ -672,6 +672,136 @@ def test_a_big_store_still_due_after_its_loose_repack_packs_new_writes_loose_aga
     _assert_sound(bare_store, [m.id for m in bare_store.list()])
 
 
+# -- a big store's roll-up takes the small packs only -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rolled"),
+    [
+        ([], []),
+        ([5, 9], []),  # the largest never goes: one pack is left to choose
+        ([5, 5, 5], [0, 1]),
+        ([1, 2, 10, 50, 100], [0, 1]),  # 10 is more than twice 1 + 2: it stays
+        ([1, 2, 5, 9, 100], [0, 1, 2, 3]),  # 5 < 2 x 3, 9 < 2 x 8: taken; 100 is the largest
+        ([3, 3, 3, 3, 3, 40], [0, 1, 2, 3, 4]),
+        ([1, 1, 3, 30, 31], [0, 1, 2]),  # 3 < 2 x 2; 30 > 2 x 5
+        ([1, 1, 4, 30, 31], [0, 1]),  # 4 is not less than 2 x 2
+    ],
+)
+def test_the_roll_up_takes_the_smallest_packs_and_never_the_largest(
+    sizes: list[int], rolled: list[int]
+) -> None:
+    packs = [(size, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
+    assert autopack.roll_selection(packs) == [packs[i][1] for i in rolled]
+
+
+def test_a_pack_without_its_index_or_with_a_keep_is_never_rolled(tmp_path: Path) -> None:
+    pack_dir = tmp_path / "objects" / "pack"
+    pack_dir.mkdir(parents=True)
+    for stem, size, extras in [
+        ("pack-a", 10, [".idx"]),
+        ("pack-b", 20, [".idx", ".keep"]),  # kept by its owner
+        ("pack-c", 5, []),  # still being written (git renames the .idx into place last)
+        ("pack-d", 30, [".idx", ".rev"]),
+    ]:
+        (pack_dir / f"{stem}.pack").write_bytes(b"x" * size)
+        for extra in extras:
+            (pack_dir / f"{stem}{extra}").write_bytes(b"")
+    objects = tmp_path / "objects"
+    assert autopack.packs_by_size(objects) == [(10, "pack-a.pack"), (30, "pack-d.pack")]
+    assert autopack.pack_count(objects) == 2  # as git counts them for gc.autoPackLimit
+
+
+def _all_objects(gitdir: Path) -> set[str]:
+    listed = run_git(gitdir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
+    return set(listed.split())
+
+
+def _packs_for_a_roll_up(store: Store) -> tuple[str, str, str]:
+    """A store of five packs and a kept one: the largest (a round of big memories), three
+    small ones, one holding only a blob nothing reaches; then a few writes left loose.
+    Returns the largest pack's name, the kept pack's name and the unreachable blob."""
+    gitdir = store.db().gitdir
+    pack_dir = gitdir / "objects" / "pack"
+    _configure(store, gc_auto="0")
+    largest = kept = ""
+    for round_ in range(5):
+        bulk = os.urandom(30_000).hex() if round_ == 1 else ""
+        for i in range(3):
+            store.create(f"r{round_} m{i}\n{bulk}\n")
+        before = set(_packs(store))
+        run_git(gitdir, "repack", "-d", "-q")
+        (made,) = set(_packs(store)) - before
+        if round_ == 0:
+            kept = made
+            (pack_dir / (made[:-5] + ".keep")).write_text("kept by hand\n")
+        if bulk:
+            largest = made
+    blob = str(store.db().repo.create_blob(b"reached by nothing\n"))
+    run_git(gitdir, "pack-objects", "-q", str(pack_dir / "pack"), input=f"{blob}\n")
+    run_git(gitdir, "prune-packed")
+    for i in range(3):
+        store.create(f"left loose {i}\n")
+    return largest, kept, blob
+
+
+def test_a_big_store_rolls_up_only_its_small_packs(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past :data:`autopack.BOUNDED_FROM`, too many packs roll up the small ones only, read
+    by ``git pack-objects --stdin-packs`` (no walk of the whole history, no ``git repack
+    -a``): the largest and a kept pack stay as they are, every object is still there (the
+    blob nothing reaches too), the loose ones stay loose for the next loose repack, and
+    the helper's record of what is packed is left alone (loose objects remain)."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    gitdir = bare_store.db().gitdir
+    largest, kept, blob = _packs_for_a_roll_up(bare_store)
+    tips_file = gitdir / "gitmem" / autopack.TIPS_NAME
+    tips_file.parent.mkdir(exist_ok=True)
+    record = "".join(f"{tip}\n" for tip in _tips_now(gitdir))
+    tips_file.write_text(record)  # as a loose repack would have left it
+    loose, objects = _loose_ids(gitdir), _all_objects(gitdir)
+    assert len(_packs(bare_store)) == 6 and len(loose) > 0
+    limits = autopack.Thresholds(6700, 3)
+    assert autopack.due(gitdir, limits) == f"5 {autopack.PACKS_REASON} 3)"
+    commands = _packed_round(bare_store, limits, tmp_path / "t.json", monkeypatch)
+    assert not any("repack" in argv for argv in commands)
+    (roll,) = [argv for argv in commands if "--stdin-packs" in argv]
+    assert "--revs" not in roll
+    packs = _packs(bare_store)
+    assert len(packs) == 3 and largest in packs and kept in packs
+    assert _all_objects(gitdir) == objects
+    assert run_git(gitdir, "cat-file", "-t", blob).strip() == "blob"
+    assert _loose_ids(gitdir) == loose
+    assert tips_file.read_text() == record
+    assert autopack.due(gitdir, limits) is None
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+def test_a_roll_up_git_refuses_rolls_up_the_usual_way(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git refusing ``--stdin-packs`` (one older than 2.32 does not know it; an option no
+    git knows stands in for that here): the helper rolls all but the largest pack up with
+    ``git repack -a``, as in a small store, and nothing is lost."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    monkeypatch.setattr(autopack, "ROLL_ARGS", (*autopack.ROLL_ARGS, "--no-such-option"))
+    gitdir = bare_store.db().gitdir
+    largest, kept, blob = _packs_for_a_roll_up(bare_store)
+    objects = _all_objects(gitdir)
+    commands = _packed_round(
+        bare_store, autopack.Thresholds(6700, 3), tmp_path / "t.json", monkeypatch
+    )
+    assert any("--stdin-packs" in argv for argv in commands)
+    assert any("repack" in argv and f"--keep-pack={largest}" in argv for argv in commands)
+    packs = _packs(bare_store)
+    assert len(packs) == 3 and largest in packs and kept in packs
+    assert _all_objects(gitdir) >= objects
+    assert run_git(gitdir, "cat-file", "-t", blob).strip() == "blob"
+    assert _loose_ids(gitdir) == set()  # git repack -a packs the loose objects too
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
 # -- a long-lived handle and the packs a repack deleted -------------------------------------
 
 

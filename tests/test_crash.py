@@ -518,7 +518,8 @@ def test_sigkill_writers_while_the_store_packs_itself(
     the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
     is seen half-written, and packing still works afterwards. ``big``: a store past
     :data:`autopack.BOUNDED_FROM` of packs, whose loose repacks pack only what is new since
-    the helper's last record (git's trace, which every helper's git inherits, shows it)."""
+    the helper's last record and whose roll-ups take the small packs only (git's trace,
+    which every helper's git inherits, shows both)."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
     trace = tmp_path / "trace.json"
     if big:
@@ -540,6 +541,9 @@ def test_sigkill_writers_while_the_store_packs_itself(
                 break
         assert autopack.run(gitdir, limits=limits) >= 1
         assert (gitdir / "gitmem" / autopack.TIPS_NAME).exists()
+        # Two packs at most: each loose repack's pack is rolled up with the small ones
+        # (--stdin-packs) at once, under the kills too.
+        run_git(gitdir, "config", "gc.autoPackLimit", "2")
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     model, tally = crash_run(store, KILLS, seed=4 if bare else 5, gc_auto=256)
     assert model.acked >= KILLS // 2
@@ -551,6 +555,7 @@ def test_sigkill_writers_while_the_store_packs_itself(
         assert any(
             "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
         ), "no bounded repack ran"
+        assert any("--stdin-packs" in e["argv"] for e in started), "no small packs rolled up"
     with capsys.disabled():
         name = "big store" if big else "bare" if bare else "work tree"
         print("\n" + _summary("packing " + name, model, tally))

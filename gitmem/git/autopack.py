@@ -25,9 +25,12 @@ git's config sets ``pack.window``: :data:`DELTA_WINDOW`; one thread unless it se
 ``pack.threads``: :data:`LOOSE_THREADS`; glibc's allocator told to keep what it frees:
 :data:`MALLOC_TUNABLES`), ``git repack -a -d -l
 -k`` (all but the largest pack into one) for too many packs, or when the loose objects left are
-unreachable ones. A geometric repack (``--geometric=2``) was measured too: git 2.39
-packs loose objects into it without their names, so trees found poor delta bases and
-its packs were twice the size (docs/reliability.md has the figures).
+unreachable ones. Past :data:`BOUNDED_FROM` of packs the loose repack packs only what is new
+since the last one, and too many packs roll up only the smallest few (``git pack-objects
+--stdin-packs``, :func:`roll_selection`), so neither walks the whole history. ``git repack
+--geometric=2`` was measured too: git 2.39 packs loose objects into it without their names,
+so trees found poor delta bases and its packs were twice the size (docs/reliability.md has
+the figures); the roll-up here leaves loose objects to the loose repack.
 
 Why this is safe to race and to kill: ``git repack`` writes a new pack under a
 temporary name and renames it into place (the ``.idx`` last, so a pack is never
@@ -35,7 +38,11 @@ visible half-written), and only then deletes what it made redundant (loose objec
 and rolled-up packs that are now in the new pack). Nothing is ever deleted that is
 not in a pack already, and unreachable objects are kept (a concurrent writer's
 objects are unreachable until its branch update lands). A kill at any moment leaves
-at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
+at most a ``tmp_pack_*`` file that no reader sees; the next run works as before. The
+small-pack roll-up keeps to the same order: its new pack is in place before the packs it
+holds are deleted (a kill between leaves the objects twice, which is harmless), and each
+goes ``.idx`` first, so a kill half-way leaves a ``.pack`` no reader lists, not counted
+(:func:`pack_count`), which ``git gc`` (``gitmem gc``) removes as garbage.
 """
 
 from __future__ import annotations
@@ -155,6 +162,22 @@ BOUNDED_ARGS = (
 pack and, after ``--not``, those whose objects are packed already; then ``git prune-packed``
 and ``git update-server-info``, as ``git repack`` does in-process."""
 _TIP = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+ROLL_FACTOR = 2
+"""In a store past :data:`BOUNDED_FROM`, too many packs roll up only the smallest few
+(:func:`roll_selection`): at least two, never the largest, and as many more as it takes to
+leave every pack above them at least this many times the bytes rolled. ``git pack-objects
+--stdin-packs`` reads only the packs named (no walk of the whole history, which ``git
+repack -a`` takes whatever it rolls: 4.1 s of its 6.9 s of CPU at 100k memories), and
+over a store's life each byte is copied fewer times: simulated with a pack of 1.2 MB
+added per loose repack, ~1.9x the store's bytes copied by 100k memories and ~3.8x by 1M,
+against ~2.8x and ~23x for all but the largest (docs/benchmarks.md, "Session 17")."""
+ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
+"""That roll-up: the packs named on its input, minus the objects of those named after a
+``^`` (all the others); git's own window and threads, as for ``git repack -a``."""
+PACK_EXTENSIONS = (".idx", ".pack", ".rev", ".bitmap")
+"""A rolled-up pack's files, deleted in this order: without its ``.idx`` no reader lists
+the pack any more (git's own ``unlink_pack_path`` now deletes the ``.idx`` first too). A
+``.keep`` is never there: such packs are never rolled."""
 REPACK_ALL_ARGS = ("repack", "-a", "-d", "-l", "-q", "-k")
 """Everything into one pack, for too many packs (``gc --auto`` does the same with ``-A``),
 but the largest pack, which stays as it is (``--keep-pack``, :func:`largest_pack`): the
@@ -257,25 +280,61 @@ def loose_outweighs_packs(count: int, size: int, packed: int) -> bool:
     return 256 * size > max(MIN_LOOSE_BYTES, LOOSE_SHARE * packed)
 
 
+def _counted(names: set[str]) -> list[str]:
+    """The packs among a pack directory's ``names`` that git counts: those with an ``.idx``
+    (git finds packs by them: a ``.pack`` without one is still being written, or garbage)
+    and without a ``.keep``."""
+    return [
+        name
+        for name in names
+        if name.endswith(".pack")
+        and name[:-5] + ".idx" in names
+        and name[:-5] + ".keep" not in names
+    ]
+
+
 def pack_count(objects: Path) -> int:
-    """Packs git would count for ``gc.autoPackLimit``: those without a ``.keep``."""
+    """Packs git would count for ``gc.autoPackLimit`` (:func:`_counted`)."""
     try:
         names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names only: after every write)
     except FileNotFoundError:
         return 0
-    return sum(1 for name in names if name.endswith(".pack") and name[:-5] + ".keep" not in names)
+    return len(_counted(names))
+
+
+def packs_by_size(objects: Path) -> list[tuple[int, str]]:
+    """(bytes, file name) of the packs :func:`pack_count` counts, the ones a roll-up may
+    take, smallest first."""
+    packs: list[tuple[int, str]] = []
+    with contextlib.suppress(FileNotFoundError):
+        names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names and sizes only)
+        for name in _counted(names):
+            with contextlib.suppress(OSError):
+                packs.append((os.stat(objects / "pack" / name).st_size, name))  # noqa: PTH116
+    return sorted(packs)
 
 
 def largest_pack(objects: Path) -> str | None:
-    """The file name of the largest pack without a ``.keep``; None unless there are two."""
-    sizes: list[tuple[int, str]] = []
-    with contextlib.suppress(FileNotFoundError):
-        names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names and sizes only)
-        for name in names:
-            if name.endswith(".pack") and name[:-5] + ".keep" not in names:
-                with contextlib.suppress(OSError):
-                    sizes.append((os.stat(objects / "pack" / name).st_size, name))  # noqa: PTH116
-    return max(sizes)[1] if len(sizes) > 1 else None
+    """The file name of the largest pack :func:`packs_by_size` lists; None unless there are
+    two."""
+    packs = packs_by_size(objects)
+    return packs[-1][1] if len(packs) > 1 else None
+
+
+def roll_selection(packs: list[tuple[int, str]]) -> list[str]:
+    """The packs to roll into one, from :func:`packs_by_size`'s list: the two smallest, and
+    each next one while it holds less than :data:`ROLL_FACTOR` times the bytes taken so far
+    (so every pack left above the new one is at least that much larger than it); never the
+    largest. Empty when there are not three packs to choose from."""
+    candidates = packs[:-1]
+    if len(candidates) < 2:
+        return []
+    taken = candidates[0][0] + candidates[1][0]
+    count = 2
+    while count < len(candidates) and candidates[count][0] < ROLL_FACTOR * taken:
+        taken += candidates[count][0]
+        count += 1
+    return [name for _, name in candidates[:count]]
 
 
 def due(gitdir: Path, limits: Thresholds) -> str | None:
@@ -542,6 +601,43 @@ def _pack_new(gitdir: Path, tips: list[str], packed: list[str], limits: Threshol
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
 
 
+def _roll_small(gitdir: Path) -> bool:
+    """The packs :func:`roll_selection` picks rolled into one with ``git pack-objects
+    --stdin-packs`` (every object in them, reachable or not, as ``repack -k`` keeps them;
+    those also in another pack left there), then deleted, ``.idx`` first. False when there
+    is nothing to pick or git refuses (a git older than 2.32, a pack gone meanwhile): the
+    caller rolls up the usual way. Loose objects stay loose, for the loose repacks."""
+    from gitmem.git.command import run_git
+
+    pack_dir = gitdir / "objects" / "pack"
+    packs = packs_by_size(gitdir / "objects")
+    rolled = roll_selection(packs)
+    if not rolled:
+        return False
+    taken = set(rolled)
+    listing = "".join(f"{name}\n" for name in rolled) + "".join(
+        f"^{name}\n" for _, name in packs if name not in taken
+    )
+    args = [*ROLL_ARGS, str(pack_dir / "pack")]
+    try:
+        result = run_git(args, gitdir=gitdir, input=listing.encode("ascii"), timeout=3600)
+    except StoreError as exc:
+        log.info("rolling up the small packs of %s failed (%s): all but the largest", gitdir, exc)
+        return False
+    made = result.stdout.decode("ascii", "replace").strip()
+    if not _TIP.fullmatch(made) or not (pack_dir / f"pack-{made}.idx").exists():
+        log.info("rolling up the small packs of %s made no pack (%r)", gitdir, made[:80])
+        return False
+    for name in rolled:
+        if name == f"pack-{made}.pack":
+            continue  # the same objects written again: the same pack
+        for extension in PACK_EXTENSIONS:
+            with contextlib.suppress(FileNotFoundError):
+                (pack_dir / (name[:-5] + extension)).unlink()
+    run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+    return True
+
+
 def _loose_options(limits: Thresholds) -> list[str]:
     """The loose objects' repack's ``--window`` and ``--threads``, where gitmem sets them."""
     options = [f"--window={limits.window}"] if limits.window > 0 else []
@@ -618,7 +714,13 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                 again = previous is not None and PACKS_REASON not in previous and not moved
                 everything = again or PACKS_REASON in reason
                 since = _read_tips(state) if tips and not everything else None
-                if since is not None:
+                # Too many packs in a big store: only the smallest few rolled up. What the
+                # refs reach may still be loose after it: the record is left as it was.
+                small = PACKS_REASON in reason and big and limit.pack_limit != 1
+                record = tips
+                if small and _roll_small(gitdir):
+                    record = []
+                elif since is not None:
                     try:
                         _pack_new(gitdir, tips, since, limit)
                     except StoreError as exc:
@@ -626,8 +728,8 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                         _repack(gitdir, everything=False, limits=limit)
                 else:
                     _repack(gitdir, everything=everything, limits=limit)
-                if tips:
-                    _write_state(state, TIPS_NAME, "".join(f"{tip}\n" for tip in tips))
+                if record:
+                    _write_state(state, TIPS_NAME, "".join(f"{tip}\n" for tip in record))
                 previous, previous_tips = reason, tips
                 rounds += 1
         except Exception as exc:
