@@ -762,12 +762,13 @@ def test_a_big_store_rolls_up_only_its_small_packs(
     tips_file.write_text(record)  # as a loose repack would have left it
     loose, objects = _loose_ids(gitdir), _all_objects(gitdir)
     assert len(_packs(bare_store)) == 6 and len(loose) > 0
-    limits = autopack.Thresholds(6700, 3)
+    limits = autopack.Thresholds(6700, 3, window=4, threads=1)
     assert autopack.due(gitdir, limits) == f"5 {autopack.PACKS_REASON} 3)"
     commands = _packed_round(bare_store, limits, tmp_path / "t.json", monkeypatch)
     assert not any("repack" in argv for argv in commands)
     (roll,) = [argv for argv in commands if "--stdin-packs" in argv]
     assert "--revs" not in roll
+    assert "--window=4" in roll and "--threads=1" in roll  # the loose repack's settings
     packs = _packs(bare_store)
     assert len(packs) == 3 and largest in packs and kept in packs
     assert _all_objects(gitdir) == objects
