@@ -159,3 +159,17 @@ def test_the_report_names_the_file_system_of_its_scratch_stores(tmp_path: Path) 
     assert named.startswith(f"{out[0]} ({out[1]} on {out[2]})"), (named, out)
     assert ("journal" in named) == (out[0] == "ext4")
     assert store_filesystem(tmp_path / "not" / "made" / "yet").startswith(out[0])
+
+
+def test_rollup_bench_simulates_the_shipped_rule() -> None:
+    """The roll-up bench runs gitmem's own pack selection over a store's life: over 1 GB of
+    1.2 MB loose-repack packs it copies a fraction of what rolling all but the largest
+    pack up copies (each byte ~4 times against ~23), within the same pack limit."""
+    from bench import rollup
+
+    shipped = rollup.RULES["gitmem's roll_selection (now)"]
+    before = rollup.RULES["all but the largest (before)"]
+    ours, _, most = rollup.simulate(1000, 1.2, 10, shipped)
+    theirs, _, most_before = rollup.simulate(1000, 1.2, 10, before)
+    assert most <= 10 and most_before <= 10
+    assert 1 < ours < theirs / 4

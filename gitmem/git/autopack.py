@@ -170,7 +170,9 @@ leave every pack above them at least this many times the bytes rolled. ``git pac
 repack -a`` takes whatever it rolls: 4.1 s of its 6.9 s of CPU at 100k memories), and
 over a store's life each byte is copied fewer times: simulated with a pack of 1.2 MB
 added per loose repack, ~1.9x the store's bytes copied by 100k memories and ~3.8x by 1M,
-against ~2.8x and ~23x for all but the largest (docs/benchmarks.md, "Session 17")."""
+against ~2.8x and ~23x for all but the largest (``python -m bench.rollup --simulate``; on a
+100k store, one roll-up took 1.9 s of CPU against ``git repack -a``'s 7.4: docs/benchmarks.md,
+"Session 17")."""
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""

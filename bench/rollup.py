@@ -1,0 +1,223 @@
+"""What a big store's roll-up of too many packs costs: the rule that picks the packs, run
+over a store's life, and the roll-up itself on copies of a real store.
+
+``--simulate`` adds one pack of ``--batch-mb`` a loose repack (what the automatic packer's
+loose repacks make at 100k memories) until the store holds each of ``--sizes`` MB, and
+rolls up whenever there are more packs than ``--limit``, by three rules: all but the
+largest into one (the packer before session 17), gitmem's own
+(:func:`gitmem.git.autopack.roll_selection`, the shipped code), and git's geometric rule
+(factor 2, after every loose repack, as ``git repack --geometric=2`` would). It reports the
+bytes each rule copied over the store's life, in multiples of the store, and the packs it
+left. Sizes stand in for bytes: a roll-up's pack is taken to be the sum of what it rolled.
+
+``--store PATH`` measures the roll-up on copies of a bare store holding at least three packs
+without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), alternating: ``git repack -a -d
+-l -q -k --keep-pack=<largest>`` (the roll-up before, what the packer still runs in a small
+store) and the small-pack roll-up (``gitmem.git.autopack._roll_small``, then ``git
+update-server-info`` as the helper runs it), each with the loose repack's settings as the
+helper gives them. CPU is git's, from ``RUSAGE_CHILDREN``; every object the copy held is
+checked to be there afterwards. ``--build PATH --creates N`` makes such a store: N single
+creates with packing on, as gitmem ships, then four rounds of 800 more, each packed by a
+loose repack of the helper's (so there are packs to roll up)::
+
+    python -m bench.rollup --simulate
+    python -m bench.rollup --build /dev/shm/r100k.git --creates 100000
+    python -m bench.rollup --store /dev/shm/r100k.git --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gitmem.git import autopack
+
+Rule = Callable[[list[float], int], list[float] | None]
+"""Pack sizes (smallest first) and the pack limit -> the sizes rolled into one, or None."""
+
+
+def _all_but_largest(sizes: list[float], limit: int) -> list[float] | None:
+    return sizes[:-1] if len(sizes) > limit else None
+
+
+def _gitmem(sizes: list[float], limit: int) -> list[float] | None:
+    if len(sizes) <= limit:
+        return None
+    named = [(size, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
+    chosen = set(autopack.roll_selection(named))  # type: ignore[arg-type]
+    return [size for size, name in named if name in chosen] or None
+
+
+def _geometric(sizes: list[float], limit: int) -> list[float] | None:
+    """git's split: every pack above it at least twice all below it (packs by size here,
+    where git counts objects), checked after every loose repack whatever the count."""
+    below = 0.0
+    split = -1
+    for i, size in enumerate(sizes):
+        if i and size < 2 * below:
+            split = i
+        below += size
+    return sizes[: split + 1] if split > 0 else None
+
+
+RULES: dict[str, Rule] = {
+    "all but the largest (before)": _all_but_largest,
+    "gitmem's roll_selection (now)": _gitmem,
+    "git --geometric=2, every round": _geometric,
+}
+
+
+def simulate(store_mb: float, batch_mb: float, limit: int, rule: Rule) -> tuple[float, int, int]:
+    """(bytes copied / store bytes, roll-ups, most packs at once) over a store's life."""
+    packs: list[float] = []
+    copied = 0.0
+    rollups = most = 0
+    for _ in range(round(store_mb / batch_mb)):
+        packs.append(batch_mb)
+        packs.sort()
+        rolled = rule(packs, limit)
+        if rolled:
+            for size in rolled:
+                packs.remove(size)
+            packs.append(sum(rolled))
+            packs.sort()
+            copied += sum(rolled)
+            rollups += 1
+        most = max(most, len(packs))
+    return copied / sum(packs), rollups, most
+
+
+def _git(path: Path, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        ["git", f"--git-dir={path}", *args], input=stdin, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _objects(path: Path) -> set[str]:
+    return set(_git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split())
+
+
+def _limits(path: Path) -> autopack.Thresholds:
+    import pygit2
+
+    return autopack.read_thresholds(pygit2.Repository(str(path)).config)
+
+
+def _before(path: Path) -> None:
+    autopack._repack(path, everything=True, limits=_limits(path))
+
+
+def _now(path: Path) -> None:
+    if not autopack._roll_small(path, _limits(path)):
+        raise SystemExit(f"{path}: nothing to roll up (fewer than three packs?)")
+    _git(path, "update-server-info")
+
+
+def measure(store: Path, rounds: int) -> None:
+    ways: dict[str, Callable[[Path], None]] = {
+        "git repack -a (before)": _before,
+        "small packs (now)": _now,
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
+    wall: dict[str, list[float]] = {name: [] for name in ways}
+    size: dict[str, int] = {}
+    packed = sum(p.stat().st_size for p in (store / "objects" / "pack").glob("*.pack"))
+    print(f"{store}: {len(autopack.packs_by_size(store / 'objects'))} packs, {packed / 1e6:.1f} MB")
+    for r in range(rounds):
+        for name in list(ways) if r % 2 == 0 else list(ways)[::-1]:
+            with tempfile.TemporaryDirectory(prefix="gitmem-rollup-") as tmp:
+                copy = Path(tmp) / "store.git"
+                shutil.copytree(store, copy)
+                objects = _objects(copy)
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.perf_counter()
+                ways[name](copy)
+                wall[name].append(time.perf_counter() - started)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(
+                    after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+                )
+                missing = objects - _objects(copy)
+                if missing:
+                    raise SystemExit(f"{name}: {len(missing)} objects gone")
+                size[name] = sum(p.stat().st_size for p in (copy / "objects/pack").glob("*.pack"))
+                print(f"  {name}: {cpu[name][-1] * 1e3:,.0f} ms of CPU", flush=True)
+    first, second = list(ways)
+    for name in ways:
+        print(
+            f"{name}: CPU median {statistics.median(cpu[name]) * 1e3:,.0f} ms, wall "
+            f"{statistics.median(wall[name]) * 1e3:,.0f} ms, packs after {size[name] / 1e6:.2f} MB"
+        )
+    ratio = statistics.median(cpu[first]) / statistics.median(cpu[second])
+    print(f"{first} / {second}: {ratio:.2f}x the CPU")
+
+
+def build(path: Path, creates: int) -> None:
+    import gitmem
+    from bench.fixtures import fields_for
+
+    store = gitmem.init(path, bare=True)
+    db = store.db()
+    rng = random.Random(7)
+    started = time.perf_counter()
+    for i in range(creates):
+        fields = fields_for(i, rng)
+        store.create(fields.body, **fields.create_kwargs())
+    if db.autopack.launched:
+        autopack.wait_idle(db.gitdir, db.autopack.last_launch, timeout=600)
+    shipped = _limits(path)
+    loose_only = autopack.Thresholds(256, 0, 0, shipped.window, shipped.threads)  # no roll-up
+    db.autopack.enabled = False
+    for extra in range(4):  # packs to roll up, by the helper's own loose repacks
+        for i in range(800):
+            fields = fields_for(creates + 800 * extra + i, rng)
+            store.create(fields.body, **fields.create_kwargs())
+        if autopack.run(path, limits=loose_only) < 1:
+            raise SystemExit(f"{path}: the loose repack did not run (a helper still at work?)")
+    print(
+        f"{path}: {creates + 3200:,} creates in {time.perf_counter() - started:.0f} s, "
+        f"{len(autopack.packs_by_size(path / 'objects'))} packs"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--simulate", action="store_true")
+    parser.add_argument("--sizes", default="100,1000", help="store sizes to simulate, MB")
+    parser.add_argument("--batch-mb", type=float, default=1.2)
+    parser.add_argument("--limit", type=int, default=autopack.DEFAULT_PACK_LIMIT)
+    parser.add_argument("--store", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build", type=Path)
+    parser.add_argument("--creates", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    if args.build:
+        build(args.build, args.creates)
+    if args.simulate:
+        print(f"one pack of {args.batch_mb} MB a loose repack, at most {args.limit} packs")
+        for store_mb in (float(s) for s in args.sizes.split(",")):
+            for name, rule in RULES.items():
+                ratio, rollups, most = simulate(store_mb, args.batch_mb, args.limit, rule)
+                print(
+                    f"  {store_mb:,.0f} MB, {name}: copied {ratio:.1f}x the store, "
+                    f"{rollups} roll-ups, at most {most} packs"
+                )
+    if args.store:
+        measure(args.store, args.rounds)
+    if not (args.build or args.simulate or args.store):
+        parser.print_usage(sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
