@@ -17,12 +17,14 @@ store) and the small-pack roll-up (``gitmem.git.autopack._roll_small``, then ``g
 update-server-info`` as the helper runs it), each with the loose repack's settings as the
 helper gives them. CPU is git's, from ``RUSAGE_CHILDREN``; every object the copy held is
 checked to be there afterwards. ``--build PATH --creates N`` makes such a store: N single
-creates with packing on, as gitmem ships, then four rounds of 800 more, each packed by a
-loose repack of the helper's (so there are packs to roll up)::
+creates with packing on, as gitmem ships (``--from SRC``: into a copy of the store SRC), then
+four rounds of 800 more, each packed by a loose repack of the helper's (so there are packs to
+roll up)::
 
     python -m bench.rollup --simulate
     python -m bench.rollup --build /dev/shm/r100k.git --creates 100000
     python -m bench.rollup --store /dev/shm/r100k.git --rounds 3
+    python -m bench.rollup --build /dev/shm/r1m.git --from <a 1M store> --creates 0
 """
 
 from __future__ import annotations
@@ -161,11 +163,15 @@ def measure(store: Path, rounds: int) -> None:
     print(f"{first} / {second}: {ratio:.2f}x the CPU")
 
 
-def build(path: Path, creates: int) -> None:
+def build(path: Path, creates: int, source: Path | None = None) -> None:
     import gitmem
     from bench.fixtures import fields_for
 
-    store = gitmem.init(path, bare=True)
+    if source is not None:
+        shutil.copytree(source, path)
+        store = gitmem.open(path)
+    else:
+        store = gitmem.init(path, bare=True)
     db = store.db()
     rng = random.Random(7)
     started = time.perf_counter()
@@ -199,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build", type=Path)
     parser.add_argument("--creates", type=int, default=100_000)
+    parser.add_argument("--from", dest="source", type=Path, help="--build from a copy of this")
     args = parser.parse_args(argv)
     if args.build:
-        build(args.build, args.creates)
+        build(args.build, args.creates, args.source)
     if args.simulate:
         print(f"one pack of {args.batch_mb} MB a loose repack, at most {args.limit} packs")
         for store_mb in (float(s) for s in args.sizes.split(",")):
