@@ -176,6 +176,8 @@ against ~2.8x and ~23x for all but the largest (``python -m bench.rollup --simul
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""
+UNROLLED_MARKS = (".mtimes", ".promisor")
+"""Files beside a pack that keep it out of a roll-up (:func:`rollable_packs`)."""
 PACK_EXTENSIONS = (".idx", ".pack", ".rev", ".bitmap")
 """A rolled-up pack's files, deleted in this order: without its ``.idx`` no reader lists
 the pack any more (git's own ``unlink_pack_path`` now deletes the ``.idx`` first too). A
@@ -323,8 +325,20 @@ def largest_pack(objects: Path) -> str | None:
     return packs[-1][1] if len(packs) > 1 else None
 
 
+def rollable_packs(objects: Path) -> list[tuple[int, str]]:
+    """:func:`packs_by_size` but for packs git itself treats apart, which a roll-up neither
+    takes nor names: a cruft pack (``.mtimes``: unreachable objects with the times git
+    expires them by) and a promisor pack (``.promisor``: what a partial clone was given)."""
+    pack_dir = objects / "pack"
+    return [
+        (size, name)
+        for size, name in packs_by_size(objects)
+        if not any((pack_dir / (name[:-5] + mark)).exists() for mark in UNROLLED_MARKS)
+    ]
+
+
 def roll_selection(packs: list[tuple[int, str]]) -> list[str]:
-    """The packs to roll into one, from :func:`packs_by_size`'s list: the two smallest, and
+    """The packs to roll into one, from :func:`rollable_packs`' list: the two smallest, and
     each next one while it holds less than :data:`ROLL_FACTOR` times the bytes taken so far
     (so every pack left above the new one is at least that much larger than it); never the
     largest. Empty when there are not three packs to choose from."""
@@ -614,7 +628,9 @@ def _roll_small(gitdir: Path, limits: Thresholds) -> bool:
     from gitmem.git.command import run_git
 
     pack_dir = gitdir / "objects" / "pack"
-    packs = packs_by_size(gitdir / "objects")
+    # Only these are named after a ^: an object also in a kept, cruft or promisor pack is
+    # copied all the same (twice is harmless; only in a cruft pack, it could expire).
+    packs = rollable_packs(gitdir / "objects")
     rolled = roll_selection(packs)
     if not rolled:
         return False
