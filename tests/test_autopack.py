@@ -698,20 +698,22 @@ def test_the_roll_up_takes_the_smallest_packs_and_never_the_largest(
 def test_a_pack_without_its_index_or_kept_cruft_or_promised_is_never_rolled(tmp_path: Path) -> None:
     pack_dir = tmp_path / "objects" / "pack"
     pack_dir.mkdir(parents=True)
+    a, d = "pack-" + "a" * 40, "pack-" + "d" * 40
     for stem, size, extras in [
-        ("pack-a", 10, [".idx"]),
-        ("pack-b", 20, [".idx", ".keep"]),  # kept by its owner
-        ("pack-c", 5, []),  # still being written (git renames the .idx into place last)
-        ("pack-d", 30, [".idx", ".rev"]),
-        ("pack-e", 3, [".idx", ".mtimes"]),  # a cruft pack (git gc --cruft)
-        ("pack-f", 4, [".idx", ".promisor"]),  # a partial clone's
+        (a, 10, [".idx"]),
+        ("pack-" + "b" * 40, 20, [".idx", ".keep"]),  # kept by its owner
+        ("pack-" + "c" * 40, 5, []),  # still being written (git renames its .idx in last)
+        (d, 30, [".idx", ".rev"]),
+        ("pack-" + "e" * 40, 3, [".idx", ".mtimes"]),  # a cruft pack (git gc --cruft)
+        ("pack-" + "f" * 40, 4, [".idx", ".promisor"]),  # a partial clone's
+        ("pack-x\n^pack-" + "d" * 40, 2, [".idx"]),  # no name git makes: one line each
     ]:
         (pack_dir / f"{stem}.pack").write_bytes(b"x" * size)
         for extra in extras:
             (pack_dir / f"{stem}{extra}").write_bytes(b"")
     objects = tmp_path / "objects"
-    assert autopack.rollable_packs(objects) == [(10, "pack-a.pack"), (30, "pack-d.pack")]
-    assert autopack.pack_count(objects) == 4  # as git counts them for gc.autoPackLimit
+    assert autopack.rollable_packs(objects) == [(10, f"{a}.pack"), (30, f"{d}.pack")]
+    assert autopack.pack_count(objects) == 5  # as git counts them for gc.autoPackLimit
 
 
 def _all_objects(gitdir: Path) -> set[str]:

@@ -162,6 +162,7 @@ BOUNDED_ARGS = (
 pack and, after ``--not``, those whose objects are packed already; then ``git prune-packed``
 and ``git update-server-info``, as ``git repack`` does in-process."""
 _TIP = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_PACK_NAME = re.compile(r"pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.pack")
 ROLL_FACTOR = 2
 """In a store past :data:`BOUNDED_FROM`, too many packs roll up only the smallest few
 (:func:`roll_selection`): at least two, never the largest, and as many more as it takes to
@@ -328,12 +329,14 @@ def largest_pack(objects: Path) -> str | None:
 def rollable_packs(objects: Path) -> list[tuple[int, str]]:
     """:func:`packs_by_size` but for packs git itself treats apart, which a roll-up neither
     takes nor names: a cruft pack (``.mtimes``: unreachable objects with the times git
-    expires them by) and a promisor pack (``.promisor``: what a partial clone was given)."""
+    expires them by) and a promisor pack (``.promisor``: what a partial clone was given);
+    and but for names git does not make (``pack-<id>.pack``), which go to git one a line."""
     pack_dir = objects / "pack"
     return [
         (size, name)
         for size, name in packs_by_size(objects)
-        if not any((pack_dir / (name[:-5] + mark)).exists() for mark in UNROLLED_MARKS)
+        if _PACK_NAME.fullmatch(name)
+        and not any((pack_dir / (name[:-5] + mark)).exists() for mark in UNROLLED_MARKS)
     ]
 
 
