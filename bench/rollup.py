@@ -34,13 +34,13 @@ import random
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.harness import git
 from gitmem.git import autopack
 
 Rule = Callable[[list[float], int], list[float] | None]
@@ -98,14 +98,8 @@ def simulate(store_mb: float, batch_mb: float, limit: int, rule: Rule) -> tuple[
     return copied / sum(packs), rollups, most
 
 
-def _git(path: Path, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(
-        ["git", f"--git-dir={path}", *args], input=stdin, capture_output=True, text=True, check=True
-    ).stdout
-
-
 def _objects(path: Path) -> set[str]:
-    return set(_git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split())
+    return set(git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split())
 
 
 def _limits(path: Path) -> autopack.Thresholds:
@@ -121,7 +115,7 @@ def _before(path: Path) -> None:
 def _now(path: Path) -> None:
     if not autopack._roll_small(path, _limits(path)):
         raise SystemExit(f"{path}: nothing to roll up (fewer than three packs?)")
-    _git(path, "update-server-info")
+    git(path, "update-server-info")
 
 
 def measure(store: Path, rounds: int) -> None:
