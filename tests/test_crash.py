@@ -57,12 +57,24 @@ CTX.set_forkserver_preload(
 
 
 def child_main(
-    path: str, journal: str, seed: int, live: list[str], origin: str | None, durable: bool
+    path: str,
+    journal: str,
+    seed: int,
+    live: list[str],
+    origin: str | None,
+    durable: bool,
+    trace: str | None = None,
 ) -> None:
     # A process group of its own: the kill takes the git commands it runs (sync's fetch and
     # push) with it, as a terminal's or a supervisor's kill would. Left running, an orphaned
     # fetch makes fsck see objects it has not finished writing.
     os.setpgid(0, 0)
+    # The forkserver started with an earlier test's environment: git's trace (which the
+    # packing helpers' git inherits) goes where this test asked, or nowhere.
+    if trace is None:
+        os.environ.pop("GIT_TRACE2_EVENT", None)
+    else:
+        os.environ["GIT_TRACE2_EVENT"] = trace
     fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def note(line: str) -> None:
@@ -404,9 +416,13 @@ def crash_run(
     durable: bool = False,
     between: Callable[[int], None] | None = None,
     gc_auto: int | None = None,
+    kill_after: Callable[[int], bool] | None = None,
+    max_delay: float = 0.4,
 ) -> tuple[Model, Tally]:
     """``gc_auto``: set git's ``gc.auto`` so low that packing runs every few dozen writes
-    (and is killed with the writer)."""
+    (and is killed with the writer). ``kill_after``: round ``k``'s random delay (up to
+    ``max_delay`` seconds) starts only once it says so (or 30 s have passed), so that kills
+    land in the work it waits for."""
     rng = random.Random(seed)
     model, tally = Model(), Tally()
     path = store.db().gitdir if store.db().bare else store.path
@@ -434,7 +450,15 @@ def crash_run(
             between(k)
         proc = CTX.Process(
             target=child_main,
-            args=(str(path), str(journal), seed * 10_000 + k, model.live, origin, durable),
+            args=(
+                str(path),
+                str(journal),
+                seed * 10_000 + k,
+                model.live,
+                origin,
+                durable,
+                os.environ.get("GIT_TRACE2_EVENT"),
+            ),
         )
         proc.start()
         _wait_ready(journal, proc)
@@ -442,7 +466,11 @@ def crash_run(
             # Every other kill lands after at least one acknowledged write, whatever the load;
             # the rest land anywhere from the first instant on, as before.
             _wait_acknowledged(journal, proc)
-        time.sleep(rng.uniform(0.0, 0.4))
+        if kill_after is not None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and proc.is_alive() and not kill_after(k):
+                time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, max_delay))
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -505,12 +533,15 @@ def test_sigkill_writers_of_a_bare_store(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("bare", "big"), [(True, False), (False, False), (True, True)], ids=["bare", "worktree", "big"]
+    ("bare", "big", "roll_up"),
+    [(True, False, False), (False, False, False), (True, True, False), (True, True, True)],
+    ids=["bare", "worktree", "big", "big-roll-up"],
 )
 def test_sigkill_writers_while_the_store_packs_itself(
     tmp_path: Path,
     bare: bool,
     big: bool,
+    roll_up: bool,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -518,8 +549,9 @@ def test_sigkill_writers_while_the_store_packs_itself(
     the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
     is seen half-written, and packing still works afterwards. ``big``: a store past
     :data:`autopack.BOUNDED_FROM` of packs, whose loose repacks pack only what is new since
-    the helper's last record and whose roll-ups take the small packs only (git's trace,
-    which every helper's git inherits, shows both)."""
+    the helper's last record (git's trace, which every helper's git inherits, shows it).
+    ``roll_up``: the same store, each round's pile of loose objects packed before the writer
+    starts, so the helpers the kills land in start by rolling the small packs up."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
     trace = tmp_path / "trace.json"
     if big:
@@ -541,23 +573,46 @@ def test_sigkill_writers_while_the_store_packs_itself(
                 break
         assert autopack.run(gitdir, limits=limits) >= 1
         assert (gitdir / "gitmem" / autopack.TIPS_NAME).exists()
-        # Two packs at most: each loose repack's pack is rolled up with the small ones
-        # (--stdin-packs) at once, under the kills too.
+        # Two packs at most: a loose repack's pack is rolled up with the small ones next.
         run_git(gitdir, "config", "gc.autoPackLimit", "2")
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-    model, tally = crash_run(store, KILLS, seed=4 if bare else 5, gc_auto=256)
+
+    def pile_packed(k: int) -> None:
+        # A pack too many and nothing loose due: the helper starts with a roll-up.
+        if roll_up:
+            run_git(store.db().gitdir, "repack", "-d", "-q")  # no helper runs between kills
+
+    def rolls() -> int:
+        lines = trace.read_text().splitlines() if trace.exists() else []
+        return sum('"start"' in line and "--stdin-packs" in line for line in lines)
+
+    model, tally = crash_run(
+        store,
+        KILLS,
+        seed=4 if bare else 5,
+        gc_auto=256,
+        between=pile_packed,
+        # Each kill lands within 0.1 s of that round's roll-up starting (one of a store this
+        # size takes about that long), in it or in what the helper does next.
+        kill_after=(lambda k: rolls() > k) if roll_up else None,
+        max_delay=0.1 if roll_up else 0.4,
+    )
     assert model.acked >= KILLS // 2
     packs = list((store.db().gitdir / "objects" / "pack").glob("*.pack"))
     assert packs, "no packing ran between the kills"
     if big:
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         started = [json.loads(line) for line in trace.read_text().splitlines() if '"start"' in line]
-        assert any(
-            "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
-        ), "no bounded repack ran"
-        assert any("--stdin-packs" in e["argv"] for e in started), "no small packs rolled up"
+        if roll_up:
+            # One a round at least, besides any the final write's helper (never killed) runs.
+            assert rolls() >= KILLS, f"{rolls()} roll-ups of the small packs in {KILLS} rounds"
+        else:
+            assert any(
+                "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
+            ), "no bounded repack ran"
     with capsys.disabled():
         name = "big store" if big else "bare" if bare else "work tree"
+        name += ", small packs rolled up" if roll_up else ""
         print("\n" + _summary("packing " + name, model, tally))
 
 
