@@ -126,7 +126,7 @@ def measure(store: Path, rounds: int) -> None:
     cpu: dict[str, list[float]] = {name: [] for name in ways}
     wall: dict[str, list[float]] = {name: [] for name in ways}
     size: dict[str, int] = {}
-    packed = sum(p.stat().st_size for p in (store / "objects" / "pack").glob("*.pack"))
+    packed = autopack.pack_bytes(store / "objects")
     print(f"{store}: {len(autopack.packs_by_size(store / 'objects'))} packs, {packed / 1e6:.1f} MB")
     for r in range(rounds):
         for name in list(ways) if r % 2 == 0 else list(ways)[::-1]:
@@ -145,7 +145,7 @@ def measure(store: Path, rounds: int) -> None:
                 missing = objects - _objects(copy)
                 if missing:
                     raise SystemExit(f"{name}: {len(missing)} objects gone")
-                size[name] = sum(p.stat().st_size for p in (copy / "objects/pack").glob("*.pack"))
+                size[name] = autopack.pack_bytes(copy / "objects")
                 print(f"  {name}: {cpu[name][-1] * 1e3:,.0f} ms of CPU", flush=True)
     first, second = list(ways)
     for name in ways:

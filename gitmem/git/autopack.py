@@ -308,8 +308,8 @@ def pack_count(objects: Path) -> int:
 
 
 def packs_by_size(objects: Path) -> list[tuple[int, str]]:
-    """(bytes, file name) of the packs :func:`pack_count` counts, the ones a roll-up may
-    take, smallest first."""
+    """(bytes, file name) of the packs :func:`pack_count` counts, smallest first (a roll-up
+    takes from fewer: :func:`rollable_packs`)."""
     packs: list[tuple[int, str]] = []
     with contextlib.suppress(FileNotFoundError):
         names = set(os.listdir(objects / "pack"))  # noqa: PTH208 (names and sizes only)
