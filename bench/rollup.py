@@ -11,15 +11,17 @@ bytes each rule copied over the store's life, in multiples of the store, and the
 left. Sizes stand in for bytes: a roll-up's pack is taken to be the sum of what it rolled.
 
 ``--store PATH`` measures the roll-up on copies of a bare store holding at least three packs
-without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), alternating: ``git repack -a -d
--l -q -k --keep-pack=<largest>`` (the roll-up before, what the packer still runs in a small
-store) and the small-pack roll-up (``gitmem.git.autopack._roll_small``, then ``git
-update-server-info`` as the helper runs it), each with the loose repack's settings as the
-helper gives them. CPU is git's, from ``RUSAGE_CHILDREN``; every object the copy held is
-checked to be there afterwards. ``--build PATH --creates N`` makes such a store: N single
-creates with packing on, as gitmem ships (``--from SRC``: into a copy of the store SRC), then
-four rounds of 800 more, each packed by a loose repack of the helper's (so there are packs to
-roll up)::
+without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), in turn: ``git repack -a -d
+-l -q -k --keep-pack=<largest>`` (the roll-up of session 16, what the packer still runs in
+a small store), the small-pack roll-up by name (``gitmem.git.autopack._roll_small`` with the
+store's ``autopack.spans`` removed: ``git pack-objects --stdin-packs``, session 17) and as
+the helper runs it now (by the spans of the packs the helper made, where they follow one
+another), each with the loose repack's settings as the helper gives them. CPU is git's, from
+``RUSAGE_CHILDREN``; every object the copy held is checked to be there afterwards.
+``--build PATH --creates N`` makes such a store: N single creates with packing on, as gitmem
+ships (``--from SRC``: into a copy of the store SRC), then four rounds of 800 more, each
+packed by a loose repack of the helper's (so there are packs to roll up, the last three at
+least recorded with their spans)::
 
     python -m bench.rollup --simulate
     python -m bench.rollup --build /dev/shm/r100k.git --creates 100000
@@ -112,17 +114,30 @@ def _before(path: Path) -> None:
     autopack._repack(path, everything=True, limits=_limits(path))
 
 
+def _by_name(path: Path) -> None:
+    (path / "gitmem" / autopack.SPANS_NAME).unlink(missing_ok=True)
+    _now(path)
+
+
 def _now(path: Path) -> None:
-    if not autopack._roll_small(path, _limits(path)):
+    if not autopack._roll_small(path, _limits(path), path / "gitmem"):
         raise SystemExit(f"{path}: nothing to roll up (fewer than three packs?)")
-    git(path, "update-server-info")
 
 
 def measure(store: Path, rounds: int) -> None:
     ways: dict[str, Callable[[Path], None]] = {
-        "git repack -a (before)": _before,
-        "small packs (now)": _now,
+        "git repack -a (session 16)": _before,
+        "small packs by name, --stdin-packs (session 17)": _by_name,
+        "small packs by their spans (now)": _now,
     }
+    spans = autopack._read_spans(store / "gitmem")
+    run = autopack.span_run(
+        autopack.roll_selection(autopack.rollable_packs(store / "objects")), spans
+    )
+    if run is None:
+        print(f"{store}: the packs picked hold no run of spans: the last two ways are the same")
+    else:
+        print(f"{store}: {len(run[0])} of the packs picked hold a run of spans")
     cpu: dict[str, list[float]] = {name: [] for name in ways}
     wall: dict[str, list[float]] = {name: [] for name in ways}
     size: dict[str, int] = {}
@@ -147,14 +162,14 @@ def measure(store: Path, rounds: int) -> None:
                     raise SystemExit(f"{name}: {len(missing)} objects gone")
                 size[name] = autopack.pack_bytes(copy / "objects")
                 print(f"  {name}: {cpu[name][-1] * 1e3:,.0f} ms of CPU", flush=True)
-    first, second = list(ways)
+    first = next(iter(ways))
     for name in ways:
+        ratio = statistics.median(cpu[first]) / statistics.median(cpu[name])
         print(
-            f"{name}: CPU median {statistics.median(cpu[name]) * 1e3:,.0f} ms, wall "
-            f"{statistics.median(wall[name]) * 1e3:,.0f} ms, packs after {size[name] / 1e6:.2f} MB"
+            f"{name}: CPU median {statistics.median(cpu[name]) * 1e3:,.0f} ms ({ratio:.2f}x "
+            f"less than the first), wall {statistics.median(wall[name]) * 1e3:,.0f} ms, packs "
+            f"after {size[name] / 1e6:.2f} MB"
         )
-    ratio = statistics.median(cpu[first]) / statistics.median(cpu[second])
-    print(f"{first} / {second}: {ratio:.2f}x the CPU")
 
 
 def build(path: Path, creates: int, source: Path | None = None) -> None:

@@ -716,6 +716,101 @@ def test_a_pack_without_its_index_or_kept_cruft_or_promised_is_never_rolled(tmp_
     assert autopack.pack_count(objects) == 5  # as git counts them for gc.autoPackLimit
 
 
+def _ids(*letters: str) -> tuple[str, ...]:
+    return tuple(letter * 40 for letter in letters)
+
+
+SPANS = {
+    "pack-" + "1" * 40 + ".pack": (_ids("a"), _ids("b")),
+    "pack-" + "2" * 40 + ".pack": (_ids("b"), _ids("c", "d")),  # two refs at its end
+    "pack-" + "3" * 40 + ".pack": (_ids("c", "d"), _ids("e")),
+}
+
+
+@pytest.mark.parametrize(
+    ("rolled", "spans", "run", "span"),
+    [
+        ([1, 2, 3], {}, [1, 2, 3], ("a", "e")),
+        ([3, 1, 2], {}, [1, 2, 3], ("a", "e")),  # oldest first, whatever the order given
+        ([2, 3], {}, [2, 3], ("b", "e")),
+        ([1, 3], {}, None, None),  # a gap: the span between is in no pack rolled
+        ([1, 5, 3], {}, None, None),  # and a pack the helper did not make of a span
+        ([1, 2, 5], {}, [1, 2], ("a", "cd")),  # the run without that pack
+        ([1, 2, 3, 4], {4: (_ids("e"), _ids("f"))}, [1, 2, 3, 4], ("a", "f")),
+        ([1, 2, 3, 4], {4: (_ids("x"), _ids("a"))}, [4, 1, 2, 3], ("x", "e")),  # one before
+        ([1, 2, 3, 4], {4: (_ids("b"), _ids("f"))}, [1, 2, 3], ("a", "e")),  # a fork
+        ([1, 2, 4], {4: (_ids("c", "d"), _ids("a"))}, None, None),  # around to the start
+        ([1, 4], {4: (_ids("b"), _ids("b"))}, None, None),  # an empty span
+    ],
+)
+def test_packs_roll_up_by_their_spans_where_they_follow_one_another(
+    rolled: list[int],
+    spans: dict[int, autopack.Span],
+    run: list[int] | None,
+    span: tuple[str, str] | None,
+) -> None:
+    def pack(k: int) -> str:
+        return "pack-" + str(k) * 40 + ".pack"
+
+    known = dict(SPANS) | {pack(k): span for k, span in spans.items()}
+    found = autopack.span_run([pack(k) for k in rolled], known)
+    if run is None or span is None:
+        assert found is None
+    else:
+        assert found == ([pack(k) for k in run], (_ids(*span[0]), _ids(*span[1])))
+
+
+def test_a_spans_record_keeps_only_what_it_can_hand_git(tmp_path: Path) -> None:
+    state, a, b = tmp_path, "pack-" + "1" * 40 + ".pack", "pack-" + "2" * 40 + ".pack"
+    good = f"{a} {'a' * 40} {'b' * 40},{'c' * 40}"
+    (state / autopack.SPANS_NAME).write_text(
+        "\n".join(
+            [
+                good,
+                f"{b} {'a' * 40}",  # no end
+                f"{b} --all {'b' * 40}",  # an option for git, not an id
+                f"pack-x.pack {'a' * 40} {'b' * 40}",  # no name git makes
+                f"{b} {'a' * 40} {'b' * 40} ^{a}",  # more than a span
+                f"{b}  {'b' * 40}",  # an empty start
+            ]
+        )
+    )
+    assert autopack._read_spans(state) == {a: (_ids("a"), _ids("b", "c"))}
+    (state / autopack.SPANS_NAME).write_bytes(b"\xff\xfe" + good.encode())
+    assert autopack._read_spans(state) == {}
+    (state / autopack.SPANS_NAME).unlink()
+    assert autopack._read_spans(state) == {}
+
+
+def test_a_roll_up_deletes_nothing_an_index_it_cannot_read_may_hold(tmp_path: Path) -> None:
+    """The check before the rolled packs go: every id their indexes list is in the new
+    pack's index; an index that is not git's version 2 (or shorter than it says) is never
+    taken to hold anything."""
+    repo = tmp_path / "r.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(repo))
+    pack_dir = repo / "objects" / "pack"
+
+    def pack(*texts: str) -> str:
+        ids = [
+            run_git(repo, "hash-object", "-w", "--stdin", input=text).strip() for text in texts
+        ]
+        return run_git(repo, "pack-objects", "-q", str(pack_dir / "pack"), input="\n".join(ids))
+
+    one, two, both = pack("x\n"), pack("y\n"), pack("x\n", "y\n", "z\n")
+
+    def name(made: str) -> str:
+        return f"pack-{made.strip()}.pack"
+
+    assert autopack._covers(pack_dir, both.strip(), [name(one), name(two)])
+    assert not autopack._covers(pack_dir, one.strip(), [name(two)])
+    idx = pack_dir / f"pack-{two.strip()}.idx"
+    idx.write_bytes(idx.read_bytes()[:-60])  # cut short
+    assert not autopack._covers(pack_dir, both.strip(), [name(one), name(two)])
+    idx.write_bytes(b"\x00" * 2000)  # not an index at all
+    assert not autopack._covers(pack_dir, both.strip(), [name(two)])
+    assert not autopack._covers(pack_dir, both.strip(), ["pack-" + "0" * 64 + ".pack"])
+
+
 def _all_objects(gitdir: Path) -> set[str]:
     listed = run_git(gitdir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
     return set(listed.split())
@@ -780,6 +875,94 @@ def test_a_big_store_rolls_up_only_its_small_packs(
     assert _loose_ids(gitdir) == loose
     assert tips_file.read_text() == record
     assert autopack.due(gitdir, limits) is None
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+def _span_packs(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A big store (the threshold lowered) of a large pack and three the helper's loose
+    repacks made, one span of history after another. Returns those three pack names."""
+    monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    store.db().autopack.enabled = False  # no helper of the writer's in the way
+    for i in range(10):  # the largest pack by far (never rolled up)
+        store.create(f"big {i}\n{os.urandom(50_000).hex()}\n")
+    made: list[str] = []
+    for round_ in range(4):
+        for i in range(150):  # rounds of much the same size: roll_selection takes all three
+            store.create(f"round {round_} {i}\n")
+        limits = _make_due(store)
+        before = set(_packs(store))
+        no_roll_up = autopack.Thresholds(limits.auto, 0, limits.floor)
+        _packed_round(store, no_roll_up, tmp_path / f"s{round_}.json", monkeypatch)
+        made += sorted(set(_packs(store)) - before)
+    sizes = sorted(_pack_sizes(store))
+    assert len(made) == 4 and sizes[-1] > sum(sizes[:-1]) and sizes[2] < 2 * sum(sizes[:2])
+    return made[1:]  # the first round is git's own repack, before any record
+
+
+def _pack_sizes(store: Store) -> list[int]:
+    return [p.stat().st_size for p in (store.db().gitdir / "objects" / "pack").glob("*.pack")]
+
+
+def test_packs_the_helper_made_one_span_after_another_roll_up_by_their_span(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loose repacks of a big store record the span of history each pack holds; too
+    many packs then roll up by the spans of those taken (``git pack-objects --revs
+    --sparse``, neither ``--stdin-packs`` nor ``git repack``): every object is still
+    there, the rolled packs are gone, the new pack is recorded with the whole span, loose
+    objects and the record of what is packed are left as they were."""
+    gitdir = bare_store.db().gitdir
+    made = _span_packs(bare_store, tmp_path, monkeypatch)
+    spans = autopack._read_spans(gitdir / "gitmem")
+    assert set(spans) == set(made)
+    run = autopack.span_run(made, spans)
+    assert run is not None and run[0] == made
+    for i in range(3):
+        bare_store.create(f"left loose {i}\n")
+    tips_file = gitdir / "gitmem" / autopack.TIPS_NAME
+    record, loose, objects = tips_file.read_text(), _loose_ids(gitdir), _all_objects(gitdir)
+    limits = autopack.Thresholds(1 << 30, 3, window=4, threads=1)
+    assert autopack.due(gitdir, limits) == f"4 {autopack.PACKS_REASON} 3)"
+    commands = _packed_round(bare_store, limits, tmp_path / "t.json", monkeypatch)
+    assert not any("repack" in argv or "--stdin-packs" in argv for argv in commands)
+    (roll,) = [argv for argv in commands if "--sparse" in argv]
+    assert "--unpacked" not in roll and "--window=4" in roll and "--threads=1" in roll
+    packs = _packs(bare_store)
+    assert len(packs) == 2 and not set(made) & set(packs)
+    assert _all_objects(gitdir) == objects
+    assert _loose_ids(gitdir) == loose and tips_file.read_text() == record
+    (new,) = autopack._read_spans(gitdir / "gitmem").items()
+    assert new[0] in packs
+    assert new[1] == run[1]
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+@pytest.mark.parametrize("record", ["narrower than its packs", "from a commit that is gone"])
+def test_a_span_that_does_not_hold_its_packs_rolls_them_up_by_name(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str
+) -> None:
+    """A spans record that does not hold (written by hand here): either its pack leaves out
+    objects of the packs it stands for, which then stay, or git refuses it. The helper then
+    rolls the packs up with ``--stdin-packs``, nothing is lost, and those packs are never
+    again taken by their spans."""
+    gitdir = bare_store.db().gitdir
+    first, second, third = _span_packs(bare_store, tmp_path, monkeypatch)
+    spans = autopack._read_spans(gitdir / "gitmem")
+    end, fake = spans[first][1], ("f" * 40,)
+    if record == "narrower than its packs":  # still one after another, starting too late
+        spans[first], spans[second] = (end, fake), (fake, spans[second][1])
+    else:
+        spans[first] = (("0" * 40,), end)
+    lines = "".join(f"{n} {','.join(a)} {','.join(b)}\n" for n, (a, b) in spans.items())
+    (gitdir / "gitmem" / autopack.SPANS_NAME).write_text(lines)
+    objects = _all_objects(gitdir)
+    commands = _packed_round(
+        bare_store, autopack.Thresholds(1 << 30, 3), tmp_path / "t.json", monkeypatch
+    )
+    assert any("--sparse" in argv and "--unpacked" not in argv for argv in commands)
+    assert any("--stdin-packs" in argv for argv in commands)
+    assert _all_objects(gitdir) >= objects
+    assert not {first, second, third} & set(autopack._read_spans(gitdir / "gitmem"))
     _assert_sound(bare_store, [m.id for m in bare_store.list()])
 
 

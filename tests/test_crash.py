@@ -534,14 +534,20 @@ def test_sigkill_writers_of_a_bare_store(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("bare", "big", "roll_up"),
-    [(True, False, False), (False, False, False), (True, True, False), (True, True, True)],
-    ids=["bare", "worktree", "big", "big-roll-up"],
+    [
+        (True, False, ""),
+        (False, False, ""),
+        (True, True, ""),
+        (True, True, "by name"),
+        (True, True, "by span"),
+    ],
+    ids=["bare", "worktree", "big", "big-roll-up", "big-span-roll-up"],
 )
 def test_sigkill_writers_while_the_store_packs_itself(
     tmp_path: Path,
     bare: bool,
     big: bool,
-    roll_up: bool,
+    roll_up: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -551,7 +557,9 @@ def test_sigkill_writers_while_the_store_packs_itself(
     :data:`autopack.BOUNDED_FROM` of packs, whose loose repacks pack only what is new since
     the helper's last record (git's trace, which every helper's git inherits, shows it).
     ``roll_up``: the same store, each round's pile of loose objects packed before the writer
-    starts, so the helpers the kills land in start by rolling the small packs up."""
+    starts, so the helpers the kills land in start by rolling the small packs up: "by
+    name", the pile packed by ``git repack`` (``--stdin-packs``); "by span", by a helper's
+    loose repack, which records the span of history its pack holds (a roll-up by span)."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
     trace = tmp_path / "trace.json"
     if big:
@@ -579,12 +587,23 @@ def test_sigkill_writers_while_the_store_packs_itself(
 
     def pile_packed(k: int) -> None:
         # A pack too many and nothing loose due: the helper starts with a roll-up.
-        if roll_up:
+        if roll_up == "by name":
             run_git(store.db().gitdir, "repack", "-d", "-q")  # no helper runs between kills
+        elif roll_up == "by span":
+            with store.transaction(f"more {k}") as tx:  # enough that the helper finds it due
+                for i in range(1500):
+                    tx.create(f"more {k} {i}\n", id=f"notes/more/k{k}-m{i}")
+            autopack.run(store.db().gitdir, limits=autopack.Thresholds(256, 0))
 
-    def rolls() -> int:
+    def started_with(line: str, span: bool) -> bool:
+        if '"start"' not in line:
+            return False
+        by_span = "--sparse" in line and "--unpacked" not in line
+        return by_span if span else by_span or "--stdin-packs" in line
+
+    def rolls(span: bool = False) -> int:
         lines = trace.read_text().splitlines() if trace.exists() else []
-        return sum('"start"' in line and "--stdin-packs" in line for line in lines)
+        return sum(started_with(line, span) for line in lines)
 
     model, tally = crash_run(
         store,
@@ -606,13 +625,16 @@ def test_sigkill_writers_while_the_store_packs_itself(
         if roll_up:
             # One a round at least, besides any the final write's helper (never killed) runs.
             assert rolls() >= KILLS, f"{rolls()} roll-ups of the small packs in {KILLS} rounds"
+            if roll_up == "by span":
+                assert rolls(span=True) >= 1, "no roll-up by span ran"
         else:
             assert any(
                 "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
             ), "no bounded repack ran"
     with capsys.disabled():
         name = "big store" if big else "bare" if bare else "work tree"
-        name += ", small packs rolled up" if roll_up else ""
+        name += f", small packs rolled up {roll_up}" if roll_up else ""
+        name += f" ({rolls(span=True)} of {rolls()} roll-ups by span)" if roll_up else ""
         print("\n" + _summary("packing " + name, model, tally))
 
 

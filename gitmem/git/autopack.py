@@ -26,8 +26,10 @@ git's config sets ``pack.window``: :data:`DELTA_WINDOW`; one thread unless it se
 :data:`MALLOC_TUNABLES`), ``git repack -a -d -l
 -k`` (all but the largest pack into one) for too many packs, or when the loose objects left are
 unreachable ones. Past :data:`BOUNDED_FROM` of packs the loose repack packs only what is new
-since the last one, and too many packs roll up only the smallest few (``git pack-objects
---stdin-packs``, :func:`roll_selection`), so neither walks the whole history. ``git repack
+since the last one, and too many packs roll up only the smallest few (:func:`roll_selection`),
+so neither walks the whole history: by the span of history they hold where the helper made
+them one span after another (``autopack.spans``, :func:`span_run`: no walk of a whole tree
+either), otherwise by name (``git pack-objects --stdin-packs``). ``git repack
 --geometric=2`` was measured too: git 2.39 packs loose objects into it without their names,
 so trees found poor delta bases and its packs were twice the size (docs/reliability.md has
 the figures); the roll-up here leaves loose objects to the loose repack.
@@ -42,12 +44,15 @@ at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
 small-pack roll-up keeps to the same order: its new pack is in place before the packs it
 holds are deleted (a kill between leaves the objects twice, which is harmless), and each
 goes ``.idx`` first, so a kill half-way leaves a ``.pack`` no reader lists, not counted
-(:func:`pack_count`), which ``git gc`` (``gitmem gc``) removes as garbage.
+(:func:`pack_count`), which ``git gc`` (``gitmem gc``) removes as garbage. A roll-up by span
+deletes the packs it took only once their indexes show every object they hold in the new
+pack (:func:`_covers`): the record of spans only ever saves work, never decides what is kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import subprocess
@@ -67,6 +72,7 @@ log = logs.get(__name__)
 LOCK_NAME = paths.AUTOPACK_LOCK
 LAST_NAME = paths.AUTOPACK_LAST
 TIPS_NAME = paths.AUTOPACK_TIPS
+SPANS_NAME = paths.AUTOPACK_SPANS
 GIT_DEFAULT_AUTO = 6700
 """git's default ``gc.auto``."""
 DEFAULT_AUTO = 2048
@@ -177,6 +183,28 @@ against ~2.8x and ~23x for all but the largest (``python -m bench.rollup --simul
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""
+SPAN_ARGS = (
+    "pack-objects",
+    "--revs",
+    "--sparse",
+    "--delta-base-offset",
+    "--local",
+    "--non-empty",
+    "-q",
+)
+"""The roll-up of packs that hold a span of history, one after another (:func:`span_run`):
+``git pack-objects`` given the refs' commits at the span's end and, after ``--not``, those
+at its start, so it walks only the trees the span changed (``--sparse``) and gives every
+object its path, for deltas between the packs. ``--stdin-packs`` walks the whole tree of the
+packs' first commit to find those paths: at 100k memories 0.8 s of CPU however little it
+rolls, against 0.2 s for a span of three packs, the same objects in a pack 0.06% larger
+(docs/benchmarks.md, "Session 18"). Objects the packs hold outside the span (reachable from
+a reflog, say) are not in its pack: the rolled packs are deleted only when their indexes
+say every object is (:func:`_covers`); otherwise the ``--stdin-packs`` roll-up follows."""
+MAX_SPANS = 1000
+"""Lines of ``autopack.spans`` read at most (one a pack the helper made; ~10 are usual)."""
+IDX_HEADER = b"\xfftOc\x00\x00\x00\x02"
+"""A version 2 pack index's first bytes (what git writes)."""
 UNROLLED_MARKS = (".mtimes", ".promisor")
 """Files beside a pack that keep it out of a roll-up (:func:`rollable_packs`)."""
 PACK_EXTENSIONS = (".idx", ".pack", ".rev", ".bitmap")
@@ -354,6 +382,39 @@ def roll_selection(packs: list[tuple[int, str]]) -> list[str]:
         taken += candidates[count][0]
         count += 1
     return [name for _, name in candidates[:count]]
+
+
+Span = tuple[tuple[str, ...], tuple[str, ...]]
+"""The refs' commits at the start of a span of history and at its end (sorted ids)."""
+
+
+def span_run(rolled: list[str], spans: dict[str, Span]) -> tuple[list[str], Span] | None:
+    """The longest run, among the packs ``rolled``, of packs the helper made of a span of
+    history (``spans``, by pack name) one after another, each starting where the one before
+    ends: their names, oldest first, and the whole span (the first start, the last end).
+    None unless two or more packs make one. Of two spans from one start (a fork: never
+    written by the helper) the first pack by name is followed; spans that come back to
+    where they started make no run."""
+    following: dict[tuple[str, ...], tuple[str, Span]] = {}
+    for name in sorted(rolled):
+        span = spans.get(name)
+        if span is not None and span[0] != span[1]:
+            following.setdefault(span[0], (name, span))
+    ends = {span[1] for _, span in following.values()}
+    best: list[tuple[str, Span]] = []
+    for start in following:
+        if start in ends:
+            continue  # not the first of a run
+        run: list[tuple[str, Span]] = []
+        at: tuple[str, ...] | None = start
+        while at in following and len(run) < len(following):
+            run.append(following[at])
+            at = following[at][1][1]
+        if len(run) > len(best):
+            best = run
+    if len(best) < 2:
+        return None
+    return [name for name, _ in best], (best[0][1][0], best[-1][1][1])
 
 
 def due(gitdir: Path, limits: Thresholds) -> str | None:
@@ -589,6 +650,84 @@ def _read_tips(state: Path) -> list[str] | None:
     return lines
 
 
+def _read_spans(state: Path) -> dict[str, Span]:
+    """The packs the helper made of a span of history (``autopack.spans``: a line a pack,
+    ``pack-<id>.pack <start ids> <end ids>``, ids comma-separated). A line that is not that
+    is left out; a file that is not text is no record at all."""
+    try:
+        lines = (state / SPANS_NAME).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    spans: dict[str, Span] = {}
+    for line in lines[:MAX_SPANS]:
+        fields = line.split(" ")
+        if len(fields) != 3 or not _PACK_NAME.fullmatch(fields[0]):
+            continue
+        since, tips = (tuple(field.split(",")) for field in fields[1:])
+        if all(_TIP.fullmatch(tip) for tip in (*since, *tips)) and len(since) + len(tips) <= 200:
+            spans[fields[0]] = (since, tips)
+    return spans
+
+
+def _write_spans(state: Path, spans: dict[str, Span], pack_dir: Path) -> None:
+    """``spans`` written whole, but for packs that are gone (their ``.idx`` first)."""
+    text = "".join(
+        f"{name} {','.join(since)} {','.join(tips)}\n"
+        for name, (since, tips) in sorted(spans.items())
+        if (pack_dir / (name[:-5] + ".idx")).exists()
+    )
+    _write_state(state, SPANS_NAME, text)
+
+
+def _pack_ids(idx: Path, size: int) -> tuple[mmap.mmap, list[int]]:
+    """A version 2 pack index mapped, and where each of its 256 fan-out buckets of object
+    ids (``size`` bytes each, sorted) starts, the last entry where they end. ValueError when
+    it is not such an index."""
+    with idx.open("rb") as file:
+        data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    table = 8 + 256 * 4
+    if len(data) < table or data[:8] != IDX_HEADER:
+        data.close()
+        raise ValueError(f"{idx.name} is not a version 2 pack index")
+    fanout = [int.from_bytes(data[8 + 4 * i : 12 + 4 * i], "big") for i in range(256)]
+    count = fanout[-1]
+    if fanout != sorted(fanout) or (
+        len(data) < table + count * (size + 8) + 2 * size
+    ):
+        data.close()
+        raise ValueError(f"{idx.name} does not hold the objects it counts")
+    return data, [table + size * n for n in (0, *fanout)]
+
+
+def _covers(pack_dir: Path, made: str, rolled: list[str]) -> bool:
+    """Whether the pack ``pack-<made>`` holds every object the packs ``rolled`` hold, read
+    from their indexes a fan-out bucket at a time (a roll-up of millions of objects never
+    holds all their ids at once). False when an index cannot be read as one."""
+    size = len(made) // 2
+    maps: list[tuple[mmap.mmap, list[int]]] = []
+    try:
+        new = _pack_ids(pack_dir / f"pack-{made}.idx", size)
+        maps.append(new)
+        for name in rolled:
+            if len(name) - len("pack-.pack") != len(made):
+                return False
+            maps.append(_pack_ids(pack_dir / (name[:-5] + ".idx"), size))
+        for bucket in range(256):
+            data, starts = new
+            have = {data[i : i + size] for i in range(starts[bucket], starts[bucket + 1], size)}
+            for data, starts in maps[1:]:
+                first, end = starts[bucket], starts[bucket + 1]
+                if not {data[i : i + size] for i in range(first, end, size)} <= have:
+                    return False
+        return True
+    except (OSError, ValueError) as exc:
+        log.info("could not read the indexes of a roll-up: %s", exc)
+        return False
+    finally:
+        for data, _ in maps:
+            data.close()
+
+
 def _ref_tips(gitdir: Path) -> list[str]:
     """The objects the store's refs point at (commits, and tags'), read by git; none when
     git cannot say (the loose repack then walks everything, as git's own does)."""
@@ -603,11 +742,14 @@ def _ref_tips(gitdir: Path) -> list[str]:
     return sorted({line for line in found if _TIP.fullmatch(line)})
 
 
-def _pack_new(gitdir: Path, tips: list[str], packed: list[str], limits: Thresholds) -> None:
+def _pack_new(
+    gitdir: Path, tips: list[str], packed: list[str], limits: Thresholds
+) -> str | None:
     """The loose objects ``tips`` reach beyond what ``packed`` reaches into a new pack, the
     loose copies of packed objects deleted: ``git repack -d -l`` without its walk of the
-    whole history. Raises :class:`StoreError` when git refuses (a recorded commit gone since,
-    say): the caller repacks the usual way."""
+    whole history. Returns the new pack's id (None: nothing was loose). Raises
+    :class:`StoreError` when git refuses (a recorded commit gone since, say): the caller
+    repacks the usual way."""
     from gitmem.git.command import run_git
 
     args = [*BOUNDED_ARGS, *_pack_options(limits), str(gitdir / "objects" / "pack" / "pack")]
@@ -615,19 +757,27 @@ def _pack_new(gitdir: Path, tips: list[str], packed: list[str], limits: Threshol
         f"{tip}\n" for tip in packed
     )
     env = _repack_env()
-    run_git(args, gitdir=gitdir, input=revisions.encode("ascii"), timeout=3600, extra_env=env)
+    result = run_git(
+        args, gitdir=gitdir, input=revisions.encode("ascii"), timeout=3600, extra_env=env
+    )
     run_git(["prune-packed", "-q"], gitdir=gitdir, timeout=3600, extra_env=env)
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+    made = result.stdout.decode("ascii", "replace").strip()
+    return made if _TIP.fullmatch(made) else None
 
 
-def _roll_small(gitdir: Path, limits: Thresholds) -> bool:
-    """The packs :func:`roll_selection` picks rolled into one with ``git pack-objects
-    --stdin-packs`` (every object in them, reachable or not, as ``repack -k`` keeps them;
-    those also in another pack left there), then deleted, ``.idx`` first. False when there
-    is nothing to pick or git refuses (a git older than 2.32, a pack gone meanwhile): the
-    caller rolls up the usual way. Loose objects stay loose, for the loose repacks. The
-    loose repack's window, threads and :data:`MALLOC_TUNABLES` (:func:`_pack_options`): at
-    100k memories 1.98 -> 1.60 s of CPU for the same roll-up, its pack 0.02% larger."""
+def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
+    """The packs :func:`roll_selection` picks rolled into one, then deleted, ``.idx`` first.
+    When two or more of them hold spans of history one after another (``autopack.spans``,
+    :func:`span_run`), only those, by their whole span (:data:`SPAN_ARGS`), kept only if its
+    pack holds every object theirs do (:func:`_covers`). Otherwise, and when that does not
+    hold, all of them with ``git pack-objects --stdin-packs`` (every object in them,
+    reachable or not, as ``repack -k`` keeps them; those also in another pack left there).
+    False when there is nothing to pick or git refuses (a git older than 2.32, a pack gone
+    meanwhile): the caller rolls up the usual way. Loose objects stay loose, for the loose
+    repacks. The loose repack's window, threads and :data:`MALLOC_TUNABLES`
+    (:func:`_pack_options`): at 100k memories 1.98 -> 1.60 s of CPU for the same roll-up by
+    name, its pack 0.02% larger."""
     from gitmem.git.command import run_git
 
     pack_dir = gitdir / "objects" / "pack"
@@ -637,34 +787,84 @@ def _roll_small(gitdir: Path, limits: Thresholds) -> bool:
     rolled = roll_selection(packs)
     if not rolled:
         return False
+    spans = _read_spans(state)
+    run = span_run(rolled, spans)
+    if run is not None:
+        # The packs of a span that are not in it (made before any record, or rolled up by
+        # name) stay for a roll-up of their own: rolling them in would leave the new pack
+        # without a span, and every roll-up that takes it after by name too.
+        names, span = run
+        made = _roll_span(gitdir, span, limits)
+        covered = made is not None and _covers(pack_dir, made, names)
+        for name in names:
+            spans.pop(name, None)  # rolled now, or never again by their spans
+        if made is not None and covered:
+            spans[f"pack-{made}.pack"] = span
+            _delete_packs(pack_dir, names, made)
+        _write_spans(state, spans, pack_dir)
+        if covered:
+            run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+            return True
+        log.info("the span's pack of %s left objects of its packs out: --stdin-packs", gitdir)
+        packs = rollable_packs(gitdir / "objects")
+        rolled = roll_selection(packs)
+        if not rolled:
+            return False
     taken = set(rolled)
     listing = "".join(f"{name}\n" for name in rolled) + "".join(
         f"^{name}\n" for _, name in packs if name not in taken
     )
-    args = [*ROLL_ARGS, *_pack_options(limits), str(pack_dir / "pack")]
+    made = _pack_objects(gitdir, ROLL_ARGS, listing, limits, "the small packs")
+    if made is None:
+        return False
+    _delete_packs(pack_dir, rolled, made)
+    run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+    return True
+
+
+def _roll_span(gitdir: Path, span: Span, limits: Thresholds) -> str | None:
+    """What the refs reach at the end of ``span`` beyond what they reach at its start, in
+    one new pack (:data:`SPAN_ARGS`); its id, None when git made none or refused."""
+    since, tips = span
+    revisions = "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(
+        f"{tip}\n" for tip in since
+    )
+    return _pack_objects(gitdir, SPAN_ARGS, revisions, limits, "a span")
+
+
+def _pack_objects(
+    gitdir: Path, command: tuple[str, ...], given: str, limits: Thresholds, what: str
+) -> str | None:
+    """``git pack-objects`` (``command``, with :func:`_pack_options` and
+    :data:`MALLOC_TUNABLES`) into the store's pack directory, ``given`` on its input: the
+    new pack's id, None when git refused or made none (logged, naming ``what`` it rolled)."""
+    from gitmem.git.command import run_git
+
+    pack_dir = gitdir / "objects" / "pack"
+    args = [*command, *_pack_options(limits), str(pack_dir / "pack")]
     try:
         result = run_git(
-            args,
-            gitdir=gitdir,
-            input=listing.encode("ascii"),
-            timeout=3600,
-            extra_env=_repack_env(),
+            args, gitdir=gitdir, input=given.encode("ascii"), timeout=3600, extra_env=_repack_env()
         )
     except StoreError as exc:
-        log.info("rolling up the small packs of %s failed (%s): all but the largest", gitdir, exc)
-        return False
+        log.info("rolling up %s of %s failed (%s)", what, gitdir, exc)
+        return None
     made = result.stdout.decode("ascii", "replace").strip()
     if not _TIP.fullmatch(made) or not (pack_dir / f"pack-{made}.idx").exists():
-        log.info("rolling up the small packs of %s made no pack (%r)", gitdir, made[:80])
-        return False
+        log.info("rolling up %s of %s made no pack (%r)", what, gitdir, made[:80])
+        return None
+    return made
+
+
+def _delete_packs(pack_dir: Path, rolled: list[str], made: str) -> None:
+    """The packs ``rolled`` deleted, ``.idx`` first, once the pack ``pack-<made>`` holds
+    their objects (one of them may be that very pack: the same objects written again)."""
     for name in rolled:
         if name == f"pack-{made}.pack":
-            continue  # the same objects written again: the same pack
+            continue
         for extension in PACK_EXTENSIONS:
             with contextlib.suppress(FileNotFoundError):
                 (pack_dir / (name[:-5] + extension)).unlink()
-    run_git(["update-server-info"], gitdir=gitdir, timeout=600)
-    return True
 
 
 def _pack_options(limits: Thresholds) -> list[str]:
@@ -748,11 +948,15 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                 # refs reach may still be loose after it: the record is left as it was.
                 small = PACKS_REASON in reason and big and limit.pack_limit != 1
                 record = tips
-                if small and _roll_small(gitdir, limit):
+                if small and _roll_small(gitdir, limit, state):
                     record = []
                 elif since is not None:
                     try:
-                        _pack_new(gitdir, tips, since, limit)
+                        made = _pack_new(gitdir, tips, since, limit)
+                        if made is not None:  # a pack of the span since..tips: rolls up by it
+                            spans = _read_spans(state)
+                            spans[f"pack-{made}.pack"] = (tuple(since), tuple(tips))
+                            _write_spans(state, spans, gitdir / "objects" / "pack")
                     except StoreError as exc:
                         log.info("packing what is new in %s failed (%s): all", gitdir, exc)
                         _repack(gitdir, everything=False, limits=limit)
