@@ -124,23 +124,42 @@ def _now(path: Path) -> None:
         raise SystemExit(f"{path}: nothing to roll up (fewer than three packs?)")
 
 
+def _run_alone(path: Path) -> None:
+    """The longest run of spans among the packs picked, rolled by its span alone (what the
+    helper does when the run is every pack picked; session 18 measured leaving the rest)."""
+    objects = path / "objects"
+    run = autopack.span_run(
+        autopack.roll_selection(autopack.rollable_packs(objects)),
+        autopack._read_spans(path / "gitmem"),
+    )
+    if run is None:
+        raise SystemExit(f"{path}: the packs picked hold no run of spans")
+    others = [name for _, name in autopack.rollable_packs(objects) if name not in run[0]]
+    made = autopack._roll_span(path, run[1], _limits(path), others)
+    if made is None or not autopack._covers(objects / "pack", made, run[0]):
+        raise SystemExit(f"{path}: the span's pack does not hold its packs' objects")
+    autopack._delete_packs(objects / "pack", run[0], made)
+
+
 def measure(store: Path, rounds: int) -> None:
     ways: dict[str, Callable[[Path], None]] = {
         "git repack -a (session 16)": _before,
         "small packs by name, --stdin-packs (session 17)": _by_name,
-        "small packs by their spans (now)": _now,
+        "small packs as the helper rolls them now": _now,
     }
-    spans = autopack._read_spans(store / "gitmem")
-    run = autopack.span_run(
-        autopack.roll_selection(autopack.rollable_packs(store / "objects")), spans
+    picked = autopack.roll_selection(autopack.rollable_packs(store / "objects"))
+    run = autopack.span_run(picked, autopack._read_spans(store / "gitmem"))
+    if run is not None:
+        ways["the run of spans among them alone"] = _run_alone
+    whole = run is not None and len(run[0]) == len(picked)
+    print(
+        f"{store}: {len(picked)} packs picked, {len(run[0]) if run else 0} of them a run of "
+        f"spans: the helper rolls them {'by their span' if whole else 'by name'}"
     )
-    if run is None:
-        print(f"{store}: the packs picked hold no run of spans: the last two ways are the same")
-    else:
-        print(f"{store}: {len(run[0])} of the packs picked hold a run of spans")
     cpu: dict[str, list[float]] = {name: [] for name in ways}
     wall: dict[str, list[float]] = {name: [] for name in ways}
     size: dict[str, int] = {}
+    rolled: dict[str, int] = {}
     packed = autopack.pack_bytes(store / "objects")
     print(f"{store}: {len(autopack.packs_by_size(store / 'objects'))} packs, {packed / 1e6:.1f} MB")
     for r in range(rounds):
@@ -161,14 +180,18 @@ def measure(store: Path, rounds: int) -> None:
                 if missing:
                     raise SystemExit(f"{name}: {len(missing)} objects gone")
                 size[name] = autopack.pack_bytes(copy / "objects")
+                rolled[name] = packed - sum(
+                    size for size, pack in autopack.packs_by_size(copy / "objects")
+                    if (store / "objects" / "pack" / pack).exists()
+                )
                 print(f"  {name}: {cpu[name][-1] * 1e3:,.0f} ms of CPU", flush=True)
     first = next(iter(ways))
     for name in ways:
         ratio = statistics.median(cpu[first]) / statistics.median(cpu[name])
         print(
             f"{name}: CPU median {statistics.median(cpu[name]) * 1e3:,.0f} ms ({ratio:.2f}x "
-            f"less than the first), wall {statistics.median(wall[name]) * 1e3:,.0f} ms, packs "
-            f"after {size[name] / 1e6:.2f} MB"
+            f"less than the first), wall {statistics.median(wall[name]) * 1e3:,.0f} ms, "
+            f"{rolled[name] / 1e6:.2f} MB of packs rolled, packs after {size[name] / 1e6:.2f} MB"
         )
 
 

@@ -937,6 +937,59 @@ def test_packs_the_helper_made_one_span_after_another_roll_up_by_their_span(
     _assert_sound(bare_store, [m.id for m in bare_store.list()])
 
 
+def test_packs_picked_with_one_that_holds_no_span_roll_up_by_name(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two of the three packs picked make a run of spans, the first has none (made before
+    the record, say): all three roll up by name, in one roll-up, as before spans. (Rolling
+    the run alone left the pack count up and roll-ups came 2-4x as often.)"""
+    gitdir = bare_store.db().gitdir
+    first, second, third = _span_packs(bare_store, tmp_path, monkeypatch)
+    spans = autopack._read_spans(gitdir / "gitmem")
+    del spans[first]
+    autopack._write_spans(gitdir / "gitmem", spans, gitdir / "objects" / "pack")
+    objects = _all_objects(gitdir)
+    commands = _packed_round(
+        bare_store, autopack.Thresholds(1 << 30, 3), tmp_path / "t.json", monkeypatch
+    )
+    assert not any("--sparse" in argv and "--unpacked" not in argv for argv in commands)
+    assert any("--stdin-packs" in argv for argv in commands)
+    packs = _packs(bare_store)
+    assert len(packs) == 2 and not {first, second, third} & set(packs)
+    assert _all_objects(gitdir) == objects
+    assert autopack._read_spans(gitdir / "gitmem") == {}
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+def test_a_span_reaching_back_further_than_its_packs_copies_no_other_packs_objects(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spans record whose first span starts at the store's first commit (written by hand
+    here): the roll-up walks the whole history, but every other pack is named with
+    ``--keep-pack``, so the new pack holds exactly the objects of the three it replaces,
+    not a second copy of the largest."""
+    gitdir = bare_store.db().gitdir
+    first, second, third = _span_packs(bare_store, tmp_path, monkeypatch)
+    spans = autopack._read_spans(gitdir / "gitmem")
+    root = run_git(gitdir, "rev-list", "--max-parents=0", "HEAD").split()
+    spans[first] = (tuple(root), spans[first][1])
+    autopack._write_spans(gitdir / "gitmem", spans, gitdir / "objects" / "pack")
+    pack_dir = gitdir / "objects" / "pack"
+    held = set().union(*(_pack_ids(pack_dir / (p[:-5] + ".idx")) for p in (first, second, third)))
+    objects = _all_objects(gitdir)
+    commands = _packed_round(
+        bare_store, autopack.Thresholds(1 << 30, 3), tmp_path / "t.json", monkeypatch
+    )
+    (roll,) = [argv for argv in commands if "--sparse" in argv and "--unpacked" not in argv]
+    assert sum(arg.startswith("--keep-pack=") for arg in roll) == 1  # the largest
+    packs = _packs(bare_store)
+    assert len(packs) == 2 and not {first, second, third} & set(packs)
+    (made,) = [p for p in packs if p in autopack._read_spans(gitdir / "gitmem")]
+    assert _pack_ids(pack_dir / (made[:-5] + ".idx")) == held
+    assert _all_objects(gitdir) == objects
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
 @pytest.mark.parametrize("record", ["narrower than its packs", "from a commit that is gone"])
 def test_a_span_that_does_not_hold_its_packs_rolls_them_up_by_name(
     bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str

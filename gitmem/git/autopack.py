@@ -27,9 +27,9 @@ git's config sets ``pack.window``: :data:`DELTA_WINDOW`; one thread unless it se
 -k`` (all but the largest pack into one) for too many packs, or when the loose objects left are
 unreachable ones. Past :data:`BOUNDED_FROM` of packs the loose repack packs only what is new
 since the last one, and too many packs roll up only the smallest few (:func:`roll_selection`),
-so neither walks the whole history: by the span of history they hold where the helper made
-them one span after another (``autopack.spans``, :func:`span_run`: no walk of a whole tree
-either), otherwise by name (``git pack-objects --stdin-packs``). ``git repack
+so neither walks the whole history: by the span of history they hold when the helper made
+every one of them, one span after another (``autopack.spans``, :func:`span_run`: no walk of
+a whole tree either), otherwise by name (``git pack-objects --stdin-packs``). ``git repack
 --geometric=2`` was measured too: git 2.39 packs loose objects into it without their names,
 so trees found poor delta bases and its packs were twice the size (docs/reliability.md has
 the figures); the roll-up here leaves loose objects to the loose repack.
@@ -189,13 +189,17 @@ SPAN_ARGS = (
     "--sparse",
     "--delta-base-offset",
     "--local",
+    "--honor-pack-keep",
     "--non-empty",
     "-q",
 )
 """The roll-up of packs that hold a span of history, one after another (:func:`span_run`):
 ``git pack-objects`` given the refs' commits at the span's end and, after ``--not``, those
 at its start, so it walks only the trees the span changed (``--sparse``) and gives every
-object its path, for deltas between the packs. ``--stdin-packs`` walks the whole tree of the
+object its path, for deltas between the packs; every other pack named with ``--keep-pack``,
+so an object in one of them is not copied again (a span that reaches further back than its
+packs, say a record written by hand, costs a longer walk, never a second copy of the store).
+``--stdin-packs`` walks the whole tree of the
 packs' first commit to find those paths: at 100k memories 0.8 s of CPU however little it
 rolls, against 0.2 s for a span of three packs, the same objects in a pack 0.06% larger
 (docs/benchmarks.md, "Session 18"). Objects the packs hold outside the span (reachable from
@@ -712,9 +716,10 @@ def _covers(pack_dir: Path, made: str, rolled: list[str]) -> bool:
             if len(name) - len("pack-.pack") != len(made):
                 return False
             maps.append(_pack_ids(pack_dir / (name[:-5] + ".idx"), size))
+        held, where = new
         for bucket in range(256):
-            data, starts = new
-            have = {data[i : i + size] for i in range(starts[bucket], starts[bucket + 1], size)}
+            first, end = where[bucket], where[bucket + 1]
+            have = {held[i : i + size] for i in range(first, end, size)}
             for data, starts in maps[1:]:
                 first, end = starts[bucket], starts[bucket + 1]
                 if not {data[i : i + size] for i in range(first, end, size)} <= have:
@@ -768,10 +773,10 @@ def _pack_new(
 
 def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     """The packs :func:`roll_selection` picks rolled into one, then deleted, ``.idx`` first.
-    When two or more of them hold spans of history one after another (``autopack.spans``,
-    :func:`span_run`), only those, by their whole span (:data:`SPAN_ARGS`), kept only if its
-    pack holds every object theirs do (:func:`_covers`). Otherwise, and when that does not
-    hold, all of them with ``git pack-objects --stdin-packs`` (every object in them,
+    When the helper made every one of them of a span of history (``autopack.spans``) and
+    the spans follow one another (:func:`span_run`), by their whole span (:data:`SPAN_ARGS`),
+    kept only if its pack holds every object theirs do (:func:`_covers`). Otherwise, and when
+    that does not hold, with ``git pack-objects --stdin-packs`` (every object in them,
     reachable or not, as ``repack -k`` keeps them; those also in another pack left there).
     False when there is nothing to pick or git refuses (a git older than 2.32, a pack gone
     meanwhile): the caller rolls up the usual way. Loose objects stay loose, for the loose
@@ -788,13 +793,16 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     if not rolled:
         return False
     spans = _read_spans(state)
+    # By span only when every pack picked is in the run. Rolling the run alone and leaving
+    # the others (made before any record, or rolled up by name) for later kept the pack
+    # count up: at 100k memories 29-104 roll-ups instead of 15-16, and as much of git's time
+    # or more (20-50 s against 23-24; docs/benchmarks.md, "Session 18").
     run = span_run(rolled, spans)
+    if run is not None and len(run[0]) < len(rolled):
+        run = None
     if run is not None:
-        # The packs of a span that are not in it (made before any record, or rolled up by
-        # name) stay for a roll-up of their own: rolling them in would leave the new pack
-        # without a span, and every roll-up that takes it after by name too.
         names, span = run
-        made = _roll_span(gitdir, span, limits)
+        made = _roll_span(gitdir, span, limits, [name for _, name in packs if name not in names])
         covered = made is not None and _covers(pack_dir, made, names)
         for name in names:
             spans.pop(name, None)  # rolled now, or never again by their spans
@@ -818,18 +826,22 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     if made is None:
         return False
     _delete_packs(pack_dir, rolled, made)
+    if any(name in spans for name in rolled):
+        _write_spans(state, spans, pack_dir)  # the spans of packs now gone, dropped
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return True
 
 
-def _roll_span(gitdir: Path, span: Span, limits: Thresholds) -> str | None:
-    """What the refs reach at the end of ``span`` beyond what they reach at its start, in
-    one new pack (:data:`SPAN_ARGS`); its id, None when git made none or refused."""
+def _roll_span(gitdir: Path, span: Span, limits: Thresholds, others: list[str]) -> str | None:
+    """What the refs reach at the end of ``span`` beyond what they reach at its start, but
+    for the objects in the packs ``others``, in one new pack (:data:`SPAN_ARGS`); its id,
+    None when git made none or refused."""
     since, tips = span
     revisions = "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(
         f"{tip}\n" for tip in since
     )
-    return _pack_objects(gitdir, SPAN_ARGS, revisions, limits, "a span")
+    command = (*SPAN_ARGS, *(f"--keep-pack={name}" for name in others))
+    return _pack_objects(gitdir, command, revisions, limits, "a span")
 
 
 def _pack_objects(
