@@ -14,9 +14,10 @@ left. Sizes stand in for bytes: a roll-up's pack is taken to be the sum of what 
 without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), in turn: ``git repack -a -d
 -l -q -k --keep-pack=<largest>`` (the roll-up of session 16, what the packer still runs in
 a small store), the small-pack roll-up by name (``gitmem.git.autopack._roll_small`` with the
-store's ``autopack.spans`` removed: ``git pack-objects --stdin-packs``, session 17) and as
-the helper runs it now (by the spans of the packs the helper made, where they follow one
-another), each with the loose repack's settings as the helper gives them. CPU is git's, from
+store's ``autopack.spans`` removed: ``git pack-objects --stdin-packs``, session 17), as the
+helper runs it now (by span when the helper made every pack picked, one span after another),
+and, where some of them make such a run, that run alone by its span; each with the loose
+repack's settings as the helper gives them, and the MB of packs each rolled. CPU is git's, from
 ``RUSAGE_CHILDREN``; every object the copy held is checked to be there afterwards.
 ``--build PATH --creates N`` makes such a store: N single creates with packing on, as gitmem
 ships (``--from SRC``: into a copy of the store SRC), then four rounds of 800 more, each
@@ -128,17 +129,12 @@ def _run_alone(path: Path) -> None:
     """The longest run of spans among the packs picked, rolled by its span alone (what the
     helper does when the run is every pack picked; session 18 measured leaving the rest)."""
     objects = path / "objects"
-    run = autopack.span_run(
-        autopack.roll_selection(autopack.rollable_packs(objects)),
-        autopack._read_spans(path / "gitmem"),
-    )
-    if run is None:
-        raise SystemExit(f"{path}: the packs picked hold no run of spans")
-    others = [name for _, name in autopack.rollable_packs(objects) if name not in run[0]]
-    made = autopack._roll_span(path, run[1], _limits(path), others)
-    if made is None or not autopack._covers(objects / "pack", made, run[0]):
-        raise SystemExit(f"{path}: the span's pack does not hold its packs' objects")
-    autopack._delete_packs(objects / "pack", run[0], made)
+    packs = autopack.rollable_packs(objects)
+    spans = autopack._read_spans(path / "gitmem")
+    run = autopack.span_run(autopack.roll_selection(packs), spans)
+    state = path / "gitmem"
+    if run is None or not autopack._roll_run(path, _limits(path), state, spans, run, packs):
+        raise SystemExit(f"{path}: no run of spans among the packs picked, or it did not hold")
 
 
 def measure(store: Path, rounds: int) -> None:
@@ -181,7 +177,7 @@ def measure(store: Path, rounds: int) -> None:
                     raise SystemExit(f"{name}: {len(missing)} objects gone")
                 size[name] = autopack.pack_bytes(copy / "objects")
                 rolled[name] = packed - sum(
-                    size for size, pack in autopack.packs_by_size(copy / "objects")
+                    kept for kept, pack in autopack.packs_by_size(copy / "objects")
                     if (store / "objects" / "pack" / pack).exists()
                 )
                 print(f"  {name}: {cpu[name][-1] * 1e3:,.0f} ms of CPU", flush=True)

@@ -798,20 +798,8 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     # count up: at 100k memories 29-104 roll-ups instead of 15-16, and as much of git's time
     # or more (20-50 s against 23-24; docs/benchmarks.md, "Session 18").
     run = span_run(rolled, spans)
-    if run is not None and len(run[0]) < len(rolled):
-        run = None
-    if run is not None:
-        names, span = run
-        made = _roll_span(gitdir, span, limits, [name for _, name in packs if name not in names])
-        covered = made is not None and _covers(pack_dir, made, names)
-        for name in names:
-            spans.pop(name, None)  # rolled now, or never again by their spans
-        if made is not None and covered:
-            spans[f"pack-{made}.pack"] = span
-            _delete_packs(pack_dir, names, made)
-        _write_spans(state, spans, pack_dir)
-        if covered:
-            run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+    if run is not None and len(run[0]) == len(rolled):
+        if _roll_run(gitdir, limits, state, spans, run, packs):
             return True
         log.info("the span's pack of %s left objects of its packs out: --stdin-packs", gitdir)
         packs = rollable_packs(gitdir / "objects")
@@ -830,6 +818,36 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
         _write_spans(state, spans, pack_dir)  # the spans of packs now gone, dropped
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return True
+
+
+def _roll_run(
+    gitdir: Path,
+    limits: Thresholds,
+    state: Path,
+    spans: dict[str, Span],
+    run: tuple[list[str], Span],
+    packs: list[tuple[int, str]],
+) -> bool:
+    """The packs of ``run`` (:func:`span_run`) rolled into one by their span, the other
+    ``packs`` kept out (:func:`_roll_span`), then deleted once their indexes show every
+    object of theirs in it (:func:`_covers`); ``spans`` (the record) updated and written.
+    False, deleting nothing, when git refuses or an object is missing: their spans are then
+    forgotten, and they roll up by name."""
+    from gitmem.git.command import run_git
+
+    pack_dir = gitdir / "objects" / "pack"
+    names, span = run
+    made = _roll_span(gitdir, span, limits, [name for _, name in packs if name not in names])
+    covered = made is not None and _covers(pack_dir, made, names)
+    for name in names:
+        spans.pop(name, None)  # rolled now, or never again by their spans
+    if made is not None and covered:
+        spans[f"pack-{made}.pack"] = span
+        _delete_packs(pack_dir, names, made)
+    _write_spans(state, spans, pack_dir)
+    if covered:
+        run_git(["update-server-info"], gitdir=gitdir, timeout=600)
+    return covered
 
 
 def _roll_span(gitdir: Path, span: Span, limits: Thresholds, others: list[str]) -> str | None:
