@@ -58,7 +58,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,7 +410,7 @@ def span_run(rolled: list[str], spans: dict[str, Span]) -> tuple[list[str], Span
         if start in ends:
             continue  # not the first of a run
         run: list[tuple[str, Span]] = []
-        at: tuple[str, ...] | None = start
+        at = start
         while at in following and len(run) < len(following):
             run.append(following[at])
             at = following[at][1][1]
@@ -747,6 +747,12 @@ def _ref_tips(gitdir: Path) -> list[str]:
     return sorted({line for line in found if _TIP.fullmatch(line)})
 
 
+def _revisions(tips: Sequence[str], packed: Sequence[str]) -> str:
+    """``git pack-objects --revs``' input: what ``tips`` reach beyond what ``packed`` reach
+    (ids only, one a line, as :func:`_read_tips` and :func:`_read_spans` checked them)."""
+    return "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(f"{t}\n" for t in packed)
+
+
 def _pack_new(
     gitdir: Path, tips: list[str], packed: list[str], limits: Thresholds
 ) -> str | None:
@@ -758,9 +764,7 @@ def _pack_new(
     from gitmem.git.command import run_git
 
     args = [*BOUNDED_ARGS, *_pack_options(limits), str(gitdir / "objects" / "pack" / "pack")]
-    revisions = "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(
-        f"{tip}\n" for tip in packed
-    )
+    revisions = _revisions(tips, packed)
     env = _repack_env()
     result = run_git(
         args, gitdir=gitdir, input=revisions.encode("ascii"), timeout=3600, extra_env=env
@@ -855,9 +859,7 @@ def _roll_span(gitdir: Path, span: Span, limits: Thresholds, others: list[str]) 
     for the objects in the packs ``others``, in one new pack (:data:`SPAN_ARGS`); its id,
     None when git made none or refused."""
     since, tips = span
-    revisions = "".join(f"{tip}\n" for tip in tips) + "--not\n" + "".join(
-        f"{tip}\n" for tip in since
-    )
+    revisions = _revisions(tips, since)
     command = (*SPAN_ARGS, *(f"--keep-pack={name}" for name in others))
     return _pack_objects(gitdir, command, revisions, limits, "a span")
 
