@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def _make_due(store: Store) -> autopack.Thresholds:
         store.create(f"m {i}\n")
         if autopack.due(db.gitdir, limits):
             return limits
+    raise AssertionError("packing never became due")
+
+
+def _write_until_due(store: Store, limits: autopack.Thresholds, most: int = 2000) -> None:
+    """Creates until packing is due by ``limits`` (a sample of 1/256 of the loose objects
+    decides, so how many it takes varies)."""
+    for i in range(most):
+        store.create(f"m {i}\n")
+        if autopack.due(store.db().gitdir, limits):
+            return
     raise AssertionError("packing never became due")
 
 
@@ -294,11 +305,7 @@ def test_one_helper_at_a_time_and_a_failure_backs_off(bare_store: Store) -> None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a helper at work
         limits = autopack.read_thresholds(db.repo.config)
-        for i in range(400):
-            bare_store.create(f"m {i}\n")
-            if autopack.due(db.gitdir, limits):
-                break
-        assert autopack.due(db.gitdir, limits)
+        _write_until_due(bare_store, limits, most=400)
         bare_store.create("due, but a helper is at work\n")
         assert db.autopack.launched == 0
         assert autopack.run(db.gitdir) == 0  # a second helper leaves at once
@@ -469,7 +476,9 @@ def test_the_writer_hands_the_helper_everything_it_read() -> None:
             argv += ["--window", str(limits.window)]
         if limits.threads:
             argv += ["--threads", str(limits.threads)]
-        assert autopack._parse(argv) == (Path("g"), None, limits)
+        assert autopack._parse(argv) == (Path("g"), None, limits, 0.0)
+    argv = ["g", "--lock-fd", "3", "--auto", "256", "--pack-limit", "7", "--linger-ms", "2500"]
+    assert autopack._parse(argv) == (Path("g"), 3, autopack.Thresholds(256, 7), 2.5)
 
 
 @pytest.mark.parametrize(
@@ -485,6 +494,8 @@ def test_the_writer_hands_the_helper_everything_it_read() -> None:
         (["g", "--auto-floor", "5"], "needs --auto"),
         (["g", "--window", "4"], "needs --auto"),
         (["g", "--threads", "1"], "needs --auto"),
+        (["g", "--linger-ms", "-1"], "--linger-ms takes 0 to 30000"),
+        (["g", "--linger-ms", "600000"], "--linger-ms takes 0 to 30000"),
     ],
 )
 def test_the_helper_refuses_a_bad_command_line(
@@ -492,6 +503,87 @@ def test_the_helper_refuses_a_bad_command_line(
 ) -> None:
     assert autopack.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+# -- the helper a writer starts stays for the next repack --------------------------------
+
+
+def _lingering_helper(store: Store) -> subprocess.Popen[bytes]:
+    """The helper this test's writer started, once its first repack is done (the state
+    says so and the lock is free) while the helper itself still lingers."""
+    _configure(store, gc_auto="256")  # due once objects/17 holds 2 loose objects
+    _create_until_launched(store)
+    db = store.db()
+    helper = db.autopack._helper
+    assert helper is not None
+    assert autopack.wait_idle(db.gitdir, db.autopack.last_launch)
+    assert helper.poll() is None, "the helper left at once"
+    return helper
+
+
+def _repacks_recorded(store: Store) -> int:
+    last = (store.db().state_dir / autopack.LAST_NAME).read_text()
+    return int(last.split("repacks ")[1])
+
+
+def test_the_helper_stays_for_the_next_repack_and_no_other_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its repack the helper a writer started lets the lock go and watches the store
+    (for :data:`autopack.LINGER` seconds): the next repack due is its own, the writer starts
+    no second helper for it, and it leaves once nothing has fallen due for that long."""
+    monkeypatch.setattr(autopack, "LINGER", 6.0)  # room for a slow machine's writes
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    helper = _lingering_helper(store)
+    db = store.db()
+    assert not autopack._busy(db.gitdir)
+    first = _repacks_recorded(store)
+    packs = len(_packs(store))
+    ids: list[str] = []
+    deadline = time.monotonic() + 30
+    while _repacks_recorded(store) == first and time.monotonic() < deadline:
+        if len(ids) < 2000:  # until packing is due again (a sample of 1/256 of them)
+            ids.append(store.create(f"more {len(ids)}\n").id)
+        else:
+            time.sleep(0.05)
+    assert _repacks_recorded(store) > first, "the lingering helper never repacked"
+    assert len(_packs(store)) > packs
+    assert db.autopack.launched == 1 and helper.poll() is None
+    assert helper.wait(timeout=autopack.LINGER + 30) == 0
+    _assert_sound(store, ids)
+
+
+def test_a_lingering_helper_leaves_when_the_config_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gc.auto`` 0 set while a helper lingers: it leaves without packing again (a new
+    helper would read the config; this one was handed the writer's thresholds)."""
+    monkeypatch.setattr(autopack, "LINGER", 25.0)  # so only the config can end it sooner
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    helper = _lingering_helper(store)
+    first = _repacks_recorded(store)
+    _configure(store, gc_auto="0")
+    assert helper.wait(timeout=15) == 0
+    store.db().autopack.enabled = False  # this writer: no new helper either
+    _write_until_due(store, autopack.Thresholds(256, 0))  # as due as before the change
+    assert _repacks_recorded(store) == first
+
+
+def test_a_lingering_helper_leaves_the_next_repack_to_one_holding_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another helper (or ``gitmem gc``) took the lock while one lingered: packing fell
+    due, the lingering helper cannot take the lock back, and it leaves without packing."""
+    monkeypatch.setattr(autopack, "LINGER", 25.0)  # so only the lock can end it sooner
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    helper = _lingering_helper(store)
+    db = store.db()
+    first = _repacks_recorded(store)
+    db.autopack.enabled = False
+    with autopack.exclusive(db.gitdir, timeout=5):
+        _write_until_due(store, autopack.read_thresholds(db.repo.config))
+        assert helper.wait(timeout=15) == 0
+    assert _repacks_recorded(store) == first
 
 
 # -- a big store's loose repack: only what is new since the last record -------------------

@@ -52,6 +52,7 @@ pack (:func:`_covers`): the record of spans only ever saves work, never decides 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 import re
@@ -120,6 +121,17 @@ RETRY_AFTER_SUCCESS = 0.25
 RETRY_AFTER_FAILURE = 60.0
 MAX_ROUNDS = 8
 """Repacks one helper runs at most before it leaves the rest to the next one."""
+LINGER = 3.0
+"""Seconds a helper the writer started stays after its repacks, watching for the next one
+due (:func:`_next_due`), instead of leaving it to a new helper: each start cost ~0.1 s
+(Python's, before git is run) while a fast writer's loose objects went on piling up, and
+~50 ms of CPU (docs/benchmarks.md, "Session 19")."""
+LINGER_POLL = 0.05
+"""Seconds between two looks at the store while a helper lingers (:func:`due`: two
+directory listings)."""
+LINGER_LIFE = CONFIG_TTL
+"""A helper lingers no longer than this after it started: the thresholds it was given are
+as old as a writer's may be, and a new helper reads them again."""
 REPACK_ARGS = ("repack", "-d", "-l", "-q")
 """Loose objects into one new pack (what ``git gc --auto`` runs for them): the objects
 reachable from refs, found by a walk that names them, so trees get good deltas."""
@@ -625,6 +637,7 @@ def launch(gitdir: Path, limits: Thresholds | None = None) -> subprocess.Popen[b
                 argv += ["--window", str(limits.window)]
             if limits.threads > 0:
                 argv += ["--threads", str(limits.threads)]
+        argv += ["--linger-ms", str(round(1000 * LINGER))]
         return subprocess.Popen(
             # -P: the writer's current directory (often a store's work tree, which others
             # write) is not on sys.path; a planted gitmem/ there would run otherwise.
@@ -930,12 +943,21 @@ def _repack(gitdir: Path, everything: bool, limits: Thresholds) -> None:
     run_git(args, gitdir=gitdir, timeout=3600, extra_env=env)
 
 
-def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None = None) -> int:
+def run(
+    gitdir: Path,
+    *,
+    lock_fd: int | None = None,
+    limits: Thresholds | None = None,
+    linger: float = 0.0,
+) -> int:
     """The helper: under the lock, repack until nothing is due. Returns repacks run.
 
     ``lock_fd``: the packing lock, taken by the writer that started this helper
     (:func:`launch`); without it the helper takes the lock itself. ``limits``: the
-    thresholds the writer read; without them git's config is read each round.
+    thresholds the writer read; without them git's config is read each round. ``linger``:
+    seconds to stay once nothing is due, the lock let go, for the next repack due
+    (:func:`_next_due`; :data:`LINGER` for the helper a writer starts); the helper then
+    takes the lock again, or leaves if another helper holds it.
     """
     state = _state(gitdir)
     state.mkdir(exist_ok=True)
@@ -953,14 +975,32 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
         thresholds = _reader(gitdir) if limits is None else lambda: limits
         rounds = 0
         status = "ok"
+        started = time.monotonic()
+        config = _config_stamp(gitdir)
         try:
             previous: str | None = None
             previous_tips: list[str] = []
-            for _ in range(MAX_ROUNDS):
+            burst = 0
+            while True:
                 limit = thresholds()
-                reason = due(gitdir, limit)
+                reason = due(gitdir, limit) if burst < MAX_ROUNDS else None
                 if reason is None:
-                    break
+                    # Stay for the next repack only after one ran: a helper that found
+                    # nothing due leaves at once, as it always did.
+                    if not rounds or not linger:
+                        break
+                    # Finished, as far as wait_idle and `gitmem gc` can tell: the state
+                    # says so and the lock is free while this helper waits.
+                    _write_state(state, LAST_NAME, f"{status}\nrepacks {rounds}\n")
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    if not _next_due(gitdir, limit, started, linger, config) or not try_flock(fd):
+                        break
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
+                    # What piled up while it waited is new writes, not objects a repack
+                    # left loose: no all-into-one repack for it.
+                    previous, burst = None, 0
+                    continue
                 log.info("packing %s: %s", gitdir, reason)
                 # A big store: the refs' commits now, recorded once packed (read before
                 # packing, so what they reach is in the new pack); the loose repack then
@@ -998,6 +1038,7 @@ def run(gitdir: Path, *, lock_fd: int | None = None, limits: Thresholds | None =
                     _write_state(state, TIPS_NAME, "".join(f"{tip}\n" for tip in record))
                 previous, previous_tips = reason, tips
                 rounds += 1
+                burst += 1
         except Exception as exc:
             status = f"failed: {exc}"
             raise
@@ -1017,6 +1058,36 @@ def _write_state(state: Path, name: str, text: str) -> None:
         os.replace(tmp, state / name)
 
 
+def _config_stamp(gitdir: Path) -> tuple[int, int] | None:
+    """The store's own git config file's change time and size (None: none to read)."""
+    try:
+        st = (gitdir / "config").stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _next_due(
+    gitdir: Path,
+    limits: Thresholds,
+    started: float,
+    linger: float,
+    config: tuple[int, int] | None,
+) -> bool:
+    """Whether packing fell due again within ``linger`` seconds (looked at every
+    :data:`LINGER_POLL`), before :data:`LINGER_LIFE` since the helper ``started`` and
+    while the store's config file stays as it was: a changed config (``gc.auto`` 0, say)
+    is for a new helper, which reads it. A store gone meanwhile is never due."""
+    deadline = min(time.monotonic() + linger, started + LINGER_LIFE)
+    while time.monotonic() < deadline:
+        time.sleep(LINGER_POLL)
+        if _config_stamp(gitdir) != config:
+            return False
+        if due(gitdir, limits) is not None:
+            return True
+    return False
+
+
 def _reader(gitdir: Path) -> Callable[[], Thresholds]:
     """Git's thresholds for ``gitdir``, read afresh at each call (pygit2, loaded here only)."""
     import pygit2
@@ -1027,14 +1098,22 @@ def _reader(gitdir: Path) -> Callable[[], Thresholds]:
 
 USAGE = (
     "usage: python -m gitmem.git.autopack <gitdir> [--lock-fd N]"
-    " [--auto N --pack-limit N [--auto-floor N] [--window N] [--threads N]]"
+    " [--auto N --pack-limit N [--auto-floor N] [--window N] [--threads N]] [--linger-ms N]"
 )
 
 
-OPTIONS = ("--lock-fd", "--auto", "--pack-limit", "--auto-floor", "--window", "--threads")
+OPTIONS = (
+    "--lock-fd",
+    "--auto",
+    "--pack-limit",
+    "--auto-floor",
+    "--window",
+    "--threads",
+    "--linger-ms",
+)
 
 
-def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
+def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None, float]:
     """The helper's command line; ValueError names what is wrong. (Parsed by hand: every
     helper's start-up would carry argparse's import, for three options.)"""
     if not argv:
@@ -1068,17 +1147,20 @@ def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None]:
     lock_fd = options.get("--lock-fd")
     if lock_fd is not None and lock_fd < 3:
         raise ValueError(f"--lock-fd {lock_fd} is not a descriptor the writer passed")
-    return gitdir, lock_fd, limits
+    linger = options.get("--linger-ms", 0)
+    if not 0 <= linger <= 1000 * LINGER_LIFE:
+        raise ValueError(f"--linger-ms takes 0 to {1000 * LINGER_LIFE:.0f}, not {linger}")
+    return gitdir, lock_fd, limits, linger / 1000
 
 
 def main(argv: list[str]) -> int:
     try:
-        gitdir, lock_fd, limits = _parse(argv)
+        gitdir, lock_fd, limits, linger = _parse(argv)
     except ValueError as exc:
         print(f"gitmem autopack: {exc}\n{USAGE}", file=sys.stderr)
         return 2
     try:
-        run(gitdir, lock_fd=lock_fd, limits=limits)
+        run(gitdir, lock_fd=lock_fd, limits=limits, linger=linger)
     except Exception as exc:
         print(f"gitmem autopack: {exc}", file=sys.stderr)
         return 1
