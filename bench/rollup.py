@@ -3,12 +3,14 @@ over a store's life, and the roll-up itself on copies of a real store.
 
 ``--simulate`` adds one pack of ``--batch-mb`` a loose repack (what the automatic packer's
 loose repacks make at 100k memories) until the store holds each of ``--sizes`` MB, and
-rolls up whenever there are more packs than ``--limit``, by three rules: all but the
+rolls up whenever there are more packs than ``--limit``, by four rules: all but the
 largest into one (the packer before session 17), gitmem's own
-(:func:`gitmem.git.autopack.roll_selection`, the shipped code), and git's geometric rule
-(factor 2, after every loose repack, as ``git repack --geometric=2`` would). It reports the
-bytes each rule copied over the store's life, in multiples of the store, and the packs it
-left. Sizes stand in for bytes: a roll-up's pack is taken to be the sum of what it rolled.
+(:func:`gitmem.git.autopack.roll_selection`) without the cap on a roll-up's bytes
+(sessions 17-18) and with it (:func:`gitmem.git.autopack.roll_cap`, the shipped code), and
+git's geometric rule (factor 2, after every loose repack, as ``git repack --geometric=2``
+would). It reports the bytes each rule copied over the store's life, in multiples of the
+store, and the packs it left. Sizes stand in for bytes: a roll-up's pack is taken to be the
+sum of what it rolled.
 
 ``--store PATH`` measures the roll-up on copies of a bare store holding at least three packs
 without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), in turn: ``git repack -a -d
@@ -54,12 +56,18 @@ def _all_but_largest(sizes: list[float], limit: int) -> list[float] | None:
     return sizes[:-1] if len(sizes) > limit else None
 
 
-def _gitmem(sizes: list[float], limit: int) -> list[float] | None:
+def _gitmem(sizes: list[float], limit: int, capped: bool = True) -> list[float] | None:
     if len(sizes) <= limit:
         return None
     named = [(size, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
-    chosen = set(autopack.roll_selection(named))  # type: ignore[arg-type]
+    # Sizes are MB here: the cap as autopack.roll_cap computes it in bytes.
+    cap = max(autopack.ROLL_CAP_FLOOR / 2**20, sum(sizes) / autopack.ROLL_CAP_SHARE)
+    chosen = set(autopack.roll_selection(named, cap if capped else None))  # type: ignore[arg-type]
     return [size for size, name in named if name in chosen] or None
+
+
+def _uncapped(sizes: list[float], limit: int) -> list[float] | None:
+    return _gitmem(sizes, limit, capped=False)
 
 
 def _geometric(sizes: list[float], limit: int) -> list[float] | None:
@@ -76,7 +84,8 @@ def _geometric(sizes: list[float], limit: int) -> list[float] | None:
 
 RULES: dict[str, Rule] = {
     "all but the largest (before)": _all_but_largest,
-    "gitmem's roll_selection (now)": _gitmem,
+    "gitmem's roll_selection, uncapped (sessions 17-18)": _uncapped,
+    "gitmem's roll_selection, capped (now)": _gitmem,
     "git --geometric=2, every round": _geometric,
 }
 
@@ -131,7 +140,8 @@ def _run_alone(path: Path) -> None:
     objects = path / "objects"
     packs = autopack.rollable_packs(objects)
     spans = autopack._read_spans(path / "gitmem")
-    run = autopack.span_run(autopack.roll_selection(packs), spans)
+    packs_cap = autopack.roll_cap(packs)
+    run = autopack.span_run(autopack.roll_selection(packs, packs_cap), spans)
     state = path / "gitmem"
     if run is None or not autopack._roll_run(path, _limits(path), state, spans, run, packs):
         raise SystemExit(f"{path}: no run of spans among the packs picked, or it did not hold")
@@ -143,7 +153,8 @@ def measure(store: Path, rounds: int) -> None:
         "small packs by name, --stdin-packs (session 17)": _by_name,
         "small packs as the helper rolls them now": _now,
     }
-    picked = autopack.roll_selection(autopack.rollable_packs(store / "objects"))
+    packs = autopack.rollable_packs(store / "objects")
+    picked = autopack.roll_selection(packs, autopack.roll_cap(packs))
     run = autopack.span_run(picked, autopack._read_spans(store / "gitmem"))
     if run is not None:
         ways["the run of spans among them alone"] = _run_alone

@@ -787,6 +787,33 @@ def test_the_roll_up_takes_the_smallest_packs_and_never_the_largest(
     assert autopack.roll_selection(packs) == [packs[i][1] for i in rolled]
 
 
+@pytest.mark.parametrize(
+    ("sizes", "cap", "rolled"),
+    [
+        ([1, 2, 5, 9, 100], 8, [0, 1, 2]),  # 1 + 2 + 5 fits; with 9 it would not
+        ([1, 2, 5, 9, 100], 17, [0, 1, 2, 3]),  # all that the factor takes fit
+        ([6, 7, 8, 100], 10, [0, 1]),  # the first two go whatever the cap
+        ([6, 7, 8, 100], None, [0, 1, 2]),
+    ],
+)
+def test_a_roll_up_takes_no_more_than_its_cap_past_the_first_two(
+    sizes: list[int], cap: int | None, rolled: list[int]
+) -> None:
+    packs = [(size, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
+    assert autopack.roll_selection(packs, cap) == [packs[i][1] for i in rolled]
+
+
+def test_the_roll_up_cap_is_a_third_of_the_packs_or_16_mib() -> None:
+    mib = 1 << 20
+
+    def packs(*sizes: int) -> list[tuple[int, str]]:
+        return [(size * mib, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
+
+    assert autopack.roll_cap(packs(1, 2, 30)) == 16 * mib
+    assert autopack.roll_cap(packs(10, 20, 30, 60)) == 40 * mib
+    assert autopack.roll_cap([]) == 16 * mib
+
+
 def test_a_pack_without_its_index_or_kept_cruft_or_promised_is_never_rolled(tmp_path: Path) -> None:
     pack_dir = tmp_path / "objects" / "pack"
     pack_dir.mkdir(parents=True)
@@ -1026,6 +1053,27 @@ def test_packs_the_helper_made_one_span_after_another_roll_up_by_their_span(
     (new,) = autopack._read_spans(gitdir / "gitmem").items()
     assert new[0] in packs
     assert new[1] == run[1]
+    _assert_sound(bare_store, [m.id for m in bare_store.list()])
+
+
+def test_a_capped_roll_up_leaves_the_packs_past_its_cap(
+    bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the cap below the third smallest pack's bytes, a roll-up takes the two smallest
+    only (the first two go whatever the cap): the other packs stay as they are, and every
+    object is still there."""
+    gitdir = bare_store.db().gitdir
+    made = _span_packs(bare_store, tmp_path, monkeypatch)
+    monkeypatch.setattr(autopack, "ROLL_CAP_FLOOR", 0)
+    monkeypatch.setattr(autopack, "ROLL_CAP_SHARE", 1 << 30)  # a cap of a few bytes
+    by_size = [name for _, name in autopack.rollable_packs(gitdir / "objects")]
+    assert by_size[:3] == sorted(made, key=by_size.index)  # the three small ones first
+    objects, before = _all_objects(gitdir), set(_packs(bare_store))
+    _packed_round(bare_store, autopack.Thresholds(1 << 30, 3), tmp_path / "t.json", monkeypatch)
+    packs = set(_packs(bare_store))
+    assert len(packs - before) == 1  # the new pack
+    assert before - packs == set(by_size[:2])
+    assert _all_objects(gitdir) == objects
     _assert_sound(bare_store, [m.id for m in bare_store.list()])
 
 

@@ -164,12 +164,16 @@ def test_the_report_names_the_file_system_of_its_scratch_stores(tmp_path: Path) 
 def test_rollup_bench_simulates_the_shipped_rule() -> None:
     """The roll-up bench runs gitmem's own pack selection over a store's life: over 1 GB of
     1.2 MB loose-repack packs it copies a fraction of what rolling all but the largest
-    pack up copies (each byte ~4 times against ~23), within the same pack limit."""
+    pack up copies (each byte ~4 times against ~23), within the same pack limit; capping a
+    roll-up's bytes copies no more there than no cap (more roll-ups, each smaller)."""
     from bench import rollup
 
-    shipped = rollup.RULES["gitmem's roll_selection (now)"]
+    shipped = rollup.RULES["gitmem's roll_selection, capped (now)"]
+    uncapped = rollup.RULES["gitmem's roll_selection, uncapped (sessions 17-18)"]
     before = rollup.RULES["all but the largest (before)"]
-    ours, _, most = rollup.simulate(1000, 1.2, 10, shipped)
+    ours, rollups, most = rollup.simulate(1000, 1.2, 10, shipped)
     theirs, _, most_before = rollup.simulate(1000, 1.2, 10, before)
-    assert most <= 10 and most_before <= 10
+    free, rollups_free, most_free = rollup.simulate(1000, 1.2, 10, uncapped)
+    assert most <= 10 and most_before <= 10 and most_free <= 10
     assert 1 < ours < theirs / 4
+    assert ours <= 1.05 * free and rollups_free < rollups

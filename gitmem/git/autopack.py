@@ -192,6 +192,17 @@ added per loose repack, ~1.9x the store's bytes copied by 100k memories and ~3.8
 against ~2.8x and ~23x for all but the largest (``python -m bench.rollup --simulate``; on a
 100k store, one roll-up took 1.9 s of CPU against ``git repack -a``'s 7.4: docs/benchmarks.md,
 "Session 17")."""
+ROLL_CAP_SHARE = 3
+ROLL_CAP_FLOOR = 16 << 20
+"""...and, past the first two, no more than a third of the packs' bytes in all, or 16 MiB
+where that is more (:func:`roll_cap`). Uncapped, a 100k store's roll-ups reached ~45 MB
+(4-8 s of git's time, while the helper packs no loose objects: up to 32,000 piled up, and a
+sample taken while the copy is written beside the packs saw 3.04x the raw text). Capped,
+the largest roll-up about halves (at 100k 2.5-2.9 s against 3.6-4.4), roll-ups come more
+often, each smaller, and over a store's life about as many bytes are copied (``python -m
+bench.rollup --simulate``, a pack of 0.6 MB a loose repack: 2.31x -> 2.20x the store by
+100 MB, 3.41x -> 3.55x by 400 MB, 4.76x -> 4.48x by 1,000 MB; docs/benchmarks.md, "Session
+19")."""
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""
@@ -384,17 +395,26 @@ def rollable_packs(objects: Path) -> list[tuple[int, str]]:
     ]
 
 
-def roll_selection(packs: list[tuple[int, str]]) -> list[str]:
+def roll_cap(packs: list[tuple[int, str]]) -> int:
+    """The bytes a roll-up takes at most past its first two packs (:data:`ROLL_CAP_SHARE`,
+    :data:`ROLL_CAP_FLOOR`)."""
+    return max(ROLL_CAP_FLOOR, sum(size for size, _ in packs) // ROLL_CAP_SHARE)
+
+
+def roll_selection(packs: list[tuple[int, str]], cap: float | None = None) -> list[str]:
     """The packs to roll into one, from :func:`rollable_packs`' list: the two smallest, and
     each next one while it holds less than :data:`ROLL_FACTOR` times the bytes taken so far
-    (so every pack left above the new one is at least that much larger than it); never the
-    largest. Empty when there are not three packs to choose from."""
+    (so every pack left above the new one is at least that much larger than it) and all
+    taken stay within ``cap`` bytes (:func:`roll_cap`; None: no cap); never the largest.
+    Empty when there are not three packs to choose from."""
     candidates = packs[:-1]
     if len(candidates) < 2:
         return []
     taken = candidates[0][0] + candidates[1][0]
     count = 2
     while count < len(candidates) and candidates[count][0] < ROLL_FACTOR * taken:
+        if cap is not None and taken + candidates[count][0] > cap:
+            break
         taken += candidates[count][0]
         count += 1
     return [name for _, name in candidates[:count]]
@@ -806,7 +826,7 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     # Only these are named after a ^: an object also in a kept, cruft or promisor pack is
     # copied all the same (twice is harmless; only in a cruft pack, it could expire).
     packs = rollable_packs(gitdir / "objects")
-    rolled = roll_selection(packs)
+    rolled = roll_selection(packs, roll_cap(packs))
     if not rolled:
         return False
     spans = _read_spans(state)
@@ -820,7 +840,7 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
             return True
         log.info("the span's pack of %s left objects of its packs out: --stdin-packs", gitdir)
         packs = rollable_packs(gitdir / "objects")
-        rolled = roll_selection(packs)
+        rolled = roll_selection(packs, roll_cap(packs))
         if not rolled:
             return False
     taken = set(rolled)
