@@ -140,8 +140,7 @@ def _run_alone(path: Path) -> None:
     objects = path / "objects"
     packs = autopack.rollable_packs(objects)
     spans = autopack._read_spans(path / "gitmem")
-    packs_cap = autopack.roll_cap(packs)
-    run = autopack.span_run(autopack.roll_selection(packs, packs_cap), spans)
+    run = autopack.span_run(autopack.roll_selection(packs, autopack.roll_cap(packs)), spans)
     state = path / "gitmem"
     if run is None or not autopack._roll_run(path, _limits(path), state, spans, run, packs):
         raise SystemExit(f"{path}: no run of spans among the packs picked, or it did not hold")

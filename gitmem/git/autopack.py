@@ -120,7 +120,8 @@ CONFIG_TTL = 30.0
 RETRY_AFTER_SUCCESS = 0.25
 RETRY_AFTER_FAILURE = 60.0
 MAX_ROUNDS = 8
-"""Repacks one helper runs at most before it leaves the rest to the next one."""
+"""Repacks one helper runs in a row at most before it leaves the rest to the next one (or,
+lingering, lets the lock go and looks again: :data:`LINGER`)."""
 LINGER = 3.0
 """Seconds a helper the writer started stays after its repacks, watching for the next one
 due (:func:`_next_due`), instead of leaving it to a new helper: each start cost ~0.1 s
@@ -1135,7 +1136,7 @@ OPTIONS = (
 
 def _parse(argv: list[str]) -> tuple[Path, int | None, Thresholds | None, float]:
     """The helper's command line; ValueError names what is wrong. (Parsed by hand: every
-    helper's start-up would carry argparse's import, for three options.)"""
+    helper's start-up would carry argparse's import, for a few options.)"""
     if not argv:
         raise ValueError("no git directory given")
     gitdir, rest = Path(argv[0]), argv[1:]
