@@ -785,6 +785,51 @@ def test_the_roll_up_takes_the_smallest_packs_and_never_the_largest(
     assert autopack.roll_selection(packs) == [packs[i][1] for i in rolled]
 
 
+def test_a_pack_a_killed_roll_up_left_without_its_index_is_deleted_next_time(
+    tmp_path: Path,
+) -> None:
+    """A kill between a rolled pack's two deletions (``.idx`` first) leaves a ``.pack`` no
+    reader lists and ``git gc`` keeps; the helper names what it deletes beforehand, and the
+    next helper deletes such a pack once it is a minute old. A named pack that still has
+    its index, a young one (git renames a new pack a moment before its index) and a name
+    git does not make are left alone."""
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    gitdir = store.db().gitdir
+    pack_dir = gitdir / "objects" / "pack"
+    made: list[str] = []
+    for round_ in range(3):
+        store.create(f"round {round_}\n")
+        before = set(_packs(store))
+        run_git(gitdir, "repack", "-d", "-q")
+        (new,) = set(_packs(store)) - before
+        made.append(new)
+    objects = _all_objects(gitdir)
+    orphan, young, live = made
+    old = time.time() - 2 * autopack.ORPHAN_AGE
+    for name in (orphan, young):  # its objects in another pack too, as after a roll-up
+        ids = "\n".join(_pack_ids(pack_dir / (name[:-5] + ".idx")))
+        run_git(gitdir, "pack-objects", "-q", str(pack_dir / "pack"), input=ids)
+        (pack_dir / (name[:-5] + ".idx")).unlink()
+    os.utime(pack_dir / orphan, (old, old))
+    state = gitdir / "gitmem"
+    state.mkdir(exist_ok=True)
+    outside = tmp_path / "outside.pack"
+    outside.write_text("not git's\n")
+    named = [orphan, young, live, "../../../outside.pack"]
+    (state / autopack.DELETING_NAME).write_text("".join(f"{name}\n" for name in named))
+    autopack.run(gitdir, limits=autopack.Thresholds(0, 0))  # nothing due: no repack
+    assert not (pack_dir / orphan).exists()
+    assert (pack_dir / young).exists() and (pack_dir / live).exists()
+    assert (pack_dir / (live[:-5] + ".idx")).exists() and outside.exists()
+    assert (state / autopack.DELETING_NAME).read_text() == f"{young}\n"
+    assert _all_objects(gitdir) == objects
+    os.utime(pack_dir / young, (old, old))
+    autopack.run(gitdir, limits=autopack.Thresholds(0, 0))
+    assert not (pack_dir / young).exists()
+    assert not (state / autopack.DELETING_NAME).exists()
+    assert _all_objects(gitdir) == objects
+
+
 @pytest.mark.parametrize(
     ("sizes", "cap", "rolled"),
     [
@@ -991,6 +1036,7 @@ def test_a_big_store_rolls_up_only_its_small_packs(
     assert run_git(gitdir, "cat-file", "-t", blob).strip() == "blob"
     assert _loose_ids(gitdir) == loose
     assert tips_file.read_text() == record
+    assert not (gitdir / "gitmem" / autopack.DELETING_NAME).exists()  # deleted, all of them
     assert autopack.due(gitdir, limits) is None
     _assert_sound(bare_store, [m.id for m in bare_store.list()])
 

@@ -31,6 +31,7 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -283,6 +284,7 @@ def check_model(model: Model, memories: dict[str, Any]) -> None:
 class Tally:
     packers_killed: int = 0
     tmp_packs: int = 0
+    orphan_packs: int = 0
     kills: int = 0
     ref_locks: int = 0
     index_locks: int = 0
@@ -324,19 +326,76 @@ def kill_packers(journal: Path, tally: Tally) -> None:
 
 
 def check_packs(gitdir: Path, tally: Tally) -> None:
-    """No pack is visible half-written: every pack has its index and every index its pack
-    (fsck reads them all); a killed repack's temporary file is counted, never read."""
+    """No pack is visible half-written: every index has its pack (git and libgit2 find
+    packs by their index; fsck reads them all); a killed repack's temporary file is
+    counted, never read. A pack without its index (a kill between a rolled pack's two
+    deletions, ``.idx`` first, or between git's renames of a new pack and its index) is
+    read by nobody: counted, and every object in it must be in the store besides, so that
+    nothing would be lost without it."""
     pack_dir = gitdir / "objects" / "pack"
     if not pack_dir.is_dir():
         return
     names = {entry.name for entry in pack_dir.iterdir()}
     for name in names:
-        if name.endswith(".pack"):
-            assert name[:-5] + ".idx" in names, f"{name} has no index"
+        if name.endswith(".pack") and name[:-5] + ".idx" not in names:
+            tally.orphan_packs += 1
+            assert_held_elsewhere(gitdir, pack_dir / name)
         elif name.endswith(".idx"):
             assert name[:-4] + ".pack" in names, f"{name} has no pack"
         elif name.startswith("tmp_"):
             tally.tmp_packs += 1
+
+
+def assert_held_elsewhere(gitdir: Path, pack: Path) -> None:
+    """Every object in ``pack`` (indexed by git into a scratch copy, away from the store)
+    is one the store reads without it."""
+    with tempfile.TemporaryDirectory() as scratch:
+        idx = Path(scratch) / "orphan.idx"
+        subprocess.run(
+            ["git", "index-pack", "-o", str(idx), str(pack)],
+            cwd=scratch,
+            check=True,
+            capture_output=True,
+        )
+        listed = subprocess.run(
+            ["git", "show-index"], input=idx.read_bytes(), check=True, capture_output=True
+        ).stdout.decode()
+    ids = [line.split()[1] for line in listed.splitlines()]
+    found = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch-check=%(objectname)"],
+        input="".join(f"{i}\n" for i in ids),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert found == ids, f"{pack.name}, without its index, holds objects the store lacks"
+
+
+def test_a_pack_left_without_its_index_passes_only_when_nothing_is_lost(tmp_path: Path) -> None:
+    """The harness's own check: a pack whose index is gone counts as a leftover when every
+    object in it is in the store besides (a rolled pack a kill stopped deleting), and
+    fails the run when it holds the only copy of something."""
+    repo = tmp_path / "r.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(repo))
+    pack_dir = repo / "objects" / "pack"
+
+    def pack(*texts: str) -> str:
+        ids = [run_git(repo, "hash-object", "-w", "--stdin", input=t).strip() for t in texts]
+        made = run_git(repo, "pack-objects", "-q", str(pack_dir / "pack"), input="\n".join(ids))
+        return f"pack-{made.strip()}"
+
+    rolled, _ = pack("x\n", "y\n"), pack("x\n", "y\n", "z\n")  # the roll-up holds all
+    (pack_dir / f"{rolled}.idx").unlink()
+    tally = Tally()
+    check_packs(repo, tally)
+    assert tally.orphan_packs == 1
+    only = pack("only here\n")
+    run_git(repo, "prune-packed")
+    for loose in (repo / "objects").glob("??/*"):
+        loose.unlink()  # its sole copy is the pack
+    (pack_dir / f"{only}.idx").unlink()
+    with pytest.raises(AssertionError, match="holds objects the store lacks"):
+        check_packs(repo, Tally())
 
 
 def check_after_kill(store_path: Path, model: Model, tally: Tally, journal: Path) -> str:
@@ -506,7 +565,8 @@ def _summary(kind: str, model: Model, tally: Tally) -> str:
         f"{len(model.live)} live memories, work tree behind {tally.behind}x, "
         f"leftover temp files {tally.leftovers}, stale ref locks {tally.ref_locks}, "
         f"index locks {tally.index_locks}, errors {len(model.errors)}, "
-        f"packing helpers killed {tally.packers_killed}, temporary pack files {tally.tmp_packs}"
+        f"packing helpers killed {tally.packers_killed}, temporary pack files {tally.tmp_packs}, "
+        f"packs without their index {tally.orphan_packs}"
     )
 
 

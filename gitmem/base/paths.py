@@ -34,6 +34,9 @@ AUTOPACK_TIPS = "autopack.tips"
 AUTOPACK_SPANS = "autopack.spans"
 """The packs the packing helper made of a span of history (the refs' commits before and
 after it): a run of them rolls up by that span, without git's walk of a whole tree."""
+AUTOPACK_DELETING = "autopack.deleting"
+"""The rolled packs the packing helper is deleting (``.idx`` first): a kill between a pack's
+two deletions leaves a ``.pack`` no reader lists, which the next helper deletes."""
 PENDING_FORKS = "pending-forks"
 """Forks the git merge driver saved during a plain ``git merge``, committed once it lands."""
 EDITS = "edits"

@@ -44,7 +44,8 @@ at most a ``tmp_pack_*`` file that no reader sees; the next run works as before.
 small-pack roll-up keeps to the same order: its new pack is in place before the packs it
 holds are deleted (a kill between leaves the objects twice, which is harmless), and each
 goes ``.idx`` first, so a kill half-way leaves a ``.pack`` no reader lists, not counted
-(:func:`pack_count`), which ``git gc`` (``gitmem gc``) removes as garbage. A roll-up by span
+(:func:`pack_count`), and kept by ``git gc``: the next helper deletes it
+(:func:`_finish_deleting`, from the names :func:`_delete_packs` wrote first). A roll-up by span
 deletes the packs it took only once their indexes show every object they hold in the new
 pack (:func:`_covers`): the record of spans only ever saves work, never decides what is kept.
 """
@@ -74,6 +75,11 @@ LOCK_NAME = paths.AUTOPACK_LOCK
 LAST_NAME = paths.AUTOPACK_LAST
 TIPS_NAME = paths.AUTOPACK_TIPS
 SPANS_NAME = paths.AUTOPACK_SPANS
+DELETING_NAME = paths.AUTOPACK_DELETING
+ORPHAN_AGE = 60.0
+"""Seconds a ``.pack`` named in :data:`DELETING_NAME` must have been left alone (its mtime)
+before a helper deletes it: git renames a new pack into place a moment before its index, and
+a pack of the very same objects has the same name."""
 GIT_DEFAULT_AUTO = 6700
 """git's default ``gc.auto``."""
 DEFAULT_AUTO = 2048
@@ -924,13 +930,51 @@ def _pack_objects(
 
 def _delete_packs(pack_dir: Path, rolled: list[str], made: str) -> None:
     """The packs ``rolled`` deleted, ``.idx`` first, once the pack ``pack-<made>`` holds
-    their objects (one of them may be that very pack: the same objects written again)."""
-    for name in rolled:
-        if name == f"pack-{made}.pack":
+    their objects (one of them may be that very pack: the same objects written again).
+    Named first in :data:`DELETING_NAME`, so that a ``.pack`` a kill leaves without its
+    ``.idx`` (read by nobody, and kept by ``git gc``) is deleted by the next helper
+    (:func:`_finish_deleting`)."""
+    gone = [name for name in rolled if name != f"pack-{made}.pack"]
+    state = paths.state_dir(pack_dir.parents[1])
+    _write_state(state, DELETING_NAME, "".join(f"{name}\n" for name in gone))
+    for name in gone:
+        for extension in PACK_EXTENSIONS:
+            with contextlib.suppress(FileNotFoundError):
+                (pack_dir / (name[:-5] + extension)).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (state / DELETING_NAME).unlink()
+
+
+def _finish_deleting(gitdir: Path, state: Path) -> None:
+    """The deletions a killed helper left half done (:func:`_delete_packs`): each pack it
+    named whose ``.idx`` is gone loses the rest, once :data:`ORPHAN_AGE` old (named again
+    for the next helper until then). A named pack that still has its ``.idx`` is a pack
+    like any other, left alone; names git does not make are never used."""
+    try:
+        names = (state / DELETING_NAME).read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError):
+        return
+    pack_dir = gitdir / "objects" / "pack"
+    later: list[str] = []
+    for name in names[:MAX_SPANS]:
+        pack = pack_dir / name
+        if not _PACK_NAME.fullmatch(name) or (pack_dir / (name[:-5] + ".idx")).exists():
+            continue
+        try:
+            young = time.time() - pack.stat().st_mtime < ORPHAN_AGE
+        except OSError:
+            young = False  # gone already: the rest of it goes below
+        if young:
+            later.append(name)
             continue
         for extension in PACK_EXTENSIONS:
             with contextlib.suppress(FileNotFoundError):
                 (pack_dir / (name[:-5] + extension)).unlink()
+    if later:
+        _write_state(state, DELETING_NAME, "".join(f"{name}\n" for name in later))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            (state / DELETING_NAME).unlink()
 
 
 def _pack_options(limits: Thresholds) -> list[str]:
@@ -993,6 +1037,7 @@ def run(
             return 0  # another helper is at work
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
+        _finish_deleting(gitdir, state)
         thresholds = _reader(gitdir) if limits is None else lambda: limits
         rounds = 0
         status = "ok"
