@@ -936,13 +936,30 @@ def _delete_packs(pack_dir: Path, rolled: list[str], made: str) -> None:
     (:func:`_finish_deleting`)."""
     gone = [name for name in rolled if name != f"pack-{made}.pack"]
     state = paths.state_dir(pack_dir.parents[1])
-    _write_state(state, DELETING_NAME, "".join(f"{name}\n" for name in gone))
+    earlier = _deleting(state)  # a young one the last helper left for later: still named
+    _name_deleting(state, [*earlier, *gone])
     for name in gone:
         for extension in PACK_EXTENSIONS:
             with contextlib.suppress(FileNotFoundError):
                 (pack_dir / (name[:-5] + extension)).unlink()
-    with contextlib.suppress(FileNotFoundError):
-        (state / DELETING_NAME).unlink()
+    _name_deleting(state, earlier)
+
+
+def _deleting(state: Path) -> list[str]:
+    """The names in :data:`DELETING_NAME` (none when it is missing or not text)."""
+    try:
+        return (state / DELETING_NAME).read_text(encoding="ascii").split()[:MAX_SPANS]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def _name_deleting(state: Path, names: list[str]) -> None:
+    """:data:`DELETING_NAME` written whole with ``names``, or removed when there are none."""
+    if names:
+        _write_state(state, DELETING_NAME, "".join(f"{name}\n" for name in names))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            (state / DELETING_NAME).unlink()
 
 
 def _finish_deleting(gitdir: Path, state: Path) -> None:
@@ -950,13 +967,12 @@ def _finish_deleting(gitdir: Path, state: Path) -> None:
     named whose ``.idx`` is gone loses the rest, once :data:`ORPHAN_AGE` old (named again
     for the next helper until then). A named pack that still has its ``.idx`` is a pack
     like any other, left alone; names git does not make are never used."""
-    try:
-        names = (state / DELETING_NAME).read_text(encoding="ascii").split()
-    except (OSError, UnicodeDecodeError):
+    names = _deleting(state)
+    if not names:
         return
     pack_dir = gitdir / "objects" / "pack"
     later: list[str] = []
-    for name in names[:MAX_SPANS]:
+    for name in names:
         pack = pack_dir / name
         if not _PACK_NAME.fullmatch(name) or (pack_dir / (name[:-5] + ".idx")).exists():
             continue
@@ -970,11 +986,7 @@ def _finish_deleting(gitdir: Path, state: Path) -> None:
         for extension in PACK_EXTENSIONS:
             with contextlib.suppress(FileNotFoundError):
                 (pack_dir / (name[:-5] + extension)).unlink()
-    if later:
-        _write_state(state, DELETING_NAME, "".join(f"{name}\n" for name in later))
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            (state / DELETING_NAME).unlink()
+    _name_deleting(state, later)
 
 
 def _pack_options(limits: Thresholds) -> list[str]:
