@@ -137,11 +137,10 @@ def _now(path: Path) -> None:
 def _run_alone(path: Path) -> None:
     """The longest run of spans among the packs picked, rolled by its span alone (what the
     helper does when the run is every pack picked; session 18 measured leaving the rest)."""
-    objects = path / "objects"
-    packs = autopack.rollable_packs(objects)
-    spans = autopack._read_spans(path / "gitmem")
-    run = autopack.span_run(autopack.roll_selection(packs, autopack.roll_cap(packs)), spans)
+    packs = autopack.rollable_packs(path / "objects")
     state = path / "gitmem"
+    spans = autopack._read_spans(state)
+    run = autopack.span_run(autopack.roll_selection(packs, autopack.roll_cap(packs)), spans)
     if run is None or not autopack._roll_run(path, _limits(path), state, spans, run, packs):
         raise SystemExit(f"{path}: no run of spans among the packs picked, or it did not hold")
 

@@ -823,7 +823,7 @@ def test_a_pack_a_killed_roll_up_left_without_its_index_is_deleted_next_time(
     assert (pack_dir / (live[:-5] + ".idx")).exists() and outside.exists()
     assert (state / autopack.DELETING_NAME).read_text() == f"{young}\n"
     assert _all_objects(gitdir) == objects
-    autopack._delete_packs(pack_dir, [], "0" * 40)  # a roll-up meanwhile: still named
+    autopack._delete_packs(pack_dir, [], "0" * 40, state)  # a roll-up meanwhile: still named
     assert (state / autopack.DELETING_NAME).read_text() == f"{young}\n"
     os.utime(pack_dir / young, (old, old))
     autopack.run(gitdir, limits=autopack.Thresholds(0, 0))

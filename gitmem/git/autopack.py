@@ -857,7 +857,7 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
     made = _pack_objects(gitdir, ROLL_ARGS, listing, limits, "the small packs")
     if made is None:
         return False
-    _delete_packs(pack_dir, rolled, made)
+    _delete_packs(pack_dir, rolled, made, state)
     if any(name in spans for name in rolled):
         _write_spans(state, spans, pack_dir)  # the spans of packs now gone, dropped
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
@@ -887,7 +887,7 @@ def _roll_run(
         spans.pop(name, None)  # rolled now, or never again by their spans
     if made is not None and covered:
         spans[f"pack-{made}.pack"] = span
-        _delete_packs(pack_dir, names, made)
+        _delete_packs(pack_dir, names, made, state)
     _write_spans(state, spans, pack_dir)
     if covered:
         run_git(["update-server-info"], gitdir=gitdir, timeout=600)
@@ -928,21 +928,25 @@ def _pack_objects(
     return made
 
 
-def _delete_packs(pack_dir: Path, rolled: list[str], made: str) -> None:
+def _delete_packs(pack_dir: Path, rolled: list[str], made: str, state: Path) -> None:
     """The packs ``rolled`` deleted, ``.idx`` first, once the pack ``pack-<made>`` holds
     their objects (one of them may be that very pack: the same objects written again).
     Named first in :data:`DELETING_NAME`, so that a ``.pack`` a kill leaves without its
     ``.idx`` (read by nobody, and kept by ``git gc``) is deleted by the next helper
     (:func:`_finish_deleting`)."""
     gone = [name for name in rolled if name != f"pack-{made}.pack"]
-    state = paths.state_dir(pack_dir.parents[1])
     earlier = _deleting(state)  # a young one the last helper left for later: still named
     _name_deleting(state, [*earlier, *gone])
     for name in gone:
-        for extension in PACK_EXTENSIONS:
-            with contextlib.suppress(FileNotFoundError):
-                (pack_dir / (name[:-5] + extension)).unlink()
+        _unlink_pack(pack_dir, name)
     _name_deleting(state, earlier)
+
+
+def _unlink_pack(pack_dir: Path, name: str) -> None:
+    """The files of the pack ``name`` deleted, ``.idx`` first (:data:`PACK_EXTENSIONS`)."""
+    for extension in PACK_EXTENSIONS:
+        with contextlib.suppress(FileNotFoundError):
+            (pack_dir / (name[:-5] + extension)).unlink()
 
 
 def _deleting(state: Path) -> list[str]:
@@ -982,10 +986,8 @@ def _finish_deleting(gitdir: Path, state: Path) -> None:
             young = False  # gone already: the rest of it goes below
         if young:
             later.append(name)
-            continue
-        for extension in PACK_EXTENSIONS:
-            with contextlib.suppress(FileNotFoundError):
-                (pack_dir / (name[:-5] + extension)).unlink()
+        else:
+            _unlink_pack(pack_dir, name)
     _name_deleting(state, later)
 
 
@@ -1045,10 +1047,8 @@ def run(
     )
     try:
         # Taking it again on the descriptor that holds it succeeds at once.
-        if not try_flock(fd):
+        if not _hold(fd):
             return 0  # another helper is at work
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         _finish_deleting(gitdir, state)
         thresholds = _reader(gitdir) if limits is None else lambda: limits
         rounds = 0
@@ -1071,10 +1071,8 @@ def run(
                     # says so and the lock is free while this helper waits.
                     _write_state(state, LAST_NAME, f"{status}\nrepacks {rounds}\n")
                     fcntl.flock(fd, fcntl.LOCK_UN)
-                    if not _next_due(gitdir, limit, started, linger, config) or not try_flock(fd):
+                    if not _next_due(gitdir, limit, started, linger, config) or not _hold(fd):
                         break
-                    os.ftruncate(fd, 0)
-                    os.write(fd, f"{os.getpid()}\n".encode())
                     # What piled up while it waited is new writes, not objects a repack
                     # left loose: no all-into-one repack for it.
                     previous, burst = None, 0
@@ -1134,6 +1132,16 @@ def _write_state(state: Path, name: str, text: str) -> None:
     with contextlib.suppress(OSError):
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, state / name)
+
+
+def _hold(fd: int) -> bool:
+    """The packing lock taken on ``fd`` (False: another holds it), this helper's pid written
+    in its file for whoever looks."""
+    if not try_flock(fd):
+        return False
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return True
 
 
 def _config_stamp(gitdir: Path) -> tuple[int, int] | None:
