@@ -29,10 +29,14 @@ unreachable ones. Past :data:`BOUNDED_FROM` of packs the loose repack packs only
 since the last one, and too many packs roll up only the smallest few (:func:`roll_selection`),
 so neither walks the whole history: by the span of history they hold when the helper made
 every one of them, one span after another (``autopack.spans``, :func:`span_run`: no walk of
-a whole tree either), otherwise by name (``git pack-objects --stdin-packs``). ``git repack
---geometric=2`` was measured too: git 2.39 packs loose objects into it without their names,
-so trees found poor delta bases and its packs were twice the size (docs/reliability.md has
-the figures); the roll-up here leaves loose objects to the loose repack.
+a whole tree either), otherwise by name (``git pack-objects --stdin-packs``). Such a
+roll-up runs in a thread of the helper (:class:`_Roller`) while the helper goes on packing
+loose objects beside it, from half the usual count (a loose repack takes twice as long
+beside it); the helper counts loose objects in sixteen fan-out directories as well as git's
+one (:data:`WIDE_SAMPLE`). ``git repack --geometric=2`` was measured too: git 2.39 packs
+loose objects into it without their names, so trees found poor delta bases and its packs
+were twice the size (docs/reliability.md has the figures); the roll-up here leaves loose
+objects to the loose repack.
 
 Why this is safe to race and to kill: ``git repack`` writes a new pack under a
 temporary name and renames it into place (the ``.idx`` last, so a pack is never
@@ -53,12 +57,14 @@ pack (:func:`_covers`): the record of spans only ever saves work, never decides 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import mmap
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -121,6 +127,11 @@ roll-up keeps the largest pack, so it costs git's walk and the copy of the small
 PACKS_REASON = "packs (gc.autoPackLimit"
 SAMPLE_DIR = "17"
 """The fan-out directory git samples to estimate the loose objects (``gc.c``)."""
+WIDE_SAMPLE = tuple(f"{i:02x}" for i in range(0x10, 0x20))
+"""The fan-out directories the helper counts as well (1/16 of the store's loose objects),
+for its own look at what is due (:func:`due` with ``wide``): git's sample of one directory
+holds ~16 objects at 4,096, and at ~5,000 new loose objects a second its noise started
+loose repacks anywhere between ~3,000 and ~7,000 (docs/benchmarks.md, "Session 20")."""
 CONFIG_TTL = 30.0
 """Seconds a long-lived writer trusts the thresholds it read from git's config."""
 RETRY_AFTER_SUCCESS = 0.25
@@ -237,6 +248,8 @@ a reflog, say) are not in its pack: the rolled packs are deleted only when their
 say every object is (:func:`_covers`); otherwise the ``--stdin-packs`` roll-up follows."""
 MAX_SPANS = 1000
 """Lines of ``autopack.spans`` read at most (one a pack the helper made; ~10 are usual)."""
+_SPANS_LOCK = threading.Lock()
+"""Held while the record of spans is read, changed and written (:func:`_update_spans`)."""
 IDX_HEADER = b"\xfftOc\x00\x00\x00\x02"
 """A version 2 pack index's first bytes (what git writes)."""
 UNROLLED_MARKS = (".mtimes", ".promisor")
@@ -277,6 +290,11 @@ class Thresholds:
     @property
     def enabled(self) -> bool:
         return self.auto > 0
+
+    def halved(self) -> Thresholds:
+        """The same, the loose objects' count halved (:meth:`loose_limit`): the helper's
+        while a roll-up of its runs beside its loose repacks (:class:`_Roller`)."""
+        return dataclasses.replace(self, auto=max(1, self.auto // 2), floor=self.floor // 2)
 
     def loose_limit(self, packed: int) -> int:
         """Loose objects that make packing due in a store whose packs hold ``packed`` bytes."""
@@ -324,6 +342,15 @@ def loose_sample_bytes(objects: Path) -> tuple[int, int]:
                 size += os.stat(os.path.join(sample, name)).st_size  # noqa: PTH116, PTH118
                 count += 1
     return count, size
+
+
+def loose_count(objects: Path, dirs: Sequence[str]) -> int:
+    """The loose objects in the fan-out directories ``dirs`` (names only, no ``stat``)."""
+    count = 0
+    for name in dirs:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            count += sum(len(entry) == 38 for entry in os.listdir(objects / name))  # noqa: PTH208
+    return count
 
 
 def pack_bytes(objects: Path) -> int:
@@ -460,8 +487,10 @@ def span_run(rolled: list[str], spans: dict[str, Span]) -> tuple[list[str], Span
     return [name for name, _ in best], (best[0][1][0], best[-1][1][1])
 
 
-def due(gitdir: Path, limits: Thresholds) -> str | None:
-    """Why packing is due (for the log), or None. The rules of ``git gc --auto``."""
+def due(gitdir: Path, limits: Thresholds, *, wide: bool = False) -> str | None:
+    """Why packing is due (for the log), or None. The rules of ``git gc --auto``; with
+    ``wide`` (the helper), the loose objects counted in :data:`WIDE_SAMPLE` as well, due
+    when either count says so (a writer started the helper on git's own)."""
     if not limits.enabled:
         return None
     objects = gitdir / "objects"
@@ -470,6 +499,10 @@ def due(gitdir: Path, limits: Thresholds) -> str | None:
     count = limits.loose_limit(packed)
     if sample > -(-count // 256):  # git: DIV_ROUND_UP(gc.auto, 256)
         return f"about {256 * sample} loose objects (gc.auto {count})"
+    if wide:
+        counted = loose_count(objects, WIDE_SAMPLE)
+        if counted * 256 > count * len(WIDE_SAMPLE):
+            return f"about {counted * 256 // len(WIDE_SAMPLE)} loose objects (gc.auto {count})"
     if loose_outweighs_packs(sample, size, packed):
         return f"about {256 * size // 1024} KiB of loose objects beside {packed // 1024} KiB packed"
     if limits.pack_limit > 0:
@@ -713,6 +746,21 @@ def _read_spans(state: Path) -> dict[str, Span]:
     return spans
 
 
+def _update_spans(
+    state: Path, pack_dir: Path, drop: Sequence[str] = (), add: dict[str, Span] | None = None
+) -> None:
+    """The record of spans read, the packs ``drop`` taken out and ``add`` put in, and written
+    again, under :data:`_SPANS_LOCK`: a roll-up under way (:class:`_Roller`) and the loose
+    repacks beside it each change their own packs' lines, and neither may write back a record
+    read before the other's change."""
+    with _SPANS_LOCK:
+        spans = _read_spans(state)
+        for name in drop:
+            spans.pop(name, None)
+        spans.update(add or {})
+        _write_spans(state, spans, pack_dir)
+
+
 def _write_spans(state: Path, spans: dict[str, Span], pack_dir: Path) -> None:
     """``spans`` written whole, but for packs that are gone (their ``.idx`` first)."""
     text = "".join(
@@ -859,7 +907,7 @@ def _roll_small(gitdir: Path, limits: Thresholds, state: Path) -> bool:
         return False
     _delete_packs(pack_dir, rolled, made, state)
     if any(name in spans for name in rolled):
-        _write_spans(state, spans, pack_dir)  # the spans of packs now gone, dropped
+        _update_spans(state, pack_dir, drop=rolled)  # the spans of packs now gone
     run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return True
 
@@ -886,9 +934,10 @@ def _roll_run(
     for name in names:
         spans.pop(name, None)  # rolled now, or never again by their spans
     if made is not None and covered:
-        spans[f"pack-{made}.pack"] = span
+        _update_spans(state, pack_dir, drop=names, add={f"pack-{made}.pack": span})
         _delete_packs(pack_dir, names, made, state)
-    _write_spans(state, spans, pack_dir)
+    else:
+        _update_spans(state, pack_dir, drop=names)
     if covered:
         run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return covered
@@ -1055,14 +1104,28 @@ def run(
         status = "ok"
         started = time.monotonic()
         config = _config_stamp(gitdir)
+        roller: _Roller | None = None
         try:
             previous: str | None = None
             previous_tips: list[str] = []
             burst = 0
+            pack_dir = gitdir / "objects" / "pack"
             while True:
                 limit = thresholds()
-                reason = due(gitdir, limit) if burst < MAX_ROUNDS else None
+                if roller is not None and not roller.is_alive():
+                    if not roller.outcome():  # git refused it: the usual way
+                        _repack(gitdir, everything=True, limits=limit)
+                    roller = None
+                # Beside a roll-up a loose repack takes about twice as long (three busy
+                # processes on two processors here), so it starts at half the count.
+                looking = limit if roller is None else limit.halved()
+                reason = due(gitdir, looking, wide=True) if burst < MAX_ROUNDS else None
+                if roller is not None and reason is not None and PACKS_REASON in reason:
+                    reason = None  # the roll-up under way is for those packs
                 if reason is None:
+                    if roller is not None:
+                        roller.join(LINGER_POLL)  # loose objects may fall due meanwhile
+                        continue
                     # Stay for the next repack only after one ran: a helper that found
                     # nothing due leaves at once, as it always did.
                     if not rounds or not linger:
@@ -1091,20 +1154,25 @@ def run(
                 moved = bool(tips) and tips != previous_tips
                 again = previous is not None and PACKS_REASON not in previous and not moved
                 everything = again or PACKS_REASON in reason
+                if everything and roller is not None:
+                    roller.join()  # git repack -a deletes the packs it is reading
+                    continue
                 since = _read_tips(state) if tips and not everything else None
-                # Too many packs in a big store: only the smallest few rolled up. What the
-                # refs reach may still be loose after it: the record is left as it was.
+                # Too many packs in a big store: only the smallest few rolled up, in a
+                # thread, while this one goes on packing loose objects as they fall due.
+                # What the refs reach may still be loose after it: the record stays.
                 small = PACKS_REASON in reason and big and limit.pack_limit != 1
                 record = tips
-                if small and _roll_small(gitdir, limit, state):
+                if small:
+                    roller = _Roller(gitdir, limit, state)
+                    roller.start()
                     record = []
                 elif since is not None:
                     try:
                         made = _pack_new(gitdir, tips, since, limit)
                         if made is not None:  # a pack of the span since..tips: rolls up by it
-                            spans = _read_spans(state)
-                            spans[f"pack-{made}.pack"] = (tuple(since), tuple(tips))
-                            _write_spans(state, spans, gitdir / "objects" / "pack")
+                            span = (tuple(since), tuple(tips))
+                            _update_spans(state, pack_dir, add={f"pack-{made}.pack": span})
                     except StoreError as exc:
                         log.info("packing what is new in %s failed (%s): all", gitdir, exc)
                         _repack(gitdir, everything=False, limits=limit)
@@ -1119,10 +1187,47 @@ def run(
             status = f"failed: {exc}"
             raise
         finally:
+            if roller is not None:  # the lock is let go below: the roll-up ends first
+                roller.join()
+                with contextlib.suppress(Exception):
+                    roller.outcome()
             _write_state(state, LAST_NAME, f"{status}\nrepacks {rounds}\n")
         return rounds
     finally:
         os.close(fd)
+
+
+class _Roller(threading.Thread):
+    """:func:`_roll_small` in a thread of the helper: a roll-up takes seconds in a big store
+    (git's walk and copy), and the loose objects fast writers add meanwhile are packed beside
+    it instead of piling up (docs/benchmarks.md, "Session 20"): with a writer at ~600 creates
+    a second, a roll-up of 2.5-4 s let 12,000-29,000 loose objects pile up. Meanwhile the
+    helper starts loose repacks at half the count (:meth:`Thresholds.halved`) and runs no
+    other roll-up and no ``git repack -a`` (which would delete the packs it reads). A loose
+    repack's pack holds objects no rolled pack holds (``--unpacked``, written after the
+    roll-up's list of packs), and the record of spans is changed line by line under a lock
+    (:func:`_update_spans`). Its outcome, or what it raised, is taken up by :meth:`outcome`
+    once it is done; the helper lets the packing lock go only after that."""
+
+    def __init__(self, gitdir: Path, limits: Thresholds, state: Path) -> None:
+        super().__init__(name="gitmem-autopack-roll-up", daemon=False)
+        self._args = (gitdir, limits, state)
+        self._rolled = False
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._rolled = _roll_small(*self._args)
+        except BaseException as exc:  # raised again in the helper's own thread
+            self._error = exc
+
+    def outcome(self) -> bool:
+        """Whether it rolled the packs up (False: git refused; roll up the usual way);
+        what it raised, raised again."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._rolled
 
 
 def _write_state(state: Path, name: str, text: str) -> None:
@@ -1169,7 +1274,7 @@ def _next_due(
         time.sleep(LINGER_POLL)
         if _config_stamp(gitdir) != config:
             return False
-        if due(gitdir, limits) is not None:
+        if due(gitdir, limits, wide=True) is not None:
             return True
     return False
 
