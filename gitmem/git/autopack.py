@@ -933,11 +933,10 @@ def _roll_run(
     covered = made is not None and _covers(pack_dir, made, names)
     for name in names:
         spans.pop(name, None)  # rolled now, or never again by their spans
+    made_span = {f"pack-{made}.pack": span} if covered else {}
+    _update_spans(state, pack_dir, drop=names, add=made_span)
     if made is not None and covered:
-        _update_spans(state, pack_dir, drop=names, add={f"pack-{made}.pack": span})
         _delete_packs(pack_dir, names, made, state)
-    else:
-        _update_spans(state, pack_dir, drop=names)
     if covered:
         run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return covered
