@@ -4,7 +4,9 @@
 ships (git's ``gc.auto`` rules, gitmem's default threshold). Every ``N/40`` creates it
 samples the repository's apparent size (``du --apparent-size`` of the git directory
 without the derived index ``<gitdir>/gitmem/``), the loose objects (counted, not
-estimated) and the packs, beside "raw": the bytes of the memory files in the tip. At
+estimated) and the packs, beside "raw": the bytes of the memory files in the tip; a
+watcher process (:mod:`bench.sizewatch`) takes the same every 0.25 s, until packing has
+settled after the last create, and the worst moment is the worst either saw. At
 the end, the same store after ``git gc`` is the baseline. N: 60 (``--tiny``), 2,000
 (``--quick``), 10,000 (full), or ``GITMEM_BENCH_AUTOPACK_CREATES``.
 """
@@ -16,52 +18,36 @@ import os
 import random
 import resource
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import gitmem
 from bench.fixtures import Context, fields_for
 from bench.harness import Row, Stopwatch, git, log, median, percentile, scenario, size_label
-from gitmem.base import paths
+from bench.sizewatch import Sample, Watch, apparent_size
 from gitmem.git import autopack
 
 CREATES = {"tiny": 60, "quick": 2_000, "full": 10_000}
 LOOSE_LIMIT = 6_700
 """git's default ``gc.auto``: the issue's bound on loose objects between packing steps."""
 SIZE_TARGET = 3.0
+WATCH_INTERVAL = 0.25
+"""Seconds between the watcher's looks at the store (:mod:`bench.sizewatch`): a roll-up's
+copy lives 1-4 s at 100k memories."""
 
 
-@dataclass(frozen=True)
-class Sample:
-    creates: int
-    apparent: int
-    raw: int
-    loose: int
-    packs: int
-
-    @property
-    def ratio(self) -> float:
-        return self.apparent / self.raw if self.raw else 0.0
-
-
-def apparent_size(gitdir: Path) -> tuple[int, int, int]:
-    """(apparent bytes, loose objects, packs) of a git directory, without gitmem's state."""
-    state = paths.state_dir(gitdir)
-    total = loose = packs = 0
-    for root, dirs, files in os.walk(gitdir):
-        here = Path(root)
-        if here == state:
-            dirs.clear()
-            continue
-        fanout = here.parent.name == "objects" and len(here.name) == 2
-        for name in files:
-            try:
-                total += (here / name).lstat().st_size
-            except FileNotFoundError:
-                continue
-            loose += fanout
-            packs += here.name == "pack" and name.endswith(".pack")
-    return total, loose, packs
+def _longest_over(watched: list[Sample], limit: int) -> float:
+    """The longest stretch, in seconds, of the watcher's samples with more than ``limit``
+    loose objects (from the first such sample to the first one back under it)."""
+    longest = 0.0
+    since: float | None = None
+    for sample in watched:
+        if sample.loose > limit:
+            since = sample.at if since is None else since
+        elif since is not None:
+            longest = max(longest, sample.at - since)
+            since = None
+    if since is not None and watched:
+        longest = max(longest, watched[-1].at - since)
+    return longest
 
 
 def _creates(ctx: Context) -> int:
@@ -85,24 +71,30 @@ def autopack_size(ctx: Context) -> list[Row]:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     writer_cpu = 0.0
-    for i, fields in enumerate(pool):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        memory = store.create(fields.body, **fields.create_kwargs())
-        writer_cpu += time.thread_time() - c0
-        latencies.append(time.perf_counter() - t0)
-        tip = db.tip()
-        assert tip is not None and memory.path is not None
-        raw += len(db.repo[tip.tree[memory.path].id].read_raw())
-        if (i + 1) % step == 0 or i + 1 == count:
-            apparent, loose, packs = apparent_size(db.gitdir)
-            samples.append(Sample(i + 1, apparent, raw, loose, packs))
-    elapsed = time.perf_counter() - started
-    if db.autopack.launched:
-        autopack.wait_idle(db.gitdir, db.autopack.last_launch, timeout=600)
-    helper = db.autopack._helper
-    if helper is not None:
-        helper.wait()  # reaped (the earlier ones were as they were replaced): CPU below
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    watcher = Watch(db.gitdir, ctx.new_dir("autopack-watch"), WATCH_INTERVAL)
+    with watcher:
+        for i, fields in enumerate(pool):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            memory = store.create(fields.body, **fields.create_kwargs())
+            writer_cpu += time.thread_time() - c0
+            latencies.append(time.perf_counter() - t0)
+            tip = db.tip()
+            assert tip is not None and memory.path is not None
+            raw += len(db.repo[tip.tree[memory.path].id].read_raw())
+            watcher.update(i + 1, raw)
+            if (i + 1) % step == 0 or i + 1 == count:
+                apparent, loose, packs = apparent_size(db.gitdir)
+                samples.append(Sample(i + 1, apparent, raw, loose, packs))
+        elapsed = time.perf_counter() - started
+        if db.autopack.launched:
+            autopack.wait_idle(db.gitdir, db.autopack.last_launch, timeout=600)
+        helper = db.autopack._helper
+        if helper is not None:
+            helper.wait()  # reaped (the earlier ones were as they were replaced): CPU below
+        settled_at = time.monotonic()
+        # The watcher's own CPU is not the helpers': taken before it is reaped.
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        watched = watcher.stop()
     packing_ms = (
         (after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) / count * 1e3
     )
@@ -114,9 +106,13 @@ def autopack_size(ctx: Context) -> list[Row]:
     # The ratio early on says little (a store of 50 memories is mostly git's own files):
     # the worst is taken once the store holds a tenth of the run.
     later = [s for s in samples if s.creates >= count // 10] or samples
-    worst = max(later, key=lambda s: s.ratio)
+    stepped = max(later, key=lambda s: s.ratio)
+    # Every moment the watcher saw, the writer's samples among them.
+    moments = [s for s in watched if s.creates >= count // 10] + later
+    worst = max(moments, key=lambda s: s.ratio)
     over = [s.creates for s in samples if s.loose > LOOSE_LIMIT]
     runs_over = sum(1 for a, b in itertools.pairwise(over) if b - a == step)
+    longest = _longest_over(watched, LOOSE_LIMIT)
     label = f"{size_label(count)} single creates"
     limit = autopack.read_thresholds(db.repo.config)
     # (Thresholds before the count grew with the packs had no loose_limit: a checkout of
@@ -139,9 +135,10 @@ def autopack_size(ctx: Context) -> list[Row]:
             runs=1,
             target=f"≤ {SIZE_TARGET:.0f}x raw at every moment",
             met=worst.ratio <= SIZE_TARGET,
-            note=f"at {worst.creates:,} creates ({worst.loose:,} loose objects, "
-            f"{worst.packs} packs); samples every {step:,} creates from "
-            f"{later[0].creates:,} on; {cadence}",
+            note=f"at {worst.creates:,} creates{' (settling)' if worst.at > settled_at else ''} "
+            f"({worst.loose:,} loose objects, {worst.packs} packs); {len(moments):,} moments "
+            f"from {later[0].creates:,} creates on (every {WATCH_INTERVAL} s and every "
+            f"{step:,} creates, where the worst was {stepped.ratio:.2f}x); {cadence}",
         ),
         Row(
             "on disk after the last create, packing settled",
@@ -175,7 +172,8 @@ def autopack_size(ctx: Context) -> list[Row]:
             target=f"never > {LOOSE_LIMIT:,} for longer than one packing step",
             met=runs_over == 0,
             note=f"{len(over)} of {len(samples)} samples over {LOOSE_LIMIT:,}, "
-            f"{runs_over} of them in a row",
+            f"{runs_over} of them in a row; watched every {WATCH_INTERVAL} s: over "
+            f"{LOOSE_LIMIT:,} for {longest:.1f} s at most",
         ),
         Row(
             "single create while the store packs itself",

@@ -9,6 +9,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pygit2
@@ -19,6 +20,7 @@ from bench.fixtures import build_history, fields_for, memory_text, new_memory_id
 from bench.harness import SCENARIOS, Row, fmt_value, percentile
 from bench.scenarios import seed_latest_version
 from bench.writers import lost_writes, run_rounds
+from gitmem.base import paths
 from gitmem.format.layout import memory_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,3 +179,40 @@ def test_rollup_bench_simulates_the_shipped_rule() -> None:
     assert most <= 10 and most_before <= 10 and most_free <= 10
     assert 1 < ours < theirs / 4
     assert ours <= 1.05 * free and rollups_free < rollups
+
+
+def test_the_size_watcher_sees_the_store_between_the_writers_samples(tmp_path: Path) -> None:
+    """The autopack scenario's watcher (a process of its own) samples the store with the
+    writer's counts of the moment, leaves gitmem's own state out, and says how long the
+    loose objects stayed over a bound."""
+    from bench.scalebench import _longest_over
+    from bench.sizewatch import Sample, Watch, apparent_size
+
+    store = gitmem.init(tmp_path / "s.git", bare=True)
+    gitdir = store.db().gitdir
+    empty, before, _ = apparent_size(gitdir)  # init's own commit is loose
+    with Watch(gitdir, tmp_path, interval=0.02) as watch:
+        watch.update(1, 100)
+        blob = gitdir / "objects" / "ab" / ("c" * 38)
+        blob.parent.mkdir()
+        blob.write_bytes(b"x" * 5000)
+        state = paths.state_dir(gitdir)
+        state.mkdir(exist_ok=True)
+        (state / "big").write_bytes(b"y" * 50_000)  # gitmem's state: not counted
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            written = tmp_path / "sizewatch.samples"
+            lines = written.read_text().splitlines() if written.exists() else []
+            if any(int(line.split()[4]) == before + 1 for line in lines if line):
+                break
+            time.sleep(0.02)
+        watch.update(2, 300)
+        time.sleep(0.2)
+        samples = watch.stop()
+    seen = [s for s in samples if s.loose == before + 1]
+    assert seen and all(s.apparent == empty + 5000 for s in seen)
+    assert {s.creates: s.raw for s in samples}.items() <= {1: 100, 2: 300}.items()
+    assert samples[-1].creates == 2 and samples[-1].ratio == (empty + 5000) / 300
+    stretches = ((5, 0.0), (9, 1.0), (9, 2.5), (1, 3.0), (9, 4.0))
+    loose = [Sample(1, 0, 1, n, 0, at) for n, at in stretches]
+    assert _longest_over(loose, 6) == 2.0  # 1.0 to 3.0; the last stretch runs to its end: 0.0
