@@ -9,8 +9,9 @@ largest into one (the packer before session 17), gitmem's own
 (sessions 17-18) and with it (:func:`gitmem.git.autopack.roll_cap`, the shipped code), and
 git's geometric rule (factor 2, after every loose repack, as ``git repack --geometric=2``
 would). It reports the bytes each rule copied over the store's life, in multiples of the
-store, and the packs it left. Sizes stand in for bytes: a roll-up's pack is taken to be the
-sum of what it rolled.
+store, the packs it left, and its largest roll-up as a share of the packs beside it (what a
+roll-up's copy adds on disk while it runs). Sizes stand in for bytes: a roll-up's pack is
+taken to be the sum of what it rolled.
 
 ``--store PATH`` measures the roll-up on copies of a bare store holding at least three packs
 without a ``.keep`` (under ``TMPDIR``, one fresh copy a run), in turn: ``git repack -a -d
@@ -61,7 +62,7 @@ def _gitmem(sizes: list[float], limit: int, capped: bool = True) -> list[float] 
         return None
     named = [(size, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
     # Sizes are MB here: the cap as autopack.roll_cap computes it in bytes.
-    cap = max(autopack.ROLL_CAP_FLOOR / 2**20, sum(sizes) / autopack.ROLL_CAP_SHARE)
+    cap = sum(sizes) / autopack.ROLL_CAP_SHARE
     chosen = set(autopack.roll_selection(named, cap if capped else None))  # type: ignore[arg-type]
     return [size for size, name in named if name in chosen] or None
 
@@ -90,16 +91,25 @@ RULES: dict[str, Rule] = {
 }
 
 
-def simulate(store_mb: float, batch_mb: float, limit: int, rule: Rule) -> tuple[float, int, int]:
-    """(bytes copied / store bytes, roll-ups, most packs at once) over a store's life."""
+def simulate(
+    store_mb: float, batch_mb: float, limit: int, rule: Rule
+) -> tuple[float, int, int, float]:
+    """(bytes copied / store bytes, roll-ups, most packs at once, the largest roll-up as a
+    share of the packs it was made beside) over a store's life. The last is what a roll-up
+    adds to the store on disk while it runs (its copy, beside the packs it rolls): counted
+    from :data:`~gitmem.git.autopack.BOUNDED_FROM` on, where the packer rolls up small
+    packs (below it, ``git repack -a`` copies everything)."""
     packs: list[float] = []
-    copied = 0.0
+    copied = widest = 0.0
     rollups = most = 0
+    bounded = autopack.BOUNDED_FROM / 2**20
     for _ in range(round(store_mb / batch_mb)):
         packs.append(batch_mb)
         packs.sort()
         rolled = rule(packs, limit)
         if rolled:
+            if sum(packs) >= bounded:
+                widest = max(widest, sum(rolled) / sum(packs))
             for size in rolled:
                 packs.remove(size)
             packs.append(sum(rolled))
@@ -107,7 +117,7 @@ def simulate(store_mb: float, batch_mb: float, limit: int, rule: Rule) -> tuple[
             copied += sum(rolled)
             rollups += 1
         most = max(most, len(packs))
-    return copied / sum(packs), rollups, most
+    return copied / sum(packs), rollups, most, widest
 
 
 def _objects(path: Path) -> set[str]:
@@ -250,10 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"one pack of {args.batch_mb} MB a loose repack, at most {args.limit} packs")
         for store_mb in (float(s) for s in args.sizes.split(",")):
             for name, rule in RULES.items():
-                ratio, rollups, most = simulate(store_mb, args.batch_mb, args.limit, rule)
+                ratio, rollups, most, widest = simulate(
+                    store_mb, args.batch_mb, args.limit, rule
+                )
                 print(
                     f"  {store_mb:,.0f} MB, {name}: copied {ratio:.1f}x the store, "
-                    f"{rollups} roll-ups, at most {most} packs"
+                    f"{rollups} roll-ups, at most {most} packs, the largest roll-up "
+                    f"{widest:.0%} of the packs beside it"
                 )
     if args.store:
         measure(args.store, args.rounds)

@@ -883,15 +883,23 @@ def test_a_roll_up_takes_no_more_than_its_cap_past_the_first_two(
     assert autopack.roll_selection(packs, cap) == [packs[i][1] for i in rolled]
 
 
-def test_the_roll_up_cap_is_a_third_of_the_packs_or_16_mib() -> None:
+def test_the_roll_up_cap_is_a_third_of_the_packs() -> None:
+    """However small the store: a roll-up's copy lives beside the packs it rolls, so a
+    floor under the cap let a young store's roll-up add two thirds of it at once."""
     mib = 1 << 20
 
     def packs(*sizes: int) -> list[tuple[int, str]]:
         return [(size * mib, f"pack-{i:040x}.pack") for i, size in enumerate(sizes)]
 
-    assert autopack.roll_cap(packs(1, 2, 30)) == 16 * mib
+    assert autopack.roll_cap(packs(1, 2, 30)) == 11 * mib
     assert autopack.roll_cap(packs(10, 20, 30, 60)) == 40 * mib
-    assert autopack.roll_cap([]) == 16 * mib
+    assert autopack.roll_cap([]) == 0
+    # A store of 24 MB of packs (~11k memories): the two smallest and the next while they
+    # stay within 8 MB; the 6 MB pack would make 10.
+    young = packs(1, 1, 2, 6, 14)
+    assert autopack.roll_selection(young, autopack.roll_cap(young)) == [
+        name for _, name in young[:3]
+    ]
 
 
 def test_a_pack_without_its_index_or_kept_cruft_or_promised_is_never_rolled(tmp_path: Path) -> None:
@@ -1145,7 +1153,6 @@ def test_a_capped_roll_up_leaves_the_packs_past_its_cap(
     object is still there."""
     gitdir = bare_store.db().gitdir
     made = _span_packs(bare_store, tmp_path, monkeypatch)
-    monkeypatch.setattr(autopack, "ROLL_CAP_FLOOR", 0)
     monkeypatch.setattr(autopack, "ROLL_CAP_SHARE", 1 << 30)  # a cap of a few bytes
     by_size = [name for _, name in autopack.rollable_packs(gitdir / "objects")]
     assert by_size[:3] == sorted(made, key=by_size.index)  # the three small ones first

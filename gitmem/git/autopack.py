@@ -211,16 +211,19 @@ against ~2.8x and ~23x for all but the largest (``python -m bench.rollup --simul
 100k store, one roll-up took 1.9 s of CPU against ``git repack -a``'s 7.4: docs/benchmarks.md,
 "Session 17")."""
 ROLL_CAP_SHARE = 3
-ROLL_CAP_FLOOR = 16 << 20
-"""...and, past the first two, no more than a third of the packs' bytes in all, or 16 MiB
-where that is more (:func:`roll_cap`). Uncapped, a 100k store's roll-ups reached ~45 MB
-(4-8 s of git's time, while the helper packs no loose objects: up to 32,000 piled up, and a
-sample taken while the copy is written beside the packs saw 3.04x the raw text). Capped,
-the largest roll-up about halves (at 100k 2.5-2.9 s against 3.6-4.4), roll-ups come more
-often, each smaller, and over a store's life about as many bytes are copied (``python -m
-bench.rollup --simulate``, a pack of 0.6 MB a loose repack: 2.31x -> 2.20x the store by
-100 MB, 3.41x -> 3.55x by 400 MB, 4.76x -> 4.48x by 1,000 MB; docs/benchmarks.md, "Session
-19")."""
+"""...and, past the first two, no more than a third of the packs' bytes in all
+(:func:`roll_cap`). Uncapped, a 100k store's roll-ups reached ~45 MB (4-8 s of git's time,
+while the helper packs no loose objects: up to 32,000 piled up, and a sample taken while the
+copy is written beside the packs saw 3.04x the raw text). Capped, the largest roll-up about
+halves (at 100k 2.5-2.9 s against 3.6-4.4), roll-ups come more often, each smaller, and over
+a store's life about as many bytes are copied (``python -m bench.rollup --simulate``, a pack
+of 0.6 MB a loose repack: 2.31x -> 2.20x the store by 100 MB, 3.41x -> 3.55x by 400 MB,
+4.76x -> 4.48x by 1,000 MB; docs/benchmarks.md, "Session 19"). A roll-up's copy lives beside
+the packs it rolls until it is done, so the cap is what it adds to the store on disk: a
+floor of 16 MiB under it (session 19) let a store of 10-25 MB of packs copy two thirds of
+itself at once, and a watcher of the 100k scenario saw 2.94-2.96x the raw text then; without
+it, 2.67x (docs/benchmarks.md, "Session 21"), the bytes copied over a store's life as
+before."""
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""
@@ -430,9 +433,8 @@ def rollable_packs(objects: Path) -> list[tuple[int, str]]:
 
 
 def roll_cap(packs: list[tuple[int, str]]) -> int:
-    """The bytes a roll-up takes at most past its first two packs (:data:`ROLL_CAP_SHARE`,
-    :data:`ROLL_CAP_FLOOR`)."""
-    return max(ROLL_CAP_FLOOR, sum(size for size, _ in packs) // ROLL_CAP_SHARE)
+    """The bytes a roll-up takes at most past its first two packs (:data:`ROLL_CAP_SHARE`)."""
+    return sum(size for size, _ in packs) // ROLL_CAP_SHARE
 
 
 def roll_selection(packs: list[tuple[int, str]], cap: float | None = None) -> list[str]:
