@@ -894,7 +894,7 @@ def test_the_roll_up_cap_is_a_third_of_the_packs() -> None:
     assert autopack.roll_cap(packs(1, 2, 30)) == 11 * mib
     assert autopack.roll_cap(packs(10, 20, 30, 60)) == 40 * mib
     assert autopack.roll_cap([]) == 0
-    # A store of 24 MB of packs (~11k memories): the two smallest and the next while they
+    # A store of 24 MB of packs (~20k memories): the two smallest and the next while they
     # stay within 8 MB; the 6 MB pack would make 10.
     young = packs(1, 1, 2, 6, 14)
     assert autopack.roll_selection(young, autopack.roll_cap(young)) == [

@@ -221,9 +221,9 @@ of 0.6 MB a loose repack: 2.31x -> 2.20x the store by 100 MB, 3.41x -> 3.55x by 
 4.76x -> 4.48x by 1,000 MB; docs/benchmarks.md, "Session 19"). A roll-up's copy lives beside
 the packs it rolls until it is done, so the cap is what it adds to the store on disk: a
 floor of 16 MiB under it (session 19) let a store of 10-25 MB of packs copy two thirds of
-itself at once, and a watcher of the 100k scenario saw 2.94-2.96x the raw text then; without
-it, 2.67x (docs/benchmarks.md, "Session 21"), the bytes copied over a store's life as
-before."""
+itself at once, and a watcher of the 100k scenario saw 2.94-2.96x the raw text then (3.29x
+on a disk); without it, 2.60-2.69x (docs/benchmarks.md, "Session 21"), the bytes copied over
+a store's life as before."""
 ROLL_ARGS = ("pack-objects", "--stdin-packs", "--delta-base-offset", "--non-empty", "-q")
 """That roll-up: the packs named on its input, minus the objects of those named after a
 ``^`` (all the others); with the loose repack's window and threads (:func:`_roll_small`)."""
