@@ -1060,6 +1060,7 @@ def test_a_big_store_rolls_up_only_its_small_packs(
     blob nothing reaches too), the loose ones stay loose for the next loose repack, and
     the helper's record of what is packed is left alone (loose objects remain)."""
     monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    monkeypatch.setattr(autopack, "ROLL_CAP_SHARE", 1)  # all small packs, whatever their bytes
     gitdir = bare_store.db().gitdir
     largest, kept, blob = _packs_for_a_roll_up(bare_store)
     tips_file = gitdir / "gitmem" / autopack.TIPS_NAME
@@ -1090,6 +1091,9 @@ def _span_packs(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     """A big store (the threshold lowered) of a large pack and three the helper's loose
     repacks made, one span of history after another. Returns those three pack names."""
     monkeypatch.setattr(autopack, "BOUNDED_FROM", 0)
+    # No cap on a roll-up's bytes: a third of a test's few-KB packs may stop short of the
+    # three (the cap has tests of its own; these are about spans).
+    monkeypatch.setattr(autopack, "ROLL_CAP_SHARE", 1)
     store.db().autopack.enabled = False  # no helper of the writer's in the way
     for i in range(10):  # the largest pack by far (never rolled up)
         store.create(f"big {i}\n{os.urandom(50_000).hex()}\n")
@@ -1177,10 +1181,6 @@ def test_loose_objects_are_packed_beside_a_roll_up_under_way(
     gitdir = bare_store.db().gitdir
     state = gitdir / "gitmem"
     made = _span_packs(bare_store, tmp_path, monkeypatch)
-    # No cap on what a roll-up takes (a test's packs are a few KB, and a third of them may
-    # stop a later roll-up of the loose repacks' packs short of a run of spans, which then
-    # goes by name and drops their lines, as it should): this is about the record's lines.
-    monkeypatch.setattr(autopack, "ROLL_CAP_SHARE", 1)
     limits = autopack.Thresholds(256, 3, window=4, threads=1)
     assert autopack.due(gitdir, limits) == f"4 {autopack.PACKS_REASON} 3)"
     before = set(autopack._read_spans(state))
