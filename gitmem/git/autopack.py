@@ -939,7 +939,6 @@ def _roll_run(
     _update_spans(state, pack_dir, drop=names, add=made_span)
     if made is not None and covered:
         _delete_packs(pack_dir, names, made, state)
-    if covered:
         run_git(["update-server-info"], gitdir=gitdir, timeout=600)
     return covered
 
