@@ -3,10 +3,10 @@ loose objects and packs, beside the writer's count of creates and raw bytes so f
 
 Issue 17's size bound holds "at every moment", and a roll-up's copy of the small packs lives
 for one to four seconds: samples taken every N/40 creates (one every ~4 s at 100k on tmpfs)
-saw 2.18-2.94x where a watcher every 0.25 s saw 3.46x in the same kind of run (docs/
-benchmarks.md, "Session 21"). The watcher is a process of its own, so its walk of the
-store (a ``stat`` a loose object) does not hold the writer's interpreter lock; the writer
-hands it its counts through a small shared file (:class:`Watch`).
+said 2.20x where this watcher saw 2.94x in the same run (docs/benchmarks.md, "Session
+21"). The watcher is a process of its own, so its walk of the store (a ``stat`` a loose
+object) does not hold the writer's interpreter lock; the writer hands it its counts through
+a small shared file (:class:`Watch`).
 
 Run as ``python -m bench.sizewatch GITDIR SHARED OUT INTERVAL`` by :class:`Watch` only.
 """
@@ -97,24 +97,29 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._halt()
 
     def update(self, creates: int, raw: int) -> None:
         _SHARED.pack_into(self._map, 0, creates, raw, 0)
 
+    def _halt(self) -> None:
+        """The watcher told to leave and waited for (once)."""
+        if self._process is None:
+            return
+        creates, raw, _ = _SHARED.unpack_from(self._map, 0)
+        _SHARED.pack_into(self._map, 0, creates, raw, 1)
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+        self._map.close()
+        self._file.close()
+
     def stop(self) -> list[Sample]:
         """The watcher told to leave and waited for; its samples."""
-        if self._process is not None:
-            creates, raw, _ = _SHARED.unpack_from(self._map, 0)
-            _SHARED.pack_into(self._map, 0, creates, raw, 1)
-            try:
-                self._process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._process = None
-            self._map.close()
-            self._file.close()
+        self._halt()
         if not self._out_path.exists():
             return []
         samples = []
@@ -138,9 +143,10 @@ def _watch(gitdir: Path, shared: Path, out: Path, interval: float) -> None:
                 try:
                     apparent, loose, packs = apparent_size(gitdir)
                 except OSError:  # a directory gone in the middle of the walk: next time
-                    continue
-                sink.write(f"{at:.3f} {creates} {raw} {apparent} {loose} {packs}\n")
-                sink.flush()
+                    pass
+                else:
+                    sink.write(f"{at:.3f} {creates} {raw} {apparent} {loose} {packs}\n")
+                    sink.flush()
             time.sleep(interval)
 
 
