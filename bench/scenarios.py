@@ -243,7 +243,7 @@ def _create_rows(
             label,
             "commits/s",
             stats.rate,
-            "pygit2 floor: blob + 3 trees + commit + ref, no encoding",
+            "pygit2 floor: blob + the trees on its path + commit + ref, no encoding",
             raw.rate,
             runs=stats.runs,
             note=f"floor: {raw.cpu_rate:,.0f}/s of CPU time",
