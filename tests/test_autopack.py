@@ -150,9 +150,9 @@ def test_the_helper_counts_a_wider_sample_than_gits(tmp_path: Path) -> None:
     db = store.db()
     repo, objects = db.repo, db.gitdir / "objects"
     # The first commit's objects packed first, so the loose ones counted are this test's
-    # own: the commit's id changes with the second it is made, and one in 5% of them landed
-    # in the wide sample, counted before packing and packed by the first repack, which left
-    # 16 loose objects there, no longer due (the run returned 1).
+    # own: the commit's id changes with the second it is made, and in about one second in
+    # sixteen it fell in the wide sample, was counted, and was packed by the first repack,
+    # which left 16 loose objects there, no longer due (the run returned 1, not 2).
     run_git(db.gitdir, "repack", "-a", "-d", "-q")
     assert autopack.loose_count(objects, autopack.WIDE_SAMPLE) == 0
     limits = autopack.Thresholds(256, 50)  # due past 256: 16 in the wide sample, 1 in 17
