@@ -7,6 +7,8 @@ what it would meet in the wild.
 
 from __future__ import annotations
 
+from typing import Any
+
 from conftest import run_git
 
 from gitmem import Scope, Store
@@ -103,6 +105,19 @@ def memory_text(
 def status_porcelain(store: Store) -> str:
     return run_git(store.path, "status", "--porcelain", "--untracked-files=all")
 
+
+
+def table_bytes(conn: Any) -> dict[str, int]:
+    """Bytes on disk of each table of an SQLite file (``dbstat``; checkpoint first), its
+    indexes counted with it and an FTS table's shadow tables (``fts_data``...) with ``fts``."""
+    owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master"))
+    out: dict[str, int] = {}
+    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+        table = owner.get(name, name)
+        if table.startswith("fts_"):
+            table = "fts"
+        out[table] = out.get(table, 0) + int(size)
+    return out
 
 TABLE_HASHES = r"""
 import hashlib

@@ -7,10 +7,10 @@ same tables, the random ids moving the b-trees' page fill by a few percent."""
 from __future__ import annotations
 
 import random
-import sqlite3
 from pathlib import Path
 
 import pygit2
+from storetools import table_bytes
 
 import gitmem
 
@@ -37,19 +37,6 @@ def _raw_bytes(path: Path) -> tuple[int, int]:
     return files, size
 
 
-def _table_bytes(conn: sqlite3.Connection) -> dict[str, int]:
-    """Bytes on disk of each table, its indexes (and an FTS table's shadow tables) counted
-    with it."""
-    owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master"))
-    out: dict[str, int] = {}
-    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-        table = owner.get(name, name)
-        if table.startswith("fts_"):
-            table = "fts"
-        out[table] = out.get(table, 0) + int(size)
-    return out
-
-
 def test_the_index_stays_sized_like_the_data(tmp_path: Path) -> None:
     """2,000 memories of 45 words drawn from 1,500 (files of ~527 bytes, front-matter
     included): the FTS tables (contentless, porter, ``detail=full``) took 354 bytes a memory,
@@ -73,7 +60,7 @@ def test_the_index_stays_sized_like_the_data(tmp_path: Path) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     files, raw = _raw_bytes(tmp_path / "s.git")
     assert files == COUNT
-    sizes = _table_bytes(conn)
+    sizes = table_bytes(conn)
     lexical = sizes["fts"]
     without_vectors = sum(size for table, size in sizes.items() if not table.startswith("vector"))
     assert lexical / COUNT <= 390, sizes

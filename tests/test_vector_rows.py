@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from storetools import table_bytes
 from test_index import World, make_store, ops
 
 import gitmem
@@ -465,13 +466,7 @@ def test_an_index_of_an_older_provider_version_drops_its_vector_tables_and_embed
 
 def _vector_bytes(conn: Any) -> dict[str, int]:
     """Bytes on disk of each vector table, its indexes counted with it (``dbstat``)."""
-    owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master"))
-    out: dict[str, int] = {}
-    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-        table = owner.get(name, name)
-        if table.startswith("vector"):
-            out[table] = out.get(table, 0) + int(size)
-    return out
+    return {t: size for t, size in table_bytes(conn).items() if t.startswith("vector")}
 
 
 @pytest.mark.parametrize(("lists_per_root", "bound", "whole"), [(None, 282, 300), (0.5, 295, 320)])
