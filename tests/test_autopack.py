@@ -89,8 +89,23 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
             assert (gitdir / "objects" / "pack" / (name[:-4] + ".pack")).exists()
 
 
+
+def _store_with_empty_sample(tmp_path: Path) -> Store:
+    """A new bare store with nothing in ``objects/17`` (git's sample), for the tests that
+    count what they put there. A store's first commit is loose and its id changes with the
+    commit's time: in one store of 256 it fell in ``objects/17`` and made those counts one
+    more than the test meant. Another time (a fixed clock, a second later) gives another id."""
+    for n in range(64):
+        clock = gitmem.FixedClock("2026-01-01T00:00:00Z")
+        clock.advance(seconds=n)
+        store = gitmem.init(tmp_path / f"s{n}.git", bare=True, clock=clock)
+        if not (store.db().gitdir / "objects" / autopack.SAMPLE_DIR).exists():
+            return store
+    raise AssertionError("64 first commits in objects/17")
+
+
 def test_thresholds_are_gits(tmp_path: Path) -> None:
-    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store = _store_with_empty_sample(tmp_path)
     db = store.db()
     # Nothing set: gitmem's count (2,048, growing with the packs up to 4,096), its narrower
     # delta window, one thread, and its pack limit (10: every pack costs each object a
@@ -122,7 +137,7 @@ def test_thresholds_are_gits(tmp_path: Path) -> None:
 
 
 def test_loose_objects_outweighing_the_packs_make_packing_due(tmp_path: Path) -> None:
-    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store = _store_with_empty_sample(tmp_path)
     db = store.db()
     limits = autopack.Thresholds(6700, 50)  # far from git's count rule
     sample = db.gitdir / "objects" / "17"
@@ -192,7 +207,7 @@ def test_the_default_count_grows_with_the_packs() -> None:
 def test_a_big_store_holds_more_loose_objects_before_packing(tmp_path: Path) -> None:
     """The same loose objects are due in a small store and not in one with 20 MB of packs
     (unless ``gc.auto`` is set, which is taken as it stands)."""
-    store = gitmem.init(tmp_path / "s.git", bare=True)
+    store = _store_with_empty_sample(tmp_path)
     db = store.db()
     sample = db.gitdir / "objects" / "17"
     sample.mkdir(exist_ok=True)
