@@ -204,8 +204,10 @@ def encode(vecs: NDArray[Any], kind: str | None = None) -> list[bytes]:
         return [h + row.tobytes() for h, row in zip(headers, packed, strict=True)]
     levels = 127 if chosen == "int8" else 7
     peak = np.abs(matrix).max(axis=1, keepdims=True)
-    scale = np.where(peak > 0, levels / np.where(peak > 0, peak, 1), 0)
-    q = np.rint(matrix * scale).astype(np.int8)
+    # Each row divided by its peak first (|x| / peak <= 1, so at most ``levels`` after the
+    # product): ``levels / peak`` overflowed to infinity for a row of subnormal floats, whose
+    # codes then came out of a cast of infinity and NaN (zeros here) and decoded to nothing.
+    q = np.rint(matrix / np.where(peak > 0, peak, 1) * levels).astype(np.int8)
     if chosen == "int8":
         return [h + row.tobytes() for h, row in zip(headers, q, strict=True)]
     nibbles = (q.astype(np.int16) & 0x0F).astype(np.uint8)
