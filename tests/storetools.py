@@ -106,7 +106,6 @@ def status_porcelain(store: Store) -> str:
     return run_git(store.path, "status", "--porcelain", "--untracked-files=all")
 
 
-
 def table_bytes(conn: Any) -> dict[str, int]:
     """Bytes on disk of each table of an SQLite file (``dbstat``; checkpoint first), its
     indexes counted with it and an FTS table's shadow tables (``fts_data``...) with ``fts``."""
@@ -118,6 +117,7 @@ def table_bytes(conn: Any) -> dict[str, int]:
             table = "fts"
         out[table] = out.get(table, 0) + int(size)
     return out
+
 
 TABLE_HASHES = r"""
 import hashlib

@@ -89,7 +89,6 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
             assert (gitdir / "objects" / "pack" / (name[:-4] + ".pack")).exists()
 
 
-
 def _store_with_empty_sample(tmp_path: Path) -> Store:
     """A new bare store with nothing in ``objects/17`` (git's sample), for the tests that
     count what they put there. A store's first commit is loose and its id changes with the
