@@ -89,18 +89,21 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
             assert (gitdir / "objects" / "pack" / (name[:-4] + ".pack")).exists()
 
 
-def _store_with_empty_sample(tmp_path: Path) -> Store:
-    """A new bare store with nothing in ``objects/17`` (git's sample), for the tests that
-    count what they put there. A store's first commit is loose and its id changes with the
-    commit's time: in one store of 256 it fell in ``objects/17`` and made those counts one
-    more than the test meant. Another time (a fixed clock, a second later) gives another id."""
+def _store_with_empty_sample(tmp_path: Path, dirs: tuple[str, ...] = ("17",)) -> Store:
+    """A new bare store with nothing in the fan-out folders ``dirs`` (git's sample,
+    ``objects/17``, by default), for the tests that count what they put there. A store's
+    first commit is loose and its id changes with the commit's time: it fell in
+    ``objects/17`` in one store of 256 (in ``autopack.WIDE_SAMPLE`` in one of 16) and made
+    those counts one more than the test meant. Another time (a fixed clock, a second later)
+    gives another id."""
     for n in range(64):
         clock = gitmem.FixedClock("2026-01-01T00:00:00Z")
         clock.advance(seconds=n)
         store = gitmem.init(tmp_path / f"s{n}.git", bare=True, clock=clock)
-        if not (store.db().gitdir / "objects" / autopack.SAMPLE_DIR).exists():
+        objects = store.db().gitdir / "objects"
+        if not any((objects / name).exists() for name in dirs):
             return store
-    raise AssertionError("64 first commits in objects/17")
+    raise AssertionError(f"64 first commits in {dirs}")
 
 
 def test_thresholds_are_gits(tmp_path: Path) -> None:
@@ -160,15 +163,11 @@ def test_the_helper_counts_a_wider_sample_than_gits(tmp_path: Path) -> None:
     directories of :data:`autopack.WIDE_SAMPLE` and finds packing due on either count: loose
     objects that miss ``objects/17`` are due to the helper (and packed by it, every one),
     not to git's rule, and an empty ``objects/17`` beside them makes no difference."""
-    store = gitmem.init(tmp_path / "s.git", bare=True)
+    # Nothing loose in the wide sample to start with: a first commit there was counted, and
+    # packed by the first repack, which left 16 loose objects, no longer due (1 run, not 2).
+    store = _store_with_empty_sample(tmp_path, autopack.WIDE_SAMPLE)
     db = store.db()
     repo, objects = db.repo, db.gitdir / "objects"
-    # The first commit's objects packed first, so the loose ones counted are this test's
-    # own: the commit's id changes with the second it is made, and in about one second in
-    # sixteen it fell in the wide sample, was counted, and was packed by the first repack,
-    # which left 16 loose objects there, no longer due (the run returned 1, not 2).
-    run_git(db.gitdir, "repack", "-a", "-d", "-q")
-    assert autopack.loose_count(objects, autopack.WIDE_SAMPLE) == 0
     limits = autopack.Thresholds(256, 50)  # due past 256: 16 in the wide sample, 1 in 17
     written: list[str] = []
     n = 0
