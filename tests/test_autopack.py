@@ -89,7 +89,9 @@ def _assert_sound(store: Store, ids: list[str]) -> None:
             assert (gitdir / "objects" / "pack" / (name[:-4] + ".pack")).exists()
 
 
-def _store_with_empty_sample(tmp_path: Path, dirs: tuple[str, ...] = ("17",)) -> Store:
+def _store_with_empty_sample(
+    tmp_path: Path, dirs: tuple[str, ...] = (autopack.SAMPLE_DIR,)
+) -> Store:
     """A new bare store with nothing in the fan-out folders ``dirs`` (git's sample,
     ``objects/17``, by default), for the tests that count what they put there. A store's
     first commit is loose and its id changes with the commit's time: it fell in
