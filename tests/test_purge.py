@@ -8,7 +8,9 @@ other memory and its history survive. The credential is FAKE, built at run time.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -255,3 +257,37 @@ def test_a_bare_store_is_purged_too(bare_store: Store) -> None:
     _run_steps(next(s for s in report.steps if s.where == "this store").commands)
     assert _holds(gitdir, SECRET) == []
     assert gitmem.open(gitdir).read(memory.id).body == f"token {REPLACEMENT}\n"
+
+
+def test_purge_removes_every_branchs_index_and_prints_only_what_remains(
+    tmp_path: Path,
+) -> None:
+    """A proposal branch's index (``index@feat.sqlite`` and its WAL, 0644) held the token
+    after ``purge --secrets --apply`` and the printed steps: purge deleted main's index only.
+    Separate processes, as a user runs them."""
+    store = gitmem.init(tmp_path / "s")
+    env = {**os.environ, "GITMEM_DIR": str(store.path)}
+
+    def gm(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "gitmem", *args], capture_output=True, text=True, env=env
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    store.create("an ordinary fact\n")
+    gm("--branch", "feat", "--allow-secrets", "add", f"the token is {SECRET}")
+    gm("--branch", "feat", "ls")
+    gm("ls")
+    state = store.db().gitdir / "gitmem"
+    assert any(SECRET.encode() in f.read_bytes() for f in state.glob("index@feat.sqlite*"))
+    out = gm("purge", "--secrets", "--apply")
+    assert "rm " not in out  # this store's derived state is gone already: not a user's step
+    assert "after the push" not in out  # there is no push to wait for
+    steps = out.split("Then, to make the old objects really go:\n", 1)[1]
+    _run_steps([line.strip() for line in steps.splitlines() if line.startswith("     git ")])
+    assert _holds(store.db().gitdir, SECRET) == []
+    assert not list(state.glob("index*"))
+    # Every branch still reads, through a fresh index.
+    assert REPLACEMENT in gm("--branch", "feat", "search", "token")
+    assert "an ordinary fact" in gm("search", "ordinary")

@@ -10,9 +10,9 @@ data gets in, the only remedy is a rewrite of history, done here with pygit2:
    ``secrets=True`` the store's credential policy); a commit whose tree, message and
    parents are unchanged keeps its id, so history before the first match stays as it is;
 2. the branches (and lightweight tags) move to the rewritten commits under the store's
-   write lock, the work tree follows, and the derived index is deleted (it is rebuilt on
-   next use; SQLite keeps deleted rows' text in free pages, so a rebuild in place is not
-   enough);
+   write lock, the work tree follows, and every derived copy in the state folder (each
+   branch's index and WAL, vectors, caches) is deleted (rebuilt on next use; SQLite keeps
+   deleted rows' text in free pages, so a rebuild in place is not enough);
 3. :class:`PurgeReport` says what was removed where (each file version and message, by
    the commit that introduced it) and the exact steps that make the objects really go:
    a force-push with lease to the hub, reflog expiry and ``gc`` on the hub and here, and
@@ -34,14 +34,15 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pygit2
 
+from gitmem.base import paths
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError
 from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
@@ -579,7 +580,7 @@ def purge(
                 entry = tree_entry(new_tip.tree, path)
                 changes[path] = blob_data(repo, entry.id) if entry is not None else None
             db.update_worktree(old_tip, new_tip, changes)
-    _drop_index(db)
+    _drop_derived(db)
     report.steps = _steps(db, remote, report, dry_run=False)
     return report
 
@@ -635,14 +636,25 @@ def _refuse_unsafe(db: GitDB, remote: str | None) -> None:
             )
 
 
-def _drop_index(db: GitDB) -> None:
-    """Delete the derived index: rebuilt on next use, and SQLite keeps deleted rows' text in
-    free pages, so only a new file is sure to hold nothing of what was purged."""
-    from gitmem.store.index import DB_NAME
+def _drop_derived(db: GitDB) -> None:
+    """Delete every derived copy in the state folder (:data:`paths.DERIVED_COPIES`: each
+    branch's index and WAL, vectors, caches): rebuilt on next use, and SQLite keeps deleted
+    rows' text in free pages, so only a new file is sure to hold nothing of what was purged.
+    A link is removed, never followed."""
+    for pattern in paths.DERIVED_COPIES:
+        for path in db.state_dir.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            (db.state_dir / (DB_NAME + suffix)).unlink()
+
+def _rm_derived(gitdir: str) -> str:
+    """The shell command that deletes the derived copies of the store at ``gitdir``."""
+    return "rm -rf " + " ".join(
+        f"{gitdir}/{paths.STATE_DIR}/{pattern}" for pattern in paths.DERIVED_COPIES
+    )
 
 
 def _is_local_path(url: str) -> bool:
@@ -653,7 +665,6 @@ def _is_local_path(url: str) -> bool:
 
 def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool) -> list[Step]:
     here = shlex.quote(str(db.path))
-    index = shlex.quote(str(Path(".git") / "gitmem" / "index.sqlite"))
     steps: list[Step] = []
     branches = [(name, old) for name, old, _ in report.refs if name.startswith("refs/heads/")]
     if dry_run:
@@ -698,8 +709,7 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
                     [
                         f"git -C {hub} reflog expire --expire=now --all",
                         f"git -C {hub} gc --prune=now --quiet",
-                        f"rm -f {hub}/gitmem/index.sqlite {hub}/gitmem/index.sqlite-wal "
-                        f"{hub}/gitmem/index.sqlite-shm",
+                        _rm_derived(hub),
                     ],
                     "so the old objects are deleted, not only unreferenced",
                 )
@@ -722,7 +732,9 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
                 f"git -C {here} reflog expire --expire=now --all",
                 f"git -C {here} gc --prune=now --quiet",
             ],
-            "after the push (the remote-tracking branch still holds the old commits until then)",
+            "after the push (the remote-tracking branch still holds the old commits until then)"
+            if lease_base
+            else "so the old objects are deleted, not only unreferenced",
         )
     )
     if remote is not None and lease_base:
@@ -741,7 +753,7 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
                     f"{short}",
                     "git -C CLONE reflog expire --expire=now --all",
                     "git -C CLONE gc --prune=now --quiet",
-                    f"rm -f CLONE/{index} CLONE/{index}-wal CLONE/{index}-shm",
+                    _rm_derived("CLONE/.git"),
                 ],
                 "or delete the clone and clone the hub again; work not pushed yet was made on "
                 "the old history and may hold what was purged: check it before you keep it "
