@@ -15,11 +15,18 @@ import compileall
 import sys
 from pathlib import Path
 
-import bench.reviewbench  # noqa: F401  (registered first: scenarios run in registration order)
 import gitmem
 from bench.fixtures import Context
-from bench.harness import Row, log, measure_alternating, ms, scenario, size_label
-from bench.hookrun import _process, hook_env
+from bench.harness import (
+    Row,
+    cli_env,
+    command_timed,
+    log,
+    measure_alternating,
+    ms,
+    scenario,
+    size_label,
+)
 
 TARGETS = {"ls": 100.0, "search": 100.0, "show": 100.0, "add": 150.0, "recall": 100.0}
 EMBEDDER_LOAD = (
@@ -44,7 +51,7 @@ def cli_latency(ctx: Context) -> list[Row]:
     populated = ctx.bare_store(config.read_size)
     path = populated.path
     ctx.indexed(path)
-    env = hook_env(ctx.new_dir("cli-no-user-store"))
+    env = cli_env(ctx.new_dir("cli-no-user-store"))
     memory_id = populated.ids[len(populated.ids) // 2]
     from gitmem.format.layout import memory_path
 
@@ -77,9 +84,9 @@ def cli_latency(ctx: Context) -> list[Row]:
             "git commit-tree (a commit object, no ref update)",
         ),
     ]
-    floor = _process([sys.executable, "-c", "pass"], path, env)
-    version = _process([*_gitmem(), "--version"], path, env)
-    floor_stats, version_stats = measure_alternating([floor.timed, version.timed], config.repeat)
+    floor = command_timed([sys.executable, "-c", "pass"], path, env)
+    version = command_timed([*_gitmem(), "--version"], path, env)
+    floor_stats, version_stats = measure_alternating([floor, version], config.repeat)
     rows = [
         Row(
             "CLI: gitmem --version (imports, no store)",
@@ -95,9 +102,9 @@ def cli_latency(ctx: Context) -> list[Row]:
     ]
     for name, command, baseline, baseline_name in cases:
         log(f"cli-latency: gitmem {name}")
-        ours = _process(command, path, env)
-        theirs = _process(baseline, path, env)
-        stats, base = measure_alternating([ours.timed, theirs.timed], config.repeat)
+        ours = command_timed(command, path, env)
+        theirs = command_timed(baseline, path, env)
+        stats, base = measure_alternating([ours, theirs], config.repeat)
         value = ms(stats.p50)
         target = TARGETS[name]
         note = f"python -c pass: {ms(floor_stats.p50):.0f} ms in the same run"

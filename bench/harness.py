@@ -1,10 +1,8 @@
 """The benchmark machinery: configuration, timing, result rows and the scenario registry.
 
-A scenario is a function ``(ctx) -> list[Row]`` registered with :func:`scenario`. It asks
-the :class:`bench.fixtures.Context` for the stores and checkouts it needs (built once per
-run and shared), times gitmem and its baseline with :func:`measure_alternating`, and returns rows
-for the table. A scenario whose feature does not exist yet names a ``requires`` check: the
-runner then reports it as pending instead of failing.
+A scenario is a function ``(ctx) -> list[Row]`` registered with :func:`scenario`; ``ctx``
+is a :class:`bench.fixtures.Context`, which builds the stores a scenario asks for once per
+run. It times gitmem and its baseline with :func:`measure_alternating` and returns rows.
 """
 
 from __future__ import annotations
@@ -18,10 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from bench.fixtures import Context
+from typing import Any
 
 # -- configuration ---------------------------------------------------------------------
 
@@ -31,33 +26,23 @@ class Config:
     """Sizes and repetitions of one benchmark run (see :func:`preset`)."""
 
     mode: str
-    sizes: list[int]
-    """Store sizes for single-memory create into a bare store, and bulk import."""
-    worktree_sizes: list[int]
+    create_size: int
+    """Memories in the bare store that single creates go into."""
     read_size: int
-    """Store size for read by id, store size on disk, and (later) search."""
+    """Memories in the store the CLI commands read."""
+    recall_size: int
+    """Memories in the store recall latency is measured on."""
     history_commits: int
-    latest_size: int
-    writers: list[int]
-    writers_size: int
+    graph_size: int
+    """Entities created through MCP before the graph tools are timed."""
     repeat: int
     ops: int
-    """gitmem creates (and plain file writes) per timed run."""
+    """gitmem creates per timed run."""
     git_ops: int
     """``git add`` + ``git commit`` rounds per timed run (each forks git twice)."""
-    reads: int
-    writer_ops: int
-    catchup_commits: int = 10_000
-    """New commits the index catches up with (issue: 10k, on a 100k store)."""
-    hook_size: int = 10_000
-    """Memories in the project store of the hook-run scenario (issue 4: 10k)."""
-    budget: float = 120.0
-    """Seconds after which a scenario whose single run takes long stops repeating it."""
     slow_repeat: int = 3
-    """Timed runs of operations that take seconds each (history, latest_version)."""
+    """Timed runs of operations that take a second or more."""
     history_updates: int = 5
-    bulk_repeat_max: int = 2_000
-    """Bulk imports of at most this many memories are repeated; larger ones run once."""
     warmup: int = 3
     seed: int = 20261122
     workdir: Path | None = None
@@ -67,85 +52,24 @@ class Config:
 
 
 def preset(mode: str) -> Config:
-    """The named size presets: ``full`` (the issue's sizes), ``quick`` (~1 min), ``tiny``."""
+    """``full``: the sizes the floors name (tens of minutes); ``quick``: minutes; ``tiny``:
+    seconds, to prove the command works."""
     if mode == "full":
         return Config(
-            mode="full",
-            # The issue's sizes are 1k, 10k and 100k memories, 100k commits and a catch-up
-            # of 10k commits. Importing 100k memories takes minutes and the index's
-            # per-commit tree diff grows with the store (a 20k-commit rebuild took 217 s,
-            # a 10k catch-up 508 s), so the defaults stop where a run takes minutes; the
-            # table names the option that sets each one.
-            sizes=[1_000, 10_000],
-            worktree_sizes=[1_000, 10_000],
-            read_size=10_000,
-            history_commits=10_000,
-            latest_size=10_000,
-            writers=[1, 2, 4, 8],
-            writers_size=10_000,
-            repeat=5,
-            ops=100,
-            git_ops=20,
-            reads=1_000,
-            writer_ops=50,
-            catchup_commits=2_000,
-            budget=60.0,
-        )
+            mode="full", create_size=20_000, read_size=1_000, recall_size=10_000,
+            history_commits=100_000, graph_size=10_000, repeat=5, ops=100, git_ops=20,
+        )  # fmt: skip
     if mode == "quick":
         return Config(
-            mode="quick",
-            sizes=[200, 1_000],
-            worktree_sizes=[200, 1_000],
-            read_size=1_000,
-            history_commits=2_000,
-            latest_size=1_000,
-            writers=[1, 2, 4, 8],
-            writers_size=1_000,
-            repeat=3,
-            ops=50,
-            git_ops=12,
-            reads=300,
-            writer_ops=15,
-            bulk_repeat_max=500,
-            catchup_commits=500,
-            budget=10.0,
-            hook_size=2_000,
-        )
+            mode="quick", create_size=1_000, read_size=1_000, recall_size=1_000,
+            history_commits=2_000, graph_size=1_000, repeat=3, ops=50, git_ops=12,
+        )  # fmt: skip
     if mode == "tiny":
         return Config(
-            mode="tiny",
-            sizes=[20],
-            worktree_sizes=[20],
-            read_size=20,
-            history_commits=30,
-            latest_size=20,
-            writers=[1, 2],
-            writers_size=20,
-            repeat=1,
-            ops=3,
-            git_ops=2,
-            reads=10,
-            writer_ops=3,
-            slow_repeat=1,
-            warmup=1,
-            catchup_commits=10,
-            budget=5.0,
-            hook_size=30,
-        )
+            mode="tiny", create_size=20, read_size=20, recall_size=20, history_commits=30,
+            graph_size=50, repeat=1, ops=3, git_ops=2, slow_repeat=1, warmup=1,
+        )  # fmt: skip
     raise ValueError(f"unknown mode {mode!r}")
-
-
-def sizes_config(base: Config, sizes: Sequence[int]) -> Config:
-    """``--sizes``: the other sizes follow the largest one, capped where a scenario is slow."""
-    top = max(sizes)
-    base.sizes = sorted(set(sizes))
-    base.worktree_sizes = [n for n in base.sizes if n <= 10_000] or [min(base.sizes)]
-    base.read_size = top
-    base.history_commits = max(min(top, base.history_commits), base.history_updates + 2)
-    base.latest_size = top
-    base.writers_size = min(top, 10_000)
-    base.mode = f"{base.mode}, sizes {','.join(size_label(n) for n in base.sizes)}"
-    return base
 
 
 # -- statistics ---------------------------------------------------------------------------
@@ -156,11 +80,8 @@ def percentile(values: Sequence[float], pct: float) -> float:
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
     rank = (len(ordered) - 1) * pct / 100.0
-    low = math.floor(rank)
-    high = math.ceil(rank)
+    low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
@@ -174,10 +95,8 @@ class OpStats:
     """Median latency of one operation in seconds, one per run."""
     p99s: list[float]
     cpu_rates: list[float]
-    """Operations per second of this process's CPU time, one per run. Other work on the
-    machine barely moves it, so it shows what wall-clock figures lose to a busy machine
-    (meaningless for baselines that run in a child process)."""
-    ops: int
+    """Operations per second of this process's CPU time, one per run: what a busy machine
+    barely moves (meaningless for baselines that run in a child process)."""
 
     @property
     def runs(self) -> int:
@@ -220,8 +139,7 @@ class Timed:
     def run(self) -> None:
         clock, cpu = time.perf_counter, time.process_time
         latencies: list[float] = []
-        cpu_start = cpu()
-        run_start = clock()
+        cpu_start, run_start = cpu(), clock()
         for _ in range(self.ops):
             t0 = clock()
             self.op(self.counter)
@@ -237,7 +155,6 @@ class Timed:
             p50s=[percentile(lat, 50) for lat in self.latencies],
             p99s=[percentile(lat, 99) for lat in self.latencies],
             cpu_rates=[self.ops / c if c > 0 else math.inf for c in self.cpus],
-            ops=self.ops,
         )
 
 
@@ -255,26 +172,18 @@ def measure_alternating(items: Sequence[Timed], repeat: int) -> list[OpStats]:
     return [item.stats() for item in items]
 
 
-def measure_ops(op: Callable[[int], object], *, ops: int, repeat: int, warmup: int) -> OpStats:
-    """Time ``repeat`` runs of ``ops`` calls of ``op(i)`` after ``warmup`` untimed calls."""
-    return measure_alternating([Timed(op, ops, warmup)], repeat)[0]
+def command_timed(command: list[str], cwd: Path, env: dict[str, str]) -> Timed:
+    """One call of ``command`` as a process per op (output captured; a failure raises)."""
 
+    def op(_: int) -> None:
+        result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=False)
+        if result.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(command)} exited {result.returncode}: "
+                f"{(result.stdout + result.stderr).decode(errors='replace')[-300:]}"
+            )
 
-def measure_budget(op: Callable[[], object], *, runs: int, budget: float) -> list[float]:
-    """Seconds of up to ``runs`` calls of ``op``; stops early once ``budget`` seconds are spent
-    (an operation that takes minutes is measured once, and the table says so)."""
-    seconds: list[float] = []
-    spent = 0.0
-    while len(seconds) < runs and (not seconds or spent < budget):
-        t0 = time.perf_counter()
-        op()
-        seconds.append(time.perf_counter() - t0)
-        spent += seconds[-1]
-    return seconds
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
+    return Timed(op, 1, 1)
 
 
 # -- result rows ---------------------------------------------------------------------------
@@ -300,20 +209,18 @@ class Row:
     note: str = ""
 
     def ratio(self) -> float | None:
-        """gitmem's advantage over the baseline (> 1: gitmem better), for speed rows."""
-        if self.value is None or self.baseline_value is None:
+        """gitmem's figure over the baseline's (> 1: gitmem better, for speed rows)."""
+        if self.value is None or not self.baseline_value:
             return None
-        if self.compare == "size":
-            return self.value / self.baseline_value if self.baseline_value else None
-        if self.higher_is_better:
-            return self.value / self.baseline_value if self.baseline_value else None
+        if self.higher_is_better or self.compare == "size":
+            return self.value / self.baseline_value
         return self.baseline_value / self.value if self.value else None
 
     def ratio_text(self) -> str:
         ratio = self.ratio()
         if ratio is None or self.compare == "none":
             return "—"
-        if self.compare == "quality":  # a score beside the baseline's: x times its value
+        if self.compare == "quality":
             return f"{ratio:.2f}x baseline"
         if self.compare == "size":
             return f"{ratio:.2f}x raw"
@@ -342,9 +249,7 @@ class Row:
 def fmt_ratio(ratio: float) -> str:
     if ratio >= 100:
         return f"{ratio:,.0f}"
-    if ratio >= 10:
-        return f"{ratio:.1f}"
-    return f"{ratio:.2f}"
+    return f"{ratio:.1f}" if ratio >= 10 else f"{ratio:.2f}"
 
 
 def fmt_value(value: float | None) -> str:
@@ -358,20 +263,14 @@ def fmt_value(value: float | None) -> str:
     magnitude = abs(value)
     if magnitude >= 1000:
         return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
     if magnitude >= 1:
-        return f"{value:.2f}"
+        return f"{value:.{3 - len(str(int(magnitude)))}f}"
     digits = 2 - math.floor(math.log10(magnitude))
     return f"{value:.{digits}f}"
 
 
 def size_label(n: int) -> str:
-    if n >= 1000 and n % 1000 == 0:
-        return f"{n // 1000}k"
-    return str(n)
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
 def ms(seconds: float) -> float:
@@ -380,16 +279,15 @@ def ms(seconds: float) -> float:
 
 # -- the scenario registry -------------------------------------------------------------------
 
-ScenarioFunc = Callable[["Context"], list[Row]]
-
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
-    func: ScenarioFunc
+    func: Callable[[Any], list[Row]]
+    """Called with the run's :class:`bench.fixtures.Context`."""
     requires: Callable[[], str | None] | None = None
-    """Returns why the scenario cannot run yet (a missing feature), or None when it can."""
+    """Returns why the scenario cannot run here (a missing extra), or None when it can."""
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -398,10 +296,10 @@ SCENARIOS: dict[str, Scenario] = {}
 
 def scenario(
     name: str, title: str, *, requires: Callable[[], str | None] | None = None
-) -> Callable[[ScenarioFunc], ScenarioFunc]:
+) -> Callable[[Callable[[Any], list[Row]]], Callable[[Any], list[Row]]]:
     """Register a scenario under ``name`` (used by ``--only``/``--skip``)."""
 
-    def register(func: ScenarioFunc) -> ScenarioFunc:
+    def register(func: Callable[[Any], list[Row]]) -> Callable[[Any], list[Row]]:
         if name in SCENARIOS:
             raise ValueError(f"scenario {name!r} registered twice")
         SCENARIOS[name] = Scenario(name, title, func, requires)
@@ -433,26 +331,20 @@ def git_env() -> dict[str, str]:
     return env
 
 
-_GIT_ENV: dict[str, str] | None = None
+def cli_env(home: Path) -> dict[str, str]:
+    """The environment gitmem's commands run in: git's user config shut out, no user store."""
+    env = git_env()
+    env.pop("GITMEM_DIR", None)
+    env["GITMEM_HOME"] = str(home)
+    return env
 
 
-def git(
-    cwd: Path, *args: str, stdin: bytes | None = None, stdin_path: Path | None = None
-) -> str:
+def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
     """Run the git binary in ``cwd`` (automatic gc off, so it never runs inside a timing)."""
-    global _GIT_ENV
-    if _GIT_ENV is None:
-        _GIT_ENV = git_env()
     command = ["git", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args]
-    if stdin_path is not None:
-        with open(stdin_path, "rb") as fh:
-            result = subprocess.run(
-                command, cwd=cwd, stdin=fh, capture_output=True, env=_GIT_ENV, check=False
-            )
-    else:
-        result = subprocess.run(
-            command, cwd=cwd, input=stdin, capture_output=True, env=_GIT_ENV, check=False
-        )
+    result = subprocess.run(
+        command, cwd=cwd, input=stdin, capture_output=True, env=git_env(), check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(
             f"git {' '.join(args)} failed in {cwd} ({result.returncode}): "

@@ -1,70 +1,39 @@
 """Recall quality: does recall find the memories that answer a question?
 
-The dataset is LoCoMo (Maharana et al., 2024, "Evaluating Very Long-Term Conversational
-Memory of LLM Agents"): 10 long conversations between two people (5,882 dialogue turns, 19 to
-32 sessions each) and 1,986 questions about them, each labelled with the turns that hold the
-answer (``evidence``: dialogue ids such as ``D3:7``). It is the long-term conversational-memory
-kind of recall an agent does; the labels are per turn, so one memory per turn gives exact
-relevance labels. Questions of category 5 (adversarial: the premise is false, the answer is
-"not mentioned") are left out, as retrieval evaluations of LoCoMo do; categories 1-4 remain.
+The dataset is LoCoMo (Maharana et al., 2024): 10 long conversations between two people
+(5,882 dialogue turns) and questions labelled with the turns that hold the answer. One
+memory per turn, written through the real ``Store``; the questions of categories 1-4 (5 is
+adversarial: a false premise). Split by conversation: **tuning** (the first five) and
+**held-out** (the last five, never tuned on). docs/benchmarks.md says how to get the data
+(``GITMEM_RECALL_DATA``, or ``bench/data/locomo10.json``); without it the scenario runs on
+a small synthetic conversation and says so.
 
-Data files are never committed: the bench reads ``locomo10.json`` from ``GITMEM_RECALL_DATA``
-(a file, or a folder holding ``locomo10.json`` or ``data/locomo10.json``), else from
-``bench/data/locomo10.json`` (git-ignored). docs/benchmarks.md says how to get it. Without
-it the scenario runs on a small synthetic conversation (and says so in the table), which is
-how the test suite runs it.
+Each conversation is its own store; ``Store.recall`` and plain BM25 (rank-bm25's
+``BM25Okapi`` over lowercased ``\\w+`` tokens) rank the same memories. recall@k is the share
+of a question's answering memories in the top k, averaged over questions; MRR the mean of
+1/rank of the first answering memory within the top 10.
 
-Splits, by conversation (a memory never serves both): **tuning** = the first five
-conversations (conv-26, conv-30, conv-41, conv-42, conv-43), **held-out** = the last five
-(conv-44, conv-47, conv-48, conv-49, conv-50). Tune on the tuning split only; the held-out
-figures are reported, never optimised.
-
-Each conversation is its own store (questions are about one conversation), written through
-the real ``Store`` in one ``store.transaction()``; every method ranks the same memories:
-
-* plain BM25: rank-bm25's ``BM25Okapi`` over lowercased ``\\w+`` tokens, no stemming, no stop
-  words (the issue's baseline);
-* the embedder alone: the default embedder, brute-force cosine;
-* gitmem's previous search: ``Store.search`` as it was before recall (FTS5 MATCH of the query,
-  every word required, a query FTS5 rejects searched again as quoted literal words), kept here
-  as a frozen copy over its own FTS5 table with the same tokenizer and weights, so the
-  baseline does not move as search.py changes;
-* ``Store.search`` and ``Store.recall`` of this build (recall when it exists);
-* configurations for tuning: BM25 stemmed/unstemmed, with/without stop words, and
-  reciprocal-rank fusion of BM25 with the embedder.
-
-recall@k = the share of a question's answering memories found in the top k, averaged over
-questions; MRR = the mean of 1/rank of the first answering memory within the top 10.
-
-``python -m bench.recall_quality`` prints every configuration's figures per split (quick
-tuning runs); ``python -m bench --only recall-quality`` puts the main ones in the table.
+``python -m bench.recall_quality`` prints both splits; ``python -m bench --only
+recall-quality`` puts them in the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import re
-import sqlite3
-import statistics
 import sys
-import time
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from typing import Any
 
 import gitmem
-from bench.harness import Row, log, scenario, size_label
-
-if TYPE_CHECKING:
-    from bench.fixtures import Context
+from bench.fixtures import Context
+from bench.harness import Row, log, scenario
 
 DATA_ENV = "GITMEM_RECALL_DATA"
 DATA_FILE = "locomo10.json"
@@ -76,20 +45,6 @@ HELD_OUT = ("conv-44", "conv-47", "conv-48", "conv-49", "conv-50")
 CATEGORIES = (1, 2, 3, 4)
 DEPTH = 10
 """How deep each method ranks: recall@10 and MRR@10 need no more."""
-RRF_K = 60
-
-# A common English stop-word list (the question words included: they carry nothing in a
-# memory about them). Used only by the "stop words" configurations.
-_STOP_TEXT = """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can could did didn't do does doesn't doing don't
-    down during each few for from further had has have having he her here hers herself him
-    himself his how i if in into is isn't it it's its itself just let's me more most my myself
-    no nor not now of off on once only or other our ours ourselves out over own same she should
-    so some such than that that's the their theirs them themselves then there there's these
-    they this those through to too under until up very was wasn't we were weren't what what's
-    when where which while who whom why will with would you your yours yourself yourselves s t
-    d ll m re ve"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 # -- the dataset ---------------------------------------------------------------------------
@@ -264,21 +219,18 @@ class Built:
     """What each memory says (read back from the store), in turn order."""
     key_of: dict[str, str] = field(default_factory=dict)
     """Memory id -> turn key."""
-    seconds: float = 0.0
 
 
 def build_store(path: Path, conversation: Conversation) -> Built:
     """Write the conversation's turns as memories, one transaction; read them back."""
     store = gitmem.init(path, bare=True)
-    started = time.perf_counter()
     ids: list[str] = []
     with store.transaction(f"import {conversation.id}") as tx:
         for _key, text in conversation.turns:
             ids.append(tx.create(text, tags=[conversation.id]).id)
-    seconds = time.perf_counter() - started
     by_id = {m.id: m for m in store.list()}
     texts = [memory_text(by_id[i]) for i in ids]
-    built = Built(conversation, store, ids, texts, seconds=seconds)
+    built = Built(conversation, store, ids, texts)
     built.key_of = {mid: key for mid, (key, _) in zip(ids, conversation.turns, strict=True)}
     return built
 
@@ -290,192 +242,36 @@ def memory_text(memory: Any) -> str:
 
 # -- methods: each ranks memory ids for a question --------------------------------------------
 
-Ranker = Callable[..., list[str]]
-"""``rank(question, depth=DEPTH)`` -> memory ids, best first (at most ``depth``)."""
+Ranker = Callable[[str], list[str]]
+"""``rank(question)`` -> memory ids, best first (at most :data:`DEPTH`)."""
 
 
-def tokens(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def _stemmer() -> Callable[[list[str]], list[str]] | None:
-    try:
-        import Stemmer  # PyStemmer: Snowball's English stemmer
-    except ImportError:
-        return None
-    stem = Stemmer.Stemmer("english")
-    return stem.stemWords  # type: ignore[no-any-return]
-
-
-def bm25_ranker(built: Built, *, stem: bool = False, stop: bool = False) -> Ranker | None:
-    """rank-bm25's BM25Okapi over the memories (plain: lowercased ``\\w+`` tokens)."""
+def bm25_ranker(built: Built) -> Ranker:
+    """rank-bm25's BM25Okapi over the memories' lowercased ``\\w+`` tokens."""
     from rank_bm25 import BM25Okapi
 
-    stemmer = _stemmer() if stem else None
-    if stem and stemmer is None:
-        return None
+    def tokens(text: str) -> list[str]:
+        return re.findall(r"\w+", text.lower())
 
-    def analyse(text: str) -> list[str]:
-        words = tokens(text)
-        if stop:
-            words = [w for w in words if w not in STOP_WORDS]
-        return stemmer(words) if stemmer is not None else words
-
-    corpus = [analyse(t) for t in built.texts]
-    bm25 = BM25Okapi(corpus)
+    bm25 = BM25Okapi([tokens(t) for t in built.texts])
     ids = built.ids
 
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        query = analyse(question)
+    def rank(question: str) -> list[str]:
+        query = tokens(question)
         if not query:
             return []
         scores = bm25.get_scores(query)
-        order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:depth]
+        order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:DEPTH]
         return [ids[i] for i in order if scores[i] > 0]
 
     return rank
 
 
-def semantic_scores(built: Built, embedder: Any, question: str, k: int) -> list[tuple[str, float]]:
-    """(memory id, cosine) of the ``k`` memories nearest the question through gitmem's own
-    semantic path (``vectors.nearest``: int8 vectors in the index, the query's tokens
-    weighted by rarity for the static default)."""
-    from gitmem.store import vectors
+def recall_ranker(built: Built) -> Ranker:
+    """``Store.recall`` of this build."""
 
-    index = built.store.index()
-    found = vectors.nearest(index, question, k, embedder=embedder)
-    if not found:
-        return []
-    conn = index.connect()
-    names = dict(
-        conn.execute(
-            f"SELECT rowid, id FROM memories WHERE rowid IN ({','.join('?' * len(found))})",
-            tuple(r for r, _ in found),
-        ).fetchall()
-    )
-    return [(str(names[r]), c) for r, c in found if r in names]
-
-
-def embed_ranker(built: Built, embedder: Any) -> Ranker:
-    """The embedder alone, as recall's semantic list gets it (``vectors.nearest``)."""
-
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        return [mid for mid, _ in semantic_scores(built, embedder, question, depth)]
-
-    return rank
-
-
-def rrf(rankers: Sequence[tuple[Ranker, float]], k: int = RRF_K, depth: int = 50) -> Ranker:
-    """Reciprocal-rank fusion: score = sum of weight / (k + rank) over the rankings."""
-
-    def rank(question: str, out: int = DEPTH) -> list[str]:
-        scores: dict[str, float] = {}
-        for ranker, weight in rankers:
-            for position, mid in enumerate(ranker(question, depth), start=1):
-                scores[mid] = scores.get(mid, 0.0) + weight / (k + position)
-        return sorted(scores, key=lambda m: -scores[m])[:out]
-
-    return rank
-
-
-def previous_search_ranker(built: Built) -> Ranker:
-    """gitmem's search before recall, frozen: FTS5 MATCH (every word required), bm25 with
-    title 10, body 1, tags 3, names 5 after the title tier; a query FTS5 rejects is run
-    again as quoted literal words (search.literal_fts_query as it was)."""
-    conn = sqlite3.connect(":memory:")
-    conn.execute(
-        "CREATE VIRTUAL TABLE fts USING fts5(title, body, tags, names, "
-        "tokenize = 'unicode61 remove_diacritics 2')"
-    )
-    memories = {m.id: m for m in built.store.list()}
-    for rowid, mid in enumerate(built.ids, start=1):
-        m = memories[mid]
-        names = " ".join(x for x in (m.category, m.id) if x)
-        conn.execute(
-            "INSERT INTO fts (rowid, title, body, tags, names) VALUES (?, ?, ?, ?, ?)",
-            (rowid, m.title or "", m.body, " ".join(m.tags), names),
-        )
-    titles = [(memories[mid].title or "").casefold() for mid in built.ids]
-    ids = built.ids
-    words_re = re.compile(r"\w+\*?", re.UNICODE)
-    operators = {"AND", "OR", "NOT", "NEAR"}
-
-    def run(query: str, needle: str, depth: int) -> list[str]:
-        rows = conn.execute(
-            "SELECT rowid, bm25(fts, 10.0, 1.0, 3.0, 5.0) FROM fts WHERE fts MATCH ?", (query,)
-        ).fetchall()
-
-        def tier(rowid: int) -> int:
-            title = titles[rowid - 1]
-            if title and title == needle:
-                return 2
-            return 1 if needle and needle in title else 0
-
-        rows.sort(key=lambda r: (-tier(r[0]), r[1], r[0]))
-        return [ids[r[0] - 1] for r in rows[:depth]]
-
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        terms = [w for w in words_re.findall(question) if w.rstrip("*") not in operators]
-        needle = " ".join(t.rstrip("*") for t in terms).casefold()
-        try:
-            return run(question, needle, depth)
-        except sqlite3.OperationalError:
-            words = [w.rstrip("*") for w in words_re.findall(question)]
-            literal = " ".join('"' + w.replace('"', '""') + '"' for w in words if w)
-            return run(literal, needle, depth) if literal else []
-
-    return rank
-
-
-def store_search_ranker(built: Built) -> Ranker:
-    """``Store.search`` of this build, default mode."""
-
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        try:
-            return list(built.store.search(question, limit=depth).ids)
-        except gitmem.GitmemError:
-            return []
-
-    return rank
-
-
-def has_recall() -> bool:
-    return hasattr(gitmem.Store, "recall")
-
-
-def store_recall_ranker(built: Built) -> Ranker:
-    """``Store.recall`` of this build (whatever it returns: objects or mappings with an id)."""
-
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        results = built.store.recall(question, limit=depth)
-        out: list[str] = []
-        for item in results:
-            mid = item.get("id") if isinstance(item, dict) else getattr(item, "id", None)
-            if mid is not None:
-                out.append(str(mid))
-        return out
-
-    return rank
-
-
-def recall_rerank_ranker(built: Built, embedder: Any, alpha: float, pool: int = 50) -> Ranker:
-    """``Store.recall``'s top ``pool`` reranked by ``score / best score + alpha * cosine``
-    (cosine from ``vectors.nearest``): the semantic side as a tie-breaker on the lexical
-    candidates."""
-    everything = len(built.ids)
-
-    def rank(question: str, depth: int = DEPTH) -> list[str]:
-        hits = [
-            (str(getattr(h, "id", "")), float(getattr(h, "score", 0.0)))
-            for h in built.store.recall(question, limit=pool)
-        ]
-        if not hits:
-            return []
-        cosine = dict(semantic_scores(built, embedder, question, everything))
-        best = max(sc for _, sc in hits) or 1.0
-        fused = [(mid, sc / best + alpha * cosine.get(mid, 0.0)) for mid, sc in hits]
-        fused.sort(key=lambda pair: -pair[1])
-        return [mid for mid, _ in fused[:depth]]
+    def rank(question: str) -> list[str]:
+        return [hit.id for hit in built.store.recall(question, limit=DEPTH)]
 
     return rank
 
@@ -489,7 +285,6 @@ class Scores:
     recall5: float = 0.0
     recall10: float = 0.0
     mrr: float = 0.0
-    seconds: float = 0.0
 
     def add(self, ranked: Sequence[str], relevant: set[str]) -> None:
         self.questions += 1
@@ -506,7 +301,6 @@ class Scores:
             self.recall5 + other.recall5,
             self.recall10 + other.recall10,
             self.mrr + other.mrr,
-            self.seconds + other.seconds,
         )
 
     def figures(self) -> dict[str, float]:
@@ -520,93 +314,39 @@ class Scores:
 
 def score(built: Built, ranker: Ranker) -> Scores:
     out = Scores()
-    started = time.perf_counter()
     for question in built.conversation.questions:
         ranked = [built.key_of.get(mid, "") for mid in ranker(question.text)]
         out.add(ranked, set(question.evidence))
-    out.seconds = time.perf_counter() - started
     return out
 
 
 # -- the evaluation -----------------------------------------------------------------------------
 
 PLAIN = "plain BM25"
-EMBED = "embedder alone"
-PREVIOUS = "previous search"
-SEARCH = "Store.search"
 RECALL = "Store.recall"
-
-
-def methods(built: Built, embedder: Any, *, configs: bool) -> dict[str, Ranker]:
-    """The methods evaluated on one store: baselines, gitmem, and (``configs``) tuning
-    configurations."""
-    plain = bm25_ranker(built)
-    assert plain is not None
-    out: dict[str, Ranker] = {PLAIN: plain}
-    vectors = embed_ranker(built, embedder) if embedder is not None else None
-    if vectors is not None:
-        out[EMBED] = vectors
-    out[PREVIOUS] = previous_search_ranker(built)
-    out[SEARCH] = store_search_ranker(built)
-    if has_recall():
-        out[RECALL] = store_recall_ranker(built)
-    if not configs:
-        return out
-    variants: dict[str, Ranker] = {}
-    for stem in (False, True):
-        for stop in (False, True):
-            if not stem and not stop:
-                continue
-            found = bm25_ranker(built, stem=stem, stop=stop)
-            if found is not None:
-                label = "BM25 " + "+".join(
-                    n for n, on in (("stemmed", stem), ("stop words", stop)) if on
-                )
-                variants[label] = found
-    out.update(variants)
-    if vectors is not None and has_recall():
-        for alpha in (0.2, 0.5):
-            out[f"Store.recall top 50 + {alpha} x cosine (rerank)"] = recall_rerank_ranker(
-                built, embedder, alpha
-            )
-    if vectors is not None and has_recall():
-        out["RRF k=60 (Store.recall + 0.3 x embedder)"] = rrf([(out[RECALL], 1.0), (vectors, 0.3)])
-    if vectors is not None:
-        best_lex = variants.get("BM25 stemmed+stop words", plain)
-        for label, lex in (("plain BM25", plain), ("BM25 stemmed+stop words", best_lex)):
-            for k in (10, 60):
-                out[f"RRF k={k} ({label} + embedder)"] = rrf([(lex, 1.0), (vectors, 1.0)], k)
-            out[f"RRF k=60 ({label} x2 + embedder)"] = rrf([(lex, 2.0), (vectors, 1.0)])
-    return out
 
 
 @dataclass
 class Evaluation:
     dataset: Dataset
-    embedder_name: str | None
     results: dict[str, dict[str, Scores]]
     """split -> method -> scores."""
     memories: int
-    write_seconds: float
 
 
 def evaluate(
     dataset: Dataset,
     root: Path,
     *,
-    embedder: Any = None,
-    configs: bool = False,
     splits: Iterable[str] | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Evaluation:
     """Write each conversation of the chosen splits into its own store under ``root`` and
-    score every method on its questions."""
-    wanted = list(splits) if splits is not None else list(dataset.splits)
+    score both methods on its questions."""
     by_id = {c.id: c for c in dataset.conversations}
     results: dict[str, dict[str, Scores]] = {}
     memories = 0
-    write_seconds = 0.0
-    for split in wanted:
+    for split in splits if splits is not None else dataset.splits:
         per: dict[str, Scores] = {}
         for conv_id in dataset.splits[split]:
             conversation = by_id.get(conv_id)
@@ -614,42 +354,26 @@ def evaluate(
                 continue
             built = build_store(root / f"{conv_id}.git", conversation)
             memories += len(built.ids)
-            write_seconds += built.seconds
-            progress(
-                f"{split}: {conv_id}, {len(built.ids)} memories, "
-                f"{len(conversation.questions)} questions"
-            )
-            for name, ranker in methods(built, embedder, configs=configs).items():
+            progress(f"{split}: {conv_id}, {len(built.ids)} memories, "
+                     f"{len(conversation.questions)} questions")  # fmt: skip
+            for name, ranker in ((PLAIN, bm25_ranker(built)), (RECALL, recall_ranker(built))):
                 per[name] = per.get(name, Scores()).merged(score(built, ranker))
         results[split] = per
-    name = getattr(embedder, "name", None) if embedder is not None else None
-    return Evaluation(dataset, name, results, memories, write_seconds)
-
-
-def default_embedder() -> Any:
-    """The default embedder as installed (None when it is not available)."""
-    try:
-        from gitmem.store.embed import load_embedder
-    except ImportError:
-        return None
-    try:
-        return load_embedder(None)
-    except gitmem.GitmemError:
-        return None
+    return Evaluation(dataset, results, memories)
 
 
 def table(evaluation: Evaluation) -> str:
-    """Every method's figures per split, with the ratio to plain BM25's recall@5."""
+    """Both methods' figures per split, with the ratio to plain BM25's recall@5."""
+    note = evaluation.dataset.note
     lines = [
-        f"dataset: {evaluation.dataset.name}"
-        + (f" ({evaluation.dataset.note})" if evaluation.dataset.note else ""),
-        f"embedder: {evaluation.embedder_name or 'none'}; {evaluation.memories} memories",
+        f"dataset: {evaluation.dataset.name}" + (f" ({note})" if note else "")
+        + f"; {evaluation.memories} memories",
         "",
         "| split | method | questions | recall@5 | recall@10 | MRR | r@5 vs plain BM25 |",
         "|---|---|---:|---:|---:|---:|---:|",
-    ]
+    ]  # fmt: skip
     for split, per in evaluation.results.items():
-        base = per[PLAIN].figures()["recall@5"] if PLAIN in per else math.nan
+        base = per[PLAIN].figures()["recall@5"]
         for method, scores in per.items():
             f = scores.figures()
             ratio = f["recall@5"] / base if base else math.nan
@@ -660,222 +384,54 @@ def table(evaluation: Evaluation) -> str:
     return "\n".join(lines)
 
 
-# -- the scenario in ``python -m bench`` ---------------------------------------------------------
-
-TARGET_RATIO = 1.15
-"""Issue 12: Store.recall's recall@5 at least 1.15x plain BM25's, same memories, same run."""
-
-
-def _scenario_rows(evaluation: Evaluation) -> list[Row]:
+@scenario("recall-quality", "recall quality on LoCoMo (recall@5), beside plain BM25")
+def recall_quality(ctx: Context) -> list[Row]:
+    """Both splits of LoCoMo (the synthetic conversation in --tiny or without the data)."""
+    path = None if ctx.config.mode == "tiny" else find_data()
+    dataset = synthetic() if path is None else load_locomo(path)
+    log(f"recall quality on {dataset.name}")
+    evaluation = evaluate(dataset, ctx.new_dir("recall-quality"), progress=log)
     rows: list[Row] = []
-    dataset = evaluation.dataset
     for split, per in evaluation.results.items():
-        if PLAIN not in per:
-            continue
-        base = per[PLAIN].figures()
-        held = " (never tuned on)" if split == "held-out" else ""
-        for method in (PLAIN, EMBED, PREVIOUS, SEARCH, RECALL):
-            if method not in per:
-                continue
-            f = per[method].figures()
-            target = f"recall@5 ≥ {TARGET_RATIO}x plain BM25" if method == RECALL else ""
-            met = (f["recall@5"] >= TARGET_RATIO * base["recall@5"]) if target else None
-            label = {
-                EMBED: f"embedder alone ({evaluation.embedder_name})",
-                PREVIOUS: "previous search (FTS5, literal fallback; frozen copy)",
-                SEARCH: "Store.search (this build)",
-                RECALL: "Store.recall",
-                PLAIN: "plain BM25 (rank-bm25 BM25Okapi, \\w+ lowercased)",
-            }[method]
-            rows.append(
-                Row(
-                    f"recall quality, {dataset.name}, {split} split{held}",
-                    f"{per[method].questions} questions",
-                    "recall@5",
-                    f["recall@5"],
-                    "plain BM25" if method != PLAIN else "",
-                    base["recall@5"] if method != PLAIN else None,
-                    compare="quality",
-                    runs=1,
-                    target=target,
-                    met=met,
-                    note=f"{label}: recall@10 {f['recall@10']:.3f} (BM25 "
-                    f"{base['recall@10']:.3f}), MRR@10 {f['MRR']:.3f} (BM25 {base['MRR']:.3f})"
-                    + (f"; {dataset.note}" if dataset.note else ""),
-                )
-            )
-    if not has_recall():
+        mine, base = per[RECALL].figures(), per[PLAIN].figures()
         rows.append(
             Row(
-                f"recall quality, {dataset.name}: Store.recall",
-                "—",
+                f"recall quality, {dataset.name}, {split} split",
+                f"{per[RECALL].questions} questions",
                 "recall@5",
-                None,
-                note="pending: Store.recall does not exist yet (issue 12)",
+                mine["recall@5"],
+                "plain BM25 (rank-bm25)",
+                base["recall@5"],
+                compare="quality",
+                runs=1,
+                target="unchanged within 0.01",
+                note=f"recall@10 {mine['recall@10']:.3f} (BM25 {base['recall@10']:.3f}), "
+                f"MRR@10 {mine['MRR']:.3f} (BM25 {base['MRR']:.3f})"
+                + (f"; {dataset.note}" if dataset.note else ""),
             )
         )
     return rows
 
 
-@scenario("recall-quality", "recall quality on LoCoMo (recall@5/10, MRR) vs plain BM25")
-def recall_quality(ctx: Context) -> list[Row]:
-    """The tuning and held-out splits of LoCoMo (or the synthetic fallback in --tiny mode or
-    when the data file is not there), every method on the same memories."""
-    path = None if ctx.config.mode.startswith("tiny") else find_data()
-    dataset = synthetic() if path is None else load_locomo(path)
-    embedder = default_embedder()
-    log(f"recall quality on {dataset.name}, embedder {getattr(embedder, 'name', None)}")
-    evaluation = evaluate(
-        dataset, ctx.new_dir("recall-quality"), embedder=embedder, progress=log
-    )
-    return _scenario_rows(evaluation)
-
-
-def short_memories(count: int, seed: int) -> list[str]:
-    """``count`` distinct short memories: LoCoMo's turns when the data is there (numbered, so
-    repeats differ), else sentences made from a small vocabulary."""
-    import random
-
-    path = find_data()
-    if path is not None:
-        turns = [t for c in load_locomo(path).conversations for _, t in c.turns]
-        return [f"{turns[i % len(turns)]} (#{i})" for i in range(count)]
-    rng = random.Random(seed)
-    words = re.findall(
-        r"\w+",
-        "deploy staging production tag fixtures tests conftest agent prefers pytest over "
-        "unittest the team meets on monday release notes live in docs changelog database "
-        "migrations run before the api starts cache keys expire after one hour retry "
-        "timeout is thirty seconds users sign in with sso billing runs nightly",
-    )
-    return [
-        " ".join(rng.choice(words) for _ in range(rng.randint(6, 24))) + f" ({i})"
-        for i in range(count)
-    ]
-
-
-@scenario("embed-catchup", "embedding catch-up (vectors.sync) and vector bytes on disk")
-def embed_catchup(ctx: Context) -> list[Row]:
-    """A store of short memories (the read size), its index caught up; then every memory
-    embedded by ``vectors.sync`` with the default embedder, beside the lexical catch-up of
-    the same memories; then the vector rows' bytes on disk and a warm ``nearest``."""
-    import sqlite3 as sqlite
-
-    from gitmem.store import vectors
-
-    embedder = default_embedder()
-    if embedder is None:
-        return [Row("embedding catch-up", "—", "memories/s", None,
-                    note="no default embedder installed (pip install 'gitmem-store[embed]')")]
-    size = ctx.config.read_size
-    texts = short_memories(size, ctx.config.seed)
-    path = ctx.new_dir("embed-catchup") / "s.git"
-    store = gitmem.init(path, bare=True)
-    with store.transaction("import short memories") as tx:
-        for text in texts:
-            tx.create(text)
-    index = store.index()
-    started, cpu = time.perf_counter(), time.process_time()
-    index.catch_up()
-    lexical_s = time.perf_counter() - started
-    started, cpu = time.perf_counter(), time.process_time()
-    written = vectors.sync(index, embedder)
-    sync_s, sync_cpu = time.perf_counter() - started, time.process_time() - cpu
-    # Re-embedding alone (no SQLite), for the embedder's own rate.
-    started = time.perf_counter()
-    embedder.embed(texts)
-    embed_s = time.perf_counter() - started
-    conn = index.connect()
-    codes = [code for _, _, _, code in vectors.entries(conn)]
-    alone = path.parent / "vectors-only.sqlite"
-    with contextlib.closing(sqlite.connect(alone)) as db:
-        vectors.ensure_schema(db)
-        vectors.store_vectors(
-            db, embedder.name, ((f"{i:040x}", c) for i, c in enumerate(codes)),
-            dim=embedder.dim,
-        )
-        db.commit()
-    per_memory = alone.stat().st_size / max(1, len(codes))
-    latencies = []
-    for i in range(20):
-        t0 = time.perf_counter()
-        vectors.nearest(index, texts[(i * 7919) % len(texts)], 50, embedder=embedder)
-        latencies.append(time.perf_counter() - t0)
-    label = f"{size_label(size)} short memories"
-    avg_chars = sum(map(len, texts)) / len(texts)
-    return [
-        Row(
-            "embedding catch-up: `vectors.sync` of every memory",
-            label,
-            "memories/s",
-            written / sync_s if sync_s else None,
-            "lexical catch-up of the same memories (index rows and FTS)",
-            size / lexical_s if lexical_s else None,
-            runs=1,
-            target="≥ 10,000/s on 2 cores",
-            met=(written / sync_s >= 10_000) if sync_s else None,
-            note=f"{written / sync_cpu:,.0f}/s of CPU time; the embedder alone "
-            f"{size / embed_s:,.0f}/s (warm word cache); {embedder.name}; memories of "
-            f"{avg_chars:.0f} characters on average",
-        ),
-        Row(
-            "vector rows on disk (SQLite, int8 codes)",
-            label,
-            "MB per 10k memories",
-            per_memory * 10_000 / 1e6,
-            compare="none",
-            runs=1,
-            note=f"{per_memory:.0f} bytes a memory: a {len(codes[0]) if codes else 0}-byte "
-            "code, the 20-byte blob id and SQLite's b-tree",
-        ),
-        Row(
-            "semantic query: `vectors.nearest` (embed the query, top 50), warm",
-            label,
-            "p50 ms",
-            statistics.median(latencies) * 1e3,
-            compare="none",
-            runs=1,
-            higher_is_better=False,
-            note="brute-force numpy over the decoded int8 matrix",
-        ),
-    ]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    import tempfile
-
     p = argparse.ArgumentParser(
         prog="python -m bench.recall_quality",
-        description="Recall quality on LoCoMo: every method and tuning configuration.",
+        description="Recall quality on LoCoMo: Store.recall beside plain BM25.",
     )
     p.add_argument("--data", help=f"locomo10.json or its folder (default: ${DATA_ENV})")
-    p.add_argument(
-        "--split",
-        choices=["tuning", "held-out", "both"],
-        default="tuning",
-        help="which split to score (default: tuning; tune on nothing else)",
-    )
-    p.add_argument("--no-configs", action="store_true", help="only the baselines and gitmem")
-    p.add_argument("--no-embedder", action="store_true", help="leave the embedder out")
+    p.add_argument("--split", choices=["tuning", "held-out", "both"], default="both")
     p.add_argument("--synthetic", action="store_true", help="the small synthetic dataset")
     args = p.parse_args(argv)
     path = None if args.synthetic else find_data(args.data)
     if path is None and not args.synthetic:
         print(f"locomo10.json not found (--data or ${DATA_ENV}); see docs/benchmarks.md",
-              file=sys.stderr)
+              file=sys.stderr)  # fmt: skip
         return 2
     dataset = synthetic() if path is None else load_locomo(path)
-    embedder = None if args.no_embedder else default_embedder()
     splits = ["tuning", "held-out"] if args.split == "both" else [args.split]
     with tempfile.TemporaryDirectory(prefix="gitmem-recall-") as tmp:
-        evaluation = evaluate(
-            dataset,
-            Path(tmp),
-            embedder=embedder,
-            configs=not args.no_configs,
-            splits=splits,
-            progress=lambda m: print(m, file=sys.stderr),
-        )
+        progress = lambda m: print(m, file=sys.stderr)  # noqa: E731
+        evaluation = evaluate(dataset, Path(tmp), splits=splits, progress=progress)
     print(table(evaluation))
     return 0
 

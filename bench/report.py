@@ -54,12 +54,9 @@ def machine() -> dict[str, str]:
 
 
 def store_filesystem(path: str | os.PathLike[str]) -> str:
-    """The file system ``path`` is on, as the report names it: its type and device from
-    Linux's ``/proc/self/mountinfo`` (the longest mount point above ``path``), and for ext4
-    whether it has a journal (``/proc/fs/jbd2/<device>-*``). Without a journal, ext4 skips
-    every free inode deleted in the last minutes when it makes a file, so that creating a
-    file right after many deletions (a repack's loose objects, the previous run's scratch
-    stores) costs up to ~20x: docs/benchmarks.md, "Session 15". "unknown" elsewhere."""
+    """The file system ``path`` is on: its type and device from Linux's mount table (the
+    longest mount point above ``path``), and for ext4 whether it has a journal: without one,
+    making a file right after many deletions costs up to ~20x. "unknown" elsewhere."""
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
@@ -163,11 +160,8 @@ def document(
             + ". Other work on the machine slows every wall-clock figure; the CPU-time "
             "figures in the notes move much less",
             f"- each figure is the median of `runs` timed runs after {config.warmup} warm-up "
-            f"operation(s); a create run is {config.ops} creates ({config.git_ops} for the "
-            "git baseline), a read run is one pass over the sampled ids; the baseline is "
-            "measured in the same run on the same files",
-            "- gitmem vs baseline: how many times faster gitmem is (for sizes: store bytes "
-            "over raw file bytes)",
+            "operation(s), alternating with its baseline run by run; the ratio says how many "
+            "times faster gitmem is (sizes: bytes over the raw file bytes)",
             "",
             table(rows),
             "",

@@ -66,16 +66,15 @@ def test_locomo_loader_reads_turns_and_labels(tmp_path: Path) -> None:
     assert rq.find_data(tmp_path) == tmp_path / "locomo10.json"
 
 
-def test_evaluation_writes_through_the_store_and_scores_every_method(tmp_path: Path) -> None:
+def test_evaluation_writes_through_the_store_and_scores_both_methods(tmp_path: Path) -> None:
     dataset = rq.synthetic()
-    evaluation = rq.evaluate(dataset, tmp_path, embedder=None, configs=True)
+    evaluation = rq.evaluate(dataset, tmp_path)
     assert set(evaluation.results) == {"tuning", "held-out"}
     tuning = evaluation.results["tuning"]
-    assert {rq.PLAIN, rq.PREVIOUS, rq.SEARCH} <= set(tuning)
+    assert set(tuning) == {rq.PLAIN, rq.RECALL}
     assert all(s.questions == 5 for s in tuning.values())
-    # The synthetic questions share words with their answers: plain BM25 finds most of them,
-    # and the old all-words-required search finds none of the questions.
+    # The synthetic questions share words with their answers: both find most of them.
     assert tuning[rq.PLAIN].figures()["recall@10"] >= 0.8
-    assert tuning[rq.PREVIOUS].figures()["recall@10"] == 0.0
+    assert tuning[rq.RECALL].figures()["recall@10"] >= 0.8
     assert evaluation.memories == 2 * len(dataset.conversations[0].turns)
     assert "| tuning | plain BM25 |" in rq.table(evaluation)
