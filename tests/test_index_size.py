@@ -43,7 +43,7 @@ def test_the_index_stays_sized_like_the_data(tmp_path: Path) -> None:
     0.67x the raw bytes (the issue's bound for the lexical part: 2x); the index without its
     vector tables 1,774-1,776 bytes a memory, 3.37x raw, most of it the ``memories`` table
     (every field and the body, which ``Store.read`` answers from without git: ~995 bytes)
-    and the versions (317) (docs/benchmarks.md, "Session 22"). The bounds leave ~10% for the
+    and the versions (317). The bounds leave ~10% for the
     page fill; a second copy of the bodies in the FTS table (before issue 12) would take it
     to ~680 bytes a memory."""
     rng = random.Random(7)

@@ -379,7 +379,7 @@ def _exit_now(code: object) -> NoReturn:
 
     Python's own exit frees every module and object one by one and closes the index's
     SQLite connection, which checkpoints its write-ahead log into the database: 10-30 ms
-    of every command (docs/benchmarks.md), longer than some commands' work. Nothing of
+    of every command, longer than some commands' work. Nothing of
     gitmem's needs it: every write is committed (git objects and refs, SQLite
     transactions) before the command returns, files are closed by their ``with`` blocks,
     and a write-ahead log left behind is a valid part of the database (the next

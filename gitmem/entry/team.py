@@ -50,13 +50,12 @@ to 8 GiB in all, on 64-bit), and every page of a window it touched counts in its
 size until the window is dropped: checking out a store of a million memories mapped the
 whole 363 MB pack, 397 of the 583 MiB the process peaked at (git's own memory, mostly an
 index entry per file, is the other 184). Windows of 16 MiB under a 64 MiB limit let git
-drop the pages as it moves on: 268 MiB, no slower (docs/benchmarks.md, "A work-tree clone
-at 1M"); 4 MiB windows under 16 MiB, ~46 MiB less again, no slower either (git reads the
-blobs about in the order they are packed: "... the processes' memory"), for the clone's
-processes together (git's checkout runs beside the index build). A clone whose packs are
-smaller than the limit keeps them all mapped, as before.
+drop the pages as it moves on: 268 MiB, no slower; 4 MiB windows under 16 MiB, ~46 MiB
+less again, no slower either (git reads the blobs about in the order they are packed), for
+the clone's processes together (git's checkout runs beside the index build). A clone whose
+packs are smaller than the limit keeps them all mapped, as before.
 
-Measured and left out ("... the checkout beside the index build"): ``checkout.workers``
+Measured and left out: ``checkout.workers``
 (the checkout and its two workers held ~990 MiB, and their CPU is the index build's, which
 runs beside it), ``feature.manyFiles`` (its index version 4 would stay in the clone), and
 ``core.fsync`` (git syncs no work-tree file to begin with)."""
@@ -120,7 +119,7 @@ def _checkout_while(target: Path, args: list[str], work: Callable[[], object]) -
     """Run ``git <args>`` in ``target`` (the clone's checkout) while ``work()`` runs here.
 
     The index build reads git's objects, never the work tree, so the two overlap: at a
-    million memories each takes minutes (docs/benchmarks.md, "A work-tree clone at 1M").
+    million memories each takes minutes.
     Whichever fails fails the clone: ``work`` raising (or an interrupt) stops git first,
     so that nothing writes into the folder the clone then removes; git failing is
     reported once ``work`` is done (a failed checkout is rare, and ``work`` cannot be

@@ -178,7 +178,7 @@ def _fan_out(snap: Snapshot, report: Migration, progress: Progress | None) -> No
     is under ``a/b/`` (both are the uuid's first hex digits, or the id's SHA-1's), so its
     files make the new ``a/b/`` folder, merged with what a format 4 write already put
     there, and only that folder's tree id is kept. Staging each rename instead held two
-    entries per memory: 837 MiB at a million (docs/benchmarks.md). The exception, an id
+    entries per memory: 837 MiB at a million. The exception, an id
     like ``mem_ab-x`` (two hex digits, not four: legacy shard ``ab``, 16-way folders from
     its SHA-1), is held aside and put in its place with the rest at the end. A dry run
     writes no tree."""

@@ -302,8 +302,8 @@ def reads_hold(
 # pgit_borrow_fsdefault, which keeps the new reference PyOS_FSPath returns: every
 # ``tree[path]``, ``name in tree``, ``TreeBuilder.get`` and ``TreeBuilder.remove`` leaves
 # the name's string alive for good. A rebuild of a million memories looks up several
-# paths each, so the index build held hundreds of MB of dead path strings
-# (docs/benchmarks.md). The lookups below give that reference back, but only where a
+# paths each, so the index build held hundreds of MB of dead path strings.
+# The lookups below give that reference back, but only where a
 # probe of that very call saw it leak exactly one reference: a pygit2 that fixed it is
 # left alone.
 

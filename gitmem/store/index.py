@@ -245,8 +245,7 @@ build writes its version rows (libgit2's default: 256 MiB). The rows diff each c
 tree against its parent's, so the trees of the last commit are the ones read again; at a
 million memories each commit's tree has 256 folders of ~300 KB, more than any bound that
 keeps the process small: the cache filled to its 256 MiB, and the process held 354 MiB at
-the end of the rows. At 64 MiB: 236 MiB, for ~10% more of the rows' CPU (docs/benchmarks.md,
-"A work-tree clone at 1M: the processes' memory")."""
+the end of the rows. At 64 MiB: 236 MiB, for ~10% more of the rows' CPU."""
 
 FILL_GIT_CACHE = 8 << 20
 """The same while the fill reads the tip's files: it reads each folder of the tree once,
@@ -745,7 +744,7 @@ class Index:
         starts with every page its parent has (shared until either writes it, but counted
         in the resident size of both): forked in the middle of the fill, after 5,000 files,
         the worker of a million-memory clone started with 253 MiB of the building process's
-        pages (docs/benchmarks.md, "A work-tree clone at 1M: the processes' memory"). None
+        pages. None
         for a tree of at most :data:`decodepool.PARALLEL_FROM` memory files (a small store
         never forks) or where a worker cannot be forked (:func:`decodepool.usable`)."""
         pool = None
