@@ -7,6 +7,10 @@ what it would meet in the wild.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from conftest import run_git
@@ -146,3 +150,22 @@ def table_hashes(conn, *, rowids=True, also=(), fts=None):
 """
 """A function for scripts a test runs in a subprocess (put it before the script's text):
 ``table_hashes(conn, ...)``, what a build left in the index, to compare two builds."""
+
+
+def build_with_a_broken_file(store: Store, tmp_path: Path, script: str) -> dict[str, Any]:
+    """Commit a file the index cannot read (a problem row) with what else the work tree
+    holds, then run ``script`` on the store in a subprocess; what it printed, as JSON."""
+    broken = store.path / "memories" / "0" / "0" / "0" / "0" / "mem_0000-broken.md"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("no front-matter\n")
+    run_git(store.path, "add", "-A")
+    run_git(store.path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+            "--no-verify", "-m", "a broken file")
+    path = tmp_path / "build.py"
+    path.write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(path), str(store.path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result

@@ -22,9 +22,8 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from storetools import TABLE_HASHES
+from storetools import TABLE_HASHES, build_with_a_broken_file
 from test_codec import VALUES
-from test_decodepool import build_with_a_broken_file
 from test_yamlfast import _read_keys, _read_values
 
 from gitmem.base.errors import GitmemError
@@ -147,19 +146,18 @@ def test_a_decoded_memory_carries_the_scope_given(store: Store) -> None:
 _BUILD = TABLE_HASHES + r"""
 import json, sys
 import gitmem
-from gitmem.store import decodepool, index as ix
+from gitmem.store import index as ix
 
 def store_each(self, conn, decoded):
     # How a batch was stored before its tags and edges were inserted a batch at a time.
-    for path, _blob, memory_id, parts in decoded:
+    for path, memory_id, parts in decoded:
         if memory_id is None:
             conn.execute("INSERT OR REPLACE INTO problems VALUES (?, ?)",
                          (ix.raw_path(path), ix.raw_path(str(parts))))
         elif self._claim(conn, memory_id, path, None):
             ix._insert_parts(conn, parts)
 
-decodepool.BATCH = 7
-decodepool.PARALLEL_FROM = 10**12
+ix.FILL_BATCH = 7
 index = gitmem.open(sys.argv[1]).index()
 def tables():
     return table_hashes(index.connect(), fts="idents:http OR idents:decode")
@@ -233,3 +231,88 @@ def test_the_lines_kept_are_bounded() -> None:
     for n in range(yamlfast._RECENT_MAX + 10):
         assert yamlfast.read_entries(f"version: {n}\n") is not None
     assert 0 < len(yamlfast._RECENT_LINES) <= yamlfast._RECENT_MAX
+
+
+_BOUNDED = TABLE_HASHES + r"""
+import json, pathlib, subprocess, sys
+import pygit2
+import gitmem
+from gitmem.store import index as ix
+
+events = []
+original_versions = ix.Index._apply_versions
+def versions(self, *args, **kwargs):
+    events.append(("versions", pygit2.settings.cached_memory[1]))
+    return original_versions(self, *args, **kwargs)
+ix.Index._apply_versions = versions
+original_fill = ix.Index._fill_empty
+def fill(self, *args, **kwargs):
+    events.append(("fill", pygit2.settings.cached_memory[1]))
+    return original_fill(self, *args, **kwargs)
+ix.Index._fill_empty = fill
+
+ix.FILL_BATCH = 7
+index = gitmem.open(sys.argv[1]).index()
+def tables():
+    return table_hashes(index.connect(), also=("commits",), fts="deploys")
+cache_before = pygit2.settings.cached_memory[1]
+index.rebuild()
+alone = tables()
+alone_events = list(events)
+events.clear()
+# Caches and pack windows far smaller than what the build reads (the pack is larger than
+# the windows' limit).
+subprocess.run(["git", "-C", sys.argv[1], "repack", "-a", "-d", "-q"], check=True)
+ix.BUILD_GIT_CACHE = 1
+ix.FILL_GIT_CACHE = 1
+pygit2.settings.mwindow_size = 8192
+pygit2.settings.mwindow_mapped_limit = 16384
+index.rebuild()
+packs = pathlib.Path(sys.argv[1], ".git", "objects", "pack")
+print(json.dumps({"alone": alone, "bounded": tables(),
+                  "events": events, "alone_events": alone_events,
+                  "cache_before": cache_before, "cache_after": pygit2.settings.cached_memory[1],
+                  "pack": max(p.stat().st_size for p in packs.glob("*.pack"))}))
+"""
+
+
+def test_a_first_build_bounds_libgit2s_caches(store: Store, tmp_path: Path) -> None:
+    for n in range(60):
+        store.create(f"memory {n} about deploys " + "words " * 40, tags=["ci"] if n % 2 else [])
+    first = store.create("the first version")
+    store.supersede(first.id, "its successor")
+    result = build_with_a_broken_file(store, tmp_path, _BOUNDED)
+    assert result["bounded"] == result["alone"]
+    assert result["alone"]["memories"].endswith(" 62")
+    assert result["pack"] > 16384  # more than the windows may map at once
+    # libgit2's cache bounded while the version rows and the fill are written, and as it
+    # was afterwards
+    assert result["alone_events"] == [["versions", 64 << 20], ["fill", 8 << 20]]
+    assert result["events"] == [["versions", 1], ["fill", 1]]
+    assert result["cache_after"] == result["cache_before"]
+
+
+def test_loading_the_index_starts_no_process() -> None:
+    """The C heap's ``malloc_trim`` is looked up when a first build needs it, among the
+    symbols already loaded: ``ctypes.util.find_library`` runs ``ldconfig -p``, and at
+    import time it did so for every command that loads the index."""
+    import platform
+    import subprocess
+    import sys
+
+    script = (
+        "import subprocess\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise AssertionError(f'a process started: {args[1:2]}')\n"
+        "subprocess.Popen.__init__ = refuse\n"
+        "import gitmem.store.index as index\n"
+        "trim = index._libc_malloc_trim()\n"
+        "print('ok', trim is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert done.stdout.strip() == "ok True"  # found on glibc, without a process

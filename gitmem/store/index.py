@@ -27,18 +27,15 @@ Two version numbers say when what is stored is out of date:
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import datetime as dt
 import functools
-import itertools
 import json
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,11 +44,12 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base import logs, paths
-from gitmem.base.errors import GitmemError
+from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
     CONFIG_FILE,
+    expected_path_form,
     id_from_path,
     is_path_id,
     memory_paths,
@@ -60,7 +58,7 @@ from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, memory_blob_at
 from gitmem.git.objects import blob_data, get_commit
-from gitmem.store import decodepool, derived, lexical, queries
+from gitmem.store import derived, lexical, queries
 from gitmem.store.changes import (
     changed_memory_files,
     insert_versions,
@@ -198,8 +196,10 @@ _INSERT_MEMORY = (
 )
 
 RowParts = tuple[tuple[Any, ...], list[str], list[tuple[str, str, str]]]
-"""A memory's ``memories`` row values, its tags and its edges: plain values, so a worker
-process can hand them over (gitmem.store.decodepool)."""
+"""A memory's ``memories`` row values, its tags and its edges."""
+
+FILL_BATCH = 500
+"""Files a first build decodes before it inserts their rows (tags and edges a batch at a time)."""
 
 
 def _row_parts(memory: Memory, blob: str) -> RowParts:
@@ -207,6 +207,18 @@ def _row_parts(memory: Memory, blob: str) -> RowParts:
     edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
     edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
     return tuple(values[c] for c in ROW_COLUMNS), list(dict.fromkeys(memory.tags)), edges
+
+
+Decoded = tuple[str, str | None, RowParts | str]
+"""A file a first build read: (path, the memory's id and row parts, or None and why not)."""
+
+
+def _memory_file(repo: pygit2.Repository, path: str, blob: pygit2.Oid) -> bytes:
+    """The bytes of the file at ``path`` for decoding; raises GitmemError when ``path`` is
+    not a memory path (checked before reading) or the blob cannot be read."""
+    if id_from_path(path) is None:
+        raise InvalidInputError(f"{path} is not at a memory path ({expected_path_form(path)})")
+    return blob_data(repo, blob)
 
 
 @dataclass
@@ -321,17 +333,6 @@ def _tables_empty(conn: sqlite3.Connection) -> bool:
         "SELECT 1 FROM memories UNION ALL SELECT 1 FROM problems LIMIT 1"
     ).fetchone()
     return found is None
-
-
-def _more_files_than(repo: pygit2.Repository, tree: pygit2.Tree, limit: int) -> bool:
-    """Whether ``tree`` holds more than ``limit`` memory files (read only that far)."""
-    files = changed_memory_files(repo, None, tree)
-    return sum(1 for _ in itertools.islice(files, limit + 1)) > limit
-
-
-def _ready(result: Any) -> bool:
-    """Whether a queued batch is decoded (a list) or its worker's answer is in."""
-    return isinstance(result, list) or bool(result.done())
 
 
 # -- the index --------------------------------------------------------------------------
@@ -662,10 +663,10 @@ class Index:
             )
         if empty:
             # What the version rows left in libgit2's caches and in the C heap goes before
-            # the fill, and before its worker is forked (see _first_build_pool).
+            # the fill.
             _drop_git_caches(repo)
-            with _bounded_git(FILL_GIT_CACHE), self._first_build_pool(repo, tip.tree) as pool:
-                self._fill_empty(conn, repo, changed_memory_files(repo, None, tip.tree), pool)
+            with _bounded_git(FILL_GIT_CACHE):
+                self._fill_empty(conn, repo, changed_memory_files(repo, None, tip.tree))
         else:
             self._apply_tree_diff(
                 conn,
@@ -721,8 +722,7 @@ class Index:
                 path, blob = found
                 self._forget(conn, path)  # its problem row: it is no longer shadowed
             try:
-                data = decodepool.read(path, functools.partial(blob_data, repo, blob))
-                memory = self.decode(data, path)
+                memory = self.decode(_memory_file(repo, path, blob), path)
             except GitmemError as exc:
                 conn.execute(
                     "INSERT OR REPLACE INTO problems VALUES (?, ?)",
@@ -735,94 +735,36 @@ class Index:
             if added is not None:
                 added.append(inserted)
 
-    @contextlib.contextmanager
-    def _first_build_pool(
-        self, repo: pygit2.Repository, tree: pygit2.Tree | None
-    ) -> Iterator[decodepool.DecodePool | None]:
-        """The decode worker of a first build's fill of ``tree``, forked now (the caller
-        has just given back what the version rows left: :func:`_drop_git_caches`). A fork
-        starts with every page its parent has (shared until either writes it, but counted
-        in the resident size of both): forked in the middle of the fill, after 5,000 files,
-        the worker of a million-memory clone started with 253 MiB of the building process's
-        pages. None
-        for a tree of at most :data:`decodepool.PARALLEL_FROM` memory files (a small store
-        never forks) or where a worker cannot be forked (:func:`decodepool.usable`)."""
-        pool = None
-        if (
-            tree is not None
-            and decodepool.usable()
-            and _more_files_than(repo, tree, decodepool.PARALLEL_FROM)
-        ):
-            pool = decodepool.DecodePool(self.decode, _row_parts)
-        try:
-            yield pool
-        finally:
-            if pool is not None:
-                pool.close()
-
     def _fill_empty(
         self,
         conn: sqlite3.Connection,
         repo: pygit2.Repository,
         changes: Iterable[tuple[str, pygit2.Oid | None]],
-        pool: decodepool.DecodePool | None,
     ) -> None:
-        """Rows for every memory file of a tree, into empty tables: decoded in batches,
-        by ``pool``'s worker too when there is one (:func:`_first_build_pool`; a batch the
-        worker is behind on is decoded here meanwhile). Batches are stored in the tree's
-        order whoever decoded them, so a plain id at both paths is claimed as it would be
-        one file at a time (format 4's path comes first)."""
-        queue: collections.deque[tuple[Any, list[decodepool.Item]]] = collections.deque()
-        batch: list[tuple[str, pygit2.Oid]] = []
-
-        def store(head: tuple[Any, list[decodepool.Item]]) -> None:
-            result, items = head
-            if not isinstance(result, list):
-                try:
-                    result = result.result()
-                except BrokenProcessPool:  # the worker died: decode its batch here
-                    result = decodepool.decode_batch(items, self.decode, _row_parts)
-            self._store_decoded(conn, result)
-
-        def flush() -> None:
-            items: list[decodepool.Item] = []
-            for path, blob in batch:
-                try:
-                    data: bytes | str = decodepool.read(
-                        path, functools.partial(blob_data, repo, blob)
-                    )
-                except GitmemError as exc:  # a problem row, as when decoding fails
-                    data = str(exc)
-                items.append((path, str(blob), data))
-            batch.clear()
-            behind = len(queue) >= 2 and not _ready(queue[0][0])
-            if pool is not None and not behind:
-                queue.append((pool.submit(items), items))
-            else:
-                queue.append((decodepool.decode_batch(items, self.decode, _row_parts), items))
-            while queue and (_ready(queue[0][0]) or len(queue) > 3):
-                store(queue.popleft())
-
+        """Rows for every memory file of a tree, into empty tables, :data:`FILL_BATCH` files
+        at a time in the tree's order (so a plain id at both paths is claimed as it would be
+        one file at a time: format 4's path comes first)."""
+        batch: list[Decoded] = []
         for path, blob in changes:
             if blob is None:
                 continue  # nothing is removed from an empty table
-            batch.append((path, blob))
-            if len(batch) >= decodepool.BATCH:
-                flush()
-        if batch:
-            flush()
-        while queue:
-            store(queue.popleft())
+            try:
+                memory = self.decode(_memory_file(repo, path, blob), path)
+                batch.append((path, memory.id, _row_parts(memory, str(blob))))
+            except GitmemError as exc:  # a problem row
+                batch.append((path, None, str(exc)))
+            if len(batch) >= FILL_BATCH:
+                self._store_decoded(conn, batch)
+                batch.clear()
+        self._store_decoded(conn, batch)
 
-    def _store_decoded(
-        self, conn: sqlite3.Connection, decoded: list[decodepool.Decoded]
-    ) -> None:
+    def _store_decoded(self, conn: sqlite3.Connection, decoded: list[Decoded]) -> None:
         # A batch's tags and edges go in with one statement each, after its rows (one per
         # memory was a tenth of storing them): the same rows in the same order, as no row
         # of those tables is read meanwhile but by _forget, which they are written before.
         links = _Links()
-        for path, _blob, memory_id, parts in decoded:
-            if memory_id is None:
+        for path, memory_id, parts in decoded:
+            if memory_id is None or isinstance(parts, str):
                 conn.execute(
                     "INSERT OR REPLACE INTO problems VALUES (?, ?)",
                     (raw_path(path), raw_path(str(parts))),
