@@ -1,8 +1,8 @@
 """Index size regression at small scale (issue 17): bytes a memory of the derived index's
 lexical part (the FTS tables) and of the index without its vectors, against the raw bytes of
-the memory files, measured with ``dbstat`` over a checkpointed file. (The vector part has
-its own bound: tests/test_vector_rows.py.) Sizes, not timings: the same memories give the
-same tables, the random ids moving the b-trees' page fill by a few percent."""
+the memory files, measured with ``dbstat`` over a checkpointed file. Sizes, not timings:
+the same memories give the same tables, the random ids moving the b-trees' page fill by a
+few percent."""
 
 from __future__ import annotations
 
