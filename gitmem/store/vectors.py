@@ -189,9 +189,10 @@ register(VECTORS)
 # -- embedding what is pending ---------------------------------------------------------------
 
 
-def _complete(conn: sqlite3.Connection, model: str, dim: int | None = None) -> bool:
+def complete(conn: sqlite3.Connection, model: str, dim: int | None = None) -> bool:
     """Whether every current memory has a vector of ``model`` (of ``dim`` dimensions, when
-    given) and its counts are exact."""
+    given) and its counts are exact: :func:`nearest_in` can then answer on a read-only
+    connection, with nothing to embed first."""
     row = conn.execute(
         "SELECT complete, id, dim FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
@@ -201,12 +202,6 @@ def _complete(conn: sqlite3.Connection, model: str, dim: int | None = None) -> b
         return False
     gone = conn.execute("SELECT 1 FROM vector_gone WHERE model = ? LIMIT 1", (row[1],))
     return gone.fetchone() is None
-
-
-def complete(conn: sqlite3.Connection, model: str) -> bool:
-    """Whether :func:`nearest_in` can answer for ``model`` on a read-only connection, with
-    nothing to embed first."""
-    return _complete(conn, model)
 
 
 def _model_id(conn: sqlite3.Connection, embedder: Embedder) -> tuple[int, bool]:
@@ -242,7 +237,7 @@ def sync(index: Index, embedder: Embedder) -> int:
     """
     conn = index.connect()
     index.catch_up()
-    if _complete(conn, embedder.name, embedder.dim):
+    if complete(conn, embedder.name, embedder.dim):
         return 0
     written = 0
     with index.writing(conn):

@@ -48,7 +48,6 @@ __all__ = [
     "PROVIDERS",
     "get_embedder",
     "load_embedder",
-    "normalise",
 ]
 
 log = logs.get("gitmem.store.embed")
@@ -68,16 +67,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Shape ``(len(texts), dim)``, float32, each row of norm 1 (or 0 for an empty text)."""
         ...
-
-
-def normalise(vectors: NDArray[Any]) -> NDArray[np.float32]:
-    """Rows scaled to unit length (zero rows stay zero), as float32."""
-    import numpy as np
-
-    out = np.asarray(vectors, dtype=np.float32).copy()
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    np.divide(out, norms, out=out, where=norms > 0)
-    return out
 
 
 def _spec(config: Any) -> dict[str, Any] | None:
