@@ -22,7 +22,7 @@ import click
 
 if TYPE_CHECKING:
     from gitmem import Store
-    from gitmem.store.quick import QuickIndex
+    from gitmem.store.queries import CurrentIndex
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,9 +70,9 @@ class State:
                 self._store.use_index = False
         return self._store
 
-    def quick(self, *, providers: Sequence[str] = ()) -> QuickIndex | None:
-        """The store's index, when a read command can be answered from it as it stands
-        without opening git (:mod:`gitmem.store.quick`: no libgit2 to load); None means
+    def current_index(self, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
+        """The store's index, when it is current and a read command can answer from it
+        without opening git (no libgit2 to load: ``queries.open_current``); None means
         :meth:`store`. Only for a store named by ``--store`` or ``$GITMEM_DIR``, or the
         user store once it exists: a project's store is read with the user store and
         checked for being committed in the project, which needs git."""
@@ -80,7 +80,7 @@ class State:
             return None
         from pathlib import Path
 
-        from gitmem.store.quick import open_quick
+        from gitmem.store.queries import open_current
         from gitmem.store.where import is_store, user_store_path
 
         reason = store_reason(self.store_path)
@@ -92,7 +92,7 @@ class State:
             path = user_store_path()
         else:
             return None
-        found = open_quick(path, providers=providers)
+        found = open_current(path, providers=providers)
         if found is not None:
             self.reason = reason
         return found

@@ -117,7 +117,7 @@ def search(
     assert mode in MODES
     # One more than asked for tells whether the list was cut, so the output can say so.
     plain = mode == "fts" and not (layer or project or category or tags)
-    results = _quick_search(state, query, scope, show_all, limit + 1) if plain else None
+    results = _search_current(state, query, scope, show_all, limit + 1) if plain else None
     if results is None:
         results = state.store().search(
             query,
@@ -140,15 +140,15 @@ def search(
         click.echo(f"(showing the first {limit} memories; --limit N shows more)")
 
 
-def _quick_search(
+def _search_current(
     state: State, query: str, scope: str | None, show_all: bool, limit: int
 ) -> SearchResults | None:
-    """An unfiltered FTS5 search answered from a current index without opening git
-    (gitmem.store.quick); None when the full path must answer (see Store.search)."""
+    """An unfiltered FTS5 search answered from a current index without opening git;
+    None when the full path must answer (see Store.search)."""
     if not query.strip():
         return None  # the full path's error
-    quick = state.quick(providers=["lexical"])
-    if quick is None or scope not in (None, str(quick.scope)):
+    current = state.current_index(providers=["lexical"])
+    if current is None or scope not in (None, str(current.scope)):
         return None
     from gitmem.store.search import full_text_matches
 
@@ -160,7 +160,7 @@ def _quick_search(
         "layer": None,
         "project": None,
     }
-    found = full_text_matches(query, [quick], limit, filters)
+    found = full_text_matches(query, [current], limit, filters)
     if isinstance(found, str):
         return None  # not FTS5 syntax: answered by recall, on the full path
     return SearchResults(query=query, mode="fts", matches=found)
@@ -249,13 +249,13 @@ def recall(
     """
     results = None
     if at is None and not tags:
-        # A current index answers without loading the store (see gitmem.store.quick).
-        quick = state.quick(providers=["lexical", "vectors"])
-        if quick is not None and scope in (None, str(quick.scope)):
+        # A current index answers without loading the store.
+        current = state.current_index(providers=["lexical", "vectors"])
+        if current is not None and scope in (None, str(current.scope)):
             from gitmem.store.recall import recall_current
 
             results = recall_current(
-                quick,
+                current,
                 " ".join(query),
                 limit=limit,
                 category=category,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,9 +194,11 @@ def _add_jsonl(
 @json_option
 @pass_state
 def show(state: State, memory_id: str, at: str | None) -> None:
-    """Print a memory's file as stored.
+    """Print a memory: its front-matter and body.
 
-    Front-matter and body, byte for byte; --json gives the parsed fields.
+    The fields are those gitmem reads (version and updated_at as history gives
+    them, as `gitmem ls` shows them); --json gives them as JSON. `git show
+    HEAD:PATH` prints the file byte for byte.
 
     \b
     Examples:
@@ -203,27 +206,20 @@ def show(state: State, memory_id: str, at: str | None) -> None:
       gitmem show mem_5f0c... --at HEAD~3
       gitmem show mem_5f0c... --at 2026-11-01 --json
     """
-    if at is None and not state.json:
-        quick = state.quick()
-        if quick is not None:
-            chosen = quick.resolve_id(memory_id)
-            data = quick.stored_file(chosen) if chosen is not None else None
-            if data is not None:
-                _print_file(data)
-                return
-    store = state.store()
-    memory_id = store.resolve_id(memory_id)
-    data = store.stored_file(memory_id) if at is None and not state.json else None
-    if data is not None:
-        _print_file(data)
-        return
-    memory = store.read(memory_id, at=at)
+    current = state.current_index() if at is None else None
+    chosen = current.resolve_id(memory_id) if current is not None else None
+    memory = current.memory(chosen) if current is not None and chosen is not None else None
+    if memory is None:
+        store = state.store()
+        memory = store.read(store.resolve_id(memory_id), at=at)
+    # As read, not as the file spells it: the same output from the index and from git.
+    memory = dataclasses.replace(memory, document=None)
     if state.json:
         emit_json(memory.to_dict())
         return
-    from gitmem.format.memfile import file_text
+    from gitmem.format import codec
 
-    _print_file(file_text(memory).encode("utf-8"))
+    _print_file(codec.serialize(codec.Document(memory.to_metadata(), memory.body)).encode())
 
 
 def _print_file(data: bytes) -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class Rows(Protocol):
-    """What the plain listing reads: a scope's reader, or the fast path's current index."""
+    """What the plain listing reads: a scope's reader, or a current index read without git."""
 
     def rows(
         self,
@@ -168,9 +168,9 @@ def ls(
     """
     page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
-        quick = state.quick()
-        if quick is not None and scope in (None, str(quick.scope)):
-            _ls_rows([(str(quick.scope), quick)], show_all, page)
+        current = state.current_index()
+        if current is not None and scope in (None, str(current.scope)):
+            _ls_rows([(str(current.scope), current)], show_all, page)
             return
         store = state.store()
         if store.use_index:
@@ -218,7 +218,7 @@ LS_PAGE = 5_000
 
 def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> None:
     """The plain listing straight from the index's rows (of each scope's reader, or of
-    the fast path's current index): the same table as from ``Store.list``, without
+    a current index read without git): the same table as from ``Store.list``, without
     building a Memory per row (a third of `gitmem ls` at 1k).
 
     Streamed: the rows are read a page at a time, twice (once for the column widths and

@@ -1374,7 +1374,7 @@ def _record_store_config(
     conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit | None
 ) -> None:
     """What the tip's gitmem.yaml says of the store (its format and scope) in ``meta``, so a
-    reader of a current index knows them without opening git (gitmem.store.quick). An
+    reader of a current index knows them without opening git (queries.open_current). An
     unreadable config is recorded as ``{}``: that reader then leaves it to the full path,
     which reports the problem."""
     found: dict[str, Any] = {}

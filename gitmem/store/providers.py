@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gitmem.base.errors import InvalidInputError
 from gitmem.store.rows import RowChanges
 
-if TYPE_CHECKING:  # only named: readers of a current index (gitmem.store.quick) never load it
+if TYPE_CHECKING:  # only named: readers of a current index (queries.open_current) never load it
     import pygit2
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")

@@ -1,20 +1,31 @@
 """The index's read queries, on a connection: one SQL for each question, whoever asks.
 
 :class:`gitmem.store.index.Index` runs these after catching up with the branch tip;
-:mod:`gitmem.store.quick` runs the same ones on a read-only connection when the index is
-already current, without loading libgit2. Nothing here catches up, writes or imports
+:func:`open_current` opens the index read-only for the command line's reads when it is
+already current (the commit it holds is the branch's tip, read from git's ref files), so
+that they answer without loading libgit2. Nothing here catches up, writes or imports
 pygit2.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import InvalidInputError
+from gitmem.format.config import FORMAT
+from gitmem.format.layout import id_prefix, is_path_id, memory_paths, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
+from gitmem.store import lexical
+from gitmem.store.providers import provider_key
+from gitmem.store.results import Problem
 from gitmem.store.rows import (
     MEMORY_COLUMNS,
     Hit,
@@ -78,7 +89,7 @@ def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
         trigger=Trigger(trigger) if trigger else None,
         status=Status(status),
         extra=loads_json(extra),
-        path=path,
+        path=cooked_path(path),
         store_scope=store_scope,
     )
 
@@ -252,3 +263,188 @@ def _fts_rows(
             number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
         ).fetchall()
     )
+
+
+# -- a current index, read without opening git ------------------------------------------
+
+_UNUSUAL_CONFIG = (b"worktree", b"include", b"objectformat", b"refstorage")
+"""git settings under which git (and so the full path) sees the repository otherwise than
+its plain layout: another work tree, other files' settings, another object or ref format."""
+
+
+def _vectors_version() -> int:
+    from gitmem.store import vectors  # loads numpy: only for recall
+
+    return vectors.VECTORS_VERSION
+
+
+_VERSIONS = {lexical.PROVIDER: lambda: lexical.LEXICAL_VERSION, "vectors": _vectors_version}
+"""The row providers a current index's readers read, and where their versions are."""
+
+
+class CurrentIndex:
+    """A store's index at its branch tip, read-only, in one read transaction."""
+
+    def __init__(self, gitdir: Path, conn: sqlite3.Connection, scope: Scope) -> None:
+        self.gitdir = gitdir
+        self.conn = conn
+        self.scope = scope
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def rows(
+        self,
+        columns: Sequence[str],
+        *,
+        include_superseded: bool,
+        include_archived: bool,
+        after: tuple[int, str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[tuple[Any, ...]]:
+        return column_rows(
+            self.conn,
+            columns,
+            include_superseded=include_superseded,
+            include_archived=include_archived,
+            after=after,
+            limit=limit,
+            offset=offset,
+        )
+
+    def problems(self) -> list[Problem]:
+        return [Problem(path, message, self.scope) for path, message in problem_rows(self.conn)]
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]:
+        found = fts_hits(
+            self.conn, self.scope, query, title_text=title, limit=limit, filters=dict(filters)
+        )
+        return [(hit.score, hit.memory) for hit in found]
+
+    def memory(self, memory_id: str) -> Memory | None:
+        """The current memory ``memory_id`` as the index holds it (derived fields included)."""
+        row = self.conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
+        return None if row is None else memory_from_row(row, self.scope)
+
+    def resolve_id(self, prefix: str) -> str | None:
+        """What ``Store.resolve_id`` answers where the index alone can tell: an id of a
+        current memory, or the one current id starting with ``prefix`` (several raise
+        AmbiguousIdError, a bad id InvalidIdError). None: no current memory matches, or a
+        file that is not a valid memory sits at the id's path (the full path looks further)."""
+        wanted = id_prefix(prefix)
+        has = self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (wanted,)).fetchone()
+        if is_path_id(wanted) or has is not None:
+            return wanted
+        if any(p.path in memory_paths(wanted) for p in self.problems()):
+            return None
+        found = self.conn.execute(
+            "SELECT id FROM memories WHERE substr(id, 1, ?) = ?", (len(wanted), wanted)
+        )
+        return one_by_prefix(wanted, [str(row[0]) for row in found])
+
+
+def open_current(path: Path, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
+    """The index of the store at ``path`` when it is current, else None (the caller opens
+    the store, which catches the index up and reports problems).
+
+    Current: a plainly laid out repository (a bare store, or a work tree with its ``.git``
+    folder), the commit the index holds is the branch tip as git's ref files name it, in
+    this gitmem's schema and store formats, and so are the tables of ``providers``
+    (``"lexical"`` to search, ``"vectors"`` to recall).
+    """
+    located = _locate(path)
+    if located is None:
+        return None
+    gitdir, branch = located
+    tip = branch_tip(gitdir, branch)
+    db = paths.state_dir(gitdir) / paths.index_name(branch)
+    if tip is None or not db.is_file():
+        return None
+    conn = None
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        conn.execute("BEGIN")  # one snapshot for the check and the answers
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        scope = _scope_if_current(meta, tip, providers)
+        if scope is not None:
+            return CurrentIndex(gitdir, conn, scope)
+    except (sqlite3.Error, ValueError):
+        pass
+    if conn is not None:
+        conn.close()
+    return None
+
+
+def _scope_if_current(meta: Mapping[str, str], tip: str, providers: Sequence[str]) -> Scope | None:
+    """The store's scope when ``meta`` says the index reflects ``tip`` in formats this
+    gitmem reads."""
+    if meta.get("schema") != str(SCHEMA_VERSION) or meta.get("commit") != tip:
+        return None
+    if any(meta.get(provider_key(p)) != f"{_VERSIONS[p]()} {tip}" for p in providers):
+        return None
+    store = json.loads(meta.get(STORE_CONFIG_KEY) or "{}")
+    if not isinstance(store, dict) or not isinstance(store.get("format"), int):
+        return None
+    return Scope(str(store.get("scope"))) if 1 <= store["format"] <= FORMAT else None
+
+
+def _locate(path: Path) -> tuple[Path, str] | None:
+    """(git directory, branch) of a plainly laid out store at ``path``."""
+    if path.name == ".git":
+        return None
+    if (path / ".git").is_dir():
+        gitdir, work_tree = path / ".git", True
+    elif (path / "HEAD").is_file() and (path / "objects").is_dir():
+        gitdir, work_tree = path, False
+    else:
+        return None
+    config = _read_regular(gitdir / "config")
+    if config is None or any(word in config.lower() for word in _UNUSUAL_CONFIG):
+        return None
+    if not work_tree:
+        return gitdir, paths.DEFAULT_BRANCH
+    if b"bare = true" in config.lower():  # git would not see the work tree
+        return None
+    head = _read_regular(gitdir / "HEAD") or b""  # the branch checked out is the one written
+    if not head.startswith(b"ref: refs/heads/"):
+        return None
+    return gitdir, head[len(b"ref: refs/heads/") :].decode("utf-8", "replace").strip()
+
+
+def branch_tip(gitdir: Path, branch: str) -> str | None:
+    """The text ``refs/heads/<branch>`` holds as git's files keep it: its own file, else
+    its line of ``packed-refs``. None where that is not certain (a file that is not a
+    regular one, reftable, an odd name)."""
+    if not branch or ".." in branch or branch.startswith("/"):
+        return None
+    try:
+        data = _read_regular(gitdir / "refs" / "heads" / branch, missing_ok=False)
+    except FileNotFoundError:  # no loose ref: the packed one counts
+        wanted = f"refs/heads/{branch}".encode()
+        data = None
+        for line in (_read_regular(gitdir / "packed-refs") or b"").splitlines():
+            oid, _, name = line.partition(b" ")
+            if name == wanted:
+                data = oid
+    return None if data is None else data.decode("ascii", "replace").strip()
+
+
+def _read_regular(path: Path, *, missing_ok: bool = True) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None: a FIFO planted in a copied
+    store must not make a read wait forever, nor a link make it read outside the store.
+    A file that is not there raises FileNotFoundError unless ``missing_ok``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None

@@ -42,7 +42,6 @@ from gitmem.store import lexical, queries
 if TYPE_CHECKING:
     from gitmem.store.core import At, Store
     from gitmem.store.index import Index
-    from gitmem.store.quick import QuickIndex
 
 log = logs.get(__name__)
 
@@ -706,7 +705,7 @@ def recall(
 
 
 def recall_current(
-    quick: QuickIndex,
+    current: queries.CurrentIndex,
     query: str,
     *,
     limit: int = 10,
@@ -715,8 +714,8 @@ def recall_current(
     include_archived: bool = False,
     budget: int | None = None,
 ) -> RecallResults | None:
-    """:func:`recall` over the read fast path's current index (gitmem.store.quick: opened
-    read-only, libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
+    """:func:`recall` over a current index opened read-only (queries.open_current:
+    libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
     full path would: memories still to embed (the full path embeds them first)."""
     from gitmem.store import vectors
 
@@ -734,13 +733,13 @@ def recall_current(
     )
     nearest: list[tuple[int, float]] | None = None
     if FUSION[1] > 0:
-        embedder = _embedder(str(quick.gitdir))
+        embedder = _embedder(str(current.gitdir))
         if embedder is not None:
-            if not vectors.complete(quick.conn, embedder.name):
+            if not vectors.complete(current.conn, embedder.name):
                 return None
             try:
                 nearest = vectors.nearest_in(
-                    quick.conn, parsed.text[: vectors.MAX_TEXT], DEPTH, embedder
+                    current.conn, parsed.text[: vectors.MAX_TEXT], DEPTH, embedder
                 )
             except Exception:  # the full path reports (and remembers) the embedder's failure
                 return None
@@ -749,9 +748,9 @@ def recall_current(
     results.semantic = nearest is not None
 
     def load(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
-        return queries.load_memories(conn, rowids, quick.scope)
+        return queries.load_memories(conn, rowids, current.scope)
 
-    scored = _from_index(load, quick.conn, query=parsed, options=options, semantic=nearest)
+    scored = _from_index(load, current.conn, query=parsed, options=options, semantic=nearest)
     return _finish(results, scored, parsed, limit, budget)
 
 
