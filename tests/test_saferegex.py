@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import regex
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from storetools import plant
 
 from gitmem import InvalidInputError, InvalidMemoryError, RegexTimeoutError, Store
@@ -65,8 +68,8 @@ def test_literal_and_case() -> None:
     [
         ("(unclosed", "does not compile"),
         ("x" * (saferegex.MAX_PATTERN_CHARS + 1), "too long"),
-        (r"(a{1000}){1000}", "multiply past"),
-        (r"((a{50}){50}){50}", "multiply past"),
+        (r"(a{1000}){1000}", "repeats too much"),
+        (r"((a{50}){50}){50}", "repeats too much"),
     ],
 )
 def test_patterns_over_the_bounds_are_refused_before_compiling(
@@ -122,3 +125,108 @@ def test_a_committed_secrets_pattern_cannot_hang_writes(store: Store) -> None:
         store.create(HOSTILE_BODY, id="mem_00000000-0000-4000-8000-000000000000")
     with pytest.raises(InvalidMemoryError, match=r"secrets.allow\[0\] is not a valid"):
         policy_from_config({"secrets": {"allow": ["(a{1000}){1000}"]}})
+
+
+# -- the size bound, counted on the parse ------------------------------------------------------
+
+# Issue 38's reproduction: the textual counter skipped a repeat after an escaped backslash,
+# so this counted as 12,000 and compiled for 9.6 s and 3.5 GB ({20}: 31 s, 5.5 GB).
+ESCAPED_BACKSLASH = r"((\\{1000}){1000}){12}"
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        ESCAPED_BACKSLASH,
+        r"((\\{1000}){1000}){20}",
+        r"(?x)(?:(?:a{ 1000 }){ 1000 }){ 12 }",  # verbose mode: regex reads "{ 12 }" as a count
+        r"(?:[{]{1000}){1000}",  # a brace in a class
+        r"(?:\{{1000}){1000}",  # an escaped brace before a count
+        r"(?:a{1000,1001}){1000}",  # a range's lower count is written out too
+        r"(?=a){100000}",  # one repeat, but every lookaround is a node of its own
+    ],
+)
+def test_a_pattern_that_writes_out_too_large_is_refused_before_compiling(pattern: str) -> None:
+    with pytest.raises(saferegex.PatternError, match="repeats too much"):
+        saferegex.compile(pattern)
+
+
+def test_the_reproduction_is_refused_wherever_patterns_are_used(store: Store) -> None:
+    """search --regex and MCP recall (Store.search), and a committed secrets pattern."""
+    with pytest.raises(InvalidInputError, match="repeats too much"):
+        store.search(ESCAPED_BACKSLASH, mode="regex")
+    with pytest.raises(InvalidMemoryError, match=r"secrets.patterns\[0\]"):
+        policy_from_config(
+            {"secrets": {"patterns": [{"kind": "k", "regex": ESCAPED_BACKSLASH}]}}
+        )
+
+
+def test_sizes_that_stay_small_are_accepted() -> None:
+    for pattern in (r"a{400}b{400}", r"\{\w+\}", r"(?:abc){e<=1}", r"x{1000}" * 3, r".{0,5000}"):
+        saferegex.compile(pattern)
+
+
+# Atoms as a pattern's author writes them (text), each one node written out. None is a space
+# or "#", which verbose mode would drop.
+_ATOMS = ["a", r"\\", r"\\", r"\{", r"\}", "[{]", r"[\\{]", r"[^}]", r"\w", ".", r"\x41", r"\u00e9"]
+
+
+@st.composite
+def _patterns(draw: st.DrawFn, depth: int = 0) -> tuple[str, int]:
+    """A pattern and how many atoms it is with every repetition written out, known from how
+    it was built (an independent count of what the compiler will build)."""
+    verbose = depth == 0 and draw(st.booleans())
+    pad = " " if verbose else ""
+    branches = []
+    size = 0
+    for _ in range(draw(st.integers(1, 2))):
+        parts, part_size = [], 0
+        for _ in range(draw(st.integers(1, 3))):
+            if depth < 3 and draw(st.integers(0, 2)) == 0:
+                inner, inner_size = draw(_patterns(depth + 1))
+                opener = draw(st.sampled_from(["(", "(?:", "(?>", "(?="]))
+                text = f"{opener}{inner})"
+                item_size = inner_size
+            else:
+                text, item_size = draw(st.sampled_from(_ATOMS)), 1
+            low = draw(st.sampled_from([0, 1, 12, 1000]))
+            high = draw(st.sampled_from([None, low + 1, low * 10]))
+            quantifier = draw(
+                st.sampled_from(
+                    ["", "*", "+", "?", f"{{{pad}{low}{pad}}}",
+                     f"{{{pad}{low}{pad},{pad}{high if high is not None else ''}{pad}}}",
+                     "{e<=1}"]
+                )
+            )
+            if quantifier.startswith("{") and "e" not in quantifier:
+                quantifier += draw(st.sampled_from(["", "?", "+"]))
+                most = high if "," in quantifier and high is not None else low
+                item_size *= max(most, 1) if "," in quantifier else max(low, 1)
+            parts.append(f"{text}{pad}{quantifier}")
+            part_size += item_size
+        branches.append(pad.join(parts))
+        size += part_size
+    return ("(?x)" if verbose else "") + "|".join(branches), size
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(_patterns())
+@example((ESCAPED_BACKSLASH, 12_000_000))
+@example((r"(?x)(?:(?:a{ 1000 }){ 1000 }){ 12 }", 12_000_000))
+def test_every_accepted_pattern_is_within_the_bound_by_construction(
+    built: tuple[str, int],
+) -> None:
+    """Random nesting of counted, lazy and possessive repeats over escapes, classes and
+    groups, in verbose mode too: what is accepted writes out to at most MAX_SIZE atoms (so
+    compiles within the documented bound), whatever the text looks like."""
+    pattern, atoms = built
+    try:
+        measured = saferegex.size(pattern, regex.VERSION0)
+    except (regex.error, RecursionError):
+        return  # the generator can build a pattern regex refuses (nothing to repeat)
+    if measured <= saferegex.MAX_SIZE:
+        assert atoms <= saferegex.MAX_SIZE, (pattern, atoms, measured)
+        saferegex.compile(pattern)
+    else:
+        with pytest.raises(saferegex.PatternError, match="repeats too much"):
+            saferegex.compile(pattern)

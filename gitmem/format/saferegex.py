@@ -16,29 +16,35 @@ which users of Python's syntax write, and its C++ library writes its own
 matches, so it can overshoot on a loaded machine (a 0.5 s bound ended after 2.1 s
 with both cores busy); it still ends.
 
-Compiling is not bounded by the timeout, so patterns are bounded in length and in
-how far their counted repetitions (``{n}``) multiply before they are compiled.
+Compiling is not bounded by the timeout: the regex module writes counted repetitions
+out (``((\\\\{1000}){1000}){12}`` took 9.6 s and 3.5 GB), so a pattern is bounded in length
+and, before it is compiled, in its size with every repetition written out, counted on the
+regex module's own parse of it (the tree it compiles: escapes, classes, groups, verbose mode
+and fuzzy constraints read as it reads them), never on the text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import regex
+from regex import _regex_core
 
 from gitmem.base.errors import InvalidInputError, RegexTimeoutError
+
+_core: Any = _regex_core
+"""The regex module's own parser (private, untyped): the tree :func:`size` counts is the one
+``regex.compile`` compiles; tests/test_saferegex.py holds the two together."""
 
 DEFAULT_TIMEOUT = 1.0
 """Seconds one pattern may spend on one text (one line, one body) before it is stopped."""
 MAX_PATTERN_CHARS = 4096
-MAX_REPEAT_PRODUCT = 100_000
-"""``(a{1000}){1000}`` takes 1.6 s to compile and far more memory; counted repetitions
-whose bounds multiply past this are refused before compiling."""
-
-_COUNTED_RE = re.compile(r"(?<!\\)\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+MAX_SIZE = 100_000
+"""Nodes of the parse tree with every repetition written out (:func:`size`); a pattern past
+it is refused before compiling. The costliest accepted shapes compile in 0.2 s and 41 MB
+(python -m bench.saferegex_bound)."""
 
 
 class PatternError(InvalidInputError):
@@ -127,20 +133,61 @@ def compile(  # the name mirrors re.compile on purpose
         reason = f"it is {len(pattern)} characters long; the bound is {MAX_PATTERN_CHARS}"
         raise PatternError(f"{what} is too long: {reason}", reason=reason)
     source = regex.escape(pattern) if literal else pattern
-    if not literal:
-        product = 1
-        for low, high in _COUNTED_RE.findall(pattern):
-            product *= max(int(low), int(high or 0), 1)
-            if product > MAX_REPEAT_PRODUCT:
-                reason = f"its counted repetitions ({{n}}) multiply past {MAX_REPEAT_PRODUCT:,}"
-                raise PatternError(
-                    f"{what} {_clip(pattern)!r} repeats too much: {reason}", reason=reason
-                )
     flags = regex.VERSION0 | (regex.IGNORECASE if ignore_case else 0)
     try:
-        compiled = regex.compile(source, flags)
-    except (regex.error, OverflowError, RecursionError, MemoryError) as exc:
+        items = 0 if literal else size(pattern, flags)
+        compiled = None if items > MAX_SIZE else regex.compile(source, flags)
+    except (regex.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         raise PatternError(
             f"{what} {_clip(pattern)!r} does not compile: {exc}", reason=str(exc)
         ) from None
+    if compiled is None:
+        reason = f"written out, its repetitions come to more than {MAX_SIZE:,} items"
+        raise PatternError(f"{what} {_clip(pattern)!r} repeats too much: {reason}", reason=reason)
     return SafePattern(pattern, compiled, timeout, what)
+
+
+def _parse(pattern: str, flags: int) -> Any:
+    """The regex module's parse tree of ``pattern``, built as ``regex.compile`` builds it
+    (its ``_compile``: a global flag set inline, ``a(?i)b``, parses again with it)."""
+    while True:
+        source = _core.Source(pattern)
+        info = _core.Info(flags, source.char_type, {})
+        info.guess_encoding = regex.UNICODE
+        source.ignore_space = bool(info.flags & regex.VERBOSE)
+        try:
+            return _core._parse_pattern(source, info)
+        except _core._UnscopedFlagSet:
+            flags = info.global_flags
+
+
+def size(pattern: str, flags: int = regex.VERSION0) -> int:
+    """How many nodes ``pattern`` compiles to with every repetition written out: each node
+    of the regex module's parse tree counts one, a literal string one per character, a
+    repeat its body times its largest count (its smallest when it has no largest). What
+    compiling costs grows with it. Past :data:`MAX_SIZE` the count stops at ``MAX_SIZE + 1``.
+
+    Raises ``regex.error`` for a pattern that does not parse.
+    """
+    done: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(_parse(pattern, flags), False)]
+    root = id(stack[0][0])
+    while stack:
+        node, expanded = stack.pop()
+        children = [
+            child
+            for value in vars(node).values()
+            for child in (value if isinstance(value, list | tuple) else (value,))
+            if isinstance(child, _core.RegexBase)
+        ]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+            continue
+        own = len(node.characters) if isinstance(node, _core.String) else 1
+        total = own + sum(done[id(child)] for child in children)
+        if isinstance(node, _core.GreedyRepeat):  # lazy and possessive repeats are ones too
+            most = node.max_count if node.max_count is not None else node.min_count
+            total *= max(most, 1)
+        done[id(node)] = min(total, MAX_SIZE + 1)
+    return done[root]
