@@ -662,6 +662,33 @@ def test_a_config_include_of_a_fifo_hangs_no_command(
         assert "not a regular file" in result.stderr and "includes" in result.stderr
 
 
+@pytest.mark.parametrize("how", ["direct", "through a link", "includeIf ~/", "config itself"])
+def test_a_config_include_of_a_kernel_file_is_refused_unread(
+    store: Store, scratch: Path, tmp_path: Path, how: str, isolated_home: Path
+) -> None:
+    """``/proc/kmsg`` is a regular file to ``stat``, so the FIFO check passed it, and reading
+    it blocks every reader run as root: ``ls`` hung (issue 38, reproduction 9). A target
+    under /proc, /sys or /dev is refused by where it leads, before anything reads it."""
+    config = store.db().gitdir / "config"
+    link = tmp_path / "innocent.cfg"
+    link.symlink_to("/proc/kmsg")
+    if how == "direct":
+        _include(config, "/proc/kmsg")
+    elif how == "through a link":
+        _include(config, str(link))
+    elif how == "includeIf ~/":
+        (isolated_home / "kmsg").symlink_to("/proc/kmsg")
+        _include(config, "~/kmsg", section='[includeIf "gitdir:/"]')
+    else:
+        config.unlink()
+        config.symlink_to("/proc/kmsg")
+    for command in (("ls",), ("search", "anything"), ("add", "x")):
+        result = gitmem("--store", str(store.path), *command, cwd=scratch, timeout=60)
+        survived(result, " ".join(command))
+        assert result.returncode == 7, result.stderr
+        assert "a file of the kernel's (/proc)" in result.stderr, result.stderr
+
+
 def test_a_config_include_check_passes_what_git_reads_safely(store: Store, tmp_path: Path) -> None:
     """/dev/null, a missing file and a regular file are read (or skipped) by git without
     blocking: a store including them opens as before."""

@@ -10,10 +10,13 @@ checked for every repository gitmem opens, before libgit2 or git reads the confi
 includes are followed the way git follows them (relative to the including file, ``~/``
 from the home directory, nested up to git's depth of 10), and a target that is not a
 regular file (``/dev/null`` aside) is refused by name. A missing target is fine: git and
-libgit2 skip it.
+libgit2 skip it. So is any target under ``/proc``, ``/sys`` or ``/dev`` (``/dev/null``
+aside), wherever its links lead: ``/proc/kmsg`` is a regular file to ``stat`` and blocks
+every reader run as root.
 
 The parser below only finds ``path`` values in include sections; it does not need to
-understand the rest of git's syntax, and it reads at most :data:`MAX_BYTES` of a file.
+understand the rest of git's syntax. Each file is opened without blocking and read with a
+bound on its size (:data:`MAX_BYTES`) and on the time the reads take (:data:`MAX_SECONDS`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from pathlib import Path
 
 from gitmem.base.errors import StoreError
@@ -29,6 +33,11 @@ __all__ = ["MAX_BYTES", "check", "config_files"]
 
 MAX_BYTES = 1 << 20
 """How much of one config file is scanned for includes (a config is a few KiB)."""
+MAX_SECONDS = 2.0
+"""How long reading one config file may take before it is refused (a local one: microseconds)."""
+KERNEL_ROOTS = ("/proc", "/sys", "/dev")
+"""Where the kernel's files are: never configuration, and some of them block their reader.
+``/dev/null`` and the ordinary files of ``/dev/shm`` (a tmpfs) are not among them."""
 
 _MAX_DEPTH = 10  # git's own limit on nested includes (config.c, MAX_INCLUDE_DEPTH)
 
@@ -81,32 +90,74 @@ def _blocks(mode: int, target: Path) -> bool:
         return True
 
 
-def _refuse(config: Path, target: Path) -> StoreError:
+def _kernel_file(path: Path) -> str | None:
+    """The kernel's folder ``path`` leads to, links followed (:data:`KERNEL_ROOTS`), or None."""
+    real = os.path.realpath(path)
+    if real == os.devnull or real.startswith("/dev/shm/"):
+        return None
+    return next((root for root in KERNEL_ROOTS if (real + "/").startswith(root + "/")), None)
+
+
+def _refuse(config: Path, target: Path, why: str) -> StoreError:
     return StoreError(
-        f"{config} includes {target}, which is not a regular file (a pipe, device or "
-        "socket): git and gitmem would block reading it as configuration",
+        f"{config} includes {target}, which is {why}: git and gitmem would block reading it "
+        "as configuration",
         hint=f"remove that include from {config}",
     )
 
 
+_NOT_REGULAR = "not a regular file (a pipe, device or socket)"
+
+
+def _read_head(path: Path, limit: int = MAX_BYTES) -> bytes | None:
+    """The first ``limit`` bytes of the regular file at ``path``, read without ever blocking:
+    opened non-blocking, checked regular on the open handle, read under :data:`MAX_SECONDS`.
+    None when there is no such file to read (missing, unreadable: git skips it too);
+    :class:`StoreError` when it is one that would block a reader."""
+    where = _kernel_file(path)
+    if where is not None:
+        raise StoreError(f"{path} is a file of the kernel's ({where}), not configuration")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            if _blocks(mode, path):
+                raise StoreError(f"{path} is {_NOT_REGULAR}")
+            return None
+        deadline = time.monotonic() + MAX_SECONDS
+        chunks: list[bytes] = []
+        got = 0
+        while got < limit:
+            chunk = os.read(fd, min(1 << 16, limit - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if time.monotonic() > deadline:
+                raise StoreError(f"{path} took over {MAX_SECONDS:g} s to read")
+        return b"".join(chunks)
+    except BlockingIOError:
+        raise StoreError(f"{path} would block its reader") from None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _check_file(config: Path, depth: int) -> None:
     try:
-        mode = config.stat().st_mode
-    except OSError:
+        data = _read_head(config)
+    except StoreError as exc:
+        raise StoreError(
+            f"{exc.message}: git and gitmem would block reading it as configuration",
+            hint=f"replace {config} with a regular file",
+        ) from None
+    if data is None:
         return  # none: nothing is read
-    if not stat.S_ISREG(mode):
-        if _blocks(mode, config):
-            raise StoreError(
-                f"{config} is not a regular file (a pipe, device or socket): git and gitmem "
-                "would block reading it as configuration",
-                hint=f"replace {config} with a regular file",
-            )
-        return
-    try:
-        with config.open("rb") as fh:
-            text = fh.read(MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return
+    text = data.decode("utf-8", "replace")
     for value in _include_paths(text):
         if not value:
             continue
@@ -114,12 +165,15 @@ def _check_file(config: Path, depth: int) -> None:
             target = Path(value).expanduser()
         else:
             target = config.parent / value  # absolute values replace the base
+        kernel = _kernel_file(target)
+        if kernel is not None:
+            raise _refuse(config, target, f"a file of the kernel's ({kernel})")
         try:
             mode = target.stat().st_mode
         except OSError:
             continue  # missing (or unreadable): git and libgit2 skip it
         if _blocks(mode, target):
-            raise _refuse(config, target)
+            raise _refuse(config, target, _NOT_REGULAR)
         if stat.S_ISREG(mode) and depth + 1 < _MAX_DEPTH:
             _check_file(target, depth + 1)
 
@@ -127,12 +181,10 @@ def _check_file(config: Path, depth: int) -> None:
 def _read_pointer(path: Path) -> str | None:
     """The first line of a small regular file (``.git`` files, ``commondir``)."""
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            return None
-        with path.open("rb") as fh:
-            lines = fh.read(4096).decode("utf-8", "replace").splitlines()
-    except OSError:
+        data = _read_head(path, 4096)
+    except StoreError:
         return None
+    lines = data.decode("utf-8", "replace").splitlines() if data else []
     return lines[0].strip() if lines else None
 
 
