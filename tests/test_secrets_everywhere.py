@@ -317,6 +317,28 @@ def test_the_cli_refuses_an_id_with_a_token_after_an_underscore(store: Store) ->
     assert commit_count(store) == 1
 
 
+def test_branch_and_remote_names_are_scanned(store: Store, tmp_path: Path) -> None:
+    """Issue 38, reproduction 6: ``gitmem --branch ghp_<36> add x`` made the branch and sync
+    pushed it. Refused before the branch (or remote) is made, the token never echoed."""
+    hub = tmp_path / "hub.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(hub)], check=True)
+    gm = Gitmem(store.path, make_runner())
+    gm("remote", "add", "origin", str(hub))
+    for args, where in [
+        (["--branch", GITHUB_PAT, "add", "x"], "the branch name"),
+        (["--branch", f"proposal/{HUGGINGFACE}", "ls"], "the branch name"),
+        (["sync", "--branch", GITHUB_PAT], "the branch name"),
+        (["update-branch", "main", "--head", NPM], "the branch name"),
+        (["remote", "add", f"fork-{GITHUB_PAT}", str(hub)], "the remote name"),
+    ]:
+        error = gm.fails(4, *args)
+        assert where in error and "token" in error and not _leaks(error), (args, error)
+    repo = store.db().repo
+    assert not _leaks(" ".join(repo.references)) and not _leaks(" ".join(repo.remotes.names()))
+    assert commit_count(store) == 1
+    assert store.list() == []
+
+
 def test_the_mcp_server_refuses_an_entity_named_after_a_token(store: Store, git: GitRunner) -> None:
     from gitmem.entry.mcp import call, tools
 

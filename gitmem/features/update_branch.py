@@ -30,7 +30,7 @@ from gitmem.base.errors import (
     StoreError,
 )
 from gitmem.format.layout import CONFIG_FILE
-from gitmem.git.db import GitDB, operation_in_progress
+from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store import merge as merging
 from gitmem.store import sync
@@ -141,8 +141,8 @@ def update_branch(
             f"the repository is in the middle of {what[0]}; nothing was merged",
             hint=f"finish or abort it first (git {what[1]} --abort)",
         )
-    if head is not None and not pygit2.reference_is_valid_name(f"refs/heads/{head}"):
-        raise InvalidInputError(f"{head!r} is not a valid branch name")
+    if head is not None:
+        check_branch_name(head)
     theirs = _resolve(repo, base)
     detached = not repo.is_bare and repo.head_is_detached
     if detached:

@@ -115,6 +115,18 @@ def operation_in_progress(gitdir: Path) -> tuple[str, str] | None:
     return None
 
 
+def check_branch_name(name: str) -> str:
+    """``name`` if it can name a branch gitmem makes or pushes: a valid git ref name holding
+    no credential (a branch name is pushed and kept like a commit message). Else
+    InvalidInputError, never echoing a credential."""
+    from gitmem.format import secrets
+
+    secrets.refuse(name, "the branch name")
+    if not pygit2.reference_is_valid_name(f"refs/heads/{name}"):
+        raise InvalidInputError(f"{name!r} is not a valid branch name")
+    return name
+
+
 class GitDB:
     """One git repository seen as a store: snapshots, writes, and the branch they move.
 
@@ -146,8 +158,8 @@ class GitDB:
         checked_out = _head_branch(repo)
         if branch is None:
             branch = checked_out if repo.workdir and checked_out else DEFAULT_BRANCH
-        elif not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
-            raise InvalidInputError(f"{branch!r} is not a valid branch name")
+        else:
+            check_branch_name(branch)
         self.path = Path(path)
         self.branch = branch
         self.ref_name = f"refs/heads/{branch}"

@@ -34,7 +34,7 @@ from gitmem.base.trailers import (
     OP_TRAILER,
     CommitSpec,
 )
-from gitmem.format import codec
+from gitmem.format import codec, secrets
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import (
     ATTRIBUTES_FILE,
@@ -48,7 +48,7 @@ from gitmem.format.layout import (
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
-from gitmem.git.db import GitDB, operation_in_progress
+from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import FastForward, Snapshot, get_commit
 from gitmem.store import derived
@@ -204,6 +204,7 @@ def remotes(store: Store, *, scope: str | None = None) -> list[tuple[str, str]]:
 def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -> str:
     """``git remote add NAME URL`` on the store (its fetch refspec is git's default)."""
     db = store.db(scope)
+    secrets.refuse(name, "the remote name")
     if not name or name.startswith("-") or any(c.isspace() for c in name) or ".." in name:
         raise InvalidInputError(f"remote name {name!r} is not a valid git remote name")
     if not url or url.startswith("-"):
@@ -698,7 +699,7 @@ def sync(
             + (f" (it has: {', '.join(remote_names(db))})" if remote_names(db) else ""),
             hint="add one with: gitmem remote add NAME URL",
         )
-    target = branch or db.branch
+    target = check_branch_name(branch) if branch is not None else db.branch
     result = SyncResult(remote=remote, branch=target)
     result.pending_committed = [f.id for f in commit_pending_forks(db)]
     start = db.tip()
