@@ -1,5 +1,6 @@
 """The MCP tools' result text: JSON.stringify(value, null, 2), as the reference server
-writes it, made by gitmem.entry.mcp._json; it must equal json.dumps(indent=2) exactly."""
+writes it, made by gitmem.entry.mcp._json; it must equal json.dumps(indent=2) exactly, but
+for the characters JSON leaves raw that are not printable, which it escapes too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gitmem.base.printable import printable_json
 from gitmem.entry.mcp import _json
 
 _SCALARS = st.one_of(
@@ -32,7 +34,15 @@ _VALUES = st.recursive(
 
 @given(_VALUES)
 def test_same_text_as_json_dumps_with_an_indent(value: Any) -> None:
-    assert _json(value) == json.dumps(value, indent=2, ensure_ascii=False)
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    assert _json(value) == printable_json(text)
+
+
+@given(st.text())
+def test_the_escapes_keep_the_value_and_leave_nothing_unprintable(value: str) -> None:
+    text = printable_json(json.dumps({"k": [value]}, indent=2, ensure_ascii=False))
+    assert json.loads(text) == {"k": [value]}
+    assert all(line.isprintable() for line in text.split("\n"))
 
 
 def test_a_graph_result() -> None:
@@ -44,4 +54,6 @@ def test_a_graph_result() -> None:
         ],
         "relations": [],
     }
-    assert _json(graph) == json.dumps(graph, indent=2, ensure_ascii=False)
+    text = json.dumps(graph, indent=2, ensure_ascii=False)
+    assert _json(graph) == text.replace("\u2028", "\\u2028")  # escaped: not printable
+    assert json.loads(_json(graph)) == graph

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from gitmem.base.printable import printable, printable_json
+
 if TYPE_CHECKING:
     from gitmem import Store
     from gitmem.store.queries import CurrentIndex
@@ -170,7 +172,7 @@ def json_option(f: F) -> F:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(printable_json(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
 def read_text_arg(
@@ -259,8 +261,10 @@ def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns under a header; the last column is not padded."""
-    all_rows = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    """Left-aligned columns under a header; the last column is not padded. A cell's control
+    characters are shown escaped (``\\n``, ``\\x1b``): titles, authors and subjects come from
+    teammates, and one line per row is what the reader (and a script) counts on."""
+    all_rows = [list(headers), *([printable(str(cell)) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in all_rows) for i in range(len(headers) - 1)]
     lines = []
     for row in all_rows:

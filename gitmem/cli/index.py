@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gitmem.base.printable import printable
 from gitmem.cli.common import ProgressBar, State, emit_json, json_option, notice, pass_state
 from gitmem.store.search import MODES, SearchMatch, SearchResults
 
@@ -49,7 +50,7 @@ def results_text(results: SearchResults) -> str:
     for match in results:
         if match.id != current or match.line_number is None:
             current = match.id
-            heading = f"{match.id}  {match.title or '(untitled)'}"
+            heading = printable(f"{match.id}  {match.title or '(untitled)'}")
             if results.mode == "fts":
                 heading += f"  [{_score_text(match.score)}]"
             elif results.mode == "natural":  # answered by recall (gitmem recall --explain)
@@ -191,7 +192,7 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
         return "No matches."
     lines: list[str] = []
     for hit in results:
-        heading = f"{hit.id}  {hit.title or '(untitled)'}"
+        heading = printable(f"{hit.id}  {hit.title or '(untitled)'}")
         if explain:
             heading += f"  [score {hit.score:.3f}]"
         lines.append(click.style(heading, bold=True))

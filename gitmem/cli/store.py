@@ -14,6 +14,7 @@ import click
 
 import gitmem
 from gitmem.base.clock import format_timestamp
+from gitmem.base.printable import printable, printable_json
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
 from gitmem.format.model import Scope
 from gitmem.store.results import History, LogEntry, Problem
@@ -248,7 +249,7 @@ def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> No
         if n < page.start or (page.stop is not None and n >= page.stop):
             continue
         listed += 1
-        cells = (memory_id, str(version), cat or "-", title or "-", where)
+        cells = _ls_cells(memory_id, str(version), cat or "-", title or "-", where)
         for i in range(len(widths)):
             widths[i] = max(widths[i], len(cells[i]))
     if not listed:
@@ -258,7 +259,7 @@ def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> No
     for memory_id, version, cat, title, _sup, status, where in _ls_stream(
         sources, show_all, page
     ):
-        row = [memory_id, str(version), cat or "-", title or "-", where]
+        row = _ls_cells(memory_id, str(version), cat or "-", title or "-", where)
         if show_all:
             row.append("superseded" if memory_id in superseded else str(status))
         lines.append(_ls_line(row, widths))
@@ -273,6 +274,11 @@ def _ls_line(row: list[str], widths: list[int]) -> str:
     """One line as :func:`table` draws it: left-aligned cells, the last one unpadded."""
     cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
     return "  ".join([*cells, row[-1]]).rstrip()
+
+
+def _ls_cells(*cells: str) -> list[str]:
+    """A listing row's cells as :func:`table` shows them (control characters escaped)."""
+    return [printable(cell) for cell in cells]
 
 
 def _ls_stream(
@@ -333,7 +339,7 @@ def history_text(history: History) -> str:
             flush()
             current = version.memory_id
             supersedes = version.memory.supersedes if version.memory else None
-            lines.append(current + (f" (supersedes {supersedes})" if supersedes else ""))
+            lines.append(printable(current + (f" (supersedes {supersedes})" if supersedes else "")))
         title = version.memory.title if version.memory else None
         rows.append(
             [
@@ -459,10 +465,10 @@ def log(
         emit_json([e.to_dict() for e in entries])
     elif fmt == "jsonl":
         for entry in entries:
-            click.echo(json.dumps(entry.to_dict(), ensure_ascii=False))
+            click.echo(printable_json(json.dumps(entry.to_dict(), ensure_ascii=False)))
     elif fmt == "oneline":
         for entry in entries:
-            click.echo(f"{short(entry.commit)} {entry.subject}")
+            click.echo(f"{short(entry.commit)} {printable(entry.subject)}")
     elif fmt != "table":
         # Imported here: gitmem.features.audit brings the review and secret-scanning modules, which
         # no other command of this module needs (they cost `gitmem ls` ~40% of its time).

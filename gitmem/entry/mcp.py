@@ -34,6 +34,7 @@ import jsonschema
 from gitmem._version import __version__
 from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
 from gitmem.store.core import Store
 
@@ -136,13 +137,17 @@ def _json(value: Any) -> str:
     """``JSON.stringify(value, null, 2)``, as the reference server writes its results: the
     same text as ``json.dumps(value, indent=2, ensure_ascii=False)``, made several times
     faster (with an indent, json falls back to its pure-Python encoder, which took 45 ms of
-    a ``read_graph`` of 10,000 entities)."""
+    a ``read_graph`` of 10,000 entities).
+
+    The text goes to a model: characters JSON leaves as they are but that are not printable
+    (a bidirectional override, an invisible tag) are escaped too (``printable_json``)."""
     out: list[str] = []
     try:
         _indent(value, out, "\n")
+        text = "".join(out)
     except _Unusual:
-        return json.dumps(value, indent=2, ensure_ascii=False)
-    return "".join(out)
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    return printable_json(text)
 
 
 class _Unusual(Exception):
@@ -711,7 +716,8 @@ def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResul
     try:
         return spec.call(arguments), False
     except GitmemError as exc:
-        text = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+        # A message may quote what it refuses, a name read from the store among them.
+        text = printable(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""))
         return ToolResult(text), True
     except Exception as exc:  # a bug must not take the server down with it
         log.exception("tool %s failed", spec.name)

@@ -50,6 +50,7 @@ from gitmem.base.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.base.printable import printable
 from gitmem.format import codec
 from gitmem.format.config import DERIVED_FORMAT
 from gitmem.format.layout import (
@@ -385,7 +386,9 @@ class MemoryTool:
         try:
             doc = codec.parse(codec.decode(data))
         except GitmemError as exc:
-            raise MemoryToolError(f"The file for {doc_id} cannot be read: {exc}") from None
+            raise MemoryToolError(
+                f"The file for {doc_id} cannot be read: {printable(str(exc))}"
+            ) from None
         meta = doc.metadata
         recorded = meta.get(NAME_KEY)
         stem = doc_id.rsplit("/", 1)[-1]
@@ -516,8 +519,11 @@ class MemoryTool:
             if len(key) <= 2 and not any(name.startswith(".") for name in key)
         )
         lines = [f"{_size(total)}\t{target.given}"]
+        # Names read from the store (a teammate's memory_file may hold a line break) are
+        # escaped: each entry stays one line. The model's own path passed _target's check.
         lines.extend(
-            f"{_size(size)}\t{target.given}/{'/'.join(key)}{slash}" for key, size, slash in shown
+            f"{_size(size)}\t{target.given}/{'/'.join(map(printable, key))}{slash}"
+            for key, size, slash in shown
         )
         return (
             f"Here're the files and directories up to 2 levels deep in {target.given}, "

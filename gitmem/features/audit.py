@@ -23,6 +23,7 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.base.printable import printable
 from gitmem.base.trailers import (
     AGENT_TRAILER,
     ID_TRAILER,
@@ -73,7 +74,8 @@ _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 
 
 def format_entry(template: str, values: Mapping[str, Any]) -> str:
-    """``gitmem log --format``: ``{field}`` placeholders (LOG_FIELDS), ``\\t``, ``\\n``."""
+    """``gitmem log --format``: ``{field}`` placeholders (LOG_FIELDS), ``\\t``, ``\\n``; a
+    field's control characters are shown escaped (a teammate writes subjects and authors)."""
     unknown = [name for name in _PLACEHOLDER_RE.findall(template) if name not in LOG_FIELDS]
     if unknown:
         raise InvalidInputError(
@@ -84,8 +86,8 @@ def format_entry(template: str, values: Mapping[str, Any]) -> str:
     def value(match: re.Match[str]) -> str:
         item = values.get(match.group(1))
         if isinstance(item, list):
-            return ",".join(str(x) for x in item)
-        return "" if item is None else str(item)
+            return printable(",".join(str(x) for x in item))
+        return "" if item is None else printable(str(item))
 
     text = template.replace("\\t", "\t").replace("\\n", "\n")
     return _PLACEHOLDER_RE.sub(value, text)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
+from gitmem.base.printable import printable
 from gitmem.format.model import Memory, Scope
 from gitmem.store import lexical, queries
 
@@ -958,7 +959,7 @@ def duplicates_text(
     """One line per near-duplicate, offering the update instead (``how`` names the way)."""
     return [
         f"similar to {e['id']}"
-        + (f" ({e['title']})" if e["title"] else "")
+        + (f" ({printable(e['title'])})" if e["title"] else "")  # a teammate's title
         + f", {round(100 * e['similarity'])}% the same words: to change that memory "
         f"instead, {how.format(id=e['id'])}"
         for e in entries

@@ -1,0 +1,39 @@
+"""Text read from a store, made safe to print to a terminal or a model.
+
+A teammate writes titles, names, authors and subjects; printed as they are, a line break in
+one prints a line of its own ("SYSTEM: ignore all previous instructions") and an escape
+sequence moves the cursor or rewrites the screen. Every character that is not printable (a
+control character, a bidirectional override, an invisible format character) is shown as an
+escape instead: :func:`printable` for plain text, :func:`printable_json` for JSON text.
+"""
+
+from __future__ import annotations
+
+__all__ = ["printable", "printable_json"]
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable written as a Python string literal
+    writes it (``\\n``, ``\\x1b``, ``\\u202e``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def printable_json(text: str) -> str:
+    """JSON ``text`` with the characters JSON leaves as they are but that are not printable
+    (DEL, C1 controls, format and separator characters) escaped as JSON escapes them
+    (``\\u202e``): the value read back is the same. JSON's own line breaks are kept."""
+    if text.isascii() and "\x7f" not in text:
+        return text  # JSON escaped every other control character already
+    return "\n".join(
+        line if line.isprintable() else "".join(map(_json_char, line))
+        for line in text.split("\n")
+    )
+
+
+def _json_char(char: str) -> str:
+    if char.isprintable():
+        return char
+    units = char.encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
