@@ -480,7 +480,7 @@ def _free_port() -> int:
 def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     """`gitmem mcp --http PORT`: bound to 127.0.0.1, the SDK's streamable HTTP client with
     the token works (two agents, one store); without it, or with another, the server says
-    401 and nothing is written. The token comes from the store's state directory."""
+    401 and nothing is written. The token comes from the user's state directory."""
     import os
     import socket
     import subprocess
@@ -511,8 +511,9 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "the HTTP server did not start"
             time.sleep(0.2)
-        token_file = store.db().state_dir / mcp_server.TOKEN_FILE
+        token_file = mcp_server.token_path(store)
         assert token_file.stat().st_mode & 0o077 == 0
+        assert store.db().gitdir not in token_file.parents
         token = token_file.read_text().strip()
         url = f"http://127.0.0.1:{port}/mcp"
 
@@ -546,6 +547,37 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert f"http://127.0.0.1:{port}/mcp" in err.decode()
     assert token not in err.decode()
+
+
+def test_a_token_committed_in_the_store_is_never_the_bearer_token(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    """Issue 38: a bare store committed in a project carries its ``gitmem/`` folder, and a
+    committed ``gitmem/mcp-token`` (mode 0644) became the HTTP server's bearer token, so
+    whoever wrote it read and wrote the victim's memories. The token is made in the user's
+    state directory (0600) instead, and a token file others can read is refused."""
+    from gitmem.base.errors import StoreError
+    from gitmem.entry import mcp as mcp_server
+
+    store = gitmem.init(tmp_path / "project" / ".gitmem", bare=True)
+    planted = store.db().gitdir / "gitmem" / "mcp-token"
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_text("attacker-chose-this-token-0123456789\n")
+    planted.chmod(0o644)
+    token, where = mcp_server.http_token(store)
+    assert token != "attacker-chose-this-token-0123456789"
+    assert where == mcp_server.token_path(store)
+    assert isolated_home in where.parents and store.db().gitdir not in where.parents
+    assert where.stat().st_mode & 0o777 == 0o600
+    assert mcp_server.http_token(store) == (token, where)  # kept for the next start
+
+    where.chmod(0o644)
+    with pytest.raises(StoreError, match="can be read by others"):
+        mcp_server.http_token(store)
+    where.unlink()
+    where.symlink_to(planted)
+    with pytest.raises(StoreError, match="cannot read the MCP token file"):
+        mcp_server.http_token(store)
 
 
 @pytest.mark.parametrize(

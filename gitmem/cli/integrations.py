@@ -211,8 +211,8 @@ def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -
     metavar="[HOST:]PORT",
     help="Serve the SDK's streamable HTTP transport at http://HOST:PORT/mcp instead of "
     "stdio (HOST defaults to 127.0.0.1), for several agents on one store. Clients send "
-    "Authorization: Bearer TOKEN: $GITMEM_MCP_TOKEN, else the token gitmem keeps in the "
-    "store's state directory (its path is said on stderr).",
+    "Authorization: Bearer TOKEN: $GITMEM_MCP_TOKEN, else the token gitmem keeps for this "
+    "store in your state directory, ~/.local/state/gitmem (its path is said on stderr).",
 )
 @pass_state
 def mcp(state: State, agent: str | None, bind: str | None) -> None:

@@ -19,11 +19,14 @@ never dies of a bad call. Every mutation is a commit, as everywhere else.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
 import ipaddress
 import json
 import os
 import secrets
+import stat
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +36,7 @@ import jsonschema
 
 from gitmem._version import __version__
 from gitmem.base import logs
-from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
 from gitmem.store.core import Store
@@ -47,6 +50,7 @@ __all__ = [
     "BearerGuard",
     "build_server",
     "http_token",
+    "token_path",
     "parse_bind",
     "run",
     "run_http",
@@ -860,8 +864,8 @@ def run(store: Store, *, agent: str | None = None) -> None:
 # -- streamable HTTP: one store, several agents ---------------------------------------------
 
 TOKEN_ENV = "GITMEM_MCP_TOKEN"
-TOKEN_FILE = "mcp-token"
-"""In the store's state directory (never committed): the bearer token when none is given."""
+TOKEN_DIR = "mcp-tokens"
+"""In the user's state directory (:func:`token_path`): one bearer token per store."""
 MIN_TOKEN = 16
 HTTP_PATH = "/mcp"
 
@@ -889,30 +893,51 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def token_path(store: Store) -> Path:
+    """Where the bearer token for ``store`` is kept: the user's state directory
+    (``$XDG_STATE_HOME``, else ``~/.local/state``), ``gitmem/mcp-tokens/<hash of the store's
+    git directory>``. Never in the store: a bare store committed in a project carries its
+    ``gitmem/`` folder, so a token found there is one whoever committed it knows."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    key = hashlib.sha256(os.fsencode(store.db().gitdir.resolve())).hexdigest()[:32]
+    return base / "gitmem" / TOKEN_DIR / key
+
+
 def http_token(store: Store) -> tuple[str, Path | None]:
-    """The bearer token clients must send: ``$GITMEM_MCP_TOKEN``, else the one in the store's
-    state directory (made on first use, readable by its owner only). Returns the token and
-    the file it is in (None when it came from the environment)."""
+    """The bearer token clients must send: ``$GITMEM_MCP_TOKEN``, else the one at
+    :func:`token_path` (made on first use, mode 0600). A token file that is not the user's
+    own regular file, or that others may read, is refused. Returns the token and the file it
+    is in (None when it came from the environment)."""
     given = os.environ.get(TOKEN_ENV)
     if given is not None:
         if len(given) < MIN_TOKEN:
             raise InvalidInputError(f"${TOKEN_ENV} must be at least {MIN_TOKEN} characters")
         return given, None
-    state = store.db().state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / TOKEN_FILE
+    path = token_path(store)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        token = path.read_text(encoding="ascii").strip()
-        if len(token) < MIN_TOKEN:
-            raise InvalidInputError(
-                f"{path} holds no usable token; delete it and a new one is made"
-            ) from None
-        return token, path
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(secrets.token_urlsafe(32) + "\n")
-    return path.read_text(encoding="ascii").strip(), path
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise StoreError(f"cannot read the MCP token file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise StoreError(f"{path} is not a file of yours: it is not used as a token")
+        if info.st_mode & 0o077:
+            raise StoreError(
+                f"{path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}): it is "
+                "not used as a token",
+                hint=f"delete it (a new token is made) or chmod 600 {path}",
+            )
+        token = fh.read(1024).decode("ascii", "replace").strip()
+    if len(token) < MIN_TOKEN:
+        raise StoreError(f"{path} holds no usable token; delete it and a new one is made")
+    return token, path
 
 
 class BearerGuard:
