@@ -18,6 +18,7 @@ import click
 from gitmem._version import __version__
 from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError
+from gitmem.base.printable import printable
 from gitmem.cli.common import (
     State,
     SuggestingGroup,
@@ -38,7 +39,7 @@ def _install_warning_printer() -> None:
     class WarningPrinter(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
-            click.echo(f"gitmem: {level}: {record.getMessage()}", err=True)
+            click.echo(f"gitmem: {level}: {printable(record.getMessage())}", err=True)
 
     logger = logging.getLogger("gitmem")
     if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gitmem.base.printable import printable
 from gitmem.cli.common import ProgressBar, State, emit_json, json_option, on_terminal, pass_state
 from gitmem.entry import doctor as _doctor
 from gitmem.entry import secretscan
@@ -79,12 +80,14 @@ def doctor(
     else:
         for finding in report.findings:
             done = " (fixed)" if finding.fixed else ""
-            click.echo(f"{_MARK[finding.severity]} {finding.check}: {finding.message}{done}")
+            # A finding may name a teammate's file: its name is shown escaped.
+            line = f"{_MARK[finding.severity]} {finding.check}: {finding.message}{done}"
+            click.echo(printable(line))
             if finding.fix and not finding.fixed:
                 safe = "  [doctor --fix does this]" if finding.safe else ""
-                click.echo(f"       fix: {finding.fix}{safe}")
+                click.echo(printable(f"       fix: {finding.fix}{safe}"))
             if finding.fix_error:
-                click.echo(f"       the fix failed: {finding.fix_error}")
+                click.echo(printable(f"       the fix failed: {finding.fix_error}"))
         fixed = sum(1 for f in report.findings if f.fixed)
         remaining = len(report.remaining)
         summary = "healthy" if report.healthy else f"{remaining} problem(s) remain"

@@ -14,6 +14,7 @@ import traceback
 import click
 
 from gitmem.base.errors import EXIT_CODES, GitmemError, StoreError
+from gitmem.base.printable import printable
 
 USAGE = EXIT_CODES["usage"]
 UNEXPECTED = EXIT_CODES["error"]
@@ -82,8 +83,7 @@ def report(exc: BaseException, *, debug: bool) -> int:
     line = " ".join(message.split())
     if hint:
         line += f" (hint: {' '.join(hint.split())})"
-    # Text that came from the command line may hold undecodable bytes (as lone surrogates):
-    # shown escaped, so reporting an error never fails itself.
-    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
-    click.echo(f"gitmem: error: {line}", err=True)
+    # A message may quote a name read from the store, and text from the command line may
+    # hold undecodable bytes (as lone surrogates): both shown escaped.
+    click.echo(f"gitmem: error: {printable(line)}", err=True)
     return code
