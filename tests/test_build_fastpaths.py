@@ -2,8 +2,7 @@
 
 A first build (a clone, ``gitmem reindex``) decodes and indexes every memory of a store;
 each shortcut it takes is held here to the code it stands in for: the full-text column of
-identifier parts (a look for a place to cut before the word-by-word split), the
-front-matter lines read lately kept with what was read of them, the JSON
+identifier parts (a look for a place to cut before the word-by-word split), the JSON
 columns read back (one decoder, the empty list and map answered directly), the recent
 answers of ``id_from_path`` and ``memory_paths`` kept, the store's scope given to the
 decoded memory directly, and a batch's tags and edges inserted in one statement each
@@ -24,10 +23,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from storetools import TABLE_HASHES, build_with_a_broken_file
 from test_codec import VALUES
-from test_yamlfast import _read_keys, _read_values
 
 from gitmem.base.errors import GitmemError
-from gitmem.format import codec, layout, memfile, yamlfast
+from gitmem.format import layout, memfile
 from gitmem.format.model import Scope
 from gitmem.store import lexical, rows
 from gitmem.store.core import Store
@@ -195,42 +193,6 @@ def test_a_build_stores_the_rows_one_memory_at_a_time_would(store: Store, tmp_pa
     assert not result["each"]["tags"].endswith(" 0")
     assert not result["each"]["edges"].endswith(" 0")
     assert result["each"]["fts"]  # identifier parts indexed
-
-
-@given(st.lists(st.tuples(_read_keys, _read_values), min_size=1, max_size=6))
-@settings(max_examples=300, deadline=None)
-def test_front_matter_lines_read_again_read_as_the_first_time(
-    entries: list[tuple[str, str]],
-) -> None:
-    raw = "".join(f"{key}: {value}\n" for key, value in entries)
-    yamlfast._RECENT_LINES.clear()
-    first = yamlfast.read_entries(raw)
-    again = yamlfast.read_entries(raw)  # its short scalar lines from those kept now
-    assert (first is None) == (again is None)
-    if first is None or again is None:
-        return
-    assert codec.same(first[0], again[0]) and first[1] == again[1]
-    for value in first[0].values():  # what a caller does to what it got is its own
-        if isinstance(value, list):
-            value.append("changed")
-    first[0]["added"] = 1
-    third = yamlfast.read_entries(raw)
-    assert third is not None and codec.same(third[0], again[0])
-
-
-def test_a_repeated_line_is_still_a_repeated_key() -> None:
-    assert yamlfast.read_entries("version: 1\n") is not None
-    assert yamlfast.read_entries("version: 1\nversion: 1\n") is None
-
-
-def test_the_lines_kept_are_bounded() -> None:
-    yamlfast._RECENT_LINES.clear()
-    long = "title: " + "a" * 1000
-    assert yamlfast.read_entries(long + "\n") is not None
-    assert long not in yamlfast._RECENT_LINES
-    for n in range(yamlfast._RECENT_MAX + 10):
-        assert yamlfast.read_entries(f"version: {n}\n") is not None
-    assert 0 < len(yamlfast._RECENT_LINES) <= yamlfast._RECENT_MAX
 
 
 _BOUNDED = TABLE_HASHES + r"""

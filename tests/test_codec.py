@@ -345,6 +345,31 @@ def test_comment_only_front_matter_keeps_comment_when_keys_are_added() -> None:
     assert change(text, id="a") == "---\n# hand-made\nid: a\n---\nbody\n"
 
 
+def test_common_values_are_written_as_people_write_them() -> None:
+    stamp = dt.datetime(2026, 11, 22, 10, 30, tzinfo=dt.UTC)
+    text = codec.dump_mapping({
+        "title": "Prefer pytest fixtures",
+        "tags": ["testing", "python"],
+        "created_at": stamp,
+        "related": [{"id": "mem_1", "relationship": "refines"}],
+        "empty": [],
+    })
+    assert text == (
+        "title: Prefer pytest fixtures\ntags: [testing, python]\ncreated_at: 2026-11-22T10:30:00Z\n"
+        "related:\n- id: mem_1\n  relationship: refines\nempty: []\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["yes", "No", "on", "null", "~", "1.5", "0x1f", "2026-11-22", "=", "- a", "a: b",
+             "#x", " x", "<<", "*a", "!x", "&x"],
+)
+def test_strings_that_yaml_would_misread_are_quoted(text: str) -> None:
+    line = codec.dump_value("title", text)
+    assert line[7] in "'\"", line
+    assert yaml.safe_load(line) == {"title": text}
+
+
 def test_naive_and_enum_values_are_written_faithfully() -> None:
     naive = dt.datetime(2026, 11, 22, 10, 30)
     text = change(fm("id: a\n"), when=naive, scope=Relationship.REFINES, n=True)

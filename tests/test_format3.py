@@ -71,7 +71,7 @@ def test_two_pull_requests_merge_with_plain_git_in_format_3(tmp_path: Path) -> N
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert not (path / ".git" / "MERGE_HEAD").exists()
     text = (path / legacy_path(memory_id)).read_text()
-    assert "title: 'The rule, revised'" in text and "fourth line, edited" in text
+    assert "title: The rule, revised\n" in text and "fourth line, edited" in text
     assert "<<<<<<<" not in text
     store = gitmem.open(path, branch="a")
     memory = store.read(memory_id)

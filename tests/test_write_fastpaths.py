@@ -1,69 +1,23 @@
 """The write path's shortcuts decide exactly what the plain code decided (issue 17).
 
-Each shortcut a create takes (the front-matter emitted once for the file and its read-back
-check, the fields' texts gathered for the secret scan without their names, one regex for a
-one-line field's control characters) is held here to the code it replaced, on the values
-tests/test_codec.py draws for its own properties.
+Each shortcut a create takes (the fields' texts gathered for the secret scan without their
+names, one regex for a one-line field's control characters) is held here to the code it
+replaced, on the values tests/test_codec.py draws for its own properties.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_codec import BODIES, METADATA, VALUES
+from test_codec import VALUES
 
-from gitmem.base.errors import GitmemError, InvalidInputError
-from gitmem.format import codec, secrets
+from gitmem.base.errors import InvalidInputError
+from gitmem.format import secrets
 from gitmem.store import checks
-
-
-def _outcome(call: Callable[[], Any]) -> tuple[str, Any]:
-    try:
-        return "ok", call()
-    except (GitmemError, TypeError, ValueError) as exc:  # whatever the plain code raised
-        return type(exc).__name__, str(exc)
-
-
-@given(metadata=METADATA, body=BODIES)
-@example(metadata={"id": "mem_1", "title": "t", "tags": ["a", "b"]}, body="body\n")
-@example(metadata={"big": 10**5000}, body="")  # too many digits: refused either way
-@example(metadata={1: "x"}, body="")  # not a key either emitter writes (TypeError, as before)
-@settings(suppress_health_check=[HealthCheck.too_slow])
-def test_emit_writes_what_serialize_writes_and_the_check_agrees(
-    metadata: dict[Any, Any], body: str
-) -> None:
-    plain = _outcome(lambda: codec.serialize(codec.Document(metadata, body)))
-    emitted = _outcome(lambda: codec.emit(metadata, body))
-    assert plain[0] == emitted[0]
-    if plain[0] != "ok":
-        assert plain == emitted
-        return
-    text, made = plain[1], emitted[1]
-    assert made.text == text
-    # The check told what emit made gives the answer the check that emits again gives.
-    codec._EMITTED.clear()
-    alone = _outcome(lambda: codec.check_reads_back(text, metadata, body))
-    codec._EMITTED.clear()
-    told = _outcome(lambda: codec.check_reads_back(made.text, metadata, body, emitted=made))
-    assert alone == told
-
-
-def test_the_check_takes_emit_s_word_only_for_its_own_text_and_metadata() -> None:
-    metadata = {"id": "mem_1", "title": "t"}
-    made = codec.emit(metadata, "b")
-    assert made.front is not None
-    # Another text (equal, not the same object) or another metadata: emitted again.
-    other = "".join(list(made.text))
-    codec.check_reads_back(other, metadata, "b", emitted=made)
-    codec.check_reads_back(made.text, dict(metadata), "b", emitted=made)
-    # A text that does not hold the body it is checked with is refused even with emit's word.
-    with pytest.raises(GitmemError):
-        codec.check_reads_back(made.text, metadata, "another body", emitted=made)
 
 
 @settings(max_examples=300)

@@ -7,9 +7,9 @@ and pull-request review show exactly what an agent changed.
 
 python-frontmatter's own ``loads`` strips the text and re-dumps the whole
 mapping, which loses the body's exact bytes, key spelling and comments. So the
-split into pieces is done here, keeping each raw piece; YAML is read with a
-hardened :class:`yaml.SafeLoader` (no aliases, no python tags, no duplicate
-keys, bounded depth) and :class:`frontmatter.Post` is offered as the
+split into pieces is done here, keeping each raw piece; YAML is read and written by
+PyYAML, hardened (:mod:`gitmem.format.yamlio`: no aliases, no python tags, no duplicate
+keys, bounded depth), and :class:`frontmatter.Post` is offered as the
 interchange object for tools built on python-frontmatter (:meth:`Document.to_post`).
 """
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from yaml.nodes import Node
 
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
-from gitmem.format import yamlfast
 from gitmem.format.yamlbounds import (
     MAX_DEPTH,
     MAX_FRONT_MATTER_BYTES,
@@ -43,14 +42,12 @@ __all__ = [
     "MAX_NODES",
     "MAX_YAML_BYTES",
     "Document",
-    "Emitted",
     "check_reads_back",
     "check_writable_depth",
     "decode",
     "depth_bound",
     "dump_mapping",
     "dump_value",
-    "emit",
     "legacy_last_updated",
     "load_yaml",
     "parse",
@@ -140,9 +137,6 @@ def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node 
 
 def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) -> Document:
     """Split and parse a markdown file. Files without front-matter parse with empty metadata."""
-    emitted = _EMITTED.get(text) if max_front_matter_bytes >= MAX_FRONT_MATTER_BYTES else None
-    if emitted is not None:
-        return Document(_copy(emitted[0]), emitted[1], True)
     bom = BOM if text.startswith(BOM) else ""
     rest = text[len(bom) :]
     opening = _OPEN_RE.match(rest)
@@ -164,27 +158,18 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
         if rest.startswith(blank, close_end):
             close_end += len(blank)
             break
-    fast = yamlfast.read_entries(raw)
-    if fast is not None:  # the lines gitmem writes, read without PyYAML
-        value = fast[0]
-        segments: dict[str, _Segment] | None = {k: _Segment(*p) for k, p in fast[1].items()}
-        head = tail = ""
-        # Its values are text, integers, timestamps and lists of text: a copy of each list
-        # is the deep copy _copy makes, without walking every value.
-        copied = {k: v[:] if type(v) is list else v for k, v in value.items()}
-    else:
-        value, node = load_yaml(raw)
-        if node is None:
-            value = {}  # nothing but comments and blank lines
-        if not isinstance(value, dict):
-            raise InvalidMemoryError(
-                f"front-matter must be a mapping of keys to values, not a {_yaml_kind(value)}"
-            )
-        for key in value:
-            if not isinstance(key, str):
-                raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
-        segments, head, tail = _segments(raw, node)
-        copied = _copy(value)
+    value, node = load_yaml(raw)
+    if node is None:
+        value = {}  # nothing but comments and blank lines
+    if not isinstance(value, dict):
+        raise InvalidMemoryError(
+            f"front-matter must be a mapping of keys to values, not a {_yaml_kind(value)}"
+        )
+    for key in value:
+        if not isinstance(key, str):
+            raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
+    segments, head, tail = _segments(raw, node)
+    copied = _copy(value)
     source = _Source(
         bom=bom,
         opening=rest[:after_open],
@@ -305,29 +290,14 @@ def _written_as(value: Any, read: Any) -> bool:
     return same(value, read)
 
 
-def check_reads_back(
-    text: str, metadata: dict[str, Any], body: str, *, emitted: Emitted | None = None
-) -> None:
+def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
     """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``.
 
     Every file the store writes passes here (``Store._encode``), so a write the
     reader would refuse or read differently (a value YAML cannot carry, a string
     the emitter spelled ambiguously) fails before anything is committed, naming the
-    field, instead of leaving a memory no read or update can load. ``emitted``: what
-    :func:`emit` made ``text`` of from this very ``metadata``, whose fast-emitted entries
-    are then not emitted a second time to be compared (the rest of the check is the same).
+    field, instead of leaving a memory no read or update can load.
     """
-    fast = (
-        _split_holds(text, emitted.front, body)
-        if emitted is not None
-        and emitted.text is text
-        and emitted.metadata is metadata
-        and emitted.front is not None
-        else _emitted_fast(text, metadata, body)
-    )
-    if fast:
-        _remember(text, metadata, body)
-        return
     try:
         doc = parse(text)
     except InvalidMemoryError as exc:
@@ -349,83 +319,6 @@ def check_reads_back(
         raise InvalidMemoryError("the body would not read back as written; nothing was written")
 
 
-def _emitted_fast(text: str, metadata: dict[str, Any], body: str) -> bool:
-    """Whether ``text`` is exactly a new file of fast-emitted entries (:mod:`yamlfast`).
-
-    Every entry the fast emitter writes reads back as its value (its contract, checked
-    against PyYAML by property tests in tests/test_yamlfast.py), each at column 0, so
-    their concatenation reads back as ``metadata``; what is left to check here is the
-    split: the front-matter within its bound and the first closing line where it ends,
-    so the body reads back whole. A new memory's write then needs no YAML parser (and no
-    PyYAML import); anything else is parsed back in full.
-    """
-    front = _fast_front(metadata)
-    return front is not None and _split_holds(text, front, body)
-
-
-def _fast_front(metadata: dict[str, Any]) -> str | None:
-    """The entries of ``metadata`` as the fast emitter writes them, or None when one is not
-    its to write."""
-    entries = []
-    for key, value in metadata.items():
-        try:
-            entry = yamlfast.dump_entry(key, value) if isinstance(key, str) else None
-        except ValueError:
-            return None
-        if entry is None:
-            return None
-        entries.append(entry)
-    return "".join(entries)
-
-
-def _split_holds(text: str, front: str, body: str) -> bool:
-    """Whether ``text`` is ``front`` (fast-emitted entries) and ``body`` in a new file that
-    every reader splits there: the front-matter within its bound, closed where it ends."""
-    if len(front.encode("utf-8", "surrogatepass")) > MAX_FRONT_MATTER_BYTES:
-        return False
-    if text != f"---\n{front}---\n\n{body}":
-        return False
-    closing = _CLOSE_RE.search(text, 4)
-    return closing is not None and closing.start() == 4 + len(front)
-
-
-_EMITTED: dict[str, tuple[dict[str, Any], str]] = {}
-"""The last few files :func:`check_reads_back` passed without parsing them (text ->
-metadata as read back, body): :func:`parse` answers them from here, so the index
-catching up with a write this process just made does not import PyYAML to read it back.
-Kept only for texts :func:`_emitted_fast` proved, with values as the reader gives them
-(:func:`_as_read`). A document served from here has no ``source``: re-serializing
-re-emits every entry, which for fast-emitted entries is the same text."""
-_EMITTED_KEEP = 8
-_EMITTED_MAX_CHARS = 256 * 1024
-
-
-def _remember(text: str, metadata: dict[str, Any], body: str) -> None:
-    if len(text) > _EMITTED_MAX_CHARS:
-        return
-    _EMITTED[text] = ({str.__str__(k): _as_read(v) for k, v in metadata.items()}, body)
-    while len(_EMITTED) > _EMITTED_KEEP:
-        _EMITTED.pop(next(iter(_EMITTED)), None)
-
-
-def _as_read(value: Any) -> Any:
-    """A fast-emitted value as the reader gives it back: plain str and int for their
-    subclasses (an enum member), a list for a tuple, an aware time in UTC."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.UTC)
-    if isinstance(value, dict):
-        return {str.__str__(k): _as_read(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_as_read(v) for v in value]
-    return value
-
-
 def _culprit(metadata: dict[str, Any]) -> str:
     """``front-matter field 'k' `` for the first field that does not read back alone."""
     for key, value in metadata.items():
@@ -442,41 +335,17 @@ def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
     Collections are written in block style, except ``tags`` (and any value
     with ``flow=True``), which are written in flow style when they hold only scalars.
     """
-    if not isinstance(key, str):  # what a reader refuses (parse), a writer does not write
-        raise InvalidMemoryError(f"front-matter key {_clip(repr(key))} is not a string")
-    try:
-        fast = yamlfast.dump_entry(key, value, flow=flow)
-    except ValueError as exc:  # str() of an integer over Python's 4,300-digit bound
-        raise InvalidMemoryError(f"front-matter {_clip(key)!r} cannot be written: {exc}") from None
-    if fast is not None:
-        return fast
+    return dump_mapping({key: value}, flow=flow)
+
+
+def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
+    """Top-level entries as YAML text, by :func:`dump_value`'s rule for each."""
+    for key in metadata:
+        if not isinstance(key, str):  # what a reader refuses (parse), a writer does not write
+            raise InvalidMemoryError(f"front-matter key {_clip(repr(key))} is not a string")
     from gitmem.format import yamlio
 
-    return yamlio.dump_entry(key, value, flow=flow)
-
-
-def dump_mapping(metadata: dict[str, Any]) -> str:
-    return "".join(dump_value(k, v) for k, v in metadata.items())
-
-
-@dataclass(frozen=True)
-class Emitted:
-    """A new file's text as :func:`emit` made it from ``metadata`` and a body."""
-
-    text: str
-    metadata: dict[str, Any]
-    front: str | None
-    """The front-matter entries, when the fast emitter wrote every one (else None)."""
-
-
-def emit(metadata: dict[str, Any], body: str) -> Emitted:
-    """``serialize(Document(metadata, body))``, a new file, remembering how it was made:
-    :func:`check_reads_back` then need not emit its entries again to know the text is
-    theirs (a create's front-matter was emitted twice, ~15 µs)."""
-    front = _fast_front(metadata) if metadata else None
-    if front is None:
-        return Emitted(serialize(Document(metadata, body)), metadata, None)
-    return Emitted("---\n" + front + "---\n\n" + body, metadata, front)
+    return yamlio.dump_mapping(metadata, flow=flow)
 
 
 def serialize(doc: Document) -> str:

@@ -43,12 +43,10 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
             path=path,
         )
     schema.validate(metadata)
-    emitted: codec.Emitted | None = None
     if memory.document is not None:
         text = codec.serialize(memory.document.with_changes(metadata, memory.body))
     else:
-        emitted = codec.emit(metadata, memory.body)
-        text = emitted.text
+        text = codec.serialize(codec.Document(metadata, memory.body))
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -59,7 +57,7 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
     _check_sizes(memory.id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
     # Writes refuse whatever reads cannot read: the file is parsed back as every reader
     # parses it (depth, size, values YAML does not carry exactly).
-    codec.check_reads_back(text, metadata, memory.body, emitted=emitted)
+    codec.check_reads_back(text, metadata, memory.body)
     if policy is not None:
         from gitmem.format import secrets
 

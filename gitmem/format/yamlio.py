@@ -1,9 +1,8 @@
-"""PyYAML, hardened: the loader every YAML read goes through, and the fallback dumper.
+"""PyYAML, hardened: the one loader every YAML read goes through, and the one dumper.
 
-Imported only when YAML is actually parsed or a value the fast emitter
-(:mod:`gitmem.format.yamlfast`) does not handle is written: importing PyYAML costs
-~10 ms, most of what a ``gitmem add`` would otherwise spend on YAML. :mod:`gitmem.format.codec`
-is the interface; this module is its YAML half.
+libyaml's parser and emitter (``CSafeLoader``, ``CSafeDumper``) do the work where PyYAML
+was built with them, PyYAML's pure-Python ones elsewhere. :mod:`gitmem.format.codec` is
+the interface; this module is its YAML half, imported on the first read or write.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip,
 # SafeLoader would also build bytes (!!binary), sets (!!set) and lists of
 # pairs (!!omap, !!pairs), which JSON Schema validation and JSON output cannot
 # hold, so those are refused like any unknown tag.
+_STR = "tag:yaml.org,2002:str"
 _ALLOWED_TAGS = frozenset(
     "tag:yaml.org,2002:" + name
     for name in ("null", "bool", "int", "float", "str", "timestamp", "seq", "map")
@@ -44,6 +44,8 @@ class _Hardened:
     }
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
+        if node.tag == _STR and type(node) is ScalarNode:
+            return node.value  # most values: what SafeConstructor would make, without its walk
         try:
             return super().construct_object(node, deep=deep)  # type: ignore[misc]
         except InvalidMemoryError:
@@ -57,11 +59,13 @@ class _Hardened:
             ) from None
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
+        """The mapping, refusing a repeated or unhashable key (a merge key ``<<`` has no
+        constructor here, so it is refused like any tag outside the allowed ones)."""
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=True)
             try:
-                duplicate = key in seen
+                duplicate = key in mapping
             except TypeError as exc:
                 raise InvalidMemoryError(
                     f"front-matter has an unhashable key at line {key_node.start_mark.line + 1}"
@@ -70,8 +74,8 @@ class _Hardened:
                 raise InvalidMemoryError(
                     f"front-matter repeats the key {key!r} at line {key_node.start_mark.line + 1}"
                 )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc,no-any-return]
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 class _Loader(_Hardened, yaml.SafeLoader):
@@ -133,7 +137,10 @@ def _fast_path_safe(text: str) -> bool:
     return bound is not None and bound < MAX_DEPTH
 
 
-class _Dumper(yaml.SafeDumper):
+_SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SafeDumper):  # type: ignore[misc]
     def ignore_aliases(self, data: Any) -> bool:
         # The loader refuses aliases, so the dumper must never write one (it would
         # for the same list or mapping object reached twice).
@@ -290,39 +297,61 @@ def segments(
     return out, head, tail
 
 
-def dump_entry(key: str, value: Any, *, flow: bool | None) -> str:
-    """``key: value`` written by PyYAML (what the fast emitter leaves to it).
+def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
+    """Top-level ``key: value`` entries, one after another, ending in a newline.
 
-    Collections are written in block style, except ``tags`` (and any value with
-    ``flow=True``), which are written in flow style when they hold only scalars.
+    Collections are written in block style, except ``tags`` (and every value when
+    ``flow=True``), whose collections of scalars are written in flow style.
     """
-    if flow is None:
-        flow = None if key == "tags" else False
-    elif flow:
-        flow = None
     stream = io.StringIO()
     dumper = _Dumper(
-        stream, default_flow_style=flow, sort_keys=False, allow_unicode=True, width=1_000_000
+        stream, default_flow_style=False, sort_keys=False, allow_unicode=True, width=1_000_000
     )
     try:
+        pairs = [_represent(dumper, key, value, flow) for key, value in metadata.items()]
         dumper.open()
-        node = dumper.represent_data({key: value})
-        # The entry itself is always a block line: with flow style left to
-        # PyYAML, ``{tags: null}`` would come out as a flow mapping.
-        if isinstance(node, MappingNode):
-            node.flow_style = False
-        dumper.serialize(node)
+        dumper.serialize(MappingNode("tag:yaml.org,2002:map", pairs, flow_style=False))
         dumper.close()
-    except yaml.representer.RepresenterError as exc:
-        problem = exc.args[0] if exc.args else exc
+    except ValueError as exc:  # a lone surrogate, which the UTF-8 emitter cannot write
+        if len(metadata) > 1:  # find the field to name
+            for key, value in metadata.items():
+                dump_mapping({key: value}, flow=flow)
         raise InvalidMemoryError(
-            f"front-matter {key!r} holds a value YAML cannot write: {problem}"
+            f"front-matter {clip(str(next(iter(metadata))))!r} cannot be written: {exc}"
         ) from None
-    except ValueError as exc:
-        raise InvalidMemoryError(f"front-matter {clip(key)!r} cannot be written: {exc}") from None
     finally:
         dumper.dispose()
     return stream.getvalue()
+
+
+def _represent(dumper: Any, key: str, value: Any, flow: bool | None) -> tuple[Node, Node]:
+    """The nodes of one entry, styled by :func:`dump_mapping`'s rule."""
+    try:
+        key_node: Node = dumper.represent_data(key)
+        node: Node = dumper.represent_data(value)
+    except yaml.representer.RepresenterError as exc:
+        problem = exc.args[0] if exc.args else exc
+        raise InvalidMemoryError(
+            f"front-matter {clip(key)!r} holds a value YAML cannot write: {problem}"
+        ) from None
+    except ValueError as exc:  # str() of an integer over Python's 4,300-digit bound
+        raise InvalidMemoryError(f"front-matter {clip(key)!r} cannot be written: {exc}") from None
+    if flow or (flow is None and key == "tags"):
+        _flow_leaves(node)
+    return key_node, node
+
+
+def _flow_leaves(node: Node) -> None:
+    """Write each collection that holds only scalars in flow style."""
+    if isinstance(node, SequenceNode):
+        children = node.value
+    elif isinstance(node, MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        return
+    node.flow_style = all(isinstance(child, ScalarNode) for child in children)
+    for child in children:
+        _flow_leaves(child)
 
 
 def single_value_span(text: str) -> tuple[int, int] | None:
