@@ -18,7 +18,7 @@ from pygit2.enums import ConfigLevel
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem.git import autopack
+from gitmem.git import maintenance
 
 GitRunner = Callable[..., str]
 
@@ -111,7 +111,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock)
 def run_git(path: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:
     """Run the real git binary in ``path`` and return its stdout.
 
-    ``git fsck`` runs under the automatic packer's lock: a helper a test's writes started
+    ``git fsck`` runs under the packing lock: a ``git gc --auto`` a test's writes started
     may still be repacking, and fsck reading loose objects the repack is moving into a
     pack reports them missing (a race in the check, not in the store).
     """
@@ -119,7 +119,7 @@ def run_git(path: Path | str, *args: str, check: bool = True, input: str | None 
     if args and args[0] == "fsck":
         gitdir = Path(path) / ".git" if (Path(path) / ".git").is_dir() else Path(path)
         if (gitdir / "objects").is_dir():
-            packing_lock = autopack.exclusive(gitdir)
+            packing_lock = maintenance.exclusive(gitdir)
     with packing_lock:
         result = subprocess.run(
             ["git", "-C", str(path), *args],

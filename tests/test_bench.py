@@ -9,7 +9,6 @@ import random
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pygit2
@@ -18,8 +17,7 @@ import pytest
 import gitmem
 from bench.fixtures import build_history, fields_for, memory_text, new_memory_id
 from bench.harness import SCENARIOS, Row, fmt_value, percentile
-from bench.writers import lost_writes, run_rounds
-from gitmem.base import paths
+from bench.writes import lost_writes, run_rounds
 from gitmem.format.layout import memory_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,57 +146,12 @@ def test_the_report_names_the_file_system_of_its_scratch_stores(tmp_path: Path) 
     assert store_filesystem(tmp_path / "not" / "made" / "yet").startswith(out[0])
 
 
-def test_rollup_bench_simulates_the_shipped_rule() -> None:
-    """The roll-up bench runs gitmem's own pack selection over a store's life: over 1 GB of
-    1.2 MB loose-repack packs it copies a fraction of what rolling all but the largest
-    pack up copies (each byte ~4 times against ~23), within the same pack limit; capping a
-    roll-up's bytes copies no more there than no cap (more roll-ups, each smaller), and no
-    roll-up copies more than a third of the packs."""
-    from bench import rollup
+@pytest.mark.slow
+def test_the_write_floors_bench_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import writes
 
-    shipped = rollup.RULES["gitmem's roll_selection, capped (now)"]
-    uncapped = rollup.RULES["gitmem's roll_selection, uncapped (sessions 17-18)"]
-    before = rollup.RULES["all but the largest (before)"]
-    ours, rollups, most, widest = rollup.simulate(1000, 1.2, 10, shipped)
-    theirs, _, most_before, _ = rollup.simulate(1000, 1.2, 10, before)
-    free, rollups_free, most_free, widest_free = rollup.simulate(1000, 1.2, 10, uncapped)
-    assert most <= 10 and most_before <= 10 and most_free <= 10
-    assert 1 < ours < theirs / 4
-    assert ours <= 1.05 * free and rollups_free < rollups
-    # What a roll-up's copy adds on disk while it runs: a third of the packs at most (the
-    # first two packs past the cap are small here), where uncapped it takes nine tenths.
-    assert widest < 0.34 < 0.9 < widest_free
-
-
-def test_the_size_watcher_sees_the_store_between_the_writers_samples(tmp_path: Path) -> None:
-    """The size watcher (a process of its own) samples the store with the writer's counts
-    of the moment and leaves gitmem's own state out."""
-    from bench.sizewatch import Watch, apparent_size
-
-    store = gitmem.init(tmp_path / "s.git", bare=True)
-    gitdir = store.db().gitdir
-    empty, before, _ = apparent_size(gitdir)  # init's own commit is loose
-    with Watch(gitdir, tmp_path, interval=0.02) as watch:
-        watch.update(1, 100)
-        blob = gitdir / "objects" / "ab" / ("c" * 38)
-        # exist_ok: init's commit, whose id changes with the second, is in objects/ab once
-        # in 256 (the test failed so once).
-        blob.parent.mkdir(exist_ok=True)
-        blob.write_bytes(b"x" * 5000)
-        state = paths.state_dir(gitdir)
-        state.mkdir(exist_ok=True)
-        (state / "big").write_bytes(b"y" * 50_000)  # gitmem's state: not counted
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            written = tmp_path / "sizewatch.samples"
-            lines = written.read_text().splitlines() if written.exists() else []
-            if any(int(line.split()[4]) == before + 1 for line in lines if line):
-                break
-            time.sleep(0.02)
-        watch.update(2, 300)
-        time.sleep(0.2)
-        samples = watch.stop()
-    seen = [s for s in samples if s.loose == before + 1]
-    assert seen and all(s.apparent == empty + 5000 for s in seen)
-    assert {s.creates: s.raw for s in samples}.items() <= {1: 100, 2: 300}.items()
-    assert samples[-1].creates == 2 and samples[-1].ratio == (empty + 5000) / 300
+    writes.main(["--size", "50", "--creates", "60", "--ops", "3", "--writer-ops", "2",
+                 "--repeat", "1"])
+    table = capsys.readouterr().out.split("| figure |", 1)[1]
+    assert table.count("\n| ") == 5  # the rule and four figures
+    assert "| 8 writer processes |" in table and "0 lost of" in table

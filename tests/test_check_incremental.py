@@ -344,7 +344,7 @@ def test_project_hook_run_loads_no_secret_patterns_merge_or_search(
     store: Store, clock: FixedClock, tmp_path: Path
 ) -> None:
     """The post-commit hook's process imports what ``gitmem check`` needs and not the
-    modules of writes, merges, searches and maintenance."""
+    secret patterns, merges or searches."""
     project = Project(tmp_path / "project", random.Random(5))
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
@@ -380,5 +380,4 @@ def test_project_hook_run_loads_no_secret_patterns_merge_or_search(
         "gitmem.format.secrets",
         "gitmem.store.merge",
         "gitmem.store.search",
-        "gitmem.git.maintenance",
     } & loaded

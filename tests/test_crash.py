@@ -23,9 +23,7 @@ docs/reliability.md has the full-size command and the numbers it produced.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import multiprocessing
 import os
 import random
@@ -45,7 +43,7 @@ import gitmem
 from gitmem import GitmemError, Store
 from gitmem.entry import doctor as D
 from gitmem.format.layout import MEMORY_ROOTS
-from gitmem.git import autopack
+from gitmem.git import maintenance
 
 KILLS = int(os.environ.get("GITMEM_CRASH_KILLS", "6"))
 CTX = multiprocessing.get_context("forkserver")
@@ -83,15 +81,15 @@ def child_main(
 
     # Packing helpers run detached (a session of their own, so the writer's kill spares
     # them): journal each one's pid, so the parent kills it at the same moment.
-    launch = autopack.launch
+    start = maintenance.start
 
-    def journalled_launch(gitdir: Path, limits: Any = None) -> Any:
-        proc = launch(gitdir, limits)
-        if proc is not None:  # None: another helper holds the lock
+    def journalled_start(gitdir: Path, auto: int, pack_limit: int) -> Any:
+        proc = start(gitdir, auto, pack_limit)
+        if proc is not None:  # None: another packer holds the lock
             note(f"P {proc.pid}")
         return proc
 
-    autopack.launch = journalled_launch  # type: ignore[assignment]
+    maintenance.start = journalled_start  # type: ignore[assignment]
 
     store = gitmem.open(path, durable=durable)
     note("R")  # ready: the parent's random delay starts now, so kills land in the work
@@ -307,7 +305,7 @@ def _work_tree_files(root: Path) -> Iterator[Path]:
 
 
 def kill_packers(journal: Path, tally: Tally) -> None:
-    """SIGKILL every packing helper the dead writer started (with its git repack)."""
+    """SIGKILL every ``git gc --auto`` the dead writer started (with its git repack)."""
     if not journal.exists():
         return
     for line in journal.read_text().splitlines():
@@ -318,7 +316,7 @@ def kill_packers(journal: Path, tally: Tally) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue  # finished already
-        if b"gitmem.git.autopack" in cmdline:
+        if b"\0gc\0--auto" in cmdline:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)  # its own session: pgid == pid
                 tally.packers_killed += 1
@@ -489,7 +487,6 @@ def crash_run(
         run_git(store.db().gitdir, "config", "gc.auto", str(gc_auto))
         bulk = gitmem.open(path)
         bulk.allow_secrets = True
-        bulk.db().autopack.enabled = False  # the parent's writes never start packing
 
         def loose_pile(k: int, then: Callable[[int], None] | None = between) -> None:
             # Loose objects enough that packing is due from the child's first write on, so
@@ -547,9 +544,6 @@ def crash_run(
     # left out: the workload itself deletes superseded memories and forks chains.)
     final = gitmem.open(path)
     final.create("after the crashes")
-    packer = final.db().autopack
-    if packer.launched:  # doctor's fsck must not read objects a repack is moving
-        assert autopack.wait_idle(final.db().gitdir, packer.last_launch)
     crash_checks = ["fsck", "locks", "leftovers", "worktree", "index", "schema"]
     report = D.diagnose(final, fix=True, checks=crash_checks)
     assert report.healthy, [f.message for f in report.remaining]
@@ -592,112 +586,20 @@ def test_sigkill_writers_of_a_bare_store(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("bare", "big", "roll_up"),
-    [
-        (True, False, ""),
-        (False, False, ""),
-        (True, True, ""),
-        (True, True, "by name"),
-        (True, True, "by span"),
-    ],
-    ids=["bare", "worktree", "big", "big-roll-up", "big-span-roll-up"],
-)
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
 def test_sigkill_writers_while_the_store_packs_itself(
-    tmp_path: Path,
-    bare: bool,
-    big: bool,
-    roll_up: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, bare: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Automatic packing (gitmem.git.autopack) runs every few dozen writes and is killed with
-    the writer, mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack
-    is seen half-written, and packing still works afterwards. ``big``: a store past
-    :data:`autopack.BOUNDED_FROM` of packs, whose loose repacks pack only what is new since
-    the helper's last record (git's trace, which every helper's git inherits, shows it).
-    ``roll_up``: the same store, each round's pile of loose objects packed before the writer
-    starts, so the helpers the kills land in start by rolling the small packs up: "by
-    name", the pile packed by ``git repack`` (``--stdin-packs``); "by span", by a helper's
-    loose repack, which records the span of history its pack holds (a roll-up by span)."""
+    """``git gc --auto`` runs every few dozen writes and is killed with the writer,
+    mid-repack or not: nothing acknowledged is lost, fsck stays clean, no pack is seen
+    half-written, and packing still works afterwards."""
     store = gitmem.init(tmp_path / ("p.git" if bare else "p"), bare=bare)
-    trace = tmp_path / "trace.json"
-    if big:
-        gitdir = store.db().gitdir
-        store.allow_secrets = True  # random text looks like keys to the scan
-        noise = random.Random(9)
-        with store.transaction("prefill") as tx:
-            for i in range(3000):
-                text = base64.b64encode(noise.randbytes(3000)).decode()
-                tx.create(text + "\n", id=f"notes/big/m{i}")
-        run_git(gitdir, "repack", "-a", "-d", "-q")
-        assert autopack.pack_bytes(gitdir / "objects") >= autopack.BOUNDED_FROM
-        # One helper's round by hand: the record the helpers the kills land in start from.
-        limits = autopack.Thresholds(256, 50)
-        store.db().autopack.enabled = False
-        for i in range(400):
-            store.create(f"one more {i}\n")
-            if autopack.due(gitdir, limits):
-                break
-        assert autopack.run(gitdir, limits=limits) >= 1
-        assert (gitdir / "gitmem" / autopack.TIPS_NAME).exists()
-        if roll_up == "by span":  # one pack: every pack after it holds a span, rolled by it
-            run_git(gitdir, "repack", "-a", "-d", "-q")
-        # Two packs at most: a loose repack's pack is rolled up with the small ones next.
-        run_git(gitdir, "config", "gc.autoPackLimit", "2")
-        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-
-    def pile_packed(k: int) -> None:
-        # A pack too many and nothing loose due: the helper starts with a roll-up.
-        if roll_up == "by name":
-            run_git(store.db().gitdir, "repack", "-d", "-q")  # no helper runs between kills
-        elif roll_up == "by span":
-            with store.transaction(f"more {k}") as tx:  # enough that the helper finds it due
-                for i in range(1500):
-                    tx.create(f"more {k} {i}\n", id=f"notes/more/k{k}-m{i}")
-            autopack.run(store.db().gitdir, limits=autopack.Thresholds(256, 0))
-
-    def started_with(line: str, span: bool) -> bool:
-        if '"start"' not in line:
-            return False
-        by_span = "--sparse" in line and "--unpacked" not in line
-        return by_span if span else by_span or "--stdin-packs" in line
-
-    def rolls(span: bool = False) -> int:
-        lines = trace.read_text().splitlines() if trace.exists() else []
-        return sum(started_with(line, span) for line in lines)
-
-    model, tally = crash_run(
-        store,
-        KILLS,
-        seed=4 if bare else 5,
-        gc_auto=256,
-        between=pile_packed,
-        # Each kill lands within 0.1 s of that round's roll-up starting (one of a store this
-        # size takes about that long), in it or in what the helper does next.
-        kill_after=(lambda k: rolls() > k) if roll_up else None,
-        max_delay=0.1 if roll_up else 0.4,
-    )
+    model, tally = crash_run(store, KILLS, seed=4 if bare else 5, gc_auto=256)
     assert model.acked >= KILLS // 2
     packs = list((store.db().gitdir / "objects" / "pack").glob("*.pack"))
     assert packs, "no packing ran between the kills"
-    if big:
-        monkeypatch.delenv("GIT_TRACE2_EVENT")
-        started = [json.loads(line) for line in trace.read_text().splitlines() if '"start"' in line]
-        if roll_up:
-            # One a round at least, besides any the final write's helper (never killed) runs.
-            assert rolls() >= KILLS, f"{rolls()} roll-ups of the small packs in {KILLS} rounds"
-            if roll_up == "by span":
-                assert rolls(span=True) >= 1, "no roll-up by span ran"
-        else:
-            assert any(
-                "pack-objects" in e["argv"] and "--revs" in e["argv"] for e in started
-            ), "no bounded repack ran"
     with capsys.disabled():
-        name = "big store" if big else "bare" if bare else "work tree"
-        name += f", small packs rolled up {roll_up}" if roll_up else ""
-        name += f" ({rolls(span=True)} of {rolls()} roll-ups by span)" if roll_up else ""
-        print("\n" + _summary("packing " + name, model, tally))
+        print("\n" + _summary("packing " + ("bare" if bare else "work tree"), model, tally))
 
 
 @pytest.mark.slow
@@ -830,7 +732,7 @@ def test_sigkill_group_commit_writers(
             journal.unlink()
         # A packing helper a killed writer started outlives it (its own session): fsck
         # beside a repack moving loose objects into a pack reports them missing.
-        with autopack.exclusive(gitdir):
+        with maintenance.exclusive(gitdir):
             fsck = subprocess.run(
                 ["git", f"--git-dir={gitdir}", "fsck", "--strict", "--no-dangling",
                  "--no-progress"],

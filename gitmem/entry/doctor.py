@@ -87,7 +87,7 @@ from gitmem.entry.doctor_repo import (
 )
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
-from gitmem.git import autopack
+from gitmem.git import maintenance
 from gitmem.git.objects import get_tree
 from gitmem.store.core import Store
 
@@ -213,10 +213,10 @@ def _run_scope(
     order = list(chosen)
     packing = contextlib.ExitStack()
     if "fsck" in chosen:
-        # A packing helper moving loose objects into a pack while fsck reads them
+        # A git gc moving loose objects into a pack while fsck reads them
         # makes fsck report them missing: wait for it, and start none meanwhile.
         try:
-            packing.enter_context(autopack.exclusive(context.db.gitdir, timeout=120))
+            packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
         except TimeoutError as exc:
             log.warning("%s; fsck may report objects it moves as missing", exc)
     if "fsck" in chosen and not fix:

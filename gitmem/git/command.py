@@ -556,11 +556,15 @@ def popen_git(
     config: Sequence[tuple[str, str]] = (),
     stdout: int | IO[bytes] = subprocess.PIPE,
     stderr: int | IO[bytes] = subprocess.PIPE,
+    pass_fds: Sequence[int] = (),
+    detached: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``git <args>`` in the background, same policy; ``config`` as for
     :func:`run_git`. ``stdout``/``stderr``: piped unless the caller gives a file (or
     ``subprocess.DEVNULL``), which it should for a long command it does not read while
-    it runs: a pipe nobody reads stops git once it holds 64 KiB."""
+    it runs: a pipe nobody reads stops git once it holds 64 KiB. ``pass_fds``: descriptors
+    git inherits (a lock it holds while it runs); ``detached``: a session of its own, so
+    the caller's terminal or kill of its process group does not stop it."""
     env, policy = _policy(gitdir, cwd, trusted, False, config)
     try:
         return subprocess.Popen(
@@ -570,6 +574,8 @@ def popen_git(
             stdout=stdout,
             stderr=stderr,
             env=env,
+            pass_fds=pass_fds,
+            start_new_session=detached,
         )
     except FileNotFoundError:
         raise StoreError("the git binary is not on PATH") from None

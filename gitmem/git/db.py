@@ -44,7 +44,7 @@ from gitmem.base.trailers import (
     _email_local,
     format_message,
 )
-from gitmem.git import autopack, includes
+from gitmem.git import includes, maintenance
 from gitmem.git import stage as gitindex
 from gitmem.git.diff import file_changes
 from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path
@@ -178,8 +178,6 @@ class GitDB:
         )
         self.state_dir = paths.state_dir(self.gitdir)
         self._gitindex: gitindex.GitIndex | None = None
-        self.autopack = autopack.AutoPacker(self.gitdir)
-        """Starts background packing when loose objects pile up (``gc.auto``, as git)."""
         self.group_commit = True
         """Bare stores: concurrent writers commit through one leader (gitmem.git.groupcommit).
         False: every writer moves the branch itself with compare-and-swap."""
@@ -218,7 +216,7 @@ class GitDB:
         """Free ``repo``'s object database when packs came or went since the last look.
 
         libgit2 adds the packs it finds to a handle's list and never drops one: a pack that
-        ``git repack -a -d`` (the automatic packer's roll-up, a user's ``git gc``) deleted
+        ``git repack -a -d`` (``git gc --auto`` after writes, a user's ``git gc``) deleted
         stays open (its disk space is not given back while the handle lives), and every
         object written or missed looks through its index again. A long-lived process (the
         MCP server, a writer left running) would gather them for ever. ``free()`` closes
@@ -475,7 +473,7 @@ class GitDB:
             outcome = queue.submit(request, deadline)
             if outcome.kind == "ok":
                 assert outcome.commit is not None
-                self.autopack.after_write(repo)
+                maintenance.after_write(self.gitdir, repo.config)
                 return value, pygit2.Oid(hex=outcome.commit)
             if outcome.kind == "error":
                 # Committing it failed in the leader: commit it alone, so the error (if it
@@ -549,7 +547,7 @@ class GitDB:
                             str(oid)[:12],
                             exc,
                         )
-                self.autopack.after_write(repo)
+                maintenance.after_write(self.gitdir, repo.config)
                 return value, oid
 
     def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:

@@ -1,25 +1,45 @@
-"""Repository maintenance: packing loose objects (``gitmem gc``).
+"""Packing with git's own policy: ``git gc --auto`` after writes, ``git gc`` on demand.
 
-pygit2 can write packs but cannot prune loose objects or repack, so packing goes
-through the ``git`` binary (``git gc``), which is the one place gitmem needs it.
-Every single-memory write leaves a few loose objects (a blob, the trees along
-its path, a commit); a store with many of them is larger on disk and slower to
-clone until it is packed.
+pygit2 writes every object loose and no git command writes to a store, so git's automatic
+gc never runs by itself. After a write that moved the branch, :func:`after_write` makes
+git's cheap estimate (loose objects in one fan-out folder times 256 against ``gc.auto``,
+packs against ``gc.autoPackLimit``) and, when packing is due, starts one detached
+``git gc --auto`` that holds ``<gitdir>/gitmem/gc.lock`` for as long as it runs: a writer
+finding the lock held knows someone is packing. ``gitmem gc`` runs ``git gc`` in the
+foreground under the same lock. git writes a new pack before deleting what it replaces and
+keeps recent unreachable objects, so a write racing a repack, or a kill, loses nothing.
+``gc.auto`` 0 turns automatic packing off, as in git.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
+from gitmem.base import logs, paths
 from gitmem.base.errors import StoreError
-from gitmem.base.paths import STATE_DIR
-from gitmem.git import autopack
-from gitmem.git.command import run_git
-from gitmem.git.db import GitDB
+from gitmem.git.command import popen_git, run_git
+from gitmem.git.locks import try_flock
+
+log = logs.get(__name__)
+
+GC_AUTO = 1024
+"""``gc.auto`` written into a new store and used where git's config sets none (git: 6,700).
+A single create leaves five loose objects of ~5 KB, so git's value let a young store grow
+to many times its text; this keeps 5,000 creates within 4x (``python -m bench.writes``)."""
+GC_AUTO_PACK_LIMIT = 20
+"""``gc.autoPackLimit`` likewise (git: 50): libgit2 looks a new object up in every pack."""
+SAMPLE_DIR = "17"
+"""The fan-out folder git counts to estimate the loose objects (``gc.c``)."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +60,111 @@ class GcResult:
         }
 
 
+def configure(config: Any) -> None:
+    """Write gitmem's packing thresholds into a new store's git config (a pygit2 Config)."""
+    config["gc.auto"] = GC_AUTO
+    config["gc.autoPackLimit"] = GC_AUTO_PACK_LIMIT
+
+
+def thresholds(config: Any) -> tuple[int, int]:
+    """(``gc.auto``, ``gc.autoPackLimit``) from git's config, gitmem's defaults where unset."""
+    values = []
+    for key, default in (("gc.auto", GC_AUTO), ("gc.autoPackLimit", GC_AUTO_PACK_LIMIT)):
+        try:
+            values.append(config.get_int(key))
+        except (KeyError, ValueError, pygit2.GitError):
+            values.append(default)
+    return values[0], values[1]
+
+
+def due(gitdir: Path, auto: int, pack_limit: int) -> bool:
+    """Whether ``git gc --auto`` would pack, by its own estimate (``gc.c``, need_to_gc)."""
+    if auto <= 0:
+        return False
+    objects = gitdir / "objects"
+    try:
+        names = os.listdir(objects / SAMPLE_DIR)  # noqa: PTH208 (names only: once a write)
+        loose = sum(len(name) == 38 for name in names)
+    except OSError:
+        loose = 0
+    if loose > -(-auto // 256):
+        return True
+    if pack_limit <= 0:
+        return False
+    try:
+        packs = set(os.listdir(objects / "pack"))  # noqa: PTH208
+    except OSError:
+        return False
+    count = sum(n.endswith(".idx") and f"{n[:-4]}.keep" not in packs for n in packs)
+    return count > pack_limit
+
+
+def after_write(gitdir: Path, config: Any) -> None:
+    """Start packing if it is due and nobody packs. Never raises: the write has landed."""
+    try:
+        auto, pack_limit = thresholds(config)
+        if due(gitdir, auto, pack_limit):
+            start(gitdir, auto, pack_limit)
+    except Exception as exc:
+        log.debug("automatic packing not started: %s", exc)
+
+
+def _lock_fd(gitdir: Path) -> int:
+    state = paths.state_dir(gitdir)
+    state.mkdir(exist_ok=True)
+    return os.open(state / paths.GC_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def start(gitdir: Path, auto: int, pack_limit: int) -> subprocess.Popen[bytes] | None:
+    """One detached ``git gc --auto`` holding the packing lock (an inherited ``flock``,
+    released when git and its children exit); None when someone holds the lock."""
+    fd = _lock_fd(gitdir)
+    try:
+        if not try_flock(fd):
+            return None
+        return popen_git(
+            ["gc", "--auto", "--quiet"],
+            gitdir=gitdir,
+            # The thresholds gitmem decided by, whatever git's own defaults; no gc.log.
+            config=[
+                ("gc.auto", str(auto)),
+                ("gc.autoPackLimit", str(pack_limit)),
+                ("gc.autoDetach", "false"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
+            detached=True,
+        )
+    finally:
+        os.close(fd)  # git holds its own copy; or, when none started, the lock goes
+
+
+@contextlib.contextmanager
+def exclusive(gitdir: Path, timeout: float = 600.0) -> Iterator[None]:
+    """Hold the packing lock (``gitmem gc``, doctor's fsck): waits for packing under way,
+    and none starts meanwhile. :class:`TimeoutError` if it is still held after ``timeout``."""
+    try:
+        fd = _lock_fd(gitdir)
+    except OSError:
+        yield  # a store this user cannot write: nothing of ours packs it either
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while not try_flock(fd):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"packing of {gitdir} still running")
+            time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
 def repository_size(gitdir: Path) -> tuple[int, int]:
     """(bytes, loose object count) of a git directory, without gitmem's derived state."""
     total = 0
     loose = 0
-    state = gitdir / STATE_DIR
+    state = paths.state_dir(gitdir)
     for root, dirs, files in os.walk(gitdir):
         if Path(root) == state:
             dirs.clear()
@@ -60,27 +180,21 @@ def repository_size(gitdir: Path) -> tuple[int, int]:
     return total, loose
 
 
-def gc(db: GitDB, *, aggressive: bool = False) -> GcResult:
-    """Pack the repository with ``git gc`` and report its size before and after."""
+def gc(gitdir: Path) -> GcResult:
+    """``git gc`` in the foreground under the packing lock; sizes before and after."""
     if shutil.which("git") is None:
         raise StoreError(
             "gitmem gc needs the git binary (pygit2 cannot prune loose objects)",
             hint="install git, or run 'git gc' wherever git is available",
         )
-    command = ["gc", "--quiet"]
-    if aggressive:
-        command.append("--aggressive")
-    # Under the automatic packer's lock: a helper halfway through a repack would
-    # otherwise race this gc (two repacks deleting each other's inputs), and the
-    # figures before and after would count its work.
     try:
-        with autopack.exclusive(db.gitdir):
-            before, loose_before = repository_size(db.gitdir)
-            result = run_git(command, gitdir=db.gitdir, check=False)
-            after, loose_after = repository_size(db.gitdir)
+        with exclusive(gitdir):
+            before, loose_before = repository_size(gitdir)
+            result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
+            after, loose_after = repository_size(gitdir)
     except TimeoutError as exc:
         raise StoreError(f"git gc not run: {exc}", hint="try again in a minute") from exc
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace").strip()
         raise StoreError(f"git gc failed: {stderr or result.returncode}")
-    return GcResult(str(db.gitdir), before, after, loose_before, loose_after)
+    return GcResult(str(gitdir), before, after, loose_before, loose_after)

@@ -590,8 +590,8 @@ def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
     """Run one libgit2 object write, again if its fan-out directory vanished under it.
 
     libgit2 writes a loose object by creating ``objects/xx/`` and then renaming a
-    temporary file into it. ``git repack -d`` and ``git prune-packed`` (the automatic
-    packing helper, ``gitmem gc``, a user's ``git gc`` or ``git maintenance``) remove a
+    temporary file into it. ``git repack -d`` and ``git prune-packed`` (``git gc --auto``
+    after writes, ``gitmem gc``, a user's ``git maintenance``) remove a
     fan-out directory once it is empty; landing between the two steps, that fails the
     write with ENOENT. git's own writers retry the ``mkdir`` for exactly this race; so
     does this. Objects are content-addressed, so writing one twice is harmless.

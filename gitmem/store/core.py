@@ -583,7 +583,7 @@ class Store:
         if progress is not None:
             progress(0, len(backends))
         for done, backend in enumerate(backends, 1):
-            out.append(maintenance.gc(backend.db))
+            out.append(maintenance.gc(backend.db.gitdir))
             if progress is not None:
                 progress(done, len(backends))
         return out

@@ -22,6 +22,7 @@ from gitmem.format import codec
 from gitmem.format.config import ATTRIBUTES_TEXT, DEFAULT_FORMAT, StoreConfig, initial_text
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
 from gitmem.format.model import Op, Scope
+from gitmem.git import maintenance
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Backend, Store
@@ -179,6 +180,7 @@ def init_store(
         target.chmod(0o700)
     repo = pygit2.init_repository(str(target), bare=bare, initial_head="main")
     repo.config["gitmem.format"] = "1"
+    maintenance.configure(repo.config)
     _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
     from gitmem.store.merge import register_driver
