@@ -576,7 +576,7 @@ def test_a_token_committed_in_the_store_is_never_the_bearer_token(
         mcp_server.http_token(store)
     where.unlink()
     where.symlink_to(planted)
-    with pytest.raises(StoreError, match="cannot read the MCP token file"):
+    with pytest.raises(StoreError, match="cannot read the token file"):
         mcp_server.http_token(store)
 
 

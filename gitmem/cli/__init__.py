@@ -97,6 +97,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "entity": "integrations:entity",
     "graph": "integrations:graph",
     "mcp": "integrations:mcp",
+    "serve": "integrations:serve",
     "import": "integrations:import_",
     "export": "integrations:export",
     "doctor": "doctor:doctor",

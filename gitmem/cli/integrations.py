@@ -1,4 +1,4 @@
-"""Agent integrations on the command line: entity, mcp, import, export, graph."""
+"""Agent integrations on the command line: entity, mcp, import, export, graph, serve."""
 
 from __future__ import annotations
 
@@ -251,6 +251,56 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
         err=True,
     )
     mcp_server.run_http(store, host=host, port=port, token=token, agent=agent)
+
+
+@click.command()
+@click.option(
+    "--store",
+    metavar="PATH",
+    expose_value=False,
+    callback=_set_store,
+    help="The store to view (the same as gitmem --store PATH serve).",
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any port."
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address to listen on (an IP address or localhost). Any other than this "
+    "machine's own asks every request for a token: $GITMEM_WEB_TOKEN, else one gitmem keeps "
+    "in your state directory (the URL printed carries it).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the view in a browser.")
+@pass_state
+def serve(state: State, port: int, host: str, open_browser: bool) -> None:
+    """Serve a read-only web view of the store (needs the web extra).
+
+    Pages: the memories (filters, search), one memory with its history and
+    diffs, the audit log, review of a range or a branch, the graph. Every
+    page answers JSON too (?format=json). With no store named, the project's
+    and the user's stores are read together, as every command reads them.
+
+    \b
+    Examples:
+      gitmem serve --open
+      gitmem --store ~/notes-store serve --port 8080
+      curl -s 'http://127.0.0.1:8765/audit?agent=hephaestus&format=json'
+    """
+    from gitmem.entry import web
+
+    if web.missing():
+        raise click.ClickException(
+            f"gitmem serve needs {', '.join(web.missing())}, which is not installed: "
+            "pip install 'gitmem-store[web]'"
+        )
+    from gitmem.entry.web.server import Server
+
+    store = state.store()
+    server = Server(store, host, port)
+    click.echo(f"gitmem: serving a read-only view of {store.path} at {server.link}", err=True)
+    server.run(open_browser=open_browser)
 
 
 def _url_host(host: str) -> str:

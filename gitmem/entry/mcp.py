@@ -893,7 +893,7 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def token_path(store: Store) -> Path:
+def token_path(store: Store, folder: str = TOKEN_DIR) -> Path:
     """Where the bearer token for ``store`` is kept: the user's state directory
     (``$XDG_STATE_HOME``, else ``~/.local/state``), ``gitmem/mcp-tokens/<hash of the store's
     git directory>``. Never in the store: a bare store committed in a project carries its
@@ -901,20 +901,22 @@ def token_path(store: Store) -> Path:
     xdg = os.environ.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
     key = hashlib.sha256(os.fsencode(store.db().gitdir.resolve())).hexdigest()[:32]
-    return base / "gitmem" / TOKEN_DIR / key
+    return base / "gitmem" / folder / key
 
 
-def http_token(store: Store) -> tuple[str, Path | None]:
-    """The bearer token clients must send: ``$GITMEM_MCP_TOKEN``, else the one at
+def http_token(
+    store: Store, *, env: str = TOKEN_ENV, folder: str = TOKEN_DIR
+) -> tuple[str, Path | None]:
+    """The bearer token clients must send: ``$env`` (``$GITMEM_MCP_TOKEN``), else the one at
     :func:`token_path` (made on first use, mode 0600). A token file that is not the user's
     own regular file, or that others may read, is refused. Returns the token and the file it
-    is in (None when it came from the environment)."""
-    given = os.environ.get(TOKEN_ENV)
+    is in (None when it came from the environment). ``gitmem serve`` keeps its own."""
+    given = os.environ.get(env)
     if given is not None:
         if len(given) < MIN_TOKEN:
-            raise InvalidInputError(f"${TOKEN_ENV} must be at least {MIN_TOKEN} characters")
+            raise InvalidInputError(f"${env} must be at least {MIN_TOKEN} characters")
         return given, None
-    path = token_path(store)
+    path = token_path(store, folder)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -923,7 +925,7 @@ def http_token(store: Store) -> tuple[str, Path | None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise StoreError(f"cannot read the MCP token file {path}: {exc.strerror}") from None
+        raise StoreError(f"cannot read the token file {path}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():

@@ -1,0 +1,263 @@
+"""The pages of ``gitmem serve``: what each shows, read through the public ``Store`` API.
+
+Each page is a :class:`Page`: a template with its context, and the same content in the
+command line's JSON shapes (``ls``, ``recall``/``search``, ``show`` with ``history``,
+``log``, ``review`` ``--json``). Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem.base.errors import InvalidInputError, NotFoundError
+from gitmem.features import pictures
+from gitmem.features import review as reviewing
+from gitmem.format.model import Memory
+from gitmem.store.core import Store
+from gitmem.store.search import uses_fts_syntax
+
+PAGE = 50
+"""Rows per page of the memories and audit pages (and hits per search)."""
+
+Params = Mapping[str, str]
+
+
+@dataclass
+class Page:
+    template: str
+    data: Callable[[], Any]
+    """The JSON answer, in the command line's shapes (built only when asked for)."""
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def _page_number(params: Params) -> int:
+    text = params.get("page", "1")
+    if not text.isdigit() or not 1 <= int(text) <= 10**6:
+        raise InvalidInputError(f"page {text!r} is not a page number")
+    return int(text)
+
+
+def _pager(params: Params, number: int, more: bool) -> dict[str, Any]:
+    """Links to the pages before and after this one, keeping the other parameters."""
+    rest = {k: v for k, v in params.items() if k not in {"page", "format"}}
+    return {
+        "number": number,
+        "prev": {**rest, "page": str(number - 1)} if number > 1 else None,
+        "next": {**rest, "page": str(number + 1)} if more else None,
+    }
+
+
+class View:
+    """The pages of one store. Not thread-safe: one thread asks for every page."""
+
+    ROUTES = (
+        (re.compile(r"/"), "memories"),
+        (re.compile(r"/memory/(?P<memory_id>.+)"), "memory"),
+        (re.compile(r"/diff/(?P<commit>[0-9a-f]{4,64})/(?P<memory_id>.+)"), "diff"),
+        (re.compile(r"/audit"), "audit"),
+        (re.compile(r"/review"), "review"),
+        (re.compile(r"/graph"), "graph"),
+    )
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._listing: tuple[tuple[Any, ...], list[Memory], dict[str, Any]] | None = None
+
+    def page(self, path: str, params: Params) -> Page:
+        for pattern, name in self.ROUTES:
+            found = pattern.fullmatch(path)
+            if found:
+                page: Page = getattr(self, name)(params, **found.groupdict())
+                page.context.setdefault("params", params)
+                return page
+        raise NotFoundError(f"there is no page {path}")
+
+    # -- memories -------------------------------------------------------------------------
+
+    def _current(self, show_all: bool) -> tuple[list[Memory], dict[str, Any]]:
+        """The memories listed, the values to filter them by and the files that are not
+        memories, read again only when a branch tip moved: paging and filtering a large
+        store costs a page, not a read."""
+        tips = []
+        for scope in self.store.scopes:
+            tip = self.store.db(scope).tip()
+            tips.append(str(tip.id) if tip is not None else "")
+        key = (show_all, *tips)
+        if self._listing is None or self._listing[0] != key:
+            listed = self.store.list(include_superseded=show_all, include_archived=show_all)
+            facets = {
+                "category": sorted({m.category for m in listed if m.category}),
+                "tag": sorted({t for m in listed for t in m.tags}),
+                "agent": sorted({m.agent for m in listed if m.agent}),
+                "scope": [str(s) for s in self.store.scopes],
+                "problems": self.store.problems(),
+            }
+            self._listing = (key, listed, facets)
+        return self._listing[1], self._listing[2]
+
+    def memories(self, params: Params) -> Page:
+        memories, facets = self._current(params.get("all") == "1")
+        if params.get("q", "").strip():
+            return self._search(params, facets)
+        wanted = {k: params[k] for k in ("category", "tag", "agent", "scope") if params.get(k)}
+        kept = [m for m in memories if _matches(m, wanted)]
+        number = _page_number(params)
+        shown = kept[(number - 1) * PAGE : number * PAGE]
+        return Page(
+            "memories.html",
+            lambda: [dataclasses.replace(m, document=None).to_dict() for m in shown],
+            {
+                "memories": shown,
+                "facets": facets,
+                "total": len(kept),
+                "pager": _pager(params, number, len(kept) > number * PAGE),
+            },
+        )
+
+    def _search(self, params: Params, facets: dict[str, Any]) -> Page:
+        """Recall for a question; FTS5 when the query is written in its syntax."""
+        query = params["q"]
+        filters: dict[str, Any] = {
+            "scope": params.get("scope") or None,
+            "category": params.get("category") or None,
+            "tags": [params["tag"]] if params.get("tag") else None,
+        }
+        hits: list[dict[str, Any]] = []
+        if uses_fts_syntax(query):
+            found = self.store.search(query, limit=PAGE, **filters)
+            notice, data = found.notice, found.to_dict
+            for match in found:
+                lines = [(match.line_number, match.line)] if match.line_number else []
+                why = [f"FTS5 ({found.mode}): score {match.score:.3f}"]
+                hits.append({"id": match.id, "title": match.title, "lines": lines, "why": why})
+        else:
+            recalled = self.store.recall(query, limit=PAGE, **filters)
+            notice, data = recalled.notice, recalled.to_dict
+            for hit in recalled:
+                lines = [(line.number, line.text) for line in hit.lines]
+                why = [f"score {hit.score:.3f}", *hit.why]
+                hits.append({"id": hit.id, "title": hit.title, "lines": lines, "why": why})
+        context = {"hits": hits, "notice": notice, "facets": facets}
+        return Page("search.html", data, context)
+
+    # -- one memory -----------------------------------------------------------------------
+
+    def memory(self, params: Params, memory_id: str) -> Page:
+        at = params.get("at") or None
+        history = self.store.history(memory_id)
+        memory = self.store.get(memory_id, at=at)
+        if memory is None and at is not None:
+            raise NotFoundError(f"{memory_id} was not in the store at {at}")
+        deleted = memory is None
+        if memory is None:  # deleted: shown as it last was
+            memory = next(v.memory for v in reversed(history.versions) if v.memory is not None)
+        memory = dataclasses.replace(memory, document=None)
+        older = list(dict.fromkeys(v.memory_id for v in history if v.memory_id != memory_id))
+        newer = [m.id for m in self.store.successors(memory_id)]
+        return Page(
+            "memory.html",
+            lambda: {
+                "memory": memory.to_dict(),
+                "history": {
+                    "id": memory_id,
+                    "versions": [v.to_dict() for v in history],
+                    "warnings": history.warnings,
+                },
+            },
+            {
+                "memory": memory,
+                "deleted": deleted,
+                "at": at,
+                "history": list(reversed(history.versions)),
+                "warnings": history.warnings,
+                "older": older,
+                "newer": newer,
+            },
+        )
+
+    def diff(self, params: Params, commit: str, memory_id: str) -> Page:
+        """One version of a memory against the version before it along its chain."""
+        versions = self.store.history(memory_id).versions
+        found = [i for i, v in enumerate(versions) if v.commit.startswith(commit)]
+        if not found:
+            raise NotFoundError(f"commit {commit} made no version of {memory_id}")
+        i = found[-1]
+        version, before = versions[i], versions[i - 1].memory if i else None
+        after = version.memory
+        fields = reviewing.field_changes(before, after) if before and after else []
+        shown = after or before
+        lines, _ = reviewing.body_diff(
+            (shown and shown.path) or memory_id,
+            before.body if before else "",
+            after.body if after else "",
+            True,
+        )
+        return Page(
+            "diff.html",
+            lambda: {
+                "version": version.to_dict(),
+                "fields": [f.to_dict() for f in fields],
+                "diff": lines,
+            },
+            {"version": version, "fields": fields, "diff": lines, "memory_id": memory_id},
+        )
+
+    # -- the store ------------------------------------------------------------------------
+
+    def audit(self, params: Params) -> Page:
+        number = _page_number(params)
+        session = params.get("session") or None
+        entries = self.store.log(
+            agent=params.get("agent") or None,
+            op=params.get("op") or None,
+            since=params.get("since") or None,
+            until=params.get("until") or None,
+            limit=None if session else number * PAGE + 1,
+        )
+        if session:  # the log filters by trailers the store indexes; sessions by hand
+            entries = [e for e in entries if e.session == session]
+        shown = entries[(number - 1) * PAGE : number * PAGE]
+        return Page(
+            "audit.html",
+            lambda: [e.to_dict() for e in shown],
+            {"entries": shown, "pager": _pager(params, number, len(entries) > number * PAGE)},
+        )
+
+    def review(self, params: Params) -> Page:
+        spec = params.get("range", "").strip()
+        result = reviewing.review(self.store, spec) if spec else None
+        branches = sorted(self.store.db().repo.branches.local)
+        return Page(
+            "review.html",
+            lambda: result.to_dict() if result else {"branches": branches},
+            {"review": result, "branches": branches},
+        )
+
+    def graph(self, params: Params) -> Page:
+        depth = params.get("depth", "2")
+        if not depth.isdigit():
+            raise InvalidInputError(f"depth {depth!r} is not a number")
+        start = params.get("id") or None
+        picture = pictures.select(pictures.build(self.store), start, int(depth))
+        return Page(
+            "graph.html",
+            lambda: {
+                "nodes": [dataclasses.asdict(n) for n in picture.nodes.values()],
+                "edges": [dataclasses.asdict(e) for e in picture.edges],
+            },
+            {"picture": picture},
+        )
+
+
+def _matches(memory: Memory, wanted: Mapping[str, str]) -> bool:
+    values: dict[str, Iterable[str | None]] = {
+        "category": [memory.category],
+        "tag": memory.tags,
+        "agent": [memory.agent],
+        "scope": [str(memory.store_scope or memory.scope)],
+    }
+    return all(value in values[key] for key, value in wanted.items())
