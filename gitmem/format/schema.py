@@ -1,10 +1,10 @@
 """JSON Schema validation of front-matter, against the files in ``schemas/``.
 
-jsonschema is imported only when a document fails :func:`conforms`, a small checker of the
-keywords our schemas use that answers "valid" only when sure: importing jsonschema costs a
-process about 100 ms, more than everything else ``gitmem add`` loads but libgit2, and a
-valid document (every write's) never needs it. An invalid one (or one the checker is not
-sure of) is validated by jsonschema, whose first error names the field, as before.
+A small validator of the keywords our schemas use (draft 2020-12 semantics, jsonschema's
+wording in its messages), compiled once per schema into nested functions: importing
+jsonschema would cost ``gitmem add`` about 100 ms, and its validation ~20x this one's on every
+memory an index build decodes. tests/test_schema.py holds it to jsonschema on random
+documents; a schema using a keyword it does not know is refused when compiled.
 """
 
 from __future__ import annotations
@@ -15,14 +15,10 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import InvalidMemoryError
-
-if TYPE_CHECKING:
-    import jsonschema
-    import jsonschema.protocols
 
 MEMORY_SCHEMA = "memory.schema.json"
 
@@ -45,16 +41,6 @@ def load_schema(name: str) -> dict[str, Any]:
     return data
 
 
-@functools.cache
-def _validator(name: str) -> jsonschema.protocols.Validator:
-    import jsonschema
-
-    schema = load_schema(name)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
 def to_json_value(value: Any) -> Any:
     """YAML values as JSON would hold them: timestamps and dates become strings."""
     if type(value) is str:
@@ -70,294 +56,295 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
+class Problem(NamedTuple):
+    """One way a value breaks the schema, in jsonschema's words, at the keys and indexes
+    down to the value (for a missing field: to its mapping, and ``missing`` names it)."""
+
+    path: tuple[str | int, ...]
+    message: str
+    instance: Any
+    missing: str | None = None
+
+    @property
+    def field(self) -> str:
+        """The dotted path of the field (a missing field's own name)."""
+        parts = [str(p) for p in self.path]
+        if self.missing is not None:
+            parts.append(self.missing)
+        return ".".join(parts) or "front-matter"
+
+
+def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
+    """Every way ``value`` (JSON-shaped, see :func:`to_json_value`) breaks the schema."""
+    found: list[Problem] = []
+    _compiled(schema)(value, (), found)
+    return found
+
+
 def validate(
     metadata: dict[str, Any], *, schema: str = MEMORY_SCHEMA, what: str = "memory"
 ) -> None:
     """Raise InvalidMemoryError naming the first field that breaks the schema."""
-    value = to_json_value(metadata)
-    if conforms(value, schema) is True:
+    found = problems(to_json_value(metadata), schema)
+    if not found:
         return
-    errors = sorted(
-        _validator(schema).iter_errors(value),
-        key=lambda e: (len(e.absolute_path), str(e.absolute_path)),
-    )
-    if not errors:
-        return
-    first = _describe(errors[0])
-    others = sorted({_field_of(e) for e in errors[1:]} - {_field_of(errors[0])})
+    found.sort(key=lambda p: (len(p.path), str(list(p.path))))
+    first = found[0]
+    others = sorted({p.field for p in found[1:]} - {first.field})
     more = f" (also wrong: {', '.join(others)})" if others else ""
-    raise InvalidMemoryError(f"{what} {first}{more}")
+    raise InvalidMemoryError(f"{what} {_describe(first)}{more}")
 
 
-def _field_of(err: jsonschema.ValidationError) -> str:
-    """The dotted path of the field an error is about (a missing field's own name)."""
-    path = [str(p) for p in err.absolute_path]
-    if err.validator == "required":
-        path.append(_missing(err))
-    return ".".join(path) or "front-matter"
-
-
-def _missing(err: jsonschema.ValidationError) -> str:
-    instance = err.instance if isinstance(err.instance, dict) else {}
-    required = err.validator_value if isinstance(err.validator_value, list) else []
-    names = [str(n) for n in required if n not in instance]
-    return next((n for n in names if repr(n) in err.message), names[0] if names else "?")
-
-
-def _describe(err: jsonschema.ValidationError) -> str:
-    if err.validator == "required":
-        return f"{_field_of(err)}: required field is missing"
-    message = err.message
-    shown = repr(err.instance)
+def _describe(problem: Problem) -> str:
+    if problem.missing is not None:
+        return f"{problem.field}: required field is missing"
+    message = problem.message
+    shown = repr(problem.instance)
     if len(shown) > 60 and shown in message:
         # Clip the value, not the message: "'xxxx…' is too long" must keep its end.
         message = message.replace(shown, shown[:50] + "…" + shown[-1], 1)
-    return f"{_field_of(err)}: {_shorten(message)}"
+    return f"{problem.field}: {_shorten(message)}"
 
 
 def _shorten(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# -- the checker that spares valid documents jsonschema's import -------------------------
+# -- the schema made into functions ------------------------------------------------------
 
-_ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description", "$comment"})
-_MAX_DEPTH = 32
+Where = tuple[str | int, ...]
+Check = Callable[[Any, Where, list[Problem]], None]
+"""A schema node made into a function: appends the problems of a value at a path."""
+Rule = tuple[Callable[[Any], bool], Callable[[Any], str]]
+"""A keyword that tests the value itself: whether the value breaks it, and how jsonschema
+says so."""
 
-Check = Callable[[Any], "bool | None"]
-"""A schema node made into a function: True or False where sure, None where not."""
-
-
-def conforms(value: Any, schema: str = MEMORY_SCHEMA) -> bool | None:
-    """Whether ``value`` (JSON-shaped, see :func:`to_json_value`) is valid against the
-    schema file ``schema``: True or False where this checker is sure, None where it is not
-    (a keyword or value kind it does not handle). Sound both ways, so jsonschema agrees
-    with every True and every False (tests/test_schema.py checks it on random documents);
-    :func:`validate` asks jsonschema whenever the answer is not True.
-
-    The schema is made into nested functions once per process (:func:`_compiled`): every
-    memory an index build decodes is checked, and walking the schema's dicts for each
-    one was a fifth of a rebuild."""
-    return _compiled(schema)(value)
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$defs", "title", "description", "$comment", "then", "else"}
+)
 
 
 @functools.cache
 def _compiled(schema: str) -> Check:
     root = load_schema(schema)
-    return _compile(root, root, 0)
+    return _compile(root, root)
 
 
-def _yes(_value: Any) -> bool | None:
-    return True
-
-
-def _unsure(_value: Any) -> bool | None:
-    return None
-
-
-def _all(results: list[bool | None]) -> bool | None:
-    if False in results:
-        return False
-    return None if None in results else True
-
-
-def _compile(node: Any, root: dict[str, Any], depth: int) -> Check:
-    if node is True or node == {}:
-        return _yes
-    if not isinstance(node, dict) or depth > _MAX_DEPTH:
-        return _unsure
+def _compile(node: Any, root: dict[str, Any]) -> Check:
+    if node is True:
+        return _nothing
+    if not isinstance(node, dict):
+        raise ValueError(f"schema node {node!r} is not an object or true")
     steps: list[Check] = []
     for key, arg in node.items():
         if key in _ANNOTATIONS:
-            continue
-        maker = _KEYWORDS.get(key)
-        if maker is None:
-            if key in ("then", "else"):
-                continue  # read with "if"
-            steps.append(_STOP)  # a keyword this checker does not know: not sure
-            break
-        steps.append(maker(arg, node, root, depth))
+            continue  # then/else are read with "if"
+        if key in _RULES:
+            steps.append(_ruled(*_RULES[key](arg, root)))
+        elif key in _KEYWORDS:
+            steps.append(_KEYWORDS[key](arg, node, root))
+        else:
+            raise ValueError(f"schema keyword {key!r} is not one gitmem's validator knows")
+    if len(steps) == 1:
+        return steps[0]
 
-    def check(value: Any) -> bool | None:
-        sure = True
+    def check(value: Any, path: Where, found: list[Problem]) -> None:
         for step in steps:
-            result = step(value)
-            if result is False:
-                return False
-            if result is None:
-                if step is _STOP:
-                    return None
-                sure = False
-        return True if sure else None
+            step(value, path, found)
 
     return check
 
 
-def _STOP(_value: Any) -> bool | None:
+def _ruled(broken: Callable[[Any], bool], say: Callable[[Any], str]) -> Check:
+    def check(value: Any, path: Where, found: list[Problem]) -> None:
+        if broken(value):
+            found.append(Problem(path, say(value), value))
+
+    return check
+
+
+def _nothing(value: Any, path: Where, found: list[Problem]) -> None:
     return None
 
 
-Maker = Callable[[Any, dict[str, Any], dict[str, Any], int], Check]
+def _valid(check: Check, value: Any) -> bool:
+    found: list[Problem] = []
+    check(value, (), found)
+    return not found
 
 
-def _type(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    kinds: dict[str, type] = {"string": str, "object": dict, "array": list}
-    if not isinstance(arg, str):
-        return _unsure
-    if arg == "integer":
-
-        def integer(value: Any) -> bool | None:
-            if isinstance(value, float):
-                return None  # 2.0 is an integer to JSON Schema: leave it to jsonschema
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        return integer
-    kind = kinds.get(arg)
-    if kind is None:
-        return _unsure
-    return lambda value: isinstance(value, kind)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _strings(arg: Any) -> bool:
-    return isinstance(arg, list) and all(isinstance(a, str) for a in arg)
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    # JSON Schema counts 2.0 as an integer.
+    "integer": lambda v: _is_number(v) and (isinstance(v, int) or float(v).is_integer()),
+}
 
 
-def _enum(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    if not _strings(arg):
-        return _unsure
-    allowed = frozenset(arg)
-    return lambda value: isinstance(value, str) and value in allowed
+def _equal(one: Any, two: Any) -> bool:
+    """JSON equality: ``True`` is not ``1``, in lists and mappings too (jsonschema's rule)."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, list) and isinstance(two, list):
+        return len(one) == len(two) and all(map(_equal, one, two))
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(_equal(one[k], two[k]) for k in one)
+    if isinstance(one, bool) or isinstance(two, bool):
+        return type(one) is type(two) and one == two
+    return bool(one == two)
 
 
-def _const(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    if not isinstance(arg, str):
-        return _unsure
-    return lambda value: isinstance(value, str) and value == arg
+def _repeats(value: list[Any]) -> bool:
+    return any(_equal(item, other) for i, item in enumerate(value) for other in value[:i])
 
 
-def _min_length(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    return lambda value: not isinstance(value, str) or len(value) >= arg
+def _type(arg: Any, _root: Any) -> Rule:
+    test = _TYPES[arg]
+    return (lambda v: not test(v)), (lambda v: f"{v!r} is not of type {arg!r}")
 
 
-def _max_length(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    return lambda value: not isinstance(value, str) or len(value) <= arg
+def _min_length(arg: Any, _root: Any) -> Rule:
+    words = "should be non-empty" if arg == 1 else "is too short"
+    return (lambda v: isinstance(v, str) and len(v) < arg), (lambda v: f"{v!r} {words}")
 
 
-@functools.cache
-def _pattern_of(text: str) -> re.Pattern[str]:
-    return re.compile(text)
+def _max_length(arg: Any, _root: Any) -> Rule:
+    words = "is expected to be empty" if arg == 0 else "is too long"
+    return (lambda v: isinstance(v, str) and len(v) > arg), (lambda v: f"{v!r} {words}")
 
 
-def _pattern(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    # jsonschema runs Python's re.search on the pattern, as here.
-    return lambda value: not isinstance(value, str) or _pattern_of(arg).search(value) is not None
+def _pattern(arg: Any, _root: Any) -> Rule:
+    search = re.compile(arg).search  # jsonschema runs re.search too
+    return (
+        (lambda v: isinstance(v, str) and search(v) is None),
+        (lambda v: f"{v!r} does not match {arg!r}"),
+    )
 
 
-def _minimum(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    def minimum(value: Any) -> bool | None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return True
-        return bool(value >= arg)
-
-    return minimum
+def _not(arg: Any, root: Any) -> Rule:
+    inner = _compile(arg, root)
+    return (lambda v: _valid(inner, v)), (lambda v: f"{v!r} should not be valid under {arg!r}")
 
 
-def _required(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    return lambda value: not isinstance(value, dict) or all(name in value for name in arg)
+_RULES: dict[str, Callable[[Any, Any], Rule]] = {
+    "type": _type,
+    "enum": lambda arg, _root: (
+        (lambda v: not any(_equal(each, v) for each in arg)),
+        (lambda v: f"{v!r} is not one of {arg!r}"),
+    ),
+    "const": lambda arg, _root: (
+        (lambda v: not _equal(v, arg)),
+        (lambda v: f"{arg!r} was expected"),
+    ),
+    "minLength": _min_length,
+    "maxLength": _max_length,
+    "pattern": _pattern,
+    "minimum": lambda arg, _root: (
+        (lambda v: _is_number(v) and v < arg),
+        (lambda v: f"{v!r} is less than the minimum of {arg!r}"),
+    ),
+    "uniqueItems": lambda arg, _root: (
+        (lambda v: arg is True and isinstance(v, list) and _repeats(v)),
+        (lambda v: f"{v!r} has non-unique elements"),
+    ),
+    "not": _not,
+}
 
 
-def _properties(arg: Any, _node: Any, root: Any, depth: int) -> Check:
-    subs = [(key, _compile(sub, root, depth + 1)) for key, sub in arg.items()]
+def _required(arg: Any, _node: Any, _root: Any) -> Check:
+    def required(value: Any, path: Where, found: list[Problem]) -> None:
+        if isinstance(value, dict):
+            for name in arg:
+                if name not in value:
+                    message = f"{name!r} is a required property"
+                    found.append(Problem(path, message, value, name))
 
-    def properties(value: Any) -> bool | None:
-        if not isinstance(value, dict):
-            return True
-        return _all([check(value[key]) for key, check in subs if key in value])
+    return required
+
+
+def _properties(arg: Any, _node: Any, root: Any) -> Check:
+    subs = [(key, _compile(sub, root)) for key, sub in arg.items()]
+
+    def properties(value: Any, path: Where, found: list[Problem]) -> None:
+        if isinstance(value, dict):
+            for key, check in subs:
+                if key in value:
+                    check(value[key], (*path, key), found)
 
     return properties
 
 
-def _additional(arg: Any, node: Any, _root: Any, _depth: int) -> Check:
+def _additional(arg: Any, node: Any, _root: Any) -> Check:
     if arg is True:
-        return _yes
+        return _nothing
     if arg is not False or "patternProperties" in node:
-        return lambda value: True if not isinstance(value, dict) else None
+        raise ValueError("additionalProperties takes true or false here")
     allowed = frozenset(node.get("properties", {}))
-    return lambda value: not isinstance(value, dict) or set(value) <= allowed
+
+    def additional(value: Any, path: Where, found: list[Problem]) -> None:
+        if not isinstance(value, dict):
+            return
+        extras = sorted((k for k in value if k not in allowed), key=str)
+        if extras:
+            verb = "was" if len(extras) == 1 else "were"
+            names = ", ".join(repr(extra) for extra in extras)
+            message = f"Additional properties are not allowed ({names} {verb} unexpected)"
+            found.append(Problem(path, message, value))
+
+    return additional
 
 
-def _items(arg: Any, node: Any, root: Any, depth: int) -> Check:
-    if "prefixItems" in node:
-        return _unsure
-    each = _compile(arg, root, depth + 1)
-    return lambda value: True if not isinstance(value, list) else _all([each(i) for i in value])
+def _items(arg: Any, _node: Any, root: Any) -> Check:
+    each = _compile(arg, root)
+
+    def items(value: Any, path: Where, found: list[Problem]) -> None:
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                each(item, (*path, index), found)
+
+    return items
 
 
-def _unique(arg: Any, _node: Any, _root: Any, _depth: int) -> Check:
-    if arg is not True:
-        return _yes
-
-    def unique(value: Any) -> bool | None:
-        if not isinstance(value, list):
-            return True
-        if not _strings(value):
-            return None
-        return len(set(value)) == len(value)
-
-    return unique
-
-
-def _ref(arg: Any, _node: Any, root: Any, depth: int) -> Check:
+def _ref(arg: Any, _node: Any, root: Any) -> Check:
     if not isinstance(arg, str) or not arg.startswith("#/$defs/"):
-        return _unsure
-    target = root.get("$defs", {}).get(arg[len("#/$defs/") :])
-    return _unsure if target is None else _compile(target, root, depth + 1)
+        raise ValueError(f"$ref {arg!r} is not a reference to this schema's $defs")
+    return _compile(root["$defs"][arg.removeprefix("#/$defs/")], root)
 
 
-def _not(arg: Any, _node: Any, root: Any, depth: int) -> Check:
-    inner = _compile(arg, root, depth + 1)
+def _all_of(arg: Any, _node: Any, root: Any) -> Check:
+    subs = [_compile(sub, root) for sub in arg]
 
-    def negated(value: Any) -> bool | None:
-        result = inner(value)
-        return None if result is None else not result
+    def all_of(value: Any, path: Where, found: list[Problem]) -> None:
+        for sub in subs:
+            sub(value, path, found)
 
-    return negated
-
-
-def _all_of(arg: Any, _node: Any, root: Any, depth: int) -> Check:
-    subs = [_compile(sub, root, depth + 1) for sub in arg]
-    return lambda value: _all([sub(value) for sub in subs])
+    return all_of
 
 
-def _if(arg: Any, node: Any, root: Any, depth: int) -> Check:
-    test = _compile(arg, root, depth + 1)
-    then = _compile(node.get("then", True), root, depth + 1)
-    otherwise = _compile(node.get("else", True), root, depth + 1)
+def _if(arg: Any, node: Any, root: Any) -> Check:
+    test = _compile(arg, root)
+    then = _compile(node.get("then", True), root)
+    otherwise = _compile(node.get("else", True), root)
 
-    def conditional(value: Any) -> bool | None:
-        result = test(value)
-        if result is None:
-            return None
-        return (then if result else otherwise)(value)
+    def if_(value: Any, path: Where, found: list[Problem]) -> None:
+        (then if _valid(test, value) else otherwise)(value, path, found)
 
-    return conditional
+    return if_
 
 
-_KEYWORDS: dict[str, Maker] = {
-    "type": _type,
-    "enum": _enum,
-    "const": _const,
-    "minLength": _min_length,
-    "maxLength": _max_length,
-    "pattern": _pattern,
-    "minimum": _minimum,
+_KEYWORDS: dict[str, Callable[[Any, dict[str, Any], dict[str, Any]], Check]] = {
     "required": _required,
     "properties": _properties,
     "additionalProperties": _additional,
     "items": _items,
-    "uniqueItems": _unique,
     "$ref": _ref,
-    "not": _not,
     "allOf": _all_of,
     "if": _if,
 }
