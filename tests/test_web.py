@@ -101,6 +101,23 @@ def test_every_page_answers_json_in_the_command_lines_shapes(
     assert "+Use setUp and tearDown." in diff["diff"]
 
 
+def test_the_listing_follows_each_write_as_ls_does(
+    served: tuple[Store, dict[str, str], Server],
+) -> None:
+    store, ids, server = served
+    cli = Gitmem(store.path, make_runner())
+    assert as_json(server, "/") == cli.json("ls")
+    newest = store.supersede(ids["newer"], "Use factories.")
+    store.delete(ids["note"])
+    store.create("Fresh.", title="Fresh", tags=["new"])
+    store.update(newest.id, "Use factory fixtures.", status="archived")
+    assert as_json(server, "/") == cli.json("ls")
+    assert as_json(server, "/?all=1") == cli.json("ls", "--all")
+    assert as_json(server, "/?tag=new") == cli.json("ls", "--tag", "new")
+    store.delete(newest.id)  # what it replaced is current again
+    assert as_json(server, "/") == cli.json("ls")
+
+
 def test_pages_write_nothing_and_carry_the_safety_headers(
     served: tuple[Store, dict[str, str], Server],
 ) -> None:

@@ -13,15 +13,21 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.base.errors import InvalidInputError, NotFoundError
+import pygit2
+
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.features import pictures
 from gitmem.features import review as reviewing
+from gitmem.features.review import memory_paths
+from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory
 from gitmem.store.core import Store
 from gitmem.store.search import uses_fts_syntax
 
 PAGE = 50
 """Rows per page of the memories and audit pages (and hits per search)."""
+REREAD = 2_000
+"""Changed memory files beyond which the listing is read whole rather than file by file."""
 
 Params = Mapping[str, str]
 
@@ -65,7 +71,8 @@ class View:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._listing: tuple[tuple[Any, ...], list[Memory], dict[str, Any]] | None = None
+        self._tips: dict[str, tuple[pygit2.Commit | None, dict[str, Memory]]] = {}
+        self._listing: dict[str, Any] = {}
 
     def page(self, path: str, params: Params) -> Page:
         for pattern, name in self.ROUTES:
@@ -78,29 +85,53 @@ class View:
 
     # -- memories -------------------------------------------------------------------------
 
-    def _current(self, show_all: bool) -> tuple[list[Memory], dict[str, Any]]:
-        """The memories listed, the values to filter them by and the files that are not
-        memories, read again only when a branch tip moved: paging and filtering a large
-        store costs a page, not a read."""
-        tips = []
+    def refresh(self) -> None:
+        """Bring the listing up to the branch tips: at a new tip, only the memory files that
+        differ from the last one (a tree diff) are read again, so a write costs the view what
+        it changed, not a read of the whole store."""
+        changed = False
         for scope in self.store.scopes:
-            tip = self.store.db(scope).tip()
-            tips.append(str(tip.id) if tip is not None else "")
-        key = (show_all, *tips)
-        if self._listing is None or self._listing[0] != key:
-            listed = self.store.list(include_superseded=show_all, include_archived=show_all)
-            facets = {
-                "category": sorted({m.category for m in listed if m.category}),
-                "tag": sorted({t for m in listed for t in m.tags}),
-                "agent": sorted({m.agent for m in listed if m.agent}),
-                "scope": [str(s) for s in self.store.scopes],
-                "problems": self.store.problems(),
-            }
-            self._listing = (key, listed, facets)
-        return self._listing[1], self._listing[2]
+            db = self.store.db(scope)
+            tip = db.tip()
+            old_tip, memories = self._tips.get(str(scope), (None, {}))
+            if (old_tip and old_tip.id) == (tip and tip.id):
+                continue
+            changed = True
+            paths = memory_paths(db.repo, old_tip, tip) if old_tip and tip else None
+            if paths is None or len(paths) > REREAD:
+                paths = []
+                every = self.store.list(scope=scope, include_superseded=True, include_archived=True)
+                memories = {m.id: m for m in every}
+            for memory_id in filter(None, map(id_from_path, paths)):
+                try:
+                    memories[memory_id] = self.store.read(memory_id, scope=scope)
+                except GitmemError:  # deleted, or no longer readable (a problem, listed)
+                    memories.pop(memory_id, None)
+            self._tips[str(scope)] = (tip, memories)
+        if not changed and self._listing:
+            return
+        every = sorted(
+            (m for _, memories in self._tips.values() for m in memories.values()),
+            key=lambda m: (m.created_at, m.id),
+        )
+        replaced = {(str(m.store_scope), m.supersedes) for m in every if m.supersedes}
+        current = [
+            m for m in every if not m.archived and (str(m.store_scope), m.id) not in replaced
+        ]
+        self._listing = {
+            "all": every,
+            "current": current,
+            "category": sorted({m.category for m in every if m.category}),
+            "tag": sorted({t for m in every for t in m.tags}),
+            "agent": sorted({m.agent for m in every if m.agent}),
+            "scope": [str(s) for s in self.store.scopes],
+            "problems": self.store.problems(),
+        }
 
     def memories(self, params: Params) -> Page:
-        memories, facets = self._current(params.get("all") == "1")
+        self.refresh()
+        facets = self._listing
+        memories = facets["all" if params.get("all") == "1" else "current"]
         if params.get("q", "").strip():
             return self._search(params, facets)
         wanted = {k: params[k] for k in ("category", "tag", "agent", "scope") if params.get(k)}

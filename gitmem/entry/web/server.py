@@ -119,6 +119,7 @@ class Server(ThreadingHTTPServer):
         super().__init__((host.strip("[]"), port), Handler)
         self.app = App(store)
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="gitmem-web")
+        self.worker.submit(self.app.view.refresh)  # the listing read while nobody waits
         self.token = token
         port = self.server_address[1]
         shown = f"[{host}]" if ":" in host else host
