@@ -187,8 +187,9 @@ class View:
         if memory is None:  # deleted: shown as it last was
             memory = next(v.memory for v in reversed(history.versions) if v.memory is not None)
         memory = dataclasses.replace(memory, document=None)
-        older = list(dict.fromkeys(v.memory_id for v in history if v.memory_id != memory_id))
-        newer = [m.id for m in self.store.successors(memory_id)]
+        older = {v.memory_id: v.memory and v.memory.title for v in history}
+        older.pop(memory_id, None)
+        newer = [(m.id, m.title) for m in self.store.successors(memory_id)]
         return Page(
             "memory.html",
             lambda: {
@@ -205,7 +206,7 @@ class View:
                 "at": at,
                 "history": list(reversed(history.versions)),
                 "warnings": history.warnings,
-                "older": older,
+                "older": list(older.items()),
                 "newer": newer,
             },
         )
