@@ -692,7 +692,8 @@ def test_store_errors_exit_7(tmp_path: Path, git: GitRunner) -> None:
     line = missing.fails(7, "ls")
     assert line == (
         f"gitmem: error: no store at {tmp_path / 'nowhere'} "
-        f"(hint: create it with: gitmem init {tmp_path / 'nowhere'})"
+        f"(hint: create it with: gitmem init {tmp_path / 'nowhere'}; a command that writes "
+        "(gitmem add ...) makes it too)"
     )
     plain = tmp_path / "plain-repo"
     git(tmp_path, "init", "-q", str(plain))

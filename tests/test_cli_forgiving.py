@@ -306,9 +306,9 @@ def test_creating_the_user_store_says_where(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = Gitmem(None, make_runner())("ls")
+    result = Gitmem(None, make_runner())("add", "a fact")
     home = os.environ["GITMEM_HOME"]
-    assert f"gitmem: created the user store at {home}" in result.stderr
+    assert f"gitmem: created a new store at {home} (the user store: " in result.stderr
     assert "created" not in Gitmem(None, make_runner())("ls").stderr
 
 

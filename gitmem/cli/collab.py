@@ -73,7 +73,7 @@ def remote_add(state: State, name: str, url: str) -> None:
       gitmem remote add origin git@github.com:me/memory.git
       gitmem remote add backup /srv/memory.git
     """
-    syncing.add_remote(state.store(), name, url)
+    syncing.add_remote(state.store(write=True), name, url)
     if state.json:
         emit_json({"name": name, "url": url})
     else:

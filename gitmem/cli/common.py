@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -42,26 +43,36 @@ class State:
     reason: str = ""
     """Why this store: "--store", "$GITMEM_DIR", "project" (walked up to it) or "user"."""
 
-    def store(self) -> Store:
+    def store(self, *, write: bool = False) -> Store:
         """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``.
 
-        When ``gitmem.open()`` creates the user store on first use, a notice on stderr says
-        where, so nobody is surprised by a ``~/.gitmem`` they did not ask for.
+        First use, one rule however the store was named (``--store``, ``$GITMEM_DIR``,
+        ``$GITMEM_HOME`` or its default): a command that writes (``write=True``) makes the
+        store there, saying so on stderr; a command that only reads says there is no store.
         """
         if self._store is None:
             import gitmem
-            from gitmem.store.where import is_store, user_store_path
 
             self.reason = store_reason(self.store_path)
-            user = user_store_path()
-            created = self.reason == "user" and not is_store(user)
+            target = self._named_path()
+            if target is not None and not _is_store_or_taken(target):
+                if not write:
+                    from gitmem.base.errors import StoreError
+
+                    raise StoreError(
+                        f"no store at {target}",
+                        hint=f"create it with: gitmem init {target}; a command that writes "
+                        "(gitmem add ...) makes it too",
+                    )
+                scope = "user" if self.reason == "user" else "repo"
+                gitmem.init(target, scope=scope)
+                why = {
+                    "--store": "named by --store",
+                    "$GITMEM_DIR": "named by $GITMEM_DIR",
+                }.get(self.reason, "the user store: no --store, $GITMEM_DIR or project .gitmem/ "
+                      "here; $GITMEM_HOME moves it")
+                click.echo(f"gitmem: created a new store at {target.resolve()} ({why})", err=True)
             self._store = gitmem.open(self.store_path, branch=self.branch)
-            if created:
-                click.echo(
-                    f"gitmem: created the user store at {user} (no --store, $GITMEM_DIR or "
-                    "project .gitmem/ here; $GITMEM_HOME moves it)",
-                    err=True,
-                )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
             from gitmem.store.core import index_writable
@@ -72,6 +83,19 @@ class State:
                 self._store.use_index = False
         return self._store
 
+    def _named_path(self) -> Path | None:
+        """The path the store was named by (``--store``, ``$GITMEM_DIR``, the user store's);
+        None for a project's store, found because it exists."""
+        from gitmem.store.where import user_store_path
+
+        if self.reason == "--store" and self.store_path is not None:
+            return Path(self.store_path).expanduser()
+        if self.reason == "$GITMEM_DIR":
+            return Path(os.environ["GITMEM_DIR"]).expanduser()
+        if self.reason == "user":
+            return user_store_path()
+        return None
+
     def current_index(self, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
         """The store's index, when it is current and a read command can answer from it
         without opening git (no libgit2 to load: ``queries.open_current``); None means
@@ -80,8 +104,6 @@ class State:
         checked for being committed in the project, which needs git."""
         if self._store is not None or self.branch is not None:
             return None
-        from pathlib import Path
-
         from gitmem.store.queries import open_current
         from gitmem.store.where import is_store, user_store_path
 
@@ -100,14 +122,27 @@ class State:
         return found
 
 
+def _is_store_or_taken(path: Path) -> bool:
+    """Whether ``path`` is a store, or something first use must not make one in (a file, a
+    directory with files in it: opening it says what it is)."""
+    from gitmem.store.where import is_store
+
+    if is_store(path):
+        return True
+    if not os.path.lexists(path):
+        return False
+    try:
+        return not path.is_dir() or any(path.iterdir())
+    except OSError:
+        return True
+
+
 def store_reason(store_path: str | None) -> str:
     """Which rule of store discovery picks the store: the same order ``gitmem.open()`` uses."""
     if store_path is not None:
         return "--store"
     if os.environ.get("GITMEM_DIR"):
         return "$GITMEM_DIR"
-    from pathlib import Path
-
     from gitmem.store.where import find_project_store
 
     return "project" if find_project_store(Path.cwd()) is not None else "user"

@@ -124,7 +124,7 @@ def demo(state: State, store_path: str | None) -> None:
     """
     if store_path is not None:
         state.store_path = store_path
-    store = state.store()
+    store = state.store(write=True)
     path = store.path
     click.secho("gitmem demo", bold=True)
     click.echo(

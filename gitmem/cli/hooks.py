@@ -30,11 +30,11 @@ _server_option = click.option(
 
 
 def _target(
-    state: State, project: Path | None, server: Path | None = None
+    state: State, project: Path | None, server: Path | None = None, *, write: bool = False
 ) -> tuple[Path, str]:
     """The repository to work on and its role: --server, --project, else the store's."""
     if project is None and server is None:
-        return Path(state.store().db().path).resolve(), "memory"
+        return Path(state.store(write=write).db().path).resolve(), "memory"
     return _hooks.repository_for(project=project, server=server)
 
 
@@ -89,7 +89,7 @@ def hooks() -> None:
 @pass_state
 def install(state: State, project: Path | None, server: Path | None) -> None:
     """Install the hooks (again: harmless; an existing hook is chained)."""
-    repo, role = _target(state, project, server)
+    repo, role = _target(state, project, server, write=True)
     _show(state, _hooks.install(repo, role), "installed")
 
 

@@ -14,8 +14,8 @@ from gitmem.features.graph import Entity, Graph, KnowledgeGraph
 from gitmem.features.transfer import Fidelity
 
 
-def _graph(state: State, agent: str | None = None) -> Graph:
-    return Graph(state.store(), agent=agent)
+def _graph(state: State, agent: str | None = None, *, write: bool = False) -> Graph:
+    return Graph(state.store(write=write), agent=agent)
 
 
 def _print_graph(state: State, graph: KnowledgeGraph) -> None:
@@ -70,7 +70,8 @@ def entity_add(
     state: State, name: str, entity_type: str, observations: tuple[str, ...], agent: str | None
 ) -> None:
     """Create the entity NAME (nothing happens if it exists)."""
-    created = _graph(state, agent).create_entities([Entity(name, entity_type, observations)])
+    graph = _graph(state, agent, write=True)
+    created = graph.create_entities([Entity(name, entity_type, observations)])
     if state.json:
         emit_json({"entities": [e.to_dict() for e in created]})
     elif created:
@@ -106,7 +107,7 @@ def entity_relate(
     state: State, source: str, relation_type: str, target: str, agent: str | None
 ) -> None:
     """Relate FROM to TO (in active voice: Alice works_at Acme)."""
-    created = _graph(state, agent).create_relations(
+    created = _graph(state, agent, write=True).create_relations(
         [{"from": source, "to": target, "relationType": relation_type}]
     )
     if state.json:
@@ -223,8 +224,8 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
     (remember, recall, get_memory, update_memory, supersede_memory, forget,
     memory_history, staleness_report, prune). See docs/integrations.md for client setup.
 
-    A --store PATH that does not exist yet is created there (a new store with a
-    work tree, said on stderr), so the configuration below works on a fresh machine.
+    A store that does not exist yet is created where it is named (a new store with
+    a work tree, said on stderr), so the configuration below works on a fresh machine.
 
     \b
     Example (Claude Desktop, claude_desktop_config.json):
@@ -237,12 +238,11 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
         )
     from gitmem.entry import mcp as mcp_server
 
-    _first_use(state)
+    store = state.store(write=True)  # made on first use, said on stderr (stdout is MCP's)
     if bind is None:
-        mcp_server.run(state.store(), agent=agent)
+        mcp_server.run(store, agent=agent)
         return
     host, port = mcp_server.parse_bind(bind)
-    store = state.store()
     token, where = mcp_server.http_token(store)
     source = f"${mcp_server.TOKEN_ENV}" if where is None else str(where)
     click.echo(
@@ -307,21 +307,6 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _first_use(state: State) -> None:
-    """``--store PATH`` naming nothing yet (or an empty folder): make the store there, as the
-    reference server makes its file, so a client configured on a fresh machine just works.
-    Said on stderr: stdout is the protocol's."""
-    if state.store_path is None:
-        return
-    path = Path(state.store_path).expanduser()
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        return
-    import gitmem
-
-    gitmem.init(path)
-    click.echo(f"gitmem: created a new store at {path.resolve()}", err=True)
-
-
 def _report(state: State, report: Fidelity) -> None:
     if state.json:
         emit_json(report.to_dict())
@@ -362,7 +347,7 @@ def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None
     """
     with ProgressBar("importing") as progress:
         report = transfer.import_mcp_jsonl(
-            state.store(), file, skip_bad=skip_bad, agent=agent, progress=progress
+            state.store(write=True), file, skip_bad=skip_bad, agent=agent, progress=progress
         )
     _report(state, report)
 
@@ -381,7 +366,7 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     """
     with ProgressBar("importing") as progress:
         report = transfer.import_files(
-            state.store(), directory, skip_bad=skip_bad, progress=progress
+            state.store(write=True), directory, skip_bad=skip_bad, progress=progress
         )
     _report(state, report)
 
@@ -396,7 +381,7 @@ def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
     documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""
     with ProgressBar("importing") as progress:
         report = transfer.import_forge(
-            state.store(), directory, skip_bad=skip_bad, progress=progress
+            state.store(write=True), directory, skip_bad=skip_bad, progress=progress
         )
     _report(state, report)
 

@@ -118,8 +118,8 @@ def _place_options(f: F) -> F:
     return f
 
 
-def _layered(state: State, agent: str | None = None) -> LayeredStore:
-    return LayeredStore(state.store(), agent=agent)
+def _layered(state: State, agent: str | None = None, *, write: bool = False) -> LayeredStore:
+    return LayeredStore(state.store(write=write), agent=agent)
 
 
 def _show_documents(state: State, docs: list[Document]) -> None:
@@ -187,7 +187,7 @@ def create(
     stored document's) is refused as a likely typo, naming the known ones;
     --new-type creates it all the same.
     """
-    layered = _layered(state, agent)
+    layered = _layered(state, agent, write=True)
     _check_file_type(layered, file_type, new_type)
     data: dict[str, Any] = {
         "layer": layer_name,
@@ -308,7 +308,7 @@ def update(
 def append(
     state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
 ) -> None:
-    layered = _layered(state, agent)
+    layered = _layered(state, agent, write=True)
     text = _content_text(content, allow_empty)
     where = placement(doc_id)
     if where is not None and layered.get(doc_id) is None:

@@ -95,7 +95,7 @@ def add(
             raise click.UsageError("--jsonl takes bodies and ids from its lines; drop BODY/--id")
         _add_jsonl(state, jsonl, scope, allow_empty, given_fields(options), options.get("message"))
         return
-    store = state.store()
+    store = state.store(write=True)
     memory = store.create(
         read_text_arg(body, allow_empty=allow_empty),
         scope=scope,
@@ -105,7 +105,7 @@ def add(
     )
     from gitmem.store.recall import duplicates_report, duplicates_text
 
-    similar = duplicates_report(state.store(), memory)
+    similar = duplicates_report(state.store(write=True), memory)
     if state.json:
         emit_json({**memory.to_dict(), "near_duplicates": similar})
         return
@@ -163,7 +163,7 @@ def _add_jsonl(
         entries.append(entry)
     if not entries:
         raise click.UsageError("--jsonl: no memories in the input")
-    store = state.store()
+    store = state.store(write=True)
     created: list[Memory] = []
     # A bar on stderr for a large file (click draws it only on a terminal; data stays on stdout).
     bar = click.progressbar(
