@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
@@ -211,26 +211,46 @@ def emit_json(data: Any) -> None:
 
 
 def read_text_arg(
-    value: str | None, what: str = "body", *, allow_empty: bool = False
+    value: str | None, what: str = "body", *, store: Store, allow_empty: bool = False
 ) -> str | bytes:
     """The argument itself, or stdin for ``-`` (and for no argument when stdin is not a terminal).
 
     One rule for empty text, however it is given (``""``, ``-`` with nothing piped, no
     argument): refused as a usage error unless ``allow_empty`` (``--allow-empty``).
     Whitespace alone counts as empty. stdin is read as bytes so the library decodes it
-    and refuses non-UTF-8 with its own error.
+    and refuses non-UTF-8 with its own error; at most the store's body limit and one byte
+    more is read, so input of any size is refused in the memory of the limit.
     """
     if value is not None and value != "-":
         data: str | bytes = value
     elif value is None and sys.stdin.isatty():
         raise click.UsageError(f"no {what}: give it as an argument, or '-' to read it from stdin")
     else:
-        data = sys.stdin.buffer.read()
+        data = read_bounded(sys.stdin.buffer, body_limit(store), f"the {what} on stdin")
     if not allow_empty and not data.strip():
         raise click.UsageError(
             f"the {what} is empty; pass --allow-empty to store it anyway"
             if data or value is not None
             else f"no {what}: give it as an argument, or pipe it on stdin"
+        )
+    return data
+
+
+def body_limit(store: Store) -> int:
+    """The largest body any of the store's scopes takes (``limits.max_body_bytes``)."""
+    return max(store.config(scope).max_body_bytes for scope in store.scopes)
+
+
+def read_bounded(stream: BinaryIO, limit: int, what: str) -> bytes:
+    """Up to ``limit`` bytes of ``stream``; more than that is refused once one byte more
+    has been read, without reading the rest."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        from gitmem.base.errors import TooLargeError
+
+        raise TooLargeError(
+            f"{what} is over the store's limit of {limit} bytes",
+            hint="split it, or raise limits.max_body_bytes in gitmem.yaml",
         )
     return data
 

@@ -192,7 +192,7 @@ def create(
     data: dict[str, Any] = {
         "layer": layer_name,
         "fileType": file_type,
-        "content": _content_text(content, allow_empty),
+        "content": _content_text(layered, content, allow_empty),
     }
     for key, value in (
         ("project", project),
@@ -249,9 +249,9 @@ def read(
     click.echo(doc.content, nl=not doc.content.endswith("\n"))
 
 
-def _content_text(content: str | None, allow_empty: bool = False) -> str:
+def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool = False) -> str:
     """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
-    text = read_text_arg(content, "content", allow_empty=allow_empty)
+    text = read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
     if isinstance(text, str):
         return text
     try:
@@ -291,7 +291,8 @@ def _warn(warning: str | None) -> None:
 def update(
     state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
 ) -> None:
-    result = _layered(state, agent).update(doc_id, _content_text(content, allow_empty))
+    layered = _layered(state, agent)
+    result = layered.update(doc_id, _content_text(layered, content, allow_empty))
     if state.json:
         emit_json(result.to_dict())
         return
@@ -309,7 +310,7 @@ def append(
     state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
 ) -> None:
     layered = _layered(state, agent, write=True)
-    text = _content_text(content, allow_empty)
+    text = _content_text(layered, content, allow_empty)
     where = placement(doc_id)
     if where is not None and layered.get(doc_id) is None:
         _check_file_type(layered, where["file_type"], False)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from gitmem.base.errors import GitmemError, NotFoundError
+from gitmem.base.errors import GitmemError, NotFoundError, TooLargeError
 from gitmem.cli.common import (
     State,
     allow_empty_option,
+    body_limit,
     emit_json,
     field_options,
     given_fields,
@@ -97,7 +98,7 @@ def add(
         return
     store = state.store(write=True)
     memory = store.create(
-        read_text_arg(body, allow_empty=allow_empty),
+        read_text_arg(body, store=store, allow_empty=allow_empty),
         scope=scope,
         id=memory_id,
         message=options.get("message"),
@@ -132,16 +133,21 @@ def _add_jsonl(
     import json
 
     from gitmem.base.errors import InvalidInputError
+    from gitmem.format.codec import MAX_FRONT_MATTER_BYTES
 
-    if source == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise NotFoundError(f"cannot read {source}: {exc.strerror}") from None
+    store = state.store(write=True)
+    # A line is at most a memory: its body JSON-escaped (6 bytes a byte at worst) and fields.
+    line_limit = 6 * body_limit(store) + MAX_FRONT_MATTER_BYTES
+    with contextlib.ExitStack() as stack:
+        stream: BinaryIO = sys.stdin.buffer
+        if source != "-":
+            try:
+                stream = stack.enter_context(open(source, "rb"))
+            except OSError as exc:
+                raise NotFoundError(f"cannot read {source}: {exc.strerror}") from None
+        lines = list(_bounded_lines(stream, line_limit, "stdin" if source == "-" else source))
     entries: list[dict[str, Any]] = []
-    for number, raw in enumerate(data.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
@@ -163,7 +169,6 @@ def _add_jsonl(
         entries.append(entry)
     if not entries:
         raise click.UsageError("--jsonl: no memories in the input")
-    store = state.store(write=True)
     created: list[Memory] = []
     # A bar on stderr for a large file (click draws it only on a terminal; data stays on stdout).
     bar = click.progressbar(
@@ -186,6 +191,18 @@ def _add_jsonl(
     else:
         for memory in created:
             click.echo(memory.id)
+
+
+def _bounded_lines(stream: BinaryIO, limit: int, name: str) -> Iterator[bytes]:
+    """The lines of ``stream``; one longer than ``limit`` is refused once ``limit`` + 1 of
+    its bytes are read, so input of any size is refused in the memory of one line."""
+    for number, raw in enumerate(iter(lambda: stream.readline(limit + 1), b""), 1):
+        if len(raw) > limit:
+            raise TooLargeError(
+                f"line {number} of {name} is over {limit} bytes, more than a memory can hold",
+                hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+            )
+        yield raw
 
 
 @click.command()
@@ -312,7 +329,7 @@ def update(
     memory_id = store.resolve_id(memory_id)
     memory = store.update(
         memory_id,
-        read_text_arg(body, allow_empty=allow_empty) if body is not None else None,
+        read_text_arg(body, store=store, allow_empty=allow_empty) if body is not None else None,
         expected_version=expected_version,
         message=options.get("message"),
         **_fields(store, options),
@@ -353,7 +370,7 @@ def append(
     memory_id = store.resolve_id(memory_id)
     memory = store.append(
         memory_id,
-        read_text_arg(text, "text", allow_empty=allow_empty),
+        read_text_arg(text, "text", store=store, allow_empty=allow_empty),
         expected_version=expected_version,
         agent=agent,
         message=message,
@@ -394,7 +411,7 @@ def supersede(
     store = state.store()
     memory = store.supersede(
         store.resolve_id(memory_id),
-        read_text_arg(body, allow_empty=allow_empty),
+        read_text_arg(body, store=store, allow_empty=allow_empty),
         id=new_id,
         message=options.get("message"),
         **_fields(store, options),

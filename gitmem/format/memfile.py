@@ -54,7 +54,8 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
             f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
             "cannot store"
         ) from None
-    _check_sizes(memory.id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
+    # Not named by its id: a new memory's id was never stored.
+    _check_sizes("the body", len(data), len(memory.body.encode("utf-8")), max_body_bytes)
     # Writes refuse whatever reads cannot read: the file is parsed back as every reader
     # parses it (depth, size, values YAML does not carry exactly).
     codec.check_reads_back(text, metadata, memory.body)
@@ -85,22 +86,22 @@ def check(
         memory = decode(data, memory_path(memory_id))
     except InvalidMemoryError as exc:
         raise InvalidMemoryError(f"{what}: {exc}") from None
-    _check_sizes(memory_id, len(data), len(memory.body.encode("utf-8")), max_body_bytes)
+    body_size = len(memory.body.encode("utf-8"))
+    _check_sizes(f"the body of {memory_id}", len(data), body_size, max_body_bytes)
     return memory
 
 
-def _check_sizes(memory_id: str, size: int, body_size: int, max_body_bytes: int) -> None:
+def _check_sizes(what: str, size: int, body_size: int, max_body_bytes: int) -> None:
     if body_size > max_body_bytes:
         raise TooLargeError(
-            f"body of {memory_id} is {body_size} bytes, over the store's limit of "
-            f"{max_body_bytes}",
+            f"{what} is {body_size} bytes, over the store's limit of {max_body_bytes}",
             hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
         )
     # The reader refuses front-matter over its bound; never write a file it would refuse.
     head_size = size - body_size
     if head_size > codec.MAX_FRONT_MATTER_BYTES:
         raise TooLargeError(
-            f"front-matter of {memory_id} is about {head_size} bytes, over the limit of "
+            f"the front-matter is about {head_size} bytes, over the limit of "
             f"{codec.MAX_FRONT_MATTER_BYTES}",
             hint="keep large content in the body, not in front-matter fields",
         )
