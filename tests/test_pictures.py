@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from conftest import run_git
 
-from gitmem import InvalidInputError, NotFoundError, Store
+import gitmem
+from gitmem import FixedClock, InvalidInputError, NotFoundError, Store
 from gitmem.features.graph import Graph
 from gitmem.features.pictures import build, draw, select
+from gitmem.store import sync
 from tests.clitools import Gitmem, make_runner
 
 
@@ -127,3 +131,43 @@ def test_graph_command(store: Store, drawn: dict[str, str]) -> None:
     assert "Ghost" not in dot
     assert "no memory or entity" in gm.fails(3, "graph", "--id", "nobody")
     gm("graph", "--format", "svg", code=2)
+
+
+def test_a_fork_kept_beside_its_memory_gets_a_label_of_its_own(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """``resolve --keep both`` leaves ``mem_X`` and ``mem_X.fork-...``, same title and
+    version: the labels tell them apart."""
+    origin = gitmem.init(tmp_path / "origin.git", bare=True, clock=clock)
+    shared = origin.create("original\n", title="Shared")
+    a, b = (_clone(tmp_path, name, clock) for name in ("a", "b"))
+    b.update(shared.id, "b's version\n")
+    clock.advance(seconds=1)
+    a.update(shared.id, "a's version\n")
+    sync.sync(b)
+    [fork] = sync.sync(a).forks
+    sync.resolve(a, shared.id, "both")
+    labels = {node.key: node.label for node in build(a).nodes.values()}
+    assert set(labels) == {shared.id, fork.id}
+    assert labels[shared.id] != labels[fork.id]
+    assert shared.id in labels[shared.id] and fork.id in labels[fork.id]
+
+
+def _clone(tmp_path: Path, name: str, clock: FixedClock) -> Store:
+    run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), name)
+    return gitmem.open(tmp_path / name, clock=clock)
+
+
+def test_an_untitled_memory_shows_its_id_once(store: Store) -> None:
+    memory = store.create("no title here\n")
+    [node] = build(store).nodes.values()
+    assert node.label.count(memory.id[:13]) == 1
+    assert node.label.splitlines()[0] == "(untitled)"
+
+
+def test_dot_edge_labels_use_the_nodes_font(store: Store, drawn: dict[str, str]) -> None:
+    text = draw(store, fmt="dot")
+    node_font = re.search(r'^  node \[.*fontname="([^"]+)"', text, re.MULTILINE)
+    edge_font = re.search(r'^  edge \[.*fontname="([^"]+)"', text, re.MULTILINE)
+    assert node_font is not None and edge_font is not None
+    assert edge_font.group(1) == node_font.group(1)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from gitmem.base.errors import InvalidInputError, NotFoundError
 from gitmem.features.graph import ENTITIES_ROOT, PENDING_ID, Graph
+from gitmem.format.model import UNTITLED
 from gitmem.store.core import Store
 
 __all__ = ["FORMATS", "Edge", "Node", "Picture", "build", "draw", "render", "select"]
@@ -82,11 +83,20 @@ def _entity_key(name: str) -> str:
     return f"entity:{name}"
 
 
-def _memory_label(title: str | None, memory_id: str, version: int) -> str:
-    name = title or memory_id
+def _memory_label(title: str | None, shown_id: str, version: int) -> str:
+    name = title or UNTITLED
     if len(name) > 60:
         name = name[:57] + "..."
-    return f"{name}\nv{version} · {memory_id[:13] if memory_id.startswith('mem_') else memory_id}"
+    return f"{name}\nv{version} · {shown_id}"
+
+
+def _shown_ids(ids: list[str]) -> dict[str, str]:
+    """Each memory's id as its label shows it: the first 13 characters of a ``mem_`` id, or
+    the whole id where those are not enough to tell it from another memory's (a fork kept
+    beside the memory it forked from: ``resolve --keep both``)."""
+    short = {i: i[:13] if i.startswith("mem_") else i for i in ids}
+    counts = collections.Counter(short.values())
+    return {i: s if counts[s] == 1 else i for i, s in short.items()}
 
 
 def build(store: Store) -> Picture:
@@ -114,6 +124,7 @@ def build(store: Store) -> Picture:
         if not m.id.startswith(f"{ENTITIES_ROOT}/") and m.id != PENDING_ID
     ]
     known = {m.id for m in memories}
+    shown = _shown_ids(sorted(known))
     successors: dict[str, list[str]] = collections.defaultdict(list)
     for m in memories:
         if m.supersedes:
@@ -125,7 +136,7 @@ def build(store: Store) -> Picture:
             kind = "superseded"
         else:
             kind = "memory"
-        picture.add(Node(m.id, _memory_label(m.title, m.id, m.version), kind))
+        picture.add(Node(m.id, _memory_label(m.title, shown[m.id], m.version), kind))
     for m in memories:
         if m.supersedes:
             if m.supersedes not in known:
@@ -219,7 +230,8 @@ _DOT_EDGES = {
 
 
 def _dot(picture: Picture) -> str:
-    lines = ["digraph gitmem {", "  rankdir=LR;", '  node [fontname="Helvetica"];']
+    font = 'fontname="Helvetica"'  # nodes and edge labels alike (dot's default is Times)
+    lines = ["digraph gitmem {", "  rankdir=LR;", f"  node [{font}];", f"  edge [{font}];"]
     for key in sorted(picture.nodes):
         node = picture.nodes[key]
         lines.append(

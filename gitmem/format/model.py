@@ -55,6 +55,9 @@ class Op(enum.StrEnum):
     INIT = "init"
 
 
+UNTITLED = "(untitled)"
+"""How a memory without a title is shown wherever titles are (ls, search, recall, pictures)."""
+
 BUILTIN_CATEGORIES: tuple[str, ...] = (
     "coding-preferences",
     "project-conventions",
