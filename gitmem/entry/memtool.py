@@ -192,6 +192,11 @@ def _legacy_file_segment(name: str) -> str | None:
 # -- output --------------------------------------------------------------------------------
 
 
+DIR_SIZE = 4096
+"""A folder's size in a listing: its own, as the SDK's tool shows a directory's (the
+inode's ``st_size``: one block on ext4 and most Linux file systems), not its files'."""
+
+
 def _size(n: int) -> str:
     """Human-readable size, as the SDK's own memory tool shows them (``10B``, ``2K``, ``1.5M``)."""
     value, unit = float(n), "B"
@@ -491,26 +496,22 @@ class MemoryTool:
         # What a file system holds: files (by the names the model gave) and directories,
         # kept-empty ones included. Shown as the SDK shows them: two levels deep, hidden
         # names (and what is in hidden directories) left out, each directory's entries by
-        # name, depth first; a directory's size is the total of the files below it.
+        # name, depth first; a directory's size is its own (DIR_SIZE), not its files'.
         base = target.tree
         files: dict[tuple[str, ...], int] = {}
         dirs: dict[tuple[str, ...], int] = {}
         for path in snap.iter_files(base):
             rel = path[len(base) + 1 :].split("/")
             folders = tuple(dir_name(segment) for segment in rel[:-1])
-            if rel[-1] == KEEP_FILE:
-                size = None
-            elif path.endswith(MEMORY_SUFFIX):
+            if path.endswith(MEMORY_SUFFIX) and rel[-1] != KEEP_FILE:
                 doc = self._doc_at(snap, path[: -len(MEMORY_SUFFIX)])
                 if doc is None:
                     continue
-                size = len(doc.body.encode("utf-8"))
-                files[(*folders, doc.name)] = size
-            else:
+                files[(*folders, doc.name)] = len(doc.body.encode("utf-8"))
+            elif rel[-1] != KEEP_FILE:
                 continue  # not a memory: no file the model made
             for depth in range(1, len(folders) + 1):
-                dirs[folders[:depth]] = dirs.get(folders[:depth], 0) + (size or 0)
-        total = sum(files.values())
+                dirs[folders[:depth]] = DIR_SIZE
         entries = [(key, size, "") for key, size in files.items()]
         entries += [(key, size, "/") for key, size in dirs.items()]
         shown = sorted(
@@ -518,7 +519,7 @@ class MemoryTool:
             for key, size, slash in entries
             if len(key) <= 2 and not any(name.startswith(".") for name in key)
         )
-        lines = [f"{_size(total)}\t{target.given}"]
+        lines = [f"{_size(DIR_SIZE)}\t{target.given}"]
         # Names read from the store (a teammate's memory_file may hold a line break) are
         # escaped: each entry stays one line. The model's own path passed _target's check.
         lines.extend(
