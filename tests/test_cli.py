@@ -541,7 +541,7 @@ def test_ls_table_and_filters(gm: Gitmem, store: Store) -> None:
         [
             [a, "1", "patterns", "Alpha", "repo"],
             [b, "1", "corrections", "Beta", "repo"],
-            [c, "1", "-", "-", "repo"],
+            [c, "1", "-", "(untitled)", "repo"],
         ]
     )
 

@@ -84,7 +84,7 @@ def test_by_project_profile_list_staleness_search(gm: Gitmem) -> None:
     report = gm.json("layer", "staleness")
     assert report["counts"] == {"fresh": 2, "aging": 0, "stale": 0}
     hits = gm.json("layer", "search", "deploy", "--layer", "command")
-    assert [h["id"] for h in hits["matches"]] == ["commands/acme/deploy_history"]
+    assert [h["id"] for h in hits["hits"]] == ["commands/acme/deploy_history"]
 
 
 def test_validate_one_and_all(gm: Gitmem) -> None:

@@ -42,7 +42,7 @@ def test_mcp_recall_returns_store_recalls_ids(store: Store, clock: FixedClock) -
         assert result.structured_content is not None
         budget.extend(result.structured_content["packed"])
         grep = await ok(client, "recall", {"query": "sample_\\w+", "mode": "regex"})
-        assert grep.structured_content is not None and grep.structured_content["matches"]
+        assert grep.structured_content is not None and grep.structured_content["hits"]
 
     serve(store.path, body)
     assert got == expected

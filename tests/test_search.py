@@ -80,10 +80,10 @@ def test_fts_match_carries_line_and_two_lines_of_context(
     assert match.line == "mock_db is session-scoped"
     assert match.context_before == ("line three", "line four")
     assert match.context_after == ("last line",)
-    assert match.to_dict()["context"] == {
-        "before": ["line three", "line four"],
-        "after": ["last line"],
-    }
+    assert [line.to_dict() for line in match.lines] == [
+        {"number": 5, "text": "mock_db is session-scoped", "before": ["line three", "line four"],
+         "after": ["last line"]}
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -213,9 +213,9 @@ def test_search_command_text_and_json(any_store: Store, corpus: dict[str, str]) 
     assert "   4- line four" in out
     code, out, _ = _run(store, "search", "--json", "docker", "--category", "project-conventions")
     data = json.loads(out)
-    assert data["mode"] == "fts" and [m["id"] for m in data["matches"]] == [corpus["deploy"]]
+    assert data["mode"] == "fts" and [m["id"] for m in data["hits"]] == [corpus["deploy"]]
     code, out, _ = _run(store, "search", r"mock_\w+", "--regex", "--json")
-    assert json.loads(out)["matches"][0]["line_number"] == 5
+    assert json.loads(out)["hits"][0]["lines"][0]["number"] == 5
     code, out, _ = _run(store, "search", "tests/conftest.py")
     assert code == 0 and out.startswith("note: searched 'tests/conftest.py' as natural language")
 

@@ -129,6 +129,51 @@ class EmbedderError(GitmemError):
     default_hint = "check the embedder section of your local config (docs/recall.md)"
 
 
+class MissingDependencyError(GitmemError):
+    """An optional part of gitmem (an extra: ``mcp``, ``anthropic``, ``embed``) is not
+    installed; the hint says how to add it to the gitmem that is running."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message, hint=f"install it with: {install_command(extra)}")
+        self.extra = extra
+
+
+def install_command(extra: str) -> str:
+    """How to add ``extra`` to the gitmem that is running, from where it was installed: its
+    interpreter's pip (uv's when uv installed it), and the checkout, wheel or repository it
+    came from (its ``direct_url.json``), else the package index."""
+    import json
+    import shlex
+    import sys
+    import urllib.parse
+    from importlib import metadata
+
+    spec, editable, installer = f"gitmem-store[{extra}]", False, "pip"
+    try:
+        dist = metadata.distribution("gitmem-store")
+        installer = (dist.read_text("INSTALLER") or "pip").strip()
+        origin = json.loads(dist.read_text("direct_url.json") or "null")
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        origin = None
+    if isinstance(origin, dict) and isinstance(origin.get("url"), str):
+        url = origin["url"]
+        vcs = origin.get("vcs_info")
+        if url.startswith("file://") and isinstance(origin.get("dir_info"), dict):
+            editable = bool(origin["dir_info"].get("editable"))
+            spec = f"{urllib.parse.unquote(urllib.parse.urlparse(url).path)}[{extra}]"
+        elif isinstance(vcs, dict):
+            rev = vcs.get("requested_revision")
+            spec = f"{spec} @ {vcs.get('vcs', 'git')}+{url}{f'@{rev}' if rev else ''}"
+        else:
+            spec = f"{spec} @ {url}"
+    args = " ".join(shlex.quote(a) for a in (["-e", spec] if editable else [spec]))
+    if installer == "uv":
+        return f"uv pip install --python {shlex.quote(sys.executable)} {args}"
+    return f"{shlex.quote(sys.executable)} -m pip install {args}"
+
+
 EXIT_CODES: dict[str, int] = {
     "error": GitmemError.exit_code,
     "usage": 2,
@@ -137,6 +182,7 @@ EXIT_CODES: dict[str, int] = {
     "already-exists": AlreadyExistsError.exit_code,
     "conflict": ConflictError.exit_code,
     "store": StoreError.exit_code,
+    "missing-dependency": MissingDependencyError.exit_code,
     # Not an error: `gitmem review --strict` ran and found problems to fix before merging.
     # A code of its own, so CI can tell "the memories need work" from "gitmem broke" (1).
     "review-problems": 8,

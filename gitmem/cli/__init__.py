@@ -293,7 +293,9 @@ class GitmemGroup(SuggestingGroup):
         except SystemExit:
             raise
         except BaseException as exc:
-            sys.exit(report(exc, debug=state.debug or "--debug" in argv))
+            options = argv[: argv.index("--")] if "--" in argv else argv
+            as_json = state.json or "--json" in options
+            sys.exit(report(exc, debug=state.debug or "--debug" in options, as_json=as_json))
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -350,7 +352,8 @@ def cli(
       GITMEM_HOME=./demo-store gitmem demo
 
     Errors are one line on stderr; exit codes: 1 unexpected, 2 usage,
-    3 not found, 4 invalid input, 5 already exists, 6 conflict, 7 store error.
+    3 not found, 4 invalid input, 5 already exists, 6 conflict, 7 store error,
+    9 missing dependency.
     """
     state = ctx.ensure_object(State)
     if store_path is not None:

@@ -25,6 +25,7 @@ from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
 from gitmem.format.memfile import file_text
+from gitmem.format.model import UNTITLED
 from gitmem.store import merge as merging
 from gitmem.store import sync as syncing
 
@@ -268,7 +269,7 @@ def conflicts(state: State) -> None:
                     c.fork.id,
                     c.of,
                     c.kept.id if c.kept else "(deleted)",
-                    c.fork.title or "-",
+                    c.fork.title or UNTITLED,
                 ]
                 for c in found
             ),

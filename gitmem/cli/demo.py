@@ -14,6 +14,7 @@ from gitmem import Store
 from gitmem.cli.common import State, pass_state, table
 from gitmem.cli.store import history_text, log_text
 from gitmem.format.memfile import file_text
+from gitmem.format.model import UNTITLED
 from gitmem.git.command import run_git
 
 AGENT = "demo-agent"
@@ -184,7 +185,7 @@ def demo(state: State, store_path: str | None) -> None:
     _indented(
         table(
             ["ID", "VER", "CATEGORY", "TITLE"],
-            ([m.id, str(m.version), m.category or "-", m.title or "-"] for m in current),
+            ([m.id, str(m.version), m.category or "-", m.title or UNTITLED] for m in current),
         )
     )
 

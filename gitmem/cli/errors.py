@@ -72,14 +72,26 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
     )
 
 
-def report(exc: BaseException, *, debug: bool) -> int:
-    """Print ``exc`` as one line on stderr (after its traceback with --debug); return the code."""
+def report(exc: BaseException, *, debug: bool, as_json: bool = False) -> int:
+    """Print ``exc`` as one line on stderr (after its traceback with --debug); return the code.
+
+    ``as_json`` (``--json``): the line is ``{"error": {"code", "kind", "message", "hint"}}``,
+    ``kind`` the code's name in EXIT_CODES (``not-found``), so a program reads both streams
+    as JSON; the exit code is the same."""
     if isinstance(exc, click.UsageError) and type(exc).__name__ == "NoArgsIsHelpError":
         exc.show()  # plain `gitmem` (click >= 8.2): the help itself, not an error line
         return exc.exit_code
     if debug:
         click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
     message, hint, code = describe(exc)
+    if as_json:
+        import json
+
+        kind = next((name for name, value in EXIT_CODES.items() if value == code), "error")
+        error = {"code": code, "kind": kind, "message": message, "hint": hint or None}
+        # ASCII escapes: a name quoted from the store cannot reach the terminal raw.
+        click.echo(json.dumps({"error": error}), err=True)
+        return code
     line = " ".join(message.split())
     if hint:
         line += f" (hint: {' '.join(hint.split())})"

@@ -8,6 +8,7 @@ import click
 
 from gitmem.base.printable import printable
 from gitmem.cli.common import ProgressBar, State, emit_json, json_option, notice, pass_state
+from gitmem.format.model import UNTITLED
 from gitmem.store.search import MODES, SearchMatch, SearchResults
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def results_text(results: SearchResults) -> str:
     for match in results:
         if match.id != current or match.line_number is None:
             current = match.id
-            heading = printable(f"{match.id}  {match.title or '(untitled)'}")
+            heading = printable(f"{match.id}  {match.title or UNTITLED}")
             if results.mode == "fts":
                 heading += f"  [{_score_text(match.score)}]"
             elif results.mode == "natural":  # answered by recall (gitmem recall --explain)
@@ -192,7 +193,7 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
         return "No matches."
     lines: list[str] = []
     for hit in results:
-        heading = printable(f"{hit.id}  {hit.title or '(untitled)'}")
+        heading = printable(f"{hit.id}  {hit.title or UNTITLED}")
         if explain:
             heading += f"  [score {hit.score:.3f}]"
         lines.append(click.style(heading, bold=True))

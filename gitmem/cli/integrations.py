@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gitmem import NotFoundError
+from gitmem import MissingDependencyError, NotFoundError
 from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
 from gitmem.features import pictures, transfer
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph
@@ -233,8 +233,8 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
                                  "args": ["--store", "/home/me/.gitmem", "mcp"]}}}
     """
     if importlib.util.find_spec("mcp") is None:
-        raise click.ClickException(
-            "gitmem mcp needs the MCP SDK, which is not installed: pip install 'gitmem-store[mcp]'"
+        raise MissingDependencyError(
+            "gitmem mcp needs the MCP SDK (the mcp extra), which is not installed", extra="mcp"
         )
     from gitmem.entry import mcp as mcp_server
 

@@ -6,6 +6,7 @@ import click
 
 from gitmem.cli.common import State, emit_json, json_option, pass_state, table
 from gitmem.features.lifecycle import check_project, store_staleness
+from gitmem.format.model import UNTITLED
 
 
 @click.command()
@@ -89,7 +90,7 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
     if verbose:
         for memory in report.memories:
             label = "flagged earlier" if memory.already_flagged else "needs verification"
-            click.echo(f"  {memory.id} ({memory.title or 'untitled'}): {label}")
+            click.echo(f"  {memory.id} ({memory.title or UNTITLED}): {label}")
             if memory.already_flagged and memory.reason:
                 click.echo(f"    {memory.reason}")
             for finding in memory.findings:

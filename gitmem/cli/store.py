@@ -16,7 +16,7 @@ import gitmem
 from gitmem.base.clock import format_timestamp
 from gitmem.base.printable import printable, printable_json
 from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
-from gitmem.format.model import Scope
+from gitmem.format.model import UNTITLED, Scope
 from gitmem.store.results import History, LogEntry, Problem
 from gitmem.store.where import is_store, user_store_path
 
@@ -204,7 +204,7 @@ def ls(
             m.id,
             str(m.version),
             m.category or "-",
-            m.title or "-",
+            m.title or UNTITLED,
             str(m.store_scope or m.scope or "-"),
         ]
         if show_all:
@@ -249,7 +249,7 @@ def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> No
         if n < page.start or (page.stop is not None and n >= page.stop):
             continue
         listed += 1
-        cells = _ls_cells(memory_id, str(version), cat or "-", title or "-", where)
+        cells = _ls_cells(memory_id, str(version), cat or "-", title or UNTITLED, where)
         for i in range(len(widths)):
             widths[i] = max(widths[i], len(cells[i]))
     if not listed:
@@ -259,7 +259,7 @@ def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> No
     for memory_id, version, cat, title, _sup, status, where in _ls_stream(
         sources, show_all, page
     ):
-        row = _ls_cells(memory_id, str(version), cat or "-", title or "-", where)
+        row = _ls_cells(memory_id, str(version), cat or "-", title or UNTITLED, where)
         if show_all:
             row.append("superseded" if memory_id in superseded else str(status))
         lines.append(_ls_line(row, widths))
@@ -348,7 +348,7 @@ def history_text(history: History) -> str:
                 version.op,
                 version.agent or version.author,
                 short(version.commit),
-                title or ("(deleted)" if version.memory is None else "-"),
+                title or ("(deleted)" if version.memory is None else UNTITLED),
             ]
         )
     flush()

@@ -532,7 +532,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             "similar meaning counts). Best first, each with its best lines and why it "
             "ranked; superseded memories count for their newest version. With budget "
             "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
-            "syntax), 'regex' or 'substring' searches instead ('matches' with line context).",
+            "syntax), 'regex' or 'substring' searches instead (the same hits).",
             _obj(
                 {
                     "query": _str("The question, keywords, identifier or path"),

@@ -27,7 +27,7 @@ from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path, path_twins
-from gitmem.format.model import Memory, Status
+from gitmem.format.model import UNTITLED, Memory, Status
 from gitmem.git.diff import blob_at, changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import derived
@@ -674,8 +674,9 @@ def _markdown(result: Review, max_chars: int | None = None) -> str:
             what = c.kind + (f" from `{c.moved_from}`" if c.moved_from else "")
             doc.add(
                 [
-                    f"| {what} | `{c.id}` | {_cell(c.title or '-')} | {_cell(c.category or '-')} | "
-                    f"{_cell(', '.join(c.agents) or '-')} | {_short(c.commits)} |"
+                    f"| {what} | `{c.id}` | {_cell(c.title or UNTITLED)} | "
+                    f"{_cell(c.category or '-')} | {_cell(', '.join(c.agents) or '-')} | "
+                    f"{_short(c.commits)} |"
                 ],
                 "table row(s)",
             )
@@ -732,7 +733,9 @@ def _text(result: Review) -> str:
     for c in result.changes:
         extra = f" (from {c.moved_from})" if c.moved_from else ""
         extra += f" (supersedes {c.supersedes})" if c.supersedes else ""
-        out.append(f"{c.kind:<10} {c.id}{extra}  {c.title or '-'}  by {', '.join(c.agents) or '-'}")
+        out.append(
+            f"{c.kind:<10} {c.id}{extra}  {c.title or UNTITLED}  by {', '.join(c.agents) or '-'}"
+        )
         for f in c.fields:
             out.append(f"    {f.name}: {_cell(f.before)} -> {_cell(f.after)}")
         out += [f"    {line}" for line in c.diff]

@@ -39,6 +39,7 @@ from gitmem.base import logs
 from gitmem.base.printable import printable
 from gitmem.format.model import Memory, Scope
 from gitmem.store import lexical, queries
+from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
     from gitmem.store.core import At, Store
@@ -78,17 +79,6 @@ _TITLE_LINE, _TAGS_LINE = 0, 1
 
 
 @dataclass(frozen=True)
-class Line:
-    """A line of a memory's body that matched (1-based number)."""
-
-    number: int
-    text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "text": self.text}
-
-
-@dataclass(frozen=True)
 class RecallHit:
     """One memory recall found: what it is, how well it ranks and why."""
 
@@ -116,14 +106,10 @@ class RecallHit:
         return str(self.memory.store_scope) if self.memory.store_scope else None
 
     def to_dict(self) -> dict[str, Any]:
+        """A search hit's shape (:func:`gitmem.store.search.hit_dict`), and why it ranked."""
         return {
-            "id": self.id,
-            "title": self.title,
-            "score": self.score,
-            "lines": [line.to_dict() for line in self.lines],
+            **hit_dict(self.id, self.title, self.path, self.scope, self.score, self.lines),
             "why": list(self.why),
-            "path": self.path,
-            "scope": self.scope,
             "category": self.memory.category,
             "tags": list(self.memory.tags),
             "updated_at": self.memory.updated_at.isoformat(),
@@ -640,7 +626,7 @@ def _explain(
         words = tuple(
             f"{term} ({', '.join(sorted(places))})" for term, places in matched.items()
         )
-        out.append((tuple(Line(n, lines[n - 1]) for n in numbers if n <= len(lines)), words))
+        out.append((tuple(Line.at(lines, n) for n in numbers if n <= len(lines)), words))
     return out
 
 

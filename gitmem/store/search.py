@@ -36,6 +36,51 @@ _WORD_RE = re.compile(r"\w+\*?", re.UNICODE)
 
 
 @dataclass(frozen=True)
+class Line:
+    """A line of a memory's body that matched (1-based number), with the lines around it."""
+
+    number: int
+    text: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+    @classmethod
+    def at(cls, lines: Sequence[str], number: int) -> Line:
+        """Line ``number`` of ``lines`` with CONTEXT_LINES either side."""
+        start = max(0, number - 1 - CONTEXT_LINES)
+        return cls(
+            number,
+            lines[number - 1],
+            tuple(lines[start : number - 1]),
+            tuple(lines[number : number + CONTEXT_LINES]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "text": self.text,
+            "before": list(self.before),
+            "after": list(self.after),
+        }
+
+
+def hit_dict(
+    memory_id: str, title: str | None, path: str | None, scope: str | None, score: float,
+    lines: Iterable[Line],
+) -> dict[str, Any]:
+    """A hit as JSON, one shape in search, recall and MCP (schemas/hit.schema.json): the
+    memory, its score (comparable within one list) and its matching lines."""
+    return {
+        "id": memory_id,
+        "title": title,
+        "path": path,
+        "scope": scope,
+        "score": score,
+        "lines": [line.to_dict() for line in lines],
+    }
+
+
+@dataclass(frozen=True)
 class SearchMatch:
     """One hit: which memory, how well it ranks, and where in its body."""
 
@@ -52,17 +97,13 @@ class SearchMatch:
     spans: tuple[tuple[int, int], ...] = ()
     """Character ranges of ``line`` that matched, for highlighting."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "title": self.title,
-            "score": self.score,
-            "line_number": self.line_number,
-            "line": self.line,
-            "context": {"before": list(self.context_before), "after": list(self.context_after)},
-            "scope": self.scope,
-        }
+    @property
+    def lines(self) -> tuple[Line, ...]:
+        """The matching line with its context (none when only the title, tags or names
+        matched), as a recall hit's lines."""
+        if self.line_number is None:
+            return ()
+        return (Line(self.line_number, self.line, self.context_before, self.context_after),)
 
 
 @dataclass
@@ -89,11 +130,19 @@ class SearchResults:
         return [m.id for m in self.matches]
 
     def to_dict(self) -> dict[str, Any]:
+        """The matches as hits, one per memory with its matching lines, best first."""
+        hits: dict[str, dict[str, Any]] = {}
+        for m in self.matches:
+            hit = hits.get(m.id)
+            if hit is None:
+                hits[m.id] = hit_dict(m.id, m.title, m.path, m.scope, m.score, m.lines)
+            else:
+                hit["lines"].extend(line.to_dict() for line in m.lines)
         return {
             "query": self.query,
             "mode": self.mode,
             "notice": self.notice,
-            "matches": [m.to_dict() for m in self.matches],
+            "hits": list(hits.values()),
         }
 
 
@@ -181,16 +230,16 @@ def locate(memory: Memory, pattern: re.Pattern[str] | None, score: float) -> Sea
 def _match(
     memory: Memory, score: float, lines: list[str], number: int, spans: tuple[tuple[int, int], ...]
 ) -> SearchMatch:
-    start = max(0, number - 1 - CONTEXT_LINES)
+    line = Line.at(lines, number)
     return SearchMatch(
         id=memory.id,
         path=memory.path,
         title=memory.title,
         score=score,
         line_number=number,
-        line=lines[number - 1],
-        context_before=tuple(lines[start : number - 1]),
-        context_after=tuple(lines[number : number + CONTEXT_LINES]),
+        line=line.text,
+        context_before=line.before,
+        context_after=line.after,
         scope=str(memory.store_scope) if memory.store_scope else None,
         spans=spans,
     )

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gitmem.base.errors import EmbedderError
+from gitmem.base.errors import EmbedderError, install_command
 
 PACKAGE = "wordllama"
 MODEL = "l2_supercat"
@@ -255,7 +255,7 @@ def load_default() -> StaticEmbedder:
     if folder is None:
         raise EmbedderError(
             "the default embedder needs the wordllama package, which is not installed",
-            hint="pip install 'gitmem-store[embed]' (or configure another embedder)",
+            hint=f"{install_command('embed')} (or configure another embedder)",
         )
     weights, tokenizer_file = folder / WEIGHTS, folder / TOKENIZER
     for needed in (weights, tokenizer_file):
@@ -266,7 +266,7 @@ def load_default() -> StaticEmbedder:
     except ImportError:
         raise EmbedderError(
             "the default embedder needs the tokenizers package, which is not installed",
-            hint="pip install 'gitmem-store[embed]'",
+            hint=install_command("embed"),
         ) from None
     try:
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
