@@ -152,6 +152,53 @@ def test_flag_is_one_commit_and_not_repeated(
     assert ids["renamed"] not in {m.id for m in check_project(store, project).memories}
 
 
+def test_folders_added_anchors_and_a_file_become_a_folder(
+    store: Store, clock: FixedClock, project: Path
+) -> None:
+    _write(project, "tools/run.sh", "#!/bin/sh\n" + LONG)
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "tools", when="2026-11-02T12:00:00Z")
+    clock.current = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
+    store.create("x", title="folder", extra={"anchors": ["src/", "tools"]})
+    store.create("x", title="untouched", extra={"anchors": ["src/same.py"]})
+    store.create("x", title="new", extra={"anchors": ["lib/new.py"]})
+    store.create("See `README.md` and `lib/new.py`.", title="moved")
+    _git(project, "rm", "-q", "-r", "tools", "README.md")
+    _write(project, "README.md/part.md", f"# README.md\n{LONG}")
+    _write(project, "src/app.py", "# changed\n" + LONG)
+    _write(project, "lib/new.py", "new\n")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "second", when="2026-11-15T12:00:00Z")
+    report = check_project(store, project)
+    assert _kinds(report.to_dict()) == {
+        "folder": [("src", "changed"), ("tools", "deleted")],
+        "new": [("lib/new.py", "added")],
+        "moved": [("README.md", "renamed")],  # a body path only counts if it was there
+    }
+    moved = next(m for m in report.memories if m.title == "moved")
+    assert moved.findings[0].new_path == "README.md/part.md"
+
+
+def test_a_rename_target_appearing_later_is_seen(
+    store: Store, clock: FixedClock, project: Path
+) -> None:
+    """A file deleted since the memory, then its text added under another name: the
+    finding turns from deleted to renamed."""
+    clock.current = dt.datetime(2026, 11, 10, tzinfo=dt.UTC)
+    memory = store.create("About `src/gone.py`.", title="g")
+    text = (project / "src/gone.py").read_text()
+    _git(project, "rm", "-q", "src/gone.py")
+    _git(project, "commit", "-q", "-m", "delete", when="2026-11-15T12:00:00Z")
+    report = check_project(store, project)
+    assert [f.kind for f in report.memories[0].findings] == ["deleted"]
+    _write(project, "src/moved.py", text)
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "re-add", when="2026-11-16T12:00:00Z")
+    found = check_project(store, project).memories[0]
+    assert found.id == memory.id
+    assert [(f.kind, f.new_path) for f in found.findings] == [("renamed", "src/moved.py")]
+
+
 def test_index_and_scan_agree(store: Store, clock: FixedClock, project: Path) -> None:
     _memories(store, clock)
     _second_commit(project)
@@ -200,13 +247,9 @@ def test_cli_check(store: Store, clock: FixedClock, project: Path) -> None:
     run.fails(2, "check")  # --project is required
 
 
-def test_cached_paths_follow_edits(store: Store, clock: FixedClock, project: Path) -> None:
+def test_named_paths_follow_edits(store: Store, clock: FixedClock, project: Path) -> None:
     ids = _memories(store, clock)
     _second_commit(project)
-    first = check_project(store, project).to_dict()
-    assert check_project(store, project).to_dict() == first  # served from the cache
-    assert (store.db().state_dir / "lifecycle-named.sqlite").exists()
-    # A new version of a memory is a new blob: its paths are read again.
     clock.current = dt.datetime(2026, 11, 14, tzinfo=dt.UTC)
     store.update(ids["plain"], "Now about `src/gone.py`.")
     clock.current = dt.datetime(2026, 11, 22, 10, tzinfo=dt.UTC)

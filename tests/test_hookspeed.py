@@ -1,12 +1,11 @@
-"""What keeps a git hook run cheap: lazy imports, the light-records index query, the
-check's cache of named paths. Behaviour only: the timings are in ``python -m bench``
+"""What keeps a git hook run cheap: lazy imports, the light-records index query, and
+the check across store scopes. Behaviour only: the timings are in ``python -m bench``
 (scenario ``hook-run``), never asserted here."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -108,7 +107,7 @@ def test_index_rows_by_many_ids(bare_store: Store, clock: FixedClock) -> None:
     assert [r[0] for r in rows] == ids
 
 
-# -- the check's cache --------------------------------------------------------------------------
+# -- the check across scopes ------------------------------------------------------------------
 
 
 def _project(tmp_path: Path) -> Path:
@@ -131,32 +130,6 @@ def _change(repo: Path) -> None:
     subprocess.run(
         ["git", "-C", str(repo), "commit", "-q", "-am", "second"], env=env, check=True
     )
-
-
-def test_cache_of_an_older_layout_is_replaced(store: Store, tmp_path: Path) -> None:
-    project = _project(tmp_path)
-    clock = FixedClock(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1))
-    store = gitmem.open(store.db().path, clock=clock)
-    store.create("See `src/a.py`.", title="a")
-    store.create("x", title="b", extra={"anchors": ["src/b.py", "src/none.py"]})
-    cache = store.db().state_dir / "lifecycle-named.sqlite"
-    with sqlite3.connect(cache) as conn:  # what the first version of the cache wrote
-        conn.execute("CREATE TABLE named (blob TEXT PRIMARY KEY, named TEXT, extra TEXT)")
-        conn.execute("INSERT INTO named VALUES ('0000', '[]', '{}')")
-    _change(project)
-    first = check_project(store, project).to_dict()
-    assert first == check_project(store, project).to_dict()  # warm: from the cache
-    with sqlite3.connect(cache) as conn:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        assert "named" not in tables and "named2" in tables
-        assert conn.execute("SELECT count(*) FROM named2").fetchone()[0] == 2
-    store.use_index = False
-    assert check_project(store, project).to_dict() == first
-    assert {f["path"]: f["kind"] for m in first["memories"] for f in m["findings"]} == {
-        "src/a.py": "changed",
-        "src/b.py": "deleted",
-        "src/none.py": "missing",
-    }
 
 
 def test_check_across_scopes_reads_oldest_first(
@@ -185,3 +158,39 @@ def test_check_across_scopes_reads_oldest_first(
     assert len(flagged.commits) == 2  # one per scope
     again = check_project(store, project)
     assert all(m.already_flagged for m in again.memories) and len(again.memories) == 6
+
+
+def test_project_hook_run_loads_no_secret_patterns_merge_or_search(tmp_path: Path) -> None:
+    """The post-commit hook's process imports what ``gitmem check`` needs and not the
+    secret patterns, merges or searches."""
+    project = _project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
+    env["GITMEM_HOME"] = str(tmp_path / "home")
+    subprocess.run(
+        [sys.executable, "-m", "gitmem", "init", "--project", str(project)],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        check=True,
+    )
+    code = (
+        "import sys\n"
+        "from gitmem.cli import main\n"
+        "try:\n"
+        "    main(['hook-run', '--role', 'project', 'post-commit'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('gitmem'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "gitmem check:" in out
+    loaded = set(out.split())
+    assert "gitmem.features.lifecycle.anchors" in loaded  # the check did run in this process
+    assert not {"gitmem.format.secrets", "gitmem.store.merge", "gitmem.store.search"} & loaded

@@ -36,8 +36,9 @@ INDEX_DB = "index.sqlite"
 """The derived SQLite index of the branch ``main`` (WAL mode)."""
 DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
 """What in the state folder copies memory text or caches what was read: every branch's
-index with its WAL (vectors included), the lifecycle cache, doctor's caches and scratch
-indexes. ``gitmem purge`` deletes them, and its steps tell every other copy to."""
+index with its WAL (vectors included), the named-paths cache older versions of ``gitmem
+check`` kept, doctor's caches and scratch indexes. ``gitmem purge`` deletes them, and its
+steps tell every other copy to."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:

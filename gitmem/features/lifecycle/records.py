@@ -34,8 +34,6 @@ class MemoryRecord:
     body: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
     store_scope: Scope | None = None
-    named: tuple[tuple[str, str], ...] | None = None
-    """The project paths the memory names, (path, anchor|body), when already known (cache)."""
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryRecord:
