@@ -51,18 +51,11 @@ class SecretPattern:
     hints: tuple[str, ...] = ()
     """Lowercase substrings one of which every match contains: a text holding none of them is
     skipped without running the regex (a plain ``in`` is many times faster). Empty: always run."""
-    starts: tuple[str, ...] = ()
-    """Lowercase literals one of which every match begins with (at the start of the whole
-    match): in an ASCII text the regex is tried only where one of them begins
-    (:func:`finditer`). For a pattern whose hints are common words (``key``, ``token``), the
-    regex engine's scan of every position costs ~50 µs on a usual memory file and ``find``
-    ~2 µs. Empty: the regex scans the text. Only for built-in (:class:`LazyPattern`) regexes."""
 
 
 class LazyPattern:
-    """A built-in pattern's regex, compiled the first time a text needs it. Most patterns
-    never run in a process (their ``hints`` are not in the text), and compiling all of them
-    at import cost every process that writes or reports an error ~3 ms."""
+    """A built-in pattern's regex, compiled the first time a text needs it: most never run
+    in a process (their ``hints`` are not in the text), and compiling them all costs ~3 ms."""
 
     __slots__ = ("_compiled", "flags", "pattern")
 
@@ -101,7 +94,6 @@ def _pattern(
     needs_digit_and_letter: bool = False,
     name_group: int | None = None,
     hints: tuple[str, ...] = (),
-    starts: tuple[str, ...] = (),
     flags: int = 0,
 ) -> SecretPattern:
     return SecretPattern(
@@ -114,7 +106,6 @@ def _pattern(
         needs_digit_and_letter=needs_digit_and_letter,
         name_group=name_group,
         hints=hints,
-        starts=starts,
     )
 
 
@@ -160,7 +151,6 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         group=1,
         min_entropy=3.5,
         hints=("secret",),
-        starts=("aws", "_", "secret"),
     ),
     _pattern(
         "google-api-key",
@@ -313,12 +303,6 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         min_entropy=3.5,
         needs_digit_and_letter=True,
         hints=_NAME_HINTS,
-        # Every alternative of _SECRET_NAMES begins with one of these (the lookarounds
-        # before it match no characters).
-        starts=(
-            "pass", "pwd", "secret", "token", "api", "access", "private", "client", "auth",
-            "credential", "bearer", "session", "signing", "encryption",
-        ),
     ),
 )
 """The built-in credential patterns, most specific first."""
@@ -365,88 +349,22 @@ def plausible(pattern: SecretPattern, secret: str) -> bool:
     return pattern.min_entropy is None or shannon_entropy(secret) >= pattern.min_entropy
 
 
-class _HintIndex:
-    """Which of a tuple of patterns a text needs to run, by their hints: each distinct hint is
-    looked for once (a memory's scans go through ~45 hints of 22 patterns five times a
-    create; one ``any()`` generator per pattern cost more than the searches)."""
-
-    __slots__ = ("always", "by_hint", "patterns")
-
-    def __init__(self, patterns: tuple[SecretPattern, ...]) -> None:
-        self.patterns = patterns
-        self.always = frozenset(n for n, p in enumerate(patterns) if not p.hints)
-        by_hint: dict[str, set[int]] = {}
-        for n, pattern in enumerate(patterns):
-            for hint in pattern.hints:
-                by_hint.setdefault(hint, set()).add(n)
-        self.by_hint = tuple((hint, frozenset(found)) for hint, found in by_hint.items())
-
-    def needed(self, lowered: str) -> list[SecretPattern]:
-        wanted = set(self.always)
-        for hint, numbers in self.by_hint:
-            if hint in lowered:
-                wanted |= numbers
-        return [self.patterns[n] for n in sorted(wanted)]
-
-
-_HINT_INDEXES: dict[int, _HintIndex] = {}
-
 _FOLDS = str.maketrans({"\u0131": "i", "\u017f": "s"})
-"""The characters that ``(?i)`` matches to an ASCII letter although ``str.lower()`` keeps them:
-dotless i and long s (every code point tried against a-z, tests/test_secrets_fast.py). A
-pattern's hints are ASCII; without these, ``pa\u017fsword = <secret>``, which the
-name-assignment regex matches, skipped the regex for want of its hint."""
+"""The characters ``(?i)`` matches to an ASCII letter although ``str.lower()`` keeps them
+(dotless i, long s): without them, ``pa\u017fsword = <secret>`` would skip its pattern for
+want of the hint ``passw``."""
 
 
 def hint_text(text: str) -> str:
-    """``text.lower()`` with :data:`_FOLDS` applied: what :func:`needed` looks for hints in.
-    Each fold is one character for one, so an ASCII text's positions stay as they were."""
+    """``text.lower()`` with :data:`_FOLDS` applied: what :func:`needed` looks for hints in."""
     low = text.lower()
     return low if low.isascii() else low.translate(_FOLDS)
 
 
-def needed(patterns: tuple[SecretPattern, ...], lowered: str) -> list[SecretPattern]:
+def needed(patterns: Sequence[SecretPattern], lowered: str) -> list[SecretPattern]:
     """The patterns, in their order, that can match a text whose :func:`hint_text` is
-    ``lowered``: those without hints and those with a hint in it (the rest cannot match)."""
-    index = _HINT_INDEXES.get(id(patterns))
-    if index is None or index.patterns is not patterns:  # an id reused by a new tuple
-        if len(_HINT_INDEXES) >= 64:  # policies are few; a caller making new tuples is not
-            _HINT_INDEXES.clear()
-        index = _HINT_INDEXES[id(patterns)] = _HintIndex(patterns)
-    return index.needed(lowered)
-
-
-def finditer(pattern: SecretPattern, text: str, lowered: str) -> Iterator[re.Match[str]]:
-    """``pattern.regex.finditer(text)``: the same matches, found faster where the pattern has
-    :attr:`SecretPattern.starts` and the text is ASCII (there ``lowered`` has the same
-    positions as ``text``, and ``(?i)`` matching is ASCII case folding, so a match can only
-    begin where one of the literals is found in ``lowered``)."""
-    regex = pattern.regex
-    if not pattern.starts or not isinstance(regex, LazyPattern) or not text.isascii():
-        return regex.finditer(text)
-    return _matches_at(regex.compiled(), pattern.starts, text, lowered)
-
-
-def _matches_at(
-    regex: re.Pattern[str], starts: tuple[str, ...], text: str, lowered: str
-) -> Iterator[re.Match[str]]:
-    # finditer tries every position from where the last match ended and reports the first
-    # that matches; the positions skipped here are those where no match can begin.
-    # ``regex.match(text, at)`` sees the characters before ``at`` (lookbehinds hold).
-    positions: set[int] = set()
-    for start in starts:
-        at = lowered.find(start)
-        while at >= 0:
-            positions.add(at)
-            at = lowered.find(start, at + 1)
-    resume = 0
-    for at in sorted(positions):
-        if at < resume:
-            continue
-        match = regex.match(text, at)
-        if match is not None:
-            yield match
-            resume = max(match.end(), at + 1)  # a match holds its literal: never empty
+    ``lowered``: those without hints and those with a hint in it."""
+    return [p for p in patterns if not p.hints or any(h in lowered for h in p.hints)]
 
 
 def secret_spans(
@@ -458,10 +376,9 @@ def secret_spans(
 ) -> list[tuple[int, int, str]]:
     """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
     order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
-    low = hint_text(text)
     spans: list[tuple[int, int, str]] = []
-    for pattern in needed(tuple(patterns), low):
-        for match in finditer(pattern, text, low):
+    for pattern in needed(patterns, hint_text(text)):
+        for match in pattern.regex.finditer(text):
             try:
                 start, end = match.span(pattern.group)
             except (IndexError, re.error):

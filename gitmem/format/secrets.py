@@ -143,9 +143,8 @@ def scan_text(
         return []  # a finding is a non-empty secret: the empty text (a create's body) has none
     hits: list[_Hit] = []
     taken: list[tuple[int, int]] = []
-    lowered = redact_mod.hint_text(text)
-    for pattern in redact_mod.needed(chosen, lowered):
-        for match in redact_mod.finditer(pattern, text, lowered):
+    for pattern in redact_mod.needed(chosen, redact_mod.hint_text(text)):
+        for match in pattern.regex.finditer(text):
             try:
                 start, end = match.span(pattern.group)
             except (IndexError, re.error):
@@ -394,7 +393,7 @@ def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
 
 def _collect_texts(value: Any, out: list[str]) -> None:
     """The texts :func:`_field_texts` yields, in its order, without the names of where
-    they are (tests/test_secrets_fast.py holds the two to the same list)."""
+    they are (tests/test_write_fastpaths.py holds the two to the same list)."""
     if isinstance(value, str):
         out.append(value)
     elif isinstance(value, Mapping):
