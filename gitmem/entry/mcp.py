@@ -138,63 +138,10 @@ _DONE_OUT = _obj({"success": {"type": "boolean"}, "message": _str()})
 
 
 def _json(value: Any) -> str:
-    """``JSON.stringify(value, null, 2)``, as the reference server writes its results: the
-    same text as ``json.dumps(value, indent=2, ensure_ascii=False)``, made several times
-    faster (with an indent, json falls back to its pure-Python encoder, which took 45 ms of
-    a ``read_graph`` of 10,000 entities).
-
-    The text goes to a model: characters JSON leaves as they are but that are not printable
+    """``JSON.stringify(value, null, 2)``, as the reference server writes its results. The
+    text goes to a model: characters JSON leaves as they are but that are not printable
     (a bidirectional override, an invisible tag) are escaped too (``printable_json``)."""
-    out: list[str] = []
-    try:
-        _indent(value, out, "\n")
-        text = "".join(out)
-    except _Unusual:
-        text = json.dumps(value, indent=2, ensure_ascii=False)
-    return printable_json(text)
-
-
-class _Unusual(Exception):
-    """A value :func:`_indent` leaves to json (a float, a key that is not text)."""
-
-
-_QUOTE = json.encoder.encode_basestring  # the C encoder of a string, non-ASCII kept
-_SCALARS = {True: "true", False: "false", None: "null"}
-
-
-def _indent(value: Any, out: list[str], newline: str) -> None:
-    if isinstance(value, str):
-        out.append(_QUOTE(value))
-    elif isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        inner = newline + "  "
-        out.append("{")
-        for i, (key, item) in enumerate(value.items()):
-            if not isinstance(key, str):
-                raise _Unusual
-            out.append(inner if i == 0 else "," + inner)
-            out.append(_QUOTE(key))
-            out.append(": ")
-            _indent(item, out, inner)
-        out.append(newline + "}")
-    elif isinstance(value, list | tuple):
-        if not value:
-            out.append("[]")
-            return
-        inner = newline + "  "
-        out.append("[")
-        for i, item in enumerate(value):
-            out.append(inner if i == 0 else "," + inner)
-            _indent(item, out, inner)
-        out.append(newline + "]")
-    elif value is None or isinstance(value, bool):
-        out.append(_SCALARS[value])
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    else:
-        raise _Unusual  # floats (nan, inf, repr rules) and anything else: json decides
+    return printable_json(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _done(message: str) -> ToolResult:
