@@ -48,6 +48,7 @@ def isolated_home(
         "VISUAL",
         "GITMEM_CONFIG",
         "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
         "XDG_STATE_HOME",
     ):
         monkeypatch.delenv(var, raising=False)

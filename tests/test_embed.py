@@ -6,6 +6,7 @@ with its errors, a timeout and wrong dimensions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitmem.base.errors import EmbedderError, install_command
 from gitmem.store import embed
@@ -90,7 +93,9 @@ def test_default_embedder_loads_from_the_installed_package_with_the_network_unre
     assert result.returncode == 0, result.stdout + result.stderr
     name, dim, attempts = result.stdout.split()
     assert name.startswith("wordllama-l2_supercat-256@") and dim == "256" and attempts == "0"
-    assert list(home.rglob("*")) == []  # no cache, no download folder
+    # No model cache, no download folder: gitmem's own cache of the tokenizer only.
+    made = [p.relative_to(home).parts for p in home.rglob("*") if p.is_file()]
+    assert made and all(parts[:2] == (".cache", "gitmem") for parts in made), made
 
 
 def test_default_embedder_ranks_a_paraphrase_above_an_unrelated_memory() -> None:
@@ -115,22 +120,114 @@ def test_default_embedder_handles_any_text() -> None:
     assert e.embed([]).shape == (0, e.dim)
 
 
-def test_default_embedder_tokenizes_as_the_shipped_tokenizer_does() -> None:
-    """The per-word cache gives the plain tokenizer's ids (runs of spaces aside, where the
-    plain one merges "▁▁")."""
+def _shipped_tokenizer() -> Any:
     from tokenizers import Tokenizer
 
     from gitmem.store.embed import static
 
-    e = static.load_default()
     folder = static.package_dir()
     assert folder is not None
-    plain = Tokenizer.from_file(str(folder / static.TOKENIZER))
+    return Tokenizer.from_file(str(folder / static.TOKENIZER))
+
+
+def test_default_embedder_tokenizes_as_the_shipped_tokenizer_does() -> None:
+    """The per-word cache gives the plain tokenizer's ids (runs of spaces aside, where the
+    plain one merges "▁▁"), whether Python or the library tokenizes the words."""
+    from gitmem.store.embed import static
+
+    plain = _shipped_tokenizer()
     texts = ["Caroline: I went to the LGBTQ support group yesterday!",
              "Fixtures live in tests/conftest.py; see `sample_user` and CamelCaseName.",
              "naïve café — 日本語のテキスト 🙂", "tabs\tand\nnewlines stay inside a piece", "x"]
-    for text in texts * 2:  # the second round comes from the cache
-        assert e.token_ids(text) == plain.encode(text, add_special_tokens=False).ids
+    for e in (static.load_default(), _library_only(static.load_default())):
+        for text in texts * 2:  # the second round comes from the cache
+            assert e.token_ids(text) == plain.encode(text, add_special_tokens=False).ids
+
+
+def _library_only(e: Any) -> Any:
+    e._bpe = None  # as where the Python tokenizer cannot be loaded
+    return e
+
+
+_PIECE_CHARS = (
+    "abcdeXYZ019 '\",.;:!?-_/\\()<>[]{}@#$%&*~`|\t\néüñ日本語テキスト🙂👍🏽\u2581\u200b\x00\ud7ff"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["<s>", "</s>", "<unk>", "\u2581", "the", "ing", "tion", "deploy"]),
+            st.text(alphabet=_PIECE_CHARS, min_size=1, max_size=12),
+            st.text(min_size=1, max_size=4),
+        ),
+        min_size=1,
+        max_size=6,
+    ).map("".join)
+)
+def test_the_python_tokenizer_gives_the_librarys_ids(piece: str) -> None:
+    from gitmem.store.embed import static
+
+    folder = static.package_dir()
+    assert folder is not None
+    bpe = static.load_bpe(folder / static.TOKENIZER)
+    assert bpe is not None
+    piece = piece.encode("utf-8", "replace").decode()  # no lone surrogates: text as read
+    expected = _tokenizer_cached().encode(piece, add_special_tokens=False).ids
+    assert bpe.encode(piece) == expected
+
+
+@functools.cache
+def _tokenizer_cached() -> Any:
+    """The library's tokenizer as the embedder loads it (split before each ``▁``)."""
+    from gitmem.store.embed import static
+
+    folder = static.package_dir()
+    assert folder is not None
+    return static._load_tokenizer(folder / static.TOKENIZER, 32000)
+
+
+def test_the_python_tokenizer_is_cached_per_user_and_rebuilt_when_damaged(
+    isolated_home: Path,
+) -> None:
+    from gitmem.store.embed import static
+
+    folder = static.package_dir()
+    assert folder is not None
+    static._loaded.clear()
+    first = static.load_bpe(folder / static.TOKENIZER)
+    [saved] = (isolated_home / ".cache" / "gitmem").glob("bpe-*")
+    static._loaded.clear()
+    again = static.load_bpe(folder / static.TOKENIZER)  # read back from the file
+    assert first is not None and again is not None and again is not first
+    assert again.pieces == first.pieces and list(again.ids) == list(first.ids)
+    assert again.tail == first.tail and again.specials == first.specials
+    for damage in (b"", saved.read_bytes()[:-100], b"x\n{}\n" + saved.read_bytes()):
+        saved.write_bytes(damage)
+        static._loaded.clear()
+        rebuilt = static.load_bpe(folder / static.TOKENIZER)
+        assert rebuilt is not None and rebuilt.encode("deploying staging") == first.encode(
+            "deploying staging"
+        )
+
+
+def test_a_query_vector_in_python_is_numpys_mean_or_weighted_sum() -> None:
+    """:meth:`embed_tokens` (Python floats, for a query) against numpy over the table."""
+    from gitmem.store.embed import static
+
+    e = static.load_default()
+    table = e.table.astype(np.float64)
+    weights = {t: 0.1 + (t % 7) / 3 for t in range(0, 32000, 3)}
+    for text in ["how do we deploy to staging?", "日本語 🙂 x", "the the the", ""]:
+        ids = e.token_ids(text)
+        plain = np.asarray(e.embed_tokens(ids))
+        assert np.allclose(plain, e.embed([text])[0], atol=1e-6)
+        weighted = np.asarray(e.embed_tokens(ids, weights))
+        expected = sum((weights.get(t, 0.0) * table[t] for t in ids), np.zeros(e.dim))
+        norm = np.linalg.norm(expected)
+        # Weights that leave nothing fall back to the plain mean.
+        assert np.allclose(weighted, expected / norm if norm else plain, atol=1e-9)
 
 
 # -- configuration --------------------------------------------------------------------------
@@ -495,13 +592,10 @@ def test_vectors_are_the_same_before_and_after_the_table_is_widened() -> None:
     narrow = static.load_default()
     assert narrow.table.dtype == np.float16
     before = narrow.embed(texts)
-    weights = np.linspace(0.1, 2.0, num=narrow.table.shape[0], dtype=np.float32)
-    weighted_before = narrow.embed_weighted(texts[0], weights)
     assert narrow.table.dtype == np.float16  # a few texts do not widen it
     narrow.embed(["filler"] * (static.WIDEN_AFTER + 1))
     assert narrow.table.dtype == np.float32
     assert np.array_equal(narrow.embed(texts), before)
-    assert np.array_equal(narrow.embed_weighted(texts[0], weights), weighted_before)
     wide = static.load_default()
     vectors, _ = wide.embed_counting(["filler"] * (static.WIDEN_AFTER + 1) + texts)
     assert np.array_equal(vectors[-len(texts):], before)

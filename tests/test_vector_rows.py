@@ -45,9 +45,6 @@ class HashEmbedder:
             for w in text.lower().split()
         ]
 
-    def embed_weighted(self, text: str, weights: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return self.embed([text])[0]
-
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         self.calls += 1
         self.texts += len(texts)

@@ -88,10 +88,19 @@ def test_any_finite_vectors_round_trip_to_unit_or_zero_rows(rows: list[list[floa
             assert not decoded.any()
 
 
-def test_top_k_equals_a_numpy_float_reference(tmp_path: Path) -> None:
+@pytest.fixture(params=["integers", "numpy"])
+def scoring(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways rows are scored: Python's integers (no numpy loaded, a small store) and
+    numpy's (a large store, or numpy loaded already)."""
+    monkeypatch.setattr(vectors, "_use_numpy", lambda rows: request.param == "numpy")
+    vectors.clear_cache()
+    return str(request.param)
+
+
+def test_top_k_equals_a_numpy_float_reference(tmp_path: Path, scoring: str) -> None:
     """The same blobs, order and cosines as brute force in float64 over the decoded codes
     (ties, equal vectors, by blob id), and nearly the neighbours of the vectors before
-    coding."""
+    coding; whichever way the rows are scored."""
     rng = np.random.default_rng(2)
     m = _unit(rng, 2000, 64)
     m[50:60] = m[3]  # ties
@@ -127,7 +136,7 @@ def test_top_k_equals_a_numpy_float_reference(tmp_path: Path) -> None:
         vectors.top_k(conn, "model-a", np.ones(32), 5)
 
 
-def test_the_matrix_follows_the_generation(tmp_path: Path) -> None:
+def test_the_matrix_follows_the_generation(tmp_path: Path, scoring: str) -> None:
     """A process keeps a model's matrix until its generation changes, also when another
     connection (another process) wrote."""
     m = _unit(np.random.default_rng(3), 4, 16)
@@ -148,7 +157,9 @@ def test_the_matrix_follows_the_generation(tmp_path: Path) -> None:
         "UPDATE vectors SET code = 'text'",  # not a blob
     ],
 )
-def test_a_damaged_row_is_a_clear_error_never_an_answer(tmp_path: Path, damage: str) -> None:
+def test_a_damaged_row_is_a_clear_error_never_an_answer(
+    tmp_path: Path, damage: str, scoring: str
+) -> None:
     """The index is untrusted: a reader never ranks a damaged row (:func:`vectors.nearest`
     then has the vector tables rebuilt: tests/test_vector_rows.py)."""
     m = _unit(np.random.default_rng(21), 60, 16)
@@ -158,3 +169,30 @@ def test_a_damaged_row_is_a_clear_error_never_an_answer(tmp_path: Path, damage: 
     conn.execute("UPDATE vector_models SET gen = random()")
     with pytest.raises(IndexDamagedError, match="vector"):
         vectors.top_k(conn, "m", m[0], 3)
+
+
+def test_integer_scores_hold_any_code(scoring: str, tmp_path: Path) -> None:
+    """Codes at the bytes' extremes (-128 included, which encode never writes) and zero
+    rows score as numpy's float64 reference does, in any dimension."""
+    rng = np.random.default_rng(5)
+    for dim in (1, 3, 256, 1536):
+        raw = rng.integers(-128, 128, size=(30, dim), dtype=np.int8)
+        raw[0] = -128
+        raw[1] = 127
+        raw[2] = 0
+        vectors.clear_cache()  # a new in-memory database may reuse the last one's key
+        conn = sqlite3.connect(":memory:")
+        for statement in vectors.DDL:
+            conn.execute(statement)
+        conn.execute("INSERT INTO vector_models (model, dim, gen) VALUES ('m', ?, 1)", (dim,))
+        conn.executemany(
+            "INSERT INTO vectors (model, blob, code) VALUES (1, ?, ?)",
+            ((f"{i:040x}", row.tobytes()) for i, row in enumerate(raw)),
+        )
+        query = rng.standard_normal(dim)
+        codes = raw.astype(np.float64)
+        norms = np.linalg.norm(codes, axis=1)
+        exact = np.divide(codes @ (query / np.linalg.norm(query)), norms, where=norms > 0,
+                          out=np.zeros(30))
+        got = dict(vectors.top_k(conn, "m", query, 30))
+        assert [got[f"{i:040x}"] for i in range(30)] == pytest.approx(exact.tolist(), abs=1e-6)

@@ -46,6 +46,16 @@ def state_dir(gitdir: str | os.PathLike[str]) -> Path:
     return Path(gitdir) / STATE_DIR
 
 
+def user_dir(kind: str) -> Path:
+    """The user's own folder of ``kind`` ``"cache"`` (``$XDG_CACHE_HOME/gitmem``, else
+    ``~/.cache/gitmem``) or ``"state"`` (``$XDG_STATE_HOME/gitmem``, else
+    ``~/.local/state/gitmem``): what gitmem keeps per user, outside every store."""
+    xdg = os.environ.get(f"XDG_{kind.upper()}_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "gitmem"
+    return Path.home() / (".cache" if kind == "cache" else ".local/state") / "gitmem"
+
+
 def index_name(branch: str) -> str:
     """The index file's name for ``branch``: one index per branch (``index@<branch>.sqlite``,
     a ``/`` in the name spelled ``%2F``), ``index.sqlite`` for main."""

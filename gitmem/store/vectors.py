@@ -15,7 +15,10 @@ row by cosine, one matrix-vector product (``python -m bench.vecsearch``: about 1
 
 from __future__ import annotations
 
+import array
+import math
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -336,16 +339,96 @@ def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, s
 # -- search ----------------------------------------------------------------------------------
 
 
+NUMPY_FROM = 20_000
+"""Vectors from which a search loads numpy when this process has not: below, Python's
+integers score them (``python -m bench.vecsearch --sizes 1000 20000`` times both), and a
+one-shot ``gitmem recall`` saves numpy's import, more than the search costs."""
+_OFFSET = bytes(b ^ 0x80 for b in range(256))
+"""An int8 code's bytes as ``code + 128`` (0..255), so they add as unsigned fields."""
+_SQUARE = [((b - 256 if b > 127 else b) ** 2).to_bytes(2, "little") for b in range(256)]
+_SQUARE_LOW = bytes(q[0] for q in _SQUARE)
+_SQUARE_HIGH = bytes(q[1] for q in _SQUARE)
+
+
 @dataclass
 class _Matrix:
-    """A model's codes as searched: the blobs in order, their int8 codes as rows, each
-    row's 1/norm (0 for a zero code), and the tokens' inverse document frequencies."""
+    """A model's codes as searched: the blobs in order and their int8 codes, row by row,
+    with what a search derives from them once (the row norms; numpy's matrix)."""
 
     gen: int
     blobs: list[str]
-    codes: NDArray[np.int8]
-    scale: NDArray[np.float32]
-    idf: NDArray[np.float32] | None
+    dim: int
+    raw: bytes
+    norms: list[float] | None = None
+    codes: NDArray[np.int8] | None = None
+    scale: NDArray[np.float32] | None = None
+
+    def scores(self, unit: Sequence[float]) -> list[float] | NDArray[np.float32]:
+        """Each row's cosine with the unit vector ``unit`` (0 for a zero code)."""
+        if _use_numpy(len(self.blobs)):
+            return self._numpy_scores(unit)
+        return self._integer_scores(unit)
+
+    def _numpy_scores(self, unit: Sequence[float]) -> NDArray[np.float32]:
+        import numpy as np
+
+        if self.codes is None or self.scale is None:
+            codes = np.frombuffer(self.raw, dtype=np.int8).reshape(len(self.blobs), self.dim)
+            norms = np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float32))
+            self.scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+            self.codes = codes
+        # einsum, not ``@``: a multi-threaded BLAS on a busy two-core machine waits for its
+        # own threads; and the int8 matrix is read as it is, a quarter of float32's bytes.
+        query = np.asarray(unit, dtype=np.float32)
+        scores: NDArray[np.float32] = np.einsum("ij,j->i", self.codes, query) * self.scale
+        return scores
+
+    def _integer_scores(self, unit: Sequence[float]) -> list[float]:
+        """The dot products as exact integer sums, one big integer per dimension: its
+        rows' codes (plus 128) in 64-bit fields, scaled by the query's component rounded
+        to 30 bits, all added; a field never overflows into the next (255 * 2^30 * dim)."""
+        n, dim = len(self.blobs), self.dim
+        if self.norms is None:  # each row's squares, 2 bytes each, summed the same way
+            low, high = self.raw.translate(_SQUARE_LOW), self.raw.translate(_SQUARE_HIGH)
+            squares = 0
+            wide = bytearray(8 * n)
+            for j in range(dim):
+                wide[0::8], wide[1::8] = low[j::dim], high[j::dim]
+                squares += int.from_bytes(wide, "little")
+            self.norms = [math.sqrt(s) for s in _fields(squares, n)]
+        peak = max(map(abs, unit))
+        step = (1 << 30) / peak
+        weights = [round(x * step) for x in unit]
+        shifted = self.raw.translate(_OFFSET)
+        plus = minus = 0
+        wide = bytearray(8 * n)
+        for j, weight in enumerate(weights):
+            if weight:
+                wide[0::8] = shifted[j::dim]
+                column = int.from_bytes(wide, "little")
+                if weight > 0:
+                    plus += weight * column
+                else:
+                    minus -= weight * column
+        base = 128 * sum(weights)
+        return [
+            (p - m - base) / step / norm if norm else 0.0
+            for p, m, norm in zip(_fields(plus, n), _fields(minus, n), self.norms, strict=True)
+        ]
+
+
+def _use_numpy(rows: int) -> bool:
+    """Whether numpy scores ``rows`` vectors: many, or numpy is loaded already."""
+    return rows >= NUMPY_FROM or "numpy" in sys.modules
+
+
+def _fields(value: int, n: int) -> array.array[int]:
+    """The ``n`` unsigned 64-bit fields of ``value``, lowest first."""
+    out = array.array("Q")
+    out.frombytes(value.to_bytes(8 * n, "little"))
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
 
 
 _matrices: dict[tuple[str, str], _Matrix] = {}
@@ -365,8 +448,6 @@ def clear_cache() -> None:
 
 def _load(conn: sqlite3.Connection, model: str) -> _Matrix | None:
     """The model's matrix, from this process's cache while its generation holds."""
-    import numpy as np
-
     row = conn.execute(
         "SELECT id, dim, gen FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
@@ -387,17 +468,7 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix | None:
         raise IndexDamagedError("a vector of the index is not a blob") from None
     if len(raw) != len(found) * dim:
         raise IndexDamagedError(f"a vector of the index is not {dim} bytes long")
-    codes = np.frombuffer(raw, dtype=np.int8).reshape(len(found), dim)
-    norms = np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float32))
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    idf = None
-    counts = conn.execute("SELECT token, df FROM vector_df WHERE model = ?", (model_id,)).fetchall()
-    if counts:
-        df = np.zeros(max(t for t, _ in counts) + 1, dtype=np.float64)
-        for token, n in counts:
-            df[token] = n
-        idf = np.maximum(np.log((len(found) + 1) / (df + 0.5)), 0.0).astype(np.float32)
-    loaded = _Matrix(gen, [str(b) for b, _ in found], codes, scale, idf)
+    loaded = _Matrix(gen, [str(b) for b, _ in found], dim, raw)
     with _matrices_lock:
         if len(_matrices) >= 8:  # a process that opens many stores keeps a few
             _matrices.clear()
@@ -405,33 +476,62 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix | None:
     return loaded
 
 
+def _weights(
+    conn: sqlite3.Connection, model: str, tokens: Iterable[int], total: int
+) -> dict[int, float] | None:
+    """Each of ``tokens``' inverse document frequency among the model's ``total`` vectors
+    (a token no memory has: the most; past the highest counted id: 0); None when the
+    model keeps no counts."""
+    row = conn.execute(
+        "SELECT max(d.token), m.id FROM vector_models m LEFT JOIN vector_df d "
+        "ON d.model = m.id WHERE m.model = ?",
+        (model,),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    highest, model_id = int(row[0]), int(row[1])
+    wanted = sorted(set(tokens))
+    counts: dict[int, int] = {}
+    for chunk in _chunks(wanted):
+        marks = ",".join("?" * len(chunk))
+        counts.update(conn.execute(
+            f"SELECT token, df FROM vector_df WHERE model = ? AND token IN ({marks})",
+            (model_id, *chunk),
+        ).fetchall())
+    return {
+        t: max(math.log((total + 1) / (counts.get(t, 0) + 0.5)), 0.0) if t <= highest else 0.0
+        for t in wanted
+    }
+
+
 def top_k(
-    conn: sqlite3.Connection, model: str, query_vec: NDArray[Any], k: int
+    conn: sqlite3.Connection, model: str, query_vec: Sequence[float], k: int
 ) -> list[tuple[str, float]]:
     """The ``k`` stored blobs nearest ``query_vec`` by cosine, best first, as (blob, cosine);
     ties by blob id. Exact: every vector of the model is scored."""
-    import numpy as np
-
     found = _load(conn, model) if k > 0 else None
     if found is None or not found.blobs:
         return []
-    query = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-    if query.shape[0] != found.codes.shape[1]:
-        raise ValueError(f"a {query.shape[0]}-d query for {found.codes.shape[1]}-d vectors")
-    norm = float(np.linalg.norm(query))
-    if norm == 0 or not np.isfinite(norm):
+    query = [float(x) for x in query_vec]
+    if len(query) != found.dim:
+        raise ValueError(f"a {len(query)}-d query for {found.dim}-d vectors")
+    norm = math.sqrt(sum(x * x for x in query))
+    if norm == 0 or not math.isfinite(norm):
         return []
-    # einsum, not ``@``: a multi-threaded BLAS on a busy two-core machine waits for its
-    # own threads; and the int8 matrix is read as it is, a quarter of float32's bytes.
-    scores = np.einsum("ij,j->i", found.codes, query / norm) * found.scale
+    scores = found.scores([x / norm for x in query])
+    if isinstance(scores, list):
+        best = sorted(range(len(scores)), key=lambda r: (-scores[r], r))[:k]
+        return [(found.blobs[r], scores[r]) for r in best]
+    import numpy as np  # numpy's scores: its partition beats a sort of them all
+
     total = len(scores)
     if k < total:
         kth = np.partition(scores, total - k)[total - k]
         rows = np.flatnonzero(scores >= kth)  # every row tied with the k-th
     else:
         rows = np.arange(total)
-    best = rows[np.lexsort((rows, -scores[rows]))][:k]
-    return [(found.blobs[int(r)], float(scores[r])) for r in best]
+    ranked = rows[np.lexsort((rows, -scores[rows]))][:k]
+    return [(found.blobs[int(r)], float(scores[r])) for r in ranked]
 
 
 _failed_until: dict[str, float] = {}
@@ -493,12 +593,17 @@ def nearest_in(
 ) -> list[tuple[int, float]]:
     """:func:`nearest` on a connection whose vectors are current (:func:`complete`): reads
     only. Raises what the embedder or SQLite raises."""
-    weighted = getattr(embedder, "embed_weighted", None)
-    found = _load(conn, embedder.name) if weighted is not None else None
-    # A static embedder's query weighs each token by how rare it is among the memories:
-    # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
-    if weighted is not None and found is not None and found.idf is not None:
-        query = weighted(text, found.idf)
+    found = _load(conn, embedder.name)  # damage raises before anything is embedded
+    if found is None or not found.blobs or k <= 0:
+        return []
+    tokens = getattr(embedder, "token_ids", None)
+    embed_tokens = getattr(embedder, "embed_tokens", None)
+    query: Sequence[float]
+    if tokens is not None and embed_tokens is not None:
+        # A static embedder's query weighs each token by how rare it is among the memories:
+        # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
+        ids = tokens(text)
+        query = embed_tokens(ids, _weights(conn, embedder.name, ids, len(found.blobs)))
     else:
         query = embedder.embed([text])[0]
     hits = top_k(conn, embedder.name, query, k)
