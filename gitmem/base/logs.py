@@ -1,18 +1,9 @@
 """Loggers that import :mod:`logging` only when a record could go somewhere.
 
-Importing :mod:`logging` costs every command ~5 ms (it brings ``traceback``, ``string``
-and ``weakref``), and a command that goes well logs nothing a user sees. So gitmem's
-modules log through :func:`get`, whose loggers are the ``logging`` loggers of the same
-names, made on first use:
-
-- ``warning``, ``error`` and ``exception`` always go to ``logging`` (importing it);
-- ``debug`` and ``info`` go to ``logging`` only once something has imported it. Until then
-  nothing can have configured it: no handler exists and the level is the default
-  WARNING, so ``logging`` itself would drop them. An application, a test runner or
-  ``gitmem --debug`` that imports and configures ``logging`` sees every record as before.
-
-:func:`when_logging` defers setting up ``logging`` (the command line's handler that
-prints warnings as ``gitmem: warning: ...``) to the moment the first record needs it.
+Importing :mod:`logging` slows every command, and a command that goes well logs nothing a
+user sees. Warnings and errors always reach ``logging``; debug and info records do only once
+something else imported it (before that no handler can exist, so ``logging`` would drop
+them). :func:`when_logging` defers the command line's handler to the first record.
 """
 
 from __future__ import annotations
@@ -25,14 +16,12 @@ if TYPE_CHECKING:
     import logging
 
 _hooks: list[Callable[[], None]] = []
-_live = False
-"""True once a logger was made: hooks given later run at once."""
+_live = False  # once a logger was made, hooks given later run at once
 
 
 def when_logging(hook: Callable[[], None]) -> None:
-    """Run ``hook`` (which may import and configure :mod:`logging`) before the first
-    gitmem record reaches :mod:`logging`, or now if one already has. Run once per hook;
-    a hook given twice (a command line run twice in one process) runs once."""
+    """Run ``hook`` (which may configure :mod:`logging`) before the first record reaches
+    :mod:`logging`, or now if one already has; each hook runs once."""
     if _live:
         hook()
     elif hook not in _hooks:

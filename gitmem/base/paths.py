@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 
 DEFAULT_BRANCH = "main"
-"""The branch a store writes to unless told otherwise (a bare store always; see
-gitmem.git.db), and the one whose index is plain ``index.sqlite``."""
+"""The branch a store writes to unless told otherwise; its index is plain ``index.sqlite``."""
 STATE_DIR = "gitmem"
 """``<gitdir>/gitmem/``: derived state, never committed."""
 
@@ -35,10 +34,8 @@ EDITS = "edits"
 INDEX_DB = "index.sqlite"
 """The derived SQLite index of the branch ``main`` (WAL mode)."""
 DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
-"""What in the state folder copies memory text or caches what was read: every branch's
-index with its WAL (vectors included), the named-paths cache older versions of ``gitmem
-check`` kept, doctor's caches and scratch indexes. ``gitmem purge`` deletes them, and its
-steps tell every other copy to."""
+"""What in the state folder copies memory text (indexes with their WAL, older versions'
+named-paths cache, doctor's caches): ``gitmem purge`` deletes them."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:

@@ -1,9 +1,7 @@
 """Credentials in text, as the built-in patterns find them, and text with them redacted.
 
-The base of secret scanning, here so that every error message can be redacted
-(:class:`gitmem.base.errors.GitmemError`) without the error module reaching up into the
-format layer. A store's own patterns and allow-list, and scanning memories and commits,
-are :mod:`gitmem.format.secrets`, built on this.
+Here in the base layer so every error message can be redacted; a store's own patterns and
+scanning memories and commits are :mod:`gitmem.format.secrets`, built on this.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Matcher(Protocol):
@@ -54,19 +52,18 @@ class SecretPattern:
 
 
 class LazyPattern:
-    """A built-in pattern's regex, compiled the first time a text needs it: most never run
-    in a process (their ``hints`` are not in the text), and compiling them all costs ~3 ms."""
+    """A built-in regex compiled when a text first needs it: most never run in a process
+    (their ``hints`` are absent), and compiling them all costs a few milliseconds."""
 
-    __slots__ = ("_compiled", "flags", "pattern")
+    __slots__ = ("_compiled", "pattern")
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
+    def __init__(self, pattern: str) -> None:
         self.pattern = pattern
-        self.flags = flags
         self._compiled: re.Pattern[str] | None = None
 
     def compiled(self) -> re.Pattern[str]:
         if self._compiled is None:
-            self._compiled = re.compile(self.pattern, self.flags)
+            self._compiled = re.compile(self.pattern)
         return self._compiled
 
     def finditer(self, string: str) -> Iterator[re.Match[str]]:
@@ -83,30 +80,8 @@ _SECRET_NAMES = (
 )
 
 
-def _pattern(
-    kind: str,
-    regex: str,
-    description: str,
-    *,
-    group: int | str = 0,
-    keep: int = 0,
-    min_entropy: float | None = None,
-    needs_digit_and_letter: bool = False,
-    name_group: int | None = None,
-    hints: tuple[str, ...] = (),
-    flags: int = 0,
-) -> SecretPattern:
-    return SecretPattern(
-        kind,
-        LazyPattern(regex, flags),
-        description,
-        group=group,
-        keep=keep,
-        min_entropy=min_entropy,
-        needs_digit_and_letter=needs_digit_and_letter,
-        name_group=name_group,
-        hints=hints,
-    )
+def _pattern(kind: str, regex: str, description: str, **options: Any) -> SecretPattern:
+    return SecretPattern(kind, LazyPattern(regex), description, **options)
 
 
 _NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credential", "bearer")
@@ -406,11 +381,8 @@ def secret_spans(
 def redact(text: str) -> str:
     """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
 
-    The last line of defence for error messages (:class:`gitmem.base.errors.GitmemError`
-    passes every message through it): a check that echoes the value it refuses must not
-    print a token that reached it before the scan did. Lines holding :data:`ALLOW_MARKER`
-    are redacted too: an error message is no place for an allowed key either.
-    """
+    Every error message passes through it, so a check that echoes a refused value never
+    prints a token; lines holding :data:`ALLOW_MARKER` are redacted too."""
     spans = secret_spans(text)
     if not spans:
         return text

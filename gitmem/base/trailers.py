@@ -11,13 +11,11 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-# The trailers every gitmem commit may carry, by name: written and read through these.
 OP_TRAILER = "Gitmem-Op"
 ID_TRAILER = "Gitmem-Id"
 IDS_UNLISTED_TRAILER = "Gitmem-Ids-Unlisted"
-"""How many more memories a commit changed than its ``Gitmem-Id`` trailers name: a bulk
-import names its first thousand (a million ids made a 52 MB commit, parsed whole by every
-lookup of the tip). Readers that look for an id check the commit's files instead."""
+"""How many more memories a commit changed than its ``Gitmem-Id`` trailers name (a bulk
+import names only its first thousand); readers looking for an id check its files instead."""
 AGENT_TRAILER = "Gitmem-Agent"
 SESSION_TRAILER = "Gitmem-Session"
 SUPERSEDES_TRAILER = "Gitmem-Supersedes"
@@ -28,8 +26,6 @@ KEPT_OVER_DELETE_TRAILER = "Gitmem-Kept-Over-Delete"
 UNDOES_TRAILER = "Gitmem-Undoes"
 
 _TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
-
-
 _UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -67,10 +63,7 @@ def format_message(spec: CommitSpec) -> str:
 
 def parse_trailers(message: str, keys: Collection[str] | None = None) -> list[tuple[str, str]]:
     """The trailers of a commit message: its last paragraph, when every line is ``Key: value``.
-
-    ``keys`` keeps only the trailers of those keys (every line is still checked): a bulk
-    import's commit names a million ids, and a reader that wants its op and agent need
-    not hold a million pairs."""
+    ``keys`` keeps only those keys (every line is still checked)."""
     paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
     if len(paragraphs) < 2:
         return []
