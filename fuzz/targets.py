@@ -22,7 +22,6 @@ from typing import Any
 from gitmem import GitmemError
 from gitmem.base.errors import InvalidInputError
 from gitmem.format import codec
-from gitmem.format.config import StoreConfig
 
 Target = Callable[[bytes], None]
 
@@ -72,24 +71,15 @@ def codec_round_trip(data: bytes) -> None:
 
 
 def config_loader(data: bytes) -> None:
-    """gitmem.yaml as every reader of it loads it: store config, secrets policy, lifecycle."""
+    """gitmem.yaml as every reader of it loads it (receive.loosening: the store config, the
+    secrets policy, every lifecycle section)."""
     text = _text(data)
     if text is None:
         return
-    try:
-        config = StoreConfig.from_text(text)
-    except GitmemError:
-        return
-    from gitmem.features.lifecycle import rules
-    from gitmem.format import secrets
+    from gitmem.entry import receive
 
-    for load in (
-        lambda: secrets.policy_from_config(config.raw),
-        lambda: rules.registry_from_config(config.raw),
-        lambda: rules.size_limits_from_config(config.raw),
-    ):
-        with contextlib.suppress(GitmemError):
-            load()
+    with contextlib.suppress(GitmemError):
+        receive.loosening(text)  # every reader, as a store and the hub's hook read it
 
 
 _MERGE_PATHS = (

@@ -603,10 +603,14 @@ def test_unknown_or_failing_jobs_warn_and_the_merge_stands(hooked: Store) -> Non
 def test_jobs_config_is_checked() -> None:
     from gitmem.base.errors import InvalidMemoryError
     from gitmem.entry.jobs import jobs_for
+    from gitmem.format.config import PolicyMapping
 
     assert jobs_for("post-merge", {}) == ["staleness"]
     assert jobs_for("post-checkout", {}) == []
-    assert jobs_for("post-merge", {"lifecycle": {"jobs": {"post-merge": None}}}) == []
+    # A store's file may add jobs, not leave a default out; the user's own settings may.
+    assert jobs_for("post-merge", {"lifecycle": {"jobs": {"post-merge": None}}}) == ["staleness"]
+    mine = PolicyMapping({}, {"lifecycle": {"jobs": {"post-merge": None}}}, "LOCAL")
+    assert jobs_for("post-merge", mine) == []
     assert jobs_for("post-checkout", {"lifecycle": {"jobs": {"post-checkout": ["prune"]}}}) == [
         "prune"
     ]

@@ -333,11 +333,11 @@ def test_accuracy_suggestions_fill_up_with_unspecific_claims() -> None:
 def test_quality_policy_from_config() -> None:
     assert QualityPolicy.from_config(None) == QualityPolicy()
     policy = QualityPolicy.from_config(
-        {"lifecycle": {"quality": {"max_unspecific_ratio": 0.5, "growth_window": 3}}}
+        {"lifecycle": {"quality": {"max_unspecific_ratio": 0.2, "growth_window": 3}}}
     )
-    assert (policy.max_unspecific_ratio, policy.growth_window) == (0.5, 3)
+    assert (policy.max_unspecific_ratio, policy.growth_window) == (0.2, 3)
     for bad, message in [
-        ({"max_unspecific_ratio": 2}, "max_unspecific_ratio must be a number from 0 to 1"),
+        ({"max_unspecific_ratio": -1}, "max_unspecific_ratio must be a number from 0 to 1"),
         ({"growth_window": 1}, "growth_window must be a whole number >= 2"),
         ({"accuracy_claims": "3"}, "accuracy_claims must be a whole number >= 1"),
         ({"ratio": 1}, "lifecycle.quality.ratio: unknown option"),

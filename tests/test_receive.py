@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clitools import Gitmem, make_runner
 from conftest import run_git
+from test_policy import KEYS, NONE, commit_config, merge
 
 import gitmem
 from gitmem.entry import hooks
+from gitmem.format.config import collecting_loosened
 from gitmem.store import sync as S
 
 FAKE_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -111,3 +114,60 @@ def test_cli_install_server(tmp_path: Path) -> None:
     assert "pre-receive" in out
     status = cli.json("hooks", "status", "--server", str(tmp_path / "h.git"))
     assert [h["role"] for h in status["hooks"] if h["name"] == "pre-receive"] == ["server"]
+
+
+# -- a gitmem.yaml that loosens policy (tests/test_policy.py walks the keys in a clone) ------
+
+
+def test_reproduction_the_hub_refuses_a_push_that_loosens_policy(
+    hub: Path, tmp_path: Path
+) -> None:
+    """The hook refused the token alone but took it when the same push carried the
+    allow-list commit; now a push whose gitmem.yaml loosens is refused whatever it holds."""
+    work = clone(tmp_path, hub, "a")
+    before = run_git(hub, "rev-parse", "main").strip()
+    with (work / "gitmem.yaml").open("a") as fh:
+        fh.write("secrets:\n  allow: ['.*']\n")
+    run_git(work, "commit", "-q", "-am", "allow")
+    store = gitmem.open(work)
+    with store.secrets_allowed():
+        store.create(f"deploy with {FAKE_TOKEN}")
+    result = push(work)
+    assert result.returncode != 0
+    assert "gitmem.yaml secrets.allow allows what looks like a credential" in result.stderr
+    assert "holds a credential (github-token)" in result.stderr
+    assert FAKE_TOKEN not in result.stderr
+    # The allow-list alone.
+    run_git(work, "reset", "-q", "--hard", "HEAD~1")
+    result = push(work)
+    assert result.returncode != 0 and "secrets.allow" in result.stderr
+    assert run_git(hub, "rev-parse", "main").strip() == before
+
+
+def test_the_hub_walks_every_key(hub: Path, tmp_path: Path) -> None:
+    """Each loosening value is refused by the hook, by name; every tightening one lands."""
+    work = clone(tmp_path, hub, "a")
+    store = gitmem.open(work)
+    before = run_git(hub, "rev-parse", "main").strip()
+    for key in KEYS:
+        if key.loosen is NONE:
+            continue
+        commit_config(store, key.config(key.loosen))
+        result = push(work)
+        assert result.returncode != 0, key.path
+        assert f"gitmem.yaml {key.path} " in result.stderr, (key.path, result.stderr)
+        run_git(work, "reset", "-q", "--hard", "origin/main")
+    assert run_git(hub, "rev-parse", "main").strip() == before
+    everything: dict[str, Any] = {}
+    for key in KEYS:
+        if key.tighten is not NONE:
+            merge(everything, key.config(key.tighten))
+    commit_config(store, everything)
+    result = push(work)
+    assert result.returncode == 0, result.stderr
+    # And a clone reads every tightened value with no warning.
+    with collecting_loosened() as found:
+        config = gitmem.open(work).config()
+        for key in KEYS:
+            key.read(config)
+    assert found == []

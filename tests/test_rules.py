@@ -43,6 +43,7 @@ from gitmem.features.lifecycle.sections import (
     join_sections,
     split_sections,
 )
+from gitmem.format.config import PolicyMapping
 
 TODAY = dt.date(2026, 11, 22)
 
@@ -459,8 +460,11 @@ def test_custom_rule_in_a_registry() -> None:
     registry.register("decisions", shout_rule, defaults={"suffix": "!"})
     result = apply_rule("decisions", "a\n", today=TODAY, registry=registry)
     assert result.body == "A\n!"
+    # Which way a text option loosens is unknown: only the user's own settings set one.
     config = {"lifecycle": {"prune": {"decisions": {"suffix": "?"}}}}
-    assert apply_rule("decisions", "a", today=TODAY, registry=registry, config=config).body == "A?"
+    assert apply_rule("decisions", "a", today=TODAY, registry=registry, config=config).body == "A!"
+    local = PolicyMapping({}, config, "LOCAL")
+    assert apply_rule("decisions", "a", today=TODAY, registry=registry, config=local).body == "A?"
     assert apply_rule("review_history", "x", today=TODAY, registry=registry) == RuleResult("x")
     assert registry.file_types() == ["decisions"]
 
@@ -544,17 +548,21 @@ def test_rules_named_in_config(rule_module: str, local_rules: Callable[[object],
     )
     config = {
         "lifecycle": {
-            "rules": {"common_patterns": None},
-            "prune": {"known_issues": {"level": 2}},
+            "rules": {"common_patterns": None},  # a store switching a rule off: ignored
+            "prune": {"known_issues": {"level": 0}},  # lowering a limit: taken
         }
     }
     result = run("decisions", "keep\nTODO drop\n", config=config)
     assert result.body == "keep\n"
     assert result.actions == (PruneAction("removed", "todo line", None),)
     registry = registry_from_config(config)
-    assert registry.options_for("known_issues", config) == {"level": 2}
-    assert registry.get("common_patterns") is None
-    assert run("common_patterns", "x\n", write_count=5, config=config) == RuleResult("x\n")
+    assert registry.options_for("known_issues", config) == {"level": 0}
+    assert registry.get("common_patterns") is not None
+    assert run("common_patterns", "x\n", write_count=5, config=config) != RuleResult("x\n")
+    # The user's own configuration may switch it off, or give a type another rule.
+    local_rules({"common_patterns": None, "known_issues": "review_history"})
+    assert registry_from_config(config).get("common_patterns") is None
+    assert registry_from_config(config).get("known_issues") is rule_for("review_history")
     assert rule_for("common_patterns") is not None  # the default registry is untouched
 
 
@@ -778,10 +786,21 @@ def test_committed_config_never_imports_code(
 
 
 def test_committed_config_chooses_among_known_rules() -> None:
-    config = {"lifecycle": {"rules": {"decisions": "known_issues", "review_history": None}}}
+    """It may give a file type without a rule one of the rules there are; removing or
+    replacing a rule is ignored (the user's own ``rules`` may)."""
+    config = {
+        "lifecycle": {
+            "rules": {
+                "decisions": "known_issues",
+                "review_history": None,
+                "known_issues": "common_patterns",
+            }
+        }
+    }
     registry = registry_from_config(config)
     assert registry.get("decisions") is registry.get("known_issues") is not None
-    assert registry.get("review_history") is None
+    assert registry.get("review_history") is DEFAULT_REGISTRY.get("review_history")
+    assert registry.get("known_issues") is DEFAULT_REGISTRY.get("known_issues")
     with pytest.raises(LifecycleConfigError, match="no rule named 'nope'"):
         registry_from_config({"lifecycle": {"rules": {"decisions": "nope"}}})
     with pytest.raises(LifecycleConfigError, match="must be the name of a rule or null"):

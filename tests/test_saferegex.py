@@ -123,8 +123,8 @@ def test_a_committed_secrets_pattern_cannot_hang_writes(store: Store) -> None:
         # An id of our choosing: the pattern, unanchored, also runs over the id, and a random
         # uuid ending in "a" (1 in 16) is a quick match there, reported as a secret instead.
         store.create(HOSTILE_BODY, id="mem_00000000-0000-4000-8000-000000000000")
-    with pytest.raises(InvalidMemoryError, match=r"secrets.allow\[0\] is not a valid"):
-        policy_from_config({"secrets": {"allow": ["(a{1000}){1000}"]}})
+    with pytest.raises(InvalidMemoryError, match=r"secrets.patterns\[0\].regex is not a valid"):
+        policy_from_config({"secrets": {"patterns": [{"kind": "k", "regex": "(a{1000}){1000}"}]}})
 
 
 # -- the size bound, counted on the parse ------------------------------------------------------

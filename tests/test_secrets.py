@@ -7,20 +7,25 @@ them is or was ever valid.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from storetools import commit_count, memory_text, plant, tip
 
+import gitmem
 from gitmem import Store
 from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 from gitmem.base.redact import shannon_entropy
 from gitmem.entry import hooks as gh
+from gitmem.format.config import PolicyMapping, collecting_loosened
 from gitmem.format.layout import memory_path
 from gitmem.format.secrets import (
     ALLOW_MARKER,
     DEFAULT_PATTERNS,
+    DEFAULT_POLICY,
     SecretFinding,
     SecretsFoundError,
     policy_from_config,
@@ -247,32 +252,43 @@ def test_no_section_means_the_built_in_patterns() -> None:
     assert policy_from_config(None).patterns == DEFAULT_PATTERNS
 
 
-def test_config_adds_patterns_allows_and_disables() -> None:
+def test_config_adds_patterns_and_only_the_users_own_allow_and_disable() -> None:
     acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
-    policy = policy_from_config(
-        {
-            "secrets": {
-                "patterns": [
-                    {"kind": "acme-token", "regex": r"acme_[A-Za-z0-9]{32}", "keep": 5},
-                    {"kind": "pin", "regex": r"PIN=(\d{6})", "group": 1, "min_entropy": 2.0},
-                ],
-                "allow": [r"^AKIA"],
-                "disable": ["jwt"],
-            }
+    committed = {
+        "secrets": {
+            "patterns": [
+                {"kind": "acme-token", "regex": r"acme_[A-Za-z0-9]{32}", "keep": 5},
+                {"kind": "pin", "regex": r"PIN=(\d{6})", "group": 1, "min_entropy": 2.0},
+            ],
+            "allow": [r"^AKIA"],  # a store's file may not let a credential through
+            "disable": ["jwt"],
         }
-    )
+    }
     text = f"{acme}\n{AWS_KEY_ID}\n{JWT}\nPIN=918273\nPIN=111111\n"
+    with collecting_loosened() as ignored:
+        policy = policy_from_config(committed)
+    assert [i.split(" ")[1] for i in ignored] == ["secrets.allow", "secrets.disable"]
     findings = policy.scan(text)
-    assert [(f.kind, f.line) for f in findings] == [("acme-token", 1), ("pin", 4)]
+    assert [(f.kind, f.line) for f in findings] == [
+        ("acme-token", 1), ("aws-access-key-id", 2), ("jwt", 3), ("pin", 4)
+    ]
     assert findings[0].excerpt == "acme_********"
-    assert "918273" not in findings[1].excerpt
+    assert "918273" not in findings[3].excerpt
+    # The user's own settings for the store may.
+    mine = PolicyMapping(
+        {"secrets": {"patterns": committed["secrets"]["patterns"]}},
+        {"secrets": {"allow": [r"^AKIA"], "disable": ["jwt"]}},
+        "LOCAL",
+    )
+    policy = policy_from_config(mine)
+    assert [(f.kind, f.line) for f in policy.scan(text)] == [("acme-token", 1), ("pin", 4)]
     assert "jwt" not in {p.kind for p in policy.patterns}
 
 
 @pytest.mark.parametrize(
     ("section", "complaint"),
     [
-        ([], "'secrets' must be a mapping"),
+        ([], "secrets must be a mapping"),
         ({"patterns": "x"}, "secrets.patterns must be a list"),
         ({"patterns": ["x"]}, "secrets.patterns[0] must be a mapping"),
         ({"patterns": [{"kind": "Bad Kind", "regex": "x"}]}, "secrets.patterns[0].kind"),
@@ -283,16 +299,33 @@ def test_config_adds_patterns_allows_and_disables() -> None:
         ({"patterns": [{"kind": "k", "regex": "x", "keep": -1}]}, "keep must be"),
         ({"patterns": [{"kind": "k", "regex": "x", "min_entropy": "hi"}]}, "min_entropy must"),
         ({"patterns": [{"kind": "k", "regex": "x", "flavour": 1}]}, "unknown key(s) flavour"),
-        ({"allow": "x"}, "secrets.allow must be a list of strings"),
-        ({"allow": ["["]}, "secrets.allow[0] is not a valid regular expression"),
-        ({"disable": ["nope"]}, "secrets.disable names unknown kind(s) nope"),
         ({"ignore": []}, "secrets has unknown key(s) ignore"),
     ],
 )
 def test_a_broken_policy_is_an_error_naming_the_key(section: object, complaint: str) -> None:
     with pytest.raises(InvalidMemoryError) as info:
         policy_from_config({"secrets": section})
-    assert complaint in str(info.value)
+    assert str(info.value).startswith("gitmem.yaml secrets") and complaint in str(info.value)
+    # The same in the user's own settings, named by where they are.
+    with pytest.raises(InvalidMemoryError) as info:
+        policy_from_config(PolicyMapping({}, {"secrets": section}, "LOCAL"))
+    assert str(info.value).startswith("LOCAL: secrets") and complaint in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("section", "complaint"),
+    [
+        ({"allow": "x"}, "secrets.allow must be a list of strings"),
+        ({"allow": ["["]}, "secrets.allow[0] is not a valid regular expression"),
+        ({"disable": ["nope"]}, "secrets.disable names unknown kind(s) nope"),
+    ],
+)
+def test_a_broken_local_allow_or_disable_is_an_error(section: object, complaint: str) -> None:
+    with pytest.raises(InvalidMemoryError, match=re.escape("LOCAL: " + complaint)):
+        policy_from_config(PolicyMapping({}, {"secrets": section}, "LOCAL"))
+    with collecting_loosened() as ignored:  # committed, they are ignored, not read
+        assert policy_from_config({"secrets": section}) == DEFAULT_POLICY
+    assert len(ignored) == 1
 
 
 # -- the store refuses to keep credentials ------------------------------------------------------
@@ -379,7 +412,9 @@ def _commit_config(store: Store, extra: str) -> None:
     plant(store, "gitmem.yaml", config.decode() + extra, "secrets policy")
 
 
-def test_the_committed_policy_governs_writes(any_store: Store) -> None:
+def test_the_committed_policy_governs_writes(
+    any_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
     any_store.create(f"before the policy {acme}")  # not a built-in kind
     _commit_config(
@@ -392,7 +427,14 @@ def test_the_committed_policy_governs_writes(any_store: Store) -> None:
     )
     error = _refused(lambda: any_store.create(f"after {acme}"))
     assert "acme-token" in str(error)
-    any_store.create(f"an allowed key {AWS_KEY_ID}")
+    assert "aws-access-key-id" in str(_refused(lambda: any_store.create(f"key {AWS_KEY_ID}")))
+    # The allow-list in the user's own configuration, for this store, lets it through.
+    local = tmp_path / "mine.yaml"
+    gitdir = str(any_store.db().gitdir.resolve())
+    local.write_text(yaml.safe_dump({"stores": {gitdir: {"secrets": {"allow": ["^AKIA"]}}}}))
+    monkeypatch.setenv("GITMEM_CONFIG", str(local))
+    reopened = gitmem.open(any_store.path)
+    reopened.create(f"an allowed key {AWS_KEY_ID}")
 
 
 def test_each_committed_policy_governs_the_next_write(store: Store) -> None:
@@ -417,8 +459,8 @@ def test_each_committed_policy_governs_the_next_write(store: Store) -> None:
 
 
 def test_a_broken_policy_is_reported_on_write(store: Store) -> None:
-    _commit_config(store, "secrets:\n  disable: [nope]\n")
-    with pytest.raises(InvalidMemoryError, match=r"secrets\.disable"):
+    _commit_config(store, "secrets:\n  patterns: [nope]\n")
+    with pytest.raises(InvalidMemoryError, match=r"secrets\.patterns"):
         store.create("anything")
 
 
@@ -461,13 +503,30 @@ def test_the_hook_refuses_a_staged_memory_with_a_credential(store: Store) -> Non
     assert _git(root, "commit", "-m", "hand edit").returncode == 0, result.stderr
 
 
-def test_the_hook_uses_the_staged_policy(store: Store) -> None:
+def test_the_hook_uses_the_staged_policy_and_the_users_own(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    acme = "acme_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2"
     root, path = _hand_write(store, f"documented example {AWS_KEY_ID}\n")
     with (root / "gitmem.yaml").open("a") as fh:
-        fh.write("secrets:\n  allow: ['^AKIA']\n")
+        fh.write("secrets:\n  allow: ['^AKIA']\n")  # a store's file may not allow it
     assert _git(root, "add", "--", path, "gitmem.yaml").returncode == 0
     result = _git(root, "commit", "-m", "allowed example")
+    assert result.returncode != 0 and "aws-access-key-id" in result.stderr
+    assert "secrets.allow allows what looks like a credential: ignored" in result.stderr
+    local = tmp_path / "mine.yaml"
+    gitdir = str(store.db().gitdir.resolve())
+    local.write_text(yaml.safe_dump({"stores": {gitdir: {"secrets": {"allow": ["^AKIA"]}}}}))
+    monkeypatch.setenv("GITMEM_CONFIG", str(local))
+    result = _git(root, "commit", "-m", "allowed example")
     assert result.returncode == 0, result.stderr
+    # A pattern the staged gitmem.yaml adds is looked for.
+    (root / path).write_text(memory_text(HAND_ID, f"a new kind {acme}\n"))
+    with (root / "gitmem.yaml").open("a") as fh:
+        fh.write("  patterns: [{kind: acme-token, regex: 'acme_[A-Za-z0-9]{32}'}]\n")
+    assert _git(root, "add", "--", path, "gitmem.yaml").returncode == 0
+    result = _git(root, "commit", "-m", "new kind")
+    assert result.returncode != 0 and "acme-token" in result.stderr
 
 
 PREFIXED = [c for c in CASES if c[0] in {

@@ -83,7 +83,7 @@ def test_policy_from_config() -> None:
     for bad in (
         {"lifecycle": {"staleness": {"fresh_days": -1}}},
         {"lifecycle": {"staleness": {"fresh_days": "x"}}},
-        {"lifecycle": {"staleness": {"fresh_days": 50, "aging_days": 40}}},
+        {"lifecycle": {"staleness": {"fresh_days": 20, "aging_days": 10}}},
         {"lifecycle": []},
     ):
         with pytest.raises(InvalidMemoryError):

@@ -903,13 +903,15 @@ def test_jobs_come_from_gitmem_installed_packages_or_the_users_config(
     )
     run_git(store.path, "commit", "-qam", "jobs")
     lines: list[str] = []
-    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["plugin"]
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["staleness", "plugin"]
     assert not ran.read_text().count("local")
     assert any("unknown lifecycle job 'note'" in line for line in lines)
     hint = next(line for line in lines if "'myjobs_for_test:note'" in line)
     assert "never imports code a store names" in hint and str(localconfig.config_path()) in hint
     localconfig.update(lambda data: data.update(jobs={"note": "myjobs_for_test:note"}))
-    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == ["note", "plugin"]
+    assert run_jobs(gitmem.open(store.path), "post-merge", lines.append) == [
+        "staleness", "note", "plugin"
+    ]
     assert ran.read_text().splitlines() == ["plugin", "local", "plugin"]
 
 

@@ -250,7 +250,8 @@ def read_bounded(stream: BinaryIO, limit: int, what: str) -> bytes:
 
         raise TooLargeError(
             f"{what} is over the store's limit of {limit} bytes",
-            hint="split it, or raise limits.max_body_bytes in gitmem.yaml",
+            hint="split it, or raise limits.max_body_bytes for this store in your own "
+            "gitmem configuration (gitmem.yaml only lowers it)",
         )
     return data
 

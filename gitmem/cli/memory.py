@@ -200,7 +200,8 @@ def _bounded_lines(stream: BinaryIO, limit: int, name: str) -> Iterator[bytes]:
         if len(raw) > limit:
             raise TooLargeError(
                 f"line {number} of {name} is over {limit} bytes, more than a memory can hold",
-                hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+                hint="split the memory, or raise limits.max_body_bytes for this store in your "
+                "own gitmem configuration (gitmem.yaml only lowers it)",
             )
         yield raw
 

@@ -719,7 +719,8 @@ def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tup
 
 
 def staged_policy(cwd: str | None = None) -> SecretPolicy:
-    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here).
+    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here),
+    with the user's own settings for the repository's store.
 
     Git runs hooks at the top of the work tree, so there the staged config
     (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
@@ -729,7 +730,9 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
 
     from gitmem.format import secrets
     from gitmem.format.codec import load_yaml
+    from gitmem.format.config import StoreConfig
     from gitmem.format.layout import CONFIG_FILE
+    from gitmem.git import localconfig
 
     try:
         # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
@@ -740,12 +743,17 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
             timeout=30,
             keep_repo_env=True,
         )
+        gitdir = run_git(
+            ["rev-parse", "--absolute-git-dir"], cwd=cwd, timeout=30, keep_repo_env=True
+        ).stdout.decode("utf-8", "surrogateescape").strip()
     except (OSError, subprocess.SubprocessError, StoreError):
         return secrets.DEFAULT_POLICY
-    if result.returncode != 0:
-        return secrets.DEFAULT_POLICY
-    data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
-    return secrets.policy_from_config(data if isinstance(data, Mapping) else None)
+    data: Any = None
+    if result.returncode == 0:
+        data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    committed = StoreConfig(raw=dict(data) if isinstance(data, Mapping) else {})
+    # The user's own allow-list for this store applies here as in the store's writes.
+    return secrets.policy_from_config(localconfig.with_store_settings(committed, gitdir).raw)
 
 
 def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:

@@ -7,7 +7,9 @@ Which jobs run is configured in the committed ``gitmem.yaml``::
         post-merge: [staleness, prune]
         post-checkout: []
 
-Defaults: ``post-merge: [staleness]`` (one summary line), ``post-checkout: []``.
+Defaults: ``post-merge: [staleness]`` (one summary line), ``post-checkout: []``. The
+committed file may add jobs, never leave a default out (that is ignored with one warning);
+the user's own settings for the store (``lifecycle.jobs``) may.
 Jobs are a registry keyed by name, like the prune rules. The committed file only chooses
 among jobs that are already there; code is never named by it. A project adds its own:
 
@@ -137,21 +139,36 @@ def job_names() -> list[str]:
 
 
 def jobs_for(hook: str, config: Mapping[str, Any] | None) -> list[str]:
-    """The job names configured for ``hook`` (defaults when gitmem.yaml says nothing)."""
+    """The job names configured for ``hook``: the defaults and the jobs gitmem.yaml adds
+    (leaving a default out is ignored with one warning); the user's own settings for the
+    store (``lifecycle.jobs.<hook>``) give the whole list."""
+    from gitmem.format.config import local_part, loosened
+
+    defaults = list(DEFAULT_JOBS.get(hook, ()))
+    local = local_part(config, "lifecycle", "jobs")
     lifecycle = (config or {}).get("lifecycle") or {}
     if not isinstance(lifecycle, Mapping):
         raise InvalidMemoryError("gitmem.yaml 'lifecycle' must be a mapping")
     jobs = lifecycle.get("jobs")
-    if jobs is None:
-        return list(DEFAULT_JOBS.get(hook, ()))
+    if hook in local:
+        jobs, where = local, "your gitmem configuration's"
+    elif jobs is None:
+        return defaults
+    else:
+        where = "gitmem.yaml"
     if not isinstance(jobs, Mapping):
-        raise InvalidMemoryError("gitmem.yaml lifecycle.jobs must map hook names to job lists")
-    names = jobs.get(hook, DEFAULT_JOBS.get(hook, ()))
+        raise InvalidMemoryError(f"{where} lifecycle.jobs must map hook names to job lists")
+    names = jobs.get(hook, defaults)
     if names is None:
-        return []
+        names = []
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise InvalidMemoryError(f"gitmem.yaml lifecycle.jobs.{hook} must be a list of job names")
-    return list(names)
+        raise InvalidMemoryError(f"{where} lifecycle.jobs.{hook} must be a list of job names")
+    if hook in local:
+        return list(names)
+    dropped = [name for name in defaults if name not in names]
+    if dropped:
+        loosened(config, f"lifecycle.jobs.{hook}", f"leaves out {', '.join(dropped)}")
+    return dropped + list(names)
 
 
 def run_jobs(store: Store, hook: str, out: Out) -> list[str]:

@@ -9,9 +9,11 @@ hook printed. For every branch the push creates or moves:
   nothing for a new branch) must read as the store reads it (front-matter, schema, id
   against path), and a ``gitmem.yaml`` it changes must be a valid configuration;
 - no object the push brings in that sits at a memory path, and no message of a commit it
-  brings in, may hold a credential (under the policy of the ``gitmem.yaml`` it pushes, else
-  the hub's): a secret in an intermediate commit stays in history even when a later
-  commit removes it, so those are checked too.
+  brings in, may hold a credential (the built-in kinds, the patterns of the ``gitmem.yaml``
+  it pushes and the hub's own settings): a secret in an intermediate commit stays in
+  history even when a later commit removes it, so those are checked too;
+- no ``gitmem.yaml`` it brings may loosen policy (allow a credential, raise a limit, switch
+  a check off: :func:`loosening`), whatever else the push carries.
 
 Deleting a branch and moving tags are let through. The hub's own git configuration is the
 administrator's, so git runs here as trusted, keeping the quarantine environment.
@@ -19,9 +21,9 @@ administrator's, so git runs here as trusted, keeping the quarantine environment
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem.base.errors import GitmemError
 from gitmem.format.layout import CONFIG_FILE, id_from_path
@@ -67,18 +69,60 @@ def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | None]:
     return out
 
 
+def _settings(top: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pushed gitmem.yaml's mapping with the hub's own settings beside it (its entry
+    under ``stores`` in the local configuration of the user the hook runs as)."""
+    from gitmem.format.config import StoreConfig
+    from gitmem.git import localconfig
+
+    return localconfig.with_store_settings(StoreConfig(raw=dict(data)), top).raw
+
+
 def _policy(top: Path, tip: str) -> SecretPolicy:
-    from gitmem.format import secrets
+    """The credential policy the push is scanned with: the patterns of the gitmem.yaml it
+    pushes (nothing it would loosen: :func:`loosening` refuses that) and the hub's own."""
+    from gitmem.format import config, secrets
     from gitmem.format.codec import load_yaml
 
-    [config] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
-    if config is None:
-        return secrets.DEFAULT_POLICY
-    try:
-        data, _ = load_yaml(config.decode("utf-8", "replace"))
-    except GitmemError:
-        return secrets.DEFAULT_POLICY
-    return secrets.policy_from_config(data if isinstance(data, dict) else None)
+    [blob] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
+    data: Any = None
+    if blob is not None:
+        try:
+            data, _ = load_yaml(blob.decode("utf-8", "replace"))
+        except GitmemError:
+            data = None
+    with config.collecting_loosened():
+        return secrets.policy_from_config(_settings(top, data if isinstance(data, dict) else {}))
+
+
+def read_every_section(raw: Mapping[str, Any]) -> None:
+    """Read every section of a gitmem.yaml mapping the way a store does: the one list of
+    gitmem.yaml's readers besides StoreConfig (tests/test_policy.py walks every key they
+    read). Raises what a malformed section raises in a store."""
+    from gitmem.entry.jobs import DEFAULT_JOBS, jobs_for
+    from gitmem.features.lifecycle import quality, rules, staleness
+    from gitmem.format import secrets
+
+    secrets.policy_from_config(raw)
+    staleness.StalenessPolicy.from_config(raw)
+    quality.QualityPolicy.from_config(raw)
+    rules.size_limits_from_config(raw)
+    registry = rules.registry_from_config(raw)
+    pruned = rules.lifecycle_section(raw, "prune")
+    for file_type in sorted({*registry.file_types(), *map(str, pruned)}):
+        registry.options_for(file_type, raw)
+    for hook in DEFAULT_JOBS:
+        jobs_for(hook, raw)
+
+
+def loosening(text: str) -> list[str]:
+    """What a gitmem.yaml text would loosen, one line each (none: it only tightens): what
+    each of its readers would ignore with a warning in a store (format.config.loosened)."""
+    from gitmem.format import config
+
+    with config.collecting_loosened() as found:
+        read_every_section(config.StoreConfig.from_text(text).with_local({}, "").raw)
+    return found
 
 
 def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
@@ -86,6 +130,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     from gitmem.format.config import StoreConfig
 
     problems: list[str] = []
+    configs: list[bytes] = []  # each gitmem.yaml the push brings: none may loosen policy
     policy = _policy(top, new)
     # What the tip changes must read as the store reads it.
     if old == ZERO:
@@ -102,6 +147,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
             if path == CONFIG_FILE:
                 # A newer format than this hub's gitmem knows: it cannot check it.
                 StoreConfig.from_text(data.decode("utf-8")).check_supported(CONFIG_FILE)
+                configs.append(data)
             else:
                 memfile.decode(data, path)
         except (GitmemError, UnicodeDecodeError, ValueError) as exc:
@@ -116,10 +162,17 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
         if path and (id_from_path(path) is not None or path == CONFIG_FILE):
             blobs.append((oid, path))
     for (oid, path), data in zip(blobs, _read_blobs(top, [o for o, _ in blobs]), strict=True):
+        if path == CONFIG_FILE and data is not None:
+            configs.append(data)
         found = secrets.scan_bytes(data, policy) if data is not None else []
         if found:
             kinds = ", ".join(sorted({f.kind for f in found}))
             problems.append(f"{ref}: {path} (blob {oid[:10]}) holds a credential ({kinds})")
+    for pushed in dict.fromkeys(configs):
+        try:
+            problems += [f"{ref}: {line}" for line in loosening(pushed.decode("utf-8"))]
+        except (GitmemError, UnicodeDecodeError) as exc:
+            problems.append(f"{ref}: {CONFIG_FILE}: {' '.join(str(exc).split())}")
     commits = _git(top, "rev-list", new, "--not", "--all").decode().split()
     for commit in commits:
         message = _git(top, "cat-file", "commit", commit).decode("utf-8", "replace")

@@ -2,14 +2,26 @@
 
 It is versioned with the memories, so a policy change is a reviewable commit.
 Unknown keys are kept: later features (lifecycle policy, hooks) add sections.
+
+Whoever can push to a store writes this file, so its policy only tightens: it may add
+secret patterns, lower limits and add rules, never allow a secret, raise a limit, switch a
+check off or name code. Each module that reads a section takes a committed value through
+:func:`committed_limit` or :func:`loosened`; what loosens is ignored with one warning (the
+hub's hook refuses it). The user's own settings for a store (:class:`PolicyMapping`) may
+loosen. docs/security.md, "Policy from a store only tightens", lists every key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitmem.base import logs
 from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
 from gitmem.format.model import Scope
 
@@ -63,7 +75,10 @@ class StoreConfig:
                 "limits": {"max_body_bytes": int(max_body)},
             }
             return cls(
-                scope=Scope(scope_word), max_body_bytes=int(max_body), raw=data, format=int(version)
+                scope=Scope(scope_word),
+                max_body_bytes=min(int(max_body), DEFAULT_MAX_BODY_BYTES),
+                raw=data,
+                format=int(version),
             )
         # Here, not at the top: readers that only need FORMAT do not load PyYAML.
         from gitmem.format.codec import load_yaml
@@ -88,7 +103,27 @@ class StoreConfig:
         version = data.get("format", 1)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise InvalidMemoryError("gitmem.yaml format must be a positive integer")
-        return cls(scope=scope, max_body_bytes=max_body, raw=data, format=version)
+        return cls(
+            scope=scope,
+            max_body_bytes=min(max_body, DEFAULT_MAX_BODY_BYTES),
+            raw=data,
+            format=version,
+        )
+
+    def with_local(self, local: Mapping[str, Any], where: str) -> StoreConfig:
+        """This config with the user's own settings for the store beside it
+        (:class:`PolicyMapping`): ``max_body_bytes`` is the local limit when one is set,
+        else the committed one where it does not exceed the built-in 1 MiB (a larger one is
+        ignored with one warning)."""
+        raw = PolicyMapping(self.raw, local, where)
+        mine = local_part(raw, "limits").get("max_body_bytes")
+        if mine is None:
+            committed = (self.raw.get("limits") or {}).get("max_body_bytes")
+            committed_limit(raw, "limits.max_body_bytes", committed, DEFAULT_MAX_BODY_BYTES)
+            return dataclasses.replace(self, raw=raw)
+        if not isinstance(mine, int) or isinstance(mine, bool) or mine <= 0:
+            raise InvalidMemoryError(f"{where}: limits.max_body_bytes must be a positive integer")
+        return dataclasses.replace(self, raw=raw, max_body_bytes=mine)
 
     def check_supported(self, where: str) -> None:
         """Refuse a store written in a newer format than this gitmem knows: reading it as
@@ -117,3 +152,104 @@ ATTRIBUTES_TEXT = (
     "# memory-aware merges for plain git merge / pull / rebase (gitmem merge-driver)\n"
     "*.md merge=gitmem\n"
 )
+
+
+# -- policy: a committed file only tightens ------------------------------------------------
+
+log = logs.get("gitmem")
+
+GENERIC_WHERE = "your own gitmem configuration under stores: {<git dir>: ...} (docs/security.md)"
+
+
+class PolicyMapping(dict[str, Any]):
+    """gitmem.yaml's mapping as committed, with the user's own settings for this store
+    beside it: :attr:`local` is ``stores.<git dir>`` of the local configuration
+    (gitmem.git.localconfig), in gitmem.yaml's shape (``secrets``, ``limits``,
+    ``lifecycle``). A reader takes a committed value only where it tightens, a local one
+    as it is; a plain mapping (a test, the hub's hook) carries no local settings."""
+
+    def __init__(self, committed: Mapping[str, Any], local: Mapping[str, Any], where: str) -> None:
+        super().__init__(committed)
+        self.local = local
+        self.where = where  # where the user sets them, for messages
+
+
+def local_part(raw: Mapping[str, Any] | None, *path: str) -> Mapping[str, Any]:
+    """The user's own settings for this store at ``path`` (``"lifecycle", "staleness"``):
+    {} for a plain mapping or where the local configuration sets nothing."""
+    found: Any = getattr(raw, "local", None) or {}
+    for depth, key in enumerate(path, 1):
+        found = found.get(key)
+        if found is None:
+            return {}
+        if not isinstance(found, Mapping):
+            where = ".".join(path[:depth])
+            raise InvalidMemoryError(f"{local_where(raw)}: {where} must be a mapping")
+    mapping: Mapping[str, Any] = found
+    return mapping
+
+
+def local_where(raw: Mapping[str, Any] | None) -> str:
+    """Where the user's own settings for this store go, for messages."""
+    return str(getattr(raw, "where", "") or GENERIC_WHERE)
+
+
+_collecting: ContextVar[list[str] | None] = ContextVar("gitmem_loosened", default=None)
+_warned: set[str] = set()
+
+
+@contextlib.contextmanager
+def collecting_loosened() -> Iterator[list[str]]:
+    """Gather what committed settings try to loosen instead of warning of it (the hub's
+    hook refuses such a push)."""
+    found: list[str] = []
+    token = _collecting.set(found)
+    try:
+        yield found
+    finally:
+        _collecting.reset(token)
+
+
+def loosened(raw: Mapping[str, Any] | None, key: str, what: str, *, local_key: str = "") -> None:
+    """Say that gitmem.yaml's ``key`` would loosen policy (``what`` it would do) and is
+    ignored: one warning per process, or collected (:func:`collecting_loosened`).
+    ``local_key`` names the local setting that does it, when it is not ``key`` itself."""
+    sink = _collecting.get()
+    if sink is not None:
+        sink.append(
+            f"gitmem.yaml {key} {what}; a store's committed file may only tighten policy "
+            f"({local_key or key} belongs in each user's own configuration, per store)"
+        )
+        return
+    message = (
+        f"gitmem.yaml {key} {what}: ignored, a store's committed file may only tighten "
+        f"policy; to do it on this machine, set {local_key or key} in {local_where(raw)}"
+    )
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def committed_limit(
+    raw: Mapping[str, Any] | None,
+    key: str,
+    committed: Any,
+    default: Any,
+    *,
+    higher_is_tighter: bool = False,
+) -> Any:
+    """A committed limit that may only tighten ``default``: ``committed`` when it is not
+    a number (the caller's own check reports that) or is on the strict side of
+    ``default`` (at or below it; at or above with ``higher_is_tighter``); else
+    ``default``, with :func:`loosened`."""
+    if not is_number(committed) or not is_number(default):
+        return committed
+    if committed < default if higher_is_tighter else committed > default:
+        change = "lowers" if higher_is_tighter else "raises"
+        loosened(raw, key, f"{change} the limit to {committed} (built-in: {default})")
+        return default
+    return committed

@@ -95,7 +95,8 @@ def _check_sizes(what: str, size: int, body_size: int, max_body_bytes: int) -> N
     if body_size > max_body_bytes:
         raise TooLargeError(
             f"{what} is {body_size} bytes, over the store's limit of {max_body_bytes}",
-            hint="split the memory, or raise limits.max_body_bytes in gitmem.yaml",
+            hint="split the memory, or raise limits.max_body_bytes for this store in your own "
+            "gitmem configuration (stores: {<git dir>: {limits: ...}}; gitmem.yaml only lowers it)",
         )
     # The reader refuses front-matter over its bound; never write a file it would refuse.
     head_size = size - body_size

@@ -15,8 +15,7 @@ and Stripe keys, JWTs, private-key PEM blocks, credentials in URLs, and
 high-entropy ``key=value`` / ``key: value`` assignments whose name says secret
 (password, token, api_key, ...).
 
-A store extends or narrows them in its committed ``gitmem.yaml``
-(:func:`policy_from_config`)::
+A store adds kinds in its committed ``gitmem.yaml`` (:func:`policy_from_config`)::
 
     secrets:
       patterns:                 # extra kinds: a name and a regular expression
@@ -25,9 +24,16 @@ A store extends or narrows them in its committed ``gitmem.yaml``
           group: 0              # optional: which group is the secret (default: the whole match)
           keep: 5               # optional: leading characters shown unmasked (a public prefix)
           min_entropy: 3.0      # optional: skip matches less random than this (bits per char)
-      allow:                    # regular expressions: a finding whose secret matches one is dropped
-        - 'AKIA[A-Z0-9]{12}EXAMPLE'
-      disable: [jwt]            # built-in kinds not to look for
+
+Whoever can push writes that file, so it can only add: what lets a credential through
+lives in the user's own configuration (gitmem.git.localconfig), per store::
+
+    stores:
+      /home/me/src/app/.gitmem:
+        secrets:
+          allow:                # regular expressions: a finding whose secret matches one is dropped
+            - 'AKIA[A-Z0-9]{12}EXAMPLE'
+          disable: [jwt]        # built-in kinds not to look for
 
 A line that contains ``gitmem:allow-secret`` is never reported (for documented
 example keys that must stay in a memory).
@@ -91,8 +97,9 @@ class SecretsFoundError(InvalidInputError):
 
     default_hint = (
         "remove the credential (write where it is kept instead); if it is not a real one, "
-        f"put {ALLOW_MARKER} on its line or list it under secrets.allow in gitmem.yaml "
-        "(command line: gitmem --allow-secrets ...; API: Store.secrets_allowed())"
+        f"put {ALLOW_MARKER} on its line or list it under secrets.allow for this store in your "
+        "own gitmem configuration (stores: {<git dir>: {secrets: {allow: [...]}}}; command "
+        "line: gitmem --allow-secrets ...; API: Store.secrets_allowed())"
     )
 
     def __init__(self, what: str, findings: Sequence[SecretFinding]) -> None:
@@ -251,47 +258,69 @@ def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[S
 
 
 def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
-    """The secret policy of a store from its ``gitmem.yaml`` mapping (its ``secrets`` section).
+    """The secret policy of a store from its ``gitmem.yaml`` mapping (its ``secrets`` section)
+    and the user's own settings for the store (:class:`~gitmem.format.config.PolicyMapping`).
 
-    Raises InvalidMemoryError naming the bad key for a malformed section, so a
-    broken policy is reported instead of silently scanning for nothing.
+    The committed section only adds ``patterns``: its ``allow`` and ``disable`` are ignored
+    with one warning (a teammate's push must not let the next write's credential through);
+    the user's own ``allow``, ``disable`` and ``patterns`` apply. Raises
+    InvalidMemoryError naming the bad key for a malformed section, so a broken policy is
+    reported instead of silently scanning for nothing.
     """
-    section = (raw or {}).get("secrets")
-    if section is None:
+    from gitmem.format import config
+
+    committed = _section((raw or {}).get("secrets"), "gitmem.yaml secrets")
+    if committed.get("allow"):
+        config.loosened(raw, "secrets.allow", "allows what looks like a credential")
+    if committed.get("disable"):
+        kinds = committed["disable"]
+        named = ", ".join(map(str, kinds)) if isinstance(kinds, list) else repr(kinds)
+        config.loosened(raw, "secrets.disable", f"switches off the check for {named}")
+    local_section = config.local_part(raw, "secrets")
+    if not committed and not local_section:
         return DEFAULT_POLICY
-    if not isinstance(section, Mapping):
-        raise InvalidMemoryError("gitmem.yaml 'secrets' must be a mapping")
-    unknown = set(section) - {"patterns", "allow", "disable"}
-    if unknown:
-        raise InvalidMemoryError(
-            f"gitmem.yaml secrets has unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(known: patterns, allow, disable)"
-        )
-    disable = _strings(section.get("disable"), "secrets.disable")
+    where = f"{config.local_where(raw)}: secrets"
+    local = _section(local_section, where)
+    disable = _strings(local.get("disable"), f"{where}.disable")
     known = {p.kind for p in DEFAULT_PATTERNS}
     bad = [kind for kind in disable if kind not in known]
     if bad:
         raise InvalidMemoryError(
-            f"gitmem.yaml secrets.disable names unknown kind(s) {', '.join(bad)} "
+            f"{where}.disable names unknown kind(s) {', '.join(bad)} "
             f"(built-in kinds: {', '.join(sorted(known))})"
         )
     patterns = [p for p in DEFAULT_PATTERNS if p.kind not in disable]
-    extra = section.get("patterns") or []
-    if not isinstance(extra, list):
-        raise InvalidMemoryError("gitmem.yaml secrets.patterns must be a list")
-    patterns.extend(_custom(entry, n) for n, entry in enumerate(extra))
+    for section, prefix in ((committed, "gitmem.yaml secrets"), (local, where)):
+        extra = section.get("patterns") or []
+        if not isinstance(extra, list):
+            raise InvalidMemoryError(f"{prefix}.patterns must be a list")
+        patterns.extend(_custom(entry, f"{prefix}.patterns[{n}]") for n, entry in enumerate(extra))
     allow = tuple(
-        _compile(text, f"secrets.allow[{n}]")
-        for n, text in enumerate(_strings(section.get("allow"), "secrets.allow"))
+        _compile(text, f"{where}.allow[{n}]")
+        for n, text in enumerate(_strings(local.get("allow"), f"{where}.allow"))
     )
     return SecretPolicy(tuple(patterns), allow)
+
+
+def _section(section: Any, where: str) -> Mapping[str, Any]:
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise InvalidMemoryError(f"{where} must be a mapping")
+    unknown = set(section) - {"patterns", "allow", "disable"}
+    if unknown:
+        raise InvalidMemoryError(
+            f"{where} has unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+            "(known: patterns, allow, disable)"
+        )
+    return section
 
 
 def _strings(value: Any, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidMemoryError(f"gitmem.yaml {where} must be a list of strings")
+        raise InvalidMemoryError(f"{where} must be a list of strings")
     return list(value)
 
 
@@ -301,45 +330,44 @@ def _compile(text: str, where: str) -> SafePattern:
     from gitmem.format import saferegex
 
     try:
-        return saferegex.compile(text, what=f"gitmem.yaml {where}")
+        return saferegex.compile(text, what=where)
     except saferegex.PatternError as exc:
         raise InvalidMemoryError(
-            f"gitmem.yaml {where} is not a valid regular expression: {exc.reason}"
+            f"{where} is not a valid regular expression: {exc.reason}"
         ) from None
 
 
-def _custom(entry: Any, n: int) -> SecretPattern:
-    where = f"secrets.patterns[{n}]"
+def _custom(entry: Any, where: str) -> SecretPattern:
     if not isinstance(entry, Mapping):
-        raise InvalidMemoryError(f"gitmem.yaml {where} must be a mapping with kind and regex")
+        raise InvalidMemoryError(f"{where} must be a mapping with kind and regex")
     unknown = set(entry) - {"kind", "regex", "group", "keep", "min_entropy", "description"}
     if unknown:
         raise InvalidMemoryError(
-            f"gitmem.yaml {where} has unknown key(s) {', '.join(sorted(map(str, unknown)))}"
+            f"{where} has unknown key(s) {', '.join(sorted(map(str, unknown)))}"
         )
     kind, regex = entry.get("kind"), entry.get("regex")
     if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
         raise InvalidMemoryError(
-            f"gitmem.yaml {where}.kind must be a lowercase name like acme-token"
+            f"{where}.kind must be a lowercase name like acme-token"
         )
     if not isinstance(regex, str) or not regex:
-        raise InvalidMemoryError(f"gitmem.yaml {where}.regex must be a regular expression")
+        raise InvalidMemoryError(f"{where}.regex must be a regular expression")
     compiled = _compile(regex, f"{where}.regex")
     group = entry.get("group", 0)
     if not isinstance(group, (int, str)) or isinstance(group, bool):
-        raise InvalidMemoryError(f"gitmem.yaml {where}.group must be a group number or name")
+        raise InvalidMemoryError(f"{where}.group must be a group number or name")
     if isinstance(group, int) and not 0 <= group <= compiled.groups:
-        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group} is not a group of its regex")
+        raise InvalidMemoryError(f"{where}.group {group} is not a group of its regex")
     if isinstance(group, str) and group not in compiled.groupindex:
-        raise InvalidMemoryError(f"gitmem.yaml {where}.group {group!r} is not a group of its regex")
+        raise InvalidMemoryError(f"{where}.group {group!r} is not a group of its regex")
     keep = entry.get("keep", 0)
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
-        raise InvalidMemoryError(f"gitmem.yaml {where}.keep must be a non-negative integer")
+        raise InvalidMemoryError(f"{where}.keep must be a non-negative integer")
     entropy = entry.get("min_entropy")
     if entropy is not None and (
         not isinstance(entropy, (int, float)) or isinstance(entropy, bool) or entropy < 0
     ):
-        raise InvalidMemoryError(f"gitmem.yaml {where}.min_entropy must be a non-negative number")
+        raise InvalidMemoryError(f"{where}.min_entropy must be a non-negative number")
     description = entry.get("description", "")
     return SecretPattern(
         kind,

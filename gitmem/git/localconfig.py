@@ -11,6 +11,10 @@ The file is a YAML mapping of named sections (``trusted_stores``, ``rules``, ``j
 ``embedder``, ...); each feature reads its own section. Per-store settings sit under
 ``stores: {<absolute git dir>: {<section>: ...}}`` and win over the top-level section.
 A missing file is an empty configuration; a malformed one is a clear error naming the file.
+
+A store's own entry also holds the policy its committed ``gitmem.yaml`` may not loosen, in
+that file's shape: ``secrets`` (``allow``, ``disable``, ``patterns``), ``limits``
+(``max_body_bytes``) and ``lifecycle`` (:func:`with_store_settings`).
 """
 
 from __future__ import annotations
@@ -23,11 +27,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 
-__all__ = ["LocalConfig", "config_path", "load", "update"]
+if TYPE_CHECKING:
+    from gitmem.format.config import StoreConfig
+
+__all__ = ["LocalConfig", "config_path", "load", "update", "with_store_settings"]
+
+POLICY_SECTIONS = ("secrets", "limits", "lifecycle")
+"""The sections of a store's own entry that stand beside its committed gitmem.yaml."""
 
 
 def config_path() -> Path:
@@ -55,6 +66,28 @@ class LocalConfig:
                 if isinstance(entry, dict) and name in entry:
                     return entry[name]
         return self.data.get(name)
+
+    def store_entry(self, gitdir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+        """The key of the store at ``gitdir`` under ``stores`` and its entry ({} if none)."""
+        key = str(Path(gitdir).resolve())
+        stores = self.data.get("stores")
+        entry = stores.get(key) if isinstance(stores, dict) else None
+        return key, entry if isinstance(entry, dict) else {}
+
+
+def with_store_settings(config: StoreConfig, gitdir: str | os.PathLike[str]) -> StoreConfig:
+    """``config`` (a store's committed gitmem.yaml) with the user's own policy for the store
+    at ``gitdir`` beside it: ``stores.<git dir>.{secrets, limits, lifecycle}``, which may
+    allow and raise what the committed file may only tighten. A local configuration that
+    cannot be read gives none (stricter), with one warning."""
+    try:
+        local = load_cached()
+    except InvalidMemoryError as exc:
+        logs.get("gitmem").warning("%s (its store settings are not used)", exc)
+        return config.with_local({}, "")
+    key, entry = local.store_entry(gitdir)
+    policy = {name: entry[name] for name in POLICY_SECTIONS if name in entry}
+    return config.with_local(policy, f"{local.path} under stores: {{{key}: ...}}")
 
 
 def load() -> LocalConfig:

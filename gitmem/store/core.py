@@ -71,6 +71,7 @@ from gitmem.format.model import (
     memory_from_document,
 )
 from gitmem.format.versions import Chain, walk_back, walk_forward
+from gitmem.git import localconfig
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, blob_data, get_commit, staged_id
@@ -363,7 +364,9 @@ class Store:
             return
         data = snap.read(CONFIG_FILE)
         if data is not None:
-            config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+            config = localconfig.with_store_settings(
+                StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)), backend.db.gitdir
+            )
             config.check_supported(str(backend.db.path))
             backend.config = config
             backend.config_blob = blob

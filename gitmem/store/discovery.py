@@ -22,7 +22,7 @@ from gitmem.format import codec
 from gitmem.format.config import ATTRIBUTES_TEXT, DEFAULT_FORMAT, StoreConfig, initial_text
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
 from gitmem.format.model import Op, Scope
-from gitmem.git import maintenance
+from gitmem.git import localconfig, maintenance
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Backend, Store
@@ -59,7 +59,9 @@ def _open_backend(
             f"{path} is a git repository but not a gitmem store (no {CONFIG_FILE})",
             hint="run gitmem init in an empty directory",
         )
-    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    config = localconfig.with_store_settings(
+        StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)), db.gitdir
+    )
     config.check_supported(str(path))
     return Backend(config.scope, db, config)
 

@@ -13,7 +13,8 @@
   :class:`QualityReport` whose ``to_dict()`` is ``{fileType, checks: {completeness,
   specificity, growthRate}, accuracy, suggestions}`` with camelCase keys for agents.
 
-Thresholds come from ``lifecycle.quality`` in gitmem.yaml (:class:`QualityPolicy`).
+Thresholds come from ``lifecycle.quality`` in gitmem.yaml, which may only make them stricter,
+or in the user's own settings for the store (:class:`QualityPolicy`).
 The heuristics are written down exactly in docs/lifecycle-rules.md.
 """
 
@@ -27,6 +28,7 @@ from typing import Any, Literal
 from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.features.lifecycle.sections import fenced_lines, field_of, heading_of, lines_of
+from gitmem.format.config import committed_limit, local_part
 
 # --------------------------------------------------------------------------- policy
 
@@ -61,15 +63,34 @@ class QualityPolicy:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> QualityPolicy:
+        """``lifecycle.quality``: a committed threshold only on its strict side of the
+        default (fewer unspecific claims, a shorter growth window, accuracy checks more often
+        and more of them), the user's own settings for the store as given."""
         section = lifecycle_section(config, "quality")
+        local = local_part(config, "lifecycle", "quality")
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(str(k) for k in section if k not in known)
+        unknown = sorted(str(k) for k in (*section, *local) if k not in known)
         if unknown:
             raise LifecycleConfigError(
                 f"gitmem.yaml lifecycle.quality.{unknown[0]}: unknown option "
                 f"(known: {', '.join(sorted(known))})"
             )
-        return cls(**{str(k): v for k, v in section.items()})
+        defaults = cls()
+        values = {
+            str(k): committed_limit(
+                config,
+                f"lifecycle.quality.{k}",
+                v,
+                getattr(defaults, str(k)),
+                higher_is_tighter=k in _MORE_IS_STRICTER,
+            )
+            for k, v in section.items()
+        }
+        return cls(**{**values, **{str(k): v for k, v in local.items()}})
+
+
+_MORE_IS_STRICTER = frozenset({"accuracy_claims"})
+"""Quality options where a larger value asks more (every other one asks more when smaller)."""
 
 
 # --------------------------------------------------------------------------- text scanning

@@ -78,6 +78,7 @@ from gitmem.features.lifecycle.prune import (
     prune_review_history,
     prune_test_results_history,
 )
+from gitmem.format.config import committed_limit, is_number, local_part, loosened
 
 # What a rule's author writes against (docs/lifecycle-rules.md imports these from here):
 # defined in prune.py with the built-in rules, named here with the registry.
@@ -179,26 +180,42 @@ class RuleRegistry:
     def options_for(self, file_type: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
         """The rule's defaults overridden by ``lifecycle.prune.<file_type>``. Keys the
         rule's defaults do not name, or values of another type, are refused (typos would
-        otherwise be silently ignored); a rule without defaults takes any keys."""
+        otherwise be silently ignored); a rule without defaults takes any keys.
+
+        A committed option only lowers a number the rule declares (its limits: keep fewer,
+        act sooner, check more often); any other committed option is ignored with one
+        warning, since which way it loosens is unknown. The user's own settings for the
+        store (``lifecycle.prune.<file_type>``) apply as given."""
         rule = self.get(file_type)
         defaults = dict(rule.defaults) if rule is not None else {}
-        prune = lifecycle_section(config, "prune")
-        raw = prune.get(file_type)
-        if raw is None:
-            return defaults
-        if not isinstance(raw, Mapping):
-            raise LifecycleConfigError(f"gitmem.yaml lifecycle.prune.{file_type} must be a mapping")
         merged = dict(defaults)
-        for key, value in raw.items():
-            where = f"gitmem.yaml lifecycle.prune.{file_type}.{key}"
-            if defaults and key not in defaults:
-                known = ", ".join(sorted(defaults))
-                raise LifecycleConfigError(f"{where}: unknown option (known: {known})")
-            if key in defaults and not _same_kind(defaults[key], value):
+        committed = lifecycle_section(config, "prune").get(file_type)
+        local = local_part(config, "lifecycle", "prune", file_type)
+        for raw, trusted in ((committed, False), (local, True)):
+            if raw is None:
+                continue
+            if not isinstance(raw, Mapping):
                 raise LifecycleConfigError(
-                    f"{where} must be a {type(defaults[key]).__name__}, not {value!r}"
+                    f"gitmem.yaml lifecycle.prune.{file_type} must be a mapping"
                 )
-            merged[key] = value
+            for key, value in raw.items():
+                name = f"lifecycle.prune.{file_type}.{key}"
+                if defaults and key not in defaults:
+                    known = ", ".join(sorted(defaults))
+                    raise LifecycleConfigError(
+                        f"gitmem.yaml {name}: unknown option (known: {known})"
+                    )
+                if key in defaults and not _same_kind(defaults[key], value):
+                    kind = type(defaults[key]).__name__
+                    raise LifecycleConfigError(
+                        f"gitmem.yaml {name} must be a {kind}, not {value!r}"
+                    )
+                if trusted:
+                    merged[key] = value
+                elif key in defaults and is_number(defaults[key]):
+                    merged[key] = committed_limit(config, name, value, defaults[key])
+                else:
+                    loosened(config, name, "sets an option gitmem cannot tell is stricter")
         return merged
 
     def apply(
@@ -390,9 +407,17 @@ def local_rules(gitdir: str | None = None) -> Mapping[str, Any]:
     return section
 
 
-def _committed_rule(registry: RuleRegistry, file_type: str, spec: Any) -> None:
+def _committed_rule(
+    registry: RuleRegistry, file_type: str, spec: Any, config: Mapping[str, Any] | None
+) -> None:
     if spec is None or spec is False:
-        registry.unregister(file_type)
+        if registry.get(file_type) is not None:
+            loosened(
+                config,
+                f"lifecycle.rules.{file_type}",
+                "switches a prune rule off",
+                local_key=f"rules: {{{file_type}: null}}",
+            )
         return
     if not isinstance(spec, str):
         raise LifecycleConfigError(
@@ -414,6 +439,15 @@ def _committed_rule(registry: RuleRegistry, file_type: str, spec: Any) -> None:
             f"gitmem.yaml lifecycle.rules.{file_type}: no rule named {spec!r} "
             f"(known: {', '.join(registry.file_types())})"
         )
+    current = registry.get(file_type)
+    if current is not None and current is not rule:
+        loosened(
+            config,
+            f"lifecycle.rules.{file_type}",
+            f"replaces its prune rule by {spec}'s",
+            local_key=f"rules: {{{file_type}: {spec}}}",
+        )
+        return
     registry.register(file_type, rule)
 
 
@@ -424,18 +458,22 @@ def registry_from_config(
     gitdir: str | None = None,
 ) -> RuleRegistry:
     """A copy of ``base`` (default: :data:`DEFAULT_REGISTRY`) with, in order, the installed
-    rules, ``lifecycle.rules`` of gitmem.yaml (``<file_type>: null`` removes a rule,
-    ``<file_type>: <other file type>`` reuses that one's rule) and the user's own ``rules``
-    (``<file_type>: "package.module:function"``, imported: the user wrote it)."""
+    rules, ``lifecycle.rules`` of gitmem.yaml (``<file_type>: <other file type>`` gives a
+    file type with no rule that one's; removing or replacing a rule is ignored with one
+    warning) and the user's own ``rules`` (``<file_type>: null``, another file type, or
+    ``"package.module:function"``, imported: the user wrote it)."""
     registry = (base or DEFAULT_REGISTRY).copy()
     for file_type, rule in installed_rules().items():
         registry.register(file_type, rule)
     for file_type, spec in lifecycle_section(config, "rules").items():
-        _committed_rule(registry, _check_file_type(str(file_type)), spec)
+        _committed_rule(registry, _check_file_type(str(file_type)), spec, config)
     for file_type, spec in local_rules(gitdir).items():
         _check_file_type(str(file_type))
+        named = registry.get(spec) if isinstance(spec, str) and ":" not in spec else None
         if spec is None or spec is False:
             registry.unregister(str(file_type))
+        elif named is not None:
+            registry.register(str(file_type), named)
         elif isinstance(spec, str):
             registry.register(str(file_type), load_rule(spec))
         else:
@@ -480,14 +518,21 @@ DEFAULT_SIZE_LIMITS: Mapping[str, int] = {
 
 
 def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
-    """``DEFAULT_SIZE_LIMITS`` overridden by ``lifecycle.size_limits`` of gitmem.yaml."""
+    """``DEFAULT_SIZE_LIMITS`` overridden by ``lifecycle.size_limits``: a committed limit
+    only at or below the one the file type has built in (``default`` for a type without
+    its own), the user's own settings for the store as given."""
     limits = dict(DEFAULT_SIZE_LIMITS)
-    for key, value in lifecycle_section(config, "size_limits").items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise LifecycleConfigError(
-                f"gitmem.yaml lifecycle.size_limits.{key} must be a whole number >= 1"
-            )
-        limits[str(key)] = value
+    local = local_part(config, "lifecycle", "size_limits")
+    for section, trusted in ((lifecycle_section(config, "size_limits"), False), (local, True)):
+        for key, value in section.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise LifecycleConfigError(
+                    f"gitmem.yaml lifecycle.size_limits.{key} must be a whole number >= 1"
+                )
+            if not trusted:
+                built_in = DEFAULT_SIZE_LIMITS.get(str(key), DEFAULT_SIZE_LIMITS["default"])
+                value = committed_limit(config, f"lifecycle.size_limits.{key}", value, built_in)
+            limits[str(key)] = value
     return limits
 
 

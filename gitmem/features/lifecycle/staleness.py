@@ -4,8 +4,9 @@ The rule is a function over plain records ``(id, path, updated_at)`` so any kind
 of document plugs in: atomic memories come from the index (or a scan), layered
 Forge documents and legacy files from :func:`record_from_text`.
 
-Defaults (each configurable in ``gitmem.yaml`` under ``lifecycle.staleness``):
-0-30 days fresh, 31-90 aging, 91+ stale; no timestamp at all is stale.
+Defaults (each configurable under ``lifecycle.staleness``: lowered in ``gitmem.yaml``,
+raised only in the user's own settings for the store): 0-30 days fresh, 31-90 aging, 91+
+stale; no timestamp at all is stale.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gitmem.base.clock import format_timestamp, parse_timestamp, to_utc
 from gitmem.base.errors import GitmemError, InvalidMemoryError
 from gitmem.features.lifecycle.records import current_records
-from gitmem.format import codec
+from gitmem.format import codec, config
 
 if TYPE_CHECKING:
     from gitmem.format.model import Memory, Scope
@@ -57,7 +58,9 @@ class StalenessPolicy:
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any] | None) -> StalenessPolicy:
-        """The policy of a store config's raw mapping (``StoreConfig.raw``)."""
+        """The policy of a store config's raw mapping (``StoreConfig.raw``): a committed
+        threshold only at or below the built-in one (a later "stale" would hide what aged),
+        the user's own (``lifecycle.staleness`` of the store's local settings) as given."""
         section: Any = (raw or {}).get("lifecycle")
         if section is None:
             section = {}
@@ -68,9 +71,17 @@ class StalenessPolicy:
             staleness = {}
         if not isinstance(staleness, Mapping):
             raise InvalidMemoryError("gitmem.yaml lifecycle.staleness must be a mapping")
+        local = config.local_part(raw, "lifecycle", "staleness")
+
+        def days(name: str, default: int) -> Any:
+            if name in local:
+                return local[name]
+            value = staleness.get(name, default)
+            return config.committed_limit(raw, f"lifecycle.staleness.{name}", value, default)
+
         return cls(
-            fresh_days=staleness.get("fresh_days", DEFAULT_FRESH_DAYS),
-            aging_days=staleness.get("aging_days", DEFAULT_AGING_DAYS),
+            fresh_days=days("fresh_days", DEFAULT_FRESH_DAYS),
+            aging_days=days("aging_days", DEFAULT_AGING_DAYS),
         )
 
 
