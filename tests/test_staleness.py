@@ -10,7 +10,6 @@ from storetools import plant
 
 import gitmem
 from gitmem import FixedClock, Store, SystemClock
-from gitmem.base.errors import InvalidMemoryError
 from gitmem.features.lifecycle import (
     Staleness,
     StalenessPolicy,
@@ -21,6 +20,7 @@ from gitmem.features.lifecycle import (
     staleness_report,
     store_staleness,
 )
+from gitmem.features.lifecycle.prune import LifecycleConfigError
 
 NOW = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 
@@ -86,7 +86,7 @@ def test_policy_from_config() -> None:
         {"lifecycle": {"staleness": {"fresh_days": 20, "aging_days": 10}}},
         {"lifecycle": []},
     ):
-        with pytest.raises(InvalidMemoryError):
+        with pytest.raises(LifecycleConfigError):
             StalenessPolicy.from_config(bad)
 
 

@@ -1,7 +1,7 @@
-"""Lifecycle rules over a store: staleness, code-aware staleness (anchors).
+"""Lifecycle rules over a store: staleness and code-aware staleness (anchors).
 
-Each rule is a function over the store that returns a typed result with
-``to_dict()``; the command line and hooks call the same functions.
+Each returns a typed result with ``to_dict()``; the command line and hooks call the same
+functions.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""Code-aware staleness: memories that name files of a project repository.
+"""Code-aware staleness (``gitmem check``): memories that name files of a project repository.
 
-A memory names project files in two ways:
-
-- ``anchors`` in its front-matter: a list of repo-relative paths (a single
-  string is taken as a list of one); a path may also name a directory;
-- file paths written in its body as inline code spans (see :func:`backtick_paths`).
-
-:func:`check_project` compares them with the project's ``HEAD``. For each memory
-the *base* is the newest commit on HEAD's first-parent chain whose committer time
-is at or before the memory's ``updated_at``; a named path is reported when its
-object differs between base and HEAD (``changed``), is gone at HEAD (``renamed``
-when git's rename detection between base and HEAD finds where it went, else
-``deleted``). Explicit anchors are also reported when they were created after the
-memory (``added``) or exist in neither (``missing``); body paths only count when
-they existed at the base, so a span that merely looks like a path costs nothing.
-
-Cost: one query of the index, one walk down the first-parent chain (stopping at
-the oldest memory that names a path), one tree lookup per distinct (base, path),
-and one rename-detecting diff per distinct base where a named file disappeared.
-No per-memory git walks and no saved state: a hook run checks every memory.
+A memory names files by its ``anchors`` front-matter and by paths in its body's code spans.
+Each is compared between the memory's *base* (the newest first-parent commit of HEAD at or
+before its ``updated_at``) and HEAD, and reported changed, deleted, renamed, added or
+missing (docs/lifecycle.md). Every lookup is done once per base and path, with no saved
+state, so a hook run can check every memory.
 """
 
 from __future__ import annotations
@@ -79,15 +65,8 @@ def normalize_path(value: str) -> str | None:
 
 
 def backtick_paths(body: str) -> list[str]:
-    """File paths written in ``body`` as inline code spans, in order, without repeats.
-
-    A span counts when, after trimming spaces, a leading ``./`` and a trailing
-    location (``:12``, ``:12:3``, ``:12-40``, ``#L12``, ``#L12-L40``), it is made of
-    letters, digits and ``_ . @ + -`` in ``/``-separated parts (no spaces, no
-    ``..``, not absolute, no URL) and either has a ``/`` or ends in an extension
-    with a letter (``README.md``, ``src/app.py``, ``docs/``). Spans inside fenced
-    code blocks and double-backtick spans are not read.
-    """
+    """File paths written in ``body`` as single-backtick code spans outside fenced blocks,
+    in order, without repeats (which spans count: docs/lifecycle.md)."""
     fence, span, span_path, extension = _patterns()
     text = fence.sub("", body) if ("```" in body or "~~~" in body) else body
     out: list[str] = []

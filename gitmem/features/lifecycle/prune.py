@@ -130,12 +130,9 @@ def _plural(count: int, word: str) -> str:
 
 DEFAULT_MAX_REVIEWS = 10
 
-
 REVIEW_ARCHIVE = "review_history_archive"
 
-
 _REVIEW_TITLE_RE = re.compile(r"^review\b", re.I)
-
 
 ARCHIVE_HEADER = (
     "# Review History Archive\n\n"
@@ -148,12 +145,8 @@ def _is_review(section: Section) -> bool:
 
 
 def prune_review_history(ctx: RuleContext) -> RuleResult:
-    """More than ``max_reviews`` ``## Review`` sections: the oldest move to the archive.
-
-    The archive keeps its preamble (a default header when new or empty) and then every
-    level-2 section in date order, oldest first; a section whose text is already in the
-    archive is not added twice, so moving is idempotent.
-    """
+    """More than ``max_reviews`` ``## Review`` sections: the oldest move to the archive,
+    which keeps its sections oldest first and never holds one twice (so it is idempotent)."""
     limit = _int_option(ctx, "max_reviews", DEFAULT_MAX_REVIEWS, 1)
     blocks = split_sections(ctx.body, 2)
     total, moving = _oldest_beyond(blocks, _is_review, limit)
@@ -186,18 +179,13 @@ def _archive_with(archive_text: str | None, moved: Sequence[Section]) -> str:
 
 DEFAULT_REMOVE_RESOLVED_AFTER_DAYS = 30
 
-
 DEFAULT_VERIFY_STATUS_AFTER_DAYS = 90
-
 
 VERIFY_STATUS = "[VERIFY STATUS]"
 
-
 _UPDATED_LABELS = frozenset({"updated", "last updated", "status updated", "updated on"})
 
-
 _RESOLVED_LABELS = frozenset({"resolved", "resolved on", "fixed", "fixed on"})
-
 
 _WRITTEN_LABELS = frozenset(
     {"date", "reported", "reported on", "created", "opened", "found", "discovered"}
@@ -220,17 +208,9 @@ class IssueStatus:
 
 
 def issue_status(section: Section) -> IssueStatus:
-    """The status of one issue section.
-
-    - status: the value of its first ``Status:`` field line;
-    - resolved / in progress: the status value's first word is ``resolved`` / its first
-      words are ``in progress`` (or ``in-progress``), ignoring case, emoji and markup;
-    - resolved_on: the latest date on the status line, else on a ``Resolved:``/``Fixed:`` line;
-    - status_updated: the latest date on the status line or an ``Updated:`` /
-      ``Last Updated:`` / ``Status Updated:`` line; else the first date of the heading or of
-      a ``Date:`` / ``Reported:`` / ``Created:`` / ``Opened:`` / ``Found:`` line (when the
-      issue was written, its last known status); else None (age unknown: never flagged).
-    """
+    """The status of one issue section, from its ``Status:``, ``Updated:``, ``Resolved:``
+    and date lines (docs/lifecycle-rules.md, "known_issues"); an issue of unknown age
+    has ``status_updated`` None and is never flagged."""
     status: str | None = None
     status_dates: list[dt.date] = []
     updated: list[dt.date] = []
@@ -322,21 +302,16 @@ def prune_known_issues(ctx: RuleContext) -> RuleResult:
 
 DEFAULT_MAX_SESSIONS = 15
 
-
 SUMMARY_TITLE = "Historical Summary"
-
 
 _SESSION_TITLE_RE = re.compile(r"^(?:test[ \t]+)?session\b", re.I)
 
-
 _SUMMARY_TITLE_RE = re.compile(r"^historical summary\b", re.I)
-
 
 # "Passed: 12", "**Passed**: 12", "**Failed:** 3", "Tests passed: 12", "failed = 0"
 _LABEL_COUNT_RE = re.compile(
     r"\b(passed|failed)\b[ \t]*(?:\*\*|__)?[ \t]*[:=][ \t]*(?:\*\*|__)?[ \t]*(\d+)", re.I
 )
-
 
 # "12 passed", "3 failed", "12 tests passed", "1 test failed"
 _COUNT_LABEL_RE = re.compile(r"(?<![\w.])(\d+)[ \t]+(?:tests?[ \t]+)?(passed|failed)\b", re.I)
@@ -419,12 +394,9 @@ class SessionSummary:
 
 _SUM_SESSIONS_RE = re.compile(r"^- Sessions: (\d+)\s*$")
 
-
 _SUM_RANGE_RE = re.compile(r"^- Date range: (\S+) to (\S+)\s*$")
 
-
 _SUM_TOTAL_RE = re.compile(r"^- (Passed|Failed): (\d+)(?: \(stated in (\d+) of \d+ sessions?\))?")
-
 
 _SUM_HEADING_RE = re.compile(r"^ {2,}[-*] (.*?)\s*$")
 
@@ -519,12 +491,9 @@ def prune_test_results_history(ctx: RuleContext) -> RuleResult:
 
 DEFAULT_VERIFY_EVERY_WRITES = 5
 
-
 VERIFY_PATTERNS = "[VERIFY PATTERNS]"
 
-
 _PATTERNS_MARKER_RE = re.compile(r"^\[VERIFY PATTERNS\] write (\d+)\b[^\n]*$", re.M)
-
 
 _COMMENT_LINE_RE = re.compile(r"^[ \t]*<!--.*-->[ \t]*$")
 

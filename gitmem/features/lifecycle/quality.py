@@ -1,21 +1,10 @@
 """Quality checks of the layered Forge documents: pure functions over markdown text.
 
-- :func:`completeness` of a ``project_overview``: five named checks (language and
-  version, framework and version, architecture pattern, conventions, testing approach),
-  each found or missing, with the line that satisfied it;
-- :func:`specificity`: the share of *claims* (bullet items and paragraph sentences, see
-  :func:`claims`) that name no file path, line number or function/identifier; specific
-  unless more than 30% are unspecific;
-- :func:`growth_rate` of ``common_patterns`` from its line counts across its last writes
-  (``unknown`` / ``stagnant`` / ``healthy``);
-- :func:`accuracy_suggestions` every 5th write: 2-3 concrete claims to check;
-- :func:`validate_document` runs what applies to a file type and returns a
-  :class:`QualityReport` whose ``to_dict()`` is ``{fileType, checks: {completeness,
-  specificity, growthRate}, accuracy, suggestions}`` with camelCase keys for agents.
-
-Thresholds come from ``lifecycle.quality`` in gitmem.yaml, which may only make them stricter,
-or in the user's own settings for the store (:class:`QualityPolicy`).
-The heuristics are written down exactly in docs/lifecycle-rules.md.
+:func:`validate_document` runs what applies to a file type: :func:`completeness` of a
+project overview, :func:`specificity` of its claims, :func:`growth_rate` of
+common_patterns and :func:`accuracy_suggestions`. Thresholds come from
+``lifecycle.quality`` in gitmem.yaml (which may only make them stricter) or the user's own
+settings for the store; docs/lifecycle-rules.md states the heuristics exactly.
 """
 
 from __future__ import annotations
@@ -29,8 +18,6 @@ from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.features.lifecycle.sections import fenced_lines, field_of, heading_of, lines_of
 from gitmem.format.config import committed_limit, local_part
-
-# --------------------------------------------------------------------------- policy
 
 
 @dataclass(frozen=True)
@@ -109,8 +96,6 @@ def _scan(body: str) -> list[_Line]:
         for number, (line, fenced) in enumerate(fenced_lines(lines_of(body)), 1)
     ]
 
-
-# --------------------------------------------------------------------------- completeness
 
 _VERSION = r"[ \t]*(?:version[ \t]*)?[:(=>~^@ \t-]{0,4}[ \t]*v?\d+(?:\.(?:\d+|x))*"
 _LANGUAGES = (
@@ -254,8 +239,8 @@ def _headings_with_content(lines: Sequence[_Line], topic: re.Pattern[str]) -> It
 
 
 def completeness(body: str) -> Completeness:
-    """The five checks of a project_overview, each satisfied by the FIRST line that
-    matches (code blocks are not read). See ``detection`` of each check for how."""
+    """The five checks of a project_overview, each satisfied by the first prose line that
+    matches (``detection`` of each check says how)."""
     lines = [line for line in _scan(body) if not line.fenced]
     prose = [line for line in lines if heading_of(line.text) is None]
 
@@ -291,8 +276,6 @@ def completeness(body: str) -> Completeness:
         checks.append(CompletenessCheck(name, hit is not None, line, evidence, _DETECTION[name]))
     return Completeness(tuple(checks))
 
-
-# --------------------------------------------------------------------------- claims
 
 ClaimKind = Literal["bullet", "sentence"]
 _BULLET_RE = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?(.*)$")
@@ -379,18 +362,8 @@ def _is_path(token: str) -> bool:
 
 
 def references(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``(paths, line_refs, identifiers)`` named in ``text``, each in order of appearance.
-
-    - path: a token with ``/`` that starts with ``./``, ``../`` or ``~/``, ends with ``/``,
-      has two or more ``/`` or ends in an extension (``src/app.py``); not part of a URL;
-      or a file name with a known extension (``setup.cfg``, ``App.tsx``; not product names
-      such as ``Node.js``) or a well-known extensionless name (``Makefile``, ``Dockerfile``);
-    - line number: ``:123`` right after a letter, ``_``, ``)``, ``]`` or a backtick
-      (``app.py:12``, ``:12-40``), ``#L45``, ``line 45`` / ``lines 10-20``;
-    - identifier: an inline code span containing a letter or ``_`` (a span that is a path
-      counts as the path only); or ``name()``; or
-      ``name(args)`` where the name has ``_``, ``.`` or a camelCase hump (``os.path.join(a)``).
-    """
+    """``(paths, line_refs, identifiers)`` named in ``text``, each in order of appearance
+    (what counts as each: docs/lifecycle-rules.md, "Claims and specificity")."""
     paths: list[str] = []
     for match in _SLASH_PATH_RE.finditer(text):
         if _is_path(match.group(0)):
@@ -431,16 +404,8 @@ def _split_sentences(text: str) -> list[tuple[int, str]]:
 
 
 def claims(body: str) -> list[Claim]:
-    """The claims of a document, in order.
-
-    A claim is a bullet item (``-``/``*``/``+``/``1.``/``1)``, a task box stripped, with its
-    continuation lines up to a blank line or the next bullet; nested bullets are claims of
-    their own) or a sentence of a paragraph (consecutive non-blank lines; a line that
-    begins with a ``Label:`` field starts a new sentence). Not claims: headings, fenced code
-    blocks, blank lines, tables (lines starting with ``|``), horizontal rules, HTML comment
-    lines, gitmem's own ``[VERIFY ...]`` markers, and items or sentences ending with ``:``
-    (they introduce a list). Block quotes are read without their ``>``.
-    """
+    """The claims of a document in order: bullet items and paragraph sentences, outside
+    code, tables, comments and gitmem's ``[VERIFY ...]`` markers (docs/lifecycle-rules.md)."""
     out: list[Claim] = []
     current: list[tuple[int, str]] = []  # (line number, text) of the open block
     current_kind: ClaimKind | None = None
@@ -521,9 +486,6 @@ def _add_paragraph(out: list[Claim], lines: Sequence[tuple[int, str]]) -> None:
             _add(out, "sentence", number, sentence)
 
 
-# --------------------------------------------------------------------------- specificity
-
-
 @dataclass(frozen=True)
 class Specificity:
     """Specific unless more than ``threshold`` of the claims are unspecific (no claims at
@@ -558,8 +520,6 @@ def specificity(body: str, max_unspecific_ratio: float = 0.3) -> Specificity:
     return Specificity(len(found), tuple(c for c in found if not c.specific), max_unspecific_ratio)
 
 
-# --------------------------------------------------------------------------- growth
-
 GrowthStatus = Literal["unknown", "stagnant", "healthy"]
 
 
@@ -590,9 +550,6 @@ def growth_rate(line_counts: Sequence[int], window: int = 5) -> Growth:
     recent = counts[-window:]
     change = recent[-1] - recent[0]
     return Growth("healthy" if change > 0 else "stagnant", len(counts), recent, change)
-
-
-# --------------------------------------------------------------------------- accuracy
 
 
 @dataclass(frozen=True)
@@ -640,8 +597,6 @@ def accuracy_suggestions(
         out.append(AccuracySuggestion(claim, text))
     return out
 
-
-# --------------------------------------------------------------------------- report
 
 _CHECK_LABELS = {
     "language_version": "the language and its version (e.g. 'Python 3.11')",

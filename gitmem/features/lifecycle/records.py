@@ -1,10 +1,7 @@
-"""Light records of the current memories, read straight from the index.
+"""Light records of the current memories, read from the store's reader (``Store.reader``).
 
-Lifecycle rules that run on every hook need a few fields of every memory, not
-whole :class:`~gitmem.format.model.Memory` objects: building those (JSON of tags,
-related and extra, timestamps) is most of the cost of ``Store.list()`` at 10k
-memories. They come from the store's reader (``Store.reader``): the index's columns, or
-the same columns computed from git's tree where the index cannot answer.
+Lifecycle rules run on every hook and need a few fields of every memory; building whole
+:class:`~gitmem.format.model.Memory` objects would be most of their cost.
 """
 
 from __future__ import annotations
@@ -92,20 +89,17 @@ def current_records(
     include_archived: bool = False,
     text: bool = True,
 ) -> list[MemoryRecord]:
-    """The memories ``Store.list()`` would give, as light records, oldest first.
-
-    ``text=False`` leaves out body and extra (enough for staleness).
-    """
+    """The memories ``Store.list()`` would give, as light records, oldest first;
+    ``text=False`` leaves out body and extra (enough for staleness)."""
     scopes = [Scope(scope)] if scope is not None else store.scopes
     out: list[MemoryRecord] = []
     for each in scopes:
-        found = _records(
+        out += _records(
             store,
             each,
             include_superseded=include_superseded,
             include_archived=include_archived,
             text=text,
         )
-        out.extend(found)
     out.sort(key=lambda r: (r.created_at, r.id))
     return out

@@ -1,53 +1,11 @@
-"""Prune rules for the layered Forge documents, a registry keyed by file type.
+"""The registry of prune rules for the layered Forge documents, keyed by file type.
 
-A rule is a PURE function over markdown text: no git, no store, no clock of its own.
-The caller (``gitmem/features/layered.py``) reads the document body (without front-matter),
-counts the writes from git history, takes ``today`` from the store's injected clock
-and calls :func:`apply_rule`; it then writes what the result says in one commit.
-
-    result = apply_rule("review_history", body, today=date, write_count=n,
-                        archive_text=archive_body_or_None, config=store_config.raw)
-    result.body            # the new body text (== body when nothing applies)
-    result.archive_text    # full new body of the archive file, or None: write nothing
-    result.actions         # (PruneAction(action, reason, section), ...)
-    rule_for("review_history").archive   # "review_history_archive": the archive's file type
-
-Built-in rules (defaults; every option is configurable in the committed ``gitmem.yaml``
-under ``lifecycle.prune.<file_type>.<option>``):
-
-- ``review_history`` (``max_reviews: 10``): more than ``max_reviews`` ``## Review``
-  sections -> the oldest move to ``review_history_archive.md`` (same folder).
-- ``known_issues`` (``remove_resolved_after_days: 30``, ``verify_status_after_days: 90``):
-  ``###`` issues Resolved 30+ days ago are removed; no status update for 90+ days ->
-  ``[VERIFY STATUS]`` added once.
-- ``test_results_history`` (``max_sessions: 15``): older ``## Session`` / ``## Test
-  Session`` sections are folded into one ``## Historical Summary`` at the bottom.
-- ``common_patterns`` (``verify_every_writes: 5``): every 5th write a
-  ``[VERIFY PATTERNS]`` marker line is added (once per flagged write).
-
-A project adds or replaces a rule without editing gitmem, never by naming code in the
-committed ``gitmem.yaml`` (whoever can push to the store would run code on every clone):
-
-- in code: :func:`register_rule`;
-- installed: an entry point in the group ``gitmem.rules`` (name = the file type,
-  value = ``module:callable``), in the project's or a plugin's package metadata;
-- locally: the user's own configuration file (:mod:`gitmem.git.localconfig`)::
-
-      rules:
-        decisions: "myproject.memory_rules:prune_decisions"   # module:callable
-
-The committed ``gitmem.yaml`` may only choose among rules already there::
-
-    lifecycle:
-      rules:
-        common_patterns: null         # disable a rule
-        decisions: known_issues       # use the rule of another file type
-
-A ``module:callable`` there is refused with a warning (naming the local way to opt in)
-and never imported. The named object is a :class:`PruneRule` or any callable
-``(RuleContext) -> RuleResult``.
-Size limits (:func:`size_warnings`) are warnings, never failures. Exact definitions
-(dates, status update dates, accepted test-count forms) are in docs/lifecycle-rules.md.
+A rule is a pure function over a document's markdown (no git, no store, no clock);
+``gitmem/features/layered.py`` calls :func:`apply_rule` and writes the result in one
+commit. A project adds rules in code, as installed entry points (``gitmem.rules``) or in
+the user's own configuration; the committed gitmem.yaml may only choose among rules that
+exist, because whoever can push to a store must not run code on every clone. Size limits
+are warnings, never failures. docs/lifecycle-rules.md defines every rule exactly.
 """
 
 from __future__ import annotations
@@ -80,8 +38,7 @@ from gitmem.features.lifecycle.prune import (
 )
 from gitmem.format.config import committed_limit, is_number, local_part, loosened
 
-# What a rule's author writes against (docs/lifecycle-rules.md imports these from here):
-# defined in prune.py with the built-in rules, named here with the registry.
+# What a rule's author imports from here (defined in prune.py with the built-in rules).
 __all__ = [
     "DEFAULT_REGISTRY",
     "LifecycleConfigError",
@@ -95,23 +52,6 @@ __all__ = [
 ]
 
 log = logs.get("gitmem")
-
-
-
-
-
-# --------------------------------------------------------------------------- options
-
-
-# --------------------------------------------------------------------------- review_history
-
-# --------------------------------------------------------------------------- known_issues
-
-# --------------------------------------------------------------------------- test_results_history
-
-# --------------------------------------------------------------------------- common_patterns
-
-# --------------------------------------------------------------------------- registry
 
 _FILE_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -178,14 +118,10 @@ class RuleRegistry:
         return RuleRegistry(self._rules)
 
     def options_for(self, file_type: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The rule's defaults overridden by ``lifecycle.prune.<file_type>``. Keys the
-        rule's defaults do not name, or values of another type, are refused (typos would
-        otherwise be silently ignored); a rule without defaults takes any keys.
-
-        A committed option only lowers a number the rule declares (its limits: keep fewer,
-        act sooner, check more often); any other committed option is ignored with one
-        warning, since which way it loosens is unknown. The user's own settings for the
-        store (``lifecycle.prune.<file_type>``) apply as given."""
+        """The rule's defaults overridden by ``lifecycle.prune.<file_type>``; unknown keys
+        and values of another type are refused (a typo would otherwise pass silently).
+        A committed option may only lower a number the rule declares (other committed
+        options are ignored with a warning); the user's own settings apply as given."""
         rule = self.get(file_type)
         defaults = dict(rule.defaults) if rule is not None else {}
         merged = dict(defaults)
@@ -297,7 +233,7 @@ def load_rule(spec: str) -> PruneRule:
             raise LifecycleConfigError(
                 f"prune rule {spec!r}: {module_name} has no {attr}"
             ) from None
-    if not isinstance(target, PruneRule) and not callable(target):
+    if not callable(target):
         raise LifecycleConfigError(f"prune rule {spec!r} is not callable")
     return _as_rule(target, None, None)
 
@@ -384,10 +320,7 @@ def installed_rules() -> dict[str, PruneRule]:
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             _check_file_type(point.name)
-            target = point.load()
-            if not isinstance(target, PruneRule) and not callable(target):
-                raise LifecycleConfigError(f"{point.value} is not callable")
-            out[point.name] = _as_rule(target, None, None)
+            out[point.name] = _as_rule(point.load(), None, None)
         except Exception as exc:  # one broken plugin must not stop every prune
             _warn_once(f"installed prune rule {point.name!r} ({point.value}) not loaded: {exc}")
     return out
@@ -495,8 +428,7 @@ def apply_rule(
     registry: RuleRegistry | None = None,
 ) -> RuleResult:
     """Run the rule of ``file_type`` over ``body`` with options from ``config`` (the raw
-    gitmem.yaml mapping, ``StoreConfig.raw``). ``registry`` defaults to
-    ``registry_from_config(config)``. No rule: the body comes back unchanged, no actions."""
+    gitmem.yaml mapping); no rule gives back the body unchanged and no actions."""
     reg = registry if registry is not None else registry_from_config(config)
     return reg.apply(
         file_type,
@@ -507,8 +439,6 @@ def apply_rule(
         config=config,
     )
 
-
-# --------------------------------------------------------------------------- size limits
 
 DEFAULT_SIZE_LIMITS: Mapping[str, int] = {
     "default": 500,

@@ -13,18 +13,13 @@ from dataclasses import dataclass
 
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 
-
 _CLOSING_HASHES_RE = re.compile(r"[ \t]+#+$")
-
 
 _FENCE_OPEN_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
-
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
-
 _ISO_DATE_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
-
 
 # "**Status**: x", "**Status:** x", "Status: x", "- **Status**: x", "__Status__: x"
 _FIELD_RE = re.compile(

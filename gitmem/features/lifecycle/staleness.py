@@ -1,12 +1,9 @@
 """Staleness: fresh / aging / stale by whole days since ``updated_at``.
 
-The rule is a function over plain records ``(id, path, updated_at)`` so any kind
-of document plugs in: atomic memories come from the index (or a scan), layered
-Forge documents and legacy files from :func:`record_from_text`.
-
-Defaults (each configurable under ``lifecycle.staleness``: lowered in ``gitmem.yaml``,
-raised only in the user's own settings for the store): 0-30 days fresh, 31-90 aging, 91+
-stale; no timestamp at all is stale.
+The rule runs over plain ``(id, path, updated_at)`` records so any document plugs in:
+memories come from the index, layered documents from :func:`record_from_text`. Defaults
+(``lifecycle.staleness``: lowered in gitmem.yaml, raised only in the user's own settings):
+up to 30 days fresh, up to 90 aging, then stale; no timestamp at all is stale.
 """
 
 from __future__ import annotations
@@ -18,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, parse_timestamp, to_utc
-from gitmem.base.errors import GitmemError, InvalidMemoryError
+from gitmem.base.errors import GitmemError
+from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.records import current_records
+from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.format import codec, config
 
 if TYPE_CHECKING:
-    from gitmem.format.model import Memory, Scope
+    from gitmem.format.model import Scope
     from gitmem.store.core import Store
 
 DEFAULT_FRESH_DAYS = 30
@@ -48,11 +47,11 @@ class StalenessPolicy:
         for name in ("fresh_days", "aging_days"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidMemoryError(
+                raise LifecycleConfigError(
                     f"gitmem.yaml lifecycle.staleness.{name} must be a whole number >= 0"
                 )
         if self.aging_days < self.fresh_days:
-            raise InvalidMemoryError(
+            raise LifecycleConfigError(
                 "gitmem.yaml lifecycle.staleness.aging_days must not be below fresh_days"
             )
 
@@ -61,16 +60,7 @@ class StalenessPolicy:
         """The policy of a store config's raw mapping (``StoreConfig.raw``): a committed
         threshold only at or below the built-in one (a later "stale" would hide what aged),
         the user's own (``lifecycle.staleness`` of the store's local settings) as given."""
-        section: Any = (raw or {}).get("lifecycle")
-        if section is None:
-            section = {}
-        if not isinstance(section, Mapping):
-            raise InvalidMemoryError("gitmem.yaml 'lifecycle' must be a mapping")
-        staleness: Any = section.get("staleness")
-        if staleness is None:
-            staleness = {}
-        if not isinstance(staleness, Mapping):
-            raise InvalidMemoryError("gitmem.yaml lifecycle.staleness must be a mapping")
+        staleness = lifecycle_section(raw, "staleness")
         local = config.local_part(raw, "lifecycle", "staleness")
 
         def days(name: str, default: int) -> Any:
@@ -78,7 +68,6 @@ class StalenessPolicy:
                 return local[name]
             value = staleness.get(name, default)
             return config.committed_limit(raw, f"lifecycle.staleness.{name}", value, default)
-
         return cls(
             fresh_days=days("fresh_days", DEFAULT_FRESH_DAYS),
             aging_days=days("aging_days", DEFAULT_AGING_DAYS),
@@ -104,19 +93,11 @@ class StalenessEntry:
 
     def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
         updated = None if self.updated_at is None else format_timestamp(self.updated_at)
-        if camel:
-            return {
-                "id": self.id,
-                "path": self.path,
-                "updatedAt": updated,
-                "daysSinceUpdate": self.days_since_update,
-                "staleness": str(self.staleness),
-            }
         return {
             "id": self.id,
             "path": self.path,
-            "updated_at": updated,
-            "days_since_update": self.days_since_update,
+            ("updatedAt" if camel else "updated_at"): updated,
+            ("daysSinceUpdate" if camel else "days_since_update"): self.days_since_update,
             "staleness": str(self.staleness),
         }
 
@@ -211,10 +192,6 @@ def record_from_text(memory_id: str, path: str | None, text: str) -> StalenessRe
         return StalenessRecord(memory_id, path, None)
 
 
-def record_of(memory: Memory) -> StalenessRecord:
-    return StalenessRecord(memory.id, memory.path, memory.updated_at)
-
-
 def store_staleness(
     store: Store,
     *,
@@ -223,11 +200,8 @@ def store_staleness(
     include_archived: bool = False,
     now: dt.datetime | None = None,
 ) -> StalenessReport:
-    """Staleness of a store's atomic memories, served from the index when it is on.
-
-    The policy is the one committed in the (default scope's) ``gitmem.yaml``;
-    ``now`` defaults to the store's clock.
-    """
+    """Staleness of a store's memories under the policy its gitmem.yaml commits;
+    ``now`` defaults to the store's clock."""
     policy = StalenessPolicy.from_config(store.config(scope).raw)
     records = current_records(
         store,
