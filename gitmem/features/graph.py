@@ -1,30 +1,13 @@
 """The knowledge graph: entities, observations and relations, kept as memory files.
 
 The nine operations of the reference MCP knowledge-graph server
-(``@modelcontextprotocol/server-memory``) with its semantics, over a gitmem
-store instead of one JSONL file:
-
-- an entity is the document ``entities/<type>/<shard>/<name>`` (file
-  ``entities/<type>/<shard>/<name>.md``; ``<shard>`` is two hex digits of a
-  hash of the name, see :func:`shard_of`; files of the layout before shards,
-  ``entities/<type>/<name>.md``, are read and updated where they are): the
-  exact name and type are in the
-  front-matter (``name``, ``entity_type``), the observations are a markdown
-  list in the body, and the relations that start at the entity are in its
-  front-matter (``relations: [{type, to}]``), so a person can read and edit it;
-- a relation whose source entity does not exist (yet) is kept in
-  ``entities/pending-relations.md`` and moves into the entity's file when the
-  entity is created, because the reference lets clients relate names before
-  creating them;
-- every call that changes something is one commit (or joins the batch opened
-  with :meth:`Graph.batch`); a call that changes nothing makes no commit.
-
-Names and types are matched exactly, as in the reference; file names are only
-where things live (see :func:`sanitise`), never how they are found: the index
-reads every entity file's front-matter (:mod:`gitmem.store.graphindex`), so a
-hand-edited ``name:`` is honoured. Calls are served by the index's graph rows,
-so a call costs what it touches and returns; an entity file the store cannot
-read as a memory is no entity.
+(``@modelcontextprotocol/server-memory``), with its semantics, over a gitmem store. An
+entity is the file ``entities/<type>/<shard>/<name>.md`` (see :func:`shard_of`): name and
+type in its front-matter, observations as a markdown list in its body, outgoing relations
+as ``relations: [{type, to}]``, so a person can read and edit it. A relation whose source
+does not exist yet waits in ``entities/pending-relations.md``. Each changing call is one
+commit (or joins :meth:`Graph.batch`). Names are matched exactly and found through the
+index's rows of every entity's front-matter, never through file names.
 """
 
 from __future__ import annotations
@@ -92,12 +75,9 @@ _WINDOWS_RESERVED = {
 }  # fmt: skip
 _RETRIES = 30
 """How often a call is re-run when another writer changed a file it was about to write."""
+
 _BACKOFF = 0.004
-"""Seconds; the jittered pause before a re-run grows with each attempt, so two writers in a
-tight loop on one entity do not keep beating each other to the branch."""
-
-
-# -- values ------------------------------------------------------------------------------
+"""Seconds; the jittered pause before a re-run, growing with each attempt."""
 
 
 @dataclass(frozen=True)
@@ -140,9 +120,6 @@ class KnowledgeGraph:
             "entities": [e.to_dict() for e in self.entities],
             "relations": [r.to_dict() for r in self.relations],
         }
-
-
-# -- input checks: the reference's zod schemas, as one-line errors -----------------------
 
 
 def _string(value: Any, where: str) -> str:
@@ -201,18 +178,10 @@ def to_relation(value: Relation | Mapping[str, Any], where: str = "relation") ->
     )
 
 
-# -- file names ----------------------------------------------------------------------------
-
-
 def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "unnamed") -> str:
-    """A path segment for ``text``: letters, digits, '.', '_' and '-' only.
-
-    Accents are dropped (``Zürich`` → ``Zurich``), every other character and
-    whitespace becomes ``-``, runs of dashes and dots collapse, the ends are
-    trimmed of punctuation, at most ``max_length`` characters are kept; a name
-    with nothing left becomes ``fallback``. Several names can give one segment;
-    :func:`_free_segment` adds a stable suffix then.
-    """
+    """A path segment for ``text`` of letters, digits, '.', '_' and '-' (accents dropped,
+    anything else a dash), at most ``max_length`` long; ``fallback`` when nothing is left.
+    Names that give one segment are told apart by :func:`_free_name`."""
     folded = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in folded if not unicodedata.combining(c))
     out = re.sub(r"[^A-Za-z0-9._-]+", "-", folded)
@@ -234,9 +203,6 @@ def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
         yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
 
 
-# -- observations in the body --------------------------------------------------------------
-
-
 def _plain(observation: str) -> bool:
     """Whether an observation survives the plain list form (and a person's editor) intact."""
     if not observation or observation.startswith('"'):
@@ -250,13 +216,8 @@ def _plain(observation: str) -> bool:
 
 
 def format_observations(observations: Iterable[str]) -> str:
-    """The body of an entity file: one list item per observation.
-
-    A multi-line observation continues on lines indented by two spaces. One that
-    the plain form would not keep exactly (empty, leading or trailing blanks,
-    control characters, an empty line, a leading double quote) is written as a
-    JSON string, which :func:`parse_observations` decodes.
-    """
+    """The body of an entity file: one list item per observation, continued on lines
+    indented by two spaces; one the plain form would not keep exactly is a JSON string."""
     lines: list[str] = []
     for observation in observations:
         if _plain(observation):
@@ -266,9 +227,6 @@ def format_observations(observations: Iterable[str]) -> str:
         else:
             lines.append("- " + json.dumps(observation, ensure_ascii=False))
     return "".join(f"{line}\n" for line in lines)
-
-
-# -- entity files ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -319,9 +277,6 @@ def _title(name: str) -> str:
     """A one-line title for ``gitmem ls`` (titles may not hold control characters)."""
     flat = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in name).strip()
     return " ".join(flat.split())[:200] or "(unnamed)"
-
-
-# -- where a call finds files: the index, or a walk of every entity file ---------------------
 
 
 class _Source(Protocol):
@@ -488,11 +443,8 @@ class _State:
 
 
 def shard_of(name: str) -> str:
-    """The shard folder of an entity's file: two hex digits of a hash of its file name
-    (case folded, so names differing only in case meet in one folder and get told apart).
-    At most 256 per type keeps each tree small: a write rewrites, and the index's catch-up
-    reads, the trees on the file's path, so a flat folder of 10k entities cost both ~10 ms
-    per call."""
+    """The shard folder of an entity's file: two hex digits of a hash of its case-folded
+    file name, so a write and the index's catch-up touch small trees at any graph size."""
     base = sanitise(name, max_length=MAX_NAME_SEGMENT, fallback="unnamed")
     return hashlib.sha1(base.casefold().encode("utf-8")).hexdigest()[:2]
 
@@ -522,20 +474,12 @@ def _free_name(
     raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
 
 
-# -- the graph ---------------------------------------------------------------------------------
-
-
 class Graph:
-    """The knowledge graph of a store (its default scope).
+    """The knowledge graph of a store's default scope; ``agent`` authors the commits.
 
-    Mutations take and return the reference server's shapes (mappings with
-    ``name``/``entityType``/``observations`` and ``from``/``to``/``relationType``,
-    or :class:`Entity`/:class:`Relation`). ``agent`` becomes the commits' author.
-
-    Reads and the lookups of writes are served by the index's graph rows
-    (:mod:`gitmem.store.graphindex`); inside a batch, with the index off, or when it cannot
-    answer at the commit a write builds on, every entity file is read instead, with
-    the same result.
+    Calls take and return the reference server's shapes (or :class:`Entity` and
+    :class:`Relation`). The index's graph rows serve them; inside a batch, or where the
+    index cannot answer, every entity file is read instead, with the same result.
     """
 
     def __init__(self, store: Store, *, agent: str | None = None) -> None:
@@ -551,8 +495,6 @@ class Graph:
         """A creation time in nanoseconds, later than every one this graph gave before."""
         self._last_ns = max(time.time_ns(), self._last_ns + 1)
         return self._last_ns
-
-    # -- reading -------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
         if self._batch is not None:
@@ -631,24 +573,6 @@ class Graph:
         index-served answers are checked against)."""
         return self._walk(self._snapshot()).graph()
 
-    def iter_entities(self) -> Iterator[Entity]:
-        """Every entity, oldest first, one at a time."""
-        with self._reader() as reader:
-            if reader is None:
-                yield from self._walk(self._snapshot()).graph().entities
-                return
-            for row in reader.entities():
-                yield Entity(row.name, row.entity_type, row.observations)
-
-    def iter_relations(self) -> Iterator[Relation]:
-        """Every relation, in the graph's order, one at a time."""
-        with self._reader() as reader:
-            if reader is None:
-                yield from self._walk(self._snapshot()).graph().relations
-                return
-            for source, target, kind in reader.relations():
-                yield Relation(source, target, kind)
-
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
         with self._reader() as reader:
@@ -720,8 +644,6 @@ class Graph:
         row = self._first(name)
         return None if row is None else row.doc
 
-    # -- writing -------------------------------------------------------------------------
-
     @contextlib.contextmanager
     def batch(self, message: str | None = None) -> Iterator[Graph]:
         """Many graph calls, one commit (imports use it); all or nothing."""
@@ -759,12 +681,8 @@ class Graph:
             state.source = _Walk([], [])
 
     def _write(self, message: str, change: Any) -> Any:
-        """Run ``change(state)`` and write the files it marked, as one commit.
-
-        Outside a batch, a change that lost a race with another writer (a file
-        it updates changed, or a name it creates was taken) is run again on the
-        new tip, so two agents adding observations at once both keep theirs.
-        """
+        """Run ``change(state)`` and write the files it marked, as one commit; outside a
+        batch, one that lost a race with another writer is run again on the new tip."""
         if self._batch is not None:
             assert self._batch_state is not None
             with self._sourced(self._batch_state) as state:
@@ -916,10 +834,8 @@ class Graph:
         return result
 
     def add_observations(self, observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Add observations to existing entities: ``[{entityName, addedObservations}]``.
-
-        An unknown entity is an error naming it, and nothing is written.
-        """
+        """Add observations to existing entities: ``[{entityName, addedObservations}]``;
+        an unknown entity is an error and nothing is written."""
         wanted: list[tuple[str, list[str]]] = []
         for i, item in enumerate(_items(observations, "observations")):
             record = _record(item, f"observations[{i}]", ("entityName", "contents"))

@@ -1,31 +1,23 @@
 """The layered MemoryStore of the Forge documents, on top of the git store.
 
-Forge keeps memory as markdown documents at fixed places, one per (layer, names,
-file type)::
+Forge keeps memory as markdown documents at fixed places::
 
     shared-project  projects/{project}/{file_type}.md
     skill-specific  skills/{skill}/{project}/{file_type}.md
     command         commands/{project}/{file_type}.md
     agent           agents/{agent}/{file_type}.md
 
-Here each document is a memory with a *path id* (the path without ``.md``, see
-:mod:`gitmem.format.layout`), so everything the store does (one commit per write with
-trailers, history, restore, search, sync) applies to it. The front-matter gitmem
-writes carries ``layer``, ``project``, ``file_type`` (and ``skill``/``command``/
-``agent``) so the index can filter by them; the body is the document's content.
-
-Results are small frozen dataclasses; ``to_dict()`` gives the camelCase shapes agents
-expect (``lineCount``, ``pruneDetails``, ``daysSinceUpdate``). The lifecycle rules
-(pruning, size limits, quality checks) come from :mod:`gitmem.features.lifecycle.rules` and
-:mod:`gitmem.features.lifecycle.quality`; this module decides *when* they run and writes what
-they say in one commit.
+Each is a memory whose id is its path, so commits, history, restore, search and sync
+apply; its front-matter carries layer and names for the index's filters. ``to_dict()``
+gives the camelCase shapes agents expect. The lifecycle rules say what to prune and
+check; this module decides when they run and writes what they say in one commit.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,9 +126,6 @@ def placement(memory_id: str) -> dict[str, str] | None:
     return None
 
 
-# -- the entry -----------------------------------------------------------------------
-
-
 _SNAKE_TO_CAMEL = {"file_type": "fileType"}
 
 
@@ -195,9 +184,6 @@ class MemoryEntry:
             command=self.command,
             agent=self.agent,
         )
-
-
-# -- results -------------------------------------------------------------------------
 
 
 def _ts(value: dt.datetime | None) -> str | None:
@@ -423,19 +409,9 @@ class ValidationResult:
         return {"id": self.id, "writeCount": self.write_count, **self.report.to_dict()}
 
 
-# -- the store -----------------------------------------------------------------------
-
-
-def _line_count(text: str) -> int:
-    return count_lines(text)
-
-
 class LayeredStore:
-    """The Forge MemoryStore interface over a gitmem :class:`~gitmem.store.core.Store`.
-
-    ``agent`` and ``session_id`` (when given) are recorded on every write, as the
-    ``Gitmem-Agent``/``Gitmem-Session`` trailers and the commit's author.
-    """
+    """The Forge MemoryStore interface over a gitmem :class:`~gitmem.store.core.Store`;
+    ``agent`` and ``session_id`` are recorded on every write."""
 
     def __init__(
         self, store: Store, *, agent: str | None = None, session_id: str | None = None
@@ -443,8 +419,6 @@ class LayeredStore:
         self.store = store
         self.agent = agent
         self.session_id = session_id
-
-    # -- helpers --------------------------------------------------------------------
 
     @property
     def _config(self) -> Mapping[str, Any]:
@@ -485,7 +459,7 @@ class LayeredStore:
             version=memory.version,
             staleness=state,
             days_since_update=days,
-            line_count=_line_count(memory.body),
+            line_count=count_lines(memory.body),
             project=where.get("project"),
             skill=where.get("skill"),
             command=_str_or_none(memory.extra.get("command")),
@@ -549,8 +523,6 @@ class LayeredStore:
         warnings = _rules.size_warnings(file_type, line_count, limits)
         return "; ".join(warnings) if warnings else None
 
-    # -- the interface --------------------------------------------------------------
-
     def create(self, entry: MemoryEntry | Mapping[str, Any]) -> CreateResult:
         """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""
         if not isinstance(entry, MemoryEntry):
@@ -604,11 +576,10 @@ class LayeredStore:
 
     def update(self, id: str, content: str) -> UpdateResult:
         """Replace the content: timestamp refreshed (staleness reset), size limits checked."""
-        current = self._require_doc(id)
-        del current
+        self._require_doc(id)
         memory = self.store.update(id, content, **self._who())
         where = placement(id) or {}
-        lines = _line_count(memory.body)
+        lines = count_lines(memory.body)
         return UpdateResult(id, True, lines, self._size_warning(where["file_type"], lines))
 
     def append(self, id: str, content: str) -> AppendResult:
@@ -623,7 +594,7 @@ class LayeredStore:
             items = self._prune_one(id, file_type, body, count)
             tx.trailers.extend(_trailers(items))
         final = self.store.read(id)
-        lines = _line_count(final.body)
+        lines = count_lines(final.body)
         return AppendResult(
             id=id,
             appended=True,
@@ -641,8 +612,6 @@ class LayeredStore:
         return DeleteResult(
             id, self.store.delete(id, agent=self.agent, session_id=self.session_id)
         )
-
-    # -- getters ----------------------------------------------------------------------
 
     def get_shared_project_memory(self, project: str) -> list[Document]:
         check_id(project, what="project")
@@ -696,8 +665,6 @@ class LayeredStore:
             last_updated=last,
             staleness=None if last is None else classify(last, self._now(), self._policy()),
         )
-
-    # -- lifecycle ----------------------------------------------------------------------
 
     def _prune_one(
         self,
@@ -765,13 +732,9 @@ class LayeredStore:
         return sorted(set(chosen))
 
     def prune(self, policy: PrunePolicy | Mapping[str, Any] | None = None) -> PruneReport:
-        """Run every document's rule (and the size limits) over the documents in scope.
-
-        One commit for the whole run, its trailers listing each action
-        (``Gitmem-Prune: <id> <action>: <reason>``). ``dry_run`` reports the same
-        actions and writes nothing. Removed or archived text stays restorable: from
-        history (``gitmem restore ID --at REV``) or from the archive document.
-        """
+        """Run every document's rule and the size limits over the documents in scope, as
+        one commit whose ``Gitmem-Prune`` trailers list each action; ``dry_run`` writes
+        nothing. Removed text stays in history and in the archive documents."""
         if policy is None:
             policy = PrunePolicy()
         elif not isinstance(policy, PrunePolicy):
@@ -798,7 +761,7 @@ class LayeredStore:
                         )
                     )
                     final = self.store.get(memory_id)
-                    lines = _line_count(final.body if final is not None else "")
+                    lines = count_lines(final.body if final is not None else "")
                     warning = self._size_warning(file_type, lines, limits)
                     if warning:
                         warnings.append(f"{memory_id}: {warning}")
@@ -816,7 +779,7 @@ class LayeredStore:
         current = self._require_doc(id)
         file_type = (placement(id) or {})["file_type"]
         line_counts = [
-            _line_count(v.memory.body)
+            count_lines(v.memory.body)
             for v in self.store.history(id)
             if v.memory_id == id and v.memory is not None
         ]
@@ -851,12 +814,8 @@ class LayeredStore:
         mode: str = "natural",
         limit: int = 20,
     ) -> Any:
-        """Documents that answer ``pattern``, filtered by layer and project, as
-        :class:`gitmem.store.search.SearchResults` (each match: the document's best line).
-
-        ``mode="natural"`` (the default) is :meth:`Store.recall`: a question, keywords,
-        an identifier or a path; ``"fts"``, ``"regex"`` and ``"substring"`` are
-        :meth:`Store.search`'s modes."""
+        """Documents that answer ``pattern``, filtered by layer and project: ``natural``
+        is :meth:`Store.recall`, the other modes are :meth:`Store.search`'s."""
         from gitmem.store.search import SearchResults, from_recall
 
         layer_value = None if layer is None else str(_layer(layer))
@@ -913,9 +872,3 @@ def _default_title(entry: MemoryEntry) -> str:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def documents_of(store: Store, ids: Iterable[str]) -> list[Document]:
-    """Documents for ids (missing ones skipped), for callers holding a plain Store."""
-    layered = LayeredStore(store)
-    return [d for d in (layered.get(i) for i in ids) if d is not None]

@@ -1,20 +1,11 @@
 """Import and export: bring memory in from other tools, take it out again, check every entry.
 
-Formats:
-
-- ``mcp-jsonl``: the reference MCP knowledge-graph server's ``memory.jsonl``
-  (one JSON object a line: ``{"type":"entity","name",...,"entityType",...,
-  "observations":[...]}`` or ``{"type":"relation","from",...,"to",...,
-  "relationType",...}``), read into and written from the knowledge graph
-  (:mod:`gitmem.features.graph`);
-- ``files``: memory files as they are (``mem_<uuid>.md`` with front-matter, and
-  path-id documents), in folders per scope (``repo/``, ``user/``), copied byte
-  for byte so ids, versions, times and ``supersedes`` are kept.
-
-Every import is one commit (all or nothing) and ends with a :class:`Fidelity`
-report: what was read, what was written, what was skipped and why, and a
-content check of every entry against what the store now holds. An export
-ends with the same check against the files it wrote.
+Formats: ``mcp-jsonl`` (the reference MCP knowledge-graph server's ``memory.jsonl``, read
+into and written from :mod:`gitmem.features.graph`), ``files`` (memory files copied as
+they are, in folders per scope) and ``forge`` (a Forge plugin memory folder). Every import
+is one commit (all or nothing) and ends with a :class:`Fidelity` report: what was read,
+written and skipped, and a check of every entry against what the store now holds; an
+export ends with the same check against the files it wrote.
 """
 
 from __future__ import annotations
@@ -127,9 +118,6 @@ class BadInputError(InvalidInputError):
     """Input lines or files that cannot be imported; nothing was written."""
 
 
-# -- mcp-jsonl -----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class JsonlEntry:
     line: int
@@ -137,12 +125,8 @@ class JsonlEntry:
 
 
 def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
-    """The entities and relations of a reference-server file, and its bad lines.
-
-    Lines are split on ``\\n`` (a final line without one counts, as the reference
-    writes it); blank lines are skipped as the reference does. A bad line is
-    reported as ``line N: why``.
-    """
+    """The entities and relations of a reference-server file, and its bad lines
+    (``line N: why``); blank lines are skipped, as the reference does."""
     entries: list[JsonlEntry] = []
     bad: list[str] = []
     text = text.removeprefix(codec.BOM)  # an editor's byte-order mark is not part of line 1
@@ -205,12 +189,9 @@ def import_mcp_jsonl(
     batch_size: int = 20_000,
 ) -> Fidelity:
     """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit
-    (or one commit per ``batch_size`` entries when there are more).
-
-    A bad line stops the import with an error naming it (nothing is written)
-    unless ``skip_bad``, which leaves bad lines out and lists them. Entities
-    already in the store keep their type; observations they lack are added.
-    """
+    (one per ``batch_size`` entries when there are more). A bad line stops the import
+    unless ``skip_bad``; entities already in the store keep their type and gain the
+    observations they lack."""
     path = Path(path)
     entries, bad = parse_mcp_jsonl(_read_text(path, "file"))
     if bad and not skip_bad:
@@ -357,9 +338,6 @@ def export_mcp_jsonl(store: Store, dest: str | Path) -> tuple[str, Fidelity]:
     return text, report
 
 
-# -- files ---------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class _SourceFile:
     source: Path
@@ -383,15 +361,8 @@ MAX_IMPORT_FILE_BYTES = 16 * 1024 * 1024
 
 
 def _walk(root: Path, report: Fidelity) -> Iterator[Path]:
-    """The regular ``*.md`` files under ``root``; symbolic links are never followed.
-
-    A folder someone else prepared may hold links to ``~/.ssh`` or ``/etc``. Links are
-    skipped, whether they point into the folder or out of it: one that points inside
-    names a file or folder that is imported at its own path anyway, and one that
-    points out reaches files the user did not name. FIFOs, sockets and devices are
-    skipped too (opening a FIFO would block the import forever). Each one is listed in
-    the report's ``skipped``.
-    """
+    """The regular ``*.md`` files under ``root``. Symbolic links (a prepared folder may
+    link to ``~/.ssh``), FIFOs, sockets and devices are skipped and listed in the report."""
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         keep = []
@@ -649,8 +620,6 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     return report
 
 
-# -- forge ---------------------------------------------------------------------------------------
-
 FORGE_ROOTS = ("projects", "skills", "commands", "agents")
 """The layer folders of a Forge memory folder (and of the store)."""
 
@@ -712,15 +681,9 @@ def import_forge(
     skip_bad: bool = False,
     progress: Progress | None = None,
 ) -> Fidelity:
-    """Import a Forge plugin memory folder (``projects/``, ``skills/``, ``commands/``,
-    ``agents/``) as layered documents dated by their ``<!-- Last Updated -->`` lines.
-
-    Each ``<layer path>/<file>.md`` becomes the document with that path id; its
-    body is the file after the date line, byte for byte. Files that already
-    have gitmem front-matter are imported as they are. One commit; a file that
-    cannot be imported (a name that is no safe path id, a conflicting document)
-    stops it unless ``skip_bad``.
-    """
+    """Import a Forge plugin memory folder as layered documents: ``<layer path>/<file>.md``
+    becomes the document of that path id, dated by its ``<!-- Last Updated -->`` line, its
+    body the rest byte for byte. A file that cannot be imported stops it unless ``skip_bad``."""
     root = Path(directory)
     if not root.is_dir():
         raise InvalidInputError(f"{root} is not a directory")
