@@ -1,19 +1,11 @@
 """CI recipes that review memory changes on every pull request (``gitmem ci init``).
 
-Each recipe runs ``gitmem review BASE...HEAD --strict`` in the store's own repository on a
-hosted CI, posts the report as one comment cut to the host's limit (problems first, then what
-fits, then a count of what was left out), keeps the whole report as a job artifact, and fails
-the job when the review found problems (exit 8) or gitmem itself failed (any other code).
-
-A second recipe per host (``gitmem ci init --update-branch``) brings the base branch into a
-pull request's branch with ``gitmem update-branch`` when plain git cannot merge them, and
-pushes the merge commit (never forced), so that the host's merge button, which merges with
-plain git and no merge driver, then sees a clean merge.
-
-The recipes are plain files the user reviews and commits; nothing here talks to a host.
-The steps of each are shell scripts of their own (:data:`GITHUB_REVIEW_STEP`,
-:data:`GITLAB_SCRIPT`, :data:`GITHUB_UPDATE_STEP`, :data:`GITLAB_UPDATE_SCRIPT`), so the
-test suite runs exactly what CI runs, on a local clone.
+The review recipe runs ``gitmem review BASE...HEAD --strict`` on a hosted CI, posts the
+report as one comment cut to the host's limit, keeps the whole report as an artifact and
+fails the job on problems (exit 8) or errors. The update-branch recipe merges the base into
+a pull request's branch with gitmem's merge when plain git cannot, so the host's merge
+button sees a clean merge. Recipes are plain files the user commits; their steps are shell
+scripts of their own, so the tests run exactly what CI runs, on a local clone.
 """
 
 from __future__ import annotations
@@ -330,13 +322,10 @@ def write_recipe(
 ) -> Written:
     """Write ``host``'s recipes under ``root``; returns the files written and what is left.
 
-    The review recipe always, and with ``update_branch`` the job that brings the base into
-    a pull request's branch (:data:`UPDATE_BRANCH`). A file already there word for word is
-    left alone (so ``--update-branch`` can be added later); one that differs is refused
-    unless ``force``. For GitLab, a missing ``.gitlab-ci.yml`` is created with the includes
-    (as is one holding only includes this command wrote); any other is left alone and the
-    caller prints the include lines to add, since rewriting someone's pipeline is not ours
-    to do.
+    A file already there word for word is left alone; one that differs is refused unless
+    ``force``. GitLab's ``.gitlab-ci.yml`` is created when missing (or holding only our
+    includes); any other is left for the caller to print the include lines, since
+    rewriting someone's pipeline is not ours to do.
     """
     chosen = [recipe(host)] + ([UPDATE_BRANCH[host]] if update_branch else [])
     base = Path(root)

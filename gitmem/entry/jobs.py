@@ -1,25 +1,11 @@
 """Lifecycle jobs the memory repository's git hooks run after a merge or checkout.
 
-Which jobs run is configured in the committed ``gitmem.yaml``::
-
-    lifecycle:
-      jobs:
-        post-merge: [staleness, prune]
-        post-checkout: []
-
-Defaults: ``post-merge: [staleness]`` (one summary line), ``post-checkout: []``. The
-committed file may add jobs, never leave a default out (that is ignored with one warning);
-the user's own settings for the store (``lifecycle.jobs``) may.
-Jobs are a registry keyed by name, like the prune rules. The committed file only chooses
-among jobs that are already there; code is never named by it. A project adds its own:
-
-- in code: :func:`register_job`;
-- installed: an entry point in the group ``gitmem.jobs`` (name = the job's name);
-- locally: ``jobs: {<name>: "package.module:function"}`` in the user's own configuration
-  file (:mod:`gitmem.git.localconfig`), which the user wrote, so it may import.
- A job prints through the ``out`` callable it is given and
-never raises into the hook: the hook turns a failure into one warning line, because a
-``git merge`` that already happened must not look failed.
+``lifecycle.jobs`` in gitmem.yaml names them per hook (defaults: ``post-merge:
+[staleness]``, ``post-checkout: []``); the committed file may add jobs, never drop a
+default (the user's own settings may), and never names code. Jobs are a registry like the
+prune rules: :func:`register_job`, entry points in ``gitmem.jobs``, or ``module:function``
+in the user's own configuration. A job prints through ``out`` and never raises into the
+hook, because a ``git merge`` that already happened must not look failed.
 """
 
 from __future__ import annotations

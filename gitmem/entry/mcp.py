@@ -1,20 +1,11 @@
-"""``gitmem mcp``: the store as an MCP server over stdio, on the official ``mcp`` SDK.
+"""``gitmem mcp``: the store as an MCP server over stdio or HTTP, on the official ``mcp`` SDK.
 
-Two sets of tools:
-
-- the reference knowledge-graph server's nine tools (``create_entities`` ...
-  ``open_nodes``) with its names, input schemas, result text and structured
-  content, plus its ``memory://knowledge-graph`` resource, so a client set up
-  for ``@modelcontextprotocol/server-memory`` works unchanged;
-- gitmem's own: ``remember``, ``recall``, ``get_memory``, ``update_memory``,
-  ``supersede_memory``, ``forget``, ``memory_history``, ``staleness_report``,
-  ``prune`` (the layered store's lifecycle rules; a dry run unless asked).
-
-Each tool is a :class:`ToolSpec` whose handler is a plain function over the
-library (no SDK types), so the logic is the library's and the SDK only carries
-it. A handler's error (bad arguments, unknown id, conflict) comes back as a
-tool result with ``isError`` set and the error's one-line message: the server
-never dies of a bad call. Every mutation is a commit, as everywhere else.
+Tools: the reference knowledge-graph server's nine (its names, schemas and results, and
+its ``memory://knowledge-graph`` resource, so a client set up for
+``@modelcontextprotocol/server-memory`` works unchanged) and gitmem's own (``remember``,
+``recall``, ``prune`` ...). Each is a :class:`ToolSpec` whose handler is a plain function
+over the library; a handler's error comes back as a result with ``isError`` set, so the
+server never dies of a bad call.
 """
 
 from __future__ import annotations
@@ -91,9 +82,6 @@ class ToolSpec:
             where = "/".join(str(p) for p in first.absolute_path) or "arguments"
             raise InvalidInputError(f"invalid arguments for {self.name}: {where}: {first.message}")
         return self.handler(args)
-
-
-# -- JSON schemas (the reference's zod schemas, as zod-to-json-schema writes them) ----------
 
 
 def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -310,8 +298,6 @@ def _graph_tools(graph: Graph) -> list[ToolSpec]:
         ),
     ]
 
-
-# -- gitmem's own tools -------------------------------------------------------------------------
 
 _TAGS = _list(_str(), "Tags (one line each)")
 _RELATED = _list(
@@ -675,9 +661,6 @@ def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResul
         return ToolResult(f"internal error in {spec.name}: {type(exc).__name__}: {exc}"), True
 
 
-# -- the SDK wiring ------------------------------------------------------------------------------
-
-
 def build_server(store: Store, *, agent: str | None = None) -> Any:
     """The MCP server (an ``mcp.server.lowlevel.Server``) for ``store``."""
     import mcp_types as types
@@ -808,11 +791,10 @@ def run(store: Store, *, agent: str | None = None) -> None:
     anyio.run(main)
 
 
-# -- streamable HTTP: one store, several agents ---------------------------------------------
-
 TOKEN_ENV = "GITMEM_MCP_TOKEN"
 TOKEN_DIR = "mcp-tokens"
 """In the user's state directory (:func:`token_path`): one bearer token per store."""
+
 MIN_TOKEN = 16
 HTTP_PATH = "/mcp"
 

@@ -1,37 +1,13 @@
 """Claude's memory tool (``memory_20250818``) with a gitmem store behind it.
 
-The model sees a directory ``/memories`` and runs six commands on it: ``view``,
-``create``, ``str_replace``, ``insert``, ``delete``, ``rename``.
-:class:`MemoryTool` carries them out on documents under the ``notes`` root
-(or a folder below it), every change one commit, so what the model remembers
-is versioned, attributed and restorable like any other memory. It behaves as
-the ``anthropic`` SDK's own ``BetaLocalFilesystemMemoryTool`` does (the same
-texts, errors, listings and empty directories; docs/integrations.md lists the
-differences that remain, and tests/test_memtool_sdk_diff.py checks the rest).
-
-How ``/memories`` paths map to documents (path ids):
-
-- every name the model gives is stored under a safe path-id segment: a name
-  that already is one (letters, digits, ``.``, ``_``, ``-``, starting with a
-  letter or digit, no ``..``, not ending in ``.md``) as itself, any other name
-  escaped: ``x--`` and the name with every character but ASCII letters, digits
-  and ``-`` written as ``_`` and two hex digits per UTF-8 byte (``my notes`` is
-  ``x--my_20notes``). A safe name that looks like such an escape is escaped too,
-  so the mapping is one to one and reversible;
-- a folder ``/memories/<d>`` is the tree ``<root>/<segment of d>``; a file
-  named ``<stem>.md`` with a plain stem is ``<root>/.../<stem>.md``, any other
-  file name is ``<root>/.../x--<escaped name>.md``, its name kept in the
-  front-matter key ``memory_file``. Files written by earlier versions (a name
-  without ``.md`` stored as ``<name>.md``) are found where they are;
-- an empty directory (left by a delete or a rename, as on a file system) is
-  kept by an empty ``.gitkeep`` file, which no listing shows and no name reaches;
-- the file's content is the document's body, byte for byte; the front-matter
-  (id, times, version, title = the ``/memories`` path) is gitmem's and the
-  model never sees it;
-- refused with a message and nothing changed: paths outside ``/memories``,
-  ``..`` segments, control or invisible characters, paths deeper or longer than
-  path ids allow, and any path that crosses a symbolic link in the store's tree
-  or work tree.
+The model sees a directory ``/memories`` and runs ``view``, ``create``, ``str_replace``,
+``insert``, ``delete`` and ``rename`` on it. :class:`MemoryTool` carries them out on
+documents under the ``notes`` root, every change one commit, and behaves as the
+``anthropic`` SDK's ``BetaLocalFilesystemMemoryTool`` does (tests/test_memtool_sdk_diff.py).
+Names map one to one onto path-id segments (``my notes`` is ``x--my_20notes``; the exact
+rules: docs/integrations.md); the file's content is the body, the front-matter stays
+gitmem's; paths outside ``/memories``, ``..``, control characters and paths crossing a
+symbolic link are refused.
 """
 
 from __future__ import annotations
@@ -84,6 +60,7 @@ NAME_KEY = "memory_file"
 LINE_NUMBER_WIDTH = 6
 MAX_VIEW_LINES = 999_999
 """The SDK's guard: a file of more lines is not shown."""
+
 ESCAPE_PREFIX = "x--"
 _KEPT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _HEX = frozenset("0123456789abcdef")
@@ -100,9 +77,6 @@ class MemoryToolSecretError(MemoryToolError, SecretsFoundError):
 
 class MemoryToolNotFoundError(NotFoundError):
     """The path a memory-tool command names does not exist."""
-
-
-# -- names <-> path-id segments ------------------------------------------------------------
 
 
 def _escape(name: str) -> str:
@@ -189,9 +163,6 @@ def _legacy_file_segment(name: str) -> str | None:
     return stem
 
 
-# -- output --------------------------------------------------------------------------------
-
-
 DIR_SIZE = 4096
 """A folder's size in a listing: its own, as the SDK's tool shows a directory's (the
 inode's ``st_size``: one block on ext4 and most Linux file systems), not its files'."""
@@ -216,9 +187,6 @@ def _lines(content: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
-
-
-# -- targets -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -307,8 +275,6 @@ class MemoryTool:
         """Documents parsed before, by id and exact bytes: a model views the files it just
         wrote, and parsing the front-matter again was half of a view."""
 
-    # -- paths ---------------------------------------------------------------------------
-
     def _target(self, path: Any, what: str = "path") -> _Target:
         if not isinstance(path, str):
             raise MemoryToolError(f"The {what} must be a string")
@@ -368,8 +334,6 @@ class MemoryTool:
             linked = entry is not None and entry.filemode == FileMode.LINK
             if linked or (workdir is not None and (workdir / place).is_symlink()):
                 raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")
-
-    # -- reading ---------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
         return self.store.db().snapshot()
@@ -452,8 +416,6 @@ class MemoryTool:
                 f"The path {target.given} does not exist. Please provide a valid path."
             )
         return doc
-
-    # -- commands -------------------------------------------------------------------------
 
     def view(self, path: str, view_range: Sequence[int] | None = None) -> str:
         target = self._target(path)

@@ -1,22 +1,12 @@
 """The hub's own gate: a ``pre-receive`` hook that refuses pushes gitmem would not write.
 
-``gitmem hooks install --server`` puts it in a bare hub. git runs it once per push, after
-the objects arrived (in a quarantine directory git names in the environment) and before
-any ref moves; a non-zero exit refuses the whole push and git shows the client what the
-hook printed. For every branch the push creates or moves:
-
-- every memory file the push changes (the new tip against the old one, or against
-  nothing for a new branch) must read as the store reads it (front-matter, schema, id
-  against path), and a ``gitmem.yaml`` it changes must be a valid configuration;
-- no object the push brings in that sits at a memory path, and no message of a commit it
-  brings in, may hold a credential (the built-in kinds, the patterns of the ``gitmem.yaml``
-  it pushes and the hub's own settings): a secret in an intermediate commit stays in
-  history even when a later commit removes it, so those are checked too;
-- no ``gitmem.yaml`` it brings may loosen policy (allow a credential, raise a limit, switch
-  a check off: :func:`loosening`), whatever else the push carries.
-
-Deleting a branch and moving tags are let through. The hub's own git configuration is the
-administrator's, so git runs here as trusted, keeping the quarantine environment.
+``gitmem hooks install --server`` puts it in a bare hub; git runs it after the objects
+arrive and before any ref moves, and a non-zero exit refuses the whole push. For every
+branch the push creates or moves: each changed memory file must read as the store reads
+it and a changed ``gitmem.yaml`` must be valid; no object at a memory path and no commit
+message it brings may hold a credential (intermediate commits too: history keeps them);
+and no ``gitmem.yaml`` may loosen policy (:func:`loosening`). Branch deletions and tags
+pass. The hub's configuration is the administrator's, so git runs here as trusted.
 """
 
 from __future__ import annotations

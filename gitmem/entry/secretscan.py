@@ -164,13 +164,9 @@ def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
 
 
 def scan_history(store: Store, scope: Scope | str | None = None) -> list[HistoryFinding]:
-    """Credentials anywhere in the store's history: every blob any commit reachable from a
-    branch, remote-tracking branch or tag ever held (each blob scanned once, reported at the
-    commit that introduced it) and every commit message.
-
-    What ``gitmem purge`` must remove: a credential deleted from the tip still sits in the
-    commit that added it, on every clone.
-    """
+    """Credentials anywhere in the store's history (what ``gitmem purge`` must remove): every
+    blob reachable from a branch, remote-tracking branch or tag, scanned once and reported
+    at the commit that introduced it, and every commit message."""
     from gitmem.features.purge import new_blobs, text_blob
 
     out: list[HistoryFinding] = []

@@ -1,14 +1,10 @@
 """Joining a team's store: ``gitmem clone`` and ``gitmem join``.
 
-A team shares one store through a hub on any git host. ``clone`` makes a working copy of
-it that is ready to use: the store's branch checked out whatever the hub's HEAD names (a
-hub made with ``git init --bare`` often names ``master``, which a gitmem store never has),
-the merge driver registered (git never copies configuration), the hooks installed, the
-index built, and the clone recorded as trusted (its configuration is the one git clone
-just wrote for the user). ``join`` brings a store the user already has (a personal store
-made with ``gitmem init``, whose history is unrelated to the team's) into the team's:
-both histories are kept (one merge commit with both as parents), the team's configuration
-wins over the personal one, and the result is pushed.
+``clone`` makes a working copy of a hub's store ready to use: its branch checked out
+whatever the hub's HEAD names, the merge driver registered, hooks installed, the index
+built and the clone recorded as trusted. ``join`` brings a store the user already has into
+the team's: both histories kept in one merge commit, the team's configuration winning,
+the result pushed.
 """
 
 from __future__ import annotations
@@ -116,14 +112,9 @@ def _store_branch(repo: pygit2.Repository, prefix: str, wanted: str | None) -> s
 
 
 def _checkout_while(target: Path, args: list[str], work: Callable[[], object]) -> None:
-    """Run ``git <args>`` in ``target`` (the clone's checkout) while ``work()`` runs here.
-
-    The index build reads git's objects, never the work tree, so the two overlap: at a
-    million memories each takes minutes.
-    Whichever fails fails the clone: ``work`` raising (or an interrupt) stops git first,
-    so that nothing writes into the folder the clone then removes; git failing is
-    reported once ``work`` is done (a failed checkout is rare, and ``work`` cannot be
-    stopped halfway without leaving its state to clean up anyway)."""
+    """Run ``git <args>`` in ``target`` (the clone's checkout) while ``work()`` runs here
+    (the index build reads objects, never the work tree). Whichever fails fails the clone;
+    ``work`` raising stops git first, so nothing writes into the folder the clone removes."""
     with tempfile.TemporaryFile() as errors:
         # git's messages go to a file: a pipe nobody reads until the end would stop git
         # once it held 64 KiB of warnings.
@@ -157,12 +148,9 @@ def clone(
     hooks: bool = True,
     progress: Progress | None = None,
 ) -> CloneResult:
-    """Clone the store at ``url`` into ``dest`` and make it ready to use.
-
-    The clone's branch is always ``main`` (the store's branch on the hub, found as
-    :func:`_store_branch` says), tracking the hub's. Refused, with nothing left behind,
-    when ``dest`` is not empty or what the hub holds is not a gitmem store.
-    """
+    """Clone the store at ``url`` into ``dest`` (branch ``main``, tracking the hub's) and make
+    it ready to use; refused, leaving nothing, when ``dest`` is not empty or the hub holds
+    no gitmem store."""
     from gitmem.git import trust
     from gitmem.store.discovery import open_store
     from gitmem.store.merge import register_driver
@@ -227,13 +215,9 @@ def clone(
 def join(
     store: Store, url: str, *, remote: str = "origin", scope: str | None = None
 ) -> SyncResult:
-    """Bring ``store`` into the team store at ``url`` without losing either history.
-
-    Adds ``remote`` (when the store has none of that name), fetches the hub's store,
-    merges it in even though the two histories are unrelated (the team's ``gitmem.yaml``
-    and ``.gitattributes`` win; every memory of both is kept; the usual memory-aware
-    merge settles the rest), and pushes. Afterwards ``gitmem sync`` keeps them together.
-    """
+    """Bring ``store`` into the team store at ``url`` without losing either history: merge
+    the unrelated histories (the team's ``gitmem.yaml`` and ``.gitattributes`` win, every
+    memory is kept) and push; ``remote`` is added when missing."""
     from gitmem.store import sync
 
     db = store.db(scope)

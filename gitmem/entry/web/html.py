@@ -1,11 +1,9 @@
 """How the web view draws: Jinja2 templates, memory bodies as sanitised markdown, the graph as
 SVG laid out here.
 
-Everything shown comes from a store, so it is untrusted: templates escape every value and
-show control characters as escapes (:func:`gitmem.base.printable.printable`); markdown is
-rendered with raw HTML off and then cleaned by nh3 (the ammonia sanitiser), keeping links to
-http(s), mailto and the view's own pages only; images are not rendered (an image would be a
-request leaving the page). No page carries a script.
+A store's content is untrusted: templates escape every value and show control characters
+as escapes; markdown is rendered with raw HTML off, then cleaned by nh3, keeping links to
+http(s), mailto and the view's own pages; images are not rendered. No page has a script.
 """
 
 from __future__ import annotations
@@ -73,8 +71,6 @@ def environment() -> jinja2.Environment:
     env.filters["layout"] = layout
     return env
 
-
-# -- the graph ---------------------------------------------------------------------------------
 
 MAX_NODES = 300
 """Nodes drawn at most; a larger graph is drawn in part (pick a node to see around it)."""
