@@ -1,24 +1,13 @@
-"""Recall: the memories that answer a question, best first.
+"""Recall: the memories that answer a question, best first (``Store.recall``).
 
-``Store.recall`` comes here. A query may be a question in plain English, a list of
-keywords, a code identifier or a path; nothing in it is syntax, and no query raises.
-
-Ranking (docs/recall.md says why, with the measurements):
-
-1. **Lexical**: the query's words (stop words dropped, identifiers split as the index
-   splits them, :mod:`gitmem.store.lexical`) OR-ed together against the index's stemmed FTS5
-   table, ranked by BM25 with field weights (:data:`WEIGHTS`).
-2. **Semantic** (when an embedder is available and the index holds vectors): the
-   memories nearest the query's embedding (:mod:`gitmem.store.vectors`).
-3. **Fusion**: the two lists' scores, each scaled to 0..1, added with :data:`FUSION`'s
-   weights (:data:`FUSION_MODE`; reciprocal-rank fusion measured worse, docs/recall.md).
-4. **Version chains**: a superseded memory's match counts for the newest version of its
-   chain (the newest one is returned, once); archived memories are left out. Both are
-   kept with ``include_superseded=True`` / ``include_archived=True``.
-5. **Ties**: the more recently updated memory first, then the id.
-
-With ``at=`` (a past revision), inside a transaction or with the index switched off,
-the same ranking runs over the memories read from git, in a throw-away in-memory table.
+A query may be a question, keywords, an identifier or a path; nothing in it is syntax,
+and no query raises. The query's words rank the index's FTS5 table by BM25
+(:data:`WEIGHTS`); the memories nearest its embedding (:mod:`gitmem.store.vectors`) form a
+second list; both lists' scores, scaled to 0..1, are added with :data:`FUSION`'s weights.
+A superseded memory's match counts for the newest version of its chain; archived ones are
+left out; ties go to the more recently updated. With ``at=``, inside a transaction or
+without the index, the same ranking runs over memories read from git, in a scratch table.
+docs/recall.md says why, with the measurements.
 """
 
 from __future__ import annotations
@@ -51,15 +40,11 @@ WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 """BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""
 DEPTH = 100
 """How many lexical (and semantic) candidates each list brings to fusion."""
-RRF_K = 60.0
-FUSION_MODE = "linear"
-"""``linear``: each list's scores scaled to 0..1 (min-max) and added with :data:`FUSION`'s
-weights; ``rrf``: reciprocal-rank fusion with :data:`RRF_K`. Chosen on the benchmark's
-tuning split (docs/recall.md): linear 1 + 0.2 beat every RRF tried with this embedder."""
 SEMANTIC_ONLY_MIN = 0.6
 """A memory none of the query's words matched is recalled only this similar in meaning."""
 FUSION: tuple[float, float] = (1.0, 0.2)
-"""Weights of the lexical and the semantic list in the fusion (:data:`FUSION_MODE`)."""
+"""Weights of the lexical and semantic lists' min-max scaled scores (``python -m
+bench.recall_quality``: beat every reciprocal-rank fusion tried)."""
 EMBEDDINGS_OFF = "embeddings are off or unavailable: ranked by words only"
 """The results' notice when no embedder answered (configured off, or failed to load)."""
 MAX_TERMS = 64
@@ -182,9 +167,6 @@ class RecallResults:
         return data
 
 
-# -- the query ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Query:
     """A recall query taken apart: the FTS5 expression and the words it searches for."""
@@ -220,18 +202,13 @@ def _clean(text: object) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-# -- one source of memories: an index, or memories read from git --------------------------
-
-
 @dataclass
 class _Candidate:
     rowid: int
     id: str
     updated_us: int
     lexical: float | None = None
-    lexical_rank: int | None = None
     semantic: float | None = None
-    semantic_rank: int | None = None
     via: list[str] = field(default_factory=list)
     fused: float = 0.0
 
@@ -311,14 +288,9 @@ COMMON_FROM = 1000
 
 
 RANK_CAP = 2_000
-"""Matches the lexical list ranks at most, in a store of more than ``BOUNDED_FROM`` (10,000)
-memories. FTS5 computes BM25 for every row that matches before it can keep the best, so a
-word in most of a million memories cost seconds (and 10,000 rows 25 ms). Such a store ranks
-the matches of the query's rarest words whose matches add up to at most this many, and
-leaves the others out (a word in this many memories weighs little in BM25 beside a rarer
-one); when every word matches more, it ranks the newest this many matches (by index row).
-Smaller stores, the recall quality benchmark's among them, keep the rule of :data:`COMMON`.
-docs/recall.md has the figures."""
+"""Matches the lexical list ranks at most in a store of more than ``BOUNDED_FROM``
+memories (FTS5 scores every match before keeping the best): the rarest words' matches up
+to this many, else the newest this many. Figures: docs/recall.md."""
 
 
 def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
@@ -493,7 +465,6 @@ def _rank_source(
         ok_heads = _passing(conn, [h[0] for h in heads.values()], where, params)
         dropped = {mid for mid, h in heads.items() if h[0] not in ok_heads}
     for kind, rows in (("lexical", lex), ("semantic", sem)):
-        rank = 0
         for rowid, mid, upd, score in rows:
             if mid in dropped:
                 continue
@@ -508,11 +479,9 @@ def _rank_source(
                 cand.via.append(via)
             if kind == "lexical":
                 if cand.lexical is None:
-                    rank += 1
-                    cand.lexical, cand.lexical_rank = score, rank
+                    cand.lexical = score
             elif cand.semantic is None:
-                rank += 1
-                cand.semantic, cand.semantic_rank = score, rank
+                cand.semantic = score
     kept = [
         c for c in found.values()
         if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
@@ -538,37 +507,18 @@ def _passing(
 
 
 def _fuse_all(cands: list[_Candidate]) -> None:
-    if FUSION_MODE == "linear":
-        lex = [c.lexical for c in cands if c.lexical is not None]
-        sem = [c.semantic for c in cands if c.semantic is not None]
-        lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
-        lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
-        lex_w, sem_w = FUSION
-        for c in cands:
-            score = 0.0
-            if c.lexical is not None:
-                score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
-            if c.semantic is not None:
-                score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
-            c.fused = score if score > 0 else 1e-9
-        return
-    for c in cands:
-        c.fused = _fuse(c)
-
-
-def _fuse(cand: _Candidate) -> float:
+    lex = [c.lexical for c in cands if c.lexical is not None]
+    sem = [c.semantic for c in cands if c.semantic is not None]
+    lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
+    lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
     lex_w, sem_w = FUSION
-    score = 0.0
-    if cand.lexical_rank is not None:
-        score += lex_w / (RRF_K + cand.lexical_rank)
-    if cand.semantic_rank is not None:
-        score += sem_w / (RRF_K + cand.semantic_rank)
-    if score == 0.0 and cand.lexical is not None:
-        score = 1e-9  # fusion weights of zero still leave a match above nothing
-    return score
-
-
-# -- matched lines and reasons -------------------------------------------------------------
+    for c in cands:
+        score = 0.0
+        if c.lexical is not None:
+            score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
+        if c.semantic is not None:
+            score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
+        c.fused = score if score > 0 else 1e-9
 
 
 def _explain(
@@ -628,9 +578,6 @@ def _explain(
         )
         out.append((tuple(Line.at(lines, n) for n in numbers if n <= len(lines)), words))
     return out
-
-
-# -- recall ----------------------------------------------------------------------------------
 
 
 def recall(
@@ -892,8 +839,6 @@ def _from_memories(
     return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
 
 
-# -- near-duplicates -------------------------------------------------------------------------
-
 NEAR_DUPLICATE = 0.8
 """Two memories are near-duplicates from this Dice similarity of their content words
 (stemmed as the index stems them, stop words left out) up."""
@@ -968,9 +913,6 @@ def _stems(texts: Sequence[str]) -> list[set[str]]:
         for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
             out[int(doc)].add(str(term))
     return out
-
-
-# -- packing into a token budget -------------------------------------------------------------
 
 
 def estimate_tokens(text: str) -> int:
