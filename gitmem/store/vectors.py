@@ -1,16 +1,11 @@
 """Memory vectors as derived rows in the index: int8 codes and exact top-k search.
 
-A vector is stored per (embedder, blob id): a memory's text is its blob, so an edit gives a
-new blob and a new vector, and nothing is stored in the git tree. Catch-up keeps the rows
-current without loading an embedder (:func:`_apply`: a blob that became current is marked
-pending, the vectors of a blob no memory holds any more are deleted); the first semantic
-query embeds what is pending (:func:`sync`). A rebuilt index embeds again.
-
-A code is one signed byte a dimension, the vector scaled so its largest component is
-+-127. Search decodes nothing: it keeps a model's codes as one int8 matrix per database
-(reloaded when the model's generation changes: every write changes it) and ranks every
-row by cosine, one matrix-vector product (``python -m bench.vecsearch``: about 10 ms at
-100k memories).
+A vector is stored per (embedder, blob id), so an edit gives a new vector and nothing is
+stored in the git tree. Catch-up marks new blobs pending and deletes the vectors of blobs no
+memory holds, without loading an embedder (:func:`_apply`); the first semantic query embeds
+what is pending (:func:`sync`). A code is one signed byte a dimension (largest component
++-127); search keeps a model's codes as one int8 matrix per database and ranks every row by
+cosine in one matrix-vector product (``python -m bench.vecsearch``: about 10 ms at 100k).
 """
 
 from __future__ import annotations
@@ -78,9 +73,6 @@ OLD_TABLES = ("vector_lists", "vector_rows")
 """Tables of older versions, dropped by the refill of this one."""
 
 
-# -- codes -----------------------------------------------------------------------------------
-
-
 def encode(vecs: NDArray[Any]) -> list[bytes]:
     """The int8 code of each row of ``vecs`` (unit vectors, as embedders return them)."""
     import numpy as np
@@ -108,9 +100,6 @@ def decode(codes: Sequence[bytes], dim: int) -> NDArray[np.float32]:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     np.divide(vectors, norms, out=vectors, where=norms > 0)
     return vectors
-
-
-# -- the index's row provider ---------------------------------------------------------------
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
@@ -187,9 +176,6 @@ VECTORS = RowProvider(
     apply=_apply,
 )
 register(VECTORS)
-
-
-# -- embedding what is pending ---------------------------------------------------------------
 
 
 def complete(conn: sqlite3.Connection, model: str, dim: int | None = None) -> bool:
@@ -334,9 +320,6 @@ def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, s
     sql = "SELECT m.model, v.blob, v.code FROM vectors v JOIN vector_models m ON m.id = v.model"
     found = conn.execute(sql + (" WHERE m.model = ?" if model else ""), (model,) if model else ())
     return {(str(m), str(b), bytes(c)) for m, b, c in found}
-
-
-# -- search ----------------------------------------------------------------------------------
 
 
 NUMPY_FROM = 20_000

@@ -1,30 +1,12 @@
 """Embedders: text -> unit vectors, for the semantic side of recall.
 
-``get_embedder(gitdir)`` picks the embedder a store's recall uses. The choice is read from
-the user's own, uncommitted configuration (``gitmem.git.localconfig``, section ``embedder``,
-per store or global), never from the store's committed ``gitmem.yaml``: a file anyone can
-push must not decide which code runs or where memory text is sent.
-
-With no configuration the default runs: static embeddings shipped inside the ``wordllama``
-wheel (``gitmem.store.embed.static``), loaded from the installed package's own folder. Nothing is
-downloaded at run time, ever; a provider that needs a model uses one the user already has.
-
-Configuration (``~/.config/gitmem/config.yaml``)::
-
-    embedder: none                         # lexical recall only
-    embedder: {provider: default}          # the shipped static model (the default)
-    embedder:                              # an OpenAI-compatible endpoint
-      provider: openai
-      url: http://127.0.0.1:8080/v1/embeddings
-      model: nomic-embed-text
-      api_key_env: MY_EMBEDDINGS_KEY       # the key is read from this variable, never stored
-    embedder: {provider: ollama, url: http://127.0.0.1:11434, model: nomic-embed-text}
-    embedder: {provider: sentence-transformers, model: /path/to/a/local/model}
-    embedder: {provider: fastembed, model: BAAI/bge-small-en-v1.5, cache_dir: /models}
-
-When the configured embedder cannot load, ``get_embedder`` logs one notice (once per
-process and reason) and returns None: recall then runs lexical only. ``load_embedder``
-raises the error instead, for commands that check a configuration.
+``get_embedder(gitdir)`` picks a store's embedder from the user's own configuration
+(``embedder`` in ``gitmem.git.localconfig``; the settings: docs/recall.md), never from the
+committed ``gitmem.yaml``: a file anyone can push must not decide which code runs or where
+memory text is sent. The default is the static model shipped inside the ``wordllama``
+wheel; nothing is ever downloaded at run time. When the embedder cannot load,
+``get_embedder`` logs one notice and returns None (recall stays lexical);
+``load_embedder`` raises instead, for commands that check a configuration.
 """
 
 from __future__ import annotations
@@ -123,10 +105,8 @@ _lock = threading.Lock()
 
 def get_embedder(gitdir: str | None = None) -> Embedder | None:
     """The embedder for the store at ``gitdir`` from the user's local configuration, or the
-    offline default; None (with one logged notice) when it cannot be loaded.
-
-    Loaded embedders are cached per configuration for the life of the process.
-    """
+    offline default, cached per configuration; None (with one logged notice) when it cannot
+    be loaded."""
     from gitmem.git import localconfig
 
     try:

@@ -1,18 +1,13 @@
 """The default embedder: static token embeddings shipped inside an installed wheel.
 
-A static embedder looks each token up in a table and averages the rows: no neural network
-runs, so it needs no GPU, loads in a fraction of a second and embeds tens of thousands of
-short memories a second on one core. The table is WordLlama's ``l2_supercat`` 256-d model,
-which the ``wordllama`` wheel ships in its own folder (``weights/`` and ``tokenizers/``).
-
-Only the two files are used: the ``wordllama`` package itself is never imported. Its import
-configures the root logger and its loader falls back to downloading from a model hub;
-reading the files directly means no code path here can reach the network, ever.
-
-A query is embedded without numpy or the ``tokenizers`` library (:class:`Bpe`, and the
-table's rows read with :mod:`struct`): their imports and the tokenizer's load cost a
-one-shot ``gitmem recall`` more than everything else it does. Memories are embedded in
-batches with both.
+A static embedder looks each token up in a table and averages the rows: no neural network,
+no GPU, tens of thousands of short memories a second on one core. The table is WordLlama's
+``l2_supercat`` 256-d model, read straight from the ``wordllama`` wheel's folder: the
+package itself is never imported (its import configures the root logger and its loader may
+download), so no code path here reaches the network. A query is embedded without numpy or
+the ``tokenizers`` library (:class:`Bpe`, :mod:`struct`), whose imports would cost a
+one-shot ``gitmem recall`` more than everything else; memories are embedded in batches
+with both.
 """
 
 from __future__ import annotations
@@ -62,11 +57,9 @@ whose load costs about as much as this many pieces in Python."""
 BATCH = 512
 """Texts per numpy batch: keeps the gathered token rows to a few tens of MB."""
 WIDEN_AFTER = 64
-"""Texts embedded with the table as stored (float16 rows widened as gathered) before the
-whole table is widened to float32 once: widening 32,000 x 256 halves costs ~15-60 ms,
-more than a one-shot ``gitmem recall`` (one query, a few new memories) spends embedding,
-while a catch-up of thousands of memories gathers faster from a float32 table. Either
-way a text's vector is the same: its rows widen exactly and sum in the same order."""
+"""Texts embedded with the float16 table as stored before the whole table is widened to
+float32 once: widening costs more than a one-shot recall spends embedding, and a catch-up
+gathers faster from float32. A text's vector is the same either way."""
 _MAX_HEADER = 1 << 20
 _DTYPES = {"F16": ("e", 2), "F32": ("f", 4)}
 
@@ -145,9 +138,6 @@ def read_safetensor(path: Path, key: str) -> Tensor:
     if start + rows * cols * _DTYPES[dtype][1] > len(mapped):
         raise EmbedderError(f"{path} is truncated")
     return Tensor(mapped, rows, cols, dtype, start)
-
-
-# -- the tokenizer, in Python ------------------------------------------------------------------
 
 
 class Bpe:
@@ -379,9 +369,6 @@ def _write_atomically(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
-
-
-# -- the embedder ------------------------------------------------------------------------------
 
 
 class StaticEmbedder:
