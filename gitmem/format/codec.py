@@ -1,16 +1,11 @@
 """Front-matter parse and serialize, lossless.
 
-A memory file is ``---`` + YAML front-matter + ``---`` + markdown body. Reading
-and re-writing a file that nothing changed must give back the same bytes, and
-changing one field must change only that field's lines, so that ``git diff``
-and pull-request review show exactly what an agent changed.
-
-python-frontmatter's own ``loads`` strips the text and re-dumps the whole
-mapping, which loses the body's exact bytes, key spelling and comments. So the
-split into pieces is done here, keeping each raw piece; YAML is read and written by
-PyYAML, hardened (:mod:`gitmem.format.yamlio`: no aliases, no python tags, no duplicate
-keys, bounded depth), and :class:`frontmatter.Post` is offered as the
-interchange object for tools built on python-frontmatter (:meth:`Document.to_post`).
+A memory file is ``---`` + YAML front-matter + ``---`` + markdown body. Re-writing a file
+nothing changed gives back the same bytes, and changing one field changes only its lines,
+so ``git diff`` and review show exactly what an agent changed (python-frontmatter's
+``loads`` re-dumps the whole mapping, so the split is done here). YAML goes through the
+hardened PyYAML of :mod:`gitmem.format.yamlio`; :meth:`Document.to_post` gives a
+:class:`frontmatter.Post` for tools built on python-frontmatter.
 """
 
 from __future__ import annotations
@@ -124,12 +119,8 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
 
 
 def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
-    """Parse YAML with the hardened loader; returns the value and its node.
-
-    Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
-    local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
-    (:data:`MAX_NODES`) whichever parser runs. PyYAML is imported on the first call.
-    """
+    """Parse YAML with the hardened loader (:func:`gitmem.format.yamlio.load_yaml`),
+    importing PyYAML on the first call; returns the value and its node."""
     from gitmem.format import yamlio
 
     return yamlio.load_yaml(text, max_bytes=max_bytes)
@@ -291,13 +282,9 @@ def _written_as(value: Any, read: Any) -> bool:
 
 
 def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
-    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``.
-
-    Every file the store writes passes here (``Store._encode``), so a write the
-    reader would refuse or read differently (a value YAML cannot carry, a string
-    the emitter spelled ambiguously) fails before anything is committed, naming the
-    field, instead of leaving a memory no read or update can load.
-    """
+    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``: every
+    file the store writes passes here, so a value YAML cannot carry fails before the
+    commit, naming the field, instead of leaving a memory nothing can load."""
     try:
         doc = parse(text)
     except InvalidMemoryError as exc:

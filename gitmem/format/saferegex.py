@@ -1,26 +1,11 @@
 """A user's regular expression, compiled and run under a time bound.
 
-A pattern typed by a user or an agent (``gitmem search --regex``, MCP ``recall``
-with ``mode: regex``) runs over text that teammates wrote. Python's ``re`` has no
-time bound: ``^(a|aa)+$`` over forty ``a`` and a ``!`` backtracks for hours, and
-nothing can interrupt it from the same thread. The ``regex`` module runs the same
-syntax (its VERSION0 mode is ``re``'s) and takes a ``timeout``; it also avoids much
-of the backtracking ``re`` falls into (``^(a+)+$`` over thirty ``a`` and a ``!``,
-issue 11's example, returns at once).
-
-Chosen by measurement against google-re2 (docs/security.md): over 20,000 lines of
-prose both ran one pattern in about the same time (246 ms regex, 221 ms re2, 48 ms
-re); RE2 is linear by construction, but refuses backreferences and lookaround,
-which users of Python's syntax write, and its C++ library writes its own
-"Error parsing" lines to stderr. The regex module's bound is checked as it
-matches, so it can overshoot on a loaded machine (a 0.5 s bound ended after 2.1 s
-with both cores busy); it still ends.
-
-Compiling is not bounded by the timeout: the regex module writes counted repetitions
-out (``((\\\\{1000}){1000}){12}`` took 9.6 s and 3.5 GB), so a pattern is bounded in length
-and, before it is compiled, in its size with every repetition written out, counted on the
-regex module's own parse of it (the tree it compiles: escapes, classes, groups, verbose mode
-and fuzzy constraints read as it reads them), never on the text.
+A pattern from a user or an agent (``gitmem search --regex``, MCP ``recall``) runs over
+text teammates wrote, and Python's ``re`` cannot be interrupted (``^(a|aa)+$`` backtracks
+for hours). The ``regex`` module runs the same syntax with a ``timeout`` checked as it
+matches (docs/security.md says why not RE2). Compiling is not bounded by the timeout
+(counted repetitions are written out), so a pattern is bounded in length and in its size
+with every repetition written out, counted on the regex module's own parse of it.
 """
 
 from __future__ import annotations

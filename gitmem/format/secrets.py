@@ -1,42 +1,15 @@
 """Credential detection: memory content and staged files are scanned before they are stored.
 
-A memory is plain text in a git repository that is pushed, cloned and read by
-agents; a credential written into one leaks to everyone who can read the store,
-and stays in history after it is deleted. So the store refuses content that
-looks like a credential unless the caller explicitly allows it, and the
-pre-commit hook refuses staged memory files that hold one.
-
-:func:`scan_text` is the one entry point: it returns one :class:`SecretFinding`
-per credential found (its kind, its 1-based line and a masked excerpt that never
-contains the secret itself). The built-in :data:`DEFAULT_PATTERNS` cover cloud
-access keys (AWS key ids and secret keys, GCP service-account keys, Google API
-keys), git host tokens (GitHub, GitLab), Slack tokens and webhooks, AI provider
-and Stripe keys, JWTs, private-key PEM blocks, credentials in URLs, and
-high-entropy ``key=value`` / ``key: value`` assignments whose name says secret
-(password, token, api_key, ...).
-
-A store adds kinds in its committed ``gitmem.yaml`` (:func:`policy_from_config`)::
-
-    secrets:
-      patterns:                 # extra kinds: a name and a regular expression
-        - kind: acme-token
-          regex: 'acme_[A-Za-z0-9]{32}'
-          group: 0              # optional: which group is the secret (default: the whole match)
-          keep: 5               # optional: leading characters shown unmasked (a public prefix)
-          min_entropy: 3.0      # optional: skip matches less random than this (bits per char)
-
-Whoever can push writes that file, so it can only add: what lets a credential through
-lives in the user's own configuration (gitmem.git.localconfig), per store::
-
-    stores:
-      /home/me/src/app/.gitmem:
-        secrets:
-          allow:                # regular expressions: a finding whose secret matches one is dropped
-            - 'AKIA[A-Z0-9]{12}EXAMPLE'
-          disable: [jwt]        # built-in kinds not to look for
-
-A line that contains ``gitmem:allow-secret`` is never reported (for documented
-example keys that must stay in a memory).
+A credential written into a memory leaks to everyone who can read the store and stays in
+history, so the store refuses content that looks like one unless the caller allows it,
+and the pre-commit hook refuses staged memory files that hold one. :func:`scan_text` is
+the one entry point: a :class:`SecretFinding` per credential (kind, line, a masked
+excerpt that never holds the secret). :data:`DEFAULT_PATTERNS` cover cloud keys, git host,
+Slack, AI provider and Stripe tokens, JWTs, private keys, credentials in URLs and
+high-entropy assignments to secret-sounding names. A committed ``gitmem.yaml`` can only
+add patterns; what lets a credential through (``allow``, ``disable``) lives in the user's
+own settings, since whoever can push writes the committed file (docs/reliability.md). A
+line holding ``gitmem:allow-secret`` is never reported.
 """
 
 from __future__ import annotations
@@ -112,8 +85,6 @@ class SecretsFoundError(InvalidInputError):
             f"{what} looks like it holds a secret: {first.kind} on line {first.line}{more}"
         )
 
-
-# -- the built-in patterns --------------------------------------------------------------
 
 def _mask(secret: str, keep: int) -> str:
     # ``keep`` covers a public prefix; a pattern whose whole match is public (a PEM header)
@@ -254,18 +225,11 @@ def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[S
     return []
 
 
-# -- configuration -------------------------------------------------------------------------
-
-
 def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
-    """The secret policy of a store from its ``gitmem.yaml`` mapping (its ``secrets`` section)
-    and the user's own settings for the store (:class:`~gitmem.format.config.PolicyMapping`).
-
-    The committed section only adds ``patterns``: its ``allow`` and ``disable`` are ignored
-    with one warning (a teammate's push must not let the next write's credential through);
-    the user's own ``allow``, ``disable`` and ``patterns`` apply. Raises
-    InvalidMemoryError naming the bad key for a malformed section, so a broken policy is
-    reported instead of silently scanning for nothing.
+    """The secret policy of a store from its ``gitmem.yaml`` ``secrets`` section and the
+    user's own settings for the store. The committed section only adds ``patterns`` (its
+    ``allow`` and ``disable`` are ignored with one warning); a malformed section raises
+    InvalidMemoryError naming the key, rather than silently scanning for nothing.
     """
     from gitmem.format import config
 
@@ -492,8 +456,3 @@ def refuse_commit_message(
     findings = (policy or DEFAULT_POLICY).scan(text)
     if findings:
         raise SecretsFoundError("the commit message", findings)
-
-
-# -- the pre-commit hook -------------------------------------------------------------------
-
-
