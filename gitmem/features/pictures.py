@@ -1,18 +1,8 @@
 """Pictures of a store: the knowledge graph and the version chains, as Mermaid or Graphviz DOT.
 
-``gitmem graph`` draws:
-
-- every entity (``name (type)``) with its relations as labelled arrows; a
-  relation naming an entity that does not exist ends at a dashed node;
-- every memory (title and version) with ``supersedes`` arrows from the newer
-  to the older version, and ``related`` links as dotted labelled arrows;
-- forks: a memory superseded by two or more memories is drawn in red, as are
-  the arrows into it, so a split chain is visible at a glance; superseded
-  memories are grey.
-
-``--id`` draws only what lies within ``--depth`` links of one memory id or
-entity name (links followed in both directions). Mermaid renders in pull
-requests and most markdown viewers; DOT goes to ``dot -Tsvg``.
+``gitmem graph`` draws every entity with its relations (an end that is no entity dashed)
+and every memory with its ``supersedes`` and ``related`` arrows; forks are red, superseded
+memories grey. ``--id`` draws what lies within ``--depth`` links of one memory or entity.
 """
 
 from __future__ import annotations
@@ -164,9 +154,6 @@ def select(picture: Picture, start: str | None, depth: int) -> Picture:
         if key in picture.nodes:
             return picture.around(key, depth)
     raise NotFoundError(f"no memory or entity {start!r} to draw")
-
-
-# -- output --------------------------------------------------------------------------------------
 
 
 def _mermaid_text(text: str) -> str:

@@ -1,12 +1,9 @@
 """Review of memory changes over a commit range, for pull requests and CI (``gitmem review``).
 
-:func:`review` compares the memory files of two commits (``BASE..HEAD``) and
-reads the commits between them: per memory, what happened (added, updated,
-superseded, deleted, archived, pruned, moved), who did it in which commits, the
-front-matter fields that changed and the body diff; and the problems a reviewer
-should not miss (schema violations, dangling links, new forks, cycles, secrets,
-anchors to project files that are gone). :func:`render` turns it into markdown
-ready to post as a pull-request comment, plain text, or JSON.
+:func:`review` compares the memory files of ``BASE..HEAD`` and reads the commits between:
+per memory what happened, who did it, the fields that changed and the body diff, and the
+problems a reviewer should not miss (schema, dangling links, forks, cycles, secrets, gone
+anchors). :func:`render` gives markdown for a pull-request comment, text or JSON.
 """
 
 from __future__ import annotations
@@ -122,9 +119,6 @@ class Review:
             "problems": [p.to_dict() for p in self.problems],
             "chains": [{"from": a, "to": b, "kind": k} for a, b, k in self.chains],
         }
-
-
-# -- reading -----------------------------------------------------------------------------------
 
 
 def _resolve(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
@@ -252,9 +246,6 @@ def body_diff(path: str, before: str, after: str, full: bool) -> tuple[list[str]
     if full or len(lines) <= DIFF_LIMIT:
         return lines, 0
     return lines[:DIFF_LIMIT], len(lines) - DIFF_LIMIT
-
-
-# -- the review -------------------------------------------------------------------------------
 
 
 def review(
@@ -566,9 +557,6 @@ def _anchors(result: Review, memory: Memory, project: str | Path) -> None:
                     f"anchor {anchor} does not exist at the project's HEAD",
                 )
             )
-
-
-# -- output ---------------------------------------------------------------------------------------
 
 
 COMMENT_LIMIT = 65_536

@@ -1,16 +1,11 @@
 """Bring a base branch into a pull request's branch with gitmem's merge (``gitmem update-branch``).
 
-A host's merge button merges with plain git: no merge driver runs there, so a pull request
-whose memories were changed in the same lines on both sides cannot be merged on the host.
-:func:`update_branch` does what the host's "update branch" button would, but with the
-memory-aware merge ``gitmem sync`` uses (:func:`gitmem.store.sync.integrate`, not a merge of
-its own): one merge commit on the pull request's branch whose parents are the branch and the
-base, forks kept as everywhere else (listed by ``gitmem conflicts``). The branch then contains
-the base, so the host's plain merge of it is clean. Pushing it is the caller's job (the CI
-recipes of :mod:`gitmem.entry.ci` push with git, never forced).
-
-It runs in a clone as CI leaves it: a detached HEAD (GitLab checks out the commit, not the
-branch) is attached to the branch named by ``head`` first, without touching a file.
+A host's merge button merges with plain git and no merge driver, so a pull request whose
+memories changed in the same lines on both sides cannot be merged there. This makes the
+merge commit the host's "update branch" button would, with the memory-aware merge of
+``gitmem sync`` (:func:`gitmem.store.sync.integrate`); the host's plain merge is then clean.
+It runs in a clone as CI leaves it (a detached HEAD is attached to ``head`` first);
+pushing is the caller's job.
 """
 
 from __future__ import annotations
@@ -116,17 +111,11 @@ def update_branch(
 ) -> UpdateResult:
     """Merge ``base`` (a revision: ``origin/main``) into a branch of the store at ``path``.
 
-    The branch is ``head``, else the one checked out (``main`` in a bare store). In a work
-    tree whose HEAD is detached (as CI checks out), ``head`` names the branch: it is made at
-    HEAD's commit (or fast-forwarded to it) and HEAD attached to it; without ``head`` a
-    detached HEAD is refused. A ``head`` other than the checked-out branch is updated
-    without touching the work tree, like any ``--branch`` write.
-
-    Nothing changes when the base is already in the branch (``up-to-date``) or, with
-    ``if_conflicting``, when plain git merges the two without a conflict (``clean``): a
-    pull request the host's button can merge is left as it is. Otherwise the base comes in
-    as ``gitmem sync`` brings a remote in: a fast-forward, or one merge commit
-    (``merge: BASE into BRANCH``) with forks kept and listed by ``gitmem conflicts``.
+    The branch is ``head``, else the one checked out; a detached HEAD (as CI checks out)
+    needs ``head``, which is then made or fast-forwarded at HEAD's commit and attached.
+    Nothing changes when the base is already in the branch or, with ``if_conflicting``,
+    when plain git merges the two cleanly; otherwise the base comes in as ``gitmem sync``
+    brings a remote in (a fast-forward or one merge commit, forks kept).
 
     Refused, with nothing changed: uncommitted changes to tracked files in the work tree
     (:class:`DirtyWorktreeError`), a git merge or rebase in progress, a base that does not
@@ -206,13 +195,9 @@ def _resolve(repo: pygit2.Repository, base: str) -> pygit2.Commit:
 
 
 def _refuse_dirty(repo: pygit2.Repository) -> None:
-    """Refuse a work tree with changes to tracked files, staged or not.
-
-    The merge commit is pushed to a pull request as is: a change lying in the work tree
-    would either be overwritten or left out without anyone deciding which. Untracked files
-    are left alone (a CI job's reports), unless the merge would write over one (the write
-    path refuses that itself).
-    """
+    """Refuse a work tree with changes to tracked files, staged or not: the merge commit is
+    pushed as is, and such a change would be overwritten or left out without anyone
+    deciding. Untracked files (a CI job's reports) are left alone."""
     changed = sorted(repo.status(untracked_files="no"))
     if changed:
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
