@@ -120,10 +120,6 @@ def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
     return jobs
 
 
-def job_names() -> list[str]:
-    return sorted(_JOBS)
-
-
 def jobs_for(hook: str, config: Mapping[str, Any] | None) -> list[str]:
     """The job names configured for ``hook``: the defaults and the jobs gitmem.yaml adds
     (leaving a default out is ignored with one warning); the user's own settings for the

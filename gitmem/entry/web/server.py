@@ -1,18 +1,12 @@
 """``gitmem serve``: a read-only web view of a store, on the standard library's HTTP server.
 
-Safety, since a store's content is untrusted and a local server is reachable from any page
-the user's browser opens:
-
-- only GET and HEAD; no page writes to the store;
-- the Host header must name this server (a DNS-rebinding page sends its own name) and an
-  Origin header, when sent, must be this server's;
-- bound to 127.0.0.1 unless a host is given, and then every request must carry the token
-  (``Authorization: Bearer``, or ``?token=`` once, which sets an HttpOnly cookie);
-- every answer carries a strict Content-Security-Policy (no script at all, nothing from
-  elsewhere), ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``.
-
-Connections are served on threads, but one worker thread builds every page: the store's
-repository and index connections are never shared between threads.
+A store's content is untrusted and a local server is reachable from any page the browser
+opens, so: GET and HEAD only; the Host header must name this server and an Origin, when
+sent, must be its own (DNS rebinding); bound to 127.0.0.1 unless a host is given, and then
+every request carries the token (``Authorization: Bearer``, or ``?token=`` once, setting an
+HttpOnly cookie); every answer has a strict Content-Security-Policy (no script, nothing from
+elsewhere), ``nosniff`` and ``no-referrer``. One worker thread builds every page: the
+store's repository and index connections are never shared between threads.
 """
 
 from __future__ import annotations
