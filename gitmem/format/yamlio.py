@@ -79,15 +79,9 @@ class _Hardened:
 
 
 class _Loader(_Hardened, yaml.SafeLoader):
-    """SafeLoader that refuses what a memory's front-matter never needs.
-
-    Aliases are refused outright: a billion-laughs document builds a small DAG
-    in memory but explodes when anything walks it (schema validation, JSON
-    output). Duplicate keys are refused because YAML would silently keep the
-    last one, and a hand edit that repeats ``id`` must not pass unnoticed.
-    Tags outside JSON's data model (plus timestamps) are refused, and so are
-    merge keys (``<<``), which only make sense with aliases.
-    """
+    """SafeLoader that refuses what front-matter never needs: aliases (a billion-laughs
+    document explodes when anything walks it), duplicate keys (YAML keeps the last one
+    silently), tags outside JSON's data model plus timestamps, and merge keys."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -119,13 +113,9 @@ _CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
 if _CSafeLoader is not None:
 
     class _FastLoader(_Hardened, _CSafeLoader):  # type: ignore[misc]
-        """libyaml's parser with the hardened constructor, about 7x faster than _Loader.
-
-        libyaml composes in C, where aliases and depth cannot be checked node by
-        node, so it is only used for text that cannot hold an anchor, an alias, a
-        tag or a merge key, and whose nesting is bounded well below MAX_DEPTH
-        (see :func:`_fast_path_safe`).
-        """
+        """libyaml's parser with the hardened constructor, about 7x faster than _Loader; C
+        composes without per-node checks, so it only reads text that
+        :func:`_fast_path_safe` proves free of aliases and tags and shallow enough."""
 
 
 def _fast_path_safe(text: str) -> bool:
@@ -192,12 +182,8 @@ _Dumper.add_multi_representer(int, yaml.SafeDumper.represent_int)
 
 
 def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
-    """Parse YAML with the hardened loader; returns the value and its node.
-
-    Every YAML text gitmem reads passes here (front-matter, gitmem.yaml, the
-    local config): bounded in size, depth (:data:`MAX_DEPTH`) and node count
-    (:data:`MAX_NODES`) whichever parser runs.
-    """
+    """Parse YAML with the hardened loader; returns the value and its node. Every YAML
+    text gitmem reads passes here, bounded in size, depth and node count."""
     if len(text) > max_bytes or (
         len(text) * 4 > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
     ):

@@ -466,13 +466,9 @@ class StaticEmbedder:
         return self._space
 
     def _pieces(self, texts: list[str]) -> list[list[str]]:
-        """Each text's space-separated pieces, with every new piece's token ids cached.
-
-        The tokenizer turns every space into ``▁`` and BPE-merges within the ``▁``-led
-        pieces only (a pre-tokenizer split, set in load_default), so a text's ids are its
-        pieces' ids in order. Pieces repeat (words), so each is tokenized once and looked up
-        after: this is most of the speed.
-        """
+        """Each text's space-separated pieces, with every new piece's token ids cached: the
+        tokenizer merges only within ``▁``-led pieces, so a text's ids are its pieces' ids
+        in order, and pieces (words) repeat."""
         cache = self._cache
         cache.setdefault("", self._space_ids())
         pieces = [t.split(" ") if t else [] for t in texts]
