@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gitmem.base import logs
@@ -190,14 +191,35 @@ def _ts(value: dt.datetime | None) -> str | None:
     return None if value is None else format_timestamp(value)
 
 
+def _json(value: Any) -> Any:
+    if isinstance(value, _Shaped | Document):
+        return value.to_dict()
+    if isinstance(value, dt.datetime):
+        return format_timestamp(value)
+    if isinstance(value, enum.Enum):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value
+
+
+class _Shaped:
+    """A result whose ``to_dict()`` is its fields in order, camelCase, as JSON values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            re.sub(r"_(\w)", lambda m: m.group(1).upper(), f.name): _json(getattr(self, f.name))
+            for f in fields(self)  # type: ignore[arg-type]
+        }
+
+
 @dataclass(frozen=True)
-class CreateResult:
+class CreateResult(_Shaped):
     id: str
     path: str
     created: dt.datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "path": self.path, "created": _ts(self.created)}
 
 
 @dataclass(frozen=True)
@@ -249,39 +271,23 @@ class Document:
 
 
 @dataclass(frozen=True)
-class UpdateResult:
+class UpdateResult(_Shaped):
     id: str
     updated: bool
     line_count: int
     warning: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "updated": self.updated,
-            "lineCount": self.line_count,
-            "warning": self.warning,
-        }
-
 
 @dataclass(frozen=True)
-class PrunedItem:
+class PrunedItem(_Shaped):
     id: str
     action: str
     reason: str
     section: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "action": self.action,
-            "reason": self.reason,
-            "section": self.section,
-        }
-
 
 @dataclass(frozen=True)
-class AppendResult:
+class AppendResult(_Shaped):
     id: str
     appended: bool
     line_count: int
@@ -289,28 +295,15 @@ class AppendResult:
     prune_details: tuple[PrunedItem, ...] = ()
     warning: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "appended": self.appended,
-            "lineCount": self.line_count,
-            "pruned": self.pruned,
-            "pruneDetails": [p.to_dict() for p in self.prune_details],
-            "warning": self.warning,
-        }
-
 
 @dataclass(frozen=True)
-class DeleteResult:
+class DeleteResult(_Shaped):
     id: str
     deleted: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "deleted": self.deleted}
-
 
 @dataclass(frozen=True)
-class ProjectMemory:
+class ProjectMemory(_Shaped):
     """``get_by_project``: a project's documents grouped by layer."""
 
     project: str
@@ -318,17 +311,9 @@ class ProjectMemory:
     skills: Mapping[str, tuple[Document, ...]] = field(default_factory=dict)
     commands: tuple[Document, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "shared": [d.to_dict() for d in self.shared],
-            "skills": {name: [d.to_dict() for d in docs] for name, docs in self.skills.items()},
-            "commands": [d.to_dict() for d in self.commands],
-        }
-
 
 @dataclass(frozen=True)
-class ProjectProfile:
+class ProjectProfile(_Shaped):
     """``get_project_profile``: the project's overview and what else is known about it."""
 
     project: str
@@ -337,16 +322,6 @@ class ProjectProfile:
     skills: tuple[str, ...]
     last_updated: dt.datetime | None
     staleness: Staleness | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "overview": None if self.overview is None else self.overview.to_dict(),
-            "fileTypes": list(self.file_types),
-            "skills": list(self.skills),
-            "lastUpdated": _ts(self.last_updated),
-            "staleness": None if self.staleness is None else str(self.staleness),
-        }
 
 
 @dataclass(frozen=True)
@@ -373,19 +348,11 @@ class PrunePolicy:
 
 
 @dataclass(frozen=True)
-class PruneReport:
+class PruneReport(_Shaped):
     pruned: tuple[PrunedItem, ...]
     warnings: tuple[str, ...]
     dry_run: bool
     commit: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pruned": [p.to_dict() for p in self.pruned],
-            "warnings": list(self.warnings),
-            "dryRun": self.dry_run,
-            "commit": self.commit,
-        }
 
 
 @dataclass(frozen=True)
