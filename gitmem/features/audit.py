@@ -16,7 +16,7 @@ import datetime as dt
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pygit2
@@ -283,13 +283,7 @@ class UndoResult:
     reverted: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "undone": self.undone,
-            "restored": self.restored,
-            "removed": self.removed,
-            "reverted": self.reverted,
-        }
+        return asdict(self)
 
 
 class UndoRefusedError(ConflictError):

@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,12 +118,7 @@ class AnchorFinding:
         return f"{self.path} {self.kind}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "source": self.source,
-            "new_path": self.new_path,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
