@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import redact as redact_mod
@@ -51,7 +51,7 @@ class SecretFinding:
         return f"line {self.line}: {self.kind}: {self.excerpt}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "line": self.line, "excerpt": self.excerpt}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

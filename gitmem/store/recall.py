@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
@@ -114,13 +114,7 @@ class Packed:
     tokens: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "text": self.text,
-            "whole": self.whole,
-            "tokens": self.tokens,
-        }
+        return asdict(self)
 
 
 @dataclass

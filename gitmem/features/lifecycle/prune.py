@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gitmem.base.errors import InvalidInputError
@@ -58,7 +58,7 @@ class PruneAction:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "reason": self.reason, "section": self.section}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

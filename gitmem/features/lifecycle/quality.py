@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gitmem.features.lifecycle.prune import LifecycleConfigError
@@ -177,13 +177,7 @@ class CompletenessCheck:
     detection: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "found": self.found,
-            "line": self.line,
-            "evidence": self.evidence,
-            "detection": self.detection,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
