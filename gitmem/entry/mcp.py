@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from gitmem._version import __version__
 from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
+from gitmem.format import schema
 from gitmem.store.core import Store
 
 __all__ = [
@@ -76,10 +75,10 @@ class ToolSpec:
     def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
         args = dict(arguments or {})
         # Paths mix keys and list indexes, so they are compared as text.
-        errors = sorted(self.validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
+        errors = sorted(self.validator(args), key=lambda e: [str(p) for p in e.path])
         if errors:
             first = errors[0]
-            where = "/".join(str(p) for p in first.absolute_path) or "arguments"
+            where = "/".join(str(p) for p in first.path) or "arguments"
             raise InvalidInputError(f"invalid arguments for {self.name}: {where}: {first.message}")
         return self.handler(args)
 
@@ -620,7 +619,7 @@ def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None)
     specs = _graph_tools(graph) + _memory_tools(store, agent)
     out: list[ToolSpec] = []
     for spec in specs:
-        validator = jsonschema.Draft202012Validator(_lenient(spec.input_schema))
+        validator = schema.checker(_lenient(spec.input_schema))
         out.append(
             ToolSpec(
                 spec.name,
@@ -638,14 +637,14 @@ def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None)
     return out
 
 
-def _lenient(schema: Any) -> Any:
+def _lenient(node: Any) -> Any:
     """The schema without ``additionalProperties: false``: the reference's zod objects drop
     unknown keys instead of failing, so a client sending one more key still works here."""
-    if isinstance(schema, dict):
-        return {k: _lenient(v) for k, v in schema.items() if k != "additionalProperties"}
-    if isinstance(schema, list):
-        return [_lenient(v) for v in schema]
-    return schema
+    if isinstance(node, dict):
+        return {k: _lenient(v) for k, v in node.items() if k != "additionalProperties"}
+    if isinstance(node, list):
+        return [_lenient(v) for v in node]
+    return node
 
 
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:

@@ -81,6 +81,18 @@ def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
     return found
 
 
+def checker(schema: dict[str, Any]) -> Callable[[Any], list[Problem]]:
+    """:func:`problems` for a schema held in memory (an MCP tool's input schema)."""
+    check = _compile(schema, schema)
+
+    def problems_of(value: Any) -> list[Problem]:
+        found: list[Problem] = []
+        check(value, (), found)
+        return found
+
+    return problems_of
+
+
 def validate(
     metadata: dict[str, Any], *, schema: str = MEMORY_SCHEMA, what: str = "memory"
 ) -> None:
@@ -120,7 +132,7 @@ Rule = tuple[Callable[[Any], bool], Callable[[Any], str]]
 says so."""
 
 _ANNOTATIONS = frozenset(
-    {"$schema", "$id", "$defs", "title", "description", "$comment", "then", "else"}
+    {"$schema", "$id", "$defs", "title", "description", "$comment", "default", "then", "else"}
 )
 
 
@@ -181,6 +193,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
+    "boolean": lambda v: isinstance(v, bool),
     # JSON Schema counts 2.0 as an integer.
     "integer": lambda v: _is_number(v) and (isinstance(v, int) or float(v).is_integer()),
 }
@@ -249,6 +262,10 @@ _RULES: dict[str, Callable[[Any, Any], Rule]] = {
     "minimum": lambda arg, _root: (
         (lambda v: _is_number(v) and v < arg),
         (lambda v: f"{v!r} is less than the minimum of {arg!r}"),
+    ),
+    "maximum": lambda arg, _root: (
+        (lambda v: _is_number(v) and v > arg),
+        (lambda v: f"{v!r} is greater than the maximum of {arg!r}"),
     ),
     "uniqueItems": lambda arg, _root: (
         (lambda v: arg is True and isinstance(v, list) and _repeats(v)),
