@@ -81,17 +81,9 @@ ENTRY_POINT_GROUP = "gitmem.jobs"
 
 
 def _load(spec: str) -> Job:
-    import importlib
+    from gitmem.features.lifecycle.rules import load_callable
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise InvalidMemoryError(f"job {spec!r} must be written 'package.module:function'")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    if not callable(target):
-        raise InvalidMemoryError(f"job {spec!r} is not callable")
-    job: Job = target
+    job: Job = load_callable(spec, "job")
     return job
 
 

@@ -214,28 +214,29 @@ def lifecycle_section(config: Mapping[str, Any] | None, key: str) -> Mapping[str
     return section
 
 
-def load_rule(spec: str) -> PruneRule:
-    """The rule named ``"package.module:attribute"`` (a :class:`PruneRule` or a callable)."""
+def load_callable(spec: str, what: str = "prune rule") -> Any:
+    """The callable named ``"package.module:attribute"``; ``what`` names it in errors."""
     module_name, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if not sep or not module_name or not attr:
-        raise LifecycleConfigError(f"prune rule {spec!r} must be written 'package.module:function'")
+        raise LifecycleConfigError(f"{what} {spec!r} must be written 'package.module:function'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise LifecycleConfigError(
-            f"prune rule {spec!r}: cannot import {module_name}: {exc}"
-        ) from exc
+        raise LifecycleConfigError(f"{what} {spec!r}: cannot import {module_name}: {exc}") from exc
     target: Any = module
     for part in attr.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise LifecycleConfigError(
-                f"prune rule {spec!r}: {module_name} has no {attr}"
-            ) from None
+            raise LifecycleConfigError(f"{what} {spec!r}: {module_name} has no {attr}") from None
     if not callable(target):
-        raise LifecycleConfigError(f"prune rule {spec!r} is not callable")
-    return _as_rule(target, None, None)
+        raise LifecycleConfigError(f"{what} {spec!r} is not callable")
+    return target
+
+
+def load_rule(spec: str) -> PruneRule:
+    """The rule named ``"package.module:attribute"`` (a :class:`PruneRule` or a callable)."""
+    return _as_rule(load_callable(spec), None, None)
 
 
 DEFAULT_REGISTRY = RuleRegistry()

@@ -81,10 +81,6 @@ class Section:
     title: str
     text: str
 
-    @property
-    def heading_line(self) -> str:
-        return "" if self.level == 0 else lines_of(self.text)[0]
-
 
 def split_sections(body: str, level: int) -> list[Section]:
     """Cut ``body`` at every heading of ``level`` or higher (fewer ``#``) outside code
