@@ -80,8 +80,6 @@ def memory_text(
     fields: Fields,
     *,
     created: dt.datetime,
-    updated: dt.datetime | None = None,
-    version: int = 1,
     supersedes: str | None = None,
 ) -> str:
     """The file gitmem writes for these fields (tests/test_bench.py checks it byte for byte).
@@ -97,8 +95,6 @@ def memory_text(
         f"category: {fields.category}",
         f"tags: [{fields.tags[0]}, {fields.tags[1]}]",
         f"created_at: {timestamp(created)}",
-        f"updated_at: {timestamp(updated or created)}",
-        f"version: {version}",
     ]
     if supersedes is not None:
         lines.append(f"supersedes: {supersedes}")
@@ -123,12 +119,9 @@ class Populated:
     checkout: Path | None = None
 
 
-def populate(
-    path: Path, size: int, *, bare: bool, rng: random.Random, format: int | None = None
-) -> Populated:
-    """Import ``size`` memories in one transaction, generating each as it is imported.
-    ``format``: the store format (default: what ``gitmem init`` makes)."""
-    store = gitmem.init(path, bare=bare, format=format)
+def populate(path: Path, size: int, *, bare: bool, rng: random.Random) -> Populated:
+    """Import ``size`` memories in one transaction, generating each as it is imported."""
+    store = gitmem.init(path, bare=bare)
     ids: list[str] = []
     with store.transaction(message=f"import: {size} benchmark memories"):
         for i in range(size):
@@ -189,8 +182,7 @@ def build_history(path: Path, commits: int, updates: int, rng: random.Random) ->
                 body = tracked.body + "".join(f"Update {v}.\n" for v in range(2, version + 1))
                 fields = Fields(tracked.title, body, tracked.category, tracked.tags)
                 memory_id, op = tracked_id, "create" if version == 1 else "update"
-                text = memory_text(memory_id, fields, created=created, updated=when,
-                                   version=version)  # fmt: skip
+                text = memory_text(memory_id, fields, created=created)
             else:
                 memory_id, op, fields = new_memory_id(rng), "create", fields_for(c, rng)
                 text = memory_text(memory_id, fields, created=when)

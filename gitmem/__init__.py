@@ -110,24 +110,13 @@ def init(
     scope: Scope | str = "repo",
     clock: Clock | None = None,
     durable: bool = False,
-    format: int | None = None,
 ) -> Store:
     """Create a store at ``path`` and open it. ``bare=True`` makes a store without a work tree.
 
-    ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value).
-    ``format``: the store format (default 3: version and updated_at derived from history,
-    docs/format.md; 2 writes both into the file on every write)."""
-    from gitmem.format.config import DEFAULT_FORMAT
+    ``scope`` is ``"repo"`` (the default) or ``"user"`` (a :class:`Scope` or its value)."""
     from gitmem.store.discovery import init_store
 
-    return init_store(
-        path,
-        bare=bare,
-        scope=scope,
-        clock=clock,
-        durable=durable,
-        format=DEFAULT_FORMAT if format is None else format,
-    )
+    return init_store(path, bare=bare, scope=scope, clock=clock, durable=durable)
 
 
 def open(

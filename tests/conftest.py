@@ -82,21 +82,6 @@ def store(tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
 
 
 @pytest.fixture
-def store2(tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
-    """A format 2 store with a work tree: its files carry version and updated_at, which
-    every write rewrites (for tests of those lines; docs/format.md, "Format 3")."""
-    yield gitmem.init(tmp_path / "store2", clock=clock, format=2)
-
-
-@pytest.fixture(params=["worktree", "bare"])
-def any_store2(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Store:
-    """:func:`any_store` at format 2."""
-    if request.param == "bare":
-        return gitmem.init(tmp_path / "bare2.git", bare=True, clock=clock, format=2)
-    return gitmem.init(tmp_path / "store2", clock=clock, format=2)
-
-
-@pytest.fixture
 def bare_store(tmp_path: Path, clock: FixedClock) -> Iterator[Store]:
     yield gitmem.init(tmp_path / "bare.git", bare=True, clock=clock)
 

@@ -7,7 +7,9 @@ what it would meet in the wild.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +46,9 @@ def commit_count(store: Store, scope: Scope | str | None = None) -> int:
 
 def blob_at(store: Store, path: str, rev: str = "main") -> str | None:
     """The blob id of ``path`` at ``rev`` according to the git binary, None if absent."""
-    out = run_git(store.db().gitdir, "rev-parse", "--verify", "--quiet", f"{rev}:{path}",
-                  check=False)
+    out = run_git(
+        store.db().gitdir, "rev-parse", "--verify", "--quiet", f"{rev}:{path}", check=False
+    )
     return out.strip() or None
 
 
@@ -87,19 +90,11 @@ def memory_text(
     memory_id: str,
     body: str = "planted body\n",
     *,
-    version: int = 1,
     supersedes: str | None = None,
     extra: str = "",
 ) -> str:
     """A valid memory file, written by hand the way a person would."""
-    lines = [
-        "---",
-        f"id: {memory_id}",
-        "title: planted",
-        "created_at: 2026-11-22T09:00:00Z",
-        "updated_at: 2026-11-22T09:00:00Z",
-        f"version: {version}",
-    ]
+    lines = ["---", f"id: {memory_id}", "title: planted", "created_at: 2026-11-22T09:00:00Z"]
     if supersedes is not None:
         lines.append(f"supersedes: {supersedes}")
     text = "\n".join(lines) + "\n" + extra + "---\n\n" + body
@@ -169,3 +164,111 @@ def build_with_a_broken_file(store: Store, tmp_path: Path, script: str) -> dict[
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(done.stdout)
     return result
+
+
+# -- stores of an older format, written with git alone (gitmem init makes format 5 only) ----
+
+OLD_T0 = 1_795_000_000
+"""Author time (seconds) of an old store's first commit."""
+
+
+def _old_path(memory_id: str, fmt: int) -> str:
+    from gitmem.format.layout import format4_path, memory_path
+
+    found = format4_path(memory_id) if fmt == 4 else None
+    return found or memory_path(memory_id)
+
+
+def _old_file(
+    memory_id: str, title: str, created: int, updated: int, version: int, body: str
+) -> str:
+    from gitmem.base.clock import format_timestamp
+
+    def stamp(t: int) -> str:
+        return format_timestamp(dt.datetime.fromtimestamp(t, dt.UTC))
+
+    return (
+        f"---\nid: {memory_id}\ntitle: {title}\nscope: repo\ncreated_at: {stamp(created)}\n"
+        f"updated_at: {stamp(updated)}\nversion: {version}\n---\n\n{body}"
+    )
+
+
+def old_store(
+    path: Path, fmt: int, *, bare: bool = False, memories: int = 3, bulk: int = 0
+) -> dict[str, Any]:
+    """A store as a gitmem of format ``fmt`` (1-4) left it, made with the git binary: an
+    init commit, ``memories`` creates (one commit each, a minute apart), then two updates
+    of the first memory (formats 1-2 rewrite its version/updated_at lines, 3-4 leave them
+    as created), each file where that format put it; ``bulk`` more memories come in one
+    last commit; format 1 also holds one knowledge-graph entity at its flat path. Returns
+    ``ids``, ``versions`` (the commits of each memory's history that made a version) and
+    ``updated`` (the newest one's author time)."""
+    import uuid
+
+    work = path if not bare else path.with_name(path.name + "-work")
+    work.mkdir(parents=True)
+    run_git(work, "init", "-q", "-b", "main")
+
+    def commit(when: int, op: str, subject: str) -> None:
+        run_git(work, "add", "-A")
+        env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000"}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            run_git(work, "commit", "-q", "--no-verify", "-m", f"{subject}\n\nGitmem-Op: {op}")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def write(rel: str, text: str) -> None:
+        target = work / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    config = "# gitmem store configuration\n"
+    config += (
+        f"format: {fmt}\n" if fmt > 1 else ""
+    ) + "scope: repo\nlimits:\n  max_body_bytes: 1048576\n"
+    write("gitmem.yaml", config)
+    write(".gitattributes", "*.md merge=gitmem\n")
+    commit(OLD_T0, "init", "init: gitmem store")
+    ids = [f"mem_{uuid.UUID(int=i * 7919 + 1, version=4)}" for i in range(memories)]
+    for i, memory_id in enumerate(ids):
+        when = OLD_T0 + 60 * (i + 1)
+        write(
+            _old_path(memory_id, fmt), _old_file(memory_id, f"m{i}", when, when, 1, f"body {i}\n")
+        )
+        commit(when, "create", f"create: m{i}")
+    created = OLD_T0 + 60
+    for n, when in enumerate((OLD_T0 + 600, OLD_T0 + 1200), 2):
+        stored = (when, n) if fmt <= 2 else (created, 1)
+        text = _old_file(ids[0], "m0", created, stored[0], stored[1], f"body 0, take {n}\n")
+        write(_old_path(ids[0], fmt), text)
+        commit(when, "update", "update: m0")
+    versions = {memory_id: 1 for memory_id in ids}
+    versions[ids[0]] = 3
+    updated = {memory_id: OLD_T0 + 60 * (i + 1) for i, memory_id in enumerate(ids)}
+    updated[ids[0]] = OLD_T0 + 1200
+    if fmt == 1:
+        entity = (
+            "---\nid: entities/person/ada\ncreated_at: 2026-11-22T10:00:00Z\n"
+            "updated_at: 2026-11-22T10:00:00Z\nversion: 1\nname: Ada\nentity_type: person\n"
+            "---\n\n- wrote the first program\n"
+        )
+        write("entities/person/ada.md", entity)
+        commit(OLD_T0 + 1800, "create", "create: Ada")
+    if bulk:
+        more = [f"mem_{uuid.UUID(int=10**6 + i, version=4)}" for i in range(bulk)]
+        for i, memory_id in enumerate(more):
+            text = _old_file(memory_id, f"b{i}", OLD_T0 + 2400, OLD_T0 + 2400, 1, f"bulk {i}\n")
+            write(_old_path(memory_id, fmt), text)
+        commit(OLD_T0 + 2400, "transaction", f"import: {bulk}")
+        ids += more
+        versions.update((memory_id, 1) for memory_id in more)
+        updated.update((memory_id, OLD_T0 + 2400) for memory_id in more)
+    if bare:
+        run_git(path.parent, "clone", "-q", "--bare", str(work), str(path))
+    return {"ids": ids, "versions": versions, "updated": updated, "path": path}

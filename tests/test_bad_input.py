@@ -338,8 +338,7 @@ BROKEN_FILES: dict[str, tuple[str | bytes, type[GitmemError]]] = {
     "no-front-matter": ("just some markdown\n", InvalidMemoryError),
     "front-matter-never-closed": (f"---\nid: {PLANTED}\n{TIMES}\nbody\n", InvalidMemoryError),
     "missing-id": (f"---\ntitle: no id\n{TIMES}---\n\nbody\n", InvalidMemoryError),
-    "missing-version": (f"---\nid: {PLANTED}\ncreated_at: 2026-11-22T09:00:00Z\n"
-                        "updated_at: 2026-11-22T09:00:00Z\n---\nbody\n", InvalidMemoryError),
+    "missing-created-at": (f"---\nid: {PLANTED}\n---\nbody\n", InvalidMemoryError),
     "duplicate-key-id": (f"---\nid: {PLANTED}\nid: {OTHER}\n{TIMES}---\nbody\n",
                          InvalidMemoryError),
     "duplicate-key-title": (f"---\nid: {PLANTED}\ntitle: a\ntitle: b\n{TIMES}---\nbody\n",

@@ -4,7 +4,7 @@ A first build (a clone, ``gitmem reindex``) decodes and indexes every memory of 
 each shortcut it takes is held here to the code it stands in for: the full-text column of
 identifier parts (a look for a place to cut before the word-by-word split), the JSON
 columns read back (one decoder, the empty list and map answered directly), the recent
-answers of ``id_from_path`` and ``memory_paths`` kept, the store's scope given to the
+answers of ``id_from_path`` and ``memory_path`` kept, the store's scope given to the
 decoded memory directly, and a batch's tags and edges inserted in one statement each
 (the tables compared with the rows stored one memory at a time, in a real build).
 """
@@ -90,10 +90,10 @@ def test_json_columns_odd_texts_read_as_json_loads_reads_them(text: Any) -> None
 _PATHS = st.one_of(
     st.text(max_size=40),
     st.builds(
-        lambda i: layout.fanout_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
+        lambda i: layout.format4_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
     ),
     st.builds(
-        lambda i: layout.legacy_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
+        lambda i: layout.memory_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
     ),
     st.builds(lambda p: f"memories/{p}.md", st.text(max_size=20)),
     st.sampled_from(["memories/ab/c.md", "projects/acme/note.md", "notes/a/b.txt", "memories"]),
@@ -110,21 +110,18 @@ def _id_outcome(call: Callable[[], Any]) -> tuple[str, Any]:
 @given(st.lists(_PATHS, max_size=8))
 def test_recent_ids_of_paths_are_those_worked_out_again(paths: list[str]) -> None:
     for path in paths + paths:  # the second time from what was kept
-        assert layout.id_from_path(path) == layout._id_from_path(path)
+        for past in (False, True):
+            found = layout.id_from_path(path, past=past)
+            assert found == layout._id_from_path.__wrapped__(path, past)
         memory_id = layout.id_from_path(path) or path
-        assert _id_outcome(functools.partial(layout.memory_paths, memory_id)) == _id_outcome(
-            functools.partial(layout._memory_paths, memory_id)
-        )
+        if _id_outcome(functools.partial(layout.check_id, memory_id))[0] == "ok":
+            assert layout.memory_path(memory_id) == layout._memory_path.__wrapped__(memory_id)
 
 
 @pytest.mark.parametrize("value", [None, 7, b"memories/ab/c.md", ["memories"]])
 def test_ids_of_what_is_not_text_fail_as_they_did(value: Any) -> None:
-    assert _id_outcome(lambda: layout.id_from_path(value)) == _id_outcome(
-        lambda: layout._id_from_path(value)
-    )
-    assert _id_outcome(lambda: layout.memory_paths(value)) == _id_outcome(
-        lambda: layout._memory_paths(value)
-    )
+    assert layout.id_from_path(value) is None
+    assert _id_outcome(lambda: layout.memory_path(value))[0] == "InvalidIdError"
 
 
 def test_a_decoded_memory_carries_the_scope_given(store: Store) -> None:
@@ -152,7 +149,7 @@ def store_each(self, conn, decoded):
         if memory_id is None:
             conn.execute("INSERT OR REPLACE INTO problems VALUES (?, ?)",
                          (ix.raw_path(path), ix.raw_path(str(parts))))
-        elif self._claim(conn, memory_id, path, None):
+        else:
             ix._insert_parts(conn, parts)
 
 ix.FILL_BATCH = 7
@@ -178,14 +175,13 @@ def test_a_build_stores_the_rows_one_memory_at_a_time_would(store: Store, tmp_pa
             )
         )
     store.supersede(made[5].id, "its successor")
-    # The same id at its legacy path too, with other tags: format 4's file is read, the
-    # other is a problem row.
+    # The same id where format 4 put it too: not a memory path, a problem row.
     twin = made[7]
     assert twin.path is not None
     data = (store.path / twin.path).read_text().replace("tags: [", "tags: [other, ")
-    legacy = store.path / layout.legacy_path(twin.id)
-    legacy.parent.mkdir(parents=True, exist_ok=True)
-    legacy.write_text(data)
+    old = store.path / str(layout.format4_path(twin.id))
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_text(data)
     result = build_with_a_broken_file(store, tmp_path, _BUILD)
     assert result["batched"] == result["each"]
     assert result["each"]["memories"].endswith(" 41")

@@ -12,6 +12,7 @@ from conftest import GitRunner
 
 import gitmem
 from gitmem import FixedClock, Store
+from gitmem.base.clock import format_timestamp
 from gitmem.cli import cli
 from gitmem.format.layout import memory_path
 
@@ -225,13 +226,20 @@ def test_add_json(gm: Gitmem, clock: FixedClock) -> None:
 # -- show ------------------------------------------------------------------------------------------
 
 
-def test_show_prints_the_file_as_stored(gm: Gitmem, store: Store, git: GitRunner) -> None:
+def test_show_prints_the_file_with_its_derived_values(
+    gm: Gitmem, store: Store, git: GitRunner
+) -> None:
     memory_id = add(gm, "body with\r\ncrlf and no final newline", "--title", "Shown")
     path = store.read(memory_id).path
     assert path is not None
     result = gm("show", memory_id)
-    assert result.stdout_bytes == (store.path / path).read_bytes()
-    assert result.stdout == git(store.path, "show", f"HEAD:{path}")
+    stored = git(store.path, "show", f"HEAD:{path}")
+    assert "version" not in stored
+    read = store.read(memory_id)
+    line = f"created_at: {format_timestamp(read.created_at)}\n"
+    derived = line + f"updated_at: {format_timestamp(read.updated_at)}\nversion: 1\n"
+    assert result.stdout == stored.replace(line, derived)
+    assert result.stdout_bytes.endswith(b"body with\r\ncrlf and no final newline")
 
 
 def test_show_at_a_revision_and_a_date(gm: Gitmem, store: Store, clock: FixedClock) -> None:
@@ -303,10 +311,11 @@ def test_edit_unchanged_makes_no_commit(
     m = store.create("body\n", title="Same")
     before = commits(git, store)
     assert gm("edit", m.id).stdout == f"No changes to {m.id} (version 1)\n"
-    editor.will("text = text.replace('version: 1', 'version: 5')")  # store-managed: ignored
+    # store-managed: ignored
+    editor.will("text = text.replace('created_at:', 'version: 5\\ncreated_at:')")
     gm("edit", m.id)
     assert commits(git, store) == before
-    assert editor.seen == gm("show", m.id).stdout
+    assert editor.seen == (store.path / str(m.path)).read_text()  # the file, as stored
 
 
 def test_broken_edit_is_kept_and_resumed(
@@ -474,7 +483,7 @@ def test_supersede_prints_the_new_id(gm: Gitmem, store: Store, git: GitRunner) -
     m = store.read(new)
     assert (m.supersedes, m.version, m.title, m.category) == (
         old,
-        2,
+        1,
         "Branches",
         "project-conventions",
     )
@@ -613,7 +622,7 @@ def test_history_text_and_json(gm: Gitmem, store: Store, clock: FixedClock) -> N
     assert lines[2].split()[:4] == ["1", "2026-11-22T10:00:00Z", "create", "alice"]
     assert lines[3].split()[:3] == ["2", "2026-11-22T10:01:00Z", "update"]
     assert lines[4] == f"{new.id} (supersedes {root.id})"
-    assert lines[6].split()[:4] == ["3", "2026-11-22T10:02:00Z", "supersede", "bob"]
+    assert lines[6].split()[:4] == ["1", "2026-11-22T10:02:00Z", "supersede", "bob"]
     assert lines[6].split()[-1] == "Successor"
 
     data = gm.json("history", new.id)
@@ -622,7 +631,7 @@ def test_history_text_and_json(gm: Gitmem, store: Store, clock: FixedClock) -> N
     assert [(v["id"], v["version"], v["op"]) for v in data["versions"]] == [
         (root.id, 1, "create"),
         (root.id, 2, "update"),
-        (new.id, 3, "supersede"),
+        (new.id, 1, "supersede"),
     ]
     assert data["versions"][0]["memory"]["body"] == "v1\n"
     assert set(data["versions"][0]) == {

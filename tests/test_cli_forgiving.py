@@ -91,7 +91,7 @@ def test_every_id_command_takes_a_prefix(gm: Gitmem, store: Store) -> None:
     assert "matches 2 memories" in line and a in line and b in line
     assert "no memory mem_nope" in gm.fails(3, "show", "mem_nope")
     assert gm.json("blame", "mem_abc1")
-    assert a in gm("diff", "HEAD~3", "HEAD", "mem_abc1").stdout
+    assert a in gm("diff", "HEAD~4", "HEAD", "mem_abc1").stdout  # the restore is the append's
     linked = gm("add", "see the other", "--related", "mem_abc1:refines",
                 "--related", "mem_later").stdout.strip()
     assert [(r.id, str(r.relationship)) for r in store.read(linked).related] == [

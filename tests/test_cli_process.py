@@ -61,11 +61,15 @@ def test_write_read_and_fail_through_the_console_script(tmp_path: Path, git: Git
     shown = run("--store", str(store), "show", memory_id, cwd=tmp_path)
     assert shown.returncode == 0
     path = memory_path(memory_id)
-    assert shown.stdout == (store / path).read_bytes()
     as_git_has_it = subprocess.run(
         ["git", "-C", str(store), "show", f"HEAD:{path}"], capture_output=True, check=True
     )
-    assert shown.stdout == as_git_has_it.stdout
+    stored = as_git_has_it.stdout
+    assert stored == (store / path).read_bytes() and b"version" not in stored
+    head, _, rest = stored.partition(b"\ncreated_at: ")
+    created, _, tail = rest.partition(b"\n")
+    derived = b"\nupdated_at: " + created + b"\nversion: 1\n"
+    assert shown.stdout == head + b"\ncreated_at: " + created + derived + tail
     assert shown.stdout.endswith(b"\n\n" + body)
 
     missing = run("--store", str(store), "show", "mem_missing", cwd=tmp_path)

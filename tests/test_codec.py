@@ -403,9 +403,7 @@ HAND_WRITTEN = """\
 x-origin: wiki        # an unknown key first
 id: {id}
 created_at: 2026-11-22          # a date only
-updated_at: 2026-11-22 10:30:00+00:00
 title: 'Old title'
-version: 1
 tags: []
 status: active
 related:
@@ -461,43 +459,34 @@ def test_model_change_touches_only_changed_lines() -> None:
 
 
 def test_store_update_of_hand_written_file_changes_only_what_it_means(
-    store2: Store, clock: FixedClock, git: GitRunner
+    store: Store, clock: FixedClock, git: GitRunner
 ) -> None:
-    """Format 2, whose files carry version and updated_at (format 3: tests/test_format3.py)."""
     memory_id = "mem_hand-written"
     path = memory_path(memory_id)
     text = HAND_WRITTEN.format(id=memory_id)
-    file = Path(store2.path) / path
+    file = Path(store.path) / path
     file.parent.mkdir(parents=True, exist_ok=True)
     file.write_bytes(text.encode("utf-8"))
-    git(store2.path, "add", path)
-    git(store2.path, "commit", "-q", "-m", "a memory written by hand")
+    git(store.path, "add", path)
+    git(store.path, "commit", "-q", "-m", "a memory written by hand")
 
-    before = store2.read(memory_id)
+    before = store.read(memory_id)
     assert before.title == "Old title"
     assert before.extra["x-origin"] == "wiki"
 
     clock.advance(hours=1)
-    after = store2.update(memory_id, title="New title")
+    after = store.update(memory_id, title="New title")
     assert after.version == 2
 
-    committed = git(store2.path, "show", f"HEAD:{path}")
+    committed = git(store.path, "show", f"HEAD:{path}")
     removed, added = diff(text, committed)
-    assert removed == [
-        "updated_at: 2026-11-22 10:30:00+00:00\n",
-        "title: 'Old title'\n",
-        "version: 1\n",
-    ]
-    assert added == [
-        "updated_at: 2026-11-22T11:00:00Z\n",
-        "title: New title\n",
-        "version: 2\n",
-    ]
-    assert git(store2.path, "status", "--porcelain") == ""
+    assert removed == ["title: 'Old title'\n"]
+    assert added == ["title: New title\n"]
+    assert git(store.path, "status", "--porcelain") == ""
 
     # And an update that changes nothing leaves the bytes alone.
-    assert store2.update(memory_id, title="New title").version == 2
-    assert git(store2.path, "show", f"HEAD:{path}") == committed
+    assert store.update(memory_id, title="New title").version == 2
+    assert git(store.path, "show", f"HEAD:{path}") == committed
 
 
 # -- property tests -----------------------------------------------------------------------

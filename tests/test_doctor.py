@@ -354,7 +354,7 @@ def test_version_chain_cycles_and_forks(store: Store) -> None:
     plant(store, memory_path(ID_B), memory_text(ID_B, supersedes=ID_A))
     root = store.create("the original")
     first = store.supersede(root.id, "one successor")
-    plant(store, memory_path(ID_C), memory_text(ID_C, supersedes=root.id, version=2))
+    plant(store, memory_path(ID_C), memory_text(ID_C, supersedes=root.id))
     found = findings(store, "chains")
     cycles = [f for f in found if "cycle" in f.message]
     forks = [f for f in found if "fork" in f.message]

@@ -575,27 +575,3 @@ def test_two_processes_writing_one_entity_lose_nothing(any_store: Store) -> None
     assert alice is not None
     assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(10))
     assert len(Graph(any_store).read_graph().relations) == 20
-
-
-def test_the_layout_before_shards_is_read_and_updated_in_place(store: Store) -> None:
-    """Stores written before shards keep entities/<type>/<name>.md: read, updated and deleted
-    where they are; new entities go to the sharded layout beside them."""
-    old = "entities/person/Alice.md"
-    plant(
-        store,
-        old,
-        "---\nid: entities/person/Alice\ncreated_at: 2026-01-01T00:00:00Z\n"
-        "updated_at: 2026-01-01T00:00:00Z\nversion: 1\nname: Alice\nentity_type: person\n"
-        "relations:\n- type: knows\n  to: Bob\n---\n\n- old fact\n",
-    )
-    graph = Graph(store)
-    assert graph.entity("Alice") == Entity("Alice", "person", ("old fact",))
-    graph.add_observations([{"entityName": "Alice", "contents": ["new fact"]}])
-    assert graph.entity_id("Alice") == "entities/person/Alice"
-    assert (store.path / old).read_text().endswith("- old fact\n- new fact\n")
-    graph.create_entities([ent("Bob")])
-    assert graph.entity_id("Bob") == at("person", "Bob")
-    assert triples(graph.open_nodes(["Bob"])) == {("Alice", "Bob", "knows")}
-    graph.delete_entities(["Alice"])
-    assert not (store.path / old).exists()
-    assert graph.read_graph() == graph.walk_graph()

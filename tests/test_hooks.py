@@ -1,4 +1,4 @@
-"""Git hooks with the real git binary: install, chaining, validation, stamping, merges, projects."""
+"""Git hooks with the real git binary: install, chaining, validation, merges, projects."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import yaml
 from storetools import memory_text
 
 import gitmem
-from gitmem import FixedClock, Store
+from gitmem import Store
 from gitmem.entry import hooks as gh
-from gitmem.format.layout import legacy_path, memory_path
+from gitmem.format.layout import memory_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,22 +61,6 @@ def gitmem_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 
 @pytest.fixture
 def hooked(store: Store) -> Store:
-    gh.install(store.path, "memory")
-    return store
-
-
-@pytest.fixture
-def hooked3(tmp_path: Path, clock: FixedClock) -> Store:
-    """A format 3 store (version and updated_at derived from history): no stamping."""
-    store = gitmem.init(tmp_path / "store3", clock=clock, format=3)
-    gh.install(store.path, "memory")
-    return store
-
-
-@pytest.fixture
-def hooked2(tmp_path: Path, clock: FixedClock) -> Store:
-    """A format 2 store, whose files carry version and updated_at: the hook stamps them."""
-    store = gitmem.init(tmp_path / "store2", clock=clock, format=2)
     gh.install(store.path, "memory")
     return store
 
@@ -141,86 +125,38 @@ def test_good_new_memory_commits_unstamped(hooked: Store) -> None:
     assert hooked.read(ID).version == 1
 
 
-def test_hand_edit_is_stamped(hooked2: Store) -> None:
-    root = hooked2.path
-    memory = hooked2.create("first body", title="T")
-    path = root / legacy_path(memory.id)
-    path.write_text(path.read_text().replace("first body", "edited body"))
-    ok(root, "add", "-A")
-    result = git(root, "commit", "-m", "edit by hand")
-    assert result.returncode == 0, result.stderr
-    assert "stamped" in result.stderr
-    now = hooked2.read(memory.id)
-    assert now.body.strip() == "edited body"
-    assert now.version == 2
-    assert now.updated_at != memory.updated_at
-    assert now.created_at == memory.created_at
-    # the work tree and the index carry the stamped text: nothing left to commit
-    assert ok(root, "status", "--porcelain") == ""
-    assert "version: 2" in path.read_text()
-
-
-def test_edit_of_managed_fields_only_is_not_stamped(hooked2: Store) -> None:
-    root = hooked2.path
-    memory = hooked2.create("body", title="T")
-    path = root / legacy_path(memory.id)
-    path.write_text(
-        path.read_text().replace(
-            "updated_at: 2026-11-22T10:00:00Z", "updated_at: 2027-01-01T00:00:00Z"
-        )
-    )
-    ok(root, "commit", "-qam", "touch")
-    assert hooked2.read(memory.id).version == 1
-
-
-def test_version_set_by_hand_is_kept(hooked2: Store) -> None:
-    root = hooked2.path
-    memory = hooked2.create("body", title="T")
-    path = root / legacy_path(memory.id)
-    path.write_text(path.read_text().replace("version: 1", "version: 7").replace("body", "new"))
-    ok(root, "commit", "-qam", "mine")
-    assert hooked2.read(memory.id).version == 7
-
-
-def test_partial_commit_never_takes_the_version_back(hooked2: Store) -> None:
-    """``git commit PATH`` stamps the commit; the index it leaves behind must not undo that."""
-    root = hooked2.path
-    memory = hooked2.create("first", title="T")
-    path = root / legacy_path(memory.id)
-    path.write_text(path.read_text().replace("first", "second"))
-    write(root, "other.txt", "x\n")
-    ok(root, "add", "other.txt")
-    ok(root, "commit", "-qm", "partial", "--", legacy_path(memory.id))
-    assert hooked2.read(memory.id).version == 2
-    ok(root, "commit", "-qm", "the rest")
-    assert hooked2.read(memory.id).version == 2
-    assert hooked2.read(memory.id).body.strip() == "second"
-
-
-def test_format_3_hand_edit_is_a_version_without_a_stamp(hooked3: Store) -> None:
-    """Format 3: the commit is the new version (version and updated_at derived from it);
-    the hook leaves the file's lines as they are, so nothing differs from what was staged."""
-    root = hooked3.path
-    memory = hooked3.create("first body", title="T")
-    path = root / legacy_path(memory.id)
+def test_hand_edit_is_a_version_and_nothing_is_stamped(hooked: Store) -> None:
+    """The commit is the new version (version and updated_at derived from it): the hook
+    leaves the file as staged, and a partial commit leaves nothing behind."""
+    root = hooked.path
+    memory = hooked.create("first body", title="T")
+    path = root / memory_path(memory.id)
     before = path.read_text()
     path.write_text(before.replace("first body", "edited body"))
     ok(root, "add", "-A")
     result = git(root, "commit", "-m", "edit by hand")
     assert result.returncode == 0, result.stderr
-    assert "stamped" not in result.stderr
     assert path.read_text() == before.replace("first body", "edited body")
     now = gitmem.open(root).read(memory.id)
     assert now.body.strip() == "edited body" and now.version == 2
-    assert now.updated_at != memory.updated_at
+    assert now.created_at == memory.created_at
     assert ok(root, "status", "--porcelain") == ""
-    # A partial commit leaves nothing behind that takes the version back.
     path.write_text(path.read_text().replace("edited", "again"))
     write(root, "other.txt", "x\n")
     ok(root, "add", "other.txt")
-    ok(root, "commit", "-qm", "partial", "--", legacy_path(memory.id))
+    ok(root, "commit", "-qm", "partial", "--", memory_path(memory.id))
     ok(root, "commit", "-qm", "the rest")
     assert gitmem.open(root).read(memory.id).version == 3
+
+
+def test_a_store_of_an_old_format_refuses_commits(hooked: Store) -> None:
+    root = hooked.path
+    config = root / "gitmem.yaml"
+    config.write_text(config.read_text().replace("format: 5", "format: 4"))
+    write(root, memory_path(ID), memory_text(ID))
+    ok(root, "add", "-A")
+    result = git(root, "commit", "-m", "back to 4")
+    assert result.returncode == 1 and "run `gitmem migrate`" in result.stderr
 
 
 def test_commit_outside_memories_is_untouched(hooked: Store) -> None:
@@ -549,7 +485,7 @@ def _configure_jobs(root: Path, jobs: str) -> None:
 
 
 def _merge_side_branch(root: Path, hooked: Store, doc_id: str, body: str) -> str:
-    """A person edits a document's body on a branch (the hook stamps it); main moves on;
+    """A person edits a document's body on a branch; main moves on;
     the branch is merged with the real git binary."""
     ok(root, "checkout", "-q", "-b", "side")
     path = root / f"{doc_id}.md"
@@ -624,7 +560,7 @@ def test_role_of_a_clone_comes_from_its_committed_config_read_safely(tmp_path: P
     root = tmp_path / "clone"
     root.mkdir()
     ok(root, "init", "-q")
-    (root / "gitmem.yaml").write_text("format: 1\nscope: repo\n")
+    (root / "gitmem.yaml").write_text("format: 5\nscope: repo\n")
     assert gh.detect_role(root) == "memory"
     (root / "gitmem.yaml").write_text("a: &a [x, x]\nb: &b [*a, *a]\nformat: *b\n")
     assert gh.detect_role(root) == "project"

@@ -291,18 +291,18 @@ def test_case_twins_inside_one_transaction(store: Store) -> None:
 
 def test_plain_id_case_twins_collide_only_in_the_same_shard(store: Store) -> None:
     # Plain ids shard by a hash, so "Note"/"note" usually live in different folders and
-    # cannot collide; find a pair that lands in the same folders (format 4: four hex
-    # digits of the hash) to see the refusal.
+    # cannot collide; find a pair that lands in the same folder (two hex digits of the
+    # hash) to see the refusal.
     same = next(
         w
         for w in (f"id{n}x" for n in itertools.count())
-        if layout.fanout(w) == layout.fanout(w.upper()) and w != w.upper()
+        if layout.shard(w) == layout.shard(w.upper()) and w != w.upper()
     )
     store.create("lower", id=same)
     with pytest.raises(AlreadyExistsError, match="differs only in case"):
         store.create("upper", id=same.upper())
     other = next(
-        w for w in ("Note", "Memo", "Fact") if layout.fanout(w) != layout.fanout(w.lower())
+        w for w in ("Note", "Memo", "Fact") if layout.shard(w) != layout.shard(w.lower())
     )
     store.create("a", id=other)
     store.create("b", id=other.lower())

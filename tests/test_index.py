@@ -424,7 +424,7 @@ def test_catch_up_applies_only_the_new_commits(any_store: Store, clock: FixedClo
     assert [m.id for m in store.list()] == [b.id, c.id]
     assert store.latest_version(a.id).id == c.id
     assert [(v.memory_id, v.op, v.version) for v in store.history(c.id)] == [
-        (a.id, "create", 1), (a.id, "update", 2), (c.id, "supersede", 3)
+        (a.id, "create", 1), (a.id, "update", 2), (c.id, "supersede", 1)
     ]
     assert [(v.op, v.version) for v in store.history(b.id)] == [
         ("create", 1), ("delete", None), ("restore", 2), ("append", 3)

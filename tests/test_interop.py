@@ -242,10 +242,8 @@ def test_untracked_file_in_the_way_is_not_overwritten(store: Store) -> None:
     assert path.read_text() == "a person's draft\n"
 
 
-def test_committed_hand_edit_is_read_back(store2: Store, clock: FixedClock) -> None:
-    """Format 2: the file's version line is the version, so a hand commit that leaves it
-    alone is no new version (format 3 counts every commit: tests/test_hooks.py)."""
-    store = store2
+def test_committed_hand_edit_is_read_back(store: Store, clock: FixedClock) -> None:
+    """A hand commit is a version like any other."""
     m = store.create("original body\n", title="Original", tags=["a"])
     text = (store.path / (m.path or "")).read_text()
     text = text.replace("title: Original", "title: Fixed by hand").replace(
@@ -255,12 +253,12 @@ def test_committed_hand_edit_is_read_back(store2: Store, clock: FixedClock) -> N
     run_git(store.path, "commit", "-q", "-am", "fix a memory by hand")
     got = store.read(m.id)
     assert (got.title, got.body, got.tags, got.version) == (
-        "Fixed by hand", "body fixed by hand\n", ("a", "b"), 1)
+        "Fixed by hand", "body fixed by hand\n", ("a", "b"), 2)
     assert [x.title for x in store.list()] == ["Fixed by hand"]
     # The next library write builds on the hand edit and keeps its comment.
     clock.advance(hours=1)
     u = store.append(m.id, "appended by the library")
-    assert u.version == 2 and u.title == "Fixed by hand"
+    assert u.version == 3 and u.title == "Fixed by hand"
     on_disk = (store.path / (m.path or "")).read_text()
     assert "tags: [a, b]  # a comment a person wrote\n" in on_disk
     assert on_disk.endswith("body fixed by hand\nappended by the library")
@@ -269,8 +267,7 @@ def test_committed_hand_edit_is_read_back(store2: Store, clock: FixedClock) -> N
 
 def test_hand_commit_in_a_bare_store_through_a_clone(bare_store: Store) -> None:
     m = bare_store.create("original\n")
-    # Format 3: the hand commit is a version of its own; format 2: the append is the next.
-    hand = 1 if bare_store.config().format >= 3 else 0
+    hand = 1  # the hand commit is a version of its own
     text = bare_store.db().snapshot().read(m.path or "")
     assert text is not None
     plant(bare_store, m.path or "", text.decode().replace("original", "pushed from a clone"))

@@ -19,17 +19,24 @@ from gitmem import FixedClock, Store
 from gitmem.format import codec
 from gitmem.store import merge as M
 from gitmem.store import sync as S
+from gitmem.store.derived import Versions
 
 MID = "mem_0a000000-0000-4000-8000-000000000001"
 PATH = f"memories/0a/{MID}.md"
 MARKERS = ("<<<<<<<", ">>>>>>>", "\n=======\n")
 
 
-def doc(body: str, *, updated: str = "09:00:00", version: int = 1, extra: str = "") -> bytes:
-    text = memory_text(MID, body, version=version, extra=extra)
-    return text.replace(
-        "updated_at: 2026-11-22T09:00:00Z", f"updated_at: 2026-11-22T{updated}Z"
-    ).encode()
+def doc(body: str, *, extra: str = "") -> bytes:
+    return memory_text(MID, body, extra=extra).encode()
+
+
+def later(ours: str, theirs: str, versions: tuple[int, int] = (2, 2)) -> M.DerivedSides:
+    """Each side's versions as of its commit, the newest made at these times of day."""
+
+    def at(hour: str) -> int:
+        return int(dt.datetime.fromisoformat(f"2026-11-22T{hour}+00:00").timestamp())
+
+    return M.DerivedSides(Versions(versions[0], at(ours)), Versions(versions[1], at(theirs)))
 
 
 def parsed(data: bytes | None) -> codec.Document:
@@ -109,13 +116,13 @@ def test_append_to_a_body_without_final_newline() -> None:
 
 def test_front_matter_merges_field_by_field() -> None:
     base = {"id": MID, "title": "T", "tags": ["a", "b"], "version": 2, "category": "c"}
-    later = {"id": MID, "title": "T2", "tags": ["a", "b", "new1"], "version": 4, "category": "c"}
+    newer = {"id": MID, "title": "T2", "tags": ["a", "b", "new1"], "version": 4, "category": "c"}
     earlier = {"id": MID, "title": "T", "tags": ["b", "new2"], "version": 3, "category": "moved"}
-    out = M.merge_metadata(base, later, earlier)
+    out = M.merge_metadata(base, newer, earlier)
     assert out["title"] == "T2"  # changed on the later side only
     assert out["category"] == "moved"  # changed on the earlier side only: still taken
     assert out["tags"] == ["b", "new1", "new2"]  # union of additions; "a" removed by one side
-    assert out["version"] == 5
+    assert "version" not in out  # derived from history, never merged into a file
 
 
 def test_a_scalar_changed_on_both_sides_comes_from_the_later_side() -> None:
@@ -133,33 +140,23 @@ def test_a_key_removed_on_one_side_goes() -> None:
 
 def test_both_change_different_lines() -> None:
     base = doc("one\ntwo\nthree\nfour\n")
-    ours = doc("ONE\ntwo\nthree\nfour\n", updated="10:00:00", version=2, extra="tags: [x]\n")
-    theirs = doc("one\ntwo\nthree\nFOUR\n", updated="11:00:00", version=2, extra="tags: [y]\n")
-    result = M.merge_memory(PATH, base, ours, theirs)
+    ours = doc("ONE\ntwo\nthree\nfour\n", extra="tags: [x]\n")
+    theirs = doc("one\ntwo\nthree\nFOUR\n", extra="tags: [y]\n")
+    result = M.merge_memory(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
     assert result.forks == () and result.conflict is None
     merged = parsed(result.data)
     assert merged.body == "ONE\ntwo\nthree\nFOUR\n"
-    assert merged.metadata["version"] == 3
-    assert merged.metadata["tags"] == ["y", "x"]
-    assert merged.metadata["updated_at"] == dt.datetime(2026, 11, 22, 11, tzinfo=dt.UTC)
-    assert M.merge_memory(PATH, base, theirs, ours).data == result.data
+    assert "version" not in merged.metadata and "updated_at" not in merged.metadata
+    assert merged.metadata["tags"] == ["y", "x"]  # the later side's first
+    swapped = later("11:00:00", "10:00:00")
+    assert M.merge_memory(PATH, base, theirs, ours, derived=swapped).data == result.data
 
 
 def test_both_change_the_same_lines_makes_a_fork() -> None:
     base = doc("shared\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
-    ours = doc(
-        "ours\n",
-        updated="10:00:00",
-        version=2,
-        extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n",
-    )
-    theirs = doc(
-        "theirs\n",
-        updated="11:00:00",
-        version=2,
-        extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n",
-    )
-    result = M.merge_memory(PATH, base, ours, theirs)
+    ours = doc("ours\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
+    theirs = doc("theirs\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
+    result = M.merge_memory(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
     no_markers(result.data)
     assert parsed(result.data).body == "theirs\n"  # the later side keeps the path
     [fork] = result.forks
@@ -169,14 +166,13 @@ def test_both_change_the_same_lines_makes_a_fork() -> None:
     assert fork_doc.metadata["id"] == fork.id == M.fork_id(MID, ours)
     assert fork_doc.metadata[M.FORK_KEY] == MID
     assert fork_doc.metadata["supersedes"] == "mem_0b000000-0000-4000-8000-000000000009"
-    # a fork goes beside the memory it forks from, in the same layout (here the legacy one)
-    assert fork.path == gitmem.format.layout.legacy_path(fork.id)
-    other = M.merge_memory(PATH, base, theirs, ours)
+    assert fork.path == gitmem.format.layout.memory_path(fork.id)
+    other = M.merge_memory(PATH, base, theirs, ours, derived=later("11:00:00", "10:00:00"))
     assert other.data == result.data and other.forks == result.forks
 
 
 def test_delete_against_change_keeps_the_change() -> None:
-    base, changed = doc("x\n"), doc("y\n", version=2)
+    base, changed = doc("x\n"), doc("y\n")
     for ours, theirs in ((None, changed), (changed, None)):
         result = M.merge_memory(PATH, base, ours, theirs)
         assert result.data == changed and result.kept_over_delete
@@ -188,15 +184,15 @@ def test_delete_against_nothing_deletes() -> None:
 
 
 def test_add_add_with_different_bodies_forks() -> None:
-    ours, theirs = doc("a\n"), doc("b\n", updated="09:30:00")
-    result = M.merge_memory(PATH, None, ours, theirs)
+    ours, theirs = doc("a\n"), doc("b\n")
+    result = M.merge_memory(PATH, None, ours, theirs, derived=later("09:00:00", "09:30:00", (1, 1)))
     assert parsed(result.data).body == "b\n"
     assert [parsed(f.data).body for f in result.forks] == ["a\n"]
 
 
 def test_unreadable_side_is_a_conflict_not_markers() -> None:
     base = doc("x\n")
-    result = M.merge_memory(PATH, base, b"---\nid: [broken\n---\nbody\n", doc("y\n", version=2))
+    result = M.merge_memory(PATH, base, b"---\nid: [broken\n---\nbody\n", doc("y\n"))
     assert result.conflict is not None
     no_markers(result.data)
 
@@ -310,10 +306,10 @@ def test_git_pull_keeps_a_fork_without_markers(pair: tuple[Store, Store, str]) -
 def test_pending_forks_of_an_aborted_merge_are_dropped(pair: tuple[Store, Store, str]) -> None:
     a, b, mid = pair
     a.update(mid, "changed by a\n")
-    (a.path / "gitmem.yaml").write_text("format: 1\nscope: repo\n# a\n")
+    (a.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n# a\n")
     run_git(a.path, "commit", "-qam", "config a")
     b.update(mid, "changed by b\n")
-    (b.path / "gitmem.yaml").write_text("format: 1\nscope: repo\n# b\n")
+    (b.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n# b\n")
     run_git(b.path, "commit", "-qam", "config b")
     S.sync(a)
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
@@ -376,8 +372,8 @@ def test_hostile_paths_cannot_inject_commands(tmp_path: Path) -> None:
 def test_driver_runs_from_the_command_line(tmp_path: Path) -> None:
     base, ours, theirs = tmp_path / "o", tmp_path / "a", tmp_path / "b"
     base.write_bytes(doc("one\ntwo\nthree\n"))
-    ours.write_bytes(doc("ONE\ntwo\nthree\n", version=2))
-    theirs.write_bytes(doc("one\ntwo\nTHREE\n", version=2, updated="10:00:00"))
+    ours.write_bytes(doc("ONE\ntwo\nthree\n"))
+    theirs.write_bytes(doc("one\ntwo\nTHREE\n"))
     import subprocess
 
     result = subprocess.run(
@@ -504,13 +500,16 @@ def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> Non
 
     def side() -> bytes:
         body = "".join(_edit(base_body.splitlines(keepends=True), data)) or "x\n"
-        hour = data.draw(st.sampled_from(["10:00:00", "11:00:00"]))
         tags = data.draw(st.sampled_from(["", "tags: [a]\n", "tags: [a, b]\n", "tags: [c]\n"]))
-        return doc(body, updated=hour, version=data.draw(st.integers(2, 4)), extra=tags)
+        return doc(body, extra=tags)
 
     base, ours, theirs = doc(base_body), side(), side()
-    one = M.merge_memory(PATH, base, ours, theirs)
-    other = M.merge_memory(PATH, base, theirs, ours)
+    hours = [data.draw(st.sampled_from(["10:00:00", "11:00:00"])) for _ in range(2)]
+    counts = (data.draw(st.integers(2, 4)), data.draw(st.integers(2, 4)))
+    sides = later(hours[0], hours[1], counts) if data.draw(st.booleans()) else None
+    swapped = None if sides is None else M.DerivedSides(sides.theirs, sides.ours)
+    one = M.merge_memory(PATH, base, ours, theirs, derived=sides)
+    other = M.merge_memory(PATH, base, theirs, ours, derived=swapped)
     assert (one.data, one.forks) == (other.data, other.forks)
     assert one.conflict is None
     from gitmem.entry.hooks import decode_memory
@@ -542,7 +541,7 @@ def test_driver_exit_codes(tmp_path: Path) -> None:
         return code, files[1].read_bytes()
 
     # A memory with an unreadable side: git is told it conflicted, and no markers are written.
-    code, out = run(PATH, doc("x\n"), b"---\nid: [broken\n---\nbody\n", doc("y\n", version=2))
+    code, out = run(PATH, doc("x\n"), b"---\nid: [broken\n---\nbody\n", doc("y\n"))
     assert code == 1
     no_markers(out)
     # A markdown file that is not a memory: git's own text merge, markers and all.
@@ -563,7 +562,9 @@ def test_post_merge_hook_commits_the_waiting_fork(pair: tuple[Store, Store, str]
     S.sync(a)
     result = subprocess.run(
         ["git", "-C", str(b.path), "pull", "--no-rebase", "origin", "main"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "gitmem: fork: kept" in result.stdout + result.stderr

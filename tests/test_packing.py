@@ -30,10 +30,16 @@ def _packs(store: Store) -> list[str]:
     return sorted(p.name for p in (store.db().gitdir / "objects" / "pack").glob("*.pack"))
 
 
-def _pile(store: Store, count: int = 500) -> list[str]:
-    """One commit of ``count`` creates: loose objects enough that packing is due."""
-    with store.transaction("a pile of loose objects") as tx:
-        return [tx.create(f"pile {i}\n").id for i in range(count)]
+def _pile(store: Store, count: int = 500, *, until_due: bool = True) -> list[str]:
+    """Commits of ``count`` creates each, until packing is due by git's own estimate (one
+    fan-out folder's count of loose objects, which varies with the objects' ids)."""
+    ids: list[str] = []
+    for _ in range(20):
+        with store.transaction("a pile of loose objects") as tx:
+            ids += [tx.create(f"pile {len(ids) + i}\n").id for i in range(count)]
+        if not until_due or maintenance.due(store.db().gitdir, 256, 20):
+            break
+    return ids
 
 
 def _assert_sound(store: Store, ids: list[str]) -> None:
@@ -116,7 +122,8 @@ def test_writes_keep_the_store_packed(tmp_path: Path, bare: bool) -> None:
 
 def test_gc_auto_zero_turns_packing_off(bare_store: Store) -> None:
     run_git(bare_store.db().gitdir, "config", "gc.auto", "0")
-    ids = _pile(bare_store, 200) + [bare_store.create(f"memory {i}\n").id for i in range(20)]
+    ids = _pile(bare_store, 200, until_due=False)
+    ids += [bare_store.create(f"memory {i}\n").id for i in range(20)]
     assert _packs(bare_store) == []
     assert repository_size(bare_store.db().gitdir)[1] > 220  # a blob a memory, and more
     _assert_sound(bare_store, ids)

@@ -34,7 +34,12 @@ from gitmem.features.lifecycle.rules import (
 )
 from gitmem.features.lifecycle.staleness import StalenessPolicy
 from gitmem.format import secrets
-from gitmem.format.config import DEFAULT_MAX_BODY_BYTES, StoreConfig, collecting_loosened
+from gitmem.format.config import (
+    DEFAULT_MAX_BODY_BYTES,
+    FORMAT,
+    StoreConfig,
+    collecting_loosened,
+)
 from gitmem.format.model import Scope
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -269,9 +274,9 @@ def test_a_committed_value_only_tightens(
             value, found = _read(store, key)
             assert value != built_in and found == [], (value, found)
     if key.key in ("format", "scope"):  # structural, not policy: read as committed
-        commit_config(store, {"format": 3, "scope": "user"})
+        commit_config(store, {"format": FORMAT, "scope": "repo"})
         value, found = _read(store, key)
-        assert value in (3, Scope.USER) and found == []
+        assert value in (FORMAT, Scope.REPO) and found == []
 
 
 # -- the reproduction in a clone (the hub's: tests/test_receive.py) ----------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode
 
-from gitmem.format.layout import memory_paths
+from gitmem.format.layout import format4_path
 from gitmem.git.diff import memory_blob
 from gitmem.git.objects import builder_remove, tree_entry
 from gitmem.store.core import Store
@@ -63,7 +63,7 @@ def test_looking_up_many_memories_holds_no_memory_per_lookup(store: Store) -> No
     commit = store.db().tip()
     assert commit is not None
     tree = commit.tree
-    paths = [memory_paths(i)[1] for i in ids]  # legacy paths: both twins are looked up
+    paths = [str(format4_path(i)) for i in ids]  # a history path: both places are looked up
     tracemalloc.start()
     try:
         for n in range(20_000):

@@ -494,7 +494,7 @@ def test_the_hook_refuses_a_staged_memory_with_a_credential(store: Store) -> Non
     assert result.returncode != 0
     refused = [line for line in result.stderr.splitlines() if line.startswith("gitmem: refused:")]
     assert len(refused) == 1, result.stderr
-    assert path in refused[0] and "github-fine-grained-token on line 10" in refused[0]
+    assert path in refused[0] and "github-fine-grained-token on line 8" in refused[0]
     assert GITHUB_FINE not in result.stderr + result.stdout
     assert tip(store) == before
     # The same file without the credential commits.

@@ -86,7 +86,6 @@ def test_create_with_every_field(any_store: Store, clock: FixedClock) -> None:
         "category: coding-preferences",
         "tags: [testing, python]",
         "created_at: 2026-11-22T10:00:00Z",
-        "version: 1",
         "agent: hephaestus",
         "session_id: 9b1f-session",
         "trigger: cadence",
@@ -95,7 +94,7 @@ def test_create_with_every_field(any_store: Store, clock: FixedClock) -> None:
         "  relationship: refines",
     ):
         assert line + "\n" in text
-    assert "supersedes" not in text
+    assert "supersedes" not in text and "version" not in text and "updated_at" not in text
     assert text.endswith("---\n\nFixtures live in `tests/conftest.py`.\n")
     message = run_git(any_store.db().gitdir, "log", "-1", "--format=%B")
     assert message.startswith("create: Prefer pytest fixtures\n\nlearned while reviewing\n")
@@ -150,12 +149,12 @@ def test_read_at_an_earlier_commit(any_store: Store, clock: FixedClock) -> None:
 # -- update -------------------------------------------------------------------------------
 
 
-def test_update_body_and_fields_bumps_version(any_store2: Store, clock: FixedClock) -> None:
-    """Format 2, whose files carry version and updated_at (format 3: tests/test_format3.py)."""
-    m = any_store2.create("old body\n", title="t", category="patterns", tags=["a"], agent="x")
-    before = commit_count(any_store2)
+def test_update_body_and_fields_bumps_version(any_store: Store, clock: FixedClock) -> None:
+    """version and updated_at are derived from the commits (tests/test_derived_versions.py)."""
+    m = any_store.create("old body\n", title="t", category="patterns", tags=["a"], agent="x")
+    before = commit_count(any_store)
     clock.advance(minutes=5)
-    u = any_store2.update(
+    u = any_store.update(
         m.id,
         "new body\n",
         title="new title",
@@ -174,10 +173,10 @@ def test_update_body_and_fields_bumps_version(any_store2: Store, clock: FixedClo
     assert u.related == (Related("mem_other", Relationship.RELATES_TO),)
     assert u.trigger is Trigger.MANUAL and u.session_id == "s2"
     assert u.agent == "x"  # not given: kept
-    assert any_store2.read(m.id) == u
-    assert commit_count(any_store2) == before + 1
-    text = show(any_store2, m.path)
-    assert "updated_at: 2026-11-22T10:05:00Z\n" in text
+    assert any_store.read(m.id) == u
+    assert commit_count(any_store) == before + 1
+    text = show(any_store, m.path)
+    assert "updated_at" not in text and "version" not in text
     assert "created_at: 2026-11-22T10:00:00Z\n" in text
 
 
@@ -339,7 +338,7 @@ def test_supersede_carries_fields_and_leaves_the_old_file(any_store: Store,
     new = any_store.supersede(old.id, "use pytest\n", agent="second-agent", session_id="s9")
     assert new.id != old.id
     assert new.supersedes == old.id
-    assert new.version == old.version + 1
+    assert new.version == 1  # a new memory
     assert (new.title, new.category, new.tags) == ("Testing style", "coding-preferences",
                                                    ("testing",))
     assert new.related == old.related
@@ -360,7 +359,7 @@ def test_supersede_given_fields_override(any_store: Store) -> None:
     assert (new.title, new.category, new.tags) == ("new title", "patterns", ("y",))
     u = any_store.update(old.id, "old, edited")  # the old memory can still be edited in place
     assert u.version == 2
-    assert any_store.read(new.id).version == 2
+    assert any_store.read(new.id).version == 1
 
 
 def test_supersede_refuses_a_taken_id(any_store: Store) -> None:
@@ -484,19 +483,18 @@ def test_transaction_is_all_or_nothing(any_store: Store) -> None:
     assert any_store.get("tx-victim") is None
 
 
-def test_reads_inside_a_transaction_see_staged_writes(any_store2: Store) -> None:
-    """Format 2: a create and an update staged in one transaction are versions 1 and 2 (format 3
-    derives versions from commits, and one transaction is one commit)."""
-    other_view = gitmem.open(any_store2.db().gitdir if any_store2.db().bare else any_store2.path)
-    with any_store2.transaction():
-        m = any_store2.create("staged", title="staged")
-        assert any_store2.read(m.id).body == "staged"
-        assert [x.id for x in any_store2.list()] == [m.id]
-        any_store2.update(m.id, "staged twice")
-        assert any_store2.read(m.id).version == 2
+def test_reads_inside_a_transaction_see_staged_writes(any_store: Store) -> None:
+    """A create and an update staged in one transaction: one commit, one version."""
+    other_view = gitmem.open(any_store.db().gitdir if any_store.db().bare else any_store.path)
+    with any_store.transaction():
+        m = any_store.create("staged", title="staged")
+        assert any_store.read(m.id).body == "staged"
+        assert [x.id for x in any_store.list()] == [m.id]
+        any_store.update(m.id, "staged twice")
+        assert any_store.read(m.id).version == 1
         assert other_view.get(m.id) is None  # not visible outside before the commit
     assert other_view.read(m.id).body == "staged twice"
-    assert other_view.read(m.id).version == 2
+    assert other_view.read(m.id).version == 1
 
 
 def test_empty_transaction_makes_no_commit(any_store: Store) -> None:

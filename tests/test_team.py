@@ -218,20 +218,16 @@ def test_join_brings_a_personal_store_into_the_team_store(hub: Path, tmp_path: P
     assert gitmem.open(tmp_path / "teammate").read(mine.id).body == "my own preference, refined"
 
 
-@pytest.mark.parametrize(("team_format", "my_format"), [(2, 3), (3, 2), (3, 3)])
-def test_join_keeps_versions_across_formats(
-    tmp_path: Path, team_format: int, my_format: int
-) -> None:
-    """A personal store made today (format 3: versions derived from history) joining a team
-    store made before (format 2: versions written in each file), and the other way round:
-    every memory reads with the version and time it had, here and at a teammate's."""
+def test_join_keeps_versions(tmp_path: Path) -> None:
+    """Every memory reads with the version and time it had, here and at a teammate's (both
+    are derived from history, which the join keeps)."""
     path = tmp_path / "hub.git"
     run_git(tmp_path, "init", "-q", "--bare", "-b", "main", "hub.git")
-    seed = gitmem.init(tmp_path / "seed", format=team_format)
+    seed = gitmem.init(tmp_path / "seed")
     seed.create("team fact", title="fact")
     S.add_remote(seed, "origin", str(path))
     S.sync(seed)
-    personal = gitmem.init(tmp_path / "me", scope="user", format=my_format)
+    personal = gitmem.init(tmp_path / "me", scope="user")
     mine = personal.create("v1", title="mine")
     personal.update(mine.id, "v2")
     personal.update(mine.id, "v3")
@@ -244,8 +240,21 @@ def test_join_keeps_versions_across_formats(
     assert theirs.memories == 2
     seen = gitmem.open(tmp_path / "teammate").read(mine.id)
     assert (seen.version, seen.updated_at) == (3, before.updated_at)
-    # The next update goes on from there, in whichever format the team store is.
     assert gitmem.open(tmp_path / "teammate").update(mine.id, "v4").version == 4
+
+
+def test_join_into_a_team_store_of_an_old_format_is_refused(tmp_path: Path) -> None:
+    from storetools import old_store
+
+    from gitmem.base.errors import OldFormatError
+
+    old_store(tmp_path / "hub.git", 4, bare=True)
+    personal = gitmem.init(tmp_path / "me", scope="user")
+    personal.create("mine")
+    tip = personal.db().tip()
+    with pytest.raises(OldFormatError, match="format 4 store"):
+        team.join(personal, str(tmp_path / "hub.git"))
+    assert personal.db().tip() == tip
 
 
 def test_init_in_a_plain_clone_registers_the_driver(hub: Path, tmp_path: Path) -> None:

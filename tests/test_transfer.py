@@ -255,22 +255,26 @@ def files_dir(tmp_path: Path) -> Path:
     return root
 
 
-def test_import_files_keeps_ids_versions_times_and_supersedes(
-    store: Store, files_dir: Path
-) -> None:
+def test_import_files_keeps_ids_times_and_supersedes(store: Store, files_dir: Path) -> None:
+    """An imported memory keeps its created_at; its version and updated_at are its history
+    here (the import commit), and the file's lines for them are dropped."""
     before = commit_count(store)
     report = import_files(store, files_dir)
     assert report.ok, report.mismatches
     assert report.read == {"files": 3} and report.written == {"files": 3}
     assert commit_count(store) == before + 1  # this store has one scope: everything lands here
     new = store.read(NEW)
-    assert new.version == 4 and new.supersedes == OLD
+    assert new.version == 1 and new.supersedes == OLD
+    assert new.updated_at == store.clock.now()
     assert new.created_at.isoformat() == "2025-01-02T03:04:05+00:00"
     assert new.extra["custom_key"] == "kept as is"
     assert [m.id for m in store.version_chain(NEW)] == [OLD, NEW]
-    assert (store.path / "memories/5/f/0/c" / f"{NEW}.md").read_bytes() == (
-        files_dir / "repo" / f"{NEW}.md"
-    ).read_bytes()
+    source = (files_dir / "repo" / f"{NEW}.md").read_text()
+    kept = "".join(
+        line for line in source.splitlines(keepends=True)
+        if not line.startswith(("version:", "updated_at:"))
+    )
+    assert (store.path / "memories/5f" / f"{NEW}.md").read_text() == kept
     # Importing the same files again changes nothing.
     again = import_files(store, files_dir)
     assert again.written == {"files": 0} and again.unchanged == {"files": 3}
@@ -388,7 +392,7 @@ def test_import_forge_keeps_bodies_and_dates(store: Store, forge_dir: Path) -> N
     before = commit_count(store)
     report = import_forge(store, forge_dir)
     assert report.ok, report.mismatches
-    assert commit_count(store) == before + 1
+    assert commit_count(store) == before + 5  # one commit per date, authored on that date
     assert report.read == {"files": 5} and report.written == {"files": 5}
     assert report.skipped == ["README.md: not under projects, skills, commands, agents"]
     profile = store.read("projects/acme/project_profile")

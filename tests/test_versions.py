@@ -51,12 +51,12 @@ def test_history_across_three_supersedes(any_store: Store, clock: FixedClock) ->
     assert steps == [
         (a.id, 1, "create"),
         (a.id, 2, "update"),
-        (b.id, 3, "supersede"),
-        (b.id, 4, "append"),
-        (c.id, 5, "supersede"),
-        (c.id, 6, "update"),
-        (d.id, 7, "supersede"),
-        (d.id, 8, "update"),
+        (b.id, 1, "supersede"),  # a superseding memory is a new memory: its own versions
+        (b.id, 2, "append"),
+        (c.id, 1, "supersede"),
+        (c.id, 2, "update"),
+        (d.id, 1, "supersede"),
+        (d.id, 2, "update"),
     ]
     assert [v.time for v in history] == [hours(n) for n in range(8)]
     assert [v.author for v in history] == [
@@ -81,7 +81,7 @@ def test_history_across_three_supersedes(any_store: Store, clock: FixedClock) ->
 def test_history_of_a_middle_link_stops_there(any_store: Store, clock: FixedClock) -> None:
     a, b, _, _ = three_supersedes(any_store, clock)
     assert [(v.memory_id, v.version) for v in any_store.history(b.id)] == [
-        (a.id, 1), (a.id, 2), (b.id, 3), (b.id, 4)]
+        (a.id, 1), (a.id, 2), (b.id, 1), (b.id, 2)]
     assert [v.version for v in any_store.history(a.id)] == [1, 2]
 
 
@@ -90,7 +90,7 @@ def test_version_chain_and_depth_bound(any_store: Store, clock: FixedClock,
     a, b, c, d = three_supersedes(any_store, clock)
     chain = any_store.version_chain(d.id)
     assert chain.ids == [a.id, b.id, c.id, d.id]
-    assert [m.version for m in chain] == [2, 4, 6, 8]
+    assert [m.version for m in chain] == [2, 2, 2, 2]
     assert chain.warnings == []
     assert any_store.version_chain(a.id).ids == [a.id]
     with caplog.at_level(logging.WARNING, logger="gitmem"):
@@ -107,7 +107,7 @@ def test_latest_version_and_successors(any_store: Store, clock: FixedClock) -> N
     a, b, c, d = three_supersedes(any_store, clock)
     for m in (a, b, c, d):
         assert any_store.latest_version(m.id).id == d.id
-    assert any_store.latest_version(d.id).version == 8
+    assert any_store.latest_version(d.id).version == 2
     assert [s.id for s in any_store.successors(a.id)] == [b.id]
     assert any_store.successors(d.id) == []
     assert [m.id for m in any_store.list()] == [any_store.list()[0].id, d.id]  # noise, then D
@@ -121,7 +121,7 @@ def test_fork_two_supersedes_of_one_memory(any_store: Store, clock: FixedClock,
     left = any_store.supersede(root.id, "left branch", agent="left")
     clock.advance(minutes=1)
     right = any_store.supersede(root.id, "right branch", agent="right")
-    assert left.version == right.version == 2
+    assert left.version == right.version == 1
     assert {s.id for s in any_store.successors(root.id)} == {left.id, right.id}
     # Both sides of the fork stay visible; the root is superseded.
     assert {m.id for m in any_store.list()} == {left.id, right.id}
@@ -141,7 +141,7 @@ def test_fork_two_supersedes_of_one_memory(any_store: Store, clock: FixedClock,
 def test_cycle_made_by_hand_ends_with_a_warning(store: Store,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     plant(store, memory_path(X), memory_text(X, "x\n", supersedes=Y))
-    plant(store, memory_path(Y), memory_text(Y, "y\n", version=2, supersedes=X))
+    plant(store, memory_path(Y), memory_text(Y, "y\n", supersedes=X))
     with caplog.at_level(logging.WARNING, logger="gitmem"):
         history = store.history(X)
     assert {v.memory_id for v in history} == {X, Y}
@@ -194,7 +194,7 @@ def test_supersedes_naming_a_deleted_memory(any_store: Store, clock: FixedClock)
     assert any_store.delete(a.id) is True
     history = any_store.history(b.id)
     assert [(v.memory_id, v.op, v.version) for v in history] == [
-        (a.id, "create", 1), (b.id, "supersede", 2), (a.id, "delete", None)]
+        (a.id, "create", 1), (b.id, "supersede", 1), (a.id, "delete", None)]
     assert history[2].memory is None
     assert history[0].memory is not None and history[0].memory.body == "original"
     assert any_store.version_chain(b.id).ids == [a.id, b.id]

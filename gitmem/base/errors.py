@@ -98,6 +98,13 @@ class UnsupportedFormatError(StoreError):
     )
 
 
+class OldFormatError(UnsupportedFormatError):
+    """The store is written in an older format (``format:`` below the current one): only
+    ``gitmem migrate`` reads it, and converts it in one commit."""
+
+    default_hint = "run gitmem migrate (one commit per scope); nothing was read or changed"
+
+
 class RepositoryDamagedError(StoreError):
     """An object the store needs is missing from git's object database or cannot be read
     (a corrupt loose object, a branch pointing at a commit that is not there)."""

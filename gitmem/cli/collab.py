@@ -24,7 +24,7 @@ from gitmem.cli.common import (
 from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
-from gitmem.format.memfile import file_text
+from gitmem.format.memfile import rendered_text
 from gitmem.format.model import UNTITLED
 from gitmem.store import merge as merging
 from gitmem.store import sync as syncing
@@ -325,7 +325,7 @@ def resolve(
         body = conflict.kept.body
         separator = "" if body.endswith("\n") else "\n"
         prefilled = (
-            file_text(conflict.kept)
+            rendered_text(conflict.kept)
             + separator
             + EDIT_NOTE.format(fork=conflict.fork.id)
             + conflict.fork.body

@@ -42,6 +42,8 @@ class State:
     _store: Store | None = None
     reason: str = ""
     """Why this store: "--store", "$GITMEM_DIR", "project" (walked up to it) or "user"."""
+    any_format: bool = False
+    """Open a store of an older format too (``gitmem migrate``, doctor, status)."""
 
     def store(self, *, write: bool = False) -> Store:
         """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``.
@@ -72,7 +74,11 @@ class State:
                 }.get(self.reason, "the user store: no --store, $GITMEM_DIR or project .gitmem/ "
                       "here; $GITMEM_HOME moves it")
                 click.echo(f"gitmem: created a new store at {target.resolve()} ({why})", err=True)
-            self._store = gitmem.open(self.store_path, branch=self.branch)
+            from gitmem.store.discovery import open_store
+
+            self._store = open_store(
+                self.store_path, branch=self.branch, any_format=self.any_format
+            )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
             from gitmem.store.core import index_writable

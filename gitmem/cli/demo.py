@@ -13,7 +13,7 @@ import click
 from gitmem import Store
 from gitmem.cli.common import State, pass_state, table
 from gitmem.cli.store import history_text, log_text
-from gitmem.format.memfile import file_text
+from gitmem.format.memfile import rendered_text
 from gitmem.format.model import UNTITLED
 from gitmem.git.command import run_git
 
@@ -169,7 +169,7 @@ def demo(state: State, store_path: str | None) -> None:
         message="learned in review: tests must not write into the repository",
     )
     click.echo(f"   {fixtures.id} is now version {fixtures.version}; the file (gitmem show):")
-    _indented(file_text(store.read(fixtures.id)))
+    _indented(rendered_text(store.read(fixtures.id)))
 
     _step(3, "A convention changed, so a new memory supersedes the old one (gitmem supersede):")
     renamed = store.supersede(

@@ -390,45 +390,40 @@ def gc(state: State, scope: str | None) -> None:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would change; commit nothing.")
-@click.option(
-    "--to",
-    "target",
-    type=click.IntRange(2, 4),
-    help="The format to reach (default 2). 3 derives version and updated_at from history "
-    "(docs/format.md), so pull requests merge with plain git.",
-)
 @json_option
 @pass_state
-def migrate(state: State, dry_run: bool, target: int | None) -> None:
-    """Bring the store up to a newer format (once; one commit per step).
+def migrate(state: State, dry_run: bool) -> None:
+    """Convert a store of an older format to the current one (once; one commit).
 
-    gitmem.yaml says which format a store is in. A store made by an older gitmem
-    keeps working, and this moves it to format 2 (the knowledge graph's entity
-    files in hash shards), or with --to 3 to format 3, what new stores are made
-    at (version and updated_at derived from history; asked for by name, since
-    a file's version lines stop being the current values). A second run does nothing; a
-    store newer than this gitmem is refused by every command, never misread.
-    On a terminal, a progress bar follows the files a step looks at.
+    gitmem.yaml says which format a store is in; every other command refuses an
+    older store and names this one. The conversion moves memory files to
+    memories/<ab>/<id>.md, drops the version and updated_at lines every file
+    carried (they are derived from history: docs/format.md) and moves old
+    knowledge-graph entity files into their shards, in one commit per scope
+    that a kill leaves done or not done. A second run does nothing.
+    On a terminal, a progress bar follows the files it looks at.
 
     \b
     Examples:
       gitmem migrate --dry-run
       gitmem migrate
-      gitmem migrate --to 3
     """
     from gitmem.features.migrate import migrate as run_migrations
 
+    state.any_format = True
     with ProgressBar("migrating", quiet=state.json, min_total=500) as progress:
-        steps = run_migrations(state.store(), dry_run=dry_run, progress=progress, to=target)
+        steps = run_migrations(state.store(), dry_run=dry_run, progress=progress)
     if state.json:
         emit_json([s.to_dict() for s in steps])
         return
     if not steps:
-        click.echo("Nothing to migrate: the store is at that format.")
+        click.echo("Nothing to migrate: the store is at the current format.")
     for s in steps:
-        verb = "Would move" if dry_run else "Moved"
+        verb = "Would convert" if dry_run else "Converted"
         where = f" (commit {s.commit[:10]})" if s.commit else ""
         click.echo(
-            f"{s.scope}: format {s.from_format} -> {s.to_format}: "
-            f"{verb} {s.moved_count} file(s){where}"
+            f"{s.scope}: {verb} format {s.from_format} -> {s.to_format}: "
+            f"{s.moved_count} file(s) moved, {s.rewritten} rewritten{where}"
         )
+        for note in s.notes:
+            click.echo(f"  {note}")

@@ -237,7 +237,7 @@ def show(state: State, memory_id: str, at: str | None) -> None:
         return
     from gitmem.format import codec
 
-    _print_file(codec.serialize(codec.Document(memory.to_metadata(), memory.body)).encode())
+    _print_file(codec.serialize(codec.Document(memory.rendered_metadata(), memory.body)).encode())
 
 
 def _print_file(data: bytes) -> None:

@@ -56,16 +56,6 @@ class Rows(Protocol):
     type=click.Choice([str(s) for s in Scope]),
     help="The store's scope (default: user for the user store, repo otherwise).",
 )
-@click.option(
-    "--format",
-    "store_format",
-    type=click.IntRange(1, 4),
-    help="The store format (default 4: format 3 with memories in 16-way folders, "
-    "memories/a/b/c/d/<id>.md, which keep every tree small at a million memories). 3: "
-    "memories/<ab>/<id>.md, version and updated_at derived from history, so pull requests "
-    "editing different lines of one memory merge with plain git. 2: every write rewrites "
-    "both lines in the file.",
-)
 @json_option
 @pass_state
 def init(
@@ -74,7 +64,6 @@ def init(
     bare: bool,
     project: bool,
     scope: str | None,
-    store_format: int | None,
 ) -> None:
     """Create a store (harmless on an existing one).
 
@@ -90,8 +79,6 @@ def init(
     if project:
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
-        if store_format is not None:
-            raise click.UsageError("--format is for a store made by path; drop --project")
         from gitmem.store.discovery import git_top
 
         root = path or git_top(Path.cwd()) or Path.cwd()
@@ -103,7 +90,7 @@ def init(
             is_user = target.expanduser().absolute() == user_store_path().absolute()
             scope = str(Scope.USER if is_user else Scope.REPO)
         existed = is_store(target.expanduser())
-        store = gitmem.init(target, bare=bare, scope=scope, format=store_format)
+        store = gitmem.init(target, bare=bare, scope=scope)
     db = store.db()
     if state.json:
         emit_json(

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -106,8 +106,8 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
             raise  # the object, not the row, is wrong: reported as damage, not as staleness
         except GitmemError:
             differ.append(id_from_path(path) or "")
-    # Format 3: the rows hold the version and updated_at derived from history; one walk of
-    # it derives the whole sample's (~15 µs per commit), format 1-2 costs nothing more.
+    # The rows hold the version and updated_at derived from history; one walk of it derives
+    # the whole sample's.
     commit = get_commit(ctx.db.repo, view.commit) if view.commit is not None else None
     for path, memory in derived.as_read(ctx.db.repo, commit, decoded).items():
         indexed = index.get(id_from_path(path) or "")
@@ -232,7 +232,31 @@ def _rebuild(store: Store, scope: Scope, ctx: Context) -> None:
     ctx.forget_view()
 
 
+_NO_DERIVED = "doctor-noderived-blobs-v1"
+"""Blob ids found without ``version``/``updated_at`` lines, kept between runs."""
+_DERIVED_LINE = re.compile(rb"(?m)^(?:version|updated_at)[ \t]*:")
+
+
+def _front_matter(data: bytes) -> bytes:
+    """The front-matter of a memory file (roughly: between the opening and the closing
+    ``---``), for a quick scan; empty when there is none."""
+    start = 3 if data.startswith(b"---") else 6 if data.startswith(b"\xef\xbb\xbf---") else 0
+    if not start:
+        return b""
+    end = re.search(rb"(?m)^---[ \t]*\r?$", data[start:])
+    return data[start : start + end.start()] if end is not None else data[start:]
+
+
 def check_schema(ctx: Context) -> Iterator[Finding]:
+    for entry in _scan(ctx, _NO_DERIVED, lambda d: bool(_DERIVED_LINE.search(_front_matter(d)))):
+        yield Finding(
+            "schema",
+            WARNING,
+            f"{entry.id}'s file carries version or updated_at, which gitmem derives from "
+            "history and never writes (readers ignore the line; docs/format.md)",
+            fix=f"gitmem --store {ctx.where} edit {entry.id} and save: the write drops it",
+            path=entry.path,
+        )
     for path, message in ctx.problems():
         quoted = shlex.quote(path)
         fix = (
@@ -252,23 +276,12 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
     """Memories whose committed text holds conflict markers: a plain ``git merge`` without
     the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
     yet (both sides' text is inside the markers), but readers see the markers."""
-    found: list[Entry] = []
-    repo = ctx.db.repo
-    with _CleanBlobs(ctx.db.state_dir / _NO_MARKERS, secrets_mod.DEFAULT_POLICY) as cache:
-        for entry in ctx.facts().by_blob():
-            ctx.tally.step()
-            if not entry.blob:
-                continue
-            if cache.known(entry.blob):
-                cache.keep(entry.blob)
-                continue
-            data = blob_data(repo, pygit2.Oid(hex=entry.blob))
-            starts = re.search(rb"(?m)^<{7}(?: |$)", data)
-            if starts is None or not re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]):
-                cache.keep(entry.blob)
-                continue
-            found.append(entry)
-    for entry in sorted(found, key=lambda e: e.id):
+
+    def has_markers(data: bytes) -> bool:
+        starts = re.search(rb"(?m)^<{7}(?: |$)", data)
+        return starts is not None and bool(re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]))
+
+    for entry in _scan(ctx, _NO_MARKERS, has_markers, step=True):
         yield Finding(
             "markers",
             WARNING,
@@ -281,6 +294,29 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
             ),
             path=entry.path,
         )
+
+
+def _scan(
+    ctx: Context, cache_name: str, hit: Callable[[bytes], bool], *, step: bool = False
+) -> list[Entry]:
+    """The current memories whose file ``hit`` finds something in, by id; blobs found
+    clean are remembered between runs in ``cache_name`` (a blob never changes)."""
+    found: list[Entry] = []
+    repo = ctx.db.repo
+    with _CleanBlobs(ctx.db.state_dir / cache_name, secrets_mod.DEFAULT_POLICY) as cache:
+        for entry in ctx.facts().by_blob():
+            if step:
+                ctx.tally.step()
+            if not entry.blob:
+                continue
+            if cache.known(entry.blob):
+                cache.keep(entry.blob)
+                continue
+            if hit(blob_data(repo, pygit2.Oid(hex=entry.blob))):
+                found.append(entry)
+            else:
+                cache.keep(entry.blob)
+    return sorted(found, key=lambda e: e.id)
 
 
 def check_twins(ctx: Context) -> Iterator[Finding]:

@@ -27,16 +27,16 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
-from gitmem.format.config import DERIVED_FORMAT
 from gitmem.format.layout import (
     CONFIG_FILE,
     MEMORY_ROOTS,
+    history_paths,
     id_from_path,
     is_memory_file,
-    memory_paths,
+    memory_path,
 )
 from gitmem.git.command import REPO_ENV, clean_env, run_git
 
@@ -370,13 +370,6 @@ def _read_blobs(top: Path, oids: Sequence[str]) -> list[bytes]:
     return out
 
 
-def _head_blob(top: Path, path: str) -> bytes | None:
-    result = run_git(
-        ["cat-file", "blob", f"HEAD:{path}"], cwd=top, check=False, trusted=True, keep_repo_env=True
-    )
-    return result.stdout if result.returncode == 0 else None
-
-
 def _staged_format(top: Path) -> int:
     """The store format of the tree being committed (gitmem.yaml as staged; 1 without)."""
     from gitmem.format import codec
@@ -394,11 +387,11 @@ def _staged_format(top: Path) -> int:
     try:
         return StoreConfig.from_text(codec.decode(result.stdout, what=CONFIG_FILE)).format
     except GitmemError:
-        return 1  # an unreadable config stamps as the oldest format did
+        return 1
 
 
 def _ever_existed(top: Path, *paths: str) -> bool:
-    """Whether any commit had a file at one of ``paths`` (a plain id's two layouts)."""
+    """Whether any commit had a file at one of ``paths``."""
     return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip())
 
 
@@ -441,60 +434,24 @@ def _reason(exc: Exception, path: str) -> str:
     return " ".join(message.split())
 
 
-_MANAGED = ("updated_at", "version")
-
-
-def _without_managed(metadata: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metadata.items() if k not in _MANAGED}
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _stamp(top: Path, item: Staged, now: Any) -> bytes | None:
-    """The stamped file text for a hand edit of a committed memory, or None to leave it."""
-    from gitmem.format import codec, schema
-
-    before = _head_blob(top, item.path)
-    if before is None:
-        return None
-    try:
-        old = codec.parse(codec.decode(before, what=item.path))
-    except GitmemError:
-        return None
-    new = codec.parse(codec.decode(item.data, what=item.path))
-    version, staged = old.metadata.get("version"), new.metadata.get("version")
-    if not _is_int(version) or not _is_int(staged) or staged > version:
-        return None  # the person set a newer version: theirs to keep
-    if new.body != old.body or not codec.same(
-        _without_managed(new.metadata), _without_managed(old.metadata)
-    ):
-        metadata = {**new.metadata, "updated_at": now, "version": version + 1}
-    elif staged < version:
-        # Only the managed fields differ, and backwards (an index left behind by a
-        # partial commit): a version never goes back, so HEAD's fields are kept.
-        metadata = {**new.metadata, **{k: old.metadata[k] for k in _MANAGED if k in old.metadata}}
-    else:
-        return None  # nothing but updated_at changed, or nothing at all
-    schema.validate(metadata, what=item.path)
-    return codec.serialize(new.with_changes(metadata, new.body)).encode("utf-8")
-
-
-def _restage(top: Path, item: Staged, data: bytes) -> None:
-    oid = _git(top, "hash-object", "-w", "--no-filters", "--stdin", input=data).decode().strip()
-    _git(top, "update-index", "--cacheinfo", f"{item.mode},{oid},{item.path}")
-    work = top / item.path
-    with contextlib.suppress(OSError):
-        if work.is_file() and not work.is_symlink() and work.read_bytes() == item.data:
-            work.write_bytes(data)
-
-
-def pre_commit(top: Path, out: Out, *, now: Any) -> int:
-    """Validate (and stamp) the staged memory files; 1 with one line per bad file, else 0."""
+def pre_commit(top: Path, out: Out) -> int:
+    """Validate the staged memory files; 1 with one line per bad file, else 0."""
     changed = _changed_paths(top)
     if not changed:
         return 0
+    from gitmem.format import memfile
+    from gitmem.format.config import FORMAT
+    from gitmem.format.model import Memory
+
+    found = _staged_format(top)
+    if found != FORMAT:
+        out(
+            f"gitmem: commit refused: this store is format {found}; run `gitmem migrate` "
+            f"to convert it (one commit)"
+            if found < FORMAT
+            else f"gitmem: commit refused: this store is format {found}; upgrade gitmem"
+        )
+        return 1
     index = _staged_index(top)
     todo = [p for p in changed if p in index and any(ok(p) for ok, _ in VALIDATORS)]
     blobs = _read_blobs(top, [index[p][1] for p in todo])
@@ -509,9 +466,20 @@ def pre_commit(top: Path, out: Out, *, now: Any) -> int:
             continue
         validate = next(v for ok, v in VALIDATORS if ok(item.path))
         try:
-            valid.append((item, validate(item.data, item.path)))
+            memory = validate(item.data, item.path)
         except GitmemError as exc:
             refusals.append(Refusal(item.path, _reason(exc, item.path)))
+            continue
+        valid.append((item, memory))
+        carried = memfile.carries_derived(memory) if isinstance(memory, Memory) else []
+        if carried:
+            refusals.append(
+                Refusal(
+                    item.path,
+                    f"carries {' and '.join(carried)}, which gitmem derives from history; "
+                    "remove the line (docs/format.md)",
+                )
+            )
     present = {id_from_path(p) for p in index} - {None}
     seen: dict[str, str] = {}
     for item, memory in valid:
@@ -523,20 +491,13 @@ def pre_commit(top: Path, out: Out, *, now: Any) -> int:
             continue
         if target == memory.id:
             refusals.append(Refusal(item.path, "supersedes itself"))
-        elif not _ever_existed(top, *memory_paths(target)):
+        elif not _ever_existed(top, *history_paths(memory_path(target))):
             refusals.append(Refusal(item.path, f"supersedes {target}, which is not in this store"))
     if refusals:
         for refusal in refusals:
             out(refusal.line())
         out(f"gitmem: commit refused: {len(refusals)} problem(s) in staged memory files")
         return 1
-    if valid and _staged_format(top) >= DERIVED_FORMAT:
-        return 0  # format 3: the commit itself is the new version; the lines stay as they are
-    for item, _memory in valid:
-        stamped = _stamp(top, item, now)
-        if stamped is not None and stamped != item.data:
-            _restage(top, item, stamped)
-            out(f"gitmem: stamped {item.path} (version and updated_at)")
     return 0
 
 
@@ -651,12 +612,6 @@ def detect_role(top: Path) -> str:
     return "memory" if isinstance(data, dict) and "format" in data else "project"
 
 
-def _now() -> Any:
-    from gitmem.base.clock import SystemClock
-
-    return SystemClock().now()
-
-
 def run(
     name: str,
     args: Sequence[str],
@@ -695,7 +650,7 @@ def run(
     if detect_role(top) != "memory":
         return 0  # memory hooks in a shared core.hooksPath, run from some other repository
     if name == "pre-commit":
-        return pre_commit(top, write, now=_now())
+        return pre_commit(top, write)
     if name in {"post-merge", "post-checkout"}:
         try:
             old, new = _refs(top, name, args, env)

@@ -28,7 +28,6 @@ from gitmem.base.errors import (
 )
 from gitmem.base.printable import printable
 from gitmem.format import codec
-from gitmem.format.config import DERIVED_FORMAT
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
     KEEP_FILE,
@@ -631,11 +630,9 @@ class MemoryTool:
             )
 
     def _expected(self, snap: Snapshot, doc: _Doc) -> int:
-        """The version the update checks: the file's ``version`` line as read from ``snap``;
-        in a format 3 store that line stays as the file was created, and the version is
-        derived from history, so it is read as of ``snap``'s commit (a write since then
-        still fails the check)."""
-        if self.store.config().format < DERIVED_FORMAT or snap.commit is None:
+        """The version the update checks: as of ``snap``'s commit (derived from history, not
+        in the file), so a write since then still fails the check."""
+        if snap.commit is None:
             return doc.version
         read = self.store.get(doc.id, at=str(snap.commit.id), scope=self.store.default_scope)
         return read.version if read is not None else doc.version

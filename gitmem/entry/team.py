@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.base.errors import InvalidInputError, StoreError
+from gitmem.base.errors import InvalidInputError, OldFormatError, StoreError
+from gitmem.format import codec
+from gitmem.format.config import FORMAT, StoreConfig
+from gitmem.format.layout import CONFIG_FILE
 from gitmem.git.command import popen_git, run_git
+from gitmem.git.objects import blob_data
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -177,12 +181,26 @@ def clone(
         repo.set_head(f"refs/heads/{BRANCH}")
         tip = repo.revparse_single(f"refs/heads/{BRANCH}").peel(pygit2.Commit)
         try:
-            tip.tree["gitmem.yaml"]
+            data = blob_data(repo, tip.tree[CONFIG_FILE].id)
         except KeyError:
             raise StoreError(
                 f"{url} holds a git repository but not a gitmem store (no gitmem.yaml on "
                 f"its branch {source})"
             ) from None
+        config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+        if config.format < FORMAT:
+            # Kept, checked out by git alone: the clone in which to convert the hub.
+            if not bare:
+                checkout = ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"]
+                run_git(checkout, cwd=target, trusted=True)
+            register_driver(target)
+            made = False
+            raise OldFormatError(
+                f"{url} is a format {config.format} store (cloned to {target} by git only); "
+                f"this gitmem reads format {FORMAT}",
+                hint=f"convert the hub once, for everyone: gitmem --store {target} migrate, "
+                f"then git -C {target} push (docs/format.md)",
+            )
         result = CloneResult(target, BRANCH)
         store = open_store(target)
         if bare:

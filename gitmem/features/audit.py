@@ -42,12 +42,11 @@ from gitmem.features.review import (
     read_memory,
     read_pair,
 )
-from gitmem.format import codec, memfile
+from gitmem.format import memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
-from gitmem.store import derived
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -320,11 +319,11 @@ def undo(
     """Revert every write of ``session`` (or the one ``commit``) in one new commit.
 
     Each memory they touched goes back to its content before their first write
-    (created ones are removed, deleted ones come back), with ``version`` one above
-    the current one and ``updated_at`` now, so merges see the undo as the newest
-    change. Refused (nothing written) when a later commit not being undone changed
-    one of those files, when a remaining memory supersedes or relates to one that
-    would be removed, or when a target is a merge commit.
+    (created ones are removed, deleted ones come back); the undo commit is a new version
+    of each (docs/format.md), so merges see the undo as the newest change. Refused
+    (nothing written) when a later commit not being undone changed one of those files,
+    when a remaining memory supersedes or relates to one that would be removed, or when
+    a target is a merge commit.
     """
     db = store.db()
     targets = _targets(db, session, commit)
@@ -338,14 +337,12 @@ def undo(
             raise UndoRefusedError("the store's first commit cannot be undone")
     # Each path's content before the first target write, and after the last one.
     before: dict[str, bytes | None] = {}
-    before_at: dict[str, pygit2.Commit] = {}
     after: dict[str, pygit2.Oid | None] = {}
     for target in targets:
         for path in sorted(commit_changed_paths(target)):
             if path not in before:
                 oid = blob_at(target.parents[0].tree, path)
                 before[path] = blob_data(db.repo, oid) if oid is not None else None
-                before_at[path] = target.parents[0]
             after[path] = blob_at(target.tree, path)
     tip = db.tip()
     assert tip is not None
@@ -380,31 +377,6 @@ def undo(
     if problems:
         raise UndoRefusedError("cannot undo: " + "; ".join(problems))
     result = UndoResult(None, [str(c.id) for c in targets])
-    stamp = store.clock.now()
-
-    def stamped(path: str, data: bytes, snap: Snapshot) -> bytes:
-        """The old content as a new version: version above the current, updated_at now."""
-        memory, _ = memfile.read(data, path)
-        current, _ = memfile.read(snap.read(path), path)
-        if memory is None or memory.document is None:
-            return data
-        meta = dict(memory.document.metadata)
-        if derived.is_derived(db.repo, snap.base):
-            # Format 3: a file's version and updated_at lines stay as they are (the undo
-            # commit is the new version); a file that comes back starts from one above the
-            # version it read as before the undone writes (as restore does).
-            if current is not None:
-                meta["version"], meta["updated_at"] = current.version, current.updated_at
-            else:
-                was = derived.as_read(db.repo, before_at[path], {path: memory})[path]
-                meta["version"] = (was or memory).version + 1
-                meta["updated_at"] = stamp
-        else:
-            floor = current.version if current is not None else memory.version
-            meta["version"] = max(floor, memory.version) + 1
-            meta["updated_at"] = stamp
-        return codec.serialize(memory.document.with_changes(meta, memory.body)).encode("utf-8")
-
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         result.restored.clear()
         result.removed.clear()
@@ -416,10 +388,10 @@ def undo(
                 snap.remove(path)
                 result.removed.append(label)
             elif snap.read(path) is None:
-                snap.put(path, stamped(path, data, snap) if memory_id else data)
+                snap.put(path, memfile.without_derived(data) if memory_id else data)
                 result.restored.append(label)
             else:
-                snap.put(path, stamped(path, data, snap) if memory_id else data)
+                snap.put(path, memfile.without_derived(data) if memory_id else data)
                 result.reverted.append(label)
         what = f"session {session}" if session else f"commit {str(targets[0].id)[:10]}"
         trailers = [(OP_TRAILER, UNDO_OP)]

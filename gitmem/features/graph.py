@@ -34,7 +34,6 @@ from gitmem.base.errors import (
 from gitmem.format import memfile
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store, Transaction, index_writable
-from gitmem.store.derived import DERIVED_FORMAT
 from gitmem.store.graphindex import (
     ENTITIES_ROOT,
     ORDER_KEY,
@@ -745,13 +744,10 @@ class Graph:
             state.pending_dirty = False
 
     def _expected(self, doc_id: str, version: int) -> int:
-        """The version an update of a file the graph read checks against. The graph reads
-        a file's ``version`` line; in a format 3 store that line stays as the file was
-        created and the store checks the version derived from history, which a read of
-        the same snapshot (the transaction's) gives. A lost race is still caught: the
-        transaction's replay on a moved tip checks this number against the new tip."""
-        if self.store.config().format < DERIVED_FORMAT:
-            return version
+        """The version an update of a file the graph read checks against: derived from
+        history (files do not carry it), as a read of the same snapshot (the
+        transaction's) gives it. A lost race is still caught: the transaction's replay on
+        a moved tip checks this number against the new tip."""
         current = self.store.get(doc_id)
         return current.version if current is not None else version
 

@@ -46,7 +46,7 @@ from gitmem.base import paths
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError
 from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
-from gitmem.format.layout import check_id, memory_paths
+from gitmem.format.layout import check_id, history_paths, memory_path
 from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import blob_data, builder_remove, tree_entry
@@ -157,9 +157,9 @@ class _Target:
 
 class _MemoryTarget(_Target):
     def __init__(self, memory_id: str) -> None:
-        self.paths = memory_paths(check_id(memory_id))
-        """Both paths a plain id may have had (docs/format.md, "Format 4"): history from
-        before the migration to format 4 holds the legacy one."""
+        self.paths = history_paths(memory_path(check_id(memory_id)))
+        """Every path the memory had: history from before ``gitmem migrate`` may hold a
+        plain id where format 4 put it."""
         self.label = f"memory {memory_id}"
         self.titles: list[str] = []
         """Every title the memory had: gitmem's commit subjects spell it out."""

@@ -23,9 +23,9 @@ from pygit2.enums import SortMode
 from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
-from gitmem.format.layout import MEMORY_ROOTS, id_from_path, memory_path, path_twins
+from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memory_path
 from gitmem.format.model import UNTITLED, Memory, Status
-from gitmem.git.diff import blob_at, changed_paths, memory_blob
+from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import derived
 from gitmem.store.merge import FORK_KEY
@@ -147,25 +147,24 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
-    """The memory files that differ between two commits, one path per memory: a plain id
-    renamed between the two layouts (the migration to format 4) is one memory, named by
-    its path in ``new`` (else in ``old``); :func:`read_memory` reads it at either."""
+    """The memory files that differ between two commits, one path per memory, the path it
+    has now: a commit from before ``gitmem migrate`` may hold a plain id where format 4
+    put it, and :func:`read_memory` reads it there."""
     changed = changed_paths(old.tree, new.tree)
     out: set[str] = set()
     for path in sorted(changed):
         if path.split("/", 1)[0] not in MEMORY_ROOTS or not path.endswith(".md"):
             continue
-        twins = path_twins(path)
-        key = next((p for p in twins if blob_at(new.tree, p) is not None), None)
-        key = key or next((p for p in twins if blob_at(old.tree, p) is not None), path)
+        key = history_paths(path)[0]
         if memory_blob(old.tree, key) != memory_blob(new.tree, key):
             out.add(key)
     return sorted(out)
 
 
 def read_memory(snap: Snapshot, path: str) -> bytes | None:
-    """The file of the memory at ``path`` in ``snap``, at either of a plain id's paths."""
-    for each in path_twins(path):
+    """The file of the memory at ``path`` in ``snap``, in history from before ``gitmem
+    migrate`` too."""
+    for each in history_paths(path):
         data = snap.read(each)
         if data is not None:
             return data
@@ -197,7 +196,7 @@ def _touching(
     """For each path, the commits of the range that changed it (differs from every parent);
     a plain id's change at its other path counts for it."""
     out: dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]] = {p: [] for p in paths}
-    key_of = {twin: path for path in paths for twin in path_twins(path)}
+    key_of = {twin: path for path in paths for twin in history_paths(path)}
     wanted = set(key_of)
     for commit in commits:
         parents = commit.parents
@@ -223,7 +222,7 @@ def _json_value(value: Any) -> Any:
 
 
 def field_changes(before: Memory, after: Memory) -> list[FieldChange]:
-    old, new = before.to_metadata(), after.to_metadata()
+    old, new = before.rendered_metadata(), after.rendered_metadata()
     out: list[FieldChange] = []
     for key in list(old) + [k for k in new if k not in old]:
         a, b = old.get(key), new.get(key)
@@ -334,8 +333,8 @@ def read_pair(
     repo: pygit2.Repository, old: Snapshot, new: Snapshot, paths: list[str]
 ) -> dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]]:
     """Each changed path's memory (and the reason it is unreadable) in ``old`` and ``new``,
-    as a reader of each commit sees it: format 3's version and updated_at are derived from
-    history (two walks in all), so a review shows the versions ``gitmem history`` shows."""
+    as a reader of each commit sees it: version and updated_at derived from history (two
+    walks in all), so a review shows the versions ``gitmem history`` shows."""
     out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
     for path in paths:
         a, b = read_memory(old, path), read_memory(new, path)

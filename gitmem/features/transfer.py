@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitmem.base.clock import FixedClock
 from gitmem.base.errors import (
     AlreadyExistsError,
     GitmemError,
@@ -28,7 +29,7 @@ from gitmem.base.errors import (
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
-from gitmem.format import codec
+from gitmem.format import codec, memfile
 from gitmem.format.layout import (
     MEMORY_SUFFIX,
     check_id,
@@ -37,6 +38,7 @@ from gitmem.format.layout import (
     memory_path,
 )
 from gitmem.format.model import Memory, Scope, Trigger
+from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store import derived
 from gitmem.store.core import Store
@@ -430,10 +432,10 @@ def _read_source(path: Path) -> bytes:
 
 
 def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
-    """The id, store path and front-matter of a memory file to import byte for byte, after
-    exactly the checks the store makes of a write (:meth:`Store.check_file`)."""
+    """The id, store path and front-matter of a memory file to import, after exactly the
+    checks the store makes of a write (:meth:`Store.check_file`)."""
     memory = store.check_file(data, what=shown)
-    return memory.id, memory_path(memory.id, store.config().format), memory.to_metadata()
+    return memory.id, memory_path(memory.id), memory.to_metadata()
 
 
 def import_files(
@@ -443,13 +445,14 @@ def import_files(
     skip_bad: bool = False,
     progress: Progress | None = None,
 ) -> Fidelity:
-    """Import memory files from ``directory`` byte for byte, one commit per scope.
+    """Import memory files from ``directory``, one commit per scope: byte for byte but for
+    the ``version`` and ``updated_at`` lines an exported file carries, which are dropped
+    (derived from history here: docs/format.md; ``created_at`` is kept).
 
     Files are found recursively (``*.md``, hidden names skipped). A file's scope
     is its top folder when that is ``repo`` or ``user``, else its ``scope``
     field, else the store's default. Its place is the one its id names
-    (``memories/a/b/c/d/<id>.md``, or the legacy ``memories/<ab>/<id>.md`` in a store
-    of format 3 or older or where the id already is, or the path id), whatever its name in the
+    (``memories/<ab>/<id>.md``, or the path id), whatever its name in the
     folder, so ``supersedes`` links keep pointing at the right files. An id
     already in the store with the same bytes is left alone; with other bytes,
     or a file that is not a valid memory, the import stops (nothing is
@@ -465,7 +468,7 @@ def import_files(
     for source in _walk(root, report):
         relative = source.relative_to(root)
         try:
-            data = _read_source(source)
+            data = memfile.without_derived(_read_source(source))
             memory_id, path, metadata = _check_file(store, data, str(relative))
         except (GitmemError, OSError) as exc:
             bad.append(f"{relative}: {exc}")
@@ -482,8 +485,6 @@ def import_files(
             bad.append(f"{relative}: id {memory_id} is also in {seen[key].relative_to(root)}")
             continue
         seen[key] = source
-        # a new memory goes where its store's format puts it (format 4: 16-way folders)
-        path = memory_path(memory_id, store.config(scope or store.default_scope).format)
         files.append(_SourceFile(source, scope, memory_id, path, data))
     report.read = {"files": len(files) + len(bad)}
     files = _drop_conflicts(store, files, root, bad)
@@ -501,7 +502,7 @@ def _drop_conflicts(
     for f in files:
         scope = f.scope or store.default_scope
         snap = snapshots.setdefault(scope, store.db(scope).snapshot())
-        current = snap.read(snap.locate(f.id) or f.path)
+        current = snap.read(f.path)
         if current is not None and current != f.data:
             bad.append(
                 f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
@@ -528,20 +529,27 @@ def _write_files(
     report: Fidelity,
     subject: str,
     progress: Progress | None,
+    dates: Mapping[str, dt.date] | None = None,
 ) -> None:
     """Put each file's bytes at its place, one commit per scope, and check every one.
 
+    ``dates``: files (by id) to commit in a commit authored on that date, one per date,
+    oldest first, before the others: a memory's ``updated_at`` is the time of the commit
+    that made its version (docs/format.md), so a Forge document keeps its date.
     Files already there with the same bytes are left alone (counted unchanged);
     a place someone else filled meanwhile fails the whole import.
     """
-    by_scope: dict[Scope, list[_SourceFile]] = {}
+    by_scope: dict[tuple[Scope, dt.date | None], list[_SourceFile]] = {}
     for f in files:
-        by_scope.setdefault(f.scope or store.default_scope, []).append(f)
+        when = (dates or {}).get(f.id)
+        by_scope.setdefault((f.scope or store.default_scope, when), []).append(f)
     total = len(files)
     done = 0
     written = unchanged = 0
     commits: list[str] = []
-    for scope, group in by_scope.items():
+    for (scope, when), group in sorted(
+        by_scope.items(), key=lambda item: (item[0][1] is None, item[0][1] or dt.date.min)
+    ):
         start = done
 
         def plan(
@@ -551,8 +559,7 @@ def _write_files(
             done = start
             ids: list[str] = []
             for f in group:
-                # where the id is (either layout), else where its store's format puts it
-                path = snap.locate(f.id) or f.path
+                path = f.path
                 if snap.read(path) == f.data:
                     continue
                 if snap.exists(path):
@@ -569,7 +576,11 @@ def _write_files(
             )
             return spec, len(ids)
 
-        count, oid = store.db(scope).write(plan)
+        db = store.db(scope)
+        if when is not None:  # the same repository, with a clock that says that date
+            moment = dt.datetime.combine(when, dt.time(0), tzinfo=dt.UTC)
+            db = GitDB(db.gitdir, branch=db.branch, clock=FixedClock(moment))
+        count, oid = db.write(plan)
         written += count
         unchanged += len(group) - count
         if oid is not None:
@@ -580,7 +591,7 @@ def _write_files(
     for f in files:
         report.checked += 1
         snap = store.db(f.scope or store.default_scope).snapshot()
-        got = snap.read(snap.locate(f.id) or f.path)
+        got = snap.read(f.path)
         if got != f.data:
             report.mismatches.append(f"{f.id}: the stored file differs from {f.source}")
         elif store.get(f.id, scope=f.scope or store.default_scope) is None:
@@ -593,10 +604,10 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``,
     byte for byte, and check each copy.
 
-    A format 3 store's files keep the ``version``/``updated_at`` lines they were created
-    with (the values read come from history, which an exported file leaves behind): those
-    two lines are written as the store reads them, every other byte as stored, so the file
-    says its version wherever it goes.
+    A memory file does not carry its ``version``/``updated_at`` (derived from history,
+    which an exported file leaves behind): the exported copy has both written in after
+    ``created_at``, every other byte as stored, so the file says its version wherever it
+    goes (an import drops them again).
     """
     target = Path(dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -606,7 +617,7 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     for scope in store.scopes:
         snap = store.db(scope).snapshot()
         files = derived.memory_files(snap)
-        for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
+        for path, data in derived.rendered_files(snap.repo, snap.commit, files).items():
             relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
             out = target / str(scope) / relative
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -720,7 +731,9 @@ def import_forge(
     report.read = {"files": len(files) + len(bad)}
     files = _drop_conflicts(store, files, root, bad)
     _stop_or_skip(bad, skip_bad, report)
-    _write_files(store, files, report, f"import: {{}} from Forge folder {root.name}", progress)
+    dated = {memory_id: date for memory_id, (_, date) in bodies.items() if date is not None}
+    subject = f"import: {{}} from Forge folder {root.name}"
+    _write_files(store, files, report, subject, progress, dated)
     for f in files:
         if f.id not in bodies:
             continue

@@ -119,7 +119,7 @@ def update_branch(
 
     Refused, with nothing changed: uncommitted changes to tracked files in the work tree
     (:class:`DirtyWorktreeError`), a git merge or rebase in progress, a base that does not
-    resolve (:class:`NotFoundError`: fetch it first), a base written in a newer store
+    resolve (:class:`NotFoundError`: fetch it first), a base or branch of another store
     format, a non-memory file both sides changed in the same lines (``MergeConflictError``).
     """
     db = GitDB(path, clock=clock)
@@ -166,6 +166,7 @@ def update_branch(
             result.outcome = "clean"
             return result
     sync.check_format(repo, theirs, base)
+    sync.check_format(repo, ours, branch)
     if detached:
         _attach(repo, branch, ours)
         result.attached = True

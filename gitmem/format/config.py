@@ -22,21 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitmem.base import logs
-from gitmem.base.errors import InvalidMemoryError, UnsupportedFormatError
+from gitmem.base.errors import InvalidMemoryError, OldFormatError, UnsupportedFormatError
 from gitmem.format.model import Scope
 
-FORMAT = 4
-"""The newest store format this gitmem reads and writes (``format:`` in gitmem.yaml; a
-store that says nothing is format 1). docs/format.md lists what each one changed;
-``gitmem migrate`` brings an older store up (gitmem.features.migrate)."""
-DEFAULT_FORMAT = 4
-"""The format ``gitmem init`` (and a project or user store made on first use) makes without
-``--format``: format 4, format 3's derived version and updated_at with memories in 16-way
-folders (``memories/a/b/c/d/<id>.md``; docs/format.md). An existing store keeps its format
-until ``gitmem migrate --to 4`` (or ``--to 3``)."""
-DERIVED_FORMAT = 3
-"""The first format whose files do not carry the per-write fields: ``version`` and
-``updated_at`` are derived from history (gitmem.store.derived)."""
+FORMAT = 5
+"""The store format this gitmem reads and writes (``format:`` in gitmem.yaml; a store that
+says nothing is format 1). An older store is read only by ``gitmem migrate``, which
+converts it once (gitmem.features.migrate); a newer one is refused. docs/format.md."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 _PLAIN_CONFIG_RE = re.compile(
@@ -126,22 +118,23 @@ class StoreConfig:
         return dataclasses.replace(self, raw=raw, max_body_bytes=mine)
 
     def check_supported(self, where: str) -> None:
-        """Refuse a store written in a newer format than this gitmem knows: reading it as
-        an older one could misread it, and writing could damage it."""
+        """Refuse a store of another format: a newer one could be misread or damaged, an
+        older one is read by ``gitmem migrate`` only (:class:`OldFormatError`)."""
         if self.format > FORMAT:
             raise UnsupportedFormatError(
-                f"{where} is a format {self.format} store; this gitmem reads formats up to {FORMAT}"
+                f"{where} is a format {self.format} store; this gitmem reads format {FORMAT}"
+            )
+        if self.format < FORMAT:
+            raise OldFormatError(
+                f"{where} is a format {self.format} store; run `gitmem migrate` to convert it "
+                "(one commit)"
             )
 
 
-def initial_text(scope: Scope, format: int = DEFAULT_FORMAT) -> str:
-    if not 1 <= format <= FORMAT:
-        raise UnsupportedFormatError(
-            f"cannot make a format {format} store; this gitmem writes formats 1 to {FORMAT}"
-        )
+def initial_text(scope: Scope) -> str:
     return (
         "# gitmem store configuration: versioned and reviewable like the memories.\n"
-        f"format: {format}\n"
+        f"format: {FORMAT}\n"
         f"scope: {scope}\n"
         "limits:\n"
         f"  max_body_bytes: {DEFAULT_MAX_BODY_BYTES}\n"

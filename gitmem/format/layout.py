@@ -2,13 +2,10 @@
 
 Two kinds of id:
 
-* plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/a/b/c/d/<id>.md`` (format
-  4: four levels of one hex digit, so no tree holds more than 16 folders and a store of a
-  million memories rewrites ~3 KB of trees per create) or, in a store made or written
-  before format 4, at the legacy ``memories/<ab>/<id>.md`` (256 shards: ~3,900 entries
-  each at a million). Readers look at both (:func:`memory_paths`), in every format: a
-  migrated store's history has the legacy paths, and a teammate's branch from before the
-  migration still writes them;
+* plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/<ab>/<id>.md``: one level
+  of at most 256 folders, ``ab`` the uuid's first two hex digits (found by eye) or those of
+  the id's SHA-1. Format 4 put them four folders deep (:func:`format4_path`); only code
+  that reads history from before ``gitmem migrate`` looks there;
 * path ids (``projects/acme/known_issues``, ``entities/person/ada``) name a document
   by where it lives: the first segment is one of :data:`DOCUMENT_ROOTS`, the file
   is ``<id>.md``. Layered documents, knowledge-graph entities and memory-tool notes
@@ -49,10 +46,6 @@ MEMORY_ROOTS: tuple[str, ...] = (MEMORIES_DIR, *DOCUMENT_ROOTS)
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MEM_HEX_RE = re.compile(r"mem_([0-9a-f]{2})")
 _MEM_HEX4_RE = re.compile(r"mem_([0-9a-f]{4})")
-
-FANOUT_FORMAT = 4
-"""The first store format that puts a *new* plain-id memory at the 16-way path
-(:func:`fanout_path`); older formats put it at the legacy one (:func:`legacy_path`)."""
 
 
 def new_id() -> str:
@@ -130,88 +123,47 @@ def _check_segment(segment: str, value: str, what: str) -> None:
 
 
 def shard(memory_id: str) -> str:
-    """The two-character shard directory of the legacy layout (formats 1-3).
-
-    ``mem_<uuid>`` ids shard by their first two hex digits so a person can find
-    the file by eye; any other id shards by a hash of the id.
-    """
+    """The folder of a plain id below ``memories/``: the uuid's first two hex digits for
+    ``mem_<uuid>`` ids (so a person finds the file by eye), else two of the id's SHA-1."""
     match = _MEM_HEX_RE.match(memory_id)
     if match:
         return match.group(1)
     return hashlib.sha1(memory_id.encode("utf-8")).hexdigest()[:2]
 
 
-def fanout(memory_id: str) -> str:
-    """The four one-digit folders of format 4's layout, ``a/b/c/d``: the uuid's first four
-    hex digits for ``mem_<uuid>`` ids (found by eye, like :func:`shard`), else the first
-    four of the id's SHA-1."""
-    match = _MEM_HEX4_RE.match(memory_id)
-    digits = match.group(1) if match else hashlib.sha1(memory_id.encode("utf-8")).hexdigest()[:4]
-    return "/".join(digits)
+def memory_path(memory_id: str) -> str:
+    """Where memory ``memory_id`` lives: ``memories/<ab>/<id>.md``, or a path id's own
+    path (``projects/acme/known_issues.md``)."""
+    return _memory_path(check_id(memory_id))
 
 
-def legacy_path(memory_id: str) -> str:
-    """Where formats 1-3 put a plain id: ``memories/<ab>/<id>.md``."""
-    check_id(memory_id)
+# The last answers are kept: a write and an index build ask for one id's path several times.
+@functools.lru_cache(maxsize=1024)
+def _memory_path(memory_id: str) -> str:
+    if is_path_id(memory_id):
+        return f"{memory_id}{MEMORY_SUFFIX}"
     return f"{MEMORIES_DIR}/{shard(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
 
 
-def fanout_path(memory_id: str) -> str:
-    """Where format 4 puts a plain id: ``memories/a/b/c/d/<id>.md``."""
-    check_id(memory_id)
-    return f"{MEMORIES_DIR}/{fanout(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
-
-
-def memory_path(memory_id: str, format: int = FANOUT_FORMAT) -> str:
-    """Where a *new* memory ``memory_id`` goes in a store of ``format``. A path id is its
-    own path in every format. To find an existing memory, look at :func:`memory_paths`
-    (a write of an existing memory updates it where it is)."""
-    check_id(memory_id)
+def format4_path(memory_id: str) -> str | None:
+    """Where format 4 put a plain id (``memories/a/b/c/d/<id>.md``: the uuid's first four
+    hex digits, else four of the id's SHA-1); None for a path id. Only for reading history
+    from before ``gitmem migrate`` (docs/format.md), never for the tip of a store."""
     if is_path_id(memory_id):
-        return f"{memory_id}{MEMORY_SUFFIX}"
-    return fanout_path(memory_id) if format >= FANOUT_FORMAT else legacy_path(memory_id)
+        return None
+    match = _MEM_HEX4_RE.match(memory_id)
+    digits = match.group(1) if match else hashlib.sha1(memory_id.encode("utf-8")).hexdigest()[:4]
+    return f"{MEMORIES_DIR}/{'/'.join(digits)}/{memory_id}{MEMORY_SUFFIX}"
 
 
-def path_like(memory_id: str, like: str) -> str:
-    """The path of ``memory_id`` in the layout the memory path ``like`` is in (a fork made
-    by a merge goes beside the memory it forks from)."""
-    legacy = like.startswith(f"{MEMORIES_DIR}/") and like.count("/") == 2
-    return memory_path(memory_id, FANOUT_FORMAT - 1 if legacy else FANOUT_FORMAT)
-
-
-def memory_paths(memory_id: str) -> tuple[str, ...]:
-    """Every path a memory ``memory_id`` may be at, in the order a reader looks: the
-    format 4 path, then the legacy one (one path for a path id). Both are looked at in
-    every format, so history from before a migration and a branch made before it read."""
-    if type(memory_id) is str:
-        return _memory_paths_recent(memory_id)
-    return _memory_paths(memory_id)
-
-
-# The last answers are kept (1024: two of an index build's batches of files): a build asks
-# for the same id's paths several times in a row (the version rows' diff, the parent's file
-# at either path), and id_from_path of each path when it reads the blob and again when it
-# decodes it. Only str is cached (anything else raises as it did).
-@functools.lru_cache(maxsize=1024)
-def _memory_paths_recent(memory_id: str) -> tuple[str, ...]:
-    return _memory_paths(memory_id)
-
-
-def _memory_paths(memory_id: str) -> tuple[str, ...]:
-    check_id(memory_id)
-    if is_path_id(memory_id):
-        return (f"{memory_id}{MEMORY_SUFFIX}",)
-    return (fanout_path(memory_id), legacy_path(memory_id))
-
-
-def path_twins(path: str) -> tuple[str, ...]:
-    """The paths of the memory at ``path``: :func:`memory_paths` of its id (format 4's
-    first, whichever ``path`` is), or just ``(path,)`` for a path id or a path that is not
-    a memory path."""
-    memory_id = id_from_path(path)
-    if memory_id is None or is_path_id(memory_id):
-        return (path,)
-    return memory_paths(memory_id)
+@functools.lru_cache(maxsize=4096)
+def history_paths(path: str) -> tuple[str, ...]:
+    """Where the memory of ``path`` (either layout) may be in a commit of any format: its
+    path, then, for a plain id, where format 4 put it. For reading history only: the tip of
+    a store holds a memory at its path alone."""
+    memory_id = id_from_path(path, past=True)
+    old = format4_path(memory_id) if memory_id is not None else None
+    return (path,) if memory_id is None or old is None else (memory_path(memory_id), old)
 
 
 def is_memory_file(path: str) -> bool:
@@ -231,23 +183,19 @@ def is_memory_file(path: str) -> bool:
 def expected_path_form(path: str) -> str:
     """How a memory path should look, for the error about a file that is not at one."""
     if path.startswith(f"{MEMORIES_DIR}/"):
-        return "memories/a/b/c/d/<id>.md or memories/<ab>/<id>.md"
+        return "memories/<ab>/<id>.md"
     return "<root>/<segment>/.../<name>.md with safe segment names"
 
 
-def id_from_path(path: str) -> str | None:
-    """The id a memory file at ``path`` must carry, or None if the path is not a memory path."""
-    if type(path) is str:
-        return _id_from_path_recent(path)
-    return _id_from_path(path)
+def id_from_path(path: str, *, past: bool = False) -> str | None:
+    """The id a memory file at ``path`` must carry, or None if the path is not a memory
+    path. ``past``: also a plain id at format 4's path (:func:`format4_path`), for code
+    that reads commits from before ``gitmem migrate``."""
+    return _id_from_path(path, past) if type(path) is str else None
 
 
 @functools.lru_cache(maxsize=1024)
-def _id_from_path_recent(path: str) -> str | None:
-    return _id_from_path(path)
-
-
-def _id_from_path(path: str) -> str | None:
+def _id_from_path(path: str, past: bool) -> str | None:
     root = path.partition("/")[0]
     if root in DOCUMENT_ROOTS:
         if not path.endswith(MEMORY_SUFFIX):
@@ -257,22 +205,19 @@ def _id_from_path(path: str) -> str | None:
             return check_id(candidate)
         except InvalidIdError:
             return None
-    # Both layouts: memories/<ab>/<id>.md (formats 1-3) and memories/a/b/c/d/<id>.md
-    # (format 4); each only where the id's own shard puts it.
     parts = path.split("/")
-    if len(parts) not in (3, 6) or parts[0] != MEMORIES_DIR:
+    if len(parts) not in (3, 6) or parts[0] != MEMORIES_DIR or not parts[-1].endswith(
+        MEMORY_SUFFIX
+    ):
         return None
-    name = parts[-1]
-    if not name.endswith(MEMORY_SUFFIX):
-        return None
-    memory_id = name[: -len(MEMORY_SUFFIX)]
+    memory_id = parts[-1][: -len(MEMORY_SUFFIX)]
     try:
         check_id(memory_id)
     except InvalidIdError:
         return None
     if len(parts) == 3:
         return memory_id if shard(memory_id) == parts[1] else None
-    return memory_id if fanout(memory_id) == "/".join(parts[1:5]) else None
+    return memory_id if past and format4_path(memory_id) == path else None
 
 
 def id_prefix(prefix: str) -> str:

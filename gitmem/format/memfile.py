@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, TooLargeError
 from gitmem.format import codec, schema
 from gitmem.format.layout import expected_path_form, id_from_path, memory_path
-from gitmem.format.model import Memory, Scope, memory_from_document
+from gitmem.format.model import DERIVED_KEYS, Memory, Scope, memory_from_document
 
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
@@ -149,6 +149,37 @@ def file_text(memory: Memory) -> str:
     """The memory's file as it is stored (front-matter and body, byte for byte)."""
     doc = memory.document or codec.Document(memory.to_metadata(), memory.body)
     return codec.serialize(doc)
+
+
+def rendered_text(memory: Memory) -> str:
+    """The memory's file with its derived ``updated_at`` and ``version`` written in after
+    ``created_at``, every other byte as stored: what an export writes, so the file says what
+    ``gitmem ls`` says wherever it goes."""
+    meta = memory.rendered_metadata()
+    if memory.document is None:
+        return codec.serialize(codec.Document(meta, memory.body))
+    return codec.serialize(memory.document.with_changes(meta, memory.body))
+
+
+def carries_derived(memory: Memory) -> list[str]:
+    """The derived keys (``updated_at``, ``version``) the memory's file carries: none in a
+    file this gitmem wrote; a file at the tip with one is a problem (doctor, the hook)."""
+    meta = memory.document.metadata if memory.document is not None else {}
+    return [key for key in DERIVED_KEYS if key in meta]
+
+
+def without_derived(data: bytes) -> bytes:
+    """``data`` without its ``updated_at``/``version`` lines, every other byte kept (what
+    ``gitmem migrate`` and an import store); as it is when it carries neither, or does not
+    parse as front-matter."""
+    try:
+        doc = codec.parse(codec.decode(data))
+    except GitmemError:
+        return data
+    if not doc.has_front_matter or not any(key in doc.metadata for key in DERIVED_KEYS):
+        return data
+    meta = {k: v for k, v in doc.metadata.items() if k not in DERIVED_KEYS}
+    return codec.serialize(doc.with_changes(meta, doc.body)).encode("utf-8")
 
 
 def read(data: bytes | None, path: str) -> tuple[Memory | None, str | None]:

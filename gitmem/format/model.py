@@ -53,6 +53,8 @@ class Op(enum.StrEnum):
     RESTORE = "restore"
     TRANSACTION = "transaction"
     INIT = "init"
+    MIGRATE = "migrate"
+    """``gitmem migrate``: converts the files, makes no version of any memory."""
 
 
 UNTITLED = "(untitled)"
@@ -75,8 +77,6 @@ KNOWN_KEYS: tuple[str, ...] = (
     "category",
     "tags",
     "created_at",
-    "updated_at",
-    "version",
     "supersedes",
     "related",
     "agent",
@@ -84,6 +84,12 @@ KNOWN_KEYS: tuple[str, ...] = (
     "trigger",
     "status",
 )
+
+DERIVED_KEYS: tuple[str, ...] = ("updated_at", "version")
+"""Values every write would change, derived from history on read and never written into a
+file (docs/format.md): a file that carries them is a problem (doctor, the pre-commit hook),
+readers ignore the lines and writes drop them. Exports and ``gitmem show`` print them,
+after ``created_at``."""
 
 # Fields a caller may set through create/update/supersede (the rest the store manages).
 EDITABLE_FIELDS: frozenset[str] = frozenset(
@@ -106,6 +112,8 @@ class Memory:
 
     Instances are immutable; the store hands back a new one after each write.
     ``extra`` holds front-matter keys gitmem does not know, kept verbatim.
+    ``version`` and ``updated_at`` are derived from history (:data:`DERIVED_KEYS`); a
+    memory decoded from a file alone has version 1 and ``updated_at = created_at``.
     """
 
     id: str
@@ -143,8 +151,6 @@ class Memory:
             "category": self.category,
             "tags": list(self.tags) if self.tags else None,
             "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "version": self.version,
             "supersedes": self.supersedes,
             "related": [r.to_dict() for r in self.related] if self.related else None,
             "agent": self.agent,
@@ -156,6 +162,8 @@ class Memory:
         before = _fields_of(self.document)
         out: dict[str, Any] = {}
         for key in original:
+            if key in DERIVED_KEYS:
+                continue
             if key in known:
                 if before is not None and key in before and before[key] == _field(self, key):
                     # Unchanged in meaning: keep the file's own value verbatim (timestamp
@@ -176,13 +184,25 @@ class Memory:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the memory (timestamps as RFC 3339 strings)."""
-        meta = {k: to_json_value(v) for k, v in self.to_metadata().items()}
+        """A JSON-ready dict of the memory (timestamps as RFC 3339 strings), with its
+        derived ``updated_at`` and ``version``."""
+        meta = {k: to_json_value(v) for k, v in self.rendered_metadata().items()}
         meta["body"] = self.body
         meta["path"] = self.path
         if self.store_scope is not None:
             meta["store_scope"] = str(self.store_scope)
         return meta
+
+
+    def rendered_metadata(self) -> dict[str, Any]:
+        """:meth:`to_metadata` with the derived ``updated_at`` and ``version`` after
+        ``created_at``: the front-matter ``gitmem show`` prints and an export writes."""
+        out: dict[str, Any] = {}
+        for key, value in self.to_metadata().items():
+            out[key] = value
+            if key == "created_at":
+                out["updated_at"], out["version"] = self.updated_at, self.version
+        return out
 
 
 def _field(memory: Memory, key: str) -> Any:
@@ -233,13 +253,14 @@ def memory_from_document(
         Related(str(r["id"]), Relationship(r["relationship"])) for r in meta.get("related") or ()
     )
     tags = tuple(str(t) for t in meta.get("tags") or ())
-    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in DERIVED_KEYS}
+    created = _timestamp(meta, "created_at")
     return Memory(
         id=str(meta["id"]),
         body=doc.body,
-        created_at=_timestamp(meta, "created_at"),
-        updated_at=_timestamp(meta, "updated_at"),
-        version=int(meta["version"]),
+        created_at=created,
+        updated_at=created,
+        version=1,
         title=_opt_str(meta.get("title")),
         scope=Scope(meta["scope"]) if meta.get("scope") else None,
         category=_opt_str(meta.get("category")),

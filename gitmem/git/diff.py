@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pygit2
 from pygit2.enums import FileMode
 
-from gitmem.format.layout import path_twins
+from gitmem.format.layout import history_paths
 from gitmem.git.objects import tree_entry
 
 
@@ -55,13 +55,12 @@ def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
 
 
 def memory_blob_at(tree: pygit2.Tree | None, path: str) -> tuple[str, pygit2.Oid] | None:
-    """Where the memory of ``path`` is in ``tree`` and its blob, looking at each path its id
-    may be at (format 4's path, then the legacy one, whichever ``path`` is: docs/format.md,
-    "Format 4"); None when at neither. Histories follow a plain id across the migration to format 4
-    this way, where the file was renamed with its blob unchanged."""
+    """Where the memory of ``path`` is in ``tree`` and its blob (:func:`history_paths`),
+    None when it is not there: histories follow a plain id across the migration from
+    format 4, which moved its file."""
     if tree is None:
         return None
-    for each in path_twins(path):
+    for each in history_paths(path):
         blob = blob_at(tree, each)
         if blob is not None:
             return each, blob

@@ -22,7 +22,7 @@ from pygit2.enums import FileMode
 
 from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError, RepositoryDamagedError, StoreError
-from gitmem.format.layout import memory_paths
+from gitmem.format.layout import history_paths, memory_path
 
 log = logs.get(__name__)
 
@@ -168,12 +168,15 @@ class Snapshot:
             return self.changes[path] is not None
         return (self._staged_entry(path) if self.grafts else self._entry(path)) is not None
 
-    def locate(self, memory_id: str) -> str | None:
-        """The path of the memory ``memory_id`` as staged (format 4's path first, then the
-        legacy one: gitmem.format.layout.memory_paths), None when it is at neither."""
-        for path in memory_paths(memory_id):
-            if self.exists(path):
-                return path
+    def locate(self, memory_id: str, *, past: bool = False) -> str | None:
+        """The path of the memory ``memory_id`` as staged, None when it is not there.
+        ``past``: a commit from before ``gitmem migrate`` may hold it where format 4 put it
+        (gitmem.format.layout.history_paths), for reads of history."""
+        path = memory_path(memory_id)
+        if self.exists(path):
+            return path
+        if past:
+            return next((p for p in history_paths(path)[1:] if self.exists(p)), None)
         return None
 
     def move(self, old: str, new: str) -> None:

@@ -7,30 +7,20 @@ whose ids differ), and the version rows a commit adds to the ``versions`` table.
 from __future__ import annotations
 
 import itertools
-import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pygit2
 
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
-from gitmem.format.layout import (
-    MEMORY_ROOTS,
-    id_from_path,
-    is_memory_file,
-    is_path_id,
-    memory_paths,
-)
+from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, is_memory_file
+from gitmem.format.model import Op
 from gitmem.git.diff import REGULAR_MODES as _REGULAR
 from gitmem.git.diff import TREE_MODE as _TREE_MODE
 from gitmem.git.diff import blob_at, memory_blob, memory_blob_at
 from gitmem.git.diff import tree_entries as _entries
-from gitmem.git.objects import blob_data, tree_entry
-from gitmem.store.rows import big_int
-
-_VERSION_RE = re.compile(rb"^version:[ \t]*['\"]?(\d+)", re.MULTILINE)
-"""A version line in front-matter (read without parsing the file)."""
+from gitmem.git.objects import tree_entry
 
 
 def changed_memory_files(
@@ -113,22 +103,18 @@ def iter_memory_changes(
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
     """``changes`` (every memory file that differs between ``old`` and ``new``, as
     :func:`changed_memory_files` gives them: path, new blob or None) as changes of
-    memories. A plain id is one file at either of its paths
-    (gitmem.format.layout.memory_paths), so the migration to format 4, which renames the
-    file with its blob unchanged, changes no memory; a memory still there is keyed by the
-    path it is at in ``new``, one removed by the path it had. Paths that are not memory
-    paths, and a file whose id has no file at the other path in either tree, pass through
-    as they are.
+    memories. In history from before ``gitmem migrate`` a plain id may be at format 4's path
+    (gitmem.format.layout.history_paths): a memory is one file at either path, keyed by the
+    path it is at in ``new``, or, removed, by the one it had. Other paths pass through.
 
     A stream: whether an id's other path changed too is read from the two trees, not from
-    a dict of the whole diff (a bulk import's commit changes a million files: that dict
-    was ~250 MB)."""
+    a dict of the whole diff (a bulk import's commit changes a million files)."""
     for path, blob in changes:
-        memory_id = id_from_path(path)
-        if memory_id is None or is_path_id(memory_id):
+        paths = history_paths(path)
+        if len(paths) == 1:
             yield path, blob
             continue
-        first, second = memory_paths(memory_id)
+        first, second = paths
         twin = second if path == first else first
         twin_new = blob_at(new, twin)
         twin_old = blob_at(old, twin) if old is not None else None
@@ -136,7 +122,7 @@ def iter_memory_changes(
             yield path, blob  # the only file of its id: its change is the memory's
             continue
         if twin_new != twin_old and path != first:
-            continue  # both paths changed: the pair is settled once, at the format 4 path
+            continue  # both paths changed: the pair is settled once, at the current path
         now = memory_blob_at(new, path)
         before = memory_blob_at(old, path)
         if (now[1] if now else None) == (before[1] if before else None):
@@ -147,9 +133,22 @@ def iter_memory_changes(
             yield before[0], None
 
 
-BumpOf = Callable[[int, "pygit2.Oid | None", "pygit2.Oid | None", "pygit2.Tree | None"], int]
-"""(parents, blob in the first parent, blob now, first parent's tree) -> the row's ``bump``
-(gitmem.store.derived.bump_kind, with the parent tree's store format)."""
+def makes_version(now: pygit2.Oid | None, befores: Sequence[pygit2.Oid | None]) -> bool:
+    """Whether a commit whose parents hold a memory's file as ``befores`` (one entry per
+    parent, None where absent) and that holds it as ``now`` is a version of it: not a merge
+    and the blob differs from the parent's (absent counts as different), or a merge and the
+    file is absent from every parent. A ``migrate`` commit is never one (the caller checks:
+    :func:`is_migration`; docs/format.md, gitmem.store.derived)."""
+    if now is None:
+        return False
+    if len(befores) > 1:
+        return all(before is None for before in befores)
+    return (befores[0] if befores else None) != now
+
+
+def is_migration(ops: Iterable[str]) -> bool:
+    """Whether a commit whose ``Gitmem-Op`` trailers are ``ops`` is a ``gitmem migrate``."""
+    return any(op == Op.MIGRATE for op in ops)
 
 
 def version_rows(
@@ -157,14 +156,13 @@ def version_rows(
     commit: pygit2.Commit,
     gen: int,
     changed: dict[str, pygit2.Oid | None] | None = None,
-    bump_of: BumpOf | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """One row per memory file this commit changed (against every parent, for merges),
-    made as they are read: a bulk import's one commit changes a million files.
+    made as they are read: a bulk import's one commit changes a million files. Its last
+    column says whether the commit is a version of the memory (:func:`makes_version`).
 
     ``changed``: what the commit changed against its only parent, when the caller has it
-    already (the catch-up of one new commit diffs those two trees anyway). ``bump_of``
-    says what each change is to a format 3 file's derived version (0 without it)."""
+    already (the catch-up of one new commit diffs those two trees anyway)."""
     parents = commit.parents
     tree = commit.tree
     stream: Iterable[tuple[str, pygit2.Oid | None]]
@@ -180,8 +178,8 @@ def version_rows(
             if not merged:
                 break
             other = memory_changes(parent.tree, tree, paths_changed(repo, parent.tree, tree))
-            ids = {id_from_path(p) or p for p in other}
-            merged = {p: b for p, b in merged.items() if (id_from_path(p) or p) in ids}
+            ids = {id_from_path(p, past=True) or p for p in other}
+            merged = {p: b for p, b in merged.items() if (id_from_path(p, past=True) or p) in ids}
         stream = sorted(merged.items())
     walk = iter(stream)
     head = next(walk, None)
@@ -191,31 +189,23 @@ def version_rows(
     trailers = parse_trailers(commit.message, (OP_TRAILER, AGENT_TRAILER))
     ops = [v for k, v in trailers if k == OP_TRAILER]
     agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
+    migration = is_migration(ops)
     time_us = commit.author.time * 1_000_000
     commit_hex, author = str(commit.id), commit.author.name  # one string for every row
     first_parent = parents[0].tree if parents else None
     for path, blob in itertools.chain((head,), walk):
-        memory_id = id_from_path(path)
+        memory_id = id_from_path(path, past=True)
         if memory_id is None:
             continue
-        version: int | None = None
-        if blob is not None:
-            match = _VERSION_RE.search(blob_data(repo, blob)[:65536])
-            version = int(match.group(1)) if match else None
-        # The file in the first parent, looked up once for both uses (two tree lookups
-        # per path, a million paths in a bulk import's commit).
-        before = (
-            memory_blob(first_parent, path)
-            if len(ops) != 1 or bump_of is not None
-            else None
-        )
         if len(ops) == 1:
             op = ops[0]
         else:
-            op = infer_op(before is not None, blob is not None, bool(trailers))
-        bump = 0
-        if bump_of is not None:
-            bump = bump_of(len(parents), before, blob, first_parent)
+            existed = memory_blob(first_parent, path) is not None
+            op = infer_op(existed, blob is not None, bool(trailers))
+        if len(parents) > 1:
+            counts = makes_version(blob, [memory_blob(p.tree, path) for p in parents])
+        else:
+            counts = blob is not None  # a change of the file that leaves one: a version
         yield (
             memory_id,
             path,
@@ -224,10 +214,9 @@ def version_rows(
             author,
             agent,
             op,
-            big_int(version),
             str(blob) if blob is not None else None,
             gen,
-            bump,
+            int(counts and not migration),
         )
 
 
@@ -247,8 +236,8 @@ def insert_versions(
 ) -> None:
     if rows:
         conn.executemany(
-            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, version, blob, "
-            "gen, bump) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO versions (id, path, commit_id, time_us, author, agent, op, blob, gen, "
+            "counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
     if commits:

@@ -121,13 +121,13 @@ def extra_fields(value: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidInputError("extra must be a mapping of front-matter keys to values")
-    from gitmem.format.model import KNOWN_KEYS
+    from gitmem.format.model import DERIVED_KEYS, KNOWN_KEYS
 
     out: dict[str, Any] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
-        if key in KNOWN_KEYS:
+        if key in KNOWN_KEYS or key in DERIVED_KEYS:
             raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
         codec.check_writable_depth({key: item})  # before the recursive walk below
         check_plain(item, key)

@@ -62,6 +62,7 @@ from gitmem.format.layout import (
     one_by_prefix,
 )
 from gitmem.format.model import (
+    DERIVED_KEYS,
     EDITABLE_FIELDS,
     Memory,
     Op,
@@ -74,7 +75,7 @@ from gitmem.format.versions import Chain, walk_back, walk_forward
 from gitmem.git import localconfig
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, changed_paths, memory_blob
-from gitmem.git.objects import Snapshot, blob_data, get_commit, staged_id
+from gitmem.git.objects import Snapshot, blob_data, staged_id
 
 # The row providers of other modules register when those modules are imported. Every
 # process that opens an index opens it through a Store, so importing them here keeps
@@ -227,6 +228,14 @@ branch meanwhile, goes onto the new tip as staged when that writer touched none 
 files (:meth:`Store._rebase_staged`), and fails with ConflictError otherwise."""
 
 
+INDEX_STEPS = 64
+"""Commits past the one the index reflects that a read or write counts versions in itself,
+walking them, before it catches the index up instead: a writer that never reads walks a
+few commits per write, not the whole history."""
+KNOWN_VERSIONS = 4096
+"""Entries of :attr:`Store._known` kept before it is emptied."""
+
+
 class Transaction:
     """Many operations, one commit, all or nothing. Made by :meth:`Store.transaction`.
 
@@ -322,8 +331,9 @@ class Store:
         """Store content that looks like a credential instead of refusing it (see
         :mod:`gitmem.format.secrets`); :meth:`secrets_allowed` allows it for one block only."""
         self._secrets_ok = threading.local()
-        self._bumps = derived.BumpCache()
-        self._formats: dict[pygit2.Oid, int] = {}
+        self._known: dict[tuple[str, str], derived.Versions] = {}
+        """Versions of a memory (by path) as of a commit: a fact that never changes, kept
+        so that a write's second question about the commit it builds on costs nothing."""
 
     @contextlib.contextmanager
     def secrets_allowed(self) -> Iterator[None]:
@@ -514,22 +524,6 @@ class Store:
                 backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
             )
         return backend.index
-
-    def stored_file(self, id: str) -> bytes | None:
-        """A current memory's file exactly as stored, found through the index (caught up
-        first), or None where the index does not serve reads or holds no such memory. The
-        blob of an indexed memory is a file that decoded and validated when it was indexed,
-        so ``gitmem show`` prints it without parsing it again (or loading the validator)."""
-        if not self.use_index:
-            return None
-        for backend in self._ordered(None):
-            index = self._index(backend)
-            if index is None:
-                continue
-            rows = index.rows(["blob"], ids=[id], include_superseded=True, include_archived=True)
-            if rows:
-                return blob_data(backend.db.repo, pygit2.Oid(hex=str(rows[0][0])))
-        return None
 
     def reader(self, scope: Scope | str | None = None, *, at: At = None) -> Reader:
         """The reads of one scope's repository (:class:`gitmem.store.reader.Reader`), served
@@ -728,160 +722,123 @@ class Store:
             data, path, what=path, require_memory_path=False, store_scope=backend.scope
         )
 
-    def _load(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory | None:
-        """The memory as ``snap`` shows it, format 3's derived fields filled in: from what
-        this Store last derived for the file (a few commits ago), else from the index when
-        it reflects ``snap``'s commit and holds this very file, else from history."""
-        path = snap.locate(memory_id)
+    def _load(
+        self, backend: Backend, snap: Snapshot, memory_id: str, *, past: bool = False
+    ) -> Memory | None:
+        """The memory as ``snap`` shows it, with its derived version and updated_at.
+        ``past``: ``snap`` is a commit of history, which may be from before ``gitmem
+        migrate`` (Snapshot.locate)."""
+        path = snap.locate(memory_id, past=past)
         data = snap.read(path) if path is not None else None
         if path is None or data is None:
             return None
-        memory = self._decode(backend, data, path)
-        if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
-            return memory
-        base = snap.base
-        if path not in snap.changes and base is not None:
-            repo = backend.db.repo
-            hit = self._bumps.peek(repo, base, path)
-            if hit is None and self._seed_from_index(backend, path, memory_id):
-                hit = self._bumps.peek(repo, base, path)
-            if hit is not None:
-                return hit.apply(memory)
-            found = self._indexed_fields(backend, snap, memory)
-            if found is not None:
-                count = found.version - memory.version
-                newest = int(found.updated_at.timestamp()) if count else None
-                self._bumps.remember(repo, base, path, derived.Bumps(count, newest))
-                return found
-        return self._derive(backend, snap, [memory])[0]
+        return self._derive(backend, snap, [self._decode(backend, data, path)])[0]
 
-    # -- format 3: version and updated_at from history (gitmem.store.derived) -------------
-
-    def _format_of(self, backend: Backend, snap: Snapshot) -> int:
-        """The store format of the tree ``snap`` shows (its gitmem.yaml), cached by blob."""
-        blob = snap.blob_id(CONFIG_FILE)
-        if blob is None:
-            return backend.config.format
-        found = self._formats.get(blob)
-        if found is None:
-            found = 1
-            data = snap.read(CONFIG_FILE)
-            if data is not None:
-                try:
-                    found = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).format
-                except GitmemError:
-                    found = 1
-            self._formats[blob] = found
-        return found
+    # -- version and updated_at from history (gitmem.store.derived) ------------------------
 
     def _derive(
         self, backend: Backend, snap: Snapshot, memories: builtins.list[Memory]
     ) -> builtins.list[Memory]:
-        """Format 3 memories as stored -> as read: version and updated_at from the bumps in
-        history, plus one for a change staged in ``snap`` (a plan's or a transaction's: one
-        commit, one version)."""
-        if not memories or self._format_of(backend, snap) < derived.DERIVED_FORMAT:
+        """Memories as decoded from ``snap``'s files -> as read: version and updated_at from
+        the versions in history, plus one for a change staged in ``snap`` (a plan's or a
+        transaction's: one commit, one version)."""
+        if not memories:
             return memories
         base = snap.base
-        paths = [self._path_in(snap, m) for m in memories]
-        found = self._bumps.bumps(backend.db.repo, base, paths)
+        paths = [memory_path(m.id) for m in memories]
+        found = self._versions_at(backend, base, paths)
         out: builtins.list[Memory] = []
         for memory, path in zip(memories, paths, strict=True):
-            bumps = found[path]
-            if path in snap.changes:
-                staged = snap.changes[path]
+            versions = found[path]
+            staged = snap.changes.get(path)
+            if staged is not None:
                 committed = blob_at(base.tree, path) if base is not None else None
-                if committed is None:
-                    bumps = derived.Bumps()  # created (or restored) by this snapshot
-                elif staged is not None and staged_id(staged) != committed:
-                    bumps = bumps.plus_one(self.clock.now())
-            out.append(bumps.apply(memory))
+                if staged_id(staged) != committed:
+                    versions = versions.plus(int(self.clock.now().timestamp()))
+            out.append(versions.apply(memory))
         return out
 
-    def _seed_from_index(self, backend: Backend, path: str, memory_id: str) -> bool:
-        """Remember the file's bumps as of the commit the index reflects, as it stands (no
-        catch-up): a write a few commits past it then counts only those commits
-        (:meth:`derived.BumpCache.peek`) instead of catching the index up on every write."""
-        index = backend.index if self.use_index else None
-        if index is None:
-            return False
-        try:
-            found = index.derived_now(memory_id)
+    def _versions_at(
+        self, backend: Backend, commit: pygit2.Commit | None, paths: Sequence[str]
+    ) -> dict[str, derived.Versions]:
+        """The versions of the memories at ``paths`` as of ``commit``: from the index when it
+        reflects that commit or one a few commits before it (counting those few), else
+        from one walk of the history."""
+        if commit is None:
+            return {path: derived.Versions() for path in paths}
+        key = str(commit.id)
+        known = {p: self._known[(key, p)] for p in paths if (key, p) in self._known}
+        wanted = [p for p in dict.fromkeys(paths) if p not in known]
+        if wanted:
+            found = self._indexed_versions(backend, commit, wanted)
             if found is None:
-                return False
-            commit_hex, blob, version, updated_at = found
-            repo = backend.db.repo
-            commit = get_commit(repo, commit_hex)
-            if blob is None:
-                if memory_blob(commit.tree, path) is not None:
-                    return False  # there, but not a memory the index could read
-                self._bumps.remember(repo, commit, path, derived.Bumps())
-                return True
-            stored = self._decode(backend, blob_data(repo, pygit2.Oid(hex=blob)), path)
-        except (sqlite3.Error, GitmemError, KeyError, ValueError, pygit2.GitError):
-            return False
-        count = int(version) - stored.version
-        newest = int(dt.datetime.fromisoformat(updated_at).timestamp()) if count else None
-        self._bumps.remember(repo, commit, path, derived.Bumps(count, newest))
-        return True
+                found = derived.walk(backend.db.repo, commit, wanted)
+                assert found is not None  # no limit
+            if len(self._known) + len(found) > KNOWN_VERSIONS:
+                self._known.clear()
+            for path, versions in found.items():
+                self._known[(key, path)] = versions
+            known.update(found)
+        return known
 
-    def _indexed_fields(self, backend: Backend, snap: Snapshot, memory: Memory) -> Memory | None:
-        """``memory`` with the index's derived version and updated_at, when the index
-        reflects ``snap``'s commit and holds the very blob ``snap`` shows (else None: derive
-        from history). The index is caught up to the tip first where it serves reads (not
-        inside a transaction, whose base it may still reflect)."""
-        index = self._index(backend)
-        catch_up = index is not None
-        if index is None and self.use_index:
-            index = backend.index
-        base = snap.base
-        if index is None or base is None:
+    def _indexed_versions(
+        self, backend: Backend, commit: pygit2.Commit, paths: Sequence[str]
+    ) -> dict[str, derived.Versions] | None:
+        """:meth:`_versions_at` from the index, None where it cannot say: no index, or one
+        that reflects neither ``commit`` nor an ancestor at most :data:`INDEX_STEPS`
+        commits before it (then, outside a transaction, the index is caught up first)."""
+        if not self.use_index:
             return None
-        try:
-            if catch_up:
+        tx = self._active_tx()
+        in_tx = tx is not None and tx.backend is backend
+        index = backend.index if in_tx else self._index(backend)
+        if index is None:
+            return None
+        repo = backend.db.repo
+        for attempt in (1, 2):
+            try:
+                indexed, counts = index.version_counts([id_from_path(p) or p for p in paths])
+            except (sqlite3.Error, GitmemError):
+                return None  # the index cannot say; history can
+            since: dict[str, derived.Versions] | None = {}
+            if indexed is None:
+                since = None
+            elif indexed != str(commit.id):
+                start = pygit2.Oid(hex=indexed)
+                since = None
+                if _first_parents_reach(commit, start, INDEX_STEPS):
+                    since = derived.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
+            if since is not None:
+                out: dict[str, derived.Versions] = {}
+                for path in paths:
+                    count, newest = counts.get(id_from_path(path) or path, (0, 0))
+                    base = derived.Versions(count, newest // 1_000_000 if count else None)
+                    out[path] = base + since[path] if path in since else base
+                return out
+            if attempt == 2 or in_tx:
+                return None
+            try:
                 index.catch_up()
-            found = index.derived_at(str(base.id), memory.id)
-        except (sqlite3.Error, GitmemError):
-            return None  # the index cannot say; history can
-        blob = snap.blob_id(self._path_in(snap, memory))
-        if found is None or blob is None or found[0] != str(blob):
-            return None
-        return replace(
-            memory, version=int(found[1]), updated_at=dt.datetime.fromisoformat(found[2])
-        )
+            except (sqlite3.Error, GitmemError):
+                return None
+        return None
+
+    def _put_new(
+        self, backend: Backend, snap: Snapshot, path: str, memory: Memory, *, given: bool
+    ) -> Memory:
+        """Stage a new memory: version 1, unless a memory of this id (``given`` by the
+        caller; a new uuid never is) had versions before, deleted since."""
+        if given:
+            return self._put(backend, snap, path, memory)
+        snap.put(path, self._encode(backend, memory))
+        return derived.Versions().plus(int(self.clock.now().timestamp())).apply(memory)
 
     def _put(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
         """Stage ``memory`` over the file at ``path``; returns it as a read of ``snap`` now
-        gives it (format 3: derived, so a second write in one transaction, one commit,
-        stays one version)."""
-        stored = self._as_stored(backend, snap, path, memory)
-        snap.put(path, self._encode(backend, stored))
-        if stored is memory:
-            return memory
-        return self._derive(backend, snap, [stored])[0]
-
-    def _as_stored(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
-        """What a write of ``memory`` over the file at ``path`` stores: in format 3 the file's
-        own version and updated_at lines stay as they are (the derived ones come from the
-        commit), so branches that change other lines merge with plain git."""
-        if self._format_of(backend, snap) < derived.DERIVED_FORMAT:
-            return memory
-        data = snap.read(path)
-        if data is None:
-            return memory
-        stored = self._decode(backend, data, path)
-        return replace(memory, version=stored.version, updated_at=stored.updated_at)
-
-    @staticmethod
-    def _path_in(snap: Snapshot, memory: Memory) -> str:
-        """The path of ``memory``'s file in ``snap``: where it was read from, else where its
-        id is (either layout), else format 4's path."""
-        return memory.path or snap.locate(memory.id) or memory_path(memory.id)
-
-    def _new_path(self, backend: Backend, snap: Snapshot, memory_id: str) -> str:
-        """Where a new memory ``memory_id`` goes: its format's path (format 4's 16-way
-        folders, or the legacy shard in a store of format 3 or older: docs/format.md)."""
-        return memory_path(memory_id, self._format_of(backend, snap))
+        gives it (derived: a second write in one transaction, one commit, stays one
+        version)."""
+        snap.put(path, self._encode(backend, memory))
+        return self._derive(backend, snap, [memory])[0]
 
     def _require(self, backend: Backend, snap: Snapshot, memory_id: str) -> Memory:
         memory = self._load(backend, snap, memory_id)
@@ -977,7 +934,7 @@ class Store:
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             if snap.locate(memory_id) is not None:
                 raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
-            path = self._new_path(backend, snap, memory_id)
+            path = memory_path(memory_id)
             twin = _case_twin(snap, path) if id is not None else None  # new ids are lowercase
             if twin is not None:
                 raise AlreadyExistsError(
@@ -997,7 +954,7 @@ class Store:
                 store_scope=backend.scope,
                 **memory_fields(fields),
             )
-            snap.put(path, self._encode(backend, memory))
+            memory = self._put_new(backend, snap, path, memory, given=id is not None)
             return _Effect(
                 Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id
             ), memory
@@ -1017,7 +974,7 @@ class Store:
         """Like :meth:`read`, but None when there is no such memory."""
         check_id(id)
         for backend in self._ordered(scope):
-            memory = self._load(backend, self._snapshot(backend, at), id)
+            memory = self._load(backend, self._snapshot(backend, at), id, past=at is not None)
             if memory is not None:
                 return memory
         return None
@@ -1087,8 +1044,7 @@ class Store:
             updated = apply_fields(current, changes, new_body)
             if updated == current:
                 return _Effect(Op.UPDATE, [id], current.title), current
-            updated = replace(updated, version=current.version + 1, updated_at=self.clock.now())
-            updated = self._put(backend, snap, self._path_in(snap, current), updated)
+            updated = self._put(backend, snap, memory_path(id), updated)
             return _Effect(
                 Op.UPDATE,
                 [id],
@@ -1126,13 +1082,8 @@ class Store:
             check_expected(current, expected_version)
             body = current.body
             separator = "" if not body or body.endswith("\n") else "\n"
-            updated = replace(
-                current,
-                body=body + separator + addition,
-                version=current.version + 1,
-                updated_at=self.clock.now(),
-            )
-            updated = self._put(backend, snap, self._path_in(snap, current), updated)
+            updated = replace(current, body=body + separator + addition)
+            updated = self._put(backend, snap, memory_path(id), updated)
             return _Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
 
         result: Memory = self._run(backend, action, message)
@@ -1152,10 +1103,10 @@ class Store:
         it, known or unknown, keeps the order and spelling the person wrote. The
         id must not change (:meth:`supersede` writes under a new id).
         ``version``, ``created_at`` and ``updated_at`` belong to the store:
-        whatever the text says, the result has ``version`` = current + 1, the
-        stored ``created_at`` and ``updated_at`` = now. Text that differs from the
-        stored file only in those fields makes no commit and returns the memory as
-        it is. When anything is wrong nothing is written.
+        whatever the text says, the result keeps the stored ``created_at``, and
+        the other two are derived (the file does not carry them). Text that
+        differs from the stored file only in those fields makes no commit and
+        returns the memory as it is. When anything is wrong nothing is written.
         """
         backend = self._locate(id)
         if isinstance(text, bytes):
@@ -1175,29 +1126,14 @@ class Store:
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._require(backend, snap, id)
             check_expected(current, expected_version)
-            path = self._path_in(snap, current)
-            stored = current.to_metadata()
-            # format 3: the file's own lines are what an unchanged text must match
-            kept = self._as_stored(backend, snap, path, current)
-
-            def build(**managed: Any) -> Memory:
-                metadata = {**doc.metadata, **managed}
-                schema.validate(metadata, what="edited text")
-                edited = memory_from_document(doc.with_changes(metadata, doc.body), path=path)
-                return replace(edited, store_scope=backend.scope)
-
-            unchanged = build(
-                created_at=stored["created_at"],
-                updated_at=kept.to_metadata()["updated_at"],
-                version=kept.version,
-            )
-            if self._encode(backend, unchanged) == snap.read(path):
+            path = memory_path(id)
+            metadata = {k: v for k, v in doc.metadata.items() if k not in DERIVED_KEYS}
+            metadata["created_at"] = current.to_metadata()["created_at"]
+            schema.validate(metadata, what="edited text")
+            updated = memory_from_document(doc.with_changes(metadata, doc.body), path=path)
+            updated = replace(updated, store_scope=backend.scope)
+            if self._encode(backend, updated) == snap.read(path):
                 return _Effect(Op.UPDATE, [id], current.title), current
-            updated = build(
-                created_at=stored["created_at"],
-                updated_at=self.clock.now(),
-                version=current.version + 1,
-            )
             target = updated.supersedes
             if target is not None and target != current.supersedes:
                 if target == id:
@@ -1301,8 +1237,8 @@ class Store:
     ) -> Memory:
         """Bring back a deleted memory as it last was, or roll one back to its content ``at``.
 
-        The restored memory gets a new version number (one above any it had), so
-        restoring is itself a visible step of its history.
+        The restore is a new version of the memory (docs/format.md), so it is a visible
+        step of its history.
         """
         check_id(id)
         agent = single_line("agent", agent)
@@ -1312,9 +1248,11 @@ class Store:
                 if self._find_past(candidate, id, at) is not None:
                     backend = candidate
                     break
-        past = self._past(backend, id, at)
-        if past is None:
+        data = self._find_past(backend, id, at)
+        if data is None:
             raise NotFoundError(f"memory {id} is not in this store's history")
+        path = memory_path(id)
+        past = self._decode(backend, data, path)
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             current = self._load(backend, snap, id)
@@ -1322,37 +1260,22 @@ class Store:
                 raise AlreadyExistsError(
                     f"memory {id} exists; pass at=REVISION|DATE to roll it back"
                 )
-            highest = max(past.version, current.version if current else 0)
-            restored = replace(past, version=highest + 1, updated_at=self.clock.now())
+            restored = past
             if current is not None:
                 restored = replace(restored, document=current.document)
-            # where it is, else (it was deleted) where its store's format puts a new one
-            path = current.path if current is not None else None
-            path = path or self._new_path(backend, snap, id)
             restored = self._put(backend, snap, path, replace(restored, path=path))
             return _Effect(Op.RESTORE, [id], restored.title, None, agent), restored
 
         result: Memory = self._run(backend, action, message)
         return result
 
-    def _past(self, backend: Backend, memory_id: str, at: At) -> Memory | None:
-        """The memory at ``at``, or (at=None) as it last was before it was deleted, read as
-        it was then (format 3: with the version it had then)."""
-        if at is not None:
-            return self._load(backend, backend.db.snapshot(at), memory_id)
-        path = memory_path(memory_id)
-        for commit in backend.db.walk():
-            if memory_blob(commit.tree, path) is not None:
-                return self._load(backend, Snapshot(backend.db.repo, commit), memory_id)
-        return None
-
     def _find_past(self, backend: Backend, memory_id: str, at: At) -> bytes | None:
         """The memory's content at ``at``, or (at=None) its last content before it was
-        deleted (at either of its paths)."""
+        deleted (in history from before ``gitmem migrate`` too)."""
         if at is not None:
             snap = backend.db.snapshot(at)
-            path = snap.locate(memory_id)
-            return snap.read(path) if path is not None else None
+            found = snap.locate(memory_id, past=True)
+            return snap.read(found) if found is not None else None
         repo = backend.db.repo
         path = memory_path(memory_id)
         for commit in backend.db.walk():
@@ -1374,9 +1297,9 @@ class Store:
     ) -> Memory:
         """Write a new memory that replaces ``old_id``; the old file is not touched.
 
-        The new memory's ``supersedes`` names the old one and its ``version`` is
-        the old one's + 1. Title, category, tags and related are carried forward
-        unless given; scope is the old memory's store.
+        The new memory's ``supersedes`` names the old one; it is a new memory (version
+        1). Title, category, tags and related are carried forward unless given; scope
+        is the old memory's store.
         """
         backend = self._locate(old_id)
         new_memory_id = self._new_id(backend, id)
@@ -1387,7 +1310,7 @@ class Store:
 
         def action(snap: Snapshot) -> tuple[_Effect, Memory]:
             old = self._require(backend, snap, old_id)
-            path = self._new_path(backend, snap, new_memory_id)
+            path = memory_path(new_memory_id)
             if snap.locate(new_memory_id) is not None:
                 raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
             now = self.clock.now()
@@ -1403,14 +1326,14 @@ class Store:
                 body=new_body,
                 created_at=now,
                 updated_at=now,
-                version=old.version + 1,
+                version=1,
                 supersedes=old_id,
                 scope=backend.scope,
                 path=path,
                 store_scope=backend.scope,
                 **memory_fields(carried),
             )
-            snap.put(path, self._encode(backend, memory))
+            memory = self._put_new(backend, snap, path, memory, given=id is not None)
             effect = _Effect(
                 Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id
             )
@@ -1579,53 +1502,20 @@ class Store:
     def _versions_of(
         self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
     ) -> builtins.list[Version]:
-        versions = self._reader(backend).versions(ids, warnings)
-        if backend.config.format >= derived.DERIVED_FORMAT:
-            versions = self._derive_versions(backend, versions)
-        return versions
-
-    def _derive_versions(
-        self, backend: Backend, versions: builtins.list[Version]
-    ) -> builtins.list[Version]:
-        """Format 3 history: each step's version counted along the history, oldest first
-        (a bump is one more than the step before it; a merge keeps the count; a format 2
-        step or a file that began again says what its file says), since the files of later
-        steps repeat the stored line (gitmem.store.derived)."""
-        repo = backend.db.repo
-        formats = derived.FormatCache(repo)
-        running: dict[str, int] = {}
+        """The steps of ``ids``' files in one scope, each memory's numbered by its own
+        versions so far (gitmem.store.derived): exact along one line of history; where
+        branches ran side by side, a step counts what came before it in this order."""
+        counted: dict[str, derived.Versions] = {}
         out: builtins.list[Version] = []
-        for step in versions:
-            stored = step.version
-            kind = derived.NEUTRAL
-            try:
-                commit = get_commit(repo, step.commit)
-                path = memory_path(step.memory_id)
-                parents = commit.parents
-                before = memory_blob(parents[0].tree, path) if parents else None
-                now = memory_blob(commit.tree, path)
-                kind = derived.bump_kind(
-                    len(parents), before, now, formats.of(parents[0].tree if parents else None)
-                )
-            except (KeyError, ValueError, GitmemError, pygit2.GitError):
-                pass  # a step git cannot show any more keeps what its file says
-            prev = running.get(step.memory_id)
-            if kind == derived.BUMP and prev is not None:
-                number: int | None = prev + 1
-            elif kind == derived.NEUTRAL and prev is not None and stored is not None:
-                number = max(prev, stored)
-            else:
-                number = stored
-            if number is not None:
-                running[step.memory_id] = number
-            memory = step.memory
-            if memory is not None and number is not None:
-                memory = replace(
-                    memory,
-                    version=number,
-                    updated_at=step.time if kind == derived.BUMP else memory.updated_at,
-                )
-            out.append(replace(step, version=number, memory=memory))
+        for step in self._reader(backend).versions(ids, warnings):
+            versions = counted.get(step.memory_id, derived.Versions())
+            if step.counted:
+                versions = counted[step.memory_id] = versions.plus(int(step.time.timestamp()))
+            if step.memory is None:  # a deletion: no version of its own
+                out.append(replace(step, version=None))
+                continue
+            memory = versions.apply(step.memory)
+            out.append(replace(step, version=memory.version, memory=memory))
         return out
 
     # -- search --------------------------------------------------------------------------
@@ -1813,6 +1703,21 @@ def index_writable(db: GitDB) -> bool:
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
+def _first_parents_reach(commit: pygit2.Commit, target: pygit2.Oid, steps: int) -> bool:
+    """Whether ``target`` is ``commit`` or one of its first ``steps`` first-parent ancestors."""
+    each = commit
+    for _ in range(steps + 1):
+        if each.id == target:
+            return True
+        parents = each.parent_ids
+        if not parents:
+            return False
+        if target in parents:
+            return True
+        each = each.parents[0]
+    return False
 
 
 def _case_twin(snap: Snapshot, path: str) -> str | None:

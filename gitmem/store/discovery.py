@@ -19,7 +19,7 @@ from gitmem.base.clock import Clock
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import OP_TRAILER, CommitSpec
 from gitmem.format import codec
-from gitmem.format.config import ATTRIBUTES_TEXT, DEFAULT_FORMAT, StoreConfig, initial_text
+from gitmem.format.config import ATTRIBUTES_TEXT, FORMAT, StoreConfig, initial_text
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
 from gitmem.format.model import Op, Scope
 from gitmem.git import localconfig, maintenance
@@ -43,7 +43,12 @@ log = logs.get(__name__)
 
 
 def _open_backend(
-    path: Path, *, clock: Clock | None, durable: bool, branch: str | None = None
+    path: Path,
+    *,
+    clock: Clock | None,
+    durable: bool,
+    branch: str | None = None,
+    any_format: bool = False,
 ) -> Backend:
     db = GitDB(path, clock=clock, durable=durable, branch=branch)
     _refuse_foreign_worktree(path, db)
@@ -62,7 +67,8 @@ def _open_backend(
     config = localconfig.with_store_settings(
         StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)), db.gitdir
     )
-    config.check_supported(str(path))
+    if not (any_format and config.format < FORMAT):
+        config.check_supported(str(path))
     return Backend(config.scope, db, config)
 
 
@@ -151,14 +157,11 @@ def init_store(
     scope: Scope | str = Scope.REPO,
     clock: Clock | None = None,
     durable: bool = False,
-    format: int = DEFAULT_FORMAT,
 ) -> Store:
     """Create a store at ``path`` (a new or empty directory) and return it opened.
 
-    Initialising an existing gitmem store is harmless: it is opened as it is (whatever
-    ``format`` says; ``gitmem migrate`` changes a store's format).
+    Initialising an existing gitmem store is harmless: it is opened as it is.
     """
-    initial_text(Scope(scope), format)  # refuse an unknown format before making anything
     target = Path(path).expanduser()
     scope = Scope(scope)
     if is_store(target):
@@ -191,7 +194,7 @@ def init_store(
     db = GitDB(target, clock=clock, durable=durable)
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-        snap.put(CONFIG_FILE, initial_text(scope, format).encode())
+        snap.put(CONFIG_FILE, initial_text(scope).encode())
         snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
         return CommitSpec(
             subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]
@@ -210,6 +213,7 @@ def open_store(
     cwd: str | os.PathLike[str] | None = None,
     branch: str | None = None,
     use_index: bool = True,
+    any_format: bool = False,
 ) -> Store:
     """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
     found by walking up from the current directory (read together with the user
@@ -218,28 +222,47 @@ def open_store(
     branch instead of the one checked out (main in a bare store), made from main's tip
     on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
     ``use_index=False`` serves every read from git (doctor's reference view).
+    ``any_format``: open a store of an older format too, for ``gitmem migrate`` (and for
+    doctor and status to say so); nothing else reads one.
     """
     if path is not None:
         target = Path(path).expanduser()
         if not target.exists():
             raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
-        backend = _open_backend(target, clock=clock, durable=durable, branch=branch)
+        backend = _open_backend(
+            target, clock=clock, durable=durable, branch=branch, any_format=any_format
+        )
         return Store([backend], clock=clock, use_index=use_index)
     env_dir = os.environ.get("GITMEM_DIR")
     if env_dir:
-        return open_store(env_dir, clock=clock, durable=durable, branch=branch, use_index=use_index)
+        return open_store(
+            env_dir,
+            clock=clock,
+            durable=durable,
+            branch=branch,
+            use_index=use_index,
+            any_format=any_format,
+        )
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
         _refuse_committed_store(project)
-        backends = [_open_backend(project, clock=clock, durable=durable, branch=branch)]
+        backends = [
+            _open_backend(
+                project, clock=clock, durable=durable, branch=branch, any_format=any_format
+            )
+        ]
         if is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
-                backends.append(_open_backend(user_path, clock=clock, durable=durable))
+                backends.append(
+                    _open_backend(user_path, clock=clock, durable=durable, any_format=any_format)
+                )
         return Store(backends, clock=clock, use_index=use_index)
     if not is_store(user_path):
         init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
-    backend = _open_backend(user_path, clock=clock, durable=durable, branch=branch)
+    backend = _open_backend(
+        user_path, clock=clock, durable=durable, branch=branch, any_format=any_format
+    )
     return Store([backend], clock=clock, use_index=use_index)
 
 

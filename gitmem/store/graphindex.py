@@ -129,11 +129,11 @@ def pending_field(value: Any) -> list[tuple[str, str, str]]:
 
 
 def is_entity_path(path: str) -> bool:
-    """``entities/<type folder>/<shard>/<name>.md`` (the layout gitmem writes) or
-    ``entities/<type folder>/<name>.md`` (the layout before shards, still read and
-    updated in place); deeper files and the pending file are no entities."""
+    """``entities/<type folder>/<shard>/<name>.md``; other files under ``entities/`` (the
+    pending file, deeper ones) are no entities. (Format 1's ``entities/<type>/<name>.md``
+    is read by ``gitmem migrate`` only.)"""
     parts = path.split("/")
-    return len(parts) in {3, 4} and parts[0] == ENTITIES_ROOT and path.endswith(".md")
+    return len(parts) == 4 and parts[0] == ENTITIES_ROOT and path.endswith(".md")
 
 
 @dataclass(frozen=True)

@@ -47,18 +47,11 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import GitmemError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import (
-    CONFIG_FILE,
-    expected_path_form,
-    id_from_path,
-    is_path_id,
-    memory_paths,
-)
+from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.diff import blob_at, memory_blob_at
 from gitmem.git.objects import blob_data, get_commit
-from gitmem.store import derived, lexical, queries
+from gitmem.store import lexical, queries
 from gitmem.store.changes import (
     changed_memory_files,
     insert_versions,
@@ -75,7 +68,6 @@ from gitmem.store.rows import (
     IndexStats,
     RowChanges,
     VersionRow,
-    big_int,
     memory_filters,
     micros,
     raw_path,
@@ -147,10 +139,9 @@ CREATE TABLE versions (
     author TEXT NOT NULL,
     agent TEXT,
     op TEXT NOT NULL,
-    version, -- no affinity, as in memories
     blob TEXT,
     gen INTEGER NOT NULL,
-    bump INTEGER NOT NULL DEFAULT 0 -- format 3: 1 a new version, -1 the file began or ended
+    counts INTEGER NOT NULL -- 1: the commit is a version of the memory (gitmem.store.derived)
 );
 CREATE INDEX versions_id ON versions (id, seq);
 CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
@@ -497,29 +488,15 @@ class Index:
         row = self.connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         return None if row is None else str(row[0])
 
-    def derived_at(self, commit: str, memory_id: str) -> tuple[str, Any, str] | None:
-        """(blob, version, updated_at) of a memory as the index holds it, only when the
-        index reflects exactly ``commit``; never catches up (a write's plan asks it about
-        the commit it builds on: format 3's derived fields without a walk of history)."""
-        found = self.derived_now(memory_id)
-        if found is None or found[0] != commit or found[1] is None:
-            return None
-        return found[1], found[2], str(found[3])
-
-    def derived_now(self, memory_id: str) -> tuple[str, str | None, Any, Any] | None:
-        """(the commit the index reflects, and the memory's blob, version, updated_at
-        there, None each when it has no such memory), as it stands: no catch-up. None for
-        an index that reflects no commit."""
+    def version_counts(self, ids: Sequence[str]) -> tuple[str | None, dict[str, tuple[int, int]]]:
+        """(the commit the index reflects, and for each of ``ids`` with versions there: their
+        count and the newest one's author time in µs), read in one transaction, as it stands
+        (no catch-up): a write asks about the commit it builds on, which the index may not
+        reflect yet (gitmem.store.derived says what a version is)."""
         with self.reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-            if row is None:
-                return None
-            found = conn.execute(
-                "SELECT blob, version, updated_at FROM memories WHERE id = ?", (memory_id,)
-            ).fetchone()
-        if found is None:
-            return str(row[0]), None, None, None
-        return str(row[0]), str(found[0]), found[1], found[2]
+            found = _version_counts(conn, ids)
+        return (None if row is None else str(row[0])), found
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
@@ -641,13 +618,9 @@ class Index:
         known: dict[str, pygit2.Oid | None] | None = None
         if old is not None and list(tip.parent_ids) == [old.id]:
             known = paths_changed(repo, old.tree, tip.tree)
-        formats = derived.FormatCache(repo)
-        # Which memories the new commits touched matters to format 3's derived fields only
-        # (a million ids after a bulk import): not collected for another format's tip.
-        derives = formats.of(tip.tree) >= derived.DERIVED_FORMAT
-        # From no base every memory is new: _derive reads the bumps of all of them from
+        # From no base every memory is new: _derive reads the counts of all of them from
         # the table, so the touched ids (a million after a bulk import) are not collected.
-        touched: set[str] | None = set() if derives and old is not None else None
+        touched: set[str] | None = set() if old is not None else None
         added: list[IndexedMemory] = []
         removed: list[IndexedMemory] = []
         # From no base (a rebuild, a first index, a rewritten branch) every provider refills
@@ -659,7 +632,7 @@ class Index:
         empty = old is None and _tables_empty(conn)
         with _bounded_git(BUILD_GIT_CACHE if empty else None):
             stats.applied_commits = self._apply_versions(
-                conn, repo, tip, old, progress, known, formats, touched
+                conn, repo, tip, old, progress, known, touched
             )
         if empty:
             # What the version rows left in libgit2's caches and in the C heap goes before
@@ -677,8 +650,7 @@ class Index:
                 removed if collect else None,
                 known,
             )
-        if derives:
-            self._derive(conn, repo, added, touched or set(), rebuilt=old is None)
+        self._derive(conn, added, touched or set(), rebuilt=old is None)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
         _record_store_config(conn, repo, tip)
         assert tip_hex is not None
@@ -707,20 +679,11 @@ class Index:
         ``removed`` and ``added`` unless they are None (nobody will read them)."""
         changes = known.items() if known is not None else changed_memory_files(repo, old, new)
         for path, blob in changes:
-            if blob is not None and self._renamed(conn, path, blob):
-                continue
             gone = self._forget(conn, path)
             if gone is not None and removed is not None:
                 removed.append(gone)
             if blob is None:
-                # A plain id may still be at its other path, unchanged (a legacy file the
-                # format 4 one shadowed): that one is read now. A changed one comes in
-                # this diff by itself.
-                found = memory_blob_at(new, path) if gone is not None else None
-                if found is None or old is None or blob_at(old, found[0]) != found[1]:
-                    continue
-                path, blob = found
-                self._forget(conn, path)  # its problem row: it is no longer shadowed
+                continue
             try:
                 memory = self.decode(_memory_file(repo, path, blob), path)
             except GitmemError as exc:
@@ -728,8 +691,6 @@ class Index:
                     "INSERT OR REPLACE INTO problems VALUES (?, ?)",
                     (raw_path(path), raw_path(str(exc))),
                 )
-                continue
-            if not self._claim(conn, memory.id, path, removed):
                 continue
             inserted = self._insert(conn, memory, str(blob))
             if added is not None:
@@ -742,8 +703,7 @@ class Index:
         changes: Iterable[tuple[str, pygit2.Oid | None]],
     ) -> None:
         """Rows for every memory file of a tree, into empty tables, :data:`FILL_BATCH` files
-        at a time in the tree's order (so a plain id at both paths is claimed as it would be
-        one file at a time: format 4's path comes first)."""
+        at a time in the tree's order."""
         batch: list[Decoded] = []
         for path, blob in changes:
             if blob is None:
@@ -770,60 +730,8 @@ class Index:
                     (raw_path(path), raw_path(str(parts))),
                 )
                 continue
-            row = conn.execute("SELECT path FROM memories WHERE id = ?", (memory_id,)).fetchone()
-            if row is not None and row[0] != raw_path(path):
-                links.write(conn)  # _claim may _forget that row, its tags and edges with it
-                if not self._claim(conn, memory_id, path, None):
-                    continue
             _insert_parts(conn, parts, links)
         links.write(conn)
-
-    def _renamed(self, conn: sqlite3.Connection, path: str, blob: pygit2.Oid) -> bool:
-        """Whether ``path`` is a plain id's file renamed to its format 4 path with its blob
-        unchanged (the migration to format 4): then only its row's path changes. The row's
-        content, and so every row provider's (FTS, vectors), stays as it is, where a remove
-        and an add would decode the file and re-index it (every memory of a migrated
-        store). The diff's removal of the old path then finds no row."""
-        memory_id = id_from_path(path)
-        if memory_id is None or is_path_id(memory_id) or memory_paths(memory_id)[0] != path:
-            return False
-        row = conn.execute(
-            "SELECT rowid, path FROM memories WHERE id = ? AND blob = ?", (memory_id, str(blob))
-        ).fetchone()
-        if row is None or row[1] == raw_path(path):
-            return False
-        conn.execute("UPDATE memories SET path = ? WHERE rowid = ?", (raw_path(path), row[0]))
-        conn.execute("DELETE FROM problems WHERE path = ?", (raw_path(path),))
-        return True
-
-    def _claim(
-        self,
-        conn: sqlite3.Connection,
-        memory_id: str,
-        path: str,
-        removed: list[IndexedMemory] | None,
-    ) -> bool:
-        """Whether the memory at ``path`` gets the id's row. A plain id is at one path
-        (docs/format.md, "Format 4"), but the tree may hold it at both for a moment (the
-        migration's rename is diffed as an add and a remove, the add first) or for good
-        (a hand-made copy): format 4's path is the one read, as :func:`memory_paths`
-        orders them, and a legacy file beside it is a problem."""
-        row = conn.execute("SELECT path FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None or row[0] == raw_path(path):
-            return True
-        if memory_paths(memory_id)[0] == path:
-            gone = self._forget(conn, row[0])
-            if gone is not None and removed is not None:
-                removed.append(gone)
-            return True
-        conn.execute(
-            "INSERT OR REPLACE INTO problems VALUES (?, ?)",
-            (
-                raw_path(path),
-                raw_path(f"{path}: memory {memory_id} is also at {row[0]}, which is read"),
-            ),
-        )
-        return False
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> IndexedMemory | None:
         """Delete the row at ``path``; returns what it held, for the row providers."""
@@ -966,22 +874,11 @@ class Index:
         old: pygit2.Commit | None,
         progress: Progress | None,
         known: dict[str, pygit2.Oid | None] | None = None,
-        formats: derived.FormatCache | None = None,
         touched: set[str] | None = None,
     ) -> int:
         """Version rows of the commits after ``old`` up to ``tip``; ``known``: what ``tip``
         changed against its only parent ``old``, already diffed. The ids of the rows go
         into ``touched``."""
-        cache = formats if formats is not None else derived.FormatCache(repo)
-
-        def bump_of(
-            parents: int,
-            before: pygit2.Oid | None,
-            now: pygit2.Oid | None,
-            tree: pygit2.Tree | None,
-        ) -> int:
-            return derived.bump_kind(parents, before, now, cache.of(tree))
-
         total = 0
         if known is not None:
             source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
@@ -1003,7 +900,7 @@ class Index:
             )
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
-            more = version_rows(repo, commit, gen, known if commit.id == tip.id else None, bump_of)
+            more = version_rows(repo, commit, gen, known if commit.id == tip.id else None)
             for row in more:
                 if touched is not None:
                     touched.add(row[0])
@@ -1024,88 +921,56 @@ class Index:
     def _derive(
         self,
         conn: sqlite3.Connection,
-        repo: pygit2.Repository,
         added: list[IndexedMemory],
         touched: set[str],
         *,
         rebuilt: bool,
     ) -> None:
-        """Format 3: the derived version and updated_at of every memory this catch-up
-        touched (rows added, or new version rows), from the ``bump`` column: the bumps after
-        the file's last reset (gitmem.store.derived, which this must agree with).
+        """The derived version and updated_at (gitmem.store.derived) of every memory this
+        catch-up touched (rows added, or new version rows): the count and the newest time
+        of its version rows. A row inserted from its file holds version 1 and its
+        created_at, right for a memory without versions.
 
-        ``rebuilt``: every row was inserted by this catch-up from its file, so only the
-        memories with bumps change, and they are read from the table a page at a time
-        (``touched`` and ``added`` are not needed)."""
-        after = (
-            "SELECT v.id, count(*), max(v.time_us) FROM versions v "
-            "WHERE v.bump = 1 AND v.seq > coalesce((SELECT max(r.seq) FROM versions r "
-            "WHERE r.id = v.id AND r.bump = -1), 0)"
-        )
+        ``rebuilt``: every row was inserted by this catch-up, so all of them are read from
+        the table a page at a time (``touched`` and ``added`` are not needed)."""
         if rebuilt and not added:
-            cursor = conn.execute(after + " GROUP BY v.id")
+            cursor = conn.execute(
+                "SELECT id, count(*), max(time_us) FROM versions WHERE counts = 1 GROUP BY id"
+            )
             while page := cursor.fetchmany(5000):
-                for memory_id, count, newest in page:
-                    self._bump_stored(conn, str(memory_id), int(count), int(newest))
+                conn.executemany(
+                    "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+                    [(*_derived_columns(count, newest), str(mid)) for mid, count, newest in page],
+                )
             return
         fresh = {item.memory.id: i for i, item in enumerate(added)}
         wanted = touched | set(fresh)
         if not wanted:
             return
-        found: dict[str, tuple[int, int]] = {}
-        if rebuilt or len(wanted) > 200:
-            for memory_id, count, newest in conn.execute(after + " GROUP BY v.id"):
-                if memory_id in wanted:
-                    found[memory_id] = (int(count), int(newest))
-        else:
-            for memory_id in wanted:
-                row = conn.execute(after + " AND v.id = ?", (memory_id,)).fetchone()
-                if row is not None and row[1]:
-                    found[memory_id] = (int(row[1]), int(row[2]))
+        found = _version_counts(conn, sorted(wanted))
         for memory_id in wanted:
-            count, newest = found.get(memory_id, (0, 0))
-            at = fresh.get(memory_id)
-            if rebuilt or at is not None:
-                # The row was inserted by this catch-up, with the file's stored values:
-                # without bumps it is right as it is.
-                if count == 0 or not self._bump_stored(conn, memory_id, count, newest):
-                    continue
-                if at is not None:
-                    bumps = derived.Bumps(count, newest // 1_000_000)
-                    added[at] = replace(added[at], memory=bumps.apply(added[at].memory))
-                continue
-            # A memory whose file is as indexed before (a change undone, or only a merge
-            # touched it): its row holds derived values; start again from the blob's.
-            found_row = conn.execute(
-                "SELECT blob, path FROM memories WHERE id = ?", (memory_id,)
+            row = conn.execute(
+                "SELECT created_at FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
-            if found_row is None:
+            if row is None:
                 continue
-            try:
-                stored = self.decode(blob_data(repo, pygit2.Oid(hex=found_row[0])), found_row[1])
-            except GitmemError:
-                continue
-            memory = derived.Bumps(count, newest // 1_000_000 if count else None).apply(stored)
-            values = row_values(memory, "")
+            count, newest = found.get(memory_id, (0, 0))
+            if count:
+                version, updated_at, updated_us = _derived_columns(count, newest)
+            else:
+                created = dt.datetime.fromisoformat(row[0])
+                version, updated_at, updated_us = 1, created.isoformat(), micros(created)
             conn.execute(
                 "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
-                (values["version"], values["updated_at"], values["updated_us"], memory_id),
+                (version, updated_at, updated_us, memory_id),
             )
-
-    def _bump_stored(
-        self, conn: sqlite3.Connection, memory_id: str, count: int, newest: int
-    ) -> bool:
-        """Add ``count`` bumps (the newest at ``newest`` µs) to a row that holds its file's
-        stored values; False when there is no row."""
-        row = conn.execute("SELECT version FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:
-            return False
-        when = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
-        conn.execute(
-            "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
-            (big_int(int(row[0]) + count), when.isoformat(), micros(when), memory_id),
-        )
-        return True
+            at = fresh.get(memory_id)
+            if at is not None:
+                memory = added[at].memory
+                updated = dt.datetime.fromisoformat(updated_at)
+                added[at] = replace(
+                    added[at], memory=replace(memory, version=version, updated_at=updated)
+                )
 
     def _generation(
         self,
@@ -1196,7 +1061,7 @@ class Index:
             position.setdefault(memory_id, i)
         with self._query() as conn:
             rows = conn.execute(
-                "SELECT id, path, commit_id, time_us, author, agent, op, version, blob, gen "
+                "SELECT id, path, commit_id, time_us, author, agent, op, counts, blob, gen "
                 f"FROM versions WHERE id IN ({marks})",
                 list(ids),
             ).fetchall()
@@ -1210,7 +1075,7 @@ class Index:
                 author=r[4],
                 agent=r[5],
                 op=r[6],
-                version=None if r[7] is None else int(r[7]),
+                counts=bool(r[7]),
                 blob=r[8],
             )
             for r in rows
@@ -1358,6 +1223,28 @@ class ScratchIndex(Index):
 
     def _providers(self) -> Iterable[RowProvider]:
         return ()
+
+
+def _version_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """For each of ``ids`` with versions: their count and the newest author time (µs)."""
+    found: dict[str, tuple[int, int]] = {}
+    for at in range(0, len(ids), 500):
+        chunk = list(ids[at : at + 500])
+        marks = ", ".join("?" for _ in chunk)
+        for memory_id, count, newest in conn.execute(
+            "SELECT id, count(*), max(time_us) FROM versions "
+            f"WHERE counts = 1 AND id IN ({marks}) GROUP BY id",
+            chunk,
+        ):
+            found[str(memory_id)] = (int(count), int(newest))
+    return found
+
+
+def _derived_columns(count: int, newest_us: int) -> tuple[int, str, int]:
+    """(version, updated_at, updated_us) of a memory with ``count`` versions, the newest
+    made at ``newest_us``."""
+    when = dt.datetime.fromtimestamp(newest_us // 1_000_000, dt.UTC)
+    return count, when.isoformat(), micros(when)
 
 
 def _walk_new(

@@ -8,9 +8,9 @@ Rules (docs/collaboration.md has the table):
 
 - front-matter merges field by field against the base: a key changed on one
   side takes that change; ``tags`` and ``related`` merge as sets (what either
-  side added is kept, what either side removed goes); ``updated_at`` is the
-  later one, ``version`` is the higher one + 1; any other key changed on both
-  sides takes the value of the side with the later ``updated_at``;
+  side added is kept, what either side removed goes); any other key changed on
+  both sides takes the value of the later side (below); ``version`` and
+  ``updated_at`` are not in files (docs/format.md), and a merge writes neither;
 - the body merges three-way, line by line; when both sides only appended to
   the base (review history, command history), both sides' new sections are
   kept, in date order;
@@ -19,14 +19,11 @@ Rules (docs/collaboration.md has the table):
   *fork*, a new memory ``<id>.fork-<hash>`` that supersedes the same
   predecessor and carries ``merge_fork: <id>`` in its front-matter.
 
-Every choice depends only on the contents (never on which side is "ours"), so
-merging A into B and B into A give the same files.
-
-In a format 3 store (docs/format.md) the ``version`` and ``updated_at`` lines stay as the
-file was created and the values a reader sees come from history, so the caller passes each
-side's bumps (:class:`DerivedSides`): the later side is the one whose *derived*
-``updated_at`` (then version) is later, and the stored lines merge three-way like any
-other field (never max + 1, which would count a version twice).
+Every choice depends only on the contents and the two sides' histories (never on which
+side is "ours"), so merging A into B and B into A give the same files. "The later side" is
+the one whose version derived at its own commit is newer (``updated_at``, then version),
+when the caller knows both commits (:class:`DerivedSides`), else the one with the larger
+bytes.
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +47,12 @@ import pygit2
 from gitmem.base import paths
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec, memfile, schema
-from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, path_like
+from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
+from gitmem.format.model import DERIVED_KEYS
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
-from gitmem.store.derived import DERIVED_FORMAT, Bumps, FormatCache
-from gitmem.store.derived import bumps as bumps_at
+from gitmem.store.derived import Versions
+from gitmem.store.derived import walk as versions_at
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""
@@ -62,11 +60,9 @@ DECIDED_KEY = "merge_decided"
 """Front-matter key of a merged memory whose plain fields both sides changed differently:
 field -> the value that lost to the later side. ``gitmem conflicts`` lists it, ``resolve``
 settles it; until then both values are in the file, and nothing was dropped silently."""
-# Fields every write changes (or that say who wrote last): their newer value is the answer,
-# not a decision anyone needs to see.
-_NOT_DECIDED = frozenset(
-    {"id", "created_at", "updated_at", "version", "agent", "session_id", "trigger", DECIDED_KEY}
-)
+# Fields that say who wrote last: their newer value is the answer, not a decision anyone
+# needs to see.
+_NOT_DECIDED = frozenset({"id", "created_at", "agent", "session_id", "trigger", DECIDED_KEY})
 
 DRIVER_NAME = "gitmem"
 DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
@@ -115,20 +111,18 @@ class FileMerge:
 
 @dataclass(frozen=True)
 class DerivedSides:
-    """A merge in a format 3 store (version and updated_at derived from history).
+    """Each side's versions of the memory as of the side's commit
+    (:func:`gitmem.store.derived.walk`), None where no commit can be named for that side
+    (the git driver during a rebase). Sides are ranked by them only when both are known:
+    ranking one side by its history and the other by nothing would favour the side that
+    happened to be named. Without both, the bytes decide: still the same winner whichever
+    side is ours, and nothing is lost (the other side is a fork or a decided field)."""
 
-    ``ours``/``theirs``: each side's bumps as of the side's commit
-    (:func:`gitmem.store.derived.bumps`), None where no commit can be named for that side
-    (the git driver during a rebase). Sides are ranked by their derived values only when
-    both are known: a derived value is never below a stored one, so ranking one side by
-    each would favour the side that happened to be named. Without both, they are ranked
-    by the stored lines, which are equal for one memory's two sides, so the bytes decide:
-    still the same winner whichever side is ours, and nothing is lost (the other side is a
-    fork or a decided field).
-    """
-
-    ours: Bumps | None = None
-    theirs: Bumps | None = None
+    ours: Versions | None = None
+    theirs: Versions | None = None
+    theirs_commit: str | None = field(default=None, compare=False)
+    """The commit git is merging as theirs (the driver in a merge, not a rebase or a
+    cherry-pick, which replay a copy): its merge landed once it is on the branch."""
 
     @property
     def known(self) -> bool:
@@ -291,9 +285,7 @@ def _dated(units: Sequence[str], fallback: str) -> list[tuple[str, str]]:
     return out
 
 
-def _interleave(
-    first: Sequence[str], second: Sequence[str], dates: tuple[str, str]
-) -> list[str]:
+def _interleave(first: Sequence[str], second: Sequence[str], dates: tuple[str, str]) -> list[str]:
     """Entries both sides inserted at one place: each side's own order kept, merged by date."""
     seen = {_unit_key(unit) for unit in first}
     right = [(d, u) for d, u in _dated(second, dates[1]) if _unit_key(u) not in seen]
@@ -387,21 +379,20 @@ def merge_metadata(
     first: dict[str, Any],
     second: dict[str, Any],
     decided: dict[str, Any] | None = None,
-    *,
-    derived: bool = False,
 ) -> dict[str, Any]:
-    """Field-by-field merge; ``first`` is the side with the later ``updated_at``.
+    """Field-by-field merge; ``first`` is the later side.
 
     Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
     both sides changed to different values takes ``first``'s; ``decided`` (when given)
-    receives ``second``'s losing value under the field's name. ``derived`` (format 3):
-    ``version`` and ``updated_at`` are the lines the file was created with, merged
-    three-way like a plain field (the merged values are read from history).
+    receives ``second``'s losing value under the field's name. ``version`` and
+    ``updated_at`` are left out (derived from history: docs/format.md).
     """
     base = base or {}
     out: dict[str, Any] = {}
     keys = list(first) + [k for k in second if k not in first]
     for key in keys:
+        if key in DERIVED_KEYS:
+            continue
         b, f, s = base.get(key, _ABSENT), first.get(key, _ABSENT), second.get(key, _ABSENT)
         if key in {"tags", "related"}:
             value: Any = _merge_set(
@@ -412,14 +403,7 @@ def merge_metadata(
             if value:
                 out[key] = value
             continue
-        if derived and key in {"updated_at", "version"}:
-            value = _three_way(b, f, s)
-        elif key == "updated_at":
-            value = f if f is not _ABSENT else s
-        elif key == "version":
-            numbers = [v for v in (f, s) if isinstance(v, int) and not isinstance(v, bool)]
-            value = max(numbers) + 1 if numbers else f
-        elif key == DECIDED_KEY:
+        if key == DECIDED_KEY:
             # Earlier undecided fields of either side stay listed until someone resolves them.
             value = {**(s if isinstance(s, dict) else {}), **(f if isinstance(f, dict) else {})}
             value = value or _ABSENT
@@ -436,13 +420,6 @@ def merge_metadata(
     return out
 
 
-def _three_way(base: Any, first: Any, second: Any) -> Any:
-    """The changed side's value; ``first``'s when both changed (or neither did)."""
-    if _same(first, base) and not _same(second, base):
-        return second
-    return first
-
-
 # -- one memory file ---------------------------------------------------------------------------
 
 
@@ -452,7 +429,8 @@ class _Side:
     doc: codec.Document
     updated_at: dt.datetime
     version: int
-    """As a reader sees them: stored, or in format 3 derived when both sides' are known."""
+    """As a reader of the side's commit sees them, when both sides' are known; else the
+    file's ``created_at`` and 1, equal for a memory's two sides."""
 
     @property
     def rank(self) -> tuple[dt.datetime, int, bytes]:
@@ -461,7 +439,7 @@ class _Side:
         return (self.updated_at, self.version, self.data)
 
 
-def _parse(data: bytes | None, path: str, bumps: Bumps | None = None) -> _Side | None:
+def _parse(data: bytes | None, path: str, versions: Versions | None = None) -> _Side | None:
     if data is None:
         return None
     try:
@@ -471,8 +449,10 @@ def _parse(data: bytes | None, path: str, bumps: Bumps | None = None) -> _Side |
     doc = memory.document
     if doc is None:  # decoded memories carry theirs: never None here
         return None
-    if bumps is not None:
-        memory = bumps.apply(memory)
+    if versions is not None:
+        memory = versions.apply(memory)
+    else:
+        memory = replace(memory, updated_at=memory.created_at, version=1)
     return _Side(data, doc, memory.updated_at, memory.version)
 
 
@@ -492,23 +472,16 @@ def _serialize(doc: codec.Document, metadata: dict[str, Any], body: str, path: s
     return codec.serialize(doc.with_changes(metadata, body)).encode("utf-8")
 
 
-def _make_fork(
-    loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: str, derived: bool = False
-) -> Fork:
+def _make_fork(loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: str) -> Fork:
     new_id = fork_id(memory_id, loser.data)
-    meta = dict(loser.doc.metadata)
+    meta = {k: v for k, v in loser.doc.metadata.items() if k not in DERIVED_KEYS}
     meta["id"] = new_id
-    if derived:
-        # A fork is a new file: in format 3 its lines start at the version and time the
-        # losing side read as (no history of its own to derive them from).
-        meta["version"] = loser.version
-        meta["updated_at"] = loser.updated_at
     if kept_meta.get("supersedes") is not None:
         meta["supersedes"] = kept_meta["supersedes"]
     else:
         meta.pop("supersedes", None)
     meta[FORK_KEY] = memory_id
-    fork_path = path_like(new_id, path)
+    fork_path = memory_path(new_id)
     return Fork(new_id, memory_id, fork_path, _serialize(loser.doc, meta, loser.doc.body, path))
 
 
@@ -522,7 +495,7 @@ def merge_memory(
 ) -> FileMerge:
     """Merge one memory file; never leaves conflict markers, never drops a side.
 
-    ``derived``: the store is format 3 (see :class:`DerivedSides`); None for format 1-2.
+    ``derived``: each side's versions where its commit is known (:class:`DerivedSides`).
     """
     memory_id = id_from_path(path)
     if ours == theirs:
@@ -538,10 +511,11 @@ def merge_memory(
         return FileMerge(path, theirs, memory_id)
     if base == theirs:
         return FileMerge(path, ours, memory_id)
-    ours_bumps = theirs_bumps = None
+    ours_versions = theirs_versions = None
     if derived is not None and derived.known:
-        ours_bumps, theirs_bumps = derived.ours, derived.theirs
-    parsed_ours, parsed_theirs = _parse(ours, path, ours_bumps), _parse(theirs, path, theirs_bumps)
+        ours_versions, theirs_versions = derived.ours, derived.theirs
+    parsed_ours = _parse(ours, path, ours_versions)
+    parsed_theirs = _parse(theirs, path, theirs_versions)
     if parsed_ours is None or parsed_theirs is None:
         merged = _merge_raw(base, ours, theirs)
         if merged is not None:
@@ -556,9 +530,7 @@ def merge_memory(
     base_side = _parse(base, path)
     base_meta = base_side.doc.metadata if base_side is not None else None
     decided: dict[str, Any] = {}
-    meta = merge_metadata(
-        base_meta, first.doc.metadata, second.doc.metadata, decided, derived=derived is not None
-    )
+    meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata, decided)
     if memory_id is not None:
         meta["id"] = memory_id
     base_body = base_side.doc.body if base_side is not None else None
@@ -582,7 +554,7 @@ def merge_memory(
     except GitmemError:
         kept = first.data
     try:
-        fork = _make_fork(second, meta, mid, path, derived is not None)
+        fork = _make_fork(second, meta, mid, path)
     except GitmemError as exc:
         return FileMerge(path, kept, memory_id, conflict=f"{path}: cannot keep a fork: {exc}")
     return FileMerge(path, kept, memory_id, forks=(fork,))
@@ -727,7 +699,7 @@ def run_driver(
         gitdir = _repo(cwd or Path.cwd()).path
         kept = str(pygit2.hash(outcome.data or b""))
         for fork in outcome.forks:
-            save_pending(Path(gitdir), fork, path, kept)
+            save_pending(Path(gitdir), fork, path, kept, sides.theirs_commit if sides else None)
         print(
             f"gitmem: {path}: both sides changed the same lines; kept "
             f"{', '.join(f.id for f in outcome.forks)} as a fork (see gitmem conflicts)",
@@ -752,14 +724,14 @@ def _named(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
         return None
 
 
-def _theirs_candidates(repo: pygit2.Repository) -> list[str]:
-    """Commit ids git names for the other side: ``GITHEAD_<id>`` (set by ``git merge`` and
-    ``git pull`` for each head being merged, while the driver runs: MERGE_HEAD is written
-    only after the merge), then MERGE_HEAD, CHERRY_PICK_HEAD, REBASE_HEAD where present,
-    then the commit a rebase is replaying. Each is only a candidate: see
-    :func:`driver_sides`."""
+def _theirs_candidates(repo: pygit2.Repository) -> list[tuple[str, bool]]:
+    """Commit ids git names for the other side, each with whether it is merged (not
+    replayed): ``GITHEAD_<id>`` (set by ``git merge`` and ``git pull`` for each head being
+    merged, while the driver runs: MERGE_HEAD is written only after the merge), then
+    MERGE_HEAD, CHERRY_PICK_HEAD, REBASE_HEAD where present, then the commit a rebase is
+    replaying. Each is only a candidate: see :func:`driver_sides`."""
     out = [
-        key[len("GITHEAD_") :]
+        (key[len("GITHEAD_") :], True)
         for key in sorted(os.environ)
         if key.startswith("GITHEAD_") and _HEX_RE.fullmatch(key[len("GITHEAD_") :])
     ]
@@ -767,19 +739,19 @@ def _theirs_candidates(repo: pygit2.Repository) -> list[str]:
     for name in _SIDE_FILES:
         with contextlib.suppress(OSError, UnicodeDecodeError):
             words = (gitdir / name).read_text().split()
-            out += [x for x in words if _HEX_RE.fullmatch(x)]
+            out += [(x, name == "MERGE_HEAD") for x in words if _HEX_RE.fullmatch(x)]
     with contextlib.suppress(OSError, UnicodeDecodeError):
         # A rebase names the commit it is replaying only as the last line of its done list
         # ("pick <id> subject"), possibly abbreviated.
         done = (gitdir / "rebase-merge" / "done").read_text().splitlines()
         words = done[-1].split() if done else []
         if len(words) > 1 and _SHORT_HEX_RE.fullmatch(words[1]):
-            out.append(words[1])
+            out.append((words[1], False))
     return out
 
 
 def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSides | None:
-    """What the git driver knows of a format 3 merge (None: a format 1-2 store).
+    """What the git driver knows of the two sides' histories (None: not in a repository).
 
     git hands the driver three files and a path, not commits. Ours is HEAD (git moves it
     only after the merge); theirs is the commit git names in ``GITHEAD_<id>`` or a
@@ -795,20 +767,22 @@ def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSid
         return None
     head = _named(repo, "HEAD")
     ours_commit = head if head is not None and _holds(head, path, ours) else None
-    theirs_commit = None
-    for candidate in _theirs_candidates(repo):
+    theirs_commit, merged = None, False
+    for candidate, merging in _theirs_candidates(repo):
         commit = _named(repo, candidate)
         if commit is not None and _holds(commit, path, theirs):
-            theirs_commit = commit
+            theirs_commit, merged = commit, merging
             break
-    formats = FormatCache(repo)
-    trees = [c.tree for c in (head, theirs_commit) if c is not None]
-    if not trees or max(formats.of(tree) for tree in trees) < DERIVED_FORMAT:
-        return None
     return DerivedSides(
-        ours=bumps_at(repo, ours_commit, [path])[path] if ours_commit is not None else None,
-        theirs=bumps_at(repo, theirs_commit, [path])[path] if theirs_commit else None,
+        ours=_versions(repo, ours_commit, path),
+        theirs=_versions(repo, theirs_commit, path),
+        theirs_commit=str(theirs_commit.id) if theirs_commit is not None and merged else None,
     )
+
+
+def _versions(repo: pygit2.Repository, commit: pygit2.Commit | None, path: str) -> Versions | None:
+    found = versions_at(repo, commit, [path]) if commit is not None else None
+    return found[path] if found is not None else None
 
 
 def _holds(commit: pygit2.Commit, path: str, data: bytes) -> bool:
@@ -824,15 +798,20 @@ class PendingFork:
     path: str
     """The memory path the other side kept."""
     kept_blob: str
-    """The blob the driver wrote at ``path``: once the branch has it there, the merge landed."""
+    """The blob the driver wrote at ``path``: once the branch has it there, the merge landed
+    (where git named no commit for theirs)."""
     file: Path
+    theirs: str | None = None
+    """The commit git merged (:attr:`DerivedSides.theirs_commit`), when it named one."""
 
 
 def pending_dir(gitdir: Path) -> Path:
     return paths.state_dir(gitdir) / PENDING_DIR
 
 
-def save_pending(gitdir: Path, fork: Fork, path: str, kept_blob: str) -> None:
+def save_pending(
+    gitdir: Path, fork: Fork, path: str, kept_blob: str, theirs: str | None = None
+) -> None:
     directory = pending_dir(gitdir)
     directory.mkdir(parents=True, exist_ok=True)
     record = {
@@ -841,6 +820,7 @@ def save_pending(gitdir: Path, fork: Fork, path: str, kept_blob: str) -> None:
         "fork_path": fork.path,
         "path": path,
         "kept_blob": kept_blob,
+        "theirs": theirs,
         "data": base64.b64encode(fork.data).decode("ascii"),
     }
     name = hashlib.sha1(fork.id.encode()).hexdigest() + ".json"
@@ -860,7 +840,16 @@ def load_pending(gitdir: Path) -> list[PendingFork]:
             fork = Fork(
                 record["id"], record["of"], record["fork_path"], base64.b64decode(record["data"])
             )
-            out.append(PendingFork(fork, record["path"], record["kept_blob"], file))
+            theirs = record.get("theirs")
+            out.append(
+                PendingFork(
+                    fork,
+                    record["path"],
+                    record["kept_blob"],
+                    file,
+                    theirs if isinstance(theirs, str) else None,
+                )
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidInputError(f"unreadable pending fork {file}: {exc}") from None
     return out

@@ -21,7 +21,7 @@ from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.config import FORMAT
-from gitmem.format.layout import id_prefix, is_path_id, memory_paths, one_by_prefix
+from gitmem.format.layout import id_prefix, is_path_id, memory_path, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.store import lexical
 from gitmem.store.providers import provider_key
@@ -36,7 +36,7 @@ from gitmem.store.rows import (
     number_params,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The layout of the core tables (``gitmem.store.index``). Bump it when they change: every
 table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
 STORE_CONFIG_KEY = "store"
@@ -340,7 +340,7 @@ class CurrentIndex:
         has = self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (wanted,)).fetchone()
         if is_path_id(wanted) or has is not None:
             return wanted
-        if any(p.path in memory_paths(wanted) for p in self.problems()):
+        if any(p.path == memory_path(wanted) for p in self.problems()):
             return None
         found = self.conn.execute(
             "SELECT id FROM memories WHERE substr(id, 1, ?) = ?", (len(wanted), wanted)
@@ -390,7 +390,7 @@ def _scope_if_current(meta: Mapping[str, str], tip: str, providers: Sequence[str
     store = json.loads(meta.get(STORE_CONFIG_KEY) or "{}")
     if not isinstance(store, dict) or not isinstance(store.get("format"), int):
         return None
-    return Scope(str(store.get("scope"))) if 1 <= store["format"] <= FORMAT else None
+    return Scope(str(store.get("scope"))) if store["format"] == FORMAT else None
 
 
 def _locate(path: Path) -> tuple[Path, str] | None:

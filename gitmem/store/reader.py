@@ -31,7 +31,7 @@ from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
 from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
-from gitmem.store.changes import infer_op
+from gitmem.store.changes import infer_op, is_migration, makes_version
 from gitmem.store.index import Index
 from gitmem.store.results import Problem, Version
 from gitmem.store.rows import check_columns, row_values
@@ -172,13 +172,14 @@ class IndexReader:
             out.append(
                 Version(
                     memory_id=row.id,
-                    version=memory.version if memory else None,
+                    version=None,
                     commit=row.commit,
                     time=row.time,
                     author=row.author,
                     agent=row.agent,
                     op=row.op,
                     memory=memory,
+                    counted=row.counts,
                 )
             )
         return out
@@ -209,7 +210,7 @@ class TreeReader:
         self.decode = decode
         self.scope = scope
         self.derive = derive
-        """Format 3: the memories as stored -> as read (version and updated_at from history,
+        """The memories as decoded -> as read (version and updated_at from history,
         gitmem.store.derived), for all of a scan at once (one walk of the history)."""
 
     def scan(self) -> tuple[list[Memory], list[Problem]]:
@@ -312,7 +313,7 @@ class TreeReader:
         # What the index answers, by walking git: the newest change that left content.
         kept = [
             (key, blob)
-            for key, _, _, blob, _, _ in self.file_changes([memory_path(memory_id)])
+            for key, _, _, blob, _, _, _ in self.file_changes([memory_path(memory_id)])
             if blob is not None
         ]
         return blob_data(self.db.repo, max(kept)[1]) if kept else None
@@ -329,7 +330,7 @@ class TreeReader:
         position = {mid: i for i, mid in enumerate(paths.values())}
         repo = self.db.repo
         found: list[tuple[tuple[int, int, str, int], Version, str | None]] = []
-        for key, commit, wanted, now, before, path in self.file_changes(list(paths)):
+        for key, commit, wanted, now, before, path, counts in self.file_changes(list(paths)):
             mid = paths[wanted]
             trailers = parse_trailers(commit.message)
             ops = [v for k, v in trailers if k == OP_TRAILER]
@@ -348,13 +349,14 @@ class TreeReader:
             )
             version = Version(
                 memory_id=mid,
-                version=memory.version if memory else None,
+                version=None,
                 commit=str(commit.id),
                 time=author_time(commit),
                 author=commit.author.name,
                 agent=agent,
                 op=op,
                 memory=memory,
+                counted=counts and not is_migration(ops),
             )
             found.append(((*key, position[mid]), version, problem))
         found.sort(key=lambda item: item[0])
@@ -364,14 +366,22 @@ class TreeReader:
     def file_changes(
         self, paths: Sequence[str]
     ) -> Iterator[
-        tuple[tuple[int, int, str], pygit2.Commit, str, pygit2.Oid | None, pygit2.Oid | None, str]
+        tuple[
+            tuple[int, int, str],
+            pygit2.Commit,
+            str,
+            pygit2.Oid | None,
+            pygit2.Oid | None,
+            str,
+            bool,
+        ]
     ]:
         """Every commit that changed one of ``paths``: (history-order key, commit, path,
-        blob now, blob in the first parent, the path the file is at there). The key is
-        (generation, author time, commit id); a merge that took one side's file as it was
-        changed nothing. A plain id's file is looked for at both of its paths
-        (gitmem.git.diff.memory_blob), so the migration to format 4, a rename, changes
-        nothing and the history runs through it."""
+        blob now, blob in the first parent, the path the file is at there, whether the
+        commit is a version of it but for the ``migrate`` rule). The key is (generation,
+        author time, commit id); a merge that took one side's file as it was changed
+        nothing. A plain id is followed to where format 4 put it in commits from before
+        ``gitmem migrate`` (gitmem.git.diff.memory_blob)."""
         gens: dict[pygit2.Oid, int] = {}
         for commit in self.db.walk(reverse=True):
             gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
@@ -385,7 +395,8 @@ class TreeReader:
                     continue
                 at = found[0] if found is not None else self._was_at(parents, path)
                 key = (gen, commit.author.time, str(commit.id))
-                yield key, commit, path, now, befores[0], at
+                counts = makes_version(now, befores if parents else [])
+                yield key, commit, path, now, befores[0], at, counts
 
     @staticmethod
     def _was_at(parents: list[pygit2.Commit], path: str) -> str:

@@ -24,6 +24,9 @@ class Version:
     op: str
     memory: Memory | None
     """The content at that point; None for a deletion."""
+    counted: bool = field(default=True, compare=False)
+    """Whether the commit is a version of the memory (a merge that kept a side's change, a
+    deletion and ``gitmem migrate`` are not: gitmem.store.derived)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -156,7 +156,8 @@ class VersionRow:
     author: str
     agent: str | None
     op: str
-    version: int | None
+    counts: bool
+    """Whether the commit is a version of the memory (gitmem.store.derived)."""
     blob: str | None
 
 

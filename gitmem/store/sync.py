@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError, StoreError
+from gitmem.base.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    OldFormatError,
+    StoreError,
+)
 from gitmem.base.redact import redact_remote
 from gitmem.base.trailers import (
     DECIDED_TRAILER,
@@ -36,21 +42,13 @@ from gitmem.base.trailers import (
 )
 from gitmem.format import codec, secrets
 from gitmem.format.config import StoreConfig
-from gitmem.format.layout import (
-    ATTRIBUTES_FILE,
-    CONFIG_FILE,
-    FANOUT_FORMAT,
-    MEMORIES_DIR,
-    id_from_path,
-    is_path_id,
-    legacy_path,
-)
+from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path, is_path_id
 from gitmem.format.model import Memory, Scope
 from gitmem.format.versions import newest
 from gitmem.git.command import run_git
 from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
-from gitmem.git.diff import changed_paths, memory_blob
-from gitmem.git.objects import FastForward, Snapshot, get_commit
+from gitmem.git.diff import changed_paths, memory_blob, memory_blob_at
+from gitmem.git.objects import FastForward, Snapshot, blob_data, get_commit
 from gitmem.store import derived
 from gitmem.store import merge as merging
 
@@ -337,18 +335,16 @@ def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dic
 
     Documents with path ids move by rename detection. A ``memories/`` file's path follows
     from its id, so a deleted memory and a new, similar one are two memories, never a move;
-    the one move of a plain id is between its two paths (format 4's and the legacy one).
+    the one move of a plain id is ``gitmem migrate``'s, from where format 4 put it.
     """
     diff = base.diff_to_tree(side)
     out: dict[str, str] = {}
-    # A plain id moved between its two paths (the migration to format 4, a join into an
-    # older format) is a move by its id, whatever rename detection makes of the content.
     gone: dict[str, str] = {}
     came: dict[str, str] = {}
     for delta in diff.deltas:
         kind = delta.status_char()
         path = delta.old_file.path if kind == "D" else delta.new_file.path
-        memory_id = id_from_path(path) if kind in "AD" else None
+        memory_id = id_from_path(path, past=True) if kind in "AD" else None
         if memory_id is not None and not is_path_id(memory_id):
             (gone if kind == "D" else came)[memory_id] = path
     out.update({old: came[memory_id] for memory_id, old in gone.items() if memory_id in came})
@@ -378,12 +374,16 @@ def merge_trees(
     merged at its new path, and the old path stays gone: an edit never brings back a path
     its document moved away from.
     """
-    base_snap = Snapshot(repo, base)
     ours_snap = Snapshot(repo, ours)
     theirs_snap = Snapshot(repo, theirs)
     out = TreeMerge()
     base_tree = base.tree if base is not None else None
     sides = _DerivedSides(repo, ours, theirs)
+
+    def base_read(path: str) -> bytes | None:
+        # The base may be from before `gitmem migrate`, with a memory where format 4 put it.
+        found = memory_blob_at(base_tree, path)
+        return blob_data(repo, found[1]) if found is not None else None
 
     def take(path: str, result: merging.FileMerge, at_path: bytes | None, both: bool) -> None:
         """Apply one file's merge; ``at_path`` is what ours has there now."""
@@ -409,7 +409,7 @@ def merge_trees(
         ours_moves = _moves(repo, base_tree, ours.tree)
         theirs_moves = _moves(repo, base_tree, theirs.tree)
         for old, new in theirs_moves.items():
-            b, o = base_snap.read(old), ours_snap.read(old)
+            b, o = base_read(old), ours_snap.read(old)
             if old in ours_moves or o is None or o == b or ours_snap.read(new) is not None:
                 continue
             # Theirs moved what ours edited: ours's edit goes to the new path.
@@ -418,7 +418,7 @@ def merge_trees(
             out.changes[old] = None
             done.update((old, new))
         for old, new in ours_moves.items():
-            b, t = base_snap.read(old), theirs_snap.read(old)
+            b, t = base_read(old), theirs_snap.read(old)
             if old in theirs_moves or old in done or t is None or t == b:
                 continue
             # Ours moved what theirs edited: theirs's edit follows it to the new path.
@@ -429,15 +429,15 @@ def merge_trees(
     for path in changed:
         if path in done:
             continue
-        b, o, t = base_snap.read(path), ours_snap.read(path), theirs_snap.read(path)
+        b, o, t = base_read(path), ours_snap.read(path), theirs_snap.read(path)
         if o == t:
             continue
         if o == b or (path in theirs_wins and t is not None):
             out.changes[path] = t
             continue
         both.append((path, b, o, t))
-    # Format 3: each side's derived version and time, one walk per side for every memory
-    # both sides changed (only those are ranked).
+    # Each side's derived version and time, one walk per side for every memory both sides
+    # changed (only those are ranked).
     sides.prepare([path for path, _, o, t in both if o is not None and t is not None])
     for path, b, o, t in both:
         merged = merging.merge_file(path, b, o, t, derived=sides.at(path, path))
@@ -446,32 +446,33 @@ def merge_trees(
 
 
 class _DerivedSides:
-    """Format 3 (either side's tree): each side's bumps of a path as of its commit, for the
-    memory-aware merge to rank sides by the version and time a reader sees."""
+    """Each side's versions of a path as of its commit, for the memory-aware merge to rank
+    sides by the version and time a reader of each sees."""
 
     def __init__(
         self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
     ) -> None:
         self.repo, self.ours, self.theirs = repo, ours, theirs
-        formats = derived.FormatCache(repo)
-        self.on = max(formats.of(ours.tree), formats.of(theirs.tree)) >= derived.DERIVED_FORMAT
-        self._ours: dict[str, derived.Bumps] = {}
-        self._theirs: dict[str, derived.Bumps] = {}
+        self._ours: dict[str, derived.Versions] = {}
+        self._theirs: dict[str, derived.Versions] = {}
+
+    def _walk(self, commit: pygit2.Commit, paths: list[str]) -> dict[str, derived.Versions]:
+        found = derived.walk(self.repo, commit, paths)
+        assert found is not None  # no limit
+        return found
 
     def prepare(self, paths: list[str]) -> None:
         wanted = [p for p in paths if id_from_path(p) is not None]
-        if self.on and wanted:
-            self._ours.update(derived.bumps(self.repo, self.ours, wanted))
-            self._theirs.update(derived.bumps(self.repo, self.theirs, wanted))
+        if wanted:
+            self._ours.update(self._walk(self.ours, wanted))
+            self._theirs.update(self._walk(self.theirs, wanted))
 
-    def at(self, ours_path: str, theirs_path: str) -> merging.DerivedSides | None:
+    def at(self, ours_path: str, theirs_path: str) -> merging.DerivedSides:
         """The sides of a memory at ``ours_path`` in ours and ``theirs_path`` in theirs."""
-        if not self.on:
-            return None
         if ours_path not in self._ours:
-            self._ours.update(derived.bumps(self.repo, self.ours, [ours_path]))
+            self._ours.update(self._walk(self.ours, [ours_path]))
         if theirs_path not in self._theirs:
-            self._theirs.update(derived.bumps(self.repo, self.theirs, [theirs_path]))
+            self._theirs.update(self._walk(self.theirs, [theirs_path]))
         return merging.DerivedSides(self._ours[ours_path], self._theirs[theirs_path])
 
 
@@ -499,11 +500,22 @@ def _merge_spec(label: str, tm: TreeMerge) -> CommitSpec:
 
 
 def _check_format(repo: pygit2.Repository, theirs: pygit2.Commit, label: str) -> None:
-    """Refuse a remote branch written in a newer store format, before anything merges: this
-    gitmem would misread it (UnsupportedFormatError; the store stays as it was)."""
+    """Refuse a remote branch of another store format before anything merges
+    (UnsupportedFormatError; the store stays as it was): a newer one would be misread, and
+    an older one is never merged into this one (its hub is converted by ``gitmem
+    migrate`` in a clone of it, then pushed: docs/format.md)."""
     data = Snapshot(repo, theirs).read(CONFIG_FILE)
-    if data is not None:
-        StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).check_supported(label)
+    if data is None:
+        return
+    config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+    try:
+        config.check_supported(label)
+    except OldFormatError as exc:
+        raise OldFormatError(
+            f"{exc.message}: this gitmem does not merge it",
+            hint="convert the hub once, in a clone of it: gitmem clone URL DIR; gitmem "
+            "--store DIR migrate; git -C DIR push (docs/format.md)",
+        ) from None
 
 
 check_format = _check_format  # for gitmem update-branch, which merges as sync does
@@ -556,11 +568,6 @@ def integrate(
                 if base is None
                 else None,
             )
-        if join and derived.is_derived(repo, tip) and not derived.is_derived(repo, theirs):
-            _write_versions_in(snap, tm)
-        formats = derived.FormatCache(repo)
-        if join and formats.of(tip.tree) >= FANOUT_FORMAT > formats.of(theirs.tree):
-            _move_to_legacy(snap, tm)
         _stage(snap, tm.changes)
         spec = replace(_merge_spec(label, tm), merge_parents=(str(theirs.id),))
         return spec, ("merge", tm, tip)
@@ -574,37 +581,6 @@ def integrate(
     return kind, tm, before, get_commit(db.repo, oid)
 
 
-def _write_versions_in(snap: Snapshot, tm: TreeMerge) -> None:
-    """A format 3 store joining a team store of an older format: the team's ``gitmem.yaml``
-    wins, and in a format 2 tree a file's ``version``/``updated_at`` lines are its version.
-    This store's files kept the lines they were created with (format 3 derives the rest
-    from history), so each is written with the values it reads as at this store's tip;
-    otherwise every memory updated here would read as version 1, as of its creation, once
-    joined. Files the merge itself changed (both sides had them) are left to the merge."""
-    files = {p: d for p, d in derived.memory_files(snap).items() if p not in tm.changes}
-    for path, data in derived.files_as_read(snap.repo, snap.commit, files).items():
-        if data != files[path]:
-            tm.changes[path] = data
-
-
-def _move_to_legacy(snap: Snapshot, tm: TreeMerge) -> None:
-    """A format 4 store joining a team store of an older format: the team's ``gitmem.yaml``
-    wins, and a gitmem from before format 4 looks for a plain id at its legacy path only,
-    so each of this store's files at a format 4 path goes to its legacy path in the merge
-    (its content as the merge left it)."""
-    ours = [p for p in snap.iter_files(MEMORIES_DIR) if p not in tm.changes]
-    staged = [p for p, data in tm.changes.items() if data is not None]
-    for path in [*ours, *staged]:
-        memory_id = id_from_path(path)
-        if memory_id is None or is_path_id(memory_id) or path == legacy_path(memory_id):
-            continue
-        data = tm.changes[path] if path in tm.changes else snap.read(path)
-        if data is None or legacy_path(memory_id) in tm.changes:
-            continue
-        tm.changes[legacy_path(memory_id)] = data
-        tm.changes[path] = None
-
-
 def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
     for path, data in changes.items():
         if data is None:
@@ -616,9 +592,18 @@ def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
 # -- forks from the git merge driver ---------------------------------------------------------------
 
 
-def _landed(db: GitDB, path: str, blob: str, limit: int = 2000) -> bool:
-    """Whether a commit on the branch (within ``limit``) has ``blob`` at ``path``."""
-    target = pygit2.Oid(hex=blob)
+def _landed(db: GitDB, pending: merging.PendingFork, limit: int = 2000) -> bool:
+    """Whether the merge that saved ``pending`` landed: the commit it merged is on the
+    branch, or (git named none) a commit on the branch (within ``limit``) has the blob the
+    driver wrote at its path."""
+    if pending.theirs is not None:
+        tip = db.tip()
+        try:
+            merged = pygit2.Oid(hex=pending.theirs)
+            return tip is not None and (tip.id == merged or db.repo.descendant_of(tip.id, merged))
+        except (ValueError, KeyError, pygit2.GitError):
+            return False
+    path, target = pending.path, pygit2.Oid(hex=pending.kept_blob)
     for n, commit in enumerate(db.walk()):
         if n >= limit:
             return False
@@ -641,7 +626,7 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
         return []
     if not merge_landed and in_progress(db) is not None:
         return []
-    ready = [p for p in pending if _landed(db, p.path, p.kept_blob)]
+    ready = [p for p in pending if _landed(db, p)]
     forks = [p.fork for p in ready]
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
@@ -716,7 +701,12 @@ def sync(
             if local is not None:
                 walker.hide(local.id)
             result.fetched += sum(1 for _ in walker)
-            _check_format(db.repo, theirs, f"{remote}/{target}")
+            if local is None or not (
+                local.id == theirs.id or db.repo.descendant_of(local.id, theirs.id)
+            ):
+                # (a hub converted here and pushed from here: nothing of its old format
+                # is merged)
+                _check_format(db.repo, theirs, f"{remote}/{target}")
             kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
                 result.merge = "merge" if "merge" in (kind, result.merge) else kind
@@ -756,7 +746,6 @@ def sync(
             if memory_id is None or memory_id in reported:
                 continue
             reported.add(memory_id)
-            # at either of a plain id's paths: the migration to format 4 moves every file
             was, now = memory_blob(start.tree, path), memory_blob(end.tree, path)
             if was == now:
                 continue

@@ -1,9 +1,10 @@
-"""Format 3 through the memory-aware merge: ``gitmem sync`` and the registered git driver
-rank two sides by the version and time a reader sees (derived from each side's history),
-not by the stored lines, which are equal on both sides (docs/format.md, "Format 3").
+"""Merging one memory changed on two branches: with plain git alone (a host's merge button:
+files carry no line every write changes, so edits of different lines merge), and with
+``gitmem sync`` and the registered driver, which rank the two sides by the version and
+time a reader of each side sees, derived from its history (docs/format.md).
 
-Every test writes the earlier change with the larger bytes, so a merge that fell back to the
-bytes would keep the wrong side. Real repositories, the real git binary."""
+Every ranking test writes the earlier change with the larger bytes, so a merge that fell
+back to the bytes would keep the wrong side. Real repositories, the real git binary."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 import gitmem
 from gitmem import FixedClock, Store
-from gitmem.format.layout import legacy_path
+from gitmem.format.layout import memory_path
 from gitmem.store import merge as M
 from gitmem.store import sync as S
 
@@ -34,17 +35,73 @@ def at(minutes: int) -> FixedClock:
 
 
 def stored_text(store: Store, memory_id: str) -> str:
-    data = store.db().snapshot().read(legacy_path(memory_id))
+    data = store.db().snapshot().read(memory_path(memory_id))
     assert data is not None
     return data.decode()
+
+
+def no_index(store: Store) -> Store:
+    store.use_index = False  # the reference path: everything from git's history
+    return store
+
+
+# -- plain git: a host's merge button --------------------------------------------------------
+
+
+def two_pull_requests(tmp_path: Path) -> tuple[Path, str, subprocess.CompletedProcess[str]]:
+    """A memory at version 1 on main; branch a changes its title (front-matter), branch b
+    its fourth body line, each as gitmem writes (one update each, an hour apart); then
+    `git merge b` on a, by git alone (no merge driver registered)."""
+    path = tmp_path / "store"
+    store = gitmem.init(path, clock=at(0))
+    git(path, "config", "--remove-section", "merge.gitmem")
+    memory = store.create(BODY, title="The rule", tags=["x"])
+    git(path, "branch", "a")
+    git(path, "branch", "b")
+    gitmem.open(path, branch="a", clock=at(60)).update(memory.id, title="The rule, revised")
+    gitmem.open(path, branch="b", clock=at(120)).update(
+        memory.id, body=BODY.replace("fourth line", "fourth line, edited")
+    )
+    git(path, "checkout", "-q", "a")
+    merged = git(path, "merge", "--no-edit", "b", check=False)
+    return path, memory.id, merged
+
+
+def test_two_pull_requests_merge_with_plain_git(tmp_path: Path) -> None:
+    path, memory_id, merged = two_pull_requests(tmp_path)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert not (path / ".git" / "MERGE_HEAD").exists()
+    text = (path / memory_path(memory_id)).read_text()
+    assert "title: The rule, revised\n" in text and "fourth line, edited" in text
+    assert "<<<<<<<" not in text and "version:" not in text and "updated_at:" not in text
+    store = gitmem.open(path, branch="a")
+    memory = store.read(memory_id)
+    # create + one update on each side; updated_at the later of the two.
+    assert (memory.version, memory.updated_at) == (3, T0 + dt.timedelta(minutes=120))
+    assert memory.title == "The rule, revised" and "fourth line, edited" in memory.body
+    (listed,) = store.list()  # served by the index
+    assert (listed.version, listed.updated_at) == (3, memory.updated_at)
+    plain = no_index(gitmem.open(path, branch="a"))
+    (scanned,) = plain.list()
+    assert (scanned.version, scanned.updated_at) == (3, memory.updated_at)
+    for each in (store, plain):
+        steps = each.history(memory_id).versions
+        assert [s.version for s in steps] == [1, 2, 3, 3]  # create, a, b, the merge
+        assert steps[-1].memory is not None and steps[-1].memory.version == 3
+    store.reindex()
+    assert store.list()[0].version == 3
+    # a write on top of the merge counts from there, with or without the index
+    after = gitmem.open(path, branch="a", clock=at(180)).update(memory_id, title="after")
+    assert after.version == 4
+    assert no_index(gitmem.open(path, branch="a")).read(memory_id).version == 4
 
 
 # -- gitmem sync ---------------------------------------------------------------------------
 
 
 def clones(tmp_path: Path) -> tuple[str, Path, Path]:
-    """A format 3 hub with one memory at version 1, and two clones of it."""
-    hub = gitmem.init(tmp_path / "hub.git", bare=True, format=3, clock=at(0))
+    """A hub with one memory at version 1, and two clones of it."""
+    hub = gitmem.init(tmp_path / "hub.git", bare=True, clock=at(0))
     memory = hub.create(BODY, title="The rule", tags=["x"])
     for name in ("early", "late"):
         git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), name)
@@ -69,8 +126,7 @@ def test_sync_gives_a_plain_field_to_the_later_write(tmp_path: Path, first: str)
         assert merged.extra[M.DECIDED_KEY] == {"title": "Zebra, the earlier"}
         # one update on each side over version 1; the time of the later one
         assert (merged.version, merged.updated_at) == (3, T0 + dt.timedelta(minutes=LATE))
-        text = stored_text(store, memory_id)
-        assert "version: 1\n" in text and "updated_at: 2026-11-22T10:00:00Z" in text
+        assert "version:" not in stored_text(store, memory_id)
     assert early.db().tip().id == late.db().tip().id  # type: ignore[union-attr]
 
 
@@ -87,42 +143,25 @@ def test_sync_keeps_the_later_body_at_the_path_and_forks_the_earlier(tmp_path: P
     assert "aaa the later" in store.read(memory_id).body
     kept = store.read(fork.id)
     assert "zzz the earlier" in kept.body and kept.extra[M.FORK_KEY] == memory_id
-    # The fork is a new file: it starts at the version and time its side read as.
-    assert (kept.version, kept.updated_at) == (2, T0 + dt.timedelta(minutes=EARLY))
-    assert "version: 2\n" in stored_text(store, fork.id)
-
-
-def test_sync_of_a_format_2_store_still_counts_max_plus_one(tmp_path: Path) -> None:
-    hub = gitmem.init(tmp_path / "hub.git", bare=True, format=2, clock=at(0))
-    memory = hub.create(BODY, title="The rule")
-    for name in ("early", "late"):
-        git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), name)
-    early = gitmem.open(tmp_path / "early", clock=at(EARLY))
-    late = gitmem.open(tmp_path / "late", clock=at(LATE))
-    early.update(memory.id, title="Zebra, the earlier")
-    late.update(memory.id, title="Aardvark, the later")
-    S.sync(early)
-    S.sync(late)
-    merged = gitmem.open(tmp_path / "late").read(memory.id)
-    assert (merged.title, merged.version) == ("Aardvark, the later", 3)
-    assert "version: 3\n" in stored_text(late, memory.id)
+    # The fork is a new memory, made by the merge commit: its first version.
+    merge_time = store.db().tip().author.time  # type: ignore[union-attr]
+    assert (kept.version, int(kept.updated_at.timestamp())) == (1, merge_time)
+    assert "version:" not in stored_text(store, fork.id)
 
 
 # -- the registered driver, run by git -------------------------------------------------------
 
 
 def branches(tmp_path: Path) -> tuple[Path, str]:
-    """A format 3 work-tree store (driver registered, as gitmem init leaves it) and one
-    memory changed on two branches: `early` and `late`, each with the same field."""
+    """A work-tree store (driver registered, as gitmem init leaves it) and one memory
+    changed on two branches: `early` and `late`, each with the same field."""
     path = tmp_path / "store"
-    store = gitmem.init(path, format=3, clock=at(0))
+    store = gitmem.init(path, clock=at(0))
     assert M.driver_registered(path)
     memory = store.create(BODY, title="The rule")
     git(path, "branch", "early")
     git(path, "branch", "late")
-    gitmem.open(path, branch="early", clock=at(EARLY)).update(
-        memory.id, title="Zebra, the earlier"
-    )
+    gitmem.open(path, branch="early", clock=at(EARLY)).update(memory.id, title="Zebra, the earlier")
     gitmem.open(path, branch="late", clock=at(LATE)).update(memory.id, title="Aardvark, the later")
     return path, memory.id
 
@@ -139,7 +178,7 @@ def test_git_merge_with_the_driver_gives_the_field_to_the_later_write(
     assert memory.title == "Aardvark, the later"
     assert memory.extra[M.DECIDED_KEY] == {"title": "Zebra, the earlier"}
     assert (memory.version, memory.updated_at) == (3, T0 + dt.timedelta(minutes=LATE))
-    assert "version: 1\n" in (path / legacy_path(memory_id)).read_text()
+    assert "version:" not in (path / memory_path(memory_id)).read_text()
 
 
 def test_a_rebase_names_the_replayed_commit(tmp_path: Path) -> None:
@@ -153,9 +192,8 @@ def test_a_rebase_names_the_replayed_commit(tmp_path: Path) -> None:
 
 
 def test_a_cherry_pick_falls_back_to_the_bytes(tmp_path: Path) -> None:
-    """A cherry-pick names no commit for the picked side while the driver runs: both sides
-    rank by their stored lines (equal), so the bytes decide, whichever side is ours, and
-    the other value stays in the file (docs/format.md, "Format 3")."""
+    """A cherry-pick names no commit for the picked side while the driver runs: the bytes
+    decide, whichever side is ours, and the other value stays in the file."""
     path, memory_id = branches(tmp_path)
     for on, other in (("early", "late"), ("late", "early")):
         git(path, "checkout", "-q", on)
@@ -171,27 +209,13 @@ def test_the_driver_ignores_a_named_commit_that_does_not_hold_the_side(tmp_path:
     """git's names are candidates only: a commit whose file is not the side's is no side."""
     path, memory_id = branches(tmp_path)
     git(path, "checkout", "-q", "early")
-    rel = legacy_path(memory_id)
+    rel = memory_path(memory_id)
     ours = (path / rel).read_bytes()
     theirs = git(path, "show", f"late:{rel}").stdout.encode()
     (path / ".git" / "MERGE_HEAD").write_text(git(path, "rev-parse", "main").stdout)
     sides = M.driver_sides(path, rel, ours, theirs)
-    assert sides is not None and sides.ours is not None and sides.ours.count == 1
+    assert sides is not None and sides.ours is not None and sides.ours.count == 2
     assert sides.theirs is None and not sides.known
     (path / ".git" / "MERGE_HEAD").write_text(git(path, "rev-parse", "late").stdout)
     sides = M.driver_sides(path, rel, ours, theirs)
     assert sides is not None and sides.known
-
-
-def test_the_driver_in_a_format_2_store_merges_as_before(tmp_path: Path) -> None:
-    path = tmp_path / "store"
-    store = gitmem.init(path, format=2, clock=at(0))
-    memory = store.create(BODY, title="The rule")
-    git(path, "branch", "other")
-    gitmem.open(path, branch="other", clock=at(EARLY)).update(memory.id, title="Zebra")
-    gitmem.open(path, clock=at(LATE)).update(memory.id, title="Aardvark")
-    assert M.driver_sides(path, legacy_path(memory.id), b"", b"") is None
-    merged = git(path, "merge", "--no-edit", "other", check=False)
-    assert merged.returncode == 0, merged.stdout + merged.stderr
-    read = gitmem.open(path).read(memory.id)
-    assert (read.title, read.version) == ("Aardvark", 3)
