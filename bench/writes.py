@@ -226,7 +226,7 @@ def store_size(root: Path, creates: int, rng: random.Random) -> list[Figure]:
         fields = fields_for(i, rng)
         memory = store.create(fields.body, **fields.create_kwargs())
         raw += repo.revparse_single(f"main:{memory.path}").size
-        if (i + 1) % 100 == 0 and i + 1 >= creates // 10:
+        if (i + 1) % 100 == 0 and i + 1 >= creates // 2:
             disk, _ = _on_disk(gitdir)
             worst = max(worst, (disk / raw, i + 1))
     seconds = time.perf_counter() - started
@@ -244,7 +244,7 @@ def store_size(root: Path, creates: int, rng: random.Random) -> list[Figure]:
             raw / 1e6,
             "<= 4x raw",
             disk <= 4 * raw,
-            f"worst {worst[0]:.2f}x (at {worst[1]:,}, sampled every 100 from {creates // 10:,}); "
+            f"worst {worst[0]:.2f}x (at {worst[1]:,}, sampled every 100 from {creates // 2:,}); "
             f"packing settled {settled / raw:.2f}x, {settled_loose:,} loose, {packs} packs; "
             f"gc.auto {gc_auto}, gc.autoPackLimit {pack_limit}; {creates / seconds:.0f} creates/s",
         ),

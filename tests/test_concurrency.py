@@ -7,6 +7,7 @@ in git rather than how long anything took.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import multiprocessing
 import os
@@ -14,13 +15,11 @@ import threading
 import time
 from pathlib import Path
 
-import pygit2
 import pytest
 from storetools import commit_count, run_git, status_porcelain, tip
 
 import gitmem
-from gitmem import ConflictError, LockTimeoutError, Memory, Store
-from gitmem.git.groupcommit import Request
+from gitmem import ConflictError, LockTimeoutError, Store
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -207,36 +206,36 @@ def test_fresh_ref_lock_is_not_stolen(any_store: Store) -> None:
     assert_healthy(any_store)
 
 
-def test_held_write_lock_makes_writers_wait_then_fail(store: Store) -> None:
-    """A work-tree store serializes writers with an flock; a held one is waited on, not broken."""
-    m = store.create("before")
-    head = tip(store)
-    lock_path = store.db().state_dir / "write.lock"
+def test_held_write_lock_makes_writers_wait_then_fail(any_store: Store) -> None:
+    """A store serializes its writers with an flock; a held one is waited on, not broken."""
+    m = any_store.create("before")
+    head = tip(any_store)
+    lock_path = any_store.db().state_dir / "write.lock"
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        store.db().lock_timeout = 0.3
+        any_store.db().lock_timeout = 0.3
         with pytest.raises(LockTimeoutError):
-            store.update(m.id, "while another writer holds the lock")
-        assert tip(store) == head
+            any_store.update(m.id, "while another writer holds the lock")
+        assert tip(any_store) == head
     finally:
         os.close(fd)
-    assert store.update(m.id, "after").version == 2
-    assert_healthy(store)
+    assert any_store.update(m.id, "after").version == 2
+    assert_healthy(any_store)
 
 
-def test_held_write_lock_released_while_waiting(store: Store) -> None:
-    m = store.create("before")
-    lock_path = store.db().state_dir / "write.lock"
+def test_held_write_lock_released_while_waiting(any_store: Store) -> None:
+    m = any_store.create("before")
+    lock_path = any_store.db().state_dir / "write.lock"
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     release = threading.Timer(0.2, os.close, args=(fd,))
     release.start()
     try:
-        assert store.update(m.id, "waited for the lock").version == 2
+        assert any_store.update(m.id, "waited for the lock").version == 2
     finally:
         release.join()
-    assert_healthy(store)
+    assert_healthy(any_store)
 
 
 def test_busy_git_index_does_not_fail_a_landed_write(store: Store,
@@ -291,12 +290,12 @@ def test_writers_race_automatic_packing(any_store: Store) -> None:
     assert_healthy(any_store)
 
 
-# -- group commit ----------------------------------------------------------------------------
+# -- writer processes ------------------------------------------------------------------------
 
 
 def acked_create_worker(path: str, worker: int, count: int, out: str,
                         barrier: threading.Barrier) -> None:
-    """Creates, writing each acknowledged id (with its commit) to ``out`` as it returns."""
+    """Creates, writing each acknowledged id to ``out`` as it returns."""
     store = gitmem.open(path)
     barrier.wait()
     with open(out, "w") as fh:
@@ -304,16 +303,12 @@ def acked_create_worker(path: str, worker: int, count: int, out: str,
             memory = store.create(f"{worker}-{i}\n", agent=f"worker-{worker}")
             fh.write(f"{memory.id}\n")
             fh.flush()
-    stats = store.db()._queue.stats if store.db()._queue is not None else None
-    if stats is not None:
-        with open(out + ".stats", "w") as fh:
-            fh.write(f"{stats.led} {stats.carried} {stats.queued} {stats.retried}\n")
 
 
 @pytest.mark.slow
-def test_eight_processes_group_commit_each_write_once(bare_store: Store, tmp_path: Path) -> None:
-    """Eight writer processes on a bare store (group commit): every acknowledged id is on the
-    branch exactly once, in one commit of its own by its own author, history is one line."""
+def test_eight_processes_each_write_once(bare_store: Store, tmp_path: Path) -> None:
+    """Eight writer processes on a bare store: every acknowledged id is on the branch exactly
+    once, in one commit of its own by its own author, history is one line."""
     workers, count = 8, 25
     outs = [str(tmp_path / f"acked-{w}") for w in range(workers)]
     run_processes(
@@ -332,261 +327,29 @@ def test_eight_processes_group_commit_each_write_once(bare_store: Store, tmp_pat
     for w in range(workers):
         assert len(bare_store.log(agent=f"worker-{w}")) == count  # one author per write
     assert {m.id for m in bare_store.list()} >= set(acked)
-    queue = gitdir / "gitmem" / "commitq"
-    assert not [p.name for p in queue.iterdir() if not p.name.startswith(".")]  # nothing left
-    stats = [Path(out + ".stats").read_text().split() for out in outs
-             if Path(out + ".stats").exists()]
-    print("led, carried, queued, retried per writer:", stats)
     assert_healthy(bare_store)
 
 
-def test_group_commit_leader_settles_what_dead_writers_left(bare_store: Store) -> None:
-    """A request a dead writer queued is committed by the next writer, once (a write in
-    flight when its writer died), and a dead writer's half-written temporary file is
-    removed. (Dead leaders, journal and all, are killed at random in test_crash.py.)"""
-    import subprocess
-    import sys
-
-    from gitmem.git import groupcommit
-
+def test_a_planted_write_queue_request_is_never_committed(bare_store: Store) -> None:
+    """A bare store committed in a project carries its ``gitmem/`` folder: a request file
+    planted in the write queue an earlier gitmem kept there (``gitmem/commitq/``) is never
+    read, let alone committed by the victim's next write."""
     db = bare_store.db()
-    first = bare_store.create("first\n")
-    queue = db.state_dir / groupcommit.QUEUE_DIR
+    bare_store.create("first\n")
+    tip_commit = db.tip()
+    assert tip_commit is not None
+    blob = db.repo.create_blob(b"---\nid: notes/planted\n---\nplanted\n")
+    queue = db.state_dir / "commitq"
     queue.mkdir(parents=True, exist_ok=True)
-    tip = db.tip()
-    assert tip is not None
-    blob = db.repo.create_blob(b"---\nid: notes/dead/queued\n---\nqueued by the dead\n")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    request = groupcommit.Request(
-        id=groupcommit.new_request_id(), base=str(tip.id), opaque=False, entries={},
-        spellings={}, changes={"notes/dead/queued.md": str(blob)},
-        message="create: queued by the dead\n", author=("ghost", "ghost@x.invalid"),
-        when=int(time.time()),
-    )
-    (queue / f"{request.id}.req").write_text(request.to_json())
-    (queue / f".{request.id}.res.{dead.pid}.tmp").write_text("half")
+    request_id = f"{time.time_ns():020d}-1-0123abcd"
+    request = {
+        "id": request_id, "base": str(tip_commit.id), "opaque": False, "entries": {},
+        "spellings": [], "changes": {"notes/planted.md": str(blob)},
+        "message": "create: planted\n", "author": ["attacker", "attacker@x.invalid"],
+        "when": int(time.time()), "wake": None, "prebuilt": None,
+    }
+    (queue / f"{request_id}.req").write_text(json.dumps(request))
     bare_store.create("second\n")
-    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
-    assert "notes/dead/queued.md" in paths
-    assert run_git(db.gitdir, "log", "--format=%an", "main").split().count("ghost") == 1
-    left = sorted(p.name for p in queue.iterdir())
-    assert left == [f"{request.id}.res"]  # its result waits for a writer that never comes
-    assert bare_store.read(first.id).body == "first\n"
-    assert_healthy(bare_store)
-
-
-def _queued_request(store: Store, name: str, wake: str | None) -> Request:
-    """A request for a path-id note, as a waiting writer queues it (its blob written)."""
-    from gitmem.git import groupcommit
-
-    db = store.db()
-    tip_commit = db.tip()
-    assert tip_commit is not None
-    blob = db.repo.create_blob(f"---\nid: notes/q/{name}\n---\nqueued {name}\n".encode())
-    return groupcommit.Request(
-        id=groupcommit.new_request_id(), base=str(tip_commit.id), opaque=False, entries={},
-        spellings={}, changes={f"notes/q/{name}.md": str(blob)},
-        message=f"create: queued {name}\n", author=("waiter", "waiter@x.invalid"),
-        when=int(time.time()), wake=wake,
-    )
-
-
-def test_group_commit_sends_a_waiters_result_through_its_fifo(bare_store: Store) -> None:
-    """The leader hands a queued write's result to the FIFO its writer waits on (a line
-    naming the request), and leaves no result file in the queue."""
-    from gitmem.git import groupcommit
-
-    db = bare_store.db()
-    bare_store.create("first\n")
-    queue = db.state_dir / groupcommit.QUEUE_DIR
-    name = f"w-{os.getpid()}-1-0123abcd.fifo"
-    os.mkfifo(queue / name, 0o600)
-    fd = os.open(queue / name, os.O_RDWR | os.O_NONBLOCK)
-    try:
-        request = _queued_request(bare_store, "piped", name)
-        (queue / f"{request.id}.req").write_text(request.to_json())
-        bare_store.create("leader\n")  # takes the lock, commits the queued write too
-        lines = [line.lstrip("!") for line in os.read(fd, 65536).decode().splitlines()]
-    finally:
-        os.close(fd)
-        (queue / name).unlink()
-    mine = [line for line in lines if line.startswith(request.id)]
-    assert len(mine) == 1
-    kind, commit = mine[0].split()[1:3]
-    assert kind == "ok"
-    assert run_git(db.gitdir, "log", "-1", "--format=%an", commit).strip() == "waiter"
-    assert run_git(db.gitdir, "merge-base", "--is-ancestor", commit, "main").strip() == ""
-    assert not list(queue.glob("*.res")) and not list(queue.glob("*.claimed"))
-    assert_healthy(bare_store)
-
-
-def test_group_commit_moves_the_branch_once_for_what_it_took_together(
-    bare_store: Store,
-) -> None:
-    """A leader that finds three requests queued commits its own write and the three as a
-    chain of four commits (one author each, queue order after its own), moves the branch
-    once (one reflog entry), and only then tells each writer the commit that is its own."""
-    from gitmem.git import groupcommit
-
-    db = bare_store.db()
-    bare_store.create("first\n")
-    db.repo.config["core.logAllRefUpdates"] = "true"  # so every move of main is logged
-    before = tip(bare_store)
-    queue = db.state_dir / groupcommit.QUEUE_DIR
-    requests = [_queued_request(bare_store, f"q{n}", None) for n in range(3)]
-    for request in requests:
-        (queue / f"{request.id}.req").write_text(request.to_json())
-    mine = bare_store.create("leader\n")
-    moves = run_git(db.gitdir, "reflog", "show", "--format=%H %gs", "refs/heads/main").splitlines()
-    assert [line.split(" ", 1)[1] for line in moves] == ["gitmem: group commit"]
-    chain = run_git(db.gitdir, "rev-list", "--reverse", f"{before}..main").split()
-    assert len(chain) == 4
-    assert moves[0].split()[0] == chain[-1]
-    authors = [run_git(db.gitdir, "log", "-1", "--format=%an", c).strip() for c in chain]
-    assert authors[1:] == ["waiter"] * 3
-    ordered = sorted(requests, key=lambda r: r.id)  # queue order: the request ids' order
-    for request, commit in zip(ordered, chain[1:], strict=True):
-        result = (queue / f"{request.id}.res").read_text().split()
-        assert result[:2] == ["ok", commit]
-        changed = run_git(db.gitdir, "diff-tree", "--no-commit-id", "--name-only", "-r", commit)
-        assert changed.split() == list(request.changes)
-    assert bare_store.read(mine.id).body == "leader\n"
-    assert_healthy(bare_store)
-
-
-@pytest.mark.parametrize("wake", ["../../../victim", "w-1-1-0123abcd.fifo"])
-def test_group_commit_opens_no_file_a_request_names_but_its_fifo(
-    bare_store: Store, wake: str
-) -> None:
-    """A request is input: a ``wake`` name that leaves the queue, or that names something
-    other than a FIFO, is never written to; the result goes to a result file instead."""
-    from gitmem.git import groupcommit
-
-    db = bare_store.db()
-    bare_store.create("first\n")
-    queue = db.state_dir / groupcommit.QUEUE_DIR
-    victim = (queue / wake).resolve() if wake.startswith("..") else queue / wake
-    victim.write_text("keep me\n")
-    try:
-        request = _queued_request(bare_store, "hostile", wake)
-        (queue / f"{request.id}.req").write_text(request.to_json())
-        bare_store.create("leader\n")
-        assert victim.read_text() == "keep me\n"
-        result = (queue / f"{request.id}.res").read_text()
-    finally:
-        victim.unlink()
-    assert result.startswith("ok ")
-    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
-    assert "notes/q/hostile.md" in paths
-
-
-def test_group_commit_journal_a_dead_leader_left_is_settled(bare_store: Store) -> None:
-    """A leader killed after moving the branch to a queued write's commit, before telling
-    its writer: the next leader finds the commit in the journal and acknowledges it (a
-    result file), drops the request; a torn last line (a move that never happened) and a
-    line naming something that is not a request id leave no file behind."""
-    from gitmem.git import groupcommit
-
-    db = bare_store.db()
-    bare_store.create("first\n")
-    queue = db.state_dir / groupcommit.QUEUE_DIR
-    request = _queued_request(bare_store, "journalled", None)
-    rid = request.id
-    # What the dead leader did: claimed the request, committed it, journalled, moved main.
-    (queue / f"{rid}.claimed").write_text(request.to_json())
-    tip_commit = db.tip()
-    assert tip_commit is not None
-    landed = db.repo.create_commit(
-        None,
-        _signature(),
-        _signature(),
-        "create: queued journalled\n",
-        _tree_with(bare_store, "notes/q/journalled.md", request),
-        [tip_commit.id],
-    )
-    db.repo.lookup_reference("refs/heads/main").set_target(landed)
-    torn = groupcommit.new_request_id()
-    (queue / groupcommit.BATCH_NAME).write_text(
-        f"{rid} {landed}\n../../escaped {landed}\n{torn} {str(landed)[:17]}"
-    )
-    bare_store.create("next leader\n")
-    assert (queue / f"{rid}.res").read_text().split()[:2] == ["ok", str(landed)]
-    assert not (queue / f"{rid}.claimed").exists()
-    assert not (queue / groupcommit.BATCH_NAME).exists()
-    assert not (db.state_dir.parent / "escaped.res").exists()
-    assert not (queue / f"{torn}.res").exists()
-    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
-    assert paths.count("notes/q/journalled.md") == 1  # committed once, not again
-    assert_healthy(bare_store)
-
-
-def _signature() -> pygit2.Signature:
-    return pygit2.Signature("waiter", "waiter@x.invalid", int(time.time()), 0)
-
-
-def _tree_with(store: Store, path: str, request: Request) -> pygit2.Oid:
-    from gitmem.git.objects import build_tree
-
-    tip_commit = store.db().tip()
-    assert tip_commit is not None
-    blob = request.changes[path]
-    assert blob is not None
-    changes: dict[str, pygit2.Oid | None] = {path: pygit2.Oid(hex=blob)}
-    return build_tree(store.db().repo, tip_commit.tree, changes)
-
-
-@pytest.mark.parametrize("queued", [False, True], ids=["leads-at-once", "queued-then-leads"])
-def test_group_commit_leader_whose_write_landed_never_reports_it_failed(
-    bare_store: Store, monkeypatch: pytest.MonkeyPatch, queued: bool
-) -> None:
-    """The leader's own write is on the branch when committing for others fails (here: a
-    result cannot be handed over): its caller gets its memory, not the error, and the next
-    leader settles the others from the journal and the claimed requests. ``queued``: the
-    writer queued behind a held lock and then leads, its own request after the other in
-    one group, so telling the other fails after the branch moved to both."""
-    from gitmem.git import groupcommit
-
-    db = bare_store.db()
-    bare_store.create("first\n")
-    queue = db.state_dir / groupcommit.QUEUE_DIR
-    request = _queued_request(bare_store, "undelivered", None)
-    (queue / f"{request.id}.req").write_text(request.to_json())
-
-    def broken(self: object, request: Request, outcome: object) -> None:
-        raise OSError("no space left on device")
-
-    created: list[Memory] = []
-    failures: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            created.append(bare_store.create("leader\n"))
-        except BaseException as exc:  # reported by the assertion below
-            failures.append(exc)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(groupcommit.CommitQueue, "_deliver", broken)
-        if not queued:
-            write()
-        else:
-            fd = os.open(db.state_dir / groupcommit.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # held: the writer queues behind the other
-                thread = threading.Thread(target=write)
-                thread.start()
-                deadline = time.monotonic() + 10
-                while len(list(queue.glob("*.req"))) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                assert len(list(queue.glob("*.req"))) == 2
-            finally:
-                os.close(fd)  # free: the writer leads both, its own second
-            thread.join(timeout=30)
-    assert not failures, failures
-    assert [bare_store.read(m.id).body for m in created] == ["leader\n"]
-    bare_store.create("next leader\n")
-    assert (queue / f"{request.id}.res").read_text().startswith("ok ")
-    assert not list(queue.glob("*.claimed")) and not (queue / groupcommit.BATCH_NAME).exists()
-    paths = run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main").split()
-    assert paths.count("notes/q/undelivered.md") == 1
-    assert_healthy(bare_store)
+    assert "notes/planted.md" not in run_git(db.gitdir, "ls-tree", "-r", "--name-only", "main")
+    assert "attacker" not in run_git(db.gitdir, "log", "--format=%an%n%cn", "main")
+    assert sorted(p.name for p in queue.iterdir()) == [f"{request_id}.req"]

@@ -78,7 +78,7 @@ def test_commits_are_signed_when_git_signs(tmp_path: Path, signing: Path) -> Non
     commit = store.db().tip()
     assert commit is not None and commit.author.name == "hephaestus"
     assert store.read(memory.id).body == "signed fact, updated"
-    # Bare stores commit through the group-commit leader: signed as well.
+    # Bare stores: signed as well.
     bare = gitmem.init(tmp_path / "b.git", bare=True)
     bare.create("signed in a bare store")
     assert verified(tmp_path / "b.git", "HEAD")

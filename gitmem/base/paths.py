@@ -16,14 +16,10 @@ STATE_DIR = "gitmem"
 """``<gitdir>/gitmem/``: derived state, never committed."""
 
 WRITE_LOCK = "write.lock"
-"""``flock`` that serializes the writers of a work-tree store (the kernel drops it with
-its process, so it is never stale)."""
+"""``flock`` that serializes a store's writers (the kernel drops it with its process, so it
+is never stale)."""
 WORKTREE_SYNCED = "worktree-synced"
 """The commit the work tree was last brought up to (a killed writer's next write heals)."""
-COMMIT_LOCK = "commit.lock"
-"""``flock`` of group commit's leader (bare stores)."""
-COMMIT_QUEUE = "commitq"
-"""Group commit's queued requests and their outcomes."""
 GC_LOCK = "gc.lock"
 """``flock`` held by the ``git gc`` that packs the store (automatic or ``gitmem gc``) and by
 doctor's fsck: one packer at a time."""

@@ -3,18 +3,17 @@
 Everything here uses pygit2 only; no ``git`` subprocess and no work-tree round
 trip is on the write path. A write is a *plan*: a function that reads a
 :class:`Snapshot` of the branch tip, stages changes in it, and says what the
-commit should say. :meth:`GitDB.write` runs the plan, builds the new tree
-bottom-up along the touched paths only, commits with the tip it read as parent,
-and moves the branch with compare-and-swap. When another writer moved the
-branch first, the plan runs again on the new tip, so nothing is overwritten.
+commit should say. :meth:`GitDB.write` runs the plan under the store's one writer
+lock, builds the new tree bottom-up along the touched paths only, commits with the
+tip it read as parent, and moves the branch with compare-and-swap. When something
+else moved the branch first, the plan runs again on the new tip, so nothing is
+overwritten.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
-import fcntl
 import glob
 import os
 import random
@@ -47,18 +46,15 @@ from gitmem.base.trailers import (
 from gitmem.git import includes, maintenance
 from gitmem.git import stage as gitindex
 from gitmem.git.diff import file_changes
-from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path
+from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path, try_flock
 from gitmem.git.objects import (
     FastForward,
-    RecordingSnapshot,
     Snapshot,
     Staged,
     blob_data,
     build_tree,
-    create_blob,
     differs,
     get_commit,
-    prebuild,
     write_object,
 )
 
@@ -178,10 +174,6 @@ class GitDB:
         )
         self.state_dir = paths.state_dir(self.gitdir)
         self._gitindex: gitindex.GitIndex | None = None
-        self.group_commit = True
-        """Bare stores: concurrent writers commit through one leader (gitmem.git.groupcommit).
-        False: every writer moves the branch itself with compare-and-swap."""
-        self._queue: Any = None
         self._signing: bool | None = None  # read from git's config on the first commit
         self._local = threading.local()
         self._local.repo = repo
@@ -402,94 +394,18 @@ class GitDB:
         return pygit2.Oid(hex=result.stdout.decode().strip())
 
     def write(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]], *, grouped: bool = True
+        self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
         """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
 
-        Returns the plan's value and the new commit id (None when the plan staged
-        nothing). Errors the plan raises (not found, conflict...) propagate and
-        nothing is written. Bare stores commit through :mod:`gitmem.git.groupcommit`
-        unless ``grouped`` is False: a write of very many files (a bulk import) gains
-        nothing from sharing a chain, and its request would copy every path and blob id
-        (into a file, when queued), which at a million files is hundreds of megabytes.
+        Under the writer lock: read the tip, run the plan, build the tree, commit, move the
+        branch with compare-and-swap (on a lost race or a busy ref lock, again on the new
+        tip: git or an older gitmem may write without the lock) and, in a work-tree store,
+        update the files. Returns the plan's value and the new commit id (None when the plan
+        staged nothing). Errors the plan raises (not found, conflict...) propagate and
+        nothing is written. A plan may also answer with a merge commit
+        (``CommitSpec.merge_parents``) or a :class:`FastForward` to an existing commit.
         """
-        if self.workdir is None and self.group_commit and grouped:
-            return self._write_grouped(plan)
-        return self._write_alone(plan)
-
-    def integrate(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
-    ) -> tuple[T, pygit2.Oid | None]:
-        """:meth:`write` for a plan that may also answer with a merge commit
-        (``CommitSpec.merge_parents``) or a :class:`FastForward` to an existing commit:
-        ``gitmem sync``. The same loop (writer lock, work-tree checks, compare-and-swap,
-        retry on a lost race), never through group commit, whose leader re-bases changes
-        onto a newer tip and so cannot keep a merge's parents."""
-        return self._write_alone(plan)
-
-    def _write_grouped(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec, T]]
-    ) -> tuple[T, pygit2.Oid | None]:
-        """The plan runs here, on the tip; its commit is made by whichever writer leads."""
-        from gitmem.git import groupcommit
-
-        if self._queue is None:
-            self._queue = groupcommit.CommitQueue(self)
-        queue: groupcommit.CommitQueue = self._queue
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
-            repo = self.repo
-            tip = self.tip()
-            snap = RecordingSnapshot(repo, tip)
-            spec, value = plan(snap)
-            if snap.grafts:
-                # A request names files, not trees: a plan that grafts a folder (the
-                # migration) is too big to queue anyway.
-                return self._write_alone(plan)
-            changes = _differing(snap)
-            if not changes:
-                return value, None
-            author = spec.author or self.default_author()
-            blobs = {
-                p: (d if isinstance(d, pygit2.Oid) else create_blob(repo, d))
-                if d is not None
-                else None
-                for p, d in changes.items()
-            }
-            request = groupcommit.Request(
-                id=groupcommit.new_request_id(),
-                base=str(tip.id) if tip is not None else None,
-                opaque=snap.opaque,
-                entries=snap.entries,
-                spellings=snap.spellings,
-                changes={p: str(b) if b is not None else None for p, b in blobs.items()},
-                message=format_message(spec),
-                author=(author.name, author.email),
-                when=int(self.clock.now().timestamp()),
-                # The folders below memories/ built here, in parallel with other writers:
-                # the leader builds only the root, memories/ and what others changed since.
-                prebuilt=prebuild(repo, snap._tree, blobs),
-            )
-            outcome = queue.submit(request, deadline)
-            if outcome.kind == "ok":
-                assert outcome.commit is not None
-                maintenance.after_write(self.gitdir, repo.config)
-                return value, pygit2.Oid(hex=outcome.commit)
-            if outcome.kind == "error":
-                # Committing it failed in the leader: commit it alone, so the error (if it
-                # happens again) is raised here, to this write's caller.
-                return self._write_alone(plan)
-            queue.stats.retried += 1
-            if time.monotonic() > deadline:
-                raise ConflictError(
-                    f"could not move {self.ref_name}: the branch kept moving under this write",
-                    hint="another writer kept the branch busy; try again",
-                )
-
-    def _write_alone(
-        self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
-    ) -> tuple[T, pygit2.Oid | None]:
-        """Compare-and-swap: run the plan, commit, move the branch; on a lost race, again."""
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
         while True:
@@ -547,8 +463,12 @@ class GitDB:
                             str(oid)[:12],
                             exc,
                         )
-                maintenance.after_write(self.gitdir, repo.config)
-                return value, oid
+            # Outside the lock: starting git when packing is due must not hold writers up.
+            maintenance.after_write(self.gitdir, repo.config)
+            return value, oid
+
+    integrate = write
+    """:meth:`write`, by the name sync and migrate use for plans that merge or fast-forward."""
 
     def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
         """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
@@ -576,34 +496,25 @@ class GitDB:
 
     @contextlib.contextmanager
     def writer_lock(self, deadline: float) -> Iterator[None]:
-        """Serialize writers of a work-tree store; bare stores rely on CAS alone.
+        """Serialize the store's writers: one ``flock`` on ``<gitdir>/gitmem/write.lock``.
 
-        The work tree and git's index are shared mutable state outside the object
-        database, so two writers syncing them at once could leave one's file on
-        top of the other's newer commit. An advisory ``flock`` is released by the
-        kernel when its holder dies, so a killed writer never leaves it behind.
+        Held from reading the tip to moving the branch and updating the work tree, so a
+        writer never builds on a tip another is replacing, and two never write the work
+        tree or git's index at once. The kernel releases it when its holder dies, so a
+        killed writer never leaves it behind.
         """
-        if self.workdir is None:
-            yield
-            return
         self.state_dir.mkdir(exist_ok=True)
         fd = os.open(self.state_dir / paths.WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             delay = 0.001
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() > deadline:
-                        raise LockTimeoutError(
-                            "another gitmem writer held the store's write lock for too long",
-                            hint="wait for it to finish, or check for a hung gitmem process",
-                        ) from None
-                    time.sleep(delay * random.uniform(0.5, 1.5))
-                    delay = min(0.05, delay * 2)
+            while not try_flock(fd):
+                if time.monotonic() > deadline:
+                    raise LockTimeoutError(
+                        "another gitmem writer held the store's write lock for too long",
+                        hint="wait for it to finish, or check for a hung gitmem process",
+                    )
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(0.01, delay * 2)
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock

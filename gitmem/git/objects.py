@@ -80,25 +80,14 @@ class Snapshot:
 
     @property
     def commit(self) -> pygit2.Commit | None:
-        """The commit this snapshot shows. A plan that reads it (or :attr:`tree`) directly
-        depends on more than the paths it looked up: see :class:`RecordingSnapshot`."""
-        self._opaque_read()
+        """The commit this snapshot shows."""
         return self._commit
 
-    @property
-    def base(self) -> pygit2.Commit | None:
-        """The commit this snapshot shows, without counting as a read of the whole tree: for
-        facts about a file's history that a plan reads after reading the file itself (a
-        change to the file's history changes the file, which the recorded read catches)."""
-        return self._commit
+    base = commit
 
     @property
     def tree(self) -> pygit2.Tree | None:
-        self._opaque_read()
         return self._tree
-
-    def _opaque_read(self) -> None:
-        """Hook for :class:`RecordingSnapshot`."""
 
     def _index(self, path: str) -> None:
         parts = path.split("/")
@@ -241,64 +230,6 @@ class Snapshot:
                 yield path
 
 
-class RecordingSnapshot(Snapshot):
-    """A :class:`Snapshot` that remembers what the plan read of its commit.
-
-    Group commit (:mod:`gitmem.git.groupcommit`) moves a plan's changes onto a newer tip
-    without running the plan again when everything it read is the same there: each path
-    it looked up (a file, a folder: by object id and mode) and each case-twin question it
-    asked. A plan that reads :attr:`commit` or :attr:`tree` directly is *opaque*: its
-    changes only ever go onto the commit it ran on.
-    """
-
-    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
-        super().__init__(repo, commit)
-        self.entries: dict[str, tuple[str, int] | None] = {}
-        self.spellings: dict[tuple[str, str], list[str]] = {}
-        self.opaque = False
-        self._quiet = 0
-
-    def _opaque_read(self) -> None:
-        self.opaque = True
-
-    def _entry(self, path: str) -> pygit2.Object | None:
-        entry = super()._entry(path)
-        if not self._quiet and path not in self.entries:
-            self.entries[path] = _entry_key(entry)
-        return entry
-
-    def committed_spellings(self, folder: str, name: str) -> set[str]:
-        self._quiet += 1
-        try:
-            result = super().committed_spellings(folder, name)
-        finally:
-            self._quiet -= 1
-        self.spellings[(folder, name.casefold())] = sorted(result)
-        return result
-
-
-def _entry_key(entry: pygit2.Object | None) -> tuple[str, int] | None:
-    return (str(entry.id), int(entry.filemode)) if entry is not None else None
-
-
-def reads_hold(
-    repo: pygit2.Repository,
-    tree: pygit2.Tree | None,
-    entries: dict[str, tuple[str, int] | None],
-    spellings: dict[tuple[str, str], list[str]],
-) -> bool:
-    """Whether a plan that read ``entries`` and ``spellings`` would read the same in ``tree``."""
-    probe = Snapshot(repo, None)
-    probe._tree = tree
-    for path, seen in entries.items():
-        if _entry_key(probe._entry(path)) != (tuple(seen) if seen is not None else None):
-            return False
-    return all(
-        sorted(probe.committed_spellings(folder, fold)) == list(seen)
-        for (folder, fold), seen in spellings.items()
-    )
-
-
 # -- names handed to pygit2 -------------------------------------------------------------
 #
 # pygit2 (1.21 and its main branch as of 2026-11) turns a name into a C string with
@@ -438,80 +369,26 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
 _GRAFT = ""
 """The key of a nested node's grafted tree in :func:`build_tree` (no name is empty)."""
 
-Prebuilt = dict[str, tuple[str | None, str | None]]
-"""Folder path -> (its tree id in the commit the changes were made on, its tree id with
-the changes applied; None: absent / removed): subtrees a group-commit writer built itself
-(:func:`prebuild`), so the leader rebuilds only the folders another write changed since."""
-
-PREBUILD_DEPTH = 2
-"""Folders this deep or deeper (``memories/a``, ``memories/a/b``...) are built by the writer
-itself; the root and ``memories/`` change with every commit, so the leader builds those."""
-
-
 def build_tree(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
     changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
     grafts: Mapping[str, pygit2.Oid] | None = None,
-    *,
-    prebuilt: Prebuilt | None = None,
 ) -> pygit2.Oid:
     """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
 
     A change is the file's bytes, or the id of a blob already written; None removes.
     ``grafts`` (:meth:`Snapshot.graft`) put a tree already written at a folder, under the
     changes staged inside it.
-    ``prebuilt``: subtrees already built with these changes on some commit (:func:`prebuild`);
-    one is taken as it is wherever ``base`` holds the very tree it was built on (it is then
-    exactly what this would build), and built again otherwise.
 
     Cost grows with the depth of the touched paths and the size of the touched
     directories, never with the number of files in the store.
     """
-    result = _apply(repo, base, _nest(changes, grafts), "", prebuilt or {}, None)
+    result = _apply(repo, base, _nest(changes, grafts))
     if result is None:
         empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
         return empty
     return result
-
-
-def prebuild(
-    repo: pygit2.Repository, base: pygit2.Tree | None, changes: dict[str, pygit2.Oid | None]
-) -> Prebuilt:
-    """Build the subtrees :data:`PREBUILD_DEPTH` deep and deeper that ``changes`` (blob ids)
-    touch, on ``base``: what the writer of a grouped write hands its leader (:func:`build_tree`),
-    so the leader's serial part is the root, ``memories/`` and the commit. A folder whose
-    changes cannot apply (a file in the way) is left out: the leader finds the same error."""
-    out: Prebuilt = {}
-    nested = _nest(changes, None)
-    stack: list[tuple[str, dict[str, Any], pygit2.Tree | None, int]] = [("", nested, base, 0)]
-    while stack:
-        prefix, node, tree, depth = stack.pop()
-        for name, sub in node.items():
-            if not isinstance(sub, dict):
-                continue
-            path = f"{prefix}/{name}" if prefix else name
-            existing = tree_entry(tree, name) if tree is not None else None
-            subtree = (
-                get_tree(repo, existing.id)
-                if existing is not None and existing.type_str == "tree"
-                else None
-            )
-            if existing is not None and subtree is None:
-                continue
-            if depth + 1 < PREBUILD_DEPTH:
-                stack.append((path, sub, subtree, depth + 1))
-                continue
-            try:
-                built = _apply(repo, subtree, sub, path, {}, out)
-            except InvalidInputError:
-                continue
-            out[path] = (_hex(existing), str(built) if built is not None else None)
-    return out
-
-
-def _hex(entry: pygit2.Object | None) -> str | None:
-    return str(entry.id) if entry is not None else None
 
 
 def _nest(
@@ -537,38 +414,25 @@ def _nest(
 
 
 def _apply(
-    repo: pygit2.Repository,
-    tree: pygit2.Tree | None,
-    node: dict[str, Any],
-    prefix: str,
-    prebuilt: Prebuilt,
-    record: Prebuilt | None,
+    repo: pygit2.Repository, tree: pygit2.Tree | None, node: dict[str, Any]
 ) -> pygit2.Oid | None:
-    """The tree ``tree`` with the nested changes ``node`` applied (None: it ends up empty);
-    ``record`` (when given) gets every folder built below, as :data:`Prebuilt` says."""
+    """The tree ``tree`` with the nested changes ``node`` applied (None: it ends up empty)."""
     builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
     for name, sub in node.items():
         if name == _GRAFT:
             continue
         existing = tree_entry(tree, name) if tree is not None else None
         if isinstance(sub, dict):
-            path = f"{prefix}/{name}" if prefix else name
-            hint = prebuilt.get(path) if _GRAFT not in sub else None
-            if hint is not None and hint[0] == _hex(existing):
-                sub_oid = pygit2.Oid(hex=hint[1]) if hint[1] is not None else None
-            else:
-                subtree = (
-                    get_tree(repo, existing.id)
-                    if existing is not None and existing.type_str == "tree"
-                    else None
-                )
-                if existing is not None and subtree is None and _GRAFT not in sub:
-                    raise InvalidInputError(f"{name!r} is a file where a directory is needed")
-                if _GRAFT in sub:
-                    subtree = get_tree(repo, sub[_GRAFT])
-                sub_oid = _apply(repo, subtree, sub, path, prebuilt, record)
-                if record is not None:
-                    record[path] = (_hex(existing), str(sub_oid) if sub_oid is not None else None)
+            subtree = (
+                get_tree(repo, existing.id)
+                if existing is not None and existing.type_str == "tree"
+                else None
+            )
+            if existing is not None and subtree is None and _GRAFT not in sub:
+                raise InvalidInputError(f"{name!r} is a file where a directory is needed")
+            if _GRAFT in sub:
+                subtree = get_tree(repo, sub[_GRAFT])
+            sub_oid = _apply(repo, subtree, sub)
             if sub_oid is None:
                 if existing is not None:
                     builder_remove(repo, builder, name)

@@ -482,9 +482,7 @@ class Store:
                 backend, _spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
             ), None
 
-        # A transaction too large to replay commits on its own, not through group commit,
-        # whose request would copy every staged path (see GitDB.write).
-        _, oid = backend.db.write(plan, grouped=tx.actions is not None)
+        _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
 
     def _rebase_staged(self, backend: Backend, tx: Transaction, snap: Snapshot) -> None:
