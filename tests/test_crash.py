@@ -400,13 +400,16 @@ def check_after_kill(store_path: Path, model: Model, tally: Tally, journal: Path
     kill_packers(journal, tally)
     store = gitmem.open(store_path)  # no repair step exists: opening must just work
     db = store.db()
-    check_packs(db.gitdir, tally)
-    fsck = subprocess.run(
-        ["git", f"--git-dir={db.gitdir}", "fsck", "--strict", "--no-dangling", "--no-progress"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    # A git gc the parent's writes started (not killed) may still be moving loose objects.
+    with maintenance.exclusive(db.gitdir):
+        check_packs(db.gitdir, tally)
+        fsck = subprocess.run(
+            ["git", f"--git-dir={db.gitdir}", "fsck", "--strict", "--no-dangling",
+             "--no-progress"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
     scan = gitmem.open(store_path)
     scan.use_index = False
@@ -484,16 +487,19 @@ def crash_run(
     model, tally = Model(), Tally()
     path = store.db().gitdir if store.db().bare else store.path
     if gc_auto is not None:
-        run_git(store.db().gitdir, "config", "gc.auto", str(gc_auto))
+        gitdir = store.db().gitdir
         bulk = gitmem.open(path)
         bulk.allow_secrets = True
 
         def loose_pile(k: int, then: Callable[[int], None] | None = between) -> None:
             # Loose objects enough that packing is due from the child's first write on, so
-            # kills land inside helpers and repacks, not only between them.
+            # kills land inside git gc and its repacks, not only between them. The parent's
+            # own write starts no packing (gc.auto 0 while it writes).
+            run_git(gitdir, "config", "gc.auto", "0")
             with bulk.transaction(f"bulk {k}") as tx:
                 for i in range(600):
                     tx.create(f"bulk {k} {i}\n", id=f"notes/bulk/k{k}-m{i}")
+            run_git(gitdir, "config", "gc.auto", str(gc_auto))
             if then is not None:
                 then(k)
 
