@@ -1,18 +1,22 @@
-"""Docs that run as written: every shell and Python block of README.md, and the blocks of
-docs/cli.md marked to run, in a scratch directory with an empty HOME.
+"""Docs that run: every shell and Python block of README.md and docs/*.md, in a scratch
+directory with an empty HOME, each document's blocks in order in one shell.
 
 A block is run unless an HTML comment on the line before it says otherwise:
 
-- ``<!-- docs-test: skip: why -->``: not run (the test suite itself, a server);
-- ``<!-- docs-test: slow: why -->``: run by a test marked slow (installs into a venv);
-- ``<!-- docs-test: setup: CMD -->``: CMD runs first (what the reader is assumed to have,
-  such as a project repository);
-- ``<!-- docs-test: run -->`` (docs/cli.md): run the block's ``$ `` lines, output lines
-  being what the reader sees.
+- ``<!-- docs-test: skip: why -->``: not run (the test suite itself, a server, the network);
+- ``<!-- docs-test: slow: why -->``: run by a test of its own, marked slow (an install);
+- ``<!-- docs-test: setup: CMD -->``: the shell command CMD runs first (what the reader is
+  assumed to have, such as a project repository);
+- ``<!-- docs-test: given: CODE -->`` (Python blocks): the Python CODE runs first in the same
+  interpreter (the ``store`` the text speaks of).
 
-README's bash blocks run in order in one shell with ``set -e -o pipefail``, as a reader
-pasting them into one terminal would, so a variable set in one block is there in the next;
-``gitmem`` is the entry point of the Python running the tests, as after the README's install.
+Shell blocks (``bash``, ``sh``) run in order in one shell with ``set -e -o pipefail``, as a
+reader pasting them into one terminal would, so a variable set in one block is there in the
+next; Python blocks run as ``python FILE`` from that shell, in their place. A shell block
+written as a session (lines starting ``$ ``) runs its ``$ `` lines, the rest being what the
+reader sees; a command whose output shown starts with ``gitmem: error:`` must fail. ``gitmem``
+is the entry point of the Python running the tests, as after the README's install. Every
+fenced block names its language: ``text`` for output, listings and synopses, which do not run.
 """
 
 from __future__ import annotations
@@ -112,40 +116,81 @@ def _run(script: str, work: Path, env: dict[str, str], what: str) -> str:
     return result.stdout
 
 
-def _readme_script(shell: list[Block]) -> str:
+RUNS = {"bash", "sh", "python"}
+"""The languages that run; every other fenced block is data (yaml, json, text, ...)."""
+DOCS = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+
+
+def _session(text: str) -> list[str]:
+    """A block written as a session: each ``$ `` command (with the lines a trailing
+    backslash continues it onto), as a shell line that must fail when the output shown
+    under it starts with ``gitmem: error:``."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("$ "):
+            i += 1
+            continue
+        command = [lines[i][2:]]
+        while command[-1].endswith("\\") and i + 1 < len(lines):
+            i += 1
+            command.append(lines[i])
+        i += 1
+        shown = lines[i] if i < len(lines) else ""
+        joined = "\n".join(command)
+        if shown.startswith("gitmem: error:"):
+            out.append(f"if {joined}\nthen echo 'expected to fail: {command[0]}' >&2; exit 1; fi")
+        else:
+            out.append(joined)
+    return out
+
+
+def _script(doc: str, work: Path) -> str:
+    """The document's blocks that run, in order, as one shell script."""
     parts = []
-    for block in shell:
-        setup = block.mark("setup")
+    for n, block in enumerate(blocks(doc)):
+        if block.lang not in RUNS or block.mark("skip") is not None or block.mark("slow"):
+            continue
         parts.append(f"echo '### {block.name}' >&2")
+        setup = block.mark("setup")
         if setup:
             parts.append(setup)
-        parts.append(block.text)
+        if block.lang == "python":
+            given = block.mark("given")
+            source = work / f"block_{n}.py"
+            source.write_text((given + "\n" if given else "") + block.text + "\n")
+            parts.append(f'"{sys.executable}" {source.name}')
+        elif any(line.startswith("$ ") for line in block.text.splitlines()):
+            parts.extend(_session(block.text))
+        else:
+            parts.append(block.text)
     return "\n".join(parts) + "\n"
 
 
-@pytest.mark.slow  # about forty gitmem processes: a minute on a loaded machine
-def test_readme_blocks_run_as_written(tmp_path: Path) -> None:
-    all_blocks = blocks("README.md")
-    shell = [
-        b for b in all_blocks
-        if b.lang in {"bash", "sh"} and b.mark("skip") is None and b.mark("slow") is None
-    ]
-    assert len(shell) >= 3  # the tour, plain git, beyond single memories
-    work, env = _scratch(tmp_path)
-    out = _run(_readme_script(shell), work, env, "README's shell blocks")
-    assert "mem_" in out
-    for block in all_blocks:
-        if block.lang == "python" and block.mark("skip") is None:
-            (work / "readme_block.py").write_text(block.text + "\n")
-            _run(f"{sys.executable} readme_block.py", work, env, f"the Python block {block.name}")
-
-
-def test_every_readme_block_is_run_or_says_why() -> None:
-    for block in blocks("README.md"):
-        if block.lang in {"bash", "sh", "python"}:
+def test_every_block_runs_or_says_why() -> None:
+    for doc in DOCS:
+        for block in blocks(doc):
+            assert block.lang, f"{block.name}: a fenced block names its language (text: none runs)"
             for kind, value in block.marks:
-                assert kind in {"skip", "slow", "setup"}, block.name
+                assert kind in {"skip", "slow", "setup", "given"}, block.name
                 assert value, f"{block.name}: a docs-test {kind} mark says why"
+            if block.mark("given") is not None:
+                assert block.lang == "python", block.name
+
+
+@pytest.mark.slow  # dozens of gitmem processes per document: minutes on a loaded machine
+@pytest.mark.parametrize("doc", DOCS)
+def test_the_blocks_run_as_written(doc: str, tmp_path: Path) -> None:
+    work, env = _scratch(tmp_path)
+    script = _script(doc, work)
+    if "### " not in script:
+        pytest.skip(f"{doc} has no block that runs")
+    out = _run(script, work, env, f"{doc}'s blocks")
+    if doc == "README.md":
+        # One story in one store: the reader's, not a user store made behind their back.
+        assert "mem_" in out
+        assert not (Path(env["HOME"]) / ".gitmem").exists()
 
 
 @pytest.mark.slow
@@ -167,15 +212,3 @@ def test_readme_first_command_installs_and_runs_the_demo(tmp_path: Path) -> None
     # the demo's hints name the program that ran it, so they work as printed
     hint = next(line for line in out.splitlines() if " ls --all" in line).strip()
     _run(hint, copy, env, "the demo's first hint")
-
-
-def test_cli_md_marked_blocks_run(tmp_path: Path) -> None:
-    marked = [b for b in blocks("docs/cli.md") if b.mark("run") is not None]
-    assert marked, "docs/cli.md marks at least one block to run"
-    work, env = _scratch(tmp_path)
-    for block in marked:
-        commands = [
-            line[2:] for line in block.text.splitlines() if line.startswith("$ ")
-        ]
-        setup = block.mark("setup")
-        _run("\n".join([setup or "", *commands]), work, env, f"the block {block.name}")
