@@ -82,11 +82,12 @@ READS = [
     ["history", "{id}"], ["log"], ["status"], ["stale"], ["validate", "--all"],
     ["blame", "{id}"], ["layer", "list", "project", "api"], ["layer", "staleness"],
     ["layer", "read", "project", "known_issues", "-p", "api"], ["doctor"],
+    ["reindex"],  # the reader's own index, in their state directory
 ]
 WRITES = [
     ["add", "more"], ["update", "{id}", "new"], ["append", "{id}", "- more"],
-    ["supersede", "{id}", "other"], ["rm", "{id}"], ["restore", "{id}", "--at", "HEAD~1"],
-    ["layer", "append", "projects/api/known_issues", "x"], ["reindex"], ["gc"],
+    ["supersede", "{id}", "other"], ["rm", "{id}"], ["restore", "{id}", "--at", "HEAD~2"],
+    ["layer", "append", "projects/api/known_issues", "x"], ["gc"],
 ]
 
 # Runs inside the read-only view: every command in-process, results as JSON on stdout.

@@ -1,4 +1,5 @@
-"""What gitmem keeps inside a repository's git directory, under ``<gitdir>/gitmem/``.
+"""What gitmem keeps inside a repository's git directory, under ``<gitdir>/gitmem/`` (for
+a store another user owns or nobody may write, in the user's own state folder instead).
 
 Derived state only: never committed, rebuilt from git or safe to lose. Every module
 that keeps a file there names it here, so one page says what the directory holds
@@ -7,6 +8,8 @@ that keeps a file there names it here, so one page says what the directory holds
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from pathlib import Path
 
@@ -35,8 +38,22 @@ named-paths cache, doctor's caches): ``gitmem purge`` deletes them."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:
-    """``<gitdir>/gitmem/``."""
-    return Path(gitdir) / STATE_DIR
+    """``<gitdir>/gitmem/``; for a store another user owns or this user cannot write (a
+    read-only mount), their own ``stores/<hash of the git dir>`` in :func:`user_dir`
+    ``"state"`` (made, owner only): the index they read is one they built, and its copies
+    of the store's text stay theirs."""
+    own = Path(gitdir) / STATE_DIR
+    try:
+        owned = Path(gitdir).stat().st_uid == os.geteuid()
+    except OSError:
+        owned = False
+    if owned and os.access(own if own.is_dir() else gitdir, os.W_OK):
+        return own
+    digest = hashlib.sha256(os.fsencode(Path(gitdir).resolve())).hexdigest()[:32]
+    mine = user_dir("state") / "stores" / digest
+    with contextlib.suppress(OSError):
+        mine.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return mine
 
 
 def user_dir(kind: str) -> Path:

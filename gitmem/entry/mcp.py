@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem._version import __version__
-from gitmem.base import logs
+from gitmem.base import logs, paths
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
@@ -826,10 +826,8 @@ def token_path(store: Store, folder: str = TOKEN_DIR) -> Path:
     (``$XDG_STATE_HOME``, else ``~/.local/state``), ``gitmem/mcp-tokens/<hash of the store's
     git directory>``. Never in the store: a bare store committed in a project carries its
     ``gitmem/`` folder, so a token found there is one whoever committed it knows."""
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
     key = hashlib.sha256(os.fsencode(store.db().gitdir.resolve())).hexdigest()[:32]
-    return base / "gitmem" / folder / key
+    return paths.user_dir("state") / folder / key
 
 
 def http_token(

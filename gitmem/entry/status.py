@@ -67,7 +67,7 @@ def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
         "index": index_state(store, scope, tip_id),
         "hooks": hooks,
         "merge_driver": driver,
-        "writable": os.access(db.gitdir, os.W_OK),
+        "writable": os.access(db.gitdir, os.W_OK) and not db.read_only,
         "author": f"{author.name} <{author.email}>",
         "git_identity": not author.email.endswith("@gitmem.invalid"),
     }

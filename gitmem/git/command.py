@@ -354,6 +354,11 @@ def _policy(
     # caller has no reason to) the policy's value, read last, is the one git uses.
     if config:
         _append_config(env, config)
+    from gitmem.git import trust
+
+    safe = trust.safe_directories(gitdir)  # another user's store the user named or trusted
+    if safe:
+        _append_config(env, [("safe.directory", d) for d in safe])
     where = gitdir if gitdir is not None else cwd
     if where is not None:
         # git reads the config (and what it includes) before anything else: an include of

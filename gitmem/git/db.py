@@ -43,7 +43,7 @@ from gitmem.base.trailers import (
     _email_local,
     format_message,
 )
-from gitmem.git import includes, maintenance
+from gitmem.git import includes, maintenance, trust
 from gitmem.git import stage as gitindex
 from gitmem.git.diff import file_changes
 from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path, try_flock
@@ -143,9 +143,11 @@ class GitDB:
         # Before libgit2 reads the config: an include of a FIFO would block the open forever.
         includes.check(path)
         try:
-            repo = pygit2.Repository(os.fspath(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            repo, self.foreign = trust.open_repository(path)
         except (pygit2.GitError, KeyError) as exc:
             raise StoreError(f"{os.fspath(path)} is not a git repository: {exc}") from None
+        self.read_only = self.foreign and trust.foreign_access(path) != "write"
+        """Another user's store the user named but does not trust: read, never written."""
         # A work-tree store writes to the branch checked out (a person on a feature branch
         # sees their agent's writes there, not staged reverts of main's); a bare store, a
         # detached HEAD and anything unnamed write to main. An explicit branch is a
@@ -194,7 +196,7 @@ class GitDB:
         local = self._local
         repo: pygit2.Repository | None = getattr(local, "repo", None)
         if repo is None or local.pid != os.getpid():
-            repo = pygit2.Repository(str(self.gitdir))
+            repo = trust.open_repository(self.gitdir, relaxed=self.foreign)[0]
             local.repo = repo
             local.pid = os.getpid()
             local.packs_mtime = False  # a new handle: nothing to let go of yet
@@ -393,6 +395,15 @@ class GitDB:
         )
         return pygit2.Oid(hex=result.stdout.decode().strip())
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(
+                f"{self.gitdir} belongs to another user: gitmem reads it but writes only to "
+                "a store you own or trust",
+                hint=f"to write to it as git's safe.directory would let you: gitmem trust "
+                f"{self.path} (or work on a copy: git clone {self.path} COPY)",
+            )
+
     def write(
         self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
@@ -406,6 +417,7 @@ class GitDB:
         nothing is written. A plan may also answer with a merge commit
         (``CommitSpec.merge_parents``) or a :class:`FastForward` to an existing commit.
         """
+        self._check_writable()
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
         while True:

@@ -19,23 +19,37 @@ or said so (``gitmem trust PATH``). What trust unlocks:
 
 Nothing else: what code runs for prune rules and jobs is never decided by a store,
 trusted or not (:mod:`gitmem.features.lifecycle.rules`).
+
+Another user's store (git and libgit2 refuse a repository its owner is not the user
+running them: git's ``safe.directory``): a store the user named (``--store``,
+``$GITMEM_DIR``, ``gitmem.open(path)``: :func:`name`) is read, never written; a trusted
+one is used as the user's own (:func:`open_repository`, :func:`safe_directories`;
+docs/security.md says why this is safe).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gitmem.base.errors import InvalidInputError, StoreError
 from gitmem.git import localconfig
 
+if TYPE_CHECKING:
+    import pygit2
+
 __all__ = [
     "SECTION",
+    "foreign_access",
     "git_dir_of",
     "is_trusted",
     "is_trusted_repository_at",
+    "name",
+    "open_repository",
     "record_created",
+    "safe_directories",
     "trust",
     "trusted",
     "untrust",
@@ -134,3 +148,83 @@ def untrust(path: str | os.PathLike[str]) -> bool:
 
     localconfig.update(change)
     return removed[0]
+
+
+# -- another user's store -------------------------------------------------------------------
+
+_named: set[str] = set()
+"""Git directories of the stores the user named in this process."""
+_owner_check = threading.Lock()
+
+
+def name(path: str | os.PathLike[str]) -> None:
+    """Note that the user named the store at ``path`` (``--store``, ``$GITMEM_DIR``,
+    ``gitmem.open(path)``): when another user owns it, it is read (never written). A store
+    found by walking up is not named: git's own rule, which stops a directory above the
+    user's from deciding what they open."""
+    _named.add(str(git_dir_of(path)))
+
+
+def _owner_is_another(gitdir: Path) -> bool:
+    try:
+        owners = {gitdir.stat().st_uid}
+        if gitdir.name == ".git":
+            owners.add(gitdir.parent.stat().st_uid)
+    except OSError:
+        return False
+    return owners != {os.geteuid()}
+
+
+def foreign_access(path: str | os.PathLike[str]) -> Literal["write", "read"] | None:
+    """What this process may do with the store at ``path`` when another user owns it:
+    ``"write"`` once trusted, ``"read"`` when named, else nothing (None)."""
+    gitdir = git_dir_of(path)
+    if is_trusted(gitdir):
+        return "write"
+    return "read" if str(gitdir) in _named else None
+
+
+def open_repository(
+    path: str | os.PathLike[str], *, relaxed: bool = False
+) -> tuple[pygit2.Repository, bool]:
+    """libgit2's repository at ``path`` (no search) and whether its owner check was relaxed.
+
+    libgit2 refuses a repository another user owns, as git does; its only switch is
+    process-wide, so it is turned off just for the open of a store :func:`foreign_access`
+    allows (``relaxed``: one that was), under a lock, and back on. Owned by another user
+    and not allowed: StoreError saying how to read it."""
+    import pygit2
+
+    flags = pygit2.enums.RepositoryOpenFlag.NO_SEARCH
+    if not relaxed:
+        try:
+            return pygit2.Repository(os.fspath(path), flags), False
+        except pygit2.GitError as exc:
+            if "not owned by current user" not in str(exc):
+                raise
+        if foreign_access(path) is None:
+            raise StoreError(
+                f"{path} belongs to another user: gitmem opens another user's store only "
+                "when you name it or trust it",
+                hint=f"read it with --store {path}, or trust it: gitmem trust {path}",
+            ) from None
+    settings: Any = pygit2.settings
+    with _owner_check:
+        before = settings.owner_validation
+        settings.owner_validation = False
+        try:
+            return pygit2.Repository(os.fspath(path), flags), True
+        finally:
+            settings.owner_validation = before
+
+
+def safe_directories(gitdir: str | os.PathLike[str] | None) -> list[str]:
+    """The ``safe.directory`` values git needs to work on the store at ``gitdir`` when
+    another user owns it and :func:`foreign_access` allows it (given on git's command
+    line, for that one call: the user's global configuration is never changed)."""
+    if gitdir is None:
+        return []
+    path = git_dir_of(gitdir)
+    if not _owner_is_another(path) or foreign_access(path) is None:
+        return []
+    return [str(path), str(path.parent)] if path.name == ".git" else [str(path)]

@@ -22,7 +22,7 @@ from gitmem.format import codec
 from gitmem.format.config import ATTRIBUTES_TEXT, FORMAT, StoreConfig, initial_text
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE
 from gitmem.format.model import Op, Scope
-from gitmem.git import localconfig, maintenance
+from gitmem.git import localconfig, maintenance, trust
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Backend, Store
@@ -229,6 +229,7 @@ def open_store(
         target = Path(path).expanduser()
         if not target.exists():
             raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
+        trust.name(target)  # another user's store, named: read (gitmem.git.trust)
         backend = _open_backend(
             target, clock=clock, durable=durable, branch=branch, any_format=any_format
         )

@@ -635,8 +635,10 @@ def driver_command(python: str | None = None) -> str:
 
 
 def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
+    from gitmem.git.trust import open_repository
+
     try:
-        return pygit2.Repository(os.fspath(repo_path))
+        return open_repository(repo_path)[0]  # another user's store the user named, too
     except (pygit2.GitError, KeyError):
         raise StoreError(f"{os.fspath(repo_path)} is not a git repository") from None
 
