@@ -98,9 +98,16 @@ def put_raw(store: Store, path: str, data: bytes) -> None:
 
 
 def one_error_line(stderr: str) -> str:
+    """The one line an error prints: ``gitmem: error: ...``, or under ``--json`` an
+    ``{"error": {...}}`` object naming the problem."""
     lines = stderr.splitlines()
     assert len(lines) == 1, stderr
-    assert lines[0].startswith("gitmem: error: ") and "Traceback" not in stderr
+    assert "Traceback" not in stderr
+    if lines[0].startswith("{"):
+        error = json.loads(lines[0])["error"]
+        assert error["message"] and isinstance(error["code"], int), error
+        return str(error["message"])
+    assert lines[0].startswith("gitmem: error: "), stderr
     return lines[0]
 
 
