@@ -112,6 +112,16 @@ def test_a_missing_extra_exits_9_saying_how_to_install_it(
     assert error["kind"] == "missing-dependency"
 
 
+def test_mcp_errors_hint_at_tools_not_commands(gm: Gitmem, store: Store) -> None:
+    pytest.importorskip("mcp")
+    from gitmem.entry.mcp import call, tools
+
+    [get] = [t for t in tools(store) if t.name == "get_memory"]
+    result, failed = call(get, {"id": "mem_zzz"})
+    assert failed and result.text.startswith("no memory mem_zzz (hint: recall finds")
+    assert "gitmem " not in result.text  # an agent has the tools, not the command line
+
+
 def test_an_untitled_memory_reads_the_same_in_every_listing(gm: Gitmem, store: Store) -> None:
     untitled = next(m.id for m in store.list() if m.title is None)
     lines = {

@@ -22,6 +22,7 @@ from storetools import status_porcelain, tip
 import gitmem
 import gitmem.cli
 from gitmem import Store
+from gitmem.base.errors import EXIT_CODES, install_command
 from gitmem.features.graph import Graph
 from tests.clitools import Gitmem, make_runner
 
@@ -242,5 +243,5 @@ def test_serve_without_the_web_extra_says_what_to_install(
 
     monkeypatch.setattr(web, "missing", lambda: ["nh3"])
     result = make_runner().invoke(gitmem.cli.cli, ["--store", str(store.path), "serve"])
-    assert result.exit_code == 1
-    assert "pip install 'gitmem-store[web]'" in result.stderr
+    assert result.exit_code == EXIT_CODES["missing-dependency"]
+    assert "nh3 (the web extra)" in result.stderr and install_command("web") in result.stderr

@@ -291,9 +291,10 @@ def serve(state: State, port: int, host: str, open_browser: bool) -> None:
     from gitmem.entry import web
 
     if web.missing():
-        raise click.ClickException(
-            f"gitmem serve needs {', '.join(web.missing())}, which is not installed: "
-            "pip install 'gitmem-store[web]'"
+        raise MissingDependencyError(
+            f"gitmem serve needs {', '.join(web.missing())} (the web extra), which is not "
+            "installed",
+            extra="web",
         )
     from gitmem.entry.web.server import Server
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from gitmem._version import __version__
 from gitmem.base import logs, paths
-from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError, StoreError
 from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
 from gitmem.format import schema
@@ -647,13 +647,19 @@ def _lenient(node: Any) -> Any:
     return node
 
 
+NOT_FOUND_HINT = "recall finds a memory's id from what it says; a unique prefix of an id will do"
+
+
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:
     """Run a tool: its result, or its error as text, and whether it failed."""
     try:
         return spec.call(arguments), False
     except GitmemError as exc:
+        hint: str | None = exc.hint
+        if hint and hint.startswith("gitmem "):  # the command line's: an agent has tools
+            hint = NOT_FOUND_HINT if isinstance(exc, NotFoundError) else None
         # A message may quote what it refuses, a name read from the store among them.
-        text = printable(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""))
+        text = printable(exc.message + (f" (hint: {hint})" if hint else ""))
         return ToolResult(text), True
     except Exception as exc:  # a bug must not take the server down with it
         log.exception("tool %s failed", spec.name)
