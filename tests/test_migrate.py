@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,17 @@ def opened(path: Path) -> Store:
 
 
 def files(path: Path, rev: str = "HEAD") -> dict[str, str]:
-    """Every file of ``rev`` and its text, read with git."""
-    names = run_git(path, "ls-tree", "-r", "--name-only", rev).split("\n")
-    return {n: run_git(path, "show", f"{rev}:{n}") for n in names if n}
+    """Every file of ``rev`` and its text, read with git (one ``cat-file --batch``)."""
+    names = [n for n in run_git(path, "ls-tree", "-r", "-z", "--name-only", rev).split("\0") if n]
+    request = "".join(f"{rev}:{n}\n" for n in names).encode()
+    batch = ["git", "-C", str(path), "cat-file", "--batch"]
+    out = subprocess.run(batch, input=request, capture_output=True, check=True).stdout
+    texts: dict[str, str] = {}
+    for name in names:
+        header, _, out = out.partition(b"\n")
+        size = int(header.split()[2])
+        texts[name], out = out[:size].decode(), out[size + 1 :]
+    return texts
 
 
 def check_converted(path: Path, made: dict[str, Any], before: dict[str, str]) -> None:
@@ -234,20 +243,33 @@ def test_migrate_reports_progress_over_the_files(tmp_path: Path) -> None:
     assert calls[-1] == (23, 23)
 
 
-def _migrate_child(path: str) -> None:
-    migrate(opened(Path(path)))
+def _migrate_child(path: str, started: Any) -> None:
+    store = opened(Path(path))
+    started.set()
+    migrate(store)
 
 
 @pytest.mark.slow
 def test_a_kill_during_migration_leaves_the_old_or_the_new_store(tmp_path: Path) -> None:
+    """Kills land anywhere from a migration's first instant to a little past its end: the
+    first round's migration runs unkilled and is timed, so the kills of the next four land
+    inside the work however loaded the machine is."""
     rng = random.Random(7)
-    for round_ in range(4):
+    bulk = 400
+    took = 0.0
+    for round_ in range(5):
         path = tmp_path / f"store{round_}"
-        made = old_store(path, 4, bulk=2000)
+        made = old_store(path, 4, bulk=bulk)
         before = files(path)
-        proc = CTX.Process(target=_migrate_child, args=(str(path),))
+        started = CTX.Event()
+        proc = CTX.Process(target=_migrate_child, args=(str(path), started))
         proc.start()
-        time.sleep(rng.uniform(0.3, 2.5))
+        assert started.wait(timeout=120)
+        if round_ == 0:  # unkilled: how long a migration takes here
+            began = time.perf_counter()
+            proc.join()
+            took = time.perf_counter() - began
+        time.sleep(rng.uniform(0.0, 1.3 * took))
         if proc.is_alive():
             os.kill(proc.pid, signal.SIGKILL)
         proc.join()
