@@ -70,6 +70,15 @@ def isolated_home(
 _CONFIG_LEVELS = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The stress tests (``slow``) first, each file's in its order: under ``-n`` (pyproject's
+    ``--dist worksteal``) the longest tests start at once and a worker that runs out of
+    work takes the short ones off the end of the other's queue, rather than a minute-long
+    test starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def clock() -> FixedClock:
     return FixedClock("2026-11-22T10:00:00Z")
