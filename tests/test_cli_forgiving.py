@@ -76,6 +76,39 @@ def test_resolve_id_in_both_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert in_user in line and in_repo in line
 
 
+def test_store_read_and_mcp_get_memory_take_a_prefix(store: Store) -> None:
+    a, b = _two_with_prefix(store)
+    assert store.read("mem_abc1").id == a
+    assert store.read("mem_abc2...").body == "two"
+    with pytest.raises(AmbiguousIdError):
+        store.read("mem_abc")
+    with pytest.raises(NotFoundError):
+        store.read("mem_zzz")
+    pytest.importorskip("mcp")
+    from gitmem.entry.mcp import call, tools
+
+    [get] = [t for t in tools(store) if t.name == "get_memory"]
+    result, failed = call(get, {"id": "mem_abc1"})
+    assert not failed and result.structured == {"memory": store.read(a).to_dict()}
+    result, failed = call(get, {"id": "mem_abc"})
+    assert failed and a in result.text and b in result.text
+    result, failed = call(get, {"id": "mem_zzz"})
+    assert failed and "no memory mem_zzz" in result.text
+    assert "gitmem " not in result.text  # an agent has the tools, not the command line
+
+
+def test_undo_takes_a_session_prefix(gm: Gitmem, store: Store) -> None:
+    kept = store.create("kept", session_id="9b1f0000-aaaa")
+    gone = store.create("gone", session_id="9b2e0000-bbbb")
+    store.create("also gone", session_id="9b2e0000-bbbb")
+    line = gm.fails(4, "undo", "--session", "9b")
+    assert "9b1f0000-aaaa" in line and "9b2e0000-bbbb" in line
+    out = gm("undo", "--session", "9b2e").stdout
+    assert out.startswith("Undid 2 commit(s)")
+    assert [m.id for m in store.list()] == [kept.id] and store.get(gone.id) is None
+    assert "no commit of session" in gm.fails(3, "undo", "--session", "77")
+
+
 def test_every_id_command_takes_a_prefix(gm: Gitmem, store: Store) -> None:
     a, b = _two_with_prefix(store)
     assert "one" in gm("show", "mem_abc1").stdout

@@ -563,6 +563,13 @@ def test_cli_conflicts_and_resolve(
     assert cli("conflicts").stdout.strip() == "No unresolved forks."
 
 
+def test_resolve_takes_a_prefix_of_the_fork(forked: tuple[Store, str, str]) -> None:
+    store, of, fork = forked
+    cli = Gitmem(store.path, make_runner())
+    assert cli("resolve", fork[:-3], "--keep", "theirs").stdout.startswith(f"Resolved {of}")
+    assert store.read(of).body == "b's version\n" and store.get(fork) is None
+
+
 def test_resolve_commit_is_one_resolve_by_who_ran_it(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
     S.resolve(store, fork, "theirs", message="b had the current deploy steps")

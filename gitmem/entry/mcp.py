@@ -495,7 +495,13 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             "get_memory",
             "Get Memory",
             "Read one memory by id, now or at a past revision or date.",
-            _obj({"id": _ID, "at": _str("A git revision or a date/time")}, ["id"]),
+            _obj(
+                {
+                    "id": _str(f"{_ID['description']}; a unique prefix of it will do"),
+                    "at": _str("A git revision or a date/time"),
+                },
+                ["id"],
+            ),
             get_memory,
             read_only=True,
             destructive=False,

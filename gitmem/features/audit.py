@@ -43,7 +43,7 @@ from gitmem.features.review import (
     read_pair,
 )
 from gitmem.format import memfile
-from gitmem.format.layout import check_id, id_from_path, memory_path
+from gitmem.format.layout import check_id, id_from_path, memory_path, one_by_prefix
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
@@ -300,12 +300,17 @@ def _targets(db: GitDB, session: str | None, commit: str | None) -> list[pygit2.
         if tip is None or not (found.id == tip.id or db.repo.descendant_of(tip.id, found.id)):
             raise NotFoundError(f"commit {commit} is not on the store's branch")
         return [found]
-    picked = [
-        c for c in db.walk(reverse=True) if (SESSION_TRAILER, session) in parse_trailers(c.message)
-    ]
-    if not picked:
+    assert session is not None
+    by_session: dict[str, list[pygit2.Commit]] = {}
+    for c in db.walk(reverse=True):
+        for _key, value in parse_trailers(c.message, (SESSION_TRAILER,)):
+            by_session.setdefault(value, []).append(c)
+    if session not in by_session:  # a unique prefix of a session will do, as of an id
+        names = [name for name in by_session if name.startswith(session)]
+        session = one_by_prefix(session, names, what=("session", "sessions")) or session
+    if session not in by_session:
         raise NotFoundError(f"no commit of session {session!r} in this store")
-    return picked
+    return by_session[session]
 
 
 def undo(

@@ -228,9 +228,12 @@ def id_prefix(prefix: str) -> str:
     return wanted
 
 
-def one_by_prefix(wanted: str, found: list[str]) -> str | None:
+def one_by_prefix(
+    wanted: str, found: list[str], *, what: tuple[str, str] = ("id", "memories")
+) -> str | None:
     """The one id of ``found`` (the ids starting with ``wanted``), None when there is none;
-    several raise :class:`AmbiguousIdError` listing the first ten."""
+    several raise :class:`AmbiguousIdError` listing the first ten. ``what``: what the
+    prefix is of, and what it may match (a session's prefix matches sessions)."""
     if len(found) == 1:
         return found[0]
     if not found:
@@ -239,7 +242,7 @@ def one_by_prefix(wanted: str, found: list[str]) -> str | None:
     more = f" and {len(found) - 10} more" if len(found) > 10 else ""
     shown = ", ".join(found[:10]) + more
     raise AmbiguousIdError(
-        f"id prefix {wanted} matches {len(found)} memories: {shown}",
+        f"{what[0]} prefix {wanted} matches {len(found)} {what[1]}: {shown}",
         candidates=found,
-        hint="give more characters of the id",
+        hint=f"give more characters of the {what[0]}",
     )

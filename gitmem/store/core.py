@@ -961,8 +961,12 @@ class Store:
         return result
 
     def read(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory:
-        """The memory with this id, now or ``at`` a revision or time. Raises NotFoundError."""
+        """The memory with this id (or a unique prefix of it, as :meth:`resolve_id` finds),
+        now or ``at`` a revision or time. Raises NotFoundError or AmbiguousIdError."""
+        id = id_prefix(id)
         memory = self.get(id, at=at, scope=scope)
+        if memory is None and (full := self.resolve_id(id, scope=scope)) != id:
+            memory = self.get(full, at=at, scope=scope)
         if memory is None:
             when = f" at {at}" if at is not None else ""
             raise NotFoundError(f"no memory {id}{when}", hint=_NOT_FOUND_HINT)

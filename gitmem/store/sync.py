@@ -821,6 +821,9 @@ def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
 
 
 def find_conflict(store: Store, memory_id: str) -> Conflict:
+    """The one unresolved fork of ``memory_id``: the fork's id, or its memory's (a unique
+    prefix of either will do)."""
+    memory_id = store.resolve_id(memory_id)
     found = conflicts(store)
     mine = [c for c in found if c.fork.id == memory_id]
     if not mine:
