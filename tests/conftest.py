@@ -70,12 +70,19 @@ def isolated_home(
 _CONFIG_LEVELS = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Under ``-n``, xdist's work-stealing schedule unless ``--dist`` names another: a worker
+    that runs out of work takes tests off the end of the other's queue, where the default
+    schedule's fixed chunks can leave one worker idle while the other runs a long test."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "worksteal"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The stress tests (``slow``) first, each file's in its order: under ``-n`` (pyproject's
-    ``--dist worksteal``) the longest tests start at once and a worker that runs out of
-    work takes the short ones off the end of the other's queue, rather than a minute-long
-    test starting last."""
+    """The stress tests (``slow``) first, each file's in its order: under ``-n`` the longest
+    tests start at once, rather than a minute-long test starting last."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
