@@ -24,10 +24,9 @@ MEMORY_SCHEMA = "memory.schema.json"
 
 
 def _schema_text(name: str) -> str:
-    # Installed wheels carry the schemas inside the package (gitmem/_schemas, mapped in
-    # pyproject.toml); a source checkout or an editable install reads the top-level
-    # schemas/. Plain paths, not importlib.resources: that costs ~4 ms of imports on every
-    # write, and gitmem is never imported from a zip archive (pygit2 is a compiled module).
+    # Wheels carry the schemas in gitmem/_schemas; a source checkout reads schemas/. Plain
+    # paths: importlib.resources would cost imports on every write, and gitmem never runs
+    # from a zip archive (pygit2 is a compiled module).
     package = Path(__file__).resolve().parents[1]
     for candidate in (package / "_schemas" / name, package.parent / "schemas" / name):
         if candidate.is_file():
