@@ -1,23 +1,14 @@
 """``gitmem migrate``: a store of an older format converted to the current one, once.
 
-``gitmem.yaml`` says which format a store is in (``format: N``; a store that says nothing
-is format 1). This gitmem reads and writes format :data:`~gitmem.format.config.FORMAT`
-only: every other command refuses an older store and names this one. :func:`migrate`
-converts each scope in one commit (``Gitmem-Op: migrate``) that
-
-- moves each plain id's file from where format 4 put it (``memories/a/b/c/d/<id>.md``)
-  to ``memories/<ab>/<id>.md``, where formats 1-3 had it too;
-- drops the ``version`` and ``updated_at`` lines of every memory file (every other byte
-  as it was): both are derived from history (docs/format.md);
-- moves format 1's knowledge-graph entity files (``entities/<type>/<name>.md``) into their
-  hash shards (``entities/<type>/<xx>/<name>.md``), as new ids that supersede the old ones;
-- raises ``format:``.
-
-The branch moves by compare-and-swap, so a kill at any moment leaves the old store or the
-new one, and a second run finds nothing to do. A ``migrate`` commit is never a version of
-a memory, so every memory reads with the versions its history holds.
+This gitmem reads and writes format :data:`~gitmem.format.config.FORMAT` only; every
+other command refuses an older store and names this one. Each scope is converted in one
+``Gitmem-Op: migrate`` commit: format 4's deep plain-id paths move to
+``memories/<ab>/<id>.md``, every file's ``version`` and ``updated_at`` lines go (both
+are derived from history), format 1's entity files move into their hash shards as new
+ids that supersede the old ones, and ``format:`` is raised. The branch moves by
+compare-and-swap, so a kill leaves the old store or the new one, and a second run finds
+nothing to do.
 """
-
 from __future__ import annotations
 
 import re
@@ -173,13 +164,9 @@ def migrate(
     store: Store, *, dry_run: bool = False, progress: Progress | None = None
 ) -> list[Migration]:
     """Convert every scope of ``store`` (opened with ``any_format=True``) that is of an
-    older format to the current one, one commit per scope; a scope already current is
-    left as it is.
-
-    Returns what each conversion did. ``dry_run`` stages the same changes and commits
+    older format, one commit per scope; ``dry_run`` stages the same changes and commits
     none. A work-tree store with uncommitted edits of a file to change is refused
-    (DirtyWorktreeError), with nothing changed. ``progress(done, total)`` follows the files
-    each conversion looks at."""
+    (DirtyWorktreeError), with nothing changed."""
     done: list[Migration] = []
     for scope in store.scopes:
         db = store.db(scope)

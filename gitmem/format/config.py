@@ -38,14 +38,9 @@ _PLAIN_CONFIG_RE = re.compile(
     r"limits:\n"
     r"  max_body_bytes: ([1-9][0-9]{0,11})\n"
 )
-"""gitmem.yaml as :func:`initial_text` writes it (comment lines, then the three settings
-in its spelling): read without a YAML parser, so that a write, which reads the config
-first, does not import PyYAML (~10 ms) for it. Decimal numbers without a leading zero
-(YAML 1.1 reads ``010`` as octal), the two scope words, which YAML reads as the same
-strings, and comments of characters Python calls printable (all of which YAML accepts;
-a character class for them cost 3 ms to compile per process); anything else in the file,
-even a comment after a value, goes to the YAML reader (tests/test_config.py checks that
-both readers agree)."""
+"""gitmem.yaml as :func:`initial_text` writes it, read without a YAML parser so that a
+write, which reads the config first, does not import PyYAML; anything else in the file
+goes to the YAML reader (tests/test_config.py checks that both readers agree)."""
 
 
 @dataclass(frozen=True)

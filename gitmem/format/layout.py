@@ -1,22 +1,12 @@
 """Where things live in a store: id <-> path, and the guards that keep ids safe.
 
-Two kinds of id:
-
-* plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/<ab>/<id>.md``: one level
-  of at most 256 folders, ``ab`` the uuid's first two hex digits (found by eye) or those of
-  the id's SHA-1. Format 4 put them four folders deep (:func:`format4_path`); only code
-  that reads history from before ``gitmem migrate`` looks there;
-* path ids (``projects/acme/known_issues``, ``entities/person/ada``) name a document
-  by where it lives: the first segment is one of :data:`DOCUMENT_ROOTS`, the file
-  is ``<id>.md``. Layered documents, knowledge-graph entities and memory-tool notes
-  are addressed this way because their place in the tree *is* their identity.
-
-Every id that reaches a path goes through :func:`check_id` first, so no id can
-name a file outside its directory (``..``, ``\\``, percent-escapes, control
-characters, absolute paths, empty segments are all refused before any path is
-built; ``/`` only separates the segments of a path id).
+Plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/<ab>/<id>.md``, ``ab`` the
+uuid's first two hex digits or those of the id's SHA-1 (format 4's deeper paths are only
+read in history from before ``gitmem migrate``, :func:`format4_path`). Path ids
+(``projects/acme/known_issues``) name a document by where it lives, under one of
+:data:`DOCUMENT_ROOTS`. Every id that reaches a path passes :func:`check_id` first, so no
+id can name a file outside its directory.
 """
-
 from __future__ import annotations
 
 import functools
@@ -59,10 +49,7 @@ def is_path_id(memory_id: str) -> bool:
 
 _PLAIN_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
 """A plain id every check below passes, but for ``..`` and a ``.md`` ending: ASCII
-letters, digits and ``._-`` only (so no control, invisible or separator character), at
-most :data:`MAX_ID_LENGTH` long. Every write checks its id several times (path, locate,
-the file's id): this answers the usual ``mem_<uuid>`` without a look at each character's
-Unicode category."""
+letters, digits and ``._-``, so the usual ``mem_<uuid>`` needs no per-character check."""
 
 
 def check_id(value: object, *, what: str = "id") -> str:

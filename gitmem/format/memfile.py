@@ -21,13 +21,10 @@ if TYPE_CHECKING:
 
 
 def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None = None) -> bytes:
-    """The file that stores ``memory``, or the error that says why it cannot be written.
-
-    ``policy``: refuse credentials under it (None when the caller allowed them). Checks run
-    in an order that never echoes a credential: depth first (everything else walks the
-    values), then the fields as values, then the schema, the size bounds, a read-back of
-    the text as every reader parses it, and last the whole file (pairs such as
-    ``db_password: ...`` that span a key and its value).
+    """The file that stores ``memory``, or the error that says why it cannot be written;
+    ``policy``: refuse credentials under it (None when the caller allowed them). The checks
+    never echo a credential: depth, then the fields as values, schema, size bounds, a
+    read-back, and last the whole file (a ``db_password: ...`` pair spans key and value).
     """
     metadata = memory.to_metadata()
     codec.check_writable_depth(metadata)
