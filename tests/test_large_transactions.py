@@ -17,6 +17,7 @@ from storetools import commit_count, run_git, tip
 import gitmem
 from gitmem import ConflictError, Store
 from gitmem.store import core
+from gitmem.store import index as index_module
 
 BODY_BYTES = 16 * 1024
 
@@ -51,13 +52,16 @@ def test_a_transaction_stages_blob_ids_and_reads_them_back(any_store: Store) -> 
     assert len(ids.split()) == 20 * 2  # "Gitmem-Id:" and the id, once per memory
 
 
-def test_a_large_transaction_does_not_hold_what_it_staged(bare_store: Store) -> None:
+def test_a_large_transaction_does_not_hold_what_it_staged(
+    bare_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The streaming property: once past the replay bound, staging N more files of B bytes
     each grows what the process holds by far less than N*B. Before blobs were written as
     staged, the transaction held every file's bytes (and every operation's body, for a
     replay): more than twice what it staged."""
+    monkeypatch.setattr(core, "REPLAY_LIMIT", 50)  # the bound is reached the same way
     first_count = core.REPLAY_LIMIT + 1
-    more_count = 1_000
+    more_count = 250
     more_bytes = more_count * BODY_BYTES
     tracemalloc.start()
     try:
@@ -148,18 +152,25 @@ def test_trailers_selected_by_key_are_the_full_parse_filtered() -> None:
     assert parse_trailers(bad, keys) == []
 
 
-def test_the_index_of_a_bulk_import_has_a_version_row_per_memory(bare_store: Store) -> None:
-    """The import's one commit gives its version rows a batch at a time (5,000): more
-    memories than that in one commit still index every row, once."""
+def test_the_index_of_a_bulk_import_has_a_version_row_per_memory(
+    bare_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import's one commit gives its version rows a batch at a time (VERSION_BATCH):
+    more memories than that in one commit still index every row, once, caught up and
+    rebuilt."""
+    monkeypatch.setattr(index_module, "VERSION_BATCH", 50)
     with bare_store.transaction(message="bulk"):
-        made = [bare_store.create(f"m{i}", title=f"t{i}").id for i in range(5_050)]
-    assert len(bare_store.list()) == 5_050
-    history = bare_store.history(made[5_049])
+        made = [bare_store.create(f"m{i}", title=f"t{i}").id for i in range(120)]
+    assert len(bare_store.list()) == 120
+    history = bare_store.history(made[119])
     assert [v.version for v in history.versions] == [1]
     index = bare_store.index()
-    assert index.count() == 5_050
-    rows = index.connect().execute("SELECT count(*), count(DISTINCT id) FROM versions")
-    assert rows.fetchone() == (5_050, 5_050)
+    for _ in ("caught up", "rebuilt"):
+        assert index.count() == 120
+        rows = index.connect().execute("SELECT count(*), count(DISTINCT id) FROM versions")
+        assert rows.fetchone() == (120, 120)
+        assert {m.version for m in bare_store.list()} == {1}
+        index.rebuild()
 
 
 def test_a_bulk_commit_names_its_first_ids_and_counts_the_rest(

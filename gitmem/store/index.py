@@ -192,6 +192,10 @@ RowParts = tuple[tuple[Any, ...], list[str], list[tuple[str, str, str]]]
 FILL_BATCH = 500
 """Files a first build decodes before it inserts their rows (tags and edges a batch at a time)."""
 
+VERSION_BATCH = 5000
+"""Version rows (and commits) inserted, or read back to derive versions, at a time: a bulk
+import's one commit can bring a million."""
+
 
 def _row_parts(memory: Memory, blob: str) -> RowParts:
     values = row_values(memory, blob)
@@ -905,11 +909,11 @@ class Index:
                 if touched is not None:
                     touched.add(row[0])
                 rows.append(row)
-                if len(rows) >= 5000:  # a bulk import's commit alone has a million
+                if len(rows) >= VERSION_BATCH:
                     insert_versions(conn, rows, new_commits)
                     rows.clear()
                     new_commits.clear()
-            if len(new_commits) >= 5000:
+            if len(new_commits) >= VERSION_BATCH:
                 insert_versions(conn, rows, new_commits)
                 rows.clear()
                 new_commits.clear()
@@ -937,7 +941,7 @@ class Index:
             cursor = conn.execute(
                 "SELECT id, count(*), max(time_us) FROM versions WHERE counts = 1 GROUP BY id"
             )
-            while page := cursor.fetchmany(5000):
+            while page := cursor.fetchmany(VERSION_BATCH):
                 conn.executemany(
                     "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
                     [(*_derived_columns(count, newest), str(mid)) for mid, count, newest in page],
