@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from clitools import Gitmem, make_runner
 from conftest import run_git
 from test_policy import KEYS, NONE, commit_config, merge
 
 import gitmem
-from gitmem.entry import hooks
+from gitmem.entry import hooks, receive
 from gitmem.format.config import collecting_loosened
 from gitmem.store import sync as S
 
@@ -145,18 +146,26 @@ def test_reproduction_the_hub_refuses_a_push_that_loosens_policy(
 
 
 def test_the_hub_walks_every_key(hub: Path, tmp_path: Path) -> None:
-    """Each loosening value is refused by the hook, by name; every tightening one lands."""
+    """Each loosening value alone is named by the hook's check; a push of all of them is
+    refused naming each; a push of every tightening one lands."""
     work = clone(tmp_path, hub, "a")
     store = gitmem.open(work)
     before = run_git(hub, "rev-parse", "main").strip()
-    for key in KEYS:
-        if key.loosen is NONE:
-            continue
-        commit_config(store, key.config(key.loosen))
-        result = push(work)
-        assert result.returncode != 0, key.path
+    loosen = [key for key in KEYS if key.loosen is not NONE]
+    for key in loosen:
+        data = yaml.safe_load((work / "gitmem.yaml").read_text())
+        merge(data, key.config(key.loosen))
+        found = receive.loosening(yaml.safe_dump(data))
+        assert [f for f in found if f.startswith(f"gitmem.yaml {key.path} ")], (key.path, found)
+    loosened: dict[str, Any] = {}
+    for key in loosen:
+        merge(loosened, key.config(key.loosen))
+    commit_config(store, loosened)
+    result = push(work)
+    assert result.returncode != 0
+    for key in loosen:
         assert f"gitmem.yaml {key.path} " in result.stderr, (key.path, result.stderr)
-        run_git(work, "reset", "-q", "--hard", "origin/main")
+    run_git(work, "reset", "-q", "--hard", "origin/main")
     assert run_git(hub, "rev-parse", "main").strip() == before
     everything: dict[str, Any] = {}
     for key in KEYS:
