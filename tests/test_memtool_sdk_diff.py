@@ -34,7 +34,7 @@ import gitmem
 from gitmem import Store
 from gitmem.entry.memtool import DIR_SIZE, dir_name
 from gitmem.format.layout import KEEP_FILE, MEMORY_SUFFIX
-from tests.storetools import commit_count
+from tests.storetools import tip
 
 _REASON = "the anthropic SDK is not installed (pip install anthropic)"
 anthropic_tools = pytest.importorskip("anthropic.lib.tools", reason=_REASON)
@@ -98,6 +98,15 @@ def gitmem_tree(store: Store) -> tuple[set[str], dict[str, str]]:
             continue
         dirs.update("/".join(folders[: i + 1]) for i in range(len(folders)))
     return dirs, files
+
+
+def _commits_since(store: Store, old: str | None) -> int:
+    """Commits on the branch after ``old`` (first parents: a memory-tool write never merges)."""
+    commit, made = store.db().tip(), 0
+    while commit is not None and str(commit.id) != old:
+        made += 1
+        commit = commit.parents[0] if commit.parents else None
+    return made
 
 
 def normalise(text: str) -> str:
@@ -244,7 +253,7 @@ def test_gitmem_matches_the_sdks_local_filesystem_tool(tmp_path: Path, seed: int
         command = gen.command()
         where = f"seed {seed} step {step}: {command!r}"
         dirs_before = sdk.tree()[0]
-        commits = commit_count(store)
+        before = tip(store)
         theirs_kind, theirs = outcome(lambda c=command: sdk.tool.call(dict(c)))
         ours_kind, mine = outcome(lambda c=command: ours.call(dict(c)))
         if theirs_kind == "raw":
@@ -253,7 +262,7 @@ def test_gitmem_matches_the_sdks_local_filesystem_tool(tmp_path: Path, seed: int
             assert (ours_kind, blank(mine)) == (theirs_kind, blank(theirs)), where
         if theirs_kind != "ok" and command["command"] == "rename":
             sdk.remove_new_empty_dirs(dirs_before)
-        made = commit_count(store) - commits
+        made = _commits_since(store, before)
         if ours_kind == "ok" and command["command"] in MUTATING:
             assert made == 1, f"{where}: {made} commits"
         else:
