@@ -50,8 +50,9 @@ if TYPE_CHECKING:
         Trigger,
     )
     from gitmem.format.versions import Chain
-    from gitmem.store.core import Store, Transaction
+    from gitmem.store.core import Store
     from gitmem.store.results import History, LogEntry, Problem, Version
+    from gitmem.store.transactions import Transaction
 
 # Public name -> the submodule that defines it (imported the first time the name is used).
 _LAZY: dict[str, str] = {
@@ -84,7 +85,7 @@ _LAZY: dict[str, str] = {
     "LogEntry": "store.results",
     "Problem": "store.results",
     "Store": "store.core",
-    "Transaction": "store.core",
+    "Transaction": "store.transactions",
     "Version": "store.results",
     "Chain": "format.versions",
 }

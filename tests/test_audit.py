@@ -12,7 +12,6 @@ from storetools import commit_count
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.features import audit as A
-from gitmem.store import sync as S
 
 
 def by(store: Store, memory_id: str) -> list[tuple[str, str | None, str | None]]:
@@ -48,8 +47,8 @@ def test_blame_through_a_merge_keeps_each_sides_writer(tmp_path: Path, clock: Fi
     a, b = gitmem.open(tmp_path / "a", clock=clock), gitmem.open(tmp_path / "b", clock=clock)
     a.update(memory.id, "ONE\ntwo\nthree\nfour\n", agent="alice", session_id="sa")
     b.update(memory.id, "one\ntwo\nthree\nFOUR\n", agent="bert", session_id="sb")
-    S.sync(a)
-    S.sync(b)
+    a.sync()
+    b.sync()
     assert by(b, memory.id) == [
         ("ONE", "alice", "sa"),
         ("two", "ada", None),
@@ -177,8 +176,8 @@ def test_undo_refuses_merges_and_unknown_sessions(tmp_path: Path, clock: FixedCl
     a, b = gitmem.open(tmp_path / "a", clock=clock), gitmem.open(tmp_path / "b", clock=clock)
     a.create("from a")
     b.create("from b")
-    S.sync(a)
-    S.sync(b)
+    a.sync()
+    b.sync()
     with pytest.raises(A.UndoRefusedError, match="merge commit"):
         A.undo(b, commit="HEAD")
     with pytest.raises(gitmem.NotFoundError):

@@ -164,9 +164,8 @@ def run_ops(
             elif roll < 0.97:
                 store.index().rebuild()
             elif origin is not None:
-                from gitmem.store import sync
 
-                sync.sync(store, origin)
+                store.sync(origin)
         except GitmemError as exc:
             note(f"E {type(exc).__name__} {exc}".replace("\n", " "))
 

@@ -105,7 +105,7 @@ def test_doctor_fix_leaves_an_unfinished_merge_alone(mid_merge: tuple[Store, Pat
 def test_case_twins_from_two_clones_are_reported(tmp_path: Path, clock: FixedClock) -> None:
     run_git(tmp_path, "init", "-q", "--bare", "hub.git")
     one = gitmem.init(tmp_path / "one", clock=clock)
-    S.add_remote(one, "origin", str(tmp_path / "hub.git"))
+    S.add_remote(one.db(), "origin", str(tmp_path / "hub.git"))
     one.sync()
     run_git(tmp_path, "clone", "-q", str(tmp_path / "hub.git"), "two")
     two = gitmem.open(tmp_path / "two", clock=clock)

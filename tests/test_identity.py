@@ -17,7 +17,6 @@ from conftest import run_git
 
 import gitmem
 from gitmem.git import trust
-from gitmem.store import sync as S
 
 
 def tip(store: gitmem.Store) -> str:
@@ -93,9 +92,9 @@ def test_merge_commits_of_sync_are_signed(tmp_path: Path, signing: Path) -> None
     for store in (a, b):
         trust.trust(store.path)  # clones made with plain git: the user vouches for them
     b.create("from b")
-    S.sync(b)
+    b.sync()
     a.create("from a")
-    assert S.sync(a).merge == "merge"
+    assert a.sync().merge == "merge"
     assert verified(tmp_path / "a", "HEAD")
 
 

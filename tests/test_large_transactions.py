@@ -16,8 +16,8 @@ from storetools import commit_count, run_git, tip
 
 import gitmem
 from gitmem import ConflictError, Store
-from gitmem.store import core
 from gitmem.store import index as index_module
+from gitmem.store import transactions
 
 BODY_BYTES = 16 * 1024
 
@@ -59,8 +59,8 @@ def test_a_large_transaction_does_not_hold_what_it_staged(
     each grows what the process holds by far less than N*B. Before blobs were written as
     staged, the transaction held every file's bytes (and every operation's body, for a
     replay): more than twice what it staged."""
-    monkeypatch.setattr(core, "REPLAY_LIMIT", 50)  # the bound is reached the same way
-    first_count = core.REPLAY_LIMIT + 1
+    monkeypatch.setattr(transactions, "REPLAY_LIMIT", 50)  # the bound is reached the same way
+    first_count = transactions.REPLAY_LIMIT + 1
     more_count = 250
     more_bytes = more_count * BODY_BYTES
     tracemalloc.start()
@@ -89,7 +89,7 @@ def test_a_large_transaction_does_not_hold_what_it_staged(
 def test_a_large_transaction_goes_onto_a_tip_that_moved_elsewhere(
     any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core, "REPLAY_LIMIT", 3)
+    monkeypatch.setattr(transactions, "REPLAY_LIMIT", 3)
     other = _other(any_store)
     kept = any_store.create("kept")
     with any_store.transaction(message="bulk") as tx:
@@ -109,7 +109,7 @@ def test_a_large_transaction_goes_onto_a_tip_that_moved_elsewhere(
 def test_a_large_transaction_fails_cleanly_when_its_files_moved(
     any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core, "REPLAY_LIMIT", 3)
+    monkeypatch.setattr(transactions, "REPLAY_LIMIT", 3)
     other = _other(any_store)
     shared = any_store.create("v1")
     before = commit_count(any_store)
@@ -127,7 +127,7 @@ def test_a_large_transaction_fails_cleanly_when_its_files_moved(
 def test_a_large_transaction_fails_on_a_case_twin_written_meanwhile(
     any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core, "REPLAY_LIMIT", 3)
+    monkeypatch.setattr(transactions, "REPLAY_LIMIT", 3)
     other = _other(any_store)
     with pytest.raises(ConflictError), any_store.transaction(message="bulk"):
         for i in range(4):
@@ -179,7 +179,7 @@ def test_a_bulk_commit_names_its_first_ids_and_counts_the_rest(
     """Past ID_TRAILERS, a commit lists no more Gitmem-Id trailers but counts them (a
     million made a 52 MB commit object, which libgit2 parses on every lookup of the tip);
     the log's id filter and prefix resolution of deleted ids ask the commit's files."""
-    monkeypatch.setattr(core, "ID_TRAILERS", 3)
+    monkeypatch.setattr(transactions, "ID_TRAILERS", 3)
     with any_store.transaction(message="bulk"):
         made = [any_store.create(f"m{i}").id for i in range(5)]
     gitdir = any_store.db().gitdir

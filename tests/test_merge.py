@@ -227,8 +227,8 @@ def test_appended_documents_through_a_merge(tmp_path: Path) -> None:
     a.append(doc_id, "## 2026-11-22T11:00:00Z review by a\nfine\n")
     clock.advance(hours=1)
     b.append(doc_id, "## 2026-11-22T12:00:00Z review by b\nalso fine\n")
-    S.sync(a)
-    result = S.sync(b)
+    a.sync()
+    result = b.sync()
     assert result.forks == []
     body = b.read(doc_id).body
     assert body == (
@@ -271,7 +271,7 @@ def test_git_pull_merges_different_lines_with_the_driver(pair: tuple[Store, Stor
     a.update(mid, "ONE\ntwo\nthree\nfour\n", tags=["base", "from-a"])
     b.clock.advance(seconds=5)  # type: ignore[attr-defined]
     b.update(mid, "one\ntwo\nthree\nFOUR\n", title="Shared (b)")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     text = (b.path / b.read(mid).path).read_text()  # type: ignore[operator]
     merged = codec.parse(text)
@@ -287,7 +287,7 @@ def test_git_pull_keeps_a_fork_without_markers(pair: tuple[Store, Store, str]) -
     a, b, mid = pair
     a.update(mid, "changed by a\n")
     b.update(mid, "changed by b\n")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     path = b.path / b.read(mid).path  # type: ignore[operator]
     no_markers(path.read_bytes())
@@ -311,7 +311,7 @@ def test_pending_forks_of_an_aborted_merge_are_dropped(pair: tuple[Store, Store,
     b.update(mid, "changed by b\n")
     (b.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n# b\n")
     run_git(b.path, "commit", "-qam", "config b")
-    S.sync(a)
+    a.sync()
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
     assert "CONFLICT" in out  # gitmem.yaml, not the memory
     assert len(M.load_pending(b.db().gitdir)) == 1
@@ -330,7 +330,7 @@ def test_an_unregistered_clone_falls_back_visibly(tmp_path: Path) -> None:
     assert not M.driver_registered(b.path)
     a.update(mid, "a\n")
     b.update(mid, "b\n")
-    S.sync(a)
+    a.sync()
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
     assert "CONFLICT" in out  # git's own text merge: the user sees it and can register
 
@@ -409,11 +409,11 @@ def test_git_pull_appended_documents(pair: tuple[Store, Store, str]) -> None:
     a, b, _ = pair
     doc_id = "projects/demo/command_history"
     a.create("# Commands\n", id=doc_id, title="Commands")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     a.append(doc_id, "## 2026-11-22T10:05:00Z ran tests\nok\n")
     b.append(doc_id, "## 2026-11-22T10:01:00Z ran lint\nok\n")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     assert b.read(doc_id).body == (
         "# Commands\n## 2026-11-22T10:01:00Z ran lint\nok\n## 2026-11-22T10:05:00Z ran tests\nok\n"
@@ -425,7 +425,7 @@ def test_git_pull_both_add_and_both_supersede(pair: tuple[Store, Store, str]) ->
     a, b, mid = pair
     new_a, new_b = a.supersede(mid, "by a\n"), b.supersede(mid, "by b\n")
     only_a, only_b = a.create("a\n"), b.create("b\n")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     assert {m.id for m in b.successors(mid)} == {new_a.id, new_b.id}
     assert {only_a.id, only_b.id} <= {m.id for m in b.list()}
@@ -437,11 +437,11 @@ def test_git_stops_on_delete_against_change_and_sync_keeps_the_change(
     a, b, mid = pair
     a.delete(mid)
     b.update(mid, "changed\n")
-    S.sync(a)
+    a.sync()
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
     assert "CONFLICT (modify/delete)" in out  # git calls no driver for this one
     run_git(b.path, "merge", "--abort")
-    result = S.sync(b)
+    result = b.sync()
     assert result.kept_over_delete == [mid] and b.read(mid).body == "changed\n"
 
 
@@ -449,7 +449,7 @@ def test_git_rebase_uses_the_driver_and_keeps_a_fork(pair: tuple[Store, Store, s
     a, b, mid = pair
     a.update(mid, "rebased onto\n")
     b.update(mid, "rebased commit\n")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--rebase", "origin", "main")
     assert S.in_progress(b.db()) is None
     [fork] = S.commit_pending_forks(b.db())
@@ -559,7 +559,7 @@ def test_post_merge_hook_commits_the_waiting_fork(pair: tuple[Store, Store, str]
     gh.install(b.path, "memory")
     a.update(mid, "changed by a\n")
     b.update(mid, "changed by b\n")
-    S.sync(a)
+    a.sync()
     result = subprocess.run(
         ["git", "-C", str(b.path), "pull", "--no-rebase", "origin", "main"],
         capture_output=True,

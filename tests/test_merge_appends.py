@@ -18,7 +18,6 @@ from conftest import run_git
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.store import merge as M
-from gitmem.store import sync as S
 
 
 def clone(tmp_path: Path, name: str, clock: FixedClock) -> Store:
@@ -46,16 +45,16 @@ def test_three_agents_appending_in_turn_never_fork(
     (a, b, c), doc, clock = team
     # c is in step with a's first entry; b is not. b's entry is dated before a's.
     a.append(doc, "## 2026-11-22T10:05:00Z a\nfrom a", agent="a")
-    S.sync(a)
-    S.sync(c)
+    a.sync()
+    c.sync()
     clock.advance(seconds=60)
     b.append(doc, "## 2026-11-22T10:01:00Z b\nfrom b", agent="b")
-    S.sync(b)  # merges b's entry with a's: dated earlier, it must still not move a's
+    b.sync()  # merges b's entry with a's: dated earlier, it must still not move a's
     clock.advance(seconds=60)
     c.append(doc, "## 2026-11-22T10:09:00Z c\nfrom c", agent="c")
-    S.sync(c)
+    c.sync()
     for store in (a, b, c):
-        S.sync(store)
+        store.sync()
     bodies = {store.read(doc).body for store in (a, b, c)}
     assert len(bodies) == 1
     body = bodies.pop()
@@ -79,10 +78,10 @@ def test_random_appends_and_syncs_converge_without_forks(
             store.append(doc, text, agent=f"agent{stores.index(store)}")
             entries.append(f"item {n}")
         else:
-            S.sync(store)
+            store.sync()
         clock.advance(seconds=30)
     for store in itertools.chain(stores, stores):
-        S.sync(store)
+        store.sync()
     bodies = {store.read(doc).body for store in stores}
     assert len(bodies) == 1
     body = bodies.pop()
@@ -130,9 +129,9 @@ def test_appends_to_a_capped_review_history_merge(tmp_path: Path) -> None:
     LayeredStore(a).append(doc, "## Review 2026-02-01\n\n- from a\n")
     LayeredStore(b).append(doc, "## Review 2026-02-02\n\n- from b\n")
     assert "2026-01-01" not in a.read(doc).body  # each side pruned the oldest review
-    S.sync(a)
-    S.sync(b)
-    S.sync(a)
+    a.sync()
+    b.sync()
+    a.sync()
     body = a.read(doc).body
     assert body == b.read(doc).body
     assert "- from a" in body and "- from b" in body and "2026-01-01" not in body
@@ -162,9 +161,9 @@ def test_a_moved_document_merged_with_an_edit_stays_moved(tmp_path: Path, mover:
     moving, editing = (a, b) if mover == "first" else (b, a)
     _move(moving, old, new)
     editing.update(old, body.replace("slow build", "slow build (fixed in 2.3)"))
-    S.sync(a)
-    S.sync(b)
-    S.sync(a)
+    a.sync()
+    b.sync()
+    a.sync()
     for store in (a, b):
         assert store.get(old) is None, "the edit brought the old path back"
         moved = store.read(new)

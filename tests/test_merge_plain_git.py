@@ -18,7 +18,6 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.format.layout import memory_path
 from gitmem.store import merge as M
-from gitmem.store import sync as S
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 BODY = "first line\nsecond line\nthird line\nfourth line\nfifth line\n"
@@ -116,10 +115,10 @@ def test_sync_gives_a_plain_field_to_the_later_write(tmp_path: Path, first: str)
     early.update(memory_id, title="Zebra, the earlier")  # larger bytes than the later
     late.update(memory_id, title="Aardvark, the later")
     one, other = (early, late) if first == "early" else (late, early)
-    S.sync(one)
-    result = S.sync(other)  # merges: which side is ours depends on `first`
+    one.sync()
+    result = other.sync()  # merges: which side is ours depends on `first`
     assert result.merge == "merge" and result.decided == [(memory_id, "title")]
-    S.sync(one)
+    one.sync()
     for store in (early, late):
         merged = gitmem.open(store.path).read(memory_id)
         assert merged.title == "Aardvark, the later"
@@ -136,8 +135,8 @@ def test_sync_keeps_the_later_body_at_the_path_and_forks_the_earlier(tmp_path: P
     late = gitmem.open(late_path, clock=at(LATE))
     early.update(memory_id, body=BODY.replace("third line", "zzz the earlier"))
     late.update(memory_id, body=BODY.replace("third line", "aaa the later"))
-    S.sync(late)
-    result = S.sync(early)
+    late.sync()
+    result = early.sync()
     (fork,) = result.forks
     store = gitmem.open(early_path)
     assert "aaa the later" in store.read(memory_id).body

@@ -10,9 +10,9 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, InvalidInputError, NotFoundError, Store
+from gitmem.features import conflicts as forks
 from gitmem.features.graph import Graph
 from gitmem.features.pictures import build, draw, select
-from gitmem.store import sync
 from tests.clitools import Gitmem, make_runner
 
 
@@ -144,9 +144,9 @@ def test_a_fork_kept_beside_its_memory_gets_a_label_of_its_own(
     b.update(shared.id, "b's version\n")
     clock.advance(seconds=1)
     a.update(shared.id, "a's version\n")
-    sync.sync(b)
-    [fork] = sync.sync(a).forks
-    sync.resolve(a, shared.id, "both")
+    b.sync()
+    [fork] = a.sync().forks
+    forks.resolve(a, shared.id, "both")
     labels = {node.key: node.label for node in build(a).nodes.values()}
     assert set(labels) == {shared.id, fork.id}
     assert labels[shared.id] != labels[fork.id]

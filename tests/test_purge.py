@@ -64,7 +64,7 @@ def hub_and_clones(tmp_path: Path, clock: FixedClock) -> tuple[Path, Store, Stor
     hub = tmp_path / "hub.git"
     run_git(tmp_path, "init", "-q", "--bare", str(hub))
     alice = gitmem.init(tmp_path / "alice", clock=clock)
-    S.add_remote(alice, "origin", str(hub))
+    S.add_remote(alice.db(), "origin", str(hub))
     alice.sync()
     run_git(tmp_path, "clone", "-q", str(hub), "bob")
     bob = gitmem.open(tmp_path / "bob", clock=clock)

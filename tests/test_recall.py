@@ -372,7 +372,7 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
     # Every word matches more than 6 memories: the 6 newest matches, nothing older.
     plenty = recall_mod.parse("plenty")
     assert index.read(lambda conn: recall_mod._plan(conn, plenty))[1] is not None
-    found = recall_mod.recall(store, "plenty notes", limit=20, semantic=False)
+    found = recall_mod.recall([store.reader()], "plenty notes", limit=20, semantic=False)
     newest = index.read(lambda conn: [
         r[0] for r in conn.execute(
             "SELECT id FROM memories WHERE body LIKE '%notes%' ORDER BY rowid DESC LIMIT 6"
@@ -380,7 +380,7 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
     ])
     assert len(found) == 6 and set(found.ids) == set(newest)  # the 6 last indexed matches
     monkeypatch.setattr(queries, "BOUNDED_FROM", 100)  # a small store: every match ranks
-    assert len(recall_mod.recall(store, "plenty notes", limit=20, semantic=False)) == 13
+    assert len(recall_mod.recall([store.reader()], "plenty notes", limit=20, semantic=False)) == 13
 
 
 def test_past_the_search_cap_a_search_finds_matches_and_titles_from_any_age(

@@ -20,7 +20,6 @@ from test_policy import KEYS, NONE, commit_config, merge
 import gitmem
 from gitmem.entry import hooks, receive
 from gitmem.format.config import collecting_loosened
-from gitmem.store import sync as S
 
 FAKE_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -62,7 +61,7 @@ def test_valid_pushes_land(hub: Path, tmp_path: Path) -> None:
     work = clone(tmp_path, hub, "a")
     store = gitmem.open(work)
     store.create("another fact", title="another")
-    assert S.sync(store).pushed
+    assert store.sync().pushed
     assert hub_tip(hub) == run_git(work, "rev-parse", "main").strip()
 
 

@@ -16,6 +16,7 @@ from storetools import commit_count
 
 import gitmem
 from gitmem import ConflictError, DirtyWorktreeError, FixedClock, Store
+from gitmem.features import conflicts as forks
 from gitmem.format import codec
 from gitmem.format.layout import id_from_path
 from gitmem.format.memfile import file_text
@@ -96,12 +97,12 @@ def test_first_sync_pushes_to_an_empty_remote(tmp_path: Path, clock: FixedClock)
     run_git(tmp_path, "init", "-q", "--bare", "empty.git")
     store = gitmem.init(tmp_path / "local", clock=clock)
     memory = store.create("hello")
-    S.add_remote(store, "origin", str(tmp_path / "empty.git"))
+    S.add_remote(store.db(), "origin", str(tmp_path / "empty.git"))
     result = store.sync()  # the Store method is the library call behind gitmem sync
     assert result.pushed and result.fetched == 0 and result.merge == "none"
     run_git(tmp_path, "clone", "-q", str(tmp_path / "empty.git"), "other")
     assert gitmem.open(tmp_path / "other").read(memory.id).body == "hello"
-    again = S.sync(store)
+    again = store.sync()
     assert not again.pushed and again.merge == "none"
 
 
@@ -113,7 +114,7 @@ def test_two_stores_made_apart_meet_through_one_remote(tmp_path: Path, clock: Fi
     two = gitmem.init(tmp_path / "two", clock=clock)
     first, second = one.create("from one"), two.create("from two")
     for store in (one, two):
-        S.add_remote(store, "hub", str(tmp_path / "hub.git"))
+        S.add_remote(store.db(), "hub", str(tmp_path / "hub.git"))
     one.sync("hub")
     result = two.sync("hub")
     assert result.merge == "merge" and result.added == [first.id]
@@ -134,12 +135,12 @@ def test_both_sides_add_and_change_memories(
     only_b = b.create("from b")
     b.update(shared.id, "one\ntwo\nthree\nFOUR\n", title="Shared, by b")
     heads = [memory_files(a), memory_files(b)]
-    first = S.sync(a)
+    first = a.sync()
     assert first.pushed and first.merge == "none"
-    second = S.sync(b)
+    second = b.sync()
     assert second.merge == "merge" and second.pushed and second.fetched == 2
     assert second.added == [only_a.id] and second.changed == [shared.id]
-    third = S.sync(a)
+    third = a.sync()
     assert third.merge == "fast-forward" and not third.pushed
     for store in (a, b):
         assert {only_a.id, only_b.id, shared.id} <= {m.id for m in store.list()}
@@ -160,8 +161,8 @@ def test_same_lines_fork(tmp_path: Path, origin: Store, clock: FixedClock) -> No
     clock.advance(seconds=1)
     b.update(shared.id, "b's version\n")
     heads = [memory_files(a), memory_files(b)]
-    S.sync(b)
-    result = S.sync(a)
+    b.sync()
+    result = a.sync()
     [fork] = result.forks
     assert fork.of == shared.id
     assert a.read(shared.id).body == "b's version\n"  # the later write keeps the path
@@ -172,7 +173,7 @@ def test_same_lines_fork(tmp_path: Path, origin: Store, clock: FixedClock) -> No
     assert "Gitmem-Op: merge" in message
     assert_no_markers(a)
     assert_nothing_lost(a, heads)
-    S.sync(b)
+    b.sync()
     assert tip(a) == tip(b)
 
 
@@ -181,8 +182,8 @@ def test_delete_against_change(tmp_path: Path, origin: Store, clock: FixedClock)
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     a.delete(memory.id)
     b.update(memory.id, "changed\n")
-    S.sync(a)
-    result = S.sync(b)
+    a.sync()
+    result = b.sync()
     assert result.kept_over_delete == [memory.id]
     assert b.read(memory.id).body == "changed\n"
     assert f"Gitmem-Kept-Over-Delete: {memory.id}" in run_git(b.path, "log", "-1", "--format=%B")
@@ -193,8 +194,8 @@ def test_both_supersede_one_memory(tmp_path: Path, origin: Store, clock: FixedCl
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     new_a = a.supersede(old.id, "new by a\n")
     new_b = b.supersede(old.id, "new by b\n")
-    S.sync(a)
-    result = S.sync(b)
+    a.sync()
+    result = b.sync()
     assert result.forks == []
     assert {m.id for m in b.successors(old.id)} == {new_a.id, new_b.id}
 
@@ -248,7 +249,7 @@ def test_network_failure_leaves_the_store_as_it_was(
     index_before = (a.db().gitdir / "index").read_bytes()
     shutil.rmtree(tmp_path / "origin.git")
     with pytest.raises(S.RemoteError, match="cannot fetch from origin"):
-        S.sync(a)
+        a.sync()
     assert snapshot_state(a) == before
     assert (a.db().gitdir / "index").read_bytes() == index_before
 
@@ -257,16 +258,16 @@ def test_failure_messages_never_show_credentials(
     tmp_path: Path, origin: Store, clock: FixedClock
 ) -> None:
     a = clone(tmp_path, "a", clock)
-    S.add_remote(a, "private", "https://bob:" + "sekrit-token" + "@127.0.0.1:9/memory.git")
+    S.add_remote(a.db(), "private", "https://bob:" + "sekrit-token" + "@127.0.0.1:9/memory.git")
     with pytest.raises(S.RemoteError) as failure:
-        S.sync(a, "private")
+        a.sync("private")
     assert "sekrit" not in str(failure.value) and "cannot fetch from private" in str(failure.value)
 
 
 def test_unknown_remote_is_refused(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
     a = clone(tmp_path, "a", clock)
     with pytest.raises(gitmem.InvalidInputError, match="no remote 'nowhere'"):
-        S.sync(a, "nowhere")
+        a.sync("nowhere")
 
 
 def test_refuses_in_the_middle_of_a_merge(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
@@ -274,16 +275,16 @@ def test_refuses_in_the_middle_of_a_merge(tmp_path: Path, origin: Store, clock: 
     for store, line in ((a, "# a\n"), (b, "# b\n")):
         (store.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n" + line)
         run_git(store.path, "commit", "-qam", "config")
-    S.sync(a)
+    a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main", check=False)
     before = tip(b)
     with pytest.raises(ConflictError, match="middle of a git merge"):
-        S.sync(b)
+        b.sync()
     assert tip(b) == before
     run_git(b.path, "merge", "--abort")
     run_git(b.path, "pull", "-q", "--rebase", "origin", "main", check=False)
     with pytest.raises(ConflictError, match="middle of a git rebase"):
-        S.sync(b)
+        b.sync()
 
 
 def test_a_non_memory_conflict_changes_nothing(
@@ -293,10 +294,10 @@ def test_a_non_memory_conflict_changes_nothing(
     for store, line in ((a, "# a\n"), (b, "# b\n")):
         (store.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n" + line)
         run_git(store.path, "commit", "-qam", "config")
-    S.sync(a)
+    a.sync()
     before = tip(b)
     with pytest.raises(S.MergeConflictError, match=r"gitmem\.yaml"):
-        S.sync(b)
+        b.sync()
     assert tip(b) == before
     assert run_git(b.path, "status", "--porcelain") == ""
 
@@ -307,12 +308,12 @@ def test_uncommitted_edits_in_the_way_are_refused(
     memory = origin.create("one\n")
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     a.update(memory.id, "two\n")
-    S.sync(a)
+    a.sync()
     path = b.path / b.read(memory.id).path  # type: ignore[operator]
     path.write_text(path.read_text() + "hand edit\n")
     before = tip(b)
     with pytest.raises(DirtyWorktreeError):
-        S.sync(b)
+        b.sync()
     assert tip(b) == before and path.read_text().endswith("hand edit\n")
 
 
@@ -330,10 +331,10 @@ def test_push_race_between_two_syncs(tmp_path: Path, origin: Store, clock: Fixed
     )
     hook.chmod(0o755)
     trust(a.path)  # a clone's hooks run only once its user trusts it (gitmem.git.command)
-    result = S.sync(a)
+    result = a.sync()
     assert flag.exists()
     assert result.pushed and result.attempts == 2 and result.merge == "merge"
-    S.sync(b)
+    b.sync()
     for store in (a, b):
         assert {from_a.id, from_b.id} <= {m.id for m in store.list()}
     assert tip(a) == tip(b) == str(origin.db().tip().id)  # type: ignore[union-attr]
@@ -348,7 +349,7 @@ def test_a_push_the_remote_refuses_is_an_error(
     hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
     hook.chmod(0o755)
     with pytest.raises(S.RemoteError, match="refused the push"):
-        S.sync(a)
+        a.sync()
 
 
 def test_bare_clones_sync(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
@@ -357,9 +358,9 @@ def test_bare_clones_sync(tmp_path: Path, origin: Store, clock: FixedClock) -> N
     b = clone(tmp_path, "b", clock)
     a.update(shared.id, "A\nb\nc\nd\n")
     b.update(shared.id, "a\nb\nc\nD\n")
-    S.sync(a)
-    S.sync(b)
-    S.sync(a)
+    a.sync()
+    b.sync()
+    a.sync()
     assert a.read(shared.id).body == b.read(shared.id).body == "A\nb\nc\nD\n"
 
 
@@ -369,8 +370,8 @@ def test_sync_registers_the_driver_and_reindexes(
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     assert not M.driver_registered(b.path)
     new = a.create("searchable walrus")
-    S.sync(a)
-    S.sync(b)
+    a.sync()
+    b.sync()
     assert M.driver_registered(b.path)
     assert b.index().indexed_commit() == tip(b)
     assert [m.id for m in b.search("walrus")] == [new.id]
@@ -403,7 +404,7 @@ def test_cli_sync_reports_forks(tmp_path: Path, origin: Store, clock: FixedClock
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     a.update(shared.id, "a\n")
     b.update(shared.id, "b\n")
-    S.sync(a)
+    a.sync()
     out = Gitmem(b.path, make_runner())("sync").stdout
     assert f"fork: {shared.id} was changed on both sides" in out
 
@@ -456,11 +457,11 @@ def test_clones_converge(tmp_path: Path, origin: Store, clock: FixedClock) -> No
             rng.shuffle(order)
             for i in order[:3]:
                 heads.append(memory_files(clones[i]))
-                S.sync(clones[i])
+                clones[i].sync()
     for _ in range(2):  # twice round: the last one's merge reaches everyone
         for store in clones:
             heads.append(memory_files(store))
-            S.sync(store)
+            store.sync()
     tips = {tip(store) for store in clones}
     assert len(tips) == 1
     final = memory_files(clones[0])
@@ -493,14 +494,14 @@ def forked(tmp_path: Path, origin: Store, clock: FixedClock) -> tuple[Store, str
     b.update(shared.id, "b's version\n", tags=["t", "b"], extra={"source": "b"})
     clock.advance(seconds=1)
     a.update(shared.id, "a's version\n", title="Shared, by a")
-    S.sync(b)
-    [fork] = S.sync(a).forks
+    b.sync()
+    [fork] = a.sync().forks
     return a, shared.id, fork.id
 
 
 def test_conflicts_lists_forks(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
-    [conflict] = S.conflicts(store)
+    [conflict] = forks.conflicts(store)
     assert (conflict.fork.id, conflict.of) == (fork, of)
     assert conflict.kept is not None and conflict.kept.body == "a's version\n"
     assert conflict.fork.body == "b's version\n"
@@ -509,31 +510,31 @@ def test_conflicts_lists_forks(forked: tuple[Store, str, str]) -> None:
 def test_resolve_keep_ours(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
     before = commit_count(store)
-    S.resolve(store, of, "ours")
+    forks.resolve(store, of, "ours")
     assert store.get(fork) is None and store.read(of).body == "a's version\n"
-    assert S.conflicts(store) == [] and commit_count(store) == before + 1
+    assert forks.conflicts(store) == [] and commit_count(store) == before + 1
 
 
 def test_resolve_keep_theirs(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
-    S.resolve(store, fork, "theirs", agent="reviewer")
+    forks.resolve(store, fork, "theirs", agent="reviewer")
     memory = store.read(of)
     assert memory.body == "b's version\n" and memory.tags == ("t", "b")
     assert memory.title == "Shared" and memory.extra == {"source": "b"}
-    assert store.get(fork) is None and S.conflicts(store) == []
+    assert store.get(fork) is None and forks.conflicts(store) == []
 
 
 def test_resolve_keep_both(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
-    S.resolve(store, of, "both")
+    forks.resolve(store, of, "both")
     assert M.FORK_KEY not in store.read(fork).extra
-    assert store.read(of).body == "a's version\n" and S.conflicts(store) == []
+    assert store.read(of).body == "a's version\n" and forks.conflicts(store) == []
 
 
 def test_resolve_by_edit(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
     text = file_text(store.read(of)).replace("a's version\n", "both versions, merged\n")
-    S.resolve(store, of, "edit", text=text)
+    forks.resolve(store, of, "edit", text=text)
     assert store.read(of).body == "both versions, merged\n" and store.get(fork) is None
 
 
@@ -541,9 +542,9 @@ def test_resolve_refuses_what_is_not_a_fork(forked: tuple[Store, str, str]) -> N
     store, _, _ = forked
     other = store.create("plain")
     with pytest.raises(gitmem.NotFoundError, match="no unresolved fork"):
-        S.resolve(store, other.id, "ours")
+        forks.resolve(store, other.id, "ours")
     with pytest.raises(gitmem.InvalidInputError):
-        S.resolve(store, other.id, "mine")
+        forks.resolve(store, other.id, "mine")
 
 
 def test_cli_conflicts_and_resolve(
@@ -572,7 +573,7 @@ def test_resolve_takes_a_prefix_of_the_fork(forked: tuple[Store, str, str]) -> N
 
 def test_resolve_commit_is_one_resolve_by_who_ran_it(forked: tuple[Store, str, str]) -> None:
     store, of, fork = forked
-    S.resolve(store, fork, "theirs", message="b had the current deploy steps")
+    forks.resolve(store, fork, "theirs", message="b had the current deploy steps")
     commit = store.db().tip()
     assert commit is not None
     assert commit.message.splitlines()[0] == f"resolve: {of} keep theirs"
@@ -598,8 +599,8 @@ def superseded_twice(
     theirs = b.supersede(old.id, "deploy with the release script", agent="b").id
     clock.advance(seconds=5)
     ours = a.supersede(old.id, "deploy with a tag push", agent="a").id
-    S.sync(b)
-    S.sync(a)
+    b.sync()
+    a.sync()
     return a, old.id, ours, theirs
 
 
@@ -607,7 +608,7 @@ def test_conflicts_lists_double_supersedes(
     superseded_twice: tuple[Store, str, str, str],
 ) -> None:
     store, old, ours, theirs = superseded_twice
-    [conflict] = S.conflicts(store)
+    [conflict] = forks.conflicts(store)
     assert conflict.kind == "supersede" and conflict.of == old
     assert conflict.kept is not None
     assert {conflict.kept.id, conflict.fork.id} == {ours, theirs}
@@ -621,14 +622,14 @@ def test_resolve_double_supersede(
     superseded_twice: tuple[Store, str, str, str], keep: str
 ) -> None:
     store, old, _, _ = superseded_twice
-    [conflict] = S.conflicts(store)
+    [conflict] = forks.conflicts(store)
     assert conflict.kept is not None
     kept, other = conflict.kept.id, conflict.fork.id
     text = None
     if keep == "edit":
         text = file_text(store.read(kept)).replace("deploy with", "deploy, agreed, with")
-    S.resolve(store, old, keep, text=text)
-    assert S.conflicts(store) == []
+    forks.resolve(store, old, keep, text=text)
+    assert forks.conflicts(store) == []
     latest = store.latest_version(old).id
     if keep == "theirs":
         assert latest == other and store.get(kept) is None
@@ -650,8 +651,8 @@ def decided(tmp_path: Path, origin: Store, clock: FixedClock) -> tuple[Store, St
     b.update(shared.id, "line one, b\nline two\nline three\n", title="Deploying (b)")
     clock.advance(seconds=5)
     a.update(shared.id, "line one\nline two\nline three, a\n", title="Deploying (a)")
-    S.sync(b)
-    result = S.sync(a)
+    b.sync()
+    result = a.sync()
     assert result.decided == [(shared.id, "title")] and result.forks == []
     return a, b, shared.id
 
@@ -666,9 +667,9 @@ def test_a_field_decided_by_time_is_reported_and_listed(
     assert merged.extra[M.DECIDED_KEY] == {"title": "Deploying (b)"}
     commit = a.db().tip()
     assert commit is not None and f"Gitmem-Decided: {memory_id} title" in commit.message
-    S.sync(b)  # the other clone sees the same listing
+    b.sync()  # the other clone sees the same listing
     for store in (a, b):
-        [conflict] = S.conflicts(store)
+        [conflict] = forks.conflicts(store)
         assert conflict.kind == "decided" and conflict.of == memory_id
     cli = Gitmem(a.path, make_runner())
     assert "decided" in cli("conflicts").stdout
@@ -680,13 +681,13 @@ def test_a_field_decided_by_time_is_reported_and_listed(
 @pytest.mark.parametrize("keep", ["ours", "theirs"])
 def test_resolve_a_decided_field(decided: tuple[Store, Store, str], keep: str) -> None:
     a, _, memory_id = decided
-    S.resolve(a, memory_id, keep)
+    forks.resolve(a, memory_id, keep)
     memory = a.read(memory_id)
-    assert M.DECIDED_KEY not in memory.extra and S.conflicts(a) == []
+    assert M.DECIDED_KEY not in memory.extra and forks.conflicts(a) == []
     assert memory.title == ("Deploying (a)" if keep == "ours" else "Deploying (b)")
     assert memory.body == "line one, b\nline two\nline three, a\n"
     with pytest.raises(gitmem.NotFoundError):
-        S.resolve(a, memory_id, keep)
+        forks.resolve(a, memory_id, keep)
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -702,11 +703,11 @@ def test_sync_reports_the_index_catch_up_over_the_commits_it_brought(
 
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     a.create("first")
-    S.sync(a)
-    S.sync(b)
+    a.sync()
+    b.sync()
     for n in range(25):
         a.create(f"memory {n}")
-    S.sync(a)
+    a.sync()
     b.list()  # b's index is at its tip before the sync
     calls: list[tuple[int, int]] = []
     result = b.sync(progress=lambda done, total: calls.append((done, total)))

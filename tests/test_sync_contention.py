@@ -18,7 +18,6 @@ import pytest
 from conftest import run_git
 
 import gitmem
-from gitmem.store import sync as S
 
 CLONES = 8
 OPS = int(os.environ.get("GITMEM_CONTENTION_OPS", "6"))
@@ -41,7 +40,7 @@ WORKER = textwrap.dedent(
         else:
             store.update(rng.choice(created), f"clone {seed} fact revised {n}")
         try:
-            attempts.append(S.sync(store).attempts)
+            attempts.append(store.sync().attempts)
         except Exception as exc:  # every failure is reported, not hidden
             failures.append(f"{type(exc).__name__}: {exc}")
     print(json.dumps({"created": created, "failures": failures, "attempts": attempts}))
@@ -74,7 +73,7 @@ def test_eight_clones_sync_in_parallel(tmp_path: Path) -> None:
     assert [r["failures"] for r in reports] == [[]] * CLONES
     stores = [gitmem.open(path) for path in paths]
     for store in stores + stores:
-        S.sync(store)
+        store.sync()
     tips = {str(store.db().tip().id) for store in stores}  # type: ignore[union-attr]
     assert len(tips) == 1
     present = {m.id for m in stores[0].list(include_superseded=True)}

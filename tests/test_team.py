@@ -30,8 +30,8 @@ def hub(tmp_path: Path) -> Path:
     seed = gitmem.init(tmp_path / "seed")
     for n in range(3):
         seed.create(f"team fact {n}", title=f"fact {n}")
-    S.add_remote(seed, "origin", str(path))
-    S.sync(seed)
+    S.add_remote(seed.db(), "origin", str(path))
+    seed.sync()
     assert (path / "HEAD").read_text().strip() == "ref: refs/heads/master"
     return path
 
@@ -54,7 +54,7 @@ def test_clone_checks_out_the_store_and_makes_it_ready(hub: Path, tmp_path: Path
     assert branch.strip() == "origin/main"
     # A write and a sync go straight back to the hub.
     store.create("learned on my machine")
-    assert S.sync(store).pushed
+    assert store.sync().pushed
 
 
 def test_clone_work_tree_is_gits_checkout_with_nothing_written_to_its_config(
@@ -149,7 +149,7 @@ def test_clone_counts_what_ls_lists(hub: Path, tmp_path: Path) -> None:
     old = seed.list()[0]
     seed.supersede(old.id, "team fact, corrected")
     seed.update(seed.list()[1].id, status="archived")
-    S.sync(seed)
+    seed.sync()
     result = team.clone(str(hub), tmp_path / "mine")
     listed = gitmem.open(tmp_path / "mine").list()
     assert result.memories == len(listed) == 2  # 4 files: one superseded, one archived
@@ -201,9 +201,9 @@ def test_join_brings_a_personal_store_into_the_team_store(hub: Path, tmp_path: P
     mine = personal.create("my own preference", title="mine")
     personal.update(mine.id, "my own preference, refined")
     # A plain sync of two stores made apart with different configs stops, and says how.
-    S.add_remote(personal, "origin", str(hub))
+    S.add_remote(personal.db(), "origin", str(hub))
     with pytest.raises(S.MergeConflictError) as caught:
-        S.sync(personal)
+        personal.sync()
     assert "gitmem join" in (caught.value.hint or "")
     result = team.join(personal, str(hub))
     assert result.pushed and result.merge == "merge"
@@ -225,8 +225,8 @@ def test_join_keeps_versions(tmp_path: Path) -> None:
     run_git(tmp_path, "init", "-q", "--bare", "-b", "main", "hub.git")
     seed = gitmem.init(tmp_path / "seed")
     seed.create("team fact", title="fact")
-    S.add_remote(seed, "origin", str(path))
-    S.sync(seed)
+    S.add_remote(seed.db(), "origin", str(path))
+    seed.sync()
     personal = gitmem.init(tmp_path / "me", scope="user")
     mine = personal.create("v1", title="mine")
     personal.update(mine.id, "v2")

@@ -22,6 +22,7 @@ from conftest import run_git
 import gitmem
 from gitmem import ConflictError, FixedClock, InvalidInputError, NotFoundError
 from gitmem.entry import ci
+from gitmem.features import conflicts as forks
 from gitmem.features.update_branch import update_branch
 from gitmem.format.layout import memory_path
 from gitmem.store import sync as S
@@ -71,8 +72,8 @@ def hub(tmp_path: Path) -> Hub:
     seed = gitmem.init(tmp_path / "seed", clock=clock)
     memory = seed.create(BODY, title="shared fact", agent="seeder").id
     other = seed.create("untouched", title="other fact", agent="seeder").id
-    S.add_remote(seed, "origin", str(hub))
-    S.sync(seed)
+    S.add_remote(seed.db(), "origin", str(hub))
+    seed.sync()
     run_git(seed.path, "checkout", "-q", "-b", "feature")
     gitmem.open(seed.path, clock=clock).update(memory, PR_BODY, agent="proposer")
     run_git(seed.path, "push", "-q", "origin", "feature")
@@ -91,7 +92,7 @@ def assert_both_kept(hub: Hub, name: str) -> None:
     bodies = {m.body for m in merged.list(include_superseded=True)}
     assert {BASE_BODY, PR_BODY} <= bodies
     assert merged.get(hub.other) is not None
-    assert [c.of for c in S.conflicts(merged)] == [hub.memory]
+    assert [c.of for c in forks.conflicts(merged)] == [hub.memory]
     assert run_git(hub.root / name, "status", "--porcelain") == ""
 
 

@@ -17,7 +17,7 @@ from test_codec import VALUES
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format import secrets
-from gitmem.store import checks
+from gitmem.store import inputs
 
 
 @settings(max_examples=300)
@@ -41,7 +41,7 @@ def test_one_line_fields_refuse_the_same_characters() -> None:
     for code in range(sys.maxunicode + 1):
         char = chr(code)
         refused = code < 32 or code == 127
-        assert (checks._CONTROL.search(f"a{char}b") is not None) == refused, hex(code)
+        assert (inputs._CONTROL.search(f"a{char}b") is not None) == refused, hex(code)
     with pytest.raises(InvalidInputError, match="one line"):
-        checks.single_line("title", "two\nlines")
-    assert checks.single_line("title", "  é\u2028x ") == "é\u2028x"
+        inputs.single_line("title", "two\nlines")
+    assert inputs.single_line("title", "  é\u2028x ") == "é\u2028x"

@@ -74,7 +74,7 @@ def remote_add(state: State, name: str, url: str) -> None:
       gitmem remote add origin git@github.com:me/memory.git
       gitmem remote add backup /srv/memory.git
     """
-    syncing.add_remote(state.store(write=True), name, url)
+    syncing.add_remote(state.store(write=True).db(), name, url)
     if state.json:
         emit_json({"name": name, "url": url})
     else:
@@ -86,7 +86,7 @@ def remote_add(state: State, name: str, url: str) -> None:
 @pass_state
 def remote_list(state: State) -> None:
     """List the store's remotes."""
-    rows = syncing.remotes(state.store())
+    rows = syncing.remotes(state.store().db())
     if state.json:
         emit_json([{"name": n, "url": u} for n, u in rows])
     elif rows:
@@ -253,7 +253,9 @@ def conflicts(state: State) -> None:
       gitmem conflicts
       gitmem conflicts --json | jq '.[].fork'
     """
-    found = syncing.conflicts(state.store())
+    from gitmem.features import conflicts as forks
+
+    found = forks.conflicts(state.store())
     if state.json:
         emit_json([c.to_dict() for c in found])
         return
@@ -314,12 +316,14 @@ def resolve(
       gitmem resolve mem_5f0c....fork-1a2b3c4d5e --keep both
       gitmem resolve mem_5f0c... --edit
     """
+    from gitmem.features import conflicts as forks
+
     if (keep is None) == (not edit):
         raise click.UsageError("give one of --keep ours|theirs|both or --edit")
     store = state.store()
     text: str | None = None
     if edit:
-        conflict = syncing.find_conflict(store, memory_id)
+        conflict = forks.find_conflict(store, memory_id)
         if conflict.kept is None:
             raise click.UsageError(f"{conflict.of} was deleted since; use --keep both")
         body = conflict.kept.body
@@ -335,7 +339,7 @@ def resolve(
             raise click.UsageError("the editor saved nothing; nothing was resolved")
         text = edited
         memory_id = conflict.fork.id
-    result = syncing.resolve(
+    result = forks.resolve(
         store, memory_id, keep or "edit", text=text, agent=agent, message=message
     )
     if state.json:

@@ -81,7 +81,7 @@ class State:
             )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
-            from gitmem.store.core import index_writable
+            from gitmem.store.reads import index_writable
 
             if not all(index_writable(self._store.db(s)) for s in self._store.scopes):
                 # A read-only store: every reading command scans git rather than fail on

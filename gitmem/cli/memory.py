@@ -106,7 +106,7 @@ def add(
     )
     from gitmem.store.recall import duplicates_report, duplicates_text
 
-    similar = duplicates_report(state.store(write=True), memory)
+    similar = duplicates_report(store.reader(memory.store_scope), memory)
     if state.json:
         emit_json({**memory.to_dict(), "near_duplicates": similar})
         return

@@ -48,7 +48,7 @@ def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
 
 
 def check_index(ctx: Context) -> Iterator[Finding]:
-    from gitmem.store.core import index_writable
+    from gitmem.store.reads import index_writable
 
     if not index_writable(ctx.store.db(ctx.scope)):
         # Not a fault to rebuild (reindex would fail the same way): reads scan git instead.

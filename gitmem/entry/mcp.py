@@ -340,7 +340,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         )
         from gitmem.store.recall import duplicates_report, duplicates_text
 
-        similar = duplicates_report(store, memory)
+        similar = duplicates_report(store.reader(memory.store_scope), memory)
         data = memory.to_dict()
         text = _json(data)
         if similar:

@@ -13,7 +13,8 @@ import sqlite3
 from typing import Any
 
 from gitmem.format.model import Scope
-from gitmem.store.core import Store, index_writable
+from gitmem.store.core import Store
+from gitmem.store.reads import index_writable
 
 
 def index_state(store: Store, scope: Scope, tip: str | None) -> str:

@@ -234,5 +234,5 @@ def join(
                 hint="name another remote with --remote",
             )
     else:
-        sync.add_remote(store, remote, url, scope=scope)
-    return sync.sync(store, remote, scope=scope, join=True)
+        sync.add_remote(db, remote, url)
+    return store.sync(remote, scope=scope, join=True)

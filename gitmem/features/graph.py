@@ -33,7 +33,7 @@ from gitmem.base.errors import (
 )
 from gitmem.format import memfile
 from gitmem.git.objects import Snapshot
-from gitmem.store.core import Store, Transaction, index_writable
+from gitmem.store.core import Store
 from gitmem.store.graphindex import (
     ENTITIES_ROOT,
     ORDER_KEY,
@@ -48,6 +48,8 @@ from gitmem.store.graphindex import (
     pending_field,
 )
 from gitmem.store.index import Index
+from gitmem.store.reads import index_writable
+from gitmem.store.transactions import Transaction
 
 __all__ = [
     "ENTITIES_ROOT",

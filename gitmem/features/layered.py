@@ -794,7 +794,7 @@ class LayeredStore:
         return SearchResults(
             query=pattern,
             mode="natural",
-            matches=[from_recall(hit) for hit in recalled],
+            matches=[from_recall(h.memory, h.score, h.lines) for h in recalled],
             notice=recalled.notice,
         )
 

@@ -25,7 +25,8 @@ from gitmem.format.model import Op, Scope
 from gitmem.git import localconfig, maintenance, trust
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
-from gitmem.store.core import Backend, Store
+from gitmem.store.core import Store
+from gitmem.store.transactions import Backend
 from gitmem.store.where import find_project_store, is_store, user_store_path
 
 __all__ = [

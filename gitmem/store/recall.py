@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
 from gitmem.base.printable import printable
-from gitmem.format.model import Memory, Scope
+from gitmem.format.model import Memory
 from gitmem.store import lexical, queries
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
-    from gitmem.store.core import At, Store
     from gitmem.store.index import Index
+    from gitmem.store.reader import Reader
 
 log = logs.get(__name__)
 
@@ -575,22 +575,21 @@ def _explain(
 
 
 def recall(
-    store: Store,
+    readers: Iterable[Reader],
     query: str,
     *,
     limit: int = 10,
-    scope: Any = None,
     category: str | None = None,
     tags: Iterable[str] | None = None,
     include_superseded: bool = False,
     include_archived: bool = False,
-    at: At = None,
     budget: int | None = None,
     layer: str | None = None,
     project: str | None = None,
     semantic: bool = True,
 ) -> RecallResults:
-    """The memories that answer ``query``, best first (see the module's docstring).
+    """The memories of ``readers`` (one a scope) that answer ``query``, best first (see the
+    module's docstring).
     ``layer`` and ``project`` keep layered documents of that layer / project only;
     ``semantic=False`` ranks by words alone (no embedder is loaded)."""
     parsed, results = _begin(query, budget)
@@ -608,8 +607,7 @@ def recall(
     from gitmem.store.reader import IndexReader
 
     scored: list[tuple[_Candidate, Memory]] = []
-    for each in [Scope(scope)] if scope is not None else store.scopes:
-        reader = store.reader(each, at=at)
+    for reader in readers:
         if isinstance(reader, IndexReader):
             index = reader.index
             wanted = semantic and FUSION[1] > 0
@@ -840,16 +838,16 @@ _DUPLICATE_QUERY_CHARS = 2000
 
 
 def near_duplicates(
-    store: Store, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+    reader: Reader, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
 ) -> list[tuple[RecallHit, float]]:
-    """Current memories that say much the same as ``memory`` (already stored), with their
-    similarity (0..1), most similar first: the candidates recall finds for its title and
-    body (by words alone), kept when their content words overlap enough
+    """Memories of ``reader`` (``memory``'s scope) that say much the same as ``memory`` (already
+    stored), with their similarity (0..1), most similar first: the candidates recall finds for
+    its title and body (by words alone), kept when their content words overlap enough
     (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
     text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
     found = [
         h
-        for h in recall(store, text, limit=limit + 5, scope=memory.store_scope, semantic=False)
+        for h in recall([reader], text, limit=limit + 5, semantic=False)
         if h.id not in (memory.id, memory.supersedes)
     ]
     if not found:
@@ -866,12 +864,12 @@ def near_duplicates(
     return out[:limit]
 
 
-def duplicates_report(store: Store, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+def duplicates_report(reader: Reader, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
     """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
     command line and the MCP ``remember`` tool. Never raises: the memory is stored by
     then, and a failed check must not turn that write into an error."""
     try:
-        found = near_duplicates(store, memory, limit=limit)
+        found = near_duplicates(reader, memory, limit=limit)
     except Exception as exc:
         log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
         return []

@@ -26,7 +26,6 @@ from gitmem.format.model import Memory
 
 if TYPE_CHECKING:
     from gitmem.format.saferegex import SafePattern
-    from gitmem.store.recall import RecallHit
 
 Mode = Literal["fts", "regex", "substring"]
 MODES: tuple[str, ...] = ("fts", "regex", "substring")
@@ -177,14 +176,11 @@ def uses_fts_syntax(query: str) -> bool:
     return _SYNTAX_RE.search(query) is not None
 
 
-def from_recall(hit: RecallHit) -> SearchMatch:
+def from_recall(memory: Memory, score: float, lines: Sequence[Line]) -> SearchMatch:
     """A recall hit as a search match: its best line, with context, or its title."""
-    memory = hit.memory
-    lines = memory.body.splitlines()
-    if hit.lines:
-        number = hit.lines[0].number
-        return _match(memory, hit.score, lines, number, ())
-    return locate(memory, None, hit.score)
+    if lines:
+        return _match(memory, score, memory.body.splitlines(), lines[0].number, ())
+    return locate(memory, None, score)
 
 
 def is_fts_syntax_error(exc: sqlite3.OperationalError) -> bool:

@@ -20,17 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pygit2
 
-from gitmem.base.errors import (
-    ConflictError,
-    InvalidInputError,
-    NotFoundError,
-    OldFormatError,
-    StoreError,
-)
+from gitmem.base.errors import ConflictError, InvalidInputError, OldFormatError, StoreError
 from gitmem.base.redact import redact_remote
 from gitmem.base.trailers import (
     DECIDED_TRAILER,
@@ -43,8 +37,6 @@ from gitmem.base.trailers import (
 from gitmem.format import codec, secrets
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path, is_path_id
-from gitmem.format.model import Memory, Scope
-from gitmem.format.versions import newest
 from gitmem.git.command import run_git
 from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.diff import changed_paths, memory_blob, memory_blob_at
@@ -52,13 +44,8 @@ from gitmem.git.objects import FastForward, Snapshot, blob_data, get_commit
 from gitmem.store import derived
 from gitmem.store import merge as merging
 
-if TYPE_CHECKING:
-    from gitmem.store.core import Store
-
 MERGE_OP = "merge"
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: the index catching up with the commits a sync brought."""
 GitProgress = Callable[[str], None]
 """Each line git prints while it fetches or pushes (its progress lines end in a carriage
 return), credentials redacted: for a terminal to show as git would."""
@@ -194,14 +181,13 @@ def remote_names(db: GitDB) -> list[str]:
     return [name for name in db.repo.remotes.names() if name]
 
 
-def remotes(store: Store, *, scope: str | None = None) -> list[tuple[str, str]]:
+def remotes(db: GitDB) -> list[tuple[str, str]]:
     """The store's remotes: (name, URL), in git's order (``gitmem remote list``)."""
-    return [(r.name or "", r.url or "") for r in store.db(scope).repo.remotes]
+    return [(r.name or "", r.url or "") for r in db.repo.remotes]
 
 
-def add_remote(store: Store, name: str, url: str, *, scope: str | None = None) -> str:
+def add_remote(db: GitDB, name: str, url: str) -> str:
     """``git remote add NAME URL`` on the store (its fetch refspec is git's default)."""
-    db = store.db(scope)
     secrets.refuse(name, "the remote name")
     if not name or name.startswith("-") or any(c.isspace() for c in name) or ".." in name:
         raise InvalidInputError(f"remote name {name!r} is not a valid git remote name")
@@ -654,21 +640,18 @@ def _backoff(attempt: int) -> float:
 
 
 def sync(
-    store: Store,
+    db: GitDB,
     remote: str = "origin",
     *,
     branch: str | None = None,
-    scope: Scope | str | None = None,
     max_attempts: int = 40,
     join: bool = False,
-    progress: Progress | None = None,
     git_progress: GitProgress | None = None,
 ) -> SyncResult:
     """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
 
-    ``progress(done, total)`` follows the index catching up with what the sync brought
-    (the commits of a fast-forward or merge, each read once); ``git_progress`` gets git's
-    own lines as it fetches and pushes (``--progress``), credentials redacted.
+    ``git_progress`` gets git's own lines as it fetches and pushes (``--progress``),
+    credentials redacted. ``join`` merges a hub's unrelated history (``gitmem join``).
 
     Between a rejected push and the next fetch the sync sleeps a random time up to a bound
     that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
@@ -676,7 +659,6 @@ def sync(
     clones starting to sync at once took up to 21 attempts for their first sync on a loaded
     2-core machine (tests/test_sync_contention.py), hence the bound of 40.
     """
-    db = store.db(scope)
     _refuse_in_progress(db)
     if remote not in remote_names(db):
         raise InvalidInputError(
@@ -756,223 +738,8 @@ def sync(
             bucket.append(memory_id)
     if db.workdir is not None and not merging.driver_registered(db.path):
         merging.register_driver(db.path)
-    store.index(scope).catch_up(progress)
     return result
 
 
 def pending_forks(db: GitDB) -> list[merging.PendingFork]:
     return merging.load_pending(Path(db.gitdir))
-
-
-# -- forks: list and resolve -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """Something a merge kept both sides of, for a person or agent to settle.
-
-    ``kind`` ``fork``: ``fork`` holds the version that lost the path of ``of``; ``kept`` is
-    the memory at the path now (None if it was deleted since). ``kind`` ``supersede``: two
-    clones each superseded ``of``; ``kept`` is the successor readers follow (the newest),
-    ``fork`` the other one.
-    """
-
-    fork: Memory
-    of: str
-    kept: Memory | None
-    kind: str = "fork"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "fork": self.fork.id,
-            "of": self.of,
-            "title": self.fork.title,
-            "fork_version": self.fork.version,
-            "kept_version": self.kept.version if self.kept else None,
-            "fork_body": self.fork.body,
-            "kept_body": self.kept.body if self.kept else None,
-        }
-
-
-RESOLUTIONS = ("ours", "theirs", "both", "edit")
-
-
-def conflicts(store: Store, *, scope: str | None = None) -> list[Conflict]:
-    """Unresolved forks, oldest first (forks a plain git merge left waiting are committed first)."""
-    for backend_scope in [scope] if scope else store.scopes:
-        commit_pending_forks(store.db(backend_scope))
-    out: list[Conflict] = []
-    successors: dict[str, list[Memory]] = {}
-    for memory in store.list(scope=scope, include_superseded=True, include_archived=True):
-        of = memory.extra.get(merging.FORK_KEY)
-        if isinstance(memory.extra.get(merging.DECIDED_KEY), dict):
-            out.append(Conflict(memory, memory.id, memory, "decided"))
-        if isinstance(of, str) and of:
-            out.append(Conflict(memory, of, store.get(of)))
-        elif memory.supersedes:
-            # A fork keeps its memory's `supersedes`: it is listed above, not here.
-            successors.setdefault(memory.supersedes, []).append(memory)
-    for of, found in sorted(successors.items()):
-        if len(found) > 1:
-            kept = newest(found)
-            out += [Conflict(m, of, kept, "supersede") for m in found if m.id != kept.id]
-    return out
-
-
-def find_conflict(store: Store, memory_id: str) -> Conflict:
-    """The one unresolved fork of ``memory_id``: the fork's id, or its memory's (a unique
-    prefix of either will do)."""
-    memory_id = store.resolve_id(memory_id)
-    found = conflicts(store)
-    mine = [c for c in found if c.fork.id == memory_id]
-    if not mine:
-        mine = [c for c in found if c.of == memory_id]
-    if not mine:
-        mine = [
-            c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id
-        ]
-    if not mine:
-        raise NotFoundError(
-            f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
-        )
-    if len(mine) > 1:
-        raise InvalidInputError(
-            f"{memory_id} has {len(mine)} forks ({', '.join(c.fork.id for c in mine)}); "
-            "resolve them one by one by fork id"
-        )
-    return mine[0]
-
-
-def resolve(
-    store: Store,
-    memory_id: str,
-    keep: str,
-    *,
-    text: str | bytes | None = None,
-    agent: str | None = None,
-    message: str | None = None,
-) -> Conflict:
-    """Settle one fork in one commit.
-
-    ``keep``: ``ours`` keeps the memory at the path and deletes the fork;
-    ``theirs`` puts the fork's content at the path and deletes the fork; ``both``
-    keeps both as separate memories (the fork loses its marker); ``edit`` writes
-    ``text`` (a whole memory file, as ``gitmem edit`` takes it) at the path and
-    deletes the fork. ``memory_id`` is the fork's id or the forked memory's.
-    """
-    if keep not in RESOLUTIONS:
-        raise InvalidInputError(f"keep {keep!r} is not one of {', '.join(RESOLUTIONS)}")
-    if (keep == "edit") != (text is not None):
-        raise InvalidInputError("the edited text goes with keep='edit', and only with it")
-    conflict = find_conflict(store, memory_id)
-    if conflict.kind == "decided":
-        return _resolve_decided(store, conflict, keep, text, agent, message)
-    if conflict.kind == "supersede":
-        return _resolve_supersede(store, conflict, keep, text, agent, message)
-    fork, of = conflict.fork, conflict.of
-    if conflict.kept is None and keep != "both":
-        raise NotFoundError(
-            f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
-        )
-    # One act of its own: `Gitmem-Op: resolve`, the reason (-m) in the body, and the commit
-    # attributed to who resolved (``agent``, else the git user), not to the memory's agent.
-    who: dict[str, Any] = {"agent": agent} if agent else {}
-    subject = f"resolve: {of} keep {keep}"
-    with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        if keep == "both":
-            store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
-            return conflict
-        if keep == "theirs":
-            assert conflict.kept is not None
-            extra: dict[str, Any] = {k: None for k in conflict.kept.extra if k not in fork.extra}
-            extra.update({k: v for k, v in fork.extra.items() if k != merging.FORK_KEY})
-            fields: dict[str, Any] = {
-                "title": fork.title,
-                "category": fork.category,
-                "tags": list(fork.tags),
-                "related": list(fork.related),
-                "trigger": fork.trigger,
-                "status": fork.status,
-                "extra": extra,
-            }
-            if agent or fork.agent:
-                fields["agent"] = agent or fork.agent
-            store.update(of, fork.body, **fields)
-        elif keep == "edit":
-            assert text is not None
-            store.update_from_text(of, text)
-        store.delete(fork.id, agent=agent)
-    return conflict
-
-
-def _document(store: Store, memory_id: str) -> codec.Document:
-    """The memory's file as parsed (conflicts are listed from the index, without file text)."""
-    doc = store.read(memory_id).document
-    if doc is None:
-        raise InvalidInputError(f"{memory_id} cannot be rewritten (its file did not parse)")
-    return doc
-
-
-def _resolve_supersede(
-    store: Store,
-    conflict: Conflict,
-    keep: str,
-    text: str | bytes | None,
-    agent: str | None,
-    message: str | None,
-) -> Conflict:
-    """Settle a memory two clones superseded: one successor stays, or both as a chain.
-
-    ``ours`` keeps the successor readers follow and deletes the other; ``theirs`` the
-    reverse; ``both`` keeps both, the one readers follow now superseding the other (so
-    the chain is linear again and its latest version unchanged); ``edit`` writes ``text``
-    over the kept successor and deletes the other. Deleted text stays in history.
-    """
-    assert conflict.kept is not None
-    kept, other = conflict.kept, conflict.fork
-    if keep == "theirs":
-        kept, other = other, kept
-    subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
-    with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        if keep == "both":
-            doc = _document(store, kept.id)
-            meta = dict(doc.metadata)
-            meta["supersedes"] = other.id
-            store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
-            return conflict
-        if keep == "edit":
-            assert text is not None
-            store.update_from_text(kept.id, text)
-        store.delete(other.id, agent=agent)
-    return conflict
-
-
-def _resolve_decided(
-    store: Store,
-    conflict: Conflict,
-    keep: str,
-    text: str | bytes | None,
-    agent: str | None,
-    message: str | None,
-) -> Conflict:
-    """Settle fields a merge decided by time: ``ours`` keeps what the merge kept, ``theirs``
-    puts the losing values back, ``edit`` writes ``text``; each drops ``merge_decided``."""
-    if keep == "both":
-        raise InvalidInputError(
-            "a field holds one value: keep ours (the merge's) or theirs (the other side's)"
-        )
-    if keep == "edit":
-        assert text is not None
-        doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
-    else:
-        doc = _document(store, conflict.fork.id)
-    meta = dict(doc.metadata)
-    lost = meta.pop(merging.DECIDED_KEY, None)
-    if keep == "theirs" and isinstance(lost, dict):
-        meta.update(lost)
-    names = ", ".join(map(str, conflict.fork.extra.get(merging.DECIDED_KEY) or {}))
-    subject = f"resolve: {conflict.fork.id} fields {names} keep {keep}"
-    with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        store.update_from_text(conflict.fork.id, codec.serialize(doc.with_changes(meta, doc.body)))
-    return conflict

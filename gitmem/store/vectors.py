@@ -17,8 +17,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.base import logs
 from gitmem.base.errors import IndexDamagedError
@@ -30,10 +31,20 @@ if TYPE_CHECKING:
     import pygit2  # only named: a reader of a current index never loads it
     from numpy.typing import NDArray
 
+    from gitmem.git.db import GitDB
     from gitmem.store.embed import Embedder
-    from gitmem.store.index import Index
 
 log = logs.get(__name__)
+
+
+class Index(Protocol):
+    """What the vector rows use of :class:`gitmem.store.index.Index` (which imports them)."""
+
+    db: GitDB
+
+    def connect(self) -> sqlite3.Connection: ...
+    def catch_up(self) -> object: ...
+    def writing(self, conn: sqlite3.Connection) -> AbstractContextManager[None]: ...
 
 __all__ = ["MAX_TEXT", "VECTORS", "complete", "decode", "encode", "nearest", "sync", "top_k"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from gitmem.base.errors import ConflictError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.layout import check_id
-from gitmem.format.model import Memory, Related, Relationship
+from gitmem.format.model import EDITABLE_FIELDS, Memory, Related, Relationship, Status, Trigger
 
 _TRAILER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 
@@ -185,3 +185,39 @@ def apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) 
     if body is not None:
         updates["body"] = body
     return replace(current, **updates)
+
+
+def body_text(body: str | bytes) -> str:
+    """A memory's body as given: text (bytes are decoded as UTF-8), without NUL bytes."""
+    if isinstance(body, bytes):
+        body = codec.decode(body, what="body")
+    if not isinstance(body, str):
+        raise InvalidInputError(f"body must be text, not {type(body).__name__}")
+    if "\x00" in body:
+        raise InvalidInputError("body contains a NUL byte; memories are text")
+    return body
+
+
+def settable_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Check and normalise caller-settable fields; raises naming the bad one."""
+    unknown = set(fields) - EDITABLE_FIELDS - {"extra"}
+    if unknown:
+        raise InvalidInputError(
+            f"cannot set {', '.join(sorted(unknown))}: settable fields are "
+            f"{', '.join(sorted(EDITABLE_FIELDS))} and extra"
+        )
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in {"title", "category", "agent", "session_id"}:
+            out[key] = single_line(key, value)
+        elif key == "tags":
+            out[key] = tag_tuple(value)
+        elif key == "related":
+            out[key] = related_tuple(value)
+        elif key == "trigger":
+            out[key] = enum_value(Trigger, key, value)
+        elif key == "status":
+            out[key] = enum_value(Status, key, value) or Status.ACTIVE
+        elif key == "extra":
+            out[key] = extra_fields(value)
+    return out

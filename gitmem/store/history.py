@@ -1,0 +1,156 @@
+"""A memory's history: the chain of memories it supersedes, the versions of each, the
+newest memory a chain leads to, and a deleted memory's last content."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import heapq
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gitmem.base import logs
+from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
+from gitmem.format.layout import check_id, memory_path
+from gitmem.format.model import Memory
+from gitmem.format.versions import Chain, walk_back, walk_forward
+from gitmem.git.diff import memory_blob
+from gitmem.git.objects import blob_data
+from gitmem.store import derived
+from gitmem.store.reads import Reads
+from gitmem.store.results import History, Version
+from gitmem.store.transactions import At, Backend
+
+log = logs.get(__name__)
+
+class VersionHistory(Reads):
+    """The history reads of a Store: version chains and each memory's versions."""
+
+    def _find_past(self, backend: Backend, memory_id: str, at: At) -> bytes | None:
+        """The memory's content at ``at``, or (at=None) its last content before it was
+        deleted (in history from before ``gitmem migrate`` too)."""
+        if at is not None:
+            snap = backend.db.snapshot(at)
+            found = snap.locate(memory_id, past=True)
+            return snap.read(found) if found is not None else None
+        repo = backend.db.repo
+        path = memory_path(memory_id)
+        for commit in backend.db.walk():
+            blob = memory_blob(commit.tree, path)
+            if blob is not None:
+                return blob_data(repo, blob)
+        return None
+
+    def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
+        """The chain of memories ``id`` replaces, root first, ending at ``id``."""
+        start = self.read(id, at=at)
+        found: builtins.list[str] = []
+        chain = walk_back(start, lambda other: self._predecessor(other, at, found), max_depth)
+        chain = replace(chain, warnings=found + chain.warnings)
+        for warning in chain.warnings:
+            log.warning("%s", warning)
+        return chain
+
+    def _predecessor(self, other: str, at: At, warnings: builtins.list[str]) -> Memory | None:
+        """A memory named in ``supersedes``, now or as it last was before a delete.
+
+        None when there is none or it cannot be read: links are written by hand too,
+        so a broken one is reported (in ``warnings``), never fatal.
+        """
+        try:
+            found = self.get(other, at=at)
+        except InvalidIdError:
+            warnings.append(f"supersedes names {other!r}, which is not a valid id")
+            return None
+        except GitmemError as exc:
+            warnings.append(f"{other} cannot be read: {exc}")
+            return None
+        return found if found is not None else self._last_known(other)
+
+    def _last_known(self, id: str) -> Memory | None:
+        """A deleted memory as it last was, from history (chains may run through deleted ones)."""
+        for backend in self._ordered(None):
+            data = self._reader(backend).last_data(id)
+            if data is not None:
+                with contextlib.suppress(GitmemError):
+                    return self._decode(backend, data, memory_path(id))
+        return None
+
+    def latest_version(self, id: str) -> Memory:
+        """The newest memory that (transitively) supersedes ``id``, or ``id`` itself.
+
+        When two memories supersede the same one (a fork), the higher version wins,
+        then the later ``updated_at``, then the id; a warning is logged.
+        """
+        check_id(id)
+        latest_id, _, warnings = walk_forward(id, self._successors_of)
+        for warning in warnings:
+            log.warning("%s", warning)
+        return self.read(latest_id)
+
+    def successors(self, id: str) -> builtins.list[Memory]:
+        """Memories that name ``id`` in ``supersedes`` (more than one is a fork)."""
+        check_id(id)
+        return self._successors_of(id)
+
+    def _successors_of(self, id: str) -> builtins.list[Memory]:
+        found: builtins.list[Memory] = []
+        for backend in self._ordered(None):
+            found.extend(self._reader(backend).successors(id))
+        return found
+
+    def history(self, id: str, *, max_depth: int = 1000) -> History:
+        """Every version along the chain ending at ``id``, oldest first.
+
+        Follows ``supersedes`` back to the root and expands each memory's file into
+        the commits that changed it: version, commit, time, author, agent,
+        operation, and the content at that point.
+        """
+        check_id(id)
+        warnings: builtins.list[str] = []
+        try:
+            current = self.get(id) or self._last_known(id)
+        except GitmemError as exc:
+            # A file broken now still has a history worth seeing (to restore from).
+            warnings.append(f"{id} cannot be read now, so its supersedes link is unknown: {exc}")
+            ids = [id]
+        else:
+            if current is None:
+                raise NotFoundError(f"no memory {id} in this store or its history")
+            chain = walk_back(
+                current, lambda other: self._predecessor(other, None, warnings), max_depth
+            )
+            warnings.extend(chain.warnings)
+            ids = chain.ids
+        # Steps follow the commits (many land within one second, and a hand commit's
+        # clock may disagree with gitmem's); only separate scopes are merged by time.
+        versions = builtins.list(
+            heapq.merge(
+                *(self._versions_of(b, ids, warnings) for b in self._ordered(None)),
+                key=lambda v: v.time,
+            )
+        )
+        if not versions:
+            raise NotFoundError(f"no memory {id} in this store or its history")
+        for warning in warnings:
+            log.warning("%s", warning)
+        return History(versions, warnings)
+
+    def _versions_of(
+        self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
+    ) -> builtins.list[Version]:
+        """The steps of ``ids``' files in one scope, each memory's numbered by its own
+        versions so far (gitmem.store.derived): exact along one line of history; where
+        branches ran side by side, a step counts what came before it in this order."""
+        counted: dict[str, derived.Versions] = {}
+        out: builtins.list[Version] = []
+        for step in self._reader(backend).versions(ids, warnings):
+            versions = counted.get(step.memory_id, derived.Versions())
+            if step.counted:
+                versions = counted[step.memory_id] = versions.plus(int(step.time.timestamp()))
+            if step.memory is None:  # a deletion: no version of its own
+                out.append(replace(step, version=None))
+                continue
+            memory = versions.apply(step.memory)
+            out.append(replace(step, version=memory.version, memory=memory))
+        return out
