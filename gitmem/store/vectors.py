@@ -80,8 +80,6 @@ the last :func:`sync`. For an embedder that exposes its tokens (the static defau
 ``vector_df`` counts in how many blobs with a vector each token occurs (a query weighs its
 tokens by rarity), and ``vector_gone`` holds the text of a blob whose vector catch-up
 deleted, until sync takes its tokens off the counts."""
-OLD_TABLES = ("vector_lists", "vector_rows")
-"""Tables of older versions, dropped by the refill of this one."""
 
 
 def encode(vecs: NDArray[Any]) -> list[bytes]:
@@ -181,8 +179,7 @@ def _held(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, int]:
 VECTORS = RowProvider(
     name="vectors",
     version=VECTORS_VERSION,
-    tables=("vector_gone", "vector_df", "vector_pending", "vectors", "vector_models",
-            *OLD_TABLES),
+    tables=("vector_gone", "vector_df", "vector_pending", "vectors", "vector_models"),
     ddl=DDL,
     apply=_apply,
 )
