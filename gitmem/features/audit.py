@@ -1,15 +1,10 @@
 """Audit: who wrote what, and taking it back.
 
-- :func:`touches`: the path and category filters of ``Store.log`` / ``gitmem log``;
-- :func:`blame`: which commit, agent and session wrote each line of a memory's body,
-  following the history graph (a line merged in from the other side keeps its
-  author) and the ``supersedes`` chain (a line carried into a successor too);
-- :func:`diff`: a memory-aware diff of two revisions (front-matter by field name,
-  body as text);
-- :func:`undo`: revert every write of an agent session, or one commit, in one new
-  commit, refusing when later writes depend on them.
+:func:`touches` filters ``gitmem log``; :func:`blame` names the commit, agent and session
+of each body line, across merges and ``supersedes`` chains; :func:`diff` compares two
+revisions field by field; :func:`undo` reverts an agent session or one commit in one new
+commit, refusing when later writes depend on it.
 """
-
 from __future__ import annotations
 
 import datetime as dt
@@ -321,14 +316,10 @@ def undo(
     agent: str | None = None,
     message: str | None = None,
 ) -> UndoResult:
-    """Revert every write of ``session`` (or the one ``commit``) in one new commit.
-
-    Each memory they touched goes back to its content before their first write
-    (created ones are removed, deleted ones come back); the undo commit is a new version
-    of each (docs/format.md), so merges see the undo as the newest change. Refused
-    (nothing written) when a later commit not being undone changed one of those files,
-    when a remaining memory supersedes or relates to one that would be removed, or when
-    a target is a merge commit.
+    """Revert every write of ``session`` (or the one ``commit``) in one new commit, which
+    is the newest version of each memory touched (created ones removed, deleted ones back).
+    Refused, with nothing written, when a later commit changed one of those files, when a
+    remaining memory links to one that would be removed, or for a merge commit.
     """
     db = store.db()
     targets = _targets(db, session, commit)

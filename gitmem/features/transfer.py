@@ -445,18 +445,13 @@ def import_files(
     skip_bad: bool = False,
     progress: Progress | None = None,
 ) -> Fidelity:
-    """Import memory files from ``directory``, one commit per scope: byte for byte but for
-    the ``version`` and ``updated_at`` lines an exported file carries, which are dropped
-    (derived from history here: docs/format.md; ``created_at`` is kept).
+    """Import memory files from ``directory``, one commit per scope, byte for byte but for
+    the ``version`` and ``updated_at`` lines an export writes (derived from history here).
 
-    Files are found recursively (``*.md``, hidden names skipped). A file's scope
-    is its top folder when that is ``repo`` or ``user``, else its ``scope``
-    field, else the store's default. Its place is the one its id names
-    (``memories/<ab>/<id>.md``, or the path id), whatever its name in the
-    folder, so ``supersedes`` links keep pointing at the right files. An id
-    already in the store with the same bytes is left alone; with other bytes,
-    or a file that is not a valid memory, the import stops (nothing is
-    written) unless ``skip_bad``.
+    Files are found recursively (``*.md``, hidden names skipped); a file's scope is its top
+    folder (``repo``/``user``), else its ``scope`` field, else the default; its place is the
+    one its id names, so ``supersedes`` links still hold. An id already stored with the same
+    bytes is left alone; other bytes or an invalid file stop the import unless ``skip_bad``.
     """
     root = Path(directory)
     if not root.is_dir():
@@ -531,13 +526,10 @@ def _write_files(
     progress: Progress | None,
     dates: Mapping[str, dt.date] | None = None,
 ) -> None:
-    """Put each file's bytes at its place, one commit per scope, and check every one.
-
-    ``dates``: files (by id) to commit in a commit authored on that date, one per date,
-    oldest first, before the others: a memory's ``updated_at`` is the time of the commit
-    that made its version (docs/format.md), so a Forge document keeps its date.
-    Files already there with the same bytes are left alone (counted unchanged);
-    a place someone else filled meanwhile fails the whole import.
+    """Put each file's bytes at its place, one commit per scope, and check every one. Files
+    in ``dates`` are committed first, one commit per date authored on it, so a Forge
+    document keeps its date (``updated_at`` is its commit's time). Files already there are
+    left alone; a place someone else filled meanwhile fails the whole import.
     """
     by_scope: dict[tuple[Scope, dt.date | None], list[_SourceFile]] = {}
     for f in files:
@@ -601,14 +593,9 @@ def _write_files(
 
 
 def export_files(store: Store, dest: str | Path) -> Fidelity:
-    """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``,
-    byte for byte, and check each copy.
-
-    A memory file does not carry its ``version``/``updated_at`` (derived from history,
-    which an exported file leaves behind): the exported copy has both written in after
-    ``created_at``, every other byte as stored, so the file says its version wherever it
-    goes (an import drops them again).
-    """
+    """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``
+    and check each copy: every byte as stored, with the derived ``version`` and
+    ``updated_at`` written in after ``created_at``, so the file says its version anywhere."""
     target = Path(dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InvalidInputError(f"{target} exists and is not an empty directory")
