@@ -3,7 +3,9 @@ a store another user owns or nobody may write, in the user's own state folder in
 
 Derived state only: never committed, rebuilt from git or safe to lose. Every module
 that keeps a file there names it here, so one page says what the directory holds
-(docs/architecture.md, "The store on disk").
+(docs/architecture.md, "The store on disk"). The folder is used only once it is known to
+be this git directory's own (:func:`state_dir`): a bare store committed in a project, a
+copy or an extract carries another one's, which gitmem sets aside unread.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
+import time
 from pathlib import Path
+
+from gitmem.base import logs
+from gitmem.base.errors import StoreError
+
+log = logs.get(__name__)
 
 DEFAULT_BRANCH = "main"
 """The branch a store writes to unless told otherwise; its index is plain ``index.sqlite``."""
@@ -30,6 +39,12 @@ PENDING_FORKS = "pending-forks"
 """Forks the git merge driver saved during a plain ``git merge``, committed once it lands."""
 EDITS = "edits"
 """``gitmem edit``'s unfinished edits: ``<id>.md`` (the text) and ``<id>.base`` (its version)."""
+STAMP = "stamp"
+"""The folder's stamp: the device and inode of the git directory it was made in, and its
+own inode (:func:`state_dir`)."""
+SET_ASIDE = "gitmem.set-aside-"
+"""Name prefix, in the git directory, of a state folder that was not this git directory's:
+renamed there and never read again (``gitmem doctor`` names it and what it holds)."""
 INDEX_DB = "index.sqlite"
 """The derived SQLite index of the branch ``main`` (WAL mode)."""
 DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
@@ -38,22 +53,148 @@ named-paths cache, doctor's caches): ``gitmem purge`` deletes them."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:
-    """``<gitdir>/gitmem/``; for a store another user owns or this user cannot write (a
-    read-only mount), their own ``stores/<hash of the git dir>`` in :func:`user_dir`
-    ``"state"`` (made, owner only): the index they read is one they built, and its copies
-    of the store's text stay theirs."""
-    own = Path(gitdir) / STATE_DIR
+    """``<gitdir>/gitmem/``, made for this git directory (made now when it is missing); for
+    a store another user owns or this user cannot write (a read-only mount), their own
+    ``stores/<hash of the git dir>`` in :func:`user_dir` ``"state"`` (made, owner only): the
+    index they read is one they built, and its copies of the store's text stay theirs.
+
+    ``<gitdir>/gitmem/`` is this git directory's own when its stamp names the git directory's
+    device and inode and the folder's own inode: a folder that came with the git directory
+    (a bare store committed in a project and cloned, an extract, a copy) has other ones, and
+    so has one from a gitmem before stamps, or none. Any other folder there is set aside
+    (renamed ``gitmem.set-aside-<time>-<random>``, never read nor deleted; a warning says
+    so) and a fresh one made: the index rebuilds from git, and nothing it held (unfinished
+    edits, pending forks) is ever committed. Raises StoreError when such a folder cannot be
+    set aside.
+    """
+    git_dir = Path(gitdir)
+    folder = git_dir / STATE_DIR
     try:
-        owned = Path(gitdir).stat().st_uid == os.geteuid()
+        owned = git_dir.stat().st_uid == os.geteuid()
     except OSError:
         owned = False
-    if owned and os.access(own if own.is_dir() else gitdir, os.W_OK):
-        return own
-    digest = hashlib.sha256(os.fsencode(Path(gitdir).resolve())).hexdigest()[:32]
+    for _ in range(3 if owned else 0):  # a concurrent gitmem may make the folder meanwhile
+        verdict = _verdict(git_dir, folder)
+        if verdict == "own" and os.access(folder, os.W_OK):
+            return folder
+        if verdict == "own" or not os.access(git_dir, os.W_OK):
+            break
+        if verdict == "foreign":
+            _set_aside(git_dir, folder)
+        _make(git_dir, folder)
+    digest = hashlib.sha256(os.fsencode(git_dir.resolve())).hexdigest()[:32]
     mine = user_dir("state") / "stores" / digest
     with contextlib.suppress(OSError):
         mine.mkdir(parents=True, exist_ok=True, mode=0o700)
     return mine
+
+
+def set_aside_folders(gitdir: str | os.PathLike[str]) -> list[Path]:
+    """The state folders set aside in ``gitdir``, oldest first."""
+    try:
+        return sorted(p for p in Path(gitdir).iterdir() if p.name.startswith(SET_ASIDE))
+    except OSError:
+        return []
+
+
+def held(folder: Path) -> list[str]:
+    """What a set-aside state folder holds, by file name alone (nothing in it is read):
+    ``"2 unfinished edits (mem_a, mem_b)"``, ``"1 pending fork"``, ``"an index"``..."""
+    out: list[str] = []
+    edits = sorted({n.rsplit(".", 1)[0] for n in _names(folder / EDITS) if n.endswith(".md")})
+    if edits:
+        out.append(f"{_count(len(edits), 'unfinished edit')} ({', '.join(edits)})")
+    forks = [n for n in _names(folder / PENDING_FORKS) if n.endswith(".json")]
+    if forks:
+        out.append(_count(len(forks), "pending fork"))
+    if any(n.startswith("index") and n.endswith(".sqlite") for n in _names(folder)):
+        out.append("an index")
+    return out
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return [p.name for p in folder.iterdir()] if stat.S_ISDIR(folder.lstat().st_mode) else []
+    except OSError:
+        return []
+
+
+def _stamp_text(gitdir: os.stat_result, folder: os.stat_result) -> bytes:
+    return f"gitmem state {gitdir.st_dev} {gitdir.st_ino} {folder.st_ino}\n".encode()
+
+
+def _verdict(gitdir: Path, folder: Path) -> str:
+    """"own", "missing" or "foreign"."""
+    try:
+        found = os.lstat(folder)
+    except FileNotFoundError:
+        return "missing"
+    if not stat.S_ISDIR(found.st_mode):
+        return "foreign"  # a link (to anywhere) or a file where the folder should be
+    try:
+        fd = os.open(f"{folder}/{STAMP}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return "foreign"
+    try:
+        text = os.read(fd, 200) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+    return "own" if text == _stamp_text(gitdir.stat(), found) else "foreign"
+
+
+def _write_stamp(gitdir: Path, folder: Path) -> None:
+    tmp = folder / f".{STAMP}.{os.getpid()}.{os.urandom(4).hex()}"
+    tmp.write_bytes(_stamp_text(gitdir.stat(), folder.lstat()))
+    os.replace(tmp, folder / STAMP)
+
+
+def _make(gitdir: Path, folder: Path) -> None:
+    """Make ``folder`` stamped (under another name first, so no gitmem ever sees it without
+    its stamp)."""
+    tmp = gitdir / f"{STATE_DIR}.new-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        tmp.mkdir()
+    except OSError:
+        return  # the caller finds it still missing, and uses the user's own folder
+    _write_stamp(gitdir, tmp)
+    try:
+        tmp.rename(folder)
+    except OSError:  # another gitmem made it first: keep theirs
+        (tmp / STAMP).unlink()
+        tmp.rmdir()
+
+
+def _set_aside(gitdir: Path, folder: Path) -> None:
+    moment = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = gitdir / f"{SET_ASIDE}{moment}-{os.urandom(3).hex()}"
+    try:
+        folder.rename(target)
+    except FileNotFoundError:
+        return  # another gitmem set it aside first
+    except OSError as exc:
+        raise StoreError(
+            f"{folder} was not made for this git directory, so gitmem does not read it, "
+            f"and it cannot be set aside ({exc.strerror})",
+            hint=f"move it out of the way: mv {folder} {target}",
+        ) from None
+    if _verdict(gitdir, target) == "own":
+        # Made by a concurrent gitmem after this one looked: it is this store's after all.
+        with contextlib.suppress(OSError):
+            target.rename(folder)
+        return
+    what = held(target)
+    log.warning(
+        "%s was not made for this git directory (it came with a copy, clone or extract, "
+        "or predates gitmem's stamps); set aside unread as %s%s, and the index is rebuilt "
+        "from git (gitmem doctor names it)",
+        folder,
+        target.name,
+        f", holding {'; '.join(what)}" if what else "",
+    )
 
 
 def user_dir(kind: str) -> Path:

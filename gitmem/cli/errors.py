@@ -60,6 +60,11 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}", "", UNEXPECTED
     sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError):
+        from gitmem.store import queries
+
+        if queries.timed_out(exc):
+            return queries.TIMED_OUT, queries.REINDEX_HINT, StoreError.exit_code
     if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError) and any(
         phrase in str(exc) for phrase in ("readonly", "unable to open", "read-only")
     ):

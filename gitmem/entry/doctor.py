@@ -13,7 +13,8 @@ The checks, in order (``CHECKS``):
 - ``fsck``: ``git fsck --strict`` of the repository;
 - ``locks``: git lock files (``index.lock``, ``refs/heads/main.lock``, ...) older
   than the stale age; gitmem's own ``write.lock`` is an ``flock`` and never stale;
-- ``leftovers``: temporary files of a writer that died mid-write;
+- ``leftovers``: temporary files of a writer that died mid-write, and state folders set
+  aside unread (not made for this git directory) with what they hold;
 - ``merge``: a git merge (rebase, cherry-pick, revert) left unfinished, and memory files
   holding its conflict markers: how to finish it without committing them;
 - ``worktree``: the work tree caught up with the branch, and no uncommitted edits

@@ -131,6 +131,7 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
                 match = TEMP_FILE.match(path.name)
                 if match and path.is_file() and not path.is_symlink():
                     candidates.append((path, int(match.group(1))))
+    yield from _set_aside(ctx.db.gitdir)
     now = time.time()
     for path, pid in candidates:
         try:
@@ -148,6 +149,27 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
             safe=True,
             path=str(path),
             apply=_leftover_remover(path, pid),
+        )
+
+
+def _set_aside(gitdir: Path) -> Iterator[Finding]:
+    """State folders gitmem set aside unread (gitmem.base.paths.state_dir), with what each
+    holds by its file names: nothing in them is used or committed, so the user decides."""
+    for folder in state_paths.set_aside_folders(gitdir):
+        held = state_paths.held(folder)
+        yield Finding(
+            "leftovers",
+            WARNING,
+            f"{folder} is a state folder gitmem set aside unread: it was not made for this "
+            "git directory (it came with a copy, clone or extract, or predates gitmem's "
+            f"stamps){'; it holds ' + '; '.join(held) if held else ''}. Nothing in it is "
+            "used or committed",
+            fix=(
+                "look through it if it may be yours (an unfinished edit: copy edits/<id>.md "
+                "and its .base back into the state folder, then gitmem edit <id>), then "
+                f"rm -r {shlex.quote(str(folder))}"
+            ),
+            path=str(folder),
         )
 
 

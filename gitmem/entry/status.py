@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from typing import Any
 
 from gitmem.format.model import Scope
+from gitmem.store import queries
 from gitmem.store.core import Store
 from gitmem.store.reads import index_writable
 
@@ -25,8 +25,7 @@ def index_state(store: Store, scope: Scope, tip: str | None) -> str:
     if not index.path.exists():
         return "not built (built on the next read)"
     try:
-        uri = f"file:{index.path}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        with contextlib.closing(queries.connect(index.path, read_only=True, timeout=5.0)) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
     except Exception as exc:  # a damaged or locked file: say so, status must not fail
         return f"unreadable ({exc}; gitmem reindex rebuilds it)"

@@ -640,9 +640,10 @@ def _drop_derived(db: GitDB) -> None:
     """Delete every derived copy in the state folder (:data:`paths.DERIVED_COPIES`: each
     branch's index and WAL, vectors, caches): rebuilt on next use, and SQLite keeps deleted
     rows' text in free pages, so only a new file is sure to hold nothing of what was purged.
-    A link is removed, never followed."""
+    A link is removed, never followed. State folders set aside hold such copies too."""
+    folders = [db.state_dir, *paths.set_aside_folders(db.gitdir)]
     for pattern in paths.DERIVED_COPIES:
-        for path in db.state_dir.glob(pattern):
+        for path in (p for folder in folders for p in folder.glob(pattern)):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -653,7 +654,9 @@ def _drop_derived(db: GitDB) -> None:
 def _rm_derived(gitdir: str) -> str:
     """The shell command that deletes the derived copies of the store at ``gitdir``."""
     return "rm -rf " + " ".join(
-        f"{gitdir}/{paths.STATE_DIR}/{pattern}" for pattern in paths.DERIVED_COPIES
+        f"{gitdir}/{folder}/{pattern}"
+        for folder in (paths.STATE_DIR, f"{paths.SET_ASIDE}*")
+        for pattern in paths.DERIVED_COPIES
     )
 
 

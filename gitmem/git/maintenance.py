@@ -164,11 +164,9 @@ def repository_size(gitdir: Path) -> tuple[int, int]:
     """(bytes, loose object count) of a git directory, without gitmem's derived state."""
     total = 0
     loose = 0
-    state = paths.state_dir(gitdir)
     for root, dirs, files in os.walk(gitdir):
-        if Path(root) == state:
-            dirs.clear()
-            continue
+        if root == os.fspath(gitdir):  # gitmem's state, and any set aside: not git's
+            dirs[:] = [d for d in dirs if d != paths.STATE_DIR and not d.startswith("gitmem.")]
         in_objects = Path(root).parent == gitdir / "objects" and len(Path(root).name) == 2
         for name in files:
             try:

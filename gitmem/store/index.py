@@ -44,7 +44,7 @@ import pygit2
 from pygit2.enums import SortMode
 
 from gitmem.base import logs, paths
-from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
@@ -59,7 +59,12 @@ from gitmem.store.changes import (
     version_rows,
 )
 from gitmem.store.providers import FULL_FILL_CHUNK, PROVIDERS, RowProvider, provider_key, register
-from gitmem.store.queries import MEMORY_COUNT_KEY, SCHEMA_VERSION, STORE_CONFIG_KEY
+from gitmem.store.queries import (
+    MEMORY_COUNT_KEY,
+    REINDEX_HINT,
+    SCHEMA_VERSION,
+    STORE_CONFIG_KEY,
+)
 from gitmem.store.rows import (
     MEMORY_COLUMNS,
     ROW_COLUMNS,
@@ -396,15 +401,18 @@ class Index:
 
     def _open(self) -> sqlite3.Connection:
         for attempt in range(2):
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            conn = None
             try:
+                # A schema gitmem never makes fails here as a corrupt file does.
+                conn = queries.connect(self.path, read_only=False, timeout=self.busy_timeout)
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 _patiently(conn, "PRAGMA journal_mode = WAL", self.busy_timeout)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
                 return conn
             except sqlite3.DatabaseError as exc:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 if attempt or not _is_damage(exc):
                     raise
                 log.warning("index %s is unreadable (%s); rebuilding it", self.path, exc)
@@ -466,6 +474,8 @@ class Index:
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """Throw away a database that failed as corrupt, so the retry rebuilds it."""
+        if queries.timed_out(exc):
+            raise StoreError(f"{self.path}: {queries.TIMED_OUT}", hint=REINDEX_HINT) from exc
         if not _is_damage(exc):
             raise exc  # locked, busy, a malformed FTS query: not corruption
         log.warning("index %s failed (%s); rebuilding it", self.path, exc)
