@@ -277,7 +277,7 @@ def _choices(kind: Iterable[Any]) -> str:
 def _field_options() -> list[Callable[[Any], Any]]:
     # Built when a command that has them is defined, so importing this module does not
     # import the model (and what it imports) for commands that never take these options.
-    from gitmem.format.model import BUILTIN_CATEGORIES, Status, Trigger
+    from gitmem.format.model import BUILTIN_CATEGORIES, Trigger
 
     return [
         click.option("--title", help="A one-line title."),
@@ -297,7 +297,7 @@ def _field_options() -> list[Callable[[Any], Any]]:
             "(default relates-to); repeat for more.",
         ),
         click.option(
-            "--status", metavar=_choices(Status), help="active, or archived to retire it."
+            "--status", metavar="active|archived", help="active, or archived to retire it."
         ),
         click.option("--message", "-m", help="Why: written in the commit message body."),
     ]

@@ -37,6 +37,7 @@ from gitmem.format.layout import (
     check_id,
 )
 from gitmem.format.secrets import SecretsFoundError, scan_text
+from gitmem.format.versions import RENAMED_FROM
 from gitmem.git.objects import Snapshot, tree_entry
 from gitmem.store.core import Store
 
@@ -705,7 +706,7 @@ class MemoryTool:
         ):
             if doc is not None:
                 self.store.delete(doc.id, agent=self.agent)
-                self._create(new, doc.body, {**doc.extra, "renamed_from": doc.id})
+                self._create(new, doc.body, {**doc.extra, RENAMED_FROM: doc.id})
             else:
                 self._move_dir(snap, old, new)
             self._unkeep_above(tx.snapshot, new)
@@ -725,7 +726,7 @@ class MemoryTool:
             self._create(
                 _Target("", names, self.root),
                 moved.body,
-                {**moved.extra, "renamed_from": doc_id},
+                {**moved.extra, RENAMED_FROM: doc_id},
                 doc_id=f"{new.tree}/{'/'.join(rel)}",
             )
         for folder in self._kept_under(snap, old.tree):
@@ -772,7 +773,7 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 _MANAGED = {
     "id", "title", "scope", "created_at", "updated_at", "version", "agent", "supersedes",
-    "category", "tags", "related", "session_id", "trigger", "status", NAME_KEY, "renamed_from",
+    "category", "tags", "related", "session_id", "trigger", "status", NAME_KEY, RENAMED_FROM,
 }  # fmt: skip
 
 

@@ -40,6 +40,8 @@ class Trigger(enum.StrEnum):
 class Status(enum.StrEnum):
     ACTIVE = "active"
     ARCHIVED = "archived"
+    SUPERSEDED = "superseded"
+    """Never stored: a listing's mark on a memory another one supersedes."""
 
 
 class Op(enum.StrEnum):
@@ -156,7 +158,7 @@ class Memory:
             "agent": self.agent,
             "session_id": self.session_id,
             "trigger": str(self.trigger) if self.trigger else None,
-            "status": None if self.status is Status.ACTIVE else str(self.status),
+            "status": None if self.status is not Status.ARCHIVED else str(self.status),
         }
         original = self.document.metadata if self.document is not None else {}
         before = _fields_of(self.document)
@@ -189,6 +191,8 @@ class Memory:
         meta = {k: to_json_value(v) for k, v in self.rendered_metadata().items()}
         meta["body"] = self.body
         meta["path"] = self.path
+        if self.status is Status.SUPERSEDED:  # a listing's mark, never in the file
+            meta["status"] = str(self.status)
         if self.store_scope is not None:
             meta["store_scope"] = str(self.store_scope)
         return meta

@@ -30,20 +30,39 @@ class Chain:
         return len(self.memories)
 
 
+RENAMED_FROM = "renamed_from"
+"""The front-matter key naming the id a memory had before it was moved (the memory tool's
+rename writes it), so its history goes on from the old id's, as ``git log --follow`` does."""
+
+
+def supersedes(memory: Memory) -> str | None:
+    return memory.supersedes
+
+
+def earlier(memory: Memory) -> str | None:
+    """The memory ``memory`` goes on from: the one it supersedes, else the one it was
+    renamed from."""
+    old = memory.extra.get(RENAMED_FROM)
+    return memory.supersedes or (old if isinstance(old, str) and old else None)
+
+
 def walk_back(
-    start: Memory, lookup: Callable[[str], Memory | None], max_depth: int = DEFAULT_MAX_DEPTH
+    start: Memory,
+    lookup: Callable[[str], Memory | None],
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    link: Callable[[Memory], str | None] = supersedes,
 ) -> Chain:
-    """Follow ``supersedes`` from ``start`` to the root."""
+    """Follow ``link`` (``supersedes``, or :func:`earlier`) from ``start`` to the root."""
     ids = [start.id]
     memories = [start]
     warnings: list[str] = []
     seen = {start.id}
     current = start
-    while current.supersedes:
-        target = current.supersedes
+    while target := link(current):
+        how = "supersedes" if target == current.supersedes else "was renamed from"
         if target in seen:
             warnings.append(
-                f"version chain has a cycle: {current.id} supersedes {target}, already in the chain"
+                f"version chain has a cycle: {current.id} {how} {target}, already in the chain"
             )
             break
         if len(ids) > max_depth:
@@ -51,7 +70,7 @@ def walk_back(
             break
         previous = lookup(target)
         if previous is None:
-            warnings.append(f"{current.id} supersedes {target}, which is not in the store")
+            warnings.append(f"{current.id} {how} {target}, which is not in the store")
             break
         seen.add(target)
         ids.append(target)

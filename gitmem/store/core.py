@@ -30,6 +30,23 @@ class Store(Writes):
     ``default_scope`` unless a ``scope=`` says otherwise.
     """
 
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r}, branch={self.db().branch!r})"
+
+    def close(self) -> None:
+        """Let go of the index's database connection and git's open files (a later call
+        opens them again); ``with gitmem.open(...) as store:`` closes at the block's end."""
+        for backend in self._backends.values():
+            if backend.index is not None:
+                backend.index.close()
+            backend.db.repo.free()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def gc(
         self, *, scope: Scope | str | None = None, progress: Progress | None = None
     ) -> builtins.list[GcResult]:

@@ -13,7 +13,7 @@ from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
-from gitmem.format.versions import Chain, walk_back, walk_forward
+from gitmem.format.versions import RENAMED_FROM, Chain, earlier, walk_back, walk_forward
 from gitmem.git.diff import memory_blob
 from gitmem.git.objects import blob_data
 from gitmem.store import derived
@@ -102,12 +102,13 @@ class VersionHistory(Reads):
     def history(self, id: str, *, max_depth: int = 1000) -> History:
         """Every version along the chain ending at ``id``, oldest first.
 
-        Follows ``supersedes`` back to the root and expands each memory's file into
-        the commits that changed it: version, commit, time, author, agent,
+        Follows ``supersedes`` and renames back to the root and expands each memory's
+        file into the commits that changed it: version, commit, time, author, agent,
         operation, and the content at that point.
         """
         check_id(id)
         warnings: builtins.list[str] = []
+        renamed: dict[str, str] = {}  # an id a memory was renamed from -> that memory
         try:
             current = self.get(id) or self._last_known(id)
         except GitmemError as exc:
@@ -118,10 +119,14 @@ class VersionHistory(Reads):
             if current is None:
                 raise NotFoundError(f"no memory {id} in this store or its history")
             chain = walk_back(
-                current, lambda other: self._predecessor(other, None, warnings), max_depth
+                current,
+                lambda other: self._predecessor(other, None, warnings),
+                max_depth,
+                link=earlier,
             )
             warnings.extend(chain.warnings)
             ids = chain.ids
+            renamed = {m.extra[RENAMED_FROM]: m.id for m in chain if earlier(m) != m.supersedes}
         # Steps follow the commits (many land within one second, and a hand commit's
         # clock may disagree with gitmem's); only separate scopes are merged by time.
         versions = builtins.list(
@@ -132,6 +137,15 @@ class VersionHistory(Reads):
         )
         if not versions:
             raise NotFoundError(f"no memory {id} in this store or its history")
+        # A rename is one step, as in git log --follow: not a delete of the old id too.
+        first: dict[str, str] = {}
+        for v in versions:
+            first.setdefault(v.memory_id, v.commit)
+        versions = [
+            v
+            for v in versions
+            if not (v.memory is None and first.get(renamed.get(v.memory_id, "")) == v.commit)
+        ]
         for warning in warnings:
             log.warning("%s", warning)
         return History(versions, warnings)

@@ -218,6 +218,10 @@ def settable_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = enum_value(Trigger, key, value)
         elif key == "status":
             out[key] = enum_value(Status, key, value) or Status.ACTIVE
+            if out[key] is Status.SUPERSEDED:
+                raise InvalidInputError(
+                    "status superseded is what a supersede gives the memory it replaces"
+                )
         elif key == "extra":
             out[key] = extra_fields(value)
     return out

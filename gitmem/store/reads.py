@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pygit2
@@ -25,7 +26,7 @@ from gitmem.format.layout import (
     memory_path,
     one_by_prefix,
 )
-from gitmem.format.model import Memory, Op, Scope
+from gitmem.format.model import Memory, Op, Scope, Status
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at
 from gitmem.git.objects import Snapshot, staged_id
@@ -303,6 +304,9 @@ class Reads(Transactions):
                 )
             )
         out.sort(key=lambda m: (m.created_at, m.id))
+        if include_superseded:
+            replaced = {m.supersedes for m in out if m.supersedes}
+            out = [replace(m, status=Status.SUPERSEDED) if m.id in replaced else m for m in out]
         return out
 
     def documents(
