@@ -4,7 +4,8 @@ run as real subprocesses with a time bound.
 What a teammate pushes, or a cloned project carries, reaches gitmem as files in the
 store. None of it may crash gitmem (a signal exit, "unexpected ... please report it"),
 hang it past a bound, or make it create a file outside the scratch directory. Each
-program runs as its own process, so a segfault fails a test instead of killing pytest.
+program runs as its own process, so a segfault fails a test instead of killing pytest (the
+sweeps over every crafted id run their commands one after another in one such process).
 """
 
 from __future__ import annotations
@@ -62,6 +63,55 @@ def gitmem(
         done.stdout.decode("utf-8", "replace"),
         done.stderr.decode("utf-8", "replace"),
     )
+
+
+_BATCH = """\
+import io, json, sys, traceback
+from gitmem.cli import main
+
+results = []
+for args in json.loads(sys.stdin.read()):
+    print("running: gitmem", *args, file=sys.__stderr__, flush=True)
+    out, err = (io.TextIOWrapper(io.BytesIO(), "utf-8", "surrogateescape") for _ in "oe")
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(""), out, err
+    try:
+        main(args)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    out.flush()
+    err.flush()
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    texts = [s.buffer.getvalue().decode("utf-8", "replace") for s in (out, err)]
+    results.append([code, *texts])
+print(json.dumps(results))
+"""
+
+
+def gitmem_batch(
+    runs: Sequence[Sequence[str]], cwd: Path
+) -> list[subprocess.CompletedProcess[str]]:
+    """Each of ``runs`` as ``gitmem ARGS`` called in one process of its own, one after the
+    other (for the sweeps of many commands: one interpreter's start, not one each). A crash
+    of that process fails the test naming the command it was running; a hang past
+    ``BOUND`` seconds a command fails it too."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _BATCH], cwd=cwd, input=json.dumps(runs).encode(),
+            capture_output=True, timeout=BOUND * len(runs), check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{len(runs)} gitmem commands ran past {BOUND} s each")
+    stderr = done.stderr.decode("utf-8", "replace")
+    if done.returncode != 0:
+        last = stderr.strip().splitlines()[-1:] if stderr.strip() else ["(nothing)"]
+        pytest.fail(f"the commands' process exited {done.returncode} at {last}\n{stderr[-2000:]}")
+    return [
+        subprocess.CompletedProcess(["gitmem", *args], code, out, err)
+        for args, (code, out, err) in zip(runs, json.loads(done.stdout), strict=True)
+    ]
 
 
 def survived(result: subprocess.CompletedProcess[str], what: str) -> None:
@@ -508,8 +558,8 @@ def test_every_read_command_over_the_hostile_store(
         runs += [["show", memory_id], ["history", memory_id], ["blame", memory_id]]
     runs += [["export", "files", str(scratch / "out-files")],
              ["export", "forge", str(scratch / "out-forge")]]
-    for args in runs:
-        result = gitmem(*where, *args, cwd=scratch)
+    for args, result in zip(runs, gitmem_batch([[*where, *a] for a in runs], scratch),
+                            strict=True):
         survived(result, " ".join(args))
         assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
     exported = [p for p in scratch.rglob("*") if p.is_file()]
@@ -614,17 +664,18 @@ def test_write_commands_on_every_hostile_id(
     outside = _files_under(tmp_path / "outside")
     ids = [*(_mid(n) for n in range(1, 16)), "entities/person/Alice", "entities/person/alice",
            "projects/acme/secret", "../../etc/passwd", "/etc/passwd"]
-    for memory_id in ids:
-        for args in (["update", memory_id, "x"], ["append", memory_id, "y"],
-                     ["supersede", memory_id, "z"], ["rm", memory_id], ["restore", memory_id]):
-            result = gitmem(*where, *args, cwd=scratch)
-            survived(result, " ".join(args))
-            assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
-            if result.returncode != 0:
-                # After the one warning that its gitmem.yaml's raised body limit is ignored.
-                lines = result.stderr.splitlines()
-                rest = [line for line in lines if not line.startswith("gitmem: warning: ")]
-                assert rest and rest[0].startswith("gitmem: error: "), (args, result.stderr)
+    runs = [args for memory_id in ids for args in (
+        ["update", memory_id, "x"], ["append", memory_id, "y"], ["supersede", memory_id, "z"],
+        ["rm", memory_id], ["restore", memory_id])]
+    for args, result in zip(runs, gitmem_batch([[*where, *a] for a in runs], scratch),
+                            strict=True):
+        survived(result, " ".join(args))
+        assert "OUTSIDE" not in result.stdout and "root:x:0" not in result.stdout, args
+        if result.returncode != 0:
+            # After the one warning that its gitmem.yaml's raised body limit is ignored.
+            lines = result.stderr.splitlines()
+            rest = [line for line in lines if not line.startswith("gitmem: warning: ")]
+            assert rest and rest[0].startswith("gitmem: error: "), (args, result.stderr)
     assert _files_under(tmp_path / "outside") == outside
     assert (tmp_path / "outside" / "secret.md").read_text().endswith("OUTSIDE\n")
     assert not list(tmp_path.parent.rglob("PWNED*"))
