@@ -101,5 +101,5 @@ def test_validate_one_and_all(gm: Gitmem) -> None:
 
 def test_content_that_is_not_utf8_is_a_clear_error(gm: Gitmem) -> None:
     gm("layer", "create", "agent", "notes", "--agent-name", "scout", "--content", "x\n")
-    assert "not UTF-8" in gm.fails(4, "layer", "update", "agents/scout/notes", "-",
+    assert "not valid UTF-8" in gm.fails(4, "layer", "update", "agents/scout/notes", "-",
                                    input=b"\xff\xfe bad")

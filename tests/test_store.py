@@ -261,7 +261,7 @@ def test_append_adds_a_line(any_store: Store) -> None:
 
 
 def test_append_to_an_empty_body(any_store: Store) -> None:
-    m = any_store.create("")
+    m = any_store.create("", allow_empty=True)
     assert any_store.append(m.id, "only line").body == "only line"
 
 

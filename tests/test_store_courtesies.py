@@ -1,6 +1,7 @@
 """The library's small courtesies: a Store says what it is, closes, and is a context
-manager; a listing with superseded memories says which are; a memory's history follows
-its renames back to its first version, as git log --follow does."""
+manager; it refuses an empty body as the command line does (one check for both); a listing
+with superseded memories says which are; a memory's history follows its renames back to its
+first version, as git log --follow does."""
 
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ def test_a_store_names_its_path_and_branch_and_closes(tmp_path: Path) -> None:
     assert [m.body for m in store.list()] == ["x"]
     with gitmem.open(tmp_path / "notes") as again:
         assert [m.body for m in again.list()] == ["x"]
+
+
+@pytest.mark.parametrize("body", ["", "  \n", b""])
+def test_the_library_refuses_an_empty_body_as_the_cli_does(store: Store, body: str | bytes) -> None:
+    with pytest.raises(InvalidInputError, match="empty") as err:
+        store.create(body)
+    assert "--allow-empty" in (err.value.hint or "")
+    memory = store.create("x")
+    for write in (store.update, store.append, store.supersede):
+        with pytest.raises(InvalidInputError, match="empty"):
+            write(memory.id, body)
+    assert store.list() == [store.read(memory.id)] and store.read(memory.id).version == 1
+    assert store.create(body, allow_empty=True).body.strip() == ""
+    assert store.update(memory.id, body, allow_empty=True).body.strip() == ""
 
 
 def test_list_with_superseded_says_which_are(store: Store) -> None:

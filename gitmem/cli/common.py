@@ -218,28 +218,26 @@ def emit_json(data: Any) -> None:
 
 def read_text_arg(
     value: str | None, what: str = "body", *, store: Store, allow_empty: bool = False
-) -> str | bytes:
+) -> str:
     """The argument itself, or stdin for ``-`` (and for no argument when stdin is not a terminal).
 
-    One rule for empty text, however it is given (``""``, ``-`` with nothing piped, no
-    argument): refused as a usage error unless ``allow_empty`` (``--allow-empty``).
-    Whitespace alone counts as empty. stdin is read as bytes so the library decodes it
-    and refuses non-UTF-8 with its own error; at most the store's body limit and one byte
-    more is read, so input of any size is refused in the memory of the limit.
+    Checked by the library's own check (:func:`gitmem.store.inputs.body_text`): UTF-8,
+    no NUL, and empty text (however it is given; whitespace alone counts) refused unless
+    ``allow_empty`` (``--allow-empty``). No argument and nothing piped is a usage error.
+    At most the store's body limit and one byte more is read from stdin, so input of any
+    size is refused in the memory of the limit.
     """
+    from gitmem.store.inputs import body_text
+
     if value is not None and value != "-":
         data: str | bytes = value
     elif value is None and sys.stdin.isatty():
         raise click.UsageError(f"no {what}: give it as an argument, or '-' to read it from stdin")
     else:
         data = read_bounded(sys.stdin.buffer, body_limit(store), f"the {what} on stdin")
-    if not allow_empty and not data.strip():
-        raise click.UsageError(
-            f"the {what} is empty; pass --allow-empty to store it anyway"
-            if data or value is not None
-            else f"no {what}: give it as an argument, or pipe it on stdin"
-        )
-    return data
+        if value is None and not data and not allow_empty:
+            raise click.UsageError(f"no {what}: give it as an argument, or pipe it on stdin")
+    return body_text(data, what=what, allow_empty=allow_empty)
 
 
 def body_limit(store: Store) -> int:

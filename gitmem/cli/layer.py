@@ -251,13 +251,7 @@ def read(
 
 def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool = False) -> str:
     """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
-    text = read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
-    if isinstance(text, str):
-        return text
-    try:
-        return text.decode("utf-8", "strict")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"content is not UTF-8 text (byte {exc.start})") from None
+    return read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
 
 
 def _write_command(

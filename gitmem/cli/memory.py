@@ -102,6 +102,7 @@ def add(
         scope=scope,
         id=memory_id,
         message=options.get("message"),
+        allow_empty=allow_empty,
         **_fields(store, options),
     )
     from gitmem.store.recall import duplicates_report, duplicates_text
@@ -164,8 +165,6 @@ def _add_jsonl(
                 f"line {number}: unknown key(s) {', '.join(unknown)} "
                 f"(known: {', '.join(sorted(_JSONL_KEYS))})"
             )
-        if not allow_empty and not entry["body"].strip():
-            raise click.UsageError(f"line {number}: the body is empty; pass --allow-empty")
         entries.append(entry)
     if not entries:
         raise click.UsageError("--jsonl: no memories in the input")
@@ -181,7 +180,9 @@ def _add_jsonl(
             bar.update(1)
             fields = {**defaults, **{k: v for k, v in entry.items() if k != "body"}}
             try:
-                created.append(store.create(entry["body"], scope=scope, **fields))
+                created.append(
+                    store.create(entry["body"], scope=scope, allow_empty=allow_empty, **fields)
+                )
             except GitmemError as exc:
                 exc.message = f"line {number}: {exc.message}"
                 exc.args = (exc.message,)
@@ -333,6 +334,7 @@ def update(
         read_text_arg(body, store=store, allow_empty=allow_empty) if body is not None else None,
         expected_version=expected_version,
         message=options.get("message"),
+        allow_empty=allow_empty,
         **_fields(store, options),
     )
     _done(state, memory, f"{memory_id} is at version {memory.version}")
@@ -375,6 +377,7 @@ def append(
         expected_version=expected_version,
         agent=agent,
         message=message,
+        allow_empty=allow_empty,
     )
     _done(state, memory, f"{memory_id} is at version {memory.version}")
 
@@ -415,6 +418,7 @@ def supersede(
         read_text_arg(body, store=store, allow_empty=allow_empty),
         id=new_id,
         message=options.get("message"),
+        allow_empty=allow_empty,
         **_fields(store, options),
     )
     _done(state, memory, memory.id)

@@ -564,8 +564,13 @@ class MemoryTool:
             fields[NAME_KEY] = target.name
         else:
             fields.pop(NAME_KEY, None)
-        self.store.create(
-            body, id=doc_id, title=target.path, agent=self.agent, extra=fields or None
+        self.store.create(  # an empty file is a file, as on a disk
+            body,
+            id=doc_id,
+            title=target.path,
+            agent=self.agent,
+            extra=fields or None,
+            allow_empty=True,
         )
 
     def _unkeep_above(self, snap: Snapshot, target: _Target) -> None:
@@ -628,6 +633,7 @@ class MemoryTool:
                 expected_version=self._expected(snap, doc),
                 agent=self.agent,
                 message=message,
+                allow_empty=True,
             )
 
     def _expected(self, snap: Snapshot, doc: _Doc) -> int:

@@ -146,7 +146,7 @@ def resolve(
             }
             if agent or fork.agent:
                 fields["agent"] = agent or fork.agent
-            store.update(of, fork.body, **fields)
+            store.update(of, fork.body, allow_empty=True, **fields)
         elif keep == "edit":
             assert text is not None
             store.update_from_text(of, text)

@@ -730,7 +730,12 @@ class Graph:
                 if relations:
                     extra["relations"] = relations
                 memory = store.create(
-                    body, id=f.id, title=_title(f.name), agent=agent, extra=extra
+                    body,
+                    id=f.id,
+                    title=_title(f.name),
+                    agent=agent,
+                    extra=extra,
+                    allow_empty=True,
                 )
             else:
                 memory = store.update(
@@ -738,6 +743,7 @@ class Graph:
                     body,
                     expected_version=self._expected(f.id, f.version),
                     agent=agent,
+                    allow_empty=True,
                     extra={"relations": relations or None},
                 )
             f.version, f.dirty = memory.version, False

@@ -515,6 +515,7 @@ class LayeredStore:
             title=entry.title or _default_title(entry),
             tags=entry.tags,
             extra=extra,
+            allow_empty=True,  # the caller's to check (the CLI's --allow-empty)
             **self._who(),
         )
         return CreateResult(memory.id, memory.path or f"{memory.id}.md", memory.created_at)
@@ -544,7 +545,7 @@ class LayeredStore:
     def update(self, id: str, content: str) -> UpdateResult:
         """Replace the content: timestamp refreshed (staleness reset), size limits checked."""
         self._require_doc(id)
-        memory = self.store.update(id, content, **self._who())
+        memory = self.store.update(id, content, allow_empty=True, **self._who())
         where = placement(id) or {}
         lines = count_lines(memory.body)
         return UpdateResult(id, True, lines, self._size_warning(where["file_type"], lines))
@@ -557,7 +558,7 @@ class LayeredStore:
         body = _appended(current.body, content)
         items: list[PrunedItem] = []
         with self.store.transaction(f"append: {id}") as tx:
-            self.store.update(id, body, **self._who())
+            self.store.update(id, body, allow_empty=True, **self._who())
             items = self._prune_one(id, file_type, body, count)
             tx.trailers.extend(_trailers(items))
         final = self.store.read(id)
@@ -667,12 +668,14 @@ class LayeredStore:
             registry=registry,
         )
         if result.body != body:
-            self.store.update(id, result.body, **self._who())
+            self.store.update(id, result.body, allow_empty=True, **self._who())
         if archive_id is not None and result.archive_text is not None:
             if archive_text is None:
                 self._create_archive(id, archive_id, rule.archive or "", result.archive_text)
             elif result.archive_text != archive_text:
-                self.store.update(archive_id, result.archive_text, **self._who())
+                self.store.update(
+                    archive_id, result.archive_text, allow_empty=True, **self._who()
+                )
         return [PrunedItem(id, a.action, a.reason, a.section) for a in result.actions]
 
     def _create_archive(self, id: str, archive_id: str, file_type: str, text: str) -> None:
@@ -681,7 +684,9 @@ class LayeredStore:
         extra = {k: v for k, v in source.extra.items() if k in kept}
         extra["file_type"] = file_type
         title = f"{file_type.replace('_', ' ')} ({archive_id.split('/')[1]})"
-        self.store.create(text, id=archive_id, title=title, extra=extra, **self._who())
+        self.store.create(
+            text, id=archive_id, title=title, extra=extra, allow_empty=True, **self._who()
+        )
 
     def _in_scope(self, policy: PrunePolicy) -> list[str]:
         if policy.scope in {"all", "project"}:

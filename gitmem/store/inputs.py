@@ -187,14 +187,21 @@ def apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) 
     return replace(current, **updates)
 
 
-def body_text(body: str | bytes) -> str:
-    """A memory's body as given: text (bytes are decoded as UTF-8), without NUL bytes."""
+def body_text(body: str | bytes, *, what: str = "body", allow_empty: bool = False) -> str:
+    """A memory's body (or text to add to one) as given: text (bytes are decoded as UTF-8),
+    without NUL bytes, and not empty or only whitespace unless ``allow_empty``. The one
+    check of the library and the command line alike."""
     if isinstance(body, bytes):
-        body = codec.decode(body, what="body")
+        body = codec.decode(body, what=what)
     if not isinstance(body, str):
-        raise InvalidInputError(f"body must be text, not {type(body).__name__}")
+        raise InvalidInputError(f"{what} must be text, not {type(body).__name__}")
     if "\x00" in body:
-        raise InvalidInputError("body contains a NUL byte; memories are text")
+        raise InvalidInputError(f"{what} contains a NUL byte; memories are text")
+    if not allow_empty and not body.strip():
+        raise InvalidInputError(
+            f"the {what} is empty",
+            hint="to store it anyway: --allow-empty (allow_empty=True in Python)",
+        )
     return body
 
 

@@ -116,15 +116,17 @@ class Writes(VersionHistory):
         id: str | None = None,
         extra: Mapping[str, Any] | None = None,
         message: str | None = None,
+        allow_empty: bool = False,
     ) -> Memory:
         """Store a new memory in one commit and return it (with its new ``mem_<uuid>`` id).
 
         Raises AlreadyExistsError if ``id`` is given and taken, InvalidInputError
-        for bad fields, TooLargeError over the body bound.
+        for bad fields or an empty body (unless ``allow_empty``), TooLargeError over
+        the body bound.
         """
         backend = self._backend(scope)
         memory_id = self._new_id(backend, id)
-        body = body_text(body)
+        body = body_text(body, allow_empty=allow_empty)
         fields = settable_fields(
             {
                 "title": title,
@@ -177,6 +179,7 @@ class Writes(VersionHistory):
         *,
         expected_version: int | None = None,
         message: str | None = None,
+        allow_empty: bool = False,
         **fields: Any,
     ) -> Memory:
         """Change a memory in place: same id and path, ``version`` + 1, ``updated_at`` now.
@@ -188,7 +191,7 @@ class Writes(VersionHistory):
         An update that changes nothing makes no commit.
         """
         backend = self._locate(id)
-        new_body = body_text(body) if body is not None else None
+        new_body = body_text(body, allow_empty=allow_empty) if body is not None else None
         changes = settable_fields(fields)
 
         def action(snap: Snapshot) -> tuple[Effect, Memory]:
@@ -219,6 +222,7 @@ class Writes(VersionHistory):
         agent: str | None = None,
         session_id: str | None = None,
         message: str | None = None,
+        allow_empty: bool = False,
     ) -> Memory:
         """Add ``text`` at the end of the body (on a new line), as an update.
 
@@ -226,7 +230,7 @@ class Writes(VersionHistory):
         --session`` finds the write); the memory's own fields are left as they are.
         """
         backend = self._locate(id)
-        addition = body_text(text)
+        addition = body_text(text, what="text", allow_empty=allow_empty)
         agent = single_line("agent", agent)
         session = single_line("session_id", session_id)
 
@@ -264,7 +268,7 @@ class Writes(VersionHistory):
         backend = self._locate(id)
         if isinstance(text, bytes):
             text = codec.decode(text, what="edited text")
-        doc = codec.parse(body_text(text))
+        doc = codec.parse(body_text(text, what="text", allow_empty=True))
         if not doc.has_front_matter:
             raise InvalidMemoryError(
                 "the edited text has no front-matter (it must start with a '---' line)"
@@ -429,6 +433,7 @@ class Writes(VersionHistory):
         *,
         id: str | None = None,
         message: str | None = None,
+        allow_empty: bool = False,
         **fields: Any,
     ) -> Memory:
         """Write a new memory that replaces ``old_id``; the old file is not touched.
@@ -441,7 +446,7 @@ class Writes(VersionHistory):
         new_memory_id = self._new_id(backend, id)
         if new_memory_id == old_id:
             raise InvalidIdError("a memory cannot supersede itself")
-        new_body = body_text(body)
+        new_body = body_text(body, allow_empty=allow_empty)
         given = settable_fields(fields)
 
         def action(snap: Snapshot) -> tuple[Effect, Memory]:
