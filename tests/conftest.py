@@ -11,6 +11,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -65,6 +66,13 @@ def isolated_home(
     yield home
     for level, value in saved.items():
         search_path[level] = value
+    # A durable store turns fsync on for all of libgit2 in this process: off again, or every
+    # later test of this worker would fsync each object it writes.
+    settings: Any = pygit2.settings
+    if callable(settings.enable_fsync_gitdir):
+        settings.enable_fsync_gitdir(False)
+    else:
+        settings.enable_fsync_gitdir = False
 
 
 _CONFIG_LEVELS = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
