@@ -1,31 +1,15 @@
-"""The write path's shortcuts decide exactly what the plain code decided (issue 17).
-
-Each shortcut a create takes (the fields' texts gathered for the secret scan without their
-names, one regex for a one-line field's control characters) is held here to the code it
-replaced, on the values tests/test_codec.py draws for its own properties.
-"""
+"""The write path's checks of fields: a credential in a nested field is named, and one
+regex refuses a one-line field's control characters."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from test_codec import VALUES
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format import secrets
 from gitmem.store import inputs
-
-
-@settings(max_examples=300)
-@given(st.dictionaries(st.text(max_size=5), VALUES, max_size=6))
-def test_the_fields_texts_are_those_the_named_walk_yields(metadata: dict[str, Any]) -> None:
-    texts: list[str] = []
-    secrets._collect_texts(metadata, texts)
-    assert texts == [text for _, text, _ in secrets._field_texts(dict(metadata), "")]
 
 
 def test_a_credential_in_a_nested_field_is_still_named() -> None:

@@ -32,8 +32,7 @@ class SecretPattern:
 
     kind: str
     regex: Matcher
-    """Built-in patterns are ``re`` (bounded by construction); a committed gitmem.yaml's own
-    patterns are a teammate's input, so they run under saferegex's time bound."""
+    """``re`` for built-in patterns; a store's own run under saferegex's time bound."""
     description: str = ""
     group: int | str = 0
     """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
@@ -42,18 +41,16 @@ class SecretPattern:
     min_entropy: float | None = None
     """Shannon entropy (bits per character) the secret must reach: tells keys from prose."""
     needs_digit_and_letter: bool = False
-    """Only report secrets with both letters and digits (generated keys; not words)."""
     name_group: int | None = None
     """The regex group holding the assigned name, if any: names of things that are not secrets
     (``private_key_id``, ``token_url``) are not reported."""
     hints: tuple[str, ...] = ()
-    """Lowercase substrings one of which every match contains: a text holding none of them is
-    skipped without running the regex (a plain ``in`` is many times faster). Empty: always run."""
+    """Lowercase substrings one of which every match contains: a text holding none is
+    skipped without running the regex. Empty: always run."""
 
 
 class LazyPattern:
-    """A built-in regex compiled when a text first needs it: most never run in a process
-    (their ``hints`` are absent), and compiling them all costs a few milliseconds."""
+    """A built-in regex compiled when a text first needs it (most never run in a process)."""
 
     __slots__ = ("_compiled", "pattern")
 
@@ -342,16 +339,12 @@ def needed(patterns: Sequence[SecretPattern], lowered: str) -> list[SecretPatter
     return [p for p in patterns if not p.hints or any(h in lowered for h in p.hints)]
 
 
-def secret_spans(
-    text: str,
-    patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS,
-    allow: Sequence[Matcher] = (),
-    *,
-    honour_marker: bool = False,
-) -> list[tuple[int, int, str]]:
-    """Where each credential in ``text`` is: ``(start, end, kind)`` of the secret itself, in
-    order. ``honour_marker`` skips lines holding :data:`ALLOW_MARKER` (as a scan does)."""
-    spans: list[tuple[int, int, str]] = []
+def find(
+    text: str, patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS, allow: Sequence[Matcher] = ()
+) -> list[tuple[int, int, SecretPattern]]:
+    """Each credential in ``text``: ``(start, end, pattern)`` of the secret itself, in order.
+    Where two patterns cover the same characters, the earlier pattern's match is kept."""
+    found: list[tuple[int, int, SecretPattern]] = []
     for pattern in needed(patterns, hint_text(text)):
         for match in pattern.regex.finditer(text):
             try:
@@ -367,15 +360,32 @@ def secret_spans(
                 continue
             if any(a.search(secret) for a in allow):
                 continue
-            if any(start < t_end and t_start < end for t_start, t_end, _ in spans):
+            if any(start < t_end and t_start < end for t_start, t_end, _ in found):
                 continue
-            if honour_marker:
-                line_start = text.rfind("\n", 0, start) + 1
-                line_end = text.find("\n", start)
-                if ALLOW_MARKER in text[line_start : line_end if line_end >= 0 else len(text)]:
-                    continue
-            spans.append((start, end, pattern.kind))
-    return sorted(spans)
+            found.append((start, end, pattern))
+    return sorted(found, key=lambda hit: hit[0])
+
+
+def line_at(text: str, pos: int) -> tuple[int, int]:
+    """The start and end of the line of ``text`` that holds ``pos``."""
+    end = text.find("\n", pos)
+    return text.rfind("\n", 0, pos) + 1, len(text) if end < 0 else end
+
+
+def secret_spans(
+    text: str,
+    patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS,
+    allow: Sequence[Matcher] = (),
+    *,
+    honour_marker: bool = False,
+) -> list[tuple[int, int, str]]:
+    """:func:`find` as ``(start, end, kind)``; ``honour_marker`` skips lines holding
+    :data:`ALLOW_MARKER` (as a scan does)."""
+    return [
+        (start, end, pattern.kind)
+        for start, end, pattern in find(text, patterns, allow)
+        if not honour_marker or ALLOW_MARKER not in text[slice(*line_at(text, start))]
+    ]
 
 
 def redact(text: str) -> str:
@@ -388,7 +398,7 @@ def redact(text: str) -> str:
         return text
     out: list[str] = []
     pos = 0
-    for start, end, kind in sorted(spans):
+    for start, end, kind in spans:
         out.append(text[pos:start])
         out.append(f"[{kind}]")
         pos = end

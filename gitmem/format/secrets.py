@@ -14,10 +14,9 @@ line holding ``gitmem:allow-secret`` is never reported.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import redact as redact_mod
@@ -25,9 +24,7 @@ from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 from gitmem.base.redact import (
     ALLOW_MARKER,
     DEFAULT_PATTERNS,
-    NOT_A_SECRET_NAME,
     SecretPattern,
-    plausible,
 )
 from gitmem.base.redact import redact as redact  # scanning and redacting: one module to ask
 from gitmem.format import codec
@@ -93,16 +90,6 @@ def _mask(secret: str, keep: int) -> str:
     return shown + "*" * 8
 
 
-@dataclass
-class _Hit:
-    start: int
-    end: int
-    kind: str
-    keep: int
-    line: int = 0
-    spans: list[tuple[int, int, int]] = field(default_factory=list)
-
-
 def scan_text(
     text: str,
     patterns: Iterable[SecretPattern] | None = None,
@@ -117,66 +104,32 @@ def scan_text(
     """
     chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
     allowed = [_compile(a, "allow") if isinstance(a, str) else a for a in allow]
-    if not text:
-        return []  # a finding is a non-empty secret: the empty text (a create's body) has none
-    hits: list[_Hit] = []
-    taken: list[tuple[int, int]] = []
-    for pattern in redact_mod.needed(chosen, redact_mod.hint_text(text)):
-        for match in pattern.regex.finditer(text):
-            try:
-                start, end = match.span(pattern.group)
-            except (IndexError, re.error):
-                start, end = match.span()
-            if start < 0:  # the secret group did not take part in this match
-                continue
-            secret = text[start:end]
-            if not secret or not plausible(pattern, secret):
-                continue
-            if pattern.name_group is not None and NOT_A_SECRET_NAME.search(
-                match.group(pattern.name_group) or ""
-            ):
-                continue
-            if any(a.search(secret) for a in allowed):
-                continue
-            if any(start < t_end and t_start < end for t_start, t_end in taken):
-                continue  # an earlier, more specific pattern already reported these characters
-            taken.append((start, end))
-            hits.append(_Hit(start, end, pattern.kind, pattern.keep))
-    if not hits:
-        return []
-    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    hits = redact_mod.find(text, chosen, allowed)
     findings: list[SecretFinding] = []
-    hits.sort(key=lambda h: h.start)
-    for hit in hits:
-        index = bisect.bisect_right(line_starts, hit.start) - 1
-        line_start = line_starts[index]
-        line_end = text.find("\n", line_start)
-        line_end = len(text) if line_end < 0 else line_end
+    for start, _end, pattern in hits:
+        line_start, line_end = redact_mod.line_at(text, start)
         line = text[line_start:line_end]
         if ALLOW_MARKER in line:
             continue
         # Mask every secret on this line, not only this one: the excerpt must leak none.
-        same_line = [h for h in hits if line_start <= h.start < line_end]
-        findings.append(
-            SecretFinding(hit.kind, index + 1, _excerpt(line, line_start, hit, same_line))
-        )
+        pieces: list[str] = []
+        pos = focus = 0
+        for other_start, other_end, other in hits:
+            if not line_start <= other_start < line_end:
+                continue
+            pieces.append(line[pos : other_start - line_start])
+            if other_start == start:
+                focus = sum(map(len, pieces))
+            pos = min(other_end - line_start, len(line))
+            pieces.append(_mask(line[other_start - line_start : pos], other.keep))
+        pieces.append(line[pos:])
+        excerpt = _clip("".join(pieces), focus)
+        findings.append(SecretFinding(pattern.kind, text.count("\n", 0, start) + 1, excerpt))
     return findings
 
 
-def _excerpt(line: str, offset: int, hit: _Hit, same_line: Sequence[_Hit]) -> str:
-    pieces: list[str] = []
-    pos = 0
-    focus = 0
-    for other in sorted(same_line, key=lambda h: h.start):
-        start = other.start - offset
-        end = min(other.end - offset, len(line))
-        pieces.append(line[pos:start])
-        if other is hit:
-            focus = sum(len(p) for p in pieces)
-        pieces.append(_mask(line[start:end], other.keep))
-        pos = end
-    pieces.append(line[pos:])
-    masked = "".join(pieces)
+def _clip(masked: str, focus: int) -> str:
+    """The masked line, printable, cut to :data:`EXCERPT_WIDTH` around ``focus``."""
     masked = "".join(c if c.isprintable() else "?" for c in masked).strip()
     if len(masked) <= EXCERPT_WIDTH:
         return masked
@@ -187,8 +140,7 @@ def _excerpt(line: str, offset: int, hit: _Hit, same_line: Sequence[_Hit]) -> st
 
 def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
     """:func:`scan_text` over file content (undecodable bytes are replaced, not fatal)."""
-    text = data.decode("utf-8", "replace")
-    return policy.scan(text) if policy is not None else scan_text(text)
+    return (policy or DEFAULT_POLICY).scan(data.decode("utf-8", "replace"))
 
 
 def values_may_differ(data: bytes) -> bool:
@@ -383,22 +335,6 @@ def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
         yield where, str(value), False
 
 
-def _collect_texts(value: Any, out: list[str]) -> None:
-    """The texts :func:`_field_texts` yields, in its order, without the names of where
-    they are (tests/test_write_fastpaths.py holds the two to the same list)."""
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            out.append(str(key))
-            _collect_texts(item, out)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect_texts(item, out)
-    elif value is not None and not isinstance(value, (bool, int, float)):
-        out.append(str(value))
-
-
 def refuse_memory(
     *,
     memory_id: str | None,
@@ -426,13 +362,11 @@ def refuse_memory(
     def place(what: str) -> str:
         return f"{named} ({what})" if named else what
 
-    # One scan of all of them first (a memory has dozens of short fields, and each scan has
-    # a fixed cost); only when it finds something is each field scanned to say which, and
-    # only then are the fields' names (``extra.a[2]``) spelled out.
-    texts: list[str] = []
-    _collect_texts(metadata, texts)
-    found = bool(policy.scan("\n\n".join(texts)))
-    for where, text, is_key in _field_texts(dict(metadata), "") if found else ():
+    # One scan of all of them first (each scan has a fixed cost); only when it finds
+    # something is each field scanned to say which.
+    fields = list(_field_texts(dict(metadata), ""))
+    found = bool(policy.scan("\n\n".join(text for _, text, _ in fields)))
+    for where, text, is_key in fields if found else ():
         findings = policy.scan(text)
         if findings:
             if is_key:
@@ -453,6 +387,4 @@ def refuse_commit_message(
     """Raise :class:`SecretsFoundError` if a commit message (subject, body, trailers) holds a
     credential: a message is pushed and kept in history exactly like a memory."""
     text = "\n".join([subject, body or "", *(f"{key}: {value}" for key, value in trailers)])
-    findings = (policy or DEFAULT_POLICY).scan(text)
-    if findings:
-        raise SecretsFoundError("the commit message", findings)
+    refuse(text, "the commit message", policy)
