@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import frontmatter
 import pytest
 import yaml
 from conftest import GitRunner
@@ -22,8 +21,6 @@ from gitmem import FixedClock, GitmemError, Related, Relationship, Store
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
 from gitmem.format import codec
 from gitmem.format.codec import (
-    MAX_DEPTH,
-    MAX_FRONT_MATTER_BYTES,
     Document,
     decode,
     legacy_last_updated,
@@ -33,6 +30,7 @@ from gitmem.format.codec import (
 )
 from gitmem.format.layout import memory_path
 from gitmem.format.model import memory_from_document
+from gitmem.format.yamlbounds import MAX_DEPTH, MAX_FRONT_MATTER_BYTES, depth_bound
 
 settings.register_profile("ci", deadline=None, max_examples=300)
 settings.register_profile("dev", deadline=None)
@@ -228,14 +226,6 @@ def test_plain_body_that_looks_like_front_matter_survives() -> None:
     back = parse(serialize(doc))
     assert back.metadata == {}
     assert back.body == doc.body
-
-
-def test_to_post_interoperates_with_python_frontmatter() -> None:
-    doc = parse(MEMORY)
-    post = doc.to_post()
-    assert isinstance(post, frontmatter.Post)
-    assert post["title"] == "Prefer pytest fixtures over setUp"
-    assert post.content == doc.body
 
 
 def test_legacy_last_updated() -> None:
@@ -754,7 +744,7 @@ def test_property_depth_bound_is_an_upper_bound(
     text = yaml.safe_dump({"k": value}, default_flow_style=flow, indent=indent, width=30)
     if crlf:
         text = text.replace("\n", "\r\n")
-    bound = codec.depth_bound(text)
+    bound = depth_bound(text)
     if bound is None:
         return
     node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -773,7 +763,7 @@ def test_property_depth_bound_is_an_upper_bound(
     ],
 )
 def test_depth_bound_on_indicator_shapes(text: str) -> None:
-    bound = codec.depth_bound(text)
+    bound = depth_bound(text)
     assert bound is not None
     assert _node_depth(yaml.compose(text, Loader=yaml.SafeLoader)) <= bound
 

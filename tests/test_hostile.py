@@ -63,6 +63,7 @@ from gitmem.entry import hooks as gh
 from gitmem.format import codec, layout
 from gitmem.format.layout import memory_path
 from gitmem.format.model import KNOWN_KEYS
+from gitmem.format.yamlbounds import MAX_DEPTH
 from gitmem.git.objects import Snapshot
 
 DOCUMENTED_CODES = set(EXIT_CODES.values()) | {0}
@@ -574,7 +575,7 @@ def test_a_value_nested_deeper_than_the_reader_takes_is_refused_on_write(
 ) -> None:
     """``extra={"a": <list nested 40 deep>}`` was stored, then every read and update failed."""
     before = tip(bare_store)
-    if depth <= codec.MAX_DEPTH - 1:
+    if depth <= MAX_DEPTH - 1:
         memory = bare_store.create("deep but readable", extra={"a": _nested(depth)})
         assert bare_store.read(memory.id).extra == {"a": _nested(depth)}
         bare_store.update(memory.id, title="still readable")

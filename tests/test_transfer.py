@@ -566,9 +566,9 @@ def test_an_oversized_import_is_too_large_like_a_write(store: Store) -> None:
 def test_an_import_with_front_matter_over_the_bound_is_refused(store: Store) -> None:
     """The reader refuses front-matter over its bound; an import must not store a file every
     later read would refuse (there was no bound on this path)."""
-    from gitmem.format import codec
+    from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
-    big = "notes: " + "y" * (codec.MAX_FRONT_MATTER_BYTES + 10) + "\n"
+    big = "notes: " + "y" * (MAX_FRONT_MATTER_BYTES + 10) + "\n"
     with pytest.raises(gitmem.GitmemError, match="front-matter"):
         store.check_file(_import_file(IMPORT_ID, "small body\n", big), what="wide.md")
     assert store.get(IMPORT_ID) is None

@@ -134,7 +134,7 @@ def _add_jsonl(
     import json
 
     from gitmem.base.errors import InvalidInputError
-    from gitmem.format.codec import MAX_FRONT_MATTER_BYTES
+    from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
     store = state.store(write=True)
     # A line is at most a memory: its body JSON-escaped (6 bytes a byte at worst) and fields.

@@ -603,7 +603,7 @@ def detect_role(top: Path) -> str:
     # has the committed gitmem.yaml: a store's config says which format it is.
     # Read with the store's own hardened loader (no aliases, no tags, bounded depth): this
     # file arrives from a remote.
-    from gitmem.format.codec import load_yaml
+    from gitmem.format.yamlio import load_yaml
 
     try:
         data, _ = load_yaml(config_file.read_text(encoding="utf-8")[:65536])
@@ -684,9 +684,9 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     from collections.abc import Mapping
 
     from gitmem.format import secrets
-    from gitmem.format.codec import load_yaml
     from gitmem.format.config import StoreConfig
     from gitmem.format.layout import CONFIG_FILE
+    from gitmem.format.yamlio import load_yaml
     from gitmem.git import localconfig
 
     try:

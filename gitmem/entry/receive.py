@@ -72,7 +72,7 @@ def _policy(top: Path, tip: str) -> SecretPolicy:
     """The credential policy the push is scanned with: the patterns of the gitmem.yaml it
     pushes (nothing it would loosen: :func:`loosening` refuses that) and the hub's own."""
     from gitmem.format import config, secrets
-    from gitmem.format.codec import load_yaml
+    from gitmem.format.yamlio import load_yaml
 
     [blob] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
     data: Any = None

@@ -1,11 +1,9 @@
-"""Front-matter parse and serialize, lossless.
+"""Front-matter parse and serialize, lossless: ``---`` + YAML + ``---`` + markdown body.
 
-A memory file is ``---`` + YAML front-matter + ``---`` + markdown body. Re-writing a file
-nothing changed gives back the same bytes, and changing one field changes only its lines,
-so ``git diff`` and review show exactly what an agent changed (python-frontmatter's
-``loads`` re-dumps the whole mapping, so the split is done here). YAML goes through the
-hardened PyYAML of :mod:`gitmem.format.yamlio`; :meth:`Document.to_post` gives a
-:class:`frontmatter.Post` for tools built on python-frontmatter.
+Re-writing an unchanged file gives back its bytes, and changing one field changes only
+that field's lines, so ``git diff`` and review show exactly what an agent changed. The
+YAML itself is read and written by :mod:`gitmem.format.yamlio` (imported on first use,
+so a command that only decodes text does not load PyYAML).
 """
 
 from __future__ import annotations
@@ -14,63 +12,20 @@ import datetime as dt
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import frontmatter
-    from yaml.nodes import Node
+    from gitmem.format.yamlio import Segment
 
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
-from gitmem.format.yamlbounds import (
-    MAX_DEPTH,
-    MAX_FRONT_MATTER_BYTES,
-    MAX_NODES,
-    MAX_YAML_BYTES,
-    depth_bound,
-)
+from gitmem.format.yamlbounds import MAX_DEPTH, MAX_FRONT_MATTER_BYTES
 from gitmem.format.yamlbounds import clip as _clip
-
-__all__ = [
-    "BOM",
-    "MAX_DEPTH",
-    "MAX_FRONT_MATTER_BYTES",
-    "MAX_NODES",
-    "MAX_YAML_BYTES",
-    "Document",
-    "check_reads_back",
-    "check_writable_depth",
-    "decode",
-    "depth_bound",
-    "dump_mapping",
-    "dump_value",
-    "legacy_last_updated",
-    "load_yaml",
-    "parse",
-    "same",
-    "serialize",
-    "value_depth",
-]
 
 BOM = "\ufeff"
 
 _OPEN_RE = re.compile(r"---[ \t]*(\r\n|\n)")
 _CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\n|$)", re.MULTILINE)
 _LEGACY_RE = re.compile(r"\A<!--\s*Last Updated:\s*(\d{4}-\d{2}-\d{2})\s*-->")
-
-
-class _Segment(NamedTuple):
-    """The raw text of one top-level key of a block mapping. A tuple, not a frozen
-    dataclass: every key of every file parsed makes one (an index build parses every
-    memory), and a frozen dataclass's constructor cost ten times a tuple's."""
-
-    lead: str
-    """Comment and blank lines between the previous key's value and this key."""
-    text: str
-    """The key's own lines: from the key to the end of its value, inline comment included."""
-    inline: tuple[int, int] | None
-    """Columns of the value in ``text`` when it sits on the key's line, else None."""
-    flow: bool = False
-    """The value was written in flow style (``[a, b]``, ``{k: v}``)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +38,7 @@ class _Source:
     closing: str
     newline: str
     parsed: dict[str, Any]
-    segments: dict[str, _Segment] | None
+    segments: dict[str, Segment] | None
     head: str
     tail: str
 
@@ -102,12 +57,6 @@ class Document:
         one only when there is metadata to put in it)."""
         return Document(metadata, body, self.has_front_matter or bool(metadata), self.source)
 
-    def to_post(self) -> frontmatter.Post:
-        """The document as a :class:`frontmatter.Post`, for tools built on python-frontmatter."""
-        import frontmatter  # only here: every command would pay for it at start-up otherwise
-
-        return frontmatter.Post(self.body, **self.metadata)
-
 
 def decode(data: bytes, *, what: str = "memory file") -> str:
     try:
@@ -116,14 +65,6 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
         raise InvalidMemoryError(
             f"{what} is not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
         ) from None
-
-
-def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node | None]:
-    """Parse YAML with the hardened loader (:func:`gitmem.format.yamlio.load_yaml`),
-    importing PyYAML on the first call; returns the value and its node."""
-    from gitmem.format import yamlio
-
-    return yamlio.load_yaml(text, max_bytes=max_bytes)
 
 
 def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) -> Document:
@@ -149,7 +90,9 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
         if rest.startswith(blank, close_end):
             close_end += len(blank)
             break
-    value, node = load_yaml(raw)
+    from gitmem.format import yamlio
+
+    value, node = yamlio.load_yaml(raw)
     if node is None:
         value = {}  # nothing but comments and blank lines
     if not isinstance(value, dict):
@@ -159,7 +102,7 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
     for key in value:
         if not isinstance(key, str):
             raise InvalidMemoryError(f"front-matter key {key!r} is not a string")
-    segments, head, tail = _segments(raw, node)
+    segments, head, tail = yamlio.segments(raw, node) or (None, "", "")
     copied = _copy(value)
     source = _Source(
         bom=bom,
@@ -183,18 +126,6 @@ def _yaml_kind(value: Any) -> str:
     return f"scalar ({type(value).__name__})"
 
 
-def _segments(raw: str, node: Node | None) -> tuple[dict[str, _Segment] | None, str, str]:
-    """Cut the raw YAML into head, one segment per top-level key, and tail
-    (:func:`gitmem.format.yamlio.segments` says how)."""
-    from gitmem.format import yamlio
-
-    cut = yamlio.segments(raw, node)
-    if cut is None:
-        return None, "", ""
-    pieces, head, tail = cut
-    return {key: _Segment(*piece) for key, piece in pieces.items()}, head, tail
-
-
 def _copy(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
@@ -204,11 +135,8 @@ def _copy(value: Any) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equality that also compares types (``1 == True`` in Python, not in YAML).
-
-    NaN is the same as NaN and ``-0.0`` differs from ``0.0``, so an unchanged
-    ``.nan`` keeps its spelling and a changed sign is written.
-    """
+    """Equality that also compares types (``1 == True`` in Python, not in YAML); NaN is
+    NaN and ``-0.0`` is not ``0.0``, so an unchanged ``.nan`` keeps its spelling."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
@@ -223,10 +151,8 @@ def same(a: Any, b: Any) -> bool:
 
 
 def value_depth(value: Any, *, limit: int = MAX_DEPTH) -> int:
-    """How many YAML nodes deep ``value`` is (a scalar is 1), counted up to ``limit + 1``.
-
-    Iterative, so a caller's list nested 100,000 deep is measured, not a RecursionError.
-    """
+    """How many YAML nodes deep ``value`` is (a scalar is 1), counted up to ``limit + 1``
+    (iteratively: a list nested 100,000 deep is no RecursionError)."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -259,11 +185,8 @@ def check_writable_depth(metadata: dict[str, Any]) -> None:
 
 
 def _written_as(value: Any, read: Any) -> bool:
-    """Whether ``read`` (the value parsed back) is what was written as ``value``.
-
-    Like :func:`same`, but a str or int subclass (an enum member) reads back as its
-    plain value and a tuple as a list, which is what writing them means.
-    """
+    """Whether ``read`` (the value parsed back) is what was written as ``value``: like
+    :func:`same`, but an enum member reads back as its plain value and a tuple as a list."""
     if isinstance(value, bool) or isinstance(read, bool):
         return type(value) is type(read) and value == read
     if isinstance(value, str):
@@ -308,25 +231,23 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
 
 def _culprit(metadata: dict[str, Any]) -> str:
     """``front-matter field 'k' `` for the first field that does not read back alone."""
+    from gitmem.format import yamlio
+
     for key, value in metadata.items():
         try:
-            load_yaml(dump_value(key, value))
+            yamlio.load_yaml(dump_value(key, value))
         except InvalidMemoryError:
             return f"front-matter field {_clip(str(key))!r} "
     return "the file "
 
 
 def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
-    """One top-level ``key: value`` entry as YAML text ending in a newline.
-
-    Collections are written in block style, except ``tags`` (and any value
-    with ``flow=True``), which are written in flow style when they hold only scalars.
-    """
+    """One top-level ``key: value`` entry as YAML text (:func:`dump_mapping`)."""
     return dump_mapping({key: value}, flow=flow)
 
 
 def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
-    """Top-level entries as YAML text, by :func:`dump_value`'s rule for each."""
+    """Top-level entries as YAML text (:func:`gitmem.format.yamlio.dump_mapping`)."""
     for key in metadata:
         if not isinstance(key, str):  # what a reader refuses (parse), a writer does not write
             raise InvalidMemoryError(f"front-matter key {_clip(repr(key))} is not a string")
@@ -368,11 +289,9 @@ def serialize(doc: Document) -> str:
     return src.bom + src.opening + raw + src.closing + doc.body
 
 
-def _rewrite(segment: _Segment, key: str, value: Any, newline: str) -> str:
-    """A changed key's new text: only the value is swapped when old and new fit on one line.
-
-    That keeps the key's own spelling and an inline comment after the value.
-    """
+def _rewrite(segment: Segment, key: str, value: Any, newline: str) -> str:
+    """A changed key's new text: only the value is swapped when old and new fit on one
+    line, keeping the key's spelling and an inline comment."""
     text = dump_value(key, value, flow=True if segment.flow else None)
     if segment.inline is not None and text.count("\n") == 1:
         from gitmem.format import yamlio

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,24 +23,13 @@ from typing import Any
 from gitmem.base import logs
 from gitmem.base.errors import InvalidMemoryError, OldFormatError, UnsupportedFormatError
 from gitmem.format.model import Scope
+from gitmem.format.schema import is_number
 
 FORMAT = 5
 """The store format this gitmem reads and writes (``format:`` in gitmem.yaml; a store that
 says nothing is format 1). An older store is read only by ``gitmem migrate``, which
 converts it once (gitmem.features.migrate); a newer one is refused. docs/format.md."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-
-_PLAIN_CONFIG_RE = re.compile(
-    r"((?:#[^\n]*\n)*)"
-    r"format: ([1-9][0-9]{0,8})\n"
-    r"scope: (repo|user)\n"
-    r"limits:\n"
-    r"  max_body_bytes: ([1-9][0-9]{0,11})\n"
-)
-"""gitmem.yaml as :func:`initial_text` writes it, read without a YAML parser so that a
-write, which reads the config first, does not import PyYAML; anything else in the file
-goes to the YAML reader (tests/test_config.py checks that both readers agree)."""
-
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -53,22 +41,7 @@ class StoreConfig:
 
     @classmethod
     def from_text(cls, text: str) -> StoreConfig:
-        plain = _PLAIN_CONFIG_RE.fullmatch(text)
-        if plain is not None and all(line.isprintable() for line in plain[1].split("\n")):
-            _, version, scope_word, max_body = plain.groups()
-            data: Any = {
-                "format": int(version),
-                "scope": scope_word,
-                "limits": {"max_body_bytes": int(max_body)},
-            }
-            return cls(
-                scope=Scope(scope_word),
-                max_body_bytes=min(int(max_body), DEFAULT_MAX_BODY_BYTES),
-                raw=data,
-                format=int(version),
-            )
-        # Here, not at the top: readers that only need FORMAT do not load PyYAML.
-        from gitmem.format.codec import load_yaml
+        from gitmem.format.yamlio import load_yaml  # PyYAML: only for readers of a config
 
         data, _ = load_yaml(text)
         if data is None:
@@ -216,10 +189,6 @@ def loosened(raw: Mapping[str, Any] | None, key: str, what: str, *, local_key: s
     if message not in _warned:
         _warned.add(message)
         log.warning("%s", message)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def committed_limit(

@@ -1,11 +1,5 @@
-"""The memory file: the one encoder and the one decoder every writer and reader uses.
-
-The store writes a memory's file with :func:`encode` (schema, size bounds, a read-back
-check, credentials); an import holds a file it copies byte for byte to the same checks
-with :func:`check`. The store, the git hooks, merge, review, transfer, the hub's receive
-hook and the knowledge graph all read a file with :func:`decode`: UTF-8 text without NUL
-bytes, front-matter that passes the schema, and an ``id`` that agrees with the path.
-"""
+"""The memory file: the one encoder (:func:`encode`; :func:`check` for a file an import
+copies byte for byte) and the one decoder (:func:`decode`) every writer and reader uses."""
 
 from __future__ import annotations
 
@@ -15,6 +9,7 @@ from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryErro
 from gitmem.format import codec, schema
 from gitmem.format.layout import expected_path_form, id_from_path, memory_path
 from gitmem.format.model import DERIVED_KEYS, Memory, Scope, memory_from_document
+from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
@@ -97,10 +92,10 @@ def _check_sizes(what: str, size: int, body_size: int, max_body_bytes: int) -> N
         )
     # The reader refuses front-matter over its bound; never write a file it would refuse.
     head_size = size - body_size
-    if head_size > codec.MAX_FRONT_MATTER_BYTES:
+    if head_size > MAX_FRONT_MATTER_BYTES:
         raise TooLargeError(
             f"the front-matter is about {head_size} bytes, over the limit of "
-            f"{codec.MAX_FRONT_MATTER_BYTES}",
+            f"{MAX_FRONT_MATTER_BYTES}",
             hint="keep large content in the body, not in front-matter fields",
         )
 

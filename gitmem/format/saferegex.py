@@ -18,6 +18,7 @@ import regex
 from regex import _regex_core
 
 from gitmem.base.errors import InvalidInputError, RegexTimeoutError
+from gitmem.format.yamlbounds import clip
 
 _core: Any = _regex_core
 """The regex module's own parser (private, untyped): the tree :func:`size` counts is the one
@@ -27,9 +28,8 @@ DEFAULT_TIMEOUT = 1.0
 """Seconds one pattern may spend on one text (one line, one body) before it is stopped."""
 MAX_PATTERN_CHARS = 4096
 MAX_SIZE = 100_000
-"""Nodes of the parse tree with every repetition written out (:func:`size`); a pattern past
-it is refused before compiling. The costliest accepted shapes compile in 0.2 s and 41 MB
-(python -m bench.saferegex_bound)."""
+"""Nodes of the parse tree with repetitions written out (:func:`size`); past it a pattern is
+refused before compiling (python -m bench.saferegex_bound measures the costliest accepted)."""
 
 
 class PatternError(InvalidInputError):
@@ -38,10 +38,6 @@ class PatternError(InvalidInputError):
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -64,7 +60,7 @@ class SafePattern:
 
     def _timed_out(self) -> RegexTimeoutError:
         return RegexTimeoutError(
-            f"{self.what} {_clip(self.pattern)!r} took longer than {self.timeout:g} s on one "
+            f"{self.what} {clip(self.pattern)!r} took longer than {self.timeout:g} s on one "
             "text and was stopped",
             hint="simplify the pattern: nested repetition such as (a+)+ or (a|aa)+ can take "
             "exponential time; a plain search (without --regex) never does",
@@ -124,11 +120,11 @@ def compile(  # the name mirrors re.compile on purpose
         compiled = None if items > MAX_SIZE else regex.compile(source, flags)
     except (regex.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         raise PatternError(
-            f"{what} {_clip(pattern)!r} does not compile: {exc}", reason=str(exc)
+            f"{what} {clip(pattern)!r} does not compile: {exc}", reason=str(exc)
         ) from None
     if compiled is None:
         reason = f"written out, its repetitions come to more than {MAX_SIZE:,} items"
-        raise PatternError(f"{what} {_clip(pattern)!r} repeats too much: {reason}", reason=reason)
+        raise PatternError(f"{what} {clip(pattern)!r} repeats too much: {reason}", reason=reason)
     return SafePattern(pattern, compiled, timeout, what)
 
 

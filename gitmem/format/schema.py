@@ -1,10 +1,8 @@
 """JSON Schema validation of front-matter, against the files in ``schemas/``.
 
-A small validator of the keywords our schemas use (draft 2020-12 semantics, jsonschema's
-wording in its messages), compiled once per schema into nested functions: importing
-jsonschema would cost ``gitmem add`` about 100 ms, and its validation ~20x this one's on every
-memory an index build decodes. tests/test_schema.py holds it to jsonschema on random
-documents; a schema using a keyword it does not know is refused when compiled.
+A small validator of the keywords our schemas use (draft 2020-12, jsonschema's wording),
+compiled once per schema into functions: jsonschema's import alone would cost ``gitmem
+add`` about 100 ms. tests/test_schema.py holds it to jsonschema as the oracle.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from typing import Any, NamedTuple
 
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import InvalidMemoryError
+from gitmem.format.yamlbounds import clip
 
 MEMORY_SCHEMA = "memory.schema.json"
 
@@ -56,8 +55,8 @@ def to_json_value(value: Any) -> Any:
 
 
 class Problem(NamedTuple):
-    """One way a value breaks the schema, in jsonschema's words, at the keys and indexes
-    down to the value (for a missing field: to its mapping, and ``missing`` names it)."""
+    """One way a value breaks the schema, in jsonschema's words, at the path to the value
+    (for a missing field: to its mapping, and ``missing`` names it)."""
 
     path: tuple[str | int, ...]
     message: str
@@ -114,11 +113,7 @@ def _describe(problem: Problem) -> str:
     if len(shown) > 60 and shown in message:
         # Clip the value, not the message: "'xxxx…' is too long" must keep its end.
         message = message.replace(shown, shown[:50] + "…" + shown[-1], 1)
-    return f"{problem.field}: {_shorten(message)}"
-
-
-def _shorten(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{problem.field}: {clip(message, 200)}"
 
 
 # -- the schema made into functions ------------------------------------------------------
@@ -184,7 +179,7 @@ def _valid(check: Check, value: Any) -> bool:
     return not found
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -194,7 +189,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "array": lambda v: isinstance(v, list),
     "boolean": lambda v: isinstance(v, bool),
     # JSON Schema counts 2.0 as an integer.
-    "integer": lambda v: _is_number(v) and (isinstance(v, int) or float(v).is_integer()),
+    "integer": lambda v: is_number(v) and (isinstance(v, int) or float(v).is_integer()),
 }
 
 
@@ -259,11 +254,11 @@ _RULES: dict[str, Callable[[Any, Any], Rule]] = {
     "maxLength": _max_length,
     "pattern": _pattern,
     "minimum": lambda arg, _root: (
-        (lambda v: _is_number(v) and v < arg),
+        (lambda v: is_number(v) and v < arg),
         (lambda v: f"{v!r} is less than the minimum of {arg!r}"),
     ),
     "maximum": lambda arg, _root: (
-        (lambda v: _is_number(v) and v > arg),
+        (lambda v: is_number(v) and v > arg),
         (lambda v: f"{v!r} is greater than the maximum of {arg!r}"),
     ),
     "uniqueItems": lambda arg, _root: (

@@ -1,15 +1,14 @@
 """PyYAML, hardened: the one loader every YAML read goes through, and the one dumper.
 
-libyaml's parser and emitter (``CSafeLoader``, ``CSafeDumper``) do the work where PyYAML
-was built with them, PyYAML's pure-Python ones elsewhere. :mod:`gitmem.format.codec` is
-the interface; this module is its YAML half, imported on the first read or write.
-"""
+libyaml (``CSafeLoader``, ``CSafeDumper``) does the work; PyYAML's Python composer reads
+what libyaml cannot read within the bounds (aliases, tags, deep nesting are checked node
+by node there)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import yaml
 from yaml.events import AliasEvent
@@ -18,10 +17,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
 from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip, depth_bound
 
-# The tags front-matter may use: JSON's data model plus timestamps and dates.
-# SafeLoader would also build bytes (!!binary), sets (!!set) and lists of
-# pairs (!!omap, !!pairs), which JSON Schema validation and JSON output cannot
-# hold, so those are refused like any unknown tag.
+# JSON's data model plus timestamps: !!binary, !!set, !!omap are refused like unknown tags.
 _STR = "tag:yaml.org,2002:str"
 _ALLOWED_TAGS = frozenset(
     "tag:yaml.org,2002:" + name
@@ -29,8 +25,7 @@ _ALLOWED_TAGS = frozenset(
 )
 
 
-# What PyYAML's constructors raise on a scalar they cannot build (``!!int`` with
-# no value, ``!!bool maybe``, ``2026-13-45``...), instead of a YAMLError.
+# What PyYAML's constructors raise on a scalar they cannot build (``!!bool maybe``).
 _CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
 
 
@@ -137,9 +132,7 @@ class _Dumper(_SafeDumper):  # type: ignore[misc]
         return True
 
 
-# PyYAML writes these line breaks raw inside single-quoted and plain scalars,
-# where the reader folds them away ('\x85' reads back as ' '); double quotes
-# escape them.
+# Written raw in plain and single-quoted scalars these read back as spaces.
 _FOLDED_BREAKS = ("\x85", "\u2028", "\u2029")
 
 
@@ -150,10 +143,8 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
-    # Aware times are written the way gitmem writes every timestamp (RFC 3339,
-    # UTC, ``Z``). A naive one is written naive, so it reads back as what it was.
-    # isoformat, not strftime: glibc's %Y writes year 999 as "999", which YAML
-    # does not read as a timestamp.
+    # Aware times as RFC 3339 UTC with ``Z``, naive ones naive. isoformat, not strftime:
+    # glibc's %Y writes year 999 as "999", which YAML does not read as a timestamp.
     if value.tzinfo is None:
         text = value.isoformat()
     else:
@@ -224,11 +215,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def _node_end(node: Node) -> yaml.Mark:
-    """Where a node's own text ends.
-
-    A block collection's end mark lies at the next token, past any comments
-    that follow it, so its end is taken from its last entry instead.
-    """
+    """Where a node's own text ends (a block collection's end mark lies past the comments
+    that follow it, so its last entry's end is taken)."""
     if isinstance(node, MappingNode | SequenceNode) and not node.flow_style and node.value:
         last = node.value[-1]
         return _node_end(last[1] if isinstance(node, MappingNode) else last)
@@ -236,18 +224,26 @@ def _node_end(node: Node) -> yaml.Mark:
     return mark
 
 
+class Segment(NamedTuple):
+    """The raw text of one top-level key of a block mapping."""
+
+    lead: str
+    """Comment and blank lines between the previous key's value and this key."""
+    text: str
+    """The key's own lines: from the key to the end of its value, inline comment included."""
+    inline: tuple[int, int] | None
+    """Columns of the value in ``text`` when it sits on the key's line, else None."""
+    flow: bool = False
+    """The value was written in flow style (``[a, b]``, ``{k: v}``)."""
 
 
-def segments(
-    raw: str, node: Node | None
-) -> tuple[dict[str, tuple[str, str, tuple[int, int] | None, bool]], str, str] | None:
+def segments(raw: str, node: Node | None) -> tuple[dict[str, Segment], str, str] | None:
     """Cut the raw YAML into head, one segment per top-level key, and tail; None when
     the mapping cannot be cut (the caller re-dumps it whole when it changes).
 
     Only block mappings with every key at column 0 on its own line are cut. Comment and
     blank lines before a key travel with that key (its ``lead``); those before the first
-    key (``head``) and after the last value (``tail``) stay put whatever changes. A
-    segment is (lead, text, the value's columns when it sits on the key's line, flow).
+    key (``head``) and after the last value (``tail``) stay put whatever changes.
     """
     if node is None:
         return {}, raw, ""
@@ -257,7 +253,7 @@ def segments(
     # breaks splitlines knows (\v, \f, \x1c-\x1e) are unprintable in YAML and
     # were refused by the loader.
     lines = raw.splitlines(keepends=True)
-    out: dict[str, tuple[str, str, tuple[int, int] | None, bool]] = {}
+    out: dict[str, Segment] = {}
     head = ""
     previous_end = -1
     for key_node, value_node in node.value:
@@ -277,7 +273,7 @@ def segments(
             lead = "".join(lines[previous_end + 1 : mark.line])
         text = "".join(lines[mark.line : last_line + 1])
         flow = isinstance(value_node, MappingNode | SequenceNode) and bool(value_node.flow_style)
-        out[key_node.value] = (lead, text, inline, flow)
+        out[key_node.value] = Segment(lead, text, inline, flow)
         previous_end = last_line
     tail = "".join(lines[previous_end + 1 :])
     return out, head, tail

@@ -101,7 +101,7 @@ def load() -> LocalConfig:
         raise InvalidMemoryError(f"cannot read the gitmem configuration {path}: {exc}") from None
     # Imported here, once there is a file to parse: most commands never read the local
     # configuration, and recall reads it on every query (usually there is none).
-    from gitmem.format.codec import load_yaml
+    from gitmem.format.yamlio import load_yaml
 
     try:
         data, _ = load_yaml(text)

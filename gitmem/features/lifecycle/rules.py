@@ -36,7 +36,8 @@ from gitmem.features.lifecycle.prune import (
     prune_review_history,
     prune_test_results_history,
 )
-from gitmem.format.config import committed_limit, is_number, local_part, loosened
+from gitmem.format.config import committed_limit, local_part, loosened
+from gitmem.format.schema import is_number
 
 # What a rule's author imports from here (defined in prune.py with the built-in rules).
 __all__ = [
