@@ -117,32 +117,20 @@ def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFindi
 
 
 @dataclass(frozen=True)
-class HistoryFinding:
-    """A credential in a past commit: in a file it added, or in its message."""
+class HistoryFinding(FileFinding):
+    """A credential in a past commit: in a file it added (``path`` as in that commit), or
+    in its message (``path`` is :data:`MESSAGE_PATH`)."""
 
-    commit: str
+    commit: str = ""
     """The commit that introduced it (the oldest, in topological order, that holds it)."""
-    path: str
-    """The file's path in that commit, or ``"(commit message)"``."""
-    finding: secrets_mod.SecretFinding
-    present: bool
+    present: bool = True
     """Whether a branch tip still holds that file content (else only history does)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "path": secrets_mod.redact(self.path),
-            "present": self.present,
-            **self.finding.to_dict(),
-        }
+        return {"commit": self.commit, **super().to_dict(), "present": self.present}
 
     def line(self) -> str:
-        where = "" if self.present else " (history only)"
-        return (
-            f"{self.commit[:10]} {secrets_mod.redact(self.path)}:{self.finding.line}: "
-            f"{self.finding.kind}: "
-            f"{self.finding.excerpt}{where}"
-        )
+        return f"{self.commit[:10]} {super().line()}" + ("" if self.present else " (history only)")
 
 
 MESSAGE_PATH = "(commit message)"
@@ -189,11 +177,11 @@ def scan_history(store: Store, scope: Scope | str | None = None) -> list[History
         for commit in walker:
             hexsha = str(commit.id)
             for found in policy.scan(commit.message):
-                out.append(HistoryFinding(hexsha, MESSAGE_PATH, found, True))
+                out.append(HistoryFinding(MESSAGE_PATH, found, hexsha))
             for oid, path in new_blobs(repo, commit.tree, seen):
                 data = text_blob(repo, oid, MAX_SCAN_BYTES)
                 if data is None:
                     continue
                 for found in secrets_mod.scan_memory_bytes(data, policy):
-                    out.append(HistoryFinding(hexsha, path, found, oid in present))
+                    out.append(HistoryFinding(path, found, hexsha, oid in present))
     return out

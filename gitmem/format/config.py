@@ -31,6 +31,7 @@ says nothing is format 1). An older store is read only by ``gitmem migrate``, wh
 converts it once (gitmem.features.migrate); a newer one is refused. docs/format.md."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
+
 @dataclass(frozen=True)
 class StoreConfig:
     scope: Scope = Scope.REPO

@@ -22,8 +22,7 @@ CONFIG_FILE = "gitmem.yaml"
 ATTRIBUTES_FILE = ".gitattributes"
 MEMORY_SUFFIX = ".md"
 KEEP_FILE = ".gitkeep"
-"""The empty file that keeps an otherwise empty folder of a document root in git's tree
-(:meth:`gitmem.store.core.Store.keep_folder`); not a memory."""
+"""Keeps an empty folder of a document root in git's tree; not a memory."""
 MAX_ID_LENGTH = 200
 MAX_PATH_DEPTH = 8
 
@@ -47,20 +46,8 @@ def is_path_id(memory_id: str) -> bool:
     return "/" in memory_id
 
 
-_PLAIN_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
-"""A plain id every check below passes, but for ``..`` and a ``.md`` ending: ASCII
-letters, digits and ``._-``, so the usual ``mem_<uuid>`` needs no per-character check."""
-
-
 def check_id(value: object, *, what: str = "id") -> str:
     """Return the id unchanged if it is safe to turn into a file name, else raise InvalidIdError."""
-    if (
-        isinstance(value, str)
-        and _PLAIN_ID_RE.fullmatch(value)
-        and ".." not in value
-        and not value.lower().endswith(MEMORY_SUFFIX)
-    ):
-        return value
     if not isinstance(value, str):
         raise InvalidIdError(f"{what} must be a string, not {type(value).__name__}")
     if not value:
@@ -133,9 +120,8 @@ def _memory_path(memory_id: str) -> str:
 
 
 def format4_path(memory_id: str) -> str | None:
-    """Where format 4 put a plain id (``memories/a/b/c/d/<id>.md``: the uuid's first four
-    hex digits, else four of the id's SHA-1); None for a path id. Only for reading history
-    from before ``gitmem migrate`` (docs/format.md), never for the tip of a store."""
+    """Where format 4 put a plain id (``memories/a/b/c/d/<id>.md``); None for a path id.
+    Only for reading history from before ``gitmem migrate``."""
     if is_path_id(memory_id):
         return None
     match = _MEM_HEX4_RE.match(memory_id)
@@ -146,19 +132,15 @@ def format4_path(memory_id: str) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def history_paths(path: str) -> tuple[str, ...]:
     """Where the memory of ``path`` (either layout) may be in a commit of any format: its
-    path, then, for a plain id, where format 4 put it. For reading history only: the tip of
-    a store holds a memory at its path alone."""
+    path, then, for a plain id, where format 4 put it. For reading history only."""
     memory_id = id_from_path(path, past=True)
     old = format4_path(memory_id) if memory_id is not None else None
     return (path,) if memory_id is None or old is None else (memory_path(memory_id), old)
 
 
 def is_memory_file(path: str) -> bool:
-    """Whether a file at ``path`` is meant to be a memory (and is a problem if it is not one).
-
-    Everything under ``memories/`` is; under a document root only ``*.md`` files are,
-    so a README.txt or an image beside layered documents is left alone.
-    """
+    """Whether a file at ``path`` is meant to be a memory: everything under ``memories/``,
+    and ``*.md`` files under a document root (a README.txt beside them is left alone)."""
     root, sep, _rest = path.partition("/")
     if not sep:
         return False

@@ -12,8 +12,6 @@ from gitmem.base.errors import GitmemError, InvalidMemoryError
 from gitmem.format.schema import to_json_value
 
 if TYPE_CHECKING:
-    # Only named in annotations: importing the codec loads PyYAML (~20 ms), which
-    # the index-served reads never need.
     from gitmem.format.codec import Document
 
 
@@ -88,10 +86,8 @@ KNOWN_KEYS: tuple[str, ...] = (
 )
 
 DERIVED_KEYS: tuple[str, ...] = ("updated_at", "version")
-"""Values every write would change, derived from history on read and never written into a
-file (docs/format.md): a file that carries them is a problem (doctor, the pre-commit hook),
-readers ignore the lines and writes drop them. Exports and ``gitmem show`` print them,
-after ``created_at``."""
+"""Derived from history on read and never written into a file (every write would change
+them): readers ignore such lines, writes drop them, exports and ``gitmem show`` print them."""
 
 # Fields a caller may set through create/update/supersede (the rest the store manages).
 EDITABLE_FIELDS: frozenset[str] = frozenset(
@@ -167,7 +163,7 @@ class Memory:
             if key in DERIVED_KEYS:
                 continue
             if key in known:
-                if before is not None and key in before and before[key] == _field(self, key):
+                if before is not None and key in before and before[key] == getattr(self, key):
                     # Unchanged in meaning: keep the file's own value verbatim (timestamp
                     # spelling, `status: active`, `tags: []`, unknown keys inside `related`).
                     out[key] = original[key]
@@ -197,7 +193,6 @@ class Memory:
             meta["store_scope"] = str(self.store_scope)
         return meta
 
-
     def rendered_metadata(self) -> dict[str, Any]:
         """:meth:`to_metadata` with the derived ``updated_at`` and ``version`` after
         ``created_at``: the front-matter ``gitmem show`` prints and an export writes."""
@@ -209,10 +204,6 @@ class Memory:
         return out
 
 
-def _field(memory: Memory, key: str) -> Any:
-    return getattr(memory, key)
-
-
 def _fields_of(document: Document | None) -> dict[str, Any] | None:
     """The known fields as a Memory read from ``document`` holds them, or None if it cannot."""
     if document is None:
@@ -221,7 +212,7 @@ def _fields_of(document: Document | None) -> dict[str, Any] | None:
         before = memory_from_document(document)
     except (GitmemError, ValueError, TypeError, KeyError):
         return None
-    return {key: _field(before, key) for key in KNOWN_KEYS}
+    return {key: getattr(before, key) for key in KNOWN_KEYS}
 
 
 def _related_entries(related: tuple[Related, ...], original: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ predecessor or a depth bound with a warning, never a hang or an exception.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gitmem.format.model import Memory
@@ -100,7 +100,7 @@ def newest(memories: Sequence[Memory]) -> Memory:
 
 def walk_forward(
     start_id: str,
-    successors: Mapping[str, Sequence[Memory]] | Callable[[str], Sequence[Memory]],
+    next_of: Callable[[str], Sequence[Memory]],
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> tuple[str, list[str], list[str]]:
     """The newest memory reachable from ``start_id`` through successors.
@@ -110,12 +110,6 @@ def walk_forward(
     ``updated_at``, then the id, so every reader picks the same one.
     Returns ``(latest_id, forked_ids, warnings)``.
     """
-    next_of: Callable[[str], Sequence[Memory]]
-    if isinstance(successors, Mapping):
-        table = successors
-        next_of = lambda memory_id: table.get(memory_id, ())  # noqa: E731
-    else:
-        next_of = successors
     current = start_id
     seen = {start_id}
     forks: list[str] = []
