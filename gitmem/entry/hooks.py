@@ -714,7 +714,7 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
 def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str], Any]:
     """A pre-commit validator (:data:`VALIDATORS`) that refuses a staged memory file
     holding a credential, and otherwise returns what ``inner`` makes of it."""
-    from gitmem.format import codec, secrets
+    from gitmem.format import secrets
 
     policies: list[secrets.SecretPolicy] = []
 
@@ -724,18 +724,7 @@ def staged_validator(inner: Callable[[bytes, str], Any]) -> Callable[[bytes, str
         findings = secrets.scan_bytes(data, policies[0])
         if findings:
             raise secrets.SecretsFoundError("the file", findings)
-        doc = None
-        if secrets.values_may_differ(data):
-            try:
-                doc = codec.parse(data.decode("utf-8", "replace"))
-            except InvalidInputError:
-                doc = None  # not readable as a memory: ``inner`` says why
-        if doc is not None:
-            # Fields as values too: YAML quoting and escapes must hide nothing.
-            # The body was in the text just scanned: the fields are what it may have missed.
-            secrets.refuse_memory(
-                memory_id=None, metadata=doc.metadata, body="", policy=policies[0]
-            )
+        secrets.refuse_values(data, policies[0])  # YAML escapes in a value hide nothing
         return inner(data, path)
 
     return validate

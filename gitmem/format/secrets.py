@@ -143,38 +143,34 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
     return (policy or DEFAULT_POLICY).scan(data.decode("utf-8", "replace"))
 
 
-def values_may_differ(data: bytes) -> bool:
-    """Whether a memory file's front-matter values may spell something its text does not.
-
-    Only a double-quoted escape (``\\x70``) or a tag (``!!binary``) can; folded lines join
-    with a space, which no token holds. Without either, a scan of the text saw every value
-    and no parse is needed (most memories)."""
-    if not data.startswith(b"---"):
-        return False
+def refuse_values(data: bytes, policy: SecretPolicy | None = None) -> None:
+    """Raise :class:`SecretsFoundError`, naming the field, if a memory file's front-matter
+    value holds a credential its text does not spell: only a double-quoted escape
+    (``\\x70``) or a tag can hide one, so other files are not parsed."""
     end = data.find(b"\n---", 3)
     head = data if end < 0 else data[:end]
-    return b"\\" in head or b"!" in head
-
-
-def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
-    """:func:`scan_bytes`, and when that finds nothing and the text is a memory file, its
-    front-matter fields as parsed values: a quoted value with YAML escapes hides a token from
-    the text scan. A field's finding is reported at the file's line 1 (the front-matter)."""
-    findings = scan_bytes(data, policy)
-    if findings or not values_may_differ(data):
-        return findings
+    if not data.startswith(b"---") or not (b"\\" in head or b"!" in head):
+        return
     try:
         doc = codec.parse(data.decode("utf-8", "replace"))
     except (InvalidInputError, ValueError, RecursionError):
-        return []  # not readable as a memory: nothing more to look at
-    try:
-        refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policy)
-    except SecretsFoundError as exc:
-        return [
-            SecretFinding(f.kind, 1, "(in a front-matter value: " + f.excerpt + ")")
-            for f in exc.findings
-        ]
-    return []
+        return  # not readable as a memory: its reader says why
+    refuse_memory(memory_id=None, metadata=doc.metadata, body="", policy=policy)
+
+
+def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFinding]:
+    """:func:`scan_bytes`, and when that finds nothing, what :func:`refuse_values` refuses,
+    reported at the file's line 1 (the front-matter)."""
+    findings = scan_bytes(data, policy)
+    if not findings:
+        try:
+            refuse_values(data, policy)
+        except SecretsFoundError as exc:
+            findings = [
+                SecretFinding(f.kind, 1, "(in a front-matter value: " + f.excerpt + ")")
+                for f in exc.findings
+            ]
+    return findings
 
 
 def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
