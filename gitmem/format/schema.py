@@ -74,9 +74,7 @@ class Problem(NamedTuple):
 
 def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
     """Every way ``value`` (JSON-shaped, see :func:`to_json_value`) breaks the schema."""
-    found: list[Problem] = []
-    _compiled(schema)(value, (), found)
-    return found
+    return _compiled(schema)(value)
 
 
 def checker(schema: dict[str, Any]) -> Callable[[Any], list[Problem]]:
@@ -131,9 +129,8 @@ _ANNOTATIONS = frozenset(
 
 
 @functools.cache
-def _compiled(schema: str) -> Check:
-    root = load_schema(schema)
-    return _compile(root, root)
+def _compiled(schema: str) -> Callable[[Any], list[Problem]]:
+    return checker(load_schema(schema))
 
 
 def _compile(node: Any, root: dict[str, Any]) -> Check:
