@@ -355,7 +355,7 @@ def test_common_values_are_written_as_people_write_them() -> None:
              "#x", " x", "<<", "*a", "!x", "&x"],
 )
 def test_strings_that_yaml_would_misread_are_quoted(text: str) -> None:
-    line = codec.dump_value("title", text)
+    line = codec.dump_mapping({"title": text})
     assert line[7] in "'\"", line
     assert yaml.safe_load(line) == {"title": text}
 

@@ -235,15 +235,10 @@ def _culprit(metadata: dict[str, Any]) -> str:
 
     for key, value in metadata.items():
         try:
-            yamlio.load_yaml(dump_value(key, value))
+            yamlio.load_yaml(dump_mapping({key: value}))
         except InvalidMemoryError:
             return f"front-matter field {_clip(str(key))!r} "
     return "the file "
-
-
-def dump_value(key: str, value: Any, *, flow: bool | None = None) -> str:
-    """One top-level ``key: value`` entry as YAML text (:func:`dump_mapping`)."""
-    return dump_mapping({key: value}, flow=flow)
 
 
 def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
@@ -275,7 +270,7 @@ def serialize(doc: Document) -> str:
         for key, value in doc.metadata.items():
             segment = src.segments.get(key)
             if segment is None:
-                parts.append(_newlines(dump_value(key, value), src.newline))
+                parts.append(_newlines(dump_mapping({key: value}), src.newline))
                 continue
             parts.append(segment.lead)
             if key in src.parsed and same(value, src.parsed[key]):
@@ -292,7 +287,7 @@ def serialize(doc: Document) -> str:
 def _rewrite(segment: Segment, key: str, value: Any, newline: str) -> str:
     """A changed key's new text: only the value is swapped when old and new fit on one
     line, keeping the key's spelling and an inline comment."""
-    text = dump_value(key, value, flow=True if segment.flow else None)
+    text = dump_mapping({key: value}, flow=True if segment.flow else None)
     if segment.inline is not None and text.count("\n") == 1:
         from gitmem.format import yamlio
 
