@@ -13,6 +13,7 @@ symbolic link are refused.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from gitmem.base.errors import (
     AlreadyExistsError,
     GitmemError,
     InvalidInputError,
+    MissingDependencyError,
     NotFoundError,
 )
 from gitmem.base.printable import printable
@@ -796,6 +798,15 @@ def _command_call(backend: MemoryTool, command: Any) -> Callable[[], str]:
     return calls[command.command]
 
 
+def _need_anthropic() -> None:
+    if importlib.util.find_spec("anthropic") is None:
+        raise MissingDependencyError(
+            "the memory tool's adapter needs the Anthropic SDK (the anthropic extra), which "
+            "is not installed",
+            extra="anthropic",
+        )
+
+
 def anthropic_memory_tool(
     store: Store, *, root: str = "notes", agent: str | None = None, **kwargs: Any
 ) -> Any:
@@ -805,6 +816,7 @@ def anthropic_memory_tool(
     ``ToolError`` (an ``is_error`` tool result) with the message from
     :class:`MemoryTool`. ``kwargs`` go to the SDK class (``cache_control``).
     """
+    _need_anthropic()
     from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
 
     backend = MemoryTool(store, root=root, agent=agent)
@@ -836,6 +848,7 @@ def anthropic_async_memory_tool(
 ) -> Any:
     """The same as :func:`anthropic_memory_tool` for the SDK's async runner
     (``BetaAsyncAbstractMemoryTool``); the store's work runs in a worker thread."""
+    _need_anthropic()
     import anyio.to_thread
     from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
 
