@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import InvalidInputError
-from gitmem.store.recall import estimate_tokens, memory_text, parse
+from gitmem.store.bm25 import parse
+from gitmem.store.recall import estimate_tokens, memory_text
 
 DEPLOY = "The deploy target is staging; production deploys need a tag"
 FIXTURES = "Fixtures live in tests/conftest.py"
@@ -330,20 +331,20 @@ def test_recall_command(store: Store, clock: FixedClock) -> None:
 def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem.store import recall as recall_mod
+    from gitmem.store import bm25
 
-    monkeypatch.setattr(recall_mod, "COMMON_FROM", 5)
+    monkeypatch.setattr(bm25, "COMMON_FROM", 5)
     with store.transaction("many"):
         for i in range(9):
             store.create(f"plenty of notes number {i}\n")
         rare = store.create("plenty of notes about the walrus\n").id
-    parsed = recall_mod.parse("plenty walrus")
-    expression = store.index().read(lambda conn: recall_mod._selective(conn, parsed))
+    parsed = bm25.parse("plenty walrus")
+    expression = store.index().read(lambda conn: bm25._selective(conn, parsed))
     assert expression == '"walrus"'
     assert store.recall("plenty walrus").ids[0] == rare
     # A word no memory holds does not push the common one out.
-    nothing = recall_mod.parse("plenty zebra")
-    assert store.index().read(lambda conn: recall_mod._selective(conn, nothing)) == nothing.fts
+    nothing = bm25.parse("plenty zebra")
+    assert store.index().read(lambda conn: bm25._selective(conn, nothing)) == nothing.fts
     assert len(store.recall("plenty zebra", limit=20)) == 10
 
 
@@ -353,10 +354,10 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
     """In a store of more than BOUNDED_FROM memories (lowered here), the words whose matches
     add up to at most RANK_CAP are ranked, wherever their memories are; when every word
     matches more, only the newest RANK_CAP matches are."""
-    from gitmem.store import queries
+    from gitmem.store import bm25, queries
     from gitmem.store import recall as recall_mod
 
-    monkeypatch.setattr(recall_mod, "RANK_CAP", 6)
+    monkeypatch.setattr(bm25, "RANK_CAP", 6)
     monkeypatch.setattr(queries, "BOUNDED_FROM", 6)
     with store.transaction("many"):
         walrus = store.create("plenty of notes about the walrus and an otter\n").id
@@ -365,13 +366,13 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
             clock.advance(minutes=1)
             store.create(f"plenty of notes number {i}\n")
     index = store.index()
-    parsed = recall_mod.parse("plenty otter walrus")
-    plan = index.read(lambda conn: recall_mod._plan(conn, parsed))
+    parsed = bm25.parse("plenty otter walrus")
+    plan = index.read(lambda conn: bm25._plan(conn, parsed))
     assert plan == ('"otter" OR "walrus"', None)
     assert store.recall("plenty otter walrus", limit=2).ids == [walrus, otter]
     # Every word matches more than 6 memories: the 6 newest matches, nothing older.
-    plenty = recall_mod.parse("plenty")
-    assert index.read(lambda conn: recall_mod._plan(conn, plenty))[1] is not None
+    plenty = bm25.parse("plenty")
+    assert index.read(lambda conn: bm25._plan(conn, plenty))[1] is not None
     found = recall_mod.recall([store.reader()], "plenty notes", limit=20, semantic=False)
     newest = index.read(lambda conn: [
         r[0] for r in conn.execute(

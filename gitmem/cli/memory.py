@@ -105,7 +105,7 @@ def add(
         allow_empty=allow_empty,
         **_fields(store, options),
     )
-    from gitmem.store.recall import duplicates_report, duplicates_text
+    from gitmem.store.duplicates import duplicates_report, duplicates_text
 
     similar = duplicates_report(store.reader(memory.store_scope), memory)
     if state.json:

@@ -338,7 +338,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             agent=agent,
             **_fields(args),
         )
-        from gitmem.store.recall import duplicates_report, duplicates_text
+        from gitmem.store.duplicates import duplicates_report, duplicates_text
 
         similar = duplicates_report(store.reader(memory.store_scope), memory)
         data = memory.to_dict()

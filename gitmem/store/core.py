@@ -222,9 +222,9 @@ class Store(Writes):
         """Current memories that say much the same as ``memory`` (one already stored, say
         what :meth:`create` returned), with their similarity (0..1), most similar first:
         candidates to update instead of keeping both.
-        See :func:`gitmem.store.recall.near_duplicates`.
+        See :func:`gitmem.store.duplicates.near_duplicates`.
         """
-        from gitmem.store.recall import near_duplicates
+        from gitmem.store.duplicates import near_duplicates
 
         found = near_duplicates(self.reader(memory.store_scope), memory, limit=limit)
         return [(hit.memory, sim) for hit, sim in found]

@@ -2,7 +2,7 @@
 
 A query may be a question, keywords, an identifier or a path; nothing in it is syntax,
 and no query raises. The query's words rank the index's FTS5 table by BM25
-(:data:`WEIGHTS`); the memories nearest its embedding (:mod:`gitmem.store.vectors`) form a
+(:mod:`gitmem.store.bm25`); the memories nearest its embedding (:mod:`gitmem.store.vectors`) form a
 second list; both lists' scores, scaled to 0..1, are added with :data:`FUSION`'s weights.
 A superseded memory's match counts for the newest version of its chain; archived ones are
 left out; ties go to the more recently updated. With ``at=``, inside a transaction or
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
-import re
 import sqlite3
 import threading
 import time
@@ -25,9 +23,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
-from gitmem.base.printable import printable
 from gitmem.format.model import Memory
 from gitmem.store import lexical, queries
+from gitmem.store.bm25 import (
+    Query,
+    best_matches,
+    clean,
+    is_query_error,
+    parse,
+    passing_filters,
+    scratch,
+)
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
@@ -36,8 +42,6 @@ if TYPE_CHECKING:
 
 log = logs.get(__name__)
 
-WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
-"""BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""
 DEPTH = 100
 """How many lexical (and semantic) candidates each list brings to fusion."""
 SEMANTIC_ONLY_MIN = 0.6
@@ -47,8 +51,6 @@ FUSION: tuple[float, float] = (1.0, 0.2)
 bench.recall_quality``: beat every reciprocal-rank fusion tried)."""
 EMBEDDINGS_OFF = "embeddings are off or unavailable: ranked by words only"
 """The results' notice when no embedder answered (configured off, or failed to load)."""
-MAX_TERMS = 64
-"""A query's words beyond this many are ignored (an agent may paste a whole document)."""
 MAX_CHAIN = 64
 """Steps followed from a superseded memory to its newest version."""
 LINES = 2
@@ -161,41 +163,6 @@ class RecallResults:
         return data
 
 
-@dataclass(frozen=True)
-class Query:
-    """A recall query taken apart: the FTS5 expression and the words it searches for."""
-
-    text: str
-    terms: tuple[str, ...]
-    fts: str
-    phrases: tuple[tuple[str, ...], ...] = ()
-
-
-def parse(text: str) -> Query:
-    """The FTS5 query of a recall query: never syntax, whatever the text holds."""
-    clean = _clean(text)
-    terms = tuple(lexical.question_terms(clean)[:MAX_TERMS])
-    # A path or snake_case name also counts as a phrase: its words side by side score again.
-    phrases = [
-        lexical.words(token)[:8]
-        for token in clean.split()
-        if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
-    ][:8]
-    fts = lexical.or_query(terms, phrases=phrases) if terms else ""
-    return Query(clean, terms, fts, tuple(tuple(p) for p in phrases))
-
-
-_JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
-
-
-def _clean(text: object) -> str:
-    """The query as text SQLite can take: no NUL, no lone surrogates."""
-    if not isinstance(text, str):
-        text = "" if text is None else str(text)
-    text = text.replace("\x00", " ")
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
 @dataclass
 class _Candidate:
     rowid: int
@@ -224,165 +191,6 @@ def _filters(options: _Options) -> tuple[str, list[Any]]:
         project=options.project,
     )
     return (" AND " + where.removeprefix("WHERE ")) if where else "", params
-
-
-def _lexical(
-    conn: sqlite3.Connection, query: Query, where: str, params: list[Any], depth: int
-) -> list[tuple[int, str, str | None, int, float]]:
-    """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
-
-    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
-    would cost more than the ranking), then the best are checked against the filters; when
-    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
-    memories stay: their match counts for the newest version of their chain.
-    """
-    if not query.fts:
-        return []
-    try:
-        expression, floor = _plan(conn, query)
-    except sqlite3.OperationalError as exc:
-        if _is_query_error(exc):
-            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-            return []
-        raise
-    weights = ", ".join(str(w) for w in WEIGHTS)
-    bound = "" if floor is None else f"AND rowid >= {int(floor)} "
-    fetch = depth * 2
-    while True:
-        try:
-            ranked = conn.execute(
-                f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
-                f"{bound}ORDER BY score DESC LIMIT ?",
-                (expression, fetch),
-            ).fetchall()
-        except sqlite3.OperationalError as exc:
-            if _is_query_error(exc):
-                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-                return []
-            raise
-        passing = _passing(conn, [int(r[0]) for r in ranked], where, params)
-        if len(passing) >= depth or len(ranked) < fetch:
-            break
-        fetch *= 4
-    out: list[tuple[int, str, str | None, int, float]] = [
-        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
-        for r in ranked
-        if int(r[0]) in passing
-    ]
-    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
-    return out[:depth]
-
-
-COMMON = 0.5
-"""A query word in more than this share of the memories is left out of the FTS5 query
-when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
-its long posting list is most of a query's cost in a large store."""
-COMMON_FROM = 1000
-"""Stores smaller than this keep every word (the cost is small, the counts noisy)."""
-
-
-RANK_CAP = 2_000
-"""Matches the lexical list ranks at most in a store of more than ``BOUNDED_FROM``
-memories (FTS5 scores every match before keeping the best): the rarest words' matches up
-to this many, else the newest this many. Figures: docs/recall.md."""
-
-
-def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
-    """The FTS5 expression recall ranks, and the lowest index row it ranks (None: all)."""
-    try:
-        total = _memory_count(conn)
-    except sqlite3.OperationalError:
-        total = 0  # the scratch table of a past revision: no count kept, a small set
-    if total <= queries.BOUNDED_FROM:
-        return _selective(conn, query), None
-    counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
-    kept: list[str] = []
-    budget = 0
-    for term in sorted((t for t in query.terms if counts[t]), key=lambda t: counts[t]):
-        if budget + counts[term] > RANK_CAP:
-            break
-        kept.append(term)
-        budget += counts[term]
-    if kept:
-        chosen = set(kept)
-        words = [t for t in query.terms if t in chosen]
-        phrases = [p for p in query.phrases if chosen.intersection(p)]
-        # Their matches add up to RANK_CAP at most: every one of them is ranked.
-        return lexical.or_query(words, phrases=phrases), None
-    return query.fts, queries.newest_floor(conn, query.fts, RANK_CAP)
-
-
-def _matches(conn: sqlite3.Connection, expression: str, most: int) -> int:
-    """How many rows match ``expression``, counted up to ``most`` (the cost is that many)."""
-    row = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (expression, most)
-    ).fetchone()
-    return int(row[0])
-
-
-def _selective(conn: sqlite3.Connection, query: Query) -> str:
-    """The query's FTS5 expression without its words that are in most memories."""
-    if len(query.terms) < 2:
-        return query.fts
-    try:
-        stems = _stem_words(query.terms)
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
-        )
-        total = _memory_count(conn)
-        if total < COMMON_FROM:
-            return query.fts
-        common = set()
-        found = 0
-        for term in query.terms:
-            row = conn.execute(
-                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
-            ).fetchone()
-            if row is not None and row[0] > COMMON * total:
-                common.add(term)
-            elif row is not None:
-                found += 1
-    except sqlite3.OperationalError as exc:
-        if not _is_query_error(exc):
-            raise
-        return query.fts
-    kept = [t for t in query.terms if t not in common]
-    if not common or not found:
-        return query.fts  # nothing rarer matches anything: keep every word
-    return lexical.or_query(kept, phrases=query.phrases)
-
-
-def _memory_count(conn: sqlite3.Connection) -> int:
-    """How many memories the index holds (kept in ``meta`` by the catch-up: a module cache
-    keyed by the connection's id and ``PRAGMA data_version`` went stale when the same
-    connection wrote, or a new connection reused a closed one's id)."""
-    return queries.memory_count(conn)
-
-
-def _stem_words(words: Sequence[str]) -> dict[str, str]:
-    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
-    conn = _scratch()
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
-        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
-    )
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
-    )
-    out: dict[str, str] = {}
-    try:
-        for i, word in enumerate(words):
-            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
-        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
-            out.setdefault(words[int(doc) - 1], str(term))
-    finally:
-        conn.execute("DELETE FROM temp.stem_t")
-    return out
-
-
-def _is_query_error(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return not any(k in text for k in ("locked", "busy", "disk", "memory", "readonly", "corrupt"))
 
 
 Head = tuple[int, str, int, str]
@@ -445,18 +253,18 @@ def _rank_source(
     """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused."""
     where, params = _filters(options)
     found: dict[int, _Candidate] = {}
-    lex_rows = _lexical(conn, query, where, params, DEPTH)
+    lex_rows = best_matches(conn, query, where, params, DEPTH)
     lex = [(rowid, mid, upd, score) for rowid, mid, _sup, upd, score in lex_rows]
     sem: list[tuple[int, str, int, float]] = []
     if semantic:
-        ok = _passing(conn, [r for r, _ in semantic], where, params)
+        ok = passing_filters(conn, [r for r, _ in semantic], where, params)
         sem = [(r, ok[r][0], ok[r][1], cos) for r, cos in semantic if r in ok]
     heads: dict[str, Head] = {}
     dropped: set[str] = set()
     if not options.include_superseded:
         heads = _heads(conn, [mid for _, mid, _, _ in lex] + [mid for _, mid, _, _ in sem])
         # The newest version must pass the filters itself (category, tags, not archived).
-        ok_heads = _passing(conn, [h[0] for h in heads.values()], where, params)
+        ok_heads = passing_filters(conn, [h[0] for h in heads.values()], where, params)
         dropped = {mid for mid, h in heads.items() if h[0] not in ok_heads}
     for kind, rows in (("lexical", lex), ("semantic", sem)):
         for rowid, mid, upd, score in rows:
@@ -482,22 +290,6 @@ def _rank_source(
     ]
     _fuse_all(kept)
     return kept
-
-
-def _passing(
-    conn: sqlite3.Connection, rowids: Sequence[int], where: str, params: list[Any]
-) -> dict[int, tuple[str, int]]:
-    """Which of these rowids pass the filters: rowid -> (id, updated_us)."""
-    out: dict[int, tuple[str, int]] = {}
-    for i in range(0, len(rowids), 500):
-        chunk = list(rowids[i : i + 500])
-        sql = (
-            f"SELECT m.rowid, m.id, m.updated_us FROM memories m "
-            f"WHERE m.rowid IN ({', '.join('?' for _ in chunk)}){where}"
-        )
-        for row in conn.execute(sql, [*chunk, *params]):
-            out[int(row[0])] = (str(row[1]), int(row[2]))
-    return out
 
 
 def _fuse_all(cands: list[_Candidate]) -> None:
@@ -557,7 +349,7 @@ def _explain(
                 if len(picked) < LINES:
                     picked.append(kind - 1)
     except sqlite3.OperationalError as exc:
-        if not _is_query_error(exc):
+        if not is_query_error(exc):
             raise
         return empty
     finally:
@@ -684,7 +476,7 @@ def _begin(query: str, budget: int | None) -> tuple[Query, RecallResults]:
     """The parsed query and the results to fill; a query with no words to look for gets its
     notice here, and its caller answers with the empty results."""
     parsed = parse(query)
-    results = RecallResults(query=_clean(query), budget=budget)
+    results = RecallResults(query=clean(query), budget=budget)
     if not parsed.terms:
         results.notice = "the query has no words to look for"
     return parsed, results
@@ -700,7 +492,7 @@ def _finish(
     """The best ``limit`` of every source's candidates, explained, and packed for a budget."""
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
-    explained = _explain(_scratch(), parsed, [m for _, m in top])
+    explained = _explain(scratch(), parsed, [m for _, m in top])
     for (cand, memory), (lines, words) in zip(top, explained, strict=True):
         why = [f"matched {', '.join(words)}"] if words else []
         if cand.semantic is not None:
@@ -724,19 +516,12 @@ def _finish(
     return results
 
 
-_local = threading.local()
 EMBEDDER_TTL = 5.0
 """Seconds a process reuses the embedder it looked up for a store before reading the local
 configuration again (a lookup parses the configuration file: ~1 ms a query otherwise)."""
 
 
-def _scratch() -> sqlite3.Connection:
-    """This thread's in-memory database for :func:`_explain` (its table made once)."""
-    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
-    if conn is None:
-        conn = sqlite3.connect(":memory:", isolation_level=None)
-        _local.scratch = conn
-    return conn
+_local = threading.local()
 
 
 def _embedder(gitdir: str) -> Any:
@@ -831,82 +616,6 @@ def _from_memories(
     return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
 
 
-NEAR_DUPLICATE = 0.8
-"""Two memories are near-duplicates from this Dice similarity of their content words
-(stemmed as the index stems them, stop words left out) up."""
-_DUPLICATE_QUERY_CHARS = 2000
-
-
-def near_duplicates(
-    reader: Reader, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
-) -> list[tuple[RecallHit, float]]:
-    """Memories of ``reader`` (``memory``'s scope) that say much the same as ``memory`` (already
-    stored), with their similarity (0..1), most similar first: the candidates recall finds for
-    its title and body (by words alone), kept when their content words overlap enough
-    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
-    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
-    found = [
-        h
-        for h in recall([reader], text, limit=limit + 5, semantic=False)
-        if h.id not in (memory.id, memory.supersedes)
-    ]
-    if not found:
-        return []
-    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
-    mine = sets[0]
-    out: list[tuple[RecallHit, float]] = []
-    for hit, theirs in zip(found, sets[1:], strict=True):
-        if mine and theirs:
-            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
-            if dice >= threshold:
-                out.append((hit, round(dice, 3)))
-    out.sort(key=lambda pair: -pair[1])
-    return out[:limit]
-
-
-def duplicates_report(reader: Reader, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
-    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
-    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
-    then, and a failed check must not turn that write into an error."""
-    try:
-        found = near_duplicates(reader, memory, limit=limit)
-    except Exception as exc:
-        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
-        return []
-    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
-
-
-def duplicates_text(
-    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
-) -> list[str]:
-    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
-    return [
-        f"similar to {e['id']}"
-        + (f" ({printable(e['title'])})" if e["title"] else "")  # a teammate's title
-        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
-        f"instead, {how.format(id=e['id'])}"
-        for e in entries
-    ]
-
-
-def _stems(texts: Sequence[str]) -> list[set[str]]:
-    """The content words of each text as the index's tokenizer stems them."""
-    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
-        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
-        conn.executemany(
-            "INSERT INTO t (rowid, x) VALUES (?, ?)",
-            [
-                (i, " ".join(w for w in lexical.words(_clean(text)) if w not in lexical.STOP_WORDS))
-                for i, text in enumerate(texts)
-            ],
-        )
-        out: list[set[str]] = [set() for _ in texts]
-        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
-            out[int(doc)].add(str(term))
-    return out
-
-
 def estimate_tokens(text: str) -> int:
     """About how many tokens ``text`` costs a language model (four characters a token)."""
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
@@ -952,6 +661,3 @@ def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
 def _cut(line: str, limit: int = EXCERPT_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
-
-def dumps(results: RecallResults) -> str:
-    return json.dumps(results.to_dict(), ensure_ascii=False, indent=2)

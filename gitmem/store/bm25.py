@@ -1,0 +1,246 @@
+"""Recall's lexical list: a query's words ranked by BM25 over the index's FTS5 table.
+
+A query is never syntax (:func:`parse`). FTS5 ranks on its own first, then the best are
+checked against the filters; words in most memories are left out when rarer ones remain,
+and a store of more than ``queries.BOUNDED_FROM`` memories ranks at most
+:data:`RANK_CAP` matches (docs/recall.md has the figures).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gitmem.base import logs
+from gitmem.store import lexical, queries
+
+log = logs.get(__name__)
+
+
+WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
+"""BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""
+
+
+MAX_TERMS = 64
+"""A query's words beyond this many are ignored (an agent may paste a whole document)."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """A recall query taken apart: the FTS5 expression and the words it searches for."""
+
+    text: str
+    terms: tuple[str, ...]
+    fts: str
+    phrases: tuple[tuple[str, ...], ...] = ()
+
+
+def parse(text: str) -> Query:
+    """The FTS5 query of a recall query: never syntax, whatever the text holds."""
+    text = clean(text)
+    terms = tuple(lexical.question_terms(text)[:MAX_TERMS])
+    # A path or snake_case name also counts as a phrase: its words side by side score again.
+    phrases = [
+        lexical.words(token)[:8]
+        for token in text.split()
+        if _JOINED_RE.search(token) and not lexical.identifier_parts(token)
+    ][:8]
+    fts = lexical.or_query(terms, phrases=phrases) if terms else ""
+    return Query(text, terms, fts, tuple(tuple(p) for p in phrases))
+
+
+_JOINED_RE = re.compile(r"[^\W_][_./\\:-]+[^\W_]")
+
+
+def clean(text: object) -> str:
+    """The query as text SQLite can take: no NUL, no lone surrogates."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    text = text.replace("\x00", " ")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def best_matches(
+    conn: sqlite3.Connection, query: Query, where: str, params: list[Any], depth: int
+) -> list[tuple[int, str, str | None, int, float]]:
+    """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
+
+    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
+    would cost more than the ranking), then the best are checked against the filters; when
+    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
+    memories stay: their match counts for the newest version of their chain.
+    """
+    if not query.fts:
+        return []
+    try:
+        expression, floor = _plan(conn, query)
+    except sqlite3.OperationalError as exc:
+        if is_query_error(exc):
+            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+            return []
+        raise
+    weights = ", ".join(str(w) for w in WEIGHTS)
+    bound = "" if floor is None else f"AND rowid >= {int(floor)} "
+    fetch = depth * 2
+    while True:
+        try:
+            ranked = conn.execute(
+                f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
+                f"{bound}ORDER BY score DESC LIMIT ?",
+                (expression, fetch),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if is_query_error(exc):
+                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+                return []
+            raise
+        passing = passing_filters(conn, [int(r[0]) for r in ranked], where, params)
+        if len(passing) >= depth or len(ranked) < fetch:
+            break
+        fetch *= 4
+    out: list[tuple[int, str, str | None, int, float]] = [
+        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
+        for r in ranked
+        if int(r[0]) in passing
+    ]
+    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
+    return out[:depth]
+
+
+COMMON = 0.5
+"""A query word in more than this share of the memories is left out of the FTS5 query
+when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
+its long posting list is most of a query's cost in a large store."""
+
+
+COMMON_FROM = 1000
+"""Stores smaller than this keep every word (the cost is small, the counts noisy)."""
+
+
+RANK_CAP = 2_000
+"""Matches the lexical list ranks at most in a store of more than ``BOUNDED_FROM``
+memories (FTS5 scores every match before keeping the best): the rarest words' matches up
+to this many, else the newest this many. Figures: docs/recall.md."""
+
+
+def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
+    """The FTS5 expression recall ranks, and the lowest index row it ranks (None: all)."""
+    try:
+        total = queries.memory_count(conn)
+    except sqlite3.OperationalError:
+        total = 0  # the scratch table of a past revision: no count kept, a small set
+    if total <= queries.BOUNDED_FROM:
+        return _selective(conn, query), None
+    counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
+    kept: list[str] = []
+    budget = 0
+    for term in sorted((t for t in query.terms if counts[t]), key=lambda t: counts[t]):
+        if budget + counts[term] > RANK_CAP:
+            break
+        kept.append(term)
+        budget += counts[term]
+    if kept:
+        chosen = set(kept)
+        words = [t for t in query.terms if t in chosen]
+        phrases = [p for p in query.phrases if chosen.intersection(p)]
+        # Their matches add up to RANK_CAP at most: every one of them is ranked.
+        return lexical.or_query(words, phrases=phrases), None
+    return query.fts, queries.newest_floor(conn, query.fts, RANK_CAP)
+
+
+def _matches(conn: sqlite3.Connection, expression: str, most: int) -> int:
+    """How many rows match ``expression``, counted up to ``most`` (the cost is that many)."""
+    row = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (expression, most)
+    ).fetchone()
+    return int(row[0])
+
+
+def _selective(conn: sqlite3.Connection, query: Query) -> str:
+    """The query's FTS5 expression without its words that are in most memories."""
+    if len(query.terms) < 2:
+        return query.fts
+    try:
+        stems = _stem_words(query.terms)
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
+        )
+        total = queries.memory_count(conn)
+        if total < COMMON_FROM:
+            return query.fts
+        common = set()
+        found = 0
+        for term in query.terms:
+            row = conn.execute(
+                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
+            ).fetchone()
+            if row is not None and row[0] > COMMON * total:
+                common.add(term)
+            elif row is not None:
+                found += 1
+    except sqlite3.OperationalError as exc:
+        if not is_query_error(exc):
+            raise
+        return query.fts
+    kept = [t for t in query.terms if t not in common]
+    if not common or not found:
+        return query.fts  # nothing rarer matches anything: keep every word
+    return lexical.or_query(kept, phrases=query.phrases)
+
+
+def _stem_words(words: Sequence[str]) -> dict[str, str]:
+    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
+    conn = scratch()
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
+        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
+    )
+    out: dict[str, str] = {}
+    try:
+        for i, word in enumerate(words):
+            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
+        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
+            out.setdefault(words[int(doc) - 1], str(term))
+    finally:
+        conn.execute("DELETE FROM temp.stem_t")
+    return out
+
+
+def is_query_error(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return not any(k in text for k in ("locked", "busy", "disk", "memory", "readonly", "corrupt"))
+
+
+def passing_filters(
+    conn: sqlite3.Connection, rowids: Sequence[int], where: str, params: list[Any]
+) -> dict[int, tuple[str, int]]:
+    """Which of these rowids pass the filters: rowid -> (id, updated_us)."""
+    out: dict[int, tuple[str, int]] = {}
+    for i in range(0, len(rowids), 500):
+        chunk = list(rowids[i : i + 500])
+        sql = (
+            f"SELECT m.rowid, m.id, m.updated_us FROM memories m "
+            f"WHERE m.rowid IN ({', '.join('?' for _ in chunk)}){where}"
+        )
+        for row in conn.execute(sql, [*chunk, *params]):
+            out[int(row[0])] = (str(row[1]), int(row[2]))
+    return out
+
+
+_local = threading.local()
+
+
+def scratch() -> sqlite3.Connection:
+    """This thread's in-memory database for :func:`_explain` (its table made once)."""
+    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        _local.scratch = conn
+    return conn

@@ -1,0 +1,101 @@
+"""Near-duplicates: stored memories that say much the same as a new one, found by recall's
+words and kept by the overlap of their stemmed content words (``gitmem add`` and the MCP
+``remember`` tool offer to update one of them instead)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gitmem.base import logs
+from gitmem.base.printable import printable
+from gitmem.format.model import Memory
+from gitmem.store import lexical
+from gitmem.store.bm25 import clean
+from gitmem.store.recall import RecallHit, recall
+
+if TYPE_CHECKING:
+    from gitmem.store.reader import Reader
+
+
+log = logs.get(__name__)
+
+
+NEAR_DUPLICATE = 0.8
+"""Two memories are near-duplicates from this Dice similarity of their content words
+(stemmed as the index stems them, stop words left out) up."""
+
+
+_DUPLICATE_QUERY_CHARS = 2000
+
+
+def near_duplicates(
+    reader: Reader, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+) -> list[tuple[RecallHit, float]]:
+    """Memories of ``reader`` (``memory``'s scope) that say much the same as ``memory`` (already
+    stored), with their similarity (0..1), most similar first: the candidates recall finds for
+    its title and body (by words alone), kept when their content words overlap enough
+    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
+    found = [
+        h
+        for h in recall([reader], text, limit=limit + 5, semantic=False)
+        if h.id not in (memory.id, memory.supersedes)
+    ]
+    if not found:
+        return []
+    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    mine = sets[0]
+    out: list[tuple[RecallHit, float]] = []
+    for hit, theirs in zip(found, sets[1:], strict=True):
+        if mine and theirs:
+            dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
+            if dice >= threshold:
+                out.append((hit, round(dice, 3)))
+    out.sort(key=lambda pair: -pair[1])
+    return out[:limit]
+
+
+def duplicates_report(reader: Reader, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
+    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
+    then, and a failed check must not turn that write into an error."""
+    try:
+        found = near_duplicates(reader, memory, limit=limit)
+    except Exception as exc:
+        log.warning("near-duplicate check skipped: %s: %s", type(exc).__name__, exc)
+        return []
+    return [{"id": h.id, "title": h.title, "similarity": sim} for h, sim in found]
+
+
+def duplicates_text(
+    entries: Sequence[dict[str, Any]], *, how: str = "gitmem update {id} (or gitmem supersede)"
+) -> list[str]:
+    """One line per near-duplicate, offering the update instead (``how`` names the way)."""
+    return [
+        f"similar to {e['id']}"
+        + (f" ({printable(e['title'])})" if e["title"] else "")  # a teammate's title
+        + f", {round(100 * e['similarity'])}% the same words: to change that memory "
+        f"instead, {how.format(id=e['id'])}"
+        for e in entries
+    ]
+
+
+def _stems(texts: Sequence[str]) -> list[set[str]]:
+    """The content words of each text as the index's tokenizer stems them."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany(
+            "INSERT INTO t (rowid, x) VALUES (?, ?)",
+            [
+                (i, " ".join(w for w in lexical.words(clean(text)) if w not in lexical.STOP_WORDS))
+                for i, text in enumerate(texts)
+            ],
+        )
+        out: list[set[str]] = [set() for _ in texts]
+        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
+            out[int(doc)].add(str(term))
+    return out
