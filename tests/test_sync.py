@@ -22,6 +22,7 @@ from gitmem.format.layout import id_from_path
 from gitmem.format.memfile import file_text
 from gitmem.git.objects import build_tree
 from gitmem.git.trust import trust
+from gitmem.store import branchmerge
 from gitmem.store import merge as M
 from gitmem.store import sync as S
 
@@ -222,8 +223,8 @@ def test_result_does_not_depend_on_who_merges_first(
     repo = a.db().repo
     ours, theirs = repo.revparse_single("main"), repo.revparse_single("other")
     base = repo[repo.merge_base(ours.id, theirs.id)]
-    one = S.merge_trees(repo, base, ours, theirs)
-    two = S.merge_trees(repo, base, theirs, ours)
+    one = branchmerge.merge_trees(repo, base, ours, theirs)
+    two = branchmerge.merge_trees(repo, base, theirs, ours)
     assert build_tree(repo, ours.tree, one.changes) == build_tree(repo, theirs.tree, two.changes)
     assert [f.id for f in one.forks] == [f.id for f in two.forks] and len(one.forks) == 1
 
@@ -296,7 +297,7 @@ def test_a_non_memory_conflict_changes_nothing(
         run_git(store.path, "commit", "-qam", "config")
     a.sync()
     before = tip(b)
-    with pytest.raises(S.MergeConflictError, match=r"gitmem\.yaml"):
+    with pytest.raises(branchmerge.MergeConflictError, match=r"gitmem\.yaml"):
         b.sync()
     assert tip(b) == before
     assert run_git(b.path, "status", "--porcelain") == ""

@@ -17,6 +17,7 @@ from conftest import run_git
 import gitmem
 from gitmem import StoreError
 from gitmem.entry import team
+from gitmem.store import branchmerge
 from gitmem.store import sync as S
 from gitmem.store.core import Store
 from gitmem.store.merge import driver_registered
@@ -202,7 +203,7 @@ def test_join_brings_a_personal_store_into_the_team_store(hub: Path, tmp_path: P
     personal.update(mine.id, "my own preference, refined")
     # A plain sync of two stores made apart with different configs stops, and says how.
     S.add_remote(personal.db(), "origin", str(hub))
-    with pytest.raises(S.MergeConflictError) as caught:
+    with pytest.raises(branchmerge.MergeConflictError) as caught:
         personal.sync()
     assert "gitmem join" in (caught.value.hint or "")
     result = team.join(personal, str(hub))

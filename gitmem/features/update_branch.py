@@ -3,7 +3,7 @@
 A host's merge button merges with plain git and no merge driver, so a pull request whose
 memories changed in the same lines on both sides cannot be merged there. This makes the
 merge commit the host's "update branch" button would, with the memory-aware merge of
-``gitmem sync`` (:func:`gitmem.store.sync.integrate`); the host's plain merge is then clean.
+``gitmem sync`` (:func:`gitmem.store.branchmerge.integrate`); the host's plain merge is then clean.
 It runs in a clone as CI leaves it (a detached HEAD is attached to ``head`` first);
 pushing is the caller's job.
 """
@@ -27,8 +27,8 @@ from gitmem.base.errors import (
 from gitmem.format.layout import CONFIG_FILE
 from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.objects import Snapshot, get_commit
+from gitmem.store import branchmerge
 from gitmem.store import merge as merging
-from gitmem.store import sync
 
 __all__ = ["OUTCOMES", "UpdateResult", "plain_merge_conflicts", "update_branch"]
 
@@ -165,13 +165,13 @@ def update_branch(
         if not result.conflicting:
             result.outcome = "clean"
             return result
-    sync.check_format(repo, theirs, base)
-    sync.check_format(repo, ours, branch)
+    branchmerge.check_format(repo, theirs, base)
+    branchmerge.check_format(repo, ours, branch)
     if detached:
         _attach(repo, branch, ours)
         result.attached = True
     target = GitDB(path, branch=branch, clock=clock)
-    kind, tm, _before, after = sync.integrate(target, theirs, f"{base} into {branch}")
+    kind, tm, _before, after = branchmerge.integrate(target, theirs, f"{base} into {branch}")
     # integrate re-reads the branch under the write lock: "none" means it moved meanwhile
     # to a commit that has the base already.
     result.outcome = "up-to-date" if kind == "none" else kind
