@@ -40,7 +40,8 @@ _REASON = "the anthropic SDK is not installed (pip install anthropic)"
 anthropic_tools = pytest.importorskip("anthropic.lib.tools", reason=_REASON)
 anthropic_memory = pytest.importorskip("anthropic.tools.memory", reason=_REASON)
 
-SEEDS = range(20)
+SEEDS = [pytest.param(seed, marks=[pytest.mark.slow] if seed >= 5 else []) for seed in range(20)]
+"""Five sequences in the quick run (``-m "not slow"``); the other fifteen are volume."""
 STEPS = 60
 
 # No two names differ only in letter case: gitmem refuses case twins (a checkout on a
