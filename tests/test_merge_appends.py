@@ -62,7 +62,9 @@ def test_three_agents_appending_in_turn_never_fork(
     assert forks(a) == forks(b) == forks(c) == []
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "seed", [pytest.param(n, marks=[pytest.mark.slow] if n >= 2 else []) for n in range(6)]
+)
 def test_random_appends_and_syncs_converge_without_forks(
     team: tuple[list[Store], str, FixedClock], seed: int
 ) -> None:
