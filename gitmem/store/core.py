@@ -142,7 +142,7 @@ class Store(Writes):
         if checked_mode != "fts":
             pattern = search_mod.compile_line_pattern(query, checked_mode)
             memories = itertools.chain.from_iterable(
-                self._search_candidates(b, filters) for b in self._ordered(scope)
+                self._reader(b).candidates(filters) for b in self._ordered(scope)
             )
             results.matches = search_mod.grep(memories, pattern, limit)
             return results

@@ -10,9 +10,8 @@ import builtins
 import datetime as dt
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import pygit2
 
@@ -75,11 +74,7 @@ class Reads(Transactions):
             # A read-only store (a read-only mount, another user's files): the index cannot
             # be built or caught up there, so reads scan git instead of failing.
             return None
-        if backend.index is None:
-            backend.index = Index(
-                backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
-            )
-        return backend.index
+        return self.index(backend.scope)
 
     def reader(self, scope: Scope | str | None = None, *, at: At = None) -> Reader:
         """The reads of one scope's repository (:class:`gitmem.store.reader.Reader`), served
@@ -106,14 +101,11 @@ class Reads(Transactions):
     def index(self, scope: Scope | str | None = None) -> Index:
         """The derived index of one scope (opened, not yet caught up)."""
         backend = self._backend(scope)
-        found = self._index(backend)
-        if found is None:
-            if backend.index is None:
-                backend.index = Index(
-                    backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
-                )
-            return backend.index
-        return found
+        if backend.index is None:
+            backend.index = Index(
+                backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
+            )
+        return backend.index
 
     def reindex(
         self, *, scope: Scope | str | None = None, progress: Progress | None = None
@@ -341,9 +333,6 @@ class Reads(Transactions):
         for backend in self._ordered(scope):
             found.extend(self._reader(backend).problems())
         return found
-
-    def _search_candidates(self, backend: Backend, filters: Mapping[str, Any]) -> Iterator[Memory]:
-        return self._reader(backend).candidates(filters)
 
     def log(
         self,

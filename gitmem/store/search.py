@@ -161,12 +161,6 @@ def title_text(query: str) -> str:
     return " ".join(t.rstrip("*") for t in query_terms(query)).casefold()
 
 
-def literal_fts_query(query: str) -> str:
-    """Every word of ``query`` as a quoted FTS5 string: searched literally, all required."""
-    words = [w.rstrip("*") for w in _WORD_RE.findall(query)]
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words if w)
-
-
 _SYNTAX_RE = re.compile(r'\b(?:AND|OR|NOT|NEAR)\b|["*^()]|\w:|(?:^|\s)[-+]\w')
 
 

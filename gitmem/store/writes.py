@@ -326,11 +326,7 @@ class Writes(VersionHistory):
         except NotFoundError:
             if missing_ok:
                 return False
-            raise NotFoundError(
-                f"no memory {id}",
-                hint="gitmem ls --all lists current memories; "
-                "gitmem log --op delete shows deleted ones",
-            ) from None
+            raise NotFoundError(f"no memory {id}", hint=NOT_FOUND_HINT) from None
         agent = single_line("agent", agent)
         session = single_line("session_id", session_id)
 
