@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -14,9 +15,11 @@ import yaml
 from storetools import memory_text
 
 import gitmem
-from gitmem import Store
+from gitmem import FixedClock, Store
 from gitmem.entry import hooks as gh
+from gitmem.entry import team
 from gitmem.format.layout import memory_path
+from gitmem.store import merge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -566,3 +569,73 @@ def test_role_of_a_clone_comes_from_its_committed_config_read_safely(tmp_path: P
     assert gh.detect_role(root) == "project"
     (root / "gitmem.yaml").write_text("just: a project file\n")
     assert gh.detect_role(root) == "project"
+
+
+# -- memory repository: nothing waits unseen ------------------------------------------------------
+
+
+@pytest.fixture
+def team_clones(tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """A hub holding one memory, and two work-tree clones made by gitmem clone (hooks on)."""
+    hub = tmp_path / "hub.git"
+    memory = gitmem.init(hub, bare=True).create("one\ntwo\n", title="Shared")
+    for name in ("a", "b"):
+        team.clone(str(hub), tmp_path / name)
+    return hub, tmp_path / "a", tmp_path / "b", memory.id
+
+
+def _hand_edit_against_a_gitmem_update(a: Path, b: Path, memory_id: str) -> None:
+    """A commits a hand edit of line 1; B updates the same line through gitmem an hour
+    later (the later side wins the line, so the hand edit is the fork) and syncs."""
+    path = a / memory_path(memory_id)
+    path.write_text(path.read_text().replace("\none\n", "\nONE-BY-HAND\n"))
+    ok(a, "commit", "-qam", "hand edit")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    other = gitmem.open(b, clock=FixedClock(later))
+    other.update(memory_id, "ONE-BY-GITMEM\ntwo\n")
+    other.sync()
+
+
+@pytest.mark.parametrize("how", ["--rebase", "--no-rebase"])
+def test_a_hand_edit_a_git_pull_forks_is_committed_and_pushed(
+    team_clones: tuple[Path, Path, Path, str], how: str
+) -> None:
+    """git pull --rebase drops the hand edit's commit ("patch contents already upstream"):
+    the merge driver kept the edit as a fork, which post-rewrite (post-merge for a merge)
+    commits before git returns, so a plain git push carries it to the hub."""
+    hub, a, b, memory_id = team_clones
+    _hand_edit_against_a_gitmem_update(a, b, memory_id)
+    result = git(a, "pull", how)
+    assert result.returncode == 0, result.stderr
+    if how == "--rebase":
+        assert "patch contents already upstream" in result.stderr
+    assert merge.load_pending(a / ".git") == []
+    assert git(a, "status", "--porcelain").stdout == ""
+    ok(a, "push", "-q")
+    at_hub = gitmem.open(hub)
+    bodies = {m.id: m.body for m in at_hub.list()}
+    assert bodies.pop(memory_id) == "ONE-BY-GITMEM\ntwo\n"
+    assert list(bodies.values()) == ["ONE-BY-HAND\ntwo\n"]  # the fork
+
+
+def test_status_and_doctor_name_a_fork_left_waiting(
+    team_clones: tuple[Path, Path, Path, str],
+) -> None:
+    """Without the hooks the fork waits in <gitdir>/gitmem/pending-forks/: status and doctor
+    name it, and doctor --fix commits it."""
+    _, a, b, memory_id = team_clones
+    gh.uninstall(a)
+    _hand_edit_against_a_gitmem_update(a, b, memory_id)
+    ok(a, "pull", "-q", "--rebase")
+    [pending] = merge.load_pending(a / ".git")
+    fork_id = pending.fork.id
+    status = gitmem_cli("--store", str(a), "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["stores"][0]["pending_forks"] == [fork_id]
+    assert fork_id in gitmem_cli("--store", str(a), "status").stdout
+    doctor = gitmem_cli("--store", str(a), "doctor")
+    assert doctor.returncode == 1 and fork_id in doctor.stdout, doctor.stdout
+    fixed = gitmem_cli("--store", str(a), "doctor", "--fix")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert merge.load_pending(a / ".git") == []
+    assert gitmem.open(a).read(fork_id).body == "ONE-BY-HAND\ntwo\n"

@@ -526,3 +526,10 @@ def status(state: State) -> None:
             "  merge driver: "
             + ("registered" if row["merge_driver"] else "not registered (gitmem sync sets it)")
         )
+        if row["pending_forks"]:
+            click.echo(
+                "  waiting: "
+                + ", ".join(printable(f) for f in row["pending_forks"])
+                + " (forks of a git merge or rebase on no commit yet: gitmem conflicts commits"
+                " them)"
+            )

@@ -210,9 +210,10 @@ _MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
 
 
 def check_merge(ctx: Context) -> Iterator[Finding]:
-    """An unfinished merge, and memory files holding its conflict markers.
+    """An unfinished merge, and memory files holding its conflict markers; once none is,
+    forks the merge driver left waiting (on no commit, so a git push does not carry them).
 
-    Committing them (``git add && git commit``) would store the markers in the memories,
+    Committing the markers (``git add && git commit``) would store them in the memories,
     or, resolved by taking one side, drop the other side's change. The safe way is to
     abort (both sides stay committed: nothing is lost) and merge again with gitmem's
     driver registered, which merges memories field by field and records forks instead.
@@ -222,6 +223,7 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
         return
     state = operation_in_progress(db.gitdir)
     if state is None:
+        yield from _waiting_forks(ctx)
         return
     what, command = state
     result = run_git(
@@ -272,6 +274,39 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
         ),
         path=files[0] if files else None,
     )
+
+
+def _waiting_forks(ctx: Context) -> Iterator[Finding]:
+    db = ctx.db
+    where = merge_mod.pending_dir(db.gitdir)
+    try:
+        pending = merge_mod.load_pending(db.gitdir)
+    except GitmemError as exc:
+        yield Finding(
+            "merge",
+            WARNING,
+            f"{exc} (a fork a git merge kept: it may hold an edit on no commit)",
+            fix=f"read it, keep its edit with gitmem add or update, then rm it from {where}",
+        )
+        return
+    if not pending:
+        return
+    ids = ", ".join(p.fork.id for p in pending)
+    yield Finding(
+        "merge",
+        WARNING,
+        f"{len(pending)} fork(s) a plain git merge or rebase kept wait in {where}, on no "
+        f"commit, so a git push does not carry them: {ids}",
+        fix=f"gitmem --store {ctx.where} conflicts (commits those whose merge landed)",
+        safe=True,
+        apply=lambda: _commit_waiting(db),
+    )
+
+
+def _commit_waiting(db: GitDB) -> None:
+    from gitmem.store.sync import commit_pending_forks
+
+    commit_pending_forks(db)
 
 
 def check_worktree(ctx: Context) -> Iterator[Finding]:

@@ -10,8 +10,9 @@ install time, so a gitmem installed in a virtualenv works from any shell. The
 work itself is :func:`run`:
 
 - memory repository: ``pre-commit`` validates the staged memory files and stamps
-  ``updated_at``/``version`` on hand-edited ones; ``post-merge`` and
-  ``post-checkout`` catch the index up and report version-chain forks.
+  ``updated_at``/``version`` on hand-edited ones; ``post-merge``, ``post-rewrite``
+  (after ``git pull --rebase``) and ``post-checkout`` commit the forks the merge driver
+  left waiting, catch the index up and report version-chain forks.
 - project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
   ``gitmem check --project`` when that command exists, else catch the index up.
   They never fail the user's git command.
@@ -43,11 +44,18 @@ from gitmem.git.command import REPO_ENV, clean_env, run_git
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
 
-MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout")
+MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-rewrite")
 PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
 SERVER_HOOKS = ("pre-receive",)
 """A hub's (``gitmem hooks install --server``): refuses pushes gitmem would not write."""
-ALL_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-commit", "pre-receive")
+ALL_HOOKS = (
+    "pre-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+    "post-commit",
+    "pre-receive",
+)
 ROLES = ("memory", "project", "server")
 MARKER = "# gitmem-hook:"
 CHAINED = ".pre-gitmem"
@@ -537,10 +545,13 @@ def memory_after(
 
     store = open_store(top)
     # Forks the merge driver had to leave waiting (it can write only the one file git asks
-    # for) are committed now that the merge has landed, before the index catches up.
-    # git still has MERGE_HEAD in place while post-merge runs, though the merge commit
-    # has landed: tell the sync code not to wait for the merge to finish.
-    forks = commit_pending_forks(store.db(), merge_landed=hook == "post-merge")
+    # for) are committed now that the merge has landed, before the index catches up, so
+    # the next plain git push carries them. git still has MERGE_HEAD (post-merge) or
+    # rebase-merge/ (post-rewrite, after a rebase that may have dropped the commit the
+    # fork came from) in place while the hook runs, though the branch has moved: tell
+    # the sync code not to wait for the merge to finish.
+    landed = hook in {"post-merge", "post-rewrite"}
+    forks = commit_pending_forks(store.db(), merge_landed=landed)
     for fork in forks:
         out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
     store.index().catch_up()
@@ -651,7 +662,7 @@ def run(
         return 0  # memory hooks in a shared core.hooksPath, run from some other repository
     if name == "pre-commit":
         return pre_commit(top, write)
-    if name in {"post-merge", "post-checkout"}:
+    if name in {"post-merge", "post-checkout", "post-rewrite"}:
         try:
             old, new = _refs(top, name, args, env)
             return memory_after(top, write, old, new, hook=name)
@@ -670,6 +681,8 @@ def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tup
         old = env.get("PRE_COMMIT_FROM_REF")
         new = env.get("PRE_COMMIT_TO_REF")
         return old, new
+    if name == "post-rewrite" and (not args or args[0] != "rebase"):
+        return None, None  # git commit --amend leaves ORIG_HEAD where it was
     return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")
 
 

@@ -1,8 +1,9 @@
 """``gitmem status``: which store(s) are in use and why, and the state of each.
 
 Branch and tip, the derived index (current, behind, not built, unreadable: read without
-writing anything), hooks, the merge driver, whether this user may write, and the author
-commits will carry. Never fails on a damaged piece: it says what it found.
+writing anything), hooks, the merge driver, forks a plain git merge or rebase left waiting
+(on no commit, so a git push does not carry them), whether this user may write, and the
+author commits will carry. Never fails on a damaged piece: it says what it found.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import os
 from typing import Any
 
+from gitmem.base.errors import GitmemError
 from gitmem.format.model import Scope
 from gitmem.store import queries
 from gitmem.store.core import Store
@@ -37,7 +39,7 @@ def index_state(store: Store, scope: Scope, tip: str | None) -> str:
 
 def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
     from gitmem.entry import hooks as gh
-    from gitmem.store.merge import DRIVER_CONFIG
+    from gitmem.store.merge import DRIVER_CONFIG, load_pending
 
     db = store.db(scope)
     tip = db.tip()
@@ -53,6 +55,9 @@ def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
     driver = None
     if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
         driver = str(repo.config[DRIVER_CONFIG])
+    pending: list[str] = []
+    with contextlib.suppress(GitmemError):  # an unreadable one: doctor says which
+        pending = [p.fork.id for p in load_pending(db.gitdir)]
     tip_id = str(tip.id) if tip is not None else None
     author = db.default_author()
     return {
@@ -67,6 +72,7 @@ def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
         "index": index_state(store, scope, tip_id),
         "hooks": hooks,
         "merge_driver": driver,
+        "pending_forks": pending,
         "writable": os.access(db.gitdir, os.W_OK) and not db.read_only,
         "author": f"{author.name} <{author.email}>",
         "git_identity": not author.email.endswith("@gitmem.invalid"),
