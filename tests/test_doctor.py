@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -19,6 +20,7 @@ import gitmem
 from gitmem import Store
 from gitmem.entry import doctor as D
 from gitmem.entry import hooks as gh
+from gitmem.entry import team
 from gitmem.format.layout import memory_path
 from gitmem.store import merge as gm
 
@@ -184,6 +186,93 @@ def test_uncommitted_edits_are_reported_not_touched(store: Store) -> None:
     assert found.severity == D.WARNING and not found.safe and "uncommitted" in found.message
     assert found.fix is not None and "git -C" in found.fix
     assert file.read_text().endswith("an edit\n")
+
+
+def _hand_commit(root: Path, memory_id: str, line: str) -> None:
+    """A person's edit of a memory, committed with plain git (hooks on)."""
+    file = root / memory_path(memory_id)
+    file.write_text(file.read_text() + f"{line}\n")
+    run_git(root, "commit", "-qam", line)
+
+
+def test_doctor_is_quiet_after_every_plain_git_command(tmp_path: Path) -> None:
+    """git commit, pull, pull --rebase, checkout and merge move the branch and bring the
+    files along, without gitmem's synced marker: a healthy store, which doctor says."""
+    hub = tmp_path / "hub.git"
+    shared = gitmem.init(hub, bare=True).create("one\n", title="Shared").id
+    team.clone(str(hub), tmp_path / "a")
+    team.clone(str(hub), tmp_path / "b")
+    a, b = tmp_path / "a", gitmem.open(tmp_path / "b")
+    mine = gitmem.open(a).create("written by gitmem in a\n").id  # the marker is at this tip
+    cli = Gitmem(a, make_runner())
+
+    def teammate_pushes(text: str) -> None:
+        b.create(text)
+        b.sync()
+
+    _hand_commit(a, mine, "git commit")
+    cli("doctor")
+    teammate_pushes("for git pull")
+    _hand_commit(a, shared, "before git pull")
+    run_git(a, "pull", "-q", "--no-rebase")
+    cli("doctor")
+    teammate_pushes("for git pull --rebase")
+    _hand_commit(a, mine, "before git pull --rebase")
+    run_git(a, "pull", "-q", "--rebase")
+    cli("doctor")
+    run_git(a, "checkout", "-q", "-b", "side")
+    _hand_commit(a, shared, "on side")
+    cli("doctor")
+    run_git(a, "checkout", "-q", "main")
+    cli("doctor")
+    run_git(a, "merge", "-q", "--no-edit", "side")
+    cli("doctor")
+    assert run_git(a, "status", "--porcelain") == ""
+
+
+_KILL_AT = """
+import os, signal, sys
+import gitmem
+from gitmem.git.db import GitDB
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+for name in sys.argv[2].split(","):
+    setattr(GitDB, name, die)
+store = gitmem.open(sys.argv[1])
+store.update(sys.argv[3], "second")
+"""
+
+
+@pytest.mark.parametrize(
+    ("moment", "behind"),
+    [
+        ("update_worktree", True),  # branch moved, nothing else
+        ("_update_index_fast,_update_index_libgit2", True),  # files written, not git's index
+        ("_write_marker", False),  # all synced but the marker: a plain git command's state
+    ],
+)
+def test_a_writer_killed_after_moving_the_branch_is_caught(
+    store: Store, moment: str, behind: bool
+) -> None:
+    memory = store.create("first")
+    before = tip(store)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILL_AT, str(store.path), moment, memory.id], check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert tip(store) != before  # the branch moved before the kill
+    found = findings(store, "worktree")
+    if not behind:
+        assert found == []
+        return
+    (lag,) = found
+    assert lag.severity == D.WARNING and lag.safe and "behind" in lag.message
+    findings(store, "worktree", fix=True)
+    assert (store.path / (memory.path or "")).read_text().endswith("second")
+    assert run_git(store.path, "status", "--porcelain") == ""
+    assert findings(store, "worktree") == []
 
 
 # -- the index ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
 from gitmem.format.model import Scope
 from gitmem.git.command import popen_git, run_git
 from gitmem.git.db import GitDB, operation_in_progress
+from gitmem.git.diff import blob_at, changed_paths
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
 from gitmem.git.objects import Snapshot
 from gitmem.store import merge as merge_mod
@@ -309,6 +310,27 @@ def _commit_waiting(db: GitDB) -> None:
     commit_pending_forks(db)
 
 
+def _left_behind(db: GitDB, synced: str, tip: pygit2.Commit) -> list[str]:
+    """The paths a writer that died after moving the branch left at the commit it last
+    synced: the file, or git's index entry, still holds that commit's version where the tip
+    has another. Empty when a plain git command (commit, pull, checkout) moved the branch:
+    it brings the files and git's index along itself, and leaves the marker where it was."""
+    try:
+        old: pygit2.Commit = db.repo[synced].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return []  # gone (a rebase dropped it, then gc): nothing to compare against
+    try:
+        index = {entry.path: entry.id for entry in pygit2.Index(str(db.gitdir / "index"))}
+    except pygit2.GitError:
+        index = {}  # an index libgit2 cannot read: the files alone say
+    behind: list[str] = []
+    for path in sorted(changed_paths(old.tree, tip.tree)):
+        was = blob_at(old.tree, path)
+        if db.worktree_blob(path) == was or index.get(path) == was:
+            behind.append(path)
+    return behind
+
+
 def check_worktree(ctx: Context) -> Iterator[Finding]:
     db = ctx.db
     if db.workdir is None:
@@ -320,12 +342,16 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
     tip = db.tip()
     marker = db.state_dir / state_paths.WORKTREE_SYNCED
     synced = marker.read_text().strip() if marker.is_file() else None
+    behind: list[str] = []
     if tip is not None and synced is not None and synced != str(tip.id):
+        behind = _left_behind(db, synced, tip)
+    if tip is not None and synced is not None and behind:
         yield Finding(
             "worktree",
             WARNING,
             f"the work tree is at {synced[:10]}, behind the branch at {str(tip.id)[:10]} "
-            "(a writer died between committing and updating the files)",
+            f"in {len(behind)} file(s), e.g. {behind[0]} (a writer died between committing "
+            "and updating the files)",
             fix=f"gitmem --store {ctx.where} doctor --fix (any gitmem write also does it)",
             safe=True,
             apply=lambda: _heal(db),

@@ -549,7 +549,7 @@ class GitDB:
         tmp.write_text(str(oid) + "\n")
         os.replace(tmp, self._synced_marker())
 
-    def _worktree_blob(self, path: str) -> pygit2.Oid | bool | None:
+    def worktree_blob(self, path: str) -> pygit2.Oid | bool | None:
         """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
         assert self.workdir is not None
         full = self.workdir / path
@@ -594,7 +594,7 @@ class GitDB:
                     yield change
 
     def _check_path(self, path: str, committed: pygit2.Oid | None) -> None:
-        on_disk = self._worktree_blob(path)
+        on_disk = self.worktree_blob(path)
         if on_disk is False:
             raise DirtyWorktreeError(
                 f"{path} in the work tree is not a regular file; refusing to replace it"
@@ -639,7 +639,7 @@ class GitDB:
             for path in {delta.old_file.path, delta.new_file.path}:
                 self._remove_dead_temp_files(path)
                 old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
-                if self._worktree_blob(path) == old_id:
+                if self.worktree_blob(path) == old_id:
                     changes[path] = blob_data(repo, new_id) if new_id is not None else None
                 else:
                     # Edited by someone since: the file stays, but the index follows the
