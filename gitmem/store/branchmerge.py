@@ -124,10 +124,7 @@ def merge_trees(
             out.kept_over_delete.append(result.memory_id)
         if result.memory_id is not None:
             out.decided += [(result.memory_id, name) for name in result.decided]
-        for fork in result.forks:
-            if ours_snap.read(fork.path) != fork.data:
-                out.changes[fork.path] = fork.data
-            out.forks.append(fork)
+        out.forks.extend(result.forks)  # written once every path is merged: see below
 
     changed = sorted(changed_paths(base_tree, theirs.tree))
     done: set[str] = set()
@@ -168,6 +165,15 @@ def merge_trees(
     for path, b, o, t in both:
         merged = merging.merge_file(path, b, o, t, derived=sides.at(path, path))
         take(path, merged, o, o is not None and t is not None)
+    # A fork is named by the bytes that lost, so a later merge that loses the same bytes
+    # again names a fork that may already be there, edited since: that fork merged as its
+    # own path above (as any memory), and it already holds those bytes in its history.
+    forks, out.forks = out.forks, []
+    for fork in forks:
+        there = out.changes[fork.path] if fork.path in out.changes else ours_snap.read(fork.path)
+        if there is None:
+            out.changes[fork.path] = fork.data
+            out.forks.append(fork)
     return out
 
 
