@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from clitools import Gitmem, make_runner
 from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
+from gitmem.store import merge as M
 from gitmem.store import sync as S
 
 
@@ -100,3 +102,62 @@ def test_a_fork_both_sides_edited_merges_like_any_memory(
     for store in (a, b):
         body = store.read(fork).body
         assert "NOTE-BY-A" in body and "NOTE-BY-B" in body
+
+
+# -- an id names one memory ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def deleted_with_forks(
+    team: tuple[Store, Store, str], clock: FixedClock
+) -> tuple[Store, str, list[str], str]:
+    """M in B with two forks (A's two rival versions, from two merges), then deleted in B:
+    (B, M, its forks, the commit before the delete)."""
+    a, b, m = team
+    first, _ = _fork_of_a(team, clock)
+    S.sync(a)
+    clock.advance(seconds=5)
+    a.update(m, "line one by A, later\nline two\n")
+    clock.advance(seconds=5)
+    b.update(m, "line one by B, later\nline two\n")
+    S.sync(a)
+    [second] = [f.id for f in S.sync(b).forks]
+    before = tip(b)
+    b.delete(m)
+    return b, m, sorted([first, second]), before
+
+
+def test_a_deleted_memory_with_forks_is_named_by_its_id(
+    deleted_with_forks: tuple[Store, str, list[str], str],
+) -> None:
+    """After gitmem rm M (M has forks), restore M (as rm itself prints), history M,
+    show M --at, blame M and diff M work on M, not on a fork."""
+    b, m, forks, before = deleted_with_forks
+    cli = Gitmem(b.path, make_runner())
+    assert b.resolve_id(m) == m
+    steps = cli.json("history", m)["versions"]
+    assert {step["id"] for step in steps} == {m} and steps[-1]["op"] == "delete"
+    shown = cli("show", m, "--at", before)
+    assert f"id: {m}\n" in shown.stdout and "line one by B, later" in shown.stdout
+    blamed = cli.json("blame", m)  # the last body, before the delete
+    assert [line["text"] for line in blamed] == ["line one by B, later", "line two"]
+    [entry] = cli.json("diff", before, m)
+    assert entry["id"] == m and entry["status"] == "deleted"
+    cli("restore", m)
+    assert b.read(m).body == "line one by B, later\nline two\n"
+    for fork in forks:
+        assert b.read(fork).extra[M.FORK_KEY] == m  # untouched
+
+
+def test_a_prefix_of_a_memory_and_its_forks_names_the_memory(
+    deleted_with_forks: tuple[Store, str, list[str], str],
+) -> None:
+    b, m, forks, _ = deleted_with_forks
+    b.restore(m)
+    prefix = m[:12]
+    assert b.resolve_id(prefix) == m
+    assert b.resolve_id(forks[0]) == forks[0]  # an exact id, never read as a prefix
+    cli = Gitmem(b.path, make_runner())
+    shown = cli("show", prefix)
+    assert f"id: {m}\n" in shown.stdout
+    assert "has forks" in shown.stderr and forks[0] in shown.stderr

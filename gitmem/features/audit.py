@@ -149,10 +149,11 @@ def _carry(
 
 
 def blame(store: Store, memory_id: str) -> list[BlameLine]:
-    """Which commit (agent, session) wrote each line of the memory's current body."""
+    """Which commit (agent, session) wrote each line of the memory's current body (of its
+    last one, for a memory a delete removed)."""
     check_id(memory_id)
-    current = store.read(memory_id)
-    backend_db = store.db(current.store_scope)
+    current = store.get(memory_id)
+    backend_db = store.db(current.store_scope if current is not None else None)
     repo = backend_db.repo
     history = store.history(memory_id)
     chain: list[str] = []
@@ -183,6 +184,8 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
         last_of[version.memory_id] = oid
     tip = backend_db.tip()
     final = memory_blob(tip.tree, memory_path(memory_id)) if tip is not None else None
+    if current is None:
+        final = last_of.get(memory_id)
     if final is None or final not in memo:
         raise NotFoundError(f"no history for the current body of {memory_id}")
     lines, origins = memo[final]

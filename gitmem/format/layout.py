@@ -198,14 +198,30 @@ def id_prefix(prefix: str) -> str:
     return wanted
 
 
+FORK_MARK = ".fork-"
+"""A fork's id is its memory's id, this, and a hash (:func:`gitmem.store.merge.fork_id`)."""
+
+
+def forks_past(wanted: str, found: list[str]) -> list[str]:
+    """The ids of ``found`` that are forks of an id ``wanted`` starts (their fork mark lies
+    past what was typed, so it was not a fork that was asked for)."""
+    return [i for i in found if FORK_MARK in i[max(len(wanted) - len(FORK_MARK) + 1, 0) :]]
+
+
 def one_by_prefix(
     wanted: str, found: list[str], *, what: tuple[str, str] = ("id", "memories")
 ) -> str | None:
-    """The one id of ``found`` (the ids starting with ``wanted``), None when there is none;
-    several raise :class:`AmbiguousIdError` listing the first ten. ``what``: what the
-    prefix is of, and what it may match (a session's prefix matches sessions)."""
-    if len(found) == 1:
-        return found[0]
+    """The one id of ``found`` (the ids starting with ``wanted``), None when there is none.
+
+    An exact id is itself, never a prefix of its forks; a memory whose forks alone match
+    besides it is that memory. Several others raise :class:`AmbiguousIdError` listing the
+    first ten. ``what``: what the prefix is of, and what it may match (a session's prefix
+    matches sessions)."""
+    if wanted in found:
+        return wanted
+    roots = [i for i in found if not any(i.startswith(r + FORK_MARK) for r in found)]
+    if len(roots) == 1:
+        return roots[0]
     if not found:
         return None
     found = sorted(found)

@@ -47,7 +47,7 @@ import pygit2
 from gitmem.base import paths
 from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
 from gitmem.format import codec, memfile, schema
-from gitmem.format.layout import MAX_ID_LENGTH, id_from_path, memory_path
+from gitmem.format.layout import FORK_MARK, MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.format.model import DERIVED_KEYS
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
@@ -461,7 +461,7 @@ def fork_id(memory_id: str, data: bytes) -> str:
 
     Derived from the content, so both merge directions name the fork alike.
     """
-    suffix = ".fork-" + hashlib.sha1(data).hexdigest()[:10]
+    suffix = FORK_MARK + hashlib.sha1(data).hexdigest()[:10]
     # Cut to stay within the id limit, never leaving "..", "./" or a dangling separator.
     head = memory_id[: MAX_ID_LENGTH - len(suffix)].rstrip("./-_")
     return head + suffix

@@ -27,7 +27,7 @@ from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.config import FORMAT
-from gitmem.format.layout import id_prefix, is_path_id, memory_path, one_by_prefix
+from gitmem.format.layout import forks_past, id_prefix, is_path_id, memory_path, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.store import lexical
 from gitmem.store.providers import CORE_TABLES, provider_key
@@ -452,8 +452,9 @@ class CurrentIndex:
     def resolve_id(self, prefix: str) -> str | None:
         """What ``Store.resolve_id`` answers where the index alone can tell: an id of a
         current memory, or the one current id starting with ``prefix`` (several raise
-        AmbiguousIdError, a bad id InvalidIdError). None: no current memory matches, or a
-        file that is not a valid memory sits at the id's path (the full path looks further)."""
+        AmbiguousIdError, a bad id InvalidIdError). None: no current memory matches, forks
+        match (of a memory a delete may have removed, or to name), or a file that is not a
+        valid memory sits at the id's path (the full path looks further)."""
         wanted = id_prefix(prefix)
         has = self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (wanted,)).fetchone()
         if is_path_id(wanted) or has is not None:
@@ -463,7 +464,8 @@ class CurrentIndex:
         found = self.conn.execute(
             "SELECT id FROM memories WHERE substr(id, 1, ?) = ?", (len(wanted), wanted)
         )
-        return one_by_prefix(wanted, [str(row[0]) for row in found])
+        ids = [str(row[0]) for row in found]
+        return None if forks_past(wanted, ids) else one_by_prefix(wanted, ids)
 
 
 def open_current(path: Path, *, providers: Sequence[str] = ()) -> CurrentIndex | None:

@@ -15,10 +15,13 @@ from dataclasses import replace
 
 import pygit2
 
+from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
+    FORK_MARK,
     check_id,
+    forks_past,
     id_from_path,
     id_prefix,
     is_path_id,
@@ -43,6 +46,8 @@ from gitmem.store.reader import IndexReader, Reader, TreeReader
 from gitmem.store.results import LogEntry, Problem
 from gitmem.store.rows import IndexStats
 from gitmem.store.transactions import At, Backend, Transactions
+
+log = logs.get(__name__)
 
 NOT_FOUND_HINT = (
     "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
@@ -257,16 +262,25 @@ class Reads(Transactions):
         for backend in self._ordered(scope):
             current.update(self._reader(backend).ids())
         found = [i for i in current if i.startswith(wanted)]
-        if not found:
+        if len(forks_past(wanted, found)) == len(found):
+            # None, or forks alone: the memory they fork may be one a delete removed.
             deleted: set[str] = set()
             for entry in self.log(op=Op.DELETE, scope=scope):
                 deleted.update(entry.ids)
                 if entry.unlisted:  # a bulk delete names its first ids only: ask its files
                     deleted.update(removed_ids(self.db(entry.scope).repo, entry.commit))
-            found = [i for i in deleted if i.startswith(wanted)]
+            found += [i for i in deleted if i.startswith(wanted) and i not in current]
         chosen = one_by_prefix(wanted, found)
         if chosen is None:
             raise NotFoundError(f"no memory {wanted}", hint=NOT_FOUND_HINT)
+        forks = [i for i in found if i.startswith(chosen + FORK_MARK)]
+        if forks and chosen != wanted:
+            log.warning(
+                "%s names %s, which has forks: %s (gitmem conflicts lists them)",
+                prefix,
+                chosen,
+                ", ".join(sorted(forks)),
+            )
         return chosen
 
     def list(
