@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import random
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -11,8 +15,9 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, Store
+from gitmem.base.errors import GitmemError
+from gitmem.features import conflicts as forks_api
 from gitmem.store import merge as M
-from gitmem.store import sync as S
 
 
 def clone(tmp_path: Path, name: str, clock: FixedClock) -> Store:
@@ -48,8 +53,8 @@ def _fork_of_a(team: tuple[Store, Store, str], clock: FixedClock) -> tuple[str, 
     a_edit = tip(a)
     clock.advance(seconds=5)
     b.update(m, "line one by B\nline two\n")
-    S.sync(a)
-    [fork] = S.sync(b).forks
+    a.sync()
+    [fork] = b.sync().forks
     assert b.read(fork.id).body == "line one by A\nline two\n"
     return fork.id, a_edit
 
@@ -67,17 +72,17 @@ def test_an_edit_of_a_fork_survives_a_merge_that_loses_the_same_bytes_again(
     fork, a_edit = _fork_of_a(team, clock)
     clock.advance(seconds=5)
     b.append(fork, "NOTE-ON-FORK")
-    S.sync(b)
-    S.sync(a)
+    b.sync()
+    a.sync()
     clock.advance(seconds=5)
     a.restore(m, at=a_edit)
     assert a.read(m).body == "line one by A\nline two\n"
-    S.sync(a)
+    a.sync()
     clock.advance(seconds=5)
     b.update(m, "line one by B, again\nline two\n")
-    result = S.sync(b)
+    result = b.sync()
     assert fork not in [f.id for f in result.forks]  # not a new fork: it was there
-    S.sync(a)
+    a.sync()
     assert tip(a) == tip(b)
     for store in (a, b):
         assert "NOTE-ON-FORK" in store.read(fork).body
@@ -92,13 +97,13 @@ def test_a_fork_both_sides_edited_merges_like_any_memory(
     """A fork is a memory: when both clones append to it, the merge keeps both appends."""
     a, b, _ = team
     fork, _ = _fork_of_a(team, clock)
-    S.sync(a)
+    a.sync()
     clock.advance(seconds=5)
     a.append(fork, "NOTE-BY-A")
     b.append(fork, "NOTE-BY-B")
-    S.sync(a)
-    S.sync(b)
-    S.sync(a)
+    a.sync()
+    b.sync()
+    a.sync()
     for store in (a, b):
         body = store.read(fork).body
         assert "NOTE-BY-A" in body and "NOTE-BY-B" in body
@@ -115,13 +120,13 @@ def deleted_with_forks(
     (B, M, its forks, the commit before the delete)."""
     a, b, m = team
     first, _ = _fork_of_a(team, clock)
-    S.sync(a)
+    a.sync()
     clock.advance(seconds=5)
     a.update(m, "line one by A, later\nline two\n")
     clock.advance(seconds=5)
     b.update(m, "line one by B, later\nline two\n")
-    S.sync(a)
-    [second] = [f.id for f in S.sync(b).forks]
+    a.sync()
+    [second] = [f.id for f in b.sync().forks]
     before = tip(b)
     b.delete(m)
     return b, m, sorted([first, second]), before
@@ -161,3 +166,138 @@ def test_a_prefix_of_a_memory_and_its_forks_names_the_memory(
     shown = cli("show", prefix)
     assert f"id: {m}\n" in shown.stdout
     assert "has forks" in shown.stderr and forks[0] in shown.stderr
+
+
+# -- random histories ----------------------------------------------------------------------------
+
+TOKEN = re.compile(r"\bt\d+x\d+\b")
+HISTORIES = int(os.environ.get("GITMEM_FORK_HISTORIES", "3"))
+STEPS = int(os.environ.get("GITMEM_FORK_STEPS", "45"))
+"""Operations per history, over three clones (two with work trees, one bare): about 7 s a
+history; GITMEM_FORK_HISTORIES=24 GITMEM_FORK_STEPS=100 for a deeper search."""
+
+
+@dataclass
+class _Clone:
+    store: Store
+    clock: FixedClock
+    n: int = 0
+
+    def token(self, index: int) -> str:
+        self.n += 1
+        return f"t{index}x{self.n}"
+
+    def seen(self) -> set[str]:
+        memories = self.store.list(include_superseded=True, include_archived=True)
+        return {t for m in memories for t in TOKEN.findall(m.body)}
+
+
+@dataclass
+class _Ledger:
+    """Every line a write acknowledged (token, the commit that wrote it), and every line a
+    write removed while its clone saw it (token, the commit that removed it)."""
+
+    acked: list[tuple[str, str]] = field(default_factory=list)
+    removed: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _write(rng: random.Random, clone: _Clone, index: int) -> None:
+    """One random write: create, update a line, append, restore an earlier version, edit a
+    fork, resolve a fork, delete (a write gitmem refuses, such as resolving a fork whose
+    memory is gone, changes nothing). Few memories and mostly their first line, so that
+    clones often change the same lines and forks, and restores re-fork old bytes."""
+    store = clone.store
+    clone.clock.advance(seconds=rng.randint(1, 20))
+    memories = store.list(include_superseded=True)
+    forks = [m for m in memories if M.FORK_KEY in m.extra]
+    choice = rng.random()
+    if len(memories) - len(forks) < 2 or choice < 0.05:
+        store.create("\n".join(clone.token(index) for _ in range(3)) + "\n", title="m")
+        return
+    target = rng.choice(memories)
+    if choice < 0.35:
+        lines = target.body.splitlines() or [""]
+        lines[0 if rng.random() < 0.7 else rng.randrange(len(lines))] = clone.token(index)
+        store.update(target.id, "\n".join(lines) + "\n")
+    elif choice < 0.45:
+        store.append(target.id, clone.token(index))
+    elif choice < 0.65:
+        history = store.history(target.id)
+        earlier = [v for v in history if v.memory_id == target.id and v.memory]
+        store.restore(target.id, at=rng.choice(earlier[-4:-1] or earlier).commit)
+    elif choice < 0.85 and forks:
+        store.append(rng.choice(forks).id, clone.token(index))
+    elif choice < 0.93 and forks:
+        forks_api.resolve(store, rng.choice(forks).id, rng.choice(["ours", "theirs", "both"]))
+    else:
+        store.delete(target.id)
+
+
+def _derived(store: Store, at: str | None = None) -> dict[str, tuple[int, str]]:
+    memories = store.list(include_superseded=True, include_archived=True, at=at)
+    return {m.id: (m.version, m.updated_at.isoformat()) for m in memories}
+
+
+def _random_history(tmp_path: Path, seed: int) -> tuple[int, int]:
+    """One random history; returns (writes, syncs)."""
+    rng = random.Random(seed)
+    start = "2026-11-22T10:00:00Z"
+    gitmem.init(tmp_path / "hub.git", bare=True, clock=FixedClock(start)).create("t0x0\n")
+    clones = []
+    for i, name in enumerate(["a", "b", "c"]):
+        args = ["clone", "-q", *(["--bare"] if i == 2 else []), str(tmp_path / "hub.git"), name]
+        run_git(tmp_path, *args)
+        clock = FixedClock(start)
+        clones.append(_Clone(gitmem.open(tmp_path / name, clock=clock), clock))
+    ledger = _Ledger()
+    writes = syncs = 0
+    for _ in range(STEPS):
+        index = rng.randrange(len(clones))
+        clone = clones[index]
+        if rng.random() < 0.3:
+            clone.store.sync()
+            syncs += 1
+            continue
+        before = clone.seen()
+        try:
+            _write(rng, clone, index)
+        except GitmemError:
+            continue
+        writes += 1
+        after, tip_after = clone.seen(), tip(clone.store)
+        ledger.acked += [(t, tip_after) for t in after - before]
+        for t in before - after:
+            ledger.removed.setdefault(t, []).append(tip_after)
+    for _ in range(2):
+        for clone in clones:
+            clone.store.sync()
+            syncs += 1
+    assert len({tip(c.store) for c in clones}) == 1
+    final = clones[0].seen()
+    repo = clones[0].store.db().repo
+    for token, commit in ledger.acked:
+        if token in final:
+            continue
+        # Removed by a write that saw the line, and that the write acknowledging it had
+        # not already seen (a removal it knew of cannot undo it).
+        assert any(not repo.descendant_of(commit, r) for r in ledger.removed.get(token, [])), (
+            f"{token} written at {commit} is gone, and no write that removed it had seen it"
+        )
+    # version and updated_at are a function of the commit: the same in every clone, read
+    # through its index or from git, and after a clone rebuilt its index.
+    expected = _derived(clones[0].store)
+    assert expected == _derived(clones[0].store, at="HEAD")
+    for clone in clones[1:]:
+        assert _derived(clone.store) == expected
+    clones[1].store.reindex()
+    assert _derived(clones[1].store) == expected
+    return writes, syncs
+
+
+@pytest.mark.parametrize("seed", range(HISTORIES))
+def test_random_histories_lose_no_acknowledged_line(tmp_path: Path, seed: int) -> None:
+    """Random writes in three clones with syncs between: every line a write acknowledged
+    is at the converged tip, or a write that had seen it removed it; derived version and
+    updated_at read alike everywhere."""
+    writes, syncs = _random_history(tmp_path, seed)
+    assert writes > STEPS // 2 and syncs > 6
