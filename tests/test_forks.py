@@ -301,3 +301,32 @@ def test_random_histories_lose_no_acknowledged_line(tmp_path: Path, seed: int) -
     updated_at read alike everywhere."""
     writes, syncs = _random_history(tmp_path, seed)
     assert writes > STEPS // 2 and syncs > 6
+
+
+def test_versions_count_once_when_commit_times_are_skewed(tmp_path: Path) -> None:
+    """Clones' clocks differ, so a commit can be older than its parents. The index caught up
+    at such a commit O, then the branch merged a side whose history it shares with O: a
+    walk from the merge that hides O still yields some of O's ancestors (git and libgit2
+    stop at commit times), which must not count as versions a second time."""
+    clock = FixedClock("2026-06-01T00:00:00Z")
+    store = gitmem.init(tmp_path / "s", clock=clock)
+    memory = store.create("one\n")
+    for text in ("two\n", "three\n"):
+        clock.advance(minutes=1)
+        store.update(memory.id, text)
+    other = store.create("other\n")
+    run_git(store.path, "branch", "side")
+    side = gitmem.open(store.path, branch="side", clock=FixedClock("2026-07-01T00:00:00Z"))
+    side.update(other.id, "on the side\n")
+    clock.current = clock.current.replace(year=2020)  # a clock years behind, up to O
+    for n in range(8):  # more than git's and libgit2's slop of 5 commits
+        store.append(other.id, f"from the slow clock {n}")
+    store.index().catch_up()
+    run_git(store.path, "merge", "-q", "--no-edit", "side")
+    fresh = gitmem.open(store.path)
+    assert fresh.read(memory.id).version == 3  # the index at O, the commits since walked
+    fresh.index().catch_up()
+    listed = {m.id: m.version for m in fresh.list()}  # the index caught up from O
+    assert listed == {memory.id: 3, other.id: 10} and fresh.read(memory.id).version == 3
+    fresh.reindex()
+    assert fresh.read(memory.id).version == 3

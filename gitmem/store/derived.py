@@ -85,6 +85,8 @@ def walk(
     for count, each in enumerate(walker, 1):
         if limit is not None and count > limit:
             return None
+        if hide is not None and repo.descendant_of(hide, each.id):
+            continue  # the walk stops by commit time: behind a slow clock it yields these
         parents = each.parents
         tree = each.tree
         if few:  # a few lookups per commit beat a tree diff

@@ -898,11 +898,11 @@ class Index:
             source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
             total = 1
         elif progress is not None:
-            commits = list(_walk_new(repo, tip, old))
+            commits = list(_walk_new(conn, repo, tip, old))
             total = len(commits)
             source = commits
         else:
-            source = _walk_new(repo, tip, old)
+            source = _walk_new(conn, repo, tip, old)
         rows: list[tuple[Any, ...]] = []
         gens: dict[str, int] = {}
         new_commits: list[tuple[str, int]] = []
@@ -1262,13 +1262,19 @@ def _derived_columns(count: int, newest_us: int) -> tuple[int, str, int]:
 
 
 def _walk_new(
-    repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit | None
+    conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit | None
 ) -> Iterable[pygit2.Commit]:
-    """The commits after ``old`` up to ``tip``, parents first."""
+    """The commits after ``old`` up to ``tip``, parents first.
+
+    A walk that hides ``old`` stops by commit time, so where a clock ran behind (a commit
+    older than its parents) it still yields some of ``old``'s ancestors: those already in
+    the ``commits`` table are skipped, or their versions would count twice."""
     walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
-    if old is not None:
-        walker.hide(old.id)
-    return walker
+    if old is None:
+        return walker
+    walker.hide(old.id)
+    known = "SELECT 1 FROM commits WHERE id = ?"
+    return (c for c in walker if conn.execute(known, (str(c.id),)).fetchone() is None)
 
 
 def _record_store_config(
