@@ -387,7 +387,9 @@ def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
 def test_tool_layer_without_a_transport(store: Store) -> None:
     """The specs the server serves, called directly: extra keys are dropped as zod drops them,
     and a bug in a handler is an error result, not an exception."""
-    from gitmem.entry.mcp import ToolResult, ToolSpec, call, tools
+    import dataclasses
+
+    from gitmem.entry.mcp import ToolResult, call, tools
 
     specs = {spec.name: spec for spec in tools(store)}
     result, failed = call(
@@ -402,10 +404,7 @@ def test_tool_layer_without_a_transport(store: Store) -> None:
     def broken(args: dict[str, Any]) -> ToolResult:
         raise RuntimeError("boom")
 
-    spec = specs["read_graph"]
-    buggy = ToolSpec(
-        "buggy", "Buggy", "", spec.input_schema, broken, True, False, True, None, spec.validator
-    )
+    buggy = dataclasses.replace(specs["read_graph"], name="buggy", handler=broken)
     result, failed = call(buggy, {})
     assert failed and result.text == "internal error in buggy: RuntimeError: boom"
 
@@ -490,11 +489,11 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from gitmem.entry import mcp as mcp_server
+    from gitmem.entry import tokens
 
     store = gitmem.init(tmp_path / "store.git", bare=True)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != mcp_server.TOKEN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != tokens.TOKEN_ENV}
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitmem", "--store", str(store.path), "mcp", "--http", str(port)],
         stdin=subprocess.DEVNULL,
@@ -511,7 +510,7 @@ def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "the HTTP server did not start"
             time.sleep(0.2)
-        token_file = mcp_server.token_path(store)
+        token_file = tokens.token_path(store)
         assert token_file.stat().st_mode & 0o077 == 0
         assert store.db().gitdir not in token_file.parents
         token = token_file.read_text().strip()
@@ -557,27 +556,27 @@ def test_a_token_committed_in_the_store_is_never_the_bearer_token(
     whoever wrote it read and wrote the victim's memories. The token is made in the user's
     state directory (0600) instead, and a token file others can read is refused."""
     from gitmem.base.errors import StoreError
-    from gitmem.entry import mcp as mcp_server
+    from gitmem.entry import tokens
 
     store = gitmem.init(tmp_path / "project" / ".gitmem", bare=True)
     planted = store.db().gitdir / "gitmem" / "mcp-token"
     planted.parent.mkdir(exist_ok=True)
     planted.write_text("attacker-chose-this-token-0123456789\n")
     planted.chmod(0o644)
-    token, where = mcp_server.http_token(store)
+    token, where = tokens.http_token(store)
     assert token != "attacker-chose-this-token-0123456789"
-    assert where == mcp_server.token_path(store)
+    assert where == tokens.token_path(store)
     assert isolated_home in where.parents and store.db().gitdir not in where.parents
     assert where.stat().st_mode & 0o777 == 0o600
-    assert mcp_server.http_token(store) == (token, where)  # kept for the next start
+    assert tokens.http_token(store) == (token, where)  # kept for the next start
 
     where.chmod(0o644)
     with pytest.raises(StoreError, match="can be read by others"):
-        mcp_server.http_token(store)
+        tokens.http_token(store)
     where.unlink()
     where.symlink_to(planted)
     with pytest.raises(StoreError, match="cannot read the token file"):
-        mcp_server.http_token(store)
+        tokens.http_token(store)
 
 
 @pytest.mark.parametrize(

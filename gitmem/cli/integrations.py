@@ -237,14 +237,15 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
             "gitmem mcp needs the MCP SDK (the mcp extra), which is not installed", extra="mcp"
         )
     from gitmem.entry import mcp as mcp_server
+    from gitmem.entry import tokens
 
     store = state.store(write=True)  # made on first use, said on stderr (stdout is MCP's)
     if bind is None:
         mcp_server.run(store, agent=agent)
         return
     host, port = mcp_server.parse_bind(bind)
-    token, where = mcp_server.http_token(store)
-    source = f"${mcp_server.TOKEN_ENV}" if where is None else str(where)
+    token, where = tokens.http_token(store)
+    source = f"${tokens.TOKEN_ENV}" if where is None else str(where)
     click.echo(
         f"gitmem: serving MCP at http://{_url_host(host)}:{port}{mcp_server.HTTP_PATH} "
         f"(bearer token: {source})",

@@ -10,47 +10,32 @@ server never dies of a bad call.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import dataclasses
 import hmac
 import ipaddress
 import json
-import os
-import secrets
-import stat
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gitmem._version import __version__
-from gitmem.base import logs, paths
-from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError, StoreError
+from gitmem.base import logs
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
 from gitmem.format import schema
 from gitmem.store.core import Store
 
-__all__ = [
-    "RESOURCE_URI",
-    "SERVER_NAME",
-    "TOKEN_ENV",
-    "ToolResult",
-    "ToolSpec",
-    "BearerGuard",
-    "build_server",
-    "http_token",
-    "token_path",
-    "parse_bind",
-    "run",
-    "run_http",
-    "tools",
-]
-
 log = logs.get(__name__)
 
 SERVER_NAME = "gitmem"
 RESOURCE_URI = "memory://knowledge-graph"
+
+# The tool annotations (read-only, destructive, idempotent) of each kind of tool.
+READ = (True, False, True)
+ADD = (False, False, False)
+DELETE = (False, True, True)
+_HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint")
 
 
 @dataclass(frozen=True)
@@ -59,18 +44,22 @@ class ToolResult:
     structured: dict[str, Any] | None = None
 
 
+Handler = Callable[[dict[str, Any]], ToolResult]
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
-    title: str
     description: str
     input_schema: dict[str, Any]
-    handler: Callable[[dict[str, Any]], ToolResult]
-    read_only: bool
-    destructive: bool
-    idempotent: bool
+    handler: Handler
+    hints: tuple[bool, bool, bool]
     output_schema: dict[str, Any] | None = None
     validator: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def title(self) -> str:
+        return self.name.replace("_", " ").title()
 
     def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
         args = dict(arguments or {})
@@ -83,45 +72,43 @@ class ToolSpec:
         return self.handler(args)
 
 
+def _of(kind: str, description: str | None = None, **more: Any) -> dict[str, Any]:
+    return {"type": kind, **more, **({"description": description} if description else {})}
+
+
 def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """An object schema; a property given as a string is a string with that description."""
     return {
         "type": "object",
-        "properties": properties,
+        "properties": {
+            k: _of("string", v) if isinstance(v, str) else v for k, v in properties.items()
+        },
         "required": list(properties) if required is None else required,
         "additionalProperties": False,
     }
 
 
-def _str(description: str | None = None) -> dict[str, Any]:
-    return {"type": "string", **({"description": description} if description else {})}
+def _list(items: dict[str, Any] | None = None, description: str | None = None) -> dict[str, Any]:
+    return _of("array", description, items=items or _of("string"))
 
 
-def _list(items: dict[str, Any], description: str | None = None) -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": items,
-        **({"description": description} if description else {}),
-    }
-
-
+_BOOL = _of("boolean")
 _ENTITY = _obj(
     {
-        "name": _str("The name of the entity"),
-        "entityType": _str("The type of the entity"),
-        "observations": _list(
-            _str(), "An array of observation contents associated with the entity"
-        ),
+        "name": "The name of the entity",
+        "entityType": "The type of the entity",
+        "observations": _list(None, "An array of observation contents associated with the entity"),
     }
 )
 _RELATION = _obj(
     {
-        "from": _str("The name of the entity where the relation starts"),
-        "to": _str("The name of the entity where the relation ends"),
-        "relationType": _str("The type of the relation"),
+        "from": "The name of the entity where the relation starts",
+        "to": "The name of the entity where the relation ends",
+        "relationType": "The type of the relation",
     }
 )
 _GRAPH_OUT = _obj({"entities": _list(_ENTITY), "relations": _list(_RELATION)})
-_DONE_OUT = _obj({"success": {"type": "boolean"}, "message": _str()})
+_DONE_OUT = _obj({"success": _BOOL, "message": _of("string")})
 
 
 def _json(value: Any) -> str:
@@ -131,212 +118,187 @@ def _json(value: Any) -> str:
     return printable_json(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def _done(message: str) -> ToolResult:
-    return ToolResult(message, {"success": True, "message": message})
+def _out(data: Any, key: str | None = None) -> ToolResult:
+    """``data`` as the text and as the structured result (under ``key`` when given)."""
+    return ToolResult(_json(data), {key: data} if key else data)
+
+
+def _deleting(action: Callable[[Any], object], key: str, what: str) -> Handler:
+    def handler(args: dict[str, Any]) -> ToolResult:
+        action(args[key])
+        message = f"{what} deleted successfully"
+        return ToolResult(message, {"success": True, "message": message})
+
+    return handler
 
 
 def _graph_tools(graph: Graph) -> list[ToolSpec]:
-    def create_entities(args: dict[str, Any]) -> ToolResult:
-        result = [e.to_dict() for e in graph.create_entities(args["entities"])]
-        return ToolResult(_json(result), {"entities": result})
-
-    def create_relations(args: dict[str, Any]) -> ToolResult:
-        result = [r.to_dict() for r in graph.create_relations(args["relations"])]
-        return ToolResult(_json(result), {"relations": result})
-
-    def add_observations(args: dict[str, Any]) -> ToolResult:
-        result = graph.add_observations(args["observations"])
-        return ToolResult(_json(result), {"results": result})
-
-    def delete_entities(args: dict[str, Any]) -> ToolResult:
-        graph.delete_entities(args["entityNames"])
-        return _done("Entities deleted successfully")
-
-    def delete_observations(args: dict[str, Any]) -> ToolResult:
-        graph.delete_observations(args["deletions"])
-        return _done("Observations deleted successfully")
-
-    def delete_relations(args: dict[str, Any]) -> ToolResult:
-        graph.delete_relations(args["relations"])
-        return _done("Relations deleted successfully")
-
-    def read_graph(args: dict[str, Any]) -> ToolResult:
-        result = graph.read_graph_dict()
-        return ToolResult(_json(result), result)
-
-    def search_nodes(args: dict[str, Any]) -> ToolResult:
-        result = graph.search_nodes(args["query"]).to_dict()
-        return ToolResult(_json(result), result)
-
-    def open_nodes(args: dict[str, Any]) -> ToolResult:
-        result = graph.open_nodes(args["names"]).to_dict()
-        return ToolResult(_json(result), result)
-
-    write = {"read_only": False, "destructive": False, "idempotent": False}
-    delete = {"read_only": False, "destructive": True, "idempotent": True}
-    read = {"read_only": True, "destructive": False, "idempotent": True}
+    entities, relations = _obj({"entities": _list(_ENTITY)}), _obj({"relations": _list(_RELATION)})
     return [
         ToolSpec(
             "create_entities",
-            "Create Entities",
             "Create multiple new entities in the knowledge graph",
-            _obj({"entities": _list(_ENTITY)}),
-            create_entities,
-            output_schema=_obj({"entities": _list(_ENTITY)}),
-            **write,
+            entities,
+            lambda a: _out([e.to_dict() for e in graph.create_entities(a["entities"])], "entities"),
+            ADD,
+            entities,
         ),
         ToolSpec(
             "create_relations",
-            "Create Relations",
             "Create multiple new relations between entities in the knowledge graph. "
             "Relations should be in active voice",
-            _obj({"relations": _list(_RELATION)}),
-            create_relations,
-            output_schema=_obj({"relations": _list(_RELATION)}),
-            **write,
+            relations,
+            lambda a: _out(
+                [r.to_dict() for r in graph.create_relations(a["relations"])], "relations"
+            ),
+            ADD,
+            relations,
         ),
         ToolSpec(
             "add_observations",
-            "Add Observations",
             "Add new observations to existing entities in the knowledge graph",
             _obj(
                 {
                     "observations": _list(
                         _obj(
                             {
-                                "entityName": _str(
-                                    "The name of the entity to add the observations to"
-                                ),
-                                "contents": _list(
-                                    _str(), "An array of observation contents to add"
-                                ),
+                                "entityName": "The name of the entity to add the observations to",
+                                "contents": _list(None, "An array of observation contents to add"),
                             }
                         )
                     )
                 }
             ),
-            add_observations,
-            output_schema=_obj(
-                {"results": _list(_obj({"entityName": _str(), "addedObservations": _list(_str())}))}
+            lambda a: _out(graph.add_observations(a["observations"]), "results"),
+            ADD,
+            _obj(
+                {
+                    "results": _list(
+                        _obj({"entityName": _of("string"), "addedObservations": _list()})
+                    )
+                }
             ),
-            **write,
         ),
         ToolSpec(
             "delete_entities",
-            "Delete Entities",
             "Delete multiple entities and their associated relations from the knowledge graph",
-            _obj({"entityNames": _list(_str(), "An array of entity names to delete")}),
-            delete_entities,
-            output_schema=_DONE_OUT,
-            **delete,
+            _obj({"entityNames": _list(None, "An array of entity names to delete")}),
+            _deleting(graph.delete_entities, "entityNames", "Entities"),
+            DELETE,
+            _DONE_OUT,
         ),
         ToolSpec(
             "delete_observations",
-            "Delete Observations",
             "Delete specific observations from entities in the knowledge graph",
             _obj(
                 {
                     "deletions": _list(
                         _obj(
                             {
-                                "entityName": _str(
-                                    "The name of the entity containing the observations"
-                                ),
-                                "observations": _list(_str(), "An array of observations to delete"),
+                                "entityName": "The name of the entity containing the observations",
+                                "observations": _list(None, "An array of observations to delete"),
                             }
                         )
                     )
                 }
             ),
-            delete_observations,
-            output_schema=_DONE_OUT,
-            **delete,
+            _deleting(graph.delete_observations, "deletions", "Observations"),
+            DELETE,
+            _DONE_OUT,
         ),
         ToolSpec(
             "delete_relations",
-            "Delete Relations",
             "Delete multiple relations from the knowledge graph",
             _obj({"relations": _list(_RELATION, "An array of relations to delete")}),
-            delete_relations,
-            output_schema=_DONE_OUT,
-            **delete,
+            _deleting(graph.delete_relations, "relations", "Relations"),
+            DELETE,
+            _DONE_OUT,
         ),
         ToolSpec(
             "read_graph",
-            "Read Graph",
             "Read the entire knowledge graph",
             _obj({}),
-            read_graph,
-            output_schema=_GRAPH_OUT,
-            **read,
+            lambda a: _out(graph.read_graph_dict()),
+            READ,
+            _GRAPH_OUT,
         ),
         ToolSpec(
             "search_nodes",
-            "Search Nodes",
             "Search for nodes in the knowledge graph based on a query",
             _obj(
                 {
-                    "query": _str(
-                        "The search query to match against entity names, types, and "
-                        "observation content"
-                    )
+                    "query": "The search query to match against entity names, types, and "
+                    "observation content"
                 }
             ),
-            search_nodes,
-            output_schema=_GRAPH_OUT,
-            **read,
+            lambda a: _out(graph.search_nodes(a["query"]).to_dict()),
+            READ,
+            _GRAPH_OUT,
         ),
         ToolSpec(
             "open_nodes",
-            "Open Nodes",
             "Open specific nodes in the knowledge graph by their names",
-            _obj({"names": _list(_str(), "An array of entity names to retrieve")}),
-            open_nodes,
-            output_schema=_GRAPH_OUT,
-            **read,
+            _obj({"names": _list(None, "An array of entity names to retrieve")}),
+            lambda a: _out(graph.open_nodes(a["names"]).to_dict()),
+            READ,
+            _GRAPH_OUT,
         ),
     ]
 
 
-_TAGS = _list(_str(), "Tags (one line each)")
-_RELATED = _list(
-    _obj(
-        {
-            "id": _str("The related memory's id"),
-            "relationship": {
-                "type": "string",
-                "enum": ["supersedes", "refines", "contradicts", "relates-to"],
-            },
-        }
-    ),
-    "Links to other memories",
+_ID = "The memory's id (mem_<uuid> or a path id such as projects/acme/known_issues)"
+_SCOPE = _of(
+    "string",
+    "The project's store or the user's (when both are open; default: both for reads, the "
+    "project's for writes)",
+    enum=["repo", "user"],
 )
-_SCOPE = {
-    "type": "string",
-    "enum": ["repo", "user"],
-    "description": "The project's store or the user's (when both are open; default: both for "
-    "reads, the project's for writes)",
+_RELATIONSHIPS = ["supersedes", "refines", "contradicts", "relates-to"]
+_FIELDS = {
+    "title": "A one-line title",
+    "category": "Category, e.g. coding-preferences, project-conventions",
+    "tags": _list(None, "Tags (one line each)"),
+    "related": _list(
+        _obj({"id": "The related memory's id", "relationship": _of("string", enum=_RELATIONSHIPS)}),
+        "Links to other memories",
+    ),
 }
-_ID = _str("The memory's id (mem_<uuid> or a path id such as projects/acme/known_issues)")
+_REASON = "Why: written in the commit message"
 
 
-def _memory_result(memory: Any) -> ToolResult:
-    data = memory.to_dict()
-    return ToolResult(_json(data), {"memory": data})
-
-
-def _fields(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: args[k] for k in ("title", "category", "tags", "related") if k in args}
+def _fields(args: Mapping[str, Any], agent: str | None) -> dict[str, Any]:
+    fields = {k: args[k] for k in _FIELDS if k in args}
+    return {**fields, "agent": agent} if agent else fields
 
 
 def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
+    specs: list[ToolSpec] = []
+
+    def tool(
+        description: str, schema: dict[str, Any], hints: tuple[bool, bool, bool]
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            specs.append(ToolSpec(handler.__name__, description, schema, handler, hints))
+            return handler
+
+        return register
+
+    @tool(
+        "Store a new memory (one commit). Returns it with its new id.",
+        _obj(
+            {
+                "content": "The memory's text (markdown)",
+                **_FIELDS,
+                "id": "A path id to store it at (default: a new mem_<uuid>)",
+                "scope": _SCOPE,
+            },
+            ["content"],
+        ),
+        ADD,
+    )
     def remember(args: dict[str, Any]) -> ToolResult:
         memory = store.create(
-            args["content"],
-            id=args.get("id"),
-            scope=args.get("scope"),
-            agent=agent,
-            **_fields(args),
+            args["content"], id=args.get("id"), scope=args.get("scope"), **_fields(args, agent)
         )
         from gitmem.store.duplicates import duplicates_report, duplicates_text
 
@@ -348,68 +310,121 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             text += "\n" + "\n".join(duplicates_text(similar, how=how))
         return ToolResult(text, {"memory": data, "near_duplicates": similar})
 
+    @tool(
+        "Find the memories that answer a question: ask in plain language, or give "
+        "keywords, a code identifier or a path (any word may match; word forms meet; "
+        "similar meaning counts). Best first, each with its best lines and why it "
+        "ranked; superseded memories count for their newest version. With budget "
+        "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
+        "syntax), 'regex' or 'substring' searches instead (the same hits).",
+        _obj(
+            {
+                "query": "The question, keywords, identifier or path",
+                "mode": _of(
+                    "string",
+                    "natural (default): recall; others: search",
+                    enum=["natural", "fts", "regex", "substring"],
+                ),
+                "limit": _of("integer", minimum=1, maximum=200),
+                "budget": _of("integer", "Pack the best memories into this many tokens", minimum=0),
+                "category": "Only this category",
+                "tags": _list(None, "Only memories with all these tags"),
+                "include_superseded": _BOOL,
+                "scope": _SCOPE,
+            },
+            ["query"],
+        ),
+        READ,
+    )
     def recall(args: dict[str, Any]) -> ToolResult:
         mode = args.get("mode", "natural")
+        common: dict[str, Any] = {
+            "scope": args.get("scope"),
+            "category": args.get("category"),
+            "tags": args.get("tags"),
+            "include_superseded": args.get("include_superseded", False),
+            "limit": args.get("limit", 10),
+        }
         if mode in ("regex", "substring", "fts"):
-            found = store.search(
-                args["query"],
-                mode=mode,
-                scope=args.get("scope"),
-                category=args.get("category"),
-                tags=args.get("tags"),
-                include_superseded=args.get("include_superseded", False),
-                limit=args.get("limit", 10),
-            )
-            data = found.to_dict()
-            return ToolResult(_json(data), data)
-        results = store.recall(
-            args["query"],
-            scope=args.get("scope"),
-            category=args.get("category"),
-            tags=args.get("tags"),
-            include_superseded=args.get("include_superseded", False),
-            limit=args.get("limit", 10),
-            budget=args.get("budget"),
-        )
-        data = results.to_dict()
-        return ToolResult(_json(data), data)
+            return _out(store.search(args["query"], mode=mode, **common).to_dict())
+        return _out(store.recall(args["query"], budget=args.get("budget"), **common).to_dict())
 
+    @tool(
+        "Read one memory by id, now or at a past revision or date.",
+        _obj(
+            {"id": f"{_ID}; a unique prefix of it will do", "at": "A git revision or a date/time"},
+            ["id"],
+        ),
+        READ,
+    )
     def get_memory(args: dict[str, Any]) -> ToolResult:
-        return _memory_result(store.read(args["id"], at=args.get("at")))
+        return _out(store.read(args["id"], at=args.get("at")).to_dict(), "memory")
 
+    @tool(
+        "Change a memory in place (same id, version + 1; the old text stays in history).",
+        _obj(
+            {
+                "id": _ID,
+                "content": "The new text (omit to keep it)",
+                **_FIELDS,
+                "expected_version": _of(
+                    "integer", "Fail if someone else changed the memory first", minimum=1
+                ),
+                "reason": _REASON,
+            },
+            ["id"],
+        ),
+        DELETE,
+    )
     def update_memory(args: dict[str, Any]) -> ToolResult:
-        fields = _fields(args)
-        if agent:
-            fields["agent"] = agent
         memory = store.update(
             args["id"],
             args.get("content"),
             expected_version=args.get("expected_version"),
             message=args.get("reason"),
-            **fields,
+            **_fields(args, agent),
         )
-        return _memory_result(memory)
+        return _out(memory.to_dict(), "memory")
 
+    @tool(
+        "Replace a memory with a new one that says it supersedes it (the old one stays).",
+        _obj(
+            {"id": _ID, "content": "The replacement text", **_FIELDS, "reason": _REASON},
+            ["id", "content"],
+        ),
+        ADD,
+    )
     def supersede_memory(args: dict[str, Any]) -> ToolResult:
-        fields = _fields(args)
-        if agent:
-            fields["agent"] = agent
+        fields = _fields(args, agent)
         memory = store.supersede(args["id"], args["content"], message=args.get("reason"), **fields)
-        return _memory_result(memory)
+        return _out(memory.to_dict(), "memory")
 
+    @tool(
+        "Delete a memory (its history stays, and gitmem restore brings it back).",
+        _obj({"id": _ID, "reason": _REASON}, ["id"]),
+        DELETE,
+    )
     def forget(args: dict[str, Any]) -> ToolResult:
         deleted = store.delete(args["id"], agent=agent, message=args.get("reason"))
-        data = {"id": args["id"], "deleted": deleted}
-        return ToolResult(_json(data), data)
+        return _out({"id": args["id"], "deleted": deleted})
 
+    @tool(
+        "Every version of a memory along its supersedes chain: commit, time, author, "
+        "operation and content.",
+        _obj({"id": _ID}),
+        READ,
+    )
     def memory_history(args: dict[str, Any]) -> ToolResult:
         history = store.history(args["id"])
-        data = {
-            "versions": [v.to_dict() for v in history.versions],
-            "warnings": list(history.warnings),
-        }
-        return ToolResult(_json(data), data)
+        versions = [v.to_dict() for v in history.versions]
+        return _out({"versions": versions, "warnings": list(history.warnings)})
 
+    @tool(
+        "Which memories are fresh, aging or stale (days since updated_at, thresholds "
+        "from gitmem.yaml).",
+        _obj({"include_superseded": _BOOL, "include_archived": _BOOL}, []),
+        READ,
+    )
     def staleness_report(args: dict[str, Any]) -> ToolResult:
         from gitmem.features.lifecycle import store_staleness
 
@@ -418,9 +433,25 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             include_superseded=args.get("include_superseded", False),
             include_archived=args.get("include_archived", False),
         )
-        data = report.to_dict()
-        return ToolResult(_json(data), data)
+        return _out(report.to_dict())
 
+    @tool(
+        "Run the lifecycle prune rules over the layered documents (resolved known issues "
+        "removed, old review history archived, ...). A dry run unless dry_run is false; a "
+        "real run is one commit, and everything removed stays restorable from history.",
+        _obj(
+            {
+                "scope": _of("string", enum=["all", "project", "skill"]),
+                "project": "With scope project (or skill): the project",
+                "skill": "With scope skill: the skill",
+                "dry_run": _of(
+                    "boolean", "Only report what would be pruned (the default)", default=True
+                ),
+            },
+            [],
+        ),
+        (False, True, False),
+    )
     def prune(args: dict[str, Any]) -> ToolResult:
         from gitmem.features.layered import LayeredStore, PrunePolicy
 
@@ -430,217 +461,18 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             skill=args.get("skill"),
             dry_run=args.get("dry_run", True),
         )
-        data = LayeredStore(store, agent=agent).prune(policy).to_dict()
-        return ToolResult(_json(data), data)
+        return _out(LayeredStore(store, agent=agent).prune(policy).to_dict())
 
-    reason = _str("Why: written in the commit message")
-    return [
-        ToolSpec(
-            "remember",
-            "Remember",
-            "Store a new memory (one commit). Returns it with its new id.",
-            _obj(
-                {
-                    "content": _str("The memory's text (markdown)"),
-                    "title": _str("A one-line title"),
-                    "category": _str("Category, e.g. coding-preferences, project-conventions"),
-                    "tags": _TAGS,
-                    "related": _RELATED,
-                    "id": _str("A path id to store it at (default: a new mem_<uuid>)"),
-                    "scope": _SCOPE,
-                },
-                ["content"],
-            ),
-            remember,
-            read_only=False,
-            destructive=False,
-            idempotent=False,
-        ),
-        ToolSpec(
-            "recall",
-            "Recall",
-            "Find the memories that answer a question: ask in plain language, or give "
-            "keywords, a code identifier or a path (any word may match; word forms meet; "
-            "similar meaning counts). Best first, each with its best lines and why it "
-            "ranked; superseded memories count for their newest version. With budget "
-            "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
-            "syntax), 'regex' or 'substring' searches instead (the same hits).",
-            _obj(
-                {
-                    "query": _str("The question, keywords, identifier or path"),
-                    "mode": {
-                        "type": "string",
-                        "enum": ["natural", "fts", "regex", "substring"],
-                        "description": "natural (default): recall; others: search",
-                    },
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-                    "budget": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Pack the best memories into this many tokens",
-                    },
-                    "category": _str("Only this category"),
-                    "tags": _list(_str(), "Only memories with all these tags"),
-                    "include_superseded": {"type": "boolean"},
-                    "scope": _SCOPE,
-                },
-                ["query"],
-            ),
-            recall,
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "get_memory",
-            "Get Memory",
-            "Read one memory by id, now or at a past revision or date.",
-            _obj(
-                {
-                    "id": _str(f"{_ID['description']}; a unique prefix of it will do"),
-                    "at": _str("A git revision or a date/time"),
-                },
-                ["id"],
-            ),
-            get_memory,
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "update_memory",
-            "Update Memory",
-            "Change a memory in place (same id, version + 1; the old text stays in history).",
-            _obj(
-                {
-                    "id": _ID,
-                    "content": _str("The new text (omit to keep it)"),
-                    "title": _str(),
-                    "category": _str(),
-                    "tags": _TAGS,
-                    "related": _RELATED,
-                    "expected_version": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Fail if someone else changed the memory first",
-                    },
-                    "reason": reason,
-                },
-                ["id"],
-            ),
-            update_memory,
-            read_only=False,
-            destructive=True,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "supersede_memory",
-            "Supersede Memory",
-            "Replace a memory with a new one that says it supersedes it (the old one stays).",
-            _obj(
-                {
-                    "id": _ID,
-                    "content": _str("The replacement text"),
-                    "title": _str(),
-                    "category": _str(),
-                    "tags": _TAGS,
-                    "related": _RELATED,
-                    "reason": reason,
-                },
-                ["id", "content"],
-            ),
-            supersede_memory,
-            read_only=False,
-            destructive=False,
-            idempotent=False,
-        ),
-        ToolSpec(
-            "forget",
-            "Forget",
-            "Delete a memory (its history stays, and gitmem restore brings it back).",
-            _obj({"id": _ID, "reason": reason}, ["id"]),
-            forget,
-            read_only=False,
-            destructive=True,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "memory_history",
-            "Memory History",
-            "Every version of a memory along its supersedes chain: commit, time, author, "
-            "operation and content.",
-            _obj({"id": _ID}),
-            memory_history,
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "staleness_report",
-            "Staleness Report",
-            "Which memories are fresh, aging or stale (days since updated_at, thresholds "
-            "from gitmem.yaml).",
-            _obj(
-                {
-                    "include_superseded": {"type": "boolean"},
-                    "include_archived": {"type": "boolean"},
-                },
-                [],
-            ),
-            staleness_report,
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-        ),
-        ToolSpec(
-            "prune",
-            "Prune",
-            "Run the lifecycle prune rules over the layered documents (resolved known issues "
-            "removed, old review history archived, ...). A dry run unless dry_run is false; a "
-            "real run is one commit, and everything removed stays restorable from history.",
-            _obj(
-                {
-                    "scope": {"type": "string", "enum": ["all", "project", "skill"]},
-                    "project": _str("With scope project (or skill): the project"),
-                    "skill": _str("With scope skill: the skill"),
-                    "dry_run": {
-                        "type": "boolean",
-                        "default": True,
-                        "description": "Only report what would be pruned (the default)",
-                    },
-                },
-                [],
-            ),
-            prune,
-            read_only=False,
-            destructive=True,
-            idempotent=False,
-        ),
-    ]
+    return specs
 
 
 def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None) -> list[ToolSpec]:
     """Every tool the server offers, each with its validator ready."""
-    graph = graph or Graph(store, agent=agent)
-    specs = _graph_tools(graph) + _memory_tools(store, agent)
-    out: list[ToolSpec] = []
-    for spec in specs:
-        validator = schema.checker(_lenient(spec.input_schema))
-        out.append(
-            ToolSpec(
-                spec.name,
-                spec.title,
-                spec.description,
-                spec.input_schema,
-                spec.handler,
-                spec.read_only,
-                spec.destructive,
-                spec.idempotent,
-                spec.output_schema,
-                validator,
-            )
-        )
-    return out
+    specs = _graph_tools(graph or Graph(store, agent=agent)) + _memory_tools(store, agent)
+    return [
+        dataclasses.replace(spec, validator=schema.checker(_lenient(spec.input_schema)))
+        for spec in specs
+    ]
 
 
 def _lenient(node: Any) -> Any:
@@ -684,6 +516,13 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
     bus = InMemorySubscriptionBus()
     specs = {spec.name: spec for spec in tools(store, agent=agent, graph=graph)}
     subscribed: set[str] = set()
+    resource = types.Resource(
+        name="knowledge-graph",
+        title="Knowledge Graph",
+        uri=RESOURCE_URI,
+        description="The full knowledge graph with all entities and relations",
+        mime_type="application/json",
+    )
 
     listed = [
         types.Tool(
@@ -694,9 +533,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
             output_schema=spec.output_schema,
             annotations=types.ToolAnnotations(
                 title=spec.title,
-                read_only_hint=spec.read_only,
-                destructive_hint=spec.destructive,
-                idempotent_hint=spec.idempotent,
+                **dict(zip(_HINTS, spec.hints, strict=True)),
                 open_world_hint=False,
             ),
         )
@@ -717,7 +554,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
                 content=[types.TextContent(text=f"unknown tool {params.name!r}")], is_error=True
             )
         result, failed = call(spec, params.arguments)
-        if not failed and not spec.read_only:
+        if not failed and not spec.hints[0]:
             if RESOURCE_URI in subscribed:
                 await ctx.session.send_resource_updated(RESOURCE_URI)
             await bus.publish(ResourceUpdated(uri=RESOURCE_URI))
@@ -730,17 +567,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    name="knowledge-graph",
-                    title="Knowledge Graph",
-                    uri=RESOURCE_URI,
-                    description="The full knowledge graph with all entities and relations",
-                    mime_type="application/json",
-                )
-            ]
-        )
+        return types.ListResourcesResult(resources=[resource])
 
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
@@ -750,13 +577,10 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
         text = _json(graph.read_graph_dict())
-        return types.ReadResourceResult(
-            contents=[
-                types.TextResourceContents(
-                    uri=RESOURCE_URI, mime_type="application/json", text=text
-                )
-            ]
+        json_text = types.TextResourceContents(
+            uri=RESOURCE_URI, mime_type=resource.mime_type, text=text
         )
+        return types.ReadResourceResult(contents=[json_text])
 
     async def subscribe(
         ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
@@ -802,16 +626,7 @@ def run(store: Store, *, agent: str | None = None) -> None:
     anyio.run(main)
 
 
-TOKEN_ENV = "GITMEM_MCP_TOKEN"
-TOKEN_DIR = "mcp-tokens"
-"""In the user's state directory (:func:`token_path`): one bearer token per store."""
-
-MIN_TOKEN = 16
 HTTP_PATH = "/mcp"
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -833,62 +648,15 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def token_path(store: Store, folder: str = TOKEN_DIR) -> Path:
-    """Where the bearer token for ``store`` is kept: the user's state directory
-    (``$XDG_STATE_HOME``, else ``~/.local/state``), ``gitmem/mcp-tokens/<hash of the store's
-    git directory>``. Never in the store: a bare store committed in a project carries its
-    ``gitmem/`` folder, so a token found there is one whoever committed it knows."""
-    key = hashlib.sha256(os.fsencode(store.db().gitdir.resolve())).hexdigest()[:32]
-    return paths.user_dir("state") / folder / key
-
-
-def http_token(
-    store: Store, *, env: str = TOKEN_ENV, folder: str = TOKEN_DIR
-) -> tuple[str, Path | None]:
-    """The bearer token clients must send: ``$env`` (``$GITMEM_MCP_TOKEN``), else the one at
-    :func:`token_path` (made on first use, mode 0600). A token file that is not the user's
-    own regular file, or that others may read, is refused. Returns the token and the file it
-    is in (None when it came from the environment). ``gitmem serve`` keeps its own."""
-    given = os.environ.get(env)
-    if given is not None:
-        if len(given) < MIN_TOKEN:
-            raise InvalidInputError(f"${env} must be at least {MIN_TOKEN} characters")
-        return given, None
-    path = token_path(store, folder)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(secrets.token_urlsafe(32) + "\n")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise StoreError(f"cannot read the token file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            raise StoreError(f"{path} is not a file of yours: it is not used as a token")
-        if info.st_mode & 0o077:
-            raise StoreError(
-                f"{path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}): it is "
-                "not used as a token",
-                hint=f"delete it (a new token is made) or chmod 600 {path}",
-            )
-        token = fh.read(1024).decode("ascii", "replace").strip()
-    if len(token) < MIN_TOKEN:
-        raise StoreError(f"{path} holds no usable token; delete it and a new one is made")
-    return token, path
-
-
 class BearerGuard:
     """An ASGI wrapper that lets through only HTTP requests carrying ``Authorization: Bearer
     <token>`` (compared in constant time); others get 401 and never reach the server."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], token: str) -> None:
+    def __init__(self, app: Any, token: str) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
             if len(given) != 1 or not hmac.compare_digest(given[0], self.expected):
@@ -902,9 +670,7 @@ class BearerGuard:
                         ],
                     }
                 )
-                await send(
-                    {"type": "http.response.body", "body": b'{"error": "unauthorized"}'}
-                )
+                await send({"type": "http.response.body", "body": b'{"error": "unauthorized"}'})
                 return
         await self.app(scope, receive, send)
 
@@ -915,9 +681,7 @@ def http_app(store: Store, token: str, *, host: str, agent: str | None = None) -
     return BearerGuard(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host), token)
 
 
-def run_http(
-    store: Store, *, host: str, port: int, token: str, agent: str | None = None
-) -> None:
+def run_http(store: Store, *, host: str, port: int, token: str, agent: str | None = None) -> None:
     """Serve ``store`` over the SDK's streamable HTTP transport until interrupted."""
     import uvicorn
 

@@ -224,6 +224,6 @@ class Handler(BaseHTTPRequestHandler):
 def token_file(store: Store) -> tuple[str, Path | None]:
     """The token a server on a non-loopback host asks for: ``$GITMEM_WEB_TOKEN``, else one
     kept (0600) in the user's state directory for this store."""
-    from gitmem.entry.mcp import http_token
+    from gitmem.entry.tokens import http_token
 
     return http_token(store, env=TOKEN_ENV, folder=TOKEN_DIR)
