@@ -9,8 +9,8 @@ The scripts call ``python -m gitmem hook-run`` with the interpreter recorded at
 install time, so a gitmem installed in a virtualenv works from any shell. The
 work itself is :func:`run`:
 
-- memory repository: ``pre-commit`` validates the staged memory files and stamps
-  ``updated_at``/``version`` on hand-edited ones; ``post-merge``, ``post-rewrite``
+- memory repository: ``pre-commit`` validates the staged memory files (a file carrying
+  ``version`` or ``updated_at``, which are derived from history, is refused); ``post-merge``, ``post-rewrite``
   (after ``git pull --rebase``) and ``post-checkout`` commit the forks the merge driver
   left waiting, catch the index up and report version-chain forks.
 - project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
