@@ -19,7 +19,7 @@ from gitmem import FixedClock, Store
 from gitmem.entry import hooks as gh
 from gitmem.entry import team
 from gitmem.format.layout import memory_path
-from gitmem.store import merge
+from gitmem.store import mergedriver
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -609,7 +609,7 @@ def test_a_hand_edit_a_git_pull_forks_is_committed_and_pushed(
     assert result.returncode == 0, result.stderr
     if how == "--rebase":
         assert "patch contents already upstream" in result.stderr
-    assert merge.load_pending(a / ".git") == []
+    assert mergedriver.load_pending(a / ".git") == []
     assert git(a, "status", "--porcelain").stdout == ""
     ok(a, "push", "-q")
     at_hub = gitmem.open(hub)
@@ -627,7 +627,7 @@ def test_status_and_doctor_name_a_fork_left_waiting(
     gh.uninstall(a)
     _hand_edit_against_a_gitmem_update(a, b, memory_id)
     ok(a, "pull", "-q", "--rebase")
-    [pending] = merge.load_pending(a / ".git")
+    [pending] = mergedriver.load_pending(a / ".git")
     fork_id = pending.fork.id
     status = gitmem_cli("--store", str(a), "status", "--json")
     assert status.returncode == 0, status.stderr
@@ -637,5 +637,5 @@ def test_status_and_doctor_name_a_fork_left_waiting(
     assert doctor.returncode == 1 and fork_id in doctor.stdout, doctor.stdout
     fixed = gitmem_cli("--store", str(a), "doctor", "--fix")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert merge.load_pending(a / ".git") == []
+    assert mergedriver.load_pending(a / ".git") == []
     assert gitmem.open(a).read(fork_id).body == "ONE-BY-HAND\ntwo\n"

@@ -18,6 +18,7 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.format import codec
 from gitmem.store import merge as M
+from gitmem.store import mergedriver
 from gitmem.store import sync as S
 from gitmem.store.derived import Versions
 
@@ -291,13 +292,13 @@ def test_git_pull_keeps_a_fork_without_markers(pair: tuple[Store, Store, str]) -
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main")
     path = b.path / b.read(mid).path  # type: ignore[operator]
     no_markers(path.read_bytes())
-    [pending] = M.load_pending(b.db().gitdir)
+    [pending] = mergedriver.load_pending(b.db().gitdir)
     forks = S.commit_pending_forks(b.db())
     assert [f.id for f in forks] == [pending.fork.id]
     bodies = {b.read(mid).body, b.read(pending.fork.id).body}
     assert bodies == {"changed by a\n", "changed by b\n"}
     assert b.read(pending.fork.id).extra[M.FORK_KEY] == mid
-    assert M.load_pending(b.db().gitdir) == []
+    assert mergedriver.load_pending(b.db().gitdir) == []
     assert run_git(b.path, "status", "--porcelain") == ""
     message = run_git(b.path, "log", "-1", "--format=%B")
     assert f"Gitmem-Fork: {pending.fork.id} of {mid}" in message
@@ -314,11 +315,11 @@ def test_pending_forks_of_an_aborted_merge_are_dropped(pair: tuple[Store, Store,
     a.sync()
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)
     assert "CONFLICT" in out  # gitmem.yaml, not the memory
-    assert len(M.load_pending(b.db().gitdir)) == 1
+    assert len(mergedriver.load_pending(b.db().gitdir)) == 1
     assert S.commit_pending_forks(b.db()) == []  # still merging: wait
     run_git(b.path, "merge", "--abort")
     assert S.commit_pending_forks(b.db()) == []
-    assert M.load_pending(b.db().gitdir) == []
+    assert mergedriver.load_pending(b.db().gitdir) == []
 
 
 def test_an_unregistered_clone_falls_back_visibly(tmp_path: Path) -> None:
@@ -418,7 +419,7 @@ def test_git_pull_appended_documents(pair: tuple[Store, Store, str]) -> None:
     assert b.read(doc_id).body == (
         "# Commands\n## 2026-11-22T10:01:00Z ran lint\nok\n## 2026-11-22T10:05:00Z ran tests\nok\n"
     )
-    assert M.load_pending(b.db().gitdir) == []
+    assert mergedriver.load_pending(b.db().gitdir) == []
 
 
 def test_git_pull_both_add_and_both_supersede(pair: tuple[Store, Store, str]) -> None:
@@ -537,7 +538,7 @@ def test_driver_exit_codes(tmp_path: Path) -> None:
     def run(path: str, base: bytes, ours: bytes, theirs: bytes) -> tuple[int, bytes]:
         for file, data in zip(files, (base, ours, theirs), strict=True):
             file.write_bytes(data)
-        code = M.run_driver(*(str(f) for f in files), path, cwd=repo)
+        code = mergedriver.run_driver(*(str(f) for f in files), path, cwd=repo)
         return code, files[1].read_bytes()
 
     # A memory with an unreadable side: git is told it conflicted, and no markers are written.
@@ -568,7 +569,7 @@ def test_post_merge_hook_commits_the_waiting_fork(pair: tuple[Store, Store, str]
     )
     assert result.returncode == 0, result.stderr
     assert "gitmem: fork: kept" in result.stdout + result.stderr
-    assert M.load_pending(b.db().gitdir) == []
+    assert mergedriver.load_pending(b.db().gitdir) == []
     forks = [m for m in b.list() if m.extra.get(M.FORK_KEY) == mid]
     assert len(forks) == 1
     assert {b.read(mid).body, forks[0].body} == {"changed by a\n", "changed by b\n"}

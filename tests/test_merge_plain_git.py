@@ -18,6 +18,7 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.format.layout import memory_path
 from gitmem.store import merge as M
+from gitmem.store import mergedriver
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 BODY = "first line\nsecond line\nthird line\nfourth line\nfifth line\n"
@@ -212,9 +213,9 @@ def test_the_driver_ignores_a_named_commit_that_does_not_hold_the_side(tmp_path:
     ours = (path / rel).read_bytes()
     theirs = git(path, "show", f"late:{rel}").stdout.encode()
     (path / ".git" / "MERGE_HEAD").write_text(git(path, "rev-parse", "main").stdout)
-    sides = M.driver_sides(path, rel, ours, theirs)
+    sides = mergedriver.driver_sides(path, rel, ours, theirs)
     assert sides is not None and sides.ours is not None and sides.ours.count == 2
     assert sides.theirs is None and not sides.known
     (path / ".git" / "MERGE_HEAD").write_text(git(path, "rev-parse", "late").stdout)
-    sides = M.driver_sides(path, rel, ours, theirs)
+    sides = mergedriver.driver_sides(path, rel, ours, theirs)
     assert sides is not None and sides.known

@@ -27,6 +27,7 @@ from gitmem.features import review as reviewing
 from gitmem.format.memfile import rendered_text
 from gitmem.format.model import UNTITLED
 from gitmem.store import merge as merging
+from gitmem.store import mergedriver
 from gitmem.store import sync as syncing
 
 
@@ -47,7 +48,7 @@ def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: st
       [merge "gitmem"]
         driver = python -P -m gitmem merge-driver %O %A %B %P
     """
-    ctx.exit(merging.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
+    ctx.exit(mergedriver.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
 
 @click.group()

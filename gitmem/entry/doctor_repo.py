@@ -29,6 +29,7 @@ from gitmem.git.diff import blob_at, changed_paths
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
 from gitmem.git.objects import Snapshot
 from gitmem.store import merge as merge_mod
+from gitmem.store import mergedriver
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
 
@@ -279,9 +280,9 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
 
 def _waiting_forks(ctx: Context) -> Iterator[Finding]:
     db = ctx.db
-    where = merge_mod.pending_dir(db.gitdir)
+    where = mergedriver.pending_dir(db.gitdir)
     try:
-        pending = merge_mod.load_pending(db.gitdir)
+        pending = mergedriver.load_pending(db.gitdir)
     except GitmemError as exc:
         yield Finding(
             "merge",

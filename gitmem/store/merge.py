@@ -28,31 +28,23 @@ bytes.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import difflib
 import hashlib
-import json
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from gitmem.base import paths
-from gitmem.base.errors import GitmemError, InvalidInputError, StoreError
+from gitmem.base.errors import GitmemError, StoreError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import FORK_MARK, MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.format.model import DERIVED_KEYS
-from gitmem.git.command import run_git
-from gitmem.git.diff import blob_at
 from gitmem.store.derived import Versions
-from gitmem.store.derived import walk as versions_at
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""
@@ -66,9 +58,6 @@ _NOT_DECIDED = frozenset({"id", "created_at", "agent", "session_id", "trigger", 
 
 DRIVER_NAME = "gitmem"
 DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
-PENDING_DIR = paths.PENDING_FORKS
-"""Forks made by the git merge driver wait in ``<gitdir>/gitmem/pending-forks/`` until a
-gitmem command commits them (a driver can only write the one file git asks it for)."""
 
 _ABSENT: Any = object()
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
@@ -634,7 +623,7 @@ def driver_command(python: str | None = None) -> str:
     return f"{gitmem_command(python)} merge-driver %O %A %B %P"
 
 
-def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
+def open_repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
     from gitmem.git.trust import open_repository
 
     try:
@@ -645,7 +634,7 @@ def _repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
 
 def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
     """Whether git in this repository would run gitmem's merge driver for ``*.md``."""
-    config = _repo(repo_path).config
+    config = open_repo(repo_path).config
     try:
         value = str(config[DRIVER_CONFIG])
     except (KeyError, pygit2.GitError):
@@ -659,199 +648,6 @@ def register_driver(repo_path: str | os.PathLike[str], python: str | None = None
     A clone does not get it from the remote (git never copies config), which is
     why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
     """
-    config = _repo(repo_path).config
+    config = open_repo(repo_path).config
     config["merge.gitmem.name"] = "gitmem memory-aware merge"
     config[DRIVER_CONFIG] = driver_command(python)
-
-
-def run_driver(
-    base_file: str, ours_file: str, theirs_file: str, path: str, *, cwd: Path | None = None
-) -> int:
-    """The work of ``gitmem merge-driver %O %A %B %P``; returns the exit code for git.
-
-    The merged memory is written to ``%A`` (exit 0). A fork cannot be written by
-    the driver (git asks for one file), so it is saved under
-    ``<gitdir>/gitmem/pending-forks/`` and committed by the next ``gitmem sync``,
-    ``conflicts`` or ``resolve``. A non-memory file gets git's own text merge
-    (``git merge-file``, with its usual conflict markers).
-    """
-    base = Path(base_file).read_bytes()
-    ours = Path(ours_file).read_bytes()
-    theirs = Path(theirs_file).read_bytes()
-    if id_from_path(path) is None:
-        # merge-file reads no repository settings; it runs under the one git policy anyway.
-        result = run_git(
-            [
-                *("merge-file", "-L", "ours", "-L", "base", "-L", "theirs", "--"),
-                *(ours_file, base_file, theirs_file),
-            ],
-            cwd=cwd,
-            check=False,
-            trusted=True,
-        )
-        if result.stderr:
-            sys.stderr.write(result.stderr.decode("utf-8", "replace"))
-        return 1 if result.returncode != 0 else 0
-    # git passes an empty file for a missing base (an add/add): no memory is empty.
-    sides = driver_sides(cwd or Path.cwd(), path, ours, theirs)
-    outcome = merge_memory(path, base or None, ours, theirs, derived=sides)
-    if outcome.data is not None:
-        Path(ours_file).write_bytes(outcome.data)
-    if outcome.forks:
-        gitdir = _repo(cwd or Path.cwd()).path
-        kept = str(pygit2.hash(outcome.data or b""))
-        for fork in outcome.forks:
-            save_pending(Path(gitdir), fork, path, kept, sides.theirs_commit if sides else None)
-        print(
-            f"gitmem: {path}: both sides changed the same lines; kept "
-            f"{', '.join(f.id for f in outcome.forks)} as a fork (see gitmem conflicts)",
-            file=sys.stderr,
-        )
-    if outcome.conflict is not None:
-        print(f"gitmem: {outcome.conflict}", file=sys.stderr)
-        return 1
-    return 0
-
-
-_SIDE_FILES = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD")
-_HEX_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_SHORT_HEX_RE = re.compile(r"[0-9a-f]{7,64}")
-
-
-def _named(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
-    try:
-        commit: pygit2.Commit = repo.revparse_single(name).peel(pygit2.Commit)
-        return commit
-    except (ValueError, KeyError, pygit2.GitError, pygit2.InvalidSpecError):
-        return None
-
-
-def _theirs_candidates(repo: pygit2.Repository) -> list[tuple[str, bool]]:
-    """Commit ids git names for the other side, each with whether it is merged (not
-    replayed): ``GITHEAD_<id>`` (set by ``git merge`` and ``git pull`` for each head being
-    merged, while the driver runs: MERGE_HEAD is written only after the merge), then
-    MERGE_HEAD, CHERRY_PICK_HEAD, REBASE_HEAD where present, then the commit a rebase is
-    replaying. Each is only a candidate: see :func:`driver_sides`."""
-    out = [
-        (key[len("GITHEAD_") :], True)
-        for key in sorted(os.environ)
-        if key.startswith("GITHEAD_") and _HEX_RE.fullmatch(key[len("GITHEAD_") :])
-    ]
-    gitdir = Path(repo.path)
-    for name in _SIDE_FILES:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            words = (gitdir / name).read_text().split()
-            out += [(x, name == "MERGE_HEAD") for x in words if _HEX_RE.fullmatch(x)]
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        # A rebase names the commit it is replaying only as the last line of its done list
-        # ("pick <id> subject"), possibly abbreviated.
-        done = (gitdir / "rebase-merge" / "done").read_text().splitlines()
-        words = done[-1].split() if done else []
-        if len(words) > 1 and _SHORT_HEX_RE.fullmatch(words[1]):
-            out.append((words[1], False))
-    return out
-
-
-def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSides | None:
-    """What the git driver knows of the two sides' histories (None: not in a repository).
-
-    git hands the driver three files and a path, not commits. Ours is HEAD (git moves it
-    only after the merge); theirs is the commit git names in ``GITHEAD_<id>`` or a
-    ``*_HEAD`` file. A commit counts for a side only when its blob at ``path`` is that
-    side's file byte for byte, so a stale ``*_HEAD`` or an inner merge of merge bases never
-    lends a side someone else's history. A side no commit names (a cherry-pick, which
-    writes CHERRY_PICK_HEAD only when it stops; an inner merge of two merge bases; the
-    driver run by hand) is None: see :class:`DerivedSides`.
-    """
-    try:
-        repo = pygit2.Repository(os.fspath(cwd))
-    except (pygit2.GitError, KeyError):
-        return None
-    head = _named(repo, "HEAD")
-    ours_commit = head if head is not None and _holds(head, path, ours) else None
-    theirs_commit, merged = None, False
-    for candidate, merging in _theirs_candidates(repo):
-        commit = _named(repo, candidate)
-        if commit is not None and _holds(commit, path, theirs):
-            theirs_commit, merged = commit, merging
-            break
-    return DerivedSides(
-        ours=_versions(repo, ours_commit, path),
-        theirs=_versions(repo, theirs_commit, path),
-        theirs_commit=str(theirs_commit.id) if theirs_commit is not None and merged else None,
-    )
-
-
-def _versions(repo: pygit2.Repository, commit: pygit2.Commit | None, path: str) -> Versions | None:
-    found = versions_at(repo, commit, [path]) if commit is not None else None
-    return found[path] if found is not None else None
-
-
-def _holds(commit: pygit2.Commit, path: str, data: bytes) -> bool:
-    return blob_at(commit.tree, path) == pygit2.hash(data)
-
-
-# -- forks waiting for a commit ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PendingFork:
-    fork: Fork
-    path: str
-    """The memory path the other side kept."""
-    kept_blob: str
-    """The blob the driver wrote at ``path``: once the branch has it there, the merge landed
-    (where git named no commit for theirs)."""
-    file: Path
-    theirs: str | None = None
-    """The commit git merged (:attr:`DerivedSides.theirs_commit`), when it named one."""
-
-
-def pending_dir(gitdir: Path) -> Path:
-    return paths.state_dir(gitdir) / PENDING_DIR
-
-
-def save_pending(
-    gitdir: Path, fork: Fork, path: str, kept_blob: str, theirs: str | None = None
-) -> None:
-    directory = pending_dir(gitdir)
-    directory.mkdir(parents=True, exist_ok=True)
-    record = {
-        "id": fork.id,
-        "of": fork.of,
-        "fork_path": fork.path,
-        "path": path,
-        "kept_blob": kept_blob,
-        "theirs": theirs,
-        "data": base64.b64encode(fork.data).decode("ascii"),
-    }
-    name = hashlib.sha1(fork.id.encode()).hexdigest() + ".json"
-    tmp = directory / f".{name}.tmp"
-    tmp.write_text(json.dumps(record))
-    tmp.replace(directory / name)
-
-
-def load_pending(gitdir: Path) -> list[PendingFork]:
-    directory = pending_dir(gitdir)
-    if not directory.is_dir():
-        return []
-    out: list[PendingFork] = []
-    for file in sorted(directory.glob("*.json")):
-        try:
-            record = json.loads(file.read_text())
-            fork = Fork(
-                record["id"], record["of"], record["fork_path"], base64.b64decode(record["data"])
-            )
-            theirs = record.get("theirs")
-            out.append(
-                PendingFork(
-                    fork,
-                    record["path"],
-                    record["kept_blob"],
-                    file,
-                    theirs if isinstance(theirs, str) else None,
-                )
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidInputError(f"unreadable pending fork {file}: {exc}") from None
-    return out

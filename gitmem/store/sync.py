@@ -33,6 +33,7 @@ from gitmem.git.db import GitDB, check_branch_name
 from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store import merge as merging
+from gitmem.store import mergedriver
 from gitmem.store.branchmerge import TreeMerge, check_format, in_progress, integrate, merge_spec
 
 GitProgress = Callable[[str], None]
@@ -279,7 +280,7 @@ def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None)
 # -- forks from the git merge driver ---------------------------------------------------------------
 
 
-def _landed(db: GitDB, pending: merging.PendingFork, limit: int = 2000) -> bool:
+def _landed(db: GitDB, pending: mergedriver.PendingFork, limit: int = 2000) -> bool:
     """Whether the merge that saved ``pending`` landed: the commit it merged is on the
     branch, or (git named none) a commit on the branch (within ``limit``) has the blob the
     driver wrote at its path."""
@@ -308,7 +309,7 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
     ``merge_landed`` (the post-merge hook, which git runs before it removes
     MERGE_HEAD) skips the wait: whether each fork's merge landed is still checked.
     """
-    pending = merging.load_pending(db.gitdir)
+    pending = mergedriver.load_pending(db.gitdir)
     if not pending:
         return []
     if not merge_landed and in_progress(db) is not None:
