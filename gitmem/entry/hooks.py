@@ -10,9 +10,10 @@ install time, so a gitmem installed in a virtualenv works from any shell. The
 work itself is :func:`run`:
 
 - memory repository: ``pre-commit`` validates the staged memory files (a file carrying
-  ``version`` or ``updated_at``, which are derived from history, is refused); ``post-merge``, ``post-rewrite``
-  (after ``git pull --rebase``) and ``post-checkout`` commit the forks the merge driver
-  left waiting, catch the index up and report version-chain forks.
+  ``version`` or ``updated_at``, which are derived from history, is refused);
+  ``post-merge``, ``post-rewrite`` (after ``git pull --rebase``) and ``post-checkout``
+  commit the forks the merge driver left waiting, catch the index up and report
+  version-chain forks.
 - project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
   ``gitmem check --project`` when that command exists, else catch the index up.
   They never fail the user's git command.
