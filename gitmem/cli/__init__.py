@@ -1,13 +1,9 @@
-"""The ``gitmem`` command line: click commands, one module per area, thin over the library.
-
-Each command opens the store, calls one library method and prints the result
-(text, or JSON with ``--json``). Errors are turned into one line on stderr and
-the error's exit code in one place (:mod:`gitmem.cli.errors`).
-"""
+"""The ``gitmem`` command line: one module per area; each command parses, calls the library
+and prints (text, or JSON with ``--json``); errors become one line and an exit code in
+:mod:`gitmem.cli.errors`."""
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 from collections.abc import Sequence
@@ -22,18 +18,17 @@ from gitmem.base.printable import printable
 from gitmem.cli.common import (
     State,
     SuggestingGroup,
-    _set_json,
     json_option,
-    resolve_with_suggestions,
+    sets,
 )
 from gitmem.cli.errors import report
 
 __all__ = ["cli", "main"]
 
 
-def _install_warning_printer() -> None:
-    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr
-    (installed when the first record is logged: :func:`gitmem.base.logs.when_logging`)."""
+def _log_to_stderr() -> None:
+    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr,
+    from the first record logged (:func:`gitmem.base.logs.when_logging`)."""
     import logging
 
     class WarningPrinter(logging.Handler):
@@ -41,90 +36,48 @@ def _install_warning_printer() -> None:
             level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
             click.echo(f"gitmem: {level}: {printable(record.getMessage())}", err=True)
 
-    logger = logging.getLogger("gitmem")
-    if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):
-        # Propagation stays on: with a handler here, Python's last-resort printer is
-        # not used, and handlers further up (an embedding app, pytest) still see records.
-        logger.addHandler(WarningPrinter(logging.WARNING))
+    def install() -> None:
+        logger = logging.getLogger("gitmem")
+        if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):
+            # Propagation stays on: handlers further up (an embedding app, pytest) still
+            # see records, and Python's last-resort printer is not used.
+            logger.addHandler(WarningPrinter(logging.WARNING))
+
+    logs.when_logging(install)
 
 
-def _log_to_stderr() -> None:
-    logs.when_logging(_install_warning_printer)
-
-
-# Command name -> "module:attribute" under gitmem.cli, in the order `gitmem --help` lists them
-# (the order of a workflow). Modules are imported only when their command runs, so a git hook
-# calling `gitmem hook-run` does not pay for importing every area of the command line.
-# A module that is not there (an area still being built on a branch) is left out of the
-# listing rather than breaking every other command.
+# The commands of each module under gitmem.cli (attribute: the name with "_" for "-"; import_).
+# Modules are imported only when their command runs, so a git hook calling `gitmem hook-run`
+# does not pay for importing every area of the command line.
+_MODULES = {
+    "store": "init status ls history log",
+    "memory": "add show edit update append supersede rm restore",
+    "index": "search recall reindex gc migrate",
+    "lifecycle": "stale check prune validate",
+    "layer": "layer",
+    "collab": "remote sync update-branch conflicts resolve review blame diff undo merge-driver "
+    "clone join ci",
+    "integrations": "entity graph mcp serve import export",
+    "doctor": "doctor secrets",
+    "purge": "purge",
+    "demo": "demo",
+    "hooks": "hooks hook-run",
+    "trust": "trust",
+}
 LAZY_COMMANDS: dict[str, str] = {
-    "init": "store:init",
-    "status": "store:status",
-    "add": "memory:add",
-    "show": "memory:show",
-    "edit": "memory:edit",
-    "update": "memory:update",
-    "append": "memory:append",
-    "supersede": "memory:supersede",
-    "rm": "memory:rm",
-    "restore": "memory:restore",
-    "ls": "store:ls",
-    "history": "store:history",
-    "log": "store:log",
-    "search": "index:search",
-    "recall": "index:recall",
-    "reindex": "index:reindex",
-    "gc": "index:gc",
-    "migrate": "index:migrate",
-    "stale": "lifecycle:stale",
-    "check": "lifecycle:check",
-    "prune": "lifecycle:prune",
-    "validate": "lifecycle:validate",
-    "layer": "layer:layer",
-    "remote": "collab:remote",
-    "sync": "collab:sync",
-    "update-branch": "collab:update_branch",
-    "conflicts": "collab:conflicts",
-    "resolve": "collab:resolve",
-    "review": "collab:review",
-    "blame": "collab:blame",
-    "diff": "collab:diff",
-    "undo": "collab:undo",
-    "merge-driver": "collab:merge_driver",
-    "clone": "collab:clone",
-    "join": "collab:join",
-    "ci": "collab:ci",
-    "entity": "integrations:entity",
-    "graph": "integrations:graph",
-    "mcp": "integrations:mcp",
-    "serve": "integrations:serve",
-    "import": "integrations:import_",
-    "export": "integrations:export",
-    "doctor": "doctor:doctor",
-    "secrets": "doctor:secrets",
-    "purge": "purge:purge",
-    "demo": "demo:demo",
-    "hooks": "hooks:hooks",
-    "trust": "trust:trust",
-    "hook-run": "hooks:hook_run",
+    name: f"{module}:{'import_' if name == 'import' else name.replace('-', '_')}"
+    for module, names in _MODULES.items()
+    for name in names.split()
 }
 
 
-def _load(name: str) -> click.Command | None:
-    module_name, _, attribute = LAZY_COMMANDS[name].partition(":")
-    qualified = f"{__name__}.{module_name}"
-    try:
-        module = importlib.import_module(qualified)
-    except ModuleNotFoundError as exc:
-        if exc.name == qualified:
-            return None
-        raise
-    command = getattr(module, attribute, None)
-    return command if isinstance(command, click.Command) else None
+def _load(name: str) -> click.Command:
+    module, _, attribute = LAZY_COMMANDS[name].partition(":")
+    command: click.Command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    return _with_globals(command)
 
 
-# The sections of `gitmem --help`, in order. A command in LAZY_COMMANDS that no section
-# names is listed under "other", so a helper adding a command needs only its LAZY_COMMANDS line.
+# The sections of `gitmem --help`, in order; a command no section names is listed under "Other".
 SECTIONS: dict[str, tuple[str, ...]] = {
     "Memories": ("init", "add", "show", "edit", "update", "append", "supersede", "rm", "restore"),
     "History": ("ls", "history", "log", "blame", "diff", "undo"),
@@ -142,39 +95,20 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 # Options of the whole command line that are also accepted after the command name
-# (`gitmem ls --store X`): added to every command that does not have an option of that
-# name already (`demo --store` and `mcp --store` keep theirs).
+# (`gitmem ls --store X`): added to every command that does not have an option of that name.
 _TRAILING_GLOBALS = ("--store", "--json", "--debug", "--allow-secrets")
 
 
-def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        ctx.ensure_object(State).store_path = value
-
-
-def _set_allow_secrets(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(State).allow_secrets = True
-
-
 def _trailing_option(name: str) -> click.Option:
+    attribute = {"--store": "store_path"}.get(name, name[2:].replace("-", "_"))
     if name == "--store":
         return click.Option(
-            ["--store"], metavar="PATH", expose_value=False, callback=_set_store,
+            ["--store"], metavar="PATH", expose_value=False, callback=sets(attribute),
             is_eager=True, help="The store to use (same as before the command name).",
         )
-    if name == "--json":
-        return click.Option(
-            ["--json"], is_flag=True, expose_value=False, callback=_set_json, hidden=True
-        )
-    if name == "--debug":
-        return click.Option(
-            ["--debug"], is_flag=True, expose_value=False, callback=_set_debug, is_eager=True,
-            hidden=True,
-        )
     return click.Option(
-        ["--allow-secrets"], is_flag=True, expose_value=False, callback=_set_allow_secrets,
-        hidden=True,
+        [name], is_flag=True, expose_value=False, callback=sets(attribute), hidden=True,
+        is_eager=name == "--debug",
     )
 
 
@@ -189,11 +123,6 @@ def _with_globals(command: click.Command) -> click.Command:
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             _with_globals(sub)
-        if not isinstance(command, SuggestingGroup):
-            base = type(command).resolve_command
-            command.resolve_command = functools.partial(  # type: ignore[method-assign]
-                resolve_with_suggestions, command, base=base
-            )
     command._gitmem_globals = True  # type: ignore[attr-defined]
     return command
 
@@ -236,56 +165,30 @@ class GitmemGroup(SuggestingGroup):
     """A click group that reports every error as one line with the right exit code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = [name for name in LAZY_COMMANDS if name not in self.commands]
-        return list(self.commands) + [name for name in names if _load(name) is not None]
+        return list(LAZY_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = self.commands.get(cmd_name)
-        if command is None and cmd_name in LAZY_COMMANDS:
-            command = _load(cmd_name)
-        return None if command is None else _with_globals(command)
+        return _load(cmd_name) if cmd_name in LAZY_COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands under the sections of SECTIONS, the rest under "Other"."""
-        listed: dict[str, click.Command] = {}
-        for name in self.list_commands(ctx):
-            command = self.get_command(ctx, name)
-            if command is not None and not command.hidden:
-                listed[name] = command
-        if not listed:
-            return
+        listed = {name: _load(name) for name in LAZY_COMMANDS if not _load(name).hidden}
         width = formatter.width - 6 - max(len(name) for name in listed)
-        placed: set[str] = set()
-        groups: list[tuple[str, list[str]]] = []
-        for title, names in SECTIONS.items():
-            present = [name for name in names if name in listed]
-            placed.update(present)
-            if present:
-                groups.append((title, present))
-        rest = [name for name in listed if name not in placed]
-        if rest:
-            groups.append(("Other", rest))
-        for title, members in groups:
-            with formatter.section(title):
-                formatter.write_dl(
-                    [(name, listed[name].get_short_help_str(width)) for name in members]
-                )
+        placed = {name for names in SECTIONS.values() for name in names}
+        other = tuple(name for name in listed if name not in placed)
+        for title, names in {**SECTIONS, "Other": other}.items():
+            rows = [(n, listed[n].get_short_help_str(width)) for n in names if n in listed]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
     def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
+        self, args: Sequence[str] | None = None, prog_name: str | None = None,
+        complete_var: str | None = None, standalone_mode: bool = True, **extra: Any,
     ) -> Any:
         state: State = extra.setdefault("obj", State())
         _log_to_stderr()
         argv = list(sys.argv[1:] if args is None else args)
-        if not standalone_mode:
-            _check_utf8(argv)
-            argv = _text_args_last(argv)
-            return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             _check_utf8(argv)
             argv = _text_args_last(argv)
@@ -293,52 +196,39 @@ class GitmemGroup(SuggestingGroup):
         except SystemExit:
             raise
         except BaseException as exc:
+            if not standalone_mode:
+                raise
             options = argv[: argv.index("--")] if "--" in argv else argv
             as_json = state.json or "--json" in options
             sys.exit(report(exc, debug=state.debug or "--debug" in options, as_json=as_json))
+        if not standalone_mode:
+            return rv
         sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(State).debug = True
 
 
 @click.group(
     name="gitmem", cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]}
 )
 @click.option(
-    "--store",
-    "store_path",
-    metavar="PATH",
+    "--store", metavar="PATH", expose_value=False, callback=sets("store_path"),
     help="The store to use (default: $GITMEM_DIR, the project's .gitmem/, else $GITMEM_HOME).",
 )
 @json_option
 @click.option(
-    "--debug",
-    is_flag=True,
-    is_eager=True,
-    expose_value=False,
-    callback=_set_debug,
-    envvar="GITMEM_DEBUG",
-    help="Show the traceback when something fails.",
+    "--debug", is_flag=True, is_eager=True, expose_value=False, callback=sets("debug"),
+    envvar="GITMEM_DEBUG", help="Show the traceback when something fails.",
 )
 @click.option(
-    "--allow-secrets",
-    is_flag=True,
+    "--allow-secrets", is_flag=True, expose_value=False, callback=sets("allow_secrets"),
     help="Store content that looks like a credential (refused otherwise).",
 )
 @click.option(
-    "--branch",
-    metavar="NAME",
+    "--branch", metavar="NAME", expose_value=False, callback=sets("branch"),
     help="Write to (and read from) this branch: a proposal for review, made from main "
     "(default: the branch checked out; main in a bare store).",
 )
 @click.version_option(__version__, prog_name="gitmem")
-@click.pass_context
-def cli(
-    ctx: click.Context, store_path: str | None, allow_secrets: bool, branch: str | None
-) -> None:
+def cli() -> None:
     """gitmem: a Git-native versioned memory store.
 
     Memories are markdown files with YAML front-matter in a git repository;
@@ -355,11 +245,6 @@ def cli(
     3 not found, 4 invalid input, 5 already exists, 6 conflict, 7 store error,
     9 missing dependency.
     """
-    state = ctx.ensure_object(State)
-    if store_path is not None:
-        state.store_path = store_path
-    state.allow_secrets = allow_secrets
-    state.branch = branch
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -380,19 +265,11 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def _exit_now(code: object) -> NoReturn:
-    """End the process once its work is done, without tearing the interpreter down.
-
-    Python's own exit frees every module and object one by one and closes the index's
-    SQLite connection, which checkpoints its write-ahead log into the database: 10-30 ms
-    of every command, longer than some commands' work. Nothing of
-    gitmem's needs it: every write is committed (git objects and refs, SQLite
-    transactions) before the command returns, files are closed by their ``with`` blocks,
-    and a write-ahead log left behind is a valid part of the database (the next
-    connection reads it; SQLite checkpoints it as it grows). What an exit must still do is
-    done here: the ``atexit`` handlers run (``weakref.finalize`` cleanups among them) and
-    stdout and stderr are flushed. While another thread runs, the normal exit is kept
-    (it waits for non-daemon threads).
-    """
+    """End the process without tearing the interpreter down: Python's own exit frees every
+    object and checkpoints the index's SQLite log, 10-30 ms of every command, and nothing of
+    gitmem's needs it (every write is committed before the command returns). The ``atexit``
+    handlers still run and stdout and stderr are flushed; while another thread runs, the
+    normal exit is kept."""
     import atexit
     import os
     import threading

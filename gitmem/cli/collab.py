@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -13,13 +12,19 @@ from gitmem.base.errors import EXIT_CODES, InvalidInputError
 from gitmem.cli.common import (
     ProgressBar,
     State,
-    TerminalLines,
-    emit_json,
-    json_option,
+    SuggestingGroup,
+    agent_option,
+    emitted,
+    json_state,
+    message_option,
     on_terminal,
+    output,
     pass_state,
+    scope_option,
     short,
+    store_location,
     table,
+    to_stderr,
 )
 from gitmem.entry import ci as ciing
 from gitmem.features import audit as auditing
@@ -51,7 +56,7 @@ def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: st
     ctx.exit(mergedriver.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def remote() -> None:
     """The store's git remotes (plain git remotes: git remote works too).
 
@@ -65,8 +70,7 @@ def remote() -> None:
 @remote.command(name="add")
 @click.argument("name")
 @click.argument("url")
-@json_option
-@pass_state
+@json_state
 def remote_add(state: State, name: str, url: str) -> None:
     """Add a remote to sync with.
 
@@ -76,30 +80,23 @@ def remote_add(state: State, name: str, url: str) -> None:
       gitmem remote add backup /srv/memory.git
     """
     syncing.add_remote(state.store(write=True).db(), name, url)
-    if state.json:
-        emit_json({"name": name, "url": url})
-    else:
-        click.echo(f"Added remote {name} -> {url}")
+    output(state, {"name": name, "url": url}, f"Added remote {name} -> {url}")
 
 
 @remote.command(name="list")
-@json_option
-@pass_state
+@json_state
 def remote_list(state: State) -> None:
     """List the store's remotes."""
     rows = syncing.remotes(state.store().db())
-    if state.json:
-        emit_json([{"name": n, "url": u} for n, u in rows])
-    elif rows:
+    if not emitted(state, [{"name": n, "url": u} for n, u in rows]) and rows:
         click.echo(table(["NAME", "URL"], rows))
 
 
 @click.command()
 @click.argument("remote_name", metavar="[REMOTE]", default="origin")
 @click.option("--branch", "-b", metavar="B", help="The remote branch (default: the store's).")
-@click.option("--scope", metavar="repo|user", help="Which store, when both are open.")
-@json_option
-@pass_state
+@scope_option
+@json_state
 def sync(state: State, remote_name: str, branch: str | None, scope: str | None) -> None:
     """Fetch, merge memory-aware, and push (never forced).
 
@@ -107,8 +104,6 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     merges again (up to 5 times). A network or authentication failure leaves
     the store as it was. Memories changed on both sides in the same lines are
     kept both: one at its path, the other as a fork (see gitmem conflicts).
-    On a terminal, git's own fetch and push progress is shown on stderr, and
-    a bar while the index catches up with many new commits.
 
     \b
     Examples:
@@ -118,14 +113,10 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     """
     with ProgressBar("indexing", quiet=state.json, min_total=2000) as progress:
         result = state.store().sync(
-            remote_name,
-            branch=branch,
-            scope=scope,
-            progress=progress,
-            git_progress=TerminalLines() if on_terminal(state.json) else None,
+            remote_name, branch=branch, scope=scope, progress=progress,
+            git_progress=to_stderr if on_terminal(state.json) else None,
         )
-    if state.json:
-        emit_json(result.to_dict())
+    if emitted(state, result):
         return
     upstream = f"{result.remote}/{result.branch}"
     if result.merge == "none":
@@ -144,7 +135,7 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
 
 
 def _merge_notes(
-    forks: list[merging.Fork], decided: list[tuple[str, str]], kept_over_delete: list[str]
+    forks: list[merging.Fork], decided: list[tuple[str, str]], kept_over_delete: list[str],
 ) -> None:
     """What a memory-aware merge (sync, update-branch) kept both sides of or decided."""
     for fork in forks:
@@ -161,31 +152,23 @@ def _merge_notes(
 @click.command("update-branch")
 @click.argument("base")
 @click.option(
-    "--head",
-    metavar="BRANCH",
+    "--head", metavar="BRANCH",
     help="The branch to update (default: the one checked out). With a detached HEAD, as CI "
     "checks out, HEAD is attached to BRANCH first.",
 )
 @click.option(
-    "--if-conflicting",
-    is_flag=True,
+    "--if-conflicting", is_flag=True,
     help="Merge only when plain git (a host's merge button) cannot merge BASE in.",
 )
-@json_option
-@pass_state
+@json_state
 def update_branch(state: State, base: str, head: str | None, if_conflicting: bool) -> None:
     """Merge BASE into this branch with gitmem's merge, as one merge commit.
 
-    For a pull request a host cannot merge: its button merges with plain git,
-    which stops where both sides changed the same lines of a memory. This
-    brings BASE in the way gitmem sync does (forks kept, see gitmem
-    conflicts), so the host then sees a clean merge. It does not push: git push
-    does (never forced). Nothing happens when BASE is already merged in, or
-    (--if-conflicting) when plain git merges it cleanly. Refused when tracked
-    files have uncommitted changes.
-
-    The store is --store (or $GITMEM_DIR, or a project's .gitmem/), never the
-    user store by default.
+    For a pull request a host's button (plain git) cannot merge: BASE comes in
+    the way gitmem sync brings it (forks kept, see gitmem conflicts), so the
+    host then sees a clean merge. It does not push. Nothing happens when BASE
+    is merged in already, or (--if-conflicting) when plain git merges it. The
+    store is --store, $GITMEM_DIR or a project's .gitmem/, never the user store.
 
     \b
     Examples:
@@ -193,28 +176,22 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
       gitmem --store . update-branch origin/main --head feature --if-conflicting  # CI
       gitmem --store . update-branch main --head proposal  # work tree untouched
     """
-    from gitmem.cli.common import store_reason
     from gitmem.features import update_branch as updating
 
     # The path, not the opened store: a detached HEAD (CI) has no branch to open it on yet.
-    reason = store_reason(state.store_path)
-    if reason == "--store" and state.store_path is not None:
-        path = Path(state.store_path).expanduser()
-    elif reason == "$GITMEM_DIR":
-        path = Path(os.environ["GITMEM_DIR"]).expanduser()
-    elif reason == "project":
-        path = state.store().path
-    else:
+    reason, path = store_location(state.store_path)
+    if reason == "user":
         # Falling back to the user store would merge a pull request's base into the wrong
         # repository: the clone checked out for the pull request is named, as CI does.
         raise click.UsageError(
             "name the clone of the store to update: gitmem --store . update-branch BASE"
         )
+    if reason == "project":
+        path = state.store().path
     result = updating.update_branch(
         path, base, head=head or state.branch, if_conflicting=if_conflicting
     )
-    if state.json:
-        emit_json(result.to_dict())
+    if emitted(state, result):
         return
     if result.outcome == "up-to-date":
         click.echo(f"already up to date: {base} is merged into {result.branch}; nothing to do")
@@ -238,16 +215,14 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
 
 
 @click.command()
-@json_option
-@pass_state
+@json_state
 def conflicts(state: State) -> None:
     """List what merges kept both sides of: forks and double supersedes.
 
     A fork is the version that lost the path in a merge (both sides changed the
-    same lines); the memory it forked from holds the other. A double supersede is
-    a memory two clones each superseded: both successors are listed, the one
-    readers follow as KEPT. Forks a plain `git merge` left waiting (the merge
-    driver cannot add files) are committed first.
+    same lines). A double supersede is a memory two clones each superseded; the
+    successor readers follow is KEPT. Forks a plain `git merge` left waiting are
+    committed first.
 
     \b
     Examples:
@@ -257,8 +232,7 @@ def conflicts(state: State) -> None:
     from gitmem.features import conflicts as forks
 
     found = forks.conflicts(state.store())
-    if state.json:
-        emit_json([c.to_dict() for c in found])
+    if emitted(state, found):
         return
     if not found:
         click.echo("No unresolved forks.")
@@ -267,13 +241,8 @@ def conflicts(state: State) -> None:
         table(
             ["KIND", "FORK", "OF", "KEPT", "TITLE"],
             (
-                [
-                    c.kind,
-                    c.fork.id,
-                    c.of,
-                    c.kept.id if c.kept else "(deleted)",
-                    c.fork.title or UNTITLED,
-                ]
+                [c.kind, c.fork.id, c.of, c.kept.id if c.kept else "(deleted)",
+                 c.fork.title or UNTITLED]
                 for c in found
             ),
         )
@@ -289,22 +258,16 @@ EDIT_NOTE = (
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @click.option(
-    "--keep",
-    type=click.Choice(["ours", "theirs", "both"]),
+    "--keep", type=click.Choice(["ours", "theirs", "both"]),
     help="ours: the memory at the path stays, the fork goes; theirs: the fork's content "
     "takes the path; both: keep both as separate memories.",
 )
 @click.option("--edit", is_flag=True, help="Merge the two by hand in $EDITOR.")
-@click.option("--agent", help="Who resolves (the commit's author).")
-@click.option("--message", "-m", help="The commit message.")
-@json_option
-@pass_state
+@agent_option
+@message_option
+@json_state
 def resolve(
-    state: State,
-    memory_id: str,
-    keep: str | None,
-    edit: bool,
-    agent: str | None,
+    state: State, memory_id: str, keep: str | None, edit: bool, agent: str | None,
     message: str | None,
 ) -> None:
     """Settle one fork in one commit.
@@ -343,57 +306,39 @@ def resolve(
     result = forks.resolve(
         store, memory_id, keep or "edit", text=text, agent=agent, message=message
     )
-    if state.json:
-        emit_json({"fork": result.fork.id, "of": result.of, "keep": keep or "edit"})
-    else:
-        click.echo(f"Resolved {result.of} (fork {result.fork.id}): kept {keep or 'an edit'}")
+    output(
+        state, {"fork": result.fork.id, "of": result.of, "keep": keep or "edit"},
+        f"Resolved {result.of} (fork {result.fork.id}): kept {keep or 'an edit'}",
+    )
 
 
 @click.command()
 @click.argument("spec", metavar="BASE..HEAD")
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(list(reviewing.FORMATS)),
-    default="markdown",
-    show_default=True,
-    help="markdown (a pull-request comment), text, or json.",
+    "--format", "fmt", type=click.Choice(list(reviewing.FORMATS)), default="markdown",
+    show_default=True, help="markdown (a pull-request comment), text, or json.",
 )
 @click.option("--strict", is_flag=True, help="Exit 8 when the review finds problems (for CI).")
 @click.option(
-    "--max-chars",
-    type=int,
-    default=None,
+    "--max-chars", type=int, default=None,
     help="Cut the markdown to fit a comment of this many characters "
     f"(GitHub: {reviewing.COMMENT_LIMIT}); problems first, then what fits, then a count.",
 )
 @click.option(
-    "--full-report",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
+    "--full-report", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
     help="Also write the whole, uncut report to this file (the CI job's artifact).",
 )
 @click.option(
     "--full", is_flag=True, help=f"Whole body diffs (default: {reviewing.DIFF_LIMIT} lines)."
 )
 @click.option(
-    "--project",
-    type=click.Path(file_okay=False, path_type=Path),
+    "--project", type=click.Path(file_okay=False, path_type=Path),
     help="A project repository: report anchors to files missing at its HEAD.",
 )
-@json_option
-@pass_state
-@click.pass_context
+@json_state
 def review(
-    ctx: click.Context,
-    state: State,
-    spec: str,
-    fmt: str,
-    strict: bool,
-    max_chars: int | None,
-    full_report: Path | None,
-    full: bool,
-    project: Path | None,
+    state: State, spec: str, fmt: str, strict: bool, max_chars: int | None,
+    full_report: Path | None, full: bool, project: Path | None,
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
@@ -423,13 +368,12 @@ def review(
     click.echo(reviewing.render(result, fmt, max_chars=max_chars), nl=False)
     if strict and result.problems:
         click.echo(f"gitmem: review found {len(result.problems)} problem(s)", err=True)
-        ctx.exit(EXIT_CODES["review-problems"])
+        raise click.exceptions.Exit(EXIT_CODES["review-problems"])
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@json_option
-@pass_state
+@json_state
 def blame(state: State, memory_id: str) -> None:
     """Which commit, agent and session wrote each line of a memory's body.
 
@@ -443,26 +387,20 @@ def blame(state: State, memory_id: str) -> None:
     """
     store = state.store()
     lines = auditing.blame(store, store.resolve_id(memory_id))  # a unique id prefix will do
-    if state.json:
-        emit_json([line.to_dict() for line in lines])
+    if emitted(state, lines):
         return
-    rows = [
-        [
-            short(line.origin.commit),
-            line.origin.agent or line.origin.author,
-            line.origin.session or "-",
-            format_timestamp(line.origin.time),
-            f"{line.number:>3} {line.text}",
-        ]
+    rows = (
+        [short(o.commit), o.agent or o.author, o.session or "-", format_timestamp(o.time),
+         f"{line.number:>3} {line.text}"]
         for line in lines
-    ]
+        for o in [line.origin]
+    )
     click.echo(table(["COMMIT", "BY", "SESSION", "TIME", "LINE"], rows))
 
 
 @click.command(name="diff")
 @click.argument("args", nargs=-1, required=True, metavar="REV1 [REV2] [ID]")
-@json_option
-@pass_state
+@json_state
 def diff(state: State, args: tuple[str, ...]) -> None:
     """Memory-aware diff between two revisions (REV2 defaults to the tip).
 
@@ -489,8 +427,7 @@ def diff(state: State, args: tuple[str, ...]) -> None:
     if memory_id is not None:
         memory_id = store.resolve_id(memory_id)  # a unique id prefix will do
     entries = auditing.diff(store, rev1, rev2, memory_id)
-    if state.json:
-        emit_json([e.to_dict() for e in entries])
+    if emitted(state, entries):
         return
     for entry in entries:
         click.echo(f"{entry.status} {entry.id}")
@@ -507,15 +444,11 @@ def _shown(value: object) -> str:
 @click.command()
 @click.option("--session", metavar="S", help="Undo every write of this agent session.")
 @click.option("--commit", "commit_id", metavar="C", help="Undo this one commit.")
-@click.option("--agent", help="Who undoes (the commit's author).")
-@click.option("--message", "-m", help="Why: the commit message body.")
-@json_option
-@pass_state
+@agent_option
+@message_option
+@json_state
 def undo(
-    state: State,
-    session: str | None,
-    commit_id: str | None,
-    agent: str | None,
+    state: State, session: str | None, commit_id: str | None, agent: str | None,
     message: str | None,
 ) -> None:
     """Revert every write of an agent session, or one commit, in one new commit.
@@ -534,17 +467,15 @@ def undo(
     result = auditing.undo(
         state.store(), session=session, commit=commit_id, agent=agent, message=message
     )
-    if state.json:
-        emit_json(result.to_dict())
-        return
-    click.echo(
+    output(
+        state, result,
         f"Undid {len(result.undone)} commit(s) in {short(result.commit or '-')}: "
         f"{len(result.reverted)} reverted, {len(result.restored)} restored, "
-        f"{len(result.removed)} removed"
+        f"{len(result.removed)} removed",
     )
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def ci() -> None:
     """CI recipes that review memory changes on every pull request.
 
@@ -557,38 +488,29 @@ def ci() -> None:
 
 @ci.command("init")
 @click.option(
-    "--host",
-    type=click.Choice(sorted(ciing.HOSTS)),
-    required=True,
+    "--host", type=click.Choice(sorted(ciing.HOSTS)), required=True,
     help="github: a GitHub Actions workflow; gitlab: a GitLab CI job.",
 )
 @click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
+    "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
     help="The repository to write into (default: the store's work tree).",
 )
 @click.option("--force", is_flag=True, help="Replace a recipe that is already there.")
 @click.option(
-    "--update-branch",
-    is_flag=True,
+    "--update-branch", is_flag=True,
     help="Also a job that merges the base into a pull request's branch with gitmem "
     "update-branch when plain git cannot, and pushes it.",
 )
 @pass_state
 def ci_init(
-    state: State, host: str, directory: Path | None, force: bool, update_branch: bool
+    state: State, host: str, directory: Path | None, force: bool, update_branch: bool,
 ) -> None:
     """Write a CI recipe that runs `gitmem review --strict` on each pull request.
 
-    The job posts the review as one comment cut to the host's size limit
-    (problems first, then a count of what was left out), keeps the whole report
-    as an artifact, and fails when the review finds problems. With
-    --update-branch, a second job brings the base into a pull request's branch
-    with gitmem's merge when the host's button (plain git) could not merge it,
-    and pushes the merge commit (never forced; branches of forks are skipped).
-    Review the files, then commit them.
+    The job posts the review as one comment cut to the host's size limit,
+    keeps the whole report as an artifact, and fails when the review finds
+    problems. --update-branch adds a job that runs gitmem update-branch on a
+    pull request plain git cannot merge. Review the files, then commit them.
 
     \b
     Examples:
@@ -613,16 +535,14 @@ def ci_init(
 @click.option("--bare", is_flag=True, help="A clone without a work tree (agents, servers).")
 @click.option("--branch", help="The hub's branch that holds the store (default: main).")
 @click.option("--no-hooks", is_flag=True, help="Do not install the store's git hooks.")
-@json_option
-@pass_state
+@json_state
 def clone(
-    state: State, url: str, directory: Path | None, bare: bool, branch: str | None, no_hooks: bool
+    state: State, url: str, directory: Path | None, bare: bool, branch: str | None, no_hooks: bool,
 ) -> None:
     """Clone a team's store and make it ready: branch, merge driver, hooks, index.
 
-    The store's branch is checked out whatever the hub's HEAD names (a hub made
-    with `git init --bare` names master), the merge driver is registered, the
-    hooks installed, and the index built (with a progress bar on large stores).
+    The store's branch is checked out whatever the hub's HEAD names, the merge
+    driver is registered, the hooks installed, and the index built.
 
     \b
     Examples:
@@ -636,20 +556,17 @@ def clone(
         result = team.clone(
             url, directory, bare=bare, branch=branch, hooks=not no_hooks, progress=progress
         )
-    if state.json:
-        emit_json(result.to_dict())
-        return
-    click.echo(
+    output(
+        state, result,
         f"cloned {url} into {result.path} ({result.memories} memories on {result.branch}; "
-        "merge driver registered" + (", hooks installed" if result.hooks else "") + ")"
+        "merge driver registered" + (", hooks installed" if result.hooks else "") + ")",
     )
 
 
 @click.command("join")
 @click.argument("url")
 @click.option("--remote", default="origin", show_default=True, help="The remote's name.")
-@json_option
-@pass_state
+@json_state
 def join(state: State, url: str, remote: str) -> None:
     """Bring this store into a team's store, keeping both histories.
 
@@ -666,11 +583,9 @@ def join(state: State, url: str, remote: str) -> None:
     from gitmem.entry import team
 
     result = team.join(state.store(), url, remote=remote)
-    if state.json:
-        emit_json(result.to_dict())
-        return
-    click.echo(
+    output(
+        state, result,
         f"joined {url} as {remote}: {result.fetched} commit(s) of the team's merged in, "
         f"{len(result.added)} memories added here; "
-        + ("pushed" if result.pushed else "nothing to push")
+        + ("pushed" if result.pushed else "nothing to push"),
     )

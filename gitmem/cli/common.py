@@ -1,13 +1,6 @@
-"""What every command shares: the invocation state, the store, input and output helpers.
-
-Commands stay thin: parse, call one library method, print. Everything they
-have in common (opening the store once, reading a body from stdin, ``--json``,
-the field options of add/update/supersede, tables) lives here.
-
-Nothing here imports the store or the model at module level: every command, and
-the git hooks, import this module, and ``gitmem --version`` should not pay for
-opening a store it never opens.
-"""
+"""What every command shares: the invocation state, the store, shared options, input and
+output helpers. Nothing here imports the store or the model at module level: every command
+and the git hooks import this module, and ``gitmem --version`` should not pay for them."""
 
 from __future__ import annotations
 
@@ -54,10 +47,11 @@ class State:
         """
         if self._store is None:
             import gitmem
+            from gitmem.store.discovery import open_store
+            from gitmem.store.reads import index_writable
 
-            self.reason = store_reason(self.store_path)
-            target = self._named_path()
-            if target is not None and not _is_store_or_taken(target):
+            self.reason, target = store_location(self.store_path)
+            if self.reason != "project" and not _is_store_or_taken(target):
                 if not write:
                     from gitmem.base.errors import StoreError
 
@@ -66,61 +60,36 @@ class State:
                         hint=f"create it with: gitmem init {target}; a command that writes "
                         "(gitmem add ...) makes it too",
                     )
-                scope = "user" if self.reason == "user" else "repo"
-                gitmem.init(target, scope=scope)
+                gitmem.init(target, scope="user" if self.reason == "user" else "repo")
                 why = {
                     "--store": "named by --store",
                     "$GITMEM_DIR": "named by $GITMEM_DIR",
                 }.get(self.reason, "the user store: no --store, $GITMEM_DIR or project .gitmem/ "
                       "here; $GITMEM_HOME moves it")
                 click.echo(f"gitmem: created a new store at {target.resolve()} ({why})", err=True)
-            from gitmem.store.discovery import open_store
-
             self._store = open_store(
                 self.store_path, branch=self.branch, any_format=self.any_format
             )
             # --allow-secrets: the explicit allow the library asks for, for this one command.
             self._store.allow_secrets = self.allow_secrets
-            from gitmem.store.reads import index_writable
-
             if not all(index_writable(self._store.db(s)) for s in self._store.scopes):
                 # A read-only store: every reading command scans git rather than fail on
                 # an index it cannot build or catch up (writes fail with their own error).
                 self._store.use_index = False
         return self._store
 
-    def _named_path(self) -> Path | None:
-        """The path the store was named by (``--store``, ``$GITMEM_DIR``, the user store's);
-        None for a project's store, found because it exists."""
-        from gitmem.store.where import user_store_path
-
-        if self.reason == "--store" and self.store_path is not None:
-            return Path(self.store_path).expanduser()
-        if self.reason == "$GITMEM_DIR":
-            return Path(os.environ["GITMEM_DIR"]).expanduser()
-        if self.reason == "user":
-            return user_store_path()
-        return None
-
     def current_index(self, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
         """The store's index, when it is current and a read command can answer from it
-        without opening git (no libgit2 to load: ``queries.open_current``); None means
-        :meth:`store`. Only for a store named by ``--store`` or ``$GITMEM_DIR``, or the
-        user store once it exists: a project's store is read with the user store and
-        checked for being committed in the project, which needs git."""
+        without opening git (``queries.open_current``); None means :meth:`store`. Not for a
+        project's store: it is read with the user store and checked for being committed in
+        the project, which needs git."""
         if self._store is not None or self.branch is not None:
             return None
         from gitmem.store.queries import open_current
-        from gitmem.store.where import is_store, user_store_path
+        from gitmem.store.where import is_store
 
-        reason = store_reason(self.store_path)
-        if reason == "--store" and self.store_path is not None:
-            path = Path(self.store_path).expanduser()
-        elif reason == "$GITMEM_DIR":
-            path = Path(os.environ["GITMEM_DIR"]).expanduser()
-        elif reason == "user" and is_store(user_store_path()):
-            path = user_store_path()
-        else:
+        reason, path = store_location(self.store_path)
+        if reason == "project" or (reason == "user" and not is_store(path)):
             return None
         found = open_current(path, providers=providers)
         if found is not None:
@@ -143,77 +112,106 @@ def _is_store_or_taken(path: Path) -> bool:
         return True
 
 
-def store_reason(store_path: str | None) -> str:
-    """Which rule of store discovery picks the store: the same order ``gitmem.open()`` uses."""
+def store_location(store_path: str | None) -> tuple[str, Path]:
+    """Which rule of store discovery picks the store ("--store", "$GITMEM_DIR", "project",
+    "user"), in the order ``gitmem.open()`` uses, and the store's path."""
+    from gitmem.store.where import find_project_store, user_store_path
+
     if store_path is not None:
-        return "--store"
+        return "--store", Path(store_path).expanduser()
     if os.environ.get("GITMEM_DIR"):
-        return "$GITMEM_DIR"
-    from gitmem.store.where import find_project_store
-
-    return "project" if find_project_store(Path.cwd()) is not None else "user"
-
-
-Resolver = Callable[
-    [click.Group, click.Context, list[str]], tuple[str | None, click.Command | None, list[str]]
-]
-
-
-def resolve_with_suggestions(
-    group: click.Group, ctx: click.Context, args: list[str], base: Resolver | None = None
-) -> tuple[str | None, click.Command | None, list[str]]:
-    """``group.resolve_command``, but an unknown command's error names the closest ones.
-
-    ``base`` is the group's own resolution (click's by default), run when the name is known.
-    """
-    name = args[0] if args else ""
-    if (
-        name
-        and not name.startswith("-")
-        and not ctx.resilient_parsing
-        and group.get_command(ctx, name) is None
-    ):
-        import difflib  # only for a mistyped command
-
-        known = group.list_commands(ctx)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        close += [c for c in known if c.startswith(name) and c not in close][:3]
-        suggestion = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
-    return (base or click.Group.resolve_command)(group, ctx, args)
+        return "$GITMEM_DIR", Path(os.environ["GITMEM_DIR"]).expanduser()
+    project = find_project_store(Path.cwd())
+    return ("project", project) if project is not None else ("user", user_store_path())
 
 
 class SuggestingGroup(click.Group):
     """A click group whose unknown-command error names the closest commands."""
 
     def resolve_command(
-        self, ctx: click.Context, args: list[str]
+        self, ctx: click.Context, args: list[str],
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        return resolve_with_suggestions(self, ctx, args)
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+        ):
+            import difflib  # only for a mistyped command
+
+            known = self.list_commands(ctx)
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            close += [c for c in known if c.startswith(name) and c not in close][:3]
+            suggestion = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
+        return super().resolve_command(ctx, args)
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
-def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(State).json = True
+def sets(attribute: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """An option's callback that sets ``attribute`` of the invocation's :class:`State` when
+    the option is given: the global options work before and after the command name."""
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None and value is not False:
+            setattr(ctx.ensure_object(State), attribute, value)
+
+    return callback
 
 
-def json_option(f: F) -> F:
-    """``--json``: print JSON instead of text (also accepted before the command name)."""
-    option = click.option(
-        "--json",
-        is_flag=True,
-        expose_value=False,
-        callback=_set_json,
-        help="Print JSON instead of text.",
-    )
-    return option(f)
+json_option = click.option(
+    "--json", is_flag=True, expose_value=False, callback=sets("json"),
+    help="Print JSON instead of text.",
+)
+
+
+def json_state(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json``, and the invocation's :class:`State` as the first argument."""
+    return json_option(pass_state(f))
 
 
 def emit_json(data: Any) -> None:
-    click.echo(printable_json(json.dumps(data, indent=2, ensure_ascii=False)))
+    click.echo(printable_json(json.dumps(as_json(data), indent=2, ensure_ascii=False)))
+
+
+def as_json(data: Any) -> Any:
+    """``data`` as JSON values: a result's ``to_dict()``, a list of results, or plain data."""
+    if hasattr(data, "to_dict"):
+        return data.to_dict()
+    if isinstance(data, list):
+        return [as_json(item) for item in data]
+    return data
+
+
+def emitted(state: State, data: Any) -> bool:
+    """Under ``--json``: print ``data`` as JSON and say so (the command is done)."""
+    if state.json:
+        emit_json(data)
+    return state.json
+
+
+def output(state: State, data: Any, text: str) -> None:
+    """``data`` as JSON under ``--json``, else ``text``."""
+    if not emitted(state, data):
+        click.echo(text)
+
+
+scope_option = click.option(
+    "--scope", metavar="repo|user", help="Only this store, when both are open."
+)
+agent_option = click.option("--agent", help="Who writes (agent or person): the commit's author.")
+message_option = click.option("--message", "-m", help="Why: written in the commit message body.")
+all_option = click.option(
+    "--all", "show_all", is_flag=True, help="Include superseded and archived memories."
+)
+tags_option = click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
+)
+AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
+at_option = click.option("--at", metavar="REV|DATE", help=f"The store as it was then. {AT_HELP}")
 
 
 def read_text_arg(
@@ -260,12 +258,9 @@ def read_bounded(stream: BinaryIO, limit: int, what: str) -> bytes:
     return data
 
 
-def allow_empty_option(f: F) -> F:
-    """``--allow-empty``: accept an empty (or whitespace-only) body or text."""
-    option = click.option(
-        "--allow-empty", is_flag=True, help="Accept an empty body (refused otherwise)."
-    )
-    return option(f)
+allow_empty_option = click.option(
+    "--allow-empty", is_flag=True, help="Accept an empty body (refused otherwise)."
+)
 
 
 def _choices(kind: Iterable[Any]) -> str:
@@ -284,20 +279,18 @@ def _field_options() -> list[Callable[[Any], Any]]:
             help="Category (open set; built in: " + ", ".join(BUILTIN_CATEGORIES) + ").",
         ),
         click.option("--tag", "tags", multiple=True, metavar="TAG", help="A tag; repeat for more."),
-        click.option("--agent", help="The agent (or person) writing; the commit's author."),
+        agent_option,
         click.option("--session", "session_id", metavar="ID", help="The agent's session id."),
         click.option("--trigger", metavar=_choices(Trigger), help="What prompted the write."),
         click.option(
-            "--related",
-            multiple=True,
-            metavar="ID[:REL]",
+            "--related", multiple=True, metavar="ID[:REL]",
             help="A related memory, REL one of supersedes|refines|contradicts|relates-to "
             "(default relates-to); repeat for more.",
         ),
         click.option(
             "--status", metavar="active|archived", help="active, or archived to retire it."
         ),
-        click.option("--message", "-m", help="Why: written in the commit message body."),
+        message_option,
     ]
 
 
@@ -308,16 +301,16 @@ def field_options(f: F) -> F:
     return f
 
 
+_FIELDS = ("title", "category", "agent", "session_id", "trigger", "status", "tags", "related")
+
+
 def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:
     """The field options the user actually gave (repeatable ones count when used at least once)."""
-    out: dict[str, Any] = {}
-    for key in ("title", "category", "agent", "session_id", "trigger", "status"):
-        if options.get(key) is not None:
-            out[key] = options[key]
-    for key in ("tags", "related"):
-        if options.get(key):
-            out[key] = list(options[key])
-    return out
+    return {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in options.items()
+        if key in _FIELDS and value is not None and value != ()
+    }
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -374,22 +367,9 @@ def on_terminal(quiet: bool = False) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
-def notice(text: str, *, quiet: bool = False) -> None:
-    """One line on stderr saying what a long step is doing, only on a terminal (``gc``)."""
-    if on_terminal(quiet):
-        click.echo(text, err=True)
-
-
-class TerminalLines:
-    """A ``lines(text)`` callback passing the library's lines (git's own progress while it
-    fetches and pushes, credentials already redacted) to stderr as they come, each with its
-    own end (a carriage return redraws a progress line); only on a terminal, never under
-    ``--json``."""
-
-    def __init__(self, *, quiet: bool = False) -> None:
-        self.quiet = quiet
-
-    def __call__(self, line: str) -> None:
-        if on_terminal(self.quiet):
-            sys.stderr.write(line)
-            sys.stderr.flush()
+def to_stderr(line: str) -> None:
+    """A ``lines(text)`` callback: the library's lines (git's own progress while it fetches
+    and pushes, credentials already redacted) to stderr as they come, each with its own end
+    (a carriage return redraws a progress line)."""
+    sys.stderr.write(line)
+    sys.stderr.flush()

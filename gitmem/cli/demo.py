@@ -40,8 +40,7 @@ def _git_log(store: Store, count: int) -> None:
     if shutil.which("git") is not None:
         shown = f"git -C {path} log -n{count} --format='{GIT_LOG_FORMAT}'"
         result = run_git(
-            ["log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"],
-            gitdir=store.db().gitdir,
+            ["log", f"-n{count}", f"--format={GIT_LOG_FORMAT}"], gitdir=store.db().gitdir,
             check=False,
         )
         if result.returncode == 0:
@@ -102,70 +101,46 @@ def program() -> str:
 
 
 @click.command()
-@click.option(
-    "--store",
-    "store_path",
-    metavar="PATH",
-    help="Run on this store instead of the default one (same as the global --store).",
-)
 @pass_state
-def demo(state: State, store_path: str | None) -> None:
+def demo(state: State) -> None:
     """A narrated tour on a real store.
 
     It adds, updates, supersedes, lists, shows a history, appends to a layered
     document that prunes itself, and shows git's own log, saying what each step
-    does. It writes to the default store (the one
-    `gitmem.open()` finds: --store, $GITMEM_DIR, the project's .gitmem/, else
-    $GITMEM_HOME), so point it at a scratch store. The demo's memories carry the
-    tag `demo`; it can be run again and again.
+    does. It writes to the store gitmem uses here, so point it at a scratch
+    store; its memories carry the tag `demo`, and it can be run again.
 
     \b
     Example:
       GITMEM_HOME=./demo-store gitmem demo
     """
-    if store_path is not None:
-        state.store_path = store_path
     store = state.store(write=True)
     path = store.path
     click.secho("gitmem demo", bold=True)
-    click.echo(
-        f"Store: {path} -- a git repository of markdown files; every write below is one commit."
-    )
+    click.echo(f"Store: {path} -- a git repository of markdown files; every write below is one "
+               "commit.")
 
     _step(1, "An agent remembers three things (gitmem add):")
-    fixtures = store.create(
-        "Fixtures live in tests/conftest.py (sample_user, mock_db).\n",
-        title="Prefer pytest fixtures over setUp",
-        category="coding-preferences",
-        tags=["testing", "python", "demo"],
-        agent=AGENT,
-        trigger="manual",
-    )
-    branches = store.create(
-        "Release branches are named release/X.Y.\n",
-        title="Release branch naming",
-        category="project-conventions",
-        tags=["git", "demo"],
-        agent=AGENT,
-        trigger="manual",
-    )
-    answers = store.create(
-        "The user prefers short answers with a code example first.\n",
-        title="Short answers, code first",
-        category="user-facts",
-        tags=["demo"],
-        agent=AGENT,
-        trigger="manual",
-    )
-    for memory in (fixtures, branches, answers):
+    made = [
+        store.create(body, title=title, category=category, tags=[*tags, "demo"], agent=AGENT,
+                     trigger="manual")
+        for body, title, category, tags in (
+            ("Fixtures live in tests/conftest.py (sample_user, mock_db).\n",
+             "Prefer pytest fixtures over setUp", "coding-preferences", ["testing", "python"]),
+            ("Release branches are named release/X.Y.\n", "Release branch naming",
+             "project-conventions", ["git"]),
+            ("The user prefers short answers with a code example first.\n",
+             "Short answers, code first", "user-facts", []),
+        )
+    ]
+    fixtures, branches, _answers = made
+    for memory in made:
         click.echo(f"   {memory.id}  {memory.title}")
 
     _step(2, "It learns more and updates one in place (gitmem update): same id, version 1 -> 2")
     fixtures = store.update(
-        fixtures.id,
-        "Fixtures live in tests/conftest.py (sample_user, mock_db);\n"
-        "files go in tmp_path, never in the source tree.\n",
-        agent=AGENT,
+        fixtures.id, "Fixtures live in tests/conftest.py (sample_user, mock_db);\n"
+        "files go in tmp_path, never in the source tree.\n", agent=AGENT,
         message="learned in review: tests must not write into the repository",
     )
     click.echo(f"   {fixtures.id} is now version {fixtures.version}; the file (gitmem show):")
@@ -173,21 +148,16 @@ def demo(state: State, store_path: str | None) -> None:
 
     _step(3, "A convention changed, so a new memory supersedes the old one (gitmem supersede):")
     renamed = store.supersede(
-        branches.id,
-        "Release branches are named release/vX.Y (with a v) since the 2.0 release.\n",
+        branches.id, "Release branches are named release/vX.Y (with a v) since the 2.0 release.\n",
         agent=AGENT,
     )
     click.echo(f"   {renamed.id} supersedes {branches.id}, version {renamed.version};")
     click.echo("   the old file is not touched, and it drops out of the listing.")
 
     _step(4, "What the store remembers now (gitmem ls --tag demo):")
-    current = store.list(tags=["demo"])
-    _indented(
-        table(
-            ["ID", "VER", "CATEGORY", "TITLE"],
-            ([m.id, str(m.version), m.category or "-", m.title or UNTITLED] for m in current),
-        )
-    )
+    listed = store.list(tags=["demo"])
+    rows = ([m.id, str(m.version), m.category or "-", m.title or UNTITLED] for m in listed)
+    _indented(table(["ID", "VER", "CATEGORY", "TITLE"], rows))
 
     _step(5, f"The history of {renamed.id}, back through what it superseded (gitmem history):")
     _indented(history_text(store.history(renamed.id)))

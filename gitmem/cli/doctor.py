@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import click
 
 from gitmem.base.printable import printable
-from gitmem.cli.common import ProgressBar, State, emit_json, json_option, on_terminal, pass_state
+from gitmem.cli.common import (
+    ProgressBar,
+    State,
+    emitted,
+    json_state,
+    on_terminal,
+    scope_option,
+)
 from gitmem.entry import doctor as _doctor
 from gitmem.entry import secretscan
 
@@ -15,29 +25,16 @@ _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
 @click.command()
 @click.option("--fix", is_flag=True, help="Apply the safe fixes (they never change a memory).")
 @click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    type=click.Choice(_doctor.CHECKS),
+    "--check", "checks", multiple=True, type=click.Choice(_doctor.CHECKS),
     help="Run only this check; repeat for more (default: all).",
 )
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@scope_option
 @click.option(
-    "--deep",
-    is_flag=True,
+    "--deep", is_flag=True,
     help="Decode every memory from git and compare each with the index (slow on large stores).",
 )
-@json_option
-@pass_state
-@click.pass_context
-def doctor(
-    ctx: click.Context,
-    state: State,
-    fix: bool,
-    checks: tuple[str, ...],
-    scope: str | None,
-    deep: bool,
-) -> None:
+@json_state
+def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, deep: bool) -> None:
     """Check the store's health; say how to fix each problem.
 
     Checks: git fsck, stale git locks, files a dead writer left, the work tree
@@ -45,14 +42,7 @@ def doctor(
     registration, unreadable memory files, dangling supersedes/related links,
     version-chain cycles and forks, stored credentials, permissions. Each
     finding comes with the command that fixes it; --fix applies the safe ones
-    (removing stale locks and leftovers, rebuilding the index, registering the
-    merge driver, syncing the work tree, permissions) and never changes a memory.
-
-    The memory checks read the index once its files match git's blob for blob,
-    else an index rebuilt from git in a scratch file (removed afterwards);
-    --deep rebuilds that one anyway and compares every index row with it
-    (by default a sample of 16 is compared field by field).
-    On a terminal, a progress bar follows the checks over a large store.
+    and never changes a memory. --deep compares every index row with git.
 
     Exit status: 0 when no error or warning remains, 1 otherwise.
 
@@ -68,16 +58,10 @@ def doctor(
     # them costs a walk of the memory folders: only for a terminal that shows the bar.
     with ProgressBar("checking", quiet=state.json, min_total=5000) as progress:
         report = _doctor.diagnose(
-            state.store(),
-            fix=fix,
-            checks=checks or None,
-            scope=scope,
-            deep=deep,
+            state.store(), fix=fix, checks=checks or None, scope=scope, deep=deep,
             progress=progress if on_terminal(state.json) else None,
         )
-    if state.json:
-        emit_json(report.to_dict())
-    else:
+    if not emitted(state, report):
         for finding in report.findings:
             done = " (fixed)" if finding.fixed else ""
             # A finding may name a teammate's file: its name is shown escaped.
@@ -95,7 +79,7 @@ def doctor(
             summary += f"; {fixed} fixed"
         click.echo(f"{', '.join(report.stores)}: {summary}")
     if not report.healthy:
-        ctx.exit(1)
+        raise click.exceptions.Exit(1)
 
 
 @click.command()
@@ -104,17 +88,12 @@ def doctor(
     "--staged", is_flag=True, help="Scan the files staged in the git repository here (its index)."
 )
 @click.option(
-    "--history",
-    is_flag=True,
+    "--history", is_flag=True,
     help="Scan the store's whole history: every file any commit held, and every commit "
     "message (each finding names the commit that introduced it).",
 )
-@json_option
-@pass_state
-@click.pass_context
-def secrets(
-    ctx: click.Context, state: State, paths: tuple[str, ...], staged: bool, history: bool
-) -> None:
+@json_state
+def secrets(state: State, paths: tuple[str, ...], staged: bool, history: bool) -> None:
     """Look for credentials: in files, in staged files, or in the store's memories.
 
     With PATHs: those files (directories: every file below, .git skipped,
@@ -138,30 +117,19 @@ def secrets(
     """
     if sum([staged, bool(paths), history]) > 1:
         raise click.UsageError("give one of PATHs, --staged or --history")
+    found: Sequence[Any]
     if history:
-        past = secretscan.scan_history(state.store())
-        if state.json:
-            emit_json([f.to_dict() for f in past])
-        else:
-            for each in past:
-                click.echo(each.line())
-            if not past:
-                click.echo("No credentials found in history.")
-        if past:
-            ctx.exit(1)
-        return
-    if staged:
+        found = secretscan.scan_history(state.store())
+    elif staged:
         found = secretscan.scan_staged(".")
     elif paths:
         found = secretscan.scan_paths(paths)
     else:
         found = secretscan.scan_store(state.store())
-    if state.json:
-        emit_json([f.to_dict() for f in found])
-    else:
+    if not emitted(state, list(found)):
         for item in found:
             click.echo(item.line())
         if not found:
-            click.echo("No credentials found.")
+            click.echo("No credentials found in history." if history else "No credentials found.")
     if found:
-        ctx.exit(1)
+        raise click.exceptions.Exit(1)

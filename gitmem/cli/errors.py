@@ -16,7 +16,6 @@ import click
 from gitmem.base.errors import EXIT_CODES, GitmemError, StoreError
 from gitmem.base.printable import printable
 
-USAGE = EXIT_CODES["usage"]
 UNEXPECTED = EXIT_CODES["error"]
 
 _READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})

@@ -6,31 +6,23 @@ from pathlib import Path
 
 import click
 
-from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, SuggestingGroup, emitted, json_state
 from gitmem.entry import hooks as _hooks
 from gitmem.entry.hooks import Report
 
 _project_option = click.option(
-    "--project",
-    "project",
-    metavar="PATH",
-    type=click.Path(file_okay=False, path_type=Path),
+    "--project", metavar="PATH", type=click.Path(file_okay=False, path_type=Path),
     help="A project repository (its post-merge, post-checkout and post-commit hooks run "
     "gitmem check); without it, the store's own repository.",
 )
-
-
 _server_option = click.option(
-    "--server",
-    "server",
-    metavar="HUB",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    "--server", metavar="HUB", type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="A bare hub: its pre-receive hook refuses pushes with invalid memories or credentials.",
 )
 
 
 def _target(
-    state: State, project: Path | None, server: Path | None = None, *, write: bool = False
+    state: State, project: Path | None, server: Path | None = None, *, write: bool = False,
 ) -> tuple[Path, str]:
     """The repository to work on and its role: --server, --project, else the store's."""
     if project is None and server is None:
@@ -39,8 +31,7 @@ def _target(
 
 
 def _show(state: State, report: Report, verb: str) -> None:
-    if state.json:
-        emit_json(report.to_dict())
+    if emitted(state, report):
         return
     if verb:
         done = ", ".join(report.changed) if report.changed else "nothing (already so)"
@@ -59,7 +50,7 @@ def _show(state: State, report: Report, verb: str) -> None:
         click.echo(f"  {hook.name:<14} {what}")
 
 
-@click.group(name="hooks")
+@click.group(name="hooks", cls=SuggestingGroup)
 def hooks() -> None:
     """Install, remove or show gitmem's git hooks.
 
@@ -85,8 +76,7 @@ def hooks() -> None:
 @hooks.command(name="install")
 @_project_option
 @_server_option
-@json_option
-@pass_state
+@json_state
 def install(state: State, project: Path | None, server: Path | None) -> None:
     """Install the hooks (again: harmless; an existing hook is chained)."""
     repo, role = _target(state, project, server, write=True)
@@ -96,8 +86,7 @@ def install(state: State, project: Path | None, server: Path | None) -> None:
 @hooks.command(name="uninstall")
 @_project_option
 @_server_option
-@json_option
-@pass_state
+@json_state
 def uninstall(state: State, project: Path | None, server: Path | None) -> None:
     """Remove gitmem's hooks and put back the hooks they replaced."""
     repo, _ = _target(state, project, server)
@@ -107,8 +96,7 @@ def uninstall(state: State, project: Path | None, server: Path | None) -> None:
 @hooks.command(name="status")
 @_project_option
 @_server_option
-@json_option
-@pass_state
+@json_state
 def status(state: State, project: Path | None, server: Path | None) -> None:
     """Show which hooks are installed."""
     repo, _ = _target(state, project, server)
@@ -116,8 +104,7 @@ def status(state: State, project: Path | None, server: Path | None) -> None:
 
 
 @click.command(
-    name="hook-run",
-    hidden=True,
+    name="hook-run", hidden=True,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(

@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING
 import click
 
 from gitmem.base.printable import printable
-from gitmem.cli.common import ProgressBar, State, emit_json, json_option, notice, pass_state
+from gitmem.cli.common import (
+    ProgressBar,
+    State,
+    all_option,
+    at_option,
+    emitted,
+    json_state,
+    on_terminal,
+    scope_option,
+    tags_option,
+)
 from gitmem.format.model import UNTITLED
 from gitmem.store.search import MODES, SearchMatch, SearchResults
 
@@ -77,28 +87,17 @@ def results_text(results: SearchResults) -> str:
 @click.option(
     "--fts", "mode", flag_value="fts", default=True, help="QUERY is FTS5 syntax (the default)."
 )
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@scope_option
 @click.option("--layer", help="Only documents of this layer.")
 @click.option("--project", help="Only documents of this project.")
 @click.option("--category", help="Only this category.")
-@click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
-)
-@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
+@tags_option
+@all_option
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
-@json_option
-@pass_state
+@json_state
 def search(
-    state: State,
-    query: str,
-    mode: str,
-    scope: str | None,
-    layer: str | None,
-    project: str | None,
-    category: str | None,
-    tags: tuple[str, ...],
-    show_all: bool,
-    limit: int,
+    state: State, query: str, mode: str, scope: str | None, layer: str | None, project: str | None,
+    category: str | None, tags: tuple[str, ...], show_all: bool, limit: int,
 ) -> None:
     """Search the current memories.
 
@@ -122,20 +121,12 @@ def search(
     results = _search_current(state, query, scope, show_all, limit + 1) if plain else None
     if results is None:
         results = state.store().search(
-            query,
-            mode=mode,
-            scope=scope,
-            layer=layer,
-            project=project,
-            category=category,
-            tags=list(tags) or None,
-            include_superseded=show_all,
-            include_archived=show_all,
+            query, mode=mode, scope=scope, layer=layer, project=project, category=category,
+            tags=list(tags) or None, include_superseded=show_all, include_archived=show_all,
             limit=limit + 1,
         )
     cut = _cut(results, limit)
-    if state.json:
-        emit_json({**results.to_dict(), "limit": limit, "truncated": cut})
+    if emitted(state, {**results.to_dict(), "limit": limit, "truncated": cut}):
         return
     click.echo(results_text(results))
     if cut:
@@ -143,7 +134,7 @@ def search(
 
 
 def _search_current(
-    state: State, query: str, scope: str | None, show_all: bool, limit: int
+    state: State, query: str, scope: str | None, show_all: bool, limit: int,
 ) -> SearchResults | None:
     """An unfiltered FTS5 search answered from a current index without opening git;
     None when the full path must answer (see Store.search)."""
@@ -155,12 +146,8 @@ def _search_current(
     from gitmem.store.search import full_text_matches
 
     filters: dict[str, object] = {
-        "category": None,
-        "tags": [],
-        "include_superseded": show_all,
-        "include_archived": show_all,
-        "layer": None,
-        "project": None,
+        "category": None, "tags": [], "include_superseded": show_all,
+        "include_archived": show_all, "layer": None, "project": None,
     }
     found = full_text_matches(query, [current], limit, filters)
     if isinstance(found, str):
@@ -210,31 +197,18 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--explain", is_flag=True, help="Show scores and why each memory ranked.")
 @click.option(
-    "--budget",
-    type=click.IntRange(min=0),
-    metavar="TOKENS",
+    "--budget", type=click.IntRange(min=0), metavar="TOKENS",
     help="Print the best memories that fit this many tokens, whole ones first.",
 )
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@scope_option
 @click.option("--category", help="Only this category.")
-@click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
-)
-@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
-@click.option("--at", metavar="REV|DATE", help="Recall from the store as it was then.")
-@json_option
-@pass_state
+@tags_option
+@all_option
+@at_option
+@json_state
 def recall(
-    state: State,
-    query: tuple[str, ...],
-    limit: int,
-    explain: bool,
-    budget: int | None,
-    scope: str | None,
-    category: str | None,
-    tags: tuple[str, ...],
-    show_all: bool,
-    at: str | None,
+    state: State, query: tuple[str, ...], limit: int, explain: bool, budget: int | None,
+    scope: str | None, category: str | None, tags: tuple[str, ...], show_all: bool, at: str | None,
 ) -> None:
     """Find the memories that answer a question, best first.
 
@@ -257,28 +231,15 @@ def recall(
             from gitmem.store.recall import recall_current
 
             results = recall_current(
-                current,
-                " ".join(query),
-                limit=limit,
-                category=category,
-                include_superseded=show_all,
-                include_archived=show_all,
-                budget=budget,
+                current, " ".join(query), limit=limit, category=category,
+                include_superseded=show_all, include_archived=show_all, budget=budget,
             )
     if results is None:
         results = state.store().recall(
-            " ".join(query),
-            limit=limit,
-            scope=scope,
-            category=category,
-            tags=list(tags) or None,
-            include_superseded=show_all,
-            include_archived=show_all,
-            at=at,
-            budget=budget,
+            " ".join(query), limit=limit, scope=scope, category=category, tags=list(tags) or None,
+            include_superseded=show_all, include_archived=show_all, at=at, budget=budget,
         )
-    if state.json:
-        emit_json(results.to_dict())
+    if emitted(state, results):
         return
     if results.notice and not _said_already(results.notice):
         click.echo(f"note: {results.notice}", err=True)
@@ -295,15 +256,13 @@ def _said_already(notice: str) -> bool:
 
 
 @click.command()
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
-@json_option
-@pass_state
+@scope_option
+@json_state
 def reindex(state: State, scope: str | None) -> None:
     """Rebuild the search index from git.
 
     The index lives in the git directory, is never committed, and catches up
-    by itself before every query; this throws it away and builds it again
-    (with a progress bar on large stores).
+    by itself before every query; this throws it away and builds it again.
 
     \b
     Example:
@@ -314,19 +273,11 @@ def reindex(state: State, scope: str | None) -> None:
     for backend_scope in [scope] if scope else [str(s) for s in store.scopes]:
         with ProgressBar(f"indexing {backend_scope}", quiet=state.json, min_total=2000) as progress:
             stats += store.reindex(scope=backend_scope, progress=progress)
-    if state.json:
-        emit_json(
-            [
-                {
-                    "commit": s.commit,
-                    "memories": s.memories,
-                    "versions": s.versions,
-                    "commits": s.applied_commits,
-                    "problems": len(s.problems),
-                }
-                for s in stats
-            ]
-        )
+    if emitted(state, [
+        {"commit": s.commit, "memories": s.memories, "versions": s.versions,
+         "commits": s.applied_commits, "problems": len(s.problems)}
+        for s in stats
+    ]):
         return
     for s in stats:
         click.echo(
@@ -338,24 +289,20 @@ def reindex(state: State, scope: str | None) -> None:
 
 
 def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
+    for power, unit in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
+        if n >= 1024**power:
+            return f"{n / 1024**power:.1f} {unit}"
     return f"{n} B"
 
 
 @click.command()
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
-@json_option
-@pass_state
+@scope_option
+@json_state
 def gc(state: State, scope: str | None) -> None:
     """Pack the store's git repository and report its size before and after.
 
-    Runs 'git gc' (pygit2 cannot prune loose objects), so it needs the git
-    binary. Safe at any time: it never drops a reachable memory version. On a
-    terminal, a line on stderr says which repository is being packed.
+    Runs 'git gc', so it needs the git binary. Safe at any time: it never
+    drops a reachable memory version.
 
     \b
     Example:
@@ -365,11 +312,11 @@ def gc(state: State, scope: str | None) -> None:
     def packing(done: int, total: int) -> None:
         if done < total:
             which = f" {done + 1} of {total}" if total > 1 else ""
-            notice(f"gitmem gc: packing repository{which} with git gc...", quiet=state.json)
+            if on_terminal(state.json):
+                click.echo(f"gitmem gc: packing repository{which} with git gc...", err=True)
 
     results = state.store().gc(scope=scope, progress=packing)
-    if state.json:
-        emit_json([r.to_dict() for r in results])
+    if emitted(state, results):
         return
     for r in results:
         packed = r.loose_before - r.loose_after
@@ -390,18 +337,13 @@ def gc(state: State, scope: str | None) -> None:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would change; commit nothing.")
-@json_option
-@pass_state
+@json_state
 def migrate(state: State, dry_run: bool) -> None:
     """Convert a store of an older format to the current one (once; one commit).
 
     gitmem.yaml says which format a store is in; every other command refuses an
-    older store and names this one. The conversion moves memory files to
-    memories/<ab>/<id>.md, drops the version and updated_at lines every file
-    carried (they are derived from history: docs/format.md) and moves old
-    knowledge-graph entity files into their shards, in one commit per scope
-    that a kill leaves done or not done. A second run does nothing.
-    On a terminal, a progress bar follows the files it looks at.
+    older store and names this one. One commit per scope, which a kill leaves
+    done or not done; a second run does nothing (docs/format.md).
 
     \b
     Examples:
@@ -413,8 +355,7 @@ def migrate(state: State, dry_run: bool) -> None:
     state.any_format = True
     with ProgressBar("migrating", quiet=state.json, min_total=500) as progress:
         steps = run_migrations(state.store(), dry_run=dry_run, progress=progress)
-    if state.json:
-        emit_json([s.to_dict() for s in steps])
+    if emitted(state, steps):
         return
     if not steps:
         click.echo("Nothing to migrate: the store is at the current format.")

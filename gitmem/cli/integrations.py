@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gitmem import MissingDependencyError, NotFoundError
-from gitmem.cli.common import ProgressBar, State, emit_json, json_option, pass_state
+from gitmem.cli.common import (
+    ProgressBar,
+    State,
+    SuggestingGroup,
+    agent_option,
+    emitted,
+    json_state,
+    output,
+    pass_state,
+)
 from gitmem.features import pictures, transfer
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph
 from gitmem.features.transfer import Fidelity
@@ -19,30 +30,30 @@ def _graph(state: State, agent: str | None = None, *, write: bool = False) -> Gr
 
 
 def _print_graph(state: State, graph: KnowledgeGraph) -> None:
-    if state.json:
-        emit_json(graph.to_dict())
+    if emitted(state, graph):
         return
     for entity in graph.entities:
-        _print_entity(entity)
+        click.echo(f"{entity.name} ({entity.entity_type})")
+        for observation in entity.observations:
+            click.echo("  - " + observation.replace("\n", "\n    "))
     if graph.relations:
         click.echo("relations:")
         for r in graph.relations:
             click.echo(f"  {r.source} --{r.relation_type}--> {r.target}")
 
 
-def _print_entity(entity: Entity) -> None:
-    click.echo(f"{entity.name} ({entity.entity_type})")
-    for observation in entity.observations:
-        lines = observation.split("\n")
-        click.echo(f"  - {lines[0]}")
-        for line in lines[1:]:
-            click.echo(f"    {line}")
+def _relation(f: Callable[..., Any]) -> Callable[..., Any]:
+    """FROM RELATION TO, and --agent: entity relate and entity unrelate."""
+    for decorate in (
+        agent_option, click.argument("target", metavar="TO"),
+        click.argument("relation_type", metavar="RELATION"),
+        click.argument("source", metavar="FROM"),
+    ):
+        f = decorate(f)
+    return f
 
 
-_agent = click.option("--agent", help="The agent (or person) writing; the commit's author.")
-
-
-@click.group()
+@click.group(cls=SuggestingGroup)
 def entity() -> None:
     """The knowledge graph: entities, their observations and relations.
 
@@ -63,67 +74,54 @@ def entity() -> None:
 @click.argument("name")
 @click.option("--type", "entity_type", required=True, help="The entity's type (person, ...).")
 @click.option("--observe", "observations", multiple=True, metavar="TEXT", help="An observation.")
-@_agent
-@json_option
-@pass_state
+@agent_option
+@json_state
 def entity_add(
-    state: State, name: str, entity_type: str, observations: tuple[str, ...], agent: str | None
+    state: State, name: str, entity_type: str, observations: tuple[str, ...], agent: str | None,
 ) -> None:
     """Create the entity NAME (nothing happens if it exists)."""
-    graph = _graph(state, agent, write=True)
-    created = graph.create_entities([Entity(name, entity_type, observations)])
-    if state.json:
-        emit_json({"entities": [e.to_dict() for e in created]})
-    elif created:
-        click.echo(f"created {name}")
-    else:
-        click.echo(f"{name} already exists; nothing changed")
+    created = _graph(state, agent, write=True).create_entities(
+        [Entity(name, entity_type, observations)]
+    )
+    output(
+        state, {"entities": [e.to_dict() for e in created]},
+        f"created {name}" if created else f"{name} already exists; nothing changed",
+    )
 
 
 @entity.command("observe")
 @click.argument("name")
 @click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
-@_agent
-@json_option
-@pass_state
+@agent_option
+@json_state
 def entity_observe(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
     """Add observations to the entity NAME (ones it already has are skipped)."""
     results = _graph(state, agent).add_observations([{"entityName": name, "contents": list(texts)}])
-    if state.json:
-        emit_json({"results": results})
-    else:
-        added = results[0]["addedObservations"]
-        click.echo(f"added {len(added)} observation{'s' if len(added) != 1 else ''} to {name}")
+    added = len(results[0]["addedObservations"])
+    output(state, {"results": results}, f"added {added} observation{'s' * (added != 1)} to {name}")
 
 
 @entity.command("relate")
-@click.argument("source", metavar="FROM")
-@click.argument("relation_type", metavar="RELATION")
-@click.argument("target", metavar="TO")
-@_agent
-@json_option
-@pass_state
+@_relation
+@json_state
 def entity_relate(
-    state: State, source: str, relation_type: str, target: str, agent: str | None
+    state: State, source: str, relation_type: str, target: str, agent: str | None,
 ) -> None:
     """Relate FROM to TO (in active voice: Alice works_at Acme)."""
     created = _graph(state, agent, write=True).create_relations(
         [{"from": source, "to": target, "relationType": relation_type}]
     )
-    if state.json:
-        emit_json({"relations": [r.to_dict() for r in created]})
-    else:
-        click.echo("related" if created else "that relation exists; nothing changed")
+    output(
+        state, {"relations": [r.to_dict() for r in created]},
+        "related" if created else "that relation exists; nothing changed",
+    )
 
 
 @entity.command("unrelate")
-@click.argument("source", metavar="FROM")
-@click.argument("relation_type", metavar="RELATION")
-@click.argument("target", metavar="TO")
-@_agent
+@_relation
 @pass_state
 def entity_unrelate(
-    state: State, source: str, relation_type: str, target: str, agent: str | None
+    state: State, source: str, relation_type: str, target: str, agent: str | None,
 ) -> None:
     """Delete the relation FROM RELATION TO."""
     _graph(state, agent).delete_relations(
@@ -134,7 +132,7 @@ def entity_unrelate(
 @entity.command("forget")
 @click.argument("name")
 @click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
-@_agent
+@agent_option
 @pass_state
 def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
     """Delete observations (exact texts) from the entity NAME."""
@@ -143,8 +141,7 @@ def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | 
 
 @entity.command("show")
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
-@json_option
-@pass_state
+@json_state
 def entity_show(state: State, names: tuple[str, ...]) -> None:
     """Show entities and every relation touching them (the open_nodes tool)."""
     _print_graph(state, _graph(state).open_nodes(list(names)))
@@ -168,16 +165,14 @@ def entity_id(state: State, name: str) -> None:
 
 @entity.command("search")
 @click.argument("query")
-@json_option
-@pass_state
+@json_state
 def entity_search(state: State, query: str) -> None:
     """Entities whose name, type or an observation contains QUERY (ignoring case)."""
     _print_graph(state, _graph(state).search_nodes(query))
 
 
 @entity.command("ls")
-@json_option
-@pass_state
+@json_state
 def entity_ls(state: State) -> None:
     """The whole graph (the read_graph tool)."""
     _print_graph(state, _graph(state).read_graph())
@@ -185,31 +180,17 @@ def entity_ls(state: State) -> None:
 
 @entity.command("rm")
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
-@_agent
+@agent_option
 @pass_state
 def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
     """Delete entities and every relation touching them (history keeps them)."""
     _graph(state, agent).delete_entities(list(names))
 
 
-def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        ctx.ensure_object(State).store_path = value
-
-
 @click.command()
-@click.option(
-    "--store",
-    metavar="PATH",
-    expose_value=False,
-    callback=_set_store,
-    help="The store to serve (the same as gitmem --store PATH mcp).",
-)
 @click.option("--agent", help="Author of the commits the server makes (default: the git user).")
 @click.option(
-    "--http",
-    "bind",
-    metavar="[HOST:]PORT",
+    "--http", "bind", metavar="[HOST:]PORT",
     help="Serve the SDK's streamable HTTP transport at http://HOST:PORT/mcp instead of "
     "stdio (HOST defaults to 127.0.0.1), for several agents on one store. Clients send "
     "Authorization: Bearer TOKEN: $GITMEM_MCP_TOKEN, else the token gitmem keeps for this "
@@ -219,13 +200,9 @@ def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -
 def mcp(state: State, agent: str | None, bind: str | None) -> None:
     """Serve the store over MCP on stdin/stdout (needs the mcp extra).
 
-    Tools: the reference knowledge-graph server's (create_entities ...
-    open_nodes, and the memory://knowledge-graph resource) and gitmem's own
-    (remember, recall, get_memory, update_memory, supersede_memory, forget,
-    memory_history, staleness_report, prune). See docs/integrations.md for client setup.
-
-    A store that does not exist yet is created where it is named (a new store with
-    a work tree, said on stderr), so the configuration below works on a fresh machine.
+    Tools: the reference knowledge-graph server's and gitmem's own (remember,
+    recall, ...): docs/integrations.md. A store not there yet is made where it
+    is named (said on stderr), so the configuration below works anywhere.
 
     \b
     Example (Claude Desktop, claude_desktop_config.json):
@@ -256,19 +233,10 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
 
 @click.command()
 @click.option(
-    "--store",
-    metavar="PATH",
-    expose_value=False,
-    callback=_set_store,
-    help="The store to view (the same as gitmem --store PATH serve).",
-)
-@click.option(
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any port."
 )
 @click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
+    "--host", default="127.0.0.1", show_default=True,
     help="The address to listen on (an IP address or localhost). Any other than this "
     "machine's own asks every request for a token: $GITMEM_WEB_TOKEN, else one gitmem keeps "
     "in your state directory (the URL printed carries it).",
@@ -310,15 +278,17 @@ def _url_host(host: str) -> str:
 
 
 def _report(state: State, report: Fidelity) -> None:
-    if state.json:
-        emit_json(report.to_dict())
-    else:
-        click.echo(report.summary())
+    output(state, report, report.summary())
     if not report.ok:
         raise click.exceptions.Exit(1)
 
 
-@click.group("import")
+def _import(state: State, run: Callable[..., Fidelity], source: Path, **options: Any) -> None:
+    with ProgressBar("importing") as progress:
+        _report(state, run(state.store(write=True), source, progress=progress, **options))
+
+
+@click.group("import", cls=SuggestingGroup)
 def import_() -> None:
     """Bring memory in from other tools: one commit, then a fidelity report.
 
@@ -338,27 +308,21 @@ def import_() -> None:
 @import_.command("mcp-jsonl")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--skip-bad", is_flag=True, help="Leave out lines that cannot be read; list them.")
-@_agent
-@json_option
-@pass_state
+@agent_option
+@json_state
 def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None) -> None:
     """The reference MCP memory server's memory.jsonl, into the knowledge graph.
 
     A line that is not a valid entity or relation stops the import (nothing is
     written) unless --skip-bad.
     """
-    with ProgressBar("importing") as progress:
-        report = transfer.import_mcp_jsonl(
-            state.store(write=True), file, skip_bad=skip_bad, agent=agent, progress=progress
-        )
-    _report(state, report)
+    _import(state, transfer.import_mcp_jsonl, file, skip_bad=skip_bad, agent=agent)
 
 
 @import_.command("files")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
-@json_option
-@pass_state
+@json_state
 def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     """Memory files (mem_<uuid>.md and path-id documents) copied byte for byte.
 
@@ -366,29 +330,20 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     times and supersedes are kept; an id already stored with other content
     stops the import unless --skip-bad.
     """
-    with ProgressBar("importing") as progress:
-        report = transfer.import_files(
-            state.store(write=True), directory, skip_bad=skip_bad, progress=progress
-        )
-    _report(state, report)
+    _import(state, transfer.import_files, directory, skip_bad=skip_bad)
 
 
 @import_.command("forge")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
-@json_option
-@pass_state
+@json_state
 def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
     """A Forge plugin memory folder (projects/, skills/, commands/, agents/) as layered
     documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""
-    with ProgressBar("importing") as progress:
-        report = transfer.import_forge(
-            state.store(write=True), directory, skip_bad=skip_bad, progress=progress
-        )
-    _report(state, report)
+    _import(state, transfer.import_forge, directory, skip_bad=skip_bad)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def export() -> None:
     """Take memory out again, so nobody is locked in (then a fidelity report).
 
@@ -403,8 +358,7 @@ def export() -> None:
 
 @export.command("mcp-jsonl")
 @click.argument("dest", metavar="FILE|-")
-@json_option
-@pass_state
+@json_state
 def export_mcp_jsonl(state: State, dest: str) -> None:
     """The knowledge graph as the reference MCP memory server's memory.jsonl ('-': stdout)."""
     text, report = transfer.export_mcp_jsonl(state.store(), dest)
@@ -418,8 +372,7 @@ def export_mcp_jsonl(state: State, dest: str) -> None:
 
 @export.command("files")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@json_option
-@pass_state
+@json_state
 def export_files(state: State, dest: Path) -> None:
     """Every memory file, byte for byte, under DEST/<scope>/ (re-importable with import files)."""
     _report(state, transfer.export_files(state.store(), dest))
@@ -427,19 +380,12 @@ def export_files(state: State, dest: Path) -> None:
 
 @click.command()
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(pictures.FORMATS),
-    default="mermaid",
-    show_default=True,
+    "--format", "fmt", type=click.Choice(pictures.FORMATS), default="mermaid", show_default=True,
     help="mermaid renders in pull requests and markdown viewers; dot goes to Graphviz.",
 )
 @click.option("--id", "start", metavar="ID", help="Only around this memory id or entity name.")
 @click.option(
-    "--depth",
-    type=click.IntRange(min=0),
-    default=2,
-    show_default=True,
+    "--depth", type=click.IntRange(min=0), default=2, show_default=True,
     help="With --id: how many links away to draw.",
 )
 @pass_state
@@ -461,8 +407,7 @@ def graph(state: State, fmt: str, start: str | None, depth: int) -> None:
 
 @export.command("forge")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@json_option
-@pass_state
+@json_state
 def export_forge(state: State, dest: Path) -> None:
     """The layered documents as a Forge plugin memory folder (<!-- Last Updated --> lines)."""
     _report(state, transfer.export_forge(state.store(), dest))

@@ -1,8 +1,4 @@
-"""``gitmem layer ...``: the layered Forge MemoryStore from the command line.
-
-Each subcommand maps to one :class:`gitmem.features.layered.LayeredStore` method and prints
-its result (``--json``: the camelCase shape agents get from ``to_dict()``).
-"""
+"""``gitmem layer ...``: one :class:`gitmem.features.layered.LayeredStore` method each."""
 
 from __future__ import annotations
 
@@ -15,9 +11,12 @@ from gitmem.base.errors import InvalidInputError, NotFoundError
 from gitmem.cli.common import (
     State,
     SuggestingGroup,
+    agent_option,
     allow_empty_option,
-    emit_json,
+    emitted,
     json_option,
+    json_state,
+    output,
     pass_state,
     read_text_arg,
     table,
@@ -64,45 +63,30 @@ class _LayerName(click.ParamType):  # type: ignore[type-arg]
 
 _LAYERS = _LayerName()
 
-# Conventional file types beside the prune rules' (layered.md): a project overview.
-_CONVENTIONAL_TYPES = frozenset({"project_overview", *STRUCTURAL_FILE_TYPES})
-
-
-def _known_file_types(layered: LayeredStore) -> set[str]:
-    """File types a create may use without --new-type: those with a prune rule (built in
-    or from gitmem.yaml), their archives, the conventional ones, and any already stored."""
-    from gitmem.features.lifecycle import rules
-
-    known = set(_CONVENTIONAL_TYPES)
-    for file_type in rules.registry_from_config(layered.store.config().raw).file_types():
-        known.update({file_type, f"{file_type}_archive"})
-    for root in LAYER_ROOTS.values():
-        for doc_id in layered.store.documents(root, recursive=True):
-            where = placement(doc_id)
-            if where is not None:
-                known.add(where["file_type"])
-    return known
-
-
 def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> None:
-    """A file type one letter or two away from a known one (known_isues) is refused, naming
+    """A file type a letter or two away from a known one (known_isues) is refused, naming
     the known ones, rather than silently starting a document no prune rule or listing
-    expects. A name unlike any known one (deploy_notes) is a new kind and is accepted."""
-    if new_type:
-        return
-    known = _known_file_types(layered)
-    if file_type in known:
-        return
+    expects. Known: those with a prune rule (built in or from gitmem.yaml), their archives,
+    the conventional ones and any already stored; a name unlike any (deploy_notes) is new."""
     import difflib
 
-    close = difflib.get_close_matches(file_type, sorted(known), n=1, cutoff=0.8)
-    if not close:
+    from gitmem.features.lifecycle import rules
+
+    if new_type:
         return
-    raise InvalidInputError(
-        f"file type {file_type!r} is not one this store knows; did you mean {close[0]!r}? "
-        f"(known: {', '.join(sorted(known))})",
-        hint="pass --new-type to start a new kind of document with this name",
-    )
+    known = {"project_overview", *STRUCTURAL_FILE_TYPES}
+    for kind in rules.registry_from_config(layered.store.config().raw).file_types():
+        known |= {kind, f"{kind}_archive"}
+    for root in LAYER_ROOTS.values():
+        for doc_id in layered.store.documents(root, recursive=True):
+            known |= {where["file_type"] for where in [placement(doc_id)] if where is not None}
+    close = difflib.get_close_matches(file_type, sorted(known), n=1, cutoff=0.8)
+    if file_type not in known and close:
+        raise InvalidInputError(
+            f"file type {file_type!r} is not one this store knows; did you mean {close[0]!r}? "
+            f"(known: {', '.join(sorted(known))})",
+            hint="pass --new-type to start a new kind of document with this name",
+        )
 
 
 def _place_options(f: F) -> F:
@@ -123,19 +107,12 @@ def _layered(state: State, agent: str | None = None, *, write: bool = False) -> 
 
 
 def _show_documents(state: State, docs: list[Document]) -> None:
-    if state.json:
-        emit_json([d.to_dict() for d in docs])
-        return
     rows = [
-        [
-            d.id,
-            str(d.staleness),
-            str(d.line_count),
-            "-" if d.updated_at is None else d.updated_at.date().isoformat(),
-        ]
+        [d.id, str(d.staleness), str(d.line_count),
+         "-" if d.updated_at is None else d.updated_at.date().isoformat()]
         for d in docs
     ]
-    click.echo(table(["ID", "STALENESS", "LINES", "UPDATED"], rows) if rows else "(none)")
+    output(state, docs, table(["ID", "STALENESS", "LINES", "UPDATED"], rows) if rows else "(none)")
 
 
 @click.group(cls=SuggestingGroup)
@@ -160,26 +137,16 @@ def layer() -> None:
 @_place_options
 @click.option("--content", help="The markdown content ('-' or none: read stdin).")
 @click.option("--title", help="A title (default: file type and owner).")
-@click.option("--agent", help="Who writes (the commit's author).")
+@agent_option
 @click.option(
     "--new-type", is_flag=True, help="Allow a file type close to a known one (not a typo)."
 )
 @allow_empty_option
-@json_option
-@pass_state
+@json_state
 def create(
-    state: State,
-    layer_name: str,
-    file_type: str,
-    project: str | None,
-    skill: str | None,
-    command_name: str | None,
-    agent_name: str | None,
-    content: str | None,
-    title: str | None,
-    agent: str | None,
-    new_type: bool,
-    allow_empty: bool,
+    state: State, layer_name: str, file_type: str, project: str | None, skill: str | None,
+    command_name: str | None, agent_name: str | None, content: str | None, title: str | None,
+    agent: str | None, new_type: bool, allow_empty: bool,
 ) -> None:
     """Create a document at its layer path; fails if it exists.
 
@@ -189,41 +156,23 @@ def create(
     """
     layered = _layered(state, agent, write=True)
     _check_file_type(layered, file_type, new_type)
-    data: dict[str, Any] = {
-        "layer": layer_name,
-        "fileType": file_type,
+    data = {
+        "layer": layer_name, "fileType": file_type, "project": project, "skill": skill,
+        "command": command_name, "agent": agent_name, "title": title,
         "content": _content_text(layered, content, allow_empty),
     }
-    for key, value in (
-        ("project", project),
-        ("skill", skill),
-        ("command", command_name),
-        ("agent", agent_name),
-        ("title", title),
-    ):
-        if value is not None:
-            data[key] = value
-    result = layered.create(MemoryEntry.from_dict(data))
-    if state.json:
-        emit_json(result.to_dict())
-    else:
-        click.echo(result.id)
+    result = layered.create(MemoryEntry.from_dict({k: v for k, v in data.items() if v is not None}))
+    output(state, result, result.id)
 
 
 @layer.command("read")
 @click.argument("layer_name", metavar="LAYER", type=_LAYERS)
 @click.argument("file_type")
 @_place_options
-@json_option
-@pass_state
+@json_state
 def read(
-    state: State,
-    layer_name: str,
-    file_type: str,
-    project: str | None,
-    skill: str | None,
-    command_name: str | None,
-    agent_name: str | None,
+    state: State, layer_name: str, file_type: str, project: str | None, skill: str | None,
+    command_name: str | None, agent_name: str | None,
 ) -> None:
     """Print a document (with a [POTENTIALLY STALE] advisory when it is stale).
 
@@ -233,16 +182,14 @@ def read(
         layer_name, project, file_type, skill=skill, command=command_name, agent=agent_name
     )
     if doc is None:
-        if state.json:
-            emit_json(None)
+        if emitted(state, None):
             raise click.exceptions.Exit(NotFoundError.exit_code)
         where = document_id(
             layer_name, file_type, project=project, skill=skill, command=command_name,
             agent=agent_name,
         )
         raise NotFoundError(f"no layered document {where}", hint="gitmem layer create ...")
-    if state.json:
-        emit_json(doc.to_dict())
+    if emitted(state, doc):
         return
     if doc.advisory:
         click.echo(doc.advisory, err=True)
@@ -254,26 +201,14 @@ def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool 
     return read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
 
 
-def _write_command(
-    name: str, help_text: str
-) -> Callable[[Callable[..., Any]], click.Command]:
-    """``layer update`` and ``layer append``: ID, CONTENT or stdin, --agent, --json."""
-
-    def decorate(f: Callable[..., Any]) -> click.Command:
-        f.__doc__ = help_text
-        decorators: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
-            pass_state,
-            json_option,
-            allow_empty_option,
-            click.option("--agent", help="Who writes (the commit's author)."),
-            click.argument("content", required=False),
-            click.argument("doc_id", metavar="ID"),
-        )
-        for option in decorators:
-            f = option(f)
-        return layer.command(name)(f)
-
-    return decorate
+def _doc_write(f: Callable[..., Any]) -> Callable[..., Any]:
+    """ID, CONTENT or stdin, --agent, --allow-empty, --json: layer update and layer append."""
+    for decorate in (
+        pass_state, json_option, allow_empty_option, agent_option,
+        click.argument("content", required=False), click.argument("doc_id", metavar="ID"),
+    ):
+        f = decorate(f)
+    return f
 
 
 def _warn(warning: str | None) -> None:
@@ -281,28 +216,30 @@ def _warn(warning: str | None) -> None:
         click.echo(f"gitmem: warning: {warning}", err=True)
 
 
-@_write_command("update", "Replace a document's content (CONTENT, or stdin).")
+@layer.command("update")
+@_doc_write
 def update(
-    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool,
 ) -> None:
+    """Replace a document's content (CONTENT, or stdin)."""
     layered = _layered(state, agent)
     result = layered.update(doc_id, _content_text(layered, content, allow_empty))
-    if state.json:
-        emit_json(result.to_dict())
+    if emitted(state, result):
         return
     click.echo(f"updated {result.id} ({result.line_count} lines)")
     _warn(result.warning)
 
 
-@_write_command(
-    "append",
-    "Append to a document, then apply its file type's prune rule (one commit).\n\n"
-    "A document that does not exist yet is created with the text (its layer and names "
-    "read from ID, projects/<project>/<file_type> and the like).",
-)
+@layer.command("append")
+@_doc_write
 def append(
-    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool
+    state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool,
 ) -> None:
+    """Append to a document, then apply its file type's prune rule (one commit).
+
+    A document that does not exist yet is created with the text (its layer and
+    names read from ID, projects/<project>/<file_type> and the like).
+    """
     layered = _layered(state, agent, write=True)
     text = _content_text(layered, content, allow_empty)
     where = placement(doc_id)
@@ -310,14 +247,10 @@ def append(
         _check_file_type(layered, where["file_type"], False)
         entry = {("fileType" if k == "file_type" else k): str(v) for k, v in where.items()}
         created = layered.create({**entry, "content": text})
-        if state.json:
-            emit_json(created.to_dict())
-        else:
-            click.echo(f"created {created.id} (it did not exist)")
+        output(state, created, f"created {created.id} (it did not exist)")
         return
     result = layered.append(doc_id, text)
-    if state.json:
-        emit_json(result.to_dict())
+    if emitted(state, result):
         return
     click.echo(f"appended to {result.id} ({result.line_count} lines)")
     for item in result.prune_details:
@@ -327,26 +260,20 @@ def append(
 
 @layer.command("delete")
 @click.argument("doc_id", metavar="ID")
-@json_option
-@pass_state
+@json_state
 def delete(state: State, doc_id: str) -> None:
     """Delete a document (gitmem restore ID brings it back)."""
     result = _layered(state).delete(doc_id)
-    if state.json:
-        emit_json(result.to_dict())
-    else:
-        click.echo(f"deleted {doc_id}" if result.deleted else f"no document {doc_id}")
+    output(state, result, f"deleted {doc_id}" if result.deleted else f"no document {doc_id}")
 
 
 @layer.command("by-project")
 @click.argument("project")
-@json_option
-@pass_state
+@json_state
 def by_project(state: State, project: str) -> None:
     """A project's documents: shared, per skill, commands."""
     grouped = _layered(state).get_by_project(project)
-    if state.json:
-        emit_json(grouped.to_dict())
+    if emitted(state, grouped):
         return
     docs = [*grouped.shared, *(d for ds in grouped.skills.values() for d in ds), *grouped.commands]
     _show_documents(state, docs)
@@ -354,13 +281,11 @@ def by_project(state: State, project: str) -> None:
 
 @layer.command("profile")
 @click.argument("project")
-@json_option
-@pass_state
+@json_state
 def profile(state: State, project: str) -> None:
     """A project's overview and what else is known about it."""
     result = _layered(state).get_project_profile(project)
-    if state.json:
-        emit_json(result.to_dict())
+    if emitted(state, result):
         return
     click.echo(f"project: {result.project}")
     click.echo(f"documents: {', '.join(result.file_types) or '(none)'}")
@@ -376,8 +301,7 @@ def profile(state: State, project: str) -> None:
 @click.argument("what", metavar="LAYER", type=_LAYERS)
 @click.argument("name")
 @click.option("--project", "-p", help="With skill: only this project.")
-@json_option
-@pass_state
+@json_state
 def list_(state: State, what: str, name: str, project: str | None) -> None:
     """Documents of one project (shared layer), skill, command-layer project or agent.
 
@@ -397,13 +321,11 @@ def list_(state: State, what: str, name: str, project: str | None) -> None:
 
 
 @layer.command("staleness")
-@json_option
-@pass_state
+@json_state
 def staleness(state: State) -> None:
     """Fresh, aging and stale documents across all layers."""
     report = _layered(state).get_staleness_report()
-    if state.json:
-        emit_json(report.to_dict(camel=True))
+    if emitted(state, report.to_dict(camel=True)):
         return
     click.echo(f"{len(report.fresh)} fresh, {len(report.aging)} aging, {len(report.stale)} stale")
     rows = [
@@ -419,15 +341,13 @@ def staleness(state: State) -> None:
 @click.option("--layer", "layer_name", type=_LAYERS, help="Only this layer.")
 @click.option("--project", "-p", help="Only this project.")
 @click.option("--limit", type=int, default=20, show_default=True)
-@json_option
-@pass_state
+@json_state
 def search(
-    state: State, pattern: str, layer_name: str | None, project: str | None, limit: int
+    state: State, pattern: str, layer_name: str | None, project: str | None, limit: int,
 ) -> None:
     """Full-text search over layered documents."""
     results = _layered(state).search(pattern, layer=layer_name, project=project, limit=limit)
-    if state.json:
-        emit_json(results.to_dict())
+    if emitted(state, results):
         return
     for match in results:
         line = f":{match.line_number}: {match.line}" if match.line_number else ""

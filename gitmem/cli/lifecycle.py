@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import click
 
-from gitmem.cli.common import State, emit_json, json_option, pass_state, table
+from gitmem.cli.common import (
+    State,
+    agent_option,
+    emitted,
+    json_state,
+    scope_option,
+    table,
+)
 from gitmem.features.lifecycle import check_project, store_staleness
 from gitmem.format.model import UNTITLED
 
 
 @click.command()
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
+@scope_option
 @click.option("--all", "show_all", is_flag=True, help="List fresh memories too.")
-@json_option
-@pass_state
+@json_state
 def stale(state: State, scope: str | None, show_all: bool) -> None:
     """Staleness of the current memories: fresh, aging or stale.
 
@@ -26,10 +32,8 @@ def stale(state: State, scope: str | None, show_all: bool) -> None:
       gitmem stale
       gitmem stale --json
     """
-    store = state.store()
-    report = store_staleness(store, scope=scope)
-    if state.json:
-        emit_json(report.to_dict())
+    report = store_staleness(state.store(), scope=scope)
+    if emitted(state, report):
         return
     click.echo(
         f"{len(report.fresh)} fresh, {len(report.aging)} aging, {len(report.stale)} stale "
@@ -37,24 +41,17 @@ def stale(state: State, scope: str | None, show_all: bool) -> None:
     )
     entries = [*report.stale, *report.aging, *(report.fresh if show_all else [])]
     if entries:
-        rows = [
-            [
-                e.id,
-                str(e.staleness),
-                "-" if e.days_since_update is None else str(e.days_since_update),
-                e.path or "",
-            ]
-            for e in entries
-        ]
+        rows = ([e.id, str(e.staleness), _days(e.days_since_update), e.path or ""] for e in entries)
         click.echo(table(["ID", "STALENESS", "DAYS", "PATH"], rows))
+
+
+def _days(days: int | None) -> str:
+    return "-" if days is None else str(days)
 
 
 @click.command()
 @click.option(
-    "--project",
-    "project",
-    required=True,
-    metavar="PATH",
+    "--project", "project", required=True, metavar="PATH",
     type=click.Path(exists=True, file_okay=False),
     help="The project repository whose HEAD the memories are compared with.",
 )
@@ -62,8 +59,7 @@ def stale(state: State, scope: str | None, show_all: bool) -> None:
     "--flag", is_flag=True, help="Mark the reported memories for verification (one commit)."
 )
 @click.option("--verbose", "-v", is_flag=True, help="List each memory and what changed.")
-@json_option
-@pass_state
+@json_state
 def check(state: State, project: str, flag: bool, verbose: bool) -> None:
     """Report memories whose project files changed since they were written.
 
@@ -83,8 +79,7 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
       gitmem check --project . --json
     """
     report = check_project(state.store(), project, flag=flag)
-    if state.json:
-        emit_json(report.to_dict())
+    if emitted(state, report):
         return
     click.echo(report.summary())
     if verbose:
@@ -99,25 +94,16 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
 
 @click.command()
 @click.option(
-    "--scope",
-    "prune_scope",
-    type=click.Choice(["all", "project", "skill"]),
-    default="all",
-    show_default=True,
-    help="Which layered documents to prune.",
+    "--scope", "prune_scope", type=click.Choice(["all", "project", "skill"]), default="all",
+    show_default=True, help="Which layered documents to prune.",
 )
 @click.option("--project", "-p", help="The project (required with --scope project).")
 @click.option("--skill", help="The skill (required with --scope skill).")
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
-@click.option("--agent", help="Who prunes (the commit's author).")
-@json_option
-@pass_state
+@agent_option
+@json_state
 def prune(
-    state: State,
-    prune_scope: str,
-    project: str | None,
-    skill: str | None,
-    dry_run: bool,
+    state: State, prune_scope: str, project: str | None, skill: str | None, dry_run: bool,
     agent: str | None,
 ) -> None:
     """Apply the prune rules of each layered document's file type, in one commit.
@@ -137,8 +123,7 @@ def prune(
 
     policy = PrunePolicy(scope=prune_scope, project=project, skill=skill, dry_run=dry_run)
     report = LayeredStore(state.store(), agent=agent).prune(policy)
-    if state.json:
-        emit_json(report.to_dict())
+    if emitted(state, report):
         return
     verb = "would prune" if report.dry_run else "pruned"
     click.echo(f"{verb} {len(report.pruned)} section(s)" + (
@@ -153,8 +138,7 @@ def prune(
 @click.command()
 @click.argument("doc_id", metavar="ID", required=False)
 @click.option("--all", "every", is_flag=True, help="Validate every layered document.")
-@json_option
-@pass_state
+@json_state
 def validate(state: State, doc_id: str | None, every: bool) -> None:
     """Quality checks of layered documents: completeness, specificity, growth.
 
@@ -172,8 +156,7 @@ def validate(state: State, doc_id: str | None, every: bool) -> None:
     if doc_id is not None:
         doc_id = store.resolve_id(doc_id)  # a unique id prefix will do
     results = layered.validate_all() if every else [layered.validate(doc_id or "")]
-    if state.json:
-        emit_json([r.to_dict() for r in results] if every else results[0].to_dict())
+    if emitted(state, results if every else results[0]):
         return
     for result in results:
         checks = result.checks

@@ -5,30 +5,31 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitmem.base.errors import GitmemError, NotFoundError, TooLargeError
 from gitmem.cli.common import (
+    AT_HELP,
+    ProgressBar,
     State,
+    agent_option,
     allow_empty_option,
+    at_option,
     body_limit,
-    emit_json,
+    emitted,
     field_options,
     given_fields,
-    json_option,
-    pass_state,
+    json_state,
+    message_option,
+    output,
     read_text_arg,
 )
 
 if TYPE_CHECKING:
     # `gitmem show` answered from a current index never loads the store (nor libgit2).
     from gitmem import Memory, Store
-
-AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
-
 
 def _fields(store: Store, options: dict[str, Any]) -> dict[str, Any]:
     """The given field options, ``--related ID[:REL]`` ids resolved by unique prefix (an id
@@ -45,37 +46,21 @@ def _fields(store: Store, options: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _done(state: State, memory: Memory, text: str) -> None:
-    if state.json:
-        emit_json(memory.to_dict())
-    else:
-        click.echo(text)
-
-
 @click.command()
 @click.argument("body", required=False, metavar="[BODY|-]")
 @field_options
 @click.option("--scope", metavar="repo|user", help="Which store to write to, when both are open.")
 @click.option("--id", "memory_id", metavar="ID", help="Use this id instead of a new mem_<uuid>.")
 @click.option(
-    "--jsonl",
-    "jsonl",
-    metavar="FILE|-",
+    "--jsonl", "jsonl", metavar="FILE|-",
     help="Add one memory per line of FILE ('-': stdin), each a JSON object with 'body' and "
     "field keys; all in one commit, or none if a line is bad.",
 )
 @allow_empty_option
-@json_option
-@pass_state
+@json_state
 def add(
-    state: State,
-    /,
-    body: str | None,
-    scope: str | None,
-    memory_id: str | None,
-    jsonl: str | None,
-    allow_empty: bool,
-    **options: Any,
+    state: State, /, body: str | None, scope: str | None, memory_id: str | None, jsonl: str | None,
+    allow_empty: bool, **options: Any,
 ) -> None:
     """Store a new memory and print its id.
 
@@ -98,18 +83,13 @@ def add(
         return
     store = state.store(write=True)
     memory = store.create(
-        read_text_arg(body, store=store, allow_empty=allow_empty),
-        scope=scope,
-        id=memory_id,
-        message=options.get("message"),
-        allow_empty=allow_empty,
-        **_fields(store, options),
+        read_text_arg(body, store=store, allow_empty=allow_empty), scope=scope, id=memory_id,
+        message=options.get("message"), allow_empty=allow_empty, **_fields(store, options),
     )
     from gitmem.store.duplicates import duplicates_report, duplicates_text
 
     similar = duplicates_report(store.reader(memory.store_scope), memory)
-    if state.json:
-        emit_json({**memory.to_dict(), "near_duplicates": similar})
+    if emitted(state, {**memory.to_dict(), "near_duplicates": similar}):
         return
     click.echo(memory.id)
     for line in duplicates_text(similar):
@@ -123,11 +103,7 @@ _JSONL_KEYS = frozenset(
 
 
 def _add_jsonl(
-    state: State,
-    source: str,
-    scope: str | None,
-    allow_empty: bool,
-    defaults: dict[str, Any],
+    state: State, source: str, scope: str | None, allow_empty: bool, defaults: dict[str, Any],
     message: str | None,
 ) -> None:
     """``add --jsonl``: every line one memory, all in one transaction (one commit)."""
@@ -138,46 +114,48 @@ def _add_jsonl(
 
     store = state.store(write=True)
     # A line is at most a memory: its body JSON-escaped (6 bytes a byte at worst) and fields.
-    line_limit = 6 * body_limit(store) + MAX_FRONT_MATTER_BYTES
-    with contextlib.ExitStack() as stack:
-        stream: BinaryIO = sys.stdin.buffer
-        if source != "-":
+    limit = 6 * body_limit(store) + MAX_FRONT_MATTER_BYTES
+    try:
+        stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise NotFoundError(f"cannot read {source}: {exc.strerror}") from None
+    entries: list[tuple[int, dict[str, Any]]] = []
+    with stream:
+        # A line is read up to the limit and one byte more: input of any size is refused in
+        # the memory of one line.
+        for number, raw in enumerate(iter(lambda: stream.readline(limit + 1), b""), 1):
+            if len(raw) > limit:
+                raise TooLargeError(
+                    f"line {number} of {'stdin' if source == '-' else source} is over {limit} "
+                    "bytes, more than a memory can hold",
+                    hint="split the memory, or raise limits.max_body_bytes for this store in "
+                    "your own gitmem configuration (gitmem.yaml only lowers it)",
+                )
+            if not raw.strip():
+                continue
             try:
-                stream = stack.enter_context(open(source, "rb"))
-            except OSError as exc:
-                raise NotFoundError(f"cannot read {source}: {exc.strerror}") from None
-        lines = list(_bounded_lines(stream, line_limit, "stdin" if source == "-" else source))
-    entries: list[dict[str, Any]] = []
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            entry = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise InvalidInputError(
-                f"line {number}: not a JSON object of UTF-8 text ({exc})"
-            ) from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("body"), str):
-            raise InvalidInputError(f"line {number}: want a JSON object with a text 'body'")
-        unknown = sorted(set(entry) - _JSONL_KEYS)
-        if unknown:
-            raise InvalidInputError(
-                f"line {number}: unknown key(s) {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(_JSONL_KEYS))})"
-            )
-        entries.append(entry)
+                entry = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise InvalidInputError(
+                    f"line {number}: not a JSON object of UTF-8 text ({exc})"
+                ) from None
+            if not isinstance(entry, dict) or not isinstance(entry.get("body"), str):
+                raise InvalidInputError(f"line {number}: want a JSON object with a text 'body'")
+            unknown = sorted(set(entry) - _JSONL_KEYS)
+            if unknown:
+                raise InvalidInputError(
+                    f"line {number}: unknown key(s) {', '.join(unknown)} "
+                    f"(known: {', '.join(sorted(_JSONL_KEYS))})"
+                )
+            entries.append((number, entry))
     if not entries:
         raise click.UsageError("--jsonl: no memories in the input")
     created: list[Memory] = []
-    # A bar on stderr for a large file (click draws it only on a terminal; data stays on stdout).
-    bar = click.progressbar(
-        length=len(entries), label="adding", file=sys.stderr, hidden=len(entries) < 500
-    )
-    with bar, store.transaction(
-        message=message or f"add: {len(entries)} memories", scope=scope
-    ):
-        for number, entry in enumerate(entries, 1):
-            bar.update(1)
+    progress = ProgressBar("adding", quiet=state.json, min_total=500)
+    message = message or f"add: {len(entries)} memories"
+    with progress, store.transaction(message=message, scope=scope):
+        for number, entry in entries:
+            progress(len(created) + 1, len(entries))
             fields = {**defaults, **{k: v for k, v in entry.items() if k != "body"}}
             try:
                 created.append(
@@ -187,31 +165,13 @@ def _add_jsonl(
                 exc.message = f"line {number}: {exc.message}"
                 exc.args = (exc.message,)
                 raise
-    if state.json:
-        emit_json([m.to_dict() for m in created])
-    else:
-        for memory in created:
-            click.echo(memory.id)
-
-
-def _bounded_lines(stream: BinaryIO, limit: int, name: str) -> Iterator[bytes]:
-    """The lines of ``stream``; one longer than ``limit`` is refused once ``limit`` + 1 of
-    its bytes are read, so input of any size is refused in the memory of one line."""
-    for number, raw in enumerate(iter(lambda: stream.readline(limit + 1), b""), 1):
-        if len(raw) > limit:
-            raise TooLargeError(
-                f"line {number} of {name} is over {limit} bytes, more than a memory can hold",
-                hint="split the memory, or raise limits.max_body_bytes for this store in your "
-                "own gitmem configuration (gitmem.yaml only lowers it)",
-            )
-        yield raw
+    output(state, created, "\n".join(memory.id for memory in created))
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--at", metavar="REV|DATE", help=AT_HELP)
-@json_option
-@pass_state
+@at_option
+@json_state
 def show(state: State, memory_id: str, at: str | None) -> None:
     """Print a memory: its front-matter and body.
 
@@ -233,8 +193,7 @@ def show(state: State, memory_id: str, at: str | None) -> None:
         memory = store.read(store.resolve_id(memory_id), at=at)
     # As read, not as the file spells it: the same output from the index and from git.
     memory = dataclasses.replace(memory, document=None)
-    if state.json:
-        emit_json(memory.to_dict())
+    if emitted(state, memory):
         return
     from gitmem.format import codec
 
@@ -249,23 +208,18 @@ def _print_file(data: bytes) -> None:
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--message", "-m", help="Why: written in the commit message body.")
+@message_option
 @click.option(
     "--discard", is_flag=True, help="Drop a kept unfinished edit and start from the stored file."
 )
-@json_option
-@pass_state
+@json_state
 def edit(state: State, memory_id: str, message: str | None, discard: bool) -> None:
     """Edit a memory's file in $EDITOR, as one update.
 
-    Opens the file in $VISUAL or $EDITOR. The edited file is validated before
-    anything is written. The store manages id, version, created_at and
-    updated_at: the id must stay, the others are set for you. If the edit is
-    broken (bad YAML, schema error, changed id) it is refused with the reason
-    and kept under <gitdir>/gitmem/edits/; the next `gitmem edit ID` opens it
-    again so nothing typed is lost. An edit that changes nothing makes no
-    commit. If someone else changed the memory while you edited, the edit is
-    refused as a conflict and kept as well.
+    Opens the file in $VISUAL or $EDITOR and validates it before anything is
+    written; the id must stay. A broken edit, or one that raced another
+    writer, is refused with the reason and kept: the next `gitmem edit ID`
+    opens it again. An edit that changes nothing makes no commit.
 
     \b
     Examples:
@@ -287,32 +241,24 @@ def edit(state: State, memory_id: str, message: str | None, discard: bool) -> No
     )
     updated = result.memory
     if result.changed:
-        _done(state, updated, f"Updated {memory_id} to version {updated.version}")
+        output(state, updated, f"Updated {memory_id} to version {updated.version}")
     else:
-        _done(state, updated, f"No changes to {memory_id} (version {updated.version})")
+        output(state, updated, f"No changes to {memory_id} (version {updated.version})")
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @click.argument("body", required=False, metavar="[BODY|-]")
 @click.option(
-    "--expected-version",
-    type=int,
-    metavar="N",
+    "--expected-version", type=int, metavar="N",
     help="Refuse (conflict, exit 6) unless the stored version is N.",
 )
 @field_options
 @allow_empty_option
-@json_option
-@pass_state
+@json_state
 def update(
-    state: State,
-    /,
-    memory_id: str,
-    body: str | None,
-    expected_version: int | None,
-    allow_empty: bool,
-    **options: Any,
+    state: State, /, memory_id: str, body: str | None, expected_version: int | None,
+    allow_empty: bool, **options: Any,
 ) -> None:
     """Change a memory in place (same id, version + 1).
 
@@ -332,31 +278,24 @@ def update(
     memory = store.update(
         memory_id,
         read_text_arg(body, store=store, allow_empty=allow_empty) if body is not None else None,
-        expected_version=expected_version,
-        message=options.get("message"),
+        expected_version=expected_version, message=options.get("message"),
         allow_empty=allow_empty,
         **_fields(store, options),
     )
-    _done(state, memory, f"{memory_id} is at version {memory.version}")
+    output(state, memory, f"{memory_id} is at version {memory.version}")
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @click.argument("text", metavar="TEXT|-")
 @click.option("--expected-version", type=int, metavar="N", help="Refuse unless at version N.")
-@click.option("--agent", help="The agent (or person) writing; the commit's author.")
-@click.option("--message", "-m", help="Why: written in the commit message body.")
+@agent_option
+@message_option
 @allow_empty_option
-@json_option
-@pass_state
+@json_state
 def append(
-    state: State,
-    memory_id: str,
-    text: str,
-    expected_version: int | None,
-    agent: str | None,
-    message: str | None,
-    allow_empty: bool,
+    state: State, memory_id: str, text: str, expected_version: int | None, agent: str | None,
+    message: str | None, allow_empty: bool,
 ) -> None:
     """Add text at the end of a memory's body.
 
@@ -374,12 +313,9 @@ def append(
     memory = store.append(
         memory_id,
         read_text_arg(text, "text", store=store, allow_empty=allow_empty),
-        expected_version=expected_version,
-        agent=agent,
-        message=message,
-        allow_empty=allow_empty,
+        expected_version=expected_version, agent=agent, message=message, allow_empty=allow_empty,
     )
-    _done(state, memory, f"{memory_id} is at version {memory.version}")
+    output(state, memory, f"{memory_id} is at version {memory.version}")
 
 
 @click.command()
@@ -390,15 +326,9 @@ def append(
     "--id", "new_id", metavar="ID", help="Id of the new memory (default: a new mem_<uuid>)."
 )
 @allow_empty_option
-@json_option
-@pass_state
+@json_state
 def supersede(
-    state: State,
-    /,
-    memory_id: str,
-    body: str | None,
-    new_id: str | None,
-    allow_empty: bool,
+    state: State, /, memory_id: str, body: str | None, new_id: str | None, allow_empty: bool,
     **options: Any,
 ) -> None:
     """Replace a memory with a new one; print its id.
@@ -415,21 +345,17 @@ def supersede(
     store = state.store()
     memory = store.supersede(
         store.resolve_id(memory_id),
-        read_text_arg(body, store=store, allow_empty=allow_empty),
-        id=new_id,
-        message=options.get("message"),
-        allow_empty=allow_empty,
-        **_fields(store, options),
+        read_text_arg(body, store=store, allow_empty=allow_empty), id=new_id,
+        message=options.get("message"), allow_empty=allow_empty, **_fields(store, options),
     )
-    _done(state, memory, memory.id)
+    output(state, memory, memory.id)
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--agent", help="The agent (or person) deleting; the commit's author.")
-@click.option("--message", "-m", help="Why: written in the commit message body.")
-@json_option
-@pass_state
+@agent_option
+@message_option
+@json_state
 def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> None:
     """Delete a memory (restore brings it back).
 
@@ -443,25 +369,23 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     store.delete(memory_id, agent=agent, message=message, missing_ok=False)
-    if state.json:
-        emit_json({"id": memory_id, "deleted": True})
-    else:
-        click.echo(f"Deleted {memory_id} (gitmem restore {memory_id} brings it back)")
+    output(
+        state, {"id": memory_id, "deleted": True},
+        f"Deleted {memory_id} (gitmem restore {memory_id} brings it back)",
+    )
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @click.option(
-    "--at",
-    metavar="REV|DATE",
+    "--at", metavar="REV|DATE",
     help="Roll back to the content at this revision or time. " + AT_HELP,
 )
-@click.option("--agent", help="The agent (or person) restoring; the commit's author.")
-@click.option("--message", "-m", help="Why: written in the commit message body.")
-@json_option
-@pass_state
+@agent_option
+@message_option
+@json_state
 def restore(
-    state: State, memory_id: str, at: str | None, agent: str | None, message: str | None
+    state: State, memory_id: str, at: str | None, agent: str | None, message: str | None,
 ) -> None:
     """Bring back a deleted memory, or roll one back.
 
@@ -479,4 +403,4 @@ def restore(
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     memory = store.restore(memory_id, at=at, agent=agent, message=message)
-    _done(state, memory, f"Restored {memory_id} as version {memory.version}")
+    output(state, memory, f"Restored {memory_id} as version {memory.version}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem.cli.common import State, emit_json, json_option, pass_state
+from gitmem.cli.common import State, emitted, json_state
 from gitmem.features import purge as _purge
 
 
@@ -12,9 +12,7 @@ from gitmem.features import purge as _purge
 @click.argument("memory_id", metavar="[ID]", required=False)
 @click.option("--pattern", metavar="REGEX", help="Replace every match of this regular expression.")
 @click.option(
-    "--secrets",
-    "all_secrets",
-    is_flag=True,
+    "--secrets", "all_secrets", is_flag=True,
     help="Replace every credential the store's policy finds (as gitmem secrets --history).",
 )
 @click.option(
@@ -23,19 +21,10 @@ from gitmem.features import purge as _purge
 @click.option("--dry-run", is_flag=True, help="Say what would be removed (the default).")
 @click.option("--scope", metavar="repo|user", help="The store to purge, when both are open.")
 @click.option("--remote", metavar="NAME", help="The hub to give push steps for (default: origin).")
-@json_option
-@pass_state
-@click.pass_context
+@json_state
 def purge(
-    ctx: click.Context,
-    state: State,
-    memory_id: str | None,
-    pattern: str | None,
-    all_secrets: bool,
-    apply: bool,
-    dry_run: bool,
-    scope: str | None,
-    remote: str | None,
+    state: State, memory_id: str | None, pattern: str | None, all_secrets: bool, apply: bool,
+    dry_run: bool, scope: str | None, remote: str | None,
 ) -> None:
     """Remove a memory, or every match of a pattern, from ALL of history.
 
@@ -63,30 +52,24 @@ def purge(
     if sum([memory_id is not None, pattern is not None, all_secrets]) != 1:
         raise click.UsageError("give one of ID, --pattern REGEX or --secrets")
     report = _purge.purge(
-        state.store(),
-        memory=memory_id,
-        pattern=pattern,
-        secrets=all_secrets,
-        apply=apply,
-        scope=scope,
-        remote=remote,
+        state.store(), memory=memory_id, pattern=pattern, secrets=all_secrets, apply=apply,
+        scope=scope, remote=remote,
     )
-    if state.json:
-        emit_json(report.to_dict())
+    if emitted(state, report):
+        pass
+    elif not report.found:
+        click.echo(f"Nothing to purge: {report.target} is in no commit.")
     else:
-        if not report.found:
-            click.echo(f"Nothing to purge: {report.target} is in no commit.")
-        else:
-            verb = "Removed" if report.applied else "Would remove"
-            click.echo(f"{verb} {report.target} from {report.scope} history:")
-            for removal in report.removals:
-                click.echo(f"  {removal.line()}")
-            done = "rewritten" if report.applied else "to rewrite"
-            click.echo(f"{report.commits_rewritten} commit(s) {done}.")
-            if not report.applied:
-                click.echo("Dry run: nothing was changed. Run again with --apply to rewrite.")
-            click.echo("Then, to make the old objects really go:")
-            for line in _purge.format_steps(report.steps):
-                click.echo(line)
+        verb = "Removed" if report.applied else "Would remove"
+        click.echo(f"{verb} {report.target} from {report.scope} history:")
+        for removal in report.removals:
+            click.echo(f"  {removal.line()}")
+        done = "rewritten" if report.applied else "to rewrite"
+        click.echo(f"{report.commits_rewritten} commit(s) {done}.")
+        if not report.applied:
+            click.echo("Dry run: nothing was changed. Run again with --apply to rewrite.")
+        click.echo("Then, to make the old objects really go:")
+        for line in _purge.format_steps(report.steps):
+            click.echo(line)
     if not report.found:
-        ctx.exit(1)
+        raise click.exceptions.Exit(1)

@@ -6,7 +6,7 @@ import heapq
 import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,28 +15,33 @@ import click
 import gitmem
 from gitmem.base.clock import format_timestamp
 from gitmem.base.printable import printable, printable_json
-from gitmem.cli.common import State, emit_json, json_option, pass_state, short, table
+from gitmem.cli.common import (
+    State,
+    all_option,
+    at_option,
+    emit_json,
+    emitted,
+    json_state,
+    output,
+    scope_option,
+    short,
+    table,
+    tags_option,
+)
 from gitmem.format.model import UNTITLED, Scope
 from gitmem.store.results import History, LogEntry, Problem
 from gitmem.store.where import is_store, user_store_path
 
 if TYPE_CHECKING:
     # `gitmem ls` answered from a current index never loads the store (nor libgit2).
-    from gitmem import Memory, Store
+    from gitmem import Store
 
 
 class Rows(Protocol):
     """What the plain listing reads: a scope's reader, or a current index read without git."""
 
     def rows(
-        self,
-        columns: list[str],
-        *,
-        include_superseded: bool,
-        include_archived: bool,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
+        self, columns: list[str], *, include_superseded: bool, include_archived: bool
     ) -> list[tuple[Any, ...]]: ...
 
     def problems(self) -> list[Problem]: ...
@@ -46,25 +51,16 @@ class Rows(Protocol):
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--bare", is_flag=True, help="No work tree: the fast path for agents and servers.")
 @click.option(
-    "--project",
-    is_flag=True,
+    "--project", is_flag=True,
     help="Make the project's repo-scope store in <project>/.gitmem/ (PATH defaults to the "
     "top of the git repository you are in) and exclude it in .git/info/exclude.",
 )
 @click.option(
-    "--scope",
-    type=click.Choice([str(s) for s in Scope]),
+    "--scope", type=click.Choice([str(s) for s in Scope]),
     help="The store's scope (default: user for the user store, repo otherwise).",
 )
-@json_option
-@pass_state
-def init(
-    state: State,
-    path: Path | None,
-    bare: bool,
-    project: bool,
-    scope: str | None,
-) -> None:
+@json_state
+def init(state: State, path: Path | None, bare: bool, project: bool, scope: str | None) -> None:
     """Create a store (harmless on an existing one).
 
     PATH defaults to --store, then $GITMEM_DIR, then the user store
@@ -92,16 +88,10 @@ def init(
         existed = is_store(target.expanduser())
         store = gitmem.init(target, bare=bare, scope=scope)
     db = store.db()
-    if state.json:
-        emit_json(
-            {
-                "path": str(db.path.absolute()),
-                "gitdir": str(db.gitdir),
-                "bare": db.bare,
-                "scope": str(store.default_scope),
-                "created": not existed,
-            }
-        )
+    if emitted(state, {
+        "path": str(db.path.absolute()), "gitdir": str(db.gitdir), "bare": db.bare,
+        "scope": str(store.default_scope), "created": not existed,
+    }):
         return
     kind = "bare" if db.bare else "work-tree"
     verb = "Opened existing" if existed else "Initialized"
@@ -110,37 +100,22 @@ def init(
         click.echo("It is listed in the project's .git/info/exclude as /.gitmem/")
 
 
-def _status(memory: Memory, superseded: set[str]) -> str:
-    if memory.id in superseded:
-        return "superseded"
-    return str(memory.status)
-
-
 @click.command(name="ls")
 @click.option("--category", help="Only this category.")
-@click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only memories with this tag (repeat: all)."
-)
-@click.option("--scope", metavar="repo|user", help="Only this store, when both are open.")
-@click.option("--all", "show_all", is_flag=True, help="Include superseded and archived memories.")
-@click.option("--at", metavar="REV|DATE", help="The store as it was at a revision or time.")
+@tags_option
+@scope_option
+@all_option
+@at_option
 @click.option(
     "--limit", "-n", type=click.IntRange(min=1), metavar="N", help="At most N memories (a page)."
 )
 @click.option(
     "--offset", type=click.IntRange(min=0), default=0, metavar="K", help="Skip the first K."
 )
-@json_option
-@pass_state
+@json_state
 def ls(
-    state: State,
-    category: str | None,
-    tags: tuple[str, ...],
-    scope: str | None,
-    show_all: bool,
-    at: str | None,
-    limit: int | None,
-    offset: int,
+    state: State, category: str | None, tags: tuple[str, ...], scope: str | None, show_all: bool,
+    at: str | None, limit: int | None, offset: int,
 ) -> None:
     """List memories (id, version, category, title).
 
@@ -156,196 +131,80 @@ def ls(
     """
     page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
+        # The plain listing straight from the index's rows, without a Memory per row.
         current = state.current_index()
         if current is not None and scope in (None, str(current.scope)):
-            _ls_rows([(str(current.scope), current)], show_all, page)
-            return
+            return _ls_table(_index_rows([(str(current.scope), current)], show_all), show_all, page)
         store = state.store()
         if store.use_index:
             # an unknown scope is refused by Store.reader, naming the known ones
             wanted = [scope] if scope else [str(s) for s in store.scopes]
-            _ls_rows([(each, store.reader(each)) for each in wanted], show_all, page)
-            return
-    store = state.store()
-    memories = store.list(
-        scope=scope,
-        category=category,
-        tags=list(tags) or None,
-        include_superseded=show_all,
-        include_archived=show_all,
-        at=at,
-    )[page]
-    if state.json:
-        emit_json([memory.to_dict() for memory in memories])
+            sources = [(each, store.reader(each)) for each in wanted]
+            return _ls_table(_index_rows(sources, show_all), show_all, page)
+    memories = state.store().list(
+        scope=scope, category=category, tags=list(tags) or None, include_superseded=show_all,
+        include_archived=show_all, at=at,
+    )
+    if emitted(state, memories[page]):
         return
-    if not memories:
-        click.echo("No memories.")
-        return
-    superseded = {m.supersedes for m in memories if m.supersedes}
-    headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"]
-    if show_all:
-        headers.append("STATUS")
-    rows = []
-    for m in memories:
-        row = [
-            m.id,
-            str(m.version),
-            m.category or "-",
-            m.title or UNTITLED,
-            str(m.store_scope or m.scope or "-"),
-        ]
-        if show_all:
-            row.append(_status(m, superseded))
-        rows.append(row)
-    click.echo(table(headers, rows))
+    rows = [
+        (m.id, m.version, m.category, m.title, m.supersedes, m.status, m.store_scope or m.scope)
+        for m in memories
+    ]
+    _ls_table(rows, show_all, page)
 
 
-LS_PAGE = 5_000
-"""Rows the plain listing reads per query: its memory stays that of a page, not of a store."""
-
-
-def _ls_rows(sources: list[tuple[str, Rows]], show_all: bool, page: slice) -> None:
-    """The plain listing straight from the index's rows (of each scope's reader, or of
-    a current index read without git): the same table as from ``Store.list``, without
-    building a Memory per row (a third of `gitmem ls` at 1k).
-
-    Streamed: the rows are read a page at a time, twice (once for the column widths and
-    the superseded ids, once to print), so a listing of a million memories needs the
-    memory of a page, not of the store's rows (~1 GB at 1M)."""
+def _index_rows(sources: Sequence[tuple[str, Rows]], show_all: bool) -> list[tuple[Any, ...]]:
+    """The listing's rows from each scope's index, oldest first across the scopes:
+    (id, version, category, title, supersedes, status, scope)."""
     from gitmem.base import logs
 
-    log = logs.get("gitmem.store.core")
-    for _each, reader in sources:
-        for problem in reader.problems():  # as Store.list reports them
-            log.warning("skipping %s: %s", problem.path, problem.message)
-    headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"]
-    if show_all:
-        headers.append("STATUS")
-    widths = [len(h) for h in headers[:-1]]
-    superseded: set[str] = set()
-    listed = 0
-    # With --all, a page's status needs the successors outside the page too: the first
-    # pass reads the whole listing for them (still a page at a time).
-    whole = slice(None) if show_all else page
-    first = _ls_stream(sources, show_all, whole)
-    for n, (memory_id, version, cat, title, sup, _status, where) in enumerate(
-        first, start=whole.start or 0
-    ):
-        if sup:
-            superseded.add(sup)
-        if n < page.start or (page.stop is not None and n >= page.stop):
-            continue
-        listed += 1
-        cells = _ls_cells(memory_id, str(version), cat or "-", title or UNTITLED, where)
-        for i in range(len(widths)):
-            widths[i] = max(widths[i], len(cells[i]))
-    if not listed:
-        click.echo("No memories.")
-        return
-    lines = [_ls_line(headers, widths)]
-    for memory_id, version, cat, title, _sup, status, where in _ls_stream(
-        sources, show_all, page
-    ):
-        row = _ls_cells(memory_id, str(version), cat or "-", title or UNTITLED, where)
-        if show_all:
-            row.append("superseded" if memory_id in superseded else str(status))
-        lines.append(_ls_line(row, widths))
-        if len(lines) >= LS_PAGE:
-            click.echo("\n".join(lines))
-            lines = []
-    if lines:
-        click.echo("\n".join(lines))
-
-
-def _ls_line(row: list[str], widths: list[int]) -> str:
-    """One line as :func:`table` draws it: left-aligned cells, the last one unpadded."""
-    cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-    return "  ".join([*cells, row[-1]]).rstrip()
-
-
-def _ls_cells(*cells: str) -> list[str]:
-    """A listing row's cells as :func:`table` shows them (control characters escaped)."""
-    return [printable(cell) for cell in cells]
-
-
-def _ls_stream(
-    sources: list[tuple[str, Rows]], show_all: bool, page: slice
-) -> Iterator[tuple[Any, ...]]:
-    """The listing's rows, oldest first across the scopes, read ``LS_PAGE`` at a time:
-    (id, version, category, title, supersedes, status, scope)."""
     columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
-
-    # One source: its first query skips the offset (SQLite walks the index for it, ~0.1 s
-    # at 500k) instead of paging through what it skips.
-    skip = (page.start or 0) if len(sources) == 1 else 0
-
-    def paged(each: str, reader: Rows) -> Iterator[tuple[Any, ...]]:
-        after: tuple[int, str] | None = None
-        offset = skip
-        while True:
-            rows = reader.rows(
-                columns,
-                include_superseded=show_all,
-                include_archived=show_all,
-                after=after,
-                limit=LS_PAGE,
-                offset=offset,
-            )
-            offset = 0
-            for row in rows:
-                yield (*row, each)
-            if len(rows) < LS_PAGE:
-                return
-            after = (rows[-1][0], rows[-1][1])
-
-    merged = heapq.merge(*(paged(each, reader) for each, reader in sources), key=_ls_key)
-    start = (page.start or 0) - skip
-    stop = page.stop - skip if page.stop is not None else None
-    for row in itertools.islice(merged, start, stop):
-        yield row[1:]
+    each_scope = []
+    for each, reader in sources:
+        for problem in reader.problems():  # as Store.list reports them
+            logs.get("gitmem.store.core").warning("skipping %s: %s", problem.path, problem.message)
+        rows = reader.rows(columns, include_superseded=show_all, include_archived=show_all)
+        each_scope.append([(*row, each) for row in rows])
+    return [row[1:] for row in heapq.merge(*each_scope, key=lambda row: (row[0], row[1]))]
 
 
-def _ls_key(row: tuple[Any, ...]) -> tuple[int, str]:
-    return (row[0], row[1])
+def _ls_table(rows: list[tuple[Any, ...]], show_all: bool, page: slice) -> None:
+    """The listing's table of ``rows[page]``; a superseded memory's status says so."""
+    superseded = {row[4] for row in rows if row[4]}
+    shown = [
+        [ident, str(version), cat or "-", title or UNTITLED, str(where or "-")]
+        + (["superseded" if ident in superseded else str(status)] if show_all else [])
+        for ident, version, cat, title, _sup, status, where in rows[page]
+    ]
+    headers = ["ID", "VER", "CATEGORY", "TITLE", "SCOPE"] + (["STATUS"] if show_all else [])
+    click.echo(table(headers, shown) if shown else "No memories.")
 
 
 def history_text(history: History) -> str:
     """A history as text: one heading per memory of the chain, one line per version."""
     lines: list[str] = []
-    current: str | None = None
-    rows: list[list[str]] = []
-
-    def flush() -> None:
-        if rows:
-            text = table(["VER", "TIME", "OP", "AUTHOR", "COMMIT", "TITLE"], rows)
-            lines.extend("  " + line for line in text.splitlines())
-            rows.clear()
-
-    for version in history:
-        if version.memory_id != current:
-            flush()
-            current = version.memory_id
-            supersedes = version.memory.supersedes if version.memory else None
-            lines.append(printable(current + (f" (supersedes {supersedes})" if supersedes else "")))
-        title = version.memory.title if version.memory else None
-        rows.append(
+    for memory_id, group in itertools.groupby(history, key=lambda version: version.memory_id):
+        versions = list(group)
+        first = versions[0].memory
+        supersedes = f" (supersedes {first.supersedes})" if first and first.supersedes else ""
+        lines.append(printable(memory_id + supersedes))
+        rows = (
             [
-                str(version.version) if version.version is not None else "-",
-                format_timestamp(version.time),
-                version.op,
-                version.agent or version.author,
-                short(version.commit),
-                title or ("(deleted)" if version.memory is None else UNTITLED),
+                "-" if v.version is None else str(v.version), format_timestamp(v.time), v.op,
+                v.agent or v.author, short(v.commit),
+                "(deleted)" if v.memory is None else v.memory.title or UNTITLED,
             ]
+            for v in versions
         )
-    flush()
+        text = table(["VER", "TIME", "OP", "AUTHOR", "COMMIT", "TITLE"], rows)
+        lines += ["  " + line for line in text.splitlines()]
     return "\n".join(lines)
 
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@json_option
-@pass_state
+@json_state
 def history(state: State, memory_id: str) -> None:
     """Every version of a memory, oldest first.
 
@@ -361,16 +220,8 @@ def history(state: State, memory_id: str) -> None:
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     result = store.history(memory_id)
-    if state.json:
-        emit_json(
-            {
-                "id": memory_id,
-                "versions": [v.to_dict() for v in result],
-                "warnings": result.warnings,
-            }
-        )
-        return
-    click.echo(history_text(result))
+    data = {"id": memory_id, "versions": [v.to_dict() for v in result], "warnings": result.warnings}
+    output(state, data, history_text(result))
 
 
 def log_text(entries: list[LogEntry]) -> str:
@@ -386,8 +237,7 @@ def log_text(entries: list[LogEntry]) -> str:
 @click.command()
 @click.option("--agent", help="Only commits by this agent (Gitmem-Agent trailer or author).")
 @click.option(
-    "--op",
-    metavar="OP",
+    "--op", metavar="OP",
     help="Only this operation: create, update, append, supersede, delete, restore, ...",
 )
 @click.option("--id", "memory_id", metavar="ID", help="Only commits that touched this memory.")
@@ -395,32 +245,19 @@ def log_text(entries: list[LogEntry]) -> str:
 @click.option("--until", metavar="DATE", help="Only commits at or before this date/time.")
 @click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N commits.")
 @click.option(
-    "--path",
-    metavar="PATH",
+    "--path", metavar="PATH",
     help="Only commits that changed a file under PATH (a file, a folder or a glob).",
 )
 @click.option("--category", help="Only commits that changed a memory of this category.")
 @click.option(
-    "--format",
-    "fmt",
-    default="table",
-    metavar="FORMAT",
+    "--format", "fmt", default="table", metavar="FORMAT",
     help="table (default), oneline, json, jsonl, or a template of {commit} {short} {time} "
     "{author} {email} {agent} {session} {subject} {ops} {ids} {supersedes} {scope}.",
 )
-@json_option
-@pass_state
+@json_state
 def log(
-    state: State,
-    agent: str | None,
-    op: str | None,
-    memory_id: str | None,
-    since: str | None,
-    until: str | None,
-    limit: int | None,
-    path: str | None,
-    category: str | None,
-    fmt: str,
+    state: State, agent: str | None, op: str | None, memory_id: str | None, since: str | None,
+    until: str | None, limit: int | None, path: str | None, category: str | None, fmt: str,
 ) -> None:
     """The audit log: commits, newest first.
 
@@ -439,13 +276,7 @@ def log(
     if memory_id is not None:
         memory_id = store.resolve_id(memory_id)
     entries = store.log(
-        agent=agent,
-        op=op,
-        id=memory_id,
-        since=since,
-        until=until,
-        limit=limit,
-        path=path,
+        agent=agent, op=op, id=memory_id, since=since, until=until, limit=limit, path=path,
         category=category,
     )
     if state.json or fmt == "json":
@@ -477,8 +308,7 @@ _REASONS = {
 
 
 @click.command()
-@json_option
-@pass_state
+@json_state
 def status(state: State) -> None:
     """Which store(s) are in use and why; branch, tip, index, hooks, merge driver.
 
@@ -500,8 +330,7 @@ def status(state: State) -> None:
         if scope != store.default_scope:
             why = "the user store, read together with the project's"
         rows.append(store_status(store, scope, why))
-    if state.json:
-        emit_json({"default_scope": str(store.default_scope), "stores": rows})
+    if emitted(state, {"default_scope": str(store.default_scope), "stores": rows}):
         return
     for n, row in enumerate(rows):
         if n:
