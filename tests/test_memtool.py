@@ -195,34 +195,6 @@ def test_the_escaping_is_one_to_one() -> None:
     assert len(set(files)) == len(files)
 
 
-def test_files_written_by_earlier_versions_read_the_same(store: Store) -> None:
-    """Before names were escaped, a name without .md was stored as <name>.md and any name
-    ending in .md (whatever its case) as <stem>.md: such files are found where they are."""
-    store.create("- milk\n", id="notes/todo", title="/memories/todo", extra={"memory_file": "todo"})
-    store.create("<a/>", id="notes/X", title="/memories/X.MD", extra={"memory_file": "X.MD"})
-    store.create("tabs\n", id="notes/prefs/user", title="/memories/prefs/user.md")
-    store.create("odd\n", id="notes/x--a", title="/memories/x--a.md")
-    tool = MemoryTool(store)
-    assert tool.view("/memories").split("\n")[2:] == [
-        "4B\t/memories/X.MD",
-        "4K\t/memories/prefs/",
-        "5B\t/memories/prefs/user.md",
-        "7B\t/memories/todo",
-        "4B\t/memories/x--a.md",
-    ]
-    assert tool.view("/memories/todo").endswith("1\t- milk\n     2\t")
-    assert tool.view("/memories/X.MD").endswith("1\t<a/>")
-    assert tool.view("/memories/x--a.md").endswith("1\todd\n     2\t")
-    tool.str_replace("/memories/todo", "milk", "oat milk")
-    assert store.read("notes/todo").body == "- oat milk\n"
-    with pytest.raises(MemoryToolError, match=r"would be stored where /memories/X\.MD is"):
-        tool.create("/memories/X.md", "clash")
-    tool.rename("/memories/todo", "/memories/done")
-    assert store.read("notes/x--done").body == "- oat milk\n"
-    tool.delete("/memories/X.MD")
-    assert store.get("notes/X") is None
-
-
 def test_empty_directories_stay_until_deleted_as_on_a_file_system(store: Store) -> None:
     """The SDK's tool cannot create an empty directory, but a delete or a rename leaves one:
     it stays (an empty .gitkeep that no listing shows) until it is deleted or filled."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,7 +31,6 @@ from gitmem.base.errors import (
 from gitmem.base.printable import printable
 from gitmem.format import codec
 from gitmem.format.layout import (
-    DOCUMENT_ROOTS,
     KEEP_FILE,
     MAX_ID_LENGTH,
     MAX_PATH_DEPTH,
@@ -43,21 +42,8 @@ from gitmem.format.versions import RENAMED_FROM
 from gitmem.git.objects import Snapshot, tree_entry
 from gitmem.store.core import Store
 
-__all__ = [
-    "MEMORY_ROOT",
-    "MemoryTool",
-    "MemoryToolError",
-    "MemoryToolNotFoundError",
-    "anthropic_async_memory_tool",
-    "anthropic_memory_tool",
-    "dir_name",
-    "dir_segment",
-    "file_segment",
-]
-
 MEMORY_ROOT = "/memories"
 NOTES_ROOT = "notes"
-assert NOTES_ROOT in DOCUMENT_ROOTS
 NAME_KEY = "memory_file"
 LINE_NUMBER_WIDTH = 6
 MAX_VIEW_LINES = 999_999
@@ -154,17 +140,6 @@ def file_segment(name: str) -> str:
     return ESCAPE_PREFIX + _escape(name)
 
 
-def _legacy_file_segment(name: str) -> str | None:
-    """Where versions before the escaping stored a file named ``name`` (``todo`` as
-    ``todo.md``, ``X.MD`` as ``X.md``), if they could store it at all."""
-    stem = name[: -len(MEMORY_SUFFIX)] if name.lower().endswith(MEMORY_SUFFIX) else name
-    try:
-        check_id(stem)
-    except GitmemError:
-        return None
-    return stem
-
-
 DIR_SIZE = 4096
 """A folder's size in a listing: its own, as the SDK's tool shows a directory's (the
 inode's ``st_size``: one block on ext4 and most Linux file systems), not its files'."""
@@ -224,21 +199,14 @@ class _Target:
     def parent_tree(self) -> str:
         return "/".join([self.root, *map(dir_segment, self.names[:-1])])
 
-    def file_ids(self) -> list[str]:
-        """The document ids a file at this path may have: where it is stored now, then
-        where an earlier version stored it."""
-        ids = [f"{self.parent_tree}/{file_segment(self.name)}"]
-        legacy = _legacy_file_segment(self.name)
-        if legacy is not None and f"{self.parent_tree}/{legacy}" not in ids:
-            ids.append(f"{self.parent_tree}/{legacy}")
-        return ids
+    @property
+    def file_id(self) -> str:
+        """The document id a file at this path has."""
+        return f"{self.parent_tree}/{file_segment(self.name)}"
 
     def prefix(self, depth: int) -> _Target:
         """The ancestor ``depth`` names deep (0: /memories)."""
         return _Target(self.path if depth == len(self.names) else "", self.names[:depth], self.root)
-
-    def shown(self, depth: int) -> str:
-        return MEMORY_ROOT + "".join(f"/{n}" for n in self.names[:depth])
 
 
 @dataclass
@@ -247,12 +215,7 @@ class _Doc:
     name: str
     """The file name the model sees."""
     body: str
-    version: int
     extra: dict[str, Any]
-
-
-_PARSED_KEPT = 256
-"""Parsed documents a MemoryTool keeps (then it starts again)."""
 
 
 class MemoryTool:
@@ -273,9 +236,6 @@ class MemoryTool:
         self.store = store
         self.root = root
         self.agent = agent
-        self._parsed: dict[tuple[str, bytes], _Doc] = {}
-        """Documents parsed before, by id and exact bytes: a model views the files it just
-        wrote, and parsing the front-matter again was half of a view."""
 
     def _target(self, path: Any, what: str = "path") -> _Target:
         if not isinstance(path, str):
@@ -291,19 +251,15 @@ class MemoryTool:
         if any(unicodedata.category(c)[0] == "C" for c in path):
             raise MemoryToolError(f"Path {shown} contains control or invisible characters")
         names: list[str] = []
-        escapes = False
         for name in path[len(MEMORY_ROOT) :].split("/"):
             if name in {"", "."}:
                 continue  # a/./b, a//b and a trailing slash name what a file system finds
-            if name == "..":
-                if not names:
-                    escapes = True
-                    break
+            if name != "..":
+                names.append(name)
+            elif not names:
+                raise MemoryToolError(f"Path {shown} would escape {MEMORY_ROOT} directory")
+            else:
                 names.pop()
-                continue
-            names.append(name)
-        if escapes:
-            raise MemoryToolError(f"Path {shown} would escape {MEMORY_ROOT} directory")
         if ".." in path.split("/"):
             raise MemoryToolError(
                 f"Path {shown} contains '..': give the path without it "
@@ -314,7 +270,7 @@ class MemoryTool:
         if depth > MAX_PATH_DEPTH:
             levels = MAX_PATH_DEPTH - len(self.root.split("/"))
             raise MemoryToolError(f"Path {shown} is nested too deeply (at most {levels} levels)")
-        if names and max(len(target.tree), *map(len, target.file_ids())) > MAX_ID_LENGTH:
+        if names and max(len(target.tree), len(target.file_id)) > MAX_ID_LENGTH:
             raise MemoryToolError(
                 f"Path {shown} is too long to store (a stored id has at most "
                 f"{MAX_ID_LENGTH} characters; other characters than ASCII letters and "
@@ -327,12 +283,10 @@ class MemoryTool:
         parts = [*self.root.split("/"), *map(dir_segment, target.names)]
         places = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
         if target.names:
-            places.extend(f"{i}{MEMORY_SUFFIX}" for i in target.file_ids())
+            places.append(f"{target.file_id}{MEMORY_SUFFIX}")
         workdir = self.store.db().workdir
         for place in places:
-            entry = None
-            if snap.tree is not None:
-                entry = tree_entry(snap.tree, place)
+            entry = tree_entry(snap.tree, place) if snap.tree is not None else None
             linked = entry is not None and entry.filemode == FileMode.LINK
             if linked or (workdir is not None and (workdir / place).is_symlink()):
                 raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")
@@ -344,16 +298,6 @@ class MemoryTool:
         data = snap.read(f"{doc_id}{MEMORY_SUFFIX}")
         if data is None:
             return None
-        seen = self._parsed.get((doc_id, data))
-        if seen is not None:
-            return replace(seen, extra=dict(seen.extra))
-        doc = self._parse(doc_id, data)
-        if len(self._parsed) >= _PARSED_KEPT:
-            self._parsed.clear()
-        self._parsed[(doc_id, data)] = doc
-        return replace(doc, extra=dict(doc.extra))
-
-    def _parse(self, doc_id: str, data: bytes) -> _Doc:
         try:
             doc = codec.parse(codec.decode(data))
         except GitmemError as exc:
@@ -364,20 +308,14 @@ class MemoryTool:
         recorded = meta.get(NAME_KEY)
         stem = doc_id.rsplit("/", 1)[-1]
         name = recorded if isinstance(recorded, str) else f"{stem}{MEMORY_SUFFIX}"
-        version = meta.get("version")
         extra = {k: v for k, v in meta.items() if k not in _MANAGED}
-        return _Doc(doc_id, name, doc.body, version if isinstance(version, int) else 1, extra)
+        return _Doc(doc_id, name, doc.body, extra)
 
     def _file(self, snap: Snapshot, target: _Target) -> _Doc | None:
         """The document the model calls ``target``, or None (a different name sharing its
         place does not count)."""
-        if target.is_root:
-            return None
-        for doc_id in target.file_ids():
-            doc = self._doc_at(snap, doc_id)
-            if doc is not None and doc.name == target.name:
-                return doc
-        return None
+        doc = None if target.is_root else self._doc_at(snap, target.file_id)
+        return doc if doc is not None and doc.name == target.name else None
 
     def _is_dir(self, snap: Snapshot, target: _Target) -> bool:
         return target.is_root or self._holds_anything(snap, target.tree)
@@ -406,7 +344,7 @@ class MemoryTool:
         """The /memories path of a file that an ancestor of ``target`` is, if one is."""
         for depth in range(1, len(target.names)):
             if self._file(snap, target.prefix(depth)) is not None:
-                return target.shown(depth)
+                return target.prefix(depth).path
         return None
 
     def _require_file(self, snap: Snapshot, target: _Target) -> _Doc:
@@ -517,14 +455,6 @@ class MemoryTool:
         above = self._file_above(snap, target)
         if above is not None:
             raise MemoryToolError(f"The path {target.given} cannot be made: {above} is a file")
-        for doc_id in target.file_ids()[:1]:
-            other = self._doc_at(snap, doc_id)
-            if other is not None:
-                shown = "/".join([MEMORY_ROOT, *target.names[:-1], other.name])
-                raise MemoryToolError(
-                    f"The path {target.given} cannot be made: it would be stored where {shown} "
-                    "is; choose another name"
-                )
 
     @contextlib.contextmanager
     def _writing(self, target: _Target, body: str | None = None) -> Iterator[None]:
@@ -561,7 +491,7 @@ class MemoryTool:
         self, target: _Target, body: str, extra: Mapping[str, Any], *, doc_id: str | None = None
     ) -> None:
         fields = dict(extra)
-        doc_id = doc_id or target.file_ids()[0]
+        doc_id = doc_id or target.file_id
         if target.name != doc_id.rsplit("/", 1)[-1] + MEMORY_SUFFIX:
             fields[NAME_KEY] = target.name
         else:
@@ -625,9 +555,7 @@ class MemoryTool:
             "(with line numbers):\n" + _numbered(new_lines[low:high], low + 1)
         )
 
-    def _update(
-        self, snap: Snapshot, target: _Target, doc: _Doc, body: str, message: str
-    ) -> None:
+    def _update(self, snap: Snapshot, target: _Target, doc: _Doc, body: str, message: str) -> None:
         with self._writing(target, body):
             self.store.update(
                 doc.id,
@@ -638,13 +566,12 @@ class MemoryTool:
                 allow_empty=True,
             )
 
-    def _expected(self, snap: Snapshot, doc: _Doc) -> int:
+    def _expected(self, snap: Snapshot, doc: _Doc) -> int | None:
         """The version the update checks: as of ``snap``'s commit (derived from history, not
         in the file), so a write since then still fails the check."""
-        if snap.commit is None:
-            return doc.version
-        read = self.store.get(doc.id, at=str(snap.commit.id), scope=self.store.default_scope)
-        return read.version if read is not None else doc.version
+        at = str(snap.commit.id) if snap.commit is not None else None
+        read = self.store.get(doc.id, at=at, scope=self.store.default_scope)
+        return read.version if read is not None else None
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         target = self._target(path)
@@ -785,17 +712,14 @@ _MANAGED = {
 }  # fmt: skip
 
 
-def _command_call(backend: MemoryTool, command: Any) -> Callable[[], str]:
-    """The backend call for one of the SDK's typed memory-tool commands."""
-    calls: dict[str, Callable[[], str]] = {
-        "view": lambda: backend.view(command.path, command.view_range),
-        "create": lambda: backend.create(command.path, command.file_text),
-        "str_replace": lambda: backend.str_replace(command.path, command.old_str, command.new_str),
-        "insert": lambda: backend.insert(command.path, command.insert_line, command.insert_text),
-        "delete": lambda: backend.delete(command.path),
-        "rename": lambda: backend.rename(command.old_path, command.new_path),
-    }
-    return calls[command.command]
+def _run(backend: MemoryTool, command: Any) -> str:
+    """One of the SDK's typed commands (None: clear all), a failure as the SDK's ToolError."""
+    from anthropic.lib.tools import ToolError
+
+    try:
+        return backend.execute(command.model_dump()) if command else backend.clear_all_memory()
+    except GitmemError as exc:
+        raise ToolError(exc.message) from exc
 
 
 def _need_anthropic() -> None:
@@ -817,28 +741,19 @@ def anthropic_memory_tool(
     :class:`MemoryTool`. ``kwargs`` go to the SDK class (``cache_control``).
     """
     _need_anthropic()
-    from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import BetaAbstractMemoryTool
 
     backend = MemoryTool(store, root=root, agent=agent)
-
-    def run(call: Callable[[], str]) -> str:
-        try:
-            return call()
-        except GitmemError as exc:
-            raise ToolError(exc.message) from exc
 
     class GitmemMemoryTool(BetaAbstractMemoryTool):
         """Claude's memory tool over a gitmem store: every change is a commit."""
 
         memory = backend
 
-        def view(self, command: Any) -> str:
-            return run(_command_call(backend, command))
+        def view(self, command: Any = None) -> str:
+            return _run(backend, command)
 
-        create = str_replace = insert = delete = rename = view
-
-        def clear_all_memory(self) -> str:
-            return run(backend.clear_all_memory)
+        create = str_replace = insert = delete = rename = clear_all_memory = view
 
     return GitmemMemoryTool(**kwargs)
 
@@ -850,27 +765,18 @@ def anthropic_async_memory_tool(
     (``BetaAsyncAbstractMemoryTool``); the store's work runs in a worker thread."""
     _need_anthropic()
     import anyio.to_thread
-    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool
 
     backend = MemoryTool(store, root=root, agent=agent)
-
-    async def run(call: Callable[[], str]) -> str:
-        try:
-            return await anyio.to_thread.run_sync(call)
-        except GitmemError as exc:
-            raise ToolError(exc.message) from exc
 
     class GitmemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
         """Claude's memory tool over a gitmem store, for async clients."""
 
         memory = backend
 
-        async def view(self, command: Any) -> str:
-            return await run(_command_call(backend, command))
+        async def view(self, command: Any = None) -> str:
+            return await anyio.to_thread.run_sync(_run, backend, command)
 
-        create = str_replace = insert = delete = rename = view
-
-        async def clear_all_memory(self) -> str:
-            return await run(backend.clear_all_memory)
+        create = str_replace = insert = delete = rename = clear_all_memory = view
 
     return GitmemAsyncMemoryTool(**kwargs)
