@@ -66,6 +66,13 @@ LAYER_ROOTS: Mapping[Layer, str] = {
     Layer.AGENT: "agents",
 }
 _ROOT_LAYERS = {root: layer for layer, root in LAYER_ROOTS.items()}
+_NAMES: Mapping[Layer, tuple[str, ...]] = {
+    Layer.SHARED_PROJECT: ("project",),
+    Layer.SKILL: ("skill", "project"),
+    Layer.COMMAND: ("project",),
+    Layer.AGENT: ("agent",),
+}
+"""The names in a layer's document ids, between its root folder and the file type."""
 
 
 def _layer(value: Layer | str) -> Layer:
@@ -96,16 +103,11 @@ def document_id(
     """The path id of a layered document; every name is checked as one safe path segment."""
     kind = _layer(layer)
     file_type = _name(file_type, "file type", kind)
-    if kind is Layer.SHARED_PROJECT:
-        return f"projects/{_name(project, 'project', kind)}/{file_type}"
-    if kind is Layer.SKILL:
-        skill_name = _name(skill, "skill", kind)
-        return f"skills/{skill_name}/{_name(project, 'project', kind)}/{file_type}"
-    if kind is Layer.COMMAND:
-        if command is not None:
-            check_id(command, what="command")
-        return f"commands/{_name(project, 'project', kind)}/{file_type}"
-    return f"agents/{_name(agent, 'agent', kind)}/{file_type}"
+    if kind is Layer.COMMAND and command is not None:
+        check_id(command, what="command")
+    given = {"project": project, "skill": skill, "agent": agent}
+    names = [_name(given[what], what, kind) for what in _NAMES[kind]]
+    return "/".join([LAYER_ROOTS[kind], *names, file_type])
 
 
 def placement(memory_id: str) -> dict[str, str] | None:
@@ -114,17 +116,13 @@ def placement(memory_id: str) -> dict[str, str] | None:
         return None
     parts = memory_id.split("/")
     layer = _ROOT_LAYERS.get(parts[0])
-    if layer is None:
+    if layer is None or len(parts) != len(_NAMES[layer]) + 2:
         return None
-    if layer is Layer.SKILL and len(parts) == 4:
-        return {"layer": layer, "skill": parts[1], "project": parts[2], "file_type": parts[3]}
-    if layer is Layer.SHARED_PROJECT and len(parts) == 3:
-        return {"layer": layer, "project": parts[1], "file_type": parts[2]}
-    if layer is Layer.COMMAND and len(parts) == 3:
-        return {"layer": layer, "project": parts[1], "file_type": parts[2]}
-    if layer is Layer.AGENT and len(parts) == 3:
-        return {"layer": layer, "agent": parts[1], "file_type": parts[2]}
-    return None
+    return {
+        "layer": layer,
+        **dict(zip(_NAMES[layer], parts[1:-1], strict=True)),
+        "file_type": parts[-1],
+    }
 
 
 _SNAKE_TO_CAMEL = {"file_type": "fileType"}
@@ -165,11 +163,7 @@ class MemoryEntry:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"layer": str(self.layer), "fileType": self.file_type}
-        for key in ("project", "skill", "command", "agent", "title"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
+        out = {"layer": str(self.layer), "fileType": self.file_type, **_given(self, "title")}
         if self.tags:
             out["tags"] = list(self.tags)
         out["content"] = self.content
@@ -185,6 +179,12 @@ class MemoryEntry:
             command=self.command,
             agent=self.agent,
         )
+
+
+def _given(obj: Any, *more: str) -> dict[str, Any]:
+    """The names (project, skill, command, agent, then ``more``) ``obj`` has, in that order."""
+    keys = ("project", "skill", "command", "agent", *more)
+    return {k: getattr(obj, k) for k in keys if getattr(obj, k) is not None}
 
 
 def _ts(value: dt.datetime | None) -> str | None:
@@ -245,29 +245,21 @@ class Document:
     """``[POTENTIALLY STALE] ...`` when the document is stale, else None."""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "id": self.id,
             "path": self.path,
             "layer": str(self.layer),
             "fileType": self.file_type,
+            **_given(self),
+            "content": self.content,
+            "createdAt": _ts(self.created_at),
+            "updatedAt": _ts(self.updated_at),
+            "version": self.version,
+            "staleness": str(self.staleness),
+            "daysSinceUpdate": self.days_since_update,
+            "lineCount": self.line_count,
+            "advisory": self.advisory,
         }
-        for key in ("project", "skill", "command", "agent"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        out.update(
-            {
-                "content": self.content,
-                "createdAt": _ts(self.created_at),
-                "updatedAt": _ts(self.updated_at),
-                "version": self.version,
-                "staleness": str(self.staleness),
-                "daysSinceUpdate": self.days_since_update,
-                "lineCount": self.line_count,
-                "advisory": self.advisory,
-            }
-        )
-        return out
 
 
 @dataclass(frozen=True)
@@ -475,12 +467,8 @@ class LayeredStore:
 
     def _who(self) -> dict[str, Any]:
         """The agent and session fields to record on a write (none given: leave them)."""
-        out: dict[str, Any] = {}
-        if self.agent is not None:
-            out["agent"] = self.agent
-        if self.session_id is not None:
-            out["session_id"] = self.session_id
-        return out
+        who = {"agent": self.agent, "session_id": self.session_id}
+        return {k: v for k, v in who.items() if v is not None}
 
     def _size_warning(
         self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
@@ -577,9 +565,7 @@ class LayeredStore:
         check_id(id)
         if placement(id) is None:
             raise InvalidInputError(f"{id!r} is not a layered document id")
-        return DeleteResult(
-            id, self.store.delete(id, agent=self.agent, session_id=self.session_id)
-        )
+        return DeleteResult(id, self.store.delete(id, agent=self.agent, session_id=self.session_id))
 
     def get_shared_project_memory(self, project: str) -> list[Document]:
         check_id(project, what="project")
@@ -646,9 +632,7 @@ class LayeredStore:
         transaction, or as its own commits when there is none). Returns the actions.
         ``registry``: the config's rules, built once by a caller pruning many documents."""
         if registry is None:
-            registry = _rules.registry_from_config(
-                self._config, gitdir=str(self.store.db().gitdir)
-            )
+            registry = _rules.registry_from_config(self._config, gitdir=str(self.store.db().gitdir))
         rule = registry.get(file_type)
         if rule is None:
             return []
@@ -673,9 +657,7 @@ class LayeredStore:
             if archive_text is None:
                 self._create_archive(id, archive_id, rule.archive or "", result.archive_text)
             elif result.archive_text != archive_text:
-                self.store.update(
-                    archive_id, result.archive_text, allow_empty=True, **self._who()
-                )
+                self.store.update(archive_id, result.archive_text, allow_empty=True, **self._who())
         return [PrunedItem(id, a.action, a.reason, a.section) for a in result.actions]
 
     def _create_archive(self, id: str, archive_id: str, file_type: str, text: str) -> None:
