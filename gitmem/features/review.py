@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -105,6 +106,9 @@ class Review:
     chains: list[tuple[str, str, str]] = field(default_factory=list)
     """Edges (from, to, kind) of the changed version chains: supersedes or fork."""
 
+    def problem(self, kind: str, memory_id: str, message: str) -> None:
+        self.problems.append(ReviewProblem(kind, memory_id, message))
+
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for c in self.changes if c.kind == kind) for kind in KINDS}
 
@@ -164,11 +168,7 @@ def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit
 def read_memory(snap: Snapshot, path: str) -> bytes | None:
     """The file of the memory at ``path`` in ``snap``, in history from before ``gitmem
     migrate`` too."""
-    for each in history_paths(path):
-        data = snap.read(each)
-        if data is not None:
-            return data
-    return None
+    return next((d for p in history_paths(path) if (d := snap.read(p)) is not None), None)
 
 
 def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:
@@ -182,12 +182,7 @@ def _changed(old: pygit2.Tree | None, new: pygit2.Tree, wanted: set[str]) -> set
     # libgit2 skips subtrees whose ids are equal, so one commit's diff costs what it
     # changed, not the store: looking each path up in every commit was O(commits x paths).
     diff = new.diff_to_tree(swap=True) if old is None else old.diff_to_tree(new)
-    found: set[str] = set()
-    for delta in diff.deltas:
-        for path in (delta.old_file.path, delta.new_file.path):
-            if path in wanted:
-                found.add(path)
-    return found
+    return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path) if p in wanted}
 
 
 def _touching(
@@ -217,10 +212,6 @@ def _touching(
     return out
 
 
-def _json_value(value: Any) -> Any:
-    return schema.to_json_value(value)
-
-
 def field_changes(before: Memory, after: Memory) -> list[FieldChange]:
     old, new = before.rendered_metadata(), after.rendered_metadata()
     out: list[FieldChange] = []
@@ -228,7 +219,7 @@ def field_changes(before: Memory, after: Memory) -> list[FieldChange]:
         a, b = old.get(key), new.get(key)
         if key in old and key in new and codec.same(a, b):
             continue
-        out.append(FieldChange(key, _json_value(a), _json_value(b)))
+        out.append(FieldChange(key, schema.to_json_value(a), schema.to_json_value(b)))
     return out
 
 
@@ -289,7 +280,7 @@ def review(
         if new_data is not None and id_from_path(path) == memory_id:
             decoded[memory_id] = after
         if problem is not None:
-            result.problems.append(ReviewProblem("invalid", memory_id, problem))
+            result.problem("invalid", memory_id, problem)
         shown = after or before
         ops = [v for _, trailers in touching[path] for k, v in trailers if k == OP_TRAILER]
         change = MemoryChange(
@@ -343,8 +334,7 @@ def read_pair(
     befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
     afters = derived.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
     return {
-        path: ((befores[path], was[1]), (afters[path], now[1]))
-        for path, (was, now) in out.items()
+        path: ((befores[path], was[1]), (afters[path], now[1])) for path, (was, now) in out.items()
     }
 
 
@@ -361,13 +351,12 @@ def _kind(
         return "pruned"
     if new is None:
         return "deleted"
-    if (
-        after is not None
-        and after.status is Status.ARCHIVED
-        and (before is None or before.status is not Status.ARCHIVED)
-    ):
-        return "archived"
-    return "updated"
+    archived = after is not None and after.status is Status.ARCHIVED
+    return (
+        "archived"
+        if archived and (before is None or before.status is not Status.ARCHIVED)
+        else "updated"
+    )
 
 
 def _moves(result: Review, removed: dict[str, MemoryChange], added: dict[str, str]) -> None:
@@ -396,16 +385,14 @@ def _secrets(
     old_lines = set(old.decode("utf-8", "replace").splitlines()) if old else set()
     lines = text.splitlines()
     for finding in policy.scan(text):
-        if 0 < finding.line <= len(lines) and lines[finding.line - 1] in old_lines:
-            continue  # there before this range: not this change's doing
         if 0 < finding.line <= len(lines):
+            if lines[finding.line - 1] in old_lines:
+                continue  # there before this range: not this change's doing
             masked[lines[finding.line - 1]] = finding.excerpt
-        result.problems.append(
-            ReviewProblem(
-                "secret",
-                memory_id,
-                f"line {finding.line} looks like a credential ({finding.kind}): {finding.excerpt}",
-            )
+        result.problem(
+            "secret",
+            memory_id,
+            f"line {finding.line} looks like a credential ({finding.kind}): {finding.excerpt}",
         )
     return masked
 
@@ -459,31 +446,25 @@ def _links(
             with contextlib.suppress(GitmemError):
                 exists = head.locate(target) is not None or base.locate(target) is not None
             if not exists:
-                result.problems.append(
-                    ReviewProblem(
-                        "dangling-supersedes",
-                        memory.id,
-                        f"supersedes {target}, which is in neither {result.base[:10]} nor "
-                        f"{result.head[:10]}",
-                    )
+                result.problem(
+                    "dangling-supersedes",
+                    memory.id,
+                    f"supersedes {target}, which is in neither {result.base[:10]} nor "
+                    f"{result.head[:10]}",
                 )
             result.chains.append((target, memory.id, "supersedes"))
             wanted_forks.add(target)
             _cycle(result, head, memory, decoded)
         for related in memory.related:
             if _head_memory(head, related.id, decoded) is None:
-                result.problems.append(
-                    ReviewProblem(
-                        "dangling-related",
-                        memory.id,
-                        f"related {related.id} ({related.relationship}) is not in the store",
-                    )
+                result.problem(
+                    "dangling-related",
+                    memory.id,
+                    f"related {related.id} ({related.relationship}) is not in the store",
                 )
         of = memory.extra.get(FORK_KEY)
         if isinstance(of, str) and change.kind in {"added", "superseded"}:
-            result.problems.append(
-                ReviewProblem("fork", memory.id, f"unresolved merge fork of {of}")
-            )
+            result.problem("fork", memory.id, f"unresolved merge fork of {of}")
             result.chains.append((of, memory.id, "fork"))
         if project is not None:
             _anchors(result, memory, project)
@@ -507,13 +488,8 @@ def _links(
                     successors.setdefault(old, []).append(new)
         for target, ids in sorted(successors.items()):
             if len(ids) > 1:
-                result.problems.append(
-                    ReviewProblem(
-                        "fork",
-                        target,
-                        f"{target} has {len(ids)} successors: {', '.join(sorted(ids))}",
-                    )
-                )
+                listed = ", ".join(sorted(ids))
+                result.problem("fork", target, f"{target} has {len(ids)} successors: {listed}")
                 for other in ids:
                     if (target, other, "supersedes") not in result.chains:
                         result.chains.append((target, other, "supersedes"))
@@ -529,10 +505,8 @@ def _cycle(
             return
         target = current.supersedes
         if target in seen:
-            result.problems.append(
-                ReviewProblem(
-                    "cycle", start.id, f"the supersedes chain from {start.id} loops at {target}"
-                )
+            result.problem(
+                "cycle", start.id, f"the supersedes chain from {start.id} loops at {target}"
             )
             return
         seen.add(target)
@@ -549,12 +523,8 @@ def _anchors(result: Review, memory: Memory, project: str | Path) -> None:
         return
     for anchor in anchors_of(memory.extra):
         if tree_entry(tree, anchor.rstrip("/")) is None:
-            result.problems.append(
-                ReviewProblem(
-                    "missing-anchor",
-                    memory.id,
-                    f"anchor {anchor} does not exist at the project's HEAD",
-                )
+            result.problem(
+                "missing-anchor", memory.id, f"anchor {anchor} does not exist at the project's HEAD"
             )
 
 
@@ -596,10 +566,6 @@ def _summary(result: Review) -> str:
 def _cell(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return " ".join(text.split()).replace("|", "\\|") or " "
-
-
-def _short(commits: list[str]) -> str:
-    return ", ".join(f"`{c[:7]}`" for c in commits)
 
 
 class _Budget:
@@ -663,7 +629,7 @@ def _markdown(result: Review, max_chars: int | None = None) -> str:
                 [
                     f"| {what} | `{c.id}` | {_cell(c.title or UNTITLED)} | "
                     f"{_cell(c.category or '-')} | {_cell(', '.join(c.agents) or '-')} | "
-                    f"{_short(c.commits)} |"
+                    f"{', '.join(f'`{h[:7]}`' for h in c.commits)} |"
                 ],
                 "table row(s)",
             )
@@ -686,9 +652,9 @@ def _markdown(result: Review, max_chars: int | None = None) -> str:
     if result.changes:
         doc.add(["### Changes", ""])
     for c in result.changes:
-        title = f" {c.title}" if c.title else ""
+        title = html.escape(f" {c.title}", quote=False) if c.title else ""
         block = [
-            f"<details><summary><b>{c.kind}</b> <code>{c.id}</code>{_html(title)}</summary>",
+            f"<details><summary><b>{c.kind}</b> <code>{c.id}</code>{title}</summary>",
             "",
         ]
         if c.supersedes:
@@ -709,10 +675,6 @@ def _markdown(result: Review, max_chars: int | None = None) -> str:
         block += ["</details>", ""]
         doc.add(block, "change detail(s)")
     return doc.text()
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _text(result: Review) -> str:
