@@ -31,7 +31,7 @@ from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory, Scope
 from gitmem.git.locks import temp_path
-from gitmem.git.objects import blob_data, get_commit
+from gitmem.git.objects import OVER_READ_LIMIT, blob_data, get_commit
 from gitmem.store import derived
 from gitmem.store.changes import changed_memory_files
 from gitmem.store.core import Store
@@ -265,6 +265,10 @@ def check_schema(ctx: Context) -> Iterator[Finding]:
         )
         if ctx.db.workdir is None:
             fix = f"in a clone of {ctx.where}: {fix.replace(f'-C {ctx.where} ', '')}, then push"
+        memory_id = id_from_path(path)
+        if OVER_READ_LIMIT in message and memory_id is not None:
+            # Never read, so never repaired: only removing it from history frees every clone.
+            fix = f"gitmem --store {ctx.where} purge {memory_id} --apply (then its printed steps)"
         yield Finding("schema", ERROR, message, fix=fix, path=path)
 
 

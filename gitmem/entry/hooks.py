@@ -40,7 +40,9 @@ from gitmem.format.layout import (
     is_memory_file,
     memory_path,
 )
-from gitmem.git.command import REPO_ENV, clean_env, run_git
+from gitmem.git.command import REPO_ENV, cat_blobs, clean_env, run_git
+from gitmem.git.localconfig import read_limit
+from gitmem.git.objects import OVER_READ_LIMIT
 
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
@@ -321,7 +323,8 @@ class Staged:
     path: str
     mode: str
     oid: str
-    data: bytes
+    data: bytes | int
+    """The file's bytes, or its size where it is over the read bound (unread)."""
 
 
 @dataclass(frozen=True)
@@ -364,19 +367,9 @@ def _changed_paths(top: Path) -> list[str]:
     return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
 
 
-def _read_blobs(top: Path, oids: Sequence[str]) -> list[bytes]:
-    if not oids:
-        return []
-    raw = _git(top, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
-    out: list[bytes] = []
-    pos = 0
-    for _ in oids:
-        end = raw.index(b"\n", pos)
-        header = raw[pos:end].split()
-        size = int(header[2])
-        out.append(raw[end + 1 : end + 1 + size])
-        pos = end + 1 + size + 1
-    return out
+def _read_blobs(top: Path, oids: Sequence[str], limit: int) -> list[bytes | int | None]:
+    """The staged blobs ``oids`` (:func:`cat_blobs`): the size of one over ``limit``, unread."""
+    return cat_blobs(lambda mode, data: _git(top, "cat-file", mode, input=data), oids, limit)
 
 
 def _staged_format(top: Path) -> int:
@@ -463,15 +456,22 @@ def pre_commit(top: Path, out: Out) -> int:
         return 1
     index = _staged_index(top)
     todo = [p for p in changed if p in index and any(ok(p) for ok, _ in VALIDATORS)]
-    blobs = _read_blobs(top, [index[p][1] for p in todo])
+    gitdir = _git(top, "rev-parse", "--absolute-git-dir").decode().strip()
+    limit = read_limit(gitdir)
+    blobs = _read_blobs(top, [index[p][1] for p in todo], limit)
     staged = [
-        Staged(p, index[p][0], index[p][1], data) for p, data in zip(todo, blobs, strict=True)
+        Staged(p, index[p][0], index[p][1], data or b"")
+        for p, data in zip(todo, blobs, strict=True)
     ]
     refusals: list[Refusal] = []
     valid: list[tuple[Staged, Any]] = []
     for item in staged:
         if item.mode not in {"100644", "100755"}:
             refusals.append(Refusal(item.path, "is not a regular file"))
+            continue
+        if isinstance(item.data, int):
+            too_big = f"is {item.data} bytes, {OVER_READ_LIMIT} of {limit}"
+            refusals.append(Refusal(item.path, too_big))
             continue
         validate = next(v for ok, v in VALIDATORS if ok(item.path))
         try:

@@ -4,7 +4,8 @@
 arrive and before any ref moves, and a non-zero exit refuses the whole push. For every
 branch the push creates or moves: each changed memory file must read as the store reads
 it and a changed ``gitmem.yaml`` must be valid; no object at a memory path and no commit
-message it brings may hold a credential (intermediate commits too: history keeps them);
+message it brings may hold a credential (intermediate commits too: history keeps them),
+nor be over the read bound (read by no one, it would only weigh on every clone);
 and no ``gitmem.yaml`` may loosen policy (:func:`loosening`). Branch deletions and tags
 pass. The hub's configuration is the administrator's, so git runs here as trusted.
 """
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.base.errors import GitmemError
 from gitmem.format.layout import CONFIG_FILE, id_from_path
-from gitmem.git.command import run_git
+from gitmem.git.command import cat_blobs, run_git
+from gitmem.git.localconfig import read_limit
+from gitmem.git.objects import OVER_READ_LIMIT
 
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
@@ -39,24 +42,12 @@ def _split(data: bytes) -> list[str]:
     return [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0") if part]
 
 
-def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | None]:
-    """``git cat-file --batch`` of ``rev:path`` specs (None where there is no blob)."""
-    if not specs:
-        return []
-    data = _git(top, "cat-file", "--batch", input="".join(f"{s}\n" for s in specs).encode())
-    out: list[bytes | None] = []
-    pos = 0
-    for _ in specs:
-        end = data.index(b"\n", pos)
-        header = data[pos:end].split()
-        pos = end + 1
-        if len(header) < 3 or header[1] != b"blob":
-            out.append(None)
-            continue
-        size = int(header[2])
-        out.append(data[pos : pos + size])
-        pos += size + 1
-    return out
+def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | int | None]:
+    """The blobs of ``rev:path`` specs (:func:`cat_blobs`): None where there is none, the
+    size of one over the store's read bound, unread (the push is refused for it)."""
+    return cat_blobs(
+        lambda mode, data: _git(top, "cat-file", mode, input=data), specs, read_limit(top)
+    )
 
 
 def _settings(top: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -76,7 +67,7 @@ def _policy(top: Path, tip: str) -> SecretPolicy:
 
     [blob] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
     data: Any = None
-    if blob is not None:
+    if isinstance(blob, bytes):
         try:
             data, _ = load_yaml(blob.decode("utf-8", "replace"))
         except GitmemError:
@@ -133,6 +124,9 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     for path, data in zip(paths, _read_blobs(top, [f"{new}:{p}" for p in paths]), strict=True):
         if data is None:
             continue
+        if isinstance(data, int):
+            problems.append(f"{ref}: {path}: {data} bytes, {OVER_READ_LIMIT} of {read_limit(top)}")
+            continue
         try:
             if path == CONFIG_FILE:
                 # A newer format than this hub's gitmem knows: it cannot check it.
@@ -152,6 +146,9 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
         if path and (id_from_path(path) is not None or path == CONFIG_FILE):
             blobs.append((oid, path))
     for (oid, path), data in zip(blobs, _read_blobs(top, [o for o, _ in blobs]), strict=True):
+        if isinstance(data, int):
+            problems.append(f"{ref}: {path} (blob {oid[:10]}): {data} bytes, {OVER_READ_LIMIT}")
+            continue
         if path == CONFIG_FILE and data is not None:
             configs.append(data)
         found = secrets.scan_bytes(data, policy) if data is not None else []

@@ -34,7 +34,7 @@ from gitmem.features.review import (
     body_diff,
     field_changes,
     memory_paths,
-    read_memory,
+    present,
     read_pair,
 )
 from gitmem.format import memfile
@@ -248,7 +248,7 @@ def diff(
     read = read_pair(db.repo, old_snap, new_snap, paths)
     out: list[MemoryDiff] = []
     for path in paths:
-        a, b = read_memory(old_snap, path), read_memory(new_snap, path)
+        a, b = present(old_snap, path), present(new_snap, path)
         if a == b:
             continue
         (before, _), (after, _) = read[path]

@@ -38,7 +38,7 @@ import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pygit2
 
@@ -423,10 +423,13 @@ def text_blob(
 ) -> bytes | None:
     """The blob's content if it is text (no NUL in its first 8 KiB) and at most ``limit``
     bytes; None for binary, oversized or missing blobs."""
-    blob = repo.get(oid)
-    if not isinstance(blob, pygit2.Blob) or blob.size > limit:
+    try:  # the size from the header first: a blob over the bound is never inflated
+        kind, size = repo.odb.read_header(oid)
+    except (KeyError, pygit2.GitError):
         return None
-    data = blob.data
+    if kind != pygit2.enums.ObjectType.BLOB or size > limit:
+        return None
+    data = cast(pygit2.Blob, repo[oid]).data
     return None if b"\0" in data[:8192] else data
 
 

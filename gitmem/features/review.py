@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 from pygit2.enums import SortMode
 
-from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError, TooLargeError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, memfile, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memory_path
@@ -171,6 +171,24 @@ def read_memory(snap: Snapshot, path: str) -> bytes | None:
     return next((d for p in history_paths(path) if (d := snap.read(p)) is not None), None)
 
 
+def _read(snap: Snapshot, path: str) -> tuple[Memory | None, str | None]:
+    """:func:`memfile.read` of the memory at ``path``; a file over the read bound is a
+    reason, like any file that is not a memory."""
+    try:
+        return memfile.read(read_memory(snap, path), path)
+    except TooLargeError as exc:
+        return None, f"{path}: {exc}"
+
+
+def present(snap: Snapshot, path: str) -> bytes | None:
+    """:func:`read_memory`, a file over the read bound as no bytes: there, not read (its
+    problem is :func:`_read`'s reason)."""
+    try:
+        return read_memory(snap, path)
+    except TooLargeError:
+        return b""
+
+
 def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:
     walker = repo.walk(pygit2.Oid(hex=head), SortMode.TOPOLOGICAL | SortMode.REVERSE)
     walker.hide(pygit2.Oid(hex=base))
@@ -272,7 +290,7 @@ def review(
     decoded: dict[str, Memory | None] = {}
     read = read_pair(repo, base_snap, head_snap, paths)
     for path in paths:
-        old_data, new_data = read_memory(base_snap, path), read_memory(head_snap, path)
+        old_data, new_data = present(base_snap, path), present(head_snap, path)
         if old_data == new_data:
             continue
         (before, _), (after, problem) = read[path]
@@ -328,9 +346,9 @@ def read_pair(
     walks in all), so a review shows the versions ``gitmem history`` shows."""
     out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
     for path in paths:
-        a, b = read_memory(old, path), read_memory(new, path)
+        a, b = _read(old, path), _read(new, path)
         if a != b:
-            out[path] = (memfile.read(a, path), memfile.read(b, path))
+            out[path] = (a, b)
     befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
     afters = derived.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
     return {
@@ -405,7 +423,7 @@ def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]
         path = snap.locate(memory_id) or memory_path(memory_id)
     except GitmemError:
         return None
-    memory, _ = memfile.read(snap.read(path), path)
+    memory, _ = _read(snap, path)
     cache[memory_id] = memory
     return memory
 
@@ -414,7 +432,10 @@ def _successors(repo: pygit2.Repository, snap: Snapshot) -> Iterator[tuple[str, 
     """(successor, predecessor) for every memory at ``snap`` naming a predecessor."""
     for root in MEMORY_ROOTS:
         for path in snap.iter_files(root):
-            data = snap.read(path)
+            try:
+                data = snap.read(path)
+            except TooLargeError:
+                continue
             if not data or b"supersedes:" not in data:
                 continue
             head = data.split(b"\n---", 1)[0].decode("utf-8", "replace")

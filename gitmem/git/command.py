@@ -49,6 +49,7 @@ from gitmem.git import includes
 
 __all__ = [
     "REPO_ENV",
+    "cat_blobs",
     "clean_env",
     "gitmem_command",
     "git_env",
@@ -417,6 +418,33 @@ def _command(
     return [*prefix, *head, *rest]
 
 
+def cat_blobs(
+    cat_file: Callable[[str, bytes], bytes], specs: Sequence[str], limit: int
+) -> list[bytes | int | None]:
+    """The blobs ``specs`` name (ids or ``rev:path``) through ``git cat-file``, which
+    ``cat_file(mode, input)`` runs: each one's bytes, None where there is no blob, or its
+    size, unread, where it is over ``limit`` (sizes come first, from ``--batch-check``)."""
+    if not specs:
+        return []
+    checked = cat_file("--batch-check", "".join(f"{s}\n" for s in specs).encode())
+    sizes: list[int | None] = []
+    for line in checked.decode("utf-8", "replace").splitlines()[: len(specs)]:
+        parts = line.split()
+        sizes.append(int(parts[2]) if len(parts) == 3 and parts[1] == "blob" else None)
+    wanted = [s for s, n in zip(specs, sizes, strict=True) if n is not None and n <= limit]
+    data = cat_file("--batch", "".join(f"{s}\n" for s in wanted).encode()) if wanted else b""
+    out: list[bytes | int | None] = []
+    pos = 0
+    for size in sizes:
+        if size is None or size > limit:
+            out.append(size)
+            continue
+        pos = data.index(b"\n", pos) + 1
+        out.append(data[pos : pos + size])
+        pos += size + 1
+    return out
+
+
 def run_git(
     args: Sequence[str],
     *,
@@ -430,8 +458,12 @@ def run_git(
     extra_env: Mapping[str, str] | None = None,
     stderr_lines: Callable[[str], None] | None = None,
     config: Sequence[tuple[str, str]] = (),
+    stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
+
+    ``stdout``: a file git writes its output to, never held here (a blob over the read
+    bound going to the work tree); the result's stdout is then empty.
 
     ``config``: (key, value) settings of this one command, as ``git -c`` would give them
     (they beat the repository's own files and are written nowhere); the policy's entries
@@ -468,11 +500,14 @@ def run_git(
                 command,
                 cwd=cwd,
                 input=input,
-                capture_output=True,
+                stdout=subprocess.PIPE if stdout is None else stdout,
+                stderr=subprocess.PIPE,
                 env=env,
                 check=False,
                 timeout=timeout,
             )
+            if stdout is not None:
+                result.stdout = b""
     except FileNotFoundError:
         raise StoreError("the git binary is not on PATH") from None
     if check and result.returncode != 0:

@@ -55,6 +55,7 @@ from gitmem.git.objects import (
     build_tree,
     differs,
     get_commit,
+    readable,
     write_object,
 )
 
@@ -706,15 +707,19 @@ class GitDB:
                     full.unlink()
                 _prune_empty_dirs(full.parent, self.workdir)
                 continue
-            if isinstance(data, pygit2.Oid):  # a transaction's blob, written when staged
-                data = blob_data(self.repo, data)
             _make_dirs(full.parent, self.workdir)
             tmp = temp_path(full)
             # 0o664 before the umask: as git would write it, but never world-writable even
             # under umask 000 (memories are shared with people, not with everyone).
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                if isinstance(data, pygit2.Oid) and not readable(self.repo, data):
+                    # Over the read bound: git streams it to the file, never held here.
+                    from gitmem.git.command import run_git
+
+                    run_git(["cat-file", "blob", str(data)], gitdir=self.gitdir, stdout=fh)
+                else:
+                    fh.write(blob_data(self.repo, data) if isinstance(data, pygit2.Oid) else data)
                 if self.durable:
                     fh.flush()
                     os.fsync(fh.fileno())

@@ -35,7 +35,7 @@ from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 if TYPE_CHECKING:
     from gitmem.format.config import StoreConfig
 
-__all__ = ["LocalConfig", "config_path", "load", "update", "with_store_settings"]
+__all__ = ["LocalConfig", "config_path", "load", "read_limit", "update", "with_store_settings"]
 
 POLICY_SECTIONS = ("secrets", "limits", "lifecycle")
 """The sections of a store's own entry that stand beside its committed gitmem.yaml."""
@@ -88,6 +88,23 @@ def with_store_settings(config: StoreConfig, gitdir: str | os.PathLike[str]) -> 
     key, entry = local.store_entry(gitdir)
     policy = {name: entry[name] for name in POLICY_SECTIONS if name in entry}
     return config.with_local(policy, f"{local.path} under stores: {{{key}: ...}}")
+
+
+def read_limit(gitdir: str | os.PathLike[str]) -> int:
+    """The largest file gitmem reads from the store at ``gitdir``: the body bound (the
+    user's own ``limits.max_body_bytes`` for it, else the built-in one) plus the
+    front-matter bound. A committed gitmem.yaml does not move it: a lowered write limit
+    pushed by a teammate must not hide the memories already stored."""
+    from gitmem.format.config import DEFAULT_MAX_BODY_BYTES
+    from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
+
+    body = DEFAULT_MAX_BODY_BYTES
+    with contextlib.suppress(InvalidMemoryError, OSError, RuntimeError):
+        limits = load_cached().store_entry(gitdir)[1].get("limits")
+        mine = limits.get("max_body_bytes") if isinstance(limits, dict) else None
+        if isinstance(mine, int) and not isinstance(mine, bool) and mine > 0:
+            body = mine
+    return body + MAX_FRONT_MATTER_BYTES
 
 
 def load() -> LocalConfig:

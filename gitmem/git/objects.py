@@ -13,6 +13,7 @@ import datetime as dt
 import errno
 import shlex
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,8 +22,14 @@ import pygit2
 from pygit2.enums import FileMode
 
 from gitmem.base import logs
-from gitmem.base.errors import InvalidInputError, RepositoryDamagedError, StoreError
+from gitmem.base.errors import (
+    InvalidInputError,
+    RepositoryDamagedError,
+    StoreError,
+    TooLargeError,
+)
 from gitmem.format.layout import history_paths, memory_path
+from gitmem.git import localconfig
 
 log = logs.get(__name__)
 
@@ -177,8 +184,11 @@ class Snapshot:
         self._stage(new, data)
         self._stage(old, None)
 
-    def put(self, path: str, data: bytes) -> None:
-        if self.write_blobs:
+    def put(self, path: str, data: bytes | pygit2.Oid) -> None:
+        """Stage ``data`` at ``path``: the file's bytes, or the id of a blob already stored."""
+        if isinstance(data, pygit2.Oid):
+            self._stage(path, data)
+        elif self.write_blobs:
             self.written += len(data)
             self._stage(path, create_blob(self.repo, data))
         else:
@@ -311,8 +321,15 @@ def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2
     """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
     object is missing or cannot be read: a bare KeyError or "failed to inflate" says
     neither what is wrong nor what to do."""
-    try:
+    with _reading(repo, oid, what):
         return repo[oid]
+
+
+@contextlib.contextmanager
+def _reading(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> Iterator[None]:
+    """A missing or unreadable object as RepositoryDamagedError."""
+    try:
+        yield
     except KeyError:
         raise RepositoryDamagedError(
             f"the {what} {oid} is missing from the repository {repo.path}",
@@ -344,17 +361,53 @@ def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
     return obj
 
 
-def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
-    obj = _object(repo, oid, "file (blob)")
-    if not isinstance(obj, pygit2.Blob):
-        raise StoreError(f"{oid} is a {obj.type_str}, not a blob")
+OVER_READ_LIMIT = "over the read limit"
+"""Words of the error :func:`blob_data` raises for a file over :func:`read_limit`."""
+_READ_LIMITS: weakref.WeakKeyDictionary[pygit2.Repository, int] = weakref.WeakKeyDictionary()
+_WARNED: set[pygit2.Oid] = set()
+
+
+def read_limit(repo: pygit2.Repository) -> int:
+    """The largest file :func:`blob_data` reads from ``repo`` (:func:`localconfig.read_limit`,
+    looked up once per handle)."""
+    limit = _READ_LIMITS.get(repo)
+    if limit is None:
+        limit = _READ_LIMITS[repo] = localconfig.read_limit(repo.path)
+    return limit
+
+
+def readable(repo: pygit2.Repository, oid: pygit2.Oid) -> bool:
+    """Whether :func:`blob_data` reads the blob ``oid`` (it is no larger than the bound)."""
     try:
-        return obj.data
-    except pygit2.GitError as exc:  # the header read, the content does not inflate
-        raise RepositoryDamagedError(
-            f"the file (blob) {oid} in {repo.path} cannot be read ({exc})",
-            hint=damaged_hint(repo.path),
-        ) from None
+        return int(repo.odb.read_header(oid)[1]) <= read_limit(repo)
+    except (KeyError, pygit2.GitError):
+        return False
+
+
+def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
+    """The bytes of the blob ``oid``: every file gitmem reads from git comes through here.
+
+    Its size is read from the object's header first (no inflating), so a file over
+    :func:`read_limit` costs nothing: TooLargeError, with one warning per process, and
+    the caller skips it like any file that is not a memory."""
+    with _reading(repo, oid, "file (blob)"):
+        kind, size = repo.odb.read_header(oid)
+    if kind != pygit2.enums.ObjectType.BLOB:
+        raise StoreError(f"{oid} is a {kind.name.lower()}, not a blob")
+    limit = read_limit(repo)
+    if size > limit:
+        if oid not in _WARNED:
+            _WARNED.add(oid)
+            log.warning(
+                "skipped the file (blob) %s: %d bytes, over the read limit of %d "
+                "(`gitmem doctor` names it, `gitmem purge ID` removes it)", oid, size, limit
+            )
+        raise TooLargeError(
+            f"the file (blob) {oid} is {size} bytes, {OVER_READ_LIMIT} of {limit}",
+            hint="`gitmem doctor` names its path; `gitmem purge ID` removes it from history",
+        )
+    with _reading(repo, oid, "file (blob)"):  # the header read, the content may not inflate
+        return cast(pygit2.Blob, repo[oid]).data
 
 
 def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[str]:

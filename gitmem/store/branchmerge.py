@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import pygit2
 
-from gitmem.base.errors import ConflictError, OldFormatError
+from gitmem.base.errors import ConflictError, OldFormatError, TooLargeError
 from gitmem.base.trailers import (
     DECIDED_TRAILER,
     FORK_TRAILER,
@@ -22,8 +22,8 @@ from gitmem.format import codec
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path, is_path_id
 from gitmem.git.db import GitDB, operation_in_progress
-from gitmem.git.diff import changed_paths, memory_blob_at
-from gitmem.git.objects import FastForward, Snapshot, blob_data, get_commit
+from gitmem.git.diff import blob_at, changed_paths, memory_blob_at
+from gitmem.git.objects import FastForward, Snapshot, Staged, blob_data, get_commit, readable
 from gitmem.store import derived
 from gitmem.store import merge as merging
 
@@ -40,7 +40,7 @@ class MergeConflictError(ConflictError):
 class TreeMerge:
     """The merge of two trees, as changes to apply on top of ``ours``."""
 
-    changes: dict[str, bytes | None] = field(default_factory=dict)
+    changes: dict[str, Staged] = field(default_factory=dict)
     forks: list[merging.Fork] = field(default_factory=list)
     kept_over_delete: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
@@ -152,11 +152,23 @@ def merge_trees(
     for path in changed:
         if path in done:
             continue
-        b, o, t = base_read(path), ours_snap.read(path), theirs_snap.read(path)
-        if o == t:
+        # By blob id first: a file only theirs changed is taken unread (one over the read
+        # bound too, which no reader opens).
+        found = memory_blob_at(base_tree, path)
+        o_id, t_id = blob_at(ours.tree, path), blob_at(theirs.tree, path)
+        if o_id == t_id:
             continue
-        if o == b or (path in theirs_wins and t is not None):
-            out.changes[path] = t
+        if o_id == (found[1] if found else None) or (path in theirs_wins and t_id is not None):
+            out.changes[path] = t_id
+            continue
+        try:
+            b, o, t = base_read(path), ours_snap.read(path), theirs_snap.read(path)
+        except TooLargeError:
+            # Both changed it and one side cannot be read: keep ours unless it is the
+            # unreadable one (the other stays in its own commit, and doctor names it).
+            if o_id is not None and readable(repo, o_id):
+                continue
+            out.changes[path] = t_id
             continue
         both.append((path, b, o, t))
     # Each side's derived version and time, one walk per side for every memory both sides
@@ -274,7 +286,7 @@ def integrate(
         if tip is None or repo.descendant_of(theirs.id, tip.id):
             tm = TreeMerge()
             for path in changed_paths(tip.tree if tip else None, theirs.tree):
-                tm.changes[path] = Snapshot(repo, theirs).read(path)
+                tm.changes[path] = blob_at(theirs.tree, path)
             _stage(snap, tm.changes)
             ff = FastForward(theirs, f"gitmem sync: fast-forward {label}")
             return ff, ("fast-forward", tm, tip)
@@ -307,7 +319,7 @@ def integrate(
     return kind, tm, before, get_commit(db.repo, oid)
 
 
-def _stage(snap: Snapshot, changes: dict[str, bytes | None]) -> None:
+def _stage(snap: Snapshot, changes: dict[str, Staged]) -> None:
     for path, data in changes.items():
         if data is None:
             snap.remove(path)

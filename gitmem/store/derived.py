@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import pygit2
 from pygit2.enums import SortMode
 
+from gitmem.base.errors import TooLargeError
 from gitmem.base.trailers import OP_TRAILER, parse_trailers
 from gitmem.format import memfile
 from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path
@@ -125,13 +126,17 @@ def as_read(
 
 
 def memory_files(snap: Snapshot) -> dict[str, bytes]:
-    """Every memory file of ``snap`` (path -> bytes)."""
+    """Every memory file of ``snap`` (path -> bytes), but those over the read bound
+    (skipped with a warning: :func:`gitmem.git.objects.blob_data`)."""
     files: dict[str, bytes] = {}
     for root in MEMORY_ROOTS:
         for path in snap.iter_files(root):
             if id_from_path(path) is None:
                 continue
-            data = snap.read(path)
+            try:
+                data = snap.read(path)
+            except TooLargeError:
+                continue
             if data is not None:
                 files[path] = data
     return files

@@ -22,6 +22,7 @@ from gitmem.base.errors import InvalidInputError
 from gitmem.format.layout import id_from_path
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
+from gitmem.git.localconfig import read_limit
 from gitmem.store.derived import Versions
 from gitmem.store.derived import walk as versions_at
 from gitmem.store.merge import DerivedSides, Fork, merge_memory, open_repo
@@ -42,6 +43,12 @@ def run_driver(
     ``conflicts`` or ``resolve``. A non-memory file gets git's own text merge
     (``git merge-file``, with its usual conflict markers).
     """
+    if id_from_path(path) is not None:
+        limit = read_limit(open_repo(cwd or Path.cwd()).path)
+        if any(Path(f).stat().st_size > limit for f in (base_file, ours_file, theirs_file)):
+            # Never read: ours stays, and git reports the path as conflicted.
+            sys.stderr.write(f"gitmem: {path} is over the read limit of {limit}: kept ours\n")
+            return 1
     base = Path(base_file).read_bytes()
     ours = Path(ours_file).read_bytes()
     theirs = Path(theirs_file).read_bytes()
