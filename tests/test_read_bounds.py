@@ -179,3 +179,27 @@ def test_the_hooks_refuse_an_oversized_file(store: Store, tmp_path: Path) -> Non
     assert pushed.returncode != 0
     assert f"{path}: " in pushed.stderr and "over the read limit" in pushed.stderr
     assert run_git(hub, "rev-parse", "main") == before
+
+
+def test_history_reads_one_page(store: Store, tmp_path: Path) -> None:
+    """Reproduction 8 of issue 38: a memory with 100,000 versions made every ``history``
+    read all of them (154 s and 505 MB here). A call reads the content of its page only:
+    a version over the read bound before the page is not even looked at."""
+    plant(store, memory_path(BIG_ID), big_text(2), "a huge first version")
+    for n in range(5):
+        plant(store, memory_path(BIG_ID), memory_text(BIG_ID, f"version {n + 2}\n"), f"v{n + 2}")
+    newest = store.history(BIG_ID, limit=2)
+    assert [v.version for v in newest] == [5, 6] and newest.earlier == 4
+    assert [v.memory.body for v in newest if v.memory] == ["version 5\n", "version 6\n"]
+    assert newest.warnings == []
+    oldest = store.history(BIG_ID, limit=4, page=2)
+    assert [v.version for v in oldest] == [None, 2] and oldest.earlier == 0
+    assert any("over the read limit" in w for w in oldest.warnings)
+    assert len(store.history(BIG_ID)) == 6
+
+    cli = gitmem("--store", str(store.path), "history", BIG_ID, "--limit", "3", cwd=tmp_path)
+    assert f"more: gitmem history {BIG_ID} --page 2" in ok(cli)
+    paged = gitmem("--store", str(store.path), "--json", "history", BIG_ID, "-n", "3",
+                   "--page", "2", cwd=tmp_path)
+    data = json.loads(ok(paged))
+    assert len(data["versions"]) == 3 and data["earlier"] == 0

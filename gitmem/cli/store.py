@@ -6,9 +6,9 @@ import heapq
 import itertools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
@@ -29,7 +29,7 @@ from gitmem.cli.common import (
     tags_option,
 )
 from gitmem.format.model import UNTITLED, Scope
-from gitmem.store.results import History, LogEntry, Problem
+from gitmem.store.results import HISTORY_PAGE, History, LogEntry, Problem
 from gitmem.store.where import is_store, user_store_path
 
 if TYPE_CHECKING:
@@ -202,11 +202,41 @@ def history_text(history: History) -> str:
     return "\n".join(lines)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def paged(what: str, default: int, least: int) -> Callable[[F], F]:
+    """``-n/--limit N`` (default ``default``) and ``--page P`` for a command that shows
+    ``what`` a page at a time."""
+
+    def wrap(command: F) -> F:
+        command = click.option(
+            "--page",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            metavar="P",
+            help=f"Page 2 is the N {what} before page 1's, and so on.",
+        )(command)
+        return click.option(
+            "--limit",
+            "-n",
+            type=click.IntRange(min=least),
+            default=default,
+            show_default=True,
+            metavar="N",
+            help=f"At most N {what}: the newest of the page.",
+        )(command)
+
+    return wrap
+
+
 @click.command()
 @click.argument("memory_id", metavar="ID")
+@paged("versions", HISTORY_PAGE, 1)
 @json_state
-def history(state: State, memory_id: str) -> None:
-    """Every version of a memory, oldest first.
+def history(state: State, memory_id: str, limit: int, page: int) -> None:
+    """Every version of a memory, oldest first, a page at a time.
 
     The history runs back through the memories it supersedes. Each line:
     version, time, operation, author (the agent, else the git author), short
@@ -219,9 +249,13 @@ def history(state: State, memory_id: str) -> None:
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
-    result = store.history(memory_id)
-    data = {"id": memory_id, "versions": [v.to_dict() for v in result], "warnings": result.warnings}
-    output(state, data, history_text(result))
+    result = store.history(memory_id, limit=limit, page=page)
+    versions = [v.to_dict() for v in result]
+    data = {"id": memory_id, "versions": versions, "warnings": result.warnings}
+    output(state, {**data, "earlier": result.earlier}, history_text(result))
+    if result.earlier and not state.json:
+        more = f"more: gitmem history {memory_id} --page {page + 1}"
+        click.echo(f"({result.earlier} earlier version(s); {more})")
 
 
 def log_text(entries: list[LogEntry]) -> str:

@@ -25,6 +25,7 @@ from gitmem.base.printable import printable, printable_json
 from gitmem.features.graph import Graph
 from gitmem.format import schema
 from gitmem.store.core import Store
+from gitmem.store.results import HISTORY_PAGE
 
 log = logs.get(__name__)
 
@@ -246,6 +247,7 @@ def _graph_tools(graph: Graph) -> list[ToolSpec]:
     ]
 
 
+_POSITIVE = {"type": "integer", "minimum": 1}
 _ID = "The memory's id (mem_<uuid> or a path id such as projects/acme/known_issues)"
 _SCOPE = _of(
     "string",
@@ -410,14 +412,17 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
 
     @tool(
         "Every version of a memory along its supersedes chain: commit, time, author, "
-        "operation and content.",
-        _obj({"id": _ID}),
+        "operation and content; the newest 'limit' (100) of 'page', and how many are "
+        "'earlier' (on the next page).",
+        _obj({"id": _ID, "limit": _POSITIVE, "page": _POSITIVE}, ["id"]),
         READ,
     )
     def memory_history(args: dict[str, Any]) -> ToolResult:
-        history = store.history(args["id"])
-        versions = [v.to_dict() for v in history.versions]
-        return _out({"versions": versions, "warnings": list(history.warnings)})
+        history = store.history(
+            args["id"], limit=args.get("limit", HISTORY_PAGE), page=args.get("page", 1)
+        )
+        versions, earlier = [v.to_dict() for v in history.versions], history.earlier
+        return _out({"versions": versions, "warnings": list(history.warnings), "earlier": earlier})
 
     @tool(
         "Which memories are fresh, aging or stale (days since updated_at, thresholds "

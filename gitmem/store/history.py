@@ -9,8 +9,10 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pygit2
+
 from gitmem.base import logs
-from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
+from gitmem.base.errors import GitmemError, InvalidIdError, InvalidInputError, NotFoundError
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
 from gitmem.format.versions import RENAMED_FROM, Chain, earlier, walk_back, walk_forward
@@ -99,14 +101,21 @@ class VersionHistory(Reads):
             found.extend(self._reader(backend).successors(id))
         return found
 
-    def history(self, id: str, *, max_depth: int = 1000) -> History:
+    def history(
+        self, id: str, *, max_depth: int = 1000, limit: int | None = None, page: int = 1
+    ) -> History:
         """Every version along the chain ending at ``id``, oldest first.
 
         Follows ``supersedes`` and renames back to the root and expands each memory's
         file into the commits that changed it: version, commit, time, author, agent,
-        operation, and the content at that point.
+        operation, and the content at that point. ``limit``: only the newest ``limit``
+        versions of page ``page`` (page 2 the ``limit`` before those; ``earlier`` counts
+        what comes before): only their content is read, so a call costs its page.
         """
         check_id(id)
+        for name, value in (("limit", 1 if limit is None else limit), ("page", page)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
         warnings: builtins.list[str] = []
         renamed: dict[str, str] = {}  # an id a memory was renamed from -> that memory
         try:
@@ -129,42 +138,64 @@ class VersionHistory(Reads):
             renamed = {m.extra[RENAMED_FROM]: m.id for m in chain if earlier(m) != m.supersedes}
         # Steps follow the commits (many land within one second, and a hand commit's
         # clock may disagree with gitmem's); only separate scopes are merged by time.
-        versions = builtins.list(
+        steps = builtins.list(
             heapq.merge(
-                *(self._versions_of(b, ids, warnings) for b in self._ordered(None)),
-                key=lambda v: v.time,
+                *(self._steps_of(b, ids) for b in self._ordered(None)),
+                key=lambda step: step[0].time,
             )
         )
-        if not versions:
+        if not steps:
             raise NotFoundError(f"no memory {id} in this store or its history")
         # A rename is one step, as in git log --follow: not a delete of the old id too.
         first: dict[str, str] = {}
-        for v in versions:
+        for v, _, _ in steps:
             first.setdefault(v.memory_id, v.commit)
-        versions = [
-            v
-            for v in versions
-            if not (v.memory is None and first.get(renamed.get(v.memory_id, "")) == v.commit)
+        steps = [
+            (v, versions, backend)
+            for v, versions, backend in steps
+            if not (v.source is None and first.get(renamed.get(v.memory_id, "")) == v.commit)
         ]
+        before = 0
+        if limit is not None:
+            end = max(0, len(steps) - (page - 1) * limit)
+            before = max(0, end - limit)
+            steps = steps[before:end]
+        out = [self._content(v, versions, backend, warnings) for v, versions, backend in steps]
         for warning in warnings:
             log.warning("%s", warning)
-        return History(versions, warnings)
+        return History(out, warnings, earlier=before)
 
-    def _versions_of(
-        self, backend: Backend, ids: Sequence[str], warnings: builtins.list[str]
-    ) -> builtins.list[Version]:
-        """The steps of ``ids``' files in one scope, each memory's numbered by its own
+    def _steps_of(
+        self, backend: Backend, ids: Sequence[str]
+    ) -> builtins.list[tuple[Version, derived.Versions, Backend]]:
+        """The steps of ``ids``' files in one scope, content unread, each with its memory's
         versions so far (gitmem.store.derived): exact along one line of history; where
         branches ran side by side, a step counts what came before it in this order."""
         counted: dict[str, derived.Versions] = {}
-        out: builtins.list[Version] = []
-        for step in self._reader(backend).versions(ids, warnings):
+        out: builtins.list[tuple[Version, derived.Versions, Backend]] = []
+        for step in self._reader(backend).versions(ids):
             versions = counted.get(step.memory_id, derived.Versions())
             if step.counted:
                 versions = counted[step.memory_id] = versions.plus(int(step.time.timestamp()))
-            if step.memory is None:  # a deletion: no version of its own
-                out.append(replace(step, version=None))
-                continue
-            memory = versions.apply(step.memory)
-            out.append(replace(step, version=memory.version, memory=memory))
+            out.append((step, versions, backend))
         return out
+
+    def _content(
+        self,
+        step: Version,
+        versions: derived.Versions,
+        backend: Backend,
+        warnings: builtins.list[str],
+    ) -> Version:
+        """``step`` with its content read and numbered; a deletion (or a file that does
+        not read) has no version of its own."""
+        if step.source is not None:
+            blob, path = step.source
+            try:
+                data = blob_data(backend.db.repo, pygit2.Oid(hex=blob))
+                memory = versions.apply(self._decode(backend, data, path))
+            except GitmemError as exc:
+                warnings.append(f"{path} at {step.commit[:12]} is not readable: {exc}")
+            else:
+                return replace(step, version=memory.version, memory=memory, source=None)
+        return replace(step, version=None, source=None)

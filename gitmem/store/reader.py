@@ -85,8 +85,9 @@ class Reader(Protocol):
         """The newest content ``memory_id`` had in history (for a deleted one)."""
         ...
 
-    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
-        """Every change of the files of ``ids``, oldest first; unreadable ones warned."""
+    def versions(self, ids: Sequence[str]) -> list[Version]:
+        """Every change of the files of ``ids``, oldest first, its content not read
+        (:attr:`Version.source`)."""
         ...
 
     def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
@@ -159,30 +160,22 @@ class IndexReader:
         blob = self.index.last_blob(memory_id)
         return blob_data(self.db.repo, pygit2.Oid(hex=blob)) if blob else None
 
-    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
-        repo = self.db.repo
-        out: list[Version] = []
-        for row in self.index.versions(ids):
-            memory: Memory | None = None
-            if row.blob is not None:
-                try:
-                    memory = self.decode(blob_data(repo, pygit2.Oid(hex=row.blob)), row.path)
-                except GitmemError as exc:
-                    warnings.append(f"{row.path} at {row.commit[:12]} is not readable: {exc}")
-            out.append(
-                Version(
-                    memory_id=row.id,
-                    version=None,
-                    commit=row.commit,
-                    time=row.time,
-                    author=row.author,
-                    agent=row.agent,
-                    op=row.op,
-                    memory=memory,
-                    counted=row.counts,
-                )
+    def versions(self, ids: Sequence[str]) -> list[Version]:
+        return [
+            Version(
+                memory_id=row.id,
+                version=None,
+                commit=row.commit,
+                time=row.time,
+                author=row.author,
+                agent=row.agent,
+                op=row.op,
+                memory=None,
+                counted=row.counts,
+                source=(row.blob, row.path) if row.blob is not None else None,
             )
-        return out
+            for row in self.index.versions(ids)
+        ]
 
     def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
         yield from self.index.scan(filters=dict(filters))
@@ -318,7 +311,7 @@ class TreeReader:
         ]
         return blob_data(self.db.repo, max(kept)[1]) if kept else None
 
-    def versions(self, ids: Sequence[str], warnings: list[str]) -> list[Version]:
+    def versions(self, ids: Sequence[str]) -> list[Version]:
         """History rows by walking every commit (the index's reference implementation).
 
         Oldest first: a commit after its parents (by generation: 1 for a root, else
@@ -328,20 +321,12 @@ class TreeReader:
         """
         paths = {memory_path(mid): mid for mid in ids}
         position = {mid: i for i, mid in enumerate(paths.values())}
-        repo = self.db.repo
-        found: list[tuple[tuple[int, int, str, int], Version, str | None]] = []
+        found: list[tuple[tuple[int, int, str, int], Version]] = []
         for key, commit, wanted, now, before, path, counts in self.file_changes(list(paths)):
             mid = paths[wanted]
             trailers = parse_trailers(commit.message)
             ops = [v for k, v in trailers if k == OP_TRAILER]
             agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
-            memory: Memory | None = None
-            problem: str | None = None
-            if now is not None:
-                try:
-                    memory = self.decode(blob_data(repo, now), path)
-                except GitmemError as exc:
-                    problem = f"{path} at {str(commit.id)[:12]} is not readable: {exc}"
             op = (
                 ops[0]
                 if len(ops) == 1
@@ -355,13 +340,13 @@ class TreeReader:
                 author=commit.author.name,
                 agent=agent,
                 op=op,
-                memory=memory,
+                memory=None,
                 counted=counts and not is_migration(ops),
+                source=(str(now), path) if now is not None else None,
             )
-            found.append(((*key, position[mid]), version, problem))
+            found.append(((*key, position[mid]), version))
         found.sort(key=lambda item: item[0])
-        warnings.extend(problem for _, _, problem in found if problem is not None)
-        return [version for _, version, _ in found]
+        return [version for _, version in found]
 
     def file_changes(
         self, paths: Sequence[str]

@@ -22,6 +22,7 @@ from gitmem.features.review import memory_paths
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory
 from gitmem.store.core import Store
+from gitmem.store.results import HISTORY_PAGE
 from gitmem.store.search import uses_fts_syntax
 
 PAGE = 50
@@ -179,7 +180,7 @@ class View:
 
     def memory(self, params: Params, memory_id: str) -> Page:
         at = params.get("at") or None
-        history = self.store.history(memory_id)
+        history = self.store.history(memory_id, limit=HISTORY_PAGE)
         memory = self.store.get(memory_id, at=at)
         if memory is None and at is not None:
             raise NotFoundError(f"{memory_id} was not in the store at {at}")
@@ -198,6 +199,7 @@ class View:
                     "id": memory_id,
                     "versions": [v.to_dict() for v in history],
                     "warnings": history.warnings,
+                    "earlier": history.earlier,
                 },
             },
             {
