@@ -203,3 +203,22 @@ def test_history_reads_one_page(store: Store, tmp_path: Path) -> None:
                    "--page", "2", cwd=tmp_path)
     data = json.loads(ok(paged))
     assert len(data["versions"]) == 3 and data["earlier"] == 0
+
+
+def test_log_reads_one_page(store: Store, tmp_path: Path) -> None:
+    """``gitmem log`` walked and parsed every commit of the store before it printed one
+    (100,000 commits: 35 s and 287 MB); a page now walks back only as far as it reaches,
+    and says where the next one starts."""
+    for n in range(6):
+        store.create(f"fact {n}", title=f"fact {n}")
+    every = store.log()
+    assert store.log(limit=3) == every[:3]
+    assert store.log(limit=0) == []
+    first = gitmem("--store", str(store.path), "log", "-n", "3", "--format", "oneline",
+                   cwd=tmp_path)
+    assert ok(first).split()[0] == every[0].commit[:10]
+    table = gitmem("--store", str(store.path), "log", "-n", "3", cwd=tmp_path)
+    assert "--page 2" in table.stderr
+    second = gitmem("--store", str(store.path), "--json", "log", "-n", "3", "--page", "2",
+                    cwd=tmp_path)
+    assert [e["commit"] for e in json.loads(ok(second))] == [e.commit for e in every[3:6]]

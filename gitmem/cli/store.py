@@ -29,7 +29,7 @@ from gitmem.cli.common import (
     tags_option,
 )
 from gitmem.format.model import UNTITLED, Scope
-from gitmem.store.results import HISTORY_PAGE, History, LogEntry, Problem
+from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry, Problem
 from gitmem.store.where import is_store, user_store_path
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ def log_text(entries: list[LogEntry]) -> str:
 @click.option("--id", "memory_id", metavar="ID", help="Only commits that touched this memory.")
 @click.option("--since", metavar="DATE", help="Only commits at or after this date/time.")
 @click.option("--until", metavar="DATE", help="Only commits at or before this date/time.")
-@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N commits.")
+@paged("commits", LOG_PAGE, 0)
 @click.option(
     "--path", metavar="PATH",
     help="Only commits that changed a file under PATH (a file, a folder or a glob).",
@@ -291,12 +291,13 @@ def log_text(entries: list[LogEntry]) -> str:
 @json_state
 def log(
     state: State, agent: str | None, op: str | None, memory_id: str | None, since: str | None,
-    until: str | None, limit: int | None, path: str | None, category: str | None, fmt: str,
+    until: str | None, limit: int, page: int, path: str | None, category: str | None, fmt: str,
 ) -> None:
-    """The audit log: commits, newest first.
+    """The audit log: commits, newest first, a page at a time.
 
     Filters use the facts in each commit's Gitmem-* trailers, the files a
     commit changed (--path) and the category of the memories it changed.
+    A call walks back only as far as its page reaches.
 
     \b
     Examples:
@@ -310,9 +311,13 @@ def log(
     if memory_id is not None:
         memory_id = store.resolve_id(memory_id)
     entries = store.log(
-        agent=agent, op=op, id=memory_id, since=since, until=until, limit=limit, path=path,
-        category=category,
+        agent=agent, op=op, id=memory_id, since=since, until=until, limit=limit * page,
+        path=path, category=category,
     )
+    more = bool(limit) and len(entries) == limit * page
+    entries = entries[limit * (page - 1) :]
+    if more and not state.json and fmt == "table":
+        click.echo(f"(more: the same command with --page {page + 1})", err=True)
     if state.json or fmt == "json":
         emit_json([e.to_dict() for e in entries])
     elif fmt == "jsonl":

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 
 import pygit2
 
@@ -93,8 +94,19 @@ def read_log(
     since_dt = _when(since, "since")
     until_dt = _when(until, "until")
     entries: list[LogEntry] = []
+    if limit == 0:
+        return entries
     for db, scope in repositories:
-        for commit in db.walk():
+        # With a limit, the newest `limit` entries by author time are kept as the walk
+        # (newest commit time first) goes, and it stops at a commit older than all of them:
+        # a call costs its page, not the history (a commit's author time is never after
+        # its commit time, but for clocks set by hand).
+        kept: list[tuple[dt.datetime, int, LogEntry]] = []
+        walk = db.walk() if limit is None else _newest_first(db)
+        for n, commit in enumerate(walk):
+            full = limit is not None and kept and len(kept) >= limit
+            if full and commit.commit_time < kept[0][0].timestamp():
+                break
             entry = _log_entry(commit, scope)
             if since_dt and entry.time < since_dt:
                 continue
@@ -114,9 +126,32 @@ def read_log(
                 continue
             if (path or category) and not touches(db.repo, commit, path=path, category=category):
                 continue
-            entries.append(entry)
+            if limit is None:
+                entries.append(entry)
+            elif len(kept) < limit:
+                heapq.heappush(kept, (entry.time, -n, entry))
+            elif limit:
+                heapq.heappushpop(kept, (entry.time, -n, entry))
+        entries.extend(entry for _, _, entry in sorted(kept, key=lambda k: -k[1]))
     entries.sort(key=lambda e: e.time, reverse=True)
     return entries[:limit] if limit is not None else entries
+
+
+def _newest_first(db: GitDB) -> Iterator[pygit2.Commit]:
+    """The branch's commits by commit time, newest first, read as they are reached: libgit2
+    sorts by time (or topologically) only after reading every commit (100,000: 9 s)."""
+    tip = db.tip()
+    if tip is None:
+        return
+    queue = [(-tip.commit_time, str(tip.id), tip)]
+    seen = {tip.id}
+    while queue:
+        _, _, commit = heapq.heappop(queue)
+        yield commit
+        for parent in commit.parents:
+            if parent.id not in seen:
+                seen.add(parent.id)
+                heapq.heappush(queue, (-parent.commit_time, str(parent.id), parent))
 
 
 def _changed_file(commit: pygit2.Commit, path: str) -> bool:
