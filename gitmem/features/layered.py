@@ -125,6 +125,13 @@ def placement(memory_id: str) -> dict[str, str] | None:
     }
 
 
+def layer_fields(memory_id: str) -> dict[str, str]:
+    """The layer fields a layered document's front-matter carries (its agent is in the path;
+    the front-matter's ``agent`` names the writer); empty for any other id."""
+    where = placement(memory_id) or {}
+    return {k: str(where[k]) for k in ("layer", "file_type", "project", "skill") if where.get(k)}
+
+
 _SNAKE_TO_CAMEL = {"file_type": "fileType"}
 
 
@@ -485,12 +492,7 @@ class LayeredStore:
         else:
             MemoryEntry.from_dict(entry.to_dict())  # the same validation either way
         memory_id = entry.id
-        where = placement(memory_id) or {}
-        extra: dict[str, Any] = {"layer": str(entry.layer), "file_type": entry.file_type}
-        # The layer's agent is in the path; the front-matter ``agent`` names the writer.
-        for key in ("project", "skill"):
-            if where.get(key):
-                extra[key] = where[key]
+        extra: dict[str, Any] = layer_fields(memory_id)
         if entry.command:
             extra["command"] = entry.command
         if self.store.get(memory_id) is not None:

@@ -16,7 +16,7 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +81,7 @@ class Fidelity:
         return not self.mismatches
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "operation": self.operation,
-            "source": self.source,
-            "read": self.read,
-            "written": self.written,
-            "unchanged": self.unchanged,
-            "skipped": self.skipped,
-            "notes": self.notes,
-            "checked": self.checked,
-            "mismatches": self.mismatches,
-            "ok": self.ok,
-            "commit": self.commit,
-        }
+        return {**asdict(self), "ok": self.ok}
 
     def summary(self) -> str:
         def counts(d: Mapping[str, int]) -> str:
@@ -137,11 +125,11 @@ def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
             continue
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            bad.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
-            continue
-        except ValueError as exc:  # e.g. a number too long to convert
-            bad.append(f"line {number}: not JSON ({exc})")
+        except ValueError as exc:  # a number too long to convert is no JSONDecodeError
+            why = (
+                f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else exc
+            )
+            bad.append(f"line {number}: not JSON ({why})")
             continue
         if not isinstance(value, dict):
             bad.append(f"line {number}: not a JSON object")
@@ -395,16 +383,13 @@ def _walk(root: Path, report: Fidelity) -> Iterator[Path]:
 
 
 def _link_note(root: Path, link: Path) -> str:
-    relative = link.relative_to(root)
     try:
-        target = link.resolve(strict=False)
-        inside = target.is_relative_to(root.resolve())
+        inside = link.resolve(strict=False).is_relative_to(root.resolve())
     except (OSError, RuntimeError):  # a loop
-        return f"{relative}: a symbolic link that loops; links are not followed"
-    if inside:
-        return f"{relative}: a symbolic link; links are not followed (its target is imported " \
-            "at its own path)"
-    return f"{relative}: a symbolic link out of the folder; links are not followed"
+        inside = False
+    where = "" if inside else " out of the folder"
+    after = " (its target is imported at its own path)" if inside else ""
+    return f"{link.relative_to(root)}: a symbolic link{where}; links are not followed{after}"
 
 
 def _read_source(path: Path) -> bytes:
@@ -639,9 +624,7 @@ class _ForgeDoc:
 
 def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
     """A Forge document as a memory file dated by its ``Last Updated`` line."""
-    from gitmem.features.layered import (
-        placement,  # the layer names, as the layered store writes them
-    )
+    from gitmem.features.layered import layer_fields
 
     date = codec.legacy_last_updated(text)
     if date is not None:
@@ -650,13 +633,6 @@ def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
     else:
         body = text.removeprefix(codec.BOM)
         when = store.clock.now()
-    extra: dict[str, Any] = {}
-    where = placement(memory_id)
-    if where is not None:
-        extra = {"layer": str(where["layer"]), "file_type": where["file_type"]}
-        for key in ("project", "skill"):
-            if where.get(key):
-                extra[key] = where[key]
     memory = Memory(
         id=memory_id,
         body=body,
@@ -666,7 +642,7 @@ def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
         title=_forge_title(body, memory_id),
         scope=store.default_scope,
         trigger=Trigger.IMPORT,
-        extra=extra,
+        extra=layer_fields(memory_id),
     )
     data = codec.serialize(codec.Document(memory.to_metadata(), body)).encode("utf-8")
     return _ForgeDoc(data, body, date)
