@@ -34,7 +34,6 @@ from gitmem.features.review import (
     body_diff,
     field_changes,
     memory_paths,
-    present,
     read_pair,
 )
 from gitmem.format import memfile
@@ -42,6 +41,7 @@ from gitmem.format.layout import check_id, id_from_path, memory_path, one_by_pre
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
+from gitmem.store.derived import bytes_at
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -248,7 +248,7 @@ def diff(
     read = read_pair(db.repo, old_snap, new_snap, paths)
     out: list[MemoryDiff] = []
     for path in paths:
-        a, b = present(old_snap, path), present(new_snap, path)
+        a, b = bytes_at(old_snap, path), bytes_at(new_snap, path)
         if a == b:
             continue
         (before, _), (after, _) = read[path]

@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 from pygit2.enums import SortMode
 
-from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError, TooLargeError
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
-from gitmem.format import codec, memfile, schema, secrets
+from gitmem.format import codec, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memory_path
 from gitmem.format.model import UNTITLED, Memory, Status
 from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import derived
+from gitmem.store.derived import bytes_at, read_at
 from gitmem.store.merge import FORK_KEY
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
     """The memory files that differ between two commits, one path per memory, the path it
     has now: a commit from before ``gitmem migrate`` may hold a plain id where format 4
-    put it, and :func:`read_memory` reads it there."""
+    put it, and :func:`gitmem.store.derived.read_memory` reads it there."""
     changed = changed_paths(old.tree, new.tree)
     out: set[str] = set()
     for path in sorted(changed):
@@ -163,30 +164,6 @@ def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit
         if memory_blob(old.tree, key) != memory_blob(new.tree, key):
             out.add(key)
     return sorted(out)
-
-
-def read_memory(snap: Snapshot, path: str) -> bytes | None:
-    """The file of the memory at ``path`` in ``snap``, in history from before ``gitmem
-    migrate`` too."""
-    return next((d for p in history_paths(path) if (d := snap.read(p)) is not None), None)
-
-
-def _read(snap: Snapshot, path: str) -> tuple[Memory | None, str | None]:
-    """:func:`memfile.read` of the memory at ``path``; a file over the read bound is a
-    reason, like any file that is not a memory."""
-    try:
-        return memfile.read(read_memory(snap, path), path)
-    except TooLargeError as exc:
-        return None, f"{path}: {exc}"
-
-
-def present(snap: Snapshot, path: str) -> bytes | None:
-    """:func:`read_memory`, a file over the read bound as no bytes: there, not read (its
-    problem is :func:`_read`'s reason)."""
-    try:
-        return read_memory(snap, path)
-    except TooLargeError:
-        return b""
 
 
 def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:
@@ -290,7 +267,7 @@ def review(
     decoded: dict[str, Memory | None] = {}
     read = read_pair(repo, base_snap, head_snap, paths)
     for path in paths:
-        old_data, new_data = present(base_snap, path), present(head_snap, path)
+        old_data, new_data = bytes_at(base_snap, path), bytes_at(head_snap, path)
         if old_data == new_data:
             continue
         (before, _), (after, problem) = read[path]
@@ -346,7 +323,7 @@ def read_pair(
     walks in all), so a review shows the versions ``gitmem history`` shows."""
     out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
     for path in paths:
-        a, b = _read(old, path), _read(new, path)
+        a, b = read_at(old, path), read_at(new, path)
         if a != b:
             out[path] = (a, b)
     befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
@@ -423,7 +400,7 @@ def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]
         path = snap.locate(memory_id) or memory_path(memory_id)
     except GitmemError:
         return None
-    memory, _ = _read(snap, path)
+    memory, _ = read_at(snap, path)
     cache[memory_id] = memory
     return memory
 
@@ -432,10 +409,7 @@ def _successors(repo: pygit2.Repository, snap: Snapshot) -> Iterator[tuple[str, 
     """(successor, predecessor) for every memory at ``snap`` naming a predecessor."""
     for root in MEMORY_ROOTS:
         for path in snap.iter_files(root):
-            try:
-                data = snap.read(path)
-            except TooLargeError:
-                continue
+            data = bytes_at(snap, path)
             if not data or b"supersedes:" not in data:
                 continue
             head = data.split(b"\n---", 1)[0].decode("utf-8", "replace")

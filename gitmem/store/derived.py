@@ -155,3 +155,27 @@ def rendered_files(
         if memory is not None:
             out[path] = memfile.rendered_text(memory).encode("utf-8")
     return out
+
+
+def read_memory(snap: Snapshot, path: str) -> bytes | None:
+    """The file of the memory at ``path`` in ``snap``, in history from before ``gitmem
+    migrate`` too."""
+    return next((d for p in history_paths(path) if (d := snap.read(p)) is not None), None)
+
+
+def read_at(snap: Snapshot, path: str) -> tuple[Memory | None, str | None]:
+    """:func:`memfile.read` of the memory at ``path``; a file over the read bound gives its
+    reason, like any file that is not a memory."""
+    try:
+        return memfile.read(read_memory(snap, path), path)
+    except TooLargeError as exc:
+        return None, f"{path}: {exc}"
+
+
+def bytes_at(snap: Snapshot, path: str) -> bytes | None:
+    """:func:`read_memory`, a file over the read bound as no bytes: there, not read (its
+    problem is :func:`read_at`'s reason)."""
+    try:
+        return read_memory(snap, path)
+    except TooLargeError:
+        return b""
