@@ -14,7 +14,7 @@ import html
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,20 +80,7 @@ class MemoryChange:
     moved_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "path": self.path,
-            "title": self.title,
-            "category": self.category,
-            "agents": self.agents,
-            "commits": self.commits,
-            "fields": [f.to_dict() for f in self.fields],
-            "diff": self.diff,
-            "diff_truncated": self.diff_truncated,
-            "supersedes": self.supersedes,
-            "moved_from": self.moved_from,
-        }
+        return {**asdict(self), "fields": [f.to_dict() for f in self.fields]}
 
 
 @dataclass
@@ -346,12 +333,9 @@ def _kind(
         return "pruned"
     if new is None:
         return "deleted"
-    archived = after is not None and after.status is Status.ARCHIVED
-    return (
-        "archived"
-        if archived and (before is None or before.status is not Status.ARCHIVED)
-        else "updated"
-    )
+    if after is not None and after.status is Status.ARCHIVED:
+        return "updated" if before is not None and before.status is Status.ARCHIVED else "archived"
+    return "updated"
 
 
 def _moves(result: Review, removed: dict[str, MemoryChange], added: dict[str, str]) -> None:
