@@ -233,13 +233,13 @@ def test_doctor_is_quiet_after_every_plain_git_command(tmp_path: Path) -> None:
 _KILL_AT = """
 import os, signal, sys
 import gitmem
-from gitmem.git.db import GitDB
+from gitmem.git.worktree import WorkTree
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 for name in sys.argv[2].split(","):
-    setattr(GitDB, name, die)
+    setattr(WorkTree, name, die)
 store = gitmem.open(sys.argv[1])
 store.update(sys.argv[3], "second")
 """
@@ -248,9 +248,9 @@ store.update(sys.argv[3], "second")
 @pytest.mark.parametrize(
     ("moment", "behind"),
     [
-        ("update_worktree", True),  # branch moved, nothing else
-        ("_update_index_fast,_update_index_libgit2", True),  # files written, not git's index
-        ("_write_marker", False),  # all synced but the marker: a plain git command's state
+        ("update", True),  # branch moved, nothing else
+        ("_stage", True),  # files written, not git's index
+        ("_mark_synced", False),  # all synced but the marker: a plain git command's state
     ],
 )
 def test_a_writer_killed_after_moving_the_branch_is_caught(

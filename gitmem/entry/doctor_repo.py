@@ -324,10 +324,11 @@ def _left_behind(db: GitDB, synced: str, tip: pygit2.Commit) -> list[str]:
         index = {entry.path: entry.id for entry in pygit2.Index(str(db.gitdir / "index"))}
     except pygit2.GitError:
         index = {}  # an index libgit2 cannot read: the files alone say
+    assert db.worktree is not None
     behind: list[str] = []
     for path in sorted(changed_paths(old.tree, tip.tree)):
         was = blob_at(old.tree, path)
-        if db.worktree_blob(path) == was or index.get(path) == was:
+        if db.worktree.blob(path) == was or index.get(path) == was:
             behind.append(path)
     return behind
 

@@ -576,13 +576,13 @@ def purge(
             ref.set_target(new, "gitmem purge: history rewritten")
             report.refs.append((name, str(old), str(new)))
         new_tip = db.tip()
-        if db.workdir is not None and old_tip is not None and new_tip is not None:
+        if db.worktree is not None and old_tip is not None and new_tip is not None:
             changes: dict[str, bytes | None] = {}
             for delta in old_tip.tree.diff_to_tree(new_tip.tree).deltas:
                 path = delta.new_file.path or delta.old_file.path
                 entry = tree_entry(new_tip.tree, path)
                 changes[path] = blob_data(repo, entry.id) if entry is not None else None
-            db.update_worktree(old_tip, new_tip, changes)
+            db.worktree.update(new_tip, changes)
     _drop_derived(db)
     report.steps = _steps(db, remote, report, dry_run=False)
     return report

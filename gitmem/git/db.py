@@ -14,24 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import glob
 import os
 import random
-import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pygit2
-from pygit2.enums import FileMode, SortMode
+from pygit2.enums import SortMode
 
 from gitmem.base import logs, paths
 from gitmem.base.clock import Clock, SystemClock, parse_timestamp, to_utc
 from gitmem.base.errors import (
     ConflictError,
-    DirtyWorktreeError,
     InvalidInputError,
     LockTimeoutError,
     NotFoundError,
@@ -44,20 +41,17 @@ from gitmem.base.trailers import (
     format_message,
 )
 from gitmem.git import includes, maintenance, trust
-from gitmem.git import stage as gitindex
-from gitmem.git.diff import file_changes
-from gitmem.git.locks import STALE_LOCK_AGE, pid_alive, temp_path, try_flock
+from gitmem.git.locks import STALE_LOCK_AGE, clear_stale_lock, try_flock
 from gitmem.git.objects import (
     FastForward,
     Snapshot,
     Staged,
-    blob_data,
     build_tree,
     differs,
     get_commit,
-    readable,
     write_object,
 )
+from gitmem.git.worktree import Graft, WorkTree
 
 log = logs.get(__name__)
 
@@ -176,7 +170,17 @@ class GitDB:
             Path(repo.workdir) if repo.workdir and branch == checked_out else None
         )
         self.state_dir = paths.state_dir(self.gitdir)
-        self._gitindex: gitindex.GitIndex | None = None
+        self.worktree: WorkTree | None = None
+        """The files and git's index a write updates: None in a bare store, or when
+        another branch than this store's is checked out."""
+        if self.workdir is not None:
+            self.worktree = WorkTree(
+                lambda: self.repo,
+                self.workdir,
+                self.gitdir,
+                durable=durable,
+                stale_lock_age=stale_lock_age,
+            )
         self._signing: bool | None = None  # read from git's config on the first commit
         self._local = threading.local()
         self._local.repo = repo
@@ -430,8 +434,8 @@ class GitDB:
                 except KeyError:
                     ref = None
                 tip = get_commit(repo, ref.target) if ref is not None else None
-                if self.workdir is not None:
-                    self._heal_worktree(tip)
+                if self.worktree is not None:
+                    self.worktree.heal(tip)
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
                 changes = _differing(snap)
@@ -439,8 +443,8 @@ class GitDB:
                 merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
                 if isinstance(spec, CommitSpec) and not changes and not grafts and not merging:
                     return value, None
-                if self.workdir is not None:
-                    self._check_clean(snap, changes, grafts)
+                if self.worktree is not None:
+                    self.worktree.check_clean(snap, changes, grafts)
                 if isinstance(spec, FastForward):
                     oid, reason = spec.target.id, spec.reason
                 else:
@@ -463,9 +467,9 @@ class GitDB:
                 except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
                     self.back_off(exc, attempt, deadline)
                     continue
-                if self.workdir is not None:
+                if self.worktree is not None:
                     try:
-                        self.update_worktree(tip, get_commit(repo, oid), changes, grafts=grafts)
+                        self.worktree.update(get_commit(repo, oid), changes, grafts=grafts)
                     except (pygit2.GitError, OSError) as exc:
                         # The commit has landed: raising now would tell the caller a
                         # write failed that did not (a retry would write it twice). The
@@ -485,7 +489,7 @@ class GitDB:
 
     def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
         """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
-        self._clear_stale_lock(self.gitdir / (self.ref_name + ".lock"))
+        clear_stale_lock(self.gitdir / (self.ref_name + ".lock"), self.stale_lock_age)
         if time.monotonic() > deadline:
             raise ConflictError(
                 f"could not move {self.ref_name} after {attempt} attempts: {exc}",
@@ -494,18 +498,6 @@ class GitDB:
         # Jittered exponential backoff: spreads contending writers apart.
         delay = min(0.2, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
         time.sleep(delay)
-
-    def _clear_stale_lock(self, lock: Path) -> None:
-        try:
-            age = time.time() - lock.stat().st_mtime
-        except FileNotFoundError:
-            return
-        if age > self.stale_lock_age:
-            log.warning(
-                "removing stale lock %s (left %.0f s ago by a process that died)", lock, age
-            )
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
 
     @contextlib.contextmanager
     def writer_lock(self, deadline: float) -> Iterator[None]:
@@ -532,293 +524,6 @@ class GitDB:
         finally:
             os.close(fd)  # closing the descriptor releases the flock
 
-    # -- work tree ----------------------------------------------------------------
-
-    def _synced_marker(self) -> Path:
-        return self.state_dir / paths.WORKTREE_SYNCED
-
-    def _read_marker(self) -> pygit2.Oid | None:
-        try:
-            text = self._synced_marker().read_text().strip()
-            return pygit2.Oid(hex=text)
-        except (FileNotFoundError, ValueError):
-            return None
-
-    def _write_marker(self, oid: pygit2.Oid) -> None:
-        self.state_dir.mkdir(exist_ok=True)
-        tmp = self._synced_marker().with_suffix(".tmp")
-        tmp.write_text(str(oid) + "\n")
-        os.replace(tmp, self._synced_marker())
-
-    def worktree_blob(self, path: str) -> pygit2.Oid | bool | None:
-        """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
-        assert self.workdir is not None
-        full = self.workdir / path
-        # A directory on the way that is a link (or a file) would carry the write
-        # out of the store: lstat only guards the last component.
-        for parent in full.relative_to(self.workdir).parents[:-1]:  # not the root itself
-            try:
-                mode = (self.workdir / parent).lstat().st_mode
-            except FileNotFoundError:
-                continue  # made by the sync
-            if not stat.S_ISDIR(mode):
-                return False
-        try:
-            st = full.lstat()
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
-            return False
-        if not stat.S_ISREG(st.st_mode):
-            return False
-        return pygit2.hash(full.read_bytes())
-
-    def _check_clean(
-        self, snap: Snapshot, changes: Mapping[str, Staged], grafts: Mapping[str, Graft]
-    ) -> None:
-        """Refuse a write that would overwrite uncommitted edits in the work tree."""
-        for path in changes:
-            self._check_path(path, snap.blob_id(path))
-        for path, old, _ in self._graft_files(grafts, changes):
-            self._check_path(path, old)
-
-    def _graft_files(
-        self, grafts: Mapping[str, Graft], changes: Mapping[str, Staged]
-    ) -> Iterator[tuple[str, pygit2.Oid | None, pygit2.Oid | None]]:
-        """(path, old blob, new blob) of the files the grafted folders change, one folder's
-        entries at a time, in git's order; files staged on top of a graft are the
-        ``changes``' and left out."""
-        for folder in sorted(grafts, key=lambda f: f"{f}/".encode()):
-            old, new = grafts[folder]
-            for change in file_changes(self.repo, old, new, folder):
-                if change[0] not in changes:
-                    yield change
-
-    def _check_path(self, path: str, committed: pygit2.Oid | None) -> None:
-        on_disk = self.worktree_blob(path)
-        if on_disk is False:
-            raise DirtyWorktreeError(
-                f"{path} in the work tree is not a regular file; refusing to replace it"
-            )
-        if on_disk != committed:
-            state = "is untracked" if committed is None else "has uncommitted edits"
-            if on_disk is None:
-                state = "was deleted in the work tree but not committed"
-            raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
-
-    def _heal_worktree(self, tip: pygit2.Commit | None) -> None:
-        """Bring files left behind by an interrupted write up to the tip.
-
-        A writer killed between moving the branch and updating the work tree
-        leaves files at the previous commit. Any file that still matches what
-        gitmem last synced (so nobody edited it) is brought forward.
-        """
-        if tip is None:
-            return
-        marker = self._read_marker()
-        if marker is None:
-            self._write_marker(tip.id)
-            return
-        if marker == tip.id:
-            return
-        repo = self.repo
-        try:
-            old = repo[marker]
-        except KeyError:
-            old = None
-        old_tree = old.tree if isinstance(old, pygit2.Commit) else None
-        diff = (
-            repo.diff(old_tree, tip.tree)
-            if old_tree is not None
-            else tip.tree.diff_to_tree(swap=True)
-        )
-        changes: dict[str, bytes | None] = {}
-        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] = {}
-        old_snap = Snapshot(repo, old if isinstance(old, pygit2.Commit) else None)
-        tip_snap = Snapshot(repo, tip)
-        for delta in diff.deltas:
-            for path in {delta.old_file.path, delta.new_file.path}:
-                self._remove_dead_temp_files(path)
-                old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
-                if self.worktree_blob(path) == old_id:
-                    changes[path] = blob_data(repo, new_id) if new_id is not None else None
-                else:
-                    # Edited by someone since: the file stays, but the index follows the
-                    # branch, so `git status` shows their edit against the tip rather
-                    # than a staged revert of the commit the dead writer left behind.
-                    index_only[path] = (old_id, new_id)
-        self.update_worktree(
-            old if isinstance(old, pygit2.Commit) else None, tip, changes, index_only
-        )
-
-    def _remove_dead_temp_files(self, path: str) -> None:
-        """Remove ``.<name>.<pid>.tmp`` files a killed writer left beside ``path``.
-
-        Files are written only after their commit landed and before the synced marker
-        moves, so every temp file a dead writer left is beside a path of the commits
-        being healed. A temp file of a live process (a writer at work) is left alone.
-        """
-        assert self.workdir is not None
-        full = self.workdir / path
-        try:
-            candidates = list(full.parent.glob(f".{glob.escape(full.name)}.*.tmp"))
-        except OSError:
-            return
-        for tmp in candidates:
-            pid_text = tmp.name[len(full.name) + 2 : -len(".tmp")]
-            if not pid_text.isdigit() or pid_alive(int(pid_text)):
-                continue
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-                log.info("removed %s, left by a writer that died", tmp)
-
-    def update_worktree(
-        self,
-        before: pygit2.Commit | None,
-        after: pygit2.Commit,
-        changes: Mapping[str, Staged],
-        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]] | None = None,
-        grafts: Mapping[str, Graft] | None = None,
-    ) -> None:
-        """Write the touched files and git's index so ``git status`` is clean.
-
-        ``index_only`` maps paths to (old, new) blob ids whose index entry moves from
-        old to new without touching the file (an entry someone staged is left alone).
-        ``grafts`` (folder: its old and new tree) are walked file by file, never listed.
-        """
-        assert self.workdir is not None
-        grafts = grafts or {}
-        self._write_files(changes.items())
-        self._write_files((path, new) for path, _, new in self._graft_files(grafts, changes))
-        try:
-            self._update_index_fast(changes, index_only or {}, grafts)
-        except gitindex.Unsupported as exc:
-            log.debug("git index: %s; updating it through libgit2", exc)
-            self._update_index_libgit2(changes, index_only or {}, grafts)
-        self._write_marker(after.id)
-
-    def _write_files(self, changes: Iterable[tuple[str, Staged]]) -> None:
-        """Each touched file written atomically (temp file + rename), or removed."""
-        assert self.workdir is not None
-        for path, data in changes:
-            full = self.workdir / path
-            if data is None:
-                with contextlib.suppress(FileNotFoundError):
-                    full.unlink()
-                _prune_empty_dirs(full.parent, self.workdir)
-                continue
-            _make_dirs(full.parent, self.workdir)
-            tmp = temp_path(full)
-            # 0o664 before the umask: as git would write it, but never world-writable even
-            # under umask 000 (memories are shared with people, not with everyone).
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)
-            with os.fdopen(fd, "wb") as fh:
-                if isinstance(data, pygit2.Oid) and not readable(self.repo, data):
-                    # Over the read bound: git streams it to the file, never held here.
-                    from gitmem.git.command import run_git
-
-                    run_git(["cat-file", "blob", str(data)], gitdir=self.gitdir, stdout=fh)
-                else:
-                    fh.write(blob_data(self.repo, data) if isinstance(data, pygit2.Oid) else data)
-                if self.durable:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, full)
-
-    def _update_index_fast(
-        self,
-        changes: Mapping[str, Staged],
-        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
-        grafts: Mapping[str, Graft],
-    ) -> None:
-        """Stage the written files in git's index with :mod:`gitmem.git.stage`.
-
-        Only called under the writer lock, so the parsed index this GitDB keeps
-        is never updated by two threads at once.
-        """
-        assert self.workdir is not None
-        if self._gitindex is None:
-            self._gitindex = gitindex.GitIndex(self.gitdir / "index")
-        index = self._gitindex
-        for attempt in range(50):
-            index.load()
-            if grafts:
-                index.apply_sorted(
-                    (
-                        (path, new.raw if new is not None else None)
-                        for path, _, new in self._graft_files(grafts, changes)
-                    ),
-                    self.workdir,
-                )
-            for path, (old_id, new_id) in index_only.items():
-                staged = index.get(path)
-                if staged != (old_id.raw if old_id is not None else None):
-                    continue
-                if new_id is None:
-                    index.remove(path)
-                else:
-                    index.add_entry(path, new_id.raw)
-            for path, data in changes.items():
-                if data is None:
-                    index.remove(path)
-                else:
-                    oid = data.raw if isinstance(data, pygit2.Oid) else gitindex.blob_id(data)
-                    index.add_file(path, self.workdir / path, oid)
-            try:
-                index.write(durable=self.durable)
-                return
-            except FileExistsError:
-                # Someone's git holds index.lock: wait for it, or clear it when stale.
-                self._clear_stale_lock(self.gitdir / "index.lock")
-                if attempt == 49:
-                    raise
-                time.sleep(0.01 * random.uniform(0.5, 1.5))
-                index.load()
-
-    def _update_index_libgit2(
-        self,
-        changes: Mapping[str, Staged],
-        index_only: dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]],
-        grafts: Mapping[str, Graft],
-    ) -> None:
-        repo = self.repo
-        index = repo.index
-        index.read(False)
-        for path, (old_id, new_id) in index_only.items():
-            staged = index[path].id if path in index else None
-            if staged != old_id:
-                continue
-            if new_id is None:
-                index.remove(path)
-            else:
-                index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
-        for path, data in [
-            *changes.items(),
-            *((path, new) for path, _, new in self._graft_files(grafts, changes)),
-        ]:
-            if data is None:
-                with contextlib.suppress(OSError, KeyError):
-                    index.remove(path)
-            else:
-                index.add(path)
-        self._write_index(index)
-
-    def _write_index(self, index: pygit2.Index) -> None:
-        lock = self.gitdir / "index.lock"
-        for attempt in range(50):
-            try:
-                index.write()
-                return
-            except (pygit2.GitError, OSError):
-                self._clear_stale_lock(lock)
-                if attempt == 49:
-                    raise
-                time.sleep(0.01 * random.uniform(0.5, 1.5))
-
-
-Graft = tuple[pygit2.Oid | None, pygit2.Oid]
-"""A grafted folder's committed tree (None: no folder there) and its new one."""
-
 
 def _grafted(snap: Snapshot) -> dict[str, Graft]:
     """The snapshot's grafts that change their folder (:meth:`Snapshot.graft`)."""
@@ -837,26 +542,6 @@ def _differing(snap: Snapshot) -> dict[str, Staged]:
     if all(differs(snap, p, d) for p, d in snap.changes.items()):
         return snap.changes
     return {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
-
-
-def _make_dirs(path: Path, top: Path) -> None:
-    """``mkdir -p`` below ``top`` with 0o775 before the umask: never world-writable."""
-    missing: list[Path] = []
-    while not path.exists() and path != top and top in path.parents:
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o775)
-
-
-def _prune_empty_dirs(directory: Path, root: Path) -> None:
-    while directory != root and root in directory.parents:
-        try:
-            directory.rmdir()
-        except OSError:
-            return
-        directory = directory.parent
 
 
 def _config_get(config: pygit2.Config, key: str) -> str | None:

@@ -7,11 +7,17 @@ behind: a lock whose owner is gone may be cleared.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
+import time
 from pathlib import Path
+
+from gitmem.base import logs
+
+log = logs.get(__name__)
 
 STALE_LOCK_AGE = 30.0
 """Seconds after which a git ``.lock`` file is taken to be left by a process that died
@@ -49,3 +55,15 @@ def try_flock(fd: int) -> bool:
             return False
         raise
     return True
+
+
+def clear_stale_lock(lock: Path, max_age: float) -> None:
+    """Remove git's ``lock`` file when older than ``max_age`` seconds: its writer died."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > max_age:
+        log.warning("removing stale lock %s (left %.0f s ago by a process that died)", lock, age)
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()

@@ -1,0 +1,335 @@
+"""A work-tree store's files and git's index, kept at the branch tip gitmem wrote.
+
+:meth:`GitDB.write <gitmem.git.db.GitDB.write>` commits without touching the work tree;
+under the same writer lock it then asks this module to refuse a write over uncommitted
+edits (:meth:`WorkTree.check_clean`), to write the touched files and stage them in git's
+index so ``git status`` stays clean (:meth:`WorkTree.update`), and to bring forward files a
+killed writer left at an older commit (:meth:`WorkTree.heal`). The commit the files were
+last brought to is kept in ``<gitdir>/gitmem/worktree-synced``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import random
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import FileMode
+
+from gitmem.base import logs, paths
+from gitmem.base.errors import DirtyWorktreeError
+from gitmem.git import stage
+from gitmem.git.command import run_git
+from gitmem.git.diff import file_changes
+from gitmem.git.locks import clear_stale_lock, pid_alive, temp_path
+from gitmem.git.objects import Snapshot, Staged, blob_data, readable
+
+log = logs.get(__name__)
+
+Graft = tuple[pygit2.Oid | None, pygit2.Oid]
+"""A grafted folder's committed tree (None: no folder there) and its new one."""
+
+IndexMoves = dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]]
+"""Paths whose index entry moves from an old blob id to a new one, the file left alone."""
+
+
+class WorkTree:
+    """The files of a store's work tree and git's index beside them.
+
+    Every method runs under the store's writer lock, so the parsed index kept between
+    writes is never changed by two threads at once.
+    """
+
+    def __init__(
+        self,
+        repo: Callable[[], pygit2.Repository],
+        workdir: Path,
+        gitdir: Path,
+        *,
+        durable: bool,
+        stale_lock_age: float,
+    ) -> None:
+        self._repo = repo
+        self.workdir = workdir
+        self.gitdir = gitdir
+        self.durable = durable
+        self.stale_lock_age = stale_lock_age
+        self._synced = paths.state_dir(gitdir) / paths.WORKTREE_SYNCED
+        self._index: stage.GitIndex | None = None
+
+    # -- the commit the files are at ------------------------------------------------
+
+    def _read_synced(self) -> pygit2.Oid | None:
+        try:
+            return pygit2.Oid(hex=self._synced.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _mark_synced(self, oid: pygit2.Oid) -> None:
+        self._synced.parent.mkdir(exist_ok=True)
+        tmp = self._synced.with_suffix(".tmp")
+        tmp.write_text(str(oid) + "\n")
+        os.replace(tmp, self._synced)
+
+    # -- the dirty-file check -------------------------------------------------------
+
+    def blob(self, path: str) -> pygit2.Oid | bool | None:
+        """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
+        full = self.workdir / path
+        # A directory on the way that is a link (or a file) would carry the write
+        # out of the store: lstat only guards the last component.
+        for parent in full.relative_to(self.workdir).parents[:-1]:  # not the root itself
+            try:
+                mode = (self.workdir / parent).lstat().st_mode
+            except FileNotFoundError:
+                continue  # made by the sync
+            if not stat.S_ISDIR(mode):
+                return False
+        try:
+            st = full.lstat()
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return pygit2.hash(full.read_bytes())
+
+    def check_clean(
+        self, snap: Snapshot, changes: Mapping[str, Staged], grafts: Mapping[str, Graft]
+    ) -> None:
+        """Refuse a write that would overwrite uncommitted edits in the work tree."""
+        committed = [(path, snap.blob_id(path)) for path in changes]
+        grafted = ((path, old) for path, old, _ in self._graft_files(grafts, changes))
+        for path, old in [*committed, *grafted]:
+            on_disk = self.blob(path)
+            if on_disk is False:
+                raise DirtyWorktreeError(
+                    f"{path} in the work tree is not a regular file; refusing to replace it"
+                )
+            if on_disk != old:
+                state = "is untracked" if old is None else "has uncommitted edits"
+                if on_disk is None:
+                    state = "was deleted in the work tree but not committed"
+                raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
+
+    def _graft_files(
+        self, grafts: Mapping[str, Graft], changes: Mapping[str, Staged]
+    ) -> Iterator[tuple[str, pygit2.Oid | None, pygit2.Oid | None]]:
+        """(path, old blob, new blob) of the files the grafted folders change, one folder's
+        entries at a time, in git's order; files staged on top of a graft are the
+        ``changes``' and left out."""
+        for folder in sorted(grafts, key=lambda f: f"{f}/".encode()):
+            old, new = grafts[folder]
+            for change in file_changes(self._repo(), old, new, folder):
+                if change[0] not in changes:
+                    yield change
+
+    # -- healing ----------------------------------------------------------------------
+
+    def heal(self, tip: pygit2.Commit | None) -> None:
+        """Bring files left behind by an interrupted write up to the tip.
+
+        A writer killed between moving the branch and updating the work tree
+        leaves files at the previous commit. Any file that still matches what
+        gitmem last synced (so nobody edited it) is brought forward.
+        """
+        if tip is None:
+            return
+        synced = self._read_synced()
+        if synced is None:
+            self._mark_synced(tip.id)
+            return
+        if synced == tip.id:
+            return
+        repo = self._repo()
+        try:
+            found = repo[synced]
+        except KeyError:
+            found = None
+        old = found if isinstance(found, pygit2.Commit) else None
+        diff = (
+            repo.diff(old.tree, tip.tree) if old is not None else tip.tree.diff_to_tree(swap=True)
+        )
+        changes: dict[str, bytes | None] = {}
+        index_only: IndexMoves = {}
+        old_snap, tip_snap = Snapshot(repo, old), Snapshot(repo, tip)
+        for delta in diff.deltas:
+            for path in {delta.old_file.path, delta.new_file.path}:
+                self._remove_dead_temp_files(path)
+                old_id, new_id = old_snap.blob_id(path), tip_snap.blob_id(path)
+                if self.blob(path) == old_id:
+                    changes[path] = blob_data(repo, new_id) if new_id is not None else None
+                else:
+                    # Edited by someone since: the file stays, but the index follows the
+                    # branch, so `git status` shows their edit against the tip rather
+                    # than a staged revert of the commit the dead writer left behind.
+                    index_only[path] = (old_id, new_id)
+        self.update(tip, changes, index_only)
+
+    def _remove_dead_temp_files(self, path: str) -> None:
+        """Remove ``.<name>.<pid>.tmp`` files a killed writer left beside ``path``.
+
+        Files are written only after their commit landed and before the synced marker
+        moves, so every temp file a dead writer left is beside a path of the commits
+        being healed. A temp file of a live process (a writer at work) is left alone.
+        """
+        full = self.workdir / path
+        try:
+            candidates = list(full.parent.glob(f".{glob.escape(full.name)}.*.tmp"))
+        except OSError:
+            return
+        for tmp in candidates:
+            pid_text = tmp.name[len(full.name) + 2 : -len(".tmp")]
+            if not pid_text.isdigit() or pid_alive(int(pid_text)):
+                continue
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.info("removed %s, left by a writer that died", tmp)
+
+    # -- writing files and git's index ----------------------------------------------
+
+    def update(
+        self,
+        after: pygit2.Commit,
+        changes: Mapping[str, Staged],
+        index_only: IndexMoves | None = None,
+        grafts: Mapping[str, Graft] | None = None,
+    ) -> None:
+        """Write the touched files and git's index so ``git status`` is clean at ``after``.
+
+        ``index_only`` moves index entries without touching the file (an entry someone
+        staged is left alone). ``grafts`` (folder: its old and new tree) are walked file by
+        file, never listed.
+        """
+        grafts = grafts or {}
+        self._write_files(changes.items())
+        self._write_files((path, new) for path, _, new in self._graft_files(grafts, changes))
+        self._stage(changes, index_only or {}, grafts)
+        self._mark_synced(after.id)
+
+    def _write_files(self, changes: Iterable[tuple[str, Staged]]) -> None:
+        """Each touched file written atomically (temp file + rename), or removed."""
+        for path, data in changes:
+            full = self.workdir / path
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    full.unlink()
+                _prune_empty_dirs(full.parent, self.workdir)
+                continue
+            _make_dirs(full.parent, self.workdir)
+            tmp = temp_path(full)
+            # 0o664 before the umask: as git would write it, but never world-writable even
+            # under umask 000 (memories are shared with people, not with everyone).
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o664)
+            with os.fdopen(fd, "wb") as fh:
+                if isinstance(data, pygit2.Oid) and not readable(self._repo(), data):
+                    # Over the read bound: git streams it to the file, never held here.
+                    run_git(["cat-file", "blob", str(data)], gitdir=self.gitdir, stdout=fh)
+                else:
+                    if isinstance(data, pygit2.Oid):  # a transaction's blob, written when staged
+                        data = blob_data(self._repo(), data)
+                    fh.write(data)
+                if self.durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, full)
+
+    def _stage(
+        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
+    ) -> None:
+        """Stage the written files in git's index, with :mod:`gitmem.git.stage` or, for an
+        index it does not write, libgit2; while someone's git holds ``index.lock``, again."""
+        for attempt in range(50):
+            try:
+                try:
+                    self._stage_fast(changes, index_only, grafts)
+                except stage.Unsupported as exc:
+                    log.debug("git index: %s; updating it through libgit2", exc)
+                    self._stage_libgit2(changes, index_only, grafts)
+                return
+            except (pygit2.GitError, OSError):
+                clear_stale_lock(self.gitdir / "index.lock", self.stale_lock_age)
+                if attempt == 49:
+                    raise
+                time.sleep(0.01 * random.uniform(0.5, 1.5))
+
+    def _stage_fast(
+        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
+    ) -> None:
+        if self._index is None:
+            self._index = stage.GitIndex(self.gitdir / "index")
+        index = self._index
+        index.load()
+        if grafts:
+            index.apply_sorted(
+                (
+                    (path, new.raw if new is not None else None)
+                    for path, _, new in self._graft_files(grafts, changes)
+                ),
+                self.workdir,
+            )
+        for path, (old_id, new_id) in index_only.items():
+            if index.get(path) != (old_id.raw if old_id is not None else None):
+                continue
+            if new_id is None:
+                index.remove(path)
+            else:
+                index.add_entry(path, new_id.raw)
+        for path, data in changes.items():
+            if data is None:
+                index.remove(path)
+            else:
+                oid = data.raw if isinstance(data, pygit2.Oid) else stage.blob_id(data)
+                index.add_file(path, self.workdir / path, oid)
+        index.write(durable=self.durable)
+
+    def _stage_libgit2(
+        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
+    ) -> None:
+        index = self._repo().index
+        index.read(False)
+        for path, (old_id, new_id) in index_only.items():
+            staged = index[path].id if path in index else None
+            if staged != old_id:
+                continue
+            if new_id is None:
+                index.remove(path)
+            else:
+                index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
+        for path, data in [
+            *changes.items(),
+            *((path, new) for path, _, new in self._graft_files(grafts, changes)),
+        ]:
+            if data is None:
+                with contextlib.suppress(OSError, KeyError):
+                    index.remove(path)
+            else:
+                index.add(path)
+        index.write()
+
+
+def _make_dirs(path: Path, top: Path) -> None:
+    """``mkdir -p`` below ``top`` with 0o775 before the umask: never world-writable."""
+    missing: list[Path] = []
+    while not path.exists() and path != top and top in path.parents:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o775)
+
+
+def _prune_empty_dirs(directory: Path, root: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
