@@ -182,7 +182,7 @@ def _set_format(store: Store, version: int) -> None:
         snap.put("gitmem.yaml", config.replace(b"format: 5", f"format: {version}".encode()))
         return CommitSpec("as another gitmem left it"), None
 
-    store.db().integrate(plan)
+    store.db().write(plan)
 
 
 def test_sync_and_update_branch_refuse_a_branch_of_an_old_format(tmp_path: Path) -> None:

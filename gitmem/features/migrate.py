@@ -202,7 +202,7 @@ def migrate(
             done.append(report)
             continue
         # The plan reads the whole tree: it runs again on whatever tip it lands on.
-        _, oid = db.integrate(plan)
+        _, oid = db.write(plan)
         report.commit = str(oid) if oid is not None else None
         done.append(report)
     return done

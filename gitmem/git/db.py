@@ -7,7 +7,8 @@ commit should say. :meth:`GitDB.write` runs the plan under the store's one write
 lock, builds the new tree bottom-up along the touched paths only, commits with the
 tip it read as parent, and moves the branch with compare-and-swap. When something
 else moved the branch first, the plan runs again on the new tip, so nothing is
-overwritten.
+overwritten. In a work-tree store, :class:`~gitmem.git.worktree.WorkTree` then brings the
+files and git's index to the new commit, under the same lock.
 """
 
 from __future__ import annotations
@@ -483,9 +484,6 @@ class GitDB:
             # Outside the lock: starting git when packing is due must not hold writers up.
             maintenance.after_write(self.gitdir, repo.config)
             return value, oid
-
-    integrate = write
-    """:meth:`write`, by the name sync and migrate use for plans that merge or fast-forward."""
 
     def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
         """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""

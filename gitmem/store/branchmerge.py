@@ -272,7 +272,7 @@ def integrate(
     (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
     when a file to change has uncommitted edits. Two unrelated histories merge only
     with ``join`` (``gitmem join``: the team's configuration files win). Runs in
-    :meth:`GitDB.integrate`, the write loop every write uses: on a lost race the plan
+    :meth:`GitDB.write`, the write loop every write uses: on a lost race the plan
     runs again on the new tip.
     """
 
@@ -310,7 +310,7 @@ def integrate(
         spec = replace(merge_spec(label, tm), merge_parents=(str(theirs.id),))
         return spec, ("merge", tm, tip)
 
-    (kind, tm, before), oid = db.integrate(plan)
+    (kind, tm, before), oid = db.write(plan)
     if kind == "none":
         return kind, tm, before, before
     if kind == "fast-forward":
