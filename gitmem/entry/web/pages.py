@@ -20,7 +20,7 @@ from gitmem.features import pictures
 from gitmem.features import review as reviewing
 from gitmem.features.review import memory_paths
 from gitmem.format.layout import id_from_path
-from gitmem.format.model import Memory
+from gitmem.format.model import Memory, Status
 from gitmem.store.core import Store
 from gitmem.store.results import HISTORY_PAGE
 from gitmem.store.search import uses_fts_syntax
@@ -116,6 +116,12 @@ class View:
             key=lambda m: (m.created_at, m.id),
         )
         replaced = {(str(m.store_scope), m.supersedes) for m in every if m.supersedes}
+        every = [  # marked as ``ls --all`` marks them
+            dataclasses.replace(m, status=Status.SUPERSEDED)
+            if (str(m.store_scope), m.id) in replaced
+            else m
+            for m in every
+        ]
         current = [
             m for m in every if not m.archived and (str(m.store_scope), m.id) not in replaced
         ]
