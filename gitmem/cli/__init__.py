@@ -15,12 +15,7 @@ from gitmem._version import __version__
 from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError
 from gitmem.base.printable import printable
-from gitmem.cli.common import (
-    State,
-    SuggestingGroup,
-    json_option,
-    sets,
-)
+from gitmem.cli.common import State, SuggestingGroup, json_option, sets
 from gitmem.cli.errors import report
 
 __all__ = ["cli", "main"]

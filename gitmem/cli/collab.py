@@ -290,24 +290,19 @@ def resolve(
         conflict = forks.find_conflict(store, memory_id)
         if conflict.kept is None:
             raise click.UsageError(f"{conflict.of} was deleted since; use --keep both")
-        body = conflict.kept.body
-        separator = "" if body.endswith("\n") else "\n"
-        prefilled = (
-            rendered_text(conflict.kept)
-            + separator
-            + EDIT_NOTE.format(fork=conflict.fork.id)
-            + conflict.fork.body
+        separator = "" if conflict.kept.body.endswith("\n") else "\n"
+        note = EDIT_NOTE.format(fork=conflict.fork.id)
+        text = click.edit(
+            rendered_text(conflict.kept) + separator + note + conflict.fork.body,
+            extension=".md", require_save=True,
         )
-        edited = click.edit(prefilled, extension=".md", require_save=True)
-        if edited is None:
+        if text is None:
             raise click.UsageError("the editor saved nothing; nothing was resolved")
-        text = edited
         memory_id = conflict.fork.id
-    result = forks.resolve(
-        store, memory_id, keep or "edit", text=text, agent=agent, message=message
-    )
+    kept = keep or "edit"
+    result = forks.resolve(store, memory_id, kept, text=text, agent=agent, message=message)
     output(
-        state, {"fork": result.fork.id, "of": result.of, "keep": keep or "edit"},
+        state, {"fork": result.fork.id, "of": result.of, "keep": kept},
         f"Resolved {result.of} (fork {result.fork.id}): kept {keep or 'an edit'}",
     )
 
@@ -342,11 +337,10 @@ def review(
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
-    Per memory: added, updated, superseded, deleted, archived, pruned or
-    moved; who, in which commits; the front-matter fields that changed; the
-    body diff. Then the problems: schema violations, dangling supersedes or
-    related links, new forks, cycles, secrets, anchors to missing files.
-    BASE...HEAD starts from their merge base; a single BASE runs to the tip.
+    Per memory: what happened, who, in which commits, the fields that changed
+    and the body diff; then the problems (schema, dangling links, new forks,
+    cycles, secrets, anchors to missing files). BASE...HEAD starts from their
+    merge base; a single BASE runs to the tip.
 
     \b
     Examples:
@@ -416,16 +410,10 @@ def diff(state: State, args: tuple[str, ...]) -> None:
     if len(args) > 3:
         raise click.UsageError("give REV1 [REV2] [ID]")
     store = state.store()
-    rev1, rev2, memory_id = args[0], None, None
-    if len(args) == 3:
-        rev2, memory_id = args[1], args[2]
-    elif len(args) == 2:
-        if auditing.is_revision(store, args[1]):
-            rev2 = args[1]
-        else:
-            memory_id = args[1]
-    if memory_id is not None:
-        memory_id = store.resolve_id(memory_id)  # a unique id prefix will do
+    rev1, rest = args[0], list(args[1:])
+    has_rev2 = len(rest) == 2 or (rest and auditing.is_revision(store, rest[0]))
+    rev2 = rest.pop(0) if has_rev2 else None
+    memory_id = store.resolve_id(rest[0]) if rest else None  # a unique id prefix will do
     entries = auditing.diff(store, rev1, rev2, memory_id)
     if emitted(state, entries):
         return
@@ -570,10 +558,9 @@ def clone(
 def join(state: State, url: str, remote: str) -> None:
     """Bring this store into a team's store, keeping both histories.
 
-    For a store made on its own (`gitmem init`): adds the hub as a remote,
-    merges the team's store in although the two histories are unrelated (the
-    team's gitmem.yaml and .gitattributes win; every memory of both stays), and
-    pushes. `gitmem sync` keeps them together from then on.
+    For a store made on its own: adds the hub as a remote, merges the team's
+    store in (its gitmem.yaml and .gitattributes win; every memory of both
+    stays) and pushes. `gitmem sync` keeps them together from then on.
 
     \b
     Examples:

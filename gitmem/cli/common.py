@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -78,7 +78,9 @@ class State:
                 self._store.use_index = False
         return self._store
 
-    def current_index(self, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
+    def current_index(
+        self, scope: str | None = None, *, providers: Sequence[str] = ()
+    ) -> CurrentIndex | None:
         """The store's index, when it is current and a read command can answer from it
         without opening git (``queries.open_current``); None means :meth:`store`. Not for a
         project's store: it is read with the user store and checked for being committed in
@@ -92,8 +94,9 @@ class State:
         if reason == "project" or (reason == "user" and not is_store(path)):
             return None
         found = open_current(path, providers=providers)
-        if found is not None:
-            self.reason = reason
+        if found is None or scope not in (None, str(found.scope)):
+            return None
+        self.reason = reason
         return found
 
 
@@ -225,6 +228,7 @@ def read_text_arg(
     At most the store's body limit and one byte more is read from stdin, so input of any
     size is refused in the memory of the limit.
     """
+    from gitmem.base.errors import TooLargeError
     from gitmem.store.inputs import body_text
 
     if value is not None and value != "-":
@@ -232,7 +236,14 @@ def read_text_arg(
     elif value is None and sys.stdin.isatty():
         raise click.UsageError(f"no {what}: give it as an argument, or '-' to read it from stdin")
     else:
-        data = read_bounded(sys.stdin.buffer, body_limit(store), f"the {what} on stdin")
+        limit = body_limit(store)
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise TooLargeError(
+                f"the {what} on stdin is over the store's limit of {limit} bytes",
+                hint="split it, or raise limits.max_body_bytes for this store in your own "
+                "gitmem configuration (gitmem.yaml only lowers it)",
+            )
         if value is None and not data and not allow_empty:
             raise click.UsageError(f"no {what}: give it as an argument, or pipe it on stdin")
     return body_text(data, what=what, allow_empty=allow_empty)
@@ -243,28 +254,9 @@ def body_limit(store: Store) -> int:
     return max(store.config(scope).max_body_bytes for scope in store.scopes)
 
 
-def read_bounded(stream: BinaryIO, limit: int, what: str) -> bytes:
-    """Up to ``limit`` bytes of ``stream``; more than that is refused once one byte more
-    has been read, without reading the rest."""
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        from gitmem.base.errors import TooLargeError
-
-        raise TooLargeError(
-            f"{what} is over the store's limit of {limit} bytes",
-            hint="split it, or raise limits.max_body_bytes for this store in your own "
-            "gitmem configuration (gitmem.yaml only lowers it)",
-        )
-    return data
-
-
 allow_empty_option = click.option(
     "--allow-empty", is_flag=True, help="Accept an empty body (refused otherwise)."
 )
-
-
-def _choices(kind: Iterable[Any]) -> str:
-    return "|".join(str(member) for member in kind)
 
 
 def _field_options() -> list[Callable[[Any], Any]]:
@@ -272,33 +264,38 @@ def _field_options() -> list[Callable[[Any], Any]]:
     # import the model (and what it imports) for commands that never take these options.
     from gitmem.format.model import BUILTIN_CATEGORIES, Trigger
 
+    categories = ", ".join(BUILTIN_CATEGORIES)
     return [
         click.option("--title", help="A one-line title."),
-        click.option(
-            "--category",
-            help="Category (open set; built in: " + ", ".join(BUILTIN_CATEGORIES) + ").",
-        ),
+        click.option("--category", help=f"Category (open set; built in: {categories})."),
         click.option("--tag", "tags", multiple=True, metavar="TAG", help="A tag; repeat for more."),
         agent_option,
         click.option("--session", "session_id", metavar="ID", help="The agent's session id."),
-        click.option("--trigger", metavar=_choices(Trigger), help="What prompted the write."),
+        click.option("--trigger", metavar="|".join(Trigger), help="What prompted the write."),
         click.option(
             "--related", multiple=True, metavar="ID[:REL]",
             help="A related memory, REL one of supersedes|refines|contradicts|relates-to "
             "(default relates-to); repeat for more.",
         ),
-        click.option(
-            "--status", metavar="active|archived", help="active, or archived to retire it."
-        ),
+        click.option("--status", metavar="active|archived", help="active, or archived: retired."),
         message_option,
     ]
 
 
+def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+    """The decorators as if written one above the other, the first on top."""
+
+    def apply(f: F) -> F:
+        for decorate in reversed(decorators):
+            f = decorate(f)
+        return f
+
+    return apply
+
+
 def field_options(f: F) -> F:
     """The memory-field options shared by add, update and supersede."""
-    for option in reversed(_field_options()):
-        f = option(f)
-    return f
+    return stacked(*_field_options())(f)
 
 
 _FIELDS = ("title", "category", "agent", "session_id", "trigger", "status", "tags", "related")

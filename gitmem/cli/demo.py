@@ -61,21 +61,17 @@ def _layered_step(store: Store) -> int:
     from gitmem.features.layered import LayeredStore
 
     layered = LayeredStore(store, agent=AGENT)
-    made = 0
+    review = "\n\n- checked `src/app.py`: fine\n"
+    made = 1
     if layered.get(REVIEWS) is None:
-        reviews = "".join(
-            f"## Review 2026-01-{day:02d}\n\n- checked `src/app.py`: fine\n\n"
-            for day in range(1, 11)
-        )
+        reviews = "".join(f"## Review 2026-01-{day:02d}{review}\n" for day in range(1, 11))
         layered.create(
             {"layer": "shared-project", "project": "demo", "fileType": "review_history",
              "content": "# Review history\n\n" + reviews}
         )
         click.echo(f"   created {REVIEWS} with 10 reviews (the limit)")
         made += 1
-    today = store.clock.now().date().isoformat()
-    result = layered.append(REVIEWS, f"## Review {today}\n\n- checked `src/app.py`: fine\n")
-    made += 1
+    result = layered.append(REVIEWS, f"## Review {store.clock.now().date().isoformat()}{review}")
     click.echo(f"   appended a review: {result.line_count} lines; in the same commit:")
     for item in result.prune_details:
         click.echo(f"   {item.action}: {item.section} ({item.reason})")

@@ -8,14 +8,7 @@ from typing import Any
 import click
 
 from gitmem.base.printable import printable
-from gitmem.cli.common import (
-    ProgressBar,
-    State,
-    emitted,
-    json_state,
-    on_terminal,
-    scope_option,
-)
+from gitmem.cli.common import ProgressBar, State, emitted, json_state, on_terminal, scope_option
 from gitmem.entry import doctor as _doctor
 from gitmem.entry import secretscan
 
@@ -96,15 +89,11 @@ def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, 
 def secrets(state: State, paths: tuple[str, ...], staged: bool, history: bool) -> None:
     """Look for credentials: in files, in staged files, or in the store's memories.
 
-    With PATHs: those files (directories: every file below, .git skipped,
-    links not followed). With --staged: the files staged for the next commit
-    of the repository in the current directory. Otherwise: every memory in the
-    store, under the store's policy (secrets: in gitmem.yaml). Each finding is
-    'path:line: kind: excerpt' with the secret masked.
-
-    With --history: every file any commit of the store ever held and every
-    commit message, each finding as 'commit path:line: kind: excerpt' ("history
-    only" when no branch holds that content any more: gitmem purge removes it).
+    With PATHs: those files (directories: every file below, .git skipped).
+    With --staged: the files staged in the repository here. With --history:
+    every file and commit message in the store's history (gitmem purge removes
+    them). Otherwise: every memory, under the store's policy (secrets: in
+    gitmem.yaml). Each finding is 'path:line: kind: excerpt', the secret masked.
 
     Exit status: 0 when nothing is found, 1 when something is.
 

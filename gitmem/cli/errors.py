@@ -1,9 +1,6 @@
-"""Errors to exit codes and one line on stderr, in one place (pre-commit's error_handler).
-
-Every :class:`gitmem.GitmemError` carries its exit code and a hint; click's
-usage errors exit 2; anything unexpected is one line and exit 1. A traceback
-reaches the user only with ``--debug``.
-"""
+"""Errors to exit codes and one line on stderr, in one place: a :class:`gitmem.GitmemError`
+carries its code and hint, click's usage errors exit 2, anything unexpected is one line and
+exit 1. A traceback reaches the user only with ``--debug``."""
 
 from __future__ import annotations
 
@@ -47,11 +44,8 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         from gitmem.base.errors import RepositoryDamagedError
 
         damaged = any(w in str(exc).lower() for w in ("inflate", "object", "corrupt", "odb"))
-        return (
-            f"git: {exc}",
-            RepositoryDamagedError.default_hint if damaged else "",
-            StoreError.exit_code,
-        )
+        hint = RepositoryDamagedError.default_hint if damaged else ""
+        return f"git: {exc}", hint, StoreError.exit_code
     if isinstance(exc, OSError) and exc.errno in _READ_ONLY_ERRNOS:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}", READ_ONLY_HINT, StoreError.exit_code

@@ -54,14 +54,11 @@ def _show(state: State, report: Report, verb: str) -> None:
 def hooks() -> None:
     """Install, remove or show gitmem's git hooks.
 
-    \b
-    In the store's repository: pre-commit validates staged memory files and
-    stamps hand edits; post-merge and post-checkout update the index and report
-    forks. In a project repository (--project PATH): post-merge, post-checkout
-    and post-commit run gitmem check, and never fail the git command. In a bare
-    hub (--server HUB): pre-receive refuses pushes with invalid memories or
-    credentials.
-    Existing hooks are kept and still run first.
+    In the store's repository: pre-commit validates staged memory files;
+    post-merge and post-checkout update the index and report forks. In a
+    project (--project PATH): they run gitmem check and never fail git. In a
+    bare hub (--server HUB): pre-receive refuses pushes with invalid memories
+    or credentials. Existing hooks are kept and still run first.
 
     \b
     Examples:

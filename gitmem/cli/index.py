@@ -28,17 +28,11 @@ if TYPE_CHECKING:
 
 def _highlight(match: SearchMatch) -> str:
     """The matching line with its matched spans in bold (plain text when not a terminal)."""
-    line = match.line
-    if not match.spans:
-        return line
-    parts: list[str] = []
-    last = 0
+    line, parts, last = match.line, [], 0
     for start, end in match.spans:
-        parts.append(line[last:start])
-        parts.append(click.style(line[start:end], bold=True, fg="red"))
+        parts += [line[last:start], click.style(line[start:end], bold=True, fg="red")]
         last = end
-    parts.append(line[last:])
-    return "".join(parts)
+    return "".join(parts) + line[last:]
 
 
 def _score_text(score: float) -> str:
@@ -102,12 +96,10 @@ def search(
     """Search the current memories.
 
     The default mode takes FTS5 syntax: words (all required), OR, NOT,
-    "exact phrases", prefix*. Title matches rank first, then bm25. A query
-    that is not FTS5 syntax (a question, punctuation, stray quotes, or
-    plain words no memory holds all of) is answered as by 'gitmem recall',
-    with a note saying so.
-    --regex greps the bodies; --substring finds literal text in any case.
-    Each match shows the line and two lines of context either side.
+    "exact phrases", prefix*; title matches rank first, then bm25. A query
+    that is not FTS5 syntax (a question, stray quotes, words no memory holds
+    all of) is answered as by 'gitmem recall', with a note saying so. --regex
+    greps the bodies; --substring finds literal text in any case.
 
     \b
     Examples:
@@ -140,8 +132,8 @@ def _search_current(
     None when the full path must answer (see Store.search)."""
     if not query.strip():
         return None  # the full path's error
-    current = state.current_index(providers=["lexical"])
-    if current is None or scope not in (None, str(current.scope)):
+    current = state.current_index(scope, providers=["lexical"])
+    if current is None:
         return None
     from gitmem.store.search import full_text_matches
 
@@ -226,8 +218,8 @@ def recall(
     results = None
     if at is None and not tags:
         # A current index answers without loading the store.
-        current = state.current_index(providers=["lexical", "vectors"])
-        if current is not None and scope in (None, str(current.scope)):
+        current = state.current_index(scope, providers=["lexical", "vectors"])
+        if current is not None:
             from gitmem.store.recall import recall_current
 
             results = recall_current(
@@ -241,18 +233,14 @@ def recall(
         )
     if emitted(state, results):
         return
-    if results.notice and not _said_already(results.notice):
-        click.echo(f"note: {results.notice}", err=True)
+    if results.notice:
+        from gitmem.store import embed
+        from gitmem.store.recall import EMBEDDINGS_OFF
+
+        # The embedder failed: its logged warning (with the reason) is the one notice.
+        if not (results.notice == EMBEDDINGS_OFF and embed.warned()):
+            click.echo(f"note: {results.notice}", err=True)
     click.echo(recall_text(results, explain=explain))
-
-
-def _said_already(notice: str) -> bool:
-    """Embeddings off because the embedder failed: its logged warning (with the reason) is
-    the one notice; recall's own shorter one would say it twice."""
-    from gitmem.store import embed
-    from gitmem.store.recall import EMBEDDINGS_OFF
-
-    return notice == EMBEDDINGS_OFF and embed.warned()
 
 
 @click.command()
@@ -310,10 +298,9 @@ def gc(state: State, scope: str | None) -> None:
     """
 
     def packing(done: int, total: int) -> None:
-        if done < total:
+        if done < total and on_terminal(state.json):
             which = f" {done + 1} of {total}" if total > 1 else ""
-            if on_terminal(state.json):
-                click.echo(f"gitmem gc: packing repository{which} with git gc...", err=True)
+            click.echo(f"gitmem gc: packing repository{which} with git gc...", err=True)
 
     results = state.store().gc(scope=scope, progress=packing)
     if emitted(state, results):

@@ -19,6 +19,7 @@ from gitmem.cli.common import (
     json_state,
     output,
     pass_state,
+    stacked,
 )
 from gitmem.features import pictures, transfer
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph
@@ -42,15 +43,10 @@ def _print_graph(state: State, graph: KnowledgeGraph) -> None:
             click.echo(f"  {r.source} --{r.relation_type}--> {r.target}")
 
 
-def _relation(f: Callable[..., Any]) -> Callable[..., Any]:
-    """FROM RELATION TO, and --agent: entity relate and entity unrelate."""
-    for decorate in (
-        agent_option, click.argument("target", metavar="TO"),
-        click.argument("relation_type", metavar="RELATION"),
-        click.argument("source", metavar="FROM"),
-    ):
-        f = decorate(f)
-    return f
+_relation = stacked(  # entity relate and entity unrelate
+    click.argument("source", metavar="FROM"), click.argument("relation_type", metavar="RELATION"),
+    click.argument("target", metavar="TO"), agent_option,
+)
 
 
 @click.group(cls=SuggestingGroup)
@@ -247,9 +243,8 @@ def serve(state: State, port: int, host: str, open_browser: bool) -> None:
     """Serve a read-only web view of the store (needs the web extra).
 
     Pages: the memories (filters, search), one memory with its history and
-    diffs, the audit log, review of a range or a branch, the graph. Every
-    page answers JSON too (?format=json). With no store named, the project's
-    and the user's stores are read together, as every command reads them.
+    diffs, the audit log, review of a range or a branch, the graph; each
+    answers JSON too (?format=json).
 
     \b
     Examples:
@@ -293,8 +288,7 @@ def import_() -> None:
     """Bring memory in from other tools: one commit, then a fidelity report.
 
     The report counts what was read and written, says what was skipped and
-    why, and checks every entry against what the store now holds (exit 1 if
-    any differs).
+    why, and checks every entry against the store (exit 1 if any differs).
 
     \b
     Examples:
@@ -392,9 +386,8 @@ def export_files(state: State, dest: Path) -> None:
 def graph(state: State, fmt: str, start: str | None, depth: int) -> None:
     """Draw the knowledge graph and the version chains (forks in red).
 
-    Entities with their relations; memories with supersedes arrows from the
-    newer to the older version (a memory superseded twice is a fork, drawn in
-    red) and related links dotted.
+    Entities with their relations; memories with supersedes arrows from newer
+    to older (a fork in red) and related links dotted.
 
     \b
     Examples:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import click
 
 from gitmem.base.errors import InvalidInputError, NotFoundError
@@ -14,11 +11,10 @@ from gitmem.cli.common import (
     agent_option,
     allow_empty_option,
     emitted,
-    json_option,
     json_state,
     output,
-    pass_state,
     read_text_arg,
+    stacked,
     table,
 )
 from gitmem.features.layered import (
@@ -32,36 +28,16 @@ from gitmem.features.layered import (
     placement,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-# One set of layer names for every layer command: the layer's own name, or the short
-# word `layer list` used to take (project, skill, command, agent).
-_ALIASES: dict[str, Layer] = {
-    **{str(layer): layer for layer in Layer},
-    "project": Layer.SHARED_PROJECT,
-    "skill": Layer.SKILL,
-}
+def _layer_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A layer's name, or project or skill for short: the same names in every layer command."""
+    names = {**{str(x): x for x in Layer}, "project": Layer.SHARED_PROJECT, "skill": Layer.SKILL}
+    if value is not None and value not in names:
+        raise click.BadParameter(
+            f"{value!r} is not a layer: {', '.join(Layer)} (or project, skill for short)"
+        )
+    return None if value is None else str(names[value])
 
-
-class _LayerName(click.ParamType):  # type: ignore[type-arg]
-    name = "layer"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "|".join(str(layer) for layer in Layer)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        found = _ALIASES.get(str(value))
-        if found is None:
-            self.fail(
-                f"{value!r} is not a layer: {', '.join(str(x) for x in Layer)} "
-                "(or project, skill for short)",
-                param,
-                ctx,
-            )
-        return str(found)
-
-
-_LAYERS = _LayerName()
 
 def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> None:
     """A file type a letter or two away from a known one (known_isues) is refused, naming
@@ -89,17 +65,12 @@ def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> N
         )
 
 
-def _place_options(f: F) -> F:
-    for option in reversed(
-        [
-            click.option("--project", "-p", help="The project (shared-project, skill, command)."),
-            click.option("--skill", help="The skill (skill-specific layer)."),
-            click.option("--command", "command_name", help="The command (command layer)."),
-            click.option("--agent-name", "agent_name", help="The agent (agent layer)."),
-        ]
-    ):
-        f = option(f)
-    return f
+_place_options = stacked(
+    click.option("--project", "-p", help="The project (shared-project, skill, command)."),
+    click.option("--skill", help="The skill (skill-specific layer)."),
+    click.option("--command", "command_name", help="The command (command layer)."),
+    click.option("--agent-name", "agent_name", help="The agent (agent layer)."),
+)
 
 
 def _layered(state: State, agent: str | None = None, *, write: bool = False) -> LayeredStore:
@@ -132,7 +103,7 @@ def layer() -> None:
 
 
 @layer.command("create")
-@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("layer_name", metavar="LAYER", callback=_layer_name)
 @click.argument("file_type")
 @_place_options
 @click.option("--content", help="The markdown content ('-' or none: read stdin).")
@@ -166,7 +137,7 @@ def create(
 
 
 @layer.command("read")
-@click.argument("layer_name", metavar="LAYER", type=_LAYERS)
+@click.argument("layer_name", metavar="LAYER", callback=_layer_name)
 @click.argument("file_type")
 @_place_options
 @json_state
@@ -201,14 +172,11 @@ def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool 
     return read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
 
 
-def _doc_write(f: Callable[..., Any]) -> Callable[..., Any]:
-    """ID, CONTENT or stdin, --agent, --allow-empty, --json: layer update and layer append."""
-    for decorate in (
-        pass_state, json_option, allow_empty_option, agent_option,
-        click.argument("content", required=False), click.argument("doc_id", metavar="ID"),
-    ):
-        f = decorate(f)
-    return f
+# ID, CONTENT or stdin, --agent, --allow-empty, --json: layer update and layer append.
+_doc_write = stacked(
+    click.argument("doc_id", metavar="ID"), click.argument("content", required=False),
+    agent_option, allow_empty_option, json_state,
+)
 
 
 def _warn(warning: str | None) -> None:
@@ -298,7 +266,7 @@ def profile(state: State, project: str) -> None:
 
 
 @layer.command("list")
-@click.argument("what", metavar="LAYER", type=_LAYERS)
+@click.argument("what", metavar="LAYER", callback=_layer_name)
 @click.argument("name")
 @click.option("--project", "-p", help="With skill: only this project.")
 @json_state
@@ -338,7 +306,9 @@ def staleness(state: State) -> None:
 
 @layer.command("search")
 @click.argument("pattern")
-@click.option("--layer", "layer_name", type=_LAYERS, help="Only this layer.")
+@click.option(
+    "--layer", "layer_name", metavar="|".join(Layer), callback=_layer_name, help="Only this layer."
+)
 @click.option("--project", "-p", help="Only this project.")
 @click.option("--limit", type=int, default=20, show_default=True)
 @json_state

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem.cli.common import (
-    State,
-    agent_option,
-    emitted,
-    json_state,
-    scope_option,
-    table,
-)
+from gitmem.cli.common import State, agent_option, emitted, json_state, scope_option, table
 from gitmem.features.lifecycle import check_project, store_staleness
 from gitmem.format.model import UNTITLED
 
@@ -64,13 +57,10 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
     """Report memories whose project files changed since they were written.
 
     A memory names project files in its front-matter (anchors: [src/app.py])
-    and in its body as inline code (`src/app.py`). A named file that was
-    deleted, renamed or changed between the memory's updated_at and the
-    project's HEAD makes the memory need verification. With --flag, those
-    memories get verify: true and a verify_reason, in one commit.
-
-    Exits 0 whatever it finds, so git hooks can run it after every merge,
-    checkout and commit.
+    and in its body as inline code (`src/app.py`). A named file deleted,
+    renamed or changed since the memory's updated_at makes it need
+    verification; --flag marks those memories (verify: true), in one commit.
+    Exits 0 whatever it finds, so git hooks can run it.
 
     \b
     Examples:
@@ -108,11 +98,9 @@ def prune(
 ) -> None:
     """Apply the prune rules of each layered document's file type, in one commit.
 
-    review_history: more than 10 reviews -> the oldest to review_history_archive.md;
-    known_issues: resolved 30+ days ago removed, no status update for 90+ days
-    flagged [VERIFY STATUS]; test_results_history: more than 15 sessions -> one
-    Historical Summary; common_patterns: flagged every 5th write. Size limits are
-    reported as warnings. Rules and thresholds: lifecycle in gitmem.yaml.
+    The rules of each file type (review_history keeps 10 reviews, known_issues
+    drops resolved ones, ...) and their thresholds: lifecycle in gitmem.yaml
+    and docs/layered.md. Size limits are reported as warnings.
 
     \b
     Examples:

@@ -175,9 +175,8 @@ def _add_jsonl(
 def show(state: State, memory_id: str, at: str | None) -> None:
     """Print a memory: its front-matter and body.
 
-    The fields are those gitmem reads (version and updated_at as history gives
-    them, as `gitmem ls` shows them); --json gives them as JSON. `git show
-    HEAD:PATH` prints the file byte for byte.
+    version and updated_at are derived from history, as `gitmem ls` shows them;
+    `git show HEAD:PATH` prints the file byte for byte.
 
     \b
     Examples:
@@ -195,13 +194,10 @@ def show(state: State, memory_id: str, at: str | None) -> None:
     memory = dataclasses.replace(memory, document=None)
     if emitted(state, memory):
         return
-    from gitmem.format import codec
+    from gitmem.format.memfile import rendered_text
 
-    _print_file(codec.serialize(codec.Document(memory.rendered_metadata(), memory.body)).encode())
-
-
-def _print_file(data: bytes) -> None:
-    click.echo(data, nl=False)  # bytes: exactly as stored
+    data = rendered_text(memory).encode()
+    click.echo(data, nl=False)  # bytes: exactly as rendered
     if not data.endswith(b"\n") and sys.stdout.isatty():
         click.echo()  # a terminal's prompt goes on its own line; a pipe gets the exact bytes
 
@@ -333,9 +329,9 @@ def supersede(
 ) -> None:
     """Replace a memory with a new one; print its id.
 
-    The old memory is not changed; the new one says `supersedes: ID`, has the
-    old version + 1, and carries title, category, tags and related forward
-    unless given. The body is BODY, or stdin when BODY is '-' or left out.
+    The old memory is not changed; the new one says `supersedes: ID` and carries
+    title, category, tags and related forward unless given. The body is BODY,
+    or stdin when BODY is '-' or left out.
 
     \b
     Examples:
@@ -390,9 +386,7 @@ def restore(
     """Bring back a deleted memory, or roll one back.
 
     Without --at, a deleted memory comes back as it last was; with --at, a
-    memory is rolled back to its content then. The restored memory gets a new
-    version (one above any it had), so the restore is itself a step of its
-    history.
+    memory is rolled back to its content then, as a new version.
 
     \b
     Examples:

@@ -33,11 +33,9 @@ def purge(
     --secrets: the same for every credential the store's policy finds.
 
     A dry run by default: it lists what would be removed, by the commit that
-    introduced it. --apply rewrites the store's branches, then prints the exact
-    steps that finish the job: a force-push (with lease) to the hub, and on the
-    hub, here and on every other clone, what makes the old objects really go.
-    Refused while a merge is in progress, with uncommitted edits, or when the hub
-    has commits this store has not merged.
+    introduced it. --apply rewrites the store's branches, then prints the steps
+    that finish the job on the hub and every clone. Refused during a merge, with
+    uncommitted edits, or when the hub has commits this store has not merged.
 
     Exit status: 0 when something was (or would be) removed, 1 when nothing matched.
 

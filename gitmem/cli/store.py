@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,7 @@ import gitmem
 from gitmem.base.clock import format_timestamp
 from gitmem.base.printable import printable, printable_json
 from gitmem.cli.common import (
+    F,
     State,
     all_option,
     at_option,
@@ -25,26 +26,19 @@ from gitmem.cli.common import (
     output,
     scope_option,
     short,
+    stacked,
     table,
     tags_option,
 )
 from gitmem.format.model import UNTITLED, Scope
-from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry, Problem
+from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry
 from gitmem.store.where import is_store, user_store_path
 
 if TYPE_CHECKING:
     # `gitmem ls` answered from a current index never loads the store (nor libgit2).
     from gitmem import Store
-
-
-class Rows(Protocol):
-    """What the plain listing reads: a scope's reader, or a current index read without git."""
-
-    def rows(
-        self, columns: list[str], *, include_superseded: bool, include_archived: bool
-    ) -> list[tuple[Any, ...]]: ...
-
-    def problems(self) -> list[Problem]: ...
+    from gitmem.store.queries import CurrentIndex
+    from gitmem.store.reader import Reader
 
 
 @click.command()
@@ -132,8 +126,8 @@ def ls(
     page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
         # The plain listing straight from the index's rows, without a Memory per row.
-        current = state.current_index()
-        if current is not None and scope in (None, str(current.scope)):
+        current = state.current_index(scope)
+        if current is not None:
             return _ls_table(_index_rows([(str(current.scope), current)], show_all), show_all, page)
         store = state.store()
         if store.use_index:
@@ -154,7 +148,9 @@ def ls(
     _ls_table(rows, show_all, page)
 
 
-def _index_rows(sources: Sequence[tuple[str, Rows]], show_all: bool) -> list[tuple[Any, ...]]:
+def _index_rows(
+    sources: Sequence[tuple[str, Reader | CurrentIndex]], show_all: bool
+) -> list[tuple[Any, ...]]:
     """The listing's rows from each scope's index, oldest first across the scopes:
     (id, version, category, title, supersedes, status, scope)."""
     from gitmem.base import logs
@@ -202,33 +198,19 @@ def history_text(history: History) -> str:
     return "\n".join(lines)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
 def paged(what: str, default: int, least: int) -> Callable[[F], F]:
     """``-n/--limit N`` (default ``default``) and ``--page P`` for a command that shows
     ``what`` a page at a time."""
-
-    def wrap(command: F) -> F:
-        command = click.option(
-            "--page",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            metavar="P",
+    return stacked(
+        click.option(
+            "--limit", "-n", type=click.IntRange(min=least), default=default, show_default=True,
+            metavar="N", help=f"At most N {what}: the newest of the page.",
+        ),
+        click.option(
+            "--page", type=click.IntRange(min=1), default=1, show_default=True, metavar="P",
             help=f"Page 2 is the N {what} before page 1's, and so on.",
-        )(command)
-        return click.option(
-            "--limit",
-            "-n",
-            type=click.IntRange(min=least),
-            default=default,
-            show_default=True,
-            metavar="N",
-            help=f"At most N {what}: the newest of the page.",
-        )(command)
-
-    return wrap
+        ),
+    )
 
 
 @click.command()

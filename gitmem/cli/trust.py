@@ -6,13 +6,7 @@ from pathlib import Path
 
 import click
 
-from gitmem.cli.common import (
-    State,
-    emitted,
-    json_state,
-    output,
-    store_location,
-)
+from gitmem.cli.common import State, emitted, json_state, output, store_location
 from gitmem.git import localconfig
 from gitmem.git import trust as _trust
 

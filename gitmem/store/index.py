@@ -1173,13 +1173,9 @@ class Index:
         ids: Iterable[str] | None = None,
         include_superseded: bool = False,
         include_archived: bool = False,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         """A few columns of the current memories, as tuples, oldest first (``created_us``,
         then id): what :meth:`select` finds, without building a :class:`Memory` per row.
-        ``after`` (a ``(created_us, id)`` key), ``offset`` and ``limit`` give one page.
 
         For callers that need some fields of every memory (staleness, code-aware checks on
         every git hook): at 10k memories, decoding whole memories costs more than the query.
@@ -1197,9 +1193,6 @@ class Index:
                 ids=ids,
                 include_superseded=include_superseded,
                 include_archived=include_archived,
-                after=after,
-                limit=limit,
-                offset=offset,
             )
 
     @_recovering

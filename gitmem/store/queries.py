@@ -25,7 +25,6 @@ from typing import Any
 
 from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
-from gitmem.base.errors import InvalidInputError
 from gitmem.format.config import FORMAT
 from gitmem.format.layout import forks_past, id_prefix, is_path_id, memory_path, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
@@ -140,32 +139,16 @@ def column_rows(
     ids: Iterable[str] | None = None,
     include_superseded: bool = False,
     include_archived: bool = False,
-    after: tuple[int, str] | None = None,
-    limit: int | None = None,
-    offset: int = 0,
 ) -> list[tuple[Any, ...]]:
-    """A few columns of the current memories, oldest first (see ``Index.rows``).
-
-    ``after`` (a ``(created_us, id)`` key), ``offset`` and ``limit`` page through them: each page is
-    one walk of the ``(created_us, id)`` index from the key, so a listing of a million
-    memories is read a page at a time and never held whole."""
+    """A few columns of the current memories, oldest first (see ``Index.rows``)."""
     check_columns(columns)
     where, params = memory_filters(
         include_superseded=include_superseded, include_archived=include_archived
     )
     listed = ", ".join(f"m.{c}" for c in columns)
     if ids is None:
-        if after is not None:
-            where += " AND " if where else "WHERE "
-            where += "(m.created_us, m.id) > (?, ?)"
-            params = [*params, *after]
         sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
-        if limit is not None or offset:
-            sql += " LIMIT ? OFFSET ?"
-            params = [*params, -1 if limit is None else limit, offset]
         return conn.execute(sql, params).fetchall()
-    if after is not None or limit is not None or offset:
-        raise InvalidInputError("rows of given ids are not paged")
     wanted = list(dict.fromkeys(ids))
     where += " AND " if where else "WHERE "
     found: list[tuple[Any, ...]] = []
@@ -417,18 +400,10 @@ class CurrentIndex:
         *,
         include_superseded: bool,
         include_archived: bool,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         return column_rows(
-            self.conn,
-            columns,
-            include_superseded=include_superseded,
+            self.conn, columns, include_superseded=include_superseded,
             include_archived=include_archived,
-            after=after,
-            limit=limit,
-            offset=offset,
         )
 
     def problems(self) -> list[Problem]:

@@ -68,13 +68,9 @@ class Reader(Protocol):
         *,
         include_superseded: bool,
         include_archived: bool,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         """A few columns of the current memories as the index stores them (see
-        :meth:`Index.rows`), oldest first: fields of every memory without whole objects;
-        ``after`` (a ``(created_us, id)`` key) and ``limit`` give one page."""
+        :meth:`Index.rows`), oldest first: fields of every memory without whole objects."""
         ...
 
     def successors(self, memory_id: str) -> list[Memory]:
@@ -140,17 +136,9 @@ class IndexReader:
         *,
         include_superseded: bool,
         include_archived: bool,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         return self.index.rows(
-            columns,
-            include_superseded=include_superseded,
-            include_archived=include_archived,
-            after=after,
-            limit=limit,
-            offset=offset,
+            columns, include_superseded=include_superseded, include_archived=include_archived
         )
 
     def successors(self, memory_id: str) -> list[Memory]:
