@@ -8,10 +8,7 @@ what it would meet in the wild.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,54 +113,6 @@ def table_bytes(conn: Any) -> dict[str, int]:
             table = "fts"
         out[table] = out.get(table, 0) + int(size)
     return out
-
-
-TABLE_HASHES = r"""
-import hashlib
-
-
-def table_hashes(conn, *, rowids=True, also=(), fts=None):
-    # Each index table hashed row by row, its row count beside it: with the rowids, in
-    # rowid order, or (rowids=False) the rows alone, sorted. ``also``: more tables, in
-    # their first column's order; ``fts``: the row ids a full-text query finds.
-    def digest(rows):
-        return hashlib.sha256("\n".join(rows).encode()).hexdigest() + f" {len(rows)}"
-
-    out = {}
-    for table in ("memories", "tags", "edges", "problems", "versions"):
-        if rowids:
-            query = f"SELECT rowid, * FROM {table} ORDER BY rowid"
-            out[table] = digest([repr(r) for r in conn.execute(query)])
-        else:
-            out[table] = digest(sorted(repr(r) for r in conn.execute(f"SELECT * FROM {table}")))
-    for table in also:
-        out[table] = digest([repr(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY 1")])
-    if fts is not None:
-        query = "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid"
-        out["fts"] = [r[0] for r in conn.execute(query, (fts,))]
-    return out
-"""
-"""A function for scripts a test runs in a subprocess (put it before the script's text):
-``table_hashes(conn, ...)``, what a build left in the index, to compare two builds."""
-
-
-def build_with_a_broken_file(store: Store, tmp_path: Path, script: str) -> dict[str, Any]:
-    """Commit a file the index cannot read (a problem row) with what else the work tree
-    holds, then run ``script`` on the store in a subprocess; what it printed, as JSON."""
-    broken = store.path / "memories" / "0" / "0" / "0" / "0" / "mem_0000-broken.md"
-    broken.parent.mkdir(parents=True, exist_ok=True)
-    broken.write_text("no front-matter\n")
-    run_git(store.path, "add", "-A")
-    run_git(store.path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-            "--no-verify", "-m", "a broken file")
-    path = tmp_path / "build.py"
-    path.write_text(script)
-    done = subprocess.run(
-        [sys.executable, str(path), str(store.path)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 # -- stores of an older format, written with git alone (gitmem init makes format 5 only) ----

@@ -1,4 +1,4 @@
-"""What changed between two trees (gitmem.store.changes), read from the raw tree objects,
+"""What changed between two trees (gitmem.store.commit_changes), read from the raw tree objects,
 against the same walk over libgit2's tree entries, on trees made by the git binary with
 every kind of entry: odd old modes (100664), executables, links, submodules, non-UTF-8
 names, files turned into folders."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pygit2
 from conftest import run_git
 
-from gitmem.store.changes import tree_changes
+from gitmem.store.commit_changes import tree_changes
 
 _MODES = ["100644", "100755", "100664", "120000", "160000"]
 

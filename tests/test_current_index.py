@@ -1,7 +1,7 @@
 """The read commands answered from a current index, without opening git.
 
 ``gitmem ls``, ``show``, ``search`` and ``recall`` read the index read-only when the
-commit it holds is the branch tip as git's ref files name it (gitmem.store.queries,
+commit it holds is the branch tip as git's ref files name it (gitmem.store.index_queries,
 ``open_current``). What matters: they answer exactly what the full path answers (same
 bytes, same errors), a stale index never answers (a commit by plain git, a moved or
 packed ref), and an answered read does not load libgit2.
@@ -24,7 +24,7 @@ import gitmem
 from gitmem import Store
 from gitmem.base import paths
 from gitmem.base.errors import AmbiguousIdError, InvalidIdError
-from gitmem.store.queries import branch_tip, open_current
+from gitmem.store.index_queries import branch_tip, open_current
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ import gitmem
 from gitmem import FixedClock, GitmemError, Memory, Store
 from gitmem.format.layout import memory_path, new_id
 from gitmem.store.discovery import init_project_store, open_store
-from gitmem.store.index import SCHEMA_VERSION
-from gitmem.store.rows import IndexStats
+from gitmem.store.index_rows import IndexStats
+from gitmem.store.index_schema import SCHEMA_VERSION
 
 SPAWN = multiprocessing.get_context("spawn")
 CATEGORIES = ["patterns", "corrections", "user-facts"]
@@ -470,23 +470,19 @@ def test_reindex_rebuilds_and_reports_progress(any_store: Store) -> None:
     assert again.rebuilt and again.memories == 3
 
 
-def test_get_count_and_stale_come_from_the_caught_up_index(
+def test_get_and_count_come_from_the_caught_up_index(
     any_store: Store, clock: FixedClock
 ) -> None:
-    start = clock.now()
     a = any_store.create("a\n")
     clock.advance(days=10)
     b = any_store.create("b\n")
     clock.advance(days=10)
     c = any_store.supersede(b.id, "c\n")
     index = any_store.index()
-    cutoff = start + dt.timedelta(days=15)
-    assert [m.id for m in index.stale(cutoff)] == [a.id, b.id]
     assert index.count() == 3
     clock.advance(days=10)
     any_store.update(a.id, "a2\n")
     any_store.delete(c.id)
-    assert [m.id for m in index.stale(cutoff)] == [b.id]
     assert index.count() == 2
     assert index.get(a.id) == any_store.read(a.id)
     assert index.get(c.id) is None
@@ -1206,11 +1202,11 @@ def test_a_large_write_leaves_no_write_ahead_log_behind(
     """gitmem's commands exit without closing the index, so SQLite never removes its log:
     after a large catch-up (1.8 GB beside a 1M index) the log stayed on disk. A log past the
     bound is checkpointed and cut after the write; below it, SQLite's own rules apply."""
-    from gitmem.store import index as index_module
+    from gitmem.store import index_schema
 
     for n in range(40):
         store.create(f"memory {n} about the build cache", title=f"m{n}")
-    monkeypatch.setattr(index_module, "WAL_SHRINK_BYTES", 0 if shrink else 1 << 40)
+    monkeypatch.setattr(index_schema, "WAL_SHRINK_BYTES", 0 if shrink else 1 << 40)
     index = store.index()
     index.rebuild()
     wal = Path(str(index.path) + "-wal")

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import InvalidInputError
-from gitmem.store import providers as providers_mod
-from gitmem.store.providers import RowProvider
-from gitmem.store.rows import RowChanges
+from gitmem.store import row_providers
+from gitmem.store.index_rows import RowChanges
+from gitmem.store.row_providers import RowProvider
 
 
 class Recorder:
@@ -54,11 +54,11 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:
     rec = Recorder()
-    providers_mod.register(rec.provider)
+    row_providers.register(rec.provider)
     try:
         yield rec
     finally:
-        providers_mod.PROVIDERS.pop(rec.provider.name, None)
+        row_providers.PROVIDERS.pop(rec.provider.name, None)
 
 
 def rows(store: Store, table: str) -> list[tuple[Any, ...]]:
@@ -96,7 +96,7 @@ def test_a_version_bump_refills_only_that_provider(store: Store, recorder: Recor
     assert rows(store, "probe_rows") == core(store)
     lexical_before = _fts_instances(store)
     bumped = Recorder(version=2)
-    providers_mod.register(bumped.provider)  # replaces the version-1 provider by name
+    row_providers.register(bumped.provider)  # replaces the version-1 provider by name
     assert rows(store, "probe_rows") == core(store)
     assert bumped.fills == 1
     assert _fts_instances(store) == lexical_before
@@ -107,13 +107,13 @@ def test_a_provider_registered_late_catches_up_whole(store: Store) -> None:
     store.create("before it existed\n")
     store.index().catch_up()
     rec = Recorder(name="late")
-    providers_mod.register(rec.provider)
+    row_providers.register(rec.provider)
     try:
         store.create("after\n")
         assert rows(store, "late_rows") == core(store)
         assert rec.fills == 1
     finally:
-        providers_mod.PROVIDERS.pop("late", None)
+        row_providers.PROVIDERS.pop("late", None)
 
 
 def test_a_failing_provider_leaves_the_store_readable(
@@ -127,7 +127,7 @@ def test_a_failing_provider_leaves_the_store_readable(
             raise RuntimeError("provider bug")
 
     provider = RowProvider("boom", 1, ("boom_rows",), ("CREATE TABLE boom_rows (x)",), boom)
-    providers_mod.register(provider)
+    row_providers.register(provider)
     try:
         store.index().catch_up()  # the fill works
         two = store.create("two\n")
@@ -138,7 +138,7 @@ def test_a_failing_provider_leaves_the_store_readable(
         assert store.index().meta()["provider:boom"] == "1 failed"
         assert store.index().meta()["commit"] == str(store.db().tip().id)  # type: ignore[union-attr]
     finally:
-        providers_mod.PROVIDERS.pop("boom", None)
+        row_providers.PROVIDERS.pop("boom", None)
     store.index().rebuild()
 
 
@@ -148,7 +148,7 @@ def test_a_rebuild_fills_every_provider_in_one_pass_over_the_memories(
     for i in range(5):
         store.create(f"note {i}\n")
     other = Recorder(name="other")
-    providers_mod.register(other.provider)
+    row_providers.register(other.provider)
     try:
         recorder.calls.clear()
         store.reindex()
@@ -159,7 +159,7 @@ def test_a_rebuild_fills_every_provider_in_one_pass_over_the_memories(
         # Each row was made into a Memory once and handed to both providers.
         assert all(a is b for a, b in zip(mine, theirs, strict=True))
     finally:
-        providers_mod.PROVIDERS.pop("other", None)
+        row_providers.PROVIDERS.pop("other", None)
 
 
 def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
@@ -174,7 +174,7 @@ def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
             raise RuntimeError("provider bug in a fill")
 
     provider = RowProvider("boom", 1, ("boom_rows",), ("CREATE TABLE boom_rows (x)",), boom)
-    providers_mod.register(provider)  # registered after the probe: it fails mid-pass
+    row_providers.register(provider)  # registered after the probe: it fails mid-pass
     try:
         store.reindex()
         assert "row provider boom failed" in caplog.text
@@ -185,7 +185,7 @@ def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
         assert meta["provider:boom"] == "1 failed"
         assert meta["provider:probe"] == f"1 {store.db().tip().id}"  # type: ignore[union-attr]
     finally:
-        providers_mod.PROVIDERS.pop("boom", None)
+        row_providers.PROVIDERS.pop("boom", None)
     store.index().rebuild()
 
 
@@ -199,7 +199,7 @@ def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
 )
 def test_bad_providers_are_refused(provider: RowProvider) -> None:
     with pytest.raises(InvalidInputError):
-        providers_mod.register(provider)
+        row_providers.register(provider)
 
 
 def _fts_instances(store: Store) -> list[tuple[Any, ...]]:

@@ -16,8 +16,7 @@ from storetools import commit_count, run_git, tip
 
 import gitmem
 from gitmem import ConflictError, Store
-from gitmem.store import index as index_module
-from gitmem.store import transactions
+from gitmem.store import index_catchup, transactions
 
 BODY_BYTES = 16 * 1024
 
@@ -158,7 +157,7 @@ def test_the_index_of_a_bulk_import_has_a_version_row_per_memory(
     """The import's one commit gives its version rows a batch at a time (VERSION_BATCH):
     more memories than that in one commit still index every row, once, caught up and
     rebuilt."""
-    monkeypatch.setattr(index_module, "VERSION_BATCH", 50)
+    monkeypatch.setattr(index_catchup, "VERSION_BATCH", 50)
     with bare_store.transaction(message="bulk"):
         made = [bare_store.create(f"m{i}", title=f"t{i}").id for i in range(120)]
     assert len(bare_store.list()) == 120

@@ -354,11 +354,11 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
     """In a store of more than BOUNDED_FROM memories (lowered here), the words whose matches
     add up to at most RANK_CAP are ranked, wherever their memories are; when every word
     matches more, only the newest RANK_CAP matches are."""
-    from gitmem.store import bm25, queries
+    from gitmem.store import bm25, index_queries
     from gitmem.store import recall as recall_mod
 
     monkeypatch.setattr(bm25, "RANK_CAP", 6)
-    monkeypatch.setattr(queries, "BOUNDED_FROM", 6)
+    monkeypatch.setattr(index_queries, "BOUNDED_FROM", 6)
     with store.transaction("many"):
         walrus = store.create("plenty of notes about the walrus and an otter\n").id
         otter = store.create("an otter swims\n").id
@@ -380,17 +380,17 @@ def test_past_the_rank_cap_recall_ranks_the_rarest_words_or_the_newest_matches(
         )
     ])
     assert len(found) == 6 and set(found.ids) == set(newest)  # the 6 last indexed matches
-    monkeypatch.setattr(queries, "BOUNDED_FROM", 100)  # a small store: every match ranks
+    monkeypatch.setattr(index_queries, "BOUNDED_FROM", 100)  # a small store: every match ranks
     assert len(recall_mod.recall([store.reader()], "plenty notes", limit=20, semantic=False)) == 13
 
 
 def test_past_the_search_cap_a_search_finds_matches_and_titles_from_any_age(
     store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem.store import queries
+    from gitmem.store import index_queries
 
-    monkeypatch.setattr(queries, "SEARCH_CAP", 5)
-    monkeypatch.setattr(queries, "BOUNDED_FROM", 5)
+    monkeypatch.setattr(index_queries, "SEARCH_CAP", 5)
+    monkeypatch.setattr(index_queries, "BOUNDED_FROM", 5)
     with store.transaction("many"):
         named = store.create("how we migrate the schema\n", title="migration").id
         for i in range(12):
@@ -409,5 +409,5 @@ def test_past_the_search_cap_a_search_finds_matches_and_titles_from_any_age(
     assert all("migrat" in store.read(i).body + (store.read(i).title or "") for i in found.ids)
     assert len(store.search("migration", limit=3)) == 3
     assert store.search("nothing", limit=5).ids  # a rare word: every match ranks
-    monkeypatch.setattr(queries, "BOUNDED_FROM", 10_000)
+    monkeypatch.setattr(index_queries, "BOUNDED_FROM", 10_000)
     assert len(store.search("migration", limit=50)) == 13

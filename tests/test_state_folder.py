@@ -28,7 +28,7 @@ from gitmem import Store
 from gitmem.base import paths
 from gitmem.format.layout import memory_path
 from gitmem.git import trust
-from gitmem.store import queries
+from gitmem.store import index_queries, index_schema
 
 TRUE_TITLE = "Deploys go through the staging cluster"
 PLANTED_TITLE = "Deploys go straight to production"
@@ -258,13 +258,13 @@ def test_a_reader_of_a_current_index_uses_only_the_stores_own_folder(
     folder that is not the store's: it sets it aside, finds no index, and leaves the
     command to the store, which builds one."""
     root, _store, _ = project
-    assert queries.open_current(root / ".gitmem") is not None
+    assert index_queries.open_current(root / ".gitmem") is not None
     commit_store(root)
     victim = clone(root, tmp_path / "victim")
-    assert queries.open_current(victim / ".gitmem") is None
+    assert index_queries.open_current(victim / ".gitmem") is None
     assert len(paths.set_aside_folders(victim / ".gitmem")) == 1
     gm.open(victim / ".gitmem").list()
-    assert queries.open_current(victim / ".gitmem") is not None
+    assert index_queries.open_current(victim / ".gitmem") is not None
 
 
 @pytest.mark.parametrize(
@@ -292,12 +292,12 @@ def test_an_index_schema_gitmem_never_makes_is_rebuilt_unqueried(
         conn.execute("DROP TABLE meta")
     conn.execute(ddl)
     conn.close()
-    assert queries.open_current(bare_store.path) is None
+    assert index_queries.open_current(bare_store.path) is None
     with pytest.raises(sqlite3.DatabaseError, match="not an index gitmem made"):
-        queries.connect(state / paths.INDEX_DB, read_only=True, timeout=1.0)
+        index_schema.connect(state / paths.INDEX_DB, read_only=True, timeout=1.0)
     again = gm.open(bare_store.path)
     assert [m.id for m in again.list()] == [memory.id]
-    assert queries.open_current(bare_store.path) is not None
+    assert index_queries.open_current(bare_store.path) is not None
 
 
 @pytest.mark.parametrize("name", [paths.INDEX_DB, paths.INDEX_DB + "-wal"])
@@ -319,10 +319,10 @@ def test_an_index_that_is_not_a_file_is_rebuilt_untouched(
         os.mkfifo(planted)
     else:
         planted.symlink_to(outside)
-    assert queries.open_current(bare_store.path) is None
+    assert index_queries.open_current(bare_store.path) is None
     assert [m.id for m in gm.open(bare_store.path).list()] == [memory.id]
     assert outside.read_bytes() == b"kept"
-    assert queries.open_current(bare_store.path) is not None
+    assert index_queries.open_current(bare_store.path) is not None
 
 
 def test_a_query_past_the_time_bound_fails_with_a_clear_error(
@@ -332,12 +332,12 @@ def test_a_query_past_the_time_bound_fails_with_a_clear_error(
     says what happened and how to rebuild."""
     from gitmem.cli.errors import describe
 
-    monkeypatch.setattr(queries, "QUERY_SECONDS", 0.2)
-    conn = queries.connect(tmp_path / "index.sqlite", read_only=False, timeout=1.0)
+    monkeypatch.setattr(index_schema, "QUERY_SECONDS", 0.2)
+    conn = index_schema.connect(tmp_path / "index.sqlite", read_only=False, timeout=1.0)
     endless = "WITH RECURSIVE r (x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
     with pytest.raises(sqlite3.OperationalError) as caught:
         conn.execute(endless + "SELECT count(*) FROM r").fetchone()
-    assert queries.timed_out(caught.value)
+    assert index_schema.timed_out(caught.value)
     message, hint, code = describe(caught.value)
     assert "time bound" in message and "reindex" in hint and code == 7
     assert conn.execute(endless + "SELECT x FROM r LIMIT 3").fetchall() == [(1,), (2,), (3,)]

@@ -18,7 +18,7 @@ from gitmem.base.printable import printable, printable_json
 
 if TYPE_CHECKING:
     from gitmem import Store
-    from gitmem.store.queries import CurrentIndex
+    from gitmem.store.index_queries import CurrentIndex
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,12 +82,12 @@ class State:
         self, scope: str | None = None, *, providers: Sequence[str] = ()
     ) -> CurrentIndex | None:
         """The store's index, when it is current and a read command can answer from it
-        without opening git (``queries.open_current``); None means :meth:`store`. Not for a
+        without opening git (``index_queries.open_current``); None means :meth:`store`. Not for a
         project's store: it is read with the user store and checked for being committed in
         the project, which needs git."""
         if self._store is not None or self.branch is not None:
             return None
-        from gitmem.store.queries import open_current
+        from gitmem.store.index_queries import open_current
         from gitmem.store.where import is_store
 
         reason, path = store_location(self.store_path)

@@ -54,10 +54,10 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         return f"{where}{exc.strerror}", "", UNEXPECTED
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError):
-        from gitmem.store import queries
+        from gitmem.store import index_schema
 
-        if queries.timed_out(exc):
-            return queries.TIMED_OUT, queries.REINDEX_HINT, StoreError.exit_code
+        if index_schema.timed_out(exc):
+            return index_schema.TIMED_OUT, index_schema.REINDEX_HINT, StoreError.exit_code
     if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError) and any(
         phrase in str(exc) for phrase in ("readonly", "unable to open", "read-only")
     ):

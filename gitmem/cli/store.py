@@ -37,7 +37,7 @@ from gitmem.store.where import is_store, user_store_path
 if TYPE_CHECKING:
     # `gitmem ls` answered from a current index never loads the store (nor libgit2).
     from gitmem import Store
-    from gitmem.store.queries import CurrentIndex
+    from gitmem.store.index_queries import CurrentIndex
     from gitmem.store.reader import Reader
 
 

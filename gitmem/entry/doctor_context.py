@@ -37,7 +37,7 @@ from gitmem.git.locks import pid_alive
 from gitmem.git.objects import blob_data, get_commit, get_tree
 from gitmem.store.core import Store
 from gitmem.store.index import Index, ScratchIndex
-from gitmem.store.queries import problem_rows
+from gitmem.store.index_queries import problem_rows
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

@@ -33,9 +33,9 @@ from gitmem.format.model import Memory, Scope
 from gitmem.git.locks import temp_path
 from gitmem.git.objects import OVER_READ_LIMIT, blob_data, get_commit
 from gitmem.store import derived
-from gitmem.store.changes import changed_memory_files
+from gitmem.store.commit_changes import changed_memory_files
 from gitmem.store.core import Store
-from gitmem.store.queries import problem_rows
+from gitmem.store.index_queries import problem_rows
 
 
 def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:

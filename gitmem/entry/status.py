@@ -14,8 +14,8 @@ from typing import Any
 
 from gitmem.base.errors import GitmemError
 from gitmem.format.model import Scope
-from gitmem.store import queries
 from gitmem.store.core import Store
+from gitmem.store.index_schema import connect
 from gitmem.store.reads import index_writable
 
 
@@ -27,7 +27,7 @@ def index_state(store: Store, scope: Scope, tip: str | None) -> str:
     if not index.path.exists():
         return "not built (built on the next read)"
     try:
-        with contextlib.closing(queries.connect(index.path, read_only=True, timeout=5.0)) as conn:
+        with contextlib.closing(connect(index.path, read_only=True, timeout=5.0)) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
     except Exception as exc:  # a damaged or locked file: say so, status must not fail
         return f"unreadable ({exc}; gitmem reindex rebuilds it)"

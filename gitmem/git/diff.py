@@ -2,7 +2,7 @@
 
 Sync, review, audit, the log's filters and the readers all ask these questions of git;
 they all ask them here. (The index's catch-up walks memory trees side by side instead,
-descending only into subtrees that differ: :mod:`gitmem.store.changes`.)
+descending only into subtrees that differ: :mod:`gitmem.store.commit_changes`.)
 """
 
 from __future__ import annotations

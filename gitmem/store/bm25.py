@@ -2,7 +2,7 @@
 
 A query is never syntax (:func:`parse`). FTS5 ranks on its own first, then the best are
 checked against the filters; words in most memories are left out when rarer ones remain,
-and a store of more than ``queries.BOUNDED_FROM`` memories ranks at most
+and a store of more than ``index_queries.BOUNDED_FROM`` memories ranks at most
 :data:`RANK_CAP` matches (docs/recall.md has the figures).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitmem.base import logs
-from gitmem.store import lexical, queries
+from gitmem.store import index_queries, lexical
 
 log = logs.get(__name__)
 
@@ -130,10 +130,10 @@ to this many, else the newest this many. Figures: docs/recall.md."""
 def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
     """The FTS5 expression recall ranks, and the lowest index row it ranks (None: all)."""
     try:
-        total = queries.memory_count(conn)
+        total = index_queries.memory_count(conn)
     except sqlite3.OperationalError:
         total = 0  # the scratch table of a past revision: no count kept, a small set
-    if total <= queries.BOUNDED_FROM:
+    if total <= index_queries.BOUNDED_FROM:
         return _selective(conn, query), None
     counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
     kept: list[str] = []
@@ -149,7 +149,7 @@ def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
         phrases = [p for p in query.phrases if chosen.intersection(p)]
         # Their matches add up to RANK_CAP at most: every one of them is ranked.
         return lexical.or_query(words, phrases=phrases), None
-    return query.fts, queries.newest_floor(conn, query.fts, RANK_CAP)
+    return query.fts, index_queries.newest_floor(conn, query.fts, RANK_CAP)
 
 
 def _matches(conn: sqlite3.Connection, expression: str, most: int) -> int:
@@ -169,7 +169,7 @@ def _selective(conn: sqlite3.Connection, query: Query) -> str:
         conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
         )
-        total = queries.memory_count(conn)
+        total = index_queries.memory_count(conn)
         if total < COMMON_FROM:
             return query.fts
         common = set()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory, Scope
-from gitmem.store.index import Progress
+from gitmem.store.index_catchup import Progress
 from gitmem.store.inputs import tag_tuple
 from gitmem.store.transactions import At
 from gitmem.store.writes import Writes

@@ -35,7 +35,7 @@ from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path
 from gitmem.format.model import Memory
 from gitmem.git.diff import memory_blob
 from gitmem.git.objects import Snapshot
-from gitmem.store.changes import changed_memory_files, is_migration, makes_version
+from gitmem.store.commit_changes import changed_memory_files, is_migration, makes_version
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ import pygit2
 
 from gitmem.format.model import Memory
 from gitmem.store.index import Index
-from gitmem.store.providers import RowProvider, register
-from gitmem.store.rows import IndexedMemory, RowChanges
+from gitmem.store.index_rows import IndexedMemory, RowChanges
+from gitmem.store.row_providers import RowProvider, register
 
 __all__ = [
     "ENTITIES_ROOT",

@@ -1,6 +1,6 @@
 """What the full-text index holds of a memory, and how a question becomes an FTS5 query.
 
-The FTS5 table (``fts`` in :mod:`gitmem.store.index`) is contentless: it keeps the
+The FTS5 table ``fts``, a row provider's, is contentless: it keeps the
 token lists, not a second copy of every body (the ``memories`` table has
 those). Its tokenizer is ``porter unicode61 remove_diacritics 2``: words are
 cut at anything that is not a letter or digit (``conftest.py`` gives
@@ -23,12 +23,18 @@ FTS5 operators in them are words like any other, never syntax.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from gitmem.format.model import Memory
+from gitmem.store.index_rows import RowChanges
+from gitmem.store.row_providers import RowProvider, register
+
+if TYPE_CHECKING:  # only named: readers of a current index never load it
+    import pygit2
 
 PROVIDER = "lexical"
-"""The full-text rows' row-provider name (registered by gitmem.store.index)."""
 LEXICAL_VERSION = 2
 """Bump when :func:`fts_row`, the tokenizer or the table's columns change."""
 
@@ -141,3 +147,33 @@ def or_query(terms: Iterable[str], *, phrases: Sequence[Sequence[str]] = ()) -> 
         if len(phrase) > 1:
             parts.append('"' + " ".join(w.replace('"', '""') for w in phrase) + '"')
     return " OR ".join(parts)
+
+
+def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+    # Contentless: a row is deleted by handing back exactly the text it was indexed with,
+    # which fts_row recomputes from the memory the catch-up read before deleting it.
+    cols = ", ".join(COLUMNS)
+    marks = ", ".join("?" for _ in COLUMNS)
+    if changes.removed:
+        conn.executemany(
+            f"INSERT INTO fts (fts, rowid, {cols}) VALUES ('delete', ?, {marks})",
+            [(r.rowid, *fts_row(r.memory)) for r in changes.removed],
+        )
+    if changes.added:
+        conn.executemany(
+            f"INSERT INTO fts (rowid, {cols}) VALUES (?, {marks})",
+            [(a.rowid, *fts_row(a.memory)) for a in changes.added],
+        )
+
+
+LEXICAL = RowProvider(
+    name=PROVIDER,
+    version=LEXICAL_VERSION,
+    tables=("fts",),
+    ddl=(
+        f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(COLUMNS)}, "
+        f"content = '', tokenize = '{TOKENIZER}')",
+    ),
+    apply=_apply,
+)
+register(LEXICAL)

@@ -31,10 +31,10 @@ from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
 from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
-from gitmem.store.changes import infer_op, is_migration, makes_version
+from gitmem.store.commit_changes import infer_op, is_migration, makes_version
 from gitmem.store.index import Index
+from gitmem.store.index_rows import check_columns, row_values
 from gitmem.store.results import Problem, Version
-from gitmem.store.rows import check_columns, row_values
 
 Decode = Callable[[bytes, str], Memory]
 """Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""

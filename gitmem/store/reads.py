@@ -17,6 +17,7 @@ import pygit2
 
 from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
+from gitmem.base.paths import INDEX_DB
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
     FORK_MARK,
@@ -40,11 +41,12 @@ from gitmem.git.objects import Snapshot, staged_id
 # whole): the vector rows and the knowledge graph's.
 from gitmem.store import derived, graphindex, vectors  # noqa: F401  (registration)
 from gitmem.store.auditlog import removed_ids
-from gitmem.store.index import Index, Progress
+from gitmem.store.index import Index
+from gitmem.store.index_catchup import Progress
+from gitmem.store.index_rows import IndexStats
 from gitmem.store.inputs import tag_tuple
 from gitmem.store.reader import IndexReader, Reader, TreeReader
 from gitmem.store.results import LogEntry, Problem
-from gitmem.store.rows import IndexStats
 from gitmem.store.transactions import At, Backend, Transactions
 
 log = logs.get(__name__)
@@ -384,10 +386,8 @@ class Reads(Transactions):
 
 def index_writable(db: GitDB) -> bool:
     """Whether this process may create or update the store's index file."""
-    from gitmem.store.index import DB_NAME
-
     state = db.state_dir
-    index_file = state / DB_NAME
+    index_file = state / INDEX_DB
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
 from gitmem.format.model import Memory
-from gitmem.store import lexical, queries
+from gitmem.store import index_queries, lexical
 from gitmem.store.bm25 import (
     Query,
     best_matches,
@@ -180,7 +180,7 @@ _FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
 def _filters(options: _Options) -> tuple[str, list[Any]]:
     """The index's listing filters as `` AND ...`` clauses; superseded memories stay in,
     since recall collapses a chain onto its newest version itself."""
-    from gitmem.store.rows import memory_filters
+    from gitmem.store.index_rows import memory_filters
 
     where, params = memory_filters(
         category=options.category,
@@ -423,7 +423,7 @@ def recall(
 
 
 def recall_current(
-    current: queries.CurrentIndex,
+    current: index_queries.CurrentIndex,
     query: str,
     *,
     limit: int = 10,
@@ -432,7 +432,7 @@ def recall_current(
     include_archived: bool = False,
     budget: int | None = None,
 ) -> RecallResults | None:
-    """:func:`recall` over a current index opened read-only (queries.open_current:
+    """:func:`recall` over a current index opened read-only (index_queries.open_current:
     libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
     full path would: memories still to embed (the full path embeds them first)."""
     from gitmem.store import vectors
@@ -466,7 +466,7 @@ def recall_current(
     results.semantic = nearest is not None
 
     def load(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
-        return queries.load_memories(conn, rowids, current.scope)
+        return index_queries.load_memories(conn, rowids, current.scope)
 
     scored = _from_index(load, current.conn, query=parsed, options=options, semantic=nearest)
     return _finish(results, scored, parsed, limit, budget)
@@ -580,11 +580,9 @@ def _from_memories(
     memories: Sequence[Memory], query: Query, options: _Options
 ) -> list[tuple[_Candidate, Memory]]:
     """The same ranking over memories read from git, in an in-memory index."""
-    from gitmem.store.index import LEXICAL
-
     by_rowid: dict[int, Memory] = {}
     with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        for statement in (*_SCRATCH_SCHEMA, *LEXICAL.ddl):
+        for statement in (*_SCRATCH_SCHEMA, *lexical.LEXICAL.ddl):
             conn.execute(statement)
         cols = ", ".join(lexical.COLUMNS)
         marks = ", ".join("?" for _ in lexical.COLUMNS)

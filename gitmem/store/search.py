@@ -237,7 +237,7 @@ def _match(
 
 class FullText(Protocol):
     """What answers an FTS5 query for one repository (``gitmem.store.reader.Reader``, or
-    a current index read without git, ``gitmem.store.queries.CurrentIndex``)."""
+    a current index read without git, ``gitmem.store.index_queries.CurrentIndex``)."""
 
     def full_text(
         self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]

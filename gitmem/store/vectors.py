@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.base import logs
 from gitmem.base.errors import IndexDamagedError
-from gitmem.store.providers import RowProvider, register
-from gitmem.store.rows import RowChanges
+from gitmem.store.index_rows import RowChanges
+from gitmem.store.row_providers import RowProvider, register
 
 if TYPE_CHECKING:
     import numpy as np

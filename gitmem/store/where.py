@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`gitmem.store.discovery` (which opens and creates stores through
 libgit2) so that the command line can say which store a command would use, and the
-read commands can find its current index (``queries.open_current``), without loading
+read commands can find its current index (``index_queries.open_current``), without loading
 libgit2.
 """
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gitmem.base.errors import InvalidInputError
-from gitmem.store.rows import RowChanges
+from gitmem.store.index_rows import RowChanges
+from gitmem.store.index_schema import CORE_TABLES
 
-if TYPE_CHECKING:  # only named: readers of a current index (queries.open_current) never load it
+if TYPE_CHECKING:  # only named: readers of a current index (index_queries) never load it
     import pygit2
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -51,9 +52,6 @@ class RowProvider:
 PROVIDERS: dict[str, RowProvider] = {}
 
 
-CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
-
-
 FULL_FILL_CHUNK = 1000
 """Memories per :attr:`RowProvider.apply` call while a provider's tables are filled."""
 
@@ -77,11 +75,6 @@ def register(provider: RowProvider) -> None:
                 f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
             )
     PROVIDERS[provider.name] = provider
-
-
-def providers() -> list[RowProvider]:
-    """The registered row providers, in registration order."""
-    return list(PROVIDERS.values())
 
 
 def provider_key(provider: RowProvider | str) -> str:

@@ -4,21 +4,15 @@
 :func:`open_current` opens the index read-only for the command line's reads when it is
 already current (the commit it holds is the branch's tip, read from git's ref files), so
 that they answer without loading libgit2. Nothing here catches up, writes or imports
-pygit2. Every connection to an index is made by :func:`connect`, which reads it
-defensively: a file in the state folder is only ever gitmem's own
-(gitmem.base.paths.state_dir), but should one be planted or damaged anyway, it cannot make
-gitmem run a query of its choosing, nor any query without end.
+pygit2; connections are made by gitmem.store.index_schema.connect.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import sqlite3
 import stat
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,9 +23,7 @@ from gitmem.format.config import FORMAT
 from gitmem.format.layout import forks_past, id_prefix, is_path_id, memory_path, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
 from gitmem.store import lexical
-from gitmem.store.providers import CORE_TABLES, provider_key
-from gitmem.store.results import Problem
-from gitmem.store.rows import (
+from gitmem.store.index_rows import (
     MEMORY_COLUMNS,
     Hit,
     check_columns,
@@ -40,14 +32,10 @@ from gitmem.store.rows import (
     memory_filters,
     number_params,
 )
+from gitmem.store.index_schema import MEMORY_COUNT_KEY, SCHEMA_VERSION, STORE_CONFIG_KEY, connect
+from gitmem.store.results import Problem
+from gitmem.store.row_providers import provider_key
 
-SCHEMA_VERSION = 7
-"""The layout of the core tables (``gitmem.store.index``). Bump it when they change: every
-table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
-STORE_CONFIG_KEY = "store"
-"""``meta`` key: the format and scope the indexed tip's gitmem.yaml gives, as JSON."""
-MEMORY_COUNT_KEY = "memories"
-"""``meta`` key: how many rows ``memories`` holds, written by every catch-up that changes it."""
 FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
 """bm25 weights of the full-text columns (title, body, tags, names; idents unweighted: 1.0)."""
 
@@ -252,118 +240,6 @@ def _fts_rows(
             number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
         ).fetchall()
     )
-
-
-# -- opening an index ------------------------------------------------------------------
-
-QUERY_SECONDS = 120.0
-"""Seconds a statement on the index may run, counted from its ``execute`` (the caller's
-time between rows included), before SQLite interrupts it (:data:`TIMED_OUT`): far past any
-of gitmem's own, which read or write one chunk of rows each, so only a damaged or planted
-index meets it."""
-PROGRESS_STEPS = 10_000
-"""SQLite virtual-machine steps between two looks at the clock."""
-TIMED_OUT = (
-    "a query of the index ran past its time bound; the index may be damaged or not "
-    "gitmem's own"
-)
-REINDEX_HINT = "gitmem reindex rebuilds it from git"
-_SQL_TOKEN = re.compile(
-    r"""\s+|--[^\n]*|/\*.*?(?:\*/|$)|'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]|\w+|.""",
-    re.DOTALL,
-)
-
-
-class BoundedConnection(sqlite3.Connection):
-    """A connection whose statements run under SQLite's progress handler: one that works
-    :data:`QUERY_SECONDS` past the last statement started is interrupted."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.started = time.monotonic()
-        self.set_progress_handler(self._past_bound, PROGRESS_STEPS)
-
-    def _past_bound(self) -> bool:
-        return time.monotonic() - self.started > QUERY_SECONDS
-
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        self.started = time.monotonic()
-        return super().execute(sql, parameters)
-
-    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
-        self.started = time.monotonic()
-        return super().executemany(sql, parameters)
-
-
-def timed_out(exc: BaseException) -> bool:
-    """Whether ``exc`` is a statement :class:`BoundedConnection` interrupted."""
-    return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
-
-
-def connect(path: Path, *, read_only: bool, timeout: float) -> sqlite3.Connection:
-    """A connection to the index file at ``path`` (read-only: never writes nor creates it),
-    its statements under a time bound and SQL functions in its schema limited to harmless
-    ones (``trusted_schema`` off). Raises sqlite3.DatabaseError, as for a corrupt file, when
-    the file or its WAL is not a regular file (a link, a FIFO) or the schema holds what
-    gitmem never makes (:func:`unexpected_schema`): nothing of it is queried, and the index
-    is rebuilt."""
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISREG(os.lstat(f"{path}{suffix}").st_mode):
-                raise sqlite3.DatabaseError(f"{path}{suffix} is not a file gitmem made")
-    where = f"{path.resolve().as_uri()}?mode=ro" if read_only else os.fspath(path)
-    conn = sqlite3.connect(
-        where, uri=read_only, timeout=timeout, isolation_level=None, factory=BoundedConnection
-    )
-    try:
-        conn.execute("PRAGMA trusted_schema = OFF")
-        why = unexpected_schema(conn)
-        if why is not None:
-            raise sqlite3.DatabaseError(f"{path} is not an index gitmem made: {why}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def unexpected_schema(conn: sqlite3.Connection) -> str | None:
-    """What in the schema gitmem never makes (None: nothing), read from ``sqlite_master``
-    alone: a view or a trigger (whose SQL every query or write of its table would run), a
-    core table that is not a plain table (``meta`` as a view over an endless query), or a
-    virtual table other than an FTS5 table that keeps its own content."""
-    for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master"):
-        if kind in ("view", "trigger"):
-            return f"a {kind} {name!r}"
-        words = _sql_words(str(sql or ""))
-        virtual = [w.upper() for w in words[:3]] == ["CREATE", "VIRTUAL", "TABLE"]
-        if name in CORE_TABLES and (kind != "table" or virtual):
-            return f"{name!r} is not a plain table"
-        if virtual and not _own_content_fts5(words):
-            return f"the virtual table {name!r}"
-    return None
-
-
-def _sql_words(sql: str) -> list[str]:
-    """The tokens of ``sql``, comments and blanks left out (quoted ones kept quoted)."""
-    return [
-        t for t in _SQL_TOKEN.findall(sql) if not t.isspace() and not t.startswith(("--", "/*"))
-    ]
-
-
-def _own_content_fts5(words: Sequence[str]) -> bool:
-    """Whether a ``CREATE VIRTUAL TABLE`` makes an FTS5 table with no external content (an
-    FTS5 table reads another table, or view, its ``content=`` option names)."""
-    upper = [w.upper() for w in words]
-    if "USING" not in upper:
-        return False
-    at = upper.index("USING")
-    if upper[at + 1 : at + 3] != ["FTS5", "("]:
-        return False
-    for i, word in enumerate(upper[at + 3 :], start=at + 3):
-        named = word == "CONTENT" and upper[i + 1 : i + 2] == ["="]
-        if named and upper[i + 2 : i + 3] not in (["''"], ['""']):
-            return False
-    return True
 
 
 # -- a current index, read without opening git ------------------------------------------

@@ -1,0 +1,512 @@
+"""The index's catch-up: the commits after the indexed one, read into rows.
+
+- the current memories come from one tree diff between the indexed commit and the tip
+  (unchanged subtrees are skipped by object id);
+- per-memory version rows come from walking the new commits (merges included) and
+  diffing each against its parents;
+- every row provider (gitmem.store.row_providers) is handed the memories that changed,
+  inside the same transaction; one that missed commits, or whose version changed, has
+  its tables dropped and refilled.
+
+When the indexed commit is no longer an ancestor of the tip (history rewritten, branch
+reset), the tables are cleared and filled again from scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pygit2
+from pygit2.enums import SortMode
+
+from gitmem.base import logs
+from gitmem.base.errors import GitmemError, InvalidInputError
+from gitmem.format import codec
+from gitmem.format.config import StoreConfig
+from gitmem.format.layout import CONFIG_FILE, expected_path_form, id_from_path
+from gitmem.format.model import Memory, Scope
+from gitmem.git.objects import blob_data, get_commit
+from gitmem.store.commit_changes import (
+    changed_memory_files,
+    insert_versions,
+    paths_changed,
+    version_rows,
+)
+from gitmem.store.index_queries import memory_from_row, problem_rows
+from gitmem.store.index_rows import (
+    MEMORY_COLUMNS,
+    ROW_COLUMNS,
+    IndexedMemory,
+    IndexStats,
+    RowChanges,
+    micros,
+    raw_path,
+    row_values,
+)
+from gitmem.store.index_schema import MEMORY_COUNT_KEY, STORE_CONFIG_KEY, is_damage
+from gitmem.store.row_providers import FULL_FILL_CHUNK, RowProvider, provider_key
+
+log = logs.get(__name__)
+
+Decoder = Callable[[bytes, str], Memory]
+Progress = Callable[[int, int], None]
+
+VERSION_BATCH = 5000
+"""Version rows (and commits) inserted, or read back to derive versions, at a time: a bulk
+import's one commit can bring a million."""
+
+_INSERT_MEMORY = (
+    f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
+)
+
+
+def clear(conn: sqlite3.Connection) -> None:
+    """Empty the core tables, so the next catch-up fills them from scratch."""
+    for table in ("memories", "tags", "edges", "versions", "commits", "problems"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM meta WHERE key IN ('commit', ?)", (MEMORY_COUNT_KEY,))
+
+
+class CatchUp:
+    """One catch-up of an index's tables to a commit, inside the caller's write transaction.
+
+    ``failed`` holds the (row provider, tip) pairs whose rows failed in this process: a
+    failure is added to it, and the caller does not retry those at that tip."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        repo: pygit2.Repository,
+        decode: Decoder,
+        scope: Scope,
+        providers: Iterable[RowProvider],
+        failed: set[tuple[str, str]],
+    ) -> None:
+        self.conn = conn
+        self.repo = repo
+        self.decode = decode
+        self.scope = scope
+        self.providers = list(providers)
+        self.failed = failed
+
+    def run(self, tip: pygit2.Commit | None, progress: Progress | None) -> IndexStats:
+        """Bring the tables from the commit they reflect to ``tip``."""
+        conn, repo = self.conn, self.repo
+        # Another process may have caught up while this one waited for the write lock.
+        row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+        indexed = str(row[0]) if row is not None else None
+        tip_hex = str(tip.id) if tip is not None else None
+        stats = IndexStats(commit=tip_hex, memories=0, versions=0)
+        if indexed == tip_hex and indexed is not None:
+            self._apply_providers(indexed, indexed, [], [])
+            _record_store_config(conn, repo, tip)
+            return stats
+        old: pygit2.Commit | None = None
+        if indexed is not None:
+            try:
+                old = get_commit(repo, indexed)
+                if tip is None or not (
+                    # a parent needs no ancestry walk (descendant_of is ~1 ms in a long history)
+                    old.id == tip.id
+                    or old.id in tip.parent_ids
+                    or repo.descendant_of(tip.id, old.id)
+                ):
+                    old = None
+            except (KeyError, ValueError, GitmemError, pygit2.GitError):
+                old = None  # pruned after a rewrite, or never in this repository
+            if old is None:
+                log.info("index: %s is not an ancestor of the tip any more; rebuilding", indexed)
+                clear(conn)
+                stats.rebuilt = True
+        if tip is None:
+            clear(conn)
+            # "" stands for "no commit": providers refill once, then follow it cheaply.
+            self._apply_providers("", "", [], [])
+            return stats
+        # One new commit on top of the indexed one (every write's catch-up): its changes are
+        # the tree diff, so the version rows take them from there instead of diffing again.
+        known: dict[str, pygit2.Oid | None] | None = None
+        if old is not None and list(tip.parent_ids) == [old.id]:
+            known = paths_changed(repo, old.tree, tip.tree)
+        # From no base every memory is new: _derive reads the counts of all of them from
+        # the table, so the touched ids (a million after a bulk import) are not collected.
+        touched: set[str] | None = set() if old is not None else None
+        # From no base (a rebuild, a first index, a rewritten branch) every provider refills
+        # from the memories table in chunks (_refill): collecting what was added would only
+        # hold the whole store in memory.
+        added: list[IndexedMemory] | None = [] if old is not None else None
+        removed: list[IndexedMemory] | None = [] if old is not None else None
+        stats.applied_commits = self._apply_versions(tip, old, progress, known, touched)
+        self._apply_tree_diff(
+            old.tree if old is not None else None, tip.tree, added, removed, known
+        )
+        self._derive(added or [], touched or set(), rebuilt=old is None)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (tip_hex,))
+        _record_store_config(conn, repo, tip)
+        assert tip_hex is not None
+        self._apply_providers(
+            tip_hex, str(old.id) if old is not None else None, added or [], removed or []
+        )
+        stats.memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (MEMORY_COUNT_KEY, str(stats.memories))
+        )
+        stats.versions = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
+        stats.problems = problem_rows(conn)
+        return stats
+
+    # -- the memories -------------------------------------------------------------------
+
+    def _apply_tree_diff(
+        self,
+        old: pygit2.Tree | None,
+        new: pygit2.Tree,
+        added: list[IndexedMemory] | None,
+        removed: list[IndexedMemory] | None,
+        known: dict[str, pygit2.Oid | None] | None = None,
+    ) -> None:
+        """Rows for what changed between the trees; what left and came is appended to
+        ``removed`` and ``added`` unless they are None (nobody will read them)."""
+        conn, repo = self.conn, self.repo
+        changes = known.items() if known is not None else changed_memory_files(repo, old, new)
+        for path, blob in changes:
+            gone = self._forget(path)
+            if gone is not None and removed is not None:
+                removed.append(gone)
+            if blob is None:
+                continue
+            try:
+                if id_from_path(path) is None:
+                    raise InvalidInputError(
+                        f"{path} is not at a memory path ({expected_path_form(path)})"
+                    )
+                memory = self.decode(blob_data(repo, blob), path)
+            except GitmemError as exc:
+                conn.execute(
+                    "INSERT OR REPLACE INTO problems VALUES (?, ?)",
+                    (raw_path(path), raw_path(str(exc))),
+                )
+                continue
+            inserted = self._insert(memory, str(blob))
+            if added is not None:
+                added.append(inserted)
+
+    def _insert(self, memory: Memory, blob: str) -> IndexedMemory:
+        values = row_values(memory, blob)
+        rowid = self.conn.execute(_INSERT_MEMORY, [values[c] for c in ROW_COLUMNS]).lastrowid
+        assert rowid is not None
+        edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
+        edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
+        tags = [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
+        self.conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
+        self.conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+        return IndexedMemory(rowid, blob, memory)
+
+    def _forget(self, path: str) -> IndexedMemory | None:
+        """Delete the row at ``path``; returns what it held, for the row providers."""
+        conn = self.conn
+        conn.execute("DELETE FROM problems WHERE path = ?", (raw_path(path),))
+        row = conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE path = ?", (raw_path(path),)
+        ).fetchone()
+        if row is None:
+            return None
+        rowid, memory_id, blob = row[0], row[1], row[3]
+        gone = IndexedMemory(rowid, blob, memory_from_row(row, self.scope))
+        conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM tags WHERE memory = ?", (rowid,))
+        conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
+        return gone
+
+    # -- versions ---------------------------------------------------------------------
+
+    def _apply_versions(
+        self,
+        tip: pygit2.Commit,
+        old: pygit2.Commit | None,
+        progress: Progress | None,
+        known: dict[str, pygit2.Oid | None] | None = None,
+        touched: set[str] | None = None,
+    ) -> int:
+        """Version rows of the commits after ``old`` up to ``tip``; ``known``: what ``tip``
+        changed against its only parent ``old``, already diffed. The ids of the rows go
+        into ``touched``."""
+        conn, repo = self.conn, self.repo
+        total = 0
+        if known is not None:
+            source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
+            total = 1
+        elif progress is not None:
+            commits = list(_walk_new(conn, repo, tip, old))
+            total = len(commits)
+            source = commits
+        else:
+            source = _walk_new(conn, repo, tip, old)
+        rows: list[tuple[Any, ...]] = []
+        gens: dict[str, int] = {}
+        new_commits: list[tuple[str, int]] = []
+        count = 0
+        for commit in source:
+            count += 1
+            gen = 1 + max((self._generation(p, gens) for p in commit.parent_ids), default=0)
+            gens[str(commit.id)] = gen
+            new_commits.append((str(commit.id), gen))
+            more = version_rows(repo, commit, gen, known if commit.id == tip.id else None)
+            for row in more:
+                if touched is not None:
+                    touched.add(row[0])
+                rows.append(row)
+                if len(rows) >= VERSION_BATCH:
+                    insert_versions(conn, rows, new_commits)
+                    rows.clear()
+                    new_commits.clear()
+            if len(new_commits) >= VERSION_BATCH:
+                insert_versions(conn, rows, new_commits)
+                rows.clear()
+                new_commits.clear()
+            if progress is not None and (count % 500 == 0 or count == total):
+                progress(count, total)
+        insert_versions(conn, rows, new_commits)
+        return count
+
+    def _derive(self, added: list[IndexedMemory], touched: set[str], *, rebuilt: bool) -> None:
+        """The derived version and updated_at (gitmem.store.derived) of every memory this
+        catch-up touched (rows added, or new version rows): the count and the newest time
+        of its version rows. A row inserted from its file holds version 1 and its
+        created_at, right for a memory without versions.
+
+        ``rebuilt``: every row was inserted by this catch-up, so all of them are read from
+        the table a page at a time (``touched`` and ``added`` are not needed)."""
+        conn = self.conn
+        if rebuilt and not added:
+            cursor = conn.execute(
+                "SELECT id, count(*), max(time_us) FROM versions WHERE counts = 1 GROUP BY id"
+            )
+            while page := cursor.fetchmany(VERSION_BATCH):
+                conn.executemany(
+                    "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+                    [(*_derived_columns(count, newest), str(mid)) for mid, count, newest in page],
+                )
+            return
+        fresh = {item.memory.id: i for i, item in enumerate(added)}
+        wanted = touched | set(fresh)
+        if not wanted:
+            return
+        found = version_counts(conn, sorted(wanted))
+        for memory_id in wanted:
+            row = conn.execute(
+                "SELECT created_at FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+            if row is None:
+                continue
+            count, newest = found.get(memory_id, (0, 0))
+            if count:
+                version, updated_at, updated_us = _derived_columns(count, newest)
+            else:
+                created = dt.datetime.fromisoformat(row[0])
+                version, updated_at, updated_us = 1, created.isoformat(), micros(created)
+            conn.execute(
+                "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+                (version, updated_at, updated_us, memory_id),
+            )
+            at = fresh.get(memory_id)
+            if at is not None:
+                memory = added[at].memory
+                updated = dt.datetime.fromisoformat(updated_at)
+                added[at] = replace(
+                    added[at], memory=replace(memory, version=version, updated_at=updated)
+                )
+
+    def _generation(self, oid: pygit2.Oid, gens: dict[str, int]) -> int:
+        """A commit's generation: 1 for a root, else one more than its highest parent's.
+
+        Every ancestor of the indexed commit is in the ``commits`` table; one that is
+        not (a table damaged by hand) is counted again from its ancestry.
+        """
+        key = str(oid)
+        gen = gens.get(key)
+        if gen is not None:
+            return gen
+        row = self.conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
+        if row is not None:
+            gens[key] = int(row[0])
+            return gens[key]
+        try:
+            for commit in self.repo.walk(oid, SortMode.TOPOLOGICAL | SortMode.REVERSE):
+                gens.setdefault(
+                    str(commit.id),
+                    1 + max((gens.get(str(p), 0) for p in commit.parent_ids), default=0),
+                )
+        except (KeyError, ValueError, pygit2.GitError):
+            gens.setdefault(key, 0)  # a parent missing from a shallow repository
+        return gens.get(key, 0)
+
+    # -- row providers ----------------------------------------------------------------
+
+    def _apply_providers(
+        self,
+        tip_hex: str,
+        base: str | None,
+        added: list[IndexedMemory],
+        removed: list[IndexedMemory],
+    ) -> None:
+        """Hand the change from ``base`` to ``tip_hex`` to every provider that reflects
+        ``base``; refill the others (new version, missed commits, or a rebuild)."""
+        conn = self.conn
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
+        refill: list[RowProvider] = []
+        for provider in self.providers:
+            state = meta.get(provider_key(provider))
+            if base is None or state != f"{provider.version} {base}":
+                refill.append(provider)
+                continue
+            if not (added or removed):
+                self._followed(provider, tip_hex)
+                continue
+            # A provider's failure must not take the store's reads down with it: its own
+            # work is undone (savepoint), its state left behind so a later catch-up
+            # refills it, and this process stops retrying at this tip.
+            conn.execute("SAVEPOINT provider")
+            try:
+                provider.apply(conn, self.repo, RowChanges(False, tuple(added), tuple(removed)))
+            except Exception as exc:
+                self._provider_failed(provider, tip_hex, exc)
+                continue
+            conn.execute("RELEASE provider")
+            self._followed(provider, tip_hex)
+        self._refill(tip_hex, refill)
+
+    def _followed(self, provider: RowProvider, tip_hex: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            (provider_key(provider), f"{provider.version} {tip_hex}"),
+        )
+
+    def _provider_failed(self, provider: RowProvider, tip_hex: str, exc: Exception) -> None:
+        """Undo what ``provider`` wrote since the savepoint, and leave its tables existing
+        and empty, so its queries find nothing rather than rows of another commit."""
+        conn = self.conn
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            type(exc) is sqlite3.DatabaseError or is_damage(exc)
+        ):
+            raise exc  # the database itself is damaged: the caller rebuilds it
+        conn.execute("ROLLBACK TO provider")
+        conn.execute("RELEASE provider")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            (provider_key(provider), f"{provider.version} failed"),
+        )
+        self.failed.add((provider.name, tip_hex))
+        log.warning(
+            "index: row provider %s failed (%s: %s); its tables are left empty",
+            provider.name, type(exc).__name__, exc,
+        )  # fmt: skip
+        with contextlib.suppress(sqlite3.Error):
+            self._create_tables(provider)
+
+    def _create_tables(self, provider: RowProvider) -> None:
+        for table in provider.tables:
+            self.conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        for statement in provider.ddl:
+            self.conn.execute(statement)
+
+    def _refill(self, tip_hex: str, providers: list[RowProvider]) -> None:
+        """Drop these providers' tables, create them again and hand them every current
+        memory: one pass over the memories table for all of them (each row is made into a
+        Memory once, not once per provider).
+
+        The pass runs under one savepoint; a provider that fails undoes the whole pass, is
+        left empty (as a failure of its incremental apply is), and the pass runs again for
+        the others, so no provider ever keeps rows another one's failure half-wrote."""
+        conn = self.conn
+        pending = list(providers)
+        while pending:
+            conn.execute("SAVEPOINT provider")
+            current = pending[0]
+            try:
+                for provider in pending:
+                    current = provider
+                    self._create_tables(provider)
+                    provider.apply(conn, self.repo, RowChanges(True))
+                cursor = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY rowid")
+                while rows := cursor.fetchmany(FULL_FILL_CHUNK):
+                    chunk = tuple(
+                        IndexedMemory(r[0], r[3], memory_from_row(r, self.scope)) for r in rows
+                    )
+                    for provider in pending:
+                        current = provider
+                        provider.apply(conn, self.repo, RowChanges(True, chunk))
+            except Exception as exc:
+                self._provider_failed(current, tip_hex, exc)
+                pending.remove(current)
+                continue
+            conn.execute("RELEASE provider")
+            for provider in pending:
+                self._followed(provider, tip_hex)
+            return
+
+
+def version_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """For each of ``ids`` with versions: their count and the newest author time (µs)."""
+    found: dict[str, tuple[int, int]] = {}
+    for at in range(0, len(ids), 500):
+        chunk = list(ids[at : at + 500])
+        marks = ", ".join("?" for _ in chunk)
+        for memory_id, count, newest in conn.execute(
+            "SELECT id, count(*), max(time_us) FROM versions "
+            f"WHERE counts = 1 AND id IN ({marks}) GROUP BY id",
+            chunk,
+        ):
+            found[str(memory_id)] = (int(count), int(newest))
+    return found
+
+
+def _derived_columns(count: int, newest_us: int) -> tuple[int, str, int]:
+    """(version, updated_at, updated_us) of a memory with ``count`` versions, the newest
+    made at ``newest_us``."""
+    when = dt.datetime.fromtimestamp(newest_us // 1_000_000, dt.UTC)
+    return count, when.isoformat(), micros(when)
+
+
+def _walk_new(
+    conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit | None
+) -> Iterable[pygit2.Commit]:
+    """The commits after ``old`` up to ``tip``, parents first.
+
+    A walk that hides ``old`` stops by commit time, so where a clock ran behind (a commit
+    older than its parents) it still yields some of ``old``'s ancestors: those already in
+    the ``commits`` table are skipped, or their versions would count twice."""
+    walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+    if old is None:
+        return walker
+    walker.hide(old.id)
+    known = "SELECT 1 FROM commits WHERE id = ?"
+    return (c for c in walker if conn.execute(known, (str(c.id),)).fetchone() is None)
+
+
+def _record_store_config(
+    conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit | None
+) -> None:
+    """What the tip's gitmem.yaml says of the store (its format and scope) in ``meta``, so a
+    reader of a current index knows them without opening git (index_queries.open_current).
+    An unreadable config is recorded as ``{}``: that reader then leaves it to the full
+    path, which reports the problem."""
+    found: dict[str, Any] = {}
+    try:
+        if tip is None:
+            raise KeyError(CONFIG_FILE)
+        data = blob_data(repo, tip.tree[CONFIG_FILE].id)
+        config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+        found = {"format": config.format, "scope": str(config.scope)}
+    except (KeyError, GitmemError, pygit2.GitError):
+        pass
+    conn.execute(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)", (STORE_CONFIG_KEY, json.dumps(found))
+    )
