@@ -25,7 +25,7 @@ from gitmem.store.row_providers import RowProvider
 class Recorder:
     """A provider that keeps (memory id, blob) rows and counts its full fills."""
 
-    def __init__(self, name: str = "probe", version: int = 1) -> None:
+    def __init__(self, name: str = "probe", version: int = 1, under: str = "") -> None:
         self.fills = 0
         self.calls: list[RowChanges] = []
         self.provider = RowProvider(
@@ -34,6 +34,7 @@ class Recorder:
             tables=(f"{name}_rows",),
             ddl=(f"CREATE TABLE {name}_rows (rowid_ INTEGER PRIMARY KEY, id TEXT, blob TEXT)",),
             apply=self.apply,
+            under=under,
         )
 
     def apply(self, conn: sqlite3.Connection, repo: pygit2.Repository, changes: RowChanges) -> None:
@@ -187,6 +188,35 @@ def test_a_provider_failing_in_a_refill_leaves_the_others_filled(
     finally:
         row_providers.PROVIDERS.pop("boom", None)
     store.index().rebuild()
+
+
+def test_a_provider_under_a_prefix_is_handed_and_refilled_from_its_files_only(
+    store: Store,
+) -> None:
+    store.create("a note\n")
+    docs = Recorder(name="docs", under="projects/")
+    row_providers.register(docs.provider)
+    try:
+        store.create("overview\n", id="projects/acme/overview")
+        store.create("another note\n")
+        assert rows(store, "docs_rows") == [r for r in core(store) if r[0].startswith("projects/")]
+        assert {a.memory.id for c in docs.calls for a in c.added} == {"projects/acme/overview"}
+        # A process that has not loaded it keeps it current while no file under its prefix
+        # changes, and leaves it behind (to be refilled) when one does.
+        row_providers.PROVIDERS.pop("docs")
+        store.create("a third note\n")
+        store.index().catch_up()
+        tip = str(store.db().tip().id)  # type: ignore[union-attr]
+        assert store.index().meta()["provider:docs"] == f"1 {tip} projects/"
+        store.create("issues\n", id="projects/acme/known_issues")
+        store.index().catch_up()
+        assert store.index().meta()["provider:docs"] == f"1 {tip} projects/"
+        row_providers.register(docs.provider)
+        fills = docs.fills
+        assert len(rows(store, "docs_rows")) == 2
+        assert docs.fills == fills + 1
+    finally:
+        row_providers.PROVIDERS.pop("docs", None)
 
 
 @pytest.mark.parametrize(

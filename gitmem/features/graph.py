@@ -31,10 +31,7 @@ from gitmem.base.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from gitmem.format import memfile
-from gitmem.git.objects import Snapshot
-from gitmem.store.core import Store
-from gitmem.store.graphindex import (
+from gitmem.features.graph_rows import (
     ENTITIES_ROOT,
     ORDER_KEY,
     PENDING_ID,
@@ -47,6 +44,9 @@ from gitmem.store.graphindex import (
     parse_observations,
     pending_field,
 )
+from gitmem.format import memfile
+from gitmem.git.objects import Snapshot
+from gitmem.store.core import Store
 from gitmem.store.index import Index
 from gitmem.store.reads import index_writable
 from gitmem.store.transactions import Transaction

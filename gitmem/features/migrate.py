@@ -18,6 +18,7 @@ from typing import Any
 
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import IDS_UNLISTED_TRAILER, OP_TRAILER, CommitSpec
+from gitmem.features.graph_rows import ENTITIES_ROOT, entity_fields
 from gitmem.format import codec, memfile
 from gitmem.format.config import FORMAT, StoreConfig
 from gitmem.format.layout import (
@@ -30,7 +31,6 @@ from gitmem.format.layout import (
 from gitmem.format.model import Op
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
-from gitmem.store.graphindex import ENTITIES_ROOT, entity_fields
 
 MOVED_LISTED = 1_000
 """Moves a :class:`Migration` lists; the rest are counted."""

@@ -36,7 +36,7 @@ from gitmem.store.index_rows import (
     memory_filters,
 )
 from gitmem.store.index_schema import STORE_CONFIG_KEY
-from gitmem.store.row_providers import PROVIDERS, RowProvider, provider_key
+from gitmem.store.row_providers import PROVIDERS, RowProvider, provider_key, provider_state
 
 log = logs.get(__name__)
 
@@ -135,7 +135,7 @@ class Index:
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """The connection inside one read transaction, for a row provider's own queries
-        (gitmem.store.graphindex): every statement in the block sees the same commit. It does
+        (gitmem.features.graph_rows): every statement in the block sees the same commit. It does
         not catch up (call :meth:`catch_up` first); call no other method of the index
         inside the block."""
         conn = self.connect()
@@ -162,7 +162,7 @@ class Index:
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
-        ``provider:<name>`` = ``"<version> <commit>"`` per row provider that has run."""
+        ``provider:<name>`` per row provider that has run (row_providers.provider_state)."""
         return {str(k): str(v) for k, v in self.connect().execute("SELECT key, value FROM meta")}
 
     def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
@@ -191,7 +191,7 @@ class Index:
         if meta.get("commit") != tip_hex or STORE_CONFIG_KEY not in meta:
             return False
         return all(
-            meta.get(provider_key(p)) == f"{p.version} {tip_hex}"
+            meta.get(provider_key(p)) == provider_state(p, tip_hex)
             or (p.name, tip_hex) in self._failed
             for p in self._providers()
         )

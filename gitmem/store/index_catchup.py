@@ -50,7 +50,12 @@ from gitmem.store.index_rows import (
     row_values,
 )
 from gitmem.store.index_schema import MEMORY_COUNT_KEY, STORE_CONFIG_KEY, is_damage
-from gitmem.store.row_providers import FULL_FILL_CHUNK, RowProvider, provider_key
+from gitmem.store.row_providers import (
+    FULL_FILL_CHUNK,
+    RowProvider,
+    provider_key,
+    provider_state,
+)
 
 log = logs.get(__name__)
 
@@ -361,13 +366,15 @@ class CatchUp:
         ``base``; refill the others (new version, missed commits, or a rebuild)."""
         conn = self.conn
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
+        self._follow_unloaded(meta, base, tip_hex, (*added, *removed))
         refill: list[RowProvider] = []
         for provider in self.providers:
             state = meta.get(provider_key(provider))
-            if base is None or state != f"{provider.version} {base}":
+            if base is None or state != provider_state(provider, base):
                 refill.append(provider)
                 continue
-            if not (added or removed):
+            changes = RowChanges(False, _under(provider, added), _under(provider, removed))
+            if not (changes.added or changes.removed):
                 self._followed(provider, tip_hex)
                 continue
             # A provider's failure must not take the store's reads down with it: its own
@@ -375,7 +382,7 @@ class CatchUp:
             # refills it, and this process stops retrying at this tip.
             conn.execute("SAVEPOINT provider")
             try:
-                provider.apply(conn, self.repo, RowChanges(False, tuple(added), tuple(removed)))
+                provider.apply(conn, self.repo, changes)
             except Exception as exc:
                 self._provider_failed(provider, tip_hex, exc)
                 continue
@@ -386,8 +393,24 @@ class CatchUp:
     def _followed(self, provider: RowProvider, tip_hex: str) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-            (provider_key(provider), f"{provider.version} {tip_hex}"),
+            (provider_key(provider), provider_state(provider, tip_hex)),
         )
+
+    def _follow_unloaded(
+        self, meta: dict[str, str], base: str | None, tip_hex: str, changed: Sequence[IndexedMemory]
+    ) -> None:
+        """Move a provider this process has not loaded to ``tip_hex`` when it reflected
+        ``base`` and no memory under its path prefix changed: a process that never loads
+        the knowledge graph keeps its rows current while it touches no entity."""
+        loaded = {provider_key(p) for p in self.providers}
+        for key, state in meta.items():
+            version, _, rest = state.partition(" ")
+            commit, _, under = rest.partition(" ")
+            if key in loaded or not under or commit != base or base is None:
+                continue
+            if not any((m.memory.path or "").startswith(under) for m in changed):
+                state = f"{version} {tip_hex} {under}"
+                self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, state))
 
     def _provider_failed(self, provider: RowProvider, tip_hex: str, exc: Exception) -> None:
         """Undo what ``provider`` wrote since the savepoint, and leave its tables existing
@@ -427,6 +450,17 @@ class CatchUp:
         the others, so no provider ever keeps rows another one's failure half-wrote."""
         conn = self.conn
         pending = list(providers)
+        unders = {p.under for p in pending}
+        where, params = "", []
+        if len(unders) == 1 and "" not in unders:
+            # Their prefix's range of the path index, and every path kept as bytes (a
+            # blob sorts after all text): _under keeps the ones below the prefix.
+            (under,) = unders
+            where = (
+                "WHERE rowid IN (SELECT rowid FROM memories WHERE path >= ? AND path < ? "
+                "UNION ALL SELECT rowid FROM memories WHERE path >= x'')"
+            )
+            params = [under, under[:-1] + chr(ord(under[-1]) + 1)]
         while pending:
             conn.execute("SAVEPOINT provider")
             current = pending[0]
@@ -435,14 +469,16 @@ class CatchUp:
                     current = provider
                     self._create_tables(provider)
                     provider.apply(conn, self.repo, RowChanges(True))
-                cursor = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY rowid")
+                cursor = conn.execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY rowid", params
+                )
                 while rows := cursor.fetchmany(FULL_FILL_CHUNK):
                     chunk = tuple(
                         IndexedMemory(r[0], r[3], memory_from_row(r, self.scope)) for r in rows
                     )
                     for provider in pending:
                         current = provider
-                        provider.apply(conn, self.repo, RowChanges(True, chunk))
+                        provider.apply(conn, self.repo, RowChanges(True, _under(provider, chunk)))
             except Exception as exc:
                 self._provider_failed(current, tip_hex, exc)
                 pending.remove(current)
@@ -451,6 +487,11 @@ class CatchUp:
             for provider in pending:
                 self._followed(provider, tip_hex)
             return
+
+
+def _under(provider: RowProvider, items: Sequence[IndexedMemory]) -> tuple[IndexedMemory, ...]:
+    """The memories of ``items`` whose path is under the provider's prefix."""
+    return tuple(i for i in items if (i.memory.path or "").startswith(provider.under))
 
 
 def version_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[int, int]]:

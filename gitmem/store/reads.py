@@ -34,12 +34,9 @@ from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at
 from gitmem.git.objects import Snapshot, staged_id
 
-# The row providers of other modules register when those modules are imported. Every
-# process that opens an index opens it through a Store, so importing them here keeps
-# their rows current wherever the index is caught up (a command that never recalls or
-# reads the graph cannot leave them behind; a provider that missed commits is refilled
-# whole): the vector rows and the knowledge graph's.
-from gitmem.store import derived, graphindex, vectors  # noqa: F401  (registration)
+# The vector rows register when their module is imported: importing it here keeps them
+# current wherever the index is caught up (a provider that missed commits is refilled).
+from gitmem.store import derived, vectors  # noqa: F401  (registration)
 from gitmem.store.auditlog import removed_ids
 from gitmem.store.index import Index
 from gitmem.store.index_catchup import Progress

@@ -34,12 +34,12 @@ class RowProvider:
     write transaction, after the core tables took the change, so it may read them (a
     removed memory's core row is already gone: use what :class:`RowChanges` hands over).
     It must not commit, and must be a pure function of what it is given (plus the
-    repository's objects): catch-up must equal a rebuild. An exception rolls the whole
-    catch-up back, so the query fails rather than serving half-applied rows.
+    repository's objects): catch-up must equal a rebuild. An exception undoes its work
+    and leaves its tables empty until a later catch-up refills them.
 
     Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
-    drops the provider's tables and fills them again from every current memory, without
-    touching anything else.
+    drops the provider's tables and fills them again from every current memory under
+    ``under`` (a path prefix; "" for all), without touching anything else.
     """
 
     name: str
@@ -47,6 +47,7 @@ class RowProvider:
     tables: tuple[str, ...]
     ddl: tuple[str, ...]
     apply: RowApply
+    under: str = ""
 
 
 PROVIDERS: dict[str, RowProvider] = {}
@@ -75,6 +76,13 @@ def register(provider: RowProvider) -> None:
                 f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
             )
     PROVIDERS[provider.name] = provider
+
+
+def provider_state(provider: RowProvider, commit: str) -> str:
+    """The ``meta`` value saying ``provider``'s rows reflect ``commit``: its version, the
+    commit, and the path prefix it reads, if it has one."""
+    state = f"{provider.version} {commit}"
+    return f"{state} {provider.under}" if provider.under else state
 
 
 def provider_key(provider: RowProvider | str) -> str:

@@ -2,9 +2,9 @@
 
 Entity files (``entities/<folder>/<name>.md``) and the pending relations
 (``entities/pending-relations.md``) are memories the index already reads; this
-module turns each into graph rows, inside the same catch-up (see
-:class:`gitmem.store.index.RowProvider`), so a graph call costs what it touches and
-returns instead of a walk of every entity file:
+module turns each into graph rows, inside the same catch-up (a row provider of the
+files under ``entities/``, registered when this module is imported), so a graph call
+costs what it touches and returns instead of a walk of every entity file:
 
 - ``graph_entities``: one row per entity file (keyed by its ``memories.rowid``):
   document id, folder, casefolded file name, exact name and type, the
@@ -40,7 +40,7 @@ import pygit2
 from gitmem.format.model import Memory
 from gitmem.store.index import Index
 from gitmem.store.index_rows import IndexedMemory, RowChanges
-from gitmem.store.row_providers import RowProvider, register
+from gitmem.store.row_providers import RowProvider, provider_state, register
 
 __all__ = [
     "ENTITIES_ROOT",
@@ -280,6 +280,7 @@ GRAPH_PROVIDER = RowProvider(
     tables=("graph_text", "graph_relations", "graph_entities"),
     ddl=_DDL,
     apply=_apply,
+    under=f"{ENTITIES_ROOT}/",
 )
 register(GRAPH_PROVIDER)
 
@@ -473,7 +474,7 @@ def open_reader(index: Index) -> Iterator[GraphReader | None]:
             )
             commit = meta.get("commit")
             current = commit is not None and meta.get("provider:graph") == (
-                f"{GRAPH_VERSION} {commit}"
+                provider_state(GRAPH_PROVIDER, commit)
             )
             if attempt == 0 and (not current or commit != tip):
                 continue
