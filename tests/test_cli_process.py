@@ -8,6 +8,7 @@ demo command.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -69,7 +70,11 @@ def test_write_read_and_fail_through_the_console_script(tmp_path: Path, git: Git
     assert stored == (store / path).read_bytes() and b"version" not in stored
     head, _, rest = stored.partition(b"\ncreated_at: ")
     created, _, tail = rest.partition(b"\n")
-    derived = b"\nupdated_at: " + created + b"\nversion: 1\n"
+    # updated_at is the create commit's author time (docs/format.md): the same second as
+    # created_at, or the next when the clock ticked between the two.
+    authored = int(git(store, "log", "-1", "--format=%at").strip())
+    updated = dt.datetime.fromtimestamp(authored, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    derived = b"\nupdated_at: " + updated.encode() + b"\nversion: 1\n"
     assert shown.stdout == head + b"\ncreated_at: " + created + derived + tail
     assert shown.stdout.endswith(b"\n\n" + body)
 
