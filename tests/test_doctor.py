@@ -22,7 +22,7 @@ from gitmem.entry import doctor as D
 from gitmem.entry import hooks as gh
 from gitmem.entry import team
 from gitmem.format.layout import memory_path
-from gitmem.store import merge as gm
+from gitmem.store import mergedriver
 
 FAKE_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 ID_A = "mem_0a000000-0000-4000-8000-0000000000a1"
@@ -384,7 +384,7 @@ def test_merge_driver_registration(store: Store, bare_store: Store) -> None:
     (found,) = findings(store, "merge-driver")
     assert found.safe and "merge.gitmem.driver" in (found.fix or "")
     findings(store, "merge-driver", fix=True)
-    assert gm.driver_registered(store.path)
+    assert mergedriver.driver_registered(store.path)
     assert findings(store, "merge-driver") == []
     assert findings(bare_store, "merge-driver") == []  # nothing merges in a bare store
 
@@ -771,7 +771,7 @@ def test_doctor_through_the_real_console_script(store: Store) -> None:
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "(fixed)" in result.stdout  # the merge driver
-    assert gm.driver_registered(store.path)
+    assert mergedriver.driver_registered(store.path)
 
 
 # -- progress ---------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import RepositoryDamagedError
 from gitmem.entry import doctor as D
-from gitmem.store import merge as gm
+from gitmem.store import mergedriver
 from gitmem.store import sync as S
 
 
@@ -38,12 +38,13 @@ def _advice(report: D.DoctorReport) -> str:
 
 def test_a_driver_whose_python_is_gone_is_reported_and_re_registered(store: Store) -> None:
     gone = "/nonexistent/venv/bin/python"
-    run_git(store.path, "config", gm.DRIVER_CONFIG, f"{gone} -P -m gitmem merge-driver %O %A %B %P")
+    driver = f"{gone} -P -m gitmem merge-driver %O %A %B %P"
+    run_git(store.path, "config", mergedriver.DRIVER_CONFIG, driver)
     (found,) = _findings(store, "merge-driver")
     assert found.severity == D.WARNING and gone in found.message and found.safe
     (fixed,) = _findings(store, "merge-driver", fix=True)
     assert fixed.fixed
-    command = run_git(store.path, "config", gm.DRIVER_CONFIG).strip()
+    command = run_git(store.path, "config", mergedriver.DRIVER_CONFIG).strip()
     assert gone not in command and Path(command.split()[0]).exists()
     assert _findings(store, "merge-driver") == []
 

@@ -16,8 +16,8 @@ from storetools import memory_text
 
 import gitmem
 from gitmem import FixedClock, Store
+from gitmem.entry import hookrun, team
 from gitmem.entry import hooks as gh
-from gitmem.entry import team
 from gitmem.format.layout import memory_path
 from gitmem.store import mergedriver
 
@@ -337,7 +337,7 @@ def test_framework_post_checkout_reads_refs_from_env(hooked: Store) -> None:
     ok(root, "commit", "-qm", "two successors")
     lines: list[str] = []
     env = {"PRE_COMMIT_FROM_REF": before, "PRE_COMMIT_TO_REF": head(root)}
-    assert gh.run("post-checkout", [], cwd=root, out=lines.append, env=env) == 0
+    assert hookrun.run("post-checkout", [], cwd=root, out=lines.append, env=env) == 0
     assert lines == [
         f"gitmem: fork: {base.id} has 2 successors: "
         f"{OTHER}, mem_1a000000-0000-4000-8000-000000000001"
@@ -348,8 +348,8 @@ def test_role_is_detected(store: Store, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     ok(plain, "init", "-q")
-    assert gh.detect_role(store.path) == "memory"
-    assert gh.detect_role(plain) == "project"
+    assert hookrun.detect_role(store.path) == "memory"
+    assert hookrun.detect_role(plain) == "project"
 
 
 def test_install_into_bare_store(bare_store: Store) -> None:
@@ -564,11 +564,11 @@ def test_role_of_a_clone_comes_from_its_committed_config_read_safely(tmp_path: P
     root.mkdir()
     ok(root, "init", "-q")
     (root / "gitmem.yaml").write_text("format: 5\nscope: repo\n")
-    assert gh.detect_role(root) == "memory"
+    assert hookrun.detect_role(root) == "memory"
     (root / "gitmem.yaml").write_text("a: &a [x, x]\nb: &b [*a, *a]\nformat: *b\n")
-    assert gh.detect_role(root) == "project"
+    assert hookrun.detect_role(root) == "project"
     (root / "gitmem.yaml").write_text("just: a project file\n")
-    assert gh.detect_role(root) == "project"
+    assert hookrun.detect_role(root) == "project"
 
 
 # -- memory repository: nothing waits unseen ------------------------------------------------------

@@ -246,15 +246,15 @@ def clone(
 ) -> Store:
     run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), name)
     if driver:
-        M.register_driver(tmp_path / name)
+        mergedriver.register_driver(tmp_path / name)
     return gitmem.open(tmp_path / name, clock=clock)
 
 
 def test_register_driver(tmp_path: Path) -> None:
     run_git(tmp_path, "init", "-q", "repo")
-    assert not M.driver_registered(tmp_path / "repo")
-    M.register_driver(tmp_path / "repo", python="/opt/my python's/bin/python3")
-    assert M.driver_registered(tmp_path / "repo")
+    assert not mergedriver.driver_registered(tmp_path / "repo")
+    mergedriver.register_driver(tmp_path / "repo", python="/opt/my python's/bin/python3")
+    assert mergedriver.driver_registered(tmp_path / "repo")
     value = run_git(tmp_path / "repo", "config", "merge.gitmem.driver").strip()
     assert value == "'/opt/my python'\"'\"'s/bin/python3' -P -m gitmem merge-driver %O %A %B %P"
 
@@ -328,7 +328,7 @@ def test_an_unregistered_clone_falls_back_visibly(tmp_path: Path) -> None:
     mid = origin.create("base\n").id
     a = clone(tmp_path, "a", clock)
     b = clone(tmp_path, "b", clock, driver=False)
-    assert not M.driver_registered(b.path)
+    assert not mergedriver.driver_registered(b.path)
     a.update(mid, "a\n")
     b.update(mid, "b\n")
     a.sync()
@@ -350,7 +350,7 @@ def test_hostile_paths_cannot_inject_commands(tmp_path: Path) -> None:
         "runpy.run_module('gitmem', run_name='__main__')\n"
     )
     spy.chmod(0o755)
-    M.register_driver(repo, python=str(spy))
+    mergedriver.register_driver(repo, python=str(spy))
     (repo / ".gitattributes").write_text("*.md merge=gitmem\n")
     name = "x'; touch pwned; echo '$(touch pwned2).md"
     (repo / name).write_text("a\nb\nc\n")
@@ -389,7 +389,7 @@ def test_driver_runs_from_the_command_line(tmp_path: Path) -> None:
 
 def test_init_registers_the_driver(tmp_path: Path) -> None:
     for store in (gitmem.init(tmp_path / "s"), gitmem.init(tmp_path / "b.git", bare=True)):
-        assert M.driver_registered(store.db().gitdir)
+        assert mergedriver.driver_registered(store.db().gitdir)
     assert "merge-driver %O %A %B %P" in run_git(tmp_path / "s", "config", "merge.gitmem.driver")
 
 
@@ -398,9 +398,9 @@ def test_hooks_install_registers_the_driver(tmp_path: Path) -> None:
 
     gitmem.init(tmp_path / "origin.git", bare=True)
     run_git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "clone")
-    assert not M.driver_registered(tmp_path / "clone")
+    assert not mergedriver.driver_registered(tmp_path / "clone")
     hooks.install(tmp_path / "clone", "memory")
-    assert M.driver_registered(tmp_path / "clone")
+    assert mergedriver.driver_registered(tmp_path / "clone")
 
 
 # -- the merge table through plain git -------------------------------------------------------------
@@ -513,7 +513,7 @@ def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> Non
     other = M.merge_memory(PATH, base, theirs, ours, derived=swapped)
     assert (one.data, one.forks) == (other.data, other.forks)
     assert one.conflict is None
-    from gitmem.entry.hooks import decode_memory
+    from gitmem.format.memfile import decode as decode_memory
 
     kept = decode_memory(one.data, PATH)
     no_markers(one.data)

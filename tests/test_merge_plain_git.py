@@ -157,7 +157,7 @@ def branches(tmp_path: Path) -> tuple[Path, str]:
     changed on two branches: `early` and `late`, each with the same field."""
     path = tmp_path / "store"
     store = gitmem.init(path, clock=at(0))
-    assert M.driver_registered(path)
+    assert mergedriver.driver_registered(path)
     memory = store.create(BODY, title="The rule")
     git(path, "branch", "early")
     git(path, "branch", "late")

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem.store.merge import register_driver
+from gitmem.store.mergedriver import register_driver
 
 REPO = Path(gitmem.__file__).resolve().parent.parent
 Run = Callable[..., subprocess.CompletedProcess[str]]

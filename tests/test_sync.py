@@ -22,7 +22,7 @@ from gitmem.format.layout import id_from_path
 from gitmem.format.memfile import file_text
 from gitmem.git.objects import build_tree
 from gitmem.git.trust import trust
-from gitmem.store import branchmerge
+from gitmem.store import branchmerge, mergedriver
 from gitmem.store import merge as M
 from gitmem.store import sync as S
 
@@ -369,11 +369,11 @@ def test_sync_registers_the_driver_and_reindexes(
     tmp_path: Path, origin: Store, clock: FixedClock
 ) -> None:
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
-    assert not M.driver_registered(b.path)
+    assert not mergedriver.driver_registered(b.path)
     new = a.create("searchable walrus")
     a.sync()
     b.sync()
-    assert M.driver_registered(b.path)
+    assert mergedriver.driver_registered(b.path)
     assert b.index().indexed_commit() == tip(b)
     assert [m.id for m in b.search("walrus")] == [new.id]
 

@@ -20,7 +20,7 @@ from gitmem.entry import team
 from gitmem.store import branchmerge
 from gitmem.store import sync as S
 from gitmem.store.core import Store
-from gitmem.store.merge import driver_registered
+from gitmem.store.mergedriver import driver_registered
 
 
 @pytest.fixture

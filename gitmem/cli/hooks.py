@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gitmem.cli.common import State, SuggestingGroup, emitted, json_state
+from gitmem.entry import hookrun
 from gitmem.entry import hooks as _hooks
 from gitmem.entry.hooks import Report
 
@@ -118,4 +119,4 @@ def hook_run(ctx: click.Context, role: str, name: str, args: tuple[str, ...]) ->
       gitmem hook-run pre-commit
       gitmem hook-run --role project post-checkout OLD NEW 1
     """
-    ctx.exit(_hooks.run(name, list(args), role=role))
+    ctx.exit(hookrun.run(name, list(args), role=role))

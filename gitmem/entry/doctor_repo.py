@@ -28,7 +28,6 @@ from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import blob_at, changed_paths
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
 from gitmem.git.objects import Snapshot
-from gitmem.store import merge as merge_mod
 from gitmem.store import mergedriver
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
@@ -255,7 +254,7 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
     where = ctx.where
     driver = (
         ""
-        if merge_mod.driver_registered(db.path)
+        if mergedriver.driver_registered(db.path)
         else (f"gitmem --store {where} doctor --fix (registers the merge driver), then ")
     )
     redo = {
@@ -391,7 +390,7 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
 def _driver_program(repo: pygit2.Repository) -> str | None:
     """The program the registered merge driver runs, when it is not there any more."""
     try:
-        value = str(repo.config[merge_mod.DRIVER_CONFIG])
+        value = str(repo.config[mergedriver.DRIVER_CONFIG])
         words = shlex.split(value)
     except (KeyError, pygit2.GitError, ValueError):
         return None
@@ -407,7 +406,7 @@ def check_merge_driver(ctx: Context) -> Iterator[Finding]:
     if ctx.db.workdir is None:
         return  # merges happen in clones with a work tree; a bare store merges nothing
     path = ctx.db.path
-    if merge_mod.driver_registered(ctx.db.path):
+    if mergedriver.driver_registered(ctx.db.path):
         gone = _driver_program(ctx.db.repo)
         if gone is None:
             return
@@ -416,10 +415,10 @@ def check_merge_driver(ctx: Context) -> Iterator[Finding]:
             WARNING,
             f"the gitmem merge driver runs {gone}, which is not there any more (a moved or "
             "deleted virtualenv): the next git merge or pull of memory files fails",
-            fix=f"git -C {ctx.where} config {merge_mod.DRIVER_CONFIG} "
-            f"{shlex.quote(merge_mod.driver_command())}",
+            fix=f"git -C {ctx.where} config {mergedriver.DRIVER_CONFIG} "
+            f"{shlex.quote(mergedriver.driver_command())}",
             safe=True,
-            apply=lambda: merge_mod.register_driver(path),
+            apply=lambda: mergedriver.register_driver(path),
         )
         return
     yield Finding(
@@ -427,10 +426,10 @@ def check_merge_driver(ctx: Context) -> Iterator[Finding]:
         WARNING,
         "the gitmem merge driver is not registered: plain git merge/pull falls back to a "
         "text merge of memory files",
-        fix=f"git -C {ctx.where} config {merge_mod.DRIVER_CONFIG} "
-        f"{shlex.quote(merge_mod.driver_command())}",
+        fix=f"git -C {ctx.where} config {mergedriver.DRIVER_CONFIG} "
+        f"{shlex.quote(mergedriver.driver_command())}",
         safe=True,
-        apply=lambda: merge_mod.register_driver(path),
+        apply=lambda: mergedriver.register_driver(path),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pygit2
 
 from gitmem.base.errors import StoreError
-from gitmem.entry import hooks as hooks_mod
+from gitmem.entry import hookrun
 from gitmem.entry.doctor_context import Context
 from gitmem.entry.doctor_memories import memory_secrets
 from gitmem.format import secrets as secrets_mod
@@ -94,7 +94,7 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
         raise StoreError(
             f"{cwd.resolve()} is not a git repository" + (f" ({message[-1]})" if message else ""),
         )
-    policy = hooks_mod.staged_policy(str(cwd))
+    policy = hookrun.staged_policy(str(cwd))
     out: list[FileFinding] = []
     for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if not name:

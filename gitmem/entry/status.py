@@ -39,8 +39,7 @@ def index_state(store: Store, scope: Scope, tip: str | None) -> str:
 
 def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
     from gitmem.entry import hooks as gh
-    from gitmem.store.merge import DRIVER_CONFIG
-    from gitmem.store.mergedriver import load_pending
+    from gitmem.store.mergedriver import DRIVER_CONFIG, load_pending
 
     db = store.db(scope)
     tip = db.tip()

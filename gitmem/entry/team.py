@@ -144,7 +144,7 @@ def clone(
     no gitmem store."""
     from gitmem.git import trust
     from gitmem.store.discovery import open_store
-    from gitmem.store.merge import register_driver
+    from gitmem.store.mergedriver import register_driver
 
     target = Path(dest).expanduser() if dest is not None else _default_dest(url)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):

@@ -170,7 +170,7 @@ def init_store(
             store = Store([_open_backend(target, clock=clock, durable=durable)], clock=clock)
             # A clone made with plain git has no merge.gitmem.driver (git never copies
             # config): `gitmem init` in it registers the driver, and changes nothing else.
-            from gitmem.store.merge import driver_registered, register_driver
+            from gitmem.store.mergedriver import driver_registered, register_driver
 
             if not driver_registered(target):
                 register_driver(target)
@@ -189,7 +189,7 @@ def init_store(
     maintenance.configure(repo.config)
     _record_trust(target)
     # .gitattributes says *.md merge=gitmem; git only runs the driver once this names it.
-    from gitmem.store.merge import register_driver
+    from gitmem.store.mergedriver import register_driver
 
     register_driver(target)
     db = GitDB(target, clock=clock, durable=durable)

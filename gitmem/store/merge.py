@@ -32,15 +32,12 @@ import contextlib
 import datetime as dt
 import difflib
 import hashlib
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pygit2
-
-from gitmem.base.errors import GitmemError, StoreError
+from gitmem.base.errors import GitmemError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import FORK_MARK, MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.format.model import DERIVED_KEYS
@@ -56,8 +53,6 @@ settles it; until then both values are in the file, and nothing was dropped sile
 # needs to see.
 _NOT_DECIDED = frozenset({"id", "created_at", "agent", "session_id", "trigger", DECIDED_KEY})
 
-DRIVER_NAME = "gitmem"
-DRIVER_CONFIG = f"merge.{DRIVER_NAME}.driver"
 
 _ABSENT: Any = object()
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
@@ -605,49 +600,3 @@ def merge_file(
     if merged is None:
         return FileMerge(path, ours, conflict=f"{path}: both sides changed the same lines")
     return FileMerge(path, merged)
-
-
-# -- the git merge driver ----------------------------------------------------------------------
-
-
-def driver_command(python: str | None = None) -> str:
-    """The ``merge.gitmem.driver`` command line.
-
-    The interpreter path is shell-quoted here. git itself single-quotes ``%P``
-    (ll-merge.c ``sq_quote_buf``), so a path holding quotes, ``;`` or ``$(...)``
-    reaches the driver as one argument; quoting ``%P`` again would break that.
-    ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
-    """
-    from gitmem.git.command import gitmem_command
-
-    return f"{gitmem_command(python)} merge-driver %O %A %B %P"
-
-
-def open_repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
-    from gitmem.git.trust import open_repository
-
-    try:
-        return open_repository(repo_path)[0]  # another user's store the user named, too
-    except (pygit2.GitError, KeyError):
-        raise StoreError(f"{os.fspath(repo_path)} is not a git repository") from None
-
-
-def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
-    """Whether git in this repository would run gitmem's merge driver for ``*.md``."""
-    config = open_repo(repo_path).config
-    try:
-        value = str(config[DRIVER_CONFIG])
-    except (KeyError, pygit2.GitError):
-        return False
-    return "merge-driver" in value and "gitmem" in value
-
-
-def register_driver(repo_path: str | os.PathLike[str], python: str | None = None) -> None:
-    """Register the driver in the repository's own git config (``.git/config``).
-
-    A clone does not get it from the remote (git never copies config), which is
-    why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
-    """
-    config = open_repo(repo_path).config
-    config["merge.gitmem.name"] = "gitmem memory-aware merge"
-    config[DRIVER_CONFIG] = driver_command(python)

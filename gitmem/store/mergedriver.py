@@ -1,5 +1,5 @@
 """gitmem as git's merge driver: a memory file merged inside a plain ``git merge``
-(``gitmem merge-driver %O %A %B %P``, registered by :func:`gitmem.store.merge.register_driver`),
+(``gitmem merge-driver %O %A %B %P``, registered by :func:`register_driver`),
 each side's derived version found from the merge in progress, and the forks it cannot write
 into one file saved until a commit takes them (``commit_pending_forks``)."""
 
@@ -18,14 +18,16 @@ from pathlib import Path
 import pygit2
 
 from gitmem.base import paths
-from gitmem.base.errors import InvalidInputError
+from gitmem.base.errors import InvalidInputError, StoreError
 from gitmem.format.layout import id_from_path
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
 from gitmem.git.localconfig import read_limit
 from gitmem.store.derived import Versions
 from gitmem.store.derived import walk as versions_at
-from gitmem.store.merge import DerivedSides, Fork, merge_memory, open_repo
+from gitmem.store.merge import DerivedSides, Fork, merge_memory
+
+DRIVER_CONFIG = "merge.gitmem.driver"
 
 PENDING_DIR = paths.PENDING_FORKS
 """Forks made by the git merge driver wait in ``<gitdir>/gitmem/pending-forks/`` until a
@@ -230,3 +232,49 @@ def load_pending(gitdir: Path) -> list[PendingFork]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidInputError(f"unreadable pending fork {file}: {exc}") from None
     return out
+
+
+# -- registering the driver ---------------------------------------------------------------------
+
+
+def driver_command(python: str | None = None) -> str:
+    """The ``merge.gitmem.driver`` command line.
+
+    The interpreter path is shell-quoted here. git itself single-quotes ``%P``
+    (ll-merge.c ``sq_quote_buf``), so a path holding quotes, ``;`` or ``$(...)``
+    reaches the driver as one argument; quoting ``%P`` again would break that.
+    ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
+    """
+    from gitmem.git.command import gitmem_command
+
+    return f"{gitmem_command(python)} merge-driver %O %A %B %P"
+
+
+def open_repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
+    from gitmem.git.trust import open_repository
+
+    try:
+        return open_repository(repo_path)[0]  # another user's store the user named, too
+    except (pygit2.GitError, KeyError):
+        raise StoreError(f"{os.fspath(repo_path)} is not a git repository") from None
+
+
+def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
+    """Whether git in this repository would run gitmem's merge driver for ``*.md``."""
+    config = open_repo(repo_path).config
+    try:
+        value = str(config[DRIVER_CONFIG])
+    except (KeyError, pygit2.GitError):
+        return False
+    return "merge-driver" in value and "gitmem" in value
+
+
+def register_driver(repo_path: str | os.PathLike[str], python: str | None = None) -> None:
+    """Register the driver in the repository's own git config (``.git/config``).
+
+    A clone does not get it from the remote (git never copies config), which is
+    why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
+    """
+    config = open_repo(repo_path).config
+    config["merge.gitmem.name"] = "gitmem memory-aware merge"
+    config[DRIVER_CONFIG] = driver_command(python)

@@ -438,6 +438,6 @@ def sync(
                 result.changed if before and after else result.added if after else result.deleted
             )
             bucket.append(memory_id)
-    if db.workdir is not None and not merging.driver_registered(db.path):
-        merging.register_driver(db.path)
+    if db.workdir is not None and not mergedriver.driver_registered(db.path):
+        mergedriver.register_driver(db.path)
     return result

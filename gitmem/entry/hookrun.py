@@ -1,0 +1,386 @@
+"""What gitmem's git hooks do: ``gitmem hook-run`` (:func:`run`), which the scripts
+:mod:`gitmem.entry.hooks` installs call.
+
+- memory repository: ``pre-commit`` validates the staged memory files (a file carrying
+  ``version`` or ``updated_at``, which are derived from history, is refused);
+  ``post-merge``, ``post-rewrite`` (after ``git pull --rebase``) and ``post-checkout``
+  commit the forks the merge driver left waiting, catch the index up and report
+  version-chain forks.
+- project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
+  ``gitmem check --project`` when that command exists, else catch the index up.
+  They never fail the user's git command.
+- hub: ``pre-receive`` (:mod:`gitmem.entry.receive`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.base.errors import GitmemError, StoreError
+from gitmem.entry.hooks import PROJECT_HOOKS
+from gitmem.format.layout import (
+    CONFIG_FILE,
+    MEMORY_ROOTS,
+    history_paths,
+    id_from_path,
+    is_memory_file,
+    memory_path,
+)
+from gitmem.git.command import REPO_ENV, cat_blobs, run_git
+from gitmem.git.localconfig import read_limit
+from gitmem.git.objects import OVER_READ_LIMIT
+
+if TYPE_CHECKING:
+    from gitmem.format.secrets import SecretPolicy
+    from gitmem.store.core import Store
+
+Out = Callable[[str], None]
+
+_ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
+
+
+def _git(top: Path, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
+    """git in the repository a hook runs in.
+
+    Trusted: inside a hook, git is already running this repository's configuration at
+    the user's request, so gitmem's policy would protect nothing there. Git's
+    environment is kept: the pre-commit hook must read the index git commits
+    (``GIT_INDEX_FILE``).
+    """
+    return run_git(args, cwd=top, input=input, check=check, trusted=True, keep_repo_env=True).stdout
+
+
+def _memory_paths(top: Path, *diff: str, check: bool = True) -> list[str]:
+    """The memory-folder paths ``git diff --name-only <diff>`` names, added or changed."""
+    raw = _git(
+        top,
+        *("diff", "--name-only", "-z", "--no-renames", "--diff-filter=ACMRT"),
+        *diff,
+        *("--", *_ROOT_PATHSPECS),
+        check=check,
+    )
+    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
+
+
+# -- pre-commit: validating staged files ---------------------------------------------------
+
+
+def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
+    """Every index entry under the memory folders: path -> (mode, blob id)."""
+    out: dict[str, tuple[str, str]] = {}
+    raw = _git(top, "ls-files", "-s", "-z", "--", *_ROOT_PATHSPECS)
+    for record in raw.split(b"\0"):
+        if not record:
+            continue
+        info, _, path = record.partition(b"\t")
+        mode, oid, _stage = info.decode().split()
+        out[path.decode("utf-8", "surrogateescape")] = (mode, oid)
+    return out
+
+
+def _read_blobs(top: Path, oids: Sequence[str], limit: int) -> list[bytes | int | None]:
+    """The staged blobs ``oids`` (:func:`cat_blobs`): the size of one over ``limit``, unread."""
+    return cat_blobs(lambda mode, data: _git(top, "cat-file", mode, input=data), oids, limit)
+
+
+def _staged_format(top: Path) -> int:
+    """The store format of the tree being committed (gitmem.yaml as staged; 1 without)."""
+    from gitmem.format import codec
+    from gitmem.format.config import StoreConfig
+
+    result = run_git(
+        ["cat-file", "blob", f":{CONFIG_FILE}"],
+        cwd=top,
+        check=False,
+        trusted=True,
+        keep_repo_env=True,
+    )
+    if result.returncode != 0:
+        return 1
+    try:
+        return StoreConfig.from_text(codec.decode(result.stdout, what=CONFIG_FILE)).format
+    except GitmemError:
+        return 1
+
+
+def _ever_existed(top: Path, *paths: str) -> bool:
+    """Whether any commit had a file at one of ``paths``."""
+    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip())
+
+
+def _reason(exc: Exception, path: str) -> str:
+    message = str(exc)
+    for prefix in (f"{path}: ", f"{path} "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return " ".join(message.split())
+
+
+def pre_commit(top: Path, out: Out) -> int:
+    """Validate the staged memory files; 1 with one line per bad file, else 0.
+
+    A file holding a credential is refused before anything else is said about it."""
+    changed = _memory_paths(top, "--cached")
+    if not changed:
+        return 0
+    from gitmem.format import memfile, secrets
+    from gitmem.format.config import FORMAT
+
+    found = _staged_format(top)
+    if found != FORMAT:
+        out(
+            f"gitmem: commit refused: this store is format {found}; run `gitmem migrate` "
+            f"to convert it (one commit)"
+            if found < FORMAT
+            else f"gitmem: commit refused: this store is format {found}; upgrade gitmem"
+        )
+        return 1
+    index = _staged_index(top)
+    todo = [p for p in changed if p in index and is_memory_file(p)]
+    if not todo:
+        return 0
+    gitdir = _git(top, "rev-parse", "--absolute-git-dir").decode().strip()
+    limit = read_limit(gitdir)
+    blobs = _read_blobs(top, [index[p][1] for p in todo], limit)
+    policy = staged_policy(str(top))  # the credentials a memory file may not hold
+    refusals: list[str] = []
+    valid: list[tuple[str, Any]] = []
+    for path, data in zip(todo, blobs, strict=True):
+        if index[path][0] not in {"100644", "100755"}:
+            refusals.append(f"{path}: is not a regular file")
+            continue
+        if isinstance(data, int):
+            refusals.append(f"{path}: is {data} bytes, {OVER_READ_LIMIT} of {limit}")
+            continue
+        data = data or b""
+        try:
+            findings = secrets.scan_bytes(data, policy)
+            if findings:
+                raise secrets.SecretsFoundError("the file", findings)
+            secrets.refuse_values(data, policy)  # YAML escapes in a value hide nothing
+            memory = memfile.decode(data, path)
+        except GitmemError as exc:
+            refusals.append(f"{path}: {_reason(exc, path)}")
+            continue
+        valid.append((path, memory))
+        carried = memfile.carries_derived(memory)
+        if carried:
+            refusals.append(
+                f"{path}: carries {' and '.join(carried)}, which gitmem derives from "
+                "history; remove the line (docs/format.md)"
+            )
+    present = {id_from_path(p) for p in index} - {None}
+    seen: dict[str, str] = {}
+    for path, memory in valid:
+        other = seen.setdefault(memory.id, path)
+        if other != path:
+            refusals.append(f"{path}: duplicate id {memory.id} (also in {other})")
+        target = memory.supersedes
+        if target is None or target in present:
+            continue
+        if target == memory.id:
+            refusals.append(f"{path}: supersedes itself")
+        elif not _ever_existed(top, *history_paths(memory_path(target))):
+            refusals.append(f"{path}: supersedes {target}, which is not in this store")
+    if refusals:
+        for refusal in refusals:
+            out(f"gitmem: refused: {refusal}")
+        out(f"gitmem: commit refused: {len(refusals)} problem(s) in staged memory files")
+        return 1
+    return 0
+
+
+def staged_policy(cwd: str | None = None) -> SecretPolicy:
+    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here),
+    with the user's own settings for the repository's store.
+
+    Git runs hooks at the top of the work tree, so there the staged config
+    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
+    """
+    import subprocess
+
+    from gitmem.format import secrets
+    from gitmem.format.config import StoreConfig
+    from gitmem.format.yamlio import load_yaml
+    from gitmem.git import localconfig
+
+    try:
+        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
+        result = run_git(
+            ["show", f":{CONFIG_FILE}"],
+            cwd=cwd,
+            check=False,
+            timeout=30,
+            keep_repo_env=True,
+        )
+        gitdir = (
+            run_git(["rev-parse", "--absolute-git-dir"], cwd=cwd, timeout=30, keep_repo_env=True)
+            .stdout.decode("utf-8", "surrogateescape")
+            .strip()
+        )
+    except (OSError, subprocess.SubprocessError, StoreError):
+        return secrets.DEFAULT_POLICY
+    data: Any = None
+    if result.returncode == 0:
+        data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    committed = StoreConfig(raw=dict(data) if isinstance(data, Mapping) else {})
+    # The user's own allow-list for this store applies here as in the store's writes.
+    return secrets.policy_from_config(localconfig.with_store_settings(committed, gitdir).raw)
+
+
+# -- after merge, rebase and checkout --------------------------------------------------------
+
+
+def _rev(top: Path, name: str) -> str | None:
+    value = _git(top, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False).strip()
+    return value.decode() if value else None
+
+
+def memory_after(
+    top: Path, out: Out, old: str | None, new: str | None, *, hook: str = "post-merge"
+) -> int:
+    """Catch the store's index up, report forks among memories changed from old to new,
+    and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
+    from gitmem.entry.jobs import run_jobs
+    from gitmem.store.discovery import open_store
+    from gitmem.store.sync import commit_pending_forks
+
+    store = open_store(top)
+    # Forks the merge driver had to leave waiting (it can write only the one file git asks
+    # for) are committed now that the merge has landed, before the index catches up, so
+    # the next plain git push carries them. git still has MERGE_HEAD (post-merge) or
+    # rebase-merge/ (post-rewrite, after a rebase that may have dropped the commit the
+    # fork came from) in place while the hook runs, though the branch has moved: tell
+    # the sync code not to wait for the merge to finish.
+    landed = hook in {"post-merge", "post-rewrite"}
+    for fork in commit_pending_forks(store.db(), merge_landed=landed):
+        out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
+    store.index().catch_up()
+    if old and new and set(old) != {"0"}:
+        _report_forks(store, top, out, old, new)
+    run_jobs(store, hook, out)
+    return 0
+
+
+def _report_forks(store: Store, top: Path, out: Out, old: str, new: str) -> None:
+    reported: set[str] = set()
+    for path in _memory_paths(top, old, new, check=False):
+        memory_id = id_from_path(path)
+        if memory_id is None:
+            continue
+        try:
+            memory = store.get(memory_id)
+        except GitmemError:
+            continue
+        target = memory.supersedes if memory is not None else None
+        if target is None or target in reported:
+            continue
+        successors = store.successors(target)
+        if len(successors) > 1:
+            reported.add(target)
+            ids = ", ".join(m.id for m in successors)
+            out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
+
+
+def project_after(top: Path) -> int:
+    """In a project repository: what ``gitmem check --project`` reports (the memories whose
+    anchored files this commit changed), through the library, as the command prints it."""
+    from gitmem.features.lifecycle import check_project
+    from gitmem.store.discovery import find_project_store, is_store, open_store, user_store_path
+
+    if find_project_store(top) is None and not is_store(user_store_path()):
+        return 0  # no store to check against, and a hook creates none
+    # On stdout, where `gitmem check` prints it (hook notices go to stderr).
+    print(check_project(open_store(cwd=top), top).summary())
+    return 0
+
+
+# -- hook-run ------------------------------------------------------------------------------
+
+
+def detect_role(top: Path) -> str:
+    """memory when ``top`` is a gitmem store, else project."""
+    config_file = top / CONFIG_FILE
+    if not config_file.is_file():
+        return "project"
+    try:
+        config = _git(top, "config", "--get", "gitmem.format", check=False).strip()
+    except StoreError:
+        config = b""
+    if config:
+        return "memory"
+    # A clone of a store has no gitmem.* git config (git never copies config), but it
+    # has the committed gitmem.yaml: a store's config says which format it is.
+    # Read with the store's own hardened loader (no aliases, no tags, bounded depth): this
+    # file arrives from a remote.
+    from gitmem.format.yamlio import load_yaml
+
+    try:
+        data, _ = load_yaml(config_file.read_text(encoding="utf-8")[:65536])
+    except (OSError, UnicodeDecodeError, GitmemError):
+        return "project"
+    return "memory" if isinstance(data, dict) and "format" in data else "project"
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    *,
+    role: str = "auto",
+    cwd: Path | None = None,
+    out: Out | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """The work of hook ``name``; returns its exit code (only a memory pre-commit refuses)."""
+    write = out or (lambda line: print(line, file=sys.stderr))
+    env = dict(os.environ) if env is None else env
+    top = (cwd or Path.cwd()).resolve()
+    if role == "auto":
+        role = detect_role(top)
+    if role == "server":
+        if name != "pre-receive":
+            return 0
+        from gitmem.entry.receive import pre_receive
+
+        # git gives a pre-receive hook one "<old> <new> <ref>" line per ref on stdin.
+        return pre_receive(top, sys.stdin.read().splitlines(), write)
+    if role == "project":
+        try:
+            # The store is a repository of its own: git's variables name the project's.
+            for var in REPO_ENV:
+                os.environ.pop(var, None)
+            return project_after(top) if name in PROJECT_HOOKS else 0
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                return 0
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message} (your git command is unaffected)")
+            return 0
+    if detect_role(top) != "memory":
+        return 0  # memory hooks in a shared core.hooksPath, run from some other repository
+    if name == "pre-commit":
+        return pre_commit(top, write)
+    if name in {"post-merge", "post-checkout", "post-rewrite"}:
+        try:
+            old, new = _refs(top, name, args, env)
+            return memory_after(top, write, old, new, hook=name)
+        except Exception as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            write(f"gitmem: warning: {name} hook: {message}")
+            return 0
+    return 0
+
+
+def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tuple[str | None, ...]:
+    """The commits before and after, from git's arguments or the pre-commit framework's env."""
+    if name == "post-checkout":
+        if len(args) >= 2:
+            return args[0], args[1]
+        return env.get("PRE_COMMIT_FROM_REF"), env.get("PRE_COMMIT_TO_REF")
+    if name == "post-rewrite" and (not args or args[0] != "rebase"):
+        return None, None  # git commit --amend leaves ORIG_HEAD where it was
+    return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")
