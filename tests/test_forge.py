@@ -302,6 +302,9 @@ def test_search_filters_by_layer_and_project(layered: LayeredStore) -> None:
     shared = {m.id for m in layered.search("deploy", layer="shared-project")}
     assert shared == {"projects/acme/known_issues"}
     assert [m.id for m in layered.search("deploy", project="other")] == []
+    for mode in ("fts", "substring"):
+        found = layered.search("deploy", layer="command", project="acme", mode=mode)
+        assert [m.id for m in found] == ["commands/acme/deploy_history"]
 
 
 # -- prune -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from gitmem.format.model import Memory
 ROW_COLUMNS: tuple[str, ...] = (
     "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
     "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
-    "trigger_", "status", "extra", "layer", "project", "body",
+    "trigger_", "status", "extra", "body",
 )
 """The columns of the ``memories`` table that :meth:`Index.rows` can return."""
 
@@ -107,8 +107,6 @@ def row_values(memory: Memory, blob: str) -> dict[str, Any]:
     """The ``memories`` row of ``memory`` (stored in blob ``blob``), column by column, as
     :meth:`Index.rows` returns it: the one encoding of a memory as index columns (the
     tree-served reader answers ``rows`` with it too)."""
-    layer = memory.extra.get("layer")
-    project = memory.extra.get("project")
     return {
         "id": memory.id,
         "path": memory.path,
@@ -129,8 +127,6 @@ def row_values(memory: Memory, blob: str) -> dict[str, Any]:
         "trigger_": str(memory.trigger) if memory.trigger else None,
         "status": str(memory.status),
         "extra": dumps_json(memory.extra),
-        "layer": layer if isinstance(layer, str) else None,
-        "project": project if isinstance(project, str) else None,
         "body": memory.body,
     }
 
@@ -249,10 +245,9 @@ def memory_filters(
         clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
     if not include_archived:
         clauses.append("m.status != 'archived'")
-    if layer is not None:
-        clauses.append("m.layer = ?")
-        params.append(layer)
-    if project is not None:
-        clauses.append("m.project = ?")
-        params.append(project)
+    # Front-matter keys of layered documents, read from the extra keys: no column of theirs.
+    for key, value in (("layer", layer), ("project", project)):
+        if value is not None:
+            clauses.append(f"json_extract(m.extra, '$.{key}') = ?")
+            params.append(value)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

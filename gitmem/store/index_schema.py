@@ -24,7 +24,7 @@ from gitmem.base import logs
 
 log = logs.get(__name__)
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The layout of the core tables (:data:`SCHEMA`). Bump it when they change: every
 table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
 STORE_CONFIG_KEY = "store"
@@ -55,15 +55,12 @@ CREATE TABLE memories (
     trigger_ TEXT,
     status TEXT NOT NULL,
     extra TEXT NOT NULL,
-    layer TEXT,
-    project TEXT,
     body TEXT NOT NULL
 );
 CREATE INDEX memories_created ON memories (created_us, id);
 CREATE INDEX memories_updated ON memories (updated_us);
 CREATE INDEX memories_category ON memories (category);
 CREATE INDEX memories_supersedes ON memories (supersedes);
-CREATE INDEX memories_layer ON memories (layer, project);
 CREATE INDEX memories_blob ON memories (blob);
 CREATE TABLE tags (memory INTEGER NOT NULL, tag TEXT NOT NULL);
 CREATE INDEX tags_tag ON tags (tag, memory);

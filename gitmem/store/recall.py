@@ -34,6 +34,7 @@ from gitmem.store.bm25 import (
     passing_filters,
     scratch,
 )
+from gitmem.store.index_rows import dumps_json
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
@@ -571,7 +572,7 @@ def _from_index(
 
 _SCRATCH_SCHEMA = (
     "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT, supersedes TEXT, "
-    "status TEXT, category TEXT, updated_us INTEGER, layer TEXT, project TEXT)",
+    "status TEXT, category TEXT, updated_us INTEGER, extra TEXT)",
     "CREATE TABLE tags (memory INTEGER, tag TEXT)",
 )
 
@@ -588,9 +589,8 @@ def _from_memories(
         marks = ", ".join("?" for _ in lexical.COLUMNS)
         for rowid, memory in enumerate(memories, start=1):
             by_rowid[rowid] = memory
-            layer, project = (memory.extra.get(k) for k in ("layer", "project"))
             conn.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     rowid,
                     memory.id,
@@ -598,8 +598,7 @@ def _from_memories(
                     str(memory.status),
                     memory.category,
                     int(memory.updated_at.timestamp() * 1_000_000),
-                    layer if isinstance(layer, str) else None,
-                    project if isinstance(project, str) else None,
+                    dumps_json(memory.extra),
                 ),
             )
             conn.executemany(
