@@ -344,12 +344,8 @@ class Index:
 
     @_recovering
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``query`` on a connection caught up with the tip (for modules that own
-        tables through a :class:`RowProvider`, or query the core ones in their own way).
-
-        ``query`` must only read, and may run twice: a database that fails as corrupt is
-        rebuilt and the query run again.
-        """
+        """Run ``query`` on a connection caught up with the tip. It must only read, and may
+        run twice: a database that fails as corrupt is rebuilt and the query run again."""
         with self._query() as conn:
             return query(conn)
 
@@ -375,18 +371,10 @@ class Index:
         include_superseded: bool = False,
         include_archived: bool = False,
     ) -> list[tuple[Any, ...]]:
-        """A few columns of the current memories, as tuples, oldest first (``created_us``,
-        then id): what :meth:`select` finds, without building a :class:`Memory` per row.
-
-        For callers that need some fields of every memory (staleness, code-aware checks on
-        every git hook): at 10k memories, decoding whole memories costs more than the query.
-        ``columns`` are names of the ``memories`` table (:data:`ROW_COLUMNS`); values are as
-        stored: ``created_us``/``updated_us`` are microseconds since the epoch, ``tags``,
-        ``related`` and ``extra`` JSON text (dates, timestamps and maps with non-text keys
-        as ``{"$gitmem": kind, "v": ...}`` objects), ``blob`` the file's git blob id. ``ids``
-        keeps only those memories (ids not in the index are left out, without error).
-        Catches up first, like every query. Raises InvalidInputError for an unknown column.
-        """
+        """Columns of the ``memories`` table (``index_rows.ROW_COLUMNS``, values as stored)
+        for what :meth:`select` finds, oldest first, without building a :class:`Memory` per
+        row; ``ids`` keeps only those memories. Raises InvalidInputError for an unknown
+        column."""
         with self._query() as conn:
             return index_queries.column_rows(
                 conn,
@@ -398,8 +386,7 @@ class Index:
 
     @_recovering
     def count(self, *, include_superseded: bool = True, include_archived: bool = True) -> int:
-        """How many memories the index holds (by default all: superseded and archived ones
-        too); counted in SQL, so a million memories cost no memory."""
+        """How many memories the index holds (by default superseded and archived ones too)."""
         where, params = memory_filters(
             include_superseded=include_superseded, include_archived=include_archived
         )
@@ -409,15 +396,9 @@ class Index:
 
 
 class ScratchIndex(Index):
-    """The core tables of one commit, built in a file the caller names, without any row
-    provider's: the rows a rebuild at that commit would make, beside the store's own
-    index and without touching it.
-
-    ``gitmem doctor`` asks one about the memories when the store's index disagrees with git
-    (the answers must not rest on the damaged index, and decoding the store into memory
-    would hold every memory: GBs at a million). Pinned to ``commit``, it never moves to a
-    newer tip, so what it says can be set beside an index that reflects that commit.
-    """
+    """The core tables of one commit, built in a file the caller names beside the store's
+    own index, without row providers: what ``gitmem doctor`` asks when the store's index
+    disagrees with git. Pinned to ``commit``, it never moves to a newer tip."""
 
     def __init__(
         self, db: GitDB, decode: Decoder, scope: Scope, path: Path, commit: str | None
