@@ -46,7 +46,12 @@ def run_driver(
     (``git merge-file``, with its usual conflict markers).
     """
     if id_from_path(path) is not None:
-        limit = read_limit(open_repo(cwd or Path.cwd()).path)
+        where = cwd or Path.cwd()
+        try:
+            gitdir: str | Path = open_repo(where).path
+        except StoreError:  # run by hand outside a repository: the built-in bound
+            gitdir = where
+        limit = read_limit(gitdir)
         if any(Path(f).stat().st_size > limit for f in (base_file, ours_file, theirs_file)):
             # Never read: ours stays, and git reports the path as conflicted.
             sys.stderr.write(f"gitmem: {path} is over the read limit of {limit}: kept ours\n")
