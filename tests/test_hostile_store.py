@@ -226,7 +226,10 @@ def mcp_session(
         session.close()
         code = exited.args[0]
         assert may_refuse and code in ALLOWED_CODES and code != 0, (code, session.stderr_text())
-        assert session.stderr_text().startswith("gitmem: error: "), session.stderr_text()
+        # One error line ends it; a file over the read bound is also named once as a warning.
+        lines = session.stderr_text().splitlines()
+        assert lines and lines[-1].startswith("gitmem: error: "), session.stderr_text()
+        assert all(line.startswith("gitmem: warning: ") for line in lines[:-1]), lines
         for marker in CRASH_MARKERS:
             assert marker not in session.stderr_text(), session.stderr_text()
         return []
