@@ -189,6 +189,10 @@ def gc(gitdir: Path) -> GcResult:
         with exclusive(gitdir):
             before, loose_before = repository_size(gitdir)
             result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
+            if result.returncode != 0 and b"gc is already running" in result.stderr:
+                # A detached gc whose starter died outlives our lock: wait for it, once.
+                _wait_for_git_gc(gitdir)
+                result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
             after, loose_after = repository_size(gitdir)
     except TimeoutError as exc:
         raise StoreError(f"git gc not run: {exc}", hint="try again in a minute") from exc
@@ -196,3 +200,11 @@ def gc(gitdir: Path) -> GcResult:
         stderr = result.stderr.decode("utf-8", "replace").strip()
         raise StoreError(f"git gc failed: {stderr or result.returncode}")
     return GcResult(str(gitdir), before, after, loose_before, loose_after)
+
+
+def _wait_for_git_gc(gitdir: Path, seconds: float = 120.0) -> None:
+    """Until the running ``git gc`` removes its ``gc.pid`` (bounded: git itself decides
+    whether a pid file left behind is stale)."""
+    deadline = time.monotonic() + seconds
+    while (gitdir / "gc.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
