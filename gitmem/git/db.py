@@ -52,7 +52,7 @@ from gitmem.git.objects import (
     get_commit,
     write_object,
 )
-from gitmem.git.worktree import Graft, WorkTree
+from gitmem.git.worktree import WorkTree
 
 log = logs.get(__name__)
 
@@ -440,18 +440,15 @@ class GitDB:
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
                 changes = _differing(snap)
-                grafts = _grafted(snap)
                 merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
-                if isinstance(spec, CommitSpec) and not changes and not grafts and not merging:
+                if isinstance(spec, CommitSpec) and not changes and not merging:
                     return value, None
                 if self.worktree is not None:
-                    self.worktree.check_clean(snap, changes, grafts)
+                    self.worktree.check_clean(snap, changes)
                 if isinstance(spec, FastForward):
                     oid, reason = spec.target.id, spec.reason
                 else:
-                    tree = build_tree(
-                        repo, snap._tree, changes, {f: new for f, (_, new) in grafts.items()}
-                    )
+                    tree = build_tree(repo, snap._tree, changes)
                     now = self.clock.now()
                     author = spec.author or self.default_author()
                     parents = [tip.id] if tip is not None else []
@@ -470,7 +467,7 @@ class GitDB:
                     continue
                 if self.worktree is not None:
                     try:
-                        self.worktree.update(get_commit(repo, oid), changes, grafts=grafts)
+                        self.worktree.update(get_commit(repo, oid), changes)
                     except (pygit2.GitError, OSError) as exc:
                         # The commit has landed: raising now would tell the caller a
                         # write failed that did not (a retry would write it twice). The
@@ -521,17 +518,6 @@ class GitDB:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock
-
-
-def _grafted(snap: Snapshot) -> dict[str, Graft]:
-    """The snapshot's grafts that change their folder (:meth:`Snapshot.graft`)."""
-    out: dict[str, Graft] = {}
-    for folder, tree in snap.grafts.items():
-        entry = snap._entry(folder)
-        old = entry.id if entry is not None and entry.type_str == "tree" else None
-        if old != tree:
-            out[folder] = (old, tree)
-    return out
 
 
 def _differing(snap: Snapshot) -> dict[str, Staged]:

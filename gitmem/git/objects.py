@@ -14,7 +14,7 @@ import errno
 import shlex
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -73,8 +73,6 @@ class Snapshot:
         self.written = 0
         """Bytes of the blobs :meth:`put` wrote (``write_blobs``)."""
         self.changes: dict[str, Staged] = {}
-        self.grafts: dict[str, pygit2.Oid] = {}
-        """Folders staged whole, as a tree already written (:meth:`graft`)."""
         # casefold(path or folder) -> the spellings staged under it, so a create can ask
         # "is a case twin staged?" without scanning every staged change (bulk imports stage
         # thousands). Built on the first question only (a bulk import of new ids never
@@ -139,18 +137,11 @@ class Snapshot:
             return None
         return entry.id
 
-    def _staged_entry(self, path: str) -> pygit2.Object | None:
-        """The entry at ``path`` in the committed tree with the grafts put in."""
-        for folder, tree in self.grafts.items():
-            if path.startswith(f"{folder}/"):
-                return tree_entry(get_tree(self.repo, tree), path[len(folder) + 1 :])
-        return self._entry(path)
-
     def read(self, path: str) -> bytes | None:
         if path in self.changes:
             data = self.changes[path]
             return blob_data(self.repo, data) if isinstance(data, pygit2.Oid) else data
-        entry = self._staged_entry(path) if self.grafts else self._entry(path)
+        entry = self._entry(path)
         if entry is None:
             return None
         if entry.type_str != "blob" or entry.filemode == FileMode.LINK:
@@ -162,7 +153,7 @@ class Snapshot:
     def exists(self, path: str) -> bool:
         if path in self.changes:
             return self.changes[path] is not None
-        return (self._staged_entry(path) if self.grafts else self._entry(path)) is not None
+        return self._entry(path) is not None
 
     def locate(self, memory_id: str, *, past: bool = False) -> str | None:
         """The path of the memory ``memory_id`` as staged, None when it is not there.
@@ -197,23 +188,6 @@ class Snapshot:
     def remove(self, path: str) -> None:
         self._stage(path, None)
 
-    def graft(self, folder: str, tree: pygit2.Oid) -> None:
-        """Stage the folder ``folder`` as ``tree``, a tree already written: a change of very
-        many files held as one id (the migration to format 4 builds ``memories/`` one legacy
-        shard at a time; its million renames staged one by one took 837 MiB). Files staged
-        under ``folder`` apply on top of it. :meth:`read`, :meth:`exists` and
-        :meth:`iter_files` see the graft; :meth:`blob_id` and the case-twin questions ask
-        the committed tree."""
-        if not folder or folder.startswith("/") or folder.endswith("/"):
-            raise InvalidInputError(f"cannot graft a tree at {folder!r}")
-        if any(
-            f"{each}/".startswith(f"{folder}/") or f"{folder}/".startswith(f"{each}/")
-            for each in self.grafts
-            if each != folder
-        ):
-            raise InvalidInputError(f"cannot graft {folder!r} inside or around another graft")
-        self.grafts[folder] = tree
-
     def _stage(self, path: str, data: Staged) -> None:
         new = path not in self.changes
         self.changes[path] = data
@@ -224,12 +198,7 @@ class Snapshot:
     def iter_files(self, prefix: str) -> Iterator[str]:
         """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
         seen: set[str] = set()
-        if prefix and prefix in self.grafts:
-            entry: pygit2.Object | None = get_tree(self.repo, self.grafts[prefix])
-        elif self.grafts and prefix:
-            entry = self._staged_entry(prefix)
-        else:
-            entry = self._entry(prefix) if prefix else self._tree
+        entry = self._entry(prefix) if prefix else self._tree
         if entry is not None and entry.type_str == "tree":
             for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
                 seen.add(path)
@@ -419,25 +388,19 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
             yield path
 
 
-_GRAFT = ""
-"""The key of a nested node's grafted tree in :func:`build_tree` (no name is empty)."""
-
 def build_tree(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
     changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
-    grafts: Mapping[str, pygit2.Oid] | None = None,
 ) -> pygit2.Oid:
     """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
 
     A change is the file's bytes, or the id of a blob already written; None removes.
-    ``grafts`` (:meth:`Snapshot.graft`) put a tree already written at a folder, under the
-    changes staged inside it.
 
     Cost grows with the depth of the touched paths and the size of the touched
     directories, never with the number of files in the store.
     """
-    result = _apply(repo, base, _nest(changes, grafts))
+    result = _apply(repo, base, _nest(changes))
     if result is None:
         empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
         return empty
@@ -446,14 +409,8 @@ def build_tree(
 
 def _nest(
     changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
-    grafts: Mapping[str, pygit2.Oid] | None,
 ) -> dict[str, Any]:
     nested: dict[str, Any] = {}
-    for folder, tree_id in (grafts or {}).items():
-        node = nested
-        for part in folder.split("/"):
-            node = node.setdefault(part, {})
-        node[_GRAFT] = tree_id
     for path, data in changes.items():
         parts = path.split("/")
         node = nested
@@ -472,8 +429,6 @@ def _apply(
     """The tree ``tree`` with the nested changes ``node`` applied (None: it ends up empty)."""
     builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
     for name, sub in node.items():
-        if name == _GRAFT:
-            continue
         existing = tree_entry(tree, name) if tree is not None else None
         if isinstance(sub, dict):
             subtree = (
@@ -481,10 +436,8 @@ def _apply(
                 if existing is not None and existing.type_str == "tree"
                 else None
             )
-            if existing is not None and subtree is None and _GRAFT not in sub:
+            if existing is not None and subtree is None:
                 raise InvalidInputError(f"{name!r} is a file where a directory is needed")
-            if _GRAFT in sub:
-                subtree = get_tree(repo, sub[_GRAFT])
             sub_oid = _apply(repo, subtree, sub)
             if sub_oid is None:
                 if existing is not None:

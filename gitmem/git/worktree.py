@@ -16,7 +16,7 @@ import os
 import random
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pygit2
@@ -26,14 +26,10 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import DirtyWorktreeError
 from gitmem.git import stage
 from gitmem.git.command import run_git
-from gitmem.git.diff import file_changes
 from gitmem.git.locks import clear_stale_lock, pid_alive, temp_path
 from gitmem.git.objects import Snapshot, Staged, blob_data, readable
 
 log = logs.get(__name__)
-
-Graft = tuple[pygit2.Oid | None, pygit2.Oid]
-"""A grafted folder's committed tree (None: no folder there) and its new one."""
 
 IndexMoves = dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]]
 """Paths whose index entry moves from an old blob id to a new one, the file left alone."""
@@ -101,13 +97,10 @@ class WorkTree:
             return False
         return pygit2.hash(full.read_bytes())
 
-    def check_clean(
-        self, snap: Snapshot, changes: Mapping[str, Staged], grafts: Mapping[str, Graft]
-    ) -> None:
+    def check_clean(self, snap: Snapshot, changes: Mapping[str, Staged]) -> None:
         """Refuse a write that would overwrite uncommitted edits in the work tree."""
-        committed = [(path, snap.blob_id(path)) for path in changes]
-        grafted = ((path, old) for path, old, _ in self._graft_files(grafts, changes))
-        for path, old in [*committed, *grafted]:
+        for path in changes:
+            old = snap.blob_id(path)
             on_disk = self.blob(path)
             if on_disk is False:
                 raise DirtyWorktreeError(
@@ -118,18 +111,6 @@ class WorkTree:
                 if on_disk is None:
                     state = "was deleted in the work tree but not committed"
                 raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
-
-    def _graft_files(
-        self, grafts: Mapping[str, Graft], changes: Mapping[str, Staged]
-    ) -> Iterator[tuple[str, pygit2.Oid | None, pygit2.Oid | None]]:
-        """(path, old blob, new blob) of the files the grafted folders change, one folder's
-        entries at a time, in git's order; files staged on top of a graft are the
-        ``changes``' and left out."""
-        for folder in sorted(grafts, key=lambda f: f"{f}/".encode()):
-            old, new = grafts[folder]
-            for change in file_changes(self._repo(), old, new, folder):
-                if change[0] not in changes:
-                    yield change
 
     # -- healing ----------------------------------------------------------------------
 
@@ -200,18 +181,14 @@ class WorkTree:
         after: pygit2.Commit,
         changes: Mapping[str, Staged],
         index_only: IndexMoves | None = None,
-        grafts: Mapping[str, Graft] | None = None,
     ) -> None:
         """Write the touched files and git's index so ``git status`` is clean at ``after``.
 
         ``index_only`` moves index entries without touching the file (an entry someone
-        staged is left alone). ``grafts`` (folder: its old and new tree) are walked file by
-        file, never listed.
+        staged is left alone).
         """
-        grafts = grafts or {}
         self._write_files(changes.items())
-        self._write_files((path, new) for path, _, new in self._graft_files(grafts, changes))
-        self._stage(changes, index_only or {}, grafts)
+        self._stage(changes, index_only or {})
         self._mark_synced(after.id)
 
     def _write_files(self, changes: Iterable[tuple[str, Staged]]) -> None:
@@ -241,18 +218,16 @@ class WorkTree:
                     os.fsync(fh.fileno())
             os.replace(tmp, full)
 
-    def _stage(
-        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
-    ) -> None:
+    def _stage(self, changes: Mapping[str, Staged], index_only: IndexMoves) -> None:
         """Stage the written files in git's index, with :mod:`gitmem.git.stage` or, for an
         index it does not write, libgit2; while someone's git holds ``index.lock``, again."""
         for attempt in range(50):
             try:
                 try:
-                    self._stage_fast(changes, index_only, grafts)
+                    self._stage_fast(changes, index_only)
                 except stage.Unsupported as exc:
                     log.debug("git index: %s; updating it through libgit2", exc)
-                    self._stage_libgit2(changes, index_only, grafts)
+                    self._stage_libgit2(changes, index_only)
                 return
             except (pygit2.GitError, OSError):
                 clear_stale_lock(self.gitdir / "index.lock", self.stale_lock_age)
@@ -260,21 +235,11 @@ class WorkTree:
                     raise
                 time.sleep(0.01 * random.uniform(0.5, 1.5))
 
-    def _stage_fast(
-        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
-    ) -> None:
+    def _stage_fast(self, changes: Mapping[str, Staged], index_only: IndexMoves) -> None:
         if self._index is None:
             self._index = stage.GitIndex(self.gitdir / "index")
         index = self._index
         index.load()
-        if grafts:
-            index.apply_sorted(
-                (
-                    (path, new.raw if new is not None else None)
-                    for path, _, new in self._graft_files(grafts, changes)
-                ),
-                self.workdir,
-            )
         for path, (old_id, new_id) in index_only.items():
             if index.get(path) != (old_id.raw if old_id is not None else None):
                 continue
@@ -290,9 +255,7 @@ class WorkTree:
                 index.add_file(path, self.workdir / path, oid)
         index.write(durable=self.durable)
 
-    def _stage_libgit2(
-        self, changes: Mapping[str, Staged], index_only: IndexMoves, grafts: Mapping[str, Graft]
-    ) -> None:
+    def _stage_libgit2(self, changes: Mapping[str, Staged], index_only: IndexMoves) -> None:
         index = self._repo().index
         index.read(False)
         for path, (old_id, new_id) in index_only.items():
@@ -303,10 +266,7 @@ class WorkTree:
                 index.remove(path)
             else:
                 index.add(pygit2.IndexEntry(path, new_id, FileMode.BLOB))
-        for path, data in [
-            *changes.items(),
-            *((path, new) for path, _, new in self._graft_files(grafts, changes)),
-        ]:
+        for path, data in changes.items():
             if data is None:
                 with contextlib.suppress(OSError, KeyError):
                     index.remove(path)
