@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
+import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,12 +48,10 @@ MEMORY_ROOT = "/memories"
 NOTES_ROOT = "notes"
 NAME_KEY = "memory_file"
 LINE_NUMBER_WIDTH = 6
-MAX_VIEW_LINES = 999_999
-"""The SDK's guard: a file of more lines is not shown."""
+MAX_VIEW_LINES = 999_999  # the SDK's guard: a file of more lines is not shown
 
 ESCAPE_PREFIX = "x--"
-_KEPT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-_HEX = frozenset("0123456789abcdef")
+_ESCAPED = re.compile(r"(?:[a-zA-Z0-9-]|_[0-9a-f]{2})*")
 
 
 class MemoryToolError(InvalidInputError):
@@ -59,8 +59,7 @@ class MemoryToolError(InvalidInputError):
 
 
 class MemoryToolSecretError(MemoryToolError, SecretsFoundError):
-    """A write refused for what looks like a credential, told with the line of the file as
-    the model sees it (the stored file's line counts gitmem's front-matter too)."""
+    """A write refused for a credential, told with its line in the file the model sees."""
 
 
 class MemoryToolNotFoundError(NotFoundError):
@@ -68,28 +67,15 @@ class MemoryToolNotFoundError(NotFoundError):
 
 
 def _escape(name: str) -> str:
-    return "".join(
-        c if c in _KEPT else "".join(f"_{b:02x}" for b in c.encode("utf-8")) for c in name
-    )
+    return re.sub(r"[^a-zA-Z0-9-]", lambda m: "_" + m[0].encode("utf-8").hex("_"), name)
 
 
 def _unescape(text: str) -> str | None:
-    out, i = bytearray(), 0
-    while i < len(text):
-        c = text[i]
-        if c == "_":
-            pair = text[i + 1 : i + 3]
-            if len(pair) != 2 or not set(pair) <= _HEX:
-                return None
-            out.append(int(pair, 16))
-            i += 3
-        elif c in _KEPT:
-            out.append(ord(c))
-            i += 1
-        else:
-            return None
+    if not _ESCAPED.fullmatch(text):
+        return None
+    raw = re.sub(rb"_([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), text.encode("ascii"))
     try:
-        return out.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
 
@@ -141,8 +127,7 @@ def file_segment(name: str) -> str:
 
 
 DIR_SIZE = 4096
-"""A folder's size in a listing: its own, as the SDK's tool shows a directory's (the
-inode's ``st_size``: one block on ext4 and most Linux file systems), not its files'."""
+"""A folder's size in a listing: its own inode's ``st_size``, as the SDK's tool shows it."""
 
 
 def _size(n: int) -> str:
@@ -159,23 +144,15 @@ def _numbered(lines: Sequence[str], first: int) -> str:
     return "\n".join(f"{n:>{LINE_NUMBER_WIDTH}}\t{line}" for n, line in enumerate(lines, first))
 
 
-def _lines(content: str) -> list[str]:
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 @dataclass(frozen=True)
 class _Target:
-    """Where a ``/memories`` path lives in the store."""
+    """Where a ``/memories`` path lives in the store: the path as the model wrote it (every
+    message echoes it, as the SDK's do), the names below /memories, and the store folder
+    /memories is (``notes``)."""
 
     given: str
-    """The path as the model wrote it; every message echoes it, as the SDK's do."""
     names: tuple[str, ...]
-    """The names below /memories (empty for /memories itself)."""
     root: str
-    """The store folder /memories is (``notes``)."""
 
     @property
     def is_root(self) -> bool:
@@ -191,8 +168,7 @@ class _Target:
         return MEMORY_ROOT + "".join(f"/{n}" for n in self.names)
 
     @property
-    def tree(self) -> str:
-        """The store folder a directory at this path is (``notes/a/b``)."""
+    def tree(self) -> str:  # the store folder a directory at this path is (notes/a/b)
         return "/".join([self.root, *map(dir_segment, self.names)])
 
     @property
@@ -201,7 +177,6 @@ class _Target:
 
     @property
     def file_id(self) -> str:
-        """The document id a file at this path has."""
         return f"{self.parent_tree}/{file_segment(self.name)}"
 
     def prefix(self, depth: int) -> _Target:
@@ -212,18 +187,14 @@ class _Target:
 @dataclass
 class _Doc:
     id: str
-    name: str
-    """The file name the model sees."""
+    name: str  # the file name the model sees
     body: str
     extra: dict[str, Any]
 
 
 class MemoryTool:
-    """The six memory-tool commands over a store, under ``root`` (default ``notes``).
-
-    Each method returns the text the model should see, or raises
-    :class:`MemoryToolError` / :class:`MemoryToolNotFoundError` with a message
-    for it. ``execute`` takes the tool call's input mapping as Claude sends it.
+    """The six memory-tool commands over a store, under ``root`` (default ``notes``): each
+    returns the text the model sees, or raises :class:`MemoryToolError` with a message for it.
     """
 
     def __init__(self, store: Store, *, root: str = "notes", agent: str | None = None) -> None:
@@ -278,21 +249,22 @@ class MemoryTool:
             )
         return target
 
-    def _check_links(self, snap: Snapshot, target: _Target) -> None:
-        """Refuse a path that passes through a symbolic link, in git's tree or on disk."""
-        parts = [*self.root.split("/"), *map(dir_segment, target.names)]
-        places = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-        if target.names:
-            places.append(f"{target.file_id}{MEMORY_SUFFIX}")
+    def _snapshot(self, *targets: _Target) -> Snapshot:
+        """The store now, refusing a target that passes through a symbolic link, in git's
+        tree or on disk."""
+        snap = self.store.db().snapshot()
         workdir = self.store.db().workdir
-        for place in places:
-            entry = tree_entry(snap.tree, place) if snap.tree is not None else None
-            linked = entry is not None and entry.filemode == FileMode.LINK
-            if linked or (workdir is not None and (workdir / place).is_symlink()):
-                raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")
-
-    def _snapshot(self) -> Snapshot:
-        return self.store.db().snapshot()
+        for target in targets:
+            parts = [*self.root.split("/"), *map(dir_segment, target.names)]
+            places = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            if target.names:
+                places.append(f"{target.file_id}{MEMORY_SUFFIX}")
+            for place in places:
+                entry = tree_entry(snap.tree, place) if snap.tree is not None else None
+                linked = entry is not None and entry.filemode == FileMode.LINK
+                if linked or (workdir is not None and (workdir / place).is_symlink()):
+                    raise MemoryToolError(f"Path would escape {MEMORY_ROOT} directory via symlink")
+        return snap
 
     def _doc_at(self, snap: Snapshot, doc_id: str) -> _Doc | None:
         data = snap.read(f"{doc_id}{MEMORY_SUFFIX}")
@@ -320,6 +292,9 @@ class MemoryTool:
     def _is_dir(self, snap: Snapshot, target: _Target) -> bool:
         return target.is_root or self._holds_anything(snap, target.tree)
 
+    def _taken(self, snap: Snapshot, target: _Target) -> bool:
+        return self._is_dir(snap, target) or self._file(snap, target) is not None
+
     def _holds_anything(self, snap: Snapshot, tree: str) -> bool:
         """Whether the folder holds a memory or is kept empty (a ``.gitkeep`` below it)."""
         return any(
@@ -340,13 +315,6 @@ class MemoryTool:
             if path.rsplit("/", 1)[-1] == KEEP_FILE
         ]
 
-    def _file_above(self, snap: Snapshot, target: _Target) -> str | None:
-        """The /memories path of a file that an ancestor of ``target`` is, if one is."""
-        for depth in range(1, len(target.names)):
-            if self._file(snap, target.prefix(depth)) is not None:
-                return target.prefix(depth).path
-        return None
-
     def _require_file(self, snap: Snapshot, target: _Target) -> _Doc:
         doc = self._file(snap, target)
         if doc is None:
@@ -359,21 +327,15 @@ class MemoryTool:
 
     def view(self, path: str, view_range: Sequence[int] | None = None) -> str:
         target = self._target(path)
-        snap = self._snapshot()
-        self._check_links(snap, target)
+        snap = self._snapshot(target)
         doc = self._file(snap, target)
-        if doc is not None:
-            return self._view_file(target, doc, view_range)
-        if not self._is_dir(snap, target):
-            raise MemoryToolNotFoundError(
-                f"The path {target.given} does not exist. Please provide a valid path."
-            )
-        return self._view_dir(snap, target)  # the SDK ignores view_range for a directory
+        if doc is None and self._is_dir(snap, target):
+            return self._view_dir(snap, target)  # the SDK ignores view_range for a directory
+        return self._view_file(target, doc or self._require_file(snap, target), view_range)
 
     def _view_file(self, target: _Target, doc: _Doc, view_range: Sequence[int] | None) -> str:
-        # As the SDK's local-filesystem tool shows a file: split on "\n" (a final newline gives
-        # a last, empty line), the 999,999-line guard, and a view_range clamped, not refused
-        # (models ask for [1, 200] on short files).
+        # As the SDK shows a file: a final newline gives a last, empty line, and a view_range
+        # is clamped, not refused (models ask for [1, 200] on short files).
         lines = doc.body.split("\n")
         if len(lines) > MAX_VIEW_LINES:
             raise MemoryToolError(
@@ -395,10 +357,8 @@ class MemoryTool:
         )
 
     def _view_dir(self, snap: Snapshot, target: _Target) -> str:
-        # What a file system holds: files (by the names the model gave) and directories,
-        # kept-empty ones included. Shown as the SDK shows them: two levels deep, hidden
-        # names (and what is in hidden directories) left out, each directory's entries by
-        # name, depth first; a directory's size is its own (DIR_SIZE), not its files'.
+        # Files (by the names the model gave) and directories, kept-empty ones included, as
+        # the SDK shows them: two levels deep, hidden names left out, depth first by name.
         base = target.tree
         files: dict[tuple[str, ...], int] = {}
         dirs: dict[tuple[str, ...], int] = {}
@@ -422,8 +382,7 @@ class MemoryTool:
             if len(key) <= 2 and not any(name.startswith(".") for name in key)
         )
         lines = [f"{_size(DIR_SIZE)}\t{target.given}"]
-        # Names read from the store (a teammate's memory_file may hold a line break) are
-        # escaped: each entry stays one line. The model's own path passed _target's check.
+        # A name read from the store (a teammate's memory_file) is escaped: one line each.
         lines.extend(
             f"{_size(size)}\t{target.given}/{'/'.join(map(printable, key))}{slash}"
             for key, size, slash in shown
@@ -437,8 +396,7 @@ class MemoryTool:
         target = self._target(path)
         if not isinstance(file_text, str):
             raise MemoryToolError("file_text must be a string")
-        snap = self._snapshot()
-        self._check_links(snap, target)
+        snap = self._snapshot(target)
         self._check_free(snap, target, "File {} already exists")
         with (
             self._writing(target, file_text),
@@ -450,11 +408,13 @@ class MemoryTool:
 
     def _check_free(self, snap: Snapshot, target: _Target, taken: str) -> None:
         """Refuse a path something is at (``taken`` with the path), or that cannot be made."""
-        if target.is_root or self._file(snap, target) is not None or self._is_dir(snap, target):
+        if self._taken(snap, target):
             raise MemoryToolError(taken.format(target.given))
-        above = self._file_above(snap, target)
-        if above is not None:
-            raise MemoryToolError(f"The path {target.given} cannot be made: {above} is a file")
+        for depth in range(1, len(target.names)):  # an ancestor that is a file
+            if self._file(snap, above := target.prefix(depth)) is not None:
+                raise MemoryToolError(
+                    f"The path {target.given} cannot be made: {above.path} is a file"
+                )
 
     @contextlib.contextmanager
     def _writing(self, target: _Target, body: str | None = None) -> Iterator[None]:
@@ -494,8 +454,6 @@ class MemoryTool:
         doc_id = doc_id or target.file_id
         if target.name != doc_id.rsplit("/", 1)[-1] + MEMORY_SUFFIX:
             fields[NAME_KEY] = target.name
-        else:
-            fields.pop(NAME_KEY, None)
         self.store.create(  # an empty file is a file, as on a disk
             body,
             id=doc_id,
@@ -521,8 +479,7 @@ class MemoryTool:
         target = self._target(path)
         if not isinstance(old_str, str) or not isinstance(new_str, str):
             raise MemoryToolError("old_str and new_str must be strings")
-        snap = self._snapshot()
-        self._check_links(snap, target)
+        snap = self._snapshot(target)
         doc = self._require_file(snap, target)
         if not old_str:
             raise MemoryToolError("old_str must not be empty")
@@ -534,13 +491,11 @@ class MemoryTool:
                 f"in {target.given}."
             )
         if count > 1:
-            lines, start = [], 0
-            while (pos := content.find(old_str, start)) != -1:
-                lines.append(content.count("\n", 0, pos) + 1)
-                start = pos + 1
+            found = re.finditer(f"(?={re.escape(old_str)})", content)  # overlapping, as the SDK
+            lines = [str(content.count("\n", 0, m.start()) + 1) for m in found]
             raise MemoryToolError(
                 f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in "
-                f"lines: {', '.join(map(str, lines))}. Please ensure it is unique"
+                f"lines: {', '.join(lines)}. Please ensure it is unique"
             )
         pos = content.find(old_str)
         new_content = content.replace(old_str, new_str, 1)
@@ -549,10 +504,9 @@ class MemoryTool:
         changed = content.count("\n", 0, pos)
         new_lines = new_content.split("\n")
         low = max(0, changed - 2)
-        high = min(len(new_lines), changed + 3)
         return (
             "The memory file has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + _numbered(new_lines[low:high], low + 1)
+            "(with line numbers):\n" + _numbered(new_lines[low : changed + 3], low + 1)
         )
 
     def _update(self, snap: Snapshot, target: _Target, doc: _Doc, body: str, message: str) -> None:
@@ -579,10 +533,11 @@ class MemoryTool:
             raise MemoryToolError("insert_text must be a string")
         if not isinstance(insert_line, int) or isinstance(insert_line, bool):
             raise MemoryToolError("insert_line must be an integer")
-        snap = self._snapshot()
-        self._check_links(snap, target)
+        snap = self._snapshot(target)
         doc = self._require_file(snap, target)
-        lines = _lines(doc.body)
+        lines = doc.body.split("\n")
+        if lines[-1] == "":
+            lines.pop()
         if insert_line < 0 or insert_line > len(lines):
             raise MemoryToolError(
                 f"Invalid `insert_line` parameter: {insert_line}. It should be within the range "
@@ -599,35 +554,32 @@ class MemoryTool:
         target = self._target(path)
         if target.is_root:
             raise MemoryToolError(f"Cannot delete the {MEMORY_ROOT} directory itself")
-        snap = self._snapshot()
-        self._check_links(snap, target)
+        snap = self._snapshot(target)
         doc = self._file(snap, target)
-        if doc is not None:
-            ids, kept = [doc.id], []
-        elif self._is_dir(snap, target):
-            ids, kept = (
-                list(self._docs_under(snap, target.tree)),
-                self._kept_under(snap, target.tree),
-            )
-        else:
+        if doc is None and not self._is_dir(snap, target):
             raise MemoryToolNotFoundError(f"The path {target.given} does not exist")
         with self.store.transaction(message=f"memory tool: delete {target.path}") as tx:
-            for doc_id in ids:
-                self.store.delete(doc_id, agent=self.agent)
-            for folder in kept:
-                self.store.keep_folder(folder, keep=False)
+            if doc is not None:
+                self.store.delete(doc.id, agent=self.agent)
+            else:
+                self._remove_under(snap, target.tree)
             self._keep_if_empty(tx.snapshot, target.parent_tree)
         return f"Successfully deleted {target.given}"
+
+    def _remove_under(self, snap: Snapshot, tree: str) -> None:
+        """Delete every file and kept-empty folder below ``tree``."""
+        for doc_id in list(self._docs_under(snap, tree)):
+            self.store.delete(doc_id, agent=self.agent)
+        for folder in self._kept_under(snap, tree):
+            self.store.keep_folder(folder, keep=False)
 
     def rename(self, old_path: str, new_path: str) -> str:
         old = self._target(old_path, "old_path")
         new = self._target(new_path, "new_path")
         if old.is_root:
             raise MemoryToolError(f"Cannot rename the {MEMORY_ROOT} directory itself")
-        snap = self._snapshot()
-        self._check_links(snap, old)
-        self._check_links(snap, new)
-        if new.is_root or self._file(snap, new) is not None or self._is_dir(snap, new):
+        snap = self._snapshot(old, new)
+        if self._taken(snap, new):
             raise MemoryToolError(f"The destination {new.given} already exists")
         doc = self._file(snap, old)
         if doc is None and not self._is_dir(snap, old):
@@ -671,14 +623,9 @@ class MemoryTool:
     def clear_all_memory(self) -> str:
         """Delete every file under /memories in one commit (history keeps them)."""
         snap = self._snapshot()
-        ids = list(self._docs_under(snap, self.root))
-        kept = self._kept_under(snap, self.root)
-        if ids or kept:
+        if self._holds_anything(snap, self.root):
             with self.store.transaction(message=f"memory tool: clear {MEMORY_ROOT}"):
-                for doc_id in ids:
-                    self.store.delete(doc_id, agent=self.agent)
-                for folder in kept:
-                    self.store.keep_folder(folder, keep=False)
+                self._remove_under(snap, self.root)
         return "All memory cleared"
 
     def execute(self, command: Mapping[str, Any]) -> str:
@@ -686,26 +633,17 @@ class MemoryTool:
         if not isinstance(command, Mapping):
             raise MemoryToolError("the tool input must be an object")
         name = command.get("command")
-        spec = _COMMANDS.get(name) if isinstance(name, str) else None
-        if spec is None:
+        if name not in _COMMANDS:
             raise MemoryToolError(f"Unknown command {name!r}: use one of {', '.join(_COMMANDS)}")
-        required, optional = spec
-        missing = [key for key in required if key not in command]
+        params = inspect.signature(getattr(self, name)).parameters
+        missing = [k for k, p in params.items() if p.default is p.empty and k not in command]
         if missing:
             raise MemoryToolError(f"{name} needs {', '.join(missing)}")
-        args = {key: command[key] for key in (*required, *optional) if key in command}
-        result: str = getattr(self, str(name))(**args)
+        result: str = getattr(self, name)(**{k: command[k] for k in params if k in command})
         return result
 
 
-_COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "view": (("path",), ("view_range",)),
-    "create": (("path", "file_text"), ()),
-    "str_replace": (("path", "old_str", "new_str"), ()),
-    "insert": (("path", "insert_line", "insert_text"), ()),
-    "delete": (("path",), ()),
-    "rename": (("old_path", "new_path"), ()),
-}
+_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 _MANAGED = {
     "id", "title", "scope", "created_at", "updated_at", "version", "agent", "supersedes",
     "category", "tags", "related", "session_id", "trigger", "status", NAME_KEY, RENAMED_FROM,
@@ -722,61 +660,41 @@ def _run(backend: MemoryTool, command: Any) -> str:
         raise ToolError(exc.message) from exc
 
 
-def _need_anthropic() -> None:
+def anthropic_memory_tool(
+    store: Store,
+    *,
+    root: str = "notes",
+    agent: str | None = None,
+    asynchronous: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """A ``BetaAbstractMemoryTool`` for the Anthropic SDK's tool runner, backed by ``store``
+    (``asynchronous``: a ``BetaAsyncAbstractMemoryTool`` whose store work runs in a worker
+    thread). Needs the ``anthropic`` extra. Errors come back to the model as the SDK's
+    ``ToolError`` with :class:`MemoryTool`'s message; ``kwargs`` go to the SDK class."""
     if importlib.util.find_spec("anthropic") is None:
         raise MissingDependencyError(
             "the memory tool's adapter needs the Anthropic SDK (the anthropic extra), which "
             "is not installed",
             extra="anthropic",
         )
-
-
-def anthropic_memory_tool(
-    store: Store, *, root: str = "notes", agent: str | None = None, **kwargs: Any
-) -> Any:
-    """A ``BetaAbstractMemoryTool`` for the Anthropic SDK's tool runner, backed by ``store``.
-
-    Needs the ``anthropic`` extra. Errors come back to the model as the SDK's
-    ``ToolError`` (an ``is_error`` tool result) with the message from
-    :class:`MemoryTool`. ``kwargs`` go to the SDK class (``cache_control``).
-    """
-    _need_anthropic()
-    from anthropic.lib.tools import BetaAbstractMemoryTool
-
-    backend = MemoryTool(store, root=root, agent=agent)
-
-    class GitmemMemoryTool(BetaAbstractMemoryTool):
-        """Claude's memory tool over a gitmem store: every change is a commit."""
-
-        memory = backend
-
-        def view(self, command: Any = None) -> str:
-            return _run(backend, command)
-
-        create = str_replace = insert = delete = rename = clear_all_memory = view
-
-    return GitmemMemoryTool(**kwargs)
-
-
-def anthropic_async_memory_tool(
-    store: Store, *, root: str = "notes", agent: str | None = None, **kwargs: Any
-) -> Any:
-    """The same as :func:`anthropic_memory_tool` for the SDK's async runner
-    (``BetaAsyncAbstractMemoryTool``); the store's work runs in a worker thread."""
-    _need_anthropic()
     import anyio.to_thread
-    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool
+    from anthropic.lib import tools
 
     backend = MemoryTool(store, root=root, agent=agent)
 
-    class GitmemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
-        """Claude's memory tool over a gitmem store, for async clients."""
+    def run(self: Any, command: Any = None) -> str:
+        return _run(backend, command)
 
-        memory = backend
+    async def run_async(self: Any, command: Any = None) -> str:
+        return await anyio.to_thread.run_sync(_run, backend, command)
 
-        async def view(self, command: Any = None) -> str:
-            return await anyio.to_thread.run_sync(_run, backend, command)
+    base = tools.BetaAsyncAbstractMemoryTool if asynchronous else tools.BetaAbstractMemoryTool
+    names = ("view", "create", "str_replace", "insert", "delete", "rename", "clear_all_memory")
+    methods = dict.fromkeys(names, run_async if asynchronous else run)
+    return type("GitmemMemoryTool", (base,), {"memory": backend, **methods})(**kwargs)
 
-        create = str_replace = insert = delete = rename = clear_all_memory = view
 
-    return GitmemAsyncMemoryTool(**kwargs)
+def anthropic_async_memory_tool(store: Store, **kwargs: Any) -> Any:
+    """:func:`anthropic_memory_tool` for the SDK's async runner."""
+    return anthropic_memory_tool(store, asynchronous=True, **kwargs)
