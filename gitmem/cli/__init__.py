@@ -22,8 +22,7 @@ __all__ = ["cli", "main"]
 
 
 def _log_to_stderr() -> None:
-    """The library's logged warnings as ``gitmem: warning: ...`` lines on the current stderr,
-    from the first record logged (:func:`gitmem.base.logs.when_logging`)."""
+    """The library's logged warnings as ``gitmem: warning: ...`` lines on stderr."""
     import logging
 
     class WarningPrinter(logging.Handler):
@@ -108,7 +107,7 @@ def _trailing_option(name: str) -> click.Option:
 
 
 def _with_globals(command: click.Command) -> click.Command:
-    """``command`` (and every subcommand of a group) taking the global options too."""
+    """``command`` (and its subcommands) taking the global options too."""
     if getattr(command, "_gitmem_globals", False):
         return command
     taken = {opt for param in command.params for opt in getattr(param, "opts", ())}
@@ -123,9 +122,8 @@ def _with_globals(command: click.Command) -> click.Command:
 
 
 def _text_args_last(args: list[str]) -> list[str]:
-    """Arguments such as ``"- a bullet"`` (a dash, then a space) are text, never an option:
-    move them after a ``--`` at the end, so ``gitmem append ID "- bullet"`` needs no ``--``.
-    Positional order is kept among them; an explicit ``--`` leaves everything as given."""
+    """Arguments such as ``"- a bullet"`` are text, never an option: moved after a ``--``
+    at the end, in order (unless the user wrote a ``--``)."""
     if "--" in args:
         return args
     text: list[int] = []
@@ -142,8 +140,7 @@ def _text_args_last(args: list[str]) -> list[str]:
 
 
 def _check_utf8(args: Sequence[str]) -> None:
-    """Arguments that are not UTF-8 (Python keeps their bytes as lone surrogates) are
-    refused as invalid input, naming the argument, before anything tries to store them."""
+    """Refuse an argument that is not UTF-8 (held as lone surrogates), naming it."""
     for number, arg in enumerate(args, 1):
         try:
             arg.encode("utf-8")
@@ -243,12 +240,8 @@ def cli() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """The console script ``gitmem`` (and ``python -m gitmem``).
-
-    Called with ``argv`` (a test, an embedding program) it ends in ``SystemExit`` as any
-    click program does. As the process's own entry point (no ``argv``) it ends the process
-    with :func:`_exit_now` instead.
-    """
+    """The console script ``gitmem``: with ``argv`` (a test) it raises ``SystemExit``;
+    as the process's entry point it ends the process with :func:`_exit_now`."""
     if argv is not None:
         cli.main(args=argv, prog_name="gitmem")
         raise SystemExit(0)  # cli.main always exits; this keeps the type checker honest
@@ -260,11 +253,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def _exit_now(code: object) -> NoReturn:
-    """End the process without tearing the interpreter down: Python's own exit frees every
-    object and checkpoints the index's SQLite log, 10-30 ms of every command, and nothing of
-    gitmem's needs it (every write is committed before the command returns). The ``atexit``
-    handlers still run and stdout and stderr are flushed; while another thread runs, the
-    normal exit is kept."""
+    """End the process without Python's teardown (10-30 ms of every command; every write
+    is committed by then), after the ``atexit`` handlers and flushing stdout and stderr."""
     import atexit
     import os
     import threading

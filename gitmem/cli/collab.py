@@ -43,15 +43,11 @@ from gitmem.store import sync as syncing
 @click.argument("path", metavar="%P")
 @click.pass_context
 def merge_driver(ctx: click.Context, base: str, ours: str, theirs: str, path: str) -> None:
-    """git's merge driver for memory files (registered as merge.gitmem.driver).
-
-    Writes the memory-aware merge of %O (base), %A (ours) and %B (theirs) for
-    path %P into %A. git runs it; people do not.
+    """git's merge driver for memory files: the merge of %O, %A and %B into %A.
 
     \b
-    Example (what gitmem init puts in .git/config):
-      [merge "gitmem"]
-        driver = python -P -m gitmem merge-driver %O %A %B %P
+    Example (in .git/config, as gitmem init writes it):
+      driver = python -P -m gitmem merge-driver %O %A %B %P
     """
     ctx.exit(mergedriver.run_driver(base, ours, theirs, path, cwd=Path.cwd()))
 
@@ -61,9 +57,8 @@ def remote() -> None:
     """The store's git remotes (plain git remotes: git remote works too).
 
     \b
-    Examples:
+    Example:
       gitmem remote add origin git@github.com:me/memory.git
-      gitmem remote list
     """
 
 
@@ -72,13 +67,7 @@ def remote() -> None:
 @click.argument("url")
 @json_state
 def remote_add(state: State, name: str, url: str) -> None:
-    """Add a remote to sync with.
-
-    \b
-    Examples:
-      gitmem remote add origin git@github.com:me/memory.git
-      gitmem remote add backup /srv/memory.git
-    """
+    """Add a remote to sync with."""
     syncing.add_remote(state.store(write=True).db(), name, url)
     output(state, {"name": name, "url": url}, f"Added remote {name} -> {url}")
 
@@ -98,18 +87,15 @@ def remote_list(state: State) -> None:
 @scope_option
 @json_state
 def sync(state: State, remote_name: str, branch: str | None, scope: str | None) -> None:
-    """Fetch, merge memory-aware, and push (never forced).
+    """Fetch, merge memory-aware, and push (never forced; retried if the remote moved).
 
-    When the push is rejected because the remote moved, sync fetches and
-    merges again (up to 5 times). A network or authentication failure leaves
-    the store as it was. Memories changed on both sides in the same lines are
-    kept both: one at its path, the other as a fork (see gitmem conflicts).
+    A memory changed on both sides in the same lines is kept twice: at its
+    path and as a fork (gitmem conflicts). A failure leaves the store as it was.
 
     \b
     Examples:
       gitmem sync
       gitmem sync backup --branch main
-      gitmem sync --json
     """
     with ProgressBar("indexing", quiet=state.json, min_total=2000) as progress:
         result = state.store().sync(
@@ -164,17 +150,14 @@ def _merge_notes(
 def update_branch(state: State, base: str, head: str | None, if_conflicting: bool) -> None:
     """Merge BASE into this branch with gitmem's merge, as one merge commit.
 
-    For a pull request a host's button (plain git) cannot merge: BASE comes in
-    the way gitmem sync brings it (forks kept, see gitmem conflicts), so the
-    host then sees a clean merge. It does not push. Nothing happens when BASE
-    is merged in already, or (--if-conflicting) when plain git merges it. The
-    store is --store, $GITMEM_DIR or a project's .gitmem/, never the user store.
+    For a pull request a host's merge button (plain git) cannot merge: BASE
+    comes in as gitmem sync brings it (forks kept). It does not push. The store
+    is --store, $GITMEM_DIR or a project's .gitmem/, never the user store.
 
     \b
     Examples:
       git fetch origin main && gitmem --store . update-branch origin/main && git push
       gitmem --store . update-branch origin/main --head feature --if-conflicting  # CI
-      gitmem --store . update-branch main --head proposal  # work tree untouched
     """
     from gitmem.features import update_branch as updating
 
@@ -219,14 +202,12 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
 def conflicts(state: State) -> None:
     """List what merges kept both sides of: forks and double supersedes.
 
-    A fork is the version that lost the path in a merge (both sides changed the
-    same lines). A double supersede is a memory two clones each superseded; the
-    successor readers follow is KEPT. Forks a plain `git merge` left waiting are
-    committed first.
+    A fork is the version that lost the path in a merge; a double supersede is
+    a memory two clones each superseded (readers follow KEPT). Forks a plain
+    `git merge` left waiting are committed first.
 
     \b
-    Examples:
-      gitmem conflicts
+    Example:
       gitmem conflicts --json | jq '.[].fork'
     """
     from gitmem.features import conflicts as forks
@@ -270,14 +251,11 @@ def resolve(
     state: State, memory_id: str, keep: str | None, edit: bool, agent: str | None,
     message: str | None,
 ) -> None:
-    """Settle one fork in one commit.
-
-    ID is the fork's id or the id of the memory it forked from.
+    """Settle one fork (ID: the fork's or its memory's) in one commit.
 
     \b
     Examples:
       gitmem resolve mem_5f0c... --keep theirs
-      gitmem resolve mem_5f0c....fork-1a2b3c4d5e --keep both
       gitmem resolve mem_5f0c... --edit
     """
     from gitmem.features import conflicts as forks
@@ -337,20 +315,15 @@ def review(
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
-    Per memory: what happened, who, in which commits, the fields that changed
-    and the body diff; then the problems (schema, dangling links, new forks,
+    Per memory: what happened, who, in which commits, the changed fields and
+    the body diff; then the problems (schema, dangling links, new forks,
     cycles, secrets, anchors to missing files). BASE...HEAD starts from their
-    merge base; a single BASE runs to the tip.
+    merge base. Exit 8: --strict and problems found.
 
     \b
     Examples:
-      gitmem review origin/main..HEAD
       gitmem review main...feature --format text
-      gitmem review origin/main..HEAD --strict > review.md
-      gitmem review origin/main...HEAD --strict --max-chars 65536 \\
-          --full-report review-full.md > comment.md
-
-    Exit codes: 0 reviewed, 8 --strict and problems found, others as every command.
+      gitmem review origin/main...HEAD --strict --max-chars 65536 > comment.md
     """
     result = reviewing.review(state.store(), spec, full=full, project=project)
     fmt = "json" if state.json else fmt
@@ -369,15 +342,12 @@ def review(
 @click.argument("memory_id", metavar="ID")
 @json_state
 def blame(state: State, memory_id: str) -> None:
-    """Which commit, agent and session wrote each line of a memory's body.
-
-    Lines merged in from another clone keep the commit that wrote them, and
-    lines a successor carried over from the memory it supersedes keep theirs.
+    """Which commit, agent and session wrote each line of a memory's body
+    (through merges, and back through the memories it supersedes).
 
     \b
-    Examples:
+    Example:
       gitmem blame mem_5f0c...
-      gitmem blame projects/demo/review_history --json
     """
     store = state.store()
     lines = auditing.blame(store, store.resolve_id(memory_id))  # a unique id prefix will do
@@ -396,15 +366,13 @@ def blame(state: State, memory_id: str) -> None:
 @click.argument("args", nargs=-1, required=True, metavar="REV1 [REV2] [ID]")
 @json_state
 def diff(state: State, args: tuple[str, ...]) -> None:
-    """Memory-aware diff between two revisions (REV2 defaults to the tip).
+    """Memory-aware diff between two revisions (REV2: the tip), fields by name.
 
-    Front-matter is compared by field name, the body as text. With ID, only
-    that memory. The second argument is REV2 if it names a revision, else ID.
+    With ID, only that memory; a second argument is REV2 if it names a revision.
 
     \b
     Examples:
       gitmem diff HEAD~3
-      gitmem diff v1 v2
       gitmem diff 2026-11-01 mem_5f0c...
     """
     if len(args) > 3:
@@ -441,9 +409,7 @@ def undo(
 ) -> None:
     """Revert every write of an agent session, or one commit, in one new commit.
 
-    Memories go back to their content before the first undone write (created
-    ones are removed, deleted ones come back) as a new version. Refused, with
-    the reason, when a later write depends on them.
+    Refused, with the reason, when a later write depends on them.
 
     \b
     Examples:
@@ -468,9 +434,8 @@ def ci() -> None:
     """CI recipes that review memory changes on every pull request.
 
     \b
-    Examples:
+    Example:
       gitmem ci init --host github
-      gitmem ci init --host gitlab
     """
 
 
@@ -495,16 +460,8 @@ def ci_init(
 ) -> None:
     """Write a CI recipe that runs `gitmem review --strict` on each pull request.
 
-    The job posts the review as one comment cut to the host's size limit,
-    keeps the whole report as an artifact, and fails when the review finds
-    problems. --update-branch adds a job that runs gitmem update-branch on a
-    pull request plain git cannot merge. Review the files, then commit them.
-
-    \b
-    Examples:
-      gitmem ci init --host github
-      gitmem ci init --host github --update-branch
-      gitmem ci init --host gitlab --dir ~/src/team-memory
+    The job posts the review as one comment, keeps the whole report as an
+    artifact, and fails on problems. Review the files, then commit them.
     """
     root = directory if directory is not None else state.store().path
     written = ciing.write_recipe(root, host, force=force, update_branch=update_branch)
@@ -529,14 +486,10 @@ def clone(
 ) -> None:
     """Clone a team's store and make it ready: branch, merge driver, hooks, index.
 
-    The store's branch is checked out whatever the hub's HEAD names, the merge
-    driver is registered, the hooks installed, and the index built.
-
     \b
     Examples:
       gitmem clone git@github.com:acme/team-memory.git
-      gitmem clone /srv/git/memory.git ~/team-memory
-      gitmem clone https://example.com/memory.git agent-store --bare
+      gitmem clone /srv/git/memory.git agent-store --bare
     """
     from gitmem.entry import team
 
@@ -558,14 +511,12 @@ def clone(
 def join(state: State, url: str, remote: str) -> None:
     """Bring this store into a team's store, keeping both histories.
 
-    For a store made on its own: adds the hub as a remote, merges the team's
-    store in (its gitmem.yaml and .gitattributes win; every memory of both
-    stays) and pushes. `gitmem sync` keeps them together from then on.
+    Adds the hub as a remote, merges the team's store in (its gitmem.yaml
+    wins; every memory of both stays) and pushes; then gitmem sync.
 
     \b
-    Examples:
+    Example:
       gitmem join git@github.com:acme/team-memory.git
-      gitmem --store ~/.gitmem join /srv/git/memory.git --remote team
     """
     from gitmem.entry import team
 

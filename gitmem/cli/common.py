@@ -1,6 +1,5 @@
-"""What every command shares: the invocation state, the store, shared options, input and
-output helpers. Nothing here imports the store or the model at module level: every command
-and the git hooks import this module, and ``gitmem --version`` should not pay for them."""
+"""What every command shares: the invocation state, shared options, input and output.
+Nothing here imports the store or the model at module level (git hooks import it)."""
 
 from __future__ import annotations
 
@@ -39,12 +38,8 @@ class State:
     """Open a store of an older format too (``gitmem migrate``, doctor, status)."""
 
     def store(self, *, write: bool = False) -> Store:
-        """The store this invocation works on, opened once: ``--store``, else ``gitmem.open()``.
-
-        First use, one rule however the store was named (``--store``, ``$GITMEM_DIR``,
-        ``$GITMEM_HOME`` or its default): a command that writes (``write=True``) makes the
-        store there, saying so on stderr; a command that only reads says there is no store.
-        """
+        """The store this invocation works on, opened once. Where there is none, a command
+        that writes makes it (saying so on stderr); one that reads says there is none."""
         if self._store is None:
             import gitmem
             from gitmem.store.discovery import open_store
@@ -81,10 +76,8 @@ class State:
     def current_index(
         self, scope: str | None = None, *, providers: Sequence[str] = ()
     ) -> CurrentIndex | None:
-        """The store's index, when it is current and a read command can answer from it
-        without opening git (``index_queries.open_current``); None means :meth:`store`. Not for a
-        project's store: it is read with the user store and checked for being committed in
-        the project, which needs git."""
+        """The store's index when it is current, so a read command answers without opening
+        git; None means :meth:`store` (always for a project's store, which needs git)."""
         if self._store is not None or self.branch is not None:
             return None
         from gitmem.store.index_queries import open_current
@@ -220,14 +213,8 @@ at_option = click.option("--at", metavar="REV|DATE", help=f"The store as it was 
 def read_text_arg(
     value: str | None, what: str = "body", *, store: Store, allow_empty: bool = False
 ) -> str:
-    """The argument itself, or stdin for ``-`` (and for no argument when stdin is not a terminal).
-
-    Checked by the library's own check (:func:`gitmem.store.inputs.body_text`): UTF-8,
-    no NUL, and empty text (however it is given; whitespace alone counts) refused unless
-    ``allow_empty`` (``--allow-empty``). No argument and nothing piped is a usage error.
-    At most the store's body limit and one byte more is read from stdin, so input of any
-    size is refused in the memory of the limit.
-    """
+    """The argument, or stdin for ``-`` (and for none when stdin is not a terminal), as
+    :func:`gitmem.store.inputs.body_text` checks it; stdin is read up to the body limit."""
     from gitmem.base.errors import TooLargeError
     from gitmem.store.inputs import body_text
 
@@ -311,9 +298,8 @@ def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns under a header; the last column is not padded. A cell's control
-    characters are shown escaped (``\\n``, ``\\x1b``): titles, authors and subjects come from
-    teammates, and one line per row is what the reader (and a script) counts on."""
+    """Left-aligned columns under a header, control characters in cells shown escaped
+    (titles come from teammates; one line per row)."""
     all_rows = [list(headers), *([printable(str(cell)) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in all_rows) for i in range(len(headers) - 1)]
     lines = []
@@ -328,12 +314,8 @@ def short(commit: str) -> str:
 
 
 class ProgressBar:
-    """A progress bar on stderr (stdout stays the command's data), drawn only on a terminal,
-    when the command is not printing JSON, and once the work is large enough to wait for.
-
-    A ``progress(done, total)`` callback for the library's long operations (index builds,
-    imports, clones, sync's index catch-up, doctor, migrate).
-    """
+    """A ``progress(done, total)`` callback drawing a bar on stderr, on a terminal only,
+    without ``--json``, and once ``total`` reaches ``min_total``."""
 
     def __init__(self, label: str, *, quiet: bool = False, min_total: int = 0) -> None:
         self.label = label
@@ -365,8 +347,6 @@ def on_terminal(quiet: bool = False) -> bool:
 
 
 def to_stderr(line: str) -> None:
-    """A ``lines(text)`` callback: the library's lines (git's own progress while it fetches
-    and pushes, credentials already redacted) to stderr as they come, each with its own end
-    (a carriage return redraws a progress line)."""
+    """A ``lines(text)`` callback: git's progress lines to stderr as they come."""
     sys.stderr.write(line)
     sys.stderr.flush()

@@ -79,11 +79,8 @@ def _layered_step(store: Store) -> int:
 
 
 def program() -> str:
-    """How to run gitmem again the way it was just run, for hints that work as printed.
-
-    After the README's install (``.venv/bin/gitmem demo``) ``gitmem`` is not on PATH, so
-    a hint saying ``gitmem ...`` would fail; the path that was typed does not.
-    """
+    """How to run gitmem again the way it was just run (``.venv/bin/gitmem``, when
+    ``gitmem`` is not on PATH), for hints that work as printed."""
     argv0 = sys.argv[0] if sys.argv else ""
     ran = Path(argv0)
     if ran.name == "__main__.py":
@@ -99,12 +96,7 @@ def program() -> str:
 @click.command()
 @pass_state
 def demo(state: State) -> None:
-    """A narrated tour on a real store.
-
-    It adds, updates, supersedes, lists, shows a history, appends to a layered
-    document that prunes itself, and shows git's own log, saying what each step
-    does. It writes to the store gitmem uses here, so point it at a scratch
-    store; its memories carry the tag `demo`, and it can be run again.
+    """A narrated tour on the store gitmem uses here (point it at a scratch store).
 
     \b
     Example:

@@ -28,27 +28,13 @@ _MARK = {"error": "ERROR", "warning": "warn ", "info": "info "}
 )
 @json_state
 def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, deep: bool) -> None:
-    """Check the store's health; say how to fix each problem.
-
-    Checks: git fsck, stale git locks, files a dead writer left, the work tree
-    against the branch, the index against git, merge driver and hooks
-    registration, unreadable memory files, dangling supersedes/related links,
-    version-chain cycles and forks, stored credentials, permissions. Each
-    finding comes with the command that fixes it; --fix applies the safe ones
-    and never changes a memory. --deep compares every index row with git.
-
-    Exit status: 0 when no error or warning remains, 1 otherwise.
+    """Check the store's health, saying how to fix each problem (exit 1: some remain).
 
     \b
     Examples:
-      gitmem doctor
       gitmem doctor --fix
       gitmem doctor --check index --check locks --json
-      gitmem doctor --deep
     """
-    # The bar's units: one per memory for each check that reads them all (a few thousand
-    # units is a few hundred memories, where the checks start to take a moment). Counting
-    # them costs a walk of the memory folders: only for a terminal that shows the bar.
     with ProgressBar("checking", quiet=state.json, min_total=5000) as progress:
         report = _doctor.diagnose(
             state.store(), fix=fix, checks=checks or None, scope=scope, deep=deep,
@@ -87,21 +73,13 @@ def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, 
 )
 @json_state
 def secrets(state: State, paths: tuple[str, ...], staged: bool, history: bool) -> None:
-    """Look for credentials: in files, in staged files, or in the store's memories.
+    """Look for credentials in the store's memories, PATHs, staged files or history.
 
-    With PATHs: those files (directories: every file below, .git skipped).
-    With --staged: the files staged in the repository here. With --history:
-    every file and commit message in the store's history (gitmem purge removes
-    them). Otherwise: every memory, under the store's policy (secrets: in
-    gitmem.yaml). Each finding is 'path:line: kind: excerpt', the secret masked.
-
-    Exit status: 0 when nothing is found, 1 when something is.
+    Exit 1 when something is found.
 
     \b
     Examples:
-      gitmem secrets
       gitmem secrets notes/ ~/.config/tool/config.yaml
-      gitmem secrets --staged --json
       gitmem secrets --history
     """
     if sum([staged, bool(paths), history]) > 1:

@@ -53,21 +53,12 @@ def _show(state: State, report: Report, verb: str) -> None:
 
 @click.group(name="hooks", cls=SuggestingGroup)
 def hooks() -> None:
-    """Install, remove or show gitmem's git hooks.
-
-    In the store's repository: pre-commit validates staged memory files;
-    post-merge and post-checkout update the index and report forks. In a
-    project (--project PATH): they run gitmem check and never fail git. In a
-    bare hub (--server HUB): pre-receive refuses pushes with invalid memories
-    or credentials. Existing hooks are kept and still run first.
+    """Install, remove or show gitmem's git hooks (existing hooks still run first).
 
     \b
     Examples:
-      gitmem hooks install
       gitmem hooks install --project ~/src/app
       gitmem hooks install --server /srv/git/memory.git
-      gitmem hooks status --json
-      gitmem hooks uninstall --project ~/src/app
     """
 
 
@@ -115,8 +106,7 @@ def hook_run(ctx: click.Context, role: str, name: str, args: tuple[str, ...]) ->
     """Do the work of git hook NAME (called by the installed hook scripts).
 
     \b
-    Examples:
+    Example:
       gitmem hook-run pre-commit
-      gitmem hook-run --role project post-checkout OLD NEW 1
     """
     ctx.exit(hookrun.run(name, list(args), role=role))

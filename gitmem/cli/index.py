@@ -36,9 +36,7 @@ def _highlight(match: SearchMatch) -> str:
 
 
 def _score_text(score: float) -> str:
-    """The FTS score as two comparable parts: the store ranks title matches first (a tier
-    worth 1000 in ``score``), then by bm25 (higher is better); printed apart, so a title
-    match does not read as "1000.00" beside a "0.00"."""
+    """The FTS score: a title match (a tier worth 1000 in ``score``), then bm25."""
     title = score >= 1000.0
     bm25 = score - 1000.0 if title else score
     return f"{'title match, ' if title else ''}bm25 {bm25:.3g}"
@@ -93,17 +91,13 @@ def search(
     state: State, query: str, mode: str, scope: str | None, layer: str | None, project: str | None,
     category: str | None, tags: tuple[str, ...], show_all: bool, limit: int,
 ) -> None:
-    """Search the current memories.
+    """Search the current memories (FTS5 syntax: words, OR, NOT, "phrases", prefix*).
 
-    The default mode takes FTS5 syntax: words (all required), OR, NOT,
-    "exact phrases", prefix*; title matches rank first, then bm25. A query
-    that is not FTS5 syntax (a question, stray quotes, words no memory holds
-    all of) is answered as by 'gitmem recall', with a note saying so. --regex
-    greps the bodies; --substring finds literal text in any case.
+    Title matches rank first, then bm25. A query that is not FTS5 syntax, or
+    that no memory holds all words of, is answered as by gitmem recall.
 
     \b
     Examples:
-      gitmem search pytest fixtures
       gitmem search '"docker compose" OR podman' --category project-conventions
       gitmem search 'mock_\\w+' --regex --json
     """
@@ -202,17 +196,11 @@ def recall(
     state: State, query: tuple[str, ...], limit: int, explain: bool, budget: int | None,
     scope: str | None, category: str | None, tags: tuple[str, ...], show_all: bool, at: str | None,
 ) -> None:
-    """Find the memories that answer a question, best first.
-
-    QUERY is plain language, keywords, a code identifier or a path (quotes
-    optional): any word may match, word forms meet (deploying ~ deploy),
-    question words are ignored, and memories similar in meaning rank too.
-    Superseded memories count for their newest version.
+    """Find the memories that answer a question (plain words, any may match), best first.
 
     \b
     Examples:
       gitmem recall how do we deploy to staging?
-      gitmem recall sample_user --explain
       gitmem recall "test fixtures" --budget 2000
     """
     results = None
@@ -247,10 +235,7 @@ def recall(
 @scope_option
 @json_state
 def reindex(state: State, scope: str | None) -> None:
-    """Rebuild the search index from git.
-
-    The index lives in the git directory, is never committed, and catches up
-    by itself before every query; this throws it away and builds it again.
+    """Throw the search index away and build it again from git.
 
     \b
     Example:
@@ -287,10 +272,7 @@ def _size(n: int) -> str:
 @scope_option
 @json_state
 def gc(state: State, scope: str | None) -> None:
-    """Pack the store's git repository and report its size before and after.
-
-    Runs 'git gc', so it needs the git binary. Safe at any time: it never
-    drops a reachable memory version.
+    """Pack the store's repository with git gc; report its size before and after.
 
     \b
     Example:
@@ -310,32 +292,21 @@ def gc(state: State, scope: str | None) -> None:
         if packed <= 0 and r.bytes_after == r.bytes_before:
             click.echo(f"{r.path}: already packed, nothing to do ({_size(r.bytes_after)})")
             continue
-        change = "smaller" if r.bytes_after < r.bytes_before else "larger"
         click.echo(
             f"{r.path}: packed {max(packed, 0)} loose objects ({r.loose_after} left); "
-            f"{_size(r.bytes_before)} -> {_size(r.bytes_after)} of files, {change}"
+            f"{_size(r.bytes_before)} -> {_size(r.bytes_after)} of files"
         )
-        if r.bytes_after > r.bytes_before:
-            click.echo(
-                "  (on a small store a pack's index and git's bookkeeping files outweigh "
-                "the few loose objects packed; packing pays off as the store grows)"
-            )
 
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Say what would change; commit nothing.")
 @json_state
 def migrate(state: State, dry_run: bool) -> None:
-    """Convert a store of an older format to the current one (once; one commit).
-
-    gitmem.yaml says which format a store is in; every other command refuses an
-    older store and names this one. One commit per scope, which a kill leaves
-    done or not done; a second run does nothing (docs/format.md).
+    """Convert a store of an older format to the current one (one commit per scope).
 
     \b
-    Examples:
+    Example:
       gitmem migrate --dry-run
-      gitmem migrate
     """
     from gitmem.features.migrate import migrate as run_migrations
 

@@ -51,18 +51,12 @@ _relation = stacked(  # entity relate and entity unrelate
 
 @click.group(cls=SuggestingGroup)
 def entity() -> None:
-    """The knowledge graph: entities, their observations and relations.
-
-    The same graph the MCP server's create_entities/.../open_nodes tools work
-    on: each entity is a file entities/<type>/<name>.md, each command one commit.
+    """The knowledge graph of the MCP server's tools (entities/<type>/<name>.md).
 
     \b
     Examples:
       gitmem entity add Alice --type person --observe "works at Acme"
       gitmem entity relate Alice works_at "Acme Corp"
-      gitmem entity observe Alice "likes coffee"
-      gitmem entity show Alice
-      gitmem entity search acme --json
     """
 
 
@@ -147,12 +141,7 @@ def entity_show(state: State, names: tuple[str, ...]) -> None:
 @click.argument("name")
 @pass_state
 def entity_id(state: State, name: str) -> None:
-    """Print the document id of the entity NAME (for gitmem history, show, restore).
-
-    \b
-    Example:
-      gitmem history "$(gitmem entity id Alice)"
-    """
+    """Print the document id of the entity NAME (for gitmem history, show, restore)."""
     doc_id = _graph(state).entity_id(name)
     if doc_id is None:
         raise NotFoundError(f"no entity named {name!r}")
@@ -196,9 +185,8 @@ def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
 def mcp(state: State, agent: str | None, bind: str | None) -> None:
     """Serve the store over MCP on stdin/stdout (needs the mcp extra).
 
-    Tools: the reference knowledge-graph server's and gitmem's own (remember,
-    recall, ...): docs/integrations.md. A store not there yet is made where it
-    is named (said on stderr), so the configuration below works anywhere.
+    Tools: docs/integrations.md. A store not there yet is made where it is
+    named (said on stderr), so the configuration below works anywhere.
 
     \b
     Example (Claude Desktop, claude_desktop_config.json):
@@ -240,17 +228,11 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
 @click.option("--open", "open_browser", is_flag=True, help="Open the view in a browser.")
 @pass_state
 def serve(state: State, port: int, host: str, open_browser: bool) -> None:
-    """Serve a read-only web view of the store (needs the web extra).
-
-    Pages: the memories (filters, search), one memory with its history and
-    diffs, the audit log, review of a range or a branch, the graph; each
-    answers JSON too (?format=json).
+    """Serve a read-only web view of the store (needs the web extra; ?format=json too).
 
     \b
-    Examples:
+    Example:
       gitmem serve --open
-      gitmem --store ~/notes-store serve --port 8080
-      curl -s 'http://127.0.0.1:8765/audit?agent=hephaestus&format=json'
     """
     from gitmem.entry import web
 
@@ -285,16 +267,12 @@ def _import(state: State, run: Callable[..., Fidelity], source: Path, **options:
 
 @click.group("import", cls=SuggestingGroup)
 def import_() -> None:
-    """Bring memory in from other tools: one commit, then a fidelity report.
-
-    The report counts what was read and written, says what was skipped and
-    why, and checks every entry against the store (exit 1 if any differs).
+    """Bring memory in from other tools: one commit, then a fidelity report (exit 1 if
+    an entry differs in the store).
 
     \b
     Examples:
-      gitmem import mcp-jsonl ~/.npm/.../memory.jsonl
-      gitmem import mcp-jsonl memory.jsonl --skip-bad --json
-      gitmem import files ./exported
+      gitmem import mcp-jsonl memory.jsonl --skip-bad
       gitmem import forge ~/.claude/memory
     """
 
@@ -305,11 +283,7 @@ def import_() -> None:
 @agent_option
 @json_state
 def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None) -> None:
-    """The reference MCP memory server's memory.jsonl, into the knowledge graph.
-
-    A line that is not a valid entity or relation stops the import (nothing is
-    written) unless --skip-bad.
-    """
+    """The reference MCP memory server's memory.jsonl, into the knowledge graph."""
     _import(state, transfer.import_mcp_jsonl, file, skip_bad=skip_bad, agent=agent)
 
 
@@ -318,12 +292,7 @@ def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None
 @click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
 @json_state
 def import_files(state: State, directory: Path, skip_bad: bool) -> None:
-    """Memory files (mem_<uuid>.md and path-id documents) copied byte for byte.
-
-    Folders named repo/ and user/ go to that scope of the store. Ids, versions,
-    times and supersedes are kept; an id already stored with other content
-    stops the import unless --skip-bad.
-    """
+    """Memory files copied byte for byte (folders repo/ and user/: to that scope)."""
     _import(state, transfer.import_files, directory, skip_bad=skip_bad)
 
 
@@ -343,10 +312,8 @@ def export() -> None:
 
     \b
     Examples:
-      gitmem export mcp-jsonl memory.jsonl
       gitmem export mcp-jsonl - | jq .
       gitmem export files ./backup
-      gitmem export forge ./forge-memory
     """
 
 
@@ -386,13 +353,8 @@ def export_files(state: State, dest: Path) -> None:
 def graph(state: State, fmt: str, start: str | None, depth: int) -> None:
     """Draw the knowledge graph and the version chains (forks in red).
 
-    Entities with their relations; memories with supersedes arrows from newer
-    to older (a fork in red) and related links dotted.
-
     \b
-    Examples:
-      gitmem graph > memory.mmd
-      gitmem graph --id Alice --depth 1
+    Example:
       gitmem graph --format dot | dot -Tsvg > memory.svg
     """
     click.echo(pictures.draw(state.store(), fmt=fmt, start=start, depth=depth), nl=False)

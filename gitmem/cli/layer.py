@@ -40,10 +40,8 @@ def _layer_name(_ctx: click.Context, _param: click.Parameter, value: str | None)
 
 
 def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> None:
-    """A file type a letter or two away from a known one (known_isues) is refused, naming
-    the known ones, rather than silently starting a document no prune rule or listing
-    expects. Known: those with a prune rule (built in or from gitmem.yaml), their archives,
-    the conventional ones and any already stored; a name unlike any (deploy_notes) is new."""
+    """Refuse a file type a letter or two from a known one (known_isues): those with a
+    prune rule, their archives, the conventional ones and any already stored."""
     import difflib
 
     from gitmem.features.lifecycle import rules
@@ -90,15 +88,13 @@ def _show_documents(state: State, docs: list[Document]) -> None:
 def layer() -> None:
     """Layered documents: projects/, skills/, commands/, agents/ (the Forge layout).
 
+    LAYER is shared-project, skill-specific, command or agent (project and skill
+    for short).
+
     \b
     Examples:
       gitmem layer create shared-project known_issues -p my-api --content "# Known issues"
-      gitmem layer read shared-project known_issues -p my-api
       gitmem layer append projects/my-api/review_history - < review.md
-      gitmem layer by-project my-api --json
-
-    LAYER is shared-project, skill-specific, command or agent (project and skill
-    for short), the same names in every layer command.
     """
 
 
@@ -121,9 +117,7 @@ def create(
 ) -> None:
     """Create a document at its layer path; fails if it exists.
 
-    A FILE_TYPE one or two letters away from a known one (a prune rule's, or a
-    stored document's) is refused as a likely typo, naming the known ones;
-    --new-type creates it all the same.
+    A FILE_TYPE a letter or two from a known one is refused as a likely typo.
     """
     layered = _layered(state, agent, write=True)
     _check_file_type(layered, file_type, new_type)
@@ -145,10 +139,7 @@ def read(
     state: State, layer_name: str, file_type: str, project: str | None, skill: str | None,
     command_name: str | None, agent_name: str | None,
 ) -> None:
-    """Print a document (with a [POTENTIALLY STALE] advisory when it is stale).
-
-    Exits 3 when there is no such document (JSON: null).
-    """
+    """Print a document (with a [POTENTIALLY STALE] advisory when it is stale)."""
     doc = _layered(state).read(
         layer_name, project, file_type, skill=skill, command=command_name, agent=agent_name
     )
@@ -203,11 +194,7 @@ def update(
 def append(
     state: State, doc_id: str, content: str | None, agent: str | None, allow_empty: bool,
 ) -> None:
-    """Append to a document, then apply its file type's prune rule (one commit).
-
-    A document that does not exist yet is created with the text (its layer and
-    names read from ID, projects/<project>/<file_type> and the like).
-    """
+    """Append to a document (created if missing), then apply its prune rule."""
     layered = _layered(state, agent, write=True)
     text = _content_text(layered, content, allow_empty)
     where = placement(doc_id)
@@ -271,11 +258,7 @@ def profile(state: State, project: str) -> None:
 @click.option("--project", "-p", help="With skill: only this project.")
 @json_state
 def list_(state: State, what: str, name: str, project: str | None) -> None:
-    """Documents of one project (shared layer), skill, command-layer project or agent.
-
-    NAME is the project for shared-project and command, the skill for
-    skill-specific, the agent for agent.
-    """
+    """Documents of one project (shared-project, command), skill or agent: NAME."""
     layered = _layered(state)
     if what == Layer.SHARED_PROJECT:
         docs = layered.get_shared_project_memory(name)

@@ -14,15 +14,10 @@ from gitmem.format.model import UNTITLED
 @click.option("--all", "show_all", is_flag=True, help="List fresh memories too.")
 @json_state
 def stale(state: State, scope: str | None, show_all: bool) -> None:
-    """Staleness of the current memories: fresh, aging or stale.
-
-    Days are counted from updated_at: 0-30 fresh, 31-90 aging, 91+ stale,
-    or the thresholds under lifecycle.staleness in gitmem.yaml. Aging and
-    stale memories are listed, oldest first; --all lists fresh ones too.
+    """Staleness of the current memories: fresh, aging or stale (lifecycle.staleness).
 
     \b
-    Examples:
-      gitmem stale
+    Example:
       gitmem stale --json
     """
     report = store_staleness(state.store(), scope=scope)
@@ -54,19 +49,13 @@ def _days(days: int | None) -> str:
 @click.option("--verbose", "-v", is_flag=True, help="List each memory and what changed.")
 @json_state
 def check(state: State, project: str, flag: bool, verbose: bool) -> None:
-    """Report memories whose project files changed since they were written.
+    """Report memories whose project files (anchors, `inline/code.py`) changed since.
 
-    A memory names project files in its front-matter (anchors: [src/app.py])
-    and in its body as inline code (`src/app.py`). A named file deleted,
-    renamed or changed since the memory's updated_at makes it need
-    verification; --flag marks those memories (verify: true), in one commit.
-    Exits 0 whatever it finds, so git hooks can run it.
+    --flag marks them (verify: true) in one commit. Exits 0 whatever it finds.
 
     \b
-    Examples:
-      gitmem check --project .
+    Example:
       gitmem check --project ~/src/my-api --flag
-      gitmem check --project . --json
     """
     report = check_project(state.store(), project, flag=flag)
     if emitted(state, report):
@@ -98,14 +87,9 @@ def prune(
 ) -> None:
     """Apply the prune rules of each layered document's file type, in one commit.
 
-    The rules of each file type (review_history keeps 10 reviews, known_issues
-    drops resolved ones, ...) and their thresholds: lifecycle in gitmem.yaml
-    and docs/layered.md. Size limits are reported as warnings.
-
     \b
-    Examples:
-      gitmem prune --dry-run
-      gitmem prune --scope project -p my-api --json
+    Example:
+      gitmem prune --scope project -p my-api --dry-run
     """
     from gitmem.features.layered import LayeredStore, PrunePolicy
 
@@ -131,8 +115,7 @@ def validate(state: State, doc_id: str | None, every: bool) -> None:
     """Quality checks of layered documents: completeness, specificity, growth.
 
     \b
-    Examples:
-      gitmem validate projects/my-api/project_overview
+    Example:
       gitmem validate --all --json
     """
     from gitmem.features.layered import LayeredStore

@@ -62,19 +62,14 @@ def add(
     state: State, /, body: str | None, scope: str | None, memory_id: str | None, jsonl: str | None,
     allow_empty: bool, **options: Any,
 ) -> None:
-    """Store a new memory and print its id.
-
-    The body is BODY, or stdin when BODY is '-' or left out. An empty body is
-    refused unless --allow-empty. --jsonl adds many memories in one commit and
-    prints their ids, one a line.
+    """Store a new memory (BODY, or stdin for '-' or none) and print its id.
 
     \b
     Examples:
       gitmem add "Fixtures live in tests/conftest.py" --title "Prefer pytest fixtures" \\
-          --category coding-preferences --tag testing --tag python --agent hephaestus
-      git diff --stat | gitmem add - --title "What changed today" --trigger manual
-      gitmem add "Use tabs" --related mem_0a9d...:contradicts
-      printf '{"body": "a", "title": "A"}\\n{"body": "b", "tags": ["x"]}\\n' | gitmem add --jsonl -
+          --category coding-preferences --tag testing --agent hephaestus
+      git diff --stat | gitmem add - --title "What changed today"
+      printf '{"body": "a", "title": "A"}\\n' | gitmem add --jsonl -
     """
     if jsonl is not None:
         if body is not None or memory_id is not None:
@@ -173,15 +168,11 @@ def _add_jsonl(
 @at_option
 @json_state
 def show(state: State, memory_id: str, at: str | None) -> None:
-    """Print a memory: its front-matter and body.
-
-    version and updated_at are derived from history, as `gitmem ls` shows them;
-    `git show HEAD:PATH` prints the file byte for byte.
+    """Print a memory: its front-matter (version and updated_at from history) and body.
 
     \b
     Examples:
-      gitmem show mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab
-      gitmem show mem_5f0c... --at HEAD~3
+      gitmem show mem_5f0c...
       gitmem show mem_5f0c... --at 2026-11-01 --json
     """
     current = state.current_index() if at is None else None
@@ -210,18 +201,14 @@ def show(state: State, memory_id: str, at: str | None) -> None:
 )
 @json_state
 def edit(state: State, memory_id: str, message: str | None, discard: bool) -> None:
-    """Edit a memory's file in $EDITOR, as one update.
+    """Edit a memory's file in $VISUAL or $EDITOR, as one update.
 
-    Opens the file in $VISUAL or $EDITOR and validates it before anything is
-    written; the id must stay. A broken edit, or one that raced another
-    writer, is refused with the reason and kept: the next `gitmem edit ID`
-    opens it again. An edit that changes nothing makes no commit.
+    A broken edit, or one that raced another writer, is refused and kept: the
+    next `gitmem edit ID` opens it again.
 
     \b
-    Examples:
-      gitmem edit mem_5f0c2c1e-8a4b-4c1d-9e2f-0123456789ab
+    Example:
       EDITOR="code --wait" gitmem edit mem_5f0c... -m "fix the typo"
-      gitmem edit mem_5f0c... --discard     # forget a kept broken edit
     """
     from gitmem.store.edits import edit as edit_memory
 
@@ -258,15 +245,12 @@ def update(
 ) -> None:
     """Change a memory in place (same id, version + 1).
 
-    BODY replaces the body ('-' reads it from stdin); without BODY only the
-    given fields change. --tag and --related replace the whole list. An update
-    that changes nothing makes no commit.
+    BODY replaces the body ('-': stdin); without it only the given fields
+    change. --tag and --related replace the whole list.
 
     \b
     Examples:
-      gitmem update mem_5f0c... "Fixtures live in tests/conftest.py and tests/fixtures/"
       gitmem update mem_5f0c... --tag testing --tag pytest --expected-version 2
-      gitmem update mem_5f0c... --status archived -m "no longer true"
       cat body.md | gitmem update mem_5f0c... -
     """
     store = state.store()
@@ -293,14 +277,10 @@ def append(
     state: State, memory_id: str, text: str, expected_version: int | None, agent: str | None,
     message: str | None, allow_empty: bool,
 ) -> None:
-    """Add text at the end of a memory's body.
-
-    TEXT goes on a new line after the body ('-' reads it from stdin). Text that
-    starts with a dash and a space is text, not an option: no '--' needed.
+    """Add TEXT ('-': stdin) on a new line at the end of a memory's body.
 
     \b
     Examples:
-      gitmem append mem_5f0c... "Also: sample_user is session-scoped."
       gitmem append mem_5f0c "- a bullet point"
       pytest -q 2>&1 | tail -3 | gitmem append mem_5f0c... -
     """
@@ -327,15 +307,12 @@ def supersede(
     state: State, /, memory_id: str, body: str | None, new_id: str | None, allow_empty: bool,
     **options: Any,
 ) -> None:
-    """Replace a memory with a new one; print its id.
+    """Replace a memory with a new one that says `supersedes: ID`; print its id.
 
-    The old memory is not changed; the new one says `supersedes: ID` and carries
-    title, category, tags and related forward unless given. The body is BODY,
-    or stdin when BODY is '-' or left out.
+    Title, category, tags and related carry forward unless given.
 
     \b
-    Examples:
-      gitmem supersede mem_0a9d... "Release branches are named release/vX.Y"
+    Example:
       gitmem supersede mem_0a9d... - --title "New convention" < note.md
     """
     store = state.store()
@@ -353,10 +330,7 @@ def supersede(
 @message_option
 @json_state
 def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> None:
-    """Delete a memory (restore brings it back).
-
-    The deletion is one commit; history keeps the content, and
-    `gitmem restore ID` brings it back.
+    """Delete a memory (history keeps it; gitmem restore brings it back).
 
     \b
     Example:
@@ -383,15 +357,11 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
 def restore(
     state: State, memory_id: str, at: str | None, agent: str | None, message: str | None,
 ) -> None:
-    """Bring back a deleted memory, or roll one back.
-
-    Without --at, a deleted memory comes back as it last was; with --at, a
-    memory is rolled back to its content then, as a new version.
+    """Bring back a deleted memory, or (--at) roll one back as a new version.
 
     \b
     Examples:
       gitmem restore mem_5f0c...
-      gitmem restore mem_5f0c... --at HEAD~2
       gitmem restore mem_5f0c... --at 2026-11-01
     """
     store = state.store()

@@ -28,20 +28,11 @@ def purge(
 ) -> None:
     """Remove a memory, or every match of a pattern, from ALL of history.
 
-    ID: the memory's file goes from every commit that held it. --pattern:
-    every match in every file and commit message is replaced by "(purged)".
-    --secrets: the same for every credential the store's policy finds.
-
-    A dry run by default: it lists what would be removed, by the commit that
-    introduced it. --apply rewrites the store's branches, then prints the steps
-    that finish the job on the hub and every clone. Refused during a merge, with
-    uncommitted edits, or when the hub has commits this store has not merged.
-
-    Exit status: 0 when something was (or would be) removed, 1 when nothing matched.
+    A dry run unless --apply, which rewrites the branches and prints the steps
+    that finish the job on the hub and every clone. Exit 1: nothing matched.
 
     \b
     Examples:
-      gitmem purge mem_5f0c...
       gitmem purge --secrets --apply
       gitmem purge --pattern 'ACME-[0-9]{6}' --apply
     """

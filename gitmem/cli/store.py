@@ -55,14 +55,10 @@ if TYPE_CHECKING:
 )
 @json_state
 def init(state: State, path: Path | None, bare: bool, project: bool, scope: str | None) -> None:
-    """Create a store (harmless on an existing one).
-
-    PATH defaults to --store, then $GITMEM_DIR, then the user store
-    ($GITMEM_HOME, default ~/.gitmem).
+    """Create a store at PATH, else --store, $GITMEM_DIR or the user store (harmless twice).
 
     \b
     Examples:
-      gitmem init ~/notes-store
       gitmem init --bare /srv/agent-memory.git
       cd my-project && gitmem init --project
     """
@@ -111,16 +107,11 @@ def ls(
     state: State, category: str | None, tags: tuple[str, ...], scope: str | None, show_all: bool,
     at: str | None, limit: int | None, offset: int,
 ) -> None:
-    """List memories (id, version, category, title).
-
-    Oldest first, with the scope each came from. Superseded and archived
-    memories are hidden unless --all is given.
+    """List memories, oldest first (superseded and archived ones with --all).
 
     \b
     Examples:
-      gitmem ls
       gitmem ls --category coding-preferences --tag testing
-      gitmem ls --all --json
       gitmem ls --limit 50 --offset 100     # the third page of 50
     """
     page = slice(offset, offset + limit if limit is not None else None)
@@ -218,15 +209,10 @@ def paged(what: str, default: int, least: int) -> Callable[[F], F]:
 @paged("versions", HISTORY_PAGE, 1)
 @json_state
 def history(state: State, memory_id: str, limit: int, page: int) -> None:
-    """Every version of a memory, oldest first, a page at a time.
-
-    The history runs back through the memories it supersedes. Each line:
-    version, time, operation, author (the agent, else the git author), short
-    commit id, title. --json adds the content at each step.
+    """Every version of a memory and of those it supersedes, oldest first.
 
     \b
-    Examples:
-      gitmem history mem_5f0c...
+    Example:
       gitmem history mem_5f0c... --json | jq '.versions[].memory.body'
     """
     store = state.store()
@@ -275,18 +261,11 @@ def log(
     state: State, agent: str | None, op: str | None, memory_id: str | None, since: str | None,
     until: str | None, limit: int, page: int, path: str | None, category: str | None, fmt: str,
 ) -> None:
-    """The audit log: commits, newest first, a page at a time.
-
-    Filters use the facts in each commit's Gitmem-* trailers, the files a
-    commit changed (--path) and the category of the memories it changed.
-    A call walks back only as far as its page reaches.
+    """The audit log: commits, newest first, filtered by their Gitmem-* trailers.
 
     \b
     Examples:
       gitmem log --agent hephaestus --since 2026-11-01
-      gitmem log --op supersede -n 5
-      gitmem log --id mem_5f0c... --json
-      gitmem log --category coding-preferences --path projects/
       gitmem log --format '{short} {agent} {ops} {subject}'
     """
     store: Store = state.store()
@@ -333,13 +312,8 @@ _REASONS = {
 def status(state: State) -> None:
     """Which store(s) are in use and why; branch, tip, index, hooks, merge driver.
 
-    The store is chosen by --store, else $GITMEM_DIR, else the project's
-    .gitmem/ found by walking up from here (read together with the user
-    store), else the user store at $GITMEM_HOME (default ~/.gitmem).
-
     \b
-    Examples:
-      gitmem status
+    Example:
       gitmem --store ~/notes-store status --json
     """
     from gitmem.entry.status import store_status

@@ -19,17 +19,9 @@ from gitmem.git import trust as _trust
 def trust(state: State, path: Path | None, list_: bool, remove: bool) -> None:
     """Trust a store's own git settings on this machine (like git's safe.directory).
 
-    A store's git configuration can make git run programs (hooks, merge drivers,
-    filters). gitmem lets it only for stores you created with gitmem init or
-    trust here; a store committed inside a project you cloned is not used at
-    all until you name it with --store or trust it. The list lives in your own
-    configuration file, never in a store.
-
     \b
     Examples:
-      gitmem trust                 # the store gitmem would use here
       gitmem trust ~/src/app/.gitmem
-      gitmem trust --list
       gitmem trust --remove ~/src/app/.gitmem
     """
     if list_:

@@ -1,9 +1,7 @@
 """Front-matter parse and serialize, lossless: ``---`` + YAML + ``---`` + markdown body.
 
-Re-writing an unchanged file gives back its bytes, and changing one field changes only
-that field's lines, so ``git diff`` and review show exactly what an agent changed. The
-YAML itself is read and written by :mod:`gitmem.format.yamlio` (imported on first use,
-so a command that only decodes text does not load PyYAML).
+An unchanged file re-serializes to its bytes, and changing one field changes only that
+field's lines, so ``git diff`` shows exactly what an agent changed.
 """
 
 from __future__ import annotations
@@ -169,10 +167,8 @@ def value_depth(value: Any, *, limit: int = MAX_DEPTH) -> int:
 
 
 def check_writable_depth(metadata: dict[str, Any]) -> None:
-    """Refuse a front-matter value nested deeper than the reader takes, naming the field.
-
-    The document's mapping is one level, so a field's value may be MAX_DEPTH - 1 deep.
-    """
+    """Refuse a field nested deeper than the reader takes (MAX_DEPTH, the mapping
+    included), naming it."""
     for key, value in metadata.items():
         if not isinstance(value, dict | list | tuple):
             continue
@@ -205,9 +201,8 @@ def _written_as(value: Any, read: Any) -> bool:
 
 
 def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
-    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``: every
-    file the store writes passes here, so a value YAML cannot carry fails before the
-    commit, naming the field, instead of leaving a memory nothing can load."""
+    """Refuse to write ``text`` unless the reader gives back ``metadata`` and ``body``, so a
+    value YAML cannot carry fails before the commit, naming the field."""
     try:
         doc = parse(text)
     except InvalidMemoryError as exc:

@@ -1,14 +1,8 @@
 """The committed store configuration (``gitmem.yaml`` at the store root).
 
-It is versioned with the memories, so a policy change is a reviewable commit.
-Unknown keys are kept: later features (lifecycle policy, hooks) add sections.
-
-Whoever can push to a store writes this file, so its policy only tightens: it may add
-secret patterns, lower limits and add rules, never allow a secret, raise a limit, switch a
-check off or name code. Each module that reads a section takes a committed value through
-:func:`committed_limit` or :func:`loosened`; what loosens is ignored with one warning (the
-hub's hook refuses it). The user's own settings for a store (:class:`PolicyMapping`) may
-loosen. docs/security.md, "Policy from a store only tightens", lists every key.
+Whoever can push writes this file, so its policy only tightens (:func:`committed_limit`,
+:func:`loosened`: what loosens is ignored with one warning); the user's own settings for
+a store (:class:`PolicyMapping`) may loosen. docs/security.md lists every key.
 """
 
 from __future__ import annotations
@@ -72,10 +66,8 @@ class StoreConfig:
         )
 
     def with_local(self, local: Mapping[str, Any], where: str) -> StoreConfig:
-        """This config with the user's own settings for the store beside it
-        (:class:`PolicyMapping`): ``max_body_bytes`` is the local limit when one is set,
-        else the committed one where it does not exceed the built-in 1 MiB (a larger one is
-        ignored with one warning)."""
+        """This config with the user's own settings beside it: ``max_body_bytes`` is theirs
+        when set, else the committed one up to the built-in 1 MiB."""
         raw = PolicyMapping(self.raw, local, where)
         mine = local_part(raw, "limits").get("max_body_bytes")
         if mine is None:
@@ -124,11 +116,8 @@ GENERIC_WHERE = "your own gitmem configuration under stores: {<git dir>: ...} (d
 
 
 class PolicyMapping(dict[str, Any]):
-    """gitmem.yaml's mapping as committed, with the user's own settings for this store
-    beside it: :attr:`local` is ``stores.<git dir>`` of the local configuration
-    (gitmem.git.localconfig), in gitmem.yaml's shape (``secrets``, ``limits``,
-    ``lifecycle``). A reader takes a committed value only where it tightens, a local one
-    as it is; a plain mapping (a test, the hub's hook) carries no local settings."""
+    """gitmem.yaml's mapping with the user's own settings for this store beside it
+    (:attr:`local`, in gitmem.yaml's shape); a plain mapping carries none."""
 
     def __init__(self, committed: Mapping[str, Any], local: Mapping[str, Any], where: str) -> None:
         super().__init__(committed)
@@ -200,10 +189,8 @@ def committed_limit(
     *,
     higher_is_tighter: bool = False,
 ) -> Any:
-    """A committed limit that may only tighten ``default``: ``committed`` when it is not
-    a number (the caller's own check reports that) or is on the strict side of
-    ``default`` (at or below it; at or above with ``higher_is_tighter``); else
-    ``default``, with :func:`loosened`."""
+    """``committed`` where it is not a number (the caller reports that) or tightens
+    ``default``; else ``default``, with :func:`loosened`."""
     if not is_number(committed) or not is_number(default):
         return committed
     if committed < default if higher_is_tighter else committed > default:

@@ -1,11 +1,8 @@
 """Where things live in a store: id <-> path, and the guards that keep ids safe.
 
-Plain ids (``mem_<uuid4>`` or any safe name) live at ``memories/<ab>/<id>.md``, ``ab`` the
-uuid's first two hex digits or those of the id's SHA-1 (format 4's deeper paths are only
-read in history from before ``gitmem migrate``, :func:`format4_path`). Path ids
-(``projects/acme/known_issues``) name a document by where it lives, under one of
-:data:`DOCUMENT_ROOTS`. Every id that reaches a path passes :func:`check_id` first, so no
-id can name a file outside its directory.
+Plain ids live at ``memories/<ab>/<id>.md``; path ids (``projects/acme/known_issues``)
+under one of :data:`DOCUMENT_ROOTS`. Every id passes :func:`check_id` before it becomes
+a path.
 """
 from __future__ import annotations
 
@@ -211,12 +208,9 @@ def forks_past(wanted: str, found: list[str]) -> list[str]:
 def one_by_prefix(
     wanted: str, found: list[str], *, what: tuple[str, str] = ("id", "memories")
 ) -> str | None:
-    """The one id of ``found`` (the ids starting with ``wanted``), None when there is none.
-
-    An exact id is itself, never a prefix of its forks; a memory whose forks alone match
-    besides it is that memory. Several others raise :class:`AmbiguousIdError` listing the
-    first ten. ``what``: what the prefix is of, and what it may match (a session's prefix
-    matches sessions)."""
+    """The one id of ``found`` (the ids starting with ``wanted``), None when there is none;
+    an exact id, or a memory matched beside its own forks, wins. Several others raise
+    :class:`AmbiguousIdError`."""
     if wanted in found:
         return wanted
     roots = [i for i in found if not any(i.startswith(r + FORK_MARK) for r in found)]

@@ -16,11 +16,8 @@ if TYPE_CHECKING:
 
 
 def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None = None) -> bytes:
-    """The file that stores ``memory``, or the error that says why it cannot be written;
-    ``policy``: refuse credentials under it (None when the caller allowed them). The checks
-    never echo a credential: depth, then the fields as values, schema, size bounds, a
-    read-back, and last the whole file (a ``db_password: ...`` pair spans key and value).
-    """
+    """The file that stores ``memory``, or the error why it cannot be written (credentials
+    under ``policy``, checked before anything that could echo one; None: allowed)."""
     metadata = memory.to_metadata()
     codec.check_writable_depth(metadata)
     path = memory.path or memory_path(memory.id)
@@ -61,9 +58,8 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
 def check(
     data: bytes, *, what: str, max_body_bytes: int, policy: SecretPolicy | None = None
 ) -> Memory:
-    """The memory in a file that is to be stored byte for byte (an import), held to what
-    :func:`encode` refuses: credentials first (before any check that quotes a value), then
-    the reader's checks at the path its id names, then the size bounds."""
+    """The memory in a file an import stores byte for byte, held to what :func:`encode`
+    refuses (credentials first)."""
     text = codec.decode(data, what=what)
     parsed = codec.parse(text)
     if policy is not None:
@@ -108,12 +104,8 @@ def decode(
     require_memory_path: bool = True,
     store_scope: Scope | None = None,
 ) -> Memory:
-    """The memory in ``data``, stored at ``path``; raises :class:`InvalidMemoryError`.
-
-    ``what`` starts each message (the store names the path; a hook prints the path
-    beside the message itself). ``require_memory_path=False`` reads a file at a path
-    that names no memory id too (what the store reads is always at one).
-    """
+    """The memory in ``data``, stored at ``path``; raises :class:`InvalidMemoryError`
+    (messages start with ``what``). ``require_memory_path=False``: any path will do."""
     label = f"{what} " if what else ""
     expected = id_from_path(path)
     if expected is None and require_memory_path:
@@ -145,8 +137,7 @@ def file_text(memory: Memory) -> str:
 
 def rendered_text(memory: Memory) -> str:
     """The memory's file with its derived ``updated_at`` and ``version`` written in after
-    ``created_at``, every other byte as stored: what an export writes, so the file says what
-    ``gitmem ls`` says wherever it goes."""
+    ``created_at`` (what show prints and an export writes)."""
     meta = memory.rendered_metadata()
     if memory.document is None:
         return codec.serialize(codec.Document(meta, memory.body))
@@ -154,16 +145,14 @@ def rendered_text(memory: Memory) -> str:
 
 
 def carries_derived(memory: Memory) -> list[str]:
-    """The derived keys (``updated_at``, ``version``) the memory's file carries: none in a
-    file this gitmem wrote; a file at the tip with one is a problem (doctor, the hook)."""
+    """The derived keys the memory's file carries (none in a file this gitmem wrote)."""
     meta = memory.document.metadata if memory.document is not None else {}
     return [key for key in DERIVED_KEYS if key in meta]
 
 
 def without_derived(data: bytes) -> bytes:
-    """``data`` without its ``updated_at``/``version`` lines, every other byte kept (what
-    ``gitmem migrate`` and an import store); as it is when it carries neither, or does not
-    parse as front-matter."""
+    """``data`` without its ``updated_at``/``version`` lines, every other byte kept (migrate,
+    import)."""
     try:
         doc = codec.parse(codec.decode(data))
     except GitmemError:

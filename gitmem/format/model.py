@@ -86,8 +86,7 @@ KNOWN_KEYS: tuple[str, ...] = (
 )
 
 DERIVED_KEYS: tuple[str, ...] = ("updated_at", "version")
-"""Derived from history on read and never written into a file (every write would change
-them): readers ignore such lines, writes drop them, exports and ``gitmem show`` print them."""
+"""Derived from history on read, never written into a file (exports and show print them)."""
 
 # Fields a caller may set through create/update/supersede (the rest the store manages).
 EDITABLE_FIELDS: frozenset[str] = frozenset(
@@ -106,13 +105,8 @@ class Related:
 
 @dataclass(frozen=True)
 class Memory:
-    """One memory: front-matter fields, body, and where it was read from.
-
-    Instances are immutable; the store hands back a new one after each write.
-    ``extra`` holds front-matter keys gitmem does not know, kept verbatim.
-    ``version`` and ``updated_at`` are derived from history (:data:`DERIVED_KEYS`); a
-    memory decoded from a file alone has version 1 and ``updated_at = created_at``.
-    """
+    """One memory: front-matter fields (``extra``: unknown keys, verbatim), body, and where
+    it was read from. ``version`` and ``updated_at`` are derived from history."""
 
     id: str
     body: str

@@ -1,15 +1,9 @@
-"""Credential detection: memory content and staged files are scanned before they are stored.
+"""Credentials in memories, files and commit messages, under a store's policy.
 
-A credential written into a memory leaks to everyone who can read the store and stays in
-history, so the store refuses content that looks like one unless the caller allows it,
-and the pre-commit hook refuses staged memory files that hold one. :func:`scan_text` is
-the one entry point: a :class:`SecretFinding` per credential (kind, line, a masked
-excerpt that never holds the secret). :data:`DEFAULT_PATTERNS` cover cloud keys, git host,
-Slack, AI provider and Stripe tokens, JWTs, private keys, credentials in URLs and
-high-entropy assignments to secret-sounding names. A committed ``gitmem.yaml`` can only
-add patterns; what lets a credential through (``allow``, ``disable``) lives in the user's
-own settings, since whoever can push writes the committed file (docs/reliability.md). A
-line holding ``gitmem:allow-secret`` is never reported.
+:func:`scan_text` finds them (:func:`gitmem.base.redact.find`) as findings with masked
+excerpts; the ``refuse*`` functions raise :class:`SecretsFoundError`. A committed
+``gitmem.yaml`` can only add patterns; ``allow`` and ``disable`` live in the user's own
+settings (docs/security.md).
 """
 
 from __future__ import annotations
@@ -96,12 +90,8 @@ def scan_text(
     *,
     allow: Iterable[re.Pattern[str] | SafePattern | str] = (),
 ) -> list[SecretFinding]:
-    """Every credential in ``text``, in order of position: kind, 1-based line, masked excerpt.
-
-    ``patterns`` defaults to :data:`DEFAULT_PATTERNS`; ``allow`` drops findings whose
-    secret matches one of its regular expressions. Lines containing
-    :data:`ALLOW_MARKER` are skipped.
-    """
+    """Every credential in ``text`` (lines holding :data:`ALLOW_MARKER` skipped), in order:
+    kind, 1-based line, masked excerpt; ``allow`` drops secrets it matches."""
     chosen = DEFAULT_PATTERNS if patterns is None else tuple(patterns)
     allowed = [_compile(a, "allow") if isinstance(a, str) else a for a in allow]
     hits = redact_mod.find(text, chosen, allowed)
@@ -144,9 +134,8 @@ def scan_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[SecretFi
 
 
 def refuse_values(data: bytes, policy: SecretPolicy | None = None) -> None:
-    """Raise :class:`SecretsFoundError`, naming the field, if a memory file's front-matter
-    value holds a credential its text does not spell: only a double-quoted escape
-    (``\\x70``) or a tag can hide one, so other files are not parsed."""
+    """Raise :class:`SecretsFoundError` if a front-matter value holds a credential its text
+    does not spell (only an escape, ``\\x70``, or a tag can hide one)."""
     end = data.find(b"\n---", 3)
     head = data if end < 0 else data[:end]
     if not data.startswith(b"---") or not (b"\\" in head or b"!" in head):
@@ -174,11 +163,8 @@ def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[S
 
 
 def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
-    """The secret policy of a store from its ``gitmem.yaml`` ``secrets`` section and the
-    user's own settings for the store. The committed section only adds ``patterns`` (its
-    ``allow`` and ``disable`` are ignored with one warning); a malformed section raises
-    InvalidMemoryError naming the key, rather than silently scanning for nothing.
-    """
+    """A store's policy from gitmem.yaml's ``secrets`` (only its ``patterns`` count) and
+    the user's own settings; a malformed section raises InvalidMemoryError naming the key."""
     from gitmem.format import config
 
     committed = _section((raw or {}).get("secrets"), "gitmem.yaml secrets")
@@ -237,8 +223,7 @@ def _strings(value: Any, where: str) -> list[str]:
 
 
 def _compile(text: str, where: str) -> SafePattern:
-    # Committed patterns run over every write under a time bound: a catastrophic one
-    # pushed by a teammate must not hang everyone's writes (issue 11).
+    # Committed patterns run under a time bound: a teammate's must not hang every write.
     from gitmem.format import saferegex
 
     try:
@@ -313,11 +298,8 @@ def secret_spans(
 
 
 def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
-    """Every text in a front-matter value, depth first: (where, text, is_key).
-
-    A mapping's key comes before its value, so a key holding a credential is reported
-    (as "a key under ...") before any path that would spell it out is built.
-    """
+    """Every text in a front-matter value, depth first: (where, text, is_key); a key
+    before its value, so no path that spells a secret key out is built first."""
     if isinstance(value, str):
         yield where, value, False
     elif isinstance(value, Mapping):
@@ -339,14 +321,9 @@ def refuse_memory(
     policy: SecretPolicy | None = None,
     path: str | None = None,
 ) -> None:
-    """Raise :class:`SecretsFoundError` if a memory's id, any front-matter field or its body
-    holds a credential, naming where (the field, the line) and never the value.
-
-    Runs before any other check of the fields, so no length or schema error can echo a
-    token first; fields are scanned as values, not as YAML text, so quoting and escapes
-    (``"gh\\x70_..."``) hide nothing. The serialised file is scanned as well by the
-    caller (:func:`refuse`): a ``password: ...`` pair spans a key and its value.
-    """
+    """Raise :class:`SecretsFoundError` if a memory's id, a front-matter field (as a value:
+    escapes hide nothing) or its body holds a credential, naming where, never the value.
+    Runs before any other check, so no schema error can echo a token first."""
     policy = policy or DEFAULT_POLICY
     if memory_id is not None:
         findings = policy.scan(memory_id)
@@ -380,7 +357,7 @@ def refuse_commit_message(
     trailers: Iterable[tuple[str, str]],
     policy: SecretPolicy | None = None,
 ) -> None:
-    """Raise :class:`SecretsFoundError` if a commit message (subject, body, trailers) holds a
-    credential: a message is pushed and kept in history exactly like a memory."""
+    """Raise :class:`SecretsFoundError` if a commit message (subject, body, trailers) holds
+    a credential."""
     text = "\n".join([subject, body or "", *(f"{key}: {value}" for key, value in trailers)])
     refuse(text, "the commit message", policy)

@@ -16,14 +16,10 @@ _BLOCK_INDICATOR_RE = re.compile(r"[-?:](?=[ \t\n]|\Z)")
 
 
 def depth_bound(text: str) -> int | None:
-    """An upper bound on the nesting depth of the YAML node tree in ``text``, or None.
-
-    libyaml composes recursively in C with no depth check (26,000 ``? `` indicators
-    overflowed the C stack), so it only sees text this scan bounds. Per line, the indent
-    plus one level per block indicator (``-``, ``?``, ``:`` + blank); two nodes per level
-    (a mapping's value may be a sequence at the same indent), plus every flow bracket,
-    plus the leaf. None for line breaks other than LF and CRLF, which would split lines
-    differently from the scanner.
+    """An upper bound on the nesting depth of the YAML in ``text`` (None: line breaks other
+    than LF and CRLF): libyaml composes recursively in C without a depth check. Per line,
+    the indent plus one level per block indicator, two nodes a level, plus every flow
+    bracket and the leaf.
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n")

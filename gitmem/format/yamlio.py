@@ -238,13 +238,8 @@ class Segment(NamedTuple):
 
 
 def segments(raw: str, node: Node | None) -> tuple[dict[str, Segment], str, str] | None:
-    """Cut the raw YAML into head, one segment per top-level key, and tail; None when
-    the mapping cannot be cut (the caller re-dumps it whole when it changes).
-
-    Only block mappings with every key at column 0 on its own line are cut. Comment and
-    blank lines before a key travel with that key (its ``lead``); those before the first
-    key (``head``) and after the last value (``tail``) stay put whatever changes.
-    """
+    """Cut a block mapping (every key at column 0) into head, one segment per top-level
+    key (comment lines before a key travel with it) and tail; None when it cannot be cut."""
     if node is None:
         return {}, raw, ""
     if not isinstance(node, MappingNode) or node.flow_style:
@@ -280,11 +275,8 @@ def segments(raw: str, node: Node | None) -> tuple[dict[str, Segment], str, str]
 
 
 def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
-    """Top-level ``key: value`` entries, one after another, ending in a newline.
-
-    Collections are written in block style, except ``tags`` (and every value when
-    ``flow=True``), whose collections of scalars are written in flow style.
-    """
+    """Top-level ``key: value`` entries in block style, except that collections of
+    scalars in ``tags`` (in every value with ``flow=True``) are written in flow style."""
     stream = io.StringIO()
     dumper = _Dumper(
         stream, default_flow_style=False, sort_keys=False, allow_unicode=True, width=1_000_000
