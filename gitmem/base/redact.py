@@ -33,7 +33,6 @@ class SecretPattern:
     kind: str
     regex: Matcher
     """``re`` for built-in patterns; a store's own run under saferegex's time bound."""
-    description: str = ""
     group: int | str = 0
     """The regex group that is the secret itself (masked in excerpts, checked for entropy)."""
     keep: int = 0
@@ -77,40 +76,53 @@ _SECRET_NAMES = (
 )
 
 
-def _pattern(kind: str, regex: str, description: str, **options: Any) -> SecretPattern:
-    return SecretPattern(kind, LazyPattern(regex), description, **options)
+def _pattern(kind: str, regex: str, **options: Any) -> SecretPattern:
+    return SecretPattern(kind, LazyPattern(regex), **options)
+
+
+def _token(
+    kind: str, prefixes: str | tuple[str, ...], body: str, end: str = "", **options: Any
+) -> SecretPattern:
+    """A credential known by its prefix: one of ``prefixes``, then ``body``, followed by none
+    of the characters ``end``. The prefix is its hint and stays unmasked.
+
+    Bounded on the left by a letter or digit only, never by ``_`` or ``-``: ids and names
+    are snake- or kebab-case, and ``mem_ghp_...`` or ``svc-hf_...`` must still be found (the
+    prefix and length alone tell it from prose)."""
+    prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+    regex = rf"(?<![A-Za-z0-9])((?:{'|'.join(map(re.escape, prefixes))}){body})"
+    options.setdefault("keep", len(prefixes[0]))
+    options.setdefault("hints", tuple(p.lower() for p in prefixes))
+    return _pattern(kind, regex + (f"(?![{end}])" if end else ""), group=1, **options)
 
 
 _NAME_HINTS = ("passw", "passphrase", "pwd", "secret", "token", "key", "credential", "bearer")
+_KEY = "A-Za-z0-9_-"
+_ALNUM = "A-Za-z0-9"
 
 
 # Order matters: where two patterns cover the same characters, the earlier one is reported
 # (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
-#
-# A kind with a distinctive prefix (ghp_, hf_, sk-ant-, ...) is bounded on the left by a
-# letter or digit only, never by ``_`` or ``-``: ids and names are snake- or kebab-case, and
-# ``mem_ghp_...`` or ``svc-hf_...`` must still be found (the prefix and length alone tell it
-# from prose). Where a kind's own characters exclude ``_``, its right bound does too.
 DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
+    # The private key of a Google Cloud service-account JSON key file.
     _pattern(
         "gcp-service-account-key",
         r'"private_key"\s*:\s*"(-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*)',
-        "the private key of a Google Cloud service-account JSON key file",
         group=1,
         keep=11,
         hints=("private_key",),
     ),
+    # A PEM/OpenSSH/PGP private-key block, reported at its BEGIN line.
     _pattern(
         "private-key",
         r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2) )?PRIVATE KEY( BLOCK)?-----",
-        "a PEM/OpenSSH/PGP private-key block (reported at its BEGIN line)",
         keep=64,
         hints=("private key",),
     ),
+    # Long-term (AKIA...) and temporary (ASIA...) AWS access key ids.
     _pattern(
         "aws-access-key-id",
         r"(?<![A-Z0-9])((?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16})(?![A-Z0-9])",
-        "an AWS access key id (long-term AKIA..., temporary ASIA...)",
         group=1,
         keep=4,
         hints=("akia", "asia", "abia", "acca", "aida", "aroa", "anpa"),
@@ -119,137 +131,46 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         "aws-secret-access-key",
         r"(?i)(?:aws)?_?secret_?(?:access)?_?key[\"']?\s*[:=]\s*[\"']?"
         r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-        "an AWS secret access key assigned to a name such as aws_secret_access_key",
         group=1,
         min_entropy=3.5,
         hints=("secret",),
     ),
-    _pattern(
-        "google-api-key",
-        r"(?<![A-Za-z0-9])(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])",
-        "a Google API key",
-        group=1,
-        keep=4,
-        hints=("aiza",),
+    _token("google-api-key", "AIza", f"[{_KEY}]{{35}}", _KEY),
+    _token("github-token", ("ghp_", "gho_", "ghs_", "ghu_", "ghr_"), "[A-Za-z0-9]{36,255}", _ALNUM),
+    _token("github-fine-grained-token", "github_pat_", "[A-Za-z0-9_]{22,255}", "A-Za-z0-9_"),
+    _token(
+        "gitlab-token", ("glpat-", "gldt-", "glptt-", "glrt-", "gloas-"), f"[{_KEY}]{{20,}}+", _KEY
     ),
-    _pattern(
-        "github-token",
-        r"(?<![A-Za-z0-9])((?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255})(?![A-Za-z0-9])",
-        "a GitHub personal, OAuth, app or refresh token",
-        group=1,
-        keep=4,
-        hints=("ghp_", "gho_", "ghs_", "ghu_", "ghr_"),
-    ),
-    _pattern(
-        "github-fine-grained-token",
-        r"(?<![A-Za-z0-9])(github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])",
-        "a GitHub fine-grained personal access token",
-        group=1,
-        keep=11,
-        hints=("github_pat_",),
-    ),
-    _pattern(
-        "gitlab-token",
-        r"(?<![A-Za-z0-9])(gl(?:pat|dt|ptt|rt|oas)-[A-Za-z0-9_-]{20,}+)(?![A-Za-z0-9_-])",
-        "a GitLab personal, deploy, trigger or runner token",
-        group=1,
-        keep=6,
-        hints=("glpat-", "gldt-", "glptt-", "glrt-", "gloas-"),
-    ),
-    _pattern(
-        "slack-token",
-        r"(?<![A-Za-z0-9])(xox[abposre]-[A-Za-z0-9-]{10,}+)(?![A-Za-z0-9-])",
-        "a Slack bot, user, app or refresh token",
-        group=1,
-        keep=5,
-        hints=("xox",),
-    ),
+    _token("slack-token", "xox", "[abposre]-[A-Za-z0-9-]{10,}+", "A-Za-z0-9-", keep=5),
     _pattern(
         "slack-webhook",
         r"https://hooks\.slack\.com/(?:services|workflows)/(T[A-Za-z0-9_/]{8,})",
-        "a Slack incoming-webhook URL",
         group=1,
         keep=1,
         hints=("hooks.slack.com",),
     ),
-    _pattern(
-        "anthropic-api-key",
-        r"(?<![A-Za-z0-9])(sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{32,})(?![A-Za-z0-9_-])",
-        "an Anthropic API key",
-        group=1,
-        keep=7,
-        hints=("sk-ant-",),
-    ),
-    _pattern(
+    _token("anthropic-api-key", "sk-ant-", rf"[a-z]+\d*-[{_KEY}]{{32,}}", _KEY),
+    _token(
         "openai-api-key",
-        r"(?<![A-Za-z0-9])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
-        "an OpenAI API key",
-        group=1,
-        keep=3,
+        "sk-",
+        rf"(?:proj-|svcacct-|admin-)?[{_KEY}]{{16,}}T3BlbkFJ[{_KEY}]{{16,}}",
         hints=("t3blbkfj",),
     ),
-    _pattern(
-        "openai-api-key",
-        # Project, service-account and admin keys issued since 2024 need not carry the
-        # T3BlbkFJ marker; their prefix and length alone tell them from prose.
-        r"(?<![A-Za-z0-9])(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,})(?![A-Za-z0-9_-])",
-        "an OpenAI project, service-account or admin key",
-        group=1,
-        keep=8,
-        hints=("sk-proj-", "sk-svcacct-", "sk-admin-"),
-    ),
-    _pattern(
-        "huggingface-token",
-        r"(?<![A-Za-z0-9])(hf_[A-Za-z0-9]{30,})(?![A-Za-z0-9])",
-        "a Hugging Face access token",
-        group=1,
-        keep=3,
-        hints=("hf_",),
-    ),
-    _pattern(
-        "npm-token",
-        r"(?<![A-Za-z0-9])(npm_[A-Za-z0-9]{36})(?![A-Za-z0-9])",
-        "an npm access token",
-        group=1,
-        keep=4,
-        hints=("npm_",),
-    ),
-    _pattern(
-        "pypi-token",
-        r"(?<![A-Za-z0-9])(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
-        "a PyPI API token",
-        group=1,
-        keep=5,
-        hints=("pypi-ageichlwas5vcmc",),
-    ),
-    _pattern(
-        "sendgrid-api-key",
-        r"(?<![A-Za-z0-9])(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])",
-        "a SendGrid API key",
-        group=1,
-        keep=3,
-        hints=("sg.",),
-    ),
-    _pattern(
-        "stripe-key",
-        r"(?<![A-Za-z0-9])((?:sk|rk)_live_[A-Za-z0-9]{20,})(?![A-Za-z0-9])",
-        "a Stripe live secret or restricted key",
-        group=1,
-        keep=8,
-        hints=("_live_",),
-    ),
-    _pattern(
-        "jwt",
-        r"(?<![A-Za-z0-9])(eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{16,}+)",
-        "a JSON Web Token (signed bearer credential)",
-        group=1,
-        keep=3,
-        hints=("eyj",),
-    ),
+    # Project, service-account and admin keys issued since 2024 need not carry the T3BlbkFJ
+    # marker; their prefix and length alone tell them from prose.
+    _token("openai-api-key", ("sk-proj-", "sk-svcacct-", "sk-admin-"), f"[{_KEY}]{{40,}}", _KEY),
+    _token("huggingface-token", "hf_", "[A-Za-z0-9]{30,}", _ALNUM),
+    _token("npm-token", "npm_", "[A-Za-z0-9]{36}", _ALNUM),
+    _token("pypi-token", "pypi-AgEIcHlwaS5vcmc", f"[{_KEY}]{{50,}}", keep=5),
+    _token("sendgrid-api-key", "SG.", rf"[{_KEY}]{{22}}\.[{_KEY}]{{43}}", _KEY),
+    # Stripe live secret and restricted keys.
+    _token("stripe-key", ("sk_live_", "rk_live_"), "[A-Za-z0-9]{20,}", _ALNUM),
+    # A JSON Web Token: a signed bearer credential.
+    _token("jwt", "eyJ", rf"[{_KEY}]{{8,}}+\.eyJ[{_KEY}]{{8,}}+\.[{_KEY}]{{16,}}+"),
+    # A password embedded in a URL (scheme://user:password@host).
     _pattern(
         "url-credentials",
         r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",
-        "a password embedded in a URL (scheme://user:password@host)",
         group=1,
         min_entropy=1.0,
         hints=("://",),
@@ -257,19 +178,18 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     _pattern(
         "authorization-header",
         r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{16,})",
-        "an HTTP Authorization header with a credential",
         group=1,
         min_entropy=3.0,
         hints=("authorization",),
     ),
+    # A high-entropy value assigned to a name such as password, token or api_key. The name
+    # keyword starts a word or a camelCase part and ends one (``tokenizer`` is no token);
+    # searching for the keyword first keeps the scan linear on hostile text.
     _pattern(
         "secret-assignment",
-        # The name keyword starts a word or a camelCase part and ends one (``tokenizer`` is no
-        # token); searching for the keyword first keeps the scan linear on hostile text.
         r"(?i)(?:(?<![A-Za-z])|(?-i:(?<=[a-z])(?=[A-Z])))((?:" + _SECRET_NAMES + r")s?"
         r"(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}+)"
         r"[\"']?\s*(?::|=|:=|=>)\s*[\"']?([^\s\"'`,;(){}\[\]<>]{12,})(?![^\s\"'`,;])",
-        "a high-entropy value assigned to a name such as password, token or api_key",
         group=2,
         name_group=1,
         min_entropy=3.5,

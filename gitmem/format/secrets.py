@@ -265,11 +265,9 @@ def _custom(entry: Any, where: str) -> SecretPattern:
         not isinstance(entropy, (int, float)) or isinstance(entropy, bool) or entropy < 0
     ):
         raise InvalidMemoryError(f"{where}.min_entropy must be a non-negative number")
-    description = entry.get("description", "")
     return SecretPattern(
         kind,
         compiled,
-        str(description),
         group=group,
         keep=keep,
         min_entropy=None if entropy is None else float(entropy),
