@@ -9,7 +9,6 @@ from conftest import GitRunner
 
 from gitmem import Store
 from gitmem.format.layout import memory_path
-from gitmem.git.diff import file_changes
 from gitmem.git.stage import GitIndex, Unsupported, blob_id
 
 
@@ -130,19 +129,3 @@ def test_many_changes_applied_in_one_pass_match_gits_own_index(
     git(store.path, "commit", "-qm", "by git")
     assert git(store.path, "status", "--porcelain") == ""
 
-
-def test_file_changes_come_in_gits_order(store: Store, git: GitRunner) -> None:
-    """The work tree's update merges file_changes into the index in one pass: they come
-    in git's order, a folder sorting as its name with "/"."""
-    names = ["a.md", "a/x.md", "a-b/y.md", "a0.md", "b/c/z.md", "b.md"]
-    _commit_files(store, git, names)
-    repo = store.db().repo
-    tree = repo.revparse_single("HEAD^{tree}")
-    folder = tree["d"].id
-    added = [path for path, old, new in file_changes(repo, None, folder, "d")]
-    assert added == sorted(f"d/{n}" for n in names) == [
-        "d/a-b/y.md", "d/a.md", "d/a/x.md", "d/a0.md", "d/b.md", "d/b/c/z.md"
-    ]
-    assert list(file_changes(repo, folder, folder, "d")) == []
-    removed = list(file_changes(repo, folder, None, "d"))
-    assert [(p, o is not None, n) for p, o, n in removed] == [(p, True, None) for p in added]

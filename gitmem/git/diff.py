@@ -7,8 +7,6 @@ descending only into subtrees that differ: :mod:`gitmem.store.commit_changes`.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pygit2
 from pygit2.enums import FileMode
 
@@ -112,41 +110,3 @@ def tree_entries(
         at = nul + 21
     return out
 
-
-def file_changes(
-    repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str
-) -> Iterator[tuple[str, pygit2.Oid | None, pygit2.Oid | None]]:
-    """(path, old blob, new blob) of every regular file that differs between two trees
-    (None: no regular file there), in git's index order (bytewise by path), so a caller can
-    merge them into git's index in one pass. Descends only into subtrees whose ids differ
-    and holds one folder's entries per level: a million renamed files stream through
-    without a list of them (the migration to format 4's work-tree update)."""
-    if old is not None and new is not None and old == new:
-        return
-    sides: dict[str, list[tuple[int, bytes] | None]] = {}
-    for side, entries in enumerate((tree_entries(repo, old), tree_entries(repo, new))):
-        for name, entry in entries.items():
-            # git sorts a folder as its name with "/": "a.md" < "a/" < "a0"
-            key = f"{name}/" if entry[0] == TREE_MODE else name
-            sides.setdefault(key, [None, None])[side] = entry
-    for key in sorted(sides, key=lambda k: k.encode("utf-8", "surrogateescape")):
-        o, n = sides[key]
-        if o == n:
-            continue
-        path = f"{prefix}/{key.rstrip('/')}"
-        if key.endswith("/"):
-            yield from file_changes(
-                repo,
-                pygit2.Oid(raw=o[1]) if o is not None else None,
-                pygit2.Oid(raw=n[1]) if n is not None else None,
-                path,
-            )
-            continue
-        o_blob = o[1] if o is not None and o[0] in REGULAR_MODES else None
-        n_blob = n[1] if n is not None and n[0] in REGULAR_MODES else None
-        if o_blob != n_blob:
-            yield (
-                path,
-                pygit2.Oid(raw=o_blob) if o_blob is not None else None,
-                pygit2.Oid(raw=n_blob) if n_blob is not None else None,
-            )
