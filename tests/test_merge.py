@@ -143,21 +143,21 @@ def test_both_change_different_lines() -> None:
     base = doc("one\ntwo\nthree\nfour\n")
     ours = doc("ONE\ntwo\nthree\nfour\n", extra="tags: [x]\n")
     theirs = doc("one\ntwo\nthree\nFOUR\n", extra="tags: [y]\n")
-    result = M.merge_memory(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
+    result = M.merge_file(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
     assert result.forks == () and result.conflict is None
     merged = parsed(result.data)
     assert merged.body == "ONE\ntwo\nthree\nFOUR\n"
     assert "version" not in merged.metadata and "updated_at" not in merged.metadata
     assert merged.metadata["tags"] == ["y", "x"]  # the later side's first
     swapped = later("11:00:00", "10:00:00")
-    assert M.merge_memory(PATH, base, theirs, ours, derived=swapped).data == result.data
+    assert M.merge_file(PATH, base, theirs, ours, derived=swapped).data == result.data
 
 
 def test_both_change_the_same_lines_makes_a_fork() -> None:
     base = doc("shared\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
     ours = doc("ours\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
     theirs = doc("theirs\n", extra="supersedes: mem_0b000000-0000-4000-8000-000000000009\n")
-    result = M.merge_memory(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
+    result = M.merge_file(PATH, base, ours, theirs, derived=later("10:00:00", "11:00:00"))
     no_markers(result.data)
     assert parsed(result.data).body == "theirs\n"  # the later side keeps the path
     [fork] = result.forks
@@ -168,32 +168,32 @@ def test_both_change_the_same_lines_makes_a_fork() -> None:
     assert fork_doc.metadata[M.FORK_KEY] == MID
     assert fork_doc.metadata["supersedes"] == "mem_0b000000-0000-4000-8000-000000000009"
     assert fork.path == gitmem.format.layout.memory_path(fork.id)
-    other = M.merge_memory(PATH, base, theirs, ours, derived=later("11:00:00", "10:00:00"))
+    other = M.merge_file(PATH, base, theirs, ours, derived=later("11:00:00", "10:00:00"))
     assert other.data == result.data and other.forks == result.forks
 
 
 def test_delete_against_change_keeps_the_change() -> None:
     base, changed = doc("x\n"), doc("y\n")
     for ours, theirs in ((None, changed), (changed, None)):
-        result = M.merge_memory(PATH, base, ours, theirs)
+        result = M.merge_file(PATH, base, ours, theirs)
         assert result.data == changed and result.kept_over_delete
 
 
 def test_delete_against_nothing_deletes() -> None:
     base = doc("x\n")
-    assert M.merge_memory(PATH, base, None, base).data is None
+    assert M.merge_file(PATH, base, None, base).data is None
 
 
 def test_add_add_with_different_bodies_forks() -> None:
     ours, theirs = doc("a\n"), doc("b\n")
-    result = M.merge_memory(PATH, None, ours, theirs, derived=later("09:00:00", "09:30:00", (1, 1)))
+    result = M.merge_file(PATH, None, ours, theirs, derived=later("09:00:00", "09:30:00", (1, 1)))
     assert parsed(result.data).body == "b\n"
     assert [parsed(f.data).body for f in result.forks] == ["a\n"]
 
 
 def test_unreadable_side_is_a_conflict_not_markers() -> None:
     base = doc("x\n")
-    result = M.merge_memory(PATH, base, b"---\nid: [broken\n---\nbody\n", doc("y\n"))
+    result = M.merge_file(PATH, base, b"---\nid: [broken\n---\nbody\n", doc("y\n"))
     assert result.conflict is not None
     no_markers(result.data)
 
@@ -509,8 +509,8 @@ def test_memory_merge_always_gives_readable_memories(data: st.DataObject) -> Non
     counts = (data.draw(st.integers(2, 4)), data.draw(st.integers(2, 4)))
     sides = later(hours[0], hours[1], counts) if data.draw(st.booleans()) else None
     swapped = None if sides is None else M.DerivedSides(sides.theirs, sides.ours)
-    one = M.merge_memory(PATH, base, ours, theirs, derived=sides)
-    other = M.merge_memory(PATH, base, theirs, ours, derived=swapped)
+    one = M.merge_file(PATH, base, ours, theirs, derived=sides)
+    other = M.merge_file(PATH, base, theirs, ours, derived=swapped)
     assert (one.data, one.forks) == (other.data, other.forks)
     assert one.conflict is None
     from gitmem.format.memfile import decode as decode_memory

@@ -33,7 +33,7 @@ import datetime as dt
 import difflib
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,7 +87,6 @@ class FileMerge:
     """One side deleted the memory and the other changed it: the change was kept."""
     conflict: str | None = None
     """Why the file could not be merged (never set for a readable memory)."""
-    notes: tuple[str, ...] = field(default_factory=tuple)
     decided: tuple[str, ...] = ()
     """Plain fields both sides changed differently, decided for the later side (see
     :data:`DECIDED_KEY`)."""
@@ -125,42 +124,52 @@ def _matches(base: Sequence[str], other: Sequence[str]) -> dict[int, int]:
     return found
 
 
-def merge_lines(
-    base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
+def _merge3(
+    base: Sequence[str],
+    first_keys: Sequence[str],
+    second_keys: Sequence[str],
+    first: Sequence[str],
+    second: Sequence[str],
+    inserted: Callable[[list[str], list[str]], list[str]] | None = None,
 ) -> list[str] | None:
-    """diff3 over lines: the merged lines, or None when both sides changed the same region.
+    """diff3 over items compared by key: the merged items, or None when both sides changed
+    the same region.
 
-    A base line that both sides kept (in order) is stable; between stable lines a
-    region changed by one side only takes that side, a region changed the same way
-    by both takes it once, anything else is a conflict. Adjacent edits with no
-    stable line between them conflict, as in git.
+    A base item both sides kept (in order) is stable; between stable items a region changed
+    by one side only takes that side, one changed the same way by both takes ``first``'s,
+    one only *inserted* by both takes ``inserted(first's, second's)`` when given; anything
+    else is a conflict. Adjacent edits with no stable item between them conflict, as in git.
     """
-    to_ours = _matches(base, ours)
-    to_theirs = _matches(base, theirs)
+    to_first, to_second = _matches(base, first_keys), _matches(base, second_keys)
     out: list[str] = []
     i = j = k = 0
     while True:
         stable = i
-        # Matching blocks are monotonic, so the next base line both sides kept is aligned.
-        while stable < len(base) and not (stable in to_ours and stable in to_theirs):
+        # Matching blocks are monotonic, so the next base item both sides kept is aligned.
+        while stable < len(base) and not (stable in to_first and stable in to_second):
             stable += 1
-        if stable < len(base):
-            chunk = (base[i:stable], ours[j : to_ours[stable]], theirs[k : to_theirs[stable]])
-        else:
-            chunk = (base[i:], ours[j:], theirs[k:])
-        b, o, t = (list(part) for part in chunk)
-        if o == t:
-            out.extend(o)
-        elif o == b:
-            out.extend(t)
-        elif t == b:
-            out.extend(o)
+        j_end = to_first[stable] if stable < len(base) else len(first)
+        k_end = to_second[stable] if stable < len(base) else len(second)
+        b, f_keys, s_keys = list(base[i:stable]), first_keys[j:j_end], second_keys[k:k_end]
+        if f_keys == s_keys or s_keys == b:
+            out.extend(first[j:j_end])
+        elif f_keys == b:
+            out.extend(second[k:k_end])
+        elif not b and inserted is not None:
+            out.extend(inserted(list(first[j:j_end]), list(second[k:k_end])))
         else:
             return None
         if stable >= len(base):
             return out
-        out.append(base[stable])
-        i, j, k = stable + 1, to_ours[stable] + 1, to_theirs[stable] + 1
+        out.append(first[to_first[stable]])
+        i, j, k = stable + 1, to_first[stable] + 1, to_second[stable] + 1
+
+
+def merge_lines(
+    base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
+) -> list[str] | None:
+    """diff3 over lines (:func:`_merge3`): the merged lines, or None on a conflict."""
+    return _merge3(base, list(ours), list(theirs), ours, theirs)
 
 
 def merge_text(base: str, ours: str, theirs: str) -> str | None:
@@ -183,26 +192,14 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
 
 
 def _sections(added: str, fallback: str) -> list[tuple[str, str]]:
-    """Split appended text at markdown headings into (date, text) sections.
-
-    A section's date is the first date in its first line; a section without one
-    takes the previous section's date, or ``fallback`` (the side's ``updated_at``).
-    """
+    """Split appended text at markdown headings into dated sections (:func:`_dated`)."""
     parts: list[str] = []
     for line in added.splitlines(keepends=True):
         if not parts or (line.startswith("#") and parts[-1].strip()):
             parts.append(line)
         else:
             parts[-1] += line
-    out: list[tuple[str, str]] = []
-    date = fallback
-    for part in parts:
-        first = part.splitlines()[0] if part else ""
-        found = _DATE_RE.search(first)
-        if found:
-            date = found.group(0).replace(" ", "T")
-        out.append((date, part))
-    return out
+    return _dated(parts, fallback)
 
 
 def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
@@ -226,12 +223,7 @@ def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -
     right = _sections(add_second, dates[1])
     seen = {text for _, text in left}
     right = [(d, text) for d, text in right if text not in seen]
-    out = head
-    for text in _by_date(left, right):
-        if out and not out.endswith("\n"):
-            out += "\n"
-        out += text
-    return out
+    return _joined([head, *_by_date(left, right)])
 
 
 _UNIT_START = re.compile(r"#|[-*+][ \t]|\d{1,9}[.)][ \t]")
@@ -300,39 +292,26 @@ def merge_sections(base: str, first: str, second: str, dates: tuple[str, str]) -
     and an entry a clone already published is never moved in front of. ``first`` is the
     side ranked higher (it wins ties). None when both sides changed or removed the same entry.
     """
-    base_units, first_units, second_units = _units(base), _units(first), _units(second)
-    keys = [_unit_key(u) for u in base_units]
-    first_keys = [_unit_key(u) for u in first_units]
-    second_keys = [_unit_key(u) for u in second_units]
-    to_first, to_second = _matches(keys, first_keys), _matches(keys, second_keys)
-    out: list[str] = []
-    i = j = k = 0
-    while True:
-        stable = i
-        while stable < len(keys) and not (stable in to_first and stable in to_second):
-            stable += 1
-        j_end = to_first[stable] if stable < len(keys) else len(first_units)
-        k_end = to_second[stable] if stable < len(keys) else len(second_units)
-        b, f, s = keys[i:stable], first_units[j:j_end], second_units[k:k_end]
-        f_keys, s_keys = first_keys[j:j_end], second_keys[k:k_end]
-        if f_keys == s_keys or s_keys == b:
-            out.extend(f)
-        elif f_keys == b:
-            out.extend(s)
-        elif not b:
-            out.extend(_interleave(f, s, dates))
-        else:
-            return None
-        if stable >= len(keys):
-            break
-        out.append(first_units[to_first[stable]])
-        i, j, k = stable + 1, to_first[stable] + 1, to_second[stable] + 1
-    text = ""
-    for unit in out:
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text += unit
-    return text
+    first_units, second_units = _units(first), _units(second)
+    merged = _merge3(
+        [_unit_key(u) for u in _units(base)],
+        [_unit_key(u) for u in first_units],
+        [_unit_key(u) for u in second_units],
+        first_units,
+        second_units,
+        lambda f, s: _interleave(f, s, dates),
+    )
+    return None if merged is None else _joined(merged)
+
+
+def _joined(texts: Sequence[str]) -> str:
+    """``texts`` one after another, each starting on a line of its own."""
+    out = ""
+    for text in texts:
+        if out and not out.endswith("\n"):
+            out += "\n"
+        out += text
+    return out
 
 
 # -- front-matter -----------------------------------------------------------------------------
@@ -469,7 +448,7 @@ def _make_fork(loser: _Side, kept_meta: dict[str, Any], memory_id: str, path: st
     return Fork(new_id, memory_id, fork_path, _serialize(loser.doc, meta, loser.doc.body, path))
 
 
-def merge_memory(
+def merge_file(
     path: str,
     base: bytes | None,
     ours: bytes | None,
@@ -477,46 +456,37 @@ def merge_memory(
     *,
     derived: DerivedSides | None = None,
 ) -> FileMerge:
-    """Merge one memory file; never leaves conflict markers, never drops a side.
-
-    ``derived``: each side's versions where its commit is known (:class:`DerivedSides`).
-    """
+    """Merge one file of a store: a memory memory-aware (never conflict markers, never a side
+    dropped), any other file as text. ``derived``: each side's versions where its commit is
+    known (:class:`DerivedSides`)."""
     memory_id = id_from_path(path)
-    if ours == theirs:
+    if ours == theirs or base == theirs:
         return FileMerge(path, ours, memory_id)
-    if ours is None or theirs is None:
-        changed = theirs if ours is None else ours
-        if changed == base:
-            return FileMerge(path, None, memory_id)  # one side deleted, the other did nothing
-        if base is None:
-            return FileMerge(path, changed, memory_id)  # added on one side only
-        return FileMerge(path, changed, memory_id, kept_over_delete=True)
     if base == ours:
         return FileMerge(path, theirs, memory_id)
-    if base == theirs:
-        return FileMerge(path, ours, memory_id)
-    ours_versions = theirs_versions = None
-    if derived is not None and derived.known:
-        ours_versions, theirs_versions = derived.ours, derived.theirs
-    parsed_ours = _parse(ours, path, ours_versions)
-    parsed_theirs = _parse(theirs, path, theirs_versions)
-    if parsed_ours is None or parsed_theirs is None:
+    if ours is None or theirs is None:
+        changed = theirs if ours is None else ours
+        if memory_id is None:
+            why = f"{path}: changed on one side, deleted on the other"
+            return FileMerge(path, changed, conflict=why)
+        return FileMerge(path, changed, memory_id, kept_over_delete=True)
+    sides = derived if derived is not None and derived.known else DerivedSides()
+    parsed_ours = _parse(ours, path, sides.ours) if memory_id is not None else None
+    parsed_theirs = _parse(theirs, path, sides.theirs) if memory_id is not None else None
+    if memory_id is None or parsed_ours is None or parsed_theirs is None:
         merged = _merge_raw(base, ours, theirs)
         if merged is not None:
             return FileMerge(path, merged, memory_id)
-        return FileMerge(
-            path,
-            max(ours, theirs),
-            memory_id,
-            conflict=f"{path}: both sides changed it and one is not a readable memory",
-        )
+        if memory_id is None:
+            return FileMerge(path, ours, conflict=f"{path}: both sides changed the same lines")
+        why = "both sides changed it and one is not a readable memory"
+        return FileMerge(path, max(ours, theirs), memory_id, conflict=f"{path}: {why}")
     first, second = sorted([parsed_ours, parsed_theirs], key=lambda s: s.rank, reverse=True)
     base_side = _parse(base, path)
     base_meta = base_side.doc.metadata if base_side is not None else None
     decided: dict[str, Any] = {}
     meta = merge_metadata(base_meta, first.doc.metadata, second.doc.metadata, decided)
-    if memory_id is not None:
-        meta["id"] = memory_id
+    meta["id"] = memory_id
     base_body = base_side.doc.body if base_side is not None else None
     body = _merge_body(base_body, first, second)
     if body is not None:
@@ -532,13 +502,12 @@ def merge_memory(
                 return FileMerge(path, _serialize(first.doc, meta, body, path), memory_id)
     else:
         body = first.doc.body
-    mid = memory_id or str(meta.get("id"))
     try:
         kept = _serialize(first.doc, meta, body, path)
     except GitmemError:
         kept = first.data
     try:
-        fork = _make_fork(second, meta, mid, path)
+        fork = _make_fork(second, meta, memory_id, path)
     except GitmemError as exc:
         return FileMerge(path, kept, memory_id, conflict=f"{path}: cannot keep a fork: {exc}")
     return FileMerge(path, kept, memory_id, forks=(fork,))
@@ -571,32 +540,3 @@ def _merge_raw(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
         return None
     merged = merge_text(*texts)
     return merged.encode("utf-8") if merged is not None else None
-
-
-def merge_file(
-    path: str,
-    base: bytes | None,
-    ours: bytes | None,
-    theirs: bytes | None,
-    *,
-    derived: DerivedSides | None = None,
-) -> FileMerge:
-    """Merge any file of a store: memories memory-aware, other files as text."""
-    if id_from_path(path) is not None:
-        return merge_memory(path, base, ours, theirs, derived=derived)
-    if ours == theirs:
-        return FileMerge(path, ours)
-    if base == ours:
-        return FileMerge(path, theirs)
-    if base == theirs:
-        return FileMerge(path, ours)
-    if ours is None or theirs is None:
-        return FileMerge(
-            path,
-            ours if theirs is None else theirs,
-            conflict=f"{path}: changed on one side, deleted on the other",
-        )
-    merged = _merge_raw(base, ours, theirs)
-    if merged is None:
-        return FileMerge(path, ours, conflict=f"{path}: both sides changed the same lines")
-    return FileMerge(path, merged)

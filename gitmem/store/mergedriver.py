@@ -25,7 +25,7 @@ from gitmem.git.diff import blob_at
 from gitmem.git.localconfig import read_limit
 from gitmem.store.derived import Versions
 from gitmem.store.derived import walk as versions_at
-from gitmem.store.merge import DerivedSides, Fork, merge_memory
+from gitmem.store.merge import DerivedSides, Fork, merge_file
 
 DRIVER_CONFIG = "merge.gitmem.driver"
 
@@ -75,7 +75,7 @@ def run_driver(
         return 1 if result.returncode != 0 else 0
     # git passes an empty file for a missing base (an add/add): no memory is empty.
     sides = driver_sides(cwd or Path.cwd(), path, ours, theirs)
-    outcome = merge_memory(path, base or None, ours, theirs, derived=sides)
+    outcome = merge_file(path, base or None, ours, theirs, derived=sides)
     if outcome.data is not None:
         Path(ours_file).write_bytes(outcome.data)
     if outcome.forks:
