@@ -1,19 +1,16 @@
-"""How the store reads memories: one interface, served by the index or by git's tree.
+"""How the store reads memories: one interface (:data:`Reader`), served by the index or by
+git's tree.
 
-:class:`Reader` is every question the store's reads ask of one repository: the current
-memories (filtered), the files that are not memories, successors, a deleted memory's
-last content, the versions of some ids, search candidates and full-text hits.
-:class:`IndexReader` answers from the derived SQLite index; :class:`TreeReader` answers by
-walking the commit's tree and history, the index's reference implementation. The store
-picks one per question (``Store._reader``): the tree where the index cannot answer (a
+:class:`IndexReader` answers from the derived SQLite index; :class:`TreeReader` by walking
+the commit's tree and history. The store picks the tree where the index cannot answer (a
 past ``at``, a transaction's staged writes, ``use_index = False``, a store it cannot
-write), the index otherwise. Nothing else in the store asks which one it got.
+write), the index otherwise (``Store._reader``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import pygit2
 
@@ -38,63 +35,6 @@ from gitmem.store.results import Problem, Version
 
 Decode = Callable[[bytes, str], Memory]
 """Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""
-
-
-class Reader(Protocol):
-    """The reads of one repository, whichever way they are served."""
-
-    def memories(
-        self,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        include_superseded: bool,
-        include_archived: bool,
-    ) -> list[Memory]:
-        """Current memories, filtered (``tags``: all of them)."""
-        ...
-
-    def ids(self) -> set[str]:
-        """The ids of every memory now, superseded and archived ones included."""
-        ...
-
-    def problems(self) -> list[Problem]:
-        """Files under the memory folders that are not valid memories."""
-        ...
-
-    def rows(
-        self,
-        columns: Sequence[str],
-        *,
-        include_superseded: bool,
-        include_archived: bool,
-    ) -> list[tuple[Any, ...]]:
-        """A few columns of the current memories as the index stores them (see
-        :meth:`Index.rows`), oldest first: fields of every memory without whole objects."""
-        ...
-
-    def successors(self, memory_id: str) -> list[Memory]:
-        """Memories naming ``memory_id`` in ``supersedes``."""
-        ...
-
-    def last_data(self, memory_id: str) -> bytes | None:
-        """The newest content ``memory_id`` had in history (for a deleted one)."""
-        ...
-
-    def versions(self, ids: Sequence[str]) -> list[Version]:
-        """Every change of the files of ``ids``, oldest first, its content not read
-        (:attr:`Version.source`)."""
-        ...
-
-    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
-        """Memories a search looks at (``filters``: see ``Store.search``)."""
-        ...
-
-    def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
-    ) -> list[tuple[float, Memory]]:
-        """(score, memory) for an FTS5 query; raises sqlite3.OperationalError on its syntax."""
-        ...
 
 
 class IndexReader:
@@ -260,9 +200,6 @@ class TreeReader:
         *,
         include_superseded: bool,
         include_archived: bool,
-        after: tuple[int, str] | None = None,
-        limit: int | None = None,
-        offset: int = 0,
     ) -> list[tuple[Any, ...]]:
         check_columns(columns)
         memories = self.memories(
@@ -276,13 +213,6 @@ class TreeReader:
         for memory in memories:
             blob = self.snap.blob_id(memory.path or memory_path(memory.id))
             values = row_values(memory, str(blob) if blob is not None else "")
-            if after is not None and (values["created_us"], memory.id) <= after:
-                continue
-            if offset:
-                offset -= 1
-                continue
-            if limit is not None and len(out) == limit:
-                break
             out.append(tuple(values[c] for c in columns))
         return out
 
@@ -292,90 +222,57 @@ class TreeReader:
 
     def last_data(self, memory_id: str) -> bytes | None:
         # What the index answers, by walking git: the newest change that left content.
-        kept = [
-            (key, blob)
-            for key, _, _, blob, _, _, _ in self.file_changes([memory_path(memory_id)])
-            if blob is not None
-        ]
-        return blob_data(self.db.repo, max(kept)[1]) if kept else None
+        kept = [v.source for v in self.versions([memory_id]) if v.source is not None]
+        return blob_data(self.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
-        """History rows by walking every commit (the index's reference implementation).
+        """History rows by walking every commit: each commit that changed one of the files
+        of ``ids`` (a merge that took one side's file as it was changed nothing).
 
         Oldest first: a commit after its parents (by generation: 1 for a root, else
         one more than its highest parent's), then by author time and commit id, so
         commits on the two sides of a merge have one order whoever walks them; rows
-        of one commit follow the order of ``ids``.
+        of one commit follow the order of ``ids``. A plain id is followed to where format 4
+        put it in commits from before ``gitmem migrate`` (gitmem.git.diff.memory_blob).
         """
         paths = {memory_path(mid): mid for mid in ids}
         position = {mid: i for i, mid in enumerate(paths.values())}
         found: list[tuple[tuple[int, int, str, int], Version]] = []
-        for key, commit, wanted, now, before, path, counts in self.file_changes(list(paths)):
-            mid = paths[wanted]
-            trailers = parse_trailers(commit.message)
-            ops = [v for k, v in trailers if k == OP_TRAILER]
-            agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
-            op = (
-                ops[0]
-                if len(ops) == 1
-                else infer_op(before is not None, now is not None, bool(trailers))
-            )
-            version = Version(
-                memory_id=mid,
-                version=None,
-                commit=str(commit.id),
-                time=author_time(commit),
-                author=commit.author.name,
-                agent=agent,
-                op=op,
-                memory=None,
-                counted=counts and not is_migration(ops),
-                source=(str(now), path) if now is not None else None,
-            )
-            found.append(((*key, position[mid]), version))
-        found.sort(key=lambda item: item[0])
-        return [version for _, version in found]
-
-    def file_changes(
-        self, paths: Sequence[str]
-    ) -> Iterator[
-        tuple[
-            tuple[int, int, str],
-            pygit2.Commit,
-            str,
-            pygit2.Oid | None,
-            pygit2.Oid | None,
-            str,
-            bool,
-        ]
-    ]:
-        """Every commit that changed one of ``paths``: (history-order key, commit, path,
-        blob now, blob in the first parent, the path the file is at there, whether the
-        commit is a version of it but for the ``migrate`` rule). The key is (generation,
-        author time, commit id); a merge that took one side's file as it was changed
-        nothing. A plain id is followed to where format 4 put it in commits from before
-        ``gitmem migrate`` (gitmem.git.diff.memory_blob)."""
         gens: dict[pygit2.Oid, int] = {}
         for commit in self.db.walk(reverse=True):
             gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
             gens[commit.id] = gen
             parents = commit.parents
-            for path in paths:
-                found = memory_blob_at(commit.tree, path)
-                now = found[1] if found is not None else None
+            for path, mid in paths.items():
+                at_now = memory_blob_at(commit.tree, path)
+                now = at_now[1] if at_now is not None else None
                 befores = [memory_blob(p.tree, path) for p in parents] or [None]
                 if any(now == before for before in befores):
                     continue
-                at = found[0] if found is not None else self._was_at(parents, path)
-                key = (gen, commit.author.time, str(commit.id))
-                counts = makes_version(now, befores if parents else [])
-                yield key, commit, path, now, befores[0], at, counts
-
-    @staticmethod
-    def _was_at(parents: list[pygit2.Commit], path: str) -> str:
-        """Where a file a commit removed was in its first parent (``path`` when nowhere)."""
-        found = memory_blob_at(parents[0].tree, path) if parents else None
-        return found[0] if found is not None else path
+                trailers = parse_trailers(commit.message)
+                ops = [v for k, v in trailers if k == OP_TRAILER]
+                op = (
+                    ops[0]
+                    if len(ops) == 1
+                    else infer_op(befores[0] is not None, now is not None, bool(trailers))
+                )
+                version = Version(
+                    memory_id=mid,
+                    version=None,
+                    commit=str(commit.id),
+                    time=author_time(commit),
+                    author=commit.author.name,
+                    agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
+                    op=op,
+                    memory=None,
+                    counted=makes_version(now, befores if parents else [])
+                    and not is_migration(ops),
+                    source=(str(now), at_now[0]) if at_now is not None else None,
+                )
+                key = (gen, commit.author.time, str(commit.id), position[mid])
+                found.append((key, version))
+        found.sort(key=lambda item: item[0])
+        return [version for _, version in found]
 
     def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
         for memory in self.memories(
@@ -403,3 +300,7 @@ def _log_skip(path: str, problem: str) -> None:
     from gitmem.base import logs
 
     logs.get("gitmem.store.core").warning("skipping %s: %s", path, problem)
+
+
+Reader = IndexReader | TreeReader
+"""The reads of one repository, whichever way they are served."""
