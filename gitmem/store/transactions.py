@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pygit2
 
@@ -60,7 +60,8 @@ class Effect:
     session: str | None = None
 
 
-Action = Callable[[Snapshot], tuple[Effect | None, Any]]
+T = TypeVar("T")
+Action = Callable[[Snapshot], tuple[Effect | None, T]]
 """A write staged on a snapshot: its effect on memories (None for a file that is not a
 memory, such as a folder's ``.gitkeep``) and the value the caller gets."""
 
@@ -129,7 +130,7 @@ class Transaction:
         self.backend = backend
         self.message = message
         self.ran = 0
-        self.actions: list[Action] | None = []
+        self.actions: list[Action[Any]] | None = []
         """The operations to replay on a newer tip; None past :data:`REPLAY_LIMIT`."""
         self.effects = Effects()
         # Each staged file's blob is written at once and only its id kept: what the
@@ -141,7 +142,7 @@ class Transaction:
         self.by: str | None = None
         self.body: str | None = None
 
-    def run(self, action: Action) -> Any:
+    def run(self, action: Action[T]) -> T:
         self.store._refresh_config(self.backend, self.snapshot)
         effect, value = action(self.snapshot)
         self.ran += 1
@@ -379,7 +380,7 @@ class Transactions:
     def _active_tx(self) -> Transaction | None:
         return getattr(self._tx, "active", None)
 
-    def _run(self, backend: Backend, action: Action, message: str | None) -> Any:
+    def _run(self, backend: Backend, action: Action[T], message: str | None) -> T:
         tx = self._active_tx()
         if tx is not None:
             if tx.backend is not backend:
@@ -388,7 +389,7 @@ class Transactions:
                 )
             return tx.run(action)
 
-        def plan(snap: Snapshot) -> tuple[CommitSpec, Any]:
+        def plan(snap: Snapshot) -> tuple[CommitSpec, T]:
             self._refresh_config(backend, snap)
             effect, value = action(snap)
             if effect is None:  # no memory changed: a folder kept or let go (keep_folder)
@@ -438,9 +439,7 @@ class Transactions:
 
     def _encode(self, backend: Backend, memory: Memory) -> bytes:
         policy = self._secret_policy(backend) if self._secrets_refused() else None
-        return memfile.encode(
-            memory, max_body_bytes=backend.config.max_body_bytes, policy=policy
-        )
+        return memfile.encode(memory, max_body_bytes=backend.config.max_body_bytes, policy=policy)
 
     def check_file(self, data: bytes, *, what: str, scope: Scope | str | None = None) -> Memory:
         """The memory in a memory file that is to be stored byte for byte (an import), held

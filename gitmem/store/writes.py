@@ -69,15 +69,46 @@ class Writes(VersionHistory):
                 )
             raise
 
-    def _put_new(
-        self, backend: Backend, snap: Snapshot, path: str, memory: Memory, *, given: bool
+    def _add_new(
+        self,
+        backend: Backend,
+        snap: Snapshot,
+        memory_id: str,
+        body: str,
+        fields: Mapping[str, Any],
+        *,
+        given: bool,
+        supersedes: str | None = None,
     ) -> Memory:
         """Stage a new memory: version 1, unless a memory of this id (``given`` by the
         caller; a new uuid never is) had versions before, deleted since."""
+        if snap.locate(memory_id) is not None:
+            raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
+        path = memory_path(memory_id)
+        twin = _case_twin(snap, path) if given else None  # new ids are lowercase
+        if twin is not None:
+            raise AlreadyExistsError(
+                f"{path} differs only in case from {twin}, which exists: on a "
+                "case-insensitive file system (macOS, Windows) the two are one file",
+                hint="use the existing name, or one that differs in more than case",
+            )
+        now = self.clock.now()
+        memory = Memory(
+            id=memory_id,
+            body=body,
+            created_at=now,
+            updated_at=now,
+            version=1,
+            supersedes=supersedes,
+            scope=backend.scope,
+            path=path,
+            store_scope=backend.scope,
+            **memory_fields(fields),
+        )
         if given:
             return self._put(backend, snap, path, memory)
         snap.put(path, self._encode(backend, memory))
-        return derived.Versions().plus(int(self.clock.now().timestamp())).apply(memory)
+        return derived.Versions().plus(int(now.timestamp())).apply(memory)
 
     def _put(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
         """Stage ``memory`` over the file at ``path``; returns it as a read of ``snap`` now
@@ -142,35 +173,12 @@ class Writes(VersionHistory):
         )
 
         def action(snap: Snapshot) -> tuple[Effect, Memory]:
-            if snap.locate(memory_id) is not None:
-                raise AlreadyExistsError(f"a memory with id {memory_id} already exists")
-            path = memory_path(memory_id)
-            twin = _case_twin(snap, path) if id is not None else None  # new ids are lowercase
-            if twin is not None:
-                raise AlreadyExistsError(
-                    f"{path} differs only in case from {twin}, which exists: on a "
-                    "case-insensitive file system (macOS, Windows) the two are one file",
-                    hint="use the existing name, or one that differs in more than case",
-                )
-            now = self.clock.now()
-            memory = Memory(
-                id=memory_id,
-                body=body,
-                created_at=now,
-                updated_at=now,
-                version=1,
-                scope=backend.scope,
-                path=path,
-                store_scope=backend.scope,
-                **memory_fields(fields),
-            )
-            memory = self._put_new(backend, snap, path, memory, given=id is not None)
+            memory = self._add_new(backend, snap, memory_id, body, fields, given=id is not None)
             return Effect(
                 Op.CREATE, [memory_id], memory.title, None, memory.agent, memory.session_id
             ), memory
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def update(
         self,
@@ -210,8 +218,7 @@ class Writes(VersionHistory):
                 changes.get("session_id"),
             ), updated
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def append(
         self,
@@ -243,8 +250,7 @@ class Writes(VersionHistory):
             updated = self._put(backend, snap, memory_path(id), updated)
             return Effect(Op.APPEND, [id], updated.title, None, agent, session), updated
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def update_from_text(
         self,
@@ -302,8 +308,7 @@ class Writes(VersionHistory):
             updated = self._put(backend, snap, path, updated)
             return Effect(Op.UPDATE, [id], updated.title), updated
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def delete(
         self,
@@ -341,7 +346,7 @@ class Writes(VersionHistory):
             snap.remove(path)
             return Effect(Op.DELETE, [id], title, None, agent, session), True
 
-        result: bool = self._run(backend, action, message)
+        result = self._run(backend, action, message)
         if not result and not missing_ok:
             raise NotFoundError(f"no memory {id}", hint="someone deleted it meanwhile")
         return result
@@ -376,8 +381,7 @@ class Writes(VersionHistory):
                 snap.remove(path)
             return None, True
 
-        result: bool = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def restore(
         self,
@@ -419,8 +423,7 @@ class Writes(VersionHistory):
             restored = self._put(backend, snap, path, replace(restored, path=path))
             return Effect(Op.RESTORE, [id], restored.title, None, agent), restored
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
     def supersede(
         self,
@@ -447,10 +450,6 @@ class Writes(VersionHistory):
 
         def action(snap: Snapshot) -> tuple[Effect, Memory]:
             old = self._require(backend, snap, old_id)
-            path = memory_path(new_memory_id)
-            if snap.locate(new_memory_id) is not None:
-                raise AlreadyExistsError(f"a memory with id {new_memory_id} already exists")
-            now = self.clock.now()
             carried: dict[str, Any] = {
                 "title": old.title,
                 "category": old.category,
@@ -458,26 +457,21 @@ class Writes(VersionHistory):
                 "related": old.related,
             }
             carried.update(given)
-            memory = Memory(
-                id=new_memory_id,
-                body=new_body,
-                created_at=now,
-                updated_at=now,
-                version=1,
+            memory = self._add_new(
+                backend,
+                snap,
+                new_memory_id,
+                new_body,
+                carried,
+                given=id is not None,
                 supersedes=old_id,
-                scope=backend.scope,
-                path=path,
-                store_scope=backend.scope,
-                **memory_fields(carried),
             )
-            memory = self._put_new(backend, snap, path, memory, given=id is not None)
             effect = Effect(
                 Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id
             )
             return effect, memory
 
-        result: Memory = self._run(backend, action, message)
-        return result
+        return self._run(backend, action, message)
 
 
 def _case_twin(snap: Snapshot, path: str) -> str | None:
