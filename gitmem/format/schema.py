@@ -1,8 +1,8 @@
 """JSON Schema validation of front-matter, against the files in ``schemas/``.
 
-A small validator of the keywords our schemas use (draft 2020-12, jsonschema's wording),
-compiled once per schema into functions: jsonschema's import alone would cost ``gitmem
-add`` about 100 ms. tests/test_schema.py holds it to jsonschema as the oracle.
+A small validator of the keywords our schemas use (draft 2020-12, jsonschema's wording):
+jsonschema's import alone would cost ``gitmem add`` about 100 ms. tests/test_schema.py
+holds it to jsonschema as the oracle.
 """
 
 from __future__ import annotations
@@ -78,12 +78,13 @@ def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
 
 
 def checker(schema: dict[str, Any]) -> Callable[[Any], list[Problem]]:
-    """:func:`problems` for a schema held in memory (an MCP tool's input schema)."""
-    check = _compile(schema, schema)
+    """:func:`problems` for a schema held in memory (an MCP tool's input schema); a keyword
+    the checker does not know raises ValueError here, not on a value."""
+    _known(schema)
 
     def problems_of(value: Any) -> list[Problem]:
         found: list[Problem] = []
-        check(value, (), found)
+        _check(schema, value, (), found, schema)
         return found
 
     return problems_of
@@ -114,17 +115,15 @@ def _describe(problem: Problem) -> str:
     return f"{problem.field}: {clip(message, 200)}"
 
 
-# -- the schema made into functions ------------------------------------------------------
+# -- the keywords ---------------------------------------------------------------------------
 
 Where = tuple[str | int, ...]
-Check = Callable[[Any, Where, list[Problem]], None]
-"""A schema node made into a function: appends the problems of a value at a path."""
-Rule = tuple[Callable[[Any], bool], Callable[[Any], str]]
-"""A keyword that tests the value itself: whether the value breaks it, and how jsonschema
-says so."""
 
 _ANNOTATIONS = frozenset(
     {"$schema", "$id", "$defs", "title", "description", "$comment", "default", "then", "else"}
+)
+_APPLICATORS = frozenset(
+    {"required", "properties", "additionalProperties", "items", "$ref", "allOf", "if", "not"}
 )
 
 
@@ -133,47 +132,86 @@ def _compiled(schema: str) -> Callable[[Any], list[Problem]]:
     return checker(load_schema(schema))
 
 
-def _compile(node: Any, root: dict[str, Any]) -> Check:
+def _known(node: Any) -> None:
+    """Raise ValueError for a schema node with a keyword :func:`_check` does not know."""
     if node is True:
-        return _nothing
+        return
     if not isinstance(node, dict):
         raise ValueError(f"schema node {node!r} is not an object or true")
-    steps: list[Check] = []
+    for key in node:
+        if key not in _ANNOTATIONS and key not in _RULES and key not in _APPLICATORS:
+            raise ValueError(f"schema keyword {key!r} is not one gitmem's validator knows")
+    if node.get("additionalProperties", True) is not True and (
+        node["additionalProperties"] is not False or "patternProperties" in node
+    ):
+        raise ValueError("additionalProperties takes true or false here")
+    ref = node.get("$ref", "#/$defs/")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
+        raise ValueError(f"$ref {ref!r} is not a reference to this schema's $defs")
+    subs = [*node.get("properties", {}).values(), *node.get("$defs", {}).values()]
+    subs += [node[k] for k in ("items", "not", "if", "then", "else") if k in node]
+    for sub in [*subs, *node.get("allOf", ())]:
+        _known(sub)
+
+
+def _check(node: Any, value: Any, path: Where, found: list[Problem], root: Any) -> None:
+    """Append the problems of ``value`` (at ``path``) under the schema ``node``."""
+    if node is True:
+        return
     for key, arg in node.items():
         if key in _ANNOTATIONS:
-            continue  # then/else are read with "if"
+            continue
         if key in _RULES:
-            steps.append(_ruled(*_RULES[key](arg, root)))
-        elif key in _KEYWORDS:
-            steps.append(_KEYWORDS[key](arg, node, root))
-        else:
-            raise ValueError(f"schema keyword {key!r} is not one gitmem's validator knows")
-    if len(steps) == 1:
-        return steps[0]
-
-    def check(value: Any, path: Where, found: list[Problem]) -> None:
-        for step in steps:
-            step(value, path, found)
-
-    return check
-
-
-def _ruled(broken: Callable[[Any], bool], say: Callable[[Any], str]) -> Check:
-    def check(value: Any, path: Where, found: list[Problem]) -> None:
-        if broken(value):
-            found.append(Problem(path, say(value), value))
-
-    return check
+            broken, say = _RULES[key]
+            if broken(arg, value):
+                found.append(Problem(path, say(arg, value), value))
+        elif key == "not":
+            if _valid(arg, value, root):
+                found.append(Problem(path, f"{value!r} should not be valid under {arg!r}", value))
+        elif key == "$ref":
+            _check(root["$defs"][arg.removeprefix("#/$defs/")], value, path, found, root)
+        elif key == "allOf":
+            for sub in arg:
+                _check(sub, value, path, found, root)
+        elif key == "if":
+            then = node.get("then" if _valid(arg, value, root) else "else", True)
+            _check(then, value, path, found, root)
+        elif isinstance(value, list) and key == "items":
+            for index, item in enumerate(value):
+                _check(arg, item, (*path, index), found, root)
+        elif isinstance(value, dict):
+            _check_object(key, arg, node, value, path, found, root)
 
 
-def _nothing(value: Any, path: Where, found: list[Problem]) -> None:
-    return None
+def _check_object(
+    key: str, arg: Any, node: Any, value: dict[str, Any], path: Where, found: list[Problem],
+    root: Any,
+) -> None:
+    if key == "required":
+        for name in arg:
+            if name not in value:
+                found.append(Problem(path, f"{name!r} is a required property", value, name))
+    elif key == "properties":
+        for name, sub in arg.items():
+            if name in value:
+                _check(sub, value[name], (*path, name), found, root)
+    elif key == "additionalProperties" and arg is False:
+        allowed = node.get("properties", {})
+        extras = sorted((k for k in value if k not in allowed), key=str)
+        if extras:
+            verb = "was" if len(extras) == 1 else "were"
+            names = ", ".join(repr(extra) for extra in extras)
+            message = f"Additional properties are not allowed ({names} {verb} unexpected)"
+            found.append(Problem(path, message, value))
 
 
-def _valid(check: Check, value: Any) -> bool:
+def _valid(node: Any, value: Any, root: Any) -> bool:
     found: list[Problem] = []
-    check(value, (), found)
+    _check(node, value, (), found, root)
     return not found
+
+
+_compiled_re = functools.cache(re.compile)
 
 
 def is_number(value: Any) -> bool:
@@ -209,150 +247,36 @@ def _repeats(value: list[Any]) -> bool:
     return any(_equal(item, other) for i, item in enumerate(value) for other in value[:i])
 
 
-def _type(arg: Any, _root: Any) -> Rule:
-    test = _TYPES[arg]
-    return (lambda v: not test(v)), (lambda v: f"{v!r} is not of type {arg!r}")
-
-
-def _min_length(arg: Any, _root: Any) -> Rule:
-    words = "should be non-empty" if arg == 1 else "is too short"
-    return (lambda v: isinstance(v, str) and len(v) < arg), (lambda v: f"{v!r} {words}")
-
-
-def _max_length(arg: Any, _root: Any) -> Rule:
-    words = "is expected to be empty" if arg == 0 else "is too long"
-    return (lambda v: isinstance(v, str) and len(v) > arg), (lambda v: f"{v!r} {words}")
-
-
-def _pattern(arg: Any, _root: Any) -> Rule:
-    search = re.compile(arg).search  # jsonschema runs re.search too
-    return (
-        (lambda v: isinstance(v, str) and search(v) is None),
-        (lambda v: f"{v!r} does not match {arg!r}"),
-    )
-
-
-def _not(arg: Any, root: Any) -> Rule:
-    inner = _compile(arg, root)
-    return (lambda v: _valid(inner, v)), (lambda v: f"{v!r} should not be valid under {arg!r}")
-
-
-_RULES: dict[str, Callable[[Any, Any], Rule]] = {
-    "type": _type,
-    "enum": lambda arg, _root: (
-        (lambda v: not any(_equal(each, v) for each in arg)),
-        (lambda v: f"{v!r} is not one of {arg!r}"),
+_RULES: dict[str, tuple[Callable[[Any, Any], bool], Callable[[Any, Any], str]]] = {
+    # keyword: (whether the value breaks it, how jsonschema says so)
+    "type": (lambda a, v: not _TYPES[a](v), lambda a, v: f"{v!r} is not of type {a!r}"),
+    "enum": (
+        lambda a, v: not any(_equal(each, v) for each in a),
+        lambda a, v: f"{v!r} is not one of {a!r}",
     ),
-    "const": lambda arg, _root: (
-        (lambda v: not _equal(v, arg)),
-        (lambda v: f"{arg!r} was expected"),
+    "const": (lambda a, v: not _equal(v, a), lambda a, v: f"{a!r} was expected"),
+    "minLength": (
+        lambda a, v: isinstance(v, str) and len(v) < a,
+        lambda a, v: f"{v!r} " + ("should be non-empty" if a == 1 else "is too short"),
     ),
-    "minLength": _min_length,
-    "maxLength": _max_length,
-    "pattern": _pattern,
-    "minimum": lambda arg, _root: (
-        (lambda v: is_number(v) and v < arg),
-        (lambda v: f"{v!r} is less than the minimum of {arg!r}"),
+    "maxLength": (
+        lambda a, v: isinstance(v, str) and len(v) > a,
+        lambda a, v: f"{v!r} " + ("is expected to be empty" if a == 0 else "is too long"),
     ),
-    "maximum": lambda arg, _root: (
-        (lambda v: is_number(v) and v > arg),
-        (lambda v: f"{v!r} is greater than the maximum of {arg!r}"),
+    "pattern": (  # jsonschema runs re.search too
+        lambda a, v: isinstance(v, str) and _compiled_re(a).search(v) is None,
+        lambda a, v: f"{v!r} does not match {a!r}",
     ),
-    "uniqueItems": lambda arg, _root: (
-        (lambda v: arg is True and isinstance(v, list) and _repeats(v)),
-        (lambda v: f"{v!r} has non-unique elements"),
+    "minimum": (
+        lambda a, v: is_number(v) and v < a,
+        lambda a, v: f"{v!r} is less than the minimum of {a!r}",
     ),
-    "not": _not,
-}
-
-
-def _required(arg: Any, _node: Any, _root: Any) -> Check:
-    def required(value: Any, path: Where, found: list[Problem]) -> None:
-        if isinstance(value, dict):
-            for name in arg:
-                if name not in value:
-                    message = f"{name!r} is a required property"
-                    found.append(Problem(path, message, value, name))
-
-    return required
-
-
-def _properties(arg: Any, _node: Any, root: Any) -> Check:
-    subs = [(key, _compile(sub, root)) for key, sub in arg.items()]
-
-    def properties(value: Any, path: Where, found: list[Problem]) -> None:
-        if isinstance(value, dict):
-            for key, check in subs:
-                if key in value:
-                    check(value[key], (*path, key), found)
-
-    return properties
-
-
-def _additional(arg: Any, node: Any, _root: Any) -> Check:
-    if arg is True:
-        return _nothing
-    if arg is not False or "patternProperties" in node:
-        raise ValueError("additionalProperties takes true or false here")
-    allowed = frozenset(node.get("properties", {}))
-
-    def additional(value: Any, path: Where, found: list[Problem]) -> None:
-        if not isinstance(value, dict):
-            return
-        extras = sorted((k for k in value if k not in allowed), key=str)
-        if extras:
-            verb = "was" if len(extras) == 1 else "were"
-            names = ", ".join(repr(extra) for extra in extras)
-            message = f"Additional properties are not allowed ({names} {verb} unexpected)"
-            found.append(Problem(path, message, value))
-
-    return additional
-
-
-def _items(arg: Any, _node: Any, root: Any) -> Check:
-    each = _compile(arg, root)
-
-    def items(value: Any, path: Where, found: list[Problem]) -> None:
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                each(item, (*path, index), found)
-
-    return items
-
-
-def _ref(arg: Any, _node: Any, root: Any) -> Check:
-    if not isinstance(arg, str) or not arg.startswith("#/$defs/"):
-        raise ValueError(f"$ref {arg!r} is not a reference to this schema's $defs")
-    return _compile(root["$defs"][arg.removeprefix("#/$defs/")], root)
-
-
-def _all_of(arg: Any, _node: Any, root: Any) -> Check:
-    subs = [_compile(sub, root) for sub in arg]
-
-    def all_of(value: Any, path: Where, found: list[Problem]) -> None:
-        for sub in subs:
-            sub(value, path, found)
-
-    return all_of
-
-
-def _if(arg: Any, node: Any, root: Any) -> Check:
-    test = _compile(arg, root)
-    then = _compile(node.get("then", True), root)
-    otherwise = _compile(node.get("else", True), root)
-
-    def if_(value: Any, path: Where, found: list[Problem]) -> None:
-        (then if _valid(test, value) else otherwise)(value, path, found)
-
-    return if_
-
-
-_KEYWORDS: dict[str, Callable[[Any, dict[str, Any], dict[str, Any]], Check]] = {
-    "required": _required,
-    "properties": _properties,
-    "additionalProperties": _additional,
-    "items": _items,
-    "$ref": _ref,
-    "allOf": _all_of,
-    "if": _if,
+    "maximum": (
+        lambda a, v: is_number(v) and v > a,
+        lambda a, v: f"{v!r} is greater than the maximum of {a!r}",
+    ),
+    "uniqueItems": (
+        lambda a, v: a is True and isinstance(v, list) and _repeats(v),
+        lambda a, v: f"{v!r} has non-unique elements",
+    ),
 }
