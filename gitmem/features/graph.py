@@ -13,16 +13,11 @@ index's rows of every entity's front-matter, never through file names.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import random
-import re
-import sys
 import time
-import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from gitmem.base.errors import (
     AlreadyExistsError,
@@ -33,18 +28,26 @@ from gitmem.base.errors import (
 )
 from gitmem.features.graph_rows import (
     ENTITIES_ROOT,
+    MAX_NAME_SEGMENT,
+    MAX_TYPE_SEGMENT,
     ORDER_KEY,
     PENDING_ID,
     EntityRow,
     GraphReader,
+    _free_name,
+    _title,
     entity_fields,
+    format_observations,
     is_entity_path,
-    matches,
+    memory_reader,
     open_reader,
     parse_observations,
     pending_field,
+    sanitise,
+    shard_of,
 )
 from gitmem.format import memfile
+from gitmem.format.model import Memory
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 from gitmem.store.index import Index
@@ -64,16 +67,6 @@ __all__ = [
     "shard_of",
 ]
 
-MAX_NAME_SEGMENT = 100
-MAX_TYPE_SEGMENT = 80
-"""``entities/`` + type + ``/`` + name stays within the 200-character id bound."""
-
-_HASH_LENGTHS = (8, 12, 16, 40)
-_WINDOWS_RESERVED = {
-    "CON", "PRN", "AUX", "NUL",
-    *(f"COM{i}" for i in range(1, 10)),
-    *(f"LPT{i}" for i in range(1, 10)),
-}  # fmt: skip
 _RETRIES = 30
 """How often a call is re-run when another writer changed a file it was about to write."""
 
@@ -157,6 +150,16 @@ def _items(value: Any, where: str) -> list[Any]:
     return list(value)
 
 
+def _per_entity(value: Any, where: str, key: str) -> list[tuple[str, list[str]]]:
+    """``[{entityName, <key>: [str]}]`` as (name, texts) pairs."""
+    out: list[tuple[str, list[str]]] = []
+    for i, item in enumerate(_items(value, where)):
+        record = _record(item, f"{where}[{i}]", ("entityName", key))
+        name = _string(record["entityName"], f"{where}[{i}].entityName")
+        out.append((name, _strings(record[key], f"{where}[{i}].{key}")))
+    return out
+
+
 def to_entity(value: Entity | Mapping[str, Any], where: str = "entity") -> Entity:
     if isinstance(value, Entity):
         return value
@@ -179,176 +182,27 @@ def to_relation(value: Relation | Mapping[str, Any], where: str = "relation") ->
     )
 
 
-def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "unnamed") -> str:
-    """A path segment for ``text`` of letters, digits, '.', '_' and '-' (accents dropped,
-    anything else a dash), at most ``max_length`` long; ``fallback`` when nothing is left.
-    Names that give one segment are told apart by :func:`_free_name`."""
-    folded = unicodedata.normalize("NFKD", text)
-    folded = "".join(c for c in folded if not unicodedata.combining(c))
-    out = re.sub(r"[^A-Za-z0-9._-]+", "-", folded)
-    out = re.sub(r"-{2,}", "-", out)
-    out = re.sub(r"\.{2,}", ".", out)
-    out = out.strip("-._")[:max_length].rstrip("-._")
-    if out.lower().endswith(".md"):
-        out = out[:-3] + "-md"
-    if out.upper().split(".")[0] in _WINDOWS_RESERVED:
-        out = f"{out}-"
-    return out or fallback
-
-
-def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
-    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
-    for length in _HASH_LENGTHS:
-        yield f"{base[: max_length - length - 1].rstrip('-._')}-{digest[:length]}"
-    for n in range(2, 10_000):
-        yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
-
-
-def _plain(observation: str) -> bool:
-    """Whether an observation survives the plain list form (and a person's editor) intact."""
-    if not observation or observation.startswith('"'):
-        return False
-    for line in observation.split("\n"):
-        if not line or line != line.strip():
-            return False
-        if any(unicodedata.category(c) == "Cc" for c in line):
-            return False
-    return True
-
-
-def format_observations(observations: Iterable[str]) -> str:
-    """The body of an entity file: one list item per observation, continued on lines
-    indented by two spaces; one the plain form would not keep exactly is a JSON string."""
-    lines: list[str] = []
-    for observation in observations:
-        if _plain(observation):
-            first, *rest = observation.split("\n")
-            lines.append(f"- {first}")
-            lines.extend(f"  {line}" for line in rest)
-        else:
-            lines.append("- " + json.dumps(observation, ensure_ascii=False))
-    return "".join(f"{line}\n" for line in lines)
-
-
-@dataclass
-class _File:
-    """One entity file as read (or as it will be written)."""
-
-    id: str
-    version: int | None
-    """None for a file this call creates."""
-    name: str
-    entity_type: str
-    observations: list[str]
-    relations: list[tuple[str, str]]
-    """(relationType, to) of relations starting here, in file order."""
-    created_ns: int = sys.maxsize
-    """Creation time in microseconds: the graph lists entities oldest first."""
-    dirty: bool = False
-
-    @property
-    def directory(self) -> str:
-        return self.id.split("/")[1]
-
-    @property
-    def order(self) -> tuple[int, str]:
-        return (self.created_ns, self.id)
-
-    def entity(self) -> Entity:
-        return Entity(self.name, self.entity_type, tuple(self.observations))
-
-
-def _path(doc_id: str) -> str:
-    return f"{doc_id}.md"
-
-
-def _file(row: EntityRow) -> _File:
-    return _File(
-        id=row.doc,
-        version=row.version,
-        name=row.name,
-        entity_type=row.entity_type,
-        observations=list(row.observations),
-        relations=list(row.relations),
-        created_ns=row.created_ns,
-    )
-
-
-def _title(name: str) -> str:
-    """A one-line title for ``gitmem ls`` (titles may not hold control characters)."""
-    flat = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in name).strip()
-    return " ".join(flat.split())[:200] or "(unnamed)"
-
-
-class _Source(Protocol):
-    """Which entity files a call must read: answers at one commit, as document ids."""
-
-    def named(self, names: Collection[str]) -> list[str]: ...
-
-    def relating_to(self, names: Collection[str]) -> list[str]: ...
-
-    def folders_of_type(self, entity_type: str) -> list[str]: ...
-
-
-class _IndexSource:
-    def __init__(self, reader: GraphReader) -> None:
-        self.reader = reader
-
-    def named(self, names: Collection[str]) -> list[str]:
-        return [row.doc for row in self.reader.named(names)]
-
-    def relating_to(self, names: Collection[str]) -> list[str]:
-        return self.reader.docs_relating_to(names)
-
-    def folders_of_type(self, entity_type: str) -> list[str]:
-        return self.reader.docs_of_type(entity_type)
-
-
-@dataclass
-class _Walk:
-    """Every entity file of one snapshot, and the pending relations: what the index holds,
-    read the slow way (inside a batch, where the index cannot see the staged files, and
-    when the index is off or cannot answer)."""
-
-    files: list[EntityRow]
-    pending: list[Relation]
-
-    def named(self, names: Collection[str]) -> list[str]:
-        return [f.doc for f in self.files if f.name in names]
-
-    def relating_to(self, names: Collection[str]) -> list[str]:
-        return [f.doc for f in self.files if any(t in names for _, t in f.relations)]
-
-    def folders_of_type(self, entity_type: str) -> list[str]:
-        return sorted({f.folder for f in self.files if f.entity_type == entity_type})
-
-    def graph(self) -> KnowledgeGraph:
-        entities = [Entity(f.name, f.entity_type, f.observations) for f in self.files]
-        relations = [Relation(f.name, t, k) for f in self.files for k, t in f.relations]
-        return KnowledgeGraph(entities, relations + self.pending)
-
-
 class _State:
     """What one call (or one batch of calls) reads and changes: the entity files it loaded
     or created, the ones it deleted, and the pending relations. Files come from the
-    snapshot the call writes on; the source only says which to read."""
+    snapshot the call writes on; the graph rows only say which to read."""
 
     def __init__(self, graph: Graph, snap: Snapshot) -> None:
         self.graph = graph
         self.snap = snap
-        self.source: _Source = _Walk([], [])
-        self.loaded: dict[str, _File] = {}
-        self.by_name: dict[str, list[_File]] = {}
+        self.source: GraphReader
+        self.loaded: dict[str, EntityRow] = {}
+        self.by_name: dict[str, list[EntityRow]] = {}
         """Loaded and created files by name (a batch creates thousands: no scans per call)."""
         self.planned: set[str] = set()
         """Casefolded ids and folders of files created here and not staged yet."""
         self.gone: set[str] = set()
-        self.deleted: list[_File] = []
+        self.deleted: list[EntityRow] = []
         self._pending: list[Relation] | None = None
         self.pending_version: int | None = None
         self.pending_dirty = False
 
-    def _load(self, doc: str) -> _File | None:
+    def _load(self, doc: str) -> EntityRow | None:
         if doc in self.gone:
             return None
         f = self.loaded.get(doc)
@@ -359,34 +213,37 @@ class _State:
             self._keep(f)
         return f
 
-    def _keep(self, f: _File) -> None:
-        self.loaded[f.id] = f
+    def _keep(self, f: EntityRow) -> None:
+        self.loaded[f.doc] = f
         self.by_name.setdefault(f.name, []).append(f)
 
-    def _live(self) -> Iterator[_File]:
-        return (f for f in self.loaded.values() if f.id not in self.gone)
+    def _live(self) -> Iterator[EntityRow]:
+        return (f for f in self.loaded.values() if f.doc not in self.gone)
 
-    def named(self, names: Collection[str]) -> list[_File]:
+    def named(self, names: Collection[str]) -> list[EntityRow]:
         """Every live entity file with one of these names, oldest first."""
-        found = {f.id: f for d in self.source.named(names) if (f := self._load(d)) is not None}
+        docs = [row.doc for row in self.source.named(names)]
+        found = {f.doc: f for d in docs if (f := self._load(d)) is not None}
         for name in names:
-            found.update((f.id, f) for f in self.by_name.get(name, ()) if f.id not in self.gone)
+            found.update((f.doc, f) for f in self.by_name.get(name, ()) if f.doc not in self.gone)
         return sorted((f for f in found.values() if f.name in names), key=lambda f: f.order)
 
-    def lookup(self, name: str) -> _File | None:
+    def lookup(self, name: str) -> EntityRow | None:
         """The entity called ``name`` (the oldest file, if a hand edit made two)."""
         files = self.named((name,))
         return files[0] if files else None
 
-    def relating_to(self, names: Collection[str]) -> list[_File]:
+    def relating_to(self, names: Collection[str]) -> list[EntityRow]:
         found = {
-            f.id: f for d in self.source.relating_to(names) if (f := self._load(d)) is not None
+            f.doc: f
+            for d in self.source.docs_relating_to(names)
+            if (f := self._load(d)) is not None
         }
-        found.update((f.id, f) for f in self._live() if f.id not in found)
+        found.update((f.doc, f) for f in self._live() if f.doc not in found)
         return [f for f in found.values() if any(t in names for _, t in f.relations)]
 
-    def delete(self, f: _File) -> None:
-        self.gone.add(f.id)
+    def delete(self, f: EntityRow) -> None:
+        self.gone.add(f.doc)
         if f.version is not None:
             self.deleted.append(f)
 
@@ -401,12 +258,12 @@ class _State:
         self._pending = value
         self.pending_dirty = True
 
-    def new_file(self, entity: Entity) -> _File:
+    def new_file(self, entity: Entity) -> EntityRow:
         """A file for a new entity: in the folder of its type (a new folder for a new type),
         under a name no file of the folder has, ignoring case."""
-        folders = set(self.source.folders_of_type(entity.entity_type))
+        folders = set(self.source.docs_of_type(entity.entity_type))
         folders.update(
-            f.directory
+            f.folder
             for f in [*self.loaded.values(), *self.deleted]
             if f.entity_type == entity.entity_type
         )
@@ -427,9 +284,9 @@ class _State:
             "unnamed",
             planned,
         )
-        f = _File(
+        f = EntityRow(
             created_ns=self.graph._next_ns(),
-            id=f"{ENTITIES_ROOT}/{directory}/{shard}/{segment}",
+            doc=f"{ENTITIES_ROOT}/{directory}/{shard}/{segment}",
             version=None,
             name=entity.name,
             entity_type=entity.entity_type,
@@ -439,40 +296,8 @@ class _State:
         )
         self._keep(f)
         planned.add(f"{ENTITIES_ROOT}/{directory}".casefold())
-        planned.add(f.id.casefold())
+        planned.add(f.doc.casefold())
         return f
-
-
-def shard_of(name: str) -> str:
-    """The shard folder of an entity's file: two hex digits of a hash of its case-folded
-    file name, so a write and the index's catch-up touch small trees at any graph size."""
-    base = sanitise(name, max_length=MAX_NAME_SEGMENT, fallback="unnamed")
-    return hashlib.sha1(base.casefold().encode("utf-8")).hexdigest()[:2]
-
-
-def _taken(snap: Snapshot, folder: str, segment: str, planned: set[str]) -> bool:
-    """Whether ``folder`` has an entry called ``segment`` or ``segment.md``, ignoring case
-    (committed, staged or ``planned``; a file removed in this commit still counts)."""
-    if f"{folder}/{segment}".casefold() in planned:
-        return True
-    for name in (segment, f"{segment}.md"):
-        if snap.committed_spellings(folder, name):
-            return True
-        if snap.staged_spellings(f"{folder}/{name}"):
-            return True
-    return False
-
-
-def _free_name(
-    snap: Snapshot, folder: str, text: str, max_length: int, fallback: str, planned: set[str]
-) -> str:
-    base = sanitise(text, max_length=max_length, fallback=fallback)
-    if not _taken(snap, folder, base, planned):
-        return base
-    for candidate in _suffixed(base, text, max_length):
-        if not _taken(snap, folder, candidate, planned):
-            return candidate
-    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
 
 
 class Graph:
@@ -489,7 +314,7 @@ class Graph:
         self._batch: Transaction | None = None
         self._batch_state: _State | None = None
         self._last_ns = 0
-        self._cache: dict[str, EntityRow | None] = {}
+        self._cache: dict[str, Memory | None] = {}
         """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
 
     def _next_ns(self) -> int:
@@ -509,136 +334,98 @@ class Graph:
         return store.index()
 
     @contextlib.contextmanager
-    def _reader(self) -> Iterator[GraphReader | None]:
-        """The index's graph rows at the branch tip; None inside a batch (its staged files
-        are not in the index) or when the index cannot answer."""
-        index = self._index() if self._batch is None else None
-        if index is None:
-            yield None
-            return
-        with open_reader(index) as reader:
-            yield reader
-
-    def _decode(self, data: bytes, path: str) -> EntityRow | None:
+    def _reader(self, snap: Snapshot | None = None) -> Iterator[GraphReader]:
+        """The graph rows at ``snap``'s commit (default: the branch tip): the index's when
+        they reflect it, else rows built from every entity file of ``snap`` (the index
+        off, or reads inside a batch, which see its staged files)."""
+        index = self._index() if snap is not None or self._batch is None else None
+        if index is not None:
+            base = str(snap.commit.id) if snap is not None and snap.commit is not None else None
+            with open_reader(index) as reader:
+                if reader is not None and (snap is None or reader.commit == base):
+                    yield reader
+                    return
+        walked = self._walk(snap or self._snapshot())
         try:
-            memory = memfile.decode(data, path, what=path, require_memory_path=False)
-        except GitmemError:
-            return None
-        return entity_fields(memory)
+            yield walked
+        finally:
+            walked.conn.close()
 
-    def _row(self, snap: Snapshot, path: str) -> EntityRow | None:
+    def _memory(self, snap: Snapshot, path: str) -> Memory | None:
         blob = snap.blob_id(path) if path not in snap.changes else None
         key = str(blob) if blob is not None else None
         if key is not None and key in self._cache:
             return self._cache[key]
         data = snap.read(path)
-        parsed = self._decode(data, path) if data is not None else None
+        memory = None
+        if data is not None:
+            with contextlib.suppress(GitmemError):
+                memory = memfile.decode(data, path, what=path, require_memory_path=False)
         if key is not None:
             if len(self._cache) > 200_000:
                 self._cache.clear()
-            self._cache[key] = parsed
-        return parsed
+            self._cache[key] = memory
+        return memory
 
-    def _read(self, snap: Snapshot, doc_id: str) -> _File | None:
-        row = self._row(snap, _path(doc_id))
-        return None if row is None else _file(row)
+    def _read(self, snap: Snapshot, doc_id: str) -> EntityRow | None:
+        memory = self._memory(snap, f"{doc_id}.md")
+        return None if memory is None else entity_fields(memory)
 
     def _read_pending(self, snap: Snapshot) -> tuple[list[Relation], int | None]:
-        data = snap.read(_path(PENDING_ID))
-        if data is None:
-            return [], None
-        try:
-            memory = memfile.decode(
-                data, _path(PENDING_ID), what=_path(PENDING_ID), require_memory_path=False
-            )
-        except GitmemError:
+        memory = self._memory(snap, f"{PENDING_ID}.md")
+        if memory is None:
             return [], None
         triples = pending_field(memory.extra.get("relations"))
         return [Relation(s, t, k) for s, k, t in triples], memory.version
 
-    def _walk(self, snap: Snapshot) -> _Walk:
-        """Every entity file of ``snap``, read one by one (oldest first), and the pending
-        relations: the graph without the index."""
-        files: list[EntityRow] = []
-        for path in snap.iter_files(ENTITIES_ROOT):
-            if is_entity_path(path):
-                row = self._row(snap, path)
-                if row is not None:
-                    files.append(row)
-        files.sort(key=lambda f: f.order)
-        pending, _ = self._read_pending(snap)
-        return _Walk(files, pending)
+    def _walk(self, snap: Snapshot) -> GraphReader:
+        """The graph rows of every entity file of ``snap`` and its pending relations."""
+        paths = [p for p in snap.iter_files(ENTITIES_ROOT) if is_entity_path(p)]
+        memories = [self._memory(snap, p) for p in [*paths, f"{PENDING_ID}.md"]]
+        commit = str(snap.commit.id) if snap.commit is not None else None
+        return memory_reader([m for m in memories if m is not None], commit)
 
     def walk_graph(self) -> KnowledgeGraph:
         """The whole graph from a walk of every entity file, without the index (what the
         index-served answers are checked against)."""
-        return self._walk(self._snapshot()).graph()
+        reader = self._walk(self._snapshot())
+        try:
+            return _whole(reader)
+        finally:
+            reader.conn.close()
 
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
         with self._reader() as reader:
-            if reader is None:
-                return self.walk_graph()
-            entities = [Entity(r.name, r.entity_type, r.observations) for r in reader.entities()]
-            relations = [Relation(s, t, k) for s, t, k in reader.relations()]
-        return KnowledgeGraph(entities, relations)
+            return _whole(reader)
 
     def read_graph_dict(self) -> dict[str, Any]:
         """:meth:`read_graph` in the reference server's JSON shape (``to_dict``), made from
-        the index rows directly where they answer."""
+        the rows directly."""
         with self._reader() as reader:
-            if reader is not None:
-                return reader.graph_dict()
-        return self.walk_graph().to_dict()
+            return reader.graph_dict()
 
     def search_nodes(self, query: str) -> KnowledgeGraph:
         """Entities whose name, type or an observation contains ``query`` (ignoring case),
         and every relation with at least one end among them."""
         needle = _string(query, "query").lower()
         with self._reader() as reader:
-            if reader is None:
-                graph = self.walk_graph()
-                found = [
-                    e
-                    for e in graph.entities
-                    if matches(needle, e.name, e.entity_type, e.observations)
-                ]
-                return _with_touching(found, graph.relations)
-            rows = reader.search(needle)
-            return self._served(reader, rows)
-
-    def _served(self, reader: GraphReader, rows: list[EntityRow]) -> KnowledgeGraph:
-        entities = [Entity(r.name, r.entity_type, r.observations) for r in rows]
-        names = {e.name for e in entities}
-        if len(names) > _TOUCHING_BY_NAME:
-            relations = [
-                Relation(s, t, k) for s, t, k in reader.relations() if s in names or t in names
-            ]
-        else:
-            relations = [Relation(s, t, k) for s, t, k in reader.touching(names)]
-        return KnowledgeGraph(entities, relations)
+            return _served(reader, reader.search(needle))
 
     def open_nodes(self, names: Iterable[str]) -> KnowledgeGraph:
         """The named entities and every relation with at least one end among them."""
         wanted = set(_strings(names, "names"))
         with self._reader() as reader:
-            if reader is None:
-                graph = self.walk_graph()
-                return _with_touching(
-                    [e for e in graph.entities if e.name in wanted], graph.relations
-                )
-            return self._served(reader, reader.named(wanted))
+            return _served(reader, reader.named(wanted))
 
     def _first(self, name: str) -> EntityRow | None:
         with self._reader() as reader:
-            if reader is not None:
-                rows = reader.named((name,))
-                return rows[0] if rows else None
-        return next((f for f in self._walk(self._snapshot()).files if f.name == name), None)
+            rows = reader.named((name,))
+        return rows[0] if rows else None
 
     def entity(self, name: str) -> Entity | None:
         row = self._first(name)
-        return None if row is None else Entity(row.name, row.entity_type, row.observations)
+        return None if row is None else Entity(row.name, row.entity_type, tuple(row.observations))
 
     def entity_id(self, name: str) -> str | None:
         """The document id of the entity called ``name`` (for ``gitmem history``)."""
@@ -659,44 +446,25 @@ class Graph:
                 self._batch = None
                 self._batch_state = None
 
-    @contextlib.contextmanager
-    def _sourced(self, state: _State) -> Iterator[_State]:
-        """``state`` with the source that answers at its snapshot's commit: the index when it
-        reflects that commit, else a walk of the snapshot."""
-        snap = state.snap
-        base = str(snap.commit.id) if snap.commit is not None else None
-        index = self._index()
-        if index is not None and base is not None:
-            with open_reader(index) as reader:
-                if reader is not None and reader.commit == base:
-                    state.source = _IndexSource(reader)
-                    try:
-                        yield state
-                    finally:
-                        state.source = _Walk([], [])
-                    return
-        state.source = self._walk(snap)
-        try:
-            yield state
-        finally:
-            state.source = _Walk([], [])
+    def _change(self, state: _State, change: Any) -> Any:
+        """``change(state)`` with the graph rows at the state's commit, then its files staged."""
+        with self._reader(state.snap) as reader:
+            state.source = reader
+            result = change(state)
+            self._flush(state)
+        return result
 
     def _write(self, message: str, change: Any) -> Any:
         """Run ``change(state)`` and write the files it marked, as one commit; outside a
         batch, one that lost a race with another writer is run again on the new tip."""
         if self._batch is not None:
             assert self._batch_state is not None
-            with self._sourced(self._batch_state) as state:
-                result = change(state)
-                self._flush(state)
-            return result
+            return self._change(self._batch_state, change)
         for attempt in range(_RETRIES):
             committing = False
             try:
                 with self.store.transaction(message=message) as tx:
-                    with self._sourced(_State(self, tx.snapshot)) as state:
-                        result = change(state)
-                        self._flush(state)
+                    result = self._change(_State(self, tx.snapshot), change)
                     committing = True
                 return result
             except (ConflictError, AlreadyExistsError) as exc:
@@ -713,8 +481,8 @@ class Graph:
         goes on from there)."""
         store, agent = self.store, self.agent
         for f in state.deleted:
-            store.delete(f.id, agent=agent)
-            state.loaded.pop(f.id, None)
+            store.delete(f.doc, agent=agent)
+            state.loaded.pop(f.doc, None)
         state.deleted.clear()
         for f in state._live():
             if not f.dirty:
@@ -731,7 +499,7 @@ class Graph:
                     extra["relations"] = relations
                 memory = store.create(
                     body,
-                    id=f.id,
+                    id=f.doc,
                     title=_title(f.name),
                     agent=agent,
                     extra=extra,
@@ -739,9 +507,9 @@ class Graph:
                 )
             else:
                 memory = store.update(
-                    f.id,
+                    f.doc,
                     body,
-                    expected_version=self._expected(f.id, f.version),
+                    expected_version=self._expected(f.doc, f.version),
                     agent=agent,
                     allow_empty=True,
                     extra={"relations": relations or None},
@@ -840,15 +608,7 @@ class Graph:
     def add_observations(self, observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Add observations to existing entities: ``[{entityName, addedObservations}]``;
         an unknown entity is an error and nothing is written."""
-        wanted: list[tuple[str, list[str]]] = []
-        for i, item in enumerate(_items(observations, "observations")):
-            record = _record(item, f"observations[{i}]", ("entityName", "contents"))
-            wanted.append(
-                (
-                    _string(record["entityName"], f"observations[{i}].entityName"),
-                    _strings(record["contents"], f"observations[{i}].contents"),
-                )
-            )
+        wanted = _per_entity(observations, "observations", "contents")
 
         def change(state: _State) -> list[dict[str, Any]]:
             results: list[dict[str, Any]] = []
@@ -890,15 +650,7 @@ class Graph:
 
     def delete_observations(self, deletions: Iterable[Mapping[str, Any]]) -> None:
         """Remove the given observations; unknown entities and texts are ignored."""
-        wanted: list[tuple[str, list[str]]] = []
-        for i, item in enumerate(_items(deletions, "deletions")):
-            record = _record(item, f"deletions[{i}]", ("entityName", "observations"))
-            wanted.append(
-                (
-                    _string(record["entityName"], f"deletions[{i}].entityName"),
-                    _strings(record["observations"], f"deletions[{i}].observations"),
-                )
-            )
+        wanted = _per_entity(deletions, "deletions", "observations")
 
         def change(state: _State) -> None:
             for name, texts in wanted:
@@ -930,12 +682,15 @@ class Graph:
         self._write("graph: delete relations", change)
 
 
-_TOUCHING_BY_NAME = 2000
-"""Above this many matched names, relations are filtered in one pass over all of them."""
-
-
-def _with_touching(entities: list[Entity], relations: list[Relation]) -> KnowledgeGraph:
-    names = {e.name for e in entities}
+def _whole(reader: GraphReader) -> KnowledgeGraph:
+    data = reader.graph_dict()
     return KnowledgeGraph(
-        entities, [r for r in relations if r.source in names or r.target in names]
+        [to_entity(e) for e in data["entities"]], [to_relation(r) for r in data["relations"]]
     )
+
+
+def _served(reader: GraphReader, rows: list[EntityRow]) -> KnowledgeGraph:
+    """The entities of ``rows`` and every relation with at least one end among them."""
+    entities = [Entity(r.name, r.entity_type, tuple(r.observations)) for r in rows]
+    touching = reader.touching({e.name for e in entities})
+    return KnowledgeGraph(entities, [Relation(s, t, k) for s, t, k in touching])

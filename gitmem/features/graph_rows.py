@@ -1,43 +1,31 @@
-"""The knowledge graph's rows in the derived index: one row provider, and the queries on it.
+"""The knowledge graph's files and their rows in the derived index.
 
-Entity files (``entities/<folder>/<name>.md``) and the pending relations
-(``entities/pending-relations.md``) are memories the index already reads; this
-module turns each into graph rows, inside the same catch-up (a row provider of the
-files under ``entities/``, registered when this module is imported), so a graph call
-costs what it touches and returns instead of a walk of every entity file:
-
-- ``graph_entities``: one row per entity file (keyed by its ``memories.rowid``):
-  document id, folder, casefolded file name, exact name and type, the
-  observations as JSON, creation time (the order the graph lists entities in);
-- ``graph_relations``: one row per relation, in file order, with the file that
-  holds it (an entity's file, or the pending relations, listed last);
-- ``graph_text``: an FTS5 trigram table over the lower-cased name, type and
-  observations, which narrows ``search_nodes`` to the entities holding the
-  query as a substring (queries of three characters or more; shorter ones scan
-  ``graph_entities``). Every candidate is then checked with the exact rule
-  (``query.lower() in text.lower()``), so the index only ever makes it faster.
-
-What a file means (name, type, observations, relations) is decided here, once,
-for the index and for the full walk :mod:`gitmem.features.graph` falls back to: a file
-the store cannot read as a memory is no entity in either.
-
-The queries read inside one SQLite read transaction, so every answer reflects
-one commit (:attr:`GraphReader.commit`), and callers check it is the one they
-meant.
+Where an entity file lives and what it means (name, type, observations, relations) is
+decided here, once, for the index and for the walk of every file the graph falls back to
+(a file the store cannot read as a memory is no entity in either). A row provider turns
+entity files and the pending relations into rows inside the index's catch-up:
+``graph_entities`` (one per entity file), ``graph_relations`` (one per relation, in file
+order, the pending ones last) and ``graph_text``, an FTS5 trigram table that narrows
+``search_nodes`` to candidates, each then checked with the exact rule. The queries read
+inside one SQLite read transaction: every answer reflects one commit
+(:attr:`GraphReader.commit`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pygit2
-
+from gitmem.base.errors import GitmemError
 from gitmem.format.model import Memory
+from gitmem.git.objects import Snapshot
 from gitmem.store.index import Index
 from gitmem.store.index_rows import IndexedMemory, RowChanges
 from gitmem.store.row_providers import RowProvider, provider_state, register
@@ -49,6 +37,7 @@ __all__ = [
     "EntityRow",
     "GraphReader",
     "entity_fields",
+    "memory_reader",
     "open_reader",
     "parse_observations",
     "pending_field",
@@ -58,7 +47,7 @@ __all__ = [
 ENTITIES_ROOT = "entities"
 PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
 """Relations whose source entity does not exist yet."""
-GRAPH_VERSION = 3
+GRAPH_VERSION = 4
 """Bump when the tables or what :func:`_apply` writes change: the index refills them."""
 TRIGRAM = 3
 _CHUNK = 500
@@ -136,17 +125,121 @@ def is_entity_path(path: str) -> bool:
     return len(parts) == 4 and parts[0] == ENTITIES_ROOT and path.endswith(".md")
 
 
-@dataclass(frozen=True)
+MAX_NAME_SEGMENT = 100
+MAX_TYPE_SEGMENT = 80
+"""``entities/`` + type + ``/`` + name stays within the 200-character id bound."""
+
+_HASH_LENGTHS = (8, 12, 16, 40)
+_WINDOWS_RESERVED = {
+    "CON", "PRN", "AUX", "NUL",
+    *(f"COM{i}" for i in range(1, 10)),
+    *(f"LPT{i}" for i in range(1, 10)),
+}  # fmt: skip
+
+
+def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "unnamed") -> str:
+    """A path segment for ``text`` of letters, digits, '.', '_' and '-' (accents dropped,
+    anything else a dash), at most ``max_length`` long; ``fallback`` when nothing is left.
+    Names that give one segment are told apart by :func:`_free_name`."""
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(c for c in folded if not unicodedata.combining(c))
+    out = re.sub(r"[^A-Za-z0-9._-]+", "-", folded)
+    out = re.sub(r"-{2,}", "-", out)
+    out = re.sub(r"\.{2,}", ".", out)
+    out = out.strip("-._")[:max_length].rstrip("-._")
+    if out.lower().endswith(".md"):
+        out = out[:-3] + "-md"
+    if out.upper().split(".")[0] in _WINDOWS_RESERVED:
+        out = f"{out}-"
+    return out or fallback
+
+
+def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
+    for length in _HASH_LENGTHS:
+        yield f"{base[: max_length - length - 1].rstrip('-._')}-{digest[:length]}"
+    for n in range(2, 10_000):
+        yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
+
+
+def _plain(observation: str) -> bool:
+    """Whether an observation survives the plain list form (and a person's editor) intact."""
+    if not observation or observation.startswith('"'):
+        return False
+    for line in observation.split("\n"):
+        if not line or line != line.strip():
+            return False
+        if any(unicodedata.category(c) == "Cc" for c in line):
+            return False
+    return True
+
+
+def format_observations(observations: Iterable[str]) -> str:
+    """The body of an entity file: one list item per observation, continued on lines
+    indented by two spaces; one the plain form would not keep exactly is a JSON string."""
+    lines: list[str] = []
+    for observation in observations:
+        if _plain(observation):
+            first, *rest = observation.split("\n")
+            lines.append(f"- {first}")
+            lines.extend(f"  {line}" for line in rest)
+        else:
+            lines.append("- " + json.dumps(observation, ensure_ascii=False))
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _title(name: str) -> str:
+    """A one-line title for ``gitmem ls`` (titles may not hold control characters)."""
+    flat = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in name).strip()
+    return " ".join(flat.split())[:200] or "(unnamed)"
+
+
+def shard_of(name: str) -> str:
+    """The shard folder of an entity's file: two hex digits of a hash of its case-folded
+    file name, so a write and the index's catch-up touch small trees at any graph size."""
+    base = sanitise(name, max_length=MAX_NAME_SEGMENT, fallback="unnamed")
+    return hashlib.sha1(base.casefold().encode("utf-8")).hexdigest()[:2]
+
+
+def _taken(snap: Snapshot, folder: str, segment: str, planned: set[str]) -> bool:
+    """Whether ``folder`` has an entry called ``segment`` or ``segment.md``, ignoring case
+    (committed, staged or ``planned``; a file removed in this commit still counts)."""
+    if f"{folder}/{segment}".casefold() in planned:
+        return True
+    for name in (segment, f"{segment}.md"):
+        if snap.committed_spellings(folder, name):
+            return True
+        if snap.staged_spellings(f"{folder}/{name}"):
+            return True
+    return False
+
+
+def _free_name(
+    snap: Snapshot, folder: str, text: str, max_length: int, fallback: str, planned: set[str]
+) -> str:
+    base = sanitise(text, max_length=max_length, fallback=fallback)
+    if not _taken(snap, folder, base, planned):
+        return base
+    for candidate in _suffixed(base, text, max_length):
+        if not _taken(snap, folder, candidate, planned):
+            return candidate
+    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
+
+
+@dataclass
 class EntityRow:
-    """One entity file as the graph reads it."""
+    """One entity file as the graph reads it (or, ``dirty``, as a graph call will write it)."""
 
     doc: str
     name: str
     entity_type: str
-    observations: tuple[str, ...]
-    relations: tuple[tuple[str, str], ...]
+    observations: list[str]
+    relations: list[tuple[str, str]]
+    """(relationType, to) of relations starting here, in file order."""
     created_ns: int
-    version: int
+    version: int | None
+    """None for a file a graph call creates."""
+    dirty: bool = False
 
     @property
     def folder(self) -> str:
@@ -181,8 +274,8 @@ def entity_fields(memory: Memory) -> EntityRow:
         doc=memory.id,
         name=name if isinstance(name, str) else segments[-1],
         entity_type=kind if isinstance(kind, str) else segments[1],
-        observations=tuple(parse_observations(memory.body)),
-        relations=tuple(relations_field(memory.extra.get("relations"))),
+        observations=parse_observations(memory.body),
+        relations=relations_field(memory.extra.get("relations")),
         created_ns=created_ns(memory),
         version=memory.version,
     )
@@ -207,12 +300,11 @@ def matches(query: str, name: str, entity_type: str, observations: Iterable[str]
 
 _DDL = (
     "CREATE TABLE graph_entities (rowid INTEGER PRIMARY KEY, doc TEXT NOT NULL, "
-    "folder TEXT NOT NULL, segment_cf TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, "
+    "folder TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, "
     "observations TEXT NOT NULL, created_ns INTEGER NOT NULL, version INTEGER NOT NULL)",
     "CREATE INDEX graph_entities_name ON graph_entities (name, created_ns, doc)",
     "CREATE INDEX graph_entities_order ON graph_entities (created_ns, doc)",
     "CREATE INDEX graph_entities_type ON graph_entities (type, folder)",
-    "CREATE INDEX graph_entities_place ON graph_entities (folder, segment_cf)",
     "CREATE TABLE graph_relations (owner INTEGER NOT NULL, pending INTEGER NOT NULL, "
     "created_ns INTEGER NOT NULL, doc TEXT NOT NULL, pos INTEGER NOT NULL, "
     "source TEXT NOT NULL, target TEXT NOT NULL, type TEXT NOT NULL)",
@@ -224,7 +316,7 @@ _DDL = (
 )
 
 
-def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
+def _apply(conn: sqlite3.Connection, _repo: object, changes: RowChanges) -> None:
     for gone in changes.removed:
         if _kind(gone) is None:
             continue
@@ -244,23 +336,17 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
             )
         elif kind == "entity":
             row = entity_fields(new.memory)
-            parts = row.doc.split("/")
-            folder, segment = parts[1], parts[-1]
+            observations = json.dumps(row.observations, ensure_ascii=False)
             entities.append(
-                (
-                    new.rowid, row.doc, folder, segment.casefold(), row.name, row.entity_type,
-                    json.dumps(row.observations, ensure_ascii=False), row.created_ns,
-                    row.version,
-                )
+                (new.rowid, row.doc, row.folder, row.name, row.entity_type, observations,
+                 row.created_ns, row.version)
             )  # fmt: skip
             relations.extend(
                 (new.rowid, 0, row.created_ns, row.doc, pos, row.name, target, rtype)
                 for pos, (rtype, target) in enumerate(row.relations)
             )
-            texts.append(
-                (new.rowid, search_text(row.name, row.entity_type, row.observations))
-            )
-    conn.executemany(f"INSERT INTO graph_entities VALUES ({', '.join('?' * 9)})", entities)
+            texts.append((new.rowid, search_text(row.name, row.entity_type, row.observations)))
+    conn.executemany(f"INSERT INTO graph_entities VALUES ({', '.join('?' * 8)})", entities)
     conn.executemany(f"INSERT INTO graph_relations VALUES ({', '.join('?' * 8)})", relations)
     conn.executemany("INSERT INTO graph_text (rowid, text) VALUES (?, ?)", texts)
 
@@ -297,8 +383,8 @@ def _entity(row: Sequence[Any]) -> EntityRow:
         doc=row[0],
         name=row[1],
         entity_type=row[2],
-        observations=tuple(json.loads(row[3])),
-        relations=(),
+        observations=json.loads(row[3]),
+        relations=[],
         created_ns=int(row[4]),
         version=int(row[5]),
     )
@@ -317,14 +403,6 @@ class GraphReader:
         self.commit = commit
 
     # -- entities ---------------------------------------------------------------------------
-
-    def entities(self) -> Iterator[EntityRow]:
-        """Every entity, in the graph's order (a cursor: nothing is held but the current row)."""
-        cursor = self.conn.execute(
-            f"SELECT {_ENTITY_COLUMNS} FROM graph_entities {_ENTITY_ORDER}"
-        )
-        for row in cursor:
-            yield _entity(row)
 
     def graph_dict(self) -> dict[str, list[dict[str, Any]]]:
         """The whole graph in the reference server's JSON shape, straight from the rows
@@ -387,32 +465,7 @@ class GraphReader:
             )
         ]
 
-    def place_taken(self, folder: str, segment: str) -> bool:
-        """Whether an entity file in ``folder`` has this file name, ignoring case, or a file
-        the index could not read sits there."""
-        if self.conn.execute(
-            "SELECT 1 FROM graph_entities WHERE folder = ? AND segment_cf = ? LIMIT 1",
-            (folder, segment.casefold()),
-        ).fetchone():
-            return True
-        path = f"{ENTITIES_ROOT}/{folder}/{segment}.md".casefold()
-        prefix = f"{ENTITIES_ROOT}/{folder}/"
-        return any(
-            str(r[0]).casefold() == path
-            for r in self.conn.execute(
-                "SELECT path FROM problems WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
-            )
-        )
-
     # -- relations -------------------------------------------------------------------------
-
-    def relations(self) -> Iterator[tuple[str, str, str]]:
-        """Every relation as (from, to, relationType), in the graph's order."""
-        cursor = self.conn.execute(
-            f"SELECT source, target, type FROM graph_relations {_RELATION_ORDER}"
-        )
-        for row in cursor:
-            yield (row[0], row[1], row[2])
 
     def touching(self, names: Iterable[str]) -> list[tuple[str, str, str]]:
         """Relations with at least one end among ``names``, in the graph's order."""
@@ -453,6 +506,17 @@ def _branch_tip(index: Index) -> str | None:
         return str(index.db.repo.lookup_reference(index.db.ref_name).target)
     except (KeyError, ValueError):
         return None
+
+
+def memory_reader(memories: Iterable[Memory], commit: str | None) -> GraphReader:
+    """A reader of the rows of ``memories`` (entity files and the pending file) built in
+    memory: the graph where the index cannot answer (a batch's staged files, no index)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in _DDL:
+        conn.execute(statement)
+    added = tuple(IndexedMemory(n, "", m) for n, m in enumerate(memories, 1))
+    _apply(conn, None, RowChanges(full=True, added=added))
+    return GraphReader(conn, commit)
 
 
 @contextlib.contextmanager
