@@ -530,12 +530,12 @@ def test_once_fix_rebuilds_the_index_the_memory_checks_read_it(store: Store) -> 
     try:
         (stale,) = check_index(ctx)
         # A disagreeing index: the checks ask a scratch rebuild from git, not the index.
-        assert ctx.facts().index is ctx.rebuilt()
-        assert ctx.facts().count() == count > 0
+        assert ctx.index() is ctx.rebuilt()
+        assert len(ctx.entries()) == count > 0
         assert stale.apply is not None
         stale.apply()
         # Rebuilt: the store's own index is read.
-        assert ctx.facts().index is store.index(store.scopes[0])
+        assert ctx.index() is store.index(store.scopes[0])
     finally:
         ctx.close()
     found = D.diagnose(store, checks=["index", *MEMORY_CHECKS], fix=True).findings
@@ -811,7 +811,7 @@ def test_doctor_progress_ends_at_the_total_on_a_broken_branch(store: Store) -> N
     assert calls[-1][1] == len(D.CHECKS)  # no memory could be counted: one unit each
 
 
-# -- bounded memory: the checks walk the index and git in order, never holding every memory --
+# -- paths that sort apart, twin folders, the clean-blob caches ------------------------------
 
 
 def test_folders_and_files_whose_names_sort_apart_agree_with_the_index(store: Store) -> None:
@@ -838,12 +838,7 @@ def test_case_twins_in_twin_folders_are_reported(store: Store) -> None:
     assert found.message.startswith("notes/Team/x.md and notes/team/x.md differ only in case")
 
 
-def test_the_clean_blob_caches_are_read_and_written_in_order_across_pages(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gitmem.entry import doctor_context
-
-    monkeypatch.setattr(doctor_context, "_PAGE", 3)  # many pages of index rows for 11 memories
+def test_the_clean_blob_caches_keep_the_current_clean_blobs_sorted(store: Store) -> None:
     with store.transaction():
         clean = [store.create(f"clean memory {i}") for i in range(9)]
     with store.secrets_allowed():

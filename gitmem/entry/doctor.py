@@ -1,43 +1,10 @@
 """``gitmem doctor``: check a store's health, say how to fix each problem, fix the safe ones.
 
-Each check looks at one thing that can go wrong and reports :class:`Finding`\\ s,
-every one with the command that fixes it. ``fix=True`` applies the fixes marked
-*safe*: those that cannot lose or change a memory (removing a lock file left by a
-dead process, rebuilding the derived index, registering the merge driver,
-bringing the work tree up to the branch, tightening permissions). Fixes that
-touch memories (a broken file, a dangling link, a fork in a version chain) are
-left to a person: the finding says which command to run.
-
-The checks, in order (``CHECKS``):
-
-- ``fsck``: ``git fsck --strict`` of the repository;
-- ``locks``: git lock files (``index.lock``, ``refs/heads/main.lock``, ...) older
-  than the stale age; gitmem's own ``write.lock`` is an ``flock`` and never stale;
-- ``leftovers``: temporary files of a writer that died mid-write, and state folders set
-  aside unread (not made for this git directory) with what they hold;
-- ``merge``: a git merge (rebase, cherry-pick, revert) left unfinished, and memory files
-  holding its conflict markers: how to finish it without committing them;
-- ``worktree``: the work tree caught up with the branch, and no uncommitted edits
-  in the memory folders;
-- ``index``: the SQLite index agrees with a scan of git (same ids, same content,
-  same unreadable files);
-- ``merge-driver``: ``merge.gitmem.driver`` registered (work-tree stores), and the
-  program it runs still there;
-- ``hooks``: gitmem's hooks complete and pointing at an interpreter that exists;
-- ``schema``: files under the memory folders that are not valid memories;
-- ``markers``: memories that hold conflict markers a merge made without gitmem's driver
-  committed (one side's text is inside them);
-- ``twins``: memory files whose paths differ only in case (``Alice.md``, ``alice.md``),
-  which a case-insensitive file system cannot hold both of;
-- ``links``: ``supersedes`` and ``related`` naming memories that do not exist;
-- ``chains``: version-chain cycles and forks (two successors of one memory);
-- ``secrets``: memories holding what looks like a credential;
-- ``permissions``: a user store readable by others, anything world-writable (the
-  store's own folder included).
-
-A repository that is damaged (a branch pointing at a missing commit, an object that does
-not inflate) gives one finding per check it stops, naming the object, with the recovery
-that can work (``git fsck``, fetching from a clone), never a crash or advice to reindex.
+Each check (``CHECKS``; docs/reliability.md says what each finds) looks at one thing that can
+go wrong and reports :class:`Finding`\\ s, every one with the command that fixes it.
+``fix=True`` applies the fixes marked *safe*: those that cannot lose or change a memory.
+Fixes that touch memories are left to a person. A damaged repository gives one finding per
+check it stops, naming the object, with the recovery that can work, never a crash.
 """
 
 from __future__ import annotations
@@ -62,8 +29,8 @@ from gitmem.entry.doctor_context import (
     Finding,
     Progress,
     Tally,
-    count_memory_files,
     damaged_finding,
+    memory_files,
 )
 from gitmem.entry.doctor_memories import (
     check_chains,
@@ -84,11 +51,11 @@ from gitmem.entry.doctor_repo import (
     check_merge_driver,
     check_permissions,
     check_worktree,
-    start_git,
 )
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
 from gitmem.git import maintenance
+from gitmem.git.command import popen_git
 from gitmem.git.objects import get_tree
 from gitmem.store.core import Store
 
@@ -103,28 +70,8 @@ __all__ = [
     "Finding",
     "diagnose",
 ]
-"""The doctor's vocabulary: checks and findings are defined with the checks
-(doctor_context, doctor_repo, doctor_memories) and named here for callers."""
 
 log = logs.get(__name__)
-
-CHECKS: tuple[str, ...] = (
-    "fsck",
-    "locks",
-    "leftovers",
-    "merge",
-    "worktree",
-    "index",
-    "merge-driver",
-    "hooks",
-    "schema",
-    "twins",
-    "markers",
-    "links",
-    "chains",
-    "secrets",
-    "permissions",
-)
 
 
 @dataclass
@@ -153,9 +100,6 @@ class DoctorReport:
         }
 
 
-# -- running ---------------------------------------------------------------------------------
-
-
 def diagnose(
     store: Store,
     *,
@@ -167,14 +111,9 @@ def diagnose(
 ) -> DoctorReport:
     """Run the checks on every scope of ``store`` (or one); with ``fix``, apply the safe fixes.
 
-    The memory checks (schema, links, chains, secrets) read the derived index once its rows
-    match git's tree blob for blob (checked on every run: one tree walk, no decoding), and
-    an index rebuilt from git in a scratch file otherwise (removed when the run ends).
-    ``deep`` compares every index row with that rebuild's, field by field (what the index
-    check samples by default), and runs the memory checks on the rebuild.
-
-    ``progress(done, total)`` follows the run: the checks that read the memories count
-    one per memory of their scope, the others one each (:class:`Tally`).
+    ``deep`` compares every index row with a rebuild's from git, field by field (the index
+    check samples them by default), and runs the memory checks on the rebuild.
+    ``progress(done, total)`` follows the run (:class:`Tally`).
     """
     chosen = list(CHECKS if checks is None else checks)
     unknown = [c for c in chosen if c not in CHECKS]
@@ -223,7 +162,7 @@ def _run_scope(
     if "fsck" in chosen and not fix:
         # git fsck is its own process: let it run beside the other checks (reported in
         # its place all the same). Not with --fix, whose repairs may commit meanwhile.
-        context.fsck = start_git(context.db, *FSCK_ARGS)
+        context.fsck = popen_git(FSCK_ARGS, gitdir=context.db.gitdir)
         order = [c for c in chosen if c != "fsck"] + ["fsck"]
     results: dict[str, list[Finding]] = {}
     broken = _broken_tip(context)
@@ -233,22 +172,22 @@ def _run_scope(
             if broken is not None and name not in _WITHOUT_TIP:
                 # Nothing that reads memories can run on a branch whose commit is gone:
                 # the first such check says so, once.
-                results[name] = []
-                if broken.check == "":
-                    broken.check = name
-                    broken.scope = str(context.scope)
-                    results[name] = [broken]
-                tally.finish()
-                continue
-            try:
-                found = list(_CHECKERS[name](context))
-            except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
-                found = [damaged_finding(name, context, exc)]
+                found = [] if broken.check else [broken]
+                broken.check = broken.check or name
+            else:
+                try:
+                    found = list(_CHECKERS[name](context))
+                except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
+                    found = [damaged_finding(name, context, exc)]
             for finding in found:
                 finding.scope = str(context.scope)
+                if fix and finding.safe and finding.apply is not None:
+                    try:
+                        finding.apply()
+                        finding.fixed = True
+                    except (OSError, GitmemError, subprocess.SubprocessError) as exc:
+                        finding.fix_error = str(exc)
             results[name] = found
-            if fix:
-                _apply(found)
             tally.finish()
     finally:
         if context.fsck is not None:  # a check failed before fsck was collected
@@ -269,7 +208,7 @@ def _weights(ctx: Context, chosen: Sequence[str], counted: bool) -> dict[str, in
     if counted and MEMORY_CHECKS.intersection(chosen):
         try:
             tip = ctx.db.tip()
-            memories = max(1, count_memory_files(ctx.db, str(tip.id) if tip else None))
+            memories = max(1, len(memory_files(ctx.db, str(tip.id) if tip else None)))
         except (RepositoryDamagedError, KeyError, pygit2.GitError):
             memories = 1  # a damaged branch: the checks that read it stop at once
     return {name: memories if name in MEMORY_CHECKS else 1 for name in chosen}
@@ -290,20 +229,6 @@ def _broken_tip(ctx: Context) -> Finding | None:
     return None
 
 
-def _apply(findings: Sequence[Finding]) -> None:
-    for finding in findings:
-        if not finding.safe or finding.apply is None:
-            continue
-        try:
-            finding.apply()
-            finding.fixed = True
-        except (OSError, GitmemError, subprocess.SubprocessError) as exc:
-            finding.fix_error = str(exc)
-
-
-# -- the checks ------------------------------------------------------------------------------
-
-
 _CHECKERS: dict[str, Callable[[Context], Iterable[Finding]]] = {
     "fsck": check_fsck,
     "locks": check_locks,
@@ -321,6 +246,4 @@ _CHECKERS: dict[str, Callable[[Context], Iterable[Finding]]] = {
     "secrets": check_secrets,
     "permissions": check_permissions,
 }
-
-
-# -- gitmem secrets --------------------------------------------------------------------------
+CHECKS = tuple(_CHECKERS)

@@ -4,12 +4,12 @@ work tree, the merge driver, the hooks and permissions (``gitmem doctor``)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shlex
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -27,24 +27,15 @@ from gitmem.git.command import popen_git, run_git
 from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import blob_at, changed_paths
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
-from gitmem.git.objects import Snapshot
 from gitmem.store import mergedriver
+from gitmem.store.sync import commit_pending_forks
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
-
-
-"""A work-tree file being written: ``.<name>.<pid>.tmp`` (renamed over ``<name>`` when whole)."""
-
-
-def start_git(db: GitDB, *args: str) -> subprocess.Popen[bytes]:
-    return popen_git(args, gitdir=db.gitdir)
-
-
 FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
 
 
 def check_fsck(ctx: Context) -> Iterator[Finding]:
-    process, ctx.fsck = ctx.fsck or start_git(ctx.db, *FSCK_ARGS), None
+    process, ctx.fsck = ctx.fsck or popen_git(FSCK_ARGS, gitdir=ctx.db.gitdir), None
     stdout, stderr = process.communicate()
     returncode = process.returncode
     lines = [
@@ -66,24 +57,40 @@ def check_fsck(ctx: Context) -> Iterator[Finding]:
     )
 
 
-def _stale_locks(gitdir: Path) -> Iterator[Path]:
-    for name in _GIT_LOCKS:
-        path = gitdir / name
-        if path.is_file():
-            yield path
-    refs = gitdir / "refs"
-    if refs.is_dir():
-        yield from sorted(p for p in refs.rglob("*.lock") if p.is_file())
+def _age(path: Path) -> float | None:
+    """Seconds since ``path`` was last written (None: it is gone)."""
+    try:
+        return time.time() - path.lstat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _remover(path: Path, busy: Callable[[float], bool]) -> Callable[[], None]:
+    """Remove ``path`` unless, looked at again at fix time, ``busy(age)`` says it is in use
+    again: a lock taken, or a file written, since the check is never stolen."""
+
+    def remove() -> None:
+        age = _age(path)
+        if age is None:
+            return
+        if busy(age):
+            raise StoreError(f"{path} is in use again; left alone")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    return remove
 
 
 def check_locks(ctx: Context) -> Iterator[Finding]:
-    now = time.time()
     age_limit = max(ctx.db.stale_lock_age, STALE_LOCK_AGE)
-    for lock in _stale_locks(ctx.db.gitdir):
-        try:
-            age = now - lock.stat().st_mtime
-        except FileNotFoundError:
-            continue  # released while we looked
+    gitdir = ctx.db.gitdir
+    locks = [gitdir / name for name in _GIT_LOCKS]
+    if (gitdir / "refs").is_dir():
+        locks += sorted((gitdir / "refs").rglob("*.lock"))
+    for lock in locks:
+        age = _age(lock) if lock.is_file() else None
+        if age is None:
+            continue  # none, or released while we looked
         if age <= age_limit:
             yield Finding(
                 "locks",
@@ -99,23 +106,8 @@ def check_locks(ctx: Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(lock))}",
             safe=True,
             path=str(lock),
-            apply=_remover(lock, age_limit),
+            apply=_remover(lock, lambda age: age <= age_limit),
         )
-
-
-def _remover(path: Path, min_age: float | None = None) -> Callable[[], None]:
-    def remove() -> None:
-        # Look again at fix time: a lock taken since the check is a live one, never stolen.
-        if min_age is not None:
-            try:
-                if time.time() - path.stat().st_mtime <= min_age:
-                    raise StoreError(f"{path} was taken again; left alone")
-            except FileNotFoundError:
-                return
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-    return remove
 
 
 def check_leftovers(ctx: Context) -> Iterator[Finding]:
@@ -133,14 +125,10 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
                 if match and path.is_file() and not path.is_symlink():
                     candidates.append((path, int(match.group(1))))
     yield from _set_aside(ctx.db.gitdir)
-    now = time.time()
     for path, pid in candidates:
-        try:
-            age = now - path.lstat().st_mtime
-        except FileNotFoundError:
-            continue
-        if _writing(pid, age):
-            continue  # a write in progress
+        age = _age(path)
+        if age is None or _writing(pid, age):
+            continue  # gone, or a write in progress
         yield Finding(
             "leftovers",
             WARNING,
@@ -149,7 +137,7 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(path))}",
             safe=True,
             path=str(path),
-            apply=_leftover_remover(path, pid),
+            apply=_remover(path, functools.partial(_writing, pid)),
         )
 
 
@@ -182,28 +170,9 @@ def _writing(pid: int | None, age: float) -> bool:
     return age <= STALE_LOCK_AGE
 
 
-def _leftover_remover(path: Path, pid: int | None) -> Callable[[], None]:
-    def remove() -> None:
-        try:
-            age = time.time() - path.lstat().st_mtime
-        except FileNotFoundError:
-            return
-        if _writing(pid, age):  # looked at again: a writer that started since keeps its file
-            raise StoreError(f"{path} is being written again; left alone")
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-    return remove
-
-
 def _heal(db: GitDB) -> None:
     """Run a write that changes nothing: under the writer lock it brings the work tree up."""
-
-    def plan(_snap: Snapshot) -> tuple[CommitSpec, None]:
-        return CommitSpec(subject="doctor: nothing to commit"), None
-
-    db.write(plan)
-
+    db.write(lambda _snap: (CommitSpec(subject="doctor: nothing to commit"), None))
 
 
 _MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
@@ -300,14 +269,8 @@ def _waiting_forks(ctx: Context) -> Iterator[Finding]:
         f"commit, so a git push does not carry them: {ids}",
         fix=f"gitmem --store {ctx.where} conflicts (commits those whose merge landed)",
         safe=True,
-        apply=lambda: _commit_waiting(db),
+        apply=lambda: commit_pending_forks(db),
     )
-
-
-def _commit_waiting(db: GitDB) -> None:
-    from gitmem.store.sync import commit_pending_forks
-
-    commit_pending_forks(db)
 
 
 def _left_behind(db: GitDB, synced: str, tip: pygit2.Commit) -> list[str]:
@@ -406,26 +369,22 @@ def check_merge_driver(ctx: Context) -> Iterator[Finding]:
     if ctx.db.workdir is None:
         return  # merges happen in clones with a work tree; a bare store merges nothing
     path = ctx.db.path
-    if mergedriver.driver_registered(ctx.db.path):
-        gone = _driver_program(ctx.db.repo)
-        if gone is None:
-            return
-        yield Finding(
-            "merge-driver",
-            WARNING,
-            f"the gitmem merge driver runs {gone}, which is not there any more (a moved or "
-            "deleted virtualenv): the next git merge or pull of memory files fails",
-            fix=f"git -C {ctx.where} config {mergedriver.DRIVER_CONFIG} "
-            f"{shlex.quote(mergedriver.driver_command())}",
-            safe=True,
-            apply=lambda: mergedriver.register_driver(path),
+    if not mergedriver.driver_registered(path):
+        message = (
+            "the gitmem merge driver is not registered: plain git merge/pull falls back to a "
+            "text merge of memory files"
         )
+    elif (gone := _driver_program(ctx.db.repo)) is not None:
+        message = (
+            f"the gitmem merge driver runs {gone}, which is not there any more (a moved or "
+            "deleted virtualenv): the next git merge or pull of memory files fails"
+        )
+    else:
         return
     yield Finding(
         "merge-driver",
         WARNING,
-        "the gitmem merge driver is not registered: plain git merge/pull falls back to a "
-        "text merge of memory files",
+        message,
         fix=f"git -C {ctx.where} config {mergedriver.DRIVER_CONFIG} "
         f"{shlex.quote(mergedriver.driver_command())}",
         safe=True,
@@ -465,12 +424,8 @@ def check_hooks(ctx: Context) -> Iterator[Finding]:
             "gitmem's hooks are incomplete: " + "; ".join(reasons),
             fix=reinstall,
             safe=True,
-            apply=lambda: _reinstall_hooks(path),
+            apply=lambda: hooks_mod.install(path, "memory"),
         )
-
-
-def _reinstall_hooks(path: Path) -> None:
-    hooks_mod.install(path, "memory")
 
 
 def _world_writable(root: Path) -> Iterator[Path]:

@@ -111,8 +111,11 @@ def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFindi
     out: list[FileFinding] = []
     for each in [Scope(scope)] if scope is not None else store.scopes:
         ctx = Context(store, store.db(each), each)
-        for entry, findings in memory_secrets(ctx):
-            out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
+        try:
+            for entry, findings in memory_secrets(ctx):
+                out.extend(FileFinding(entry.path or entry.id, f) for f in findings)
+        finally:
+            ctx.close()  # the scratch index a disagreeing one made
     return out
 
 
