@@ -1,33 +1,14 @@
 """``gitmem purge``: remove a memory, or every match of a pattern, from all of history.
 
-A store never forgets: a deleted memory and an edited-out credential both stay in the
-commits that held them, on the hub and on every clone. The day a credential or personal
-data gets in, the only remedy is a rewrite of history, done here with pygit2:
-
-1. every commit reachable from a local branch or tag is visited oldest first; the
-   memory's file is dropped from its tree (``memory=``), or every match in every text
-   file and commit message is replaced (``pattern=`` a regular expression,
-   ``secrets=True`` the store's credential policy); a commit whose tree, message and
-   parents are unchanged keeps its id, so history before the first match stays as it is;
-2. the branches (and lightweight tags) move to the rewritten commits under the store's
-   write lock, the work tree follows, and every derived copy in the state folder (each
-   branch's index and WAL, vectors, caches) is deleted (rebuilt on next use; SQLite keeps
-   deleted rows' text in free pages, so a rebuild in place is not enough);
-3. :class:`PurgeReport` says what was removed where (each file version and message, by
-   the commit that introduced it) and the exact steps that make the objects really go:
-   a force-push with lease to the hub, reflog expiry and ``gc`` on the hub and here, and
-   on every other clone fetch and reset (or re-clone), reflog expiry and ``gc``.
-
-It refuses where a rewrite cannot be done safely: a merge or rebase in progress,
-uncommitted edits in the work tree, a hub that has commits this store has not merged
-(the force-push would drop them), an annotated tag in the rewritten history. Work that
-other clones have not pushed yet cannot be known from here: the steps say how each clone
-finds and keeps its own before it resets.
-
-Without ``apply=True`` nothing is written: the report is what the rewrite would do.
-
-A user's pattern runs under :mod:`gitmem.format.saferegex` (a time bound on each text, size bounds
-before compiling): a pathological pattern is stopped with a one-line error, not waited for.
+A store never forgets, so the remedy for a credential or personal data that got in is a
+rewrite of history: every commit reachable from a local branch or tag is rewritten oldest
+first (the memory's file dropped, or every match in text files and commit messages
+replaced; an unchanged commit keeps its id), the refs move under the write lock, and every
+derived copy in the state folder is deleted (SQLite keeps deleted rows in free pages). The
+report lists what was removed and the steps that make the objects really go on the hub and
+every clone. It refuses what cannot be done safely (a merge or rebase in progress, edits
+in the work tree, unmerged hub commits, an annotated tag in the rewritten history). Without
+``apply=True`` nothing is written. A user's pattern runs under :mod:`gitmem.format.saferegex`.
 """
 
 from __future__ import annotations
@@ -36,8 +17,8 @@ import contextlib
 import shlex
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 import pygit2
@@ -82,9 +63,6 @@ class Removal:
     what: str
     """``"file removed"`` or ``"2 matches replaced (github-token)"``."""
 
-    def to_dict(self) -> dict[str, str]:
-        return {"commit": self.commit, "path": self.path, "what": self.what}
-
     def line(self) -> str:
         return f"{self.commit[:10]} {self.path}: {self.what}"
 
@@ -96,9 +74,6 @@ class Step:
     where: str
     commands: list[str]
     note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"where": self.where, "commands": self.commands, "note": self.note}
 
 
 @dataclass
@@ -120,83 +95,36 @@ class PurgeReport:
         return bool(self.removals)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "applied": self.applied,
-            "scope": self.scope,
-            "removals": [r.to_dict() for r in self.removals],
-            "commits_rewritten": self.commits_rewritten,
-            "refs": [{"ref": r, "old": o, "new": n} for r, o, n in self.refs],
-            "steps": [s.to_dict() for s in self.steps],
-            "notes": self.notes,
-        }
+        refs = [{"ref": r, "old": o, "new": n} for r, o, n in self.refs]
+        return {**asdict(self), "refs": refs}
 
 
 # -- what to remove ------------------------------------------------------------------------
 
 
+Spans = list[tuple[int, int, str]]
+"""(start, end, kind) of each match in a text; kind may be empty."""
+
+
 class _Target:
-    """Decides, per file and per message, what the rewritten version is."""
+    """What the rewrite changes: the files at ``drop`` removed from every commit, or every
+    span ``finder`` reports in a text blob or message replaced. ``blobs`` and ``messages``
+    map each changed one to its new content and what changed."""
 
-    label = ""
-
-    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
-        """Look at every distinct text blob and message once, before the rewrite."""
-
-    def drop_paths(self) -> tuple[str, ...]:
-        """The files removed from every commit (none: blobs are rewritten instead)."""
-        return ()
-
-    def new_blob(self, oid: pygit2.Oid) -> tuple[bytes, str] | None:
-        """The blob's replacement and a description of what changed, or None: unchanged."""
-        return None
-
-    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
-        return None
-
-
-class _MemoryTarget(_Target):
-    def __init__(self, memory_id: str) -> None:
-        self.paths = history_paths(memory_path(check_id(memory_id)))
-        """Every path the memory had: history from before ``gitmem migrate`` may hold a
-        plain id where format 4 put it."""
-        self.label = f"memory {memory_id}"
-        self.titles: list[str] = []
-        """Every title the memory had: gitmem's commit subjects spell it out."""
-        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
-
-    def drop_paths(self) -> tuple[str, ...]:
-        return self.paths
-
-    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
-        # Longest first, so a title containing another is replaced whole.
-        titles = sorted({t for t in self.titles if len(t) >= MIN_TITLE}, key=len, reverse=True)
-        for oid, message in messages.items():
-            new = message
-            for title in titles:
-                new = new.replace(title, REPLACEMENT)
-            if new != message:
-                self.messages[oid] = (new, "the memory's title replaced")
-
-    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
-        return self.messages.get(oid)
-
-
-class _ReplaceTarget(_Target):
-    """Every span a finder reports is replaced, in blobs and in messages."""
-
-    def __init__(self) -> None:
+    def __init__(
+        self, label: str, drop: tuple[str, ...] = (), finder: Callable[[str], Spans] | None = None
+    ) -> None:
+        self.label = label
+        self.drop = drop
+        self.finder = finder
         self.blobs: dict[pygit2.Oid, tuple[bytes, str]] = {}
         self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
 
-    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        raise NotImplementedError
-
-    def prepare(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
-        keys = [*texts, *messages]
-        values = [*texts.values(), *messages.values()]
-        found = self.spans(values)
-        for n, (key, text, spans) in enumerate(zip(keys, values, found, strict=True)):
+    def replace_in(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
+        """Look at every distinct text blob and message once, before the rewrite."""
+        assert self.finder is not None
+        for n, (key, text) in enumerate([*texts.items(), *messages.items()]):
+            spans = self.finder(text)
             if not spans:
                 continue
             new_text = _replace(text, spans)
@@ -209,36 +137,6 @@ class _ReplaceTarget(_Target):
                 self.blobs[key] = (new_text.encode("utf-8", "surrogateescape"), what)
             else:
                 self.messages[key] = (new_text, what)
-
-    def new_blob(self, oid: pygit2.Oid) -> tuple[bytes, str] | None:
-        return self.blobs.get(oid)
-
-    def new_message(self, oid: pygit2.Oid) -> tuple[str, str] | None:
-        return self.messages.get(oid)
-
-
-class _SecretsTarget(_ReplaceTarget):
-    def __init__(self, policy: secrets_mod.SecretPolicy) -> None:
-        super().__init__()
-        self.policy = policy
-        self.label = "every credential"
-
-    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        return [secrets_mod.secret_spans(t, self.policy, honour_marker=True) for t in texts]
-
-
-class _PatternTarget(_ReplaceTarget):
-    def __init__(self, pattern: str, timeout: float) -> None:
-        super().__init__()
-        if not isinstance(pattern, str) or not pattern:
-            raise InvalidInputError("the pattern is empty")
-        # A user's pattern runs bounded (gitmem.format.saferegex): the regex module with a time
-        # bound per text, and size bounds checked before compiling.
-        self.compiled = saferegex.compile(pattern, timeout=timeout, what="the pattern")
-        self.label = "every match of the pattern"
-
-    def spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
-        return [[(a, b, "") for a, b in self.compiled.spans(text)] for text in texts]
 
 
 def _title(text: str | None) -> str | None:
@@ -294,44 +192,33 @@ def _tips(repo: pygit2.Repository) -> tuple[dict[str, pygit2.Oid], list[str]]:
 
 
 class _Rewriter:
-    def __init__(self, repo: pygit2.Repository, target: _Target, write: bool) -> None:
+    def __init__(self, repo: pygit2.Repository, target: _Target) -> None:
         self.repo = repo
         self.target = target
-        self.write = write
         self.tree_map: dict[pygit2.Oid, pygit2.Oid | None] = {}
         self.touched: dict[pygit2.Oid, bool] = {}
 
-    def touches(self, tree: pygit2.Tree, depth: int = 0) -> bool:
+    def touches(self, tree: pygit2.Tree) -> bool:
         """Whether the rewrite changes this tree (memoised by tree id)."""
         known = self.touched.get(tree.id)
-        if known is not None:
-            return known
-        result = False
-        drops = self.target.drop_paths()
-        for drop in drops:
-            node: Any = tree
-            for part in drop.split("/")[depth:]:
-                if not isinstance(node, pygit2.Tree) or part not in node:
-                    node = None
-                    break
-                node = self.repo[node[part].id]
-            result = result or node is not None
-        if not drops:
-            for entry in tree:
-                if entry.type_str == "blob" and self.target.new_blob(entry.id) is not None:
-                    result = True
-                    break
-                if entry.type_str == "tree":
-                    sub = self.repo[entry.id]
-                    if isinstance(sub, pygit2.Tree) and self.touches(sub, depth + 1):
-                        result = True
-                        break
-        self.touched[tree.id] = result
-        return result
+        if known is None:
+            if self.target.drop:
+                known = any(tree_entry(tree, path) is not None for path in self.target.drop)
+            else:
+                known = any(
+                    entry.id in self.target.blobs
+                    if entry.type_str == "blob"
+                    else entry.type_str == "tree"
+                    and isinstance(sub := self.repo[entry.id], pygit2.Tree)
+                    and self.touches(sub)
+                    for entry in tree
+                )
+            self.touched[tree.id] = known
+        return known
 
     def tree(self, tree: pygit2.Tree) -> pygit2.Oid:
         """The rewritten tree's id (written to the object database)."""
-        drops = self.target.drop_paths()
+        drops = self.target.drop
         if not drops:
             return self._replaced(tree)
         current = tree
@@ -377,7 +264,7 @@ class _Rewriter:
         for entry in tree:
             new: pygit2.Oid | None = None
             if entry.type_str == "blob":
-                replaced = self.target.new_blob(entry.id)
+                replaced = self.target.blobs.get(entry.id)
                 if replaced is not None:
                     new = self.repo.create_blob(replaced[0])
             elif entry.type_str == "tree":
@@ -475,13 +362,22 @@ def purge(
         raise InvalidInputError("give one of a memory id, a pattern or secrets=True")
     db = store.db(scope)
     repo = db.repo
-    target: _Target
     if memory is not None:
-        target = _MemoryTarget(memory)
+        target = _Target(f"memory {memory}", drop=history_paths(memory_path(check_id(memory))))
     elif pattern is not None:
-        target = _PatternTarget(pattern, timeout)
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidInputError("the pattern is empty")
+        compiled = saferegex.compile(pattern, timeout=timeout, what="the pattern")
+        target = _Target(
+            "every match of the pattern",
+            finder=lambda text: [(a, b, "") for a, b in compiled.spans(text)],
+        )
     else:
-        target = _SecretsTarget(secrets_mod.policy_from_config(store.config(scope).raw))
+        policy = secrets_mod.policy_from_config(store.config(scope).raw)
+        target = _Target(
+            "every credential",
+            finder=lambda text: secrets_mod.secret_spans(text, policy, honour_marker=True),
+        )
     remote = remote or _default_remote(repo)
     report = PurgeReport(target.label, apply, str(store.scopes[0] if scope is None else scope))
     _refuse_unsafe(db, remote)
@@ -495,35 +391,35 @@ def purge(
         walker.push(refs[name])
     commits = list(walker)
     texts, messages, first = _collect(repo, commits)
-    if not isinstance(target, _MemoryTarget):
-        target.prepare(texts, messages)
-    rewriter = _Rewriter(repo, target, apply)
+    rewriter = _Rewriter(repo, target)
     # What is removed, by the commit that introduced it.
-    if isinstance(target, _MemoryTarget):
+    if target.drop:
         versions: list[pygit2.Oid] = []
         for commit in commits:
-            for path in target.paths:
+            for path in target.drop:
                 entry = tree_entry(commit.tree, path)
-                if entry is None:
-                    continue
-                if entry.id not in versions:
+                if entry is not None and entry.id not in versions:
                     versions.append(entry.id)
                     report.removals.append(Removal(str(commit.id), path, "file removed"))
         if not versions:
-            raise NotFoundError(f"{target.label[len('memory ') :]} was never in the store")
-        for oid in versions:
-            title = _title(texts.get(oid))
-            if title:
-                target.titles.append(title)
-        target.prepare(texts, messages)
-        for oid, (_, what) in target.messages.items():
-            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
-    elif isinstance(target, _ReplaceTarget):
+            raise NotFoundError(f"{memory} was never in the store")
+        # gitmem's commit subjects spell out the memory's titles: longest first, so a title
+        # containing another is replaced whole.
+        titles = {t for oid in versions if (t := _title(texts.get(oid))) and len(t) >= MIN_TITLE}
+        for oid, message in messages.items():
+            replaced = message
+            for title in sorted(titles, key=len, reverse=True):
+                replaced = replaced.replace(title, REPLACEMENT)
+            if replaced != message:
+                target.messages[oid] = (replaced, "the memory's title replaced")
+    else:
+        target.replace_in(texts, messages)
         for oid, (_, what) in target.blobs.items():
             commit_id, path = first[oid]
             report.removals.append(Removal(commit_id, path, what))
-        for oid, (_, what) in target.messages.items():
-            report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
+    for oid, (_, what) in target.messages.items():
+        report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
+    if not target.drop:
         position = {str(c.id): n for n, c in enumerate(commits)}
         report.removals.sort(key=lambda r: (position.get(r.commit, 0), r.path))
     if not report.removals:
@@ -533,7 +429,7 @@ def purge(
     for commit in commits:
         if (
             rewriter.touches(commit.tree)
-            or target.new_message(commit.id) is not None
+            or commit.id in target.messages
             or any(p in changed for p in commit.parent_ids)
         ):
             changed.add(commit.id)
@@ -557,7 +453,7 @@ def purge(
         for commit in commits:
             if commit.id not in changed:
                 continue
-            new_message = target.new_message(commit.id)
+            new_message = target.messages.get(commit.id)
             message = new_message[0] if new_message is not None else commit.message
             parents = [mapping.get(p, p) for p in commit.parent_ids]
             # Author, committer and their times are kept: the history reads as before.
