@@ -1,11 +1,6 @@
-"""What gitmem keeps inside a repository's git directory, under ``<gitdir>/gitmem/`` (for
-a store another user owns or nobody may write, in the user's own state folder instead).
-
-Derived state only: never committed, rebuilt from git or safe to lose. Every module
-that keeps a file there names it here, so one page says what the directory holds
-(docs/architecture.md, "The store on disk"). The folder is used only once it is known to
-be this git directory's own (:func:`state_dir`): a bare store committed in a project, a
-copy or an extract carries another one's, which gitmem sets aside unread.
+"""What gitmem keeps under ``<gitdir>/gitmem/`` (or, for a store it may not write, in the
+user's own state folder): derived state only, never committed. Every module that keeps a
+file there names it here; a folder that is not this git directory's own is set aside.
 """
 
 from __future__ import annotations
@@ -53,19 +48,13 @@ named-paths cache, doctor's caches): ``gitmem purge`` deletes them."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:
-    """``<gitdir>/gitmem/``, made for this git directory (made now when it is missing); for
-    a store another user owns or this user cannot write (a read-only mount), their own
-    ``stores/<hash of the git dir>`` in :func:`user_dir` ``"state"`` (made, owner only): the
-    index they read is one they built, and its copies of the store's text stay theirs.
+    """``<gitdir>/gitmem/``, made now when missing; for a store another user owns or this
+    user cannot write, ``stores/<hash of the git dir>`` in the user's own state folder.
 
-    ``<gitdir>/gitmem/`` is this git directory's own when its stamp names the git directory's
-    device and inode and the folder's own inode: a folder that came with the git directory
-    (a bare store committed in a project and cloned, an extract, a copy) has other ones, and
-    so has one from a gitmem before stamps, or none. Any other folder there is set aside
-    (renamed ``gitmem.set-aside-<time>-<random>``, never read nor deleted; a warning says
-    so) and a fresh one made: the index rebuilds from git, and nothing it held (unfinished
-    edits, pending forks) is ever committed. Raises StoreError when such a folder cannot be
-    set aside.
+    The folder is this git directory's own when its stamp names the git directory's device
+    and inode and the folder's own inode. One that came with a copy, clone or extract (or
+    predates stamps) is set aside unread (``gitmem.set-aside-<time>-<random>``, with a
+    warning) and a fresh one made; StoreError when it cannot be set aside.
     """
     git_dir = Path(gitdir)
     folder = git_dir / STATE_DIR

@@ -9,8 +9,6 @@ escape instead: :func:`printable` for plain text, :func:`printable_json` for JSO
 
 from __future__ import annotations
 
-__all__ = ["printable", "printable_json"]
-
 
 def printable(text: str) -> str:
     """``text`` with each character that is not printable written as a Python string literal

@@ -1,34 +1,15 @@
 """The one place gitmem runs the git binary, under one environment policy.
 
-Everything else in gitmem reads and writes git through pygit2; the binary is used
-where only git can do the job (fetch and push over every transport, ``gc``,
-``fsck``, the hooks' view of git's index). Every such call goes through
-:func:`run_git` or :func:`popen_git`, which
-
-- drop the variables that would point git at another repository (``GIT_DIR``,
-  ``GIT_WORK_TREE``, ``GIT_INDEX_FILE``, ...): gitmem names its repository itself;
-- never let git wait on a terminal nobody watches (``GIT_TERMINAL_PROMPT=0``) and
-  ask for English messages (``LC_ALL=C``), which some callers parse;
-- unless the store is *trusted* (:mod:`gitmem.git.trust`: the user created it or said
-  so), shut out the repository's own settings that make git run a program. A
-  store's ``config`` is as untrusted as its ``gitmem.yaml`` when it came from
-  someone else (a project that commits a bare store, a copied directory), and git
-  honours ``remote.origin.uploadpack = <command>`` on the next fetch. The same goes
-  for the settings that name a file git writes or sends (``http.cookieFile`` with
-  ``http.saveCookies``, ``http.sslCert``, ``http.sslKey``) and those that change whom
-  git trusts or goes through on the network (``http.sslVerify``, ``http.sslCAInfo``,
-  ``http.proxy``, ``remote.<name>.proxy``, ...).
-
-How the settings are shut out: git reads configuration from the system, global,
-repository (``local``, with what it includes) and ``worktree`` files, then from
-the command line (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_<n>``/``GIT_CONFIG_VALUE_<n>``,
-the same scope as ``git -c``), and for a single-valued key the last value read
-wins. So for every program-running key the repository sets, gitmem appends one
-command-line entry whose value is what the user's own files say (system, global),
-or else a value that runs nothing of the store's choosing. The keys are found by
-``git config --list --show-scope`` on the store itself, which only parses files.
-The list, and which key does what, is in docs/security.md; tests/test_trust.py
-proves each against the real git binary.
+pygit2 does the rest; git runs where only git can (fetch and push over every transport,
+``gc``, ``fsck``, the hooks' view of git's index), always through :func:`run_git` or
+:func:`popen_git`. They drop the variables that point git at another repository, never let
+git wait on a terminal, ask for English messages and, unless the store is trusted
+(:mod:`gitmem.git.trust`), shut out the repository's own settings that make git run a
+program, write or send a file, or change whom it trusts on the network: for each such key
+the repository sets (``git config --list --show-scope``), one command-line entry
+(``GIT_CONFIG_COUNT``, read after the repository's files) gives the user's own value or one
+that runs nothing of the store's choosing. docs/security.md lists the keys;
+tests/test_trust.py proves each against the real git binary.
 """
 
 from __future__ import annotations
@@ -46,18 +27,6 @@ from typing import IO
 
 from gitmem.base.errors import StoreError
 from gitmem.git import includes
-
-__all__ = [
-    "REPO_ENV",
-    "cat_blobs",
-    "clean_env",
-    "gitmem_command",
-    "git_env",
-    "Policy",
-    "overrides",
-    "popen_git",
-    "run_git",
-]
 
 REPO_ENV = (
     "GIT_DIR",
@@ -173,19 +142,15 @@ _TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"
 def gitmem_command(python: str | None = None) -> str:
     """The shell words that start gitmem from git (hooks, the merge driver).
 
-    ``-P``: Python puts no directory of its own on ``sys.path``. Without it,
-    ``python -m gitmem`` run by git in a work tree imports from that work tree
-    first, and a store holding ``gitmem/__main__.py`` (or a module a config names)
-    would run it. Not ``-I``: that also drops user site-packages, where
-    ``pip install --user`` puts gitmem.
+    ``-P``: no work-tree directory on ``sys.path``, so a store holding
+    ``gitmem/__main__.py`` is never run; not ``-I``, which drops user site-packages.
     """
     return f"{shlex.quote(python or sys.executable)} -P -m gitmem"
 
 
-def clean_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) without :data:`REPO_ENV`."""
-    source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if k not in REPO_ENV}
+def clean_env() -> dict[str, str]:
+    """This process's environment without :data:`REPO_ENV`."""
+    return {k: v for k, v in os.environ.items() if k not in REPO_ENV}
 
 
 def _append_config(env: dict[str, str], entries: Sequence[tuple[str, str]]) -> None:
@@ -250,12 +215,8 @@ def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str
 
 
 def _environment_proxy(env: Mapping[str, str]) -> str:
-    """The proxy git would take from the environment with no ``http.proxy`` set, else none.
-
-    git reads ``https_proxy``/``HTTPS_PROXY`` for an HTTPS remote and ``http_proxy`` for
-    plain HTTP; one command-line value cannot say both, so the HTTPS one is preferred
-    (hubs are HTTPS). Empty: no proxy at all, which is git's behaviour with none set.
-    """
+    """The proxy git would take from the environment with no ``http.proxy`` set, else none
+    (one value cannot say both, so the HTTPS one is preferred: hubs are HTTPS)."""
     for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy"):
         value = env.get(name)
         if value:
@@ -366,7 +327,10 @@ def _policy(
         # a FIFO would block every command, whatever its timeout does afterwards.
         includes.check(where)
     if trusted is None:
-        trusted = _is_trusted(gitdir, cwd)
+        if gitdir is not None:
+            trusted = trust.is_trusted(gitdir)
+        else:
+            trusted = trust.is_trusted_repository_at(cwd if cwd is not None else Path.cwd())
     if trusted:
         return env, Policy()
     git_dir = Path(gitdir) if gitdir is not None else None
@@ -386,16 +350,6 @@ def git_env(
 ) -> dict[str, str]:
     """The environment a git command for the repository at ``gitdir``/``cwd`` runs with."""
     return _policy(gitdir, cwd, trusted, keep_repo_env)[0]
-
-
-def _is_trusted(
-    gitdir: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None
-) -> bool:
-    from gitmem.git import trust
-
-    if gitdir is not None:
-        return trust.is_trusted(gitdir)
-    return trust.is_trusted_repository_at(cwd if cwd is not None else Path.cwd())
 
 
 def _command(
@@ -462,27 +416,12 @@ def run_git(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
 
-    ``stdout``: a file git writes its output to, never held here (a blob over the read
-    bound going to the work tree); the result's stdout is then empty.
-
-    ``config``: (key, value) settings of this one command, as ``git -c`` would give them
-    (they beat the repository's own files and are written nowhere); the policy's entries
-    still come after them.
-
-    ``extra_env``: variables of the command itself (``GIT_AUTHOR_DATE`` for a commit
-    gitmem makes with git), set after the policy's and never naming a repository.
-
-    ``trusted``: None asks :mod:`gitmem.git.trust`; True when the caller knows git is
-    already running in this repository at the user's request (a hook). ``keep_repo_env``
-    keeps ``GIT_INDEX_FILE`` and the like: a pre-commit hook must see the index git
-    is committing. ``check``: a non-zero exit raises :class:`StoreError` with git's
-    last message line. ``timeout`` expiring raises :class:`subprocess.TimeoutExpired`
-    (the caller says what gave up). A missing git binary is a :class:`StoreError`.
-
-    ``stderr_lines``: called with each line git writes on stderr as it comes, with its end
-    (a progress line ends in a carriage return, git's way of redrawing it; others in a
-    newline), as written: the caller redacts what it shows. The result still holds all
-    of stderr.
+    ``stdout``: a file for git's output, never held here. ``config``: settings of this one
+    command, as ``git -c`` gives them (the policy's come after). ``extra_env``: variables of
+    the command itself, never naming a repository. ``trusted``: None asks
+    :mod:`gitmem.git.trust`. ``keep_repo_env`` keeps ``GIT_INDEX_FILE`` and the like, for a
+    hook. ``check``: a non-zero exit raises :class:`StoreError` with git's last line.
+    ``stderr_lines`` gets each stderr line as it comes, with its ``\r`` or ``\n``.
     """
     env, policy = _policy(gitdir, cwd, trusted, keep_repo_env, config)
     if extra_env:
@@ -599,12 +538,9 @@ def popen_git(
     pass_fds: Sequence[int] = (),
     detached: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start ``git <args>`` in the background, same policy; ``config`` as for
-    :func:`run_git`. ``stdout``/``stderr``: piped unless the caller gives a file (or
-    ``subprocess.DEVNULL``), which it should for a long command it does not read while
-    it runs: a pipe nobody reads stops git once it holds 64 KiB. ``pass_fds``: descriptors
-    git inherits (a lock it holds while it runs); ``detached``: a session of its own, so
-    the caller's terminal or kill of its process group does not stop it."""
+    """Start ``git <args>`` in the background under the same policy. ``pass_fds``: descriptors
+    git inherits (a lock it holds while it runs); ``detached``: a session of its own, out of
+    reach of the caller's terminal and process group."""
     env, policy = _policy(gitdir, cwd, trusted, False, config)
     try:
         return subprocess.Popen(

@@ -1,22 +1,14 @@
 """A repository's config may include files; none of them may be one that blocks.
 
-``include.path`` (and ``includeIf.<condition>.path``) in a repository's ``config`` makes
-both git and libgit2 read another file as configuration, and both simply open and read
-it. A FIFO (or ``/dev/stdin``, a terminal, a socket) never ends: opening the store with
-pygit2 or running any git command on it blocks forever, so every gitmem command on that
-store would hang. The file is the store's, not the user's, when the store came from
-someone else (a bare store committed in a project, a copied directory), so this is
-checked for every repository gitmem opens, before libgit2 or git reads the config: the
-includes are followed the way git follows them (relative to the including file, ``~/``
-from the home directory, nested up to git's depth of 10), and a target that is not a
-regular file (``/dev/null`` aside) is refused by name. A missing target is fine: git and
-libgit2 skip it. So is any target under ``/proc``, ``/sys`` or ``/dev`` (``/dev/null``
-aside), wherever its links lead: ``/proc/kmsg`` is a regular file to ``stat`` and blocks
-every reader run as root.
-
-The parser below only finds ``path`` values in include sections; it does not need to
-understand the rest of git's syntax. Each file is opened without blocking and read with a
-bound on its size (:data:`MAX_BYTES`) and on the time the reads take (:data:`MAX_SECONDS`).
+``include.path`` and ``includeIf.<condition>.path`` make git and libgit2 read another file
+as configuration. A FIFO, ``/dev/stdin``, a terminal or ``/proc/kmsg`` never ends, so every
+command on that store would hang; and the config is the store's, not the user's, when the
+store came from someone else. So before libgit2 or git reads a repository's config, the
+includes are followed as git follows them (relative to the including file, ``~/``, nested
+up to git's depth of 10), and a target that is not a regular file (``/dev/null`` aside) or
+lies under ``/proc``, ``/sys`` or ``/dev`` is refused by name. A missing target is fine:
+git skips it. Each file is opened without blocking and read within :data:`MAX_BYTES` and
+:data:`MAX_SECONDS`.
 """
 
 from __future__ import annotations
@@ -28,8 +20,6 @@ import time
 from pathlib import Path
 
 from gitmem.base.errors import StoreError
-
-__all__ = ["MAX_BYTES", "check", "config_files"]
 
 MAX_BYTES = 1 << 20
 """How much of one config file is scanned for includes (a config is a few KiB)."""

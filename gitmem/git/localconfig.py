@@ -1,20 +1,12 @@
 """The user's own, uncommitted configuration.
 
-Everything a store holds is shared with whoever can push to it, so nothing that decides
-what code runs, which stores are trusted, or where memory text is sent may come from the
-store. Those settings live here, in a file only the user writes:
-
-``$GITMEM_CONFIG``, else ``$XDG_CONFIG_HOME/gitmem/config.yaml``, else
-``~/.config/gitmem/config.yaml``.
-
-The file is a YAML mapping of named sections (``trusted_stores``, ``rules``, ``jobs``,
-``embedder``, ...); each feature reads its own section. Per-store settings sit under
-``stores: {<absolute git dir>: {<section>: ...}}`` and win over the top-level section.
-A missing file is an empty configuration; a malformed one is a clear error naming the file.
-
-A store's own entry also holds the policy its committed ``gitmem.yaml`` may not loosen, in
-that file's shape: ``secrets`` (``allow``, ``disable``, ``patterns``), ``limits``
-(``max_body_bytes``) and ``lifecycle`` (:func:`with_store_settings`).
+Nothing that decides what code runs, which stores are trusted, or where memory text is sent
+may come from a store, which anyone who can push to it writes. Those settings live in a
+YAML file only the user writes: ``$GITMEM_CONFIG``, else
+``$XDG_CONFIG_HOME/gitmem/config.yaml``, else ``~/.config/gitmem/config.yaml``. Each feature
+reads its own section; ``stores: {<absolute git dir>: {<section>: ...}}`` wins over the
+top level, and holds the policy a store's committed ``gitmem.yaml`` may not loosen
+(:func:`with_store_settings`). A missing file is an empty configuration.
 """
 
 from __future__ import annotations
@@ -35,7 +27,6 @@ from gitmem.base.errors import InvalidInputError, InvalidMemoryError
 if TYPE_CHECKING:
     from gitmem.format.config import StoreConfig
 
-__all__ = ["LocalConfig", "config_path", "load", "read_limit", "update", "with_store_settings"]
 
 POLICY_SECTIONS = ("secrets", "limits", "lifecycle")
 """The sections of a store's own entry that stand beside its committed gitmem.yaml."""
@@ -58,14 +49,8 @@ class LocalConfig:
 
     def section(self, name: str, *, gitdir: str | os.PathLike[str] | None = None) -> Any:
         """The value of section ``name``; a store's own entry (by git dir) wins when given."""
-        if gitdir is not None:
-            stores = self.data.get("stores")
-            if isinstance(stores, dict):
-                key = str(Path(gitdir).resolve())
-                entry = stores.get(key)
-                if isinstance(entry, dict) and name in entry:
-                    return entry[name]
-        return self.data.get(name)
+        entry = self.store_entry(gitdir)[1] if gitdir is not None else {}
+        return entry[name] if name in entry else self.data.get(name)
 
     def store_entry(self, gitdir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
         """The key of the store at ``gitdir`` under ``stores`` and its entry ({} if none)."""

@@ -1,30 +1,15 @@
 """Which stores the user trusts, recorded outside every store.
 
-In the spirit of git's ``safe.directory``: a repository's own configuration can make
-git run programs (hooks, merge drivers, filters, ``remote.<name>.uploadpack``...).
-That is fine for a store the user made, and dangerous for one that arrived from
-someone else: a project that commits a bare store as ``.gitmem/``, a directory
-copied from a colleague. So gitmem keeps a list of trusted stores in the user's own
-configuration file (:mod:`gitmem.git.localconfig`, section ``trusted_stores``: absolute
-git directories, or ``"*"`` for all), never in the store.
+As git's ``safe.directory``: a repository's own configuration can make git run programs,
+which is fine for a store the user made and dangerous for one from someone else (a bare
+store committed in a project, a copied directory). The list lives in the user's own
+configuration (:mod:`gitmem.git.localconfig`, ``trusted_stores``: git directories, or
+``"*"``), filled by ``gitmem init`` and ``gitmem trust``. Trust lets git use the store's
+program-running settings (:mod:`gitmem.git.command`) and a store found by walking up be
+used without ``--store``; nothing else.
 
-A store is trusted when the user created it with gitmem (``gitmem init`` records it),
-or said so (``gitmem trust PATH``). What trust unlocks:
-
-- git runs with the store's own program-running settings (:mod:`gitmem.git.command`);
-  untrusted, they are shut out and gitmem's own merge driver stands in for
-  ``merge.gitmem.driver``;
-- a store committed in the enclosing project (found by walking up) is used without
-  ``--store``.
-
-Nothing else: what code runs for prune rules and jobs is never decided by a store,
-trusted or not (:mod:`gitmem.features.lifecycle.rules`).
-
-Another user's store (git and libgit2 refuse a repository its owner is not the user
-running them: git's ``safe.directory``): a store the user named (``--store``,
-``$GITMEM_DIR``, ``gitmem.open(path)``: :func:`name`) is read, never written; a trusted
-one is used as the user's own (:func:`open_repository`, :func:`safe_directories`;
-docs/security.md says why this is safe).
+Another user's store, which git and libgit2 refuse: one the user named is read, never
+written; a trusted one is used as the user's own (docs/security.md says why this is safe).
 """
 
 from __future__ import annotations
@@ -40,20 +25,6 @@ from gitmem.git import localconfig
 if TYPE_CHECKING:
     import pygit2
 
-__all__ = [
-    "SECTION",
-    "foreign_access",
-    "git_dir_of",
-    "is_trusted",
-    "is_trusted_repository_at",
-    "name",
-    "open_repository",
-    "record_created",
-    "safe_directories",
-    "trust",
-    "trusted",
-    "untrust",
-]
 
 SECTION = "trusted_stores"
 ALL = "*"
