@@ -45,7 +45,6 @@ from gitmem.store.core import Store
 
 __all__ = [
     "Fidelity",
-    "JsonlEntry",
     "export_files",
     "export_forge",
     "export_mcp_jsonl",
@@ -108,16 +107,10 @@ class BadInputError(InvalidInputError):
     """Input lines or files that cannot be imported; nothing was written."""
 
 
-@dataclass(frozen=True)
-class JsonlEntry:
-    line: int
-    item: Entity | Relation
-
-
-def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
-    """The entities and relations of a reference-server file, and its bad lines
-    (``line N: why``); blank lines are skipped, as the reference does."""
-    entries: list[JsonlEntry] = []
+def parse_mcp_jsonl(text: str) -> tuple[list[tuple[int, Entity | Relation]], list[str]]:
+    """The entities and relations of a reference-server file with their line numbers, and
+    its bad lines (``line N: why``); blank lines are skipped, as the reference does."""
+    entries: list[tuple[int, Entity | Relation]] = []
     bad: list[str] = []
     text = text.removeprefix(codec.BOM)  # an editor's byte-order mark is not part of line 1
     for number, raw in enumerate(text.split("\n"), 1):
@@ -137,9 +130,9 @@ def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
         kind = value.get("type")
         try:
             if kind == "entity":
-                entries.append(JsonlEntry(number, to_entity(value, "entity")))
+                entries.append((number, to_entity(value, "entity")))
             elif kind == "relation":
-                entries.append(JsonlEntry(number, to_relation(value, "relation")))
+                entries.append((number, to_relation(value, "relation")))
             else:
                 bad.append(f"line {number}: type is {kind!r}, not 'entity' or 'relation'")
         except InvalidInputError as exc:
@@ -147,25 +140,26 @@ def parse_mcp_jsonl(text: str) -> tuple[list[JsonlEntry], list[str]]:
     return entries, bad
 
 
-def _jsonl_line(item: Entity | Relation) -> str:
-    # JSON.stringify's output: no spaces, non-ASCII as is, the reference's key order.
-    data: dict[str, Any] = {"type": "entity" if isinstance(item, Entity) else "relation"}
-    data.update(item.to_dict())
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
 def format_mcp_jsonl(graph: KnowledgeGraph) -> str:
-    """The graph as the reference server saves it: entities, then relations, one per line,
-    joined by newlines with none at the end."""
-    items: list[Entity | Relation] = [*graph.entities, *graph.relations]
-    return "\n".join(_jsonl_line(item) for item in items)
+    """The graph as the reference server saves it (JSON.stringify's output: no spaces,
+    non-ASCII as is, its key order): entities, then relations, one per line."""
+    items = [{"type": "entity", **e.to_dict()} for e in graph.entities]
+    items += [{"type": "relation", **r.to_dict()} for r in graph.relations]
+    return "\n".join(json.dumps(i, ensure_ascii=False, separators=(",", ":")) for i in items)
 
 
-def _read_text(path: Path, what: str) -> str:
+def _empty_folder(dest: str | Path) -> Path:
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    return target
+
+
+def _read_text(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InvalidInputError(f"cannot read {what} {path}: {exc.strerror}") from None
+        raise InvalidInputError(f"cannot read file {path}: {exc.strerror}") from None
     return codec.decode(data, what=str(path))
 
 
@@ -183,7 +177,7 @@ def import_mcp_jsonl(
     unless ``skip_bad``; entities already in the store keep their type and gain the
     observations they lack."""
     path = Path(path)
-    entries, bad = parse_mcp_jsonl(_read_text(path, "file"))
+    entries, bad = parse_mcp_jsonl(_read_text(path))
     if bad and not skip_bad:
         more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
         raise BadInputError(
@@ -194,26 +188,25 @@ def import_mcp_jsonl(
     report.skipped.extend(bad)
     entities: dict[str, Entity] = {}
     relations: dict[tuple[str, str, str], Relation] = {}
-    for entry in entries:
-        item = entry.item
+    for line, item in entries:
         if isinstance(item, Entity):
             if item.name in entities:
                 first = entities[item.name]
                 merged = tuple(dict.fromkeys([*first.observations, *item.observations]))
                 entities[item.name] = Entity(item.name, first.entity_type, merged)
                 report.skipped.append(
-                    f"line {entry.line}: entity {item.name!r} appears again; "
+                    f"line {line}: entity {item.name!r} appears again; "
                     "its observations were merged into the first"
                 )
             else:
                 entities[item.name] = item
         elif item.key in relations:
-            report.skipped.append(f"line {entry.line}: the same relation again")
+            report.skipped.append(f"line {line}: the same relation again")
         else:
             relations[item.key] = item
     report.read = {
-        "entities": sum(isinstance(e.item, Entity) for e in entries),
-        "relations": sum(isinstance(e.item, Relation) for e in entries),
+        "entities": sum(isinstance(item, Entity) for _, item in entries),
+        "relations": sum(isinstance(item, Relation) for _, item in entries),
     }
     graph = Graph(store, agent=agent)
     before = graph.read_graph()
@@ -233,31 +226,27 @@ def import_mcp_jsonl(
                 f"entity {name!r}: already in the store as type "
                 f"{existing[name].entity_type!r}; kept that type"
             )
-    created: list[Entity] = []
-    added: list[dict[str, Any]] = []
-    made: list[Relation] = []
-    work: list[tuple[str, list[Any]]] = [
-        *(
-            ("create", new_entities[i : i + batch_size])
-            for i in range(0, len(new_entities), batch_size)
-        ),
-        *(("observe", additions[i : i + batch_size]) for i in range(0, len(additions), batch_size)),
-        *(("relate", wanted[i : i + batch_size]) for i in range(0, len(wanted), batch_size)),
+    lists: list[list[Any]] = [new_entities, additions, wanted]
+    calls: list[Callable[[list[Any]], list[Any]]] = [
+        graph.create_entities,
+        graph.add_observations,
+        graph.create_relations,
+    ]
+    work = [
+        (n, items[i : i + batch_size])
+        for n, items in enumerate(lists)
+        for i in range(0, len(items), batch_size)
     ]
     # One commit, unless the input is large: the store checks each new path against every
     # change staged in the transaction, so one huge transaction costs quadratic time.
     groups = [work] if total <= batch_size else [[step] for step in work]
     done = 0
+    results: list[list[Any]] = [[], [], []]
     for number, group in enumerate(groups, 1):
         part = f" ({number}/{len(groups)})" if len(groups) > 1 else ""
         with graph.batch(f"import mcp-jsonl: {path.name}{part}"):
-            for kind, items in group:
-                if kind == "create":
-                    created.extend(graph.create_entities(items))
-                elif kind == "observe":
-                    added.extend(graph.add_observations(items))
-                else:
-                    made.extend(graph.create_relations(items))
+            for n, items in group:
+                results[n] += calls[n](items)
                 done += len(items)
                 if progress:
                     progress(done, total)
@@ -265,6 +254,7 @@ def import_mcp_jsonl(
         report.notes.append(
             f"{total} entries imported in {len(groups)} commits of at most {batch_size}"
         )
+    created, added, made = results
     report.written = {
         "entities": len(created),
         "observations added to existing entities": sum(len(a["addedObservations"]) for a in added),
@@ -274,7 +264,8 @@ def import_mcp_jsonl(
         "entities": len(additions),
         "relations": sum(1 for k in relations if k in existing_relations),
     }
-    report.commit = _tip(store)
+    tip = store.db().tip()
+    report.commit = str(tip.id) if tip is not None else None
     after = graph.read_graph()
     stored = {e.name: e for e in after.entities}
     stored_relations = {r.key for r in after.relations}
@@ -308,12 +299,12 @@ def export_mcp_jsonl(store: Store, dest: str | Path) -> tuple[str, Fidelity]:
         if target.is_dir():
             raise InvalidInputError(f"{target} is a directory; give a file name (memory.jsonl)")
         target.write_text(text, encoding="utf-8")
-        text_back = _read_text(target, "file")
+        text_back = _read_text(target)
     else:
         text_back = text
     entries, bad = parse_mcp_jsonl(text_back)
     report.mismatches.extend(bad)
-    items = [e.item for e in entries]
+    items = [item for _, item in entries]
     report.written = {
         "entities": sum(isinstance(i, Entity) for i in items),
         "relations": sum(isinstance(i, Relation) for i in items),
@@ -416,11 +407,40 @@ def _read_source(path: Path) -> bytes:
     return data
 
 
-def _check_file(store: Store, data: bytes, shown: str) -> tuple[str, str, dict[str, Any]]:
-    """The id, store path and front-matter of a memory file to import, after exactly the
-    checks the store makes of a write (:meth:`Store.check_file`)."""
-    memory = store.check_file(data, what=shown)
-    return memory.id, memory_path(memory.id), memory.to_metadata()
+def _import_folder(
+    store: Store,
+    directory: str | Path,
+    operation: str,
+    read: Callable[[Path, Path, Fidelity], _SourceFile | None],
+    skip_bad: bool,
+) -> tuple[Fidelity, list[_SourceFile]]:
+    """``read(source, relative, report)`` of every walked file (None: skipped), and the
+    files whose place is free or holds the same bytes; a file that cannot be imported
+    stops the import unless ``skip_bad``."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory")
+    report = Fidelity(operation, str(root))
+    bad: list[str] = []
+    files: list[_SourceFile] = []
+    for source in _walk(root, report):
+        relative = source.relative_to(root)
+        try:
+            found = read(source, relative, report)
+        except (GitmemError, OSError) as exc:
+            bad.append(f"{relative}: {exc}")
+            continue
+        files += [found] if found is not None else []
+    report.read = {"files": len(files) + len(bad)}
+    files = _drop_conflicts(store, files, root, bad)
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{bad[0]}{more}; nothing was imported",
+            hint="fix or remove those files, or pass --skip-bad to import the rest",
+        )
+    report.skipped.extend(bad)
+    return report, files
 
 
 def import_files(
@@ -430,46 +450,29 @@ def import_files(
     skip_bad: bool = False,
     progress: Progress | None = None,
 ) -> Fidelity:
-    """Import memory files from ``directory``, one commit per scope, byte for byte but for
-    the ``version`` and ``updated_at`` lines an export writes (derived from history here).
-
-    Files are found recursively (``*.md``, hidden names skipped); a file's scope is its top
-    folder (``repo``/``user``), else its ``scope`` field, else the default; its place is the
-    one its id names, so ``supersedes`` links still hold. An id already stored with the same
-    bytes is left alone; other bytes or an invalid file stop the import unless ``skip_bad``.
-    """
-    root = Path(directory)
-    if not root.is_dir():
-        raise InvalidInputError(f"{root} is not a directory")
-    report = Fidelity("import files", str(root))
-    bad: list[str] = []
-    files: list[_SourceFile] = []
+    """Import the ``*.md`` files below ``directory`` byte for byte (but for the derived
+    ``version`` and ``updated_at`` an export writes), one commit per scope: the top folder
+    (``repo``/``user``), else the ``scope`` field, else the default. Each goes where its id
+    says; the same bytes already there are left alone, other bytes stop the import."""
     seen: dict[tuple[Scope | None, str], Path] = {}
-    for source in _walk(root, report):
-        relative = source.relative_to(root)
-        try:
-            data = memfile.without_derived(_read_source(source))
-            memory_id, path, metadata = _check_file(store, data, str(relative))
-        except (GitmemError, OSError) as exc:
-            bad.append(f"{relative}: {exc}")
-            continue
-        scope = _scope_of(relative, metadata)
+
+    def read(source: Path, relative: Path, report: Fidelity) -> _SourceFile:
+        data = memfile.without_derived(_read_source(source))
+        memory = store.check_file(data, what=str(relative))
+        scope = _scope_of(relative, memory.to_metadata())
         if scope is not None and scope not in store.scopes:
             report.notes.append(
                 f"{relative}: no {scope} store is open, so it went to the "
                 f"{store.default_scope} store"
             )
             scope = None
-        key = (scope, memory_id)
-        if key in seen:
-            bad.append(f"{relative}: id {memory_id} is also in {seen[key].relative_to(root)}")
-            continue
-        seen[key] = source
-        files.append(_SourceFile(source, scope, memory_id, path, data))
-    report.read = {"files": len(files) + len(bad)}
-    files = _drop_conflicts(store, files, root, bad)
-    _stop_or_skip(bad, skip_bad, report)
-    _write_files(store, files, report, f"import: {{}} from {root.name}", progress)
+        if (scope, memory.id) in seen:
+            raise InvalidInputError(f"id {memory.id} is also in {seen[scope, memory.id]}")
+        seen[scope, memory.id] = relative
+        return _SourceFile(source, scope, memory.id, memory_path(memory.id), data)
+
+    report, files = _import_folder(store, directory, "import files", read, skip_bad)
+    _write_files(store, files, report, f"import: {{}} from {Path(directory).name}", progress)
     return report
 
 
@@ -493,16 +496,6 @@ def _drop_conflicts(
     return kept
 
 
-def _stop_or_skip(bad: list[str], skip_bad: bool, report: Fidelity) -> None:
-    if bad and not skip_bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise BadInputError(
-            f"{bad[0]}{more}; nothing was imported",
-            hint="fix or remove those files, or pass --skip-bad to import the rest",
-        )
-    report.skipped.extend(bad)
-
-
 def _write_files(
     store: Store,
     files: list[_SourceFile],
@@ -512,10 +505,8 @@ def _write_files(
     dates: Mapping[str, dt.date] | None = None,
 ) -> None:
     """Put each file's bytes at its place, one commit per scope, and check every one. Files
-    in ``dates`` are committed first, one commit per date authored on it, so a Forge
-    document keeps its date (``updated_at`` is its commit's time). Files already there are
-    left alone; a place someone else filled meanwhile fails the whole import.
-    """
+    in ``dates`` go first, one commit per date authored on it (a Forge document keeps its
+    date); a place someone else filled meanwhile fails the whole import."""
     by_scope: dict[tuple[Scope, dt.date | None], list[_SourceFile]] = {}
     for f in files:
         when = (dates or {}).get(f.id)
@@ -581,11 +572,8 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``
     and check each copy: every byte as stored, with the derived ``version`` and
     ``updated_at`` written in after ``created_at``, so the file says its version anywhere."""
-    target = Path(dest)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    target = _empty_folder(dest)
     report = Fidelity("export files", str(target))
-    count = 0
     for scope in store.scopes:
         snap = store.db(scope).snapshot()
         files = derived.memory_files(snap)
@@ -594,12 +582,10 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
             out = target / str(scope) / relative
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
-            count += 1
             report.checked += 1
             if out.read_bytes() != data:
                 report.mismatches.append(f"{out}: differs from {path}")
-    report.read = {"files": count}
-    report.written = {"files": count}
+    report.read = report.written = {"files": report.checked}
     return report
 
 
@@ -614,16 +600,9 @@ def _forge_title(body: str, memory_id: str) -> str:
     return memory_id.rsplit("/", 1)[-1].replace("_", " ")
 
 
-@dataclass(frozen=True)
-class _ForgeDoc:
-    data: bytes
-    body: str
-    date: dt.date | None
-    """From the ``Last Updated`` line; None when the file has none (then it is dated now)."""
-
-
-def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
-    """A Forge document as a memory file dated by its ``Last Updated`` line."""
+def _forge_file(store: Store, memory_id: str, text: str) -> tuple[bytes, str, dt.date | None]:
+    """A Forge document as a memory file, its body and the date of its ``Last Updated``
+    line (None when it has none: then it is dated now)."""
     from gitmem.features.layered import layer_fields
 
     date = codec.legacy_last_updated(text)
@@ -645,7 +624,7 @@ def _forge_file(store: Store, memory_id: str, text: str) -> _ForgeDoc:
         extra=layer_fields(memory_id),
     )
     data = codec.serialize(codec.Document(memory.to_metadata(), body)).encode("utf-8")
-    return _ForgeDoc(data, body, date)
+    return data, body, date
 
 
 def import_forge(
@@ -658,44 +637,31 @@ def import_forge(
     """Import a Forge plugin memory folder as layered documents: ``<layer path>/<file>.md``
     becomes the document of that path id, dated by its ``<!-- Last Updated -->`` line, its
     body the rest byte for byte. A file that cannot be imported stops it unless ``skip_bad``."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise InvalidInputError(f"{root} is not a directory")
-    report = Fidelity("import forge", str(root))
-    bad: list[str] = []
-    files: list[_SourceFile] = []
     bodies: dict[str, tuple[str, dt.date | None]] = {}
-    for source in _walk(root, report):
-        relative = source.relative_to(root)
+
+    def read(source: Path, relative: Path, report: Fidelity) -> _SourceFile | None:
         if relative.parts[0] not in FORGE_ROOTS:
             report.skipped.append(f"{relative}: not under {', '.join(FORGE_ROOTS)}")
-            continue
-        memory_id = relative.as_posix()[: -len(MEMORY_SUFFIX)]
-        try:
-            check_id(memory_id)
-            text = codec.decode(_read_source(source), what=str(relative))
-            if codec.parse(text).has_front_matter:
-                data = text.encode("utf-8")
-            else:
-                doc = _forge_file(store, memory_id, text)
-                data = doc.data
-                bodies[memory_id] = (doc.body, doc.date)
-                if doc.date is None:
-                    report.notes.append(
-                        f"{relative}: no <!-- Last Updated --> line, so it is dated now"
-                    )
-            checked_id, path, _ = _check_file(store, data, str(relative))
-            if checked_id != memory_id:
-                raise InvalidMemoryError(f"{relative} carries id {checked_id!r}")
-        except (GitmemError, OSError) as exc:
-            bad.append(f"{relative}: {exc}")
-            continue
-        files.append(_SourceFile(source, None, memory_id, path, data))
-    report.read = {"files": len(files) + len(bad)}
-    files = _drop_conflicts(store, files, root, bad)
-    _stop_or_skip(bad, skip_bad, report)
+            return None
+        memory_id = check_id(relative.as_posix()[: -len(MEMORY_SUFFIX)])
+        text = codec.decode(_read_source(source), what=str(relative))
+        if codec.parse(text).has_front_matter:
+            data = text.encode("utf-8")
+        else:
+            data, body, date = _forge_file(store, memory_id, text)
+            bodies[memory_id] = (body, date)
+            if date is None:
+                report.notes.append(
+                    f"{relative}: no <!-- Last Updated --> line, so it is dated now"
+                )
+        checked = store.check_file(data, what=str(relative))
+        if checked.id != memory_id:
+            raise InvalidMemoryError(f"{relative} carries id {checked.id!r}")
+        return _SourceFile(source, None, memory_id, memory_path(memory_id), data)
+
+    report, files = _import_folder(store, directory, "import forge", read, skip_bad)
     dated = {memory_id: date for memory_id, (_, date) in bodies.items() if date is not None}
-    subject = f"import: {{}} from Forge folder {root.name}"
+    subject = f"import: {{}} from Forge folder {Path(directory).name}"
     _write_files(store, files, report, subject, progress, dated)
     for f in files:
         if f.id not in bodies:
@@ -709,19 +675,11 @@ def import_forge(
     return report
 
 
-def forge_text(memory: Memory) -> str:
-    """A layered document as the Forge plugin keeps it: the date line, then the body."""
-    return f"<!-- Last Updated: {memory.updated_at.date().isoformat()} -->\n{memory.body}"
-
-
 def export_forge(store: Store, dest: str | Path) -> Fidelity:
     """Write every layered document to ``dest/<its path>.md`` in the Forge plugin's format
     (``<!-- Last Updated: YYYY-MM-DD -->`` then the body), and check each file."""
-    target = Path(dest)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise InvalidInputError(f"{target} exists and is not an empty directory")
+    target = _empty_folder(dest)
     report = Fidelity("export forge", str(target))
-    count = 0
     for folder in FORGE_ROOTS:
         for memory_id in store.documents(folder, recursive=True):
             memory = store.get(memory_id)
@@ -729,19 +687,13 @@ def export_forge(store: Store, dest: str | Path) -> Fidelity:
                 continue
             out = target / f"{memory_id}{MEMORY_SUFFIX}"
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(forge_text(memory).encode("utf-8"))
-            count += 1
+            date = memory.updated_at.date().isoformat()
+            out.write_bytes(f"<!-- Last Updated: {date} -->\n{memory.body}".encode())
             report.checked += 1
             text = codec.decode(out.read_bytes(), what=str(out))
             if codec.legacy_last_updated(text) != memory.updated_at.date() or (
                 text.split("\n", 1)[1] != memory.body
             ):
                 report.mismatches.append(f"{out}: does not read back as {memory_id}")
-    report.read = {"documents": count}
-    report.written = {"files": count}
+    report.read, report.written = {"documents": report.checked}, {"files": report.checked}
     return report
-
-
-def _tip(store: Store) -> str | None:
-    commit = store.db().tip()
-    return str(commit.id) if commit is not None else None
