@@ -581,7 +581,7 @@ def test_the_scratch_index_is_built_beside_the_store_index_and_removed(store: St
         conn.close()
         # It holds what a rebuild would: the core tables at the view's commit, no providers'.
         assert rebuilt.commit == ctx.view().commit  # type: ignore[union-attr]
-        rows = rebuilt.select(include_superseded=True, include_archived=True)
+        rows = rebuilt.memories(include_superseded=True, include_archived=True)
         assert {m.id for m in rows} == everything
         assert not [k for k in rebuilt.meta() if k.startswith("provider:")]
     finally:

@@ -484,9 +484,9 @@ def test_get_and_count_come_from_the_caught_up_index(
     any_store.update(a.id, "a2\n")
     any_store.delete(c.id)
     assert index.count() == 2
-    assert index.get(a.id) == any_store.read(a.id)
-    assert index.get(c.id) is None
-    assert index.get("mem_never-created") is None
+    assert index.memory(a.id) == any_store.read(a.id)
+    assert index.memory(c.id) is None
+    assert index.memory("mem_never-created") is None
 
 
 def test_transaction_reads_its_own_writes_then_the_index_catches_up(store: Store) -> None:
@@ -1087,8 +1087,8 @@ def test_project_and_user_scopes_list_from_both_indexes(
     assert repo_index.path != user_index.path
     assert repo_index.indexed_commit() == tip(store, "repo")
     assert user_index.indexed_commit() == tip(store, "user")
-    assert [m.id for m in repo_index.select()] == [project.id]
-    assert [m.id for m in user_index.select()] == [newer.id]
+    assert [m.id for m in repo_index.memories()] == [project.id]
+    assert [m.id for m in user_index.memories()] == [newer.id]
 
     # Each scope catches up on its own: a write to one leaves the other's index alone.
     before = repo_index.indexed_commit()
@@ -1213,3 +1213,37 @@ def test_a_large_write_leaves_no_write_ahead_log_behind(
     assert wal.exists()  # the connection is still open: WAL mode keeps the file
     assert (wal.stat().st_size == 0) == shrink
     assert len(store.search("cache", limit=100)) == 40
+
+
+_LIST_BRANCH = """
+import sys
+import gitmem
+print(len(gitmem.open(sys.argv[1], branch="topic").list()))
+"""
+
+
+def test_a_branch_whose_index_file_is_read_only_is_read_from_git(tmp_path: Path) -> None:
+    """Each branch has its own index file: the one checked for writing is the branch's."""
+    import shutil
+    import subprocess
+    import sys
+
+    store = gitmem.init(tmp_path / "s")
+    topic = gitmem.open(store.path, branch="topic")
+    topic.create("one")
+    assert len(topic.list()) == 1  # the branch's index file exists and is current
+    topic.create("two")  # and is behind now: the next read would write it
+    index_file = topic.index().path
+    argv = [sys.executable, "-c", _LIST_BRANCH, str(store.path)]
+    if os.geteuid() == 0:  # root ignores file modes: a read-only bind mount of the file
+        if shutil.which("unshare") is None:
+            pytest.skip("root without unshare: cannot make a file read-only")
+        script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
+        argv = ["unshare", "-m", "sh", "-c", script, "sh", str(index_file), *argv]
+    else:
+        index_file.chmod(0o444)
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"no read-only bind mount here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2"]

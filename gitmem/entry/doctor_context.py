@@ -240,7 +240,7 @@ class Context:
     def problems(self) -> list[tuple[str, str]]:
         """(path, message) of each file under the memory folders that is not a memory."""
         view = self.trusted()
-        return view.problems if view is not None else self.rebuilt().problems()
+        return view.problems if view is not None else self.rebuilt().read(problem_rows)
 
     def ever_existed(self, memory_id: str) -> bool:
         """Whether git's history holds a version of ``memory_id`` (a deleted memory)."""

@@ -107,7 +107,7 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
     # The rows hold the version and updated_at derived from history: one walk for all.
     commit = get_commit(ctx.db.repo, view.commit) if view.commit is not None else None
     for path, memory in derived.as_read(ctx.db.repo, commit, decoded).items():
-        indexed = index.get(id_from_path(path) or "")
+        indexed = index.memory(id_from_path(path) or "")
         if memory is None or indexed is None or _by_id([indexed]) != _by_id([memory]):
             differ.append(id_from_path(path) or "")
     if differ:

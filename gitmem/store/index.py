@@ -10,8 +10,6 @@ layout, it is rebuilt from scratch. Deleting it loses nothing.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import functools
 import os
 import sqlite3
 import threading
@@ -25,40 +23,20 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import StoreError
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.objects import get_commit
-from gitmem.store import index_queries, index_schema
+from gitmem.git.objects import blob_data, get_commit
+from gitmem.store import index_schema
 from gitmem.store.index_catchup import CatchUp, Decoder, Progress, clear, version_counts
-from gitmem.store.index_rows import (
-    MEMORY_COLUMNS,
-    Hit,
-    IndexStats,
-    VersionRow,
-    memory_filters,
-)
+from gitmem.store.index_queries import Queries
+from gitmem.store.index_rows import IndexStats
 from gitmem.store.index_schema import STORE_CONFIG_KEY
 from gitmem.store.row_providers import PROVIDERS, RowProvider, provider_key, provider_state
 
 log = logs.get(__name__)
 
-F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
-def _recovering(method: F) -> F:
-    """Run an index query; when the database turns out corrupt, rebuild it and run it again."""
-
-    @functools.wraps(method)
-    def wrapper(self: Index, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            self._recover(exc)
-        return method(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-class Index:
+class Index(Queries):
     """The SQLite index of one repository. Every public query catches up first."""
 
     def __init__(self, db: GitDB, decode: Decoder, scope: Scope) -> None:
@@ -110,13 +88,6 @@ class Index:
         if conn is not None:
             conn.close()
             self._local.conn = None
-
-    @contextlib.contextmanager
-    def _query(self) -> Iterator[sqlite3.Connection]:
-        """A connection caught up with the tip (query methods recover from corruption)."""
-        conn = self.connect()
-        self.catch_up()
-        yield conn
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """Throw away a database that failed as corrupt, so the retry rebuilds it."""
@@ -227,172 +198,29 @@ class Index:
         run = CatchUp(conn, self.db.repo, self.decode, self.scope, self._providers(), self._failed)
         return run.run(self._tip(), progress)
 
-    # -- queries -------------------------------------------------------------------------
-
-    def _memory(self, row: Sequence[Any]) -> Memory:
-        return index_queries.memory_from_row(row, self.scope)
-
-    @_recovering
-    def select(
-        self,
-        *,
-        category: str | None = None,
-        tags: Sequence[str] = (),
-        include_superseded: bool = False,
-        include_archived: bool = False,
-        layer: str | None = None,
-        project: str | None = None,
-    ) -> list[Memory]:
-        where, params = memory_filters(
-            category=category,
-            tags=tags,
-            include_superseded=include_superseded,
-            include_archived=include_archived,
-            layer=layer,
-            project=project,
-        )
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m {where} ORDER BY created_us, id"
-        with self._query() as conn:
-            return [self._memory(r) for r in conn.execute(sql, params)]
-
-    @_recovering
-    def get(self, memory_id: str) -> Memory | None:
-        with self._query() as conn:
-            row = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
-            ).fetchone()
-        return None if row is None else self._memory(row)
-
-    @_recovering
-    def successors(self, memory_id: str) -> list[Memory]:
-        with self._query() as conn:
-            rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id",
-                (memory_id,),
-            ).fetchall()
-        return [self._memory(r) for r in rows]
-
-    @_recovering
-    def versions(self, ids: Sequence[str]) -> list[VersionRow]:
-        """Version rows of these memories, oldest first.
-
-        A commit comes after its parents (by generation), then by author time and
-        commit id, so the order depends on the history alone, never on when the
-        index caught up with it; rows of one commit follow the order of ``ids``.
-        """
-        marks = ", ".join("?" for _ in ids)
-        position: dict[str, int] = {}
-        for i, memory_id in enumerate(ids):
-            position.setdefault(memory_id, i)
-        with self._query() as conn:
-            rows = conn.execute(
-                "SELECT id, path, commit_id, time_us, author, agent, op, counts, blob, gen "
-                f"FROM versions WHERE id IN ({marks})",
-                list(ids),
-            ).fetchall()
-        rows.sort(key=lambda r: (r[9], r[3], r[2], position[r[0]]))
-        return [
-            VersionRow(
-                id=r[0],
-                path=r[1],
-                commit=r[2],
-                time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
-                author=r[4],
-                agent=r[5],
-                op=r[6],
-                counts=bool(r[7]),
-                blob=r[8],
-            )
-            for r in rows
-        ]
-
-    @_recovering
-    def last_blob(self, memory_id: str) -> str | None:
-        """The newest blob this memory had in any indexed commit (for deleted ones), newest
-        in the order of :meth:`versions`, whenever the index caught up."""
-        with self._query() as conn:
-            row = conn.execute(
-                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
-                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
-                (memory_id,),
-            ).fetchone()
-        return None if row is None else row[0]
-
-    @_recovering
-    def problems(self) -> list[tuple[str, str]]:
-        with self._query() as conn:
-            return index_queries.problem_rows(conn)
-
-    @_recovering
-    def fts(
-        self,
-        query: str,
-        *,
-        title_text: str,
-        limit: int,
-        filters: dict[str, Any],
-    ) -> list[Hit]:
-        """FTS5 query ranked by bm25 (title weighted), after a title-match tier.
-
-        Raises sqlite3.OperationalError for a malformed FTS5 query; the caller
-        decides whether to fall back to a literal search.
-        """
-        with self._query() as conn:
-            return index_queries.fts_hits(
-                conn, self.scope, query, title_text=title_text, limit=limit, filters=filters
-            )
-
-    @_recovering
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``query`` on a connection caught up with the tip. It must only read, and may
         run twice: a database that fails as corrupt is rebuilt and the query run again."""
-        with self._query() as conn:
+        try:
+            conn = self.connect()
+            self.catch_up()
             return query(conn)
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+        conn = self.connect()
+        self.catch_up()
+        return query(conn)
 
-    def load(self, conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
-        """The memories of these ``memories.rowid`` values (inside :meth:`read`)."""
-        return index_queries.load_memories(conn, rowids, self.scope)
+    def memories(self, **filters: Any) -> list[Memory]:
+        found = super().memories(**filters)
+        for problem in self.problems():
+            log.warning("skipping %s: %s", problem.path, problem.message)
+        return found
 
-    @_recovering
-    def scan(self, *, filters: dict[str, Any]) -> list[Memory]:
-        """Every current memory passing the filters, by path (for regex and substring search)."""
-        where, params = memory_filters(**filters)
-        sql = f"SELECT {MEMORY_COLUMNS} FROM memories m {where} ORDER BY path"
-        with self._query() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [self._memory(row) for row in rows]
-
-    @_recovering
-    def rows(
-        self,
-        columns: Sequence[str],
-        *,
-        ids: Iterable[str] | None = None,
-        include_superseded: bool = False,
-        include_archived: bool = False,
-    ) -> list[tuple[Any, ...]]:
-        """Columns of the ``memories`` table (``index_rows.ROW_COLUMNS``, values as stored)
-        for what :meth:`select` finds, oldest first, without building a :class:`Memory` per
-        row; ``ids`` keeps only those memories. Raises InvalidInputError for an unknown
-        column."""
-        with self._query() as conn:
-            return index_queries.column_rows(
-                conn,
-                columns,
-                ids=ids,
-                include_superseded=include_superseded,
-                include_archived=include_archived,
-            )
-
-    @_recovering
-    def count(self, *, include_superseded: bool = True, include_archived: bool = True) -> int:
-        """How many memories the index holds (by default superseded and archived ones too)."""
-        where, params = memory_filters(
-            include_superseded=include_superseded, include_archived=include_archived
-        )
-        with self._query() as conn:
-            row = conn.execute(f"SELECT count(*) FROM memories m {where}", params).fetchone()
-            return int(row[0])
+    def last_data(self, memory_id: str) -> bytes | None:
+        """The newest content ``memory_id`` had in history (for a deleted one)."""
+        blob = self.last_blob(memory_id)
+        return blob_data(self.db.repo, pygit2.Oid(hex=blob)) if blob else None
 
 
 class ScratchIndex(Index):

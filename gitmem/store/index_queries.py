@@ -9,13 +9,14 @@ pygit2; connections are made by gitmem.store.index_schema.connect.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
@@ -25,7 +26,6 @@ from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Tr
 from gitmem.store import lexical
 from gitmem.store.index_rows import (
     MEMORY_COLUMNS,
-    Hit,
     check_columns,
     cooked_path,
     loads_json,
@@ -33,8 +33,10 @@ from gitmem.store.index_rows import (
     number_params,
 )
 from gitmem.store.index_schema import MEMORY_COUNT_KEY, SCHEMA_VERSION, STORE_CONFIG_KEY, connect
-from gitmem.store.results import Problem
+from gitmem.store.results import Problem, Version
 from gitmem.store.row_providers import provider_key
+
+T = TypeVar("T")
 
 FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
 """bm25 weights of the full-text columns (title, body, tags, names; idents unweighted: 1.0)."""
@@ -88,25 +90,29 @@ def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
 
 
 def memory_count(conn: sqlite3.Connection) -> int:
-    """How many memories the index holds (``meta`` keeps the count; older indexes count)."""
+    """How many memories the index holds (``meta`` keeps the count)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (MEMORY_COUNT_KEY,)).fetchone()
-    if row is not None:
-        return int(row[0])
-    return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    return 0 if row is None else int(row[0])
+
+
+def chunks(items: Iterable[T]) -> Iterator[list[T]]:
+    """``items`` without repeats, 500 at a time: SQLite bounds the parameters of a query."""
+    wanted = list(dict.fromkeys(items))
+    for i in range(0, len(wanted), 500):
+        yield wanted[i : i + 500]
+
+
+def marks(chunk: Sized) -> str:
+    return ", ".join("?" * len(chunk))
 
 
 def load_memories(
     conn: sqlite3.Connection, rowids: Iterable[int], store_scope: Scope
 ) -> dict[int, Memory]:
     """The memories of these ``memories.rowid`` values."""
-    wanted = list(dict.fromkeys(rowids))
     out: dict[int, Memory] = {}
-    for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
-        chunk = wanted[i : i + 500]
-        sql = (
-            f"SELECT {MEMORY_COLUMNS} FROM memories "
-            f"WHERE rowid IN ({', '.join('?' for _ in chunk)})"
-        )
+    for chunk in chunks(rowids):
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks(chunk)})"
         for row in conn.execute(sql, chunk):
             out[int(row[0])] = memory_from_row(row, store_scope)
     return out
@@ -120,35 +126,138 @@ def problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return rows
 
 
-def column_rows(
-    conn: sqlite3.Connection,
-    columns: Sequence[str],
-    *,
-    ids: Iterable[str] | None = None,
-    include_superseded: bool = False,
-    include_archived: bool = False,
-) -> list[tuple[Any, ...]]:
-    """A few columns of the current memories, oldest first (see ``Index.rows``)."""
-    check_columns(columns)
-    where, params = memory_filters(
-        include_superseded=include_superseded, include_archived=include_archived
-    )
-    listed = ", ".join(f"m.{c}" for c in columns)
-    if ids is None:
-        sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
-        return conn.execute(sql, params).fetchall()
-    wanted = list(dict.fromkeys(ids))
-    where += " AND " if where else "WHERE "
-    found: list[tuple[Any, ...]] = []
-    for i in range(0, len(wanted), 500):  # SQLite bounds the parameters of a query
-        chunk = wanted[i : i + 500]
-        sql = (
-            f"SELECT {listed}, m.created_us, m.id FROM memories m "
-            f"{where}m.id IN ({', '.join('?' for _ in chunk)})"
+class Queries:
+    """The index's read queries, one SQL each, whoever asks: :class:`gitmem.store.index.Index`
+    runs them caught up with the branch tip, :class:`CurrentIndex` on an index that already
+    is. Filters (``**filters``) are those of :func:`memory_filters`."""
+
+    scope: Scope
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` (it only reads) on a connection that reflects the tip."""
+        raise NotImplementedError
+
+    def _memories(self, sql: str, params: Sequence[Any]) -> list[Memory]:
+        return self.read(
+            lambda conn: [memory_from_row(r, self.scope) for r in conn.execute(sql, params)]
         )
-        found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
-    found.sort(key=lambda row: (row[-2], row[-1]))
-    return [row[:-2] for row in found]
+
+    def _select(self, order: str, filters: Mapping[str, Any]) -> list[Memory]:
+        where, params = memory_filters(**filters)
+        return self._memories(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m {where} ORDER BY {order}", params
+        )
+
+    def memories(self, **filters: Any) -> list[Memory]:
+        """The current memories passing the filters, oldest first."""
+        return self._select("created_us, id", filters)
+
+    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
+        """What a regex or substring search looks at: the memories passing ``filters``."""
+        return iter(self._select("path", filters))
+
+    def memory(self, memory_id: str) -> Memory | None:
+        found = self._memories(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        return found[0] if found else None
+
+    def successors(self, memory_id: str) -> list[Memory]:
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE supersedes = ? ORDER BY id"
+        return self._memories(sql, (memory_id,))
+
+    def ids(self) -> set[str]:
+        every = self.rows(["id"], include_superseded=True, include_archived=True)
+        return {str(row[0]) for row in every}
+
+    def problems(self) -> list[Problem]:
+        return [Problem(path, message, self.scope) for path, message in self.read(problem_rows)]
+
+    def count(self, *, include_superseded: bool = True, include_archived: bool = True) -> int:
+        """How many memories the index holds (by default superseded and archived ones too)."""
+        where, params = memory_filters(
+            include_superseded=include_superseded, include_archived=include_archived
+        )
+        sql = f"SELECT count(*) FROM memories m {where}"
+        return int(self.read(lambda conn: conn.execute(sql, params).fetchone()[0]))
+
+    def rows(
+        self, columns: Sequence[str], *, ids: Iterable[str] | None = None, **filters: Any
+    ) -> list[tuple[Any, ...]]:
+        """Columns of the ``memories`` table (``index_rows.ROW_COLUMNS``, values as stored)
+        for what :meth:`memories` finds, oldest first, without a :class:`Memory` per row;
+        ``ids`` keeps only those memories. Raises InvalidInputError for an unknown column."""
+        check_columns(columns)
+        where, params = memory_filters(**filters)
+        listed = ", ".join(f"m.{c}" for c in columns)
+        if ids is None:
+            sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
+            return self.read(lambda conn: conn.execute(sql, params).fetchall())
+        where += " AND " if where else "WHERE "
+
+        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            found: list[tuple[Any, ...]] = []
+            for chunk in chunks(ids):
+                sql = (
+                    f"SELECT {listed}, m.created_us, m.id FROM memories m "
+                    f"{where}m.id IN ({marks(chunk)})"
+                )
+                found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
+            found.sort(key=lambda row: (row[-2], row[-1]))
+            return [row[:-2] for row in found]
+
+        return self.read(query)
+
+    def versions(self, ids: Sequence[str]) -> list[Version]:
+        """Every change of the files of ``ids``, oldest first, its content not read.
+
+        A commit comes after its parents (by generation), then by author time and
+        commit id, so the order depends on the history alone, never on when the
+        index caught up with it; rows of one commit follow the order of ``ids``.
+        """
+        position: dict[str, int] = {}
+        for i, memory_id in enumerate(ids):
+            position.setdefault(memory_id, i)
+        sql = (
+            "SELECT id, path, commit_id, time_us, author, agent, op, counts, blob, gen "
+            f"FROM versions WHERE id IN ({marks(ids)})"
+        )
+        rows = self.read(lambda conn: conn.execute(sql, list(ids)).fetchall())
+        rows.sort(key=lambda r: (r[9], r[3], r[2], position[r[0]]))
+        return [
+            Version(
+                memory_id=r[0],
+                version=None,
+                commit=r[2],
+                time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
+                author=r[4],
+                agent=r[5],
+                op=r[6],
+                memory=None,
+                counted=bool(r[7]),
+                source=(r[8], r[1]) if r[8] is not None else None,
+            )
+            for r in rows
+        ]
+
+    def last_blob(self, memory_id: str) -> str | None:
+        """The newest blob this memory had in any indexed commit (for deleted ones), newest
+        in the order of :meth:`versions`, whenever the index caught up."""
+        row = self.read(
+            lambda conn: conn.execute(
+                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
+                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
+                (memory_id,),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def full_text(
+        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+    ) -> list[tuple[float, Memory]]:
+        """(score, memory) of the best matches of an FTS5 query, ranked by bm25 (title
+        weighted) after a title-match tier; past :data:`SEARCH_CAP` matches, over a bounded
+        set of them. Raises sqlite3.OperationalError for a malformed FTS5 query: the caller
+        decides what to do with a query that is not FTS5 syntax."""
+        return self.read(lambda conn: _fts_hits(conn, self.scope, query, title, limit, filters))
 
 
 BOUNDED_FROM = 10_000
@@ -162,21 +271,14 @@ this many (by index row), and, from any age, the newest this many whose title ho
 its words; every result is still a match. docs/recall.md says what that changes."""
 
 
-def fts_hits(
+def _fts_hits(
     conn: sqlite3.Connection,
     store_scope: Scope,
     query: str,
-    *,
     title_text: str,
     limit: int,
-    filters: dict[str, Any],
-) -> list[Hit]:
-    """FTS5 query ranked by bm25 (title weighted), after a title-match tier; past
-    :data:`SEARCH_CAP` matches, over a bounded set of them.
-
-    Raises sqlite3.OperationalError for a malformed FTS5 query; the caller decides what
-    to do with a query that is not FTS5 syntax.
-    """
+    filters: Mapping[str, Any],
+) -> list[tuple[float, Memory]]:
     needle = title_text.casefold()
     floor = None
     if memory_count(conn) > BOUNDED_FROM:
@@ -195,7 +297,7 @@ def fts_hits(
         ]
         rows.sort(key=lambda r: (-r[20], r[19], r[21], r[1]))
     return [
-        Hit(memory_from_row(r[:19], store_scope), float(r[20]) * 1000.0 - float(r[19]))
+        (float(r[20]) * 1000.0 - float(r[19]), memory_from_row(r[:19], store_scope))
         for r in rows[:limit]
     ]
 
@@ -215,7 +317,7 @@ def _fts_rows(
     query: str,
     needle: str,
     limit: int,
-    filters: dict[str, Any],
+    filters: Mapping[str, Any],
     floor: int | None,
 ) -> list[tuple[Any, ...]]:
     """The memory columns, bm25, tier and creation time of the best matches (from index
@@ -259,7 +361,7 @@ _VERSIONS = {lexical.PROVIDER: lambda: lexical.LEXICAL_VERSION, "vectors": _vect
 """The row providers a current index's readers read, and where their versions are."""
 
 
-class CurrentIndex:
+class CurrentIndex(Queries):
     """A store's index at its branch tip, read-only, in one read transaction."""
 
     def __init__(self, gitdir: Path, conn: sqlite3.Connection, scope: Scope) -> None:
@@ -270,35 +372,8 @@ class CurrentIndex:
     def close(self) -> None:
         self.conn.close()
 
-    def rows(
-        self,
-        columns: Sequence[str],
-        *,
-        include_superseded: bool,
-        include_archived: bool,
-    ) -> list[tuple[Any, ...]]:
-        return column_rows(
-            self.conn, columns, include_superseded=include_superseded,
-            include_archived=include_archived,
-        )
-
-    def problems(self) -> list[Problem]:
-        return [Problem(path, message, self.scope) for path, message in problem_rows(self.conn)]
-
-    def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
-    ) -> list[tuple[float, Memory]]:
-        found = fts_hits(
-            self.conn, self.scope, query, title_text=title, limit=limit, filters=dict(filters)
-        )
-        return [(hit.score, hit.memory) for hit in found]
-
-    def memory(self, memory_id: str) -> Memory | None:
-        """The current memory ``memory_id`` as the index holds it (derived fields included)."""
-        row = self.conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
-        ).fetchone()
-        return None if row is None else memory_from_row(row, self.scope)
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        return query(self.conn)
 
     def resolve_id(self, prefix: str) -> str | None:
         """What ``Store.resolve_id`` answers where the index alone can tell: an id of a

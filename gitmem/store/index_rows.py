@@ -22,7 +22,7 @@ ROW_COLUMNS: tuple[str, ...] = (
     "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
     "trigger_", "status", "extra", "body",
 )
-"""The columns of the ``memories`` table that :meth:`Index.rows` can return."""
+"""The columns of the ``memories`` table that ``Queries.rows`` can return."""
 
 
 MEMORY_COLUMNS = (
@@ -105,7 +105,7 @@ def micros(value: dt.datetime) -> int:
 
 def row_values(memory: Memory, blob: str) -> dict[str, Any]:
     """The ``memories`` row of ``memory`` (stored in blob ``blob``), column by column, as
-    :meth:`Index.rows` returns it: the one encoding of a memory as index columns (the
+    ``Queries.rows`` returns it: the one encoding of a memory as index columns (the
     tree-served reader answers ``rows`` with it too)."""
     return {
         "id": memory.id,
@@ -139,30 +139,6 @@ def check_columns(columns: Sequence[str]) -> None:
             f"unknown index column(s): {', '.join(unknown) or '(none given)'} "
             f"(known: {', '.join(ROW_COLUMNS)})"
         )
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """One commit that changed one memory file, as the index recorded it."""
-
-    id: str
-    path: str
-    commit: str
-    time: dt.datetime
-    author: str
-    agent: str | None
-    op: str
-    counts: bool
-    """Whether the commit is a version of the memory (gitmem.store.derived)."""
-    blob: str | None
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A memory a query selected, with its rank (higher is better)."""
-
-    memory: Memory
-    score: float
 
 
 @dataclass

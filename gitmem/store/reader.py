@@ -1,10 +1,10 @@
 """How the store reads memories: one interface (:data:`Reader`), served by the index or by
 git's tree.
 
-:class:`IndexReader` answers from the derived SQLite index; :class:`TreeReader` by walking
-the commit's tree and history. The store picks the tree where the index cannot answer (a
-past ``at``, a transaction's staged writes, ``use_index = False``, a store it cannot
-write), the index otherwise (``Store._reader``).
+:class:`gitmem.store.index.Index` answers from the derived SQLite index; :class:`TreeReader`
+by walking the commit's tree and history. The store picks the tree where the index cannot
+answer (a past ``at``, a transaction's staged writes, ``use_index = False``, a store it
+cannot write), the index otherwise (``Store._reader``).
 """
 
 from __future__ import annotations
@@ -35,84 +35,6 @@ from gitmem.store.results import Problem, Version
 
 Decode = Callable[[bytes, str], Memory]
 """Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""
-
-
-class IndexReader:
-    """Reads served by the derived index (caught up to the branch tip first)."""
-
-    def __init__(self, index: Index, db: GitDB, decode: Decode) -> None:
-        self.index = index
-        self.db = db
-        self.decode = decode
-
-    def memories(
-        self,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        include_superseded: bool,
-        include_archived: bool,
-    ) -> list[Memory]:
-        found = self.index.select(
-            category=category,
-            tags=list(tags),
-            include_superseded=include_superseded,
-            include_archived=include_archived,
-        )
-        for path, problem in self.index.problems():
-            _log_skip(path, problem)
-        return found
-
-    def ids(self) -> set[str]:
-        rows = self.index.rows(["id"], include_superseded=True, include_archived=True)
-        return {str(row[0]) for row in rows}
-
-    def problems(self) -> list[Problem]:
-        return [Problem(p, m, self.index.scope) for p, m in self.index.problems()]
-
-    def rows(
-        self,
-        columns: Sequence[str],
-        *,
-        include_superseded: bool,
-        include_archived: bool,
-    ) -> list[tuple[Any, ...]]:
-        return self.index.rows(
-            columns, include_superseded=include_superseded, include_archived=include_archived
-        )
-
-    def successors(self, memory_id: str) -> list[Memory]:
-        return self.index.successors(memory_id)
-
-    def last_data(self, memory_id: str) -> bytes | None:
-        blob = self.index.last_blob(memory_id)
-        return blob_data(self.db.repo, pygit2.Oid(hex=blob)) if blob else None
-
-    def versions(self, ids: Sequence[str]) -> list[Version]:
-        return [
-            Version(
-                memory_id=row.id,
-                version=None,
-                commit=row.commit,
-                time=row.time,
-                author=row.author,
-                agent=row.agent,
-                op=row.op,
-                memory=None,
-                counted=row.counts,
-                source=(row.blob, row.path) if row.blob is not None else None,
-            )
-            for row in self.index.versions(ids)
-        ]
-
-    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
-        yield from self.index.scan(filters=dict(filters))
-
-    def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
-    ) -> list[tuple[float, Memory]]:
-        found = self.index.fts(query, title_text=title, limit=limit, filters=dict(filters))
-        return [(h.score, h.memory) for h in found]
 
 
 class TreeReader:
@@ -302,5 +224,5 @@ def _log_skip(path: str, problem: str) -> None:
     logs.get("gitmem.store.core").warning("skipping %s: %s", path, problem)
 
 
-Reader = IndexReader | TreeReader
+Reader = Index | TreeReader
 """The reads of one repository, whichever way they are served."""

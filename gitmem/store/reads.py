@@ -17,7 +17,7 @@ import pygit2
 
 from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
-from gitmem.base.paths import INDEX_DB
+from gitmem.base.paths import index_name
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
     FORK_MARK,
@@ -42,7 +42,7 @@ from gitmem.store.index import Index
 from gitmem.store.index_catchup import Progress
 from gitmem.store.index_rows import IndexStats
 from gitmem.store.inputs import tag_tuple
-from gitmem.store.reader import IndexReader, Reader, TreeReader
+from gitmem.store.reader import Reader, TreeReader
 from gitmem.store.results import LogEntry, Problem
 from gitmem.store.transactions import At, Backend, Transactions
 
@@ -89,12 +89,12 @@ class Reads(Transactions):
         """How this read is served: by the index where it can answer (see :meth:`_index`),
         else by git's tree at ``at`` (inside a transaction: as staged)."""
         index = self._index(backend, at)
+        if index is not None:
+            return index
 
         def decode(data: bytes, path: str) -> Memory:
             return self._decode(backend, data, path)
 
-        if index is not None:
-            return IndexReader(index, backend.db, decode)
         snap = self._snapshot(backend, at)
 
         def derive(memories: builtins.list[Memory]) -> builtins.list[Memory]:
@@ -384,7 +384,7 @@ class Reads(Transactions):
 def index_writable(db: GitDB) -> bool:
     """Whether this process may create or update the store's index file."""
     state = db.state_dir
-    index_file = state / INDEX_DB
+    index_file = state / index_name(db.branch)
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)

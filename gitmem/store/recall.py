@@ -18,12 +18,12 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
-from gitmem.format.model import Memory
+from gitmem.format.model import Memory, Scope
 from gitmem.store import index_queries, lexical
 from gitmem.store.bm25 import (
     Query,
@@ -397,24 +397,20 @@ def recall(
         layer=layer,
         project=project,
     )
-    from gitmem.store.reader import IndexReader
+    from gitmem.store.index import Index
 
     scored: list[tuple[_Candidate, Memory]] = []
     for reader in readers:
-        if isinstance(reader, IndexReader):
-            index = reader.index
+        if isinstance(reader, Index):
             wanted = semantic and FUSION[1] > 0
-            nearest = _semantic(index, parsed.text) if wanted else None
+            nearest = _semantic(reader, parsed.text) if wanted else None
             if nearest is None and wanted:
                 results.notice = EMBEDDINGS_OFF
             results.semantic = results.semantic or nearest is not None
-            scored.extend(
-                index.read(
-                    functools.partial(
-                        _from_index, index.load, query=parsed, options=options, semantic=nearest
-                    )
-                )
+            rank = functools.partial(
+                _from_index, scope=reader.scope, query=parsed, options=options, semantic=nearest
             )
+            scored.extend(reader.read(rank))
         else:
             memories = reader.memories(
                 category=None, tags=(), include_superseded=True, include_archived=True
@@ -465,11 +461,7 @@ def recall_current(
         else:
             results.notice = EMBEDDINGS_OFF
     results.semantic = nearest is not None
-
-    def load(conn: sqlite3.Connection, rowids: Iterable[int]) -> dict[int, Memory]:
-        return index_queries.load_memories(conn, rowids, current.scope)
-
-    scored = _from_index(load, current.conn, query=parsed, options=options, semantic=nearest)
+    scored = _from_index(current.conn, current.scope, parsed, options, nearest)
     return _finish(results, scored, parsed, limit, budget)
 
 
@@ -556,9 +548,8 @@ def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
 
 
 def _from_index(
-    load: Callable[[sqlite3.Connection, Iterable[int]], dict[int, Memory]],
     conn: sqlite3.Connection,
-    *,
+    scope: Scope,
     query: Query,
     options: _Options,
     semantic: list[tuple[int, float]] | None,
@@ -566,7 +557,7 @@ def _from_index(
     cands = _rank_source(conn, query, options, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
     cands = cands[: options.limit]
-    loaded = load(conn, [c.rowid for c in cands])
+    loaded = index_queries.load_memories(conn, [c.rowid for c in cands], scope)
     return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
 
 
