@@ -56,13 +56,10 @@ from gitmem.git.worktree import WorkTree
 
 log = logs.get(__name__)
 
-# libgit2 caches only trees under 4 KiB by default; the memories/ tree and its
-# shard trees are larger in big stores and would be inflated again on every read.
+# libgit2 caches only trees under 4 KiB by default; a big store's memories/ trees are larger.
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 1 << 20)
-# libgit2 maps pack files in windows of 1 GiB and keeps up to 8 GiB mapped (its 64-bit
-# defaults): an index rebuild or doctor reading every blob of a million-memory store mapped
-# its whole 363 MB pack, resident memory on top of the process's own. Windows of 32 MiB, at
-# most 128 MiB mapped (about git's 32-bit defaults) keep that bounded, for a few more mmaps.
+# libgit2 keeps up to 8 GiB of packs mapped; a rebuild reading every blob would map a whole
+# pack. git's 32-bit defaults keep resident memory bounded.
 pygit2.settings.mwindow_size = 32 << 20
 pygit2.settings.mwindow_mapped_limit = 128 << 20
 
@@ -213,20 +210,11 @@ class GitDB:
         return repo
 
     def _release_vanished_packs(self, repo: pygit2.Repository) -> None:
-        """Free ``repo``'s object database when packs came or went since the last look.
+        """Free ``repo``'s object database when ``objects/pack`` changed since the last look.
 
-        libgit2 adds the packs it finds to a handle's list and never drops one: a pack that
-        ``git repack -a -d`` (``git gc --auto`` after writes, a user's ``git gc``) deleted
-        stays open (its disk space is not given back while the handle lives), and every
-        object written or missed looks through its index again. A long-lived process (the
-        MCP server, a writer left running) would gather them for ever. ``free()`` closes
-        them; libgit2 opens the object database again, with the packs there now, at the
-        next read.
-
-        Any change of the folder counts, not only a pack missing from it: a pack made and
-        rolled up between two looks leaves no trace in a listing, and the handle may have
-        read from it. The folder changes once a repack (every few hundred writes at most),
-        so the cost is a ``stat`` a second and a cold object cache now and then.
+        libgit2 never drops a pack from a handle's list: one a repack deleted stays open,
+        its disk space held, in a long-lived process (the MCP server). ``free()`` closes
+        them; the next read opens the packs there now. Any change of the folder counts.
         """
         local = self._local
         try:
@@ -276,18 +264,8 @@ class GitDB:
                 raise NotFoundError(f"no revision or date {at!r} in this store") from None
         else:
             when = parse_timestamp(at) if not isinstance(at, dt.datetime) else to_utc(at)
-        return self.commit_at_time(when)
-
-    def commit_at_time(self, when: dt.datetime) -> pygit2.Commit | None:
-        tip = self.tip()
-        if tip is None:
-            return None
         limit = when.timestamp()
-        # Topological too: commits made within one second must still come child first.
-        for commit in self.repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.TIME):
-            if commit.commit_time <= limit:
-                return get_commit(self.repo, commit.id)
-        return None
+        return next((commit for commit in self.walk() if commit.commit_time <= limit), None)
 
     def snapshot(self, at: str | dt.datetime | dt.date | None = None) -> Snapshot:
         return Snapshot(self.repo, self.resolve(at))
@@ -296,6 +274,7 @@ class GitDB:
         tip = self.tip()
         if tip is None:
             return
+        # Topological too: commits made within one second must still come child first.
         mode = SortMode.TOPOLOGICAL | SortMode.TIME
         if reverse:
             mode |= SortMode.REVERSE
@@ -335,17 +314,14 @@ class GitDB:
                 wanted = self.repo.config.get_bool("commit.gpgsign")
             except (KeyError, pygit2.GitError, ValueError):
                 wanted = False
-            if wanted:
-                from gitmem.git import trust
-
-                if not trust.is_trusted(self.gitdir):
-                    log.warning(
-                        "commit.gpgsign is set, but %s is not a trusted store: its commits "
-                        "are not signed (gitmem trust %s signs them)",
-                        self.path,
-                        self.path,
-                    )
-                    wanted = False
+            if wanted and not trust.is_trusted(self.gitdir):
+                log.warning(
+                    "commit.gpgsign is set, but %s is not a trusted store: its commits "
+                    "are not signed (gitmem trust %s signs them)",
+                    self.path,
+                    self.path,
+                )
+                wanted = False
             self._signing = wanted
         return self._signing
 
@@ -415,13 +391,10 @@ class GitDB:
     ) -> tuple[T, pygit2.Oid | None]:
         """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
 
-        Under the writer lock: read the tip, run the plan, build the tree, commit, move the
-        branch with compare-and-swap (on a lost race or a busy ref lock, again on the new
-        tip: git or an older gitmem may write without the lock) and, in a work-tree store,
-        update the files. Returns the plan's value and the new commit id (None when the plan
-        staged nothing). Errors the plan raises (not found, conflict...) propagate and
-        nothing is written. A plan may also answer with a merge commit
-        (``CommitSpec.merge_parents``) or a :class:`FastForward` to an existing commit.
+        Under the writer lock; on a lost compare-and-swap (git may write without the lock)
+        the plan runs again on the new tip. Returns the plan's value and the new commit id
+        (None when nothing changed); an error the plan raises writes nothing. A plan may
+        answer with a merge commit (``CommitSpec.merge_parents``) or a :class:`FastForward`.
         """
         self._check_writable()
         deadline = time.monotonic() + self.lock_timeout
@@ -448,7 +421,7 @@ class GitDB:
                 if isinstance(spec, FastForward):
                     oid, reason = spec.target.id, spec.reason
                 else:
-                    tree = build_tree(repo, snap._tree, changes)
+                    tree = build_tree(repo, snap.tree, changes)
                     now = self.clock.now()
                     author = spec.author or self.default_author()
                     parents = [tip.id] if tip is not None else []
@@ -496,13 +469,9 @@ class GitDB:
 
     @contextlib.contextmanager
     def writer_lock(self, deadline: float) -> Iterator[None]:
-        """Serialize the store's writers: one ``flock`` on ``<gitdir>/gitmem/write.lock``.
-
-        Held from reading the tip to moving the branch and updating the work tree, so a
-        writer never builds on a tip another is replacing, and two never write the work
-        tree or git's index at once. The kernel releases it when its holder dies, so a
-        killed writer never leaves it behind.
-        """
+        """Serialize the store's writers: one ``flock`` on ``<gitdir>/gitmem/write.lock``,
+        from reading the tip to updating the work tree (the kernel drops it with a killed
+        writer)."""
         self.state_dir.mkdir(exist_ok=True)
         fd = os.open(self.state_dir / paths.WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:

@@ -56,19 +56,17 @@ def staged_id(data: bytes | pygit2.Oid) -> pygit2.Oid:
 class Snapshot:
     """The tree of one commit plus the changes a plan has staged on top of it.
 
-    With ``write_blobs``, :meth:`put` writes each file's blob into the object store at once
-    and stages only its id: a transaction staging a million files then holds a million ids,
-    not their bytes (:meth:`read` reads a staged blob back). Until a commit reaches them
-    such blobs are unreachable objects, which git's pruning removes in time, so a process
-    that dies first leaves garbage and nothing half-done.
+    With ``write_blobs``, :meth:`put` writes each file's blob at once and stages only its
+    id, so a large transaction holds ids, not bytes; a process that dies before the commit
+    leaves unreachable blobs, which git prunes, and nothing half-done.
     """
 
     def __init__(
         self, repo: pygit2.Repository, commit: pygit2.Commit | None, *, write_blobs: bool = False
     ) -> None:
         self.repo = repo
-        self._commit = commit
-        self._tree: pygit2.Tree | None = commit.tree if commit is not None else None
+        self.commit = commit
+        self.tree: pygit2.Tree | None = commit.tree if commit is not None else None
         self.write_blobs = write_blobs
         self.written = 0
         """Bytes of the blobs :meth:`put` wrote (``write_blobs``)."""
@@ -83,17 +81,6 @@ class Snapshot:
         self._spelling_asked = False
         self._folder_folds: dict[str, dict[str, set[str]]] = {}
 
-    @property
-    def commit(self) -> pygit2.Commit | None:
-        """The commit this snapshot shows."""
-        return self._commit
-
-    base = commit
-
-    @property
-    def tree(self) -> pygit2.Tree | None:
-        return self._tree
-
     def _index(self, path: str) -> None:
         parts = path.split("/")
         for depth in range(1, len(parts) + 1):
@@ -105,7 +92,7 @@ class Snapshot:
         letter case (itself included). Each folder is read once per snapshot."""
         folds = self._folder_folds.get(folder)
         if folds is None:
-            entry = self._entry(folder) if folder else self._tree
+            entry = self._entry(folder) if folder else self.tree
             folds = {}
             if isinstance(entry, pygit2.Tree):
                 for item in entry:
@@ -126,9 +113,9 @@ class Snapshot:
         return self._spellings.get(path.casefold(), set())
 
     def _entry(self, path: str) -> pygit2.Object | None:
-        if self._tree is None:
+        if self.tree is None:
             return None
-        return tree_entry(self._tree, path)
+        return tree_entry(self.tree, path)
 
     def blob_id(self, path: str) -> pygit2.Oid | None:
         """The committed blob id at ``path`` (staged changes ignored); None if absent."""
@@ -166,15 +153,6 @@ class Snapshot:
             return next((p for p in history_paths(path)[1:] if self.exists(p)), None)
         return None
 
-    def move(self, old: str, new: str) -> None:
-        """Stage the file at ``old`` at ``new`` instead, its blob as it is (no read of its
-        content): a pure rename, which git's exact-rename detection follows."""
-        data = self.changes[old] if old in self.changes else self.blob_id(old)
-        if data is None:
-            raise InvalidInputError(f"no file at {old} to move")
-        self._stage(new, data)
-        self._stage(old, None)
-
     def put(self, path: str, data: bytes | pygit2.Oid) -> None:
         """Stage ``data`` at ``path``: the file's bytes, or the id of a blob already stored."""
         if isinstance(data, pygit2.Oid):
@@ -198,7 +176,7 @@ class Snapshot:
     def iter_files(self, prefix: str) -> Iterator[str]:
         """Paths of every regular file under the directory ``prefix`` (committed and staged)."""
         seen: set[str] = set()
-        entry = self._entry(prefix) if prefix else self._tree
+        entry = self._entry(prefix) if prefix else self.tree
         if entry is not None and entry.type_str == "tree":
             for path in _walk_tree(self.repo, get_tree(self.repo, entry.id), prefix):
                 seen.add(path)
@@ -211,14 +189,9 @@ class Snapshot:
 
 # -- names handed to pygit2 -------------------------------------------------------------
 #
-# pygit2 (1.21 and its main branch as of 2026-11) turns a name into a C string with
-# pgit_borrow_fsdefault, which keeps the new reference PyOS_FSPath returns: every
-# ``tree[path]``, ``name in tree``, ``TreeBuilder.get`` and ``TreeBuilder.remove`` leaves
-# the name's string alive for good. A rebuild of a million memories looks up several
-# paths each, so the index build held hundreds of MB of dead path strings.
-# The lookups below give that reference back, but only where a
-# probe of that very call saw it leak exactly one reference: a pygit2 that fixed it is
-# left alone.
+# pygit2 (1.21) keeps a reference to every name ``tree[path]`` and ``TreeBuilder.remove``
+# are given (pgit_borrow_fsdefault), so each path looked up stays alive for good. The
+# lookups below give it back, where a probe of that very call saw exactly one leak.
 
 _DecRef = Callable[[object], None]
 
@@ -460,15 +433,9 @@ VANISHED_DIR_RETRIES = 5
 
 
 def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
-    """Run one libgit2 object write, again if its fan-out directory vanished under it.
-
-    libgit2 writes a loose object by creating ``objects/xx/`` and then renaming a
-    temporary file into it. ``git repack -d`` and ``git prune-packed`` (``git gc --auto``
-    after writes, ``gitmem gc``, a user's ``git maintenance``) remove a
-    fan-out directory once it is empty; landing between the two steps, that fails the
-    write with ENOENT. git's own writers retry the ``mkdir`` for exactly this race; so
-    does this. Objects are content-addressed, so writing one twice is harmless.
-    """
+    """Run one libgit2 object write, again if its fan-out directory vanished under it:
+    a repack removes an empty ``objects/xx/`` between libgit2's ``mkdir`` and its rename
+    (git's own writers retry for this race; writing an object twice is harmless)."""
     for attempt in range(VANISHED_DIR_RETRIES):
         try:
             return write()
@@ -483,9 +450,8 @@ def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
 
 
 def _refused(exc: OSError) -> OSError | None:
-    """libgit2's OSError carries its message but no errno: a write the file system refused
-    (a read-only store, another user's) gets its errno back, so every caller can tell it
-    from a failure (a transaction writes its blobs before the write loop runs)."""
+    """libgit2's OSError without its errno: a write the file system refused (a read-only
+    store, another user's) gets it back, so callers can tell it from a failure."""
     if exc.errno is not None:
         return None
     text = str(exc)

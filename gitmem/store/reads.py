@@ -137,7 +137,7 @@ class Reads(Transactions):
         transaction's: one commit, one version)."""
         if not memories:
             return memories
-        base = snap.base
+        base = snap.commit
         paths = [memory_path(m.id) for m in memories]
         found = self._versions_at(backend, base, paths)
         out: builtins.list[Memory] = []

@@ -363,7 +363,7 @@ class Transactions:
         files, no file differing from one only in letter case, and not the store's
         configuration (its policy checked what was staged). Otherwise ConflictError, and
         nothing is written: the caller runs the transaction again."""
-        base = tx.snapshot.base
+        base = tx.snapshot.commit
         moved = changed_paths(base.tree if base is not None else None, snap.tree)
         staged = tx.snapshot.changes
         folds = {path.casefold() for path in moved}
