@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import re
 import shlex
@@ -196,24 +197,15 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
         yield from _waiting_forks(ctx)
         return
     what, command = state
-    result = run_git(
-        ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--", *MEMORY_ROOTS],
-        cwd=db.workdir,
-        check=False,
-    )
-    unmerged: list[str] = []
-    marked: list[str] = []
-    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) < 4:
-            continue
-        code, path = entry[:2], entry[3:]
-        if "U" in code or code in ("AA", "DD"):
-            unmerged.append(path)
+    files: list[str] = []
+    for code, path in _status(db.workdir, "no"):
         full = db.workdir / path
         with contextlib.suppress(OSError):
             if full.is_file() and not full.is_symlink() and _MARKER_LINE.search(full.read_bytes()):
-                marked.append(path)
-    files = sorted(set(unmerged) | set(marked))
+                code = "UU"
+        if "U" in code or code in ("AA", "DD"):
+            files.append(path)
+    files.sort()
     shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
     detail = (
         f": {len(files)} memory file(s) in conflict or holding conflict markers ({shown})"
@@ -226,12 +218,9 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
         if mergedriver.driver_registered(db.path)
         else (f"gitmem --store {where} doctor --fix (registers the merge driver), then ")
     )
-    redo = {
-        "merge": "gitmem --store {w} sync (or git -C {w} merge again)",
-        "rebase": "git -C {w} rebase again",
-        "cherry-pick": "git -C {w} cherry-pick again",
-        "revert": "git -C {w} revert again",
-    }[command].format(w=where)
+    redo = f"git -C {where} {command} again"
+    if command == "merge":
+        redo = f"gitmem --store {where} sync (or {redo})"
     yield Finding(
         "merge",
         ERROR,
@@ -273,6 +262,15 @@ def _waiting_forks(ctx: Context) -> Iterator[Finding]:
     )
 
 
+def _status(workdir: Path, untracked: str) -> Iterator[tuple[str, str]]:
+    """(code, path) of each entry ``git status`` gives under the memory folders."""
+    args = ["status", "--porcelain=v1", "-z", f"--untracked-files={untracked}"]
+    result = run_git([*args, "--", *MEMORY_ROOTS], cwd=workdir, check=False)
+    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) >= 4 and result.returncode == 0:
+            yield entry[:2], entry[3:]
+
+
 def _left_behind(db: GitDB, synced: str, tip: pygit2.Commit) -> list[str]:
     """The paths a writer that died after moving the branch left at the commit it last
     synced: the file, or git's index entry, still holds that commit's version where the tip
@@ -309,7 +307,8 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
     behind: list[str] = []
     if tip is not None and synced is not None and synced != str(tip.id):
         behind = _left_behind(db, synced, tip)
-    if tip is not None and synced is not None and behind:
+    if behind:
+        assert tip is not None and synced is not None
         yield Finding(
             "worktree",
             WARNING,
@@ -321,17 +320,7 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
             apply=lambda: _heal(db),
         )
         return  # the edits below would all be that lag
-    result = run_git(
-        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *MEMORY_ROOTS],
-        cwd=db.workdir,
-        check=False,
-    )
-    if result.returncode != 0:
-        return
-    for entry in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) < 4:
-            continue
-        code, path = entry[:2], entry[3:]
+    for code, path in _status(db.workdir, "all"):
         if TEMP_FILE.match(Path(path).name):
             continue  # the leftovers check reports these
         what = "untracked" if code == "??" else "has uncommitted changes"
@@ -429,30 +418,14 @@ def check_hooks(ctx: Context) -> Iterator[Finding]:
 
 
 def _world_writable(root: Path) -> Iterator[Path]:
-    """Paths below ``root`` (links not followed) that anyone may write: one ``lstat`` each,
-    without building a Path per file (a large store has tens of thousands)."""
-    with contextlib.suppress(OSError):
-        # The folder itself first: ``git init`` under umask 000 leaves it 0777 too.
-        if root.lstat().st_mode & stat.S_IWOTH and not root.is_symlink():
-            yield root
-    stack = [str(root)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as listing:
-                entries = list(listing)
-        except OSError:
-            continue  # removed, or not readable: nothing to say about what is inside
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            if st.st_mode & stat.S_IWOTH:
-                yield Path(entry.path)
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(entry.path)
+    """Paths in ``root``, itself first (``git init`` under umask 000 leaves it 0777 too), that
+    anyone may write; links are not followed."""
+    below = (f"{d}/{n}" for d, dirs, files in os.walk(root) for n in (*dirs, *files))
+    for place in itertools.chain([str(root)], below):
+        with contextlib.suppress(OSError):
+            mode = os.lstat(place).st_mode
+            if mode & stat.S_IWOTH and not stat.S_ISLNK(mode):
+                yield Path(place)
 
 
 def check_permissions(ctx: Context) -> Iterator[Finding]:

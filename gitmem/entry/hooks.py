@@ -16,7 +16,7 @@ import contextlib
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,7 @@ MEMORY_HOOKS = ("pre-commit", "post-merge", "post-checkout", "post-rewrite")
 PROJECT_HOOKS = ("post-merge", "post-checkout", "post-commit")
 SERVER_HOOKS = ("pre-receive",)
 """A hub's (``gitmem hooks install --server``): refuses pushes gitmem would not write."""
-ALL_HOOKS = (
-    "pre-commit",
-    "post-merge",
-    "post-checkout",
-    "post-rewrite",
-    "post-commit",
-    "pre-receive",
-)
+ALL_HOOKS = tuple(dict.fromkeys(MEMORY_HOOKS + PROJECT_HOOKS + SERVER_HOOKS))
 ROLES = ("memory", "project", "server")
 MARKER = "# gitmem-hook:"
 CHAINED = ".pre-gitmem"
@@ -72,19 +65,17 @@ def template() -> str:
     raise StoreError("the hook script template gitmem-hook.sh is missing from this installation")
 
 
-def _shell_quote_free(value: str) -> str:
-    if "'" in value:
-        raise InvalidInputError(f"cannot install hooks for an interpreter path with ': {value}")
-    return value
-
-
 def render(hook: str, role: str, python: str | None = None) -> str:
     """The script installed as ``hook`` for a repository of ``role``."""
     if hook not in ALL_HOOKS:
         raise InvalidInputError(f"unknown hook {hook!r} (gitmem has: {', '.join(ALL_HOOKS)})")
     if role not in ROLES:
         raise InvalidInputError(f"unknown role {role!r} (memory, project or server)")
-    interpreter = _shell_quote_free(python or sys.executable)
+    interpreter = python or sys.executable
+    if "'" in interpreter:
+        raise InvalidInputError(
+            f"cannot install hooks for an interpreter path with ': {interpreter}"
+        )
     return (
         template().replace("@HOOK@", hook).replace("@ROLE@", role).replace("@PYTHON@", interpreter)
     )
@@ -125,27 +116,18 @@ class HookState:
     path: Path
     installed: bool
     """Our script is in place."""
+    outdated: bool
+    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
+    ``gitmem hooks install`` rewrites it."""
     chained: bool
     """An earlier hook is kept as ``<name>.pre-gitmem`` and run first."""
     foreign: bool
     """Some other hook is in place (not ours)."""
-    role: str | None = None
-    python: str | None = None
-    outdated: bool = False
-    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
-    ``gitmem hooks install`` rewrites it."""
+    role: str | None
+    python: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": str(self.path),
-            "installed": self.installed,
-            "outdated": self.outdated,
-            "chained": self.chained,
-            "foreign": self.foreign,
-            "role": self.role,
-            "python": self.python,
-        }
+        return {**asdict(self), "path": str(self.path)}
 
 
 def _outdated(path: Path, name: str, role: str | None, python: str | None) -> bool:
