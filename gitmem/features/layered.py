@@ -169,13 +169,6 @@ class MemoryEntry:
             tags=tuple(shaped.get("tags") or ()),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"layer": str(self.layer), "fileType": self.file_type, **_given(self, "title")}
-        if self.tags:
-            out["tags"] = list(self.tags)
-        out["content"] = self.content
-        return out
-
     @property
     def id(self) -> str:
         return document_id(
@@ -188,18 +181,8 @@ class MemoryEntry:
         )
 
 
-def _given(obj: Any, *more: str) -> dict[str, Any]:
-    """The names (project, skill, command, agent, then ``more``) ``obj`` has, in that order."""
-    keys = ("project", "skill", "command", "agent", *more)
-    return {k: getattr(obj, k) for k in keys if getattr(obj, k) is not None}
-
-
-def _ts(value: dt.datetime | None) -> str | None:
-    return None if value is None else format_timestamp(value)
-
-
 def _json(value: Any) -> Any:
-    if isinstance(value, _Shaped | Document):
+    if isinstance(value, _Shaped):
         return value.to_dict()
     if isinstance(value, dt.datetime):
         return format_timestamp(value)
@@ -213,12 +196,16 @@ def _json(value: Any) -> Any:
 
 
 class _Shaped:
-    """A result whose ``to_dict()`` is its fields in order, camelCase, as JSON values."""
+    """A result whose ``to_dict()`` is its fields in order, camelCase, as JSON values
+    (those named in ``_omitted`` left out when None)."""
+
+    _omitted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             re.sub(r"_(\w)", lambda m: m.group(1).upper(), f.name): _json(getattr(self, f.name))
             for f in fields(self)  # type: ignore[arg-type]
+            if f.name not in self._omitted or getattr(self, f.name) is not None
         }
 
 
@@ -229,14 +216,20 @@ class CreateResult(_Shaped):
     created: dt.datetime
 
 
-@dataclass(frozen=True)
-class Document:
-    """A layered document as read: content plus what an agent needs to judge it."""
+@dataclass(frozen=True, kw_only=True)
+class Document(_Shaped):
+    """A layered document as read: content plus what an agent needs to judge it;
+    ``advisory`` is ``[POTENTIALLY STALE] ...`` when it is stale."""
 
+    _omitted = ("project", "skill", "command", "agent")
     id: str
     path: str
     layer: Layer
     file_type: str
+    project: str | None = None
+    skill: str | None = None
+    command: str | None = None
+    agent: str | None = None
     content: str
     created_at: dt.datetime
     updated_at: dt.datetime | None
@@ -244,29 +237,7 @@ class Document:
     staleness: Staleness
     days_since_update: int | None
     line_count: int
-    project: str | None = None
-    skill: str | None = None
-    command: str | None = None
-    agent: str | None = None
     advisory: str | None = None
-    """``[POTENTIALLY STALE] ...`` when the document is stale, else None."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "layer": str(self.layer),
-            "fileType": self.file_type,
-            **_given(self),
-            "content": self.content,
-            "createdAt": _ts(self.created_at),
-            "updatedAt": _ts(self.updated_at),
-            "version": self.version,
-            "staleness": str(self.staleness),
-            "daysSinceUpdate": self.days_since_update,
-            "lineCount": self.line_count,
-            "advisory": self.advisory,
-        }
 
 
 @dataclass(frozen=True)
@@ -428,7 +399,7 @@ class LayeredStore:
             line_count=count_lines(memory.body),
             project=where.get("project"),
             skill=where.get("skill"),
-            command=_str_or_none(memory.extra.get("command")),
+            command=command if isinstance(command := memory.extra.get("command"), str) else None,
             agent=where.get("agent"),
             advisory=advisory,
         )
@@ -489,8 +460,6 @@ class LayeredStore:
         """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""
         if not isinstance(entry, MemoryEntry):
             entry = MemoryEntry.from_dict(entry)
-        else:
-            MemoryEntry.from_dict(entry.to_dict())  # the same validation either way
         memory_id = entry.id
         extra: dict[str, Any] = layer_fields(memory_id)
         if entry.command:
@@ -673,19 +642,15 @@ class LayeredStore:
         )
 
     def _in_scope(self, policy: PrunePolicy) -> list[str]:
-        if policy.scope in {"all", "project"}:
-            ids = self._all_content_ids()
-        else:
+        if policy.scope == "skill":
             ids = self._content_ids(f"skills/{policy.skill}", recursive=True)
-        chosen: list[str] = []
-        for memory_id in ids:
-            where = placement(memory_id) or {}
-            if policy.project is not None and where.get("project") != policy.project:
-                continue
-            if policy.skill is not None and where.get("skill") != policy.skill:
-                continue
-            chosen.append(memory_id)
-        return sorted(set(chosen))
+        else:
+            ids = self._all_content_ids()
+        wanted = {"project": policy.project, "skill": policy.skill}
+        places = {i: placement(i) or {} for i in ids}
+        return sorted(
+            i for i, w in places.items() if all(v in {None, w.get(k)} for k, v in wanted.items())
+        )
 
     def prune(self, policy: PrunePolicy | Mapping[str, Any] | None = None) -> PruneReport:
         """Run every document's rule and the size limits over the documents in scope, as
@@ -824,7 +789,3 @@ def _default_title(entry: MemoryEntry) -> str:
     if entry.layer is Layer.SKILL and entry.skill:
         owner = f"{entry.skill}, {owner}"
     return f"{label} ({owner})" if owner else label
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
