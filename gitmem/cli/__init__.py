@@ -88,22 +88,12 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# Options of the whole command line that are also accepted after the command name
-# (`gitmem ls --store X`): added to every command that does not have an option of that name.
-_TRAILING_GLOBALS = ("--store", "--json", "--debug", "--allow-secrets")
-
-
-def _trailing_option(name: str) -> click.Option:
-    attribute = {"--store": "store_path"}.get(name, name[2:].replace("-", "_"))
-    if name == "--store":
-        return click.Option(
-            ["--store"], metavar="PATH", expose_value=False, callback=sets(attribute),
-            is_eager=True, help="The store to use (same as before the command name).",
-        )
-    return click.Option(
-        [name], is_flag=True, expose_value=False, callback=sets(attribute), hidden=True,
-        is_eager=name == "--debug",
-    )
+# Options of the whole command line also accepted after the command name (`gitmem ls --store
+# X`), with the State attribute each sets: added to every command without one of that name.
+_TRAILING_GLOBALS = {
+    "--store": "store_path", "--json": "json", "--debug": "debug",
+    "--allow-secrets": "allow_secrets",
+}
 
 
 def _with_globals(command: click.Command) -> click.Command:
@@ -111,9 +101,14 @@ def _with_globals(command: click.Command) -> click.Command:
     if getattr(command, "_gitmem_globals", False):
         return command
     taken = {opt for param in command.params for opt in getattr(param, "opts", ())}
-    for name in _TRAILING_GLOBALS:
+    for name, attribute in _TRAILING_GLOBALS.items():
         if name not in taken:
-            command.params.append(_trailing_option(name))
+            store = name == "--store"
+            command.params.append(click.Option(
+                [name], is_flag=not store, metavar="PATH" if store else None, hidden=not store,
+                expose_value=False, callback=sets(attribute), is_eager=True,
+                help="The store to use (same as before the command name)." if store else None,
+            ))
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             _with_globals(sub)

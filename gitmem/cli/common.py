@@ -170,16 +170,9 @@ def json_state(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(printable_json(json.dumps(as_json(data), indent=2, ensure_ascii=False)))
-
-
-def as_json(data: Any) -> Any:
-    """``data`` as JSON values: a result's ``to_dict()``, a list of results, or plain data."""
-    if hasattr(data, "to_dict"):
-        return data.to_dict()
-    if isinstance(data, list):
-        return [as_json(item) for item in data]
-    return data
+    """``data`` as JSON: plain data, where a result stands for its ``to_dict()``."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=lambda o: o.to_dict())
+    click.echo(printable_json(text))
 
 
 def emitted(state: State, data: Any) -> bool:
@@ -246,13 +239,24 @@ allow_empty_option = click.option(
 )
 
 
-def _field_options() -> list[Callable[[Any], Any]]:
-    # Built when a command that has them is defined, so importing this module does not
-    # import the model (and what it imports) for commands that never take these options.
+def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+    """The decorators as if written one above the other, the first on top."""
+
+    def apply(f: F) -> F:
+        for decorate in reversed(decorators):
+            f = decorate(f)
+        return f
+
+    return apply
+
+
+def field_options(f: F) -> F:
+    """The memory-field options shared by add, update and supersede (the model is imported
+    when a command that has them is defined, not with this module)."""
     from gitmem.format.model import BUILTIN_CATEGORIES, Trigger
 
     categories = ", ".join(BUILTIN_CATEGORIES)
-    return [
+    return stacked(
         click.option("--title", help="A one-line title."),
         click.option("--category", help=f"Category (open set; built in: {categories})."),
         click.option("--tag", "tags", multiple=True, metavar="TAG", help="A tag; repeat for more."),
@@ -266,23 +270,7 @@ def _field_options() -> list[Callable[[Any], Any]]:
         ),
         click.option("--status", metavar="active|archived", help="active, or archived: retired."),
         message_option,
-    ]
-
-
-def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
-    """The decorators as if written one above the other, the first on top."""
-
-    def apply(f: F) -> F:
-        for decorate in reversed(decorators):
-            f = decorate(f)
-        return f
-
-    return apply
-
-
-def field_options(f: F) -> F:
-    """The memory-field options shared by add, update and supersede."""
-    return stacked(*_field_options())(f)
+    )(f)
 
 
 _FIELDS = ("title", "category", "agent", "session_id", "trigger", "status", "tags", "related")

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import pygit2
 
-from gitmem.base import paths
+from gitmem.base import paths, redact
 from gitmem.base.errors import ConflictError, InvalidInputError, NotFoundError
 from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
@@ -376,7 +376,9 @@ def purge(
         policy = secrets_mod.policy_from_config(store.config(scope).raw)
         target = _Target(
             "every credential",
-            finder=lambda text: secrets_mod.secret_spans(text, policy, honour_marker=True),
+            finder=lambda text: redact.secret_spans(
+                text, policy.patterns, policy.allow, honour_marker=True
+            ),
         )
     remote = remote or _default_remote(repo)
     report = PurgeReport(target.label, apply, str(store.scopes[0] if scope is None else scope))

@@ -148,56 +148,44 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def value_depth(value: Any, *, limit: int = MAX_DEPTH) -> int:
-    """How many YAML nodes deep ``value`` is (a scalar is 1), counted up to ``limit + 1``
-    (iteratively: a list nested 100,000 deep is no RecursionError)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-            stack.extend((k, depth + 1) for k in item if isinstance(k, tuple))
-        elif isinstance(item, list | tuple):
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
-
-
 def check_writable_depth(metadata: dict[str, Any]) -> None:
     """Refuse a field nested deeper than the reader takes (MAX_DEPTH, the mapping
-    included), naming it."""
+    included), naming it; counted without recursion (a list nested 100,000 deep is fine)."""
     for key, value in metadata.items():
-        if not isinstance(value, dict | list | tuple):
-            continue
-        depth = value_depth(value, limit=MAX_DEPTH - 1)
-        if depth > MAX_DEPTH - 1:
-            raise InvalidMemoryError(
-                f"front-matter field {_clip(str(key))!r} is nested more than {MAX_DEPTH - 1} "
-                "levels deep; the reader refuses deeper front-matter, so it is not written"
-            )
+        stack: list[tuple[Any, int]] = [(value, 2)]
+        while stack:
+            item, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise InvalidMemoryError(
+                    f"front-matter field {_clip(str(key))!r} is nested more than "
+                    f"{MAX_DEPTH - 1} levels deep; the reader refuses deeper front-matter, so it "
+                    "is not written"
+                )
+            if isinstance(item, dict):
+                stack.extend((v, depth + 1) for v in item.values())
+                stack.extend((k, depth + 1) for k in item if isinstance(k, tuple))
+            elif isinstance(item, list | tuple):
+                stack.extend((v, depth + 1) for v in item)
 
 
 def _written_as(value: Any, read: Any) -> bool:
     """Whether ``read`` (the value parsed back) is what was written as ``value``: like
     :func:`same`, but an enum member reads back as its plain value and a tuple as a list."""
-    if isinstance(value, bool) or isinstance(read, bool):
-        return type(value) is type(read) and value == read
+    return same(_plain(value), read)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
     if isinstance(value, str):
-        return type(read) is str and str.__str__(value) == read
-    if isinstance(value, int) and not isinstance(value, bool):
-        return type(read) is int and int(value) == read
-    if isinstance(value, tuple):
-        value = list(value)
-    if isinstance(value, dict) and isinstance(read, dict):
-        return list(value) == list(read) and all(_written_as(value[k], read[k]) for k in value)
-    if isinstance(value, list) and isinstance(read, list):
-        return len(value) == len(read) and all(
-            _written_as(a, b) for a, b in zip(value, read, strict=True)
-        )
-    return same(value, read)
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:

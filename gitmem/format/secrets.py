@@ -285,16 +285,6 @@ def refuse(text: str, what: str, policy: SecretPolicy | None = None) -> None:
         raise SecretsFoundError(what, findings)
 
 
-def secret_spans(
-    text: str, policy: SecretPolicy | None = None, *, honour_marker: bool = False
-) -> list[tuple[int, int, str]]:
-    """:func:`gitmem.base.redact.secret_spans` under a store's policy (default: built-in)."""
-    policy = policy or DEFAULT_POLICY
-    return redact_mod.secret_spans(
-        text, policy.patterns, policy.allow, honour_marker=honour_marker
-    )
-
-
 def _field_texts(value: Any, where: str) -> Iterator[tuple[str, str, bool]]:
     """Every text in a front-matter value, depth first: (where, text, is_key); a key
     before its value, so no path that spells a secret key out is built first."""
