@@ -53,6 +53,14 @@ _ALWAYS: tuple[tuple[str, str], ...] = (
     ("protocol.ext.allow", "never"),
 )
 
+# Set for every store, trusted or not: a store has no submodules, and a pushed
+# `.gitmodules` must neither stop a fetch (git parses it to recurse) nor run anything.
+_NO_SUBMODULES: tuple[tuple[str, str], ...] = (
+    ("submodule.recurse", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
+)
+
 _KeyTable = tuple[tuple[re.Pattern[str], str | None], ...]
 
 
@@ -314,8 +322,7 @@ def _policy(
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
     # The caller's settings go before the policy's, so that for a key both name (the
     # caller has no reason to) the policy's value, read last, is the one git uses.
-    if config:
-        _append_config(env, config)
+    _append_config(env, [*config, *_NO_SUBMODULES])
     from gitmem.git import trust
 
     safe = trust.safe_directories(gitdir)  # another user's store the user named or trusted

@@ -264,14 +264,24 @@ def open_repo(repo_path: str | os.PathLike[str]) -> pygit2.Repository:
         raise StoreError(f"{os.fspath(repo_path)} is not a git repository") from None
 
 
+# In ``<gitdir>/info/attributes``, which beats every ``.gitattributes``: a pushed one may
+# name another merge driver, a filter or an encoding for the memory files, never more.
+INFO_ATTRIBUTES = "*.md merge=gitmem -filter -ident -working-tree-encoding -export-subst\n"
+
+
+def _info_attributes(repo: pygit2.Repository) -> Path:
+    return Path(repo.path) / "info" / "attributes"
+
+
 def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
     """Whether git in this repository would run gitmem's merge driver for ``*.md``."""
-    config = open_repo(repo_path).config
+    repo = open_repo(repo_path)
     try:
-        value = str(config[DRIVER_CONFIG])
-    except (KeyError, pygit2.GitError):
+        value = str(repo.config[DRIVER_CONFIG])
+        attributes = _info_attributes(repo).read_text("utf-8", "replace")
+    except (KeyError, pygit2.GitError, OSError):
         return False
-    return "merge-driver" in value and "gitmem" in value
+    return "merge-driver" in value and "gitmem" in value and INFO_ATTRIBUTES in attributes
 
 
 def register_driver(repo_path: str | os.PathLike[str], python: str | None = None) -> None:
@@ -280,6 +290,14 @@ def register_driver(repo_path: str | os.PathLike[str], python: str | None = None
     A clone does not get it from the remote (git never copies config), which is
     why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
     """
-    config = open_repo(repo_path).config
-    config["merge.gitmem.name"] = "gitmem memory-aware merge"
-    config[DRIVER_CONFIG] = driver_command(python)
+    repo = open_repo(repo_path)
+    repo.config["merge.gitmem.name"] = "gitmem memory-aware merge"
+    repo.config[DRIVER_CONFIG] = driver_command(python)
+    info = _info_attributes(repo)
+    try:
+        kept = info.read_text("utf-8", "replace")
+    except FileNotFoundError:
+        kept = ""
+    if INFO_ATTRIBUTES not in kept:
+        info.parent.mkdir(parents=True, exist_ok=True)
+        info.write_text(kept + ("\n" if kept and not kept.endswith("\n") else "") + INFO_ATTRIBUTES)
