@@ -9,7 +9,7 @@ from conftest import GitRunner
 
 from gitmem import Store
 from gitmem.format.layout import memory_path
-from gitmem.git.stage import GitIndex, Unsupported, blob_id
+from gitmem.git.stage import GitIndex, Unsupported
 
 
 def _assert_git_agrees(store: Store, git: GitRunner) -> None:
@@ -83,49 +83,3 @@ def test_corrupt_index_is_not_parsed(tmp_path: Path) -> None:
     index.write_bytes(b"DIRC\x00\x00\x00\x02\x00\x00\x00\x00" + b"\x00" * 20)
     with pytest.raises(Unsupported, match="checksum"):
         GitIndex(index).load()
-
-
-def _commit_files(store: Store, git: GitRunner, names: list[str]) -> Path:
-    """Files named ``names`` under ``d/`` in the store's work tree, committed by git."""
-    root = Path(store.path)
-    for name in names:
-        (root / "d" / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / "d" / name).write_text(f"{name}\n")
-    git(store.path, "add", "-A")
-    git(store.path, "commit", "-qm", "files")
-    return root
-
-
-def test_many_changes_applied_in_one_pass_match_gits_own_index(
-    store: Store, git: GitRunner
-) -> None:
-    """apply_sorted (the migration's million renames) gives the index git itself writes
-    for the same files; changes out of git's order are refused before anything changes."""
-    root = _commit_files(store, git, ["a.md", "a/x.md", "a-b/y.md", "a0.md", "b/c/z.md", "keep.md"])
-    index = GitIndex(store.db().gitdir / "index")
-    index.load()
-    # git's order: bytewise by path ("a-b/" < "a.md" < "a/" < "a0.md")
-    (root / "d/a/x.md").unlink()
-    (root / "d/a/new.md").write_text("new\n")
-    (root / "d/a0.md").write_text("changed\n")
-    (root / "d/b/c/z.md").unlink()
-    changes = [
-        ("d/a-b/y.md", None),
-        ("d/a/new.md", blob_id(b"new\n")),
-        ("d/a/x.md", None),
-        ("d/a0.md", blob_id(b"changed\n")),
-        ("d/b/c/z.md", None),
-    ]
-    with pytest.raises(Unsupported, match="order"):
-        index.apply_sorted(list(reversed(changes)), root)
-    (root / "d/a-b/y.md").unlink()
-    index.load()  # the refused call left nothing half done: the file is read again
-    index.apply_sorted(changes, root)
-    index.write()
-    ours = git(store.path, "ls-files", "-s")
-    git(store.path, "add", "-A")
-    assert git(store.path, "ls-files", "-s") == ours
-    assert git(store.path, "status", "--porcelain") != ""  # staged, not committed
-    git(store.path, "commit", "-qm", "by git")
-    assert git(store.path, "status", "--porcelain") == ""
-
