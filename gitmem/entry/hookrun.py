@@ -290,7 +290,8 @@ def project_after(top: Path) -> int:
     """In a project repository: what ``gitmem check --project`` reports (the memories whose
     anchored files this commit changed), through the library, as the command prints it."""
     from gitmem.features.lifecycle import check_project
-    from gitmem.store.discovery import find_project_store, is_store, open_store, user_store_path
+    from gitmem.store.discovery import open_store
+    from gitmem.store.where import find_project_store, is_store, user_store_path
 
     if find_project_store(top) is None and not is_store(user_store_path()):
         return 0  # no store to check against, and a hook creates none

@@ -29,17 +29,6 @@ from gitmem.store.core import Store
 from gitmem.store.transactions import Backend
 from gitmem.store.where import find_project_store, is_store, user_store_path
 
-__all__ = [
-    "committed_in_project",
-    "find_project_store",
-    "git_top",
-    "init_project_store",
-    "init_store",
-    "is_store",
-    "open_store",
-    "user_store_path",
-]
-
 log = logs.get(__name__)
 
 
@@ -83,11 +72,7 @@ def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
     else:
         expected = target if (target / ".git").exists() else None
     actual = db.workdir.resolve() if db.workdir is not None else None
-    if actual == expected:
-        return
-    from gitmem.git import trust
-
-    if trust.is_trusted(path):
+    if actual == expected or trust.is_trusted(path):
         return
     raise StoreError(
         f"{path}'s git config puts its work tree at {actual or 'none'} (core.worktree); "
@@ -114,8 +99,6 @@ def _refuse_foreign_alternates(path: Path, db: GitDB) -> None:
         # Anything else there (a FIFO would block the read) is refused unread.
     except OSError:
         return  # none (or unreadable, and then git cannot use it either)
-    from gitmem.git import trust
-
     if trust.is_trusted(path):
         return
     raise StoreError(
@@ -137,8 +120,6 @@ def git_top(start: Path) -> Path | None:
 
 def _record_trust(target: Path) -> None:
     """The user made this store: its git configuration is theirs (see gitmem.git.trust)."""
-    from gitmem.git import trust
-
     try:
         trust.record_created(target)
     except (OSError, GitmemError) as exc:
@@ -197,9 +178,7 @@ def init_store(
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         snap.put(CONFIG_FILE, initial_text(scope).encode())
         snap.put(ATTRIBUTES_FILE, ATTRIBUTES_TEXT.encode())
-        return CommitSpec(
-            subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]
-        ), None
+        return CommitSpec(subject="init: gitmem store", trailers=[(OP_TRAILER, str(Op.INIT))]), None
 
     if db.tip() is None:
         db.write(plan)
@@ -226,6 +205,7 @@ def open_store(
     ``any_format``: open a store of an older format too, for ``gitmem migrate`` (and for
     doctor and status to say so); nothing else reads one.
     """
+    path = path if path is not None else os.environ.get("GITMEM_DIR") or None
     if path is not None:
         target = Path(path).expanduser()
         if not target.exists():
@@ -235,16 +215,6 @@ def open_store(
             target, clock=clock, durable=durable, branch=branch, any_format=any_format
         )
         return Store([backend], clock=clock, use_index=use_index)
-    env_dir = os.environ.get("GITMEM_DIR")
-    if env_dir:
-        return open_store(
-            env_dir,
-            clock=clock,
-            durable=durable,
-            branch=branch,
-            use_index=use_index,
-            any_format=any_format,
-        )
     user_path = user_store_path()
     project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
     if project is not None:
@@ -297,8 +267,6 @@ def committed_in_project(store_dir: Path) -> Path | None:
 
 
 def _refuse_committed_store(store_dir: Path) -> None:
-    from gitmem.git import trust
-
     top = committed_in_project(store_dir)
     if top is None or trust.is_trusted(store_dir):
         return

@@ -18,7 +18,7 @@ import random
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pygit2
@@ -80,22 +80,10 @@ class SyncResult:
     """Forks left by ``gitmem merge-driver`` in a plain git merge, committed by this sync."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "remote": self.remote,
-            "branch": self.branch,
-            "fetched": self.fetched,
-            "merge": self.merge,
-            "added": self.added,
-            "changed": self.changed,
-            "deleted": self.deleted,
-            "forks": [f.to_dict() for f in self.forks],
-            "kept_over_delete": self.kept_over_delete,
-            "decided": [{"id": memory_id, "field": name} for memory_id, name in self.decided],
-            "pushed": self.pushed,
-            "attempts": self.attempts,
-            "commit": self.commit,
-            "pending_committed": self.pending_committed,
-        }
+        out = asdict(self)
+        out["forks"] = [f.to_dict() for f in self.forks]
+        out["decided"] = [{"id": memory_id, "field": name} for memory_id, name in self.decided]
+        return out
 
 
 # -- git, the binary ------------------------------------------------------------------------
@@ -134,8 +122,8 @@ def _refuse_in_progress(db: GitDB) -> None:
         raise ConflictError(
             f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
             # Abort first: "git add, git commit" of a file that still holds conflict markers
-        # stores them (gitmem doctor says how to finish safely).
-        hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
+            # stores them (gitmem doctor says how to finish safely).
+            hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
             "then sync again, which merges memories itself; or finish it only once no file "
             "holds conflict markers (gitmem doctor checks)",
         )

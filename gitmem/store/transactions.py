@@ -67,15 +67,13 @@ memory, such as a folder's ``.gitkeep``) and the value the caller gets."""
 
 
 class Effects:
-    """What a transaction's writes did, summed up as they are staged: its commit needs the
-    distinct ops, every id once, the supersedes, the first agent and session, and the one
-    effect's title when there is only one; not every effect (a bulk import stages 1M)."""
+    """What a transaction's writes did, summed up as they are staged (not kept one by
+    one: a bulk import stages a million)."""
 
     def __init__(self, effects: Iterable[Effect] = ()) -> None:
         self.count = 0
         self.first: Effect | None = None
-        # Dicts: first-seen order with O(1) membership (a list's ``in`` made a bulk import
-        # of 100k memories spend ~55 s on the ids alone).
+        # Dicts: first-seen order with O(1) membership.
         self.ops: dict[str, None] = {}
         self.ids: dict[str, None] = {}
         self.supersedes: list[str] = []
@@ -101,21 +99,13 @@ class Effects:
 
 ID_TRAILERS = 1_000
 """``Gitmem-Id`` trailers a commit lists at most; the rest are counted in one
-``Gitmem-Ids-Unlisted`` (libgit2 does not cache a large commit: a million ids cost every
-read of the tip ~0.3 s)."""
-
+``Gitmem-Ids-Unlisted`` (libgit2 does not cache a large commit)."""
 
 REPLAY_LIMIT = 1_000
-
-
 REPLAY_BYTES = 8 * 1024 * 1024
-"""Operations (and bytes of staged files) a transaction keeps to replay on a newer tip.
-Each kept operation holds its inputs (a memory's body and fields, about the size of the
-file it stages), so past either bound the transaction lets them go and
-holds only what it staged (paths and blob ids): a bulk import of a million memories would
-otherwise keep every body until its commit. Such a transaction, if another writer moved the
-branch meanwhile, goes onto the new tip as staged when that writer touched none of its
-files (:meth:`Store._rebase_staged`), and fails with ConflictError otherwise."""
+"""Operations (and bytes of staged files) a transaction keeps to replay on a newer tip;
+past either it keeps only what it staged, not every operation's inputs (a bulk import),
+and goes onto a moved tip only as staged (:meth:`Transactions._rebase_staged`)."""
 
 
 class Transaction:
@@ -286,24 +276,12 @@ class Transactions:
     ) -> Iterator[Transaction]:
         """Group writes into one commit: all of them land, or none does.
 
-        ``op`` makes the commit one operation of that name (its only ``Gitmem-Op``, its
-        subject ``message`` however many writes it holds, ``body`` the caller's reason),
-        attributed to ``by`` (the agent or person who ran it; else the git user), not to
-        the agents of the memories it rewrites: ``gitmem resolve`` is such a commit.
-
-        ``trailers`` are added after gitmem's own (``(PRUNE_TRAILER, "...")``): a
-        caller that knows *why* it writes, such as a prune run, records it in the
-        commit itself. The list may still be extended inside the block
-        (``tx.trailers.append(...)``), for reasons found while staging.
-
-        Inside the block, the store's write methods stage changes; reads see them.
-        The commit is made when the block ends without an exception. If another
-        writer moved the branch meanwhile, the staged operations are replayed on
-        the new tip (so they may see newer versions), or the commit fails with the
-        error a replayed operation raised and nothing is written. A transaction past
-        :data:`REPLAY_LIMIT` operations or :data:`REPLAY_BYTES` is not replayed: its
-        staged files go onto the new tip when no other writer touched them, else it
-        raises ConflictError (:meth:`_rebase_staged`).
+        Inside the block the store's writes stage changes and reads see them; the commit is
+        made when the block ends without an exception. If another writer moved the branch
+        meanwhile, the operations are replayed on the new tip (past :data:`REPLAY_LIMIT`:
+        see :meth:`_rebase_staged`). ``op`` makes the commit one operation of that name
+        (``gitmem resolve``), attributed to ``by``, with ``body`` as its reason.
+        ``trailers`` go after gitmem's own; ``tx.trailers`` may still grow in the block.
         """
         if getattr(self._tx, "active", None) is not None:
             raise InvalidInputError("transactions do not nest")
@@ -350,19 +328,16 @@ class Transactions:
             for key, value in tx.trailers:
                 check_trailer(key, value)
             subject = message or f"transaction: {effects.count} operations"
-            return self._check_commit_text(
-                backend, commit_spec(effects, tx.body, subject, tx.trailers, op=tx.op, by=tx.by)
-            ), None
+            spec = commit_spec(effects, subject, tx.body, tx.trailers, op=tx.op, by=tx.by)
+            return self._check_commit_text(backend, spec), None
 
         _, oid = backend.db.write(plan)
         tx.commit = str(oid) if oid is not None else None
 
     def _rebase_staged(self, backend: Backend, tx: Transaction, snap: Snapshot) -> None:
         """Let a transaction too large to replay commit its staged files on ``snap``, a
-        newer tip, when the commits since the transaction's base changed none of those
-        files, no file differing from one only in letter case, and not the store's
-        configuration (its policy checked what was staged). Otherwise ConflictError, and
-        nothing is written: the caller runs the transaction again."""
+        newer tip, when the commits since its base changed none of those files (nor a case
+        twin of one) nor the store's configuration; else ConflictError, nothing written."""
         base = tx.snapshot.commit
         moved = changed_paths(base.tree if base is not None else None, snap.tree)
         staged = tx.snapshot.changes
@@ -392,10 +367,9 @@ class Transactions:
         def plan(snap: Snapshot) -> tuple[CommitSpec, T]:
             self._refresh_config(backend, snap)
             effect, value = action(snap)
-            if effect is None:  # no memory changed: a folder kept or let go (keep_folder)
-                spec = commit_spec([], None, message or "keep folder")
-            else:
-                spec = commit_spec([effect], message)
+            # No effect: no memory changed, a folder was kept or let go (keep_folder).
+            effects = Effects([effect] if effect is not None else [])
+            spec = commit_spec(effects, message or "keep folder", message)
             return self._check_commit_text(backend, spec), value
 
         value, _ = backend.db.write(plan)
@@ -463,30 +437,27 @@ class Transactions:
 
 
 def commit_spec(
-    effects: Iterable[Effect] | Effects,
-    message: str | None,
-    tx_message: str | None = None,
+    summary: Effects,
+    subject: str,
+    body: str | None,
     extra_trailers: Sequence[tuple[str, str]] = (),
     *,
     op: str | None = None,
     by: str | None = None,
 ) -> CommitSpec:
-    """The commit of ``effects``; ``op`` and ``by`` name the operation and who ran it when a
+    """The commit of ``summary``: one write's names it (``op: title``, ``body`` its message),
+    several take ``subject``. ``op`` and ``by`` name the operation and who ran it when a
     transaction is one act of its own (``resolve``), not the sum of its writes."""
-    summary = effects if isinstance(effects, Effects) else Effects(effects)
     ops = list(summary.ops)
     agent = summary.agent
     if op is not None:
         ops = [op]
-        subject = tx_message or op
         agent = by or None
     elif summary.count == 1 and summary.first is not None:
         effect = summary.first
-        what = effect.title or effect.ids[0]
-        subject = f"{effect.op}: {what}"
+        subject = f"{effect.op}: {effect.title or effect.ids[0]}"
     else:
-        subject = tx_message or f"transaction: {summary.count} operations"
-        message = message if tx_message is None else None
+        body = None
     trailers: list[tuple[str, str]] = [(OP_TRAILER, name) for name in ops]
     trailers.extend((ID_TRAILER, mid) for mid in itertools.islice(summary.ids, ID_TRAILERS))
     if len(summary.ids) > ID_TRAILERS:
@@ -498,4 +469,4 @@ def commit_spec(
         trailers.append((SESSION_TRAILER, summary.session))
     trailers.extend(extra_trailers)
     author: Author | None = agent_author(author_name(agent)) if agent else None
-    return CommitSpec(subject=subject, body=message, trailers=trailers, author=author)
+    return CommitSpec(subject=subject, body=body, trailers=trailers, author=author)
