@@ -298,7 +298,7 @@ def review(
             ]
         result.changes.append(change)
     _moves(result, removed, added)
-    _links(result, store, repo, head_snap, base_snap, project, scope, decoded)
+    _links(result, repo, head_snap, base_snap, project, decoded)
     return result
 
 
@@ -405,12 +405,10 @@ def _successors(repo: pygit2.Repository, snap: Snapshot) -> Iterator[tuple[str, 
 
 def _links(
     result: Review,
-    store: Store,
     repo: pygit2.Repository,
     head: Snapshot,
     base: Snapshot,
     project: str | Path | None,
-    scope: str | None,
     decoded: dict[str, Memory | None],
 ) -> None:
     present = {c.id: c for c in result.changes if head.exists(c.path)}
@@ -449,27 +447,14 @@ def _links(
             _anchors(result, memory, project)
     if wanted_forks:
         successors: dict[str, list[str]] = {}
-        tip = store.db(scope).tip()
-        if (
-            store.use_index
-            and tip is not None
-            and head.commit is not None
-            and tip.id == head.commit.id
-        ):
-            # Reviewing up to the tip (the usual PR check): the index knows the successors.
-            for target in sorted(wanted_forks):
-                found = [m.id for m in store.index(scope).successors(target)]
-                if found:
-                    successors[target] = found
-        else:
-            for new, old in _successors(repo, head):
-                if old in wanted_forks:
-                    successors.setdefault(old, []).append(new)
+        for new, old in _successors(repo, head):
+            if old in wanted_forks:
+                successors.setdefault(old, []).append(new)
         for target, ids in sorted(successors.items()):
             if len(ids) > 1:
                 listed = ", ".join(sorted(ids))
                 result.problem("fork", target, f"{target} has {len(ids)} successors: {listed}")
-                for other in ids:
+                for other in sorted(ids):
                     if (target, other, "supersedes") not in result.chains:
                         result.chains.append((target, other, "supersedes"))
 
