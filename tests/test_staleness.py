@@ -16,7 +16,6 @@ from gitmem.features.lifecycle import (
     StalenessRecord,
     classify,
     days_since,
-    record_from_text,
     staleness_report,
     store_staleness,
 )
@@ -58,21 +57,6 @@ def test_no_timestamp_is_stale() -> None:
 def test_days_since_is_whole_days() -> None:
     assert days_since(_ago(30.999), NOW) == 30
     assert days_since(_ago(31), NOW) == 31
-
-
-def test_record_from_text_front_matter_legacy_and_none() -> None:
-    fm = "---\nid: a\nupdated_at: 2026-08-01T12:00:00Z\n---\nbody\n"
-    assert record_from_text("a", "a.md", fm).updated_at == dt.datetime(
-        2026, 8, 1, 12, tzinfo=dt.UTC
-    )
-    legacy = "<!-- Last Updated: 2026-08-24 -->\n# Review history\n"
-    rec = record_from_text("b", "projects/p/review_history.md", legacy)
-    assert rec.updated_at == dt.datetime(2026, 8, 24, tzinfo=dt.UTC)
-    assert classify(rec.updated_at, NOW) is Staleness.AGING  # 90 days and 10 hours
-    assert classify(rec.updated_at, dt.datetime(2026, 11, 23, tzinfo=dt.UTC)) is Staleness.STALE
-    for text in ("# no timestamp\n", "---\nid: c\n---\nbody\n", "---\nupdated_at: soon\n---\n"):
-        assert record_from_text("c", None, text).updated_at is None
-        assert classify(record_from_text("c", None, text).updated_at, NOW) is Staleness.STALE
 
 
 def test_policy_from_config() -> None:

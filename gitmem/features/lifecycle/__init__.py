@@ -7,41 +7,29 @@ functions.
 from __future__ import annotations
 
 from gitmem.features.lifecycle.anchors import (
-    AnchorFinding,
-    CheckedMemory,
-    CheckReport,
     anchors_of,
     backtick_paths,
     check_project,
 )
 from gitmem.features.lifecycle.staleness import (
     Staleness,
-    StalenessEntry,
     StalenessPolicy,
     StalenessRecord,
-    StalenessReport,
     classify,
     days_since,
-    record_from_text,
     staleness_report,
     store_staleness,
 )
 
 __all__ = [
-    "AnchorFinding",
-    "CheckReport",
-    "CheckedMemory",
     "Staleness",
-    "StalenessEntry",
     "StalenessPolicy",
     "StalenessRecord",
-    "StalenessReport",
     "anchors_of",
     "backtick_paths",
     "check_project",
     "classify",
     "days_since",
-    "record_from_text",
     "staleness_report",
     "store_staleness",
 ]

@@ -1,7 +1,7 @@
 """Staleness: fresh / aging / stale by whole days since ``updated_at``.
 
-The rule runs over plain ``(id, path, updated_at)`` records so any document plugs in:
-memories come from the index, layered documents from :func:`record_from_text`. Defaults
+The rule runs over plain ``(id, path, updated_at)`` records so any document plugs in
+(memories from the index, layered documents from the store). Defaults
 (``lifecycle.staleness``: lowered in gitmem.yaml, raised only in the user's own settings):
 up to 30 days fresh, up to 90 aging, then stale; no timestamp at all is stale.
 """
@@ -14,12 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitmem.base.clock import format_timestamp, parse_timestamp, to_utc
-from gitmem.base.errors import GitmemError
+from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.records import current_records
 from gitmem.features.lifecycle.rules import lifecycle_section
-from gitmem.format import codec, config
+from gitmem.format import config
 
 if TYPE_CHECKING:
     from gitmem.format.model import Scope
@@ -171,25 +170,6 @@ def staleness_report(
             key=lambda e: (e.days_since_update is not None, -(e.days_since_update or 0), e.id)
         )
     return report
-
-
-def record_from_text(memory_id: str, path: str | None, text: str) -> StalenessRecord:
-    """The record of any markdown document: front-matter ``updated_at``, else a legacy
-    ``<!-- Last Updated: YYYY-MM-DD -->`` first line (that date, midnight UTC), else none."""
-    legacy = codec.legacy_last_updated(text)
-    if legacy is not None:
-        return StalenessRecord(memory_id, path, parse_timestamp(legacy))
-    try:
-        doc = codec.parse(text)
-    except (GitmemError, ValueError):
-        return StalenessRecord(memory_id, path, None)
-    value = doc.metadata.get("updated_at") if doc.has_front_matter else None
-    if value is None:
-        return StalenessRecord(memory_id, path, None)
-    try:
-        return StalenessRecord(memory_id, path, parse_timestamp(value))
-    except (TypeError, ValueError):
-        return StalenessRecord(memory_id, path, None)
 
 
 def store_staleness(
