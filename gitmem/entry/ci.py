@@ -266,31 +266,18 @@ gitmem-update-branch:
 
 @dataclass(frozen=True)
 class Recipe:
-    host: str
     path: str
     """Where the file goes, relative to the repository root."""
     text: str
-    script: str
-    """The review step as a shell script: what the suite runs locally."""
 
 
-HOSTS: dict[str, Recipe] = {
-    "github": Recipe(
-        "github", ".github/workflows/gitmem-review.yml", GITHUB_WORKFLOW, GITHUB_REVIEW_STEP
-    ),
-    "gitlab": Recipe("gitlab", ".gitlab/gitmem-review.yml", GITLAB_JOB, GITLAB_SCRIPT),
+HOSTS = {
+    "github": Recipe(".github/workflows/gitmem-review.yml", GITHUB_WORKFLOW),
+    "gitlab": Recipe(".gitlab/gitmem-review.yml", GITLAB_JOB),
 }
-
-UPDATE_BRANCH: dict[str, Recipe] = {
-    "github": Recipe(
-        "github",
-        ".github/workflows/gitmem-update-branch.yml",
-        GITHUB_UPDATE_WORKFLOW,
-        GITHUB_UPDATE_STEP,
-    ),
-    "gitlab": Recipe(
-        "gitlab", ".gitlab/gitmem-update-branch.yml", GITLAB_UPDATE_JOB, GITLAB_UPDATE_SCRIPT
-    ),
+UPDATE_BRANCH = {
+    "github": Recipe(".github/workflows/gitmem-update-branch.yml", GITHUB_UPDATE_WORKFLOW),
+    "gitlab": Recipe(".gitlab/gitmem-update-branch.yml", GITLAB_UPDATE_JOB),
 }
 """The recipes ``--update-branch`` adds: bring the base into a pull request's branch."""
 
@@ -349,8 +336,7 @@ def write_recipe(
     todo = None
     if host == "gitlab":
         pipeline = base / ".gitlab-ci.yml"
-        ours = [r.path for r in HOSTS.values() if r.host == host]
-        ours += [r.path for r in UPDATE_BRANCH.values() if r.host == host]
+        ours = [HOSTS[host].path, UPDATE_BRANCH[host].path]
         wanted = [r.path for r in chosen]
         current = _read(pipeline) if pipeline.exists() else None
         keep = [p for p in ours if current is not None and p in current]

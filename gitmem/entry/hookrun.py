@@ -87,22 +87,23 @@ def _read_blobs(top: Path, oids: Sequence[str], limit: int) -> list[bytes | int 
     return cat_blobs(lambda mode, data: _git(top, "cat-file", mode, input=data), oids, limit)
 
 
+def _staged_config(cwd: str | None) -> bytes | None:
+    """The gitmem.yaml staged in the repository at ``cwd`` (in the pre-commit hook, git's
+    GIT_INDEX_FILE is the index being committed), or None."""
+    result = run_git(
+        ["show", f":{CONFIG_FILE}"], cwd=cwd, check=False, timeout=30, keep_repo_env=True
+    )
+    return result.stdout if result.returncode == 0 else None
+
+
 def _staged_format(top: Path) -> int:
     """The store format of the tree being committed (gitmem.yaml as staged; 1 without)."""
     from gitmem.format import codec
     from gitmem.format.config import StoreConfig
 
-    result = run_git(
-        ["cat-file", "blob", f":{CONFIG_FILE}"],
-        cwd=top,
-        check=False,
-        trusted=True,
-        keep_repo_env=True,
-    )
-    if result.returncode != 0:
-        return 1
+    data = _staged_config(str(top))
     try:
-        return StoreConfig.from_text(codec.decode(result.stdout, what=CONFIG_FILE)).format
+        return StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).format if data else 1
     except GitmemError:
         return 1
 
@@ -209,14 +210,7 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     from gitmem.git import localconfig
 
     try:
-        # In the pre-commit hook: git's own GIT_INDEX_FILE is the index being committed.
-        result = run_git(
-            ["show", f":{CONFIG_FILE}"],
-            cwd=cwd,
-            check=False,
-            timeout=30,
-            keep_repo_env=True,
-        )
+        staged = _staged_config(cwd)
         gitdir = (
             run_git(["rev-parse", "--absolute-git-dir"], cwd=cwd, timeout=30, keep_repo_env=True)
             .stdout.decode("utf-8", "surrogateescape")
@@ -225,8 +219,8 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     except (OSError, subprocess.SubprocessError, StoreError):
         return secrets.DEFAULT_POLICY
     data: Any = None
-    if result.returncode == 0:
-        data, _ = load_yaml(result.stdout.decode("utf-8", "replace"))
+    if staged is not None:
+        data, _ = load_yaml(staged.decode("utf-8", "replace"))
     committed = StoreConfig(raw=dict(data) if isinstance(data, Mapping) else {})
     # The user's own allow-list for this store applies here as in the store's writes.
     return secrets.policy_from_config(localconfig.with_store_settings(committed, gitdir).raw)

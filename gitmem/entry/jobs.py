@@ -50,10 +50,6 @@ def _prune(store: Store, out: Out, *, dry_run: bool = False) -> None:
         out(f"gitmem: size: {warning}")
 
 
-def _prune_dry_run(store: Store, out: Out) -> None:
-    _prune(store, out, dry_run=True)
-
-
 def _validate(store: Store, out: Out) -> None:
     from gitmem.features.layered import LayeredStore
 
@@ -65,7 +61,7 @@ def _validate(store: Store, out: Out) -> None:
 _JOBS: dict[str, Job] = {
     "staleness": _staleness,
     "prune": _prune,
-    "prune-dry-run": _prune_dry_run,
+    "prune-dry-run": lambda store, out: _prune(store, out, dry_run=True),
     "validate": _validate,
 }
 
@@ -80,18 +76,12 @@ def register_job(name: str, job: Job) -> None:
 ENTRY_POINT_GROUP = "gitmem.jobs"
 
 
-def _load(spec: str) -> Job:
-    from gitmem.features.lifecycle.rules import load_callable
-
-    job: Job = load_callable(spec, "job")
-    return job
-
-
 def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
     """Every job a hook may run: built-in, installed (entry points), then the user's own
     (``jobs`` in the local configuration). A job that failed to load maps to the reason."""
     from importlib.metadata import entry_points
 
+    from gitmem.features.lifecycle.rules import load_callable
     from gitmem.git import localconfig
 
     jobs: dict[str, Job | str] = dict(_JOBS)
@@ -104,7 +94,7 @@ def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
     if isinstance(local, Mapping):
         for name, spec in local.items():
             try:
-                jobs[str(name)] = _load(str(spec))
+                jobs[str(name)] = load_callable(str(spec), "job")
             except Exception as exc:
                 jobs[str(name)] = f"{localconfig.config_path()}: job {spec!r}: {exc}"
     elif local is not None:
@@ -151,10 +141,6 @@ def run_jobs(store: Store, hook: str, out: Out) -> list[str]:
     ran: list[str] = []
     try:
         names = jobs_for(hook, store.config().raw)
-    except InvalidMemoryError as exc:
-        out(f"gitmem: warning: {exc}")
-        return ran
-    try:
         jobs = available_jobs(str(store.db().gitdir))
     except InvalidMemoryError as exc:
         out(f"gitmem: warning: {exc}")
