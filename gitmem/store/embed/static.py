@@ -4,35 +4,25 @@ A static embedder looks each token up in a table and averages the rows: no neura
 no GPU, tens of thousands of short memories a second on one core. The table is WordLlama's
 ``l2_supercat`` 256-d model, read straight from the ``wordllama`` wheel's folder: the
 package itself is never imported (its import configures the root logger and its loader may
-download), so no code path here reaches the network. A query is embedded without numpy or
-the ``tokenizers`` library (:class:`Bpe`, :mod:`struct`), whose imports would cost a
-one-shot ``gitmem recall`` more than everything else; memories are embedded in batches
-with both.
+download), so no code path here reaches the network. The ``tokenizers`` library splits
+text into tokens; a query's vector is summed in Python (:mod:`struct`), as numpy's import
+would cost a one-shot ``gitmem recall`` more than the sum, and memories in numpy batches.
 """
 
 from __future__ import annotations
 
-import array
-import bisect
-import hashlib
-import heapq
 import importlib.util
 import itertools
 import json
 import math
 import mmap
-import os
-import re
 import struct
-import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitmem.base import paths
 from gitmem.base.errors import EmbedderError, install_command
 
 if TYPE_CHECKING:
@@ -51,9 +41,6 @@ SPACE = "\u2581"
 """SentencePiece's word-boundary mark, which the tokenizer's normalizer puts for each space."""
 CACHE_PIECES = 200_000
 """Distinct space-separated pieces whose token ids are kept (then the cache starts over)."""
-BPE_PIECES = 1000
-"""New pieces a call tokenizes in Python at most; more load the ``tokenizers`` library,
-whose load costs about as much as this many pieces in Python."""
 BATCH = 512
 """Texts per numpy batch: keeps the gathered token rows to a few tens of MB."""
 WIDEN_AFTER = 64
@@ -140,248 +127,16 @@ def read_safetensor(path: Path, key: str) -> Tensor:
     return Tensor(mapped, rows, cols, dtype, start)
 
 
-class Bpe:
-    """The shipped tokenizer's BPE of one space-free piece, in Python, exactly.
-
-    The tokenizer (a SentencePiece-style BPE converted for the ``tokenizers`` library)
-    splits its special tokens out, puts ``▁`` before the rest, splits before each ``▁``
-    (load_default sets that), and merges each part's characters (bytes for a character
-    not in the vocabulary) pair by pair, the best-ranked pair first, leftmost on a tie.
-    Its merges are every split of a token into two tokens, ranked by the merged token's
-    id, then the halves' ids, but for a tail listed apart (:func:`build_bpe` checks this),
-    so the vocabulary alone ranks them: no 61,000-entry merge table to load.
-    """
-
-    def __init__(
-        self,
-        pieces: list[str],
-        ids: Sequence[int],
-        tail: list[tuple[str, str]],
-        specials: dict[str, int],
-    ) -> None:
-        self.pieces = pieces
-        """The vocabulary's texts in code point order (bisected: a few ms to load, where a
-        dict of 32,000 would take tens), and ``ids`` their token ids."""
-        self.ids = ids
-        self.tail = tail
-        """The merges ranked after every other, in their order."""
-        self.specials = specials
-        self.size = len(pieces)
-        last = self.size**3
-        self._tail = {pair: last + rank for rank, pair in enumerate(tail)}
-        ordered = sorted(specials, key=len, reverse=True)
-        self._split = re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
-
-    def id(self, text: str) -> int | None:
-        """The token id of ``text``, None when it is not a token."""
-        at = bisect.bisect_left(self.pieces, text)
-        return self.ids[at] if at < self.size and self.pieces[at] == text else None
-
-    def encode(self, piece: str) -> list[int]:
-        out: list[int] = []
-        parts = self._split.split(piece) if self._split is not None else [piece]
-        for i, part in enumerate(parts):
-            if i % 2:
-                out.append(self.specials[part])
-            elif part:
-                for word in re.split(f"(?={SPACE})", SPACE + part.replace(" ", SPACE)):
-                    if word:
-                        out.extend(self._merge(word))
-        return out
-
-    def _rank(self, left: str, right: str) -> int | None:
-        merged = self.id(left + right)
-        if merged is None:
-            return None
-        tail = self._tail.get((left, right))
-        if tail is not None:
-            return tail
-        size = self.size
-        return (merged * size + self.ids_of(left)) * size + self.ids_of(right)
-
-    def ids_of(self, token: str) -> int:
-        found = self.id(token)
-        assert found is not None, token
-        return found
-
-    def _merge(self, word: str) -> list[int]:
-        """The ids of one ``▁``-led word: the tokenizers library's BPE, merge for merge."""
-        symbols: list[str] = []  # "" once merged into the symbol on its left
-        for char in word:
-            if self.id(char) is not None:
-                symbols.append(char)
-            else:  # byte fallback: every byte has its token (build_bpe checks)
-                symbols.extend(f"<0x{b:02X}>" for b in char.encode("utf-8", "surrogatepass"))
-        after = [*range(1, len(symbols)), -1]
-        before = list(range(-1, len(symbols) - 1))
-        heap = [
-            (rank, i)
-            for i in range(len(symbols) - 1)
-            if (rank := self._rank(symbols[i], symbols[i + 1])) is not None
-        ]
-        heapq.heapify(heap)
-        while heap:
-            rank, i = heapq.heappop(heap)
-            j = after[i]
-            if not symbols[i] or j == -1 or self._rank(symbols[i], symbols[j]) != rank:
-                continue  # a pair that changed since it was queued
-            symbols[i] += symbols[j]
-            symbols[j] = ""
-            after[i] = k = after[j]
-            if k != -1:
-                before[k] = i
-                if (r := self._rank(symbols[i], symbols[k])) is not None:
-                    heapq.heappush(heap, (r, i))
-            h = before[i]
-            if h != -1 and (r := self._rank(symbols[h], symbols[i])) is not None:
-                heapq.heappush(heap, (r, h))
-        return [self.ids_of(s) for s in symbols if s]
-
-
-_BPE_FORMAT = "gitmem-bpe 1"
-_NORMALIZER = {
-    "type": "Sequence",
-    "normalizers": [
-        {"type": "Prepend", "prepend": SPACE},
-        {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
-    ],
-}
-
-
-def build_bpe(config: Any) -> Bpe | None:
-    """:class:`Bpe` for a tokenizer's configuration (its JSON, parsed), or None when the
-    tokenizer is not of the kind it reproduces exactly."""
-    model = config.get("model") if isinstance(config, dict) else None
-    if (
-        not isinstance(model, dict)
-        or model.get("type") != "BPE"
-        or model.get("byte_fallback") is not True
-        or model.get("ignore_merges")
-        or model.get("dropout") is not None
-        or model.get("continuing_subword_prefix")
-        or model.get("end_of_word_suffix")
-        or config.get("normalizer") != _NORMALIZER
-        or config.get("pre_tokenizer") is not None
-    ):
-        return None
-    vocab, merges, added = model.get("vocab"), model.get("merges"), config.get("added_tokens")
-    if not isinstance(vocab, dict) or not isinstance(merges, list) or not isinstance(added, list):
-        return None
-    pieces = sorted(vocab, key=vocab.__getitem__)
-    if [vocab[p] for p in pieces] != list(range(len(pieces))) or any("\n" in p for p in pieces):
-        return None
-    if any(f"<0x{b:02X}>" not in vocab for b in range(256)):
-        return None
-    specials: dict[str, int] = {}
-    for token in added:
-        if not isinstance(token, dict) or vocab.get(token.get("content")) != token.get("id"):
-            return None
-        if any(token.get(k) for k in ("normalized", "lstrip", "rstrip", "single_word")):
-            return None
-        specials[token["content"]] = token["id"]
-    pairs: list[tuple[str, str]] = []
-    for merge in merges:
-        pair = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(pair, list) or len(pair) != 2:
-            return None
-        pairs.append((str(pair[0]), str(pair[1])))
-    splits = {
-        (piece[:k], piece[k:])
-        for piece in pieces
-        for k in range(1, len(piece))
-        if piece[:k] in vocab and piece[k:] in vocab
-    }
-    if len(set(pairs)) != len(pairs) or set(pairs) != splits:
-        return None
-    keys = [(vocab[a + b], vocab[a], vocab[b]) for a, b in pairs]
-    ordered = 1
-    while ordered < len(keys) and keys[ordered - 1] < keys[ordered]:
-        ordered += 1
-    texts = sorted(pieces)
-    return Bpe(texts, [vocab[p] for p in texts], pairs[ordered:], specials)
-
-
-_loaded: dict[str, Bpe] = {}
-
-
-def load_bpe(tokenizer_file: Path) -> Bpe | None:
-    """:class:`Bpe` of the tokenizer at ``tokenizer_file``: from this process's memory, the
-    user's cache folder (a few ms), or else built from the file (a few hundred ms, once)
-    and cached. None when it cannot be (the tokenizer is of another kind, or the cache
-    folder cannot be written: building it every time costs more than the library)."""
-    try:
-        st = tokenizer_file.stat()
-    except OSError:
-        return None
-    key = f"{_BPE_FORMAT}\0{tokenizer_file.resolve()}\0{st.st_size}\0{st.st_mtime_ns}"
-    if key in _loaded:
-        return _loaded[key]
-    folder = paths.user_dir("cache")
-    cached = folder / f"bpe-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
-    bpe = _read_bpe(cached, key)
-    if bpe is None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            if not os.access(folder, os.W_OK):
-                return None
-            bpe = build_bpe(json.loads(tokenizer_file.read_bytes()))
-        except (OSError, ValueError):
-            return None
-        if bpe is None:
-            return None
-        # The key, the tail and specials as JSON, a line each; the ids (4 bytes each); the
-        # pieces, one a line (build_bpe refuses a piece with a newline).
-        fields = {"size": bpe.size, "tail": bpe.tail, "specials": bpe.specials}
-        ids = array.array("I", bpe.ids)
-        if sys.byteorder == "big":
-            ids.byteswap()
-        head = f"{key}\n{json.dumps(fields)}\n".encode()
-        _write_atomically(cached, head + ids.tobytes() + "\n".join(bpe.pieces).encode())
-    _loaded[key] = bpe
-    return bpe
-
-
-def _read_bpe(cached: Path, key: str) -> Bpe | None:
-    """The :class:`Bpe` :func:`load_bpe` saved at ``cached`` for ``key``, else None."""
-    try:
-        line, meta, rest = cached.read_bytes().split(b"\n", 2)
-        saved = json.loads(meta)
-        size = saved["size"]
-        ids = array.array("I")
-        ids.frombytes(rest[: 4 * size])
-        pieces = rest[4 * size :].decode().split("\n")
-        if line.decode() != key or not len(ids) == len(pieces) == size:
-            return None
-        if sys.byteorder == "big":
-            ids.byteswap()
-        return Bpe(pieces, ids, [(a, b) for a, b in saved["tail"]], saved["specials"])
-    except (OSError, UnicodeDecodeError, ValueError, LookupError, TypeError):
-        return None
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file; a cache not written is no error."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
 class StaticEmbedder:
     """Mean of the tokens' rows of a static embedding table, L2-normalised.
 
-    What a call needs is loaded on its first use: the tokenizer's vocabulary for a few
-    new pieces, the ``tokenizers`` library for many, numpy for :meth:`embed`."""
+    What a call needs is loaded on its first use: the ``tokenizers`` library, numpy for
+    :meth:`embed`."""
 
     def __init__(self, table: Tensor, tokenizer_file: Path, name: str) -> None:
         self._tensor = table
         self._tokenizer_file = tokenizer_file
         self._tokenizer: Any = None
-        self._bpe: Bpe | bool | None = False  # False: not loaded yet
         self._stored: NDArray[Any] | None = None
         self._wide: NDArray[np.float32] | None = None
         self._narrow_texts = 0
@@ -440,28 +195,10 @@ class StaticEmbedder:
                 out[start : start + len(chunk)] = self._embed_batch(chunk)
         return out
 
-    def _python_bpe(self) -> Bpe | None:
-        """The tokenizer in Python (:class:`Bpe`), loaded on first use; None when the
-        shipped tokenizer is not one it reproduces."""
-        if self._bpe is False:
-            bpe = load_bpe(self._tokenizer_file)
-            self._bpe = bpe if bpe is not None and bpe.size <= self._vocab else None
-        return self._bpe if isinstance(self._bpe, Bpe) else None
-
-    def _encode(self, pieces: list[str]) -> list[list[int]]:
-        """The token ids of each of ``pieces``: in Python for a few, else by the library
-        (once loaded, always: it is the faster)."""
-        if self._tokenizer is None and len(pieces) <= BPE_PIECES:
-            bpe = self._python_bpe()
-            if bpe is not None:
-                return [bpe.encode(p) for p in pieces]
-        return [e.ids for e in self.tokenizer.encode_batch_fast(pieces, add_special_tokens=False)]
-
     def _space_ids(self) -> list[int]:
         """The ids of an empty piece (a space next to another, or at an end): ``▁``."""
         if self._space is None:
-            bpe = self._python_bpe() if self._tokenizer is None else None
-            space = bpe.id(SPACE) if bpe is not None else self.tokenizer.token_to_id(SPACE)
+            space = self.tokenizer.token_to_id(SPACE)
             self._space = [int(space)] if space is not None else []
         return self._space
 
@@ -481,8 +218,9 @@ class StaticEmbedder:
                 # now (else a store with more distinct words than the cache holds failed
                 # every embedding with a KeyError, and recall fell back to words only).
                 missing = list({p for ps in pieces for p in ps if p not in cache})
-            for piece, ids in zip(missing, self._encode(missing), strict=True):
-                cache[piece] = ids
+            encoded = self.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
+            for piece, each in zip(missing, encoded, strict=True):
+                cache[piece] = each.ids
         return pieces
 
     def token_ids(self, text: str) -> list[int]:
