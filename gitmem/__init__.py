@@ -1,16 +1,13 @@
 """gitmem: a Git-native versioned memory store.
 
-Memories are markdown files with YAML front-matter in a git repository; every
-write is one commit with trailers saying who remembered what, and when.
+Memories are markdown files with YAML front-matter in a git repository; every write is one
+commit with trailers saying who remembered what, and when. The public names are loaded on
+first use (PEP 562), so ``import gitmem``, which every command and hook pays, loads only
+the version.
 
     >>> import gitmem
     >>> store = gitmem.init("/tmp/memory")              # doctest: +SKIP
     >>> m = store.create("Use pytest fixtures", title="Testing style")  # doctest: +SKIP
-    >>> store.history(m.id)                             # doctest: +SKIP
-
-The public names are loaded on first use (PEP 562): ``import gitmem`` alone, which
-every ``gitmem`` command and git hook pays before doing anything, costs no more than
-the version string. ``from gitmem import Store`` works as usual.
 """
 
 from __future__ import annotations
@@ -127,11 +124,8 @@ def open(
     durable: bool = False,
     branch: str | None = None,
 ) -> Store:
-    """Open the store at ``path``, or find the default one
-    (:func:`gitmem.store.discovery.open_store`).
-
-    ``branch``: write to that branch (a proposal for review) instead of the one checked out.
-    """
+    """Open the store at ``path``, or find the default one; ``branch``: write to that branch
+    (a proposal for review) instead of the one checked out."""
     from gitmem.store.discovery import open_store
 
     return open_store(path, clock=clock, durable=durable, branch=branch)

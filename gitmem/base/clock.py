@@ -1,8 +1,4 @@
-"""Time, injectable so tests can be exact.
-
-The store asks its clock for ``now()``; tests pass a :class:`FixedClock` and
-advance it by hand.
-"""
+"""Time, injectable so tests can be exact: the store asks its clock for ``now()``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""One error hierarchy for everything gitmem raises on purpose.
-
-Every error carries an ``exit_code`` so the command line maps errors to exit
-codes in one place (``gitmem.cli``), and a ``hint`` telling the user what to do.
+"""One error hierarchy for everything gitmem raises on purpose: each error carries the
+``exit_code`` the command line exits with and a ``hint`` saying what to do.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Loggers that import :mod:`logging` only when a record could go somewhere.
 
-Importing :mod:`logging` slows every command, and a command that goes well logs nothing a
-user sees. Warnings and errors always reach ``logging``; debug and info records do only once
-something else imported it (before that no handler can exist, so ``logging`` would drop
-them). :func:`when_logging` defers the command line's handler to the first record.
+Importing :mod:`logging` slows every command. Warnings and errors always reach it; debug and
+info records only once something imported it (before that no handler exists).
+:func:`when_logging` defers the command line's handler to the first record.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Text read from a store, made safe to print to a terminal or a model.
 
-A teammate writes titles, names, authors and subjects; printed as they are, a line break in
-one prints a line of its own ("SYSTEM: ignore all previous instructions") and an escape
-sequence moves the cursor or rewrites the screen. Every character that is not printable (a
-control character, a bidirectional override, an invisible format character) is shown as an
-escape instead: :func:`printable` for plain text, :func:`printable_json` for JSON text.
+A line break in a teammate's title prints a line of its own ("SYSTEM: ignore all previous
+instructions"); an escape sequence rewrites the screen. Every character that is not
+printable is shown as an escape: :func:`printable` for text, :func:`printable_json` for JSON.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Credentials in text, as the built-in patterns find them, and text with them redacted.
-
-Here in the base layer so every error message can be redacted; a store's own patterns and
-scanning memories and commits are :mod:`gitmem.format.secrets`, built on this.
+"""Credentials in text, as the built-in patterns find them, and text with them redacted:
+in the base layer so every error message is redacted (:mod:`gitmem.format.secrets` builds
+a store's scanning on it).
 """
 
 from __future__ import annotations
@@ -83,12 +82,9 @@ def _pattern(kind: str, regex: str, **options: Any) -> SecretPattern:
 def _token(
     kind: str, prefixes: str | tuple[str, ...], body: str, end: str = "", **options: Any
 ) -> SecretPattern:
-    """A credential known by its prefix: one of ``prefixes``, then ``body``, followed by none
-    of the characters ``end``. The prefix is its hint and stays unmasked.
-
-    Bounded on the left by a letter or digit only, never by ``_`` or ``-``: ids and names
-    are snake- or kebab-case, and ``mem_ghp_...`` or ``svc-hf_...`` must still be found (the
-    prefix and length alone tell it from prose)."""
+    """A credential known by its prefix (its hint, left unmasked): one of ``prefixes``, then
+    ``body``, followed by none of the characters ``end``. Bounded on the left by a letter or
+    digit only, so ``mem_ghp_...`` and ``svc-hf_...`` are found."""
     prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
     regex = rf"(?<![A-Za-z0-9])((?:{'|'.join(map(re.escape, prefixes))}){body})"
     options.setdefault("keep", len(prefixes[0]))
@@ -309,10 +305,8 @@ def secret_spans(
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential the built-in patterns find replaced by ``[kind]``.
-
-    Every error message passes through it, so a check that echoes a refused value never
-    prints a token; lines holding :data:`ALLOW_MARKER` are redacted too."""
+    """``text`` with every credential the built-in patterns find replaced by ``[kind]``, lines
+    holding :data:`ALLOW_MARKER` too: every error message passes through it."""
     spans = secret_spans(text)
     if not spans:
         return text

@@ -1,8 +1,5 @@
-"""Commit messages: who wrote a change, what it did, and the trailers that say so.
-
-Every gitmem commit ends in ``Gitmem-*`` trailers (``Gitmem-Op: create``, ``Gitmem-Id:``,
-...) that the log, audit, review and the index read back. This module writes and
-parses them; it knows nothing of git objects.
+"""Commit messages and their ``Gitmem-*`` trailers (``Gitmem-Op: create``, ``Gitmem-Id:``,
+...), which the log, audit, review and the index read back.
 """
 
 from __future__ import annotations

@@ -463,13 +463,7 @@ def run_git(
     return result
 
 
-_LINE = re.compile(rb"[^\r\n]*[\r\n]")
-
-
-def _split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """Complete lines (each with its carriage return or newline) and the rest of ``buffer``."""
-    lines = _LINE.findall(buffer)
-    return lines, buffer[sum(map(len, lines)) :]
+_LINE_END = re.compile(rb"(?<=[\r\n])")
 
 
 def _run_streaming(
@@ -512,7 +506,7 @@ def _run_streaming(
             if not chunk:
                 break
             err += chunk
-            lines, pending = _split_lines(pending + chunk)
+            *lines, pending = _LINE_END.split(pending + chunk)
             for line in lines:
                 stderr_lines(line.decode("utf-8", "replace"))
         if pending:

@@ -1,14 +1,10 @@
 """The git layer: trees at a revision, commits with trailers, compare-and-swap, retry.
 
-Everything here uses pygit2 only; no ``git`` subprocess and no work-tree round
-trip is on the write path. A write is a *plan*: a function that reads a
-:class:`Snapshot` of the branch tip, stages changes in it, and says what the
-commit should say. :meth:`GitDB.write` runs the plan under the store's one writer
-lock, builds the new tree bottom-up along the touched paths only, commits with the
-tip it read as parent, and moves the branch with compare-and-swap. When something
-else moved the branch first, the plan runs again on the new tip, so nothing is
-overwritten. In a work-tree store, :class:`~gitmem.git.worktree.WorkTree` then brings the
-files and git's index to the new commit, under the same lock.
+A write is a *plan*: a function that reads a :class:`Snapshot` of the branch tip, stages
+changes and says what the commit should say. :meth:`GitDB.write` runs it under the store's
+writer lock, builds the tree along the touched paths, commits and moves the branch with
+compare-and-swap (again on the new tip when something else moved it), then brings a work
+tree's files and git's index along (:class:`~gitmem.git.worktree.WorkTree`).
 """
 
 from __future__ import annotations
@@ -118,10 +114,7 @@ def check_branch_name(name: str) -> str:
 
 class GitDB:
     """One git repository seen as a store: snapshots, writes, and the branch they move.
-
-    A pygit2 Repository is never shared between threads or across a fork: each
-    thread (and each process after fork) opens its own.
-    """
+    Each thread, and each process after a fork, opens its own pygit2 Repository."""
 
     def __init__(
         self,
@@ -244,11 +237,8 @@ class GitDB:
         return get_commit(repo, ref.target)
 
     def resolve(self, at: str | dt.datetime | dt.date | None) -> pygit2.Commit | None:
-        """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time.
-
-        A time picks the newest commit on the branch made at or before it; None
-        means nothing existed yet.
-        """
+        """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time: the
+        newest commit on the branch made at or before it (None: nothing existed yet)."""
         if at is None:
             return self.tip()
         if isinstance(at, str):

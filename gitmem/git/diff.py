@@ -1,8 +1,5 @@
-"""What changed between trees and commits, and what is at a path: one routine each.
-
-Sync, review, audit, the log's filters and the readers all ask these questions of git;
-they all ask them here. (The index's catch-up walks memory trees side by side instead,
-descending only into subtrees that differ: :mod:`gitmem.store.commit_changes`.)
+"""What changed between trees and commits, and what is at a path: one routine each (the
+index's catch-up walks trees side by side instead: :mod:`gitmem.store.commit_changes`).
 """
 
 from __future__ import annotations
@@ -91,10 +88,8 @@ def normal_mode(mode: int) -> int:
 def tree_entries(
     repo: pygit2.Repository, tree: pygit2.Oid | None
 ) -> dict[str, tuple[int, bytes]]:
-    """name -> (mode, raw object id) of a tree's entries, in the tree's order, parsed from
-    the tree object itself: iterating a pygit2 Tree makes an object and a FileMode per
-    entry, which in a folder of thousands of memories costs more than the rest of a
-    write's catch-up."""
+    """name -> (mode, raw object id) of a tree's entries, parsed from the tree object itself
+    (iterating a pygit2 Tree makes two objects per entry, which costs more in a big folder)."""
     if tree is None:
         return {}
     kind, data = repo.odb.read(tree)

@@ -61,10 +61,8 @@ class LocalConfig:
 
 
 def with_store_settings(config: StoreConfig, gitdir: str | os.PathLike[str]) -> StoreConfig:
-    """``config`` (a store's committed gitmem.yaml) with the user's own policy for the store
-    at ``gitdir`` beside it: ``stores.<git dir>.{secrets, limits, lifecycle}``, which may
-    allow and raise what the committed file may only tighten. A local configuration that
-    cannot be read gives none (stricter), with one warning."""
+    """``config`` (a store's gitmem.yaml) with the user's own policy for the store beside it
+    (``stores.<git dir>.{secrets, limits, lifecycle}``); an unreadable one gives none."""
     try:
         local = load_cached()
     except InvalidMemoryError as exc:
@@ -76,10 +74,9 @@ def with_store_settings(config: StoreConfig, gitdir: str | os.PathLike[str]) -> 
 
 
 def read_limit(gitdir: str | os.PathLike[str]) -> int:
-    """The largest file gitmem reads from the store at ``gitdir``: the body bound (the
-    user's own ``limits.max_body_bytes`` for it, else the built-in one) plus the
-    front-matter bound. A committed gitmem.yaml does not move it: a lowered write limit
-    pushed by a teammate must not hide the memories already stored."""
+    """The largest file gitmem reads from the store at ``gitdir``: the user's own body bound
+    for it (else the built-in one) plus the front-matter bound. The committed gitmem.yaml
+    does not move it, so a teammate's lower limit hides no stored memory."""
     from gitmem.format.config import DEFAULT_MAX_BODY_BYTES
     from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
@@ -136,13 +133,9 @@ def load_cached() -> LocalConfig:
 
 
 def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
-    """Apply ``change`` to the configuration's mapping and write the file back.
-
-    Under an exclusive lock (a ``.lock`` file beside it), so two gitmem processes
-    recording a store at once both land; written to a temporary file and renamed
-    (a reader sees the old file or the new one); owner-only mode, since the file
-    decides what runs. Comments in a hand-written file are not kept.
-    """
+    """Apply ``change`` to the configuration's mapping and write the file back: under a lock,
+    so concurrent records both land; renamed into place; owner-only, since it decides what
+    runs. Comments in a hand-written file are not kept."""
     import yaml
 
     path = config_path()

@@ -1,8 +1,5 @@
-"""Locks and the liveness of the processes that hold them.
-
-gitmem serializes writers with ``flock`` (the kernel releases it when a process dies,
-so it is never stale) and reads git's own ``.lock`` files, which a killed process leaves
-behind: a lock whose owner is gone may be cleared.
+"""Locks and the liveness of the processes that hold them: gitmem's writers take ``flock``
+(never stale); git's own ``.lock`` files, which a killed process leaves, may be cleared.
 """
 
 from __future__ import annotations

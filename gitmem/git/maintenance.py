@@ -1,14 +1,10 @@
 """Packing with git's own policy: ``git gc --auto`` after writes, ``git gc`` on demand.
 
-pygit2 writes every object loose and no git command writes to a store, so git's automatic
-gc never runs by itself. After a write that moved the branch, :func:`after_write` makes
-git's cheap estimate (loose objects in one fan-out folder times 256 against ``gc.auto``,
-packs against ``gc.autoPackLimit``) and, when packing is due, starts one detached
-``git gc --auto`` that holds ``<gitdir>/gitmem/gc.lock`` for as long as it runs: a writer
-finding the lock held knows someone is packing. ``gitmem gc`` runs ``git gc`` in the
-foreground under the same lock. git writes a new pack before deleting what it replaces and
-keeps recent unreachable objects, so a write racing a repack, or a kill, loses nothing.
-``gc.auto`` 0 turns automatic packing off, as in git.
+pygit2 writes every object loose, so git's automatic gc never runs by itself. After a
+write, :func:`after_write` makes git's cheap estimate and, when packing is due, starts one
+detached ``git gc --auto`` holding ``<gitdir>/gitmem/gc.lock`` while it runs; ``gitmem gc``
+runs ``git gc`` under the same lock. git writes the new pack before deleting what it
+replaces, so a write racing a repack, or a kill, loses nothing. ``gc.auto`` 0 turns it off.
 """
 
 from __future__ import annotations

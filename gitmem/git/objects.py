@@ -1,8 +1,5 @@
-"""Git objects as gitmem reads and writes them: snapshots of a tree, trees built bottom-up.
-
-A :class:`Snapshot` is the tree of one commit, read lazily through pygit2, with the
-changes a write plan stages on top; :func:`build_tree` turns those changes into new
-tree objects along the touched paths only. :mod:`gitmem.git.db` runs plans on them.
+"""Git objects as gitmem reads and writes them: snapshots of a tree, trees built bottom-up
+(:func:`build_tree`) along the touched paths only, and the bounded blob read.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import errno
 import shlex
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -36,9 +33,8 @@ log = logs.get(__name__)
 
 @dataclass(frozen=True)
 class FastForward:
-    """A plan's answer that moves the branch to ``target``, a commit that already exists and
-    descends from the tip, instead of making one (``gitmem sync`` when only the remote moved).
-    What the plan staged is the difference, for the work tree."""
+    """A plan's answer that moves the branch to ``target``, an existing descendant of the tip
+    (``gitmem sync`` when only the remote moved); what it staged is the difference."""
 
     target: pygit2.Commit
     reason: str
@@ -54,12 +50,9 @@ def staged_id(data: bytes | pygit2.Oid) -> pygit2.Oid:
 
 
 class Snapshot:
-    """The tree of one commit plus the changes a plan has staged on top of it.
-
-    With ``write_blobs``, :meth:`put` writes each file's blob at once and stages only its
-    id, so a large transaction holds ids, not bytes; a process that dies before the commit
-    leaves unreachable blobs, which git prunes, and nothing half-done.
-    """
+    """The tree of one commit plus the changes a plan has staged on top of it. With
+    ``write_blobs``, :meth:`put` writes each blob at once and stages its id (a large
+    transaction holds ids, not bytes; a kill leaves only blobs git prunes)."""
 
     def __init__(
         self, repo: pygit2.Repository, commit: pygit2.Commit | None, *, write_blobs: bool = False
@@ -71,11 +64,8 @@ class Snapshot:
         self.written = 0
         """Bytes of the blobs :meth:`put` wrote (``write_blobs``)."""
         self.changes: dict[str, Staged] = {}
-        # casefold(path or folder) -> the spellings staged under it, so a create can ask
-        # "is a case twin staged?" without scanning every staged change (bulk imports stage
-        # thousands). Built on the first question only (a bulk import of new ids never
-        # asks, and at 1M staged files the map would be ~400 MB), then kept up to date by
-        # put/remove; rebuilt if changes was written directly.
+        # casefold(path or folder) -> the spellings staged under it: built on the first
+        # question (a bulk import never asks), then kept up to date by put and remove.
         self._spellings: dict[str, set[str]] = {}
         self._indexed = 0
         self._spelling_asked = False
@@ -193,17 +183,11 @@ class Snapshot:
 # are given (pgit_borrow_fsdefault), so each path looked up stays alive for good. The
 # lookups below give it back, where a probe of that very call saw exactly one leak.
 
-_DecRef = Callable[[object], None]
-
-
-def _decref_function() -> _DecRef | None:
-    try:
-        function = ctypes.pythonapi.Py_DecRef
-    except (AttributeError, OSError):  # not CPython: nothing to give back
-        return None
+def _decref_function() -> Callable[[object], None]:
+    function = ctypes.pythonapi.Py_DecRef
     function.argtypes = [ctypes.py_object]
     function.restype = None
-    return cast(_DecRef, function)
+    return cast(Callable[[object], None], function)
 
 
 _DECREF = _decref_function()
@@ -212,57 +196,44 @@ _LEAKS: dict[str, bool] = {}
 
 def _leaks(kind: str, call: Callable[[str], object]) -> bool:
     """Whether ``call(name)`` keeps one reference to ``name`` (probed once per ``kind``)."""
-    known = _LEAKS.get(kind)
-    if known is not None:
-        return known
-    probe = "".join(("gitmem-probe-", kind))  # a fresh string nobody else holds
-    before = sys.getrefcount(probe)
-    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-        call(probe)
-    kept = sys.getrefcount(probe) - before
-    leaks = _DECREF is not None and kept == 1
-    if leaks:
-        _give_back(probe)
-    _LEAKS[kind] = leaks
-    return leaks
-
-
-def _give_back(name: str) -> None:
-    assert _DECREF is not None
-    _DECREF(name)
+    if kind not in _LEAKS:
+        probe = "".join(("gitmem-probe-", kind))  # a fresh string nobody else holds
+        before = sys.getrefcount(probe)
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            call(probe)
+        _LEAKS[kind] = sys.getrefcount(probe) - before == 1
+        if _LEAKS[kind]:
+            _DECREF(probe)
+    return _LEAKS[kind]
 
 
 def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     """The entry at ``path`` (``a/b/c`` walks sub-trees), None when there is none. Every
     lookup of a tree by name goes through here (see above)."""
-    leaks = _LEAKS.get("tree")
-    if leaks is None:
-        leaks = _leaks("tree", tree.__getitem__)
+    leaks = _leaks("tree", tree.__getitem__)
     try:
         return tree[path]
     except KeyError:
         return None
     finally:
         if leaks:
-            _give_back(path)
+            _DECREF(path)
 
 
 def builder_remove(repo: pygit2.Repository, builder: pygit2.TreeBuilder, name: str) -> None:
     """``builder.remove(name)``, giving back the reference pygit2 keeps (see above)."""
-    leaks = _LEAKS.get("remove")
-    if leaks is None:  # probed on an empty builder: removing the probe changes nothing
-        leaks = _leaks("remove", repo.TreeBuilder().remove)
+    # Probed on an empty builder: removing the probe changes nothing.
+    leaks = _leaks("remove", lambda probe: repo.TreeBuilder().remove(probe))
     try:
         builder.remove(name)
     finally:
         if leaks:
-            _give_back(name)
+            _DECREF(name)
 
 
 def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
-    """``repo[oid]``, or RepositoryDamagedError (one line, with the recovery hint) when the
-    object is missing or cannot be read: a bare KeyError or "failed to inflate" says
-    neither what is wrong nor what to do."""
+    """``repo[oid]``, or RepositoryDamagedError with the recovery hint when the object is
+    missing or cannot be read."""
     with _reading(repo, oid, what):
         return repo[oid]
 
@@ -328,10 +299,8 @@ def readable(repo: pygit2.Repository, oid: pygit2.Oid) -> bool:
 
 def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
     """The bytes of the blob ``oid``: every file gitmem reads from git comes through here.
-
-    Its size is read from the object's header first (no inflating), so a file over
-    :func:`read_limit` costs nothing: TooLargeError, with one warning per process, and
-    the caller skips it like any file that is not a memory."""
+    The size comes from the header first, so a file over :func:`read_limit` is never
+    inflated: TooLargeError (one warning per process), which callers skip."""
     with _reading(repo, oid, "file (blob)"):
         kind, size = repo.odb.read_header(oid)
     if kind != pygit2.enums.ObjectType.BLOB:
@@ -362,27 +331,15 @@ def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Itera
 
 
 def build_tree(
-    repo: pygit2.Repository,
-    base: pygit2.Tree | None,
-    changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
+    repo: pygit2.Repository, base: pygit2.Tree | None, changes: Mapping[str, Staged]
 ) -> pygit2.Oid:
-    """Write the tree of ``base`` with ``changes`` applied, rebuilding only the touched subtrees.
-
-    A change is the file's bytes, or the id of a blob already written; None removes.
-
-    Cost grows with the depth of the touched paths and the size of the touched
-    directories, never with the number of files in the store.
-    """
+    """Write the tree of ``base`` with ``changes`` (:data:`Staged`) applied, rebuilding only
+    the touched subtrees: the cost follows the change, never the size of the store."""
     result = _apply(repo, base, _nest(changes))
-    if result is None:
-        empty: pygit2.Oid = write_object(repo.TreeBuilder().write)
-        return empty
-    return result
+    return result if result is not None else write_object(repo.TreeBuilder().write)
 
 
-def _nest(
-    changes: dict[str, Staged] | dict[str, bytes | None] | dict[str, pygit2.Oid | None],
-) -> dict[str, Any]:
+def _nest(changes: Mapping[str, Staged]) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for path, data in changes.items():
         parts = path.split("/")
@@ -411,22 +368,16 @@ def _apply(
             )
             if existing is not None and subtree is None:
                 raise InvalidInputError(f"{name!r} is a file where a directory is needed")
-            sub_oid = _apply(repo, subtree, sub)
-            if sub_oid is None:
-                if existing is not None:
-                    builder_remove(repo, builder, name)
-            else:
-                builder.insert(name, sub_oid, FileMode.TREE)
-        elif sub is None:
-            if existing is not None:
-                builder_remove(repo, builder, name)
+            oid, mode = _apply(repo, subtree, sub), FileMode.TREE
         else:
-            blob = sub if isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
-            builder.insert(name, blob, FileMode.BLOB)
-    if len(builder) == 0:
-        return None
-    oid: pygit2.Oid = write_object(builder.write)
-    return oid
+            oid = sub if sub is None or isinstance(sub, pygit2.Oid) else create_blob(repo, sub)
+            mode = FileMode.BLOB
+        if oid is not None:
+            builder.insert(name, oid, mode)
+        elif existing is not None:
+            builder_remove(repo, builder, name)
+    written: pygit2.Oid | None = write_object(builder.write) if len(builder) else None
+    return written
 
 
 VANISHED_DIR_RETRIES = 5
@@ -440,33 +391,23 @@ def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
         try:
             return write()
         except OSError as exc:
-            if attempt + 1 == VANISHED_DIR_RETRIES or not _vanished(exc):
-                refused = _refused(exc)
-                if refused is not None:
-                    raise refused from exc
-                raise
-            log.debug("object directory vanished during a write (%s); writing again", exc)
+            # pygit2's OSError carries libgit2's message but no errno.
+            text = str(exc)
+            if attempt + 1 < VANISHED_DIR_RETRIES and (
+                exc.errno == errno.ENOENT or "No such file or directory" in text
+            ):
+                log.debug("object directory vanished during a write (%s); writing again", exc)
+                continue
+            # A write the file system refused (a read-only store, another user's) gets its
+            # errno back, so callers can tell it from a failure.
+            for code, phrase in (
+                (errno.EROFS, "Read-only file system"),
+                (errno.EACCES, "Permission denied"),
+            ):
+                if exc.errno is None and phrase in text:
+                    raise OSError(code, text) from exc
+            raise
     raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _refused(exc: OSError) -> OSError | None:
-    """libgit2's OSError without its errno: a write the file system refused (a read-only
-    store, another user's) gets it back, so callers can tell it from a failure."""
-    if exc.errno is not None:
-        return None
-    text = str(exc)
-    for code, phrase in (
-        (errno.EROFS, "Read-only file system"),
-        (errno.EACCES, "Permission denied"),
-    ):
-        if phrase in text:
-            return OSError(code, text)
-    return None
-
-
-def _vanished(exc: OSError) -> bool:
-    # pygit2 raises a bare OSError carrying libgit2's message, without errno.
-    return exc.errno == errno.ENOENT or "No such file or directory" in str(exc)
 
 
 def create_blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
@@ -483,7 +424,4 @@ def author_time(commit: pygit2.Commit) -> dt.datetime:
 
 
 def differs(snap: Snapshot, path: str, data: Staged) -> bool:
-    current = snap.blob_id(path)
-    if data is None:
-        return current is not None
-    return current is None or current != staged_id(data)
+    return snap.blob_id(path) != (None if data is None else staged_id(data))

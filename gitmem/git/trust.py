@@ -130,9 +130,8 @@ _owner_check = threading.Lock()
 
 def name(path: str | os.PathLike[str]) -> None:
     """Note that the user named the store at ``path`` (``--store``, ``$GITMEM_DIR``,
-    ``gitmem.open(path)``): when another user owns it, it is read (never written). A store
-    found by walking up is not named: git's own rule, which stops a directory above the
-    user's from deciding what they open."""
+    ``gitmem.open(path)``): another user's is then read, never written. A store found by
+    walking up is not named (git's rule)."""
     _named.add(str(git_dir_of(path)))
 
 
@@ -158,12 +157,9 @@ def foreign_access(path: str | os.PathLike[str]) -> Literal["write", "read"] | N
 def open_repository(
     path: str | os.PathLike[str], *, relaxed: bool = False
 ) -> tuple[pygit2.Repository, bool]:
-    """libgit2's repository at ``path`` (no search) and whether its owner check was relaxed.
-
-    libgit2 refuses a repository another user owns, as git does; its only switch is
-    process-wide, so it is turned off just for the open of a store :func:`foreign_access`
-    allows (``relaxed``: one that was), under a lock, and back on. Owned by another user
-    and not allowed: StoreError saying how to read it."""
+    """libgit2's repository at ``path`` (no search) and whether its owner check was relaxed:
+    libgit2's switch is process-wide, so it is turned off under a lock just for a store
+    :func:`foreign_access` allows. Another user's store otherwise: StoreError."""
     import pygit2
 
     flags = pygit2.enums.RepositoryOpenFlag.NO_SEARCH

@@ -1,11 +1,9 @@
 """A work-tree store's files and git's index, kept at the branch tip gitmem wrote.
 
-:meth:`GitDB.write <gitmem.git.db.GitDB.write>` commits without touching the work tree;
-under the same writer lock it then asks this module to refuse a write over uncommitted
-edits (:meth:`WorkTree.check_clean`), to write the touched files and stage them in git's
-index so ``git status`` stays clean (:meth:`WorkTree.update`), and to bring forward files a
-killed writer left at an older commit (:meth:`WorkTree.heal`). The commit the files were
-last brought to is kept in ``<gitdir>/gitmem/worktree-synced``.
+Under the writer lock, after a commit: refuse a write over uncommitted edits
+(:meth:`WorkTree.check_clean`), write the touched files and stage them so ``git status``
+stays clean (:meth:`WorkTree.update`), and bring forward files a killed writer left behind
+(:meth:`WorkTree.heal`, from the commit in ``<gitdir>/gitmem/worktree-synced``).
 """
 
 from __future__ import annotations
@@ -36,11 +34,8 @@ IndexMoves = dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]]
 
 
 class WorkTree:
-    """The files of a store's work tree and git's index beside them.
-
-    Every method runs under the store's writer lock, so the parsed index kept between
-    writes is never changed by two threads at once.
-    """
+    """The files of a store's work tree and git's index beside them; every method runs
+    under the store's writer lock."""
 
     def __init__(
         self,
@@ -115,12 +110,8 @@ class WorkTree:
     # -- healing ----------------------------------------------------------------------
 
     def heal(self, tip: pygit2.Commit | None) -> None:
-        """Bring files left behind by an interrupted write up to the tip.
-
-        A writer killed between moving the branch and updating the work tree
-        leaves files at the previous commit. Any file that still matches what
-        gitmem last synced (so nobody edited it) is brought forward.
-        """
+        """Bring files a writer killed after its commit left behind up to the tip: each file
+        still as gitmem last synced it (nobody edited it)."""
         if tip is None:
             return
         synced = self._read_synced()
@@ -155,12 +146,8 @@ class WorkTree:
         self.update(tip, changes, index_only)
 
     def _remove_dead_temp_files(self, path: str) -> None:
-        """Remove ``.<name>.<pid>.tmp`` files a killed writer left beside ``path``.
-
-        Files are written only after their commit landed and before the synced marker
-        moves, so every temp file a dead writer left is beside a path of the commits
-        being healed. A temp file of a live process (a writer at work) is left alone.
-        """
+        """Remove ``.<name>.<pid>.tmp`` files a dead writer left beside ``path`` (one beside
+        a healed path; a live process's are left alone)."""
         full = self.workdir / path
         try:
             candidates = list(full.parent.glob(f".{glob.escape(full.name)}.*.tmp"))
@@ -182,11 +169,8 @@ class WorkTree:
         changes: Mapping[str, Staged],
         index_only: IndexMoves | None = None,
     ) -> None:
-        """Write the touched files and git's index so ``git status`` is clean at ``after``.
-
-        ``index_only`` moves index entries without touching the file (an entry someone
-        staged is left alone).
-        """
+        """Write the touched files and git's index so ``git status`` is clean at ``after``;
+        ``index_only`` moves index entries without touching the file."""
         self._write_files(changes.items())
         self._stage(changes, index_only or {})
         self._mark_synced(after.id)
