@@ -199,8 +199,6 @@ def _count(text: str) -> int:
         return 1
 
 
-
-
 def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
     if value is None:
         return None
@@ -208,5 +206,3 @@ def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime |
         return parse_timestamp(value)
     except (TypeError, ValueError):
         raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None
-
-

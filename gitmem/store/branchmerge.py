@@ -193,9 +193,7 @@ class _DerivedSides:
     """Each side's versions of a path as of its commit, for the memory-aware merge to rank
     sides by the version and time a reader of each sees."""
 
-    def __init__(
-        self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
-    ) -> None:
+    def __init__(self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit) -> None:
         self.repo, self.ours, self.theirs = repo, ours, theirs
         self._ours: dict[str, derived.Versions] = {}
         self._theirs: dict[str, derived.Versions] = {}

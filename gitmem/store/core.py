@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory, Scope
 from gitmem.store.index_catchup import Progress
-from gitmem.store.inputs import tag_tuple
+from gitmem.store.inputs import tag_tuple, whole_number
 from gitmem.store.transactions import At
 from gitmem.store.writes import Writes
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gitmem.store.recall import RecallResults
     from gitmem.store.search import SearchResults
     from gitmem.store.sync import SyncResult
+
 
 class Store(Writes):
     """A gitmem store: one git repository, or a repo-scope and a user-scope one read together.
@@ -128,8 +129,7 @@ class Store(Writes):
         checked_mode = search_mod.check_mode(mode)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the search query is empty")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
+        whole_number("limit", limit, 1)
         filters: dict[str, Any] = {
             "category": category,
             "tags": sorted(set(tag_tuple(tags))) if tags else [],
@@ -151,22 +151,10 @@ class Store(Writes):
         )
         if isinstance(found, str):
             # Not FTS5 syntax: a question, punctuation, words no memory holds all of.
-            why = found
-            recalled = self.recall(
-                query,
-                limit=limit,
-                scope=scope,
-                category=category,
-                tags=tags,
-                include_superseded=include_superseded,
-                include_archived=include_archived,
-                layer=layer,
-                project=project,
-            )
-            results.notice = f"searched {query!r} as natural language ({why})"
+            recalled = self.recall(query, limit=limit, scope=scope, **filters)
+            results.notice = f"searched {query!r} as natural language ({found})"
             results.mode = "natural"  # scores are recall's, not FTS5 tiers and bm25
-            results.matches = [search_mod.from_recall(h.memory, h.score, h.lines) for h in recalled]
-            return results
+            found = [search_mod.from_recall(h.memory, h.score, h.lines) for h in recalled]
         results.matches = found
         return results
 
@@ -197,12 +185,9 @@ class Store(Writes):
         """
         from gitmem.store.recall import recall
 
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, not {limit!r}")
-        if budget is not None and (
-            not isinstance(budget, int) or isinstance(budget, bool) or budget < 0
-        ):
-            raise InvalidInputError(f"budget must be a number of tokens >= 0, not {budget!r}")
+        whole_number("limit", limit, 1)
+        if budget is not None:
+            whole_number("budget", budget, 0)
         return recall(
             [self._reader(b, at) for b in self._ordered(scope)],
             query,

@@ -102,9 +102,7 @@ def walk(
             for path in candidates
             if makes_version(memory_blob(tree, path), [memory_blob(p.tree, path) for p in parents])
         ]
-        if hits and not is_migration(
-            v for _, v in parse_trailers(each.message, (OP_TRAILER,))
-        ):
+        if hits and not is_migration(v for _, v in parse_trailers(each.message, (OP_TRAILER,))):
             for path in hits:
                 out[path] = out[path].plus(each.author.time)
     return out

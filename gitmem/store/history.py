@@ -12,18 +12,20 @@ from dataclasses import replace
 import pygit2
 
 from gitmem.base import logs
-from gitmem.base.errors import GitmemError, InvalidIdError, InvalidInputError, NotFoundError
+from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
 from gitmem.format.versions import RENAMED_FROM, Chain, earlier, walk_back, walk_forward
 from gitmem.git.diff import memory_blob
 from gitmem.git.objects import blob_data
 from gitmem.store import derived
+from gitmem.store.inputs import whole_number
 from gitmem.store.reads import Reads
 from gitmem.store.results import History, Version
 from gitmem.store.transactions import At, Backend
 
 log = logs.get(__name__)
+
 
 class VersionHistory(Reads):
     """The history reads of a Store: version chains and each memory's versions."""
@@ -84,8 +86,7 @@ class VersionHistory(Reads):
         When two memories supersede the same one (a fork), the higher version wins,
         then the later ``updated_at``, then the id; a warning is logged.
         """
-        check_id(id)
-        latest_id, _, warnings = walk_forward(id, self._successors_of)
+        latest_id, _, warnings = walk_forward(id, self.successors)
         for warning in warnings:
             log.warning("%s", warning)
         return self.read(latest_id)
@@ -93,13 +94,7 @@ class VersionHistory(Reads):
     def successors(self, id: str) -> builtins.list[Memory]:
         """Memories that name ``id`` in ``supersedes`` (more than one is a fork)."""
         check_id(id)
-        return self._successors_of(id)
-
-    def _successors_of(self, id: str) -> builtins.list[Memory]:
-        found: builtins.list[Memory] = []
-        for backend in self._ordered(None):
-            found.extend(self._reader(backend).successors(id))
-        return found
+        return [m for b in self._ordered(None) for m in self._reader(b).successors(id)]
 
     def history(
         self, id: str, *, max_depth: int = 1000, limit: int | None = None, page: int = 1
@@ -113,9 +108,8 @@ class VersionHistory(Reads):
         what comes before): only their content is read, so a call costs its page.
         """
         check_id(id)
-        for name, value in (("limit", 1 if limit is None else limit), ("page", page)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
+        whole_number("limit", 1 if limit is None else limit, 1)
+        whole_number("page", page, 1)
         warnings: builtins.list[str] = []
         renamed: dict[str, str] = {}  # an id a memory was renamed from -> that memory
         try:

@@ -52,6 +52,11 @@ def check_expected(current: Memory, expected: int | None) -> None:
         )
 
 
+def whole_number(what: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidInputError(f"{what} must be a whole number >= {minimum}, not {value!r}")
+
+
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 """The characters a one-line field refuses: C0 controls (line breaks among them) and DEL.
 One regex search, not a Python test per character (a create checks six such fields)."""

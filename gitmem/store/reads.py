@@ -48,9 +48,7 @@ from gitmem.store.transactions import At, Backend, Transactions
 
 log = logs.get(__name__)
 
-NOT_FOUND_HINT = (
-    "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
-)
+NOT_FOUND_HINT = "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
 
 
 INDEX_STEPS = 64
