@@ -19,7 +19,7 @@ import json
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,6 @@ GRAPH_VERSION = 4
 """Bump when the tables or what :func:`_apply` writes change: the index refills them."""
 TRIGRAM = 3
 _CHUNK = 500
-"""Names per ``IN (...)`` (SQLite bounds the parameters of one statement)."""
 
 
 # -- what a file means ---------------------------------------------------------------------
@@ -390,17 +389,20 @@ def _entity(row: Sequence[Any]) -> EntityRow:
     )
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
-
-
 class GraphReader:
     """Queries of the graph rows, all at one commit (:attr:`commit`)."""
 
     def __init__(self, conn: sqlite3.Connection, commit: str | None) -> None:
         self.conn = conn
         self.commit = commit
+
+    def _where_in(self, sql: str, names: Iterable[str]) -> Iterator[Any]:
+        """The rows of ``sql`` (its ``{}`` a list of names) for every name, in chunks:
+        SQLite bounds the parameters of one statement."""
+        wanted = list(dict.fromkeys(names))
+        for at in range(0, len(wanted), _CHUNK):
+            chunk = wanted[at : at + _CHUNK]
+            yield from self.conn.execute(sql.format(", ".join("?" * len(chunk))), chunk)
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -424,19 +426,8 @@ class GraphReader:
 
     def named(self, names: Iterable[str]) -> list[EntityRow]:
         """The entity files with one of these names, in the graph's order."""
-        wanted = list(dict.fromkeys(names))
-        out: list[EntityRow] = []
-        for chunk in _chunks(wanted):
-            marks = ", ".join("?" for _ in chunk)
-            out.extend(
-                _entity(r)
-                for r in self.conn.execute(
-                    f"SELECT {_ENTITY_COLUMNS} FROM graph_entities WHERE name IN ({marks})",
-                    list(chunk),
-                )
-            )
-        out.sort(key=lambda e: e.order)
-        return out
+        sql = f"SELECT {_ENTITY_COLUMNS} FROM graph_entities WHERE name IN ({{}})"
+        return sorted((_entity(r) for r in self._where_in(sql, names)), key=lambda e: e.order)
 
     def search(self, query: str) -> list[EntityRow]:
         """Entities whose lower-cased name, type or an observation contains ``query``
@@ -467,36 +458,22 @@ class GraphReader:
 
     # -- relations -------------------------------------------------------------------------
 
-    def touching(self, names: Iterable[str]) -> list[tuple[str, str, str]]:
+    def touching(self, names: Collection[str]) -> list[tuple[str, str, str]]:
         """Relations with at least one end among ``names``, in the graph's order."""
-        wanted = list(dict.fromkeys(names))
-        if not wanted:
-            return []
         found: dict[tuple[Any, ...], tuple[str, str, str]] = {}
-        for chunk in _chunks(wanted):
-            marks = ", ".join("?" for _ in chunk)
-            for column in ("source", "target"):
-                for r in self.conn.execute(
-                    "SELECT pending, created_ns, doc, pos, source, target, type "
-                    f"FROM graph_relations WHERE {column} IN ({marks})",
-                    list(chunk),
-                ):
-                    found[tuple(r[:4])] = (r[4], r[5], r[6])
+        for column in ("source", "target"):
+            sql = (
+                "SELECT pending, created_ns, doc, pos, source, target, type "
+                f"FROM graph_relations WHERE {column} IN ({{}})"
+            )
+            for r in self._where_in(sql, names):
+                found[tuple(r[:4])] = (r[4], r[5], r[6])
         return [found[key] for key in sorted(found)]
 
     def docs_relating_to(self, names: Iterable[str]) -> list[str]:
         """Entity files holding a relation to one of ``names``."""
-        wanted = list(dict.fromkeys(names))
-        out: dict[str, None] = {}
-        for chunk in _chunks(wanted):
-            marks = ", ".join("?" for _ in chunk)
-            for r in self.conn.execute(
-                "SELECT DISTINCT doc FROM graph_relations WHERE pending = 0 AND "
-                f"target IN ({marks})",
-                list(chunk),
-            ):
-                out[r[0]] = None
-        return list(out)
+        sql = "SELECT doc FROM graph_relations WHERE pending = 0 AND target IN ({})"
+        return list(dict.fromkeys(r[0] for r in self._where_in(sql, names)))
 
 
 def _branch_tip(index: Index) -> str | None:

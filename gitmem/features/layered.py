@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gitmem.base import logs
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import PRUNE_TRAILER
@@ -42,8 +41,6 @@ from gitmem.format import schema
 from gitmem.format.layout import check_id, is_path_id
 from gitmem.format.model import Memory
 from gitmem.store.core import Store
-
-log = logs.get(__name__)
 
 ENTRY_SCHEMA = "memory_entry.schema.json"
 STRUCTURAL_FILE_TYPES: frozenset[str] = frozenset({"index"})

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitmem.format.model import Memory, Scope
+from gitmem.format.model import Scope
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -31,19 +31,6 @@ class MemoryRecord:
     body: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
     store_scope: Scope | None = None
-
-    @classmethod
-    def of(cls, memory: Memory) -> MemoryRecord:
-        return cls(
-            memory.id,
-            memory.path,
-            memory.title,
-            memory.created_at,
-            memory.updated_at,
-            memory.body,
-            {k: memory.extra[k] for k in _KEYS if k in memory.extra},
-            memory.store_scope,
-        )
 
 
 def _when(us: int) -> dt.datetime:

@@ -240,45 +240,36 @@ def load_rule(spec: str) -> PruneRule:
     return _as_rule(load_callable(spec), None, None)
 
 
-DEFAULT_REGISTRY = RuleRegistry()
-DEFAULT_REGISTRY.register(
-    "review_history",
-    PruneRule(
-        prune_review_history,
-        {"max_reviews": DEFAULT_MAX_REVIEWS},
-        REVIEW_ARCHIVE,
-        "oldest ## Review sections beyond max_reviews move to the archive",
-    ),
-)
-DEFAULT_REGISTRY.register(
-    "known_issues",
-    PruneRule(
-        prune_known_issues,
-        {
-            "remove_resolved_after_days": DEFAULT_REMOVE_RESOLVED_AFTER_DAYS,
-            "verify_status_after_days": DEFAULT_VERIFY_STATUS_AFTER_DAYS,
-        },
-        None,
-        "resolved issues removed after N days; [VERIFY STATUS] on issues idle for M days",
-    ),
-)
-DEFAULT_REGISTRY.register(
-    "test_results_history",
-    PruneRule(
-        prune_test_results_history,
-        {"max_sessions": DEFAULT_MAX_SESSIONS},
-        None,
-        "sessions beyond max_sessions folded into one ## Historical Summary",
-    ),
-)
-DEFAULT_REGISTRY.register(
-    "common_patterns",
-    PruneRule(
-        prune_common_patterns,
-        {"verify_every_writes": DEFAULT_VERIFY_EVERY_WRITES},
-        None,
-        "[VERIFY PATTERNS] every Nth write",
-    ),
+DEFAULT_REGISTRY = RuleRegistry(
+    {
+        "review_history": PruneRule(
+            prune_review_history,
+            {"max_reviews": DEFAULT_MAX_REVIEWS},
+            REVIEW_ARCHIVE,
+            "oldest ## Review sections beyond max_reviews move to the archive",
+        ),
+        "known_issues": PruneRule(
+            prune_known_issues,
+            {
+                "remove_resolved_after_days": DEFAULT_REMOVE_RESOLVED_AFTER_DAYS,
+                "verify_status_after_days": DEFAULT_VERIFY_STATUS_AFTER_DAYS,
+            },
+            None,
+            "resolved issues removed after N days; [VERIFY STATUS] on issues idle for M days",
+        ),
+        "test_results_history": PruneRule(
+            prune_test_results_history,
+            {"max_sessions": DEFAULT_MAX_SESSIONS},
+            None,
+            "sessions beyond max_sessions folded into one ## Historical Summary",
+        ),
+        "common_patterns": PruneRule(
+            prune_common_patterns,
+            {"verify_every_writes": DEFAULT_VERIFY_EVERY_WRITES},
+            None,
+            "[VERIFY PATTERNS] every Nth write",
+        ),
+    }
 )
 
 
