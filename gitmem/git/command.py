@@ -61,69 +61,59 @@ _NO_SUBMODULES: tuple[tuple[str, str], ...] = (
     ("push.recurseSubmodules", "no"),
 )
 
-_KeyTable = tuple[tuple[re.Pattern[str], str | None], ...]
-
-
-def _table(*rows: tuple[str, str | None]) -> _KeyTable:
-    """(pattern over the lower-cased key, its neutral value) rows, the patterns compiled."""
-    return tuple((re.compile(pattern, re.DOTALL), neutral) for pattern, neutral in rows)
-
-
-# Keys whose value is a program git runs: (pattern over the lower-cased key, the value
-# that runs nothing of the store's choosing). ``None``: worked out per key below.
-_EXEC_KEYS: _KeyTable = _table(
-    (r"core\.sshcommand", None),  # ssh transport
-    (r"core\.askpass", None),  # asked for credentials, even with GIT_TERMINAL_PROMPT=0
-    (r"core\.editor", ":"),
-    (r"sequence\.editor", ":"),
-    (r"core\.pager", "cat"),
-    (r"pager\..+", "false"),
-    (r"core\.alternaterefscommand", "true"),  # fetch asks it for the alternates' tips
-    (r"diff\.external", ""),  # empty: no external diff
-    (r"diff\..+\.textconv", "cat"),  # cat: the file as it is, as without textconv
-    # No value means "use git's own diff": an empty command fails the diff, runs nothing.
-    (r"diff\..+\.command", ""),
-    (r"merge\..+\.driver", None),
-    (r"filter\..+\.(?:clean|smudge|process)", ""),  # empty: no filter runs
-    (r"filter\..+\.required", "false"),  # ... and a missing filter is not an error
-    (r"gpg\.program", "gpg"),
-    (r"gpg\.openpgp\.program", "gpg"),
-    (r"gpg\.x509\.program", "gpgsm"),
-    (r"gpg\.ssh\.program", "ssh-keygen"),
-    (r"gpg\.ssh\.defaultkeycommand", ""),
-)
-# Keys whose value is a file git writes or hands to a server: the same treatment (the
-# user's own value, else one that names no file). ``http.<url>.*`` forms included.
-_FILE_KEYS: _KeyTable = _table(
-    # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
-    # store could have git create or overwrite a file of its choosing. Empty: none.
-    (r"http\.(?:.+\.)?cookiefile", ""),
-    (r"http\.(?:.+\.)?savecookies", "false"),
-    # A client certificate and key git presents to the server the store names: the
-    # user's own files sent where a teammate chose. Empty names no file (an HTTPS
-    # fetch then fails to load one: the store asked for a certificate it cannot have).
-    (r"http\.(?:.+\.)?sslcert", ""),
-    (r"http\.(?:.+\.)?sslkey", ""),
-    (r"http\.(?:.+\.)?proxysslcert", ""),
-    (r"http\.(?:.+\.)?proxysslkey", ""),
-)
-# Keys that change how git talks to the hub: whom it trusts, through whom it goes, what it
-# hands over. A store's author could otherwise turn off certificate checks and route the
-# user's fetches (and the credential the user's own helper adds) through a proxy they run.
-# Neutral: git's own default, or what the user's environment says for a proxy.
-_NETWORK_KEYS: _KeyTable = _table(
-    (r"http\.(?:.+\.)?sslverify", "true"),
-    # Empty names no file: an HTTPS fetch then fails to load the store's CA, one line,
-    # rather than trust a certificate authority the store chose.
-    (r"http\.(?:.+\.)?sslcainfo", ""),
-    (r"http\.(?:.+\.)?sslcapath", ""),
-    (r"http\.(?:.+\.)?proxysslcainfo", ""),
-    (r"http\.(?:.+\.)?sslversion", ""),  # empty: curl's default, no downgrade
-    (r"http\.(?:.+\.)?sslcipherlist", ""),  # empty: curl's default ciphers
-    (r"http\.(?:.+\.)?delegation", "none"),  # no Kerberos credential delegation
-    (r"http\.(?:.+\.)?followredirects", "initial"),  # git's default
-    (r"http\.(?:.+\.)?proxy", None),
-    (r"remote\..+\.proxy", None),
+# Keys a store may not set for an untrusted store: (pattern over the lower-cased key, the
+# value that runs, writes and trusts nothing of the store's choosing; ``None``: worked out
+# per key below). First, keys whose value is a program git runs.
+_NEUTRAL_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
+    (re.compile(pattern, re.DOTALL), neutral)
+    for pattern, neutral in (
+        (r"core\.sshcommand", None),  # ssh transport
+        (r"core\.askpass", None),  # asked for credentials, even with GIT_TERMINAL_PROMPT=0
+        (r"core\.editor", ":"),
+        (r"sequence\.editor", ":"),
+        (r"core\.pager", "cat"),
+        (r"pager\..+", "false"),
+        (r"core\.alternaterefscommand", "true"),  # fetch asks it for the alternates' tips
+        (r"diff\.external", ""),  # empty: no external diff
+        (r"diff\..+\.textconv", "cat"),  # cat: the file as it is, as without textconv
+        # No value means "use git's own diff": an empty command fails the diff, runs nothing.
+        (r"diff\..+\.command", ""),
+        (r"merge\..+\.driver", None),
+        (r"filter\..+\.(?:clean|smudge|process)", ""),  # empty: no filter runs
+        (r"filter\..+\.required", "false"),  # ... and a missing filter is not an error
+        (r"gpg\.program", "gpg"),
+        (r"gpg\.openpgp\.program", "gpg"),
+        (r"gpg\.x509\.program", "gpgsm"),
+        (r"gpg\.ssh\.program", "ssh-keygen"),
+        (r"gpg\.ssh\.defaultkeycommand", ""),
+        # Keys whose value is a file git writes or hands to a server (``http.<url>.*`` too).
+        # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
+        # store could have git create or overwrite a file of its choosing. Empty: none.
+        (r"http\.(?:.+\.)?cookiefile", ""),
+        (r"http\.(?:.+\.)?savecookies", "false"),
+        # A client certificate and key git presents to the server the store names: the
+        # user's own files sent where a teammate chose. Empty names no file (an HTTPS
+        # fetch then fails to load one: the store asked for a certificate it cannot have).
+        (r"http\.(?:.+\.)?sslcert", ""),
+        (r"http\.(?:.+\.)?sslkey", ""),
+        (r"http\.(?:.+\.)?proxysslcert", ""),
+        (r"http\.(?:.+\.)?proxysslkey", ""),
+        # Keys that change whom git trusts and goes through: a store's author could otherwise
+        # turn off certificate checks and route the user's fetches (and credentials) through a
+        # proxy they run. Neutral: git's default, or the environment's proxy.
+        (r"http\.(?:.+\.)?sslverify", "true"),
+        # Empty names no file: an HTTPS fetch then fails to load the store's CA, one line,
+        # rather than trust a certificate authority the store chose.
+        (r"http\.(?:.+\.)?sslcainfo", ""),
+        (r"http\.(?:.+\.)?sslcapath", ""),
+        (r"http\.(?:.+\.)?proxysslcainfo", ""),
+        (r"http\.(?:.+\.)?sslversion", ""),  # empty: curl's default, no downgrade
+        (r"http\.(?:.+\.)?sslcipherlist", ""),  # empty: curl's default ciphers
+        (r"http\.(?:.+\.)?delegation", "none"),  # no Kerberos credential delegation
+        (r"http\.(?:.+\.)?followredirects", "initial"),  # git's default
+        (r"http\.(?:.+\.)?proxy", None),
+        (r"remote\..+\.proxy", None),
+    )
 )
 # git keeps the FIRST value of these (remote.c: "more than one uploadpack given, using the
 # first"), so no later entry overrides them; the command's own option does.
@@ -225,11 +215,8 @@ def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str
 def _environment_proxy(env: Mapping[str, str]) -> str:
     """The proxy git would take from the environment with no ``http.proxy`` set, else none
     (one value cannot say both, so the HTTPS one is preferred: hubs are HTTPS)."""
-    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy"):
-        value = env.get(name)
-        if value:
-            return value
-    return ""
+    names = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy")
+    return next((value for name in names if (value := env.get(name))), "")
 
 
 def _users_value(key: str, user_values: Mapping[str, str]) -> str | None:
@@ -263,20 +250,15 @@ def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -
     """What shuts out the program-running settings among ``entries``
     (``(scope, key, value)`` as ``git config --list --show-scope`` gives them)."""
     policy = Policy(config=list(_ALWAYS))
-    local_keys = [key for scope, key, _ in entries if scope in _LOCAL_SCOPES]
     user_values: dict[str, str] = {}
     first_user_values: dict[str, str] = {}
     for scope, key, value in entries:
         if scope not in _LOCAL_SCOPES:
             user_values[key] = value  # the last one read wins, as in git
             first_user_values.setdefault(key, value)
-    done: set[str] = set()
     helpers = False
-    for key in local_keys:
+    for key in dict.fromkeys(key for scope, key, _ in entries if scope in _LOCAL_SCOPES):
         lowered = key.lower()
-        if key in done:
-            continue
-        done.add(key)
         if _CREDENTIAL_HELPER.fullmatch(lowered):
             helpers = True
             continue
@@ -293,7 +275,7 @@ def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -
                 policy.options[option] = first_user_values.get(key, default)
                 break
         else:
-            for pattern, neutral in (*_EXEC_KEYS, *_FILE_KEYS, *_NETWORK_KEYS):
+            for pattern, neutral in _NEUTRAL_KEYS:
                 if pattern.fullmatch(lowered):
                     mine = _users_value(key, user_values)
                     value = mine if mine is not None else _neutral(key, neutral, env)
@@ -325,9 +307,8 @@ def _policy(
     _append_config(env, [*config, *_NO_SUBMODULES])
     from gitmem.git import trust
 
-    safe = trust.safe_directories(gitdir)  # another user's store the user named or trusted
-    if safe:
-        _append_config(env, [("safe.directory", d) for d in safe])
+    # Another user's store the user named or trusted.
+    _append_config(env, [("safe.directory", d) for d in trust.safe_directories(gitdir)])
     where = gitdir if gitdir is not None else cwd
     if where is not None:
         # git reads the config (and what it includes) before anything else: an include of
