@@ -26,7 +26,7 @@ from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memory_path
 from gitmem.format.model import UNTITLED, Memory, Status
-from gitmem.git.diff import changed_paths, memory_blob
+from gitmem.git.diff import changed_paths, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import derived
 from gitmem.store.derived import bytes_at, read_at
@@ -159,38 +159,19 @@ def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commi
     return list(walker)
 
 
-def _changed(old: pygit2.Tree | None, new: pygit2.Tree, wanted: set[str]) -> set[str]:
-    """The paths of ``wanted`` whose blob differs between the two trees (one tree diff)."""
-    # libgit2 skips subtrees whose ids are equal, so one commit's diff costs what it
-    # changed, not the store: looking each path up in every commit was O(commits x paths).
-    diff = new.diff_to_tree(swap=True) if old is None else old.diff_to_tree(new)
-    return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path) if p in wanted}
-
-
 def _touching(
     commits: list[pygit2.Commit], paths: list[str]
 ) -> dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]]:
-    """For each path, the commits of the range that changed it (differs from every parent);
-    a plain id's change at its other path counts for it."""
+    """For each path, the commits of the range that changed it (differs from every parent,
+    as git log says); a plain id's change at its other path counts for it."""
     out: dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]] = {p: [] for p in paths}
     key_of = {twin: path for path in paths for twin in history_paths(path)}
-    wanted = set(key_of)
     for commit in commits:
-        parents = commit.parents
-        if parents:
-            # A merge changed a path only where it differs from every parent, as git log says.
-            changed = _changed(parents[0].tree, commit.tree, wanted)
-            for parent in parents[1:]:
-                if not changed:
-                    break
-                changed &= _changed(parent.tree, commit.tree, changed)
-        else:
-            changed = _changed(None, commit.tree, wanted)
-        if not changed:
-            continue
-        trailers = parse_trailers(commit.message)
-        for path in sorted({key_of[p] for p in changed}):
-            out[path].append((commit, trailers))
+        changed = commit_changed_paths(commit) & key_of.keys()
+        if changed:
+            trailers = parse_trailers(commit.message)
+            for path in sorted({key_of[p] for p in changed}):
+                out[path].append((commit, trailers))
     return out
 
 
