@@ -19,11 +19,12 @@ import pygit2
 
 from gitmem.base import logs
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
+from gitmem.entry import doctor_memories as memories
+from gitmem.entry import doctor_repo as repo
 from gitmem.entry.doctor_context import (
     CONTENT_SAMPLE,
     ERROR,
     INFO,
-    SEVERITIES,
     WARNING,
     Context,
     Finding,
@@ -31,26 +32,6 @@ from gitmem.entry.doctor_context import (
     Tally,
     damaged_finding,
     memory_files,
-)
-from gitmem.entry.doctor_memories import (
-    check_chains,
-    check_index,
-    check_links,
-    check_markers,
-    check_schema,
-    check_secrets,
-    check_twins,
-)
-from gitmem.entry.doctor_repo import (
-    FSCK_ARGS,
-    check_fsck,
-    check_hooks,
-    check_leftovers,
-    check_locks,
-    check_merge,
-    check_merge_driver,
-    check_permissions,
-    check_worktree,
 )
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
@@ -64,7 +45,6 @@ __all__ = [
     "CONTENT_SAMPLE",
     "ERROR",
     "INFO",
-    "SEVERITIES",
     "WARNING",
     "DoctorReport",
     "Finding",
@@ -162,7 +142,7 @@ def _run_scope(
     if "fsck" in chosen and not fix:
         # git fsck is its own process: let it run beside the other checks (reported in
         # its place all the same). Not with --fix, whose repairs may commit meanwhile.
-        context.fsck = popen_git(FSCK_ARGS, gitdir=context.db.gitdir)
+        context.fsck = popen_git(repo.FSCK_ARGS, gitdir=context.db.gitdir)
         order = [c for c in chosen if c != "fsck"] + ["fsck"]
     results: dict[str, list[Finding]] = {}
     broken = _broken_tip(context)
@@ -204,14 +184,12 @@ MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chai
 def _weights(ctx: Context, chosen: Sequence[str], counted: bool) -> dict[str, int]:
     """Each chosen check's share of the run's progress: the number of memory files at the
     tip for a check that goes through the memories, else one."""
-    memories = 1
+    count = 1
     if counted and MEMORY_CHECKS.intersection(chosen):
-        try:
-            tip = ctx.db.tip()
-            memories = max(1, len(memory_files(ctx.db, str(tip.id) if tip else None)))
-        except (RepositoryDamagedError, KeyError, pygit2.GitError):
-            memories = 1  # a damaged branch: the checks that read it stop at once
-    return {name: memories if name in MEMORY_CHECKS else 1 for name in chosen}
+        with contextlib.suppress(RepositoryDamagedError, KeyError, pygit2.GitError):
+            tip = ctx.db.tip()  # damaged: the checks that read it stop at once
+            count = max(1, len(memory_files(ctx.db, str(tip.id) if tip else None)))
+    return {name: count if name in MEMORY_CHECKS else 1 for name in chosen}
 
 
 _WITHOUT_TIP = ("fsck", "locks", "leftovers", "merge", "merge-driver", "hooks", "permissions")
@@ -230,20 +208,20 @@ def _broken_tip(ctx: Context) -> Finding | None:
 
 
 _CHECKERS: dict[str, Callable[[Context], Iterable[Finding]]] = {
-    "fsck": check_fsck,
-    "locks": check_locks,
-    "leftovers": check_leftovers,
-    "merge": check_merge,
-    "worktree": check_worktree,
-    "index": check_index,
-    "merge-driver": check_merge_driver,
-    "hooks": check_hooks,
-    "schema": check_schema,
-    "twins": check_twins,
-    "markers": check_markers,
-    "links": check_links,
-    "chains": check_chains,
-    "secrets": check_secrets,
-    "permissions": check_permissions,
+    "fsck": repo.check_fsck,
+    "locks": repo.check_locks,
+    "leftovers": repo.check_leftovers,
+    "merge": repo.check_merge,
+    "worktree": repo.check_worktree,
+    "index": memories.check_index,
+    "merge-driver": repo.check_merge_driver,
+    "hooks": repo.check_hooks,
+    "schema": memories.check_schema,
+    "twins": memories.check_twins,
+    "markers": memories.check_markers,
+    "links": memories.check_links,
+    "chains": memories.check_chains,
+    "secrets": memories.check_secrets,
+    "permissions": repo.check_permissions,
 }
 CHECKS = tuple(_CHECKERS)

@@ -35,7 +35,6 @@ from gitmem.store.index import Index, ScratchIndex
 from gitmem.store.index_queries import problem_rows
 
 ERROR, WARNING, INFO = "error", "warning", "info"
-SEVERITIES = (ERROR, WARNING, INFO)
 
 
 @dataclass

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,15 +35,6 @@ from gitmem.git.objects import OVER_READ_LIMIT, blob_data, get_commit
 from gitmem.store import derived
 from gitmem.store.commit_changes import changed_memory_files
 from gitmem.store.index_queries import problem_rows
-
-
-def _by_id(memories: Iterable[Memory]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for memory in memories:
-        data = memory.to_dict()
-        data.pop("store_scope", None)
-        out[memory.id] = data
-    return out
 
 
 def check_index(ctx: Context) -> Iterator[Finding]:
@@ -108,7 +99,7 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
     commit = get_commit(ctx.db.repo, view.commit) if view.commit is not None else None
     for path, memory in derived.as_read(ctx.db.repo, commit, decoded).items():
         indexed = index.memory(id_from_path(path) or "")
-        if memory is None or indexed is None or _by_id([indexed]) != _by_id([memory]):
+        if memory is None or indexed is None or _fields(indexed) != _fields(memory):
             differ.append(id_from_path(path) or "")
     if differ:
         # The rows were read one by one: a write since the view may have changed one.
@@ -118,6 +109,10 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
         }
         differ = [i for i in differ if i not in changed]
     return sorted(differ)
+
+
+def _fields(memory: Memory) -> dict[str, Any]:
+    return {k: v for k, v in memory.to_dict().items() if k != "store_scope"}
 
 
 def _deep_disagreement(ctx: Context) -> str:

@@ -50,20 +50,13 @@ def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | int | None]:
     )
 
 
-def _settings(top: Path, data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A pushed gitmem.yaml's mapping with the hub's own settings beside it (its entry
-    under ``stores`` in the local configuration of the user the hook runs as)."""
-    from gitmem.format.config import StoreConfig
-    from gitmem.git import localconfig
-
-    return localconfig.with_store_settings(StoreConfig(raw=dict(data)), top).raw
-
-
 def _policy(top: Path, tip: str) -> SecretPolicy:
     """The credential policy the push is scanned with: the patterns of the gitmem.yaml it
-    pushes (nothing it would loosen: :func:`loosening` refuses that) and the hub's own."""
+    pushes (nothing it would loosen: :func:`loosening` refuses that) and the hub's own
+    settings (its entry under ``stores`` in the local configuration of the hook's user)."""
     from gitmem.format import config, secrets
     from gitmem.format.yamlio import load_yaml
+    from gitmem.git import localconfig
 
     [blob] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
     data: Any = None
@@ -72,8 +65,9 @@ def _policy(top: Path, tip: str) -> SecretPolicy:
             data, _ = load_yaml(blob.decode("utf-8", "replace"))
         except GitmemError:
             data = None
+    pushed = config.StoreConfig(raw=dict(data) if isinstance(data, dict) else {})
     with config.collecting_loosened():
-        return secrets.policy_from_config(_settings(top, data if isinstance(data, dict) else {}))
+        return secrets.policy_from_config(localconfig.with_store_settings(pushed, top).raw)
 
 
 def read_every_section(raw: Mapping[str, Any]) -> None:
