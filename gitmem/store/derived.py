@@ -1,22 +1,10 @@
 """A memory's ``version`` and ``updated_at``: derived from history, never stored in its file.
 
-A commit C is a *version* of memory X when X's file is in C and
-
-- C is not a merge, and X's blob differs from the parent's (absent counts as different, so
-  a create and a restore are versions);
-- C is a merge, and X's file is absent from every parent (a fork the merge made);
-
-and C is not a ``gitmem migrate`` commit. Then, for X at C,
-
-- ``version`` = the number of versions of X reachable from C (at least 1);
-- ``updated_at`` = the newest author time among them (``created_at`` without any).
-
-A count and a maximum over a set of commits: the walk order does not matter, so every clone
-at the same tip reads the same, with or without the index, caught up one commit at a time
-or rebuilt (docs/format.md). The index keeps one row per (memory, commit) and answers with
-COUNT and MAX (:meth:`gitmem.store.index.Index.version_counts`); this module walks the
-commits where it cannot (a read ``at=`` an old revision, ``use_index = False``) and is the
-reference it is tested against.
+A commit is a *version* of a memory when its file is in the commit and differs from the
+(non-merge) parent's, or is absent from every parent of a merge, and the commit is not a
+``gitmem migrate``. ``version`` counts the versions reachable from a commit (at least 1),
+``updated_at`` is the newest of their author times (docs/format.md). The index answers with
+COUNT and MAX over its rows; this module walks the commits where it cannot.
 """
 
 from __future__ import annotations

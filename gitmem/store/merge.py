@@ -1,29 +1,12 @@
 """Memory-aware merging: two versions of one memory file against their common base.
 
-The same functions serve ``gitmem sync`` (which merges trees itself: pygit2 does
-not run external merge drivers) and plain ``git merge`` / ``git pull`` /
-``git rebase`` through the registered driver ``gitmem merge-driver %O %A %B %P``.
-
-Rules (docs/collaboration.md has the table):
-
-- front-matter merges field by field against the base: a key changed on one
-  side takes that change; ``tags`` and ``related`` merge as sets (what either
-  side added is kept, what either side removed goes); any other key changed on
-  both sides takes the value of the later side (below); ``version`` and
-  ``updated_at`` are not in files (docs/format.md), and a merge writes neither;
-- the body merges three-way, line by line; when both sides only appended to
-  the base (review history, command history), both sides' new sections are
-  kept, in date order;
-- when both sides changed the same lines, nothing is written with conflict
-  markers: one side stays at the path and the other side's version becomes a
-  *fork*, a new memory ``<id>.fork-<hash>`` that supersedes the same
-  predecessor and carries ``merge_fork: <id>`` in its front-matter.
-
-Every choice depends only on the contents and the two sides' histories (never on which
-side is "ours"), so merging A into B and B into A give the same files. "The later side" is
-the one whose version derived at its own commit is newer (``updated_at``, then version),
-when the caller knows both commits (:class:`DerivedSides`), else the one with the larger
-bytes.
+The same functions serve ``gitmem sync`` (pygit2 runs no external merge driver) and plain
+``git merge`` through ``gitmem merge-driver``. Front-matter merges field by field, the body
+three-way (appended sections and entries of both sides kept, in date order); where both
+sides changed the same lines, one side stays and the other becomes a *fork*, a new memory
+``<id>.fork-<hash>``: never conflict markers. Every choice depends only on the contents and
+the sides' histories, so merging A into B and B into A give the same files. The rules are
+docs/collaboration.md's table.
 """
 
 from __future__ import annotations
@@ -94,12 +77,9 @@ class FileMerge:
 
 @dataclass(frozen=True)
 class DerivedSides:
-    """Each side's versions of the memory as of the side's commit
-    (:func:`gitmem.store.derived.walk`), None where no commit can be named for that side
-    (the git driver during a rebase). Sides are ranked by them only when both are known:
-    ranking one side by its history and the other by nothing would favour the side that
-    happened to be named. Without both, the bytes decide: still the same winner whichever
-    side is ours, and nothing is lost (the other side is a fork or a decided field)."""
+    """Each side's versions of the memory as of the side's commit, None where no commit can
+    be named for it (the git driver in a rebase). Sides are ranked by them only when both
+    are known; else the bytes decide, the same winner whichever side is ours."""
 
     ours: Versions | None = None
     theirs: Versions | None = None

@@ -39,11 +39,9 @@ def run_driver(
 ) -> int:
     """The work of ``gitmem merge-driver %O %A %B %P``; returns the exit code for git.
 
-    The merged memory is written to ``%A`` (exit 0). A fork cannot be written by
-    the driver (git asks for one file), so it is saved under
-    ``<gitdir>/gitmem/pending-forks/`` and committed by the next ``gitmem sync``,
-    ``conflicts`` or ``resolve``. A non-memory file gets git's own text merge
-    (``git merge-file``, with its usual conflict markers).
+    The merged memory is written to ``%A``; a fork (git asks for one file) waits under
+    :data:`PENDING_DIR` for the next ``gitmem sync``, ``conflicts`` or ``resolve``. A file
+    that is not a memory gets ``git merge-file`` (with its usual conflict markers).
     """
     if id_from_path(path) is not None:
         where = cwd or Path.cwd()
@@ -113,10 +111,8 @@ def _named(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
 
 def _theirs_candidates(repo: pygit2.Repository) -> list[tuple[str, bool]]:
     """Commit ids git names for the other side, each with whether it is merged (not
-    replayed): ``GITHEAD_<id>`` (set by ``git merge`` and ``git pull`` for each head being
-    merged, while the driver runs: MERGE_HEAD is written only after the merge), then
-    MERGE_HEAD, CHERRY_PICK_HEAD, REBASE_HEAD where present, then the commit a rebase is
-    replaying. Each is only a candidate: see :func:`driver_sides`."""
+    replayed): ``GITHEAD_<id>`` (set by ``git merge`` while the driver runs), the
+    ``*_HEAD`` files, the commit a rebase replays. Each is a candidate (:func:`driver_sides`)."""
     out = [
         (key[len("GITHEAD_") :], True)
         for key in sorted(os.environ)
@@ -140,13 +136,10 @@ def _theirs_candidates(repo: pygit2.Repository) -> list[tuple[str, bool]]:
 def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSides | None:
     """What the git driver knows of the two sides' histories (None: not in a repository).
 
-    git hands the driver three files and a path, not commits. Ours is HEAD (git moves it
-    only after the merge); theirs is the commit git names in ``GITHEAD_<id>`` or a
-    ``*_HEAD`` file. A commit counts for a side only when its blob at ``path`` is that
-    side's file byte for byte, so a stale ``*_HEAD`` or an inner merge of merge bases never
-    lends a side someone else's history. A side no commit names (a cherry-pick, which
-    writes CHERRY_PICK_HEAD only when it stops; an inner merge of two merge bases; the
-    driver run by hand) is None: see :class:`DerivedSides`.
+    git hands the driver files, not commits: ours is HEAD, theirs a commit git names
+    (:func:`_theirs_candidates`). A commit counts for a side only when its blob at ``path``
+    is that side's file byte for byte, so a stale ``*_HEAD`` never lends a side someone
+    else's history; a side no commit names is None (:class:`DerivedSides`).
     """
     try:
         repo = pygit2.Repository(os.fspath(cwd))
@@ -243,13 +236,8 @@ def load_pending(gitdir: Path) -> list[PendingFork]:
 
 
 def driver_command(python: str | None = None) -> str:
-    """The ``merge.gitmem.driver`` command line.
-
-    The interpreter path is shell-quoted here. git itself single-quotes ``%P``
-    (ll-merge.c ``sq_quote_buf``), so a path holding quotes, ``;`` or ``$(...)``
-    reaches the driver as one argument; quoting ``%P`` again would break that.
-    ``%O``/``%A``/``%B`` are temporary file names git makes (``.merge_file_XXXXXX``).
-    """
+    """The ``merge.gitmem.driver`` command line. git single-quotes ``%P`` itself (ll-merge.c
+    ``sq_quote_buf``), so it is not quoted again; ``%O``/``%A``/``%B`` are git's temp files."""
     from gitmem.git.command import gitmem_command
 
     return f"{gitmem_command(python)} merge-driver %O %A %B %P"

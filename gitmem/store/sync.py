@@ -1,15 +1,9 @@
 """Sync a store through a git remote: fetch, merge memory-aware, push; never force.
 
-Talking to the remote goes through the git binary (its credential helpers, ssh
-configuration and protocols are the user's own); everything that changes the
-local store is done here with pygit2, under the store's write lock and with
-compare-and-swap on the branch, like every other write. pygit2 runs no external
-merge driver, so the trees are merged by :mod:`gitmem.store.branchmerge` with the same
-functions ``gitmem merge-driver`` runs inside plain ``git merge``.
-
-A failure while fetching (network, authentication, a remote that is gone)
-leaves the local store exactly as it was. A rejected push (the remote moved in
-between) fetches and merges again, up to ``max_attempts`` times.
+The remote is talked to by the git binary (the user's credential helpers, ssh and
+protocols); the local store changes only through pygit2, under the write lock and with the
+branch's compare-and-swap, the trees merged by :mod:`gitmem.store.branchmerge`. A failed
+fetch leaves the store as it was; a rejected push fetches and merges again.
 """
 
 from __future__ import annotations
@@ -92,11 +86,8 @@ class SyncResult:
 def _git(
     db: GitDB, *args: str, lines: GitProgress | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`).
-
-    ``lines`` gets each line of git's stderr as it comes, redacted (the caller asks git for
-    ``--progress``); without it, git's stderr is only read once it exits.
-    """
+    """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`);
+    ``lines`` gets each line of git's stderr as it comes, redacted."""
     shown = None if lines is None else (lambda line: lines(redact_remote(line)))
     try:
         result = run_git(args, gitdir=db.gitdir, check=False, timeout=600, stderr_lines=shown)
@@ -204,13 +195,9 @@ def _refuse_rewritten(
     before: pygit2.Oid,
     theirs: pygit2.Commit,
 ) -> None:
-    """Refuse to merge a remote branch whose history was rewritten since the last fetch.
-
-    After a ``gitmem purge`` on another clone, the hub's branch no longer descends from what
-    this clone fetched before; merging the two would put every purged object back (and push
-    it). The remote-tracking branch goes back to where it was, so the purge's steps for
-    every other clone (``git log REMOTE/BRANCH..BRANCH``, fetch, reset) apply as printed.
-    """
+    """Refuse to merge a remote branch that no longer descends from what this clone fetched
+    before (a ``gitmem purge`` elsewhere): the merge would put back and push every purged
+    object. The remote-tracking branch goes back, so the purge's printed steps apply."""
     if before == theirs.id:
         return
     try:
@@ -289,14 +276,10 @@ def _landed(db: GitDB, pending: mergedriver.PendingFork, limit: int = 2000) -> b
 
 
 def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[merging.Fork]:
-    """Commit the forks ``gitmem merge-driver`` saved during a plain git merge.
-
-    A fork is committed once its merge has landed (the blob the driver wrote is
-    on the branch); while a merge is still in progress it waits; a fork whose
-    merge was aborted is dropped (both versions are still in their own commits).
-    ``merge_landed`` (the post-merge hook, which git runs before it removes
-    MERGE_HEAD) skips the wait: whether each fork's merge landed is still checked.
-    """
+    """Commit the forks ``gitmem merge-driver`` saved during a plain git merge, once its
+    merge landed; while a merge is in progress they wait, and an aborted merge's are dropped
+    (both versions are in their own commits). ``merge_landed``: the post-merge hook, which
+    runs before git removes MERGE_HEAD, skips the wait."""
     pending = mergedriver.load_pending(db.gitdir)
     if not pending:
         return []
@@ -338,16 +321,12 @@ def sync(
     join: bool = False,
     git_progress: GitProgress | None = None,
 ) -> SyncResult:
-    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races.
+    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races,
+    after a jittered exponential backoff (:func:`_backoff`).
 
     ``git_progress`` gets git's own lines as it fetches and pushes (``--progress``),
     credentials redacted. ``join`` merges a hub's unrelated history (``gitmem join``).
-
-    Between a rejected push and the next fetch the sync sleeps a random time up to a bound
-    that doubles each attempt (jittered exponential backoff, 50 ms to 3.2 s): clones that
-    lost the race to the same push spread out instead of colliding again in step. Eight
-    clones starting to sync at once took up to 21 attempts for their first sync on a loaded
-    2-core machine (tests/test_sync_contention.py), hence the bound of 40.
+    ``max_attempts``: eight clones syncing at once took up to 21 (tests/test_sync_contention.py).
     """
     _refuse_in_progress(db)
     if remote not in remote_names(db):

@@ -50,11 +50,9 @@ class Writes(VersionHistory):
     """The writes of a Store: each an action, in a commit of its own or a transaction's."""
 
     def _new_id(self, backend: Backend, given: str | None) -> str:
-        """The id a write creates: ``given`` (checked) or a new one.
-
-        A valid id is scanned with the rest of the memory (:meth:`_encode`). A refused one
-        is scanned with the store's own policy before its error can echo it: the redaction
-        every error gets knows only the built-in kinds, not a gitmem.yaml's ``ACME-...``."""
+        """The id a write creates: ``given`` (checked) or a new one. A refused id is scanned
+        with the store's own secret policy before its error echoes it (the redaction every
+        error gets knows only the built-in kinds)."""
         if given is None:
             return new_id()
         try:
@@ -192,11 +190,9 @@ class Writes(VersionHistory):
     ) -> Memory:
         """Change a memory in place: same id and path, ``version`` + 1, ``updated_at`` now.
 
-        ``fields`` are any of title, category, tags, related, agent, session_id,
-        trigger, status, and ``extra`` (a mapping merged into unknown keys; a None
-        value removes that key). With ``expected_version`` the update fails with
-        ConflictError when the stored version differs (someone else changed it).
-        An update that changes nothing makes no commit.
+        ``fields``: any of ``model.EDITABLE_FIELDS`` and ``extra`` (merged into the unknown
+        keys; a None value removes a key). ``expected_version``: ConflictError when the
+        stored version differs. An update that changes nothing makes no commit.
         """
         backend = self._locate(id)
         new_body = body_text(body, allow_empty=allow_empty) if body is not None else None
@@ -262,14 +258,10 @@ class Writes(VersionHistory):
     ) -> Memory:
         """Replace a memory with the whole file text a person edited (``gitmem edit``).
 
-        The text is parsed and schema-validated like a stored file; every key in
-        it, known or unknown, keeps the order and spelling the person wrote. The
-        id must not change (:meth:`supersede` writes under a new id).
-        ``version``, ``created_at`` and ``updated_at`` belong to the store:
-        whatever the text says, the result keeps the stored ``created_at``, and
-        the other two are derived (the file does not carry them). Text that
-        differs from the stored file only in those fields makes no commit and
-        returns the memory as it is. When anything is wrong nothing is written.
+        The text is validated like a stored file and keeps the order and spelling of its
+        keys; the id must not change. ``created_at`` stays the stored one, whatever the text
+        says (``version`` and ``updated_at`` are derived); text that differs only in those
+        makes no commit. When anything is wrong nothing is written.
         """
         backend = self._locate(id)
         if isinstance(text, bytes):
@@ -360,11 +352,8 @@ class Writes(VersionHistory):
         message: str | None = None,
     ) -> bool:
         """Keep a folder below a document root in the tree though it holds no memory (an
-        empty ``.gitkeep`` file in it, which is not a memory and which every reader skips),
-        or with ``keep=False`` remove that file. Returns whether anything changed.
-
-        Claude's memory tool uses it for the empty directories a file system keeps after
-        a delete or a rename. In a transaction it joins the transaction's commit.
+        empty ``.gitkeep``, which every reader skips), or with ``keep=False`` remove that
+        file; whether anything changed. The memory tool keeps empty directories with it.
         """
         check_id(folder, what="folder")
         if not is_path_id(folder):
