@@ -1,9 +1,8 @@
 """An index build's shortcuts give exactly what the plain code gave (issue 17).
 
 A first build (a clone, ``gitmem reindex``) decodes and indexes every memory of a store;
-each shortcut it takes is held here to the code it stands in for: the full-text column of
-identifier parts (a look for a place to cut before the word-by-word split), the JSON
-columns read back (one decoder, the empty list and map answered directly), the recent
+each shortcut it takes is held here to the code it stands in for: the JSON columns read
+back (one decoder, the empty list and map answered directly), the recent
 answers of ``id_from_path`` and ``memory_path`` kept, and the store's scope given to the
 decoded memory directly.
 """
@@ -17,37 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_codec import VALUES
 
 from gitmem.base.errors import GitmemError
 from gitmem.format import layout, memfile
 from gitmem.format.model import Scope
-from gitmem.store import index_rows, lexical
+from gitmem.store import index_rows
 from gitmem.store.core import Store
-
-# Text where words with parts are common: ASCII letters of both cases and digits beside
-# each other, the separators unicode61 cuts at, and anything else now and then.
-_IDENT_TEXT = st.text(
-    alphabet=st.one_of(
-        st.sampled_from("aBcDxyzXYZ0189_- .\n/"),
-        st.characters(codec="utf-8"),
-    ),
-    max_size=80,
-)
-
-
-@given(_IDENT_TEXT)
-@example("parseHTTPRequest utf8Decode CamelCase")
-@example("Bench memory 60456 on worker and logging")  # digits alone: no parts
-@example("ABc")  # an all-caps run before a capitalised word
-@example("\u00e9aB a\u0663b")  # non-ASCII words are not split
-@example("x" * 70 + "Y")  # over the identifier length: not split
-@example("\ud800aB \u00e91a")  # what is not ASCII is one character apart from its neighbours
-@settings(max_examples=500)
-def test_identifier_parts_are_those_of_each_word(text: str) -> None:
-    assert lexical.identifier_parts(text) == lexical.each_word_parts(text)
 
 
 def _json_outcome(call: Callable[[], Any]) -> tuple[str, Any]:

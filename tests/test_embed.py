@@ -478,20 +478,6 @@ def test_fastembed_provider_stays_offline_unless_allowed(stand_ins: Path) -> Non
         embed.load_embedder({"provider": "fastembed"})
 
 
-def test_embed_counting_gives_the_vectors_and_each_tokens_document_count() -> None:
-    from gitmem.store.embed import static
-
-    e = static.load_default()
-    texts = ["the deploy target is staging", "staging staging again", "", "日本語 deploy"]
-    vectors, counts = e.embed_counting(texts)
-    assert np.array_equal(vectors, e.embed(texts))
-    expected = np.zeros_like(counts)
-    for text in texts:
-        for token in set(e.token_ids(text)):
-            expected[token] += 1
-    assert np.array_equal(counts, expected)
-
-
 def test_a_full_piece_cache_is_cleared_without_losing_the_batchs_pieces(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -505,7 +491,7 @@ def test_a_full_piece_cache_is_cleared_without_losing_the_batchs_pieces(
     monkeypatch.setattr(static, "CACHE_PIECES", 5)
     e.embed(["deploy staging"])  # cached: "deploy", "staging"
     assert np.array_equal(e.embed(texts), expected)
-    vectors, _ = e.embed_counting(["zeta eta theta iota kappa", *texts])
+    vectors = e.embed(["zeta eta theta iota kappa", *texts])
     assert np.array_equal(vectors[1:], expected)
 
 
@@ -525,7 +511,7 @@ def test_vectors_are_the_same_before_and_after_the_table_is_widened() -> None:
     assert narrow.table.dtype == np.float32
     assert np.array_equal(narrow.embed(texts), before)
     wide = static.load_default()
-    vectors, _ = wide.embed_counting(["filler"] * (static.WIDEN_AFTER + 1) + texts)
+    vectors = wide.embed(["filler"] * (static.WIDEN_AFTER + 1) + texts)
     assert np.array_equal(vectors[-len(texts):], before)
 
 

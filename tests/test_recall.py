@@ -339,12 +339,12 @@ def test_words_in_most_memories_are_left_out_of_a_large_stores_query(
             store.create(f"plenty of notes number {i}\n")
         rare = store.create("plenty of notes about the walrus\n").id
     parsed = bm25.parse("plenty walrus")
-    expression = store.index().read(lambda conn: bm25._selective(conn, parsed))
+    expression = store.index().read(lambda conn: bm25._plan(conn, parsed)[0])
     assert expression == '"walrus"'
     assert store.recall("plenty walrus").ids[0] == rare
     # A word no memory holds does not push the common one out.
     nothing = bm25.parse("plenty zebra")
-    assert store.index().read(lambda conn: bm25._selective(conn, nothing)) == nothing.fts
+    assert store.index().read(lambda conn: bm25._plan(conn, nothing)[0]) == nothing.fts
     assert len(store.recall("plenty zebra", limit=20)) == 10
 
 
@@ -411,3 +411,12 @@ def test_past_the_search_cap_a_search_finds_matches_and_titles_from_any_age(
     assert store.search("nothing", limit=5).ids  # a rare word: every match ranks
     monkeypatch.setattr(index_queries, "BOUNDED_FROM", 10_000)
     assert len(store.search("migration", limit=50)) == 13
+
+
+def test_identifier_parts_split_camel_case_and_digits_only() -> None:
+    from gitmem.store import lexical
+
+    text = "parseHTTPRequest utf8Decode CamelCase ABc Plain 60456 \u00e9aB " + "x" * 70 + "Y"
+    assert lexical.identifier_parts(text) == [
+        "parse", "http", "request", "utf", "8", "decode", "camel", "case", "a", "bc",
+    ]

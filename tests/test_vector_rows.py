@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -58,6 +59,12 @@ class HashEmbedder:
         return out
 
 
+def _vector_rows(conn: sqlite3.Connection) -> set[tuple[str, str, bytes]]:
+    """Every stored (model, blob, code), for comparing an index with a rebuilt one."""
+    sql = "SELECT m.model, v.blob, v.code FROM vectors v JOIN vector_models m ON m.id = v.model"
+    return {(str(m), str(b), bytes(c)) for m, b, c in conn.execute(sql)}
+
+
 def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
     """Every scope's vector rows and token counts after a sync, checked: one vector for
     each current blob and no other, the counts those of the current blobs' texts."""
@@ -67,7 +74,7 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
         vectors.sync(index, embedder)
         conn = index.connect()
         blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
-        rows = vectors.rows(conn)
+        rows = _vector_rows(conn)
         assert sorted(b for m, b, _ in rows if m == embedder.name) == sorted(blobs)
         df = set(conn.execute(
             "SELECT m.model, d.token, d.df FROM vector_df d JOIN vector_models m ON m.id = d.model"
@@ -137,19 +144,19 @@ def test_a_changed_memory_gets_a_new_vector_and_the_old_one_goes(tmp_path: Path)
     assert vectors.sync(index, embedder) == 0
     conn = index.connect()
     blobs = {r[0] for r in conn.execute("SELECT blob FROM memories")}
-    assert {b for _, b, _ in vectors.rows(conn)} == blobs and len(blobs) == 1
+    assert {b for _, b, _ in _vector_rows(conn)} == blobs and len(blobs) == 1
     # Another embedder (the user changed the config): every memory gets its vector.
     other = HashEmbedder("hash-other", 16)
     assert vectors.sync(index, other) == 1
     store.create("a third memory", title="third")
     assert vectors.sync(index, embedder) == 1
     assert vectors.sync(index, other) == 1  # it missed the new memory: caught up too
-    assert {m for m, _, _ in vectors.rows(conn)} == {"hash-test", "hash-other"}
+    assert {m for m, _, _ in _vector_rows(conn)} == {"hash-test", "hash-other"}
     _rows(store, embedder)
     _rows(store, other)
     # A model whose dimension changed under the same name: its vectors are made again.
     assert vectors.sync(index, HashEmbedder("hash-other", 8)) == 2
-    assert {len(c) for m, _, c in vectors.rows(conn) if m == "hash-other"} == {8}
+    assert {len(c) for m, _, c in _vector_rows(conn) if m == "hash-other"} == {8}
 
 
 def test_nearest_returns_current_rows_by_cosine(tmp_path: Path) -> None:
@@ -313,8 +320,8 @@ def test_the_vector_of_a_gone_memory_goes_at_catch_up(tmp_path: Path) -> None:
     store.delete(made[0].id)
     store.update(made[1].id, "something else entirely")
     index.catch_up()
-    assert not gone & {b for _, b, _ in vectors.rows(conn)}
-    assert len(vectors.rows(conn)) == 10
+    assert not gone & {b for _, b, _ in _vector_rows(conn)}
+    assert len(_vector_rows(conn)) == 10
     for k in (1, 3, 11, 20):
         ids = _ids(conn, vectors.nearest(index, f"t0\n{made[0].body}", k, embedder=embedder))
         assert len(ids) == min(k, 11) and made[0].id not in ids
@@ -355,7 +362,7 @@ def test_a_blob_that_comes_back_is_counted_once(tmp_path: Path) -> None:
     vectors.sync(index, embedder)
     comes_back()
     assert vectors.sync(index, embedder) == 1  # embedded again
-    assert [b for _, b, _ in vectors.rows(conn)].count(blob) == 1
+    assert [b for _, b, _ in _vector_rows(conn)].count(blob) == 1
     _rows(store, embedder)
     hits = vectors.nearest(index, "one\nalpha beta gamma", 3, embedder=embedder)
     assert _ids(conn, hits)[0] == one.id and len(set(_ids(conn, hits))) == len(hits) == 3

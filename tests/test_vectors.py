@@ -20,6 +20,14 @@ def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
+def _decode(codes: Sequence[bytes], dim: int) -> np.ndarray:
+    """Unit float32 vectors (rows of zeros for zero codes) from int8 codes of ``dim``."""
+    out = np.frombuffer(b"".join(codes), dtype=np.int8).reshape(len(codes), dim)
+    vecs = out.astype(np.float32)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    return np.divide(vecs, norms, out=vecs, where=norms > 0)
+
+
 def _db(tmp_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(tmp_path / "index.sqlite")
     for statement in vectors.DDL:
@@ -46,22 +54,20 @@ def test_codes_are_a_byte_a_dimension_and_keep_the_direction(dim: int) -> None:
     m = _unit(np.random.default_rng(1), 50, dim)
     codes = vectors.encode(m)
     assert all(len(c) == dim for c in codes)
-    cosines = np.sum(vectors.decode(codes, dim) * m, axis=1)
+    cosines = np.sum(_decode(codes, dim) * m, axis=1)
     assert cosines.min() > 0.99
 
 
 def test_zero_vectors_and_bad_input() -> None:
     m = np.zeros((2, 5), dtype=np.float32)
     m[0] = [0.1, -0.2, 0.3, -0.4, 0.5]
-    back = vectors.decode(vectors.encode(m), 5)
+    back = _decode(vectors.encode(m), 5)
     assert np.all(back[1] == 0)
     assert np.sign(back[0]).tolist() == [1, -1, 1, -1, 1]
     with pytest.raises(ValueError, match="NaN"):
         vectors.encode(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="2-d"):
         vectors.encode(np.zeros(4))
-    with pytest.raises(ValueError, match="bytes long"):
-        vectors.decode([b"ab"], 3)
 
 
 @settings(max_examples=60, deadline=None)
@@ -75,7 +81,7 @@ def test_zero_vectors_and_bad_input() -> None:
 @example([[1e-45, 0.0, -1e-45], [3e-39, -1e-40, 0.0]])  # subnormal float32 rows
 def test_any_finite_vectors_round_trip_to_unit_or_zero_rows(rows: list[list[float]]) -> None:
     m = np.asarray(rows, dtype=np.float32)
-    back = vectors.decode(vectors.encode(m), 3)
+    back = _decode(vectors.encode(m), 3)
     norms = np.linalg.norm(back, axis=1)
     assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
     # A row that is not all zeros decodes to a unit row pointing its way, subnormal floats
@@ -108,7 +114,7 @@ def test_top_k_equals_a_numpy_float_reference(tmp_path: Path, scoring: str) -> N
     conn = _db(tmp_path)
     order = rng.permutation(2000)  # written in any order: searched in blob order
     _store(conn, "model-a", [blobs[i] for i in order], m[order])
-    decoded = vectors.decode(vectors.encode(m), 64).astype(np.float64)
+    decoded = _decode(vectors.encode(m), 64).astype(np.float64)
     overlap = []
     for i in range(40):
         query = m[(i * 37) % 2000] + 0.3 * _unit(rng, 1, 64)[0]

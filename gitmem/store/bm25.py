@@ -17,6 +17,7 @@ from typing import Any
 
 from gitmem.base import logs
 from gitmem.store import index_queries, lexical
+from gitmem.store.index_rows import chunks, marks
 
 log = logs.get(__name__)
 
@@ -66,48 +67,35 @@ def clean(text: object) -> str:
 
 def best_matches(
     conn: sqlite3.Connection, query: Query, where: str, params: list[Any], depth: int
-) -> list[tuple[int, str, str | None, int, float]]:
-    """(rowid, id, supersedes, updated_us, bm25 as higher-is-better) of the best matches.
-
-    FTS5 ranks on its own first (no join: reading the ``memories`` rows of every match
-    would cost more than the ranking), then the best are checked against the filters; when
-    the filters leave fewer than ``depth``, a deeper ranking is fetched. Superseded
-    memories stay: their match counts for the newest version of their chain.
-    """
+) -> list[tuple[int, str, int, float]]:
+    """(rowid, id, updated_us, bm25 as higher-is-better) of the best matches passing the
+    filters. FTS5 ranks on its own first (reading every match's row would cost more than
+    the ranking), then the best are checked against the filters, deeper while they leave
+    fewer than ``depth``. Superseded memories stay: their match counts for their chain."""
     if not query.fts:
         return []
+    weights = ", ".join(str(w) for w in WEIGHTS)
+    fetch = depth * 2
     try:
         expression, floor = _plan(conn, query)
-    except sqlite3.OperationalError as exc:
-        if is_query_error(exc):
-            log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-            return []
-        raise
-    weights = ", ".join(str(w) for w in WEIGHTS)
-    bound = "" if floor is None else f"AND rowid >= {int(floor)} "
-    fetch = depth * 2
-    while True:
-        try:
+        bound = "" if floor is None else f"AND rowid >= {int(floor)} "
+        while True:
             ranked = conn.execute(
                 f"SELECT rowid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH ? "
                 f"{bound}ORDER BY score DESC LIMIT ?",
                 (expression, fetch),
             ).fetchall()
-        except sqlite3.OperationalError as exc:
-            if is_query_error(exc):
-                log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
-                return []
+            passing = passing_filters(conn, [int(r[0]) for r in ranked], where, params)
+            if len(passing) >= depth or len(ranked) < fetch:
+                break
+            fetch *= 4
+    except sqlite3.OperationalError as exc:
+        if not is_query_error(exc):
             raise
-        passing = passing_filters(conn, [int(r[0]) for r in ranked], where, params)
-        if len(passing) >= depth or len(ranked) < fetch:
-            break
-        fetch *= 4
-    out: list[tuple[int, str, str | None, int, float]] = [
-        (int(r[0]), passing[int(r[0])][0], None, passing[int(r[0])][1], float(r[1]))
-        for r in ranked
-        if int(r[0]) in passing
-    ]
-    out.sort(key=lambda x: (-x[4], -x[3], x[1]))
+        log.debug("recall: FTS5 refused %r (%s)", query.fts, exc)
+        return []
+    out = [(r, *passing[r], float(score)) for r, score in ranked if r in passing]
+    out.sort(key=lambda x: (-x[3], -x[2], x[1]))
     return out[:depth]
 
 
@@ -134,7 +122,7 @@ def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
     except sqlite3.OperationalError:
         total = 0  # the scratch table of a past revision: no count kept, a small set
     if total <= index_queries.BOUNDED_FROM:
-        return _selective(conn, query), None
+        return _selective(conn, query, total), None
     counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}
     kept: list[str] = []
     budget = 0
@@ -160,57 +148,26 @@ def _matches(conn: sqlite3.Connection, expression: str, most: int) -> int:
     return int(row[0])
 
 
-def _selective(conn: sqlite3.Connection, query: Query) -> str:
-    """The query's FTS5 expression without its words that are in most memories."""
-    if len(query.terms) < 2:
+def _selective(conn: sqlite3.Connection, query: Query, total: int) -> str:
+    """The query's FTS5 expression without its words that are in most of the ``total``
+    memories, unless no rarer word matches anything."""
+    if len(query.terms) < 2 or total < COMMON_FROM:
         return query.fts
-    try:
-        stems = _stem_words(query.terms)
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
-        )
-        total = index_queries.memory_count(conn)
-        if total < COMMON_FROM:
-            return query.fts
-        common = set()
-        found = 0
-        for term in query.terms:
-            row = conn.execute(
-                "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems.get(term, term),)
-            ).fetchone()
-            if row is not None and row[0] > COMMON * total:
-                common.add(term)
-            elif row is not None:
-                found += 1
-    except sqlite3.OperationalError as exc:
-        if not is_query_error(exc):
-            raise
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, fts, row)"
+    )
+    docs: dict[str, int] = {}
+    for term, stems in zip(query.terms, lexical.stems(query.terms), strict=True):
+        row = conn.execute(
+            "SELECT doc FROM temp.recall_vocab WHERE term = ?", (stems[0] if stems else term,)
+        ).fetchone()
+        if row is not None:
+            docs[term] = int(row[0])
+    common = {t for t, n in docs.items() if n > COMMON * total}
+    if not common or len(common) == len(docs):
         return query.fts
     kept = [t for t in query.terms if t not in common]
-    if not common or not found:
-        return query.fts  # nothing rarer matches anything: keep every word
     return lexical.or_query(kept, phrases=query.phrases)
-
-
-def _stem_words(words: Sequence[str]) -> dict[str, str]:
-    """Each word as the index's tokenizer stems it (one throw-away row of a scratch table)."""
-    conn = scratch()
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_t USING "
-        f"fts5(x, tokenize = '{lexical.TOKENIZER}')"
-    )
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_v USING fts5vocab(temp, stem_t, instance)"
-    )
-    out: dict[str, str] = {}
-    try:
-        for i, word in enumerate(words):
-            conn.execute("INSERT INTO temp.stem_t (rowid, x) VALUES (?, ?)", (i + 1, word))
-        for doc, term in conn.execute("SELECT doc, term FROM temp.stem_v"):
-            out.setdefault(words[int(doc) - 1], str(term))
-    finally:
-        conn.execute("DELETE FROM temp.stem_t")
-    return out
 
 
 def is_query_error(exc: sqlite3.OperationalError) -> bool:
@@ -223,11 +180,10 @@ def passing_filters(
 ) -> dict[int, tuple[str, int]]:
     """Which of these rowids pass the filters: rowid -> (id, updated_us)."""
     out: dict[int, tuple[str, int]] = {}
-    for i in range(0, len(rowids), 500):
-        chunk = list(rowids[i : i + 500])
+    for chunk in chunks(rowids):
         sql = (
-            f"SELECT m.rowid, m.id, m.updated_us FROM memories m "
-            f"WHERE m.rowid IN ({', '.join('?' for _ in chunk)}){where}"
+            "SELECT m.rowid, m.id, m.updated_us FROM memories m "
+            f"WHERE m.rowid IN ({marks(chunk)}){where}"
         )
         for row in conn.execute(sql, [*chunk, *params]):
             out[int(row[0])] = (str(row[1]), int(row[2]))

@@ -4,8 +4,6 @@ words and kept by the overlap of their stemmed content words (``gitmem add`` and
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -85,17 +83,8 @@ def duplicates_text(
 
 def _stems(texts: Sequence[str]) -> list[set[str]]:
     """The content words of each text as the index's tokenizer stems them."""
-    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{lexical.TOKENIZER}')")
-        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
-        conn.executemany(
-            "INSERT INTO t (rowid, x) VALUES (?, ?)",
-            [
-                (i, " ".join(w for w in lexical.words(clean(text)) if w not in lexical.STOP_WORDS))
-                for i, text in enumerate(texts)
-            ],
-        )
-        out: list[set[str]] = [set() for _ in texts]
-        for doc, term in conn.execute("SELECT DISTINCT doc, term FROM v"):
-            out[int(doc)].add(str(term))
-    return out
+    kept = [
+        " ".join(w for w in lexical.words(clean(text)) if w not in lexical.STOP_WORDS)
+        for text in texts
+    ]
+    return [set(each) for each in lexical.stems(kept)]

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,8 +27,10 @@ from gitmem.store import lexical
 from gitmem.store.index_rows import (
     MEMORY_COLUMNS,
     check_columns,
+    chunks,
     cooked_path,
     loads_json,
+    marks,
     memory_filters,
     number_params,
 )
@@ -93,17 +95,6 @@ def memory_count(conn: sqlite3.Connection) -> int:
     """How many memories the index holds (``meta`` keeps the count)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (MEMORY_COUNT_KEY,)).fetchone()
     return 0 if row is None else int(row[0])
-
-
-def chunks(items: Iterable[T]) -> Iterator[list[T]]:
-    """``items`` without repeats, 500 at a time: SQLite bounds the parameters of a query."""
-    wanted = list(dict.fromkeys(items))
-    for i in range(0, len(wanted), 500):
-        yield wanted[i : i + 500]
-
-
-def marks(chunk: Sized) -> str:
-    return ", ".join("?" * len(chunk))
 
 
 def load_memories(

@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory
+
+T = TypeVar("T")
 
 ROW_COLUMNS: tuple[str, ...] = (
     "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
@@ -90,6 +92,17 @@ def loads_json(text: str) -> Any:
     if not isinstance(text, str) or text.startswith("\ufeff"):
         return json.loads(text, object_hook=json_hook)  # what json.loads says of these
     return _DECODER.decode(text)
+
+
+def chunks(items: Iterable[T]) -> Iterator[list[T]]:
+    """``items`` without repeats, 500 at a time: SQLite bounds the parameters of a query."""
+    wanted = list(dict.fromkeys(items))
+    for i in range(0, len(wanted), 500):
+        yield wanted[i : i + 500]
+
+
+def marks(chunk: Sized) -> str:
+    return ", ".join("?" * len(chunk))
 
 
 def big_int(value: int | None) -> int | str | None:

@@ -1,27 +1,18 @@
 """What the full-text index holds of a memory, and how a question becomes an FTS5 query.
 
-The FTS5 table ``fts``, a row provider's, is contentless: it keeps the
-token lists, not a second copy of every body (the ``memories`` table has
-those). Its tokenizer is ``porter unicode61 remove_diacritics 2``: words are
-cut at anything that is not a letter or digit (``conftest.py`` gives
-``conftest`` and ``py``, ``sample_user`` gives ``sample`` and ``user``), folded
-to lower case without accents, and stemmed (``deploying`` and ``deploys``
-meet ``deploy``). A fifth column, ``idents``, holds the parts of identifiers
-the tokenizer keeps whole: ``CamelCase`` -> ``camel case``, ``utf8Decode`` ->
-``utf 8 decode``.
-
-The indexed text of a memory must be computed the same way when its row is
-deleted (a contentless table is told what to forget), so :func:`fts_row` is a
-pure function of the memory; change it and bump :data:`LEXICAL_VERSION`, which
-rebuilds the table.
-
-Questions (:func:`question_terms`) lose their stop words and become an OR of
-quoted terms, so any word may match and BM25 ranks by how many and how rare;
-FTS5 operators in them are words like any other, never syntax.
+The FTS5 table ``fts`` (a row provider's) is contentless: it keeps token lists, not a
+second copy of the bodies. Its tokenizer cuts words at anything not a letter or digit,
+folds case and accents and stems (``deploying`` meets ``deploy``); a fifth column,
+``idents``, holds the parts of identifiers it keeps whole (``CamelCase`` -> ``camel case``).
+A contentless row is deleted by handing back the text it was indexed with, so
+:func:`fts_row` is a pure function of the memory: change it and bump
+:data:`LEXICAL_VERSION`. Questions lose their stop words and become an OR of quoted terms
+(:func:`question_terms`, :func:`or_query`): FTS5 operators in them are never syntax.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -46,17 +37,6 @@ _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 """The parts of a camel-case or letters-and-digits identifier (ASCII case changes)."""
 _MAX_IDENT_LEN = 64
-_CLASSES = bytes(
-    ord("a") if 97 <= b <= 122 else ord("A") if 65 <= b <= 90 else ord("0") if 48 <= b <= 57
-    else ord(" ")
-    for b in range(256)
-)
-"""Each ASCII character as its class for :data:`_PART_RE` (lower, upper, digit), anything
-else (every other character, as one ``?`` byte) as a space."""
-_CUTS = (b"aA", b"AAa", b"0a", b"0A", b"a0", b"A0")
-"""Where :data:`_PART_RE` cuts an ASCII word in two, in those classes (``fooBar``,
-``HTTPRequest``, ``utf8``, ``8bit``): a word none of these is in has one part (or none),
-so text without any has no identifier parts at all."""
 
 STOP_WORDS: frozenset[str] = frozenset(
     """
@@ -78,24 +58,9 @@ Only at query time: the index keeps every word, so a phrase search still finds t
 
 
 def identifier_parts(text: str) -> list[str]:
-    """The pieces of identifiers unicode61 would keep whole, lower-cased, in order.
-
-    ``CamelCase`` -> ``camel``, ``case``; ``parseHTTPRequest`` -> ``parse``,
-    ``http``, ``request``; ``utf8`` -> ``utf``, ``8``. Words with nothing to split
-    give nothing (the tokenizer already has them).
-    """
-    # Most text (a full-text refill reads every memory's) has no word of two parts: its
-    # classes looked through for a cut (C loops, ~4 us) spare the loop over its words
-    # (~13 us for a bench memory; a regular expression for the cuts took ~15 us).
-    classes = text.encode("ascii", "replace").translate(_CLASSES)
-    if not any(cut in classes for cut in _CUTS):
-        return []
-    return each_word_parts(text)
-
-
-def each_word_parts(text: str) -> list[str]:
-    """:func:`identifier_parts` word by word, without its look for a place to cut first
-    (tests/test_build_fastpaths.py holds the two to the same answers)."""
+    """The pieces of identifiers unicode61 would keep whole, lower-cased, in order:
+    ``parseHTTPRequest`` -> ``parse``, ``http``, ``request``; ``utf8`` -> ``utf``, ``8``.
+    Words with nothing to split give nothing (the tokenizer already has them)."""
     out: list[str] = []
     for word in _WORD_RE.findall(text):
         plain = word.isalpha() and (word.islower() or word.isupper() or word[1:].islower())
@@ -137,6 +102,18 @@ def question_terms(text: str) -> list[str]:
     found = list(dict.fromkeys(words(text)))
     kept = [w for w in found if w not in STOP_WORDS]
     return kept or found
+
+
+def stems(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's tokens as the index's tokenizer stems them (a throw-away FTS5 table)."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize = '{TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", enumerate(texts))
+        out: list[list[str]] = [[] for _ in texts]
+        for doc, term in conn.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+            out[int(doc)].append(str(term))
+    return out
 
 
 def or_query(terms: Iterable[str], *, phrases: Sequence[Sequence[str]] = ()) -> str:

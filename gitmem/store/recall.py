@@ -254,8 +254,7 @@ def _rank_source(
     """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused."""
     where, params = _filters(options)
     found: dict[int, _Candidate] = {}
-    lex_rows = best_matches(conn, query, where, params, DEPTH)
-    lex = [(rowid, mid, upd, score) for rowid, mid, _sup, upd, score in lex_rows]
+    lex = best_matches(conn, query, where, params, DEPTH)
     sem: list[tuple[int, str, int, float]] = []
     if semantic:
         ok = passing_filters(conn, [r for r, _ in semantic], where, params)

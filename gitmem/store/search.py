@@ -1,16 +1,10 @@
 """Search over the current memories: FTS5 (ranked), regex (a grep) and substring.
 
-FTS mode runs on the index's FTS5 table, ranked first by how the query meets the
-title (exact title, then title containing it, then the rest; the file-memory
-design's "exact name above partial name above type" rule), then by bm25 with
-the title weighted above tags, names and body. A query that is not FTS5 syntax (a
-question, punctuation, stray quotes: FTS5 refuses it, or it uses no operator and
-finds nothing with every word required) is answered by recall instead
-(:mod:`gitmem.store.recall`: any word may match, stems, stop words dropped), and the
-result says so.
-
-Regex and substring modes are a grep over the bodies of the current memories
-(one match per matching line, with context), honouring the same filters.
+FTS mode ranks by how the query meets the title (exact, then containing it, then the
+rest), then by bm25 with the title weighted highest. A query that is not FTS5 syntax (FTS5
+refuses it, or it uses no operator and no memory holds every word) is answered by recall
+instead, and the result says so. Regex and substring modes are a grep over the bodies,
+one match per matching line, with context.
 """
 
 from __future__ import annotations
@@ -23,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory
+from gitmem.store.bm25 import is_query_error
 
 if TYPE_CHECKING:
     from gitmem.format.saferegex import SafePattern
@@ -177,13 +172,6 @@ def from_recall(memory: Memory, score: float, lines: Sequence[Line]) -> SearchMa
     return locate(memory, None, score)
 
 
-def is_fts_syntax_error(exc: sqlite3.OperationalError) -> bool:
-    """Whether a failed MATCH was the query's fault (FTS5 says "syntax error", "unterminated
-    string", "unknown special query", "no such column"...) rather than the database's."""
-    text = str(exc).lower()
-    return not any(k in text for k in ("locked", "busy", "disk", "memory", "readonly"))
-
-
 def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     """A regex finding the query's words in a line, as FTS would match them (prefixes too)."""
     parts = []
@@ -257,7 +245,7 @@ def full_text_matches(
         try:
             hits.extend(source.full_text(query, terms, title, limit, filters))
         except sqlite3.OperationalError as exc:
-            if not is_fts_syntax_error(exc):
+            if not is_query_error(exc):
                 raise
             return f"FTS5 could not parse it: {exc}"
     if not hits and not uses_fts_syntax(query):

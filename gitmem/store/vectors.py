@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.base import logs
 from gitmem.base.errors import IndexDamagedError
-from gitmem.store.index_rows import RowChanges
+from gitmem.store.index_rows import RowChanges, chunks, marks
 from gitmem.store.row_providers import RowProvider, register
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ class Index(Protocol):
     def catch_up(self) -> object: ...
     def writing(self, conn: sqlite3.Connection) -> AbstractContextManager[None]: ...
 
-__all__ = ["MAX_TEXT", "VECTORS", "complete", "decode", "encode", "nearest", "sync", "top_k"]
-
 VECTORS_VERSION = 8
 """8: one row a vector, keyed by (model, blob); exact search only. An index of an older
 version drops its vector tables on the next catch-up, and the next recall embeds again."""
@@ -58,8 +56,6 @@ MAX_TEXT = 8000
 RETRY_AFTER = 60.0
 """Seconds semantic recall is skipped in this process after its embedder failed (an
 endpoint that is down must not cost every query its timeout)."""
-_CHUNK = 500
-"""Values per ``IN (...)`` query."""
 
 DDL = (
     "CREATE TABLE vector_models (id INTEGER PRIMARY KEY, model TEXT NOT NULL UNIQUE, "
@@ -96,24 +92,6 @@ def encode(vecs: NDArray[Any]) -> list[bytes]:
     # infinity for a row of subnormal floats, whose codes then decoded to nothing.
     codes = np.rint(matrix / np.where(peak > 0, peak, 1) * 127).astype(np.int8)
     return [row.tobytes() for row in codes]
-
-
-def decode(codes: Sequence[bytes], dim: int) -> NDArray[np.float32]:
-    """Unit float32 vectors (rows of zeros for zero codes) from int8 codes of ``dim``."""
-    import numpy as np
-
-    if any(len(code) != dim for code in codes):
-        raise ValueError(f"a code is not {dim} bytes long")
-    out = np.frombuffer(b"".join(codes), dtype=np.int8).reshape(len(codes), dim)
-    vectors = out.astype(np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.divide(vectors, norms, out=vectors, where=norms > 0)
-    return vectors
-
-
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
 
 
 def embed_text(title: str | None, body: str) -> str:
@@ -164,15 +142,9 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
 def _held(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, int]:
     """How many current memories hold each of ``blobs``."""
     held: dict[str, int] = {}
-    for chunk in _chunks(blobs):
-        marks = ",".join("?" * len(chunk))
-        held.update(
-            (str(r[0]), int(r[1]))
-            for r in conn.execute(
-                f"SELECT blob, count(*) FROM memories WHERE blob IN ({marks}) GROUP BY blob",
-                tuple(chunk),
-            )
-        )
+    for chunk in chunks(blobs):
+        sql = f"SELECT blob, count(*) FROM memories WHERE blob IN ({marks(chunk)}) GROUP BY blob"
+        held.update((str(r[0]), int(r[1])) for r in conn.execute(sql, chunk))
     return held
 
 
@@ -256,19 +228,14 @@ def sync(index: Index, embedder: Embedder) -> int:
         if tokens is not None:
             _count(conn, model_id, (tokens(t) for (t,) in gone.fetchall()), -1)
         conn.execute("DELETE FROM vector_gone WHERE model = ?", (model_id,))
-        counting = getattr(embedder, "embed_counting", None)
         for start in range(0, len(need), SYNC_BATCH):
             texts = _texts(conn, need[start : start + SYNC_BATCH])
             if not texts:
                 continue
             batch = list(texts.values())
-            if counting is not None:
-                vecs, counts = counting(batch)
-                _add_counts(conn, model_id, counts)
-            else:
-                vecs = embedder.embed(batch)
-                if tokens is not None:
-                    _count(conn, model_id, (tokens(t) for t in batch), +1)
+            vecs = embedder.embed(batch)
+            if tokens is not None:
+                _count(conn, model_id, (tokens(t) for t in batch), +1)
             conn.executemany(
                 "INSERT INTO vectors (model, blob, code) VALUES (?, ?, ?)",
                 ((model_id, blob, code) for blob, code in zip(texts, encode(vecs), strict=True)),
@@ -287,10 +254,8 @@ def sync(index: Index, embedder: Embedder) -> int:
 def _texts(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, str]:
     """The embedded text of each of ``blobs`` that a current memory holds, in their order."""
     found: dict[str, str] = {}
-    marks = ",".join("?" * len(blobs))
-    for blob, title, body in conn.execute(
-        f"SELECT blob, title, body FROM memories WHERE blob IN ({marks})", tuple(blobs)
-    ):
+    sql = f"SELECT blob, title, body FROM memories WHERE blob IN ({marks(blobs)})"
+    for blob, title, body in conn.execute(sql, tuple(blobs)):
         found.setdefault(blob, embed_text(title, body or ""))
     return {b: found[b] for b in blobs if b in found}
 
@@ -310,24 +275,6 @@ def _count(
     )
     if sign < 0:
         conn.execute("DELETE FROM vector_df WHERE model = ? AND df <= 0", (model_id,))
-
-
-def _add_counts(conn: sqlite3.Connection, model_id: int, counts: NDArray[Any]) -> None:
-    """Add an array of per-token document counts (index = token id)."""
-    import numpy as np
-
-    conn.executemany(
-        "INSERT INTO vector_df (model, token, df) VALUES (?, ?, ?) "
-        "ON CONFLICT(model, token) DO UPDATE SET df = df + excluded.df",
-        ((model_id, int(t), int(counts[t])) for t in np.flatnonzero(counts)),
-    )
-
-
-def rows(conn: sqlite3.Connection, model: str | None = None) -> set[tuple[str, str, bytes]]:
-    """Every stored (model, blob, code), for comparing an index with a rebuilt one."""
-    sql = "SELECT m.model, v.blob, v.code FROM vectors v JOIN vector_models m ON m.id = v.model"
-    found = conn.execute(sql + (" WHERE m.model = ?" if model else ""), (model,) if model else ())
-    return {(str(m), str(b), bytes(c)) for m, b, c in found}
 
 
 NUMPY_FROM = 20_000
@@ -483,12 +430,9 @@ def _weights(
     highest, model_id = int(row[0]), int(row[1])
     wanted = sorted(set(tokens))
     counts: dict[int, int] = {}
-    for chunk in _chunks(wanted):
-        marks = ",".join("?" * len(chunk))
-        counts.update(conn.execute(
-            f"SELECT token, df FROM vector_df WHERE model = ? AND token IN ({marks})",
-            (model_id, *chunk),
-        ).fetchall())
+    for chunk in chunks(wanted):
+        sql = f"SELECT token, df FROM vector_df WHERE model = ? AND token IN ({marks(chunk)})"
+        counts.update(conn.execute(sql, (model_id, *chunk)).fetchall())
     return {
         t: max(math.log((total + 1) / (counts.get(t, 0) + 0.5)), 0.0) if t <= highest else 0.0
         for t in wanted
@@ -600,11 +544,7 @@ def nearest_in(
     hits = top_k(conn, embedder.name, query, k)
     by_blob: dict[str, list[int]] = {}
     blobs = [b for b, _ in hits]
-    if blobs:
-        marks = ",".join("?" * len(blobs))
-        for rowid, blob in conn.execute(
-            f"SELECT rowid, blob FROM memories WHERE blob IN ({marks}) ORDER BY rowid",
-            tuple(blobs),
-        ):
-            by_blob.setdefault(blob, []).append(int(rowid))
+    sql = f"SELECT rowid, blob FROM memories WHERE blob IN ({marks(blobs)}) ORDER BY rowid"
+    for rowid, blob in conn.execute(sql, blobs):
+        by_blob.setdefault(blob, []).append(int(rowid))
     return [(rowid, cosine) for blob, cosine in hits for rowid in by_blob.get(blob, [])]

@@ -251,47 +251,19 @@ class StaticEmbedder:
             return total if weights is None else self.embed_tokens(tokens)
         return [t / norm for t in total]
 
-    def embed_counting(
-        self, texts: Sequence[str]
-    ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-        """The vectors of ``texts`` and, per token id, in how many of them it occurs (the
-        same tokens :meth:`token_ids` gives): document frequencies at no second tokenizing."""
+    def _embed_batch(self, texts: list[str]) -> NDArray[np.float32]:
         import numpy as np
 
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        counts = np.zeros(self._vocab, dtype=np.int64)
-        with self._lock:
-            self._count(len(texts))
-            for start in range(0, len(texts), BATCH):
-                chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
-                out[start : start + len(chunk)] = self._embed_batch(chunk, counts)
-        return out, counts
-
-    def _embed_batch(
-        self, texts: list[str], counts: NDArray[np.int64] | None = None
-    ) -> NDArray[np.float32]:
-        import numpy as np
-
-        rows_of = self._rows
-        pieces_of = self._pieces(texts)
         get = self._cache.__getitem__
         chain = itertools.chain.from_iterable
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
-        distinct: list[NDArray[np.int64]] = []
         # One text at a time: a gather and a sum per text is faster here than numpy's
         # reduceat over the batch, and a text's vector cannot depend on its batch (so
         # incremental catch-up and a full rebuild store identical vectors).
-        vocab = self._vocab
-        for row, pieces in enumerate(pieces_of):
+        for row, pieces in enumerate(self._pieces(texts)):
             index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)[:MAX_TOKENS]
             if index.size:
-                result[row] = rows_of(index).sum(axis=0)
-                if counts is not None:
-                    distinct.append(index + row * vocab)  # (text, token) as one number
-        if counts is not None and distinct:
-            # One unique over the batch's (text, token) pairs: each token once per text.
-            pairs = np.unique(np.concatenate(distinct))
-            counts += np.bincount(pairs % vocab, minlength=vocab)[:vocab]
+                result[row] = self._rows(index).sum(axis=0)
         norms = np.linalg.norm(result, axis=1, keepdims=True)
         np.divide(result, norms, out=result, where=norms > 0)
         return result
