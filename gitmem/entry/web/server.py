@@ -21,7 +21,6 @@ import webbrowser
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -107,7 +106,9 @@ class Server(ThreadingHTTPServer):
         self, store: Store, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
     ) -> None:
         if token is None and not is_loopback(host):
-            token = token_file(store)[0]
+            from gitmem.entry.tokens import http_token
+
+            token = http_token(store, env=TOKEN_ENV, folder=TOKEN_DIR)[0]
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host.strip("[]"), port), Handler)
@@ -219,11 +220,3 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
-
-
-def token_file(store: Store) -> tuple[str, Path | None]:
-    """The token a server on a non-loopback host asks for: ``$GITMEM_WEB_TOKEN``, else one
-    kept (0600) in the user's state directory for this store."""
-    from gitmem.entry.tokens import http_token
-
-    return http_token(store, env=TOKEN_ENV, folder=TOKEN_DIR)
