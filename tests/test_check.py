@@ -12,7 +12,7 @@ from clitools import Gitmem, make_runner
 from storetools import commit_count
 
 from gitmem import FixedClock, Store
-from gitmem.features.lifecycle import anchors_of, backtick_paths, check_project
+from gitmem.features.lifecycle.anchors import anchors_of, backtick_paths, check_project
 
 
 def _git(repo: Path, *args: str, when: str = "2026-11-01T12:00:00Z") -> str:

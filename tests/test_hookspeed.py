@@ -15,7 +15,7 @@ from conftest import run_git
 
 import gitmem
 from gitmem import FixedClock, InvalidInputError, Scope, Store
-from gitmem.features.lifecycle import check_project
+from gitmem.features.lifecycle.anchors import check_project
 
 
 def _modules_after(code: str) -> set[str]:

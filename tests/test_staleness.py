@@ -10,7 +10,8 @@ from storetools import plant
 
 import gitmem
 from gitmem import FixedClock, Store, SystemClock
-from gitmem.features.lifecycle import (
+from gitmem.features.lifecycle.prune import LifecycleConfigError
+from gitmem.features.lifecycle.staleness import (
     Staleness,
     StalenessPolicy,
     StalenessRecord,
@@ -19,7 +20,6 @@ from gitmem.features.lifecycle import (
     staleness_report,
     store_staleness,
 )
-from gitmem.features.lifecycle.prune import LifecycleConfigError
 
 NOW = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 

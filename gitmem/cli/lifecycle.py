@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from gitmem.cli.common import State, agent_option, emitted, json_state, scope_option, table
-from gitmem.features.lifecycle import check_project, store_staleness
+from gitmem.features.lifecycle.anchors import check_project
+from gitmem.features.lifecycle.staleness import store_staleness
 from gitmem.format.model import UNTITLED
 
 

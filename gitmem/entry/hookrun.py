@@ -283,7 +283,7 @@ def _report_forks(store: Store, top: Path, out: Out, old: str, new: str) -> None
 def project_after(top: Path) -> int:
     """In a project repository: what ``gitmem check --project`` reports (the memories whose
     anchored files this commit changed), through the library, as the command prints it."""
-    from gitmem.features.lifecycle import check_project
+    from gitmem.features.lifecycle.anchors import check_project
     from gitmem.store.discovery import open_store
     from gitmem.store.where import find_project_store, is_store, user_store_path
 

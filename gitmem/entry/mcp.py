@@ -431,7 +431,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         READ,
     )
     def staleness_report(args: dict[str, Any]) -> ToolResult:
-        from gitmem.features.lifecycle import store_staleness
+        from gitmem.features.lifecycle.staleness import store_staleness
 
         report = store_staleness(
             store,
