@@ -135,12 +135,6 @@ def _verdict(gitdir: Path, folder: Path) -> str:
     return "own" if text == _stamp_text(gitdir.stat(), found) else "foreign"
 
 
-def _write_stamp(gitdir: Path, folder: Path) -> None:
-    tmp = folder / f".{STAMP}.{os.getpid()}.{os.urandom(4).hex()}"
-    tmp.write_bytes(_stamp_text(gitdir.stat(), folder.lstat()))
-    os.replace(tmp, folder / STAMP)
-
-
 def _make(gitdir: Path, folder: Path) -> None:
     """Make ``folder`` stamped (under another name first, so no gitmem ever sees it without
     its stamp)."""
@@ -149,7 +143,7 @@ def _make(gitdir: Path, folder: Path) -> None:
         tmp.mkdir()
     except OSError:
         return  # the caller finds it still missing, and uses the user's own folder
-    _write_stamp(gitdir, tmp)
+    (tmp / STAMP).write_bytes(_stamp_text(gitdir.stat(), tmp.lstat()))
     try:
         tmp.rename(folder)
     except OSError:  # another gitmem made it first: keep theirs

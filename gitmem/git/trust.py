@@ -34,9 +34,7 @@ def git_dir_of(path: str | os.PathLike[str]) -> Path:
     """The git directory of the store at ``path``: ``<path>/.git``, or ``path`` when bare."""
     target = Path(path).expanduser().resolve()
     dot_git = target / ".git"
-    if dot_git.is_dir():
-        return dot_git
-    return target
+    return dot_git if dot_git.is_dir() else target
 
 
 def _entries(value: Any) -> list[str]:
@@ -57,11 +55,7 @@ def trusted() -> list[str]:
 def is_trusted(path: str | os.PathLike[str]) -> bool:
     """Whether the store (or git directory) at ``path`` is trusted."""
     entries = trusted()
-    if not entries:
-        return False
-    if ALL in entries:
-        return True
-    return str(git_dir_of(path)) in entries
+    return bool(entries) and (ALL in entries or str(git_dir_of(path)) in entries)
 
 
 def is_trusted_repository_at(cwd: str | os.PathLike[str]) -> bool:
@@ -73,10 +67,6 @@ def is_trusted_repository_at(cwd: str | os.PathLike[str]) -> bool:
     except (pygit2.GitError, OSError):
         return False
     return found is not None and is_trusted(found)
-
-
-def _is_repository(gitdir: Path) -> bool:
-    return (gitdir / "HEAD").is_file() and (gitdir / "objects").is_dir()
 
 
 def _record(gitdir: Path) -> None:
@@ -100,7 +90,7 @@ def record_created(path: str | os.PathLike[str]) -> None:
 def trust(path: str | os.PathLike[str]) -> Path:
     """Trust the store at ``path`` from now on; returns its git directory."""
     gitdir = git_dir_of(path)
-    if not _is_repository(gitdir):
+    if not ((gitdir / "HEAD").is_file() and (gitdir / "objects").is_dir()):
         raise StoreError(f"no git repository at {Path(path).expanduser()}")
     _record(gitdir)
     return gitdir
