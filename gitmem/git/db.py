@@ -272,28 +272,24 @@ class GitDB:
 
     # -- writing ----------------------------------------------------------------
 
-    def default_author(self) -> Author:
-        # The precedence git itself uses: the environment over user.name / user.email.
+    def _identity(self, role: str) -> tuple[str | None, str | None]:
+        """git's precedence: ``GIT_<role>_NAME``/``_EMAIL`` over user.name and user.email."""
         config = self.repo.config
-        name = (
-            os.environ.get("GIT_AUTHOR_NAME") or _config_get(config, "user.name") or "gitmem-user"
+        return (
+            os.environ.get(f"GIT_{role}_NAME") or _config_get(config, "user.name"),
+            os.environ.get(f"GIT_{role}_EMAIL") or _config_get(config, "user.email"),
         )
-        email = (
-            os.environ.get("GIT_AUTHOR_EMAIL")
-            or _config_get(config, "user.email")
-            or f"{_email_local(name)}@gitmem.invalid"
-        )
-        return Author(name, email)
+
+    def default_author(self) -> Author:
+        name, email = self._identity("AUTHOR")
+        name = name or "gitmem-user"
+        return Author(name, email or f"{_email_local(name)}@gitmem.invalid")
 
     def committer(self) -> Author:
-        """Who runs gitmem: git's committer identity (the environment, then user.name and
-        user.email), else gitmem's own. The author stays the agent that wrote the memory."""
-        config = self.repo.config
-        name = os.environ.get("GIT_COMMITTER_NAME") or _config_get(config, "user.name")
-        email = os.environ.get("GIT_COMMITTER_EMAIL") or _config_get(config, "user.email")
-        if name and email:
-            return Author(name, email)
-        return Author(COMMITTER_NAME, COMMITTER_EMAIL)
+        """Who runs gitmem (git's committer identity), else gitmem's own; the author stays
+        the agent that wrote the memory."""
+        name, email = self._identity("COMMITTER")
+        return Author(name, email) if name and email else Author(COMMITTER_NAME, COMMITTER_EMAIL)
 
     def signing(self) -> bool:
         """Whether commits are signed: git's ``commit.gpgsign`` says so and the store is
@@ -322,14 +318,10 @@ class GitDB:
         message: str,
         tree: pygit2.Oid,
         parents: Sequence[pygit2.Oid],
-        *,
-        committer: Author | None = None,
     ) -> pygit2.Oid:
-        """Create (not yet on any branch) a commit by ``author``, committed by
-        ``committer`` (default :meth:`committer`) at ``when``, signed when :meth:`signing`
-        says so."""
-        if committer is None:
-            committer = self.committer()
+        """Create (not yet on any branch) a commit by ``author`` at ``when``, signed when
+        :meth:`signing` says so."""
+        committer = self.committer()
         if not self.signing():
             repo = self.repo
             return write_object(
