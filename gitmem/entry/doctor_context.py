@@ -289,17 +289,11 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
     with index.reading() as conn:
         row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
         commit = str(row[0]) if row is not None and row[0] else None
-        rows = {p: (i, b) for i, p, b in conn.execute("SELECT id, path, blob FROM memories")}
+        found = conn.execute("SELECT id, path, blob FROM memories ORDER BY created_us, id")
+        listed = found.fetchall()
         view = IndexView(commit, problem_rows(conn))
-        step = max(1, -(-len(rows) // CONTENT_SAMPLE))
-        sampled = {
-            str(path)
-            for (path,) in conn.execute(
-                "SELECT path FROM (SELECT path, row_number() OVER (ORDER BY created_us, id) "
-                "AS n FROM memories) WHERE (n - 1) % ? = 0",
-                (step,),
-            )
-        }
+    sampled = {path for _, path, _ in listed[:: max(1, -(-len(listed) // CONTENT_SAMPLE))]}
+    rows = {p: (i, b) for i, p, b in listed}
     files = memory_files(db, commit)
     problem_paths = {path for path, _ in view.problems}
     for path, blob in files.items():
