@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,12 +56,7 @@ class CloneResult:
     hooks: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "branch": self.branch,
-            "memories": self.memories,
-            "hooks": self.hooks,
-        }
+        return {**asdict(self), "path": str(self.path)}
 
 
 def _default_dest(url: str) -> Path:
