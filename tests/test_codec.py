@@ -30,7 +30,7 @@ from gitmem.format.codec import (
 )
 from gitmem.format.layout import memory_path
 from gitmem.format.model import memory_from_document
-from gitmem.format.yamlbounds import MAX_DEPTH, MAX_FRONT_MATTER_BYTES, depth_bound
+from gitmem.format.yamlbounds import MAX_DEPTH, MAX_FRONT_MATTER_BYTES
 
 settings.register_profile("ci", deadline=None, max_examples=300)
 settings.register_profile("dev", deadline=None)
@@ -713,59 +713,6 @@ def test_errors_are_gitmem_errors_with_exit_code() -> None:
     with pytest.raises(GitmemError) as info:
         parse("---\n- a\n---\n")
     assert info.value.exit_code == 4
-
-
-# -- the depth pre-scan that gates libyaml is an upper bound -----------------------------------
-
-
-def _node_depth(node: Any) -> int:
-    if isinstance(node, yaml.MappingNode):
-        return 1 + max((max(_node_depth(k), _node_depth(v)) for k, v in node.value), default=0)
-    if isinstance(node, yaml.SequenceNode):
-        return 1 + max((_node_depth(v) for v in node.value), default=0)
-    return 1
-
-
-_NESTED = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=30,
-)
-
-
-@given(value=_NESTED, flow=st.sampled_from([False, True, None]), indent=st.integers(2, 6),
-       crlf=st.booleans())
-@settings(max_examples=300, deadline=None)
-def test_property_depth_bound_is_an_upper_bound(
-    value: Any, flow: bool | None, indent: int, crlf: bool
-) -> None:
-    """libyaml composes without a depth check: the fast path is safe only if this holds."""
-    text = yaml.safe_dump({"k": value}, default_flow_style=flow, indent=indent, width=30)
-    if crlf:
-        text = text.replace("\n", "\r\n")
-    bound = depth_bound(text)
-    if bound is None:
-        return
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    assert _node_depth(node) <= bound, text
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "? " * 200 + "a\n",
-        "- " * 200 + "a\n",
-        "a:\n- b:\n  - c:\n    - d:\n      - e\n",
-        "? - - a\n: - - b\n",
-        "k: [[[{a: [b]}]]]\n",
-        "k: |\n  - - - - - not nesting\n",
-    ],
-)
-def test_depth_bound_on_indicator_shapes(text: str) -> None:
-    bound = depth_bound(text)
-    assert bound is not None
-    assert _node_depth(yaml.compose(text, Loader=yaml.SafeLoader)) <= bound
 
 
 @pytest.mark.parametrize("key", [3, (1, 2), None, 1.5])

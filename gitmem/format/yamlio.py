@@ -1,8 +1,7 @@
 """PyYAML, hardened: the one loader every YAML read goes through, and the one dumper.
 
-libyaml (``CSafeLoader``, ``CSafeDumper``) does the work; PyYAML's Python composer reads
-what libyaml cannot read within the bounds (aliases, tags, deep nesting are checked node
-by node there)."""
+libyaml scans and parses (a state machine, no recursion) and dumps; PyYAML's Python
+composer builds the nodes, checking aliases, depth and size node by node."""
 
 from __future__ import annotations
 
@@ -11,11 +10,15 @@ import io
 from typing import Any, ClassVar, NamedTuple
 
 import yaml
+from yaml._yaml import CParser
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
 
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
-from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip, depth_bound
+from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip
 
 # JSON's data model plus timestamps: !!binary, !!set, !!omap are refused like unknown tags.
 _STR = "tag:yaml.org,2002:str"
@@ -29,8 +32,11 @@ _ALLOWED_TAGS = frozenset(
 _CONSTRUCT_ERRORS = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
 
 
-class _Hardened:
-    """The constructor side shared by the pure-Python and the libyaml loader."""
+class _Loader(Composer, CParser, SafeConstructor, Resolver):
+    """libyaml's events, composed and constructed in Python refusing what front-matter
+    never needs: aliases (a billion-laughs document explodes when anything walks it),
+    duplicate keys (YAML keeps the last one silently), tags outside JSON's data model plus
+    timestamps, and merge keys."""
 
     yaml_constructors: ClassVar[dict[Any, Any]] = {
         tag: constructor
@@ -38,11 +44,19 @@ class _Hardened:
         if tag in _ALLOWED_TAGS or tag is None
     }
 
+    def __init__(self, stream: str) -> None:
+        CParser.__init__(self, stream)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        Composer.__init__(self)
+        self._depth = 0
+        self._nodes = 0
+
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         if node.tag == _STR and type(node) is ScalarNode:
             return node.value  # most values: what SafeConstructor would make, without its walk
         try:
-            return super().construct_object(node, deep=deep)  # type: ignore[misc]
+            return super().construct_object(node, deep=deep)
         except InvalidMemoryError:
             raise  # already names what is wrong (an inner node's own error)
         except _CONSTRUCT_ERRORS as exc:
@@ -72,20 +86,9 @@ class _Hardened:
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
-
-class _Loader(_Hardened, yaml.SafeLoader):
-    """SafeLoader that refuses what front-matter never needs: aliases (a billion-laughs
-    document explodes when anything walks it), duplicate keys (YAML keeps the last one
-    silently), tags outside JSON's data model plus timestamps, and merge keys."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
-
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+            event: Any = self.peek_event()
             raise InvalidMemoryError(
                 f"front-matter uses a YAML alias (*{event.anchor}) at line "
                 f"{event.start_mark.line + 1}; anchors and aliases are not allowed"
@@ -100,26 +103,6 @@ class _Loader(_Hardened, yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
-
-
-_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
-
-
-if _CSafeLoader is not None:
-
-    class _FastLoader(_Hardened, _CSafeLoader):  # type: ignore[misc]
-        """libyaml's parser with the hardened constructor, about 7x faster than _Loader; C
-        composes without per-node checks, so it only reads text that
-        :func:`_fast_path_safe` proves free of aliases and tags and shallow enough."""
-
-
-def _fast_path_safe(text: str) -> bool:
-    if _CSafeLoader is None or any(c in text for c in "&*!") or "<<" in text:
-        return False
-    if len(text) > 2 * MAX_NODES:
-        return False  # every node needs a character and a separator: the budget holds
-    bound = depth_bound(text)
-    return bound is not None and bound < MAX_DEPTH
 
 
 _SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -183,7 +166,7 @@ def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES) -> tuple[Any, Node 
     try:
         # The reader checks for unprintable characters as it is built, so the
         # constructor call belongs inside the try too.
-        loader = _FastLoader(text) if _fast_path_safe(text) else _Loader(text)
+        loader = _Loader(text)
         node = loader.get_single_node()
         value = None if node is None else loader.construct_document(node)
     except InvalidMemoryError:
