@@ -314,8 +314,6 @@ class Graph:
         self._batch: Transaction | None = None
         self._batch_state: _State | None = None
         self._last_ns = 0
-        self._cache: dict[str, Memory | None] = {}
-        """Parsed entity files by blob id: a long-lived server re-reads only what changed."""
 
     def _next_ns(self) -> int:
         """A creation time in nanoseconds, later than every one this graph gave before."""
@@ -352,20 +350,11 @@ class Graph:
             walked.conn.close()
 
     def _memory(self, snap: Snapshot, path: str) -> Memory | None:
-        blob = snap.blob_id(path) if path not in snap.changes else None
-        key = str(blob) if blob is not None else None
-        if key is not None and key in self._cache:
-            return self._cache[key]
         data = snap.read(path)
-        memory = None
         if data is not None:
             with contextlib.suppress(GitmemError):
-                memory = memfile.decode(data, path, what=path, require_memory_path=False)
-        if key is not None:
-            if len(self._cache) > 200_000:
-                self._cache.clear()
-            self._cache[key] = memory
-        return memory
+                return memfile.decode(data, path, what=path, require_memory_path=False)
+        return None
 
     def _read(self, snap: Snapshot, doc_id: str) -> EntityRow | None:
         memory = self._memory(snap, f"{doc_id}.md")
