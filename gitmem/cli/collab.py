@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -31,9 +32,11 @@ from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
 from gitmem.format.memfile import rendered_text
 from gitmem.format.model import UNTITLED
-from gitmem.store import merge as merging
 from gitmem.store import mergedriver
 from gitmem.store import sync as syncing
+
+if TYPE_CHECKING:
+    from gitmem.features.update_branch import UpdateResult
 
 
 @click.command(name="merge-driver", hidden=True)
@@ -115,23 +118,21 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
             f"{len(result.deleted)} deleted"
         )
     click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
-    _merge_notes(result.forks, result.decided, result.kept_over_delete)
+    _merge_notes(result)
     for memory_id in result.pending_committed:
         click.echo(f"committed fork {memory_id} left by a git merge")
 
 
-def _merge_notes(
-    forks: list[merging.Fork], decided: list[tuple[str, str]], kept_over_delete: list[str],
-) -> None:
+def _merge_notes(result: syncing.SyncResult | UpdateResult) -> None:
     """What a memory-aware merge (sync, update-branch) kept both sides of or decided."""
-    for fork in forks:
+    for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
-    for memory_id, name in decided:
+    for memory_id, name in result.decided:
         click.echo(
             f"decided by time: both sides changed {name} of {memory_id}; the later value is "
             "kept and the other is listed by gitmem conflicts until you resolve it"
         )
-    for memory_id in kept_over_delete:
+    for memory_id in result.kept_over_delete:
         click.echo(f"kept: {memory_id} was deleted on one side and changed on the other")
 
 
@@ -193,7 +194,7 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
         )
     for path_ in result.conflicting:
         click.echo(f"plain git conflicted on: {path_}")
-    _merge_notes(result.forks, result.decided, result.kept_over_delete)
+    _merge_notes(result)
     click.echo(f"next: git push origin {result.branch} (never --force)")
 
 

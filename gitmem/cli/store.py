@@ -218,8 +218,7 @@ def history(state: State, memory_id: str, limit: int, page: int) -> None:
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     result = store.history(memory_id, limit=limit, page=page)
-    versions = [v.to_dict() for v in result]
-    data = {"id": memory_id, "versions": versions, "warnings": result.warnings}
+    data = {"id": memory_id, "versions": list(result), "warnings": result.warnings}
     output(state, {**data, "earlier": result.earlier}, history_text(result))
     if result.earlier and not state.json:
         more = f"more: gitmem history {memory_id} --page {page + 1}"
