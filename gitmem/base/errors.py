@@ -146,9 +146,8 @@ class MissingDependencyError(GitmemError):
 
 
 def install_command(extra: str) -> str:
-    """How to add ``extra`` to the gitmem that is running, from where it was installed: its
-    interpreter's pip (uv's when uv installed it), and the checkout, wheel or repository it
-    came from (its ``direct_url.json``), else the package index."""
+    """How to add ``extra`` to the running gitmem: its interpreter's pip (or uv's) and where
+    it came from (its ``direct_url.json``: a checkout, wheel or repository), else the index."""
     import json
     import shlex
     import sys

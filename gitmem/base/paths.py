@@ -181,9 +181,8 @@ def _set_aside(gitdir: Path, folder: Path) -> None:
 
 
 def user_dir(kind: str) -> Path:
-    """The user's own folder of ``kind`` ``"cache"`` (``$XDG_CACHE_HOME/gitmem``, else
-    ``~/.cache/gitmem``) or ``"state"`` (``$XDG_STATE_HOME/gitmem``, else
-    ``~/.local/state/gitmem``): what gitmem keeps per user, outside every store."""
+    """The user's own ``"cache"`` or ``"state"`` folder, outside every store
+    (``$XDG_<KIND>_HOME/gitmem``, else ``~/.cache/gitmem`` or ``~/.local/state/gitmem``)."""
     xdg = os.environ.get(f"XDG_{kind.upper()}_HOME")
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / "gitmem"

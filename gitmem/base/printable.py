@@ -18,8 +18,7 @@ def printable(text: str) -> str:
 
 def printable_json(text: str) -> str:
     """JSON ``text`` with the characters JSON leaves as they are but that are not printable
-    (DEL, C1 controls, format and separator characters) escaped as JSON escapes them
-    (``\\u202e``): the value read back is the same. JSON's own line breaks are kept."""
+    (DEL, C1 controls, format characters) escaped (``\\u202e``); its line breaks kept."""
     if text.isascii() and "\x7f" not in text:
         return text  # JSON escaped every other control character already
     return "\n".join(

@@ -238,9 +238,8 @@ def plausible(pattern: SecretPattern, secret: str) -> bool:
 
 
 _FOLDS = str.maketrans({"\u0131": "i", "\u017f": "s"})
-"""The characters ``(?i)`` matches to an ASCII letter although ``str.lower()`` keeps them
-(dotless i, long s): without them, ``pa\u017fsword = <secret>`` would skip its pattern for
-want of the hint ``passw``."""
+"""The characters ``(?i)`` matches to an ASCII letter but ``str.lower()`` keeps (dotless i,
+long s): else ``pa\u017fsword = <secret>`` would lack the hint ``passw``."""
 
 
 def hint_text(text: str) -> str:
@@ -324,7 +323,6 @@ _URL_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 def redact_remote(text: str) -> str:
-    """Text from git talking to a remote (its messages, its progress lines): the user part of
-    every URL (``https://user:token@host``, ``https://token@host``) masked as ``***``, then
-    whatever else :func:`redact` finds."""
+    """Text from git talking to a remote: the user part of every URL masked as ``***``
+    (``https://user:token@host``), then whatever else :func:`redact` finds."""
     return redact(_URL_USERINFO.sub(r"\1***@", text))

@@ -1,15 +1,10 @@
-"""The one place gitmem runs the git binary, under one environment policy.
-
-pygit2 does the rest; git runs where only git can (fetch and push over every transport,
-``gc``, ``fsck``, the hooks' view of git's index), always through :func:`run_git` or
-:func:`popen_git`. They drop the variables that point git at another repository, never let
-git wait on a terminal, ask for English messages and, unless the store is trusted
-(:mod:`gitmem.git.trust`), shut out the repository's own settings that make git run a
-program, write or send a file, or change whom it trusts on the network: for each such key
-the repository sets (``git config --list --show-scope``), one command-line entry
-(``GIT_CONFIG_COUNT``, read after the repository's files) gives the user's own value or one
-that runs nothing of the store's choosing. docs/security.md lists the keys;
-tests/test_trust.py proves each against the real git binary.
+"""The one place gitmem runs the git binary (fetch, push, ``gc``, ``fsck``, hooks), always
+through :func:`run_git` or :func:`popen_git`: without the variables that point git at
+another repository, never waiting on a terminal, in English and, unless the store is
+trusted (:mod:`gitmem.git.trust`), with every repository setting that runs a program,
+writes or sends a file or changes whom git trusts overridden on git's command line by the
+user's own value or a neutral one. docs/security.md lists the keys; tests/test_trust.py
+proves each against the real git binary.
 """
 
 from __future__ import annotations
@@ -220,9 +215,8 @@ def _environment_proxy(env: Mapping[str, str]) -> str:
 
 
 def _users_value(key: str, user_values: Mapping[str, str]) -> str | None:
-    """The user's own value for ``key``; for ``http.<url>.<name>``, the user's
-    ``http.<name>`` when they set no URL-specific one (what git would use without the
-    store's URL-specific entry, which the override must not outrank)."""
+    """The user's own value for ``key``; for ``http.<url>.<name>``, their ``http.<name>``
+    when they set no URL-specific one (what git would use without the store's entry)."""
     mine = user_values.get(key)
     if mine is not None:
         return mine
@@ -363,9 +357,8 @@ def _command(
 def cat_blobs(
     cat_file: Callable[[str, bytes], bytes], specs: Sequence[str], limit: int
 ) -> list[bytes | int | None]:
-    """The blobs ``specs`` name (ids or ``rev:path``) through ``git cat-file``, which
-    ``cat_file(mode, input)`` runs: each one's bytes, None where there is no blob, or its
-    size, unread, where it is over ``limit`` (sizes come first, from ``--batch-check``)."""
+    """The blobs ``specs`` name (ids or ``rev:path``) through ``cat_file(mode, input)``
+    (``git cat-file``): bytes, None where there is no blob, or the size of one over ``limit``."""
     if not specs:
         return []
     checked = cat_file("--batch-check", "".join(f"{s}\n" for s in specs).encode())
@@ -520,9 +513,8 @@ def popen_git(
     pass_fds: Sequence[int] = (),
     detached: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start ``git <args>`` in the background under the same policy. ``pass_fds``: descriptors
-    git inherits (a lock it holds while it runs); ``detached``: a session of its own, out of
-    reach of the caller's terminal and process group."""
+    """Start ``git <args>`` in the background under the same policy; ``pass_fds``: a lock git
+    holds while it runs; ``detached``: out of reach of the caller's process group."""
     env, policy = _policy(gitdir, cwd, trusted, False, config)
     try:
         return subprocess.Popen(

@@ -101,9 +101,8 @@ def operation_in_progress(gitdir: Path) -> tuple[str, str] | None:
 
 
 def check_branch_name(name: str) -> str:
-    """``name`` if it can name a branch gitmem makes or pushes: a valid git ref name holding
-    no credential (a branch name is pushed and kept like a commit message). Else
-    InvalidInputError, never echoing a credential."""
+    """``name`` if it is a valid branch name holding no credential (it is pushed and kept like
+    a commit message); else InvalidInputError."""
     from gitmem.format import secrets
 
     secrets.refuse(name, "the branch name")
@@ -292,9 +291,8 @@ class GitDB:
         return Author(name, email) if name and email else Author(COMMITTER_NAME, COMMITTER_EMAIL)
 
     def signing(self) -> bool:
-        """Whether commits are signed: git's ``commit.gpgsign`` says so and the store is
-        trusted (a store's own ``gpg.program`` or signing key is as untrusted as the rest
-        of it; an untrusted store's commits are made unsigned, with one warning)."""
+        """Whether commits are signed: ``commit.gpgsign`` and a trusted store (a store's own
+        ``gpg.program`` is as untrusted as the rest of it: unsigned, with one warning)."""
         if self._signing is None:
             try:
                 wanted = self.repo.config.get_bool("commit.gpgsign")
@@ -451,9 +449,7 @@ class GitDB:
 
     @contextlib.contextmanager
     def writer_lock(self, deadline: float) -> Iterator[None]:
-        """Serialize the store's writers: one ``flock`` on ``<gitdir>/gitmem/write.lock``,
-        from reading the tip to updating the work tree (the kernel drops it with a killed
-        writer)."""
+        """Serialize the store's writers: one ``flock`` on ``<gitdir>/gitmem/write.lock``."""
         self.state_dir.mkdir(exist_ok=True)
         fd = os.open(self.state_dir / paths.WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:

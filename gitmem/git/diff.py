@@ -50,9 +50,8 @@ def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
 
 
 def memory_blob_at(tree: pygit2.Tree | None, path: str) -> tuple[str, pygit2.Oid] | None:
-    """Where the memory of ``path`` is in ``tree`` and its blob (:func:`history_paths`),
-    None when it is not there: histories follow a plain id across the migration from
-    format 4, which moved its file."""
+    """Where the memory of ``path`` is in ``tree`` and its blob, None when it is not there
+    (:func:`history_paths`: histories follow an id across the migration from format 4)."""
     if tree is None:
         return None
     for each in history_paths(path):

@@ -1,14 +1,11 @@
 """A repository's config may include files; none of them may be one that blocks.
 
-``include.path`` and ``includeIf.<condition>.path`` make git and libgit2 read another file
-as configuration. A FIFO, ``/dev/stdin``, a terminal or ``/proc/kmsg`` never ends, so every
-command on that store would hang; and the config is the store's, not the user's, when the
-store came from someone else. So before libgit2 or git reads a repository's config, the
-includes are followed as git follows them (relative to the including file, ``~/``, nested
-up to git's depth of 10), and a target that is not a regular file (``/dev/null`` aside) or
-lies under ``/proc``, ``/sys`` or ``/dev`` is refused by name. A missing target is fine:
-git skips it. Each file is opened without blocking and read within :data:`MAX_BYTES` and
-:data:`MAX_SECONDS`.
+``include.path`` and ``includeIf.<condition>.path`` make git and libgit2 read another file;
+a FIFO, a terminal or ``/proc/kmsg`` never ends, so every command on the store would hang.
+Before libgit2 or git reads a repository's config, its includes are followed as git follows
+them, and a target that is not a regular file (``/dev/null`` aside) or lies under ``/proc``,
+``/sys`` or ``/dev`` is refused by name; each file is read without blocking, within
+:data:`MAX_BYTES` and :data:`MAX_SECONDS`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The user's own, uncommitted configuration.
+"""The user's own, uncommitted configuration: what decides which code runs, which stores are
+trusted, or where memory text is sent never comes from a store.
 
-Nothing that decides what code runs, which stores are trusted, or where memory text is sent
-may come from a store, which anyone who can push to it writes. Those settings live in a
-YAML file only the user writes: ``$GITMEM_CONFIG``, else
-``$XDG_CONFIG_HOME/gitmem/config.yaml``, else ``~/.config/gitmem/config.yaml``. Each feature
-reads its own section; ``stores: {<absolute git dir>: {<section>: ...}}`` wins over the
-top level, and holds the policy a store's committed ``gitmem.yaml`` may not loosen
-(:func:`with_store_settings`). A missing file is an empty configuration.
+A YAML file only the user writes (``$GITMEM_CONFIG``, else
+``$XDG_CONFIG_HOME/gitmem/config.yaml``, else ``~/.config/gitmem/config.yaml``); each feature
+reads its own section, and ``stores: {<absolute git dir>: {...}}`` wins over the top level.
 """
 
 from __future__ import annotations
@@ -75,8 +72,7 @@ def with_store_settings(config: StoreConfig, gitdir: str | os.PathLike[str]) -> 
 
 def read_limit(gitdir: str | os.PathLike[str]) -> int:
     """The largest file gitmem reads from the store at ``gitdir``: the user's own body bound
-    for it (else the built-in one) plus the front-matter bound. The committed gitmem.yaml
-    does not move it, so a teammate's lower limit hides no stored memory."""
+    (else the built-in one) plus the front-matter bound; never the committed gitmem.yaml's."""
     from gitmem.format.config import DEFAULT_MAX_BODY_BYTES
     from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
@@ -133,9 +129,8 @@ def load_cached() -> LocalConfig:
 
 
 def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
-    """Apply ``change`` to the configuration's mapping and write the file back: under a lock,
-    so concurrent records both land; renamed into place; owner-only, since it decides what
-    runs. Comments in a hand-written file are not kept."""
+    """Apply ``change`` to the configuration and write it back: under a lock, renamed into
+    place, owner-only (it decides what runs); a hand-written file's comments are lost."""
     import yaml
 
     path = config_path()

@@ -29,9 +29,8 @@ from gitmem.git.locks import try_flock
 log = logs.get(__name__)
 
 GC_AUTO = 1024
-"""``gc.auto`` written into a new store and used where git's config sets none (git: 6,700).
-A single create leaves five loose objects of ~5 KB, so git's value let a young store grow
-to many times its text; this keeps 5,000 creates within 4x (``python -m bench.writes``)."""
+"""``gc.auto`` of a new store, and where git's config sets none (git's 6,700 lets a young
+store grow to many times its text): 5,000 creates within 4x (``python -m bench.writes``)."""
 GC_AUTO_PACK_LIMIT = 20
 """``gc.autoPackLimit`` likewise (git: 50): libgit2 looks a new object up in every pack."""
 SAMPLE_DIR = "17"

@@ -50,9 +50,8 @@ def staged_id(data: bytes | pygit2.Oid) -> pygit2.Oid:
 
 
 class Snapshot:
-    """The tree of one commit plus the changes a plan has staged on top of it. With
-    ``write_blobs``, :meth:`put` writes each blob at once and stages its id (a large
-    transaction holds ids, not bytes; a kill leaves only blobs git prunes)."""
+    """The tree of one commit plus the changes a plan has staged on top of it; with
+    ``write_blobs``, :meth:`put` writes each blob at once and stages only its id."""
 
     def __init__(
         self, repo: pygit2.Repository, commit: pygit2.Commit | None, *, write_blobs: bool = False
@@ -133,9 +132,8 @@ class Snapshot:
         return self._entry(path) is not None
 
     def locate(self, memory_id: str, *, past: bool = False) -> str | None:
-        """The path of the memory ``memory_id`` as staged, None when it is not there.
-        ``past``: a commit from before ``gitmem migrate`` may hold it where format 4 put it
-        (gitmem.format.layout.history_paths), for reads of history."""
+        """The path of the memory ``memory_id`` as staged, None when it is not there; ``past``:
+        also where format 4 put it, for a commit from before ``gitmem migrate``."""
         path = memory_path(memory_id)
         if self.exists(path):
             return path
@@ -298,9 +296,8 @@ def readable(repo: pygit2.Repository, oid: pygit2.Oid) -> bool:
 
 
 def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
-    """The bytes of the blob ``oid``: every file gitmem reads from git comes through here.
-    The size comes from the header first, so a file over :func:`read_limit` is never
-    inflated: TooLargeError (one warning per process), which callers skip."""
+    """The bytes of the blob ``oid``, every file gitmem reads from git: one over
+    :func:`read_limit` (by its header) is never inflated but TooLargeError, warned once."""
     with _reading(repo, oid, "file (blob)"):
         kind, size = repo.odb.read_header(oid)
     if kind != pygit2.enums.ObjectType.BLOB:
@@ -384,9 +381,8 @@ VANISHED_DIR_RETRIES = 5
 
 
 def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
-    """Run one libgit2 object write, again if its fan-out directory vanished under it:
-    a repack removes an empty ``objects/xx/`` between libgit2's ``mkdir`` and its rename
-    (git's own writers retry for this race; writing an object twice is harmless)."""
+    """Run one libgit2 object write, again if a repack removed its empty ``objects/xx/``
+    between libgit2's ``mkdir`` and rename (git's writers retry this race too)."""
     for attempt in range(VANISHED_DIR_RETRIES):
         try:
             return write()

@@ -1,15 +1,11 @@
-"""Which stores the user trusts, recorded outside every store.
+"""Which stores the user trusts, recorded outside every store, as git's ``safe.directory``.
 
-As git's ``safe.directory``: a repository's own configuration can make git run programs,
-which is fine for a store the user made and dangerous for one from someone else (a bare
-store committed in a project, a copied directory). The list lives in the user's own
-configuration (:mod:`gitmem.git.localconfig`, ``trusted_stores``: git directories, or
-``"*"``), filled by ``gitmem init`` and ``gitmem trust``. Trust lets git use the store's
-program-running settings (:mod:`gitmem.git.command`) and a store found by walking up be
-used without ``--store``; nothing else.
-
-Another user's store, which git and libgit2 refuse: one the user named is read, never
-written; a trusted one is used as the user's own (docs/security.md says why this is safe).
+A store's own git config can make git run programs: fine for a store the user made,
+dangerous for one from someone else. The list (``trusted_stores`` in the user's own
+configuration, :mod:`gitmem.git.localconfig`; ``"*"`` for all) is filled by ``gitmem init``
+and ``gitmem trust``. Trust lets git use the store's settings (:mod:`gitmem.git.command`)
+and a store found by walking up be used without ``--store``. Another user's store is read
+when named, and written only when trusted (docs/security.md).
 """
 
 from __future__ import annotations
@@ -120,8 +116,7 @@ _owner_check = threading.Lock()
 
 def name(path: str | os.PathLike[str]) -> None:
     """Note that the user named the store at ``path`` (``--store``, ``$GITMEM_DIR``,
-    ``gitmem.open(path)``): another user's is then read, never written. A store found by
-    walking up is not named (git's rule)."""
+    ``gitmem.open``), not found it by walking up: another user's is then read."""
     _named.add(str(git_dir_of(path)))
 
 
@@ -147,9 +142,8 @@ def foreign_access(path: str | os.PathLike[str]) -> Literal["write", "read"] | N
 def open_repository(
     path: str | os.PathLike[str], *, relaxed: bool = False
 ) -> tuple[pygit2.Repository, bool]:
-    """libgit2's repository at ``path`` (no search) and whether its owner check was relaxed:
-    libgit2's switch is process-wide, so it is turned off under a lock just for a store
-    :func:`foreign_access` allows. Another user's store otherwise: StoreError."""
+    """libgit2's repository at ``path`` (no search) and whether its process-wide owner check
+    was relaxed, under a lock, for a store :func:`foreign_access` allows (else StoreError)."""
     import pygit2
 
     flags = pygit2.enums.RepositoryOpenFlag.NO_SEARCH
@@ -176,9 +170,8 @@ def open_repository(
 
 
 def safe_directories(gitdir: str | os.PathLike[str] | None) -> list[str]:
-    """The ``safe.directory`` values git needs to work on the store at ``gitdir`` when
-    another user owns it and :func:`foreign_access` allows it (given on git's command
-    line, for that one call: the user's global configuration is never changed)."""
+    """The ``safe.directory`` values, for git's command line, that let git work on another
+    user's store at ``gitdir`` when :func:`foreign_access` allows it."""
     if gitdir is None:
         return []
     path = git_dir_of(gitdir)
