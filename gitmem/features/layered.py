@@ -423,18 +423,24 @@ class LayeredStore:
                 out.append(self._document(memory, now, policy))
         return out
 
-    def _require_doc(self, id: str) -> Memory:
+    def _file_type(self, id: str) -> str:
+        """The file type of a layered document id; any other id is refused."""
         check_id(id)
-        if placement(id) is None:
+        where = placement(id)
+        if where is None:
             raise InvalidInputError(
                 f"{id!r} is not a layered document id "
                 "(projects/<project>/<type>, skills/<skill>/<project>/<type>, "
                 "commands/<project>/<type> or agents/<agent>/<type>)"
             )
+        return where["file_type"]
+
+    def _require_doc(self, id: str) -> tuple[Memory, str]:
+        file_type = self._file_type(id)
         memory = self.store.get(id)
         if memory is None:
             raise NotFoundError(f"no layered document {id}", hint="create it first")
-        return memory
+        return memory, file_type
 
     def _write_count(self, id: str) -> int:
         """How many commits have written this document so far (from git history)."""
@@ -486,11 +492,11 @@ class LayeredStore:
         agent: str | None = None,
     ) -> Document | None:
         """The document, or None when there is none."""
-        memory_id = document_id(
-            layer, file_type, project=project, skill=skill, command=command, agent=agent
+        return self.get(
+            document_id(
+                layer, file_type, project=project, skill=skill, command=command, agent=agent
+            )
         )
-        memory = self.store.get(memory_id)
-        return None if memory is None else self._document(memory)
 
     def get(self, id: str) -> Document | None:
         """A document by id, or None."""
@@ -500,16 +506,14 @@ class LayeredStore:
 
     def update(self, id: str, content: str) -> UpdateResult:
         """Replace the content: timestamp refreshed (staleness reset), size limits checked."""
-        self._require_doc(id)
+        _, file_type = self._require_doc(id)
         memory = self.store.update(id, content, allow_empty=True, **self._who())
-        where = placement(id) or {}
         lines = count_lines(memory.body)
-        return UpdateResult(id, True, lines, self._size_warning(where["file_type"], lines))
+        return UpdateResult(id, True, lines, self._size_warning(file_type, lines))
 
     def append(self, id: str, content: str) -> AppendResult:
         """Add content at the end, then prune by the file type's rule, in one commit."""
-        current = self._require_doc(id)
-        file_type = (placement(id) or {})["file_type"]
+        current, file_type = self._require_doc(id)
         count = self._write_count(id) + 1
         body = _appended(current.body, content)
         items: list[PrunedItem] = []
@@ -530,9 +534,7 @@ class LayeredStore:
 
     def delete(self, id: str) -> DeleteResult:
         """Delete one document (parent folders untouched; ``gitmem restore`` brings it back)."""
-        check_id(id)
-        if placement(id) is None:
-            raise InvalidInputError(f"{id!r} is not a layered document id")
+        self._file_type(id)
         return DeleteResult(id, self.store.delete(id, agent=self.agent, session_id=self.session_id))
 
     def get_shared_project_memory(self, project: str) -> list[Document]:
@@ -694,8 +696,7 @@ class LayeredStore:
         """Quality checks of one document: completeness (project_overview), specificity,
         growth (common_patterns, from its line counts across its writes in git history)
         and accuracy suggestions (every 5th write)."""
-        current = self._require_doc(id)
-        file_type = (placement(id) or {})["file_type"]
+        current, file_type = self._require_doc(id)
         line_counts = [
             count_lines(v.memory.body)
             for v in self.store.history(id)
