@@ -18,7 +18,7 @@ from typing import Any
 
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import IDS_UNLISTED_TRAILER, OP_TRAILER, CommitSpec
-from gitmem.features.graph_rows import ENTITIES_ROOT, entity_fields
+from gitmem.features.graph_rows import ENTITIES_ROOT, entity_fields, shard_of
 from gitmem.format import codec, memfile
 from gitmem.format.config import FORMAT, StoreConfig
 from gitmem.format.layout import (
@@ -119,8 +119,6 @@ def _shard_entity(snap: Snapshot, path: str, report: Migration, taken: set[str])
     the moved file gets its new id and names the old one in ``supersedes``: ``gitmem
     history`` follows the link back through the move. Name, type, observations and
     relations are kept, so the graph reads the same entities."""
-    from gitmem.features.graph import shard_of
-
     data = snap.read(path)
     if data is None:
         return
