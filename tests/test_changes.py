@@ -76,7 +76,8 @@ def test_raw_tree_changes_match_the_libgit2_walk(tmp_path: Path) -> None:
     for old_id, new_id in itertools.pairwise(trees):
         old, new = repo[old_id], repo[new_id]
         for a, b in ((old, new), (new, old), (None, new), (old, None)):
-            got = list(tree_changes(repo, a, b, "memories"))  # type: ignore[arg-type]
+            ids = (a.id if a is not None else None, b.id if b is not None else None)
+            got = list(tree_changes(repo, *ids, "memories"))
             want = list(_reference(repo, a, b, "memories"))  # type: ignore[arg-type]
             assert got == want
             compared += len(want)

@@ -182,7 +182,11 @@ def test_nearest_finds_the_memory_by_meaning_with_the_default_embedder(tmp_path:
     store.create("Fixtures live in tests/conftest.py")
     store.create("The office coffee machine is on the third floor")
     index = store.index()
-    found = vectors.nearest(index, "how do we ship a release to staging?", 3)
+    from gitmem.store.embed import get_embedder
+
+    default = get_embedder()
+    assert default is not None, "no default embedder"
+    found = vectors.nearest(index, "how do we ship a release to staging?", 3, embedder=default)
     assert found, "no default embedder"
     conn = index.connect()
     top = conn.execute("SELECT id FROM memories WHERE rowid = ?", (found[0][0],)).fetchone()[0]

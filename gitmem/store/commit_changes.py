@@ -27,31 +27,18 @@ def changed_memory_files(
     repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
     """(path, new blob or None) for every memory file that differs between the trees.
-
-    Walks the two trees side by side and descends only into subtrees whose ids
-    differ, so the cost follows the change (one shard of ~1/256 of the
-    memories), not the store. libgit2's tree-to-tree diff visits every entry.
-    """
+    Only subtrees whose ids differ are read, so the cost follows the change, not the
+    store (libgit2's tree-to-tree diff visits every entry)."""
     for root in MEMORY_ROOTS:
-        for path, blob in tree_changes(
-            repo, _subtree(repo, old, root), _subtree(repo, new, root), root
-        ):
+        for path, blob in tree_changes(repo, _subtree(old, root), _subtree(new, root), root):
             if is_memory_file(path):
                 yield path, blob
 
 
 def tree_changes(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None, prefix: str
-) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """(path, new blob or None) of every file that differs between two trees, by name."""
-    yield from _changes(
-        repo, old.id if old is not None else None, new.id if new is not None else None, prefix
-    )
-
-
-def _changes(
     repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
+    """(path, new blob or None) of every file that differs between two trees, by name."""
     if old is not None and new is not None and old == new:
         return
     before, after = _entries(repo, old), _entries(repo, new)
@@ -63,7 +50,7 @@ def _changes(
         o_tree = pygit2.Oid(raw=o[1]) if o is not None and o[0] == _TREE_MODE else None
         n_tree = pygit2.Oid(raw=n[1]) if n is not None and n[0] == _TREE_MODE else None
         if o_tree is not None or n_tree is not None:
-            yield from _changes(repo, o_tree, n_tree, path)
+            yield from tree_changes(repo, o_tree, n_tree, path)
         o_blob = o[1] if o is not None and o[0] in _REGULAR else None
         n_blob = n[1] if n is not None and n[0] in _REGULAR else None
         if o_blob == n_blob:
@@ -71,29 +58,9 @@ def _changes(
         yield path, pygit2.Oid(raw=n_blob) if n_blob is not None else None
 
 
-def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
-    if tree is None:
-        return None
-    entry = tree_entry(tree, name)
-    if entry is None or entry.type_str != "tree":
-        return None
-    obj = repo[entry.id]
-    return obj if isinstance(obj, pygit2.Tree) else None
-
-
-def paths_changed(
-    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
-) -> dict[str, pygit2.Oid | None]:
-    return dict(changed_memory_files(repo, old, new))
-
-
-def memory_changes(
-    old: pygit2.Tree | None, new: pygit2.Tree, changed: dict[str, pygit2.Oid | None]
-) -> dict[str, pygit2.Oid | None]:
-    """:func:`iter_memory_changes` of ``changed`` (every memory file that differs between
-    ``old`` and ``new``, path -> new blob), as a dict: a merge's rows keep only the memories
-    every parent's diff changed, so they look each path up."""
-    return dict(iter_memory_changes(old, new, changed.items()))
+def _subtree(tree: pygit2.Tree | None, name: str) -> pygit2.Oid | None:
+    entry = tree_entry(tree, name) if tree is not None else None
+    return entry.id if entry is not None and entry.type_str == "tree" else None
 
 
 def iter_memory_changes(
@@ -131,6 +98,14 @@ def iter_memory_changes(
             yield now
         elif before is not None:
             yield before[0], None
+
+
+def _memory_changes(
+    repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree
+) -> dict[str, pygit2.Oid | None]:
+    """The memory changes between two trees by path: a merge's rows keep only the memories
+    every parent's diff changed, so they look each path up."""
+    return dict(iter_memory_changes(old, new, changed_memory_files(repo, old, new)))
 
 
 def makes_version(now: pygit2.Oid | None, befores: Sequence[pygit2.Oid | None]) -> bool:
@@ -173,11 +148,11 @@ def version_rows(
         base = parents[0].tree if parents else None
         stream = iter_memory_changes(base, tree, changed_memory_files(repo, base, tree))
     else:
-        merged = memory_changes(parents[0].tree, tree, paths_changed(repo, parents[0].tree, tree))
+        merged = _memory_changes(repo, parents[0].tree, tree)
         for parent in parents[1:]:
             if not merged:
                 break
-            other = memory_changes(parent.tree, tree, paths_changed(repo, parent.tree, tree))
+            other = _memory_changes(repo, parent.tree, tree)
             ids = {id_from_path(p, past=True) or p for p in other}
             merged = {p: b for p, b in merged.items() if (id_from_path(p, past=True) or p) in ids}
         stream = sorted(merged.items())

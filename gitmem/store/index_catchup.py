@@ -1,15 +1,9 @@
 """The index's catch-up: the commits after the indexed one, read into rows.
 
-- the current memories come from one tree diff between the indexed commit and the tip
-  (unchanged subtrees are skipped by object id);
-- per-memory version rows come from walking the new commits (merges included) and
-  diffing each against its parents;
-- every row provider (gitmem.store.row_providers) is handed the memories that changed,
-  inside the same transaction; one that missed commits, or whose version changed, has
-  its tables dropped and refilled.
-
-When the indexed commit is no longer an ancestor of the tip (history rewritten, branch
-reset), the tables are cleared and filled again from scratch.
+The current memories come from one tree diff between the indexed commit and the tip; the
+version rows from walking the new commits; every row provider is handed the memories that
+changed, in the same transaction (one that missed commits is refilled). When the indexed
+commit is no ancestor of the tip (a rewritten branch), the tables are filled from scratch.
 """
 
 from __future__ import annotations
@@ -35,7 +29,6 @@ from gitmem.git.objects import blob_data, get_commit
 from gitmem.store.commit_changes import (
     changed_memory_files,
     insert_versions,
-    paths_changed,
     version_rows,
 )
 from gitmem.store.index_queries import memory_from_row, problem_rows
@@ -63,8 +56,7 @@ Decoder = Callable[[bytes, str], Memory]
 Progress = Callable[[int, int], None]
 
 VERSION_BATCH = 5000
-"""Version rows (and commits) inserted, or read back to derive versions, at a time: a bulk
-import's one commit can bring a million."""
+"""Version rows (and commits) written or read at a time: one bulk import can bring a million."""
 
 _INSERT_MEMORY = (
     f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
@@ -81,9 +73,7 @@ def clear(conn: sqlite3.Connection) -> None:
 
 class CatchUp:
     """One catch-up of an index's tables to a commit, inside the caller's write transaction.
-
-    ``failed`` holds the (row provider, tip) pairs whose rows failed in this process: a
-    failure is added to it, and the caller does not retry those at that tip."""
+    ``failed``: the (row provider, tip) pairs that failed in this process, not retried."""
 
     def __init__(
         self,
@@ -135,17 +125,13 @@ class CatchUp:
             # "" stands for "no commit": providers refill once, then follow it cheaply.
             self._apply_providers("", "", [], [])
             return stats
-        # One new commit on top of the indexed one (every write's catch-up): its changes are
-        # the tree diff, so the version rows take them from there instead of diffing again.
+        # One new commit (every write's catch-up): the version rows reuse its tree diff.
         known: dict[str, pygit2.Oid | None] | None = None
         if old is not None and list(tip.parent_ids) == [old.id]:
-            known = paths_changed(repo, old.tree, tip.tree)
-        # From no base every memory is new: _derive reads the counts of all of them from
-        # the table, so the touched ids (a million after a bulk import) are not collected.
+            known = dict(changed_memory_files(repo, old.tree, tip.tree))
+        # From no base every memory is new: versions are derived and providers refilled
+        # from the tables, a page at a time, instead of collecting every id and memory.
         touched: set[str] | None = set() if old is not None else None
-        # From no base (a rebuild, a first index, a rewritten branch) every provider refills
-        # from the memories table in chunks (_refill): collecting what was added would only
-        # hold the whole store in memory.
         added: list[IndexedMemory] | None = [] if old is not None else None
         removed: list[IndexedMemory] | None = [] if old is not None else None
         stats.applied_commits = self._apply_versions(tip, old, progress, known, touched)
@@ -240,9 +226,8 @@ class CatchUp:
         known: dict[str, pygit2.Oid | None] | None = None,
         touched: set[str] | None = None,
     ) -> int:
-        """Version rows of the commits after ``old`` up to ``tip``; ``known``: what ``tip``
-        changed against its only parent ``old``, already diffed. The ids of the rows go
-        into ``touched``."""
+        """Version rows of the commits after ``old`` up to ``tip`` (``known``: ``tip``'s diff
+        against its only parent ``old``); the rows' ids go into ``touched``."""
         conn, repo = self.conn, self.repo
         total = 0
         if known is not None:
@@ -283,12 +268,9 @@ class CatchUp:
 
     def _derive(self, added: list[IndexedMemory], touched: set[str], *, rebuilt: bool) -> None:
         """The derived version and updated_at (gitmem.store.derived) of every memory this
-        catch-up touched (rows added, or new version rows): the count and the newest time
-        of its version rows. A row inserted from its file holds version 1 and its
-        created_at, right for a memory without versions.
-
-        ``rebuilt``: every row was inserted by this catch-up, so all of them are read from
-        the table a page at a time (``touched`` and ``added`` are not needed)."""
+        catch-up touched: the count and newest time of its version rows (a row inserted
+        from its file holds version 1 and its created_at). ``rebuilt``: every row is new,
+        so all are derived from the table a page at a time."""
         conn = self.conn
         if rebuilt and not added:
             cursor = conn.execute(
@@ -330,11 +312,8 @@ class CatchUp:
                 )
 
     def _generation(self, oid: pygit2.Oid, gens: dict[str, int]) -> int:
-        """A commit's generation: 1 for a root, else one more than its highest parent's.
-
-        Every ancestor of the indexed commit is in the ``commits`` table; one that is
-        not (a table damaged by hand) is counted again from its ancestry.
-        """
+        """A commit's generation: 1 for a root, else one more than its highest parent's
+        (from the ``commits`` table, or counted again when a damaged table lacks it)."""
         key = str(oid)
         gen = gens.get(key)
         if gen is not None:
@@ -363,7 +342,7 @@ class CatchUp:
         removed: list[IndexedMemory],
     ) -> None:
         """Hand the change from ``base`` to ``tip_hex`` to every provider that reflects
-        ``base``; refill the others (new version, missed commits, or a rebuild)."""
+        ``base``; refill the others."""
         conn = self.conn
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'provider:%'"))
         self._follow_unloaded(meta, base, tip_hex, (*added, *removed))
@@ -377,9 +356,8 @@ class CatchUp:
             if not (changes.added or changes.removed):
                 self._followed(provider, tip_hex)
                 continue
-            # A provider's failure must not take the store's reads down with it: its own
-            # work is undone (savepoint), its state left behind so a later catch-up
-            # refills it, and this process stops retrying at this tip.
+            # A provider's failure must not take the store's reads down: its work is undone
+            # and a later catch-up refills it.
             conn.execute("SAVEPOINT provider")
             try:
                 provider.apply(conn, self.repo, changes)
@@ -400,8 +378,7 @@ class CatchUp:
         self, meta: dict[str, str], base: str | None, tip_hex: str, changed: Sequence[IndexedMemory]
     ) -> None:
         """Move a provider this process has not loaded to ``tip_hex`` when it reflected
-        ``base`` and no memory under its path prefix changed: a process that never loads
-        the knowledge graph keeps its rows current while it touches no entity."""
+        ``base`` and no memory under its path prefix changed."""
         loaded = {provider_key(p) for p in self.providers}
         for key, state in meta.items():
             version, _, rest = state.partition(" ")
@@ -413,8 +390,7 @@ class CatchUp:
                 self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, state))
 
     def _provider_failed(self, provider: RowProvider, tip_hex: str, exc: Exception) -> None:
-        """Undo what ``provider`` wrote since the savepoint, and leave its tables existing
-        and empty, so its queries find nothing rather than rows of another commit."""
+        """Undo what ``provider`` wrote since the savepoint and leave its tables empty."""
         conn = self.conn
         if isinstance(exc, sqlite3.DatabaseError) and (
             type(exc) is sqlite3.DatabaseError or is_damage(exc)
@@ -441,20 +417,15 @@ class CatchUp:
             self.conn.execute(statement)
 
     def _refill(self, tip_hex: str, providers: list[RowProvider]) -> None:
-        """Drop these providers' tables, create them again and hand them every current
-        memory: one pass over the memories table for all of them (each row is made into a
-        Memory once, not once per provider).
-
-        The pass runs under one savepoint; a provider that fails undoes the whole pass, is
-        left empty (as a failure of its incremental apply is), and the pass runs again for
-        the others, so no provider ever keeps rows another one's failure half-wrote."""
+        """Make these providers' tables again and hand them every current memory, in one
+        pass under one savepoint: a provider that fails undoes the pass, is left empty, and
+        the pass runs again for the others."""
         conn = self.conn
         pending = list(providers)
         unders = {p.under for p in pending}
         where, params = "", []
         if len(unders) == 1 and "" not in unders:
-            # Their prefix's range of the path index, and every path kept as bytes (a
-            # blob sorts after all text): _under keeps the ones below the prefix.
+            # The prefix's range of paths, and every path kept as bytes (sorted after text).
             (under,) = unders
             where = (
                 "WHERE rowid IN (SELECT rowid FROM memories WHERE path >= ? AND path < ? "
@@ -510,8 +481,7 @@ def version_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tu
 
 
 def _derived_columns(count: int, newest_us: int) -> tuple[int, str, int]:
-    """(version, updated_at, updated_us) of a memory with ``count`` versions, the newest
-    made at ``newest_us``."""
+    """(version, updated_at, updated_us) of ``count`` versions, the newest at ``newest_us``."""
     when = dt.datetime.fromtimestamp(newest_us // 1_000_000, dt.UTC)
     return count, when.isoformat(), micros(when)
 
@@ -519,11 +489,9 @@ def _derived_columns(count: int, newest_us: int) -> tuple[int, str, int]:
 def _walk_new(
     conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit | None
 ) -> Iterable[pygit2.Commit]:
-    """The commits after ``old`` up to ``tip``, parents first.
-
-    A walk that hides ``old`` stops by commit time, so where a clock ran behind (a commit
-    older than its parents) it still yields some of ``old``'s ancestors: those already in
-    the ``commits`` table are skipped, or their versions would count twice."""
+    """The commits after ``old`` up to ``tip``, parents first. A walk that hides ``old``
+    stops by commit time, so after a clock ran behind it yields some of ``old``'s ancestors:
+    those in the ``commits`` table are skipped."""
     walker = repo.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
     if old is None:
         return walker
@@ -535,10 +503,8 @@ def _walk_new(
 def _record_store_config(
     conn: sqlite3.Connection, repo: pygit2.Repository, tip: pygit2.Commit | None
 ) -> None:
-    """What the tip's gitmem.yaml says of the store (its format and scope) in ``meta``, so a
-    reader of a current index knows them without opening git (index_queries.open_current).
-    An unreadable config is recorded as ``{}``: that reader then leaves it to the full
-    path, which reports the problem."""
+    """The tip's gitmem.yaml format and scope in ``meta``, for index_queries.open_current
+    (``{}`` when unreadable: the full path then reports it)."""
     found: dict[str, Any] = {}
     try:
         if tip is None:

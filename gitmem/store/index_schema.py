@@ -1,11 +1,9 @@
 """The index database file: its tables and versions, and how it is opened and checked.
 
-Every connection to an index is made by :func:`connect`, which reads it defensively: a
-file in the state folder is only ever gitmem's own (gitmem.base.paths.state_dir), but
-should one be planted or damaged anyway, it cannot make gitmem run a query of its
-choosing, nor any query without end. :func:`open_writable` also makes the tables of
-:data:`SCHEMA_VERSION`, dropping every table of another version; a file that turns out
-damaged is thrown away, as nothing in it is lost (it is rebuilt from git).
+Every connection is made by :func:`connect`, which reads the file defensively: a planted
+or damaged file cannot make gitmem run a query of its choosing, nor one without end.
+:func:`open_writable` also makes the tables of :data:`SCHEMA_VERSION`; a damaged file is
+thrown away (it is rebuilt from git).
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ from gitmem.base import logs
 log = logs.get(__name__)
 
 SCHEMA_VERSION = 8
-"""The layout of the core tables (:data:`SCHEMA`). Bump it when they change: every
-table is dropped and rebuilt. Tables of a row provider carry their own version instead."""
+"""The layout of the core tables (:data:`SCHEMA`): a change of it rebuilds every table."""
 STORE_CONFIG_KEY = "store"
 """``meta`` key: the format and scope the indexed tip's gitmem.yaml gives, as JSON."""
 MEMORY_COUNT_KEY = "memories"
@@ -89,10 +86,8 @@ CREATE TABLE problems (path TEXT PRIMARY KEY, message TEXT NOT NULL);
 CORE_TABLES = frozenset({"meta", "memories", "tags", "edges", "versions", "commits", "problems"})
 
 QUERY_SECONDS = 120.0
-"""Seconds a statement on the index may run, counted from its ``execute`` (the caller's
-time between rows included), before SQLite interrupts it (:data:`TIMED_OUT`): far past any
-of gitmem's own, which read or write one chunk of rows each, so only a damaged or planted
-index meets it."""
+"""Seconds a statement may run from its ``execute`` before SQLite interrupts it: far past
+any of gitmem's own, so only a damaged or planted index meets it."""
 PROGRESS_STEPS = 10_000
 """SQLite virtual-machine steps between two looks at the clock."""
 TIMED_OUT = (
@@ -134,11 +129,9 @@ def timed_out(exc: BaseException) -> bool:
 
 def connect(path: Path, *, read_only: bool, timeout: float) -> sqlite3.Connection:
     """A connection to the index file at ``path`` (read-only: never writes nor creates it),
-    its statements under a time bound and SQL functions in its schema limited to harmless
-    ones (``trusted_schema`` off). Raises sqlite3.DatabaseError, as for a corrupt file, when
-    the file or its WAL is not a regular file (a link, a FIFO) or the schema holds what
-    gitmem never makes (:func:`unexpected_schema`): nothing of it is queried, and the index
-    is rebuilt."""
+    its statements under a time bound, ``trusted_schema`` off. Raises sqlite3.DatabaseError,
+    as for a corrupt file, when the file or its WAL is not a regular file or the schema
+    holds what gitmem never makes (:func:`unexpected_schema`)."""
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             if not stat.S_ISREG(os.lstat(f"{path}{suffix}").st_mode):
@@ -159,10 +152,9 @@ def connect(path: Path, *, read_only: bool, timeout: float) -> sqlite3.Connectio
 
 
 def unexpected_schema(conn: sqlite3.Connection) -> str | None:
-    """What in the schema gitmem never makes (None: nothing), read from ``sqlite_master``
-    alone: a view or a trigger (whose SQL every query or write of its table would run), a
-    core table that is not a plain table (``meta`` as a view over an endless query), or a
-    virtual table other than an FTS5 table that keeps its own content."""
+    """What in the schema gitmem never makes (None: nothing): a view or a trigger, a core
+    table that is not a plain table, or a virtual table other than an FTS5 table that
+    keeps its own content."""
     for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master"):
         if kind in ("view", "trigger"):
             return f"a {kind} {name!r}"
@@ -183,8 +175,7 @@ def _sql_words(sql: str) -> list[str]:
 
 
 def _own_content_fts5(words: Sequence[str]) -> bool:
-    """Whether a ``CREATE VIRTUAL TABLE`` makes an FTS5 table with no external content (an
-    FTS5 table reads another table, or view, its ``content=`` option names)."""
+    """Whether a ``CREATE VIRTUAL TABLE`` makes an FTS5 table with no external content."""
     upper = [w.upper() for w in words]
     if "USING" not in upper:
         return False
@@ -199,8 +190,8 @@ def _own_content_fts5(words: Sequence[str]) -> bool:
 
 
 WAL_SHRINK_BYTES = 32 * 1024 * 1024
-"""A write-ahead log larger than this after a write transaction is checkpointed and cut to
-nothing: gitmem's commands exit without closing the index, so SQLite never removes it."""
+"""A write-ahead log larger than this after a write is checkpointed and cut: gitmem's
+commands exit without closing the index, so SQLite never removes it."""
 
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_IOERR = 5, 6, 10
 
@@ -273,8 +264,8 @@ def discard_files(path: Path) -> None:
 
 
 def shrink_wal(conn: sqlite3.Connection, path: Path) -> None:
-    """Checkpoint and truncate a log grown past :data:`WAL_SHRINK_BYTES` (a reader still
-    using it makes the checkpoint give up, not fail: the next large write tries again)."""
+    """Checkpoint and truncate a log grown past :data:`WAL_SHRINK_BYTES` (a reader using it
+    makes the checkpoint give up; the next large write tries again)."""
     try:
         size = Path(str(path) + "-wal").stat().st_size
     except OSError:
@@ -286,10 +277,8 @@ def shrink_wal(conn: sqlite3.Connection, path: Path) -> None:
 
 def patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
     """Run ``statement``, trying again while another connection holds the lock, for up to
-    ``wait`` seconds. BEGIN IMMEDIATE waits out the busy timeout on each try (another
-    process's rebuild of a large store outlasts it); ``PRAGMA journal_mode`` answers
-    "database is locked" at once, without the busy handler, while another connection
-    is making a new database (several processes' first query at the same moment)."""
+    ``wait`` seconds (another process's rebuild outlasts the busy timeout, and ``PRAGMA
+    journal_mode`` answers "locked" at once while another makes a new database)."""
     deadline = time.monotonic() + wait
     delay = 0.001
     while True:
@@ -305,8 +294,8 @@ def patiently(conn: sqlite3.Connection, statement: str, wait: float) -> None:
 
 
 def is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """A database that is corrupt, not a database, or cannot be read (SQLITE_IOERR: say a
-    file truncated or deleted under it), as opposed to busy, locked or a bad query."""
+    """A database that is corrupt, not a database, or cannot be read (SQLITE_IOERR), as
+    opposed to busy, locked or a bad query."""
     if not isinstance(exc, sqlite3.OperationalError):
         return True
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_IOERR

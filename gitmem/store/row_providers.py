@@ -1,9 +1,5 @@
-"""Row providers: other modules' derived tables in the index, kept current by its catch-up.
-
-A provider (the full-text rows, vectors, the knowledge graph's rows) registers once,
-when its module is imported; every catch-up hands it the memories that changed. A
-provider that missed commits (new, or rebuilt) is refilled whole.
-"""
+"""Row providers: other modules' tables in the index (full text, vectors, the knowledge
+graph), registered when their module is imported and kept current by every catch-up."""
 
 from __future__ import annotations
 
@@ -29,18 +25,11 @@ RowApply = Callable[[sqlite3.Connection, "pygit2.Repository", RowChanges], None]
 class RowProvider:
     """Derived tables another module owns, kept current by catch-up and rebuild.
 
-    ``ddl`` creates ``tables`` (every table it creates, virtual ones included, in an
-    order that ``DROP TABLE IF EXISTS`` can follow); ``apply`` runs inside the catch-up's
-    write transaction, after the core tables took the change, so it may read them (a
-    removed memory's core row is already gone: use what :class:`RowChanges` hands over).
-    It must not commit, and must be a pure function of what it is given (plus the
-    repository's objects): catch-up must equal a rebuild. An exception undoes its work
-    and leaves its tables empty until a later catch-up refills them.
-
-    Bump ``version`` when the tables or what ``apply`` writes change: the next catch-up
-    drops the provider's tables and fills them again from every current memory under
-    ``under`` (a path prefix; "" for all), without touching anything else.
-    """
+    ``ddl`` creates ``tables`` (in an order ``DROP TABLE`` can follow). ``apply`` runs in
+    the catch-up's transaction after the core tables took the change; it must not commit
+    and must be a pure function of what it is given (catch-up must equal a rebuild). A new
+    ``version`` refills the tables from every current memory under ``under`` (a path
+    prefix; "" for all)."""
 
     name: str
     version: int
@@ -58,10 +47,8 @@ FULL_FILL_CHUNK = 1000
 
 
 def register(provider: RowProvider) -> None:
-    """Add (or replace, by name) a row provider; every index then keeps its tables current.
-
-    Raises InvalidInputError for a malformed name or a table the core owns.
-    """
+    """Add (or replace, by name) a row provider. Raises InvalidInputError for a malformed
+    name or a table another owns."""
     if not _NAME_RE.fullmatch(provider.name):
         raise InvalidInputError(
             f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
@@ -79,8 +66,7 @@ def register(provider: RowProvider) -> None:
 
 
 def provider_state(provider: RowProvider, commit: str) -> str:
-    """The ``meta`` value saying ``provider``'s rows reflect ``commit``: its version, the
-    commit, and the path prefix it reads, if it has one."""
+    """The ``meta`` value saying ``provider``'s rows reflect ``commit``."""
     state = f"{provider.version} {commit}"
     return f"{state} {provider.under}" if provider.under else state
 

@@ -1,11 +1,9 @@
 """Memory vectors as derived rows in the index: int8 codes and exact top-k search.
 
-A vector is stored per (embedder, blob id), so an edit gives a new vector and nothing is
-stored in the git tree. Catch-up marks new blobs pending and deletes the vectors of blobs no
-memory holds, without loading an embedder (:func:`_apply`); the first semantic query embeds
-what is pending (:func:`sync`). A code is one signed byte a dimension (largest component
-+-127); search keeps a model's codes as one int8 matrix per database and ranks every row by
-cosine in one matrix-vector product (``python -m bench.vecsearch``: about 10 ms at 100k).
+A vector is stored per (embedder, blob id). Catch-up marks new blobs pending without
+loading an embedder (:func:`_apply`); the first semantic query embeds them (:func:`sync`).
+A code is one signed byte a dimension; search ranks every code by cosine in one
+matrix-vector product (``python -m bench.vecsearch``: about 10 ms at 100k).
 """
 
 from __future__ import annotations
@@ -47,15 +45,13 @@ class Index(Protocol):
     def writing(self, conn: sqlite3.Connection) -> AbstractContextManager[None]: ...
 
 VECTORS_VERSION = 8
-"""8: one row a vector, keyed by (model, blob); exact search only. An index of an older
-version drops its vector tables on the next catch-up, and the next recall embeds again."""
+"""Bump when the tables change: the next catch-up drops them and the next recall embeds."""
 SYNC_BATCH = 1000
 """Memories embedded and written per step of :func:`sync`."""
 MAX_TEXT = 8000
 """Characters of a memory handed to the embedder (its title and the start of its body)."""
 RETRY_AFTER = 60.0
-"""Seconds semantic recall is skipped in this process after its embedder failed (an
-endpoint that is down must not cost every query its timeout)."""
+"""Seconds semantic recall is skipped in this process after its embedder failed."""
 
 DDL = (
     "CREATE TABLE vector_models (id INTEGER PRIMARY KEY, model TEXT NOT NULL UNIQUE, "
@@ -68,14 +64,10 @@ DDL = (
     "CREATE TABLE vector_gone (model INTEGER NOT NULL, blob TEXT NOT NULL, text TEXT NOT NULL, "
     "PRIMARY KEY (model, blob)) WITHOUT ROWID",
 )
-"""``vector_models``: one row an embedder; ``gen`` is a random number changed by every
-write to its vectors (the search cache's key), ``complete`` says every current blob has
-its vector or is in ``vector_pending``. ``vectors`` is a rowid table, so a code of a large
-model (1,536 bytes) stays on its page. ``vector_pending``: blobs that became current since
-the last :func:`sync`. For an embedder that exposes its tokens (the static default),
-``vector_df`` counts in how many blobs with a vector each token occurs (a query weighs its
-tokens by rarity), and ``vector_gone`` holds the text of a blob whose vector catch-up
-deleted, until sync takes its tokens off the counts."""
+"""``vector_models.gen`` changes with every write to a model's vectors (the search cache's
+key); ``complete``: every current blob has its vector or is pending. ``vector_df`` counts
+in how many blobs each token occurs, for an embedder with token ids (a query weighs its
+tokens by rarity); ``vector_gone`` keeps a deleted vector's text until sync uncounts it."""
 
 
 def encode(vecs: NDArray[Any]) -> list[bytes]:
@@ -101,11 +93,9 @@ def embed_text(title: str | None, body: str) -> str:
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
-    """Catch-up's part: mark pending the blobs that became current (no memory held them
-    before this change); delete the vectors of the blobs that stopped being current,
-    keeping their text in ``vector_gone`` for the next sync to take their tokens off the
-    counts. The embedding waits for the first semantic query (:func:`sync`): commands that
-    never recall (a hook, ``gitmem list``) must not load an embedder."""
+    """Catch-up's part: mark pending the blobs that became current; delete the vectors of
+    those that stopped being current (their text kept in ``vector_gone``). Nothing is
+    embedded here: commands that never recall must not load an embedder."""
     if changes.full:  # a refill: the tables were just made, every blob is new
         conn.executemany(
             "INSERT OR IGNORE INTO vector_pending (blob) VALUES (?)",
@@ -159,9 +149,8 @@ register(VECTORS)
 
 
 def complete(conn: sqlite3.Connection, model: str, dim: int | None = None) -> bool:
-    """Whether every current memory has a vector of ``model`` (of ``dim`` dimensions, when
-    given) and its counts are exact: :func:`nearest_in` can then answer on a read-only
-    connection, with nothing to embed first."""
+    """Whether every current memory has a vector of ``model`` (of ``dim`` dimensions) and
+    its counts are exact: :func:`nearest_in` can answer on a read-only connection."""
     row = conn.execute(
         "SELECT complete, id, dim FROM vector_models WHERE model = ?", (model,)
     ).fetchone()
@@ -197,13 +186,8 @@ def _model_id(conn: sqlite3.Connection, embedder: Embedder) -> tuple[int, bool]:
 
 
 def sync(index: Index, embedder: Embedder) -> int:
-    """Embed the current memories that have no vector for ``embedder`` yet; returns how many.
-
-    Cheap when nothing is pending (three indexed lookups). For a model that was complete
-    it embeds the blobs catch-up marked pending; for one the index has not seen (another
-    embedder, a rebuilt index), or that missed changes (another model's sync took the
-    pending list), every current memory that has no vector of it.
-    """
+    """Embed the current memories that have no vector for ``embedder`` yet; returns how many:
+    the pending blobs of a model that was complete, else every blob without its vector."""
     conn = index.connect()
     index.catch_up()
     if complete(conn, embedder.name, embedder.dim):
@@ -278,9 +262,8 @@ def _count(
 
 
 NUMPY_FROM = 20_000
-"""Vectors from which a search loads numpy when this process has not: below, Python's
-integers score them (``python -m bench.vecsearch --sizes 1000 20000`` times both), and a
-one-shot ``gitmem recall`` saves numpy's import, more than the search costs."""
+"""Vectors from which a search loads numpy: below, Python's integers score them and a
+one-shot ``gitmem recall`` saves numpy's import (``python -m bench.vecsearch``)."""
 _OFFSET = bytes(b ^ 0x80 for b in range(256))
 """An int8 code's bytes as ``code + 128`` (0..255), so they add as unsigned fields."""
 _SQUARE = [((b - 256 if b > 127 else b) ** 2).to_bytes(2, "little") for b in range(256)]
@@ -290,8 +273,7 @@ _SQUARE_HIGH = bytes(q[1] for q in _SQUARE)
 
 @dataclass
 class _Matrix:
-    """A model's codes as searched: the blobs in order and their int8 codes, row by row,
-    with what a search derives from them once (the row norms; numpy's matrix)."""
+    """A model's codes as searched, with what a search derives from them once."""
 
     gen: int
     blobs: list[str]
@@ -417,9 +399,8 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix | None:
 def _weights(
     conn: sqlite3.Connection, model: str, tokens: Iterable[int], total: int
 ) -> dict[int, float] | None:
-    """Each of ``tokens``' inverse document frequency among the model's ``total`` vectors
-    (a token no memory has: the most; past the highest counted id: 0); None when the
-    model keeps no counts."""
+    """Each of ``tokens``' inverse document frequency among the model's ``total`` vectors;
+    None when the model keeps no counts."""
     row = conn.execute(
         "SELECT max(d.token), m.id FROM vector_models m LEFT JOIN vector_df d "
         "ON d.model = m.id WHERE m.model = ?",
@@ -472,23 +453,10 @@ def top_k(
 _failed_until: dict[str, float] = {}
 
 
-def nearest(
-    index: Index, text: str, k: int, *, embedder: Embedder | None = None
-) -> list[tuple[int, float]]:
+def nearest(index: Index, text: str, k: int, *, embedder: Embedder) -> list[tuple[int, float]]:
     """The current memories nearest ``text`` in meaning: (``memories.rowid``, cosine), best
-    first, at most ``k`` blobs (a blob two memories share gives both rows).
-
-    The store's embedder comes from the user's local configuration (or the offline
-    default); with none available the answer is empty and recall stays lexical. Pending
-    memories are embedded first (:func:`sync`). Never raises for an embedder's or the
-    vector tables' failure: it logs one line and answers nothing, and recall stays lexical.
-    """
-    if embedder is None:
-        from gitmem.store.embed import get_embedder
-
-        embedder = get_embedder(str(index.db.gitdir))
-        if embedder is None:
-            return []
+    first, at most ``k`` blobs, after embedding what is pending. Never raises for the
+    embedder's or the vector tables' failure: it logs one line and answers nothing."""
     from gitmem.base.errors import EmbedderError
 
     if _failed_until.get(embedder.name, 0.0) > time.monotonic():
@@ -512,8 +480,7 @@ def nearest(
 
 
 def reset(index: Index) -> None:
-    """Have the next catch-up drop the vector tables and fill them again (every current
-    memory pending: the next recall embeds them all), as for a new provider version."""
+    """Have the next catch-up make the vector tables again, as for a new version."""
     conn = index.connect()
     with index.writing(conn):
         conn.execute(
