@@ -114,14 +114,19 @@ class PruneRule:
         return self.apply(ctx)
 
 
-def _int_option(ctx: RuleContext, name: str, default: int, minimum: int) -> int:
-    value = ctx.options.get(name, default)
+def whole_number(value: Any, key: str, minimum: int) -> int:
+    """``value`` when it is a whole number of at least ``minimum``; else the error naming
+    ``key`` of gitmem.yaml."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise LifecycleConfigError(
-            f"gitmem.yaml lifecycle.prune.{ctx.file_type}.{name} must be a whole number "
-            f">= {minimum}, not {value!r}"
+            f"gitmem.yaml {key} must be a whole number >= {minimum}, not {value!r}"
         )
     return value
+
+
+def _int_option(ctx: RuleContext, name: str, default: int, minimum: int) -> int:
+    key = f"lifecycle.prune.{ctx.file_type}.{name}"
+    return whole_number(ctx.options.get(name, default), key, minimum)
 
 
 def _plural(count: int, word: str) -> str:

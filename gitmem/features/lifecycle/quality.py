@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from gitmem.features.lifecycle.prune import LifecycleConfigError
+from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
 from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.features.lifecycle.sections import fenced_lines, field_of, heading_of, lines_of
 from gitmem.format.config import committed_limit, local_part
@@ -41,12 +41,7 @@ class QualityPolicy:
             ("accuracy_every_writes", 1),
             ("accuracy_claims", 1),
         ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise LifecycleConfigError(
-                    f"gitmem.yaml lifecycle.quality.{name} must be a whole number "
-                    f">= {minimum}, not {value!r}"
-                )
+            whole_number(getattr(self, name), f"lifecycle.quality.{name}", minimum)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> QualityPolicy:

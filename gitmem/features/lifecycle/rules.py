@@ -35,6 +35,7 @@ from gitmem.features.lifecycle.prune import (
     prune_known_issues,
     prune_review_history,
     prune_test_results_history,
+    whole_number,
 )
 from gitmem.format.config import committed_limit, local_part, loosened
 from gitmem.format.schema import is_number
@@ -448,10 +449,7 @@ def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
     local = local_part(config, "lifecycle", "size_limits")
     for section, trusted in ((lifecycle_section(config, "size_limits"), False), (local, True)):
         for key, value in section.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise LifecycleConfigError(
-                    f"gitmem.yaml lifecycle.size_limits.{key} must be a whole number >= 1"
-                )
+            whole_number(value, f"lifecycle.size_limits.{key}", 1)
             if not trusted:
                 built_in = DEFAULT_SIZE_LIMITS.get(str(key), DEFAULT_SIZE_LIMITS["default"])
                 value = committed_limit(config, f"lifecycle.size_limits.{key}", value, built_in)

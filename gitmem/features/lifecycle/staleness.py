@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, to_utc
-from gitmem.features.lifecycle.prune import LifecycleConfigError
+from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
 from gitmem.features.lifecycle.records import current_records
 from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.format import config
@@ -44,11 +44,7 @@ class StalenessPolicy:
 
     def __post_init__(self) -> None:
         for name in ("fresh_days", "aging_days"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise LifecycleConfigError(
-                    f"gitmem.yaml lifecycle.staleness.{name} must be a whole number >= 0"
-                )
+            whole_number(getattr(self, name), f"lifecycle.staleness.{name}", 0)
         if self.aging_days < self.fresh_days:
             raise LifecycleConfigError(
                 "gitmem.yaml lifecycle.staleness.aging_days must not be below fresh_days"
