@@ -35,8 +35,6 @@ def test_a_catastrophic_pattern_ends_with_a_clear_error() -> None:
     assert "(a+)+" in info.value.hint
     with pytest.raises(RegexTimeoutError):
         list(pattern.finditer(HOSTILE_BODY))
-    with pytest.raises(RegexTimeoutError):
-        pattern.sub("x", HOSTILE_BODY)
 
 
 def test_the_issue_pattern_needs_no_time_out_at_all() -> None:

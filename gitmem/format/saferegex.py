@@ -85,14 +85,6 @@ class SafePattern:
         """The (start, end) of every non-empty match in ``text``."""
         return tuple(m.span() for m in self.finditer(text) if m.end() > m.start())
 
-    def sub(self, replacement: str, text: str) -> str:
-        """``text`` with every match replaced by ``replacement`` (taken literally)."""
-        try:
-            result: str = self.compiled.sub(lambda _m: replacement, text, timeout=self.timeout)
-        except TimeoutError:
-            raise self._timed_out() from None
-        return result
-
 
 def compile(  # the name mirrors re.compile on purpose
     pattern: str,
