@@ -100,7 +100,6 @@ _ALNUM = "A-Za-z0-9"
 # Order matters: where two patterns cover the same characters, the earlier one is reported
 # (a GCP key's embedded PEM header is one gcp-service-account-key, not also a private-key).
 DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
-    # The private key of a Google Cloud service-account JSON key file.
     _pattern(
         "gcp-service-account-key",
         r'"private_key"\s*:\s*"(-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*)',
@@ -108,14 +107,12 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         keep=11,
         hints=("private_key",),
     ),
-    # A PEM/OpenSSH/PGP private-key block, reported at its BEGIN line.
     _pattern(
         "private-key",
         r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP|SSH2) )?PRIVATE KEY( BLOCK)?-----",
         keep=64,
         hints=("private key",),
     ),
-    # Long-term (AKIA...) and temporary (ASIA...) AWS access key ids.
     _pattern(
         "aws-access-key-id",
         r"(?<![A-Z0-9])((?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16})(?![A-Z0-9])",
@@ -159,11 +156,8 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     _token("npm-token", "npm_", "[A-Za-z0-9]{36}", _ALNUM),
     _token("pypi-token", "pypi-AgEIcHlwaS5vcmc", f"[{_KEY}]{{50,}}", keep=5),
     _token("sendgrid-api-key", "SG.", rf"[{_KEY}]{{22}}\.[{_KEY}]{{43}}", _KEY),
-    # Stripe live secret and restricted keys.
     _token("stripe-key", ("sk_live_", "rk_live_"), "[A-Za-z0-9]{20,}", _ALNUM),
-    # A JSON Web Token: a signed bearer credential.
     _token("jwt", "eyJ", rf"[{_KEY}]{{8,}}+\.eyJ[{_KEY}]{{8,}}+\.[{_KEY}]{{16,}}+"),
-    # A password embedded in a URL (scheme://user:password@host).
     _pattern(
         "url-credentials",
         r"://[^\s:/@]{1,256}:([^\s:/@]{3,256})@[^\s/@]+",

@@ -184,8 +184,6 @@ class GitDB:
             else:
                 settings.enable_fsync_gitdir = True
 
-    # -- repository handles ---------------------------------------------------
-
     @property
     def repo(self) -> pygit2.Repository:
         local = self._local
@@ -224,8 +222,6 @@ class GitDB:
     @property
     def bare(self) -> bool:
         return self.workdir is None
-
-    # -- reading ----------------------------------------------------------------
 
     def tip(self) -> pygit2.Commit | None:
         repo = self.repo
@@ -268,8 +264,6 @@ class GitDB:
         if reverse:
             mode |= SortMode.REVERSE
         yield from self.repo.walk(tip.id, mode)
-
-    # -- writing ----------------------------------------------------------------
 
     def _identity(self, role: str) -> tuple[str | None, str | None]:
         """git's precedence: ``GIT_<role>_NAME``/``_EMAIL`` over user.name and user.email."""

@@ -107,8 +107,6 @@ def untrust(path: str | os.PathLike[str]) -> bool:
     return removed[0]
 
 
-# -- another user's store -------------------------------------------------------------------
-
 _named: set[str] = set()
 """Git directories of the stores the user named in this process."""
 _owner_check = threading.Lock()

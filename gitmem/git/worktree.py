@@ -54,8 +54,6 @@ class WorkTree:
         self._synced = paths.state_dir(gitdir) / paths.WORKTREE_SYNCED
         self._index: stage.GitIndex | None = None
 
-    # -- the commit the files are at ------------------------------------------------
-
     def _read_synced(self) -> pygit2.Oid | None:
         try:
             return pygit2.Oid(hex=self._synced.read_text().strip())
@@ -67,8 +65,6 @@ class WorkTree:
         tmp = self._synced.with_suffix(".tmp")
         tmp.write_text(str(oid) + "\n")
         os.replace(tmp, self._synced)
-
-    # -- the dirty-file check -------------------------------------------------------
 
     def blob(self, path: str) -> pygit2.Oid | bool | None:
         """The blob id of the work-tree file, None if absent, False if it is not a plain file."""
@@ -106,8 +102,6 @@ class WorkTree:
                 if on_disk is None:
                     state = "was deleted in the work tree but not committed"
                 raise DirtyWorktreeError(f"{path} {state}; refusing to overwrite it")
-
-    # -- healing ----------------------------------------------------------------------
 
     def heal(self, tip: pygit2.Commit | None) -> None:
         """Bring files a writer killed after its commit left behind up to the tip: each file
@@ -160,8 +154,6 @@ class WorkTree:
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 log.info("removed %s, left by a writer that died", tmp)
-
-    # -- writing files and git's index ----------------------------------------------
 
     def update(
         self,
