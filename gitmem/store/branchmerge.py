@@ -173,7 +173,8 @@ def merge_trees(
         both.append((path, b, o, t))
     # Each side's derived version and time, one walk per side for every memory both sides
     # changed (only those are ranked).
-    sides.prepare([path for path, _, o, t in both if o is not None and t is not None])
+    ranked = [p for p, _, o, t in both if o is not None and t is not None and id_from_path(p)]
+    sides.prepare(ranked, ranked)
     for path, b, o, t in both:
         merged = merging.merge_file(path, b, o, t, derived=sides.at(path, path))
         take(path, merged, o, o is not None and t is not None)
@@ -194,28 +195,25 @@ class _DerivedSides:
     sides by the version and time a reader of each sees."""
 
     def __init__(self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit) -> None:
-        self.repo, self.ours, self.theirs = repo, ours, theirs
-        self._ours: dict[str, derived.Versions] = {}
-        self._theirs: dict[str, derived.Versions] = {}
+        self.repo = repo
+        self.sides: tuple[tuple[pygit2.Commit, dict[str, derived.Versions]], ...] = (
+            (ours, {}),
+            (theirs, {}),
+        )
 
-    def _walk(self, commit: pygit2.Commit, paths: list[str]) -> dict[str, derived.Versions]:
-        found = derived.walk(self.repo, commit, paths)
-        assert found is not None  # no limit
-        return found
-
-    def prepare(self, paths: list[str]) -> None:
-        wanted = [p for p in paths if id_from_path(p) is not None]
-        if wanted:
-            self._ours.update(self._walk(self.ours, wanted))
-            self._theirs.update(self._walk(self.theirs, wanted))
+    def prepare(self, ours_paths: list[str], theirs_paths: list[str]) -> None:
+        """Walk each side's history once for all of its paths not known yet."""
+        for (commit, known), paths in zip(self.sides, (ours_paths, theirs_paths), strict=True):
+            wanted = [p for p in paths if p not in known]
+            if wanted:
+                found = derived.walk(self.repo, commit, wanted)
+                assert found is not None  # no limit
+                known.update(found)
 
     def at(self, ours_path: str, theirs_path: str) -> merging.DerivedSides:
         """The sides of a memory at ``ours_path`` in ours and ``theirs_path`` in theirs."""
-        if ours_path not in self._ours:
-            self._ours.update(self._walk(self.ours, [ours_path]))
-        if theirs_path not in self._theirs:
-            self._theirs.update(self._walk(self.theirs, [theirs_path]))
-        return merging.DerivedSides(self._ours[ours_path], self._theirs[theirs_path])
+        self.prepare([ours_path], [theirs_path])
+        return merging.DerivedSides(self.sides[0][1][ours_path], self.sides[1][1][theirs_path])
 
 
 def merge_spec(label: str, tm: TreeMerge) -> CommitSpec:

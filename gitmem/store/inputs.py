@@ -7,7 +7,6 @@ before anything is staged, so a refused write changes nothing.
 from __future__ import annotations
 
 import builtins
-import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -134,37 +133,10 @@ def extra_fields(value: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidInputError(f"extra key {key!r} must be a non-empty string")
         if key in KNOWN_KEYS or key in DERIVED_KEYS:
             raise InvalidInputError(f"extra key {key!r} is a known field; pass it as {key}=")
-        codec.check_writable_depth({key: item})  # before the recursive walk below
-        check_plain(item, key)
+        # Before anything compares it recursively; what YAML cannot write, encoding refuses.
+        codec.check_writable_depth({key: item})
         out[key] = item
     return out
-
-
-_PLAIN_SCALARS = (str, bool, int, float, dt.date, type(None))
-
-
-def check_plain(value: Any, where: str) -> None:
-    """Refuse values the safe YAML reader would not read back (sets, bytes, objects).
-
-    A set dumps as ``!!set`` and bytes as ``!!binary``: the write would succeed and
-    leave a memory that no read can load.
-    """
-    if isinstance(value, _PLAIN_SCALARS):
-        return
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            check_plain(item, f"{where}[{i}]")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, _PLAIN_SCALARS):
-                raise InvalidInputError(f"extra {where} has a key of type {type(key).__name__}")
-            check_plain(item, f"{where}.{key}")
-        return
-    raise InvalidInputError(
-        f"extra {where} holds a {type(value).__name__}: front-matter values must be text, "
-        "numbers, booleans, dates, lists or mappings"
-    )
 
 
 def memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
