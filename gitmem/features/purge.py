@@ -29,7 +29,7 @@ from gitmem.format import saferegex
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import check_id, history_paths, memory_path
 from gitmem.format.model import Scope
-from gitmem.git.db import GitDB
+from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.objects import blob_data, builder_remove, tree_entry
 from gitmem.store.core import Store
 
@@ -495,19 +495,12 @@ def _default_remote(repo: pygit2.Repository) -> str | None:
 
 def _refuse_unsafe(db: GitDB, remote: str | None) -> None:
     repo = db.repo
-    gitdir = db.gitdir
-    for name, what in (
-        ("MERGE_HEAD", "a merge"),
-        ("CHERRY_PICK_HEAD", "a cherry-pick"),
-        ("REVERT_HEAD", "a revert"),
-        ("rebase-merge", "a rebase"),
-        ("rebase-apply", "a rebase"),
-    ):
-        if (gitdir / name).exists():
-            raise PurgeRefusedError(
-                f"{what} is in progress in {db.path}; a rewrite now would lose it",
-                hint="finish or abort it first (gitmem doctor says how)",
-            )
+    what = operation_in_progress(db.gitdir)
+    if what is not None:
+        raise PurgeRefusedError(
+            f"{what[0]} is in progress in {db.path}; a rewrite now would lose it",
+            hint=f"finish or abort it first (git {what[1]} --abort)",
+        )
     if db.workdir is not None:
         dirty = sorted(
             path
