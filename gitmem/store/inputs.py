@@ -147,18 +147,11 @@ def memory_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def apply_fields(current: Memory, changes: Mapping[str, Any], body: str | None) -> Memory:
-    updates: dict[str, Any] = {}
-    for key, value in changes.items():
-        if key == "extra":
-            merged = dict(current.extra)
-            for k, v in value.items():
-                if v is None:
-                    merged.pop(k, None)
-                else:
-                    merged[k] = v
-            updates["extra"] = merged
-        else:
-            updates[key] = value
+    updates = dict(changes)
+    if "extra" in changes:  # merged into the unknown keys; a None value removes its key
+        extra = changes["extra"]
+        merged = {**current.extra, **extra}
+        updates["extra"] = {k: v for k, v in merged.items() if not (k in extra and v is None)}
     if body is not None:
         updates["body"] = body
     return replace(current, **updates)

@@ -115,10 +115,9 @@ class Transaction:
     see what the transaction staged.
     """
 
-    def __init__(self, store: Transactions, backend: Backend, message: str | None) -> None:
+    def __init__(self, store: Transactions, backend: Backend) -> None:
         self.store = store
         self.backend = backend
-        self.message = message
         self.ran = 0
         self.actions: list[Action[Any]] | None = []
         """The operations to replay on a newer tip; None past :data:`REPLAY_LIMIT`."""
@@ -128,9 +127,6 @@ class Transaction:
         self.snapshot = Snapshot(backend.db.repo, backend.db.resolve(None), write_blobs=True)
         self.commit: str | None = None
         self.trailers: list[tuple[str, str]] = []
-        self.op: str | None = None
-        self.by: str | None = None
-        self.body: str | None = None
 
     def run(self, action: Action[T]) -> T:
         self.store._refresh_config(self.backend, self.snapshot)
@@ -298,9 +294,8 @@ class Transactions:
             by = single_line("agent", by)
         if body is not None and not isinstance(body, str):
             raise InvalidInputError(f"a commit body must be text, not {type(body).__name__}")
-        tx = Transaction(self, backend, message)
+        tx = Transaction(self, backend)
         tx.trailers.extend(trailers)
-        tx.op, tx.by, tx.body = op, by, body
         self._tx.active = tx
         try:
             yield tx
@@ -328,7 +323,7 @@ class Transactions:
             for key, value in tx.trailers:
                 check_trailer(key, value)
             subject = message or f"transaction: {effects.count} operations"
-            spec = commit_spec(effects, subject, tx.body, tx.trailers, op=tx.op, by=tx.by)
+            spec = commit_spec(effects, subject, body, tx.trailers, op=op, by=by)
             return self._check_commit_text(backend, spec), None
 
         _, oid = backend.db.write(plan)

@@ -317,13 +317,12 @@ class Writes(VersionHistory):
         raises :class:`NotFoundError` saying where deleted memories are found. ``agent``
         and ``session_id`` go into the commit's trailers.
         """
-        check_id(id)
         try:
             backend = self._locate(id)
         except NotFoundError:
             if missing_ok:
                 return False
-            raise NotFoundError(f"no memory {id}", hint=NOT_FOUND_HINT) from None
+            raise
         agent = single_line("agent", agent)
         session = single_line("session_id", session_id)
 
@@ -388,13 +387,10 @@ class Writes(VersionHistory):
         """
         check_id(id)
         agent = single_line("agent", agent)
-        backend = self._backend(scope)
-        if scope is None:
-            for candidate in self._ordered(None):
-                if self._find_past(candidate, id, at) is not None:
-                    backend = candidate
-                    break
-        data = self._find_past(backend, id, at)
+        for backend in self._ordered(scope):
+            data = self._find_past(backend, id, at)
+            if data is not None:
+                break
         if data is None:
             raise NotFoundError(f"memory {id} is not in this store's history")
         path = memory_path(id)
