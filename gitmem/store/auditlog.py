@@ -41,13 +41,6 @@ def path_matches(path: str, pattern: str) -> bool:
     return path == pattern or path.startswith(pattern + "/")
 
 
-def _category_of(repo: pygit2.Repository, oid: pygit2.Oid | None, path: str) -> str | None:
-    if oid is None:
-        return None
-    memory, _ = memfile.read(blob_data(repo, oid), path)
-    return memory.category if memory is not None else None
-
-
 def touches(
     repo: pygit2.Repository,
     commit: pygit2.Commit,
@@ -69,9 +62,11 @@ def touches(
     for changed in paths:
         if id_from_path(changed) is None:
             continue
-        after = blob_at(commit.tree, changed)
-        before = blob_at(parent.tree, changed) if parent is not None and after is None else None
-        if _category_of(repo, after or before, changed) == category:
+        oid = blob_at(commit.tree, changed)
+        if oid is None and parent is not None:
+            oid = blob_at(parent.tree, changed)
+        memory = memfile.read(blob_data(repo, oid), changed)[0] if oid is not None else None
+        if memory is not None and memory.category == category:
             return True
     return False
 

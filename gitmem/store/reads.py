@@ -37,7 +37,7 @@ from gitmem.git.objects import Snapshot, staged_id
 # The vector rows register when their module is imported: importing it here keeps them
 # current wherever the index is caught up (a provider that missed commits is refilled).
 from gitmem.store import derived, vectors  # noqa: F401  (registration)
-from gitmem.store.auditlog import removed_ids
+from gitmem.store.auditlog import read_log, removed_ids
 from gitmem.store.index import Index
 from gitmem.store.index_catchup import Progress
 from gitmem.store.index_rows import IndexStats
@@ -340,10 +340,7 @@ class Reads(Transactions):
 
     def problems(self, *, scope: Scope | str | None = None) -> builtins.list[Problem]:
         """Files under the memory folders that are not valid memories, with the reason."""
-        found: builtins.list[Problem] = []
-        for backend in self._ordered(scope):
-            found.extend(self._reader(backend).problems())
-        return found
+        return [p for b in self._ordered(scope) for p in self._reader(b).problems()]
 
     def log(
         self,
@@ -364,8 +361,6 @@ class Reads(Transactions):
         a glob); ``category`` those that changed a memory of that category (see
         :func:`gitmem.store.auditlog.touches`).
         """
-        from gitmem.store.auditlog import read_log
-
         return read_log(
             [(b.db, b.scope) for b in self._ordered(scope)],
             agent=agent,

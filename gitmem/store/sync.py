@@ -216,6 +216,11 @@ def _refuse_rewritten(
     )
 
 
+_RACED = ("fetch first", "non-fast-forward", "lock", "expected", "failed to update ref")
+"""A push's summary words for a race: the remote moved, or its ref changed between our
+read and its update (another push)."""
+
+
 def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None) -> str:
     """Push the local branch (never forced): ``pushed``, ``up-to-date`` or ``rejected``."""
     result = _git(
@@ -234,19 +239,8 @@ def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None)
         if not line.startswith("!"):
             continue
         summary = line.split("\t")[-1]
-        # A plain rejection (the remote moved: fetch first / non-fast-forward), or the
-        # remote's ref changed between our read and its update (a race with another push).
-        raced = ("rejected" in summary and "remote rejected" not in summary) or any(
-            word in summary
-            for word in (
-                "fetch first",
-                "non-fast-forward",
-                "lock",
-                "expected",
-                "failed to update ref",
-            )
-        )
-        if raced:
+        raced = "rejected" in summary and "remote rejected" not in summary
+        if raced or any(word in summary for word in _RACED):
             return "rejected"
         raise RemoteError(f"{remote} refused the push: {summary}")
     raise RemoteError(f"cannot push to {remote}: {_last_line(result.stderr)}")
@@ -344,9 +338,9 @@ def sync(
         tracking = f"refs/remotes/{remote}/{target}"
         fetched_before = _ref_target(db.repo, tracking)
         theirs = _fetch(db, remote, target, git_progress)
-        if theirs is not None and fetched_before is not None:
-            _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
         if theirs is not None:
+            if fetched_before is not None:
+                _refuse_rewritten(db, remote, target, tracking, fetched_before, theirs)
             local = db.tip()
             walker = db.repo.walk(theirs.id)
             if local is not None:
@@ -355,8 +349,6 @@ def sync(
             if local is None or not (
                 local.id == theirs.id or db.repo.descendant_of(local.id, theirs.id)
             ):
-                # (a hub converted here and pushed from here: nothing of its old format
-                # is merged)
                 check_format(db.repo, theirs, f"{remote}/{target}")
             kind, tm, _, _ = integrate(db, theirs, f"{remote}/{target}", join=join)
             if kind != "none":
