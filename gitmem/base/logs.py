@@ -64,9 +64,6 @@ class Logger:
     def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
         self._logger().warning(msg, *args, stacklevel=2, **kwargs)
 
-    def error(self, msg: str, *args: Any, **kwargs: Any) -> None:
-        self._logger().error(msg, *args, stacklevel=2, **kwargs)
-
     def exception(self, msg: str, *args: Any, **kwargs: Any) -> None:
         self._logger().exception(msg, *args, stacklevel=2, **kwargs)
 

@@ -180,11 +180,8 @@ def _config_entries(
             + (message[-1] if message else f"git config exited with {result.returncode}")
         )
     fields = result.stdout.decode("utf-8", "surrogateescape").split("\0")
-    out: list[tuple[str, str, str]] = []
-    for scope, item in zip(fields[0::2], fields[1::2], strict=False):
-        key, _, value = item.partition("\n")
-        out.append((scope, key, value))
-    return out
+    items = (item.partition("\n") for item in fields[1::2])
+    return [(scope, key, value) for scope, (key, _, value) in zip(fields[::2], items, strict=False)]
 
 
 def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str:

@@ -102,11 +102,9 @@ def load() -> LocalConfig:
         data, _ = load_yaml(text)
     except InvalidMemoryError as exc:
         raise InvalidMemoryError(f"{path}: {exc}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict | None):
         raise InvalidMemoryError(f"{path} must hold a YAML mapping")
-    return LocalConfig(path, data)
+    return LocalConfig(path, data or {})
 
 
 _cache: dict[str, tuple[tuple[int, int, int], LocalConfig]] = {}
