@@ -57,12 +57,8 @@ def in_progress(db: GitDB) -> str | None:
 
 
 def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:
-    """Documents one side moved (old path -> new path), by git's rename detection.
-
-    Documents with path ids move by rename detection. A ``memories/`` file's path follows
-    from its id, so a deleted memory and a new, similar one are two memories, never a move;
-    the one move of a plain id is ``gitmem migrate``'s, from where format 4 put it.
-    """
+    """Documents one side moved (old path -> new path): path ids by git's rename detection;
+    a plain id moves only in ``gitmem migrate``, from where format 4 put it."""
     diff = base.diff_to_tree(side)
     out: dict[str, str] = {}
     gone: dict[str, str] = {}
@@ -262,14 +258,10 @@ def integrate(
     *,
     join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
-    """Bring ``theirs`` into the local branch: (kind, merge, tip before, tip after).
-
-    kind is none (already in), fast-forward or merge. Raises MergeConflictError
-    (nothing changed) when a non-memory file cannot be merged, DirtyWorktreeError
-    when a file to change has uncommitted edits. Two unrelated histories merge only
-    with ``join`` (``gitmem join``: the team's configuration files win). Runs in
-    :meth:`GitDB.write`, the write loop every write uses: on a lost race the plan
-    runs again on the new tip.
+    """Bring ``theirs`` into the local branch through the write loop every write uses:
+    (kind: none, fast-forward or merge; the merge; tip before; tip after). Raises
+    MergeConflictError (nothing changed) when a non-memory file cannot merge. ``join``:
+    the team's configuration files win (``gitmem join``).
     """
 
     def plan(

@@ -99,13 +99,10 @@ class VersionHistory(Reads):
     def history(
         self, id: str, *, max_depth: int = 1000, limit: int | None = None, page: int = 1
     ) -> History:
-        """Every version along the chain ending at ``id``, oldest first.
-
-        Follows ``supersedes`` and renames back to the root and expands each memory's
-        file into the commits that changed it: version, commit, time, author, agent,
-        operation, and the content at that point. ``limit``: only the newest ``limit``
-        versions of page ``page`` (page 2 the ``limit`` before those; ``earlier`` counts
-        what comes before): only their content is read, so a call costs its page.
+        """Every version along the chain ending at ``id`` (``supersedes`` and renames back to
+        the root), oldest first: each commit that changed a memory's file, with its content.
+        ``limit``: only the newest ``limit`` versions of page ``page``, the only ones read
+        (``earlier`` counts what comes before).
         """
         check_id(id)
         whole_number("limit", 1 if limit is None else limit, 1)

@@ -264,13 +264,10 @@ def _by_date(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[
 
 
 def merge_sections(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
-    """A three-way merge of entry-structured text (headings and list items, see :func:`_units`).
-
-    Entries both sides kept are stable; between them, a run changed by one side takes that
-    side, and runs *inserted* by both sides at one place are both kept (:func:`_interleave`):
-    so appends by any number of agents, merged in any order and from any base, never fork,
-    and an entry a clone already published is never moved in front of. ``first`` is the
-    side ranked higher (it wins ties). None when both sides changed or removed the same entry.
+    """A three-way merge of entry-structured text (headings and list items, :func:`_units`):
+    entries *inserted* by both sides at one place are all kept, by date
+    (:func:`_interleave`), so appends by any number of agents never fork. ``first`` is the
+    side ranked higher. None when both sides changed or removed the same entry.
     """
     first_units, second_units = _units(first), _units(second)
     merged = _merge3(

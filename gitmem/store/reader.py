@@ -148,15 +148,9 @@ class TreeReader:
         return blob_data(self.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
-        """History rows by walking every commit: each commit that changed one of the files
-        of ``ids`` (a merge that took one side's file as it was changed nothing).
-
-        Oldest first: a commit after its parents (by generation: 1 for a root, else
-        one more than its highest parent's), then by author time and commit id, so
-        commits on the two sides of a merge have one order whoever walks them; rows
-        of one commit follow the order of ``ids``. A plain id is followed to where format 4
-        put it in commits from before ``gitmem migrate`` (gitmem.git.diff.memory_blob).
-        """
+        """History rows of the files of ``ids`` by walking every commit (a merge that took
+        one side's file as it was changed nothing), oldest first: by generation, author
+        time and commit id, the one order whoever walks a merge's two sides."""
         paths = {memory_path(mid): mid for mid in ids}
         position = {mid: i for i, mid in enumerate(paths.values())}
         found: list[tuple[tuple[int, int, str, int], Version]] = []

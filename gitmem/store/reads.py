@@ -239,14 +239,10 @@ class Reads(Transactions):
         return self.get(id, at=at) is not None
 
     def resolve_id(self, prefix: str, *, scope: Scope | str | None = None) -> str:
-        """The full id of the one memory whose id starts with ``prefix``, in every scope.
-
-        For people typing ids: ``mem_5f0c`` (or ``mem_5f0c...`` as help texts write it)
-        names ``mem_5f0c2c1e-...`` when no other id starts that way. An id that exists is
-        returned as it is; otherwise current memories are searched first, then ids that
-        delete commits removed (so ``restore`` takes a prefix too). Raises
-        :class:`AmbiguousIdError` listing the candidates when several match, and
-        NotFoundError when none does. Path ids (``projects/x/y``) are never abbreviated.
+        """The full id of the one memory whose id starts with ``prefix`` (``mem_5f0c``, or
+        ``mem_5f0c...`` as help texts write it), in every scope: current memories first,
+        then deleted ones (so ``restore`` takes a prefix). AmbiguousIdError lists several
+        matches; NotFoundError for none. Path ids are never abbreviated.
         """
         wanted = id_prefix(prefix)
         if is_path_id(wanted) or any(
