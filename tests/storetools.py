@@ -115,7 +115,7 @@ def table_bytes(conn: Any) -> dict[str, int]:
     return out
 
 
-# -- stores of an older format, written with git alone (gitmem init makes format 5 only) ----
+# -- stores of an older format, written with git alone (gitmem init makes the current one) --
 
 OLD_T0 = 1_795_000_000
 """Author time (seconds) of an old store's first commit."""

@@ -155,7 +155,7 @@ def test_hand_edit_is_a_version_and_nothing_is_stamped(hooked: Store) -> None:
 def test_a_store_of_an_old_format_refuses_commits(hooked: Store) -> None:
     root = hooked.path
     config = root / "gitmem.yaml"
-    config.write_text(config.read_text().replace("format: 5", "format: 4"))
+    config.write_text(config.read_text().replace("format: 6", "format: 4"))
     write(root, memory_path(ID), memory_text(ID))
     ok(root, "add", "-A")
     result = git(root, "commit", "-m", "back to 4")
@@ -563,7 +563,7 @@ def test_role_of_a_clone_comes_from_its_committed_config_read_safely(tmp_path: P
     root = tmp_path / "clone"
     root.mkdir()
     ok(root, "init", "-q")
-    (root / "gitmem.yaml").write_text("format: 5\nscope: repo\n")
+    (root / "gitmem.yaml").write_text("format: 6\nscope: repo\n")
     assert hookrun.detect_role(root) == "memory"
     (root / "gitmem.yaml").write_text("a: &a [x, x]\nb: &b [*a, *a]\nformat: *b\n")
     assert hookrun.detect_role(root) == "project"

@@ -372,7 +372,7 @@ job = rule
 """
 
 HOSTILE_CONFIG = """\
-format: 5
+format: 6
 scope: repo
 limits:
   max_body_bytes: 99999999999999999999999999
@@ -576,14 +576,14 @@ def test_every_read_command_over_the_hostile_store(
     "config",
     [
         pytest.param("? " * 26_000 + "a\n", id="indicator-bomb"),
-        pytest.param("format: 5\nl0: &l0 lol\n" + "".join(
+        pytest.param("format: 6\nl0: &l0 lol\n" + "".join(
             f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10)
         ), id="billion-laughs"),
-        pytest.param("format: 5\nx: " + "[" * 5000 + "]" * 5000 + "\n", id="deep"),
-        pytest.param("format: 5\nscope: repo\nx: " + "y" * (2 * 1024 * 1024) + "\n", id="huge"),
-        pytest.param("format: 5\nsecrets:\n  patterns:\n    - kind: slow\n"
+        pytest.param("format: 6\nx: " + "[" * 5000 + "]" * 5000 + "\n", id="deep"),
+        pytest.param("format: 6\nscope: repo\nx: " + "y" * (2 * 1024 * 1024) + "\n", id="huge"),
+        pytest.param("format: 6\nsecrets:\n  patterns:\n    - kind: slow\n"
                      "      regex: '(a|aa)+$'\n", id="catastrophic-secrets-pattern"),
-        pytest.param(b"format: 5\nscope: \xff\xfe\n", id="not-utf8"),
+        pytest.param(b"format: 6\nscope: \xff\xfe\n", id="not-utf8"),
     ],
 )
 def test_a_hostile_gitmem_yaml_crashes_no_command(

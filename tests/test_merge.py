@@ -307,10 +307,10 @@ def test_git_pull_keeps_a_fork_without_markers(pair: tuple[Store, Store, str]) -
 def test_pending_forks_of_an_aborted_merge_are_dropped(pair: tuple[Store, Store, str]) -> None:
     a, b, mid = pair
     a.update(mid, "changed by a\n")
-    (a.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n# a\n")
+    (a.path / "gitmem.yaml").write_text("format: 6\nscope: repo\n# a\n")
     run_git(a.path, "commit", "-qam", "config a")
     b.update(mid, "changed by b\n")
-    (b.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n# b\n")
+    (b.path / "gitmem.yaml").write_text("format: 6\nscope: repo\n# b\n")
     run_git(b.path, "commit", "-qam", "config b")
     a.sync()
     out = run_git(b.path, "pull", "--no-rebase", "origin", "main", check=False)

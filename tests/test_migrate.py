@@ -1,4 +1,4 @@
-"""Store formats and ``gitmem migrate`` (gitmem.features.migrate): only format 5 is read;
+"""Store formats and ``gitmem migrate`` (gitmem.features.migrate): only the current format is read;
 an older store is refused everywhere but by ``gitmem migrate``, which converts it in one
 commit per scope, safe against a kill. Old stores are written with git alone
 (:func:`storetools.old_store`), as an older gitmem left them."""
@@ -57,7 +57,7 @@ def check_converted(path: Path, made: dict[str, Any], before: dict[str, str]) ->
     same bytes but for the version/updated_at lines, and each memory reads as its history
     says, with the index, without it and rebuilt."""
     after = files(path)
-    assert "format: 5\n" in after["gitmem.yaml"]
+    assert f"format: {FORMAT}\n" in after["gitmem.yaml"]
     for memory_id in made["ids"]:
         old = next(t for p, t in before.items() if p.endswith(f"/{memory_id}.md"))
         kept = [line for line in old.splitlines() if not line.startswith(("version:", "updated"))]
@@ -91,7 +91,7 @@ def test_an_old_store_is_refused_everywhere_but_by_migrate(tmp_path: Path, fmt: 
     gm = Gitmem(path, make_runner())
     for command in (("ls",), ("doctor",), ("status",), ("add", "x")):
         assert "run `gitmem migrate`" in gm.fails(OldFormatError.exit_code, *command)
-    assert files(path)["gitmem.yaml"].count("format: 5") == 0  # nothing changed
+    assert files(path)["gitmem.yaml"].count(f"format: {FORMAT}") == 0  # nothing changed
 
 
 @pytest.mark.parametrize("bare", [False, True])
@@ -170,6 +170,34 @@ def test_a_newer_store_is_refused_not_misread(any_store: Store) -> None:
     assert "upgrade gitmem" in out
 
 
+def test_format_5_to_6_only_stamps_the_config(tmp_path: Path) -> None:
+    """Format 6 added valid time: no format 5 file carries it, so migrate changes nothing
+    but ``format:``, in one commit, and every memory reads as before."""
+    store = gitmem.init(tmp_path / "s")
+    kept = store.create("kept\n", title="k")
+    _set_format(store, 5)
+    with pytest.raises(OldFormatError, match="format 5 store; run `gitmem migrate`"):
+        gitmem.open(tmp_path / "s")
+    head = run_git(tmp_path / "s", "rev-parse", "HEAD").strip()
+    (step,) = migrate(opened(tmp_path / "s"))
+    assert (step.from_format, step.to_format, step.moved_count, step.rewritten) == (5, 6, 0, 0)
+    changed = run_git(tmp_path / "s", "diff", "--name-only", head, "HEAD").split()
+    assert changed == ["gitmem.yaml"] and migrate(opened(tmp_path / "s")) == []
+    assert gitmem.open(tmp_path / "s").read(kept.id).version == 1
+
+
+def test_a_format_5_gitmem_refuses_a_format_6_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gitmem that does not know valid time refuses a store that may hold it, rather than
+    show expired memories as current (FORMAT as a format 5 gitmem has it)."""
+    store = gitmem.init(tmp_path / "s")
+    store.create("expired\n", valid_until="2026-01-01")
+    monkeypatch.setattr("gitmem.format.config.FORMAT", 5)
+    with pytest.raises(UnsupportedFormatError, match="format 6 store; this gitmem reads format 5"):
+        gitmem.open(tmp_path / "s")
+
+
 def _store_path(store: Store) -> Path:
     db = store.db()
     return db.gitdir if db.bare else db.path
@@ -179,7 +207,8 @@ def _set_format(store: Store, version: int) -> None:
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         config = snap.read("gitmem.yaml")
         assert config is not None
-        snap.put("gitmem.yaml", config.replace(b"format: 5", f"format: {version}".encode()))
+        old = f"format: {FORMAT}".encode()
+        snap.put("gitmem.yaml", config.replace(old, f"format: {version}".encode()))
         return CommitSpec("as another gitmem left it"), None
 
     store.db().write(plan)
@@ -228,7 +257,7 @@ def test_cli_migrate(tmp_path: Path) -> None:
     old_store(tmp_path / "s", 4)
     gm = Gitmem(tmp_path / "s", make_runner())
     dry = gm("migrate", "--dry-run").stdout
-    assert dry == "repo: Would convert format 4 -> 5: 3 file(s) moved, 3 rewritten\n"
+    assert dry == f"repo: Would convert format 4 -> {FORMAT}: 3 file(s) moved, 3 rewritten\n"
     (step,) = gm.json("migrate")
     assert step["from_format"] == 4 and len(step["moved"]) == 3 and step["commit"]
     assert "Nothing to migrate" in gm("migrate").stdout

@@ -115,7 +115,7 @@ def test_a_committed_secrets_pattern_cannot_hang_writes(store: Store) -> None:
     with pytest.raises(RegexTimeoutError):
         scan_text(HOSTILE_BODY, policy.patterns)
     plant(store, "gitmem.yaml",
-          "format: 5\nscope: repo\nsecrets:\n  patterns:\n"
+          "format: 6\nscope: repo\nsecrets:\n  patterns:\n"
           f"    - kind: slow\n      regex: '{unanchored}'\n")
     with pytest.raises(RegexTimeoutError):
         # An id of our choosing: the pattern, unanchored, also runs over the id, and a random

@@ -274,7 +274,7 @@ def test_unknown_remote_is_refused(tmp_path: Path, origin: Store, clock: FixedCl
 def test_refuses_in_the_middle_of_a_merge(tmp_path: Path, origin: Store, clock: FixedClock) -> None:
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     for store, line in ((a, "# a\n"), (b, "# b\n")):
-        (store.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n" + line)
+        (store.path / "gitmem.yaml").write_text("format: 6\nscope: repo\n" + line)
         run_git(store.path, "commit", "-qam", "config")
     a.sync()
     run_git(b.path, "pull", "-q", "--no-rebase", "origin", "main", check=False)
@@ -293,7 +293,7 @@ def test_a_non_memory_conflict_changes_nothing(
 ) -> None:
     a, b = clone(tmp_path, "a", clock), clone(tmp_path, "b", clock)
     for store, line in ((a, "# a\n"), (b, "# b\n")):
-        (store.path / "gitmem.yaml").write_text("format: 5\nscope: repo\n" + line)
+        (store.path / "gitmem.yaml").write_text("format: 6\nscope: repo\n" + line)
         run_git(store.path, "commit", "-qam", "config")
     a.sync()
     before = tip(b)

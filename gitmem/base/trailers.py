@@ -21,6 +21,9 @@ FORK_TRAILER = "Gitmem-Fork"
 DECIDED_TRAILER = "Gitmem-Decided"
 KEPT_OVER_DELETE_TRAILER = "Gitmem-Kept-Over-Delete"
 UNDOES_TRAILER = "Gitmem-Undoes"
+REASON_TRAILER = "Gitmem-Reason"
+"""Why a memory's validity ended (``gitmem invalidate``), beside ``Gitmem-Valid-Until``."""
+VALID_UNTIL_TRAILER = "Gitmem-Valid-Until"
 
 _TRAILER_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
 _UNSAFE_LINE_RE = re.compile(r"[\x00-\x1f\x7f]+")

@@ -45,7 +45,7 @@ def _log_to_stderr() -> None:
 # does not pay for importing every area of the command line.
 _MODULES = {
     "store": "init status ls history log",
-    "memory": "add show edit update append supersede rm restore",
+    "memory": "add show edit update append supersede invalidate rm restore",
     "index": "search recall reindex gc migrate",
     "lifecycle": "stale check prune validate",
     "layer": "layer",
@@ -73,7 +73,10 @@ def _load(name: str) -> click.Command:
 
 # The sections of `gitmem --help`, in order; a command no section names is listed under "Other".
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "Memories": ("init", "add", "show", "edit", "update", "append", "supersede", "rm", "restore"),
+    "Memories": (
+        "init", "add", "show", "edit", "update", "append", "supersede", "invalidate", "rm",
+        "restore",
+    ),
     "History": ("ls", "history", "log", "blame", "diff", "undo"),
     "Search": ("search", "recall"),
     "Layered documents": ("layer", "stale", "check", "prune", "validate"),

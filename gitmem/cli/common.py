@@ -194,13 +194,29 @@ scope_option = click.option(
 agent_option = click.option("--agent", help="Who writes (agent or person): the commit's author.")
 message_option = click.option("--message", "-m", help="Why: written in the commit message body.")
 all_option = click.option(
-    "--all", "show_all", is_flag=True, help="Include superseded and archived memories."
+    "--all", "show_all", is_flag=True, help="Include superseded, archived and expired memories."
+)
+valid_at_option = click.option(
+    "--valid-at", metavar="DATE",
+    help="Only memories valid (true in the world) then; default: now, or the time of --at.",
 )
 tags_option = click.option(
     "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
 )
 AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
 at_option = click.option("--at", metavar="REV|DATE", help=f"The store as it was then. {AT_HELP}")
+
+
+def valid_us(valid_at: str | None, show_all: bool) -> int | None:
+    """The valid time a listing answered without the store keeps (``Store.list``'s rule,
+    now by the system clock): ``--valid-at``, else now unless ``--all``."""
+    import datetime as dt
+
+    from gitmem.store.index_rows import valid_micros
+    from gitmem.store.inputs import valid_time
+
+    when = valid_time(valid_at, "--valid-at")
+    return None if when is None and show_all else valid_micros(when or dt.datetime.now(dt.UTC))
 
 
 def read_text_arg(
@@ -269,11 +285,16 @@ def field_options(f: F) -> F:
             "(default relates-to); repeat for more.",
         ),
         click.option("--status", metavar="active|archived", help="active, or archived: retired."),
+        click.option("--valid-from", metavar="DATE", help="When the fact began to hold."),
+        click.option("--valid-until", metavar="DATE", help="When it stopped holding."),
         message_option,
     )(f)
 
 
-_FIELDS = ("title", "category", "agent", "session_id", "trigger", "status", "tags", "related")
+_FIELDS = (
+    "title", "category", "agent", "session_id", "trigger", "status", "tags", "related",
+    "valid_from", "valid_until",
+)
 
 
 def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from gitmem.cli.common import (
     on_terminal,
     scope_option,
     tags_option,
+    valid_at_option,
+    valid_us,
 )
 from gitmem.format.model import UNTITLED
 from gitmem.store.search import MODES, SearchMatch, SearchResults
@@ -85,13 +87,14 @@ def results_text(results: SearchResults) -> str:
 @click.option("--category", help="Only this category.")
 @tags_option
 @all_option
+@valid_at_option
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
 @json_state
 def search(
     state: State, query: str, mode: str, scope: str | None, layer: str | None, project: str | None,
-    category: str | None, tags: tuple[str, ...], show_all: bool, limit: int,
+    category: str | None, tags: tuple[str, ...], show_all: bool, valid_at: str | None, limit: int,
 ) -> None:
-    """Search the current memories (FTS5 syntax: words, OR, NOT, "phrases", prefix*).
+    """Search the memories valid now (FTS5 syntax: words, OR, NOT, "phrases", prefix*).
 
     Title matches rank first, then bm25. A query that is not FTS5 syntax, or
     that no memory holds all words of, is answered as by gitmem recall.
@@ -104,12 +107,13 @@ def search(
     assert mode in MODES
     # One more than asked for tells whether the list was cut, so the output can say so.
     plain = mode == "fts" and not (layer or project or category or tags)
-    results = _search_current(state, query, scope, show_all, limit + 1) if plain else None
+    when = valid_us(valid_at, show_all)
+    results = _search_current(state, query, scope, show_all, when, limit + 1) if plain else None
     if results is None:
         results = state.store().search(
             query, mode=mode, scope=scope, layer=layer, project=project, category=category,
             tags=list(tags) or None, include_superseded=show_all, include_archived=show_all,
-            limit=limit + 1,
+            limit=limit + 1, valid_at=valid_at,
         )
     cut = _cut(results, limit)
     if emitted(state, {**results.to_dict(), "limit": limit, "truncated": cut}):
@@ -120,7 +124,7 @@ def search(
 
 
 def _search_current(
-    state: State, query: str, scope: str | None, show_all: bool, limit: int,
+    state: State, query: str, scope: str | None, show_all: bool, when: int | None, limit: int,
 ) -> SearchResults | None:
     """An unfiltered FTS5 search answered from a current index without opening git;
     None when the full path must answer (see Store.search)."""
@@ -133,7 +137,7 @@ def _search_current(
 
     filters: dict[str, object] = {
         "category": None, "tags": [], "include_superseded": show_all,
-        "include_archived": show_all, "layer": None, "project": None,
+        "include_archived": show_all, "layer": None, "project": None, "valid_us": when,
     }
     found = full_text_matches(query, [current], limit, filters)
     if isinstance(found, str):
@@ -175,6 +179,9 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
         if explain:
             for reason in hit.why:
                 lines.append(click.style(f"        {reason}", dim=True))
+    for a, b, why in results.contradictions:
+        kind = "linked by contradicts" if why == "contradicts" else "two sides of a fork"
+        lines.append(f"note: {a} and {b} contradict each other ({kind})")
     return "\n".join(lines)
 
 
@@ -191,10 +198,12 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
 @tags_option
 @all_option
 @at_option
+@valid_at_option
 @json_state
 def recall(
     state: State, query: tuple[str, ...], limit: int, explain: bool, budget: int | None,
     scope: str | None, category: str | None, tags: tuple[str, ...], show_all: bool, at: str | None,
+    valid_at: str | None,
 ) -> None:
     """Find the memories that answer a question (plain words, any may match), best first.
 
@@ -202,6 +211,7 @@ def recall(
     Examples:
       gitmem recall how do we deploy to staging?
       gitmem recall "test fixtures" --budget 2000
+      gitmem recall who leads payments --valid-at 2026-03-01 --at 2026-06-01
     """
     results = None
     if at is None and not tags:
@@ -213,11 +223,13 @@ def recall(
             results = recall_current(
                 current, " ".join(query), limit=limit, category=category,
                 include_superseded=show_all, include_archived=show_all, budget=budget,
+                valid_us=valid_us(valid_at, show_all),
             )
     if results is None:
         results = state.store().recall(
             " ".join(query), limit=limit, scope=scope, category=category, tags=list(tags) or None,
             include_superseded=show_all, include_archived=show_all, at=at, budget=budget,
+            valid_at=valid_at,
         )
     if emitted(state, results):
         return

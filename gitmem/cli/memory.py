@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import GitmemError, NotFoundError, TooLargeError
 from gitmem.cli.common import (
     AT_HELP,
@@ -25,6 +26,7 @@ from gitmem.cli.common import (
     message_option,
     output,
     read_text_arg,
+    valid_at_option,
 )
 
 if TYPE_CHECKING:
@@ -93,7 +95,7 @@ def add(
 
 _JSONL_KEYS = frozenset(
     {"body", "title", "category", "tags", "related", "agent", "session_id", "trigger",
-     "status", "id", "extra"}
+     "status", "id", "extra", "valid_from", "valid_until"}
 )
 
 
@@ -166,8 +168,9 @@ def _add_jsonl(
 @click.command()
 @click.argument("memory_id", metavar="ID")
 @at_option
+@valid_at_option
 @json_state
-def show(state: State, memory_id: str, at: str | None) -> None:
+def show(state: State, memory_id: str, at: str | None, valid_at: str | None) -> None:
     """Print a memory: its front-matter (version and updated_at from history) and body.
 
     \b
@@ -175,12 +178,12 @@ def show(state: State, memory_id: str, at: str | None) -> None:
       gitmem show mem_5f0c...
       gitmem show mem_5f0c... --at 2026-11-01 --json
     """
-    current = state.current_index() if at is None else None
+    current = state.current_index() if at is None and valid_at is None else None
     chosen = current.resolve_id(memory_id) if current is not None else None
     memory = current.memory(chosen) if current is not None and chosen is not None else None
     if memory is None:
         store = state.store()
-        memory = store.read(store.resolve_id(memory_id), at=at)
+        memory = store.read(store.resolve_id(memory_id), at=at, valid_at=valid_at)
     # As read, not as the file spells it: the same output from the index and from git.
     memory = dataclasses.replace(memory, document=None)
     if emitted(state, memory):
@@ -309,11 +312,13 @@ def supersede(
 ) -> None:
     """Replace a memory with a new one that says `supersedes: ID`; print its id.
 
-    Title, category, tags and related carry forward unless given.
+    Title, category, tags and related carry forward unless given; --valid-from
+    also ends the old memory's validity then, in the same commit.
 
     \b
     Example:
       gitmem supersede mem_0a9d... - --title "New convention" < note.md
+      gitmem supersede mem_0a9d... "Bob leads payments" --valid-from 2026-06-01
     """
     store = state.store()
     memory = store.supersede(
@@ -322,6 +327,32 @@ def supersede(
         message=options.get("message"), allow_empty=allow_empty, **_fields(store, options),
     )
     output(state, memory, memory.id)
+
+
+@click.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--valid-until", metavar="DATE", help="When it stopped holding (default: now).")
+@click.option("--reason", required=True, help="Why it no longer holds: a commit trailer.")
+@agent_option
+@json_state
+def invalidate(
+    state: State, memory_id: str, valid_until: str | None, reason: str, agent: str | None
+) -> None:
+    """End a memory's validity: it stops being current, in one commit.
+
+    The memory stays, readable with --valid-at an earlier date; the commit's
+    trailers carry the reason and the date (gitmem log shows them).
+
+    \b
+    Examples:
+      gitmem invalidate mem_5f0c... --reason "Ana moved to the platform team"
+      gitmem invalidate mem_5f0c... --valid-until 2026-06-01 --reason "reorg"
+    """
+    store = state.store()
+    memory_id = store.resolve_id(memory_id)
+    memory = store.invalidate(memory_id, reason=reason, valid_until=valid_until, agent=agent)
+    assert memory.valid_until is not None
+    output(state, memory, f"{memory_id} is valid until {format_timestamp(memory.valid_until)}")
 
 
 @click.command()

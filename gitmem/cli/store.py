@@ -29,8 +29,10 @@ from gitmem.cli.common import (
     stacked,
     table,
     tags_option,
+    valid_at_option,
+    valid_us,
 )
-from gitmem.format.model import UNTITLED, Scope
+from gitmem.format.model import UNTITLED, Scope, validity_text
 from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry
 from gitmem.store.where import is_store, user_store_path
 
@@ -96,6 +98,7 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
 @scope_option
 @all_option
 @at_option
+@valid_at_option
 @click.option(
     "--limit", "-n", type=click.IntRange(min=1), metavar="N", help="At most N memories (a page)."
 )
@@ -105,30 +108,33 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
 @json_state
 def ls(
     state: State, category: str | None, tags: tuple[str, ...], scope: str | None, show_all: bool,
-    at: str | None, limit: int | None, offset: int,
+    at: str | None, valid_at: str | None, limit: int | None, offset: int,
 ) -> None:
-    """List memories, oldest first (superseded and archived ones with --all).
+    """List memories valid now, oldest first (superseded, archived, expired ones with --all).
 
     \b
     Examples:
       gitmem ls --category coding-preferences --tag testing
+      gitmem ls --valid-at 2026-03-01 --at 2026-06-01   # true then, as known then
       gitmem ls --limit 50 --offset 100     # the third page of 50
     """
     page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
         # The plain listing straight from the index's rows, without a Memory per row.
         current = state.current_index(scope)
+        when = valid_us(valid_at, show_all)
         if current is not None:
-            return _ls_table(_index_rows([(str(current.scope), current)], show_all), show_all, page)
+            rows = _index_rows([(str(current.scope), current)], show_all, when)
+            return _ls_table(rows, show_all, page)
         store = state.store()
         if store.use_index:
             # an unknown scope is refused by Store.reader, naming the known ones
             wanted = [scope] if scope else [str(s) for s in store.scopes]
             sources = [(each, store.reader(each)) for each in wanted]
-            return _ls_table(_index_rows(sources, show_all), show_all, page)
+            return _ls_table(_index_rows(sources, show_all, when), show_all, page)
     memories = state.store().list(
         scope=scope, category=category, tags=list(tags) or None, include_superseded=show_all,
-        include_archived=show_all, at=at,
+        include_archived=show_all, at=at, valid_at=valid_at,
     )
     if emitted(state, memories[page]):
         return
@@ -140,7 +146,7 @@ def ls(
 
 
 def _index_rows(
-    sources: Sequence[tuple[str, Reader | CurrentIndex]], show_all: bool
+    sources: Sequence[tuple[str, Reader | CurrentIndex]], show_all: bool, when: int | None
 ) -> list[tuple[Any, ...]]:
     """The listing's rows from each scope's index, oldest first across the scopes:
     (id, version, category, title, supersedes, status, scope)."""
@@ -151,7 +157,9 @@ def _index_rows(
     for each, reader in sources:
         for problem in reader.problems():  # as Store.list reports them
             logs.get("gitmem.store.core").warning("skipping %s: %s", problem.path, problem.message)
-        rows = reader.rows(columns, include_superseded=show_all, include_archived=show_all)
+        rows = reader.rows(
+            columns, include_superseded=show_all, include_archived=show_all, valid_us=when
+        )
         each_scope.append([(*row, each) for row in rows])
     return [row[1:] for row in heapq.merge(*each_scope, key=lambda row: (row[0], row[1]))]
 
@@ -180,11 +188,12 @@ def history_text(history: History) -> str:
             [
                 "-" if v.version is None else str(v.version), format_timestamp(v.time), v.op,
                 v.agent or v.author, short(v.commit),
+                "-" if v.memory is None else validity_text(v.memory),
                 "(deleted)" if v.memory is None else v.memory.title or UNTITLED,
             ]
             for v in versions
         )
-        text = table(["VER", "TIME", "OP", "AUTHOR", "COMMIT", "TITLE"], rows)
+        text = table(["VER", "TIME", "OP", "AUTHOR", "COMMIT", "VALID", "TITLE"], rows)
         lines += ["  " + line for line in text.splitlines()]
     return "\n".join(lines)
 
@@ -209,7 +218,8 @@ def paged(what: str, default: int, least: int) -> Callable[[F], F]:
 @paged("versions", HISTORY_PAGE, 1)
 @json_state
 def history(state: State, memory_id: str, limit: int, page: int) -> None:
-    """Every version of a memory and of those it supersedes, oldest first.
+    """Every version of a memory and of those it supersedes, oldest first, with when it
+    was written (TIME) and when it held (VALID).
 
     \b
     Example:

@@ -264,7 +264,13 @@ _FIELDS = {
         _obj({"id": "The related memory's id", "relationship": _of("string", enum=_RELATIONSHIPS)}),
         "Links to other memories",
     ),
+    "valid_from": "When the fact began to hold in the world (RFC 3339 date or date-time)",
+    "valid_until": "When it stopped holding (RFC 3339 date or date-time)",
 }
+_VALID_AT = (
+    "Only memories valid (true in the world) at this date or date-time; default now, "
+    "or at 'at'"
+)
 _REASON = "Why: written in the commit message"
 
 
@@ -316,8 +322,9 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         "Find the memories that answer a question: ask in plain language, or give "
         "keywords, a code identifier or a path (any word may match; word forms meet; "
         "similar meaning counts). Best first, each with its best lines and why it "
-        "ranked; superseded memories count for their newest version. With budget "
-        "(tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
+        "ranked; superseded memories count for their newest version; only memories valid "
+        "now (or at valid_at); 'contradictions' names hits that contradict each other. With "
+        "budget (tokens), 'packed' holds the best whole memories that fit. mode 'fts' (FTS5 "
         "syntax), 'regex' or 'substring' searches instead (the same hits).",
         _obj(
             {
@@ -332,6 +339,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
                 "category": "Only this category",
                 "tags": _list(None, "Only memories with all these tags"),
                 "include_superseded": _BOOL,
+                "valid_at": _VALID_AT,
                 "scope": _SCOPE,
             },
             ["query"],
@@ -346,6 +354,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
             "tags": args.get("tags"),
             "include_superseded": args.get("include_superseded", False),
             "limit": args.get("limit", 10),
+            "valid_at": args.get("valid_at"),
         }
         if mode in ("regex", "substring", "fts"):
             return _out(store.search(args["query"], mode=mode, **common).to_dict())
@@ -354,13 +363,18 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     @tool(
         "Read one memory by id, now or at a past revision or date.",
         _obj(
-            {"id": f"{_ID}; a unique prefix of it will do", "at": "A git revision or a date/time"},
+            {
+                "id": f"{_ID}; a unique prefix of it will do",
+                "at": "A git revision or a date/time",
+                "valid_at": "Fail unless the memory was valid (true) at this date or date-time",
+            },
             ["id"],
         ),
         READ,
     )
     def get_memory(args: dict[str, Any]) -> ToolResult:
-        return _out(store.read(args["id"], at=args.get("at")).to_dict(), "memory")
+        memory = store.read(args["id"], at=args.get("at"), valid_at=args.get("valid_at"))
+        return _out(memory.to_dict(), "memory")
 
     @tool(
         "Change a memory in place (same id, version + 1; the old text stays in history).",

@@ -5,9 +5,10 @@ other command refuses an older store and names this one. Each scope is converted
 ``Gitmem-Op: migrate`` commit: format 4's deep plain-id paths move to
 ``memories/<ab>/<id>.md``, every file's ``version`` and ``updated_at`` lines go (both
 are derived from history), format 1's entity files move into their hash shards as new
-ids that supersede the old ones, and ``format:`` is raised. The branch moves by
-compare-and-swap, so a kill leaves the old store or the new one, and a second run finds
-nothing to do.
+ids that supersede the old ones, and ``format:`` is raised. Format 5 to 6 (valid time)
+changes no file but ``gitmem.yaml``: no memory of format 5 carries ``valid_from`` or
+``valid_until``. The branch moves by compare-and-swap, so a kill leaves the old store or
+the new one, and a second run finds nothing to do.
 """
 from __future__ import annotations
 
@@ -180,7 +181,8 @@ def migrate(
             if _format_at(snap) != current:
                 return CommitSpec("nothing to migrate"), None  # someone else did it
             snap.write_blobs = not report.dry_run  # ids staged, not every file's bytes
-            _convert(snap, report, progress)
+            if current < 5:
+                _convert(snap, report, progress)
             config = snap.read(CONFIG_FILE)
             text = config.decode("utf-8") if config is not None else ""
             snap.put(CONFIG_FILE, _with_format(text, FORMAT).encode("utf-8"))

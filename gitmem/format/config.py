@@ -19,10 +19,12 @@ from gitmem.base.errors import InvalidMemoryError, OldFormatError, UnsupportedFo
 from gitmem.format.model import Scope
 from gitmem.format.schema import is_number
 
-FORMAT = 5
+FORMAT = 6
 """The store format this gitmem reads and writes (``format:`` in gitmem.yaml; a store that
 says nothing is format 1). An older store is read only by ``gitmem migrate``, which
-converts it once (gitmem.features.migrate); a newer one is refused. docs/format.md."""
+converts it once (gitmem.features.migrate); a newer one is refused. Format 6 added
+``valid_from``/``valid_until``, which a format 5 gitmem would ignore and so show expired
+memories as current. docs/format.md."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 

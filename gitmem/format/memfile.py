@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 from gitmem.base.errors import GitmemError, InvalidInputError, InvalidMemoryError, TooLargeError
 from gitmem.format import codec, schema
 from gitmem.format.layout import expected_path_form, id_from_path, memory_path
-from gitmem.format.model import DERIVED_KEYS, Memory, Scope, memory_from_document
+from gitmem.format.model import (
+    DERIVED_KEYS,
+    Memory,
+    Scope,
+    check_window,
+    memory_from_document,
+)
 from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
 if TYPE_CHECKING:
@@ -32,6 +38,7 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
             path=path,
         )
     schema.validate(metadata)
+    check_window(memory.valid_from, memory.valid_until)
     if memory.document is not None:
         text = codec.serialize(memory.document.with_changes(metadata, memory.body))
     else:

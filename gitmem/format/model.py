@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitmem.base.clock import parse_timestamp
+from gitmem.base.clock import format_timestamp, parse_timestamp
 from gitmem.base.errors import GitmemError, InvalidMemoryError
 from gitmem.format.schema import to_json_value
 
@@ -55,6 +55,8 @@ class Op(enum.StrEnum):
     INIT = "init"
     MIGRATE = "migrate"
     """``gitmem migrate``: converts the files, makes no version of any memory."""
+    INVALIDATE = "invalidate"
+    """``gitmem invalidate``: a memory's validity ended, with the reason in a trailer."""
 
 
 UNTITLED = "(untitled)"
@@ -77,6 +79,8 @@ KNOWN_KEYS: tuple[str, ...] = (
     "category",
     "tags",
     "created_at",
+    "valid_from",
+    "valid_until",
     "supersedes",
     "related",
     "agent",
@@ -91,6 +95,7 @@ DERIVED_KEYS: tuple[str, ...] = ("updated_at", "version")
 # Fields a caller may set through create/update/supersede (the rest the store manages).
 EDITABLE_FIELDS: frozenset[str] = frozenset(
     {"title", "category", "tags", "related", "agent", "session_id", "trigger", "status"}
+    | {"valid_from", "valid_until"}
 )
 
 
@@ -106,7 +111,8 @@ class Related:
 @dataclass(frozen=True)
 class Memory:
     """One memory: front-matter fields (``extra``: unknown keys, verbatim), body, and where
-    it was read from. ``version`` and ``updated_at`` are derived from history."""
+    it was read from. ``version`` and ``updated_at`` are derived from history;
+    ``valid_from``/``valid_until`` say when the fact held in the world (:meth:`valid_at`)."""
 
     id: str
     body: str
@@ -123,6 +129,8 @@ class Memory:
     session_id: str | None = None
     trigger: Trigger | None = None
     status: Status = Status.ACTIVE
+    valid_from: dt.datetime | None = None
+    valid_until: dt.datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
     store_scope: Scope | None = field(default=None, compare=False)
@@ -134,6 +142,12 @@ class Memory:
     def archived(self) -> bool:
         return self.status is Status.ARCHIVED
 
+    def valid_at(self, when: dt.datetime) -> bool:
+        """Whether the fact held at ``when``: ``valid_from <= when < valid_until``."""
+        return (self.valid_from is None or self.valid_from <= when) and (
+            self.valid_until is None or when < self.valid_until
+        )
+
     def to_metadata(self) -> dict[str, Any]:
         """The front-matter mapping, keeping the original file's key order and unknown keys."""
         known: dict[str, Any] = {
@@ -143,6 +157,8 @@ class Memory:
             "category": self.category,
             "tags": list(self.tags) if self.tags else None,
             "created_at": self.created_at,
+            "valid_from": self.valid_from,
+            "valid_until": self.valid_until,
             "supersedes": self.supersedes,
             "related": [r.to_dict() for r in self.related] if self.related else None,
             "agent": self.agent,
@@ -198,6 +214,18 @@ class Memory:
         return out
 
 
+def validity_text(memory: Memory) -> str:
+    """``2026-03-01 .. 2026-06-01T12:00:00Z`` (an open end left out), or ``always``: how
+    history and messages show a memory's valid time."""
+    if memory.valid_from is None and memory.valid_until is None:
+        return "always"
+    ends = [
+        "" if t is None else t.date().isoformat() if t.time() == dt.time() else format_timestamp(t)
+        for t in (memory.valid_from, memory.valid_until)
+    ]
+    return " .. ".join(ends).strip()
+
+
 def _fields_of(document: Document | None) -> dict[str, Any] | None:
     """The known fields as a Memory read from ``document`` holds them, or None if it cannot."""
     if document is None:
@@ -231,6 +259,15 @@ def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:
         ) from None
 
 
+def check_window(since: dt.datetime | None, until: dt.datetime | None) -> None:
+    """Refuse a validity window that ends before it starts (every reader and writer)."""
+    if since is not None and until is not None and until < since:
+        raise InvalidMemoryError(
+            f"valid_until ({format_timestamp(until)}) is before valid_from "
+            f"({format_timestamp(since)})"
+        )
+
+
 def memory_from_document(
     doc: Document, *, path: str | None = None, store_scope: Scope | None = None
 ) -> Memory:
@@ -244,6 +281,11 @@ def memory_from_document(
     tags = tuple(str(t) for t in meta.get("tags") or ())
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and k not in DERIVED_KEYS}
     created = _timestamp(meta, "created_at")
+    since, until = (
+        _timestamp(meta, key) if meta.get(key) is not None else None
+        for key in ("valid_from", "valid_until")
+    )
+    check_window(since, until)
     return Memory(
         id=str(meta["id"]),
         body=doc.body,
@@ -260,6 +302,8 @@ def memory_from_document(
         session_id=_opt_str(meta.get("session_id")),
         trigger=Trigger(meta["trigger"]) if meta.get("trigger") else None,
         status=Status(meta["status"]) if meta.get("status") else Status.ACTIVE,
+        valid_from=since,
+        valid_until=until,
         extra=extra,
         path=path,
         document=doc,

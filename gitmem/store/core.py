@@ -112,6 +112,7 @@ class Store(Writes):
         include_superseded: bool = False,
         include_archived: bool = False,
         limit: int = 20,
+        valid_at: At = None,
     ) -> SearchResults:
         """Search the current memories; best matches first.
 
@@ -121,7 +122,7 @@ class Store(Writes):
         its words) is answered by :meth:`recall` instead, and ``notice`` says so.
         ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
         line (a title-only match has no line number); ``"substring"`` is the same
-        for a case-insensitive literal.
+        for a case-insensitive literal. Valid time as :meth:`list` judges it.
         """
         from gitmem.store import search as search_mod
         from gitmem.store.search import SearchResults
@@ -137,6 +138,9 @@ class Store(Writes):
             "include_archived": include_archived,
             "layer": layer,
             "project": project,
+            "valid_us": self._valid_us(
+                self._ordered(scope)[0], None, valid_at, include_superseded
+            ),
         }
         results = SearchResults(query=query, mode=checked_mode)
         if checked_mode != "fts":
@@ -151,7 +155,8 @@ class Store(Writes):
         )
         if isinstance(found, str):
             # Not FTS5 syntax: a question, punctuation, words no memory holds all of.
-            recalled = self.recall(query, limit=limit, scope=scope, **filters)
+            plain = {k: v for k, v in filters.items() if k != "valid_us"}
+            recalled = self.recall(query, limit=limit, scope=scope, valid_at=valid_at, **plain)
             results.notice = f"searched {query!r} as natural language ({found})"
             results.mode = "natural"  # scores are recall's, not FTS5 tiers and bm25
             found = [search_mod.from_recall(h.memory, h.score, h.lines) for h in recalled]
@@ -172,6 +177,7 @@ class Store(Writes):
         budget: int | None = None,
         layer: str | None = None,
         project: str | None = None,
+        valid_at: At = None,
     ) -> RecallResults:
         """The memories that answer ``query`` (a question, keywords, an identifier, a path),
         best first, each with its best-matching lines and why it ranked.
@@ -179,7 +185,9 @@ class Store(Writes):
         No query raises: one with no words finds nothing, with a notice. Superseded
         memories count for the newest version of their chain; archived ones are left out.
         ``budget`` (tokens) also packs the best whole memories into ``results.packed``.
-        ``layer`` / ``project`` keep layered documents of that layer / project.
+        ``layer`` / ``project`` keep layered documents of that layer / project. Valid time
+        as :meth:`list` judges it; two hits that contradict each other (a ``contradicts``
+        link, the two sides of a fork) are named in ``results.contradictions``.
         See :mod:`gitmem.store.recall` and docs/recall.md. Raises InvalidInputError for a bad
         ``limit`` or ``budget``.
         """
@@ -188,8 +196,9 @@ class Store(Writes):
         whole_number("limit", limit, 1)
         if budget is not None:
             whole_number("budget", budget, 0)
+        backends = self._ordered(scope)
         return recall(
-            [self._reader(b, at) for b in self._ordered(scope)],
+            [self._reader(b, at) for b in backends],
             query,
             limit=limit,
             category=category,
@@ -199,6 +208,7 @@ class Store(Writes):
             budget=budget,
             layer=layer,
             project=project,
+            valid_us=self._valid_us(backends[0], at, valid_at, include_superseded),
         )
 
     def near_duplicates(

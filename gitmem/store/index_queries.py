@@ -29,6 +29,7 @@ from gitmem.store.index_rows import (
     check_columns,
     chunks,
     cooked_path,
+    from_micros,
     loads_json,
     marks,
     memory_filters,
@@ -66,6 +67,8 @@ def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
         status,
         extra,
         body,
+        valid_from_us,
+        valid_until_us,
     ) = row
     return Memory(
         id=memory_id,
@@ -88,6 +91,8 @@ def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
         extra=loads_json(extra),
         path=cooked_path(path),
         store_scope=store_scope,
+        valid_from=from_micros(valid_from_us),
+        valid_until=from_micros(valid_until_us),
     )
 
 
@@ -284,13 +289,17 @@ def _fts_hits(
         rows += [
             r
             for r in _fts_rows(conn, titled, needle, limit, filters, bound)
-            if r[20] > 0 and r[0] not in seen
+            if r[_N + 1] > 0 and r[0] not in seen
         ]
-        rows.sort(key=lambda r: (-r[20], r[19], r[21], r[1]))
+        rows.sort(key=lambda r: (-r[_N + 1], r[_N], r[_N + 2], r[1]))
     return [
-        (float(r[20]) * 1000.0 - float(r[19]), memory_from_row(r[:19], store_scope))
+        (float(r[_N + 1]) * 1000.0 - float(r[_N]), memory_from_row(r[:_N], store_scope))
         for r in rows[:limit]
     ]
+
+
+_N = MEMORY_COLUMNS.count(",") + 1
+"""How many memory columns a row of :func:`_fts_rows` starts with (then rank, tier, time)."""
 
 
 def newest_floor(conn: sqlite3.Connection, query: str, cap: int) -> int | None:

@@ -22,14 +22,15 @@ T = TypeVar("T")
 ROW_COLUMNS: tuple[str, ...] = (
     "id", "path", "blob", "title", "scope", "category", "tags", "created_at", "created_us",
     "updated_at", "updated_us", "version", "supersedes", "related", "agent", "session_id",
-    "trigger_", "status", "extra", "body",
+    "trigger_", "status", "extra", "body", "valid_from_us", "valid_until_us",
 )
 """The columns of the ``memories`` table that ``Queries.rows`` can return."""
 
 
 MEMORY_COLUMNS = (
     "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
-    "supersedes, related, agent, session_id, trigger_, status, extra, body"
+    "supersedes, related, agent, session_id, trigger_, status, extra, body, valid_from_us, "
+    "valid_until_us"
 )
 
 
@@ -112,8 +113,20 @@ def big_int(value: int | None) -> int | str | None:
     return str(value)
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def micros(value: dt.datetime) -> int:
     return int(value.timestamp() * 1_000_000)
+
+
+def valid_micros(value: dt.datetime | None) -> int | None:
+    """A valid-time bound as its column holds it: exact microseconds since the epoch."""
+    return None if value is None else (value - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def from_micros(value: int | None) -> dt.datetime | None:
+    return None if value is None else _EPOCH + dt.timedelta(microseconds=value)
 
 
 def row_values(memory: Memory, blob: str) -> dict[str, Any]:
@@ -141,6 +154,8 @@ def row_values(memory: Memory, blob: str) -> dict[str, Any]:
         "status": str(memory.status),
         "extra": dumps_json(memory.extra),
         "body": memory.body,
+        "valid_from_us": valid_micros(memory.valid_from),
+        "valid_until_us": valid_micros(memory.valid_until),
     }
 
 
@@ -220,10 +235,17 @@ def memory_filters(
     include_archived: bool = False,
     layer: str | None = None,
     project: str | None = None,
+    valid_us: int | None = None,
 ) -> tuple[str, list[Any]]:
-    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters."""
+    """A ``WHERE`` clause over ``memories m`` (and its parameters) for the listing filters.
+
+    ``valid_us``: only memories valid then (:meth:`Memory.valid_at`); a superseded one whose
+    validity was ended (``valid_until``) is judged by its window, not hidden as replaced."""
     clauses: list[str] = []
     params: list[Any] = []
+    if valid_us is not None:
+        clauses.append("coalesce(m.valid_from_us, ?) <= ? AND ? < coalesce(m.valid_until_us, ?)")
+        params += [valid_us, valid_us, valid_us, valid_us + 1]
     if category is not None:
         clauses.append("m.category = ?")
         params.append(category)
@@ -231,7 +253,8 @@ def memory_filters(
         clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.memory = m.rowid AND t.tag = ?)")
         params.append(tag)
     if not include_superseded:
-        clauses.append("NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id)")
+        ended = "m.valid_until_us IS NOT NULL OR " if valid_us is not None else ""
+        clauses.append(f"({ended}NOT EXISTS (SELECT 1 FROM memories s WHERE s.supersedes = m.id))")
     if not include_archived:
         clauses.append("m.status != 'archived'")
     # Front-matter keys of layered documents, read from the extra keys: no column of theirs.

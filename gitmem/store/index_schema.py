@@ -22,7 +22,7 @@ from gitmem.base import logs
 
 log = logs.get(__name__)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The layout of the core tables (:data:`SCHEMA`): a change of it rebuilds every table."""
 STORE_CONFIG_KEY = "store"
 """``meta`` key: the format and scope the indexed tip's gitmem.yaml gives, as JSON."""
@@ -52,7 +52,9 @@ CREATE TABLE memories (
     trigger_ TEXT,
     status TEXT NOT NULL,
     extra TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    valid_from_us INTEGER,
+    valid_until_us INTEGER
 );
 CREATE INDEX memories_created ON memories (created_us, id);
 CREATE INDEX memories_updated ON memories (updated_us);

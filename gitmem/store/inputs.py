@@ -7,11 +7,13 @@ before anything is staged, so a refused write changes nothing.
 from __future__ import annotations
 
 import builtins
+import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import ConflictError, InvalidInputError
 from gitmem.format import codec
 from gitmem.format.layout import check_id
@@ -201,4 +203,20 @@ def settable_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
                 )
         elif key == "extra":
             out[key] = extra_fields(value)
+        elif key in {"valid_from", "valid_until"}:
+            out[key] = valid_time(value, key)
     return out
+
+
+def valid_time(value: Any, what: str = "valid time") -> dt.datetime | None:
+    """A valid-time bound as given (RFC 3339 date or date-time text, a date, a datetime;
+    a naive one is UTC) -> an aware UTC datetime; None stays None (no bound)."""
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError, AttributeError):
+        raise InvalidInputError(
+            f"{what} {value!r} is not an RFC 3339 date or date-time (2026-03-01, "
+            "2026-03-01T09:00:00Z)"
+        ) from None

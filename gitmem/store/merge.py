@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gitmem.base.clock import parse_timestamp
 from gitmem.base.errors import GitmemError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import FORK_MARK, MAX_ID_LENGTH, id_from_path, memory_path
@@ -324,8 +325,9 @@ def merge_metadata(
 
     Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
     both sides changed to different values takes ``first``'s; ``decided`` (when given)
-    receives ``second``'s losing value under the field's name. ``version`` and
-    ``updated_at`` are left out (derived from history: docs/format.md).
+    receives ``second``'s losing value under the field's name, but of two different
+    ``valid_until`` the earlier wins (an end either side saw stands; the other is decided).
+    ``version`` and ``updated_at`` are left out (derived from history: docs/format.md).
     """
     base = base or {}
     out: dict[str, Any] = {}
@@ -352,12 +354,24 @@ def merge_metadata(
         elif _same(f, b):
             value = s
         else:
-            value = f
+            value, lost = f, s
+            if key == "valid_until" and _earlier(s, f):
+                value, lost = s, f
             if decided is not None and key not in _NOT_DECIDED:
-                decided[key] = None if s is _ABSENT else s
+                decided[key] = None if lost is _ABSENT else lost
         if value is not _ABSENT:
             out[key] = value
     return out
+
+
+def _earlier(one: Any, other: Any) -> bool:
+    """Whether timestamp ``one`` is before ``other`` (an absent or unreadable one is not)."""
+    try:
+        return one is not _ABSENT and (
+            other is _ABSENT or parse_timestamp(one) < parse_timestamp(other)
+        )
+    except (TypeError, ValueError):
+        return False
 
 
 # -- one memory file ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
 from gitmem.store.commit_changes import infer_op, is_migration, makes_version
 from gitmem.store.index import Index
-from gitmem.store.index_rows import check_columns, row_values
+from gitmem.store.index_rows import check_columns, from_micros, row_values
 from gitmem.store.results import Problem, Version
 
 Decode = Callable[[bytes, str], Memory]
@@ -97,14 +97,21 @@ class TreeReader:
         tags: Sequence[str],
         include_superseded: bool,
         include_archived: bool,
+        valid_us: int | None = None,
     ) -> list[Memory]:
         memories, _ = self.scan()
         superseded = {m.supersedes for m in memories if m.supersedes}
         wanted = set(tags)
+        when = from_micros(valid_us)
         return [
             m
             for m in memories
-            if (include_superseded or m.id not in superseded)
+            if (
+                include_superseded
+                or m.id not in superseded
+                or (when is not None and m.valid_until is not None)
+            )
+            and (when is None or m.valid_at(when))
             and (include_archived or not m.archived)
             and (category is None or m.category == category)
             and wanted.issubset(m.tags)
@@ -122,6 +129,7 @@ class TreeReader:
         *,
         include_superseded: bool,
         include_archived: bool,
+        valid_us: int | None = None,
     ) -> list[tuple[Any, ...]]:
         check_columns(columns)
         memories = self.memories(
@@ -129,6 +137,7 @@ class TreeReader:
             tags=(),
             include_superseded=include_superseded,
             include_archived=include_archived,
+            valid_us=valid_us,
         )
         memories.sort(key=lambda m: (m.created_at, m.id))
         out: list[tuple[Any, ...]] = []
@@ -196,6 +205,7 @@ class TreeReader:
             tags=filters["tags"] or (),
             include_superseded=filters["include_superseded"],
             include_archived=filters["include_archived"],
+            valid_us=filters.get("valid_us"),
         ):
             if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
                 continue

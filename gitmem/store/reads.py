@@ -7,6 +7,7 @@ A memory's version and updated_at are derived from history here (:mod:`gitmem.st
 from __future__ import annotations
 
 import builtins
+import contextlib
 import datetime as dt
 import os
 import sqlite3
@@ -16,7 +17,8 @@ from dataclasses import replace
 import pygit2
 
 from gitmem.base import logs
-from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
+from gitmem.base.clock import format_timestamp
+from gitmem.base.errors import GitmemError, InvalidIdError, InvalidInputError, NotFoundError
 from gitmem.base.paths import index_name
 from gitmem.format.layout import (
     DOCUMENT_ROOTS,
@@ -29,7 +31,7 @@ from gitmem.format.layout import (
     memory_path,
     one_by_prefix,
 )
-from gitmem.format.model import Memory, Op, Scope, Status
+from gitmem.format.model import Memory, Op, Scope, Status, validity_text
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at
 from gitmem.git.objects import Snapshot, staged_id
@@ -40,8 +42,8 @@ from gitmem.store import derived, vectors  # noqa: F401  (registration)
 from gitmem.store.auditlog import read_log, removed_ids
 from gitmem.store.index import Index
 from gitmem.store.index_catchup import Progress
-from gitmem.store.index_rows import IndexStats
-from gitmem.store.inputs import tag_tuple
+from gitmem.store.index_rows import IndexStats, valid_micros
+from gitmem.store.inputs import tag_tuple, valid_time
 from gitmem.store.reader import Reader, TreeReader
 from gitmem.store.results import LogEntry, Problem
 from gitmem.store.transactions import At, Backend, Transactions
@@ -214,9 +216,17 @@ class Reads(Transactions):
                 return None
         return None
 
-    def read(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory:
+    def read(
+        self,
+        id: str,
+        *,
+        at: At = None,
+        scope: Scope | str | None = None,
+        valid_at: At = None,
+    ) -> Memory:
         """The memory with this id (or a unique prefix of it, as :meth:`resolve_id` finds),
-        now or ``at`` a revision or time. Raises NotFoundError or AmbiguousIdError."""
+        now or ``at`` a revision or time; with ``valid_at``, only if it held then
+        (:meth:`Memory.valid_at`). Raises NotFoundError or AmbiguousIdError."""
         id = id_prefix(id)
         memory = self.get(id, at=at, scope=scope)
         if memory is None and (full := self.resolve_id(id, scope=scope)) != id:
@@ -224,7 +234,29 @@ class Reads(Transactions):
         if memory is None:
             when = f" at {at}" if at is not None else ""
             raise NotFoundError(f"no memory {id}{when}", hint=NOT_FOUND_HINT)
+        held = valid_time(valid_at, "valid_at")
+        if held is not None and not memory.valid_at(held):
+            raise NotFoundError(
+                f"{memory.id} was not valid at {format_timestamp(held)} "
+                f"(valid {validity_text(memory)})",
+                hint="read it without valid_at (--valid-at) to see it",
+            )
         return memory
+
+    def _valid_us(self, backend: Backend, at: At, valid_at: At, everything: bool) -> int | None:
+        """The valid time a listing keeps memories of, as index microseconds: ``valid_at``;
+        else, unless ``everything`` (superseded and expired ones asked for too), the time of
+        ``at`` (a revision's commit time), else now. None: no valid-time filter."""
+        when = valid_time(valid_at, "valid_at")
+        if when is None and everything:
+            return None
+        if when is None and at is not None:
+            with contextlib.suppress(InvalidInputError):
+                when = valid_time(at)
+            if when is None:
+                commit = backend.db.resolve(at)
+                when = dt.datetime.fromtimestamp(commit.commit_time, dt.UTC) if commit else None
+        return valid_micros(when or self.clock.now())
 
     def get(self, id: str, *, at: At = None, scope: Scope | str | None = None) -> Memory | None:
         """Like :meth:`read`, but None when there is no such memory."""
@@ -285,10 +317,13 @@ class Reads(Transactions):
         include_superseded: bool = False,
         include_archived: bool = False,
         at: At = None,
+        valid_at: At = None,
     ) -> builtins.list[Memory]:
         """Memories, oldest first; superseded and archived ones only when asked for.
 
-        Files that cannot be read as memories are skipped and logged; see
+        Valid time: those valid at ``valid_at`` (a date or date-time), by default at the
+        time of ``at``, else now; ``include_superseded`` without ``valid_at`` keeps expired
+        ones too. Files that cannot be read as memories are skipped and logged; see
         :meth:`problems` for the full list.
         """
         wanted_tags = set(tag_tuple(tags)) if tags else set()
@@ -300,6 +335,7 @@ class Reads(Transactions):
                     tags=sorted(wanted_tags),
                     include_superseded=include_superseded,
                     include_archived=include_archived,
+                    valid_us=self._valid_us(backend, at, valid_at, include_superseded),
                 )
             )
         out.sort(key=lambda m: (m.created_at, m.id))

@@ -5,8 +5,11 @@ and no query raises. The query's words rank the index's FTS5 table by BM25
 (:mod:`gitmem.store.bm25`); the memories nearest its embedding (:mod:`gitmem.store.vectors`) form a
 second list; both lists' scores, scaled to 0..1, are added with :data:`FUSION`'s weights.
 A superseded memory's match counts for the newest version of its chain; archived ones are
-left out; ties go to the more recently updated. With ``at=``, inside a transaction or
-without the index, the same ranking runs over memories read from git, in a scratch table.
+left out; ties go to the more recently updated. Only memories valid at the asked time
+take part (a superseded one whose validity was ended stands by its window, and a chain is
+not followed past it); two hits that contradict each other are named. With ``at=``,
+inside a transaction or without the index, the same ranking runs over memories read from
+git, in a scratch table.
 docs/recall.md says why, with the measurements.
 """
 
@@ -23,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base import logs
-from gitmem.format.model import Memory, Scope
+from gitmem.format.layout import FORK_MARK
+from gitmem.format.model import Memory, Relationship, Scope
 from gitmem.store import index_queries, lexical
 from gitmem.store.bm25 import (
     Query,
@@ -34,7 +38,7 @@ from gitmem.store.bm25 import (
     passing_filters,
     scratch,
 )
-from gitmem.store.index_rows import dumps_json
+from gitmem.store.index_rows import dumps_json, valid_micros
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
@@ -132,6 +136,9 @@ class RecallResults:
     budget: int | None = None
     packed: list[Packed] = field(default_factory=list)
     """With a budget: the best memories that fit whole, then excerpts of those that did not."""
+    contradictions: list[tuple[str, str, str]] = field(default_factory=list)
+    """(id, id, why) of two hits that say opposite things: ``contradicts`` (one links the
+    other so) or ``fork`` (the two sides of an unresolved fork)."""
 
     def __iter__(self) -> Any:
         return iter(self.hits)
@@ -156,6 +163,7 @@ class RecallResults:
             "notice": self.notice,
             "semantic": self.semantic,
             "hits": [h.to_dict() for h in self.hits],
+            "contradictions": [{"ids": [a, b], "why": why} for a, b, why in self.contradictions],
         }
         if self.budget is not None:
             data["budget"] = self.budget
@@ -190,6 +198,7 @@ def _filters(options: _Options) -> tuple[str, list[Any]]:
         include_archived=options.include_archived,
         layer=options.layer,
         project=options.project,
+        valid_us=options.valid_us,
     )
     return (" AND " + where.removeprefix("WHERE ")) if where else "", params
 
@@ -198,10 +207,12 @@ Head = tuple[int, str, int, str]
 """A chain's newest version: rowid, id, updated_us, status."""
 
 
-def _heads(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Head]:
+def _heads(conn: sqlite3.Connection, ids: Iterable[str], valid: bool) -> dict[str, Head]:
     """For each memory id that has a successor: the newest version of its chain,
     following ``supersedes`` forward (memories without one are left out). A fork (two
-    successors) follows the most recently updated one; cycles and long chains stop."""
+    successors) follows the most recently updated one; cycles and long chains stop;
+    ``valid``: a memory whose validity was ended stops the chain (it has its window)."""
+    ended = " AND o.valid_until_us IS NOT NULL" if valid else " AND 0"
     out: dict[str, Head] = {}
     # One query per step of the chains, for every chain at once.
     frontier = [(s, s) for s in dict.fromkeys(ids)]  # (reached so far, where it started)
@@ -214,8 +225,9 @@ def _heads(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Head]:
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             for row in conn.execute(
-                "SELECT supersedes, rowid, id, updated_us, status FROM memories "
-                f"WHERE supersedes IN ({', '.join('?' for _ in chunk)})",
+                "SELECT supersedes, rowid, id, updated_us, status FROM memories s "
+                f"WHERE supersedes IN ({', '.join('?' for _ in chunk)}) AND NOT EXISTS "
+                f"(SELECT 1 FROM memories o WHERE o.id = s.supersedes{ended})",
                 chunk,
             ):
                 found = (int(row[1]), str(row[2]), int(row[3]), str(row[4]))
@@ -243,6 +255,7 @@ class _Options:
     include_archived: bool
     layer: str | None = None
     project: str | None = None
+    valid_us: int | None = None
 
 
 def _rank_source(
@@ -262,7 +275,8 @@ def _rank_source(
     heads: dict[str, Head] = {}
     dropped: set[str] = set()
     if not options.include_superseded:
-        heads = _heads(conn, [mid for _, mid, _, _ in lex] + [mid for _, mid, _, _ in sem])
+        ids = [mid for _, mid, _, _ in lex] + [mid for _, mid, _, _ in sem]
+        heads = _heads(conn, ids, options.valid_us is not None)
         # The newest version must pass the filters itself (category, tags, not archived).
         ok_heads = passing_filters(conn, [h[0] for h in heads.values()], where, params)
         dropped = {mid for mid, h in heads.items() if h[0] not in ok_heads}
@@ -379,6 +393,7 @@ def recall(
     layer: str | None = None,
     project: str | None = None,
     semantic: bool = True,
+    valid_us: int | None = None,
 ) -> RecallResults:
     """The memories of ``readers`` (one a scope) that answer ``query``, best first (see the
     module's docstring).
@@ -395,6 +410,7 @@ def recall(
         include_archived=include_archived,
         layer=layer,
         project=project,
+        valid_us=valid_us,
     )
     from gitmem.store.index import Index
 
@@ -427,6 +443,7 @@ def recall_current(
     include_superseded: bool = False,
     include_archived: bool = False,
     budget: int | None = None,
+    valid_us: int | None = None,
 ) -> RecallResults | None:
     """:func:`recall` over a current index opened read-only (index_queries.open_current:
     libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
@@ -444,6 +461,7 @@ def recall_current(
         include_archived=include_archived,
         layer=None,
         project=None,
+        valid_us=valid_us,
     )
     nearest: list[tuple[int, float]] | None = None
     if FUSION[1] > 0:
@@ -485,12 +503,19 @@ def _finish(
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
     explained = _explain(scratch(), parsed, [m for _, m in top])
+    results.contradictions = _contradictions([m for _, m in top])
     for (cand, memory), (lines, words) in zip(top, explained, strict=True):
         why = [f"matched {', '.join(words)}"] if words else []
         if cand.semantic is not None:
             why.append(f"similar in meaning (cosine {cand.semantic:.2f})")
         if cand.via:
             why.append(f"newest version of {', '.join(cand.via)}, which matched")
+        why += [
+            f"contradicts {b if a == memory.id else a}, also recalled ("
+            + ("linked so)" if kind == "contradicts" else "the other side of a fork)")
+            for a, b, kind in results.contradictions
+            if memory.id in (a, b)
+        ]
         results.hits.append(
             RecallHit(
                 id=memory.id,
@@ -506,6 +531,31 @@ def _finish(
     if budget is not None:
         results.packed = pack(results.hits, budget)
     return results
+
+
+def _contradictions(memories: Sequence[Memory]) -> list[tuple[str, str, str]]:
+    """Pairs of ``memories`` that say opposite things: one links the other ``contradicts``,
+    or they are the two sides of an unresolved fork (a fork's id is its memory's and
+    FORK_MARK; two memories superseding one)."""
+    ids = {m.id for m in memories}
+    found: dict[frozenset[str], tuple[str, str, str]] = {}
+    first_successor: dict[str, str] = {}
+    for memory in memories:
+        pairs = [
+            (r.id, "contradicts")
+            for r in memory.related
+            if r.relationship is Relationship.CONTRADICTS and r.id in ids
+        ]
+        forked = memory.id.rpartition(FORK_MARK)[0]
+        if forked in ids:
+            pairs.append((forked, "fork"))
+        if memory.supersedes and not forked:
+            other = first_successor.setdefault(memory.supersedes, memory.id)
+            if other != memory.id:
+                pairs.append((other, "fork"))
+        for other, kind in pairs:
+            found.setdefault(frozenset((memory.id, other)), (other, memory.id, kind))
+    return list(found.values())
 
 
 EMBEDDER_TTL = 5.0
@@ -562,7 +612,8 @@ def _from_index(
 
 _SCRATCH_SCHEMA = (
     "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT, supersedes TEXT, "
-    "status TEXT, category TEXT, updated_us INTEGER, extra TEXT)",
+    "status TEXT, category TEXT, updated_us INTEGER, extra TEXT, valid_from_us INTEGER, "
+    "valid_until_us INTEGER)",
     "CREATE TABLE tags (memory INTEGER, tag TEXT)",
 )
 
@@ -580,7 +631,7 @@ def _from_memories(
         for rowid, memory in enumerate(memories, start=1):
             by_rowid[rowid] = memory
             conn.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     rowid,
                     memory.id,
@@ -589,6 +640,8 @@ def _from_memories(
                     memory.category,
                     int(memory.updated_at.timestamp() * 1_000_000),
                     dumps_json(memory.extra),
+                    valid_micros(memory.valid_from),
+                    valid_micros(memory.valid_until),
                 ),
             )
             conn.executemany(

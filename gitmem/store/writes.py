@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import (
     AlreadyExistsError,
     GitmemError,
@@ -19,6 +20,7 @@ from gitmem.base.errors import (
     InvalidMemoryError,
     NotFoundError,
 )
+from gitmem.base.trailers import REASON_TRAILER, VALID_UNTIL_TRAILER
 from gitmem.format import codec, schema
 from gitmem.format.layout import KEEP_FILE, check_id, is_path_id, memory_path, new_id
 from gitmem.format.model import (
@@ -41,6 +43,7 @@ from gitmem.store.inputs import (
     memory_fields,
     settable_fields,
     single_line,
+    valid_time,
 )
 from gitmem.store.reads import NOT_FOUND_HINT
 from gitmem.store.transactions import At, Backend, Effect
@@ -146,8 +149,13 @@ class Writes(VersionHistory):
         extra: Mapping[str, Any] | None = None,
         message: str | None = None,
         allow_empty: bool = False,
+        valid_from: At = None,
+        valid_until: At = None,
     ) -> Memory:
         """Store a new memory in one commit and return it (with its new ``mem_<uuid>`` id).
+
+        ``valid_from``/``valid_until`` (a date or date-time): when the fact held in the
+        world; reads judge it by them (``valid_at=``).
 
         Raises AlreadyExistsError if ``id`` is given and taken, InvalidInputError
         for bad fields or an empty body (unless ``allow_empty``), TooLargeError over
@@ -167,6 +175,8 @@ class Writes(VersionHistory):
                 "trigger": trigger,
                 "status": status,
                 "extra": extra,
+                "valid_from": valid_from,
+                "valid_until": valid_until,
             }
         )
 
@@ -410,6 +420,30 @@ class Writes(VersionHistory):
 
         return self._run(backend, action, message)
 
+    def invalidate(
+        self,
+        id: str,
+        *,
+        reason: str,
+        valid_until: At = None,
+        agent: str | None = None,
+    ) -> Memory:
+        """End a memory's validity at ``valid_until`` (default: now) in one commit,
+        ``Gitmem-Op: invalidate``, whose trailers carry ``reason`` and the date: the fact
+        stops being current, stays readable at an earlier ``valid_at``, and why it was
+        retired is in history. ``agent`` is who retired it (the commit's author)."""
+        why = single_line("reason", reason)
+        if not why:
+            raise InvalidInputError("invalidate needs a reason (one line)")
+        until = valid_time(valid_until, "valid_until") or self.clock.now()
+        trailers = [(REASON_TRAILER, why), (VALID_UNTIL_TRAILER, format_timestamp(until))]
+        backend = self._locate(id)
+        subject = f"invalidate: {id}"
+        with self.transaction(
+            subject, scope=backend.scope, trailers=trailers, op=Op.INVALIDATE, by=agent
+        ):
+            return self.update(id, valid_until=until)
+
     def supersede(
         self,
         old_id: str,
@@ -424,7 +458,9 @@ class Writes(VersionHistory):
 
         The new memory's ``supersedes`` names the old one; it is a new memory (version
         1). Title, category, tags and related are carried forward unless given; scope
-        is the old memory's store.
+        is the old memory's store. With ``valid_from`` (the new fact holds from then), the
+        old memory's ``valid_until`` is set to it in the same commit (unless it ended
+        earlier): what was true before stays readable with ``valid_at``.
         """
         backend = self._locate(old_id)
         new_memory_id = self._new_id(backend, id)
@@ -451,6 +487,9 @@ class Writes(VersionHistory):
                 given=id is not None,
                 supersedes=old_id,
             )
+            since = given.get("valid_from")
+            if since is not None and (old.valid_until is None or since < old.valid_until):
+                self._put(backend, snap, memory_path(old_id), replace(old, valid_until=since))
             effect = Effect(
                 Op.SUPERSEDE, [new_memory_id], memory.title, old_id, memory.agent, memory.session_id
             )

@@ -22,6 +22,7 @@ from gitmem.features.review import memory_paths
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory, Status
 from gitmem.store.core import Store
+from gitmem.store.inputs import valid_time
 from gitmem.store.results import HISTORY_PAGE
 from gitmem.store.search import uses_fts_syntax
 
@@ -122,8 +123,12 @@ class View:
             else m
             for m in every
         ]
+        # Valid time is judged per request; a replaced memory whose validity ended has its window.
         current = [
-            m for m in every if not m.archived and (str(m.store_scope), m.id) not in replaced
+            m
+            for m in every
+            if not m.archived
+            and ((str(m.store_scope), m.id) not in replaced or m.valid_until is not None)
         ]
         self._listing = {
             "all": every,
@@ -138,7 +143,12 @@ class View:
     def memories(self, params: Params) -> Page:
         self.refresh()
         facets = self._listing
-        memories = facets["all" if params.get("all") == "1" else "current"]
+        every = params.get("all") == "1"
+        when = valid_time(params.get("valid_at") or None, "valid_at")
+        memories = facets["all" if every else "current"]
+        if when is not None or not every:
+            held = when or self.store.clock.now()
+            memories = [m for m in memories if m.valid_at(held)]
         if params.get("q", "").strip():
             return self._search(params, facets)
         wanted = {k: params[k] for k in ("category", "tag", "agent", "scope") if params.get(k)}
@@ -163,6 +173,7 @@ class View:
             "scope": params.get("scope") or None,
             "category": params.get("category") or None,
             "tags": [params["tag"]] if params.get("tag") else None,
+            "valid_at": params.get("valid_at") or None,
         }
         hits: list[dict[str, Any]] = []
         if uses_fts_syntax(query):
