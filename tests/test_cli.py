@@ -610,7 +610,7 @@ def test_history_text_and_json(gm: Gitmem, store: Store, clock: FixedClock) -> N
     text = gm("history", new.id).stdout
     lines = text.splitlines()
     assert lines[0] == root.id
-    assert lines[1].split() == ["VER", "TIME", "OP", "AUTHOR", "COMMIT", "TITLE"]
+    assert lines[1].split() == ["VER", "TIME", "OP", "AUTHOR", "COMMIT", "VALID", "TITLE"]
     assert lines[2].split()[:4] == ["1", "2026-11-22T10:00:00Z", "create", "alice"]
     assert lines[3].split()[:3] == ["2", "2026-11-22T10:01:00Z", "update"]
     assert lines[4] == f"{new.id} (supersedes {root.id})"
