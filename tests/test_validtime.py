@@ -134,8 +134,14 @@ def test_recall_flags_contradictions_and_forks(store: Store, clock: FixedClock) 
     )
 
 
-def test_mcp_tools_take_valid_at(store: Store, clock: FixedClock) -> None:
-    ana, _ = _lead(store, clock)
+def test_mcp_tools_and_the_web_view_take_valid_at(store: Store, clock: FixedClock) -> None:
+    ana, bob = _lead(store, clock)
+    from gitmem.entry.web.pages import View
+
+    view = View(store)
+    for params, expected in [({}, [bob]), ({"valid_at": APRIL}, [ana]), ({"q": "payments"}, [bob])]:
+        shown = view.page("/", params).data()
+        assert [m["id"] for m in (shown["hits"] if "q" in params else shown)] == expected
     by_name = {spec.name: spec for spec in tools(store)}
     result, failed = call(by_name["recall"], {"query": "payments lead", "valid_at": APRIL})
     assert not failed and result.structured is not None
