@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,16 +116,25 @@ class KnowledgeGraph:
         }
 
 
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{where} must be a string, not {_kind(value)}")
-    return value
+_KINDS = {str: "a string", list: "a list", Mapping: "an object"}
 
 
-def _strings(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list | tuple):
-        raise InvalidInputError(f"{where} must be a list of strings, not {_kind(value)}")
-    return [_string(item, f"{where}[{i}]") for i, item in enumerate(value)]
+def _check(value: Any, where: str, shape: Any) -> Any:
+    """``value`` when it has ``shape``: ``str``, ``list`` (of anything), ``[shape]`` (a list
+    of those) or ``{key: shape}`` (an object with those keys); else one clear error."""
+    kind = list if isinstance(shape, list) else Mapping if isinstance(shape, dict) else shape
+    ok = isinstance(value, list | tuple) if kind is list else isinstance(value, kind)
+    if not ok:
+        what = "a list of strings" if shape == [str] else _KINDS[kind]
+        raise InvalidInputError(f"{where} must be {what}, not {_kind(value)}")
+    if isinstance(shape, list):
+        return [_check(item, f"{where}[{i}]", shape[0]) for i, item in enumerate(value)]
+    if isinstance(shape, dict):
+        for key in shape:
+            if key not in value:
+                raise InvalidInputError(f"{where} has no {key!r}")
+        return {key: _check(value[key], f"{where}.{key}", sub) for key, sub in shape.items()}
+    return list(value) if kind is list else value
 
 
 def _kind(value: Any) -> str:
@@ -135,51 +144,24 @@ def _kind(value: Any) -> str:
             float: "a number", str: "a string"}.get(type(value), type(value).__name__)  # fmt: skip
 
 
-def _record(value: Any, where: str, keys: Sequence[str]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(f"{where} must be an object, not {_kind(value)}")
-    for key in keys:
-        if key not in value:
-            raise InvalidInputError(f"{where} has no {key!r}")
-    return value
-
-
-def _items(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise InvalidInputError(f"{where} must be a list, not {_kind(value)}")
-    return list(value)
-
-
-def _per_entity(value: Any, where: str, key: str) -> list[tuple[str, list[str]]]:
-    """``[{entityName, <key>: [str]}]`` as (name, texts) pairs."""
-    out: list[tuple[str, list[str]]] = []
-    for i, item in enumerate(_items(value, where)):
-        record = _record(item, f"{where}[{i}]", ("entityName", key))
-        name = _string(record["entityName"], f"{where}[{i}].entityName")
-        out.append((name, _strings(record[key], f"{where}[{i}].{key}")))
-    return out
-
-
 def to_entity(value: Entity | Mapping[str, Any], where: str = "entity") -> Entity:
     if isinstance(value, Entity):
         return value
-    record = _record(value, where, ("name", "entityType", "observations"))
-    return Entity(
-        _string(record["name"], f"{where}.name"),
-        _string(record["entityType"], f"{where}.entityType"),
-        tuple(_strings(record["observations"], f"{where}.observations")),
-    )
+    r = _check(value, where, {"name": str, "entityType": str, "observations": [str]})
+    return Entity(r["name"], r["entityType"], tuple(r["observations"]))
 
 
 def to_relation(value: Relation | Mapping[str, Any], where: str = "relation") -> Relation:
     if isinstance(value, Relation):
         return value
-    record = _record(value, where, ("from", "to", "relationType"))
-    return Relation(
-        _string(record["from"], f"{where}.from"),
-        _string(record["to"], f"{where}.to"),
-        _string(record["relationType"], f"{where}.relationType"),
-    )
+    r = _check(value, where, {"from": str, "to": str, "relationType": str})
+    return Relation(r["from"], r["to"], r["relationType"])
+
+
+def _per_entity(value: Any, where: str, key: str) -> list[tuple[str, list[str]]]:
+    """``[{entityName, <key>: [str]}]`` as (name, texts) pairs."""
+    items = _check(value, where, [{"entityName": str, key: [str]}])
+    return [(item["entityName"], item[key]) for item in items]
 
 
 class _State:
@@ -397,13 +379,13 @@ class Graph:
     def search_nodes(self, query: str) -> KnowledgeGraph:
         """Entities whose name, type or an observation contains ``query`` (ignoring case),
         and every relation with at least one end among them."""
-        needle = _string(query, "query").lower()
+        needle = _check(query, "query", str).lower()
         with self._reader() as reader:
             return _served(reader, reader.search(needle))
 
     def open_nodes(self, names: Iterable[str]) -> KnowledgeGraph:
         """The named entities and every relation with at least one end among them."""
-        wanted = set(_strings(names, "names"))
+        wanted = set(_check(names, "names", [str]))
         with self._reader() as reader:
             return _served(reader, reader.named(wanted))
 
@@ -545,7 +527,7 @@ class Graph:
         """Create the entities whose names are new; return those (existing names are skipped,
         and a name repeated in one call is created once)."""
         wanted = [
-            to_entity(e, f"entities[{i}]") for i, e in enumerate(_items(entities, "entities"))
+            to_entity(e, f"entities[{i}]") for i, e in enumerate(_check(entities, "entities", list))
         ]
 
         def change(state: _State) -> list[Entity]:
@@ -568,7 +550,8 @@ class Graph:
     def create_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> list[Relation]:
         """Create the relations not already there; return those. Endpoints need not exist."""
         wanted = [
-            to_relation(r, f"relations[{i}]") for i, r in enumerate(_items(relations, "relations"))
+            to_relation(r, f"relations[{i}]")
+            for i, r in enumerate(_check(relations, "relations", list))
         ]
 
         def change(state: _State) -> list[Relation]:
@@ -620,7 +603,7 @@ class Graph:
 
     def delete_entities(self, names: Iterable[str]) -> None:
         """Delete the named entities and every relation touching those names."""
-        doomed = set(_strings(_items(names, "entityNames"), "entityNames"))
+        doomed = set(_check(names, "entityNames", [str]))
 
         def change(state: _State) -> None:
             for f in state.named(doomed):
@@ -656,7 +639,7 @@ class Graph:
         """Delete exactly these (from, to, relationType) triples; others are ignored."""
         doomed = {
             to_relation(r, f"relations[{i}]").key
-            for i, r in enumerate(_items(relations, "relations"))
+            for i, r in enumerate(_check(relations, "relations", list))
         }
 
         def change(state: _State) -> None:
