@@ -13,32 +13,20 @@ from gitmem.git.objects import tree_entry
 
 def changed_paths(old: pygit2.Tree | None, new: pygit2.Tree | None) -> set[str]:
     """Every path that differs between two trees (both sides of a rename), None for empty."""
-    if old is None and new is None:
-        return set()
-    if old is None:
-        assert new is not None
+    if old is not None:
+        diff = old.diff_to_tree(new) if new is not None else old.diff_to_tree()
+    elif new is not None:
         diff = new.diff_to_tree(swap=True)
-    elif new is None:
-        diff = old.diff_to_tree()
     else:
-        diff = old.diff_to_tree(new)
-    paths: set[str] = set()
-    for delta in diff.deltas:
-        paths.add(delta.old_file.path)
-        paths.add(delta.new_file.path)
-    return paths
+        return set()
+    return {path for d in diff.deltas for path in (d.old_file.path, d.new_file.path)}
 
 
 def commit_changed_paths(commit: pygit2.Commit) -> set[str]:
     """Paths this commit changed: differing from every parent (git log's rule for merges)."""
-    parents = commit.parents
-    if not parents:
+    if not commit.parents:
         return changed_paths(None, commit.tree)
-    found: set[str] | None = None
-    for parent in parents:
-        paths = changed_paths(parent.tree, commit.tree)
-        found = paths if found is None else found & paths
-    return found or set()
+    return set.intersection(*(changed_paths(p.tree, commit.tree) for p in commit.parents))
 
 
 def blob_at(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
