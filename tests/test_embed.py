@@ -145,7 +145,7 @@ def test_a_query_vector_in_python_is_numpys_mean_or_weighted_sum() -> None:
     from gitmem.store.embed import static
 
     e = static.load_default()
-    table = e.table.astype(np.float64)
+    table = e._tensor.array().astype(np.float64)
     weights = {t: 0.1 + (t % 7) / 3 for t in range(0, 32000, 3)}
     for text in ["how do we deploy to staging?", "日本語 🙂 x", "the the the", ""]:
         ids = e.token_ids(text)
@@ -497,18 +497,17 @@ def test_a_full_piece_cache_is_cleared_without_losing_the_batchs_pieces(
 
 def test_vectors_are_the_same_before_and_after_the_table_is_widened() -> None:
     # The table stays float16 (as shipped) for the first few texts and is widened to
-    # float32 once a caller embeds more (StaticEmbedder._count): the vector of a text must
+    # float32 once a caller embeds more (WIDEN_AFTER): the vector of a text must
     # not depend on which, or a catch-up and a rebuild would store different vectors.
     from gitmem.store.embed import static
 
     texts = ["the deploy target is staging; production deploys need a tag",
              "Fixtures live in tests/conftest.py", "", "日本語 deploy 🙂", "x " * 3000]
     narrow = static.load_default()
-    assert narrow.table.dtype == np.float16
     before = narrow.embed(texts)
-    assert narrow.table.dtype == np.float16  # a few texts do not widen it
+    assert narrow._wide is None  # a few texts do not widen it
     narrow.embed(["filler"] * (static.WIDEN_AFTER + 1))
-    assert narrow.table.dtype == np.float32
+    assert narrow._wide is not None
     assert np.array_equal(narrow.embed(texts), before)
     wide = static.load_default()
     vectors = wide.embed(["filler"] * (static.WIDEN_AFTER + 1) + texts)

@@ -1,9 +1,8 @@
 """Recall's lexical list: a query's words ranked by BM25 over the index's FTS5 table.
 
-A query is never syntax (:func:`parse`). FTS5 ranks on its own first, then the best are
-checked against the filters; words in most memories are left out when rarer ones remain,
-and a store of more than ``index_queries.BOUNDED_FROM`` memories ranks at most
-:data:`RANK_CAP` matches (docs/recall.md has the figures).
+A query is never syntax (:func:`parse`). Words in most memories are left out when rarer
+ones remain, and a store of more than ``index_queries.BOUNDED_FROM`` memories ranks at most
+:data:`RANK_CAP` matches (docs/recall.md).
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ log = logs.get(__name__)
 
 WEIGHTS: tuple[float, float, float, float, float] = (2.0, 1.0, 2.0, 1.0, 1.0)
 """BM25 weights of the FTS columns: title, body, tags, names (category, id), idents."""
-
-
 MAX_TERMS = 64
 """A query's words beyond this many are ignored (an agent may paste a whole document)."""
 
@@ -100,19 +97,13 @@ def best_matches(
 
 
 COMMON = 0.5
-"""A query word in more than this share of the memories is left out of the FTS5 query
-when rarer words remain: BM25 gives it no weight (FTS5 floors a negative IDF at 1e-6), and
-its long posting list is most of a query's cost in a large store."""
-
-
+"""A query word in more than this share of the memories is left out when rarer words
+remain: BM25 gives it no weight, and its posting list is most of a query's cost."""
 COMMON_FROM = 1000
 """Stores smaller than this keep every word (the cost is small, the counts noisy)."""
-
-
 RANK_CAP = 2_000
-"""Matches the lexical list ranks at most in a store of more than ``BOUNDED_FROM``
-memories (FTS5 scores every match before keeping the best): the rarest words' matches up
-to this many, else the newest this many. Figures: docs/recall.md."""
+"""Matches the lexical list ranks at most in a store past ``BOUNDED_FROM`` (FTS5 scores
+every match before keeping the best): the rarest words' matches, else the newest."""
 
 
 def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:

@@ -22,8 +22,7 @@ log = logs.get(__name__)
 
 
 NEAR_DUPLICATE = 0.8
-"""Two memories are near-duplicates from this Dice similarity of their content words
-(stemmed as the index stems them, stop words left out) up."""
+"""Two memories are near-duplicates from this Dice similarity of their stemmed content words."""
 
 
 _DUPLICATE_QUERY_CHARS = 2000
@@ -32,10 +31,9 @@ _DUPLICATE_QUERY_CHARS = 2000
 def near_duplicates(
     reader: Reader, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
 ) -> list[tuple[RecallHit, float]]:
-    """Memories of ``reader`` (``memory``'s scope) that say much the same as ``memory`` (already
-    stored), with their similarity (0..1), most similar first: the candidates recall finds for
-    its title and body (by words alone), kept when their content words overlap enough
-    (:data:`NEAR_DUPLICATE`). ``memory`` itself and the memory it supersedes are left out."""
+    """Memories of ``reader`` that say much the same as ``memory`` (stored), most similar
+    first: what recall finds for its title and body by words alone, kept when their content
+    words overlap enough. ``memory`` itself and the memory it supersedes are left out."""
     text = "\n".join(x for x in (memory.title, memory.body[:_DUPLICATE_QUERY_CHARS]) if x)
     found = [
         h
@@ -44,7 +42,11 @@ def near_duplicates(
     ]
     if not found:
         return []
-    sets = _stems([text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)])
+    texts = [text, *("\n".join(x for x in (h.title, h.memory.body) if x) for h in found)]
+    # The content words of each text as the index's tokenizer stems them.
+    stop = lexical.STOP_WORDS
+    kept = [" ".join(w for w in lexical.words(clean(t)) if w not in stop) for t in texts]
+    sets = [set(each) for each in lexical.stems(kept)]
     mine = sets[0]
     out: list[tuple[RecallHit, float]] = []
     for hit, theirs in zip(found, sets[1:], strict=True):
@@ -57,9 +59,8 @@ def near_duplicates(
 
 
 def duplicates_report(reader: Reader, memory: Memory, *, limit: int = 3) -> list[dict[str, Any]]:
-    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity) for the
-    command line and the MCP ``remember`` tool. Never raises: the memory is stored by
-    then, and a failed check must not turn that write into an error."""
+    """:func:`near_duplicates` as JSON-ready entries (id, title, similarity). Never raises:
+    the memory is stored by then, and a failed check must not make that write an error."""
     try:
         found = near_duplicates(reader, memory, limit=limit)
     except Exception as exc:
@@ -79,12 +80,3 @@ def duplicates_text(
         f"instead, {how.format(id=e['id'])}"
         for e in entries
     ]
-
-
-def _stems(texts: Sequence[str]) -> list[set[str]]:
-    """The content words of each text as the index's tokenizer stems them."""
-    kept = [
-        " ".join(w for w in lexical.words(clean(text)) if w not in lexical.STOP_WORDS)
-        for text in texts
-    ]
-    return [set(each) for each in lexical.stems(kept)]

@@ -43,8 +43,7 @@ class Index(Queries):
         self.db = db
         self.decode = decode
         self.scope = scope
-        # One database per branch: a proposal branch's index would otherwise be rebuilt
-        # each time main's and its own writes took turns (neither tip descends from both).
+        # One database per branch: else two branches' writes taking turns rebuild it.
         self.path = db.state_dir / paths.index_name(db.branch)
         self._local = threading.local()
         self._catchup_lock = threading.Lock()
@@ -53,21 +52,17 @@ class Index(Queries):
         self.busy_timeout = 30.0
         """Seconds one SQLite call waits for another connection's lock."""
         self.write_wait = 1800.0
-        """Seconds a catch-up waits for another process's catch-up or rebuild to finish
-        (a rebuild of a large store outlasts the busy timeout; a held lock means a live
-        process, since the operating system drops the locks of one that died)."""
+        """Seconds a catch-up waits for another process's catch-up or rebuild to finish."""
 
     # -- connection -------------------------------------------------------------------
 
     def connect(self) -> sqlite3.Connection:
-        """This thread's connection to the index file, opened (and the schema made) on first
-        use; row providers run their own statements on it (inside :meth:`writing` to write)."""
+        """This thread's connection to the index file, opened (the schema made) on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             if self._file_id() == self._local.file_id:
                 return conn
-            # Deleted or replaced under an open connection: let go of the old file (a
-            # new database beside its -wal and -shm would meet them) and open the new one.
+            # Deleted or replaced under an open connection: let go of the old file.
             self.close()
         self.path.parent.mkdir(exist_ok=True)
         conn = index_schema.open_writable(self.path, self.busy_timeout, self.write_wait)
@@ -105,10 +100,8 @@ class Index(Queries):
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection inside one read transaction, for a row provider's own queries
-        (gitmem.features.graph_rows): every statement in the block sees the same commit. It does
-        not catch up (call :meth:`catch_up` first); call no other method of the index
-        inside the block."""
+        """The connection inside one read transaction (no catch-up: call :meth:`catch_up`
+        first), for a row provider's own queries; call no other method of the index in it."""
         conn = self.connect()
         conn.execute("BEGIN")
         try:
@@ -122,18 +115,15 @@ class Index(Queries):
         return None if row is None else str(row[0])
 
     def version_counts(self, ids: Sequence[str]) -> tuple[str | None, dict[str, tuple[int, int]]]:
-        """(the commit the index reflects, and for each of ``ids`` with versions there: their
-        count and the newest one's author time in µs), read in one transaction, as it stands
-        (no catch-up): a write asks about the commit it builds on, which the index may not
-        reflect yet (gitmem.store.derived says what a version is)."""
+        """(the commit the index reflects, and for each of ``ids`` with versions: their count
+        and the newest one's author time in µs), as it stands (no catch-up)."""
         with self.reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
             found = version_counts(conn, ids)
         return (None if row is None else str(row[0])), found
 
     def meta(self) -> dict[str, str]:
-        """The ``meta`` table as it stands (not caught up): ``schema``, ``commit`` and one
-        ``provider:<name>`` per row provider that has run (row_providers.provider_state)."""
+        """The ``meta`` table as it stands (not caught up)."""
         return {str(k): str(v) for k, v in self.connect().execute("SELECT key, value FROM meta")}
 
     def catch_up(self, progress: Progress | None = None) -> IndexStats | None:
@@ -147,11 +137,9 @@ class Index(Queries):
             return self._catch_up(conn, progress)
 
     def _tip(self) -> pygit2.Commit | None:
-        """The commit this index follows: the branch tip."""
         return self.db.tip()
 
     def _providers(self) -> Iterable[RowProvider]:
-        """The row providers whose tables this index keeps: every registered one."""
         return PROVIDERS.values()
 
     def _current(self, conn: sqlite3.Connection, tip_hex: str | None) -> bool:
@@ -218,15 +206,21 @@ class Index(Queries):
         return found
 
     def last_data(self, memory_id: str) -> bytes | None:
-        """The newest content ``memory_id`` had in history (for a deleted one)."""
-        blob = self.last_blob(memory_id)
-        return blob_data(self.db.repo, pygit2.Oid(hex=blob)) if blob else None
+        """The newest content ``memory_id`` had in history (for a deleted one), newest in the
+        order of :meth:`versions`."""
+        row = self.read(
+            lambda conn: conn.execute(
+                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
+                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
+                (memory_id,),
+            ).fetchone()
+        )
+        return None if row is None else blob_data(self.db.repo, pygit2.Oid(hex=row[0]))
 
 
 class ScratchIndex(Index):
-    """The core tables of one commit, built in a file the caller names beside the store's
-    own index, without row providers: what ``gitmem doctor`` asks when the store's index
-    disagrees with git. Pinned to ``commit``, it never moves to a newer tip."""
+    """The core tables of one commit, in a file the caller names, without row providers:
+    what ``gitmem doctor`` asks when the store's index disagrees with git."""
 
     def __init__(
         self, db: GitDB, decode: Decoder, scope: Scope, path: Path, commit: str | None

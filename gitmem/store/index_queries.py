@@ -23,7 +23,7 @@ from gitmem.base.clock import parse_timestamp
 from gitmem.format.config import FORMAT
 from gitmem.format.layout import forks_past, id_prefix, is_path_id, memory_path, one_by_prefix
 from gitmem.format.model import Memory, Related, Relationship, Scope, Status, Trigger
-from gitmem.store import lexical
+from gitmem.store import lexical, vectors
 from gitmem.store.index_rows import (
     MEMORY_COLUMNS,
     check_columns,
@@ -33,11 +33,10 @@ from gitmem.store.index_rows import (
     loads_json,
     marks,
     memory_filters,
-    number_params,
 )
 from gitmem.store.index_schema import MEMORY_COUNT_KEY, SCHEMA_VERSION, STORE_CONFIG_KEY, connect
 from gitmem.store.results import Problem, Version
-from gitmem.store.row_providers import provider_key
+from gitmem.store.row_providers import provider_key, provider_state
 
 T = TypeVar("T")
 
@@ -234,18 +233,6 @@ class Queries:
             for r in rows
         ]
 
-    def last_blob(self, memory_id: str) -> str | None:
-        """The newest blob this memory had in any indexed commit (for deleted ones), newest
-        in the order of :meth:`versions`, whenever the index caught up."""
-        row = self.read(
-            lambda conn: conn.execute(
-                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
-                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
-                (memory_id,),
-            ).fetchone()
-        )
-        return None if row is None else str(row[0])
-
     def full_text(
         self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
     ) -> list[tuple[float, Memory]]:
@@ -329,36 +316,23 @@ def _fts_rows(
     sql = (
         f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))}, "
         f"bm25(fts, {FTS_WEIGHTS}) AS rank, "
-        "CASE WHEN lower(coalesce(m.title, '')) = :needle THEN 2 "
-        "WHEN :needle != '' AND instr(lower(coalesce(m.title, '')), :needle) > 0 THEN 1 "
+        "CASE WHEN lower(coalesce(m.title, '')) = ? THEN 2 "
+        "WHEN ? != '' AND instr(lower(coalesce(m.title, '')), ?) > 0 THEN 1 "
         "ELSE 0 END AS tier, m.created_us "
         "FROM fts JOIN memories m ON m.rowid = fts.rowid "
-        f"WHERE fts MATCH :query {where} "
-        "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT :limit"
+        f"WHERE fts MATCH ? {where} "
+        "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT ?"
     )
-    named = {f"p{i}": p for i, p in enumerate(params)}
-    return list(
-        conn.execute(
-            number_params(sql), {**named, "needle": needle, "query": query, "limit": limit}
-        ).fetchall()
-    )
+    return conn.execute(sql, [needle, needle, needle, query, *params, limit]).fetchall()
 
 
 # -- a current index, read without opening git ------------------------------------------
 
 _UNUSUAL_CONFIG = (b"worktree", b"include", b"objectformat", b"refstorage")
-"""git settings under which git (and so the full path) sees the repository otherwise than
-its plain layout: another work tree, other files' settings, another object or ref format."""
+"""git settings under which git sees the repository otherwise than its plain layout."""
 
-
-def _vectors_version() -> int:
-    from gitmem.store import vectors  # loads numpy: only for recall
-
-    return vectors.VECTORS_VERSION
-
-
-_VERSIONS = {lexical.PROVIDER: lambda: lexical.LEXICAL_VERSION, "vectors": _vectors_version}
-"""The row providers a current index's readers read, and where their versions are."""
+_PROVIDERS = {p.name: p for p in (lexical.LEXICAL, vectors.VECTORS)}
+"""The row providers a current index's readers read."""
 
 
 class CurrentIndex(Queries):
@@ -377,10 +351,8 @@ class CurrentIndex(Queries):
 
     def resolve_id(self, prefix: str) -> str | None:
         """What ``Store.resolve_id`` answers where the index alone can tell: an id of a
-        current memory, or the one current id starting with ``prefix`` (several raise
-        AmbiguousIdError, a bad id InvalidIdError). None: no current memory matches, forks
-        match (of a memory a delete may have removed, or to name), or a file that is not a
-        valid memory sits at the id's path (the full path looks further)."""
+        current memory, or the one current id starting with ``prefix``. None where the full
+        path must look further (no match, forks, a file at the id's path that is no memory)."""
         wanted = id_prefix(prefix)
         has = self.conn.execute("SELECT 1 FROM memories WHERE id = ?", (wanted,)).fetchone()
         if is_path_id(wanted) or has is not None:
@@ -396,13 +368,9 @@ class CurrentIndex(Queries):
 
 def open_current(path: Path, *, providers: Sequence[str] = ()) -> CurrentIndex | None:
     """The index of the store at ``path`` when it is current, else None (the caller opens
-    the store, which catches the index up and reports problems).
-
-    Current: a plainly laid out repository (a bare store, or a work tree with its ``.git``
-    folder), the commit the index holds is the branch tip as git's ref files name it, in
-    this gitmem's schema and store formats, and so are the tables of ``providers``
-    (``"lexical"`` to search, ``"vectors"`` to recall).
-    """
+    the store). Current: a plainly laid out repository whose branch tip, as git's ref files
+    name it, is the commit the index holds, in this gitmem's schema and formats, and so are
+    the tables of ``providers`` (``"lexical"`` to search, ``"vectors"`` to recall)."""
     located = _locate(path)
     if located is None:
         return None
@@ -416,27 +384,22 @@ def open_current(path: Path, *, providers: Sequence[str] = ()) -> CurrentIndex |
         conn = connect(db, read_only=True, timeout=30.0)
         conn.execute("BEGIN")  # one snapshot for the check and the answers
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        scope = _scope_if_current(meta, tip, providers)
-        if scope is not None:
-            return CurrentIndex(gitdir, conn, scope)
+        store = json.loads(meta.get(STORE_CONFIG_KEY) or "{}")
+        states = {provider_key(p): provider_state(_PROVIDERS[p], tip) for p in providers}
+        if (
+            meta.get("schema") == str(SCHEMA_VERSION)
+            and meta.get("commit") == tip
+            and all(meta.get(key) == state for key, state in states.items())
+            and isinstance(store, dict)
+            and isinstance(store.get("format"), int)
+            and store["format"] == FORMAT
+        ):
+            return CurrentIndex(gitdir, conn, Scope(str(store.get("scope"))))
     except (sqlite3.Error, ValueError):
         pass
     if conn is not None:
         conn.close()
     return None
-
-
-def _scope_if_current(meta: Mapping[str, str], tip: str, providers: Sequence[str]) -> Scope | None:
-    """The store's scope when ``meta`` says the index reflects ``tip`` in formats this
-    gitmem reads."""
-    if meta.get("schema") != str(SCHEMA_VERSION) or meta.get("commit") != tip:
-        return None
-    if any(meta.get(provider_key(p)) != f"{_VERSIONS[p]()} {tip}" for p in providers):
-        return None
-    store = json.loads(meta.get(STORE_CONFIG_KEY) or "{}")
-    if not isinstance(store, dict) or not isinstance(store.get("format"), int):
-        return None
-    return Scope(str(store.get("scope"))) if store["format"] == FORMAT else None
 
 
 def _locate(path: Path) -> tuple[Path, str] | None:
@@ -463,9 +426,8 @@ def _locate(path: Path) -> tuple[Path, str] | None:
 
 
 def branch_tip(gitdir: Path, branch: str) -> str | None:
-    """The text ``refs/heads/<branch>`` holds as git's files keep it: its own file, else
-    its line of ``packed-refs``. None where that is not certain (a file that is not a
-    regular one, reftable, an odd name)."""
+    """The text ``refs/heads/<branch>`` holds in its own file, else in ``packed-refs``;
+    None where that is not certain (not a regular file, reftable, an odd name)."""
     if not branch or ".." in branch or branch.startswith("/"):
         return None
     try:
@@ -481,9 +443,9 @@ def branch_tip(gitdir: Path, branch: str) -> str | None:
 
 
 def _read_regular(path: Path, *, missing_ok: bool = True) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file, else None: a FIFO planted in a copied
-    store must not make a read wait forever, nor a link make it read outside the store.
-    A file that is not there raises FileNotFoundError unless ``missing_ok``."""
+    """The bytes of ``path`` if it is a regular file, else None (a planted FIFO must not make
+    a read wait, nor a link read outside the store). A missing file raises
+    FileNotFoundError unless ``missing_ok``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -219,12 +218,6 @@ def raw_path(text: str) -> str | bytes:
 
 def cooked_path(value: str | bytes) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
-def number_params(sql: str) -> str:
-    """Turn the positional ``?`` of the filter clause into named ``:pN`` parameters."""
-    counter = iter(range(1_000_000))
-    return re.sub(r"\?", lambda _m: f":p{next(counter)}", sql)
 
 
 def memory_filters(

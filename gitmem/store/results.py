@@ -11,14 +11,12 @@ from gitmem.base.clock import format_timestamp
 from gitmem.format.model import Memory, Scope
 
 HISTORY_PAGE = 100
-"""Versions a ``gitmem history`` (and the MCP tool) shows per call unless told otherwise:
-each call reads the content of its page only (a memory with 100,000 versions took 154 s
-and 505 MB for all of them: ``python -m bench.history``)."""
+"""Versions a ``gitmem history`` shows per call unless told otherwise (``python -m
+bench.history``: all of 100,000 took 154 s and 505 MB)."""
 
 LOG_PAGE = 100
-"""Commits a ``gitmem log`` shows per call unless told otherwise: it walks back only as far
-as its page reaches (``python -m bench.history``: at 100,000 commits ``log -n 100`` read
-them all, 25 s and 248 MB)."""
+"""Commits a ``gitmem log`` shows per call unless told otherwise (``python -m
+bench.history``)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +33,7 @@ class Version:
     memory: Memory | None
     """The content at that point; None for a deletion."""
     counted: bool = field(default=True, compare=False)
-    """Whether the commit is a version of the memory (a merge that kept a side's change, a
-    deletion and ``gitmem migrate`` are not: gitmem.store.derived)."""
+    """Whether the commit is a version of the memory (gitmem.store.derived)."""
     source: tuple[str, str] | None = field(default=None, compare=False, repr=False)
     """(blob id, path) of the content, not read yet: a history reads only its page's."""
 

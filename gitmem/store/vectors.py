@@ -355,11 +355,6 @@ _matrices: dict[tuple[str, str], _Matrix] = {}
 _matrices_lock = threading.Lock()
 
 
-def _db_key(conn: sqlite3.Connection) -> str:
-    row = conn.execute("PRAGMA database_list").fetchone()
-    return (row[2] if row else "") or f"memory:{id(conn)}"
-
-
 def clear_cache() -> None:
     """Forget the loaded matrices (tests; memory)."""
     with _matrices_lock:
@@ -374,7 +369,8 @@ def _load(conn: sqlite3.Connection, model: str) -> _Matrix | None:
     if row is None:
         return None
     model_id, dim, gen = int(row[0]), int(row[1]), int(row[2])
-    key = (_db_key(conn), model)
+    row = conn.execute("PRAGMA database_list").fetchone()
+    key = ((row[2] if row else "") or f"memory:{id(conn)}", model)
     with _matrices_lock:
         cached = _matrices.get(key)
     if cached is not None and cached.gen == gen:

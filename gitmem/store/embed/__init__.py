@@ -1,12 +1,9 @@
 """Embedders: text -> unit vectors, for the semantic side of recall.
 
-``get_embedder(gitdir)`` picks a store's embedder from the user's own configuration
-(``embedder`` in ``gitmem.git.localconfig``; the settings: docs/recall.md), never from the
-committed ``gitmem.yaml``: a file anyone can push must not decide which code runs or where
-memory text is sent. The default is the static model shipped inside the ``wordllama``
-wheel; nothing is ever downloaded at run time. When the embedder cannot load,
-``get_embedder`` logs one notice and returns None (recall stays lexical);
-``load_embedder`` raises instead, for commands that check a configuration.
+A store's embedder comes from the user's own configuration (docs/recall.md), never from
+the committed ``gitmem.yaml``: a file anyone can push must not decide which code runs or
+where memory text is sent. The default is the static model inside the ``wordllama`` wheel;
+nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -19,18 +16,8 @@ from gitmem.base import logs
 from gitmem.base.errors import EmbedderError
 
 if TYPE_CHECKING:
-    # numpy is imported by the embedders themselves: with embeddings off (or answered by
-    # a server) a recall never pays its ~40 ms import.
     import numpy as np
     from numpy.typing import NDArray
-
-__all__ = [
-    "Embedder",
-    "EmbedderError",
-    "PROVIDERS",
-    "get_embedder",
-    "load_embedder",
-]
 
 log = logs.get("gitmem.store.embed")
 
@@ -42,8 +29,7 @@ class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of one fixed dimension."""
 
     name: str
-    """Stable, names the model: stored vectors are keyed by it, so a new name means new
-    vectors."""
+    """Names the model: stored vectors are keyed by it."""
     dim: int
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
@@ -78,9 +64,7 @@ def _spec(config: Any) -> dict[str, Any] | None:
 
 def load_embedder(config: Any) -> Embedder | None:
     """The embedder a configuration section names (None when it turns embeddings off).
-
-    Raises EmbedderError naming what is wrong; nothing is downloaded.
-    """
+    Raises EmbedderError naming what is wrong."""
     spec = _spec(config)
     if spec is None:
         return None
@@ -104,9 +88,8 @@ _lock = threading.Lock()
 
 
 def get_embedder(gitdir: str | None = None) -> Embedder | None:
-    """The embedder for the store at ``gitdir`` from the user's local configuration, or the
-    offline default, cached per configuration; None (with one logged notice) when it cannot
-    be loaded."""
+    """The embedder for the store at ``gitdir`` from the user's local configuration, cached
+    per configuration; None (with one logged notice) when it cannot be loaded."""
     from gitmem.git import localconfig
 
     try:

@@ -95,11 +95,8 @@ class HttpEmbedder:
             handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
         self.name = name or f"{provider}:{model}" + (f":{dim}" if dim else "")
-        self.dim = dim if dim is not None else self._probe()
-
-    def _probe(self) -> int:
-        """Ask the endpoint once for the model's dimension."""
-        return int(self._request(["dimension probe"], expect_dim=None).shape[1])
+        # Without a configured dimension, the endpoint is asked once.
+        self.dim = dim or int(self._request(["dimension probe"], expect_dim=None).shape[1])
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -108,15 +105,12 @@ class HttpEmbedder:
             out[start : start + len(chunk)] = self._request(chunk, expect_dim=self.dim)
         return out
 
-    def _payload(self, texts: list[str]) -> dict[str, Any]:
-        return {"model": self.model, "input": texts}
-
     def _request(self, texts: list[str], *, expect_dim: int | None) -> NDArray[np.float32]:
         where = f"{self.provider} embedder at {redact(self.url)}"
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        body = json.dumps(self._payload(texts)).encode("utf-8")
+        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
             with self._opener.open(request, timeout=self.timeout) as response:

@@ -35,18 +35,16 @@ WEIGHTS = f"weights/{MODEL}_256.safetensors"
 TOKENIZER = f"tokenizers/{MODEL}_tokenizer_config.json"
 TENSOR = "embedding.weight"
 MAX_TOKENS = 2048
-"""Tokens of one text that count: bounds the work a huge memory costs (the average of its
-first 2,048 tokens stands for it)."""
+"""Tokens of one text that count: bounds the work a huge memory costs."""
 SPACE = "\u2581"
-"""SentencePiece's word-boundary mark, which the tokenizer's normalizer puts for each space."""
+"""SentencePiece's word-boundary mark, put for each space."""
 CACHE_PIECES = 200_000
 """Distinct space-separated pieces whose token ids are kept (then the cache starts over)."""
 BATCH = 512
 """Texts per numpy batch: keeps the gathered token rows to a few tens of MB."""
 WIDEN_AFTER = 64
-"""Texts embedded with the float16 table as stored before the whole table is widened to
-float32 once: widening costs more than a one-shot recall spends embedding, and a catch-up
-gathers faster from float32. A text's vector is the same either way."""
+"""Texts embedded from the float16 table as stored before it is widened to float32 once:
+widening costs more than embedding a few texts, and gathers twice as fast after."""
 _MAX_HEADER = 1 << 20
 _DTYPES = {"F16": ("e", 2), "F32": ("f", 4)}
 
@@ -66,11 +64,8 @@ def package_dir(package: str | None = None) -> Path | None:
 
 @dataclass(frozen=True)
 class Tensor:
-    """One 2-d float tensor of a ``.safetensors`` file, memory-mapped (read-only).
-
-    The format is an 8-byte little-endian header length, a JSON header naming each
-    tensor's dtype, shape and byte range, then the data.
-    """
+    """One 2-d float tensor of a ``.safetensors`` file (an 8-byte header length, a JSON
+    header naming each tensor's dtype, shape and byte range, the data), memory-mapped."""
 
     mapped: mmap.mmap
     rows: int
@@ -128,16 +123,13 @@ def read_safetensor(path: Path, key: str) -> Tensor:
 
 
 class StaticEmbedder:
-    """Mean of the tokens' rows of a static embedding table, L2-normalised.
-
-    What a call needs is loaded on its first use: the ``tokenizers`` library, numpy for
-    :meth:`embed`."""
+    """Mean of the tokens' rows of a static embedding table, L2-normalised. The tokenizer
+    and numpy are loaded on first use."""
 
     def __init__(self, table: Tensor, tokenizer_file: Path, name: str) -> None:
         self._tensor = table
         self._tokenizer_file = tokenizer_file
         self._tokenizer: Any = None
-        self._stored: NDArray[Any] | None = None
         self._wide: NDArray[np.float32] | None = None
         self._narrow_texts = 0
         self.name = name
@@ -149,17 +141,6 @@ class StaticEmbedder:
         self._lock = threading.Lock()
 
     @property
-    def table(self) -> NDArray[Any]:
-        """The embedding table: float32 once widened (:data:`WIDEN_AFTER`), else as stored."""
-        if self._wide is not None:
-            return self._wide
-        if self._stored is None:
-            self._stored = self._tensor.array()
-            if self._stored.dtype.name == "float32":
-                self._wide = self._stored
-        return self._stored
-
-    @property
     def tokenizer(self) -> Any:
         """The ``tokenizers`` library's tokenizer of the shipped file, loaded on first use."""
         if self._tokenizer is None:
@@ -167,29 +148,22 @@ class StaticEmbedder:
         return self._tokenizer
 
     def _rows(self, index: NDArray[np.int64]) -> NDArray[np.float32]:
-        """The table's rows ``index`` as float32 (widening the whole table once it pays)."""
+        """The table's rows ``index`` as float32 (from the widened table once there is one)."""
         import numpy as np
 
-        table = self.table
         if self._wide is not None:
             return self._wide[index]
-        rows: NDArray[np.float32] = table[index].astype(np.float32)
+        rows: NDArray[np.float32] = self._tensor.array()[index].astype(np.float32)
         return rows
-
-    def _count(self, texts: int) -> None:
-        """Note ``texts`` more to embed; widen the table once enough were."""
-        import numpy as np
-
-        self._narrow_texts += texts
-        if self._wide is None and self._narrow_texts > WIDEN_AFTER:
-            self._wide = np.ascontiguousarray(self.table, dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with self._lock:
-            self._count(len(texts))
+            self._narrow_texts += len(texts)
+            if self._wide is None and self._narrow_texts > WIDEN_AFTER:
+                self._wide = np.ascontiguousarray(self._tensor.array(), dtype=np.float32)
             for start in range(0, len(texts), BATCH):
                 chunk = [t if isinstance(t, str) else str(t) for t in texts[start : start + BATCH]]
                 out[start : start + len(chunk)] = self._embed_batch(chunk)
@@ -203,9 +177,8 @@ class StaticEmbedder:
         return self._space
 
     def _pieces(self, texts: list[str]) -> list[list[str]]:
-        """Each text's space-separated pieces, with every new piece's token ids cached: the
-        tokenizer merges only within ``▁``-led pieces, so a text's ids are its pieces' ids
-        in order, and pieces (words) repeat."""
+        """Each text's space-separated pieces, every new piece's token ids cached: the
+        tokenizer merges only within ``▁``-led pieces, and pieces (words) repeat."""
         cache = self._cache
         cache.setdefault("", self._space_ids())
         pieces = [t.split(" ") if t else [] for t in texts]
@@ -214,9 +187,7 @@ class StaticEmbedder:
             if len(cache) + len(missing) > CACHE_PIECES:
                 cache.clear()
                 cache[""] = self._space_ids()
-                # The batch's pieces that were cached went with the rest: all are missing
-                # now (else a store with more distinct words than the cache holds failed
-                # every embedding with a KeyError, and recall fell back to words only).
+                # The batch's pieces that were cached went with the rest.
                 missing = list({p for ps in pieces for p in ps if p not in cache})
             encoded = self.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
             for piece, each in zip(missing, encoded, strict=True):
@@ -233,9 +204,8 @@ class StaticEmbedder:
     def embed_tokens(
         self, ids: Iterable[int], weights: Mapping[int, float] | None = None
     ) -> list[float]:
-        """The unit vector of tokens ``ids`` (:meth:`token_ids`), each row scaled by its
-        ``weights`` (a token it lacks weighs 0) or, without weights, their plain mean; in
-        Python, for a query. Weights that leave nothing give the plain mean."""
+        """The unit vector of tokens ``ids``, each row scaled by its ``weights`` (missing: 0;
+        none, or all 0: the plain mean), in Python, for a query."""
         tokens = list(ids)
         factors: dict[int, float] = {}
         for token in tokens:
@@ -271,9 +241,7 @@ class StaticEmbedder:
 
 def _load_tokenizer(tokenizer_file: Path, rows: int) -> Any:
     """The ``tokenizers`` library's tokenizer of ``tokenizer_file``, split before each ``▁``
-    so BPE runs per word: the same ids for these SentencePiece-style tokenizers
-    (tests/test_embed.py compares), and what lets StaticEmbedder tokenize each distinct
-    word once."""
+    so BPE runs per word (the same ids: tests/test_embed.py compares)."""
     try:
         from tokenizers import Tokenizer, pre_tokenizers
     except ImportError:
@@ -298,10 +266,7 @@ def _load_tokenizer(tokenizer_file: Path, rows: int) -> Any:
 
 def load_default() -> StaticEmbedder:
     """The default embedder from the installed ``wordllama`` wheel's own files, offline.
-
-    Raises EmbedderError when the wheel is not installed or a file is missing (the
-    ``tokenizers`` library, when a call needs it); nothing is ever downloaded.
-    """
+    Raises EmbedderError when the wheel or a file is missing; nothing is downloaded."""
     folder = package_dir()
     if folder is None:
         raise EmbedderError(
@@ -312,8 +277,6 @@ def load_default() -> StaticEmbedder:
     for needed in (weights, tokenizer_file):
         if not needed.is_file():
             raise EmbedderError(f"the wordllama package has no {needed.name} at {needed}")
-    # As stored (float16, memory-mapped): widened to float32 once a caller embeds enough
-    # texts for it to pay (StaticEmbedder._count).
     table = read_safetensor(weights, TENSOR)
     version = package_version(folder)
     return StaticEmbedder(table, tokenizer_file, f"wordllama-{MODEL}-{table.cols}@{version}/mean")
@@ -321,9 +284,8 @@ def load_default() -> StaticEmbedder:
 
 def package_version(folder: Path, package: str = PACKAGE) -> str:
     """The installed version of the package in ``folder``, from its ``.dist-info`` folder's
-    name beside it (``wordllama-0.4.0.post1.dist-info``): importing importlib.metadata to
-    ask costs ~20 ms of every recall. Falls back to importlib.metadata when the name does
-    not say (another installer's layout, two versions' folders left side by side)."""
+    name beside it (importing importlib.metadata costs ~20 ms of every recall), else from
+    importlib.metadata."""
     wanted = package.replace("-", "_").lower()
     found = []
     for entry in folder.parent.glob("*.dist-info"):
