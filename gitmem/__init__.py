@@ -131,11 +131,18 @@ def open(
     return open_store(path, clock=clock, durable=durable, branch=branch)
 
 
-def init_project(project: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
-    """Create the repo-scope store ``<project>/.gitmem/`` and exclude it from the project's git."""
+def init_project(
+    project: str | os.PathLike[str], *, clock: Clock | None = None, follow_branches: bool = False
+) -> Store:
+    """Create the repo-scope store ``<project>/.gitmem/`` and exclude it from the project's
+    git; ``follow_branches``: its memory follows the code's branches (gitmem.store.follow)."""
     from gitmem.store.discovery import init_project_store
+    from gitmem.store.follow import set_follow
 
-    return init_project_store(project, clock=clock)
+    store = init_project_store(project, clock=clock)
+    if follow_branches:
+        set_follow(store.db().repo, True)
+    return store
 
 
 __all__ = [

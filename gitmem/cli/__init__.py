@@ -44,13 +44,13 @@ def _log_to_stderr() -> None:
 # Modules are imported only when their command runs, so a git hook calling `gitmem hook-run`
 # does not pay for importing every area of the command line.
 _MODULES = {
-    "store": "init status ls history log",
+    "store": "init status ls history log config",
     "memory": "add show edit update append supersede invalidate rm restore",
     "index": "search recall reindex gc migrate",
     "lifecycle": "stale check prune validate",
     "layer": "layer",
     "collab": "remote sync update-branch conflicts resolve review blame diff undo merge-driver "
-    "clone join ci",
+    "clone join ci branches",
     "integrations": "entity graph mcp serve import export",
     "doctor": "doctor secrets",
     "purge": "purge",
@@ -82,12 +82,12 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "Layered documents": ("layer", "stale", "check", "prune", "validate"),
     "Collaboration": (
         "clone", "join", "remote", "sync", "update-branch", "conflicts", "resolve", "review",
-        "ci", "merge-driver",
+        "ci", "merge-driver", "branches",
     ),
     "Integrations": ("entity", "graph", "mcp", "import", "export"),
     "Maintenance": (
-        "status", "doctor", "secrets", "trust", "purge", "reindex", "gc", "migrate", "hooks",
-        "demo",
+        "status", "config", "doctor", "secrets", "trust", "purge", "reindex", "gc", "migrate",
+        "hooks", "demo",
     ),
 }
 

@@ -32,11 +32,12 @@ from gitmem.features import audit as auditing
 from gitmem.features import review as reviewing
 from gitmem.format.memfile import rendered_text
 from gitmem.format.model import UNTITLED
-from gitmem.store import mergedriver
+from gitmem.store import follow, mergedriver
 from gitmem.store import sync as syncing
 
 if TYPE_CHECKING:
     from gitmem.features.update_branch import UpdateResult
+    from gitmem.store.branchmerge import TreeMerge
 
 
 @click.command(name="merge-driver", hidden=True)
@@ -107,23 +108,24 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
         )
     if emitted(state, result):
         return
-    upstream = f"{result.remote}/{result.branch}"
-    if result.merge == "none":
-        head = f"nothing new from {upstream}"
-    else:
-        what = "fast-forwarded to" if result.merge == "fast-forward" else "merged"
-        head = (
-            f"{what} {upstream}: {result.fetched} commit(s) fetched, "
-            f"{len(result.added)} added, {len(result.changed)} changed, "
-            f"{len(result.deleted)} deleted"
-        )
-    click.echo(f"{head}; " + ("pushed" if result.pushed else "nothing to push"))
-    _merge_notes(result)
+    for done in (result, *result.others):
+        upstream = f"{done.remote}/{done.branch}"
+        if done.merge == "none":
+            head = f"nothing new from {upstream}"
+        else:
+            what = "fast-forwarded to" if done.merge == "fast-forward" else "merged"
+            head = (
+                f"{what} {upstream}: {done.fetched} commit(s) fetched, "
+                f"{len(done.added)} added, {len(done.changed)} changed, "
+                f"{len(done.deleted)} deleted"
+            )
+        click.echo(f"{head}; " + ("pushed" if done.pushed else "nothing to push"))
+        _merge_notes(done)
     for memory_id in result.pending_committed:
         click.echo(f"committed fork {memory_id} left by a git merge")
 
 
-def _merge_notes(result: syncing.SyncResult | UpdateResult) -> None:
+def _merge_notes(result: syncing.SyncResult | UpdateResult | TreeMerge) -> None:
     """What a memory-aware merge (sync, update-branch) kept both sides of or decided."""
     for fork in result.forks:
         click.echo(f"fork: {fork.of} was changed on both sides; the other version is {fork.id}")
@@ -528,3 +530,49 @@ def join(state: State, url: str, remote: str) -> None:
         f"{len(result.added)} memories added here; "
         + ("pushed" if result.pushed else "nothing to push"),
     )
+
+
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
+@json_state
+def branches(state: State) -> None:
+    """Memory branches of a project store that follows the code's branches (gitmem config
+    branches.follow true): each with its code branch's state (open, merged, gone) and
+    the memories written on it. They land on main when the code branch merges.
+
+    \b
+    Examples:
+      gitmem branches
+      gitmem branches land feat/payments
+      gitmem branches prune --apply
+    """
+    if click.get_current_context().invoked_subcommand is None:
+        found = follow.branches(state.store().db(), Path.cwd())
+        rows = [(b.name, b.state, str(b.memories)) for b in found]
+        if not emitted(state, found) and rows:
+            click.echo(table(["BRANCH", "CODE", "MEMORIES"], rows))
+
+
+@branches.command(name="land")
+@click.argument("name")
+@json_state
+def branches_land(state: State, name: str) -> None:
+    """Merge memory branch NAME into main with gitmem's merge, then delete it (after a
+    squash or rebase merge, which the post-merge hook cannot see)."""
+    kind, tm = follow.land(state.store(write=True).db().path, name)
+    data = {"branch": name, "merge": kind, "forks": [f.to_dict() for f in tm.forks]}
+    if not emitted(state, data):
+        click.echo(f"landed {name} on main ({kind})")
+        _merge_notes(tm)
+
+
+@branches.command(name="prune")
+@click.option("--apply", is_flag=True, help="Delete them (default: only show them).")
+@json_state
+def branches_prune(state: State, apply: bool) -> None:
+    """Show, and with --apply delete, the memory branches whose code branch is gone
+    without merging (local and remote)."""
+    gone = follow.prune(state.store(write=apply).db(), Path.cwd(), apply=apply)
+    if not emitted(state, {"applied": apply, "branches": [b.to_dict() for b in gone]}):
+        verb = "deleted" if apply else "would delete (--apply does)"
+        for b in gone:
+            click.echo(f"{verb} {b.name}: {b.memories} memories")

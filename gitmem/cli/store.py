@@ -52,18 +52,28 @@ if TYPE_CHECKING:
     "top of the git repository you are in) and exclude it in .git/info/exclude.",
 )
 @click.option(
+    "--follow-branches", is_flag=True,
+    help="With --project: memory written on a code branch stays on a memory branch of that "
+    "name until the code branch merges (gitmem branches).",
+)
+@click.option(
     "--scope", type=click.Choice([str(s) for s in Scope]),
     help="The store's scope (default: user for the user store, repo otherwise).",
 )
 @json_state
-def init(state: State, path: Path | None, bare: bool, project: bool, scope: str | None) -> None:
+def init(
+    state: State, path: Path | None, bare: bool, project: bool, follow_branches: bool,
+    scope: str | None,
+) -> None:
     """Create a store at PATH, else --store, $GITMEM_DIR or the user store (harmless twice).
 
     \b
     Examples:
       gitmem init --bare /srv/agent-memory.git
-      cd my-project && gitmem init --project
+      cd my-project && gitmem init --project --follow-branches
     """
+    if follow_branches and not project:
+        raise click.UsageError("--follow-branches is for a project's store: add --project")
     if project:
         if bare:
             raise click.UsageError("--project makes a store with a work tree; drop --bare")
@@ -71,7 +81,7 @@ def init(state: State, path: Path | None, bare: bool, project: bool, scope: str 
 
         root = path or git_top(Path.cwd()) or Path.cwd()
         existed = is_store(root / ".gitmem")
-        store = gitmem.init_project(root)
+        store = gitmem.init_project(root, follow_branches=follow_branches)
     else:
         target = path or Path(state.store_path or os.environ.get("GITMEM_DIR") or user_store_path())
         if scope is None:
@@ -366,3 +376,25 @@ def status(state: State) -> None:
                 + " (forks of a git merge or rebase on no commit yet: gitmem conflicts commits"
                 " them)"
             )
+
+
+@click.command()
+@click.argument("key", type=click.Choice(["branches.follow"]))
+@click.argument("value", required=False, type=click.BOOL)
+@json_state
+def config(state: State, key: str, value: bool | None) -> None:
+    """Show or set one of this clone's own settings of the store (its git config, never
+    committed). branches.follow: a project's memory follows the code's branches.
+
+    \b
+    Examples:
+      gitmem config branches.follow true
+      gitmem config branches.follow
+    """
+    from gitmem.store import follow
+
+    repo = state.store(write=value is not None).db().repo
+    if value is not None:
+        follow.set_follow(repo, value)
+    on = follow.follows(repo)
+    output(state, {"key": key, "value": on}, "true" if on else "false")

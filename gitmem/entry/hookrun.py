@@ -280,17 +280,25 @@ def _report_forks(store: Store, top: Path, out: Out, old: str, new: str) -> None
             out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
 
 
-def project_after(top: Path) -> int:
+def project_after(top: Path, name: str = "post-commit") -> int:
     """In a project repository: what ``gitmem check --project`` reports (the memories whose
-    anchored files this commit changed), through the library, as the command prints it."""
+    anchored files this commit changed), through the library, as the command prints it.
+    Opening the store brings a followed memory branch up to date (gitmem.store.follow);
+    after a merge into the default branch, the memory branches it merged land on main."""
     from gitmem.features.lifecycle.anchors import check_project
+    from gitmem.store import follow
     from gitmem.store.discovery import open_store
     from gitmem.store.where import find_project_store, is_store, user_store_path
 
-    if find_project_store(top) is None and not is_store(user_store_path()):
+    project = find_project_store(top)
+    if project is None and not is_store(user_store_path()):
         return 0  # no store to check against, and a hook creates none
+    store = open_store(cwd=top)
+    if project is not None and name == "post-merge":
+        for branch in follow.land_merged(store.db(), top, _rev(top, "ORIG_HEAD")):
+            print(f"gitmem: landed memory branch {branch} on main", file=sys.stderr)
     # On stdout, where `gitmem check` prints it (hook notices go to stderr).
-    print(check_project(open_store(cwd=top), top).summary())
+    print(check_project(store, top).summary())
     return 0
 
 
@@ -348,7 +356,7 @@ def run(
             # The store is a repository of its own: git's variables name the project's.
             for var in REPO_ENV:
                 os.environ.pop(var, None)
-            return project_after(top) if name in PROJECT_HOOKS else 0
+            return project_after(top, name) if name in PROJECT_HOOKS else 0
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 return 0

@@ -124,6 +124,7 @@ class GitDB:
         durable: bool = False,
         lock_timeout: float = 60.0,
         stale_lock_age: float = STALE_LOCK_AGE,
+        lazy: bool = False,
     ) -> None:
         # Before libgit2 reads the config: an include of a FIFO would block the open forever.
         includes.check(path)
@@ -137,7 +138,8 @@ class GitDB:
         # sees their agent's writes there, not staged reverts of main's); a bare store, a
         # detached HEAD and anything unnamed write to main. An explicit branch is a
         # proposal: made from main's tip on first use, and never synced into a work tree
-        # that has another branch checked out.
+        # that has another branch checked out. ``lazy``: until its first write makes it,
+        # the branch reads as main (a project store following the code's branches).
         checked_out = _head_branch(repo)
         if branch is None:
             branch = checked_out if repo.workdir and checked_out else DEFAULT_BRANCH
@@ -146,7 +148,8 @@ class GitDB:
         self.path = Path(path)
         self.branch = branch
         self.ref_name = f"refs/heads/{branch}"
-        if branch != DEFAULT_BRANCH and self.ref_name not in repo.references:
+        self.lazy = lazy
+        if branch != DEFAULT_BRANCH and not lazy and self.ref_name not in repo.references:
             base = repo.references.get(f"refs/heads/{DEFAULT_BRANCH}")
             if base is not None:
                 with contextlib.suppress(pygit2.AlreadyExistsError, pygit2.GitError):
@@ -225,11 +228,10 @@ class GitDB:
 
     def tip(self) -> pygit2.Commit | None:
         repo = self.repo
-        try:
-            ref = repo.lookup_reference(self.ref_name)
-        except KeyError:
-            return None
-        return get_commit(repo, ref.target)
+        for name in (self.ref_name, f"refs/heads/{DEFAULT_BRANCH}")[: 1 + self.lazy]:
+            with contextlib.suppress(KeyError):
+                return get_commit(repo, repo.lookup_reference(name).target)
+        return None
 
     def resolve(self, at: str | dt.datetime | dt.date | None) -> pygit2.Commit | None:
         """The commit for a revision (id, branch, tag, ``HEAD~3``) or a point in time: the
@@ -381,7 +383,7 @@ class GitDB:
                     ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
                 except KeyError:
                     ref = None
-                tip = get_commit(repo, ref.target) if ref is not None else None
+                tip = get_commit(repo, ref.target) if ref is not None else self.tip()
                 if self.worktree is not None:
                     self.worktree.heal(tip)
                 snap = Snapshot(repo, tip)

@@ -85,16 +85,16 @@ class Store(Writes):
         a network failure leaves the store as it was. ``progress(done, total)`` follows the
         index catching up with what came in; ``git_progress`` gets git's own progress lines
         (credentials redacted). ``join`` merges a hub's unrelated history (``gitmem join``).
+        A project store following its code's branches syncs main and its memory branches.
         """
+        from gitmem.store import follow
         from gitmem.store.sync import sync
 
-        result = sync(
-            self.db(scope),
-            remote,
-            branch=branch,
-            max_attempts=max_attempts,
-            join=join,
-            git_progress=git_progress,
+        db = self.db(scope)
+        both = follow.sync_all if branch is None and follow.follows(db.repo) else sync
+        result = both(
+            db, remote, max_attempts=max_attempts, join=join, git_progress=git_progress,
+            **({"branch": branch} if branch is not None else {}),
         )
         self.index(scope).catch_up(progress)
         return result

@@ -25,6 +25,7 @@ from gitmem.format.model import Op, Scope
 from gitmem.git import localconfig, maintenance, trust
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
+from gitmem.store import follow
 from gitmem.store.core import Store
 from gitmem.store.transactions import Backend
 from gitmem.store.where import find_project_store, is_store, user_store_path
@@ -39,8 +40,9 @@ def _open_backend(
     durable: bool,
     branch: str | None = None,
     any_format: bool = False,
+    lazy: bool = False,
 ) -> Backend:
-    db = GitDB(path, clock=clock, durable=durable, branch=branch)
+    db = GitDB(path, clock=clock, durable=durable, branch=branch, lazy=lazy)
     _refuse_foreign_worktree(path, db)
     _refuse_foreign_alternates(path, db)
     snap = db.snapshot()
@@ -201,6 +203,8 @@ def open_store(
     ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
     branch instead of the one checked out (main in a bare store), made from main's tip
     on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
+    A project store that follows the code's branches opens the memory branch of the
+    checkout at ``cwd`` (:mod:`gitmem.store.follow`).
     ``use_index=False`` serves every read from git (doctor's reference view).
     ``any_format``: open a store of an older format too, for ``gitmem migrate`` (and for
     doctor and status to say so); nothing else reads one.
@@ -216,7 +220,8 @@ def open_store(
         )
         return Store([backend], clock=clock, use_index=use_index)
     user_path = user_store_path()
-    project = find_project_store(Path(cwd) if cwd is not None else Path.cwd())
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    project = find_project_store(here)
     if project is not None:
         _refuse_committed_store(project)
         backends = [
@@ -224,6 +229,13 @@ def open_store(
                 project, clock=clock, durable=durable, branch=branch, any_format=any_format
             )
         ]
+        followed = follow.memory_branch(backends[0].db, here) if branch is None else None
+        if followed is not None:  # the project's code branch: see gitmem.store.follow
+            backends[0] = _open_backend(
+                project, clock=clock, durable=durable, branch=followed, any_format=any_format,
+                lazy=True,
+            )
+            follow.catch_up(backends[0].db)
         if is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
                 backends.append(

@@ -72,11 +72,14 @@ class SyncResult:
     commit: str | None = None
     pending_committed: list[str] = field(default_factory=list)
     """Forks left by ``gitmem merge-driver`` in a plain git merge, committed by this sync."""
+    others: list[SyncResult] = field(default_factory=list)
+    """The memory branches synced after main (gitmem.store.follow)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["forks"] = [f.to_dict() for f in self.forks]
         out["decided"] = [{"id": memory_id, "field": name} for memory_id, name in self.decided]
+        out["others"] = [other.to_dict() for other in self.others]
         return out
 
 
