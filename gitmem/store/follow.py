@@ -18,7 +18,7 @@ from typing import Any
 import pygit2
 
 from gitmem.base import logs, paths
-from gitmem.base.errors import InvalidInputError, NotFoundError
+from gitmem.base.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.format.layout import id_from_path
 from gitmem.git.command import run_git
 from gitmem.git.db import DEFAULT_BRANCH, GitDB, check_branch_name
@@ -102,7 +102,7 @@ def catch_up(db: GitDB) -> None:
         return
     try:
         integrate(db, get_commit(repo, main), f"{DEFAULT_BRANCH} into {db.branch}")
-    except Exception as exc:  # a read goes on with the branch as it is
+    except (GitmemError, pygit2.GitError, OSError) as exc:  # a read goes on with it as it is
         log.warning("could not bring %s up to date with %s: %s", db.branch, DEFAULT_BRANCH, exc)
 
 
