@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gitmem.base.errors import GitmemError, StoreError
@@ -67,16 +67,9 @@ class Migration:
         self.moved_count = self.rewritten = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "from_format": self.from_format,
-            "to_format": self.to_format,
-            "moved": [{"from": a, "to": b} for a, b in self.moved],
-            "moved_count": self.moved_count,
-            "rewritten": self.rewritten,
-            "notes": self.notes,
-            "commit": self.commit,
-        }
+        out = {**asdict(self), "moved": [{"from": a, "to": b} for a, b in self.moved]}
+        del out["dry_run"]
+        return out
 
 
 def _is_flat_entity(path: str) -> bool:

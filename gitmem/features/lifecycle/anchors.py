@@ -129,21 +129,12 @@ class CheckedMemory:
     updated_at: dt.datetime
     base: str | None
     """The project commit the memory is compared from (None: older than the history)."""
-    findings: list[AnchorFinding]
     already_flagged: bool = False
     reason: str = ""
+    findings: list[AnchorFinding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "title": self.title,
-            "updated_at": format_timestamp(self.updated_at),
-            "base": self.base,
-            "already_flagged": self.already_flagged,
-            "reason": self.reason,
-            "findings": [f.to_dict() for f in self.findings],
-        }
+        return {**asdict(self), "updated_at": format_timestamp(self.updated_at)}
 
 
 @dataclass
@@ -324,7 +315,7 @@ def _check(
             report.checked += 1
             reason = str(memory.extra.get(REASON_KEY) or "")
             found = CheckedMemory(
-                memory.id, memory.path, memory.title, memory.updated_at, None, [], True, reason
+                memory.id, memory.path, memory.title, memory.updated_at, None, True, reason
             )
         else:
             named = named_paths(memory)
@@ -348,8 +339,8 @@ def _check(
                 memory.title,
                 memory.updated_at,
                 None if base_id is None else str(base_id),
-                findings,
                 reason=reason_text(findings, report.head),
+                findings=findings,
             )
         report.memories.append(found)
         scopes[memory.id] = memory.store_scope
