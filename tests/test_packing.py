@@ -174,7 +174,7 @@ def test_gitmem_gc_packs_everything_and_waits_for_a_packer(bare_store: Store) ->
     with _held(gitdir), pytest.raises(TimeoutError), maintenance.exclusive(gitdir, timeout=0.2):
         pass
     (result,) = bare_store.gc()
-    assert result.loose_before > 0 and result.loose_after == 0
+    assert result.loose_objects_before > 0 and result.loose_objects_after == 0
     assert len(_packs(bare_store)) == 1
     _assert_sound(bare_store, ids)
 
@@ -187,7 +187,7 @@ def test_gc_reports_progress_per_repository(
     bare_store.create("something to pack\n")
     calls: list[tuple[int, int]] = []
     (result,) = bare_store.gc(progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(0, 1), (1, 1)] and result.loose_after == 0
+    assert calls == [(0, 1), (1, 1)] and result.loose_objects_after == 0
     # A project's store beside the user's: one step each, in the order they are packed.
     gitmem.init(Path(os.environ["GITMEM_HOME"]), scope="user").create("user fact\n")
     project = tmp_path / "proj"

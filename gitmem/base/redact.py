@@ -256,10 +256,7 @@ def find(
     found: list[tuple[int, int, SecretPattern]] = []
     for pattern in needed(patterns, hint_text(text)):
         for match in pattern.regex.finditer(text):
-            try:
-                start, end = match.span(pattern.group)
-            except (IndexError, re.error):
-                start, end = match.span()
+            start, end = match.span(pattern.group)  # a store's group: checked when read
             secret = text[start:end]
             if start < 0 or not secret or not plausible(pattern, secret):
                 continue

@@ -300,12 +300,12 @@ def gc(state: State, scope: str | None) -> None:
     if emitted(state, results):
         return
     for r in results:
-        packed = r.loose_before - r.loose_after
+        packed = r.loose_objects_before - r.loose_objects_after
         if packed <= 0 and r.bytes_after == r.bytes_before:
             click.echo(f"{r.path}: already packed, nothing to do ({_size(r.bytes_after)})")
             continue
         click.echo(
-            f"{r.path}: packed {max(packed, 0)} loose objects ({r.loose_after} left); "
+            f"{r.path}: packed {max(packed, 0)} loose objects ({r.loose_objects_after} left); "
             f"{_size(r.bytes_before)} -> {_size(r.bytes_after)} of files"
         )
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +42,11 @@ class GcResult:
     path: str
     bytes_before: int
     bytes_after: int
-    loose_before: int
-    loose_after: int
+    loose_objects_before: int
+    loose_objects_after: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-            "loose_objects_before": self.loose_before,
-            "loose_objects_after": self.loose_after,
-        }
+        return asdict(self)
 
 
 def configure(config: Any) -> None:

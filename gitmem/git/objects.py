@@ -67,7 +67,6 @@ class Snapshot:
         # question (a bulk import never asks), then kept up to date by put and remove.
         self._spellings: dict[str, set[str]] = {}
         self._indexed = 0
-        self._spelling_asked = False
         self._folder_folds: dict[str, dict[str, set[str]]] = {}
 
     def _index(self, path: str) -> None:
@@ -93,7 +92,6 @@ class Snapshot:
     def staged_spellings(self, path: str) -> set[str]:
         """Every staged path or folder that equals ``path`` but for letter case (itself
         included when staged). Entries of removed files may remain: callers confirm."""
-        self._spelling_asked = True
         if self._indexed != len(self.changes):
             self._spellings.clear()
             for staged in self.changes:
@@ -157,7 +155,7 @@ class Snapshot:
     def _stage(self, path: str, data: Staged) -> None:
         new = path not in self.changes
         self.changes[path] = data
-        if new and self._spelling_asked and self._indexed == len(self.changes) - 1:
+        if new and 0 < self._indexed == len(self.changes) - 1:
             self._index(path)
             self._indexed += 1
 
