@@ -1,12 +1,9 @@
-"""What changed between two commits, as the index's catch-up needs it.
-
-Memory files added, changed and removed between two trees (walking only the subtrees
-whose ids differ), and the version rows a commit adds to the ``versions`` table.
+"""What changed between two commits, as the index's catch-up needs it: memory files
+added, changed and removed, and the version rows a commit adds to the ``versions`` table.
 """
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -68,14 +65,11 @@ def iter_memory_changes(
     new: pygit2.Tree,
     changes: Iterable[tuple[str, pygit2.Oid | None]],
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """``changes`` (every memory file that differs between ``old`` and ``new``, as
-    :func:`changed_memory_files` gives them: path, new blob or None) as changes of
-    memories. In history from before ``gitmem migrate`` a plain id may be at format 4's path
-    (gitmem.format.layout.history_paths): a memory is one file at either path, keyed by the
-    path it is at in ``new``, or, removed, by the one it had. Other paths pass through.
-
-    A stream: whether an id's other path changed too is read from the two trees, not from
-    a dict of the whole diff (a bulk import's commit changes a million files)."""
+    """``changes`` (:func:`changed_memory_files` between ``old`` and ``new``) as changes of
+    memories: in history from before ``gitmem migrate`` a plain id may be at format 4's path
+    (gitmem.format.layout.history_paths), and a memory is one file at either path, keyed by
+    the path it is at in ``new`` (removed: by the one it had). A stream: a bulk import's
+    commit changes a million files."""
     for path, blob in changes:
         paths = history_paths(path)
         if len(paths) == 1:
@@ -109,11 +103,10 @@ def _memory_changes(
 
 
 def makes_version(now: pygit2.Oid | None, befores: Sequence[pygit2.Oid | None]) -> bool:
-    """Whether a commit whose parents hold a memory's file as ``befores`` (one entry per
-    parent, None where absent) and that holds it as ``now`` is a version of it: not a merge
-    and the blob differs from the parent's (absent counts as different), or a merge and the
-    file is absent from every parent. A ``migrate`` commit is never one (the caller checks:
-    :func:`is_migration`; docs/format.md, gitmem.store.derived)."""
+    """Whether a commit holding a memory's file as ``now``, whose parents hold it as
+    ``befores`` (None where absent), is a version of it: not a merge and the blob differs
+    from the parent's, or a merge and the file is absent from every parent (docs/format.md;
+    a ``migrate`` commit is never one: :func:`is_migration`)."""
     if now is None:
         return False
     if len(befores) > 1:
@@ -133,20 +126,15 @@ def version_rows(
     changed: dict[str, pygit2.Oid | None] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """One row per memory file this commit changed (against every parent, for merges),
-    made as they are read: a bulk import's one commit changes a million files. Its last
-    column says whether the commit is a version of the memory (:func:`makes_version`).
-
-    ``changed``: what the commit changed against its only parent, when the caller has it
-    already (the catch-up of one new commit diffs those two trees anyway)."""
+    made as they are read; the last column says whether the commit is a version of the
+    memory. ``changed``: what it changed against its only parent, if the caller has it."""
     parents = commit.parents
     tree = commit.tree
     stream: Iterable[tuple[str, pygit2.Oid | None]]
-    if changed is not None and len(parents) == 1:
-        stream = iter_memory_changes(parents[0].tree, tree, changed.items())
-    elif len(parents) <= 1:
-        # Read as the diff is walked: a bulk import's commit changes a million files.
+    if len(parents) <= 1:
         base = parents[0].tree if parents else None
-        stream = iter_memory_changes(base, tree, changed_memory_files(repo, base, tree))
+        found = changed.items() if changed is not None else changed_memory_files(repo, base, tree)
+        stream = iter_memory_changes(base, tree, found)
     else:
         merged = _memory_changes(repo, parents[0].tree, tree)
         for parent in parents[1:]:
@@ -156,10 +144,6 @@ def version_rows(
             ids = {id_from_path(p, past=True) or p for p in other}
             merged = {p: b for p, b in merged.items() if (id_from_path(p, past=True) or p) in ids}
         stream = sorted(merged.items())
-    walk = iter(stream)
-    head = next(walk, None)
-    if head is None:
-        return
     # Only the trailers read here: the others (an id per memory) are not kept.
     trailers = parse_trailers(commit.message, (OP_TRAILER, AGENT_TRAILER))
     ops = [v for k, v in trailers if k == OP_TRAILER]
@@ -168,7 +152,7 @@ def version_rows(
     time_us = commit.author.time * 1_000_000
     commit_hex, author = str(commit.id), commit.author.name  # one string for every row
     first_parent = parents[0].tree if parents else None
-    for path, blob in itertools.chain((head,), walk):
+    for path, blob in stream:
         memory_id = id_from_path(path, past=True)
         if memory_id is None:
             continue

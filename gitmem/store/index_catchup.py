@@ -248,19 +248,14 @@ class CatchUp:
             gen = 1 + max((self._generation(p, gens) for p in commit.parent_ids), default=0)
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
-            more = version_rows(repo, commit, gen, known if commit.id == tip.id else None)
-            for row in more:
+            for row in version_rows(repo, commit, gen, known if commit.id == tip.id else None):
                 if touched is not None:
                     touched.add(row[0])
                 rows.append(row)
-                if len(rows) >= VERSION_BATCH:
+                if len(rows) >= VERSION_BATCH or len(new_commits) >= VERSION_BATCH:
                     insert_versions(conn, rows, new_commits)
                     rows.clear()
                     new_commits.clear()
-            if len(new_commits) >= VERSION_BATCH:
-                insert_versions(conn, rows, new_commits)
-                rows.clear()
-                new_commits.clear()
             if progress is not None and (count % 500 == 0 or count == total):
                 progress(count, total)
         insert_versions(conn, rows, new_commits)

@@ -235,17 +235,12 @@ def _ensure_schema(conn: sqlite3.Connection, wait: float) -> None:
     try:
         if _schema_version(conn) != str(SCHEMA_VERSION):
             # Virtual tables first: dropping one drops its shadow tables with it.
-            for virtual in (True, False):
-                tables = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table' "
-                        "AND name NOT LIKE 'sqlite_%' AND "
-                        f"{'' if virtual else 'NOT '}sql LIKE 'CREATE VIRTUAL%'"
-                    )
-                ]
-                for table in tables:
-                    conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            tables = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                "'sqlite_%' ORDER BY sql NOT LIKE 'CREATE VIRTUAL%'"
+            ).fetchall()
+            for (table,) in tables:
+                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
             # executescript would commit the open transaction; run statements one by one.
             for statement in SCHEMA.split(";"):
                 if statement.strip():

@@ -93,8 +93,7 @@ class SearchMatch:
 
     @property
     def lines(self) -> tuple[Line, ...]:
-        """The matching line with its context (none when only the title, tags or names
-        matched), as a recall hit's lines."""
+        """The matching line with its context, as a recall hit's lines."""
         if self.line_number is None:
             return ()
         return (Line(self.line_number, self.line, self.context_before, self.context_after),)
@@ -167,9 +166,8 @@ def uses_fts_syntax(query: str) -> bool:
 
 def from_recall(memory: Memory, score: float, lines: Sequence[Line]) -> SearchMatch:
     """A recall hit as a search match: its best line, with context, or its title."""
-    if lines:
-        return _match(memory, score, memory.body.splitlines(), lines[0].number, ())
-    return locate(memory, None, score)
+    number = lines[0].number if lines else None
+    return _match(memory, score, memory.body.splitlines(), number)
 
 
 def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
@@ -194,21 +192,18 @@ def locate(memory: Memory, pattern: re.Pattern[str] | None, score: float) -> Sea
             spans = tuple(m.span() for m in pattern.finditer(line) if m.end() > m.start())
             if spans:
                 return _match(memory, score, lines, number, spans)
-    return SearchMatch(
-        id=memory.id,
-        path=memory.path,
-        title=memory.title,
-        score=score,
-        line_number=None,
-        line=memory.title or "",
-        scope=str(memory.store_scope) if memory.store_scope else None,
-    )
+    return _match(memory, score, lines, None)
 
 
 def _match(
-    memory: Memory, score: float, lines: list[str], number: int, spans: tuple[tuple[int, int], ...]
+    memory: Memory,
+    score: float,
+    lines: list[str],
+    number: int | None,
+    spans: tuple[tuple[int, int], ...] = (),
 ) -> SearchMatch:
-    line = Line.at(lines, number)
+    """Line ``number`` of the body with its context (None: only the title matched)."""
+    line = Line.at(lines, number) if number is not None else Line(0, memory.title or "")
     return SearchMatch(
         id=memory.id,
         path=memory.path,
@@ -224,8 +219,7 @@ def _match(
 
 
 class FullText(Protocol):
-    """What answers an FTS5 query for one repository (``gitmem.store.reader.Reader``, or
-    a current index read without git, ``gitmem.store.index_queries.CurrentIndex``)."""
+    """What answers an FTS5 query for one repository (a reader or a current index)."""
 
     def full_text(
         self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
@@ -236,8 +230,7 @@ def full_text_matches(
     query: str, sources: Iterable[FullText], limit: int, filters: Mapping[str, Any]
 ) -> list[SearchMatch] | str:
     """The best ``limit`` matches of an FTS5 query over every source, or, when the query is
-    not FTS5 syntax (FTS5 cannot parse it, or it has no operator and no memory holds all of
-    its words), why not: the caller then answers it as natural language."""
+    not FTS5 syntax, why not: the caller then answers it as natural language."""
     terms = query_terms(query)
     title = title_text(query)
     hits: list[tuple[float, Memory]] = []
@@ -258,19 +251,15 @@ def full_text_matches(
 def compile_line_pattern(query: str, mode: Mode) -> SafePattern:
     from gitmem.format import saferegex  # the regex module: only for these two modes
 
-    # The user's pattern runs under a time bound (saferegex): a regex that backtracks
-    # without end over a teammate's body ends with a RegexTimeoutError instead.
+    # The user's pattern runs under a time bound: no regex backtracks without end.
     if mode == "substring":
         return saferegex.compile(query, literal=True, ignore_case=True, what="substring")
     return saferegex.compile(query)
 
 
 def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[SearchMatch]:
-    """One match per matching body line, in the order the memories come, up to ``limit``.
-
-    A memory whose title matches but no body line does gives one match with no
-    line number, as FTS does.
-    """
+    """One match per matching body line, in the order the memories come, up to ``limit``;
+    a memory whose title alone matches gives one match with no line number, as FTS does."""
     out: list[SearchMatch] = []
     for memory in memories:
         lines = memory.body.splitlines()
@@ -284,7 +273,7 @@ def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[S
             if len(out) >= limit:
                 return out
         if not found and memory.title and pattern.search(memory.title):
-            out.append(locate(memory, None, 1.0))
+            out.append(_match(memory, 1.0, lines, None))
             if len(out) >= limit:
                 return out
     return out
