@@ -316,7 +316,7 @@ _VALUE = st.recursive(
 )
 _MEMORY_KEYS = ["id", "title", "scope", "category", "tags", "created_at", "updated_at",
                 "version", "supersedes", "related", "agent", "session_id", "trigger", "status",
-                "extra_key"]
+                "valid_from", "valid_until", "extra_key"]
 _ENTRY_KEYS = ["layer", "fileType", "content", "project", "skill", "command", "agent",
                "title", "tags", "other"]
 
