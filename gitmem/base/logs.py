@@ -73,7 +73,4 @@ _loggers: dict[str, Logger] = {}
 
 def get(name: str) -> Logger:
     """The logger called ``name`` (one object per name, like ``logging.getLogger``)."""
-    logger = _loggers.get(name)
-    if logger is None:
-        logger = _loggers[name] = Logger(name)
-    return logger
+    return _loggers.setdefault(name, Logger(name))

@@ -23,13 +23,11 @@ STATE_DIR = "gitmem"
 """``<gitdir>/gitmem/``: derived state, never committed."""
 
 WRITE_LOCK = "write.lock"
-"""``flock`` that serializes a store's writers (the kernel drops it with its process, so it
-is never stale)."""
+"""``flock`` that serializes a store's writers (never stale: the kernel drops it)."""
 WORKTREE_SYNCED = "worktree-synced"
 """The commit the work tree was last brought up to (a killed writer's next write heals)."""
 GC_LOCK = "gc.lock"
-"""``flock`` held by the ``git gc`` that packs the store (automatic or ``gitmem gc``) and by
-doctor's fsck: one packer at a time."""
+"""``flock`` held by the ``git gc`` packing the store and by doctor's fsck: one at a time."""
 PENDING_FORKS = "pending-forks"
 """Forks the git merge driver saved during a plain ``git merge``, committed once it lands."""
 DETACHED_NOTED = "detached-noted"
@@ -37,16 +35,13 @@ DETACHED_NOTED = "detached-noted"
 EDITS = "edits"
 """``gitmem edit``'s unfinished edits: ``<id>.md`` (the text) and ``<id>.base`` (its version)."""
 STAMP = "stamp"
-"""The folder's stamp: the device and inode of the git directory it was made in, and its
-own inode (:func:`state_dir`)."""
+"""The folder's stamp: its git directory's device and inode, and its own (:func:`state_dir`)."""
 SET_ASIDE = "gitmem.set-aside-"
-"""Name prefix, in the git directory, of a state folder that was not this git directory's:
-renamed there and never read again (``gitmem doctor`` names it and what it holds)."""
+"""Name prefix of a state folder set aside unread (``gitmem doctor`` names what it holds)."""
 INDEX_DB = "index.sqlite"
 """The derived SQLite index of the branch ``main`` (WAL mode)."""
 DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
-"""What in the state folder copies memory text (indexes with their WAL, older versions'
-named-paths cache, doctor's caches): ``gitmem purge`` deletes them."""
+"""What in the state folder copies memory text, which ``gitmem purge`` deletes."""
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:

@@ -40,11 +40,9 @@ class SecretPattern:
     """Shannon entropy (bits per character) the secret must reach: tells keys from prose."""
     needs_digit_and_letter: bool = False
     name_group: int | None = None
-    """The regex group holding the assigned name, if any: names of things that are not secrets
-    (``private_key_id``, ``token_url``) are not reported."""
+    """The regex group holding the assigned name: ``private_key_id`` and the like are not."""
     hints: tuple[str, ...] = ()
-    """Lowercase substrings one of which every match contains: a text holding none is
-    skipped without running the regex. Empty: always run."""
+    """Lowercase substrings one of which every match contains (empty: always run the regex)."""
 
 
 class LazyPattern:

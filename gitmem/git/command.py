@@ -38,13 +38,10 @@ REPO_ENV = (
 
 # Always set for an untrusted store, whatever its config says.
 _ALWAYS: tuple[tuple[str, str], ...] = (
-    # Hooks live in the repository (<gitdir>/hooks, committed with a bare store, and
-    # executable bits survive a commit). /dev/null is not a directory: no hook is found.
+    # Hooks travel with a bare store (/dev/null finds none); the fsmonitor hook runs on
+    # every index read; ext:: URLs run a command (a store may allow or rewrite URLs to them).
     ("core.hooksPath", "/dev/null"),
-    # The fsmonitor hook runs whenever git reads the index.
     ("core.fsmonitor", "false"),
-    # ext:: URLs run a command; a repository may allow them (protocol.allow=always,
-    # protocol.ext.allow=always) or rewrite a URL to one (url.<base>.insteadOf).
     ("protocol.ext.allow", "never"),
 )
 
@@ -81,14 +78,10 @@ _NEUTRAL_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"gpg\.x509\.program", "gpgsm"),
         (r"gpg\.ssh\.program", "ssh-keygen"),
         (r"gpg\.ssh\.defaultkeycommand", ""),
-        # Keys whose value is a file git writes or hands to a server (``http.<url>.*`` too).
-        # With saveCookies, every HTTP fetch writes the server's cookies to this path: a
-        # store could have git create or overwrite a file of its choosing. Empty: none.
+        # Files git writes (the server's cookies) or presents to a server the store names (a
+        # client certificate): the user's own, else none (``http.<url>.*`` too).
         (r"http\.(?:.+\.)?cookiefile", ""),
         (r"http\.(?:.+\.)?savecookies", "false"),
-        # A client certificate and key git presents to the server the store names: the
-        # user's own files sent where a teammate chose. Empty names no file (an HTTPS
-        # fetch then fails to load one: the store asked for a certificate it cannot have).
         (r"http\.(?:.+\.)?sslcert", ""),
         (r"http\.(?:.+\.)?sslkey", ""),
         (r"http\.(?:.+\.)?proxysslcert", ""),
@@ -97,8 +90,7 @@ _NEUTRAL_KEYS: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         # turn off certificate checks and route the user's fetches (and credentials) through a
         # proxy they run. Neutral: git's default, or the environment's proxy.
         (r"http\.(?:.+\.)?sslverify", "true"),
-        # Empty names no file: an HTTPS fetch then fails to load the store's CA, one line,
-        # rather than trust a certificate authority the store chose.
+        # Empty: an HTTPS fetch fails rather than trust a certificate authority of the store's.
         (r"http\.(?:.+\.)?sslcainfo", ""),
         (r"http\.(?:.+\.)?sslcapath", ""),
         (r"http\.(?:.+\.)?proxysslcainfo", ""),

@@ -66,8 +66,7 @@ COMMITTER_EMAIL = "gitmem@gitmem.invalid"
 
 DEFAULT_BRANCH = paths.DEFAULT_BRANCH
 PACKS_CHECK = 1.0
-"""Seconds between a repository handle's looks at ``objects/pack`` for packs that came or
-went (:meth:`GitDB._release_vanished_packs`)."""
+"""Seconds between a handle's looks at ``objects/pack`` (:meth:`GitDB._release_vanished_packs`)."""
 
 
 def _head_branch(repo: pygit2.Repository) -> str | None:

@@ -17,12 +17,10 @@ from gitmem.base import logs
 log = logs.get(__name__)
 
 STALE_LOCK_AGE = 30.0
-"""Seconds after which a git ``.lock`` file is taken to be left by a process that died
-(git's own writers hold one for milliseconds)."""
+"""Seconds after which a git ``.lock`` file is taken to be a dead process's (git: ms)."""
 
 TEMP_FILE = re.compile(r"^\..+\.(\d+)\.tmp$")
-"""``.<name>.<pid>.tmp``: how gitmem names a file it is writing (renamed into place when
-whole), so a file a killed process left behind names the process."""
+"""``.<name>.<pid>.tmp``: a file gitmem is writing, naming its process if left behind."""
 
 
 def temp_path(path: Path) -> Path:

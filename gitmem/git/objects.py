@@ -173,11 +173,9 @@ class Snapshot:
                 yield path
 
 
-# -- names handed to pygit2 -------------------------------------------------------------
-#
 # pygit2 (1.21) keeps a reference to every name ``tree[path]`` and ``TreeBuilder.remove``
-# are given (pgit_borrow_fsdefault), so each path looked up stays alive for good. The
-# lookups below give it back, where a probe of that very call saw exactly one leak.
+# are given, so each path looked up stays alive for good; the lookups below give it back
+# where a probe of that very call saw exactly one leak.
 
 def _decref_function() -> Callable[[object], None]:
     function = ctypes.pythonapi.Py_DecRef
