@@ -416,7 +416,7 @@ def test_catch_up_applies_only_the_new_commits(any_store: Store, clock: FixedClo
     stats = index.catch_up()
     assert isinstance(stats, IndexStats)
     assert not stats.rebuilt
-    assert stats.applied_commits == 5
+    assert stats.applied_commits == 2  # restore read the index, caught up to the three before
     assert stats.commit == tip(store) == index.indexed_commit()
     assert stats.memories == 3
     assert index.catch_up() is None

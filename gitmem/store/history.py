@@ -16,7 +16,6 @@ from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
 from gitmem.format.versions import RENAMED_FROM, Chain, earlier, walk_back, walk_forward
-from gitmem.git.diff import memory_blob
 from gitmem.git.objects import blob_data
 from gitmem.store import derived
 from gitmem.store.inputs import whole_number
@@ -33,17 +32,11 @@ class VersionHistory(Reads):
     def _find_past(self, backend: Backend, memory_id: str, at: At) -> bytes | None:
         """The memory's content at ``at``, or (at=None) its last content before it was
         deleted (in history from before ``gitmem migrate`` too)."""
-        if at is not None:
-            snap = backend.db.snapshot(at)
-            found = snap.locate(memory_id, past=True)
-            return snap.read(found) if found is not None else None
-        repo = backend.db.repo
-        path = memory_path(memory_id)
-        for commit in backend.db.walk():
-            blob = memory_blob(commit.tree, path)
-            if blob is not None:
-                return blob_data(repo, blob)
-        return None
+        if at is None:
+            return self._reader(backend).last_data(memory_id)
+        snap = backend.db.snapshot(at)
+        found = snap.locate(memory_id, past=True)
+        return snap.read(found) if found is not None else None
 
     def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
         """The chain of memories ``id`` replaces, root first, ending at ``id``."""
