@@ -86,10 +86,16 @@ OTHER = "mem_0b000000-0000-4000-8000-000000000002"
         ("projects/acme/known_issues.md", "no front-matter here\n", "has no front-matter"),
         ("projects/acme/known_issues.md", memory_text(ID), "its path says 'projects/acme"),
         ("projects/Acme Co/x.md", memory_text(ID), "not at a memory path"),
+        (memory_path(ID), memory_text(ID, extra="valid_until: next week\n"), "valid_until"),
+        (
+            memory_path(ID),
+            memory_text(ID, extra="valid_from: 2026-06-01\nvalid_until: 2026-03-01\n"),
+            "before valid_from",
+        ),
     ],
     ids=[
         "no-front-matter", "schema", "id-path", "dangling-supersedes", "yaml", "stray-path",
-        "doc-no-front-matter", "doc-id-path", "doc-bad-segment",
+        "doc-no-front-matter", "doc-id-path", "doc-bad-segment", "valid-time", "valid-window",
     ],
 )
 def test_bad_memory_commit_is_refused(hooked: Store, path: str, text: str, message: str) -> None:
