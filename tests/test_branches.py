@@ -77,3 +77,15 @@ def test_cli_branch_option_and_bad_names(tmp_path: Path) -> None:
     assert "1 added" in out
     with pytest.raises(InvalidInputError, match="not a valid branch name"):
         gitmem.open(store.path, branch="bad..name")
+
+
+def test_a_new_branch_index_starts_from_mains(tmp_path: Path) -> None:
+    store = gitmem.init(tmp_path / "s")
+    store.create("on main", title="main fact")
+    store.index().catch_up()
+    proposal = gitmem.open(tmp_path / "s", branch="proposal")
+    assert proposal.index().catch_up() is None  # main's index, copied: already current
+    proposal.create("on the proposal", title="proposal fact")
+    stats = proposal.index().catch_up()
+    assert stats is not None and not stats.rebuilt
+    assert {m.title for m in proposal.list()} == {"main fact", "proposal fact"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -65,6 +66,8 @@ class Index(Queries):
             # Deleted or replaced under an open connection: let go of the old file.
             self.close()
         self.path.parent.mkdir(exist_ok=True)
+        if self.db.branch != paths.DEFAULT_BRANCH and not self.path.exists():
+            _seed(self.path, self.db.state_dir / paths.INDEX_DB)
         conn = index_schema.open_writable(self.path, self.busy_timeout, self.write_wait)
         self._local.conn = conn
         self._local.pid = os.getpid()
@@ -234,3 +237,18 @@ class ScratchIndex(Index):
 
     def _providers(self) -> Iterable[RowProvider]:
         return ()
+
+
+def _seed(path: Path, main: Path) -> None:
+    """Start a branch's index as a copy of main's (the branch was made from main), so its
+    first catch-up goes on from there instead of indexing the whole history again."""
+    if not main.is_file():
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".seed")
+    os.close(fd)
+    with contextlib.suppress(sqlite3.Error, OSError):
+        src, dst = sqlite3.connect(main), sqlite3.connect(tmp)
+        with contextlib.closing(src), contextlib.closing(dst):
+            src.backup(dst)
+        Path(tmp).replace(path)
+    Path(tmp).unlink(missing_ok=True)
