@@ -91,29 +91,25 @@ def parse_observations(body: str) -> list[str]:
     return out
 
 
+def _listed(value: Any, keys: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The ``keys`` of each item of a front-matter list holding them all as strings;
+    malformed items are skipped."""
+    items = value if isinstance(value, list) else []
+    return [
+        tuple(item[k] for k in keys)
+        for item in items
+        if isinstance(item, Mapping) and all(isinstance(item.get(k), str) for k in keys)
+    ]
+
+
 def relations_field(value: Any) -> list[tuple[str, str]]:
-    """(relationType, to) pairs of an entity's ``relations`` front-matter, malformed items
-    skipped."""
-    out: list[tuple[str, str]] = []
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping):
-                kind, target = item.get("type"), item.get("to")
-                if isinstance(kind, str) and isinstance(target, str):
-                    out.append((kind, target))
-    return out
+    """(relationType, to) pairs of an entity's ``relations`` front-matter."""
+    return [(kind, to) for kind, to in _listed(value, ("type", "to"))]
 
 
 def pending_field(value: Any) -> list[tuple[str, str, str]]:
-    """(from, type, to) triples of the pending file's ``relations``, malformed items skipped."""
-    out: list[tuple[str, str, str]] = []
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping):
-                source, kind, target = item.get("from"), item.get("type"), item.get("to")
-                if isinstance(source, str) and isinstance(kind, str) and isinstance(target, str):
-                    out.append((source, kind, target))
-    return out
+    """(from, type, to) triples of the pending file's ``relations``."""
+    return [(source, kind, to) for source, kind, to in _listed(value, ("from", "type", "to"))]
 
 
 def is_entity_path(path: str) -> bool:

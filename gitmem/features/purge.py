@@ -569,21 +569,14 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
             Step("this store", [], "first run the same purge with --apply: it rewrites history")
         )
     url: str | None = None
-    if remote is not None:
-        try:
-            url = db.repo.remotes[remote].url
-        except (KeyError, ValueError):
-            url = None
     lease_base: dict[str, str] = {}
     if remote is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            url = db.repo.remotes[remote].url
         for name, _ in branches:
-            short = name[len("refs/heads/") :]
-            tracking = f"refs/remotes/{remote}/{short}"
-            try:
-                target = db.repo.references[tracking].target
-            except KeyError:
-                continue
-            lease_base[name] = str(target)
+            tracking = db.repo.references.get(f"refs/remotes/{remote}/{name[len('refs/heads/') :]}")
+            if tracking is not None:
+                lease_base[name] = str(tracking.target)
     if remote is not None and lease_base:
         pushes = [
             f"git -C {here} push --force-with-lease={name}:{old} {shlex.quote(remote)} "
