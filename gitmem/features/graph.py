@@ -325,7 +325,11 @@ class Graph:
                 if reader is not None and (snap is None or reader.commit == base):
                     yield reader
                     return
-        walked = self._walk(snap or self._snapshot())
+        snap = snap or self._snapshot()
+        paths = [p for p in snap.iter_files(ENTITIES_ROOT) if is_entity_path(p)]
+        memories = [self._memory(snap, p) for p in [*paths, f"{PENDING_ID}.md"]]
+        commit = str(snap.commit.id) if snap.commit is not None else None
+        walked = memory_reader([m for m in memories if m is not None], commit)
         try:
             yield walked
         finally:
@@ -348,22 +352,6 @@ class Graph:
             return [], None
         triples = pending_field(memory.extra.get("relations"))
         return [Relation(s, t, k) for s, k, t in triples], memory.version
-
-    def _walk(self, snap: Snapshot) -> GraphReader:
-        """The graph rows of every entity file of ``snap`` and its pending relations."""
-        paths = [p for p in snap.iter_files(ENTITIES_ROOT) if is_entity_path(p)]
-        memories = [self._memory(snap, p) for p in [*paths, f"{PENDING_ID}.md"]]
-        commit = str(snap.commit.id) if snap.commit is not None else None
-        return memory_reader([m for m in memories if m is not None], commit)
-
-    def walk_graph(self) -> KnowledgeGraph:
-        """The whole graph from a walk of every entity file, without the index (what the
-        index-served answers are checked against)."""
-        reader = self._walk(self._snapshot())
-        try:
-            return _whole(reader)
-        finally:
-            reader.conn.close()
 
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
