@@ -5,6 +5,7 @@ a store's scanning on it).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -48,22 +49,18 @@ class SecretPattern:
 class LazyPattern:
     """A built-in regex compiled when a text first needs it (most never run in a process)."""
 
-    __slots__ = ("_compiled", "pattern")
-
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
-        self._compiled: re.Pattern[str] | None = None
 
+    @functools.cached_property
     def compiled(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self.pattern)
-        return self._compiled
+        return re.compile(self.pattern)
 
     def finditer(self, string: str) -> Iterator[re.Match[str]]:
-        return self.compiled().finditer(string)
+        return self.compiled.finditer(string)
 
     def search(self, string: str) -> re.Match[str] | None:
-        return self.compiled().search(string)
+        return self.compiled.search(string)
 
 
 _SECRET_NAMES = (
