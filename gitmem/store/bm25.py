@@ -108,10 +108,7 @@ every match before keeping the best): the rarest words' matches, else the newest
 
 def _plan(conn: sqlite3.Connection, query: Query) -> tuple[str, int | None]:
     """The FTS5 expression recall ranks, and the lowest index row it ranks (None: all)."""
-    try:
-        total = index_queries.memory_count(conn)
-    except sqlite3.OperationalError:
-        total = 0  # the scratch table of a past revision: no count kept, a small set
+    total = index_queries.memory_count(conn)
     if total <= index_queries.BOUNDED_FROM:
         return _selective(conn, query, total), None
     counts = {t: _matches(conn, lexical.or_query([t]), RANK_CAP + 1) for t in query.terms}

@@ -1,15 +1,12 @@
 """Recall: the memories that answer a question, best first (``Store.recall``).
 
-A query may be a question, keywords, an identifier or a path; nothing in it is syntax,
-and no query raises. The query's words rank the index's FTS5 table by BM25
-(:mod:`gitmem.store.bm25`); the memories nearest its embedding (:mod:`gitmem.store.vectors`) form a
-second list; both lists' scores, scaled to 0..1, are added with :data:`FUSION`'s weights.
-A superseded memory's match counts for the newest version of its chain; archived ones are
-left out; ties go to the more recently updated. Only memories valid at the asked time
-take part (a superseded one whose validity was ended stands by its window, and a chain is
-not followed past it); two hits that contradict each other are named. With ``at=``,
-inside a transaction or without the index, the same ranking runs over memories read from
-git, in a scratch table.
+Nothing in a query is syntax, and no query raises. Its words rank the FTS5 table by BM25
+(:mod:`gitmem.store.bm25`), the memories nearest its embedding form a second list
+(:mod:`gitmem.store.vectors`), and both lists' scores, scaled to 0..1, are added with
+:data:`FUSION`'s weights. A superseded memory's match counts for the newest version of its
+chain (not followed past a memory whose validity was ended); archived ones and those not
+valid at the asked time are left out; two hits that contradict each other are named.
+Without the index (``at=``, a transaction) the same ranking runs in a scratch table.
 docs/recall.md says why, with the measurements.
 """
 
@@ -19,8 +16,6 @@ import contextlib
 import functools
 import math
 import sqlite3
-import threading
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,11 +33,13 @@ from gitmem.store.bm25 import (
     passing_filters,
     scratch,
 )
-from gitmem.store.index_rows import dumps_json, valid_micros
+from gitmem.store.index_rows import ROW_COLUMNS, marks, memory_filters, row_values
+from gitmem.store.index_schema import SCHEMA
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
     from gitmem.store.index import Index
+    from gitmem.store.index_queries import CurrentIndex
     from gitmem.store.reader import Reader
 
 log = logs.get(__name__)
@@ -81,8 +78,7 @@ class RecallHit:
     lines: tuple[Line, ...]
     """The body lines that match the query best, in body order."""
     why: tuple[str, ...]
-    """Why it ranked: the words it matched and where, its semantic similarity, the older
-    version that matched on its behalf."""
+    """Why it ranked: the words it matched and where, its similarity, an older version."""
     memory: Memory = field(compare=False, repr=False)
     lexical: float | None = None
     """BM25 (higher is better) when the words matched; None when only the meaning did."""
@@ -183,26 +179,6 @@ class _Candidate:
     fused: float = 0.0
 
 
-_FILTER_COLUMNS = "m.rowid, m.id, m.supersedes, m.status, m.updated_us"
-
-
-def _filters(options: _Options) -> tuple[str, list[Any]]:
-    """The index's listing filters as `` AND ...`` clauses; superseded memories stay in,
-    since recall collapses a chain onto its newest version itself."""
-    from gitmem.store.index_rows import memory_filters
-
-    where, params = memory_filters(
-        category=options.category,
-        tags=options.tags,
-        include_superseded=True,
-        include_archived=options.include_archived,
-        layer=options.layer,
-        project=options.project,
-        valid_us=options.valid_us,
-    )
-    return (" AND " + where.removeprefix("WHERE ")) if where else "", params
-
-
 Head = tuple[int, str, int, str]
 """A chain's newest version: rowid, id, updated_us, status."""
 
@@ -246,26 +222,16 @@ def _heads(conn: sqlite3.Connection, ids: Iterable[str], valid: bool) -> dict[st
     return out
 
 
-@dataclass
-class _Options:
-    limit: int
-    category: str | None
-    tags: tuple[str, ...]
-    include_superseded: bool
-    include_archived: bool
-    layer: str | None = None
-    project: str | None = None
-    valid_us: int | None = None
-
-
 def _rank_source(
     conn: sqlite3.Connection,
     query: Query,
-    options: _Options,
+    filters: dict[str, Any],
     semantic: list[tuple[int, float]] | None,
 ) -> list[_Candidate]:
-    """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused."""
-    where, params = _filters(options)
+    """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused.
+    Superseded memories pass the filters: a chain is collapsed onto its newest version."""
+    where, params = memory_filters(**{**filters, "include_superseded": True})
+    where = (" AND " + where.removeprefix("WHERE ")) if where else ""
     found: dict[int, _Candidate] = {}
     lex = best_matches(conn, query, where, params, DEPTH)
     sem: list[tuple[int, str, int, float]] = []
@@ -274,9 +240,9 @@ def _rank_source(
         sem = [(r, ok[r][0], ok[r][1], cos) for r, cos in semantic if r in ok]
     heads: dict[str, Head] = {}
     dropped: set[str] = set()
-    if not options.include_superseded:
+    if not filters["include_superseded"]:
         ids = [mid for _, mid, _, _ in lex] + [mid for _, mid, _, _ in sem]
-        heads = _heads(conn, ids, options.valid_us is not None)
+        heads = _heads(conn, ids, filters["valid_us"] is not None)
         # The newest version must pass the filters itself (category, tags, not archived).
         ok_heads = passing_filters(conn, [h[0] for h in heads.values()], where, params)
         dropped = {mid for mid, h in heads.items() if h[0] not in ok_heads}
@@ -381,7 +347,7 @@ def _explain(
 
 
 def recall(
-    readers: Iterable[Reader],
+    readers: Iterable[Reader | CurrentIndex],
     query: str,
     *,
     limit: int = 10,
@@ -395,101 +361,56 @@ def recall(
     semantic: bool = True,
     valid_us: int | None = None,
 ) -> RecallResults:
-    """The memories of ``readers`` (one a scope) that answer ``query``, best first (see the
-    module's docstring).
-    ``layer`` and ``project`` keep layered documents of that layer / project only;
+    """The memories of ``readers`` (one a scope) that answer ``query``, best first;
     ``semantic=False`` ranks by words alone (no embedder is loaded)."""
-    parsed, results = _begin(query, budget)
+    parsed = parse(query)
+    results = RecallResults(query=clean(query), budget=budget)
     if not parsed.terms:
+        results.notice = "the query has no words to look for"
         return results
-    options = _Options(
-        limit=limit,
-        category=category,
-        tags=tuple(sorted(set(tags or ()))),
-        include_superseded=include_superseded,
-        include_archived=include_archived,
-        layer=layer,
-        project=project,
-        valid_us=valid_us,
-    )
-    from gitmem.store.index import Index
-
+    filters = {
+        "category": category,
+        "tags": sorted(set(tags or ())),
+        "include_superseded": include_superseded,
+        "include_archived": include_archived,
+        "layer": layer,
+        "project": project,
+        "valid_us": valid_us,
+    }
     scored: list[tuple[_Candidate, Memory]] = []
     for reader in readers:
-        if isinstance(reader, Index):
+        if isinstance(reader, index_queries.Queries):
             wanted = semantic and FUSION[1] > 0
             nearest = _semantic(reader, parsed.text) if wanted else None
             if nearest is None and wanted:
                 results.notice = EMBEDDINGS_OFF
             results.semantic = results.semantic or nearest is not None
             rank = functools.partial(
-                _from_index, scope=reader.scope, query=parsed, options=options, semantic=nearest
+                _from_index, scope=reader.scope, query=parsed, filters=filters, semantic=nearest,
+                limit=limit,
             )
             scored.extend(reader.read(rank))
         else:
             memories = reader.memories(
                 category=None, tags=(), include_superseded=True, include_archived=True
             )
-            scored.extend(_from_memories(memories, parsed, options))
+            scored.extend(_from_memories(memories, parsed, filters, limit))
     return _finish(results, scored, parsed, limit, budget)
+
+
+class _Unembedded(Exception):
+    """A current index whose vectors are not complete: the full path embeds them first."""
 
 
 def recall_current(
-    current: index_queries.CurrentIndex,
-    query: str,
-    *,
-    limit: int = 10,
-    category: str | None = None,
-    include_superseded: bool = False,
-    include_archived: bool = False,
-    budget: int | None = None,
-    valid_us: int | None = None,
+    current: index_queries.CurrentIndex, query: str, **options: Any
 ) -> RecallResults | None:
-    """:func:`recall` over a current index opened read-only (index_queries.open_current:
-    libgit2 not loaded), for ``gitmem recall``. None when it cannot answer as the
-    full path would: memories still to embed (the full path embeds them first)."""
-    from gitmem.store import vectors
-
-    parsed, results = _begin(query, budget)
-    if not parsed.terms:
-        return results
-    options = _Options(
-        limit=limit,
-        category=category,
-        tags=(),
-        include_superseded=include_superseded,
-        include_archived=include_archived,
-        layer=None,
-        project=None,
-        valid_us=valid_us,
-    )
-    nearest: list[tuple[int, float]] | None = None
-    if FUSION[1] > 0:
-        embedder = _embedder(str(current.gitdir))
-        if embedder is not None:
-            if not vectors.complete(current.conn, embedder.name):
-                return None
-            try:
-                nearest = vectors.nearest_in(
-                    current.conn, parsed.text[: vectors.MAX_TEXT], DEPTH, embedder
-                )
-            except Exception:  # the full path reports (and remembers) the embedder's failure
-                return None
-        else:
-            results.notice = EMBEDDINGS_OFF
-    results.semantic = nearest is not None
-    scored = _from_index(current.conn, current.scope, parsed, options, nearest)
-    return _finish(results, scored, parsed, limit, budget)
-
-
-def _begin(query: str, budget: int | None) -> tuple[Query, RecallResults]:
-    """The parsed query and the results to fill; a query with no words to look for gets its
-    notice here, and its caller answers with the empty results."""
-    parsed = parse(query)
-    results = RecallResults(query=clean(query), budget=budget)
-    if not parsed.terms:
-        results.notice = "the query has no words to look for"
-    return parsed, results
+    """:func:`recall` over a current index opened read-only (libgit2 not loaded), for
+    ``gitmem recall``; None when it cannot answer as the full path would."""
+    try:
+        return recall([current], query, **options)
+    except _Unembedded:
+        return None
 
 
 def _finish(
@@ -558,37 +479,28 @@ def _contradictions(memories: Sequence[Memory]) -> list[tuple[str, str, str]]:
     return list(found.values())
 
 
-EMBEDDER_TTL = 5.0
-"""Seconds a process reuses the embedder it looked up for a store before reading the local
-configuration again (a lookup parses the configuration file: ~1 ms a query otherwise)."""
-
-
-_local = threading.local()
-
-
-def _embedder(gitdir: str) -> Any:
-    from gitmem.store.embed import get_embedder
-
-    cache: dict[str, tuple[float, Any]] = _local.__dict__.setdefault("embedders", {})
-    now = time.monotonic()
-    hit = cache.get(gitdir)
-    if hit is not None and now - hit[0] < EMBEDDER_TTL:
-        return hit[1]
-    embedder = get_embedder(gitdir)
-    cache[gitdir] = (now, embedder)
-    return embedder
-
-
-def _semantic(index: Index, text: str) -> list[tuple[int, float]] | None:
+def _semantic(source: Index | CurrentIndex, text: str) -> list[tuple[int, float]] | None:
     """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
     embedder can be loaded (the embedder module logs why, once)."""
     from gitmem.store import vectors
+    from gitmem.store.embed import get_embedder
 
-    embedder = _embedder(str(index.db.gitdir))
+    text = text[: vectors.MAX_TEXT]
+    if isinstance(source, index_queries.CurrentIndex):  # read-only: nothing may be embedded
+        embedder = get_embedder(str(source.gitdir))
+        if embedder is None:
+            return None
+        if not vectors.complete(source.conn, embedder.name):
+            raise _Unembedded
+        try:
+            return vectors.nearest_in(source.conn, text, DEPTH, embedder)
+        except Exception:  # the full path reports (and remembers) the embedder's failure
+            raise _Unembedded from None
+    embedder = get_embedder(str(source.db.gitdir))
     if embedder is None:
         return None
     try:
-        return vectors.nearest(index, text[: vectors.MAX_TEXT], DEPTH, embedder=embedder)
+        return vectors.nearest(source, text, DEPTH, embedder=embedder)
     except (sqlite3.DatabaseError, MemoryError):
         raise
     except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
@@ -600,60 +512,39 @@ def _from_index(
     conn: sqlite3.Connection,
     scope: Scope,
     query: Query,
-    options: _Options,
+    filters: dict[str, Any],
     semantic: list[tuple[int, float]] | None,
+    limit: int,
 ) -> list[tuple[_Candidate, Memory]]:
-    cands = _rank_source(conn, query, options, semantic)
+    cands = _rank_source(conn, query, filters, semantic)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
-    cands = cands[: options.limit]
+    cands = cands[:limit]
     loaded = index_queries.load_memories(conn, [c.rowid for c in cands], scope)
     return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
 
 
-_SCRATCH_SCHEMA = (
-    "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT, supersedes TEXT, "
-    "status TEXT, category TEXT, updated_us INTEGER, extra TEXT, valid_from_us INTEGER, "
-    "valid_until_us INTEGER)",
-    "CREATE TABLE tags (memory INTEGER, tag TEXT)",
-)
-
-
 def _from_memories(
-    memories: Sequence[Memory], query: Query, options: _Options
+    memories: Sequence[Memory], query: Query, filters: dict[str, Any], limit: int
 ) -> list[tuple[_Candidate, Memory]]:
     """The same ranking over memories read from git, in an in-memory index."""
-    by_rowid: dict[int, Memory] = {}
+    columns = ", ".join(ROW_COLUMNS)
+    insert = f"INSERT INTO memories (rowid, {columns}) VALUES (?, {marks(ROW_COLUMNS)})"
+    words = ", ".join(lexical.COLUMNS)
+    fts = f"INSERT INTO fts (rowid, {words}) VALUES (?, {marks(lexical.COLUMNS)})"
+    by_rowid = dict(enumerate(memories, start=1))
     with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        for statement in (*_SCRATCH_SCHEMA, *lexical.LEXICAL.ddl):
+        for statement in (*SCHEMA.split(";"), *lexical.LEXICAL.ddl):
             conn.execute(statement)
-        cols = ", ".join(lexical.COLUMNS)
-        marks = ", ".join("?" for _ in lexical.COLUMNS)
-        for rowid, memory in enumerate(memories, start=1):
-            by_rowid[rowid] = memory
-            conn.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    rowid,
-                    memory.id,
-                    memory.supersedes,
-                    str(memory.status),
-                    memory.category,
-                    int(memory.updated_at.timestamp() * 1_000_000),
-                    dumps_json(memory.extra),
-                    valid_micros(memory.valid_from),
-                    valid_micros(memory.valid_until),
-                ),
-            )
+        for rowid, memory in by_rowid.items():
+            values = row_values(memory, "")
+            conn.execute(insert, (rowid, *(values[c] for c in ROW_COLUMNS)))
             conn.executemany(
                 "INSERT INTO tags VALUES (?, ?)", [(rowid, t) for t in dict.fromkeys(memory.tags)]
             )
-            conn.execute(
-                f"INSERT INTO fts (rowid, {cols}) VALUES (?, {marks})",
-                (rowid, *lexical.fts_row(memory)),
-            )
-        cands = _rank_source(conn, query, options, None)
+            conn.execute(fts, (rowid, *lexical.fts_row(memory)))
+        cands = _rank_source(conn, query, filters, None)
     cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
-    return [(c, by_rowid[c.rowid]) for c in cands[: options.limit]]
+    return [(c, by_rowid[c.rowid]) for c in cands[:limit]]
 
 
 def estimate_tokens(text: str) -> int:
