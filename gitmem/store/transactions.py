@@ -380,9 +380,10 @@ class Transactions:
         return not (self.allow_secrets or getattr(self._secrets_ok, "on", False))
 
     def _secret_policy(self, backend: Backend) -> Any:
-        # Made once per config: a gitmem.yaml with a secrets section cost ~50 µs to compile,
-        # twice a write. The config is frozen and is replaced, not changed, when a newly
-        # committed gitmem.yaml is read (_refresh_config), which is what the identity tells.
+        """The store's secret policy, None while secrets are allowed. Made once per config
+        (compiling one is ~50 µs); a newly committed config is a new object."""
+        if not self._secrets_refused():
+            return None
         made = backend.secret_policy
         if made is not None and made[0] is backend.config:
             return made[1]
@@ -398,16 +399,15 @@ class Transactions:
         """Refuse a commit whose message (subject, body, trailers) holds a credential: a
         message is pushed and kept in history exactly like a memory (``-m``, MCP ``reason``,
         ``message=``, a transaction's message and trailers)."""
-        if self._secrets_refused():
+        policy = self._secret_policy(backend)
+        if policy is not None:
             from gitmem.format import secrets
 
-            secrets.refuse_commit_message(
-                spec.subject, spec.body, spec.trailers, self._secret_policy(backend)
-            )
+            secrets.refuse_commit_message(spec.subject, spec.body, spec.trailers, policy)
         return spec
 
     def _encode(self, backend: Backend, memory: Memory) -> bytes:
-        policy = self._secret_policy(backend) if self._secrets_refused() else None
+        policy = self._secret_policy(backend)
         return memfile.encode(memory, max_body_bytes=backend.config.max_body_bytes, policy=policy)
 
     def check_file(self, data: bytes, *, what: str, scope: Scope | str | None = None) -> Memory:
@@ -418,14 +418,13 @@ class Transactions:
         ``what`` names the file in messages."""
         backend = self._backend(scope)
         self._refresh_config(backend, backend.db.snapshot())
-        policy = self._secret_policy(backend) if self._secrets_refused() else None
+        policy = self._secret_policy(backend)
         return memfile.check(
             data, what=what, max_body_bytes=backend.config.max_body_bytes, policy=policy
         )
 
     def _decode(self, backend: Backend, data: bytes, path: str) -> Memory:
-        # The store's scope given to the constructor: a replace() after it was 5% of
-        # decoding a memory, which an index build does for every file.
+        # The scope given to the constructor: a replace() after it costs an index build 5%.
         return memfile.decode(
             data, path, what=path, require_memory_path=False, store_scope=backend.scope
         )
