@@ -90,8 +90,10 @@ def _git(
     db: GitDB, *args: str, lines: GitProgress | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``git <args>`` on the store, through gitmem's one git policy (:mod:`gitmem.git.command`);
-    ``lines`` gets each line of git's stderr as it comes, redacted."""
+    ``lines`` gets git's ``--progress`` lines of stderr as they come, redacted."""
     shown = None if lines is None else (lambda line: lines(redact_remote(line)))
+    if lines is not None:
+        args = (args[0], "--progress", *args[1:])
     try:
         result = run_git(args, gitdir=db.gitdir, check=False, timeout=600, stderr_lines=shown)
     except subprocess.TimeoutExpired:
@@ -151,11 +153,6 @@ def add_remote(db: GitDB, name: str, url: str) -> str:
     return name
 
 
-def _progress_flag(lines: GitProgress | None) -> tuple[str, ...]:
-    # --quiet --progress: git's progress lines without its list of updated refs.
-    return ("--progress",) if lines is not None else ()
-
-
 def _fetch(
     db: GitDB, remote: str, branch: str, lines: GitProgress | None = None
 ) -> pygit2.Commit | None:
@@ -166,7 +163,6 @@ def _fetch(
         "fetch",
         "--no-tags",
         "--quiet",
-        *_progress_flag(lines),
         remote,
         f"+refs/heads/{branch}:{tracking}",
         lines=lines,
@@ -230,7 +226,6 @@ def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None)
         db,
         "push",
         "--porcelain",
-        *_progress_flag(shown),
         remote,
         f"{db.ref_name}:refs/heads/{branch}",
         lines=shown,
