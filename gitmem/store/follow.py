@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
@@ -24,8 +24,10 @@ from gitmem.git.command import run_git
 from gitmem.git.db import DEFAULT_BRANCH, GitDB, check_branch_name
 from gitmem.git.diff import changed_paths
 from gitmem.git.objects import get_commit
-from gitmem.store.branchmerge import TreeMerge, integrate
-from gitmem.store.sync import SyncResult, sync
+
+if TYPE_CHECKING:  # merging and syncing are loaded only when a branch merges or syncs
+    from gitmem.store.branchmerge import TreeMerge
+    from gitmem.store.sync import SyncResult
 
 log = logs.get(__name__)
 
@@ -100,6 +102,8 @@ def catch_up(db: GitDB) -> None:
     tip, main = _tip(repo, db.ref_name), _tip(repo, MAIN)
     if tip is None or main is None or _contains(repo, tip, main):
         return
+    from gitmem.store.branchmerge import integrate
+
     try:
         integrate(db, get_commit(repo, main), f"{DEFAULT_BRANCH} into {db.branch}")
     except (GitmemError, pygit2.GitError, OSError) as exc:  # a read goes on with it as it is
@@ -122,6 +126,8 @@ def _names(repo: pygit2.Repository) -> list[str]:
 def land(path: Path, name: str) -> tuple[str, TreeMerge]:
     """Merge memory branch ``name`` into main with gitmem's merge, then delete it: (kind,
     merge), kind none (nothing of its own), fast-forward or merge."""
+    from gitmem.store.branchmerge import integrate
+
     db = GitDB(path, branch=DEFAULT_BRANCH)
     tip = _tip(db.repo, f"refs/heads/{name}")
     if name == DEFAULT_BRANCH or tip is None:
@@ -213,6 +219,8 @@ def prune(db: GitDB, cwd: Path, *, apply: bool = False) -> list[MemoryBranch]:
 def sync_all(db: GitDB, remote: str, **options: Any) -> SyncResult:
     """``gitmem sync`` of a store that follows branches: main, then every memory branch
     here and every one on ``remote`` whose code branch is open here (under ``others``)."""
+    from gitmem.store.sync import sync
+
     result = sync(GitDB(db.path, branch=DEFAULT_BRANCH), remote, **options)
     heads = run_git(["ls-remote", "--heads", remote], gitdir=db.gitdir, check=False,
                     timeout=600).stdout.decode("utf-8", "replace").split()
