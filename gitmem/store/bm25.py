@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,15 +175,3 @@ def passing_filters(
         for row in conn.execute(sql, [*chunk, *params]):
             out[int(row[0])] = (str(row[1]), int(row[2]))
     return out
-
-
-_local = threading.local()
-
-
-def scratch() -> sqlite3.Connection:
-    """This thread's in-memory database for :func:`_explain` (its table made once)."""
-    conn: sqlite3.Connection | None = getattr(_local, "scratch", None)
-    if conn is None:
-        conn = sqlite3.connect(":memory:", isolation_level=None)
-        _local.scratch = conn
-    return conn

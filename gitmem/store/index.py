@@ -55,7 +55,6 @@ class Index(Queries):
         self.write_wait = 1800.0
         """Seconds a catch-up waits for another process's catch-up or rebuild to finish."""
 
-    # -- connection -------------------------------------------------------------------
 
     def connect(self) -> sqlite3.Connection:
         """This thread's connection to the index file, opened (the schema made) on first use."""
@@ -99,7 +98,6 @@ class Index(Queries):
         self.close()
         index_schema.discard_files(self.path)
 
-    # -- catching up -------------------------------------------------------------------
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -186,7 +184,8 @@ class Index(Queries):
     def _catch_up(self, conn: sqlite3.Connection, progress: Progress | None) -> IndexStats:
         # The tip is read under the write lock: another process may have indexed a newer
         # one meanwhile, and a tip read before would not descend from it.
-        run = CatchUp(conn, self.db.repo, self.decode, self.scope, self._providers(), self._failed)
+        providers = list(self._providers())
+        run = CatchUp(conn, self.db.repo, self.decode, self.scope, providers, self._failed)
         return run.run(self._tip(), progress)
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pygit2
@@ -71,25 +71,17 @@ def clear(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM meta WHERE key IN ('commit', ?)", (MEMORY_COUNT_KEY,))
 
 
+@dataclass
 class CatchUp:
     """One catch-up of an index's tables to a commit, inside the caller's write transaction.
     ``failed``: the (row provider, tip) pairs that failed in this process, not retried."""
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        repo: pygit2.Repository,
-        decode: Decoder,
-        scope: Scope,
-        providers: Iterable[RowProvider],
-        failed: set[tuple[str, str]],
-    ) -> None:
-        self.conn = conn
-        self.repo = repo
-        self.decode = decode
-        self.scope = scope
-        self.providers = list(providers)
-        self.failed = failed
+    conn: sqlite3.Connection
+    repo: pygit2.Repository
+    decode: Decoder
+    scope: Scope
+    providers: list[RowProvider]
+    failed: set[tuple[str, str]]
 
     def run(self, tip: pygit2.Commit | None, progress: Progress | None) -> IndexStats:
         """Bring the tables from the commit they reflect to ``tip``."""
@@ -153,7 +145,6 @@ class CatchUp:
         stats.problems = problem_rows(conn)
         return stats
 
-    # -- the memories -------------------------------------------------------------------
 
     def _apply_tree_diff(
         self,
@@ -216,7 +207,6 @@ class CatchUp:
         conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
         return gone
 
-    # -- versions ---------------------------------------------------------------------
 
     def _apply_versions(
         self,
@@ -327,7 +317,6 @@ class CatchUp:
             gens.setdefault(key, 0)  # a parent missing from a shallow repository
         return gens.get(key, 0)
 
-    # -- row providers ----------------------------------------------------------------
 
     def _apply_providers(
         self,

@@ -166,11 +166,10 @@ class Queries:
     def problems(self) -> list[Problem]:
         return [Problem(path, message, self.scope) for path, message in self.read(problem_rows)]
 
-    def count(self, *, include_superseded: bool = True, include_archived: bool = True) -> int:
-        """How many memories the index holds (by default superseded and archived ones too)."""
-        where, params = memory_filters(
-            include_superseded=include_superseded, include_archived=include_archived
-        )
+    def count(self, **filters: Any) -> int:
+        """How many memories pass the filters (by default every one)."""
+        every = {"include_superseded": True, "include_archived": True}
+        where, params = memory_filters(**{**every, **filters})
         sql = f"SELECT count(*) FROM memories m {where}"
         return int(self.read(lambda conn: conn.execute(sql, params).fetchone()[0]))
 
@@ -326,7 +325,6 @@ def _fts_rows(
     return conn.execute(sql, [needle, needle, needle, query, *params, limit]).fetchall()
 
 
-# -- a current index, read without opening git ------------------------------------------
 
 _UNUSUAL_CONFIG = (b"worktree", b"include", b"objectformat", b"refstorage")
 """git settings under which git sees the repository otherwise than its plain layout."""

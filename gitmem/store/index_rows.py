@@ -44,10 +44,6 @@ def tagged_json(value: Any) -> Any:
         return {"$gitmem": "datetime", "v": value.isoformat()}
     if isinstance(value, dt.date):
         return {"$gitmem": "date", "v": value.isoformat()}
-    if isinstance(value, bytes):
-        import base64  # rare (bytes in extra): not loaded by every read
-
-        return {"$gitmem": "bytes", "v": base64.b64encode(value).decode()}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and "$gitmem" not in value:
             return {k: tagged_json(v) for k, v in value.items()}
@@ -65,10 +61,6 @@ def json_hook(obj: dict[str, Any]) -> Any:
         return dt.datetime.fromisoformat(obj["v"])
     if kind == "date":
         return dt.date.fromisoformat(obj["v"])
-    if kind == "bytes":
-        import base64
-
-        return base64.b64decode(obj["v"])
     if kind == "map":
         return dict(obj["v"])
     return obj
@@ -192,23 +184,18 @@ class IndexedMemory:
 
 @dataclass(frozen=True)
 class RowChanges:
-    """What a catch-up changed, for one call of :attr:`RowProvider.apply`.
-
-    A changed memory is in ``removed`` (its old row) and in ``added`` (its new one).
-    Apply ``removed`` before ``added``.
-    """
+    """What a catch-up changed, for one call of :attr:`RowProvider.apply`: a changed memory
+    is in ``removed`` (its old row) and ``added`` (its new one); apply ``removed`` first."""
 
     full: bool
-    """The provider's tables were just (re)created empty: ``added`` holds current memories
-    (every one of them over this and the following calls of the same fill), ``removed``
-    is empty."""
+    """The tables were just made empty: ``added`` holds current memories (over this and
+    the following calls of the same fill)."""
     added: tuple[IndexedMemory, ...] = ()
     removed: tuple[IndexedMemory, ...] = ()
 
 
 def raw_path(text: str) -> str | bytes:
-    """Text for SQLite. A path git holds in bytes that are not UTF-8 reaches Python with
-    surrogate escapes, which SQLite cannot store as text: it is kept as those bytes."""
+    """Text for SQLite: a path that is not UTF-8 (surrogate escapes) is kept as bytes."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -127,8 +127,7 @@ def or_query(terms: Iterable[str], *, phrases: Sequence[Sequence[str]] = ()) -> 
 
 
 def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChanges) -> None:
-    # Contentless: a row is deleted by handing back exactly the text it was indexed with,
-    # which fts_row recomputes from the memory the catch-up read before deleting it.
+    # Contentless: a row is deleted by handing back the text it was indexed with.
     cols = ", ".join(COLUMNS)
     marks = ", ".join("?" for _ in COLUMNS)
     if changes.removed:

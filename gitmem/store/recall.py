@@ -31,7 +31,6 @@ from gitmem.store.bm25 import (
     is_query_error,
     parse,
     passing_filters,
-    scratch,
 )
 from gitmem.store.index_rows import ROW_COLUMNS, marks, memory_filters, row_values
 from gitmem.store.index_schema import SCHEMA
@@ -268,72 +267,61 @@ def _rank_source(
         c for c in found.values()
         if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
     ]
-    _fuse_all(kept)
-    return kept
-
-
-def _fuse_all(cands: list[_Candidate]) -> None:
-    lex = [c.lexical for c in cands if c.lexical is not None]
-    sem = [c.semantic for c in cands if c.semantic is not None]
-    lo_l, hi_l = (min(lex), max(lex)) if lex else (0.0, 0.0)
-    lo_s, hi_s = (min(sem), max(sem)) if sem else (0.0, 0.0)
+    lex_scores = [c.lexical for c in kept if c.lexical is not None]
+    sem_scores = [c.semantic for c in kept if c.semantic is not None]
+    lo_l, hi_l = (min(lex_scores), max(lex_scores)) if lex_scores else (0.0, 0.0)
+    lo_s, hi_s = (min(sem_scores), max(sem_scores)) if sem_scores else (0.0, 0.0)
     lex_w, sem_w = FUSION
-    for c in cands:
+    for c in kept:
         score = 0.0
         if c.lexical is not None:
             score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
         if c.semantic is not None:
             score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
         c.fused = score if score > 0 else 1e-9
+    return kept
 
 
 def _explain(
-    conn: sqlite3.Connection, query: Query, memories: Sequence[Memory]
+    query: Query, memories: Sequence[Memory]
 ) -> list[tuple[tuple[Line, ...], tuple[str, ...]]]:
     """Best lines and matched words of each memory, by the index's own tokenizer (a
     throw-away FTS5 table of their lines, so stems match exactly as the ranking did)."""
     empty: list[tuple[tuple[Line, ...], tuple[str, ...]]] = [((), ()) for _ in memories]
     if not query.terms or not memories:
         return empty
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_lines USING fts5(line, "
-        f"tokenize = '{lexical.TOKENIZER}')"
-    )
+    rows: list[tuple[int, str]] = []
+    for i, memory in enumerate(memories):
+        base = i << _LINE_BITS
+        title, body, tags, names, _idents = lexical.fts_row(memory)
+        rows.append((base + _TITLE_LINE, title))
+        rows.append((base + _TAGS_LINE, f"{tags} {names}"))
+        for n, text in enumerate(body.splitlines()[: (1 << _LINE_BITS) - 2], start=2):
+            rows.append((base + n, f"{text} {' '.join(lexical.identifier_parts(text))}"))
+    where: dict[int, dict[str, set[str]]] = {}
+    best: dict[int, list[int]] = {}
     try:
-        rows: list[tuple[int, str]] = []
-        for i, memory in enumerate(memories):
-            base = i << _LINE_BITS
-            title, body, tags, names, _idents = lexical.fts_row(memory)
-            rows.append((base + _TITLE_LINE, title))
-            rows.append((base + _TAGS_LINE, f"{tags} {names}"))
-            for n, text in enumerate(body.splitlines()[: (1 << _LINE_BITS) - 2], start=2):
-                rows.append((base + n, f"{text} {' '.join(lexical.identifier_parts(text))}"))
-        conn.executemany("INSERT INTO temp.recall_lines (rowid, line) VALUES (?, ?)", rows)
-        where: dict[int, dict[str, set[str]]] = {}
-        for term in query.terms:
-            quoted = '"' + term.replace('"', '""') + '"'
-            for (rowid,) in conn.execute(
-                "SELECT rowid FROM temp.recall_lines WHERE recall_lines MATCH ?", (quoted,)
-            ):
+        with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+            tokenize = f"tokenize = '{lexical.TOKENIZER}'"
+            conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(line, {tokenize})")
+            conn.executemany("INSERT INTO t (rowid, line) VALUES (?, ?)", rows)
+            for term in query.terms:
+                quoted = '"' + term.replace('"', '""') + '"'
+                for (rowid,) in conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (quoted,)):
+                    kind = rowid & ((1 << _LINE_BITS) - 1)
+                    place = {_TITLE_LINE: "title", _TAGS_LINE: "tags"}.get(kind, "body")
+                    where.setdefault(rowid >> _LINE_BITS, {}).setdefault(term, set()).add(place)
+            ranked = conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank", (query.fts,))
+            for (rowid,) in ranked:
                 kind = rowid & ((1 << _LINE_BITS) - 1)
-                place = "title" if kind == _TITLE_LINE else "tags" if kind == _TAGS_LINE else "body"
-                where.setdefault(rowid >> _LINE_BITS, {}).setdefault(term, set()).add(place)
-        best: dict[int, list[int]] = {}
-        for (rowid,) in conn.execute(
-            "SELECT rowid FROM temp.recall_lines WHERE recall_lines MATCH ? ORDER BY rank",
-            (query.fts,),
-        ):
-            kind = rowid & ((1 << _LINE_BITS) - 1)
-            if kind > _TAGS_LINE:
-                picked = best.setdefault(rowid >> _LINE_BITS, [])
-                if len(picked) < LINES:
-                    picked.append(kind - 1)
+                if kind > _TAGS_LINE:
+                    picked = best.setdefault(rowid >> _LINE_BITS, [])
+                    if len(picked) < LINES:
+                        picked.append(kind - 1)
     except sqlite3.OperationalError as exc:
         if not is_query_error(exc):
             raise
         return empty
-    finally:
-        conn.execute("DELETE FROM temp.recall_lines")
     out: list[tuple[tuple[Line, ...], tuple[str, ...]]] = []
     for i, memory in enumerate(memories):
         lines = memory.body.splitlines()
@@ -423,7 +411,7 @@ def _finish(
     """The best ``limit`` of every source's candidates, explained, and packed for a budget."""
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
-    explained = _explain(scratch(), parsed, [m for _, m in top])
+    explained = _explain(parsed, [m for _, m in top])
     results.contradictions = _contradictions([m for _, m in top])
     for (cand, memory), (lines, words) in zip(top, explained, strict=True):
         why = [f"matched {', '.join(words)}"] if words else []
@@ -573,8 +561,7 @@ def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
         else:
             skipped.append(hit)
     for hit in skipped:
-        # An excerpt: the heading, then as many of its best lines (each cut to a bounded
-        # length) as still fit.
+        # An excerpt: the heading, then as many of its best lines (cut short) as fit.
         text = f"# {hit.title} (excerpt)" if hit.title else ""
         added = 0
         for line in hit.lines:

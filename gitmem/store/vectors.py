@@ -80,8 +80,7 @@ def encode(vecs: NDArray[Any]) -> list[bytes]:
     if not np.isfinite(matrix).all():
         raise ValueError("vectors hold NaN or infinity")
     peak = np.abs(matrix).max(axis=1, keepdims=True) if matrix.shape[1] else matrix[:, :0]
-    # Each row divided by its peak first (|x| / peak <= 1): ``127 / peak`` overflows to
-    # infinity for a row of subnormal floats, whose codes then decoded to nothing.
+    # Each row divided by its peak first: ``127 / peak`` overflows for subnormal floats.
     codes = np.rint(matrix / np.where(peak > 0, peak, 1) * 127).astype(np.int8)
     return [row.tobytes() for row in codes]
 
@@ -297,8 +296,7 @@ class _Matrix:
             norms = np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float32))
             self.scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
             self.codes = codes
-        # einsum, not ``@``: a multi-threaded BLAS on a busy two-core machine waits for its
-        # own threads; and the int8 matrix is read as it is, a quarter of float32's bytes.
+        # einsum, not ``@``: a multi-threaded BLAS on a busy machine waits for its threads.
         query = np.asarray(unit, dtype=np.float32)
         scores: NDArray[np.float32] = np.einsum("ij,j->i", self.codes, query) * self.scale
         return scores
@@ -462,8 +460,7 @@ def nearest(index: Index, text: str, k: int, *, embedder: Embedder) -> list[tupl
             sync(index, embedder)
             return nearest_in(index.connect(), text, k, embedder)
         except IndexDamagedError as exc:
-            # A row gitmem did not write: the vector tables are derived, so they are made
-            # again (the next catch-up refills them) and this query embeds afresh.
+            # A row gitmem did not write: the derived tables are made again.
             log.warning("index: %s; its vectors are rebuilt", exc)
             reset(index)
             sync(index, embedder)
@@ -498,8 +495,7 @@ def nearest_in(
     embed_tokens = getattr(embedder, "embed_tokens", None)
     query: Sequence[float]
     if tokens is not None and embed_tokens is not None:
-        # A static embedder's query weighs each token by how rare it is among the memories:
-        # on LoCoMo's tuning split that took the embedder alone from 0.33 to 0.51 recall@5.
+        # Each token weighed by its rarity (``python -m bench.recall_quality``).
         ids = tokens(text)
         query = embed_tokens(ids, _weights(conn, embedder.name, ids, len(found.blobs)))
     else:

@@ -135,7 +135,6 @@ class StaticEmbedder:
         self.name = name
         self.dim = table.cols
         self._vocab = table.rows
-        self._space: list[int] | None = None
         self._cache: dict[str, list[int]] = {}
         # The piece cache is shared: one embed at a time (a clear mid-lookup would fail).
         self._lock = threading.Lock()
@@ -171,10 +170,8 @@ class StaticEmbedder:
 
     def _space_ids(self) -> list[int]:
         """The ids of an empty piece (a space next to another, or at an end): ``▁``."""
-        if self._space is None:
-            space = self.tokenizer.token_to_id(SPACE)
-            self._space = [int(space)] if space is not None else []
-        return self._space
+        space = self.tokenizer.token_to_id(SPACE)
+        return [int(space)] if space is not None else []
 
     def _pieces(self, texts: list[str]) -> list[list[str]]:
         """Each text's space-separated pieces, every new piece's token ids cached: the
@@ -227,9 +224,8 @@ class StaticEmbedder:
         get = self._cache.__getitem__
         chain = itertools.chain.from_iterable
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # One text at a time: a gather and a sum per text is faster here than numpy's
-        # reduceat over the batch, and a text's vector cannot depend on its batch (so
-        # incremental catch-up and a full rebuild store identical vectors).
+        # One text at a time: faster than numpy's reduceat over the batch, and a text's
+        # vector cannot depend on its batch (catch-up and rebuild store the same vectors).
         for row, pieces in enumerate(self._pieces(texts)):
             index = np.fromiter(chain(map(get, pieces)), dtype=np.int64)[:MAX_TOKENS]
             if index.size:
