@@ -10,12 +10,12 @@ server never dies of a bad call.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import hmac
 import ipaddress
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gitmem._version import __version__
@@ -56,21 +56,14 @@ class ToolSpec:
     handler: Handler
     hints: tuple[bool, bool, bool]
     output_schema: dict[str, Any] | None = None
-    validator: Any = field(default=None, compare=False, repr=False)
 
     @property
     def title(self) -> str:
         return self.name.replace("_", " ").title()
 
-    def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
-        args = dict(arguments or {})
-        # Paths mix keys and list indexes, so they are compared as text.
-        errors = sorted(self.validator(args), key=lambda e: [str(p) for p in e.path])
-        if errors:
-            first = errors[0]
-            where = "/".join(str(p) for p in first.path) or "arguments"
-            raise InvalidInputError(f"invalid arguments for {self.name}: {where}: {first.message}")
-        return self.handler(args)
+    @functools.cached_property
+    def validator(self) -> Callable[[Any], list[schema.Problem]]:
+        return schema.checker(_lenient(self.input_schema))
 
 
 def _of(kind: str, description: str | None = None, **more: Any) -> dict[str, Any]:
@@ -268,8 +261,7 @@ _FIELDS = {
     "valid_until": "When it stopped holding (RFC 3339 date or date-time)",
 }
 _VALID_AT = (
-    "Only memories valid (true in the world) at this date or date-time; default now, "
-    "or at 'at'"
+    "Only memories valid (true in the world) at this date or date-time; default now, or at 'at'"
 )
 _REASON = "Why: written in the commit message"
 
@@ -486,12 +478,8 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
 
 
 def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None) -> list[ToolSpec]:
-    """Every tool the server offers, each with its validator ready."""
-    specs = _graph_tools(graph or Graph(store, agent=agent)) + _memory_tools(store, agent)
-    return [
-        dataclasses.replace(spec, validator=schema.checker(_lenient(spec.input_schema)))
-        for spec in specs
-    ]
+    """Every tool the server offers."""
+    return _graph_tools(graph or Graph(store, agent=agent)) + _memory_tools(store, agent)
 
 
 def _lenient(node: Any) -> Any:
@@ -509,8 +497,16 @@ NOT_FOUND_HINT = "recall finds a memory's id from what it says; a unique prefix 
 
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:
     """Run a tool: its result, or its error as text, and whether it failed."""
+    args = dict(arguments or {})
     try:
-        return spec.call(arguments), False
+        # Paths mix keys and list indexes, so they are compared as text.
+        errors = sorted(spec.validator(args), key=lambda e: [str(p) for p in e.path])
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "arguments"
+            raise InvalidInputError(
+                f"invalid arguments for {spec.name}: {where}: {errors[0].message}"
+            )
+        return spec.handler(args), False
     except GitmemError as exc:
         hint: str | None = exc.hint
         if hint and hint.startswith("gitmem "):  # the command line's: an agent has tools
@@ -650,9 +646,7 @@ HTTP_PATH = "/mcp"
 
 def parse_bind(text: str) -> tuple[str, int]:
     """``PORT``, ``HOST:PORT`` or ``[V6]:PORT`` as (host, port); a bare port binds 127.0.0.1."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
+    host, _, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidInputError(f"--http {text!r}: the port must be a number from 1 to 65535")
@@ -694,15 +688,13 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def http_app(store: Store, token: str, *, host: str, agent: str | None = None) -> Any:
-    """The ASGI app of the streamable HTTP transport at /mcp, behind the bearer check."""
-    server = build_server(store, agent=agent)
-    return BearerGuard(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host), token)
-
-
 def run_http(store: Store, *, host: str, port: int, token: str, agent: str | None = None) -> None:
-    """Serve ``store`` over the SDK's streamable HTTP transport until interrupted."""
+    """Serve ``store`` over the SDK's streamable HTTP transport at /mcp, behind the bearer
+    check, until interrupted."""
     import uvicorn
 
-    app = http_app(store, token, host=host, agent=agent)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    app = build_server(store, agent=agent).streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host
+    )
+    config = uvicorn.Config(BearerGuard(app, token), host=host, port=port, log_level="warning")
+    uvicorn.Server(config).run()
