@@ -179,6 +179,17 @@ def test_gitmem_gc_packs_everything_and_waits_for_a_packer(bare_store: Store) ->
     _assert_sound(bare_store, ids)
 
 
+def test_gitmem_gc_clears_the_lock_a_killed_packer_left(bare_store: Store) -> None:
+    """A ``git gc --auto`` killed mid ``pack-refs`` leaves ``packed-refs.lock``; gitmem gc
+    removes it once it has stayed (no git holds it) and packs, instead of failing forever."""
+    gitdir = bare_store.db().gitdir
+    ids = [bare_store.create(f"memory {i}\n").id for i in range(3)]
+    (gitdir / "packed-refs.lock").write_text("")
+    (result,) = bare_store.gc()
+    assert result.loose_objects_after == 0 and not (gitdir / "packed-refs.lock").exists()
+    _assert_sound(bare_store, ids)
+
+
 def test_gc_reports_progress_per_repository(
     bare_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

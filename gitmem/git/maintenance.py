@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -182,6 +183,8 @@ def gc(gitdir: Path) -> GcResult:
                 # A detached gc whose starter died outlives our lock: wait for it, once.
                 _wait_for_git_gc(gitdir)
                 result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
+            if result.returncode != 0 and _clear_stale_lock(gitdir, result.stderr):
+                result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
             after, loose_after = repository_size(gitdir)
     except TimeoutError as exc:
         raise StoreError(f"git gc not run: {exc}", hint="try again in a minute") from exc
@@ -189,6 +192,31 @@ def gc(gitdir: Path) -> GcResult:
         stderr = result.stderr.decode("utf-8", "replace").strip()
         raise StoreError(f"git gc failed: {stderr or result.returncode}")
     return GcResult(str(gitdir), before, after, loose_before, loose_after)
+
+
+_LOCK_EXISTS = re.compile(rb"Unable to create '([^'\n]+\.lock)': File exists")
+
+
+def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool:
+    """Remove a lock file a killed git left behind (a ``git gc --auto`` killed mid
+    ``pack-refs`` leaves ``packed-refs.lock`` and every later gc fails on it).
+
+    Called under the packing lock, so no gc of gitmem's runs; with no ``gc.pid`` no other
+    gc does either. A lock still there after ``seconds`` (a live ``git pack-refs`` or
+    branch delete holds it for milliseconds) is stale. True when one was removed."""
+    found = _LOCK_EXISTS.search(stderr)
+    if found is None or (gitdir / "gc.pid").exists():
+        return False
+    lock = Path(os.fsdecode(found.group(1)))
+    if not lock.resolve().is_relative_to(gitdir.resolve()):
+        return False
+    deadline = time.monotonic() + seconds
+    while lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
+        log.warning("removed %s, left by a git process that was killed", lock)
+    return True
 
 
 def _wait_for_git_gc(gitdir: Path, seconds: float = 120.0) -> None:
