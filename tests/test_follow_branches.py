@@ -223,3 +223,6 @@ def test_sync_carries_every_memory_branch(project: Path, tmp_path: Path) -> None
     assert [other["branch"] for other in synced["others"]] == ["feat/a"]
     assert memory_branches(mate) == {"feat/a"}
     assert titles(mate) == {"main fact", "feat/a"}
+    gm(mate, "branches", "land", "feat/a")  # as after a squash merge on the host
+    gm(mate, "sync")
+    assert memory_branches(mate) == set()  # the hub's copy is in main: not brought back

@@ -218,15 +218,25 @@ def prune(db: GitDB, cwd: Path, *, apply: bool = False) -> list[MemoryBranch]:
 
 def sync_all(db: GitDB, remote: str, **options: Any) -> SyncResult:
     """``gitmem sync`` of a store that follows branches: main, then every memory branch
-    here and every one on ``remote`` whose code branch is open here (under ``others``)."""
+    here and every one on ``remote`` whose code branch is open here and that main does not
+    hold yet (a landed branch stays on the hub: sync deletes nothing there)."""
     from gitmem.store.sync import sync
 
     result = sync(GitDB(db.path, branch=DEFAULT_BRANCH), remote, **options)
-    heads = run_git(["ls-remote", "--heads", remote], gitdir=db.gitdir, check=False,
+    words = run_git(["ls-remote", "--heads", remote], gitdir=db.gitdir, check=False,
                     timeout=600).stdout.decode("utf-8", "replace").split()
-    theirs = {h.removeprefix("refs/heads/") for h in heads if h.startswith("refs/heads/")}
+    pairs = zip(words[::2], words[1::2], strict=False)
+    theirs = {ref.removeprefix("refs/heads/"): oid for oid, ref in pairs}
     code, ours = code_repository(db.path, db.path.parent), _names(db.repo)
-    for name in sorted(set(ours) | theirs - {DEFAULT_BRANCH}):
-        if name in ours or _state(code, name) == "open":
+    main = _tip(db.repo, MAIN)
+    for name in sorted(set(ours) | set(theirs) - {DEFAULT_BRANCH}):
+        landed = name in theirs and _holds(db.repo, main, theirs[name])
+        if name in ours or (_state(code, name) == "open" and not landed):
             result.others.append(sync(GitDB(db.path, branch=name), remote, **options))
     return result
+
+
+def _holds(repo: pygit2.Repository, main: pygit2.Oid | None, oid: str) -> bool:
+    with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+        return main is not None and _contains(repo, main, pygit2.Oid(hex=oid))
+    return False
