@@ -1,10 +1,8 @@
 """The derived SQLite/FTS5 index of one store: fast reads, never the source of truth.
 
-One database per repository and branch in ``<gitdir>/gitmem/`` (WAL mode, a busy
-timeout, safe for several processes; its tables: gitmem.store.index_schema). It records
-the commit it reflects, and before every query it catches up with the branch tip
-(gitmem.store.index_catchup). When the database is missing, corrupt or of an older
-layout, it is rebuilt from scratch. Deleting it loses nothing.
+One database per repository and branch in the state folder (WAL mode, safe for several
+processes). Before every query it catches up with the branch tip; a missing, corrupt or
+older database is rebuilt. Deleting it loses nothing.
 """
 
 from __future__ import annotations

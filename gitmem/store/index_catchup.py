@@ -38,6 +38,8 @@ from gitmem.store.index_rows import (
     IndexedMemory,
     IndexStats,
     RowChanges,
+    chunks,
+    marks,
     micros,
     raw_path,
     row_values,
@@ -452,15 +454,12 @@ def _under(provider: RowProvider, items: Sequence[IndexedMemory]) -> tuple[Index
 def version_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """For each of ``ids`` with versions: their count and the newest author time (µs)."""
     found: dict[str, tuple[int, int]] = {}
-    for at in range(0, len(ids), 500):
-        chunk = list(ids[at : at + 500])
-        marks = ", ".join("?" for _ in chunk)
-        for memory_id, count, newest in conn.execute(
+    for chunk in chunks(ids):
+        sql = (
             "SELECT id, count(*), max(time_us) FROM versions "
-            f"WHERE counts = 1 AND id IN ({marks}) GROUP BY id",
-            chunk,
-        ):
-            found[str(memory_id)] = (int(count), int(newest))
+            f"WHERE counts = 1 AND id IN ({marks(chunk)}) GROUP BY id"
+        )
+        found.update((str(m), (int(c), int(t))) for m, c, t in conn.execute(sql, chunk))
     return found
 
 

@@ -1,10 +1,8 @@
-"""The index's read queries, on a connection: one SQL for each question, whoever asks.
+"""The index's read queries: one SQL for each question, whoever asks.
 
-:class:`gitmem.store.index.Index` runs these after catching up with the branch tip;
-:func:`open_current` opens the index read-only for the command line's reads when it is
-already current (the commit it holds is the branch's tip, read from git's ref files), so
-that they answer without loading libgit2. Nothing here catches up, writes or imports
-pygit2; connections are made by gitmem.store.index_schema.connect.
+:func:`open_current` opens the index read-only for the command line's reads when the
+commit it holds is the branch tip in git's ref files, so they answer without libgit2.
+Nothing here catches up, writes or imports pygit2.
 """
 
 from __future__ import annotations
@@ -201,12 +199,8 @@ class Queries:
         return self.read(query)
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
-        """Every change of the files of ``ids``, oldest first, its content not read.
-
-        A commit comes after its parents (by generation), then by author time and
-        commit id, so the order depends on the history alone, never on when the
-        index caught up with it; rows of one commit follow the order of ``ids``.
-        """
+        """Every change of the files of ``ids``, oldest first (by generation, author time,
+        commit id: the history's order, whenever the index caught up), content not read."""
         position: dict[str, int] = {}
         for i, memory_id in enumerate(ids):
             position.setdefault(memory_id, i)

@@ -1,9 +1,6 @@
-"""The index's rows: how a memory is stored in the ``memories`` table and read back.
-
-The one encoding of a memory as index columns (:func:`row_values`), the typed JSON that
-keeps front-matter values JSON cannot hold (dates, maps with non-text keys), the row
-types the index returns, and the SQL filters every listing shares.
-"""
+"""The index's rows: the one encoding of a memory as ``memories`` columns
+(:func:`row_values`), typed JSON for front-matter values JSON cannot hold, the row types
+the index returns, and the SQL filters every listing shares."""
 
 from __future__ import annotations
 
@@ -34,12 +31,8 @@ MEMORY_COLUMNS = (
 
 
 def tagged_json(value: Any) -> Any:
-    """A front-matter value as plain JSON, with tags for what JSON cannot hold.
-
-    Dates and timestamps are tagged, and so is every mapping whose keys are not
-    all text (YAML keys may be numbers, booleans or dates; JSON would turn them
-    into text or refuse them), so ``loads_json(dumps_json(v)) == v``.
-    """
+    """A front-matter value as plain JSON, dates and mappings with keys that are not all
+    text tagged, so that ``loads_json(dumps_json(v)) == v``."""
     if isinstance(value, dt.datetime):
         return {"$gitmem": "datetime", "v": value.isoformat()}
     if isinstance(value, dt.date):

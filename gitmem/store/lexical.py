@@ -1,13 +1,10 @@
 """What the full-text index holds of a memory, and how a question becomes an FTS5 query.
 
-The FTS5 table ``fts`` (a row provider's) is contentless: it keeps token lists, not a
-second copy of the bodies. Its tokenizer cuts words at anything not a letter or digit,
-folds case and accents and stems (``deploying`` meets ``deploy``); a fifth column,
-``idents``, holds the parts of identifiers it keeps whole (``CamelCase`` -> ``camel case``).
-A contentless row is deleted by handing back the text it was indexed with, so
-:func:`fts_row` is a pure function of the memory: change it and bump
-:data:`LEXICAL_VERSION`. Questions lose their stop words and become an OR of quoted terms
-(:func:`question_terms`, :func:`or_query`): FTS5 operators in them are never syntax.
+The FTS5 table ``fts`` is contentless (token lists, not a second copy of the bodies); its
+tokenizer cuts at anything not a letter or digit, folds case and accents and stems; a
+fifth column holds the parts of identifiers (``CamelCase`` -> ``camel case``).
+:func:`fts_row` must stay a pure function of the memory: change it and bump
+:data:`LEXICAL_VERSION`. Questions become an OR of quoted terms: never syntax.
 """
 
 from __future__ import annotations

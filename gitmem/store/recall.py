@@ -32,7 +32,7 @@ from gitmem.store.bm25 import (
     parse,
     passing_filters,
 )
-from gitmem.store.index_rows import ROW_COLUMNS, marks, memory_filters, row_values
+from gitmem.store.index_rows import ROW_COLUMNS, chunks, marks, memory_filters, row_values
 from gitmem.store.index_schema import SCHEMA
 from gitmem.store.search import Line, hit_dict
 
@@ -196,12 +196,10 @@ def _heads(conn: sqlite3.Connection, ids: Iterable[str], valid: bool) -> dict[st
         if not frontier:
             break
         step: dict[str, Head] = {}
-        keys = list(dict.fromkeys(r for r, _ in frontier))
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
+        for chunk in chunks(r for r, _ in frontier):
             for row in conn.execute(
                 "SELECT supersedes, rowid, id, updated_us, status FROM memories s "
-                f"WHERE supersedes IN ({', '.join('?' for _ in chunk)}) AND NOT EXISTS "
+                f"WHERE supersedes IN ({marks(chunk)}) AND NOT EXISTS "
                 f"(SELECT 1 FROM memories o WHERE o.id = s.supersedes{ended})",
                 chunk,
             ):
@@ -565,7 +563,8 @@ def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
         text = f"# {hit.title} (excerpt)" if hit.title else ""
         added = 0
         for line in hit.lines:
-            piece = f"{line.number}: {_cut(line.text)}"
+            cut = line.text[: EXCERPT_CHARS - 1] + "\u2026"
+            piece = f"{line.number}: {line.text if len(line.text) <= EXCERPT_CHARS else cut}"
             longer = f"{text}\n{piece}" if text else piece
             if estimate_tokens(longer) <= left:
                 text, added = longer, added + 1
@@ -574,8 +573,3 @@ def pack(hits: Sequence[RecallHit], budget: int) -> list[Packed]:
             out.append(Packed(hit.id, hit.title, text, False, cost))
             left -= cost
     return out
-
-
-def _cut(line: str, limit: int = EXCERPT_CHARS) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
-

@@ -1,9 +1,8 @@
 """Memory vectors as derived rows in the index: int8 codes and exact top-k search.
 
-A vector is stored per (embedder, blob id). Catch-up marks new blobs pending without
-loading an embedder (:func:`_apply`); the first semantic query embeds them (:func:`sync`).
-A code is one signed byte a dimension; search ranks every code by cosine in one
-matrix-vector product (``python -m bench.vecsearch``: about 10 ms at 100k).
+A vector is stored per (embedder, blob id). Catch-up marks new blobs pending; the first
+semantic query embeds them (:func:`sync`). Search ranks every int8 code by cosine
+(``python -m bench.vecsearch``: about 10 ms at 100k).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -101,14 +101,14 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
             ((a.blob,) for a in changes.added),
         )
         return
-    delta: dict[str, int] = {}
-    for a in changes.added:
-        delta[a.blob] = delta.get(a.blob, 0) + 1
-    for r in changes.removed:
-        delta[r.blob] = delta.get(r.blob, 0) - 1
+    delta = Counter(a.blob for a in changes.added)
+    delta.subtract(r.blob for r in changes.removed)
     changed = sorted(b for b, d in delta.items() if d)
-    # The core rows are current: a blob's memories now, and before this change.
-    now = _held(conn, changed)
+    # The core rows are current: how many memories hold a blob now, and before this change.
+    now: dict[str, int] = {}
+    for chunk in chunks(changed):
+        sql = f"SELECT blob, count(*) FROM memories WHERE blob IN ({marks(chunk)}) GROUP BY blob"
+        now.update((str(r[0]), int(r[1])) for r in conn.execute(sql, chunk))
     came = [b for b in changed if now.get(b, 0) > 0 and now.get(b, 0) - delta[b] <= 0]
     went = [b for b in changed if now.get(b, 0) <= 0 and -delta[b] > 0]
     if went:
@@ -126,15 +126,6 @@ def _apply(conn: sqlite3.Connection, _repo: pygit2.Repository, changes: RowChang
     conn.executemany(
         "INSERT OR IGNORE INTO vector_pending (blob) VALUES (?)", ((b,) for b in came)
     )
-
-
-def _held(conn: sqlite3.Connection, blobs: Sequence[str]) -> dict[str, int]:
-    """How many current memories hold each of ``blobs``."""
-    held: dict[str, int] = {}
-    for chunk in chunks(blobs):
-        sql = f"SELECT blob, count(*) FROM memories WHERE blob IN ({marks(chunk)}) GROUP BY blob"
-        held.update((str(r[0]), int(r[1])) for r in conn.execute(sql, chunk))
-    return held
 
 
 VECTORS = RowProvider(

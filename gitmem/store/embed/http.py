@@ -1,10 +1,8 @@
 """Embedders behind an HTTP endpoint: OpenAI-compatible ``/v1/embeddings`` or Ollama.
 
-Chosen only in the user's local configuration (memory text leaves the process: a committed
-file must never decide where it goes). Standard library only (``urllib``), with a timeout
+Chosen only in the user's local configuration (memory text leaves the process). A timeout
 on every request, no redirects followed (the text goes to the configured address or
-nowhere), and every failure a one-line ``EmbedderError`` that names the endpoint without
-its credentials.
+nowhere), and every failure a one-line ``EmbedderError`` without the credentials.
 """
 
 from __future__ import annotations
@@ -54,12 +52,8 @@ def redact(url: str) -> str:
 
 
 def _loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host or "").is_loopback
     except ValueError:
         return False
 

@@ -55,11 +55,8 @@ def package_dir(package: str | None = None) -> Path | None:
         spec = importlib.util.find_spec(package or PACKAGE)
     except (ImportError, ValueError):
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        return Path(location)
-    return None
+    locations = spec.submodule_search_locations if spec is not None else None
+    return Path(next(iter(locations))) if locations else None
 
 
 @dataclass(frozen=True)
