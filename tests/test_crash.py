@@ -173,7 +173,8 @@ def run_ops(
 def _prune_work(store: Store, rng: random.Random, marker: str) -> None:
     """Layered-document appends that prune by their rule, and whole prune runs (outside the
     model: pruning removes text by design; the invariants after a kill still hold)."""
-    from gitmem.features.layered import LayeredStore, document_id
+    from gitmem.features.layered import LayeredStore
+    from gitmem.features.layers import document_id
 
     layered = LayeredStore(store)
     doc = document_id("shared-project", "known_issues", project="crash")

@@ -17,14 +17,8 @@ from gitmem import (
     NotFoundError,
     Store,
 )
-from gitmem.features.layered import (
-    Document,
-    LayeredStore,
-    MemoryEntry,
-    PrunePolicy,
-    document_id,
-    placement,
-)
+from gitmem.features.layered import Document, LayeredStore, MemoryEntry, PrunePolicy
+from gitmem.features.layers import document_id, placement
 from tests.conftest import run_git
 from tests.storetools import commit_count, tip
 
@@ -118,7 +112,7 @@ def test_create_injects_timestamps_and_refuses_an_existing_document(
 
 def test_snake_case_entries_and_entry_objects_work_too(layered: LayeredStore) -> None:
     layered.create({"layer": "agent", "agent": "scout", "file_type": "notes", "content": "n\n"})
-    layered.create(MemoryEntry(layer=gitmem.features.layered.Layer.COMMAND,
+    layered.create(MemoryEntry(layer=gitmem.features.layers.Layer.COMMAND,
                                file_type="deploy_history",
                                content="d\n", project="acme", command="deploy"))
     assert layered.read("agent", None, "notes", agent="scout") is not None

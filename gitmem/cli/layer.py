@@ -17,16 +17,8 @@ from gitmem.cli.common import (
     stacked,
     table,
 )
-from gitmem.features.layered import (
-    LAYER_ROOTS,
-    STRUCTURAL_FILE_TYPES,
-    Document,
-    Layer,
-    LayeredStore,
-    MemoryEntry,
-    document_id,
-    placement,
-)
+from gitmem.features.layered import STRUCTURAL_FILE_TYPES, Document, LayeredStore, MemoryEntry
+from gitmem.features.layers import LAYER_ROOTS, Layer, document_id, placement
 
 
 def _layer_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

@@ -25,6 +25,14 @@ from typing import Any
 from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import PRUNE_TRAILER
+from gitmem.features.layers import (
+    LAYER_ROOTS,
+    Layer,
+    document_id,
+    layer_fields,
+    parse_layer,
+    placement,
+)
 from gitmem.features.lifecycle import quality as _quality
 from gitmem.features.lifecycle import rules as _rules
 from gitmem.features.lifecycle.sections import count_lines
@@ -38,7 +46,7 @@ from gitmem.features.lifecycle.staleness import (
     staleness_report,
 )
 from gitmem.format import schema
-from gitmem.format.layout import check_id, is_path_id
+from gitmem.format.layout import check_id
 from gitmem.format.model import Memory
 from gitmem.store.core import Store
 
@@ -49,87 +57,9 @@ STRUCTURAL_FILE_TYPES: frozenset[str] = frozenset({"index"})
 POTENTIALLY_STALE = "[POTENTIALLY STALE]"
 
 
-class Layer(enum.StrEnum):
-    SHARED_PROJECT = "shared-project"
-    SKILL = "skill-specific"
-    COMMAND = "command"
-    AGENT = "agent"
-
-
-LAYER_ROOTS: Mapping[Layer, str] = {
-    Layer.SHARED_PROJECT: "projects",
-    Layer.SKILL: "skills",
-    Layer.COMMAND: "commands",
-    Layer.AGENT: "agents",
-}
-_ROOT_LAYERS = {root: layer for layer, root in LAYER_ROOTS.items()}
-_NAMES: Mapping[Layer, tuple[str, ...]] = {
-    Layer.SHARED_PROJECT: ("project",),
-    Layer.SKILL: ("skill", "project"),
-    Layer.COMMAND: ("project",),
-    Layer.AGENT: ("agent",),
-}
-"""The names in a layer's document ids, between its root folder and the file type."""
-
-
-def _layer(value: Layer | str) -> Layer:
-    try:
-        return Layer(value)
-    except ValueError:
-        raise InvalidInputError(
-            f"layer {value!r} is not one of {', '.join(str(x) for x in Layer)}"
-        ) from None
-
-
-def _name(value: str | None, what: str, layer: Layer) -> str:
-    if value is None or value == "":
-        raise InvalidInputError(f"the {layer} layer needs a {what}")
-    check_id(value, what=what)
-    return value
-
-
-def document_id(
-    layer: Layer | str,
-    file_type: str,
-    *,
-    project: str | None = None,
-    skill: str | None = None,
-    command: str | None = None,
-    agent: str | None = None,
-) -> str:
-    """The path id of a layered document; every name is checked as one safe path segment."""
-    kind = _layer(layer)
-    file_type = _name(file_type, "file type", kind)
-    if kind is Layer.COMMAND and command is not None:
-        check_id(command, what="command")
-    given = {"project": project, "skill": skill, "agent": agent}
-    names = [_name(given[what], what, kind) for what in _NAMES[kind]]
-    return "/".join([LAYER_ROOTS[kind], *names, file_type])
-
-
-def placement(memory_id: str) -> dict[str, str] | None:
-    """Layer and names of a layered document id (None for any other id)."""
-    if not is_path_id(memory_id):
-        return None
-    parts = memory_id.split("/")
-    layer = _ROOT_LAYERS.get(parts[0])
-    if layer is None or len(parts) != len(_NAMES[layer]) + 2:
-        return None
-    return {
-        "layer": layer,
-        **dict(zip(_NAMES[layer], parts[1:-1], strict=True)),
-        "file_type": parts[-1],
-    }
-
-
-def layer_fields(memory_id: str) -> dict[str, str]:
-    """The layer fields a layered document's front-matter carries (its agent is in the path;
-    the front-matter's ``agent`` names the writer); empty for any other id."""
-    where = placement(memory_id) or {}
-    return {k: str(where[k]) for k in ("layer", "file_type", "project", "skill") if where.get(k)}
-
-
 _SNAKE_TO_CAMEL = {"file_type": "fileType"}
+_NAMED = ("project", "skill", "command", "agent")
+"""The names an entry may carry besides its layer and file type."""
 
 
 @dataclass(frozen=True)
@@ -158,23 +88,14 @@ class MemoryEntry:
             layer=Layer(shaped["layer"]),
             file_type=shaped["fileType"],
             content=shaped["content"],
-            project=shaped.get("project"),
-            skill=shaped.get("skill"),
-            command=shaped.get("command"),
-            agent=shaped.get("agent"),
-            title=shaped.get("title"),
             tags=tuple(shaped.get("tags") or ()),
+            **{name: shaped.get(name) for name in (*_NAMED, "title")},
         )
 
     @property
     def id(self) -> str:
         return document_id(
-            self.layer,
-            self.file_type,
-            project=self.project,
-            skill=self.skill,
-            command=self.command,
-            agent=self.agent,
+            self.layer, self.file_type, **{name: getattr(self, name) for name in _NAMED}
         )
 
 
@@ -403,12 +324,10 @@ class LayeredStore:
 
     def _content_ids(self, folder: str, *, recursive: bool = False) -> list[str]:
         """Ids of the layered documents in ``folder``, structural files (index.md) left out."""
-        out: list[str] = []
-        for memory_id in self.store.documents(folder, recursive=recursive):
-            where = placement(memory_id)
-            if where is not None and where["file_type"] not in STRUCTURAL_FILE_TYPES:
-                out.append(memory_id)
-        return out
+        places = ((i, placement(i)) for i in self.store.documents(folder, recursive=recursive))
+        return [
+            i for i, w in places if w is not None and w["file_type"] not in STRUCTURAL_FILE_TYPES
+        ]
 
     def _all_content_ids(self) -> list[str]:
         """``_content_ids`` of every layer, layer by layer."""
@@ -416,12 +335,8 @@ class LayeredStore:
 
     def _documents(self, folder: str, *, recursive: bool = False) -> list[Document]:
         now, policy = self._now(), self._policy()  # once per listing, not per document
-        out: list[Document] = []
-        for memory_id in self._content_ids(folder, recursive=recursive):
-            memory = self.store.get(memory_id)
-            if memory is not None:
-                out.append(self._document(memory, now, policy))
-        return out
+        memories = (self.store.get(i) for i in self._content_ids(folder, recursive=recursive))
+        return [self._document(m, now, policy) for m in memories if m is not None]
 
     def _file_type(self, id: str) -> str:
         """The file type of a layered document id; any other id is refused."""
@@ -454,8 +369,7 @@ class LayeredStore:
     def _size_warning(
         self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
     ) -> str | None:
-        if limits is None:
-            limits = _rules.size_limits_from_config(self._config)
+        limits = _rules.size_limits_from_config(self._config) if limits is None else limits
         warnings = _rules.size_warnings(file_type, line_count, limits)
         return "; ".join(warnings) if warnings else None
 
@@ -717,11 +631,8 @@ class LayeredStore:
 
     def get_staleness_report(self, *, now: dt.datetime | None = None) -> StalenessReport:
         """Fresh / aging / stale across every layer (structural files left out)."""
-        records: list[StalenessRecord] = []
-        for memory_id in self._all_content_ids():
-            memory = self.store.get(memory_id)
-            if memory is not None:
-                records.append(StalenessRecord(memory.id, memory.path, memory.updated_at))
+        memories = (self.store.get(i) for i in self._all_content_ids())
+        records = [StalenessRecord(m.id, m.path, m.updated_at) for m in memories if m is not None]
         return staleness_report(records, now or self._now(), self._policy())
 
     def search(
@@ -737,7 +648,7 @@ class LayeredStore:
         is :meth:`Store.recall`, the other modes are :meth:`Store.search`'s."""
         from gitmem.store.search import SearchResults, from_recall
 
-        layer_value = None if layer is None else str(_layer(layer))
+        layer_value = None if layer is None else str(parse_layer(layer))
         if mode != "natural":
             return self.store.search(
                 pattern, mode=mode, layer=layer_value, project=project, limit=limit

@@ -603,7 +603,7 @@ def _forge_title(body: str, memory_id: str) -> str:
 def _forge_file(store: Store, memory_id: str, text: str) -> tuple[bytes, str, dt.date | None]:
     """A Forge document as a memory file, its body and the date of its ``Last Updated``
     line (None when it has none: then it is dated now)."""
-    from gitmem.features.layered import layer_fields
+    from gitmem.features.layers import layer_fields
 
     date = codec.legacy_last_updated(text)
     if date is not None:
