@@ -63,11 +63,13 @@ def test_layer_search_gives_hits(gm: Gitmem, store: Store) -> None:
 
 def test_mcp_recall_gives_the_same_hits(gm: Gitmem, store: Store) -> None:
     pytest.importorskip("mcp")
-    from gitmem.entry.mcp import tools
+    from gitmem.entry.mcp import call, tools
 
     [recall] = [t for t in tools(store) if t.name == "recall"]
     for args in ({"query": "where do fixtures live"}, {"query": "fixtures", "mode": "fts"}):
-        structured = recall.call(args).structured
+        result, failed = call(recall, args)
+        structured = result.structured
+        assert not failed
         assert structured is not None and _hits(structured)
         assert "matches" not in structured
 
