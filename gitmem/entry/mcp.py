@@ -65,6 +65,17 @@ class ToolSpec:
     def validator(self) -> Callable[[Any], list[schema.Problem]]:
         return schema.checker(_lenient(self.input_schema))
 
+    def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
+        args = dict(arguments or {})
+        # Paths mix keys and list indexes, so they are compared as text.
+        errors = sorted(self.validator(args), key=lambda e: [str(p) for p in e.path])
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "arguments"
+            raise InvalidInputError(
+                f"invalid arguments for {self.name}: {where}: {errors[0].message}"
+            )
+        return self.handler(args)
+
 
 def _of(kind: str, description: str | None = None, **more: Any) -> dict[str, Any]:
     return {"type": kind, **more, **({"description": description} if description else {})}
@@ -497,16 +508,8 @@ NOT_FOUND_HINT = "recall finds a memory's id from what it says; a unique prefix 
 
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:
     """Run a tool: its result, or its error as text, and whether it failed."""
-    args = dict(arguments or {})
     try:
-        # Paths mix keys and list indexes, so they are compared as text.
-        errors = sorted(spec.validator(args), key=lambda e: [str(p) for p in e.path])
-        if errors:
-            where = "/".join(str(p) for p in errors[0].path) or "arguments"
-            raise InvalidInputError(
-                f"invalid arguments for {spec.name}: {where}: {errors[0].message}"
-            )
-        return spec.handler(args), False
+        return spec.call(arguments), False
     except GitmemError as exc:
         hint: str | None = exc.hint
         if hint and hint.startswith("gitmem "):  # the command line's: an agent has tools
@@ -661,40 +664,28 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class BearerGuard:
-    """An ASGI wrapper that lets through only HTTP requests carrying ``Authorization: Bearer
-    <token>`` (compared in constant time); others get 401 and never reach the server."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
-            if len(given) != 1 or not hmac.compare_digest(given[0], self.expected):
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="gitmem"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": b'{"error": "unauthorized"}'})
-                return
-        await self.app(scope, receive, send)
-
-
 def run_http(store: Store, *, host: str, port: int, token: str, agent: str | None = None) -> None:
-    """Serve ``store`` over the SDK's streamable HTTP transport at /mcp, behind the bearer
-    check, until interrupted."""
+    """Serve ``store`` over the SDK's streamable HTTP transport at /mcp until interrupted. Only
+    requests carrying ``Authorization: Bearer <token>`` (compared in constant time) reach the
+    server; others get 401."""
     import uvicorn
+    from starlette.responses import JSONResponse
 
     app = build_server(store, agent=agent).streamable_http_app(
         streamable_http_path=HTTP_PATH, host=host
     )
-    config = uvicorn.Config(BearerGuard(app, token), host=host, port=port, log_level="warning")
+    expected = f"Bearer {token}".encode()
+    refusal = JSONResponse(
+        {"error": "unauthorized"}, 401, {"WWW-Authenticate": 'Bearer realm="gitmem"'}
+    )
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        given = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+        if scope["type"] == "http" and (
+            len(given) != 1 or not hmac.compare_digest(given[0], expected)
+        ):
+            return await refusal(scope, receive, send)
+        await app(scope, receive, send)
+
+    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning")
     uvicorn.Server(config).run()
