@@ -58,8 +58,7 @@ class TooLargeError(InvalidInputError):
 
 
 class RegexTimeoutError(InvalidInputError):
-    """A user's pattern ran past its time bound (gitmem.format.saferegex); exit code 4 like any
-    input gitmem cannot use."""
+    """A user's pattern ran past its time bound (gitmem.format.saferegex)."""
 
 
 class AlreadyExistsError(GitmemError):
@@ -87,8 +86,7 @@ class StoreError(GitmemError):
 
 
 class UnsupportedFormatError(StoreError):
-    """The store is written in a newer format than this gitmem knows (``format:`` in its
-    gitmem.yaml): it is refused rather than misread or damaged."""
+    """The store is written in a newer format than this gitmem knows: refused, not misread."""
 
     default_hint = (
         "upgrade gitmem (pip install -U gitmem-store) to use this store; "
@@ -97,15 +95,13 @@ class UnsupportedFormatError(StoreError):
 
 
 class OldFormatError(UnsupportedFormatError):
-    """The store is written in an older format (``format:`` below the current one): only
-    ``gitmem migrate`` reads it, and converts it in one commit."""
+    """The store is written in an older format, which only ``gitmem migrate`` reads."""
 
     default_hint = "run gitmem migrate (one commit per scope); nothing was read or changed"
 
 
 class RepositoryDamagedError(StoreError):
-    """An object the store needs is missing from git's object database or cannot be read
-    (a corrupt loose object, a branch pointing at a commit that is not there)."""
+    """An object the store needs is missing from git's object database or cannot be read."""
 
     default_hint = (
         "the repository is damaged, not the derived index (rebuilding that cannot help): run "
@@ -117,8 +113,7 @@ class RepositoryDamagedError(StoreError):
 
 
 class IndexDamagedError(StoreError):
-    """The derived index holds what gitmem could not have written (a truncated or corrupt
-    vector record). Nothing stored is lost: the index is rebuilt from the repository."""
+    """The derived index holds what gitmem could not have written; it is rebuilt from git."""
 
     default_hint = "run gitmem reindex to rebuild the derived index from the repository"
 
@@ -128,15 +123,13 @@ class LockTimeoutError(ConflictError):
 
 
 class EmbedderError(GitmemError):
-    """An embedder could not be loaded or did not answer as configured (recall then runs
-    lexical only)."""
+    """An embedder could not be loaded or did not answer (recall then runs lexical only)."""
 
     default_hint = "check the embedder section of your local config (docs/recall.md)"
 
 
 class MissingDependencyError(GitmemError):
-    """An optional part of gitmem (an extra: ``mcp``, ``anthropic``, ``embed``) is not
-    installed; the hint says how to add it to the gitmem that is running."""
+    """An extra (``mcp``, ``anthropic``, ``embed``...) is not installed; the hint says how."""
 
     exit_code = 9
 

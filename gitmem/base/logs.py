@@ -19,8 +19,7 @@ _live = False  # once a logger was made, hooks given later run at once
 
 
 def when_logging(hook: Callable[[], None]) -> None:
-    """Run ``hook`` (which may configure :mod:`logging`) before the first record reaches
-    :mod:`logging`, or now if one already has; each hook runs once."""
+    """Run ``hook`` once, before the first record reaches :mod:`logging` (now if one has)."""
     if _live:
         hook()
     elif hook not in _hooks:
@@ -39,8 +38,7 @@ def _materialize(name: str) -> logging.Logger:
 
 
 class Logger:
-    """A ``logging.Logger`` by name, made when a record first needs it. Records name
-    the caller's line (``stacklevel=2``), not this wrapper's."""
+    """A ``logging.Logger`` by name, made when a record first needs it."""
 
     __slots__ = ("_real", "name")
 

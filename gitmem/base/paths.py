@@ -133,8 +133,7 @@ def _verdict(gitdir: Path, folder: Path) -> str:
 
 
 def _make(gitdir: Path, folder: Path) -> None:
-    """Make ``folder`` stamped (under another name first, so no gitmem ever sees it without
-    its stamp)."""
+    """Make ``folder`` stamped, under another name first so no gitmem sees it unstamped."""
     tmp = gitdir / f"{STATE_DIR}.new-{os.getpid()}-{os.urandom(4).hex()}"
     try:
         tmp.mkdir()
@@ -187,8 +186,7 @@ def user_dir(kind: str) -> Path:
 
 
 def index_name(branch: str) -> str:
-    """The index file's name for ``branch``: one index per branch (``index@<branch>.sqlite``,
-    a ``/`` in the name spelled ``%2F``), ``index.sqlite`` for main."""
+    """The index file's name for ``branch`` (``index@<branch>.sqlite``; main's ``index.sqlite``)."""
     return INDEX_DB if branch == DEFAULT_BRANCH else f"index@{branch.replace('/', '%2F')}.sqlite"
 
 

@@ -238,8 +238,7 @@ def hint_text(text: str) -> str:
 
 
 def needed(patterns: Sequence[SecretPattern], lowered: str) -> list[SecretPattern]:
-    """The patterns, in their order, that can match a text whose :func:`hint_text` is
-    ``lowered``: those without hints and those with a hint in it."""
+    """The patterns, in order, that can match a text whose :func:`hint_text` is ``lowered``."""
     return [p for p in patterns if not p.hints or any(h in lowered for h in p.hints)]
 
 
@@ -280,8 +279,7 @@ def secret_spans(
     *,
     honour_marker: bool = False,
 ) -> list[tuple[int, int, str]]:
-    """:func:`find` as ``(start, end, kind)``; ``honour_marker`` skips lines holding
-    :data:`ALLOW_MARKER` (as a scan does)."""
+    """:func:`find` as ``(start, end, kind)``; ``honour_marker`` skips marked lines."""
     return [
         (start, end, pattern.kind)
         for start, end, pattern in find(text, patterns, allow)

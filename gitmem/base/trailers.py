@@ -12,7 +12,7 @@ OP_TRAILER = "Gitmem-Op"
 ID_TRAILER = "Gitmem-Id"
 IDS_UNLISTED_TRAILER = "Gitmem-Ids-Unlisted"
 """How many more memories a commit changed than its ``Gitmem-Id`` trailers name (a bulk
-import names only its first thousand); readers looking for an id check its files instead."""
+import names its first thousand)."""
 AGENT_TRAILER = "Gitmem-Agent"
 SESSION_TRAILER = "Gitmem-Session"
 SUPERSEDES_TRAILER = "Gitmem-Supersedes"

@@ -230,8 +230,7 @@ class Policy:
 
 
 def overrides(entries: Sequence[tuple[str, str, str]], env: Mapping[str, str]) -> Policy:
-    """What shuts out the program-running settings among ``entries``
-    (``(scope, key, value)`` as ``git config --list --show-scope`` gives them)."""
+    """What shuts out the program-running settings among ``entries`` (scope, key, value)."""
     policy = Policy(config=list(_ALWAYS))
     user_values: dict[str, str] = {}
     first_user_values: dict[str, str] = {}

@@ -87,8 +87,7 @@ IN_PROGRESS: tuple[tuple[str, str, str], ...] = (
     ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
     ("REVERT_HEAD", "a git revert", "revert"),
 )
-"""The files git keeps in its directory while an operation waits for a person to finish it:
-(file, what it is, the git command that finishes or aborts it)."""
+"""Files git keeps while an operation waits for a person: (file, what, the git command)."""
 
 
 def operation_in_progress(gitdir: Path) -> tuple[str, str] | None:
@@ -163,8 +162,7 @@ class GitDB:
         )
         self.state_dir = paths.state_dir(self.gitdir)
         self.worktree: WorkTree | None = None
-        """The files and git's index a write updates: None in a bare store, or when
-        another branch than this store's is checked out."""
+        """The files and git's index a write updates (None: bare, or another branch out)."""
         if self.workdir is not None:
             self.worktree = WorkTree(
                 lambda: self.repo,

@@ -60,8 +60,7 @@ REGULAR_MODES = (0o100644, 0o100755)
 
 
 def normal_mode(mode: int) -> int:
-    """A tree entry's mode as libgit2 reports it (``git_tree_entry_filemode``): old trees
-    may hold 100664 and the like, which are plain files."""
+    """A tree entry's mode as libgit2 reports it (100664 and the like are plain files)."""
     kind = mode & 0o170000
     if kind == 0o040000:
         return TREE_MODE

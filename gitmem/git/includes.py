@@ -23,8 +23,7 @@ MAX_BYTES = 1 << 20
 MAX_SECONDS = 2.0
 """How long reading one config file may take before it is refused (a local one: microseconds)."""
 KERNEL_ROOTS = ("/proc", "/sys", "/dev")
-"""Where the kernel's files are: never configuration, and some of them block their reader.
-``/dev/null`` and the ordinary files of ``/dev/shm`` (a tmpfs) are not among them."""
+"""Where the kernel's files are (some block their reader), ``/dev/null`` and ``/dev/shm`` aside."""
 
 _MAX_DEPTH = 10  # git's own limit on nested includes (config.c, MAX_INCLUDE_DEPTH)
 
@@ -176,8 +175,7 @@ def _read_pointer(path: Path) -> str | None:
 
 
 def config_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The repository config files git and libgit2 read for the repository at ``path``
-    (a work tree, a ``.git`` directory, or a bare repository)."""
+    """The config files git and libgit2 read for the repository (or work tree) at ``path``."""
     root = Path(path)
     dotgit = root / ".git"
     gitdir = root
@@ -195,7 +193,6 @@ def config_files(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def check(path: str | os.PathLike[str]) -> None:
-    """Refuse the repository at ``path`` if its config, or a file it includes, would block
-    a reader (:class:`~gitmem.base.errors.StoreError`, naming both)."""
+    """StoreError if the config at ``path``, or a file it includes, would block a reader."""
     for config in config_files(path):
         _check_file(config, 0)

@@ -220,8 +220,7 @@ def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool
 
 
 def _wait_for_git_gc(gitdir: Path, seconds: float = 120.0) -> None:
-    """Until the running ``git gc`` removes its ``gc.pid`` (bounded: git itself decides
-    whether a pid file left behind is stale)."""
+    """Until the running ``git gc`` removes its ``gc.pid`` (bounded: git judges a stale one)."""
     deadline = time.monotonic() + seconds
     while (gitdir / "gc.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)

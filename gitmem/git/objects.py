@@ -76,8 +76,7 @@ class Snapshot:
             self._spellings.setdefault(prefix.casefold(), set()).add(prefix)
 
     def committed_spellings(self, folder: str, name: str) -> set[str]:
-        """Names in the committed ``folder`` ("" for the root) equal to ``name`` but for
-        letter case (itself included). Each folder is read once per snapshot."""
+        """Names in the committed ``folder`` ("" for the root) equal to ``name`` but for case."""
         folds = self._folder_folds.get(folder)
         if folds is None:
             entry = self._entry(folder) if folder else self.tree
@@ -226,8 +225,7 @@ def builder_remove(repo: pygit2.Repository, builder: pygit2.TreeBuilder, name: s
 
 
 def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
-    """``repo[oid]``, or RepositoryDamagedError with the recovery hint when the object is
-    missing or cannot be read."""
+    """``repo[oid]``, or RepositoryDamagedError when it is missing or cannot be read."""
     with _reading(repo, oid, what):
         return repo[oid]
 
@@ -275,8 +273,7 @@ _WARNED: set[pygit2.Oid] = set()
 
 
 def read_limit(repo: pygit2.Repository) -> int:
-    """The largest file :func:`blob_data` reads from ``repo`` (:func:`localconfig.read_limit`,
-    looked up once per handle)."""
+    """The largest file :func:`blob_data` reads from ``repo`` (looked up once per handle)."""
     limit = _READ_LIMITS.get(repo)
     if limit is None:
         limit = _READ_LIMITS[repo] = localconfig.read_limit(repo.path)

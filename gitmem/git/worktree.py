@@ -34,8 +34,7 @@ IndexMoves = dict[str, tuple[pygit2.Oid | None, pygit2.Oid | None]]
 
 
 class WorkTree:
-    """The files of a store's work tree and git's index beside them; every method runs
-    under the store's writer lock."""
+    """A store's work-tree files and git's index, always under the store's writer lock."""
 
     def __init__(
         self,
