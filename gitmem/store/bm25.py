@@ -65,9 +65,8 @@ def best_matches(
     conn: sqlite3.Connection, query: Query, where: str, params: list[Any], depth: int
 ) -> list[tuple[int, str, int, float]]:
     """(rowid, id, updated_us, bm25 as higher-is-better) of the best matches passing the
-    filters. FTS5 ranks on its own first (reading every match's row would cost more than
-    the ranking), then the best are checked against the filters, deeper while they leave
-    fewer than ``depth``. Superseded memories stay: their match counts for their chain."""
+    filters: FTS5 ranks on its own first, then the best are checked against the filters,
+    deeper while they leave fewer than ``depth``."""
     if not query.fts:
         return []
     weights = ", ".join(str(w) for w in WEIGHTS)

@@ -1,9 +1,6 @@
-"""The index's catch-up: the commits after the indexed one, read into rows.
-
-The current memories come from one tree diff between the indexed commit and the tip; the
-version rows from walking the new commits; every row provider is handed the memories that
-changed, in the same transaction (one that missed commits is refilled). When the indexed
-commit is no ancestor of the tip (a rewritten branch), the tables are filled from scratch.
+"""The index's catch-up: the commits after the indexed one, read into rows (the memories
+from one tree diff, the versions from walking the new commits, the row providers handed
+what changed). When the indexed commit is no ancestor of the tip, it starts from scratch.
 """
 
 from __future__ import annotations

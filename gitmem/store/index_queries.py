@@ -13,6 +13,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -327,13 +328,13 @@ _PROVIDERS = {p.name: p for p in (lexical.LEXICAL, vectors.VECTORS)}
 """The row providers a current index's readers read."""
 
 
+@dataclass
 class CurrentIndex(Queries):
     """A store's index at its branch tip, read-only, in one read transaction."""
 
-    def __init__(self, gitdir: Path, conn: sqlite3.Connection, scope: Scope) -> None:
-        self.gitdir = gitdir
-        self.conn = conn
-        self.scope = scope
+    gitdir: Path
+    conn: sqlite3.Connection
+    scope: Scope
 
     def close(self) -> None:
         self.conn.close()

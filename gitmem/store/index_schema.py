@@ -1,9 +1,7 @@
 """The index database file: its tables and versions, and how it is opened and checked.
 
-Every connection is made by :func:`connect`, which reads the file defensively: a planted
-or damaged file cannot make gitmem run a query of its choosing, nor one without end.
-:func:`open_writable` also makes the tables of :data:`SCHEMA_VERSION`; a damaged file is
-thrown away (it is rebuilt from git).
+Every connection is made by :func:`connect`: a planted or damaged file cannot make gitmem
+run a query of its choosing, nor one without end; a damaged file is rebuilt from git.
 """
 
 from __future__ import annotations

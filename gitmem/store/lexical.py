@@ -92,10 +92,8 @@ def words(text: str) -> list[str]:
 
 
 def question_terms(text: str) -> list[str]:
-    """The words of a natural-language query worth searching for, without repeats.
-
-    Stop words go, unless nothing else is left (``"who are you"`` still searches).
-    """
+    """The words of a natural-language query worth searching for, without repeats: stop
+    words go, unless nothing else is left (``"who are you"`` still searches)."""
     found = list(dict.fromkeys(words(text)))
     kept = [w for w in found if w not in STOP_WORDS]
     return kept or found

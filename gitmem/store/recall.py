@@ -1,13 +1,10 @@
 """Recall: the memories that answer a question, best first (``Store.recall``).
 
-Nothing in a query is syntax, and no query raises. Its words rank the FTS5 table by BM25
-(:mod:`gitmem.store.bm25`), the memories nearest its embedding form a second list
-(:mod:`gitmem.store.vectors`), and both lists' scores, scaled to 0..1, are added with
-:data:`FUSION`'s weights. A superseded memory's match counts for the newest version of its
-chain (not followed past a memory whose validity was ended); archived ones and those not
-valid at the asked time are left out; two hits that contradict each other are named.
-Without the index (``at=``, a transaction) the same ranking runs in a scratch table.
-docs/recall.md says why, with the measurements.
+Nothing in a query is syntax, and no query raises. BM25 over its words and the cosine of
+its embedding give two lists, whose scores, scaled to 0..1, are added with :data:`FUSION`'s
+weights. A superseded memory's match counts for the newest version of its chain; archived
+and not valid memories are left out; hits that contradict each other are named. Without
+the index the same ranking runs in a scratch table. docs/recall.md says why.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Search over the current memories: FTS5 (ranked), regex (a grep) and substring.
 
-FTS mode ranks by how the query meets the title (exact, then containing it, then the
-rest), then by bm25 with the title weighted highest. A query that is not FTS5 syntax (FTS5
-refuses it, or it uses no operator and no memory holds every word) is answered by recall
-instead, and the result says so. Regex and substring modes are a grep over the bodies,
-one match per matching line, with context.
+FTS mode ranks title matches first (exact, then containing), then by bm25; a query that is
+not FTS5 syntax is answered by recall instead, and the result says so. Regex and substring
+modes are a grep over the bodies, one match per matching line, with context.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gitmem.base import logs
 from gitmem.base.errors import IndexDamagedError
 from gitmem.store.index_rows import RowChanges, chunks, marks
-from gitmem.store.row_providers import RowProvider, register
+from gitmem.store.row_providers import RowProvider, provider_key, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,10 +64,9 @@ DDL = (
     "CREATE TABLE vector_gone (model INTEGER NOT NULL, blob TEXT NOT NULL, text TEXT NOT NULL, "
     "PRIMARY KEY (model, blob)) WITHOUT ROWID",
 )
-"""``vector_models.gen`` changes with every write to a model's vectors (the search cache's
-key); ``complete``: every current blob has its vector or is pending. ``vector_df`` counts
-in how many blobs each token occurs, for an embedder with token ids (a query weighs its
-tokens by rarity); ``vector_gone`` keeps a deleted vector's text until sync uncounts it."""
+"""``vector_models.gen`` changes with every write (the search cache's key); ``vector_df``
+counts in how many blobs each token occurs (a query weighs its tokens by rarity);
+``vector_gone`` keeps a deleted vector's text until sync uncounts it."""
 
 
 def encode(vecs: NDArray[Any]) -> list[bytes]:
@@ -293,9 +292,8 @@ class _Matrix:
         return scores
 
     def _integer_scores(self, unit: Sequence[float]) -> list[float]:
-        """The dot products as exact integer sums, one big integer per dimension: its
-        rows' codes (plus 128) in 64-bit fields, scaled by the query's component rounded
-        to 30 bits, all added; a field never overflows into the next (255 * 2^30 * dim)."""
+        """The dot products as exact integer sums: per dimension one big integer of the rows'
+        codes (plus 128) in 64-bit fields, times the query's component in 30 bits."""
         n, dim = len(self.blobs), self.dim
         if self.norms is None:  # each row's squares, 2 bytes each, summed the same way
             low, high = self.raw.translate(_SQUARE_LOW), self.raw.translate(_SQUARE_HIGH)
@@ -453,7 +451,11 @@ def nearest(index: Index, text: str, k: int, *, embedder: Embedder) -> list[tupl
         except IndexDamagedError as exc:
             # A row gitmem did not write: the derived tables are made again.
             log.warning("index: %s; its vectors are rebuilt", exc)
-            reset(index)
+            conn = index.connect()
+            with index.writing(conn):  # the next catch-up makes the tables again
+                key, state = provider_key(VECTORS), f"{VECTORS.version} damaged"
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, state))
+            clear_cache()
             sync(index, embedder)
             return nearest_in(index.connect(), text, k, embedder)
     except (EmbedderError, IndexDamagedError, ValueError, sqlite3.OperationalError) as exc:
@@ -461,17 +463,6 @@ def nearest(index: Index, text: str, k: int, *, embedder: Embedder) -> list[tupl
         _failed_until[embedder.name] = time.monotonic() + RETRY_AFTER
         log.warning("semantic recall skipped for %.0f s: %s", RETRY_AFTER, exc)
         return []
-
-
-def reset(index: Index) -> None:
-    """Have the next catch-up make the vector tables again, as for a new version."""
-    conn = index.connect()
-    with index.writing(conn):
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            (f"provider:{VECTORS.name}", f"{VECTORS.version} damaged"),
-        )
-    clear_cache()
 
 
 def nearest_in(

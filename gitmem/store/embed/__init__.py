@@ -2,8 +2,7 @@
 
 A store's embedder comes from the user's own configuration (docs/recall.md), never from
 the committed ``gitmem.yaml``: a file anyone can push must not decide which code runs or
-where memory text is sent. The default is the static model inside the ``wordllama`` wheel;
-nothing is downloaded at run time.
+where memory text is sent. Nothing is downloaded at run time.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Embedders from a model the user already has on disk: sentence-transformers or fastembed.
 
-The library is imported only when the user's local configuration names it, and it is told
-to stay offline (``HF_HUB_OFFLINE``, ``local_files_only``): a model that is not already on
-disk is an error, not a download, unless the configuration says ``allow_download: true``.
+The library is imported only when the user's configuration names it, and told to stay
+offline: a model not on disk is an error, not a download, unless ``allow_download: true``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The default embedder: static token embeddings shipped inside an installed wheel.
 
-A static embedder looks each token up in a table and averages the rows: no neural network,
-no GPU, tens of thousands of short memories a second on one core. The table is WordLlama's
-``l2_supercat`` 256-d model, read straight from the ``wordllama`` wheel's folder: the
-package itself is never imported (its import configures the root logger and its loader may
-download), so no code path here reaches the network. The ``tokenizers`` library splits
-text into tokens; a query's vector is summed in Python (:mod:`struct`), as numpy's import
-would cost a one-shot ``gitmem recall`` more than the sum, and memories in numpy batches.
+Each token's row of WordLlama's ``l2_supercat`` 256-d table, averaged: no neural network.
+The table is read from the ``wordllama`` wheel's folder without importing the package (its
+loader may download). A query's vector is summed in Python, as numpy's import would cost a
+one-shot ``gitmem recall`` more than the sum; memories are embedded in numpy batches.
 """
 
 from __future__ import annotations
