@@ -1,10 +1,6 @@
-"""Code-aware staleness (``gitmem check``): memories that name files of a project repository.
-
-A memory names files by its ``anchors`` front-matter and by paths in its body's code spans.
-Each is compared between the memory's *base* (the newest first-parent commit of HEAD at or
-before its ``updated_at``) and HEAD, and reported changed, deleted, renamed, added or
-missing (docs/lifecycle.md). Every lookup is done once per base and path, with no saved
-state, so a hook run can check every memory.
+"""Code-aware staleness (``gitmem check``): the project files a memory names (``anchors``,
+code spans), compared between the memory's base commit and HEAD (docs/lifecycle.md); each
+lookup is done once per base and path, with no saved state.
 """
 
 from __future__ import annotations
@@ -35,13 +31,10 @@ REASON_KEY = "verify_reason"
 @functools.cache
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """The patterns :func:`backtick_paths` reads bodies with, compiled on first use."""
-    # Fenced code blocks are examples, not references: their spans are not read.
     fence = re.compile(
         r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.M | re.S
     )
     span = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-    # The content of a span that is a path: optional ./ prefixes, /-separated parts, an
-    # optional trailing / (a folder), an optional location (:12, :12:3, :12-40, #L12-L40).
     span_path = re.compile(
         r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
         r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
@@ -65,8 +58,7 @@ def normalize_path(value: str) -> str | None:
 
 
 def backtick_paths(body: str) -> list[str]:
-    """File paths written in ``body`` as single-backtick code spans outside fenced blocks,
-    in order, without repeats (which spans count: docs/lifecycle.md)."""
+    """Paths in ``body``'s single-backtick spans outside fences, in order, once each."""
     fence, span, span_path, extension = _patterns()
     text = fence.sub("", body) if ("```" in body or "~~~" in body) else body
     out: list[str] = []
@@ -106,10 +98,8 @@ def anchors_of(extra: Mapping[str, Any]) -> list[str]:
 @dataclass(frozen=True)
 class AnchorFinding:
     path: str
-    kind: str
-    """changed | deleted | renamed | added | missing"""
-    source: str
-    """anchor (front-matter) | body (a backtick span)"""
+    kind: str  # changed | deleted | renamed | added | missing
+    source: str  # anchor | body
     new_path: str | None = None
 
     def describe(self) -> str:
@@ -127,8 +117,7 @@ class CheckedMemory:
     path: str | None
     title: str | None
     updated_at: dt.datetime
-    base: str | None
-    """The project commit the memory is compared from (None: older than the history)."""
+    base: str | None  # None: older than the project's history
     already_flagged: bool = False
     reason: str = ""
     findings: list[AnchorFinding] = field(default_factory=list)
@@ -141,12 +130,9 @@ class CheckedMemory:
 class CheckReport:
     project: str
     head: str | None
-    checked: int
-    """Memories that name at least one project path (flagged ones included)."""
+    checked: int  # memories naming a project path, flagged ones included
     memories: list[CheckedMemory] = field(default_factory=list)
-    """Memories that need verification: new findings, or flagged earlier and not yet verified."""
     flagged: list[str] = field(default_factory=list)
-    """Ids flagged by this run (``flag=True``)."""
     commits: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -242,8 +228,7 @@ class _Project:
         return self._entries[key]
 
     def renames(self, base: pygit2.Commit) -> dict[str, str]:
-        """Where files gone since ``base`` went (old path -> new path), by git's rename
-        detection between base and HEAD; one diff per base where a named file is gone."""
+        """Old path -> new path of files renamed between ``base`` and HEAD (one diff per base)."""
         found = self._renames.get(base.id)
         if found is None:
             diff = self.repo.diff(base, self.head)
@@ -257,8 +242,8 @@ class _Project:
 def _finding(
     project: _Project, base: pygit2.Commit | None, path: str, source: str
 ) -> AnchorFinding | None:
-    """What became of ``path`` between ``base`` and HEAD: two tree lookups (a folder's
-    object changes when anything under it does), and rename detection for a gone file."""
+    """What became of ``path`` between ``base`` and HEAD (a folder's object changes when
+    anything under it does)."""
     assert project.head is not None
     now = project.entry(project.head, path)
     # Older than the project's history (no base) or unchanged: an anchor that names nothing
@@ -288,10 +273,6 @@ def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
     seen = {p for p, _ in named}
     named.extend((p, "body") for p in backtick_paths(memory.body) if p not in seen)
     return named
-
-
-def reason_text(findings: Iterable[AnchorFinding], head: str) -> str:
-    return f"project {head[:12]}: " + "; ".join(f.describe() for f in findings)
 
 
 def _check(
@@ -339,7 +320,7 @@ def _check(
                 memory.title,
                 memory.updated_at,
                 None if base_id is None else str(base_id),
-                reason=reason_text(findings, report.head),
+                reason=f"project {report.head[:12]}: " + "; ".join(f.describe() for f in findings),
                 findings=findings,
             )
         report.memories.append(found)
@@ -350,9 +331,8 @@ def _check(
 def check_project(
     store: Store, project_path: str | Path, *, flag: bool = False, agent: str | None = None
 ) -> CheckReport:
-    """Report current memories whose named project files changed since the memory was
-    written; with ``flag``, set ``verify: true`` and ``verify_reason`` on the newly
-    found ones in one commit per store scope (already flagged ones are left alone)."""
+    """Current memories whose named project files changed since they were written; ``flag``
+    sets ``verify`` and ``verify_reason`` on the newly found ones, one commit per scope."""
     report, scopes = _check(current_records(store), project_path)
     if not flag:
         return report

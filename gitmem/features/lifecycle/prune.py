@@ -1,10 +1,5 @@
-"""Prune rules: what a rule is given and returns, and the built-in rules.
-
-A rule gets a :class:`RuleContext` (the document's body and options) and returns a
-:class:`RuleResult` (the new body, what it archived, the actions it took). The built-in
-rules cap a review history, archive resolved known issues, summarize old test sessions
-and mark common patterns for verification; :mod:`gitmem.features.lifecycle.rules` keeps
-the registry that maps file types to rules.
+"""Prune rules: a :class:`RuleContext` in, a :class:`RuleResult` out, and the built-in
+rules (docs/lifecycle-rules.md); :mod:`gitmem.features.lifecycle.rules` maps file types to them.
 """
 
 from __future__ import annotations
@@ -63,9 +58,7 @@ class PruneAction:
 
 @dataclass(frozen=True)
 class RuleContext:
-    """Everything a rule may look at. ``write_count`` counts the writes of the file so far,
-    the one being made included (0 when unknown); ``archive_text`` is the current body of
-    the rule's archive file (None when it does not exist or the rule has no archive)."""
+    """Everything a rule may look at; ``write_count`` includes the write being made."""
 
     file_type: str
     body: str
@@ -85,7 +78,6 @@ class RuleResult:
     actions: tuple[PruneAction, ...] = ()
 
     def __post_init__(self) -> None:
-        # Custom rules may hand over a list; keep the result immutable and hashable.
         object.__setattr__(self, "actions", tuple(self.actions))
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,26 +89,22 @@ class RuleResult:
 
 
 RuleFunction = Callable[[RuleContext], RuleResult]
-"""A prune rule: the document in, the pruned document and what was done out."""
 
 
 @dataclass(frozen=True)
 class PruneRule:
-    """A rule with its option defaults and, when it archives, the archive's file type
-    (a file ``<archive>.md`` in the same folder as the document)."""
+    """A rule, its option defaults and the file type of its archive (same folder), if any."""
 
     apply: RuleFunction
     defaults: Mapping[str, Any] = field(default_factory=dict)
     archive: str | None = None
-    description: str = ""
 
     def __call__(self, ctx: RuleContext) -> RuleResult:
         return self.apply(ctx)
 
 
 def whole_number(value: Any, key: str, minimum: int) -> int:
-    """``value`` when it is a whole number of at least ``minimum``; else the error naming
-    ``key`` of gitmem.yaml."""
+    """``value`` when it is a whole number >= ``minimum``; else an error naming ``key``."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise LifecycleConfigError(
             f"gitmem.yaml {key} must be a whole number >= {minimum}, not {value!r}"
@@ -150,8 +138,7 @@ def _is_review(section: Section) -> bool:
 
 
 def prune_review_history(ctx: RuleContext) -> RuleResult:
-    """More than ``max_reviews`` ``## Review`` sections: the oldest move to the archive,
-    which keeps its sections oldest first and never holds one twice (so it is idempotent)."""
+    """The oldest ``## Review`` sections beyond ``max_reviews`` move to the archive."""
     limit = _int_option(ctx, "max_reviews", DEFAULT_MAX_REVIEWS, 1)
     blocks = split_sections(ctx.body, 2)
     total, moving = _oldest_beyond(blocks, _is_review, limit)
@@ -167,7 +154,6 @@ def prune_review_history(ctx: RuleContext) -> RuleResult:
 
 def _archive_with(archive_text: str | None, moved: Sequence[Section]) -> str:
     existing = split_sections(archive_text or "", 2)
-    # The header is everything before the first ## section (a # title included).
     first = next((i for i, s in enumerate(existing) if s.level == 2), len(existing))
     header = join_sections(existing[:first])
     preamble = header if header.strip() else ARCHIVE_HEADER
@@ -203,8 +189,6 @@ def _status_words(value: str) -> list[str]:
 
 @dataclass(frozen=True)
 class IssueStatus:
-    """What the known_issues rule reads of one ``###`` section (see docs/lifecycle-rules.md)."""
-
     status: str | None
     resolved: bool
     in_progress: bool
@@ -213,9 +197,7 @@ class IssueStatus:
 
 
 def issue_status(section: Section) -> IssueStatus:
-    """The status of one issue section, from its ``Status:``, ``Updated:``, ``Resolved:``
-    and date lines (docs/lifecycle-rules.md, "known_issues"); an issue of unknown age
-    has ``status_updated`` None and is never flagged."""
+    """What known_issues reads of one ``###`` section (docs/lifecycle-rules.md)."""
     status: str | None = None
     status_dates: list[dt.date] = []
     updated: list[dt.date] = []
@@ -243,7 +225,6 @@ def issue_status(section: Section) -> IssueStatus:
 
 
 def _mark_verify(section: Section) -> Section:
-    """The section with `` [VERIFY STATUS]`` at the end of its status line (else heading)."""
     lines = lines_of(section.text)
     target = 0
     for i, (line, fenced) in enumerate(fenced_lines(lines)):
@@ -260,8 +241,7 @@ def _mark_verify(section: Section) -> Section:
 
 
 def prune_known_issues(ctx: RuleContext) -> RuleResult:
-    """``###`` issues: Resolved 30+ days ago -> removed; In Progress kept whatever its age;
-    no status update for 90+ days -> ``[VERIFY STATUS]`` added once."""
+    """Old resolved issues removed; ``[VERIFY STATUS]`` on issues idle too long."""
     remove_after = _int_option(
         ctx, "remove_resolved_after_days", DEFAULT_REMOVE_RESOLVED_AFTER_DAYS, 0
     )
@@ -313,12 +293,10 @@ _SESSION_TITLE_RE = re.compile(r"^(?:test[ \t]+)?session\b", re.I)
 
 _SUMMARY_TITLE_RE = re.compile(r"^historical summary\b", re.I)
 
-# "Passed: 12", "**Passed**: 12", "**Failed:** 3", "Tests passed: 12", "failed = 0"
 _LABEL_COUNT_RE = re.compile(
     r"\b(passed|failed)\b[ \t]*(?:\*\*|__)?[ \t]*[:=][ \t]*(?:\*\*|__)?[ \t]*(\d+)", re.I
 )
 
-# "12 passed", "3 failed", "12 tests passed", "1 test failed"
 _COUNT_LABEL_RE = re.compile(r"(?<![\w.])(\d+)[ \t]+(?:tests?[ \t]+)?(passed|failed)\b", re.I)
 
 
@@ -331,9 +309,8 @@ def _is_summary(section: Section) -> bool:
 
 
 def session_counts(text: str) -> dict[str, int]:
-    """The passed / failed counts a session states: for each of the two, the first
-    ``Passed: N`` form (label, colon or ``=``, bold allowed) anywhere in the text, else the
-    first ``N passed`` form (``N tests passed`` too). Missing keys = not stated."""
+    """Passed / failed counts a session states (each: first ``Passed: N``, else first
+    ``N passed``); a missing key is not stated."""
     counts: dict[str, int] = {}
     for match in _LABEL_COUNT_RE.finditer(text):
         counts.setdefault(match[1].lower(), int(match[2]))
@@ -346,8 +323,6 @@ def session_counts(text: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """The numbers of a Historical Summary section (parsed back when folding)."""
-
     sessions: int = 0
     first: dt.date | None = None
     last: dt.date | None = None
@@ -358,12 +333,11 @@ class SessionSummary:
     headings: tuple[str, ...] = ()
 
     def plus(self, other: SessionSummary) -> SessionSummary:
-        firsts = [d for d in (self.first, other.first) if d is not None]
-        lasts = [d for d in (self.last, other.last) if d is not None]
+        dates = [d for d in (self.first, other.first, self.last, other.last) if d is not None]
         return SessionSummary(
             self.sessions + other.sessions,
-            min(firsts, default=None),
-            max(lasts, default=None),
+            min(dates, default=None),
+            max(dates, default=None),
             self.passed + other.passed,
             self.passed_stated + other.passed_stated,
             self.failed + other.failed,
@@ -407,9 +381,7 @@ _SUM_HEADING_RE = re.compile(r"^ {2,}[-*] (.*?)\s*$")
 
 
 def parse_summary(section: Section) -> SessionSummary:
-    """Read back a summary :meth:`SessionSummary.render` wrote (leniently: a missing
-    ``Sessions`` line counts the listed headings, a total without "stated in" counts as
-    stated by every session)."""
+    """Read back a rendered summary, leniently (no ``Sessions`` line: count the headings)."""
     sessions: int | None = None
     first = last = None
     totals: dict[str, tuple[int, int | None]] = {}
@@ -447,7 +419,6 @@ def parse_summary(section: Section) -> SessionSummary:
 
 
 def summarize_sessions(sessions: Sequence[Section]) -> SessionSummary:
-    """The summary of ``sessions`` (given oldest first)."""
     dates = [d for d in (section_date(s) for s in sessions) if d is not None]
     passed = failed = passed_stated = failed_stated = 0
     for section in sessions:
@@ -471,8 +442,7 @@ def summarize_sessions(sessions: Sequence[Section]) -> SessionSummary:
 
 
 def prune_test_results_history(ctx: RuleContext) -> RuleResult:
-    """More than ``max_sessions`` sessions: all but the newest are folded into one
-    ``## Historical Summary`` at the bottom (an existing summary is folded in too)."""
+    """Sessions beyond ``max_sessions`` fold into one ``## Historical Summary`` at the end."""
     limit = _int_option(ctx, "max_sessions", DEFAULT_MAX_SESSIONS, 1)
     blocks = split_sections(ctx.body, 2)
     total, folding = _oldest_beyond(blocks, _is_session, limit)
@@ -503,23 +473,17 @@ _PATTERNS_MARKER_RE = re.compile(r"^\[VERIFY PATTERNS\] write (\d+)\b[^\n]*$", r
 _COMMENT_LINE_RE = re.compile(r"^[ \t]*<!--.*-->[ \t]*$")
 
 
-def patterns_marker(write_count: int, today: dt.date) -> str:
-    return (
-        f"{VERIFY_PATTERNS} write {write_count} ({today.isoformat()}): check that each "
-        "pattern below still matches the code, then delete this line."
-    )
-
-
 def prune_common_patterns(ctx: RuleContext) -> RuleResult:
-    """Every ``verify_every_writes``-th write (``write_count % n == 0``, count > 0) a
-    ``[VERIFY PATTERNS] write N`` line is put at the top (after a leading comment such as
-    ``<!-- Last Updated: ... -->`` and a ``#`` title), replacing an earlier one; a marker
-    for the same write is never added twice."""
+    """A ``[VERIFY PATTERNS] write N`` line at the top every ``verify_every_writes``-th
+    write, replacing an earlier one."""
     every = _int_option(ctx, "verify_every_writes", DEFAULT_VERIFY_EVERY_WRITES, 1)
     count = ctx.write_count
     if count <= 0 or count % every:
         return RuleResult(ctx.body)
-    marker = patterns_marker(count, ctx.today)
+    marker = (
+        f"{VERIFY_PATTERNS} write {count} ({ctx.today.isoformat()}): check that each "
+        "pattern below still matches the code, then delete this line."
+    )
     flagged_writes = [
         int(match[1])
         for line in prose_lines(ctx.body)
@@ -535,7 +499,6 @@ def prune_common_patterns(ctx: RuleContext) -> RuleResult:
     )
     lines = lines_of(ctx.body)
     if flagged_writes:
-        # One marker at a time: the newest flag replaces the first marker outside code.
         for i, (line, fenced) in enumerate(fenced_lines(lines)):
             if not fenced and _PATTERNS_MARKER_RE.match(line.rstrip("\n")):
                 lines[i] = marker + ("\n" if line.endswith("\n") else "")

@@ -1,10 +1,5 @@
-"""Quality checks of the layered Forge documents: pure functions over markdown text.
-
-:func:`validate_document` runs what applies to a file type: :func:`completeness` of a
-project overview, :func:`specificity` of its claims, :func:`growth_rate` of
-common_patterns and :func:`accuracy_suggestions`. Thresholds come from
-``lifecycle.quality`` in gitmem.yaml (which may only make them stricter) or the user's own
-settings for the store; docs/lifecycle-rules.md states the heuristics exactly.
+"""Quality checks of the layered documents, pure functions over markdown: completeness,
+specificity, growth and accuracy suggestions (docs/lifecycle-rules.md states the heuristics).
 """
 
 from __future__ import annotations
@@ -22,8 +17,6 @@ from gitmem.format.config import committed_limit, local_part
 
 @dataclass(frozen=True)
 class QualityPolicy:
-    """``lifecycle.quality`` of gitmem.yaml, with these defaults."""
-
     max_unspecific_ratio: float = 0.3
     growth_window: int = 5
     accuracy_every_writes: int = 5
@@ -45,9 +38,8 @@ class QualityPolicy:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> QualityPolicy:
-        """``lifecycle.quality``: a committed threshold only on its strict side of the
-        default (fewer unspecific claims, a shorter growth window, accuracy checks more often
-        and more of them), the user's own settings for the store as given."""
+        """``lifecycle.quality``: committed values only on the strict side of the defaults,
+        the user's own settings as given."""
         section = lifecycle_section(config, "quality")
         local = local_part(config, "lifecycle", "quality")
         known = set(cls.__dataclass_fields__)
@@ -64,25 +56,18 @@ class QualityPolicy:
                 f"lifecycle.quality.{k}",
                 v,
                 getattr(defaults, str(k)),
-                higher_is_tighter=k in _MORE_IS_STRICTER,
+                higher_is_tighter=k == "accuracy_claims",
             )
             for k, v in section.items()
         }
         return cls(**{**values, **{str(k): v for k, v in local.items()}})
 
 
-_MORE_IS_STRICTER = frozenset({"accuracy_claims"})
-"""Quality options where a larger value asks more (every other one asks more when smaller)."""
-
-
-# --------------------------------------------------------------------------- text scanning
-
-
 @dataclass(frozen=True)
 class _Line:
-    number: int  # 1-based line number in the body
-    text: str  # without its newline
-    fenced: bool  # inside a fenced code block (fence lines included)
+    number: int  # 1-based
+    text: str
+    fenced: bool
 
 
 def _scan(body: str) -> list[_Line]:
@@ -159,6 +144,7 @@ _DETECTION: dict[str, str] = {
     "Testing heading or field with content",
 }
 COMPLETENESS_CHECKS: tuple[str, ...] = tuple(_DETECTION)
+_TERMS = (_LANGUAGE_RE, _FRAMEWORK_RE, _ARCHITECTURE_RE, _CONVENTION_RE, _TESTING_RE)
 
 
 @dataclass(frozen=True)
@@ -197,23 +183,16 @@ class Completeness:
         }
 
 
-def _field_with_version(line: str, topic: re.Pattern[str]) -> bool:
+def _field(line: str, topic: re.Pattern[str], versioned: bool) -> bool:
+    """A field line about ``topic`` whose value has a version (``versioned``) or any content."""
     parsed = field_of(line)
-    return (
-        parsed is not None
-        and topic.search(parsed[0]) is not None
-        and _ANY_VERSION_RE.search(parsed[1]) is not None
-    )
-
-
-def _field_with_content(line: str, topic: re.Pattern[str]) -> bool:
-    parsed = field_of(line)
-    return parsed is not None and topic.search(parsed[0]) is not None and bool(parsed[1])
+    if parsed is None or topic.search(parsed[0]) is None:
+        return False
+    return _ANY_VERSION_RE.search(parsed[1]) is not None if versioned else bool(parsed[1])
 
 
 def _headings_with_content(lines: Sequence[_Line], topic: re.Pattern[str]) -> Iterator[_Line]:
-    """Headings whose title matches ``topic`` and that have a non-blank line of their own
-    or of a subsection before the next heading of the same or a higher level."""
+    """Headings about ``topic`` with a non-blank line (theirs or a subsection's)."""
     for i, line in enumerate(lines):
         head = None if line.fenced else heading_of(line.text)
         if head is None or not topic.search(head[1]):
@@ -232,35 +211,14 @@ def completeness(body: str) -> Completeness:
     matches (``detection`` of each check says how)."""
     lines = [line for line in _scan(body) if not line.fenced]
     prose = [line for line in lines if heading_of(line.text) is None]
-
-    def first(predicate: Any) -> _Line | None:
-        return next((line for line in prose if predicate(line.text)), None)
-
-    topics = _TOPICS
-    found: dict[str, _Line | None] = {
-        "language_version": first(
-            lambda t: _LANGUAGE_RE.search(t) or _field_with_version(t, topics["language_version"])
-        ),
-        "framework_version": first(
-            lambda t: _FRAMEWORK_RE.search(t) or _field_with_version(t, topics["framework_version"])
-        ),
-    }
-    for name, terms in (
-        ("architecture_pattern", _ARCHITECTURE_RE),
-        ("conventions", _CONVENTION_RE),
-        ("testing_approach", _TESTING_RE),
-    ):
-        hit = first(
-            lambda t, terms=terms, name=name: (
-                terms.search(t) or _field_with_content(t, topics[name])
-            )
-        )
-        if hit is None:
-            hit = next(_headings_with_content(lines, topics[name]), None)
-        found[name] = hit
     checks: list[CompletenessCheck] = []
-    for name in COMPLETENESS_CHECKS:
-        hit = found[name]
+    for name, terms in zip(COMPLETENESS_CHECKS, _TERMS, strict=True):
+        topic, versioned = _TOPICS[name], name.endswith("_version")
+        hit = next(
+            (x for x in prose if terms.search(x.text) or _field(x.text, topic, versioned)), None
+        )
+        if hit is None and not versioned:
+            hit = next(_headings_with_content(lines, topic), None)
         line, evidence = (None, None) if hit is None else (hit.number, hit.text.strip())
         checks.append(CompletenessCheck(name, hit is not None, line, evidence, _DETECTION[name]))
     return Completeness(tuple(checks))

@@ -1,7 +1,5 @@
-"""Light records of the current memories, read from the store's reader (``Store.reader``).
-
-Lifecycle rules run on every hook and need a few fields of every memory; building whole
-:class:`~gitmem.format.model.Memory` objects would be most of their cost.
+"""Light records of the current memories from the index: lifecycle checks run on every hook
+and need a few fields of every memory, where whole ``Memory`` objects would cost most.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from gitmem.format.model import Scope
 if TYPE_CHECKING:
     from gitmem.store.core import Store
 
-# Only the front-matter keys lifecycle rules read are decoded from ``extra``.
 _KEYS = ("anchors", "verify", "verify_reason")
 
 
@@ -44,30 +41,6 @@ def _extra(text: str) -> dict[str, Any]:
     return {k: data[k] for k in _KEYS if k in data} if isinstance(data, dict) else {}
 
 
-def _records(
-    store: Store, scope: Scope, *, include_superseded: bool, include_archived: bool, text: bool
-) -> list[MemoryRecord]:
-    columns = ("id", "path", "title", "created_us", "updated_us") + (
-        ("body", "extra") if text else ()
-    )
-    rows = store.reader(scope).rows(
-        columns, include_superseded=include_superseded, include_archived=include_archived
-    )
-    return [
-        MemoryRecord(
-            r[0],
-            r[1],
-            r[2],
-            _when(r[3]),
-            _when(r[4]),
-            r[5] if text else "",
-            _extra(r[6]) if text else {},
-            scope,
-        )
-        for r in rows
-    ]
-
-
 def current_records(
     store: Store,
     *,
@@ -78,15 +51,26 @@ def current_records(
 ) -> list[MemoryRecord]:
     """The memories ``Store.list()`` would give, as light records, oldest first;
     ``text=False`` leaves out body and extra (enough for staleness)."""
-    scopes = [Scope(scope)] if scope is not None else store.scopes
+    columns = ("id", "path", "title", "created_us", "updated_us") + (
+        ("body", "extra") if text else ()
+    )
     out: list[MemoryRecord] = []
-    for each in scopes:
-        out += _records(
-            store,
-            each,
-            include_superseded=include_superseded,
-            include_archived=include_archived,
-            text=text,
+    for each in [Scope(scope)] if scope is not None else store.scopes:
+        rows = store.reader(each).rows(
+            columns, include_superseded=include_superseded, include_archived=include_archived
         )
+        out += [
+            MemoryRecord(
+                r[0],
+                r[1],
+                r[2],
+                _when(r[3]),
+                _when(r[4]),
+                r[5] if text else "",
+                _extra(r[6]) if text else {},
+                each,
+            )
+            for r in rows
+        ]
     out.sort(key=lambda r: (r.created_at, r.id))
     return out

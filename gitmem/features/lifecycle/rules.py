@@ -1,11 +1,8 @@
-"""The registry of prune rules for the layered Forge documents, keyed by file type.
+"""The prune rules of the layered documents by file type, and their size limits.
 
-A rule is a pure function over a document's markdown (no git, no store, no clock);
-``gitmem/features/layered.py`` calls :func:`apply_rule` and writes the result in one
-commit. A project adds rules in code, as installed entry points (``gitmem.rules``) or in
-the user's own configuration; the committed gitmem.yaml may only choose among rules that
-exist, because whoever can push to a store must not run code on every clone. Size limits
-are warnings, never failures. docs/lifecycle-rules.md defines every rule exactly.
+Rules come from code, installed entry points or the user's own configuration; the committed
+gitmem.yaml may only choose among existing rules: whoever can push to a store must not run
+code on every clone (docs/lifecycle-rules.md).
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ from gitmem.features.lifecycle.prune import (
 from gitmem.format.config import committed_limit, local_part, loosened
 from gitmem.format.schema import is_number
 
-# What a rule's author imports from here (defined in prune.py with the built-in rules).
 __all__ = [
     "DEFAULT_REGISTRY",
     "LifecycleConfigError",
@@ -69,26 +65,21 @@ def _check_file_type(file_type: str) -> str:
 def _as_rule(
     rule: PruneRule | RuleFunction, defaults: Mapping[str, Any] | None, archive: str | None
 ) -> PruneRule:
-    if isinstance(rule, PruneRule):
-        if defaults is None and archive is None:
-            return rule
-        return PruneRule(
-            rule.apply,
-            dict(rule.defaults if defaults is None else defaults),
-            rule.archive if archive is None else archive,
-            rule.description,
-        )
     if not callable(rule):
         raise InvalidInputError(f"a prune rule must be callable, not {type(rule).__name__}")
-    return PruneRule(rule, dict(defaults or {}), archive, (rule.__doc__ or "").strip())
+    if not isinstance(rule, PruneRule):
+        return PruneRule(rule, dict(defaults or {}), archive)
+    if defaults is None and archive is None:
+        return rule
+    return PruneRule(
+        rule.apply,
+        dict(rule.defaults if defaults is None else defaults),
+        rule.archive if archive is None else archive,
+    )
 
 
-class RuleRegistry:
-    """File type -> :class:`PruneRule`. :data:`DEFAULT_REGISTRY` holds the built-in rules;
-    :func:`registry_from_config` copies it and applies ``lifecycle.rules`` of gitmem.yaml."""
-
-    def __init__(self, rules: Mapping[str, PruneRule] | None = None) -> None:
-        self._rules: dict[str, PruneRule] = dict(rules or {})
+class RuleRegistry(dict[str, PruneRule]):
+    """File type -> :class:`PruneRule`."""
 
     def register(
         self,
@@ -102,28 +93,15 @@ class RuleRegistry:
         _check_file_type(file_type)
         if archive is not None:
             _check_file_type(archive)
-        registered = _as_rule(rule, defaults, archive)
-        self._rules[file_type] = registered
+        registered = self[file_type] = _as_rule(rule, defaults, archive)
         return registered
 
-    def unregister(self, file_type: str) -> None:
-        """No rule for ``file_type`` (a no-op when there is none)."""
-        self._rules.pop(file_type, None)
-
-    def get(self, file_type: str) -> PruneRule | None:
-        return self._rules.get(file_type)
-
     def file_types(self) -> list[str]:
-        return sorted(self._rules)
-
-    def copy(self) -> RuleRegistry:
-        return RuleRegistry(self._rules)
+        return sorted(self)
 
     def options_for(self, file_type: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The rule's defaults overridden by ``lifecycle.prune.<file_type>``; unknown keys
-        and values of another type are refused (a typo would otherwise pass silently).
-        A committed option may only lower a number the rule declares (other committed
-        options are ignored with a warning); the user's own settings apply as given."""
+        """The rule's defaults overridden by ``lifecycle.prune.<file_type>``: committed, only
+        lowering a number; the user's own settings as given; unknown keys refused."""
         rule = self.get(file_type)
         defaults = dict(rule.defaults) if rule is not None else {}
         merged = dict(defaults)
@@ -155,42 +133,6 @@ class RuleRegistry:
                 else:
                     loosened(config, name, "sets an option gitmem cannot tell is stricter")
         return merged
-
-    def apply(
-        self,
-        file_type: str,
-        body: str,
-        *,
-        today: dt.date,
-        write_count: int = 0,
-        archive_text: str | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> RuleResult:
-        """Run the rule of ``file_type`` (an unchanged result when it has none)."""
-        rule = self.get(file_type)
-        if rule is None:
-            return RuleResult(body)
-        if isinstance(today, dt.datetime):
-            today = today.date()
-        ctx = RuleContext(
-            file_type=file_type,
-            body=body,
-            today=today,
-            write_count=write_count,
-            options=self.options_for(file_type, config),
-            archive_text=archive_text if rule.archive else None,
-            archive_name=rule.archive,
-        )
-        result = rule(ctx)
-        if not isinstance(result, RuleResult):
-            raise LifecycleConfigError(
-                f"the prune rule of {file_type} returned {type(result).__name__}, not a RuleResult"
-            )
-        if result.archive_text is not None and rule.archive is None:
-            raise LifecycleConfigError(
-                f"the prune rule of {file_type} wrote an archive but declares none"
-            )
-        return result
 
 
 def _same_kind(default: Any, value: Any) -> bool:
@@ -237,7 +179,6 @@ def load_callable(spec: str, what: str = "prune rule") -> Any:
 
 
 def load_rule(spec: str) -> PruneRule:
-    """The rule named ``"package.module:attribute"`` (a :class:`PruneRule` or a callable)."""
     return _as_rule(load_callable(spec), None, None)
 
 
@@ -247,7 +188,6 @@ DEFAULT_REGISTRY = RuleRegistry(
             prune_review_history,
             {"max_reviews": DEFAULT_MAX_REVIEWS},
             REVIEW_ARCHIVE,
-            "oldest ## Review sections beyond max_reviews move to the archive",
         ),
         "known_issues": PruneRule(
             prune_known_issues,
@@ -255,20 +195,14 @@ DEFAULT_REGISTRY = RuleRegistry(
                 "remove_resolved_after_days": DEFAULT_REMOVE_RESOLVED_AFTER_DAYS,
                 "verify_status_after_days": DEFAULT_VERIFY_STATUS_AFTER_DAYS,
             },
-            None,
-            "resolved issues removed after N days; [VERIFY STATUS] on issues idle for M days",
         ),
         "test_results_history": PruneRule(
             prune_test_results_history,
             {"max_sessions": DEFAULT_MAX_SESSIONS},
-            None,
-            "sessions beyond max_sessions folded into one ## Historical Summary",
         ),
         "common_patterns": PruneRule(
             prune_common_patterns,
             {"verify_every_writes": DEFAULT_VERIFY_EVERY_WRITES},
-            None,
-            "[VERIFY PATTERNS] every Nth write",
         ),
     }
 )
@@ -286,16 +220,14 @@ def register_rule(
 
 
 def unregister_rule(file_type: str) -> None:
-    DEFAULT_REGISTRY.unregister(file_type)
+    DEFAULT_REGISTRY.pop(file_type, None)
 
 
 def rule_for(file_type: str, registry: RuleRegistry | None = None) -> PruneRule | None:
-    """The rule of ``file_type`` (None when it has none)."""
     return (registry or DEFAULT_REGISTRY).get(file_type)
 
 
 ENTRY_POINT_GROUP = "gitmem.rules"
-"""Installed rules: entry points in this group, named by the file type they prune."""
 
 _warned: set[str] = set()
 
@@ -307,7 +239,6 @@ def _warn_once(message: str) -> None:
 
 
 def installed_rules() -> dict[str, PruneRule]:
-    """The rules installed packages declare (entry points of :data:`ENTRY_POINT_GROUP`)."""
     from importlib.metadata import entry_points
 
     out: dict[str, PruneRule] = {}
@@ -318,20 +249,6 @@ def installed_rules() -> dict[str, PruneRule]:
         except Exception as exc:  # one broken plugin must not stop every prune
             _warn_once(f"installed prune rule {point.name!r} ({point.value}) not loaded: {exc}")
     return out
-
-
-def local_rules(gitdir: str | None = None) -> Mapping[str, Any]:
-    """``rules`` of the user's own configuration file (a store's entry wins when given)."""
-    from gitmem.git import localconfig
-
-    section = localconfig.load_cached().section("rules", gitdir=gitdir)
-    if section is None:
-        return {}
-    if not isinstance(section, Mapping):
-        raise LifecycleConfigError(
-            f"{localconfig.config_path()}: 'rules' must map file types to 'module:function'"
-        )
-    return section
 
 
 def _committed_rule(
@@ -379,26 +296,27 @@ def _committed_rule(
 
 
 def registry_from_config(
-    config: Mapping[str, Any] | None,
-    base: RuleRegistry | None = None,
-    *,
-    gitdir: str | None = None,
+    config: Mapping[str, Any] | None, *, gitdir: str | None = None
 ) -> RuleRegistry:
-    """A copy of ``base`` (default: :data:`DEFAULT_REGISTRY`) with, in order, the installed
-    rules, ``lifecycle.rules`` of gitmem.yaml (``<file_type>: <other file type>`` gives a
-    file type with no rule that one's; removing or replacing a rule is ignored with one
-    warning) and the user's own ``rules`` (``<file_type>: null``, another file type, or
-    ``"package.module:function"``, imported: the user wrote it)."""
-    registry = (base or DEFAULT_REGISTRY).copy()
+    """:data:`DEFAULT_REGISTRY` plus the installed rules, ``lifecycle.rules`` of gitmem.yaml
+    (only naming an existing rule for a type without one) and the user's own ``rules``."""
+    from gitmem.git import localconfig
+
+    registry = RuleRegistry(DEFAULT_REGISTRY)
     for file_type, rule in installed_rules().items():
         registry.register(file_type, rule)
     for file_type, spec in lifecycle_section(config, "rules").items():
         _committed_rule(registry, _check_file_type(str(file_type)), spec, config)
-    for file_type, spec in local_rules(gitdir).items():
+    local = localconfig.load_cached().section("rules", gitdir=gitdir) or {}
+    if not isinstance(local, Mapping):
+        raise LifecycleConfigError(
+            f"{localconfig.config_path()}: 'rules' must map file types to 'module:function'"
+        )
+    for file_type, spec in local.items():
         _check_file_type(str(file_type))
         named = registry.get(spec) if isinstance(spec, str) and ":" not in spec else None
         if spec is None or spec is False:
-            registry.unregister(str(file_type))
+            registry.pop(str(file_type), None)
         elif named is not None:
             registry.register(str(file_type), named)
         elif isinstance(spec, str):
@@ -421,17 +339,30 @@ def apply_rule(
     config: Mapping[str, Any] | None = None,
     registry: RuleRegistry | None = None,
 ) -> RuleResult:
-    """Run the rule of ``file_type`` over ``body`` with options from ``config`` (the raw
-    gitmem.yaml mapping); no rule gives back the body unchanged and no actions."""
+    """Run the rule of ``file_type`` with options from ``config`` (raw gitmem.yaml)."""
     reg = registry if registry is not None else registry_from_config(config)
-    return reg.apply(
-        file_type,
-        body,
-        today=today,
+    rule = reg.get(file_type)
+    if rule is None:
+        return RuleResult(body)
+    ctx = RuleContext(
+        file_type=file_type,
+        body=body,
+        today=today.date() if isinstance(today, dt.datetime) else today,
         write_count=write_count,
-        archive_text=archive_text,
-        config=config,
+        options=reg.options_for(file_type, config),
+        archive_text=archive_text if rule.archive else None,
+        archive_name=rule.archive,
     )
+    result = rule.apply(ctx)
+    if not isinstance(result, RuleResult):
+        raise LifecycleConfigError(
+            f"the prune rule of {file_type} returned {type(result).__name__}, not a RuleResult"
+        )
+    if result.archive_text is not None and rule.archive is None:
+        raise LifecycleConfigError(
+            f"the prune rule of {file_type} wrote an archive but declares none"
+        )
+    return result
 
 
 DEFAULT_SIZE_LIMITS: Mapping[str, int] = {
@@ -442,9 +373,7 @@ DEFAULT_SIZE_LIMITS: Mapping[str, int] = {
 
 
 def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
-    """``DEFAULT_SIZE_LIMITS`` overridden by ``lifecycle.size_limits``: a committed limit
-    only at or below the one the file type has built in (``default`` for a type without
-    its own), the user's own settings for the store as given."""
+    """``DEFAULT_SIZE_LIMITS`` overridden by ``lifecycle.size_limits`` (committed: lower only)."""
     limits = dict(DEFAULT_SIZE_LIMITS)
     local = local_part(config, "lifecycle", "size_limits")
     for section, trusted in ((lifecycle_section(config, "size_limits"), False), (local, True)):
@@ -460,8 +389,7 @@ def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
 def size_warnings(
     file_type: str, line_count: int, limits: Mapping[str, int] | None = None
 ) -> list[str]:
-    """Warnings (never errors) for a document over its line limit: the file type's own
-    limit when it has one, else ``default`` (500 lines for any file)."""
+    """Warnings (never errors) for a document over its type's line limit, else ``default``'s."""
     table = DEFAULT_SIZE_LIMITS if limits is None else {**DEFAULT_SIZE_LIMITS, **limits}
     if file_type in table and file_type != "default":
         limit, which = table[file_type], f"the {file_type} limit"

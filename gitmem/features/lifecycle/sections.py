@@ -1,8 +1,5 @@
-"""Markdown as the lifecycle rules read it: lines, headings, fenced blocks, sections, dates.
-
-The rules prune layered documents section by section (a review, a session, an issue);
-this is the one reader of that structure they and the quality checks share.
-"""
+"""Markdown as the prune rules and quality checks read it: lines, headings, fenced blocks,
+sections, field lines and dates (docs/lifecycle-rules.md, "Sections and dates")."""
 
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
 _ISO_DATE_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
-# "**Status**: x", "**Status:** x", "Status: x", "- **Status**: x", "__Status__: x"
 _FIELD_RE = re.compile(
     r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)?([A-Za-z][A-Za-z _-]{0,40}?)(?:\*\*|__)?[ \t]*:"
     r"(?:\*\*|__)?[ \t]*(.*)$"
@@ -34,7 +30,6 @@ def lines_of(text: str) -> list[str]:
 
 
 def count_lines(text: str) -> int:
-    """Lines as an editor counts them: a final line without ``\\n`` counts, "" has none."""
     return len(lines_of(text))
 
 
@@ -83,9 +78,8 @@ class Section:
 
 
 def split_sections(body: str, level: int) -> list[Section]:
-    """Cut ``body`` at every heading of ``level`` or higher (fewer ``#``) outside code
-    fences. The first block is the preamble (level 0, maybe empty); joining every
-    block's ``text`` gives back ``body`` exactly."""
+    """Cut ``body`` at each heading of ``level`` or higher outside code fences; the first
+    block is the (maybe empty) preamble, and the blocks join back to ``body`` exactly."""
     blocks: list[Section] = []
     current: list[str] = []
     cur_level, cur_title = 0, ""
@@ -132,7 +126,6 @@ def field_of(line: str) -> tuple[str, str] | None:
 
 
 def _field_lines(section: Section) -> Iterator[tuple[str, str, str]]:
-    """``(label, value, line)`` of each field line in the section's body (heading excluded)."""
     lines = prose_lines(section.text)
     for line in lines[1:] if section.level else lines:
         parsed = field_of(line)
@@ -154,9 +147,8 @@ def section_date(section: Section) -> dt.date | None:
 
 
 def chronological(sections: Sequence[Section]) -> list[int]:
-    """Indices of ``sections`` oldest first. A section without a date counts as old as the
-    dated section before it (older than all when none precedes it); ties keep document
-    order, so undated documents are taken as written oldest first (appended)."""
+    """Indices of ``sections`` oldest first; an undated one is as old as the dated one
+    before it, ties keep document order (docs/lifecycle-rules.md)."""
     effective: list[dt.date] = []
     last = dt.date.min
     for section in sections:
@@ -170,8 +162,8 @@ def chronological(sections: Sequence[Section]) -> list[int]:
 def _oldest_beyond(
     blocks: Sequence[Section], wanted: Callable[[Section], bool], limit: int
 ) -> tuple[int, dict[int, Section]]:
-    """How many blocks are ``wanted``, and those beyond the newest ``limit`` of them:
-    ``{block index: block}`` in chronological order, oldest first (empty: none)."""
+    """How many blocks are ``wanted``, and ``{index: block}`` of those beyond the newest
+    ``limit``, oldest first."""
     indices = [i for i, b in enumerate(blocks) if wanted(b)]
     if len(indices) <= limit:
         return len(indices), {}
@@ -180,6 +172,5 @@ def _oldest_beyond(
 
 
 def _with_blank_line_after(text: str) -> str:
-    """``text`` ending in exactly one blank line (for a block followed by a heading)."""
     stripped = text.rstrip()
     return stripped + "\n\n" if stripped else ""

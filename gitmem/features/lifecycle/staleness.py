@@ -1,9 +1,5 @@
-"""Staleness: fresh / aging / stale by whole days since ``updated_at``.
-
-The rule runs over plain ``(id, path, updated_at)`` records so any document plugs in
-(memories from the index, layered documents from the store). Defaults
-(``lifecycle.staleness``: lowered in gitmem.yaml, raised only in the user's own settings):
-up to 30 days fresh, up to 90 aging, then stale; no timestamp at all is stale.
+"""Staleness: fresh / aging / stale by whole days since ``updated_at`` (docs/lifecycle.md),
+over plain ``(id, path, updated_at)`` records so memories and layered documents both plug in.
 """
 
 from __future__ import annotations
@@ -52,9 +48,8 @@ class StalenessPolicy:
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any] | None) -> StalenessPolicy:
-        """The policy of a store config's raw mapping (``StoreConfig.raw``): a committed
-        threshold only at or below the built-in one (a later "stale" would hide what aged),
-        the user's own (``lifecycle.staleness`` of the store's local settings) as given."""
+        """From a raw store config: committed thresholds only lower the built-in ones (a
+        later "stale" would hide what aged); the user's own settings apply as given."""
         staleness = lifecycle_section(raw, "staleness")
         local = config.local_part(raw, "lifecycle", "staleness")
 
@@ -63,6 +58,7 @@ class StalenessPolicy:
                 return local[name]
             value = staleness.get(name, default)
             return config.committed_limit(raw, f"lifecycle.staleness.{name}", value, default)
+
         return cls(
             fresh_days=days("fresh_days", DEFAULT_FRESH_DAYS),
             aging_days=days("aging_days", DEFAULT_AGING_DAYS),
@@ -71,8 +67,6 @@ class StalenessPolicy:
 
 @dataclass(frozen=True)
 class StalenessRecord:
-    """What the rule needs of a document; ``updated_at`` None means it carries no timestamp."""
-
     id: str
     path: str | None
     updated_at: dt.datetime | None
@@ -104,9 +98,6 @@ class StalenessReport:
     fresh: list[StalenessEntry] = field(default_factory=list)
     aging: list[StalenessEntry] = field(default_factory=list)
     stale: list[StalenessEntry] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.fresh) + len(self.aging) + len(self.stale)
 
     def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
         return {
@@ -150,18 +141,12 @@ def staleness_report(
     """Sort records into fresh / aging / stale; each bucket oldest first (no timestamp first)."""
     policy = policy or StalenessPolicy()
     report = StalenessReport(now=to_utc(now), policy=policy)
-    buckets = {
-        Staleness.FRESH: report.fresh,
-        Staleness.AGING: report.aging,
-        Staleness.STALE: report.stale,
-    }
     for record in records:
         state = classify(record.updated_at, now, policy)
         days = None if record.updated_at is None else days_since(record.updated_at, now)
-        buckets[state].append(
-            StalenessEntry(record.id, record.path, record.updated_at, days, state)
-        )
-    for bucket in buckets.values():
+        entry = StalenessEntry(record.id, record.path, record.updated_at, days, state)
+        getattr(report, state).append(entry)
+    for bucket in (report.fresh, report.aging, report.stale):
         bucket.sort(
             key=lambda e: (e.days_since_update is not None, -(e.days_since_update or 0), e.id)
         )
@@ -176,8 +161,7 @@ def store_staleness(
     include_archived: bool = False,
     now: dt.datetime | None = None,
 ) -> StalenessReport:
-    """Staleness of a store's memories under the policy its gitmem.yaml commits;
-    ``now`` defaults to the store's clock."""
+    """Staleness of a store's memories under its policy, at the store clock's ``now``."""
     policy = StalenessPolicy.from_config(store.config(scope).raw)
     records = current_records(
         store,
