@@ -192,15 +192,12 @@ class _Project:
         # order the times come in, so the first commit not newer than a time is a bisection.
         self._floor: list[int] = []
         self._walker: pygit2.Commit | None = self.head
-        self._bases: dict[int, pygit2.Commit | None] = {}
         self._entries: dict[tuple[pygit2.Oid, str], tuple[pygit2.Oid, bool] | None] = {}
         self._renames: dict[pygit2.Oid, dict[str, str]] = {}
 
     def base(self, when: dt.datetime) -> pygit2.Commit | None:
         """The newest first-parent commit at or before ``when`` (walking only as far as needed)."""
         target = int(to_utc(when).timestamp())
-        if target in self._bases:
-            return self._bases[target]
         while self._walker is not None and (not self._floor or -self._floor[-1] > target):
             commit = self._walker
             self._chain.append(commit)
@@ -211,9 +208,7 @@ class _Project:
         # the base is the first commit from HEAD that is not newer than the memory, so a
         # commit in front of HEAD never changes the base of a memory older than it.
         i = bisect.bisect_left(self._floor, -target)
-        found = self._chain[i] if i < len(self._chain) else None
-        self._bases[target] = found
-        return found
+        return self._chain[i] if i < len(self._chain) else None
 
     def entry(self, commit: pygit2.Commit, path: str) -> tuple[pygit2.Oid, bool] | None:
         """The object at ``path`` in ``commit`` and whether it is a folder; None: no entry."""

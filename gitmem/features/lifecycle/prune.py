@@ -5,6 +5,7 @@ rules (docs/lifecycle-rules.md); :mod:`gitmem.features.lifecycle.rules` maps fil
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -112,16 +113,15 @@ def whole_number(value: Any, key: str, minimum: int) -> int:
     return value
 
 
-def _int_option(ctx: RuleContext, name: str, default: int, minimum: int) -> int:
+def _int_option(ctx: RuleContext, name: str, minimum: int) -> int:
+    """An option of a built-in rule (its default comes from the registry)."""
     key = f"lifecycle.prune.{ctx.file_type}.{name}"
-    return whole_number(ctx.options.get(name, default), key, minimum)
+    return whole_number(ctx.options.get(name), key, minimum)
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
-
-DEFAULT_MAX_REVIEWS = 10
 
 REVIEW_ARCHIVE = "review_history_archive"
 
@@ -139,7 +139,7 @@ def _is_review(section: Section) -> bool:
 
 def prune_review_history(ctx: RuleContext) -> RuleResult:
     """The oldest ``## Review`` sections beyond ``max_reviews`` move to the archive."""
-    limit = _int_option(ctx, "max_reviews", DEFAULT_MAX_REVIEWS, 1)
+    limit = _int_option(ctx, "max_reviews", 1)
     blocks = split_sections(ctx.body, 2)
     total, moving = _oldest_beyond(blocks, _is_review, limit)
     if not moving:
@@ -167,10 +167,6 @@ def _archive_with(archive_text: str | None, moved: Sequence[Section]) -> str:
     parts = [_with_blank_line_after(preamble)] + [_with_blank_line_after(s.text) for s in ordered]
     return "".join(parts).rstrip("\n") + "\n"
 
-
-DEFAULT_REMOVE_RESOLVED_AFTER_DAYS = 30
-
-DEFAULT_VERIFY_STATUS_AFTER_DAYS = 90
 
 VERIFY_STATUS = "[VERIFY STATUS]"
 
@@ -242,10 +238,8 @@ def _mark_verify(section: Section) -> Section:
 
 def prune_known_issues(ctx: RuleContext) -> RuleResult:
     """Old resolved issues removed; ``[VERIFY STATUS]`` on issues idle too long."""
-    remove_after = _int_option(
-        ctx, "remove_resolved_after_days", DEFAULT_REMOVE_RESOLVED_AFTER_DAYS, 0
-    )
-    verify_after = _int_option(ctx, "verify_status_after_days", DEFAULT_VERIFY_STATUS_AFTER_DAYS, 0)
+    remove_after = _int_option(ctx, "remove_resolved_after_days", 0)
+    verify_after = _int_option(ctx, "verify_status_after_days", 0)
     blocks = split_sections(ctx.body, 3)
     kept: list[Section] = []
     actions: list[PruneAction] = []
@@ -284,8 +278,6 @@ def prune_known_issues(ctx: RuleContext) -> RuleResult:
         return RuleResult(ctx.body)
     return RuleResult(join_sections(kept), None, tuple(actions))
 
-
-DEFAULT_MAX_SESSIONS = 15
 
 SUMMARY_TITLE = "Historical Summary"
 
@@ -418,42 +410,32 @@ def parse_summary(section: Section) -> SessionSummary:
     )
 
 
-def summarize_sessions(sessions: Sequence[Section]) -> SessionSummary:
-    dates = [d for d in (section_date(s) for s in sessions) if d is not None]
-    passed = failed = passed_stated = failed_stated = 0
-    for section in sessions:
-        counts = session_counts(section.text)
-        if "passed" in counts:
-            passed += counts["passed"]
-            passed_stated += 1
-        if "failed" in counts:
-            failed += counts["failed"]
-            failed_stated += 1
+def _one_session(section: Section) -> SessionSummary:
+    date, counts = section_date(section), session_counts(section.text)
+    passed, failed = counts.get("passed"), counts.get("failed")
     return SessionSummary(
-        len(sessions),
-        min(dates, default=None),
-        max(dates, default=None),
-        passed,
-        passed_stated,
-        failed,
-        failed_stated,
-        tuple(s.title for s in sessions),
+        1,
+        date,
+        date,
+        passed or 0,
+        passed is not None,
+        failed or 0,
+        failed is not None,
+        (section.title,),
     )
 
 
 def prune_test_results_history(ctx: RuleContext) -> RuleResult:
     """Sessions beyond ``max_sessions`` fold into one ``## Historical Summary`` at the end."""
-    limit = _int_option(ctx, "max_sessions", DEFAULT_MAX_SESSIONS, 1)
+    limit = _int_option(ctx, "max_sessions", 1)
     blocks = split_sections(ctx.body, 2)
     total, folding = _oldest_beyond(blocks, _is_session, limit)
     if not folding:
         return RuleResult(ctx.body)
     folded = list(folding.values())
     summaries = [i for i, b in enumerate(blocks) if _is_summary(b)]
-    summary = SessionSummary()
-    for i in summaries:
-        summary = summary.plus(parse_summary(blocks[i]))
-    summary = summary.plus(summarize_sessions(folded))
+    parts = [parse_summary(blocks[i]) for i in summaries] + [_one_session(b) for b in folded]
+    summary = functools.reduce(SessionSummary.plus, parts, SessionSummary())
     drop = set(folding) | set(summaries)
     rest = join_sections(b for i, b in enumerate(blocks) if i not in drop)
     body = _with_blank_line_after(rest) + summary.render()
@@ -463,8 +445,6 @@ def prune_test_results_history(ctx: RuleContext) -> RuleResult:
     )
     return RuleResult(body, None, tuple(PruneAction("removed", reason, b.title) for b in folded))
 
-
-DEFAULT_VERIFY_EVERY_WRITES = 5
 
 VERIFY_PATTERNS = "[VERIFY PATTERNS]"
 
@@ -476,7 +456,7 @@ _COMMENT_LINE_RE = re.compile(r"^[ \t]*<!--.*-->[ \t]*$")
 def prune_common_patterns(ctx: RuleContext) -> RuleResult:
     """A ``[VERIFY PATTERNS] write N`` line at the top every ``verify_every_writes``-th
     write, replacing an earlier one."""
-    every = _int_option(ctx, "verify_every_writes", DEFAULT_VERIFY_EVERY_WRITES, 1)
+    every = _int_option(ctx, "verify_every_writes", 1)
     count = ctx.write_count
     if count <= 0 or count % every:
         return RuleResult(ctx.body)

@@ -8,6 +8,7 @@ code on every clone (docs/lifecycle-rules.md).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import importlib
 import re
 from collections.abc import Mapping
@@ -16,14 +17,8 @@ from typing import Any
 from gitmem.base import logs
 from gitmem.base.errors import InvalidInputError
 from gitmem.features.lifecycle.prune import (
-    DEFAULT_MAX_REVIEWS,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_REMOVE_RESOLVED_AFTER_DAYS,
-    DEFAULT_VERIFY_EVERY_WRITES,
-    DEFAULT_VERIFY_STATUS_AFTER_DAYS,
     REVIEW_ARCHIVE,
     LifecycleConfigError,
-    PruneAction,
     PruneRule,
     RuleContext,
     RuleFunction,
@@ -36,18 +31,6 @@ from gitmem.features.lifecycle.prune import (
 )
 from gitmem.format.config import committed_limit, local_part, loosened
 from gitmem.format.schema import is_number
-
-__all__ = [
-    "DEFAULT_REGISTRY",
-    "LifecycleConfigError",
-    "PruneAction",
-    "PruneRule",
-    "RuleContext",
-    "RuleRegistry",
-    "RuleResult",
-    "apply_rule",
-    "rule_for",
-]
 
 log = logs.get("gitmem")
 
@@ -184,26 +167,12 @@ def load_rule(spec: str) -> PruneRule:
 
 DEFAULT_REGISTRY = RuleRegistry(
     {
-        "review_history": PruneRule(
-            prune_review_history,
-            {"max_reviews": DEFAULT_MAX_REVIEWS},
-            REVIEW_ARCHIVE,
-        ),
+        "review_history": PruneRule(prune_review_history, {"max_reviews": 10}, REVIEW_ARCHIVE),
         "known_issues": PruneRule(
-            prune_known_issues,
-            {
-                "remove_resolved_after_days": DEFAULT_REMOVE_RESOLVED_AFTER_DAYS,
-                "verify_status_after_days": DEFAULT_VERIFY_STATUS_AFTER_DAYS,
-            },
+            prune_known_issues, {"remove_resolved_after_days": 30, "verify_status_after_days": 90}
         ),
-        "test_results_history": PruneRule(
-            prune_test_results_history,
-            {"max_sessions": DEFAULT_MAX_SESSIONS},
-        ),
-        "common_patterns": PruneRule(
-            prune_common_patterns,
-            {"verify_every_writes": DEFAULT_VERIFY_EVERY_WRITES},
-        ),
+        "test_results_history": PruneRule(prune_test_results_history, {"max_sessions": 15}),
+        "common_patterns": PruneRule(prune_common_patterns, {"verify_every_writes": 5}),
     }
 )
 
@@ -229,13 +198,10 @@ def rule_for(file_type: str, registry: RuleRegistry | None = None) -> PruneRule 
 
 ENTRY_POINT_GROUP = "gitmem.rules"
 
-_warned: set[str] = set()
 
-
+@functools.cache
 def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("%s", message)
+    log.warning("%s", message)
 
 
 def installed_rules() -> dict[str, PruneRule]:
