@@ -207,8 +207,7 @@ def _headings_with_content(lines: Sequence[_Line], topic: re.Pattern[str]) -> It
 
 
 def completeness(body: str) -> Completeness:
-    """The five checks of a project_overview, each satisfied by the first prose line that
-    matches (``detection`` of each check says how)."""
+    """The five checks of a project_overview, each met by the first prose line that matches."""
     lines = [line for line in _scan(body) if not line.fenced]
     prose = [line for line in lines if heading_of(line.text) is None]
     checks: list[CompletenessCheck] = []
@@ -309,8 +308,7 @@ def _is_path(token: str) -> bool:
 
 
 def references(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``(paths, line_refs, identifiers)`` named in ``text``, each in order of appearance
-    (what counts as each: docs/lifecycle-rules.md, "Claims and specificity")."""
+    """``(paths, line_refs, identifiers)`` named in ``text``, in order (docs/lifecycle-rules.md)."""
     paths: list[str] = []
     for match in _SLASH_PATH_RE.finditer(text):
         if _is_path(match.group(0)):
@@ -335,8 +333,7 @@ def references(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, 
 
 
 def _split_sentences(text: str) -> list[tuple[int, str]]:
-    """``(offset, sentence)`` pieces of a paragraph: cut after ``.``/``!``/``?`` (closing
-    brackets, quotes or emphasis allowed) followed by whitespace, never inside a code span."""
+    """``(offset, sentence)`` pieces of a paragraph, never cut inside a code span."""
     spans = [(m.start(), m.end()) for m in _SPAN_RE.finditer(text)]
     pieces: list[tuple[int, str]] = []
     start = 0
@@ -351,8 +348,7 @@ def _split_sentences(text: str) -> list[tuple[int, str]]:
 
 
 def claims(body: str) -> list[Claim]:
-    """The claims of a document in order: bullet items and paragraph sentences, outside
-    code, tables, comments and gitmem's ``[VERIFY ...]`` markers (docs/lifecycle-rules.md)."""
+    """Bullet items and paragraph sentences outside code, tables, comments and markers."""
     out: list[Claim] = []
     current: list[tuple[int, str]] = []  # (line number, text) of the open block
     current_kind: ClaimKind | None = None
@@ -435,8 +431,7 @@ def _add_paragraph(out: list[Claim], lines: Sequence[tuple[int, str]]) -> None:
 
 @dataclass(frozen=True)
 class Specificity:
-    """Specific unless more than ``threshold`` of the claims are unspecific (no claims at
-    all: specific, ratio 0)."""
+    """Specific unless more than ``threshold`` of the claims are unspecific."""
 
     claim_count: int
     unspecific: tuple[Claim, ...]
@@ -444,7 +439,6 @@ class Specificity:
 
     @property
     def ratio(self) -> float:
-        """The share of unspecific claims, 0..1."""
         return len(self.unspecific) / self.claim_count if self.claim_count else 0.0
 
     @property
@@ -472,8 +466,8 @@ GrowthStatus = Literal["unknown", "stagnant", "healthy"]
 
 @dataclass(frozen=True)
 class Growth:
-    """``unknown`` with fewer than ``window`` writes; else ``healthy`` when the newest line
-    count is above the first of the last ``window`` counts, ``stagnant`` when not."""
+    """``unknown`` below ``window`` writes; else ``healthy`` when the window's last count is
+    above its first."""
 
     status: GrowthStatus
     writes: int
@@ -519,9 +513,8 @@ def _short(text: str, limit: int = 120) -> str:
 def accuracy_suggestions(
     body: str, write_count: int, *, every: int = 5, count: int = 3
 ) -> list[AccuracySuggestion]:
-    """On every ``every``-th write (``write_count % every == 0``, count > 0): up to ``count``
-    claims to check, the most concrete first (a path 4 + a line number 2 + an identifier 1;
-    ties in document order); unspecific claims only fill up to two."""
+    """On every ``every``-th write, up to ``count`` claims to check, the most concrete first;
+    unspecific ones only fill up to two."""
     if write_count <= 0 or write_count % every:
         return []
     found = claims(body)
@@ -584,9 +577,8 @@ def validate_document(
     write_count: int = 0,
     policy: QualityPolicy | None = None,
 ) -> QualityReport:
-    """The checks that apply to ``file_type``: completeness for ``project_overview``,
-    growth for ``common_patterns`` (from ``line_counts``, oldest first), specificity and
-    accuracy suggestions for every document; ``suggestions`` says what to do in words."""
+    """The checks that apply to ``file_type`` (``line_counts`` oldest first), and what to do
+    about them in words."""
     policy = policy or QualityPolicy()
     complete = completeness(body) if file_type == "project_overview" else None
     specific = specificity(body, policy.max_unspecific_ratio)
