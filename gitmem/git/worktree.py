@@ -114,10 +114,7 @@ class WorkTree:
         if synced == tip.id:
             return
         repo = self._repo()
-        try:
-            found = repo[synced]
-        except KeyError:
-            found = None
+        found = repo.get(synced)
         old = found if isinstance(found, pygit2.Commit) else None
         diff = (
             repo.diff(old.tree, tip.tree) if old is not None else tip.tree.diff_to_tree(swap=True)
