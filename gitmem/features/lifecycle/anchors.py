@@ -270,10 +270,7 @@ def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
     return named
 
 
-def _check(
-    memories: Iterable[MemoryRecord], project_path: str | Path
-) -> tuple[CheckReport, dict[str, Any]]:
-    """The report, and the store scope of each memory it lists (for ``flag``)."""
+def _check(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
     repo = open_project(project_path)
     project = _Project(repo)
     report = CheckReport(
@@ -281,9 +278,8 @@ def _check(
         head=None if project.head is None else str(project.head.id),
         checked=0,
     )
-    scopes: dict[str, Any] = {}
     if project.head is None or report.head is None:
-        return report, scopes
+        return report
     # Many memories name the same path from the same base: each is looked up once.
     seen: dict[tuple[pygit2.Oid | None, str, str], AnchorFinding | None] = {}
     for memory in memories:
@@ -319,8 +315,7 @@ def _check(
                 findings=findings,
             )
         report.memories.append(found)
-        scopes[memory.id] = memory.store_scope
-    return report, scopes
+    return report
 
 
 def check_project(
@@ -328,9 +323,11 @@ def check_project(
 ) -> CheckReport:
     """Current memories whose named project files changed since they were written; ``flag``
     sets ``verify`` and ``verify_reason`` on the newly found ones, one commit per scope."""
-    report, scopes = _check(current_records(store), project_path)
+    records = current_records(store)
+    report = _check(records, project_path)
     if not flag:
         return report
+    scopes = {r.id: r.store_scope for r in records}
     by_scope: dict[Any, list[CheckedMemory]] = {}
     for checked in report.memories:
         if not checked.already_flagged:

@@ -7,6 +7,7 @@ code on every clone (docs/lifecycle-rules.md).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import importlib
@@ -52,13 +53,9 @@ def _as_rule(
         raise InvalidInputError(f"a prune rule must be callable, not {type(rule).__name__}")
     if not isinstance(rule, PruneRule):
         return PruneRule(rule, dict(defaults or {}), archive)
-    if defaults is None and archive is None:
-        return rule
-    return PruneRule(
-        rule.apply,
-        dict(rule.defaults if defaults is None else defaults),
-        rule.archive if archive is None else archive,
-    )
+    if defaults is not None:
+        rule = dataclasses.replace(rule, defaults=dict(defaults))
+    return rule if archive is None else dataclasses.replace(rule, archive=archive)
 
 
 class RuleRegistry(dict[str, PruneRule]):
