@@ -133,15 +133,16 @@ ARCHIVE_HEADER = (
 )
 
 
-def _is_review(section: Section) -> bool:
-    return section.level == 2 and bool(_REVIEW_TITLE_RE.match(section.title))
+def _titled(pattern: re.Pattern[str]) -> Callable[[Section], bool]:
+    """Whether a section is a ``##`` one whose title matches ``pattern``."""
+    return lambda section: section.level == 2 and bool(pattern.match(section.title))
 
 
 def prune_review_history(ctx: RuleContext) -> RuleResult:
     """The oldest ``## Review`` sections beyond ``max_reviews`` move to the archive."""
     limit = _int_option(ctx, "max_reviews", 1)
     blocks = split_sections(ctx.body, 2)
-    total, moving = _oldest_beyond(blocks, _is_review, limit)
+    total, moving = _oldest_beyond(blocks, _titled(_REVIEW_TITLE_RE), limit)
     if not moving:
         return RuleResult(ctx.body)
     moved = list(moving.values())
@@ -292,14 +293,6 @@ _LABEL_COUNT_RE = re.compile(
 _COUNT_LABEL_RE = re.compile(r"(?<![\w.])(\d+)[ \t]+(?:tests?[ \t]+)?(passed|failed)\b", re.I)
 
 
-def _is_session(section: Section) -> bool:
-    return section.level == 2 and bool(_SESSION_TITLE_RE.match(section.title))
-
-
-def _is_summary(section: Section) -> bool:
-    return section.level == 2 and bool(_SUMMARY_TITLE_RE.match(section.title))
-
-
 def session_counts(text: str) -> dict[str, int]:
     """Passed / failed counts a session states (each: first ``Passed: N``, else first
     ``N passed``); a missing key is not stated."""
@@ -429,11 +422,11 @@ def prune_test_results_history(ctx: RuleContext) -> RuleResult:
     """Sessions beyond ``max_sessions`` fold into one ``## Historical Summary`` at the end."""
     limit = _int_option(ctx, "max_sessions", 1)
     blocks = split_sections(ctx.body, 2)
-    total, folding = _oldest_beyond(blocks, _is_session, limit)
+    total, folding = _oldest_beyond(blocks, _titled(_SESSION_TITLE_RE), limit)
     if not folding:
         return RuleResult(ctx.body)
     folded = list(folding.values())
-    summaries = [i for i, b in enumerate(blocks) if _is_summary(b)]
+    summaries = [i for i, b in enumerate(blocks) if _titled(_SUMMARY_TITLE_RE)(b)]
     parts = [parse_summary(blocks[i]) for i in summaries] + [_one_session(b) for b in folded]
     summary = functools.reduce(SessionSummary.plus, parts, SessionSummary())
     drop = set(folding) | set(summaries)
