@@ -47,6 +47,12 @@ _relation = stacked(  # entity relate and entity unrelate
     click.argument("source", metavar="FROM"), click.argument("relation_type", metavar="RELATION"),
     click.argument("target", metavar="TO"), agent_option,
 )
+_texts = stacked(  # entity observe and entity forget
+    click.argument("name"),
+    click.argument("texts", nargs=-1, required=True, metavar="TEXT..."),
+    agent_option,
+)
+_names = click.argument("names", nargs=-1, required=True, metavar="NAME...")
 
 
 @click.group(cls=SuggestingGroup)
@@ -80,9 +86,7 @@ def entity_add(
 
 
 @entity.command("observe")
-@click.argument("name")
-@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
-@agent_option
+@_texts
 @json_state
 def entity_observe(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
     """Add observations to the entity NAME (ones it already has are skipped)."""
@@ -120,9 +124,7 @@ def entity_unrelate(
 
 
 @entity.command("forget")
-@click.argument("name")
-@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
-@agent_option
+@_texts
 @pass_state
 def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | None) -> None:
     """Delete observations (exact texts) from the entity NAME."""
@@ -130,7 +132,7 @@ def entity_forget(state: State, name: str, texts: tuple[str, ...], agent: str | 
 
 
 @entity.command("show")
-@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@_names
 @json_state
 def entity_show(state: State, names: tuple[str, ...]) -> None:
     """Show entities and every relation touching them (the open_nodes tool)."""
@@ -164,7 +166,7 @@ def entity_ls(state: State) -> None:
 
 
 @entity.command("rm")
-@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@_names
 @agent_option
 @pass_state
 def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
@@ -207,8 +209,9 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
     host, port = mcp_server.parse_bind(bind)
     token, where = tokens.http_token(store)
     source = f"${tokens.TOKEN_ENV}" if where is None else str(where)
+    shown = f"[{host}]" if ":" in host else host
     click.echo(
-        f"gitmem: serving MCP at http://{_url_host(host)}:{port}{mcp_server.HTTP_PATH} "
+        f"gitmem: serving MCP at http://{shown}:{port}{mcp_server.HTTP_PATH} "
         f"(bearer token: {source})",
         err=True,
     )
@@ -250,10 +253,6 @@ def serve(state: State, port: int, host: str, open_browser: bool) -> None:
     server.run(open_browser=open_browser)
 
 
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 def _report(state: State, report: Fidelity) -> None:
     output(state, report, report.summary())
     if not report.ok:
@@ -287,19 +286,22 @@ def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None
     _import(state, transfer.import_mcp_jsonl, file, skip_bad=skip_bad, agent=agent)
 
 
+_folder = stacked(  # import files and import forge
+    click.argument("directory", type=click.Path(file_okay=False, path_type=Path)),
+    click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported."),
+    json_state,
+)
+
+
 @import_.command("files")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
-@json_state
+@_folder
 def import_files(state: State, directory: Path, skip_bad: bool) -> None:
     """Memory files copied byte for byte (folders repo/ and user/: to that scope)."""
     _import(state, transfer.import_files, directory, skip_bad=skip_bad)
 
 
 @import_.command("forge")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--skip-bad", is_flag=True, help="Leave out files that cannot be imported.")
-@json_state
+@_folder
 def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
     """A Forge plugin memory folder (projects/, skills/, commands/, agents/) as layered
     documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""

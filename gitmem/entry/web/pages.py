@@ -42,10 +42,10 @@ class Page:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-def _page_number(params: Params) -> int:
-    text = params.get("page", "1")
-    if not text.isdigit() or not 1 <= int(text) <= 10**6:
-        raise InvalidInputError(f"page {text!r} is not a page number")
+def _number(params: Params, key: str, default: int, low: int = 1) -> int:
+    text = params.get(key, str(default))
+    if not text.isdigit() or not low <= int(text) <= 10**6:
+        raise InvalidInputError(f"{key} {text!r} is not a number from {low} to 1000000")
     return int(text)
 
 
@@ -153,7 +153,7 @@ class View:
             return self._search(params, facets)
         wanted = {k: params[k] for k in ("category", "tag", "agent", "scope") if params.get(k)}
         kept = [m for m in memories if _matches(m, wanted)]
-        number = _page_number(params)
+        number = _number(params, "page", 1)
         shown = kept[(number - 1) * PAGE : number * PAGE]
         return Page(
             "memories.html",
@@ -260,7 +260,7 @@ class View:
     # -- the store ------------------------------------------------------------------------
 
     def audit(self, params: Params) -> Page:
-        number = _page_number(params)
+        number = _number(params, "page", 1)
         session = params.get("session") or None
         entries = self.store.log(
             agent=params.get("agent") or None,
@@ -289,11 +289,8 @@ class View:
         )
 
     def graph(self, params: Params) -> Page:
-        depth = params.get("depth", "2")
-        if not depth.isdigit():
-            raise InvalidInputError(f"depth {depth!r} is not a number")
-        start = params.get("id") or None
-        picture = pictures.select(pictures.build(self.store), start, int(depth))
+        depth = _number(params, "depth", 2, low=0)
+        picture = pictures.select(pictures.build(self.store), params.get("id") or None, depth)
         return Page(
             "graph.html",
             lambda: {

@@ -120,8 +120,7 @@ class Server(ThreadingHTTPServer):
         shown = f"[{host}]" if ":" in host else host
         names = {shown, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {shown}
         # Bound to every address: the token is the check (any name may reach it).
-        wildcard = ipaddress.ip_address("0.0.0.0" if ":" not in host else "::")
-        self.hosts = None if host == str(wildcard) else {f"{n}:{port}" for n in names}
+        self.hosts = None if host in ("0.0.0.0", "::") else {f"{n}:{port}" for n in names}
         self.origins = {f"http://{h}" for h in self.hosts or ()}
         self.url = f"http://{shown}:{port}/"
         self.link = self.url + (f"?token={token}" if token else "")
@@ -132,9 +131,8 @@ class Server(ThreadingHTTPServer):
         if open_browser:
             webbrowser.open(self.link)
         try:
-            self.serve_forever()
-        except KeyboardInterrupt:
-            pass
+            with contextlib.suppress(KeyboardInterrupt):
+                self.serve_forever()
         finally:
             self.server_close()
 
