@@ -66,6 +66,7 @@ class ToolSpec:
         return schema.checker(_lenient(self.input_schema))
 
     def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Check the arguments and run the handler on the known ones (zod drops the others)."""
         args = dict(arguments or {})
         # Paths mix keys and list indexes, so they are compared as text.
         errors = sorted(self.validator(args), key=lambda e: [str(p) for p in e.path])
@@ -74,7 +75,7 @@ class ToolSpec:
             raise InvalidInputError(
                 f"invalid arguments for {self.name}: {where}: {errors[0].message}"
             )
-        return self.handler(args)
+        return self.handler({k: v for k, v in args.items() if k in self.input_schema["properties"]})
 
 
 def _of(kind: str, description: str | None = None, **more: Any) -> dict[str, Any]:
@@ -351,15 +352,9 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     )
     def recall(args: dict[str, Any]) -> ToolResult:
         mode = args.get("mode", "natural")
-        common: dict[str, Any] = {
-            "scope": args.get("scope"),
-            "category": args.get("category"),
-            "tags": args.get("tags"),
-            "include_superseded": args.get("include_superseded", False),
-            "limit": args.get("limit", 10),
-            "valid_at": args.get("valid_at"),
-        }
-        if mode in ("regex", "substring", "fts"):
+        kept = ("scope", "category", "tags", "include_superseded", "limit", "valid_at")
+        common = {"limit": 10, **{k: args[k] for k in kept if k in args}}
+        if mode != "natural":
             return _out(store.search(args["query"], mode=mode, **common).to_dict())
         return _out(store.recall(args["query"], budget=args.get("budget"), **common).to_dict())
 
@@ -435,9 +430,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         READ,
     )
     def memory_history(args: dict[str, Any]) -> ToolResult:
-        history = store.history(
-            args["id"], limit=args.get("limit", HISTORY_PAGE), page=args.get("page", 1)
-        )
+        history = store.history(**{"limit": HISTORY_PAGE, **args})
         versions, earlier = [v.to_dict() for v in history.versions], history.earlier
         return _out({"versions": versions, "warnings": list(history.warnings), "earlier": earlier})
 
@@ -450,12 +443,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     def staleness_report(args: dict[str, Any]) -> ToolResult:
         from gitmem.features.lifecycle.staleness import store_staleness
 
-        report = store_staleness(
-            store,
-            include_superseded=args.get("include_superseded", False),
-            include_archived=args.get("include_archived", False),
-        )
-        return _out(report.to_dict())
+        return _out(store_staleness(store, **args).to_dict())
 
     @tool(
         "Run the lifecycle prune rules over the layered documents (resolved known issues "
@@ -477,12 +465,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     def prune(args: dict[str, Any]) -> ToolResult:
         from gitmem.features.layered import LayeredStore, PrunePolicy
 
-        policy = PrunePolicy(
-            scope=args.get("scope", "all"),
-            project=args.get("project"),
-            skill=args.get("skill"),
-            dry_run=args.get("dry_run", True),
-        )
+        policy = PrunePolicy(**{"dry_run": True, **args})
         return _out(LayeredStore(store, agent=agent).prune(policy).to_dict())
 
     return specs
