@@ -371,8 +371,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         READ,
     )
     def get_memory(args: dict[str, Any]) -> ToolResult:
-        memory = store.read(args["id"], at=args.get("at"), valid_at=args.get("valid_at"))
-        return _out(memory.to_dict(), "memory")
+        return _out(store.read(**args).to_dict(), "memory")
 
     @tool(
         "Change a memory in place (same id, version + 1; the old text stays in history).",

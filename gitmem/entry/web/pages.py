@@ -49,6 +49,11 @@ def _number(params: Params, key: str, default: int, low: int = 1) -> int:
     return int(text)
 
 
+def _given(params: Params, *keys: str) -> dict[str, Any]:
+    """The parameters named, an empty one as None (a form sends every field)."""
+    return {key: params.get(key) or None for key in keys}
+
+
 def _pager(params: Params, number: int, more: bool) -> dict[str, Any]:
     """Links to the pages before and after this one, keeping the other parameters."""
     rest = {k: v for k, v in params.items() if k not in {"page", "format"}}
@@ -169,12 +174,8 @@ class View:
     def _search(self, params: Params, facets: dict[str, Any]) -> Page:
         """Recall for a question; FTS5 when the query is written in its syntax."""
         query = params["q"]
-        filters: dict[str, Any] = {
-            "scope": params.get("scope") or None,
-            "category": params.get("category") or None,
-            "tags": [params["tag"]] if params.get("tag") else None,
-            "valid_at": params.get("valid_at") or None,
-        }
+        filters: dict[str, Any] = _given(params, "scope", "category", "valid_at")
+        filters["tags"] = [params["tag"]] if params.get("tag") else None
         hits: list[dict[str, Any]] = []
         if uses_fts_syntax(query):
             found = self.store.search(query, limit=PAGE, **filters)
@@ -263,10 +264,7 @@ class View:
         number = _number(params, "page", 1)
         session = params.get("session") or None
         entries = self.store.log(
-            agent=params.get("agent") or None,
-            op=params.get("op") or None,
-            since=params.get("since") or None,
-            until=params.get("until") or None,
+            **_given(params, "agent", "op", "since", "until"),
             limit=None if session else number * PAGE + 1,
         )
         if session:  # the log filters by trailers the store indexes; sessions by hand
