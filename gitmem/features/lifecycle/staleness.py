@@ -100,18 +100,13 @@ class StalenessReport:
     stale: list[StalenessEntry] = field(default_factory=list)
 
     def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+        buckets: dict[str, list[StalenessEntry]] = {str(s): getattr(self, s) for s in Staleness}
         return {
             "now": format_timestamp(self.now),
             ("freshDays" if camel else "fresh_days"): self.policy.fresh_days,
             ("agingDays" if camel else "aging_days"): self.policy.aging_days,
-            "counts": {
-                "fresh": len(self.fresh),
-                "aging": len(self.aging),
-                "stale": len(self.stale),
-            },
-            "fresh": [e.to_dict(camel=camel) for e in self.fresh],
-            "aging": [e.to_dict(camel=camel) for e in self.aging],
-            "stale": [e.to_dict(camel=camel) for e in self.stale],
+            "counts": {name: len(bucket) for name, bucket in buckets.items()},
+            **{name: [e.to_dict(camel=camel) for e in b] for name, b in buckets.items()},
         }
 
 
