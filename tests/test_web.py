@@ -5,6 +5,7 @@ What a browser does with the pages is tests/test_web_browser.py."""
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -239,9 +240,10 @@ def test_serve_starts_from_the_command_line(store: Store) -> None:
 def test_serve_without_the_web_extra_says_what_to_install(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem.entry import web
-
-    monkeypatch.setattr(web, "missing", lambda: ["nh3"])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nh3" else real(name, *a)
+    )
     result = make_runner().invoke(gitmem.cli.cli, ["--store", str(store.path), "serve"])
     assert result.exit_code == EXIT_CODES["missing-dependency"]
     assert "nh3 (the web extra)" in result.stderr and install_command("web") in result.stderr

@@ -138,6 +138,18 @@ class MissingDependencyError(GitmemError):
         self.extra = extra
 
 
+def require_extra(extra: str, what: str, *modules: str) -> None:
+    """Raise :class:`MissingDependencyError` naming the ``modules`` of ``extra`` not installed."""
+    import importlib.util
+
+    absent = [name for name in modules if importlib.util.find_spec(name) is None]
+    if absent:
+        raise MissingDependencyError(
+            f"{what} needs {', '.join(absent)} (the {extra} extra), which is not installed",
+            extra=extra,
+        )
+
+
 def install_command(extra: str) -> str:
     """How to add ``extra`` to the running gitmem: its interpreter's pip (or uv's) and where
     it came from (its ``direct_url.json``: a checkout, wheel or repository), else the index."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gitmem import MissingDependencyError, NotFoundError
+from gitmem import NotFoundError
+from gitmem.base.errors import require_extra
 from gitmem.cli.common import (
     ProgressBar,
     State,
@@ -195,10 +195,7 @@ def mcp(state: State, agent: str | None, bind: str | None) -> None:
       {"mcpServers": {"memory": {"command": "gitmem",
                                  "args": ["--store", "/home/me/.gitmem", "mcp"]}}}
     """
-    if importlib.util.find_spec("mcp") is None:
-        raise MissingDependencyError(
-            "gitmem mcp needs the MCP SDK (the mcp extra), which is not installed", extra="mcp"
-        )
+    require_extra("mcp", "gitmem mcp", "mcp")
     from gitmem.entry import mcp as mcp_server
     from gitmem.entry import tokens
 
@@ -237,14 +234,7 @@ def serve(state: State, port: int, host: str, open_browser: bool) -> None:
     Example:
       gitmem serve --open
     """
-    from gitmem.entry import web
-
-    if web.missing():
-        raise MissingDependencyError(
-            f"gitmem serve needs {', '.join(web.missing())} (the web extra), which is not "
-            "installed",
-            extra="web",
-        )
+    require_extra("web", "gitmem serve", "jinja2", "markdown_it", "nh3")
     from gitmem.entry.web.server import Server
 
     store = state.store()

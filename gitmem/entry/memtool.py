@@ -13,7 +13,6 @@ symbolic link are refused.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import inspect
 import re
 import unicodedata
@@ -27,8 +26,8 @@ from gitmem.base.errors import (
     AlreadyExistsError,
     GitmemError,
     InvalidInputError,
-    MissingDependencyError,
     NotFoundError,
+    require_extra,
 )
 from gitmem.base.printable import printable
 from gitmem.format import codec
@@ -672,12 +671,7 @@ def anthropic_memory_tool(
     (``asynchronous``: a ``BetaAsyncAbstractMemoryTool`` whose store work runs in a worker
     thread). Needs the ``anthropic`` extra. Errors come back to the model as the SDK's
     ``ToolError`` with :class:`MemoryTool`'s message; ``kwargs`` go to the SDK class."""
-    if importlib.util.find_spec("anthropic") is None:
-        raise MissingDependencyError(
-            "the memory tool's adapter needs the Anthropic SDK (the anthropic extra), which "
-            "is not installed",
-            extra="anthropic",
-        )
+    require_extra("anthropic", "the memory tool's adapter", "anthropic")
     import anyio.to_thread
     from anthropic.lib import tools
 
