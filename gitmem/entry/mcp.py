@@ -470,9 +470,9 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
     return specs
 
 
-def tools(store: Store, *, agent: str | None = None, graph: Graph | None = None) -> list[ToolSpec]:
+def tools(store: Store, *, agent: str | None = None) -> list[ToolSpec]:
     """Every tool the server offers."""
-    return _graph_tools(graph or Graph(store, agent=agent)) + _memory_tools(store, agent)
+    return _graph_tools(Graph(store, agent=agent)) + _memory_tools(store, agent)
 
 
 def _lenient(node: Any) -> Any:
@@ -510,11 +510,10 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
     from mcp.server import Server, ServerRequestContext
     from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 
-    graph = Graph(store, agent=agent)
     # Change notifications both ways the SDK speaks: resources/subscribe on the initialize
     # handshake, subscriptions/listen streams on the 2026-07-28 protocol.
     bus = InMemorySubscriptionBus()
-    specs = {spec.name: spec for spec in tools(store, agent=agent, graph=graph)}
+    specs = {spec.name: spec for spec in tools(store, agent=agent)}
     subscribed: set[str] = set()
     resource = types.Resource(
         name="knowledge-graph",
@@ -576,7 +575,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
-        text = _json(graph.read_graph_dict())
+        text = specs["read_graph"].call({}).text
         json_text = types.TextResourceContents(
             uri=RESOURCE_URI, mime_type=resource.mime_type, text=text
         )
