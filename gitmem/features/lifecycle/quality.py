@@ -518,9 +518,7 @@ def accuracy_suggestions(
     if write_count <= 0 or write_count % every:
         return []
     found = claims(body)
-    ranked = sorted((c for c in found if c.specific), key=lambda c: (-c.weight, found.index(c)))[
-        :count
-    ]
+    ranked = sorted((c for c in found if c.specific), key=lambda c: -c.weight)[:count]
     if len(ranked) < min(2, count):
         ranked += [c for c in found if not c.specific][: min(2, count) - len(ranked)]
     out: list[AccuracySuggestion] = []
