@@ -71,5 +71,7 @@ def test_looking_up_many_memories_holds_no_memory_per_lookup(store: Store) -> No
         kept, _peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # Each lookup used to keep its path strings (~100 bytes each, two to four per call).
-    assert kept < 200_000, kept
+    # Each lookup used to keep its path strings (~100 bytes each, two to four per call:
+    # 4-8 MB here). A clean run keeps about 2 KB; other threads of a busy test worker can
+    # allocate a few hundred KB meanwhile, which is not what this looks for.
+    assert kept < 1_000_000, kept
