@@ -279,9 +279,9 @@ def test_staleness_report_across_layers(layered: LayeredStore, clock: FixedClock
     clock.advance(days=40)
     layered.update("projects/acme/known_issues", "fresh now\n")
     clock.advance(days=60)
-    report = layered.get_staleness_report().to_dict(camel=True)
+    report = layered.get_staleness_report().to_dict()
     assert [e["id"] for e in report["aging"]] == ["projects/acme/known_issues"]
-    assert report["aging"][0]["daysSinceUpdate"] == 60
+    assert report["aging"][0]["days_since_update"] == 60
     stale = {e["id"] for e in report["stale"]}
     assert "projects/acme/index" not in stale and "projects/acme/project_overview" in stale
     assert len(stale) == 6 and report["fresh"] == []
@@ -313,7 +313,7 @@ def test_prune_dry_run_equals_real_run_and_writes_nothing(
         "### Slow search\n**Status**: In Progress\n"))
     layered.update("skills/py-review/acme/review_history", reviews(12))
     before = tip(layered.store)
-    dry = layered.prune({"scope": "project", "project": "acme", "dry_run": True})
+    dry = layered.prune(PrunePolicy(scope="project", project="acme", dry_run=True))
     assert tip(layered.store) == before and dry.dry_run is True and dry.commit is None
     real = layered.prune(PrunePolicy(scope="project", project="acme"))
     assert real.pruned == dry.pruned and real.warnings == dry.warnings
@@ -336,18 +336,16 @@ def test_prune_scope_skill_only_touches_that_skill(layered: LayeredStore) -> Non
     seed(layered)
     layered.update("skills/py-review/other/review_history", reviews(11))
     layered.update("projects/acme/known_issues", reviews(11))
-    report = layered.prune({"scope": "skill", "skill": "py-review"})
+    report = layered.prune(PrunePolicy(scope="skill", skill="py-review"))
     assert {p.id for p in report.pruned} == {"skills/py-review/other/review_history"}
     assert layered.store.get("skills/py-review/other/review_history_archive") is not None
 
 
-def test_prune_policy_is_checked(layered: LayeredStore) -> None:
+def test_prune_policy_is_checked() -> None:
     with pytest.raises(InvalidInputError, match="needs a project"):
-        layered.prune({"scope": "project"})
+        PrunePolicy(scope="project")
     with pytest.raises(InvalidInputError, match="scope"):
-        layered.prune({"scope": "everything"})
-    with pytest.raises(InvalidInputError, match="unknown"):
-        layered.prune({"scope": "all", "force": True})
+        PrunePolicy(scope="everything")
 
 
 def test_size_warnings_come_from_prune_too(layered: LayeredStore) -> None:
@@ -373,7 +371,7 @@ def test_validate_project_overview_names_what_is_missing(layered: LayeredStore) 
     layered.create(entry(file_type="project_overview", content=(
         "# Overview\n\n- Language: Python 3.11\n- Framework: Flask 3.0\n"
         "- The app starts in `src/app.py`.\n")))
-    result = layered.validate("projects/acme/project_overview").to_dict()
+    result = layered.validate("projects/acme/project_overview")
     assert result["id"] == "projects/acme/project_overview"
     completeness = result["checks"]["completeness"]
     assert completeness is not None and completeness["complete"] is False
@@ -389,11 +387,11 @@ def test_validate_common_patterns_growth_comes_from_git_history(layered: Layered
         layered.update(doc, "- `a.py`: pattern\n")  # no growth; a no-op makes no commit
         layered.update(doc, "- `a.py`: pattern \n")
     result = layered.validate(doc)
-    assert result.write_count == 10  # create + 9 real updates (the first is a no-op)
-    assert result.checks["growthRate"]["status"] == "stagnant"
+    assert result["writeCount"] == 10  # create + 9 real updates (the first is a no-op)
+    assert result["checks"]["growthRate"]["status"] == "stagnant"
     layered.update(doc, "".join(f"- `f{i}.py`: pattern {i}\n" for i in range(8)))
     grown = layered.validate(doc)
-    assert grown.checks["growthRate"]["status"] == "healthy"
+    assert grown["checks"]["growthRate"]["status"] == "healthy"
 
 
 def test_validate_of_an_unknown_document_is_not_found(layered: LayeredStore) -> None:

@@ -48,17 +48,16 @@ OVERVIEW = textwrap.dedent(
 
 
 def test_complete_overview_names_each_check_with_its_line() -> None:
-    result = completeness(OVERVIEW)
-    assert result.complete
-    assert [(c.name, c.found, c.line) for c in result.checks] == [
+    data = completeness(OVERVIEW)
+    assert data["complete"]
+    assert [(c["name"], c["found"], c["line"]) for c in data["checks"]] == [
         ("language_version", True, 4),
         ("framework_version", True, 5),
         ("architecture_pattern", True, 7),  # the heading, because it has content
         ("conventions", True, 11),
         ("testing_approach", True, 13),
     ]
-    assert result.checks[0].evidence == "**Language**: Python 3.11"
-    data = result.to_dict()
+    assert data["checks"][0]["evidence"] == "**Language**: Python 3.11"
     assert (data["complete"], data["foundCount"], data["total"], data["missing"]) == (
         True,
         5,
@@ -70,9 +69,9 @@ def test_complete_overview_names_each_check_with_its_line() -> None:
 
 def test_empty_overview_misses_everything() -> None:
     result = completeness("# Project Overview\n\nA web app.\n")
-    assert result.missing == COMPLETENESS_CHECKS
-    assert not result.complete
-    assert all(c.line is None and c.evidence is None for c in result.checks)
+    assert result["missing"] == list(COMPLETENESS_CHECKS)
+    assert not result["complete"]
+    assert all(c["line"] is None and c["evidence"] is None for c in result["checks"])
 
 
 @pytest.mark.parametrize(
@@ -112,7 +111,7 @@ def test_empty_overview_misses_everything() -> None:
     ],
 )
 def test_completeness_heuristics(check: str, text: str, found: bool) -> None:
-    result = {c.name: c.found for c in completeness(text).checks}
+    result = {c["name"]: c["found"] for c in completeness(text)["checks"]}
     assert result[check] is found
 
 
@@ -232,13 +231,11 @@ def doc(specific: int, unspecific: int) -> str:
 def test_specificity_edge_at_thirty_percent(
     specific_count: int, unspecific_count: int, specific: bool
 ) -> None:
-    result = specificity(doc(specific_count, unspecific_count))
-    assert result.specific is specific
-    assert result.claim_count == specific_count + unspecific_count
-    assert [c.text for c in result.unspecific] == [
+    data = specificity(doc(specific_count, unspecific_count))
+    assert data["claimCount"] == specific_count + unspecific_count
+    assert [c["text"] for c in data["unspecificClaims"]] == [
         f"vague claim number {i}" for i in range(unspecific_count)
     ]
-    data = result.to_dict()
     assert data["unspecificCount"] == unspecific_count
     assert data["specific"] is specific
     assert set(data) == {
@@ -252,8 +249,8 @@ def test_specificity_edge_at_thirty_percent(
 
 
 def test_specificity_threshold_is_configurable() -> None:
-    assert specificity(doc(6, 4), max_unspecific_ratio=0.4).specific
-    assert not specificity(doc(7, 3), max_unspecific_ratio=0.2).specific
+    assert specificity(doc(6, 4), max_unspecific_ratio=0.4)["specific"]
+    assert not specificity(doc(7, 3), max_unspecific_ratio=0.2)["specific"]
 
 
 # --------------------------------------------------------------------------- growth
@@ -274,13 +271,13 @@ def test_specificity_threshold_is_configurable() -> None:
 )
 def test_growth_rate(counts: list[int], status: str, change: int | None) -> None:
     result = growth_rate(counts)
-    assert (result.status, result.change, result.writes) == (status, change, len(counts))
-    assert result.to_dict()["lineCounts"] == (counts[-5:] if len(counts) >= 5 else counts)
+    assert (result["status"], result["change"], result["writes"]) == (status, change, len(counts))
+    assert result["lineCounts"] == (counts[-5:] if len(counts) >= 5 else counts)
 
 
 def test_growth_window_is_configurable() -> None:
-    assert growth_rate([1, 2, 3], window=3).status == "healthy"
-    assert growth_rate([1, 2, 3], window=4).status == "unknown"
+    assert growth_rate([1, 2, 3], window=3)["status"] == "healthy"
+    assert growth_rate([1, 2, 3], window=4)["status"] == "unknown"
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -306,24 +303,20 @@ def test_accuracy_suggestions_only_every_fifth_write() -> None:
 
 def test_accuracy_suggestions_pick_the_most_concrete_claims() -> None:
     picked = accuracy_suggestions(ACCURACY_DOC, 5)
-    assert [s.claim.line for s in picked] == [4, 3, 6]  # path+line+id, path, line
-    assert picked[0].suggestion == (
+    assert [s["line"] for s in picked] == [4, 3, 6]  # path+line+id, path, line
+    assert picked[0]["suggestion"] == (
         'line 4: "The parser is at src/parse.py:40 in `parse_line`." - is it still true '
         "of src/parse.py, :40, parse_line?"
     )
-    assert picked[0].to_dict() == {
-        "claim": "The parser is at src/parse.py:40 in `parse_line`.",
-        "line": 4,
-        "suggestion": picked[0].suggestion,
-    }
-    assert [s.claim.line for s in accuracy_suggestions(ACCURACY_DOC, 5, count=2)] == [4, 3]
+    assert picked[0]["claim"] == "The parser is at src/parse.py:40 in `parse_line`."
+    assert [s["line"] for s in accuracy_suggestions(ACCURACY_DOC, 5, count=2)] == [4, 3]
 
 
 def test_accuracy_suggestions_fill_up_with_unspecific_claims() -> None:
     body = "- Uses a cache.\n- Retries live in src/retry.py.\n- Errors are wrapped.\n"
     picked = accuracy_suggestions(body, 5)
-    assert [s.claim.line for s in picked] == [2, 1]
-    assert picked[1].suggestion.endswith("Name the file or function it is about.")
+    assert [s["line"] for s in picked] == [2, 1]
+    assert picked[1]["suggestion"].endswith("Name the file or function it is about.")
     assert accuracy_suggestions("# only a heading\n", 5) == []
 
 
@@ -347,13 +340,10 @@ def test_quality_policy_from_config() -> None:
 
 
 def test_validate_project_overview() -> None:
-    report = validate_document(
+    data = validate_document(
         "project_overview", "# Overview\n\nWritten in Python 3.11.\n", write_count=5
     )
-    assert report.growth_rate is None
-    assert report.completeness is not None
-    assert report.completeness.missing == COMPLETENESS_CHECKS[1:]
-    data = report.to_dict()
+    assert data["checks"]["completeness"]["missing"] == list(COMPLETENESS_CHECKS[1:])
     assert data["fileType"] == "project_overview"
     assert set(data["checks"]) == {"completeness", "specificity", "growthRate"}
     assert data["checks"]["growthRate"] is None
@@ -371,15 +361,15 @@ def test_validate_project_overview() -> None:
 def test_validate_common_patterns() -> None:
     body = "- Wrap errors with `wrap_error()` from src/errors.py.\n"
     report = validate_document("common_patterns", body, line_counts=[1, 1, 1, 1, 1])
-    assert report.completeness is None
-    assert report.growth_rate is not None and report.growth_rate.status == "stagnant"
-    assert report.specificity.specific
-    assert report.suggestions == (
+    assert report["checks"]["completeness"] is None
+    assert report["checks"]["growthRate"]["status"] == "stagnant"
+    assert report["checks"]["specificity"]["specific"]
+    assert report["suggestions"] == [
         "common_patterns has not grown over its last 5 writes: record the patterns learned since.",
-    )
+    ]
     healthy = validate_document("common_patterns", body, line_counts=[1, 1, 1, 1, 2])
-    assert healthy.suggestions == ()
-    assert healthy.to_dict()["checks"]["growthRate"] == {
+    assert healthy["suggestions"] == []
+    assert healthy["checks"]["growthRate"] == {
         "status": "healthy",
         "writes": 5,
         "lineCounts": [1, 1, 1, 1, 2],

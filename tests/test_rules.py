@@ -18,7 +18,6 @@ from gitmem.features.lifecycle.prune import (
     VERIFY_STATUS,
     LifecycleConfigError,
     PruneAction,
-    PruneRule,
     RuleContext,
     RuleResult,
     issue_status,
@@ -29,13 +28,9 @@ from gitmem.features.lifecycle.rules import (
     DEFAULT_REGISTRY,
     RuleRegistry,
     apply_rule,
-    load_rule,
-    register_rule,
     registry_from_config,
-    rule_for,
     size_limits_from_config,
     size_warnings,
-    unregister_rule,
 )
 from gitmem.features.lifecycle.sections import (
     chronological,
@@ -163,8 +158,7 @@ def test_review_history_eleven_moves_the_oldest_to_a_new_archive() -> None:
     assert result.archive_text.startswith("# Review History Archive\n\n")
     assert titles(result.archive_text, 2) == ["Review 2026-01-01"]
     assert "- finding for 2026-01-01" in result.archive_text
-    assert rule_for("review_history") is not None
-    assert rule_for("review_history").archive == "review_history_archive"  # type: ignore[union-attr]
+    assert DEFAULT_REGISTRY["review_history"].archive == "review_history_archive"
 
 
 def test_review_history_archive_kept_in_date_order_and_moving_is_idempotent() -> None:
@@ -494,17 +488,6 @@ def test_custom_rule_with_an_archive_sees_only_its_own_archive() -> None:
         registry.register("x", keeper, archive="../escape")
 
 
-def test_register_rule_in_the_default_registry() -> None:
-    assert rule_for("decisions") is None
-    register_rule("decisions", shout_rule)
-    try:
-        assert run("decisions", "b").body == "B"
-        assert "decisions" in DEFAULT_REGISTRY.file_types()
-    finally:
-        unregister_rule("decisions")
-    assert run("decisions", "b") == RuleResult("b")
-
-
 @pytest.fixture
 def rule_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "projrules_for_test.py").write_text(
@@ -562,8 +545,8 @@ def test_rules_named_in_config(rule_module: str, local_rules: Callable[[object],
     # The user's own configuration may switch it off, or give a type another rule.
     local_rules({"common_patterns": None, "known_issues": "review_history"})
     assert registry_from_config(config).get("common_patterns") is None
-    assert registry_from_config(config).get("known_issues") is rule_for("review_history")
-    assert rule_for("common_patterns") is not None  # the default registry is untouched
+    assert registry_from_config(config).get("known_issues") is DEFAULT_REGISTRY["review_history"]
+    assert "common_patterns" in DEFAULT_REGISTRY  # the default registry is untouched
 
 
 @pytest.mark.parametrize(
@@ -611,7 +594,6 @@ def test_a_rule_returning_something_else_is_refused(
     )
     with pytest.raises(LifecycleConfigError, match="wrote an archive but declares none"):
         apply_rule("d", "x", today=TODAY, registry=registry)
-    assert isinstance(load_rule(f"{rule_module}:WITH_DEFAULTS"), PruneRule)
     with pytest.raises(InvalidInputError, match="prune action 'kept'"):
         PruneAction("kept", "x", None)  # type: ignore[arg-type]
 

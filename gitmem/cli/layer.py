@@ -268,7 +268,7 @@ def list_(state: State, what: str, name: str, project: str | None) -> None:
 def staleness(state: State) -> None:
     """Fresh, aging and stale documents across all layers."""
     report = _layered(state).get_staleness_report()
-    if emitted(state, report.to_dict(camel=True)):
+    if emitted(state, report.to_dict()):
         return
     click.echo(f"{len(report.fresh)} fresh, {len(report.aging)} aging, {len(report.stale)} stale")
     rows = [

@@ -131,13 +131,13 @@ def validate(state: State, doc_id: str | None, every: bool) -> None:
     if emitted(state, results if every else results[0]):
         return
     for result in results:
-        checks = result.checks
+        checks = result["checks"]
         parts = []
         if checks.get("completeness") is not None:
             parts.append("complete" if checks["completeness"]["complete"] else "incomplete")
         parts.append("specific" if checks["specificity"]["specific"] else "unspecific")
         if checks.get("growthRate") is not None:
             parts.append(f"growth {checks['growthRate']['status']}")
-        click.echo(f"{result.id}: {', '.join(parts)}")
-        for suggestion in result.suggestions:
+        click.echo(f"{result['id']}: {', '.join(parts)}")
+        for suggestion in result["suggestions"]:
             click.echo(f"  - {suggestion}")

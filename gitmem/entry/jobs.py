@@ -54,7 +54,7 @@ def _validate(store: Store, out: Out) -> None:
     from gitmem.features.layered import LayeredStore
 
     results = LayeredStore(store).validate_all()
-    flagged = [r for r in results if r.suggestions]
+    flagged = [r for r in results if r["suggestions"]]
     out(f"gitmem: validate: {len(flagged)} of {len(results)} document(s) have suggestions")
 
 

@@ -243,27 +243,6 @@ class PruneReport(_Shaped):
     commit: str | None = None
 
 
-@dataclass(frozen=True)
-class ValidationResult:
-    """``validate(id)``: the quality checks that apply to the document's file type."""
-
-    id: str
-    report: _quality.QualityReport
-    write_count: int
-
-    @property
-    def checks(self) -> dict[str, Any]:
-        checks: dict[str, Any] = self.report.to_dict()["checks"]
-        return checks
-
-    @property
-    def suggestions(self) -> tuple[str, ...]:
-        return self.report.suggestions
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "writeCount": self.write_count, **self.report.to_dict()}
-
-
 class LayeredStore:
     """The Forge MemoryStore interface over a gitmem :class:`~gitmem.store.core.Store`;
     ``agent`` and ``session_id`` are recorded on every write."""
@@ -565,14 +544,11 @@ class LayeredStore:
             i for i, w in places.items() if all(v in {None, w.get(k)} for k, v in wanted.items())
         )
 
-    def prune(self, policy: PrunePolicy | Mapping[str, Any] | None = None) -> PruneReport:
+    def prune(self, policy: PrunePolicy | None = None) -> PruneReport:
         """Run every document's rule and the size limits over the documents in scope, as
         one commit whose ``Gitmem-Prune`` trailers list each action; ``dry_run`` writes
         nothing. Removed text stays in history and in the archive documents."""
-        if policy is None:
-            policy = PrunePolicy()
-        elif not isinstance(policy, PrunePolicy):
-            policy = PrunePolicy(**_policy_kwargs(policy))
+        policy = policy or PrunePolicy()
         ids = self._in_scope(policy)
         # Write counts come from history, read before the transaction: inside one the
         # index cannot see staged writes and history would fall back to a full scan.
@@ -606,10 +582,10 @@ class LayeredStore:
             return PruneReport(tuple(items), tuple(warnings), True, None)
         return PruneReport(tuple(items), tuple(warnings), False, tx.commit)
 
-    def validate(self, id: str) -> ValidationResult:
-        """Quality checks of one document: completeness (project_overview), specificity,
-        growth (common_patterns, from its line counts across its writes in git history)
-        and accuracy suggestions (every 5th write)."""
+    def validate(self, id: str) -> dict[str, Any]:
+        """Quality checks of one document (``id``, ``writeCount`` and the report of
+        :func:`~gitmem.features.lifecycle.quality.validate_document`); growth reads its line
+        counts across its writes in git history."""
         current, file_type = self._require_doc(id)
         line_counts = [
             count_lines(v.memory.body)
@@ -623,9 +599,9 @@ class LayeredStore:
             write_count=len(line_counts),
             policy=_quality.QualityPolicy.from_config(self._config),
         )
-        return ValidationResult(id, report, len(line_counts))
+        return {"id": id, "writeCount": len(line_counts), **report}
 
-    def validate_all(self) -> list[ValidationResult]:
+    def validate_all(self) -> list[dict[str, Any]]:
         """``validate`` for every layered document (structural files left out)."""
         return [self.validate(memory_id) for memory_id in self._all_content_ids()]
 
@@ -664,17 +640,6 @@ class LayeredStore:
 
 class _DryRun(Exception):
     """Raised inside a prune transaction to drop everything it staged."""
-
-
-def _policy_kwargs(data: Mapping[str, Any]) -> dict[str, Any]:
-    allowed = {"scope", "project", "skill", "dry_run", "dryRun"}
-    unknown = set(data) - allowed
-    if unknown:
-        raise InvalidInputError(f"unknown prune policy keys: {', '.join(sorted(unknown))}")
-    out = {k: v for k, v in data.items() if k != "dryRun"}
-    if "dryRun" in data:
-        out["dry_run"] = bool(data["dryRun"])
-    return out
 
 
 def _trailers(items: Sequence[PrunedItem]) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
@@ -147,42 +147,6 @@ COMPLETENESS_CHECKS: tuple[str, ...] = tuple(_DETECTION)
 _TERMS = (_LANGUAGE_RE, _FRAMEWORK_RE, _ARCHITECTURE_RE, _CONVENTION_RE, _TESTING_RE)
 
 
-@dataclass(frozen=True)
-class CompletenessCheck:
-    """One named check: ``line`` (1-based) and ``evidence`` are where it was found."""
-
-    name: str
-    found: bool
-    line: int | None
-    evidence: str | None
-    detection: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Completeness:
-    checks: tuple[CompletenessCheck, ...]
-
-    @property
-    def complete(self) -> bool:
-        return all(c.found for c in self.checks)
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.checks if not c.found)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "complete": self.complete,
-            "foundCount": sum(c.found for c in self.checks),
-            "total": len(self.checks),
-            "missing": list(self.missing),
-            "checks": [c.to_dict() for c in self.checks],
-        }
-
-
 def _field(line: str, topic: re.Pattern[str], versioned: bool) -> bool:
     """A field line about ``topic`` whose value has a version (``versioned``) or any content."""
     parsed = field_of(line)
@@ -206,11 +170,12 @@ def _headings_with_content(lines: Sequence[_Line], topic: re.Pattern[str]) -> It
                 break
 
 
-def completeness(body: str) -> Completeness:
-    """The five checks of a project_overview, each met by the first prose line that matches."""
+def completeness(body: str) -> dict[str, Any]:
+    """The five checks of a project_overview, each met by the first prose line that matches
+    (``line``, 1-based, and ``evidence`` say where)."""
     lines = [line for line in _scan(body) if not line.fenced]
     prose = [line for line in lines if heading_of(line.text) is None]
-    checks: list[CompletenessCheck] = []
+    checks: list[dict[str, Any]] = []
     for name, terms in zip(COMPLETENESS_CHECKS, _TERMS, strict=True):
         topic, versioned = _TOPICS[name], name.endswith("_version")
         hit = next(
@@ -219,8 +184,23 @@ def completeness(body: str) -> Completeness:
         if hit is None and not versioned:
             hit = next(_headings_with_content(lines, topic), None)
         line, evidence = (None, None) if hit is None else (hit.number, hit.text.strip())
-        checks.append(CompletenessCheck(name, hit is not None, line, evidence, _DETECTION[name]))
-    return Completeness(tuple(checks))
+        checks.append(
+            {
+                "name": name,
+                "found": hit is not None,
+                "line": line,
+                "evidence": evidence,
+                "detection": _DETECTION[name],
+            }
+        )
+    missing = [c["name"] for c in checks if not c["found"]]
+    return {
+        "complete": not missing,
+        "foundCount": len(checks) - len(missing),
+        "total": len(checks),
+        "missing": missing,
+        "checks": checks,
+    }
 
 
 ClaimKind = Literal["bullet", "sentence"]
@@ -429,81 +409,30 @@ def _add_paragraph(out: list[Claim], lines: Sequence[tuple[int, str]]) -> None:
             _add(out, "sentence", number, sentence)
 
 
-@dataclass(frozen=True)
-class Specificity:
-    """Specific unless more than ``threshold`` of the claims are unspecific."""
-
-    claim_count: int
-    unspecific: tuple[Claim, ...]
-    threshold: float
-
-    @property
-    def ratio(self) -> float:
-        return len(self.unspecific) / self.claim_count if self.claim_count else 0.0
-
-    @property
-    def specific(self) -> bool:
-        return self.ratio <= self.threshold
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "specific": self.specific,
-            "claimCount": self.claim_count,
-            "unspecificCount": len(self.unspecific),
-            "unspecificRatio": round(self.ratio, 4),
-            "threshold": self.threshold,
-            "unspecificClaims": [c.to_dict() for c in self.unspecific],
-        }
-
-
-def specificity(body: str, max_unspecific_ratio: float = 0.3) -> Specificity:
+def specificity(body: str, max_unspecific_ratio: float = 0.3) -> dict[str, Any]:
+    """Specific unless more than ``max_unspecific_ratio`` of the claims are unspecific."""
     found = claims(body)
-    return Specificity(len(found), tuple(c for c in found if not c.specific), max_unspecific_ratio)
+    unspecific = [c.to_dict() for c in found if not c.specific]
+    ratio = len(unspecific) / len(found) if found else 0.0
+    return {
+        "specific": ratio <= max_unspecific_ratio,
+        "claimCount": len(found),
+        "unspecificCount": len(unspecific),
+        "unspecificRatio": round(ratio, 4),
+        "threshold": max_unspecific_ratio,
+        "unspecificClaims": unspecific,
+    }
 
 
-GrowthStatus = Literal["unknown", "stagnant", "healthy"]
-
-
-@dataclass(frozen=True)
-class Growth:
-    """``unknown`` below ``window`` writes; else ``healthy`` when the window's last count is
+def growth_rate(line_counts: Sequence[int], window: int = 5) -> dict[str, Any]:
+    """Growth from the line counts after each of the file's last writes, oldest first:
+    ``unknown`` below ``window`` writes, else ``healthy`` when the window's last count is
     above its first."""
-
-    status: GrowthStatus
-    writes: int
-    window: tuple[int, ...]
-    change: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "writes": self.writes,
-            "lineCounts": list(self.window),
-            "change": self.change,
-        }
-
-
-def growth_rate(line_counts: Sequence[int], window: int = 5) -> Growth:
-    """Growth from the line counts after each of the file's last writes, oldest first."""
-    counts = tuple(int(c) for c in line_counts)
-    if len(counts) < window:
-        return Growth("unknown", len(counts), counts, None)
-    recent = counts[-window:]
-    change = recent[-1] - recent[0]
-    return Growth("healthy" if change > 0 else "stagnant", len(counts), recent, change)
-
-
-@dataclass(frozen=True)
-class AccuracySuggestion:
-    claim: Claim
-    suggestion: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim": self.claim.text,
-            "line": self.claim.line,
-            "suggestion": self.suggestion,
-        }
+    counts = list(line_counts)
+    recent = counts[-window:] if len(counts) >= window else counts
+    change = recent[-1] - recent[0] if len(counts) >= window else None
+    status = "unknown" if change is None else "healthy" if change > 0 else "stagnant"
+    return {"status": status, "writes": len(counts), "lineCounts": recent, "change": change}
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -512,7 +441,7 @@ def _short(text: str, limit: int = 120) -> str:
 
 def accuracy_suggestions(
     body: str, write_count: int, *, every: int = 5, count: int = 3
-) -> list[AccuracySuggestion]:
+) -> list[dict[str, Any]]:
     """On every ``every``-th write, up to ``count`` claims to check, the most concrete first;
     unspecific ones only fill up to two."""
     if write_count <= 0 or write_count % every:
@@ -521,7 +450,7 @@ def accuracy_suggestions(
     ranked = sorted((c for c in found if c.specific), key=lambda c: -c.weight)[:count]
     if len(ranked) < min(2, count):
         ranked += [c for c in found if not c.specific][: min(2, count) - len(ranked)]
-    out: list[AccuracySuggestion] = []
+    out: list[dict[str, Any]] = []
     for claim in ranked:
         names = claim.paths + claim.line_refs + claim.identifiers
         if names:
@@ -532,7 +461,7 @@ def accuracy_suggestions(
                 f'line {claim.line}: "{_short(claim.text)}" - still true? '
                 "Name the file or function it is about."
             )
-        out.append(AccuracySuggestion(claim, text))
+        out.append({"claim": claim.text, "line": claim.line, "suggestion": text})
     return out
 
 
@@ -545,28 +474,6 @@ _CHECK_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class QualityReport:
-    file_type: str
-    completeness: Completeness | None
-    specificity: Specificity
-    growth_rate: Growth | None
-    accuracy: tuple[AccuracySuggestion, ...]
-    suggestions: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "fileType": self.file_type,
-            "checks": {
-                "completeness": None if self.completeness is None else self.completeness.to_dict(),
-                "specificity": self.specificity.to_dict(),
-                "growthRate": None if self.growth_rate is None else self.growth_rate.to_dict(),
-            },
-            "accuracy": [a.to_dict() for a in self.accuracy],
-            "suggestions": list(self.suggestions),
-        }
-
-
 def validate_document(
     file_type: str,
     body: str,
@@ -574,34 +481,37 @@ def validate_document(
     line_counts: Sequence[int] = (),
     write_count: int = 0,
     policy: QualityPolicy | None = None,
-) -> QualityReport:
+) -> dict[str, Any]:
     """The checks that apply to ``file_type`` (``line_counts`` oldest first), and what to do
-    about them in words."""
+    about them in words (docs/lifecycle-rules.md shows the shape)."""
     policy = policy or QualityPolicy()
     complete = completeness(body) if file_type == "project_overview" else None
     specific = specificity(body, policy.max_unspecific_ratio)
     growth = (
         growth_rate(line_counts, policy.growth_window) if file_type == "common_patterns" else None
     )
-    accuracy = tuple(
-        accuracy_suggestions(
-            body, write_count, every=policy.accuracy_every_writes, count=policy.accuracy_claims
-        )
+    accuracy = accuracy_suggestions(
+        body, write_count, every=policy.accuracy_every_writes, count=policy.accuracy_claims
     )
     suggestions: list[str] = []
     if complete is not None:
-        suggestions += [f"Add {_CHECK_LABELS[name]}." for name in complete.missing]
-    if not specific.specific:
-        example = specific.unspecific[0]
+        suggestions += [f"Add {_CHECK_LABELS[name]}." for name in complete["missing"]]
+    if not specific["specific"]:
+        example = specific["unspecificClaims"][0]
         suggestions.append(
-            f"{len(specific.unspecific)} of {specific.claim_count} claims name no file path, "
-            f"line number or function (more than {specific.threshold:.0%}); e.g. line "
-            f'{example.line}: "{_short(example.text, 80)}".'
+            f"{specific['unspecificCount']} of {specific['claimCount']} claims name no file "
+            f"path, line number or function (more than {policy.max_unspecific_ratio:.0%}); "
+            f'e.g. line {example["line"]}: "{_short(example["text"], 80)}".'
         )
-    if growth is not None and growth.status == "stagnant":
+    if growth is not None and growth["status"] == "stagnant":
         suggestions.append(
-            f"{file_type} has not grown over its last {len(growth.window)} writes: "
+            f"{file_type} has not grown over its last {len(growth['lineCounts'])} writes: "
             "record the patterns learned since."
         )
-    suggestions += [f"Check {a.suggestion}" for a in accuracy]
-    return QualityReport(file_type, complete, specific, growth, accuracy, tuple(suggestions))
+    suggestions += [f"Check {a['suggestion']}" for a in accuracy]
+    return {
+        "fileType": file_type,
+        "checks": {"completeness": complete, "specificity": specific, "growthRate": growth},
+        "accuracy": accuracy,
+        "suggestions": suggestions,
+    }

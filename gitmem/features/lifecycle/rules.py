@@ -158,10 +158,6 @@ def load_callable(spec: str, what: str = "prune rule") -> Any:
     return target
 
 
-def load_rule(spec: str) -> PruneRule:
-    return _as_rule(load_callable(spec), None, None)
-
-
 DEFAULT_REGISTRY = RuleRegistry(
     {
         "review_history": PruneRule(prune_review_history, {"max_reviews": 10}, REVIEW_ARCHIVE),
@@ -172,25 +168,6 @@ DEFAULT_REGISTRY = RuleRegistry(
         "common_patterns": PruneRule(prune_common_patterns, {"verify_every_writes": 5}),
     }
 )
-
-
-def register_rule(
-    file_type: str,
-    rule: PruneRule | RuleFunction,
-    *,
-    defaults: Mapping[str, Any] | None = None,
-    archive: str | None = None,
-) -> PruneRule:
-    """Add or replace the rule of ``file_type`` in :data:`DEFAULT_REGISTRY`."""
-    return DEFAULT_REGISTRY.register(file_type, rule, defaults=defaults, archive=archive)
-
-
-def unregister_rule(file_type: str) -> None:
-    DEFAULT_REGISTRY.pop(file_type, None)
-
-
-def rule_for(file_type: str, registry: RuleRegistry | None = None) -> PruneRule | None:
-    return (registry or DEFAULT_REGISTRY).get(file_type)
 
 
 ENTRY_POINT_GROUP = "gitmem.rules"
@@ -283,7 +260,7 @@ def registry_from_config(
         elif named is not None:
             registry.register(str(file_type), named)
         elif isinstance(spec, str):
-            registry.register(str(file_type), load_rule(spec))
+            registry.register(str(file_type), _as_rule(load_callable(spec), None, None))
         else:
             raise LifecycleConfigError(
                 f"rules.{file_type} in your gitmem configuration must be "

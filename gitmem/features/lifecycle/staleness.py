@@ -80,13 +80,13 @@ class StalenessEntry:
     days_since_update: int | None
     staleness: Staleness
 
-    def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         updated = None if self.updated_at is None else format_timestamp(self.updated_at)
         return {
             "id": self.id,
             "path": self.path,
-            ("updatedAt" if camel else "updated_at"): updated,
-            ("daysSinceUpdate" if camel else "days_since_update"): self.days_since_update,
+            "updated_at": updated,
+            "days_since_update": self.days_since_update,
             "staleness": str(self.staleness),
         }
 
@@ -99,14 +99,14 @@ class StalenessReport:
     aging: list[StalenessEntry] = field(default_factory=list)
     stale: list[StalenessEntry] = field(default_factory=list)
 
-    def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         buckets: dict[str, list[StalenessEntry]] = {str(s): getattr(self, s) for s in Staleness}
         return {
             "now": format_timestamp(self.now),
-            ("freshDays" if camel else "fresh_days"): self.policy.fresh_days,
-            ("agingDays" if camel else "aging_days"): self.policy.aging_days,
+            "fresh_days": self.policy.fresh_days,
+            "aging_days": self.policy.aging_days,
             "counts": {name: len(bucket) for name, bucket in buckets.items()},
-            **{name: [e.to_dict(camel=camel) for e in b] for name, b in buckets.items()},
+            **{name: [e.to_dict() for e in b] for name, b in buckets.items()},
         }
 
 
