@@ -318,7 +318,7 @@ def test_merge_runs_post_merge_catches_up_and_reports_fork(hooked: Store) -> Non
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
     assert f"fork: {base.id} has 2 successors" in output
-    assert index.indexed_commit() == head(root)
+    assert index.meta().get("commit") == head(root)
     assert {m.id for m in hooked.successors(base.id)} == {left, right}
 
 
@@ -329,7 +329,7 @@ def test_checkout_catches_index_up(hooked: Store) -> None:
     result = git(root, "checkout", "-q", "main")
     assert result.returncode == 0
     assert "warning" not in result.stderr
-    assert hooked.index().indexed_commit() == head(root)
+    assert hooked.index().meta().get("commit") == head(root)
 
 
 def test_framework_post_checkout_reads_refs_from_env(hooked: Store) -> None:

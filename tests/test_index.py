@@ -129,7 +129,7 @@ def assert_matches_scan(
         ids = sorted({m.id for m in store.list(include_superseded=True, include_archived=True)})
     from_index = answers(store, ids, use_index=True, few=few)
     for scope in store.scopes:
-        assert store.index(scope).indexed_commit() == tip(store, scope)
+        assert store.index(scope).meta().get("commit") == tip(store, scope)
     assert_same(from_index, answers(store, ids, use_index=False, few=few))
     return from_index
 
@@ -404,7 +404,7 @@ def test_catch_up_applies_only_the_new_commits(any_store: Store, clock: FixedClo
     b = store.create("b\n", title="B")
     index = store.index()
     assert [m.id for m in store.list()] == [a.id, b.id]
-    assert index.indexed_commit() == tip(store)
+    assert index.meta().get("commit") == tip(store)
     assert index.catch_up() is None  # nothing new
 
     clock.advance(seconds=5)
@@ -417,7 +417,7 @@ def test_catch_up_applies_only_the_new_commits(any_store: Store, clock: FixedClo
     assert isinstance(stats, IndexStats)
     assert not stats.rebuilt
     assert stats.applied_commits == 2  # restore read the index, caught up to the three before
-    assert stats.commit == tip(store) == index.indexed_commit()
+    assert stats.commit == tip(store) == index.meta().get("commit")
     assert stats.memories == 3
     assert index.catch_up() is None
 
@@ -446,7 +446,7 @@ def test_every_query_catches_up_first(any_store: Store) -> None:
     assert len(store.history(c.id)) == 4
     store.delete(c.id)
     assert [v.op for v in store.history(c.id)][-1] == "delete"
-    assert store.index().indexed_commit() == tip(store)
+    assert store.index().meta().get("commit") == tip(store)
 
 
 def test_reindex_rebuilds_and_reports_progress(any_store: Store) -> None:
@@ -498,7 +498,7 @@ def test_transaction_reads_its_own_writes_then_the_index_catches_up(store: Store
         # Inside the block reads see the staged writes (the index cannot).
         assert {m.id for m in store.list(category="patterns")} == {b.id, c.id}
         assert store.latest_version(a.id).id == c.id
-    assert store.index().indexed_commit() != tip(store)
+    assert store.index().meta().get("commit") != tip(store)
     assert {m.id for m in store.list(category="patterns")} == {b.id, c.id}
     # One commit with two ops: the history rows of both ids come from it.
     rows = [(v.memory_id, v.op) for v in store.history(c.id)]
@@ -681,7 +681,7 @@ def test_merges_bring_version_rows_from_both_sides(
     main_b = store.update(b.id, "b2\n")
     main_commit = tip(store)
     assert [m.id for m in store.list()] == [a.id, b.id]  # the index is at main's commit
-    assert index.indexed_commit() == main_commit
+    assert index.meta().get("commit") == main_commit
 
     at_time(monkeypatch, "2026-11-24T09:00:00Z")
     run_git(store.path, "merge", "-q", "--no-ff", "-m", "merge side", "side")
@@ -689,7 +689,7 @@ def test_merges_bring_version_rows_from_both_sides(
     stats = index.catch_up()
     assert stats is not None and not stats.rebuilt
     assert stats.applied_commits == 3  # two from the side, and the merge
-    assert index.indexed_commit() == merge
+    assert index.meta().get("commit") == merge
 
     assert [m.id for m in store.list()] == [c_id, a.id, b.id]
     assert [v.commit for v in store.history(a.id)][-1] == side_a
@@ -751,7 +751,7 @@ def test_rewritten_history_rebuilds(
     store.delete(b.id)
     assert [m.id for m in store.list()] == [c.id]
     index = store.index()
-    gone = index.indexed_commit()
+    gone = index.meta().get("commit")
     if rewrite == "amend":
         at_time(monkeypatch, "2026-11-25T09:00:00Z")
         run_git(store.path, "commit", "-q", "--amend", "-m", "delete b, reworded")
@@ -765,7 +765,7 @@ def test_rewritten_history_rebuilds(
         assert kind == "", "the old tip should be gone from the object store"
     stats = index.catch_up()
     assert stats is not None and stats.rebuilt
-    assert index.indexed_commit() == tip(store)
+    assert index.meta().get("commit") == tip(store)
     ids = [a.id, b.id, c.id]
     assert_matches_scan(store, ids)
     if rewrite == "amend":
@@ -1085,17 +1085,17 @@ def test_project_and_user_scopes_list_from_both_indexes(
     assert store.latest_version(user.id).id == newer.id
     repo_index, user_index = store.index("repo"), store.index("user")
     assert repo_index.path != user_index.path
-    assert repo_index.indexed_commit() == tip(store, "repo")
-    assert user_index.indexed_commit() == tip(store, "user")
+    assert repo_index.meta().get("commit") == tip(store, "repo")
+    assert user_index.meta().get("commit") == tip(store, "user")
     assert [m.id for m in repo_index.memories()] == [project.id]
     assert [m.id for m in user_index.memories()] == [newer.id]
 
     # Each scope catches up on its own: a write to one leaves the other's index alone.
-    before = repo_index.indexed_commit()
+    before = repo_index.meta().get("commit")
     store.create("another user fact\n", scope="user", tags=["beta"])
     stats = user_index.catch_up()
     assert stats is not None and stats.applied_commits == 1 and not stats.rebuilt
-    assert repo_index.catch_up() is None and repo_index.indexed_commit() == before
+    assert repo_index.catch_up() is None and repo_index.meta().get("commit") == before
     assert_matches_scan(store)
     # A fresh open from inside the project finds both stores and both indexes.
     (tmp_path / "project" / "src").mkdir()
@@ -1131,7 +1131,7 @@ def test_a_query_waits_out_a_catch_up_longer_than_the_busy_timeout(any_store: St
     finally:
         release.set()
         other.join()
-    assert index.indexed_commit() == tip(any_store)
+    assert index.meta().get("commit") == tip(any_store)
 
 
 def first_query_worker(path: str, started: Any, report: Any) -> None:

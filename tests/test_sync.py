@@ -374,7 +374,7 @@ def test_sync_registers_the_driver_and_reindexes(
     a.sync()
     b.sync()
     assert mergedriver.driver_registered(b.path)
-    assert b.index().indexed_commit() == tip(b)
+    assert b.index().meta().get("commit") == tip(b)
     assert [m.id for m in b.search("walrus")] == [new.id]
 
 

@@ -238,8 +238,7 @@ def history(state: State, memory_id: str, limit: int, page: int) -> None:
     store = state.store()
     memory_id = store.resolve_id(memory_id)
     result = store.history(memory_id, limit=limit, page=page)
-    data = {"id": memory_id, "versions": list(result), "warnings": result.warnings}
-    output(state, {**data, "earlier": result.earlier}, history_text(result))
+    output(state, {"id": memory_id, **result.to_dict()}, history_text(result))
     if result.earlier and not state.json:
         more = f"more: gitmem history {memory_id} --page {page + 1}"
         click.echo(f"({result.earlier} earlier version(s); {more})")

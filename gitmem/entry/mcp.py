@@ -429,9 +429,7 @@ def _memory_tools(store: Store, agent: str | None) -> list[ToolSpec]:
         READ,
     )
     def memory_history(args: dict[str, Any]) -> ToolResult:
-        history = store.history(**{"limit": HISTORY_PAGE, **args})
-        versions, earlier = [v.to_dict() for v in history.versions], history.earlier
-        return _out({"versions": versions, "warnings": list(history.warnings), "earlier": earlier})
+        return _out(store.history(**{"limit": HISTORY_PAGE, **args}).to_dict())
 
     @tool(
         "Which memories are fresh, aging or stale (days since updated_at, thresholds "

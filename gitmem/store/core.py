@@ -74,7 +74,6 @@ class Store(Writes):
         *,
         branch: str | None = None,
         scope: Scope | str | None = None,
-        max_attempts: int = 40,
         join: bool = False,
         progress: Progress | None = None,
         git_progress: Callable[[str], None] | None = None,
@@ -93,7 +92,7 @@ class Store(Writes):
         db = self.db(scope)
         both = follow.sync_all if branch is None and follow.follows(db.repo) else sync
         result = both(
-            db, remote, max_attempts=max_attempts, join=join, git_progress=git_progress,
+            db, remote, join=join, git_progress=git_progress,
             **({"branch": branch} if branch is not None else {}),
         )
         self.index(scope).catch_up(progress)

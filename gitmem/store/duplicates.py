@@ -29,7 +29,7 @@ _DUPLICATE_QUERY_CHARS = 2000
 
 
 def near_duplicates(
-    reader: Reader, memory: Memory, *, limit: int = 3, threshold: float = NEAR_DUPLICATE
+    reader: Reader, memory: Memory, *, limit: int = 3
 ) -> list[tuple[RecallHit, float]]:
     """Memories of ``reader`` that say much the same as ``memory`` (stored), most similar
     first: what recall finds for its title and body by words alone, kept when their content
@@ -52,7 +52,7 @@ def near_duplicates(
     for hit, theirs in zip(found, sets[1:], strict=True):
         if mine and theirs:
             dice = 2 * len(mine & theirs) / (len(mine) + len(theirs))
-            if dice >= threshold:
+            if dice >= NEAR_DUPLICATE:
                 out.append((hit, round(dice, 3)))
     out.sort(key=lambda pair: -pair[1])
     return out[:limit]

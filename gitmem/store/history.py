@@ -15,7 +15,7 @@ from gitmem.base import logs
 from gitmem.base.errors import GitmemError, InvalidIdError, NotFoundError
 from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
-from gitmem.format.versions import RENAMED_FROM, Chain, earlier, walk_back, walk_forward
+from gitmem.format.versions import RENAMED_FROM, earlier, walk_back, walk_forward
 from gitmem.git.objects import blob_data
 from gitmem.store import derived
 from gitmem.store.inputs import whole_number
@@ -38,24 +38,14 @@ class VersionHistory(Reads):
         found = snap.locate(memory_id, past=True)
         return snap.read(found) if found is not None else None
 
-    def version_chain(self, id: str, max_depth: int = 1000, *, at: At = None) -> Chain:
-        """The chain of memories ``id`` replaces, root first, ending at ``id``."""
-        start = self.read(id, at=at)
-        found: builtins.list[str] = []
-        chain = walk_back(start, lambda other: self._predecessor(other, at, found), max_depth)
-        chain = replace(chain, warnings=found + chain.warnings)
-        for warning in chain.warnings:
-            log.warning("%s", warning)
-        return chain
-
-    def _predecessor(self, other: str, at: At, warnings: builtins.list[str]) -> Memory | None:
+    def _predecessor(self, other: str, warnings: builtins.list[str]) -> Memory | None:
         """A memory named in ``supersedes``, now or as it last was before a delete.
 
         None when there is none or it cannot be read: links are written by hand too,
         so a broken one is reported (in ``warnings``), never fatal.
         """
         try:
-            found = self.get(other, at=at)
+            found = self.get(other)
         except InvalidIdError:
             warnings.append(f"supersedes names {other!r}, which is not a valid id")
             return None
@@ -90,7 +80,7 @@ class VersionHistory(Reads):
         return [m for b in self._ordered(None) for m in self._reader(b).successors(id)]
 
     def history(
-        self, id: str, *, max_depth: int = 1000, limit: int | None = None, page: int = 1
+        self, id: str, *, limit: int | None = None, page: int = 1
     ) -> History:
         """Every version along the chain ending at ``id`` (``supersedes`` and renames back to
         the root), oldest first: each commit that changed a memory's file, with its content.
@@ -112,10 +102,7 @@ class VersionHistory(Reads):
             if current is None:
                 raise NotFoundError(f"no memory {id} in this store or its history")
             chain = walk_back(
-                current,
-                lambda other: self._predecessor(other, None, warnings),
-                max_depth,
-                link=earlier,
+                current, lambda other: self._predecessor(other, warnings), link=earlier
             )
             warnings.extend(chain.warnings)
             ids = chain.ids

@@ -109,10 +109,6 @@ class Index(Queries):
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("COMMIT")
 
-    def indexed_commit(self) -> str | None:
-        row = self.connect().execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-        return None if row is None else str(row[0])
-
     def version_counts(self, ids: Sequence[str]) -> tuple[str | None, dict[str, tuple[int, int]]]:
         """(the commit the index reflects, and for each of ``ids`` with versions: their count
         and the newest one's author time in µs), as it stands (no catch-up)."""

@@ -46,7 +46,7 @@ class TreeReader:
         snap: Snapshot,
         decode: Decode,
         scope: Scope,
-        derive: Callable[[list[Memory]], list[Memory]] | None = None,
+        derive: Callable[[list[Memory]], list[Memory]],
     ) -> None:
         self.db = db
         self.snap = snap
@@ -86,9 +86,7 @@ class TreeReader:
                 continue
             seen[memory.id] = path
             memories.append(memory)
-        if self.derive is not None:
-            memories = self.derive(memories)
-        return memories, problems
+        return self.derive(memories), problems
 
     def memories(
         self,

@@ -68,6 +68,11 @@ class History:
     def __getitem__(self, index: int) -> Version:
         return self.versions[index]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON shape of a history: the CLI, the web view and MCP print it."""
+        versions = [v.to_dict() for v in self.versions]
+        return {"versions": versions, "warnings": list(self.warnings), "earlier": self.earlier}
+
 
 @dataclass(frozen=True)
 class LogEntry:

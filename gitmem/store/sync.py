@@ -299,6 +299,10 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
 # -- sync ---------------------------------------------------------------------------------------
 
 
+MAX_ATTEMPTS = 40
+"""Pushes a sync tries (tests/test_sync_contention.py: eight clones at once took up to 21)."""
+
+
 def _backoff(attempt: int) -> float:
     """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
     return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
@@ -309,7 +313,6 @@ def sync(
     remote: str = "origin",
     *,
     branch: str | None = None,
-    max_attempts: int = 40,
     join: bool = False,
     git_progress: GitProgress | None = None,
 ) -> SyncResult:
@@ -318,7 +321,6 @@ def sync(
 
     ``git_progress`` gets git's own lines as it fetches and pushes (``--progress``),
     credentials redacted. ``join`` merges a hub's unrelated history (``gitmem join``).
-    ``max_attempts``: eight clones syncing at once took up to 21 (tests/test_sync_contention.py).
     """
     _refuse_in_progress(db)
     if remote not in remote_names(db):
@@ -331,7 +333,7 @@ def sync(
     result = SyncResult(remote=remote, branch=target)
     result.pending_committed = [f.id for f in commit_pending_forks(db)]
     start = db.tip()
-    for attempt in range(1, max_attempts + 1):
+    for attempt in range(1, MAX_ATTEMPTS + 1):
         result.attempts = attempt
         tracking = f"refs/remotes/{remote}/{target}"
         fetched_before = _ref_target(db.repo, tracking)
@@ -371,11 +373,11 @@ def sync(
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
-        if attempt < max_attempts:
+        if attempt < MAX_ATTEMPTS:
             time.sleep(_backoff(attempt))
     else:
         raise ConflictError(
-            f"{remote}/{target} kept moving: the push was rejected {max_attempts} times",
+            f"{remote}/{target} kept moving: the push was rejected {MAX_ATTEMPTS} times",
             hint="sync again",
         )
     end = db.tip()

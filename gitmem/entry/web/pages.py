@@ -213,12 +213,7 @@ class View:
             "memory.html",
             lambda: {
                 "memory": memory.to_dict(),
-                "history": {
-                    "id": memory_id,
-                    "versions": [v.to_dict() for v in history],
-                    "warnings": history.warnings,
-                    "earlier": history.earlier,
-                },
+                "history": {"id": memory_id, **history.to_dict()},
             },
             {
                 "memory": memory,
