@@ -40,27 +40,30 @@ def _log_to_stderr() -> None:
     logs.when_logging(install)
 
 
-# The commands of each module under gitmem.cli (attribute: the name with "_" for "-"; import_).
-# Modules are imported only when their command runs, so a git hook calling `gitmem hook-run`
-# does not pay for importing every area of the command line.
-_MODULES = {
-    "store": "init status ls history log config",
-    "memory": "add show edit update append supersede invalidate rm restore",
-    "index": "search recall reindex gc migrate",
-    "lifecycle": "stale check prune validate",
-    "layer": "layer",
-    "collab": "remote sync update-branch conflicts resolve review blame diff undo merge-driver "
-    "clone join ci branches",
-    "integrations": "entity graph mcp serve import export",
-    "doctor": "doctor secrets",
-    "purge": "purge",
-    "demo": "demo",
-    "hooks": "hooks hook-run",
-    "trust": "trust",
+# The sections of `gitmem --help`, each with its commands by module under gitmem.cli (the
+# attribute: the name with "_" for "-"; import_). A module is imported only when one of its
+# commands runs, so a git hook calling `gitmem hook-run` does not pay for the others.
+SECTIONS: dict[str, dict[str, str]] = {
+    "Memories": {
+        "store": "init", "memory": "add show edit update append supersede invalidate rm restore"
+    },
+    "History": {"store": "ls history log", "collab": "blame diff undo"},
+    "Search": {"index": "search recall"},
+    "Layered documents": {"layer": "layer", "lifecycle": "stale check prune validate"},
+    "Collaboration": {
+        "collab": "clone join remote sync update-branch conflicts resolve review ci merge-driver "
+        "branches"
+    },
+    "Integrations": {"integrations": "entity graph mcp serve import export"},
+    "Maintenance": {
+        "store": "status config", "doctor": "doctor secrets", "trust": "trust", "purge": "purge",
+        "index": "reindex gc migrate", "hooks": "hooks hook-run", "demo": "demo",
+    },
 }
 LAZY_COMMANDS: dict[str, str] = {
     name: f"{module}:{'import_' if name == 'import' else name.replace('-', '_')}"
-    for module, names in _MODULES.items()
+    for modules in SECTIONS.values()
+    for module, names in modules.items()
     for name in names.split()
 }
 
@@ -70,26 +73,6 @@ def _load(name: str) -> click.Command:
     command: click.Command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
     return _with_globals(command)
 
-
-# The sections of `gitmem --help`, in order; a command no section names is listed under "Other".
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "Memories": (
-        "init", "add", "show", "edit", "update", "append", "supersede", "invalidate", "rm",
-        "restore",
-    ),
-    "History": ("ls", "history", "log", "blame", "diff", "undo"),
-    "Search": ("search", "recall"),
-    "Layered documents": ("layer", "stale", "check", "prune", "validate"),
-    "Collaboration": (
-        "clone", "join", "remote", "sync", "update-branch", "conflicts", "resolve", "review",
-        "ci", "merge-driver", "branches",
-    ),
-    "Integrations": ("entity", "graph", "mcp", "import", "export"),
-    "Maintenance": (
-        "status", "config", "doctor", "secrets", "trust", "purge", "reindex", "gc", "migrate",
-        "hooks", "demo",
-    ),
-}
 
 # Options of the whole command line also accepted after the command name (`gitmem ls --store
 # X`), with the State attribute each sets: added to every command without one of that name.
@@ -161,16 +144,14 @@ class GitmemGroup(SuggestingGroup):
         return _load(cmd_name) if cmd_name in LAZY_COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The commands under the sections of SECTIONS, the rest under "Other"."""
-        listed = {name: _load(name) for name in LAZY_COMMANDS if not _load(name).hidden}
-        width = formatter.width - 6 - max(len(name) for name in listed)
-        placed = {name for names in SECTIONS.values() for name in names}
-        other = tuple(name for name in listed if name not in placed)
-        for title, names in {**SECTIONS, "Other": other}.items():
-            rows = [(n, listed[n].get_short_help_str(width)) for n in names if n in listed]
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
+        """The commands under the sections of SECTIONS."""
+        width = formatter.width - 6 - max(map(len, LAZY_COMMANDS))
+        for title, modules in SECTIONS.items():
+            commands = [(n, _load(n)) for names in modules.values() for n in names.split()]
+            with formatter.section(title):
+                formatter.write_dl(
+                    [(n, c.get_short_help_str(width)) for n, c in commands if not c.hidden]
+                )
 
     def main(
         self, args: Sequence[str] | None = None, prog_name: str | None = None,

@@ -97,8 +97,7 @@ def sync(state: State, remote_name: str, branch: str | None, scope: str | None) 
     path and as a fork (gitmem conflicts). A failure leaves the store as it was.
 
     \b
-    Examples:
-      gitmem sync
+    Example:
       gitmem sync backup --branch main
     """
     with ProgressBar("indexing", quiet=state.json, min_total=2000) as progress:
@@ -153,22 +152,19 @@ def _merge_notes(result: syncing.SyncResult | UpdateResult | TreeMerge) -> None:
 def update_branch(state: State, base: str, head: str | None, if_conflicting: bool) -> None:
     """Merge BASE into this branch with gitmem's merge, as one merge commit.
 
-    For a pull request a host's merge button (plain git) cannot merge: BASE
-    comes in as gitmem sync brings it (forks kept). It does not push. The store
-    is --store, $GITMEM_DIR or a project's .gitmem/, never the user store.
+    For a pull request plain git cannot merge: BASE comes in as gitmem sync
+    brings it (forks kept); nothing is pushed. Never the user store.
 
     \b
-    Examples:
+    Example:
       git fetch origin main && gitmem --store . update-branch origin/main && git push
-      gitmem --store . update-branch origin/main --head feature --if-conflicting  # CI
     """
     from gitmem.features import update_branch as updating
 
     # The path, not the opened store: a detached HEAD (CI) has no branch to open it on yet.
     reason, path = store_location(state.store_path)
     if reason == "user":
-        # Falling back to the user store would merge a pull request's base into the wrong
-        # repository: the clone checked out for the pull request is named, as CI does.
+        # the user store is never the clone checked out for a pull request
         raise click.UsageError(
             "name the clone of the store to update: gitmem --store . update-branch BASE"
         )
@@ -206,8 +202,7 @@ def conflicts(state: State) -> None:
     """List what merges kept both sides of: forks and double supersedes.
 
     A fork is the version that lost the path in a merge; a double supersede is
-    a memory two clones each superseded (readers follow KEPT). Forks a plain
-    `git merge` left waiting are committed first.
+    a memory two clones each superseded (readers follow KEPT).
 
     \b
     Example:
@@ -257,9 +252,8 @@ def resolve(
     """Settle one fork (ID: the fork's or its memory's) in one commit.
 
     \b
-    Examples:
+    Example:
       gitmem resolve mem_5f0c... --keep theirs
-      gitmem resolve mem_5f0c... --edit
     """
     from gitmem.features import conflicts as forks
 
@@ -318,14 +312,11 @@ def review(
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
-    Per memory: what happened, who, in which commits, the changed fields and
-    the body diff; then the problems (schema, dangling links, new forks,
-    cycles, secrets, anchors to missing files). BASE...HEAD starts from their
-    merge base. Exit 8: --strict and problems found.
+    Per memory: what happened, who, the changed fields and the body diff; then
+    the problems. BASE...HEAD starts from their merge base.
 
     \b
-    Examples:
-      gitmem review main...feature --format text
+    Example:
       gitmem review origin/main...HEAD --strict --max-chars 65536 > comment.md
     """
     result = reviewing.review(state.store(), spec, full=full, project=project)
@@ -345,8 +336,7 @@ def review(
 @click.argument("memory_id", metavar="ID")
 @json_state
 def blame(state: State, memory_id: str) -> None:
-    """Which commit, agent and session wrote each line of a memory's body
-    (through merges, and back through the memories it supersedes).
+    """Which commit, agent and session wrote each line of a memory's body.
 
     \b
     Example:
@@ -374,8 +364,7 @@ def diff(state: State, args: tuple[str, ...]) -> None:
     With ID, only that memory; a second argument is REV2 if it names a revision.
 
     \b
-    Examples:
-      gitmem diff HEAD~3
+    Example:
       gitmem diff 2026-11-01 mem_5f0c...
     """
     if len(args) > 3:
@@ -415,9 +404,8 @@ def undo(
     Refused, with the reason, when a later write depends on them.
 
     \b
-    Examples:
+    Example:
       gitmem undo --session 9b1f...
-      gitmem undo --commit a1b2c3d -m "bad import"
     """
     if (session is None) == (commit_id is None):
         raise click.UsageError("give one of --session S or --commit C")
@@ -461,11 +449,8 @@ def ci() -> None:
 def ci_init(
     state: State, host: str, directory: Path | None, force: bool, update_branch: bool,
 ) -> None:
-    """Write a CI recipe that runs `gitmem review --strict` on each pull request.
-
-    The job posts the review as one comment, keeps the whole report as an
-    artifact, and fails on problems. Review the files, then commit them.
-    """
+    """Write a CI recipe that runs `gitmem review --strict` on each pull request:
+    the review as one comment, the whole report as an artifact, failing on problems."""
     root = directory if directory is not None else state.store().path
     written = ciing.write_recipe(root, host, force=force, update_branch=update_branch)
     for path in written.unchanged:
@@ -490,9 +475,8 @@ def clone(
     """Clone a team's store and make it ready: branch, merge driver, hooks, index.
 
     \b
-    Examples:
+    Example:
       gitmem clone git@github.com:acme/team-memory.git
-      gitmem clone /srv/git/memory.git agent-store --bare
     """
     from gitmem.entry import team
 
@@ -514,8 +498,8 @@ def clone(
 def join(state: State, url: str, remote: str) -> None:
     """Bring this store into a team's store, keeping both histories.
 
-    Adds the hub as a remote, merges the team's store in (its gitmem.yaml
-    wins; every memory of both stays) and pushes; then gitmem sync.
+    Merges the hub's store in (its gitmem.yaml wins; every memory of both
+    stays) and pushes; then gitmem sync.
 
     \b
     Example:
@@ -535,15 +519,12 @@ def join(state: State, url: str, remote: str) -> None:
 @click.group(cls=SuggestingGroup, invoke_without_command=True)
 @json_state
 def branches(state: State) -> None:
-    """Memory branches of a project store that follows the code's branches (gitmem config
-    branches.follow true): each with its code branch's state (open, merged, gone) and
-    the memories written on it. They land on main when the code branch merges.
+    """Memory branches that follow the code's branches (gitmem config branches.follow
+    true), with their code branch's state (open, merged, gone) and memory count.
 
     \b
-    Examples:
-      gitmem branches
+    Example:
       gitmem branches land feat/payments
-      gitmem branches prune --apply
     """
     if click.get_current_context().invoked_subcommand is None:
         found = follow.branches(state.store().db(), Path.cwd())
@@ -556,10 +537,10 @@ def branches(state: State) -> None:
 @click.argument("name")
 @json_state
 def branches_land(state: State, name: str) -> None:
-    """Merge memory branch NAME into main with gitmem's merge, then delete it (after a
-    squash or rebase merge, which the post-merge hook cannot see)."""
+    """Merge memory branch NAME into main, then delete it (after a squash or rebase merge,
+    which the post-merge hook cannot see)."""
     kind, tm = follow.land(state.store(write=True).db().path, name)
-    data = {"branch": name, "merge": kind, "forks": [f.to_dict() for f in tm.forks]}
+    data = {"branch": name, "merge": kind, "forks": tm.forks}
     if not emitted(state, data):
         click.echo(f"landed {name} on main ({kind})")
         _merge_notes(tm)
@@ -572,7 +553,7 @@ def branches_prune(state: State, apply: bool) -> None:
     """Show, and with --apply delete, the memory branches whose code branch is gone
     without merging (local and remote)."""
     gone = follow.prune(state.store(write=apply).db(), Path.cwd(), apply=apply)
-    if not emitted(state, {"applied": apply, "branches": [b.to_dict() for b in gone]}):
+    if not emitted(state, {"applied": apply, "branches": gone}):
         verb = "deleted" if apply else "would delete (--apply does)"
         for b in gone:
             click.echo(f"{verb} {b.name}: {b.memories} memories")

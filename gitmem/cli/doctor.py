@@ -31,9 +31,8 @@ def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, 
     """Check the store's health, saying how to fix each problem (exit 1: some remain).
 
     \b
-    Examples:
-      gitmem doctor --fix
-      gitmem doctor --check index --check locks --json
+    Example:
+      gitmem doctor --check index --fix
     """
     with ProgressBar("checking", quiet=state.json, min_total=5000) as progress:
         report = _doctor.diagnose(
@@ -73,13 +72,10 @@ def doctor(state: State, fix: bool, checks: tuple[str, ...], scope: str | None, 
 )
 @json_state
 def secrets(state: State, paths: tuple[str, ...], staged: bool, history: bool) -> None:
-    """Look for credentials in the store's memories, PATHs, staged files or history.
-
-    Exit 1 when something is found.
+    """Look for credentials in the store, PATHs, staged files or history (exit 1: found).
 
     \b
-    Examples:
-      gitmem secrets notes/ ~/.config/tool/config.yaml
+    Example:
       gitmem secrets --history
     """
     if sum([staged, bool(paths), history]) > 1:

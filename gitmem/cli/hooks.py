@@ -56,9 +56,8 @@ def hooks() -> None:
     """Install, remove or show gitmem's git hooks (existing hooks still run first).
 
     \b
-    Examples:
+    Example:
       gitmem hooks install --project ~/src/app
-      gitmem hooks install --server /srv/git/memory.git
     """
 
 

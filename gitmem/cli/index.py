@@ -100,9 +100,8 @@ def search(
     that no memory holds all words of, is answered as by gitmem recall.
 
     \b
-    Examples:
+    Example:
       gitmem search '"docker compose" OR podman' --category project-conventions
-      gitmem search 'mock_\\w+' --regex --json
     """
     assert mode in MODES
     # One more than asked for tells whether the list was cut, so the output can say so.
@@ -208,10 +207,8 @@ def recall(
     """Find the memories that answer a question (plain words, any may match), best first.
 
     \b
-    Examples:
-      gitmem recall how do we deploy to staging?
-      gitmem recall "test fixtures" --budget 2000
-      gitmem recall who leads payments --valid-at 2026-03-01 --at 2026-06-01
+    Example:
+      gitmem recall how do we deploy to staging? --budget 2000
     """
     results = None
     if at is None and not tags:

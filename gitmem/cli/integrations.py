@@ -60,9 +60,8 @@ def entity() -> None:
     """The knowledge graph of the MCP server's tools (entities/<type>/<name>.md).
 
     \b
-    Examples:
+    Example:
       gitmem entity add Alice --type person --observe "works at Acme"
-      gitmem entity relate Alice works_at "Acme Corp"
     """
 
 
@@ -178,17 +177,13 @@ def entity_rm(state: State, names: tuple[str, ...], agent: str | None) -> None:
 @click.option("--agent", help="Author of the commits the server makes (default: the git user).")
 @click.option(
     "--http", "bind", metavar="[HOST:]PORT",
-    help="Serve the SDK's streamable HTTP transport at http://HOST:PORT/mcp instead of "
-    "stdio (HOST defaults to 127.0.0.1), for several agents on one store. Clients send "
-    "Authorization: Bearer TOKEN: $GITMEM_MCP_TOKEN, else the token gitmem keeps for this "
-    "store in your state directory, ~/.local/state/gitmem (its path is said on stderr).",
+    help="Serve streamable HTTP at http://HOST:PORT/mcp (HOST: 127.0.0.1 by default) "
+    "instead of stdio. Clients send a bearer token: $GITMEM_MCP_TOKEN, else gitmem's own "
+    "(its path is said on stderr).",
 )
 @pass_state
 def mcp(state: State, agent: str | None, bind: str | None) -> None:
     """Serve the store over MCP on stdin/stdout (needs the mcp extra).
-
-    Tools: docs/integrations.md. A store not there yet is made where it is
-    named (said on stderr), so the configuration below works anywhere.
 
     \b
     Example (Claude Desktop, claude_desktop_config.json):
@@ -260,9 +255,8 @@ def import_() -> None:
     an entry differs in the store).
 
     \b
-    Examples:
+    Example:
       gitmem import mcp-jsonl memory.jsonl --skip-bad
-      gitmem import forge ~/.claude/memory
     """
 
 
@@ -293,8 +287,7 @@ def import_files(state: State, directory: Path, skip_bad: bool) -> None:
 @import_.command("forge")
 @_folder
 def import_forge(state: State, directory: Path, skip_bad: bool) -> None:
-    """A Forge plugin memory folder (projects/, skills/, commands/, agents/) as layered
-    documents, dated by their <!-- Last Updated: YYYY-MM-DD --> first lines."""
+    """A Forge plugin memory folder (projects/, skills/, ...) as layered documents."""
     _import(state, transfer.import_forge, directory, skip_bad=skip_bad)
 
 
@@ -303,8 +296,7 @@ def export() -> None:
     """Take memory out again, so nobody is locked in (then a fidelity report).
 
     \b
-    Examples:
-      gitmem export mcp-jsonl - | jq .
+    Example:
       gitmem export files ./backup
     """
 

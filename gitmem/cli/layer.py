@@ -80,13 +80,9 @@ def _show_documents(state: State, docs: list[Document]) -> None:
 def layer() -> None:
     """Layered documents: projects/, skills/, commands/, agents/ (the Forge layout).
 
-    LAYER is shared-project, skill-specific, command or agent (project and skill
-    for short).
-
     \b
-    Examples:
+    Example:
       gitmem layer create shared-project known_issues -p my-api --content "# Known issues"
-      gitmem layer append projects/my-api/review_history - < review.md
     """
 
 

@@ -52,8 +52,6 @@ def _days(days: int | None) -> str:
 def check(state: State, project: str, flag: bool, verbose: bool) -> None:
     """Report memories whose project files (anchors, `inline/code.py`) changed since.
 
-    --flag marks them (verify: true) in one commit. Exits 0 whatever it finds.
-
     \b
     Example:
       gitmem check --project ~/src/my-api --flag

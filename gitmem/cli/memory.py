@@ -67,11 +67,8 @@ def add(
     """Store a new memory (BODY, or stdin for '-' or none) and print its id.
 
     \b
-    Examples:
-      gitmem add "Fixtures live in tests/conftest.py" --title "Prefer pytest fixtures" \\
-          --category coding-preferences --tag testing --agent hephaestus
-      git diff --stat | gitmem add - --title "What changed today"
-      printf '{"body": "a", "title": "A"}\\n' | gitmem add --jsonl -
+    Example:
+      gitmem add "Fixtures live in tests/conftest.py" --title "Prefer pytest fixtures" --tag testing
     """
     if jsonl is not None:
         if body is not None or memory_id is not None:
@@ -174,9 +171,8 @@ def show(state: State, memory_id: str, at: str | None, valid_at: str | None) -> 
     """Print a memory: its front-matter (version and updated_at from history) and body.
 
     \b
-    Examples:
-      gitmem show mem_5f0c...
-      gitmem show mem_5f0c... --at 2026-11-01 --json
+    Example:
+      gitmem show mem_5f0c... --at 2026-11-01
     """
     current = state.current_index() if at is None and valid_at is None else None
     chosen = current.resolve_id(memory_id) if current is not None else None
@@ -252,9 +248,8 @@ def update(
     change. --tag and --related replace the whole list.
 
     \b
-    Examples:
+    Example:
       gitmem update mem_5f0c... --tag testing --tag pytest --expected-version 2
-      cat body.md | gitmem update mem_5f0c... -
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
@@ -283,9 +278,8 @@ def append(
     """Add TEXT ('-': stdin) on a new line at the end of a memory's body.
 
     \b
-    Examples:
+    Example:
       gitmem append mem_5f0c "- a bullet point"
-      pytest -q 2>&1 | tail -3 | gitmem append mem_5f0c... -
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
@@ -317,7 +311,6 @@ def supersede(
 
     \b
     Example:
-      gitmem supersede mem_0a9d... - --title "New convention" < note.md
       gitmem supersede mem_0a9d... "Bob leads payments" --valid-from 2026-06-01
     """
     store = state.store()
@@ -340,13 +333,11 @@ def invalidate(
 ) -> None:
     """End a memory's validity: it stops being current, in one commit.
 
-    The memory stays, readable with --valid-at an earlier date; the commit's
-    trailers carry the reason and the date (gitmem log shows them).
+    The memory stays, readable with --valid-at an earlier date.
 
     \b
-    Examples:
+    Example:
       gitmem invalidate mem_5f0c... --reason "Ana moved to the platform team"
-      gitmem invalidate mem_5f0c... --valid-until 2026-06-01 --reason "reorg"
     """
     store = state.store()
     memory_id = store.resolve_id(memory_id)
@@ -391,8 +382,7 @@ def restore(
     """Bring back a deleted memory, or (--at) roll one back as a new version.
 
     \b
-    Examples:
-      gitmem restore mem_5f0c...
+    Example:
       gitmem restore mem_5f0c... --at 2026-11-01
     """
     store = state.store()

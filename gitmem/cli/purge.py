@@ -29,11 +29,10 @@ def purge(
     """Remove a memory, or every match of a pattern, from ALL of history.
 
     A dry run unless --apply, which rewrites the branches and prints the steps
-    that finish the job on the hub and every clone. Exit 1: nothing matched.
+    for the hub and every clone. Exit 1: nothing matched.
 
     \b
-    Examples:
-      gitmem purge --secrets --apply
+    Example:
       gitmem purge --pattern 'ACME-[0-9]{6}' --apply
     """
     if apply and dry_run:

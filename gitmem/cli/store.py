@@ -68,9 +68,8 @@ def init(
     """Create a store at PATH, else --store, $GITMEM_DIR or the user store (harmless twice).
 
     \b
-    Examples:
-      gitmem init --bare /srv/agent-memory.git
-      cd my-project && gitmem init --project --follow-branches
+    Example:
+      cd my-project && gitmem init --project
     """
     if follow_branches and not project:
         raise click.UsageError("--follow-branches is for a project's store: add --project")
@@ -123,10 +122,8 @@ def ls(
     """List memories valid now, oldest first (superseded, archived, expired ones with --all).
 
     \b
-    Examples:
-      gitmem ls --category coding-preferences --tag testing
+    Example:
       gitmem ls --valid-at 2026-03-01 --at 2026-06-01   # true then, as known then
-      gitmem ls --limit 50 --offset 100     # the third page of 50
     """
     page = slice(offset, offset + limit if limit is not None else None)
     if not state.json and at is None and category is None and not tags:
@@ -228,8 +225,7 @@ def paged(what: str, default: int, least: int) -> Callable[[F], F]:
 @paged("versions", HISTORY_PAGE, 1)
 @json_state
 def history(state: State, memory_id: str, limit: int, page: int) -> None:
-    """Every version of a memory and of those it supersedes, oldest first, with when it
-    was written (TIME) and when it held (VALID).
+    """Every version of a memory and of those it supersedes, oldest first.
 
     \b
     Example:
@@ -282,9 +278,8 @@ def log(
     """The audit log: commits, newest first, filtered by their Gitmem-* trailers.
 
     \b
-    Examples:
+    Example:
       gitmem log --agent hephaestus --since 2026-11-01
-      gitmem log --format '{short} {agent} {ops} {subject}'
     """
     store: Store = state.store()
     if memory_id is not None:
@@ -382,13 +377,12 @@ def status(state: State) -> None:
 @click.argument("value", required=False, type=click.BOOL)
 @json_state
 def config(state: State, key: str, value: bool | None) -> None:
-    """Show or set one of this clone's own settings of the store (its git config, never
-    committed). branches.follow: a project's memory follows the code's branches.
+    """Show or set a setting of this clone (its git config, never committed).
+    branches.follow: a project's memory follows the code's branches.
 
     \b
-    Examples:
+    Example:
       gitmem config branches.follow true
-      gitmem config branches.follow
     """
     from gitmem.store import follow
 

@@ -20,9 +20,8 @@ def trust(state: State, path: Path | None, list_: bool, remove: bool) -> None:
     """Trust a store's own git settings on this machine (like git's safe.directory).
 
     \b
-    Examples:
+    Example:
       gitmem trust ~/src/app/.gitmem
-      gitmem trust --remove ~/src/app/.gitmem
     """
     if list_:
         entries = _trust.trusted()
