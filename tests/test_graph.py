@@ -11,10 +11,9 @@ import pytest
 
 import gitmem
 from gitmem import InvalidInputError, NotFoundError, Store
-from gitmem.features.graph import (
+from gitmem.features.graph import Entity, Graph
+from gitmem.features.graph_rows import (
     PENDING_ID,
-    Entity,
-    Graph,
     format_observations,
     parse_observations,
     sanitise,

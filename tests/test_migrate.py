@@ -132,7 +132,7 @@ def test_format_1_entities_move_into_their_shards(tmp_path: Path) -> None:
 
 
 def _shard(name: str) -> str:
-    from gitmem.features.graph import shard_of
+    from gitmem.features.graph_rows import shard_of
 
     return shard_of(name)
 

@@ -14,7 +14,6 @@ from gitmem.features.lifecycle.prune import LifecycleConfigError
 from gitmem.features.lifecycle.staleness import (
     Staleness,
     StalenessPolicy,
-    StalenessRecord,
     classify,
     days_since,
     staleness_report,
@@ -48,7 +47,7 @@ def test_edges(days: float, expected: Staleness) -> None:
 
 def test_no_timestamp_is_stale() -> None:
     assert classify(None, NOW) is Staleness.STALE
-    report = staleness_report([StalenessRecord("x", "x.md", None)], NOW)
+    report = staleness_report([("x", "x.md", None)], NOW)
     assert [e.id for e in report.stale] == ["x"]
     assert report.stale[0].days_since_update is None
     assert report.to_dict()["stale"][0]["days_since_update"] is None

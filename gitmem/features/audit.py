@@ -1,10 +1,7 @@
-"""Audit: who wrote what, and taking it back.
-
-:func:`touches` filters ``gitmem log``; :func:`blame` names the commit, agent and session
-of each body line, across merges and ``supersedes`` chains; :func:`diff` compares two
-revisions field by field; :func:`undo` reverts an agent session or one commit in one new
-commit, refusing when later writes depend on it.
+"""Audit: who wrote what (``gitmem log --format``, :func:`blame`, :func:`diff`), and taking
+it back (:func:`undo`: an agent session or one commit, refused when later writes depend on it).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -319,11 +316,9 @@ def undo(
     agent: str | None = None,
     message: str | None = None,
 ) -> UndoResult:
-    """Revert every write of ``session`` (or the one ``commit``) in one new commit, which
-    is the newest version of each memory touched (created ones removed, deleted ones back).
-    Refused, with nothing written, when a later commit changed one of those files, when a
-    remaining memory links to one that would be removed, or for a merge commit.
-    """
+    """Revert every write of ``session`` (or the one ``commit``) in one new commit; refused,
+    with nothing written, when a later commit changed one of those files, a remaining
+    memory links to one that would be removed, or for a merge commit."""
     db = store.db()
     targets = _targets(db, session, commit)
     target_ids = {c.id for c in targets}
@@ -376,6 +371,7 @@ def undo(
     if problems:
         raise UndoRefusedError("cannot undo: " + "; ".join(problems))
     result = UndoResult(None, [str(c.id) for c in targets])
+
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
         result.restored.clear()
         result.removed.clear()

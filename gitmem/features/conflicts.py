@@ -17,13 +17,9 @@ from gitmem.store.sync import commit_pending_forks
 
 @dataclass(frozen=True)
 class Conflict:
-    """Something a merge kept both sides of, for a person or agent to settle.
-
-    ``kind`` ``fork``: ``fork`` holds the version that lost the path of ``of``; ``kept`` is
-    the memory at the path now (None if it was deleted since). ``kind`` ``supersede``: two
-    clones each superseded ``of``; ``kept`` is the successor readers follow (the newest),
-    ``fork`` the other one.
-    """
+    """Something a merge kept both sides of: ``fork`` lost the path of ``of`` (``kept`` is
+    at the path now, None if deleted since), or (``supersede``) two clones each superseded
+    ``of`` and ``kept`` is the successor readers follow."""
 
     fork: Memory
     of: str
@@ -77,9 +73,7 @@ def find_conflict(store: Store, memory_id: str) -> Conflict:
     if not mine:
         mine = [c for c in found if c.of == memory_id]
     if not mine:
-        mine = [
-            c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id
-        ]
+        mine = [c for c in found if c.kind == "supersede" and c.kept and c.kept.id == memory_id]
     if not mine:
         raise NotFoundError(
             f"{memory_id} has no unresolved fork", hint="gitmem conflicts lists the forks"
@@ -101,14 +95,9 @@ def resolve(
     agent: str | None = None,
     message: str | None = None,
 ) -> Conflict:
-    """Settle one fork in one commit.
-
-    ``keep``: ``ours`` keeps the memory at the path and deletes the fork;
-    ``theirs`` puts the fork's content at the path and deletes the fork; ``both``
-    keeps both as separate memories (the fork loses its marker); ``edit`` writes
-    ``text`` (a whole memory file, as ``gitmem edit`` takes it) at the path and
-    deletes the fork. ``memory_id`` is the fork's id or the forked memory's.
-    """
+    """Settle one fork (``memory_id``: the fork's or the forked memory's) in one commit:
+    ``keep`` ours, theirs (the fork's content at the path), both (the fork loses its marker)
+    or edit (``text``, a whole memory file, at the path); docs/collaboration.md."""
     if keep not in RESOLUTIONS:
         raise InvalidInputError(f"keep {keep!r} is not one of {', '.join(RESOLUTIONS)}")
     if (keep == "edit") != (text is not None):
@@ -170,13 +159,8 @@ def _resolve_supersede(
     agent: str | None,
     message: str | None,
 ) -> Conflict:
-    """Settle a memory two clones superseded: one successor stays, or both as a chain.
-
-    ``ours`` keeps the successor readers follow and deletes the other; ``theirs`` the
-    reverse; ``both`` keeps both, the one readers follow now superseding the other (so
-    the chain is linear again and its latest version unchanged); ``edit`` writes ``text``
-    over the kept successor and deletes the other. Deleted text stays in history.
-    """
+    """Settle a memory two clones superseded: one successor stays (ours: the one readers
+    follow), or ``both`` as a chain, the one readers follow superseding the other."""
     assert conflict.kept is not None
     kept, other = conflict.kept, conflict.fork
     if keep == "theirs":

@@ -1,13 +1,8 @@
-"""The knowledge graph: entities, observations and relations, kept as memory files.
-
-The nine operations of the reference MCP knowledge-graph server
-(``@modelcontextprotocol/server-memory``), with its semantics, over a gitmem store. An
-entity is the file ``entities/<type>/<shard>/<name>.md`` (see :func:`shard_of`): name and
-type in its front-matter, observations as a markdown list in its body, outgoing relations
-as ``relations: [{type, to}]``, so a person can read and edit it. A relation whose source
-does not exist yet waits in ``entities/pending-relations.md``. Each changing call is one
-commit (or joins :meth:`Graph.batch`). Names are matched exactly and found through the
-index's rows of every entity's front-matter, never through file names.
+"""The knowledge graph: the nine operations of the reference MCP knowledge-graph server
+(``@modelcontextprotocol/server-memory``) over entity files ``entities/<type>/<shard>/<name>.md``
+(name and type in front-matter, observations as a markdown list, relations as
+``relations: [{type, to}]``; docs/integrations.md). Each changing call is one commit (or
+joins :meth:`Graph.batch`); names are found through the index's rows, never file names.
 """
 
 from __future__ import annotations
@@ -41,9 +36,7 @@ from gitmem.features.graph_rows import (
     is_entity_path,
     memory_reader,
     open_reader,
-    parse_observations,
     pending_field,
-    sanitise,
     shard_of,
 )
 from gitmem.format import memfile
@@ -53,19 +46,6 @@ from gitmem.store.core import Store
 from gitmem.store.index import Index
 from gitmem.store.reads import index_writable
 from gitmem.store.transactions import Transaction
-
-__all__ = [
-    "ENTITIES_ROOT",
-    "PENDING_ID",
-    "Entity",
-    "Graph",
-    "KnowledgeGraph",
-    "Relation",
-    "format_observations",
-    "parse_observations",
-    "sanitise",
-    "shard_of",
-]
 
 _RETRIES = 30
 """How often a call is re-run when another writer changed a file it was about to write."""
@@ -283,12 +263,9 @@ class _State:
 
 
 class Graph:
-    """The knowledge graph of a store's default scope; ``agent`` authors the commits.
-
-    Calls take and return the reference server's shapes (or :class:`Entity` and
-    :class:`Relation`). The index's graph rows serve them; inside a batch, or where the
-    index cannot answer, every entity file is read instead, with the same result.
-    """
+    """The knowledge graph of a store's default scope; ``agent`` authors the commits. The
+    index's graph rows serve reads; inside a batch, or where the index cannot answer, every
+    entity file is read instead, with the same result."""
 
     def __init__(self, store: Store, *, agent: str | None = None) -> None:
         self.store = store

@@ -1,14 +1,8 @@
-"""The knowledge graph's files and their rows in the derived index.
-
-Where an entity file lives and what it means (name, type, observations, relations) is
-decided here, once, for the index and for the walk of every file the graph falls back to
-(a file the store cannot read as a memory is no entity in either). A row provider turns
-entity files and the pending relations into rows inside the index's catch-up:
-``graph_entities`` (one per entity file), ``graph_relations`` (one per relation, in file
-order, the pending ones last) and ``graph_text``, an FTS5 trigram table that narrows
-``search_nodes`` to candidates, each then checked with the exact rule. The queries read
-inside one SQLite read transaction: every answer reflects one commit
-(:attr:`GraphReader.commit`).
+"""The knowledge graph's files and their rows in the derived index: what an entity file
+means is decided here once, for the index and for the walk the graph falls back to. The row
+provider fills ``graph_entities``, ``graph_relations`` (file order, pending ones last) and
+``graph_text`` (FTS5 trigrams narrowing ``search_nodes``); queries read inside one SQLite
+read transaction, so every answer reflects one commit.
 """
 
 from __future__ import annotations
@@ -27,22 +21,8 @@ from gitmem.base.errors import GitmemError
 from gitmem.format.model import Memory
 from gitmem.git.objects import Snapshot
 from gitmem.store.index import Index
-from gitmem.store.index_rows import IndexedMemory, RowChanges
+from gitmem.store.index_rows import IndexedMemory, RowChanges, chunks, marks
 from gitmem.store.row_providers import RowProvider, provider_state, register
-
-__all__ = [
-    "ENTITIES_ROOT",
-    "GRAPH_PROVIDER",
-    "PENDING_ID",
-    "EntityRow",
-    "GraphReader",
-    "entity_fields",
-    "memory_reader",
-    "open_reader",
-    "parse_observations",
-    "pending_field",
-    "relations_field",
-]
 
 ENTITIES_ROOT = "entities"
 PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
@@ -50,19 +30,14 @@ PENDING_ID = f"{ENTITIES_ROOT}/pending-relations"
 GRAPH_VERSION = 4
 """Bump when the tables or what :func:`_apply` writes change: the index refills them."""
 TRIGRAM = 3
-_CHUNK = 500
 
 
 # -- what a file means ---------------------------------------------------------------------
 
 
 def parse_observations(body: str) -> list[str]:
-    """Observations from an entity file's body, written by gitmem or by hand.
-
-    ``- `` or ``* `` starts an item, lines indented by two spaces continue it,
-    blank lines are skipped, and any other line is an observation of its own
-    (a sentence someone typed without the dash).
-    """
+    """Observations from an entity file's body: ``- `` or ``* `` starts an item, lines
+    indented by two spaces continue it, blank lines are skipped, any other line is one."""
     items: list[list[str]] = []
     current: list[str] | None = None
     for raw in body.split("\n"):
@@ -393,12 +368,9 @@ class GraphReader:
         self.commit = commit
 
     def _where_in(self, sql: str, names: Iterable[str]) -> Iterator[Any]:
-        """The rows of ``sql`` (its ``{}`` a list of names) for every name, in chunks:
-        SQLite bounds the parameters of one statement."""
-        wanted = list(dict.fromkeys(names))
-        for at in range(0, len(wanted), _CHUNK):
-            chunk = wanted[at : at + _CHUNK]
-            yield from self.conn.execute(sql.format(", ".join("?" * len(chunk))), chunk)
+        """The rows of ``sql`` (its ``{}`` a list of names) for every name."""
+        for chunk in chunks(names):
+            yield from self.conn.execute(sql.format(marks(chunk)), chunk)
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -495,10 +467,8 @@ def memory_reader(memories: Iterable[Memory], commit: str | None) -> GraphReader
 @contextlib.contextmanager
 def open_reader(index: Index) -> Iterator[GraphReader | None]:
     """A reader of the graph rows caught up with the branch tip, or None when they cannot
-    answer (the provider failed at this commit): the caller walks the files instead.
-
-    When the rows already reflect the tip, nothing else is asked of the index (a read
-    between writes of other processes costs one reference read and one query)."""
+    answer (the provider failed at this commit): the caller walks the files instead. Rows
+    already at the tip cost one reference read and one query."""
     tip = _branch_tip(index)
     for attempt in range(2):
         if attempt:

@@ -1,16 +1,7 @@
-"""The layered MemoryStore of the Forge documents, on top of the git store.
-
-Forge keeps memory as markdown documents at fixed places::
-
-    shared-project  projects/{project}/{file_type}.md
-    skill-specific  skills/{skill}/{project}/{file_type}.md
-    command         commands/{project}/{file_type}.md
-    agent           agents/{agent}/{file_type}.md
-
-Each is a memory whose id is its path, so commits, history, restore, search and sync
-apply; its front-matter carries layer and names for the index's filters. ``to_dict()``
-gives the camelCase shapes agents expect. The lifecycle rules say what to prune and
-check; this module decides when they run and writes what they say in one commit.
+"""The layered MemoryStore of the Forge documents (``projects/{project}/{file_type}``,
+``skills/...``, ``commands/...``, ``agents/...``; docs/layered.md) over the git store: each
+document is a memory whose id is its path. ``to_dict()`` gives the camelCase shapes agents
+expect; the lifecycle rules say what to prune and check, this module writes it in one commit.
 """
 
 from __future__ import annotations
@@ -39,7 +30,6 @@ from gitmem.features.lifecycle.sections import count_lines
 from gitmem.features.lifecycle.staleness import (
     Staleness,
     StalenessPolicy,
-    StalenessRecord,
     StalenessReport,
     classify,
     days_since,
@@ -605,11 +595,11 @@ class LayeredStore:
         """``validate`` for every layered document (structural files left out)."""
         return [self.validate(memory_id) for memory_id in self._all_content_ids()]
 
-    def get_staleness_report(self, *, now: dt.datetime | None = None) -> StalenessReport:
+    def get_staleness_report(self) -> StalenessReport:
         """Fresh / aging / stale across every layer (structural files left out)."""
         memories = (self.store.get(i) for i in self._all_content_ids())
-        records = [StalenessRecord(m.id, m.path, m.updated_at) for m in memories if m is not None]
-        return staleness_report(records, now or self._now(), self._policy())
+        records = [(m.id, m.path, m.updated_at) for m in memories if m is not None]
+        return staleness_report(records, self._now(), self._policy())
 
     def search(
         self,

@@ -1,15 +1,10 @@
-"""``gitmem migrate``: a store of an older format converted to the current one, once.
-
-This gitmem reads and writes format :data:`~gitmem.format.config.FORMAT` only; every
-other command refuses an older store and names this one. Each scope is converted in one
-``Gitmem-Op: migrate`` commit: format 4's deep plain-id paths move to
-``memories/<ab>/<id>.md``, every file's ``version`` and ``updated_at`` lines go (both
-are derived from history), format 1's entity files move into their hash shards as new
-ids that supersede the old ones, and ``format:`` is raised. Format 5 to 6 (valid time)
-changes no file but ``gitmem.yaml``: no memory of format 5 carries ``valid_from`` or
-``valid_until``. The branch moves by compare-and-swap, so a kill leaves the old store or
-the new one, and a second run finds nothing to do.
+"""``gitmem migrate``: a store of formats 1-5 converted to the current one, one
+``Gitmem-Op: migrate`` commit per scope: format 4's plain-id paths move to
+``memories/<ab>/<id>.md``, ``version``/``updated_at`` lines go (derived from history),
+format 1's entity files move into their shards as successors, ``format:`` is raised (5 to 6
+changes only that). The branch moves by compare-and-swap: a kill leaves old or new.
 """
+
 from __future__ import annotations
 
 import re

@@ -11,11 +11,10 @@ import collections
 from dataclasses import dataclass, field
 
 from gitmem.base.errors import InvalidInputError, NotFoundError
-from gitmem.features.graph import ENTITIES_ROOT, PENDING_ID, Graph
+from gitmem.features.graph import Graph
+from gitmem.features.graph_rows import ENTITIES_ROOT, PENDING_ID
 from gitmem.format.model import UNTITLED
 from gitmem.store.core import Store
-
-__all__ = ["FORMATS", "Edge", "Node", "Picture", "build", "draw", "render", "select"]
 
 FORMATS = ("mermaid", "dot")
 

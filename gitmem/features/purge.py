@@ -1,14 +1,7 @@
-"""``gitmem purge``: remove a memory, or every match of a pattern, from all of history.
-
-A store never forgets, so the remedy for a credential or personal data that got in is a
-rewrite of history: every commit reachable from a local branch or tag is rewritten oldest
-first (the memory's file dropped, or every match in text files and commit messages
-replaced; an unchanged commit keeps its id), the refs move under the write lock, and every
-derived copy in the state folder is deleted (SQLite keeps deleted rows in free pages). The
-report lists what was removed and the steps that make the objects really go on the hub and
-every clone. It refuses what cannot be done safely (a merge or rebase in progress, edits
-in the work tree, unmerged hub commits, an annotated tag in the rewritten history). Without
-``apply=True`` nothing is written. A user's pattern runs under :mod:`gitmem.format.saferegex`.
+"""``gitmem purge``: remove a memory, or every match of a pattern, from all of history
+(docs/security.md): every commit of a local branch or tag rewritten oldest first, the refs
+moved under the write lock, every derived copy deleted, and the steps that finish it on the
+hub and every clone reported. Refuses what cannot be done safely; writes only with ``apply``.
 """
 
 from __future__ import annotations
@@ -285,11 +278,9 @@ class _Rewriter:
 def new_blobs(
     repo: pygit2.Repository, tree: pygit2.Tree, seen: set[pygit2.Oid]
 ) -> Iterator[tuple[pygit2.Oid, str]]:
-    """Each blob below ``tree`` not in ``seen`` yet, with its path; every tree and blob met is
-    added to ``seen``, and a tree already there is skipped whole (its blobs were met with it),
-    so walking every commit of a history reads each tree and blob once. Iterative: a hostile
-    history may nest trees deeper than Python recurses; a missing subtree is skipped (doctor's
-    fsck check reports it)."""
+    """Each blob below ``tree`` not in ``seen`` yet, with its path (trees in ``seen`` are
+    skipped whole, so a history's walk reads each object once). Iterative: a hostile history
+    may nest trees deeper than Python recurses; a missing subtree is skipped."""
     stack: list[tuple[pygit2.Tree, str]] = [(tree, "")]
     while stack:
         current, base = stack.pop()
@@ -350,14 +341,10 @@ def purge(
     remote: str | None = None,
     timeout: float = REGEX_TIMEOUT,
 ) -> PurgeReport:
-    """Remove ``memory`` (its file, every version), or every match of ``pattern``, or every
-    credential the store's policy finds (``secrets=True``), from all of history.
-
-    Without ``apply`` nothing is written and the report says what would be removed. With
-    it, the local branches move to rewritten history and the report's ``steps`` say how
-    to finish on the hub and every clone. Raises :class:`PurgeRefusedError` where that
-    cannot be done safely, NotFoundError when ``memory`` was never in the store.
-    """
+    """Remove ``memory`` (every version), every match of ``pattern``, or every credential
+    the store's policy finds (``secrets``) from all of history; without ``apply`` only the
+    report. :class:`PurgeRefusedError` where that cannot be done safely, NotFoundError when
+    ``memory`` was never in the store."""
     if sum([memory is not None, pattern is not None, bool(secrets)]) != 1:
         raise InvalidInputError("give one of a memory id, a pattern or secrets=True")
     db = store.db(scope)
@@ -672,15 +659,3 @@ def format_steps(steps: Iterable[Step]) -> list[str]:
         if step.note:
             lines.append(f"     ({step.note})")
     return lines
-
-
-__all__ = [
-    "MESSAGE_PATH",
-    "REPLACEMENT",
-    "PurgeRefusedError",
-    "PurgeReport",
-    "Removal",
-    "Step",
-    "format_steps",
-    "purge",
-]

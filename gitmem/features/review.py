@@ -1,9 +1,7 @@
-"""Review of memory changes over a commit range, for pull requests and CI (``gitmem review``).
-
-:func:`review` compares the memory files of ``BASE..HEAD`` and reads the commits between:
-per memory what happened, who did it, the fields that changed and the body diff, and the
-problems a reviewer should not miss (schema, dangling links, forks, cycles, secrets, gone
-anchors). :func:`render` gives markdown for a pull-request comment, text or JSON.
+"""Review of memory changes over a commit range, for pull requests and CI (``gitmem review``):
+per memory what happened, who did it, the fields and body changed, and the problems a reviewer
+should not miss (schema, dangling links, forks, cycles, secrets, gone anchors), as markdown
+for a pull-request comment, text or JSON.
 """
 
 from __future__ import annotations
@@ -209,11 +207,8 @@ def review(
     project: str | Path | None = None,
     scope: str | None = None,
 ) -> Review:
-    """Review the memory changes of ``spec`` (``BASE..HEAD``) in one store.
-
-    Anchors are checked against ``project``'s HEAD; a project store
-    (``<project>/.gitmem/``) checks its own project without being told.
-    """
+    """Review the memory changes of ``spec`` (``BASE..HEAD``) in one store; anchors are
+    checked against ``project``'s HEAD (a ``<project>/.gitmem/`` store: its own project)."""
     db = store.db(scope)
     repo = db.repo
     if project is None and db.workdir is not None and db.workdir.resolve().name == ".gitmem":
@@ -478,12 +473,9 @@ COMMENT_LIMIT = 65_536
 
 
 def render(result: Review, fmt: str = "markdown", *, max_chars: int | None = None) -> str:
-    """The review as ``fmt``; markdown cut to at most ``max_chars`` characters when given.
-
-    The cut keeps what a reviewer must see first: the summary and every problem, then the
-    table of changes, then the per-memory details, and ends with a line counting what was
-    left out. JSON and text are never cut (they are artifacts, not comments).
-    """
+    """The review as ``fmt``; markdown cut to at most ``max_chars`` characters when given,
+    keeping the summary and every problem first, then the table, then the details, and
+    saying what was left out. JSON and text are never cut."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     if max_chars is not None and (

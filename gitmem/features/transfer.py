@@ -1,11 +1,7 @@
-"""Import and export: bring memory in from other tools, take it out again, check every entry.
-
-Formats: ``mcp-jsonl`` (the reference MCP knowledge-graph server's ``memory.jsonl``, read
-into and written from :mod:`gitmem.features.graph`), ``files`` (memory files copied as
-they are, in folders per scope) and ``forge`` (a Forge plugin memory folder). Every import
-is one commit (all or nothing) and ends with a :class:`Fidelity` report: what was read,
-written and skipped, and a check of every entry against what the store now holds; an
-export ends with the same check against the files it wrote.
+"""Import and export in three formats: ``mcp-jsonl`` (the reference MCP knowledge-graph
+server's ``memory.jsonl``), ``files`` (memory files as they are, per scope) and ``forge`` (a
+Forge plugin memory folder). An import is one commit (all or nothing); both end with a
+:class:`Fidelity` report that checks every entry against what was written.
 """
 
 from __future__ import annotations
@@ -42,18 +38,6 @@ from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store import derived
 from gitmem.store.core import Store
-
-__all__ = [
-    "Fidelity",
-    "export_files",
-    "export_forge",
-    "export_mcp_jsonl",
-    "format_mcp_jsonl",
-    "import_files",
-    "import_forge",
-    "import_mcp_jsonl",
-    "parse_mcp_jsonl",
-]
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as entries are written."""

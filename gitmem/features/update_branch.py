@@ -1,11 +1,7 @@
-"""Bring a base branch into a pull request's branch with gitmem's merge (``gitmem update-branch``).
-
-A host's merge button merges with plain git and no merge driver, so a pull request whose
-memories changed in the same lines on both sides cannot be merged there. This makes the
-merge commit the host's "update branch" button would, with the memory-aware merge of
-``gitmem sync`` (:func:`gitmem.store.branchmerge.integrate`); the host's plain merge is then clean.
-It runs in a clone as CI leaves it (a detached HEAD is attached to ``head`` first);
-pushing is the caller's job.
+"""Bring a base branch into a pull request's branch with gitmem's merge (``gitmem update-branch``):
+the merge commit a host's "update branch" button would make, but memory-aware (as ``gitmem
+sync``), so the host's plain merge is then clean. Runs in a clone as CI leaves it (a detached
+HEAD is attached to ``head`` first); pushing is the caller's job.
 """
 
 from __future__ import annotations
@@ -29,8 +25,6 @@ from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store import branchmerge
 from gitmem.store import merge as merging
-
-__all__ = ["OUTCOMES", "UpdateResult", "plain_merge_conflicts", "update_branch"]
 
 OUTCOMES = ("up-to-date", "clean", "fast-forward", "merge")
 """up-to-date: the base is already in the branch; clean: plain git merges them (only asked
@@ -85,12 +79,8 @@ class UpdateResult:
 def plain_merge_conflicts(
     repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
 ) -> list[str]:
-    """The paths a plain git merge of ``theirs`` into ``ours`` stops on, as a host merges.
-
-    libgit2 runs no external merge driver (a ``merge=gitmem`` attribute falls back to git's
-    text merge there, whatever this clone's configuration registers), so its in-memory
-    merge answers for a host's button, which has no driver either.
-    """
+    """The paths a plain git merge of ``theirs`` into ``ours`` stops on: libgit2 runs no
+    merge driver, so its in-memory merge answers as a host's button, which has none either."""
     try:
         index = repo.merge_commits(ours.id, theirs.id)
     except pygit2.GitError as exc:
@@ -109,19 +99,10 @@ def update_branch(
     if_conflicting: bool = False,
     clock: Clock | None = None,
 ) -> UpdateResult:
-    """Merge ``base`` (a revision: ``origin/main``) into a branch of the store at ``path``.
-
-    The branch is ``head``, else the one checked out; a detached HEAD (as CI checks out)
-    needs ``head``, which is then made or fast-forwarded at HEAD's commit and attached.
-    Nothing changes when the base is already in the branch or, with ``if_conflicting``,
-    when plain git merges the two cleanly; otherwise the base comes in as ``gitmem sync``
-    brings a remote in (a fast-forward or one merge commit, forks kept).
-
-    Refused, with nothing changed: uncommitted changes to tracked files in the work tree
-    (:class:`DirtyWorktreeError`), a git merge or rebase in progress, a base that does not
-    resolve (:class:`NotFoundError`: fetch it first), a base or branch of another store
-    format, a non-memory file both sides changed in the same lines (``MergeConflictError``).
-    """
+    """Merge ``base`` (``origin/main``) into ``head`` (else the branch checked out; a
+    detached HEAD needs it) as ``gitmem sync`` brings a remote in; nothing changes when the
+    base is in already or, with ``if_conflicting``, plain git merges cleanly. Refused, with
+    nothing changed, for a dirty work tree, a merge in progress or an unknown base."""
     db = GitDB(path, clock=clock)
     repo = db.repo
     what = operation_in_progress(db.gitdir)

@@ -1,5 +1,5 @@
 """Staleness: fresh / aging / stale by whole days since ``updated_at`` (docs/lifecycle.md),
-over plain ``(id, path, updated_at)`` records so memories and layered documents both plug in.
+over plain ``(id, path, updated_at)`` triples so memories and layered documents both plug in.
 """
 
 from __future__ import annotations
@@ -66,13 +66,6 @@ class StalenessPolicy:
 
 
 @dataclass(frozen=True)
-class StalenessRecord:
-    id: str
-    path: str | None
-    updated_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
 class StalenessEntry:
     id: str
     path: str | None
@@ -131,16 +124,18 @@ def classify(
 
 
 def staleness_report(
-    records: Iterable[StalenessRecord], now: dt.datetime, policy: StalenessPolicy | None = None
+    records: Iterable[tuple[str, str | None, dt.datetime | None]],
+    now: dt.datetime,
+    policy: StalenessPolicy | None = None,
 ) -> StalenessReport:
-    """Sort records into fresh / aging / stale; each bucket oldest first (no timestamp first)."""
+    """Sort ``(id, path, updated_at)`` into fresh / aging / stale; each bucket oldest first
+    (no timestamp first)."""
     policy = policy or StalenessPolicy()
     report = StalenessReport(now=to_utc(now), policy=policy)
-    for record in records:
-        state = classify(record.updated_at, now, policy)
-        days = None if record.updated_at is None else days_since(record.updated_at, now)
-        entry = StalenessEntry(record.id, record.path, record.updated_at, days, state)
-        getattr(report, state).append(entry)
+    for memory_id, path, updated_at in records:
+        state = classify(updated_at, now, policy)
+        days = None if updated_at is None else days_since(updated_at, now)
+        getattr(report, state).append(StalenessEntry(memory_id, path, updated_at, days, state))
     for bucket in (report.fresh, report.aging, report.stale):
         bucket.sort(
             key=lambda e: (e.days_since_update is not None, -(e.days_since_update or 0), e.id)
@@ -154,7 +149,6 @@ def store_staleness(
     scope: Scope | str | None = None,
     include_superseded: bool = False,
     include_archived: bool = False,
-    now: dt.datetime | None = None,
 ) -> StalenessReport:
     """Staleness of a store's memories under its policy, at the store clock's ``now``."""
     policy = StalenessPolicy.from_config(store.config(scope).raw)
@@ -166,7 +160,5 @@ def store_staleness(
         text=False,
     )
     return staleness_report(
-        (StalenessRecord(r.id, r.path, r.updated_at) for r in records),
-        now or store.clock.now(),
-        policy,
+        ((r.id, r.path, r.updated_at) for r in records), store.clock.now(), policy
     )
