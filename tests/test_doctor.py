@@ -76,7 +76,7 @@ def test_fsck_reports_a_damaged_object(any_store: Store) -> None:
     assert not found.safe
 
 
-def test_fsck_runs_beside_the_other_checks_and_is_reported_first(store: Store) -> None:
+def test_fsck_is_reported_in_its_place_among_the_checks(store: Store) -> None:
     memory = store.create("first version")
     store.update(memory.id, body="second version")
     plant(store, memory_path(ID_A), "no front-matter\n")
@@ -94,7 +94,7 @@ def test_fsck_runs_beside_the_other_checks_and_is_reported_first(store: Store) -
         "fsck",
         "schema",
     ]
-    fixing = D.diagnose(store, fix=True)  # --fix runs fsck in its turn, not beside
+    fixing = D.diagnose(store, fix=True)
     assert [f.check for f in fixing.findings if f.check in ("fsck", "schema")] == [
         "fsck",
         "schema",

@@ -6,7 +6,6 @@ names master, with the store pushed to main), cloned through the real git binary
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -58,23 +57,9 @@ def test_clone_checks_out_the_store_and_makes_it_ready(hub: Path, tmp_path: Path
     assert store.sync().pushed
 
 
-def test_clone_work_tree_is_gits_checkout_with_nothing_written_to_its_config(
-    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The checkout runs with small pack windows (team.CHECKOUT_CONFIG, for its memory at
-    a million files), given to that one command: the work tree and index are git's own,
-    clean, and the clone's config holds none of those settings."""
-    calls: list[tuple[list[str], tuple[tuple[str, str], ...]]] = []
-    real = team.popen_git
-
-    def spy(args: Any, **kwargs: Any) -> Any:
-        calls.append((list(args), tuple(kwargs.get("config", ()))))
-        return real(args, **kwargs)
-
-    monkeypatch.setattr(team, "popen_git", spy)
+def test_clone_work_tree_is_gits_checkout(hub: Path, tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     team.clone(str(hub), mine)
-    assert [config for args, config in calls if args[0] == "checkout"] == [team.CHECKOUT_CONFIG]
     staged = run_git(mine, "ls-files", "-s").splitlines()
     tree = run_git(mine, "ls-tree", "-r", "origin/main").splitlines()
     assert staged and staged == [
@@ -89,57 +74,49 @@ def test_clone_work_tree_is_gits_checkout_with_nothing_written_to_its_config(
         assert oct((mine / path).stat().st_mode)[-6:] == mode
     assert run_git(mine, "status", "--porcelain") == ""
     assert run_git(mine, "diff", "HEAD") == ""
-    for key, _ in team.CHECKOUT_CONFIG:
-        assert run_git(mine, "config", "--get", key, check=False) == ""
 
 
 def test_clone_interrupted_in_its_checkout_leaves_nothing(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = team.popen_git
+    real = team.run_git
 
     def interrupted(args: Any, **kwargs: Any) -> Any:
         if args[0] == "checkout":
             raise KeyboardInterrupt
         return real(args, **kwargs)
 
-    monkeypatch.setattr(team, "popen_git", interrupted)
+    monkeypatch.setattr(team, "run_git", interrupted)
     with pytest.raises(KeyboardInterrupt):
         team.clone(str(hub), tmp_path / "mine")
     assert not (tmp_path / "mine").exists()
 
 
-def test_clone_interrupted_while_checkout_and_index_build_overlap_leaves_nothing(
+def test_clone_interrupted_in_its_index_build_leaves_nothing(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The index build runs while git checks out: an interrupt in the build stops git
-    (nothing writes into the folder once it is removed) and leaves no folder."""
-    started: list[subprocess.Popen[bytes]] = []
-    real = team.popen_git
-
-    def keep(args: Any, **kwargs: Any) -> Any:
-        process = real(args, **kwargs)
-        started.append(process)
-        return process
-
     def interrupted(self: Store, **kwargs: Any) -> Any:
-        assert [p.args[-4:] for p in started] == [["-B", "main", "--track", "origin/main"]]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(team, "popen_git", keep)
     monkeypatch.setattr(Store, "reindex", interrupted)
     with pytest.raises(KeyboardInterrupt):
         team.clone(str(hub), tmp_path / "mine")
-    assert started[0].returncode is not None  # stopped and reaped before the folder went
     assert not (tmp_path / "mine").exists()
 
 
 def test_clone_whose_checkout_fails_fails_and_leaves_nothing(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """git's checkout failing (here: a setting git refuses to read) fails the clone once
-    the index build beside it is done, with git's message, and leaves no folder."""
-    monkeypatch.setattr(team, "CHECKOUT_CONFIG", (("core.packedGitWindowSize", "lots"),))
+    """git's checkout failing (here: a setting git refuses to read) fails the clone with
+    git's message, and leaves no folder."""
+    real = team.run_git
+
+    def bad_setting(args: Any, **kwargs: Any) -> Any:
+        if args[0] == "checkout":
+            kwargs["config"] = (("core.packedGitWindowSize", "lots"),)
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(team, "run_git", bad_setting)
     with pytest.raises(StoreError, match=r"git checkout failed: .*bad numeric config value"):
         team.clone(str(hub), tmp_path / "mine")
     assert not (tmp_path / "mine").exists()

@@ -36,7 +36,6 @@ from gitmem.entry.doctor_context import (
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
 from gitmem.git import maintenance
-from gitmem.git.command import popen_git
 from gitmem.git.objects import get_tree
 from gitmem.store.core import Store
 
@@ -130,7 +129,6 @@ def _run_scope(
 ) -> dict[str, list[Finding]]:
     """The chosen checks' findings on one scope, by check (fixes applied with ``fix``)."""
     tally = context.tally
-    order = list(chosen)
     packing = contextlib.ExitStack()
     if "fsck" in chosen:
         # A git gc moving loose objects into a pack while fsck reads them
@@ -139,15 +137,10 @@ def _run_scope(
             packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
         except TimeoutError as exc:
             log.warning("%s; fsck may report objects it moves as missing", exc)
-    if "fsck" in chosen and not fix:
-        # git fsck is its own process: let it run beside the other checks (reported in
-        # its place all the same). Not with --fix, whose repairs may commit meanwhile.
-        context.fsck = popen_git(repo.FSCK_ARGS, gitdir=context.db.gitdir)
-        order = [c for c in chosen if c != "fsck"] + ["fsck"]
     results: dict[str, list[Finding]] = {}
     broken = _broken_tip(context)
     try:
-        for name in order:
+        for name in chosen:
             tally.start(weights[name])
             if broken is not None and name not in _WITHOUT_TIP:
                 # Nothing that reads memories can run on a branch whose commit is gone:
@@ -170,9 +163,6 @@ def _run_scope(
             results[name] = found
             tally.finish()
     finally:
-        if context.fsck is not None:  # a check failed before fsck was collected
-            context.fsck.kill()
-            context.fsck.communicate()
         packing.close()
     return results
 

@@ -14,7 +14,6 @@ import os
 import shlex
 import shutil
 import sqlite3
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -157,8 +156,6 @@ class Context:
     scope: Scope
     deep: bool = False
     peers: dict[Scope, Context] = field(default_factory=dict)
-    fsck: subprocess.Popen[bytes] | None = None
-    """``git fsck`` started early, running beside the other checks."""
     tally: Tally = field(default_factory=Tally)
     _view: IndexView | None = None
     _view_exc: Exception | None = None

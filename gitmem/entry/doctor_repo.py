@@ -24,7 +24,7 @@ from gitmem.entry import hooks as hooks_mod
 from gitmem.entry.doctor_context import ERROR, INFO, WARNING, Context, Finding
 from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
 from gitmem.format.model import Scope
-from gitmem.git.command import popen_git, run_git
+from gitmem.git.command import run_git
 from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import blob_at, changed_paths
 from gitmem.git.locks import STALE_LOCK_AGE, TEMP_FILE, pid_alive
@@ -36,14 +36,10 @@ FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
 
 
 def check_fsck(ctx: Context) -> Iterator[Finding]:
-    process, ctx.fsck = ctx.fsck or popen_git(FSCK_ARGS, gitdir=ctx.db.gitdir), None
-    stdout, stderr = process.communicate()
-    returncode = process.returncode
-    lines = [
-        line.strip()
-        for line in (stdout + stderr).decode("utf-8", "replace").splitlines()
-        if line.strip()
-    ]
+    result = run_git(FSCK_ARGS, gitdir=ctx.db.gitdir, check=False)
+    returncode = result.returncode
+    output = (result.stdout + result.stderr).decode("utf-8", "replace")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
     if returncode == 0 and not lines:
         return
     shown = "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else "")

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +23,7 @@ from gitmem.base.errors import InvalidInputError, OldFormatError, StoreError
 from gitmem.format import codec
 from gitmem.format.config import FORMAT, StoreConfig
 from gitmem.format.layout import CONFIG_FILE
-from gitmem.git.command import popen_git, run_git
+from gitmem.git.command import run_git
 from gitmem.git.objects import blob_data
 
 if TYPE_CHECKING:
@@ -38,15 +36,6 @@ BRANCH = "main"
 """The branch a gitmem store keeps its memories on."""
 
 Progress = Callable[[int, int], None]
-
-CHECKOUT_CONFIG: tuple[tuple[str, str], ...] = (
-    ("core.packedGitWindowSize", "4m"),
-    ("core.packedGitLimit", "16m"),
-)
-"""Settings of the clone's ``git checkout`` alone (as ``git -c``; none is written to the
-clone): small pack windows let git drop mapped pages as it moves on, so a checkout of a
-million memories peaks at about 220 MiB instead of 583, no slower (docs/collaboration.md)."""
-
 
 @dataclass
 class CloneResult:
@@ -97,34 +86,6 @@ def _store_branch(repo: pygit2.Repository, prefix: str, wanted: str | None) -> s
     )
 
 
-def _checkout_while(target: Path, args: list[str], work: Callable[[], object]) -> None:
-    """Run ``git <args>`` in ``target`` (the clone's checkout) while ``work()`` runs here
-    (the index build reads objects, never the work tree). Whichever fails fails the clone;
-    ``work`` raising stops git first, so nothing writes into the folder the clone removes."""
-    with tempfile.TemporaryFile() as errors:
-        # git's messages go to a file: a pipe nobody reads until the end would stop git
-        # once it held 64 KiB of warnings.
-        process = popen_git(
-            args,
-            cwd=target,
-            trusted=True,
-            config=CHECKOUT_CONFIG,
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-        try:
-            work()
-            code = process.wait()
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
-        if code != 0:
-            errors.seek(0)
-            lines = errors.read().decode("utf-8", "replace").strip().splitlines()
-            raise StoreError(f"git {args[0]} failed: {lines[-1] if lines else code}")
-
-
 def clone(
     url: str,
     dest: str | os.PathLike[str] | None = None,
@@ -155,8 +116,7 @@ def clone(
         repo = pygit2.Repository(str(gitdir))
         prefix = "refs/heads/" if bare else "refs/remotes/origin/"
         source = _store_branch(repo, prefix, branch)
-        # main at the store's tip (and, in a work tree, HEAD on it) before anything reads
-        # the clone: the index build reads main while git's checkout fills the work tree.
+        # main at the store's tip (and, in a work tree, HEAD on it) before anything reads it.
         if source != BRANCH or not bare:
             target_id = repo.references[f"{prefix}{source}"].target
             repo.references.create(f"refs/heads/{BRANCH}", target_id, force=True)
@@ -170,11 +130,11 @@ def clone(
                 f"its branch {source})"
             ) from None
         config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
+        if not bare:
+            checkout = ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"]
+            run_git(checkout, cwd=target, trusted=True)
         if config.format < FORMAT:
             # Kept, checked out by git alone: the clone in which to convert the hub.
-            if not bare:
-                checkout = ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"]
-                run_git(checkout, cwd=target, trusted=True)
             register_driver(target)
             made = False
             raise OldFormatError(
@@ -185,14 +145,7 @@ def clone(
             )
         result = CloneResult(target, BRANCH)
         store = open_store(target)
-        if bare:
-            store.reindex(progress=progress)
-        else:
-            _checkout_while(
-                target,
-                ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"],
-                lambda: store.reindex(progress=progress),
-            )
+        store.reindex(progress=progress)
         # After the checkout: git runs a post-checkout hook that is there when it ends, and
         # writes the branch's upstream into the config the driver's registration writes.
         if hooks and not bare:
@@ -201,8 +154,7 @@ def clone(
             result.hooks = install(target, "memory").changed
         else:
             register_driver(target)
-        # What `gitmem ls` would list, counted by the index: Store.list() here held every
-        # memory of the clone at once (1.7 GB at a million memories).
+        # What `gitmem ls` would list, counted by the index without loading every memory.
         result.memories = store.index().count(include_superseded=False, include_archived=False)
         return result
     except BaseException:
