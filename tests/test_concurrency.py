@@ -20,6 +20,7 @@ from storetools import commit_count, run_git, status_porcelain, tip
 
 import gitmem
 from gitmem import ConflictError, LockTimeoutError, Store
+from gitmem.git.locks import STALE_LOCK_AGE
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -178,7 +179,7 @@ def ref_lock(store: Store) -> Path:
 def test_stale_ref_lock_is_removed(any_store: Store, caplog: pytest.LogCaptureFixture) -> None:
     lock = ref_lock(any_store)
     lock.write_text("left by a writer that died\n")
-    old = time.time() - 10 * any_store.db().stale_lock_age
+    old = time.time() - 10 * STALE_LOCK_AGE
     os.utime(lock, (old, old))
     with caplog.at_level(logging.WARNING, logger="gitmem"):
         m = any_store.create("written after the stale lock")
@@ -257,7 +258,7 @@ def test_busy_git_index_does_not_fail_a_landed_write(store: Store,
 def test_stale_index_lock_is_removed(store: Store, caplog: pytest.LogCaptureFixture) -> None:
     index_lock = store.db().gitdir / "index.lock"
     index_lock.write_text("")
-    old = time.time() - 10 * store.db().stale_lock_age
+    old = time.time() - 10 * STALE_LOCK_AGE
     os.utime(index_lock, (old, old))
     with caplog.at_level(logging.WARNING, logger="gitmem"):
         store.create("written after a crashed git left index.lock")

@@ -16,6 +16,7 @@ from gitmem.base.errors import InvalidMemoryError
 from gitmem.features.layered import ENTRY_SCHEMA
 from gitmem.format import schema
 from gitmem.format.codec import parse
+from gitmem.format.config import CONFIG_SCHEMA
 from gitmem.format.model import (
     BUILTIN_CATEGORIES,
     DERIVED_KEYS,
@@ -71,7 +72,7 @@ def test_messages_are_in_jsonschema_s_words() -> None:
     assert "is not one of ['repo', 'user']" in error_of(valid(scope="team"))
 
 
-@pytest.mark.parametrize("name", [schema.MEMORY_SCHEMA, ENTRY_SCHEMA])
+@pytest.mark.parametrize("name", [schema.MEMORY_SCHEMA, ENTRY_SCHEMA, CONFIG_SCHEMA])
 def test_every_schema_compiles(name: str) -> None:
     schema._compiled(name)
 

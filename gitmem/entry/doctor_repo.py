@@ -79,7 +79,7 @@ def _remover(path: Path, busy: Callable[[float], bool]) -> Callable[[], None]:
 
 
 def check_locks(ctx: Context) -> Iterator[Finding]:
-    age_limit = max(ctx.db.stale_lock_age, STALE_LOCK_AGE)
+    age_limit = STALE_LOCK_AGE
     gitdir = ctx.db.gitdir
     locks = [gitdir / name for name in _GIT_LOCKS]
     if (gitdir / "refs").is_dir():

@@ -16,6 +16,7 @@ from typing import Any
 
 from gitmem.base import logs
 from gitmem.base.errors import InvalidMemoryError, OldFormatError, UnsupportedFormatError
+from gitmem.format import schema
 from gitmem.format.model import Scope
 from gitmem.format.schema import is_number
 
@@ -26,6 +27,7 @@ converts it once (gitmem.features.migrate); a newer one is refused. Format 6 add
 ``valid_from``/``valid_until``, which a format 5 gitmem would ignore and so show expired
 memories as current. docs/format.md."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+CONFIG_SCHEMA = "config.schema.json"
 
 
 @dataclass(frozen=True)
@@ -41,30 +43,16 @@ class StoreConfig:
         from gitmem.format.yamlio import load_yaml  # PyYAML: only for readers of a config
 
         data, _ = load_yaml(text)
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
+        if not isinstance(data, dict | None):
             raise InvalidMemoryError("gitmem.yaml must be a mapping")
-        limits = data.get("limits") or {}
-        if not isinstance(limits, dict):
-            raise InvalidMemoryError("gitmem.yaml 'limits' must be a mapping")
-        try:
-            scope = Scope(data.get("scope", "repo"))
-        except ValueError:
-            raise InvalidMemoryError(
-                f"gitmem.yaml scope {data.get('scope')!r} is not repo or user"
-            ) from None
-        max_body = limits.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
-        if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body <= 0:
-            raise InvalidMemoryError("gitmem.yaml limits.max_body_bytes must be a positive integer")
-        version = data.get("format", 1)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidMemoryError("gitmem.yaml format must be a positive integer")
+        data = data or {}
+        schema.validate(data, schema=CONFIG_SCHEMA, what="gitmem.yaml")
+        max_body = (data.get("limits") or {}).get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         return cls(
-            scope=scope,
+            scope=Scope(data.get("scope", "repo")),
             max_body_bytes=min(max_body, DEFAULT_MAX_BODY_BYTES),
             raw=data,
-            format=version,
+            format=int(data.get("format", 1)),
         )
 
     def with_local(self, local: Mapping[str, Any], where: str) -> StoreConfig:
@@ -76,8 +64,8 @@ class StoreConfig:
             committed = (self.raw.get("limits") or {}).get("max_body_bytes")
             committed_limit(raw, "limits.max_body_bytes", committed, DEFAULT_MAX_BODY_BYTES)
             return dataclasses.replace(self, raw=raw)
-        if not isinstance(mine, int) or isinstance(mine, bool) or mine <= 0:
-            raise InvalidMemoryError(f"{where}: limits.max_body_bytes must be a positive integer")
+        mine_only = {"limits": {"max_body_bytes": mine}}
+        schema.validate(mine_only, schema=CONFIG_SCHEMA, what=f"{where}:")
         return dataclasses.replace(self, raw=raw, max_body_bytes=mine)
 
     def check_supported(self, where: str) -> None:

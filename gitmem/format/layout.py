@@ -4,6 +4,7 @@ Plain ids live at ``memories/<ab>/<id>.md``; path ids (``projects/acme/known_iss
 under one of :data:`DOCUMENT_ROOTS`. Every id passes :func:`check_id` before it becomes
 a path.
 """
+
 from __future__ import annotations
 
 import functools
@@ -166,8 +167,10 @@ def _id_from_path(path: str, past: bool) -> str | None:
         except InvalidIdError:
             return None
     parts = path.split("/")
-    if len(parts) not in (3, 6) or parts[0] != MEMORIES_DIR or not parts[-1].endswith(
-        MEMORY_SUFFIX
+    if (
+        len(parts) not in (3, 6)
+        or parts[0] != MEMORIES_DIR
+        or not parts[-1].endswith(MEMORY_SUFFIX)
     ):
         return None
     memory_id = parts[-1][: -len(MEMORY_SUFFIX)]

@@ -47,8 +47,7 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInputError(
-            f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 "
-            "cannot store"
+            f"{memory.id} holds a lone surrogate (character {exc.start}), which UTF-8 cannot store"
         ) from None
     # Not named by its id: a new memory's id was never stored.
     _check_sizes("the body", len(data), len(memory.body.encode("utf-8")), max_body_bytes)
@@ -124,15 +123,11 @@ def decode(
         raise InvalidMemoryError(f"{label}contains a NUL byte; memories are text")
     doc = codec.parse(text)
     if not doc.has_front_matter:
-        raise InvalidMemoryError(
-            f"{label}has no front-matter (it must start with a '---' line)"
-        )
+        raise InvalidMemoryError(f"{label}has no front-matter (it must start with a '---' line)")
     schema.validate(doc.metadata, what=path)
     memory = memory_from_document(doc, path=path, store_scope=store_scope)
     if expected is not None and memory.id != expected:
-        raise InvalidMemoryError(
-            f"{label}carries id {memory.id!r}, but its path says {expected!r}"
-        )
+        raise InvalidMemoryError(f"{label}carries id {memory.id!r}, but its path says {expected!r}")
     return memory
 
 

@@ -184,7 +184,12 @@ def _check(node: Any, value: Any, path: Where, found: list[Problem], root: Any) 
 
 
 def _check_object(
-    key: str, arg: Any, node: Any, value: dict[str, Any], path: Where, found: list[Problem],
+    key: str,
+    arg: Any,
+    node: Any,
+    value: dict[str, Any],
+    path: Where,
+    found: list[Problem],
     root: Any,
 ) -> None:
     if key == "required":

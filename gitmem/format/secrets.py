@@ -244,9 +244,7 @@ def _custom(entry: Any, where: str) -> SecretPattern:
         )
     kind, regex = entry.get("kind"), entry.get("regex")
     if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
-        raise InvalidMemoryError(
-            f"{where}.kind must be a lowercase name like acme-token"
-        )
+        raise InvalidMemoryError(f"{where}.kind must be a lowercase name like acme-token")
     if not isinstance(regex, str) or not regex:
         raise InvalidMemoryError(f"{where}.regex must be a regular expression")
     compiled = _compile(regex, f"{where}.regex")

@@ -10,7 +10,6 @@ MAX_NODES = 100_000
 MAX_YAML_BYTES = 1024 * 1024
 """The largest YAML text read at all (gitmem.yaml, the local config, merge inputs)."""
 
+
 def clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-

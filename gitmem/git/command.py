@@ -1,19 +1,19 @@
-"""The one place gitmem runs the git binary (fetch, push, ``gc``, ``fsck``, hooks), always
-through :func:`run_git` or :func:`popen_git`: without the variables that point git at
-another repository, never waiting on a terminal, in English and, unless the store is
-trusted (:mod:`gitmem.git.trust`), with every repository setting that runs a program,
-writes or sends a file or changes whom git trusts overridden on git's command line by the
-user's own value or a neutral one. docs/security.md lists the keys; tests/test_trust.py
-proves each against the real git binary.
+"""The one place gitmem runs the git binary (:func:`run_git`, :func:`popen_git`): without
+the variables that point git at another repository, never waiting on a terminal, in English
+and, unless the store is trusted (:mod:`gitmem.git.trust`), with every repository setting
+that runs a program, writes or sends a file or changes whom git trusts overridden by the
+user's own value or a neutral one (docs/security.md; tests/test_trust.py).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,17 +125,9 @@ _TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"
 
 
 def gitmem_command(python: str | None = None) -> str:
-    """The shell words that start gitmem from git (hooks, the merge driver).
-
-    ``-P``: no work-tree directory on ``sys.path``, so a store holding
-    ``gitmem/__main__.py`` is never run; not ``-I``, which drops user site-packages.
-    """
+    """The shell words that start gitmem from git (hooks, the merge driver). ``-P``: no
+    work-tree directory on ``sys.path``; not ``-I``, which drops user site-packages."""
     return f"{shlex.quote(python or sys.executable)} -P -m gitmem"
-
-
-def clean_env() -> dict[str, str]:
-    """This process's environment without :data:`REPO_ENV`."""
-    return {k: v for k, v in os.environ.items() if k not in REPO_ENV}
 
 
 def _append_config(env: dict[str, str], entries: Sequence[tuple[str, str]]) -> None:
@@ -282,7 +274,7 @@ def _policy(
     keep_repo_env: bool,
     config: Sequence[tuple[str, str]] = (),
 ) -> tuple[dict[str, str], Policy]:
-    env = dict(os.environ) if keep_repo_env else clean_env()
+    env = {k: v for k, v in os.environ.items() if keep_repo_env or k not in REPO_ENV}
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANGUAGE="C")
     # The caller's settings go before the policy's, so that for a key both name (the
     # caller has no reason to) the policy's value, read last, is the one git uses.
@@ -309,17 +301,6 @@ def _policy(
     _append_config(env, policy.config)
     env.update(policy.env)
     return env, policy
-
-
-def git_env(
-    *,
-    gitdir: str | os.PathLike[str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    trusted: bool | None = None,
-    keep_repo_env: bool = False,
-) -> dict[str, str]:
-    """The environment a git command for the repository at ``gitdir``/``cwd`` runs with."""
-    return _policy(gitdir, cwd, trusted, keep_repo_env)[0]
 
 
 def _command(
@@ -383,15 +364,10 @@ def run_git(
     config: Sequence[tuple[str, str]] = (),
     stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``).
-
-    ``stdout``: a file for git's output, never held here. ``config``: settings of this one
-    command, as ``git -c`` gives them (the policy's come after). ``extra_env``: variables of
-    the command itself, never naming a repository. ``trusted``: None asks
-    :mod:`gitmem.git.trust`. ``keep_repo_env`` keeps ``GIT_INDEX_FILE`` and the like, for a
-    hook. ``check``: a non-zero exit raises :class:`StoreError` with git's last line.
-    ``stderr_lines`` gets each stderr line as it comes, with its ``\r`` or ``\n``.
-    """
+    """Run ``git <args>`` on the repository at ``gitdir`` (else the one at ``cwd``);
+    ``check``: a non-zero exit raises :class:`StoreError` with git's last line. ``config``:
+    as ``git -c``; ``trusted``: None asks :mod:`gitmem.git.trust`; ``keep_repo_env``: for a
+    hook; ``stderr_lines`` gets each stderr line as it comes, with its ``\r`` or ``\n``."""
     env, policy = _policy(gitdir, cwd, trusted, keep_repo_env, config)
     if extra_env:
         if any(key in REPO_ENV for key in extra_env):
@@ -425,9 +401,6 @@ def run_git(
     return result
 
 
-_LINE_END = re.compile(rb"(?<=[\r\n])")
-
-
 def _run_streaming(
     command: list[str],
     cwd: str | os.PathLike[str] | None,
@@ -436,57 +409,40 @@ def _run_streaming(
     stderr_lines: Callable[[str], None],
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run`` with captured output, handing each stderr line on as it comes."""
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    stdout, stderr = proc.stdout, proc.stderr
-    assert stdout is not None and stderr is not None
-    out: list[bytes] = []
-    # stdout read beside stderr, so that neither pipe fills while the other is read.
-    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
-    reader.start()
-    expired = threading.Event()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, env=env
+        )
+        assert proc.stderr is not None
+        expired = threading.Event()
 
-    def expire() -> None:
-        expired.set()
-        proc.kill()
+        def expire() -> None:
+            expired.set()
+            proc.kill()
 
-    timer = threading.Timer(timeout, expire) if timeout is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    err = bytearray()
-    pending = b""
-    try:
-        while True:
-            chunk = os.read(stderr.fileno(), 65536)
-            if not chunk:
-                break
-            err += chunk
-            *lines, pending = _LINE_END.split(pending + chunk)
-            for line in lines:
-                stderr_lines(line.decode("utf-8", "replace"))
-        if pending:
-            stderr_lines(pending.decode("utf-8", "replace"))
-        reader.join()
-        stdout.close()
-        code = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
+        timer = threading.Timer(timeout, expire) if timeout is not None else None
         if timer is not None:
-            timer.cancel()
-        stderr.close()  # stdout: closed once read (a reader still blocked keeps it)
-    if expired.is_set():
-        raise subprocess.TimeoutExpired(command, timeout or 0.0, b"".join(out), bytes(err))
-    return subprocess.CompletedProcess(command, code, b"".join(out), bytes(err))
+            timer.daemon = True
+            timer.start()
+        err: list[str] = []
+        try:
+            # newline="": a line ends at "\r" too (git's progress), and keeps its ending.
+            for line in io.TextIOWrapper(proc.stderr, "utf-8", "replace", newline=""):
+                err.append(line)
+                stderr_lines(line)
+            code = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        stderr = "".join(err).encode()
+        out.seek(0)
+        if expired.is_set():
+            raise subprocess.TimeoutExpired(command, timeout or 0.0, out.read(), stderr)
+        return subprocess.CompletedProcess(command, code, out.read(), stderr)
 
 
 def popen_git(

@@ -1,10 +1,8 @@
 """The git layer: trees at a revision, commits with trailers, compare-and-swap, retry.
 
 A write is a *plan*: a function that reads a :class:`Snapshot` of the branch tip, stages
-changes and says what the commit should say. :meth:`GitDB.write` runs it under the store's
-writer lock, builds the tree along the touched paths, commits and moves the branch with
-compare-and-swap (again on the new tip when something else moved it), then brings a work
-tree's files and git's index along (:class:`~gitmem.git.worktree.WorkTree`).
+changes and says what the commit should say; :meth:`GitDB.write` runs it under the writer
+lock, commits, moves the branch with compare-and-swap and brings a work tree along.
 """
 
 from __future__ import annotations
@@ -113,6 +111,9 @@ class GitDB:
     """One git repository seen as a store: snapshots, writes, and the branch they move.
     Each thread, and each process after a fork, opens its own pygit2 Repository."""
 
+    lock_timeout = 60.0
+    """Seconds a write waits for the store's writer lock."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -120,8 +121,6 @@ class GitDB:
         branch: str | None = None,
         clock: Clock | None = None,
         durable: bool = False,
-        lock_timeout: float = 60.0,
-        stale_lock_age: float = STALE_LOCK_AGE,
         lazy: bool = False,
     ) -> None:
         # Before libgit2 reads the config: an include of a FIFO would block the open forever.
@@ -154,8 +153,6 @@ class GitDB:
                     repo.references.create(self.ref_name, base.target)
         self.clock: Clock = clock or SystemClock()
         self.durable = durable
-        self.lock_timeout = lock_timeout
-        self.stale_lock_age = stale_lock_age
         self.gitdir = Path(repo.path)
         self.workdir: Path | None = (
             Path(repo.workdir) if repo.workdir and branch == checked_out else None
@@ -164,13 +161,7 @@ class GitDB:
         self.worktree: WorkTree | None = None
         """The files and git's index a write updates (None: bare, or another branch out)."""
         if self.workdir is not None:
-            self.worktree = WorkTree(
-                lambda: self.repo,
-                self.workdir,
-                self.gitdir,
-                durable=durable,
-                stale_lock_age=stale_lock_age,
-            )
+            self.worktree = WorkTree(lambda: self.repo, self.workdir, self.gitdir, durable)
         self._signing: bool | None = None  # read from git's config on the first commit
         self._local = threading.local()
         self._local.repo = repo
@@ -200,12 +191,9 @@ class GitDB:
         return repo
 
     def _release_vanished_packs(self, repo: pygit2.Repository) -> None:
-        """Free ``repo``'s object database when ``objects/pack`` changed since the last look.
-
-        libgit2 never drops a pack from a handle's list: one a repack deleted stays open,
-        its disk space held, in a long-lived process (the MCP server). ``free()`` closes
-        them; the next read opens the packs there now. Any change of the folder counts.
-        """
+        """Free ``repo``'s object database when ``objects/pack`` changed since the last look:
+        libgit2 keeps a pack a repack deleted open (its disk space held) in a long-lived
+        process such as the MCP server."""
         local = self._local
         try:
             mtime = (self.gitdir / "objects" / "pack").stat().st_mtime_ns
@@ -362,13 +350,10 @@ class GitDB:
     def write(
         self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
-        """Run ``plan`` on the tip, commit what it staged, and move the branch with CAS.
-
-        Under the writer lock; on a lost compare-and-swap (git may write without the lock)
-        the plan runs again on the new tip. Returns the plan's value and the new commit id
-        (None when nothing changed); an error the plan raises writes nothing. A plan may
-        answer with a merge commit (``CommitSpec.merge_parents``) or a :class:`FastForward`.
-        """
+        """Run ``plan`` on the tip under the writer lock, commit what it staged (a merge
+        commit with ``CommitSpec.merge_parents``, or a :class:`FastForward`) and move the
+        branch with CAS, running the plan again on a lost one. Returns the plan's value and
+        the new commit id (None when nothing changed)."""
         self._check_writable()
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
@@ -430,7 +415,7 @@ class GitDB:
 
     def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
         """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
-        clear_stale_lock(self.gitdir / (self.ref_name + ".lock"), self.stale_lock_age)
+        clear_stale_lock(self.gitdir / (self.ref_name + ".lock"), STALE_LOCK_AGE)
         if time.monotonic() > deadline:
             raise ConflictError(
                 f"could not move {self.ref_name} after {attempt} attempts: {exc}",
@@ -474,5 +459,3 @@ def _config_get(config: pygit2.Config, key: str) -> str | None:
     except (KeyError, pygit2.GitError):
         return None
     return str(value) if value else None
-
-

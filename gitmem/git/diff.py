@@ -71,9 +71,7 @@ def normal_mode(mode: int) -> int:
     return 0o100644
 
 
-def tree_entries(
-    repo: pygit2.Repository, tree: pygit2.Oid | None
-) -> dict[str, tuple[int, bytes]]:
+def tree_entries(repo: pygit2.Repository, tree: pygit2.Oid | None) -> dict[str, tuple[int, bytes]]:
     """name -> (mode, raw object id) of a tree's entries, parsed from the tree object itself
     (iterating a pygit2 Tree makes two objects per entry, which costs more in a big folder)."""
     if tree is None:
@@ -90,4 +88,3 @@ def tree_entries(
         out[name] = (normal_mode(int(data[at:space], 8)), data[nul + 1 : nul + 21])
         at = nul + 21
     return out
-

@@ -1,11 +1,9 @@
 """A repository's config may include files; none of them may be one that blocks.
 
-``include.path`` and ``includeIf.<condition>.path`` make git and libgit2 read another file;
-a FIFO, a terminal or ``/proc/kmsg`` never ends, so every command on the store would hang.
-Before libgit2 or git reads a repository's config, its includes are followed as git follows
-them, and a target that is not a regular file (``/dev/null`` aside) or lies under ``/proc``,
-``/sys`` or ``/dev`` is refused by name; each file is read without blocking, within
-:data:`MAX_BYTES` and :data:`MAX_SECONDS`.
+``include.path`` and ``includeIf.<condition>.path`` make git read another file; a FIFO, a
+terminal or ``/proc/kmsg`` never ends, so every command on the store would hang. Before git
+reads a repository's config, its includes are followed, and a target that is not a regular
+file (``/dev/null`` aside) or lies under ``/proc``, ``/sys`` or ``/dev`` is refused by name.
 """
 
 from __future__ import annotations
@@ -96,9 +94,8 @@ _NOT_REGULAR = "not a regular file (a pipe, device or socket)"
 
 
 def _read_head(path: Path, limit: int = MAX_BYTES) -> bytes | None:
-    """The first ``limit`` bytes of the regular file at ``path``, read without ever blocking:
-    opened non-blocking, checked regular on the open handle, read under :data:`MAX_SECONDS`.
-    None when there is no such file to read (missing, unreadable: git skips it too);
+    """The first ``limit`` bytes of the regular file at ``path``, read without ever blocking
+    (within :data:`MAX_SECONDS`); None when there is none to read (git skips it too),
     :class:`StoreError` when it is one that would block a reader."""
     where = _kernel_file(path)
     if where is not None:

@@ -1,9 +1,7 @@
-"""The user's own, uncommitted configuration: what decides which code runs, which stores are
-trusted, or where memory text is sent never comes from a store.
-
-A YAML file only the user writes (``$GITMEM_CONFIG``, else
-``$XDG_CONFIG_HOME/gitmem/config.yaml``, else ``~/.config/gitmem/config.yaml``); each feature
-reads its own section, and ``stores: {<absolute git dir>: {...}}`` wins over the top level.
+"""The user's own, uncommitted configuration (``$GITMEM_CONFIG``, else
+``$XDG_CONFIG_HOME/gitmem/config.yaml`` or ``~/.config/gitmem/config.yaml``): what decides
+which code runs, which stores are trusted, or where memory text is sent never comes from a
+store. Each feature reads its own section; ``stores: {<git dir>: {...}}`` wins.
 """
 
 from __future__ import annotations

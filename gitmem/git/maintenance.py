@@ -1,10 +1,8 @@
 """Packing with git's own policy: ``git gc --auto`` after writes, ``git gc`` on demand.
 
-pygit2 writes every object loose, so git's automatic gc never runs by itself. After a
-write, :func:`after_write` makes git's cheap estimate and, when packing is due, starts one
-detached ``git gc --auto`` holding ``<gitdir>/gitmem/gc.lock`` while it runs; ``gitmem gc``
-runs ``git gc`` under the same lock. git writes the new pack before deleting what it
-replaces, so a write racing a repack, or a kill, loses nothing. ``gc.auto`` 0 turns it off.
+pygit2 writes every object loose, so git's automatic gc never runs by itself: after a write,
+when git's own estimate says packing is due, one detached ``git gc --auto`` starts holding
+``<gitdir>/gitmem/gc.lock``; ``gitmem gc`` runs ``git gc`` under the same lock.
 """
 
 from __future__ import annotations
@@ -198,12 +196,9 @@ _LOCK_EXISTS = re.compile(rb"Unable to create '([^'\n]+\.lock)': File exists")
 
 
 def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool:
-    """Remove a lock file a killed git left behind (a ``git gc --auto`` killed mid
-    ``pack-refs`` leaves ``packed-refs.lock`` and every later gc fails on it).
-
-    Called under the packing lock, so no gc of gitmem's runs; with no ``gc.pid`` no other
-    gc does either. A lock still there after ``seconds`` (a live ``git pack-refs`` or
-    branch delete holds it for milliseconds) is stale. True when one was removed."""
+    """Remove a lock file a killed git left behind (``packed-refs.lock`` of a gc killed mid
+    ``pack-refs`` fails every later gc): under the packing lock and with no ``gc.pid`` no gc
+    runs, so one still there after ``seconds`` is stale. True when one was removed."""
     found = _LOCK_EXISTS.search(stderr)
     if found is None or (gitdir / "gc.pid").exists():
         return False

@@ -176,14 +176,9 @@ class Snapshot:
 # are given, so each path looked up stays alive for good; the lookups below give it back
 # where a probe of that very call saw exactly one leak.
 
-def _decref_function() -> Callable[[object], None]:
-    function = ctypes.pythonapi.Py_DecRef
-    function.argtypes = [ctypes.py_object]
-    function.restype = None
-    return cast(Callable[[object], None], function)
-
-
-_DECREF = _decref_function()
+_DECREF: Any = ctypes.pythonapi.Py_DecRef
+_DECREF.argtypes = [ctypes.py_object]
+_DECREF.restype = None
 _LEAKS: dict[str, bool] = {}
 
 
@@ -301,7 +296,10 @@ def blob_data(repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
             _WARNED.add(oid)
             log.warning(
                 "skipped the file (blob) %s: %d bytes, over the read limit of %d "
-                "(`gitmem doctor` names it, `gitmem purge ID` removes it)", oid, size, limit
+                "(`gitmem doctor` names it, `gitmem purge ID` removes it)",
+                oid,
+                size,
+                limit,
             )
         raise TooLargeError(
             f"the file (blob) {oid} is {size} bytes, {OVER_READ_LIMIT} of {limit}",
@@ -402,10 +400,6 @@ def write_object(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
 def create_blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
     """``repo.create_blob`` through :func:`write_object`."""
     return write_object(lambda: repo.create_blob(data))
-
-
-def commit_time(commit: pygit2.Commit) -> dt.datetime:
-    return dt.datetime.fromtimestamp(commit.commit_time, dt.UTC)
 
 
 def author_time(commit: pygit2.Commit) -> dt.datetime:

@@ -1,11 +1,9 @@
 """A minimal reader and writer of git's index file, for work-tree stores.
 
-A write to a work-tree store updates git's index so ``git status`` stays clean. libgit2
-rewrites the whole index with its collision-detecting SHA-1 (at 20k entries about 23 ms of
-a write's 11-16 ms with this module); this keeps the parsed entries between writes, splices
-the touched ones and checksums with hashlib. Index versions 2 and 3 only; optional
-extensions are dropped on write, as git allows. Anything else (version 4, a required or
-unknown extension, a bad checksum) raises :class:`Unsupported`: the caller uses libgit2.
+libgit2 rewrites the whole index with its collision-detecting SHA-1 (at 20k entries about
+23 ms of a write's 11-16 ms with this module); this keeps the parsed entries between writes
+and splices the touched ones. Index versions 2 and 3 only, optional extensions dropped;
+anything else raises :class:`Unsupported` and the caller uses libgit2.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Which stores the user trusts, recorded outside every store, as git's ``safe.directory``.
 
-A store's own git config can make git run programs: fine for a store the user made,
-dangerous for one from someone else. The list (``trusted_stores`` in the user's own
-configuration, :mod:`gitmem.git.localconfig`; ``"*"`` for all) is filled by ``gitmem init``
-and ``gitmem trust``. Trust lets git use the store's settings (:mod:`gitmem.git.command`)
-and a store found by walking up be used without ``--store``. Another user's store is read
-when named, and written only when trusted (docs/security.md).
+A store's own git config can make git run programs. The list (``trusted_stores`` in the
+user's own configuration; ``"*"`` for all) is filled by ``gitmem init`` and ``gitmem trust``;
+trust lets git use the store's settings (:mod:`gitmem.git.command`). Another user's store is
+read when named, and written only when trusted (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A work-tree store's files and git's index, kept at the branch tip gitmem wrote.
-
-Under the writer lock, after a commit: refuse a write over uncommitted edits
-(:meth:`WorkTree.check_clean`), write the touched files and stage them so ``git status``
-stays clean (:meth:`WorkTree.update`), and bring forward files a killed writer left behind
-(:meth:`WorkTree.heal`, from the commit in ``<gitdir>/gitmem/worktree-synced``).
+"""A work-tree store's files and git's index, kept at the branch tip gitmem wrote: a write
+over uncommitted edits is refused, touched files are written and staged so ``git status``
+stays clean, and files a killed writer left behind are brought forward (:meth:`WorkTree.heal`).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import DirtyWorktreeError
 from gitmem.git import stage
 from gitmem.git.command import run_git
-from gitmem.git.locks import clear_stale_lock, pid_alive, temp_path
+from gitmem.git.locks import STALE_LOCK_AGE, clear_stale_lock, pid_alive, temp_path
 from gitmem.git.objects import Snapshot, Staged, blob_data, readable
 
 log = logs.get(__name__)
@@ -37,19 +34,12 @@ class WorkTree:
     """A store's work-tree files and git's index, always under the store's writer lock."""
 
     def __init__(
-        self,
-        repo: Callable[[], pygit2.Repository],
-        workdir: Path,
-        gitdir: Path,
-        *,
-        durable: bool,
-        stale_lock_age: float,
+        self, repo: Callable[[], pygit2.Repository], workdir: Path, gitdir: Path, durable: bool
     ) -> None:
         self._repo = repo
         self.workdir = workdir
         self.gitdir = gitdir
         self.durable = durable
-        self.stale_lock_age = stale_lock_age
         self._synced = paths.state_dir(gitdir) / paths.WORKTREE_SYNCED
         self._index: stage.GitIndex | None = None
 
@@ -202,7 +192,7 @@ class WorkTree:
                     self._stage_libgit2(changes, index_only)
                 return
             except (pygit2.GitError, OSError):
-                clear_stale_lock(self.gitdir / "index.lock", self.stale_lock_age)
+                clear_stale_lock(self.gitdir / "index.lock", STALE_LOCK_AGE)
                 if attempt == 49:
                     raise
                 time.sleep(0.01 * random.uniform(0.5, 1.5))
