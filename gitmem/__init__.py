@@ -1,14 +1,6 @@
-"""gitmem: a Git-native versioned memory store.
-
-Memories are markdown files with YAML front-matter in a git repository; every write is one
-commit with trailers saying who remembered what, and when. The public names are loaded on
-first use (PEP 562), so ``import gitmem``, which every command and hook pays, loads only
-the version.
-
-    >>> import gitmem
-    >>> store = gitmem.init("/tmp/memory")              # doctest: +SKIP
-    >>> m = store.create("Use pytest fixtures", title="Testing style")  # doctest: +SKIP
-"""
+"""gitmem: a Git-native versioned memory store: markdown memories in a git repository, one
+commit per write. The public names load on first use (PEP 562), so ``import gitmem``, which
+every command and hook pays, loads only the version."""
 
 from __future__ import annotations
 
@@ -19,72 +11,44 @@ from typing import TYPE_CHECKING, Any
 from gitmem._version import __version__
 
 if TYPE_CHECKING:
-    from gitmem.base.clock import Clock, FixedClock, SystemClock
-    from gitmem.base.errors import (
-        AlreadyExistsError,
-        AmbiguousIdError,
-        ConflictError,
-        DirtyWorktreeError,
-        GitmemError,
-        InvalidIdError,
-        InvalidInputError,
-        InvalidMemoryError,
-        LockTimeoutError,
-        MissingDependencyError,
-        NotFoundError,
-        RegexTimeoutError,
-        StoreError,
-        TooLargeError,
-    )
-    from gitmem.format.model import (
-        BUILTIN_CATEGORIES,
-        Memory,
-        Op,
-        Related,
-        Relationship,
-        Scope,
-        Status,
-        Trigger,
-    )
-    from gitmem.format.versions import Chain
-    from gitmem.store.core import Store
-    from gitmem.store.results import History, LogEntry, Problem, Version
-    from gitmem.store.transactions import Transaction
+    # `X as X`: re-exported names, for type checkers
+    from gitmem.base.clock import Clock
+    from gitmem.base.clock import FixedClock as FixedClock
+    from gitmem.base.clock import SystemClock as SystemClock
+    from gitmem.base.errors import AlreadyExistsError as AlreadyExistsError
+    from gitmem.base.errors import AmbiguousIdError as AmbiguousIdError
+    from gitmem.base.errors import ConflictError as ConflictError
+    from gitmem.base.errors import DirtyWorktreeError as DirtyWorktreeError
+    from gitmem.base.errors import GitmemError as GitmemError
+    from gitmem.base.errors import InvalidIdError as InvalidIdError
+    from gitmem.base.errors import InvalidInputError as InvalidInputError
+    from gitmem.base.errors import InvalidMemoryError as InvalidMemoryError
+    from gitmem.base.errors import LockTimeoutError as LockTimeoutError
+    from gitmem.base.errors import MissingDependencyError as MissingDependencyError
+    from gitmem.base.errors import NotFoundError as NotFoundError
+    from gitmem.base.errors import RegexTimeoutError as RegexTimeoutError
+    from gitmem.base.errors import StoreError as StoreError
+    from gitmem.base.errors import TooLargeError as TooLargeError
+    from gitmem.format.model import Memory as Memory
+    from gitmem.format.model import Related as Related
+    from gitmem.format.model import Relationship as Relationship
+    from gitmem.format.model import Scope as Scope
+    from gitmem.format.model import Status as Status
+    from gitmem.format.model import Trigger as Trigger
+    from gitmem.store.core import Store as Store
 
 # Public name -> the submodule that defines it (imported the first time the name is used).
 _LAZY: dict[str, str] = {
-    "Clock": "base.clock",
-    "FixedClock": "base.clock",
-    "SystemClock": "base.clock",
-    "AlreadyExistsError": "base.errors",
-    "AmbiguousIdError": "base.errors",
-    "ConflictError": "base.errors",
-    "DirtyWorktreeError": "base.errors",
-    "GitmemError": "base.errors",
-    "InvalidIdError": "base.errors",
-    "InvalidInputError": "base.errors",
-    "InvalidMemoryError": "base.errors",
-    "LockTimeoutError": "base.errors",
-    "MissingDependencyError": "base.errors",
-    "NotFoundError": "base.errors",
-    "StoreError": "base.errors",
-    "RegexTimeoutError": "base.errors",
-    "TooLargeError": "base.errors",
-    "BUILTIN_CATEGORIES": "format.model",
-    "Memory": "format.model",
-    "Op": "format.model",
-    "Related": "format.model",
-    "Relationship": "format.model",
-    "Scope": "format.model",
-    "Status": "format.model",
-    "Trigger": "format.model",
-    "History": "store.results",
-    "LogEntry": "store.results",
-    "Problem": "store.results",
-    "Store": "store.core",
-    "Transaction": "store.transactions",
-    "Version": "store.results",
-    "Chain": "format.versions",
+    name: module
+    for module, names in {
+        "base.clock": "FixedClock SystemClock",
+        "base.errors": "AlreadyExistsError AmbiguousIdError ConflictError DirtyWorktreeError "
+        "GitmemError InvalidIdError InvalidInputError InvalidMemoryError LockTimeoutError "
+        "MissingDependencyError NotFoundError RegexTimeoutError StoreError TooLargeError",
+        "format.model": "Memory Related Relationship Scope Status Trigger",
+        "store.core": "Store",
+    }.items()
+    for name in names.split()
 }
 
 
@@ -145,41 +109,4 @@ def init_project(
     return store
 
 
-__all__ = [
-    "BUILTIN_CATEGORIES",
-    "AlreadyExistsError",
-    "AmbiguousIdError",
-    "Chain",
-    "Clock",
-    "ConflictError",
-    "DirtyWorktreeError",
-    "FixedClock",
-    "GitmemError",
-    "History",
-    "InvalidIdError",
-    "InvalidInputError",
-    "InvalidMemoryError",
-    "LockTimeoutError",
-    "LogEntry",
-    "Memory",
-    "MissingDependencyError",
-    "NotFoundError",
-    "Op",
-    "Problem",
-    "Related",
-    "Relationship",
-    "Scope",
-    "Status",
-    "Store",
-    "StoreError",
-    "SystemClock",
-    "RegexTimeoutError",
-    "TooLargeError",
-    "Transaction",
-    "Trigger",
-    "Version",
-    "__version__",
-    "init",
-    "init_project",
-    "open",
-]
+__all__ = [*_LAZY, "__version__", "init", "init_project", "open"]

@@ -293,7 +293,7 @@ def test_status_says_which_store_and_why(gm: Gitmem, store: Store) -> None:
     store.create("x", id="mem_s1")
     out = gm("status").stdout
     assert f"repo store (writes go here): {store.path.absolute()}" in out
-    assert "given with --store" in out and "branch:  main at" in out
+    assert "named by --store" in out and "branch:  main at" in out
     data = gm.json("status")
     (row,) = data["stores"]
     assert row["tip"] == str(store.db().tip().id)  # type: ignore[union-attr]

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+REASONS = {
+    "--store": "named by --store",
+    "$GITMEM_DIR": "named by $GITMEM_DIR",
+    "project": "the project's store, found by walking up from the current directory",
+    "user": "the user store: no --store, $GITMEM_DIR or project .gitmem/ here; $GITMEM_HOME "
+    "moves it",
+}
+"""Why a store is the one used (the first of :func:`store_location`'s answer)."""
+
 
 @dataclass
 class State:
@@ -33,7 +42,7 @@ class State:
     branch: str | None = None
     _store: Store | None = None
     reason: str = ""
-    """Why this store: "--store", "$GITMEM_DIR", "project" (walked up to it) or "user"."""
+    """Why this store: a key of REASONS."""
     any_format: bool = False
     """Open a store of an older format too (``gitmem migrate``, doctor, status)."""
 
@@ -56,11 +65,7 @@ class State:
                         "(gitmem add ...) makes it too",
                     )
                 gitmem.init(target, scope="user" if self.reason == "user" else "repo")
-                why = {
-                    "--store": "named by --store",
-                    "$GITMEM_DIR": "named by $GITMEM_DIR",
-                }.get(self.reason, "the user store: no --store, $GITMEM_DIR or project .gitmem/ "
-                      "here; $GITMEM_HOME moves it")
+                why = REASONS[self.reason]
                 click.echo(f"gitmem: created a new store at {target.resolve()} ({why})", err=True)
             self._store = open_store(
                 self.store_path, branch=self.branch, any_format=self.any_format
@@ -291,18 +296,13 @@ def field_options(f: F) -> F:
     )(f)
 
 
-_FIELDS = (
-    "title", "category", "agent", "session_id", "trigger", "status", "tags", "related",
-    "valid_from", "valid_until",
-)
-
-
 def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The field options the user actually gave (repeatable ones count when used at least once)."""
+    """The options of :func:`field_options` but --message that the user gave (repeatable
+    ones count when used at least once)."""
     return {
         key: list(value) if isinstance(value, tuple) else value
         for key, value in options.items()
-        if key in _FIELDS and value is not None and value != ()
+        if key != "message" and value is not None and value != ()
     }
 
 
@@ -322,16 +322,16 @@ def short(commit: str) -> str:
     return commit[:10]
 
 
+@dataclass
 class ProgressBar:
     """A ``progress(done, total)`` callback drawing a bar on stderr, on a terminal only,
     without ``--json``, and once ``total`` reaches ``min_total``."""
 
-    def __init__(self, label: str, *, quiet: bool = False, min_total: int = 0) -> None:
-        self.label = label
-        self.quiet = quiet
-        self.min_total = min_total
-        self.bar: Any = None
-        self.done = 0
+    label: str
+    quiet: bool = False
+    min_total: int = 0
+    bar: Any = None
+    done: int = 0
 
     def __call__(self, count: int, total: int) -> None:
         if total < self.min_total or not on_terminal(self.quiet):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import click
@@ -255,11 +256,7 @@ def reindex(state: State, scope: str | None) -> None:
     for backend_scope in [scope] if scope else [str(s) for s in store.scopes]:
         with ProgressBar(f"indexing {backend_scope}", quiet=state.json, min_total=2000) as progress:
             stats += store.reindex(scope=backend_scope, progress=progress)
-    if emitted(state, [
-        {"commit": s.commit, "memories": s.memories, "versions": s.versions,
-         "commits": s.applied_commits, "problems": len(s.problems)}
-        for s in stats
-    ]):
+    if emitted(state, [dataclasses.asdict(s) for s in stats]):
         return
     for s in stats:
         click.echo(

@@ -132,8 +132,6 @@ def read(
         layer_name, project, file_type, skill=skill, command=command_name, agent=agent_name
     )
     if doc is None:
-        if emitted(state, None):
-            raise click.exceptions.Exit(NotFoundError.exit_code)
         where = document_id(
             layer_name, file_type, project=project, skill=skill, command=command_name,
             agent=agent_name,

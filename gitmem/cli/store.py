@@ -16,6 +16,7 @@ import gitmem
 from gitmem.base.clock import format_timestamp
 from gitmem.base.printable import printable, printable_json
 from gitmem.cli.common import (
+    REASONS,
     F,
     State,
     all_option,
@@ -312,14 +313,6 @@ def log(
         click.echo(log_text(entries))
 
 
-_REASONS = {
-    "--store": "given with --store",
-    "$GITMEM_DIR": "named by $GITMEM_DIR",
-    "project": "the project's store, found by walking up from the current directory",
-    "user": "the user store ($GITMEM_HOME, default ~/.gitmem)",
-}
-
-
 @click.command()
 @json_state
 def status(state: State) -> None:
@@ -334,7 +327,7 @@ def status(state: State) -> None:
     store = state.store()
     rows = []
     for scope in store.scopes:
-        why = _REASONS.get(state.reason, state.reason)
+        why = REASONS[state.reason]
         if scope != store.default_scope:
             why = "the user store, read together with the project's"
         rows.append(store_status(store, scope, why))
