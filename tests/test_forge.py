@@ -111,7 +111,7 @@ def test_create_injects_timestamps_and_refuses_an_existing_document(
 
 
 def test_snake_case_entries_and_entry_objects_work_too(layered: LayeredStore) -> None:
-    layered.create({"layer": "agent", "agent": "scout", "file_type": "notes", "content": "n\n"})
+    layered.create({"layer": "agent", "agent": "scout", "fileType": "notes", "content": "n\n"})
     layered.create(MemoryEntry(layer=gitmem.features.layers.Layer.COMMAND,
                                file_type="deploy_history",
                                content="d\n", project="acme", command="deploy"))
@@ -296,9 +296,8 @@ def test_search_filters_by_layer_and_project(layered: LayeredStore) -> None:
     shared = {m.id for m in layered.search("deploy", layer="shared-project")}
     assert shared == {"projects/acme/known_issues"}
     assert [m.id for m in layered.search("deploy", project="other")] == []
-    for mode in ("fts", "substring"):
-        found = layered.search("deploy", layer="command", project="acme", mode=mode)
-        assert [m.id for m in found] == ["commands/acme/deploy_history"]
+    found = layered.search("deploy", layer="command", project="acme")
+    assert [m.id for m in found] == ["commands/acme/deploy_history"]
 
 
 # -- prune -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from gitmem.features.lifecycle.prune import (
     VERIFY_STATUS,
     LifecycleConfigError,
     PruneAction,
+    PruneRule,
     RuleContext,
     RuleResult,
     issue_status,
@@ -451,7 +452,7 @@ def shout_rule(ctx: RuleContext) -> RuleResult:
 
 def test_custom_rule_in_a_registry() -> None:
     registry = RuleRegistry()
-    registry.register("decisions", shout_rule, defaults={"suffix": "!"})
+    registry.register("decisions", PruneRule(shout_rule, {"suffix": "!"}))
     result = apply_rule("decisions", "a\n", today=TODAY, registry=registry)
     assert result.body == "A\n!"
     # Which way a text option loosens is unknown: only the user's own settings set one.
@@ -471,7 +472,7 @@ def test_custom_rule_with_an_archive_sees_only_its_own_archive() -> None:
         return RuleResult("", (ctx.archive_text or "") + ctx.body, ())
 
     registry = RuleRegistry()
-    registry.register("log", keeper, archive="log_archive")
+    registry.register("log", PruneRule(keeper, archive="log_archive"))
     registry.register("plain", shout_rule)
     now = dt.datetime(2026, 11, 22, 23, 59, tzinfo=dt.UTC)
     result = apply_rule(
@@ -485,7 +486,7 @@ def test_custom_rule_with_an_archive_sees_only_its_own_archive() -> None:
         "None"
     )
     with pytest.raises(InvalidInputError, match="is not a plain name"):
-        registry.register("x", keeper, archive="../escape")
+        registry.register("x", PruneRule(keeper, archive="../escape"))
 
 
 @pytest.fixture

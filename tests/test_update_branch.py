@@ -108,7 +108,8 @@ def test_update_branch_merges_the_base_in_one_commit(hub: Hub) -> None:
     work = hub.checkout("work")
     before = hub.tip("feature")
     result = update_branch(work, "origin/main")
-    assert result.outcome == "merge" and result.branch == "feature" and result.changed
+    assert result.outcome == "merge" and result.branch == "feature"
+    assert result.commit != result.before
     assert [f.of for f in result.forks] == [hub.memory]
     commit = run_git(work, "log", "-1", "--format=%P%n%s%n%b").splitlines()
     assert commit[0] == f"{before} {hub.tip('main')}"  # the branch first, then the base
@@ -124,7 +125,7 @@ def test_update_branch_merges_the_base_in_one_commit(hub: Hub) -> None:
     assert_both_kept(hub, "host")
 
     again = update_branch(work, "origin/main")
-    assert again.outcome == "up-to-date" and not again.changed
+    assert again.outcome == "up-to-date" and again.commit == again.before
 
 
 def test_cli_no_op_dirty_tree_and_missing_base(hub: Hub) -> None:

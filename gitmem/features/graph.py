@@ -332,8 +332,10 @@ class Graph:
 
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
-        with self._reader() as reader:
-            return _whole(reader)
+        data = self.read_graph_dict()
+        return KnowledgeGraph(
+            [to_entity(e) for e in data["entities"]], [to_relation(r) for r in data["relations"]]
+        )
 
     def read_graph_dict(self) -> dict[str, Any]:
         """:meth:`read_graph` in the reference server's JSON shape (``to_dict``), made from
@@ -617,13 +619,6 @@ class Graph:
                 state.pending = pending
 
         self._write("graph: delete relations", change)
-
-
-def _whole(reader: GraphReader) -> KnowledgeGraph:
-    data = reader.graph_dict()
-    return KnowledgeGraph(
-        [to_entity(e) for e in data["entities"]], [to_relation(r) for r in data["relations"]]
-    )
 
 
 def _served(reader: GraphReader, rows: list[EntityRow]) -> KnowledgeGraph:

@@ -47,7 +47,6 @@ STRUCTURAL_FILE_TYPES: frozenset[str] = frozenset({"index"})
 POTENTIALLY_STALE = "[POTENTIALLY STALE]"
 
 
-_SNAKE_TO_CAMEL = {"file_type": "fileType"}
 _NAMED = ("project", "skill", "command", "agent")
 """The names an entry may carry besides its layer and file type."""
 
@@ -68,11 +67,11 @@ class MemoryEntry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryEntry:
-        """An entry from its JSON shape (camelCase; ``file_type`` accepted too), validated
-        against ``schemas/memory_entry.schema.json``."""
+        """An entry from its JSON shape (camelCase), validated against
+        ``schemas/memory_entry.schema.json``."""
         if not isinstance(data, Mapping):
             raise InvalidInputError(f"a memory entry must be an object, not {type(data).__name__}")
-        shaped = {_SNAKE_TO_CAMEL.get(str(k), str(k)): v for k, v in data.items()}
+        shaped = dict(data)
         schema.validate(shaped, schema=ENTRY_SCHEMA, what="memory entry")
         return cls(
             layer=Layer(shaped["layer"]),
@@ -607,18 +606,12 @@ class LayeredStore:
         *,
         layer: Layer | str | None = None,
         project: str | None = None,
-        mode: str = "natural",
         limit: int = 20,
     ) -> Any:
-        """Documents that answer ``pattern``, filtered by layer and project: ``natural``
-        is :meth:`Store.recall`, the other modes are :meth:`Store.search`'s."""
+        """Documents that answer ``pattern`` (:meth:`Store.recall`), by layer and project."""
         from gitmem.store.search import SearchResults, from_recall
 
         layer_value = None if layer is None else str(parse_layer(layer))
-        if mode != "natural":
-            return self.store.search(
-                pattern, mode=mode, layer=layer_value, project=project, limit=limit
-            )
         recalled = self.store.recall(pattern, layer=layer_value, project=project, limit=limit)
         return SearchResults(
             query=pattern,

@@ -29,24 +29,22 @@ from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 
 MOVED_LISTED = 1_000
-"""Moves a :class:`Migration` lists; the rest are counted."""
 
 Progress = Callable[[int, int], None]
 
 
 @dataclass
 class Migration:
-    """What the conversion did (or, with ``dry_run``, would do) to one scope's repository."""
+    """What the conversion did (with ``dry_run``: would do) to one scope: ``moved`` lists
+    the first :data:`MOVED_LISTED` moves, ``moved_count`` counts them all; ``rewritten``
+    files lost their ``version``/``updated_at`` lines."""
 
     scope: str
     from_format: int
     to_format: int = FORMAT
     moved: list[tuple[str, str]] = field(default_factory=list)
-    """(old path, new path) of the first :data:`MOVED_LISTED` files moved."""
     moved_count: int = 0
-    """How many files moved (all of them, listed or not)."""
     rewritten: int = 0
-    """How many memory files lost their ``version``/``updated_at`` lines."""
     notes: list[str] = field(default_factory=list)
     commit: str | None = None
     dry_run: bool = field(default=False, repr=False)

@@ -27,11 +27,8 @@ from gitmem.git.objects import blob_data, builder_remove, tree_entry
 from gitmem.store.core import Store
 
 MESSAGE_PATH = "(commit message)"
-"""The ``path`` of a removal from a commit message."""
-
 REPLACEMENT = "(purged)"
-"""What a match is replaced with: no YAML indicator, so a plain front-matter value stays
-a plain string (``[purged]`` would turn it into a list)."""
+"""No YAML indicator: a plain front-matter value stays a plain string (not ``[purged]``)."""
 
 MIN_TITLE = 4
 """Titles shorter than this are not replaced in commit messages (too likely elsewhere)."""
@@ -47,14 +44,12 @@ class PurgeRefusedError(ConflictError):
 
 @dataclass(frozen=True)
 class Removal:
-    """One thing removed: a file version or its matches, or a commit message's matches."""
+    """One thing removed: a file version or its matches (``path``; :data:`MESSAGE_PATH` for a
+    commit message's), by the ``commit`` that introduced it (its id before the rewrite)."""
 
     commit: str
-    """The commit that introduced it (its id before the rewrite)."""
     path: str
-    """The file's path, or :data:`MESSAGE_PATH`."""
     what: str
-    """``"file removed"`` or ``"2 matches replaced (github-token)"``."""
 
     def line(self) -> str:
         return f"{self.commit[:10]} {self.path}: {self.what}"
@@ -78,8 +73,7 @@ class PurgeReport:
     scope: str
     removals: list[Removal] = field(default_factory=list)
     commits_rewritten: int = 0
-    refs: list[tuple[str, str, str]] = field(default_factory=list)
-    """(ref, old id, new id) of every ref moved (or that would move)."""
+    refs: list[tuple[str, str, str]] = field(default_factory=list)  # (ref, old id, new id)
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -7,7 +7,7 @@ HEAD is attached to ``head`` first); pushing is the caller's job.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pygit2
@@ -27,51 +27,30 @@ from gitmem.store import branchmerge
 from gitmem.store import merge as merging
 
 OUTCOMES = ("up-to-date", "clean", "fast-forward", "merge")
-"""up-to-date: the base is already in the branch; clean: plain git merges them (only asked
-with ``if_conflicting``); fast-forward: the branch had nothing of its own; merge: a merge
-commit was made. The first two change nothing."""
 
 
 @dataclass
 class UpdateResult:
-    """What :func:`update_branch` did."""
+    """What :func:`update_branch` did: ``outcome`` one of :data:`OUTCOMES` (``clean``: plain
+    git merges them, asked with ``if_conflicting``), the branch's commit ``before`` and after;
+    ``attached``: a detached HEAD now names ``branch``."""
 
     base: str
-    """The base as given (``origin/main``)."""
     branch: str
-    """The branch brought up to date."""
     outcome: str
-    """One of :data:`OUTCOMES`."""
     before: str
-    """The branch's commit before."""
     commit: str
-    """The branch's commit after (the merge commit, when one was made)."""
     attached: bool = False
-    """HEAD was detached and now names ``branch`` (same commit, no file touched)."""
     conflicting: list[str] = field(default_factory=list)
-    """Paths plain git cannot merge (where that was checked: ``if_conflicting``)."""
     merged: list[str] = field(default_factory=list)
-    """Memories changed on both sides, merged field by field."""
     forks: list[merging.Fork] = field(default_factory=list)
     kept_over_delete: list[str] = field(default_factory=list)
     decided: list[tuple[str, str]] = field(default_factory=list)
 
-    @property
-    def changed(self) -> bool:
-        return self.before != self.commit
-
     def to_dict(self) -> dict[str, Any]:
         return {
-            "base": self.base,
-            "branch": self.branch,
-            "outcome": self.outcome,
-            "before": self.before,
-            "commit": self.commit,
-            "attached": self.attached,
-            "conflicting": self.conflicting,
-            "merged": self.merged,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
             "forks": [f.to_dict() for f in self.forks],
-            "kept_over_delete": self.kept_over_delete,
             "decided": [{"id": memory_id, "field": name} for memory_id, name in self.decided],
         }
 

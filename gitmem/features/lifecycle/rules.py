@@ -7,7 +7,6 @@ code on every clone (docs/lifecycle-rules.md).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import importlib
@@ -46,35 +45,18 @@ def _check_file_type(file_type: str) -> str:
     return file_type
 
 
-def _as_rule(
-    rule: PruneRule | RuleFunction, defaults: Mapping[str, Any] | None, archive: str | None
-) -> PruneRule:
-    if not callable(rule):
-        raise InvalidInputError(f"a prune rule must be callable, not {type(rule).__name__}")
-    if not isinstance(rule, PruneRule):
-        return PruneRule(rule, dict(defaults or {}), archive)
-    if defaults is not None:
-        rule = dataclasses.replace(rule, defaults=dict(defaults))
-    return rule if archive is None else dataclasses.replace(rule, archive=archive)
-
-
 class RuleRegistry(dict[str, PruneRule]):
     """File type -> :class:`PruneRule`."""
 
-    def register(
-        self,
-        file_type: str,
-        rule: PruneRule | RuleFunction,
-        *,
-        defaults: Mapping[str, Any] | None = None,
-        archive: str | None = None,
-    ) -> PruneRule:
-        """Add or replace the rule of ``file_type``; returns the registered rule."""
-        _check_file_type(file_type)
-        if archive is not None:
-            _check_file_type(archive)
-        registered = self[file_type] = _as_rule(rule, defaults, archive)
-        return registered
+    def register(self, file_type: str, rule: PruneRule | RuleFunction) -> None:
+        """Add or replace the rule of ``file_type`` (a plain callable: no defaults, no
+        archive); the archive's file type is checked as any file type."""
+        if not callable(rule):
+            raise InvalidInputError(f"a prune rule must be callable, not {type(rule).__name__}")
+        rule = rule if isinstance(rule, PruneRule) else PruneRule(rule)
+        if rule.archive is not None:
+            _check_file_type(rule.archive)
+        self[_check_file_type(file_type)] = rule
 
     def file_types(self) -> list[str]:
         return sorted(self)
@@ -178,17 +160,14 @@ def _warn_once(message: str) -> None:
     log.warning("%s", message)
 
 
-def installed_rules() -> dict[str, PruneRule]:
+def _install_rules(registry: RuleRegistry) -> None:
     from importlib.metadata import entry_points
 
-    out: dict[str, PruneRule] = {}
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            _check_file_type(point.name)
-            out[point.name] = _as_rule(point.load(), None, None)
+            registry.register(point.name, point.load())
         except Exception as exc:  # one broken plugin must not stop every prune
             _warn_once(f"installed prune rule {point.name!r} ({point.value}) not loaded: {exc}")
-    return out
 
 
 def _committed_rule(
@@ -243,8 +222,7 @@ def registry_from_config(
     from gitmem.git import localconfig
 
     registry = RuleRegistry(DEFAULT_REGISTRY)
-    for file_type, rule in installed_rules().items():
-        registry.register(file_type, rule)
+    _install_rules(registry)
     for file_type, spec in lifecycle_section(config, "rules").items():
         _committed_rule(registry, _check_file_type(str(file_type)), spec, config)
     local = localconfig.load_cached().section("rules", gitdir=gitdir) or {}
@@ -260,7 +238,7 @@ def registry_from_config(
         elif named is not None:
             registry.register(str(file_type), named)
         elif isinstance(spec, str):
-            registry.register(str(file_type), _as_rule(load_callable(spec), None, None))
+            registry.register(str(file_type), load_callable(spec))
         else:
             raise LifecycleConfigError(
                 f"rules.{file_type} in your gitmem configuration must be "
