@@ -18,7 +18,7 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.base.errors import InvalidInputError
-from gitmem.features.lifecycle.records import MemoryRecord, current_records
+from gitmem.format.model import Memory
 from gitmem.git.objects import tree_entry
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def _finding(
     return AnchorFinding(path, "deleted", source)
 
 
-def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
+def named_paths(memory: Memory) -> list[tuple[str, str]]:
     """(path, source) of every project path a memory names; anchors first."""
     if "`" not in memory.body and "anchors" not in memory.extra:
         return []  # most memories name nothing: skip the parse
@@ -270,7 +270,7 @@ def named_paths(memory: MemoryRecord) -> list[tuple[str, str]]:
     return named
 
 
-def _check(memories: Iterable[MemoryRecord], project_path: str | Path) -> CheckReport:
+def _check(memories: Iterable[Memory], project_path: str | Path) -> CheckReport:
     repo = open_project(project_path)
     project = _Project(repo)
     report = CheckReport(
@@ -323,7 +323,7 @@ def check_project(
 ) -> CheckReport:
     """Current memories whose named project files changed since they were written; ``flag``
     sets ``verify`` and ``verify_reason`` on the newly found ones, one commit per scope."""
-    records = current_records(store)
+    records = store.list()
     report = _check(records, project_path)
     if not flag:
         return report

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
-from gitmem.features.lifecycle.records import current_records
 from gitmem.features.lifecycle.rules import lifecycle_section
 from gitmem.format import config
 
@@ -152,13 +151,9 @@ def store_staleness(
 ) -> StalenessReport:
     """Staleness of a store's memories under its policy, at the store clock's ``now``."""
     policy = StalenessPolicy.from_config(store.config(scope).raw)
-    records = current_records(
-        store,
-        scope=scope,
-        include_superseded=include_superseded,
-        include_archived=include_archived,
-        text=False,
+    memories = store.list(
+        scope=scope, include_superseded=include_superseded, include_archived=include_archived
     )
     return staleness_report(
-        ((r.id, r.path, r.updated_at) for r in records), store.clock.now(), policy
+        ((m.id, m.path, m.updated_at) for m in memories), store.clock.now(), policy
     )
