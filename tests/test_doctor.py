@@ -657,21 +657,14 @@ def test_stored_credentials_are_reported_masked(store: Store) -> None:
     assert "rotate" in (found.fix or "")
 
 
-def test_the_credential_scan_remembers_clean_blobs_per_policy(store: Store) -> None:
+def test_the_credential_scan_follows_the_stores_policy(store: Store) -> None:
     memory = store.create("the door code is PIN=918273\n")
     assert findings(store, "secrets") == []
-    cache = store.db().state_dir / "doctor-clean-blobs"
-    blob = run_git(store.db().gitdir, "rev-parse", f"main:{memory.path}").strip()
-    assert blob in cache.read_text().split()
-    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
-    # A new policy is a new scan: the blob clean under the old one is looked at again.
     config = store.db().snapshot().read("gitmem.yaml") or b""
     extra = "secrets:\n  patterns:\n    - kind: door-pin\n      regex: 'PIN=(\\d{6})'\n"
     plant(store, "gitmem.yaml", config.decode() + extra, "secrets policy")
     (found,) = findings(gitmem.open(store.path), "secrets")
     assert memory.id in found.message and "door-pin (line" in found.message
-    cache.write_text("garbage\n")  # a damaged cache is ignored, not trusted
-    assert len(findings(gitmem.open(store.path), "secrets")) == 1
 
 
 # -- permissions ------------------------------------------------------------------------------
@@ -811,7 +804,7 @@ def test_doctor_progress_ends_at_the_total_on_a_broken_branch(store: Store) -> N
     assert calls[-1][1] == len(D.CHECKS)  # no memory could be counted: one unit each
 
 
-# -- paths that sort apart, twin folders, the clean-blob caches ------------------------------
+# -- paths that sort apart, twin folders --------------------------------------------------
 
 
 def test_folders_and_files_whose_names_sort_apart_agree_with_the_index(store: Store) -> None:
@@ -836,34 +829,3 @@ def test_case_twins_in_twin_folders_are_reported(store: Store) -> None:
     plant(store, "notes/team/x.md", memory_text("notes/team/x"))
     (found,) = findings(store, "twins")
     assert found.message.startswith("notes/Team/x.md and notes/team/x.md differ only in case")
-
-
-def test_the_clean_blob_caches_keep_the_current_clean_blobs_sorted(store: Store) -> None:
-    with store.transaction():
-        clean = [store.create(f"clean memory {i}") for i in range(9)]
-    with store.secrets_allowed():
-        leaky = store.create(f"ci\ntoken {FAKE_TOKEN}\n")
-    marked = "notes/marked"
-    plant(
-        store, f"{marked}.md", memory_text(marked, body="<<<<<<< ours\na\n=======\nb\n>>>>>>> x\n")
-    )
-    (secret,) = findings(store, "secrets")
-    assert leaky.id in secret.message
-    (markers,) = findings(store, "markers")
-    assert marked in markers.message
-    cache = store.db().state_dir / "doctor-clean-blobs"
-
-    def blob(path: str) -> str:
-        return run_git(store.db().gitdir, "rev-parse", f"main:{path}").strip()
-
-    clean_blobs = sorted({blob(m.path or "") for m in clean} | {blob(f"{marked}.md")})
-    assert cache.read_text().split("\n")[1:] == [*clean_blobs, ""]  # sorted, the leak left out
-    before = cache.stat()
-    assert [f.message for f in findings(store, "secrets")] == [secret.message]
-    assert cache.stat().st_ino == before.st_ino  # nothing new: the file is left as it was
-    deleted = blob(clean[0].path or "")
-    store.delete(clean[0].id)
-    findings(store, "secrets")
-    left = [b for b in clean_blobs if b != deleted]
-    assert cache.read_text().split("\n")[1:] == [*left, ""]  # only current memories' blobs
-    assert not list(cache.parent.glob(f"{cache.name}*.tmp*"))

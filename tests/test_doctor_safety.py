@@ -205,6 +205,6 @@ def test_markers_committed_by_a_plain_merge_are_reported(mid_merge: tuple[Store,
     (found,) = _findings(opened, "markers")
     assert found.severity == D.WARNING and "conflict markers" in found.message
     assert found.fix is not None and " update " in found.fix
-    # A clean memory is not reported, also on the next run (its blob is cached as clean).
+    # A clean memory is not reported, also on the next run.
     opened.create("no markers here\n=======\n")
     assert [f.path for f in _findings(opened, "markers")] == [found.path]

@@ -4,13 +4,10 @@ case twins, links, version chains and credentials (``gitmem doctor``)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import re
 import shlex
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pygit2
@@ -30,7 +27,6 @@ from gitmem.entry.doctor_context import (
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory
-from gitmem.git.locks import temp_path
 from gitmem.git.objects import OVER_READ_LIMIT, blob_data, get_commit
 from gitmem.store import derived
 from gitmem.store.commit_changes import changed_memory_files
@@ -184,7 +180,7 @@ def _carries_derived(data: bytes) -> bool:
 
 
 def check_schema(ctx: Context) -> Iterator[Finding]:
-    for entry, _ in _scan(ctx, "doctor-noderived-blobs-v1", _carries_derived):
+    for entry, _ in _scan(ctx, _carries_derived):
         yield Finding(
             "schema",
             WARNING,
@@ -217,7 +213,7 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
     """Memories whose committed text holds conflict markers: a plain ``git merge`` without
     the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
     yet (both sides' text is inside the markers), but readers see the markers."""
-    for entry, _ in _scan(ctx, "doctor-nomarker-blobs-v1", _has_markers):
+    for entry, _ in _scan(ctx, _has_markers):
         yield Finding(
             "markers",
             WARNING,
@@ -235,51 +231,19 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
 T = TypeVar("T")
 
 
-def _scan(
-    ctx: Context,
-    cache_name: str,
-    find: Callable[[bytes], T],
-    policy: secrets_mod.SecretPolicy = secrets_mod.DEFAULT_POLICY,
-) -> list[tuple[Entry, T]]:
-    """The current memories whose file ``find`` finds something in, with it, by id.
-
-    A blob never changes, so one found clean is clean again: the clean blob ids are kept
-    between runs in ``cache_name`` (only the current memories' ones), under a first line
-    that is a digest of ``policy`` and of the scanner's source; a file made under another
-    is ignored, and a store that cannot be written is scanned every run."""
-    path = ctx.db.state_dir / cache_name
-    digest = hashlib.sha256(repr(policy).encode("utf-8", "surrogateescape"))
-    with contextlib.suppress(OSError):
-        digest.update(Path(secrets_mod.__file__).read_bytes())
-    key = digest.hexdigest()
-    known: set[str] = set()
-    with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
-        first, *blobs = path.read_text(encoding="ascii").splitlines()
-        known = set(blobs) if first == key else set()
+def _scan(ctx: Context, find: Callable[[bytes], T]) -> list[tuple[Entry, T]]:
+    """The memories whose file ``find`` finds something in, with it, by id."""
     clean: set[str] = set()
     found: list[tuple[Entry, T]] = []
     for entry in ctx.entries():
         ctx.tally.step()
         if not entry.blob or entry.blob in clean:
             continue
-        hit = (
-            None
-            if entry.blob in known
-            else find(blob_data(ctx.db.repo, pygit2.Oid(hex=entry.blob)))
-        )
+        hit = find(blob_data(ctx.db.repo, pygit2.Oid(hex=entry.blob)))
         if hit:
             found.append((entry, hit))
         else:
             clean.add(entry.blob)
-    if clean != known:
-        tmp = temp_path(path)
-        with contextlib.suppress(OSError):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="ascii") as out:
-                out.writelines(f"{line}\n" for line in [key, *sorted(clean)])
-            os.replace(tmp, path)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
     return sorted(found, key=lambda item: item[0].id)
 
 
@@ -400,11 +364,7 @@ def _cycles(entries: Sequence[Entry], by_id: dict[str, Entry]) -> Iterator[list[
 def memory_secrets(ctx: Context) -> list[tuple[Entry, list[secrets_mod.SecretFinding]]]:
     """The memories holding what looks like a credential under the store's policy."""
     policy = secrets_mod.policy_from_config(ctx.store.config(ctx.scope).raw)
-
-    def scan(data: bytes) -> list[secrets_mod.SecretFinding]:
-        return secrets_mod.scan_memory_bytes(data, policy)
-
-    return _scan(ctx, "doctor-clean-blobs", scan, policy)
+    return _scan(ctx, lambda data: secrets_mod.scan_memory_bytes(data, policy))
 
 
 def check_secrets(ctx: Context) -> Iterator[Finding]:
