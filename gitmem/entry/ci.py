@@ -1,11 +1,9 @@
-"""CI recipes that review memory changes on every pull request (``gitmem ci init``).
+"""CI recipes for pull requests (``gitmem ci init``): files the user commits.
 
-The review recipe runs ``gitmem review BASE...HEAD --strict`` on a hosted CI, posts the
-report as one comment cut to the host's limit, keeps the whole report as an artifact and
-fails the job on problems (exit 8) or errors. The update-branch recipe merges the base into
-a pull request's branch with gitmem's merge when plain git cannot, so the host's merge
-button sees a clean merge. Recipes are plain files the user commits; their steps are shell
-scripts of their own, so the tests run exactly what CI runs, on a local clone.
+The review recipe runs ``gitmem review BASE...HEAD --strict``, posts the report as one
+comment, keeps the whole as an artifact and fails on problems (exit 8); the update-branch
+recipe merges the base into a pull request's branch with gitmem's merge when plain git
+cannot. Their steps are shell scripts of their own, which the tests run on a local clone.
 """
 
 from __future__ import annotations
@@ -307,13 +305,9 @@ def _gitlab_include(paths: list[str]) -> str:
 def write_recipe(
     root: str | Path, host: str, *, force: bool = False, update_branch: bool = False
 ) -> Written:
-    """Write ``host``'s recipes under ``root``; returns the files written and what is left.
-
-    A file already there word for word is left alone; one that differs is refused unless
-    ``force``. GitLab's ``.gitlab-ci.yml`` is created when missing (or holding only our
-    includes); any other is left for the caller to print the include lines, since
-    rewriting someone's pipeline is not ours to do.
-    """
+    """Write ``host``'s recipes under ``root``: a file that differs is refused unless
+    ``force``. GitLab's ``.gitlab-ci.yml`` is written only when missing or holding only our
+    includes; otherwise the include lines to add are returned as ``todo``."""
     chosen = [recipe(host)] + ([UPDATE_BRANCH[host]] if update_branch else [])
     base = Path(root)
     if not base.is_dir():

@@ -1,10 +1,8 @@
 """``gitmem doctor``: check a store's health, say how to fix each problem, fix the safe ones.
 
-Each check (``CHECKS``; docs/reliability.md says what each finds) looks at one thing that can
-go wrong and reports :class:`Finding`\\ s, every one with the command that fixes it.
-``fix=True`` applies the fixes marked *safe*: those that cannot lose or change a memory.
-Fixes that touch memories are left to a person. A damaged repository gives one finding per
-check it stops, naming the object, with the recovery that can work, never a crash.
+Each check (``CHECKS``; docs/reliability.md) reports :class:`Finding`\\ s, each with the
+command that fixes it; ``fix=True`` applies the *safe* ones, which cannot lose or change a
+memory. A damaged repository gives one finding per check it stops, never a crash.
 """
 
 from __future__ import annotations
@@ -89,11 +87,8 @@ def diagnose(
     progress: Progress | None = None,
 ) -> DoctorReport:
     """Run the checks on every scope of ``store`` (or one); with ``fix``, apply the safe fixes.
-
-    ``deep`` compares every index row with a rebuild's from git, field by field (the index
-    check samples them by default), and runs the memory checks on the rebuild.
-    ``progress(done, total)`` follows the run (:class:`Tally`).
-    """
+    ``deep`` compares every index row with a rebuild from git (by default a sample) and runs
+    the memory checks on the rebuild; ``progress(done, total)`` follows the run."""
     chosen = list(CHECKS if checks is None else checks)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:

@@ -1,10 +1,6 @@
-"""What every health check shares: findings, and the context a check reads a store through.
-
-A :class:`Context` holds one scope's repository, its index beside git and, when the index
-disagrees with git (or with ``deep``), a scratch index rebuilt from git, each made once per
-run; the checks in :mod:`gitmem.entry.doctor_repo` and :mod:`gitmem.entry.doctor_memories`
-yield :class:`Finding`\\ s from it.
-"""
+"""What every health check shares: findings, and the context a check reads a store through:
+one scope's repository, its index beside git and, when the two disagree (or with ``deep``),
+a scratch index rebuilt from git, each made once per run."""
 
 from __future__ import annotations
 
@@ -143,13 +139,9 @@ class Tally:
 
 @dataclass
 class Context:
-    """One scope's repository, with what the checks share computed once per run.
-
-    The memory checks read the store's index when its rows match git's tree path for path
-    and blob for blob; otherwise, or with ``deep``, an index rebuilt from git in a scratch
-    file (:meth:`rebuilt`), so a run without ``--fix`` changes nothing. Call :meth:`close`
-    when the run ends.
-    """
+    """One scope's repository, with what the checks share computed once per run. The memory
+    checks read the store's index when it matches git's tree, else (or with ``deep``) a
+    scratch rebuild (:meth:`rebuilt`): a run without ``--fix`` changes nothing."""
 
     store: Store
     db: GitDB

@@ -177,14 +177,9 @@ _MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
 
 
 def check_merge(ctx: Context) -> Iterator[Finding]:
-    """An unfinished merge, and memory files holding its conflict markers; once none is,
-    forks the merge driver left waiting (on no commit, so a git push does not carry them).
-
-    Committing the markers (``git add && git commit``) would store them in the memories,
-    or, resolved by taking one side, drop the other side's change. The safe way is to
-    abort (both sides stay committed: nothing is lost) and merge again with gitmem's
-    driver registered, which merges memories field by field and records forks instead.
-    """
+    """An unfinished merge and the memory files holding its conflict markers (the fix: abort
+    and merge again with gitmem's driver, never commit the markers); once none is, forks
+    the merge driver left waiting on no commit."""
     db = ctx.db
     if db.workdir is None:
         return

@@ -1,15 +1,9 @@
-"""What gitmem's git hooks do: ``gitmem hook-run`` (:func:`run`), which the scripts
-:mod:`gitmem.entry.hooks` installs call.
+"""What gitmem's git hooks do (``gitmem hook-run``, called by the installed scripts).
 
-- memory repository: ``pre-commit`` validates the staged memory files (a file carrying
-  ``version`` or ``updated_at``, which are derived from history, is refused);
-  ``post-merge``, ``post-rewrite`` (after ``git pull --rebase``) and ``post-checkout``
-  commit the forks the merge driver left waiting, catch the index up and report
-  version-chain forks.
-- project repository: ``post-merge``, ``post-checkout`` and ``post-commit`` run
-  ``gitmem check --project`` when that command exists, else catch the index up.
-  They never fail the user's git command.
-- hub: ``pre-receive`` (:mod:`gitmem.entry.receive`).
+In a store, ``pre-commit`` validates the staged memory files; after a merge, rebase or
+checkout the forks the merge driver left waiting are committed, the index caught up and
+version-chain forks reported. In a project, the hooks report ``gitmem check --project`` and
+never fail the user's git command. A hub's ``pre-receive`` is :mod:`gitmem.entry.receive`.
 """
 
 from __future__ import annotations
@@ -44,13 +38,9 @@ _ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
 
 
 def _git(top: Path, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
-    """git in the repository a hook runs in.
-
-    Trusted: inside a hook, git is already running this repository's configuration at
-    the user's request, so gitmem's policy would protect nothing there. Git's
-    environment is kept: the pre-commit hook must read the index git commits
-    (``GIT_INDEX_FILE``).
-    """
+    """git in the repository a hook runs in: trusted (git already runs this repository's
+    configuration here), with git's environment kept (``GIT_INDEX_FILE``: the index the
+    pre-commit hook must read)."""
     return run_git(args, cwd=top, input=input, check=check, trusted=True, keep_repo_env=True).stdout
 
 
@@ -64,9 +54,6 @@ def _memory_paths(top: Path, *diff: str, check: bool = True) -> list[str]:
         check=check,
     )
     return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
-
-
-# -- pre-commit: validating staged files ---------------------------------------------------
 
 
 def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
@@ -196,12 +183,9 @@ def pre_commit(top: Path, out: Out) -> int:
 
 
 def staged_policy(cwd: str | None = None) -> SecretPolicy:
-    """The policy of the ``gitmem.yaml`` staged in the repository at ``cwd`` (default: here),
-    with the user's own settings for the repository's store.
-
-    Git runs hooks at the top of the work tree, so there the staged config
-    (``:gitmem.yaml``) is the one the commit will have; without one, the built-in patterns.
-    """
+    """The credential policy of the ``gitmem.yaml`` staged in the repository at ``cwd``
+    (the one the commit will have; without one, the built-in patterns), with the user's own
+    settings for the repository's store."""
     import subprocess
 
     from gitmem.format import secrets
@@ -226,9 +210,6 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
     return secrets.policy_from_config(localconfig.with_store_settings(committed, gitdir).raw)
 
 
-# -- after merge, rebase and checkout --------------------------------------------------------
-
-
 def _rev(top: Path, name: str) -> str | None:
     value = _git(top, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False).strip()
     return value.decode() if value else None
@@ -244,12 +225,8 @@ def memory_after(
     from gitmem.store.sync import commit_pending_forks
 
     store = open_store(top)
-    # Forks the merge driver had to leave waiting (it can write only the one file git asks
-    # for) are committed now that the merge has landed, before the index catches up, so
-    # the next plain git push carries them. git still has MERGE_HEAD (post-merge) or
-    # rebase-merge/ (post-rewrite, after a rebase that may have dropped the commit the
-    # fork came from) in place while the hook runs, though the branch has moved: tell
-    # the sync code not to wait for the merge to finish.
+    # Forks the merge driver left waiting are committed now, so the next git push carries
+    # them; git's MERGE_HEAD or rebase-merge/ is still there, though the merge has landed.
     landed = hook in {"post-merge", "post-rewrite"}
     for fork in commit_pending_forks(store.db(), merge_landed=landed):
         out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
@@ -302,9 +279,6 @@ def project_after(top: Path, name: str = "post-commit") -> int:
     return 0
 
 
-# -- hook-run ------------------------------------------------------------------------------
-
-
 def detect_role(top: Path) -> str:
     """memory when ``top`` is a gitmem store, else project."""
     config_file = top / CONFIG_FILE
@@ -316,10 +290,8 @@ def detect_role(top: Path) -> str:
         config = b""
     if config:
         return "memory"
-    # A clone of a store has no gitmem.* git config (git never copies config), but it
-    # has the committed gitmem.yaml: a store's config says which format it is.
-    # Read with the store's own hardened loader (no aliases, no tags, bounded depth): this
-    # file arrives from a remote.
+    # A clone has no gitmem.* git config, but a store's gitmem.yaml names its format; it
+    # arrives from a remote, so the store's hardened loader reads it.
     from gitmem.format.yamlio import load_yaml
 
     try:

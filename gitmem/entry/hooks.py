@@ -1,13 +1,9 @@
-"""Git hooks: install them into a memory, project or hub repository.
+"""Install gitmem's git hooks into a memory, project or hub repository.
 
-``gitmem hooks install`` writes one small sh script per hook (from the template
-``hooks/gitmem-hook.sh``) into the repository's hooks directory, wherever
-``core.hooksPath`` puts it. A hook that was there before is moved aside to
-``<name>.pre-gitmem`` and still runs first; ``uninstall`` puts it back.
-
-The scripts call ``python -m gitmem hook-run`` with the interpreter recorded at
-install time, so a gitmem installed in a virtualenv works from any shell. What each
-hook does is :mod:`gitmem.entry.hookrun`.
+One sh script per hook (from ``hooks/gitmem-hook.sh``) goes where ``core.hooksPath`` says;
+a hook already there is moved aside to ``<name>.pre-gitmem`` and still runs first
+(``uninstall`` puts it back). The scripts run ``python -m gitmem hook-run`` with the
+interpreter recorded at install time; what each does is :mod:`gitmem.entry.hookrun`.
 """
 
 from __future__ import annotations

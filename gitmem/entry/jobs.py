@@ -1,11 +1,8 @@
 """Lifecycle jobs the memory repository's git hooks run after a merge or checkout.
 
-``lifecycle.jobs`` in gitmem.yaml names them per hook (defaults: ``post-merge:
-[staleness]``, ``post-checkout: []``); the committed file may add jobs, never drop a
-default (the user's own settings may), and never names code. Jobs are a registry like the
-prune rules: :func:`register_job`, entry points in ``gitmem.jobs``, or ``module:function``
-in the user's own configuration. A job prints through ``out`` and never raises into the
-hook, because a ``git merge`` that already happened must not look failed.
+``lifecycle.jobs`` in gitmem.yaml names them per hook; it may add jobs, never drop a
+default, and never names code: jobs come from :func:`register_job`, ``gitmem.jobs`` entry
+points or the user's own configuration. A job never raises into the hook.
 """
 
 from __future__ import annotations

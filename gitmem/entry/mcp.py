@@ -1,11 +1,8 @@
 """``gitmem mcp``: the store as an MCP server over stdio or HTTP, on the official ``mcp`` SDK.
 
-Tools: the reference knowledge-graph server's nine (its names, schemas and results, and
-its ``memory://knowledge-graph`` resource, so a client set up for
-``@modelcontextprotocol/server-memory`` works unchanged) and gitmem's own (``remember``,
-``recall``, ``prune`` ...). Each is a :class:`ToolSpec` whose handler is a plain function
-over the library; a handler's error comes back as a result with ``isError`` set, so the
-server never dies of a bad call.
+Tools: the reference knowledge-graph server's nine (its names, schemas, results and
+``memory://knowledge-graph`` resource) and gitmem's own (``remember``, ``recall`` ...).
+A handler's error comes back as a result with ``isError`` set: a bad call never kills it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Claude's memory tool (``memory_20250818``) with a gitmem store behind it.
 
-The model sees a directory ``/memories`` and runs ``view``, ``create``, ``str_replace``,
-``insert``, ``delete`` and ``rename`` on it. :class:`MemoryTool` carries them out on
-documents under the ``notes`` root, every change one commit, and behaves as the
-``anthropic`` SDK's ``BetaLocalFilesystemMemoryTool`` does (tests/test_memtool_sdk_diff.py).
-Names map one to one onto path-id segments (``my notes`` is ``x--my_20notes``; the exact
-rules: docs/integrations.md); the file's content is the body, the front-matter stays
-gitmem's; paths outside ``/memories``, ``..``, control characters and paths crossing a
-symbolic link are refused.
+:class:`MemoryTool` runs the model's commands on the directory ``/memories`` as documents
+under ``notes``, one commit each, as the SDK's ``BetaLocalFilesystemMemoryTool`` does.
+Names map one to one onto path-id segments (docs/integrations.md); paths outside
+``/memories``, ``..``, control characters and symbolic links are refused.
 """
 
 from __future__ import annotations

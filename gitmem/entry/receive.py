@@ -1,13 +1,9 @@
-"""The hub's own gate: a ``pre-receive`` hook that refuses pushes gitmem would not write.
+"""The hub's ``pre-receive`` hook: refuse a push gitmem would not write.
 
-``gitmem hooks install --server`` puts it in a bare hub; git runs it after the objects
-arrive and before any ref moves, and a non-zero exit refuses the whole push. For every
-branch the push creates or moves: each changed memory file must read as the store reads
-it and a changed ``gitmem.yaml`` must be valid; no object at a memory path and no commit
-message it brings may hold a credential (intermediate commits too: history keeps them),
-nor be over the read bound (read by no one, it would only weigh on every clone);
-and no ``gitmem.yaml`` may loosen policy (:func:`loosening`). Branch deletions and tags
-pass. The hub's configuration is the administrator's, so git runs here as trusted.
+For each branch pushed: changed memory files must read as the store reads them and
+``gitmem.yaml`` must be valid and loosen no policy (:func:`loosening`); no new object at a
+memory path and no commit message may hold a credential or exceed the read bound.
+Deletions and tags pass. The hub's configuration is the administrator's: git runs trusted.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from gitmem.entry import hookrun
 from gitmem.entry.doctor_context import Context
 from gitmem.entry.doctor_memories import memory_secrets
 from gitmem.format import secrets as secrets_mod
-from gitmem.format.model import Scope
 from gitmem.git.command import run_git
 from gitmem.git.objects import get_commit
 from gitmem.store.core import Store
@@ -44,9 +43,7 @@ MAX_SCAN_BYTES = 16 * 1024 * 1024
 """Files larger than this are skipped by ``gitmem secrets PATH``: not memories or notes."""
 
 
-def scan_paths(
-    paths: Sequence[str | os.PathLike[str]], policy: secrets_mod.SecretPolicy | None = None
-) -> list[FileFinding]:
+def scan_paths(paths: Sequence[str | os.PathLike[str]]) -> list[FileFinding]:
     """Credentials in these files (directories: every file below, ``.git`` skipped).
 
     Symbolic links are not followed, so a link cannot make the scan read outside.
@@ -65,7 +62,7 @@ def scan_paths(
                 continue
             if b"\0" in data[:8192]:
                 continue  # binary
-            out.extend(FileFinding(str(path), f) for f in secrets_mod.scan_bytes(data, policy))
+            out.extend(FileFinding(str(path), f) for f in secrets_mod.scan_bytes(data))
     return out
 
 
@@ -106,10 +103,10 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
     return out
 
 
-def scan_store(store: Store, scope: Scope | str | None = None) -> list[FileFinding]:
-    """Credentials in the memories of ``store`` as committed (every scope, or one)."""
+def scan_store(store: Store) -> list[FileFinding]:
+    """Credentials in the memories of ``store`` as committed."""
     out: list[FileFinding] = []
-    for each in [Scope(scope)] if scope is not None else store.scopes:
+    for each in store.scopes:
         ctx = Context(store, store.db(each), each)
         try:
             for entry, findings in memory_secrets(ctx):
@@ -154,14 +151,14 @@ def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
     return tips
 
 
-def scan_history(store: Store, scope: Scope | str | None = None) -> list[HistoryFinding]:
+def scan_history(store: Store) -> list[HistoryFinding]:
     """Credentials anywhere in the store's history (what ``gitmem purge`` must remove): every
     blob reachable from a branch, remote-tracking branch or tag, scanned once and reported
     at the commit that introduced it, and every commit message."""
     from gitmem.features.purge import new_blobs, text_blob
 
     out: list[HistoryFinding] = []
-    for each in [Scope(scope)] if scope is not None else store.scopes:
+    for each in store.scopes:
         db = store.db(each)
         repo = db.repo
         policy = secrets_mod.policy_from_config(store.config(each).raw)

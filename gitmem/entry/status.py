@@ -1,10 +1,6 @@
-"""``gitmem status``: which store(s) are in use and why, and the state of each.
-
-Branch and tip, the derived index (current, behind, not built, unreadable: read without
-writing anything), hooks, the merge driver, forks a plain git merge or rebase left waiting
-(on no commit, so a git push does not carry them), whether this user may write, and the
-author commits will carry. Never fails on a damaged piece: it says what it found.
-"""
+"""``gitmem status``: which store(s) are in use and why, and the state of each (branch,
+index, hooks, merge driver, waiting forks, write access, author), read without writing
+anything and never failing on a damaged piece."""
 
 from __future__ import annotations
 

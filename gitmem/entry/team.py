@@ -1,11 +1,6 @@
-"""Joining a team's store: ``gitmem clone`` and ``gitmem join``.
-
-``clone`` makes a working copy of a hub's store ready to use: its branch checked out
-whatever the hub's HEAD names, the merge driver registered, hooks installed, the index
-built and the clone recorded as trusted. ``join`` brings a store the user already has into
-the team's: both histories kept in one merge commit, the team's configuration winning,
-the result pushed.
-"""
+"""Joining a team's store: ``gitmem clone`` (a hub's store checked out, merge driver and
+hooks installed, index built, recorded as trusted) and ``gitmem join`` (a store the user
+has merged into the team's, both histories kept, the team's configuration winning)."""
 
 from __future__ import annotations
 
@@ -36,6 +31,7 @@ BRANCH = "main"
 """The branch a gitmem store keeps its memories on."""
 
 Progress = Callable[[int, int], None]
+
 
 @dataclass
 class CloneResult:

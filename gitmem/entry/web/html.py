@@ -1,10 +1,6 @@
-"""How the web view draws: Jinja2 templates, memory bodies as sanitised markdown, the graph as
-SVG laid out here.
-
-A store's content is untrusted: templates escape every value and show control characters
-as escapes; markdown is rendered with raw HTML off, then cleaned by nh3, keeping links to
-http(s), mailto and the view's own pages; images are not rendered. No page has a script.
-"""
+"""How the web view draws: Jinja2 templates, memory bodies as sanitised markdown (raw HTML
+off, cleaned by nh3, no images), the graph as SVG laid out here. Templates escape every value
+and show control characters as escapes; no page has a script."""
 
 from __future__ import annotations
 

@@ -90,8 +90,6 @@ class View:
                 return page
         raise NotFoundError(f"there is no page {path}")
 
-    # -- memories -------------------------------------------------------------------------
-
     def refresh(self) -> None:
         """Bring the listing up to the branch tips: at a new tip, only the memory files that
         differ from the last one (a tree diff) are read again, so a write costs the view what
@@ -194,8 +192,6 @@ class View:
         context = {"hits": hits, "notice": notice, "facets": facets}
         return Page("search.html", data, context)
 
-    # -- one memory -----------------------------------------------------------------------
-
     def memory(self, params: Params, memory_id: str) -> Page:
         at = params.get("at") or None
         history = self.store.history(memory_id, limit=HISTORY_PAGE)
@@ -252,8 +248,6 @@ class View:
             },
             {"version": version, "fields": fields, "diff": lines, "memory_id": memory_id},
         )
-
-    # -- the store ------------------------------------------------------------------------
 
     def audit(self, params: Params) -> Page:
         number = _number(params, "page", 1)

@@ -1,12 +1,9 @@
 """``gitmem serve``: a read-only web view of a store, on the standard library's HTTP server.
 
-A store's content is untrusted and a local server is reachable from any page the browser
-opens, so: GET and HEAD only; the Host header must name this server and an Origin, when
-sent, must be its own (DNS rebinding); bound to 127.0.0.1 unless a host is given, and then
-every request carries the token (``Authorization: Bearer``, or ``?token=`` once, setting an
-HttpOnly cookie); every answer has a strict Content-Security-Policy (no script, nothing from
-elsewhere), ``nosniff`` and ``no-referrer``. One worker thread builds every page: the
-store's repository and index connections are never shared between threads.
+GET and HEAD only; the Host (and any Origin) must name this server; off loopback every
+request carries the token (``Authorization: Bearer``, or ``?token=`` once for a cookie);
+every answer has a strict Content-Security-Policy. One worker thread builds every page, so
+the store's connections are never shared between threads (docs/security.md).
 """
 
 from __future__ import annotations
