@@ -199,19 +199,12 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
 class MemoryDiff:
     id: str
     path: str
-    status: str
-    """added, deleted or changed."""
+    status: str  # added, deleted or changed
     fields: list[FieldChange] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "status": self.status,
-            "fields": [f.to_dict() for f in self.fields],
-            "diff": self.diff,
-        }
+        return {**asdict(self), "fields": [f.to_dict() for f in self.fields]}
 
 
 def _commit(db: GitDB, rev: str) -> pygit2.Commit:

@@ -47,7 +47,6 @@ class Migration:
     rewritten: int = 0
     notes: list[str] = field(default_factory=list)
     commit: str | None = None
-    dry_run: bool = field(default=False, repr=False)
 
     def add(self, old: str, new: str) -> None:
         self.moved_count += 1
@@ -60,9 +59,7 @@ class Migration:
         self.moved_count = self.rewritten = 0
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**asdict(self), "moved": [{"from": a, "to": b} for a, b in self.moved]}
-        del out["dry_run"]
-        return out
+        return {**asdict(self), "moved": [{"from": a, "to": b} for a, b in self.moved]}
 
 
 def _is_flat_entity(path: str) -> bool:
@@ -158,7 +155,7 @@ def migrate(
         current = _format_at(db.snapshot())
         if current >= FORMAT:
             continue
-        report = Migration(str(scope), current, dry_run=dry_run)
+        report = Migration(str(scope), current)
 
         def plan(
             snap: Snapshot, report: Migration = report, current: int = current
@@ -166,7 +163,7 @@ def migrate(
             report.clear()
             if _format_at(snap) != current:
                 return CommitSpec("nothing to migrate"), None  # someone else did it
-            snap.write_blobs = not report.dry_run  # ids staged, not every file's bytes
+            snap.write_blobs = not dry_run  # ids staged, not every file's bytes
             if current < 5:
                 _convert(snap, report, progress)
             config = snap.read(CONFIG_FILE)

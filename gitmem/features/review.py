@@ -119,7 +119,7 @@ def _resolve(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
     return commit
 
 
-def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[str, str]:
+def parse_range(repo: pygit2.Repository, spec: str) -> tuple[str, str]:
     """``BASE..HEAD``, ``BASE...HEAD`` (from their merge base) or ``BASE`` (up to the tip)."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidInputError("the review range is empty; give BASE..HEAD")
@@ -133,7 +133,7 @@ def parse_range(repo: pygit2.Repository, spec: str, tip: str = "HEAD") -> tuple[
     if ".." in spec:
         left, right = spec.split("..", 1)
         return str(_resolve(repo, left or "HEAD").id), str(_resolve(repo, right or "HEAD").id)
-    return str(_resolve(repo, spec).id), str(_resolve(repo, tip).id)
+    return str(_resolve(repo, spec).id), str(_resolve(repo, "HEAD").id)
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:

@@ -25,6 +25,7 @@ from gitmem.base.errors import (
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
 from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
+from gitmem.features.layers import LAYER_ROOTS, layer_fields
 from gitmem.format import codec, memfile
 from gitmem.format.layout import (
     MEMORY_SUFFIX,
@@ -39,8 +40,7 @@ from gitmem.git.objects import Snapshot
 from gitmem.store import derived
 from gitmem.store.core import Store
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: called as entries are written."""
+Progress = Callable[[int, int], None]  # progress(done, total), as entries are written
 
 
 @dataclass
@@ -53,8 +53,7 @@ class Fidelity:
     written: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    """Things done differently from what the source said (a date that was missing...)."""
+    notes: list[str] = field(default_factory=list)  # done differently from the source
     mismatches: list[str] = field(default_factory=list)
     checked: int = 0
     commit: str | None = None
@@ -85,10 +84,6 @@ class Fidelity:
         if self.commit:
             lines.append(f"  commit:    {self.commit[:10]}")
         return "\n".join(lines)
-
-
-class BadInputError(InvalidInputError):
-    """Input lines or files that cannot be imported; nothing was written."""
 
 
 def parse_mcp_jsonl(text: str) -> tuple[list[tuple[int, Entity | Relation]], list[str]]:
@@ -164,7 +159,7 @@ def import_mcp_jsonl(
     entries, bad = parse_mcp_jsonl(_read_text(path))
     if bad and not skip_bad:
         more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
-        raise BadInputError(
+        raise InvalidInputError(
             f"{path}: {bad[0]}{more}; nothing was imported",
             hint="fix the line, or pass --skip-bad to import the rest",
         )
@@ -419,7 +414,7 @@ def _import_folder(
     files = _drop_conflicts(store, files, root, bad)
     if bad and not skip_bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise BadInputError(
+        raise InvalidInputError(
             f"{bad[0]}{more}; nothing was imported",
             hint="fix or remove those files, or pass --skip-bad to import the rest",
         )
@@ -573,8 +568,7 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     return report
 
 
-FORGE_ROOTS = ("projects", "skills", "commands", "agents")
-"""The layer folders of a Forge memory folder (and of the store)."""
+FORGE_ROOTS = tuple(LAYER_ROOTS.values())
 
 
 def _forge_title(body: str, memory_id: str) -> str:
@@ -587,8 +581,6 @@ def _forge_title(body: str, memory_id: str) -> str:
 def _forge_file(store: Store, memory_id: str, text: str) -> tuple[bytes, str, dt.date | None]:
     """A Forge document as a memory file, its body and the date of its ``Last Updated``
     line (None when it has none: then it is dated now)."""
-    from gitmem.features.layers import layer_fields
-
     date = codec.legacy_last_updated(text)
     if date is not None:
         body = text.split("\n", 1)[1] if "\n" in text else ""
