@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from gitmem.base import paths
 from gitmem.base.clock import parse_timestamp
@@ -126,6 +126,8 @@ class Queries:
     is. Filters (``**filters``) are those of :func:`memory_filters`."""
 
     scope: Scope
+    semantic: ClassVar[bool] = True
+    """Whether recall may rank by the store's vectors here (a tree's scratch index has none)."""
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``query`` (it only reads) on a connection that reflects the tip."""
@@ -228,7 +230,7 @@ class Queries:
         ]
 
     def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
+        self, query: str, title: str, limit: int, filters: Mapping[str, Any]
     ) -> list[tuple[float, Memory]]:
         """(score, memory) of the best matches of an FTS5 query, ranked by bm25 (title
         weighted) after a title-match tier; past :data:`SEARCH_CAP` matches, over a bounded

@@ -2,15 +2,17 @@
 git's tree.
 
 :class:`gitmem.store.index.Index` answers from the derived SQLite index; :class:`TreeReader`
-by walking the commit's tree and history. The store picks the tree where the index cannot
-answer (a past ``at``, a transaction's staged writes, ``use_index = False``, a store it
-cannot write), the index otherwise (``Store._reader``).
+from an in-memory index of one commit's tree (the same queries), and walks the history.
+The store picks the tree where the index cannot answer (a past ``at``, a transaction's
+staged writes, ``use_index = False``, a store it cannot write), else the index
+(``Store._reader``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pygit2
 
@@ -24,21 +26,27 @@ from gitmem.format.layout import (
     memory_path,
 )
 from gitmem.format.model import Memory, Scope
-from gitmem.format.versions import successor_map
 from gitmem.git.db import GitDB
 from gitmem.git.diff import memory_blob, memory_blob_at
 from gitmem.git.objects import Snapshot, author_time, blob_data
+from gitmem.store import lexical
 from gitmem.store.commit_changes import infer_op, is_migration, makes_version
 from gitmem.store.index import Index
-from gitmem.store.index_rows import check_columns, from_micros, row_values
+from gitmem.store.index_queries import Queries
+from gitmem.store.index_rows import ROW_COLUMNS, marks, raw_path, row_values
+from gitmem.store.index_schema import SCHEMA
 from gitmem.store.results import Problem, Version
+
+T = TypeVar("T")
 
 Decode = Callable[[bytes, str], Memory]
 """Bytes at a path -> the memory (the store's decoder: memfile plus the store's scope)."""
 
 
-class TreeReader:
+class TreeReader(Queries):
     """Reads served by walking one commit's tree (and, for versions, the history)."""
+
+    semantic = False
 
     def __init__(
         self,
@@ -55,6 +63,7 @@ class TreeReader:
         self.derive = derive
         """The memories as decoded -> as read (version and updated_at from history,
         gitmem.store.derived), for all of a scan at once (one walk of the history)."""
+        self._conn: sqlite3.Connection | None = None
 
     def scan(self) -> tuple[list[Memory], list[Problem]]:
         """Every memory file of the tree, decoded: (memories, problems)."""
@@ -88,66 +97,12 @@ class TreeReader:
             memories.append(memory)
         return self.derive(memories), problems
 
-    def memories(
-        self,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        include_superseded: bool,
-        include_archived: bool,
-        valid_us: int | None = None,
-    ) -> list[Memory]:
-        memories, _ = self.scan()
-        superseded = {m.supersedes for m in memories if m.supersedes}
-        wanted = set(tags)
-        when = from_micros(valid_us)
-        return [
-            m
-            for m in memories
-            if (
-                include_superseded
-                or m.id not in superseded
-                or (when is not None and m.valid_until is not None)
-            )
-            and (when is None or m.valid_at(when))
-            and (include_archived or not m.archived)
-            and (category is None or m.category == category)
-            and wanted.issubset(m.tags)
-        ]
-
-    def ids(self) -> set[str]:
-        return {m.id for m in self.scan()[0]}
-
-    def problems(self) -> list[Problem]:
-        return self.scan()[1]
-
-    def rows(
-        self,
-        columns: Sequence[str],
-        *,
-        include_superseded: bool,
-        include_archived: bool,
-        valid_us: int | None = None,
-    ) -> list[tuple[Any, ...]]:
-        check_columns(columns)
-        memories = self.memories(
-            category=None,
-            tags=(),
-            include_superseded=include_superseded,
-            include_archived=include_archived,
-            valid_us=valid_us,
-        )
-        memories.sort(key=lambda m: (m.created_at, m.id))
-        out: list[tuple[Any, ...]] = []
-        for memory in memories:
-            blob = self.snap.blob_id(memory.path or memory_path(memory.id))
-            values = row_values(memory, str(blob) if blob is not None else "")
-            out.append(tuple(values[c] for c in columns))
-        return out
-
-    def successors(self, memory_id: str) -> list[Memory]:
-        memories, _ = self.scan()
-        return successor_map(memories).get(memory_id, [])
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on an in-memory index of the tree (made on first use): the same
+        queries, filters and ranking as the store's index."""
+        if self._conn is None:
+            self._conn = _scratch_index(self.snap, *self.scan())
+        return query(self._conn)
 
     def last_data(self, memory_id: str) -> bytes | None:
         # What the index answers, by walking git: the newest change that left content.
@@ -197,27 +152,28 @@ class TreeReader:
         found.sort(key=lambda item: item[0])
         return [version for _, version in found]
 
-    def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
-        for memory in self.memories(
-            category=filters["category"],
-            tags=filters["tags"] or (),
-            include_superseded=filters["include_superseded"],
-            include_archived=filters["include_archived"],
-            valid_us=filters.get("valid_us"),
-        ):
-            if filters["layer"] is not None and memory.extra.get("layer") != filters["layer"]:
-                continue
-            if filters["project"] is not None and memory.extra.get("project") != filters["project"]:
-                continue
-            yield memory
 
-    def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
-    ) -> list[tuple[float, Memory]]:
-        # Without the index: every memory holding every word, literally (no ranking).
-        from gitmem.store import search as search_mod
-
-        return [(1.0, m) for m in self.candidates(filters) if search_mod.literal_matches(m, terms)]
+def _scratch_index(
+    snap: Snapshot, memories: list[Memory], problems: list[Problem]
+) -> sqlite3.Connection:
+    """An in-memory index of ``memories`` (core and full-text tables, no history)."""
+    columns = ", ".join(ROW_COLUMNS)
+    insert = f"INSERT INTO memories (rowid, {columns}) VALUES (?, {marks(ROW_COLUMNS)})"
+    words = ", ".join(lexical.COLUMNS)
+    fts = f"INSERT INTO fts (rowid, {words}) VALUES (?, {marks(lexical.COLUMNS)})"
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    for statement in (*SCHEMA.split(";"), *lexical.LEXICAL.ddl):
+        conn.execute(statement)
+    for rowid, memory in enumerate(memories, start=1):
+        blob = snap.blob_id(memory.path or memory_path(memory.id))
+        values = row_values(memory, str(blob) if blob is not None else "")
+        conn.execute(insert, (rowid, *(values[c] for c in ROW_COLUMNS)))
+        tags = [(rowid, t) for t in dict.fromkeys(memory.tags)]
+        conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
+        conn.execute(fts, (rowid, *lexical.fts_row(memory)))
+    rows = [(raw_path(p.path), raw_path(p.message)) for p in problems]
+    conn.executemany("INSERT OR REPLACE INTO problems VALUES (?, ?)", rows)
+    return conn
 
 
 def _log_skip(path: str, problem: str) -> None:

@@ -15,7 +15,7 @@ import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gitmem.base import logs
 from gitmem.format.layout import FORK_MARK
@@ -29,14 +29,11 @@ from gitmem.store.bm25 import (
     parse,
     passing_filters,
 )
-from gitmem.store.index_rows import ROW_COLUMNS, chunks, marks, memory_filters, row_values
-from gitmem.store.index_schema import SCHEMA
+from gitmem.store.index_rows import chunks, marks, memory_filters
 from gitmem.store.search import Line, hit_dict
 
 if TYPE_CHECKING:
     from gitmem.store.index import Index
-    from gitmem.store.index_queries import CurrentIndex
-    from gitmem.store.reader import Reader
 
 log = logs.get(__name__)
 
@@ -330,7 +327,7 @@ def _explain(
 
 
 def recall(
-    readers: Iterable[Reader | CurrentIndex],
+    readers: Iterable[index_queries.Queries],
     query: str,
     *,
     limit: int = 10,
@@ -345,7 +342,8 @@ def recall(
     valid_us: int | None = None,
 ) -> RecallResults:
     """The memories of ``readers`` (one a scope) that answer ``query``, best first;
-    ``semantic=False`` ranks by words alone (no embedder is loaded)."""
+    ``semantic=False`` ranks by words alone (no embedder is loaded); a tree's reader never
+    ranks by meaning."""
     parsed = parse(query)
     results = RecallResults(query=clean(query), budget=budget)
     if not parsed.terms:
@@ -362,22 +360,16 @@ def recall(
     }
     scored: list[tuple[_Candidate, Memory]] = []
     for reader in readers:
-        if isinstance(reader, index_queries.Queries):
-            wanted = semantic and FUSION[1] > 0
-            nearest = _semantic(reader, parsed.text) if wanted else None
-            if nearest is None and wanted:
-                results.notice = EMBEDDINGS_OFF
-            results.semantic = results.semantic or nearest is not None
-            rank = functools.partial(
-                _from_index, scope=reader.scope, query=parsed, filters=filters, semantic=nearest,
-                limit=limit,
-            )
-            scored.extend(reader.read(rank))
-        else:
-            memories = reader.memories(
-                category=None, tags=(), include_superseded=True, include_archived=True
-            )
-            scored.extend(_from_memories(memories, parsed, filters, limit))
+        wanted = semantic and FUSION[1] > 0 and reader.semantic
+        nearest = _semantic(reader, parsed.text) if wanted else None
+        if nearest is None and wanted:
+            results.notice = EMBEDDINGS_OFF
+        results.semantic = results.semantic or nearest is not None
+        rank = functools.partial(
+            _from_index, scope=reader.scope, query=parsed, filters=filters, semantic=nearest,
+            limit=limit,
+        )
+        scored.extend(reader.read(rank))
     return _finish(results, scored, parsed, limit, budget)
 
 
@@ -462,7 +454,7 @@ def _contradictions(memories: Sequence[Memory]) -> list[tuple[str, str, str]]:
     return list(found.values())
 
 
-def _semantic(source: Index | CurrentIndex, text: str) -> list[tuple[int, float]] | None:
+def _semantic(source: index_queries.Queries, text: str) -> list[tuple[int, float]] | None:
     """The memories nearest the query in meaning, (rowid, cosine) best first; None when no
     embedder can be loaded (the embedder module logs why, once)."""
     from gitmem.store import vectors
@@ -479,11 +471,12 @@ def _semantic(source: Index | CurrentIndex, text: str) -> list[tuple[int, float]
             return vectors.nearest_in(source.conn, text, DEPTH, embedder)
         except Exception:  # the full path reports (and remembers) the embedder's failure
             raise _Unembedded from None
-    embedder = get_embedder(str(source.db.gitdir))
+    index = cast("Index", source)
+    embedder = get_embedder(str(index.db.gitdir))
     if embedder is None:
         return None
     try:
-        return vectors.nearest(source, text, DEPTH, embedder=embedder)
+        return vectors.nearest(index, text, DEPTH, embedder=embedder)
     except (sqlite3.DatabaseError, MemoryError):
         raise
     except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
@@ -504,30 +497,6 @@ def _from_index(
     cands = cands[:limit]
     loaded = index_queries.load_memories(conn, [c.rowid for c in cands], scope)
     return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
-
-
-def _from_memories(
-    memories: Sequence[Memory], query: Query, filters: dict[str, Any], limit: int
-) -> list[tuple[_Candidate, Memory]]:
-    """The same ranking over memories read from git, in an in-memory index."""
-    columns = ", ".join(ROW_COLUMNS)
-    insert = f"INSERT INTO memories (rowid, {columns}) VALUES (?, {marks(ROW_COLUMNS)})"
-    words = ", ".join(lexical.COLUMNS)
-    fts = f"INSERT INTO fts (rowid, {words}) VALUES (?, {marks(lexical.COLUMNS)})"
-    by_rowid = dict(enumerate(memories, start=1))
-    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        for statement in (*SCHEMA.split(";"), *lexical.LEXICAL.ddl):
-            conn.execute(statement)
-        for rowid, memory in by_rowid.items():
-            values = row_values(memory, "")
-            conn.execute(insert, (rowid, *(values[c] for c in ROW_COLUMNS)))
-            conn.executemany(
-                "INSERT INTO tags VALUES (?, ?)", [(rowid, t) for t in dict.fromkeys(memory.tags)]
-            )
-            conn.execute(fts, (rowid, *lexical.fts_row(memory)))
-        cands = _rank_source(conn, query, filters, None)
-    cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
-    return [(c, by_rowid[c.rowid]) for c in cands[:limit]]
 
 
 def estimate_tokens(text: str) -> int:

@@ -11,7 +11,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from gitmem.base.errors import InvalidInputError
 from gitmem.format.model import Memory
@@ -19,6 +19,7 @@ from gitmem.store.bm25 import is_query_error
 
 if TYPE_CHECKING:
     from gitmem.format.saferegex import SafePattern
+    from gitmem.store.index_queries import Queries
 
 Mode = Literal["fts", "regex", "substring"]
 MODES: tuple[str, ...] = ("fts", "regex", "substring")
@@ -216,16 +217,8 @@ def _match(
     )
 
 
-class FullText(Protocol):
-    """What answers an FTS5 query for one repository (a reader or a current index)."""
-
-    def full_text(
-        self, query: str, terms: Sequence[str], title: str, limit: int, filters: Mapping[str, Any]
-    ) -> list[tuple[float, Memory]]: ...
-
-
 def full_text_matches(
-    query: str, sources: Iterable[FullText], limit: int, filters: Mapping[str, Any]
+    query: str, sources: Iterable[Queries], limit: int, filters: Mapping[str, Any]
 ) -> list[SearchMatch] | str:
     """The best ``limit`` matches of an FTS5 query over every source, or, when the query is
     not FTS5 syntax, why not: the caller then answers it as natural language."""
@@ -234,7 +227,7 @@ def full_text_matches(
     hits: list[tuple[float, Memory]] = []
     for source in sources:
         try:
-            hits.extend(source.full_text(query, terms, title, limit, filters))
+            hits.extend(source.full_text(query, title, limit, filters))
         except sqlite3.OperationalError as exc:
             if not is_query_error(exc):
                 raise
@@ -275,13 +268,3 @@ def grep(memories: Iterable[Memory], pattern: SafePattern, limit: int) -> list[S
             if len(out) >= limit:
                 return out
     return out
-
-
-def literal_matches(memory: Memory, terms: Sequence[str]) -> bool:
-    """Whether every term occurs in the title, tags, category or body (FTS without an index)."""
-    pattern_text = " ".join(
-        [memory.title or "", " ".join(memory.tags), memory.category or "", memory.body]
-    )
-    return all(
-        (p := term_pattern([t])) is not None and p.search(pattern_text) is not None for t in terms
-    )
