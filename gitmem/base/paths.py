@@ -45,14 +45,10 @@ DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:
-    """``<gitdir>/gitmem/``, made now when missing; for a store another user owns or this
-    user cannot write, ``stores/<hash of the git dir>`` in the user's own state folder.
-
-    The folder is this git directory's own when its stamp names the git directory's device
-    and inode and the folder's own inode. One that came with a copy, clone or extract (or
-    predates stamps) is set aside unread (``gitmem.set-aside-<time>-<random>``, with a
-    warning) and a fresh one made; StoreError when it cannot be set aside.
-    """
+    """``<gitdir>/gitmem/``, made now when missing (for a store this user cannot write, a
+    folder in the user's own state folder). One whose stamp does not name this git
+    directory's device and inode and its own inode (it came with a copy, clone or extract)
+    is set aside unread, with a warning; StoreError when it cannot be."""
     git_dir = Path(gitdir)
     folder = git_dir / STATE_DIR
     try:

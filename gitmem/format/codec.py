@@ -65,7 +65,7 @@ def decode(data: bytes, *, what: str = "memory file") -> str:
         ) from None
 
 
-def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) -> Document:
+def parse(text: str) -> Document:
     """Split and parse a markdown file. Files without front-matter parse with empty metadata."""
     bom = BOM if text.startswith(BOM) else ""
     rest = text[len(bom) :]
@@ -78,8 +78,8 @@ def parse(text: str, *, max_front_matter_bytes: int = MAX_FRONT_MATTER_BYTES) ->
     if closing is None:
         raise InvalidMemoryError("front-matter is opened with '---' but never closed")
     raw = rest[after_open : closing.start()]
-    if len(raw.encode("utf-8")) > max_front_matter_bytes:
-        raise TooLargeError(f"front-matter is larger than {max_front_matter_bytes} bytes")
+    if len(raw.encode("utf-8")) > MAX_FRONT_MATTER_BYTES:
+        raise TooLargeError(f"front-matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")
     close_end = closing.end()
     # One blank line after the closing delimiter belongs to the separator, so a
     # file written as "---\n\nbody" reads back with body "body", and a body that

@@ -1,8 +1,8 @@
-"""The committed store configuration (``gitmem.yaml`` at the store root).
+"""The committed store configuration (``gitmem.yaml``, shaped by schemas/config.schema.json).
 
-Whoever can push writes this file, so its policy only tightens (:func:`committed_limit`,
-:func:`loosened`: what loosens is ignored with one warning); the user's own settings for
-a store (:class:`PolicyMapping`) may loosen. docs/security.md lists every key.
+Whoever can push writes this file, so its policy only tightens (what loosens is ignored with
+one warning, :func:`loosened`); the user's own settings for a store (:class:`PolicyMapping`)
+may loosen. docs/security.md lists every key.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ from gitmem.format.model import Scope
 from gitmem.format.schema import is_number
 
 FORMAT = 6
-"""The store format this gitmem reads and writes (``format:`` in gitmem.yaml; a store that
-says nothing is format 1). An older store is read only by ``gitmem migrate``, which
-converts it once (gitmem.features.migrate); a newer one is refused. Format 6 added
-``valid_from``/``valid_until``, which a format 5 gitmem would ignore and so show expired
-memories as current. docs/format.md."""
+"""The store format this gitmem reads and writes (``format:`` in gitmem.yaml, 1 when absent);
+an older store is read only by ``gitmem migrate``, a newer one is refused (docs/format.md)."""
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 CONFIG_SCHEMA = "config.schema.json"
 

@@ -1,10 +1,8 @@
 """A user's regular expression, compiled and run under a time bound.
 
-A pattern from a user or an agent (``gitmem search --regex``, MCP ``recall``) runs over
-text teammates wrote, and Python's ``re`` cannot be interrupted (``^(a|aa)+$`` backtracks
-for hours). The ``regex`` module runs the same syntax with a ``timeout`` checked as it
-matches (docs/security.md says why not RE2). Compiling is not bounded by the timeout
-(counted repetitions are written out), so a pattern is bounded in length and in its size
+Python's ``re`` cannot be interrupted (``^(a|aa)+$`` backtracks for hours); the ``regex``
+module runs the same syntax with a ``timeout`` (docs/security.md says why not RE2).
+Compiling is not bounded by the timeout, so a pattern is bounded in length and in its size
 with every repetition written out, counted on the regex module's own parse of it.
 """
 
@@ -94,12 +92,9 @@ def compile(  # the name mirrors re.compile on purpose
     timeout: float = DEFAULT_TIMEOUT,
     what: str = "regex",
 ) -> SafePattern:
-    """Compile a user's pattern (or, with ``literal``, a substring to find) for bounded runs.
-
-    :class:`PatternError` (an InvalidInputError) names the pattern when it does not
-    compile or is over the bounds on its size; the runs raise
-    :class:`RegexTimeoutError` (exit code 4).
-    """
+    """Compile a user's pattern (or, with ``literal``, a substring to find) for bounded runs:
+    :class:`PatternError` when it does not compile or is over the bounds; the runs raise
+    :class:`RegexTimeoutError`."""
     if not isinstance(pattern, str):
         raise InvalidInputError(f"{what} must be text, not {type(pattern).__name__}")
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -135,13 +130,9 @@ def _parse(pattern: str, flags: int) -> Any:
 
 
 def size(pattern: str, flags: int = regex.VERSION0) -> int:
-    """How many nodes ``pattern`` compiles to with every repetition written out: each node
-    of the regex module's parse tree counts one, a literal string one per character, a
-    repeat its body times its largest count (its smallest when it has no largest). What
-    compiling costs grows with it. Past :data:`MAX_SIZE` the count stops at ``MAX_SIZE + 1``.
-
-    Raises ``regex.error`` for a pattern that does not parse.
-    """
+    """How many nodes ``pattern`` compiles to with every repetition written out (a literal
+    string one per character, a repeat its body times its largest count), up to
+    ``MAX_SIZE + 1``; ``regex.error`` for a pattern that does not parse."""
     done: dict[int, int] = {}
     stack: list[tuple[Any, bool]] = [(_parse(pattern, flags), False)]
     root = id(stack[0][0])

@@ -7,6 +7,7 @@ predecessor or a depth bound with a warning, never a hang or an exception.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -35,10 +36,6 @@ RENAMED_FROM = "renamed_from"
 rename writes it), so its history goes on from the old id's, as ``git log --follow`` does."""
 
 
-def supersedes(memory: Memory) -> str | None:
-    return memory.supersedes
-
-
 def earlier(memory: Memory) -> str | None:
     """The memory ``memory`` goes on from: the one it supersedes, else the one it was
     renamed from."""
@@ -50,7 +47,7 @@ def walk_back(
     start: Memory,
     lookup: Callable[[str], Memory | None],
     max_depth: int = DEFAULT_MAX_DEPTH,
-    link: Callable[[Memory], str | None] = supersedes,
+    link: Callable[[Memory], str | None] = operator.attrgetter("supersedes"),
 ) -> Chain:
     """Follow ``link`` (``supersedes``, or :func:`earlier`) from ``start`` to the root."""
     ids = [start.id]
@@ -102,24 +99,18 @@ def walk_forward(
     start_id: str,
     next_of: Callable[[str], Sequence[Memory]],
     max_depth: int = DEFAULT_MAX_DEPTH,
-) -> tuple[str, list[str], list[str]]:
-    """The newest memory reachable from ``start_id`` through successors.
-
-    Where a memory has several successors (a fork: two agents superseded it
-    independently) the one with the highest version wins, then the later
-    ``updated_at``, then the id, so every reader picks the same one.
-    Returns ``(latest_id, forked_ids, warnings)``.
-    """
+) -> tuple[str, list[str]]:
+    """The newest memory reachable from ``start_id`` through successors, and warnings. Of
+    several successors (a fork) the highest version wins, then the later ``updated_at``,
+    then the id, so every reader picks the same one."""
     current = start_id
     seen = {start_id}
-    forks: list[str] = []
     warnings: list[str] = []
     for _ in range(max_depth):
         nexts = [m for m in next_of(current) if m.id not in seen]
         if not nexts:
-            return current, forks, warnings
+            return current, warnings
         if len(nexts) > 1:
-            forks.append(current)
             warnings.append(
                 f"{current} has {len(nexts)} successors "
                 f"({', '.join(sorted(m.id for m in nexts))}); "
@@ -129,4 +120,4 @@ def walk_forward(
         seen.add(best.id)
         current = best.id
     warnings.append(f"successor chain is deeper than {max_depth}; stopped at {current}")
-    return current, forks, warnings
+    return current, warnings

@@ -69,7 +69,7 @@ class VersionHistory(Reads):
         When two memories supersede the same one (a fork), the higher version wins,
         then the later ``updated_at``, then the id; a warning is logged.
         """
-        latest_id, _, warnings = walk_forward(id, self.successors)
+        latest_id, warnings = walk_forward(id, self.successors)
         for warning in warnings:
             log.warning("%s", warning)
         return self.read(latest_id)
