@@ -27,11 +27,12 @@ from gitmem.features.lifecycle.prune import (
 )
 from gitmem.features.lifecycle.rules import (
     DEFAULT_REGISTRY,
+    DEFAULT_SIZE_LIMITS,
     RuleRegistry,
     apply_rule,
     registry_from_config,
     size_limits_from_config,
-    size_warnings,
+    size_warning,
 )
 from gitmem.features.lifecycle.sections import (
     chronological,
@@ -627,10 +628,10 @@ def test_results_to_dict() -> None:
     ],
 )
 def test_size_warnings_edges(file_type: str, lines: int, warns: bool) -> None:
-    warnings = size_warnings(file_type, lines)
-    assert bool(warnings) is warns
+    warning = size_warning(file_type, lines, DEFAULT_SIZE_LIMITS)
+    assert bool(warning) is warns
     if warns:
-        assert warnings[0].startswith(f"{file_type} has {lines} lines, more than ")
+        assert str(warning).startswith(f"{file_type} has {lines} lines, more than ")
 
 
 def test_size_limits_from_config() -> None:
@@ -638,11 +639,11 @@ def test_size_limits_from_config() -> None:
         {"lifecycle": {"size_limits": {"default": 100, "project_overview": 50}}}
     )
     assert limits == {"default": 100, "project_overview": 50, "review_history": 300}
-    assert size_warnings("x", 101, limits) == [
+    assert size_warning("x", 101, limits) == (
         "x has 101 lines, more than the limit for any file of 100; consider pruning or splitting it"
-    ]
-    assert size_warnings("project_overview", 51, limits)
-    assert not size_warnings("review_history", 300, limits)
+    )
+    assert size_warning("project_overview", 51, limits)
+    assert not size_warning("review_history", 300, limits)
     with pytest.raises(LifecycleConfigError, match=r"size_limits\.default must be"):
         size_limits_from_config({"lifecycle": {"size_limits": {"default": 0}}})
 

@@ -375,12 +375,9 @@ def undo(
             if data is None:
                 snap.remove(path)
                 result.removed.append(label)
-            elif snap.read(path) is None:
-                snap.put(path, memfile.without_derived(data) if memory_id else data)
-                result.restored.append(label)
             else:
+                (result.reverted if snap.exists(path) else result.restored).append(label)
                 snap.put(path, memfile.without_derived(data) if memory_id else data)
-                result.reverted.append(label)
         what = f"session {session}" if session else f"commit {str(targets[0].id)[:10]}"
         trailers = [(OP_TRAILER, UNDO_OP)]
         trailers += [(ID_TRAILER, i) for i in [id_from_path(p) for p in before] if i]

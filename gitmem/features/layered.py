@@ -338,8 +338,7 @@ class LayeredStore:
         self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
     ) -> str | None:
         limits = _rules.size_limits_from_config(self._config) if limits is None else limits
-        warnings = _rules.size_warnings(file_type, line_count, limits)
-        return "; ".join(warnings) if warnings else None
+        return _rules.size_warning(file_type, line_count, limits)
 
     def create(self, entry: MemoryEntry | Mapping[str, Any]) -> CreateResult:
         """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""

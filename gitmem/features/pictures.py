@@ -50,16 +50,10 @@ class Picture:
         for edge in self.edges:
             neighbours[edge.source].add(edge.target)
             neighbours[edge.target].add(edge.source)
-        seen = {start: 0}
-        queue = collections.deque([start])
-        while queue:
-            key = queue.popleft()
-            if seen[key] >= depth:
-                continue
-            for other in sorted(neighbours[key]):
-                if other not in seen:
-                    seen[other] = seen[key] + 1
-                    queue.append(other)
+        seen = frontier = {start}
+        for _ in range(depth):
+            frontier = {other for key in frontier for other in neighbours[key]} - seen
+            seen = seen | frontier
         part = Picture()
         for key in self.nodes:
             if key in seen:

@@ -200,7 +200,7 @@ def issue_status(section: Section) -> IssueStatus:
     updated: list[dt.date] = []
     resolved_dates: list[dt.date] = []
     written: list[dt.date] = []
-    for label, value, _ in _field_lines(section):
+    for label, value in _field_lines(section):
         if label == "status" and status is None:
             status = value
             status_dates = iso_dates(value)

@@ -304,18 +304,16 @@ def size_limits_from_config(config: Mapping[str, Any] | None) -> dict[str, int]:
     return limits
 
 
-def size_warnings(
-    file_type: str, line_count: int, limits: Mapping[str, int] | None = None
-) -> list[str]:
-    """Warnings (never errors) for a document over its type's line limit, else ``default``'s."""
-    table = DEFAULT_SIZE_LIMITS if limits is None else {**DEFAULT_SIZE_LIMITS, **limits}
-    if file_type in table and file_type != "default":
-        limit, which = table[file_type], f"the {file_type} limit"
+def size_warning(file_type: str, line_count: int, limits: Mapping[str, int]) -> str | None:
+    """A warning (never an error) for a document over its type's line limit, else ``default``'s
+    (``limits`` as :func:`size_limits_from_config` gives them)."""
+    if file_type in limits and file_type != "default":
+        limit, which = limits[file_type], f"the {file_type} limit"
     else:
-        limit, which = table["default"], "the limit for any file"
+        limit, which = limits["default"], "the limit for any file"
     if line_count <= limit:
-        return []
-    return [
+        return None
+    return (
         f"{file_type} has {line_count} lines, more than {which} of {limit}; "
         "consider pruning or splitting it"
-    ]
+    )

@@ -125,12 +125,11 @@ def field_of(line: str) -> tuple[str, str] | None:
     return " ".join(match.group(1).lower().replace("_", " ").split()), match.group(2).strip()
 
 
-def _field_lines(section: Section) -> Iterator[tuple[str, str, str]]:
+def _field_lines(section: Section) -> Iterator[tuple[str, str]]:
     lines = prose_lines(section.text)
     for line in lines[1:] if section.level else lines:
-        parsed = field_of(line)
-        if parsed is not None:
-            yield parsed[0], parsed[1], line
+        if (parsed := field_of(line)) is not None:
+            yield parsed
 
 
 def section_date(section: Section) -> dt.date | None:
@@ -138,7 +137,7 @@ def section_date(section: Section) -> dt.date | None:
     dates = iso_dates(section.title)
     if dates:
         return dates[0]
-    for label, value, _ in _field_lines(section):
+    for label, value in _field_lines(section):
         if label == "date":
             found = iso_dates(value)
             if found:
