@@ -721,7 +721,7 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
     def explode(self: Store, *args: object, **kwargs: object) -> None:
         raise RuntimeError("the disk is full of bees")
 
-    monkeypatch.setattr(Store, "reader", explode)  # what `gitmem ls` reads its rows through
+    monkeypatch.setattr(Store, "list", explode)  # what `gitmem ls` reads through
     line = gm.fails(1, "ls")
     assert line == (
         "gitmem: error: unexpected RuntimeError: the disk is full of bees "

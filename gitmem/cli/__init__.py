@@ -22,15 +22,17 @@ __all__ = ["cli", "main"]
 
 
 def _log_to_stderr() -> None:
-    """The library's logged warnings as ``gitmem: warning: ...`` lines on stderr."""
-    import logging
-
-    class WarningPrinter(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            level = "warning" if record.levelno >= logging.WARNING else record.levelname.lower()
-            click.echo(f"gitmem: {level}: {printable(record.getMessage())}", err=True)
+    """The library's logged warnings as ``gitmem: warning: ...`` lines on stderr, from the
+    first record on (logging is not imported before)."""
 
     def install() -> None:
+        import logging
+
+        class WarningPrinter(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                level = "warning" if record.levelno >= logging.WARNING else record.levelname
+                click.echo(f"gitmem: {level.lower()}: {printable(record.getMessage())}", err=True)
+
         logger = logging.getLogger("gitmem")
         if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):
             # Propagation stays on: handlers further up (an embedding app, pytest) still

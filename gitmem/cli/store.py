@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +39,6 @@ from gitmem.store.where import is_store, user_store_path
 if TYPE_CHECKING:
     # `gitmem ls` answered from a current index never loads the store (nor libgit2).
     from gitmem import Store
-    from gitmem.store.index_queries import CurrentIndex
-    from gitmem.store.reader import Reader
 
 
 @click.command()
@@ -127,19 +124,20 @@ def ls(
       gitmem ls --valid-at 2026-03-01 --at 2026-06-01   # true then, as known then
     """
     page = slice(offset, offset + limit if limit is not None else None)
-    if not state.json and at is None and category is None and not tags:
-        # The plain listing straight from the index's rows, without a Memory per row.
-        current = state.current_index(scope)
-        when = valid_us(valid_at, show_all)
-        if current is not None:
-            rows = _index_rows([(str(current.scope), current)], show_all, when)
-            return _ls_table(rows, show_all, page)
-        store = state.store()
-        if store.use_index:
-            # an unknown scope is refused by Store.reader, naming the known ones
-            wanted = [scope] if scope else [str(s) for s in store.scopes]
-            sources = [(each, store.reader(each)) for each in wanted]
-            return _ls_table(_index_rows(sources, show_all, when), show_all, page)
+    plain = not state.json and at is None and category is None and not tags
+    current = state.current_index(scope) if plain else None
+    if current is not None:
+        # The plain listing straight from a current index's rows, without opening git.
+        from gitmem.base import logs
+
+        for problem in current.problems():  # as Store.list reports them
+            logs.get("gitmem.store.core").warning("skipping %s: %s", problem.path, problem.message)
+        rows = current.rows(
+            ["id", "version", "category", "title", "supersedes", "status"],
+            include_superseded=show_all, include_archived=show_all,
+            valid_us=valid_us(valid_at, show_all),
+        )
+        return _ls_table([(*row, current.scope) for row in rows], show_all, page)
     memories = state.store().list(
         scope=scope, category=category, tags=list(tags) or None, include_superseded=show_all,
         include_archived=show_all, at=at, valid_at=valid_at,
@@ -153,27 +151,9 @@ def ls(
     _ls_table(rows, show_all, page)
 
 
-def _index_rows(
-    sources: Sequence[tuple[str, Reader | CurrentIndex]], show_all: bool, when: int | None
-) -> list[tuple[Any, ...]]:
-    """The listing's rows from each scope's index, oldest first across the scopes:
-    (id, version, category, title, supersedes, status, scope)."""
-    from gitmem.base import logs
-
-    columns = ["created_us", "id", "version", "category", "title", "supersedes", "status"]
-    each_scope = []
-    for each, reader in sources:
-        for problem in reader.problems():  # as Store.list reports them
-            logs.get("gitmem.store.core").warning("skipping %s: %s", problem.path, problem.message)
-        rows = reader.rows(
-            columns, include_superseded=show_all, include_archived=show_all, valid_us=when
-        )
-        each_scope.append([(*row, each) for row in rows])
-    return [row[1:] for row in heapq.merge(*each_scope, key=lambda row: (row[0], row[1]))]
-
-
 def _ls_table(rows: list[tuple[Any, ...]], show_all: bool, page: slice) -> None:
-    """The listing's table of ``rows[page]``; a superseded memory's status says so."""
+    """The listing's table of ``rows[page]`` (id, version, category, title, supersedes,
+    status, scope); a superseded memory's status says so."""
     superseded = {row[4] for row in rows if row[4]}
     shown = [
         [ident, str(version), cat or "-", title or UNTITLED, str(where or "-")]
