@@ -145,9 +145,8 @@ def _per_entity(value: Any, where: str, key: str) -> list[tuple[str, list[str]]]
 
 
 class _State:
-    """What one call (or one batch of calls) reads and changes: the entity files it loaded
-    or created, the ones it deleted, and the pending relations. Files come from the
-    snapshot the call writes on; the graph rows only say which to read."""
+    """What one call (or batch) reads and changes, from the snapshot it writes on: entity
+    files loaded, created and deleted, and the pending relations."""
 
     def __init__(self, graph: Graph, snap: Snapshot) -> None:
         self.graph = graph
@@ -458,10 +457,8 @@ class Graph:
             state.pending_dirty = False
 
     def _expected(self, doc_id: str, version: int) -> int:
-        """The version an update of a file the graph read checks against: derived from
-        history (files do not carry it), as a read of the same snapshot (the
-        transaction's) gives it. A lost race is still caught: the transaction's replay on
-        a moved tip checks this number against the new tip."""
+        """The version an update checks against, derived from history as a read of the
+        transaction's snapshot gives it (a replay on a moved tip checks it again)."""
         current = self.store.get(doc_id)
         return current.version if current is not None else version
 

@@ -67,8 +67,7 @@ def parse_observations(body: str) -> list[str]:
 
 
 def _listed(value: Any, keys: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The ``keys`` of each item of a front-matter list holding them all as strings;
-    malformed items are skipped."""
+    """The ``keys`` of each front-matter list item holding them all as strings."""
     items = value if isinstance(value, list) else []
     return [
         tuple(item[k] for k in keys)
@@ -89,8 +88,7 @@ def pending_field(value: Any) -> list[tuple[str, str, str]]:
 
 def is_entity_path(path: str) -> bool:
     """``entities/<type folder>/<shard>/<name>.md``; other files under ``entities/`` (the
-    pending file, deeper ones) are no entities. (Format 1's ``entities/<type>/<name>.md``
-    is read by ``gitmem migrate`` only.)"""
+    pending file, format 1's ``entities/<type>/<name>.md``) are no entities."""
     parts = path.split("/")
     return len(parts) == 4 and parts[0] == ENTITIES_ROOT and path.endswith(".md")
 
@@ -109,8 +107,7 @@ _WINDOWS_RESERVED = {
 
 def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "unnamed") -> str:
     """A path segment for ``text`` of letters, digits, '.', '_' and '-' (accents dropped,
-    anything else a dash), at most ``max_length`` long; ``fallback`` when nothing is left.
-    Names that give one segment are told apart by :func:`_free_name`."""
+    anything else a dash), at most ``max_length`` long; ``fallback`` when nothing is left."""
     folded = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in folded if not unicodedata.combining(c))
     out = re.sub(r"[^A-Za-z0-9._-]+", "-", folded)
@@ -257,8 +254,7 @@ def search_text(name: str, entity_type: str, observations: Iterable[str]) -> str
 
 
 def matches(query: str, name: str, entity_type: str, observations: Iterable[str]) -> bool:
-    """The reference's rule: ``query`` (lower-cased) in the lower-cased name, type or an
-    observation."""
+    """The reference's rule: ``query`` in the lower-cased name, type or an observation."""
     return (
         query in name.lower()
         or query in entity_type.lower()

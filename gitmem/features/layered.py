@@ -479,8 +479,7 @@ class LayeredStore:
         write_count: int,
         registry: _rules.RuleRegistry | None = None,
     ) -> list[PrunedItem]:
-        """Run the file type's rule over ``body`` and stage what it says (in the caller's
-        transaction, or as its own commits when there is none). Returns the actions.
+        """Run the file type's rule over ``body`` and stage what it says; the actions.
         ``registry``: the config's rules, built once by a caller pruning many documents."""
         if registry is None:
             registry = _rules.registry_from_config(self._config, gitdir=str(self.store.db().gitdir))

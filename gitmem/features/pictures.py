@@ -226,14 +226,9 @@ def _dot(picture: Picture) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(picture: Picture, fmt: str = "mermaid") -> str:
-    if fmt == "mermaid":
-        return _mermaid(picture)
-    if fmt == "dot":
-        return _dot(picture)
-    raise InvalidInputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-
-
 def draw(store: Store, *, fmt: str = "mermaid", start: str | None = None, depth: int = 2) -> str:
     """``gitmem graph``: the store (or the part around ``start``) as Mermaid or DOT text."""
-    return render(select(build(store), start, depth), fmt)
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    picture = select(build(store), start, depth)
+    return _mermaid(picture) if fmt == "mermaid" else _dot(picture)

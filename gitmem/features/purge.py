@@ -512,10 +512,8 @@ def _refuse_unsafe(db: GitDB, remote: str | None) -> None:
 
 
 def _drop_derived(db: GitDB) -> None:
-    """Delete every derived copy in the state folder (:data:`paths.DERIVED_COPIES`: each
-    branch's index and WAL, vectors, caches): rebuilt on next use, and SQLite keeps deleted
-    rows' text in free pages, so only a new file is sure to hold nothing of what was purged.
-    A link is removed, never followed. State folders set aside hold such copies too."""
+    """Delete every derived copy (:data:`paths.DERIVED_COPIES`) in the state folder and those
+    set aside: SQLite keeps deleted rows in free pages. A link is removed, never followed."""
     folders = [db.state_dir, *paths.set_aside_folders(db.gitdir)]
     for pattern in paths.DERIVED_COPIES:
         for path in (p for folder in folders for p in folder.glob(pattern)):

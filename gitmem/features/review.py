@@ -137,9 +137,8 @@ def parse_range(repo: pygit2.Repository, spec: str) -> tuple[str, str]:
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
-    """The memory files that differ between two commits, one path per memory, the path it
-    has now: a commit from before ``gitmem migrate`` may hold a plain id where format 4
-    put it, and :func:`gitmem.store.derived.read_memory` reads it there."""
+    """The memory files that differ between two commits, one path per memory (the path it
+    has now, also for a commit from before ``gitmem migrate``)."""
     changed = changed_paths(old.tree, new.tree)
     out: set[str] = set()
     for path in sorted(changed):
@@ -281,9 +280,8 @@ def review(
 def read_pair(
     repo: pygit2.Repository, old: Snapshot, new: Snapshot, paths: list[str]
 ) -> dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]]:
-    """Each changed path's memory (and the reason it is unreadable) in ``old`` and ``new``,
-    as a reader of each commit sees it: version and updated_at derived from history (two
-    walks in all), so a review shows the versions ``gitmem history`` shows."""
+    """Each changed path's memory (and why it is unreadable) in ``old`` and ``new``, with
+    version and updated_at derived from history as ``gitmem history`` shows them."""
     out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
     for path in paths:
         a, b = read_at(old, path), read_at(new, path)

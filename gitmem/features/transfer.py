@@ -151,10 +151,9 @@ def import_mcp_jsonl(
     progress: Progress | None = None,
     batch_size: int = 20_000,
 ) -> Fidelity:
-    """Import a reference-server ``memory.jsonl`` into the knowledge graph, as one commit
-    (one per ``batch_size`` entries when there are more). A bad line stops the import
-    unless ``skip_bad``; entities already in the store keep their type and gain the
-    observations they lack."""
+    """Import a reference-server ``memory.jsonl`` into the knowledge graph, one commit per
+    ``batch_size`` entries; a bad line stops it unless ``skip_bad``. Entities already in
+    the store keep their type and gain the observations they lack."""
     path = Path(path)
     entries, bad = parse_mcp_jsonl(_read_text(path))
     if bad and not skip_bad:
@@ -430,9 +429,8 @@ def import_files(
     progress: Progress | None = None,
 ) -> Fidelity:
     """Import the ``*.md`` files below ``directory`` byte for byte (but for the derived
-    ``version`` and ``updated_at`` an export writes), one commit per scope: the top folder
-    (``repo``/``user``), else the ``scope`` field, else the default. Each goes where its id
-    says; the same bytes already there are left alone, other bytes stop the import."""
+    fields an export writes), one commit per scope (the top folder, else the ``scope`` field,
+    else the default); other bytes already at a file's place stop the import."""
     seen: dict[tuple[Scope | None, str], Path] = {}
 
     def read(source: Path, relative: Path, report: Fidelity) -> _SourceFile:
@@ -483,9 +481,8 @@ def _write_files(
     progress: Progress | None,
     dates: Mapping[str, dt.date] | None = None,
 ) -> None:
-    """Put each file's bytes at its place, one commit per scope, and check every one. Files
-    in ``dates`` go first, one commit per date authored on it (a Forge document keeps its
-    date); a place someone else filled meanwhile fails the whole import."""
+    """Put each file's bytes at its place, one commit per scope (and per date, for files in
+    ``dates``), and check every one; a place filled meanwhile fails the whole import."""
     by_scope: dict[tuple[Scope, dt.date | None], list[_SourceFile]] = {}
     for f in files:
         when = (dates or {}).get(f.id)
@@ -548,9 +545,8 @@ def _write_files(
 
 
 def export_files(store: Store, dest: str | Path) -> Fidelity:
-    """Copy every memory file of every open scope to ``dest/<scope>/<its path in the store>``
-    and check each copy: every byte as stored, with the derived ``version`` and
-    ``updated_at`` written in after ``created_at``, so the file says its version anywhere."""
+    """Copy every memory file of every open scope to ``dest/<scope>/<its path>``, with the
+    derived ``version`` and ``updated_at`` written in, and check each copy."""
     target = _empty_folder(dest)
     report = Fidelity("export files", str(target))
     for scope in store.scopes:
@@ -610,9 +606,8 @@ def import_forge(
     skip_bad: bool = False,
     progress: Progress | None = None,
 ) -> Fidelity:
-    """Import a Forge plugin memory folder as layered documents: ``<layer path>/<file>.md``
-    becomes the document of that path id, dated by its ``<!-- Last Updated -->`` line, its
-    body the rest byte for byte. A file that cannot be imported stops it unless ``skip_bad``."""
+    """Import a Forge plugin memory folder: ``<layer path>/<file>.md`` becomes the document
+    of that path id, dated by its ``<!-- Last Updated -->`` line, the rest its body."""
     bodies: dict[str, tuple[str, dt.date | None]] = {}
 
     def read(source: Path, relative: Path, report: Fidelity) -> _SourceFile | None:
