@@ -1,8 +1,5 @@
-"""Where layered documents live: the four layers, their root folders and path ids.
-
-A layered document's id is its path (``projects/{project}/{file_type}``, ...): this module
-builds such ids from names, each checked as one safe path segment, and reads the layer
-and names back from an id.
+"""Where layered documents live: the four layers, their root folders, and the path ids
+(``projects/{project}/{file_type}``, ...) built from names checked as safe path segments.
 """
 
 from __future__ import annotations

@@ -99,10 +99,8 @@ def _convert(snap: Snapshot, report: Migration, progress: Progress | None) -> No
 
 
 def _shard_entity(snap: Snapshot, path: str, report: Migration, taken: set[str]) -> None:
-    """One ``entities/<type>/<name>.md`` moved into its shard. The file's id is its path, so
-    the moved file gets its new id and names the old one in ``supersedes``: ``gitmem
-    history`` follows the link back through the move. Name, type, observations and
-    relations are kept, so the graph reads the same entities."""
+    """One ``entities/<type>/<name>.md`` moved into its shard, as a new id that supersedes the
+    old one (``gitmem history`` follows the move); the graph reads the same entity."""
     data = snap.read(path)
     if data is None:
         return
@@ -145,10 +143,8 @@ def _with_format(text: str, version: int) -> str:
 def migrate(
     store: Store, *, dry_run: bool = False, progress: Progress | None = None
 ) -> list[Migration]:
-    """Convert every scope of ``store`` (opened with ``any_format=True``) that is of an
-    older format, one commit per scope; ``dry_run`` stages the same changes and commits
-    none. A work-tree store with uncommitted edits of a file to change is refused
-    (DirtyWorktreeError), with nothing changed."""
+    """Convert every scope of ``store`` (opened with ``any_format=True``) of an older format,
+    one commit per scope (``dry_run``: none); uncommitted edits of a file to change refuse."""
     done: list[Migration] = []
     for scope in store.scopes:
         db = store.db(scope)

@@ -1,8 +1,5 @@
-"""Pictures of a store: the knowledge graph and the version chains, as Mermaid or Graphviz DOT.
-
-``gitmem graph`` draws every entity with its relations (an end that is no entity dashed)
-and every memory with its ``supersedes`` and ``related`` arrows; forks are red, superseded
-memories grey. ``--id`` draws what lies within ``--depth`` links of one memory or entity.
+"""Pictures of a store (``gitmem graph``): the knowledge graph's entities and relations, and
+the memories with their ``supersedes`` and ``related`` arrows, as Mermaid or Graphviz DOT.
 """
 
 from __future__ import annotations
@@ -75,8 +72,7 @@ def _memory_label(title: str | None, shown_id: str, version: int) -> str:
 
 def _shown_ids(ids: list[str]) -> dict[str, str]:
     """Each memory's id as its label shows it: the first 13 characters of a ``mem_`` id, or
-    the whole id where those are not enough to tell it from another memory's (a fork kept
-    beside the memory it forked from: ``resolve --keep both``)."""
+    the whole id where those do not tell it from another's (a fork kept beside its memory)."""
     short = {i: i[:13] if i.startswith("mem_") else i for i in ids}
     counts = collections.Counter(short.values())
     return {i: s if counts[s] == 1 else i for i, s in short.items()}

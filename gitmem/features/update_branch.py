@@ -156,9 +156,8 @@ def _resolve(repo: pygit2.Repository, base: str) -> pygit2.Commit:
 
 
 def _refuse_dirty(repo: pygit2.Repository) -> None:
-    """Refuse a work tree with changes to tracked files, staged or not: the merge commit is
-    pushed as is, and such a change would be overwritten or left out without anyone
-    deciding. Untracked files (a CI job's reports) are left alone."""
+    """Refuse changes to tracked files, staged or not (the merge would overwrite or leave
+    them out unasked); untracked files (a CI job's reports) are left alone."""
     changed = sorted(repo.status(untracked_files="no"))
     if changed:
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""

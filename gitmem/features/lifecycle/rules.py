@@ -1,8 +1,6 @@
-"""The prune rules of the layered documents by file type, and their size limits.
-
-Rules come from code, installed entry points or the user's own configuration; the committed
-gitmem.yaml may only choose among existing rules: whoever can push to a store must not run
-code on every clone (docs/lifecycle-rules.md).
+"""The prune rules of the layered documents by file type, and their size limits. Rules come
+from gitmem, installed entry points or the user's own configuration; the committed gitmem.yaml
+only chooses among them (whoever can push must not run code on every clone).
 """
 
 from __future__ import annotations
