@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,6 @@ from gitmem.entry.doctor_context import (
     Context,
     Finding,
     Progress,
-    Tally,
     damaged_finding,
     memory_files,
 )
@@ -99,14 +98,18 @@ def diagnose(
     report = DoctorReport([str(store.db(s).path) for s in scopes], chosen)
     # One context per scope of the store, shared: a link may point into the other scope.
     peers: dict[Scope, Context] = {}
-    tally = Tally(progress)
     for each in store.scopes:
-        peers[each] = Context(store, store.db(each), each, deep=deep, peers=peers, tally=tally)
+        peers[each] = Context(store, store.db(each), each, deep=deep, peers=peers)
     try:
         weights = {each: _weights(peers[each], chosen, progress is not None) for each in scopes}
-        tally.total = sum(weights[each][name] for each in scopes for name in chosen)
+        done, total = 0, sum(weights[each][name] for each in scopes for name in chosen)
         for each in scopes:
-            results = _run_scope(peers[each], chosen, weights[each], fix=fix)
+            results: dict[str, list[Finding]] = {}
+            for name, found in _run_scope(peers[each], chosen, fix=fix):
+                results[name] = found
+                done += weights[each][name]
+                if progress is not None:
+                    progress(done, total)
             for name in dict.fromkeys(chosen):
                 report.findings.extend(results[name])
     finally:
@@ -120,10 +123,9 @@ def diagnose(
 
 
 def _run_scope(
-    context: Context, chosen: Sequence[str], weights: dict[str, int], *, fix: bool
-) -> dict[str, list[Finding]]:
-    """The chosen checks' findings on one scope, by check (fixes applied with ``fix``)."""
-    tally = context.tally
+    context: Context, chosen: Sequence[str], *, fix: bool
+) -> Iterator[tuple[str, list[Finding]]]:
+    """Each chosen check's findings on one scope, in turn (fixes applied with ``fix``)."""
     packing = contextlib.ExitStack()
     if "fsck" in chosen:
         # A git gc moving loose objects into a pack while fsck reads them
@@ -132,11 +134,9 @@ def _run_scope(
             packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
         except TimeoutError as exc:
             log.warning("%s; fsck may report objects it moves as missing", exc)
-    results: dict[str, list[Finding]] = {}
     broken = _broken_tip(context)
     try:
         for name in chosen:
-            tally.start(weights[name])
             if broken is not None and name not in _WITHOUT_TIP:
                 # Nothing that reads memories can run on a branch whose commit is gone:
                 # the first such check says so, once.
@@ -155,11 +155,9 @@ def _run_scope(
                         finding.fixed = True
                     except (OSError, GitmemError, subprocess.SubprocessError) as exc:
                         finding.fix_error = str(exc)
-            results[name] = found
-            tally.finish()
+            yield name, found
     finally:
         packing.close()
-    return results
 
 
 MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chains", "secrets"})

@@ -108,36 +108,6 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass
-class Tally:
-    """``progress(done, total)`` over a doctor run: a check that goes through the memories
-    counts one per memory of its scope (stepping as it goes), every other check one."""
-
-    progress: Progress | None = None
-    total: int = 0
-    done: int = 0
-    _end: int = 0
-    _shown: int = -1
-
-    def start(self, weight: int) -> None:
-        self._end = self.done + max(1, weight)
-
-    def step(self) -> None:
-        """One memory of the current check done (never past its share)."""
-        self.done = min(self.done + 1, max(self.done, self._end - 1))
-        if self.done - self._shown >= max(1, self.total // 200):
-            self._report()
-
-    def finish(self) -> None:
-        self.done = max(self.done, self._end)
-        self._report()
-
-    def _report(self) -> None:
-        if self.progress is not None and self.done != self._shown:
-            self._shown = self.done
-            self.progress(self.done, self.total)
-
-
-@dataclass
 class Context:
     """One scope's repository, with what the checks share computed once per run. The memory
     checks read the store's index when it matches git's tree, else (or with ``deep``) a
@@ -148,7 +118,6 @@ class Context:
     scope: Scope
     deep: bool = False
     peers: dict[Scope, Context] = field(default_factory=dict)
-    tally: Tally = field(default_factory=Tally)
     _view: IndexView | None = None
     _view_exc: Exception | None = None
     _entries: list[Entry] | None = None

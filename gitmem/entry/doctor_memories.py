@@ -236,7 +236,6 @@ def _scan(ctx: Context, find: Callable[[bytes], T]) -> list[tuple[Entry, T]]:
     clean: set[str] = set()
     found: list[tuple[Entry, T]] = []
     for entry in ctx.entries():
-        ctx.tally.step()
         if not entry.blob or entry.blob in clean:
             continue
         hit = find(blob_data(ctx.db.repo, pygit2.Oid(hex=entry.blob)))
