@@ -149,26 +149,11 @@ git push origin "HEAD:refs/heads/${GITHUB_HEAD_REF}"
 GITHUB_UPDATE_WORKFLOW = (
     """\
 # gitmem: bring the base into each pull request's branch with gitmem's memory-aware merge,
-# when plain git cannot (written by `gitmem ci init --host github --update-branch`).
-#
-# GitHub's merge button merges with plain git, without gitmem's merge driver: a pull request
-# whose memories were changed in the same lines as the base's cannot be merged there. This
-# job runs `gitmem update-branch` (one merge commit, forks kept and listed by `gitmem
-# conflicts`) and pushes it to the pull request's branch, never forced; the button then sees
-# a clean merge. It does nothing when plain git merges the two, or the base is merged in.
-#
-# - pull_request_target, because GitHub starts no pull_request workflow for a pull request
-#   with conflicts: exactly the ones this job is for.
-# - Forks are skipped: pull_request_target runs with a token that can write to this
-#   repository, and checking out a fork's branch under it would hand that token to whoever
-#   opened the pull request (nor could the token push to the fork). Branches of this
-#   repository were pushed by people who can write to it already.
-# - permissions contents: write, to push. A push made with the default token starts no
-#   workflow, so the review does not run on the merge commit; to have it run (a required
-#   check), add a fine-grained or GitHub App token with contents read and write as the secret
-#   GITMEM_PUSH_TOKEN. Its push starts this job again, which finds the base merged in and
-#   pushes nothing: no loop.
-# - A base that moves later does not start it: re-run the job, or push to the branch.
+# when plain git cannot (written by `gitmem ci init --host github --update-branch`), so the
+# merge button sees a clean merge. pull_request_target: GitHub starts no pull_request
+# workflow for a pull request with conflicts. Forks are skipped: this token can write here.
+# For the review to run on the merge commit, set a token with contents read and write as the
+# secret GITMEM_PUSH_TOKEN. gitmem's docs/collaboration.md explains each choice.
 name: gitmem update branch
 on:
   pull_request_target:
@@ -231,20 +216,8 @@ GITLAB_UPDATE_JOB = (
 # memory-aware merge, when plain git cannot (written by `gitmem ci init --host gitlab
 # --update-branch`). Include it from .gitlab-ci.yml:
 #   include: [{local: .gitlab/gitmem-update-branch.yml}]
-#
-# GitLab merges with plain git, without gitmem's merge driver: a merge request whose memories
-# were changed in the same lines as the target's cannot be merged there. This job runs
-# `gitmem update-branch` (one merge commit, forks kept and listed by `gitmem conflicts`) and
-# pushes it to the source branch, never forced. It does nothing when plain git merges the
-# two, or the target is merged in.
-#
-# - Pushing needs a project access token with the write_repository scope (role Developer or
-#   more), as a masked CI/CD variable GITMEM_PUSH_TOKEN: the job token cannot push.
-# - Merge requests from forks are skipped: their pipeline runs in the fork, without the
-#   token, and pushing to someone else's branch is not this job's to do.
-# - Its push starts a new pipeline, where this job finds the target merged in and pushes
-#   nothing: no loop.
-# - A target that moves later does not start it: run the merge request's pipeline again.
+# Pushing needs a project access token with the write_repository scope as the masked CI/CD
+# variable GITMEM_PUSH_TOKEN. Forks are skipped. gitmem's docs/collaboration.md explains more.
 gitmem-update-branch:
   image: python:3.12
   rules:

@@ -63,10 +63,6 @@ def template() -> str:
 
 def render(hook: str, role: str, python: str | None = None) -> str:
     """The script installed as ``hook`` for a repository of ``role``."""
-    if hook not in ALL_HOOKS:
-        raise InvalidInputError(f"unknown hook {hook!r} (gitmem has: {', '.join(ALL_HOOKS)})")
-    if role not in ROLES:
-        raise InvalidInputError(f"unknown role {role!r} (memory, project or server)")
     interpreter = python or sys.executable
     if "'" in interpreter:
         raise InvalidInputError(
