@@ -186,7 +186,9 @@ def _id_from_path(path: str, past: bool) -> str | None:
 def id_prefix(prefix: str) -> str:
     """The id part of what a person typed for an id: ``mem_5f0c...`` (as help texts write
     it) is the prefix ``mem_5f0c``; checked like every id (:func:`check_id`)."""
-    return check_id(prefix.removesuffix("...").removesuffix("\u2026"))
+    if isinstance(prefix, str):
+        prefix = prefix.removesuffix("...").removesuffix("\u2026")
+    return check_id(prefix)
 
 
 FORK_MARK = ".fork-"
