@@ -131,12 +131,9 @@ class GitDB:
             raise StoreError(f"{os.fspath(path)} is not a git repository: {exc}") from None
         self.read_only = self.foreign and trust.foreign_access(path) != "write"
         """Another user's store the user named but does not trust: read, never written."""
-        # A work-tree store writes to the branch checked out (a person on a feature branch
-        # sees their agent's writes there, not staged reverts of main's); a bare store, a
-        # detached HEAD and anything unnamed write to main. An explicit branch is a
-        # proposal: made from main's tip on first use, and never synced into a work tree
-        # that has another branch checked out. ``lazy``: until its first write makes it,
-        # the branch reads as main (a project store following the code's branches).
+        # A work-tree store writes to the branch checked out; a bare store, a detached HEAD
+        # and anything unnamed to main. An explicit branch is made from main's tip on first
+        # use (``lazy``: by its first write, reading as main until then).
         checked_out = _head_branch(repo)
         if branch is None:
             branch = checked_out if repo.workdir and checked_out else DEFAULT_BRANCH
