@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -294,16 +294,6 @@ def field_options(f: F) -> F:
         click.option("--valid-until", metavar="DATE", help="When it stopped holding."),
         message_option,
     )(f)
-
-
-def given_fields(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of :func:`field_options` but --message that the user gave (repeatable
-    ones count when used at least once)."""
-    return {
-        key: list(value) if isinstance(value, tuple) else value
-        for key, value in options.items()
-        if key != "message" and value is not None and value != ()
-    }
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -135,10 +135,7 @@ def _search_current(
         return None
     from gitmem.store.search import full_text_matches
 
-    filters: dict[str, object] = {
-        "category": None, "tags": [], "include_superseded": show_all,
-        "include_archived": show_all, "layer": None, "project": None, "valid_us": when,
-    }
+    filters = {"include_superseded": show_all, "include_archived": show_all, "valid_us": when}
     found = full_text_matches(query, [current], limit, filters)
     if isinstance(found, str):
         return None  # not FTS5 syntax: answered by recall, on the full path

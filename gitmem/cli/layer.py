@@ -149,7 +149,6 @@ def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool 
     return read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
 
 
-# ID, CONTENT or stdin, --agent, --allow-empty, --json: layer update and layer append.
 _doc_write = stacked(
     click.argument("doc_id", metavar="ID"), click.argument("content", required=False),
     agent_option, allow_empty_option, json_state,

@@ -21,7 +21,6 @@ from gitmem.cli.common import (
     body_limit,
     emitted,
     field_options,
-    given_fields,
     json_state,
     message_option,
     output,
@@ -34,9 +33,14 @@ if TYPE_CHECKING:
     from gitmem import Memory, Store
 
 def _fields(store: Store, options: dict[str, Any]) -> dict[str, Any]:
-    """The given field options, ``--related ID[:REL]`` ids resolved by unique prefix (an id
-    that matches nothing is kept as given: a link may name a memory not written yet)."""
-    fields = given_fields(options)
+    """The field options but --message that the user gave, ``--related ID[:REL]`` ids
+    resolved by unique prefix (an id that matches nothing is kept as given: a link may name a
+    memory not written yet)."""
+    fields = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in options.items()
+        if key != "message" and value is not None and value != ()
+    }
     if "related" in fields:
         resolved = []
         for value in fields["related"]:
@@ -73,7 +77,7 @@ def add(
     if jsonl is not None:
         if body is not None or memory_id is not None:
             raise click.UsageError("--jsonl takes bodies and ids from its lines; drop BODY/--id")
-        _add_jsonl(state, jsonl, scope, allow_empty, given_fields(options), options.get("message"))
+        _add_jsonl(state, jsonl, scope, allow_empty, options)
         return
     store = state.store(write=True)
     memory = store.create(
@@ -97,8 +101,7 @@ _JSONL_KEYS = frozenset(
 
 
 def _add_jsonl(
-    state: State, source: str, scope: str | None, allow_empty: bool, defaults: dict[str, Any],
-    message: str | None,
+    state: State, source: str, scope: str | None, allow_empty: bool, options: dict[str, Any]
 ) -> None:
     """``add --jsonl``: every line one memory, all in one transaction (one commit)."""
     import json
@@ -107,6 +110,7 @@ def _add_jsonl(
     from gitmem.format.yamlbounds import MAX_FRONT_MATTER_BYTES
 
     store = state.store(write=True)
+    defaults = _fields(store, options)
     # A line is at most a memory: its body JSON-escaped (6 bytes a byte at worst) and fields.
     limit = 6 * body_limit(store) + MAX_FRONT_MATTER_BYTES
     try:
@@ -146,7 +150,7 @@ def _add_jsonl(
         raise click.UsageError("--jsonl: no memories in the input")
     created: list[Memory] = []
     progress = ProgressBar("adding", quiet=state.json, min_total=500)
-    message = message or f"add: {len(entries)} memories"
+    message = options.get("message") or f"add: {len(entries)} memories"
     with progress, store.transaction(message=message, scope=scope):
         for number, entry in entries:
             progress(len(created) + 1, len(entries))

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -35,10 +35,6 @@ from gitmem.cli.common import (
 from gitmem.format.model import UNTITLED, Scope, validity_text
 from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry
 from gitmem.store.where import is_store, user_store_path
-
-if TYPE_CHECKING:
-    # `gitmem ls` answered from a current index never loads the store (nor libgit2).
-    from gitmem import Store
 
 
 @click.command()
@@ -262,7 +258,7 @@ def log(
     Example:
       gitmem log --agent hephaestus --since 2026-11-01
     """
-    store: Store = state.store()
+    store = state.store()
     if memory_id is not None:
         memory_id = store.resolve_id(memory_id)
     entries = store.log(
