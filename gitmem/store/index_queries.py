@@ -120,6 +120,31 @@ def problem_rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return rows
 
 
+def version_list(rows: list[tuple[Any, ...]], ids: Sequence[str]) -> list[Version]:
+    """``versions`` rows (as :func:`commit_changes.version_rows` makes them) as versions in
+    the history's order: by generation, author time, commit id (a merge that took one
+    side's file as it was changed nothing), then the order of ``ids``."""
+    position: dict[str, int] = {}
+    for i, memory_id in enumerate(ids):
+        position.setdefault(memory_id, i)
+    rows = sorted(rows, key=lambda r: (r[8], r[3], r[2], position[r[0]]))
+    return [
+        Version(
+            memory_id=r[0],
+            version=None,
+            commit=r[2],
+            time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
+            author=r[4],
+            agent=r[5],
+            op=r[6],
+            memory=None,
+            counted=bool(r[9]),
+            source=(r[7], r[1]) if r[7] is not None else None,
+        )
+        for r in rows
+    ]
+
+
 class Queries:
     """The index's read queries, one SQL each, whoever asks: :class:`gitmem.store.index.Index`
     runs them caught up with the branch tip, :class:`CurrentIndex` on an index that already
@@ -202,32 +227,12 @@ class Queries:
         return self.read(query)
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
-        """Every change of the files of ``ids``, oldest first (by generation, author time,
-        commit id: the history's order, whenever the index caught up), content not read."""
-        position: dict[str, int] = {}
-        for i, memory_id in enumerate(ids):
-            position.setdefault(memory_id, i)
+        """Every change of the files of ``ids``, oldest first, content not read."""
         sql = (
-            "SELECT id, path, commit_id, time_us, author, agent, op, counts, blob, gen "
+            "SELECT id, path, commit_id, time_us, author, agent, op, blob, gen, counts "
             f"FROM versions WHERE id IN ({marks(ids)})"
         )
-        rows = self.read(lambda conn: conn.execute(sql, list(ids)).fetchall())
-        rows.sort(key=lambda r: (r[9], r[3], r[2], position[r[0]]))
-        return [
-            Version(
-                memory_id=r[0],
-                version=None,
-                commit=r[2],
-                time=dt.datetime.fromtimestamp(r[3] / 1_000_000, dt.UTC),
-                author=r[4],
-                agent=r[5],
-                op=r[6],
-                memory=None,
-                counted=bool(r[7]),
-                source=(r[8], r[1]) if r[8] is not None else None,
-            )
-            for r in rows
-        ]
+        return version_list(self.read(lambda conn: conn.execute(sql, list(ids)).fetchall()), ids)
 
     def full_text(
         self, query: str, title: str, limit: int, filters: Mapping[str, Any]

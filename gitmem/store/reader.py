@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pygit2
 
 from gitmem.base.errors import GitmemError, InvalidMemoryError
-from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format.layout import (
     MEMORY_ROOTS,
     expected_path_form,
@@ -27,12 +26,11 @@ from gitmem.format.layout import (
 )
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.diff import memory_blob, memory_blob_at
-from gitmem.git.objects import Snapshot, author_time, blob_data
+from gitmem.git.objects import Snapshot, blob_data
 from gitmem.store import lexical
-from gitmem.store.commit_changes import infer_op, is_migration, makes_version
+from gitmem.store.commit_changes import version_rows
 from gitmem.store.index import Index
-from gitmem.store.index_queries import Queries
+from gitmem.store.index_queries import Queries, version_list
 from gitmem.store.index_rows import ROW_COLUMNS, marks, raw_path, row_values
 from gitmem.store.index_schema import SCHEMA
 from gitmem.store.results import Problem, Version
@@ -110,47 +108,15 @@ class TreeReader(Queries):
         return blob_data(self.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
-        """History rows of the files of ``ids`` by walking every commit (a merge that took
-        one side's file as it was changed nothing), oldest first: by generation, author
-        time and commit id, the one order whoever walks a merge's two sides."""
-        paths = {memory_path(mid): mid for mid in ids}
-        position = {mid: i for i, mid in enumerate(paths.values())}
-        found: list[tuple[tuple[int, int, str, int], Version]] = []
+        """:meth:`Queries.versions` by walking every commit: the rows a catch-up makes."""
+        wanted = set(ids)
+        rows: list[tuple[Any, ...]] = []
         gens: dict[pygit2.Oid, int] = {}
         for commit in self.db.walk(reverse=True):
             gen = 1 + max((gens.get(p, 0) for p in commit.parent_ids), default=0)
             gens[commit.id] = gen
-            parents = commit.parents
-            for path, mid in paths.items():
-                at_now = memory_blob_at(commit.tree, path)
-                now = at_now[1] if at_now is not None else None
-                befores = [memory_blob(p.tree, path) for p in parents] or [None]
-                if any(now == before for before in befores):
-                    continue
-                trailers = parse_trailers(commit.message)
-                ops = [v for k, v in trailers if k == OP_TRAILER]
-                op = (
-                    ops[0]
-                    if len(ops) == 1
-                    else infer_op(befores[0] is not None, now is not None, bool(trailers))
-                )
-                version = Version(
-                    memory_id=mid,
-                    version=None,
-                    commit=str(commit.id),
-                    time=author_time(commit),
-                    author=commit.author.name,
-                    agent=next((v for k, v in trailers if k == AGENT_TRAILER), None),
-                    op=op,
-                    memory=None,
-                    counted=makes_version(now, befores if parents else [])
-                    and not is_migration(ops),
-                    source=(str(now), at_now[0]) if at_now is not None else None,
-                )
-                key = (gen, commit.author.time, str(commit.id), position[mid])
-                found.append((key, version))
-        found.sort(key=lambda item: item[0])
-        return [version for _, version in found]
+            rows += [r for r in version_rows(self.db.repo, commit, gen) if r[0] in wanted]
+        return version_list(rows, ids)
 
 
 def _scratch_index(
