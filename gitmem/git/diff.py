@@ -59,32 +59,9 @@ TREE_MODE = 0o40000
 REGULAR_MODES = (0o100644, 0o100755)
 
 
-def normal_mode(mode: int) -> int:
-    """A tree entry's mode as libgit2 reports it (100664 and the like are plain files)."""
-    kind = mode & 0o170000
-    if kind == 0o040000:
-        return TREE_MODE
-    if mode & 0o111:
-        return 0o100755
-    if kind in (0o160000, 0o120000):
-        return kind
-    return 0o100644
-
-
 def tree_entries(repo: pygit2.Repository, tree: pygit2.Oid | None) -> dict[str, tuple[int, bytes]]:
-    """name -> (mode, raw object id) of a tree's entries, parsed from the tree object itself
-    (iterating a pygit2 Tree makes two objects per entry, which costs more in a big folder)."""
-    if tree is None:
+    """name -> (mode, raw object id) of a tree's entries ({} for None or a non-tree)."""
+    found = repo[tree] if tree is not None else None  # a missing tree raises KeyError
+    if not isinstance(found, pygit2.Tree):
         return {}
-    kind, data = repo.odb.read(tree)
-    if kind != pygit2.enums.ObjectType.TREE:
-        return {}
-    out: dict[str, tuple[int, bytes]] = {}
-    at, end = 0, len(data)
-    while at < end:
-        space = data.index(b" ", at)
-        nul = data.index(b"\0", space)
-        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")  # as pygit2 names it
-        out[name] = (normal_mode(int(data[at:space], 8)), data[nul + 1 : nul + 21])
-        at = nul + 21
-    return out
+    return {str(entry.name): (entry.filemode, entry.id.raw) for entry in found}
