@@ -2,15 +2,13 @@
 
 A first build (a clone, ``gitmem reindex``) decodes and indexes every memory of a store;
 each shortcut it takes is held here to the code it stands in for: the JSON columns read
-back (one decoder, the empty list and map answered directly), the recent
-answers of ``id_from_path`` and ``memory_path`` kept, and the store's scope given to the
-decoded memory directly.
+back (one decoder, the empty list and map answered directly) and the store's scope given to
+the decoded memory directly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -61,35 +59,11 @@ def test_json_columns_odd_texts_read_as_json_loads_reads_them(text: Any) -> None
     )
 
 
-_PATHS = st.one_of(
-    st.text(max_size=40),
-    st.builds(
-        lambda i: layout.format4_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
-    ),
-    st.builds(
-        lambda i: layout.memory_path(f"mem_{i}"), st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
-    ),
-    st.builds(lambda p: f"memories/{p}.md", st.text(max_size=20)),
-    st.sampled_from(["memories/ab/c.md", "projects/acme/note.md", "notes/a/b.txt", "memories"]),
-)
-
-
 def _id_outcome(call: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return "ok", call()
     except (GitmemError, TypeError, AttributeError) as exc:
         return type(exc).__name__, str(exc)
-
-
-@given(st.lists(_PATHS, max_size=8))
-def test_recent_ids_of_paths_are_those_worked_out_again(paths: list[str]) -> None:
-    for path in paths + paths:  # the second time from what was kept
-        for past in (False, True):
-            found = layout.id_from_path(path, past=past)
-            assert found == layout._id_from_path.__wrapped__(path, past)
-        memory_id = layout.id_from_path(path) or path
-        if _id_outcome(functools.partial(layout.check_id, memory_id))[0] == "ok":
-            assert layout.memory_path(memory_id) == layout._memory_path.__wrapped__(memory_id)
 
 
 @pytest.mark.parametrize("value", [None, 7, b"memories/ab/c.md", ["memories"]])

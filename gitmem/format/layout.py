@@ -7,7 +7,6 @@ a path.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import unicodedata
@@ -100,12 +99,7 @@ def shard(memory_id: str) -> str:
 def memory_path(memory_id: str) -> str:
     """Where memory ``memory_id`` lives: ``memories/<ab>/<id>.md``, or a path id's own
     path (``projects/acme/known_issues.md``)."""
-    return _memory_path(check_id(memory_id))
-
-
-# The last answers are kept: a write and an index build ask for one id's path several times.
-@functools.lru_cache(maxsize=1024)
-def _memory_path(memory_id: str) -> str:
+    check_id(memory_id)
     if is_path_id(memory_id):
         return f"{memory_id}{MEMORY_SUFFIX}"
     return f"{MEMORIES_DIR}/{shard(memory_id)}/{memory_id}{MEMORY_SUFFIX}"
@@ -121,7 +115,6 @@ def format4_path(memory_id: str) -> str | None:
     return f"{MEMORIES_DIR}/{'/'.join(digits)}/{memory_id}{MEMORY_SUFFIX}"
 
 
-@functools.lru_cache(maxsize=4096)
 def history_paths(path: str) -> tuple[str, ...]:
     """Where the memory of ``path`` (either layout) may be in a commit of any format: its
     path, then, for a plain id, where format 4 put it. For reading history only."""
@@ -152,11 +145,8 @@ def id_from_path(path: str, *, past: bool = False) -> str | None:
     """The id a memory file at ``path`` must carry, or None if the path is not a memory
     path. ``past``: also a plain id at format 4's path (:func:`format4_path`), for code
     that reads commits from before ``gitmem migrate``."""
-    return _id_from_path(path, past) if type(path) is str else None
-
-
-@functools.lru_cache(maxsize=1024)
-def _id_from_path(path: str, past: bool) -> str | None:
+    if type(path) is not str:
+        return None
     root = path.partition("/")[0]
     if root in DOCUMENT_ROOTS:
         if not path.endswith(MEMORY_SUFFIX):
