@@ -93,8 +93,8 @@ def remote_list(state: State) -> None:
 def sync(state: State, remote_name: str, branch: str | None, scope: str | None) -> None:
     """Fetch, merge memory-aware, and push (never forced; retried if the remote moved).
 
-    A memory changed on both sides in the same lines is kept twice: at its
-    path and as a fork (gitmem conflicts). A failure leaves the store as it was.
+    A memory changed on both sides in the same lines is kept twice, once as a
+    fork (gitmem conflicts). A failure leaves the store as it was.
 
     \b
     Example:
@@ -312,8 +312,7 @@ def review(
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
-    Per memory: what happened, who, the changed fields and the body diff; then
-    the problems. BASE...HEAD starts from their merge base.
+    Per memory: what happened, who, the changed fields and the body diff; then the problems.
 
     \b
     Example:

@@ -72,10 +72,8 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
 
 def report(exc: BaseException, *, debug: bool, as_json: bool = False) -> int:
     """Print ``exc`` as one line on stderr (after its traceback with --debug); return the code.
-
-    ``as_json`` (``--json``): the line is ``{"error": {"code", "kind", "message", "hint"}}``,
-    ``kind`` the code's name in EXIT_CODES (``not-found``), so a program reads both streams
-    as JSON; the exit code is the same."""
+    ``as_json``: the line is ``{"error": {"code", "kind", "message", "hint"}}``, ``kind`` the
+    code's name in EXIT_CODES (``not-found``)."""
     if isinstance(exc, click.UsageError) and type(exc).__name__ == "NoArgsIsHelpError":
         exc.show()  # plain `gitmem` (click >= 8.2): the help itself, not an error line
         return exc.exit_code

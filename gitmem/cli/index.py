@@ -97,8 +97,7 @@ def search(
 ) -> None:
     """Search the memories valid now (FTS5 syntax: words, OR, NOT, "phrases", prefix*).
 
-    Title matches rank first, then bm25. A query that is not FTS5 syntax, or
-    that no memory holds all words of, is answered as by gitmem recall.
+    Title matches first, then bm25; a query FTS5 cannot answer is answered by gitmem recall.
 
     \b
     Example:
