@@ -18,6 +18,7 @@ import gitmem
 from gitmem import Store
 from gitmem.features.graph import Graph
 from tests.storetools import commit_count
+from tests.test_schema import unknown_keywords
 
 pytest.importorskip("mcp")
 
@@ -101,6 +102,8 @@ def test_tools_are_the_reference_servers_plus_gitmems_with_truthful_annotations(
     async def body(client: Client) -> None:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert list(listed) == GRAPH_TOOLS + OWN_TOOLS
+        # gitmem's schema checker validates the arguments: no keyword it would skip.
+        assert [n for n, t in listed.items() if unknown_keywords(t.input_schema)] == []
         entities = listed["create_entities"].input_schema
         assert entities["required"] == ["entities"]
         item = entities["properties"]["entities"]["items"]
