@@ -33,10 +33,15 @@ class VersionHistory(Reads):
         """The memory's content at ``at``, or (at=None) its last content before it was
         deleted (in history from before ``gitmem migrate`` too)."""
         if at is None:
-            return self._reader(backend).last_data(memory_id)
+            return self._last_data(backend, memory_id)
         snap = backend.db.snapshot(at)
         found = snap.locate(memory_id, past=True)
         return snap.read(found) if found is not None else None
+
+    def _last_data(self, backend: Backend, memory_id: str) -> bytes | None:
+        """The newest content ``memory_id`` had in history (for a deleted one)."""
+        kept = [v.source for v in self._reader(backend).versions([memory_id]) if v.source]
+        return blob_data(backend.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def _predecessor(self, other: str, warnings: builtins.list[str]) -> Memory | None:
         """A memory named in ``supersedes``, now or as it last was before a delete.
@@ -57,7 +62,7 @@ class VersionHistory(Reads):
     def _last_known(self, id: str) -> Memory | None:
         """A deleted memory as it last was, from history (chains may run through deleted ones)."""
         for backend in self._ordered(None):
-            data = self._reader(backend).last_data(id)
+            data = self._last_data(backend, id)
             if data is not None:
                 with contextlib.suppress(GitmemError):
                     return self._decode(backend, data, memory_path(id))

@@ -22,7 +22,7 @@ from gitmem.base import logs, paths
 from gitmem.base.errors import StoreError
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.objects import blob_data, get_commit
+from gitmem.git.objects import get_commit
 from gitmem.store import index_schema
 from gitmem.store.index_catchup import CatchUp, Decoder, Progress, clear, version_counts
 from gitmem.store.index_queries import Queries
@@ -200,18 +200,6 @@ class Index(Queries):
         for problem in self.problems():
             log.warning("skipping %s: %s", problem.path, problem.message)
         return found
-
-    def last_data(self, memory_id: str) -> bytes | None:
-        """The newest content ``memory_id`` had in history (for a deleted one), newest in the
-        order of :meth:`versions`."""
-        row = self.read(
-            lambda conn: conn.execute(
-                "SELECT blob FROM versions WHERE id = ? AND blob IS NOT NULL "
-                "ORDER BY gen DESC, time_us DESC, commit_id DESC LIMIT 1",
-                (memory_id,),
-            ).fetchone()
-        )
-        return None if row is None else blob_data(self.db.repo, pygit2.Oid(hex=row[0]))
 
 
 class ScratchIndex(Index):

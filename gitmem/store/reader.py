@@ -26,7 +26,7 @@ from gitmem.format.layout import (
 )
 from gitmem.format.model import Memory, Scope
 from gitmem.git.db import GitDB
-from gitmem.git.objects import Snapshot, blob_data
+from gitmem.git.objects import Snapshot
 from gitmem.store import lexical
 from gitmem.store.commit_changes import version_rows
 from gitmem.store.index import Index
@@ -101,11 +101,6 @@ class TreeReader(Queries):
         if self._conn is None:
             self._conn = _scratch_index(self.snap, *self.scan())
         return query(self._conn)
-
-    def last_data(self, memory_id: str) -> bytes | None:
-        # What the index answers, by walking git: the newest change that left content.
-        kept = [v.source for v in self.versions([memory_id]) if v.source is not None]
-        return blob_data(self.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
         """:meth:`Queries.versions` by walking every commit: the rows a catch-up makes."""
