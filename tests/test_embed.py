@@ -192,7 +192,7 @@ def test_a_bad_config_gives_one_notice_and_lexical_recall(
         assert embed.get_embedder() is None
     notices = [r.getMessage() for r in caplog.records if r.name == "gitmem.store.embed"]
     assert len(notices) == 1
-    assert "unknown embedder provider 'telepathy'" in notices[0]
+    assert "embedder provider: 'telepathy' is not one of" in notices[0]
     with pytest.raises(EmbedderError, match="telepathy"):
         embed.load_embedder({"provider": "telepathy"})
 
@@ -474,7 +474,7 @@ def test_fastembed_provider_stays_offline_unless_allowed(stand_ins: Path) -> Non
     assert "local_files_only" not in seen["kwargs"]
     with pytest.raises(EmbedderError, match="allow_download"):
         embed.load_embedder({"provider": "fastembed", "model": "m", "allow_download": "yes"})
-    with pytest.raises(EmbedderError, match="needs a 'model'"):
+    with pytest.raises(EmbedderError, match="embedder model: required field is missing"):
         embed.load_embedder({"provider": "fastembed"})
 
 
@@ -580,3 +580,10 @@ def test_a_committed_gitmem_yaml_does_not_choose_the_embedder(tmp_path: Path) ->
     found = store.recall("how do we deploy?")
     assert found.semantic  # the offline default answered: the committed endpoint was not used
     assert found.ids
+
+
+def test_embedder_options_are_checked_by_their_schema() -> None:
+    for bad, field in (({"batch": 0}, "batch"), ({"timeout": "soon"}, "timeout"),
+                       ({"dim": 10**6}, "dim"), ({"model": " "}, "model")):
+        with pytest.raises(EmbedderError, match=f"embedder {field}:"):
+            embed.load_embedder({"provider": "ollama", "model": "m", **bad})

@@ -206,6 +206,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
     "boolean": lambda v: isinstance(v, bool),
+    "number": is_number,
     # JSON Schema counts 2.0 as an integer.
     "integer": lambda v: is_number(v) and (isinstance(v, int) or float(v).is_integer()),
 }

@@ -12,15 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gitmem.base import logs
-from gitmem.base.errors import EmbedderError
+from gitmem.base.errors import EmbedderError, InvalidMemoryError
+from gitmem.format import schema
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
 log = logs.get("gitmem.store.embed")
-
-PROVIDERS = ("default", "none", "openai", "ollama", "sentence-transformers", "fastembed")
 
 
 @runtime_checkable
@@ -38,27 +37,22 @@ class Embedder(Protocol):
 
 def _spec(config: Any) -> dict[str, Any] | None:
     """The configuration as a mapping with a provider (None: embeddings turned off)."""
-    if config is None:
-        return {"provider": "default"}
     if config is False or (isinstance(config, str) and config.strip().lower() in {"none", "off"}):
         return None
     if isinstance(config, str):
-        return {"provider": config.strip().lower()}
-    if not isinstance(config, Mapping):
+        config = {"provider": config}
+    if not isinstance(config, Mapping | None):
         kind = type(config).__name__
         raise EmbedderError(
             f"the embedder section must be a mapping or a provider name, not {kind}"
         )
-    spec = {str(k): v for k, v in config.items()}
-    provider = str(spec.get("provider", "default")).strip().lower()
-    if provider not in PROVIDERS:
-        raise EmbedderError(
-            f"unknown embedder provider {provider!r}; known: {', '.join(PROVIDERS)}"
-        )
-    if provider == "none":
-        return None
-    spec["provider"] = provider
-    return spec
+    spec = {str(k): v for k, v in (config or {}).items()}
+    spec["provider"] = str(spec.get("provider", "default")).strip().lower()
+    try:  # schemas/embedder.schema.json: the options each provider takes
+        schema.validate(spec, schema="embedder.schema.json", what="embedder")
+    except InvalidMemoryError as exc:
+        raise EmbedderError(exc.message) from None
+    return None if spec["provider"] == "none" else spec
 
 
 def load_embedder(config: Any) -> Embedder | None:

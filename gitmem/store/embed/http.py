@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import os
 import urllib.error
 import urllib.parse
@@ -181,45 +180,25 @@ def _matrix(vectors: list[Any], expect_dim: int | None, where: str) -> NDArray[n
     return matrix.astype(np.float32)
 
 
-def _number(spec: Mapping[str, Any], key: str, default: float, *, integer: bool) -> Any:
-    value = spec.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise EmbedderError(f"embedder option {key!r} must be a number, not {value!r}")
-    if value <= 0:
-        raise EmbedderError(f"embedder option {key!r} must be positive, not {value!r}")
-    return int(value) if integer else float(value)
-
-
 def load_http(spec: Mapping[str, Any]) -> HttpEmbedder:
-    """An HttpEmbedder from a configuration section (``provider: openai`` or ``ollama``)."""
+    """An HttpEmbedder from a checked configuration section (schemas/embedder.schema.json:
+    ``provider: openai`` or ``ollama``)."""
     provider = str(spec["provider"])
-    model = spec.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise EmbedderError(f"the {provider} embedder needs a 'model'")
-    url = spec.get("url", DEFAULT_URLS[provider])
-    if not isinstance(url, str):
-        raise EmbedderError(f"the {provider} embedder's 'url' must be a string")
-    key_env = spec.get("api_key_env", DEFAULT_KEY_ENV[provider])
-    if not isinstance(key_env, str):
-        raise EmbedderError("embedder option 'api_key_env' must name an environment variable")
+    key_env = str(spec.get("api_key_env", DEFAULT_KEY_ENV[provider]))
     if "api_key" in spec:
         # A key written into a YAML file is one copy too many; the variable keeps it out.
         raise EmbedderError(
             "put the embedder's API key in an environment variable and name it with "
             "'api_key_env', not in the config file"
         )
-    api_key = os.environ.get(key_env) if key_env else None
-    dim = spec.get("dim")
-    if dim is not None:
-        dim = _number(spec, "dim", 0, integer=True)
-    name = spec.get("name")
+    dim, name = spec.get("dim"), spec.get("name")
     return HttpEmbedder(
         provider,
-        url,
-        model.strip(),
-        api_key=api_key,
-        timeout=_number(spec, "timeout", DEFAULT_TIMEOUT, integer=False),
-        batch=_number(spec, "batch", DEFAULT_BATCH, integer=True),
-        dim=dim,
+        str(spec.get("url", DEFAULT_URLS[provider])),
+        str(spec["model"]).strip(),
+        api_key=os.environ.get(key_env) if key_env else None,
+        timeout=float(spec.get("timeout", DEFAULT_TIMEOUT)),
+        batch=int(spec.get("batch", DEFAULT_BATCH)),
+        dim=int(dim) if dim else None,
         name=str(name) if name else None,
     )

@@ -44,26 +44,14 @@ class LocalEmbedder:
         return raw
 
 
-def _offline(spec: Mapping[str, Any]) -> bool:
-    allow = spec.get("allow_download", False)
-    if not isinstance(allow, bool):
-        raise EmbedderError("embedder option 'allow_download' must be true or false")
-    if not allow:
+def load_local(spec: Mapping[str, Any]) -> LocalEmbedder:
+    """A local embedder from a checked configuration section (schemas/embedder.schema.json)."""
+    provider, model, batch = str(spec["provider"]), str(spec["model"]), int(spec.get("batch", 64))
+    offline = not spec.get("allow_download", False)
+    if offline:
         # Read by huggingface_hub when it is first imported: set before the import below.
         for name in _OFFLINE_ENV:
             os.environ.setdefault(name, "1")
-    return not allow
-
-
-def load_local(spec: Mapping[str, Any]) -> LocalEmbedder:
-    provider = str(spec["provider"])
-    model = spec.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise EmbedderError(f"the {provider} embedder needs a 'model' (a name or a local path)")
-    batch = spec.get("batch", 64)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise EmbedderError("embedder option 'batch' must be a positive integer")
-    offline = _offline(spec)
     if provider == "sentence-transformers":
         return _sentence_transformers(model, spec, batch, offline)
     return _fastembed(model, spec, batch, offline)
