@@ -204,7 +204,7 @@ def check_schema(ctx: Context) -> Iterator[Finding]:
         yield Finding("schema", ERROR, message, fix=fix, path=path)
 
 
-def _has_markers(data: bytes) -> bool:
+def has_markers(data: bytes) -> bool:
     starts = re.search(rb"(?m)^<{7}(?: |$)", data)
     return starts is not None and bool(re.search(rb"(?m)^>{7}(?: |$)", data[starts.end() :]))
 
@@ -213,7 +213,7 @@ def check_markers(ctx: Context) -> Iterator[Finding]:
     """Memories whose committed text holds conflict markers: a plain ``git merge`` without
     the driver stopped on them and someone ran ``git add && git commit``. Nothing is lost
     yet (both sides' text is inside the markers), but readers see the markers."""
-    for entry, _ in _scan(ctx, _has_markers):
+    for entry, _ in _scan(ctx, has_markers):
         yield Finding(
             "markers",
             WARNING,

@@ -7,7 +7,6 @@ import contextlib
 import functools
 import itertools
 import os
-import re
 import shlex
 import shutil
 import stat
@@ -22,6 +21,7 @@ from gitmem.base.errors import GitmemError, StoreError
 from gitmem.base.trailers import CommitSpec
 from gitmem.entry import hooks as hooks_mod
 from gitmem.entry.doctor_context import ERROR, INFO, WARNING, Context, Finding
+from gitmem.entry.doctor_memories import has_markers
 from gitmem.format.layout import MEMORY_ROOTS, is_memory_file
 from gitmem.format.model import Scope
 from gitmem.git.command import run_git
@@ -172,10 +172,6 @@ def _heal(db: GitDB) -> None:
     db.write(lambda _snap: (CommitSpec(subject="doctor: nothing to commit"), None))
 
 
-_MARKER_LINE = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.MULTILINE)
-"""A conflict marker line (``<<<<<<< ours``, ``>>>>>>> theirs``) at the start of a line."""
-
-
 def check_merge(ctx: Context) -> Iterator[Finding]:
     """An unfinished merge and the memory files holding its conflict markers (the fix: abort
     and merge again with gitmem's driver, never commit the markers); once none is, forks
@@ -192,7 +188,7 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
     for code, path in _status(db.workdir, "no"):
         full = db.workdir / path
         with contextlib.suppress(OSError):
-            if full.is_file() and not full.is_symlink() and _MARKER_LINE.search(full.read_bytes()):
+            if full.is_file() and not full.is_symlink() and has_markers(full.read_bytes()):
                 code = "UU"
         if "U" in code or code in ("AA", "DD"):
             files.append(path)

@@ -215,9 +215,7 @@ def _rev(top: Path, name: str) -> str | None:
     return value.decode() if value else None
 
 
-def memory_after(
-    top: Path, out: Out, old: str | None, new: str | None, *, hook: str = "post-merge"
-) -> int:
+def memory_after(top: Path, out: Out, old: str | None, new: str | None, hook: str) -> int:
     """Catch the store's index up, report forks among memories changed from old to new,
     and run the lifecycle jobs configured for ``hook`` in gitmem.yaml."""
     from gitmem.entry.jobs import run_jobs
@@ -342,7 +340,7 @@ def run(
     if name in {"post-merge", "post-checkout", "post-rewrite"}:
         try:
             old, new = _refs(top, name, args, env)
-            return memory_after(top, write, old, new, hook=name)
+            return memory_after(top, write, old, new, name)
         except Exception as exc:
             message = " ".join(str(exc).split()) or type(exc).__name__
             write(f"gitmem: warning: {name} hook: {message}")

@@ -34,6 +34,7 @@ from gitmem.format.layout import (
     MEMORY_SUFFIX,
     check_id,
 )
+from gitmem.format.model import DERIVED_KEYS, KNOWN_KEYS
 from gitmem.format.secrets import SecretsFoundError, scan_text
 from gitmem.format.versions import RENAMED_FROM
 from gitmem.git.objects import Snapshot, tree_entry
@@ -639,10 +640,8 @@ class MemoryTool:
 
 
 _COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
-_MANAGED = {
-    "id", "title", "scope", "created_at", "updated_at", "version", "agent", "supersedes",
-    "category", "tags", "related", "session_id", "trigger", "status", NAME_KEY, RENAMED_FROM,
-}  # fmt: skip
+# Front-matter gitmem manages; the validity window and unknown keys move with a rename.
+_MANAGED = {*KNOWN_KEYS, *DERIVED_KEYS, NAME_KEY, RENAMED_FROM} - {"valid_from", "valid_until"}
 
 
 def _run(backend: MemoryTool, command: Any) -> str:

@@ -160,15 +160,13 @@ def clone(
         raise
 
 
-def join(
-    store: Store, url: str, *, remote: str = "origin", scope: str | None = None
-) -> SyncResult:
+def join(store: Store, url: str, *, remote: str = "origin") -> SyncResult:
     """Bring ``store`` into the team store at ``url`` without losing either history: merge
     the unrelated histories (the team's ``gitmem.yaml`` and ``.gitattributes`` win, every
     memory is kept) and push; ``remote`` is added when missing."""
     from gitmem.store import sync
 
-    db = store.db(scope)
+    db = store.db()
     if remote in sync.remote_names(db):
         configured = db.repo.remotes[remote].url
         if configured != url:
@@ -178,4 +176,4 @@ def join(
             )
     else:
         sync.add_remote(db, remote, url)
-    return store.sync(remote, scope=scope, join=True)
+    return store.sync(remote, join=True)
