@@ -266,14 +266,16 @@ def test_near_duplicates_are_reported_with_their_similarity(
     store.create(DEPLOY + "\n")
     api = store.create("Fixtures for the API tests are in tests/api/fixtures.py\n")
     twin = store.create("Test fixtures live in conftest.py under tests\n")
-    found = store.near_duplicates(twin)
-    assert [(m.id, sim) for m, sim in found] == [(first.id, 1.0)]
-    assert store.near_duplicates(store.create("The cat sat on the mat\n")) == []
-    assert store.near_duplicates(store.create("fixtures\n")) == []
-    assert api.id not in [m.id for m, _ in store.near_duplicates(first)]
+    from gitmem.store.duplicates import duplicates_report
+
+    found = duplicates_report(store.reader(), twin)
+    assert [(d["id"], d["similarity"]) for d in found] == [(first.id, 1.0)]
+    assert duplicates_report(store.reader(), store.create("The cat sat on the mat\n")) == []
+    assert duplicates_report(store.reader(), store.create("fixtures\n")) == []
+    assert api.id not in [d["id"] for d in duplicates_report(store.reader(), first)]
     # A new version does not count its predecessor as a duplicate.
     newer = store.supersede(first.id, FIXTURES + " (and tests/api/conftest.py)\n")
-    assert first.id not in [m.id for m, _ in store.near_duplicates(newer)]
+    assert first.id not in [d["id"] for d in duplicates_report(store.reader(), newer)]
 
 
 def test_add_and_remember_report_near_duplicates(store: Store) -> None:

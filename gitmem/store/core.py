@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.errors import InvalidInputError
-from gitmem.format.model import Memory, Scope
+from gitmem.format.model import Scope
 from gitmem.store.index_catchup import Progress
 from gitmem.store.inputs import tag_tuple, whole_number
 from gitmem.store.transactions import At
@@ -209,16 +209,3 @@ class Store(Writes):
             project=project,
             valid_us=self._valid_us(backends[0], at, valid_at, include_superseded),
         )
-
-    def near_duplicates(
-        self, memory: Memory, *, limit: int = 3
-    ) -> builtins.list[tuple[Memory, float]]:
-        """Current memories that say much the same as ``memory`` (one already stored, say
-        what :meth:`create` returned), with their similarity (0..1), most similar first:
-        candidates to update instead of keeping both.
-        See :func:`gitmem.store.duplicates.near_duplicates`.
-        """
-        from gitmem.store.duplicates import near_duplicates
-
-        found = near_duplicates(self.reader(memory.store_scope), memory, limit=limit)
-        return [(hit.memory, sim) for hit, sim in found]
