@@ -48,11 +48,8 @@ def touches(
     path: str | None = None,
     category: str | None = None,
 ) -> bool:
-    """Whether ``commit`` changed a file under ``path`` and/or a memory of ``category``.
-
-    A memory counts for its category as it was after the commit, or before it when
-    the commit deleted it.
-    """
+    """Whether ``commit`` changed a file under ``path`` and/or a memory of ``category`` (as it
+    was after the commit, or before it when the commit deleted it)."""
     paths = commit_changed_paths(commit)
     if path is not None:
         paths = {p for p in paths if path_matches(p, path)}

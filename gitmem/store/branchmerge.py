@@ -90,12 +90,9 @@ def merge_trees(
     *,
     theirs_wins: frozenset[str] = frozenset(),
 ) -> TreeMerge:
-    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree.
-
-    A memory one side moved (a layered document renamed) and the other side edited is
-    merged at its new path, and the old path stays gone: an edit never brings back a path
-    its document moved away from.
-    """
+    """Merge ``theirs`` into ``ours`` against ``base``: changes to apply to ours's tree. A memory
+    one side moved (a renamed document) and the other edited is merged at its new path; the
+    old path stays gone."""
     ours_snap = Snapshot(repo, ours)
     theirs_snap = Snapshot(repo, theirs)
     out = TreeMerge()
@@ -258,11 +255,9 @@ def integrate(
     *,
     join: bool = False,
 ) -> tuple[str, TreeMerge, pygit2.Commit | None, pygit2.Commit | None]:
-    """Bring ``theirs`` into the local branch through the write loop every write uses:
-    (kind: none, fast-forward or merge; the merge; tip before; tip after). Raises
-    MergeConflictError (nothing changed) when a non-memory file cannot merge. ``join``:
-    the team's configuration files win (``gitmem join``).
-    """
+    """Bring ``theirs`` into the local branch through the write loop: (none, fast-forward or
+    merge; the merge; tip before; tip after). MergeConflictError (nothing changed) when a
+    non-memory file cannot merge; ``join``: the team's configuration files win."""
 
     def plan(
         snap: Snapshot,

@@ -65,11 +65,9 @@ def iter_memory_changes(
     new: pygit2.Tree,
     changes: Iterable[tuple[str, pygit2.Oid | None]],
 ) -> Iterator[tuple[str, pygit2.Oid | None]]:
-    """``changes`` (:func:`changed_memory_files` between ``old`` and ``new``) as changes of
-    memories: in history from before ``gitmem migrate`` a plain id may be at format 4's path
-    (gitmem.format.layout.history_paths), and a memory is one file at either path, keyed by
-    the path it is at in ``new`` (removed: by the one it had). A stream: a bulk import's
-    commit changes a million files."""
+    """``changes`` between ``old`` and ``new`` as changes of memories: before ``gitmem migrate`` a
+    plain id may be at format 4's path too (``layout.history_paths``); a memory is keyed by its
+    path in ``new`` (removed: the one it had). A stream: one commit may change a million files."""
     for path, blob in changes:
         paths = history_paths(path)
         if len(paths) == 1:

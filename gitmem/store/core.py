@@ -25,11 +25,8 @@ if TYPE_CHECKING:
 
 
 class Store(Writes):
-    """A gitmem store: one git repository, or a repo-scope and a user-scope one read together.
-
-    Open one with :func:`gitmem.open` or :func:`gitmem.init`. Writes go to
-    ``default_scope`` unless a ``scope=`` says otherwise.
-    """
+    """A gitmem store: one git repository, or a repo-scope and a user-scope one read together
+    (:func:`gitmem.open`, :func:`gitmem.init`); writes go to ``default_scope`` unless told."""
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r}, branch={self.db().branch!r})"
@@ -52,10 +49,7 @@ class Store(Writes):
         self, *, scope: Scope | str | None = None, progress: Progress | None = None
     ) -> builtins.list[GcResult]:
         """Pack each repository with ``git gc``; sizes before and after (``gitmem gc``).
-
-        ``progress(done, total)``: repositories packed, from ``(0, total)`` before the first
-        to ``(total, total)``; each ``git gc`` is one step, however long it takes.
-        """
+        ``progress(done, total)`` counts repositories packed."""
         from gitmem.git import maintenance
 
         backends = self._ordered(scope)
@@ -78,14 +72,10 @@ class Store(Writes):
         progress: Progress | None = None,
         git_progress: Callable[[str], None] | None = None,
     ) -> SyncResult:
-        """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``).
-
-        See :func:`gitmem.store.sync.sync`: forks are reported, never conflict markers;
-        a network failure leaves the store as it was. ``progress(done, total)`` follows the
-        index catching up with what came in; ``git_progress`` gets git's own progress lines
-        (credentials redacted). ``join`` merges a hub's unrelated history (``gitmem join``).
-        A project store following its code's branches syncs main and its memory branches.
-        """
+        """Fetch ``remote``, merge its branch memory-aware, push (``gitmem sync``; see
+        :func:`gitmem.store.sync.sync`). ``progress`` follows the index's catch-up, ``git_progress``
+        gets git's own lines; ``join``: merge a hub's unrelated history (``gitmem join``).
+        A project store following its code's branches syncs main and its memory branches too."""
         from gitmem.store import follow
         from gitmem.store.sync import sync
 
@@ -113,16 +103,10 @@ class Store(Writes):
         limit: int = 20,
         valid_at: At = None,
     ) -> SearchResults:
-        """Search the current memories; best matches first.
-
-        ``mode="fts"`` takes FTS5 syntax (``AND``, ``OR``, ``NOT``, ``"phrases"``,
-        ``prefix*``) and ranks title matches first, then by bm25. A query that is not
-        FTS5 syntax (FTS5 cannot parse it, or it has no operator and no memory holds all
-        its words) is answered by :meth:`recall` instead, and ``notice`` says so.
-        ``"regex"`` is a grep over the bodies (Python regex syntax), one match per
-        line (a title-only match has no line number); ``"substring"`` is the same
-        for a case-insensitive literal. Valid time as :meth:`list` judges it.
-        """
+        """Search the current memories, best first: ``"fts"`` (FTS5 syntax, title matches
+        first, then bm25; a query that is not FTS5 syntax is answered by :meth:`recall`, ``notice``
+        says so), ``"regex"`` or ``"substring"`` (a grep of the bodies, one match per line). Valid
+        time as :meth:`list` judges it."""
         from gitmem.store import search as search_mod
         from gitmem.store.search import SearchResults
 
@@ -178,18 +162,10 @@ class Store(Writes):
         project: str | None = None,
         valid_at: At = None,
     ) -> RecallResults:
-        """The memories that answer ``query`` (a question, keywords, an identifier, a path),
-        best first, each with its best-matching lines and why it ranked.
-
-        No query raises: one with no words finds nothing, with a notice. Superseded
-        memories count for the newest version of their chain; archived ones are left out.
-        ``budget`` (tokens) also packs the best whole memories into ``results.packed``.
-        ``layer`` / ``project`` keep layered documents of that layer / project. Valid time
-        as :meth:`list` judges it; two hits that contradict each other (a ``contradicts``
-        link, the two sides of a fork) are named in ``results.contradictions``.
-        See :mod:`gitmem.store.recall` and docs/recall.md. Raises InvalidInputError for a bad
-        ``limit`` or ``budget``.
-        """
+        """The memories that answer ``query`` best first, each with its best lines and why it ranked
+        (docs/recall.md); never raises for a query. ``budget`` (tokens) packs the best into
+        ``results.packed``; contradicting hits are named in ``results.contradictions``. Valid time
+        as :meth:`list` judges it."""
         from gitmem.store.recall import recall
 
         whole_number("limit", limit, 1)

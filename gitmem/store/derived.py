@@ -1,11 +1,8 @@
 """A memory's ``version`` and ``updated_at``: derived from history, never stored in its file.
 
-A commit is a *version* of a memory when its file is in the commit and differs from the
-(non-merge) parent's, or is absent from every parent of a merge, and the commit is not a
-``gitmem migrate``. ``version`` counts the versions reachable from a commit (at least 1),
-``updated_at`` is the newest of their author times (docs/format.md). The index answers with
-COUNT and MAX over its rows; this module walks the commits where it cannot.
-"""
+A commit is a *version* of a memory when its file differs from the (non-merge) parent's, or
+is absent from every parent of a merge, and it is no ``gitmem migrate``; ``version`` counts
+those reachable (at least 1), ``updated_at`` is the newest's author time (docs/format.md)."""
 
 from __future__ import annotations
 

@@ -85,11 +85,9 @@ def _refuse_foreign_worktree(path: Path, db: GitDB) -> None:
 
 
 def _refuse_foreign_alternates(path: Path, db: GitDB) -> None:
-    """``objects/info/alternates`` makes git and libgit2 read objects from another
-    repository: a ref the store's author set could name a commit only that repository holds
-    (a private project on this machine), and ``gitmem sync`` would push it to their hub.
-    ``git clone --shared``/``--reference`` writes one too; that store is the user's to trust.
-    Checked before any object is read (libgit2 loads the file on the first read)."""
+    """Refuse (unless trusted) a store whose ``objects/info/alternates`` names another repository:
+    a ref could name a commit only that repository holds, and sync would push it. Checked
+    before any object is read (libgit2 loads the file on the first read)."""
     alternates = db.gitdir / "objects" / "info" / "alternates"
     try:
         if stat.S_ISREG(alternates.stat().st_mode):
@@ -197,18 +195,11 @@ def open_store(
     use_index: bool = True,
     any_format: bool = False,
 ) -> Store:
-    """Open a store. Without ``path``: ``$GITMEM_DIR``, else the project's ``.gitmem/``
-    found by walking up from the current directory (read together with the user
-    store when that exists), else the user store at ``$GITMEM_HOME`` (default
-    ``~/.gitmem``), created on first use. ``branch``: write to (and read from) that
-    branch instead of the one checked out (main in a bare store), made from main's tip
-    on first use: a proposal an agent makes for review (``gitmem review main..BRANCH``).
-    A project store that follows the code's branches opens the memory branch of the
-    checkout at ``cwd`` (:mod:`gitmem.store.follow`).
-    ``use_index=False`` serves every read from git (doctor's reference view).
-    ``any_format``: open a store of an older format too, for ``gitmem migrate`` (and for
-    doctor and status to say so); nothing else reads one.
-    """
+    """Open a store: ``path``, else ``$GITMEM_DIR``, else the project's ``.gitmem/`` found walking
+    up from ``cwd`` (with the user store beside it), else the user store (made on first use).
+    ``branch``: that branch instead (made from main; a proposal to review); a project store
+    following its code's branches opens the checkout's memory branch (:mod:`.follow`).
+    ``use_index=False``: every read from git (doctor); ``any_format``: an older format too."""
     path = path if path is not None else os.environ.get("GITMEM_DIR") or None
     if path is not None:
         target = Path(path).expanduser()

@@ -1,10 +1,6 @@
-"""A memory's file edited as text (``gitmem edit``): one update, and nothing typed is lost.
-
-The text the editor returns goes through :meth:`Store.update_from_text` (validated, a
-conflict if someone else changed the memory meanwhile). When that refuses it, the text
-and the version it was based on are kept under ``<gitdir>/gitmem/edits/``, and the next
-edit of the same memory starts from them.
-"""
+"""A memory's file edited as text (``gitmem edit``) as one :meth:`Store.update_from_text`;
+when that refuses it, the text and its base version are kept under
+``<gitdir>/gitmem/edits/`` and the next edit of the memory starts from them."""
 
 from __future__ import annotations
 
@@ -40,12 +36,9 @@ def edit(
     discard: bool = False,
     notice: Callable[[str], None] = lambda _: None,
 ) -> Edited:
-    """Edit ``memory_id``'s file with ``editor`` as one update.
-
-    A kept unfinished edit is offered again (``notice`` says so) unless ``discard``.
-    When the update is refused, what was typed is kept and the error's hint says where
-    (``notice`` tells it for an error that carries no hint).
-    """
+    """Edit ``memory_id``'s file with ``editor`` as one update; a kept unfinished edit is offered
+    again unless ``discard``. A refused update keeps what was typed (the error's hint, or
+    ``notice``, says where)."""
     memory = store.read(memory_id)
     pending, base_file = paths.edit_files(store.db(memory.store_scope).gitdir, memory_id)
     base = memory.version

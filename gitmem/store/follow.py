@@ -1,12 +1,9 @@
 """Project memory that follows the code's branches (``gitmem config branches.follow true``).
 
-While the project's checkout (each git work tree its own) is on branch B, not the default
-branch, the project store writes to memory branch B, made from memory main on its first
-write, and reads B brought up to date with main by gitmem's merge. When the code branch
-merges into the default branch, B merges into main (the project's post-merge hook, or
-``gitmem branches land B``) and is deleted. The switch is this clone's own: the store's git
-config ``gitmem.followBranches``, never committed, so no teammate turns it on for others.
-"""
+While a checkout is on branch B, not the default, the project store writes to memory branch
+B (made from main) and reads it merged up to date with main; when B's code merges into the
+default branch, B merges into main (post-merge hook, ``gitmem branches land``) and goes.
+The switch is this clone's own git config (``gitmem.followBranches``), never committed."""
 
 from __future__ import annotations
 

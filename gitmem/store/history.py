@@ -44,11 +44,8 @@ class VersionHistory(Reads):
         return blob_data(backend.db.repo, pygit2.Oid(hex=kept[-1][0])) if kept else None
 
     def _predecessor(self, other: str, warnings: builtins.list[str]) -> Memory | None:
-        """A memory named in ``supersedes``, now or as it last was before a delete.
-
-        None when there is none or it cannot be read: links are written by hand too,
-        so a broken one is reported (in ``warnings``), never fatal.
-        """
+        """A memory named in ``supersedes``, now or as it last was before a delete; None when there
+        is none or it cannot be read (reported in ``warnings``: links are written by hand too)."""
         try:
             found = self.get(other)
         except InvalidIdError:
@@ -69,11 +66,8 @@ class VersionHistory(Reads):
         return None
 
     def latest_version(self, id: str) -> Memory:
-        """The newest memory that (transitively) supersedes ``id``, or ``id`` itself.
-
-        When two memories supersede the same one (a fork), the higher version wins,
-        then the later ``updated_at``, then the id; a warning is logged.
-        """
+        """The newest memory that (transitively) supersedes ``id``, or ``id`` itself; on a fork the
+        higher version, then the later ``updated_at``, then the id (with a warning)."""
         latest_id, warnings = walk_forward(id, self.successors)
         for warning in warnings:
             log.warning("%s", warning)
@@ -87,11 +81,9 @@ class VersionHistory(Reads):
     def history(
         self, id: str, *, limit: int | None = None, page: int = 1
     ) -> History:
-        """Every version along the chain ending at ``id`` (``supersedes`` and renames back to
-        the root), oldest first: each commit that changed a memory's file, with its content.
-        ``limit``: only the newest ``limit`` versions of page ``page``, the only ones read
-        (``earlier`` counts what comes before).
-        """
+        """Every version along the chain ending at ``id`` (``supersedes`` and renames back to the
+        root), oldest first, with its content; ``limit``: only the newest ``limit`` of page
+        ``page`` are read (``earlier`` counts those before)."""
         check_id(id)
         whole_number("limit", 1 if limit is None else limit, 1)
         whole_number("page", page, 1)

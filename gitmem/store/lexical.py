@@ -1,11 +1,8 @@
 """What the full-text index holds of a memory, and how a question becomes an FTS5 query.
 
-The FTS5 table ``fts`` is contentless (token lists, not a second copy of the bodies); its
-tokenizer cuts at anything not a letter or digit, folds case and accents and stems; a
-fifth column holds the parts of identifiers (``CamelCase`` -> ``camel case``).
-:func:`fts_row` must stay a pure function of the memory: change it and bump
-:data:`LEXICAL_VERSION`. Questions become an OR of quoted terms: never syntax.
-"""
+The ``fts`` table is contentless; its tokenizer folds case and accents and stems, and a
+fifth column holds identifiers' parts (``CamelCase`` -> ``camel case``). :func:`fts_row`
+is a pure function of the memory (change it: bump :data:`LEXICAL_VERSION`)."""
 
 from __future__ import annotations
 

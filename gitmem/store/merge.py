@@ -1,13 +1,9 @@
-"""Memory-aware merging: two versions of one memory file against their common base.
-
-The same functions serve ``gitmem sync`` (pygit2 runs no external merge driver) and plain
-``git merge`` through ``gitmem merge-driver``. Front-matter merges field by field, the body
-three-way (appended sections and entries of both sides kept, in date order); where both
-sides changed the same lines, one side stays and the other becomes a *fork*, a new memory
-``<id>.fork-<hash>``: never conflict markers. Every choice depends only on the contents and
-the sides' histories, so merging A into B and B into A give the same files. The rules are
-docs/collaboration.md's table.
-"""
+"""Memory-aware merging of one memory file's two versions against their base, for
+``gitmem sync`` and git's merge driver alike: front-matter field by field, the body
+three-way (appended entries of both sides kept, by date); where both sides changed the same
+lines, one side stays and the other becomes a *fork* ``<id>.fork-<hash>``, never conflict
+markers. Choices depend only on contents and histories, so A into B equals B into A
+(docs/collaboration.md)."""
 
 from __future__ import annotations
 
@@ -113,14 +109,10 @@ def _merge3(
     second: Sequence[str],
     inserted: Callable[[list[str], list[str]], list[str]] | None = None,
 ) -> list[str] | None:
-    """diff3 over items compared by key: the merged items, or None when both sides changed
-    the same region.
-
-    A base item both sides kept (in order) is stable; between stable items a region changed
-    by one side only takes that side, one changed the same way by both takes ``first``'s,
-    one only *inserted* by both takes ``inserted(first's, second's)`` when given; anything
-    else is a conflict. Adjacent edits with no stable item between them conflict, as in git.
-    """
+    """diff3 over items compared by key, or None when both sides changed one region. A region
+    changed by one side takes it, one changed alike takes ``first``'s, one only *inserted* by
+    both takes ``inserted(first's, second's)`` when given; else a conflict (adjacent edits with
+    no stable item between them too, as in git)."""
     to_first, to_second = _matches(base, first_keys), _matches(base, second_keys)
     out: list[str] = []
     i = j = k = 0
@@ -184,13 +176,9 @@ def _sections(added: str, fallback: str) -> list[tuple[str, str]]:
 
 
 def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
-    """Both sides only appended to ``base``: base + both sides' new sections in date order.
-
-    ``first`` wins ties (the caller passes the side with the later ``updated_at``
-    first, so the result does not depend on which side is "ours"). A section both
-    sides appended word for word is kept once. None when either side did more than
-    append whole lines.
-    """
+    """Both sides only appended to ``base``: base + both sides' new sections in date order
+    (``first``, the side with the later ``updated_at``, wins ties; a section both appended is
+    kept once). None when either side did more than append whole lines."""
     if not (first.startswith(base) and second.startswith(base)):
         return None
     head = base
@@ -211,11 +199,8 @@ _UNIT_START = re.compile(r"#|[-*+][ \t]|\d{1,9}[.)][ \t]")
 
 
 def _units(text: str) -> list[str]:
-    """Split a body into entries: a unit starts at a heading or a list item at column 0.
-
-    Other lines (continuations, paragraphs, blank lines) belong to the unit before them, and
-    a unit of blank lines only is joined by what follows it.
-    """
+    """Split a body into entries: a unit starts at a heading or a list item at column 0; other
+    lines belong to the unit before them, and a unit of blank lines is joined by what follows."""
     parts: list[str] = []
     for line in text.splitlines(keepends=True):
         if parts and (not _UNIT_START.match(line) or not parts[-1].strip()):
@@ -265,11 +250,9 @@ def _by_date(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[
 
 
 def merge_sections(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
-    """A three-way merge of entry-structured text (headings and list items, :func:`_units`):
-    entries *inserted* by both sides at one place are all kept, by date
-    (:func:`_interleave`), so appends by any number of agents never fork. ``first`` is the
-    side ranked higher. None when both sides changed or removed the same entry.
-    """
+    """Three-way merge of entry-structured text (:func:`_units`): entries *inserted* by both sides
+    at one place are all kept by date (:func:`_interleave`), so appends never fork. ``first``
+    is the side ranked higher; None when both changed or removed the same entry."""
     first_units, second_units = _units(first), _units(second)
     merged = _merge3(
         [_unit_key(u) for u in _units(base)],
@@ -321,14 +304,9 @@ def merge_metadata(
     second: dict[str, Any],
     decided: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Field-by-field merge; ``first`` is the later side.
-
-    Key order: ``first``'s keys, then keys only ``second`` has, in its order. A plain field
-    both sides changed to different values takes ``first``'s; ``decided`` (when given)
-    receives ``second``'s losing value under the field's name, but of two different
-    ``valid_until`` the earlier wins (an end either side saw stands; the other is decided).
-    ``version`` and ``updated_at`` are left out (derived from history: docs/format.md).
-    """
+    """Field-by-field merge, ``first`` the later side (its keys first): a plain field both changed
+    differently takes ``first``'s, and ``decided`` gets ``second``'s losing value, but of two
+    ``valid_until`` the earlier wins. Derived ``version`` and ``updated_at`` are left out."""
     base = base or {}
     out: dict[str, Any] = {}
     keys = list(first) + [k for k in second if k not in first]

@@ -37,12 +37,9 @@ gitmem command commits them (a driver can only write the one file git asks it fo
 def run_driver(
     base_file: str, ours_file: str, theirs_file: str, path: str, *, cwd: Path | None = None
 ) -> int:
-    """The work of ``gitmem merge-driver %O %A %B %P``; returns the exit code for git.
-
-    The merged memory is written to ``%A``; a fork (git asks for one file) waits under
-    :data:`PENDING_DIR` for the next ``gitmem sync``, ``conflicts`` or ``resolve``. A file
-    that is not a memory gets ``git merge-file`` (with its usual conflict markers).
-    """
+    """``gitmem merge-driver %O %A %B %P``: the merged memory written to ``%A``, a fork saved
+    under :data:`PENDING_DIR` for the next sync, conflicts or resolve; a file that is not a
+    memory gets ``git merge-file``. Returns git's exit code."""
     if id_from_path(path) is not None:
         where = cwd or Path.cwd()
         try:
@@ -134,13 +131,9 @@ def _theirs_candidates(repo: pygit2.Repository) -> list[tuple[str, bool]]:
 
 
 def driver_sides(cwd: Path, path: str, ours: bytes, theirs: bytes) -> DerivedSides | None:
-    """What the git driver knows of the two sides' histories (None: not in a repository).
-
-    git hands the driver files, not commits: ours is HEAD, theirs a commit git names
-    (:func:`_theirs_candidates`). A commit counts for a side only when its blob at ``path``
-    is that side's file byte for byte, so a stale ``*_HEAD`` never lends a side someone
-    else's history; a side no commit names is None (:class:`DerivedSides`).
-    """
+    """What the driver knows of the sides' histories (None: not in a repository): ours is HEAD,
+    theirs a commit git names (:func:`_theirs_candidates`), each only when its blob at ``path``
+    is that side's file byte for byte (a stale ``*_HEAD`` lends no history); else None."""
     try:
         repo = pygit2.Repository(os.fspath(cwd))
     except (pygit2.GitError, KeyError):
@@ -273,11 +266,8 @@ def driver_registered(repo_path: str | os.PathLike[str]) -> bool:
 
 
 def register_driver(repo_path: str | os.PathLike[str], python: str | None = None) -> None:
-    """Register the driver in the repository's own git config (``.git/config``).
-
-    A clone does not get it from the remote (git never copies config), which is
-    why ``gitmem init``, ``gitmem hooks install`` and ``gitmem sync`` set it.
-    """
+    """Register the driver in the repository's own git config: git never copies config to a
+    clone, so ``gitmem init``, ``hooks install`` and ``sync`` set it."""
     repo = open_repo(repo_path)
     repo.config["merge.gitmem.name"] = "gitmem memory-aware merge"
     repo.config[DRIVER_CONFIG] = driver_command(python)

@@ -1,12 +1,7 @@
-"""How the store reads memories: one interface (:data:`Reader`), served by the index or by
-git's tree.
-
-:class:`gitmem.store.index.Index` answers from the derived SQLite index; :class:`TreeReader`
-from an in-memory index of one commit's tree (the same queries), and walks the history.
-The store picks the tree where the index cannot answer (a past ``at``, a transaction's
-staged writes, ``use_index = False``, a store it cannot write), else the index
-(``Store._reader``).
-"""
+"""How the store reads memories (:data:`Reader`): :class:`gitmem.store.index.Index` from the
+derived index, :class:`TreeReader` from an in-memory index of one commit's tree (the same
+queries) where the index cannot answer (a past ``at``, a transaction's staged writes,
+``use_index = False``, a store it cannot write: ``Store._reader``)."""
 
 from __future__ import annotations
 

@@ -271,11 +271,9 @@ class Reads(Transactions):
         return self.get(id, at=at) is not None
 
     def resolve_id(self, prefix: str, *, scope: Scope | str | None = None) -> str:
-        """The full id of the one memory whose id starts with ``prefix`` (``mem_5f0c``, or
-        ``mem_5f0c...`` as help texts write it), in every scope: current memories first,
-        then deleted ones (so ``restore`` takes a prefix). AmbiguousIdError lists several
-        matches; NotFoundError for none. Path ids are never abbreviated.
-        """
+        """The full id of the one memory whose id starts with ``prefix`` (``mem_5f0c`` or
+        ``mem_5f0c...``): current memories first, then deleted ones (``restore`` takes a prefix).
+        AmbiguousIdError or NotFoundError otherwise; path ids are never abbreviated."""
         wanted = id_prefix(prefix)
         if is_path_id(wanted) or any(
             # whether the file is there, without decoding it (the caller reads it next)
@@ -319,13 +317,10 @@ class Reads(Transactions):
         at: At = None,
         valid_at: At = None,
     ) -> builtins.list[Memory]:
-        """Memories, oldest first; superseded and archived ones only when asked for.
-
-        Valid time: those valid at ``valid_at`` (a date or date-time), by default at the
-        time of ``at``, else now; ``include_superseded`` without ``valid_at`` keeps expired
-        ones too. Files that cannot be read as memories are skipped and logged; see
-        :meth:`problems` for the full list.
-        """
+        """Memories, oldest first; superseded and archived ones only when asked for. Valid
+        time: those valid at ``valid_at``, by default the time of ``at``, else now
+        (``include_superseded`` without ``valid_at`` keeps expired ones too). Unreadable files are
+        skipped (:meth:`problems`)."""
         wanted_tags = set(tag_tuple(tags)) if tags else set()
         out: builtins.list[Memory] = []
         for backend in self._ordered(scope):
@@ -347,11 +342,8 @@ class Reads(Transactions):
     def documents(
         self, folder: str, *, recursive: bool = False, scope: Scope | str | None = None
     ) -> builtins.list[str]:
-        """Path ids of the documents in ``folder`` (``projects/acme``), sorted; [] if none.
-
-        Read from the tip's tree (inside a transaction: as staged), so it costs the
-        folder's size, not the store's. ``recursive`` includes sub-folders.
-        """
+        """Path ids of the documents in ``folder`` (``projects/acme``), sorted, from the tip's tree
+        (as staged in a transaction): it costs the folder's size. ``recursive``: sub-folders too."""
         folder = folder.strip("/")
         if folder not in DOCUMENT_ROOTS:
             check_id(folder, what="folder")
@@ -387,12 +379,9 @@ class Reads(Transactions):
         path: str | None = None,
         category: str | None = None,
     ) -> builtins.list[LogEntry]:
-        """Commits, newest first, filtered by the facts in their trailers.
-
-        ``path`` keeps commits that changed a file under it (a file, a directory or
-        a glob); ``category`` those that changed a memory of that category (see
-        :func:`gitmem.store.auditlog.touches`).
-        """
+        """Commits, newest first, filtered by their trailers, by ``path`` (a file, a directory or
+        a glob they changed) and by ``category`` (of a memory they changed:
+        :func:`auditlog.touches`)."""
         return read_log(
             [(b.db, b.scope) for b in self._ordered(scope)],
             agent=agent,

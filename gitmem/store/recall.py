@@ -1,11 +1,8 @@
 """Recall: the memories that answer a question, best first (``Store.recall``).
 
-Nothing in a query is syntax, and no query raises. BM25 over its words and the cosine of
-its embedding give two lists, whose scores, scaled to 0..1, are added with :data:`FUSION`'s
-weights. A superseded memory's match counts for the newest version of its chain; archived
-and not valid memories are left out; hits that contradict each other are named. Without
-the index the same ranking runs in a scratch table. docs/recall.md says why.
-"""
+No query is syntax and none raises. BM25 over its words and the cosine of its embedding,
+scaled to 0..1, are added with :data:`FUSION`'s weights; a superseded memory's match counts
+for its chain's newest version; contradicting hits are named. docs/recall.md says why."""
 
 from __future__ import annotations
 

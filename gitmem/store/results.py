@@ -11,12 +11,9 @@ from gitmem.base.clock import format_timestamp
 from gitmem.format.model import Memory, Scope
 
 HISTORY_PAGE = 100
-"""Versions a ``gitmem history`` shows per call unless told otherwise (``python -m
-bench.history``: all of 100,000 took 154 s and 505 MB)."""
-
+"""Versions a ``gitmem history`` shows per call unless told (``python -m bench.history``)."""
 LOG_PAGE = 100
-"""Commits a ``gitmem log`` shows per call unless told otherwise (``python -m
-bench.history``)."""
+"""Commits a ``gitmem log`` shows per call unless told (``python -m bench.history``)."""
 
 
 @dataclass(frozen=True)

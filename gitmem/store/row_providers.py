@@ -23,13 +23,10 @@ RowApply = Callable[[sqlite3.Connection, "pygit2.Repository", RowChanges], None]
 
 @dataclass(frozen=True)
 class RowProvider:
-    """Derived tables another module owns, kept current by catch-up and rebuild.
-
-    ``ddl`` creates ``tables`` (in an order ``DROP TABLE`` can follow). ``apply`` runs in
-    the catch-up's transaction after the core tables took the change; it must not commit
-    and must be a pure function of what it is given (catch-up must equal a rebuild). A new
-    ``version`` refills the tables from every current memory under ``under`` (a path
-    prefix; "" for all)."""
+    """Derived tables another module owns (``ddl`` makes ``tables``, in an order DROP can follow),
+    kept current by catch-up: ``apply`` runs in its transaction, must not commit and must be
+    pure (a catch-up equals a rebuild). A new ``version`` refills them from every current
+    memory under ``under`` (a path prefix; "" for all)."""
 
     name: str
     version: int

@@ -1,10 +1,8 @@
 """Sync a store through a git remote: fetch, merge memory-aware, push; never force.
 
-The remote is talked to by the git binary (the user's credential helpers, ssh and
-protocols); the local store changes only through pygit2, under the write lock and with the
-branch's compare-and-swap, the trees merged by :mod:`gitmem.store.branchmerge`. A failed
-fetch leaves the store as it was; a rejected push fetches and merges again.
-"""
+The git binary talks to the remote (the user's credential helpers and protocols); the store
+changes only through pygit2 under the write lock and the branch's compare-and-swap
+(:mod:`.branchmerge`). A failed fetch changes nothing; a rejected push merges again."""
 
 from __future__ import annotations
 
@@ -316,12 +314,9 @@ def sync(
     join: bool = False,
     git_progress: GitProgress | None = None,
 ) -> SyncResult:
-    """Fetch ``remote``, merge its branch into the store's, push; retry when the push races,
-    after a jittered exponential backoff (:func:`_backoff`).
-
-    ``git_progress`` gets git's own lines as it fetches and pushes (``--progress``),
-    credentials redacted. ``join`` merges a hub's unrelated history (``gitmem join``).
-    """
+    """Fetch ``remote``, merge its branch into the store's, push; a raced push retries after a
+    jittered backoff. ``git_progress`` gets git's lines (credentials redacted); ``join``
+    merges a hub's unrelated history (``gitmem join``)."""
     _refuse_in_progress(db)
     if remote not in remote_names(db):
         raise InvalidInputError(

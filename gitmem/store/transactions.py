@@ -1,11 +1,7 @@
-"""A Store's repositories and how its writes become commits.
-
-One :class:`Backend` per scope (its git database, committed policy and index). A write is an
-*action* that stages changes in a snapshot: outside a transaction it gets a commit of its own;
-inside ``with store.transaction():`` actions share one commit, replayed on the newest tip if
-another writer moved the branch in between. Every commit's text and every file it stages pass
-the store's secret policy here.
-"""
+"""A Store's repositories and how its writes become commits: one :class:`Backend` per scope;
+a write is an *action* staged in a snapshot, in a commit of its own or, inside
+``with store.transaction():``, in one shared commit replayed on the newest tip if another
+writer moved the branch. Every commit's text and file pass the store's secret policy here."""
 
 from __future__ import annotations
 
@@ -109,11 +105,8 @@ and goes onto a moved tip only as staged (:meth:`Transactions._rebase_staged`)."
 
 
 class Transaction:
-    """Many operations, one commit, all or nothing. Made by :meth:`Store.transaction`.
-
-    Its write methods are the Store's; reads through the store inside the block
-    see what the transaction staged.
-    """
+    """Many operations, one commit, all or nothing (:meth:`Store.transaction`): its write methods
+    are the Store's, and reads through the store inside the block see what it staged."""
 
     def __init__(self, store: Transactions, backend: Backend) -> None:
         self.store = store
@@ -199,11 +192,8 @@ class Transactions:
 
     @contextlib.contextmanager
     def secrets_allowed(self) -> Iterator[None]:
-        """Writes in this block (in this thread) may store content that looks like a credential.
-
-        Without it every write that would store a credential raises
-        :class:`gitmem.format.secrets.SecretsFoundError` naming its kind and line.
-        """
+        """Writes in this block (this thread) may store content that looks like a credential; else
+        they raise :class:`gitmem.format.secrets.SecretsFoundError` naming its kind and line."""
         before = getattr(self._secrets_ok, "on", False)
         self._secrets_ok.on = True
         try:
@@ -270,15 +260,10 @@ class Transactions:
         by: str | None = None,
         body: str | None = None,
     ) -> Iterator[Transaction]:
-        """Group writes into one commit: all of them land, or none does.
-
-        Inside the block the store's writes stage changes and reads see them; the commit is
-        made when the block ends without an exception. If another writer moved the branch
-        meanwhile, the operations are replayed on the new tip (past :data:`REPLAY_LIMIT`:
-        see :meth:`_rebase_staged`). ``op`` makes the commit one operation of that name
-        (``gitmem resolve``), attributed to ``by``, with ``body`` as its reason.
-        ``trailers`` go after gitmem's own; ``tx.trailers`` may still grow in the block.
-        """
+        """Group writes into one commit when the block ends without an exception: all or none.
+        Reads in the block see them; a moved branch gets them replayed (:meth:`_rebase_staged`).
+        ``op``: the commit is one operation of that name by ``by``, ``body`` its reason
+        (``gitmem resolve``); ``trailers`` follow gitmem's own (``tx.trailers`` may still grow)."""
         if getattr(self._tx, "active", None) is not None:
             raise InvalidInputError("transactions do not nest")
         backend = self._backend(scope)
@@ -411,11 +396,9 @@ class Transactions:
         return memfile.encode(memory, max_body_bytes=backend.config.max_body_bytes, policy=policy)
 
     def check_file(self, data: bytes, *, what: str, scope: Scope | str | None = None) -> Memory:
-        """The memory in a memory file that is to be stored byte for byte (an import), held
-        to every check a write of it makes here: the store's credential policy (unless
-        allowed: :attr:`allow_secrets`, :meth:`secrets_allowed`), the reader's checks at the
-        path its id names, the body and front-matter bounds. Raises what a write would.
-        ``what`` names the file in messages."""
+        """The memory in a file to be stored byte for byte (an import), held to every check a write
+        makes (credential policy unless allowed, path, body and front-matter bounds); raises what a
+        write would. ``what`` names the file in messages."""
         backend = self._backend(scope)
         self._refresh_config(backend, backend.db.snapshot())
         policy = self._secret_policy(backend)

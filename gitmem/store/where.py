@@ -1,10 +1,5 @@
-"""Where the stores are, by path alone: the user store, a project's ``.gitmem/``.
-
-Kept apart from :mod:`gitmem.store.discovery` (which opens and creates stores through
-libgit2) so that the command line can say which store a command would use, and the
-read commands can find its current index (``index_queries.open_current``), without loading
-libgit2.
-"""
+"""Where the stores are, by path alone (the user store, a project's ``.gitmem/``): apart from
+:mod:`.discovery` so the command line can find a store's current index without libgit2."""
 
 from __future__ import annotations
 

@@ -152,15 +152,10 @@ class Writes(VersionHistory):
         valid_from: At = None,
         valid_until: At = None,
     ) -> Memory:
-        """Store a new memory in one commit and return it (with its new ``mem_<uuid>`` id).
-
-        ``valid_from``/``valid_until`` (a date or date-time): when the fact held in the
-        world; reads judge it by them (``valid_at=``).
-
-        Raises AlreadyExistsError if ``id`` is given and taken, InvalidInputError
-        for bad fields or an empty body (unless ``allow_empty``), TooLargeError over
-        the body bound.
-        """
+        """Store a new memory in one commit and return it (id ``mem_<uuid>`` unless ``id``).
+        ``valid_from``/``valid_until``: when the fact held in the world. Raises AlreadyExistsError
+        for a taken ``id``, InvalidInputError for bad fields or an empty body (unless
+        ``allow_empty``), TooLargeError over the body bound."""
         backend = self._backend(scope)
         memory_id = self._new_id(backend, id)
         body = body_text(body, allow_empty=allow_empty)
@@ -198,12 +193,9 @@ class Writes(VersionHistory):
         allow_empty: bool = False,
         **fields: Any,
     ) -> Memory:
-        """Change a memory in place: same id and path, ``version`` + 1, ``updated_at`` now.
-
-        ``fields``: any of ``model.EDITABLE_FIELDS`` and ``extra`` (merged into the unknown
-        keys; a None value removes a key). ``expected_version``: ConflictError when the
-        stored version differs. An update that changes nothing makes no commit.
-        """
+        """Change a memory in place: same id, ``version`` + 1. ``fields``: ``model.EDITABLE_FIELDS``
+        and ``extra`` (merged; a None value removes a key). ``expected_version``: ConflictError
+        when the stored one differs. An update that changes nothing makes no commit."""
         backend = self._locate(id)
         new_body = body_text(body, allow_empty=allow_empty) if body is not None else None
         changes = settable_fields(fields)
@@ -237,11 +229,8 @@ class Writes(VersionHistory):
         message: str | None = None,
         allow_empty: bool = False,
     ) -> Memory:
-        """Add ``text`` at the end of the body (on a new line), as an update.
-
-        ``agent`` and ``session_id`` go into the commit's trailers (so ``gitmem undo
-        --session`` finds the write); the memory's own fields are left as they are.
-        """
+        """Add ``text`` at the end of the body (on a new line), as an update; ``agent`` and
+        ``session_id`` go into the commit's trailers only (``gitmem undo --session`` finds it)."""
         backend = self._locate(id)
         addition = body_text(text, what="text", allow_empty=allow_empty)
         agent = single_line("agent", agent)
@@ -266,13 +255,9 @@ class Writes(VersionHistory):
         expected_version: int | None = None,
         message: str | None = None,
     ) -> Memory:
-        """Replace a memory with the whole file text a person edited (``gitmem edit``).
-
-        The text is validated like a stored file and keeps the order and spelling of its
-        keys; the id must not change. ``created_at`` stays the stored one, whatever the text
-        says (``version`` and ``updated_at`` are derived); text that differs only in those
-        makes no commit. When anything is wrong nothing is written.
-        """
+        """Replace a memory with the whole file text a person edited (``gitmem edit``), validated
+        like a stored file, keys kept as written; the id must not change and ``created_at`` stays
+        the stored one. Text that differs only in derived fields makes no commit."""
         backend = self._locate(id)
         if isinstance(text, bytes):
             text = codec.decode(text, what="edited text")
@@ -321,12 +306,8 @@ class Writes(VersionHistory):
         message: str | None = None,
         missing_ok: bool = True,
     ) -> bool:
-        """Remove a memory from the current tree (history keeps it; :meth:`restore` brings it back).
-
-        Returns False when there was nothing to delete, or with ``missing_ok=False``
-        raises :class:`NotFoundError` saying where deleted memories are found. ``agent``
-        and ``session_id`` go into the commit's trailers.
-        """
+        """Remove a memory from the tree (history keeps it; :meth:`restore` brings it back). False
+        when there was nothing to delete, or NotFoundError with ``missing_ok=False``."""
         try:
             backend = self._locate(id)
         except NotFoundError:
@@ -360,10 +341,8 @@ class Writes(VersionHistory):
         scope: Scope | str | None = None,
         message: str | None = None,
     ) -> bool:
-        """Keep a folder below a document root in the tree though it holds no memory (an
-        empty ``.gitkeep``, which every reader skips), or with ``keep=False`` remove that
-        file; whether anything changed. The memory tool keeps empty directories with it.
-        """
+        """Keep a folder below a document root in the tree though it holds no memory (an empty
+        ``.gitkeep``), or with ``keep=False`` remove that file; whether anything changed."""
         check_id(folder, what="folder")
         if not is_path_id(folder):
             raise InvalidInputError(f"folder {folder!r} is not below a document root")
@@ -390,11 +369,8 @@ class Writes(VersionHistory):
         agent: str | None = None,
         message: str | None = None,
     ) -> Memory:
-        """Bring back a deleted memory as it last was, or roll one back to its content ``at``.
-
-        The restore is a new version of the memory (docs/format.md), so it is a visible
-        step of its history.
-        """
+        """Bring back a deleted memory as it last was, or roll one back to its content ``at``: a new
+        version of it, a visible step of its history."""
         check_id(id)
         agent = single_line("agent", agent)
         for backend in self._ordered(scope):
@@ -454,14 +430,9 @@ class Writes(VersionHistory):
         allow_empty: bool = False,
         **fields: Any,
     ) -> Memory:
-        """Write a new memory that replaces ``old_id``; the old file is not touched.
-
-        The new memory's ``supersedes`` names the old one; it is a new memory (version
-        1). Title, category, tags and related are carried forward unless given; scope
-        is the old memory's store. With ``valid_from`` (the new fact holds from then), the
-        old memory's ``valid_until`` is set to it in the same commit (unless it ended
-        earlier): what was true before stays readable with ``valid_at``.
-        """
+        """Write a new memory (version 1) replacing ``old_id``, whose file is not touched. Title,
+        category, tags and related carry forward unless given; ``valid_from`` also ends the old
+        memory's validity then, in the same commit (unless it ended earlier)."""
         backend = self._locate(old_id)
         new_memory_id = self._new_id(backend, id)
         if new_memory_id == old_id:

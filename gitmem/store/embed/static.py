@@ -1,10 +1,7 @@
-"""The default embedder: static token embeddings shipped inside an installed wheel.
-
-Each token's row of WordLlama's ``l2_supercat`` 256-d table, averaged: no neural network.
-The table is read from the ``wordllama`` wheel's folder without importing the package (its
-loader may download). A query's vector is summed in Python, as numpy's import would cost a
-one-shot ``gitmem recall`` more than the sum; memories are embedded in numpy batches.
-"""
+"""The default embedder: the mean of the tokens' rows of WordLlama's ``l2_supercat`` 256-d
+static table, read from the installed ``wordllama`` wheel without importing it (its loader
+may download). A query's vector is summed in Python (numpy's import would cost a one-shot
+``gitmem recall`` more); memories are embedded in numpy batches."""
 
 from __future__ import annotations
 
