@@ -135,8 +135,14 @@ def _deleting(action: Callable[[Any], object], key: str, what: str) -> Handler:
     return handler
 
 
+def _per_entity(outer: str, key: str, entity: str, items: str) -> dict[str, Any]:
+    """``{outer: [{entityName, key: [strings]}]}``: the reference's observation tools' input."""
+    return _obj({outer: _list(_obj({"entityName": entity, key: _list(None, items)}))})
+
+
 def _graph_tools(graph: Graph) -> list[ToolSpec]:
     entities, relations = _obj({"entities": _list(_ENTITY)}), _obj({"relations": _list(_RELATION)})
+    added = _obj({"entityName": _of("string"), "addedObservations": _list()})
     return [
         ToolSpec(
             "create_entities",
@@ -160,27 +166,15 @@ def _graph_tools(graph: Graph) -> list[ToolSpec]:
         ToolSpec(
             "add_observations",
             "Add new observations to existing entities in the knowledge graph",
-            _obj(
-                {
-                    "observations": _list(
-                        _obj(
-                            {
-                                "entityName": "The name of the entity to add the observations to",
-                                "contents": _list(None, "An array of observation contents to add"),
-                            }
-                        )
-                    )
-                }
+            _per_entity(
+                "observations",
+                "contents",
+                "The name of the entity to add the observations to",
+                "An array of observation contents to add",
             ),
             lambda a: _out(graph.add_observations(a["observations"]), "results"),
             ADD,
-            _obj(
-                {
-                    "results": _list(
-                        _obj({"entityName": _of("string"), "addedObservations": _list()})
-                    )
-                }
-            ),
+            _obj({"results": _list(added)}),
         ),
         ToolSpec(
             "delete_entities",
@@ -193,17 +187,11 @@ def _graph_tools(graph: Graph) -> list[ToolSpec]:
         ToolSpec(
             "delete_observations",
             "Delete specific observations from entities in the knowledge graph",
-            _obj(
-                {
-                    "deletions": _list(
-                        _obj(
-                            {
-                                "entityName": "The name of the entity containing the observations",
-                                "observations": _list(None, "An array of observations to delete"),
-                            }
-                        )
-                    )
-                }
+            _per_entity(
+                "deletions",
+                "observations",
+                "The name of the entity containing the observations",
+                "An array of observations to delete",
             ),
             _deleting(graph.delete_observations, "deletions", "Observations"),
             DELETE,
