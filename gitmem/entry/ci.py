@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError
 
-__all__ = ["HOSTS", "UPDATE_BRANCH", "Recipe", "Written", "recipe", "write_recipe"]
+__all__ = ["HOSTS", "UPDATE_BRANCH", "Recipe", "Written", "write_recipe"]
 
 GITHUB_LIMIT = 65_536
 """GitHub's limit on a pull-request comment, in characters."""
@@ -253,15 +253,6 @@ UPDATE_BRANCH = {
 """The recipes ``--update-branch`` adds: bring the base into a pull request's branch."""
 
 
-def recipe(host: str) -> Recipe:
-    try:
-        return HOSTS[host]
-    except KeyError:
-        raise InvalidInputError(
-            f"no CI recipe for {host!r}; known hosts: {', '.join(HOSTS)}"
-        ) from None
-
-
 @dataclass(frozen=True)
 class Written:
     files: list[Path]
@@ -281,7 +272,7 @@ def write_recipe(
     """Write ``host``'s recipes under ``root``: a file that differs is refused unless
     ``force``. GitLab's ``.gitlab-ci.yml`` is written only when missing or holding only our
     includes; otherwise the include lines to add are returned as ``todo``."""
-    chosen = [recipe(host)] + ([UPDATE_BRANCH[host]] if update_branch else [])
+    chosen = [HOSTS[host]] + ([UPDATE_BRANCH[host]] if update_branch else [])
     base = Path(root)
     if not base.is_dir():
         raise InvalidInputError(f"{base} is not a directory")
