@@ -81,12 +81,6 @@ class MemoryEntry:
             **{name: shaped.get(name) for name in (*_NAMED, "title")},
         )
 
-    @property
-    def id(self) -> str:
-        return document_id(
-            self.layer, self.file_type, **{name: getattr(self, name) for name in _NAMED}
-        )
-
 
 def _json(value: Any) -> Any:
     if isinstance(value, _Shaped):
@@ -344,7 +338,8 @@ class LayeredStore:
         """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""
         if not isinstance(entry, MemoryEntry):
             entry = MemoryEntry.from_dict(entry)
-        memory_id = entry.id
+        names = {name: getattr(entry, name) for name in _NAMED}
+        memory_id = document_id(entry.layer, entry.file_type, **names)
         extra: dict[str, Any] = layer_fields(memory_id)
         if entry.command:
             extra["command"] = entry.command

@@ -363,7 +363,7 @@ def _head_memory(snap: Snapshot, memory_id: str, cache: dict[str, Memory | None]
     return memory
 
 
-def _successors(repo: pygit2.Repository, snap: Snapshot) -> Iterator[tuple[str, str]]:
+def _successors(snap: Snapshot) -> Iterator[tuple[str, str]]:
     """(successor, predecessor) for every memory at ``snap`` naming a predecessor."""
     for root in MEMORY_ROOTS:
         for path in snap.iter_files(root):
@@ -421,7 +421,7 @@ def _links(
             _anchors(result, memory, project)
     if wanted_forks:
         successors: dict[str, list[str]] = {}
-        for new, old in _successors(repo, head):
+        for new, old in _successors(head):
             if old in wanted_forks:
                 successors.setdefault(old, []).append(new)
         for target, ids in sorted(successors.items()):
