@@ -162,17 +162,11 @@ def pre_commit(top: Path, out: Out) -> int:
                 "history; remove the line (docs/format.md)"
             )
     present = {id_from_path(p) for p in index} - {None}
-    seen: dict[str, str] = {}
     for path, memory in valid:
-        other = seen.setdefault(memory.id, path)
-        if other != path:
-            refusals.append(f"{path}: duplicate id {memory.id} (also in {other})")
         target = memory.supersedes
         if target is None or target in present:
             continue
-        if target == memory.id:
-            refusals.append(f"{path}: supersedes itself")
-        elif not _ever_existed(top, *history_paths(memory_path(target))):
+        if not _ever_existed(top, *history_paths(memory_path(target))):
             refusals.append(f"{path}: supersedes {target}, which is not in this store")
     if refusals:
         for refusal in refusals:
