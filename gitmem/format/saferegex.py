@@ -8,7 +8,7 @@ with every repetition written out, counted on the regex module's own parse of it
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,15 +46,6 @@ class SafePattern:
     compiled: Any
     timeout: float
     what: str
-
-    @property
-    def groups(self) -> int:
-        return int(self.compiled.groups)
-
-    @property
-    def groupindex(self) -> Mapping[str, int]:
-        index: Mapping[str, int] = self.compiled.groupindex
-        return index
 
     def _timed_out(self) -> RegexTimeoutError:
         return RegexTimeoutError(

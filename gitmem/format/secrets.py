@@ -251,9 +251,9 @@ def _custom(entry: Any, where: str) -> SecretPattern:
     group = entry.get("group", 0)
     if not isinstance(group, (int, str)) or isinstance(group, bool):
         raise InvalidMemoryError(f"{where}.group must be a group number or name")
-    if isinstance(group, int) and not 0 <= group <= compiled.groups:
+    if isinstance(group, int) and not 0 <= group <= compiled.compiled.groups:
         raise InvalidMemoryError(f"{where}.group {group} is not a group of its regex")
-    if isinstance(group, str) and group not in compiled.groupindex:
+    if isinstance(group, str) and group not in compiled.compiled.groupindex:
         raise InvalidMemoryError(f"{where}.group {group!r} is not a group of its regex")
     keep = entry.get("keep", 0)
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
