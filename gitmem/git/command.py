@@ -427,9 +427,10 @@ def _run_streaming(
         err: list[str] = []
         try:
             # newline="": a line ends at "\r" too (git's progress), and keeps its ending.
-            for line in io.TextIOWrapper(proc.stderr, "utf-8", "replace", newline=""):
-                err.append(line)
-                stderr_lines(line)
+            with io.TextIOWrapper(proc.stderr, "utf-8", "replace", newline="") as lines:
+                for line in lines:
+                    err.append(line)
+                    stderr_lines(line)
             code = proc.wait()
         except BaseException:
             proc.kill()
