@@ -20,7 +20,7 @@ from gitmem.format import codec
 from gitmem.store import merge as M
 from gitmem.store import mergedriver
 from gitmem.store import sync as S
-from gitmem.store.derived import Versions
+from gitmem.store.memory_versions import Versions
 
 MID = "mem_0a000000-0000-4000-8000-000000000001"
 PATH = f"memories/0a/{MID}.md"

@@ -86,7 +86,7 @@ class State:
         if self._store is not None or self.branch is not None:
             return None
         from gitmem.store.index_queries import open_current
-        from gitmem.store.where import is_store
+        from gitmem.store.locations import is_store
 
         reason, path = store_location(self.store_path)
         if reason == "project" or (reason == "user" and not is_store(path)):
@@ -101,7 +101,7 @@ class State:
 def _is_store_or_taken(path: Path) -> bool:
     """Whether ``path`` is a store, or something first use must not make one in (a file, a
     directory with files in it: opening it says what it is)."""
-    from gitmem.store.where import is_store
+    from gitmem.store.locations import is_store
 
     if is_store(path):
         return True
@@ -116,7 +116,7 @@ def _is_store_or_taken(path: Path) -> bool:
 def store_location(store_path: str | None) -> tuple[str, Path]:
     """Which rule of store discovery picks the store ("--store", "$GITMEM_DIR", "project",
     "user"), in the order ``gitmem.open()`` uses, and the store's path."""
-    from gitmem.store.where import find_project_store, user_store_path
+    from gitmem.store.locations import find_project_store, user_store_path
 
     if store_path is not None:
         return "--store", Path(store_path).expanduser()

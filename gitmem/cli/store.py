@@ -33,8 +33,8 @@ from gitmem.cli.common import (
     valid_us,
 )
 from gitmem.format.model import UNTITLED, Scope, validity_text
+from gitmem.store.locations import is_store, user_store_path
 from gitmem.store.results import HISTORY_PAGE, LOG_PAGE, History, LogEntry
-from gitmem.store.where import is_store, user_store_path
 
 
 @click.command()

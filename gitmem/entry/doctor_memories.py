@@ -28,7 +28,7 @@ from gitmem.format import secrets as secrets_mod
 from gitmem.format.layout import id_from_path
 from gitmem.format.model import Memory
 from gitmem.git.objects import OVER_READ_LIMIT, blob_data, get_commit
-from gitmem.store import derived
+from gitmem.store import memory_versions
 from gitmem.store.commit_changes import changed_memory_files
 from gitmem.store.index_queries import problem_rows
 
@@ -93,7 +93,7 @@ def _check_content(ctx: Context, view: IndexView) -> list[str]:
             differ.append(id_from_path(path) or "")
     # The rows hold the version and updated_at derived from history: one walk for all.
     commit = get_commit(ctx.db.repo, view.commit) if view.commit is not None else None
-    for path, memory in derived.as_read(ctx.db.repo, commit, decoded).items():
+    for path, memory in memory_versions.as_read(ctx.db.repo, commit, decoded).items():
         indexed = index.memory(id_from_path(path) or "")
         if memory is None or indexed is None or _fields(indexed) != _fields(memory):
             differ.append(id_from_path(path) or "")

@@ -257,7 +257,7 @@ def project_after(top: Path, name: str = "post-commit") -> int:
     from gitmem.features.lifecycle.anchors import check_project
     from gitmem.store import follow
     from gitmem.store.discovery import open_store
-    from gitmem.store.where import find_project_store, is_store, user_store_path
+    from gitmem.store.locations import find_project_store, is_store, user_store_path
 
     project = find_project_store(top)
     if project is None and not is_store(user_store_path()):

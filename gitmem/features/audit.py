@@ -38,7 +38,7 @@ from gitmem.format.layout import check_id, id_from_path, memory_path, one_by_pre
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
-from gitmem.store.derived import bytes_at
+from gitmem.store.memory_versions import bytes_at
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store

@@ -26,8 +26,8 @@ from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memo
 from gitmem.format.model import UNTITLED, Memory, Status
 from gitmem.git.diff import changed_paths, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
-from gitmem.store import derived
-from gitmem.store.derived import bytes_at, read_at
+from gitmem.store import memory_versions
+from gitmem.store.memory_versions import bytes_at, read_at
 from gitmem.store.merge import FORK_KEY
 
 if TYPE_CHECKING:
@@ -287,8 +287,8 @@ def read_pair(
         a, b = read_at(old, path), read_at(new, path)
         if a != b:
             out[path] = (a, b)
-    befores = derived.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
-    afters = derived.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
+    befores = memory_versions.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
+    afters = memory_versions.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
     return {
         path: ((befores[path], was[1]), (afters[path], now[1])) for path, (was, now) in out.items()
     }

@@ -37,7 +37,7 @@ from gitmem.format.layout import (
 from gitmem.format.model import Memory, Scope, Trigger
 from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
-from gitmem.store import derived
+from gitmem.store import memory_versions
 from gitmem.store.core import Store
 
 Progress = Callable[[int, int], None]  # progress(done, total), as entries are written
@@ -551,8 +551,8 @@ def export_files(store: Store, dest: str | Path) -> Fidelity:
     report = Fidelity("export files", str(target))
     for scope in store.scopes:
         snap = store.db(scope).snapshot()
-        files = derived.memory_files(snap)
-        for path, data in derived.rendered_files(snap.repo, snap.commit, files).items():
+        files = memory_versions.memory_files(snap)
+        for path, data in memory_versions.rendered_files(snap.repo, snap.commit, files).items():
             relative = path if is_path_id(id_from_path(path) or "") else path.split("/")[-1]
             out = target / str(scope) / relative
             out.parent.mkdir(parents=True, exist_ok=True)

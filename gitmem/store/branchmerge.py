@@ -24,7 +24,7 @@ from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path, is_
 from gitmem.git.db import GitDB, operation_in_progress
 from gitmem.git.diff import blob_at, changed_paths, memory_blob_at
 from gitmem.git.objects import FastForward, Snapshot, Staged, blob_data, get_commit, readable
-from gitmem.store import derived
+from gitmem.store import memory_versions
 from gitmem.store import merge as merging
 
 MERGE_OP = "merge"
@@ -189,7 +189,7 @@ class _DerivedSides:
 
     def __init__(self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit) -> None:
         self.repo = repo
-        self.sides: tuple[tuple[pygit2.Commit, dict[str, derived.Versions]], ...] = (
+        self.sides: tuple[tuple[pygit2.Commit, dict[str, memory_versions.Versions]], ...] = (
             (ours, {}),
             (theirs, {}),
         )
@@ -199,7 +199,7 @@ class _DerivedSides:
         for (commit, known), paths in zip(self.sides, (ours_paths, theirs_paths), strict=True):
             wanted = [p for p in paths if p not in known]
             if wanted:
-                found = derived.walk(self.repo, commit, wanted)
+                found = memory_versions.walk(self.repo, commit, wanted)
                 assert found is not None  # no limit
                 known.update(found)
 

@@ -27,8 +27,8 @@ from gitmem.git.db import GitDB
 from gitmem.git.objects import Snapshot
 from gitmem.store import follow
 from gitmem.store.core import Store
+from gitmem.store.locations import find_project_store, is_store, user_store_path
 from gitmem.store.transactions import Backend
-from gitmem.store.where import find_project_store, is_store, user_store_path
 
 log = logs.get(__name__)
 

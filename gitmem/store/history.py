@@ -17,7 +17,7 @@ from gitmem.format.layout import check_id, memory_path
 from gitmem.format.model import Memory
 from gitmem.format.versions import RENAMED_FROM, earlier, walk_back, walk_forward
 from gitmem.git.objects import blob_data
-from gitmem.store import derived
+from gitmem.store import memory_versions
 from gitmem.store.inputs import whole_number
 from gitmem.store.reads import Reads
 from gitmem.store.results import History, Version
@@ -135,14 +135,14 @@ class VersionHistory(Reads):
 
     def _steps_of(
         self, backend: Backend, ids: Sequence[str]
-    ) -> builtins.list[tuple[Version, derived.Versions, Backend]]:
+    ) -> builtins.list[tuple[Version, memory_versions.Versions, Backend]]:
         """The steps of ``ids``' files in one scope, content unread, each with its memory's
-        versions so far (gitmem.store.derived): exact along one line of history; where
+        versions so far (gitmem.store.memory_versions): exact along one line of history; where
         branches ran side by side, a step counts what came before it in this order."""
-        counted: dict[str, derived.Versions] = {}
-        out: builtins.list[tuple[Version, derived.Versions, Backend]] = []
+        counted: dict[str, memory_versions.Versions] = {}
+        out: builtins.list[tuple[Version, memory_versions.Versions, Backend]] = []
         for step in self._reader(backend).versions(ids):
-            versions = counted.get(step.memory_id, derived.Versions())
+            versions = counted.get(step.memory_id, memory_versions.Versions())
             if step.counted:
                 versions = counted[step.memory_id] = versions.plus(int(step.time.timestamp()))
             out.append((step, versions, backend))
@@ -151,7 +151,7 @@ class VersionHistory(Reads):
     def _content(
         self,
         step: Version,
-        versions: derived.Versions,
+        versions: memory_versions.Versions,
         backend: Backend,
         warnings: builtins.list[str],
     ) -> Version:

@@ -251,7 +251,7 @@ class CatchUp:
         return count
 
     def _derive(self, added: list[IndexedMemory], touched: set[str], *, rebuilt: bool) -> None:
-        """The derived version and updated_at (gitmem.store.derived) of every memory this
+        """The derived version and updated_at (gitmem.store.memory_versions) of every memory this
         catch-up touched: the count and newest time of its version rows (a row inserted
         from its file holds version 1 and its created_at). ``rebuilt``: every row is new,
         so all are derived from the table a page at a time."""

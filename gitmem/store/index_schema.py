@@ -76,7 +76,7 @@ CREATE TABLE versions (
     op TEXT NOT NULL,
     blob TEXT,
     gen INTEGER NOT NULL,
-    counts INTEGER NOT NULL -- 1: the commit is a version of the memory (gitmem.store.derived)
+    counts INTEGER NOT NULL -- 1: the commit is a version of the memory (memory_versions.py)
 );
 CREATE INDEX versions_id ON versions (id, seq);
 CREATE TABLE commits (id TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;

@@ -21,7 +21,7 @@ from gitmem.base.errors import GitmemError
 from gitmem.format import codec, memfile, schema
 from gitmem.format.layout import FORK_MARK, MAX_ID_LENGTH, id_from_path, memory_path
 from gitmem.format.model import DERIVED_KEYS
-from gitmem.store.derived import Versions
+from gitmem.store.memory_versions import Versions
 
 FORK_KEY = "merge_fork"
 """Front-matter key of a fork: the id of the memory it forked from."""

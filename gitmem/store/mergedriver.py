@@ -23,8 +23,8 @@ from gitmem.format.layout import id_from_path
 from gitmem.git.command import run_git
 from gitmem.git.diff import blob_at
 from gitmem.git.localconfig import read_limit
-from gitmem.store.derived import Versions
-from gitmem.store.derived import walk as versions_at
+from gitmem.store.memory_versions import Versions
+from gitmem.store.memory_versions import walk as versions_at
 from gitmem.store.merge import DerivedSides, Fork, merge_file
 
 DRIVER_CONFIG = "merge.gitmem.driver"

@@ -55,7 +55,7 @@ class TreeReader(Queries):
         self.scope = scope
         self.derive = derive
         """The memories as decoded -> as read (version and updated_at from history,
-        gitmem.store.derived), for all of a scan at once (one walk of the history)."""
+        gitmem.store.memory_versions), for all of a scan at once (one walk of the history)."""
         self._conn: sqlite3.Connection | None = None
 
     def scan(self) -> tuple[list[Memory], list[Problem]]:

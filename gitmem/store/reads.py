@@ -1,7 +1,7 @@
 """A Store's reads: one memory, the listing, documents, problems, ids and the log.
 
 Served by the index where it can answer, else by git's tree (:mod:`gitmem.store.reader`).
-A memory's version and updated_at are derived from history here (:mod:`gitmem.store.derived`).
+A memory's version and updated_at are derived from history (:mod:`gitmem.store.memory_versions`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from gitmem.git.objects import Snapshot, staged_id
 
 # The vector rows register when their module is imported: importing it here keeps them
 # current wherever the index is caught up (a provider that missed commits is refilled).
-from gitmem.store import derived, vectors  # noqa: F401  (registration)
+from gitmem.store import memory_versions, vectors  # noqa: F401  (registration)
 from gitmem.store.auditlog import read_log, removed_ids
 from gitmem.store.index import Index
 from gitmem.store.index_catchup import Progress
@@ -153,19 +153,19 @@ class Reads(Transactions):
 
     def _versions_at(
         self, backend: Backend, commit: pygit2.Commit | None, paths: Sequence[str]
-    ) -> dict[str, derived.Versions]:
+    ) -> dict[str, memory_versions.Versions]:
         """The versions of the memories at ``paths`` as of ``commit``: from the index when it
         reflects that commit or one a few commits before it (counting those few), else
         from one walk of the history."""
         if commit is None:
-            return {path: derived.Versions() for path in paths}
+            return {path: memory_versions.Versions() for path in paths}
         key = str(commit.id)
         known = {p: self._known[(key, p)] for p in paths if (key, p) in self._known}
         wanted = [p for p in dict.fromkeys(paths) if p not in known]
         if wanted:
             found = self._indexed_versions(backend, commit, wanted)
             if found is None:
-                found = derived.walk(backend.db.repo, commit, wanted)
+                found = memory_versions.walk(backend.db.repo, commit, wanted)
                 assert found is not None  # no limit
             if len(self._known) + len(found) > KNOWN_VERSIONS:
                 self._known.clear()
@@ -176,7 +176,7 @@ class Reads(Transactions):
 
     def _indexed_versions(
         self, backend: Backend, commit: pygit2.Commit, paths: Sequence[str]
-    ) -> dict[str, derived.Versions] | None:
+    ) -> dict[str, memory_versions.Versions] | None:
         """:meth:`_versions_at` from the index, None where it cannot say: no index, or one
         that reflects neither ``commit`` nor an ancestor at most :data:`INDEX_STEPS`
         commits before it (then, outside a transaction, the index is caught up first)."""
@@ -193,19 +193,19 @@ class Reads(Transactions):
                 indexed, counts = index.version_counts([id_from_path(p) or p for p in paths])
             except (sqlite3.Error, GitmemError):
                 return None  # the index cannot say; history can
-            since: dict[str, derived.Versions] | None = {}
+            since: dict[str, memory_versions.Versions] | None = {}
             if indexed is None:
                 since = None
             elif indexed != str(commit.id):
                 start = pygit2.Oid(hex=indexed)
                 since = None
                 if _first_parents_reach(commit, start, INDEX_STEPS):
-                    since = derived.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
+                    since = memory_versions.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
             if since is not None:
-                out: dict[str, derived.Versions] = {}
+                out: dict[str, memory_versions.Versions] = {}
                 for path in paths:
                     count, newest = counts.get(id_from_path(path) or path, (0, 0))
-                    base = derived.Versions(count, newest // 1_000_000 if count else None)
+                    base = memory_versions.Versions(count, newest // 1_000_000 if count else None)
                     out[path] = base + since[path] if path in since else base
                 return out
             if attempt == 2 or in_tx:

@@ -30,7 +30,7 @@ class Version:
     memory: Memory | None
     """The content at that point; None for a deletion."""
     counted: bool = field(default=True, compare=False)
-    """Whether the commit is a version of the memory (gitmem.store.derived)."""
+    """Whether the commit is a version of the memory (gitmem.store.memory_versions)."""
     source: tuple[str, str] | None = field(default=None, compare=False, repr=False)
     """(blob id, path) of the content, not read yet: a history reads only its page's."""
 

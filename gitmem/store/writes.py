@@ -33,7 +33,7 @@ from gitmem.format.model import (
     memory_from_document,
 )
 from gitmem.git.objects import Snapshot
-from gitmem.store import derived
+from gitmem.store import memory_versions
 from gitmem.store.history import VersionHistory
 from gitmem.store.inputs import (
     RelatedInput,
@@ -109,7 +109,7 @@ class Writes(VersionHistory):
         if given:
             return self._put(backend, snap, path, memory)
         snap.put(path, self._encode(backend, memory))
-        return derived.Versions().plus(int(now.timestamp())).apply(memory)
+        return memory_versions.Versions().plus(int(now.timestamp())).apply(memory)
 
     def _put(self, backend: Backend, snap: Snapshot, path: str, memory: Memory) -> Memory:
         """Stage ``memory`` over the file at ``path``; returns it as a read of ``snap`` now
