@@ -70,6 +70,7 @@ def _cases(existing: str) -> dict[str, Case]:
         "add-taken-id": (["add", "again", "--id", existing], 5, existing, None),
         # store (7)
         "secrets-missing-path": (["secrets", "/nonexistent/file"], 7, "no such file", None),
+        "secrets-empty-path": (["secrets", ""], 7, "empty PATH", None),
     }
 
 

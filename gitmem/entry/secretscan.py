@@ -50,6 +50,8 @@ def scan_paths(paths: Sequence[str | os.PathLike[str]]) -> list[FileFinding]:
     """
     out: list[FileFinding] = []
     for given in paths:
+        if not os.fspath(given):
+            raise StoreError("an empty PATH names no file (give . for the current folder)")
         root = Path(given)
         if not root.exists() and not root.is_symlink():
             raise StoreError(f"{root}: no such file or directory")
