@@ -95,6 +95,20 @@ def test_a_credential_anywhere_in_the_push_is_refused(hub: Path, tmp_path: Path)
     assert hub_tip(hub) == before
 
 
+def test_a_credential_hidden_by_a_yaml_escape_is_refused(hub: Path, tmp_path: Path) -> None:
+    # The token's "p" as a double-quoted escape: no scan of the raw text sees it.
+    work = clone(tmp_path, hub, "a")
+    before = hub_tip(hub)
+    memory_id = "mem_ab000000-0000-4000-8000-000000000001"
+    title = '"gh\\x70_' + FAKE_TOKEN[4:] + '"'
+    text = f"---\nid: {memory_id}\ntitle: {title}\ncreated_at: 2024-01-01T00:00:00Z\n---\nbody\n"
+    commit_file(work, f"memories/ab/{memory_id}.md", text)
+    result = push(work)
+    assert result.returncode != 0 and "holds a credential (github" in result.stderr
+    assert FAKE_TOKEN[4:] not in result.stderr
+    assert hub_tip(hub) == before
+
+
 def test_an_existing_hook_still_runs_first(hub: Path, tmp_path: Path) -> None:
     hooks.uninstall(hub)
     script = hub / "hooks" / "pre-receive"

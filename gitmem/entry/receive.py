@@ -141,7 +141,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
             continue
         if path == CONFIG_FILE and data is not None:
             configs.append(data)
-        found = secrets.scan_bytes(data, policy) if data is not None else []
+        found = secrets.scan_memory_bytes(data, policy) if data is not None else []
         if found:
             kinds = ", ".join(sorted({f.kind for f in found}))
             problems.append(f"{ref}: {path} (blob {oid[:10]}) holds a credential ({kinds})")
