@@ -516,12 +516,8 @@ class LayeredStore:
         )
 
     def _in_scope(self, policy: PrunePolicy) -> list[str]:
-        if policy.scope == "skill":
-            ids = self._content_ids(f"skills/{policy.skill}", recursive=True)
-        else:
-            ids = self._all_content_ids()
         wanted = {"project": policy.project, "skill": policy.skill}
-        places = {i: placement(i) or {} for i in ids}
+        places = {i: placement(i) or {} for i in self._all_content_ids()}
         return sorted(
             i for i, w in places.items() if all(v in {None, w.get(k)} for k, v in wanted.items())
         )
