@@ -83,18 +83,6 @@ def _staged_config(cwd: str | None) -> bytes | None:
     return result.stdout if result.returncode == 0 else None
 
 
-def _staged_format(top: Path) -> int:
-    """The store format of the tree being committed (gitmem.yaml as staged; 1 without)."""
-    from gitmem.format import codec
-    from gitmem.format.config import StoreConfig
-
-    data = _staged_config(str(top))
-    try:
-        return StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE)).format if data else 1
-    except GitmemError:
-        return 1
-
-
 def _ever_existed(top: Path, *paths: str) -> bool:
     """Whether any commit had a file at one of ``paths``."""
     return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip())
@@ -115,17 +103,15 @@ def pre_commit(top: Path, out: Out) -> int:
     changed = _memory_paths(top, "--cached")
     if not changed:
         return 0
-    from gitmem.format import memfile, secrets
-    from gitmem.format.config import FORMAT
+    from gitmem.format import codec, memfile, secrets
+    from gitmem.format.config import StoreConfig
 
-    found = _staged_format(top)
-    if found != FORMAT:
-        out(
-            f"gitmem: commit refused: this store is format {found}; run `gitmem migrate` "
-            f"to convert it (one commit)"
-            if found < FORMAT
-            else f"gitmem: commit refused: this store is format {found}; upgrade gitmem"
-        )
+    staged = _staged_config(str(top))  # the gitmem.yaml being committed: its format only
+    try:
+        text = codec.decode(staged, what=CONFIG_FILE) if staged else ""
+        StoreConfig.from_text(text).check_supported(CONFIG_FILE)
+    except GitmemError as exc:
+        out(f"gitmem: commit refused: {exc}" + (f" ({exc.hint})" if exc.hint else ""))
         return 1
     index = _staged_index(top)
     todo = [p for p in changed if p in index and is_memory_file(p)]
