@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import gitmem
 from gitmem import (
     AlreadyExistsError,
     FixedClock,
@@ -17,7 +16,7 @@ from gitmem import (
     NotFoundError,
     Store,
 )
-from gitmem.features.layered import Document, LayeredStore, MemoryEntry, PrunePolicy
+from gitmem.features.layered import Document, LayeredStore, PrunePolicy
 from gitmem.features.layers import document_id, placement
 from tests.conftest import run_git
 from tests.storetools import commit_count, tip
@@ -110,11 +109,10 @@ def test_create_injects_timestamps_and_refuses_an_existing_document(
     assert tip(layered.store) == before
 
 
-def test_snake_case_entries_and_entry_objects_work_too(layered: LayeredStore) -> None:
+def test_agent_and_command_entries(layered: LayeredStore) -> None:
     layered.create({"layer": "agent", "agent": "scout", "fileType": "notes", "content": "n\n"})
-    layered.create(MemoryEntry(layer=gitmem.features.layers.Layer.COMMAND,
-                               file_type="deploy_history",
-                               content="d\n", project="acme", command="deploy"))
+    layered.create({"layer": "command", "fileType": "deploy_history", "content": "d\n",
+                    "project": "acme", "command": "deploy"})
     assert layered.read("agent", None, "notes", agent="scout") is not None
     doc = layered.read("command", "acme", "deploy_history")
     assert doc is not None and doc.command == "deploy"

@@ -17,7 +17,7 @@ from gitmem.cli.common import (
     stacked,
     table,
 )
-from gitmem.features.layered import STRUCTURAL_FILE_TYPES, Document, LayeredStore, MemoryEntry
+from gitmem.features.layered import STRUCTURAL_FILE_TYPES, Document, LayeredStore
 from gitmem.features.layers import LAYER_ROOTS, Layer, document_id, placement
 
 
@@ -114,7 +114,7 @@ def create(
         "command": command_name, "agent": agent_name, "title": title,
         "content": _content_text(layered, content, allow_empty),
     }
-    result = layered.create(MemoryEntry.from_dict({k: v for k, v in data.items() if v is not None}))
+    result = layered.create({k: v for k, v in data.items() if v is not None})
     output(state, result, result.id)
 
 

@@ -48,38 +48,6 @@ POTENTIALLY_STALE = "[POTENTIALLY STALE]"
 
 
 _NAMED = ("project", "skill", "command", "agent")
-"""The names an entry may carry besides its layer and file type."""
-
-
-@dataclass(frozen=True)
-class MemoryEntry:
-    """A document to create: where it lives and its markdown content."""
-
-    layer: Layer
-    file_type: str
-    content: str
-    project: str | None = None
-    skill: str | None = None
-    command: str | None = None
-    agent: str | None = None
-    title: str | None = None
-    tags: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryEntry:
-        """An entry from its JSON shape (camelCase), validated against
-        ``schemas/memory_entry.schema.json``."""
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(f"a memory entry must be an object, not {type(data).__name__}")
-        shaped = dict(data)
-        schema.validate(shaped, schema=ENTRY_SCHEMA, what="memory entry")
-        return cls(
-            layer=Layer(shaped["layer"]),
-            file_type=shaped["fileType"],
-            content=shaped["content"],
-            tags=tuple(shaped.get("tags") or ()),
-            **{name: shaped.get(name) for name in (*_NAMED, "title")},
-        )
 
 
 def _json(value: Any) -> Any:
@@ -334,24 +302,26 @@ class LayeredStore:
         limits = _rules.size_limits_from_config(self._config) if limits is None else limits
         return _rules.size_warning(file_type, line_count, limits)
 
-    def create(self, entry: MemoryEntry | Mapping[str, Any]) -> CreateResult:
-        """Create a document at its layer path; ``AlreadyExistsError`` if it exists."""
-        if not isinstance(entry, MemoryEntry):
-            entry = MemoryEntry.from_dict(entry)
-        names = {name: getattr(entry, name) for name in _NAMED}
-        memory_id = document_id(entry.layer, entry.file_type, **names)
+    def create(self, entry: Mapping[str, Any]) -> CreateResult:
+        """Create a document from its JSON shape (camelCase, checked against
+        ``schemas/memory_entry.schema.json``); ``AlreadyExistsError`` if it exists."""
+        if not isinstance(entry, Mapping):
+            raise InvalidInputError(f"a memory entry must be an object, not {type(entry).__name__}")
+        schema.validate(dict(entry), schema=ENTRY_SCHEMA, what="memory entry")
+        names = {name: entry.get(name) for name in _NAMED}
+        memory_id = document_id(entry["layer"], entry["fileType"], **names)
         extra: dict[str, Any] = layer_fields(memory_id)
-        if entry.command:
-            extra["command"] = entry.command
+        if entry.get("command"):
+            extra["command"] = entry["command"]
         if self.store.get(memory_id) is not None:
             raise AlreadyExistsError(
                 f"{memory_id} already exists", hint="use update or append to change it"
             )
         memory = self.store.create(
-            entry.content,
+            entry["content"],
             id=memory_id,
-            title=entry.title or _default_title(entry),
-            tags=entry.tags,
+            title=entry.get("title") or _default_title(memory_id),
+            tags=tuple(entry.get("tags") or ()),
             extra=extra,
             allow_empty=True,  # the caller's to check (the CLI's --allow-empty)
             **self._who(),
@@ -629,9 +599,10 @@ def _appended(body: str, text: str) -> str:
     return body + text if body.endswith("\n") else f"{body}\n{text}"
 
 
-def _default_title(entry: MemoryEntry) -> str:
-    owner = entry.project or entry.agent or ""
-    label = entry.file_type.replace("_", " ")
-    if entry.layer is Layer.SKILL and entry.skill:
-        owner = f"{entry.skill}, {owner}"
+def _default_title(memory_id: str) -> str:
+    where = placement(memory_id) or {}
+    owner = where.get("project") or where.get("agent") or ""
+    if where.get("skill"):
+        owner = f"{where['skill']}, {owner}"
+    label = str(where.get("file_type", memory_id)).replace("_", " ")
     return f"{label} ({owner})" if owner else label
