@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,7 +170,6 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
 
     from gitmem.format import secrets
     from gitmem.format.config import StoreConfig
-    from gitmem.format.yamlio import load_yaml
     from gitmem.git import localconfig
 
     try:
@@ -182,10 +181,7 @@ def staged_policy(cwd: str | None = None) -> SecretPolicy:
         )
     except (OSError, subprocess.SubprocessError, StoreError):
         return secrets.DEFAULT_POLICY
-    data: Any = None
-    if staged is not None:
-        data, _ = load_yaml(staged.decode("utf-8", "replace"))
-    committed = StoreConfig(raw=dict(data) if isinstance(data, Mapping) else {})
+    committed = StoreConfig.from_text(staged.decode("utf-8", "replace") if staged else "")
     # The user's own allow-list for this store applies here as in the store's writes.
     return secrets.policy_from_config(localconfig.with_store_settings(committed, gitdir).raw)
 
