@@ -13,8 +13,6 @@ from pathlib import Path
 
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError
 
-__all__ = ["HOSTS", "UPDATE_BRANCH", "Recipe", "Written", "write_recipe"]
-
 GITHUB_LIMIT = 65_536
 """GitHub's limit on a pull-request comment, in characters."""
 GITLAB_LIMIT = 1_000_000

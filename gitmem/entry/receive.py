@@ -21,8 +21,6 @@ from gitmem.git.objects import OVER_READ_LIMIT
 if TYPE_CHECKING:
     from gitmem.format.secrets import SecretPolicy
 
-__all__ = ["pre_receive"]
-
 ZERO = "0" * 40
 Out = Callable[[str], None]
 

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from gitmem.store.core import Store
     from gitmem.store.sync import SyncResult
 
-__all__ = ["CloneResult", "clone", "join"]
-
 BRANCH = "main"
 """The branch a gitmem store keeps its memories on."""
 
