@@ -173,10 +173,8 @@ def test_truncated_and_full_diffs(tmp_path: Path) -> None:
 
 def test_ranges(crafted: Store) -> None:
     tip = str(crafted.db().tip().id)  # type: ignore[union-attr]
-    assert R.parse_range(crafted.db().repo, "base")[1] == tip
-    assert R.parse_range(crafted.db().repo, "base...HEAD") == R.parse_range(
-        crafted.db().repo, "base..HEAD"
-    )
+    assert R.parse_range(crafted.db(), "base")[1] == tip
+    assert R.parse_range(crafted.db(), "base...HEAD") == R.parse_range(crafted.db(), "base..HEAD")
     with pytest.raises(gitmem.NotFoundError):
         R.review(crafted, "nope..HEAD")
     with pytest.raises(gitmem.InvalidInputError):

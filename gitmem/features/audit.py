@@ -32,6 +32,7 @@ from gitmem.features.review import (
     field_changes,
     memory_paths,
     read_pair,
+    resolve_commit,
 )
 from gitmem.format import memfile
 from gitmem.format.layout import check_id, id_from_path, memory_path, one_by_prefix
@@ -207,16 +208,9 @@ class MemoryDiff:
         return {**asdict(self), "fields": [f.to_dict() for f in self.fields]}
 
 
-def _commit(db: GitDB, rev: str) -> pygit2.Commit:
-    commit = db.resolve(rev)
-    if commit is None:
-        raise NotFoundError(f"no revision {rev!r} in this store")
-    return commit
-
-
 def is_revision(store: Store, value: str) -> bool:
     try:
-        return _commit(store.db(), value) is not None
+        return resolve_commit(store.db(), value) is not None
     except GitmemError:
         return False
 
@@ -226,7 +220,7 @@ def diff(
 ) -> list[MemoryDiff]:
     """Memory-aware diff from ``rev1`` to ``rev2`` (default: the tip), optionally of one memory."""
     db = store.db()
-    old, new = _commit(db, rev1), _commit(db, rev2) if rev2 else db.tip()
+    old, new = resolve_commit(db, rev1), resolve_commit(db, rev2) if rev2 else db.tip()
     if new is None:
         raise NotFoundError("the store has no commits")
     old_snap, new_snap = Snapshot(db.repo, old), Snapshot(db.repo, new)
@@ -283,7 +277,7 @@ def _targets(db: GitDB, session: str | None, commit: str | None) -> list[pygit2.
     if (session is None) == (commit is None):
         raise InvalidInputError("give exactly one of a session or a commit to undo")
     if commit is not None:
-        found = _commit(db, commit)
+        found = resolve_commit(db, commit)
         tip = db.tip()
         if tip is None or not (found.id == tip.id or db.repo.descendant_of(tip.id, found.id)):
             raise NotFoundError(f"commit {commit} is not on the store's branch")

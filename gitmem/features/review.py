@@ -24,6 +24,7 @@ from gitmem.base.trailers import AGENT_TRAILER, OP_TRAILER, parse_trailers
 from gitmem.format import codec, schema, secrets
 from gitmem.format.layout import MEMORY_ROOTS, history_paths, id_from_path, memory_path
 from gitmem.format.model import UNTITLED, Memory, Status
+from gitmem.git.db import GitDB
 from gitmem.git.diff import changed_paths, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit, tree_entry
 from gitmem.store import memory_versions
@@ -111,29 +112,30 @@ class Review:
         }
 
 
-def _resolve(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
-    try:
-        commit: pygit2.Commit = repo.revparse_single(rev).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise NotFoundError(f"no revision {rev!r} in this store") from None
+def resolve_commit(db: GitDB, rev: str) -> pygit2.Commit:
+    """The commit of a revision or date (:meth:`GitDB.resolve`); NotFoundError if none."""
+    commit = db.resolve(rev)
+    if commit is None:
+        raise NotFoundError(f"no revision {rev!r} in this store")
     return commit
 
 
-def parse_range(repo: pygit2.Repository, spec: str) -> tuple[str, str]:
+def parse_range(db: GitDB, spec: str) -> tuple[str, str]:
     """``BASE..HEAD``, ``BASE...HEAD`` (from their merge base) or ``BASE`` (up to the tip)."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidInputError("the review range is empty; give BASE..HEAD")
     if "..." in spec:
         left, right = spec.split("...", 1)
-        a, b = _resolve(repo, left or "HEAD"), _resolve(repo, right or "HEAD")
-        base = repo.merge_base(a.id, b.id)
+        a, b = resolve_commit(db, left or "HEAD"), resolve_commit(db, right or "HEAD")
+        base = db.repo.merge_base(a.id, b.id)
         if base is None:
             raise InvalidInputError(f"{left} and {right} have no common history")
         return str(base), str(b.id)
     if ".." in spec:
         left, right = spec.split("..", 1)
-        return str(_resolve(repo, left or "HEAD").id), str(_resolve(repo, right or "HEAD").id)
-    return str(_resolve(repo, spec).id), str(_resolve(repo, "HEAD").id)
+        left_id, right_id = (resolve_commit(db, rev or "HEAD").id for rev in (left, right))
+        return str(left_id), str(right_id)
+    return str(resolve_commit(db, spec).id), str(resolve_commit(db, "HEAD").id)
 
 
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
@@ -215,7 +217,7 @@ def review(
         parent = db.workdir.resolve().parent
         if (parent / ".git").exists():
             project = parent
-    base_id, head_id = parse_range(repo, spec)
+    base_id, head_id = parse_range(db, spec)
     base, head = get_commit(repo, base_id), get_commit(repo, head_id)
     result = Review(range=spec, base=base_id, head=head_id)
     commits = _commits(repo, base_id, head_id)
