@@ -168,13 +168,8 @@ def check_writable_depth(metadata: dict[str, Any]) -> None:
                 stack.extend((v, depth + 1) for v in item)
 
 
-def _written_as(value: Any, read: Any) -> bool:
-    """Whether ``read`` (the value parsed back) is what was written as ``value``: like
-    :func:`same`, but an enum member reads back as its plain value and a tuple as a list."""
-    return same(_plain(value), read)
-
-
 def _plain(value: Any) -> Any:
+    """``value`` as it reads back: an enum member as its plain value, a tuple as a list."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -198,7 +193,7 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
             f"{_culprit(metadata)}would not read back ({exc}); nothing was written"
         ) from None
     for key, value in metadata.items():
-        if key not in doc.metadata or not _written_as(value, doc.metadata[key]):
+        if key not in doc.metadata or not same(_plain(value), doc.metadata[key]):
             raise InvalidMemoryError(
                 f"front-matter field {_clip(str(key))!r} would not read back as written "
                 f"(a {type(value).__name__} YAML does not carry exactly); nothing was written"

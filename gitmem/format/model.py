@@ -273,8 +273,6 @@ def memory_from_document(
 ) -> Memory:
     """Build a Memory from a parsed document whose metadata already passed the schema."""
     meta = doc.metadata
-    if "id" not in meta:
-        raise InvalidMemoryError("front-matter is missing 'id'")
     related = tuple(
         Related(str(r["id"]), Relationship(r["relationship"])) for r in meta.get("related") or ()
     )

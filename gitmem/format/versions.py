@@ -6,7 +6,6 @@ predecessor or a depth bound with a warning, never a hang or an exception.
 
 from __future__ import annotations
 
-import datetime as dt
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -86,13 +85,9 @@ def successor_map(memories: Sequence[Memory]) -> dict[str, list[Memory]]:
     return out
 
 
-def _rank(memory: Memory) -> tuple[int, dt.datetime, str]:
-    return (memory.version, memory.updated_at, memory.id)
-
-
 def newest(memories: Sequence[Memory]) -> Memory:
     """The successor every reader follows where a memory has several (see walk_forward)."""
-    return max(memories, key=_rank)
+    return max(memories, key=lambda m: (m.version, m.updated_at, m.id))
 
 
 def walk_forward(

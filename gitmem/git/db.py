@@ -40,7 +40,6 @@ from gitmem.git.locks import STALE_LOCK_AGE, clear_stale_lock, try_flock
 from gitmem.git.objects import (
     FastForward,
     Snapshot,
-    Staged,
     build_tree,
     differs,
     get_commit,
@@ -367,7 +366,7 @@ class GitDB:
                     self.worktree.heal(tip)
                 snap = Snapshot(repo, tip)
                 spec, value = plan(snap)
-                changes = _differing(snap)
+                changes = {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
                 merging = isinstance(spec, CommitSpec) and bool(spec.merge_parents)
                 if isinstance(spec, CommitSpec) and not changes and not merging:
                     return value, None
@@ -440,14 +439,6 @@ class GitDB:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock
-
-
-def _differing(snap: Snapshot) -> dict[str, Staged]:
-    """The staged changes that change something. Usually all of them: then the staged dict
-    itself, not a copy (a bulk import stages a million; the plan's snapshot is not reused)."""
-    if all(differs(snap, p, d) for p, d in snap.changes.items()):
-        return snap.changes
-    return {p: d for p, d in snap.changes.items() if differs(snap, p, d)}
 
 
 def _config_get(config: pygit2.Config, key: str) -> str | None:
