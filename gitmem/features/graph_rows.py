@@ -76,11 +76,6 @@ def _listed(value: Any, keys: tuple[str, ...]) -> list[tuple[str, ...]]:
     ]
 
 
-def relations_field(value: Any) -> list[tuple[str, str]]:
-    """(relationType, to) pairs of an entity's ``relations`` front-matter."""
-    return [(kind, to) for kind, to in _listed(value, ("type", "to"))]
-
-
 def pending_field(value: Any) -> list[tuple[str, str, str]]:
     """(from, type, to) triples of the pending file's ``relations``."""
     return [(source, kind, to) for source, kind, to in _listed(value, ("from", "type", "to"))]
@@ -242,15 +237,10 @@ def entity_fields(memory: Memory) -> EntityRow:
         name=name if isinstance(name, str) else segments[-1],
         entity_type=kind if isinstance(kind, str) else segments[1],
         observations=parse_observations(memory.body),
-        relations=relations_field(memory.extra.get("relations")),
+        relations=[(k, to) for k, to in _listed(memory.extra.get("relations"), ("type", "to"))],
         created_ns=created_ns(memory),
         version=memory.version,
     )
-
-
-def search_text(name: str, entity_type: str, observations: Iterable[str]) -> str:
-    # Pieces are lowered one by one (the rule the results are checked with), then joined.
-    return "\n".join(piece.lower() for piece in (name, entity_type, *observations))
 
 
 def matches(query: str, name: str, entity_type: str, observations: Iterable[str]) -> bool:
@@ -311,7 +301,9 @@ def _apply(conn: sqlite3.Connection, _repo: object, changes: RowChanges) -> None
                 (new.rowid, 0, row.created_ns, row.doc, pos, row.name, target, rtype)
                 for pos, (rtype, target) in enumerate(row.relations)
             )
-            texts.append((new.rowid, search_text(row.name, row.entity_type, row.observations)))
+            # Pieces are lowered one by one (the rule the results are checked with), then joined.
+            pieces = (row.name, row.entity_type, *row.observations)
+            texts.append((new.rowid, "\n".join(piece.lower() for piece in pieces)))
     conn.executemany(f"INSERT INTO graph_entities VALUES ({', '.join('?' * 8)})", entities)
     conn.executemany(f"INSERT INTO graph_relations VALUES ({', '.join('?' * 8)})", relations)
     conn.executemany("INSERT INTO graph_text (rowid, text) VALUES (?, ?)", texts)

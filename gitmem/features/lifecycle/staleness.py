@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, to_utc
@@ -52,16 +52,13 @@ class StalenessPolicy:
         staleness = lifecycle_section(raw, "staleness")
         local = config.local_part(raw, "lifecycle", "staleness")
 
-        def days(name: str, default: int) -> Any:
+        def days(name: str, default: Any) -> Any:
             if name in local:
                 return local[name]
             value = staleness.get(name, default)
             return config.committed_limit(raw, f"lifecycle.staleness.{name}", value, default)
 
-        return cls(
-            fresh_days=days("fresh_days", DEFAULT_FRESH_DAYS),
-            aging_days=days("aging_days", DEFAULT_AGING_DAYS),
-        )
+        return cls(**{f.name: days(f.name, f.default) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
