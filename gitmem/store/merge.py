@@ -38,9 +38,6 @@ _ABSENT: Any = object()
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 
 
-# -- results ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Fork:
     """One side's version kept as a new memory because both sides changed the same lines."""
@@ -87,9 +84,6 @@ class DerivedSides:
     @property
     def known(self) -> bool:
         return self.ours is not None and self.theirs is not None
-
-
-# -- three-way line merge -------------------------------------------------------------------
 
 
 def _matches(base: Sequence[str], other: Sequence[str]) -> dict[int, int]:
@@ -159,9 +153,6 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
         theirs.splitlines(keepends=True),
     )
     return None if merged is None else "".join(merged)
-
-
-# -- appended sections ----------------------------------------------------------------------
 
 
 def _sections(added: str, fallback: str) -> list[tuple[str, str]]:
@@ -275,9 +266,6 @@ def _joined(texts: Sequence[str]) -> str:
     return out
 
 
-# -- front-matter -----------------------------------------------------------------------------
-
-
 def _in(item: Any, items: Sequence[Any]) -> bool:
     return any(codec.same(item, other) for other in items)
 
@@ -350,9 +338,6 @@ def _earlier(one: Any, other: Any) -> bool:
         )
     except (TypeError, ValueError):
         return False
-
-
-# -- one memory file ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

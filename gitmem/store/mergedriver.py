@@ -225,9 +225,6 @@ def load_pending(gitdir: Path) -> list[PendingFork]:
     return out
 
 
-# -- registering the driver ---------------------------------------------------------------------
-
-
 def driver_command(python: str | None = None) -> str:
     """The ``merge.gitmem.driver`` command line. git single-quotes ``%P`` itself (ll-merge.c
     ``sq_quote_buf``), so it is not quoted again; ``%O``/``%A``/``%B`` are git's temp files."""

@@ -44,9 +44,6 @@ class HistoryRewrittenError(ConflictError):
     merging it with this clone's old history would bring back what the rewrite removed."""
 
 
-# -- results --------------------------------------------------------------------------------
-
-
 @dataclass
 class SyncResult:
     """What ``Store.sync`` did."""
@@ -79,9 +76,6 @@ class SyncResult:
         out["decided"] = [{"id": memory_id, "field": name} for memory_id, name in self.decided]
         out["others"] = [other.to_dict() for other in self.others]
         return out
-
-
-# -- git, the binary ------------------------------------------------------------------------
 
 
 def _git(
@@ -242,9 +236,6 @@ def _push(db: GitDB, remote: str, branch: str, shown: GitProgress | None = None)
     raise RemoteError(f"cannot push to {remote}: {_last_line(result.stderr)}")
 
 
-# -- forks from the git merge driver ---------------------------------------------------------------
-
-
 def _landed(db: GitDB, pending: mergedriver.PendingFork, limit: int = 2000) -> bool:
     """Whether the merge that saved ``pending`` landed: the commit it merged is on the
     branch, or (git named none) a commit on the branch (within ``limit``) has the blob the
@@ -292,9 +283,6 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
     for item in pending:
         item.file.unlink(missing_ok=True)
     return forks
-
-
-# -- sync ---------------------------------------------------------------------------------------
 
 
 MAX_ATTEMPTS = 40
