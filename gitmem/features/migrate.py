@@ -62,12 +62,6 @@ class Migration:
         return {**asdict(self), "moved": [{"from": a, "to": b} for a, b in self.moved]}
 
 
-def _is_flat_entity(path: str) -> bool:
-    """Format 1's entity layout: ``entities/<type>/<name>.md``."""
-    parts = path.split("/")
-    return len(parts) == 3 and parts[0] == ENTITIES_ROOT and path.endswith(".md")
-
-
 def _convert(snap: Snapshot, report: Migration, progress: Progress | None) -> None:
     """Stage the conversion of every memory file of ``snap`` (see the module's docstring)."""
     paths = [p for root in MEMORY_ROOTS for p in snap.iter_files(root) if is_memory_file(p)]
@@ -75,7 +69,7 @@ def _convert(snap: Snapshot, report: Migration, progress: Progress | None) -> No
     if progress is not None:
         progress(0, len(paths))
     for done, path in enumerate(paths, 1):
-        if _is_flat_entity(path):
+        if path.startswith(f"{ENTITIES_ROOT}/") and path.count("/") == 2:  # entities/<type>/<name>
             _shard_entity(snap, path, report, taken)
         else:
             data = snap.read(path)

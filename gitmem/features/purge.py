@@ -361,7 +361,8 @@ def purge(
                 text, policy.patterns, policy.allow, honour_marker=True
             ),
         )
-    remote = remote or _default_remote(repo)
+    remotes = [n for n in repo.remotes.names() if n]
+    remote = remote or ("origin" if "origin" in remotes else remotes[0] if remotes else None)
     report = PurgeReport(target.label, apply, str(store.scopes[0] if scope is None else scope))
     _refuse_unsafe(db, remote)
     refs, annotated = _tips(repo)
@@ -465,13 +466,6 @@ def purge(
     _drop_derived(db)
     report.steps = _steps(db, remote, report, dry_run=False)
     return report
-
-
-def _default_remote(repo: pygit2.Repository) -> str | None:
-    names = [n for n in repo.remotes.names() if n]
-    if "origin" in names:
-        return "origin"
-    return names[0] if names else None
 
 
 def _refuse_unsafe(db: GitDB, remote: str | None) -> None:

@@ -152,12 +152,6 @@ def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit
     return sorted(out)
 
 
-def _commits(repo: pygit2.Repository, base: str, head: str) -> list[pygit2.Commit]:
-    walker = repo.walk(pygit2.Oid(hex=head), SortMode.TOPOLOGICAL | SortMode.REVERSE)
-    walker.hide(pygit2.Oid(hex=base))
-    return list(walker)
-
-
 def _touching(
     commits: list[pygit2.Commit], paths: list[str]
 ) -> dict[str, list[tuple[pygit2.Commit, list[tuple[str, str]]]]]:
@@ -220,7 +214,9 @@ def review(
     base_id, head_id = parse_range(db, spec)
     base, head = get_commit(repo, base_id), get_commit(repo, head_id)
     result = Review(range=spec, base=base_id, head=head_id)
-    commits = _commits(repo, base_id, head_id)
+    walker = repo.walk(head.id, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+    walker.hide(base.id)
+    commits = list(walker)
     result.commits = [str(c.id) for c in commits]
     paths = memory_paths(repo, base, head)
     touching = _touching(commits, paths)
