@@ -432,15 +432,6 @@ class GraphReader:
         return list(dict.fromkeys(r[0] for r in self._where_in(sql, names)))
 
 
-def _branch_tip(index: Index) -> str | None:
-    """The commit id the branch points at, without reading the commit (which costs
-    milliseconds in a repository of many loose objects; this is a file read)."""
-    try:
-        return str(index.db.repo.lookup_reference(index.db.ref_name).target)
-    except (KeyError, ValueError):
-        return None
-
-
 def memory_reader(memories: Iterable[Memory], commit: str | None) -> GraphReader:
     """A reader of the rows of ``memories`` (entity files and the pending file) built in
     memory: the graph where the index cannot answer (a batch's staged files, no index)."""
@@ -457,7 +448,10 @@ def open_reader(index: Index) -> Iterator[GraphReader | None]:
     """A reader of the graph rows caught up with the branch tip, or None when they cannot
     answer (the provider failed at this commit): the caller walks the files instead. Rows
     already at the tip cost one reference read and one query."""
-    tip = _branch_tip(index)
+    try:  # the reference only, not the commit (milliseconds among many loose objects)
+        tip: str | None = str(index.db.repo.lookup_reference(index.db.ref_name).target)
+    except (KeyError, ValueError):
+        tip = None
     for attempt in range(2):
         if attempt:
             index.catch_up()

@@ -361,7 +361,8 @@ class LayeredStore:
         """Add content at the end, then prune by the file type's rule, in one commit."""
         current, file_type = self._require_doc(id)
         count = self._write_count(id) + 1
-        body = _appended(current.body, content)
+        gap = "\n" if current.body and not current.body.endswith("\n") else ""
+        body = current.body + gap + content
         items: list[PrunedItem] = []
         with self.store.transaction(f"append: {id}") as tx:
             self.store.update(id, body, allow_empty=True, **self._who())
@@ -591,12 +592,6 @@ def _trailers(items: Sequence[PrunedItem]) -> list[tuple[str, str]]:
         reason = " ".join(f"{item.action}{where}: {item.reason}".split())
         out.append((PRUNE_TRAILER, f"{item.id} {reason}"))
     return out
-
-
-def _appended(body: str, text: str) -> str:
-    if not body:
-        return text
-    return body + text if body.endswith("\n") else f"{body}\n{text}"
 
 
 def _default_title(memory_id: str) -> str:

@@ -63,13 +63,6 @@ def _entity_key(name: str) -> str:
     return f"entity:{name}"
 
 
-def _memory_label(title: str | None, shown_id: str, version: int) -> str:
-    name = title or UNTITLED
-    if len(name) > 60:
-        name = name[:57] + "..."
-    return f"{name}\nv{version} · {shown_id}"
-
-
 def _shown_ids(ids: list[str]) -> dict[str, str]:
     """Each memory's id as its label shows it: the first 13 characters of a ``mem_`` id, or
     the whole id where those do not tell it from another's (a fork kept beside its memory)."""
@@ -115,7 +108,9 @@ def build(store: Store) -> Picture:
             kind = "superseded"
         else:
             kind = "memory"
-        picture.add(Node(m.id, _memory_label(m.title, shown[m.id], m.version), kind))
+        name = m.title or UNTITLED
+        name = name if len(name) <= 60 else name[:57] + "..."
+        picture.add(Node(m.id, f"{name}\nv{m.version} · {shown[m.id]}", kind))
     for m in memories:
         if m.supersedes:
             if m.supersedes not in known:

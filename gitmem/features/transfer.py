@@ -306,14 +306,6 @@ class _SourceFile:
     data: bytes
 
 
-def _scope_of(relative: Path, metadata: Mapping[str, Any]) -> Scope | None:
-    first = relative.parts[0] if len(relative.parts) > 1 else None
-    for candidate in (first, metadata.get("scope")):
-        if candidate in {"repo", "user"}:
-            return Scope(candidate)
-    return None
-
-
 # The most an imported file may hold: the largest body a store takes by default, its
 # front-matter bound and some slack; a bigger file is refused before it is read whole.
 MAX_IMPORT_FILE_BYTES = 16 * 1024 * 1024
@@ -436,7 +428,9 @@ def import_files(
     def read(source: Path, relative: Path, report: Fidelity) -> _SourceFile:
         data = memfile.without_derived(_read_source(source))
         memory = store.check_file(data, what=str(relative))
-        scope = _scope_of(relative, memory.to_metadata())
+        folder = relative.parts[0] if len(relative.parts) > 1 else None
+        named = [s for s in (folder, memory.to_metadata().get("scope")) if s in {"repo", "user"}]
+        scope = Scope(named[0]) if named else None
         if scope is not None and scope not in store.scopes:
             report.notes.append(
                 f"{relative}: no {scope} store is open, so it went to the "
