@@ -53,8 +53,6 @@ log = logs.get(__name__)
 NOT_FOUND_HINT = "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
 
 
-KNOWN_VERSIONS = 4096
-"""Entries of :attr:`Store._known` kept before it is emptied."""
 
 
 class Reads(Transactions):
@@ -152,20 +150,11 @@ class Reads(Transactions):
         up with it, else from one walk of the history."""
         if commit is None:
             return {path: memory_versions.Versions() for path in paths}
-        key = str(commit.id)
-        known = {p: self._known[(key, p)] for p in paths if (key, p) in self._known}
-        wanted = [p for p in dict.fromkeys(paths) if p not in known]
-        if wanted:
-            found = self._indexed_versions(backend, commit, wanted)
-            if found is None:
-                found = memory_versions.walk(backend.db.repo, commit, wanted)
-                assert found is not None  # no limit
-            if len(self._known) + len(found) > KNOWN_VERSIONS:
-                self._known.clear()
-            for path, versions in found.items():
-                self._known[(key, path)] = versions
-            known.update(found)
-        return known
+        found = self._indexed_versions(backend, commit, paths)
+        if found is None:
+            found = memory_versions.walk(backend.db.repo, commit, paths)
+            assert found is not None  # no limit
+        return found
 
     def _indexed_versions(
         self, backend: Backend, commit: pygit2.Commit, paths: Sequence[str]
