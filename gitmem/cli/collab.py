@@ -91,10 +91,7 @@ def remote_list(state: State) -> None:
 @scope_option
 @json_state
 def sync(state: State, remote_name: str, branch: str | None, scope: str | None) -> None:
-    """Fetch, merge memory-aware, and push (never forced; retried if the remote moved).
-
-    A memory changed on both sides in the same lines is kept twice, once as a
-    fork (gitmem conflicts). A failure leaves the store as it was.
+    """Fetch, merge memory-aware (a clash kept as a fork: gitmem conflicts), and push.
 
     \b
     Example:
@@ -150,10 +147,7 @@ def _merge_notes(result: syncing.SyncResult | UpdateResult | TreeMerge) -> None:
 )
 @json_state
 def update_branch(state: State, base: str, head: str | None, if_conflicting: bool) -> None:
-    """Merge BASE into this branch with gitmem's merge, as one merge commit.
-
-    For a pull request plain git cannot merge: BASE comes in as gitmem sync
-    brings it (forks kept); nothing is pushed. Never the user store.
+    """Merge BASE into this branch with gitmem's merge, as one merge commit (not pushed).
 
     \b
     Example:
@@ -200,9 +194,6 @@ def update_branch(state: State, base: str, head: str | None, if_conflicting: boo
 @json_state
 def conflicts(state: State) -> None:
     """List what merges kept both sides of: forks and double supersedes.
-
-    A fork is the version that lost the path in a merge; a double supersede is
-    a memory two clones each superseded (readers follow KEPT).
 
     \b
     Example:
@@ -312,8 +303,6 @@ def review(
 ) -> None:
     """Review the memory changes of a commit range (for pull requests and CI).
 
-    Per memory: what happened, who, the changed fields and the body diff; then the problems.
-
     \b
     Example:
       gitmem review origin/main...HEAD --strict --max-chars 65536 > comment.md
@@ -399,8 +388,6 @@ def undo(
     message: str | None,
 ) -> None:
     """Revert every write of an agent session, or one commit, in one new commit.
-
-    Refused, with the reason, when a later write depends on them.
 
     \b
     Example:
@@ -495,10 +482,7 @@ def clone(
 @click.option("--remote", default="origin", show_default=True, help="The remote's name.")
 @json_state
 def join(state: State, url: str, remote: str) -> None:
-    """Bring this store into a team's store, keeping both histories.
-
-    Merges the hub's store in (its gitmem.yaml wins; every memory of both
-    stays) and pushes; then gitmem sync.
+    """Merge a team's store into this one (its gitmem.yaml wins) and push; then gitmem sync.
 
     \b
     Example:

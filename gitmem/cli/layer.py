@@ -112,7 +112,7 @@ def create(
     data = {
         "layer": layer_name, "fileType": file_type, "project": project, "skill": skill,
         "command": command_name, "agent": agent_name, "title": title,
-        "content": _content_text(layered, content, allow_empty),
+        "content": read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty),
     }
     result = layered.create({k: v for k, v in data.items() if v is not None})
     output(state, result, result.id)
@@ -144,11 +144,6 @@ def read(
     click.echo(doc.content, nl=not doc.content.endswith("\n"))
 
 
-def _content_text(layered: LayeredStore, content: str | None, allow_empty: bool = False) -> str:
-    """CONTENT, or stdin; bytes that are not UTF-8 are refused with a clear error."""
-    return read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
-
-
 _doc_write = stacked(
     click.argument("doc_id", metavar="ID"), click.argument("content", required=False),
     agent_option, allow_empty_option, json_state,
@@ -167,7 +162,8 @@ def update(
 ) -> None:
     """Replace a document's content (CONTENT, or stdin)."""
     layered = _layered(state, agent)
-    result = layered.update(doc_id, _content_text(layered, content, allow_empty))
+    text = read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
+    result = layered.update(doc_id, text)
     if emitted(state, result):
         return
     click.echo(f"updated {result.id} ({result.line_count} lines)")
@@ -181,7 +177,7 @@ def append(
 ) -> None:
     """Append to a document (created if missing), then apply its prune rule."""
     layered = _layered(state, agent, write=True)
-    text = _content_text(layered, content, allow_empty)
+    text = read_text_arg(content, "content", store=layered.store, allow_empty=allow_empty)
     where = placement(doc_id)
     if where is not None and layered.get(doc_id) is None:
         _check_file_type(layered, where["file_type"], False)

@@ -335,9 +335,7 @@ def supersede(
 def invalidate(
     state: State, memory_id: str, valid_until: str | None, reason: str, agent: str | None
 ) -> None:
-    """End a memory's validity: it stops being current, in one commit.
-
-    The memory stays, readable with --valid-at an earlier date.
+    """End a memory's validity in one commit (--valid-at an earlier date still reads it).
 
     \b
     Example:

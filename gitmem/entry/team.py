@@ -105,7 +105,7 @@ def clone(
         args = ["clone", "--quiet", "--no-checkout", *(["--bare"] if bare else [])]
         run_git([*args, "--", url, str(target)], cwd=target.parent, trusted=False)
         # Git wrote this repository's configuration just now, for this user.
-        trust.record_created(target)
+        trust.trust(target)
         gitdir = trust.git_dir_of(target)
         repo = pygit2.Repository(str(gitdir))
         prefix = "refs/heads/" if bare else "refs/remotes/origin/"

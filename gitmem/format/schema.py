@@ -74,7 +74,7 @@ class Problem(NamedTuple):
 
 def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
     """Every way ``value`` (JSON-shaped, see :func:`to_json_value`) breaks the schema."""
-    return _compiled(schema)(value)
+    return checker(load_schema(schema))(value)
 
 
 def checker(schema: dict[str, Any]) -> Callable[[Any], list[Problem]]:
@@ -125,11 +125,6 @@ _ANNOTATIONS = frozenset(
 _APPLICATORS = frozenset(
     {"required", "properties", "additionalProperties", "items", "$ref", "allOf", "if", "not"}
 )
-
-
-@functools.cache
-def _compiled(schema: str) -> Callable[[Any], list[Problem]]:
-    return checker(load_schema(schema))
 
 
 def _check(node: Any, value: Any, path: Where, found: list[Problem], root: Any) -> None:

@@ -77,14 +77,6 @@ def walk_back(
     return Chain(ids, memories, warnings)
 
 
-def successor_map(memories: Sequence[Memory]) -> dict[str, list[Memory]]:
-    out: dict[str, list[Memory]] = {}
-    for memory in memories:
-        if memory.supersedes:
-            out.setdefault(memory.supersedes, []).append(memory)
-    return out
-
-
 def newest(memories: Sequence[Memory]) -> Memory:
     """The successor every reader follows where a memory has several (see walk_forward)."""
     return max(memories, key=lambda m: (m.version, m.updated_at, m.id))

@@ -179,20 +179,16 @@ def _neutral(key: str, pattern_value: str | None, env: Mapping[str, str]) -> str
     if lowered == "core.askpass":
         return env.get("SSH_ASKPASS", "")  # git's next choice without core.askPass
     if lowered.endswith(".proxy"):
-        return _environment_proxy(env)
+        # The environment's, as git takes it with no ``http.proxy`` (one value cannot say
+        # both, so the HTTPS one is preferred: hubs are HTTPS), else none.
+        names = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy")
+        return next((value for name in names if (value := env.get(name))), "")
     if lowered.startswith("merge.") and lowered.endswith(".driver"):
         name = key[len("merge.") : -len(".driver")]
         if name == "gitmem":  # gitmem's own driver, whatever the store says
             return f"{gitmem_command()} merge-driver %O %A %B %P"
         return _TEXT_MERGE
     return ""
-
-
-def _environment_proxy(env: Mapping[str, str]) -> str:
-    """The proxy git would take from the environment with no ``http.proxy`` set, else none
-    (one value cannot say both, so the HTTPS one is preferred: hubs are HTTPS)."""
-    names = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy")
-    return next((value for name in names if (value := env.get(name))), "")
 
 
 def _users_value(key: str, user_values: Mapping[str, str]) -> str | None:

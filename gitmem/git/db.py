@@ -1,8 +1,6 @@
-"""The git layer: trees at a revision, commits with trailers, compare-and-swap, retry.
-
-A write is a *plan*: a function that reads a :class:`Snapshot` of the branch tip, stages
-changes and says what the commit should say; :meth:`GitDB.write` runs it under the writer
-lock, commits, moves the branch with compare-and-swap and brings a work tree along.
+"""The git layer: a write is a *plan* that reads a :class:`Snapshot` of the branch tip,
+stages changes and says what the commit should say; :meth:`GitDB.write` runs it under the
+writer lock, commits, moves the branch with compare-and-swap and brings a work tree along.
 """
 
 from __future__ import annotations
@@ -58,9 +56,6 @@ pygit2.settings.mwindow_mapped_limit = 128 << 20
 
 T = TypeVar("T")
 
-COMMITTER_NAME = "gitmem"
-COMMITTER_EMAIL = "gitmem@gitmem.invalid"
-
 DEFAULT_BRANCH = paths.DEFAULT_BRANCH
 PACKS_CHECK = 1.0
 """Seconds between a handle's looks at ``objects/pack`` (:meth:`GitDB._release_vanished_packs`)."""
@@ -77,19 +72,15 @@ def _head_branch(repo: pygit2.Repository) -> str | None:
     return None
 
 
-IN_PROGRESS: tuple[tuple[str, str, str], ...] = (
-    ("MERGE_HEAD", "a git merge", "merge"),
-    ("rebase-merge", "a git rebase", "rebase"),
-    ("rebase-apply", "a git rebase (or am)", "rebase"),
-    ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
-    ("REVERT_HEAD", "a git revert", "revert"),
-)
-"""Files git keeps while an operation waits for a person: (file, what, the git command)."""
-
-
 def operation_in_progress(gitdir: Path) -> tuple[str, str] | None:
     """(what, git command) of an unfinished merge, rebase, cherry-pick or revert, if any."""
-    for name, what, command in IN_PROGRESS:
+    for name, what, command in (
+        ("MERGE_HEAD", "a git merge", "merge"),
+        ("rebase-merge", "a git rebase", "rebase"),
+        ("rebase-apply", "a git rebase (or am)", "rebase"),
+        ("CHERRY_PICK_HEAD", "a git cherry-pick", "cherry-pick"),
+        ("REVERT_HEAD", "a git revert", "revert"),
+    ):
         if (gitdir / name).exists():
             return what, command
     return None
@@ -265,7 +256,7 @@ class GitDB:
         """Who runs gitmem (git's committer identity), else gitmem's own; the author stays
         the agent that wrote the memory."""
         name, email = self._identity("COMMITTER")
-        return Author(name, email) if name and email else Author(COMMITTER_NAME, COMMITTER_EMAIL)
+        return Author(name, email) if name and email else Author("gitmem", "gitmem@gitmem.invalid")
 
     def signing(self) -> bool:
         """Whether commits are signed: ``commit.gpgsign`` and a trusted store (a store's own
@@ -334,15 +325,6 @@ class GitDB:
         )
         return pygit2.Oid(hex=result.stdout.decode().strip())
 
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise StoreError(
-                f"{self.gitdir} belongs to another user: gitmem reads it but writes only to "
-                "a store you own or trust",
-                hint=f"to write to it as git's safe.directory would let you: gitmem trust "
-                f"{self.path} (or work on a copy: git clone {self.path} COPY)",
-            )
-
     def write(
         self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
@@ -350,7 +332,13 @@ class GitDB:
         commit with ``CommitSpec.merge_parents``, or a :class:`FastForward`) and move the
         branch with CAS, running the plan again on a lost one. Returns the plan's value and
         the new commit id (None when nothing changed)."""
-        self._check_writable()
+        if self.read_only:
+            raise StoreError(
+                f"{self.gitdir} belongs to another user: gitmem reads it but writes only to "
+                "a store you own or trust",
+                hint=f"to write to it as git's safe.directory would let you: gitmem trust "
+                f"{self.path} (or work on a copy: git clone {self.path} COPY)",
+            )
         deadline = time.monotonic() + self.lock_timeout
         attempt = 0
         while True:
@@ -390,7 +378,14 @@ class GitDB:
                     else:
                         ref.set_target(oid, reason)
                 except (pygit2.GitError, pygit2.AlreadyExistsError, OSError) as exc:
-                    self.back_off(exc, attempt, deadline)
+                    # A lost compare-and-swap or a busy ref lock: clear a stale lock, back off.
+                    clear_stale_lock(self.gitdir / (self.ref_name + ".lock"), STALE_LOCK_AGE)
+                    if time.monotonic() > deadline:
+                        raise ConflictError(
+                            f"could not move {self.ref_name} after {attempt} attempts: {exc}",
+                            hint="another writer kept the branch busy; try again",
+                        ) from exc
+                    time.sleep(min(0.2, 0.001 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
                     continue
                 if self.worktree is not None:
                     try:
@@ -408,18 +403,6 @@ class GitDB:
             # Outside the lock: starting git when packing is due must not hold writers up.
             maintenance.after_write(self.gitdir, repo.config)
             return value, oid
-
-    def back_off(self, exc: BaseException, attempt: int, deadline: float) -> None:
-        """Back off after a lost compare-and-swap or a busy ref lock; clear a stale lock."""
-        clear_stale_lock(self.gitdir / (self.ref_name + ".lock"), STALE_LOCK_AGE)
-        if time.monotonic() > deadline:
-            raise ConflictError(
-                f"could not move {self.ref_name} after {attempt} attempts: {exc}",
-                hint="another writer kept the branch busy; try again",
-            ) from exc
-        # Jittered exponential backoff: spreads contending writers apart.
-        delay = min(0.2, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
-        time.sleep(delay)
 
     @contextlib.contextmanager
     def writer_lock(self, deadline: float) -> Iterator[None]:

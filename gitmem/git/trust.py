@@ -76,11 +76,6 @@ def _record(gitdir: Path) -> None:
     localconfig.update(change)
 
 
-def record_created(path: str | os.PathLike[str]) -> None:
-    """Record a store gitmem just created for the user (``gitmem init``)."""
-    _record(git_dir_of(path))
-
-
 def trust(path: str | os.PathLike[str]) -> Path:
     """Trust the store at ``path`` from now on; returns its git directory."""
     gitdir = git_dir_of(path)

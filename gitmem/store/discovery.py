@@ -121,7 +121,7 @@ def git_top(start: Path) -> Path | None:
 def _record_trust(target: Path) -> None:
     """The user made this store: its git configuration is theirs (see gitmem.git.trust)."""
     try:
-        trust.record_created(target)
+        trust.trust(target)
     except (OSError, GitmemError) as exc:
         log.warning(
             "could not record %s as trusted (%s); gitmem treats it as untrusted "
