@@ -124,10 +124,7 @@ def ls(
     current = state.current_index(scope) if plain else None
     if current is not None:
         # The plain listing straight from a current index's rows, without opening git.
-        from gitmem.base import logs
-
-        for problem in current.problems():  # as Store.list reports them
-            logs.get("gitmem.store.core").warning("skipping %s: %s", problem.path, problem.message)
+        current.warn_problems()  # as Store.list reports them
         rows = current.rows(
             ["id", "version", "category", "title", "supersedes", "status"],
             include_superseded=show_all, include_archived=show_all,

@@ -14,13 +14,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pygit2
 
 from gitmem.base import logs, paths
 from gitmem.base.errors import StoreError
-from gitmem.format.model import Memory, Scope
+from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
 from gitmem.git.objects import get_commit
 from gitmem.store import index_schema
@@ -194,12 +194,6 @@ class Index(Queries):
         conn = self.connect()
         self.catch_up()
         return query(conn)
-
-    def memories(self, **filters: Any) -> list[Memory]:
-        found = super().memories(**filters)
-        for problem in self.problems():
-            log.warning("skipping %s: %s", problem.path, problem.message)
-        return found
 
 
 class ScratchIndex(Index):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from gitmem.base import paths
+from gitmem.base import logs, paths
 from gitmem.base.clock import parse_timestamp
 from gitmem.format.config import FORMAT
 from gitmem.format.layout import forks_past, id_prefix, is_path_id, memory_path, one_by_prefix
@@ -38,6 +38,7 @@ from gitmem.store.results import Problem, Version
 from gitmem.store.row_providers import provider_key, provider_state
 
 T = TypeVar("T")
+log = logs.get(__name__)
 
 FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
 """bm25 weights of the full-text columns (title, body, tags, names; idents unweighted: 1.0)."""
@@ -170,8 +171,14 @@ class Queries:
         )
 
     def memories(self, **filters: Any) -> list[Memory]:
-        """The current memories passing the filters, oldest first."""
+        """The current memories passing the filters, oldest first; the files that are not
+        memories are logged as skipped."""
+        self.warn_problems()
         return self._select("created_us, id", filters)
+
+    def warn_problems(self) -> None:
+        for problem in self.problems():
+            log.warning("skipping %s: %s", problem.path, problem.message)
 
     def candidates(self, filters: Mapping[str, Any]) -> Iterator[Memory]:
         """What a regex or substring search looks at: the memories passing ``filters``."""

@@ -76,7 +76,6 @@ class TreeReader(Queries):
                     )
                 memory = self.decode(data, path)
             except GitmemError as exc:
-                _log_skip(path, str(exc))
                 problems.append(Problem(path, str(exc), self.scope))
                 continue
             if memory.id in seen:
@@ -130,12 +129,6 @@ def _scratch_index(
     rows = [(raw_path(p.path), raw_path(p.message)) for p in problems]
     conn.executemany("INSERT OR REPLACE INTO problems VALUES (?, ?)", rows)
     return conn
-
-
-def _log_skip(path: str, problem: str) -> None:
-    from gitmem.base import logs
-
-    logs.get("gitmem.store.core").warning("skipping %s: %s", path, problem)
 
 
 Reader = Index | TreeReader
