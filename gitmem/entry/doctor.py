@@ -19,33 +19,22 @@ from gitmem.base import logs
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
 from gitmem.entry import doctor_memories as memories
 from gitmem.entry import doctor_repo as repo
+from gitmem.entry.doctor_context import CONTENT_SAMPLE as CONTENT_SAMPLE
+from gitmem.entry.doctor_context import ERROR as ERROR
 from gitmem.entry.doctor_context import (
-    CONTENT_SAMPLE,
-    ERROR,
     INFO,
-    WARNING,
     Context,
     Finding,
-    Progress,
     damaged_finding,
     memory_files,
 )
+from gitmem.entry.doctor_context import WARNING as WARNING
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
 from gitmem.git import maintenance
 from gitmem.git.objects import get_tree
 from gitmem.store.core import Store
-
-__all__ = [
-    "CHECKS",
-    "CONTENT_SAMPLE",
-    "ERROR",
-    "INFO",
-    "WARNING",
-    "DoctorReport",
-    "Finding",
-    "diagnose",
-]
+from gitmem.store.index_catchup import Progress
 
 log = logs.get(__name__)
 

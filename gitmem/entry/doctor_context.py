@@ -104,9 +104,6 @@ CONTENT_SAMPLE = 16
 """Index rows decoded from git and compared field by field on each run (``deep``: all)."""
 
 
-Progress = Callable[[int, int], None]
-
-
 @dataclass
 class Context:
     """One scope's repository, with what the checks share computed once per run. The memory
@@ -245,8 +242,7 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
     would. Content is compared field by field only for a sample (``_check_content``)."""
     index.catch_up()
     with index.reading() as conn:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-        commit = str(row[0]) if row is not None and row[0] else None
+        commit = dict(conn.execute("SELECT key, value FROM meta")).get("commit") or None
         found = conn.execute("SELECT id, path, blob FROM memories ORDER BY created_us, id")
         listed = found.fetchall()
         view = IndexView(commit, problem_rows(conn))

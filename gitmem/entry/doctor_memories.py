@@ -116,8 +116,7 @@ def _deep_disagreement(ctx: Context) -> str:
     (:meth:`Context.rebuilt`, at the commit the view compared)."""
     rebuilt = ctx.rebuilt()
     with ctx.store.index(ctx.scope).reading() as ours, rebuilt.reading() as fresh:
-        row = ours.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-        commit = str(row[0]) if row is not None and row[0] else None
+        commit = dict(ours.execute("SELECT key, value FROM meta")).get("commit") or None
         columns = [str(r[1]) for r in ours.execute("PRAGMA table_info(memories)")]
         names = ", ".join(
             f'"{c}"' for c in ["id", *(c for c in columns if c not in ("id", "rowid"))]

@@ -69,11 +69,6 @@ def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _read_blobs(top: Path, oids: Sequence[str], limit: int) -> list[bytes | int | None]:
-    """The staged blobs ``oids`` (:func:`cat_blobs`): the size of one over ``limit``, unread."""
-    return cat_blobs(lambda mode, data: _git(top, "cat-file", mode, input=data), oids, limit)
-
-
 def _staged_config(cwd: str | None) -> bytes | None:
     """The gitmem.yaml staged in the repository at ``cwd`` (in the pre-commit hook, git's
     GIT_INDEX_FILE is the index being committed), or None."""
@@ -81,11 +76,6 @@ def _staged_config(cwd: str | None) -> bytes | None:
         ["show", f":{CONFIG_FILE}"], cwd=cwd, check=False, timeout=30, keep_repo_env=True
     )
     return result.stdout if result.returncode == 0 else None
-
-
-def _ever_existed(top: Path, *paths: str) -> bool:
-    """Whether any commit had a file at one of ``paths``."""
-    return bool(_git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip())
 
 
 def _reason(exc: Exception, path: str) -> str:
@@ -119,7 +109,11 @@ def pre_commit(top: Path, out: Out) -> int:
         return 0
     gitdir = _git(top, "rev-parse", "--absolute-git-dir").decode().strip()
     limit = read_limit(gitdir)
-    blobs = _read_blobs(top, [index[p][1] for p in todo], limit)
+    blobs = cat_blobs(  # a blob over the read bound: its size, unread
+        lambda mode, data: _git(top, "cat-file", mode, input=data),
+        [index[p][1] for p in todo],
+        limit,
+    )
     policy = staged_policy(str(top))  # the credentials a memory file may not hold
     refusals: list[str] = []
     valid: list[tuple[str, Any]] = []
@@ -152,7 +146,8 @@ def pre_commit(top: Path, out: Out) -> int:
         target = memory.supersedes
         if target is None or target in present:
             continue
-        if not _ever_existed(top, *history_paths(memory_path(target))):
+        paths = history_paths(memory_path(target))
+        if not _git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip():
             refusals.append(f"{path}: supersedes {target}, which is not in this store")
     if refusals:
         for refusal in refusals:

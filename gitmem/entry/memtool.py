@@ -293,23 +293,14 @@ class MemoryTool:
 
     def _holds_anything(self, snap: Snapshot, tree: str) -> bool:
         """Whether the folder holds a memory or is kept empty (a ``.gitkeep`` below it)."""
-        return any(
-            path.endswith(MEMORY_SUFFIX) or path.rsplit("/", 1)[-1] == KEEP_FILE
-            for path in snap.iter_files(tree)
-        )
+        return any(self._under(snap, tree))
 
-    def _docs_under(self, snap: Snapshot, tree: str) -> Iterator[str]:
-        for path in snap.iter_files(tree):
-            if path.endswith(MEMORY_SUFFIX):
-                yield path[: -len(MEMORY_SUFFIX)]
-
-    def _kept_under(self, snap: Snapshot, tree: str) -> list[str]:
-        """The kept-empty folders below ``tree`` (itself included)."""
-        return [
-            path[: -len(KEEP_FILE) - 1]
-            for path in snap.iter_files(tree)
-            if path.rsplit("/", 1)[-1] == KEEP_FILE
-        ]
+    def _under(self, snap: Snapshot, tree: str) -> tuple[list[str], list[str]]:
+        """The memory ids and the kept-empty folders below ``tree`` (itself included)."""
+        paths = list(snap.iter_files(tree))
+        docs = [p[: -len(MEMORY_SUFFIX)] for p in paths if p.endswith(MEMORY_SUFFIX)]
+        kept = [p[: -len(KEEP_FILE) - 1] for p in paths if p.rsplit("/", 1)[-1] == KEEP_FILE]
+        return docs, kept
 
     def _require_file(self, snap: Snapshot, target: _Target) -> _Doc:
         doc = self._file(snap, target)
@@ -564,9 +555,10 @@ class MemoryTool:
 
     def _remove_under(self, snap: Snapshot, tree: str) -> None:
         """Delete every file and kept-empty folder below ``tree``."""
-        for doc_id in list(self._docs_under(snap, tree)):
+        docs, kept = self._under(snap, tree)
+        for doc_id in docs:
             self.store.delete(doc_id, agent=self.agent)
-        for folder in self._kept_under(snap, tree):
+        for folder in kept:
             self.store.keep_folder(folder, keep=False)
 
     def rename(self, old_path: str, new_path: str) -> str:
@@ -599,7 +591,8 @@ class MemoryTool:
     def _move_dir(self, snap: Snapshot, old: _Target, new: _Target) -> None:
         """Every file and kept-empty directory below ``old`` to the same place below
         ``new``: the stored segments below it do not change, only the folder they are in."""
-        for doc_id in list(self._docs_under(snap, old.tree)):
+        docs, kept = self._under(snap, old.tree)
+        for doc_id in docs:
             moved = self._doc_at(snap, doc_id)
             if moved is None:
                 continue
@@ -612,7 +605,7 @@ class MemoryTool:
                 {**moved.extra, RENAMED_FROM: doc_id},
                 doc_id=f"{new.tree}/{'/'.join(rel)}",
             )
-        for folder in self._kept_under(snap, old.tree):
+        for folder in kept:
             self.store.keep_folder(folder, keep=False)
             self.store.keep_folder(new.tree + folder[len(old.tree) :])
 

@@ -24,13 +24,10 @@ def index_state(store: Store, scope: Scope, tip: str | None) -> str:
         return "not built (built on the next read)"
     try:
         with contextlib.closing(connect(index.path, read_only=True, timeout=5.0)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+            indexed = dict(conn.execute("SELECT key, value FROM meta")).get("commit") or None
     except Exception as exc:  # a damaged or locked file: say so, status must not fail
         return f"unreadable ({exc}; gitmem reindex rebuilds it)"
-    indexed = None if row is None else str(row[0])
-    if indexed == tip:
-        return "current"
-    return "behind the tip (catches up on the next read)"
+    return "current" if indexed == tip else "behind the tip (catches up on the next read)"
 
 
 def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:

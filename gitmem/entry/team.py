@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from gitmem.format.config import FORMAT, StoreConfig
 from gitmem.format.layout import CONFIG_FILE
 from gitmem.git.command import run_git
 from gitmem.git.objects import blob_data
+from gitmem.store.index_catchup import Progress
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 BRANCH = "main"
 """The branch a gitmem store keeps its memories on."""
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass
