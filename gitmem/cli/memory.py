@@ -27,6 +27,7 @@ from gitmem.cli.common import (
     read_text_arg,
     valid_at_option,
 )
+from gitmem.format.model import EDITABLE_FIELDS
 
 if TYPE_CHECKING:
     # `gitmem show` answered from a current index never loads the store (nor libgit2).
@@ -94,10 +95,7 @@ def add(
         click.echo(f"note: {line}", err=True)
 
 
-_JSONL_KEYS = frozenset(
-    {"body", "title", "category", "tags", "related", "agent", "session_id", "trigger",
-     "status", "id", "extra", "valid_from", "valid_until"}
-)
+_JSONL_KEYS = EDITABLE_FIELDS | {"body", "id", "extra"}
 
 
 def _add_jsonl(
