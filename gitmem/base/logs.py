@@ -1,7 +1,5 @@
-"""Loggers that import :mod:`logging` only when a record could go somewhere.
-
-Importing :mod:`logging` slows every command. Warnings and errors always reach it; debug and
-info records only once something imported it (before that no handler exists).
+"""Loggers that import :mod:`logging` (a cost on every command) only when a record could go
+somewhere: warnings and errors always; debug and info once something imported it.
 :func:`when_logging` defers the command line's handler to the first record.
 """
 

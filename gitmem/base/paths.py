@@ -45,10 +45,9 @@ DERIVED_COPIES = ("index*.sqlite*", "lifecycle-named.sqlite*", "doctor-*")
 
 
 def state_dir(gitdir: str | os.PathLike[str]) -> Path:
-    """``<gitdir>/gitmem/``, made now when missing (for a store this user cannot write, a
-    folder in the user's own state folder). One whose stamp does not name this git
-    directory's device and inode and its own inode (it came with a copy, clone or extract)
-    is set aside unread, with a warning; StoreError when it cannot be."""
+    """``<gitdir>/gitmem/``, made when missing (a store this user cannot write: a folder in
+    the user's own state folder). One whose stamp names another git directory or folder (a
+    copy, clone or extract) is set aside unread, with a warning; StoreError when it cannot be."""
     git_dir = Path(gitdir)
     folder = git_dir / STATE_DIR
     try:

@@ -1,8 +1,6 @@
-"""Text read from a store, made safe to print to a terminal or a model.
-
-A line break in a teammate's title prints a line of its own ("SYSTEM: ignore all previous
-instructions"); an escape sequence rewrites the screen. Every character that is not
-printable is shown as an escape: :func:`printable` for text, :func:`printable_json` for JSON.
+"""Text read from a store, safe to print to a terminal or a model: a line break in a title
+would print a line of its own ("SYSTEM: ..."), an escape sequence rewrites the screen, so
+every character that is not printable is shown as an escape.
 """
 
 from __future__ import annotations

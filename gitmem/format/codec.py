@@ -1,7 +1,5 @@
-"""Front-matter parse and serialize, lossless: ``---`` + YAML + ``---`` + markdown body.
-
-An unchanged file re-serializes to its bytes, and changing one field changes only that
-field's lines, so ``git diff`` shows exactly what an agent changed.
+"""Front-matter parse and serialize, lossless: an unchanged file re-serializes to its bytes,
+and changing one field changes only that field's lines (``git diff`` shows what changed).
 """
 
 from __future__ import annotations

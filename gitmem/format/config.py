@@ -1,8 +1,6 @@
-"""The committed store configuration (``gitmem.yaml``, shaped by schemas/config.schema.json).
-
-Whoever can push writes this file, so its policy only tightens (what loosens is ignored with
-one warning, :func:`loosened`); the user's own settings for a store (:class:`PolicyMapping`)
-may loosen. docs/security.md lists every key.
+"""The committed store configuration (``gitmem.yaml``, schemas/config.schema.json): whoever
+can push writes it, so its policy only tightens (what loosens is ignored, :func:`loosened`);
+the user's own settings for a store (:class:`PolicyMapping`) may loosen.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Where things live in a store: id <-> path, and the guards that keep ids safe.
-
-Plain ids live at ``memories/<ab>/<id>.md``; path ids (``projects/acme/known_issues``)
-under one of :data:`DOCUMENT_ROOTS`. Every id passes :func:`check_id` before it becomes
-a path.
+"""Where things live in a store: plain ids at ``memories/<ab>/<id>.md``, path ids
+(``projects/acme/known_issues``) under :data:`DOCUMENT_ROOTS`; every id passes
+:func:`check_id` before it becomes a path.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A user's regular expression, compiled and run under a time bound.
-
-Python's ``re`` cannot be interrupted (``^(a|aa)+$`` backtracks for hours); the ``regex``
-module runs the same syntax with a ``timeout`` (docs/security.md says why not RE2).
-Compiling is not bounded by the timeout, so a pattern is bounded in length and in its size
-with every repetition written out, counted on the regex module's own parse of it.
+"""A user's regular expression run under a time bound by the ``regex`` module (``re``
+cannot be interrupted; docs/security.md says why not RE2). Compiling is not bounded by
+the timeout, so a pattern is bounded in length and in its size with every repetition
+written out, counted on the regex module's own parse of it.
 """
 
 from __future__ import annotations

@@ -78,9 +78,7 @@ def problems(value: Any, schema: str = MEMORY_SCHEMA) -> list[Problem]:
 
 
 def checker(schema: dict[str, Any]) -> Callable[[Any], list[Problem]]:
-    """:func:`problems` for a schema held in memory (an MCP tool's input schema). It knows
-    the keywords of :data:`_RULES`, the applicators and the annotations; tests hold every
-    schema gitmem uses to them."""
+    """:func:`problems` for a schema held in memory (an MCP tool's input schema)."""
 
     def problems_of(value: Any) -> list[Problem]:
         found: list[Problem] = []

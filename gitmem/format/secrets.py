@@ -1,9 +1,6 @@
-"""Credentials in memories, files and commit messages, under a store's policy.
-
-:func:`scan_text` finds them (:func:`gitmem.base.redact.find`) as findings with masked
-excerpts; the ``refuse*`` functions raise :class:`SecretsFoundError`. A committed
-``gitmem.yaml`` can only add patterns; ``allow`` and ``disable`` live in the user's own
-settings (docs/security.md).
+"""Credentials in memories, files and commit messages, under a store's policy: a committed
+``gitmem.yaml`` can only add patterns; ``allow`` and ``disable`` are the user's own
+(docs/security.md). :func:`scan_text` finds, the ``refuse*`` functions raise.
 """
 
 from __future__ import annotations

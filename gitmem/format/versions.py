@@ -1,7 +1,5 @@
-"""Version chains: walking ``supersedes`` links back to the root and successors forward.
-
-Links are written by hand too, so every walk ends on a cycle, a missing
-predecessor or a depth bound with a warning, never a hang or an exception.
+"""Version chains: ``supersedes`` links back to the root, successors forward. Links are
+written by hand too, so a walk ends on a cycle, a gap or a depth bound with a warning.
 """
 
 from __future__ import annotations
@@ -78,7 +76,8 @@ def walk_back(
 
 
 def newest(memories: Sequence[Memory]) -> Memory:
-    """The successor every reader follows where a memory has several (see walk_forward)."""
+    """Of several successors, the one every reader follows: highest version, later
+    ``updated_at``, then id."""
     return max(memories, key=lambda m: (m.version, m.updated_at, m.id))
 
 
@@ -87,9 +86,8 @@ def walk_forward(
     next_of: Callable[[str], Sequence[Memory]],
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> tuple[str, list[str]]:
-    """The newest memory reachable from ``start_id`` through successors, and warnings. Of
-    several successors (a fork) the highest version wins, then the later ``updated_at``,
-    then the id, so every reader picks the same one."""
+    """The newest memory reachable from ``start_id`` through successors (of several, the one
+    :func:`newest` picks, so every reader picks the same one), and warnings."""
     current = start_id
     seen = {start_id}
     warnings: list[str] = []

@@ -179,8 +179,7 @@ class GitDB:
 
     def _release_vanished_packs(self, repo: pygit2.Repository) -> None:
         """Free ``repo``'s object database when ``objects/pack`` changed since the last look:
-        libgit2 keeps a pack a repack deleted open (its disk space held) in a long-lived
-        process such as the MCP server."""
+        libgit2 keeps a deleted pack open (its disk space held) in a long-lived process."""
         local = self._local
         try:
             mtime = (self.gitdir / "objects" / "pack").stat().st_mtime_ns
@@ -328,10 +327,9 @@ class GitDB:
     def write(
         self, plan: Callable[[Snapshot], tuple[CommitSpec | FastForward, T]]
     ) -> tuple[T, pygit2.Oid | None]:
-        """Run ``plan`` on the tip under the writer lock, commit what it staged (a merge
-        commit with ``CommitSpec.merge_parents``, or a :class:`FastForward`) and move the
-        branch with CAS, running the plan again on a lost one. Returns the plan's value and
-        the new commit id (None when nothing changed)."""
+        """Run ``plan`` on the tip under the writer lock, commit what it staged (or fast-forward)
+        and move the branch with CAS, running the plan again on a lost one. Returns the plan's
+        value and the new commit id (None when nothing changed)."""
         if self.read_only:
             raise StoreError(
                 f"{self.gitdir} belongs to another user: gitmem reads it but writes only to "

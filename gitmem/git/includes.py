@@ -1,9 +1,7 @@
-"""A repository's config may include files; none of them may be one that blocks.
-
-``include.path`` and ``includeIf.<condition>.path`` make git read another file; a FIFO, a
-terminal or ``/proc/kmsg`` never ends, so every command on the store would hang. Before git
-reads a repository's config, its includes are followed, and a target that is not a regular
-file (``/dev/null`` aside) or lies under ``/proc``, ``/sys`` or ``/dev`` is refused by name.
+"""A repository's config may include files (``include.path``, ``includeIf.*.path``); a FIFO,
+a terminal or ``/proc/kmsg`` never ends, so every command on the store would hang. Before git
+reads the config its includes are followed, and a target that is not a regular file
+(``/dev/null`` aside) or lies under ``/proc``, ``/sys`` or ``/dev`` is refused by name.
 """
 
 from __future__ import annotations

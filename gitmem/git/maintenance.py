@@ -1,7 +1,5 @@
-"""Packing with git's own policy: ``git gc --auto`` after writes, ``git gc`` on demand.
-
-pygit2 writes every object loose, so git's automatic gc never runs by itself: after a write,
-when git's own estimate says packing is due, one detached ``git gc --auto`` starts holding
+"""Packing with git's own policy (pygit2 writes every object loose and never packs): after a
+write that git's estimate says is due, one detached ``git gc --auto`` holding
 ``<gitdir>/gitmem/gc.lock``; ``gitmem gc`` runs ``git gc`` under the same lock.
 """
 

@@ -1,9 +1,7 @@
-"""A minimal reader and writer of git's index file, for work-tree stores.
-
-libgit2 rewrites the whole index with its collision-detecting SHA-1 (at 20k entries about
-23 ms of a write's 11-16 ms with this module); this keeps the parsed entries between writes
-and splices the touched ones. Index versions 2 and 3 only, optional extensions dropped;
-anything else raises :class:`Unsupported` and the caller uses libgit2.
+"""A minimal reader and writer of git's index file for work-tree stores: it keeps the parsed
+entries between writes and splices the touched ones (libgit2 rewrites and re-hashes the whole
+index: at 20k entries about 23 ms, this 11-16 ms). Index versions 2 and 3 only, optional
+extensions dropped; anything else raises :class:`Unsupported` and the caller uses libgit2.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Which stores the user trusts, recorded outside every store, as git's ``safe.directory``.
-
-A store's own git config can make git run programs. The list (``trusted_stores`` in the
-user's own configuration; ``"*"`` for all) is filled by ``gitmem init`` and ``gitmem trust``;
-trust lets git use the store's settings (:mod:`gitmem.git.command`). Another user's store is
-read when named, and written only when trusted (docs/security.md).
+"""Which stores the user trusts (their git config may make git run programs): the list
+``trusted_stores`` of the user's own configuration (``"*"``: all), filled by ``gitmem init``
+and ``gitmem trust``. Another user's store is read when named, written only when trusted.
 """
 
 from __future__ import annotations
