@@ -251,49 +251,33 @@ class CatchUp:
         return count
 
     def _derive(self, added: list[IndexedMemory], touched: set[str], *, rebuilt: bool) -> None:
-        """The derived version and updated_at (gitmem.store.memory_versions) of every memory this
-        catch-up touched: the count and newest time of its version rows (a row inserted
-        from its file holds version 1 and its created_at). ``rebuilt``: every row is new,
-        so all are derived from the table a page at a time."""
+        """The derived version and updated_at (gitmem.store.memory_versions) of every memory
+        this catch-up touched (``rebuilt``: of all), from its version rows: their count and
+        newest time, else version 1 at its created_at; ``added`` gets them too."""
         conn = self.conn
-        if rebuilt and not added:
-            cursor = conn.execute(
-                "SELECT id, count(*), max(time_us) FROM versions WHERE counts = 1 GROUP BY id"
-            )
-            while page := cursor.fetchmany(VERSION_BATCH):
-                conn.executemany(
-                    "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
-                    [(*_derived_columns(count, newest), str(mid)) for mid, count, newest in page],
-                )
-            return
         fresh = {item.memory.id: i for i, item in enumerate(added)}
-        wanted = touched | set(fresh)
-        if not wanted:
-            return
-        found = version_counts(conn, sorted(wanted))
-        for memory_id in wanted:
-            row = conn.execute(
-                "SELECT created_at FROM memories WHERE id = ?", (memory_id,)
-            ).fetchone()
-            if row is None:
-                continue
+        if rebuilt and not added:
+            wanted = [str(row[0]) for row in conn.execute("SELECT id FROM memories")]
+        else:
+            wanted = sorted(touched | set(fresh))
+        found = version_counts(conn, wanted)
+        conn.executemany(
+            "UPDATE memories SET version = 1, updated_at = created_at, updated_us = created_us "
+            "WHERE id = ?",
+            [(m,) for m in wanted if m not in found],
+        )
+        conn.executemany(
+            "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
+            [(*_derived_columns(*found[m]), m) for m in wanted if m in found],
+        )
+        for memory_id, at in fresh.items():
+            memory = added[at].memory
             count, newest = found.get(memory_id, (0, 0))
-            if count:
-                version, updated_at, updated_us = _derived_columns(count, newest)
-            else:
-                created = dt.datetime.fromisoformat(row[0])
-                version, updated_at, updated_us = 1, created.isoformat(), micros(created)
-            conn.execute(
-                "UPDATE memories SET version = ?, updated_at = ?, updated_us = ? WHERE id = ?",
-                (version, updated_at, updated_us, memory_id),
+            updated = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
+            memory = replace(
+                memory, version=max(count, 1), updated_at=updated if count else memory.created_at
             )
-            at = fresh.get(memory_id)
-            if at is not None:
-                memory = added[at].memory
-                updated = dt.datetime.fromisoformat(updated_at)
-                added[at] = replace(
-                    added[at], memory=replace(memory, version=version, updated_at=updated)
-                )
+            added[at] = replace(added[at], memory=memory)
 
     def _generation(self, oid: pygit2.Oid, gens: dict[str, int]) -> int:
         """A commit's generation: 1 for a root, else one more than its highest parent's
