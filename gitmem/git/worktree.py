@@ -43,12 +43,6 @@ class WorkTree:
         self._synced = paths.state_dir(gitdir) / paths.WORKTREE_SYNCED
         self._index: stage.GitIndex | None = None
 
-    def _read_synced(self) -> pygit2.Oid | None:
-        try:
-            return pygit2.Oid(hex=self._synced.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-
     def _mark_synced(self, oid: pygit2.Oid) -> None:
         self._synced.parent.mkdir(exist_ok=True)
         tmp = self._synced.with_suffix(".tmp")
@@ -97,7 +91,10 @@ class WorkTree:
         still as gitmem last synced it (nobody edited it)."""
         if tip is None:
             return
-        synced = self._read_synced()
+        try:
+            synced: pygit2.Oid | None = pygit2.Oid(hex=self._synced.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            synced = None
         if synced is None:
             self._mark_synced(tip.id)
             return
