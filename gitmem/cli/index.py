@@ -38,13 +38,6 @@ def _highlight(match: SearchMatch) -> str:
     return "".join(parts) + line[last:]
 
 
-def _score_text(score: float) -> str:
-    """The FTS score: a title match (a tier worth 1000 in ``score``), then bm25."""
-    title = score >= 1000.0
-    bm25 = score - 1000.0 if title else score
-    return f"{'title match, ' if title else ''}bm25 {bm25:.3g}"
-
-
 def results_text(results: SearchResults) -> str:
     lines: list[str] = []
     if results.notice:
@@ -57,8 +50,10 @@ def results_text(results: SearchResults) -> str:
         if match.id != current or match.line_number is None:
             current = match.id
             heading = printable(f"{match.id}  {match.title or UNTITLED}")
-            if results.mode == "fts":
-                heading += f"  [{_score_text(match.score)}]"
+            if results.mode == "fts":  # a title match is a tier worth 1000, then bm25
+                title = match.score >= 1000.0
+                bm25 = match.score - 1000.0 if title else match.score
+                heading += f"  [{'title match, ' if title else ''}bm25 {bm25:.3g}]"
             elif results.mode == "natural":  # answered by recall (gitmem recall --explain)
                 heading += f"  [recall {match.score:.3f}]"
             lines.append(click.style(heading, bold=True))

@@ -99,18 +99,12 @@ def validate(
     first = found[0]
     others = sorted({p.field for p in found[1:]} - {first.field})
     more = f" (also wrong: {', '.join(others)})" if others else ""
-    raise InvalidMemoryError(f"{what} {_describe(first)}{more}")
-
-
-def _describe(problem: Problem) -> str:
-    if problem.missing is not None:
-        return f"{problem.field}: required field is missing"
-    message = problem.message
-    shown = repr(problem.instance)
-    if len(shown) > 60 and shown in message:
+    message = "required field is missing" if first.missing is not None else first.message
+    shown = repr(first.instance)
+    if first.missing is None and len(shown) > 60 and shown in message:
         # Clip the value, not the message: "'xxxx…' is too long" must keep its end.
         message = message.replace(shown, shown[:50] + "…" + shown[-1], 1)
-    return f"{problem.field}: {clip(message, 200)}"
+    raise InvalidMemoryError(f"{what} {first.field}: {clip(message, 200)}{more}")
 
 
 # -- the keywords ---------------------------------------------------------------------------
