@@ -173,22 +173,13 @@ class Context:
     def entries(self) -> list[Entry]:
         """Every memory of the scope (superseded and archived too), oldest first."""
         if self._entries is None:
-            rows = self.index().read(
-                lambda conn: conn.execute(
-                    "SELECT id, path, blob, supersedes, related FROM memories "
-                    "ORDER BY created_us, id"
-                ).fetchall()
-            )
-            self._entries = [
-                Entry(
-                    i,
-                    p,
-                    b,
-                    s,
-                    tuple((str(r["id"]), str(r["relationship"])) for r in json.loads(rel)),
-                )
-                for i, p, b, s, rel in rows
-            ]
+            sql = "SELECT id, path, blob, supersedes, related FROM memories ORDER BY created_us, id"
+            rows = self.index().read(lambda conn: conn.execute(sql).fetchall())
+
+            def links(rel: str) -> tuple[tuple[str, str], ...]:
+                return tuple((str(r["id"]), str(r["relationship"])) for r in json.loads(rel))
+
+            self._entries = [Entry(i, p, b, s, links(rel)) for i, p, b, s, rel in rows]
         return self._entries
 
     def problems(self) -> list[tuple[str, str]]:

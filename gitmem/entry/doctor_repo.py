@@ -114,10 +114,7 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
         candidates.append((marker_tmp, None))
     if ctx.db.workdir is not None:
         for root in MEMORY_ROOTS:
-            top = ctx.db.workdir / root
-            if not top.is_dir():
-                continue
-            for path in top.rglob(".*.tmp"):
+            for path in (ctx.db.workdir / root).rglob(".*.tmp"):
                 match = TEMP_FILE.match(path.name)
                 if match and path.is_file() and not path.is_symlink():
                     candidates.append((path, int(match.group(1))))

@@ -177,7 +177,7 @@ class _Target:
 
     def prefix(self, depth: int) -> _Target:
         """The ancestor ``depth`` names deep (0: /memories)."""
-        return _Target(self.path if depth == len(self.names) else "", self.names[:depth], self.root)
+        return _Target("", self.names[:depth], self.root)
 
 
 @dataclass
@@ -672,8 +672,7 @@ def anthropic_memory_tool(
         return await anyio.to_thread.run_sync(_run, backend, command)
 
     base = tools.BetaAsyncAbstractMemoryTool if asynchronous else tools.BetaAbstractMemoryTool
-    names = ("view", "create", "str_replace", "insert", "delete", "rename", "clear_all_memory")
-    methods = dict.fromkeys(names, run_async if asynchronous else run)
+    methods = dict.fromkeys((*_COMMANDS, "clear_all_memory"), run_async if asynchronous else run)
     return type("GitmemMemoryTool", (base,), {"memory": backend, **methods})(**kwargs)
 
 

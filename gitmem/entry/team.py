@@ -108,12 +108,7 @@ def clone(
         repo = pygit2.Repository(str(gitdir))
         prefix = "refs/heads/" if bare else "refs/remotes/origin/"
         source = _store_branch(repo, prefix, branch)
-        # main at the store's tip (and, in a work tree, HEAD on it) before anything reads it.
-        if source != BRANCH or not bare:
-            target_id = repo.references[f"{prefix}{source}"].target
-            repo.references.create(f"refs/heads/{BRANCH}", target_id, force=True)
-        repo.set_head(f"refs/heads/{BRANCH}")
-        tip = repo.revparse_single(f"refs/heads/{BRANCH}").peel(pygit2.Commit)
+        tip = repo.references[f"{prefix}{source}"].peel(pygit2.Commit)
         try:
             data = blob_data(repo, tip.tree[CONFIG_FILE].id)
         except KeyError:
@@ -122,7 +117,10 @@ def clone(
                 f"its branch {source})"
             ) from None
         config = StoreConfig.from_text(codec.decode(data, what=CONFIG_FILE))
-        if not bare:
+        if bare:  # main at the store's tip, HEAD on it
+            repo.references.create(f"refs/heads/{BRANCH}", tip.id, force=True)
+            repo.set_head(f"refs/heads/{BRANCH}")
+        else:
             checkout = ["checkout", "--quiet", "-B", BRANCH, "--track", f"origin/{source}"]
             run_git(checkout, cwd=target, trusted=True)
         if config.format < FORMAT:
