@@ -121,7 +121,8 @@ def test_ci_init_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
     assert target.read_text() == ci.HOSTS["github"].text
 
     out = cli("ci", "init", "--host", "gitlab").stdout
-    assert (store.path / ".gitlab-ci.yml").read_text() == ci.GITLAB_INCLUDE
+    include = "include:\n  - local: .gitlab/gitmem-review.yml\n"
+    assert (store.path / ".gitlab-ci.yml").read_text() == include
     assert "add to .gitlab-ci.yml" not in out
     other = tmp_path / "other"
     other.mkdir()

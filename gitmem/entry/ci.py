@@ -121,8 +121,6 @@ gitmem-review:
 """
 )
 
-GITLAB_INCLUDE = "include:\n  - local: .gitlab/gitmem-review.yml\n"
-
 GITHUB_UPDATE_STEP = """\
 set -eu
 # Never a fork's branch (the job's `if:` says so too): see the top of this file.

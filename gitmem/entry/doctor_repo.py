@@ -79,7 +79,6 @@ def _remover(path: Path, busy: Callable[[float], bool]) -> Callable[[], None]:
 
 
 def check_locks(ctx: Context) -> Iterator[Finding]:
-    age_limit = STALE_LOCK_AGE
     gitdir = ctx.db.gitdir
     locks = [gitdir / name for name in _GIT_LOCKS]
     if (gitdir / "refs").is_dir():
@@ -88,7 +87,7 @@ def check_locks(ctx: Context) -> Iterator[Finding]:
         age = _age(lock) if lock.is_file() else None
         if age is None:
             continue  # none, or released while we looked
-        if age <= age_limit:
+        if age <= STALE_LOCK_AGE:
             yield Finding(
                 "locks",
                 INFO,
@@ -103,7 +102,7 @@ def check_locks(ctx: Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(lock))}",
             safe=True,
             path=str(lock),
-            apply=_remover(lock, lambda age: age <= age_limit),
+            apply=_remover(lock, lambda age: age <= STALE_LOCK_AGE),
         )
 
 
@@ -162,11 +161,6 @@ def _writing(pid: int | None, age: float) -> bool:
     if pid is not None:
         return pid == os.getpid() or pid_alive(pid)
     return age <= STALE_LOCK_AGE
-
-
-def _heal(db: GitDB) -> None:
-    """Run a write that changes nothing: under the writer lock it brings the work tree up."""
-    db.write(lambda _snap: (CommitSpec(subject="doctor: nothing to commit"), None))
 
 
 def check_merge(ctx: Context) -> Iterator[Finding]:
@@ -288,22 +282,23 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
     tip = db.tip()
     marker = db.state_dir / state_paths.WORKTREE_SYNCED
     synced = marker.read_text().strip() if marker.is_file() else None
-    behind: list[str] = []
     if tip is not None and synced is not None and synced != str(tip.id):
         behind = _left_behind(db, synced, tip)
-    if behind:
-        assert tip is not None and synced is not None
-        yield Finding(
-            "worktree",
-            WARNING,
-            f"the work tree is at {synced[:10]}, behind the branch at {str(tip.id)[:10]} "
-            f"in {len(behind)} file(s), e.g. {behind[0]} (a writer died between committing "
-            "and updating the files)",
-            fix=f"gitmem --store {ctx.where} doctor --fix (any gitmem write also does it)",
-            safe=True,
-            apply=lambda: _heal(db),
-        )
-        return  # the edits below would all be that lag
+        if behind:
+            yield Finding(
+                "worktree",
+                WARNING,
+                f"the work tree is at {synced[:10]}, behind the branch at {str(tip.id)[:10]} "
+                f"in {len(behind)} file(s), e.g. {behind[0]} (a writer died between committing "
+                "and updating the files)",
+                fix=f"gitmem --store {ctx.where} doctor --fix (any gitmem write also does it)",
+                safe=True,
+                # A write that changes nothing: under the writer lock it brings the work tree up.
+                apply=lambda: db.write(
+                    lambda _: (CommitSpec(subject="doctor: nothing to commit"), None)
+                ),
+            )
+            return  # the edits below would all be that lag
     for code, path in _status(db.workdir, "all"):
         if TEMP_FILE.match(Path(path).name):
             continue  # the leftovers check reports these

@@ -43,11 +43,9 @@ def store_status(store: Store, scope: Scope, why: str) -> dict[str, Any]:
             branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/")
     hooks: dict[str, Any] = {}
     with contextlib.suppress(Exception):  # a bare store's hooks dir may be absent
-        report = gh.status(db.path)
-        hooks = {h.name: h.installed for h in report.hooks}
-    driver = None
-    if DRIVER_CONFIG in repo.config:  # pygit2's Config has no .get
-        driver = str(repo.config[DRIVER_CONFIG])
+        hooks = {h.name: h.installed for h in gh.status(db.path).hooks}
+    # pygit2's Config has no .get
+    driver = str(repo.config[DRIVER_CONFIG]) if DRIVER_CONFIG in repo.config else None
     pending: list[str] = []
     with contextlib.suppress(GitmemError):  # an unreadable one: doctor says which
         pending = [p.fork.id for p in load_pending(db.gitdir)]
