@@ -218,22 +218,13 @@ class CatchUp:
         """Version rows of the commits after ``old`` up to ``tip`` (``known``: ``tip``'s diff
         against its only parent ``old``); the rows' ids go into ``touched``."""
         conn, repo = self.conn, self.repo
-        total = 0
-        if known is not None:
-            source: Iterable[pygit2.Commit] = [tip]  # the one new commit: no walk to sort
-            total = 1
-        elif progress is not None:
-            commits = list(_walk_new(conn, repo, tip, old))
-            total = len(commits)
-            source = commits
-        else:
-            source = _walk_new(conn, repo, tip, old)
+        # The one new commit of a write needs no walk to sort.
+        source = [tip] if known is not None else list(_walk_new(conn, repo, tip, old))
+        total = len(source)
         rows: list[tuple[Any, ...]] = []
         gens: dict[str, int] = {}
         new_commits: list[tuple[str, int]] = []
-        count = 0
-        for commit in source:
-            count += 1
+        for count, commit in enumerate(source, 1):
             gen = 1 + max((self._generation(p, gens) for p in commit.parent_ids), default=0)
             gens[str(commit.id)] = gen
             new_commits.append((str(commit.id), gen))
@@ -248,7 +239,7 @@ class CatchUp:
             if progress is not None and (count % 500 == 0 or count == total):
                 progress(count, total)
         insert_versions(conn, rows, new_commits)
-        return count
+        return total
 
     def _derive(self, added: list[IndexedMemory], touched: set[str], *, rebuilt: bool) -> None:
         """The derived version and updated_at (gitmem.store.memory_versions) of every memory
