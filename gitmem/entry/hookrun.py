@@ -227,10 +227,8 @@ def _report_forks(store: Store, top: Path, out: Out, old: str, new: str) -> None
 
 
 def project_after(top: Path, name: str = "post-commit") -> int:
-    """In a project repository: what ``gitmem check --project`` reports (the memories whose
-    anchored files this commit changed), through the library, as the command prints it.
-    Opening the store brings a followed memory branch up to date (gitmem.store.follow);
-    after a merge into the default branch, the memory branches it merged land on main."""
+    """In a project: print what ``gitmem check --project`` reports (memories whose anchored
+    files this commit changed); after a merge, the memory branches it merged land on main."""
     from gitmem.features.lifecycle.anchors import check_project
     from gitmem.store import follow
     from gitmem.store.discovery import open_store

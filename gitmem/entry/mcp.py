@@ -26,7 +26,6 @@ from gitmem.store.results import HISTORY_PAGE
 
 log = logs.get(__name__)
 
-SERVER_NAME = "gitmem"
 RESOURCE_URI = "memory://knowledge-graph"
 
 # The tool annotations (read-only, destructive, idempotent) of each kind of tool.
@@ -571,7 +570,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
         return types.EmptyResult()
 
     return Server(
-        SERVER_NAME,
+        "gitmem",
         version=__version__,
         instructions=(
             "gitmem: a git-versioned memory store. The knowledge-graph tools are those of the "

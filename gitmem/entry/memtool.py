@@ -43,7 +43,6 @@ from gitmem.store.core import Store
 MEMORY_ROOT = "/memories"
 NOTES_ROOT = "notes"
 NAME_KEY = "memory_file"
-LINE_NUMBER_WIDTH = 6
 MAX_VIEW_LINES = 999_999  # the SDK's guard: a file of more lines is not shown
 
 ESCAPE_PREFIX = "x--"
@@ -137,7 +136,7 @@ def _size(n: int) -> str:
 
 
 def _numbered(lines: Sequence[str], first: int) -> str:
-    return "\n".join(f"{n:>{LINE_NUMBER_WIDTH}}\t{line}" for n, line in enumerate(lines, first))
+    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, first))
 
 
 @dataclass(frozen=True)

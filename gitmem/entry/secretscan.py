@@ -44,10 +44,8 @@ MAX_SCAN_BYTES = 16 * 1024 * 1024
 
 
 def scan_paths(paths: Sequence[str | os.PathLike[str]]) -> list[FileFinding]:
-    """Credentials in these files (directories: every file below, ``.git`` skipped).
-
-    Symbolic links are not followed, so a link cannot make the scan read outside.
-    """
+    """Credentials in these files (directories: every file below, ``.git`` skipped);
+    symbolic links are not followed, so a link cannot make the scan read outside."""
     out: list[FileFinding] = []
     for given in paths:
         if not os.fspath(given):

@@ -22,10 +22,8 @@ MIN_TOKEN = 16
 
 
 def token_path(store: Store, folder: str = TOKEN_DIR) -> Path:
-    """Where the bearer token for ``store`` is kept: the user's state directory
-    (``$XDG_STATE_HOME``, else ``~/.local/state``), ``gitmem/mcp-tokens/<hash of the store's
-    git directory>``. Never in the store: a bare store committed in a project carries its
-    ``gitmem/`` folder, so a token found there is one whoever committed it knows."""
+    """The bearer token file for ``store``: ``<user state dir>/gitmem/<folder>/<hash of its
+    git directory>``, never in the store (a bare store committed in a project carries it)."""
     key = hashlib.sha256(os.fsencode(store.db().gitdir.resolve())).hexdigest()[:32]
     return paths.user_dir("state") / folder / key
 
