@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +29,9 @@ from gitmem.git.localconfig import read_limit
 from gitmem.git.objects import OVER_READ_LIMIT
 
 if TYPE_CHECKING:
+    from gitmem.entry.jobs import Out
     from gitmem.format.secrets import SecretPolicy
     from gitmem.store.core import Store
-
-Out = Callable[[str], None]
 
 _ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
 

@@ -8,7 +8,7 @@ Deletions and tags pass. The hub's configuration is the administrator's: git run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +19,10 @@ from gitmem.git.localconfig import read_limit
 from gitmem.git.objects import OVER_READ_LIMIT
 
 if TYPE_CHECKING:
+    from gitmem.entry.jobs import Out
     from gitmem.format.secrets import SecretPolicy
 
 ZERO = "0" * 40
-Out = Callable[[str], None]
 
 
 def _git(top: Path, *args: str, input: bytes | None = None) -> bytes:

@@ -189,8 +189,7 @@ class View:
                 lines = [(line.number, line.text) for line in hit.lines]
                 why = [f"score {hit.score:.3f}", *hit.why]
                 hits.append({"id": hit.id, "title": hit.title, "lines": lines, "why": why})
-        context = {"hits": hits, "notice": notice, "facets": facets}
-        return Page("search.html", data, context)
+        return Page("search.html", data, {"hits": hits, "notice": notice, "facets": facets})
 
     def memory(self, params: Params, memory_id: str) -> Page:
         at = params.get("at") or None
