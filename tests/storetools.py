@@ -15,6 +15,7 @@ from typing import Any
 from conftest import run_git
 
 from gitmem import Scope, Store
+from gitmem.features.graph import Entity, Graph
 
 __all__ = ["run_git"]
 
@@ -221,3 +222,9 @@ def old_store(
     if bare:
         run_git(path.parent, "clone", "-q", "--bare", str(work), str(path))
     return {"ids": ids, "versions": versions, "updated": updated, "path": path}
+
+
+def entity(graph: Graph, name: str) -> Entity | None:
+    """The entity called ``name`` (the oldest file's, if a hand edit made two)."""
+    found = graph.open_nodes([name]).entities
+    return found[0] if found else None

@@ -20,7 +20,7 @@ from gitmem.features.graph_rows import (
     shard_of,
 )
 from tests.clitools import Gitmem, make_runner
-from tests.storetools import commit_count, plant
+from tests.storetools import commit_count, entity, plant
 
 
 def at(kind: str, name: str, segment: str | None = None) -> str:
@@ -60,7 +60,7 @@ def test_create_entities_returns_new_ones_and_skips_existing_names(graph: Graph)
     ]
     again = graph.create_entities([ent("Alice", "robot", "other"), ent("Carol")])
     assert [e.name for e in again] == ["Carol"]
-    alice = graph.entity("Alice")
+    alice = entity(graph, "Alice")
     assert alice == Entity("Alice", "person", ("works at Acme Corp",))
 
 
@@ -212,8 +212,8 @@ def test_entity_file_is_readable_and_hand_edits_are_honoured(store: Store) -> No
         "- two\n  lines\n", "- two\n  lines\nlikes tea\n"
     )
     plant(store, path, edited)
-    assert graph.entity("Alice") is None
-    alicia = graph.entity("Alicia")
+    assert entity(graph, "Alice") is None
+    alicia = entity(graph, "Alicia")
     assert alicia is not None and alicia.observations == (
         "works at Acme",
         "two\nlines",
@@ -294,7 +294,7 @@ def test_add_observations_returns_what_was_added_and_skips_duplicates(graph: Gra
         [{"entityName": "Alice", "contents": ["likes coffee", "has a dog", "has a dog"]}]
     )
     assert second == [{"entityName": "Alice", "addedObservations": ["has a dog"]}]
-    alice = graph.entity("Alice")
+    alice = entity(graph, "Alice")
     assert alice is not None
     assert alice.observations == ("works at Acme Corp", "likes coffee", "has a dog")
 
@@ -310,7 +310,7 @@ def test_add_observations_to_unknown_entity_names_it_and_writes_nothing(graph: G
             ]
         )
     assert commit_count(graph.store) == before
-    alice = graph.entity("Alice")
+    alice = entity(graph, "Alice")
     assert alice is not None and alice.observations == ()
 
 
@@ -359,7 +359,7 @@ def test_delete_observations(graph: Graph) -> None:
             {"entityName": "NonExistent", "observations": ["x"]},
         ]
     )
-    alice = graph.entity("Alice")
+    alice = entity(graph, "Alice")
     assert alice is not None and alice.observations == ("works at Acme Corp",)
     graph.delete_observations([])
 
@@ -475,7 +475,7 @@ def test_batch_is_one_commit_and_all_or_nothing(graph: Graph) -> None:
         g.create_entities([ent("Carol")])
         g.add_observations([{"entityName": "Nobody", "contents": ["x"]}])
     assert commit_count(graph.store) == before + 1
-    assert graph.entity("Carol") is None
+    assert entity(graph, "Carol") is None
 
 
 def test_history_of_an_entity_shows_what_was_known_when(graph: Graph) -> None:
@@ -507,7 +507,7 @@ def test_concurrent_writers_lose_nothing(any_store: Store) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    alice = Graph(any_store).entity("Alice")
+    alice = entity(Graph(any_store), "Alice")
     assert alice is not None
     assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(8))
     assert len(Graph(any_store).read_graph().relations) == 16
@@ -570,7 +570,7 @@ def test_two_processes_writing_one_entity_lose_nothing(any_store: Store) -> None
         for tag in ("a", "b")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    alice = Graph(any_store).entity("Alice")
+    alice = entity(Graph(any_store), "Alice")
     assert alice is not None
     assert sorted(alice.observations) == sorted(f"{t}{i}" for t in "ab" for i in range(10))
     assert len(Graph(any_store).read_graph().relations) == 20

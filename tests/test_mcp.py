@@ -17,7 +17,7 @@ import pytest
 import gitmem
 from gitmem import Store
 from gitmem.features.graph import Graph
-from tests.storetools import commit_count
+from tests.storetools import commit_count, entity
 from tests.test_schema import unknown_keywords
 
 pytest.importorskip("mcp")
@@ -247,7 +247,7 @@ def test_knowledge_graph_tools_match_the_reference_results(store: Store) -> None
     # One commit per successful mutation: create, create relation, observe, and three deletes.
     assert commit_count(store) == before + 6
     assert {e.agent for e in store.log() if e.ops != ["init"]} == {"claude"}
-    alice = Graph(store).entity("Alice")
+    alice = entity(Graph(store), "Alice")
     assert alice is not None and alice.observations == ("works at Acme Corp",)
 
 
@@ -361,7 +361,7 @@ def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
 
     serve(store.path, body, mode="legacy", on_message=on_message, store_after=True)
     assert updates == ["memory://knowledge-graph"]
-    assert Graph(store).entity("A") is not None
+    assert entity(Graph(store), "A") is not None
 
 
 def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
@@ -468,7 +468,7 @@ def test_first_use_creates_the_store_and_the_help_config_works(
             }
 
     anyio.run(main_)
-    assert Graph(gitmem.open(fresh)).entity("Ada") is not None
+    assert entity(Graph(gitmem.open(fresh)), "Ada") is not None
 
 
 def _free_port() -> int:

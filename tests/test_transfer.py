@@ -22,7 +22,7 @@ from gitmem.features.transfer import (
     parse_mcp_jsonl,
 )
 from tests.clitools import Gitmem, make_runner
-from tests.storetools import commit_count, run_git
+from tests.storetools import commit_count, entity, run_git
 
 ENTITIES = [
     {"name": "Alice", "entityType": "person", "observations": ["works at Acme Corp", "likes ☕"]},
@@ -333,7 +333,7 @@ def test_files_round_trip_byte_for_byte(tmp_path: Path, clock: FixedClock, files
     for memory in first.list(include_superseded=True):
         assert memory.path is not None
         assert (second.path / memory.path).read_bytes() == (first.path / memory.path).read_bytes()
-    assert Graph(second).entity("Ada") is not None
+    assert entity(Graph(second), "Ada") is not None
     with pytest.raises(InvalidInputError, match="not an empty directory"):
         export_files(first, tmp_path / "out")
 

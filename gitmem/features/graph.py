@@ -355,19 +355,11 @@ class Graph:
         with self._reader() as reader:
             return _served(reader, reader.named(wanted))
 
-    def _first(self, name: str) -> EntityRow | None:
-        with self._reader() as reader:
-            rows = reader.named((name,))
-        return rows[0] if rows else None
-
-    def entity(self, name: str) -> Entity | None:
-        row = self._first(name)
-        return None if row is None else Entity(row.name, row.entity_type, tuple(row.observations))
-
     def entity_id(self, name: str) -> str | None:
         """The document id of the entity called ``name`` (for ``gitmem history``)."""
-        row = self._first(name)
-        return None if row is None else row.doc
+        with self._reader() as reader:
+            rows = reader.named((name,))
+        return rows[0].doc if rows else None
 
     @contextlib.contextmanager
     def batch(self, message: str | None = None) -> Iterator[Graph]:

@@ -92,7 +92,13 @@ def update_branch(
         )
     if head is not None:
         check_branch_name(head)
-    theirs = _resolve(repo, base)
+    try:
+        theirs = get_commit(repo, repo.revparse_single(base).peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise NotFoundError(
+            f"{base!r} does not name a commit here",
+            hint="fetch it first (git fetch origin main makes origin/main)",
+        ) from None
     detached = not repo.is_bare and repo.head_is_detached
     if detached:
         if head is None:
@@ -141,18 +147,6 @@ def update_branch(
     result.kept_over_delete = tm.kept_over_delete
     result.decided = tm.decided
     return result
-
-
-def _resolve(repo: pygit2.Repository, base: str) -> pygit2.Commit:
-    try:
-        found = repo.revparse_single(base)
-        commit = found.peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise NotFoundError(
-            f"{base!r} does not name a commit here",
-            hint="fetch it first (git fetch origin main makes origin/main)",
-        ) from None
-    return get_commit(repo, commit.id)
 
 
 def _refuse_dirty(repo: pygit2.Repository) -> None:

@@ -180,10 +180,6 @@ _WRITTEN_LABELS = frozenset(
 )
 
 
-def _status_words(value: str) -> list[str]:
-    return re.sub(r"[^a-z0-9 -]+", " ", value.lower()).split()
-
-
 @dataclass(frozen=True)
 class IssueStatus:
     status: str | None
@@ -210,7 +206,7 @@ def issue_status(section: Section) -> IssueStatus:
             resolved_dates += iso_dates(value)
         elif label in _WRITTEN_LABELS and not written:
             written = iso_dates(value)[:1]
-    words = _status_words(status or "")
+    words = re.sub(r"[^a-z0-9 -]+", " ", (status or "").lower()).split()
     resolved = bool(words) and words[0] == "resolved"
     in_progress = words[:2] == ["in", "progress"] or words[:1] == ["in-progress"]
     resolved_on = max(status_dates or resolved_dates, default=None) if resolved else None
