@@ -53,6 +53,14 @@ log = logs.get(__name__)
 NOT_FOUND_HINT = "gitmem ls --all lists current memories; gitmem log --op delete shows deleted ones"
 
 
+INDEX_STEPS = 64
+"""Commits past the one the index reflects that a read or write counts versions in itself,
+walking them, before it catches the index up instead: a writer that never reads walks a
+few commits per write, not the whole history."""
+
+
+KNOWN_VERSIONS = 4096
+"""Entries of :attr:`Store._known` kept before it is emptied."""
 
 
 class Reads(Transactions):
@@ -146,39 +154,67 @@ class Reads(Transactions):
     def _versions_at(
         self, backend: Backend, commit: pygit2.Commit | None, paths: Sequence[str]
     ) -> dict[str, memory_versions.Versions]:
-        """The versions of the memories at ``paths`` as of ``commit``: from the index caught
-        up with it, else from one walk of the history."""
+        """The versions of the memories at ``paths`` as of ``commit``: from the index when it
+        reflects that commit or one a few commits before it (counting those few), else
+        from one walk of the history."""
         if commit is None:
             return {path: memory_versions.Versions() for path in paths}
-        found = self._indexed_versions(backend, commit, paths)
-        if found is None:
-            found = memory_versions.walk(backend.db.repo, commit, paths)
-            assert found is not None  # no limit
-        return found
+        key = str(commit.id)
+        known = {p: self._known[(key, p)] for p in paths if (key, p) in self._known}
+        wanted = [p for p in dict.fromkeys(paths) if p not in known]
+        if wanted:
+            found = self._indexed_versions(backend, commit, wanted)
+            if found is None:
+                found = memory_versions.walk(backend.db.repo, commit, wanted)
+                assert found is not None  # no limit
+            if len(self._known) + len(found) > KNOWN_VERSIONS:
+                self._known.clear()
+            for path, versions in found.items():
+                self._known[(key, path)] = versions
+            known.update(found)
+        return known
 
     def _indexed_versions(
         self, backend: Backend, commit: pygit2.Commit, paths: Sequence[str]
     ) -> dict[str, memory_versions.Versions] | None:
-        """:meth:`_versions_at` from the index caught up with the tip; None where it cannot
-        say (no index, or the tip is not ``commit``): then history is walked."""
+        """:meth:`_versions_at` from the index, None where it cannot say: no index, or one
+        that reflects neither ``commit`` nor an ancestor at most :data:`INDEX_STEPS`
+        commits before it (then, outside a transaction, the index is caught up first)."""
         if not self.use_index:
             return None
         tx = self._active_tx()
-        index = backend.index if tx is not None and tx.backend is backend else self._index(backend)
+        in_tx = tx is not None and tx.backend is backend
+        index = backend.index if in_tx else self._index(backend)
         if index is None:
             return None
-        try:
-            index.catch_up()
-            indexed, counts = index.version_counts([id_from_path(p) or p for p in paths])
-        except (sqlite3.Error, GitmemError):
-            return None  # the index cannot say; history can
-        if indexed != str(commit.id):
-            return None
-        out: dict[str, memory_versions.Versions] = {}
-        for path in paths:
-            count, newest = counts.get(id_from_path(path) or path, (0, 0))
-            out[path] = memory_versions.Versions(count, newest // 1_000_000 if count else None)
-        return out
+        repo = backend.db.repo
+        for attempt in (1, 2):
+            try:
+                indexed, counts = index.version_counts([id_from_path(p) or p for p in paths])
+            except (sqlite3.Error, GitmemError):
+                return None  # the index cannot say; history can
+            since: dict[str, memory_versions.Versions] | None = {}
+            if indexed is None:
+                since = None
+            elif indexed != str(commit.id):
+                start = pygit2.Oid(hex=indexed)
+                since = None
+                if _first_parents_reach(commit, start, INDEX_STEPS):
+                    since = memory_versions.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
+            if since is not None:
+                out: dict[str, memory_versions.Versions] = {}
+                for path in paths:
+                    count, newest = counts.get(id_from_path(path) or path, (0, 0))
+                    base = memory_versions.Versions(count, newest // 1_000_000 if count else None)
+                    out[path] = base + since[path] if path in since else base
+                return out
+            if attempt == 2 or in_tx:
+                return None
+            try:
+                index.catch_up()
+            except (sqlite3.Error, GitmemError):
+                return None
+        return None
 
     def read(
         self,
@@ -366,3 +402,18 @@ def index_writable(db: GitDB) -> bool:
     if index_file.exists():
         return os.access(index_file, os.W_OK) and os.access(state, os.W_OK)
     return os.access(state if state.exists() else db.gitdir, os.W_OK)
+
+
+def _first_parents_reach(commit: pygit2.Commit, target: pygit2.Oid, steps: int) -> bool:
+    """Whether ``target`` is ``commit`` or one of its first ``steps`` first-parent ancestors."""
+    each = commit
+    for _ in range(steps + 1):
+        if each.id == target:
+            return True
+        parents = each.parent_ids
+        if not parents:
+            return False
+        if target in parents:
+            return True
+        each = each.parents[0]
+    return False

@@ -37,6 +37,7 @@ from gitmem.git import localconfig
 from gitmem.git.db import GitDB
 from gitmem.git.diff import changed_paths
 from gitmem.git.objects import Snapshot
+from gitmem.store import memory_versions
 from gitmem.store.index import Index
 from gitmem.store.inputs import author_name, check_trailer, single_line
 
@@ -185,6 +186,9 @@ class Transactions:
         """Store content that looks like a credential instead of refusing it (see
         :mod:`gitmem.format.secrets`); :meth:`secrets_allowed` allows it for one block only."""
         self._secrets_ok = threading.local()
+        self._known: dict[tuple[str, str], memory_versions.Versions] = {}
+        """Versions of a memory (by path) as of a commit: a fact that never changes, kept
+        so that a write's second question about the commit it builds on costs nothing."""
 
     @contextlib.contextmanager
     def secrets_allowed(self) -> Iterator[None]:
