@@ -87,16 +87,6 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.dist = "worksteal"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: two workers a processor. Many tests wait on git and gitmem child
-    processes, so a second worker keeps each processor busy while the first waits.
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return 2 * len(os.sched_getaffinity(0))
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The stress tests (``slow``) first, each file's in its order: under ``-n`` the longest
