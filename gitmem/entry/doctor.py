@@ -93,14 +93,13 @@ def diagnose(
         weights = {each: _weights(peers[each], chosen, progress is not None) for each in scopes}
         done, total = 0, sum(weights[each][name] for each in scopes for name in chosen)
         for each in scopes:
-            results: dict[str, list[Finding]] = {}
+            results: dict[str, list[Finding]] = {}  # a check named twice: its last run
             for name, found in _run_scope(peers[each], chosen, fix=fix):
                 results[name] = found
                 done += weights[each][name]
                 if progress is not None:
                     progress(done, total)
-            for name in dict.fromkeys(chosen):
-                report.findings.extend(results[name])
+            report.findings.extend(f for found in results.values() for f in found)
     finally:
         for context in peers.values():
             context.close()  # the scratch index a disagreeing one made
@@ -115,16 +114,15 @@ def _run_scope(
     context: Context, chosen: Sequence[str], *, fix: bool
 ) -> Iterator[tuple[str, list[Finding]]]:
     """Each chosen check's findings on one scope, in turn (fixes applied with ``fix``)."""
-    packing = contextlib.ExitStack()
-    if "fsck" in chosen:
-        # A git gc moving loose objects into a pack while fsck reads them
-        # makes fsck report them missing: wait for it, and start none meanwhile.
-        try:
-            packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
-        except TimeoutError as exc:
-            log.warning("%s; fsck may report objects it moves as missing", exc)
-    broken = _broken_tip(context)
-    try:
+    with contextlib.ExitStack() as packing:
+        if "fsck" in chosen:
+            # A git gc moving loose objects into a pack while fsck reads them
+            # makes fsck report them missing: wait for it, and start none meanwhile.
+            try:
+                packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
+            except TimeoutError as exc:
+                log.warning("%s; fsck may report objects it moves as missing", exc)
+        broken = _broken_tip(context)
         for name in chosen:
             if broken is not None and name not in _WITHOUT_TIP:
                 # Nothing that reads memories can run on a branch whose commit is gone:
@@ -145,8 +143,6 @@ def _run_scope(
                     except (OSError, GitmemError, subprocess.SubprocessError) as exc:
                         finding.fix_error = str(exc)
             yield name, found
-    finally:
-        packing.close()
 
 
 MEMORY_CHECKS = frozenset({"index", "schema", "twins", "markers", "links", "chains", "secrets"})

@@ -115,8 +115,7 @@ class Context:
     scope: Scope
     deep: bool = False
     peers: dict[Scope, Context] = field(default_factory=dict)
-    _view: IndexView | None = None
-    _view_exc: Exception | None = None
+    _view: IndexView | Exception | None = None  # an exception: the index cannot be read
     _entries: list[Entry] | None = None
     _rebuilt: ScratchIndex | None = None
     _scratch: Path | None = None
@@ -129,8 +128,7 @@ class Context:
         """The index a rebuild would make at the commit the index view compared (else the
         tip), built once per run in a scratch folder; the store's own is left as it is."""
         if self._rebuilt is None:
-            view = self.view()
-            tip = self.db.tip() if view is None else None
+            view, tip = self.view(), self.db.tip()
             commit = view.commit if view is not None else str(tip.id) if tip else None
             self._scratch = scratch_folder(self.db)
             path = self._scratch / "index.sqlite"
@@ -150,16 +148,16 @@ class Context:
 
     def view(self) -> IndexView | None:
         """The index beside git (computed once); None if the index cannot be read."""
-        if self._view is None and self._view_exc is None:
+        if self._view is None:
             try:
                 self._view = _index_view(self.store.index(self.scope), self.db)
             except Exception as exc:  # any failure of the derived index is a finding
-                self._view_exc = exc
-        return self._view
+                self._view = exc
+        return self._view if isinstance(self._view, IndexView) else None
 
     def forget_view(self) -> None:
         """Look at the index again (it was rebuilt): the next :meth:`view` compares anew."""
-        self._view = self._view_exc = self._entries = None
+        self._view = self._entries = None
 
     def trusted(self) -> IndexView | None:
         """The index view when the memory checks may read the store's index."""

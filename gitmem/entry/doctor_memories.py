@@ -46,9 +46,9 @@ def check_index(ctx: Context) -> Iterator[Finding]:
         return
     view = ctx.view()
     try:
-        if view is None:
-            assert ctx._view_exc is not None
-            raise ctx._view_exc
+        if isinstance(ctx._view, Exception):
+            raise ctx._view
+        assert view is not None
         if ctx.deep:
             message = _deep_disagreement(ctx)
         else:
@@ -161,25 +161,13 @@ def _disagreement(missing: list[str], extra: list[str], stale: list[str], proble
     return "the index disagrees with git: " + "; ".join(parts) if parts else ""
 
 
-_DERIVED_LINE = re.compile(rb"(?m)^(?:version|updated_at)[ \t]*:")
-
-
-def _front_matter(data: bytes) -> bytes:
-    """The front-matter of a memory file (roughly: between the opening and the closing
-    ``---``), for a quick scan; empty when there is none."""
-    start = 3 if data.startswith(b"---") else 6 if data.startswith(b"\xef\xbb\xbf---") else 0
-    if not start:
-        return b""
-    end = re.search(rb"(?m)^---[ \t]*\r?$", data[start:])
-    return data[start : start + end.start()] if end is not None else data[start:]
-
-
-def _carries_derived(data: bytes) -> bool:
-    return bool(_DERIVED_LINE.search(_front_matter(data)))
+_DERIVED_LINE = re.compile(  # in the front-matter: before the line that closes it
+    rb"\A(?:\xef\xbb\xbf)?---(?:(?!^---[ \t]*\r?$).)*?^(?:version|updated_at)[ \t]*:", re.S | re.M
+)
 
 
 def check_schema(ctx: Context) -> Iterator[Finding]:
-    for entry, _ in _scan(ctx, _carries_derived):
+    for entry, _ in _scan(ctx, _DERIVED_LINE.match):
         yield Finding(
             "schema",
             WARNING,

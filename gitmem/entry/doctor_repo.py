@@ -302,18 +302,15 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
     for code, path in _status(db.workdir, "all"):
         if TEMP_FILE.match(Path(path).name):
             continue  # the leftovers check reports these
-        what = "untracked" if code == "??" else "has uncommitted changes"
+        new = code == "??"
+        drop = f"rm {shlex.quote(str(db.workdir / path))}"
         yield Finding(
             "worktree",
-            INFO if code == "??" and not is_memory_file(path) else WARNING,
-            f"{path} {what} (gitmem refuses to overwrite it until it is committed or dropped)",
-            fix=(
-                f"git -C {ctx.where} add -- {shlex.quote(path)} && git -C {ctx.where} commit, "
-                f"or drop it: git -C {ctx.where} checkout -- {shlex.quote(path)}"
-                if code != "??"
-                else f"git -C {ctx.where} add -- {shlex.quote(path)} && git -C {ctx.where} "
-                f"commit, or rm {shlex.quote(str(db.workdir / path))}"
-            ),
+            INFO if new and not is_memory_file(path) else WARNING,
+            f"{path} {'untracked' if new else 'has uncommitted changes'} (gitmem refuses to "
+            "overwrite it until it is committed or dropped)",
+            fix=f"git -C {ctx.where} add -- {shlex.quote(path)} && git -C {ctx.where} commit, or "
+            + (drop if new else f"drop it: git -C {ctx.where} checkout -- {shlex.quote(path)}"),
             path=path,
         )
 
@@ -321,16 +318,10 @@ def check_worktree(ctx: Context) -> Iterator[Finding]:
 def _driver_program(repo: pygit2.Repository) -> str | None:
     """The program the registered merge driver runs, when it is not there any more."""
     try:
-        value = str(repo.config[mergedriver.DRIVER_CONFIG])
-        words = shlex.split(value)
-    except (KeyError, pygit2.GitError, ValueError):
+        program = shlex.split(str(repo.config[mergedriver.DRIVER_CONFIG]))[0]
+    except (KeyError, IndexError, pygit2.GitError, ValueError):
         return None
-    if not words:
-        return None
-    program = words[0]
-    if os.sep in program:
-        return None if os.access(program, os.X_OK) else program
-    return None if shutil.which(program) else program
+    return None if shutil.which(program) else program  # a path is checked as it is
 
 
 def check_merge_driver(ctx: Context) -> Iterator[Finding]:

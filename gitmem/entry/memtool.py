@@ -46,7 +46,6 @@ NAME_KEY = "memory_file"
 MAX_VIEW_LINES = 999_999  # the SDK's guard: a file of more lines is not shown
 
 ESCAPE_PREFIX = "x--"
-_ESCAPED = re.compile(r"(?:[a-zA-Z0-9-]|_[0-9a-f]{2})*")
 
 
 class MemoryToolError(InvalidInputError):
@@ -65,33 +64,21 @@ def _escape(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9-]", lambda m: "_" + m[0].encode("utf-8").hex("_"), name)
 
 
-def _unescape(text: str) -> str | None:
-    if not _ESCAPED.fullmatch(text):
-        return None
-    raw = re.sub(rb"_([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), text.encode("ascii"))
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _bad_name(name: str) -> bool:
-    """A name no path can hold: empty, ``.``, ``..``, a ``/``, control or invisible chars."""
-    return (
-        name in {"", ".", ".."}
-        or "/" in name
-        or any(unicodedata.category(c)[0] == "C" for c in name)
-    )
-
-
 def _escaped_name(segment: str) -> str | None:
-    """The name ``segment`` is the escape of (``x--my_20notes`` -> ``my notes``), or None."""
+    """The name ``segment`` is the escape of (``x--my_20notes`` -> ``my notes``), or None:
+    not an escape, not the one :func:`_escape` makes, or a name no path can hold (empty,
+    ``.``, ``..``, a ``/``, control or invisible characters)."""
     if not segment.startswith(ESCAPE_PREFIX):
         return None
-    name = _unescape(segment[len(ESCAPE_PREFIX) :])
-    if name is None or _bad_name(name) or ESCAPE_PREFIX + _escape(name) != segment:
+    text = segment[len(ESCAPE_PREFIX) :]
+    try:
+        raw = re.sub(rb"_([0-9a-f]{2})", lambda m: bytes([int(m[1], 16)]), text.encode("ascii"))
+        name = raw.decode("utf-8")
+    except UnicodeError:
         return None
-    return name
+    if name in {"", ".", ".."} or "/" in name or ESCAPE_PREFIX + _escape(name) != segment:
+        return None
+    return None if any(unicodedata.category(c)[0] == "C" for c in name) else name
 
 
 def _plain(name: str) -> bool:
