@@ -85,26 +85,10 @@ def test_index_rows(store: Store, clock: FixedClock) -> None:
     every = index.rows(("id",), include_superseded=True, include_archived=True)
     assert [r[0] for r in every] == [a.id, b.id, c.id, d.id]
     assert index.rows(("id",), include_archived=True) == [(a.id,), (c.id,), (d.id,)]
-    # ids: only those memories, still oldest first and filtered; unknown ids are left out.
-    picked = index.rows(("id", "body"), ids=[d.id, "mem_nope", a.id, b.id, a.id])
-    assert picked == [(a.id, "first")]
-    picked = index.rows(("id",), ids=[d.id, b.id], include_superseded=True, include_archived=True)
-    assert picked == [(b.id,), (d.id,)]
-    assert index.rows(("id",), ids=[]) == []
     with pytest.raises(InvalidInputError, match="unknown index column"):
         index.rows(("id", "rowid"))
     with pytest.raises(InvalidInputError):
         index.rows(())
-
-
-def test_index_rows_by_many_ids(bare_store: Store, clock: FixedClock) -> None:
-    with bare_store.transaction("many"):
-        ids = []
-        for i in range(520):  # more than one query's worth of parameters
-            clock.advance(seconds=1)
-            ids.append(bare_store.create(f"memory {i}").id)
-    rows = bare_store.index().rows(("id",), ids=list(reversed(ids)))
-    assert [r[0] for r in rows] == ids
 
 
 # -- the check across scopes ------------------------------------------------------------------

@@ -13,8 +13,6 @@ from collections.abc import Iterator, Sequence
 
 import pygit2
 
-from gitmem.base.clock import parse_timestamp
-from gitmem.base.errors import InvalidInputError
 from gitmem.base.trailers import (
     AGENT_TRAILER,
     ID_TRAILER,
@@ -30,6 +28,7 @@ from gitmem.format.model import Op, Scope
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import author_time, blob_data, get_commit
+from gitmem.store.inputs import valid_time
 from gitmem.store.results import LogEntry
 
 
@@ -83,8 +82,8 @@ def read_log(
     """``Store.log``: the commits of ``repositories``, newest first, filtered by the facts in
     their trailers, the files they changed (``path``) and the category of the memories they
     changed (``category``)."""
-    since_dt = _when(since, "since")
-    until_dt = _when(until, "until")
+    since_dt = valid_time(since, "since")
+    until_dt = valid_time(until, "until")
     entries: list[LogEntry] = []
     if limit == 0:
         return entries
@@ -189,12 +188,3 @@ def _count(text: str) -> int:
         return max(0, int(text))
     except ValueError:
         return 1
-
-
-def _when(value: str | dt.datetime | dt.date | None, what: str) -> dt.datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{what} {value!r} is not a date or RFC 3339 time") from None

@@ -58,8 +58,7 @@ VERSION_BATCH = 5000
 """Version rows (and commits) written or read at a time: one bulk import can bring a million."""
 
 _INSERT_MEMORY = (
-    f"INSERT INTO memories ({', '.join(ROW_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
+    f"INSERT INTO memories (rowid, {', '.join(ROW_COLUMNS)}) VALUES (?, {marks(ROW_COLUMNS)})"
 )
 
 
@@ -175,20 +174,9 @@ class CatchUp:
                     (raw_path(path), raw_path(str(exc))),
                 )
                 continue
-            inserted = self._insert(memory, str(blob))
+            rowid = insert_memory(conn, memory, str(blob))
             if added is not None:
-                added.append(inserted)
-
-    def _insert(self, memory: Memory, blob: str) -> IndexedMemory:
-        values = row_values(memory, blob)
-        rowid = self.conn.execute(_INSERT_MEMORY, [values[c] for c in ROW_COLUMNS]).lastrowid
-        assert rowid is not None
-        edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
-        edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
-        tags = [(rowid, tag) for tag in dict.fromkeys(memory.tags)]
-        self.conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
-        self.conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
-        return IndexedMemory(rowid, blob, memory)
+                added.append(IndexedMemory(rowid, str(blob), memory))
 
     def _forget(self, path: str) -> IndexedMemory | None:
         """Delete the row at ``path``; returns what it held, for the row providers."""
@@ -272,24 +260,12 @@ class CatchUp:
 
     def _generation(self, oid: pygit2.Oid, gens: dict[str, int]) -> int:
         """A commit's generation: 1 for a root, else one more than its highest parent's
-        (from the ``commits`` table, or counted again when a damaged table lacks it)."""
+        (from the ``commits`` table; 0 for a parent it lacks, as in a shallow clone)."""
         key = str(oid)
-        gen = gens.get(key)
-        if gen is not None:
-            return gen
-        row = self.conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
-        if row is not None:
-            gens[key] = int(row[0])
-            return gens[key]
-        try:
-            for commit in self.repo.walk(oid, SortMode.TOPOLOGICAL | SortMode.REVERSE):
-                gens.setdefault(
-                    str(commit.id),
-                    1 + max((gens.get(str(p), 0) for p in commit.parent_ids), default=0),
-                )
-        except (KeyError, ValueError, pygit2.GitError):
-            gens.setdefault(key, 0)  # a parent missing from a shallow repository
-        return gens.get(key, 0)
+        if key not in gens:
+            row = self.conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
+            gens[key] = int(row[0]) if row is not None else 0
+        return gens[key]
 
 
     def _apply_providers(
@@ -416,6 +392,22 @@ class CatchUp:
             for provider in pending:
                 self._followed(provider, tip_hex)
             return
+
+
+def insert_memory(
+    conn: sqlite3.Connection, memory: Memory, blob: str, rowid: int | None = None
+) -> int:
+    """Insert the rows of ``memory`` (stored in ``blob``): its ``memories`` row (at ``rowid``,
+    else the next free one), its tags and its links. Returns its rowid."""
+    values = row_values(memory, blob)
+    found = conn.execute(_INSERT_MEMORY, [rowid, *(values[c] for c in ROW_COLUMNS)]).lastrowid
+    assert found is not None
+    edges = [(memory.id, memory.supersedes, "supersedes")] if memory.supersedes else []
+    edges += [(memory.id, r.id, str(r.relationship)) for r in memory.related]
+    tags = [(found, tag) for tag in dict.fromkeys(memory.tags)]
+    conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
+    conn.executemany("INSERT INTO edges VALUES (?, ?, ?)", edges)
+    return found
 
 
 def _under(provider: RowProvider, items: Sequence[IndexedMemory]) -> tuple[IndexedMemory, ...]:

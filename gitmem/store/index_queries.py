@@ -45,53 +45,30 @@ FTS_WEIGHTS = "10.0, 1.0, 3.0, 5.0"
 
 
 def memory_from_row(row: Sequence[Any], store_scope: Scope) -> Memory:
-    """The :class:`Memory` of one ``SELECT MEMORY_COLUMNS`` row."""
-    (
-        _rowid,
-        memory_id,
-        path,
-        _blob,
-        title,
-        scope,
-        category,
-        tags,
-        created_at,
-        updated_at,
-        version,
-        supersedes,
-        related,
-        agent,
-        session_id,
-        trigger,
-        status,
-        extra,
-        body,
-        valid_from_us,
-        valid_until_us,
-    ) = row
+    """The :class:`Memory` of one ``SELECT MEMORY_COLUMNS`` row (its columns by position)."""
     return Memory(
-        id=memory_id,
-        body=body,
-        created_at=parse_timestamp(created_at),
-        updated_at=parse_timestamp(updated_at),
-        version=int(version),
-        title=title,
-        scope=Scope(scope) if scope else None,
-        category=category,
-        tags=tuple(loads_json(tags)),
-        supersedes=supersedes,
+        id=row[1],
+        body=row[18],
+        created_at=parse_timestamp(row[8]),
+        updated_at=parse_timestamp(row[9]),
+        version=int(row[10]),
+        title=row[4],
+        scope=Scope(row[5]) if row[5] else None,
+        category=row[6],
+        tags=tuple(loads_json(row[7])),
+        supersedes=row[11],
         related=tuple(
-            Related(r["id"], Relationship(r["relationship"])) for r in loads_json(related)
+            Related(r["id"], Relationship(r["relationship"])) for r in loads_json(row[12])
         ),
-        agent=agent,
-        session_id=session_id,
-        trigger=Trigger(trigger) if trigger else None,
-        status=Status(status),
-        extra=loads_json(extra),
-        path=cooked_path(path),
+        agent=row[13],
+        session_id=row[14],
+        trigger=Trigger(row[15]) if row[15] else None,
+        status=Status(row[16]),
+        extra=loads_json(row[17]),
+        path=cooked_path(row[2]),
         store_scope=store_scope,
-        valid_from=from_micros(valid_from_us),
-        valid_until=from_micros(valid_until_us),
+        valid_from=from_micros(row[19]),
+        valid_until=from_micros(row[20]),
     )
 
 
@@ -206,32 +183,15 @@ class Queries:
         sql = f"SELECT count(*) FROM memories m {where}"
         return int(self.read(lambda conn: conn.execute(sql, params).fetchone()[0]))
 
-    def rows(
-        self, columns: Sequence[str], *, ids: Iterable[str] | None = None, **filters: Any
-    ) -> list[tuple[Any, ...]]:
+    def rows(self, columns: Sequence[str], **filters: Any) -> list[tuple[Any, ...]]:
         """Columns of the ``memories`` table (``index_rows.ROW_COLUMNS``, values as stored)
-        for what :meth:`memories` finds, oldest first, without a :class:`Memory` per row;
-        ``ids`` keeps only those memories. Raises InvalidInputError for an unknown column."""
+        for what :meth:`memories` finds, oldest first, without a :class:`Memory` per row.
+        Raises InvalidInputError for an unknown column."""
         check_columns(columns)
         where, params = memory_filters(**filters)
         listed = ", ".join(f"m.{c}" for c in columns)
-        if ids is None:
-            sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
-            return self.read(lambda conn: conn.execute(sql, params).fetchall())
-        where += " AND " if where else "WHERE "
-
-        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            found: list[tuple[Any, ...]] = []
-            for chunk in chunks(ids):
-                sql = (
-                    f"SELECT {listed}, m.created_us, m.id FROM memories m "
-                    f"{where}m.id IN ({marks(chunk)})"
-                )
-                found.extend(conn.execute(sql, [*params, *chunk]).fetchall())
-            found.sort(key=lambda row: (row[-2], row[-1]))
-            return [row[:-2] for row in found]
-
-        return self.read(query)
+        sql = f"SELECT {listed} FROM memories m {where} ORDER BY m.created_us, m.id"
+        return self.read(lambda conn: conn.execute(sql, params).fetchall())
 
     def versions(self, ids: Sequence[str]) -> list[Version]:
         """Every change of the files of ``ids``, oldest first, content not read."""

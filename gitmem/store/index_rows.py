@@ -23,11 +23,8 @@ ROW_COLUMNS: tuple[str, ...] = (
 """The columns of the ``memories`` table that ``Queries.rows`` can return."""
 
 
-MEMORY_COLUMNS = (
-    "rowid, id, path, blob, title, scope, category, tags, created_at, updated_at, version, "
-    "supersedes, related, agent, session_id, trigger_, status, extra, body, valid_from_us, "
-    "valid_until_us"
-)
+MEMORY_COLUMNS = ", ".join(["rowid", *(c for c in ROW_COLUMNS if c[-3:] != "_us" or "valid" in c)])
+"""What :func:`gitmem.store.index_queries.memory_from_row` reads, in its order."""
 
 
 def tagged_json(value: Any) -> Any:

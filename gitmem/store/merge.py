@@ -303,11 +303,7 @@ def merge_metadata(
             continue
         b, f, s = base.get(key, _ABSENT), first.get(key, _ABSENT), second.get(key, _ABSENT)
         if key in {"tags", "related"}:
-            value: Any = _merge_set(
-                None if b is _ABSENT else b,
-                None if f is _ABSENT else f,
-                None if s is _ABSENT else s,
-            )
+            value: Any = _merge_set(b, f, s)  # an absent list is an empty one
             if value:
                 out[key] = value
             continue

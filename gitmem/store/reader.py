@@ -25,8 +25,9 @@ from gitmem.git.objects import Snapshot
 from gitmem.store import lexical
 from gitmem.store.commit_changes import version_rows
 from gitmem.store.index import Index
+from gitmem.store.index_catchup import insert_memory
 from gitmem.store.index_queries import Queries, version_list
-from gitmem.store.index_rows import ROW_COLUMNS, marks, raw_path, row_values
+from gitmem.store.index_rows import marks, raw_path
 from gitmem.store.index_schema import SCHEMA
 from gitmem.store.results import Problem, Version
 
@@ -112,8 +113,6 @@ def _scratch_index(
     snap: Snapshot, memories: list[Memory], problems: list[Problem]
 ) -> sqlite3.Connection:
     """An in-memory index of ``memories`` (core and full-text tables, no history)."""
-    columns = ", ".join(ROW_COLUMNS)
-    insert = f"INSERT INTO memories (rowid, {columns}) VALUES (?, {marks(ROW_COLUMNS)})"
     words = ", ".join(lexical.COLUMNS)
     fts = f"INSERT INTO fts (rowid, {words}) VALUES (?, {marks(lexical.COLUMNS)})"
     conn = sqlite3.connect(":memory:", check_same_thread=False)
@@ -121,10 +120,7 @@ def _scratch_index(
         conn.execute(statement)
     for rowid, memory in enumerate(memories, start=1):
         blob = snap.blob_id(memory.path or memory_path(memory.id))
-        values = row_values(memory, str(blob) if blob is not None else "")
-        conn.execute(insert, (rowid, *(values[c] for c in ROW_COLUMNS)))
-        tags = [(rowid, t) for t in dict.fromkeys(memory.tags)]
-        conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
+        insert_memory(conn, memory, str(blob) if blob is not None else "", rowid)
         conn.execute(fts, (rowid, *lexical.fts_row(memory)))
     rows = [(raw_path(p.path), raw_path(p.message)) for p in problems]
     conn.executemany("INSERT OR REPLACE INTO problems VALUES (?, ?)", rows)

@@ -238,36 +238,26 @@ def _rank_source(
         for rowid, mid, upd, score in rows:
             if mid in dropped:
                 continue
-            via = None
-            head = heads.get(mid)
+            via, head = mid, heads.get(mid)
             if head is not None:
-                via, (rowid, mid, upd) = mid, head[:3]
-            cand = found.get(rowid)
-            if cand is None:
-                cand = found[rowid] = _Candidate(rowid, mid, upd)
-            if via is not None and via not in cand.via:
+                rowid, mid, upd = head[:3]
+            cand = found.setdefault(rowid, _Candidate(rowid, mid, upd))
+            if head is not None and via not in cand.via:
                 cand.via.append(via)
-            if kind == "lexical":
-                if cand.lexical is None:
-                    cand.lexical = score
-            elif cand.semantic is None:
-                cand.semantic = score
+            if getattr(cand, kind) is None:
+                setattr(cand, kind, score)
     kept = [
         c for c in found.values()
         if c.lexical is not None or (c.semantic is not None and c.semantic >= SEMANTIC_ONLY_MIN)
     ]
-    lex_scores = [c.lexical for c in kept if c.lexical is not None]
-    sem_scores = [c.semantic for c in kept if c.semantic is not None]
-    lo_l, hi_l = (min(lex_scores), max(lex_scores)) if lex_scores else (0.0, 0.0)
-    lo_s, hi_s = (min(sem_scores), max(sem_scores)) if sem_scores else (0.0, 0.0)
-    lex_w, sem_w = FUSION
+    for kind, weight in zip(("lexical", "semantic"), FUSION, strict=True):
+        scores = [s for c in kept if (s := getattr(c, kind)) is not None]
+        lo, hi = min(scores, default=0.0), max(scores, default=0.0)
+        for c in kept:
+            if (score := getattr(c, kind)) is not None:
+                c.fused += weight * ((score - lo) / (hi - lo) if hi > lo else 1.0)
     for c in kept:
-        score = 0.0
-        if c.lexical is not None:
-            score += lex_w * ((c.lexical - lo_l) / (hi_l - lo_l) if hi_l > lo_l else 1.0)
-        if c.semantic is not None:
-            score += sem_w * ((c.semantic - lo_s) / (hi_s - lo_s) if hi_s > lo_s else 1.0)
-        c.fused = score if score > 0 else 1e-9
+        c.fused = c.fused if c.fused > 0 else 1e-9
     return kept
 
 

@@ -45,20 +45,13 @@ FULL_FILL_CHUNK = 1000
 
 def register(provider: RowProvider) -> None:
     """Add (or replace, by name) a row provider. Raises InvalidInputError for a malformed
-    name or a table another owns."""
-    if not _NAME_RE.fullmatch(provider.name):
-        raise InvalidInputError(
-            f"row provider name {provider.name!r} must match {_NAME_RE.pattern}"
-        )
-    for table in provider.tables:
-        if not _NAME_RE.fullmatch(table) or table in CORE_TABLES:
-            raise InvalidInputError(f"row provider {provider.name}: bad table name {table!r}")
-    for other in PROVIDERS.values():
-        if other.name != provider.name and set(other.tables) & set(provider.tables):
-            raise InvalidInputError(
-                f"row providers {other.name} and {provider.name} both claim "
-                f"{', '.join(sorted(set(other.tables) & set(provider.tables)))}"
-            )
+    name or a table the core or another provider owns."""
+    taken = {t for p in PROVIDERS.values() if p.name != provider.name for t in p.tables}
+    bad = [n for n in (provider.name, *provider.tables) if not _NAME_RE.fullmatch(n)]
+    bad += sorted((CORE_TABLES | taken) & set(provider.tables))
+    if bad:
+        names = ", ".join(map(repr, bad))
+        raise InvalidInputError(f"row provider {provider.name!r}: bad or taken names {names}")
     PROVIDERS[provider.name] = provider
 
 

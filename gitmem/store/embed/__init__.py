@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.base import logs
 from gitmem.base.errors import EmbedderError, InvalidMemoryError
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 log = logs.get("gitmem.store.embed")
 
 
-@runtime_checkable
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of one fixed dimension."""
 

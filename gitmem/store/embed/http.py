@@ -156,23 +156,18 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
 
 
 def _matrix(vectors: list[Any], expect_dim: int | None, where: str) -> NDArray[np.float32]:
-    if not vectors:
-        raise EmbedderError(f"{where} returned no vectors")
-    first = vectors[0]
-    dim = len(first) if isinstance(first, list) else 0
+    try:
+        matrix = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise EmbedderError(f"{where} returned vectors that are not lists of numbers") from None
+    dim = matrix.shape[1] if matrix.ndim == 2 else 0
     if not 0 < dim <= MAX_DIM:
-        raise EmbedderError(f"{where} returned a vector of {dim} numbers")
+        raise EmbedderError(f"{where} returned no vectors of 1 to {MAX_DIM} numbers")
     if expect_dim is not None and dim != expect_dim:
         raise EmbedderError(
             f"{where} returned {dim}-d vectors where {expect_dim}-d were expected "
             "(the model changed? run gitmem reindex)"
         )
-    for vector in vectors:
-        if not isinstance(vector, list) or len(vector) != dim:
-            raise EmbedderError(f"{where} returned vectors of different lengths")
-        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
-            raise EmbedderError(f"{where} returned a vector that is not all numbers")
-    matrix = np.asarray(vectors, dtype=np.float64)
     if not np.isfinite(matrix).all():
         raise EmbedderError(f"{where} returned a vector with NaN or infinity")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

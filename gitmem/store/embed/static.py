@@ -92,23 +92,14 @@ def read_safetensor(path: Path, key: str) -> Tensor:
             mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, struct.error, ValueError) as exc:
         raise EmbedderError(f"cannot read the embedding table {path}: {exc}") from None
-    entry = header.get(key) if isinstance(header, dict) else None
-    if not isinstance(entry, dict):
-        raise EmbedderError(f"{path} has no tensor {key!r}")
-    dtype = str(entry.get("dtype"))
-    shape = entry.get("shape")
-    offsets = entry.get("data_offsets")
-    if (
-        dtype not in _DTYPES
-        or not isinstance(shape, list)
-        or len(shape) != 2
-        or not isinstance(offsets, list)
-        or len(offsets) != 2
-    ):
-        raise EmbedderError(f"{path}: tensor {key!r} is not a 2-d float16/float32 table")
-    start = 8 + length + int(offsets[0])
-    rows, cols = int(shape[0]), int(shape[1])
-    if start + rows * cols * _DTYPES[dtype][1] > len(mapped):
+    try:
+        entry = header[key]
+        dtype, (rows, cols), (offset, _) = entry["dtype"], entry["shape"], entry["data_offsets"]
+        start, size = 8 + length + int(offset), _DTYPES[dtype][1]
+        rows, cols = int(rows), int(cols)
+    except (KeyError, TypeError, ValueError):
+        raise EmbedderError(f"{path}: no tensor {key!r} as a 2-d float16/float32 table") from None
+    if start + rows * cols * size > len(mapped):
         raise EmbedderError(f"{path} is truncated")
     return Tensor(mapped, rows, cols, dtype, start)
 
