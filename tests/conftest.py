@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ from gitmem import FixedClock, Store
 from gitmem.git import maintenance
 
 GitRunner = Callable[..., str]
+
+# Many tests start gitmem as a process of its own. Where the environment says
+# PYTHONDONTWRITEBYTECODE, each of them would compile gitmem anew (0.1 s a process) and each
+# test worker would rewrite every test module's asserts again: write the bytecode caches.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)

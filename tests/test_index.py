@@ -84,7 +84,8 @@ def answers(store: Store, ids: list[str], *, use_index: bool, few: bool = False)
     """Every query the index serves, asked every way, keyed by what was asked.
 
     The filters come from the fixed vocabulary the tests write with (so both sides
-    ask the same questions); ``few`` asks fewer, for stores too big to ask every way.
+    ask the same questions); ``few`` asks fewer: for big stores, and where the point is
+    that the index recovers rather than how it answers each filter.
     """
     categories: list[str | None] = [None, *CATEGORIES[:2], "no-such-category"]
     tag_sets: list[tuple[str, ...] | None] = [None, ("alpha",), ("beta",), ("alpha", "beta"),
@@ -807,7 +808,7 @@ def filled(store: Store, clock: FixedClock) -> list[str]:
     b = store.create("b\n", title="B", tags=["beta"])
     c = store.supersede(a.id, "c\n")
     store.delete(b.id)
-    assert_matches_scan(store, [a.id, b.id, c.id])
+    assert_matches_scan(store, [a.id, b.id, c.id], few=True)
     return [a.id, b.id, c.id]
 
 
@@ -824,12 +825,12 @@ def test_index_deleted_mid_use(any_store: Store, clock: FixedClock, which: str) 
     for path in doomed:
         path.unlink(missing_ok=True)
     # The store that had it open, one opened afresh, and a write in between.
-    assert_matches_scan(any_store, ids)
+    assert_matches_scan(any_store, ids, few=True)
     fresh = reopen(any_store)
-    assert_matches_scan(fresh, ids)
+    assert_matches_scan(fresh, ids, few=True)
     d = any_store.create("d\n", tags=["alpha"])
-    assert_matches_scan(any_store, [*ids, d.id])
-    assert_matches_scan(fresh, [*ids, d.id])
+    assert_matches_scan(any_store, [*ids, d.id], few=True)
+    assert_matches_scan(fresh, [*ids, d.id], few=True)
     assert fresh.index().path.exists()
 
 
@@ -876,10 +877,10 @@ def test_corrupt_index_is_rebuilt_silently(
     with contextlib.closing(sqlite3.connect(index.path)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     damage(index.path)
-    assert_matches_scan(any_store, ids)
-    assert_matches_scan(reopen(any_store), ids)
+    assert_matches_scan(any_store, ids, few=True)
+    assert_matches_scan(reopen(any_store), ids, few=True)
     d = any_store.create("d\n")
-    assert_matches_scan(any_store, [*ids, d.id])
+    assert_matches_scan(any_store, [*ids, d.id], few=True)
     with contextlib.closing(sqlite3.connect(index.path)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -891,8 +892,8 @@ def test_corrupt_write_ahead_log(any_store: Store, clock: FixedClock) -> None:
     index.close()
     _, wal, _ = db_files(any_store)
     wal.write_bytes(os.urandom(64 * 1024))
-    assert_matches_scan(any_store, ids)
-    assert_matches_scan(reopen(any_store), ids)
+    assert_matches_scan(any_store, ids, few=True)
+    assert_matches_scan(reopen(any_store), ids, few=True)
 
 
 def sql(path: Path, statement: str, *params: str) -> None:

@@ -196,7 +196,8 @@ _LOCK_EXISTS = re.compile(rb"Unable to create '([^'\n]+\.lock)': File exists")
 def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool:
     """Remove a lock file a killed git left behind (``packed-refs.lock`` of a gc killed mid
     ``pack-refs`` fails every later gc): under the packing lock and with no ``gc.pid`` no gc
-    runs, so one still there after ``seconds`` is stale. True when one was removed."""
+    runs, so one that is ``seconds`` old, or still there after as long, is stale. True when
+    one was removed."""
     found = _LOCK_EXISTS.search(stderr)
     if found is None or (gitdir / "gc.pid").exists():
         return False
@@ -204,9 +205,9 @@ def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool
     if not lock.resolve().is_relative_to(gitdir.resolve()):
         return False
     deadline = time.monotonic() + seconds
-    while lock.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
     with contextlib.suppress(FileNotFoundError):
+        while time.time() - lock.stat().st_mtime < seconds and time.monotonic() < deadline:
+            time.sleep(0.1)
         lock.unlink()
         log.warning("removed %s, left by a git process that was killed", lock)
     return True
