@@ -243,13 +243,22 @@ def mcp_session(
     return results
 
 
+def pwned(tmp_path: Path) -> list[Path]:
+    """Files named PWNED* in this test's folder or beside any folder above it (where a
+    ``../`` path out of the store would land); not the other tests' folders."""
+    found = list(tmp_path.rglob("PWNED*"))
+    for folder in tmp_path.parents:
+        found += folder.glob("PWNED*")
+    return found
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Iterator[Path]:
     """A working directory for the subprocesses, checked for strays afterwards."""
     work = tmp_path / "cwd"
     work.mkdir()
     yield work
-    assert not list(tmp_path.parent.rglob("PWNED*")), "a file was written outside the store"
+    assert not pwned(tmp_path), "a file was written outside the store"
 
 
 # -- reproduction 3: a front-matter of 26,000 "? " indicators ---------------------------------
@@ -480,7 +489,7 @@ def test_hostile_store_read_commands(hostile: Store, scratch: Path, tmp_path: Pa
         survived(result, " ".join(args))
         assert "OUTSIDE" not in result.stdout, args
         assert "root:x:0" not in result.stdout, args  # /etc/passwd through the link
-    assert not list(tmp_path.parent.rglob("PWNED*"))
+    assert not pwned(tmp_path)
     assert not list(Path("/tmp").glob("PWNED*"))
 
 
@@ -535,7 +544,7 @@ def test_hostile_store_hooks_through_real_git(hostile: Store, scratch: Path,
     assert git("checkout", "-q", "main").returncode == 0  # post-checkout again
     merged = git("merge", "-q", "--no-ff", "-m", "merge side", "side")  # post-merge
     assert merged.returncode == 0, merged.stderr
-    assert not list(tmp_path.parent.rglob("PWNED*")), "the store's code was imported"
+    assert not pwned(tmp_path), "the store's code was imported"
 
 
 EVERY_READ_COMMAND = [
@@ -568,7 +577,7 @@ def test_every_read_command_over_the_hostile_store(
     exported = [p for p in scratch.rglob("*") if p.is_file()]
     assert all(not p.is_symlink() for p in exported)
     assert all("OUTSIDE" not in p.read_text(errors="replace") for p in exported)
-    assert not list(tmp_path.parent.rglob("PWNED*"))
+    assert not pwned(tmp_path)
 
 
 @pytest.mark.slow
@@ -653,7 +662,7 @@ def test_hostile_store_write_commands(hostile: Store, scratch: Path, tmp_path: P
     assert shown.returncode == 0 and "neighbour" in shown.stdout, shown.stderr
     assert _files_under(tmp_path / "outside") == outside
     assert not list(scratch.iterdir()), "a write command left a file in its working directory"
-    assert not list(tmp_path.parent.rglob("PWNED*")), "the store's code was imported"
+    assert not pwned(tmp_path), "the store's code was imported"
     assert not list(Path("/tmp").glob("PWNED*"))
 
 
@@ -681,7 +690,7 @@ def test_write_commands_on_every_hostile_id(
             assert rest and rest[0].startswith("gitmem: error: "), (args, result.stderr)
     assert _files_under(tmp_path / "outside") == outside
     assert (tmp_path / "outside" / "secret.md").read_text().endswith("OUTSIDE\n")
-    assert not list(tmp_path.parent.rglob("PWNED*"))
+    assert not pwned(tmp_path)
 
 
 # -- names read from the store, printed -------------------------------------------------------
