@@ -25,7 +25,7 @@ import pytest
 
 from gitmem.base.errors import EmbedderError, install_command
 from gitmem.store import embed
-from gitmem.store.embed.http import HttpEmbedder, load_http, redact
+from gitmem.store.embed.http import HttpEmbedder, redact
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -213,7 +213,7 @@ def test_missing_default_package_degrades_with_one_notice(
 
 def test_an_api_key_in_the_config_file_is_refused_without_echoing_it() -> None:
     with pytest.raises(EmbedderError) as info:
-        load_http({"provider": "openai", "model": "m", "api_key": "sk-secret-123"})
+        HttpEmbedder({"provider": "openai", "model": "m", "api_key": "sk-secret-123"})
     assert "api_key_env" in str(info.value) and "sk-secret-123" not in str(info.value)
 
 
@@ -298,6 +298,10 @@ class _Server:
         return f"http://127.0.0.1:{self.port}{prefix}/v1/embeddings"
 
 
+def _openai(url: str, **options: Any) -> HttpEmbedder:
+    return HttpEmbedder({"provider": "openai", "url": url, "model": "m", **options})
+
+
 @pytest.fixture
 def server() -> Iterator[_Server]:
     s = _Server()
@@ -349,14 +353,14 @@ def test_ollama_endpoint(server: _Server) -> None:
 def test_endpoint_errors_are_one_line_embedder_errors(
     server: _Server, prefix: str, message: str
 ) -> None:
-    e = HttpEmbedder("openai", server.url(prefix), "m", dim=8)  # dim given: no probe at load
+    e = _openai(server.url(prefix), dim=8)  # dim given: no probe at load
     with pytest.raises(EmbedderError, match=message) as info:
         e.embed(["a", "b"])
     assert "\n" not in str(info.value)
 
 
 def test_endpoint_timeout(server: _Server) -> None:
-    e = HttpEmbedder("openai", server.url("/slow"), "m", dim=8, timeout=0.3)
+    e = _openai(server.url("/slow"), dim=8, timeout=0.3)
     started = time.monotonic()
     with pytest.raises(EmbedderError, match=r"did not answer within 0.3 s"):
         e.embed(["a"])
@@ -364,7 +368,7 @@ def test_endpoint_timeout(server: _Server) -> None:
 
 
 def test_wrong_dimension_is_refused(server: _Server) -> None:
-    e = HttpEmbedder("openai", server.url(), "m", dim=8)
+    e = _openai(server.url(), dim=8)
     server.dim = 12  # the model behind the endpoint changed
     with pytest.raises(EmbedderError, match="returned 12-d vectors where 8-d were expected"):
         e.embed(["a"])
@@ -374,11 +378,11 @@ def test_unreachable_endpoint_and_credentials_kept_out_of_messages() -> None:
     e_url = "http://user:hunter2@127.0.0.1:9/v1/embeddings?key=abc"
     assert redact(e_url) == "http://127.0.0.1:9/v1/embeddings"
     with pytest.raises(EmbedderError) as info:
-        HttpEmbedder("openai", e_url, "m", dim=4, timeout=2).embed(["a"])
+        _openai(e_url, dim=4, timeout=2).embed(["a"])
     text = str(info.value)
     assert "unreachable" in text and "hunter2" not in text and "key=abc" not in text
     with pytest.raises(EmbedderError, match="not an http"):
-        HttpEmbedder("openai", "file:///etc/passwd", "m", dim=4)
+        _openai("file:///etc/passwd", dim=4)
 
 
 def test_unreachable_configured_endpoint_degrades_to_lexical(

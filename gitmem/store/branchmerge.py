@@ -185,23 +185,16 @@ def merge_trees(
 
 class _DerivedSides:
     """Each side's versions of a path as of its commit, for the memory-aware merge to rank
-    sides by the version and time a reader of each sees."""
+    sides by the version and time a reader of each sees; one walk a side for many paths."""
 
     def __init__(self, repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit) -> None:
         self.repo = repo
-        self.sides: tuple[tuple[pygit2.Commit, dict[str, memory_versions.Versions]], ...] = (
-            (ours, {}),
-            (theirs, {}),
-        )
+        self.sides: tuple[tuple[pygit2.Commit, dict[str, memory_versions.Versions]], ...]
+        self.sides = ((ours, {}), (theirs, {}))
 
     def prepare(self, ours_paths: list[str], theirs_paths: list[str]) -> None:
-        """Walk each side's history once for all of its paths not known yet."""
         for (commit, known), paths in zip(self.sides, (ours_paths, theirs_paths), strict=True):
-            wanted = [p for p in paths if p not in known]
-            if wanted:
-                found = memory_versions.walk(self.repo, commit, wanted)
-                assert found is not None  # no limit
-                known.update(found)
+            known.update(memory_versions.walk(self.repo, commit, set(paths) - known.keys()) or {})
 
     def at(self, ours_path: str, theirs_path: str) -> merging.DerivedSides:
         """The sides of a memory at ``ours_path`` in ours and ``theirs_path`` in theirs."""

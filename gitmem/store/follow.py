@@ -8,7 +8,7 @@ The switch is this clone's own git config (``gitmem.followBranches``), never com
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +179,7 @@ class MemoryBranch:
     """Memories written on it since it left main."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "state": self.state, "memories": self.memories}
+        return asdict(self)
 
 
 def branches(db: GitDB, cwd: Path) -> list[MemoryBranch]:

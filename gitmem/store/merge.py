@@ -155,17 +155,6 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
     return None if merged is None else "".join(merged)
 
 
-def _sections(added: str, fallback: str) -> list[tuple[str, str]]:
-    """Split appended text at markdown headings into dated sections (:func:`_dated`)."""
-    parts: list[str] = []
-    for line in added.splitlines(keepends=True):
-        if not parts or (line.startswith("#") and parts[-1].strip()):
-            parts.append(line)
-        else:
-            parts[-1] += line
-    return _dated(parts, fallback)
-
-
 def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -> str | None:
     """Both sides only appended to ``base``: base + both sides' new sections in date order
     (``first``, the side with the later ``updated_at``, wins ties; a section both appended is
@@ -179,22 +168,25 @@ def merge_appended(base: str, first: str, second: str, dates: tuple[str, str]) -
         if not (add_first.startswith("\n") and add_second.startswith("\n")):
             return None
         head, add_first, add_second = base + "\n", add_first[1:], add_second[1:]
-    left = _sections(add_first, dates[0])
-    right = _sections(add_second, dates[1])
+    # Appended text as sections, each from a markdown heading on.
+    left = _dated(_units(add_first, _HEADING), dates[0])
+    right = _dated(_units(add_second, _HEADING), dates[1])
     seen = {text for _, text in left}
     right = [(d, text) for d, text in right if text not in seen]
     return _joined([head, *_by_date(left, right)])
 
 
 _UNIT_START = re.compile(r"#|[-*+][ \t]|\d{1,9}[.)][ \t]")
+_HEADING = re.compile("#")
 
 
-def _units(text: str) -> list[str]:
-    """Split a body into entries: a unit starts at a heading or a list item at column 0; other
-    lines belong to the unit before them, and a unit of blank lines is joined by what follows."""
+def _units(text: str, start: re.Pattern[str] = _UNIT_START) -> list[str]:
+    """Split a body into entries: a unit starts at a heading or a list item at column 0 (at a
+    line ``start`` matches); other lines belong to the unit before them, and a unit of blank
+    lines is joined by what follows."""
     parts: list[str] = []
     for line in text.splitlines(keepends=True):
-        if parts and (not _UNIT_START.match(line) or not parts[-1].strip()):
+        if parts and (not start.match(line) or not parts[-1].strip()):
             parts[-1] += line
         else:
             parts.append(line)

@@ -448,20 +448,18 @@ def _semantic(source: index_queries.Queries, text: str) -> list[tuple[int, float
     from gitmem.store.embed import get_embedder
 
     text = text[: vectors.MAX_TEXT]
-    if isinstance(source, index_queries.CurrentIndex):  # read-only: nothing may be embedded
-        embedder = get_embedder(str(source.gitdir))
-        if embedder is None:
-            return None
-        if not vectors.complete(source.conn, embedder.name):
-            raise _Unembedded
-        try:
-            return vectors.nearest_in(source.conn, text, DEPTH, embedder)
-        except Exception:  # the full path reports (and remembers) the embedder's failure
-            raise _Unembedded from None
+    current = source if isinstance(source, index_queries.CurrentIndex) else None
     index = cast("Index", source)
-    embedder = get_embedder(str(index.db.gitdir))
+    embedder = get_embedder(str(current.gitdir if current else index.db.gitdir))
     if embedder is None:
         return None
+    if current is not None:  # read-only: nothing may be embedded
+        if not vectors.complete(current.conn, embedder.name):
+            raise _Unembedded
+        try:
+            return vectors.nearest_in(current.conn, text, DEPTH, embedder)
+        except Exception:  # the full path reports (and remembers) the embedder's failure
+            raise _Unembedded from None
     try:
         return vectors.nearest(index, text, DEPTH, embedder=embedder)
     except (sqlite3.DatabaseError, MemoryError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gitmem.base.clock import format_timestamp
@@ -88,20 +88,10 @@ class LogEntry:
     """How many more memories the commit changed than ``ids`` names (a bulk write)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "time": format_timestamp(self.time),
-            "author": self.author,
-            "author_email": self.author_email,
-            "subject": self.subject,
-            "ops": self.ops,
-            "ids": self.ids,
-            "supersedes": self.supersedes,
-            "agent": self.agent,
-            "session": self.session,
-            "scope": str(self.scope) if self.scope else None,
-            "ids_unlisted": self.unlisted,
-        }
+        out = asdict(self)
+        out.update(time=format_timestamp(self.time), scope=self.scope and str(self.scope))
+        out["ids_unlisted"] = out.pop("unlisted")
+        return out
 
 
 @dataclass(frozen=True)

@@ -136,9 +136,7 @@ class Transaction:
     def built_on(self, snap: Snapshot) -> bool:
         """Whether ``snap`` is the commit this transaction staged its changes on."""
         mine, theirs = self.snapshot.commit, snap.commit
-        if mine is None or theirs is None:
-            return mine is None and theirs is None
-        return bool(mine.id == theirs.id)
+        return bool(getattr(mine, "id", None) == getattr(theirs, "id", None))
 
     def __getattr__(self, name: str) -> Any:
         # tx.create(...), tx.update(...), tx.read(...): the store's own methods,

@@ -207,14 +207,8 @@ class Writes(VersionHistory):
             if updated == current:
                 return Effect(Op.UPDATE, [id], current.title), current
             updated = self._put(backend, snap, memory_path(id), updated)
-            return Effect(
-                Op.UPDATE,
-                [id],
-                updated.title,
-                None,
-                changes.get("agent"),
-                changes.get("session_id"),
-            ), updated
+            agent, session = changes.get("agent"), changes.get("session_id")
+            return Effect(Op.UPDATE, [id], updated.title, None, agent, session), updated
 
         return self._run(backend, action, message)
 

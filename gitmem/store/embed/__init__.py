@@ -66,9 +66,9 @@ def load_embedder(config: Any) -> Embedder | None:
 
         return load_default()
     if provider in ("openai", "ollama"):
-        from gitmem.store.embed.http import load_http
+        from gitmem.store.embed.http import HttpEmbedder
 
-        return load_http(spec)
+        return HttpEmbedder(spec)
     from gitmem.store.embed.local import load_local
 
     return load_local(spec)

@@ -58,36 +58,35 @@ def _loopback(host: str | None) -> bool:
 
 
 class HttpEmbedder:
-    """Texts are sent in batches; vectors come back L2-normalised as float32."""
+    """Texts are sent in batches; vectors come back L2-normalised as float32. Made from a
+    checked configuration section (schemas/embedder.schema.json: ``provider: openai`` or
+    ``ollama``)."""
 
-    def __init__(
-        self,
-        provider: str,
-        url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        batch: int = DEFAULT_BATCH,
-        dim: int | None = None,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        if "api_key" in spec:
+            # A key written into a YAML file is one copy too many; the variable keeps it out.
+            raise EmbedderError(
+                "put the embedder's API key in an environment variable and name it with "
+                "'api_key_env', not in the config file"
+            )
+        self.provider = provider = str(spec["provider"])
+        self.url = url = str(spec.get("url", DEFAULT_URLS[provider]))
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise EmbedderError(f"embedder url {redact(url)!r} is not an http(s) URL")
-        self.provider = provider
-        self.url = url
         if provider == "ollama" and not parts.path.rstrip("/").endswith("/api/embed"):
             self.url = url.rstrip("/") + "/api/embed"
-        self.model = model
-        self.timeout = timeout
-        self.batch = batch
-        self._api_key = api_key
+        self.model = str(spec["model"]).strip()
+        self.timeout = float(spec.get("timeout", DEFAULT_TIMEOUT))
+        self.batch = int(spec.get("batch", DEFAULT_BATCH))
+        key_env = str(spec.get("api_key_env", DEFAULT_KEY_ENV[provider]))
+        self._api_key = os.environ.get(key_env) if key_env else None
         handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
         if _loopback(parts.hostname):  # a local server is reached directly, never by proxy
             handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
-        self.name = name or f"{provider}:{model}" + (f":{dim}" if dim else "")
+        dim = int(spec.get("dim") or 0)
+        self.name = str(spec.get("name") or f"{provider}:{self.model}" + (f":{dim}" if dim else ""))
         # Without a configured dimension, the endpoint is asked once.
         self.dim = dim or int(self._request(["dimension probe"], expect_dim=None).shape[1])
 
@@ -173,27 +172,3 @@ def _matrix(vectors: list[Any], expect_dim: int | None, where: str) -> NDArray[n
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix.astype(np.float32)
-
-
-def load_http(spec: Mapping[str, Any]) -> HttpEmbedder:
-    """An HttpEmbedder from a checked configuration section (schemas/embedder.schema.json:
-    ``provider: openai`` or ``ollama``)."""
-    provider = str(spec["provider"])
-    key_env = str(spec.get("api_key_env", DEFAULT_KEY_ENV[provider]))
-    if "api_key" in spec:
-        # A key written into a YAML file is one copy too many; the variable keeps it out.
-        raise EmbedderError(
-            "put the embedder's API key in an environment variable and name it with "
-            "'api_key_env', not in the config file"
-        )
-    dim, name = spec.get("dim"), spec.get("name")
-    return HttpEmbedder(
-        provider,
-        str(spec.get("url", DEFAULT_URLS[provider])),
-        str(spec["model"]).strip(),
-        api_key=os.environ.get(key_env) if key_env else None,
-        timeout=float(spec.get("timeout", DEFAULT_TIMEOUT)),
-        batch=int(spec.get("batch", DEFAULT_BATCH)),
-        dim=int(dim) if dim else None,
-        name=str(name) if name else None,
-    )

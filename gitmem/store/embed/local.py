@@ -21,17 +21,16 @@ _OFFLINE_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
 class LocalEmbedder:
     """Wraps a loaded model's encode function; rows come back L2-normalised float32."""
 
-    def __init__(self, name: str, dim: int, encode: Any, batch: int) -> None:
+    def __init__(self, name: str, dim: int, encode: Any) -> None:
         self.name = name
         self.dim = dim
         self._encode = encode
-        self._batch = batch
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         try:
-            raw = np.asarray(self._encode([str(t) for t in texts], self._batch), dtype=np.float32)
+            raw = np.asarray(self._encode([str(t) for t in texts]), dtype=np.float32)
         except Exception as exc:  # the library's own errors: one line, recall goes lexical
             raise EmbedderError(f"embedder {self.name} failed: {exc}") from None
         if raw.shape != (len(texts), self.dim) or not np.isfinite(raw).all():
@@ -78,13 +77,13 @@ def _sentence_transformers(
     if dim <= 0:
         raise EmbedderError(f"sentence-transformers model {model!r} has no fixed dimension")
 
-    def encode(texts: list[str], size: int) -> Any:
+    def encode(texts: list[str]) -> Any:
         return loaded.encode(
-            texts, batch_size=size, convert_to_numpy=True, normalize_embeddings=True,
+            texts, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True,
             show_progress_bar=False,
         )
 
-    return LocalEmbedder(f"sentence-transformers:{model}", dim, encode, batch)
+    return LocalEmbedder(f"sentence-transformers:{model}", dim, encode)
 
 
 def _fastembed(model: str, spec: Mapping[str, Any], batch: int, offline: bool) -> LocalEmbedder:
@@ -108,7 +107,7 @@ def _fastembed(model: str, spec: Mapping[str, Any], batch: int, offline: bool) -
     if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
         raise EmbedderError(f"fastembed model {model!r} returned shape {probe.shape}")
 
-    def encode(texts: list[str], size: int) -> Any:
-        return list(loaded.embed(texts, batch_size=size))
+    def encode(texts: list[str]) -> Any:
+        return list(loaded.embed(texts, batch_size=batch))
 
-    return LocalEmbedder(f"fastembed:{model}", int(probe.shape[1]), encode, batch)
+    return LocalEmbedder(f"fastembed:{model}", int(probe.shape[1]), encode)
