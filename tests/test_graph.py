@@ -435,22 +435,22 @@ def test_open_nodes(acme: Graph) -> None:
         (
             "create_entities",
             [{"name": "A", "entityType": "t"}],
-            r"entities\[0\] has no 'observations'",
+            r"entities\[0\]: 'observations' is a required property",
         ),
         (
             "create_entities",
             [{"name": 1, "entityType": "t", "observations": []}],
-            r"entities\[0\]\.name must be a string",
+            r"entities\[0\]\.name: 1 is not of type 'string'",
         ),
-        ("create_entities", "Alice", "entities must be a list"),
-        ("create_relations", [{"from": "a", "to": "b"}], "has no 'relationType'"),
+        ("create_entities", "Alice", "entities: 'Alice' is not of type 'array'"),
+        ("create_relations", [{"from": "a", "to": "b"}], "'relationType' is a required property"),
         (
             "add_observations",
             [{"entityName": "a", "contents": "x"}],
-            r"contents must be a list of strings",
+            r"observations\[0\]\.contents: 'x' is not of type 'array'",
         ),
-        ("delete_entities", [None], r"entityNames\[0\] must be a string"),
-        ("delete_observations", [{"entityName": "a"}], "has no 'observations'"),
+        ("delete_entities", [None], r"entityNames\[0\]: None is not of type 'string'"),
+        ("delete_observations", [{"entityName": "a"}], "'observations' is a required property"),
     ],
 )
 def test_bad_input_is_one_clear_error_and_writes_nothing(

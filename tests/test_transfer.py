@@ -146,7 +146,7 @@ def test_a_corrupt_line_is_named_and_nothing_is_imported(store: Store, jsonl: Pa
     assert report.ok
     assert report.skipped == [
         "line 3: not JSON (Expecting property name enclosed in double quotes at column 34)",
-        "line 5: entity has no 'observations'",
+        "line 5: entity: 'observations' is a required property",
         "line 6: type is 'thing', not 'entity' or 'relation'",
     ]
     assert graph_dict(store) == EXPECTED

@@ -41,6 +41,7 @@ from gitmem.features.graph_rows import (
 )
 from gitmem.format import memfile
 from gitmem.format.model import Memory
+from gitmem.format.schema import checker, to_json_value
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 from gitmem.store.index import Index
@@ -96,51 +97,50 @@ class KnowledgeGraph:
         }
 
 
-_KINDS = {str: "a string", list: "a list", Mapping: "an object"}
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_LIST = {"type": "array"}
 
 
-def _check(value: Any, where: str, shape: Any) -> Any:
-    """``value`` when it has ``shape``: ``str``, ``list`` (of anything), ``[shape]`` (a list
-    of those) or ``{key: shape}`` (an object with those keys); else one clear error."""
-    kind = list if isinstance(shape, list) else Mapping if isinstance(shape, dict) else shape
-    ok = isinstance(value, list | tuple) if kind is list else isinstance(value, kind)
-    if not ok:
-        what = "a list of strings" if shape == [str] else _KINDS[kind]
-        raise InvalidInputError(f"{where} must be {what}, not {_kind(value)}")
-    if isinstance(shape, list):
-        return [_check(item, f"{where}[{i}]", shape[0]) for i, item in enumerate(value)]
-    if isinstance(shape, dict):
-        for key in shape:
-            if key not in value:
-                raise InvalidInputError(f"{where} has no {key!r}")
-        return {key: _check(value[key], f"{where}.{key}", sub) for key, sub in shape.items()}
-    return list(value) if kind is list else value
+def _object(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties)}
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number",
-            float: "a number", str: "a string"}.get(type(value), type(value).__name__)  # fmt: skip
+_ENTITY = _object(name=_STRING, entityType=_STRING, observations=_STRINGS)
+_RELATION = _object(**{"from": _STRING, "to": _STRING, "relationType": _STRING})
+
+
+def _check(value: Any, where: str, shape: dict[str, Any]) -> Any:
+    """``value`` (tuples as lists) when it has the JSON-schema ``shape``; else one error
+    naming where it breaks, in the schema's words."""
+    value = to_json_value(value)
+    problems = checker(shape)(value)
+    if problems:
+        first = min(problems, key=lambda p: len(p.path))
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.path)
+        raise InvalidInputError(f"{where}{at}: {first.message}")
+    return value
 
 
 def to_entity(value: Entity | Mapping[str, Any], where: str = "entity") -> Entity:
     if isinstance(value, Entity):
         return value
-    r = _check(value, where, {"name": str, "entityType": str, "observations": [str]})
+    r = _check(value, where, _ENTITY)
     return Entity(r["name"], r["entityType"], tuple(r["observations"]))
 
 
 def to_relation(value: Relation | Mapping[str, Any], where: str = "relation") -> Relation:
     if isinstance(value, Relation):
         return value
-    r = _check(value, where, {"from": str, "to": str, "relationType": str})
+    r = _check(value, where, _RELATION)
     return Relation(r["from"], r["to"], r["relationType"])
 
 
 def _per_entity(value: Any, where: str, key: str) -> list[tuple[str, list[str]]]:
     """``[{entityName, <key>: [str]}]`` as (name, texts) pairs."""
-    items = _check(value, where, [{"entityName": str, key: [str]}])
+    items = _check(
+        value, where, {"type": "array", "items": _object(entityName=_STRING, **{key: _STRINGS})}
+    )
     return [(item["entityName"], item[key]) for item in items]
 
 
@@ -345,13 +345,13 @@ class Graph:
     def search_nodes(self, query: str) -> KnowledgeGraph:
         """Entities whose name, type or an observation contains ``query`` (ignoring case),
         and every relation with at least one end among them."""
-        needle = _check(query, "query", str).lower()
+        needle = _check(query, "query", _STRING).lower()
         with self._reader() as reader:
             return _served(reader, reader.search(needle))
 
     def open_nodes(self, names: Iterable[str]) -> KnowledgeGraph:
         """The named entities and every relation with at least one end among them."""
-        wanted = set(_check(names, "names", [str]))
+        wanted = set(_check(names, "names", _STRINGS))
         with self._reader() as reader:
             return _served(reader, reader.named(wanted))
 
@@ -483,7 +483,8 @@ class Graph:
         """Create the entities whose names are new; return those (existing names are skipped,
         and a name repeated in one call is created once)."""
         wanted = [
-            to_entity(e, f"entities[{i}]") for i, e in enumerate(_check(entities, "entities", list))
+            to_entity(e, f"entities[{i}]")
+            for i, e in enumerate(_check(entities, "entities", _LIST))
         ]
 
         def change(state: _State) -> list[Entity]:
@@ -507,7 +508,7 @@ class Graph:
         """Create the relations not already there; return those. Endpoints need not exist."""
         wanted = [
             to_relation(r, f"relations[{i}]")
-            for i, r in enumerate(_check(relations, "relations", list))
+            for i, r in enumerate(_check(relations, "relations", _LIST))
         ]
 
         def change(state: _State) -> list[Relation]:
@@ -559,7 +560,7 @@ class Graph:
 
     def delete_entities(self, names: Iterable[str]) -> None:
         """Delete the named entities and every relation touching those names."""
-        doomed = set(_check(names, "entityNames", [str]))
+        doomed = set(_check(names, "entityNames", _STRINGS))
 
         def change(state: _State) -> None:
             for f in state.named(doomed):
@@ -595,7 +596,7 @@ class Graph:
         """Delete exactly these (from, to, relationType) triples; others are ignored."""
         doomed = {
             to_relation(r, f"relations[{i}]").key
-            for i, r in enumerate(_check(relations, "relations", list))
+            for i, r in enumerate(_check(relations, "relations", _LIST))
         }
 
         def change(state: _State) -> None:

@@ -296,10 +296,8 @@ class LayeredStore:
         who = {"agent": self.agent, "session_id": self.session_id}
         return {k: v for k, v in who.items() if v is not None}
 
-    def _size_warning(
-        self, file_type: str, line_count: int, limits: Mapping[str, int] | None = None
-    ) -> str | None:
-        limits = _rules.size_limits_from_config(self._config) if limits is None else limits
+    def _size_warning(self, file_type: str, line_count: int) -> str | None:
+        limits = _rules.size_limits_from_config(self._config)
         return _rules.size_warning(file_type, line_count, limits)
 
     def create(self, entry: Mapping[str, Any]) -> CreateResult:
@@ -521,7 +519,7 @@ class LayeredStore:
                     )
                     final = self.store.get(memory_id)
                     lines = count_lines(final.body if final is not None else "")
-                    warning = self._size_warning(file_type, lines, limits)
+                    warning = _rules.size_warning(file_type, lines, limits)
                     if warning:
                         warnings.append(f"{memory_id}: {warning}")
                 tx.trailers.extend(_trailers(items))

@@ -182,7 +182,7 @@ class _Rewriter:
     def __init__(self, repo: pygit2.Repository, target: _Target) -> None:
         self.repo = repo
         self.target = target
-        self.tree_map: dict[pygit2.Oid, pygit2.Oid | None] = {}
+        self.tree_map: dict[tuple[pygit2.Oid, str], pygit2.Oid | None] = {}
         self.touched: dict[pygit2.Oid, bool] = {}
 
     def touches(self, tree: pygit2.Tree) -> bool:
@@ -205,67 +205,38 @@ class _Rewriter:
 
     def tree(self, tree: pygit2.Tree) -> pygit2.Oid:
         """The rewritten tree's id (written to the object database)."""
-        drops = self.target.drop
-        if not drops:
-            return self._replaced(tree)
-        current = tree
-        for drop in drops:
-            new = self._without(current, drop.split("/"))
-            if new is None:
-                return self.repo.TreeBuilder().write()
-            found = self.repo[new]
-            assert isinstance(found, pygit2.Tree)
-            current = found
-        return current.id
+        new = self._rewritten(tree, "")
+        return self.repo.TreeBuilder().write() if new is None else new
 
-    def _without(self, tree: pygit2.Tree, parts: list[str]) -> pygit2.Oid | None:
-        """``tree`` without the file at ``parts``; None when nothing is left in it."""
-        name = parts[0]
-        entry = tree_entry(tree, name)
-        if entry is None:
-            return tree.id
-        builder = self.repo.TreeBuilder(tree)
-        if len(parts) == 1:
-            builder_remove(self.repo, builder, name)
-        else:
-            sub = self.repo[entry.id]
-            if not isinstance(sub, pygit2.Tree):
-                return tree.id
-            new = self._without(sub, parts[1:])
-            if new == sub.id:
-                return tree.id
-            if new is None:
-                builder_remove(self.repo, builder, name)
-            else:
-                builder.insert(name, new, pygit2.enums.FileMode.TREE)
-        if len(builder) == 0:
-            return None
-        oid: pygit2.Oid = builder.write()
-        return oid
-
-    def _replaced(self, tree: pygit2.Tree) -> pygit2.Oid:
-        done = self.tree_map.get(tree.id)
-        if done is not None:
-            return done
+    def _rewritten(self, tree: pygit2.Tree, base: str) -> pygit2.Oid | None:
+        """``tree`` (the folder ``base``) rewritten; None when nothing is left in it."""
+        drop = self.target.drop
+        key = (tree.id, base if drop else "")
+        if key in self.tree_map:
+            return self.tree_map[key]
         builder: pygit2.TreeBuilder | None = None
         for entry in tree:
-            new: pygit2.Oid | None = None
-            if entry.type_str == "blob":
-                replaced = self.target.blobs.get(entry.id)
-                if replaced is not None:
-                    new = self.repo.create_blob(replaced[0])
-            elif entry.type_str == "tree":
+            path = f"{base}{entry.name}"
+            new: pygit2.Oid | None = entry.id
+            if path in drop:
+                new = None
+            elif entry.type_str == "blob" and entry.id in self.target.blobs:
+                new = self.repo.create_blob(self.target.blobs[entry.id][0])
+            elif entry.type_str == "tree" and (
+                not drop or any(d.startswith(f"{path}/") for d in drop)
+            ):
                 sub = self.repo[entry.id]
                 if isinstance(sub, pygit2.Tree):
-                    candidate = self._replaced(sub)
-                    if candidate != entry.id:
-                        new = candidate
-            if new is not None:
+                    new = self._rewritten(sub, f"{path}/")
+            if new != entry.id:
                 if builder is None:
                     builder = self.repo.TreeBuilder(tree)
-                builder.insert(str(entry.name), new, entry.filemode)
-        result: pygit2.Oid = builder.write() if builder is not None else tree.id
-        self.tree_map[tree.id] = result
+                if new is None:
+                    builder_remove(self.repo, builder, str(entry.name))
+                else:
+                    builder.insert(str(entry.name), new, entry.filemode)
+        result = tree.id if builder is None else builder.write() if len(builder) else None
+        self.tree_map[key] = result
         return result
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -18,6 +17,7 @@ import pygit2
 
 from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.base.errors import InvalidInputError
+from gitmem.features.lifecycle.sections import prose_lines
 from gitmem.format.model import Memory
 from gitmem.git.objects import tree_entry
 
@@ -28,19 +28,12 @@ VERIFY_KEY = "verify"
 REASON_KEY = "verify_reason"
 
 
-@functools.cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """The patterns :func:`backtick_paths` reads bodies with, compiled on first use."""
-    fence = re.compile(
-        r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)", re.M | re.S
-    )
-    span = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-    span_path = re.compile(
-        r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
-        r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
-    )
-    extension = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*$")
-    return fence, span, span_path, extension
+_SPAN_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_SPAN_PATH_RE = re.compile(
+    r"\s*(?:\./)*([A-Za-z0-9_.@+\-]+(?:/[A-Za-z0-9_.@+\-]+)*)(/?)"
+    r"(?::\d+(?:[:-]\d+)?|#L\d+(?:-L?\d+)?)?\s*"
+)
+_EXTENSION_RE = re.compile(r"[^/.][^/]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*$")
 
 
 def normalize_path(value: str) -> str | None:
@@ -59,18 +52,17 @@ def normalize_path(value: str) -> str | None:
 
 def backtick_paths(body: str) -> list[str]:
     """Paths in ``body``'s single-backtick spans outside fences, in order, once each."""
-    fence, span, span_path, extension = _patterns()
-    text = fence.sub("", body) if ("```" in body or "~~~" in body) else body
+    text = "\n".join(prose_lines(body)) if ("```" in body or "~~~" in body) else body
     out: list[str] = []
     seen: set[str] = set()
-    for content in span.findall(text):
+    for content in _SPAN_RE.findall(text):
         if "/" not in content and "." not in content:
             continue  # most code spans (names, calls) end here, cheaply
-        match = span_path.fullmatch(content)
+        match = _SPAN_PATH_RE.fullmatch(content)
         if match is None:
             continue
         path, slash = match.groups()
-        if not slash and "/" not in path and not extension.fullmatch(path):
+        if not slash and "/" not in path and not _EXTENSION_RE.fullmatch(path):
             continue
         dotted = path.startswith(".") or "/." in path
         if dotted and any(part in (".", "..") for part in path.split("/")):

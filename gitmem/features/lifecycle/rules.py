@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import importlib
+import pkgutil
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -124,15 +124,9 @@ def load_callable(spec: str, what: str = "prune rule") -> Any:
     if not sep or not module_name or not attr:
         raise LifecycleConfigError(f"{what} {spec!r} must be written 'package.module:function'")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LifecycleConfigError(f"{what} {spec!r}: cannot import {module_name}: {exc}") from exc
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise LifecycleConfigError(f"{what} {spec!r}: {module_name} has no {attr}") from None
+        target = pkgutil.resolve_name(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise LifecycleConfigError(f"{what} {spec!r}: {exc}") from exc
     if not callable(target):
         raise LifecycleConfigError(f"{what} {spec!r} is not callable")
     return target
