@@ -97,50 +97,99 @@ def resolve(
 ) -> Conflict:
     """Settle one fork (``memory_id``: the fork's or the forked memory's) in one commit:
     ``keep`` ours, theirs (the fork's content at the path), both (the fork loses its marker)
-    or edit (``text``, a whole memory file, at the path); docs/collaboration.md."""
+    or edit (``text``, a whole memory file, at the path); docs/collaboration.md. Of two
+    successors, ``both`` chains them (the one readers follow supersedes the other); of fields
+    a merge decided by time, theirs puts the losing values back."""
     if keep not in RESOLUTIONS:
         raise InvalidInputError(f"keep {keep!r} is not one of {', '.join(RESOLUTIONS)}")
     if (keep == "edit") != (text is not None):
         raise InvalidInputError("the edited text goes with keep='edit', and only with it")
     conflict = find_conflict(store, memory_id)
-    if conflict.kind == "decided":
-        return _resolve_decided(store, conflict, keep, text, agent, message)
-    if conflict.kind == "supersede":
-        return _resolve_supersede(store, conflict, keep, text, agent, message)
     fork, of = conflict.fork, conflict.of
+    if conflict.kind == "decided" and keep == "both":
+        raise InvalidInputError(
+            "a field holds one value: keep ours (the merge's) or theirs (the other side's)"
+        )
     if conflict.kept is None and keep != "both":
         raise NotFoundError(
             f"{of} was deleted since the fork; keep both (the fork stays as its own memory)"
         )
+    subject = f"resolve: {of} keep {keep}"
+    if conflict.kind == "supersede":
+        subject = f"resolve: {of} superseded twice, keep {keep}"
+    elif conflict.kind == "decided":
+        names = ", ".join(map(str, fork.extra.get(merging.DECIDED_KEY) or {}))
+        subject = f"resolve: {fork.id} fields {names} keep {keep}"
     # One act of its own: `Gitmem-Op: resolve`, the reason (-m) in the body, and the commit
     # attributed to who resolved (``agent``, else the git user), not to the memory's agent.
-    who: dict[str, Any] = {"agent": agent} if agent else {}
-    subject = f"resolve: {of} keep {keep}"
     with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        if keep == "both":
-            store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
-            return conflict
-        if keep == "theirs":
-            assert conflict.kept is not None
-            extra: dict[str, Any] = {k: None for k in conflict.kept.extra if k not in fork.extra}
-            extra.update({k: v for k, v in fork.extra.items() if k != merging.FORK_KEY})
-            fields: dict[str, Any] = {
-                "title": fork.title,
-                "category": fork.category,
-                "tags": list(fork.tags),
-                "related": list(fork.related),
-                "trigger": fork.trigger,
-                "status": fork.status,
-                "extra": extra,
-            }
-            if agent or fork.agent:
-                fields["agent"] = agent or fork.agent
-            store.update(of, fork.body, allow_empty=True, **fields)
-        elif keep == "edit":
-            assert text is not None
-            store.update_from_text(of, text)
-        store.delete(fork.id, agent=agent)
+        if conflict.kind == "decided":
+            _settle_decided(store, fork.id, keep, text)
+        elif conflict.kind == "supersede":
+            _settle_successors(store, conflict, keep, text, agent)
+        else:
+            _settle_fork(store, conflict, keep, text, agent)
     return conflict
+
+
+def _settle_fork(
+    store: Store, conflict: Conflict, keep: str, text: str | bytes | None, agent: str | None
+) -> None:
+    fork, of = conflict.fork, conflict.of
+    if keep == "both":
+        who: dict[str, Any] = {"agent": agent} if agent else {}
+        store.update(fork.id, extra={merging.FORK_KEY: None}, **who)
+        return
+    if keep == "theirs":
+        assert conflict.kept is not None
+        extra: dict[str, Any] = {k: None for k in conflict.kept.extra if k not in fork.extra}
+        extra.update({k: v for k, v in fork.extra.items() if k != merging.FORK_KEY})
+        fields: dict[str, Any] = {
+            "title": fork.title,
+            "category": fork.category,
+            "tags": list(fork.tags),
+            "related": list(fork.related),
+            "trigger": fork.trigger,
+            "status": fork.status,
+            "extra": extra,
+        }
+        if agent or fork.agent:
+            fields["agent"] = agent or fork.agent
+        store.update(of, fork.body, allow_empty=True, **fields)
+    elif keep == "edit":
+        assert text is not None
+        store.update_from_text(of, text)
+    store.delete(fork.id, agent=agent)
+
+
+def _settle_successors(
+    store: Store, conflict: Conflict, keep: str, text: str | bytes | None, agent: str | None
+) -> None:
+    assert conflict.kept is not None
+    kept, other = conflict.kept, conflict.fork
+    if keep == "theirs":
+        kept, other = other, kept
+    if keep == "both":
+        doc = _document(store, kept.id)
+        meta = {**doc.metadata, "supersedes": other.id}
+        store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
+        return
+    if keep == "edit":
+        assert text is not None
+        store.update_from_text(kept.id, text)
+    store.delete(other.id, agent=agent)
+
+
+def _settle_decided(store: Store, memory_id: str, keep: str, text: str | bytes | None) -> None:
+    if text is not None:
+        doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
+    else:
+        doc = _document(store, memory_id)
+    meta = dict(doc.metadata)
+    lost = meta.pop(merging.DECIDED_KEY, None)
+    if keep == "theirs" and isinstance(lost, dict):
+        meta.update(lost)
+    store.update_from_text(memory_id, codec.serialize(doc.with_changes(meta, doc.body)))
 
 
 def _document(store: Store, memory_id: str) -> codec.Document:
@@ -149,62 +198,3 @@ def _document(store: Store, memory_id: str) -> codec.Document:
     if doc is None:
         raise InvalidInputError(f"{memory_id} cannot be rewritten (its file did not parse)")
     return doc
-
-
-def _resolve_supersede(
-    store: Store,
-    conflict: Conflict,
-    keep: str,
-    text: str | bytes | None,
-    agent: str | None,
-    message: str | None,
-) -> Conflict:
-    """Settle a memory two clones superseded: one successor stays (ours: the one readers
-    follow), or ``both`` as a chain, the one readers follow superseding the other."""
-    assert conflict.kept is not None
-    kept, other = conflict.kept, conflict.fork
-    if keep == "theirs":
-        kept, other = other, kept
-    subject = f"resolve: {conflict.of} superseded twice, keep {keep}"
-    with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        if keep == "both":
-            doc = _document(store, kept.id)
-            meta = dict(doc.metadata)
-            meta["supersedes"] = other.id
-            store.update_from_text(kept.id, codec.serialize(doc.with_changes(meta, doc.body)))
-            return conflict
-        if keep == "edit":
-            assert text is not None
-            store.update_from_text(kept.id, text)
-        store.delete(other.id, agent=agent)
-    return conflict
-
-
-def _resolve_decided(
-    store: Store,
-    conflict: Conflict,
-    keep: str,
-    text: str | bytes | None,
-    agent: str | None,
-    message: str | None,
-) -> Conflict:
-    """Settle fields a merge decided by time: ``ours`` keeps what the merge kept, ``theirs``
-    puts the losing values back, ``edit`` writes ``text``; each drops ``merge_decided``."""
-    if keep == "both":
-        raise InvalidInputError(
-            "a field holds one value: keep ours (the merge's) or theirs (the other side's)"
-        )
-    if keep == "edit":
-        assert text is not None
-        doc = codec.parse(text.decode("utf-8") if isinstance(text, bytes) else text)
-    else:
-        doc = _document(store, conflict.fork.id)
-    meta = dict(doc.metadata)
-    lost = meta.pop(merging.DECIDED_KEY, None)
-    if keep == "theirs" and isinstance(lost, dict):
-        meta.update(lost)
-    names = ", ".join(map(str, conflict.fork.extra.get(merging.DECIDED_KEY) or {}))
-    subject = f"resolve: {conflict.fork.id} fields {names} keep {keep}"
-    with store.transaction(message=subject, op="resolve", by=agent, body=message):
-        store.update_from_text(conflict.fork.id, codec.serialize(doc.with_changes(meta, doc.body)))
-    return conflict

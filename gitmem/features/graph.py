@@ -44,7 +44,6 @@ from gitmem.format.model import Memory
 from gitmem.format.schema import checker, to_json_value
 from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
-from gitmem.store.index import Index
 from gitmem.store.reads import index_writable
 from gitmem.store.transactions import Transaction
 
@@ -216,8 +215,8 @@ class _State:
 
     @pending.setter
     def pending(self, value: list[Relation]) -> None:
-        self._pending = value
-        self.pending_dirty = True
+        if value != self._pending:
+            self._pending, self.pending_dirty = value, True
 
     def new_file(self, entity: Entity) -> EntityRow:
         """A file for a new entity: in the folder of its type (a new folder for a new type),
@@ -278,30 +277,22 @@ class Graph:
         self._last_ns = max(time.time_ns(), self._last_ns + 1)
         return self._last_ns
 
-    def _snapshot(self) -> Snapshot:
-        if self._batch is not None:
-            return self._batch.snapshot
-        return self.store.db().snapshot()
-
-    def _index(self) -> Index | None:
-        store = self.store
-        if not store.use_index or not index_writable(store.db()):
-            return None
-        return store.index()
-
     @contextlib.contextmanager
     def _reader(self, snap: Snapshot | None = None) -> Iterator[GraphReader]:
         """The graph rows at ``snap``'s commit (default: the branch tip): the index's when
         they reflect it, else rows built from every entity file of ``snap`` (the index
         off, or reads inside a batch, which see its staged files)."""
-        index = self._index() if snap is not None or self._batch is None else None
-        if index is not None:
+        store = self.store
+        if (snap is not None or self._batch is None) and (
+            store.use_index and index_writable(store.db())
+        ):
             base = str(snap.commit.id) if snap is not None and snap.commit is not None else None
-            with open_reader(index) as reader:
+            with open_reader(store.index()) as reader:
                 if reader is not None and (snap is None or reader.commit == base):
                     yield reader
                     return
-        snap = snap or self._snapshot()
+        if snap is None:
+            snap = self._batch.snapshot if self._batch is not None else store.db().snapshot()
         paths = [p for p in snap.iter_files(ENTITIES_ROOT) if is_entity_path(p)]
         memories = [self._memory(snap, p) for p in [*paths, f"{PENDING_ID}.md"]]
         commit = str(snap.commit.id) if snap.commit is not None else None
@@ -494,10 +485,9 @@ class Graph:
                     continue
                 f = state.new_file(entity)
                 created.append(entity)
-                if any(r.source == entity.name for r in state.pending):
-                    moved = [r for r in state.pending if r.source == entity.name]
-                    f.relations.extend((r.relation_type, r.target) for r in moved)
-                    state.pending = [r for r in state.pending if r.source != entity.name]
+                moved = [r for r in state.pending if r.source == entity.name]
+                f.relations.extend((r.relation_type, r.target) for r in moved)
+                state.pending = [r for r in state.pending if r.source != entity.name]
             return created
 
         names = ", ".join(e.name for e in wanted[:3]) + (" ..." if len(wanted) > 3 else "")
@@ -569,11 +559,9 @@ class Graph:
                 kept = [(k, t) for k, t in f.relations if t not in doomed]
                 if len(kept) != len(f.relations):
                     f.relations, f.dirty = kept, True
-            pending = [
+            state.pending = [
                 r for r in state.pending if r.source not in doomed and r.target not in doomed
             ]
-            if len(pending) != len(state.pending):
-                state.pending = pending
 
         self._write(f"graph: delete entities {', '.join(sorted(doomed))[:200]}", change)
 
@@ -604,9 +592,7 @@ class Graph:
                 kept = [(k, t) for k, t in f.relations if (f.name, t, k) not in doomed]
                 if len(kept) != len(f.relations):
                     f.relations, f.dirty = kept, True
-            pending = [r for r in state.pending if r.key not in doomed]
-            if len(pending) != len(state.pending):
-                state.pending = pending
+            state.pending = [r for r in state.pending if r.key not in doomed]
 
         self._write("graph: delete relations", change)
 

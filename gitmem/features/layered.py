@@ -508,17 +508,12 @@ class LayeredStore:
         try:
             with self.store.transaction("prune: lifecycle rules") as tx:
                 for memory_id in ids:
-                    memory = self.store.get(memory_id)
-                    if memory is None:
-                        continue
+                    body = self.store.read(memory_id).body
                     file_type = (placement(memory_id) or {})["file_type"]
                     items.extend(
-                        self._prune_one(
-                            memory_id, file_type, memory.body, counts[memory_id], registry
-                        )
+                        self._prune_one(memory_id, file_type, body, counts[memory_id], registry)
                     )
-                    final = self.store.get(memory_id)
-                    lines = count_lines(final.body if final is not None else "")
+                    lines = count_lines(self.store.read(memory_id).body)
                     warning = _rules.size_warning(file_type, lines, limits)
                     if warning:
                         warnings.append(f"{memory_id}: {warning}")

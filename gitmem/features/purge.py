@@ -93,39 +93,6 @@ Spans = list[tuple[int, int, str]]
 """(start, end, kind) of each match in a text; kind may be empty."""
 
 
-class _Target:
-    """What the rewrite changes: the files at ``drop`` removed from every commit, or every
-    span ``finder`` reports in a text blob or message replaced. ``blobs`` and ``messages``
-    map each changed one to its new content and what changed."""
-
-    def __init__(
-        self, label: str, drop: tuple[str, ...] = (), finder: Callable[[str], Spans] | None = None
-    ) -> None:
-        self.label = label
-        self.drop = drop
-        self.finder = finder
-        self.blobs: dict[pygit2.Oid, tuple[bytes, str]] = {}
-        self.messages: dict[pygit2.Oid, tuple[str, str]] = {}
-
-    def replace_in(self, texts: dict[pygit2.Oid, str], messages: dict[pygit2.Oid, str]) -> None:
-        """Look at every distinct text blob and message once, before the rewrite."""
-        assert self.finder is not None
-        for n, (key, text) in enumerate([*texts.items(), *messages.items()]):
-            spans = self.finder(text)
-            if not spans:
-                continue
-            new_text = _replace(text, spans)
-            kinds = sorted({kind for _, _, kind in spans if kind})
-            count = len(spans)
-            what = f"{count} match{'es' if count > 1 else ''} replaced" + (
-                f" ({', '.join(kinds)})" if kinds else ""
-            )
-            if n < len(texts):
-                self.blobs[key] = (new_text.encode("utf-8", "surrogateescape"), what)
-            else:
-                self.messages[key] = (new_text, what)
-
-
 def _title(text: str | None) -> str | None:
     """The ``title`` of a memory file's front-matter, if it parses and has one."""
     if text is None:
@@ -179,9 +146,14 @@ def _tips(repo: pygit2.Repository) -> tuple[dict[str, pygit2.Oid], list[str]]:
 
 
 class _Rewriter:
-    def __init__(self, repo: pygit2.Repository, target: _Target) -> None:
+    """Every commit's tree without the files at ``drop``, its blobs in ``blobs`` replaced."""
+
+    def __init__(
+        self, repo: pygit2.Repository, drop: tuple[str, ...], blobs: dict[pygit2.Oid, bytes]
+    ) -> None:
         self.repo = repo
-        self.target = target
+        self.drop = drop
+        self.blobs = blobs
         self.tree_map: dict[tuple[pygit2.Oid, str], pygit2.Oid | None] = {}
         self.touched: dict[pygit2.Oid, bool] = {}
 
@@ -189,11 +161,11 @@ class _Rewriter:
         """Whether the rewrite changes this tree (memoised by tree id)."""
         known = self.touched.get(tree.id)
         if known is None:
-            if self.target.drop:
-                known = any(tree_entry(tree, path) is not None for path in self.target.drop)
+            if self.drop:
+                known = any(tree_entry(tree, path) is not None for path in self.drop)
             else:
                 known = any(
-                    entry.id in self.target.blobs
+                    entry.id in self.blobs
                     if entry.type_str == "blob"
                     else entry.type_str == "tree"
                     and isinstance(sub := self.repo[entry.id], pygit2.Tree)
@@ -210,7 +182,7 @@ class _Rewriter:
 
     def _rewritten(self, tree: pygit2.Tree, base: str) -> pygit2.Oid | None:
         """``tree`` (the folder ``base``) rewritten; None when nothing is left in it."""
-        drop = self.target.drop
+        drop = self.drop
         key = (tree.id, base if drop else "")
         if key in self.tree_map:
             return self.tree_map[key]
@@ -220,8 +192,8 @@ class _Rewriter:
             new: pygit2.Oid | None = entry.id
             if path in drop:
                 new = None
-            elif entry.type_str == "blob" and entry.id in self.target.blobs:
-                new = self.repo.create_blob(self.target.blobs[entry.id][0])
+            elif entry.type_str == "blob" and entry.id in self.blobs:
+                new = self.repo.create_blob(self.blobs[entry.id])
             elif entry.type_str == "tree" and (
                 not drop or any(d.startswith(f"{path}/") for d in drop)
             ):
@@ -314,27 +286,29 @@ def purge(
         raise InvalidInputError("give one of a memory id, a pattern or secrets=True")
     db = store.db(scope)
     repo = db.repo
+    drop: tuple[str, ...] = ()
+    finder: Callable[[str], Spans] | None = None
     if memory is not None:
-        target = _Target(f"memory {memory}", drop=history_paths(memory_path(check_id(memory))))
+        label, drop = f"memory {memory}", history_paths(memory_path(check_id(memory)))
     elif pattern is not None:
         if not isinstance(pattern, str) or not pattern:
             raise InvalidInputError("the pattern is empty")
         compiled = saferegex.compile(pattern, timeout=timeout, what="the pattern")
-        target = _Target(
-            "every match of the pattern",
-            finder=lambda text: [(a, b, "") for a, b in compiled.spans(text)],
-        )
+        label = "every match of the pattern"
+
+        def finder(text: str) -> Spans:
+            return [(a, b, "") for a, b in compiled.spans(text)]
+
     else:
         policy = secrets_mod.policy_from_config(store.config(scope).raw)
-        target = _Target(
-            "every credential",
-            finder=lambda text: redact.secret_spans(
-                text, policy.patterns, policy.allow, honour_marker=True
-            ),
-        )
+        label = "every credential"
+
+        def finder(text: str) -> Spans:
+            return redact.secret_spans(text, policy.patterns, policy.allow, honour_marker=True)
+
     remotes = [n for n in repo.remotes.names() if n]
     remote = remote or ("origin" if "origin" in remotes else remotes[0] if remotes else None)
-    report = PurgeReport(target.label, apply, str(store.scopes[0] if scope is None else scope))
+    report = PurgeReport(label, apply, str(store.scopes[0] if scope is None else scope))
     _refuse_unsafe(db, remote)
     refs, annotated = _tips(repo)
     if not refs:
@@ -346,12 +320,14 @@ def purge(
         walker.push(refs[name])
     commits = list(walker)
     texts, messages, first = _collect(repo, commits)
-    rewriter = _Rewriter(repo, target)
-    # What is removed, by the commit that introduced it.
-    if target.drop:
+    # The new content of each changed blob and message, and what is removed, by the commit
+    # that introduced it.
+    blobs: dict[pygit2.Oid, bytes] = {}
+    new_messages: dict[pygit2.Oid, str] = {}
+    if finder is None:
         versions: list[pygit2.Oid] = []
         for commit in commits:
-            for path in target.drop:
+            for path in drop:
                 entry = tree_entry(commit.tree, path)
                 if entry is not None and entry.id not in versions:
                     versions.append(entry.id)
@@ -366,25 +342,36 @@ def purge(
             for title in sorted(titles, key=len, reverse=True):
                 replaced = replaced.replace(title, REPLACEMENT)
             if replaced != message:
-                target.messages[oid] = (replaced, "the memory's title replaced")
+                new_messages[oid] = replaced
+                report.removals.append(
+                    Removal(str(oid), MESSAGE_PATH, "the memory's title replaced")
+                )
     else:
-        target.replace_in(texts, messages)
-        for oid, (_, what) in target.blobs.items():
-            commit_id, path = first[oid]
-            report.removals.append(Removal(commit_id, path, what))
-    for oid, (_, what) in target.messages.items():
-        report.removals.append(Removal(str(oid), MESSAGE_PATH, what))
-    if not target.drop:
+        for n, (key, text) in enumerate([*texts.items(), *messages.items()]):
+            spans = finder(text)
+            if not spans:
+                continue
+            kinds = sorted({kind for _, _, kind in spans if kind})
+            what = f"{len(spans)} match{'es' if len(spans) > 1 else ''} replaced" + (
+                f" ({', '.join(kinds)})" if kinds else ""
+            )
+            if n < len(texts):
+                blobs[key] = _replace(text, spans).encode("utf-8", "surrogateescape")
+                report.removals.append(Removal(*first[key], what))
+            else:
+                new_messages[key] = _replace(text, spans)
+                report.removals.append(Removal(str(key), MESSAGE_PATH, what))
         position = {str(c.id): n for n, c in enumerate(commits)}
         report.removals.sort(key=lambda r: (position.get(r.commit, 0), r.path))
     if not report.removals:
         return report
+    rewriter = _Rewriter(repo, drop, blobs)
     # Which commits change: their tree or message does, or a parent does.
     changed: set[pygit2.Oid] = set()
     for commit in commits:
         if (
             rewriter.touches(commit.tree)
-            or commit.id in target.messages
+            or commit.id in new_messages
             or any(p in changed for p in commit.parent_ids)
         ):
             changed.add(commit.id)
@@ -408,8 +395,7 @@ def purge(
         for commit in commits:
             if commit.id not in changed:
                 continue
-            new_message = target.messages.get(commit.id)
-            message = new_message[0] if new_message is not None else commit.message
+            message = new_messages.get(commit.id, commit.message)
             parents = [mapping.get(p, p) for p in commit.parent_ids]
             # Author, committer and their times are kept: the history reads as before.
             mapping[commit.id] = repo.create_commit(

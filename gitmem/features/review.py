@@ -228,8 +228,6 @@ def review(
     read = read_pair(repo, base_snap, head_snap, paths)
     for path in paths:
         old_data, new_data = bytes_at(base_snap, path), bytes_at(head_snap, path)
-        if old_data == new_data:
-            continue
         (before, _), (after, problem) = read[path]
         memory_id = id_from_path(path) or (after.id if after else path)
         if new_data is not None and id_from_path(path) == memory_id:

@@ -24,7 +24,7 @@ from gitmem.base.errors import (
     InvalidMemoryError,
 )
 from gitmem.base.trailers import ID_TRAILER, OP_TRAILER, CommitSpec
-from gitmem.features.graph import Entity, Graph, KnowledgeGraph, Relation, to_entity, to_relation
+from gitmem.features.graph import Entity, Graph, Relation, to_entity, to_relation
 from gitmem.features.layers import LAYER_ROOTS, layer_fields
 from gitmem.format import codec, memfile
 from gitmem.format.layout import (
@@ -117,14 +117,6 @@ def parse_mcp_jsonl(text: str) -> tuple[list[tuple[int, Entity | Relation]], lis
         except InvalidInputError as exc:
             bad.append(f"line {number}: {exc.message}")
     return entries, bad
-
-
-def format_mcp_jsonl(graph: KnowledgeGraph) -> str:
-    """The graph as the reference server saves it (JSON.stringify's output: no spaces,
-    non-ASCII as is, its key order): entities, then relations, one per line."""
-    items = [{"type": "entity", **e.to_dict()} for e in graph.entities]
-    items += [{"type": "relation", **r.to_dict()} for r in graph.relations]
-    return "\n".join(json.dumps(i, ensure_ascii=False, separators=(",", ":")) for i in items)
 
 
 def _empty_folder(dest: str | Path) -> Path:
@@ -269,7 +261,11 @@ def export_mcp_jsonl(store: Store, dest: str | Path) -> tuple[str, Fidelity]:
     """Write the knowledge graph as a reference-server ``memory.jsonl`` at ``dest`` (``-``:
     return the text only). Returns the text and the check of every line against the graph."""
     graph = Graph(store).read_graph()
-    text = format_mcp_jsonl(graph)
+    # As the reference server saves it (JSON.stringify's output: no spaces, non-ASCII as is,
+    # its key order): entities, then relations, one per line.
+    rows = [{"type": "entity", **e.to_dict()} for e in graph.entities]
+    rows += [{"type": "relation", **r.to_dict()} for r in graph.relations]
+    text = "\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows)
     report = Fidelity("export mcp-jsonl", str(dest))
     report.read = {"entities": len(graph.entities), "relations": len(graph.relations)}
     if str(dest) != "-":
@@ -402,7 +398,15 @@ def _import_folder(
             continue
         files += [found] if found is not None else []
     report.read = {"files": len(files) + len(bad)}
-    files = _drop_conflicts(store, files, root, bad)
+    snapshots = {scope: store.db(scope).snapshot() for scope in store.scopes}
+    kept = []
+    for f in files:
+        scope = f.scope or store.default_scope
+        if snapshots[scope].read(f.path) in (None, f.data):
+            kept.append(f)
+        else:
+            where = f.source.relative_to(root)
+            bad.append(f"{where}: {f.id} is already in the {scope} store with other content")
     if bad and not skip_bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise InvalidInputError(
@@ -410,7 +414,7 @@ def _import_folder(
             hint="fix or remove those files, or pass --skip-bad to import the rest",
         )
     report.skipped.extend(bad)
-    return report, files
+    return report, kept
 
 
 def import_files(
@@ -445,26 +449,6 @@ def import_files(
     report, files = _import_folder(store, directory, "import files", read, skip_bad)
     _write_files(store, files, report, f"import: {{}} from {Path(directory).name}", progress)
     return report
-
-
-def _drop_conflicts(
-    store: Store, files: list[_SourceFile], root: Path, bad: list[str]
-) -> list[_SourceFile]:
-    """The files whose place is free or holds the same bytes; the others are reported."""
-    snapshots: dict[Scope, Snapshot] = {}
-    kept: list[_SourceFile] = []
-    for f in files:
-        scope = f.scope or store.default_scope
-        snap = snapshots.setdefault(scope, store.db(scope).snapshot())
-        current = snap.read(f.path)
-        if current is not None and current != f.data:
-            bad.append(
-                f"{f.source.relative_to(root)}: {f.id} is already in the {scope} store "
-                "with other content"
-            )
-        else:
-            kept.append(f)
-    return kept
 
 
 def _write_files(

@@ -55,21 +55,6 @@ class UpdateResult:
         }
 
 
-def plain_merge_conflicts(
-    repo: pygit2.Repository, ours: pygit2.Commit, theirs: pygit2.Commit
-) -> list[str]:
-    """The paths a plain git merge of ``theirs`` into ``ours`` stops on: libgit2 runs no
-    merge driver, so its in-memory merge answers as a host's button, which has none either."""
-    try:
-        index = repo.merge_commits(ours.id, theirs.id)
-    except pygit2.GitError as exc:
-        return [f"(plain git cannot merge: {exc})"]
-    if index.conflicts is None:
-        return []
-    paths = {entry.path for sides in index.conflicts for entry in sides if entry is not None}
-    return sorted(paths)
-
-
 def update_branch(
     path: str | os.PathLike[str],
     base: str,
@@ -127,7 +112,14 @@ def update_branch(
     if ours.id == theirs.id or repo.descendant_of(ours.id, theirs.id):
         return result
     if if_conflicting:
-        result.conflicting = plain_merge_conflicts(repo, ours, theirs)
+        # The paths a plain git merge stops on: libgit2 runs no merge driver, so its
+        # in-memory merge answers as a host's button, which has none either.
+        try:
+            conflicts = repo.merge_commits(ours.id, theirs.id).conflicts or ()
+            paths = {entry.path for sides in conflicts for entry in sides if entry is not None}
+            result.conflicting = sorted(paths)
+        except pygit2.GitError as exc:
+            result.conflicting = [f"(plain git cannot merge: {exc})"]
         if not result.conflicting:
             result.outcome = "clean"
             return result

@@ -252,16 +252,6 @@ def _finding(
     return AnchorFinding(path, "deleted", source)
 
 
-def named_paths(memory: Memory) -> list[tuple[str, str]]:
-    """(path, source) of every project path a memory names; anchors first."""
-    if "`" not in memory.body and "anchors" not in memory.extra:
-        return []  # most memories name nothing: skip the parse
-    named = [(p, "anchor") for p in anchors_of(memory.extra)]
-    seen = {p for p, _ in named}
-    named.extend((p, "body") for p in backtick_paths(memory.body) if p not in seen)
-    return named
-
-
 def _check(memories: Iterable[Memory], project_path: str | Path) -> CheckReport:
     repo = open_project(project_path)
     project = _Project(repo)
@@ -282,7 +272,12 @@ def _check(memories: Iterable[Memory], project_path: str | Path) -> CheckReport:
                 memory.id, memory.path, memory.title, memory.updated_at, None, True, reason
             )
         else:
-            named = named_paths(memory)
+            # Every project path it names, anchors first (most memories name none: no parse).
+            anchors = anchors_of(memory.extra)
+            body = backtick_paths(memory.body) if "`" in memory.body else []
+            named = [(p, "anchor") for p in anchors] + [
+                (p, "body") for p in body if p not in anchors
+            ]
             if not named:
                 continue
             report.checked += 1
