@@ -32,6 +32,7 @@ def test_the_initial_text_reads_back(scope: Scope) -> None:
         ("format: 0\n", "gitmem.yaml format: 0 is less than the minimum of 1"),
         ("limits: 3\n", "gitmem.yaml limits: 3 is not of type 'object'"),
         ("limits: {max_body_bytes: yes}\n", "limits.max_body_bytes: True is not of type"),
+        ("secrets: {patterns: [{kind: k}]}\n", "secrets.patterns.0.regex: required field is"),
     ],
 )
 def test_a_broken_gitmem_yaml_names_the_key(text: str, complaint: str) -> None:

@@ -161,22 +161,26 @@ def scan_memory_bytes(data: bytes, policy: SecretPolicy | None = None) -> list[S
 
 def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
     """A store's policy from gitmem.yaml's ``secrets`` (only its ``patterns`` count) and
-    the user's own settings; a malformed section raises InvalidMemoryError naming the key."""
-    from gitmem.format import config
+    the user's own settings; a malformed section raises InvalidMemoryError naming the key
+    (its shape: schemas/config.schema.json)."""
+    from gitmem.format import config, schema
 
-    committed = _section((raw or {}).get("secrets"), "gitmem.yaml secrets")
+    committed = (raw or {}).get("secrets")
+    local = config.local_part(raw).get("secrets")
+    where = config.local_where(raw)
+    for section, what in ((committed, "gitmem.yaml"), (local, f"{where}:")):
+        if section is not None:
+            schema.validate({"secrets": section}, schema=config.CONFIG_SCHEMA, what=what)
+    committed, local = committed or {}, local or {}
     if committed.get("allow"):
         config.loosened(raw, "secrets.allow", "allows what looks like a credential")
     if committed.get("disable"):
-        kinds = committed["disable"]
-        named = ", ".join(map(str, kinds)) if isinstance(kinds, list) else repr(kinds)
+        named = ", ".join(committed["disable"])
         config.loosened(raw, "secrets.disable", f"switches off the check for {named}")
-    local_section = config.local_part(raw, "secrets")
-    if not committed and not local_section:
+    if not committed and not local:
         return DEFAULT_POLICY
-    where = f"{config.local_where(raw)}: secrets"
-    local = _section(local_section, where)
-    disable = _strings(local.get("disable"), f"{where}.disable")
+    where += ": secrets"
+    disable = local.get("disable", [])
     known = {p.kind for p in DEFAULT_PATTERNS}
     bad = [kind for kind in disable if kind not in known]
     if bad:
@@ -186,37 +190,12 @@ def policy_from_config(raw: Mapping[str, Any] | None) -> SecretPolicy:
         )
     patterns = [p for p in DEFAULT_PATTERNS if p.kind not in disable]
     for section, prefix in ((committed, "gitmem.yaml secrets"), (local, where)):
-        extra = section.get("patterns") or []
-        if not isinstance(extra, list):
-            raise InvalidMemoryError(f"{prefix}.patterns must be a list")
-        patterns.extend(_custom(entry, f"{prefix}.patterns[{n}]") for n, entry in enumerate(extra))
+        for n, entry in enumerate(section.get("patterns", [])):
+            patterns.append(_custom(entry, f"{prefix}.patterns[{n}]"))
     allow = tuple(
-        _compile(text, f"{where}.allow[{n}]")
-        for n, text in enumerate(_strings(local.get("allow"), f"{where}.allow"))
+        _compile(text, f"{where}.allow[{n}]") for n, text in enumerate(local.get("allow", []))
     )
     return SecretPolicy(tuple(patterns), allow)
-
-
-def _section(section: Any, where: str) -> Mapping[str, Any]:
-    if section is None:
-        return {}
-    if not isinstance(section, Mapping):
-        raise InvalidMemoryError(f"{where} must be a mapping")
-    unknown = set(section) - {"patterns", "allow", "disable"}
-    if unknown:
-        raise InvalidMemoryError(
-            f"{where} has unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(known: patterns, allow, disable)"
-        )
-    return section
-
-
-def _strings(value: Any, where: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidMemoryError(f"{where} must be a list of strings")
-    return list(value)
 
 
 def _compile(text: str, where: str) -> SafePattern:
@@ -231,40 +210,18 @@ def _compile(text: str, where: str) -> SafePattern:
         ) from None
 
 
-def _custom(entry: Any, where: str) -> SecretPattern:
-    if not isinstance(entry, Mapping):
-        raise InvalidMemoryError(f"{where} must be a mapping with kind and regex")
-    unknown = set(entry) - {"kind", "regex", "group", "keep", "min_entropy", "description"}
-    if unknown:
-        raise InvalidMemoryError(
-            f"{where} has unknown key(s) {', '.join(sorted(map(str, unknown)))}"
-        )
-    kind, regex = entry.get("kind"), entry.get("regex")
-    if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
-        raise InvalidMemoryError(f"{where}.kind must be a lowercase name like acme-token")
-    if not isinstance(regex, str) or not regex:
-        raise InvalidMemoryError(f"{where}.regex must be a regular expression")
-    compiled = _compile(regex, f"{where}.regex")
-    group = entry.get("group", 0)
-    if not isinstance(group, (int, str)) or isinstance(group, bool):
-        raise InvalidMemoryError(f"{where}.group must be a group number or name")
-    if isinstance(group, int) and not 0 <= group <= compiled.compiled.groups:
-        raise InvalidMemoryError(f"{where}.group {group} is not a group of its regex")
-    if isinstance(group, str) and group not in compiled.compiled.groupindex:
+def _custom(entry: Mapping[str, Any], where: str) -> SecretPattern:
+    """One of a section's ``patterns`` (its shape checked), compiled; its group must exist."""
+    compiled = _compile(entry["regex"], f"{where}.regex")
+    group, regex = entry.get("group", 0), compiled.compiled
+    if group not in (regex.groupindex if isinstance(group, str) else range(regex.groups + 1)):
         raise InvalidMemoryError(f"{where}.group {group!r} is not a group of its regex")
-    keep = entry.get("keep", 0)
-    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
-        raise InvalidMemoryError(f"{where}.keep must be a non-negative integer")
     entropy = entry.get("min_entropy")
-    if entropy is not None and (
-        not isinstance(entropy, (int, float)) or isinstance(entropy, bool) or entropy < 0
-    ):
-        raise InvalidMemoryError(f"{where}.min_entropy must be a non-negative number")
     return SecretPattern(
-        kind,
+        entry["kind"],
         compiled,
-        group=group,
-        keep=keep,
+        group=group if isinstance(group, str) else int(group),
+        keep=int(entry.get("keep", 0)),
         min_entropy=None if entropy is None else float(entropy),
     )
 
