@@ -372,8 +372,6 @@ def run_git(
     command = _command(args, gitdir, policy)
     try:
         if stderr_lines is not None:
-            if input is not None:
-                raise ValueError("stderr_lines is for commands that read no input")
             result = _run_streaming(command, cwd, env, timeout, stderr_lines)
         else:
             result = subprocess.run(
@@ -405,41 +403,29 @@ def _run_streaming(
     stderr_lines: Callable[[str], None],
 ) -> subprocess.CompletedProcess[bytes]:
     """``subprocess.run`` with captured output, handing each stderr line on as it comes."""
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
+    err: list[str] = []
+
+    def pump(stream: IO[bytes]) -> None:
+        # newline="": a line ends at "\r" too (git's progress), and keeps its ending.
+        for line in io.TextIOWrapper(stream, "utf-8", "replace", newline=""):
+            err.append(line)
+            stderr_lines(line)
+
+    with (
+        tempfile.TemporaryFile() as out,
+        subprocess.Popen(
             command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, env=env
-        )
-        assert proc.stderr is not None
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            proc.kill()
-
-        timer = threading.Timer(timeout, expire) if timeout is not None else None
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
-        err: list[str] = []
+        ) as proc,
+    ):
+        reader = threading.Thread(target=pump, args=(proc.stderr,), daemon=True)
+        reader.start()
         try:
-            # newline="": a line ends at "\r" too (git's progress), and keeps its ending.
-            with io.TextIOWrapper(proc.stderr, "utf-8", "replace", newline="") as lines:
-                for line in lines:
-                    err.append(line)
-                    stderr_lines(line)
-            code = proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+            code = proc.wait(timeout)
         finally:
-            if timer is not None:
-                timer.cancel()
-        stderr = "".join(err).encode()
+            proc.kill()  # after a timeout or an interrupt; nothing once git has ended
+            reader.join()
         out.seek(0)
-        if expired.is_set():
-            raise subprocess.TimeoutExpired(command, timeout or 0.0, out.read(), stderr)
-        return subprocess.CompletedProcess(command, code, out.read(), stderr)
+        return subprocess.CompletedProcess(command, code, out.read(), "".join(err).encode())
 
 
 def popen_git(
