@@ -290,17 +290,12 @@ def secret_spans(
 def redact(text: str) -> str:
     """``text`` with every credential the built-in patterns find replaced by ``[kind]``, lines
     holding :data:`ALLOW_MARKER` too: every error message passes through it."""
-    spans = secret_spans(text)
-    if not spans:
-        return text
     out: list[str] = []
     pos = 0
-    for start, end, kind in spans:
-        out.append(text[pos:start])
-        out.append(f"[{kind}]")
+    for start, end, kind in secret_spans(text):
+        out += [text[pos:start], f"[{kind}]"]
         pos = end
-    out.append(text[pos:])
-    return "".join(out)
+    return "".join(out) + text[pos:]
 
 
 _URL_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")

@@ -188,7 +188,7 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
         doc = parse(text)
     except InvalidMemoryError as exc:
         raise InvalidMemoryError(
-            f"{_culprit(metadata)}would not read back ({exc}); nothing was written"
+            f"the file would not read back ({exc}); nothing was written"
         ) from None
     for key, value in metadata.items():
         if key not in doc.metadata or not same(_plain(value), doc.metadata[key]):
@@ -203,18 +203,6 @@ def check_reads_back(text: str, metadata: dict[str, Any], body: str) -> None:
         )
     if doc.body != body:
         raise InvalidMemoryError("the body would not read back as written; nothing was written")
-
-
-def _culprit(metadata: dict[str, Any]) -> str:
-    """``front-matter field 'k' `` for the first field that does not read back alone."""
-    from gitmem.format import yamlio
-
-    for key, value in metadata.items():
-        try:
-            yamlio.load_yaml(dump_mapping({key: value}))
-        except InvalidMemoryError:
-            return f"front-matter field {_clip(str(key))!r} "
-    return "the file "
 
 
 def dump_mapping(metadata: dict[str, Any], *, flow: bool | None = None) -> str:
