@@ -80,10 +80,7 @@ def _remover(path: Path, busy: Callable[[float], bool]) -> Callable[[], None]:
 
 def check_locks(ctx: Context) -> Iterator[Finding]:
     gitdir = ctx.db.gitdir
-    locks = [gitdir / name for name in _GIT_LOCKS]
-    if (gitdir / "refs").is_dir():
-        locks += sorted((gitdir / "refs").rglob("*.lock"))
-    for lock in locks:
+    for lock in [*(gitdir / name for name in _GIT_LOCKS), *sorted(gitdir.glob("refs/**/*.lock"))]:
         age = _age(lock) if lock.is_file() else None
         if age is None:
             continue  # none, or released while we looked
@@ -117,27 +114,8 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
                 match = TEMP_FILE.match(path.name)
                 if match and path.is_file() and not path.is_symlink():
                     candidates.append((path, int(match.group(1))))
-    yield from _set_aside(ctx.db.gitdir)
-    for path, pid in candidates:
-        age = _age(path)
-        if age is None or _writing(pid, age):
-            continue  # gone, or a write in progress
-        yield Finding(
-            "leftovers",
-            WARNING,
-            f"{path} is a temporary file a writer left when it died (no memory is lost: "
-            "files are renamed into place only when whole)",
-            fix=f"rm {shlex.quote(str(path))}",
-            safe=True,
-            path=str(path),
-            apply=_remover(path, functools.partial(_writing, pid)),
-        )
-
-
-def _set_aside(gitdir: Path) -> Iterator[Finding]:
-    """State folders gitmem set aside unread (gitmem.base.paths.state_dir), with what each
-    holds by its file names: nothing in them is used or committed, so the user decides."""
-    for folder in state_paths.set_aside_folders(gitdir):
+    for folder in state_paths.set_aside_folders(ctx.db.gitdir):
+        # Set aside unread (gitmem.base.paths.state_dir): nothing in it is used or committed.
         held = state_paths.held(folder)
         yield Finding(
             "leftovers",
@@ -152,6 +130,20 @@ def _set_aside(gitdir: Path) -> Iterator[Finding]:
                 f"rm -r {shlex.quote(str(folder))}"
             ),
             path=str(folder),
+        )
+    for path, pid in candidates:
+        age = _age(path)
+        if age is None or _writing(pid, age):
+            continue  # gone, or a write in progress
+        yield Finding(
+            "leftovers",
+            WARNING,
+            f"{path} is a temporary file a writer left when it died (no memory is lost: "
+            "files are renamed into place only when whole)",
+            fix=f"rm {shlex.quote(str(path))}",
+            safe=True,
+            path=str(path),
+            apply=_remover(path, functools.partial(_writing, pid)),
         )
 
 

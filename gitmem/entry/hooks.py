@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import sys
 from dataclasses import asdict, dataclass, field
@@ -84,20 +85,9 @@ def hooks_dir(repo: Path) -> Path:
 
 
 def _is_ours(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(200)
-    except OSError:
-        return False
-    return MARKER.encode() in head
-
-
-def _script_field(path: Path, name: str) -> str | None:
-    with contextlib.suppress(OSError):
-        for line in path.read_text(errors="replace").splitlines()[:12]:
-            if line.startswith(f"{name}='"):
-                return line.split("'")[1]
-    return None
+    with contextlib.suppress(OSError), open(path, "rb") as fh:
+        return MARKER.encode() in fh.read(200)
+    return False
 
 
 @dataclass
@@ -122,20 +112,18 @@ class HookState:
         return {**asdict(self), "path": str(self.path)}
 
 
-def _outdated(path: Path, name: str, role: str | None, python: str | None) -> bool:
-    if role not in ROLES or not python:
-        return True
-    try:
-        return path.read_text() != render(name, role, python)
-    except (OSError, GitmemError):
-        return True
-
-
 def _state(directory: Path, name: str) -> HookState:
     path = directory / name
     ours = _is_ours(path)
-    role = _script_field(path, "role") if ours else None
-    python = _script_field(path, "python") if ours else None
+    text = ""
+    with contextlib.suppress(OSError):
+        text = path.read_text(errors="replace") if ours else ""
+    fields = dict(re.findall(r"(?m)^(role|python)='([^']*)'$", text))
+    role, python = fields.get("role"), fields.get("python")
+    try:
+        current = role in ROLES and python and text == render(name, str(role), python)
+    except GitmemError:
+        current = False
     return HookState(
         name=name,
         path=path,
@@ -144,7 +132,7 @@ def _state(directory: Path, name: str) -> HookState:
         foreign=path.exists() and not ours,
         role=role,
         python=python,
-        outdated=ours and _outdated(path, name, role, python),
+        outdated=ours and not current,
     )
 
 

@@ -110,13 +110,12 @@ def jobs_for(hook: str, config: Mapping[str, Any] | None) -> list[str]:
     lifecycle = (config or {}).get("lifecycle") or {}
     if not isinstance(lifecycle, Mapping):
         raise InvalidMemoryError("gitmem.yaml 'lifecycle' must be a mapping")
-    jobs = lifecycle.get("jobs")
-    if hook in local:
-        jobs, where = local, "your gitmem configuration's"
-    elif jobs is None:
+    own = hook in local  # the user's own list for the store: the whole list
+    jobs, where = (
+        (local, "your gitmem configuration's") if own else (lifecycle.get("jobs"), "gitmem.yaml")
+    )
+    if jobs is None:
         return defaults
-    else:
-        where = "gitmem.yaml"
     if not isinstance(jobs, Mapping):
         raise InvalidMemoryError(f"{where} lifecycle.jobs must map hook names to job lists")
     names = jobs.get(hook, defaults)
@@ -124,7 +123,7 @@ def jobs_for(hook: str, config: Mapping[str, Any] | None) -> list[str]:
         names = []
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
         raise InvalidMemoryError(f"{where} lifecycle.jobs.{hook} must be a list of job names")
-    if hook in local:
+    if own:
         return list(names)
     dropped = [name for name in defaults if name not in names]
     if dropped:

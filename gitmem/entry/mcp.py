@@ -57,18 +57,6 @@ class ToolSpec:
     def validator(self) -> Callable[[Any], list[schema.Problem]]:
         return schema.checker(_lenient(self.input_schema))
 
-    def call(self, arguments: Mapping[str, Any] | None) -> ToolResult:
-        """Check the arguments and run the handler on the known ones (zod drops the others)."""
-        args = dict(arguments or {})
-        # Paths mix keys and list indexes, so they are compared as text.
-        errors = sorted(self.validator(args), key=lambda e: [str(p) for p in e.path])
-        if errors:
-            where = "/".join(str(p) for p in errors[0].path) or "arguments"
-            raise InvalidInputError(
-                f"invalid arguments for {self.name}: {where}: {errors[0].message}"
-            )
-        return self.handler({k: v for k, v in args.items() if k in self.input_schema["properties"]})
-
 
 def _of(kind: str, description: str | None = None, **more: Any) -> dict[str, Any]:
     return {"type": kind, **more, **({"description": description} if description else {})}
@@ -467,9 +455,19 @@ NOT_FOUND_HINT = "recall finds a memory's id from what it says; a unique prefix 
 
 
 def call(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[ToolResult, bool]:
-    """Run a tool: its result, or its error as text, and whether it failed."""
+    """Run a tool on the arguments its schema knows (zod drops the others): its result, or
+    its error as text, and whether it failed."""
+    args = dict(arguments or {})
     try:
-        return spec.call(arguments), False
+        # Paths mix keys and list indexes, so they are compared as text.
+        errors = sorted(spec.validator(args), key=lambda e: [str(p) for p in e.path])
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path) or "arguments"
+            raise InvalidInputError(
+                f"invalid arguments for {spec.name}: {where}: {errors[0].message}"
+            )
+        known = spec.input_schema["properties"]
+        return spec.handler({k: v for k, v in args.items() if k in known}), False
     except GitmemError as exc:
         hint: str | None = exc.hint
         if hint and hint.startswith("gitmem "):  # the command line's: an agent has tools
@@ -553,7 +551,7 @@ def build_server(store: Store, *, agent: str | None = None) -> Any:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
-        text = specs["read_graph"].call({}).text
+        text = specs["read_graph"].handler({}).text
         json_text = types.TextResourceContents(
             uri=RESOURCE_URI, mime_type=resource.mime_type, text=text
         )

@@ -41,9 +41,7 @@ class CloneResult:
 
 
 def _default_dest(url: str) -> Path:
-    name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    if name.endswith(".git"):
-        name = name[: -len(".git")]
+    name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
     if not name or name in {".", ".."}:
         raise InvalidInputError(f"cannot name a folder after {url!r}; give DIR")
     return Path(name)
