@@ -242,13 +242,9 @@ def _exit_now(code: object) -> NoReturn:
 
     if threading.active_count() > 1:
         raise SystemExit(code)
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:  # SystemExit("message"): printed, status 1, as Python does
+    status = code if isinstance(code, int) else int(code is not None)
+    if status and not isinstance(code, int):  # SystemExit("message"): printed, as Python does
         print(code, file=sys.stderr)
-        status = 1
     try:
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -46,11 +46,10 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
         damaged = any(w in str(exc).lower() for w in ("inflate", "object", "corrupt", "odb"))
         hint = RepositoryDamagedError.default_hint if damaged else ""
         return f"git: {exc}", hint, StoreError.exit_code
-    if isinstance(exc, OSError) and exc.errno in _READ_ONLY_ERRNOS:
+    if isinstance(exc, OSError) and (exc.strerror or exc.errno in _READ_ONLY_ERRNOS):
         where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror}", READ_ONLY_HINT, StoreError.exit_code
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno in _READ_ONLY_ERRNOS:
+            return f"{where}{exc.strerror}", READ_ONLY_HINT, StoreError.exit_code
         return f"{where}{exc.strerror}", "", UNEXPECTED
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError):
@@ -58,10 +57,8 @@ def describe(exc: BaseException) -> tuple[str, str, int]:
 
         if index_schema.timed_out(exc):
             return index_schema.TIMED_OUT, index_schema.REINDEX_HINT, StoreError.exit_code
-    if sqlite3 is not None and isinstance(exc, sqlite3.OperationalError) and any(
-        phrase in str(exc) for phrase in ("readonly", "unable to open", "read-only")
-    ):
-        return f"the index cannot be written: {exc}", READ_ONLY_HINT, StoreError.exit_code
+        if any(phrase in str(exc) for phrase in ("readonly", "unable to open", "read-only")):
+            return f"the index cannot be written: {exc}", READ_ONLY_HINT, StoreError.exit_code
     name = type(exc).__name__
     return (
         f"unexpected {name}: {exc}" if str(exc) else f"unexpected {name}",

@@ -248,9 +248,7 @@ def _related_entries(related: tuple[Related, ...], original: Any) -> list[dict[s
 
 
 def _timestamp(meta: dict[str, Any], key: str) -> dt.datetime:
-    value = meta.get(key)
-    if value is None:
-        raise InvalidMemoryError(f"front-matter is missing {key!r}")
+    value = meta[key]
     try:
         return parse_timestamp(value)
     except (TypeError, ValueError):

@@ -24,9 +24,6 @@ class Chain:
     def __iter__(self) -> Iterator[Memory]:
         return iter(self.memories)
 
-    def __len__(self) -> int:
-        return len(self.memories)
-
 
 RENAMED_FROM = "renamed_from"
 """The front-matter key naming the id a memory had before it was moved (the memory tool's

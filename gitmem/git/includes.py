@@ -31,19 +31,17 @@ def _value(raw: str) -> str:
     """A config value as git reads it: quotes removed, escapes undone, comment cut."""
     out: list[str] = []
     quoted = False
-    i = 0
-    while i < len(raw):
-        c = raw[i]
+    chars = iter(raw)
+    for c in chars:
         if c == '"':
             quoted = not quoted
-        elif c == "\\" and i + 1 < len(raw):
-            i += 1
-            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(raw[i], raw[i]))
+        elif c == "\\":
+            escaped = next(chars, c)
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(escaped, escaped))
         elif c in "#;" and not quoted:
             break
         else:
             out.append(c)
-        i += 1
     return "".join(out).strip()
 
 
@@ -172,19 +170,12 @@ def _read_pointer(path: Path) -> str | None:
 def config_files(path: str | os.PathLike[str]) -> list[Path]:
     """The config files git and libgit2 read for the repository (or work tree) at ``path``."""
     root = Path(path)
-    dotgit = root / ".git"
-    gitdir = root
-    if dotgit.is_dir():
-        gitdir = dotgit
-    elif dotgit.is_file():
-        pointer = _read_pointer(dotgit)
-        if pointer and pointer.startswith("gitdir:"):
-            gitdir = root / pointer[len("gitdir:") :].strip()
-    common = gitdir
-    pointer = _read_pointer(gitdir / "commondir")
-    if pointer:
-        common = gitdir / pointer
-    return [common / "config", gitdir / "config.worktree"]
+    gitdir = root / ".git" if (root / ".git").is_dir() else root
+    pointer = _read_pointer(root / ".git")  # a work tree's .git file (None for a folder)
+    if pointer and pointer.startswith("gitdir:"):
+        gitdir = root / pointer.removeprefix("gitdir:").strip()
+    common = _read_pointer(gitdir / "commondir")
+    return [(gitdir / common if common else gitdir) / "config", gitdir / "config.worktree"]
 
 
 def check(path: str | os.PathLike[str]) -> None:

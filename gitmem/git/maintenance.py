@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -166,11 +165,6 @@ def repository_size(gitdir: Path) -> tuple[int, int]:
 
 def gc(gitdir: Path) -> GcResult:
     """``git gc`` in the foreground under the packing lock; sizes before and after."""
-    if shutil.which("git") is None:
-        raise StoreError(
-            "gitmem gc needs the git binary (pygit2 cannot prune loose objects)",
-            hint="install git, or run 'git gc' wherever git is available",
-        )
     try:
         with exclusive(gitdir):
             before, loose_before = repository_size(gitdir)

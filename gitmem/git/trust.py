@@ -60,7 +60,12 @@ def is_trusted_repository_at(cwd: str | os.PathLike[str]) -> bool:
     return found is not None and is_trusted(found)
 
 
-def _record(gitdir: Path) -> None:
+def trust(path: str | os.PathLike[str]) -> Path:
+    """Trust the store at ``path`` from now on; returns its git directory."""
+    gitdir = git_dir_of(path)
+    if not ((gitdir / "HEAD").is_file() and (gitdir / "objects").is_dir()):
+        raise StoreError(f"no git repository at {Path(path).expanduser()}")
+
     def change(data: dict[str, Any]) -> None:
         entries = _entries(data.get(SECTION))
         # Stores deleted since they were recorded (temporary stores, tests) are dropped,
@@ -71,14 +76,6 @@ def _record(gitdir: Path) -> None:
         data[SECTION] = kept
 
     localconfig.update(change)
-
-
-def trust(path: str | os.PathLike[str]) -> Path:
-    """Trust the store at ``path`` from now on; returns its git directory."""
-    gitdir = git_dir_of(path)
-    if not ((gitdir / "HEAD").is_file() and (gitdir / "objects").is_dir()):
-        raise StoreError(f"no git repository at {Path(path).expanduser()}")
-    _record(gitdir)
     return gitdir
 
 
