@@ -39,7 +39,6 @@ from gitmem.format.layout import check_id, id_from_path, memory_path, one_by_pre
 from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, commit_changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, author_time, blob_data, get_commit
-from gitmem.store.memory_versions import bytes_at
 
 if TYPE_CHECKING:
     from gitmem.store.core import Store
@@ -154,10 +153,7 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
     backend_db = store.db(current.store_scope if current is not None else None)
     repo = backend_db.repo
     history = store.history(memory_id)
-    chain: list[str] = []
-    for version in history:
-        if version.memory_id not in chain:
-            chain.append(version.memory_id)
+    chain = list(dict.fromkeys(version.memory_id for version in history))
     memo: dict[pygit2.Oid, tuple[list[str], list[Origin]]] = {}
     last_of: dict[str, pygit2.Oid] = {}
     for version in history:
@@ -229,13 +225,8 @@ def diff(
         paths = [new_snap.locate(memory_id) or old_snap.locate(memory_id) or memory_path(memory_id)]
     else:
         paths = memory_paths(db.repo, old, new)
-    read = read_pair(db.repo, old_snap, new_snap, paths)
     out: list[MemoryDiff] = []
-    for path in paths:
-        a, b = bytes_at(old_snap, path), bytes_at(new_snap, path)
-        if a == b:
-            continue
-        (before, _), (after, _) = read[path]
+    for path, a, b, (before, _), (after, _) in read_pair(db.repo, old_snap, new_snap, paths):
         status = "added" if a is None else "deleted" if b is None else "changed"
         entry = MemoryDiff(id_from_path(path) or path, path, status)
         if before is not None and after is not None:
@@ -360,9 +351,7 @@ def undo(
     result = UndoResult(None, [str(c.id) for c in targets])
 
     def plan(snap: Snapshot) -> tuple[CommitSpec, None]:
-        result.restored.clear()
-        result.removed.clear()
-        result.reverted.clear()
+        result.restored, result.removed, result.reverted = [], [], []
         for path, data in before.items():
             memory_id = id_from_path(path)
             label = memory_id or path

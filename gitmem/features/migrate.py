@@ -172,11 +172,9 @@ def migrate(
 
         if dry_run:
             plan(db.snapshot())
-            done.append(report)
-            continue
-        # The plan reads the whole tree: it runs again on whatever tip it lands on.
-        _, oid = db.write(plan)
-        report.commit = str(oid) if oid is not None else None
+        else:  # the plan reads the whole tree: it runs again on whatever tip it lands on
+            _, oid = db.write(plan)
+            report.commit = str(oid) if oid is not None else None
         done.append(report)
     return done
 

@@ -225,10 +225,9 @@ def review(
     removed: dict[str, MemoryChange] = {}
     added: dict[str, str] = {}
     decoded: dict[str, Memory | None] = {}
-    read = read_pair(repo, base_snap, head_snap, paths)
-    for path in paths:
-        old_data, new_data = bytes_at(base_snap, path), bytes_at(head_snap, path)
-        (before, _), (after, problem) = read[path]
+    for path, old_data, new_data, (before, _), (after, problem) in read_pair(
+        repo, base_snap, head_snap, paths
+    ):
         memory_id = id_from_path(path) or (after.id if after else path)
         if new_data is not None and id_from_path(path) == memory_id:
             decoded[memory_id] = after
@@ -273,21 +272,21 @@ def review(
     return result
 
 
+Read = tuple[Memory | None, str | None]
+"""A memory as read (None if there is none or it is unreadable) and why it is unreadable."""
+
+
 def read_pair(
     repo: pygit2.Repository, old: Snapshot, new: Snapshot, paths: list[str]
-) -> dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]]:
-    """Each changed path's memory (and why it is unreadable) in ``old`` and ``new``, with
-    version and updated_at derived from history as ``gitmem history`` shows them."""
-    out: dict[str, tuple[tuple[Memory | None, str | None], tuple[Memory | None, str | None]]] = {}
-    for path in paths:
-        a, b = read_at(old, path), read_at(new, path)
-        if a != b:
-            out[path] = (a, b)
+) -> Iterator[tuple[str, bytes | None, bytes | None, Read, Read]]:
+    """Each changed path, its bytes and its memory in ``old`` and ``new``, with version and
+    updated_at derived from history as ``gitmem history`` shows them."""
+    out = {p: (a, b) for p in paths if (a := read_at(old, p)) != (b := read_at(new, p))}
     befores = memory_versions.as_read(repo, old.commit, {p: x[0][0] for p, x in out.items()})
     afters = memory_versions.as_read(repo, new.commit, {p: x[1][0] for p, x in out.items()})
-    return {
-        path: ((befores[path], was[1]), (afters[path], now[1])) for path, (was, now) in out.items()
-    }
+    for path, (was, now) in out.items():
+        old_data, new_data = bytes_at(old, path), bytes_at(new, path)
+        yield path, old_data, new_data, (befores[path], was[1]), (afters[path], now[1])
 
 
 def _kind(

@@ -468,7 +468,6 @@ def _write_files(
     total = len(files)
     done = 0
     written = unchanged = 0
-    commits: list[str] = []
     for (scope, when), group in sorted(
         by_scope.items(), key=lambda item: (item[0][1] is None, item[0][1] or dt.date.min)
     ):
@@ -505,11 +504,9 @@ def _write_files(
         count, oid = db.write(plan)
         written += count
         unchanged += len(group) - count
-        if oid is not None:
-            commits.append(str(oid))
+        report.commit = str(oid) if oid is not None else report.commit
     report.written = {"files": written}
     report.unchanged = {"files": unchanged}
-    report.commit = commits[-1] if commits else None
     for f in files:
         report.checked += 1
         snap = store.db(f.scope or store.default_scope).snapshot()

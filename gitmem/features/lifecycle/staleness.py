@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, to_utc
@@ -71,13 +71,7 @@ class StalenessEntry:
 
     def to_dict(self) -> dict[str, Any]:
         updated = None if self.updated_at is None else format_timestamp(self.updated_at)
-        return {
-            "id": self.id,
-            "path": self.path,
-            "updated_at": updated,
-            "days_since_update": self.days_since_update,
-            "staleness": str(self.staleness),
-        }
+        return {**asdict(self), "updated_at": updated, "staleness": str(self.staleness)}
 
 
 @dataclass(frozen=True)
