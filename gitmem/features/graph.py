@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gitmem.base.errors import (
     AlreadyExistsError,
@@ -46,6 +46,8 @@ from gitmem.git.objects import Snapshot
 from gitmem.store.core import Store
 from gitmem.store.reads import index_writable
 from gitmem.store.transactions import Transaction
+
+_T = TypeVar("_T")
 
 _RETRIES = 30
 """How often a call is re-run when another writer changed a file it was about to write."""
@@ -163,15 +165,11 @@ class _State:
         self.pending_dirty = False
 
     def _load(self, doc: str) -> EntityRow | None:
-        if doc in self.gone:
-            return None
-        f = self.loaded.get(doc)
-        if f is None:
-            f = self.graph._read(self.snap, doc)
-            if f is None:
-                return None
-            self._keep(f)
-        return f
+        if doc not in self.loaded and doc not in self.gone:
+            memory = self.graph._memory(self.snap, f"{doc}.md")
+            if memory is not None:
+                self._keep(entity_fields(memory))
+        return None if doc in self.gone else self.loaded.get(doc)
 
     def _keep(self, f: EntityRow) -> None:
         self.loaded[f.doc] = f
@@ -210,7 +208,10 @@ class _State:
     @property
     def pending(self) -> list[Relation]:
         if self._pending is None:
-            self._pending, self.pending_version = self.graph._read_pending(self.snap)
+            memory = self.graph._memory(self.snap, f"{PENDING_ID}.md")
+            found = pending_field(memory.extra.get("relations")) if memory is not None else []
+            self._pending = [Relation(s, t, k) for s, k, t in found]
+            self.pending_version = memory.version if memory is not None else None
         return self._pending
 
     @pending.setter
@@ -309,17 +310,6 @@ class Graph:
                 return memfile.decode(data, path, what=path, require_memory_path=False)
         return None
 
-    def _read(self, snap: Snapshot, doc_id: str) -> EntityRow | None:
-        memory = self._memory(snap, f"{doc_id}.md")
-        return None if memory is None else entity_fields(memory)
-
-    def _read_pending(self, snap: Snapshot) -> tuple[list[Relation], int | None]:
-        memory = self._memory(snap, f"{PENDING_ID}.md")
-        if memory is None:
-            return [], None
-        triples = pending_field(memory.extra.get("relations"))
-        return [Relation(s, t, k) for s, k, t in triples], memory.version
-
     def read_graph(self) -> KnowledgeGraph:
         """Every entity (oldest first) and every relation."""
         data = self.read_graph_dict()
@@ -366,7 +356,7 @@ class Graph:
                 self._batch = None
                 self._batch_state = None
 
-    def _change(self, state: _State, change: Any) -> Any:
+    def _change(self, state: _State, change: Callable[[_State], _T]) -> _T:
         """``change(state)`` with the graph rows at the state's commit, then its files staged."""
         with self._reader(state.snap) as reader:
             state.source = reader
@@ -374,7 +364,7 @@ class Graph:
             self._flush(state)
         return result
 
-    def _write(self, message: str, change: Any) -> Any:
+    def _write(self, message: str, change: Callable[[_State], _T]) -> _T:
         """Run ``change(state)`` and write the files it marked, as one commit; outside a
         batch, one that lost a race with another writer is run again on the new tip."""
         if self._batch is not None:
@@ -491,8 +481,7 @@ class Graph:
             return created
 
         names = ", ".join(e.name for e in wanted[:3]) + (" ..." if len(wanted) > 3 else "")
-        result: list[Entity] = self._write(f"graph: create entities {names}", change)
-        return result
+        return self._write(f"graph: create entities {names}", change)
 
     def create_relations(self, relations: Iterable[Relation | Mapping[str, Any]]) -> list[Relation]:
         """Create the relations not already there; return those. Endpoints need not exist."""
@@ -519,10 +508,9 @@ class Graph:
                 created.append(rel)
             return created
 
-        result: list[Relation] = self._write(
+        return self._write(
             f"graph: create {len(wanted)} relation{'s' if len(wanted) != 1 else ''}", change
         )
-        return result
 
     def add_observations(self, observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Add observations to existing entities: ``[{entityName, addedObservations}]``;
@@ -545,8 +533,7 @@ class Graph:
             return results
 
         names = ", ".join(dict.fromkeys(name for name, _ in wanted))
-        result: list[dict[str, Any]] = self._write(f"graph: observe {names}", change)
-        return result
+        return self._write(f"graph: observe {names}", change)
 
     def delete_entities(self, names: Iterable[str]) -> None:
         """Delete the named entities and every relation touching those names."""

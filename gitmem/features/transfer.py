@@ -628,9 +628,7 @@ def export_forge(store: Store, dest: str | Path) -> Fidelity:
     report = Fidelity("export forge", str(target))
     for folder in FORGE_ROOTS:
         for memory_id in store.documents(folder, recursive=True):
-            memory = store.get(memory_id)
-            if memory is None:
-                continue
+            memory = store.read(memory_id)
             out = target / f"{memory_id}{MEMORY_SUFFIX}"
             out.parent.mkdir(parents=True, exist_ok=True)
             date = memory.updated_at.date().isoformat()

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
-from gitmem.features.lifecycle.rules import lifecycle_section
+from gitmem.features.lifecycle.rules import lifecycle_settings
 from gitmem.features.lifecycle.sections import fenced_lines, field_of, heading_of, lines_of
-from gitmem.format.config import committed_limit, local_part
 
 
 @dataclass(frozen=True)
@@ -40,27 +39,8 @@ class QualityPolicy:
     def from_config(cls, config: Mapping[str, Any] | None) -> QualityPolicy:
         """``lifecycle.quality``: committed values only on the strict side of the defaults,
         the user's own settings as given."""
-        section = lifecycle_section(config, "quality")
-        local = local_part(config, "lifecycle", "quality")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(str(k) for k in (*section, *local) if k not in known)
-        if unknown:
-            raise LifecycleConfigError(
-                f"gitmem.yaml lifecycle.quality.{unknown[0]}: unknown option "
-                f"(known: {', '.join(sorted(known))})"
-            )
-        defaults = cls()
-        values = {
-            str(k): committed_limit(
-                config,
-                f"lifecycle.quality.{k}",
-                v,
-                getattr(defaults, str(k)),
-                higher_is_tighter=k == "accuracy_claims",
-            )
-            for k, v in section.items()
-        }
-        return cls(**{**values, **{str(k): v for k, v in local.items()}})
+        tighter = frozenset({"accuracy_claims"})
+        return cls(**lifecycle_settings(config, "quality", asdict(cls()), tighter))
 
 
 @dataclass(frozen=True)

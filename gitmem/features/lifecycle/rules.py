@@ -118,6 +118,31 @@ def lifecycle_section(config: Mapping[str, Any] | None, key: str) -> Mapping[str
     return section
 
 
+def lifecycle_settings(
+    config: Mapping[str, Any] | None,
+    key: str,
+    defaults: Mapping[str, Any],
+    higher_is_tighter: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """``lifecycle.<key>`` over ``defaults``: committed values only on the strict side of
+    them, the user's own settings as given; an unknown option is refused."""
+    section = lifecycle_section(config, key)
+    local = local_part(config, "lifecycle", key)
+    unknown = sorted(str(k) for k in (*section, *local) if k not in defaults)
+    if unknown:
+        raise LifecycleConfigError(
+            f"gitmem.yaml lifecycle.{key}.{unknown[0]}: unknown option "
+            f"(known: {', '.join(sorted(defaults))})"
+        )
+    committed = {
+        str(k): committed_limit(
+            config, f"lifecycle.{key}.{k}", v, defaults[k], higher_is_tighter=k in higher_is_tighter
+        )
+        for k, v in section.items()
+    }
+    return {**defaults, **committed, **{str(k): v for k, v in local.items()}}
+
+
 def load_callable(spec: str, what: str = "prune rule") -> Any:
     """The callable named ``"package.module:attribute"``; ``what`` names it in errors."""
     module_name, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")

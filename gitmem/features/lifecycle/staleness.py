@@ -7,13 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.base.clock import format_timestamp, to_utc
 from gitmem.features.lifecycle.prune import LifecycleConfigError, whole_number
-from gitmem.features.lifecycle.rules import lifecycle_section
-from gitmem.format import config
+from gitmem.features.lifecycle.rules import lifecycle_settings
 
 if TYPE_CHECKING:
     from gitmem.format.model import Scope
@@ -49,16 +48,7 @@ class StalenessPolicy:
     def from_config(cls, raw: Mapping[str, Any] | None) -> StalenessPolicy:
         """From a raw store config: committed thresholds only lower the built-in ones (a
         later "stale" would hide what aged); the user's own settings apply as given."""
-        staleness = lifecycle_section(raw, "staleness")
-        local = config.local_part(raw, "lifecycle", "staleness")
-
-        def days(name: str, default: Any) -> Any:
-            if name in local:
-                return local[name]
-            value = staleness.get(name, default)
-            return config.committed_limit(raw, f"lifecycle.staleness.{name}", value, default)
-
-        return cls(**{f.name: days(f.name, f.default) for f in fields(cls)})
+        return cls(**lifecycle_settings(raw, "staleness", asdict(cls())))
 
 
 @dataclass(frozen=True)
