@@ -19,6 +19,7 @@ from storetools import memory_text, plant, run_git, tip
 import gitmem
 from gitmem import Store
 from gitmem.entry import doctor as D
+from gitmem.entry import doctor_context as C
 from gitmem.entry import hooks as gh
 from gitmem.entry import team
 from gitmem.format.layout import memory_path
@@ -52,7 +53,7 @@ def test_a_new_store_is_healthy_once_the_safe_fixes_are_applied(any_store: Store
     again = D.diagnose(any_store)
     assert again.healthy
     assert [f.check for f in again.findings] == ["hooks"]  # only the optional hooks, as info
-    assert again.findings[0].severity == D.INFO
+    assert again.findings[0].severity == C.INFO
 
 
 def test_unknown_check_is_an_error(store: Store) -> None:
@@ -71,7 +72,7 @@ def test_fsck_reports_a_damaged_object(any_store: Store) -> None:
     obj.chmod(0o644)
     obj.write_bytes(b"not a zlib stream")
     (found,) = findings(any_store, "fsck")
-    assert found.severity == D.ERROR
+    assert found.severity == C.ERROR
     assert "fsck" in found.message and found.fix is not None and "fetch" in found.fix
     assert not found.safe
 
@@ -87,7 +88,7 @@ def test_fsck_is_reported_in_its_place_among_the_checks(store: Store) -> None:
     obj.write_bytes(b"not a zlib stream")  # an old version: today's reads never need it
     checked = D.diagnose(store, checks=["schema", "fsck", "index"])
     assert [f.check for f in checked.findings] == ["schema", "fsck"]
-    assert checked.findings[1].severity == D.ERROR
+    assert checked.findings[1].severity == C.ERROR
     report = D.diagnose(store)
     assert report.findings[0].check == "fsck"
     assert [f.check for f in report.findings if f.check in ("fsck", "schema")] == [
@@ -110,7 +111,7 @@ def test_a_stale_git_lock_is_removed_by_fix(store: Store, name: str) -> None:
     lock.write_text("")
     make_old(lock)
     (found,) = findings(store, "locks")
-    assert found.severity == D.WARNING and found.safe and found.fix == f"rm {lock}"
+    assert found.severity == C.WARNING and found.safe and found.fix == f"rm {lock}"
     (fixed,) = findings(store, "locks", fix=True)
     assert fixed.fixed and not lock.exists()
     store.create("writes work again")
@@ -120,7 +121,7 @@ def test_a_live_lock_is_never_stolen(store: Store) -> None:
     lock = store.db().gitdir / "refs" / "heads" / "main.lock"
     lock.write_text("")
     (found,) = findings(store, "locks", fix=True)
-    assert found.severity == D.INFO and not found.fixed
+    assert found.severity == C.INFO and not found.fixed
     assert lock.exists()
 
 
@@ -170,7 +171,7 @@ def test_a_work_tree_left_behind_by_a_dead_writer_is_synced_by_fix(store: Store)
     file = store.path / (memory.path or "")
     file.write_bytes(store.db().snapshot(before).read(memory.path or "") or b"")
     (found,) = findings(store, "worktree")
-    assert found.severity == D.WARNING and found.safe and "behind" in found.message
+    assert found.severity == C.WARNING and found.safe and "behind" in found.message
     findings(store, "worktree", fix=True)
     assert file.read_text().endswith("second")
     assert marker.read_text().strip() == tip(store)
@@ -183,7 +184,7 @@ def test_uncommitted_edits_are_reported_not_touched(store: Store) -> None:
     file = store.path / (memory.path or "")
     file.write_text(file.read_text() + "\nan edit\n")
     (found,) = findings(store, "worktree", fix=True)
-    assert found.severity == D.WARNING and not found.safe and "uncommitted" in found.message
+    assert found.severity == C.WARNING and not found.safe and "uncommitted" in found.message
     assert found.fix is not None and "git -C" in found.fix
     assert file.read_text().endswith("an edit\n")
 
@@ -268,7 +269,7 @@ def test_a_writer_killed_after_moving_the_branch_is_caught(
         assert found == []
         return
     (lag,) = found
-    assert lag.severity == D.WARNING and lag.safe and "behind" in lag.message
+    assert lag.severity == C.WARNING and lag.safe and "behind" in lag.message
     findings(store, "worktree", fix=True)
     assert (store.path / (memory.path or "")).read_text().endswith("second")
     assert run_git(store.path, "status", "--porcelain") == ""
@@ -353,7 +354,7 @@ def test_unreadable_files_the_index_sees_differently(store: Store) -> None:
 def test_a_tampered_row_outside_the_content_sample_is_found_by_deep(store: Store) -> None:
     # Blob ids are compared for every row; fields only for a spread sample, or all with deep.
     with store.transaction():
-        for i in range(D.CONTENT_SAMPLE * 2 + 2):
+        for i in range(C.CONTENT_SAMPLE * 2 + 2):
             store.create(f"memory {i}", title="right")
     rows = store.index().rows(["id"], include_superseded=True, include_archived=True)
     victim = rows[1][0]  # the sample takes every third row from the first
@@ -391,10 +392,10 @@ def test_merge_driver_registration(store: Store, bare_store: Store) -> None:
 
 def test_hooks_missing_one_or_pointing_at_a_gone_python_are_reinstalled(store: Store) -> None:
     (info,) = findings(store, "hooks")
-    assert info.severity == D.INFO and not info.safe and "hooks install" in (info.fix or "")
+    assert info.severity == C.INFO and not info.safe and "hooks install" in (info.fix or "")
     gh.install(store.path, "memory", python="/nonexistent/python3")
     (gone,) = findings(store, "hooks")
-    assert gone.severity == D.WARNING and "no longer exists" in gone.message
+    assert gone.severity == C.WARNING and "no longer exists" in gone.message
     findings(store, "hooks", fix=True)
     assert findings(store, "hooks") == []
     (gh.hooks_dir(store.path) / "post-merge").unlink()
@@ -410,7 +411,7 @@ def test_hooks_missing_one_or_pointing_at_a_gone_python_are_reinstalled(store: S
 def test_schema_violations_are_errors_with_the_command_to_fix(any_store: Store) -> None:
     plant(any_store, memory_path(ID_A), "no front-matter at all\n")
     (found,) = findings(any_store, "schema", fix=True)
-    assert found.severity == D.ERROR and not found.fixed
+    assert found.severity == C.ERROR and not found.fixed
     assert found.path == memory_path(ID_A) and "front-matter" in found.message
     assert "rm --" in (found.fix or "")
     if any_store.db().bare:
@@ -448,7 +449,7 @@ def test_version_chain_cycles_and_forks(store: Store) -> None:
     cycles = [f for f in found if "cycle" in f.message]
     forks = [f for f in found if "fork" in f.message]
     assert len(cycles) == 1, [f.message for f in found]  # one cycle, reported once
-    assert cycles[0].severity == D.ERROR
+    assert cycles[0].severity == C.ERROR
     assert cycles[0].message.startswith(f"version chain cycle: {ID_A} -> {ID_B} -> {ID_A}")
     assert len(forks) == 1
     assert root.id in forks[0].message

@@ -21,6 +21,7 @@ import gitmem
 from gitmem import FixedClock, Store
 from gitmem.base.errors import RepositoryDamagedError
 from gitmem.entry import doctor as D
+from gitmem.entry import doctor_context as C
 from gitmem.store import mergedriver
 from gitmem.store import sync as S
 
@@ -41,7 +42,7 @@ def test_a_driver_whose_python_is_gone_is_reported_and_re_registered(store: Stor
     driver = f"{gone} -P -m gitmem merge-driver %O %A %B %P"
     run_git(store.path, "config", mergedriver.DRIVER_CONFIG, driver)
     (found,) = _findings(store, "merge-driver")
-    assert found.severity == D.WARNING and gone in found.message and found.safe
+    assert found.severity == C.WARNING and gone in found.message and found.safe
     (fixed,) = _findings(store, "merge-driver", fix=True)
     assert fixed.fixed
     command = run_git(store.path, "config", mergedriver.DRIVER_CONFIG).strip()
@@ -77,7 +78,7 @@ def test_an_unfinished_merge_is_reported_with_a_safe_way_out(
     store, path = mid_merge
     report = D.diagnose(store)
     (merge,) = [f for f in report.findings if f.check == "merge"]
-    assert merge.severity == D.ERROR and not merge.safe
+    assert merge.severity == C.ERROR and not merge.safe
     assert path.relative_to(store.path).as_posix() in merge.message
     assert merge.fix is not None and "merge --abort" in merge.fix
     advice = _advice(report)
@@ -116,7 +117,7 @@ def test_case_twins_from_two_clones_are_reported(tmp_path: Path, clock: FixedClo
     two.sync()
     (found,) = _findings(two, "twins")
     assert "notes/Alice.md and notes/alice.md differ only in case" in found.message
-    assert found.severity == D.WARNING and not found.safe
+    assert found.severity == C.WARNING and not found.safe
 
 
 # -- a damaged object database ----------------------------------------------------------------
@@ -139,7 +140,7 @@ def test_a_corrupt_loose_object_gives_one_line_errors_and_no_reindex_advice(stor
     report = D.diagnose(gitmem.open(store.path))
     advice = _advice(report)
     assert "reindex" not in advice
-    assert any(f.check == "fsck" and f.severity == D.ERROR for f in report.findings)
+    assert any(f.check == "fsck" and f.severity == C.ERROR for f in report.findings)
     # Every check that met it says so in one line and names the recovery.
     for finding in report.findings:
         assert "\n" not in finding.message
@@ -169,7 +170,7 @@ def test_a_store_open_when_its_branch_breaks_gets_one_finding(store: Store) -> N
     (store.db().gitdir / "refs" / "heads" / "main").write_text(missing + "\n")
     report = D.diagnose(opened)
     damaged = [f for f in report.findings if f.check != "fsck" and missing in f.message]
-    assert len(damaged) == 1 and damaged[0].severity == D.ERROR
+    assert len(damaged) == 1 and damaged[0].severity == C.ERROR
     assert "the branch main" in damaged[0].message
     assert damaged[0].fix is not None and "fsck" in damaged[0].fix
     assert "reindex" not in _advice(report)
@@ -203,7 +204,7 @@ def test_markers_committed_by_a_plain_merge_are_reported(mid_merge: tuple[Store,
     run_git(store.path, "commit", "-q", "--no-edit")
     opened = gitmem.open(store.path)
     (found,) = _findings(opened, "markers")
-    assert found.severity == D.WARNING and "conflict markers" in found.message
+    assert found.severity == C.WARNING and "conflict markers" in found.message
     assert found.fix is not None and " update " in found.fix
     # A clean memory is not reported, also on the next run.
     opened.create("no markers here\n=======\n")

@@ -19,16 +19,7 @@ from gitmem.base import logs
 from gitmem.base.errors import GitmemError, RepositoryDamagedError, StoreError
 from gitmem.entry import doctor_memories as memories
 from gitmem.entry import doctor_repo as repo
-from gitmem.entry.doctor_context import CONTENT_SAMPLE as CONTENT_SAMPLE
-from gitmem.entry.doctor_context import ERROR as ERROR
-from gitmem.entry.doctor_context import (
-    INFO,
-    Context,
-    Finding,
-    damaged_finding,
-    memory_files,
-)
-from gitmem.entry.doctor_context import WARNING as WARNING
+from gitmem.entry.doctor_context import INFO, Context, Finding, damaged_finding, memory_files
 from gitmem.format import secrets as secrets_mod
 from gitmem.format.model import Scope
 from gitmem.git import maintenance

@@ -59,9 +59,7 @@ def _staged_index(top: Path) -> dict[str, tuple[str, str]]:
     """Every index entry under the memory folders: path -> (mode, blob id)."""
     out: dict[str, tuple[str, str]] = {}
     raw = _git(top, "ls-files", "-s", "-z", "--", *_ROOT_PATHSPECS)
-    for record in raw.split(b"\0"):
-        if not record:
-            continue
+    for record in filter(None, raw.split(b"\0")):
         info, _, path = record.partition(b"\t")
         mode, oid, _stage = info.decode().split()
         out[path.decode("utf-8", "surrogateescape")] = (mode, oid)
@@ -78,11 +76,7 @@ def _staged_config(cwd: str | None) -> bytes | None:
 
 
 def _reason(exc: Exception, path: str) -> str:
-    message = str(exc)
-    for prefix in (f"{path}: ", f"{path} "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
-    return " ".join(message.split())
+    return " ".join(str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} ").split())
 
 
 def pre_commit(top: Path, out: Out) -> int:

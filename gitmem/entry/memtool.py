@@ -333,8 +333,7 @@ class MemoryTool:
         # Files (by the names the model gave) and directories, kept-empty ones included, as
         # the SDK shows them: two levels deep, hidden names left out, depth first by name.
         base = target.tree
-        files: dict[tuple[str, ...], int] = {}
-        dirs: dict[tuple[str, ...], int] = {}
+        entries: dict[tuple[tuple[str, ...], str], int] = {}  # (names, "/" for a folder) -> size
         for path in snap.iter_files(base):
             rel = path[len(base) + 1 :].split("/")
             folders = tuple(dir_name(segment) for segment in rel[:-1])
@@ -342,16 +341,15 @@ class MemoryTool:
                 doc = self._doc_at(snap, path[: -len(MEMORY_SUFFIX)])
                 if doc is None:
                     continue
-                files[(*folders, doc.name)] = len(doc.body.encode("utf-8"))
+                entries[(*folders, doc.name), ""] = len(doc.body.encode("utf-8"))
             elif rel[-1] != KEEP_FILE:
                 continue  # not a memory: no file the model made
-            for depth in range(1, len(folders) + 1):
-                dirs[folders[:depth]] = DIR_SIZE
-        entries = [(key, size, "") for key, size in files.items()]
-        entries += [(key, size, "/") for key, size in dirs.items()]
+            entries.update(
+                ((folders[:depth], "/"), DIR_SIZE) for depth in range(1, len(folders) + 1)
+            )
         shown = sorted(
             (key, size, slash)
-            for key, size, slash in entries
+            for (key, slash), size in entries.items()
             if len(key) <= 2 and not any(name.startswith(".") for name in key)
         )
         lines = [f"{_size(DIR_SIZE)}\t{target.given}"]

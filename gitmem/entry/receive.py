@@ -102,12 +102,10 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     configs: list[bytes] = []  # each gitmem.yaml the push brings: none may loosen policy
     policy = _policy(top, new)
     # What the tip changes must read as the store reads it.
-    if old == ZERO:
-        changed = _split(_git(top, "ls-tree", "-r", "-z", "--name-only", new))
-    else:
-        changed = _split(
-            _git(top, "diff-tree", "-r", "-z", "--name-only", "--diff-filter=AMR", old, new)
-        )
+    command, *trees = (
+        ["ls-tree", new] if old == ZERO else ["diff-tree", "--diff-filter=AMR", old, new]
+    )
+    changed = _split(_git(top, command, "-r", "-z", "--name-only", *trees))
     paths = [p for p in changed if id_from_path(p) is not None or p == CONFIG_FILE]
     for path, data in zip(paths, _read_blobs(top, [f"{new}:{p}" for p in paths]), strict=True):
         if data is None:
@@ -151,8 +149,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     commits = _git(top, "rev-list", new, "--not", "--all").decode().split()
     for commit in commits:
         message = _git(top, "cat-file", "commit", commit).decode("utf-8", "replace")
-        text = message.split("\n\n", 1)[1] if "\n\n" in message else ""
-        findings = policy.scan(text)
+        findings = policy.scan(message.partition("\n\n")[2])
         if findings:
             kinds = ", ".join(sorted({f.kind for f in findings}))
             problems.append(f"{ref}: commit {commit[:10]}'s message holds a credential ({kinds})")

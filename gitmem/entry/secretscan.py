@@ -26,17 +26,28 @@ from gitmem.store.core import Store
 
 @dataclass(frozen=True)
 class FileFinding:
-    """A credential found in a file (or a staged file, or a memory)."""
+    """A credential found in a file (or a staged file, or a memory); in history, with the
+    commit that introduced it and whether a branch tip still holds that file content."""
 
     path: str
     finding: secrets_mod.SecretFinding
+    commit: str | None = None
+    present: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
+        found = {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
+        return (
+            found
+            if self.commit is None
+            else {"commit": self.commit, **found, "present": self.present}
+        )
 
     def line(self) -> str:
         path = secrets_mod.redact(self.path)  # a file named after a token is not printed either
-        return f"{path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
+        text = f"{path}:{self.finding.line}: {self.finding.kind}: {self.finding.excerpt}"
+        if self.commit is None:
+            return text
+        return f"{self.commit[:10]} {text}" + ("" if self.present else " (history only)")
 
 
 MAX_SCAN_BYTES = 16 * 1024 * 1024
@@ -116,23 +127,6 @@ def scan_store(store: Store) -> list[FileFinding]:
     return out
 
 
-@dataclass(frozen=True)
-class HistoryFinding(FileFinding):
-    """A credential in a past commit: in a file it added (``path`` as in that commit), or
-    in its message (``path`` is :data:`MESSAGE_PATH`)."""
-
-    commit: str = ""
-    """The commit that introduced it (the oldest, in topological order, that holds it)."""
-    present: bool = True
-    """Whether a branch tip still holds that file content (else only history does)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"commit": self.commit, **super().to_dict(), "present": self.present}
-
-    def line(self) -> str:
-        return f"{self.commit[:10]} {super().line()}" + ("" if self.present else " (history only)")
-
-
 MESSAGE_PATH = "(commit message)"
 
 
@@ -151,13 +145,13 @@ def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
     return tips
 
 
-def scan_history(store: Store) -> list[HistoryFinding]:
+def scan_history(store: Store) -> list[FileFinding]:
     """Credentials anywhere in the store's history (what ``gitmem purge`` must remove): every
     blob reachable from a branch, remote-tracking branch or tag, scanned once and reported
     at the commit that introduced it, and every commit message."""
     from gitmem.features.purge import new_blobs, text_blob
 
-    out: list[HistoryFinding] = []
+    out: list[FileFinding] = []
     for each in store.scopes:
         db = store.db(each)
         repo = db.repo
@@ -177,11 +171,11 @@ def scan_history(store: Store) -> list[HistoryFinding]:
         for commit in walker:
             hexsha = str(commit.id)
             for found in policy.scan(commit.message):
-                out.append(HistoryFinding(MESSAGE_PATH, found, hexsha))
+                out.append(FileFinding(MESSAGE_PATH, found, hexsha))
             for oid, path in new_blobs(repo, commit.tree, seen):
                 data = text_blob(repo, oid, MAX_SCAN_BYTES)
                 if data is None:
                     continue
                 for found in secrets_mod.scan_memory_bytes(data, policy):
-                    out.append(HistoryFinding(path, found, hexsha, oid in present))
+                    out.append(FileFinding(path, found, hexsha, oid in present))
     return out
