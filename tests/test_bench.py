@@ -76,6 +76,7 @@ def _bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_list_names_every_scenario(tmp_path: Path) -> None:
     result = _bench("--list", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -83,6 +84,7 @@ def test_list_names_every_scenario(tmp_path: Path) -> None:
         assert name in result.stdout
 
 
+@pytest.mark.slow
 def test_tiny_benchmark_writes_the_table(tmp_path: Path) -> None:
     out, rows_json = tmp_path / "bench.md", tmp_path / "bench.json"
     result = _bench(

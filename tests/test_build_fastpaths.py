@@ -38,6 +38,7 @@ def _json_outcome(call: Callable[[], Any]) -> tuple[str, Any]:
         VALUES, st.lists(st.text(max_size=5)), st.dictionaries(st.text(max_size=5), VALUES)
     )
 )
+@pytest.mark.slow
 def test_json_columns_read_back_as_json_loads_reads_them(value: Any) -> None:
     try:
         text = index_rows.dumps_json(value)

@@ -76,6 +76,7 @@ def check_comment(work: Path, limit: int) -> str:
     return comment
 
 
+@pytest.mark.slow
 def test_review_steps_of_both_hosts(proposal: Path, tmp_path: Path) -> None:
     """GitHub's step, then GitLab's script, on the same proposal branch."""
     output = tmp_path / "github-output"

@@ -817,6 +817,7 @@ def test_init_at_the_global_store_path(tmp_path: Path, monkeypatch: pytest.Monke
 # -- progress on a terminal -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_doctor_draws_its_bar_on_stderr_and_never_under_json(
     gm: Gitmem, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

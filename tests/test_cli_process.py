@@ -234,6 +234,7 @@ def test_the_entry_point_runs_exit_handlers_flushes_and_keeps_the_exit_code(
             assert done.stderr.decode().startswith("gitmem: ")
 
 
+@pytest.mark.slow
 def test_a_write_then_exit_leaves_an_index_the_next_process_reads(tmp_path: Path) -> None:
     # The index's SQLite connection is not closed at exit (its write-ahead log stays):
     # every later process, reading or writing, sees what each one committed.

@@ -286,6 +286,7 @@ def _loaded(store: Store, *args: str) -> str:
     return done.stderr.rsplit("LOADED ", 1)[1].strip()
 
 
+@pytest.mark.slow
 def test_answered_reads_do_not_load_libgit2(filled: Store) -> None:
     memory = filled.list()[2]
     assert _loaded(filled, "ls") == ""

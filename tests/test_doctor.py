@@ -196,6 +196,7 @@ def _hand_commit(root: Path, memory_id: str, line: str) -> None:
     run_git(root, "commit", "-qam", line)
 
 
+@pytest.mark.slow
 def test_doctor_is_quiet_after_every_plain_git_command(tmp_path: Path) -> None:
     """git commit, pull, pull --rebase, checkout and merge move the branch and bring the
     files along, without gitmem's synced marker: a healthy store, which doctor says."""

@@ -67,6 +67,7 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_branch_keeps_its_memories_until_it_merges(project: Path) -> None:
     git(project, "checkout", "-q", "-b", "feat/payments")
     assert memory_branches(project) == set()  # made on the first write, not on a read
@@ -106,6 +107,7 @@ def test_not_following_writes_to_main(tmp_path: Path) -> None:
     assert memory_branches(root) == {"feat"}
 
 
+@pytest.mark.slow
 def test_detached_head_and_a_secret_branch_name_write_to_main(project: Path) -> None:
     said = git(project, "checkout", "-q", "--detach")  # by the post-checkout hook
     assert "HEAD is detached: its memories go to main" in said
@@ -120,6 +122,7 @@ def test_detached_head_and_a_secret_branch_name_write_to_main(project: Path) -> 
     assert titles(project) == {"main fact", "detached", "again", "secret branch"}
 
 
+@pytest.mark.slow
 def test_work_trees_follow_their_own_branch_at_once(project: Path, tmp_path: Path) -> None:
     trees = {name: tmp_path / name.replace("/", "-") for name in ("feat/a", "feat/b")}
     for name, tree in trees.items():
@@ -140,6 +143,7 @@ def test_work_trees_follow_their_own_branch_at_once(project: Path, tmp_path: Pat
     assert not (tmp_path / "home" / ".gitmem").exists()  # not the user store
 
 
+@pytest.mark.slow
 def test_rebase_then_fast_forward_merge_lands(project: Path) -> None:
     git(project, "checkout", "-q", "-b", "feat")
     remember(project, "feat fact")
@@ -155,6 +159,7 @@ def test_rebase_then_fast_forward_merge_lands(project: Path) -> None:
     assert memory_branches(project) == set()
 
 
+@pytest.mark.slow
 def test_squash_merge_then_land_by_hand(project: Path) -> None:
     git(project, "checkout", "-q", "-b", "feat")
     remember(project, "feat fact")
@@ -169,6 +174,7 @@ def test_squash_merge_then_land_by_hand(project: Path) -> None:
     assert gm(project, "branches", "land", "feat", code=3).stderr
 
 
+@pytest.mark.slow
 def test_a_deleted_unmerged_branch_is_pruned(project: Path) -> None:
     git(project, "checkout", "-q", "-b", "spike")
     remember(project, "spike idea")
@@ -182,6 +188,7 @@ def test_a_deleted_unmerged_branch_is_pruned(project: Path) -> None:
     assert titles(project) == {"main fact"}
 
 
+@pytest.mark.slow
 def test_a_pull_of_a_merge_made_on_the_host_lands(project: Path, tmp_path: Path) -> None:
     hub = tmp_path / "hub.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(hub))
@@ -202,6 +209,7 @@ def test_a_pull_of_a_merge_made_on_the_host_lands(project: Path, tmp_path: Path)
     assert titles(project) == {"main fact", "feat fact"}
 
 
+@pytest.mark.slow
 def test_sync_carries_every_memory_branch(project: Path, tmp_path: Path) -> None:
     hub = tmp_path / "memory.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(hub))

@@ -294,6 +294,7 @@ def _random_history(tmp_path: Path, seed: int) -> tuple[int, int]:
     return writes, syncs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(HISTORIES))
 def test_random_histories_lose_no_acknowledged_line(tmp_path: Path, seed: int) -> None:
     """Random writes in three clones with syncs between: every line a write acknowledged

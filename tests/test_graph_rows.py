@@ -120,6 +120,7 @@ def _same(served: Graph, walked: Graph) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.slow
 @given(ops=st.lists(OPS, min_size=1, max_size=10))
 def test_index_served_graph_equals_a_walk_of_every_file(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]]

@@ -629,6 +629,7 @@ def _deepen(value: Any, times: int) -> Any:
     title=st.text(max_size=40),
     body=st.text(max_size=80),
 )
+@pytest.mark.slow
 @_SETTINGS
 def test_property_anything_create_accepts_read_returns_equal(
     bare_store: Store, extra: dict[str, Any], title: str, body: str

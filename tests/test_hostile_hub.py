@@ -90,6 +90,7 @@ def _assert_nothing_ran(tmp_path: Path, marker: Path) -> None:
     assert not list(tmp_path.rglob("ran-update"))
 
 
+@pytest.mark.slow
 def test_clone_of_a_hostile_hub_runs_nothing_and_reads_the_good_memories(
     hostile_hub: tuple[Path, Path], tmp_path: Path
 ) -> None:

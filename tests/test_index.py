@@ -347,6 +347,7 @@ def make_store(kind: str, root: Path, clock: FixedClock, monkeypatch: pytest.Mon
     steps=[("create", None, [], {}, 1), ("tx", 1, [("create", None, [], {}, 0),
                                                   ("supersede", 1, None, [])])],
 )
+@pytest.mark.slow
 def test_random_stores_index_equals_scan(
     kind: str,
     steps: list[tuple[Any, ...]],
@@ -619,6 +620,7 @@ def git_mv(store: Store, old: str, new: str, text: str | None = None) -> None:
     run_git(store.path, "commit", "-q", "-m", f"move {old}")
 
 
+@pytest.mark.slow
 def test_renames_by_hand(store: Store) -> None:
     a = store.create("a\n", title="A")
     b = store.create("b\n", title="B")
@@ -739,6 +741,7 @@ def test_a_conflicted_merge_resolved_by_hand_is_a_version(
     assert_matches_scan(store, [a.id])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rewrite", ["reset", "amend", "reset-and-prune"])
 def test_rewritten_history_rebuilds(
     store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, rewrite: str
@@ -817,6 +820,7 @@ def reopen(store: Store) -> Store:
     return gitmem.open(db.gitdir if db.bare else store.path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["all", "main-only", "wal-only"])
 def test_index_deleted_mid_use(any_store: Store, clock: FixedClock, which: str) -> None:
     ids = filled(any_store, clock)
@@ -861,6 +865,7 @@ def header_only(path: Path) -> None:
     "damage", [garbage, tail_garbage, truncate_half, truncate_all, header_only],
     ids=lambda f: f.__name__,
 )
+@pytest.mark.slow
 @pytest.mark.parametrize("open_while_damaged", [False, True], ids=["closed", "open"])
 def test_corrupt_index_is_rebuilt_silently(
     any_store: Store,
@@ -886,6 +891,7 @@ def test_corrupt_index_is_rebuilt_silently(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+@pytest.mark.slow
 def test_corrupt_write_ahead_log(any_store: Store, clock: FixedClock) -> None:
     ids = filled(any_store, clock)
     index = any_store.index()
@@ -907,6 +913,7 @@ def meta(path: Path, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+@pytest.mark.slow
 def test_older_schema_is_rebuilt(any_store: Store, clock: FixedClock) -> None:
     ids = filled(any_store, clock)
     path = any_store.index().path
@@ -918,6 +925,7 @@ def test_older_schema_is_rebuilt(any_store: Store, clock: FixedClock) -> None:
     assert meta(path, "commit") == tip(any_store)
 
 
+@pytest.mark.slow
 def test_an_older_layout_is_replaced(any_store: Store, clock: FixedClock) -> None:
     """What an older gitmem might have left: other tables, other columns, an old version."""
     ids = filled(any_store, clock)
@@ -1066,6 +1074,7 @@ def test_two_processes_query_while_a_third_writes(
 # -- a project store read together with the user store -----------------------------------
 
 
+@pytest.mark.slow
 def test_project_and_user_scopes_list_from_both_indexes(
     tmp_path: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1166,6 +1175,7 @@ def test_processes_creating_the_index_at_once(tmp_path: Path, clock: FixedClock)
         assert sorted(report.get(timeout=5) for _ in procs) == [("ok", 20)] * 4, round_
 
 
+@pytest.mark.slow
 def test_threads_query_while_the_store_writes(any_store: Store) -> None:
     """One Store shared by threads: each has its own connection, catch-ups take turns."""
     stop = threading.Event()

@@ -272,6 +272,7 @@ _TEXTS = st.sampled_from(
         max_size=12,
     )
 )
+@pytest.mark.slow
 def test_fts_rows_after_catch_up_equal_a_rebuild(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, str, str | None]]
 ) -> None:

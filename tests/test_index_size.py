@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 
 import pygit2
+import pytest
 from storetools import table_bytes
 
 import gitmem
@@ -37,6 +38,7 @@ def _raw_bytes(path: Path) -> tuple[int, int]:
     return files, size
 
 
+@pytest.mark.slow
 def test_the_index_stays_sized_like_the_data(tmp_path: Path) -> None:
     """2,000 memories of 45 words drawn from 1,500 (files of ~527 bytes, front-matter
     included): the FTS tables (contentless, porter, ``detail=full``) took 354 bytes a memory,

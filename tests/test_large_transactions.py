@@ -51,6 +51,7 @@ def test_a_transaction_stages_blob_ids_and_reads_them_back(any_store: Store) -> 
     assert len(ids.split()) == 20 * 2  # "Gitmem-Id:" and the id, once per memory
 
 
+@pytest.mark.slow
 def test_a_large_transaction_does_not_hold_what_it_staged(
     bare_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -158,6 +158,7 @@ def test_tools_are_the_reference_servers_plus_gitmems_with_truthful_annotations(
     serve(store.path, body)
 
 
+@pytest.mark.slow
 def test_knowledge_graph_tools_match_the_reference_results(store: Store) -> None:
     before = commit_count(store)
 
@@ -251,6 +252,7 @@ def test_knowledge_graph_tools_match_the_reference_results(store: Store) -> None
     assert alice is not None and alice.observations == ("works at Acme Corp",)
 
 
+@pytest.mark.slow
 def test_gitmem_memory_tools(store: Store) -> None:
     async def body(client: Client) -> None:
         made = await ok(
@@ -364,6 +366,7 @@ def test_legacy_handshake_and_resource_subscription(tmp_path: Path) -> None:
     assert entity(Graph(store), "A") is not None
 
 
+@pytest.mark.slow
 def test_listen_stream_on_the_current_protocol(tmp_path: Path) -> None:
     """On the 2026-07-28 protocol a client listens with subscriptions/listen instead."""
     store = gitmem.init(tmp_path / "store")
@@ -412,6 +415,7 @@ def test_tool_layer_without_a_transport(store: Store) -> None:
     assert failed and result.text == "internal error in buggy: RuntimeError: boom"
 
 
+@pytest.mark.slow
 def test_first_use_creates_the_store_and_the_help_config_works(
     tmp_path: Path, isolated_home: Path
 ) -> None:

@@ -118,6 +118,7 @@ def _outcome(result: Any) -> tuple[bool, Any]:
     return False, _normal(result.structured_content)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow),
                                   pytest.param(3, marks=pytest.mark.slow)])
 def test_random_call_sequences_agree_with_the_reference(tmp_path: Path, seed: int) -> None:

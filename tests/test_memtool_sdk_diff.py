@@ -240,6 +240,7 @@ def outcome(call: Callable[[], Any]) -> tuple[str, str]:
         return "raw", type(exc).__name__
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_gitmem_matches_the_sdks_local_filesystem_tool(tmp_path: Path, seed: int) -> None:
     from gitmem.entry.memtool import anthropic_memory_tool

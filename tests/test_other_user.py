@@ -110,6 +110,7 @@ def _files(path: Path) -> dict[str, tuple[int, int, int]]:
     }
 
 
+@pytest.mark.slow
 def test_every_read_command_works_on_a_store_another_user_owns(
     as_other: tuple[Run, Path, str], workspace: Path
 ) -> None:

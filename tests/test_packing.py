@@ -94,6 +94,7 @@ def test_a_new_store_gets_the_thresholds_and_an_old_one_uses_them(tmp_path: Path
     assert maintenance.thresholds(store.db().repo.config)[0] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bare", [True, False], ids=["bare", "worktree"])
 def test_writes_keep_the_store_packed(tmp_path: Path, bare: bool) -> None:
     store = gitmem.init(tmp_path / ("s.git" if bare else "s"), bare=bare)

@@ -282,6 +282,7 @@ def test_a_committed_value_only_tightens(
 # -- the reproduction in a clone (the hub's: tests/test_receive.py) ----------------------------
 
 
+@pytest.mark.slow
 def test_reproduction_a_pushed_allow_list_lets_no_credential_through(tmp_path: Path) -> None:
     """A teammate's gitmem.yaml with ``secrets: {allow: ['.*']}``, synced without a word,
     let the next ``gitmem add`` of a real token through, and ``sync`` pushed it."""

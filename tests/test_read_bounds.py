@@ -61,6 +61,7 @@ def _hub_and_clone(store: Store, tmp_path: Path) -> tuple[Path, Path, str]:
     return hub, clone, good
 
 
+@pytest.mark.slow
 def test_a_pushed_oversized_file_bricks_no_clone(store: Store, tmp_path: Path) -> None:
     """Reproduction 1 of issue 38: a memory with a huge body, pushed to the hub, made every
     command in every clone read it whole (1 GiB: 37 s and 4.2 GB for sync, then ls, show,
@@ -205,6 +206,7 @@ def test_history_reads_one_page(store: Store, tmp_path: Path) -> None:
     assert len(data["versions"]) == 3 and data["earlier"] == 0
 
 
+@pytest.mark.slow
 def test_log_reads_one_page(store: Store, tmp_path: Path) -> None:
     """``gitmem log`` walked and parsed every commit of the store before it printed one
     (100,000 commits: 35 s and 287 MB); a page now walks back only as far as it reaches,

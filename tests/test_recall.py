@@ -188,6 +188,7 @@ def test_words_that_are_fts5_syntax_are_words(store: Store, clock: FixedClock) -
         .map(" ".join),
     )
 )
+@pytest.mark.slow
 def test_no_query_ever_raises(filled_store: tuple[Store, dict[str, str]], query: str) -> None:
     store, _ = filled_store
     results = store.recall(query)

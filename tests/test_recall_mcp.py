@@ -25,6 +25,7 @@ QUERIES = [
 ]
 
 
+@pytest.mark.slow
 def test_mcp_recall_returns_store_recalls_ids(store: Store, clock: FixedClock) -> None:
     fill(store, clock)
     expected = {q: store.recall(q, limit=5).ids for q in QUERIES}

@@ -133,6 +133,7 @@ def test_cli_install_server(tmp_path: Path) -> None:
 # -- a gitmem.yaml that loosens policy (tests/test_policy.py walks the keys in a clone) ------
 
 
+@pytest.mark.slow
 def test_reproduction_the_hub_refuses_a_push_that_loosens_policy(
     hub: Path, tmp_path: Path
 ) -> None:
@@ -158,6 +159,7 @@ def test_reproduction_the_hub_refuses_a_push_that_loosens_policy(
     assert run_git(hub, "rev-parse", "main").strip() == before
 
 
+@pytest.mark.slow
 def test_the_hub_walks_every_key(hub: Path, tmp_path: Path) -> None:
     """Each loosening value alone is named by the hook's check; a push of all of them is
     refused naming each; a push of every tightening one lands."""

@@ -155,6 +155,7 @@ def test_kinds_and_problems(crafted: Store, project: Path) -> None:
 @pytest.mark.parametrize(
     ("fmt", "name"), [("markdown", "review.md"), ("text", "review.txt"), ("json", "review.json")]
 )
+@pytest.mark.slow
 def test_golden_output(crafted: Store, project: Path, fmt: str, name: str) -> None:
     result = R.review(crafted, "base..HEAD", project=project)
     check_golden(name, R.render(result, fmt))

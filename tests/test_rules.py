@@ -721,6 +721,7 @@ def _accounted(
     st.data(),
     st.integers(0, 12),
 )
+@pytest.mark.slow
 def test_rules_never_lose_a_section_and_are_idempotent(
     file_type: str, data: st.DataObject, write_count: int
 ) -> None:

@@ -27,6 +27,7 @@ HOSTILE_BODY = "a" * 60 + "!"
 BOUND = 120.0
 
 
+@pytest.mark.slow
 def test_a_catastrophic_pattern_ends_with_a_clear_error() -> None:
     pattern = saferegex.compile(CATASTROPHIC, timeout=0.2)
     with pytest.raises(RegexTimeoutError, match=r"took longer than 0.2 s") as info:
@@ -77,6 +78,7 @@ def test_patterns_over_the_bounds_are_refused_before_compiling(
         saferegex.compile(pattern)
 
 
+@pytest.mark.slow
 def test_store_search_regex_is_bounded(store: Store) -> None:
     store.create(HOSTILE_BODY, title="hostile")
     with pytest.raises(RegexTimeoutError):
@@ -84,6 +86,7 @@ def test_store_search_regex_is_bounded(store: Store) -> None:
     assert [m.id for m in store.search("a+!", mode="regex")] != []
 
 
+@pytest.mark.slow
 def test_cli_search_regex_ends_with_exit_4(store: Store, tmp_path: Path) -> None:
     store.create(HOSTILE_BODY, title="hostile")
     try:
@@ -105,6 +108,7 @@ def test_cli_search_regex_ends_with_exit_4(store: Store, tmp_path: Path) -> None
     assert issue.returncode == 0, issue.stderr
 
 
+@pytest.mark.slow
 def test_a_committed_secrets_pattern_cannot_hang_writes(store: Store) -> None:
     """A teammate's gitmem.yaml pattern runs over every write: bounded too."""
     # Not anchored at the start: the scan may run it over the whole file, not the body alone.
@@ -207,6 +211,7 @@ def _patterns(draw: st.DrawFn, depth: int = 0) -> tuple[str, int]:
     return ("(?x)" if verbose else "") + "|".join(branches), size
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(_patterns())
 @example((ESCAPED_BACKSLASH, 12_000_000))

@@ -52,6 +52,7 @@ _POLICY = policy_from_config(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(_texts)
 @example("token=" + _VALUE)

@@ -503,6 +503,7 @@ def test_the_hook_refuses_a_staged_memory_with_a_credential(store: Store) -> Non
     assert _git(root, "commit", "-m", "hand edit").returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_the_hook_uses_the_staged_policy_and_the_users_own(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,6 +113,7 @@ COMMANDS = (
 )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_planted_index_in_a_committed_bare_store_hangs_no_command(
     project: tuple[Path, Store, str], tmp_path: Path
 ) -> None:
@@ -130,6 +131,7 @@ def test_a_planted_index_in_a_committed_bare_store_hangs_no_command(
     assert TRUE_TITLE in listed.stdout
 
 
+@pytest.mark.slow
 def test_a_planted_index_in_a_git_archive_extract_hangs_no_command(
     project: tuple[Path, Store, str], tmp_path: Path
 ) -> None:
@@ -144,6 +146,7 @@ def test_a_planted_index_in_a_git_archive_extract_hangs_no_command(
     assert TRUE_TITLE in gitmem("ls", cwd=victim).stdout
 
 
+@pytest.mark.slow
 def test_an_edited_index_row_shows_no_false_title_or_author(
     project: tuple[Path, Store, str], tmp_path: Path
 ) -> None:
@@ -161,6 +164,7 @@ def test_an_edited_index_row_shows_no_false_title_or_author(
         assert PLANTED_AUTHOR not in history.stdout and "Staging" not in history.stderr
 
 
+@pytest.mark.slow
 def test_a_planted_pending_fork_and_edit_are_never_used(
     project: tuple[Path, Store, str], tmp_path: Path
 ) -> None:

@@ -278,6 +278,7 @@ def gitlab_env(hub: Hub, **more: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_gitlab_recipe_pushes_the_merge_once(hub: Hub, tmp_path: Path) -> None:
     script = written_step(tmp_path, "gitlab")
     before = hub.tip("feature")

@@ -106,6 +106,7 @@ def _rows(store: Store, embedder: HashEmbedder) -> dict[str, Any]:
     steps=st.lists(ops, min_size=1, max_size=12),
     syncs=st.sets(st.integers(0, 11), max_size=4),
 )
+@pytest.mark.slow
 def test_vector_rows_after_catch_up_equal_a_rebuild(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,

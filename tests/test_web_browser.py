@@ -104,6 +104,7 @@ def site(browser: Any, store: Store) -> Iterator[Site]:
     server.server_close()
 
 
+@pytest.mark.slow
 def test_from_the_memories_page_through_history_to_a_diff(site: Site) -> None:
     page = site.page
     site.visit("/")
@@ -140,6 +141,7 @@ def test_audit_review_and_graph_open_and_link_to_memories(site: Site) -> None:
     site.inert()
 
 
+@pytest.mark.slow
 def test_hostile_memories_are_shown_as_text_and_nothing_in_them_runs(
     site: Site, store: Store
 ) -> None:
