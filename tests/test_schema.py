@@ -76,7 +76,9 @@ def unknown_keywords(node: Any) -> set[str]:
     """The keywords of a schema that gitmem's checker does not know (it would skip them)."""
     if node is True:
         return set()
-    known = schema._ANNOTATIONS | schema._APPLICATORS | set(schema._RULES)
+    # The applicators are the keywords schema._check dispatches on by name.
+    applicators = {"required", "properties", "additionalProperties", "items", "$ref", "allOf"}
+    known = schema._ANNOTATIONS | applicators | {"if", "not"} | set(schema._RULES)
     found = {key for key in node if key not in known}
     if node.get("additionalProperties", True) not in (True, False):
         found.add("additionalProperties")  # only true or false

@@ -114,9 +114,6 @@ Where = tuple[str | int, ...]
 _ANNOTATIONS = frozenset(
     {"$schema", "$id", "$defs", "title", "description", "$comment", "default", "then", "else"}
 )
-_APPLICATORS = frozenset(
-    {"required", "properties", "additionalProperties", "items", "$ref", "allOf", "if", "not"}
-)
 
 
 def _check(node: Any, value: Any, path: Where, found: list[Problem], root: Any) -> None:

@@ -154,13 +154,10 @@ class GitDB:
         self._local.repo = repo
         self._local.pid = os.getpid()
         if durable:
-            # Process-wide in libgit2: once one durable store is open, all fsync. A method in
-            # recent pygit2 (assigning to it raised AttributeError), a property in older ones.
-            settings: Any = pygit2.settings
-            if callable(settings.enable_fsync_gitdir):
-                settings.enable_fsync_gitdir(True)
-            else:
-                settings.enable_fsync_gitdir = True
+            # Process-wide in libgit2: once one durable store is open, all fsync. The raw
+            # option: pygit2's settings turned it from a property into a method.
+            option: Any = pygit2.option
+            option(pygit2.GIT_OPT_ENABLE_FSYNC_GITDIR, True)
 
     @property
     def repo(self) -> pygit2.Repository:
