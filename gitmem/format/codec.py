@@ -20,7 +20,9 @@ from gitmem.format.yamlbounds import clip as _clip
 BOM = "\ufeff"
 
 _OPEN_RE = re.compile(r"---[ \t]*(\r\n|\n)")
-_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\n|$)", re.MULTILINE)
+# One blank line after the closing delimiter belongs to the separator, so a file written as
+# "---\n\nbody" reads back with body "body", and a body that starts with a blank line keeps it.
+_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r\n|\n|$)(?:\r?\n)?", re.MULTILINE)
 _LEGACY_RE = re.compile(r"\A<!--\s*Last Updated:\s*(\d{4}-\d{2}-\d{2})\s*-->")
 
 
@@ -79,13 +81,6 @@ def parse(text: str) -> Document:
     if len(raw.encode("utf-8")) > MAX_FRONT_MATTER_BYTES:
         raise TooLargeError(f"front-matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")
     close_end = closing.end()
-    # One blank line after the closing delimiter belongs to the separator, so a
-    # file written as "---\n\nbody" reads back with body "body", and a body that
-    # itself starts with a blank line keeps it.
-    for blank in ("\r\n", "\n"):
-        if rest.startswith(blank, close_end):
-            close_end += len(blank)
-            break
     from gitmem.format import yamlio
 
     value, node = yamlio.load_yaml(raw)
