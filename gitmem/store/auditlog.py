@@ -1,8 +1,5 @@
-"""``Store.log``: the commits, filtered by trailers, by the files they touched, by category.
-
-Here, in the store layer, because ``Store.log`` filters with them; the audit commands
-(blame, diff, undo) above use the same functions.
-"""
+"""``Store.log``: the commits, filtered by trailers, by the files they touched, by category
+(the audit commands above use the same functions)."""
 
 from __future__ import annotations
 

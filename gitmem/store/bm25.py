@@ -1,9 +1,5 @@
-"""Recall's lexical list: a query's words ranked by BM25 over the index's FTS5 table.
-
-A query is never syntax (:func:`parse`). Words in most memories are left out when rarer
-ones remain, and a store of more than ``index_queries.BOUNDED_FROM`` memories ranks at most
-:data:`RANK_CAP` matches (docs/recall.md).
-"""
+"""Recall's lexical list: a query's words (never syntax) ranked by BM25 over the FTS5 table,
+common words and large stores bounded as docs/recall.md says."""
 
 from __future__ import annotations
 

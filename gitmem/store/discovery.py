@@ -1,13 +1,11 @@
-"""Finding and making stores: ``gitmem.open()`` and ``gitmem.init()`` behind the API.
-
-Where a store is (``$GITMEM_DIR``, the project's ``.gitmem/`` found walking up, the
-user store), opening it as a :class:`~gitmem.store.core.Store`, and creating one (the
-repository, ``gitmem.yaml``, the merge driver, the trust record).
-"""
+"""Finding and making stores (``gitmem.open()``, ``gitmem.init()``): ``$GITMEM_DIR``, the
+project's ``.gitmem/`` found walking up, the user store; a new one gets its merge driver and
+trust record."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 from pathlib import Path
@@ -201,44 +199,30 @@ def open_store(
     following its code's branches opens the checkout's memory branch (:mod:`.follow`).
     ``use_index=False``: every read from git (doctor); ``any_format``: an older format too."""
     path = path if path is not None else os.environ.get("GITMEM_DIR") or None
+    opened = functools.partial(_open_backend, clock=clock, durable=durable, any_format=any_format)
     if path is not None:
         target = Path(path).expanduser()
         if not target.exists():
             raise StoreError(f"no store at {target}", hint=f"create it with: gitmem init {target}")
         trust.name(target)  # another user's store, named: read (gitmem.git.trust)
-        backend = _open_backend(
-            target, clock=clock, durable=durable, branch=branch, any_format=any_format
-        )
-        return Store([backend], clock=clock, use_index=use_index)
+        return Store([opened(target, branch=branch)], clock=clock, use_index=use_index)
     user_path = user_store_path()
     here = Path(cwd) if cwd is not None else Path.cwd()
     project = find_project_store(here)
     if project is not None:
         _refuse_committed_store(project)
-        backends = [
-            _open_backend(
-                project, clock=clock, durable=durable, branch=branch, any_format=any_format
-            )
-        ]
+        backends = [opened(project, branch=branch)]
         followed = follow.memory_branch(backends[0].db, here) if branch is None else None
         if followed is not None:  # the project's code branch: see gitmem.store.follow
-            backends[0] = _open_backend(
-                project, clock=clock, durable=durable, branch=followed, any_format=any_format,
-                lazy=True,
-            )
+            backends[0] = opened(project, branch=followed, lazy=True)
             follow.catch_up(backends[0].db)
         if is_store(user_path) and user_path.resolve() != project.resolve():
             with contextlib.suppress(StoreError):
-                backends.append(
-                    _open_backend(user_path, clock=clock, durable=durable, any_format=any_format)
-                )
+                backends.append(opened(user_path))
         return Store(backends, clock=clock, use_index=use_index)
     if not is_store(user_path):
         init_store(user_path, scope=Scope.USER, clock=clock, durable=durable)
-    backend = _open_backend(
-        user_path, clock=clock, durable=durable, branch=branch, any_format=any_format
-    )
-    return Store([backend], clock=clock, use_index=use_index)
+    return Store([opened(user_path, branch=branch)], clock=clock, use_index=use_index)
 
 
 def committed_in_project(store_dir: Path) -> Path | None:

@@ -1,9 +1,7 @@
-"""Project memory that follows the code's branches (``gitmem config branches.follow true``).
-
-While a checkout is on branch B, not the default, the project store writes to memory branch
-B (made from main) and reads it merged up to date with main; when B's code merges into the
-default branch, B merges into main (post-merge hook, ``gitmem branches land``) and goes.
-The switch is this clone's own git config (``gitmem.followBranches``), never committed."""
+"""Project memory that follows the code's branches (``gitmem config branches.follow true``):
+on code branch B the project store writes to memory branch B, kept merged up to date with
+main, and B lands in main when its code does (post-merge hook). The switch is this clone's
+own git config (``gitmem.followBranches``), never committed."""
 
 from __future__ import annotations
 

@@ -21,22 +21,13 @@ from gitmem.store import memory_versions
 from gitmem.store.inputs import whole_number
 from gitmem.store.reads import Reads
 from gitmem.store.results import History, Version
-from gitmem.store.transactions import At, Backend
+from gitmem.store.transactions import Backend
 
 log = logs.get(__name__)
 
 
 class VersionHistory(Reads):
     """The history reads of a Store: version chains and each memory's versions."""
-
-    def _find_past(self, backend: Backend, memory_id: str, at: At) -> bytes | None:
-        """The memory's content at ``at``, or (at=None) its last content before it was
-        deleted (in history from before ``gitmem migrate`` too)."""
-        if at is None:
-            return self._last_data(backend, memory_id)
-        snap = backend.db.snapshot(at)
-        found = snap.locate(memory_id, past=True)
-        return snap.read(found) if found is not None else None
 
     def _last_data(self, backend: Backend, memory_id: str) -> bytes | None:
         """The newest content ``memory_id`` had in history (for a deleted one)."""

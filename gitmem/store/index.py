@@ -1,9 +1,5 @@
-"""The derived SQLite/FTS5 index of one store: fast reads, never the source of truth.
-
-One database per repository and branch in the state folder (WAL mode, safe for several
-processes). Before every query it catches up with the branch tip; a missing, corrupt or
-older database is rebuilt. Deleting it loses nothing.
-"""
+"""The derived SQLite/FTS5 index of one store (one database per branch, WAL mode), caught up
+with the branch tip before every query; a missing, corrupt or older one is rebuilt."""
 
 from __future__ import annotations
 
@@ -53,7 +49,6 @@ class Index(Queries):
         self.write_wait = 1800.0
         """Seconds a catch-up waits for another process's catch-up or rebuild to finish."""
 
-
     def connect(self) -> sqlite3.Connection:
         """This thread's connection to the index file, opened (the schema made) on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -95,7 +90,6 @@ class Index(Queries):
         log.warning("index %s failed (%s); rebuilding it", self.path, exc)
         self.close()
         index_schema.discard_files(self.path)
-
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

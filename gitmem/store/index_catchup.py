@@ -42,6 +42,7 @@ from gitmem.store.index_rows import (
     row_values,
 )
 from gitmem.store.index_schema import MEMORY_COUNT_KEY, STORE_CONFIG_KEY, is_damage
+from gitmem.store.memory_versions import Versions
 from gitmem.store.row_providers import (
     FULL_FILL_CHUNK,
     RowProvider,
@@ -143,7 +144,6 @@ class CatchUp:
         stats.problems = problem_rows(conn)
         return stats
 
-
     def _apply_tree_diff(
         self,
         old: pygit2.Tree | None,
@@ -193,7 +193,6 @@ class CatchUp:
         conn.execute("DELETE FROM tags WHERE memory = ?", (rowid,))
         conn.execute("DELETE FROM edges WHERE src = ?", (memory_id,))
         return gone
-
 
     def _apply_versions(
         self,
@@ -250,13 +249,9 @@ class CatchUp:
             [(*_derived_columns(*found[m]), m) for m in wanted if m in found],
         )
         for memory_id, at in fresh.items():
-            memory = added[at].memory
             count, newest = found.get(memory_id, (0, 0))
-            updated = dt.datetime.fromtimestamp(newest // 1_000_000, dt.UTC)
-            memory = replace(
-                memory, version=max(count, 1), updated_at=updated if count else memory.created_at
-            )
-            added[at] = replace(added[at], memory=memory)
+            versions = Versions(count, newest // 1_000_000 if count else None)
+            added[at] = replace(added[at], memory=versions.apply(added[at].memory))
 
     def _generation(self, oid: pygit2.Oid, gens: dict[str, int]) -> int:
         """A commit's generation: 1 for a root, else one more than its highest parent's
@@ -266,7 +261,6 @@ class CatchUp:
             row = self.conn.execute("SELECT gen FROM commits WHERE id = ?", (key,)).fetchone()
             gens[key] = int(row[0]) if row is not None else 0
         return gens[key]
-
 
     def _apply_providers(
         self,

@@ -1,9 +1,5 @@
-"""The index's read queries: one SQL for each question, whoever asks.
-
-:func:`open_current` opens the index read-only for the command line's reads when the
-commit it holds is the branch tip in git's ref files, so they answer without libgit2.
-Nothing here catches up, writes or imports pygit2.
-"""
+"""The index's read queries, one SQL each; :func:`open_current` opens a current index
+read-only so the command line answers without libgit2 (nothing here imports pygit2)."""
 
 from __future__ import annotations
 
@@ -292,7 +288,6 @@ def _fts_rows(
         "ORDER BY tier DESC, rank, m.created_us, m.id LIMIT ?"
     )
     return conn.execute(sql, [needle, needle, needle, query, *params, limit]).fetchall()
-
 
 
 _UNUSUAL_CONFIG = (b"worktree", b"include", b"objectformat", b"refstorage")

@@ -1,8 +1,5 @@
-"""The index database file: its tables and versions, and how it is opened and checked.
-
-Every connection is made by :func:`connect`: a planted or damaged file cannot make gitmem
-run a query of its choosing, nor one without end; a damaged file is rebuilt from git.
-"""
+"""The index database file: its tables, and every connection made by :func:`connect`, so a
+planted or damaged file cannot run a query of its choosing or one without end."""
 
 from __future__ import annotations
 

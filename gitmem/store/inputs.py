@@ -1,8 +1,5 @@
-"""The store's input checks: what a caller passes is checked here before any write.
-
-Each check raises a :class:`~gitmem.base.errors.GitmemError` naming what was wrong,
-before anything is staged, so a refused write changes nothing.
-"""
+"""The store's input checks: each raises a GitmemError naming what was wrong before anything
+is staged, so a refused write changes nothing."""
 
 from __future__ import annotations
 

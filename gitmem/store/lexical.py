@@ -1,8 +1,5 @@
 """What the full-text index holds of a memory, and how a question becomes an FTS5 query.
-
-The ``fts`` table is contentless; its tokenizer folds case and accents and stems, and a
-fifth column holds identifiers' parts (``CamelCase`` -> ``camel case``). :func:`fts_row`
-is a pure function of the memory (change it: bump :data:`LEXICAL_VERSION`)."""
+:func:`fts_row` is a pure function of the memory (change it: bump :data:`LEXICAL_VERSION`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Memory-aware merging of one memory file's two versions against their base, for
-``gitmem sync`` and git's merge driver alike: front-matter field by field, the body
-three-way (appended entries of both sides kept, by date); where both sides changed the same
-lines, one side stays and the other becomes a *fork* ``<id>.fork-<hash>``, never conflict
-markers. Choices depend only on contents and histories, so A into B equals B into A
-(docs/collaboration.md)."""
+"""Memory-aware merging of a memory file's two versions against their base (``gitmem sync``,
+git's merge driver): front-matter field by field, the body three-way with both sides'
+appended entries kept by date; where both changed the same lines, one side becomes a fork
+``<id>.fork-<hash>``. A into B equals B into A (docs/collaboration.md)."""
 
 from __future__ import annotations
 

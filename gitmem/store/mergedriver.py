@@ -90,11 +90,7 @@ def run_driver(
 
 
 _SIDE_FILES = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REBASE_HEAD")
-
-
 _HEX_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
 _SHORT_HEX_RE = re.compile(r"[0-9a-f]{7,64}")
 
 

@@ -1,8 +1,5 @@
-"""A Store's reads: one memory, the listing, documents, problems, ids and the log.
-
-Served by the index where it can answer, else by git's tree (:mod:`gitmem.store.reader`).
-A memory's version and updated_at are derived from history (:mod:`gitmem.store.memory_versions`).
-"""
+"""A Store's reads (one memory, the listing, documents, problems, ids, the log), served by the
+index where it can answer, else by git's tree (:mod:`gitmem.store.reader`)."""
 
 from __future__ import annotations
 
@@ -193,20 +190,18 @@ class Reads(Transactions):
                 indexed, counts = index.version_counts([id_from_path(p) or p for p in paths])
             except (sqlite3.Error, GitmemError):
                 return None  # the index cannot say; history can
-            since: dict[str, memory_versions.Versions] | None = {}
-            if indexed is None:
-                since = None
-            elif indexed != str(commit.id):
-                start = pygit2.Oid(hex=indexed)
-                since = None
-                if _first_parents_reach(commit, start, INDEX_STEPS):
-                    since = memory_versions.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
+            since: dict[str, memory_versions.Versions] | None = None
+            start = pygit2.Oid(hex=indexed) if indexed is not None else None
+            if start == commit.id:
+                since = {}
+            elif start is not None and _first_parents_reach(commit, start, INDEX_STEPS):
+                since = memory_versions.walk(repo, commit, paths, hide=start, limit=INDEX_STEPS)
             if since is not None:
                 out: dict[str, memory_versions.Versions] = {}
                 for path in paths:
                     count, newest = counts.get(id_from_path(path) or path, (0, 0))
                     base = memory_versions.Versions(count, newest // 1_000_000 if count else None)
-                    out[path] = base + since[path] if path in since else base
+                    out[path] = base + since.get(path, memory_versions.Versions())
                 return out
             if attempt == 2 or in_tx:
                 return None

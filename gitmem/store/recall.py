@@ -1,8 +1,6 @@
-"""Recall: the memories that answer a question, best first (``Store.recall``).
-
-No query is syntax and none raises. BM25 over its words and the cosine of its embedding,
-scaled to 0..1, are added with :data:`FUSION`'s weights; a superseded memory's match counts
-for its chain's newest version; contradicting hits are named. docs/recall.md says why."""
+"""Recall (``Store.recall``): BM25 over a question's words plus its embedding's cosine, fused
+with :data:`FUSION`'s weights, a superseded memory's match counted for its newest version,
+contradicting hits named; no query raises. docs/recall.md says why."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Search over the current memories: FTS5 (ranked), regex (a grep) and substring.
-
-FTS mode ranks title matches first (exact, then containing), then by bm25; a query that is
-not FTS5 syntax is answered by recall instead, and the result says so. Regex and substring
-modes are a grep over the bodies, one match per matching line, with context.
-"""
+"""Search over the current memories: FTS5 (title matches first, then bm25; a query that is
+not FTS5 syntax goes to recall, and the result says so), regex or substring (a grep)."""
 
 from __future__ import annotations
 

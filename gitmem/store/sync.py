@@ -1,8 +1,5 @@
-"""Sync a store through a git remote: fetch, merge memory-aware, push; never force.
-
-The git binary talks to the remote (the user's credential helpers and protocols); the store
-changes only through pygit2 under the write lock and the branch's compare-and-swap
-(:mod:`.branchmerge`). A failed fetch changes nothing; a rejected push merges again."""
+"""Sync a store through a git remote: fetch (the git binary, the user's credentials), merge
+memory-aware under the write lock, push; never force. A rejected push merges again."""
 
 from __future__ import annotations
 
@@ -170,14 +167,6 @@ def _fetch(
         return None
 
 
-def _ref_target(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
-    try:
-        target = repo.references[name].target
-    except (KeyError, pygit2.GitError):
-        return None
-    return target if isinstance(target, pygit2.Oid) else None
-
-
 def _refuse_rewritten(
     db: GitDB,
     remote: str,
@@ -289,11 +278,6 @@ MAX_ATTEMPTS = 40
 """Pushes a sync tries (tests/test_sync_contention.py: eight clones at once took up to 21)."""
 
 
-def _backoff(attempt: int) -> float:
-    """Seconds to wait after the ``attempt``-th rejected push ("full jitter")."""
-    return random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1)))
-
-
 def sync(
     db: GitDB,
     remote: str = "origin",
@@ -319,7 +303,9 @@ def sync(
     for attempt in range(1, MAX_ATTEMPTS + 1):
         result.attempts = attempt
         tracking = f"refs/remotes/{remote}/{target}"
-        fetched_before = _ref_target(db.repo, tracking)
+        ref = db.repo.references.get(tracking)
+        seen = ref.target if ref is not None else None
+        fetched_before = seen if isinstance(seen, pygit2.Oid) else None
         theirs = _fetch(db, remote, target, git_progress)
         if theirs is not None:
             if fetched_before is not None:
@@ -356,8 +342,8 @@ def sync(
         if outcome != "rejected":
             result.pushed = outcome == "pushed"
             break
-        if attempt < MAX_ATTEMPTS:
-            time.sleep(_backoff(attempt))
+        if attempt < MAX_ATTEMPTS:  # a "full jitter" backoff
+            time.sleep(random.uniform(0.0, min(3.2, 0.05 * 2 ** (attempt - 1))))
     else:
         raise ConflictError(
             f"{remote}/{target} kept moving: the push was rejected {MAX_ATTEMPTS} times",

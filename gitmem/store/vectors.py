@@ -1,9 +1,5 @@
-"""Memory vectors as derived rows in the index: int8 codes and exact top-k search.
-
-A vector is stored per (embedder, blob id). Catch-up marks new blobs pending; the first
-semantic query embeds them (:func:`sync`). Search ranks every int8 code by cosine
-(``python -m bench.vecsearch``: about 10 ms at 100k).
-"""
+"""Memory vectors as derived rows in the index: int8 codes per (embedder, blob), pending until
+the first semantic query embeds them, searched exactly (``python -m bench.vecsearch``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A Store's writes: create, update, append, edit, delete, restore, supersede, keep a folder.
-
-Each is an action staged in a snapshot (:mod:`gitmem.store.transactions`); a check that
-fails raises before anything is staged.
-"""
+"""A Store's writes (create, update, append, edit, delete, restore, supersede, keep a folder),
+each an action staged in a snapshot (:mod:`gitmem.store.transactions`)."""
 
 from __future__ import annotations
 
@@ -368,7 +365,13 @@ class Writes(VersionHistory):
         check_id(id)
         agent = single_line("agent", agent)
         for backend in self._ordered(scope):
-            data = self._find_past(backend, id, at)
+            # Its content at ``at``, or its last before it was deleted (from before migrate too).
+            if at is None:
+                data = self._last_data(backend, id)
+            else:
+                snap = backend.db.snapshot(at)
+                found = snap.locate(id, past=True)
+                data = snap.read(found) if found is not None else None
             if data is not None:
                 break
         if data is None:

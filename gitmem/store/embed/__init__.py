@@ -1,9 +1,5 @@
-"""Embedders: text -> unit vectors, for the semantic side of recall.
-
-A store's embedder comes from the user's own configuration (docs/recall.md), never from
-the committed ``gitmem.yaml``: a file anyone can push must not decide which code runs or
-where memory text is sent. Nothing is downloaded at run time.
-"""
+"""Embedders: text -> unit vectors for recall, chosen only by the user's own configuration
+(docs/recall.md), never by the committed ``gitmem.yaml``; nothing is downloaded at run time."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Embedders behind an HTTP endpoint: OpenAI-compatible ``/v1/embeddings`` or Ollama.
-
-Chosen only in the user's local configuration (memory text leaves the process). A timeout
-on every request, no redirects followed (the text goes to the configured address or
-nowhere), and every failure a one-line ``EmbedderError`` without the credentials.
-"""
+"""Embedders behind an HTTP endpoint (OpenAI-compatible ``/v1/embeddings`` or Ollama): a timeout
+on every request, no redirects, one-line errors without the credentials."""
 
 from __future__ import annotations
 

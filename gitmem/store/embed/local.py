@@ -1,8 +1,5 @@
-"""Embedders from a model the user already has on disk: sentence-transformers or fastembed.
-
-The library is imported only when the user's configuration names it, and told to stay
-offline: a model not on disk is an error, not a download, unless ``allow_download: true``.
-"""
+"""Embedders from a model already on disk (sentence-transformers, fastembed), imported only
+when configured and kept offline unless ``allow_download: true``."""
 
 from __future__ import annotations
 
