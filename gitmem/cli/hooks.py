@@ -6,19 +6,23 @@ from pathlib import Path
 
 import click
 
-from gitmem.cli.common import State, SuggestingGroup, emitted, json_state
+from gitmem.cli.common import State, SuggestingGroup, emitted, json_state, stacked
 from gitmem.entry import hookrun
 from gitmem.entry import hooks as _hooks
 from gitmem.entry.hooks import Report
 
-_project_option = click.option(
-    "--project", metavar="PATH", type=click.Path(file_okay=False, path_type=Path),
-    help="A project repository (its post-merge, post-checkout and post-commit hooks run "
-    "gitmem check); without it, the store's own repository.",
-)
-_server_option = click.option(
-    "--server", metavar="HUB", type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="A bare hub: its pre-receive hook refuses pushes with invalid memories or credentials.",
+_where = stacked(  # the repository install, uninstall and status work on
+    click.option(
+        "--project", metavar="PATH", type=click.Path(file_okay=False, path_type=Path),
+        help="A project repository (its post-merge, post-checkout and post-commit hooks run "
+        "gitmem check); without it, the store's own repository.",
+    ),
+    click.option(
+        "--server", metavar="HUB", type=click.Path(file_okay=False, exists=True, path_type=Path),
+        help="A bare hub: its pre-receive hook refuses pushes with invalid memories or "
+        "credentials.",
+    ),
+    json_state,
 )
 
 
@@ -62,9 +66,7 @@ def hooks() -> None:
 
 
 @hooks.command(name="install")
-@_project_option
-@_server_option
-@json_state
+@_where
 def install(state: State, project: Path | None, server: Path | None) -> None:
     """Install the hooks (again: harmless; an existing hook is chained)."""
     repo, role = _target(state, project, server, write=True)
@@ -72,9 +74,7 @@ def install(state: State, project: Path | None, server: Path | None) -> None:
 
 
 @hooks.command(name="uninstall")
-@_project_option
-@_server_option
-@json_state
+@_where
 def uninstall(state: State, project: Path | None, server: Path | None) -> None:
     """Remove gitmem's hooks and put back the hooks they replaced."""
     repo, _ = _target(state, project, server)
@@ -82,9 +82,7 @@ def uninstall(state: State, project: Path | None, server: Path | None) -> None:
 
 
 @hooks.command(name="status")
-@_project_option
-@_server_option
-@json_state
+@_where
 def status(state: State, project: Path | None, server: Path | None) -> None:
     """Show which hooks are installed."""
     repo, _ = _target(state, project, server)

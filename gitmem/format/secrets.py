@@ -35,9 +35,6 @@ class SecretFinding:
     line: int
     excerpt: str
 
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.kind}: {self.excerpt}"
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

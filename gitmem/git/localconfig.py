@@ -124,7 +124,7 @@ def load_cached() -> LocalConfig:
     return config
 
 
-def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
+def update(change: Callable[[dict[str, Any]], None]) -> None:
     """Apply ``change`` to the configuration and write it back: under a lock, renamed into
     place, owner-only (it decides what runs); a hand-written file's comments are lost."""
     import yaml
@@ -135,9 +135,8 @@ def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
             # GITMEM_CONFIG=/dev/null says "no local configuration": nothing is recorded.
             # Writing would rename a temporary file over the device (seen: a run as root
             # turned /dev/null into a regular file, breaking every later program).
-            data = dict(load().data)
-            change(data)
-            return LocalConfig(path, data)
+            change(dict(load().data))
+            return
         raise InvalidInputError(
             f"the local configuration {path} is not a regular file; nothing was recorded",
             hint="point GITMEM_CONFIG at a file (or /dev/null for none)",
@@ -162,4 +161,3 @@ def update(change: Callable[[dict[str, Any]], None]) -> LocalConfig:
                 Path(tmp).unlink()
             raise
     _cache.pop(str(path), None)
-    return LocalConfig(path, data)
