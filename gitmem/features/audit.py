@@ -162,19 +162,16 @@ def blame(store: Store, memory_id: str) -> list[BlameLine]:
         commit = get_commit(repo, version.commit)
         path = memory_path(version.memory_id)
         oid = memory_blob(commit.tree, path)
-        if oid is None or oid in memo:
-            if oid is not None:
-                last_of[version.memory_id] = oid
+        if oid is None:
             continue
-        lines = version.memory.body.splitlines()
-        sources = [memo[b] for p in commit.parents if (b := memory_blob(p.tree, path)) in memo]
-        if not sources:
-            # A successor's first version: lines carried over from its predecessor.
+        if oid not in memo:
+            lines = version.memory.body.splitlines()
+            sources = [memo[b] for p in commit.parents if (b := memory_blob(p.tree, path)) in memo]
             position = chain.index(version.memory_id)
-            previous = chain[position - 1] if position > 0 else None
-            if previous is not None and previous in last_of:
-                sources = [memo[last_of[previous]]]
-        memo[oid] = (lines, _carry(lines, sources, _origin(commit, version.memory_id)))
+            if not sources and position > 0 and chain[position - 1] in last_of:
+                # A successor's first version: lines carried over from its predecessor.
+                sources = [memo[last_of[chain[position - 1]]]]
+            memo[oid] = (lines, _carry(lines, sources, _origin(commit, version.memory_id)))
         last_of[version.memory_id] = oid
     tip = backend_db.tip()
     final = memory_blob(tip.tree, memory_path(memory_id)) if tip is not None else None

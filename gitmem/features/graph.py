@@ -440,23 +440,21 @@ class Graph:
         if version is None:
             if not rows:
                 return None
-            memory = self.store.create(
+            return self.store.create(
                 "Relations whose source entity does not exist yet; each moves into its\n"
                 "entity's file when that entity is created.\n",
                 id=PENDING_ID,
                 title="Pending relations",
                 agent=self.agent,
                 extra={"relations": rows},
-            )
-            return memory.version
+            ).version
         if rows:
-            memory = self.store.update(
+            return self.store.update(
                 PENDING_ID,
                 expected_version=self._expected(PENDING_ID, version),
                 agent=self.agent,
                 extra={"relations": rows},
-            )
-            return memory.version
+            ).version
         self.store.delete(PENDING_ID, agent=self.agent)
         return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import re
 import sqlite3
@@ -17,7 +18,6 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gitmem.base.errors import GitmemError
 from gitmem.format.model import Memory
 from gitmem.git.objects import Snapshot
 from gitmem.store.index import Index
@@ -116,24 +116,12 @@ def sanitise(text: str, *, max_length: int = MAX_NAME_SEGMENT, fallback: str = "
     return out or fallback
 
 
-def _suffixed(base: str, text: str, max_length: int) -> Iterator[str]:
-    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
-    for length in _HASH_LENGTHS:
-        yield f"{base[: max_length - length - 1].rstrip('-._')}-{digest[:length]}"
-    for n in range(2, 10_000):
-        yield f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}"
-
-
 def _plain(observation: str) -> bool:
     """Whether an observation survives the plain list form (and a person's editor) intact."""
-    if not observation or observation.startswith('"'):
-        return False
-    for line in observation.split("\n"):
-        if not line or line != line.strip():
-            return False
-        if any(unicodedata.category(c) == "Cc" for c in line):
-            return False
-    return True
+    return not observation.startswith('"') and all(
+        line and line == line.strip() and not any(unicodedata.category(c) == "Cc" for c in line)
+        for line in observation.split("\n")
+    )
 
 
 def format_observations(observations: Iterable[str]) -> str:
@@ -166,26 +154,24 @@ def shard_of(name: str) -> str:
 def _taken(snap: Snapshot, folder: str, segment: str, planned: set[str]) -> bool:
     """Whether ``folder`` has an entry called ``segment`` or ``segment.md``, ignoring case
     (committed, staged or ``planned``; a file removed in this commit still counts)."""
-    if f"{folder}/{segment}".casefold() in planned:
-        return True
-    for name in (segment, f"{segment}.md"):
-        if snap.committed_spellings(folder, name):
-            return True
-        if snap.staged_spellings(f"{folder}/{name}"):
-            return True
-    return False
+    return f"{folder}/{segment}".casefold() in planned or any(
+        snap.committed_spellings(folder, name) or snap.staged_spellings(f"{folder}/{name}")
+        for name in (segment, f"{segment}.md")
+    )
 
 
 def _free_name(
     snap: Snapshot, folder: str, text: str, max_length: int, fallback: str, planned: set[str]
 ) -> str:
+    """``text`` as a segment ``folder`` does not have yet, else with a hash of it appended."""
     base = sanitise(text, max_length=max_length, fallback=fallback)
-    if not _taken(snap, folder, base, planned):
-        return base
-    for candidate in _suffixed(base, text, max_length):
-        if not _taken(snap, folder, candidate, planned):
-            return candidate
-    raise GitmemError(f"no free file name for {text!r}")  # pragma: no cover
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()
+    candidates = itertools.chain(
+        [base],
+        (f"{base[: max_length - n - 1].rstrip('-._')}-{digest[:n]}" for n in _HASH_LENGTHS),
+        (f"{base[: max_length - 46].rstrip('-._')}-{digest}-{n}" for n in range(2, 10_000)),
+    )
+    return next(c for c in candidates if not _taken(snap, folder, c, planned))
 
 
 @dataclass
@@ -219,36 +205,22 @@ by the writer. ``created_at`` has whole seconds, and the reference lists entitie
 order they were made, so entities made within one second need this to keep that order."""
 
 
-def created_ns(memory: Memory) -> int:
-    """Where the entity is listed: its ``created_ns``, else (a file written by hand or before
-    the key existed) its ``created_at``."""
-    value = memory.extra.get(ORDER_KEY)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62:
-        return value
-    return int(memory.created_at.timestamp()) * 1_000_000_000
-
-
 def entity_fields(memory: Memory) -> EntityRow:
     """The entity an entity file's memory holds (name and type fall back to its place)."""
     segments = memory.id.split("/")
     name, kind = memory.extra.get("name"), memory.extra.get("entity_type")
+    # Listed by its created_ns, else (a file written by hand or before the key) created_at.
+    order = memory.extra.get(ORDER_KEY)
+    if not (isinstance(order, int) and not isinstance(order, bool) and 0 <= order < 2**62):
+        order = int(memory.created_at.timestamp()) * 1_000_000_000
     return EntityRow(
         doc=memory.id,
         name=name if isinstance(name, str) else segments[-1],
         entity_type=kind if isinstance(kind, str) else segments[1],
         observations=parse_observations(memory.body),
         relations=[(k, to) for k, to in _listed(memory.extra.get("relations"), ("type", "to"))],
-        created_ns=created_ns(memory),
+        created_ns=order,
         version=memory.version,
-    )
-
-
-def matches(query: str, name: str, entity_type: str, observations: Iterable[str]) -> bool:
-    """The reference's rule: ``query`` in the lower-cased name, type or an observation."""
-    return (
-        query in name.lower()
-        or query in entity_type.lower()
-        or any(query in o.lower() for o in observations)
     )
 
 
@@ -399,18 +371,17 @@ class GraphReader:
             rows = self.conn.execute(
                 f"SELECT {_ENTITY_COLUMNS} FROM graph_entities {_ENTITY_ORDER}"
             )
-        found = (_entity(r) for r in rows)
-        return [e for e in found if matches(query, e.name, e.entity_type, e.observations)]
+        found = (_entity(r) for r in rows)  # the reference's rule, on lower-cased texts:
+        return [
+            e
+            for e in found
+            if any(query in t.lower() for t in (e.name, e.entity_type, *e.observations))
+        ]
 
     def docs_of_type(self, entity_type: str) -> list[str]:
         """Folders that hold an entity of exactly this type, sorted."""
-        return [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT DISTINCT folder FROM graph_entities WHERE type = ? ORDER BY folder",
-                (entity_type,),
-            )
-        ]
+        sql = "SELECT DISTINCT folder FROM graph_entities WHERE type = ? ORDER BY folder"
+        return [r[0] for r in self.conn.execute(sql, (entity_type,))]
 
     # -- relations -------------------------------------------------------------------------
 

@@ -7,13 +7,11 @@ expect; the lifecycle rules say what to prune and check, this module writes it i
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from gitmem.base.trailers import PRUNE_TRAILER
 from gitmem.features.layers import (
@@ -53,15 +51,11 @@ _NAMED = ("project", "skill", "command", "agent")
 def _json(value: Any) -> Any:
     if isinstance(value, _Shaped):
         return value.to_dict()
-    if isinstance(value, dt.datetime):
-        return format_timestamp(value)
-    if isinstance(value, enum.Enum):
-        return str(value)
     if isinstance(value, list | tuple):
         return [_json(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _json(v) for k, v in value.items()}
-    return value
+    return schema.to_json_value(value)  # a layer or staleness is a string already
 
 
 class _Shaped:
@@ -361,13 +355,11 @@ class LayeredStore:
         count = self._write_count(id) + 1
         gap = "\n" if current.body and not current.body.endswith("\n") else ""
         body = current.body + gap + content
-        items: list[PrunedItem] = []
         with self.store.transaction(f"append: {id}") as tx:
             self.store.update(id, body, allow_empty=True, **self._who())
             items = self._prune_one(id, file_type, body, count)
             tx.trailers.extend(_trailers(items))
-        final = self.store.read(id)
-        lines = count_lines(final.body)
+        lines = count_lines(self.store.read(id).body)
         return AppendResult(
             id=id,
             appended=True,
@@ -424,8 +416,7 @@ class LayeredStore:
     def get_project_profile(self, project: str) -> ProjectProfile:
         shared = self.get_shared_project_memory(project)
         overview = next((d for d in shared if d.file_type == "project_overview"), None)
-        dates = [d.updated_at for d in shared if d.updated_at is not None]
-        last = max(dates) if dates else None
+        last = max((d.updated_at for d in shared if d.updated_at is not None), default=None)
         return ProjectProfile(
             project=project,
             overview=overview,

@@ -51,12 +51,10 @@ class Picture:
         for _ in range(depth):
             frontier = {other for key in frontier for other in neighbours[key]} - seen
             seen = seen | frontier
-        part = Picture()
-        for key in self.nodes:
-            if key in seen:
-                part.add(self.nodes[key])
-        part.edges = [e for e in self.edges if e.source in seen and e.target in seen]
-        return part
+        return Picture(
+            {key: node for key, node in self.nodes.items() if key in seen},
+            [e for e in self.edges if e.source in seen and e.target in seen],
+        )
 
 
 def _entity_key(name: str) -> str:
@@ -102,12 +100,8 @@ def build(store: Store) -> Picture:
         if m.supersedes:
             successors[m.supersedes].append(m.id)
     for m in memories:
-        if len(successors.get(m.id, ())) > 1:
-            kind = "fork"
-        elif m.id in successors:
-            kind = "superseded"
-        else:
-            kind = "memory"
+        fork = len(successors.get(m.id, ())) > 1
+        kind = "fork" if fork else "superseded" if m.id in successors else "memory"
         name = m.title or UNTITLED
         name = name if len(name) <= 60 else name[:57] + "..."
         picture.add(Node(m.id, f"{name}\nv{m.version} · {shown[m.id]}", kind))

@@ -434,32 +434,26 @@ def _refuse_unsafe(db: GitDB, remote: str | None) -> None:
             hint=f"finish or abort it first (git {what[1]} --abort)",
         )
     if db.workdir is not None:
-        dirty = sorted(
-            path
-            for path, flags in repo.status(untracked_files="no").items()
-            if flags not in (pygit2.enums.FileStatus.CURRENT, pygit2.enums.FileStatus.IGNORED)
-        )
+        dirty = sorted(repo.status(untracked_files="no"))  # changed tracked files only
         if dirty:
             raise PurgeRefusedError(
                 f"{dirty[0]} has uncommitted changes"
                 + (f" (and {len(dirty) - 1} more)" if len(dirty) > 1 else ""),
                 hint="commit or discard them first (git -C STORE status)",
             )
-    if remote is not None:
-        tracking = f"refs/remotes/{remote}/{db.branch}"
-        try:
-            theirs = repo.references[tracking].target
-        except KeyError:
-            return
-        tip = db.tip()
-        if not isinstance(theirs, pygit2.Oid) or tip is None:
-            return
-        if theirs != tip.id and not repo.descendant_of(tip.id, theirs):
-            raise PurgeRefusedError(
-                f"{remote}/{db.branch} has commits this store has not merged; the force-push "
-                "would drop them",
-                hint="run gitmem sync first, then purge",
-            )
+    ref = repo.references.get(f"refs/remotes/{remote}/{db.branch}") if remote else None
+    theirs, tip = (ref.target if ref is not None else None), db.tip()
+    if (
+        isinstance(theirs, pygit2.Oid)
+        and tip is not None
+        and theirs != tip.id
+        and not repo.descendant_of(tip.id, theirs)
+    ):
+        raise PurgeRefusedError(
+            f"{remote}/{db.branch} has commits this store has not merged; the force-push "
+            "would drop them",
+            hint="run gitmem sync first, then purge",
+        )
 
 
 def _drop_derived(db: GitDB) -> None:

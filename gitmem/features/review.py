@@ -246,9 +246,7 @@ def review(
         for commit, trailers in touching[path]:
             change.commits.append(str(commit.id))
             agent = next((v for k, v in trailers if k == AGENT_TRAILER), None)
-            who = agent or commit.author.name
-            if who not in change.agents:
-                change.agents.append(who)
+            change.agents = list(dict.fromkeys([*change.agents, agent or commit.author.name]))
         if before is not None and after is not None:
             change.fields = field_changes(before, after)
         change.diff, change.diff_truncated = body_diff(

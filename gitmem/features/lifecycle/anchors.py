@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -128,11 +129,8 @@ class CheckReport:
     commits: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for memory in self.memories:
-            for finding in memory.findings:
-                out[finding.kind] = out.get(finding.kind, 0) + 1
-        return dict(sorted(out.items()))
+        kinds = Counter(finding.kind for memory in self.memories for finding in memory.findings)
+        return dict(sorted(kinds.items()))
 
     def summary(self) -> str:
         if self.head is None:
