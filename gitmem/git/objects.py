@@ -219,26 +219,19 @@ def builder_remove(repo: pygit2.Repository, builder: pygit2.TreeBuilder, name: s
             _DECREF(name)
 
 
-def _object(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> pygit2.Object:
-    """``repo[oid]``, or RepositoryDamagedError when it is missing or cannot be read."""
-    with _reading(repo, oid, what):
-        return repo[oid]
-
-
 @contextlib.contextmanager
 def _reading(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str) -> Iterator[None]:
     """A missing or unreadable object as RepositoryDamagedError."""
     try:
         yield
-    except KeyError:
+    except (KeyError, pygit2.GitError) as exc:
+        problem = (
+            f"is missing from the repository {repo.path}"
+            if isinstance(exc, KeyError)
+            else f"in {repo.path} cannot be read ({exc})"
+        )
         raise RepositoryDamagedError(
-            f"the {what} {oid} is missing from the repository {repo.path}",
-            hint=damaged_hint(repo.path),
-        ) from None
-    except pygit2.GitError as exc:
-        raise RepositoryDamagedError(
-            f"the {what} {oid} in {repo.path} cannot be read ({exc})",
-            hint=damaged_hint(repo.path),
+            f"the {what} {oid} {problem}", hint=damaged_hint(repo.path)
         ) from None
 
 
@@ -248,14 +241,16 @@ def damaged_hint(gitdir: str) -> str:
 
 
 def get_commit(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Commit:
-    obj = _object(repo, oid, "commit")
+    with _reading(repo, oid, "commit"):
+        obj = repo[oid]
     if obj.type_str != "commit":
         raise StoreError(f"{oid} is a {obj.type_str}, not a commit")
     return cast(pygit2.Commit, obj)
 
 
 def get_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Tree:
-    obj = _object(repo, oid, "tree")
+    with _reading(repo, oid, "tree"):
+        obj = repo[oid]
     if not isinstance(obj, pygit2.Tree):
         raise StoreError(f"{oid} is a {obj.type_str}, not a tree")
     return obj
