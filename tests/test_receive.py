@@ -160,6 +160,18 @@ def test_reproduction_the_hub_refuses_a_push_that_loosens_policy(
 
 
 @pytest.mark.slow
+def test_the_hub_refuses_a_malformed_secrets_section(hub: Path, tmp_path: Path) -> None:
+    """Its shape is the config schema's: refused before any pattern of it is used."""
+    work = clone(tmp_path, hub, "a")
+    with (work / "gitmem.yaml").open("a") as fh:
+        fh.write("secrets:\n  patterns:\n    - {kind: Bad Kind, regex: x}\n")
+    run_git(work, "commit", "-q", "-am", "a broken policy")
+    result = push(work)
+    assert result.returncode != 0
+    assert "secrets.patterns.0.kind" in result.stderr
+
+
+@pytest.mark.slow
 def test_the_hub_walks_every_key(hub: Path, tmp_path: Path) -> None:
     """Each loosening value alone is named by the hook's check; a push of all of them is
     refused naming each; a push of every tightening one lands."""
