@@ -332,7 +332,9 @@ def test_checkout_catches_index_up(hooked: Store) -> None:
     assert hooked.index().meta().get("commit") == head(root)
 
 
-def test_framework_post_checkout_reads_refs_from_env(hooked: Store) -> None:
+def test_framework_post_checkout_reads_refs_from_env(
+    hooked: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Under the pre-commit framework post-checkout gets no arguments, only PRE_COMMIT_* refs."""
     root = hooked.path
     base = hooked.create("the original", title="T")
@@ -341,10 +343,12 @@ def test_framework_post_checkout_reads_refs_from_env(hooked: Store) -> None:
         write(root, memory_path(other), memory_text(other, supersedes=base.id))
     ok(root, "add", "memories")
     ok(root, "commit", "-qm", "two successors")
-    lines: list[str] = []
-    env = {"PRE_COMMIT_FROM_REF": before, "PRE_COMMIT_TO_REF": head(root)}
-    assert hookrun.run("post-checkout", [], cwd=root, out=lines.append, env=env) == 0
-    assert lines == [
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PRE_COMMIT_FROM_REF", before)
+    monkeypatch.setenv("PRE_COMMIT_TO_REF", head(root))
+    capsys.readouterr()
+    assert hookrun.run("post-checkout", []) == 0
+    assert capsys.readouterr().err.splitlines() == [
         f"gitmem: fork: {base.id} has 2 successors: "
         f"{OTHER}, mem_1a000000-0000-4000-8000-000000000001"
     ]

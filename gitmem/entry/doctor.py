@@ -113,7 +113,13 @@ def _run_scope(
                 packing.enter_context(maintenance.exclusive(context.db.gitdir, timeout=120))
             except TimeoutError as exc:
                 log.warning("%s; fsck may report objects it moves as missing", exc)
-        broken = _broken_tip(context)
+        broken = None  # a finding when the branch points at a commit (or tree) git cannot read
+        try:
+            tip = context.db.tip()
+            if tip is not None:
+                get_tree(context.db.repo, tip.tree_id)
+        except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
+            broken = damaged_finding("", context, exc, what=f"the branch {context.db.branch}")
         for name in chosen:
             if broken is not None and name not in _WITHOUT_TIP:
                 # Nothing that reads memories can run on a branch whose commit is gone:
@@ -153,17 +159,6 @@ def _weights(ctx: Context, chosen: Sequence[str], counted: bool) -> dict[str, in
 
 _WITHOUT_TIP = ("fsck", "locks", "leftovers", "merge", "merge-driver", "hooks", "permissions")
 """The checks that do not read the branch's commit: they still run when it is missing."""
-
-
-def _broken_tip(ctx: Context) -> Finding | None:
-    """A finding when the branch points at a commit (or tree) git cannot read."""
-    try:
-        tip = ctx.db.tip()
-        if tip is not None:
-            get_tree(ctx.db.repo, tip.tree_id)
-    except (RepositoryDamagedError, KeyError, pygit2.GitError) as exc:
-        return damaged_finding("", ctx, exc, what=f"the branch {ctx.db.branch}")
-    return None
 
 
 _CHECKERS: dict[str, Callable[[Context], Iterable[Finding]]] = {

@@ -19,7 +19,7 @@ from typing import Any
 import pygit2
 
 from gitmem.base.errors import GitmemError
-from gitmem.format.layout import MEMORIES_DIR, MEMORY_SUFFIX, id_from_path
+from gitmem.format.layout import id_from_path
 from gitmem.format.model import Scope
 from gitmem.git.db import GitDB
 from gitmem.git.locks import pid_alive
@@ -248,7 +248,7 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
                 view.problem_diff.add(path)
             continue
         memory_id, indexed = rows[path]
-        if indexed != blob or not _id_matches(path, memory_id):
+        if indexed != blob or id_from_path(path) != memory_id:  # the id the index checked
             view.stale.append(memory_id)
         if path in problem_paths:
             view.problem_diff.add(path)  # a file both indexed and called unreadable
@@ -259,13 +259,6 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
     for ids in (view.missing, view.extra, view.stale):
         ids.sort()
     return view
-
-
-def _id_matches(path: str, memory_id: str) -> bool:
-    """Whether ``path`` is where ``memory_id`` lives (the index only stores ids it checked)."""
-    if path.startswith(MEMORIES_DIR + "/"):
-        return "/" not in memory_id and path.endswith(f"/{memory_id}{MEMORY_SUFFIX}")
-    return path == memory_id + MEMORY_SUFFIX
 
 
 def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:

@@ -132,22 +132,15 @@ def _deep_disagreement(ctx: Context) -> str:
     if commit != rebuilt.commit:
         # A write since the view moved the store's index on: the memories it changed are
         # not told apart from damage, so they are left out.
-        moved = _changed_ids(ctx, rebuilt.commit, commit)
+        repo = ctx.db.repo
+        before, after = (get_commit(repo, c).tree if c else None for c in (rebuilt.commit, commit))
+        changed = changed_memory_files(repo, before, after) if after is not None else []
+        moved = {id_from_path(path) for path, _ in changed}
         missing, extra, differ = (
             [i for i in ids if i not in moved] for ids in (missing, extra, differ)
         )
         problems = set()
     return _disagreement(missing, extra, differ, len(problems))
-
-
-def _changed_ids(ctx: Context, old: str | None, new: str | None) -> set[str]:
-    """Ids of the memories whose files differ between two commits of the store."""
-    repo = ctx.db.repo
-    before, after = (get_commit(repo, c).tree if c is not None else None for c in (old, new))
-    if after is None:
-        return set()
-    changed = changed_memory_files(repo, before, after)
-    return {i for path, _ in changed if (i := id_from_path(path)) is not None}
 
 
 def _disagreement(missing: list[str], extra: list[str], stale: list[str], problems: int) -> str:

@@ -163,8 +163,29 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
     if db.workdir is None:
         return
     state = operation_in_progress(db.gitdir)
-    if state is None:
-        yield from _waiting_forks(ctx)
+    if state is None:  # none: forks the merge driver left waiting on no commit
+        try:
+            pending = mergedriver.load_pending(db.gitdir)
+        except GitmemError as exc:
+            yield Finding(
+                "merge",
+                WARNING,
+                f"{exc} (a fork a git merge kept: it may hold an edit on no commit)",
+                fix="read it, keep its edit with gitmem add or update, then rm it from "
+                f"{mergedriver.pending_dir(db.gitdir)}",
+            )
+            return
+        if pending:
+            yield Finding(
+                "merge",
+                WARNING,
+                f"{len(pending)} fork(s) a plain git merge or rebase kept wait in "
+                f"{mergedriver.pending_dir(db.gitdir)}, on no commit, so a git push does not "
+                f"carry them: {', '.join(p.fork.id for p in pending)}",
+                fix=f"gitmem --store {ctx.where} conflicts (commits those whose merge landed)",
+                safe=True,
+                apply=lambda: commit_pending_forks(db),
+            )
         return
     what, command = state
     files: list[str] = []
@@ -202,33 +223,6 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
             "instead of markers"
         ),
         path=files[0] if files else None,
-    )
-
-
-def _waiting_forks(ctx: Context) -> Iterator[Finding]:
-    db = ctx.db
-    where = mergedriver.pending_dir(db.gitdir)
-    try:
-        pending = mergedriver.load_pending(db.gitdir)
-    except GitmemError as exc:
-        yield Finding(
-            "merge",
-            WARNING,
-            f"{exc} (a fork a git merge kept: it may hold an edit on no commit)",
-            fix=f"read it, keep its edit with gitmem add or update, then rm it from {where}",
-        )
-        return
-    if not pending:
-        return
-    ids = ", ".join(p.fork.id for p in pending)
-    yield Finding(
-        "merge",
-        WARNING,
-        f"{len(pending)} fork(s) a plain git merge or rebase kept wait in {where}, on no "
-        f"commit, so a git push does not carry them: {ids}",
-        fix=f"gitmem --store {ctx.where} conflicts (commits those whose merge landed)",
-        safe=True,
-        apply=lambda: commit_pending_forks(db),
     )
 
 

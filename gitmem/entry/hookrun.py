@@ -8,6 +8,7 @@ never fail the user's git command. A hub's ``pre-receive`` is :mod:`gitmem.entry
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -75,10 +76,6 @@ def _staged_config(cwd: str | None) -> bytes | None:
     return result.stdout if result.returncode == 0 else None
 
 
-def _reason(exc: Exception, path: str) -> str:
-    return " ".join(str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} ").split())
-
-
 def pre_commit(top: Path, out: Out) -> int:
     """Validate the staged memory files; 1 with one line per bad file, else 0.
 
@@ -125,7 +122,8 @@ def pre_commit(top: Path, out: Out) -> int:
             secrets.refuse_values(data, policy)  # YAML escapes in a value hide nothing
             memory = memfile.decode(data, path)
         except GitmemError as exc:
-            refusals.append(f"{path}: {_reason(exc, path)}")
+            reason = str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} ")
+            refusals.append(f"{path}: {' '.join(reason.split())}")
             continue
         valid.append((path, memory))
         carried = memfile.carries_derived(memory)
@@ -261,19 +259,11 @@ def detect_role(top: Path) -> str:
     return "memory" if isinstance(data, dict) and "format" in data else "project"
 
 
-def run(
-    name: str,
-    args: Sequence[str],
-    *,
-    role: str = "auto",
-    cwd: Path | None = None,
-    out: Out | None = None,
-    env: dict[str, str] | None = None,
-) -> int:
-    """The work of hook ``name``; returns its exit code (only a memory pre-commit refuses)."""
-    write = out or (lambda line: print(line, file=sys.stderr))
-    env = dict(os.environ) if env is None else env
-    top = (cwd or Path.cwd()).resolve()
+def run(name: str, args: Sequence[str], *, role: str = "auto") -> int:
+    """The work of hook ``name`` in the repository here; returns its exit code (only a memory
+    pre-commit refuses)."""
+    write = functools.partial(print, file=sys.stderr)
+    top = Path.cwd().resolve()
     if role == "auto":
         role = detect_role(top)
     if role == "server":
@@ -301,7 +291,7 @@ def run(
         return pre_commit(top, write)
     if name in {"post-merge", "post-checkout", "post-rewrite"}:
         try:
-            old, new = _refs(top, name, args, env)
+            old, new = _refs(top, name, args)
             return memory_after(top, write, old, new, name)
         except Exception as exc:
             message = " ".join(str(exc).split()) or type(exc).__name__
@@ -310,12 +300,12 @@ def run(
     return 0
 
 
-def _refs(top: Path, name: str, args: Sequence[str], env: dict[str, str]) -> tuple[str | None, ...]:
+def _refs(top: Path, name: str, args: Sequence[str]) -> tuple[str | None, ...]:
     """The commits before and after, from git's arguments or the pre-commit framework's env."""
     if name == "post-checkout":
         if len(args) >= 2:
             return args[0], args[1]
-        return env.get("PRE_COMMIT_FROM_REF"), env.get("PRE_COMMIT_TO_REF")
+        return os.environ.get("PRE_COMMIT_FROM_REF"), os.environ.get("PRE_COMMIT_TO_REF")
     if name == "post-rewrite" and (not args or args[0] != "rebase"):
         return None, None  # git commit --amend leaves ORIG_HEAD where it was
     return _rev(top, "ORIG_HEAD"), _rev(top, "HEAD")

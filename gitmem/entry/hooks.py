@@ -43,8 +43,6 @@ def repository_for(*, project: Path | None = None, server: Path | None = None) -
         if found is None:
             raise StoreError(f"{server} is not a git repository")
         return Path(found).resolve(), "server"
-    if project is None:
-        raise InvalidInputError("name a repository: --project PATH or --server PATH")
     found = pygit2.discover_repository(str(project))
     if found is None:
         raise StoreError(f"{project} is not in a git repository")

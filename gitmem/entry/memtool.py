@@ -481,22 +481,19 @@ class MemoryTool:
         )
 
     def _update(self, snap: Snapshot, target: _Target, doc: _Doc, body: str, message: str) -> None:
+        # The version as of snap's commit (derived from history, not in the file), so a write
+        # since then still fails the check.
         with self._writing(target, body):
+            at = str(snap.commit.id) if snap.commit is not None else None
+            read = self.store.get(doc.id, at=at, scope=self.store.default_scope)
             self.store.update(
                 doc.id,
                 body,
-                expected_version=self._expected(snap, doc),
+                expected_version=read.version if read is not None else None,
                 agent=self.agent,
                 message=message,
                 allow_empty=True,
             )
-
-    def _expected(self, snap: Snapshot, doc: _Doc) -> int | None:
-        """The version the update checks: as of ``snap``'s commit (derived from history, not
-        in the file), so a write since then still fails the check."""
-        at = str(snap.commit.id) if snap.commit is not None else None
-        read = self.store.get(doc.id, at=at, scope=self.store.default_scope)
-        return read.version if read is not None else None
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         target = self._target(path)

@@ -32,10 +32,6 @@ def _git(top: Path, *args: str, input: bytes | None = None) -> bytes:
     ).stdout
 
 
-def _split(data: bytes) -> list[str]:
-    return [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0") if part]
-
-
 def _read_blobs(top: Path, specs: Sequence[str]) -> list[bytes | int | None]:
     """The blobs of ``rev:path`` specs (:func:`cat_blobs`): None where there is none, the
     size of one over the store's read bound, unread (the push is refused for it)."""
@@ -105,7 +101,8 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     command, *trees = (
         ["ls-tree", new] if old == ZERO else ["diff-tree", "--diff-filter=AMR", old, new]
     )
-    changed = _split(_git(top, command, "-r", "-z", "--name-only", *trees))
+    raw = _git(top, command, "-r", "-z", "--name-only", *trees).split(b"\0")
+    changed = [path.decode("utf-8", "surrogateescape") for path in raw if path]
     paths = [p for p in changed if id_from_path(p) is not None or p == CONFIG_FILE]
     for path, data in zip(paths, _read_blobs(top, [f"{new}:{p}" for p in paths]), strict=True):
         if data is None:

@@ -153,8 +153,7 @@ def scan_history(store: Store) -> list[FileFinding]:
 
     out: list[FileFinding] = []
     for each in store.scopes:
-        db = store.db(each)
-        repo = db.repo
+        repo = store.db(each).repo
         policy = secrets_mod.policy_from_config(store.config(each).raw)
         tips = _history_tips(repo)
         if not tips:
