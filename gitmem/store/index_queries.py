@@ -204,7 +204,31 @@ class Queries:
         weighted) after a title-match tier; past :data:`SEARCH_CAP` matches, over a bounded
         set of them. Raises sqlite3.OperationalError for a malformed FTS5 query: the caller
         decides what to do with a query that is not FTS5 syntax."""
-        return self.read(lambda conn: _fts_hits(conn, self.scope, query, title, limit, filters))
+
+        def hits(conn: sqlite3.Connection) -> list[tuple[float, Memory]]:
+            needle = title.casefold()
+            floor = None
+            if memory_count(conn) > BOUNDED_FROM:
+                floor = newest_floor(conn, query, SEARCH_CAP)
+            rows = _fts_rows(conn, query, needle, limit, filters, floor)
+            words = " OR ".join('"' + w.replace('"', '""') + '"' for w in needle.split())
+            if floor is not None and words:
+                # Title matches from any age: an older memory the query names still ranks.
+                titled = f"({query}) AND {{title}} : ({words})"
+                bound = newest_floor(conn, titled, SEARCH_CAP)
+                seen = {r[0] for r in rows}
+                rows += [
+                    r
+                    for r in _fts_rows(conn, titled, needle, limit, filters, bound)
+                    if r[_N + 1] > 0 and r[0] not in seen
+                ]
+                rows.sort(key=lambda r: (-r[_N + 1], r[_N], r[_N + 2], r[1]))
+            return [
+                (float(r[_N + 1]) * 1000.0 - float(r[_N]), memory_from_row(r[:_N], self.scope))
+                for r in rows[:limit]
+            ]
+
+        return self.read(hits)
 
 
 BOUNDED_FROM = 10_000
@@ -216,37 +240,6 @@ BM25 for every row that matches before a LIMIT can keep the best: a common word 
 memories cost two seconds. A query that matches more memories than this ranks the newest
 this many (by index row), and, from any age, the newest this many whose title holds one of
 its words; every result is still a match. docs/recall.md says what that changes."""
-
-
-def _fts_hits(
-    conn: sqlite3.Connection,
-    store_scope: Scope,
-    query: str,
-    title_text: str,
-    limit: int,
-    filters: Mapping[str, Any],
-) -> list[tuple[float, Memory]]:
-    needle = title_text.casefold()
-    floor = None
-    if memory_count(conn) > BOUNDED_FROM:
-        floor = newest_floor(conn, query, SEARCH_CAP)
-    rows = _fts_rows(conn, query, needle, limit, filters, floor)
-    words = " OR ".join('"' + w.replace('"', '""') + '"' for w in needle.split())
-    if floor is not None and words:
-        # Title matches from any age: an older memory the query names still ranks.
-        titled = f"({query}) AND {{title}} : ({words})"
-        bound = newest_floor(conn, titled, SEARCH_CAP)
-        seen = {r[0] for r in rows}
-        rows += [
-            r
-            for r in _fts_rows(conn, titled, needle, limit, filters, bound)
-            if r[_N + 1] > 0 and r[0] not in seen
-        ]
-        rows.sort(key=lambda r: (-r[_N + 1], r[_N], r[_N + 2], r[1]))
-    return [
-        (float(r[_N + 1]) * 1000.0 - float(r[_N]), memory_from_row(r[:_N], store_scope))
-        for r in rows[:limit]
-    ]
 
 
 _N = MEMORY_COLUMNS.count(",") + 1

@@ -210,12 +210,15 @@ def _heads(conn: sqlite3.Connection, ids: Iterable[str], valid: bool) -> dict[st
 
 def _rank_source(
     conn: sqlite3.Connection,
+    scope: Scope,
     query: Query,
     filters: dict[str, Any],
     semantic: list[tuple[int, float]] | None,
-) -> list[_Candidate]:
-    """Lexical (and semantic) candidates of one source, collapsed to chain heads and fused.
-    Superseded memories pass the filters: a chain is collapsed onto its newest version."""
+    limit: int,
+) -> list[tuple[_Candidate, Memory]]:
+    """The best ``limit`` lexical (and semantic) candidates of one source with their memories,
+    collapsed to chain heads and fused. Superseded memories pass the filters: a chain is
+    collapsed onto its newest version."""
     where, params = memory_filters(**{**filters, "include_superseded": True})
     where = (" AND " + where.removeprefix("WHERE ")) if where else ""
     found: dict[int, _Candidate] = {}
@@ -256,7 +259,9 @@ def _rank_source(
                 c.fused += weight * ((score - lo) / (hi - lo) if hi > lo else 1.0)
     for c in kept:
         c.fused = c.fused if c.fused > 0 else 1e-9
-    return kept
+    kept.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
+    loaded = index_queries.load_memories(conn, [c.rowid for c in kept[:limit]], scope)
+    return [(c, loaded[c.rowid]) for c in kept[:limit] if c.rowid in loaded]
 
 
 def _explain(
@@ -351,36 +356,11 @@ def recall(
             results.notice = EMBEDDINGS_OFF
         results.semantic = results.semantic or nearest is not None
         rank = functools.partial(
-            _from_index, scope=reader.scope, query=parsed, filters=filters, semantic=nearest,
+            _rank_source, scope=reader.scope, query=parsed, filters=filters, semantic=nearest,
             limit=limit,
         )
         scored.extend(reader.read(rank))
-    return _finish(results, scored, parsed, limit, budget)
-
-
-class _Unembedded(Exception):
-    """A current index whose vectors are not complete: the full path embeds them first."""
-
-
-def recall_current(
-    current: index_queries.CurrentIndex, query: str, **options: Any
-) -> RecallResults | None:
-    """:func:`recall` over a current index opened read-only (libgit2 not loaded), for
-    ``gitmem recall``; None when it cannot answer as the full path would."""
-    try:
-        return recall([current], query, **options)
-    except _Unembedded:
-        return None
-
-
-def _finish(
-    results: RecallResults,
-    scored: list[tuple[_Candidate, Memory]],
-    parsed: Query,
-    limit: int,
-    budget: int | None,
-) -> RecallResults:
-    """The best ``limit`` of every source's candidates, explained, and packed for a budget."""
+    # The best ``limit`` of every source's candidates, explained, and packed for a budget.
     scored.sort(key=lambda item: (-item[0].fused, -item[0].updated_us, item[0].id))
     top = scored[:limit]
     explained = _explain(parsed, [m for _, m in top])
@@ -412,6 +392,21 @@ def _finish(
     if budget is not None:
         results.packed = pack(results.hits, budget)
     return results
+
+
+class _Unembedded(Exception):
+    """A current index whose vectors are not complete: the full path embeds them first."""
+
+
+def recall_current(
+    current: index_queries.CurrentIndex, query: str, **options: Any
+) -> RecallResults | None:
+    """:func:`recall` over a current index opened read-only (libgit2 not loaded), for
+    ``gitmem recall``; None when it cannot answer as the full path would."""
+    try:
+        return recall([current], query, **options)
+    except _Unembedded:
+        return None
 
 
 def _contradictions(memories: Sequence[Memory]) -> list[tuple[str, str, str]]:
@@ -465,21 +460,6 @@ def _semantic(source: index_queries.Queries, text: str) -> list[tuple[int, float
     except Exception as exc:  # an embedder's bug must not make a query fail: words still rank
         log.warning("semantic recall skipped: %s: %s", type(exc).__name__, exc)
         return None
-
-
-def _from_index(
-    conn: sqlite3.Connection,
-    scope: Scope,
-    query: Query,
-    filters: dict[str, Any],
-    semantic: list[tuple[int, float]] | None,
-    limit: int,
-) -> list[tuple[_Candidate, Memory]]:
-    cands = _rank_source(conn, query, filters, semantic)
-    cands.sort(key=lambda c: (-c.fused, -c.updated_us, c.id))
-    cands = cands[:limit]
-    loaded = index_queries.load_memories(conn, [c.rowid for c in cands], scope)
-    return [(c, loaded[c.rowid]) for c in cands if c.rowid in loaded]
 
 
 def estimate_tokens(text: str) -> int:

@@ -250,9 +250,7 @@ class Writes(VersionHistory):
         like a stored file, keys kept as written; the id must not change and ``created_at`` stays
         the stored one. Text that differs only in derived fields makes no commit."""
         backend = self._locate(id)
-        if isinstance(text, bytes):
-            text = codec.decode(text, what="edited text")
-        doc = codec.parse(body_text(text, what="text", allow_empty=True))
+        doc = codec.parse(body_text(text, what="edited text", allow_empty=True))
         if not doc.has_front_matter:
             raise InvalidMemoryError(
                 "the edited text has no front-matter (it must start with a '---' line)"
