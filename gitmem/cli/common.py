@@ -3,6 +3,7 @@ Nothing here imports the store or the model at module level (git hooks import it
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -262,13 +263,7 @@ allow_empty_option = click.option(
 
 def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """The decorators as if written one above the other, the first on top."""
-
-    def apply(f: F) -> F:
-        for decorate in reversed(decorators):
-            f = decorate(f)
-        return f
-
-    return apply
+    return lambda f: functools.reduce(lambda g, decorate: decorate(g), reversed(decorators), f)
 
 
 def field_options(f: F) -> F:

@@ -17,6 +17,7 @@ from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from gitmem.base.clock import format_timestamp
 from gitmem.base.errors import InvalidMemoryError, TooLargeError
 from gitmem.format.yamlbounds import MAX_DEPTH, MAX_NODES, MAX_YAML_BYTES, clip
 
@@ -126,12 +127,8 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 def _represent_datetime(dumper: yaml.SafeDumper, value: dt.datetime) -> yaml.ScalarNode:
-    # Aware times as RFC 3339 UTC with ``Z``, naive ones naive. isoformat, not strftime:
-    # glibc's %Y writes year 999 as "999", which YAML does not read as a timestamp.
-    if value.tzinfo is None:
-        text = value.isoformat()
-    else:
-        text = value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+    # Aware times as RFC 3339 UTC with ``Z``, naive ones naive (isoformat, not strftime).
+    text = value.isoformat() if value.tzinfo is None else format_timestamp(value)
     return dumper.represent_scalar("tag:yaml.org,2002:timestamp", text)
 
 
