@@ -158,7 +158,7 @@ class GitmemGroup(SuggestingGroup):
     def main(
         self, args: Sequence[str] | None = None, prog_name: str | None = None,
         complete_var: str | None = None, standalone_mode: bool = True, **extra: Any,
-    ) -> Any:
+    ) -> NoReturn:
         state: State = extra.setdefault("obj", State())
         _log_to_stderr()
         argv = list(sys.argv[1:] if args is None else args)
@@ -169,13 +169,9 @@ class GitmemGroup(SuggestingGroup):
         except SystemExit:
             raise
         except BaseException as exc:
-            if not standalone_mode:
-                raise
             options = argv[: argv.index("--")] if "--" in argv else argv
             as_json = state.json or "--json" in options
             sys.exit(report(exc, debug=state.debug or "--debug" in options, as_json=as_json))
-        if not standalone_mode:
-            return rv
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -225,12 +221,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     as the process's entry point it ends the process with :func:`_exit_now`."""
     if argv is not None:
         cli.main(args=argv, prog_name="gitmem")
-        raise SystemExit(0)  # cli.main always exits; this keeps the type checker honest
     try:
         cli.main(args=None, prog_name="gitmem")
     except SystemExit as done:
         _exit_now(done.code)
-    _exit_now(0)
 
 
 def _exit_now(code: object) -> NoReturn:
