@@ -32,11 +32,12 @@ from gitmem.store import mergedriver
 from gitmem.store.sync import commit_pending_forks
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
-FSCK_ARGS = ("fsck", "--strict", "--no-dangling", "--no-progress")
 
 
 def check_fsck(ctx: Context) -> Iterator[Finding]:
-    result = run_git(FSCK_ARGS, gitdir=ctx.db.gitdir, check=False)
+    result = run_git(
+        ["fsck", "--strict", "--no-dangling", "--no-progress"], gitdir=ctx.db.gitdir, check=False
+    )
     returncode = result.returncode
     output = (result.stdout + result.stderr).decode("utf-8", "replace")
     lines = [line.strip() for line in output.splitlines() if line.strip()]

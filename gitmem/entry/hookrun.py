@@ -8,6 +8,7 @@ never fail the user's git command. A hub's ``pre-receive`` is :mod:`gitmem.entry
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -32,7 +33,6 @@ from gitmem.git.objects import OVER_READ_LIMIT
 if TYPE_CHECKING:
     from gitmem.entry.jobs import Out
     from gitmem.format.secrets import SecretPolicy
-    from gitmem.store.core import Store
 
 _ROOT_PATHSPECS = tuple(f"{root}/" for root in MEMORY_ROOTS)
 
@@ -191,30 +191,20 @@ def memory_after(top: Path, out: Out, old: str | None, new: str | None, hook: st
     for fork in commit_pending_forks(store.db(), merge_landed=landed):
         out(f"gitmem: fork: kept {fork.id} beside {fork.of}")
     store.index().catch_up()
+    targets: dict[str, None] = {}  # what the memories changed from old to new supersede
     if old and new and set(old) != {"0"}:
-        _report_forks(store, top, out, old, new)
-    run_jobs(store, hook, out)
-    return 0
-
-
-def _report_forks(store: Store, top: Path, out: Out, old: str, new: str) -> None:
-    reported: set[str] = set()
-    for path in _memory_paths(top, old, new, check=False):
-        memory_id = id_from_path(path)
-        if memory_id is None:
-            continue
-        try:
-            memory = store.get(memory_id)
-        except GitmemError:
-            continue
-        target = memory.supersedes if memory is not None else None
-        if target is None or target in reported:
-            continue
+        for memory_id in filter(None, map(id_from_path, _memory_paths(top, old, new, check=False))):
+            with contextlib.suppress(GitmemError):
+                memory = store.get(memory_id)
+                if memory is not None and memory.supersedes:
+                    targets[memory.supersedes] = None
+    for target in targets:
         successors = store.successors(target)
         if len(successors) > 1:
-            reported.add(target)
             ids = ", ".join(m.id for m in successors)
             out(f"gitmem: fork: {target} has {len(successors)} successors: {ids}")
+    run_jobs(store, hook, out)
+    return 0
 
 
 def project_after(top: Path, name: str = "post-commit") -> int:

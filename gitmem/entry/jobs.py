@@ -70,9 +70,6 @@ def register_job(name: str, job: Job) -> None:
     _JOBS[name] = job
 
 
-ENTRY_POINT_GROUP = "gitmem.jobs"
-
-
 def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
     """Every job a hook may run: built-in, installed (entry points), then the user's own
     (``jobs`` in the local configuration). A job that failed to load maps to the reason."""
@@ -82,7 +79,7 @@ def available_jobs(gitdir: str | None = None) -> dict[str, Job | str]:
     from gitmem.git import localconfig
 
     jobs: dict[str, Job | str] = dict(_JOBS)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in entry_points(group="gitmem.jobs"):
         try:
             jobs[point.name] = point.load()
         except Exception as exc:  # one broken plugin must not stop the other jobs

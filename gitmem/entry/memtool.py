@@ -41,7 +41,6 @@ from gitmem.git.objects import Snapshot, tree_entry
 from gitmem.store.core import Store
 
 MEMORY_ROOT = "/memories"
-NOTES_ROOT = "notes"
 NAME_KEY = "memory_file"
 MAX_VIEW_LINES = 999_999  # the SDK's guard: a file of more lines is not shown
 
@@ -181,7 +180,7 @@ class MemoryTool:
 
     def __init__(self, store: Store, *, root: str = "notes", agent: str | None = None) -> None:
         segments = root.split("/") if isinstance(root, str) else []
-        if not segments or segments[0] != NOTES_ROOT:
+        if not segments or segments[0] != "notes":
             raise InvalidInputError(f"memory-tool root {root!r} must be notes or a folder in it")
         for segment in segments:
             if not _plain(segment) or segment != dir_name(segment):

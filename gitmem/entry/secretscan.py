@@ -6,6 +6,7 @@ finds what got in by other roads: hand commits, files outside the store, old his
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -130,21 +131,6 @@ def scan_store(store: Store) -> list[FileFinding]:
 MESSAGE_PATH = "(commit message)"
 
 
-def _history_tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
-    """The commits every local branch, remote-tracking branch and tag points at."""
-    tips: list[pygit2.Oid] = []
-    for name in repo.references:
-        if not name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/")):
-            continue
-        try:
-            target = repo.references[name].peel(pygit2.Commit)
-        except (pygit2.GitError, KeyError, ValueError):
-            continue  # a symbolic HEAD, a tag of a tree, a ref to a missing object
-        if target.id not in tips:
-            tips.append(target.id)
-    return tips
-
-
 def scan_history(store: Store) -> list[FileFinding]:
     """Credentials anywhere in the store's history (what ``gitmem purge`` must remove): every
     blob reachable from a branch, remote-tracking branch or tag, scanned once and reported
@@ -155,26 +141,25 @@ def scan_history(store: Store) -> list[FileFinding]:
     for each in store.scopes:
         repo = store.db(each).repo
         policy = secrets_mod.policy_from_config(store.config(each).raw)
-        tips = _history_tips(repo)
-        if not tips:
-            continue
+        tips: dict[pygit2.Oid, None] = {}  # every local and remote-tracking branch and tag
+        for name in repo.references:
+            if name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/")):
+                # Not a symbolic HEAD, a tag of a tree, a ref to a missing object.
+                with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
+                    tips[repo.references[name].peel(pygit2.Commit).id] = None
         present: set[pygit2.Oid] = set()
         for tip in tips:
             for _ in new_blobs(repo, get_commit(repo, tip).tree, present):
                 pass
-        order = pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
-        walker = repo.walk(tips[0], order)
-        for tip in tips[1:]:
+        walker = repo.walk(None, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for tip in tips:
             walker.push(tip)
         seen: set[pygit2.Oid] = set()
         for commit in walker:
             hexsha = str(commit.id)
-            for found in policy.scan(commit.message):
-                out.append(FileFinding(MESSAGE_PATH, found, hexsha))
+            out.extend(FileFinding(MESSAGE_PATH, f, hexsha) for f in policy.scan(commit.message))
             for oid, path in new_blobs(repo, commit.tree, seen):
                 data = text_blob(repo, oid, MAX_SCAN_BYTES)
-                if data is None:
-                    continue
-                for found in secrets_mod.scan_memory_bytes(data, policy):
-                    out.append(FileFinding(path, found, hexsha, oid in present))
+                found = secrets_mod.scan_memory_bytes(data, policy) if data is not None else []
+                out.extend(FileFinding(path, f, hexsha, oid in present) for f in found)
     return out
