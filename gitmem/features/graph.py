@@ -222,32 +222,23 @@ class _State:
     def new_file(self, entity: Entity) -> EntityRow:
         """A file for a new entity: in the folder of its type (a new folder for a new type),
         under a name no file of the folder has, ignoring case."""
-        folders = set(self.source.docs_of_type(entity.entity_type))
-        folders.update(
-            f.folder
-            for f in [*self.loaded.values(), *self.deleted]
-            if f.entity_type == entity.entity_type
-        )
-        # Places this call (or batch) has chosen but not staged yet count as taken too.
-        planned = self.planned
+        kind, planned = entity.entity_type, self.planned
+        mine = [*self.loaded.values(), *self.deleted]
+        folders = {
+            *self.source.docs_of_type(kind),
+            *(f.folder for f in mine if f.entity_type == kind),
+        }
         if folders:
             directory = min(folders)
         else:
             directory = _free_name(
-                self.snap, ENTITIES_ROOT, entity.entity_type, MAX_TYPE_SEGMENT, "untyped", planned
+                self.snap, ENTITIES_ROOT, kind, MAX_TYPE_SEGMENT, "untyped", planned
             )
-        shard = shard_of(entity.name)
-        segment = _free_name(
-            self.snap,
-            f"{ENTITIES_ROOT}/{directory}/{shard}",
-            entity.name,
-            MAX_NAME_SEGMENT,
-            "unnamed",
-            planned,
-        )
+        folder = f"{ENTITIES_ROOT}/{directory}/{shard_of(entity.name)}"
+        segment = _free_name(self.snap, folder, entity.name, MAX_NAME_SEGMENT, "unnamed", planned)
         f = EntityRow(
             created_ns=self.graph._next_ns(),
-            doc=f"{ENTITIES_ROOT}/{directory}/{shard}/{segment}",
+            doc=f"{folder}/{segment}",
             version=None,
             name=entity.name,
             entity_type=entity.entity_type,
@@ -256,8 +247,7 @@ class _State:
             dirty=True,
         )
         self._keep(f)
-        planned.add(f"{ENTITIES_ROOT}/{directory}".casefold())
-        planned.add(f.doc.casefold())
+        planned.update((f"{ENTITIES_ROOT}/{directory}".casefold(), f.doc.casefold()))
         return f
 
 

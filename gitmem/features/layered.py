@@ -441,39 +441,33 @@ class LayeredStore:
         rule = registry.get(file_type)
         if rule is None:
             return []
-        archive_id: str | None = None
-        archive_text: str | None = None
-        if rule.archive:
-            archive_id = f"{id.rsplit('/', 1)[0]}/{rule.archive}"
-            archive = self.store.get(archive_id)
-            archive_text = None if archive is None else archive.body
+        name = rule.archive  # the archive's file type, in the same folder
+        archive_id = f"{id.rsplit('/', 1)[0]}/{name}"
+        archive = self.store.get(archive_id) if name else None
         result = _rules.apply_rule(
             file_type,
             body,
             today=self._now().date(),
             write_count=write_count,
-            archive_text=archive_text,
+            archive_text=archive.body if archive is not None else None,
             config=self._config,
             registry=registry,
         )
+        who = self._who()
         if result.body != body:
-            self.store.update(id, result.body, allow_empty=True, **self._who())
-        if archive_id is not None and result.archive_text is not None:
-            if archive_text is None:
-                self._create_archive(id, archive_id, rule.archive or "", result.archive_text)
-            elif result.archive_text != archive_text:
-                self.store.update(archive_id, result.archive_text, allow_empty=True, **self._who())
+            self.store.update(id, result.body, allow_empty=True, **who)
+        text = result.archive_text
+        if name and text is not None and archive is not None and text != archive.body:
+            self.store.update(archive_id, text, allow_empty=True, **who)
+        elif name and text is not None and archive is None:
+            kept = {"layer", "project", "skill", "command"}
+            extra = {k: v for k, v in self.store.read(id).extra.items() if k in kept}
+            title = f"{name.replace('_', ' ')} ({archive_id.split('/')[1]})"
+            extra["file_type"] = name
+            self.store.create(
+                text, id=archive_id, title=title, extra=extra, allow_empty=True, **who
+            )
         return [PrunedItem(id, a.action, a.reason, a.section) for a in result.actions]
-
-    def _create_archive(self, id: str, archive_id: str, file_type: str, text: str) -> None:
-        source = self.store.read(id)
-        kept = {"layer", "project", "skill", "command"}
-        extra = {k: v for k, v in source.extra.items() if k in kept}
-        extra["file_type"] = file_type
-        title = f"{file_type.replace('_', ' ')} ({archive_id.split('/')[1]})"
-        self.store.create(
-            text, id=archive_id, title=title, extra=extra, allow_empty=True, **self._who()
-        )
 
     def _in_scope(self, policy: PrunePolicy) -> list[str]:
         wanted = {"project": policy.project, "skill": policy.skill}

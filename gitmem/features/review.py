@@ -141,15 +141,12 @@ def parse_range(db: GitDB, spec: str) -> tuple[str, str]:
 def memory_paths(repo: pygit2.Repository, old: pygit2.Commit, new: pygit2.Commit) -> list[str]:
     """The memory files that differ between two commits, one path per memory (the path it
     has now, also for a commit from before ``gitmem migrate``)."""
-    changed = changed_paths(old.tree, new.tree)
-    out: set[str] = set()
-    for path in sorted(changed):
-        if path.split("/", 1)[0] not in MEMORY_ROOTS or not path.endswith(".md"):
-            continue
-        key = history_paths(path)[0]
-        if memory_blob(old.tree, key) != memory_blob(new.tree, key):
-            out.add(key)
-    return sorted(out)
+    keys = {
+        history_paths(path)[0]
+        for path in changed_paths(old.tree, new.tree)
+        if path.split("/", 1)[0] in MEMORY_ROOTS and path.endswith(".md")
+    }
+    return sorted(k for k in keys if memory_blob(old.tree, k) != memory_blob(new.tree, k))
 
 
 def _touching(
@@ -170,13 +167,11 @@ def _touching(
 
 def field_changes(before: Memory, after: Memory) -> list[FieldChange]:
     old, new = before.rendered_metadata(), after.rendered_metadata()
-    out: list[FieldChange] = []
-    for key in list(old) + [k for k in new if k not in old]:
-        a, b = old.get(key), new.get(key)
-        if key in old and key in new and codec.same(a, b):
-            continue
-        out.append(FieldChange(key, schema.to_json_value(a), schema.to_json_value(b)))
-    return out
+    return [
+        FieldChange(key, schema.to_json_value(old.get(key)), schema.to_json_value(new.get(key)))
+        for key in [*old, *(k for k in new if k not in old)]
+        if not (key in old and key in new and codec.same(old[key], new[key]))
+    ]
 
 
 def body_diff(path: str, before: str, after: str, full: bool) -> tuple[list[str], int]:

@@ -480,22 +480,18 @@ def _write_files(
             done = start
             ids: list[str] = []
             for f in group:
-                path = f.path
-                if snap.read(path) == f.data:
+                if snap.read(f.path) == f.data:
                     continue
-                if snap.exists(path):
+                if snap.exists(f.path):
                     raise AlreadyExistsError(f"{f.id} was written by someone else meanwhile")
-                snap.put(path, f.data)
+                snap.put(f.path, f.data)
                 ids.append(f.id)
                 done += 1
                 if progress:
                     progress(done, total)
             count = f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'}"
-            spec = CommitSpec(
-                subject=subject.format(count),
-                trailers=[(OP_TRAILER, "create"), *((ID_TRAILER, i) for i in ids)],
-            )
-            return spec, len(ids)
+            trailers = [(OP_TRAILER, "create"), *((ID_TRAILER, i) for i in ids)]
+            return CommitSpec(subject=subject.format(count), trailers=trailers), len(ids)
 
         db = store.db(scope)
         if when is not None:  # the same repository, with a clock that says that date

@@ -77,15 +77,9 @@ def backtick_paths(body: str) -> list[str]:
 def anchors_of(extra: Mapping[str, Any]) -> list[str]:
     """The ``anchors`` front-matter entries that are usable paths."""
     value = extra.get("anchors")
-    if value is None:
-        return []
     items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    out: list[str] = []
-    for item in items:
-        path = normalize_path(item) if isinstance(item, str) else None
-        if path is not None and path not in out:
-            out.append(path)
-    return out
+    paths = (normalize_path(item) for item in items if isinstance(item, str))
+    return list(dict.fromkeys(path for path in paths if path is not None))
 
 
 @dataclass(frozen=True)
