@@ -17,6 +17,7 @@ from storetools import memory_text
 import gitmem
 from gitmem import FixedClock, Store
 from gitmem.format import codec
+from gitmem.git.db import operation_in_progress
 from gitmem.store import merge as M
 from gitmem.store import mergedriver
 from gitmem.store import sync as S
@@ -452,7 +453,7 @@ def test_git_rebase_uses_the_driver_and_keeps_a_fork(pair: tuple[Store, Store, s
     b.update(mid, "rebased commit\n")
     a.sync()
     run_git(b.path, "pull", "-q", "--rebase", "origin", "main")
-    assert S.in_progress(b.db()) is None
+    assert operation_in_progress(b.db().gitdir) is None
     [fork] = S.commit_pending_forks(b.db())
     bodies = {b.read(mid).body, b.read(fork.id).body}
     assert bodies == {"rebased onto\n", "rebased commit\n"}

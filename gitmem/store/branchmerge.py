@@ -21,7 +21,7 @@ from gitmem.base.trailers import (
 from gitmem.format import codec
 from gitmem.format.config import StoreConfig
 from gitmem.format.layout import ATTRIBUTES_FILE, CONFIG_FILE, id_from_path, is_path_id
-from gitmem.git.db import GitDB, operation_in_progress
+from gitmem.git.db import GitDB
 from gitmem.git.diff import blob_at, changed_paths, memory_blob_at
 from gitmem.git.objects import FastForward, Snapshot, Staged, blob_data, get_commit, readable
 from gitmem.store import memory_versions
@@ -48,12 +48,6 @@ class TreeMerge:
     conflicts: list[str] = field(default_factory=list)
     decided: list[tuple[str, str]] = field(default_factory=list)
     """(memory, field): a plain field both sides changed differently, decided by time."""
-
-
-def in_progress(db: GitDB) -> str | None:
-    """What git operation the repository is in the middle of, if any."""
-    found = operation_in_progress(db.gitdir)
-    return found[0] if found is not None else None
 
 
 def _moves(repo: pygit2.Repository, base: pygit2.Tree, side: pygit2.Tree) -> dict[str, str]:

@@ -108,7 +108,6 @@ class Store(Writes):
         says so), ``"regex"`` or ``"substring"`` (a grep of the bodies, one match per line). Valid
         time as :meth:`list` judges it."""
         from gitmem.store import search as search_mod
-        from gitmem.store.search import SearchResults
 
         checked_mode = search_mod.check_mode(mode)
         if not isinstance(query, str) or not query.strip():
@@ -125,7 +124,7 @@ class Store(Writes):
                 self._ordered(scope)[0], None, valid_at, include_superseded
             ),
         }
-        results = SearchResults(query=query, mode=checked_mode)
+        results = search_mod.SearchResults(query=query, mode=checked_mode)
         if checked_mode != "fts":
             pattern = search_mod.compile_line_pattern(query, checked_mode)
             memories = itertools.chain.from_iterable(

@@ -23,7 +23,9 @@ ROW_COLUMNS: tuple[str, ...] = (
 """The columns of the ``memories`` table that ``Queries.rows`` can return."""
 
 
-MEMORY_COLUMNS = ", ".join(["rowid", *(c for c in ROW_COLUMNS if c[-3:] != "_us" or "valid" in c)])
+MEMORY_COLUMNS = ", ".join(
+    ["rowid", *(c for c in ROW_COLUMNS if c not in ("created_us", "updated_us"))]
+)
 """What :func:`gitmem.store.index_queries.memory_from_row` reads, in its order."""
 
 

@@ -18,12 +18,12 @@ from gitmem.base.trailers import ID_TRAILER, CommitSpec
 from gitmem.format import secrets
 from gitmem.format.layout import id_from_path
 from gitmem.git.command import run_git
-from gitmem.git.db import GitDB, check_branch_name
+from gitmem.git.db import GitDB, check_branch_name, operation_in_progress
 from gitmem.git.diff import changed_paths, memory_blob
 from gitmem.git.objects import Snapshot, get_commit
 from gitmem.store import merge as merging
 from gitmem.store import mergedriver
-from gitmem.store.branchmerge import TreeMerge, check_format, in_progress, integrate, merge_spec
+from gitmem.store.branchmerge import TreeMerge, check_format, integrate, merge_spec
 
 GitProgress = Callable[[str], None]
 """Each line git prints while it fetches or pushes (its progress lines end in a carriage
@@ -102,10 +102,10 @@ def _last_line(text: str) -> str:
 
 
 def _refuse_in_progress(db: GitDB) -> None:
-    what = in_progress(db)
-    if what is not None:
+    found = operation_in_progress(db.gitdir)
+    if found is not None:
         raise ConflictError(
-            f"the store is in the middle of {what}; gitmem sync will not merge on top of it",
+            f"the store is in the middle of {found[0]}; gitmem sync will not merge on top of it",
             # Abort first: "git add, git commit" of a file that still holds conflict markers
             # stores them (gitmem doctor says how to finish safely).
             hint="abort it (git merge --abort / git rebase --abort: both sides stay committed), "
@@ -253,7 +253,7 @@ def commit_pending_forks(db: GitDB, *, merge_landed: bool = False) -> list[mergi
     pending = mergedriver.load_pending(db.gitdir)
     if not pending:
         return []
-    if not merge_landed and in_progress(db) is not None:
+    if not merge_landed and operation_in_progress(db.gitdir) is not None:
         return []
     ready = [p for p in pending if _landed(db, p)]
     forks = [p.fork for p in ready]

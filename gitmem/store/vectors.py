@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.base import logs
-from gitmem.base.errors import IndexDamagedError
+from gitmem.base.errors import EmbedderError, IndexDamagedError
 from gitmem.store.index_rows import RowChanges, chunks, marks
 from gitmem.store.row_providers import RowProvider, provider_key, register
 
@@ -436,8 +436,6 @@ def nearest(index: Index, text: str, k: int, *, embedder: Embedder) -> list[tupl
     """The current memories nearest ``text`` in meaning: (``memories.rowid``, cosine), best
     first, at most ``k`` blobs, after embedding what is pending. Never raises for the
     embedder's or the vector tables' failure: it logs one line and answers nothing."""
-    from gitmem.base.errors import EmbedderError
-
     if _failed_until.get(embedder.name, 0.0) > time.monotonic():
         return []
     try:
