@@ -478,6 +478,14 @@ def _rm_derived(gitdir: str) -> str:
     )
 
 
+def _gc(where: str) -> list[str]:
+    """The commands that delete the unreferenced objects of the repository at ``where``."""
+    return [
+        f"git -C {where} reflog expire --expire=now --all",
+        f"git -C {where} gc --prune=now --quiet",
+    ]
+
+
 def _is_local_path(url: str) -> bool:
     return url.startswith(("/", "file://", "./", "../")) or (
         "://" not in url and ":" not in url.split("/")[0]
@@ -515,37 +523,24 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
                 "then sync, purge again and push again",
             )
         )
-        if url is not None and _is_local_path(url):
-            hub = shlex.quote(url[len("file://") :] if url.startswith("file://") else url)
-            steps.append(
-                Step(
-                    "the hub's own copy",
-                    [
-                        f"git -C {hub} reflog expire --expire=now --all",
-                        f"git -C {hub} gc --prune=now --quiet",
-                        _rm_derived(hub),
-                    ],
-                    "so the old objects are deleted, not only unreferenced",
-                )
+        hub = shlex.quote((url or "").removeprefix("file://"))
+        local = url is not None and _is_local_path(url)
+        steps.append(
+            Step(
+                "the hub's own copy",
+                [*_gc(hub), _rm_derived(hub)] if local else [],
+                "so the old objects are deleted, not only unreferenced"
+                if local
+                else f"{url or remote} is hosted: the host keeps unreferenced objects, cached "
+                "views and pull-request refs until it collects them; ask its support to "
+                "run garbage collection (GitHub, GitLab: a support request), and rotate "
+                "any credential anyway",
             )
-        else:
-            steps.append(
-                Step(
-                    "the hub's own copy",
-                    [],
-                    f"{url or remote} is hosted: the host keeps unreferenced objects, cached "
-                    "views and pull-request refs until it collects them; ask its support to "
-                    "run garbage collection (GitHub, GitLab: a support request), and rotate "
-                    "any credential anyway",
-                )
-            )
+        )
     steps.append(
         Step(
             "this store",
-            [
-                f"git -C {here} reflog expire --expire=now --all",
-                f"git -C {here} gc --prune=now --quiet",
-            ],
+            _gc(here),
             "after the push (the remote-tracking branch still holds the old commits until then)"
             if lease_base
             else "so the old objects are deleted, not only unreferenced",
@@ -565,8 +560,7 @@ def _steps(db: GitDB, remote: str | None, report: PurgeReport, *, dry_run: bool)
                     f"git -C CLONE reset --hard {shlex.quote(theirs)}"
                     f"  # or, to keep unpushed work: git -C CLONE rebase --onto {theirs} {old} "
                     f"{short}",
-                    "git -C CLONE reflog expire --expire=now --all",
-                    "git -C CLONE gc --prune=now --quiet",
+                    *_gc("CLONE"),
                     _rm_derived("CLONE/.git"),
                 ],
                 "or delete the clone and clone the hub again; work not pushed yet was made on "

@@ -154,8 +154,7 @@ def import_mcp_jsonl(
             f"{path}: {bad[0]}{more}; nothing was imported",
             hint="fix the line, or pass --skip-bad to import the rest",
         )
-    report = Fidelity("import mcp-jsonl", str(path))
-    report.skipped.extend(bad)
+    report = Fidelity("import mcp-jsonl", str(path), skipped=bad)
     entities: dict[str, Entity] = {}
     relations: dict[tuple[str, str, str], Relation] = {}
     for line, item in entries:
@@ -239,21 +238,18 @@ def import_mcp_jsonl(
     after = graph.read_graph()
     stored = {e.name: e for e in after.entities}
     stored_relations = {r.key for r in after.relations}
+    report.checked = len(entities) + len(relations)
     for entity in entities.values():
-        report.checked += 1
         got = stored.get(entity.name)
         if got is None:
             report.mismatches.append(f"entity {entity.name!r} is not in the store")
-            continue
-        if entity.name not in existing:
-            if got != entity:
-                report.mismatches.append(f"entity {entity.name!r} differs: {got.to_dict()}")
-        elif not set(entity.observations) <= set(got.observations):
+        elif entity.name not in existing and got != entity:
+            report.mismatches.append(f"entity {entity.name!r} differs: {got.to_dict()}")
+        elif entity.name in existing and not set(entity.observations) <= set(got.observations):
             report.mismatches.append(f"entity {entity.name!r} lacks some observations")
-    for key in relations:
-        report.checked += 1
-        if key not in stored_relations:
-            report.mismatches.append(f"relation {key} is not in the store")
+    report.mismatches += [
+        f"relation {k} is not in the store" for k in relations if k not in stored_relations
+    ]
     return report
 
 

@@ -248,28 +248,19 @@ def prune_known_issues(ctx: RuleContext) -> RuleResult:
         if info.resolved and not info.in_progress and info.resolved_on is not None:
             age = (ctx.today - info.resolved_on).days
             if age >= remove_after:
-                actions.append(
-                    PruneAction(
-                        "removed",
-                        f"resolved on {info.resolved_on.isoformat()}, {_plural(age, 'day')} "
-                        f"ago ({remove_after}+ days)",
-                        block.title,
-                    )
-                )
+                when = f"{info.resolved_on.isoformat()}, {_plural(age, 'day')} ago"
+                reason = f"resolved on {when} ({remove_after}+ days)"
+                actions.append(PruneAction("removed", reason, block.title))
                 continue
         if info.status_updated is not None and VERIFY_STATUS not in block.text:
             idle = (ctx.today - info.status_updated).days
             if idle >= verify_after:
                 block = _mark_verify(block)
-                actions.append(
-                    PruneAction(
-                        "flagged",
-                        f"no status update for {_plural(idle, 'day')} (since "
-                        f"{info.status_updated.isoformat()}; {verify_after}+ days): "
-                        f"{VERIFY_STATUS} added",
-                        block.title,
-                    )
+                since = f"since {info.status_updated.isoformat()}; {verify_after}+ days"
+                reason = (
+                    f"no status update for {_plural(idle, 'day')} ({since}): {VERIFY_STATUS} added"
                 )
+                actions.append(PruneAction("flagged", reason, block.title))
         kept.append(block)
     if not actions:
         return RuleResult(ctx.body)
@@ -460,12 +451,8 @@ def prune_common_patterns(ctx: RuleContext) -> RuleResult:
     ]
     if count in flagged_writes:
         return RuleResult(ctx.body)
-    action = PruneAction(
-        "flagged",
-        f"write {count} of common_patterns (every {_plural(every, 'write')}): "
-        f"{VERIFY_PATTERNS} added",
-        None,
-    )
+    reason = f"write {count} of common_patterns (every {_plural(every, 'write')})"
+    action = PruneAction("flagged", f"{reason}: {VERIFY_PATTERNS} added", None)
     lines = lines_of(ctx.body)
     if flagged_writes:
         for i, (line, fenced) in enumerate(fenced_lines(lines)):

@@ -247,15 +247,13 @@ def registry_from_config(
         raise LifecycleConfigError(
             f"{localconfig.config_path()}: 'rules' must map file types to 'module:function'"
         )
-    for file_type, spec in local.items():
-        _check_file_type(str(file_type))
-        named = registry.get(spec) if isinstance(spec, str) and ":" not in spec else None
+    for name, spec in local.items():
+        file_type = _check_file_type(str(name))
         if spec is None or spec is False:
-            registry.pop(str(file_type), None)
-        elif named is not None:
-            registry.register(str(file_type), named)
-        elif isinstance(spec, str):
-            registry.register(str(file_type), load_callable(spec))
+            registry.pop(file_type, None)
+        elif isinstance(spec, str):  # a rule's name, else the Python code to run
+            named = registry.get(spec) if ":" not in spec else None
+            registry.register(file_type, named if named is not None else load_callable(spec))
         else:
             raise LifecycleConfigError(
                 f"rules.{file_type} in your gitmem configuration must be "
