@@ -300,15 +300,8 @@ def write_recipe(
             if text != current:
                 pipeline.write_text(text, encoding="utf-8")
                 written.append(pipeline)
-        else:
-            assert current is not None
-            missing = [p for p in wanted if p not in current]
-            if missing:
-                todo = (
-                    "add to .gitlab-ci.yml:  include: ["
-                    + ", ".join(f"{{local: {p}}}" for p in missing)
-                    + "]"
-                )
+        elif missing := [f"{{local: {p}}}" for p in wanted if p not in current]:
+            todo = f"add to .gitlab-ci.yml:  include: [{', '.join(missing)}]"
     return Written(written, todo, unchanged)
 
 

@@ -213,17 +213,9 @@ T = TypeVar("T")
 
 def _scan(ctx: Context, find: Callable[[bytes], T]) -> list[tuple[Entry, T]]:
     """The memories whose file ``find`` finds something in, with it, by id."""
-    clean: set[str] = set()
-    found: list[tuple[Entry, T]] = []
-    for entry in ctx.entries():
-        if not entry.blob or entry.blob in clean:
-            continue
-        hit = find(blob_data(ctx.db.repo, pygit2.Oid(hex=entry.blob)))
-        if hit:
-            found.append((entry, hit))
-        else:
-            clean.add(entry.blob)
-    return sorted(found, key=lambda item: item[0].id)
+    repo = ctx.db.repo
+    found = ((e, find(blob_data(repo, pygit2.Oid(hex=e.blob)))) for e in ctx.entries() if e.blob)
+    return sorted(((entry, hit) for entry, hit in found if hit), key=lambda item: item[0].id)
 
 
 def check_twins(ctx: Context) -> Iterator[Finding]:

@@ -63,20 +63,14 @@ def _age(path: Path) -> float | None:
         return None
 
 
-def _remover(path: Path, busy: Callable[[float], bool]) -> Callable[[], None]:
+def _remove(path: Path, busy: Callable[[float], bool]) -> None:
     """Remove ``path`` unless, looked at again at fix time, ``busy(age)`` says it is in use
     again: a lock taken, or a file written, since the check is never stolen."""
-
-    def remove() -> None:
-        age = _age(path)
-        if age is None:
-            return
-        if busy(age):
-            raise StoreError(f"{path} is in use again; left alone")
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-    return remove
+    age = _age(path)
+    if age is not None and busy(age):
+        raise StoreError(f"{path} is in use again; left alone")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 def check_locks(ctx: Context) -> Iterator[Finding]:
@@ -100,7 +94,7 @@ def check_locks(ctx: Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(lock))}",
             safe=True,
             path=str(lock),
-            apply=_remover(lock, lambda age: age <= STALE_LOCK_AGE),
+            apply=functools.partial(_remove, lock, lambda age: age <= STALE_LOCK_AGE),
         )
 
 
@@ -144,7 +138,7 @@ def check_leftovers(ctx: Context) -> Iterator[Finding]:
             fix=f"rm {shlex.quote(str(path))}",
             safe=True,
             path=str(path),
-            apply=_remover(path, functools.partial(_writing, pid)),
+            apply=functools.partial(_remove, path, functools.partial(_writing, pid)),
         )
 
 

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitmem.base.errors import GitmemError, StoreError
 from gitmem.entry.hooks import PROJECT_HOOKS
@@ -106,7 +106,7 @@ def pre_commit(top: Path, out: Out) -> int:
     )
     policy = staged_policy(str(top))  # the credentials a memory file may not hold
     refusals: list[str] = []
-    valid: list[tuple[str, Any]] = []
+    present = {id_from_path(p) for p in index} - {None}
     for path, data in zip(todo, blobs, strict=True):
         if index[path][0] not in {"100644", "100755"}:
             refusals.append(f"{path}: is not a regular file")
@@ -125,21 +125,17 @@ def pre_commit(top: Path, out: Out) -> int:
             reason = str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} ")
             refusals.append(f"{path}: {' '.join(reason.split())}")
             continue
-        valid.append((path, memory))
         carried = memfile.carries_derived(memory)
         if carried:
             refusals.append(
                 f"{path}: carries {' and '.join(carried)}, which gitmem derives from "
                 "history; remove the line (docs/format.md)"
             )
-    present = {id_from_path(p) for p in index} - {None}
-    for path, memory in valid:
         target = memory.supersedes
-        if target is None or target in present:
-            continue
-        paths = history_paths(memory_path(target))
-        if not _git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False).strip():
-            refusals.append(f"{path}: supersedes {target}, which is not in this store")
+        if target is not None and target not in present:
+            paths = history_paths(memory_path(target))
+            if not _git(top, "log", "--all", "-1", "--format=%H", "--", *paths, check=False):
+                refusals.append(f"{path}: supersedes {target}, which is not in this store")
     if refusals:
         for refusal in refusals:
             out(f"gitmem: refused: {refusal}")
