@@ -158,13 +158,11 @@ def _mermaid(picture: Picture) -> str:
         node = picture.nodes[key]
         shape = ('(["', '"])') if node.kind in {"entity", "missing"} else ('["', '"]')
         lines.append(f"  {names[key]}{shape[0]}{_mermaid_text(node.label)}{shape[1]}")
-    fork_links: list[int] = []
-    for i, edge in enumerate(picture.edges):
+    for edge in picture.edges:
         arrow = "-.->" if edge.kind == "related" else "-->"
         label = _mermaid_text(edge.label)
         lines.append(f'  {names[edge.source]} {arrow}|"{label}"| {names[edge.target]}')
-        if edge.kind == "fork":
-            fork_links.append(i)
+    fork_links = [i for i, edge in enumerate(picture.edges) if edge.kind == "fork"]
     for kind, style in _MERMAID_CLASSES.items():
         members = [names[k] for k in sorted(picture.nodes) if picture.nodes[k].kind == kind]
         if members:

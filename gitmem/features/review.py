@@ -608,8 +608,7 @@ def _text(result: Review) -> str:
         out.append(
             f"{c.kind:<10} {c.id}{extra}  {c.title or UNTITLED}  by {', '.join(c.agents) or '-'}"
         )
-        for f in c.fields:
-            out.append(f"    {f.name}: {_cell(f.before)} -> {_cell(f.after)}")
+        out += [f"    {f.name}: {_cell(f.before)} -> {_cell(f.after)}" for f in c.fields]
         out += [f"    {line}" for line in c.diff]
         if c.diff_truncated:
             out.append(f"    … {c.diff_truncated} more line(s)")

@@ -202,8 +202,7 @@ class _Project:
                 entry = tree_entry(commit.tree, path)
             except ValueError:
                 entry = None
-            found = None if entry is None else (entry.id, entry.type_str == "tree")
-            self._entries[key] = found
+            self._entries[key] = None if entry is None else (entry.id, entry.type_str == "tree")
         return self._entries[key]
 
     def renames(self, base: pygit2.Commit) -> dict[str, str]:

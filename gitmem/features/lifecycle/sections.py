@@ -7,6 +7,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 
@@ -134,15 +135,8 @@ def _field_lines(section: Section) -> Iterator[tuple[str, str]]:
 
 def section_date(section: Section) -> dt.date | None:
     """First ISO date of the heading, else of the first ``Date:`` field line."""
-    dates = iso_dates(section.title)
-    if dates:
-        return dates[0]
-    for label, value in _field_lines(section):
-        if label == "date":
-            found = iso_dates(value)
-            if found:
-                return found[0]
-    return None
+    fields = (iso_dates(value) for label, value in _field_lines(section) if label == "date")
+    return next((dates[0] for dates in chain([iso_dates(section.title)], fields) if dates), None)
 
 
 def chronological(sections: Sequence[Section]) -> list[int]:
