@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gitmem.base.clock import parse_timestamp
@@ -352,10 +352,7 @@ def _parse(data: bytes | None, path: str, versions: Versions | None = None) -> _
     doc = memory.document
     if doc is None:  # decoded memories carry theirs: never None here
         return None
-    if versions is not None:
-        memory = versions.apply(memory)
-    else:
-        memory = replace(memory, updated_at=memory.created_at, version=1)
+    memory = (versions or Versions()).apply(memory)  # unknown: version 1 at its creation
     return _Side(data, doc, memory.updated_at, memory.version)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
+import functools
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -89,23 +90,17 @@ class Reads(Transactions):
         if index is not None:
             return index
 
-        def decode(data: bytes, path: str) -> Memory:
-            return self._decode(backend, data, path)
-
         snap = self._snapshot(backend, at)
-
-        def derive(memories: builtins.list[Memory]) -> builtins.list[Memory]:
-            return self._derive(backend, snap, memories)
-
+        derive = functools.partial(self._derive, backend, snap)
+        decode = functools.partial(self._decode, backend)
         return TreeReader(backend.db, snap, decode, backend.scope, derive)
 
     def index(self, scope: Scope | str | None = None) -> Index:
         """The derived index of one scope (opened, not yet caught up)."""
         backend = self._backend(scope)
         if backend.index is None:
-            backend.index = Index(
-                backend.db, lambda data, path: self._decode(backend, data, path), backend.scope
-            )
+            decode = functools.partial(self._decode, backend)
+            backend.index = Index(backend.db, decode, backend.scope)
         return backend.index
 
     def reindex(
