@@ -118,7 +118,6 @@ class Context:
     _view: IndexView | Exception | None = None  # an exception: the index cannot be read
     _entries: list[Entry] | None = None
     _rebuilt: ScratchIndex | None = None
-    _scratch: Path | None = None
 
     @property
     def where(self) -> str:
@@ -130,8 +129,7 @@ class Context:
         if self._rebuilt is None:
             view, tip = self.view(), self.db.tip()
             commit = view.commit if view is not None else str(tip.id) if tip else None
-            self._scratch = scratch_folder(self.db)
-            path = self._scratch / "index.sqlite"
+            path = scratch_folder(self.db) / "index.sqlite"
             decode = self.store.index(self.scope).decode
             self._rebuilt = ScratchIndex(self.db, decode, self.scope, path, commit)
             self._rebuilt.catch_up()
@@ -141,10 +139,8 @@ class Context:
         """Remove the scratch index, if this run built one."""
         if self._rebuilt is not None:
             self._rebuilt.close()
+            shutil.rmtree(self._rebuilt.path.parent, ignore_errors=True)
             self._rebuilt = None
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
 
     def view(self) -> IndexView | None:
         """The index beside git (computed once); None if the index cannot be read."""

@@ -61,10 +61,9 @@ def check_index(ctx: Context) -> Iterator[Finding]:
     except Exception as exc:  # any other failure of the derived index is a finding
         message = f"the index cannot be read ({type(exc).__name__}: {exc})"
     if message:
-        store, scope = ctx.store, ctx.scope
 
         def rebuild() -> None:
-            store.index(scope).rebuild()
+            ctx.store.index(ctx.scope).rebuild()
             ctx.forget_view()  # the checks after this one read the rebuilt index
 
         yield Finding(

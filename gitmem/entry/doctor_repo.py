@@ -243,13 +243,10 @@ def _left_behind(db: GitDB, synced: str, tip: pygit2.Commit) -> list[str]:
         index = {entry.path: entry.id for entry in pygit2.Index(str(db.gitdir / "index"))}
     except pygit2.GitError:
         index = {}  # an index libgit2 cannot read: the files alone say
-    assert db.worktree is not None
-    behind: list[str] = []
-    for path in sorted(changed_paths(old.tree, tip.tree)):
-        was = blob_at(old.tree, path)
-        if db.worktree.blob(path) == was or index.get(path) == was:
-            behind.append(path)
-    return behind
+    worktree = db.worktree
+    assert worktree is not None
+    changed = sorted(changed_paths(old.tree, tip.tree))
+    return [p for p in changed if blob_at(old.tree, p) in (worktree.blob(p), index.get(p))]
 
 
 def check_worktree(ctx: Context) -> Iterator[Finding]:
@@ -338,8 +335,7 @@ def check_hooks(ctx: Context) -> Iterator[Finding]:
         status = hooks_mod.status(path)
     except GitmemError:
         return
-    states = {h.name: h for h in status.hooks}
-    memory_hooks = [states[name] for name in hooks_mod.MEMORY_HOOKS if name in states]
+    memory_hooks = [h for h in status.hooks if h.name in hooks_mod.MEMORY_HOOKS]
     installed = [h for h in memory_hooks if h.installed]
     reinstall = f"gitmem --store {ctx.where} hooks install"
     if not installed:
@@ -352,11 +348,8 @@ def check_hooks(ctx: Context) -> Iterator[Finding]:
         return
     broken = [h.name for h in memory_hooks if not h.installed and not h.foreign]
     gone = sorted({h.python for h in installed if h.python and not Path(h.python).exists()})
-    reasons = []
-    if broken:
-        reasons.append(f"missing: {', '.join(broken)}")
-    if gone:
-        reasons.append(f"they run a Python that no longer exists ({', '.join(gone)})")
+    reasons = [f"missing: {', '.join(broken)}"] if broken else []
+    reasons += [f"they run a Python that no longer exists ({', '.join(gone)})"] if gone else []
     if reasons:
         yield Finding(
             "hooks",

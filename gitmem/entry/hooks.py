@@ -146,13 +146,8 @@ class Report:
     """Hook names written (install) or removed (uninstall)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "repo": str(self.repo),
-            "hooks_dir": str(self.hooks_dir),
-            "role": self.role,
-            "changed": self.changed,
-            "hooks": [h.to_dict() for h in self.hooks],
-        }
+        paths = {"repo": str(self.repo), "hooks_dir": str(self.hooks_dir)}
+        return {**asdict(self), **paths, "hooks": [h.to_dict() for h in self.hooks]}
 
 
 def install(repo: Path, role: str, *, python: str | None = None) -> Report:

@@ -338,8 +338,7 @@ class MemoryTool:
             folders = tuple(dir_name(segment) for segment in rel[:-1])
             if path.endswith(MEMORY_SUFFIX) and rel[-1] != KEEP_FILE:
                 doc = self._doc_at(snap, path[: -len(MEMORY_SUFFIX)])
-                if doc is None:
-                    continue
+                assert doc is not None  # a regular file iter_files found
                 entries[(*folders, doc.name), ""] = len(doc.body.encode("utf-8"))
             elif rel[-1] != KEEP_FILE:
                 continue  # not a memory: no file the model made
@@ -574,8 +573,7 @@ class MemoryTool:
         docs, kept = self._under(snap, old.tree)
         for doc_id in docs:
             moved = self._doc_at(snap, doc_id)
-            if moved is None:
-                continue
+            assert moved is not None  # a regular file iter_files found
             rel = doc_id[len(old.tree) + 1 :].split("/")
             names = (*new.names, *map(dir_name, rel[:-1]), moved.name)
             self.store.delete(doc_id, agent=self.agent)

@@ -123,11 +123,8 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
     listed = _git(top, "rev-list", "--objects", new, "--not", "--all").decode(
         "utf-8", "surrogateescape"
     )
-    blobs: list[tuple[str, str]] = []
-    for line in listed.splitlines():
-        oid, _, path = line.partition(" ")
-        if path and (id_from_path(path) is not None or path == CONFIG_FILE):
-            blobs.append((oid, path))
+    objects = (line.partition(" ") for line in listed.splitlines())
+    blobs = [(o, p) for o, _, p in objects if id_from_path(p) is not None or p == CONFIG_FILE]
     for (oid, path), data in zip(blobs, _read_blobs(top, [o for o, _ in blobs]), strict=True):
         if isinstance(data, int):
             problems.append(f"{ref}: {path} (blob {oid[:10]}): {data} bytes, {OVER_READ_LIMIT}")

@@ -1,4 +1,2 @@
-"""``gitmem serve``: a read-only web view of a store for people (docs/web.md).
-
-Needs the ``web`` extra (Jinja2, markdown-it-py, nh3).
-"""
+"""``gitmem serve``: a read-only web view of a store for people (docs/web.md); needs the
+``web`` extra (Jinja2, markdown-it-py, nh3)."""

@@ -83,8 +83,7 @@ class View:
 
     def page(self, path: str, params: Params) -> Page:
         for pattern, name in self.ROUTES:
-            found = pattern.fullmatch(path)
-            if found:
+            if found := pattern.fullmatch(path):
                 page: Page = getattr(self, name)(params, **found.groupdict())
                 page.context.setdefault("params", params)
                 return page
