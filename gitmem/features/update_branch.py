@@ -170,9 +170,6 @@ def _attach(repo: pygit2.Repository, branch: str, commit: pygit2.Commit) -> None
     """Point ``branch`` at HEAD's commit and HEAD at ``branch``: no file or index entry
     changes, since the commit checked out stays the same."""
     name = f"refs/heads/{branch}"
-    ref = repo.references.get(name)
-    if ref is None:
-        repo.references.create(name, commit.id)
-    elif ref.target != commit.id:
-        ref.set_target(commit.id, "gitmem update-branch: fast-forward to the detached HEAD")
+    message = "gitmem update-branch: fast-forward to the detached HEAD"
+    repo.create_reference(name, commit.id, force=True, message=message)
     repo.set_head(name)
