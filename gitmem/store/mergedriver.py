@@ -206,16 +206,8 @@ def load_pending(gitdir: Path) -> list[PendingFork]:
             fork = Fork(
                 record["id"], record["of"], record["fork_path"], base64.b64decode(record["data"])
             )
-            theirs = record.get("theirs")
-            out.append(
-                PendingFork(
-                    fork,
-                    record["path"],
-                    record["kept_blob"],
-                    file,
-                    theirs if isinstance(theirs, str) else None,
-                )
-            )
+            theirs = record.get("theirs") if isinstance(record.get("theirs"), str) else None
+            out.append(PendingFork(fork, record["path"], record["kept_blob"], file, theirs))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidInputError(f"unreadable pending fork {file}: {exc}") from None
     return out

@@ -80,11 +80,8 @@ class TreeReader(Queries):
                 problems.append(Problem(path, str(exc), self.scope))
                 continue
             if memory.id in seen:
-                problems.append(
-                    Problem(
-                        path, f"duplicate id {memory.id} (also in {seen[memory.id]})", self.scope
-                    )
-                )
+                why = f"duplicate id {memory.id} (also in {seen[memory.id]})"
+                problems.append(Problem(path, why, self.scope))
                 continue
             seen[memory.id] = path
             memories.append(memory)
