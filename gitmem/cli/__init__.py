@@ -29,9 +29,8 @@ def _log_to_stderr() -> None:
         import logging
 
         class WarningPrinter(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                level = "warning" if record.levelno >= logging.WARNING else record.levelname
-                click.echo(f"gitmem: {level.lower()}: {printable(record.getMessage())}", err=True)
+            def emit(self, record: logging.LogRecord) -> None:  # warnings and worse only
+                click.echo(f"gitmem: warning: {printable(record.getMessage())}", err=True)
 
         logger = logging.getLogger("gitmem")
         if not any(type(h).__name__ == "WarningPrinter" for h in logger.handlers):

@@ -39,10 +39,8 @@ def encode(memory: Memory, *, max_body_bytes: int, policy: SecretPolicy | None =
         )
     schema.validate(metadata)
     check_window(memory.valid_from, memory.valid_until)
-    if memory.document is not None:
-        text = codec.serialize(memory.document.with_changes(metadata, memory.body))
-    else:
-        text = codec.serialize(codec.Document(metadata, memory.body))
+    doc = memory.document or codec.Document({}, "")
+    text = codec.serialize(doc.with_changes(metadata, memory.body))
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -140,10 +138,8 @@ def file_text(memory: Memory) -> str:
 def rendered_text(memory: Memory) -> str:
     """The memory's file with its derived ``updated_at`` and ``version`` written in after
     ``created_at`` (what show prints and an export writes)."""
-    meta = memory.rendered_metadata()
-    if memory.document is None:
-        return codec.serialize(codec.Document(meta, memory.body))
-    return codec.serialize(memory.document.with_changes(meta, memory.body))
+    doc = memory.document or codec.Document({}, "")
+    return codec.serialize(doc.with_changes(memory.rendered_metadata(), memory.body))
 
 
 def carries_derived(memory: Memory) -> list[str]:
