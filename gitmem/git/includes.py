@@ -140,10 +140,8 @@ def _check_file(config: Path, depth: int) -> None:
     for value in _include_paths(text):
         if not value:
             continue
-        if value.startswith("~/") or value == "~":
-            target = Path(value).expanduser()
-        else:
-            target = config.parent / value  # absolute values replace the base
+        home = value == "~" or value.startswith("~/")
+        target = Path(value).expanduser() if home else config.parent / value  # absolute: as is
         kernel = _kernel_file(target)
         if kernel is not None:
             raise _refuse(config, target, f"a file of the kernel's ({kernel})")
