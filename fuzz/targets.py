@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import GitmemError
-from gitmem.base.errors import InvalidInputError
 from gitmem.format import codec
 
 Target = Callable[[bytes], None]
@@ -150,10 +149,6 @@ def mcp_arguments(data: bytes) -> None:
         return  # the SDK's JSON reader stands before the server; not ours to fuzz
     if not isinstance(arguments, dict):
         arguments = {"value": arguments}
-    try:
-        spec.call(arguments)
-    except InvalidInputError as exc:
-        assert str(exc).startswith(f"invalid arguments for {spec.name}"), str(exc)
     result, _failed = mcp_server.call(spec, arguments)
     assert not result.text.startswith("internal error"), result.text
 
