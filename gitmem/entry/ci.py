@@ -8,6 +8,7 @@ cannot. Their steps are shell scripts of their own, which the tests run on a loc
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,11 +18,6 @@ GITHUB_LIMIT = 65_536
 """GitHub's limit on a pull-request comment, in characters."""
 GITLAB_LIMIT = 1_000_000
 """GitLab's limit on a merge-request note, in characters."""
-
-
-def _indent(text: str, spaces: int) -> str:
-    pad = " " * spaces
-    return "".join(pad + line if line.strip() else line for line in text.splitlines(True))
 
 
 GITHUB_REVIEW_STEP = f"""\
@@ -60,7 +56,7 @@ jobs:
         id: review
         run: |
 """
-    + _indent(GITHUB_REVIEW_STEP, 10)
+    + textwrap.indent(GITHUB_REVIEW_STEP, " " * 10)
     + """\
       - name: artifact
         if: always()
@@ -111,7 +107,7 @@ gitmem-review:
   script:
     - |
 """
-    + _indent(GITLAB_SCRIPT, 6)
+    + textwrap.indent(GITLAB_SCRIPT, " " * 6)
     + """\
   artifacts:
     when: always
@@ -177,7 +173,7 @@ jobs:
           GITMEM_HEAD_REPO: ${{ github.event.pull_request.head.repo.full_name }}
         run: |
 """
-    + _indent(GITHUB_UPDATE_STEP, 10)
+    + textwrap.indent(GITHUB_UPDATE_STEP, " " * 10)
 )
 
 GITLAB_UPDATE_SCRIPT = """\
@@ -227,7 +223,7 @@ gitmem-update-branch:
   script:
     - |
 """
-    + _indent(GITLAB_UPDATE_SCRIPT, 6)
+    + textwrap.indent(GITLAB_UPDATE_SCRIPT, " " * 6)
 )
 
 

@@ -38,16 +38,15 @@ def check_fsck(ctx: Context) -> Iterator[Finding]:
     result = run_git(
         ["fsck", "--strict", "--no-dangling", "--no-progress"], gitdir=ctx.db.gitdir, check=False
     )
-    returncode = result.returncode
     output = (result.stdout + result.stderr).decode("utf-8", "replace")
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if returncode == 0 and not lines:
+    if result.returncode == 0 and not lines:
         return
     shown = "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else "")
     yield Finding(
         "fsck",
-        ERROR if returncode != 0 else WARNING,
-        f"git fsck --strict reports: {shown or 'exit ' + str(returncode)}",
+        ERROR if result.returncode != 0 else WARNING,
+        f"git fsck --strict reports: {shown or f'exit {result.returncode}'}",
         fix=(
             f"git --git-dir={shlex.quote(str(ctx.db.gitdir))} fsck --full for details; fetch the "
             "missing objects from a clone (git fetch <clone>) or restore the repository from one"
@@ -193,25 +192,19 @@ def check_merge(ctx: Context) -> Iterator[Finding]:
             files.append(path)
     files.sort()
     shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
-    detail = (
-        f": {len(files)} memory file(s) in conflict or holding conflict markers ({shown})"
-        if files
-        else ""
-    )
+    detail = f": {len(files)} memory file(s) in conflict or holding conflict markers ({shown})"
     where = ctx.where
-    driver = (
-        ""
-        if mergedriver.driver_registered(db.path)
-        else (f"gitmem --store {where} doctor --fix (registers the merge driver), then ")
-    )
+    driver = f"gitmem --store {where} doctor --fix (registers the merge driver), then "
+    if mergedriver.driver_registered(db.path):
+        driver = ""
     redo = f"git -C {where} {command} again"
     if command == "merge":
         redo = f"gitmem --store {where} sync (or {redo})"
     yield Finding(
         "merge",
         ERROR,
-        f"{what} is in progress and unfinished{detail}; do not git add and commit these "
-        "files: that stores the markers, or drops one side's change",
+        f"{what} is in progress and unfinished{detail if files else ''}; do not git add and "
+        "commit these files: that stores the markers, or drops one side's change",
         fix=(
             f"git -C {where} {command} --abort (both sides stay committed: nothing is lost), "
             f"then {driver}{redo}, which merges memories field by field and reports forks "

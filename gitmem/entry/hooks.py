@@ -90,19 +90,16 @@ def _is_ours(path: Path) -> bool:
 
 @dataclass
 class HookState:
-    """One hook name in one hooks directory."""
+    """One hook name in one hooks directory: ``installed``, our script is there (``outdated``:
+    not what this gitmem installs, e.g. without python -P, so install rewrites it); ``chained``,
+    an earlier hook kept as ``<name>.pre-gitmem`` runs first; ``foreign``, another hook is."""
 
     name: str
     path: Path
     installed: bool
-    """Our script is in place."""
     outdated: bool
-    """Ours, but not what this gitmem installs (an older script, e.g. without python -P):
-    ``gitmem hooks install`` rewrites it."""
     chained: bool
-    """An earlier hook is kept as ``<name>.pre-gitmem`` and run first."""
     foreign: bool
-    """Some other hook is in place (not ours)."""
     role: str | None
     python: str | None
 

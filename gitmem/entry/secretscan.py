@@ -37,11 +37,9 @@ class FileFinding:
 
     def to_dict(self) -> dict[str, Any]:
         found = {"path": secrets_mod.redact(self.path), **self.finding.to_dict()}
-        return (
-            found
-            if self.commit is None
-            else {"commit": self.commit, **found, "present": self.present}
-        )
+        if self.commit is None:
+            return found
+        return {"commit": self.commit, **found, "present": self.present}
 
     def line(self) -> str:
         path = secrets_mod.redact(self.path)  # a file named after a token is not printed either
