@@ -54,12 +54,9 @@ class Finding:
 
 def damaged_finding(check: str, ctx: Context, exc: BaseException, what: str = "") -> Finding:
     """One line for a damaged repository met by ``check``, with the recovery that can work."""
-    if isinstance(exc, GitmemError):
-        message = exc.message
-    elif isinstance(exc, KeyError):
+    message = exc.message if isinstance(exc, GitmemError) else f"git cannot read an object ({exc})"
+    if isinstance(exc, KeyError):
         message = f"an object is missing from the repository ({exc.args[0] if exc.args else ''})"
-    else:
-        message = f"git cannot read an object ({exc})"
     return Finding(
         check,
         ERROR,

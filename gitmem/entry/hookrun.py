@@ -46,13 +46,8 @@ def _git(top: Path, *args: str, input: bytes | None = None, check: bool = True) 
 
 def _memory_paths(top: Path, *diff: str, check: bool = True) -> list[str]:
     """The memory-folder paths ``git diff --name-only <diff>`` names, added or changed."""
-    raw = _git(
-        top,
-        *("diff", "--name-only", "-z", "--no-renames", "--diff-filter=ACMRT"),
-        *diff,
-        *("--", *_ROOT_PATHSPECS),
-        check=check,
-    )
+    args = ["diff", "--name-only", "-z", "--no-renames", "--diff-filter=ACMRT", *diff]
+    raw = _git(top, *args, "--", *_ROOT_PATHSPECS, check=check)
     return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
 
 

@@ -119,16 +119,9 @@ def _state(directory: Path, name: str) -> HookState:
         current = role in ROLES and python and text == render(name, str(role), python)
     except GitmemError:
         current = False
-    return HookState(
-        name=name,
-        path=path,
-        installed=ours,
-        chained=(directory / f"{name}{CHAINED}").exists(),
-        foreign=path.exists() and not ours,
-        role=role,
-        python=python,
-        outdated=ours and not current,
-    )
+    chained = (directory / f"{name}{CHAINED}").exists()
+    foreign = path.exists() and not ours
+    return HookState(name, path, ours, ours and not current, chained, foreign, role, python)
 
 
 @dataclass
