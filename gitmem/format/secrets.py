@@ -263,9 +263,7 @@ def refuse_memory(
     Runs before any other check, so no schema error can echo a token first."""
     policy = policy or DEFAULT_POLICY
     if memory_id is not None:
-        findings = policy.scan(memory_id)
-        if findings:
-            raise SecretsFoundError("the id", findings)
+        refuse(memory_id, "the id", policy)
     # ``path`` is named only once the id it is made of is known to be clean.
     named = path if path and not policy.scan(path) else None
 
@@ -277,15 +275,10 @@ def refuse_memory(
     fields = list(_field_texts(dict(metadata), ""))
     found = bool(policy.scan("\n\n".join(text for _, text, _ in fields)))
     for where, text, is_key in fields if found else ():
-        findings = policy.scan(text)
-        if findings:
-            if is_key:
-                under = f" under {where}" if where else ""
-                raise SecretsFoundError(place(f"a front-matter key{under}"), findings)
-            raise SecretsFoundError(place(f"front-matter field {where}"), findings)
-    findings = policy.scan(body)
-    if findings:
-        raise SecretsFoundError(place("body"), findings)
+        under = f" under {where}" if where else ""
+        what = f"a front-matter key{under}" if is_key else f"front-matter field {where}"
+        refuse(text, place(what), policy)
+    refuse(body, place("body"), policy)
 
 
 def refuse_commit_message(
