@@ -98,10 +98,8 @@ def check_locks(ctx: Context) -> Iterator[Finding]:
 
 
 def check_leftovers(ctx: Context) -> Iterator[Finding]:
-    candidates: list[tuple[Path, int | None]] = []
     marker_tmp = ctx.db.state_dir / (state_paths.WORKTREE_SYNCED + ".tmp")
-    if marker_tmp.is_file():
-        candidates.append((marker_tmp, None))
+    candidates: list[tuple[Path, int | None]] = [(marker_tmp, None)] if marker_tmp.is_file() else []
     if ctx.db.workdir is not None:
         for root in MEMORY_ROOTS:
             for path in (ctx.db.workdir / root).rglob(".*.tmp"):

@@ -140,8 +140,7 @@ def _check_ref(top: Path, old: str, new: str, ref: str) -> list[str]:
             problems += [f"{ref}: {line}" for line in loosening(pushed.decode("utf-8"))]
         except (GitmemError, UnicodeDecodeError) as exc:
             problems.append(f"{ref}: {CONFIG_FILE}: {' '.join(str(exc).split())}")
-    commits = _git(top, "rev-list", new, "--not", "--all").decode().split()
-    for commit in commits:
+    for commit in _git(top, "rev-list", new, "--not", "--all").decode().split():
         message = _git(top, "cat-file", "commit", commit).decode("utf-8", "replace")
         findings = policy.scan(message.partition("\n\n")[2])
         if findings:

@@ -103,9 +103,7 @@ def scan_staged(repo: str | os.PathLike[str] = ".") -> list[FileFinding]:
         )
     policy = hookrun.staged_policy(str(cwd))
     out: list[FileFinding] = []
-    for name in names.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if not name:
-            continue
+    for name in filter(None, names.stdout.decode("utf-8", "surrogateescape").split("\0")):
         blob = run_git(["cat-file", "blob", f":{name}"], cwd=cwd, check=False)
         if blob.returncode != 0 or b"\0" in blob.stdout[:8192]:
             continue

@@ -127,11 +127,8 @@ class Server(ThreadingHTTPServer):
         """Serve until interrupted (Ctrl-C)."""
         if open_browser:
             webbrowser.open(self.link)
-        try:
-            with contextlib.suppress(KeyboardInterrupt):
-                self.serve_forever()
-        finally:
-            self.server_close()
+        with self, contextlib.suppress(KeyboardInterrupt):  # the server closes on leaving
+            self.serve_forever()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("a connection from %s failed", client_address, exc_info=True)
