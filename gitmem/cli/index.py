@@ -22,7 +22,7 @@ from gitmem.cli.common import (
     valid_us,
 )
 from gitmem.format.model import UNTITLED
-from gitmem.store.search import MODES, SearchMatch, SearchResults
+from gitmem.store.search import SearchMatch, SearchResults
 
 if TYPE_CHECKING:
     # Recall loads the embedder's libraries; a search answered by FTS5 never needs them.
@@ -98,7 +98,6 @@ def search(
     Example:
       gitmem search '"docker compose" OR podman' --category project-conventions
     """
-    assert mode in MODES
     # One more than asked for tells whether the list was cut, so the output can say so.
     plain = mode == "fts" and not (layer or project or category or tags)
     when = valid_us(valid_at, show_all)

@@ -65,8 +65,6 @@ class WorkTree:
             st = full.lstat()
         except FileNotFoundError:
             return None
-        except NotADirectoryError:
-            return False
         if not stat.S_ISREG(st.st_mode):
             return False
         return pygit2.hash(full.read_bytes())
