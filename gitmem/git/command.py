@@ -302,13 +302,10 @@ def _policy(
 def _command(
     args: Sequence[str], gitdir: str | os.PathLike[str] | None, policy: Policy
 ) -> list[str]:
-    head = list(args[:1])
-    rest = list(args[1:])
-    name = head[0] if head else ""
+    name = args[0] if args else ""
     option = _PACK_COMMANDS.get(name)
-    if option is not None and option in policy.options:
-        head.append(f"{option}={policy.options[option]}")
-    elif name in _NO_PACK_OPTION and policy.options:
+    pack = [f"{option}={policy.options[option]}"] if option in policy.options else []
+    if name in _NO_PACK_OPTION and policy.options:
         raise StoreError(
             f"this store's git config names its own {' and '.join(sorted(policy.options))} "
             f"program; gitmem will not run git {name} on it",
@@ -316,7 +313,7 @@ def _command(
         )
     # --no-pager: output is captured, but a pager named by the store must never start.
     prefix = ["git", "--no-pager", *([f"--git-dir={os.fspath(gitdir)}"] if gitdir else [])]
-    return [*prefix, *head, *rest]
+    return [*prefix, *args[:1], *pack, *args[1:]]
 
 
 def cat_blobs(
