@@ -199,15 +199,9 @@ scope_option = click.option(
 )
 agent_option = click.option("--agent", help="Who writes (agent or person): the commit's author.")
 message_option = click.option("--message", "-m", help="Why: written in the commit message body.")
-all_option = click.option(
-    "--all", "show_all", is_flag=True, help="Include superseded, archived and expired memories."
-)
 valid_at_option = click.option(
     "--valid-at", metavar="DATE",
     help="Only memories valid (true in the world) then; default: now, or the time of --at.",
-)
-tags_option = click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
 )
 AT_HELP = "A revision (commit, branch, tag, HEAD~3) or a date/time (2026-11-01, RFC 3339)."
 at_option = click.option("--at", metavar="REV|DATE", help=f"The store as it was then. {AT_HELP}")
@@ -264,6 +258,17 @@ allow_empty_option = click.option(
 def stacked(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """The decorators as if written one above the other, the first on top."""
     return lambda f: functools.reduce(lambda g, decorate: decorate(g), reversed(decorators), f)
+
+
+filter_options = stacked(  # ls, search and recall
+    click.option("--category", help="Only this category."),
+    click.option(
+        "--tag", "tags", multiple=True, metavar="TAG", help="Only with this tag (repeat: all)."
+    ),
+    click.option(
+        "--all", "show_all", is_flag=True, help="Include superseded, archived and expired memories."
+    ),
+)
 
 
 def field_options(f: F) -> F:

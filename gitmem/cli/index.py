@@ -11,13 +11,12 @@ from gitmem.base.printable import printable
 from gitmem.cli.common import (
     ProgressBar,
     State,
-    all_option,
     at_option,
     emitted,
+    filter_options,
     json_state,
     on_terminal,
     scope_option,
-    tags_option,
     valid_at_option,
     valid_us,
 )
@@ -80,9 +79,7 @@ def results_text(results: SearchResults) -> str:
 @scope_option
 @click.option("--layer", help="Only documents of this layer.")
 @click.option("--project", help="Only documents of this project.")
-@click.option("--category", help="Only this category.")
-@tags_option
-@all_option
+@filter_options
 @valid_at_option
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True)
 @json_state
@@ -184,9 +181,7 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
     help="Print the best memories that fit this many tokens, whole ones first.",
 )
 @scope_option
-@click.option("--category", help="Only this category.")
-@tags_option
-@all_option
+@filter_options
 @at_option
 @valid_at_option
 @json_state

@@ -18,17 +18,16 @@ from gitmem.cli.common import (
     REASONS,
     F,
     State,
-    all_option,
     at_option,
     emit_json,
     emitted,
+    filter_options,
     json_state,
     output,
     scope_option,
     short,
     stacked,
     table,
-    tags_option,
     valid_at_option,
     valid_us,
 )
@@ -96,10 +95,8 @@ def init(
 
 
 @click.command(name="ls")
-@click.option("--category", help="Only this category.")
-@tags_option
+@filter_options
 @scope_option
-@all_option
 @at_option
 @valid_at_option
 @click.option(
