@@ -223,12 +223,9 @@ def detect_role(top: Path) -> str:
     config_file = top / CONFIG_FILE
     if not config_file.is_file():
         return "project"
-    try:
-        config = _git(top, "config", "--get", "gitmem.format", check=False).strip()
-    except StoreError:
-        config = b""
-    if config:
-        return "memory"
+    with contextlib.suppress(StoreError):
+        if _git(top, "config", "--get", "gitmem.format", check=False).strip():
+            return "memory"
     # A clone has no gitmem.* git config, but a store's gitmem.yaml names its format; it
     # arrives from a remote, so the store's hardened loader reads it.
     from gitmem.format.yamlio import load_yaml

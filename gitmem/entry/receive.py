@@ -8,6 +8,7 @@ Deletions and tags pass. The hub's configuration is the administrator's: git run
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,8 @@ def _policy(top: Path, tip: str) -> SecretPolicy:
     [blob] = _read_blobs(top, [f"{tip}:{CONFIG_FILE}"])
     data: Any = None
     if isinstance(blob, bytes):
-        try:
+        with contextlib.suppress(GitmemError):
             data, _ = load_yaml(blob.decode("utf-8", "replace"))
-        except GitmemError:
-            data = None
     pushed = config.StoreConfig(raw=dict(data) if isinstance(data, dict) else {})
     with config.collecting_loosened():
         return secrets.policy_from_config(localconfig.with_store_settings(pushed, top).raw)
