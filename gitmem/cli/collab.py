@@ -14,10 +14,9 @@ from gitmem.cli.common import (
     ProgressBar,
     State,
     SuggestingGroup,
-    agent_option,
+    authored,
     emitted,
     json_state,
-    message_option,
     on_terminal,
     output,
     pass_state,
@@ -233,9 +232,7 @@ EDIT_NOTE = (
     "takes the path; both: keep both as separate memories.",
 )
 @click.option("--edit", is_flag=True, help="Merge the two by hand in $EDITOR.")
-@agent_option
-@message_option
-@json_state
+@authored
 def resolve(
     state: State, memory_id: str, keep: str | None, edit: bool, agent: str | None,
     message: str | None,
@@ -380,9 +377,7 @@ def _shown(value: object) -> str:
 @click.command()
 @click.option("--session", metavar="S", help="Undo every write of this agent session.")
 @click.option("--commit", "commit_id", metavar="C", help="Undo this one commit.")
-@agent_option
-@message_option
-@json_state
+@authored
 def undo(
     state: State, session: str | None, commit_id: str | None, agent: str | None,
     message: str | None,

@@ -271,6 +271,10 @@ filter_options = stacked(  # ls, search and recall
 )
 
 
+authored = stacked(agent_option, message_option, json_state)
+"""``--agent``, ``-m/--message`` and ``--json`` of a command that writes one commit."""
+
+
 def field_options(f: F) -> F:
     """The memory-field options shared by add, update and supersede (the model is imported
     when a command that has them is defined, not with this module)."""

@@ -18,6 +18,7 @@ from gitmem.cli.common import (
     agent_option,
     allow_empty_option,
     at_option,
+    authored,
     body_limit,
     emitted,
     field_options,
@@ -269,10 +270,8 @@ def update(
 @click.argument("memory_id", metavar="ID")
 @click.argument("text", metavar="TEXT|-")
 @click.option("--expected-version", type=int, metavar="N", help="Refuse unless at version N.")
-@agent_option
-@message_option
 @allow_empty_option
-@json_state
+@authored
 def append(
     state: State, memory_id: str, text: str, expected_version: int | None, agent: str | None,
     message: str | None, allow_empty: bool,
@@ -348,9 +347,7 @@ def invalidate(
 
 @click.command()
 @click.argument("memory_id", metavar="ID")
-@agent_option
-@message_option
-@json_state
+@authored
 def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> None:
     """Delete a memory (history keeps it; gitmem restore brings it back).
 
@@ -373,9 +370,7 @@ def rm(state: State, memory_id: str, agent: str | None, message: str | None) -> 
     "--at", metavar="REV|DATE",
     help="Roll back to the content at this revision or time. " + AT_HELP,
 )
-@agent_option
-@message_option
-@json_state
+@authored
 def restore(
     state: State, memory_id: str, at: str | None, agent: str | None, message: str | None,
 ) -> None:
