@@ -7,7 +7,6 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 
@@ -135,8 +134,13 @@ def _field_lines(section: Section) -> Iterator[tuple[str, str]]:
 
 def section_date(section: Section) -> dt.date | None:
     """First ISO date of the heading, else of the first ``Date:`` field line."""
-    fields = (iso_dates(value) for label, value in _field_lines(section) if label == "date")
-    return next((dates[0] for dates in chain([iso_dates(section.title)], fields) if dates), None)
+    dates = iso_dates(section.title)
+    for label, value in _field_lines(section):
+        if dates:
+            break
+        if label == "date":
+            dates = iso_dates(value)
+    return dates[0] if dates else None
 
 
 def chronological(sections: Sequence[Section]) -> list[int]:
