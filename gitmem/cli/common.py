@@ -276,8 +276,8 @@ authored = stacked(agent_option, message_option, json_state)
 
 
 def field_options(f: F) -> F:
-    """The memory-field options shared by add, update and supersede (the model is imported
-    when a command that has them is defined, not with this module)."""
+    """The memory-field options shared by add, update and supersede, with --allow-empty and
+    --json (the model is imported when a command that has them is defined)."""
     from gitmem.format.model import BUILTIN_CATEGORIES, Trigger
 
     categories = ", ".join(BUILTIN_CATEGORIES)
@@ -297,6 +297,8 @@ def field_options(f: F) -> F:
         click.option("--valid-from", metavar="DATE", help="When the fact began to hold."),
         click.option("--valid-until", metavar="DATE", help="When it stopped holding."),
         message_option,
+        allow_empty_option,
+        json_state,
     )(f)
 
 

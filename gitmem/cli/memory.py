@@ -64,8 +64,6 @@ def _fields(store: Store, options: dict[str, Any]) -> dict[str, Any]:
     help="Add one memory per line of FILE ('-': stdin), each a JSON object with 'body' and "
     "field keys; all in one commit, or none if a line is bad.",
 )
-@allow_empty_option
-@json_state
 def add(
     state: State, /, body: str | None, scope: str | None, memory_id: str | None, jsonl: str | None,
     allow_empty: bool, **options: Any,
@@ -239,8 +237,6 @@ def edit(state: State, memory_id: str, message: str | None, discard: bool) -> No
     help="Refuse (conflict, exit 6) unless the stored version is N.",
 )
 @field_options
-@allow_empty_option
-@json_state
 def update(
     state: State, /, memory_id: str, body: str | None, expected_version: int | None,
     allow_empty: bool, **options: Any,
@@ -299,8 +295,6 @@ def append(
 @click.option(
     "--id", "new_id", metavar="ID", help="Id of the new memory (default: a new mem_<uuid>)."
 )
-@allow_empty_option
-@json_state
 def supersede(
     state: State, /, memory_id: str, body: str | None, new_id: str | None, allow_empty: bool,
     **options: Any,
