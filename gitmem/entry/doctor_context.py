@@ -234,7 +234,10 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
     problem_paths = {path for path, _ in view.problems}
     for path, blob in files.items():
         if path not in rows:  # decode it to say which side is wrong
-            readable = _decodes(index, db, path, blob)
+            readable = None  # the id of the memory in it, when it is a valid memory
+            with contextlib.suppress(GitmemError):
+                if id_from_path(path) is not None:
+                    readable = index.decode(blob_data(db.repo, pygit2.Oid(hex=blob)), path).id
             if readable is not None:
                 view.missing.append(readable)
             if (readable is not None) == (path in problem_paths):
@@ -252,13 +255,3 @@ def _index_view(index: Index, db: GitDB) -> IndexView:
     for ids in (view.missing, view.extra, view.stale):
         ids.sort()
     return view
-
-
-def _decodes(index: Index, db: GitDB, path: str, blob: str) -> str | None:
-    """The id of the memory in this file, or None when it is not a valid memory."""
-    try:
-        if id_from_path(path) is None:
-            return None
-        return index.decode(blob_data(db.repo, pygit2.Oid(hex=blob)), path).id
-    except GitmemError:
-        return None

@@ -606,8 +606,7 @@ class MemoryTool:
         missing = [k for k, p in params.items() if p.default is p.empty and k not in command]
         if missing:
             raise MemoryToolError(f"{name} needs {', '.join(missing)}")
-        result: str = getattr(self, name)(**{k: command[k] for k in params if k in command})
-        return result
+        return str(getattr(self, name)(**{k: command[k] for k in params if k in command}))
 
 
 _COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
