@@ -55,7 +55,9 @@ def _check_file_type(layered: LayeredStore, file_type: str, new_type: bool) -> N
         )
 
 
-_place_options = stacked(
+_place_options = stacked(  # where a document is: create and read
+    click.argument("layer_name", metavar="LAYER", callback=_layer_name),
+    click.argument("file_type"),
     click.option("--project", "-p", help="The project (shared-project, skill, command)."),
     click.option("--skill", help="The skill (skill-specific layer)."),
     click.option("--command", "command_name", help="The command (command layer)."),
@@ -87,8 +89,6 @@ def layer() -> None:
 
 
 @layer.command("create")
-@click.argument("layer_name", metavar="LAYER", callback=_layer_name)
-@click.argument("file_type")
 @_place_options
 @click.option("--content", help="The markdown content ('-' or none: read stdin).")
 @click.option("--title", help="A title (default: file type and owner).")
@@ -119,8 +119,6 @@ def create(
 
 
 @layer.command("read")
-@click.argument("layer_name", metavar="LAYER", callback=_layer_name)
-@click.argument("file_type")
 @_place_options
 @json_state
 def read(
