@@ -271,6 +271,7 @@ filter_options = stacked(  # ls, search and recall
 )
 
 
+agent_state = stacked(agent_option, json_state)  # --agent and --json of a write
 authored = stacked(agent_option, message_option, json_state)
 """``--agent``, ``-m/--message`` and ``--json`` of a command that writes one commit."""
 

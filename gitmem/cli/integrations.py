@@ -15,6 +15,7 @@ from gitmem.cli.common import (
     State,
     SuggestingGroup,
     agent_option,
+    agent_state,
     emitted,
     json_state,
     output,
@@ -69,8 +70,7 @@ def entity() -> None:
 @click.argument("name")
 @click.option("--type", "entity_type", required=True, help="The entity's type (person, ...).")
 @click.option("--observe", "observations", multiple=True, metavar="TEXT", help="An observation.")
-@agent_option
-@json_state
+@agent_state
 def entity_add(
     state: State, name: str, entity_type: str, observations: tuple[str, ...], agent: str | None,
 ) -> None:
@@ -263,8 +263,7 @@ def import_() -> None:
 @import_.command("mcp-jsonl")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--skip-bad", is_flag=True, help="Leave out lines that cannot be read; list them.")
-@agent_option
-@json_state
+@agent_state
 def import_mcp_jsonl(state: State, file: Path, skip_bad: bool, agent: str | None) -> None:
     """The reference MCP memory server's memory.jsonl, into the knowledge graph."""
     _import(state, transfer.import_mcp_jsonl, file, skip_bad=skip_bad, agent=agent)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem.cli.common import State, agent_option, emitted, json_state, scope_option, table
+from gitmem.cli.common import State, agent_state, emitted, json_state, scope_option, table
 from gitmem.features.lifecycle.anchors import check_project
 from gitmem.features.lifecycle.staleness import store_staleness
 from gitmem.format.model import UNTITLED
@@ -78,8 +78,7 @@ def check(state: State, project: str, flag: bool, verbose: bool) -> None:
 @click.option("--project", "-p", help="The project (required with --scope project).")
 @click.option("--skill", help="The skill (required with --scope skill).")
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
-@agent_option
-@json_state
+@agent_state
 def prune(
     state: State, prune_scope: str, project: str | None, skill: str | None, dry_run: bool,
     agent: str | None,

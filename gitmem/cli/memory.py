@@ -15,7 +15,7 @@ from gitmem.cli.common import (
     AT_HELP,
     ProgressBar,
     State,
-    agent_option,
+    agent_state,
     allow_empty_option,
     at_option,
     authored,
@@ -321,8 +321,7 @@ def supersede(
 @click.argument("memory_id", metavar="ID")
 @click.option("--valid-until", metavar="DATE", help="When it stopped holding (default: now).")
 @click.option("--reason", required=True, help="Why it no longer holds: a commit trailer.")
-@agent_option
-@json_state
+@agent_state
 def invalidate(
     state: State, memory_id: str, valid_until: str | None, reason: str, agent: str | None
 ) -> None:
