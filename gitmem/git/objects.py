@@ -99,9 +99,7 @@ class Snapshot:
         return self._spellings.get(path.casefold(), set())
 
     def _entry(self, path: str) -> pygit2.Object | None:
-        if self.tree is None:
-            return None
-        return tree_entry(self.tree, path)
+        return None if self.tree is None else tree_entry(self.tree, path)
 
     def blob_id(self, path: str) -> pygit2.Oid | None:
         """The committed blob id at ``path`` (staged changes ignored); None if absent."""
@@ -115,9 +113,7 @@ class Snapshot:
             data = self.changes[path]
             return blob_data(self.repo, data) if isinstance(data, pygit2.Oid) else data
         entry = self._entry(path)
-        if entry is None:
-            return None
-        if entry.type_str != "blob" or entry.filemode == FileMode.LINK:
+        if entry is None or entry.type_str != "blob" or entry.filemode == FileMode.LINK:
             # A symlink or a directory is never read as a memory: a link inside a
             # store could point anywhere on the disk of whoever reads it.
             return None
@@ -140,13 +136,10 @@ class Snapshot:
 
     def put(self, path: str, data: bytes | pygit2.Oid) -> None:
         """Stage ``data`` at ``path``: the file's bytes, or the id of a blob already stored."""
-        if isinstance(data, pygit2.Oid):
-            self._stage(path, data)
-        elif self.write_blobs:
+        if self.write_blobs and not isinstance(data, pygit2.Oid):
             self.written += len(data)
-            self._stage(path, create_blob(self.repo, data))
-        else:
-            self._stage(path, data)
+            data = create_blob(self.repo, data)
+        self._stage(path, data)
 
     def remove(self, path: str) -> None:
         self._stage(path, None)
