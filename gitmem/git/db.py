@@ -207,12 +207,9 @@ class GitDB:
         if at is None:
             return self.tip()
         if isinstance(at, str):
-            try:
-                obj = self.repo.revparse_single(at)
-                commit: pygit2.Commit = obj.peel(pygit2.Commit)
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                commit: pygit2.Commit = self.repo.revparse_single(at).peel(pygit2.Commit)
                 return commit
-            except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-                pass
             try:
                 when = parse_timestamp(at)
             except ValueError:
@@ -340,10 +337,7 @@ class GitDB:
             attempt += 1
             with self.writer_lock(deadline):
                 repo = self.repo
-                try:
-                    ref: pygit2.Reference | None = repo.lookup_reference(self.ref_name)
-                except KeyError:
-                    ref = None
+                ref = repo.references.get(self.ref_name)
                 tip = get_commit(repo, ref.target) if ref is not None else self.tip()
                 if self.worktree is not None:
                     self.worktree.heal(tip)
