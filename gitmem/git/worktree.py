@@ -90,10 +90,8 @@ class WorkTree:
         if tip is None:
             return
         try:
-            synced: pygit2.Oid | None = pygit2.Oid(hex=self._synced.read_text().strip())
+            synced = pygit2.Oid(hex=self._synced.read_text().strip())
         except (FileNotFoundError, ValueError):
-            synced = None
-        if synced is None:
             self._mark_synced(tip.id)
             return
         if synced == tip.id:
