@@ -183,12 +183,9 @@ class Memory:
                     out[key] = known[key]
             elif key in self.extra:
                 out[key] = self.extra[key]
-        for key in KNOWN_KEYS:
-            if key not in out and known[key] is not None:
-                out[key] = known[key]
-        for key, value in self.extra.items():
-            if key not in out:
-                out[key] = value
+        # New keys after the file's own: the known ones in KNOWN_KEYS order, then unknown ones.
+        out |= {key: value for key, value in known.items() if key not in out and value is not None}
+        out |= {key: value for key, value in self.extra.items() if key not in out}
         return out
 
     def to_dict(self) -> dict[str, Any]:
