@@ -170,8 +170,11 @@ def gc(gitdir: Path) -> GcResult:
             before, loose_before = repository_size(gitdir)
             result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
             if result.returncode != 0 and b"gc is already running" in result.stderr:
-                # A detached gc whose starter died outlives our lock: wait for it, once.
-                _wait_for_git_gc(gitdir)
+                # A detached gc whose starter died outlives our lock: wait, once, until it
+                # removes its gc.pid (bounded: git judges a stale one).
+                deadline = time.monotonic() + 120
+                while (gitdir / "gc.pid").exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
                 result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
             if result.returncode != 0 and _clear_stale_lock(gitdir, result.stderr):
                 result = run_git(["gc", "--quiet"], gitdir=gitdir, check=False)
@@ -205,10 +208,3 @@ def _clear_stale_lock(gitdir: Path, stderr: bytes, seconds: float = 5.0) -> bool
         lock.unlink()
         log.warning("removed %s, left by a git process that was killed", lock)
     return True
-
-
-def _wait_for_git_gc(gitdir: Path, seconds: float = 120.0) -> None:
-    """Until the running ``git gc`` removes its ``gc.pid`` (bounded: git judges a stale one)."""
-    deadline = time.monotonic() + seconds
-    while (gitdir / "gc.pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
