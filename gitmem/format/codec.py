@@ -230,12 +230,10 @@ def serialize(doc: Document) -> str:
             segment = src.segments.get(key)
             if segment is None:
                 parts.append(_newlines(dump_mapping({key: value}), src.newline))
-                continue
-            parts.append(segment.lead)
-            if key in src.parsed and same(value, src.parsed[key]):
-                parts.append(segment.text)
+            elif same(value, src.parsed[key]):  # a key with a segment was parsed
+                parts += [segment.lead, segment.text]
             else:
-                parts.append(_rewrite(segment, key, value, src.newline))
+                parts += [segment.lead, _rewrite(segment, key, value, src.newline)]
         parts.append(src.tail)
         raw = "".join(parts)
     if raw and not raw.endswith("\n"):
