@@ -237,15 +237,12 @@ def segments(raw: str, node: Node | None) -> tuple[dict[str, Segment], str, str]
             return None
         end = _node_end(value_node)
         last_line = end.line if end.column > 0 else end.line - 1
-        inline = None
         value_start = value_node.start_mark
-        if value_start.line == mark.line == end.line and end.index > value_start.index:
-            inline = (value_start.column, end.column)
+        one_line = value_start.line == mark.line == end.line and end.index > value_start.index
+        inline = (value_start.column, end.column) if one_line else None
         if previous_end < 0:
             head = "".join(lines[: mark.line])
-            lead = ""
-        else:
-            lead = "".join(lines[previous_end + 1 : mark.line])
+        lead = "".join(lines[previous_end + 1 : mark.line]) if previous_end >= 0 else ""
         text = "".join(lines[mark.line : last_line + 1])
         flow = isinstance(value_node, MappingNode | SequenceNode) and bool(value_node.flow_style)
         out[key_node.value] = Segment(lead, text, inline, flow)
