@@ -95,9 +95,8 @@ def validate(
     found = problems(to_json_value(metadata), schema)
     if not found:
         return
-    found.sort(key=lambda p: (len(p.path), str(list(p.path))))
-    first = found[0]
-    others = sorted({p.field for p in found[1:]} - {first.field})
+    first = min(found, key=lambda p: (len(p.path), str(list(p.path))))
+    others = sorted({p.field for p in found} - {first.field})
     more = f" (also wrong: {', '.join(others)})" if others else ""
     message = "required field is missing" if first.missing is not None else first.message
     shown = repr(first.instance)
