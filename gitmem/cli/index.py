@@ -148,10 +148,10 @@ def recall_text(results: RecallResults, *, explain: bool) -> str:
     """Hits with their best lines (and, explained, why each ranked); with a budget, the
     packed memories themselves, ready to paste into an agent's context."""
     if results.budget is not None:
-        parts = []
-        for packed in results.packed:
-            kind = "whole" if packed.whole else "excerpt"
-            parts.append(f"<!-- {packed.id} ({kind}, ~{packed.tokens} tokens) -->\n{packed.text}")
+        parts = [
+            f"<!-- {p.id} ({'whole' if p.whole else 'excerpt'}, ~{p.tokens} tokens) -->\n{p.text}"
+            for p in results.packed
+        ]
         return "\n\n".join(parts) if parts else "Nothing fits the budget."
     if not results.hits:
         return "No matches."

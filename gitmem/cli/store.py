@@ -295,12 +295,11 @@ def status(state: State) -> None:
     from gitmem.entry.status import store_status
 
     store = state.store()
-    rows = []
-    for scope in store.scopes:
-        why = REASONS[state.reason]
-        if scope != store.default_scope:
-            why = "the user store, read together with the project's"
-        rows.append(store_status(store, scope, why))
+    also = "the user store, read together with the project's"
+    rows = [
+        store_status(store, s, REASONS[state.reason] if s == store.default_scope else also)
+        for s in store.scopes
+    ]
     if emitted(state, {"default_scope": str(store.default_scope), "stores": rows}):
         return
     for n, row in enumerate(rows):

@@ -324,10 +324,8 @@ def cat_blobs(
     if not specs:
         return []
     checked = cat_file("--batch-check", "".join(f"{s}\n" for s in specs).encode())
-    sizes: list[int | None] = []
-    for line in checked.decode("utf-8", "replace").splitlines()[: len(specs)]:
-        parts = line.split()
-        sizes.append(int(parts[2]) if len(parts) == 3 and parts[1] == "blob" else None)
+    lines = checked.decode("utf-8", "replace").splitlines()[: len(specs)]
+    sizes = [int(p[2]) if len(p) == 3 and p[1] == "blob" else None for p in map(str.split, lines)]
     wanted = [s for s, n in zip(specs, sizes, strict=True) if n is not None and n <= limit]
     data = cat_file("--batch", "".join(f"{s}\n" for s in wanted).encode()) if wanted else b""
     out: list[bytes | int | None] = []
