@@ -77,10 +77,8 @@ class GitIndex:
         if stamp is None:
             self._paths, self._sizes, self._entries, self._version = [], [], {}, 2
             self._buffer = bytearray()
-            self._stamp = None
-            return
-        data = self.path.read_bytes()
-        self._parse(data)
+        else:
+            self._parse(self.path.read_bytes())
         self._stamp = stamp
 
     def _parse(self, data: bytes) -> None:
