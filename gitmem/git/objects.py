@@ -128,11 +128,8 @@ class Snapshot:
         """The path of the memory ``memory_id`` as staged, None when it is not there; ``past``:
         also where format 4 put it, for a commit from before ``gitmem migrate``."""
         path = memory_path(memory_id)
-        if self.exists(path):
-            return path
-        if past:
-            return next((p for p in history_paths(path)[1:] if self.exists(p)), None)
-        return None
+        where = history_paths(path) if past else (path,)  # the current path first
+        return next((p for p in where if self.exists(p)), None)
 
     def put(self, path: str, data: bytes | pygit2.Oid) -> None:
         """Stage ``data`` at ``path``: the file's bytes, or the id of a blob already stored."""
