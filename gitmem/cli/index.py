@@ -118,11 +118,9 @@ def _search_current(
 ) -> SearchResults | None:
     """An unfiltered FTS5 search answered from a current index without opening git;
     None when the full path must answer (see Store.search)."""
-    if not query.strip():
-        return None  # the full path's error
-    current = state.current_index(scope, providers=["lexical"])
+    current = state.current_index(scope, providers=["lexical"]) if query.strip() else None
     if current is None:
-        return None
+        return None  # no current index, or an empty query (the full path says why)
     from gitmem.store.search import full_text_matches
 
     filters = {"include_superseded": show_all, "include_archived": show_all, "valid_us": when}
