@@ -159,13 +159,15 @@ class StaticEmbedder:
         """Each text's space-separated pieces, every new piece's token ids cached: the
         tokenizer merges only within ``▁``-led pieces, and pieces (words) repeat."""
         cache = self._cache
-        pieces = [t.split(" ") if t else [] for t in texts]
-        wanted = {p for ps in pieces for p in ps}
-        if len(cache) + len(wanted - cache.keys()) > CACHE_PIECES:
-            cache.clear()
         cache.setdefault("", self._space_ids())
-        missing = [p for p in wanted if p not in cache]
+        pieces = [t.split(" ") if t else [] for t in texts]
+        missing = list({p for ps in pieces for p in ps if p not in cache})
         if missing:
+            if len(cache) + len(missing) > CACHE_PIECES:
+                cache.clear()
+                cache[""] = self._space_ids()
+                # The batch's pieces that were cached went with the rest.
+                missing = list({p for ps in pieces for p in ps if p not in cache})
             encoded = self.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
             for piece, each in zip(missing, encoded, strict=True):
                 cache[piece] = each.ids
