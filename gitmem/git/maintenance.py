@@ -24,9 +24,10 @@ from gitmem.git.locks import try_flock
 
 log = logs.get(__name__)
 
-GC_AUTO = 1024
+GC_AUTO = 512
 """``gc.auto`` of a new store, and where git's config sets none (git's 6,700 lets a young
-store grow to many times its text): 5,000 creates within 4x (``python -m bench.writes``)."""
+store grow to many times its text): 5,000 creates within 4x (``python -m bench.writes``:
+2.4-2.9x at 512, 4.0-5.4x at 1,024)."""
 GC_AUTO_PACK_LIMIT = 20
 """``gc.autoPackLimit`` likewise (git: 50): libgit2 looks a new object up in every pack."""
 SAMPLE_DIR = "17"
