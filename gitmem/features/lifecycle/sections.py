@@ -135,12 +135,14 @@ def _field_lines(section: Section) -> Iterator[tuple[str, str]]:
 def section_date(section: Section) -> dt.date | None:
     """First ISO date of the heading, else of the first ``Date:`` field line."""
     dates = iso_dates(section.title)
+    if dates:
+        return dates[0]
     for label, value in _field_lines(section):
-        if dates:
-            break
         if label == "date":
-            dates = iso_dates(value)
-    return dates[0] if dates else None
+            found = iso_dates(value)
+            if found:
+                return found[0]
+    return None
 
 
 def chronological(sections: Sequence[Section]) -> list[int]:
